@@ -1,0 +1,81 @@
+"""kant: an embeddable scheduler for large AI GPU clusters (the Kant system: QSCH + RSCH).
+
+The curated public API is re-exported here; submodules hold the details.
+"""
+
+from kant.errors import (
+    AllocationConflictError,
+    DuplicateError,
+    InvalidBindingError,
+    InvalidClusterFileError,
+    InvalidJobError,
+    InvalidNodeError,
+    InvalidResourcesError,
+    InvalidTopologyError,
+    InvalidTraceError,
+    KantError,
+    TransactionError,
+    UnknownGpuModelError,
+    UnknownJobError,
+    UnknownNodeError,
+    UnknownPodError,
+    ValidationError,
+)
+from kant.model import (
+    MILLI,
+    Binding,
+    Job,
+    JobKind,
+    LinkKind,
+    NodeSpec,
+    PodId,
+    Reason,
+    ReasonCode,
+    Resources,
+    Role,
+    Tier,
+    TopologyWish,
+    Victim,
+    VictimReason,
+)
+from kant.state import ClusterState, Snapshot, Transaction
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "MILLI",
+    "AllocationConflictError",
+    "Binding",
+    "ClusterState",
+    "DuplicateError",
+    "InvalidBindingError",
+    "InvalidClusterFileError",
+    "InvalidJobError",
+    "InvalidNodeError",
+    "InvalidResourcesError",
+    "InvalidTopologyError",
+    "InvalidTraceError",
+    "Job",
+    "JobKind",
+    "KantError",
+    "LinkKind",
+    "NodeSpec",
+    "PodId",
+    "Reason",
+    "ReasonCode",
+    "Resources",
+    "Role",
+    "Snapshot",
+    "Tier",
+    "TopologyWish",
+    "Transaction",
+    "TransactionError",
+    "UnknownGpuModelError",
+    "UnknownJobError",
+    "UnknownNodeError",
+    "UnknownPodError",
+    "ValidationError",
+    "Victim",
+    "VictimReason",
+    "__version__",
+]

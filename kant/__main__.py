@@ -1,0 +1,5 @@
+import sys
+
+from kant.cli import main
+
+sys.exit(main())

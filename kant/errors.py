@@ -1,0 +1,132 @@
+"""The KantError tree.
+
+Expected scheduling outcomes (a job that does not fit, a quota that is full) are *values*
+(:class:`kant.model.Reason`); the exceptions here are for contract violations: malformed
+input, a node or pod that does not exist, a binding that conflicts with what is already
+allocated, a snapshot used after it went stale. Every error is raised *before* anything is
+changed, so a rejected call leaves the state exactly as it was.
+
+Each validation error names the offending field and value::
+
+    >>> InvalidJobError("priority", "high", "must be an int").args[0]
+    "invalid job: field 'priority' = 'high': must be an int"
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class KantError(Exception):
+    """Base of every error kant raises on purpose."""
+
+
+class ValidationError(KantError, ValueError):
+    """A value object or input record is malformed.
+
+    Attributes ``field``, ``value`` and ``reason`` say exactly what is wrong; ``where``
+    (optional) locates it, e.g. ``"jobs.csv:17"`` or ``"nodes[3]"``.
+    """
+
+    what = "value"
+
+    def __init__(self, field: str, value: Any, reason: str, *, where: str | None = None) -> None:
+        self.field = field
+        self.value = value
+        self.reason = reason
+        self.where = where
+        loc = f"{where}: " if where else ""
+        super().__init__(f"{loc}invalid {self.what}: field {field!r} = {value!r}: {reason}")
+
+
+class InvalidResourcesError(ValidationError):
+    what = "resources"
+
+
+class InvalidJobError(ValidationError):
+    what = "job"
+
+
+class InvalidNodeError(ValidationError):
+    what = "node"
+
+
+class InvalidTopologyError(ValidationError):
+    what = "topology"
+
+
+class InvalidBindingError(ValidationError):
+    what = "binding"
+
+
+class InvalidConfigError(ValidationError):
+    what = "configuration"
+
+
+class InvalidClusterFileError(ValidationError):
+    """A cluster description file is malformed; ``where`` names the file and entry."""
+
+    what = "cluster file"
+
+
+class InvalidTraceError(ValidationError):
+    """A trace row is malformed; ``where`` is ``file:line``."""
+
+    what = "trace row"
+
+
+class _LookupError(KantError, KeyError):
+    """KeyError subclass whose ``str()`` is the plain message (KeyError quotes it)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class UnknownNodeError(_LookupError):
+    def __init__(self, node: str) -> None:
+        self.node = node
+        super().__init__(f"unknown node {node!r}")
+
+
+class UnknownPodError(_LookupError):
+    def __init__(self, pod: object) -> None:
+        self.pod = pod
+        super().__init__(f"unknown pod {pod!s}")
+
+
+class UnknownJobError(_LookupError):
+    def __init__(self, job: str) -> None:
+        self.job = job
+        super().__init__(f"unknown job {job!r}")
+
+
+class UnknownGpuModelError(_LookupError):
+    def __init__(self, model: str, known: object = None) -> None:
+        self.model = model
+        extra = f" (known: {known})" if known is not None else ""
+        super().__init__(f"unknown GPU model {model!r}{extra}")
+
+
+class UnknownTemplateError(_LookupError):
+    def __init__(self, template: str) -> None:
+        self.template = template
+        super().__init__(f"unknown node template {template!r}")
+
+
+class UnknownPolicyError(_LookupError):
+    def __init__(self, kind: str, name: str, known: object = None) -> None:
+        self.name = name
+        extra = f"; known: {known}" if known is not None else ""
+        super().__init__(f"unknown {kind} policy {name!r}{extra}")
+
+
+class DuplicateError(KantError, ValueError):
+    """Something with that name or id is already registered."""
+
+
+class AllocationConflictError(KantError, ValueError):
+    """A binding asks for devices or capacity that are not free (or not healthy)."""
+
+
+class TransactionError(KantError, RuntimeError):
+    """A snapshot transaction was used out of order (commit twice, rollback after commit...)."""

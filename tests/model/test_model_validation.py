@@ -1,0 +1,180 @@
+"""Every invalid field of a job, a role, resources, a node or a binding is rejected with a
+typed error that names the field and the value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import pytest
+
+from kant.errors import (
+    InvalidBindingError,
+    InvalidJobError,
+    InvalidNodeError,
+    InvalidResourcesError,
+    KantError,
+    ValidationError,
+)
+from kant.model import Binding, Job, JobKind, NodeSpec, PodId, Resources, Role, Tier, TopologyWish
+
+
+def _job(**kw: Any) -> Job:
+    base: dict[str, Any] = {"id": "j1", "roles": (Role(resources=Resources(gpus=1)),)}
+    base.update(kw)
+    return Job(**base)
+
+
+def _node(**kw: Any) -> NodeSpec:
+    base: dict[str, Any] = {"name": "n1", "gpu_model": "H100", "gpus": 8}
+    base.update(kw)
+    return NodeSpec(**base)
+
+
+BAD_RESOURCES = [
+    ("a negative GPU count is rejected", {"gpus": -1}, "gpus"),
+    ("a float GPU count is rejected", {"gpus": 1.5}, "gpus"),
+    ("a bool is not a GPU count", {"gpus": True}, "gpus"),
+    ("a GPU share of a whole GPU or more is rejected", {"gpu_milli": 1000}, "gpu_milli"),
+    ("a GPU share combined with whole GPUs is rejected", {"gpus": 1, "gpu_milli": 500}, "gpu_milli"),
+    ("negative CPU is rejected", {"cpu_milli": -5}, "cpu_milli"),
+    ("negative memory is rejected", {"memory_mib": -1}, "memory_mib"),
+    ("negative NICs are rejected", {"rdma_nics": -2}, "rdma_nics"),
+    ("more GPUs than a node can have is rejected", {"gpus": 65}, "gpus"),
+]
+
+
+@pytest.mark.parametrize(("case", "kw", "field"), BAD_RESOURCES, ids=[c[0] for c in BAD_RESOURCES])
+def test_bad_resources(case: str, kw: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidResourcesError) as err:
+        Resources(**kw)
+    assert err.value.field == field
+    assert field in str(err.value)
+    assert isinstance(err.value, ValueError) and isinstance(err.value, KantError)
+
+
+BAD_JOBS = [
+    ("an empty job id is rejected", {"id": ""}, "id"),
+    ("a job id with a slash is rejected", {"id": "a/b"}, "id"),
+    ("a non-string tenant is rejected", {"tenant": 3}, "tenant"),
+    ("a string priority is rejected", {"priority": "high"}, "priority"),
+    ("a negative submit time is rejected", {"submitted_at": -1.0}, "submitted_at"),
+    ("an infinite submit time is rejected", {"submitted_at": float("inf")}, "submitted_at"),
+    ("an unknown job kind is rejected", {"kind": "batch"}, "kind"),
+    ("a job without roles is rejected", {"roles": ()}, "roles"),
+    (
+        "two roles with one name are rejected",
+        {"roles": (Role(name="w"), Role(name="w"))},
+        "roles",
+    ),
+    ("a non-bool gang flag is rejected", {"gang": 1}, "gang"),
+    ("a zero runtime estimate is rejected", {"runtime_estimate": 0}, "runtime_estimate"),
+    ("a non-bool preemptible flag is rejected", {"preemptible": "yes"}, "preemptible"),
+]
+
+
+@pytest.mark.parametrize(("case", "kw", "field"), BAD_JOBS, ids=[c[0] for c in BAD_JOBS])
+def test_bad_jobs(case: str, kw: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidJobError) as err:
+        _job(**kw)
+    assert err.value.field == field
+    assert repr(kw[field]) in str(err.value)
+
+
+BAD_ROLES = [
+    ("zero replicas are rejected", {"replicas": 0}, "replicas"),
+    ("a role name with spaces around it is rejected", {"name": " w"}, "name"),
+    ("resources must be a Resources", {"resources": {"gpus": 1}}, "resources"),
+    ("an empty GPU model name is rejected", {"gpu_models": ["H100", ""]}, "gpu_models"),
+    ("a topology wish must be a TopologyWish", {"topology": "leaf"}, "topology"),
+]
+
+
+@pytest.mark.parametrize(("case", "kw", "field"), BAD_ROLES, ids=[c[0] for c in BAD_ROLES])
+def test_bad_roles(case: str, kw: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidJobError) as err:
+        Role(**kw)
+    assert err.value.field == field
+
+
+BAD_NODES = [
+    ("an empty node name is rejected", {"name": ""}, "name"),
+    ("negative GPUs are rejected", {"gpus": -8}, "gpus"),
+    ("GPUs without a model are rejected", {"gpu_model": None}, "gpu_model"),
+    ("a model without GPUs is rejected", {"gpus": 0}, "gpus"),
+    ("negative CPU is rejected", {"cpu_milli": -1}, "cpu_milli"),
+    ("a spine without a leaf is rejected", {"spine": "s0"}, "leaf"),
+    ("a superspine without a spine is rejected", {"leaf": "l0", "superspine": "x"}, "spine"),
+    ("too many NICs are rejected", {"rdma_nics": 65}, "rdma_nics"),
+]
+
+
+@pytest.mark.parametrize(("case", "kw", "field"), BAD_NODES, ids=[c[0] for c in BAD_NODES])
+def test_bad_nodes(case: str, kw: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidNodeError) as err:
+        _node(**kw)
+    assert err.value.field == field
+
+
+POD = PodId(job="j", role="w", index=0)
+BAD_BINDINGS = [
+    ("a repeated GPU id is rejected", {"gpus": (1, 1)}, "gpus"),
+    ("a GPU id past 63 is rejected", {"gpus": (64,)}, "gpus"),
+    ("a share over one GPU is rejected", {"gpus": (0,), "gpu_milli": 1001}, "gpu_milli"),
+    ("a share split over two GPUs is rejected", {"gpus": (0, 1), "gpu_milli": 500}, "gpus"),
+    ("a zero share is rejected", {"gpus": (0,), "gpu_milli": 0}, "gpu_milli"),
+    ("a pod id must be a PodId", {"pod": "j/w/0"}, "pod"),
+]
+
+
+@pytest.mark.parametrize(("case", "kw", "field"), BAD_BINDINGS, ids=[c[0] for c in BAD_BINDINGS])
+def test_bad_bindings(case: str, kw: dict[str, Any], field: str) -> None:
+    base: dict[str, Any] = {"pod": POD, "node": "n1"}
+    base.update(kw)
+    with pytest.raises(InvalidBindingError) as err:
+        Binding(**base)
+    assert err.value.field == field
+
+
+def test_a_job_lists_its_pods_role_by_role_and_sums_its_gpus() -> None:
+    job = Job(
+        id="serve",
+        kind="inference",
+        gang=False,
+        roles=(
+            Role(name="prefill", replicas=2, resources=Resources(gpus=4), gpu_models="H100"),
+            Role(name="decode", replicas=3, resources=Resources(gpu_milli=500), gpu_models="L40"),
+        ),
+    )
+    assert job.kind is JobKind.INFERENCE
+    assert [str(p) for p in job.pods()] == [
+        "serve/prefill/0", "serve/prefill/1", "serve/decode/0", "serve/decode/1", "serve/decode/2",
+    ]  # fmt: skip
+    assert job.total_milli == 2 * 4000 + 3 * 500
+    assert job.gpu_models == {"H100", "L40"}
+    assert job.role("decode").resources.is_shared
+
+
+def test_gpu_models_accept_the_openb_pipe_syntax() -> None:
+    assert Role(gpu_models="V100M16|V100M32").gpu_models == {"V100M16", "V100M32"}
+
+
+def test_value_objects_are_frozen_and_evolve_into_variants() -> None:
+    job = _job(priority=1)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        job.priority = 5  # type: ignore[misc]
+    assert attrs.evolve(job, priority=5).priority == 5
+    with pytest.raises(InvalidJobError):
+        attrs.evolve(job, priority="5")
+
+
+def test_topology_wish_orders_tiers_from_closest_to_farthest() -> None:
+    assert Tier.NODE < Tier.HBD < Tier.LEAF < Tier.SPINE < Tier.SUPERSPINE < Tier.CLUSTER
+    assert TopologyWish(tier=Tier.LEAF, required=True).required
+    with pytest.raises(InvalidJobError):
+        TopologyWish(tier="leaf")  # type: ignore[arg-type]
+
+
+def test_error_messages_name_field_value_and_location() -> None:
+    err = InvalidJobError("priority", "x", "must be an int", where="jobs.csv:3")
+    assert str(err) == "jobs.csv:3: invalid job: field 'priority' = 'x': must be an int"

@@ -1,0 +1,233 @@
+"""ClusterState and Snapshot scenarios: what is allocatable, incremental refresh, transactions,
+and bad input that changes nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kant.errors import (
+    AllocationConflictError,
+    DuplicateError,
+    InvalidNodeError,
+    TransactionError,
+    UnknownNodeError,
+    UnknownPodError,
+)
+from kant.model import Binding, PodId
+from kant.state import ClusterState, Snapshot
+from kant.testing import ClusterBuilder, node
+
+
+def pod(job: str, i: int = 0) -> PodId:
+    return PodId(job=job, role="w", index=i)
+
+
+@pytest.fixture
+def cluster() -> ClusterState:
+    return (
+        ClusterBuilder()
+        .leaf("lf0", nodes=2)
+        .spine("sp1")
+        .leaf("lf1", nodes=2, model="A100")
+        .build()
+    )
+
+
+def snapshot_matches_truth(st: ClusterState, snap: Snapshot) -> None:
+    st._check()
+    snap._check()
+    assert snap.same_as(st.full_snapshot()) == []
+
+
+def test_a_new_cluster_has_every_healthy_gpu_free(cluster: ClusterState) -> None:
+    snap = cluster.snapshot()
+    assert snap.free_gpus[:4].tolist() == [8, 8, 8, 8]
+    leaf = cluster.group_id("leaf", "lf1")
+    assert snap.agg["leaf"][leaf].tolist() == [16, 2, 16000]
+    assert cluster.total_gpus() == 32
+    snapshot_matches_truth(cluster, snap)
+
+
+def test_a_binding_holds_exactly_its_devices_and_capacity(cluster: ClusterState) -> None:
+    cluster.bind(
+        Binding(pod=pod("a"), node="lf0-n0", gpus=(0, 1), nics=(0,), cpu_milli=4000, memory_mib=10)
+    )
+    cluster.bind(Binding(pod=pod("b"), node="lf0-n0", gpus=(2,), gpu_milli=300))
+    snap = cluster.snapshot()
+    s = cluster.slot_of("lf0-n0")
+    assert snap.gpu_free[s, :4].tolist() == [0, 0, 700, 1000]
+    assert snap.free_gpus[s] == 5
+    assert int(snap.free_mask[s]) == 0b11111000
+    assert snap.free_nics[s] == 7
+    assert snap.cpu_free[s] == 192_000 - 4000
+    assert cluster.pods_on("lf0-n0") == (pod("a"), pod("b"))
+    snapshot_matches_truth(cluster, snap)
+
+
+def test_fractional_pods_share_a_gpu_without_over_committing_it(cluster: ClusterState) -> None:
+    cluster.bind(Binding(pod=pod("a"), node="lf0-n0", gpus=(3,), gpu_milli=600))
+    cluster.bind(Binding(pod=pod("b"), node="lf0-n0", gpus=(3,), gpu_milli=400))
+    with pytest.raises(AllocationConflictError, match="GPU 3 has 0 milli free"):
+        cluster.bind(Binding(pod=pod("c"), node="lf0-n0", gpus=(3,), gpu_milli=1))
+    cluster._check()
+
+
+REJECTED = [
+    ("a pod cannot be bound to a node that does not exist", Binding(pod=pod("x"), node="nope", gpus=(0,)), UnknownNodeError),
+    ("a GPU the node does not have is rejected", Binding(pod=pod("x"), node="lf0-n0", gpus=(8,)), AllocationConflictError),
+    ("a GPU already held is rejected", Binding(pod=pod("x"), node="lf0-n0", gpus=(0,)), AllocationConflictError),
+    ("a NIC already held is rejected", Binding(pod=pod("x"), node="lf0-n0", gpus=(5,), nics=(0,)), AllocationConflictError),
+    ("more CPU than is free is rejected", Binding(pod=pod("x"), node="lf0-n1", cpu_milli=10**9), AllocationConflictError),
+    ("more memory than is free is rejected", Binding(pod=pod("x"), node="lf0-n1", memory_mib=10**9), AllocationConflictError),
+    ("a pod already bound cannot be bound again", Binding(pod=pod("held"), node="lf0-n1", gpus=(0,)), DuplicateError),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "binding", "error"), REJECTED, ids=[c[0] for c in REJECTED])
+def test_a_rejected_binding_changes_nothing(
+    cluster: ClusterState, case: str, binding: Binding, error: type[Exception]
+) -> None:
+    cluster.bind(Binding(pod=pod("held"), node="lf0-n0", gpus=(0,), nics=(0,)))
+    before = cluster.snapshot()
+    gen = cluster.generation
+    cols = {k: getattr(before.cols, k)[:4].copy() for k in ("free_mask", "cpu_free", "nic_mask")}
+    with pytest.raises(error):
+        cluster.bind(binding)
+    assert cluster.generation == gen
+    assert cluster.num_pods == 1
+    after = cluster.snapshot()
+    for k, v in cols.items():
+        assert np.array_equal(getattr(after.cols, k)[:4], v)
+    snapshot_matches_truth(cluster, after)
+
+
+def test_an_unhealthy_gpu_is_not_allocatable_until_it_recovers(cluster: ClusterState) -> None:
+    cluster.set_gpu_health("lf0-n0", 2, False)
+    snap = cluster.snapshot()
+    s = cluster.slot_of("lf0-n0")
+    assert snap.free_gpus[s] == 7 and not int(snap.free_mask[s]) >> 2 & 1
+    with pytest.raises(AllocationConflictError, match="GPU 2 is unhealthy"):
+        cluster.bind(Binding(pod=pod("x"), node="lf0-n0", gpus=(2,)))
+    cluster.set_gpu_health("lf0-n0", 2, True)
+    assert cluster.snapshot().free_gpus[s] == 8
+
+
+def test_a_pod_holding_a_gpu_that_fails_keeps_it_but_it_is_not_returned(
+    cluster: ClusterState,
+) -> None:
+    cluster.bind(Binding(pod=pod("a"), node="lf0-n0", gpus=(1,)))
+    cluster.set_gpu_health("lf0-n0", 1, False)
+    cluster.release(pod("a"))
+    s = cluster.slot_of("lf0-n0")
+    assert cluster.snapshot().free_gpus[s] == 7
+    cluster._check()
+
+
+def test_an_unhealthy_node_offers_nothing_but_keeps_its_pods(cluster: ClusterState) -> None:
+    cluster.bind(Binding(pod=pod("a"), node="lf0-n1", gpus=(0,)))
+    cluster.set_node_health("lf0-n1", False)
+    snap = cluster.snapshot()
+    s = cluster.slot_of("lf0-n1")
+    assert snap.free_gpus[s] == 0 and snap.cpu_free[s] == 0
+    assert cluster.pods_on("lf0-n1") == (pod("a"),)
+    with pytest.raises(AllocationConflictError, match="unhealthy"):
+        cluster.bind(Binding(pod=pod("b"), node="lf0-n1", gpus=(1,)))
+    snapshot_matches_truth(cluster, snap)
+
+
+def test_removing_a_node_returns_its_pods_and_frees_its_slot(cluster: ClusterState) -> None:
+    cluster.bind(Binding(pod=pod("a"), node="lf1-n0", gpus=(0, 1)))
+    lost = cluster.remove_node("lf1-n0")
+    assert [b.pod for b in lost] == [pod("a")]
+    assert not cluster.has_pod(pod("a"))
+    assert "lf1-n0" not in cluster
+    snapshot_matches_truth(cluster, cluster.snapshot())
+    cluster.add_node(node("late", leaf="lf1", spine="sp1", superspine="ss0"))
+    assert cluster.slot_of("late") == 2  # the freed slot is reused, lowest first
+    snapshot_matches_truth(cluster, cluster.snapshot())
+
+
+def test_unknown_names_raise_typed_errors(cluster: ClusterState) -> None:
+    with pytest.raises(UnknownNodeError, match="unknown node 'ghost'"):
+        cluster.set_node_health("ghost", False)
+    with pytest.raises(UnknownPodError):
+        cluster.release(pod("ghost"))
+    with pytest.raises(DuplicateError):
+        cluster.add_node(node("lf0-n0"))
+    with pytest.raises(InvalidNodeError, match="'gpu' = 9"):
+        cluster.set_gpu_health("lf0-n0", 9, False)
+
+
+def test_a_refresh_copies_only_the_nodes_that_changed(cluster: ClusterState) -> None:
+    snap = cluster.snapshot()
+    untouched = snap.gpu_free
+    cluster.bind(Binding(pod=pod("a"), node="lf1-n1", gpus=(0,)))
+    assert cluster._changed == {cluster.slot_of("lf1-n1")}
+    again = cluster.snapshot()
+    assert again is snap and again.gpu_free is untouched  # refreshed in place, rows shared
+    assert cluster._changed == set()
+    snapshot_matches_truth(cluster, again)
+
+
+def test_a_rolled_back_transaction_leaves_the_snapshot_exactly_as_it_was(
+    cluster: ClusterState,
+) -> None:
+    snap = cluster.snapshot()
+    reference = cluster.full_snapshot()
+    with snap.transaction():
+        snap.allocate(0, 0b1111, nic_mask=0b1, cpu_milli=10)
+        with snap.transaction() as inner:
+            snap.allocate(1, 0xFF)
+            inner.commit()
+        snap.allocate(2, 0b1, milli=250)
+        assert snap.same_as(reference) != []
+    assert snap.same_as(reference) == []
+    snap._check()
+
+
+def test_committed_tentative_changes_are_undone_by_the_next_refresh(
+    cluster: ClusterState,
+) -> None:
+    snap = cluster.snapshot()
+    with snap.transaction() as tx:
+        snap.allocate(3, 0xFF)
+        tx.commit()
+    assert snap.free_gpus[3] == 0
+    assert cluster.snapshot().free_gpus[3] == 8  # the truth never had that pod
+    snapshot_matches_truth(cluster, snap)
+
+
+def test_snapshot_changes_need_a_transaction_and_a_conflicting_one_changes_nothing(
+    cluster: ClusterState,
+) -> None:
+    snap = cluster.snapshot()
+    with pytest.raises(TransactionError):
+        snap.allocate(0, 0b1)
+    with snap.transaction() as tx:
+        snap.allocate(0, 0b1)
+        with pytest.raises(AllocationConflictError):
+            snap.allocate(0, 0b11)
+        assert snap.free_gpus[0] == 7
+        tx.commit()
+    with pytest.raises(TransactionError):
+        tx.commit()
+
+
+def test_best_fit_lists_the_fullest_nodes_that_still_fit_first(cluster: ClusterState) -> None:
+    cluster.bind(Binding(pod=pod("a"), node="lf0-n1", gpus=(0, 1, 2, 3, 4)))
+    cluster.bind(Binding(pod=pod("b"), node="lf0-n0", gpus=(0, 1)))
+    snap = cluster.snapshot()
+    h100 = cluster.group_id("pool", "H100")
+    names = [snap.name_of(s) for s in snap.best_fit(h100, 3)]
+    assert names == ["lf0-n1", "lf0-n0"]
+    assert [snap.name_of(s) for s in snap.best_fit(h100, 4)] == ["lf0-n0"]
+
+
+def test_a_snapshot_cannot_refresh_under_an_open_transaction(cluster: ClusterState) -> None:
+    snap = cluster.snapshot()
+    tx = snap.transaction()
+    with pytest.raises(TransactionError):
+        cluster.snapshot()
+    tx.rollback()
+    assert cluster.snapshot() is snap

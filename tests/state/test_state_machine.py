@@ -1,0 +1,161 @@
+"""Hypothesis stateful test: random add / remove / bind / release / health changes,
+interleaved with snapshots and rolled-back transactions, keep ``_check()`` true, and every
+snapshot equals a fresh full rebuild of the state at that moment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import hypothesis.strategies as st
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from kant.errors import AllocationConflictError, DuplicateError, UnknownNodeError
+from kant.model import MILLI, Binding, PodId
+from kant.state import ClusterState
+from kant.testing import node
+
+NAMES = [f"n{i}" for i in range(6)]
+LEAVES = ["lf0", "lf1", "lf2"]
+
+
+class StateMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.st = ClusterState()
+        self.seq = 0
+        self.added = 0
+
+    # ------------------------------------------------------------- nodes
+
+    @rule(name=st.sampled_from(NAMES), leaf=st.sampled_from(LEAVES), gpus=st.sampled_from([0, 2, 8]))
+    def add_node(self, name: str, leaf: str, gpus: int) -> None:
+        spec = node(name, gpus=gpus, leaf=leaf, spine=f"sp-{leaf}", superspine="ss0",
+                    model="H100" if gpus == 8 else "T4", cpu_milli=16000, memory_mib=64000)
+        if name in self.st:
+            gen = self.st.generation
+            try:
+                self.st.add_node(spec)
+            except DuplicateError:
+                assert self.st.generation == gen
+                return
+            raise AssertionError("duplicate node accepted")
+        self.st.add_node(spec)
+
+    @precondition(lambda self: len(self.st) > 0)
+    @rule(data=st.data())
+    def remove_node(self, data: st.DataObject) -> None:
+        name = data.draw(st.sampled_from(sorted(n.name for n in self.st.nodes())))
+        pods = set(self.st.pods_on(name))
+        lost = self.st.remove_node(name)
+        assert {b.pod for b in lost} == pods
+
+    @precondition(lambda self: len(self.st) > 0)
+    @rule(data=st.data(), healthy=st.booleans())
+    def node_health(self, data: st.DataObject, healthy: bool) -> None:
+        name = data.draw(st.sampled_from(sorted(n.name for n in self.st.nodes())))
+        self.st.set_node_health(name, healthy)
+
+    @precondition(lambda self: any(n.gpus for n in self.st.nodes()))
+    @rule(data=st.data(), healthy=st.booleans())
+    def gpu_health(self, data: st.DataObject, healthy: bool) -> None:
+        spec = data.draw(st.sampled_from([n for n in self.st.nodes() if n.gpus]))
+        gpu = data.draw(st.integers(0, spec.gpus - 1))
+        self.st.set_gpu_health(spec.name, gpu, healthy)
+
+    # ------------------------------------------------------------- pods
+
+    @precondition(lambda self: len(self.st) > 0)
+    @rule(data=st.data())
+    def bind(self, data: st.DataObject) -> None:
+        """Bind anything at all; the state must accept exactly the feasible bindings."""
+        spec = data.draw(st.sampled_from(list(self.st.nodes())))
+        gpus: tuple[int, ...] = ()
+        milli = MILLI
+        if spec.gpus:
+            k = data.draw(st.integers(0, min(spec.gpus, 3)))
+            gpus = tuple(data.draw(st.permutations(range(spec.gpus)))[:k])
+            if k == 1 and data.draw(st.booleans()):
+                milli = data.draw(st.sampled_from([100, 250, 500, 999]))
+        nics = tuple(data.draw(st.sets(st.integers(0, max(spec.rdma_nics - 1, 0)), max_size=2))) if spec.rdma_nics else ()
+        self.seq += 1
+        b = Binding(pod=PodId(job=f"j{self.seq}", role="w", index=0), node=spec.name, gpus=gpus,
+                    gpu_milli=milli, nics=nics, cpu_milli=data.draw(st.sampled_from([0, 1000, 9000])),
+                    memory_mib=1000)
+        snap_before = self.st.full_snapshot()
+        try:
+            self.st.check_binding(b)
+            feasible = True
+        except (AllocationConflictError, UnknownNodeError):
+            feasible = False
+        if feasible:
+            self.st.bind(b)
+        else:
+            try:
+                self.st.bind(b)
+            except (AllocationConflictError, UnknownNodeError):
+                assert self.st.full_snapshot().same_as(snap_before) == []
+            else:
+                raise AssertionError("infeasible binding accepted")
+
+    @precondition(lambda self: self.st.num_pods > 0)
+    @rule(data=st.data())
+    def release(self, data: st.DataObject) -> None:
+        b = data.draw(st.sampled_from(list(self.st.pods())))
+        assert self.st.release(b.pod) == b
+
+    # ------------------------------------------------------------- snapshots
+
+    @rule()
+    def snapshot_equals_full_rebuild(self) -> None:
+        snap = self.st.snapshot()
+        snap._check()
+        assert snap.same_as(self.st.full_snapshot()) == []
+
+    @precondition(lambda self: len(self.st) > 0)
+    @rule(data=st.data(), commit_inner=st.booleans())
+    def rolled_back_transaction_changes_nothing(self, data: st.DataObject, commit_inner: bool) -> None:
+        snap = self.st.snapshot()
+        reference = self.st.full_snapshot()
+        with snap.transaction():
+            for _ in range(data.draw(st.integers(1, 4))):
+                self._tentative(snap, data)
+            with snap.transaction() as inner:
+                self._tentative(snap, data)
+                if commit_inner:
+                    inner.commit()
+            snap._check()
+        assert snap.same_as(reference) == []
+
+    @precondition(lambda self: len(self.st) > 0)
+    @rule(data=st.data())
+    def committed_transaction_then_refresh_restores_truth(self, data: st.DataObject) -> None:
+        snap = self.st.snapshot()
+        with snap.transaction() as tx:
+            self._tentative(snap, data)
+            tx.commit()
+        snap._check()
+        assert self.st.snapshot().same_as(self.st.full_snapshot()) == []
+
+    def _tentative(self, snap: Any, data: st.DataObject) -> None:
+        slots = [self.st.slot_of(n.name) for n in self.st.nodes()]
+        s = data.draw(st.sampled_from(slots))
+        free = int(snap.free_mask[s])
+        mask = data.draw(st.integers(0, free)) & free
+        try:
+            snap.allocate(s, mask, MILLI, 0, 0, 0)
+        except AllocationConflictError:
+            pass
+        if data.draw(st.booleans()):
+            snap.release(s, data.draw(st.integers(0, (1 << int(snap.gpus[s])) - 1)), 250)
+
+    @invariant()
+    def state_is_consistent(self) -> None:
+        self.st._check()
+
+
+TestClusterStateMachine = StateMachine.TestCase
+TestClusterStateMachine.settings = settings(
+    max_examples=60, stateful_step_count=30, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
