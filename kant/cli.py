@@ -1,31 +1,34 @@
-"""The ``kant`` command line: ``kant bench ...`` (and, as they land, simulate/compare/packing).
+"""The ``kant`` command line.
 
-Every command prints a human-readable report; with ``--json`` its last line is one JSON
-object, so scripts can ``tail -n1`` it.
+``kant bench <name>`` runs a benchmark from :mod:`kant.bench` (every module there with an
+``add_parser(subparsers)`` function is a subcommand). Every command prints a readable report;
+with ``--json`` its last line is one JSON object, so scripts can ``tail -n1`` it.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import pkgutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 
-def _print_result(result: dict[str, Any], as_json: bool) -> None:
-    width = max(len(k) for k in result)
+def print_result(result: dict[str, Any], as_json: bool) -> None:
+    """Print ``result`` as aligned ``key  value`` lines, then (``as_json``) one JSON line."""
+    width = max((len(k) for k in result), default=0)
     for k, v in result.items():
+        if isinstance(v, dict):
+            v = json.dumps(v)
         print(f"{k:<{width}}  {v}")
     if as_json:
-        print(json.dumps(result, sort_keys=False))
+        print(json.dumps(result))
 
 
-def _cmd_bench_snapshot(args: argparse.Namespace) -> int:
-    from kant.bench import bench_snapshot
-
-    res = bench_snapshot(args.nodes, args.changed, repeats=args.repeats, seed=args.seed)
-    _print_result(res, args.json)
+def _run_bench(args: argparse.Namespace) -> int:
+    print_result(args.run(args), args.json)
     return 0
 
 
@@ -35,24 +38,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    bench = sub.add_parser("bench", help="micro-benchmarks of the scheduler's hot paths")
+    bench = sub.add_parser("bench", help="benchmarks of the scheduler's hot paths")
     bsub = bench.add_subparsers(dest="bench", required=True)
+    import kant.bench as bench_pkg
 
-    snap = bsub.add_parser("snapshot", help="incremental snapshot refresh vs a full deep copy")
-    snap.add_argument("--nodes", type=int, default=12500, help="8-GPU nodes (default 12500)")
-    snap.add_argument("--changed", type=int, default=100, help="nodes changed per refresh")
-    snap.add_argument("--repeats", type=int, default=50)
-    snap.add_argument("--seed", type=int, default=7)
-    snap.add_argument("--json", action="store_true", help="last line: one JSON object")
-    snap.set_defaults(func=_cmd_bench_snapshot)
+    for info in sorted(pkgutil.iter_modules(bench_pkg.__path__), key=lambda m: m.name):
+        mod = importlib.import_module(f"kant.bench.{info.name}")
+        add = getattr(mod, "add_parser", None)
+        if add is not None:
+            add(bsub)
+    for p in bsub.choices.values():
+        p.add_argument("--json", action="store_true", help="last line: one JSON object")
+        p.set_defaults(func=_run_bench)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    func: Callable[[argparse.Namespace], int] = args.func
-    return func(args)
+    code: int = args.func(args)
+    return code
 
 
 if __name__ == "__main__":

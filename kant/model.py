@@ -250,8 +250,10 @@ class Role:
         factory=frozenset,
         converter=_to_models,
         validator=_job_validator(
-            lambda v: isinstance(v, frozenset)
-            and all(isinstance(m, str) and m and m.strip() == m for m in v),
+            lambda v: (
+                isinstance(v, frozenset)
+                and all(isinstance(m, str) and m and m.strip() == m for m in v)
+            ),
             "must be a set of non-empty GPU model names",
         ),
     )
@@ -282,6 +284,17 @@ class PodId:
         return f"{self.job}/{self.role}/{self.index}"
 
 
+def _to_kind(v: Any) -> Any:
+    """Accept the string form of a JobKind; anything else is left for the validator."""
+    if isinstance(v, str) and v in JobKind._value2member_map_:
+        return JobKind(v)
+    return v
+
+
+def _to_tuple(v: Any) -> Any:
+    return tuple(v) if isinstance(v, list) else v
+
+
 def _roles_ok(v: Any) -> bool:
     if not isinstance(v, tuple) or not v or not all(isinstance(r, Role) for r in v):
         return False
@@ -299,16 +312,14 @@ class Job:
 
     id: str = attrs.field(validator=_name(InvalidJobError))
     tenant: str = attrs.field(default="default", validator=_name(InvalidJobError))
-    priority: int = attrs.field(
-        default=0, validator=_job_validator(_is_int, "must be an int")
-    )
+    priority: int = attrs.field(default=0, validator=_job_validator(_is_int, "must be an int"))
     submitted_at: float = attrs.field(
         default=0.0,
         validator=_job_validator(_finite_nonneg, "must be a finite number >= 0"),
     )
     kind: JobKind = attrs.field(
         default=JobKind.TRAINING,
-        converter=lambda v: JobKind(v) if isinstance(v, str) and v in JobKind._value2member_map_ else v,
+        converter=_to_kind,
         validator=_job_validator(
             lambda v: isinstance(v, JobKind), f"must be one of {[k.value for k in JobKind]}"
         ),
@@ -317,7 +328,7 @@ class Job:
         default=True, validator=_job_validator(lambda v: isinstance(v, bool), "must be a bool")
     )
     roles: tuple[Role, ...] = attrs.field(
-        converter=lambda v: tuple(v) if isinstance(v, list) else v,
+        converter=_to_tuple,
         validator=_job_validator(_roles_ok, "must be a non-empty tuple of Roles with unique names"),
     )
     preemptible: bool = attrs.field(
@@ -412,12 +423,17 @@ class NodeSpec:
 # --------------------------------------------------------------------------- results
 
 
+def _int_tuple(v: Any) -> tuple[int, ...]:
+    return v if isinstance(v, tuple) else tuple(v)
+
+
 def _gpu_ids_ok(v: Any) -> bool:
-    return (
-        isinstance(v, tuple)
-        and all(_is_int(g) and 0 <= g < MAX_GPUS_PER_NODE for g in v)
-        and len(set(v)) == len(v)
-    )
+    if not isinstance(v, tuple):
+        return False
+    for g in v:
+        if type(g) is not int or not 0 <= g < MAX_GPUS_PER_NODE:
+            return False
+    return len(set(v)) == len(v)
 
 
 @attrs.frozen(kw_only=True)
@@ -434,13 +450,13 @@ class Binding:
     node: str = attrs.field(validator=_name(InvalidBindingError))
     gpus: tuple[int, ...] = attrs.field(
         default=(),
-        converter=tuple,
+        converter=_int_tuple,
         validator=_validator(InvalidBindingError, _gpu_ids_ok, "must be distinct ints in 0..63"),
     )
     gpu_milli: int = attrs.field(default=MILLI, validator=_pos_int(InvalidBindingError))
     nics: tuple[int, ...] = attrs.field(
         default=(),
-        converter=tuple,
+        converter=_int_tuple,
         validator=_validator(InvalidBindingError, _gpu_ids_ok, "must be distinct ints in 0..63"),
     )
     cpu_milli: int = attrs.field(default=0, validator=_nonneg_int(InvalidBindingError))

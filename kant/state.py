@@ -95,16 +95,17 @@ class _NodeRecord:
 class NodeColumns:
     """Dense per-slot arrays: static node facts and allocatable capacity.
 
-    Static: ``alive`` (slot holds a node), ``gpus`` (device count), ``gpu_cap_mask`` (all
-    device bits), group ids per level (``-1`` = none). Allocatable: ``gpu_free`` [slot, W]
-    (free milli per device, 0 when unhealthy), ``free_mask`` (uint64, bit g = device g wholly
+    Static: ``alive`` (slot holds a node), ``ready`` (alive and healthy: may take new
+    pods), ``gpus`` (device count), ``gpu_cap_mask`` (all device bits), ``cpu_cap``,
+    ``mem_cap``, ``nics`` (capacities), group ids per level (``-1`` = none).
+    Allocatable: ``gpu_free`` [slot, W] (free milli per device, 0 when unhealthy), ``free_mask`` (uint64, bit g = device g wholly
     free and healthy), ``free_gpus`` (popcount of it), ``free_milli`` (sum of ``gpu_free``),
     ``cpu_free``, ``mem_free``, ``nic_mask`` (free healthy NICs), ``free_nics``.
     """
 
     SCALARS: tuple[str, ...] = (
-        "alive", "gpus", "gpu_cap_mask", "free_mask", "free_gpus", "free_milli",
-        "cpu_free", "mem_free", "nic_mask", "free_nics",
+        "alive", "ready", "gpus", "gpu_cap_mask", "cpu_cap", "mem_cap", "nics",
+        "free_mask", "free_gpus", "free_milli", "cpu_free", "mem_free", "nic_mask", "free_nics",
         *(f"{lv}_id" for lv in LEVELS),
     )  # fmt: skip
 
@@ -112,8 +113,12 @@ class NodeColumns:
         self.capacity = capacity
         self.width = width
         self.alive = np.zeros(capacity, dtype=np.bool_)
+        self.ready = np.zeros(capacity, dtype=np.bool_)
         self.gpus = np.zeros(capacity, dtype=np.int64)
         self.gpu_cap_mask = np.zeros(capacity, dtype=np.uint64)
+        self.cpu_cap = np.zeros(capacity, dtype=np.int64)
+        self.mem_cap = np.zeros(capacity, dtype=np.int64)
+        self.nics = np.zeros(capacity, dtype=np.int64)
         self.free_mask = np.zeros(capacity, dtype=np.uint64)
         self.free_gpus = np.zeros(capacity, dtype=np.int64)
         self.free_milli = np.zeros(capacity, dtype=np.int64)
@@ -197,6 +202,7 @@ class ClusterState:
         self._slot_names: list[str | None] = []
         self._free_slots: list[int] = []  # reusable slots, kept sorted (lowest first)
         self._pods: dict[PodId, Binding] = {}
+        self._job_pods: dict[str, set[PodId]] = {}
         self._ids: dict[str, dict[str, int]] = {lv: {} for lv in LEVELS}
         self._id_names: dict[str, list[str]] = {lv: [] for lv in LEVELS}
         self.columns = NodeColumns()
@@ -253,6 +259,10 @@ class ClusterState:
             return self._pods[pod]
         except KeyError:
             raise UnknownPodError(pod) from None
+
+    def job_pods(self, job: str) -> tuple[PodId, ...]:
+        """Running pods of job ``job`` (sorted; empty if none)."""
+        return tuple(sorted(self._job_pods.get(job, ())))
 
     def has_pod(self, pod: PodId) -> bool:
         return pod in self._pods
@@ -319,6 +329,9 @@ class ClusterState:
         cols.alive[slot] = True
         cols.gpus[slot] = spec.gpus
         cols.gpu_cap_mask[slot] = (1 << spec.gpus) - 1
+        cols.cpu_cap[slot] = spec.cpu_milli
+        cols.mem_cap[slot] = spec.memory_mib
+        cols.nics[slot] = spec.rdma_nics
         for lv in LEVELS:
             value = spec.gpu_model if lv == "pool" else getattr(spec, lv)
             getattr(cols, f"{lv}_id")[slot] = -1 if value is None else self._intern(lv, value)
@@ -331,7 +344,7 @@ class ClusterState:
         rec = self._record(name)
         lost = tuple(self._pods[p] for p in sorted(rec.pods))
         for b in lost:
-            del self._pods[b.pod]
+            self._forget(b.pod)
         del self._records[name]
         slot = rec.slot
         self._slot_names[slot] = None
@@ -397,6 +410,7 @@ class ClusterState:
         rec.mem_used += b.memory_mib
         rec.pods.add(b.pod)
         self._pods[b.pod] = b
+        self._job_pods.setdefault(b.pod.job, set()).add(b.pod)
         self._refresh_row(rec)
 
     def release(self, pod: PodId) -> Binding:
@@ -409,9 +423,16 @@ class ClusterState:
         rec.cpu_used -= b.cpu_milli
         rec.mem_used -= b.memory_mib
         rec.pods.discard(pod)
-        del self._pods[pod]
+        self._forget(pod)
         self._refresh_row(rec)
         return b
+
+    def _forget(self, pod: PodId) -> None:
+        del self._pods[pod]
+        left = self._job_pods[pod.job]
+        left.discard(pod)
+        if not left:
+            del self._job_pods[pod.job]
 
     # ----------------------------------------------------------------- snapshots
 
@@ -468,6 +489,11 @@ class ClusterState:
         cpu: dict[str, int] = dict.fromkeys(self._records, 0)
         mem: dict[str, int] = dict.fromkeys(self._records, 0)
         pods_by_node: dict[str, set[PodId]] = {n: set() for n in self._records}
+        by_job: dict[str, set[PodId]] = {}
+        for pod in self._pods:
+            by_job.setdefault(pod.job, set()).add(pod)
+        if by_job != self._job_pods:
+            errors.append("job -> pods index differs from the pods")
         for pod, b in self._pods.items():
             if b.pod != pod:
                 errors.append(f"pod key {pod} holds binding of {b.pod}")
@@ -502,11 +528,12 @@ class ClusterState:
             fresh.alive[rec.slot] = True
             fresh.gpus[rec.slot] = rec.spec.gpus
             fresh.gpu_cap_mask[rec.slot] = (1 << rec.spec.gpus) - 1
+            fresh.cpu_cap[rec.slot] = rec.spec.cpu_milli
+            fresh.mem_cap[rec.slot] = rec.spec.memory_mib
+            fresh.nics[rec.slot] = rec.spec.rdma_nics
             for lv in LEVELS:
                 value = rec.spec.gpu_model if lv == "pool" else getattr(rec.spec, lv)
-                getattr(fresh, f"{lv}_id")[rec.slot] = (
-                    -1 if value is None else self._ids[lv][value]
-                )
+                getattr(fresh, f"{lv}_id")[rec.slot] = -1 if value is None else self._ids[lv][value]
             _write_allocatable(fresh, rec)
         bad = fresh.rows_equal(self.columns, self.num_slots)
         if bad:
@@ -518,7 +545,7 @@ class ClusterState:
             raise KantError("ClusterState._check failed:\n  " + "\n  ".join(errors))
 
 
-def _EMPTY_ROW(cols: NodeColumns) -> tuple[Any, ...]:  # noqa: N802 - a constant-like factory
+def _EMPTY_ROW(cols: NodeColumns) -> tuple[Any, ...]:
     vals: list[Any] = [-1 if n.endswith("_id") else 0 for n in cols.SCALARS]
     vals[0] = False
     return (*vals, np.zeros(cols.width, dtype=np.int64))
@@ -571,6 +598,7 @@ def _write_allocatable(cols: NodeColumns, rec: _NodeRecord) -> None:
             if f == MILLI:
                 free_mask |= 1 << g
     nic_mask = ((1 << spec.rdma_nics) - 1) & rec.nic_healthy & ~rec.nic_used if ok else 0
+    cols.ready[s] = ok
     cols.free_mask[s] = free_mask
     cols.free_gpus[s] = _popcount(free_mask)
     cols.free_milli[s] = total
@@ -688,7 +716,35 @@ class Snapshot:
                 sl.remove(key)
 
     def _add_contrib(self, s: int, sign: int) -> None:
-        self._contrib_bulk(np.array([s], dtype=np.int64), sign)
+        """Scalar version of :meth:`_contrib_bulk` for one row (the hot path)."""
+        cols = self.cols
+        if not cols.alive[s]:
+            return
+        fg = int(cols.free_gpus[s])
+        fm = int(cols.free_milli[s])
+        g = int(cols.gpus[s])
+        whole = int(fg == g and g > 0)
+        for lv, ids in self._level_ids():
+            gid = int(ids[s])
+            if gid >= 0:
+                row = self.agg[lv][gid]
+                row[0] += sign * fg
+                row[1] += sign * whole
+                row[2] += sign * fm
+        p = int(cols.pool_id[s])
+        if p >= 0:
+            key = (fg << _KEY_SHIFT) | s
+            if sign > 0:
+                sl = self._by_free.get(p)
+                if sl is None:
+                    sl = self._by_free[p] = SortedList()
+                sl.add(key)
+            else:
+                self._by_free[p].remove(key)
+
+    def _level_ids(self) -> list[tuple[str, IntArray]]:
+        cols = self.cols
+        return [(lv, getattr(cols, f"{lv}_id")) for lv in LEVELS]
 
     # ----------------------------------------------------------------- reading
 
@@ -721,9 +777,7 @@ class Snapshot:
         arr = self._members.get(key)
         if arr is None:
             ids = getattr(self.cols, f"{level}_id")[: self.num_slots]
-            arr = np.flatnonzero((ids == gid) & self.cols.alive[: self.num_slots]).astype(
-                np.int64
-            )
+            arr = np.flatnonzero((ids == gid) & self.cols.alive[: self.num_slots]).astype(np.int64)
             self._members[key] = arr
         return arr
 

@@ -1,10 +1,10 @@
 """Builders for tests, examples and experiments: keyword factories with readable names.
 
-    >>> c = ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=2, model="A100").build()
-    >>> sorted(n.gpu_model for n in c.nodes())
-    ['A100', 'A100', 'H100', 'H100']
-    >>> job("train", gpus=8, replicas=4, tenant="team-a").num_pods
-    4
+>>> c = ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=2, model="A100").build()
+>>> sorted(n.gpu_model for n in c.nodes())
+['A100', 'A100', 'H100', 'H100']
+>>> job("train", gpus=8, replicas=4, tenant="team-a").num_pods
+4
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def job(
         tenant=tenant,
         priority=priority,
         submitted_at=submitted_at,
-        kind=kind,  # type: ignore[arg-type]  # the converter accepts the string form
+        kind=kind,  # the converter accepts the string form
         gang=replicas > 1 if gang is None else gang,
         roles=(
             Role(

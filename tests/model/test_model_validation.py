@@ -14,7 +14,6 @@ from kant.errors import (
     InvalidNodeError,
     InvalidResourcesError,
     KantError,
-    ValidationError,
 )
 from kant.model import Binding, Job, JobKind, NodeSpec, PodId, Resources, Role, Tier, TopologyWish
 
@@ -36,7 +35,11 @@ BAD_RESOURCES = [
     ("a float GPU count is rejected", {"gpus": 1.5}, "gpus"),
     ("a bool is not a GPU count", {"gpus": True}, "gpus"),
     ("a GPU share of a whole GPU or more is rejected", {"gpu_milli": 1000}, "gpu_milli"),
-    ("a GPU share combined with whole GPUs is rejected", {"gpus": 1, "gpu_milli": 500}, "gpu_milli"),
+    (
+        "a GPU share combined with whole GPUs is rejected",
+        {"gpus": 1, "gpu_milli": 500},
+        "gpu_milli",
+    ),
     ("negative CPU is rejected", {"cpu_milli": -5}, "cpu_milli"),
     ("negative memory is rejected", {"memory_mib": -1}, "memory_mib"),
     ("negative NICs are rejected", {"rdma_nics": -2}, "rdma_nics"),

@@ -4,6 +4,7 @@ snapshot equals a fresh full rebuild of the state at that moment."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import hypothesis.strategies as st
@@ -28,10 +29,20 @@ class StateMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------- nodes
 
-    @rule(name=st.sampled_from(NAMES), leaf=st.sampled_from(LEAVES), gpus=st.sampled_from([0, 2, 8]))
+    @rule(
+        name=st.sampled_from(NAMES), leaf=st.sampled_from(LEAVES), gpus=st.sampled_from([0, 2, 8])
+    )
     def add_node(self, name: str, leaf: str, gpus: int) -> None:
-        spec = node(name, gpus=gpus, leaf=leaf, spine=f"sp-{leaf}", superspine="ss0",
-                    model="H100" if gpus == 8 else "T4", cpu_milli=16000, memory_mib=64000)
+        spec = node(
+            name,
+            gpus=gpus,
+            leaf=leaf,
+            spine=f"sp-{leaf}",
+            superspine="ss0",
+            model="H100" if gpus == 8 else "T4",
+            cpu_milli=16000,
+            memory_mib=64000,
+        )
         if name in self.st:
             gen = self.st.generation
             try:
@@ -77,11 +88,21 @@ class StateMachine(RuleBasedStateMachine):
             gpus = tuple(data.draw(st.permutations(range(spec.gpus)))[:k])
             if k == 1 and data.draw(st.booleans()):
                 milli = data.draw(st.sampled_from([100, 250, 500, 999]))
-        nics = tuple(data.draw(st.sets(st.integers(0, max(spec.rdma_nics - 1, 0)), max_size=2))) if spec.rdma_nics else ()
+        nics = (
+            tuple(data.draw(st.sets(st.integers(0, max(spec.rdma_nics - 1, 0)), max_size=2)))
+            if spec.rdma_nics
+            else ()
+        )
         self.seq += 1
-        b = Binding(pod=PodId(job=f"j{self.seq}", role="w", index=0), node=spec.name, gpus=gpus,
-                    gpu_milli=milli, nics=nics, cpu_milli=data.draw(st.sampled_from([0, 1000, 9000])),
-                    memory_mib=1000)
+        b = Binding(
+            pod=PodId(job=f"j{self.seq}", role="w", index=0),
+            node=spec.name,
+            gpus=gpus,
+            gpu_milli=milli,
+            nics=nics,
+            cpu_milli=data.draw(st.sampled_from([0, 1000, 9000])),
+            memory_mib=1000,
+        )
         snap_before = self.st.full_snapshot()
         try:
             self.st.check_binding(b)
@@ -114,7 +135,9 @@ class StateMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: len(self.st) > 0)
     @rule(data=st.data(), commit_inner=st.booleans())
-    def rolled_back_transaction_changes_nothing(self, data: st.DataObject, commit_inner: bool) -> None:
+    def rolled_back_transaction_changes_nothing(
+        self, data: st.DataObject, commit_inner: bool
+    ) -> None:
         snap = self.st.snapshot()
         reference = self.st.full_snapshot()
         with snap.transaction():
@@ -142,10 +165,8 @@ class StateMachine(RuleBasedStateMachine):
         s = data.draw(st.sampled_from(slots))
         free = int(snap.free_mask[s])
         mask = data.draw(st.integers(0, free)) & free
-        try:
+        with contextlib.suppress(AllocationConflictError):
             snap.allocate(s, mask, MILLI, 0, 0, 0)
-        except AllocationConflictError:
-            pass
         if data.draw(st.booleans()):
             snap.release(s, data.draw(st.integers(0, (1 << int(snap.gpus[s])) - 1)), 250)
 
@@ -156,6 +177,8 @@ class StateMachine(RuleBasedStateMachine):
 
 TestClusterStateMachine = StateMachine.TestCase
 TestClusterStateMachine.settings = settings(
-    max_examples=60, stateful_step_count=30, deadline=None,
+    max_examples=60,
+    stateful_step_count=30,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

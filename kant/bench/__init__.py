@@ -1,4 +1,6 @@
-"""Benchmarks behind ``kant bench``. Each returns a dict of figures (also printed as JSON).
+"""Benchmarks behind ``kant bench``: one module per benchmark in this package, each with
+``add_parser(subparsers)`` (discovered by :mod:`kant.cli`) and a ``bench_*`` function that
+returns a dict of figures.
 
 Timings use ``time.perf_counter`` around the operation only; set-up is excluded. Figures are
 medians (and p99 where stated) over repeated runs with a fixed seed, so two runs on the same
@@ -7,12 +9,7 @@ machine measure the same work.
 
 from __future__ import annotations
 
-import copy
-import gc
 import resource
-import statistics
-import time
-from typing import Any
 
 import numpy as np
 
@@ -60,7 +57,7 @@ class _Occupier:
             return False
         sizes = [s for s in (1, 2, 4, 8) if s <= nfree]
         k = int(self.rng.choice(sizes))
-        gpus = []
+        gpus: list[int] = []
         m = free
         while len(gpus) < k:
             low = m & -m
@@ -106,47 +103,34 @@ class _Occupier:
             self.state.release(pods[0])
 
 
-def bench_snapshot(
-    nodes: int, changed: int, *, repeats: int = 50, copy_repeats: int = 3, seed: int = 7
-) -> dict[str, Any]:
-    """Median time to refresh the snapshot after ``changed`` node changes, against a naive
-    ``copy.deepcopy`` of the same state, on an ``nodes``-node 8-GPU fat tree ~70% allocated."""
-    gc.collect()
-    rss0 = current_rss_mib()
-    st = ClusterState(fat_tree_nodes(nodes))
-    occ = _Occupier(st, seed)
-    occ.fill(0.7)
-    gc.collect()
-    rss_state = current_rss_mib()
-    st.snapshot()  # the first snapshot is a full build
-    names = [n.name for n in st.nodes()]
-    rng = np.random.default_rng(seed + 1)
-    inc: list[float] = []
-    for _ in range(repeats):
-        for i in rng.choice(len(names), size=changed, replace=False).tolist():
-            occ.change(names[i])
-        t0 = time.perf_counter()
-        st.snapshot()
-        inc.append((time.perf_counter() - t0) * 1000)
-    full: list[float] = []
-    for _ in range(copy_repeats):
-        t0 = time.perf_counter()
-        clone = copy.deepcopy(st)
-        full.append((time.perf_counter() - t0) * 1000)
-        del clone
-    inc_ms = statistics.median(inc)
-    full_ms = statistics.median(full)
-    return {
-        "bench": "snapshot",
-        "nodes": nodes,
-        "gpus": st.total_gpus(),
-        "changed": changed,
-        "pods": st.num_pods,
-        "allocated_ratio": round(st.allocated_milli() / (1000 * st.total_gpus()), 3),
-        "incremental_ms": round(inc_ms, 4),
-        "incremental_p99_ms": round(float(np.percentile(inc, 99)), 4),
-        "full_copy_ms": round(full_ms, 2),
-        "speedup": round(full_ms / inc_ms, 1),
-        "state_rss_mib": round(rss_state - rss0, 1),
-        "peak_rss_mib": round(rss_mib(), 1),
-    }
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values, dtype=np.float64), q))
+
+
+def fill_with_placer(
+    state: ClusterState, target: float, *, seed: int, strategy: str = "ebinpack"
+) -> int:
+    """Allocate about ``target`` of the GPUs the way a kant-run cluster fills up: a mix of
+    1-8 GPU pods and 2-16 node gangs placed by the Placer and bound in ``state``.
+    Returns the number of jobs placed."""
+    from kant.placement import Placer
+    from kant.testing import job
+
+    rng = np.random.default_rng(seed)
+    placer = Placer(strategy)
+    total = state.total_gpus() * 1000
+    n = 0
+    misses = 0
+    while state.allocated_milli() < target * total and misses < 50:
+        snap = state.snapshot()
+        if rng.random() < 0.15:
+            j = job(f"fill{n}", gpus=8, replicas=int(rng.integers(2, 17)), nics=8)
+        else:
+            j = job(f"fill{n}", gpus=int(rng.choice([1, 2, 4, 8])), cpu_milli=4000)
+        res = placer.place(j, snap)
+        for b in res.bindings:
+            state.bind(b)
+        misses = 0 if res.ok else misses + 1
+        n += 1
+    state.snapshot()
+    return n

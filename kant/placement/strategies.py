@@ -1,0 +1,207 @@
+"""Placement strategies: small objects that *score* candidate nodes (vectorised) and order
+NodeNetGroups and topology domains. The :class:`~kant.placement.placer.Placer` does the rest
+(feasibility, device choice, gang transactions, the topology tier search).
+
+A strategy is chosen by name from a registry (:func:`make_strategy`), so a config file or the
+simulator can pick one; :func:`register_strategy` adds new ones without touching the engine.
+
+Built-ins (section 3.3 of the Kant paper):
+
+``binpack``   fill partly used nodes first (least GPU left after placement wins).
+``ebinpack``  E-Binpack: node level, co-locate replicas of one job on as few nodes as
+              possible; group level, put small jobs in NodeNetGroups already in use (fullest
+              first) and keep wholly free groups for large jobs; multi-pod gangs search the
+              tightest topology tier first.
+``spread``    spread replicas over nodes (most free first, one job's pods apart).
+``espread``   E-Spread: inference pods smaller than a node are spread inside the inference
+              dedicated zone (one replica per node); the remaining replicas, and every other
+              pod, are E-Binpacked in the general pool, so whole nodes stay free.
+``topology``  tightest tier first (node, leaf, spine, superspine), best-fit domains, binpack
+              inside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+
+from kant.errors import DuplicateError, UnknownPolicyError
+from kant.model import MILLI, JobKind, Tier
+from kant.placement.context import FloatArray, IntArray, PodContext
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    """The one method a strategy must have: score candidates, higher is better.
+
+    ``slots`` are feasible candidate nodes (ascending); return one float per candidate.
+    Ties go to the first (lowest slot), so scores decide and determinism is free.
+
+    Scores must be *node-local*: a node's score depends only on that node's row in the
+    snapshot and on this job's pods on that node (``ctx.job_pods_on``). The Placer relies on
+    it to re-score only the node it just used when it fills a gang.
+    """
+
+    name: str
+
+    def score(self, ctx: PodContext, slots: IntArray) -> FloatArray: ...
+
+
+class BaseStrategy:
+    """Defaults for the optional hooks; subclass and override what differs.
+
+    - ``two_level``: for single pods, rank NodeNetGroups (leaves) by their aggregates with
+      :meth:`group_key` and look for a node inside the best groups before any wider search.
+    - ``topology_default``: the preferred tier for multi-pod gang roles that state no
+      topology wish (``None`` = no tier search unless the job asks for one).
+    """
+
+    name: ClassVar[str] = "base"
+    two_level: ClassVar[bool] = False
+    topology_default: ClassVar[Tier | None] = None
+
+    def score(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+        return -ctx.gpu_after(slots)
+
+    def group_key(self, free_milli: IntArray, in_use: IntArray) -> Any:
+        """Sort key (np.lexsort order, last key primary) for candidate groups; lower first.
+
+        Default (packing): groups already in use first, then fewest free GPU milli."""
+        return (free_milli, 1 - in_use)
+
+    def domain_key(self, capacity: IntArray) -> IntArray:
+        """Order of topology domains that can hold a role, by their capacity in pods; lower
+        first. Default best fit: the tightest domain, keeping big domains whole."""
+        return capacity
+
+    def candidate_sets(
+        self, ctx: PodContext, slots: IntArray
+    ) -> Sequence[tuple[IntArray, BaseStrategy]]:
+        """Node sets to try in order, each with the strategy that scores it (E-Spread tries
+        the inference zone first). Default: all candidates, scored by this strategy."""
+        return ((slots, self),)
+
+    def share_device(self, ctx: PodContext, slot: int) -> int:
+        """GPU index for a fractional pod on node ``slot``: the device with the least free
+        share that still fits (keep whole GPUs whole), lowest index on ties."""
+        row = ctx.snap.cols.gpu_free[slot, : int(ctx.snap.cols.gpus[slot])]
+        fits = row >= ctx.req.milli
+        best = np.where(fits, row, MILLI + 1)
+        return int(np.argmin(best))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class Binpack(BaseStrategy):
+    """Fill partly used nodes first: the node with the least GPU left after the pod wins."""
+
+    name = "binpack"
+
+
+class EBinpack(BaseStrategy):
+    """E-Binpack: co-locate a job's replicas on few nodes, pack small jobs into NodeNetGroups
+    already in use, keep free groups whole; multi-pod gangs take the tightest tier."""
+
+    name = "ebinpack"
+    two_level = True
+    topology_default = Tier.LEAF
+    colocate_weight: ClassVar[float] = 2.0
+
+    def score(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+        return -ctx.gpu_after(slots) + self.colocate_weight * np.minimum(ctx.job_pods_on(slots), 1)
+
+
+class Spread(BaseStrategy):
+    """Spread replicas: most free node first, nodes without this job's pods first."""
+
+    name = "spread"
+    two_level = True
+
+    def score(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+        return ctx.gpu_after(slots) - 2.0 * ctx.job_pods_on(slots)
+
+    def group_key(self, free_milli: IntArray, in_use: IntArray) -> Any:
+        return (-free_milli,)
+
+    def domain_key(self, capacity: IntArray) -> IntArray:
+        return -capacity
+
+
+class ESpread(BaseStrategy):
+    """E-Spread: the inference dedicated zone.
+
+    Inference pods asking for fewer GPUs than a node has are spread inside the zone (nodes
+    whose ``zone`` is :attr:`zone`), one replica of a job per node; replicas that find no
+    such zone node, and all other pods, are E-Binpacked on the general (non-zone) nodes.
+    """
+
+    name = "espread"
+    two_level = True
+    topology_default = Tier.LEAF
+
+    def __init__(self, zone: str = "inference") -> None:
+        self.zone = zone
+        self._general = EBinpack()
+        self._spread = Spread()
+
+    def score(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+        return self._general.score(ctx, slots)
+
+    def candidate_sets(
+        self, ctx: PodContext, slots: IntArray
+    ) -> Sequence[tuple[IntArray, BaseStrategy]]:
+        zid = ctx.snap.state.group_id("zone", self.zone)
+        cols = ctx.snap.cols
+        in_zone = cols.zone_id[slots] == zid if zid >= 0 else np.zeros(slots.shape[0], bool)
+        general = slots[~in_zone]
+        small = ctx.job.kind is JobKind.INFERENCE and ctx.req.gpus < cols.gpus[slots]
+        zone_ok = in_zone & small & (ctx.job_pods_on(slots) == 0)
+        if zone_ok.any():
+            return ((slots[zone_ok], self._spread), (general, self._general))
+        return ((general, self._general),)
+
+
+class Topology(BaseStrategy):
+    """Topology first: tightest tier (node < leaf < spine < superspine), best-fit domains,
+    binpack inside."""
+
+    name = "topology"
+    two_level = True
+    topology_default = Tier.LEAF
+
+    def group_key(self, free_milli: IntArray, in_use: IntArray) -> Any:
+        return (free_milli,)
+
+
+# --------------------------------------------------------------------------- registry
+
+StrategyFactory = Callable[..., BaseStrategy]
+_REGISTRY: dict[str, StrategyFactory] = {}
+
+
+def register_strategy(name: str, factory: StrategyFactory) -> None:
+    """Add a strategy under ``name``. Refuses a name already taken (DuplicateError)."""
+    if name in _REGISTRY:
+        raise DuplicateError(f"placement strategy {name!r} is already registered")
+    _REGISTRY[name] = factory
+
+
+def make_strategy(name: str, **kwargs: Any) -> BaseStrategy:
+    """A new strategy instance by registered name (case-insensitive)."""
+    key = name.lower()
+    try:
+        factory = _REGISTRY[key]
+    except KeyError:
+        raise UnknownPolicyError("placement", name, sorted(_REGISTRY)) from None
+    return factory(**kwargs)
+
+
+def strategy_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+for _cls in (Binpack, EBinpack, Spread, ESpread, Topology):
+    register_strategy(_cls.name, _cls)

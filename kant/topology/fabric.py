@@ -1,0 +1,696 @@
+"""The scale-out fabric and cluster descriptions.
+
+A :class:`ClusterDescription` is the list of nodes (:class:`kant.model.NodeSpec`) and the
+custom node templates they use. Each node names its place in the fabric — ``leaf`` (a
+NodeNetGroup), ``spine``, ``superspine`` — and optionally a scale-up ``hbd`` domain; the fabric
+is implied by those names, and :func:`fabric_graph` turns it into a networkx graph.
+
+Builders: :func:`fat_tree` / :func:`fat_tree_for_nodes` (synthetic leaf/spine/superspine
+clusters), :func:`load_cluster` / :func:`dump_cluster` (JSON or YAML cluster files, schema in
+``docs/topology.md``), :func:`openb_nodes` (the Alibaba openb node list).
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import networkx as nx
+
+from kant.errors import (
+    InvalidClusterFileError,
+    InvalidTopologyError,
+    InvalidTraceError,
+    UnknownTemplateError,
+    ValidationError,
+)
+from kant.model import NodeSpec, Tier
+from kant.topology.templates import (
+    BUILTIN_TEMPLATES,
+    GpuSlot,
+    NicSlot,
+    NodeTemplate,
+    get_template,
+    openb_template_name,
+)
+
+__all__ = [
+    "CLUSTER_FILE_VERSION",
+    "ClusterDescription",
+    "cluster_from_dict",
+    "cluster_to_dict",
+    "dump_cluster",
+    "fabric_graph",
+    "fat_tree",
+    "fat_tree_for_nodes",
+    "load_cluster",
+    "openb_nodes",
+    "shared_tier",
+]
+
+CLUSTER_FILE_VERSION: Final = 1
+
+DEFAULT_CPU_MILLI: Final = 192_000
+"""Default CPU of a synthetic 8-GPU node: 192 cores."""
+
+DEFAULT_MEMORY_MIB: Final = 2 * 1024 * 1024
+"""Default memory of a synthetic 8-GPU node: 2 TiB."""
+
+_FABRIC_FIELDS: Final = ("leaf", "spine", "superspine", "hbd")
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _to_tuple(v: Any) -> Any:
+    return tuple(v) if isinstance(v, list) else v
+
+
+def _check(
+    nodes: Sequence[NodeSpec],
+    templates: Sequence[NodeTemplate],
+    node_at: Callable[[int], str],
+    template_at: Callable[[int], str],
+) -> None:
+    """Validate a description; ``node_at(i)``/``template_at(i)`` name entry ``i`` in errors."""
+    known: dict[str, NodeTemplate] = {}
+    for i, t in enumerate(templates):
+        if not isinstance(t, NodeTemplate):
+            raise InvalidClusterFileError(
+                "templates", t, "must be a NodeTemplate", where=template_at(i)
+            )
+        if t.name in known:
+            raise InvalidClusterFileError(
+                "name", t.name, "another template has this name", where=template_at(i)
+            )
+        builtin = BUILTIN_TEMPLATES.get(t.name)
+        if builtin is not None and builtin != t:
+            raise InvalidClusterFileError(
+                "name",
+                t.name,
+                "differs from the built-in template of that name",
+                where=template_at(i),
+            )
+        known[t.name] = t
+
+    kind_of: dict[str, str] = {}  # every fabric or node name -> what it names
+    leaf_spine: dict[str, str | None] = {}
+    spine_superspine: dict[str, str | None] = {}
+    for i, node in enumerate(nodes):
+        where = node_at(i)
+        if not isinstance(node, NodeSpec):
+            raise InvalidClusterFileError("nodes", node, "must be a NodeSpec", where=where)
+        if kind_of.get(node.name) == "node":
+            raise InvalidClusterFileError(
+                "name", node.name, "another node has this name", where=where
+            )
+        for field, name in (("name", node.name), *((f, getattr(node, f)) for f in _FABRIC_FIELDS)):
+            if name is None:
+                continue
+            kind = "node" if field == "name" else field
+            prev = kind_of.setdefault(name, kind)
+            if prev != kind:
+                raise InvalidClusterFileError(
+                    field,
+                    name,
+                    f"already names a {prev}; fabric and node names must differ",
+                    where=where,
+                )
+        if node.template is not None:
+            tmpl = known.get(node.template) or BUILTIN_TEMPLATES.get(node.template)
+            if tmpl is None:
+                raise InvalidClusterFileError(
+                    "template",
+                    node.template,
+                    f"unknown template; list it under templates (built-ins: "
+                    f"{sorted(BUILTIN_TEMPLATES)})",
+                    where=where,
+                )
+            if node.gpus != tmpl.num_gpus:
+                raise InvalidClusterFileError(
+                    "gpus",
+                    node.gpus,
+                    f"template {tmpl.name!r} has {tmpl.num_gpus} GPUs",
+                    where=where,
+                )
+            if node.rdma_nics != tmpl.num_nics:
+                raise InvalidClusterFileError(
+                    "rdma_nics",
+                    node.rdma_nics,
+                    f"template {tmpl.name!r} has {tmpl.num_nics} NICs",
+                    where=where,
+                )
+        if node.leaf is not None:
+            prev_spine = leaf_spine.setdefault(node.leaf, node.spine)
+            if prev_spine != node.spine:
+                raise InvalidClusterFileError(
+                    "spine",
+                    node.spine,
+                    f"leaf {node.leaf!r} is already under spine {prev_spine!r}",
+                    where=where,
+                )
+        if node.spine is not None:
+            prev_ss = spine_superspine.setdefault(node.spine, node.superspine)
+            if prev_ss != node.superspine:
+                raise InvalidClusterFileError(
+                    "superspine",
+                    node.superspine,
+                    f"spine {node.spine!r} is already under superspine {prev_ss!r}",
+                    where=where,
+                )
+
+
+@attrs.frozen(kw_only=True)
+class ClusterDescription:
+    """The nodes of a cluster and the custom templates they use.
+
+    Invariants (checked at construction, :class:`~kant.errors.InvalidClusterFileError` with
+    ``where="nodes[i]"`` or ``"templates[i]"`` otherwise):
+
+    - node names are unique; template names are unique, and a listed template named like a
+      built-in must equal it;
+    - a node's ``template`` is built-in or listed in ``templates`` (the description is
+      self-contained: templates only registered at run time must be listed), and then
+      ``gpus == len(template.gpus)`` and ``rdma_nics == len(template.nics)``;
+    - each leaf is under one spine (or none), each spine under one superspine (or none);
+    - a name used for a node, leaf, spine, superspine or HBD names nothing else.
+
+    HBDs may span leaves; nothing else is required of them.
+    """
+
+    nodes: tuple[NodeSpec, ...] = attrs.field(converter=_to_tuple)
+    templates: tuple[NodeTemplate, ...] = attrs.field(default=(), converter=_to_tuple)
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.nodes, tuple):
+            raise InvalidClusterFileError("nodes", self.nodes, "must be a tuple of NodeSpec")
+        if not isinstance(self.templates, tuple):
+            raise InvalidClusterFileError(
+                "templates", self.templates, "must be a tuple of NodeTemplate"
+            )
+        _check(self.nodes, self.templates, lambda i: f"nodes[{i}]", lambda i: f"templates[{i}]")
+
+    def template(self, name: str) -> NodeTemplate:
+        """The listed or built-in template ``name``; raises
+        :class:`~kant.errors.UnknownTemplateError`."""
+        for t in self.templates:
+            if t.name == name:
+                return t
+        builtin = BUILTIN_TEMPLATES.get(name)
+        if builtin is None:
+            raise UnknownTemplateError(name)
+        return builtin
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(n.gpus for n in self.nodes)
+
+
+# --------------------------------------------------------------------------- builders
+
+
+def _require(field: str, value: Any, ok: bool, reason: str) -> None:
+    if not ok:
+        raise InvalidTopologyError(field, value, reason)
+
+
+def _pos(field: str, value: Any) -> None:
+    _require(
+        field,
+        value,
+        isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+        "must be an int >= 1",
+    )
+
+
+def _fat_tree_nodes(
+    *,
+    limit: int,
+    superspines: int,
+    spines_per_superspine: int,
+    leaves_per_spine: int,
+    nodes_per_leaf: int,
+    gpu_model: str,
+    template: str | NodeTemplate,
+    cpu_milli: int,
+    memory_mib: int,
+    hbd_size: int | None,
+    zone_nodes: int,
+    zone: str,
+) -> ClusterDescription:
+    for field, value in (
+        ("superspines", superspines),
+        ("spines_per_superspine", spines_per_superspine),
+        ("leaves_per_spine", leaves_per_spine),
+        ("nodes_per_leaf", nodes_per_leaf),
+    ):
+        _pos(field, value)
+    if hbd_size is not None:
+        _pos("hbd_size", hbd_size)
+    _require(
+        "zone_nodes",
+        zone_nodes,
+        isinstance(zone_nodes, int) and not isinstance(zone_nodes, bool) and zone_nodes >= 0,
+        "must be an int >= 0",
+    )
+    tmpl = template if isinstance(template, NodeTemplate) else get_template(template)
+    listed = () if BUILTIN_TEMPLATES.get(tmpl.name) == tmpl else (tmpl,)
+    total = superspines * spines_per_superspine * leaves_per_spine * nodes_per_leaf
+    width = max(6, len(str(min(limit, total) - 1)))
+    nodes: list[NodeSpec] = []
+    hbd_count = 0
+
+    def leaves() -> Iterator[tuple[str, str, str]]:
+        for s in range(superspines):
+            ss = f"ss{s}"
+            for p in range(spines_per_superspine):
+                sp = f"{ss}-sp{p}"
+                for lf in range(leaves_per_spine):
+                    yield ss, sp, f"{sp}-lf{lf}"
+
+    for ss, sp, leaf in leaves():
+        for j in range(nodes_per_leaf):
+            if len(nodes) >= limit:
+                break
+            hbd = None
+            if hbd_size is not None:
+                if j % hbd_size == 0:
+                    hbd_count += 1
+                hbd = f"hbd-{hbd_count - 1}"
+            i = len(nodes)
+            nodes.append(
+                NodeSpec(
+                    name=f"n{i:0{width}d}",
+                    gpu_model=gpu_model if tmpl.num_gpus else None,
+                    gpus=tmpl.num_gpus,
+                    cpu_milli=cpu_milli,
+                    memory_mib=memory_mib,
+                    rdma_nics=tmpl.num_nics,
+                    template=tmpl.name,
+                    leaf=leaf,
+                    spine=sp,
+                    superspine=ss,
+                    hbd=hbd,
+                    zone=zone if i < zone_nodes else None,
+                )
+            )
+    return ClusterDescription(nodes=tuple(nodes), templates=listed)
+
+
+def fat_tree(
+    *,
+    superspines: int = 1,
+    spines_per_superspine: int = 2,
+    leaves_per_spine: int = 4,
+    nodes_per_leaf: int = 32,
+    gpu_model: str = "H100",
+    template: str | NodeTemplate = "dgx-8gpu",
+    cpu_milli: int = DEFAULT_CPU_MILLI,
+    memory_mib: int = DEFAULT_MEMORY_MIB,
+    hbd_size: int | None = None,
+    zone_nodes: int = 0,
+    zone: str = "inference",
+) -> ClusterDescription:
+    """A full fat tree of identical nodes.
+
+    Names are deterministic: superspine ``ss<s>``, spine ``ss<s>-sp<p>``, leaf
+    ``ss<s>-sp<p>-lf<l>``, node ``n<i>`` with ``i`` the global index zero-padded to 6 digits
+    (``n000123``), nodes numbered leaf by leaf. With ``hbd_size`` every run of ``hbd_size``
+    consecutive nodes inside a leaf forms an HBD ``hbd-<k>`` (``k`` global; the last group of
+    a leaf may be smaller). The first ``zone_nodes`` nodes get ``zone``. ``template`` is a
+    registered name or a template (listed in the description unless built-in); GPU and NIC
+    counts come from it. Bad arguments raise :class:`~kant.errors.InvalidTopologyError`.
+    """
+    return _fat_tree_nodes(
+        limit=superspines * spines_per_superspine * leaves_per_spine * nodes_per_leaf,
+        superspines=superspines,
+        spines_per_superspine=spines_per_superspine,
+        leaves_per_spine=leaves_per_spine,
+        nodes_per_leaf=nodes_per_leaf,
+        gpu_model=gpu_model,
+        template=template,
+        cpu_milli=cpu_milli,
+        memory_mib=memory_mib,
+        hbd_size=hbd_size,
+        zone_nodes=zone_nodes,
+        zone=zone,
+    )
+
+
+def fat_tree_for_nodes(
+    n_nodes: int,
+    *,
+    nodes_per_leaf: int = 32,
+    leaves_per_spine: int = 8,
+    spines_per_superspine: int = 8,
+    gpu_model: str = "H100",
+    template: str | NodeTemplate = "dgx-8gpu",
+    cpu_milli: int = DEFAULT_CPU_MILLI,
+    memory_mib: int = DEFAULT_MEMORY_MIB,
+    hbd_size: int | None = None,
+    zone_nodes: int = 0,
+    zone: str = "inference",
+) -> ClusterDescription:
+    """A fat tree of exactly ``n_nodes`` nodes, filled leaf by leaf with the naming of
+    :func:`fat_tree` (as many superspines as needed; the last leaf, spine and superspine may
+    be partial, and only leaves holding nodes exist)."""
+    _pos("n_nodes", n_nodes)
+    for field, value in (
+        ("nodes_per_leaf", nodes_per_leaf),
+        ("leaves_per_spine", leaves_per_spine),
+        ("spines_per_superspine", spines_per_superspine),
+    ):
+        _pos(field, value)
+    per_superspine = nodes_per_leaf * leaves_per_spine * spines_per_superspine
+    return _fat_tree_nodes(
+        limit=n_nodes,
+        superspines=-(-n_nodes // per_superspine),
+        spines_per_superspine=spines_per_superspine,
+        leaves_per_spine=leaves_per_spine,
+        nodes_per_leaf=nodes_per_leaf,
+        gpu_model=gpu_model,
+        template=template,
+        cpu_milli=cpu_milli,
+        memory_mib=memory_mib,
+        hbd_size=hbd_size,
+        zone_nodes=zone_nodes,
+        zone=zone,
+    )
+
+
+# --------------------------------------------------------------------------- graph & tiers
+
+
+def fabric_graph(desc: ClusterDescription) -> nx.DiGraph:
+    """The scale-out fabric as a directed networkx graph (a fresh graph each call).
+
+    Vertex ids are the plain names from the description (unique across kinds by the
+    description's invariants). Every vertex has ``kind`` in ``{"superspine", "spine",
+    "leaf", "node", "hbd"}``; node vertices also carry every :class:`~kant.model.NodeSpec`
+    field as an attribute (``name``, ``gpu_model``, ``gpus``, ``cpu_milli``, ``memory_mib``,
+    ``rdma_nics``, ``template``, ``leaf``, ``spine``, ``superspine``, ``hbd``, ``zone``).
+
+    Edges point from the wider element to the narrower one: superspine → spine, spine →
+    leaf, leaf → node, and hbd → node. Each edge has ``tier``, the name of the
+    :class:`~kant.model.Tier` its source stands for (``"SUPERSPINE"``, ``"SPINE"``,
+    ``"LEAF"``, ``"HBD"``). Nodes without a leaf are isolated vertices.
+    """
+    g = nx.DiGraph()
+    for node in desc.nodes:
+        g.add_node(node.name, kind="node", **attrs.asdict(node))
+    for node in desc.nodes:
+        chain = [
+            (node.superspine, "superspine", Tier.SUPERSPINE),
+            (node.spine, "spine", Tier.SPINE),
+            (node.leaf, "leaf", Tier.LEAF),
+        ]
+        for (parent, pkind, tier), (child, _ckind, _t) in itertools.pairwise(chain):
+            if parent is not None and child is not None:
+                g.add_node(parent, kind=pkind)
+                g.add_edge(parent, child, tier=tier.name)
+        if node.leaf is not None:
+            g.add_node(node.leaf, kind="leaf")
+            g.add_edge(node.leaf, node.name, tier=Tier.LEAF.name)
+        if node.hbd is not None:
+            g.add_node(node.hbd, kind="hbd")
+            g.add_edge(node.hbd, node.name, tier=Tier.HBD.name)
+    return g
+
+
+def shared_tier(a: NodeSpec, b: NodeSpec) -> Tier:
+    """The lowest tier containing both nodes: ``NODE`` (same name), ``HBD`` (same non-None
+    hbd), ``LEAF``, ``SPINE``, ``SUPERSPINE`` (same non-None name at that level), else
+    ``CLUSTER``. A ``None`` at any level matches nothing. O(1)."""
+    if a.name == b.name:
+        return Tier.NODE
+    if a.hbd is not None and a.hbd == b.hbd:
+        return Tier.HBD
+    if a.leaf is not None and a.leaf == b.leaf:
+        return Tier.LEAF
+    if a.spine is not None and a.spine == b.spine:
+        return Tier.SPINE
+    if a.superspine is not None and a.superspine == b.superspine:
+        return Tier.SUPERSPINE
+    return Tier.CLUSTER
+
+
+# --------------------------------------------------------------------------- cluster files
+
+_NODE_FIELDS: Final = tuple(f.name for f in attrs.fields(NodeSpec))
+_NODE_DEFAULTS: Final = {f.name: f.default for f in attrs.fields(NodeSpec)}
+_GROUP_ONLY: Final = ("count", "prefix", "start", "width")
+_GROUP_KEYS: Final = (*_GROUP_ONLY, *(f for f in _NODE_FIELDS if f != "name"))
+_TOP_KEYS: Final = ("version", "templates", "nodes", "groups")
+_TEMPLATE_KEYS: Final = ("name", "gpus", "nics")
+_GPU_KEYS: Final = ("numa", "pcie_switch", "nvlink_domain")
+_NIC_KEYS: Final = ("numa", "pcie_switch")
+
+
+def _fail(field: str, value: Any, reason: str, where: str) -> InvalidClusterFileError:
+    return InvalidClusterFileError(field, value, reason, where=where)
+
+
+def _mapping(value: Any, allowed: Sequence[str], field: str, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _fail(field, value, "must be a mapping", where)
+    for key in value:
+        if key not in allowed:
+            raise _fail(str(key), value[key], f"unknown key; allowed: {list(allowed)}", where)
+    return value
+
+
+def _list(value: Any, field: str, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise _fail(field, value, "must be a list", where)
+    return value
+
+
+def _int(value: Any, field: str, where: str, minimum: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise _fail(field, value, f"must be an int >= {minimum}", where)
+    return value
+
+
+def _build(cls: type[Any], fields: Mapping[str, Any], where: str) -> Any:
+    """Construct an attrs value object from a checked mapping, re-raising a missing field or
+    its validation error as :class:`~kant.errors.InvalidClusterFileError` at ``where``."""
+    for f in attrs.fields(cls):
+        if f.init and f.default is attrs.NOTHING and f.name not in fields:
+            raise _fail(f.name, None, "required", where)
+    try:
+        return cls(**fields)
+    except ValidationError as e:
+        raise _fail(e.field, e.value, e.reason, where) from e
+
+
+def _parse_template(raw: Any, where: str) -> NodeTemplate:
+    entry = _mapping(raw, _TEMPLATE_KEYS, "templates", where)
+    for key in ("name", "gpus"):
+        if key not in entry:
+            raise _fail(key, None, "required", where)
+    gpus = []
+    for j, g in enumerate(_list(entry["gpus"], "gpus", where)):
+        w = f"{where}.gpus[{j}]"
+        gpus.append(_build(GpuSlot, _mapping(g, _GPU_KEYS, "gpus", w), w))
+    nics = []
+    for j, n in enumerate(_list(entry.get("nics", []), "nics", where)):
+        w = f"{where}.nics[{j}]"
+        nics.append(_build(NicSlot, _mapping(n, _NIC_KEYS, "nics", w), w))
+    t: NodeTemplate = _build(
+        NodeTemplate, {"name": entry["name"], "gpus": tuple(gpus), "nics": tuple(nics)}, where
+    )
+    return t
+
+
+def cluster_from_dict(data: Any, *, source: str = "<dict>") -> ClusterDescription:
+    """Build a description from the parsed cluster-file document ``data``.
+
+    ``source`` prefixes every error location: errors are
+    :class:`~kant.errors.InvalidClusterFileError` with ``where="<source>:nodes[3]"`` (or
+    ``templates[i]``, ``templates[i].gpus[j]``, ``groups[i]``) and the offending field. Unknown
+    keys are errors. Explicit ``nodes`` come first, then the nodes of each group in order.
+    """
+    top = _mapping(data, _TOP_KEYS, "document", source)
+    if "version" not in top:
+        raise _fail("version", None, f"required (use {CLUSTER_FILE_VERSION})", source)
+    if top["version"] != CLUSTER_FILE_VERSION or isinstance(top["version"], bool):
+        raise _fail("version", top["version"], f"only version {CLUSTER_FILE_VERSION}", source)
+
+    templates = [
+        _parse_template(raw, f"{source}:templates[{i}]")
+        for i, raw in enumerate(_list(top.get("templates", []), "templates", source))
+    ]
+    nodes: list[NodeSpec] = []
+    origins: list[str] = []
+    for i, raw in enumerate(_list(top.get("nodes", []), "nodes", source)):
+        where = f"{source}:nodes[{i}]"
+        entry = _mapping(raw, _NODE_FIELDS, "nodes", where)
+        nodes.append(_build(NodeSpec, entry, where))
+        origins.append(where)
+    for i, raw in enumerate(_list(top.get("groups", []), "groups", source)):
+        where = f"{source}:groups[{i}]"
+        entry = _mapping(raw, _GROUP_KEYS, "groups", where)
+        for key in ("count", "prefix"):
+            if key not in entry:
+                raise _fail(key, None, "required", where)
+        count = _int(entry["count"], "count", where, 1)
+        start = _int(entry.get("start", 0), "start", where, 0)
+        width = _int(entry.get("width", 0), "width", where, 0)
+        prefix = entry["prefix"]
+        if not isinstance(prefix, str):
+            raise _fail("prefix", prefix, "must be a string", where)
+        shared = {k: v for k, v in entry.items() if k not in _GROUP_ONLY}
+        for j in range(count):
+            name = f"{prefix}{start + j:0{width}d}"
+            nodes.append(_build(NodeSpec, {"name": name, **shared}, where))
+            origins.append(f"{where} (node {name!r})")
+    _check(nodes, templates, origins.__getitem__, lambda i: f"{source}:templates[{i}]")
+    return ClusterDescription(nodes=tuple(nodes), templates=tuple(templates))
+
+
+def cluster_to_dict(desc: ClusterDescription) -> dict[str, Any]:
+    """The cluster-file document for ``desc`` (explicit ``nodes``; node fields equal to the
+    :class:`~kant.model.NodeSpec` default and ``nvlink_domain: null`` are left out).
+    ``cluster_from_dict(cluster_to_dict(d)) == d``."""
+
+    def gpu(s: GpuSlot) -> dict[str, Any]:
+        out: dict[str, Any] = {"numa": s.numa, "pcie_switch": s.pcie_switch}
+        if s.nvlink_domain is not None:
+            out["nvlink_domain"] = s.nvlink_domain
+        return out
+
+    return {
+        "version": CLUSTER_FILE_VERSION,
+        "templates": [
+            {
+                "name": t.name,
+                "gpus": [gpu(s) for s in t.gpus],
+                "nics": [{"numa": s.numa, "pcie_switch": s.pcie_switch} for s in t.nics],
+            }
+            for t in desc.templates
+        ],
+        "nodes": [
+            {
+                f: getattr(n, f)
+                for f in _NODE_FIELDS
+                if f == "name" or getattr(n, f) != _NODE_DEFAULTS[f]
+            }
+            for n in desc.nodes
+        ],
+    }
+
+
+def _is_yaml(path: Path) -> bool:
+    return path.suffix.lower() in (".yaml", ".yml")
+
+
+def _yaml(path: Path) -> Any:
+    try:
+        import yaml
+    except ImportError as e:
+        raise _fail(
+            "path", str(path), "YAML cluster files need pyyaml (pip install pyyaml)", str(path)
+        ) from e
+    return yaml
+
+
+def load_cluster(path: str | os.PathLike[str]) -> ClusterDescription:
+    """Read a cluster file: YAML if the suffix is ``.yaml``/``.yml``, JSON otherwise.
+
+    Raises :class:`~kant.errors.InvalidClusterFileError` for a syntax error
+    (``where="<file>:<line>"``), a missing pyyaml, or any malformed entry
+    (``where="<file>:nodes[3]"`` and the field); ``OSError`` if the file cannot be read.
+    """
+    p = Path(path)
+    text = p.read_text(encoding="utf-8")
+    if _is_yaml(p):
+        yaml = _yaml(p)
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            line = f":{mark.line + 1}" if mark is not None else ""
+            raise _fail("document", str(p), f"not valid YAML: {e}", f"{p}{line}") from e
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise _fail("document", str(p), f"not valid JSON: {e.msg}", f"{p}:{e.lineno}") from e
+    return cluster_from_dict(data, source=str(p))
+
+
+def dump_cluster(desc: ClusterDescription, path: str | os.PathLike[str]) -> None:
+    """Write ``desc`` as a cluster file (YAML for ``.yaml``/``.yml``, JSON otherwise) that
+    :func:`load_cluster` reads back equal."""
+    p = Path(path)
+    data = cluster_to_dict(desc)
+    if _is_yaml(p):
+        text = _yaml(p).safe_dump(data, sort_keys=False)
+    else:
+        text = json.dumps(data, indent=2) + "\n"
+    p.write_text(text, encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- openb
+
+_OPENB_COLUMNS: Final = ["sn", "cpu_milli", "memory_mib", "gpu", "model"]
+_UINT: Final = re.compile(r"[0-9]+")
+
+
+def openb_nodes(path: str | os.PathLike[str]) -> ClusterDescription:
+    """Read an Alibaba openb node list (``sn,cpu_milli,memory_mib,gpu,model``).
+
+    Each row becomes a :class:`~kant.model.NodeSpec` named ``sn`` with the template from
+    :func:`~kant.topology.templates.openb_template_name` (CPU-only rows: no model, no
+    template), no NICs and no fabric placement. Blank lines are skipped. A bad header or row
+    raises :class:`~kant.errors.InvalidTraceError` with the field and ``where="<file>:<line>"``.
+    """
+    p = Path(path)
+    nodes: list[NodeSpec] = []
+    seen: set[str] = set()
+    with p.open(newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if header != _OPENB_COLUMNS:
+            raise InvalidTraceError(
+                "header", header, f"expected columns {_OPENB_COLUMNS}", where=f"{p}:1"
+            )
+        for row in reader:
+            where = f"{p}:{reader.line_num}"
+            if not row:
+                continue
+            if len(row) != len(_OPENB_COLUMNS):
+                raise InvalidTraceError(
+                    "row", row, f"expected {len(_OPENB_COLUMNS)} columns", where=where
+                )
+            sn, cpu, mem, gpu, model = (c.strip() for c in row)
+            values: dict[str, int] = {}
+            for field, text in (("cpu_milli", cpu), ("memory_mib", mem), ("gpu", gpu)):
+                if not _UINT.fullmatch(text):
+                    raise InvalidTraceError(field, text, "must be an int >= 0", where=where)
+                values[field] = int(text)
+            if sn in seen:
+                raise InvalidTraceError("sn", sn, "duplicate node name", where=where)
+            seen.add(sn)
+            try:
+                template = openb_template_name(values["gpu"])
+                node = NodeSpec(
+                    name=sn,
+                    gpu_model=model or None,
+                    gpus=values["gpu"],
+                    cpu_milli=values["cpu_milli"],
+                    memory_mib=values["memory_mib"],
+                    template=template,
+                )
+            except ValidationError as e:
+                field = {"name": "sn", "gpus": "gpu", "gpu_model": "model"}.get(e.field, e.field)
+                raise InvalidTraceError(field, e.value, e.reason, where=where) from e
+            nodes.append(node)
+    return ClusterDescription(nodes=tuple(nodes))
