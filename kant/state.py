@@ -98,9 +98,10 @@ class NodeColumns:
     Static: ``alive`` (slot holds a node), ``ready`` (alive and healthy: may take new
     pods), ``gpus`` (device count), ``gpu_cap_mask`` (all device bits), ``cpu_cap``,
     ``mem_cap``, ``nics`` (capacities), group ids per level (``-1`` = none).
-    Allocatable: ``gpu_free`` [slot, W] (free milli per device, 0 when unhealthy), ``free_mask`` (uint64, bit g = device g wholly
-    free and healthy), ``free_gpus`` (popcount of it), ``free_milli`` (sum of ``gpu_free``),
-    ``cpu_free``, ``mem_free``, ``nic_mask`` (free healthy NICs), ``free_nics``.
+    Allocatable: ``gpu_free`` [slot, W] (free milli per device, 0 when unhealthy),
+    ``free_mask`` (uint64, bit g = device g wholly free and healthy), ``free_gpus``
+    (popcount of it), ``free_milli`` (sum of ``gpu_free``), ``cpu_free``, ``mem_free``,
+    ``nic_mask`` (free healthy NICs), ``free_nics``.
     """
 
     SCALARS: tuple[str, ...] = (
