@@ -1,0 +1,315 @@
+"""RSCH placement scenarios, one rule each (section 3.3 / 3.4 of the Kant paper)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kant.errors import DuplicateError, UnknownPolicyError
+from kant.model import Binding, JobKind, PodId, ReasonCode, Tier
+from kant.placement import BaseStrategy, Placer, make_strategy, register_strategy, strategy_names
+from kant.state import ClusterState
+from kant.testing import ClusterBuilder, job, node
+
+
+def nodes_of(bindings: tuple[Binding, ...]) -> list[str]:
+    return [b.node for b in bindings]
+
+
+def leaves_of(st: ClusterState, bindings: tuple[Binding, ...]) -> set[str | None]:
+    return {st.node(b.node).leaf for b in bindings}
+
+
+def hold(st: ClusterState, node_name: str, gpus: tuple[int, ...], tag: str) -> None:
+    st.bind(Binding(pod=PodId(job=tag, role="w", index=0), node=node_name, gpus=gpus))
+
+
+# --------------------------------------------------------------------------- device level
+
+
+def test_an_8_gpu_pod_on_a_dgx_node_gets_all_8_gpus_and_the_nics_of_their_pcie_switches() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=1).build()
+    res = Placer().place(job("big", gpus=8, nics=8), st.snapshot())
+    (b,) = res.bindings
+    assert b.gpus == tuple(range(8)) and b.nics == tuple(range(8))
+
+
+def test_a_2_gpu_pod_with_one_nic_gets_the_nic_under_its_gpus_pcie_switch() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=1).build()
+    hold(st, "lf0-n0", (0,), "first")  # switch 0 is half used
+    res = Placer().place(job("pair", gpus=2, nics=1), st.snapshot())
+    (b,) = res.bindings
+    assert b.gpus == (2, 3)  # a whole free switch, not GPU 1 + a GPU elsewhere
+    assert b.nics == (2,)  # a NIC on switch 1, where its GPUs are
+
+
+def test_a_2_gpu_pod_on_a_pcie_only_node_gets_two_gpus_under_one_pcie_switch() -> None:
+    st = ClusterState([node("p0", template="pcie-8gpu", nics=8)])
+    hold(st, "p0", (0, 2, 4), "scatter")  # one GPU taken on switches 0, 1, 2
+    (b,) = Placer().place(job("pair", gpus=2), st.snapshot()).bindings
+    assert b.gpus == (6, 7)  # the only switch with both GPUs free
+
+
+def test_a_one_gpu_pod_takes_a_lone_gpu_rather_than_breaking_a_free_pair() -> None:
+    st = ClusterState([node("p0", template="pcie-8gpu", nics=8)])
+    hold(st, "p0", (0, 1, 2, 4, 5), "most")  # GPU 3 is alone on switch 1; 6,7 form a pair
+    (b,) = Placer().place(job("one", gpus=1), st.snapshot()).bindings
+    assert b.gpus == (3,)
+
+
+def test_fractional_pods_share_the_fullest_gpu_that_fits_and_never_over_commit() -> None:
+    st = ClusterState([node("p0", gpus=2, template="openb-2gpu")])
+    snap = st.snapshot()
+    placer = Placer("binpack")
+    first = placer.place(job("a", gpu_milli=600), snap).bindings[0]
+    second = placer.place(job("b", gpu_milli=400), snap).bindings[0]
+    third = placer.place(job("c", gpu_milli=500), snap).bindings[0]
+    assert second.gpus == first.gpus  # fills the shared GPU to 1000
+    assert third.gpus != first.gpus
+    res = placer.place(job("d", gpu_milli=600), snap)
+    assert not res.ok and res.reason is not None
+    assert snap.gpu_free[0, :2].tolist() == [0, 500]
+
+
+def test_unhealthy_gpus_and_nodes_are_never_chosen() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=2).build()
+    for g in range(8):
+        if g != 5:
+            st.set_gpu_health("lf0-n0", g, False)
+    st.set_node_health("lf0-n1", False)
+    snap = st.snapshot()
+    res = Placer().place(job("a", gpus=1, replicas=2, gang=False), snap)
+    assert [b.gpus for b in res.bindings] == [(5,)]
+    assert list(res.unplaced) == [PodId(job="a", role="worker", index=1)]
+
+
+# --------------------------------------------------------------------------- gang
+
+
+@pytest.mark.parametrize("strategy", ["ebinpack", "binpack", "spread"])
+def test_a_gang_that_cannot_fully_fit_leaves_the_snapshot_unchanged(strategy: str) -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=4).build()
+    for k in (1, 2, 3):  # 29 GPUs free, but only one whole node
+        hold(st, f"lf0-n{k}", (0,), f"x{k}")
+    snap = st.snapshot()
+    before = st.full_snapshot()
+    res = Placer(strategy).place(job("g", gpus=8, replicas=3), snap)
+    assert res.bindings == () and len(res.unplaced) == 3
+    assert {r.code for r in res.unplaced.values()} == {ReasonCode.NO_FIT}
+    assert snap.same_as(before) == []
+
+
+def test_a_pod_level_job_places_what_fits_and_explains_the_rest() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=1).build()
+    res = Placer().place(job("p", gpus=4, replicas=3, gang=False), st.snapshot())
+    assert len(res.bindings) == 2
+    (why,) = res.unplaced.values()
+    assert why.code is ReasonCode.INSUFFICIENT_CAPACITY
+
+
+def test_only_pods_not_yet_running_are_placed_again() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=2).build()
+    j = job("p", gpus=8, replicas=2, gang=False)
+    placer = Placer()
+    first = placer.place(j, st.snapshot(), pods=[PodId(job="p", role="worker", index=0)])
+    st.bind(first.bindings[0])
+    second = placer.place(j, st.snapshot())
+    assert [b.pod.index for b in second.bindings] == [1]
+
+
+# --------------------------------------------------------------------------- strategies
+
+
+def test_binpack_fills_partly_used_nodes_first() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=3).build()
+    hold(st, "lf0-n2", (0, 1, 2, 3, 4), "busy")
+    hold(st, "lf0-n1", (0,), "light")
+    (b,) = Placer("binpack").place(job("a", gpus=2), st.snapshot()).bindings
+    assert b.node == "lf0-n2"
+
+
+def test_spread_puts_replicas_on_different_nodes_most_free_first() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=3).build()
+    hold(st, "lf0-n0", (0,), "busy")
+    res = Placer("spread").place(
+        job("svc", gpus=1, replicas=3, gang=False, kind=JobKind.INFERENCE), st.snapshot()
+    )
+    assert sorted(nodes_of(res.bindings)) == ["lf0-n0", "lf0-n1", "lf0-n2"]
+    assert nodes_of(res.bindings)[0] == "lf0-n1"
+
+
+def test_ebinpack_co_locates_replicas_of_one_job_on_as_few_nodes_as_possible() -> None:
+    def placed(strategy: str) -> list[str]:
+        st = ClusterBuilder().leaf("lf0", nodes=3).build()
+        hold(st, "lf0-n0", (0, 1, 2, 3, 4, 5), "resident")  # 2 GPUs left on n0
+        return nodes_of(
+            Placer(strategy).place(job("g", gpus=2, replicas=2), st.snapshot()).bindings
+        )
+
+    assert placed("binpack") == ["lf0-n0", "lf0-n1"]  # fills n0, splits the job
+    assert placed("ebinpack") == ["lf0-n1", "lf0-n1"]  # one node, no cross-node traffic
+
+
+def test_ebinpack_puts_small_jobs_in_a_nodenetgroup_already_in_use() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=4).leaf("lf1", nodes=4).leaf("lf2", nodes=4).build()
+    hold(st, "lf1-n0", (0,), "resident")
+    snap = st.snapshot()
+    placer = Placer("ebinpack", group_probe=4)
+    # force the two-level path even on this small cluster
+    from kant.placement import placer as placer_mod
+
+    old = placer_mod._TWO_LEVEL_MIN
+    placer_mod._TWO_LEVEL_MIN = 1
+    try:
+        res = placer.place(job("small", gpus=8), snap)
+    finally:
+        placer_mod._TWO_LEVEL_MIN = old
+    assert leaves_of(st, res.bindings) == {"lf1"}  # lf0 and lf2 stay whole for big jobs
+
+
+def test_espread_spreads_small_inference_pods_in_the_zone_and_keeps_full_nodes_free() -> None:
+    b = ClusterBuilder()
+    b.leaf("zone", nodes=3, zone="inference").leaf("gen", nodes=3)
+    st = b.build()
+    snap = st.snapshot()
+    placer = Placer("espread")
+    svc = placer.place(job("svc", gpus=2, replicas=5, gang=False, kind=JobKind.INFERENCE), snap)
+    where = nodes_of(svc.bindings)
+    assert sorted(where[:3]) == ["zone-n0", "zone-n1", "zone-n2"]  # one replica per zone node
+    assert set(where[3:]) == {"gen-n0"}  # the rest E-Binpacked on one general node
+    # full general nodes stay free for large distributed inference
+    big = placer.place(job("ep", gpus=8, replicas=2, kind=JobKind.INFERENCE), snap)
+    assert big.ok and set(nodes_of(big.bindings)) == {"gen-n1", "gen-n2"}
+
+
+def test_spread_would_have_left_no_full_node_where_espread_keeps_two() -> None:
+    def full_nodes(strategy: str) -> int:
+        st = ClusterBuilder().leaf("zone", nodes=3, zone="inference").leaf("gen", nodes=3).build()
+        snap = st.snapshot()
+        Placer(strategy).place(
+            job("svc", gpus=2, replicas=6, gang=False, kind=JobKind.INFERENCE), snap
+        )
+        return int((snap.free_gpus[:6] == 8).sum())
+
+    assert full_nodes("spread") == 0
+    assert full_nodes("espread") >= 2
+
+
+# --------------------------------------------------------------------------- topology
+
+
+def fabric(leaves_per_spine: int = 4, nodes_per_leaf: int = 32) -> ClusterState:
+    b = ClusterBuilder()
+    for sp in range(2):
+        b.spine(f"sp{sp}")
+        for lf in range(leaves_per_spine):
+            b.leaf(f"sp{sp}-lf{lf}", nodes=nodes_per_leaf)
+    return b.build()
+
+
+def test_a_64_node_job_lands_in_one_leaf_when_a_leaf_has_room() -> None:
+    st = fabric(nodes_per_leaf=64)
+    hold(st, "sp0-lf0-n0", (0,), "x")  # this leaf can no longer hold 64 whole nodes
+    res = Placer().place(job("llm", gpus=8, replicas=64, nics=8), st.snapshot())
+    assert res.ok and leaves_of(st, res.bindings) == {"sp0-lf1"}
+
+
+def test_a_64_node_job_takes_the_fewest_leaves_under_one_spine_otherwise() -> None:
+    st = fabric(nodes_per_leaf=32)  # no leaf holds 64 nodes
+    for i in range(8):  # sp0-lf0 keeps 24 free nodes; sp0-lf1..3 keep 32
+        hold(st, f"sp0-lf0-n{i}", (0,), f"x{i}")
+    res = Placer().place(job("llm", gpus=8, replicas=64), st.snapshot())
+    assert res.ok
+    leaves = leaves_of(st, res.bindings)
+    assert len(leaves) == 2 and len({st.node(b.node).spine for b in res.bindings}) == 1
+
+
+def test_a_required_leaf_wish_fails_with_a_topology_reason_instead_of_spilling() -> None:
+    st = fabric(nodes_per_leaf=4)
+    res = Placer().place(
+        job("llm", gpus=8, replicas=6, tier=Tier.LEAF, required=True), st.snapshot()
+    )
+    assert not res.ok and res.reason is not None and res.reason.code is ReasonCode.TOPOLOGY
+    spill = Placer().place(job("llm", gpus=8, replicas=6, tier=Tier.LEAF), st.snapshot())
+    assert spill.ok and len(leaves_of(st, spill.bindings)) == 2
+
+
+def test_a_small_gang_lands_on_one_node_when_it_can() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=2).build()
+    res = Placer("topology").place(job("g", gpus=2, replicas=4), st.snapshot())
+    assert len(set(nodes_of(res.bindings))) == 1
+
+
+def test_a_job_asking_for_an_hbd_is_placed_inside_one_scale_up_domain() -> None:
+    b = ClusterBuilder()
+    for k in range(4):
+        b.add(
+            node(
+                f"h{k}", leaf="lf0", spine="sp0", superspine="ss0", hbd="hbd0" if k < 2 else "hbd1"
+            )
+        )
+    st = b.build()
+    hold(st, "h0", (0,), "x")
+    res = Placer().place(job("ep", gpus=8, replicas=2, tier=Tier.HBD, required=True), st.snapshot())
+    assert res.ok and set(nodes_of(res.bindings)) == {"h2", "h3"}
+
+
+# --------------------------------------------------------------------------- pools
+
+
+def test_a_job_never_lands_in_a_pool_of_a_gpu_model_it_did_not_allow() -> None:
+    st = (
+        ClusterBuilder()
+        .leaf("lf0", nodes=2, model="A100")
+        .leaf("lf1", nodes=1, model="H100")
+        .build()
+    )
+    snap = st.snapshot()
+    placer = Placer()
+    ok = placer.place(job("h", gpus=8, replicas=1, models="H100"), snap)
+    assert ok.ok and st.node(ok.bindings[0].node).gpu_model == "H100"
+    full = placer.place(job("h2", gpus=8, models="H100"), snap)
+    assert not full.ok and full.reason is not None
+    assert full.reason.code is ReasonCode.INSUFFICIENT_CAPACITY  # A100 nodes are free, unused
+
+
+def test_an_unknown_gpu_model_is_an_unresolvable_reason_not_a_crash() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=1).build()
+    res = Placer().place(job("x", gpus=1, models="B200"), st.snapshot())
+    assert res.reason is not None and res.reason.code is ReasonCode.NO_POOL
+
+
+def test_a_cross_pool_gang_places_every_role_in_its_own_pool_or_nothing() -> None:
+    from kant.model import Job, Resources, Role
+
+    st = (
+        ClusterBuilder()
+        .leaf("lf0", nodes=1, model="H100")
+        .leaf("lf1", nodes=1, model="L40")
+        .build()
+    )
+    serve = Job(
+        id="pd",
+        kind="inference",
+        roles=(
+            Role(name="prefill", replicas=1, resources=Resources(gpus=8), gpu_models="H100"),
+            Role(name="decode", replicas=2, resources=Resources(gpus=4), gpu_models="L40"),
+        ),
+    )
+    snap = st.snapshot()
+    res = Placer().place(serve, snap)
+    assert res.ok
+    assert {st.node(b.node).gpu_model for b in res.bindings if b.pod.role == "decode"} == {"L40"}
+    again = Placer().place(serve.__class__(id="pd2", roles=serve.roles), snap)
+    assert not again.ok and again.bindings == ()
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def test_strategies_are_chosen_by_name_and_names_are_unique() -> None:
+    assert {"binpack", "ebinpack", "espread", "spread", "topology"} <= set(strategy_names())
+    assert make_strategy("EBinpack").name == "ebinpack"
+    with pytest.raises(UnknownPolicyError, match="nope"):
+        Placer("nope")
+    with pytest.raises(DuplicateError):
+        register_strategy("binpack", BaseStrategy)
