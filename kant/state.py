@@ -204,6 +204,7 @@ class ClusterState:
         self._free_slots: list[int] = []  # reusable slots, kept sorted (lowest first)
         self._pods: dict[PodId, Binding] = {}
         self._job_pods: dict[str, set[PodId]] = {}
+        self._allocated = 0  # GPU milli held by pods
         self._ids: dict[str, dict[str, int]] = {lv: {} for lv in LEVELS}
         self._id_names: dict[str, list[str]] = {lv: [] for lv in LEVELS}
         self.columns = NodeColumns()
@@ -291,7 +292,8 @@ class ClusterState:
         return int(self.columns.gpus[: self.num_slots].sum())
 
     def allocated_milli(self) -> int:
-        return sum(sum(r.gpu_used) for r in self._records.values())
+        """GPU milli held by running pods (a running total, O(1))."""
+        return self._allocated
 
     def _record(self, name: str) -> _NodeRecord:
         try:
@@ -411,6 +413,7 @@ class ClusterState:
         rec.mem_used += b.memory_mib
         rec.pods.add(b.pod)
         self._pods[b.pod] = b
+        self._allocated += b.total_milli
         self._job_pods.setdefault(b.pod.job, set()).add(b.pod)
         self._refresh_row(rec)
 
@@ -429,7 +432,7 @@ class ClusterState:
         return b
 
     def _forget(self, pod: PodId) -> None:
-        del self._pods[pod]
+        self._allocated -= self._pods.pop(pod).total_milli
         left = self._job_pods[pod.job]
         left.discard(pod)
         if not left:
@@ -493,6 +496,8 @@ class ClusterState:
         by_job: dict[str, set[PodId]] = {}
         for pod in self._pods:
             by_job.setdefault(pod.job, set()).add(pod)
+        if self._allocated != sum(b.total_milli for b in self._pods.values()):
+            errors.append("allocated milli total differs from the pods")
         if by_job != self._job_pods:
             errors.append("job -> pods index differs from the pods")
         for pod, b in self._pods.items():

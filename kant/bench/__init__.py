@@ -95,13 +95,16 @@ class _Occupier:
                 used += before - int(st.columns.free_gpus[st.slot_of(name)])
             i += 1
 
-    def change(self, name: str) -> None:
-        pods = self.state.pods_on(name)
-        if pods and self.rng.random() < 0.5:
-            self.state.release(pods[int(self.rng.integers(len(pods)))])
+    def change(self, name: str, target: float = 0.7) -> None:
+        """Change one node: release one of its pods, or bind one, steering the cluster's
+        allocation back towards ``target``."""
+        st = self.state
+        pods = st.pods_on(name)
+        below = st.allocated_milli() < target * 1000 * st.total_gpus()
+        if pods and not below:
+            st.release(pods[int(self.rng.integers(len(pods)))])
         elif not self.bind_random(name) and pods:
-            self.state.release(pods[0])
-
+            st.release(pods[0])
 
 def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=np.float64), q))
