@@ -106,6 +106,7 @@ class _Occupier:
         elif not self.bind_random(name) and pods:
             st.release(pods[0])
 
+
 def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=np.float64), q))
 
