@@ -148,6 +148,28 @@ class Placer:
         cand = self._candidates(snap, role, req)
         if isinstance(cand, Reason):
             return cand
+        wish = role.topology
+        if wish is not None and wish.required and on_node and not job.gang:
+            near = _near(snap, cand, min(on_node), wish.tier)
+            got = self._place_in(job, role, pods, snap, on_node, near, req)
+            if isinstance(got, Reason) and got.code is not ReasonCode.NO_POOL:
+                return Reason(
+                    code=ReasonCode.TOPOLOGY,
+                    message=f"no room in the {wish.tier.name.lower()} of the job's other pods",
+                )
+            return got
+        return self._place_in(job, role, pods, snap, on_node, cand, req)
+
+    def _place_in(
+        self,
+        job: Job,
+        role: Role,
+        pods: list[PodId],
+        snap: Snapshot,
+        on_node: dict[int, int],
+        cand: _Candidates,
+        req: PodRequest,
+    ) -> list[Binding] | Reason:
         n = len(pods)
         ctx = PodContext(snap=snap, job=job, role=role, req=req, on_node=on_node)
         tiers = self._tiers(role, n)
@@ -197,25 +219,25 @@ class Placer:
         scores = np.full(domain.shape[0], -np.inf)
         live = fits > 0
         if live.any():
-            scores[live] = strat.score(ctx, domain[live])
+            scores[live] = _score(strat, ctx, domain[live])
         for p in pods:
             i = int(np.argmax(scores))
             if scores[i] == -np.inf:
                 return None
             out.append(self._bind(ctx, p, int(domain[i]), strat))
             fits[i] -= 1
-            scores[i] = strat.score(ctx, domain[i : i + 1])[0] if fits[i] > 0 else -np.inf
+            scores[i] = _score(strat, ctx, domain[i : i + 1])[0] if fits[i] > 0 else -np.inf
         return out
 
     def _tiers(self, role: Role, n: int) -> list[Tier]:
         wish = role.topology
+        order = list(_TIER_ORDER[1:] if role.spread else _TIER_ORDER)  # spread: never one node
         if wish is None:
             if n == 1 or self.strategy.topology_default is None:
                 return []
-            return list(_TIER_ORDER)
-        order = list(_TIER_ORDER)
+            return order
         if wish.tier is Tier.HBD:
-            order.insert(1, Tier.HBD)
+            order.insert(order.index(Tier.LEAF), Tier.HBD)
         if not wish.required:
             return order
         return [t for t in order if t <= wish.tier]
@@ -288,7 +310,7 @@ class Placer:
             f = fit_count(snap, slots, ctx.req)
             feasible = slots[f > 0]
             if feasible.shape[0]:
-                sc = strat.score(ctx, feasible)
+                sc = _score(strat, ctx, feasible)
                 return self._bind(ctx, pod, int(feasible[int(np.argmax(sc))]), strat)
         return None
 
@@ -317,7 +339,7 @@ class Placer:
             f = fit_count(snap, members, req)
             feasible = members[f > 0]
             if feasible.shape[0]:
-                sc = strat.score(ctx, feasible)
+                sc = _score(strat, ctx, feasible)
                 return int(feasible[int(np.argmax(sc))])
         return None
 
@@ -415,6 +437,30 @@ class Placer:
             code=ReasonCode.NO_FIT,
             message=f"{n} pod(s) of {_describe(req)} do not fit on any node set",
         )
+
+
+def _score(strat: BaseStrategy, ctx: PodContext, slots: IntArray) -> Any:
+    """The strategy's score, with a role's ``spread`` wish as a hard-to-beat penalty for
+    nodes that already hold pods of the job (replicas apart whatever the strategy)."""
+    sc = strat.score(ctx, slots)
+    if ctx.role.spread:
+        sc = sc - 100.0 * ctx.job_pods_on(slots)
+    return sc
+
+
+def _near(snap: Snapshot, cand: _Candidates, anchor: int, tier: Tier) -> _Candidates:
+    """Candidates sharing ``tier`` with node slot ``anchor`` (a required wish of a pod-level
+    job keeps later pods next to the first)."""
+    slots = cand.slots
+    if tier is Tier.NODE:
+        return _Candidates(slots[slots == anchor])
+    if tier is Tier.CLUSTER:
+        return cand
+    ids = getattr(snap.cols, f"{_LEVEL[tier]}_id")
+    want = ids[anchor]
+    if want < 0:
+        return _Candidates(slots[slots == anchor])
+    return _Candidates(slots[ids[slots] == want])
 
 
 def _describe(req: PodRequest) -> str:

@@ -253,6 +253,26 @@ def test_a_job_asking_for_an_hbd_is_placed_inside_one_scale_up_domain() -> None:
     assert res.ok and set(nodes_of(res.bindings)) == {"h2", "h3"}
 
 
+def test_a_pod_level_job_with_a_required_leaf_keeps_later_pods_in_the_first_pods_leaf() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=2).build()
+    j = job("svc", gpus=8, replicas=3, gang=False, tier=Tier.LEAF, required=True)
+    placer = Placer()
+    first = placer.place(j, st.snapshot(), pods=[PodId(job="svc", role="worker", index=0)])
+    st.bind(first.bindings[0])
+    rest = placer.place(j, st.snapshot())
+    assert leaves_of(st, first.bindings + rest.bindings) == {"lf0"}
+    (why,) = rest.unplaced.values()
+    assert why.code is ReasonCode.TOPOLOGY
+
+
+def test_a_spread_role_puts_replicas_on_distinct_nodes_even_under_binpack() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=3).build()
+    res = Placer("ebinpack").place(
+        job("svc", gpus=1, replicas=3, spread=True, gang=True), st.snapshot()
+    )
+    assert sorted(nodes_of(res.bindings)) == ["lf0-n0", "lf0-n1", "lf0-n2"]
+
+
 # --------------------------------------------------------------------------- pools
 
 
