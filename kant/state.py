@@ -30,6 +30,9 @@ import numpy as np
 import numpy.typing as npt
 from sortedcontainers import SortedList
 
+from kant.bits import bits as _mask_bits
+from kant.bits import mask_of as _bits_to_mask
+from kant.bits import popcount as _popcount
 from kant.errors import (
     AllocationConflictError,
     DuplicateError,
@@ -47,27 +50,6 @@ LEVELS: tuple[str, ...] = ("pool", "leaf", "spine", "superspine", "hbd", "zone")
 """Group levels with interned ids and aggregates. ``pool`` is the GPU model (node pool)."""
 
 _KEY_SHIFT = 32  # sorted index key: free_gpus << 32 | slot
-
-
-def _popcount(x: int) -> int:
-    return int(x).bit_count()
-
-
-def _mask_bits(mask: int) -> list[int]:
-    out = []
-    m = int(mask)
-    while m:
-        low = m & -m
-        out.append(low.bit_length() - 1)
-        m ^= low
-    return out
-
-
-def _bits_to_mask(bits: Iterable[int]) -> int:
-    m = 0
-    for b in bits:
-        m |= 1 << b
-    return m
 
 
 # --------------------------------------------------------------------------- node records

@@ -28,6 +28,8 @@ from typing import Any
 import attrs
 import numpy as np
 
+from kant.bits import bits as _bits
+from kant.bits import lowest_bits as _lowest_bits
 from kant.model import MILLI, Binding, Job, PodId, Reason, ReasonCode, Role, Tier
 from kant.placement.context import IntArray, PodContext, PodRequest, fit_count
 from kant.placement.strategies import BaseStrategy, make_strategy
@@ -472,21 +474,3 @@ def _describe(req: PodRequest) -> str:
     if req.nics:
         parts.append(f"{req.nics} NIC")
     return ", ".join(parts)
-
-
-def _bits(mask: int) -> tuple[int, ...]:
-    out = []
-    while mask:
-        low = mask & -mask
-        out.append(low.bit_length() - 1)
-        mask ^= low
-    return tuple(out)
-
-
-def _lowest_bits(mask: int, k: int) -> int:
-    out = 0
-    for _ in range(k):
-        low = mask & -mask
-        out |= low
-        mask ^= low
-    return out

@@ -29,6 +29,8 @@ import networkx as nx
 import numpy as np
 import numpy.typing as npt
 
+from kant.bits import bits as _bits
+from kant.bits import mask_of as _mask_of
 from kant.errors import DuplicateError, InvalidTopologyError, UnknownTemplateError
 from kant.model import MAX_GPUS_PER_NODE, MAX_NICS_PER_NODE, LinkKind
 
@@ -183,23 +185,6 @@ def _host_kind(numa_a: int, sw_a: int, numa_b: int, sw_b: int) -> int:
     return int(LinkKind.PCIE_SWITCH if sw_a == sw_b else LinkKind.NUMA)
 
 
-def _bits(mask: int) -> list[int]:
-    """Indices of the set bits of ``mask``, ascending."""
-    out: list[int] = []
-    while mask:
-        low = mask & -mask
-        out.append(low.bit_length() - 1)
-        mask ^= low
-    return out
-
-
-def _mask_of(indices: Sequence[int]) -> int:
-    m = 0
-    for i in indices:
-        m |= 1 << i
-    return m
-
-
 # --------------------------------------------------------------------------- template
 
 
@@ -327,7 +312,7 @@ class NodeTemplate:
             return self._exhaustive_gpu_set(free, k)
         return self._greedy_gpu_set(free, k)
 
-    def _exhaustive_gpu_set(self, free: list[int], k: int) -> int:
+    def _exhaustive_gpu_set(self, free: Sequence[int], k: int) -> int:
         link, host = self._derived.link_rows, self._derived.host_rows
         link_row = {g: sum(link[g][h] for h in free) for g in free}
         host_row = {g: sum(host[g][h] for h in free) for g in free}
@@ -354,7 +339,7 @@ class NodeTemplate:
         assert best is not None  # 1 <= k < len(free): at least one combination
         return best[5]
 
-    def _greedy_gpu_set(self, free: list[int], k: int) -> int:
+    def _greedy_gpu_set(self, free: Sequence[int], k: int) -> int:
         idx = np.asarray(free, dtype=np.intp)
         n = len(free)
         link = self._derived.link_rank[np.ix_(idx, idx)].astype(np.int64)
