@@ -1,0 +1,165 @@
+"""Per-job distributions by size bucket: JWTD and JTTED (Kant paper, sections 4.4 and 4.5).
+
+Both take :class:`~kant.metrics.records.JobRecord` values and group them by
+:func:`~kant.metrics.buckets.size_bucket`. Returned dicts list only buckets that hold at least
+one record, in :data:`~kant.metrics.buckets.BUCKETS` order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+
+import attrs
+import numpy as np
+
+from kant.errors import ValidationError
+from kant.metrics.buckets import BUCKETS
+from kant.metrics.records import JobRecord
+
+NAN = float("nan")
+
+
+@attrs.frozen(kw_only=True)
+class JwtdRow:
+    """Waiting times of one size bucket, in seconds.
+
+    ``count`` jobs contributed a wait; ``mean_wait``, ``p50``, ``p95`` and ``max`` describe
+    them (NaN when ``count`` is 0). ``unstarted`` jobs of the bucket had not started; they are
+    in ``count`` only when a ``now`` was given (see :func:`jwtd`).
+    """
+
+    count: int
+    mean_wait: float
+    p50: float
+    p95: float
+    max: float
+    unstarted: int = 0
+
+
+def jwtd(records: Iterable[JobRecord], *, now: float | None = None) -> dict[str, JwtdRow]:
+    """Job Waiting Time Distribution: wait statistics per size bucket.
+
+    A job's wait is ``started_at - submitted_at`` (queueing plus scheduling decision time).
+    Jobs that never started are left out of the statistics, unless ``now`` is given: then they
+    count with the censored wait ``now - submitted_at`` (a lower bound; use it so that jobs a
+    policy starves are not silently dropped). Percentiles interpolate linearly
+    (``numpy.percentile``'s default).
+    """
+    waits: dict[str, list[float]] = {}
+    unstarted: dict[str, int] = {}
+    for r in records:
+        b = r.bucket
+        lst = waits.setdefault(b, [])
+        if r.started_at is not None:
+            lst.append(r.started_at - r.submitted_at)
+        else:
+            unstarted[b] = unstarted.get(b, 0) + 1
+            if now is not None:
+                lst.append(max(0.0, now - r.submitted_at))
+    out: dict[str, JwtdRow] = {}
+    for b in BUCKETS:
+        if b not in waits:
+            continue
+        w = np.asarray(waits[b], dtype=np.float64)
+        if w.size:
+            p50, p95 = np.percentile(w, [50, 95]).tolist()
+            row = JwtdRow(
+                count=int(w.size),
+                mean_wait=float(w.mean()),
+                p50=float(p50),
+                p95=float(p95),
+                max=float(w.max()),
+                unstarted=unstarted.get(b, 0),
+            )
+        else:
+            row = JwtdRow(
+                count=0, mean_wait=NAN, p50=NAN, p95=NAN, max=NAN, unstarted=unstarted.get(b, 0)
+            )
+        out[b] = row
+    return out
+
+
+def optimal_nodes(gpus: float, gpus_per_node: int) -> int:
+    """Fewest nodes that can hold ``gpus`` GPUs: ``ceil(gpus / gpus_per_node)``, at least 1."""
+    if gpus_per_node < 1:
+        raise ValidationError("gpus_per_node", gpus_per_node, "must be >= 1")
+    return max(1, math.ceil(gpus / gpus_per_node - 1e-9))
+
+
+def optimal_groups(gpus: float, gpus_per_node: int, nodes_per_leaf: int) -> int:
+    """Fewest leaf groups (NodeNetGroups) for the optimal node count:
+    ``ceil(optimal_nodes / nodes_per_leaf)``."""
+    if nodes_per_leaf < 1:
+        raise ValidationError("nodes_per_leaf", nodes_per_leaf, "must be >= 1")
+    return math.ceil(optimal_nodes(gpus, gpus_per_node) / nodes_per_leaf)
+
+
+@attrs.frozen(kw_only=True)
+class JttedRow:
+    """Topology deviation of one size bucket.
+
+    ``node_ratio``: mean over the bucket's ``count`` jobs of actual nodes / optimal nodes.
+    ``group_ratio``: mean over the ``group_count`` jobs with leaf-group information of actual
+    groups / optimal groups (NaN if none). 1.0 is optimal; larger is worse. ``max_*`` are the
+    worst ratios seen.
+    """
+
+    count: int
+    node_ratio: float
+    group_ratio: float
+    group_count: int
+    max_node_ratio: float
+    max_group_ratio: float
+
+
+def _per_record(v: int | Callable[[JobRecord], int], name: str) -> Callable[[JobRecord], int]:
+    if callable(v):
+        return v
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValidationError(name, v, "must be an int >= 1 or a callable(record) -> int")
+    return lambda _r: v
+
+
+def jtted(
+    records: Iterable[JobRecord],
+    nodes_per_leaf: int | Callable[[JobRecord], int],
+    gpus_per_node: int | Callable[[JobRecord], int] = 8,
+) -> dict[str, JttedRow]:
+    """Job Training Time Estimation Distribution: per size bucket, the mean
+
+    - NodeNum deviation ratio ``nodes_used / ceil(gpus / gpus_per_node)``, and
+    - NodeNetGroupNum deviation ratio ``groups_used / ceil(optimal_nodes / nodes_per_leaf)``.
+
+    Only jobs that started, request GPUs and have ``nodes_used > 0`` count; the group ratio
+    uses those with ``groups_used > 0``. ``nodes_per_leaf`` and ``gpus_per_node`` are ints, or
+    callables of the record for heterogeneous clusters (e.g. by the pool the job ran in).
+    """
+    npl = _per_record(nodes_per_leaf, "nodes_per_leaf")
+    gpn = _per_record(gpus_per_node, "gpus_per_node")
+    node_r: dict[str, list[float]] = {}
+    group_r: dict[str, list[float]] = {}
+    for r in records:
+        if r.started_at is None or r.nodes_used <= 0 or r.gpus <= 0:
+            continue
+        b = r.bucket
+        per_node = gpn(r)
+        node_r.setdefault(b, []).append(r.nodes_used / optimal_nodes(r.gpus, per_node))
+        if r.groups_used > 0:
+            opt = optimal_groups(r.gpus, per_node, npl(r))
+            group_r.setdefault(b, []).append(r.groups_used / opt)
+    out: dict[str, JttedRow] = {}
+    for b in BUCKETS:
+        if b not in node_r:
+            continue
+        nr = node_r[b]
+        gr = group_r.get(b, [])
+        out[b] = JttedRow(
+            count=len(nr),
+            node_ratio=sum(nr) / len(nr),
+            group_ratio=sum(gr) / len(gr) if gr else NAN,
+            group_count=len(gr),
+            max_node_ratio=max(nr),
+            max_group_ratio=max(gr) if gr else NAN,
+        )
+    return out

@@ -1,0 +1,117 @@
+"""What a simulator or an orchestrator remembers about each job, for JWTD and JTTED.
+
+A :class:`JobRecord` is a frozen summary of one job's life. The producer (the simulator, or
+an orchestrator's bookkeeping) decides the exact instants; the conventions kant's simulator
+follows, and that the metrics assume, are:
+
+- ``submitted_at``: when the job entered the queue (the job's ``submitted_at``);
+- ``started_at``: the *first* time the job was running: a gang job when its last pod was
+  bound, a pod-level job when its first pod was bound; ``None`` if it never started;
+- ``finished_at``: when its last pod ended (completed, failed or cancelled), ``None`` if
+  still running or never started;
+- ``nodes_used`` / ``groups_used``: distinct nodes / leaf groups (NodeNetGroups) the job
+  occupied when it started (0 = unknown or never started);
+- ``preempted`` / ``requeued``: how many times it was preempted / put back in the queue;
+- ``state``: a free-form final state such as ``"finished"``, ``"running"``, ``"pending"``,
+  ``"failed"``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attrs
+
+from kant.errors import ValidationError
+from kant.metrics.buckets import size_bucket
+from kant.model import Job
+
+
+def _check(pred: Any, reason: str) -> Any:
+    def check(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if not pred(value):
+            raise ValidationError(attribute.name, value, reason)
+
+    return check
+
+
+def _time(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+
+
+def _opt_time(v: Any) -> bool:
+    return v is None or _time(v)
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+@attrs.frozen(kw_only=True)
+class JobRecord:
+    """One job's life, as the metrics need it (see the module docstring for conventions)."""
+
+    job_id: str = attrs.field(validator=_check(lambda v: isinstance(v, str) and v, "non-empty"))
+    tenant: str = attrs.field(default="default")
+    gpus: float = attrs.field(default=0.0, validator=_check(_time, "must be a number >= 0"))
+    gang: bool = attrs.field(default=True)
+    submitted_at: float = attrs.field(
+        default=0.0, validator=_check(_time, "must be a finite number >= 0")
+    )
+    started_at: float | None = attrs.field(
+        default=None, validator=_check(_opt_time, "must be None or a finite number >= 0")
+    )
+    finished_at: float | None = attrs.field(
+        default=None, validator=_check(_opt_time, "must be None or a finite number >= 0")
+    )
+    nodes_used: int = attrs.field(default=0, validator=_check(_count, "must be an int >= 0"))
+    groups_used: int = attrs.field(default=0, validator=_check(_count, "must be an int >= 0"))
+    preempted: int = attrs.field(default=0, validator=_check(_count, "must be an int >= 0"))
+    requeued: int = attrs.field(default=0, validator=_check(_count, "must be an int >= 0"))
+    state: str = attrs.field(default="pending")
+
+    def __attrs_post_init__(self) -> None:
+        if self.started_at is not None and self.started_at < self.submitted_at:
+            raise ValidationError(
+                "started_at", self.started_at, f"is before submitted_at={self.submitted_at}"
+            )
+        if self.finished_at is not None:
+            if self.started_at is None:
+                raise ValidationError("finished_at", self.finished_at, "set but never started")
+            if self.finished_at < self.started_at:
+                raise ValidationError(
+                    "finished_at", self.finished_at, f"is before started_at={self.started_at}"
+                )
+
+    @classmethod
+    def for_job(cls, job: Job, **fields: Any) -> JobRecord:
+        """A record for ``job`` (id, tenant, GPUs, gang, submit time taken from it);
+        ``fields`` gives the rest (``started_at=...``, ``nodes_used=...``)."""
+        base: dict[str, Any] = {
+            "job_id": job.id,
+            "tenant": job.tenant,
+            "gpus": job.gpu_units,
+            "gang": job.gang,
+            "submitted_at": job.submitted_at,
+        }
+        base.update(fields)
+        return cls(**base)
+
+    @property
+    def bucket(self) -> str:
+        """The JWTD/JTTED size bucket (:func:`kant.metrics.size_bucket`)."""
+        return size_bucket(self.gpus)
+
+    @property
+    def wait(self) -> float | None:
+        """Waiting time ``started_at - submitted_at`` (queueing plus scheduling decision
+        time), ``None`` if the job never started."""
+        return None if self.started_at is None else self.started_at - self.submitted_at
+
+    @property
+    def runtime(self) -> float | None:
+        """``finished_at - started_at``, ``None`` unless both are known."""
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return self.finished_at - self.started_at

@@ -1,0 +1,125 @@
+"""Size buckets, job records, JWTD and JTTED against hand-computed cases."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kant.errors import ValidationError
+from kant.metrics import BUCKETS, JobRecord, jtted, jwtd, optimal_groups, optimal_nodes, size_bucket
+from kant.testing import job
+
+
+@pytest.mark.parametrize(
+    ("gpus", "bucket"),
+    [
+        (0, "1"),
+        (0.3, "1"),
+        (1, "1"),
+        (1.5, "2-8"),
+        (2, "2-8"),
+        (8, "2-8"),
+        (9, "9-64"),
+        (64, "9-64"),
+        (65, "65-256"),
+        (256, "65-256"),
+        (257, "257-1024"),
+        (1024, "257-1024"),
+        (1025, ">1024"),
+        (2048, ">1024"),
+    ],
+)
+def test_every_size_falls_in_exactly_one_bucket(gpus: float, bucket: str) -> None:
+    assert size_bucket(gpus) == bucket
+
+
+def test_buckets_are_the_papers_six_size_classes_in_order() -> None:
+    assert BUCKETS == ("1", "2-8", "9-64", "65-256", "257-1024", ">1024")
+    with pytest.raises(ValidationError):
+        size_bucket(-1)
+
+
+def rec(i: int, gpus: float, sub: float, start: float | None, **kw: object) -> JobRecord:
+    return JobRecord(job_id=f"j{i}", gpus=gpus, submitted_at=sub, started_at=start, **kw)  # type: ignore[arg-type]
+
+
+def test_jwtd_groups_waits_by_bucket() -> None:
+    records = [
+        rec(0, 1, 0, 10),
+        rec(1, 0.5, 0, 30),
+        rec(2, 8, 5, 5),
+        rec(3, 8, 0, 100),
+        rec(4, 2, 0, 20),
+        rec(5, 2048, 0, None),
+    ]
+    out = jwtd(records)
+    assert list(out) == ["1", "2-8", ">1024"]
+    one = out["1"]
+    assert (one.count, one.mean_wait, one.p50, one.max) == (2, 20.0, 20.0, 30.0)
+    assert one.p95 == pytest.approx(29.0)
+    small = out["2-8"]
+    assert (small.count, small.mean_wait, small.p50, small.max) == (3, 40.0, 20.0, 100.0)
+    big = out[">1024"]
+    assert big.count == 0 and big.unstarted == 1 and math.isnan(big.mean_wait)
+
+
+def test_jwtd_counts_starved_jobs_with_a_censored_wait_when_given_now() -> None:
+    out = jwtd([rec(0, 2048, 100, None), rec(1, 2048, 0, 50)], now=400)
+    row = out[">1024"]
+    assert (row.count, row.unstarted, row.mean_wait, row.max) == (2, 1, 175.0, 300.0)
+
+
+def test_optimal_node_and_group_counts() -> None:
+    assert [optimal_nodes(g, 8) for g in (0.5, 1, 8, 9, 16, 2048)] == [1, 1, 1, 2, 2, 256]
+    assert optimal_groups(2048, 8, 32) == 8
+    assert optimal_groups(64, 8, 32) == 1
+    with pytest.raises(ValidationError):
+        optimal_nodes(8, 0)
+
+
+def test_jtted_reports_mean_node_and_group_deviation_per_bucket() -> None:
+    records = [
+        rec(0, 16, 0, 1, nodes_used=2, groups_used=1),  # optimal: 2 nodes, 1 group
+        rec(1, 16, 0, 1, nodes_used=4, groups_used=2),  # 2x nodes, 2x groups
+        rec(2, 512, 0, 1, nodes_used=64, groups_used=3),  # 64 nodes / 32 per leaf = 2 groups
+        rec(3, 4, 0, 1, nodes_used=2, groups_used=0),  # no group info
+        rec(4, 4, 0, None),  # never started
+        rec(5, 0, 0, 1, nodes_used=1),  # CPU-only: ignored
+    ]
+    out = jtted(records, nodes_per_leaf=32, gpus_per_node=8)
+    assert list(out) == ["2-8", "9-64", "257-1024"]
+    mid = out["9-64"]
+    assert (mid.count, mid.node_ratio, mid.group_ratio) == (2, 1.5, 1.5)
+    assert (mid.max_node_ratio, mid.max_group_ratio) == (2.0, 2.0)
+    large = out["257-1024"]
+    assert (large.node_ratio, large.group_ratio) == (1.0, 1.5)
+    small = out["2-8"]
+    assert small.node_ratio == 2.0 and small.group_count == 0 and math.isnan(small.group_ratio)
+
+
+def test_jtted_accepts_per_record_cluster_shapes() -> None:
+    records = [rec(0, 16, 0, 1, nodes_used=4, groups_used=2, tenant="pcie")]
+    out = jtted(records, nodes_per_leaf=lambda r: 2, gpus_per_node=lambda r: 4)
+    assert (out["9-64"].node_ratio, out["9-64"].group_ratio) == (1.0, 1.0)
+    with pytest.raises(ValidationError):
+        jtted(records, nodes_per_leaf=0)
+
+
+def test_a_record_is_built_from_a_job_and_rejects_impossible_times() -> None:
+    j = job("t", gpus=8, replicas=2, tenant="team", submitted_at=10.0)
+    r = JobRecord.for_job(j, started_at=25.0, finished_at=40.0, nodes_used=2, state="finished")
+    assert (r.gpus, r.gang, r.tenant, r.wait, r.runtime, r.bucket) == (
+        16.0,
+        True,
+        "team",
+        15.0,
+        15.0,
+        "9-64",
+    )
+    with pytest.raises(ValidationError, match="started_at"):
+        JobRecord(job_id="x", submitted_at=10, started_at=5)
+    with pytest.raises(ValidationError, match="finished_at"):
+        JobRecord(job_id="x", finished_at=5)
+    with pytest.raises(ValidationError, match="nodes_used"):
+        JobRecord(job_id="x", nodes_used=-1)

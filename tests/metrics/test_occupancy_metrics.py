@@ -1,0 +1,111 @@
+"""SOR from bind/release/capacity events, and the GAR/SOR/GFR time series."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kant.errors import ValidationError
+from kant.metrics import SorCollector, TimeSeries
+from kant.model import Binding, PodId
+from kant.testing import ClusterBuilder
+
+
+def test_a_pod_level_job_counts_from_each_pods_binding() -> None:
+    sor = SorCollector(total_gpus=8)
+    sor.on_pods_bound("inf", 4000, 0, gang=False, job_complete=False)
+    sor.on_pods_bound("inf", 2000, 5, gang=False, job_complete=False)
+    sor.on_pods_released("inf", 6000, 10)
+    # 4 GPUs x 10 s + 2 GPUs x 5 s over 8 GPUs x 20 s
+    assert sor.sor(until=20) == pytest.approx(50 / 160)
+    assert sor.gpu_seconds(20) == pytest.approx((50.0, 160.0))
+
+
+def test_a_gang_job_counts_only_from_its_full_binding() -> None:
+    sor = SorCollector(total_gpus=16)
+    sor.on_pods_bound("g", 8000, 0, gang=True, job_complete=False)
+    assert sor.allocated_gpus == 0
+    sor.on_pods_bound("g", 8000, 5, gang=True, job_complete=True)
+    assert sor.allocated_gpus == 16
+    sor.on_pods_released("g", [8000, 8000], 15)
+    assert sor.sor(until=20) == pytest.approx(16 * 10 / (16 * 20))
+
+
+def test_a_gang_job_released_before_completing_its_binding_never_counts() -> None:
+    sor = SorCollector(total_gpus=16)
+    sor.on_pods_bound("g", 8000, 0, gang=True, job_complete=False)
+    sor.on_pods_released("g", 8000, 7)
+    assert sor.sor(until=10) == 0.0
+    assert sor.jobs_counted() == {}
+
+
+def test_capacity_changes_weigh_the_denominator_over_time() -> None:
+    sor = SorCollector(total_gpus=8)
+    sor.on_pods_bound("a", 8000, 0, gang=True, job_complete=True)
+    sor.on_capacity(16, 10)
+    assert sor.sor(until=20) == pytest.approx(160 / (80 + 160))
+    assert sor.total_gpus == 16
+
+
+def test_sor_over_a_window_uses_only_that_window() -> None:
+    sor = SorCollector(start=100, total_gpus=10)
+    sor.on_pods_bound("a", 5000, 100, gang=False, job_complete=False)
+    sor.on_pods_released("a", 5000, 110)
+    sor.on_pods_bound("b", 10000, 120, gang=False, job_complete=False)
+    assert sor.sor(until=130, since=110) == pytest.approx(100 / 200)
+    assert sor.sor(until=130) == pytest.approx(150 / 300)
+    assert sor.sor(until=105) == pytest.approx(0.5)
+    assert sor.now == 120
+
+
+def test_a_fractional_share_occupies_its_milli() -> None:
+    sor = SorCollector(total_gpus=1)
+    sor.on_pods_bound("s", 500, 0, gang=False, job_complete=False)
+    assert sor.sor(until=10) == pytest.approx(0.5)
+
+
+def test_events_out_of_order_or_over_release_are_rejected_and_change_nothing() -> None:
+    sor = SorCollector(total_gpus=4)
+    sor.on_pods_bound("a", 1000, 10, gang=False, job_complete=False)
+    with pytest.raises(ValidationError, match="back in time"):
+        sor.on_pods_bound("b", 1000, 5, gang=False, job_complete=False)
+    with pytest.raises(ValidationError, match="holds only"):
+        sor.on_pods_released("a", 2000, 11)
+    with pytest.raises(ValidationError):
+        sor.on_pods_bound("a", -1, 12, gang=False, job_complete=False)
+    with pytest.raises(ValidationError):
+        sor.gpu_seconds(-1)
+    assert sor.allocated_gpus == 1 and sor.now == 10
+    assert SorCollector().sor() == 0.0
+
+
+def test_the_time_series_samples_gar_sor_and_gfr_between_events() -> None:
+    st = ClusterBuilder().leaf("lf", nodes=2).build()
+    sor = SorCollector(total_gpus=st.total_gpus())
+    ts = TimeSeries(sor, interval=10)
+    # event at t=15: a 4-GPU pod-level pod is bound
+    assert ts.advance(st, 15) == 2  # samples at 0 and 10 see the idle cluster
+    st.bind(Binding(pod=PodId(job="a", role="w", index=0), node="lf-n0", gpus=(0, 1, 2, 3)))
+    sor.on_pods_bound("a", 4000, 15, gang=False, job_complete=False)
+    assert ts.advance(st, 30, inclusive=True) == 2  # 20 and 30
+    cols = ts.arrays()
+    assert cols["t"].tolist() == [0, 10, 20, 30]
+    assert cols["gar"].tolist() == [0, 0, 0.25, 0.25]
+    assert cols["gfr"].tolist() == [0, 0, 0.5, 0.5]
+    assert cols["gfr_degree"].tolist() == [0, 0, 0.25, 0.25]
+    assert cols["sor"][2] == pytest.approx(4 * 5 / (16 * 20))
+    assert cols["sor"][3] == pytest.approx(4 * 15 / (16 * 30))
+
+
+def test_a_time_series_with_explicit_times_and_no_sor_collector() -> None:
+    st = ClusterBuilder().leaf("lf", nodes=1).build()
+    ts = TimeSeries(times=[5, 1])
+    assert ts.advance(st, 100) == 2
+    assert [s.t for s in ts.samples] == [1, 5]
+    assert math.isnan(ts.samples[0].sor)
+    assert ts.advance(st, 200) == 0
+    with pytest.raises(ValidationError):
+        TimeSeries()
+    with pytest.raises(ValidationError):
+        TimeSeries(interval=0)

@@ -1,0 +1,369 @@
+"""Trace loaders on the real shared traces and on tiny broken files."""
+
+from __future__ import annotations
+
+import gzip
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kant.errors import InvalidTraceError, ValidationError
+from kant.model import JobKind
+from kant.sim.traces import (
+    gang_roles,
+    load_openb_jobs,
+    load_openb_nodes,
+    load_openb_pods,
+    load_philly_jobs,
+    load_swf_jobs,
+)
+
+TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
+OPENB = TRACES / "alibaba-openb-v2023"
+PHILLY = TRACES / "philly-pollux-jobs" / "philly.csv"
+SWF = TRACES / "pwa-nasa-ipsc-1993" / "NASA-iPSC-1993-3.1-cln.swf.gz"
+
+needs_traces = pytest.mark.skipif(
+    not TRACES.is_dir(), reason=f"shared traces not found at {TRACES} (<repo>/../shared/traces)"
+)
+
+OPENB_HEADER = (
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+    "creation_time,deletion_time,scheduled_time\n"
+)
+PHILLY_HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
+
+
+# --------------------------------------------------------------------------- real traces
+
+
+@needs_traces
+def test_the_openb_default_pod_list_becomes_8152_one_pod_jobs() -> None:
+    trace = load_openb_jobs(OPENB / "openb_pod_list_default.csv")
+    assert len(trace) == 8152 and trace.report.ok and trace.report.rows == 8152
+    assert trace.total_gpus == pytest.approx(6086.8)
+    kinds = Counter(
+        "cpu" if r.total_milli == 0 else "share" if r.is_shared else f"{r.gpus}gpu"
+        for r in (j.roles[0].resources for j in trace)
+    )
+    assert kinds == {"cpu": 1088, "share": 3078, "1gpu": 3911, "2gpu": 16, "4gpu": 15, "8gpu": 44}
+    assert all(not j.gang and j.num_pods == 1 and j.kind is JobKind.INFERENCE for j in trace)
+    times = [j.submitted_at for j in trace]
+    assert times == sorted(times) and times[-1] == 12_901_761
+    first = trace.jobs[0]
+    assert first.id == "openb-pod-0000" and first.runtime_estimate == 12_537_496
+    assert first.roles[0].resources.cpu_milli == 12000
+    assert first.roles[0].resources.memory_mib == 16384
+
+
+@needs_traces
+def test_openb_gpu_spec_becomes_the_allowed_gpu_models() -> None:
+    trace = load_openb_jobs(OPENB / "openb_pod_list_gpuspec33.csv")
+    constrained = [j for j in trace if j.roles[0].gpu_models]
+    assert len(constrained) == 2388
+    assert {m for j in constrained for m in j.gpu_models} <= {
+        "A10",
+        "G2",
+        "G3",
+        "P100",
+        "T4",
+        "V100M16",
+        "V100M32",
+    }
+
+
+@needs_traces
+def test_the_5_column_multigpu_variant_has_no_times() -> None:
+    trace = load_openb_jobs(OPENB / "openb_pod_list_multigpu50.csv")
+    assert len(trace) == 9061 and trace.total_gpus == pytest.approx(11358.8)
+    assert all(j.submitted_at == 0 and j.runtime_estimate is None for j in trace)
+
+
+@needs_traces
+def test_the_nomem_variant_requests_no_memory() -> None:
+    trace = load_openb_jobs(OPENB / "historical-variants" / "openb_pod_list_nomem.csv")
+    assert len(trace) == 8152
+    assert all(j.roles[0].resources.memory_mib == 0 for j in trace)
+
+
+@needs_traces
+def test_openb_pod_records_keep_the_trace_encoding_for_packing() -> None:
+    pods = load_openb_pods(OPENB / "openb_pod_list_default.csv")
+    assert len(pods) == 8152 and pods.total_gpu_milli == 6_086_800
+    p1 = pods.pods[1]
+    assert (p1.name, p1.cpu_milli, p1.memory_mib, p1.num_gpu, p1.gpu_milli) == (
+        "openb-pod-0001",
+        6000,
+        12288,
+        1,
+        460,
+    )
+    assert p1.resources.gpu_milli == 460 and p1.qos == "LS" and p1.phase == "Running"
+    pending = [p for p in pods if p.scheduled_time is None]
+    assert len(pending) == 897
+    p = pending[0]
+    assert p.creation_time is not None and p.deletion_time is not None
+    assert p.runtime == p.deletion_time - p.creation_time
+
+
+@needs_traces
+def test_openb_node_lists_load_through_the_topology_reader() -> None:
+    nodes = load_openb_nodes(OPENB / "openb_node_list_gpu_node.csv")
+    assert len(nodes) == 1213 and sum(n.gpus for n in nodes) == 6212
+
+
+@needs_traces
+def test_philly_becomes_82247_gang_jobs_of_up_to_8_gpus_per_pod() -> None:
+    trace = load_philly_jobs(PHILLY)
+    assert len(trace) == 82247 and trace.report.ok
+    assert len({j.tenant for j in trace}) == 15
+    sizes = Counter(j.total_milli // 1000 for j in trace)
+    assert sizes == {
+        1: 76627,
+        2: 1818,
+        4: 1870,
+        8: 1643,
+        12: 7,
+        16: 199,
+        24: 7,
+        32: 67,
+        64: 6,
+        128: 3,
+    }
+    shapes = {
+        (j.total_milli // 1000, tuple((r.replicas, r.resources.gpus) for r in j.roles))
+        for j in trace
+    }
+    assert (128, ((16, 8),)) in shapes and (12, ((2, 6),)) in shapes
+    assert all(j.gang and j.kind is JobKind.TRAINING for j in trace)
+    assert trace.jobs[0].submitted_at == 0.0 and trace.meta["epoch"] == "2017-09-04 10:30:41"
+    gpu_hours = sum((j.runtime_estimate or 0) * j.total_milli / 1000 for j in trace) / 3600
+    assert gpu_hours == pytest.approx(978_078, rel=1e-3)
+
+
+@needs_traces
+def test_philly_can_be_read_partially() -> None:
+    trace = load_philly_jobs(PHILLY, limit=100)
+    assert len(trace) == 100 and trace.report.rows == 100
+    assert {j.id for j in trace} == {f"philly-{k:05d}" for k in range(100)}
+
+
+@needs_traces
+def test_the_nasa_swf_log_becomes_18239_jobs_one_gpu_per_processor() -> None:
+    trace = load_swf_jobs(SWF)
+    assert len(trace) == 18239 and trace.report.ok
+    assert trace.meta["MaxProcs"] == "128"
+    first = trace.jobs[0]
+    assert first.id == "swf-1" and first.total_milli == 128_000
+    assert [(r.replicas, r.resources.gpus) for r in first.roles] == [(16, 8)]
+    assert first.runtime_estimate == 1451 and first.tenant == "user-1"
+    assert sum(1 for j in trace if j.runtime_estimate == 1.0) >= 173  # 0 s runs are raised to 1 s
+    assert len({j.tenant for j in trace}) == 69
+    assert len({j.tenant for j in load_swf_jobs(SWF, tenant_by="group")}) == 2
+
+
+# --------------------------------------------------------------------------- broken files
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    f = tmp_path / name
+    f.write_text(text)
+    return f
+
+
+GOOD_POD = "p0,1000,1024,1,500,,LS,Running,0,100,10\n"
+
+
+@pytest.mark.parametrize(
+    ("row", "field"),
+    [
+        ("p1,x,1024,1,500,,LS,Running,0,100,10", "cpu_milli"),
+        ("p1,1000,-1,1,500,,LS,Running,0,100,10", "memory_mib"),
+        ("p1,1000,1024,1,1500,,LS,Running,0,100,10", "gpu_milli"),
+        ("p1,1000,1024,0,500,,LS,Running,0,100,10", "gpu_milli"),
+        ("p1,1000,1024,2,500,,LS,Running,0,100,10", "gpu_milli"),
+        ("p1,1000,1024,1,0,,LS,Running,0,100,10", "gpu_milli"),
+        ("p1,1000,1024,65,1000,,LS,Running,0,100,10", "num_gpu"),
+        ("p1,1000,1024,1,500,,LS,Running,50,10,60", "deletion_time"),
+        ("p1,1000,1024,1,500,,LS,Running,50,100,40", "scheduled_time"),
+        ("p1,1000,1024,1,500,,LS,Running,soon,100,10", "creation_time"),
+        ("p0,1000,1024,1,500,,LS,Running,0,100,10", "name"),
+        ("a/b,1000,1024,1,500,,LS,Running,0,100,10", "name"),
+        ("p1,1000,1024,1,500", "row"),
+    ],
+    ids=[
+        "a cpu that is not a number",
+        "a negative memory",
+        "a share above one GPU",
+        "a share on a pod without GPUs",
+        "a share spread over two GPUs",
+        "GPUs with no milli",
+        "more GPUs than a node can have",
+        "deleted before created",
+        "scheduled before created",
+        "a creation time that is not a number",
+        "a duplicate pod name",
+        "a pod name with a slash",
+        "a short row",
+    ],
+)
+def test_a_broken_openb_row_names_file_line_and_field(tmp_path: Path, row: str, field: str) -> None:
+    f = write(tmp_path, "pods.csv", OPENB_HEADER + GOOD_POD + row + "\n")
+    with pytest.raises(InvalidTraceError) as exc:
+        load_openb_jobs(f)
+    assert exc.value.field == field
+    assert exc.value.where == f"{f}:3"
+    assert str(f) in str(exc.value) and field in str(exc.value)
+
+
+def test_skip_mode_loads_the_good_rows_and_reports_the_bad_ones(tmp_path: Path) -> None:
+    f = write(
+        tmp_path,
+        "pods.csv",
+        OPENB_HEADER + GOOD_POD + "bad,x,1,1,500,,LS,Running,0,1,0\n\n"
+        "p2,1000,1024,8,1000,V100M16|V100M32,BE,Pending,5,9,\n"
+        "p3,1000,1024,1,2000,,LS,Running,0,100,10\n",
+    )
+    trace = load_openb_jobs(f, errors="skip", qos_priority={"LS": 2})
+    assert [j.id for j in trace] == ["p0", "p2"]
+    assert trace.jobs[0].priority == 2 and trace.jobs[1].priority == 0
+    p2 = trace.jobs[1]
+    assert p2.roles[0].gpu_models == {"V100M16", "V100M32"}
+    assert p2.runtime_estimate == 4  # never scheduled: deletion - creation
+    rep = trace.report
+    assert (rep.rows, rep.loaded, rep.skipped) == (4, 2, 2)
+    assert [(e.field, e.where) for e in rep.errors] == [
+        ("cpu_milli", f"{f}:3"),
+        ("gpu_milli", f"{f}:6"),
+    ]
+    assert "2 of 4 rows loaded, 2 skipped" in rep.summary()
+    pods = load_openb_pods(f, errors="skip")
+    assert [p.name for p in pods] == ["p0", "p2"] and pods.report.skipped == 2
+
+
+def test_a_bad_header_raises_even_when_skipping(tmp_path: Path) -> None:
+    f = write(tmp_path, "pods.csv", "name,cpu,num_gpu\np0,1,1\n")
+    with pytest.raises(InvalidTraceError) as exc:
+        load_openb_jobs(f, errors="skip")
+    assert exc.value.field == "header" and exc.value.where == f"{f}:1"
+    with pytest.raises(ValidationError):
+        load_openb_jobs(f, errors="ignore")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("row", "field"),
+    [
+        ("2017-13-40 00:00:00,10.0,1,10.0,vc1", "timestamp"),
+        ("yesterday,10.0,1,10.0,vc1", "timestamp"),
+        ("2017-10-09 07:01:55,0,1,0,vc1", "duration"),
+        ("2017-10-09 07:01:55,abc,1,0,vc1", "duration"),
+        ("2017-10-09 07:01:55,10.0,0,0,vc1", "num_gpus"),
+        ("2017-10-09 07:01:55,10.0,1.5,0,vc1", "num_gpus"),
+        ("2017-10-09 07:01:55,10.0,1,x,vc1", "gpu_time"),
+        ("2017-10-09 07:01:55,10.0,1,10.0,", "cluster"),
+        ("2017-10-09 07:01:55,10.0,1", "row"),
+    ],
+    ids=[
+        "an impossible date",
+        "a timestamp that is not a date",
+        "a zero duration",
+        "a duration that is not a number",
+        "a job without GPUs",
+        "a fractional GPU count",
+        "a gpu time that is not a number",
+        "no virtual cluster",
+        "a short row",
+    ],
+)
+def test_a_broken_philly_row_names_file_line_and_field(
+    tmp_path: Path, row: str, field: str
+) -> None:
+    good = "2017-10-09 07:01:55,66.0,16,1056.0,11cb48\n"
+    f = write(tmp_path, "philly.csv", PHILLY_HEADER + good + row + "\n")
+    with pytest.raises(InvalidTraceError) as exc:
+        load_philly_jobs(f)
+    assert (exc.value.field, exc.value.where) == (field, f"{f}:3")
+    trace = load_philly_jobs(f, errors="skip")
+    assert len(trace) == 1 and trace.report.errors[0].field == field
+    assert [(r.replicas, r.resources.gpus) for r in trace.jobs[0].roles] == [(2, 8)]
+
+
+def test_philly_jobs_before_an_explicit_epoch_are_rejected(tmp_path: Path) -> None:
+    from datetime import datetime
+
+    f = write(
+        tmp_path,
+        "philly.csv",
+        PHILLY_HEADER + "2017-10-09 07:01:55,6.0,1,6.0,a\n2017-10-09 07:00:00,6.0,1,6.0,b\n",
+    )
+    trace = load_philly_jobs(f, epoch=datetime(2017, 10, 9, 7, 0, 30), errors="skip")
+    assert [j.tenant for j in trace] == ["a"] and trace.jobs[0].submitted_at == 85.0
+    assert trace.report.errors[0].where == f"{f}:3"
+    ordered = load_philly_jobs(f)
+    assert [j.id for j in ordered] == ["philly-00001", "philly-00000"]
+
+
+SWF_HEAD = "; Version: 2.2\n; MaxProcs: 16\n;\n"
+SWF_OK = "1 0 -1 100 4 -1 -1 -1 -1 -1 1 3 1 -1 -1 -1 -1 -1\n"
+
+
+@pytest.mark.parametrize(
+    ("row", "field"),
+    [
+        ("2 5 -1 100 4 -1 -1 -1 -1 -1 1 3 1 -1 -1 -1 -1", "row"),
+        ("2 5 -1 100 -1 -1 -1 -1 -1 -1 1 3 1 -1 -1 -1 -1 -1", "requested_processors"),
+        ("2 5 -1 100 x -1 -1 -1 -1 -1 1 3 1 -1 -1 -1 -1 -1", "allocated_processors"),
+        ("2 -5 -1 100 4 -1 -1 -1 -1 -1 1 3 1 -1 -1 -1 -1 -1", "submit_time"),
+        ("2 5 -1 -7 4 -1 -1 -1 -1 -1 1 3 1 -1 -1 -1 -1 -1", "run_time"),
+        ("1 5 -1 100 4 -1 -1 -1 -1 -1 1 3 1 -1 -1 -1 -1 -1", "job_number"),
+    ],
+    ids=[
+        "a record with 17 fields",
+        "no processor count at all",
+        "a processor count that is not a number",
+        "a negative submit time",
+        "a negative run time other than -1",
+        "a duplicate job number",
+    ],
+)
+def test_a_broken_swf_record_names_file_line_and_field(
+    tmp_path: Path, row: str, field: str
+) -> None:
+    f = tmp_path / "log.swf.gz"
+    with gzip.open(f, "wt") as out:
+        out.write(SWF_HEAD + SWF_OK + row + "\n")
+    with pytest.raises(InvalidTraceError) as exc:
+        load_swf_jobs(f)
+    assert (exc.value.field, exc.value.where) == (field, f"{f}:5")
+    trace = load_swf_jobs(f, errors="skip")
+    assert len(trace) == 1 and trace.report.skipped == 1
+
+
+def test_a_plain_swf_log_maps_processors_to_gpus(tmp_path: Path) -> None:
+    f = write(
+        tmp_path,
+        "log.swf",
+        SWF_HEAD + SWF_OK + "2 9 -1 0 -1 -1 -1 12 -1 -1 1 -1 2 -1 -1 -1 -1 -1\n"
+        "3 9 -1 -1 1 -1 -1 -1 -1 -1 1 3 1 -1 -1 -1 -1 -1\n",
+    )
+    trace = load_swf_jobs(f, gpus_per_processor=2)
+    assert trace.meta == {"Version": "2.2", "MaxProcs": "16"}
+    a, b, c = trace.jobs
+    assert a.total_milli == 8000 and [(r.replicas, r.resources.gpus) for r in a.roles] == [(1, 8)]
+    assert b.total_milli == 24_000 and b.tenant == "user-unknown" and b.runtime_estimate == 1.0
+    assert c.runtime_estimate is None
+
+
+def test_gang_roles_split_jobs_into_pods_of_at_most_8_gpus() -> None:
+    def shape(g: int) -> list[tuple[str, int, int]]:
+        return [(r.name, r.replicas, r.resources.gpus) for r in gang_roles(g)]
+
+    assert shape(1) == [("worker", 1, 1)]
+    assert shape(8) == [("worker", 1, 8)]
+    assert shape(16) == [("worker", 2, 8)]
+    assert shape(12) == [("worker", 2, 6)]
+    assert shape(9) == [("worker", 1, 8), ("rest", 1, 1)]
+    assert shape(2048) == [("worker", 256, 8)]
+    res = gang_roles(4, cpu_milli_per_gpu=1000, memory_mib_per_gpu=10)[0].resources
+    assert (res.cpu_milli, res.memory_mib) == (4000, 40)
