@@ -1,5 +1,6 @@
 """The ``kant`` command line.
 
+``kant simulate`` and ``kant compare`` run the simulator (:mod:`kant.sim.commands`);
 ``kant bench <name>`` runs a benchmark from :mod:`kant.bench` (every module there with an
 ``add_parser(subparsers)`` function is a subcommand). Every command prints a readable report;
 with ``--json`` its last line is one JSON object, so scripts can ``tail -n1`` it.
@@ -37,6 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kant", description="Kant: a unified scheduler for large AI GPU clusters."
     )
     sub = parser.add_subparsers(dest="command", required=True)
+
+    from kant.sim.commands import add_compare_parser, add_simulate_parser
+
+    add_simulate_parser(sub)
+    add_compare_parser(sub)
 
     bench = sub.add_parser("bench", help="benchmarks of the scheduler's hot paths")
     bsub = bench.add_subparsers(dest="bench", required=True)

@@ -1,10 +1,35 @@
-"""Simulation inputs: trace loaders and seeded synthetic workloads.
+"""Simulation: the discrete-event simulator, scenarios, trace loaders and workloads.
 
-The discrete-event simulator itself comes with the scheduling cycle; this package already
-provides what it will replay: :mod:`kant.sim.traces` (Alibaba openb, Philly, SWF) and
-:mod:`kant.sim.workloads` (the Kant paper's training and inference clusters).
+- :mod:`kant.sim.simulator`: :class:`Simulator` drives a :class:`kant.cycle.Scheduler` as an
+  orchestrator would (arrivals, cycles, finishes, preemption with a grace period, node
+  failures) and returns a :class:`SimResult` (job records, GAR / SOR / GFR series, JWTD and
+  JTTED). See ``docs/simulator.md``.
+- :mod:`kant.sim.scenarios`: built-in scenarios (``paper-training``, ``inference``), trace
+  scenarios and :class:`PolicySet` (queueing + placement + preemption by name).
+- :mod:`kant.sim.report`: tables, JSON and plots; :mod:`kant.sim.commands`: ``kant
+  simulate`` and ``kant compare``.
+- :mod:`kant.sim.traces` (Alibaba openb, Philly, SWF) and :mod:`kant.sim.workloads` (the
+  Kant paper's training and inference clusters): what the simulator replays.
 """
 
+from kant.sim.scenarios import (
+    COMPARE_SETS,
+    SCENARIOS,
+    PolicySet,
+    Scenario,
+    make_scenario,
+    run_scenario,
+    trace_scenario,
+)
+from kant.sim.simulator import (
+    EventKind,
+    Progress,
+    SimConfig,
+    SimResult,
+    Simulator,
+    Summary,
+    TraceEvent,
+)
 from kant.sim.traces import (
     JobTrace,
     OpenbPod,
@@ -31,12 +56,23 @@ from kant.sim.workloads import (
 )
 
 __all__ = [
+    "COMPARE_SETS",
     "INFERENCE_POOLS",
     "INFERENCE_TENANTS",
+    "SCENARIOS",
     "TRAINING_SIZES",
+    "EventKind",
     "JobTrace",
     "OpenbPod",
     "OpenbPodList",
+    "PolicySet",
+    "Progress",
+    "Scenario",
+    "SimConfig",
+    "SimResult",
+    "Simulator",
+    "Summary",
+    "TraceEvent",
     "TraceReport",
     "WorkloadStats",
     "describe_workload",
@@ -48,7 +84,10 @@ __all__ = [
     "load_openb_pods",
     "load_philly_jobs",
     "load_swf_jobs",
+    "make_scenario",
     "paper_training_workload",
+    "run_scenario",
     "tenant_quotas",
     "trace_dir",
+    "trace_scenario",
 ]

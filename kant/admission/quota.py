@@ -1,0 +1,435 @@
+"""Static quota admission (paper 3.2.1): quotas per tenant x GPU model (node pool).
+
+Units are GPU milli (1000 = one GPU); a job is charged for what its pods hold, on the GPU model
+of the node each pod is bound to.
+
+Each :class:`Quota` gives a tenant, for one GPU model:
+
+- ``nominal``: the share it is guaranteed;
+- ``borrowing_limit``: how far above ``nominal`` it may go by borrowing (``None``: no limit
+  but what others lend);
+- ``lending_limit``: how much of its *unused* nominal others may borrow (``None``: all of it).
+  ``nominal - lending_limit`` is never lent.
+
+A tenant is in **shared** mode (the default) or **isolated** mode. Shared tenants form one
+cohort per GPU model: the cohort's lendable pool is the sum of their lendable parts, and a
+shared tenant may use ``nominal + borrowing_limit`` as long as the cohort's usage beyond the
+guaranteed parts stays within the pool. An isolated tenant never goes beyond its nominal
+quota and never lends (its nominal is its own).
+
+A tenant without a quota for a model has nominal 0 there (shared tenants may still borrow).
+An :class:`Admitter` built with ``quotas=None`` does no static quota check at all.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+import attrs
+
+from kant.errors import DuplicateError, InvalidConfigError, UnknownPodError
+from kant.model import MILLI, Binding, Job, PodId, Reason, ReasonCode
+
+INF = math.inf
+
+
+class QuotaMode(enum.StrEnum):
+    SHARED = "shared"
+    ISOLATED = "isolated"
+
+
+def _milli(_inst: object, attribute: attrs.Attribute[int], value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidConfigError(attribute.name, value, "must be an int >= 0 (GPU milli)")
+
+
+def _opt_milli(_inst: object, attribute: attrs.Attribute[int | None], value: object) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise InvalidConfigError(attribute.name, value, "must be None or an int >= 0 (GPU milli)")
+
+
+def _name(_inst: object, attribute: attrs.Attribute[str], value: object) -> None:
+    if not isinstance(value, str) or not value or value.strip() != value:
+        raise InvalidConfigError(attribute.name, value, "must be a non-empty name")
+
+
+@attrs.frozen(kw_only=True)
+class Quota:
+    """One tenant's quota for one GPU model, in GPU milli. See the module docstring."""
+
+    tenant: str = attrs.field(validator=_name)
+    gpu_model: str = attrs.field(validator=_name)
+    nominal: int = attrs.field(validator=_milli)
+    borrowing_limit: int | None = attrs.field(default=None, validator=_opt_milli)
+    lending_limit: int | None = attrs.field(default=None, validator=_opt_milli)
+
+    def __attrs_post_init__(self) -> None:
+        if self.lending_limit is not None and self.lending_limit > self.nominal:
+            raise InvalidConfigError(
+                "lending_limit", self.lending_limit, f"cannot exceed nominal {self.nominal}"
+            )
+
+    @classmethod
+    def gpus(
+        cls,
+        tenant: str,
+        gpu_model: str,
+        nominal: float,
+        *,
+        borrowing_limit: float | None = None,
+        lending_limit: float | None = None,
+    ) -> Quota:
+        """A quota given in GPUs: ``Quota.gpus("team-a", "H100", 64, borrowing_limit=32)``."""
+
+        def m(v: float | None, field: str) -> int | None:
+            if v is None:
+                return None
+            if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
+                raise InvalidConfigError(field, v, "must be a finite number of GPUs")
+            return round(v * MILLI)
+
+        nom = m(nominal, "nominal")
+        assert nom is not None
+        return cls(
+            tenant=tenant,
+            gpu_model=gpu_model,
+            nominal=nom,
+            borrowing_limit=m(borrowing_limit, "borrowing_limit"),
+            lending_limit=m(lending_limit, "lending_limit"),
+        )
+
+    @property
+    def lendable(self) -> int:
+        return self.nominal if self.lending_limit is None else self.lending_limit
+
+    @property
+    def guaranteed(self) -> int:
+        """The part of nominal that is never lent."""
+        return self.nominal - self.lendable
+
+
+class QuotaTable:
+    """Immutable quota configuration: quotas, modes, and each model's lendable pool."""
+
+    def __init__(
+        self,
+        quotas: Iterable[Quota] | None,
+        modes: Mapping[str, QuotaMode | str] | None = None,
+        default_mode: QuotaMode | str = QuotaMode.SHARED,
+    ) -> None:
+        self.unlimited = quotas is None
+        self.quotas: dict[tuple[str, str], Quota] = {}
+        for q in quotas or ():
+            if not isinstance(q, Quota):
+                raise InvalidConfigError("quotas", q, "must be Quota values")
+            key = (q.tenant, q.gpu_model)
+            if key in self.quotas:
+                raise DuplicateError(f"two quotas for tenant {q.tenant!r} on {q.gpu_model!r}")
+            self.quotas[key] = q
+        self.default_mode = _mode(default_mode, "default_mode")
+        self.modes = {t: _mode(m, f"modes[{t!r}]") for t, m in (modes or {}).items()}
+        self.pool: dict[str, int] = {}
+        for (t, model), q in self.quotas.items():
+            if self.mode(t) is QuotaMode.SHARED:
+                self.pool[model] = self.pool.get(model, 0) + q.lendable
+        self._terms: dict[tuple[str, str], tuple[bool, int, float, int]] = {}
+
+    def terms(self, tenant: str, model: str) -> tuple[bool, int, float, int]:
+        """(isolated, nominal, ceiling, guaranteed) of a tenant on a model (cached)."""
+        key = (tenant, model)
+        t = self._terms.get(key)
+        if t is None:
+            t = (
+                self.mode(tenant) is QuotaMode.ISOLATED,
+                self.nominal(tenant, model),
+                self.ceiling(tenant, model),
+                self.guaranteed(tenant, model),
+            )
+            self._terms[key] = t
+        return t
+
+    def mode(self, tenant: str) -> QuotaMode:
+        return self.modes.get(tenant, self.default_mode)
+
+    def nominal(self, tenant: str, model: str) -> int:
+        q = self.quotas.get((tenant, model))
+        return q.nominal if q is not None else 0
+
+    def guaranteed(self, tenant: str, model: str) -> int:
+        q = self.quotas.get((tenant, model))
+        return q.guaranteed if q is not None else 0
+
+    def ceiling(self, tenant: str, model: str) -> float:
+        """Most the tenant may use on its own terms (nominal + borrowing limit)."""
+        q = self.quotas.get((tenant, model))
+        nom = q.nominal if q is not None else 0
+        if self.mode(tenant) is QuotaMode.ISOLATED:
+            return nom
+        bl = q.borrowing_limit if q is not None else None
+        return INF if bl is None else nom + bl
+
+
+def _mode(v: QuotaMode | str, field: str) -> QuotaMode:
+    try:
+        return QuotaMode(v)
+    except ValueError:
+        raise InvalidConfigError(field, v, "must be 'shared' or 'isolated'") from None
+
+
+class QuotaLedger:
+    """Usage per (tenant, model) against a :class:`QuotaTable`, with the cohort's usage kept
+    by deltas. A cycle works on its own ledger (:meth:`Admitter.ledger`); ``mark`` and
+    ``rollback`` undo what-if changes exactly."""
+
+    def __init__(self, table: QuotaTable, usage: Mapping[tuple[str, str], int]) -> None:
+        self.table = table
+        self.usage: dict[tuple[str, str], int] = dict(usage)
+        self.cohort: dict[str, int] = {}
+        for (t, m), u in self.usage.items():
+            self.cohort[m] = self.cohort.get(m, 0) + self._excess(t, m, u)
+        self._log: list[tuple[str, str, int]] = []
+
+    def _excess(self, tenant: str, model: str, used: int) -> int:
+        isolated, _nom, _ceil, guaranteed = self.table.terms(tenant, model)
+        return 0 if isolated else max(0, used - guaranteed)
+
+    def used(self, tenant: str, model: str) -> int:
+        return self.usage.get((tenant, model), 0)
+
+    def headroom(self, tenant: str, model: str) -> float:
+        """How much more ``tenant`` may use on ``model`` now (milli; ``inf`` if unlimited)."""
+        tb = self.table
+        if tb.unlimited:
+            return INF
+        isolated, _nom, ceiling, guaranteed = tb.terms(tenant, model)
+        u = self.usage.get((tenant, model), 0)
+        own = ceiling - u
+        if isolated:
+            return max(0.0, own)
+        free_guaranteed = max(0, guaranteed - u)
+        pool_left = max(0, tb.pool.get(model, 0) - self.cohort.get(model, 0))
+        return max(0.0, min(own, free_guaranteed + pool_left))
+
+    def within_nominal(self, tenant: str, model: str, extra: int) -> bool:
+        """Would ``extra`` more keep the tenant within its nominal quota on ``model``?"""
+        if self.table.unlimited:
+            return False
+        return self.usage.get((tenant, model), 0) + extra <= self.table.terms(tenant, model)[1]
+
+    def borrowing(self, tenant: str, model: str) -> bool:
+        """Does the tenant use more than its nominal quota on ``model``? (Always True with no
+        quotas: nothing is guaranteed then.)"""
+        if self.table.unlimited:
+            return True
+        return self.usage.get((tenant, model), 0) > self.table.terms(tenant, model)[1]
+
+    def add(self, tenant: str, model: str, milli: int) -> None:
+        if not milli:
+            return
+        key = (tenant, model)
+        u = self.usage.get(key, 0)
+        before = self._excess(tenant, model, u)
+        u += milli
+        if u:
+            self.usage[key] = u
+        else:
+            self.usage.pop(key, None)
+        self.cohort[model] = self.cohort.get(model, 0) + self._excess(tenant, model, u) - before
+        self._log.append((tenant, model, milli))
+
+    def mark(self) -> int:
+        return len(self._log)
+
+    def rollback(self, mark: int) -> None:
+        while len(self._log) > mark:
+            t, m, milli = self._log.pop()
+            self.add(t, m, -milli)
+            self._log.pop()
+
+
+# --------------------------------------------------------------------------- decisions
+
+
+@attrs.frozen(kw_only=True)
+class QuotaDecision:
+    """The outcome of static quota admission for a job (or some of its pods).
+
+    ``pods``: the pods admitted (all asked for a gang, or none; a prefix per role for a
+    pod-level job). ``models``: per role, the GPU models its pods may use without exceeding
+    quota. ``within_nominal``: the request fits in the tenant's own nominal quota, so
+    reclaiming what others borrowed is legitimate.
+    """
+
+    ok: bool
+    pods: tuple[PodId, ...]
+    models: Mapping[str, tuple[str, ...]]
+    within_nominal: bool
+    reason: Reason | None = None
+
+
+def admit_quota(
+    ledger: QuotaLedger,
+    job: Job,
+    pods: Sequence[PodId],
+    role_models: Mapping[str, tuple[str, ...]],
+) -> QuotaDecision:
+    """Static admission of ``pods`` of ``job``: gang jobs all or nothing, pod-level jobs as
+    many pods (in order, per role) as quota allows. ``role_models`` gives each role's allowed
+    GPU models that exist in the cluster (empty for a CPU-only role). A role that may use
+    several models is admitted on those where its whole request fits; earlier roles count
+    against every model they may use (so a cross-pool job is admitted for all roles or none).
+    O(roles x models)."""
+    tenant = job.tenant
+    by_role: dict[str, list[PodId]] = {}
+    if len(job.roles) == 1:
+        by_role[job.roles[0].name] = list(pods)
+    else:
+        for p in pods:
+            by_role.setdefault(p.role, []).append(p)
+    extra: dict[str, int] = {}
+    models_out: dict[str, tuple[str, ...]] = {}
+    admitted: list[PodId] = []
+    within = True
+    failure: Reason | None = None
+    for role in job.roles:
+        rpods = by_role.get(role.name)
+        if not rpods:
+            continue
+        per_pod = role.resources.total_milli
+        allowed = role_models.get(role.name, ())
+        if per_pod == 0 or not allowed:
+            models_out[role.name] = allowed
+            admitted.extend(rpods)
+            continue
+        demand = per_pod * len(rpods)
+        if not any(ledger.within_nominal(tenant, m, extra.get(m, 0) + demand) for m in allowed):
+            within = False
+        room = {m: ledger.headroom(tenant, m) - extra.get(m, 0) for m in allowed}
+        if job.gang:
+            ok = tuple(m for m in allowed if room[m] >= demand)
+            count = len(rpods) if ok else 0
+        else:
+            fits = {m: min(len(rpods), _floor_div(room[m], per_pod)) for m in allowed}
+            count = max(fits.values())
+            ok = tuple(m for m in allowed if fits[m] >= count) if count else ()
+        if not count:
+            best = max(room.values())
+            failure = Reason(
+                code=ReasonCode.QUOTA_EXCEEDED,
+                message=(
+                    f"tenant {tenant!r} needs {_gpus(demand if job.gang else per_pod)} GPUs of "
+                    f"{'|'.join(allowed)} for role {role.name!r}; quota left {_gpus(best)}"
+                ),
+            )
+            if job.gang:
+                return QuotaDecision(
+                    ok=False, pods=(), models={}, within_nominal=within, reason=failure
+                )
+            continue
+        models_out[role.name] = ok
+        admitted.extend(rpods[:count])
+        for m in ok:
+            extra[m] = extra.get(m, 0) + per_pod * count
+    if not admitted:
+        return QuotaDecision(ok=False, pods=(), models={}, within_nominal=within, reason=failure)
+    return QuotaDecision(ok=True, pods=tuple(admitted), models=models_out, within_nominal=within)
+
+
+def _floor_div(a: float, b: int) -> int:
+    if a == INF:
+        return 1 << 40
+    return max(0, int(a // b))
+
+
+def _gpus(milli: float) -> str:
+    if milli == INF:
+        return "unlimited"
+    return f"{milli / MILLI:g}"
+
+
+# --------------------------------------------------------------------------- the admitter
+
+
+class Admitter:
+    """Quotas and their live usage, plus the preemption rules (QSCH admission control).
+
+    ``quotas=None``: no static quota check (every tenant unlimited, nothing guaranteed).
+    ``modes`` maps tenants to ``"shared"``/``"isolated"`` (default ``default_mode``).
+    ``preemption`` is a :class:`kant.admission.preemption.PreemptionPolicy`.
+    """
+
+    def __init__(
+        self,
+        quotas: Iterable[Quota] | None = None,
+        *,
+        modes: Mapping[str, QuotaMode | str] | None = None,
+        default_mode: QuotaMode | str = QuotaMode.SHARED,
+        preemption: object | None = None,
+    ) -> None:
+        from kant.admission.preemption import PreemptionPolicy
+
+        self.table = QuotaTable(quotas, modes, default_mode)
+        if preemption is None:
+            preemption = PreemptionPolicy()
+        if not isinstance(preemption, PreemptionPolicy):
+            raise InvalidConfigError("preemption", preemption, "must be a PreemptionPolicy")
+        self.preemption: PreemptionPolicy = preemption
+        self._usage: dict[tuple[str, str], int] = {}
+        self._by_pod: dict[PodId, tuple[str, str, int]] = {}
+
+    def ledger(self) -> QuotaLedger:
+        """A working copy of the usage for one cycle. O(tenants x models)."""
+        return QuotaLedger(self.table, self._usage)
+
+    def used(self, tenant: str, model: str) -> int:
+        return self._usage.get((tenant, model), 0)
+
+    def usage(self) -> dict[tuple[str, str], int]:
+        return dict(sorted(self._usage.items()))
+
+    def charge(self, tenant: str, binding: Binding, model: str | None) -> None:
+        """Charge ``tenant`` for what ``binding`` holds on a ``model`` node."""
+        if binding.pod in self._by_pod:
+            raise DuplicateError(f"pod {binding.pod} is already charged")
+        milli = binding.total_milli if model is not None else 0
+        key_model = model if model is not None else ""
+        self._by_pod[binding.pod] = (tenant, key_model, milli)
+        if milli:
+            k = (tenant, key_model)
+            self._usage[k] = self._usage.get(k, 0) + milli
+
+    def uncharge(self, pod: PodId) -> None:
+        try:
+            tenant, model, milli = self._by_pod.pop(pod)
+        except KeyError:
+            raise UnknownPodError(pod) from None
+        if milli:
+            k = (tenant, model)
+            left = self._usage[k] - milli
+            if left:
+                self._usage[k] = left
+            else:
+                del self._usage[k]
+
+    def is_charged(self, pod: PodId) -> bool:
+        return pod in self._by_pod
+
+    def _check(self) -> None:
+        """Recompute usage from the per-pod charges and check every quota bound."""
+        want: dict[tuple[str, str], int] = {}
+        for t, m, milli in self._by_pod.values():
+            if milli:
+                want[(t, m)] = want.get((t, m), 0) + milli
+        assert want == self._usage, f"usage {self._usage} != recomputed {want}"
+        tb = self.table
+        if tb.unlimited:
+            return
+        for (t, m), u in self._usage.items():
+            if tb.mode(t) is QuotaMode.ISOLATED:
+                assert u <= tb.nominal(t, m), f"isolated tenant {t} uses {u} > nominal on {m}"
+            assert u <= tb.ceiling(t, m), f"tenant {t} uses {u} > its ceiling on {m}"
+        led = self.ledger()
+        for m, c in led.cohort.items():
+            assert c <= tb.pool.get(m, 0), f"cohort of {m} uses {c} > lendable pool"

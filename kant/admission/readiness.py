@@ -1,0 +1,180 @@
+"""Dynamic resource admission (paper 3.2.1): the cheap readiness check before placement.
+
+It reads only the snapshot's per-pool and per-group aggregates and the per-pool sorted index
+of nodes by free GPUs, so it costs O(roles x (pools + log n)) plus, for a required topology
+tier, one numpy max over that tier's groups. Every test is a *necessary* condition for a
+placement to exist: a job it rejects cannot be placed now, a job it passes may still fail
+placement (fragmentation, CPU, NICs, exact topology), which the Placer then reports.
+
+Checks, per role (a gang checks all its pods jointly, a pod-level job one pod per role):
+
+- enough free whole GPUs (or GPU milli for shared pods) in the role's allowed pools
+  (``INSUFFICIENT_CAPACITY``), and for roles bound to one pool, jointly per pool: a
+  cross-pool job is ready for all its roles or for none;
+- enough nodes that each have room for one pod (``NO_FIT``);
+- with a required topology tier, one group of that tier with enough free GPUs
+  (``TOPOLOGY``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+
+from kant.model import MAX_GPUS_PER_NODE, MILLI, Job, Reason, ReasonCode, Role, Tier
+from kant.state import Snapshot
+
+_TIER_LEVEL = {
+    Tier.HBD: "hbd",
+    Tier.LEAF: "leaf",
+    Tier.SPINE: "spine",
+    Tier.SUPERSPINE: "superspine",
+}
+
+
+class PoolFacts:
+    """Per-cycle facts about node pools that the aggregates do not hold (largest node)."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap = snap
+        self._max_gpus: dict[int, int] = {}
+        self._tier_max: dict[str, int] = {}
+
+    def max_gpus(self, pool: int) -> int:
+        v = self._max_gpus.get(pool)
+        if v is None:
+            members = self.snap.members("pool", pool)
+            v = int(self.snap.cols.gpus[members].max()) if members.size else 0
+            self._max_gpus[pool] = v
+        return v
+
+    def live(self, pool: int) -> bool:
+        return self.max_gpus(pool) > 0
+
+    def tier_max_free(self, level: str) -> int:
+        """Largest free-GPU count of one group at ``level`` (recomputed each call: it changes
+        as the cycle places jobs)."""
+        agg = self.snap.agg[level]
+        return int(agg[:, Snapshot.AGG_FREE_GPUS].max()) if agg.shape[0] else 0
+
+
+def _role_ready(facts: PoolFacts, role: Role, n: int, pools: Sequence[int]) -> Reason | None:
+    snap = facts.snap
+    res = role.resources
+    if res.total_milli == 0 or not pools:
+        return None
+    agg = snap.agg["pool"]
+    if res.gpus:
+        need = res.gpus * n
+        free = int(sum(int(agg[p, Snapshot.AGG_FREE_GPUS]) for p in pools))
+        if free < need:
+            return Reason(
+                code=ReasonCode.INSUFFICIENT_CAPACITY,
+                message=f"role {role.name!r} needs {need} GPUs, {free} free in its pools",
+            )
+        # nodes with room for one pod: a node of G GPUs holds at most G // g pods
+        per_node = max(1, max(facts.max_gpus(p) for p in pools) // res.gpus)
+        want_nodes = -(-n // per_node)
+        found = 0
+        for p in pools:
+            fitting = itertools.islice(snap.best_fit(p, res.gpus), want_nodes - found)
+            found += sum(1 for _ in fitting)
+            if found >= want_nodes:
+                break
+        if found < want_nodes:
+            return Reason(
+                code=ReasonCode.NO_FIT,
+                message=(
+                    f"role {role.name!r} needs {want_nodes} nodes with {res.gpus} free GPUs, "
+                    f"found {found}"
+                ),
+            )
+    else:
+        need = res.gpu_milli * n
+        free = int(sum(int(agg[p, Snapshot.AGG_FREE_MILLI]) for p in pools))
+        if free < need:
+            return Reason(
+                code=ReasonCode.INSUFFICIENT_CAPACITY,
+                message=f"role {role.name!r} needs {need / MILLI:g} GPUs, {free / MILLI:g} free",
+            )
+    topo = role.topology
+    if topo is not None and topo.required and n > 1 and res.gpus:
+        need = res.gpus * n
+        if topo.tier is Tier.NODE:
+            if need > MAX_GPUS_PER_NODE or not any(
+                next(iter(snap.best_fit(p, need)), None) is not None for p in pools
+            ):
+                return Reason(
+                    code=ReasonCode.TOPOLOGY,
+                    message=f"role {role.name!r} needs {need} GPUs free on one node",
+                )
+        elif topo.tier in _TIER_LEVEL:
+            level = _TIER_LEVEL[topo.tier]
+            best = facts.tier_max_free(level)
+            if best < need:
+                return Reason(
+                    code=ReasonCode.TOPOLOGY,
+                    message=(
+                        f"role {role.name!r} needs {need} GPUs in one {level}; "
+                        f"the best {level} has {best} free"
+                    ),
+                )
+    return None
+
+
+def readiness(
+    facts: PoolFacts,
+    job: Job,
+    counts: Mapping[str, int],
+    role_pools: Mapping[str, Sequence[int]],
+) -> Reason | None:
+    """None if ``job`` may be placeable now, else why not.
+
+    ``counts``: pods to place per role name; ``role_pools``: each role's allowed pool ids
+    (already restricted by quota). Gang jobs need every role ready, jointly; pod-level jobs
+    need one pod of some role to be ready."""
+    if job.gang:
+        for role in job.roles:
+            n = counts.get(role.name, 0)
+            if n:
+                r = _role_ready(facts, role, n, role_pools.get(role.name, ()))
+                if r is not None:
+                    return r
+        return _joint_ready(facts, job, counts, role_pools)
+    first: Reason | None = None
+    for role in job.roles:
+        if counts.get(role.name, 0):
+            r = _role_ready(facts, role, 1, role_pools.get(role.name, ()))
+            if r is None:
+                return None
+            first = first or r
+    return first
+
+
+def _joint_ready(
+    facts: PoolFacts,
+    job: Job,
+    counts: Mapping[str, int],
+    role_pools: Mapping[str, Sequence[int]],
+) -> Reason | None:
+    """Roles pinned to a single pool must fit that pool together."""
+    if len(job.roles) < 2:
+        return None
+    need: dict[int, int] = {}
+    for role in job.roles:
+        pools = role_pools.get(role.name, ())
+        n = counts.get(role.name, 0)
+        if len(pools) == 1 and n and role.resources.gpus:
+            need[pools[0]] = need.get(pools[0], 0) + role.resources.gpus * n
+    agg = facts.snap.agg["pool"]
+    for p, k in sorted(need.items()):
+        free = int(agg[p, Snapshot.AGG_FREE_GPUS])
+        if free < k:
+            return Reason(
+                code=ReasonCode.INSUFFICIENT_CAPACITY,
+                message=f"roles sharing one pool need {k} GPUs there together, {free} free",
+            )
+    return None
+
+
+__all__ = ["PoolFacts", "readiness"]

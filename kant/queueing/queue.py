@@ -1,0 +1,494 @@
+"""Tenant queues, the global order, job lifecycle and requeue with backoff (QSCH, paper 3.2.2
+and 3.2.4).
+
+Every submitted job is in exactly one :class:`JobPhase`:
+
+``PENDING``   nothing of it is placed; it waits for a cycle (possibly in backoff).
+``RUNNING``   at least one of its pods holds resources (assumed by :func:`kant.cycle.apply`
+              or confirmed). A pod-level job may be RUNNING with pods still to place.
+``FINISHED``  every pod finished, or the job was cancelled (``cancelled`` says which).
+``FAILED``    its retry limit was reached; ``reason`` says why. It is never scheduled again.
+
+Nothing is ever dropped: a job leaves the queue's books only by reaching FINISHED or FAILED,
+and stays listed (:meth:`JobQueue.status`) after that.
+
+The global order (:meth:`JobQueue.order_key`): priority (higher first), then submission time
+(earlier first), then job size in GPU milli (**smaller first** by default: among equally urgent
+jobs submitted together, the small ones are likelier to fit now and cost the least to wait
+for; ``JobQueue(larger_first=True)`` flips it), then the submission sequence number, which is
+unique, so the order is total and deterministic.
+
+The queue is pure bookkeeping: it never touches a cluster. :func:`kant.cycle.schedule_cycle`
+reads it, :func:`kant.cycle.apply` and the :class:`kant.cycle.Scheduler` events change it.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import attrs
+from sortedcontainers import SortedList
+
+from kant.errors import DuplicateError, InvalidConfigError, InvalidJobError, UnknownJobError
+from kant.model import Binding, Job, PodId, Reason, ReasonCode
+
+OrderKey = tuple[int, float, int, int]
+
+
+class JobPhase(enum.StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+
+
+# --------------------------------------------------------------------------- backoff
+
+
+def _nonneg(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0:
+        raise InvalidConfigError(attribute.name, value, "must be a finite number >= 0")
+
+
+@attrs.frozen(kw_only=True)
+class Backoff:
+    """Exponential requeue backoff after a failed binding or start.
+
+    After the ``k``-th failure (``k >= 1``) the job waits ``min(cap, base * factor**(k-1))``
+    seconds; the ``max_retries + 1``-th failure marks it FAILED.
+    """
+
+    base: float = attrs.field(default=10.0, validator=_nonneg)
+    factor: float = attrs.field(default=2.0, validator=_nonneg)
+    cap: float = attrs.field(default=600.0, validator=_nonneg)
+    max_retries: int = attrs.field(default=5)
+
+    def __attrs_post_init__(self) -> None:
+        if self.factor < 1:
+            raise InvalidConfigError("factor", self.factor, "must be >= 1")
+        mr = self.max_retries
+        if not isinstance(mr, int) or isinstance(mr, bool) or mr < 0:
+            raise InvalidConfigError("max_retries", mr, "must be an int >= 0")
+
+    def delay(self, failures: int) -> float:
+        """Seconds to wait after the ``failures``-th failure."""
+        if failures <= 0:
+            return 0.0
+        # cap the exponent: factor**k overflows floats long before it matters
+        return float(min(self.cap, self.base * self.factor ** min(failures - 1, 64)))
+
+    def exhausted(self, failures: int) -> bool:
+        return failures > self.max_retries
+
+
+# --------------------------------------------------------------------------- records
+
+
+@attrs.frozen(kw_only=True)
+class Nomination:
+    """Devices nominated for a preemptor while its victims terminate.
+
+    ``bindings`` is the placement found on the snapshot with the victims removed; each cycle
+    holds the free part of it out of placement for other jobs, until the preemptor is placed
+    or the nomination is dropped. ``victims`` are the victim pods still to go.
+    """
+
+    job: str
+    bindings: tuple[Binding, ...]
+    victims: tuple[PodId, ...]
+    created_at: float
+
+
+@attrs.frozen(kw_only=True)
+class JobStatus:
+    """A read-only view of one job's bookkeeping."""
+
+    job: Job
+    seq: int
+    phase: JobPhase
+    reason: Reason | None
+    attempts: int
+    backoff_until: float
+    pending_since: float
+    started_at: float | None
+    running: tuple[PodId, ...]
+    confirmed: tuple[PodId, ...]
+    finished: tuple[PodId, ...]
+    terminating: tuple[PodId, ...]
+    cancelled: bool
+    nomination: Nomination | None
+
+    @property
+    def id(self) -> str:
+        return self.job.id
+
+
+@attrs.define(eq=False)
+class Entry:
+    """Mutable bookkeeping of one job (internal to kant; read :class:`JobStatus` outside)."""
+
+    job: Job
+    seq: int
+    key: OrderKey
+    phase: JobPhase
+    pending_since: float
+    reason: Reason | None = None
+    attempts: int = 0
+    backoff_until: float = -math.inf
+    started_at: float | None = None
+    assigned: dict[PodId, float] = attrs.field(factory=dict)  # pod -> time it was bound
+    confirmed: set[PodId] = attrs.field(factory=set)
+    finished: set[PodId] = attrs.field(factory=set)
+    terminating: dict[PodId, str] = attrs.field(factory=dict)  # victim pod -> preemptor
+    cancelled: bool = False
+    nomination: Nomination | None = None
+    _remaining: tuple[PodId, ...] | None = None
+
+    @property
+    def id(self) -> str:
+        return self.job.id
+
+    def remaining(self) -> tuple[PodId, ...]:
+        """Pods neither placed nor finished, in the job's pod order."""
+        if self._remaining is None:
+            self._remaining = tuple(
+                p for p in self.job.pods() if p not in self.assigned and p not in self.finished
+            )
+        return self._remaining
+
+    def touch(self) -> None:
+        self._remaining = None
+
+    @property
+    def schedulable(self) -> bool:
+        """Has pods to place now: pending, or a pod-level job running with pods left."""
+        if self.phase is JobPhase.PENDING:
+            return True
+        if self.phase is JobPhase.RUNNING and not self.job.gang:
+            return bool(self.remaining())
+        return False
+
+    def view(self) -> JobStatus:
+        return JobStatus(
+            job=self.job,
+            seq=self.seq,
+            phase=self.phase,
+            reason=self.reason,
+            attempts=self.attempts,
+            backoff_until=self.backoff_until,
+            pending_since=self.pending_since,
+            started_at=self.started_at,
+            running=tuple(sorted(self.assigned)),
+            confirmed=tuple(sorted(self.confirmed)),
+            finished=tuple(sorted(self.finished)),
+            terminating=tuple(sorted(self.terminating)),
+            cancelled=self.cancelled,
+            nomination=self.nomination,
+        )
+
+
+# --------------------------------------------------------------------------- the queue
+
+
+class JobQueue:
+    """Per-tenant queues merged into one global order, plus every job's lifecycle.
+
+    ``policy`` is the queueing policy (a :class:`kant.queueing.policies.QueueingPolicy` or a
+    registered name such as ``"best-effort-fifo"``); ``backoff`` the requeue backoff.
+    All reads are deterministic (order keys end with a unique sequence number).
+    """
+
+    def __init__(
+        self,
+        *,
+        policy: Any = "best-effort-fifo",
+        backoff: Backoff | None = None,
+        larger_first: bool = False,
+    ) -> None:
+        from kant.queueing.policies import make_policy
+
+        self.policy = make_policy(policy) if isinstance(policy, str) else policy
+        self.backoff = backoff if backoff is not None else Backoff()
+        self.larger_first = bool(larger_first)
+        self._entries: dict[str, Entry] = {}
+        self._order: SortedList = SortedList()  # (key, job id) of schedulable jobs
+        self._in_order: set[str] = set()
+        self._tenants: dict[str, SortedList] = {}  # tenant -> (key, job id) of schedulable jobs
+        self._running: dict[str, None] = {}  # ordered set of RUNNING job ids
+        self._seq = 0
+        self.version = 0  # bumped on every change (cheap "did anything change" for callers)
+
+    # ----------------------------------------------------------------- reads
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._entries
+
+    def order_key(self, job: Job, seq: int) -> OrderKey:
+        size = -job.total_milli if self.larger_first else job.total_milli
+        return (-job.priority, job.submitted_at, size, seq)
+
+    def entry(self, job_id: str) -> Entry:
+        try:
+            return self._entries[job_id]
+        except KeyError:
+            raise UnknownJobError(job_id) from None
+
+    def status(self, job_id: str) -> JobStatus:
+        return self.entry(job_id).view()
+
+    def statuses(self) -> tuple[JobStatus, ...]:
+        """Every job ever submitted, in submission order (a value: compare two of them)."""
+        return tuple(e.view() for e in self._entries.values())
+
+    def jobs(self, phase: JobPhase | None = None) -> Iterator[str]:
+        """Job ids (submission order), optionally of one phase."""
+        for e in self._entries.values():
+            if phase is None or e.phase is phase:
+                yield e.id
+
+    def candidates(self) -> list[Entry]:
+        """Jobs with pods to place, in the global order. O(candidates)."""
+        ents = self._entries
+        return [ents[jid] for _key, jid in self._order]
+
+    def tenant_queue(self, tenant: str) -> list[str]:
+        """The job ids waiting in ``tenant``'s queue, in order."""
+        sl = self._tenants.get(tenant)
+        return [jid for _key, jid in sl] if sl is not None else []
+
+    def tenants(self) -> list[str]:
+        return sorted(self._tenants)
+
+    def running(self) -> list[Entry]:
+        """RUNNING jobs, in the order they started (ties: submission order)."""
+        return [self._entries[j] for j in self._running]
+
+    def counts(self) -> dict[str, int]:
+        out = {p.value: 0 for p in JobPhase}
+        for e in self._entries.values():
+            out[e.phase.value] += 1
+        return out
+
+    # ----------------------------------------------------------------- submit / cancel
+
+    def submit(self, job: Job, now: float | None = None) -> JobStatus:
+        """Add a job (PENDING). A duplicate id raises DuplicateError; a non-Job raises
+        InvalidJobError; either way nothing changes. ``now`` (default ``job.submitted_at``)
+        starts its wait."""
+        if not isinstance(job, Job):
+            raise InvalidJobError("job", job, "must be a kant.model.Job")
+        if job.id in self._entries:
+            raise DuplicateError(f"job {job.id!r} was already submitted")
+        if now is not None and not (isinstance(now, int | float) and math.isfinite(now)):
+            raise InvalidJobError("now", now, "must be a finite number")
+        self._seq += 1
+        e = Entry(
+            job=job,
+            seq=self._seq,
+            key=self.order_key(job, self._seq),
+            phase=JobPhase.PENDING,
+            pending_since=job.submitted_at if now is None else float(now),
+        )
+        self._entries[job.id] = e
+        self._sync(e)
+        return e.view()
+
+    def cancel(self, job_id: str) -> tuple[PodId, ...]:
+        """Mark the job FINISHED (cancelled). Returns the pods it still holds, which the caller
+        must release (:meth:`kant.cycle.Scheduler.cancel` does). Cancelling a finished or
+        failed job changes nothing and returns ()."""
+        e = self.entry(job_id)
+        if e.phase in (JobPhase.FINISHED, JobPhase.FAILED):
+            return ()
+        held = tuple(sorted(e.assigned))
+        e.assigned.clear()
+        e.confirmed.clear()
+        e.terminating.clear()
+        e.cancelled = True
+        e.nomination = None
+        e.reason = None
+        self._set_phase(e, JobPhase.FINISHED)
+        return held
+
+    # ----------------------------------------------------------------- transitions (kant-internal)
+
+    def mark_assigned(self, job_id: str, pods: Iterable[PodId], now: float) -> None:
+        """Pods were bound (assumed). The job becomes RUNNING; its nomination ends."""
+        e = self.entry(job_id)
+        for p in pods:
+            e.assigned[p] = now
+        if e.phase is JobPhase.PENDING:
+            e.started_at = now
+        e.nomination = None
+        e.reason = None
+        e.touch()
+        self._set_phase(e, JobPhase.RUNNING)
+
+    def mark_confirmed(self, pod: PodId) -> None:
+        e = self.entry(pod.job)
+        if pod not in e.assigned:
+            raise UnknownJobError(f"{pod} (not placed)")
+        e.confirmed.add(pod)
+        self.version += 1
+
+    def mark_terminating(self, pods: Iterable[PodId], preemptor: str) -> None:
+        for p in pods:
+            e = self.entry(p.job)
+            if p in e.assigned:
+                e.terminating[p] = preemptor
+        self.version += 1
+
+    def set_nomination(self, nom: Nomination | None, job_id: str) -> None:
+        e = self.entry(job_id)
+        e.nomination = nom
+        self.version += 1
+
+    def set_reason(self, job_id: str, reason: Reason | None) -> None:
+        e = self._entries.get(job_id)
+        if e is not None and e.phase in (JobPhase.PENDING, JobPhase.RUNNING):
+            e.reason = reason
+            self.version += 1
+
+    def forget_pods(
+        self, job_id: str, pods: Iterable[PodId], now: float, *, finished: bool
+    ) -> None:
+        """Pods no longer hold resources: they finished (``finished=True``) or must be placed
+        again. The phase follows: FINISHED when every pod finished, PENDING when nothing is
+        held any more, else RUNNING."""
+        e = self.entry(job_id)
+        for p in pods:
+            e.assigned.pop(p, None)
+            e.confirmed.discard(p)
+            e.terminating.pop(p, None)
+            if finished:
+                e.finished.add(p)
+        e.touch()
+        if len(e.finished) == e.job.num_pods:
+            e.reason = None
+            e.nomination = None
+            self._set_phase(e, JobPhase.FINISHED)
+        elif not e.assigned and e.phase is JobPhase.RUNNING:
+            self._to_pending(e, now)
+        else:
+            self._sync(e)
+            self.version += 1
+
+    def requeue(self, job_id: str, now: float, *, failed: bool, message: str = "") -> JobStatus:
+        """Put the whole job back to PENDING (the caller released its pods).
+
+        ``failed=True`` counts a failure: the job waits out its backoff, or becomes FAILED
+        past the retry limit. ``failed=False`` (node lost, preempted) requeues at once.
+        A gang restarts from scratch, so its finished pods are forgotten too."""
+        e = self.entry(job_id)
+        if e.phase in (JobPhase.FINISHED, JobPhase.FAILED):
+            return e.view()
+        e.assigned.clear()
+        e.confirmed.clear()
+        e.terminating.clear()
+        if e.job.gang:
+            e.finished.clear()
+        e.touch()
+        if failed and not self.count_failure(e, now, message):
+            return e.view()
+        self._to_pending(e, now)
+        return e.view()
+
+    def count_failure(self, e: Entry, now: float, message: str) -> bool:
+        """Record one failure of ``e``: set its backoff, or mark it FAILED past the limit
+        (returns False then)."""
+        e.attempts += 1
+        if self.backoff.exhausted(e.attempts):
+            e.reason = Reason(
+                code=ReasonCode.FAILED,
+                message=f"retry limit {self.backoff.max_retries} reached; last: {message}",
+            )
+            e.nomination = None
+            self._set_phase(e, JobPhase.FAILED)
+            return False
+        e.backoff_until = now + self.backoff.delay(e.attempts)
+        e.reason = Reason(
+            code=ReasonCode.BACKOFF,
+            message=f"failure {e.attempts} ({message}); retry at {e.backoff_until:g}",
+        )
+        return True
+
+    def fail(self, job_id: str, reason: Reason) -> None:
+        """Mark FAILED now (the caller released its pods)."""
+        e = self.entry(job_id)
+        e.assigned.clear()
+        e.confirmed.clear()
+        e.terminating.clear()
+        e.nomination = None
+        e.reason = reason
+        e.touch()
+        self._set_phase(e, JobPhase.FAILED)
+
+    # ----------------------------------------------------------------- internals
+
+    def _to_pending(self, e: Entry, now: float | None) -> None:
+        if now is not None:
+            e.pending_since = now
+        e.started_at = None
+        e.nomination = None
+        self._set_phase(e, JobPhase.PENDING)
+
+    def _set_phase(self, e: Entry, phase: JobPhase) -> None:
+        e.phase = phase
+        if phase is JobPhase.RUNNING:
+            self._running.setdefault(e.id)
+        else:
+            self._running.pop(e.id, None)
+        self._sync(e)
+        self.version += 1
+
+    def _sync(self, e: Entry) -> None:
+        want = e.schedulable
+        have = e.id in self._in_order
+        if want == have:
+            return
+        item = (e.key, e.id)
+        tq = self._tenants.get(e.job.tenant)
+        if want:
+            self._order.add(item)
+            self._in_order.add(e.id)
+            if tq is None:
+                tq = self._tenants[e.job.tenant] = SortedList()
+            tq.add(item)
+        else:
+            self._order.remove(item)
+            self._in_order.discard(e.id)
+            assert tq is not None
+            tq.remove(item)
+            if not tq:
+                del self._tenants[e.job.tenant]
+
+    def _check(self) -> None:
+        """Recompute the indices from the entries; raise AssertionError on any difference."""
+        want = sorted((e.key, e.id) for e in self._entries.values() if e.schedulable)
+        assert list(self._order) == want, "global order index differs"
+        assert self._in_order == {j for _k, j in want}
+        by_t: dict[str, list[tuple[OrderKey, str]]] = {}
+        for k, j in want:
+            by_t.setdefault(self._entries[j].job.tenant, []).append((k, j))
+        assert {t: list(sl) for t, sl in self._tenants.items()} == by_t, "tenant queues differ"
+        run = {e.id for e in self._entries.values() if e.phase is JobPhase.RUNNING}
+        assert set(self._running) == run, "running index differs"
+        for e in self._entries.values():
+            pods = set(e.job.pods())
+            assert set(e.assigned) <= pods and e.finished <= pods
+            assert not set(e.assigned) & e.finished, f"{e.id}: pod both running and finished"
+            assert set(e.terminating) <= set(e.assigned)
+            assert e.confirmed <= set(e.assigned)
+            if e.phase is JobPhase.RUNNING:
+                assert e.assigned, f"{e.id}: RUNNING without pods"
+            else:
+                assert not e.assigned, f"{e.id}: {e.phase} but holds pods"
+            if e.phase is JobPhase.FINISHED and not e.cancelled:
+                assert e.finished == pods

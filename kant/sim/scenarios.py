@@ -1,0 +1,409 @@
+"""Scenarios (a cluster, a workload, quotas) and policy sets (queueing + placement +
+preemption) for the simulator, and the glue that runs one on the other.
+
+Built-in scenarios, by name (:func:`make_scenario`):
+
+``paper-training``  the Kant paper's 8,000-GPU training cluster (section 5.1): 1,000 DGX-like
+                    8-GPU nodes on a leaf / spine / superspine fat tree (32 nodes per leaf,
+                    8 leaves per spine, 2 spines per superspine) and
+                    :func:`~kant.sim.workloads.paper_training_workload` (20,000 jobs of 1 to
+                    2,048 GPUs by default). The default scenario of ``kant simulate``.
+``inference``       the multi-tenant heterogeneous inference cluster (section 5.2): 24 L40 and
+                    12 A100 nodes, :func:`~kant.sim.workloads.inference_workload` (2,000
+                    pod-level services), per-tenant shared quotas per GPU model
+                    (:func:`~kant.sim.workloads.tenant_quotas`; borrowing allowed, so lent
+                    quota can be reclaimed).
+
+Trace scenarios (:func:`trace_scenario`): ``philly``, ``openb`` or ``swf`` jobs from the
+shared trace folder (or a given file), on a cluster file (``--cluster``) or a default cluster:
+openb's own node list; for Philly and SWF a fat tree of 8-GPU nodes sized so that the largest
+job fits and the offered load is about 0.8 (SWF: the log's ``MaxProcs`` when it names one).
+
+A :class:`PolicySet` names a queueing policy (:func:`kant.queueing.make_policy`), a placement
+strategy (:func:`kant.placement.make_strategy`, the FGD baselines included) and a preemption
+mode. Preemption ``auto`` follows the paper: only the Backfill policy preempts (its head,
+past the threshold, evicts jobs that backfilled past it), Strict and Best-Effort FIFO never
+do (the paper's baseline has no preemption), and where tenants have quotas a tenant within
+its nominal quota reclaims what others borrowed. Priority preemption is off unless asked.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+
+from kant.admission import Admitter, PreemptionPolicy, Quota
+from kant.cycle import Scheduler
+from kant.errors import UnknownPolicyError, ValidationError
+from kant.metrics import workload_from_jobs
+from kant.model import Job, NodeSpec
+from kant.placement import BaseStrategy, Placer, make_strategy, strategy_names
+from kant.queueing import JobQueue, make_policy, policy_names
+from kant.sim.simulator import SimConfig, SimResult, Simulator
+from kant.state import ClusterState
+from kant.topology import ClusterDescription, fat_tree_for_nodes, load_cluster, openb_nodes
+from kant.topology.templates import register_template
+
+__all__ = [
+    "COMPARE_SETS",
+    "PREEMPTION_MODES",
+    "SCENARIOS",
+    "TRACES",
+    "PolicySet",
+    "Scenario",
+    "cluster_for_jobs",
+    "make_scenario",
+    "placement_names",
+    "run_scenario",
+    "trace_scenario",
+]
+
+PREEMPTION_MODES: Final = ("auto", "none", "backfill", "priority", "reclaim", "all")
+TRACES: Final = ("philly", "openb", "swf")
+
+
+def placement_names() -> list[str]:
+    """Every registered placement strategy (the FGD-paper baselines included)."""
+    import kant.placement.baselines  # noqa: F401  (registers random, bestfit, fgd, ...)
+
+    return strategy_names()
+
+
+def _queueing(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value not in policy_names():
+        raise UnknownPolicyError("queueing", value, policy_names())
+
+
+def _placement(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, str) or value.lower() not in placement_names():
+        raise UnknownPolicyError("placement", value, placement_names())
+
+
+def _preemption(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value not in PREEMPTION_MODES:
+        raise ValidationError(attribute.name, value, f"must be one of {list(PREEMPTION_MODES)}")
+
+
+@attrs.frozen(kw_only=True)
+class PolicySet:
+    """A queueing policy, a placement strategy and a preemption mode, by name.
+
+    ``threshold``: the Backfill head's preemption threshold in seconds (None: the policy's
+    default, 3,600 s). ``label``: how tables and plots name it (default
+    ``"<queueing>+<placement>"``).
+    """
+
+    queueing: str = attrs.field(default="backfill", validator=_queueing)
+    placement: str = attrs.field(default="ebinpack", validator=_placement)
+    preemption: str = attrs.field(default="auto", validator=_preemption)
+    threshold: float | None = None
+    name: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.name or f"{self.queueing}+{self.placement}"
+
+    @classmethod
+    def parse(cls, text: str) -> PolicySet:
+        """``"backfill+ebinpack"`` (queueing + placement, optional ``+preemption``)."""
+        parts = [p.strip() for p in text.split("+")]
+        if len(parts) not in (2, 3) or not all(parts):
+            raise ValidationError(
+                "policy set",
+                text,
+                "must be QUEUEING+PLACEMENT[+PREEMPTION], e.g. backfill+ebinpack",
+            )
+        kw: dict[str, Any] = {"queueing": parts[0], "placement": parts[1]}
+        if len(parts) == 3:
+            kw["preemption"] = parts[2]
+        return cls(**kw)
+
+    def preemption_policy(self, has_quotas: bool) -> PreemptionPolicy:
+        mode = self.preemption
+        if mode == "auto":
+            return PreemptionPolicy(
+                priority=False, reclaim=has_quotas, backfill=self.queueing == "backfill"
+            )
+        return PreemptionPolicy(
+            priority=mode in ("priority", "all"),
+            reclaim=mode in ("reclaim", "all"),
+            backfill=mode in ("backfill", "all"),
+        )
+
+
+COMPARE_SETS: Final = (
+    PolicySet(queueing="strict-fifo", placement="ebinpack"),
+    PolicySet(queueing="backfill", placement="ebinpack"),
+    PolicySet(queueing="best-effort-fifo", placement="ebinpack"),
+    PolicySet(queueing="backfill", placement="spread"),
+)
+"""``kant compare``'s default: the paper's Backfill experiment (Strict FIFO vs Backfill vs
+Best-Effort FIFO, all with E-Binpack) and its E-Binpack experiment (E-Binpack vs the
+spread-like baseline, both with Backfill)."""
+
+
+@attrs.frozen(kw_only=True)
+class Scenario:
+    """A cluster, a workload and (optionally) quotas, plus the simulation settings that suit
+    them. ``quotas=None``: no static quota check."""
+
+    name: str
+    description: str
+    nodes: tuple[NodeSpec, ...]
+    jobs: tuple[Job, ...]
+    quotas: tuple[Quota, ...] | None = None
+    config: SimConfig = attrs.field(factory=SimConfig)
+    default_policy: PolicySet = attrs.field(factory=PolicySet)
+    compare_sets: tuple[PolicySet, ...] = COMPARE_SETS
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(n.gpus for n in self.nodes)
+
+    def scheduler(self, policy: PolicySet | None = None) -> Scheduler:
+        """A fresh scheduler for this scenario under ``policy`` (default: the scenario's)."""
+        pol = policy if policy is not None else self.default_policy
+        qopts: dict[str, Any] = {}
+        if pol.threshold is not None and pol.queueing == "backfill":
+            qopts["threshold"] = pol.threshold
+        queue = JobQueue(policy=make_policy(pol.queueing, **qopts))
+        admitter = Admitter(self.quotas, preemption=pol.preemption_policy(self.quotas is not None))
+        placer = Placer(self._strategy(pol.placement))
+        return Scheduler(ClusterState(self.nodes), queue=queue, admitter=admitter, placer=placer)
+
+    def _strategy(self, name: str) -> BaseStrategy:
+        """The placement strategy ``name``; the FGD-paper baselines get the scenario's seed
+        (their tie rule) and, if they want one, the target workload (the scenario's jobs)."""
+        from kant.placement.baselines import PACKING_STRATEGIES
+
+        cls = {c.name: c for c in PACKING_STRATEGIES}.get(name.lower())
+        if cls is None:
+            return make_strategy(name)
+        workload = workload_from_jobs(self.jobs) if cls.wants_workload else None
+        return make_strategy(name, seed=self.config.seed, workload=workload)
+
+    def with_jobs(self, n: int | None) -> Scenario:
+        """The scenario with only its first ``n`` jobs (by arrival); None: all."""
+        if n is None or n >= len(self.jobs):
+            return self
+        if n < 1:
+            raise ValidationError("jobs", n, "must be >= 1")
+        return attrs.evolve(self, jobs=self.jobs[:n])
+
+
+def run_scenario(
+    scenario: Scenario,
+    policy: PolicySet | None = None,
+    config: SimConfig | None = None,
+    *,
+    progress: Callable[..., None] | None = None,
+) -> SimResult:
+    """Simulate ``scenario`` under ``policy`` (default: the scenario's) and ``config``
+    (default: the scenario's)."""
+    sim = Simulator(
+        scenario.scheduler(policy),
+        scenario.jobs,
+        config if config is not None else scenario.config,
+        progress=progress,
+    )
+    return sim.run()
+
+
+# --------------------------------------------------------------------------- built-ins
+
+
+def paper_training(
+    jobs: int = 20_000,
+    seed: int = 0,
+    *,
+    nodes: int = 1000,
+    nodes_per_leaf: int = 32,
+    load: float = 0.95,
+) -> Scenario:
+    """The paper's 8,000-GPU training cluster with its workload (see the module docstring).
+
+    ``load`` is the offered load of the workload (GPU-time asked / GPU-time available over
+    the arrival span)."""
+    from kant.sim.workloads import paper_training_workload
+
+    desc = fat_tree_for_nodes(
+        nodes, nodes_per_leaf=nodes_per_leaf, leaves_per_spine=8, spines_per_superspine=2
+    )
+    gpus = desc.total_gpus
+    work = paper_training_workload(jobs, seed, cluster_gpus=gpus, load=load)
+    return Scenario(
+        name="paper-training",
+        description=(
+            f"{gpus:,}-GPU training cluster: {nodes:,} DGX-like 8-GPU nodes, "
+            f"{nodes_per_leaf} per leaf; {len(work):,} jobs of 1-2048 GPUs, offered load {load:g}"
+        ),
+        nodes=desc.nodes,
+        jobs=tuple(work),
+        config=SimConfig(
+            tick=60.0, grace_period=30.0, sample_interval=600.0, warmup=0.2, seed=seed
+        ),
+        default_policy=PolicySet(queueing="backfill", placement="ebinpack"),
+    )
+
+
+def inference(jobs: int = 2000, seed: int = 0, *, load: float = 0.9) -> Scenario:
+    """The multi-tenant heterogeneous inference cluster (see the module docstring)."""
+    from kant.sim.workloads import (
+        inference_cluster_nodes,
+        inference_workload,
+        tenant_quotas,
+    )
+
+    nodes = inference_cluster_nodes()
+    quotas = tuple(
+        Quota.gpus(t, m, q) for t, per in tenant_quotas().items() for m, q in sorted(per.items())
+    )
+    work = inference_workload(jobs, seed, load=load)
+    gpus = sum(n.gpus for n in nodes)
+    return Scenario(
+        name="inference",
+        description=(
+            f"{gpus}-GPU heterogeneous inference cluster (L40 + A100), {len(quotas)} tenant "
+            f"quotas; {len(work):,} pod-level services, offered load {load:g}"
+        ),
+        nodes=tuple(nodes),
+        jobs=tuple(work),
+        quotas=quotas,
+        config=SimConfig(
+            tick=30.0, grace_period=30.0, sample_interval=600.0, warmup=0.2, seed=seed
+        ),
+        default_policy=PolicySet(queueing="backfill", placement="ebinpack"),
+        compare_sets=(
+            PolicySet(queueing="strict-fifo", placement="ebinpack"),
+            PolicySet(queueing="backfill", placement="ebinpack"),
+            PolicySet(queueing="best-effort-fifo", placement="ebinpack"),
+            PolicySet(queueing="backfill", placement="spread"),
+        ),
+    )
+
+
+SCENARIOS: Final[Mapping[str, Callable[..., Scenario]]] = {
+    "paper-training": paper_training,
+    "inference": inference,
+}
+
+
+def make_scenario(
+    name: str, *, jobs: int | None = None, seed: int = 0, load: float | None = None
+) -> Scenario:
+    """A built-in scenario by name; ``jobs`` and ``load`` (offered load) override its
+    defaults."""
+    try:
+        build = SCENARIOS[name]
+    except KeyError:
+        raise ValidationError("scenario", name, f"must be one of {sorted(SCENARIOS)}") from None
+    kw: dict[str, Any] = {"seed": seed}
+    if jobs is not None:
+        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+            raise ValidationError("jobs", jobs, "must be an int >= 1")
+        kw["jobs"] = jobs
+    if load is not None:
+        if isinstance(load, bool) or not isinstance(load, int | float) or not load > 0:
+            raise ValidationError("load", load, "must be a number > 0")
+        kw["load"] = load
+    return build(**kw)
+
+
+# --------------------------------------------------------------------------- traces
+
+_TRACE_FILES: Final = {
+    "philly": "philly-pollux-jobs/philly.csv",
+    "openb": "alibaba-openb-v2023/openb_pod_list_default.csv",
+    "swf": "pwa-nasa-ipsc-1993/NASA-iPSC-1993-3.1-cln.swf.gz",
+}
+_OPENB_NODES: Final = "alibaba-openb-v2023/openb_node_list_all_node.csv"
+
+TARGET_LOAD: Final = 0.8
+
+
+def cluster_for_jobs(
+    jobs: Sequence[Job], *, load: float = TARGET_LOAD, min_gpus: int = 0, nodes_per_leaf: int = 32
+) -> ClusterDescription:
+    """A fat tree of DGX-like 8-GPU nodes for ``jobs``: big enough for the largest job and
+    ``min_gpus``, and for an offered load of about ``load`` (GPU-seconds asked over the
+    arrival span)."""
+    if not jobs:
+        raise ValidationError("jobs", jobs, "needs at least one job")
+    biggest = max(j.gpu_units for j in jobs)
+    work = sum(j.gpu_units * (j.runtime_estimate or 0.0) for j in jobs)
+    span = max(j.submitted_at for j in jobs) - min(j.submitted_at for j in jobs)
+    need = max(biggest, float(min_gpus), work / span / load if span > 0 else 0.0)
+    nodes = max(1, math.ceil(need / 8))
+    return fat_tree_for_nodes(nodes, nodes_per_leaf=min(nodes_per_leaf, nodes))
+
+
+def _load_cluster_file(path: str | Path) -> ClusterDescription:
+    desc = load_cluster(path)
+    for t in desc.templates:
+        register_template(t)
+    return desc
+
+
+def trace_scenario(
+    kind: str,
+    *,
+    path: str | Path | None = None,
+    cluster: str | Path | None = None,
+    jobs: int | None = None,
+    seed: int = 0,
+) -> Scenario:
+    """A trace-driven scenario: ``kind`` in :data:`TRACES`, the jobs from ``path`` (default:
+    the shared trace folder's file), the first ``jobs`` of them (by arrival; all if None),
+    on the cluster file ``cluster`` (default: see the module docstring)."""
+    from kant.sim.traces import load_openb_jobs, load_philly_jobs, load_swf_jobs, trace_dir
+
+    if kind not in TRACES:
+        raise ValidationError("trace", kind, f"must be one of {list(TRACES)}")
+    base = trace_dir()
+    if path is None:
+        if base is None:
+            raise ValidationError(
+                "trace", kind, "no trace folder found: set $KANT_TRACES or give a trace file"
+            )
+        path = base / _TRACE_FILES[kind]
+    meta: Mapping[str, str] = {}
+    if kind == "philly":
+        trace = load_philly_jobs(path)
+    elif kind == "openb":
+        trace = load_openb_jobs(path)
+    else:
+        trace = load_swf_jobs(path)
+        meta = trace.meta
+    work = list(trace.jobs)
+    if jobs is not None:
+        work = work[:jobs]
+    if not work:
+        raise ValidationError("trace", str(path), "holds no jobs")
+    if cluster is not None:
+        desc = _load_cluster_file(cluster)
+        where = str(cluster)
+    elif kind == "openb":
+        if base is None:
+            raise ValidationError("cluster", None, "openb needs its node list: give --cluster")
+        desc = openb_nodes(base / _OPENB_NODES)
+        where = "openb node list"
+    else:
+        procs = int(meta.get("MaxProcs", "0") or 0) if kind == "swf" else 0
+        desc = cluster_for_jobs(work, min_gpus=procs)
+        where = "fat tree sized for the trace"
+    gpus = desc.total_gpus
+    name = Path(path).name
+    return Scenario(
+        name=kind,
+        description=f"{kind} trace {name}: {len(work):,} jobs on {gpus:,} GPUs ({where})",
+        nodes=desc.nodes,
+        jobs=tuple(work),
+        config=SimConfig(
+            tick=60.0, grace_period=30.0, sample_interval=600.0, warmup=0.1, seed=seed
+        ),
+        default_policy=PolicySet(queueing="backfill", placement="ebinpack"),
+    )

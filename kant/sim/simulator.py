@@ -1,0 +1,829 @@
+"""A deterministic discrete-event simulator that drives kant exactly as an orchestrator would.
+
+One heap of events ordered by ``(time, priority, sequence)`` (the simpy idea): at equal times,
+releases come before arrivals and the scheduling cycle comes last, so a cycle sees every
+change of its instant; the sequence number (the order events were scheduled in) breaks the
+remaining ties. Nothing reads the wall clock to decide anything; the same scenario, policies
+and seed give identical results on every run (only ``wall_s`` differs).
+
+What happens, and when:
+
+``ARRIVAL``   at ``job.submitted_at`` the job is submitted (:meth:`Scheduler.submit`).
+``TICK``      a scheduling cycle: :func:`~kant.cycle.schedule_cycle` then
+              :func:`~kant.cycle.apply`. A tick is scheduled only when something changed
+              (an arrival, a release, a node coming or going, a wake-up), at the earliest
+              ``tick`` seconds after the previous cycle; when nothing can change no tick is
+              scheduled at all, so an idle or stuck cluster costs nothing.
+``FINISH``    a gang job ends ``runtime`` seconds after its whole gang was bound (all its pods
+              finish together); a pod-level job's pods end one by one, each ``runtime``
+              seconds after its own binding (:meth:`Scheduler.pod_finished`).
+``EVICT``     victims chosen by a cycle keep their devices for ``grace_period`` seconds
+              (Kubernetes' termination grace period), then are reported gone
+              (:meth:`Scheduler.pod_evicted`); kant requeues the preempted job.
+``NODE_FAIL`` with ``mtbf`` set, each node fails after an exponential time (mean ``mtbf``,
+              seeded) and is lost (:meth:`Scheduler.node_lost`: its jobs are requeued, gangs
+              whole); ``NODE_UP`` brings it back empty ``mttr`` seconds later.
+``WAKE``      a time at which a decision can change with nothing else happening: a job's
+              requeue backoff ends, or the Backfill head reaches its preemption threshold.
+
+**Work after an interruption.** A preempted or lost job is requeued by kant; what it still
+has to run is ``resume`` (the default: it continues where it stopped, as a training job that
+checkpoints would; work done during the grace period counts) or ``restart`` (it runs its whole
+runtime again). Gang jobs resume as a whole, pod-level pods each on their own.
+
+**Bindings always succeed** and start at once (the simulator never reports
+``binding_failed``); a job's actual runtime is its ``runtime_estimate`` (``default_runtime``
+when it has none).
+
+The result has one :class:`~kant.metrics.JobRecord` per submitted job, the GAR / SOR / GFR
+time series (:class:`~kant.metrics.TimeSeries`), and a :class:`Summary`: median GAR and
+median hourly SOR over the *observation window* (from the first arrival, less a ``warmup``
+share, to the last arrival: the cluster under its offered load, before the final drain),
+overall SOR over that window, mean GFR, and the JWTD / JTTED tables over all jobs.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from kant.cycle import CycleResult, Scheduler
+from kant.errors import ValidationError
+from kant.metrics import (
+    JobRecord,
+    JttedRow,
+    JwtdRow,
+    Sample,
+    SorCollector,
+    TimeSeries,
+    jtted,
+    jwtd,
+)
+from kant.model import Binding, Job, NodeSpec, PodId, ReasonCode
+from kant.queueing import JobPhase
+from kant.queueing.policies import RESOURCE_CODES
+
+__all__ = [
+    "EventKind",
+    "Progress",
+    "SimConfig",
+    "SimResult",
+    "Simulator",
+    "Summary",
+    "TraceEvent",
+]
+
+
+class EventKind(enum.IntEnum):
+    """Event kinds; the value is the priority among events at the same time (lower first):
+    resources are released before new work arrives, and the cycle runs last."""
+
+    FINISH = 0
+    EVICT = 1
+    NODE_FAIL = 2
+    NODE_UP = 3
+    ARRIVAL = 4
+    WAKE = 5
+    TICK = 6
+
+
+RESUME = "resume"
+RESTART = "restart"
+
+
+def _nonneg(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0:
+        raise ValidationError(attribute.name, value, "must be a finite number >= 0")
+
+
+def _opt_pos(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        return
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value <= 0:
+        raise ValidationError(attribute.name, value, "must be None or a finite number > 0")
+
+
+def _pos(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value <= 0:
+        raise ValidationError(attribute.name, value, "must be a finite number > 0")
+
+
+def _fraction(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1
+    if not ok:
+        raise ValidationError(attribute.name, value, "must be a number in [0, 1)")
+
+
+def _to_failures(v: Any) -> Any:
+    if isinstance(v, list | tuple):
+        return tuple(tuple(x) if isinstance(x, list) else x for x in v)
+    return v
+
+
+def _failures_ok(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    ok = isinstance(value, tuple) and all(
+        isinstance(x, tuple)
+        and len(x) == 2
+        and isinstance(x[0], int | float)
+        and not isinstance(x[0], bool)
+        and math.isfinite(x[0])
+        and x[0] >= 0
+        and isinstance(x[1], str)
+        for x in value
+    )
+    if not ok:
+        raise ValidationError(attribute.name, value, "must be (time >= 0, node name) pairs")
+
+
+def _on_interrupt(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value not in (RESUME, RESTART):
+        raise ValidationError(attribute.name, value, f"must be {RESUME!r} or {RESTART!r}")
+
+
+@attrs.frozen(kw_only=True)
+class SimConfig:
+    """How the simulation runs (times in seconds of simulated time).
+
+    ``tick``: at most one scheduling cycle per ``tick`` seconds (0: a cycle at every instant
+    something changed). ``grace_period``: how long victims keep their devices.
+    ``sample_interval``: GAR / SOR / GFR sampling period. ``sor_bin``: width of the windows
+    whose SOR values give the median SOR. ``on_interrupt``: ``"resume"`` or ``"restart"``
+    (see the module docstring). ``mtbf`` / ``mttr``: node failures (None: no failures).
+    ``horizon``: stop at this time (None: when every job is done or nothing can change).
+    ``warmup``: the share of the arrival span, from the first arrival, left out of the
+    observation window (the cluster starts empty and takes a while to fill).
+    ``default_runtime``: runtime of jobs without an estimate. ``seed``: failure draws.
+    ``trace``: keep the event trace in the result (tests read it).
+    """
+
+    tick: float = attrs.field(default=60.0, validator=_nonneg)
+    grace_period: float = attrs.field(default=30.0, validator=_nonneg)
+    sample_interval: float = attrs.field(default=600.0, validator=_pos)
+    sor_bin: float = attrs.field(default=3600.0, validator=_pos)
+    on_interrupt: str = attrs.field(default=RESUME, validator=_on_interrupt)
+    mtbf: float | None = attrs.field(default=None, validator=_opt_pos)
+    mttr: float = attrs.field(default=3600.0, validator=_nonneg)
+    failures: tuple[tuple[float, str], ...] = attrs.field(
+        default=(), converter=_to_failures, validator=_failures_ok
+    )
+    horizon: float | None = attrs.field(default=None, validator=_opt_pos)
+    warmup: float = attrs.field(default=0.0, validator=_fraction)
+    default_runtime: float = attrs.field(default=3600.0, validator=_pos)
+    seed: int = 0
+    trace: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class TraceEvent:
+    """One line of the event trace: what happened at ``t`` to ``subject``."""
+
+    t: float
+    kind: str
+    subject: str
+    detail: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class Progress:
+    """Where a running simulation is (for progress displays)."""
+
+    now: float
+    end_estimate: float
+    arrived: int
+    total_jobs: int
+    finished: int
+    running: int
+    pending: int
+    cycles: int
+
+
+@attrs.frozen(kw_only=True)
+class Summary:
+    """The headline figures of one run.
+
+    ``gar`` / ``gar_mean``: median / mean of the GAR samples in the observation window
+    ``[window_start, window_end]``; ``sor``: SOR over that window; ``sor_median``: median of
+    the SOR of its ``sor_bin``-wide sub-windows; ``gfr`` / ``gfr_degree``: mean GFR ratio /
+    degree of the samples in the window. ``jwtd`` (waits of jobs that never started count
+    up to ``end``) and ``jtted`` cover every job; ``wait_mean`` is the mean wait of all
+    jobs, ``wait_gpu_weighted`` the mean weighted by each job's GPUs (a GPU-second of waiting
+    counts the same whoever waits). ``jobs``: final phase -> count (every
+    submitted job is in exactly one). ``preemptions``: victim units evicted (a gang whole,
+    a pod of a pod-level job); ``preempted_jobs``: distinct jobs preempted at least once.
+    """
+
+    gar: float
+    gar_mean: float
+    sor: float
+    sor_median: float
+    gfr: float
+    gfr_degree: float
+    jwtd: Mapping[str, JwtdRow]
+    jtted: Mapping[str, JttedRow]
+    wait_mean: float
+    wait_gpu_weighted: float
+    jobs: Mapping[str, int]
+    preemptions: int
+    preempted_jobs: int
+    evicted_pods: int
+    node_failures: int
+    cycles: int
+    events: int
+    window_start: float
+    window_end: float
+    end: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able values (NaN becomes None)."""
+
+        def num(x: float) -> float | None:
+            return None if isinstance(x, float) and math.isnan(x) else x
+
+        return {
+            "gar": num(self.gar),
+            "gar_mean": num(self.gar_mean),
+            "sor": num(self.sor),
+            "sor_median": num(self.sor_median),
+            "gfr": num(self.gfr),
+            "gfr_degree": num(self.gfr_degree),
+            "jwtd": {
+                b: {k: num(v) for k, v in attrs.asdict(r).items()} for b, r in self.jwtd.items()
+            },
+            "jtted": {
+                b: {k: num(v) for k, v in attrs.asdict(r).items()} for b, r in self.jtted.items()
+            },
+            "wait_mean": num(self.wait_mean),
+            "wait_gpu_weighted": num(self.wait_gpu_weighted),
+            "jobs": dict(self.jobs),
+            "preemptions": self.preemptions,
+            "preempted_jobs": self.preempted_jobs,
+            "evicted_pods": self.evicted_pods,
+            "node_failures": self.node_failures,
+            "cycles": self.cycles,
+            "events": self.events,
+            "window": [self.window_start, self.window_end],
+            "end": self.end,
+        }
+
+
+@attrs.frozen(kw_only=True)
+class SimResult:
+    """Everything a run produced. Equality ignores ``wall_s`` and ``cycle_ms``, so two runs
+    with the same inputs compare equal."""
+
+    summary: Summary
+    records: tuple[JobRecord, ...]
+    samples: tuple[Sample, ...]
+    queue_lengths: tuple[int, ...]
+    sor_bins: tuple[tuple[float, float], ...] = ()
+    trace: tuple[TraceEvent, ...] = ()
+    wall_s: float = attrs.field(default=0.0, eq=False)
+    cycle_ms: float = attrs.field(default=0.0, eq=False)
+
+    def record(self, job_id: str) -> JobRecord:
+        """The record of one job (linear search; for tests and small runs)."""
+        for r in self.records:
+            if r.job_id == job_id:
+                return r
+        raise KeyError(job_id)
+
+    def series(self) -> dict[str, np.ndarray[Any, np.dtype[np.float64]]]:
+        """Sample columns: ``t``, ``gar``, ``sor`` (SOR so far), ``gfr``, ``gfr_degree``,
+        ``pending`` (jobs waiting)."""
+        names = ("t", "gar", "sor", "gfr", "gfr_degree")
+        out = {k: np.array([getattr(s, k) for s in self.samples], dtype=np.float64) for k in names}
+        out["pending"] = np.array(self.queue_lengths, dtype=np.float64)
+        return out
+
+
+# --------------------------------------------------------------------------- bookkeeping
+
+
+@attrs.define(eq=False)
+class _Run:
+    """The simulator's own view of one job (what an orchestrator would remember)."""
+
+    job: Job
+    runtime: float
+    remaining: float  # gang: work left for the whole job
+    run: int = 0  # current run id (a stale FINISH event carries an older one)
+    active: bool = False  # gang: running now (its FINISH event is live)
+    run_start: float = 0.0
+    pod_remaining: dict[PodId, float] = attrs.field(factory=dict)
+    pod_run: dict[PodId, tuple[int, float]] = attrs.field(factory=dict)  # run id, start
+    started_at: float | None = None
+    finished_at: float | None = None
+    nodes_used: int = 0
+    groups_used: int = 0
+    preempted: int = 0
+    requeued: int = 0
+
+
+class Simulator:
+    """Replays ``jobs`` through ``scheduler`` (which owns the cluster, queue, admitter and
+    placer) under ``config``; :meth:`run` returns a :class:`SimResult`.
+
+    The scheduler must be fresh (no jobs submitted, no pods bound). ``progress`` is called
+    with a :class:`Progress` now and then (every ``progress_every`` events and at the end).
+    """
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        jobs: Iterable[Job],
+        config: SimConfig | None = None,
+        *,
+        progress: Callable[[Progress], None] | None = None,
+        progress_every: int = 2000,
+    ) -> None:
+        self.s = scheduler
+        self.cfg = config if config is not None else SimConfig()
+        self.jobs = sorted(jobs, key=lambda j: j.submitted_at)
+        if len({j.id for j in self.jobs}) != len(self.jobs):
+            raise ValidationError("jobs", "<duplicate ids>", "job ids must be unique")
+        if scheduler.cluster.num_pods or len(scheduler.queue):
+            raise ValidationError("scheduler", scheduler, "must be fresh (no jobs, no pods)")
+        self.progress = progress
+        self.progress_every = max(1, int(progress_every))
+        self._heap: list[tuple[float, int, int, Any]] = []
+        self._seq = 0
+        self._now = 0.0
+        self._runs: dict[str, _Run] = {}
+        self._held: dict[PodId, int] = {}  # pod -> GPU milli it holds (what SOR counted)
+        self._tick_at: float | None = None
+        self._last_cycle = -math.inf
+        self._wakes: set[float] = set()
+        self._trace: list[TraceEvent] = []
+        self._rng = np.random.default_rng(self.cfg.seed)
+        self._down: dict[str, NodeSpec] = {}
+        self._pending_recoveries = 0
+        self._running_jobs = 0
+        self._arrived = 0
+        self._finished = 0
+        self.cycles = 0
+        self.events = 0
+        self.preemptions = 0
+        self.evicted_pods = 0
+        self.node_failures = 0
+        self._cycle_s = 0.0
+        cluster = scheduler.cluster
+        self._leaf_of = {n.name: n.leaf for n in cluster.nodes()}
+        self._pool_of = {n.name: n.gpu_model for n in cluster.nodes()}
+        self._pool_shape = _pool_shapes(cluster.nodes())
+        self._job_pool: dict[str, str | None] = {}
+
+    # ----------------------------------------------------------------- the loop
+
+    def run(self) -> SimResult:
+        t_wall = time.perf_counter()
+        cfg = self.cfg
+        s = self.s
+        start = self.jobs[0].submitted_at if self.jobs else 0.0
+        self._now = start
+        sor = SorCollector(start=start, total_gpus=s.cluster.total_gpus())
+        series = TimeSeries(sor, interval=cfg.sample_interval, start=start)
+        queue_lengths: list[int] = []
+        self._sor = sor
+        for job in self.jobs:
+            runtime = job.runtime_estimate or cfg.default_runtime
+            self._runs[job.id] = _Run(job=job, runtime=runtime, remaining=runtime)
+            self._push(job.submitted_at, EventKind.ARRIVAL, job)
+        if cfg.mtbf is not None:
+            for spec in s.cluster.nodes():
+                self._push(start + self._draw_uptime(), EventKind.NODE_FAIL, spec.name)
+        for t, name in cfg.failures:
+            self._push(start + t, EventKind.NODE_FAIL, name)
+        horizon = math.inf if cfg.horizon is None else start + cfg.horizon
+        end = start
+        while self._heap:
+            t, kind, _seq, payload = self._heap[0]
+            if t > horizon:
+                end = horizon
+                break
+            if self._idle_forever():
+                break
+            heapq.heappop(self._heap)
+            n = series.advance(s.cluster, t)
+            if n:
+                queue_lengths.extend([self._pending_count()] * n)
+            self._now = t
+            end = t
+            self.events += 1
+            self._dispatch(EventKind(kind), payload)
+            if self.progress is not None and self.events % self.progress_every == 0:
+                self.progress(self._progress())
+        if end > sor.now:
+            sor.on_capacity(sor.total_gpus, end)
+        n = series.advance(s.cluster, end, inclusive=True)
+        queue_lengths.extend([self._pending_count()] * n)
+        if self.progress is not None:
+            self.progress(self._progress())
+        records = self._records()
+        summary = self._summarise(records, series.samples, end)
+        return SimResult(
+            summary=summary,
+            records=records,
+            samples=tuple(series.samples),
+            queue_lengths=tuple(queue_lengths),
+            sor_bins=tuple(self._sor_bins(start, end)),
+            trace=tuple(self._trace),
+            wall_s=time.perf_counter() - t_wall,
+            cycle_ms=self._cycle_s * 1000,
+        )
+
+    def _idle_forever(self) -> bool:
+        """True when nothing can happen to a job any more: every arrival was processed,
+        nothing runs, and either no job waits or only node failures are left (no tick, wake
+        or repair due). Node failures alone never keep a finished simulation going."""
+        if self._arrived < len(self.jobs) or self._running_jobs or self._held:
+            return False
+        if not self._pending_count():
+            return True
+        if self._pending_recoveries or self._tick_at is not None or self._wakes:
+            return False
+        return all(item[1] == EventKind.NODE_FAIL for item in self._heap)
+
+    def _push(self, t: float, kind: EventKind, payload: Any) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, int(kind), self._seq, payload))
+
+    def _note(self, kind: str, subject: str, detail: str = "") -> None:
+        if self.cfg.trace:
+            self._trace.append(TraceEvent(t=self._now, kind=kind, subject=subject, detail=detail))
+
+    def _dispatch(self, kind: EventKind, payload: Any) -> None:
+        if kind is EventKind.TICK:
+            self._tick_at = None
+            self._cycle()
+        elif kind is EventKind.ARRIVAL:
+            self._arrive(payload)
+        elif kind is EventKind.FINISH:
+            self._finish(*payload)
+        elif kind is EventKind.EVICT:
+            self._evict(payload)
+        elif kind is EventKind.NODE_FAIL:
+            self._node_fail(payload)
+        elif kind is EventKind.NODE_UP:
+            self._node_up(payload)
+        elif kind is EventKind.WAKE:
+            self._wakes.discard(self._now)
+            self._changed()
+
+    def _changed(self) -> None:
+        """Something happened that a cycle may react to: make sure one is scheduled (unless
+        no job has pods to place: then no cycle can do anything)."""
+        if self._tick_at is not None or not self._pending_count():
+            return
+        t = max(self._now, self._last_cycle + self.cfg.tick)
+        self._tick_at = t
+        self._push(t, EventKind.TICK, None)
+
+    # ----------------------------------------------------------------- events
+
+    def _arrive(self, job: Job) -> None:
+        self.s.submit(job, now=self._now)
+        self._arrived += 1
+        self._note("arrival", job.id)
+        self._changed()
+
+    def _cycle(self) -> None:
+        now = self._now
+        self._last_cycle = now
+        self.cycles += 1
+        t0 = time.perf_counter()
+        result = self.s.schedule(now)
+        report = self.s.apply(result, now)
+        self._cycle_s += time.perf_counter() - t0
+        self._note("cycle", f"#{self.cycles}", f"bound={len(report.bound)}")
+        if report.bound:
+            self._started(result, set(report.bound))
+        if report.terminating:
+            self._victims(result, set(report.terminating))
+        self._schedule_wakes(result)
+
+    def _started(self, result: CycleResult, bound: set[str]) -> None:
+        now = self._now
+        by_job: dict[str, list[Binding]] = {}
+        for b in result.bindings:
+            if b.pod.job in bound:
+                by_job.setdefault(b.pod.job, []).append(b)
+        for jid, bs in by_job.items():
+            r = self._runs[jid]
+            job = r.job
+            for b in bs:
+                self._held[b.pod] = b.total_milli
+            self._sor.on_pods_bound(
+                jid, [b.total_milli for b in bs], now, gang=job.gang, job_complete=True
+            )
+            if r.started_at is None:
+                r.started_at = now
+                r.nodes_used = len({b.node for b in bs})
+                leaves = {self._leaf_of.get(b.node) for b in bs}
+                leaves.discard(None)
+                r.groups_used = len(leaves)
+                self._job_pool[jid] = self._pool_of.get(bs[0].node)
+            if job.gang:
+                r.run += 1
+                r.active = True
+                r.run_start = now
+                self._running_jobs += 1
+                self._push(now + r.remaining, EventKind.FINISH, (jid, None, r.run))
+                self._note("start", jid, f"pods={len(bs)} ends={now + r.remaining:g}")
+            else:
+                if not r.pod_run:
+                    self._running_jobs += 1
+                for b in bs:
+                    r.run += 1
+                    left = r.pod_remaining.get(b.pod, r.runtime)
+                    r.pod_run[b.pod] = (r.run, now)
+                    self._push(now + left, EventKind.FINISH, (jid, b.pod, r.run))
+                self._note("start", jid, f"pods={len(bs)}")
+
+    def _victims(self, result: CycleResult, terminating: set[PodId]) -> None:
+        hit: set[str] = set()
+        for v in result.victims:
+            pods = tuple(p for p in v.pods if p in terminating)
+            if not pods:
+                continue
+            self.preemptions += 1
+            if v.job not in hit:  # a job is preempted once per cycle, however many pods
+                hit.add(v.job)
+                self._runs[v.job].preempted += 1
+            self._note("preempt", v.job, f"for={v.preemptor} reason={v.reason.value}")
+            self._push(self._now + self.cfg.grace_period, EventKind.EVICT, pods)
+
+    def _schedule_wakes(self, result: CycleResult) -> None:
+        """Times at which a decision can change although nothing else happens."""
+        now = self._now
+        q = self.s.queue
+        times: list[float] = []
+        threshold: float | None = getattr(q.policy, "threshold", None)
+        head_seen = threshold is None or not self.s.admitter.preemption.backfill
+        for jid, reason in result.pending.items():
+            if reason.code is ReasonCode.BACKOFF:
+                times.append(q.entry(jid).backoff_until)
+            elif threshold is not None and not head_seen and reason.code in RESOURCE_CODES:
+                head_seen = True  # the Backfill head: it may preempt once past the threshold
+                times.append(q.entry(jid).pending_since + threshold)
+        for t in times:
+            if t > now and t not in self._wakes:
+                self._wakes.add(t)
+                self._push(t, EventKind.WAKE, None)
+
+    def _finish(self, jid: str, pod: PodId | None, run: int) -> None:
+        r = self._runs[jid]
+        now = self._now
+        if pod is None:  # a gang: all its pods end together
+            if not r.active or r.run != run:
+                return
+            pods = sorted(self.s.queue.entry(jid).assigned)
+            for p in pods:
+                self.s.pod_finished(p, now)
+            self._release(jid, pods)
+            r.active = False
+            self._running_jobs -= 1
+        else:
+            cur = r.pod_run.get(pod)
+            if cur is None or cur[0] != run:
+                return
+            self.s.pod_finished(pod, now)
+            self._release(jid, [pod])
+            del r.pod_run[pod]
+            r.pod_remaining[pod] = 0.0
+            if not r.pod_run:
+                self._running_jobs -= 1
+        if self.s.queue.entry(jid).phase is JobPhase.FINISHED:
+            r.finished_at = now
+            self._finished += 1
+            self._note("finish", jid)
+        self._changed()
+
+    def _evict(self, pods: Sequence[PodId]) -> None:
+        q = self.s.queue
+        now = self._now
+        released: list[PodId] = []
+        requeued: dict[str, None] = {}
+        for p in pods:
+            e = q.entry(p.job)
+            if p not in e.terminating:
+                continue  # finished or lost meanwhile
+            report = self.s.pod_evicted(p, now)
+            self.evicted_pods += 1
+            self._note("evict", str(p))
+            released.extend(report.released)
+            requeued.update(dict.fromkeys(report.requeued))
+        # one eviction event is one interruption of each job it hits (kant reports the job
+        # as requeued with each of a gang's pods)
+        self._lost(released, requeued)
+        self._changed()
+
+    def _node_fail(self, name: str) -> None:
+        if name not in self.s.cluster:
+            return
+        if self._arrived == len(self.jobs) and not self._running_jobs and not self._held:
+            return  # no work left to hurt: let the repairs drain so the run can end
+        now = self._now
+        spec = self.s.cluster.node(name)
+        report = self.s.node_lost(name, now)
+        self.node_failures += 1
+        self._down[name] = spec
+        self._pending_recoveries += 1
+        self._note("node_fail", name, f"pods={len(report.released)}")
+        self._lost(report.released, report.requeued)
+        self._sor.on_capacity(self.s.cluster.total_gpus(), now)
+        self._push(now + self.cfg.mttr, EventKind.NODE_UP, name)
+        self._changed()
+
+    def _node_up(self, name: str) -> None:
+        spec = self._down.pop(name)
+        self._pending_recoveries -= 1
+        self.s.cluster.add_node(spec)
+        self._sor.on_capacity(self.s.cluster.total_gpus(), self._now)
+        self._note("node_up", name)
+        if self.cfg.mtbf is not None:
+            self._push(self._now + self._draw_uptime(), EventKind.NODE_FAIL, name)
+        self._changed()
+
+    def _draw_uptime(self) -> float:
+        assert self.cfg.mtbf is not None
+        return float(self._rng.exponential(self.cfg.mtbf))
+
+    # ----------------------------------------------------------------- interruptions
+
+    def _release(self, jid: str, pods: Iterable[PodId]) -> None:
+        milli = [self._held.pop(p) for p in pods if p in self._held]
+        if milli:
+            self._sor.on_pods_released(jid, milli, self._now)
+
+    def _lost(self, released: Iterable[PodId], requeued: Iterable[str]) -> None:
+        """Pods kant released because of an eviction or a lost node: stop their runs, keep
+        (``resume``) or forget (``restart``) the work they did."""
+        now = self._now
+        resume = self.cfg.on_interrupt == RESUME
+        by_job: dict[str, list[PodId]] = {}
+        for p in released:
+            by_job.setdefault(p.job, []).append(p)
+        for jid, pods in by_job.items():
+            r = self._runs[jid]
+            self._release(jid, pods)
+            if r.job.gang:
+                if r.active:
+                    if resume:
+                        r.remaining = max(0.0, r.remaining - (now - r.run_start))
+                    else:
+                        r.remaining = r.runtime
+                    r.active = False  # its FINISH event is stale now
+                    self._running_jobs -= 1
+            else:
+                had = bool(r.pod_run)
+                for p in pods:
+                    cur = r.pod_run.pop(p, None)
+                    if cur is None:
+                        continue
+                    left = r.pod_remaining.get(p, r.runtime)
+                    r.pod_remaining[p] = max(0.0, left - (now - cur[1])) if resume else r.runtime
+                if had and not r.pod_run:
+                    self._running_jobs -= 1
+        for jid in requeued:
+            self._runs[jid].requeued += 1
+            self._note("requeue", jid)
+
+    # ----------------------------------------------------------------- results
+
+    def _pending_count(self) -> int:
+        return len(self.s.queue._order)
+
+    def _progress(self) -> Progress:
+        last = self.jobs[-1].submitted_at if self.jobs else 0.0
+        return Progress(
+            now=self._now,
+            end_estimate=last,
+            arrived=self._arrived,
+            total_jobs=len(self.jobs),
+            finished=self._finished,
+            running=self._running_jobs,
+            pending=self._pending_count(),
+            cycles=self.cycles,
+        )
+
+    def _records(self) -> tuple[JobRecord, ...]:
+        q = self.s.queue
+        out = []
+        for job in self.jobs:
+            if job.id not in q:
+                continue  # arrives after the horizon
+            r = self._runs[job.id]
+            phase = q.entry(job.id).phase
+            out.append(
+                JobRecord.for_job(
+                    job,
+                    started_at=r.started_at,
+                    finished_at=r.finished_at if phase is JobPhase.FINISHED else None,
+                    nodes_used=r.nodes_used,
+                    groups_used=r.groups_used,
+                    preempted=r.preempted,
+                    requeued=r.requeued,
+                    state=phase.value,
+                )
+            )
+        return tuple(out)
+
+    def _summarise(
+        self, records: Sequence[JobRecord], samples: Sequence[Sample], end: float
+    ) -> Summary:
+        if self.jobs:
+            w0, w1 = self.jobs[0].submitted_at, self.jobs[-1].submitted_at
+        else:
+            w0 = w1 = 0.0
+        w1 = min(w1, end)
+        if w1 <= w0:
+            w1 = end
+        w0 += self.cfg.warmup * (w1 - w0)
+        inside = [x for x in samples if w0 <= x.t <= w1] or list(samples)
+        gars = np.array([x.gar for x in inside], dtype=np.float64)
+        gfrs = np.array([x.gfr for x in inside], dtype=np.float64)
+        degs = np.array([x.gfr_degree for x in inside], dtype=np.float64)
+        nan = float("nan")
+        sor = self._sor.sor(until=w1, since=w0) if w1 > w0 else nan
+        bins = [v for _t, v in self._sor_bins(w0, w1)]
+        sor_median = float(np.median(bins)) if bins else sor
+        shape = self._pool_shape
+
+        def per_node(rec: JobRecord) -> int:
+            return shape.get(self._job_pool.get(rec.job_id), (8, 1))[0]
+
+        def per_leaf(rec: JobRecord) -> int:
+            return shape.get(self._job_pool.get(rec.job_id), (8, 1))[1]
+
+        waits = np.array(
+            [(r.started_at if r.started_at is not None else end) - r.submitted_at for r in records],
+            dtype=np.float64,
+        )
+        weights = np.array([max(r.gpus, 1e-3) for r in records], dtype=np.float64)
+        counts = {p.value: 0 for p in JobPhase}
+        for rec in records:
+            counts[rec.state] += 1
+        if len(records) < len(self.jobs):
+            counts["not_arrived"] = len(self.jobs) - len(records)
+        return Summary(
+            gar=float(np.median(gars)) if gars.size else nan,
+            gar_mean=float(gars.mean()) if gars.size else nan,
+            sor=sor,
+            sor_median=sor_median,
+            gfr=float(gfrs.mean()) if gfrs.size else nan,
+            gfr_degree=float(degs.mean()) if degs.size else nan,
+            jwtd=jwtd(records, now=end),
+            jtted=jtted(records, nodes_per_leaf=per_leaf, gpus_per_node=per_node),
+            wait_mean=float(waits.mean()) if waits.size else nan,
+            wait_gpu_weighted=float(np.average(waits, weights=weights)) if waits.size else nan,
+            jobs=counts,
+            preemptions=self.preemptions,
+            preempted_jobs=sum(1 for r in self._runs.values() if r.preempted),
+            evicted_pods=self.evicted_pods,
+            node_failures=self.node_failures,
+            cycles=self.cycles,
+            events=self.events,
+            window_start=w0,
+            window_end=w1,
+            end=end,
+        )
+
+    def _sor_bins(self, t0: float, t1: float) -> list[tuple[float, float]]:
+        """SOR of each whole ``sor_bin``-wide window from ``t0`` up to ``t1``: (start, SOR)."""
+        width = self.cfg.sor_bin
+        out = []
+        k = 0
+        while t0 + (k + 1) * width <= t1 + 1e-9:
+            a = t0 + k * width
+            out.append((a, self._sor.sor(until=a + width, since=a)))
+            k += 1
+        return out
+
+
+def _pool_shapes(nodes: Iterable[NodeSpec]) -> dict[str | None, tuple[int, int]]:
+    """GPU model -> (GPUs per node, nodes per leaf) for JTTED's optimal counts: the largest
+    node of the pool and its largest leaf (1 if its nodes have no leaf)."""
+    gpus: dict[str | None, int] = {}
+    leaves: dict[tuple[str | None, str], int] = {}
+    for n in nodes:
+        if not n.gpus:
+            continue
+        gpus[n.gpu_model] = max(gpus.get(n.gpu_model, 0), n.gpus)
+        if n.leaf is not None:
+            key = (n.gpu_model, n.leaf)
+            leaves[key] = leaves.get(key, 0) + 1
+    out: dict[str | None, tuple[int, int]] = {}
+    for model, g in gpus.items():
+        sizes = [c for (m, _leaf), c in leaves.items() if m == model]
+        out[model] = (g, max(sizes) if sizes else 1)
+    return out

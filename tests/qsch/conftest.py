@@ -1,0 +1,65 @@
+"""Shared builders for the QSCH scenario tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from kant.admission import Admitter, PreemptionPolicy, Quota
+from kant.cycle import CycleResult, Scheduler
+from kant.model import PodId
+from kant.placement import Placer
+from kant.queueing import Backoff, JobQueue
+from kant.state import ClusterState
+from kant.testing import ClusterBuilder
+
+
+def nodes(n: int, *, leaves: int = 1, model: str = "H100", gpus: int = 8) -> ClusterState:
+    """``n`` nodes spread over ``leaves`` leaves (names ``lf<k>-n<i>``)."""
+    b = ClusterBuilder()
+    per = n // leaves
+    for k in range(leaves):
+        b.leaf(f"lf{k}", nodes=per, model=model, gpus=gpus)
+    return b.build()
+
+
+def scheduler(
+    cluster: ClusterState,
+    *,
+    policy: Any = "best-effort-fifo",
+    quotas: Iterable[Quota] | None = None,
+    modes: dict[str, str] | None = None,
+    preemption: PreemptionPolicy | None = None,
+    backoff: Backoff | None = None,
+    strategy: str = "ebinpack",
+) -> Scheduler:
+    return Scheduler(
+        cluster,
+        queue=JobQueue(policy=policy, backoff=backoff),
+        admitter=Admitter(quotas, modes=modes, preemption=preemption),
+        placer=Placer(strategy),
+    )
+
+
+def placed(r: CycleResult) -> list[str]:
+    return list(r.placed)
+
+
+def victim_jobs(r: CycleResult) -> list[str]:
+    return [v.job for v in r.victims]
+
+
+def pod(job: str, index: int = 0, role: str = "worker") -> PodId:
+    return PodId(job=job, role=role, index=index)
+
+
+def evict_victims(s: Scheduler, r: CycleResult, now: float) -> None:
+    """The orchestrator stops every victim of ``r`` and reports it."""
+    for v in r.victims:
+        for p in v.pods:
+            s.pod_evicted(p, now)
+
+
+def finish(s: Scheduler, job_id: str, now: float) -> None:
+    for p in s.queue.status(job_id).running:
+        s.pod_finished(p, now)

@@ -1,0 +1,125 @@
+"""Two-tier admission: readiness before placement, pools, cross-pool joint admission,
+job-level for gangs and pod-level otherwise."""
+
+from __future__ import annotations
+
+import pytest
+
+from kant.admission import Quota
+from kant.model import Binding, Job, PodId, ReasonCode, Resources, Role, Tier
+from kant.queueing import JobPhase
+from kant.testing import ClusterBuilder, job
+
+from .conftest import nodes, scheduler
+
+
+def _cross_pool(id: str, *, prefill: int, decode: int, tenant: str = "default") -> Job:
+    return Job(
+        id=id,
+        tenant=tenant,
+        kind="inference",
+        roles=(
+            Role(name="prefill", replicas=prefill, resources=Resources(gpus=8), gpu_models="H100"),
+            Role(name="decode", replicas=decode, resources=Resources(gpus=8), gpu_models="A100"),
+        ),
+    )
+
+
+def _mixed() -> ClusterBuilder:
+    return ClusterBuilder().leaf("h", nodes=2, model="H100").leaf("a", nodes=1, model="A100")
+
+
+def test_an_unknown_gpu_model_is_a_no_pool_reason_not_a_crash() -> None:
+    s = scheduler(nodes(1), policy="strict-fifo")
+    s.submit(job("ghost", gpus=1, models="B200"), now=0)
+    s.submit(job("real", gpus=1, submitted_at=1), now=1)
+    r = s.step(now=2)
+    assert r.pending["ghost"].code is ReasonCode.NO_POOL
+    assert "B200" in r.pending["ghost"].message
+    assert r.placed == ("real",)  # unresolvable jobs do not block even Strict FIFO
+
+
+@pytest.mark.parametrize(
+    ("request_gpus", "replicas", "code"),
+    [
+        pytest.param(8, 3, ReasonCode.INSUFFICIENT_CAPACITY, id="not enough free GPUs in the pool"),
+        pytest.param(8, 1, ReasonCode.NO_FIT, id="free GPUs but no node with room for one pod"),
+    ],
+)
+def test_readiness_rejects_before_any_placement_is_tried(
+    request_gpus: int, replicas: int, code: ReasonCode
+) -> None:
+    cluster = nodes(2)
+    for k in range(2):  # half of each node is held by something kant does not schedule
+        cluster.bind(Binding(pod=PodId(job="other", role="w", index=k), node=f"lf0-n{k}",
+                             gpus=(0, 1, 2, 3)))  # fmt: skip
+    s = scheduler(cluster)
+    s.submit(job("big", gpus=request_gpus, replicas=replicas), now=0)
+    r = s.step(now=1)
+    assert r.pending["big"].code is code
+    assert r.stats.placement_attempts == 0
+
+
+def test_a_required_leaf_wish_needs_one_leaf_with_room() -> None:
+    s = scheduler(nodes(4, leaves=2))
+    s.submit(job("tight", gpus=8, replicas=3, tier=Tier.LEAF, required=True), now=0)
+    r = s.step(now=1)
+    assert r.pending["tight"].code is ReasonCode.TOPOLOGY
+    assert r.stats.placement_attempts == 0
+    s.submit(job("loose", gpus=8, replicas=3, tier=Tier.SPINE, required=True), now=2)
+    assert s.step(now=3).placed == ("loose",)
+
+
+def test_a_cross_pool_job_is_admitted_for_all_roles_or_none() -> None:
+    s = scheduler(_mixed().build())
+    s.submit(_cross_pool("too-much-decode", prefill=2, decode=2), now=0)
+    r = s.step(now=1)
+    assert (
+        r.bindings == () and r.pending["too-much-decode"].code is ReasonCode.INSUFFICIENT_CAPACITY
+    )
+    s.submit(_cross_pool("fits", prefill=2, decode=1, tenant="t"), now=2)
+    r = s.step(now=3)
+    assert r.placed == ("fits",)
+    models = {b.pod.role: s.cluster.node(b.node).gpu_model for b in r.bindings}
+    assert models == {"prefill": "H100", "decode": "A100"}
+
+
+def test_cross_pool_quota_admits_all_roles_or_none() -> None:
+    s = scheduler(
+        _mixed().build(),
+        quotas=[Quota.gpus("t", "H100", 16), Quota.gpus("t", "A100", 0)],
+        modes={"t": "isolated"},
+    )
+    s.submit(_cross_pool("x", prefill=1, decode=1, tenant="t"), now=0)
+    r = s.step(now=1)
+    assert r.bindings == ()
+    assert r.pending["x"].code is ReasonCode.QUOTA_EXCEEDED and "A100" in r.pending["x"].message
+    assert s.admitter.usage() == {}
+
+
+def test_a_pod_level_job_is_admitted_and_placed_pod_by_pod() -> None:
+    s = scheduler(nodes(1))
+    s.submit(job("svc", gpus=4, replicas=4, gang=False, kind="inference"), now=0)
+    r = s.step(now=1)
+    assert len(r.bindings) == 2 and r.placed == ("svc",)
+    assert r.pending["svc"].code in (ReasonCode.INSUFFICIENT_CAPACITY, ReasonCode.NO_FIT)
+    st = s.queue.status("svc")
+    assert st.phase is JobPhase.RUNNING and len(st.running) == 2
+    # the remaining pods wait in the queue and go when room appears
+    s.pod_finished(st.running[0], now=2)
+    assert len(s.step(now=3).bindings) == 1
+
+
+def test_pod_level_quota_admits_as_many_pods_as_fit() -> None:
+    s = scheduler(nodes(2), quotas=[Quota.gpus("t", "H100", 8)], modes={"t": "isolated"})
+    s.submit(job("svc", gpus=4, replicas=4, gang=False, tenant="t"), now=0)
+    r = s.step(now=1)
+    assert len(r.bindings) == 2
+    assert r.pending["svc"].code is ReasonCode.QUOTA_EXCEEDED
+
+
+def test_a_gang_is_admitted_whole_or_not_at_all() -> None:
+    s = scheduler(nodes(2), quotas=[Quota.gpus("t", "H100", 12)], modes={"t": "isolated"})
+    s.submit(job("g", gpus=4, replicas=4, tenant="t"), now=0)
+    r = s.step(now=1)
+    assert r.bindings == () and r.pending["g"].code is ReasonCode.QUOTA_EXCEEDED

@@ -1,0 +1,232 @@
+"""schedule_cycle(): non-mutation, determinism, apply, and the orchestrator's events."""
+
+from __future__ import annotations
+
+import pytest
+
+from kant.admission import Quota
+from kant.cycle import EvictionCause, Scheduler, apply, schedule_cycle
+from kant.errors import UnknownPodError
+from kant.model import Binding, ReasonCode
+from kant.queueing import Backfill, EasyBackfill, JobPhase
+from kant.testing import job
+
+from .conftest import evict_victims, nodes, pod, scheduler
+
+
+def _busy(policy: object = "best-effort-fifo") -> Scheduler:
+    """A cluster with running jobs, a preemptor, a reservation-worthy head and waiters."""
+    s = scheduler(
+        nodes(4, leaves=2), policy=policy,
+        quotas=[Quota.gpus("a", "H100", 16), Quota.gpus("b", "H100", 32)],
+    )  # fmt: skip
+    for i in range(4):
+        s.submit(job(f"r{i}", gpus=8, tenant="ab"[i % 2], runtime=50 + i), now=0)
+    s.step(now=0)
+    s.submit(job("hi", gpus=8, priority=5, tenant="a", runtime=10, submitted_at=1), now=1)
+    s.submit(job("head", gpus=8, replicas=2, tenant="b", runtime=10, submitted_at=2), now=2)
+    s.submit(job("tiny", gpus=1, tenant="b", runtime=5, submitted_at=3), now=3)
+    s.submit(job("ghost", gpus=1, models="B200", submitted_at=4), now=4)
+    return s
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        pytest.param("strict-fifo", id="strict fifo"),
+        pytest.param("best-effort-fifo", id="best effort"),
+        pytest.param(Backfill(threshold=0), id="backfill past its threshold"),
+        pytest.param(EasyBackfill(), id="easy backfill"),
+    ],
+)
+def test_a_cycle_never_mutates_the_cluster_or_the_queue(policy: object) -> None:
+    s = _busy(policy)
+    before_state = s.cluster.full_snapshot()
+    before_pods = list(s.cluster.pods())
+    before_queue = s.queue.statuses()
+    before_usage = s.admitter.usage()
+    r = s.schedule(now=5)
+    assert r.victims or r.placed or r.reservation is not None  # it did decide things
+    assert s.cluster.full_snapshot().same_as(before_state) == []
+    assert s.cluster.snapshot().same_as(before_state) == []  # tentative changes undone
+    assert list(s.cluster.pods()) == before_pods
+    assert s.queue.statuses() == before_queue
+    assert s.admitter.usage() == before_usage
+
+
+@pytest.mark.parametrize("policy", ["best-effort-fifo", EasyBackfill(), Backfill(threshold=0)])
+def test_the_same_inputs_give_the_same_result(policy: object) -> None:
+    a, b = _busy(policy), _busy(policy)
+    ra, rb = a.schedule(now=5), b.schedule(now=5)
+    assert ra == rb
+    assert a.schedule(now=5) == ra  # and again on the same state
+    assert ra.stats.elapsed_ms >= 0  # timings are reported but not compared
+
+
+def test_every_waiting_job_gets_a_typed_reason() -> None:
+    s = _busy()
+    r = s.schedule(now=5)
+    waiting = {e for e in s.queue.jobs() if s.queue.status(e).phase is JobPhase.PENDING}
+    assert set(r.pending) | set(r.placed) >= waiting
+    assert r.pending["ghost"].code is ReasonCode.NO_POOL
+    assert all(isinstance(x.code, ReasonCode) for x in r.pending.values())
+
+
+def test_apply_binds_charges_quota_and_marks_victims_terminating() -> None:
+    s = _busy()
+    r = s.schedule(now=5)
+    rep = apply(r, s.cluster, s.queue, s.admitter, now=5)
+    assert set(rep.bound) == set(r.placed)
+    for b in r.bindings:
+        assert s.cluster.binding(b.pod) == b
+        assert s.admitter.is_charged(b.pod)
+    assert set(rep.terminating) == {p for v in r.victims for p in v.pods}
+    for v in r.victims:
+        assert set(s.queue.status(v.job).terminating) == set(v.pods)
+    for n in r.nominations:
+        assert s.queue.status(n.job).nomination == n
+    for jid, reason in r.pending.items():
+        if s.queue.status(jid).phase is JobPhase.PENDING:
+            assert s.queue.status(jid).reason == reason
+    s._check()
+
+
+def test_apply_leaves_a_job_pending_when_its_devices_were_taken_meanwhile() -> None:
+    s = scheduler(nodes(1))
+    s.submit(job("a", gpus=8), now=0)
+    r = schedule_cycle(s.cluster, s.queue, s.admitter, s.placer, now=1)
+    s.cluster.bind(Binding(pod=pod("intruder"), node="lf0-n0", gpus=(0,)))
+    rep = s.apply(r, now=1)
+    assert rep.stale == ("a",) and rep.bound == ()
+    st = s.queue.status("a")
+    assert st.phase is JobPhase.PENDING and st.attempts == 0
+    assert s.cluster.num_pods == 1
+    s._check()
+
+
+def test_a_gang_losing_a_node_is_requeued_whole_and_its_other_pods_evicted() -> None:
+    s = scheduler(nodes(2))
+    s.submit(job("g", gpus=8, replicas=2), now=0)
+    r = s.step(now=0)
+    lost_node = r.bindings[0].node
+    rep = s.node_lost(lost_node, now=5)
+    assert rep.requeued == ("g",)
+    assert [(e.pod, e.cause) for e in rep.evictions] == [(pod("g", 1), EvictionCause.GANG_REQUEUED)]
+    st = s.queue.status("g")
+    assert st.phase is JobPhase.PENDING and st.attempts == 0 and st.running == ()
+    assert s.cluster.num_pods == 0 and s.admitter.usage() == {}
+    s._check()
+    s.cluster.add_node(s.cluster.node(r.bindings[1].node).__class__(
+        name="spare", gpu_model="H100", gpus=8, leaf="lf0", spine="sp0", superspine="ss0"))  # fmt: skip
+    assert s.step(now=6).placed == ("g",)
+
+
+def test_a_pod_level_job_losing_a_node_requeues_only_the_lost_pods() -> None:
+    s = scheduler(nodes(2))
+    s.submit(job("svc", gpus=8, replicas=2, gang=False), now=0)
+    r = s.step(now=0)
+    rep = s.node_lost(r.bindings[0].node, now=5)
+    assert rep.evictions == () and rep.released == (r.bindings[0].pod,)
+    st = s.queue.status("svc")
+    assert st.phase is JobPhase.RUNNING and st.running == (r.bindings[1].pod,)
+    r2 = s.schedule(now=6)
+    assert r2.pending["svc"].code in (ReasonCode.INSUFFICIENT_CAPACITY, ReasonCode.NO_FIT)
+    s._check()
+
+
+def test_an_unhealthy_gpu_requeues_the_pods_on_it_and_gets_nothing_new() -> None:
+    s = scheduler(nodes(1))
+    s.submit(job("a", gpus=1), now=0)
+    s.submit(job("b", gpus=1), now=0)
+    r = s.step(now=0)
+    gpu = s.cluster.binding(pod("a")).gpus[0]
+    rep = s.gpu_unhealthy("lf0-n0", gpu, now=1)
+    assert rep.requeued == ("a",) and s.queue.status("b").phase is JobPhase.RUNNING
+    r = s.step(now=2)
+    assert r.placed == ("a",) and gpu not in r.bindings[0].gpus
+    s._check()
+    assert s.gpu_unhealthy("lf0-n0", 7, now=3, evict=False).released == ()
+
+
+def test_a_job_finishes_with_its_last_pod_and_its_quota_is_returned() -> None:
+    s = scheduler(nodes(1), quotas=[Quota.gpus("t", "H100", 8)])
+    s.submit(job("g", gpus=2, replicas=2, tenant="t"), now=0)
+    s.step(now=0)
+    s.confirm(pod("g", 0), now=1)
+    assert s.queue.status("g").confirmed == (pod("g", 0),)
+    assert s.pod_finished(pod("g", 0), now=2).finished == ()
+    assert s.admitter.used("t", "H100") == 2000
+    assert s.pod_finished(pod("g", 1), now=3).finished == ("g",)
+    assert s.queue.status("g").phase is JobPhase.FINISHED
+    assert s.admitter.usage() == {}
+    with pytest.raises(UnknownPodError):
+        s.pod_finished(pod("g", 1), now=4)
+    s._check()
+
+
+def test_a_gang_victim_is_requeued_when_its_last_pod_is_gone() -> None:
+    s = scheduler(nodes(1))
+    s.submit(job("lo", gpus=4, replicas=2), now=0)
+    s.step(now=0)
+    s.submit(job("p", gpus=8, priority=9, submitted_at=1), now=1)
+    r = s.step(now=1)
+    assert [v.job for v in r.victims] == ["lo"]
+    s.pod_evicted(pod("lo", 0), now=2)
+    assert s.queue.status("lo").phase is JobPhase.RUNNING  # still terminating
+    s._check()
+    s.pod_evicted(pod("lo", 1), now=3)
+    assert s.queue.status("lo").phase is JobPhase.PENDING
+    assert s.step(now=4).placed == ("p",)
+    s._check()
+
+
+def test_an_unexpected_eviction_of_a_gang_pod_requeues_the_gang() -> None:
+    s = scheduler(nodes(2))
+    s.submit(job("g", gpus=8, replicas=2), now=0)
+    s.step(now=0)
+    rep = s.pod_evicted(pod("g", 1), now=1)
+    assert [e.pod for e in rep.evictions] == [pod("g", 0)] and rep.requeued == ("g",)
+    assert s.queue.status("g").phase is JobPhase.PENDING
+    s._check()
+
+
+def test_a_failed_binding_of_a_pod_level_pod_requeues_that_pod_with_backoff() -> None:
+    s = scheduler(nodes(1))
+    s.submit(job("svc", gpus=1, replicas=3, gang=False), now=0)
+    s.step(now=0)
+    rep = s.binding_failed(pod("svc", 1), now=1, message="node agent refused")
+    assert rep.released == (pod("svc", 1),) and rep.evictions == ()
+    st = s.queue.status("svc")
+    assert st.phase is JobPhase.RUNNING and st.attempts == 1 and st.backoff_until > 1
+    r = s.step(now=2)
+    assert r.pending["svc"].code is ReasonCode.BACKOFF
+    assert s.step(now=st.backoff_until).placed == ("svc",)
+    s._check()
+
+
+def test_a_failed_binding_of_a_gang_pod_releases_the_whole_gang() -> None:
+    s = scheduler(nodes(2))
+    s.submit(job("g", gpus=8, replicas=2), now=0)
+    s.step(now=0)
+    rep = s.binding_failed(pod("g", 0), now=1)
+    assert rep.released == (pod("g", 0), pod("g", 1))
+    assert [e.pod for e in rep.evictions] == [pod("g", 1)]
+    assert s.queue.status("g").phase is JobPhase.PENDING and s.cluster.num_pods == 0
+    s._check()
+
+
+def test_a_minimal_orchestrator_loop_runs_everything_to_completion() -> None:
+    s = _busy(EasyBackfill())
+    s.cancel("ghost", now=4)
+    t = 5.0
+    while t < 500 and s.queue.counts()["finished"] < len(s.queue):
+        r = s.step(now=t)
+        evict_victims(s, r, now=t)
+        for e in s.queue.running():
+            est = e.job.runtime_estimate or 1.0
+            if e.started_at is not None and e.started_at + est <= t:
+                for p in list(s.queue.status(e.id).running):
+                    s.pod_finished(p, now=t)
+        s._check()
+        t += 1
+    assert s.queue.counts() == {"pending": 0, "running": 0, "finished": 8, "failed": 0}

@@ -1,0 +1,158 @@
+"""Queueing policies: Strict FIFO, Best-Effort FIFO, Backfill, EASY backfill."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kant.cycle import Scheduler
+from kant.model import ReasonCode, VictimReason
+from kant.queueing import Backfill, EasyBackfill, JobPhase
+from kant.testing import job
+
+from .conftest import evict_victims, finish, nodes, pod, scheduler
+
+
+def test_strict_fifo_blocks_everyone_behind_a_blocked_head() -> None:
+    s = scheduler(nodes(2), policy="strict-fifo")
+    s.submit(job("run", gpus=8), now=0)
+    s.step(now=0)
+    s.submit(job("head", gpus=8, replicas=2, submitted_at=1), now=1)
+    s.submit(job("small", gpus=1, submitted_at=2), now=2)
+    r = s.step(now=3)
+    assert r.placed == ()
+    assert r.pending["head"].code is ReasonCode.INSUFFICIENT_CAPACITY
+    assert r.pending["small"].code is ReasonCode.BLOCKED and "head" in r.pending["small"].message
+
+
+def test_strict_fifo_quota_failure_blocks_only_that_tenants_queue() -> None:
+    from kant.admission import Quota
+
+    s = scheduler(
+        nodes(2),
+        policy="strict-fifo",
+        quotas=[Quota.gpus("a", "H100", 4), Quota.gpus("b", "H100", 12)],
+        modes={"a": "isolated", "b": "isolated"},
+    )
+    s.submit(job("a-big", gpus=8, tenant="a"), now=0)
+    s.submit(job("a-small", gpus=1, tenant="a", submitted_at=1), now=1)
+    s.submit(job("b-small", gpus=1, tenant="b", submitted_at=2), now=2)
+    r = s.step(now=3)
+    assert r.placed == ("b-small",)
+    assert r.pending["a-big"].code is ReasonCode.QUOTA_EXCEEDED
+    assert r.pending["a-small"].code is ReasonCode.BLOCKED
+
+
+def _stream(s: Scheduler, head_gpus: int, steps: int, threshold_note: str = "") -> list[str]:
+    """16 one-GPU jobs fill 2 nodes; a 16-GPU head arrives; every second the oldest small job
+    finishes and a new small one arrives. Returns the head's phase per step."""
+    for i in range(16):
+        s.submit(job(f"s{i}", gpus=1, submitted_at=0), now=0)
+    s.step(now=0)
+    s.submit(job("head", gpus=8, replicas=head_gpus // 8, submitted_at=1), now=1)
+    running = [f"s{i}" for i in range(16)]
+    phases = []
+    n = 16
+    for t in range(2, 2 + steps):
+        oldest = running.pop(0)
+        if s.queue.status(oldest).phase is JobPhase.RUNNING:
+            finish(s, oldest, now=t)
+        s.submit(job(f"s{n}", gpus=1, submitted_at=t), now=t)
+        running.append(f"s{n}")
+        n += 1
+        r = s.step(now=t)
+        evict_victims(s, r, now=t)
+        phases.append(s.queue.status("head").phase.value)
+    return phases
+
+
+def test_best_effort_fifo_lets_a_stream_of_small_jobs_starve_a_large_head() -> None:
+    s = scheduler(nodes(2), policy="best-effort-fifo")
+    phases = _stream(s, 16, steps=40)
+    assert set(phases) == {"pending"}
+    r = s.schedule(now=100)
+    assert r.pending["head"].code in (ReasonCode.INSUFFICIENT_CAPACITY, ReasonCode.NO_FIT)
+    s._check()
+
+
+def test_backfill_stops_that_once_the_threshold_passes() -> None:
+    s = scheduler(nodes(2), policy=Backfill(threshold=20))
+    phases = _stream(s, 16, steps=40)
+    start = phases.index("running")
+    assert phases[:start] == ["pending"] * start
+    # before the threshold it behaves like best effort; after it, the head preempts the
+    # jobs that backfilled past it and starts as soon as they are gone
+    assert 20 <= start + 2 <= 40
+    s._check()
+
+
+def test_backfill_victims_are_backfilled_jobs_only() -> None:
+    s = scheduler(nodes(1), policy=Backfill(threshold=5))
+    s.submit(job("before", gpus=4, submitted_at=0), now=0)
+    s.step(now=0)
+    s.submit(job("head", gpus=8, submitted_at=1), now=1)
+    s.submit(job("after", gpus=4, submitted_at=2), now=2)
+    r = s.step(now=2)
+    assert r.placed == ("after",)
+    r = s.step(now=10)
+    assert [(v.job, v.reason) for v in r.victims] == []  # "before" is not backfilled; no fit
+    s.pod_finished(pod("before"), now=11)
+    r = s.step(now=11)
+    assert [(v.job, v.reason) for v in r.victims] == [("after", VictimReason.BACKFILL)]
+
+
+def test_easy_backfill_never_delays_the_heads_reserved_start() -> None:
+    s = scheduler(nodes(2), policy=EasyBackfill())
+    s.submit(job("r1", gpus=4, runtime=100), now=0)
+    s.submit(job("r2", gpus=8, runtime=1000), now=0)
+    s.step(now=0)
+    nodes_of = {b.pod.job: b.node for b in s.cluster.pods()}
+    assert nodes_of["r1"] != nodes_of["r2"]
+    s.submit(job("head", gpus=8, runtime=10, submitted_at=1), now=1)
+    s.submit(job("long", gpus=4, runtime=500, submitted_at=2), now=2)
+    s.submit(job("short", gpus=4, runtime=50, submitted_at=3), now=3)
+    r = s.step(now=4)
+    assert r.reservation is not None and r.reservation.job == "head"
+    assert r.reservation.start == 100
+    assert r.placed == ("short",)  # ends at 54 <= 100
+    assert r.pending["long"].code is ReasonCode.RESERVED
+    finish(s, "short", now=54)
+    assert s.step(now=60).placed == ()
+    finish(s, "r1", now=100)
+    assert s.step(now=100).placed[0] == "head"
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_easy_backfill_keeps_every_reservation_with_exact_estimates(seed: int) -> None:
+    """Random workloads with exact runtimes: the head of each cycle starts no later than
+    the first reservation made for it."""
+    rng = np.random.default_rng(seed)
+    s = scheduler(nodes(3), policy=EasyBackfill())
+    end: dict[str, float] = {}
+    promised: dict[str, float] = {}
+    started: dict[str, float] = {}
+    for i in range(25):
+        s.submit(
+            job(f"j{i}", gpus=int(rng.choice([1, 2, 4, 8])), replicas=int(rng.choice([1, 1, 2])),
+                runtime=float(rng.integers(5, 60)), submitted_at=float(i // 3)),
+            now=float(i // 3),
+        )  # fmt: skip
+    t = 0.0
+    while t < 2000 and len(started) < 25:
+        for jid, e in list(end.items()):
+            if e <= t and s.queue.status(jid).phase is JobPhase.RUNNING:
+                finish(s, jid, now=t)
+        r = s.step(now=t)
+        if r.reservation is not None:
+            promised.setdefault(r.reservation.job, r.reservation.start)
+        for jid in r.placed:
+            started[jid] = t
+            est = s.queue.status(jid).job.runtime_estimate
+            assert est is not None
+            end[jid] = t + est
+        nxt = [e for e in end.values() if e > t]
+        t = min(nxt) if nxt else t + 1
+    assert len(started) == 25
+    assert promised  # reservations were made (the test is not vacuous)
+    for jid, when in promised.items():
+        assert started[jid] <= when, (jid, started[jid], when)

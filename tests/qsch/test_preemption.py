@@ -1,0 +1,182 @@
+"""Preemption: who is a victim, the minimal set, conservatism, nominations, no cascades."""
+
+from __future__ import annotations
+
+import pytest
+
+from kant.admission import PreemptionPolicy
+from kant.cycle import Scheduler
+from kant.model import ReasonCode, Tier, VictimReason
+from kant.queueing import JobPhase
+from kant.testing import job
+
+from .conftest import evict_victims, nodes, pod, scheduler
+
+
+def _fill(s: Scheduler, specs: list[tuple[str, int, int]], *, gang: bool = True) -> None:
+    """Start jobs (id, gpus, priority) one per second, in order."""
+    for t, (jid, gpus, prio) in enumerate(specs):
+        s.submit(job(jid, gpus=gpus, priority=prio, submitted_at=t), now=t)
+        r = s.step(now=t)
+        assert r.placed == (jid,), r.pending
+
+
+@pytest.mark.parametrize(
+    ("running", "need", "victims"),
+    [
+        pytest.param(
+            [("a", 2, 1), ("b", 2, 0), ("c", 2, 0), ("d", 2, 0)], 4, ["d", "c"],
+            id="lowest priority first, then the most recently started",
+        ),
+        pytest.param(
+            [("z", 3, 0), ("y", 4, 0), ("x", 1, 0)], 4, ["y"],
+            id="a minimal set: the newest victim is spared when an older one suffices",
+        ),
+        pytest.param(
+            [("hi", 4, 3), ("lo", 4, 1)], 8, ["lo", "hi"],
+            id="several priorities, all strictly lower",
+        ),
+    ],
+)  # fmt: skip
+def test_priority_preemption_picks_lowest_priority_newest_first_and_a_minimal_set(
+    running: list[tuple[str, int, int]], need: int, victims: list[str]
+) -> None:
+    s = scheduler(nodes(1))
+    _fill(s, running)
+    s.submit(job("p", gpus=need, priority=5, submitted_at=10), now=10)
+    r = s.step(now=10)
+    assert [v.job for v in r.victims] == victims
+    assert all(v.reason is VictimReason.PRIORITY and v.preemptor == "p" for v in r.victims)
+    assert r.pending["p"].code is ReasonCode.PREEMPTING
+    assert [n.job for n in r.nominations] == ["p"]
+    evict_victims(s, r, now=11)
+    assert s.step(now=12).placed == ("p",)
+    s._check()
+
+
+def test_equal_priority_is_never_a_priority_victim() -> None:
+    s = scheduler(nodes(1))
+    _fill(s, [("a", 8, 5)])
+    s.submit(job("p", gpus=8, priority=5, submitted_at=10), now=10)
+    r = s.step(now=10)
+    assert r.victims == () and r.pending["p"].code is ReasonCode.INSUFFICIENT_CAPACITY
+
+
+def test_no_preemption_when_it_would_not_make_the_job_fit() -> None:
+    s = scheduler(nodes(2))
+    s.submit(job("keep", gpus=8, preemptible=False), now=0)
+    s.submit(job("lo", gpus=8), now=0)
+    s.step(now=0)
+    s.submit(job("p", gpus=8, replicas=2, priority=9, submitted_at=1), now=1)
+    r = s.step(now=1)
+    assert r.victims == () and r.nominations == ()
+    assert s.queue.status("lo").phase is JobPhase.RUNNING
+
+
+def test_topology_is_part_of_the_fit_victims_must_free_one_leaf() -> None:
+    s = scheduler(nodes(4, leaves=2))
+    for k in range(4):  # one low-priority 8-GPU job per node, lf0 first
+        s.submit(job(f"lo{k}", gpus=8, priority=k % 2, submitted_at=k), now=k)
+    s.step(now=4)
+    s.submit(job("p", gpus=8, replicas=2, priority=9, tier=Tier.LEAF, required=True), now=5)
+    r = s.step(now=5)
+    freed = {s.cluster.binding(p).node.split("-")[0] for v in r.victims for p in v.pods}
+    assert len(r.victims) == 2 and len(freed) == 1  # two victims, in one leaf
+    evict_victims(s, r, now=6)
+    r = s.step(now=7)
+    assert r.placed == ("p",) and len({b.node.split("-")[0] for b in r.bindings}) == 1
+
+
+def test_non_preemptible_jobs_and_young_pods_are_never_victims() -> None:
+    s = scheduler(nodes(1), preemption=PreemptionPolicy(min_runtime=100))
+    s.submit(job("old-np", gpus=4, preemptible=False), now=0)
+    s.step(now=0)
+    s.submit(job("young", gpus=4, submitted_at=50), now=50)
+    s.step(now=50)
+    s.submit(job("p", gpus=4, priority=9, submitted_at=60), now=60)
+    assert s.step(now=60).victims == ()  # young is 10 s old
+    r = s.step(now=150)
+    assert [v.job for v in r.victims] == ["young"]
+
+
+def test_gang_victims_are_whole_jobs_and_pod_level_victims_single_pods() -> None:
+    s = scheduler(nodes(1))
+    s.submit(job("np", gpus=4, preemptible=False), now=0)
+    s.submit(job("svc", gpus=2, replicas=2, gang=False), now=0)
+    s.step(now=0)
+    s.submit(job("p", gpus=2, priority=9, submitted_at=1), now=1)
+    r = s.step(now=1)
+    assert [(v.job, v.pods) for v in r.victims] == [("svc", (pod("svc", 0),))]
+    evict_victims(s, r, now=2)
+    assert s.queue.status("svc").phase is JobPhase.RUNNING  # its other pod runs on
+    s2 = scheduler(nodes(1))
+    s2.submit(job("gang", gpus=4, replicas=2), now=0)
+    s2.step(now=0)
+    s2.submit(job("p", gpus=2, priority=9, submitted_at=1), now=1)
+    r = s2.step(now=1)
+    assert [(v.job, v.pods) for v in r.victims] == [("gang", (pod("gang", 0), pod("gang", 1)))]
+
+
+def test_a_preemptor_preempts_once_and_victims_are_not_shared() -> None:
+    s = scheduler(nodes(2))
+    _fill(s, [("lo0", 8, 0), ("lo1", 8, 0)])
+    s.submit(job("p1", gpus=8, priority=9, submitted_at=10), now=10)
+    s.submit(job("p2", gpus=8, priority=8, submitted_at=10), now=10)
+    r = s.step(now=10)
+    by = {v.preemptor: v.job for v in r.victims}
+    assert set(by) == {"p1", "p2"} and len(set(by.values())) == 2
+    # victims are still terminating: nobody preempts again, both wait for their victims
+    r = s.step(now=11)
+    assert r.victims == ()
+    assert {r.pending["p1"].code, r.pending["p2"].code} == {ReasonCode.PREEMPTING}
+    s._check()
+
+
+def test_nominated_devices_are_held_for_the_preemptor_until_it_is_placed() -> None:
+    s = scheduler(nodes(1))
+    _fill(s, [("lo", 8, 0)])
+    s.submit(job("p", gpus=8, priority=5, submitted_at=10), now=10)
+    r = s.step(now=10)
+    assert [v.job for v in r.victims] == ["lo"]
+    evict_victims(s, r, now=11)
+    # an even more urgent small job arrives: the freed node is held for p
+    s.submit(job("vip", gpus=1, priority=9, submitted_at=11), now=11)
+    r = s.step(now=12)
+    assert r.placed == ("p",)
+    assert r.pending["vip"].code in (ReasonCode.INSUFFICIENT_CAPACITY, ReasonCode.NO_FIT)
+    assert r.victims == ()  # p's bindings are not running yet: not victims this cycle
+
+
+def test_a_nomination_is_dropped_when_its_victims_are_gone_but_the_job_still_does_not_fit() -> None:
+    s = scheduler(nodes(1))
+    _fill(s, [("lo", 8, 0)])
+    s.submit(job("p", gpus=8, priority=5, submitted_at=10), now=10)
+    r = s.step(now=10)
+    evict_victims(s, r, now=11)
+    s.gpu_unhealthy("lf0-n0", 3, now=11)
+    r = s.step(now=12)
+    assert r.dropped_nominations == ("p",) and r.placed == ()
+    assert s.queue.status("p").nomination is None
+
+
+def test_victims_are_requeued_not_dropped() -> None:
+    s = scheduler(nodes(1))
+    _fill(s, [("lo", 4, 0), ("svc", 4, 0)])
+    s.submit(job("p", gpus=8, priority=5, submitted_at=10), now=10)
+    r = s.step(now=10)
+    assert sorted(v.job for v in r.victims) == ["lo", "svc"]
+    assert s.queue.status("lo").terminating == (pod("lo"),)
+    evict_victims(s, r, now=11)
+    for jid in ("lo", "svc"):
+        st = s.queue.status(jid)
+        assert st.phase is JobPhase.PENDING and st.attempts == 0 and st.pending_since == 11
+    s._check()
+
+
+def test_preemption_can_be_switched_off() -> None:
+    s = scheduler(
+        nodes(1), preemption=PreemptionPolicy(priority=False, reclaim=False, backfill=False)
+    )
+    _fill(s, [("lo", 8, 0)])
+    s.submit(job("p", gpus=8, priority=5, submitted_at=10), now=10)
+    assert s.step(now=10).victims == ()

@@ -1,0 +1,141 @@
+"""The queue: order, submit/cancel, lifecycle, requeue with backoff."""
+
+from __future__ import annotations
+
+import pytest
+
+from kant.errors import DuplicateError, InvalidConfigError, InvalidJobError, UnknownJobError
+from kant.model import ReasonCode
+from kant.queueing import Backoff, JobPhase, JobQueue, make_policy, policy_names
+from kant.testing import job
+
+from .conftest import nodes, pod, scheduler
+
+
+def test_order_is_priority_then_submit_time_then_smaller_first_then_sequence() -> None:
+    q = JobQueue()
+    q.submit(job("late", submitted_at=5))
+    q.submit(job("big", gpus=8, submitted_at=1))
+    q.submit(job("small", gpus=1, submitted_at=1))
+    q.submit(job("urgent", priority=5, submitted_at=9))
+    q.submit(job("small-twin", gpus=1, submitted_at=1))
+    assert [e.id for e in q.candidates()] == ["urgent", "small", "small-twin", "big", "late"]
+
+
+def test_larger_first_flips_only_the_size_tiebreak() -> None:
+    q = JobQueue(larger_first=True)
+    q.submit(job("small", gpus=1, submitted_at=1))
+    q.submit(job("big", gpus=8, submitted_at=1))
+    q.submit(job("early", gpus=1, submitted_at=0))
+    assert [e.id for e in q.candidates()] == ["early", "big", "small"]
+
+
+def test_each_tenant_has_its_own_queue_in_global_order() -> None:
+    q = JobQueue()
+    q.submit(job("a1", tenant="a", submitted_at=2))
+    q.submit(job("b1", tenant="b", submitted_at=1))
+    q.submit(job("a0", tenant="a", submitted_at=0))
+    assert q.tenant_queue("a") == ["a0", "a1"]
+    assert q.tenant_queue("b") == ["b1"]
+    assert q.tenants() == ["a", "b"]
+
+
+def test_duplicate_submit_is_rejected_and_changes_nothing() -> None:
+    q = JobQueue()
+    q.submit(job("a", gpus=2))
+    before = q.statuses()
+    with pytest.raises(DuplicateError):
+        q.submit(job("a", gpus=4))
+    assert q.statuses() == before
+    with pytest.raises(InvalidJobError):
+        q.submit("not a job")  # type: ignore[arg-type]
+    assert q.statuses() == before
+    q._check()
+
+
+def test_cancel_a_pending_job_finishes_it_as_cancelled() -> None:
+    q = JobQueue()
+    q.submit(job("a"))
+    assert q.cancel("a") == ()
+    st = q.status("a")
+    assert st.phase is JobPhase.FINISHED and st.cancelled
+    assert q.candidates() == []
+    assert q.cancel("a") == ()  # idempotent
+    with pytest.raises(UnknownJobError):
+        q.cancel("nope")
+
+
+def test_cancel_a_running_job_releases_and_evicts_its_pods() -> None:
+    s = scheduler(nodes(1))
+    s.submit(job("a", gpus=2, replicas=2), now=0)
+    s.step(now=1)
+    rep = s.cancel("a", now=2)
+    assert sorted(e.pod for e in rep.evictions) == [pod("a", 0), pod("a", 1)]
+    assert s.cluster.num_pods == 0 and s.admitter.usage() == {}
+    assert s.queue.status("a").phase is JobPhase.FINISHED
+    s._check()
+
+
+def test_backoff_grows_exponentially_up_to_its_cap() -> None:
+    b = Backoff(base=10, factor=2, cap=60, max_retries=9)
+    assert [b.delay(k) for k in range(1, 6)] == [10, 20, 40, 60, 60]
+    assert not b.exhausted(9) and b.exhausted(10)
+    with pytest.raises(InvalidConfigError):
+        Backoff(factor=0.5)
+    with pytest.raises(InvalidConfigError):
+        Backoff(max_retries=-1)
+
+
+def test_a_failed_binding_requeues_with_backoff_then_fails_past_the_retry_limit() -> None:
+    s = scheduler(nodes(1), backoff=Backoff(base=10, factor=2, cap=100, max_retries=2))
+    s.submit(job("a", gpus=1), now=0)
+    now = 0.0
+    delays = []
+    for _ in range(3):
+        r = s.step(now)
+        assert r.placed == ("a",)
+        rep = s.binding_failed(pod("a"), now, "image pull failed")
+        st = s.queue.status("a")
+        if st.phase is JobPhase.FAILED:
+            break
+        assert rep.requeued == ("a",)
+        assert st.reason is not None and st.reason.code is ReasonCode.BACKOFF
+        delays.append(st.backoff_until - now)
+        # while backing off, the job waits (and says so) without blocking anyone
+        r = s.step(now + 1)
+        assert r.placed == () and r.pending["a"].code is ReasonCode.BACKOFF
+        now = st.backoff_until
+    assert delays == [10, 20]
+    st = s.queue.status("a")
+    assert st.phase is JobPhase.FAILED and st.attempts == 3
+    assert st.reason is not None and st.reason.code is ReasonCode.FAILED
+    assert "image pull failed" in st.reason.message
+    assert s.cluster.num_pods == 0
+    assert s.step(now + 1000).placed == ()  # never scheduled again
+    s._check()
+
+
+def test_every_submitted_job_is_in_exactly_one_phase_and_none_is_dropped() -> None:
+    s = scheduler(nodes(1))
+    for i in range(6):
+        s.submit(job(f"j{i}", gpus=4, submitted_at=i), now=i)
+    s.step(now=10)
+    s.pod_finished(pod("j0"), now=11)
+    s.cancel("j5", now=11)
+    counts = s.queue.counts()
+    assert counts == {"pending": 3, "running": 1, "finished": 2, "failed": 0}
+    assert sum(counts.values()) == len(s.queue) == 6
+
+
+def test_policies_come_from_a_registry_by_name() -> None:
+    assert policy_names() == ["backfill", "best-effort-fifo", "easy-backfill", "strict-fifo"]
+    assert make_policy("backfill", threshold=60).threshold == 60  # type: ignore[attr-defined]
+    assert JobQueue(policy="strict-fifo").policy.name == "strict-fifo"
+    from kant.errors import UnknownPolicyError
+
+    with pytest.raises(UnknownPolicyError):
+        make_policy("lottery")
+    from kant.queueing import register_policy
+
+    with pytest.raises(DuplicateError):
+        register_policy("backfill", lambda: make_policy("backfill"))

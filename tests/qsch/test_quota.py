@@ -1,0 +1,144 @@
+"""Static quota admission: shared and isolated tenants, borrowing, lending, reclaim."""
+
+from __future__ import annotations
+
+import pytest
+
+from kant.admission import Admitter, Quota, QuotaLedger, QuotaTable
+from kant.errors import DuplicateError, InvalidConfigError
+from kant.model import MILLI, ReasonCode, VictimReason
+from kant.queueing import JobPhase
+from kant.testing import job
+
+from .conftest import evict_victims, nodes, scheduler
+
+G = MILLI  # one GPU in milli
+
+
+def test_an_isolated_tenant_never_exceeds_its_nominal_quota() -> None:
+    s = scheduler(
+        nodes(4),
+        quotas=[Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 24)],
+        modes={"a": "isolated"},
+    )
+    for i in range(3):
+        s.submit(job(f"a{i}", gpus=4, tenant="a", submitted_at=i), now=i)
+    r = s.step(now=5)
+    assert r.placed == ("a0", "a1")
+    assert r.pending["a2"].code is ReasonCode.QUOTA_EXCEEDED
+    assert s.admitter.used("a", "H100") == 8 * G  # free GPUs exist; quota says no
+    s._check()
+
+
+def test_a_shared_tenant_borrows_unused_quota_up_to_its_borrowing_limit() -> None:
+    s = scheduler(
+        nodes(4),
+        quotas=[Quota.gpus("a", "H100", 8, borrowing_limit=8), Quota.gpus("b", "H100", 24)],
+    )
+    for i in range(5):
+        s.submit(job(f"a{i}", gpus=4, tenant="a", submitted_at=i), now=i)
+    r = s.step(now=5)
+    assert r.placed == ("a0", "a1", "a2", "a3")
+    assert r.pending["a4"].code is ReasonCode.QUOTA_EXCEEDED
+    assert s.admitter.used("a", "H100") == 16 * G
+
+
+def test_a_lending_limit_keeps_the_rest_of_the_lenders_quota_unborrowable() -> None:
+    s = scheduler(
+        nodes(4),
+        quotas=[Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 24, lending_limit=4)],
+    )
+    for i in range(4):
+        s.submit(job(f"a{i}", gpus=4, tenant="a", submitted_at=i), now=i)
+    r = s.step(now=5)
+    assert r.placed == ("a0", "a1", "a2")  # 8 own + 4 lent by b
+    assert r.pending["a3"].code is ReasonCode.QUOTA_EXCEEDED
+
+
+def test_a_tenant_without_quota_may_only_borrow() -> None:
+    s = scheduler(nodes(2), quotas=[Quota.gpus("a", "H100", 4)])
+    s.submit(job("x", gpus=4, tenant="nobody"), now=0)
+    s.submit(job("y", gpus=1, tenant="nobody", submitted_at=1), now=1)
+    r = s.step(now=2)
+    assert r.placed == ("x",)
+    assert r.pending["y"].code is ReasonCode.QUOTA_EXCEEDED
+
+
+def test_reclaim_takes_from_the_borrower_never_from_the_lender() -> None:
+    # 2 nodes = 16 GPUs; a and b have 8 each. b borrows 4 of a's while a is idle.
+    s = scheduler(nodes(2), quotas=[Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8)])
+    s.submit(job("b-old", gpus=8, tenant="b", submitted_at=0), now=0)
+    s.step(now=1)
+    s.submit(job("b-new", gpus=4, tenant="b", submitted_at=2), now=2)
+    s.step(now=3)
+    # the lender's own job is the newest of all, and has the lowest priority
+    s.submit(job("a-old", gpus=4, tenant="a", priority=-1, submitted_at=4), now=4)
+    s.step(now=5)
+    assert s.admitter.used("b", "H100") == 12 * G and s.cluster.num_pods == 3
+    # a wants its nominal back: 4 more GPUs, quota full because b borrowed
+    s.submit(job("a-new", gpus=4, tenant="a", priority=-1, submitted_at=6), now=6)
+    r = s.step(now=7)
+    assert [(v.job, v.reason) for v in r.victims] == [("b-new", VictimReason.RECLAIM)]
+    assert r.pending["a-new"].code is ReasonCode.PREEMPTING
+    evict_victims(s, r, now=8)
+    r = s.step(now=9)
+    assert r.placed == ("a-new",)
+    assert s.admitter.used("a", "H100") == 8 * G and s.admitter.used("b", "H100") == 8 * G
+    assert s.queue.status("b-new").phase is JobPhase.PENDING  # requeued, not dropped
+    s._check()
+
+
+@pytest.mark.parametrize(
+    ("a1_priority", "victims"),
+    [
+        pytest.param(10, [], id="no victim when only the other tenant's guaranteed share runs"),
+        pytest.param(0, ["a1"], id="a tenant's own lower-priority job is the victim, not b's"),
+    ],
+)
+def test_guaranteed_use_is_safe_from_other_tenants(a1_priority: int, victims: list[str]) -> None:
+    s = scheduler(nodes(2), quotas=[Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8)])
+    s.submit(job("a1", gpus=8, tenant="a", priority=a1_priority), now=0)
+    s.submit(job("b1", gpus=8, tenant="b", priority=0), now=0)
+    s.step(now=1)
+    # a is at its nominal: a higher-priority job of a may not evict b's guaranteed share
+    s.submit(job("a2", gpus=8, tenant="a", priority=10, submitted_at=2), now=2)
+    r = s.step(now=3)
+    assert [v.job for v in r.victims] == victims
+    if not victims:
+        assert r.pending["a2"].code is ReasonCode.QUOTA_EXCEEDED
+
+
+def test_quota_ledger_headroom_follows_the_cohort() -> None:
+    table = QuotaTable(
+        [Quota.gpus("a", "H100", 8, lending_limit=2), Quota.gpus("b", "H100", 8)], {"c": "isolated"}
+    )
+    led = QuotaLedger(table, {})
+    assert led.headroom("a", "H100") == 16 * G  # own 8 + b's 8 (a's guaranteed part is its own)
+    led.add("b", "H100", 9 * G)  # b borrows 1 of a's 2 lendable
+    assert led.headroom("a", "H100") == 7 * G  # 6 guaranteed + 1 left in the pool
+    assert led.headroom("b", "H100") == 1 * G
+    assert led.borrowing("b", "H100") and not led.borrowing("a", "H100")
+    assert led.headroom("c", "H100") == 0  # isolated without quota
+    mark = led.mark()
+    led.add("a", "H100", 7 * G)
+    assert led.headroom("a", "H100") == 0
+    led.rollback(mark)
+    assert led.usage == {("b", "H100"): 9 * G} and led.headroom("a", "H100") == 7 * G
+
+
+def test_no_quotas_means_no_static_limit() -> None:
+    a = Admitter()
+    led = a.ledger()
+    assert led.headroom("anyone", "H100") == float("inf")
+    assert led.borrowing("anyone", "H100")  # nothing is guaranteed
+
+
+def test_quota_configuration_is_validated() -> None:
+    with pytest.raises(InvalidConfigError):
+        Quota.gpus("a", "H100", 4, lending_limit=8)
+    with pytest.raises(InvalidConfigError):
+        Quota(tenant="a", gpu_model="H100", nominal=-1)
+    with pytest.raises(DuplicateError):
+        Admitter([Quota.gpus("a", "H100", 4), Quota.gpus("a", "H100", 8)])
+    with pytest.raises(InvalidConfigError):
+        Admitter([Quota.gpus("a", "H100", 4)], modes={"a": "hermit"})

@@ -1,0 +1,332 @@
+"""The discrete-event simulator: hand-checkable timelines, determinism, preemption with a
+grace period, node failures, accounting of every job, and no busy loops."""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import pytest
+
+from kant.model import Job
+from kant.sim.scenarios import PolicySet, Scenario, make_scenario, run_scenario
+from kant.sim.simulator import EventKind, SimConfig, SimResult, Simulator
+from kant.testing import ClusterBuilder, job
+
+# --------------------------------------------------------------------------- helpers
+
+
+def one_leaf(nodes: int = 1) -> tuple:
+    return tuple(ClusterBuilder().leaf("lf0", nodes=nodes).specs())
+
+
+def scenario(
+    jobs: list[Job], *, nodes: int = 1, tick: float = 0.0, grace: float = 30.0, **cfg: object
+) -> Scenario:
+    return Scenario(
+        name="t",
+        description="hand-made",
+        nodes=one_leaf(nodes),
+        jobs=tuple(jobs),
+        config=SimConfig(tick=tick, grace_period=grace, sample_interval=10.0, trace=True, **cfg),
+        default_policy=PolicySet(queueing="best-effort-fifo", placement="ebinpack"),
+    )
+
+
+def run(sc: Scenario, policy: PolicySet | None = None) -> SimResult:
+    s = sc.scheduler(policy)
+    result = Simulator(s, sc.jobs, sc.config).run()
+    s._check()  # cluster, queue and admitter agree after the run
+    return result
+
+
+def times(result: SimResult, job_id: str) -> tuple[float | None, float | None]:
+    r = result.record(job_id)
+    return r.started_at, r.finished_at
+
+
+def events(result: SimResult, kinds: tuple[str, ...] = ("start", "finish")) -> list[tuple]:
+    return [(e.t, e.kind, e.subject) for e in result.trace if e.kind in kinds]
+
+
+# --------------------------------------------------------------------------- timelines
+
+
+def test_second_job_waits_for_the_first_on_one_node() -> None:
+    sc = scenario(
+        [
+            job("a", gpus=8, submitted_at=0, runtime=100),
+            job("b", gpus=8, submitted_at=10, runtime=50),
+        ]
+    )
+    res = run(sc)
+    assert times(res, "a") == (0, 100)
+    assert times(res, "b") == (100, 150)
+    assert [r.wait for r in res.records] == [0, 90]
+    assert events(res) == [
+        (0, "start", "a"),
+        (100, "finish", "a"),
+        (100, "start", "b"),
+        (150, "finish", "b"),
+    ]
+
+
+def test_a_tick_coalesces_cycles_and_delays_decisions_to_the_next_tick() -> None:
+    sc = scenario(
+        [
+            job("a", gpus=8, submitted_at=0, runtime=100),
+            job("b", gpus=8, submitted_at=10, runtime=50),
+        ],
+        tick=60,
+    )
+    res = run(sc)
+    # cycles at 0 (a starts), 60 (b does not fit), 120 (after a finished at 100)
+    assert [e.t for e in res.trace if e.kind == "cycle"] == [0, 60, 120]
+    assert times(res, "b") == (120, 170)
+    assert res.record("b").wait == 110
+
+
+def test_two_small_jobs_share_the_node_and_run_at_once() -> None:
+    sc = scenario(
+        [
+            job("a", gpus=4, submitted_at=0, runtime=100),
+            job("b", gpus=4, submitted_at=5, runtime=100),
+        ]
+    )
+    res = run(sc)
+    assert times(res, "a") == (0, 100)
+    assert times(res, "b") == (5, 105)
+    # both on the one node: GAR 50% from 0, 100% from 5, 50% from 100
+    gar = {s.t: s.gar for s in res.samples}
+    assert (gar[0], gar[10], gar[100]) == (0.5, 1.0, 0.5)
+    assert res.summary.jobs["finished"] == 2
+
+
+def test_pod_level_pods_run_and_finish_one_by_one() -> None:
+    svc = job("svc", gpus=8, replicas=2, gang=False, kind="inference", runtime=100)
+    res = run(scenario([svc]))
+    # one pod starts at 0; the second waits for the first's GPUs and runs 100..200
+    assert times(res, "svc") == (0, 200)
+    starts = [(e.t, e.detail) for e in res.trace if e.kind == "start"]
+    assert starts == [(0, "pods=1"), (100, "pods=1")]
+
+
+def test_a_gang_counts_from_full_binding_and_ends_as_a_whole() -> None:
+    g = job("g", gpus=8, replicas=2, runtime=300)
+    res = run(scenario([g], nodes=2))
+    assert times(res, "g") == (0, 300)
+    r = res.record("g")
+    assert (r.nodes_used, r.groups_used) == (2, 1)
+    assert math.isclose(res.samples[1].gar, 1.0)
+
+
+# --------------------------------------------------------------------------- preemption
+
+
+def priority_scenario(on_interrupt: str = "resume") -> Scenario:
+    return scenario(
+        [
+            job("low", gpus=8, submitted_at=0, runtime=1000, priority=0),
+            job("high", gpus=8, submitted_at=100, runtime=200, priority=1),
+        ],
+        on_interrupt=on_interrupt,
+    )
+
+
+PRIORITY = PolicySet(queueing="best-effort-fifo", placement="ebinpack", preemption="priority")
+
+
+def test_victims_keep_their_gpus_for_the_grace_period_then_the_preemptor_starts() -> None:
+    res = run(priority_scenario(), PRIORITY)
+    assert events(res, ("preempt", "evict", "requeue", "start")) == [
+        (0, "start", "low"),
+        (100, "preempt", "low"),
+        (130, "evict", "low/worker/0"),
+        (130, "requeue", "low"),
+        (130, "start", "high"),
+        (330, "start", "low"),
+    ]
+    gar = {s.t: s.gar for s in res.samples}
+    assert gar[110] == 1.0 and gar[120] == 1.0  # the victim still holds its GPUs
+    assert times(res, "high") == (130, 330)
+    low = res.record("low")
+    assert (low.preempted, low.requeued) == (1, 1)
+    assert low.started_at == 0  # JWTD counts the first start
+    # resume: 130 s of its 1,000 s were done, 870 s are left
+    assert low.finished_at == 330 + 870
+    assert res.summary.preemptions == 1 and res.summary.evicted_pods == 1
+
+
+def test_restart_runs_the_whole_runtime_again() -> None:
+    res = run(priority_scenario("restart"), PRIORITY)
+    assert res.record("low").finished_at == 330 + 1000
+
+
+def test_a_victim_that_finishes_within_the_grace_period_just_finishes() -> None:
+    sc = scenario(
+        [
+            job("low", gpus=8, submitted_at=0, runtime=110, priority=0),
+            job("high", gpus=8, submitted_at=100, runtime=200, priority=1),
+        ]
+    )
+    res = run(sc, PRIORITY)
+    assert times(res, "low") == (0, 110)
+    assert res.record("low").requeued == 0
+    assert res.summary.evicted_pods == 0
+    assert times(res, "high") == (110, 310)
+
+
+def test_the_backfill_head_preempts_at_its_threshold_with_nothing_else_happening() -> None:
+    sc = scenario(
+        [
+            job("a1", gpus=4, submitted_at=0, runtime=50),
+            job("a2", gpus=4, submitted_at=0, runtime=100),
+            job("head", gpus=8, submitted_at=10, runtime=100),
+            job("b", gpus=4, submitted_at=20, runtime=10_000),
+        ]
+    )
+    pol = PolicySet(queueing="backfill", placement="ebinpack", threshold=300)
+    res = run(sc, pol)
+    # b backfills at 50; at 10 + 300 a wake-up cycle lets the head preempt it
+    assert times(res, "b")[0] == 50
+    assert [e.t for e in res.trace if e.kind == "preempt"] == [310]
+    assert times(res, "head") == (340, 440)
+    assert res.record("b").finished_at == 440 + (10_000 - (340 - 50))
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def test_a_lost_node_requeues_its_gang_which_resumes_when_the_node_is_back() -> None:
+    g = job("g", gpus=8, replicas=2, runtime=1000)
+    sc = scenario([g], nodes=2, failures=((400, "lf0-n0"),), mttr=100)
+    res = run(sc)
+    assert events(res, ("start", "node_fail", "requeue", "node_up", "finish")) == [
+        (0, "start", "g"),
+        (400, "node_fail", "lf0-n0"),
+        (400, "requeue", "g"),
+        (500, "node_up", "lf0-n0"),
+        (500, "start", "g"),
+        (1100, "finish", "g"),
+    ]
+    r = res.record("g")
+    assert (r.requeued, r.started_at, r.finished_at) == (1, 0, 1100)
+    assert res.summary.node_failures == 1
+    # 16 GPUs held for 400 + 600 s; capacity dropped to 8 GPUs for 100 s of the 1,100 s
+    assert math.isclose(res.summary.sor, 16 * (400 + 600) / (16 * 1000 + 8 * 100), rel_tol=1e-9)
+
+
+def test_random_failures_are_seeded_and_every_job_is_accounted_for() -> None:
+    sc = make_scenario("paper-training", jobs=150, seed=3)
+    cfg = attrs.evolve(sc.config, mtbf=2 * 86400.0, mttr=1800.0, seed=5)
+    a = run_scenario(sc, config=cfg)
+    b = run_scenario(sc, config=cfg)
+    assert a == b
+    assert a.summary.node_failures > 0
+    assert sum(a.summary.jobs.values()) == 150
+    assert a.summary.jobs["finished"] == 150
+
+
+# --------------------------------------------------------------------------- accounting
+
+
+def test_a_job_that_can_never_fit_stays_pending_and_the_run_ends_without_busy_looping() -> None:
+    sc = scenario(
+        [
+            job("ok", gpus=8, submitted_at=0, runtime=100),
+            job("huge", gpus=8, replicas=4, submitted_at=0, runtime=100),
+        ]
+    )
+    res = run(sc)
+    assert res.summary.jobs == {"pending": 1, "running": 0, "finished": 1, "failed": 0}
+    assert res.summary.cycles == 2  # at 0, and after "ok" finished; then nothing can change
+    huge = res.record("huge")
+    assert huge.started_at is None and huge.state == "pending"
+    assert res.summary.jwtd["9-64"].unstarted == 1
+
+
+def test_every_submitted_job_is_in_exactly_one_final_state() -> None:
+    sc = make_scenario("paper-training", jobs=300, seed=1)
+    res = run_scenario(sc, PolicySet(queueing="backfill", placement="ebinpack", threshold=60))
+    assert sum(res.summary.jobs.values()) == 300
+    assert len(res.records) == 300
+    assert {r.state for r in res.records} <= {"finished", "pending", "running", "failed"}
+    assert all(r.started_at is not None for r in res.records if r.state == "finished")
+
+
+def test_a_horizon_stops_the_run_and_reports_running_and_unarrived_jobs() -> None:
+    sc = scenario(
+        [
+            job("a", gpus=8, submitted_at=0, runtime=1000),
+            job("b", gpus=8, submitted_at=5000, runtime=10),
+        ],
+        horizon=500,
+    )
+    res = run(sc)
+    assert res.summary.jobs["running"] == 1 and res.summary.jobs["not_arrived"] == 1
+    assert res.summary.end == 500
+
+
+def test_the_same_seed_gives_identical_results() -> None:
+    sc = make_scenario("paper-training", jobs=400, seed=7)
+    pol = PolicySet(queueing="backfill", placement="ebinpack", threshold=120)
+    a = run_scenario(sc, pol)
+    b = run_scenario(sc, pol)
+    assert a == b
+    assert a.summary.to_dict() == b.summary.to_dict()
+
+
+def test_inference_scenario_runs_with_quotas_and_accounts_for_every_service() -> None:
+    sc = make_scenario("inference", jobs=150)
+    s = sc.scheduler()
+    res = Simulator(s, sc.jobs, sc.config).run()
+    s._check()
+    assert sum(res.summary.jobs.values()) == 150
+    assert res.summary.jobs["finished"] == 150
+    assert 0 < res.summary.gar <= 1
+
+
+def test_events_at_one_instant_release_before_arrivals_and_cycle_last() -> None:
+    assert EventKind.FINISH < EventKind.EVICT < EventKind.ARRIVAL < EventKind.TICK
+
+
+def test_bad_config_values_are_rejected_with_the_field_name() -> None:
+    from kant.errors import ValidationError
+
+    with pytest.raises(ValidationError, match="on_interrupt"):
+        SimConfig(on_interrupt="retry")
+    with pytest.raises(ValidationError, match="failures"):
+        SimConfig(failures=((-1, "n0"),))
+    with pytest.raises(ValidationError, match="warmup"):
+        SimConfig(warmup=1.0)
+
+
+def test_random_failures_never_keep_a_finished_or_stuck_run_going() -> None:
+    sc = scenario(
+        [
+            job("ok", gpus=8, submitted_at=0, runtime=1000),
+            job("huge", gpus=8, replicas=4, submitted_at=0, runtime=100),
+        ],
+        mtbf=300.0,
+        mttr=60.0,
+    )
+    res = run(sc)
+    assert res.summary.jobs["finished"] == 1 and res.summary.jobs["pending"] == 1
+    assert res.summary.node_failures > 0
+    assert res.summary.end < 10 * 86400
+
+
+def test_an_evicted_gang_is_one_preemption_and_one_requeue_whatever_its_pods() -> None:
+    sc = scenario(
+        [
+            job("low", gpus=8, replicas=2, submitted_at=0, runtime=1000, priority=0),
+            job("high", gpus=8, replicas=2, submitted_at=100, runtime=200, priority=1),
+        ],
+        nodes=2,
+    )
+    res = run(sc, PRIORITY)
+    low = res.record("low")
+    assert (low.preempted, low.requeued) == (1, 1)
+    assert res.summary.preemptions == 1 and res.summary.evicted_pods == 2
+    assert times(res, "high") == (130, 330)
+    assert low.finished_at == 330 + 870

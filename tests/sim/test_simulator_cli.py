@@ -1,0 +1,91 @@
+"""``kant simulate`` and ``kant compare`` on tiny scenarios: the JSON line, the report
+folder and its plots, and trace-driven runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kant.cli import main
+from kant.sim.scenarios import PolicySet, trace_scenario
+from kant.sim.traces import trace_dir
+
+pytest.importorskip("matplotlib")
+
+
+def last_json(out: str) -> dict:
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_simulate_prints_the_metrics_and_writes_a_report_with_plots(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "rep"
+    assert main(["simulate", "--jobs", "200", "--out", str(out), "--json", "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "GAR median" in text and "JWTD" in text and "JTTED" in text
+    d = last_json(text)
+    for key in ("gar", "sor", "gfr", "jwtd", "jtted", "jobs", "wall_s"):
+        assert key in d, key
+    assert d["jobs"]["total"] == 200
+    assert sum(v for k, v in d["jobs"].items() if k != "total") == 200
+    assert 0 <= d["gar"] <= 1 and 0 <= d["sor"] <= 1 and 0 <= d["gfr"] <= 1
+    assert set(d["jwtd"]) <= {"1", "2-8", "9-64", "65-256", "257-1024", ">1024"}
+    for name in ("timeseries.png", "jwtd.png", "jtted.png", "summary.json", "jobs.csv"):
+        assert (out / name).stat().st_size > 0, name
+    assert json.loads((out / "summary.json").read_text())["jobs"]["total"] == 200
+
+
+def test_simulate_accepts_policies_and_failures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["simulate", "--jobs", "120", "--queueing", "strict-fifo", "--placement", "spread"]
+    args += ["--mtbf", "86400", "--out", str(tmp_path), "--json", "--quiet", "--no-plots"]
+    assert main(args) == 0
+    d = last_json(capsys.readouterr().out)
+    assert (d["queueing"], d["placement"]) == ("strict-fifo", "spread")
+    assert not list(tmp_path.glob("*.png"))
+
+
+def test_compare_prints_the_paper_table_and_writes_the_plots(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sets = "strict-fifo+ebinpack,backfill+ebinpack,backfill+spread"
+    args = ["compare", "--jobs", "150", "--sets", sets, "--workers", "1", "--quiet"]
+    assert main([*args, "--out", str(tmp_path), "--json"]) == 0
+    text = capsys.readouterr().out
+    assert "GAR median" in text and "GFR mean" in text and "experiments" in text
+    assert "Backfill vs Strict FIFO" in text and "E-Binpack vs spread" in text
+    d = last_json(text)
+    assert [r["policy"] for r in d["runs"]] == sets.split(",")
+    for name in ("compare_gar_sor.png", "compare_gfr.png", "compare_jwtd.png", "compare_jtted.png"):
+        assert (tmp_path / name).stat().st_size > 0, name
+
+
+def test_a_policy_set_is_parsed_from_its_label() -> None:
+    p = PolicySet.parse("backfill+spread+none")
+    assert (p.queueing, p.placement, p.preemption) == ("backfill", "spread", "none")
+    assert p.label == "backfill+spread"
+
+
+@pytest.mark.skipif(trace_dir() is None, reason="shared trace folder not available")
+def test_simulate_replays_a_trace_on_a_cluster_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kant.topology import dump_cluster, fat_tree_for_nodes
+
+    cluster = tmp_path / "cluster.json"
+    dump_cluster(fat_tree_for_nodes(16, nodes_per_leaf=8), cluster)
+    args = ["simulate", "--trace", "swf", "--cluster", str(cluster), "--jobs", "150"]
+    assert main([*args, "--out", str(tmp_path / "r"), "--json", "--quiet", "--no-plots"]) == 0
+    d = last_json(capsys.readouterr().out)
+    assert d["scenario"] == "swf" and d["gpus"] == 128 and d["jobs"]["total"] == 150
+
+
+@pytest.mark.skipif(trace_dir() is None, reason="shared trace folder not available")
+def test_trace_scenarios_size_a_default_cluster_for_the_jobs() -> None:
+    sc = trace_scenario("philly", jobs=300)
+    assert sc.total_gpus >= max(j.gpu_units for j in sc.jobs)
+    assert sc.nodes[0].leaf is not None
