@@ -43,7 +43,7 @@ from kant.model import (
     VictimReason,
 )
 from kant.queueing.policies import RESOURCE_CODES, Gate, PolicyRun
-from kant.queueing.queue import Entry, JobPhase, JobQueue, Nomination
+from kant.queueing.queue import Entry, JobPhase, Nomination, Queue
 from kant.state import ClusterState, Snapshot, Transaction
 
 PREEMPTION_CODES = frozenset(
@@ -245,7 +245,7 @@ class _Ref:
 
 def schedule_cycle(
     cluster: ClusterState,
-    queue: JobQueue,
+    queue: Queue,
     admitter: Admitter,
     placer: PlacerLike,
     now: float,
@@ -274,7 +274,7 @@ class _Cycle:
     def __init__(
         self,
         cluster: ClusterState,
-        queue: JobQueue,
+        queue: Queue,
         admitter: Admitter,
         placer: PlacerLike,
         now: float,
@@ -618,42 +618,67 @@ class _Cycle:
             job = e.job
             if not job.preemptible or (job.gang and e.terminating):
                 continue
-            live = (
-                [p for p in e.assigned if p not in e.terminating]
-                if e.terminating
-                else list(e.assigned)
-            )
-            if not live:
-                continue
-            if job.gang:
-                started = e.started_at if e.started_at is not None else now
-                groups = [(started, live)] if now - started >= min_rt else []
-            else:
-                groups = [(e.assigned[p], [p]) for p in live if now - e.assigned[p] >= min_rt]
+            cached = e.victim_groups
+            if cached is None or cached[0] != len(e.terminating):
+                cached = (len(e.terminating), self._groups_of(e, bindings, records, names, pool_of))
+                e.victim_groups = cached
             prio, seq = job.priority, -e.seq
-            for started, pods in groups:
-                usage: dict[str, int] = {}
-                slots = []
-                for p in pods:
-                    b = bindings[p]
-                    slot = records[b.node].slot
-                    m = names.get(pool_of[slot], "")
-                    usage[m] = usage.get(m, 0) + len(b.gpus) * b.gpu_milli
-                    slots.append((slot, len(b.gpus)))
+            for started, pods, held, usage, slots in cached[1]:
+                if started is None:
+                    started = e.started_at if e.started_at is not None else now
+                if now - started < min_rt:
+                    continue
                 first = pods[0]
                 out.append(
                     _Ref(
-                        (prio, -started, seq, first.role, first.index),
-                        e,
-                        tuple(pods),
-                        sum(usage.values()),
-                        tuple(usage.items()),
-                        tuple(slots),
+                        (prio, -started, seq, first.role, first.index), e, pods, held, usage, slots
                     )
                 )
         out.sort(key=lambda r: r.order)
         self._unit_refs = out
         self._unit_tenants = sorted({r.entry.job.tenant for r in out})
+        return out
+
+    @staticmethod
+    def _groups_of(
+        e: Entry,
+        bindings: Mapping[PodId, Binding],
+        records: Mapping[str, Any],
+        names: Mapping[int, str],
+        pool_of: list[int],
+    ) -> list[
+        tuple[
+            float | None,
+            tuple[PodId, ...],
+            int,
+            tuple[tuple[str, int], ...],
+            tuple[tuple[int, int], ...],
+        ]
+    ]:
+        """A job's eviction units with what each holds where: the whole job for a gang (its
+        start time read at use), one unit per pod otherwise. Cached on the entry until its
+        pods change (:meth:`Entry.touch`), since bindings of running pods never move."""
+        live = (
+            [p for p in e.assigned if p not in e.terminating] if e.terminating else list(e.assigned)
+        )
+        if not live:
+            return []
+        groups: list[tuple[float | None, list[PodId]]] = (
+            [(None, live)] if e.job.gang else [(e.assigned[p], [p]) for p in live]
+        )
+        out = []
+        for started, pods in groups:
+            usage: dict[str, int] = {}
+            slots = []
+            for p in pods:
+                b = bindings[p]
+                slot = records[b.node].slot
+                m = names.get(pool_of[slot], "")
+                usage[m] = usage.get(m, 0) + len(b.gpus) * b.gpu_milli
+                slots.append((slot, len(b.gpus)))
+            out.append(
+                (started, tuple(pods), sum(usage.values()), tuple(usage.items()), tuple(slots))
+            )
         return out
 
     def _unit(self, ref: _Ref) -> VictimUnit:
@@ -1061,7 +1086,7 @@ class EventReport:
 def apply(
     result: CycleResult,
     cluster: ClusterState,
-    queue: JobQueue,
+    queue: Queue,
     admitter: Admitter,
     now: float,
 ) -> ApplyReport:
@@ -1134,12 +1159,12 @@ class Scheduler:
         self,
         cluster: ClusterState,
         *,
-        queue: JobQueue | None = None,
+        queue: Queue | None = None,
         admitter: Admitter | None = None,
         placer: PlacerLike | None = None,
     ) -> None:
         self.cluster = cluster
-        self.queue = queue if queue is not None else JobQueue()
+        self.queue = queue if queue is not None else Queue()
         self.admitter = admitter if admitter is not None else Admitter()
         if placer is None:
             from kant.placement import Placer

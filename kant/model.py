@@ -272,7 +272,7 @@ class Role:
         return self.replicas * self.resources.total_milli
 
 
-@attrs.frozen(kw_only=True, order=True)
+@attrs.frozen(kw_only=True, order=True, cache_hash=True)
 class PodId:
     """Identity of one pod: (job id, role name, index)."""
 

@@ -123,6 +123,8 @@ class NodeColumns:
 
     def ensure(self, capacity: int, width: int) -> None:
         """Grow to at least ``capacity`` slots and ``width`` devices (amortised doubling)."""
+        self.__dict__.pop("_arrays", None)
+        self.__dict__.pop("_levels", None)
         if capacity > self.capacity:
             new_cap = max(capacity, self.capacity * 2)
             for name in self.SCALARS:
@@ -147,13 +149,29 @@ class NodeColumns:
             getattr(self, name)[idx] = getattr(other, name)[idx]
         self.gpu_free[idx] = other.gpu_free[idx]
 
+    def arrays(self) -> list[Any]:
+        """The scalar column arrays in :attr:`SCALARS` order (cached until they grow)."""
+        cached: list[Any] | None = self.__dict__.get("_arrays")
+        if cached is None:
+            cached = [getattr(self, n) for n in self.SCALARS]
+            self.__dict__["_arrays"] = cached
+        return cached
+
+    def level_arrays(self) -> list[tuple[str, IntArray]]:
+        """``(level, ids)`` for every group level (cached until the arrays grow)."""
+        cached: list[tuple[str, IntArray]] | None = self.__dict__.get("_levels")
+        if cached is None:
+            cached = [(lv, getattr(self, f"{lv}_id")) for lv in LEVELS]
+            self.__dict__["_levels"] = cached
+        return cached
+
     def row(self, slot: int) -> tuple[Any, ...]:
         """All values of one row (for undo logs)."""
-        return (*(getattr(self, n)[slot] for n in self.SCALARS), self.gpu_free[slot].copy())
+        return (*[a[slot] for a in self.arrays()], self.gpu_free[slot].copy())
 
     def set_row(self, slot: int, values: tuple[Any, ...]) -> None:
-        for name, v in zip(self.SCALARS, values, strict=False):
-            getattr(self, name)[slot] = v
+        for a, v in zip(self.arrays(), values, strict=False):
+            a[slot] = v
         self.gpu_free[slot] = values[-1]
 
     def rows_equal(self, other: NodeColumns, n: int) -> list[str]:
@@ -639,7 +657,7 @@ class Snapshot:
         self._by_free = {}
         for s in range(n):
             if self.cols.alive[s]:
-                self._add_contrib(s, +1)
+                self._apply(s, self._contrib(s), +1)
         self._local.clear()
         self.generation = st.generation
 
@@ -703,36 +721,62 @@ class Snapshot:
             else:
                 sl.remove(key)
 
-    def _add_contrib(self, s: int, sign: int) -> None:
-        """Scalar version of :meth:`_contrib_bulk` for one row (the hot path)."""
+    def _contrib(self, s: int) -> tuple[int, int, int, int]:
+        """(free GPUs, wholly free?, free milli, pool id) of row ``s``; pool -2 if dead."""
         cols = self.cols
         if not cols.alive[s]:
-            return
+            return (0, 0, 0, -2)
         fg = int(cols.free_gpus[s])
-        fm = int(cols.free_milli[s])
         g = int(cols.gpus[s])
-        whole = int(fg == g and g > 0)
-        for lv, ids in self._level_ids():
+        return (fg, int(fg == g and g > 0), int(cols.free_milli[s]), int(cols.pool_id[s]))
+
+    def _shift(self, s: int, before: tuple[int, int, int, int]) -> None:
+        """Move row ``s``'s contributions from ``before`` to its current values (one pass;
+        the group ids of a live row do not change inside a snapshot)."""
+        after = self._contrib(s)
+        if after == before:
+            return
+        if before[3] != after[3]:  # the row came alive or died: full remove + add
+            self._apply(s, before, -1)
+            self._apply(s, after, +1)
+            return
+        d0, d1, d2 = after[0] - before[0], after[1] - before[1], after[2] - before[2]
+        for lv, ids in self.cols.level_arrays():
+            gid = int(ids[s])
+            if gid >= 0:
+                row = self.agg[lv][gid]
+                if d0:
+                    row[0] += d0
+                if d1:
+                    row[1] += d1
+                if d2:
+                    row[2] += d2
+        pool = after[3]
+        if d0 and pool >= 0:
+            sl = self._by_free[pool]
+            sl.remove((before[0] << _KEY_SHIFT) | s)
+            sl.add((after[0] << _KEY_SHIFT) | s)
+
+    def _apply(self, s: int, c: tuple[int, int, int, int], sign: int) -> None:
+        fg, whole, fm, pool = c
+        if pool == -2:
+            return
+        for lv, ids in self.cols.level_arrays():
             gid = int(ids[s])
             if gid >= 0:
                 row = self.agg[lv][gid]
                 row[0] += sign * fg
                 row[1] += sign * whole
                 row[2] += sign * fm
-        p = int(cols.pool_id[s])
-        if p >= 0:
+        if pool >= 0:
             key = (fg << _KEY_SHIFT) | s
             if sign > 0:
-                sl = self._by_free.get(p)
+                sl = self._by_free.get(pool)
                 if sl is None:
-                    sl = self._by_free[p] = SortedList()
+                    sl = self._by_free[pool] = SortedList()
                 sl.add(key)
             else:
-                self._by_free[p].remove(key)
-
-    def _level_ids(self) -> list[tuple[str, IntArray]]:
-        cols = self.cols
-        return [(lv, getattr(cols, f"{lv}_id")) for lv in LEVELS]
+                self._by_free[pool].remove(key)
 
     # ----------------------------------------------------------------- reading
 
@@ -812,9 +856,9 @@ class Snapshot:
                 self._local.update(frame)
         else:
             for s, row in frame.items():
-                self._add_contrib(s, -1)
+                before = self._contrib(s)
                 self.cols.set_row(s, row)
-                self._add_contrib(s, +1)
+                self._shift(s, before)
 
     # ----------------------------------------------------------------- mutation
 
@@ -845,7 +889,7 @@ class Snapshot:
         if cols.cpu_free[slot] < cpu_milli or cols.mem_free[slot] < memory_mib:
             raise AllocationConflictError(f"{self.names[slot]}: not enough CPU or memory")
         self._save(slot)
-        self._add_contrib(slot, -1)
+        before = self._contrib(slot)
         for g in bits:
             row[g] -= milli
         self._recount(slot)
@@ -853,7 +897,7 @@ class Snapshot:
         cols.free_nics[slot] = _popcount(int(cols.nic_mask[slot]))
         cols.cpu_free[slot] -= cpu_milli
         cols.mem_free[slot] -= memory_mib
-        self._add_contrib(slot, +1)
+        self._shift(slot, before)
 
     def release(
         self,
@@ -872,7 +916,7 @@ class Snapshot:
         if rec is None:
             raise AllocationConflictError(f"slot {slot} holds no node")
         self._save(slot)
-        self._add_contrib(slot, -1)
+        before = self._contrib(slot)
         row = cols.gpu_free[slot]
         ok = rec.healthy
         for g in _mask_bits(gpu_mask):
@@ -884,7 +928,7 @@ class Snapshot:
             cols.free_nics[slot] = _popcount(int(cols.nic_mask[slot]))
             cols.cpu_free[slot] += cpu_milli
             cols.mem_free[slot] += memory_mib
-        self._add_contrib(slot, +1)
+        self._shift(slot, before)
 
     def allocate_binding(self, b: Binding) -> None:
         self.allocate(

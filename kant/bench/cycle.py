@@ -31,7 +31,7 @@ from kant.admission import Admitter, PreemptionPolicy, Quota
 from kant.bench import fat_tree_nodes, percentile, rss_mib
 from kant.cycle import Scheduler, apply, schedule_cycle
 from kant.model import MILLI, Job, JobKind, Resources, Role
-from kant.queueing import JobPhase, JobQueue
+from kant.queueing import JobPhase, Queue
 from kant.state import ClusterState
 
 TENANTS = ("t0", "t1", "t2", "t3")
@@ -122,7 +122,7 @@ def bench_cycle(
     if not preemption:
         rules = PreemptionPolicy(priority=False, reclaim=False, backfill=False)
     admitter = Admitter(quotas, preemption=rules)
-    queue = JobQueue(policy=policy)
+    queue = Queue(policy=policy)
     s = Scheduler(cluster, queue=queue, admitter=admitter, placer=Placer(strategy))
     wl = _Workload(seed)
     # set-up (not timed): run the workload for one full job lifetime at a coarse step, so the

@@ -16,7 +16,7 @@ from kant.queueing.policies import (
     policy_names,
     register_policy,
 )
-from kant.queueing.queue import Backoff, Entry, JobPhase, JobQueue, JobStatus, Nomination
+from kant.queueing.queue import Backoff, Entry, JobPhase, JobStatus, Nomination, Queue
 
 __all__ = [
     "GO",
@@ -29,10 +29,10 @@ __all__ = [
     "Entry",
     "Gate",
     "JobPhase",
-    "JobQueue",
     "JobStatus",
     "Nomination",
     "PolicyRun",
+    "Queue",
     "QueueingPolicy",
     "StrictFIFO",
     "make_policy",

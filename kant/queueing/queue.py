@@ -10,12 +10,12 @@ Every submitted job is in exactly one :class:`JobPhase`:
 ``FAILED``    its retry limit was reached; ``reason`` says why. It is never scheduled again.
 
 Nothing is ever dropped: a job leaves the queue's books only by reaching FINISHED or FAILED,
-and stays listed (:meth:`JobQueue.status`) after that.
+and stays listed (:meth:`Queue.status`) after that.
 
-The global order (:meth:`JobQueue.order_key`): priority (higher first), then submission time
+The global order (:meth:`Queue.order_key`): priority (higher first), then submission time
 (earlier first), then job size in GPU milli (**smaller first** by default: among equally urgent
 jobs submitted together, the small ones are likelier to fit now and cost the least to wait
-for; ``JobQueue(larger_first=True)`` flips it), then the submission sequence number, which is
+for; ``Queue(larger_first=True)`` flips it), then the submission sequence number, which is
 unique, so the order is total and deterministic.
 
 The queue is pure bookkeeping: it never touches a cluster. :func:`kant.cycle.schedule_cycle`
@@ -147,6 +147,7 @@ class Entry:
     cancelled: bool = False
     nomination: Nomination | None = None
     _remaining: tuple[PodId, ...] | None = None
+    victim_groups: Any = None  # the cycle's cache of this job's eviction units; see touch()
 
     @property
     def id(self) -> str:
@@ -161,7 +162,9 @@ class Entry:
         return self._remaining
 
     def touch(self) -> None:
+        """Forget what is derived from the pods the job holds (call after any change)."""
         self._remaining = None
+        self.victim_groups = None
 
     @property
     def schedulable(self) -> bool:
@@ -194,7 +197,7 @@ class Entry:
 # --------------------------------------------------------------------------- the queue
 
 
-class JobQueue:
+class Queue:
     """Per-tenant queues merged into one global order, plus every job's lifecycle.
 
     ``policy`` is the queueing policy (a :class:`kant.queueing.policies.QueueingPolicy` or a

@@ -42,7 +42,7 @@ from kant.errors import UnknownPolicyError, ValidationError
 from kant.metrics import workload_from_jobs
 from kant.model import Job, NodeSpec
 from kant.placement import BaseStrategy, Placer, make_strategy, strategy_names
-from kant.queueing import JobQueue, make_policy, policy_names
+from kant.queueing import Queue, make_policy, policy_names
 from kant.sim.simulator import SimConfig, SimResult, Simulator
 from kant.state import ClusterState
 from kant.topology import ClusterDescription, fat_tree_for_nodes, load_cluster, openb_nodes
@@ -170,7 +170,7 @@ class Scenario:
         qopts: dict[str, Any] = {}
         if pol.threshold is not None and pol.queueing == "backfill":
             qopts["threshold"] = pol.threshold
-        queue = JobQueue(policy=make_policy(pol.queueing, **qopts))
+        queue = Queue(policy=make_policy(pol.queueing, **qopts))
         admitter = Admitter(self.quotas, preemption=pol.preemption_policy(self.quotas is not None))
         placer = Placer(self._strategy(pol.placement))
         return Scheduler(ClusterState(self.nodes), queue=queue, admitter=admitter, placer=placer)

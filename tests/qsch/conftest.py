@@ -9,7 +9,7 @@ from kant.admission import Admitter, PreemptionPolicy, Quota
 from kant.cycle import CycleResult, Scheduler
 from kant.model import PodId
 from kant.placement import Placer
-from kant.queueing import Backoff, JobQueue
+from kant.queueing import Backoff, Queue
 from kant.state import ClusterState
 from kant.testing import ClusterBuilder
 
@@ -35,7 +35,7 @@ def scheduler(
 ) -> Scheduler:
     return Scheduler(
         cluster,
-        queue=JobQueue(policy=policy, backoff=backoff),
+        queue=Queue(policy=policy, backoff=backoff),
         admitter=Admitter(quotas, modes=modes, preemption=preemption),
         placer=Placer(strategy),
     )

@@ -6,14 +6,14 @@ import pytest
 
 from kant.errors import DuplicateError, InvalidConfigError, InvalidJobError, UnknownJobError
 from kant.model import ReasonCode
-from kant.queueing import Backoff, JobPhase, JobQueue, make_policy, policy_names
+from kant.queueing import Backoff, JobPhase, Queue, make_policy, policy_names
 from kant.testing import job
 
 from .conftest import nodes, pod, scheduler
 
 
 def test_order_is_priority_then_submit_time_then_smaller_first_then_sequence() -> None:
-    q = JobQueue()
+    q = Queue()
     q.submit(job("late", submitted_at=5))
     q.submit(job("big", gpus=8, submitted_at=1))
     q.submit(job("small", gpus=1, submitted_at=1))
@@ -23,7 +23,7 @@ def test_order_is_priority_then_submit_time_then_smaller_first_then_sequence() -
 
 
 def test_larger_first_flips_only_the_size_tiebreak() -> None:
-    q = JobQueue(larger_first=True)
+    q = Queue(larger_first=True)
     q.submit(job("small", gpus=1, submitted_at=1))
     q.submit(job("big", gpus=8, submitted_at=1))
     q.submit(job("early", gpus=1, submitted_at=0))
@@ -31,7 +31,7 @@ def test_larger_first_flips_only_the_size_tiebreak() -> None:
 
 
 def test_each_tenant_has_its_own_queue_in_global_order() -> None:
-    q = JobQueue()
+    q = Queue()
     q.submit(job("a1", tenant="a", submitted_at=2))
     q.submit(job("b1", tenant="b", submitted_at=1))
     q.submit(job("a0", tenant="a", submitted_at=0))
@@ -41,7 +41,7 @@ def test_each_tenant_has_its_own_queue_in_global_order() -> None:
 
 
 def test_duplicate_submit_is_rejected_and_changes_nothing() -> None:
-    q = JobQueue()
+    q = Queue()
     q.submit(job("a", gpus=2))
     before = q.statuses()
     with pytest.raises(DuplicateError):
@@ -54,7 +54,7 @@ def test_duplicate_submit_is_rejected_and_changes_nothing() -> None:
 
 
 def test_cancel_a_pending_job_finishes_it_as_cancelled() -> None:
-    q = JobQueue()
+    q = Queue()
     q.submit(job("a"))
     assert q.cancel("a") == ()
     st = q.status("a")
@@ -130,7 +130,7 @@ def test_every_submitted_job_is_in_exactly_one_phase_and_none_is_dropped() -> No
 def test_policies_come_from_a_registry_by_name() -> None:
     assert policy_names() == ["backfill", "best-effort-fifo", "easy-backfill", "strict-fifo"]
     assert make_policy("backfill", threshold=60).threshold == 60  # type: ignore[attr-defined]
-    assert JobQueue(policy="strict-fifo").policy.name == "strict-fifo"
+    assert Queue(policy="strict-fifo").policy.name == "strict-fifo"
     from kant.errors import UnknownPolicyError
 
     with pytest.raises(UnknownPolicyError):

@@ -27,7 +27,7 @@ from kant.admission import Admitter, PreemptionPolicy, Quota
 from kant.cycle import CycleResult, Scheduler
 from kant.model import VictimReason
 from kant.placement import Placer
-from kant.queueing import Backfill, Backoff, EasyBackfill, JobPhase, JobQueue
+from kant.queueing import Backfill, Backoff, EasyBackfill, JobPhase, Queue
 from kant.testing import ClusterBuilder, job, node
 
 POLICIES = ["strict-fifo", "best-effort-fifo", "backfill", "easy-backfill"]
@@ -56,7 +56,7 @@ class QSCHMachine(RuleBasedStateMachine):
         }.get(policy, policy)
         self.s = Scheduler(
             cluster,
-            queue=JobQueue(policy=pol, backoff=Backoff(base=2, factor=2, cap=8, max_retries=2)),
+            queue=Queue(policy=pol, backoff=Backoff(base=2, factor=2, cap=8, max_retries=2)),
             admitter=Admitter(
                 [
                     Quota.gpus("a", "H100", 8),
