@@ -22,6 +22,7 @@ placed pod, and a typed :class:`Reason` for every pod it could not place.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -39,6 +40,7 @@ from kant.topology.templates import NodeTemplate, get_template
 _LEVEL = {Tier.HBD: "hbd", Tier.LEAF: "leaf", Tier.SPINE: "spine", Tier.SUPERSPINE: "superspine"}
 _TIER_ORDER = (Tier.NODE, Tier.LEAF, Tier.SPINE, Tier.SUPERSPINE, Tier.CLUSTER)
 _TWO_LEVEL_MIN = 128  # below this many candidates a flat vectorised pass is cheaper
+_BEST_FIT_LOOKS = 256  # partly used nodes examined before the group level takes over
 
 
 @attrs.frozen(kw_only=True)
@@ -61,8 +63,9 @@ class PlacementResult:
 class _Candidates:
     """Candidate node slots of a set of pools, with a lazy split by leaf (NodeNetGroup)."""
 
-    def __init__(self, slots: IntArray) -> None:
+    def __init__(self, slots: IntArray, pools: tuple[int, ...] = ()) -> None:
         self.slots = slots
+        self.pools = pools  # the node pools the slots are exactly (empty: unknown / a subset)
         self._groups: tuple[IntArray, list[IntArray], IntArray] | None = None
 
     def groups(self, snap: Snapshot) -> tuple[IntArray, list[IntArray], IntArray]:
@@ -316,9 +319,46 @@ class Placer:
                 return self._bind(ctx, pod, int(feasible[int(np.argmax(sc))]), strat)
         return None
 
-    def _two_level(self, ctx: PodContext, cand: _Candidates, strat: BaseStrategy) -> int | None:
-        """Rank NodeNetGroups by aggregates, look for a node in the best few."""
+    def _partly_used_best_fit(self, ctx: PodContext, cand: _Candidates) -> int | None:
+        """The fullest partly used node of the pools that still fits the pod, from the
+        per-pool sorted index (fewest whole free GPUs first): O(log n + nodes looked at).
+        Stops at the first wholly free node: opening a new node is the group level's call."""
         snap = ctx.snap
+        cols = snap.cols
+        req = ctx.req
+        streams = [snap.best_fit(p, req.gpus) for p in cand.pools]
+        merged = (
+            streams[0]
+            if len(streams) == 1
+            else heapq.merge(*streams, key=lambda s: (int(cols.free_gpus[s]), s))
+        )
+        best: tuple[int, int] | None = None  # (free GPUs, slot)
+        for looked, slot in enumerate(merged):
+            free = int(cols.free_gpus[slot])
+            if free >= int(cols.gpus[slot]) or looked >= _BEST_FIT_LOOKS:
+                break
+            if best is not None and free > best[0]:
+                break
+            if (
+                cols.ready[slot]
+                and cols.cpu_free[slot] >= req.cpu
+                and cols.mem_free[slot] >= req.mem
+                and cols.free_nics[slot] >= req.nics
+            ):
+                if ctx.on_node.get(slot):
+                    return slot  # co-locate with this job's pods at equal fullness
+                if best is None:
+                    best = (free, slot)
+        return None if best is None else best[1]
+
+    def _two_level(self, ctx: PodContext, cand: _Candidates, strat: BaseStrategy) -> int | None:
+        """Rank NodeNetGroups by aggregates, look for a node in the best few. Packing
+        strategies first fill the fullest partly used node anywhere in the pools."""
+        snap = ctx.snap
+        if strat.fill_partly_used_first and ctx.req.gpus and cand.pools:
+            slot = self._partly_used_best_fit(ctx, cand)
+            if slot is not None:
+                return slot
         ids, parts, sizes = cand.groups(snap)
         agg = snap.agg["leaf"]
         known = ids >= 0
@@ -422,7 +462,12 @@ class Placer:
         slots = np.flatnonzero(mask).astype(np.int64)
         if not slots.shape[0]:
             return Reason(code=ReasonCode.NO_POOL, message="no node can run this role")
-        out = self._cand[key] = _Candidates(slots)
+        if req.needs_gpu:
+            ids = pools if models else np.unique(snap.cols.pool_id[slots]).tolist()
+            pool_ids = tuple(sorted(int(p) for p in ids if p >= 0))
+        else:
+            pool_ids = ()
+        out = self._cand[key] = _Candidates(slots, pool_ids)
         return out
 
     def _why_not(self, snap: Snapshot, slots: IntArray, req: PodRequest, n: int) -> Reason:

@@ -56,11 +56,15 @@ class BaseStrategy:
       :meth:`group_key` and look for a node inside the best groups before any wider search.
     - ``topology_default``: the preferred tier for multi-pod gang roles that state no
       topology wish (``None`` = no tier search unless the job asks for one).
+    - ``fill_partly_used_first``: in the two-level search, a whole-GPU pod first takes the
+      fullest partly used node of its pools that fits (the per-pool best-fit index), and
+      only opens a wholly free node, chosen by the group level, when none does.
     """
 
     name: ClassVar[str] = "base"
     two_level: ClassVar[bool] = False
     topology_default: ClassVar[Tier | None] = None
+    fill_partly_used_first: ClassVar[bool] = False
 
     def score(self, ctx: PodContext, slots: IntArray) -> FloatArray:
         return -ctx.gpu_after(slots)
@@ -108,6 +112,7 @@ class EBinpack(BaseStrategy):
     name = "ebinpack"
     two_level = True
     topology_default = Tier.LEAF
+    fill_partly_used_first = True
     colocate_weight: ClassVar[float] = 2.0
 
     def score(self, ctx: PodContext, slots: IntArray) -> FloatArray:

@@ -149,21 +149,29 @@ def test_ebinpack_co_locates_replicas_of_one_job_on_as_few_nodes_as_possible() -
     assert placed("ebinpack") == ["lf0-n1", "lf0-n1"]  # one node, no cross-node traffic
 
 
-def test_ebinpack_puts_small_jobs_in_a_nodenetgroup_already_in_use() -> None:
-    st = ClusterBuilder().leaf("lf0", nodes=4).leaf("lf1", nodes=4).leaf("lf2", nodes=4).build()
-    hold(st, "lf1-n0", (0,), "resident")
-    snap = st.snapshot()
-    placer = Placer("ebinpack", group_probe=4)
-    # force the two-level path even on this small cluster
+@pytest.fixture
+def two_level_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Use the two-level search even on these small clusters."""
     from kant.placement import placer as placer_mod
 
-    old = placer_mod._TWO_LEVEL_MIN
-    placer_mod._TWO_LEVEL_MIN = 1
-    try:
-        res = placer.place(job("small", gpus=8), snap)
-    finally:
-        placer_mod._TWO_LEVEL_MIN = old
+    monkeypatch.setattr(placer_mod, "_TWO_LEVEL_MIN", 1)
+
+
+@pytest.mark.usefixtures("two_level_everywhere")
+def test_ebinpack_puts_small_jobs_in_a_nodenetgroup_already_in_use() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=4).leaf("lf1", nodes=4).leaf("lf2", nodes=4).build()
+    hold(st, "lf1-n0", (0, 1, 2, 3, 4, 5, 6, 7), "resident")
+    res = Placer("ebinpack").place(job("small", gpus=8), st.snapshot())
     assert leaves_of(st, res.bindings) == {"lf1"}  # lf0 and lf2 stay whole for big jobs
+
+
+@pytest.mark.usefixtures("two_level_everywhere")
+def test_ebinpack_fills_a_partly_used_node_anywhere_before_opening_an_empty_one() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=4).leaf("lf1", nodes=4).build()
+    hold(st, "lf0-n0", (0, 1, 2, 3, 4, 5, 6), "almost-full")  # 1 GPU left: too small
+    hold(st, "lf1-n0", (0, 1, 2, 3), "half")  # 4 GPUs left
+    (b,) = Placer("ebinpack").place(job("pair", gpus=2), st.snapshot()).bindings
+    assert b.node == "lf1-n0"  # not a fresh node in the fuller group lf0
 
 
 def test_espread_spreads_small_inference_pods_in_the_zone_and_keeps_full_nodes_free() -> None:
