@@ -618,22 +618,35 @@ class _Cycle:
             job = e.job
             if not job.preemptible or (job.gang and e.terminating):
                 continue
+            key = (len(e.terminating), e.started_at)
             cached = e.victim_groups
-            if cached is None or cached[0] != len(e.terminating):
-                cached = (len(e.terminating), self._groups_of(e, bindings, records, names, pool_of))
-                e.victim_groups = cached
-            prio, seq = job.priority, -e.seq
-            for started, pods, held, usage, slots in cached[1]:
-                if started is None:
-                    started = e.started_at if e.started_at is not None else now
-                if now - started < min_rt:
-                    continue
-                first = pods[0]
-                out.append(
-                    _Ref(
-                        (prio, -started, seq, first.role, first.index), e, pods, held, usage, slots
+            if cached is None or cached[0] != key:
+                refs = []
+                prio, seq = job.priority, -e.seq
+                for started, pods, held, usage, slots in self._groups_of(
+                    e, bindings, records, names, pool_of
+                ):
+                    t0 = e.started_at if started is None else started
+                    first = pods[0]
+                    refs.append(
+                        (
+                            t0,
+                            _Ref(
+                                (prio, -(now if t0 is None else t0), seq, first.role, first.index),
+                                e,
+                                pods,
+                                held,
+                                usage,
+                                slots,
+                            ),
+                        )
                     )
-                )
+                cached = (key, refs)
+                if e.started_at is not None:
+                    e.victim_groups = cached
+            for t0, ref in cached[1]:
+                if now - (now if t0 is None else t0) >= min_rt:
+                    out.append(ref)
         out.sort(key=lambda r: r.order)
         self._unit_refs = out
         self._unit_tenants = sorted({r.entry.job.tenant for r in out})
