@@ -44,6 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_simulate_parser(sub)
     add_compare_parser(sub)
 
+    from kant.packing import add_packing_parser
+
+    add_packing_parser(sub)
+
     bench = sub.add_parser("bench", help="benchmarks of the scheduler's hot paths")
     bsub = bench.add_subparsers(dest="bench", required=True)
     import kant.bench as bench_pkg

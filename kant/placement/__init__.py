@@ -1,5 +1,16 @@
 """RSCH placement: the :class:`Placer` and its strategies (see ``docs/placement.md``)."""
 
+from kant.placement.baselines import (
+    FGD,
+    BestFit,
+    DotProd,
+    FGDPlusPlus,
+    FirstFit,
+    GpuClustering,
+    GpuPacking,
+    PackingBaseline,
+    RandomPlacement,
+)
 from kant.placement.context import PodContext, PodRequest, fit_count
 from kant.placement.placer import PlacementResult, Placer
 from kant.placement.strategies import (
@@ -16,14 +27,23 @@ from kant.placement.strategies import (
 )
 
 __all__ = [
+    "FGD",
     "BaseStrategy",
+    "BestFit",
     "Binpack",
+    "DotProd",
     "EBinpack",
     "ESpread",
+    "FGDPlusPlus",
+    "FirstFit",
+    "GpuClustering",
+    "GpuPacking",
+    "PackingBaseline",
     "PlacementResult",
     "Placer",
     "PodContext",
     "PodRequest",
+    "RandomPlacement",
     "Spread",
     "Strategy",
     "Topology",

@@ -1,0 +1,544 @@
+"""The FGD packing protocol on Alibaba openb traces (``kant packing``; ``docs/packing.md``).
+
+Weng et al. (USENIX ATC '23, "Beware of Fragmentation") compare GPU placement policies by
+filling a real cluster with a real pod list and watching the GPU allocation ratio. This
+module replays that protocol with kant's :class:`~kant.placement.Placer` on a
+:class:`~kant.state.Snapshot` (fractional GPUs, CPU and memory, ``gpu_spec`` model pools),
+following the reference simulator (``hkust-adsl/kubernetes-scheduler-simulator``):
+
+1. **Workload.** The pod list in name order is shuffled with the seed. If its total GPU
+   request is below ``inflate x`` the cluster's GPUs, pods drawn uniformly (with the same
+   random stream) from the original list are cloned and *appended* until the next clone would
+   exceed the target; if it is above (the ``multigpu`` variants), uniformly random pods are
+   removed until it fits.
+2. **Placement.** Pods arrive one at a time and never leave. Each is placed by the policy on
+   the snapshot and the binding applied to the cluster state; a pod that fits nowhere fails
+   and is not retried.
+3. **Curves.** After every arrival (and once before the first) the protocol records the
+   *arrived* GPU request (placed or not) and the *allocated* GPU milli, both as % of the
+   cluster's GPU capacity, and the cluster's expected fragmented GPU amount for the target
+   workload (:func:`kant.metrics.fragmentation.node_fragmentation`), also as % of capacity.
+   The value at arrived load ``p`` (0..130) is the mean over the records whose arrived % rounds
+   to ``p`` (the ones rounding to ``p - 1 .. p + 1`` when there are none).
+4. **Target workload.** Task classes are the pods' (CPU, GPU request, GPU models) in the
+   original list; the most popular classes covering 95% of the pods are kept (CPU-only
+   classes included) with their popularity, as the reference does. Memory is not part of a
+   class (the reference's fragmentation looks at CPU and GPU only); it is still a hard
+   constraint of placement.
+
+:func:`packing` runs several seeds (optionally in worker processes) and averages them.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from kant.errors import KantError, ValidationError
+from kant.metrics.fragmentation import (
+    CompiledWorkload,
+    TaskClass,
+    compile_workload,
+    node_fragmentation,
+)
+from kant.model import MILLI, Job, JobKind, NodeSpec, PodId, Resources, Role
+from kant.placement import Placer, make_strategy, strategy_names
+from kant.placement.baselines import PACKING_STRATEGIES
+from kant.sim.traces import OpenbPod, load_openb_pods
+from kant.state import ClusterState
+
+FloatArray = npt.NDArray[np.float64]
+
+PERCENTS: Final = tuple(range(131))
+"""Arrived-load points of the curves: 0..130 % of the cluster's GPU capacity."""
+
+POPULARITY: Final = 0.95
+"""Share of pods the target workload's task classes cover (the reference's threshold)."""
+
+_WORKLOAD_AWARE: Final = frozenset(cls.name for cls in PACKING_STRATEGIES)
+
+
+# --------------------------------------------------------------------------- workload
+
+
+def _class_key(pod: OpenbPod) -> tuple[int, int, int, tuple[str, ...]]:
+    """(CPU, per-GPU milli, GPU count, models): the reference's task class of a pod."""
+    return (pod.cpu_milli, pod.gpu_milli, pod.num_gpu, tuple(sorted(pod.gpu_models)))
+
+
+def target_workload(
+    pods: Sequence[OpenbPod], *, popularity: float = POPULARITY
+) -> tuple[TaskClass, ...]:
+    """The FGD target workload of a pod list: its task classes (CPU, GPU request, models;
+    memory ignored) by popularity, the most popular first (ties: larger CPU, then larger GPU
+    request first), cut once they cover ``popularity`` of the pods."""
+    if not 0 < popularity <= 1:
+        raise ValidationError("popularity", popularity, "must be in (0, 1]")
+    if not pods:
+        raise ValidationError("pods", "<empty>", "a target workload needs at least one pod")
+    counts: dict[tuple[int, int, int, tuple[str, ...]], int] = {}
+    for p in pods:
+        k = _class_key(p)
+        counts[k] = counts.get(k, 0) + 1
+    order = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
+    total = len(pods)
+    out: list[TaskClass] = []
+    covered = 0
+    for (cpu, milli, num, models), n in order:
+        if num == 1 and milli < MILLI:
+            res = Resources(gpu_milli=milli, cpu_milli=cpu)
+        else:
+            res = Resources(gpus=num, cpu_milli=cpu)
+        out.append(TaskClass(resources=res, weight=n / total, gpu_models=frozenset(models)))
+        covered += n
+        if covered >= popularity * total:
+            break
+    return tuple(out)
+
+
+def arrival_order(
+    pods: Sequence[OpenbPod], *, seed: int, capacity_milli: int, inflate: float
+) -> list[int]:
+    """Indices into ``pods`` (name-sorted internally) in arrival order: shuffled with
+    ``seed``, then clones appended (or pods removed) until the total GPU request is
+    ``inflate x capacity_milli`` (see the module docstring). Deterministic."""
+    if not pods:
+        raise ValidationError("pods", "<empty>", "nothing to place")
+    if not (math.isfinite(inflate) and inflate > 0):
+        raise ValidationError("inflate", inflate, "must be a finite number > 0")
+    by_name = sorted(range(len(pods)), key=lambda i: pods[i].name)
+    rng = np.random.default_rng(seed)
+    order = [by_name[i] for i in rng.permutation(len(by_name)).tolist()]
+    total = sum(pods[i].gpu_request_milli for i in order)
+    target = inflate * capacity_milli
+    if total < target:
+        while True:
+            i = by_name[int(rng.integers(len(by_name)))]
+            req = pods[i].gpu_request_milli
+            if total + req > target:
+                break
+            order.append(i)
+            total += req
+    else:
+        while total > target and order:
+            i = order.pop(int(rng.integers(len(order))))
+            total -= pods[i].gpu_request_milli
+    return order
+
+
+# --------------------------------------------------------------------------- one run
+
+
+@attrs.frozen(kw_only=True)
+class PackingRun:
+    """One seed's curves: ``alloc`` and ``frag`` [131] (% of GPU capacity, NaN where no
+    record fell near that load), and counts."""
+
+    seed: int
+    arrivals: int
+    placed: int
+    failed: int
+    alloc: tuple[float, ...]
+    frag: tuple[float, ...]
+    seconds: float
+
+
+def _bucket_means(arrived_pct: FloatArray, values: FloatArray) -> FloatArray:
+    """Mean of ``values`` per rounded arrived %, 0..130 (the reference's discretisation)."""
+    b = np.rint(arrived_pct).astype(np.int64)
+    keep = (b >= 0) & (b <= PERCENTS[-1] + 1)
+    b, v = b[keep], values[keep]
+    size = PERCENTS[-1] + 2
+    sums = np.bincount(b, weights=v, minlength=size)
+    cnt = np.bincount(b, minlength=size).astype(np.float64)
+    out = np.full(len(PERCENTS), np.nan)
+    for p in PERCENTS:
+        if cnt[p]:
+            out[p] = sums[p] / cnt[p]
+        else:
+            lo, hi = max(p - 1, 0), min(p + 1, size - 1)
+            c = cnt[lo : hi + 1].sum()
+            if c:
+                out[p] = sums[lo : hi + 1].sum() / c
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _load_pods(path: str) -> tuple[OpenbPod, ...]:
+    return load_openb_pods(path).pods
+
+
+@functools.lru_cache(maxsize=4)
+def _load_nodes(path: str) -> tuple[NodeSpec, ...]:
+    from kant.topology import openb_nodes
+
+    return tuple(openb_nodes(path).nodes)
+
+
+def make_policy(policy: str, *, seed: int, workload: Sequence[TaskClass] | CompiledWorkload) -> Any:
+    """The strategy ``policy`` for one run: packing policies get the seed (their tie rule)
+    and the target workload; other registered strategies are built with no arguments."""
+    if policy.lower() in _WORKLOAD_AWARE:
+        return make_strategy(policy, seed=seed, workload=workload)
+    return make_strategy(policy)
+
+
+def run_packing(
+    nodes: Sequence[NodeSpec],
+    pods: Sequence[OpenbPod],
+    policy: str,
+    *,
+    seed: int,
+    inflate: float = 1.3,
+    workload: Sequence[TaskClass] | None = None,
+    refresh_every: int = 64,
+) -> PackingRun:
+    """Run the protocol once (one seed) and return its curves.
+
+    Each binding is applied to the cluster state at once; the snapshot the Placer works on
+    already holds it (the Placer committed it there), so refreshing the snapshot from the
+    state every ``refresh_every`` arrivals gives the same placements as refreshing after
+    each one, at a fraction of the cost."""
+    if not isinstance(refresh_every, int) or refresh_every < 1:
+        raise ValidationError("refresh_every", refresh_every, "must be an int >= 1")
+    t0 = time.perf_counter()
+    state = ClusterState(nodes)
+    capacity = state.total_gpus() * MILLI
+    if capacity <= 0:
+        raise ValidationError("nodes", len(nodes), "the cluster has no GPUs")
+    classes = tuple(workload) if workload is not None else target_workload(pods)
+    compiled = compile_workload(classes, state.group_names("pool"))
+    order = arrival_order(pods, seed=seed, capacity_milli=capacity, inflate=inflate)
+    placer = Placer(make_policy(policy, seed=seed, workload=compiled))
+    snap = state.snapshot()
+
+    # The fragmentation curve is computed after the run from the rows that changed: one
+    # vectorised evaluation instead of one per arrival.
+    cols = state.columns
+    alive = np.flatnonzero(cols.alive[: state.num_slots])
+    initial = np.zeros(state.num_slots, dtype=np.float64)
+    initial[alive] = node_fragmentation(
+        cols.gpu_free[alive],
+        cols.cpu_free[alive],
+        cols.mem_free[alive],
+        cols.pool_id[alive],
+        compiled,
+    )
+    n = len(order) + 1
+    arrived = np.zeros(n)
+    alloc = np.zeros(n)
+    changed_at: list[int] = []
+    changed_slot: list[int] = []
+    changed_rows: list[tuple[Any, ...]] = []
+    roles: dict[tuple[Any, ...], Role] = {}
+    arrived_milli = 0
+    alloc_milli = 0
+    placed = 0
+    for i, k in enumerate(order, start=1):
+        pod = pods[k]
+        key = (pod.cpu_milli, pod.memory_mib, pod.num_gpu, pod.gpu_milli, pod.gpu_models)
+        role = roles.get(key)
+        if role is None:
+            role = roles[key] = Role(name="pod", resources=pod.resources, gpu_models=pod.gpu_models)
+        job = Job(id=f"a{i}", gang=False, kind=JobKind.INFERENCE, roles=(role,))
+        arrived_milli += pod.gpu_request_milli
+        result = placer.place(job, snap, pods=(PodId(job=job.id, role="pod", index=0),))
+        for b in result.bindings:
+            state.bind(b)
+            alloc_milli += b.total_milli
+            placed += 1
+            s = state.slot_of(b.node)
+            changed_at.append(i)
+            changed_slot.append(s)
+            changed_rows.append(
+                (cols.gpu_free[s].copy(), cols.cpu_free[s], cols.mem_free[s], cols.pool_id[s])
+            )
+        if i % refresh_every == 0:
+            snap = state.snapshot()
+        arrived[i] = arrived_milli
+        alloc[i] = alloc_milli
+    frag = _frag_curve(n, initial, changed_at, changed_slot, changed_rows, compiled)
+    pct = 100.0 / capacity
+    arrived_pct = arrived * pct
+    return PackingRun(
+        seed=seed,
+        arrivals=len(order),
+        placed=placed,
+        failed=len(order) - placed,
+        alloc=tuple(_bucket_means(arrived_pct, alloc * pct).tolist()),
+        frag=tuple(_bucket_means(arrived_pct, frag * pct).tolist()),
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def _frag_curve(
+    n: int,
+    initial: FloatArray,
+    changed_at: list[int],
+    changed_slot: list[int],
+    rows: list[tuple[Any, ...]],
+    cw: CompiledWorkload,
+) -> FloatArray:
+    """Cluster fragmentation (milli) at each of ``n`` records: ``initial`` per slot, then
+    change ``j`` (at record ``changed_at[j]``) sets slot ``changed_slot[j]`` to the row
+    ``rows[j]``. One vectorised evaluation of all changed rows."""
+    total = np.full(n, float(initial.sum()))
+    if not changed_at:
+        return total
+    after = node_fragmentation(
+        np.stack([r[0] for r in rows]),
+        np.array([r[1] for r in rows], dtype=np.int64),
+        np.array([r[2] for r in rows], dtype=np.int64),
+        np.array([r[3] for r in rows], dtype=np.int64),
+        cw,
+    )
+    slot = np.array(changed_slot, dtype=np.int64)
+    # the value each change replaces: the previous change of the same slot, or the initial
+    order = np.lexsort((np.arange(slot.shape[0]), slot))
+    before = initial[slot].copy()
+    same = slot[order][1:] == slot[order][:-1]
+    before[order[1:][same]] = after[order[:-1][same]]
+    delta = np.bincount(np.array(changed_at), weights=after - before, minlength=n)
+    return total + np.cumsum(delta)
+
+
+def _run_seed(args: tuple[str, str, str, int, float]) -> PackingRun:
+    pods_path, nodes_path, policy, seed, inflate = args
+    return run_packing(
+        _load_nodes(nodes_path), _load_pods(pods_path), policy, seed=seed, inflate=inflate
+    )
+
+
+# --------------------------------------------------------------------------- many seeds
+
+
+@attrs.frozen(kw_only=True)
+class PackingResult:
+    """Seed means of a policy on a trace: ``alloc_at`` / ``frag_at`` map each arrived % (as a
+    string, for JSON) to the mean allocation ratio / fragmented GPUs, both in % of the
+    cluster's GPU capacity."""
+
+    policy: str
+    trace: str
+    seeds: tuple[int, ...]
+    inflate: float
+    alloc_at: dict[str, float]
+    frag_at: dict[str, float]
+    wall_s: float
+    runs: tuple[PackingRun, ...] = attrs.field(repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy,
+            "trace": self.trace,
+            "seeds": list(self.seeds),
+            "alloc_at": self.alloc_at,
+            "frag_at": self.frag_at,
+            "wall_s": round(self.wall_s, 3),
+        }
+
+
+def _mean_curve(curves: list[tuple[float, ...]]) -> dict[str, float]:
+    a = np.array(curves, dtype=np.float64)
+    out: dict[str, float] = {}
+    for p in PERCENTS:
+        col = a[:, p]
+        col = col[~np.isnan(col)]
+        if col.size:
+            out[str(p)] = round(float(col.mean()), 3)
+    return out
+
+
+def packing(
+    pods_path: str | os.PathLike[str],
+    nodes_path: str | os.PathLike[str],
+    policy: str,
+    *,
+    seeds: Sequence[int] = tuple(range(42, 52)),
+    inflate: float = 1.3,
+    workers: int = 1,
+) -> PackingResult:
+    """Run the protocol for every seed (``workers`` > 1: in that many processes) and average
+    the curves over seeds."""
+    if policy.lower() not in strategy_names():
+        make_strategy(policy)  # raises UnknownPolicyError with the known names
+    if not seeds:
+        raise ValidationError("seeds", seeds, "needs at least one seed")
+    t0 = time.perf_counter()
+    jobs = [(str(pods_path), str(nodes_path), policy.lower(), s, inflate) for s in seeds]
+    if workers > 1 and len(jobs) > 1:
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+            runs = list(pool.map(_run_seed, jobs))
+    else:
+        runs = [_run_seed(j) for j in jobs]
+    return PackingResult(
+        policy=policy.lower(),
+        trace=Path(pods_path).stem,
+        seeds=tuple(seeds),
+        inflate=inflate,
+        alloc_at=_mean_curve([r.alloc for r in runs]),
+        frag_at=_mean_curve([r.frag for r in runs]),
+        wall_s=time.perf_counter() - t0,
+        runs=tuple(runs),
+    )
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """``"42-51"``, ``"42,45"`` or a mix (``"42-44,50"``) -> the seeds, in order given."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        try:
+            if sep:
+                a, b = int(lo), int(hi)
+                if b < a:
+                    raise ValueError
+                out.extend(range(a, b + 1))
+            else:
+                out.append(int(part))
+        except ValueError:
+            raise ValidationError("seeds", text, "expected seeds like 42-51 or 42,43") from None
+    if not out:
+        raise ValidationError("seeds", text, "expected at least one seed")
+    return tuple(out)
+
+
+def plot_curves(
+    results: Sequence[PackingResult], path: str | os.PathLike[str], *, title: str | None = None
+) -> None:
+    """Save a PNG of allocation ratio against arrived load, one line per result (needs
+    matplotlib, the ``cli`` extra)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ValidationError("plot", str(path), "needs matplotlib (pip install kant[cli])") from e
+    fig, ax = plt.subplots(figsize=(7.0, 4.5))
+    for r in results:
+        xs = [int(k) for k in r.alloc_at]
+        ax.plot(xs, list(r.alloc_at.values()), label=f"{r.policy} ({r.alloc_at.get('130', 0):.2f})")
+    ax.plot([0, 100], [0, 100], color="grey", linestyle=":", linewidth=0.8)
+    ax.set_xlabel("arrived GPU request (% of cluster GPUs)")
+    ax.set_ylabel("GPU allocation ratio (%)")
+    ax.set_xlim(0, 130)
+    ax.set_ylim(0, 100)
+    ax.grid(True, linewidth=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    if title or results:
+        ax.set_title(title or f"{results[0].trace}, seeds {_seed_text(results[0].seeds)}")
+    inset = ax.inset_axes((0.08, 0.55, 0.4, 0.4))
+    for r in results:
+        xs = [int(k) for k in r.alloc_at if int(k) >= 80]
+        inset.plot(xs, [r.alloc_at[str(x)] for x in xs])
+    inset.set_xlim(80, 130)
+    lows = [r.alloc_at.get("90", 80.0) for r in results]
+    inset.set_ylim(min(lows) - 1.0, max(r.alloc_at.get("130", 100.0) for r in results) + 0.5)
+    inset.tick_params(labelsize=6)
+    inset.grid(True, linewidth=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _seed_text(seeds: Sequence[int]) -> str:
+    s = list(seeds)
+    if len(s) > 1 and s == list(range(s[0], s[-1] + 1)):
+        return f"{s[0]}-{s[-1]}"
+    return ",".join(str(x) for x in s)
+
+
+def format_result(r: PackingResult, *, step: int = 10) -> str:
+    """A readable table of the seed means every ``step`` % of arrived load (and at 100)."""
+    runs = r.runs
+    lines = [
+        f"policy {r.policy}   trace {r.trace}   seeds {_seed_text(r.seeds)} ({len(r.seeds)})"
+        f"   inflate {r.inflate:g}   wall {r.wall_s:.1f} s",
+        f"pods per run {np.mean([x.arrivals for x in runs]):.0f}   placed "
+        f"{np.mean([x.placed for x in runs]):.0f}   failed {np.mean([x.failed for x in runs]):.0f}",
+        f"{'arrived %':>9}  {'alloc %':>8}  {'frag %':>7}",
+    ]
+    for p in sorted({*range(0, PERCENTS[-1] + 1, step), 100, PERCENTS[-1]}):
+        a, f = r.alloc_at.get(str(p)), r.frag_at.get(str(p))
+        if a is None or f is None:
+            continue
+        lines.append(f"{p:>9}  {a:>8.2f}  {f:>7.2f}")
+    return "\n".join(lines)
+
+
+def add_packing_parser(sub: Any) -> None:
+    """Add ``kant packing`` to the top-level sub-command parsers."""
+    p = sub.add_parser(
+        "packing",
+        help="the FGD packing protocol on an openb trace (allocation ratio vs arrived load)",
+        description=(
+            "Shuffle the pods with each seed, clone pods until the GPU request is INFLATE x "
+            "the cluster's GPUs, place them one at a time with no departures, and report the "
+            "GPU allocation ratio and fragmented GPUs (%% of capacity) against arrived load, "
+            "as seed means. See docs/packing.md."
+        ),
+    )
+    p.add_argument("--pods", help="openb pod list CSV")
+    p.add_argument("--nodes", help="openb node list CSV (e.g. openb_node_list_gpu_node.csv)")
+    p.add_argument("--policy", default="fgd", help="placement policy (see --list-policies)")
+    p.add_argument("--seeds", default="42-51", help="seeds: 42-51, 42,43 or a mix")
+    p.add_argument("--inflate", type=float, default=1.3, help="target GPU request / capacity")
+    p.add_argument(
+        "--workers", type=int, default=min(2, os.cpu_count() or 1), help="processes over seeds"
+    )
+    p.add_argument("--plot", metavar="PNG", help="also save the allocation curve as a PNG")
+    p.add_argument("--list-policies", action="store_true", help="list the policy names")
+    p.add_argument("--json", action="store_true", help="last line: one JSON object")
+    p.set_defaults(func=run_packing_command)
+
+
+def run_packing_command(args: Any) -> int:
+    """``kant packing``: print the table (and the JSON line); 2 on a usage error."""
+    import json
+    import sys
+
+    if args.list_policies:
+        paper = {cls.name for cls in PACKING_STRATEGIES}
+        for name in strategy_names():
+            print(f"{name:<14} {'packing baseline' if name in paper else 'kant strategy'}")
+        return 0
+    if not args.pods or not args.nodes:
+        print("kant packing: --pods and --nodes are required", file=sys.stderr)
+        return 2
+    try:
+        seeds = parse_seeds(args.seeds)
+        result = packing(
+            args.pods,
+            args.nodes,
+            args.policy,
+            seeds=seeds,
+            inflate=args.inflate,
+            workers=max(1, args.workers),
+        )
+    except (KantError, OSError) as e:
+        print(f"kant packing: {e}", file=sys.stderr)
+        return 2
+    print(format_result(result))
+    if args.plot:
+        plot_curves([result], args.plot)
+        print(f"plot: {args.plot}")
+    if args.json:
+        print(json.dumps(result.to_json()))
+    return 0

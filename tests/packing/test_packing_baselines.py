@@ -1,0 +1,244 @@
+"""Each packing baseline's defining preference, on tiny hand-made clusters.
+
+Nodes are named for what they hold; every scenario places one pod with one policy and checks
+the node (and, for shared pods, the GPU) it lands on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kant.errors import ValidationError
+from kant.metrics.fragmentation import TaskClass
+from kant.model import Binding, NodeSpec, PodId, Resources
+from kant.placement import Placer, make_strategy
+from kant.placement.baselines import PACKING_STRATEGIES
+from kant.state import ClusterState
+from kant.testing import job, node
+
+_SEQ = iter(range(1_000_000))
+
+
+def gpu_node(name: str, gpus: int = 4, *, cpu: int = 64_000, mem: int = 256_000) -> NodeSpec:
+    return node(name, gpus=gpus, model="G", cpu_milli=cpu, memory_mib=mem, template=None, nics=0)
+
+
+def occupy(
+    state: ClusterState,
+    name: str,
+    gpus: Sequence[int] = (),
+    *,
+    milli: int = 1000,
+    cpu: int = 0,
+) -> None:
+    """Bind a filler pod holding ``milli`` on each of ``gpus`` (and ``cpu``) on ``name``."""
+    state.bind(
+        Binding(
+            pod=PodId(job=f"filler{next(_SEQ)}", role="w", index=0),
+            node=name,
+            gpus=tuple(gpus),
+            gpu_milli=milli,
+            cpu_milli=cpu,
+        )
+    )
+
+
+def place(
+    state: ClusterState, policy: str, *, gpus: int = 1, milli: int = 0, cpu: int = 0, **kw: Any
+) -> Binding:
+    placer = Placer(make_strategy(policy, **kw))
+    result = placer.place(job("p", gpus=gpus, gpu_milli=milli, cpu_milli=cpu), state.snapshot())
+    assert result.ok, result.unplaced
+    (binding,) = result.bindings
+    return binding
+
+
+def workload(*classes: tuple[int, int, float]) -> tuple[TaskClass, ...]:
+    """Task classes from (whole GPUs, share milli, weight)."""
+    return tuple(
+        TaskClass(resources=Resources(gpus=g, gpu_milli=m), weight=w) for g, m, w in classes
+    )
+
+
+# --------------------------------------------------------------------------- node choice
+
+
+def test_best_fit_picks_the_node_with_the_least_left_after_placement() -> None:
+    st = ClusterState([gpu_node("empty"), gpu_node("half-used"), gpu_node("one-free")])
+    occupy(st, "half-used", (0, 1))
+    occupy(st, "one-free", (0, 1, 2))
+    assert place(st, "bestfit", ties="first").node == "one-free"
+
+
+def test_best_fit_counts_cpu_left_too() -> None:
+    st = ClusterState([gpu_node("cpu-rich", cpu=128_000), gpu_node("cpu-poor", cpu=16_000)])
+    assert place(st, "bestfit", cpu=8_000, ties="first").node == "cpu-poor"
+
+
+def test_dot_product_picks_the_node_whose_free_resources_align_least_with_the_request() -> None:
+    # a GPU-heavy pod: the node with the least free GPU has the smallest dot product
+    st = ClusterState([gpu_node("four-free"), gpu_node("two-free")])
+    occupy(st, "two-free", (0, 1))
+    assert place(st, "dotprod", ties="first").node == "two-free"
+
+
+def test_gpu_packing_prefers_a_partly_used_gpu() -> None:
+    st = ClusterState([gpu_node("fresh"), gpu_node("shared"), gpu_node("used-whole")])
+    occupy(st, "shared", (2,), milli=500)
+    occupy(st, "used-whole", (0,))
+    b = place(st, "gpupacking", milli=300, ties="first")
+    assert (b.node, b.gpus) == ("shared", (2,))
+
+
+def test_gpu_packing_puts_whole_gpu_pods_on_used_nodes_before_free_ones() -> None:
+    st = ClusterState([gpu_node("fresh"), gpu_node("used")])
+    occupy(st, "used", (0,))
+    assert place(st, "gpupacking", gpus=2, ties="first").node == "used"
+
+
+def test_gpu_clustering_puts_a_pod_next_to_pods_of_its_own_kind() -> None:
+    st = ClusterState([gpu_node("fresh"), gpu_node("two-gpu-pods"), gpu_node("share-pods")])
+    occupy(st, "two-gpu-pods", (0, 1))
+    occupy(st, "share-pods", (0,), milli=500)
+    assert place(st, "gpuclustering", gpus=2, ties="first").node == "two-gpu-pods"
+    assert place(st, "gpuclustering", milli=200, ties="first").node == "share-pods"
+
+
+def test_gpu_clustering_prefers_an_idle_node_to_one_of_another_kind() -> None:
+    st = ClusterState([gpu_node("share-pods"), gpu_node("fresh")])
+    occupy(st, "share-pods", (0,), milli=500)
+    assert place(st, "gpuclustering", gpus=1, ties="first").node == "fresh"
+
+
+def test_first_fit_takes_the_first_feasible_node() -> None:
+    st = ClusterState([gpu_node("full", gpus=1), gpu_node("second"), gpu_node("third")])
+    occupy(st, "full", (0,))
+    assert place(st, "firstfit").node == "second"
+
+
+def test_random_placement_is_deterministic_per_seed_and_spreads() -> None:
+    names = [f"n{i}" for i in range(16)]
+    picks = set()
+    for seed in range(12):
+        st = ClusterState([gpu_node(n) for n in names])
+        first = place(st, "random", seed=seed).node
+        again = place(ClusterState([gpu_node(n) for n in names]), "random", seed=seed).node
+        assert first == again
+        picks.add(first)
+    assert len(picks) > 3
+
+
+# --------------------------------------------------------------------------- FGD
+
+
+def test_fgd_puts_a_shared_pod_where_it_removes_an_unusable_share() -> None:
+    # the workload runs 600-milli tasks: 400 milli left on a GPU is a fragment; filling it
+    # shrinks fragmentation, while a fresh GPU would keep 600 usable (no change)
+    st = ClusterState([gpu_node("fresh"), gpu_node("hole")])
+    occupy(st, "hole", (1,), milli=600)
+    wl = workload((0, 600, 1.0))
+    b = place(st, "fgd", milli=400, workload=wl, ties="first")
+    assert (b.node, b.gpus) == ("hole", (1,))
+
+
+def test_fgd_chooses_the_gpu_whose_remaining_share_still_fits_the_workload() -> None:
+    # best fit would take GPU 1 (the fuller); FGD keeps 700 free there for a 600 task
+    st = ClusterState([gpu_node("only", gpus=2)])
+    occupy(st, "only", (1,), milli=300)
+    wl = workload((0, 600, 1.0))
+    assert place(st, "fgd", milli=300, workload=wl, ties="first").gpus == (0,)
+    st2 = ClusterState([gpu_node("only", gpus=2)])
+    occupy(st2, "only", (1,), milli=300)
+    assert place(st2, "bestfit", milli=300, ties="first").gpus == (1,)
+
+
+def test_fgd_keeps_a_whole_node_free_for_whole_node_tasks() -> None:
+    # half the workload needs 4 GPUs: a 1-GPU pod goes to the node already broken up
+    st = ClusterState([gpu_node("whole"), gpu_node("broken")])
+    occupy(st, "broken", (0,))
+    wl = workload((4, 0, 0.5), (1, 0, 0.5))
+    assert place(st, "fgd", workload=wl, ties="first").node == "broken"
+
+
+def test_fgd_needs_a_target_workload() -> None:
+    with pytest.raises(ValidationError, match="workload"):
+        make_strategy("fgd")
+
+
+def test_fgd_scores_match_a_fresh_instance_after_changes() -> None:
+    """The per-node score cache only reuses values of rows that did not change."""
+    wl = workload((0, 500, 0.5), (1, 0, 0.3), (2, 0, 0.2))
+    st = ClusterState([gpu_node(f"n{i}") for i in range(6)])
+    strat = make_strategy("fgd", workload=wl, ties="first")
+    placer = Placer(strat)
+    rng = np.random.default_rng(5)
+    for i in range(30):
+        milli = int(rng.choice([0, 300, 500]))
+        j = job(f"j{i}", gpus=1, gpu_milli=milli)
+        result = placer.place(j, st.snapshot())
+        for b in result.bindings:
+            st.bind(b)
+        snap = st.snapshot()
+        ctx = _ctx(snap, j)
+        slots = np.flatnonzero(snap.cols.alive[: snap.num_slots])
+        fresh = make_strategy("fgd", workload=wl, ties="first")
+        np.testing.assert_array_equal(strat.points(ctx, slots), fresh.points(ctx, slots))
+
+
+def _ctx(snap: Any, j: Any) -> Any:
+    from kant.placement import PodContext, PodRequest
+
+    role = j.roles[0]
+    return PodContext(snap=snap, job=j, role=role, req=PodRequest.of(role.resources), on_node={})
+
+
+# --------------------------------------------------------------------------- ties
+
+
+@pytest.mark.parametrize(
+    ("ties", "varies_per_seed", "varies_per_call"),
+    [
+        pytest.param("first", False, False, id="first: always the lowest slot"),
+        pytest.param("order", True, False, id="order: a fixed node order drawn from the seed"),
+        pytest.param("random", True, True, id="random: a fresh draw at every decision"),
+    ],
+)
+def test_ties_are_broken_by_the_chosen_rule(
+    ties: str, varies_per_seed: bool, varies_per_call: bool
+) -> None:
+    names = [f"n{i:02d}" for i in range(24)]
+
+    def picks(seed: int) -> list[str]:
+        placer = Placer(make_strategy("bestfit", seed=seed, ties=ties))
+        st = ClusterState([gpu_node(n) for n in names])
+        out = []
+        for i in range(3):
+            snap = st.snapshot()
+            r = placer.place(job(f"j{i}", gpus=0, cpu_milli=1000), snap)
+            out.append(r.bindings[0].node)
+            # undo so that every call sees the same (all-tied) cluster
+            st = ClusterState([gpu_node(n) for n in names])
+        return out
+
+    a, b = picks(1), picks(2)
+    assert a == picks(1)  # deterministic
+    assert (a != b) == varies_per_seed
+    assert (len(set(a)) > 1) == varies_per_call
+    if ties == "first":
+        assert a == ["n00"] * 3
+
+
+def test_an_unknown_tie_rule_is_rejected() -> None:
+    with pytest.raises(ValidationError, match="ties"):
+        make_strategy("bestfit", ties="sometimes")
+
+
+def test_every_packing_policy_is_registered_and_flat() -> None:
+    for cls in PACKING_STRATEGIES:
+        s = make_strategy(cls.name, workload=workload((1, 0, 1.0)))
+        assert type(s) is cls
+        assert cls.two_level is False and cls.topology_default is None
