@@ -86,14 +86,22 @@ def report(args: argparse.Namespace) -> None:
         cells = []
         for p in policies:
             e = results.get(f"{p}/{t}")
-            cells.append("" if e is None else f"{e['alloc_at']['100']:.2f} / {e['alloc_at']['130']:.2f}")
+            cells.append(
+                "" if e is None else f"{e['alloc_at']['100']:.2f} / {e['alloc_at']['130']:.2f}"
+            )
         a, b = results.get(f"fgd/{t}"), results.get(f"fgdpp/{t}")
-        gain = "" if a is None or b is None else f"{b['alloc_at']['130'] - a['alloc_at']['130']:+.2f}"
-        lines.append(f"| {t.removeprefix('openb_pod_list_')} | " + " | ".join(cells) + f" | {gain} |")
+        gain = (
+            "" if a is None or b is None else f"{b['alloc_at']['130'] - a['alloc_at']['130']:+.2f}"
+        )
+        lines.append(
+            f"| {t.removeprefix('openb_pod_list_')} | " + " | ".join(cells) + f" | {gain} |"
+        )
     print("\n".join(lines))
     if args.plot:
         trace = args.plot_trace
-        chosen = [_as_result(results[f"{p}/{trace}"]) for p in policies if f"{p}/{trace}" in results]
+        chosen = [
+            _as_result(results[f"{p}/{trace}"]) for p in policies if f"{p}/{trace}" in results
+        ]
         plot_curves(chosen, args.plot)
         print(f"\nplot: {args.plot}")
 

@@ -53,7 +53,7 @@ from kant.metrics.fragmentation import (
 )
 from kant.model import MILLI, Job, JobKind, NodeSpec, PodId, Resources, Role
 from kant.placement import Placer, make_strategy, strategy_names
-from kant.placement.baselines import PACKING_STRATEGIES
+from kant.placement.baselines import PACKING_STRATEGIES, FGDPlusPlus
 from kant.sim.traces import OpenbPod, load_openb_pods
 from kant.state import ClusterState
 
@@ -62,43 +62,56 @@ FloatArray = npt.NDArray[np.float64]
 PERCENTS: Final = tuple(range(131))
 """Arrived-load points of the curves: 0..130 % of the cluster's GPU capacity."""
 
+PAPER_POLICIES: Final = ("random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd")
+"""The six policies of the FGD paper's evaluation, in its order."""
+
 POPULARITY: Final = 0.95
 """Share of pods the target workload's task classes cover (the reference's threshold)."""
 
-_WORKLOAD_AWARE: Final = frozenset(cls.name for cls in PACKING_STRATEGIES)
+_PACKING: Final = {cls.name: cls for cls in PACKING_STRATEGIES}
+_KIND: Final = {
+    **{name: "FGD paper baseline" for name in PAPER_POLICIES},
+    "firstfit": "packing baseline (not in the paper)",
+    "fgdpp": "kant packing policy (FGD + informed ties)",
+}
 
 
 # --------------------------------------------------------------------------- workload
 
 
-def _class_key(pod: OpenbPod) -> tuple[int, int, int, tuple[str, ...]]:
-    """(CPU, per-GPU milli, GPU count, models): the reference's task class of a pod."""
-    return (pod.cpu_milli, pod.gpu_milli, pod.num_gpu, tuple(sorted(pod.gpu_models)))
+def _class_key(pod: OpenbPod, memory: bool) -> tuple[int, int, int, tuple[str, ...], int]:
+    """(CPU, per-GPU milli, GPU count, models[, memory]): the task class of a pod."""
+    models = tuple(sorted(pod.gpu_models))
+    return (pod.cpu_milli, pod.gpu_milli, pod.num_gpu, models, pod.memory_mib if memory else 0)
 
 
 def target_workload(
-    pods: Sequence[OpenbPod], *, popularity: float = POPULARITY
+    pods: Sequence[OpenbPod], *, popularity: float = POPULARITY, memory: bool = False
 ) -> tuple[TaskClass, ...]:
-    """The FGD target workload of a pod list: its task classes (CPU, GPU request, models;
-    memory ignored) by popularity, the most popular first (ties: larger CPU, then larger GPU
-    request first), cut once they cover ``popularity`` of the pods."""
+    """The target workload of a pod list: its task classes by popularity, most popular
+    first (ties: larger CPU, then larger GPU request first), cut once they cover
+    ``popularity`` of the pods.
+
+    The defaults are FGD's (the reference's): classes are (CPU, GPU request, models) with
+    memory ignored, covering 95% of the pods. ``popularity=1.0, memory=True`` gives every
+    class with its memory (what ``fgdpp`` uses for its tie-break)."""
     if not 0 < popularity <= 1:
         raise ValidationError("popularity", popularity, "must be in (0, 1]")
     if not pods:
         raise ValidationError("pods", "<empty>", "a target workload needs at least one pod")
-    counts: dict[tuple[int, int, int, tuple[str, ...]], int] = {}
+    counts: dict[tuple[int, int, int, tuple[str, ...], int], int] = {}
     for p in pods:
-        k = _class_key(p)
+        k = _class_key(p, memory)
         counts[k] = counts.get(k, 0) + 1
     order = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
     total = len(pods)
     out: list[TaskClass] = []
     covered = 0
-    for (cpu, milli, num, models), n in order:
+    for (cpu, milli, num, models, mem), n in order:
         if num == 1 and milli < MILLI:
-            res = Resources(gpu_milli=milli, cpu_milli=cpu)
+            res = Resources(gpu_milli=milli, cpu_milli=cpu, memory_mib=mem)
         else:
-            res = Resources(gpus=num, cpu_milli=cpu)
+            res = Resources(gpus=num, cpu_milli=cpu, memory_mib=mem)
         out.append(TaskClass(resources=res, weight=n / total, gpu_models=frozenset(models)))
         covered += n
         if covered >= popularity * total:
@@ -185,12 +198,25 @@ def _load_nodes(path: str) -> tuple[NodeSpec, ...]:
     return tuple(openb_nodes(path).nodes)
 
 
-def make_policy(policy: str, *, seed: int, workload: Sequence[TaskClass] | CompiledWorkload) -> Any:
-    """The strategy ``policy`` for one run: packing policies get the seed (their tie rule)
-    and the target workload; other registered strategies are built with no arguments."""
-    if policy.lower() in _WORKLOAD_AWARE:
-        return make_strategy(policy, seed=seed, workload=workload)
-    return make_strategy(policy)
+def make_policy(
+    policy: str,
+    *,
+    seed: int,
+    workload: Sequence[TaskClass] | CompiledWorkload,
+    pods: Sequence[OpenbPod] = (),
+) -> Any:
+    """The strategy ``policy`` for one run. Packing policies get the seed (their tie rule)
+    and the target workload (``fgdpp`` also every task class of ``pods``, memory included,
+    for its tie-break); other registered strategies are built with no arguments."""
+    cls = _PACKING.get(policy.lower())
+    if cls is None:
+        return make_strategy(policy)
+    kw: dict[str, Any] = {"seed": seed}
+    if cls.wants_workload:
+        kw["workload"] = workload
+    if issubclass(cls, FGDPlusPlus) and pods:
+        kw["secondary_workload"] = target_workload(pods, popularity=1.0, memory=True)
+    return make_strategy(policy, **kw)
 
 
 def run_packing(
@@ -219,7 +245,7 @@ def run_packing(
     classes = tuple(workload) if workload is not None else target_workload(pods)
     compiled = compile_workload(classes, state.group_names("pool"))
     order = arrival_order(pods, seed=seed, capacity_milli=capacity, inflate=inflate)
-    placer = Placer(make_policy(policy, seed=seed, workload=compiled))
+    placer = Placer(make_policy(policy, seed=seed, workload=compiled, pods=pods))
     snap = state.snapshot()
 
     # The fragmentation curve is computed after the run from the rows that changed: one
@@ -515,9 +541,8 @@ def run_packing_command(args: Any) -> int:
     import sys
 
     if args.list_policies:
-        paper = {cls.name for cls in PACKING_STRATEGIES}
         for name in strategy_names():
-            print(f"{name:<14} {'packing baseline' if name in paper else 'kant strategy'}")
+            print(f"{name:<14} {_KIND.get(name, 'kant strategy')}")
         return 0
     if not args.pods or not args.nodes:
         print("kant packing: --pods and --nodes are required", file=sys.stderr)

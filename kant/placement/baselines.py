@@ -44,6 +44,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar, Final
 
+import attrs
 import numpy as np
 import numpy.typing as npt
 
@@ -322,13 +323,14 @@ class RowVersions:
 
 
 class _Cache:
-    """Per-node values computed at a row version (``at == -1``: never)."""
+    """Per-node values (``width`` per node) computed at a row version (``at == -1``:
+    never)."""
 
     __slots__ = ("at", "epoch", "values")
 
-    def __init__(self, n: int, epoch: int) -> None:
+    def __init__(self, n: int, epoch: int, width: int) -> None:
         self.epoch = epoch
-        self.values = np.zeros(n, dtype=np.float64)
+        self.values = np.zeros((n, width), dtype=np.float64)
         self.at = np.full(n, -1, dtype=np.int64)
 
 
@@ -410,14 +412,17 @@ class FGD(PackingBaseline):
         """``F_n(M)`` in milli for node rows (real or hypothetical)."""
         return node_fragmentation(gpu_free, cpu, mem, pool, self.workload(snap))
 
-    def _cached(self, key: Any, ctx: PodContext, slots: IntArray, fill: Any) -> FloatArray:
-        """``fill(stale_slots) -> values`` for slots whose rows changed since they were
-        cached (row versions as of the last :meth:`RowVersions.sync`)."""
+    def _cached(
+        self, key: Any, ctx: PodContext, slots: IntArray, fill: Any, width: int = 1
+    ) -> FloatArray:
+        """``fill(stale_slots) -> values [stale, width]`` for slots whose rows changed since
+        they were cached (row versions as of the last :meth:`RowVersions.sync`); cached
+        values otherwise. Returns [len(slots), width]."""
         version = self.rows.version
         c = self._caches.get(key)
         n = version.shape[0]
-        if c is None or c.epoch != self.rows.epoch or c.values.shape[0] != n:
-            c = self._caches[key] = _Cache(n, self.rows.epoch)
+        if c is None or c.epoch != self.rows.epoch or c.values.shape != (n, width):
+            c = self._caches[key] = _Cache(n, self.rows.epoch, width)
         stale = slots[c.at[slots] != version[slots]]
         if stale.shape[0] >= _DEDUP_MIN:
             first, inverse = alike_rows(ctx.snap, stale)
@@ -438,7 +443,7 @@ class FGD(PackingBaseline):
                 snap, cols.gpu_free[s], cols.cpu_free[s], cols.mem_free[s], cols.pool_id[s]
             )
 
-        return self._cached("current", ctx, slots, fill)
+        return self._cached("current", ctx, slots, lambda s: fill(s)[:, None])[:, 0]
 
     def after(self, ctx: PodContext, slots: IntArray) -> tuple[FloatArray, IntArray]:
         """``F_n(M)`` after placing the pod on each node (for a shared pod: on each GPU,
@@ -476,25 +481,26 @@ class FGD(PackingBaseline):
         """Score of a fragmentation growth (milli): the reference's integer sigmoid."""
         return np.trunc(_sigmoid(-growth / 1000.0) * MAX_SCORE)
 
-    def _node_points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
-        before = self.current(ctx, slots)
-        after, _ = self.after(ctx, slots)
-        pts = self.growth_points(after - before[:, None])
-        return pts.max(axis=1)  # type: ignore[no-any-return]
+    def device_points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+        """Scores [len(slots), alternatives]: per GPU for a shared pod (-1 where it does not
+        fit), one column otherwise. Cached per (pod class, node row)."""
+
+        def fill(s: IntArray) -> FloatArray:
+            before = self.current(ctx, s)
+            after, _ = self.after(ctx, s)
+            pts = self.growth_points(after - before[:, None])
+            return np.where(np.isfinite(after), pts, -1.0)
+
+        width = ctx.snap.cols.width if ctx.req.milli else 1
+        return self._cached(("device", pod_key(ctx)), ctx, slots, fill, width)
 
     def points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
         self.rows.sync(ctx.snap)
-        return self._cached(
-            ("points", pod_key(ctx)), ctx, slots, lambda s: self._node_points(ctx, s)
-        )
+        return self.device_points(ctx, slots).max(axis=1)  # type: ignore[no-any-return]
 
     def share_device(self, ctx: PodContext, slot: int) -> int:
         self.rows.sync(ctx.snap)
-        s = np.array([slot], dtype=np.int64)
-        before = self.current(ctx, s)
-        after, devices = self.after(ctx, s)
-        pts = self.growth_points(after[0] - before[0])
-        return int(devices[int(np.argmax(pts))])
+        return int(np.argmax(self.device_points(ctx, np.array([slot], dtype=np.int64))[0]))
 
 
 def refill_fragmentation(
@@ -504,55 +510,123 @@ def refill_fragmentation(
     ``m``, the free GPU milli minus what the most tasks of ``m`` the node can still take
     would hold (limited by per-GPU shares, whole free GPUs, CPU and memory); all of it for
     CPU-only classes and classes barred by GPU model. Weighted by popularity. O(rows x
-    classes x GPUs)."""
-    total = gpu_free.sum(axis=1).astype(np.float64)
-    by_class = np.repeat(total[:, None], len(cw.classes), axis=1)
-    gc = np.flatnonzero(cw.count > 0)
-    if gc.shape[0] and gpu_free.shape[0]:
-        need, count = cw.need[gc], cw.count[gc]
-        per_gpu = (gpu_free[:, None, :] // need[None, :, None]).sum(axis=2)
-        whole = (gpu_free == MILLI).sum(axis=1)[:, None] // count[None, :]
-        tasks = np.where((need < MILLI)[None, :], per_gpu, whole)
-        for req, have in ((cw.cpu[gc], cpu), (cw.mem[gc], mem)):
-            limit = have[:, None] // np.maximum(req, 1)[None, :]
-            tasks = np.where((req > 0)[None, :], np.minimum(tasks, limit), tasks)
-        tasks = tasks * cw.model_ok[gc][:, pool].T
-        by_class[:, gc] = total[:, None] - tasks * (need * count)[None, :]
-    return by_class @ cw.weight
+    classes + rows x share sizes x GPUs)."""
+    return RefillModel(cw).evaluate(gpu_free, cpu, mem, pool)
+
+
+class RefillModel:
+    """:func:`refill_fragmentation` for one compiled workload, its per-class arrays
+    prepared once."""
+
+    def __init__(self, cw: CompiledWorkload) -> None:
+        self.workload = cw
+        gc = np.flatnonzero(cw.count > 0)
+        self.gpu_weight = float(cw.weight[gc].sum())
+        self.need = cw.need[gc]
+        self.count = cw.count[gc]
+        self.shared = self.need < MILLI
+        sizes, which = np.unique(self.need[self.shared], return_inverse=True)
+        self.sizes = sizes
+        self.which = which.reshape(-1)
+        self.cpu = np.maximum(cw.cpu[gc], 1)
+        self.cpu_on = cw.cpu[gc] > 0
+        self.mem = np.maximum(cw.mem[gc], 1)
+        self.mem_on = cw.mem[gc] > 0
+        self.model_ok_t = np.ascontiguousarray(cw.model_ok[gc].T)  # [models + 1, classes]
+        self.held = (self.need * self.count * cw.weight[gc]).astype(np.float64)
+
+    def evaluate(
+        self, gpu_free: IntArray, cpu: IntArray, mem: IntArray, pool: IntArray
+    ) -> FloatArray:
+        total = gpu_free.sum(axis=1).astype(np.float64)
+        n = gpu_free.shape[0]
+        k = self.need.shape[0]
+        if not k or not n:
+            return total  # type: ignore[no-any-return]
+        tasks = np.empty((n, k), dtype=np.int64)
+        if self.sizes.shape[0]:
+            per_size = (gpu_free[:, None, :] // self.sizes[None, :, None]).sum(axis=2)
+            tasks[:, self.shared] = per_size[:, self.which]
+        if not self.shared.all():
+            whole = (gpu_free == MILLI).sum(axis=1)
+            tasks[:, ~self.shared] = whole[:, None] // self.count[~self.shared][None, :]
+        if self.cpu_on.any():
+            by_cpu = cpu[:, None] // self.cpu[None, :]
+            np.minimum(tasks, np.where(self.cpu_on[None, :], by_cpu, tasks), out=tasks)
+        if self.mem_on.any():
+            by_mem = mem[:, None] // self.mem[None, :]
+            np.minimum(tasks, np.where(self.mem_on[None, :], by_mem, tasks), out=tasks)
+        tasks *= self.model_ok_t[pool]
+        return total - tasks @ self.held  # type: ignore[no-any-return]
 
 
 class FGDPlusPlus(FGD):
-    """FGD, with its ties broken by how much GPU capacity repeated tasks could not use.
+    """FGD with informed tie-breaking (kant's packing policy; ``docs/packing.md``).
 
-    Primary: FGD's integer score (growth of expected fragmentation, :class:`FGD`). Among
-    the nodes (and GPUs) with the best primary score, the secondary score is the same integer
-    sigmoid of the growth of :func:`refill_fragmentation`, which also sees a node's CPU and
-    memory running short for *several* more tasks and a GPU share that fits one task where
-    it fitted two -- erosion FGD only notices once not even one task fits. Remaining ties:
-    ``ties``. See ``docs/packing.md`` for the measurements.
+    Candidates are ranked lexicographically:
+
+    1. FGD's integer score (:class:`FGD`): the growth of expected fragmentation for the
+       target ``workload``;
+    2. the same integer sigmoid of the growth of :func:`refill_fragmentation` for the
+       ``secondary_workload`` (default: ``workload``) with each class weighted by popularity
+       x *scarcity* (cluster GPUs / GPUs on the nodes able to host the class at all): the GPU
+       capacity repeated tasks could not use, counting CPU, memory and per-GPU shares, so a
+       node running short for *several* more tasks, or the last kind of node a large task
+       fits on, is seen before the cliff FGD waits for;
+    3. a node already in use before an untouched one;
+    4. ``ties`` (default: a fixed node order drawn from the seed).
+
+    A shared pod's GPU is chosen by 1 then 2 (then the lowest index).
     """
 
     name = "fgdpp"
 
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        ties: str = "order",
+        workload: Iterable[TaskClassLike] | CompiledWorkload | None = None,
+        secondary_workload: Iterable[TaskClassLike] | None = None,
+    ) -> None:
+        super().__init__(seed=seed, ties=ties, workload=workload)
+        self._secondary_in = None if secondary_workload is None else tuple(secondary_workload)
+        self._secondary: RefillModel | None = None
+        self._secondary_for: tuple[Any, ...] = ()
+
+    def secondary_workload(self, snap: Snapshot) -> RefillModel:
+        """The secondary workload compiled for the snapshot's pools, scarcity-weighted."""
+        state = snap.state
+        key = (id(state), state._membership_version)
+        if self._secondary is None or self._secondary_for != key:
+            names = tuple(state.group_names("pool"))
+            if self._secondary_in is None:
+                cw = self.workload(snap)
+                classes: Any = cw.classes
+            else:
+                classes = self._secondary_in
+            cw = compile_workload(classes, names)
+            self._secondary = RefillModel(scarcity_weighted(cw, snap))
+            self._secondary_for = key
+        return self._secondary
+
     def secondary(
         self, snap: Snapshot, gpu_free: IntArray, cpu: IntArray, mem: IntArray, pool: IntArray
     ) -> FloatArray:
-        cw = self.workload(snap)
+        """Scarcity-weighted :func:`refill_fragmentation` of node rows (milli)."""
+        model = self.secondary_workload(snap)
         if gpu_free.shape[0] >= _DEDUP_MIN:
-            rows = np.column_stack((pool, cpu, mem, gpu_free))
-            uniq, inverse = _unique_rows(rows)
-            values = refill_fragmentation(uniq[:, 3:], uniq[:, 1], uniq[:, 2], uniq[:, 0], cw)
+            uniq, inverse = _unique_rows(np.column_stack((pool, cpu, mem, gpu_free)))
+            values = model.evaluate(uniq[:, 3:], uniq[:, 1], uniq[:, 2], uniq[:, 0])
             return values[inverse]
-        return refill_fragmentation(gpu_free, cpu, mem, pool, cw)
+        return model.evaluate(gpu_free, cpu, mem, pool)
 
-    def _lexicographic(self, ctx: PodContext, slots: IntArray) -> FloatArray:
-        """[slots, alternatives] of ``1000 * primary + secondary`` (-inf: does not fit)."""
+    def _secondary_points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+        """Secondary scores [len(slots), alternatives] (alternatives as in
+        :meth:`device_points`)."""
         snap = ctx.snap
         cols = snap.cols
         req = ctx.req
-        before = self.current(ctx, slots)
-        after, _ = self.after(ctx, slots)
-        primary = self.growth_points(after - before[:, None])
         g = cols.gpu_free[slots]
         cpu, mem, pool = cols.cpu_free[slots], cols.mem_free[slots], cols.pool_id[slots]
         base = self.secondary(snap, g, cpu, mem, pool)
@@ -561,46 +635,82 @@ class FGDPlusPlus(FGD):
             d = np.arange(w)
             alt = np.repeat(g[:, None, :], w, axis=1)
             alt[:, d, d] -= req.milli
-            fits = alt[:, d, d] >= 0
-            sec_after = self.secondary(
+            after = self.secondary(
                 snap,
                 alt.reshape(-1, w),
                 np.repeat(cpu - req.cpu, w),
                 np.repeat(mem - req.mem, w),
                 np.repeat(pool, w),
             ).reshape(-1, w)
-            sec_after = np.where(fits, sec_after, np.inf)
         else:
             g2 = g.copy()
             if req.gpus:
                 whole = g2 == MILLI
                 g2[whole & (np.cumsum(whole, axis=1) <= req.gpus)] = 0
-            sec_after = self.secondary(snap, g2, cpu - req.cpu, mem - req.mem, pool)[:, None]
-        secondary = self.growth_points(sec_after - base[:, None])
-        return np.where(np.isfinite(after), primary * _LEX + secondary, -np.inf)
+            after = self.secondary(snap, g2, cpu - req.cpu, mem - req.mem, pool)[:, None]
+        return self.growth_points(after - base[:, None])
+
+    def _lexicographic(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+        """[len(slots), alternatives] of ``_LEX * primary + secondary`` (-inf: no fit)."""
+        primary = self.device_points(ctx, slots)
+        lex = primary * _LEX + self._secondary_points(ctx, slots)
+        return np.where(primary >= 0, lex, -np.inf)
 
     def _tie_points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
-        """Secondary score of each node among its GPUs with the node's best primary score."""
-        lex = self._lexicographic(ctx, slots)
-        return lex.max(axis=1) % _LEX  # type: ignore[no-any-return]
+        """Secondary score of each node, over its GPUs with the node's best primary score."""
+        best = self._lexicographic(ctx, slots).max(axis=1)
+        return (best % _LEX)[:, None]  # type: ignore[no-any-return]
 
     def points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+        """``_LEX * primary + 2 * secondary + in use``; the secondary is computed only for
+        the nodes with the best primary score (it cannot change the others' rank)."""
         primary = super().points(ctx, slots)
         out = primary * _LEX
         if slots.shape[0] > 1:
             top = primary == primary.max()
+            t = slots[top]
             key = ("tie", pod_key(ctx))
-            out[top] += self._cached(key, ctx, slots[top], lambda s: self._tie_points(ctx, s))
+            out[top] += 2.0 * self._cached(key, ctx, t, lambda s: self._tie_points(ctx, s))[:, 0]
+            cols = ctx.snap.cols
+            out[top] += (
+                (cols.free_gpus[t] < cols.gpus[t])
+                | (cols.cpu_free[t] < cols.cpu_cap[t])
+                | (cols.mem_free[t] < cols.mem_cap[t])
+            )
         return out
 
     def share_device(self, ctx: PodContext, slot: int) -> int:
         self.rows.sync(ctx.snap)
-        s = np.array([slot], dtype=np.int64)
-        return int(np.argmax(self._lexicographic(ctx, s)[0]))
+        return int(np.argmax(self._lexicographic(ctx, np.array([slot], dtype=np.int64))[0]))
 
 
 _LEX: Final = 1000.0
 """Primary-score multiplier of :class:`FGDPlusPlus` (secondary scores are 0..100)."""
+
+
+def scarcity_weighted(cw: CompiledWorkload, snap: Snapshot) -> CompiledWorkload:
+    """``cw`` with GPU classes re-weighted by popularity x (cluster GPUs / GPUs on the nodes
+    whose capacity -- GPU count, CPU, memory, model -- can host one task of the class), and
+    CPU-only classes (and classes no node can host) dropped; renormalised."""
+    cols = snap.cols
+    n = snap.num_slots
+    alive = np.flatnonzero(cols.alive[:n])
+    gpus = cols.gpus[alive]
+    able = (
+        (gpus[None, :] >= cw.count[:, None])
+        & (cols.cpu_cap[alive][None, :] >= cw.cpu[:, None])
+        & (cols.mem_cap[alive][None, :] >= cw.mem[:, None])
+        & cw.model_ok[:, cols.pool_id[alive]]
+    )
+    homes = (able * gpus[None, :]).sum(axis=1).astype(np.float64)
+    use = np.flatnonzero((cw.count > 0) & (homes > 0))
+    if not use.shape[0]:
+        return cw
+    w = cw.weight[use] * float(gpus.sum()) / homes[use]
+    classes = tuple(
+        attrs.evolve(cw.classes[i], weight=float(x)) for i, x in zip(use.tolist(), w, strict=True)
+    )
+    return compile_workload(classes, cw.model_names)
 
 
 def _unique_rows(rows: IntArray) -> tuple[IntArray, IntArray]:
