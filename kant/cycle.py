@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -610,8 +610,8 @@ class _Cycle:
         out: list[_Ref] = []
         min_rt = self.policy.min_runtime
         now = self._now
-        bindings = self.cluster._pods  # read-only; avoids a sort of every pod
-        records = self.cluster._records
+        bindings = self.cluster.bindings_view()  # by id; avoids a sort of every pod
+        slot_of = self.cluster.slot_of
         names = self._pool_names
         pool_of = self.snap.cols.pool_id[: self.snap.num_slots].tolist()
         for e in self.queue.running():
@@ -624,7 +624,7 @@ class _Cycle:
                 refs = []
                 prio, seq = job.priority, -e.seq
                 for started, pods, held, usage, slots in self._groups_of(
-                    e, bindings, records, names, pool_of
+                    e, bindings, slot_of, names, pool_of
                 ):
                     t0 = e.started_at if started is None else started
                     first = pods[0]
@@ -656,7 +656,7 @@ class _Cycle:
     def _groups_of(
         e: Entry,
         bindings: Mapping[PodId, Binding],
-        records: Mapping[str, Any],
+        slot_of: Callable[[str], int],
         names: Mapping[int, str],
         pool_of: list[int],
     ) -> list[
@@ -685,7 +685,7 @@ class _Cycle:
             slots = []
             for p in pods:
                 b = bindings[p]
-                slot = records[b.node].slot
+                slot = slot_of(b.node)
                 m = names.get(pool_of[slot], "")
                 usage[m] = usage.get(m, 0) + len(b.gpus) * b.gpu_milli
                 slots.append((slot, len(b.gpus)))
@@ -705,7 +705,7 @@ class _Cycle:
                 started_at=-ref.order[1],
                 seq=e.seq,
                 pods=ref.pods,
-                bindings=tuple(self.cluster._pods[p] for p in ref.pods),
+                bindings=tuple(self.cluster.binding(p) for p in ref.pods),
                 usage=tuple(sorted(ref.usage)),
                 pools=frozenset(int(self.snap.cols.pool_id[s]) for s, _ in ref.slots),
             )

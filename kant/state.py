@@ -22,7 +22,8 @@ restores every touched row, aggregate and index entry exactly.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -277,6 +278,17 @@ class ClusterState:
     @property
     def num_pods(self) -> int:
         return len(self._pods)
+
+    def bindings_view(self) -> Mapping[PodId, Binding]:
+        """Every running pod's binding, as a read-only live view (O(1), unsorted): for hot
+        loops that look pods up by id; :meth:`pods` is the sorted, deterministic iteration."""
+        return MappingProxyType(self._pods)
+
+    @property
+    def membership_version(self) -> int:
+        """Bumped whenever a node is added or removed (not on binds or health changes):
+        caches keyed on the node set compare it."""
+        return self._membership_version
 
     def group_id(self, level: str, name: str) -> int:
         """Interned id of a group (``level`` in :data:`LEVELS`), -1 if unknown."""
@@ -802,9 +814,9 @@ class Snapshot:
     def members(self, level: str, gid: int) -> IntArray:
         """Slots of live nodes in group ``gid`` of ``level`` (sorted; cached until nodes are
         added or removed)."""
-        if self._members_version != self.state._membership_version:
+        if self._members_version != self.state.membership_version:
             self._members.clear()
-            self._members_version = self.state._membership_version
+            self._members_version = self.state.membership_version
         key = (level, gid)
         arr = self._members.get(key)
         if arr is None:

@@ -299,7 +299,7 @@ class RowVersions:
     def sync(self, snap: Snapshot) -> IntArray:
         cols = snap.cols
         n = snap.num_slots
-        key = (id(snap), n, cols.width, snap.state._membership_version)
+        key = (id(snap), n, cols.width, snap.state.membership_version)
         g = cols.gpu_free[:n]
         if key != self._key:
             self._key = key
@@ -597,7 +597,7 @@ class FGDPlusPlus(FGD):
     def secondary_workload(self, snap: Snapshot) -> RefillModel:
         """The secondary workload compiled for the snapshot's pools, scarcity-weighted."""
         state = snap.state
-        key = (id(state), state._membership_version)
+        key = (id(state), state.membership_version)
         if self._secondary is None or self._secondary_for != key:
             names = tuple(state.group_names("pool"))
             if self._secondary_in is None:

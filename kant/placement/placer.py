@@ -421,9 +421,9 @@ class Placer:
     def _sync(self, snap: Snapshot) -> None:
         """Refresh per-slot caches (templates, pool candidates) when nodes came or went."""
         state = snap.state
-        if self._version == state._membership_version and self._state_id == id(state):
+        if self._version == state.membership_version and self._state_id == id(state):
             return
-        self._version = state._membership_version
+        self._version = state.membership_version
         self._state_id = id(state)
         self._cand.clear()
         tmpl: list[NodeTemplate | None] = [None] * snap.num_slots
