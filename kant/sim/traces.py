@@ -120,6 +120,30 @@ class _Collector:
             path=str(self.path), rows=self.rows, loaded=loaded, errors=tuple(self.errors)
         )
 
+    def csv_rows(
+        self, reader: Any, width: int, limit: int | None = None
+    ) -> Iterator[tuple[int, str, list[str]]]:
+        """``(k, where, cells)`` of the data rows of a CSV ``reader`` (``k``: 0-based index
+        among non-blank rows; at most ``limit`` of them), counted in ``rows``. Blank lines are
+        skipped; a row without ``width`` cells is failed here and not yielded."""
+        k = -1
+        for row in reader:
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            k += 1
+            if limit is not None and k >= limit:
+                return
+            self.rows += 1
+            where = self.where(reader.line_num)
+            if len(row) != width:
+                self.fail(
+                    InvalidTraceError(
+                        "row", row, f"has {len(row)} columns, the header {width}", where=where
+                    )
+                )
+                continue
+            yield k, where, row
+
 
 _UINT: Final = re.compile(r"[0-9]+")
 _NUMBER: Final = re.compile(r"[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?")
@@ -399,19 +423,8 @@ def _read_openb(path: PathLike, errors: ErrorMode) -> tuple[list[OpenbPod], _Col
                 "each once",
                 where=col.where(1),
             )
-        for row in reader:
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue
-            col.rows += 1
-            where = col.where(reader.line_num)
+        for _, where, row in col.csv_rows(reader, len(header)):
             try:
-                if len(row) != len(header):
-                    raise InvalidTraceError(
-                        "row",
-                        row,
-                        f"has {len(row)} columns, the header {len(header)}",
-                        where=where,
-                    )
                 pod = _parse_openb_row(
                     {h: c.strip() for h, c in zip(header, row, strict=True)}, where
                 )
@@ -500,23 +513,8 @@ def load_philly_jobs(
                 "header", header, f"needs columns {list(PHILLY_COLUMNS)}", where=col.where(1)
             )
         ix = {c: header.index(c) for c in PHILLY_COLUMNS}
-        k = -1
-        for row in reader:
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue
-            k += 1
-            if limit is not None and k >= limit:
-                break
-            col.rows += 1
-            where = col.where(reader.line_num)
+        for k, where, row in col.csv_rows(reader, len(header), limit):
             try:
-                if len(row) != len(header):
-                    raise InvalidTraceError(
-                        "row",
-                        row,
-                        f"has {len(row)} columns, the header {len(header)}",
-                        where=where,
-                    )
                 ts_text = row[ix["timestamp"]].strip()
                 try:
                     if not _PHILLY_TS.fullmatch(ts_text):

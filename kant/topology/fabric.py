@@ -147,24 +147,29 @@ def _check(
                     f"template {tmpl.name!r} has {tmpl.num_nics} NICs",
                     where=where,
                 )
-        if node.leaf is not None:
-            prev_spine = leaf_spine.setdefault(node.leaf, node.spine)
-            if prev_spine != node.spine:
-                raise InvalidClusterFileError(
-                    "spine",
-                    node.spine,
-                    f"leaf {node.leaf!r} is already under spine {prev_spine!r}",
-                    where=where,
-                )
-        if node.spine is not None:
-            prev_ss = spine_superspine.setdefault(node.spine, node.superspine)
-            if prev_ss != node.superspine:
-                raise InvalidClusterFileError(
-                    "superspine",
-                    node.superspine,
-                    f"spine {node.spine!r} is already under superspine {prev_ss!r}",
-                    where=where,
-                )
+        _one_parent(leaf_spine, "leaf", node.leaf, "spine", node.spine, where)
+        _one_parent(spine_superspine, "spine", node.spine, "superspine", node.superspine, where)
+
+
+def _one_parent(
+    seen: dict[str, str | None],
+    level: str,
+    child: str | None,
+    parent_level: str,
+    parent: str | None,
+    where: str,
+) -> None:
+    """A switch has one parent: the first node naming ``child`` fixes it in ``seen``."""
+    if child is None:
+        return
+    prev = seen.setdefault(child, parent)
+    if prev != parent:
+        raise InvalidClusterFileError(
+            parent_level,
+            parent,
+            f"{level} {child!r} is already under {parent_level} {prev!r}",
+            where=where,
+        )
 
 
 @attrs.frozen(kw_only=True)
