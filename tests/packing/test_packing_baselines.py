@@ -13,10 +13,14 @@ import numpy as np
 import pytest
 
 from kant.errors import ValidationError
-from kant.metrics.fragmentation import TaskClass
+from kant.metrics.fragmentation import TaskClass, compile_workload
 from kant.model import Binding, NodeSpec, PodId, Resources
 from kant.placement import Placer, make_strategy
-from kant.placement.baselines import PACKING_STRATEGIES
+from kant.placement.baselines import (
+    PACKING_STRATEGIES,
+    refill_fragmentation,
+    scarcity_weighted,
+)
 from kant.state import ClusterState
 from kant.testing import job, node
 
@@ -169,11 +173,12 @@ def test_fgd_needs_a_target_workload() -> None:
         make_strategy("fgd")
 
 
-def test_fgd_scores_match_a_fresh_instance_after_changes() -> None:
-    """The per-node score cache only reuses values of rows that did not change."""
+@pytest.mark.parametrize("policy", ["fgd", "fgdpp"])
+def test_fgd_scores_match_a_fresh_instance_after_changes(policy: str) -> None:
+    """The per-node score caches only reuse values of rows that did not change."""
     wl = workload((0, 500, 0.5), (1, 0, 0.3), (2, 0, 0.2))
     st = ClusterState([gpu_node(f"n{i}") for i in range(6)])
-    strat = make_strategy("fgd", workload=wl, ties="first")
+    strat = make_strategy(policy, workload=wl, ties="first")
     placer = Placer(strat)
     rng = np.random.default_rng(5)
     for i in range(30):
@@ -185,8 +190,66 @@ def test_fgd_scores_match_a_fresh_instance_after_changes() -> None:
         snap = st.snapshot()
         ctx = _ctx(snap, j)
         slots = np.flatnonzero(snap.cols.alive[: snap.num_slots])
-        fresh = make_strategy("fgd", workload=wl, ties="first")
+        fresh = make_strategy(policy, workload=wl, ties="first")
         np.testing.assert_array_equal(strat.points(ctx, slots), fresh.points(ctx, slots))
+
+
+# --------------------------------------------------------------------------- fgdpp
+
+
+def test_refill_fragmentation_counts_the_gpus_repeated_tasks_could_not_use() -> None:
+    def refill(classes: Sequence[TaskClass], gpu_free: list[int], cpu: int, pool: int = 0) -> float:
+        cw = compile_workload(classes, ["G", "H"])
+        g = np.array([gpu_free], dtype=np.int64)
+        one = np.array([cpu], dtype=np.int64)
+        mem = np.array([10**9], dtype=np.int64)
+        return float(refill_fragmentation(g, one, mem, np.array([pool]), cw)[0])
+
+    cpu_bound = TaskClass(resources=Resources(gpus=1, cpu_milli=4000))
+    # four free GPUs but CPU for two more tasks: two GPUs can never be used
+    assert refill([cpu_bound], [1000] * 4, cpu=10_000) == 2000
+    assert refill([cpu_bound], [1000] * 4, cpu=16_000) == 0
+    # 600-milli shares: one fits on each of the two GPUs with 1000 free, none on the 500
+    share = TaskClass(resources=Resources(gpu_milli=600))
+    assert refill([share], [1000, 500, 1000, 0], cpu=0) == 2500 - 2 * 600
+    # classes are weighted by popularity; a class barred by GPU model counts everything free
+    barred = TaskClass(resources=Resources(gpus=1), weight=3.0, gpu_models={"H"})
+    assert refill([cpu_bound, barred], [1000] * 4, cpu=10_000) == 0.25 * 2000 + 0.75 * 4000
+
+
+def test_fgdpp_breaks_fgd_ties_toward_the_node_whose_cpu_lasts_for_more_tasks() -> None:
+    # the workload's tasks take 1 GPU and 8 cores; the pod takes 1 GPU and 16 cores.
+    # On either node another task still fits afterwards, so FGD sees no fragmentation and
+    # ties; on "short" the pod leaves CPU for only 2 more tasks on its 3 GPUs, on "roomy" 3.
+    def cluster() -> ClusterState:
+        return ClusterState([gpu_node("short", cpu=32_000), gpu_node("roomy")])
+
+    wl = (TaskClass(resources=Resources(gpus=1, cpu_milli=8000)),)
+    assert place(cluster(), "fgd", cpu=16_000, workload=wl, ties="first").node == "short"
+    assert place(cluster(), "fgdpp", cpu=16_000, workload=wl, ties="first").node == "roomy"
+
+
+def test_fgdpp_prefers_a_node_already_in_use_when_all_else_ties() -> None:
+    def cluster() -> ClusterState:
+        st = ClusterState([gpu_node("idle"), gpu_node("used")])
+        occupy(st, "used", cpu=1000)  # a CPU-only pod: no GPU, no effect on the workload
+        return st
+
+    wl = workload((1, 0, 1.0))
+    assert place(cluster(), "fgd", workload=wl, ties="first").node == "idle"
+    assert place(cluster(), "fgdpp", workload=wl, ties="first").node == "used"
+
+
+def test_scarcity_weights_favour_classes_few_nodes_can_host() -> None:
+    # 8-GPU tasks fit only on the two 8-GPU nodes (16 of 28 GPUs), 1-GPU tasks anywhere
+    st = ClusterState([gpu_node(f"big{i}", gpus=8) for i in range(2)])
+    for i in range(6):
+        st.add_node(gpu_node(f"small{i}", gpus=2))
+    cw = compile_workload(workload((8, 0, 1.0), (1, 0, 1.0), (0, 0, 1.0)), ["G"])
+    weighted = scarcity_weighted(cw, st.snapshot())
+    # the CPU-only class is dropped; 1 x 28/16 against 1 x 28/28, normalised
+    assert len(weighted.classes) == 2
+    np.testing.assert_allclose(weighted.weight, [1.75 / 2.75, 1 / 2.75])
 
 
 def _ctx(snap: Any, j: Any) -> Any:
