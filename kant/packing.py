@@ -54,6 +54,7 @@ from kant.metrics.fragmentation import (
 from kant.model import MILLI, Job, JobKind, NodeSpec, PodId, Resources, Role
 from kant.placement import Placer, make_strategy, strategy_names
 from kant.placement.baselines import PACKING_STRATEGIES, FGDPlusPlus
+from kant.sim.scenarios import parse_seeds
 from kant.sim.traces import OpenbPod, load_openb_pods
 from kant.state import ClusterState
 
@@ -420,29 +421,6 @@ def packing(
 
 
 # --------------------------------------------------------------------------- command line
-
-
-def parse_seeds(text: str) -> tuple[int, ...]:
-    """``"42-51"``, ``"42,45"`` or a mix (``"42-44,50"``) -> the seeds, in order given."""
-    out: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, sep, hi = part.partition("-")
-        try:
-            if sep:
-                a, b = int(lo), int(hi)
-                if b < a:
-                    raise ValueError
-                out.extend(range(a, b + 1))
-            else:
-                out.append(int(part))
-        except ValueError:
-            raise ValidationError("seeds", text, "expected seeds like 42-51 or 42,43") from None
-    if not out:
-        raise ValidationError("seeds", text, "expected at least one seed")
-    return tuple(out)
 
 
 def plot_curves(

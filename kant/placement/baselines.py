@@ -576,7 +576,8 @@ class FGDPlusPlus(FGD):
     3. a node already in use before an untouched one;
     4. ``ties`` (default: a fixed node order drawn from the seed).
 
-    A shared pod's GPU is chosen by 1 then 2 (then the lowest index).
+    A shared pod's GPU is chosen by 1 then 2 (then the lowest index). ``scarcity=False``
+    keeps plain popularity weights in 2 and ``in_use=False`` drops 3 (for ablations).
     """
 
     name = "fgdpp"
@@ -588,8 +589,12 @@ class FGDPlusPlus(FGD):
         ties: str = "order",
         workload: Iterable[TaskClassLike] | CompiledWorkload | None = None,
         secondary_workload: Iterable[TaskClassLike] | None = None,
+        scarcity: bool = True,
+        in_use: bool = True,
     ) -> None:
         super().__init__(seed=seed, ties=ties, workload=workload)
+        self.scarcity = bool(scarcity)
+        self.in_use = bool(in_use)
         self._secondary_in = None if secondary_workload is None else tuple(secondary_workload)
         self._secondary: RefillModel | None = None
         self._secondary_for: tuple[Any, ...] = ()
@@ -606,7 +611,7 @@ class FGDPlusPlus(FGD):
             else:
                 classes = self._secondary_in
             cw = compile_workload(classes, names)
-            self._secondary = RefillModel(scarcity_weighted(cw, snap))
+            self._secondary = RefillModel(scarcity_weighted(cw, snap) if self.scarcity else cw)
             self._secondary_for = key
         return self._secondary
 
@@ -671,12 +676,13 @@ class FGDPlusPlus(FGD):
             t = slots[top]
             key = ("tie", pod_key(ctx))
             out[top] += 2.0 * self._cached(key, ctx, t, lambda s: self._tie_points(ctx, s))[:, 0]
-            cols = ctx.snap.cols
-            out[top] += (
-                (cols.free_gpus[t] < cols.gpus[t])
-                | (cols.cpu_free[t] < cols.cpu_cap[t])
-                | (cols.mem_free[t] < cols.mem_cap[t])
-            )
+            if self.in_use:
+                cols = ctx.snap.cols
+                out[top] += (
+                    (cols.free_gpus[t] < cols.gpus[t])
+                    | (cols.cpu_free[t] < cols.cpu_cap[t])
+                    | (cols.mem_free[t] < cols.mem_cap[t])
+                )
         return out
 
     def share_device(self, ctx: PodContext, slot: int) -> int:

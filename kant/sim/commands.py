@@ -7,11 +7,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TextIO
 
@@ -21,10 +22,13 @@ from kant.errors import KantError
 from kant.queueing import policy_names
 from kant.sim.report import (
     format_compare,
+    format_seed_sweep,
     format_summary,
     result_json,
+    seed_sweep,
     write_compare_report,
     write_report,
+    write_seed_sweep_report,
 )
 from kant.sim.scenarios import (
     PREEMPTION_MODES,
@@ -33,6 +37,7 @@ from kant.sim.scenarios import (
     PolicySet,
     Scenario,
     make_scenario,
+    parse_seeds,
     placement_names,
     run_scenario,
     trace_scenario,
@@ -139,6 +144,13 @@ def add_compare_parser(sub: Any) -> argparse.ArgumentParser:
         metavar="LIST",
         help="comma-separated policy sets (default: strict-fifo+ebinpack, backfill+ebinpack, "
         "best-effort-fifo+ebinpack, backfill+spread)",
+    )
+    p.add_argument(
+        "--seeds",
+        metavar="LIST",
+        help="run every set on each of these seeds (e.g. 0-9) and print seed-mean GAR / SOR "
+        "/ GFR, waits pooled over every job of every seed, and in how many seeds each "
+        "experiment goes the paper's way (replaces --seed)",
     )
     p.add_argument(
         "--workers",
@@ -255,14 +267,11 @@ def _one(item: tuple[Scenario, PolicySet]) -> SimResult:
 
 
 def run_compare(args: argparse.Namespace) -> int:
+    if getattr(args, "seeds", None):
+        return _run_seed_sweep(args)
     try:
         sc = _scenario(args)
-        if args.sets:
-            sets = [PolicySet.parse(t) for t in args.sets.split(",") if t.strip()]
-        else:
-            sets = list(sc.compare_sets)
-        if len({p.label for p in sets}) != len(sets):
-            raise SystemExit("kant compare: the policy sets must differ")
+        sets = _sets(args, sc)
     except KantError as e:
         print(f"kant compare: {e}", file=sys.stderr)
         return 2
@@ -279,6 +288,63 @@ def run_compare(args: argparse.Namespace) -> int:
         from kant.sim.report import compare_json
 
         print(json.dumps(compare_json(sc, runs, wall)))
+    return 0
+
+
+def _sets(args: argparse.Namespace, sc: Scenario) -> list[PolicySet]:
+    if args.sets:
+        sets = [PolicySet.parse(t) for t in args.sets.split(",") if t.strip()]
+    else:
+        sets = list(sc.compare_sets)
+    if len({p.label for p in sets}) != len(sets):
+        raise SystemExit("kant compare: the policy sets must differ")
+    return sets
+
+
+def _run_seed_sweep(args: argparse.Namespace) -> int:
+    """``kant compare --seeds``: every policy set on every seed's scenario."""
+    try:
+        seeds = parse_seeds(args.seeds)
+        scenarios = {}
+        for seed in seeds:
+            args.seed = seed
+            scenarios[seed] = _scenario(args)
+        first = scenarios[seeds[0]]
+        sets = _sets(args, first)
+    except KantError as e:
+        print(f"kant compare: {e}", file=sys.stderr)
+        return 2
+    say: Callable[[str], None] = (lambda _m: None) if args.quiet else _stderr
+    workers = max(1, args.workers)
+    tasks = [(scenarios[seed], pol) for seed in seeds for pol in sets]
+    say(f"compare {first.name}: {len(sets)} policy sets x {len(seeds)} seeds, {workers} workers")
+    t0 = time.perf_counter()
+    results: list[SimResult] = []
+    with contextlib.ExitStack() as stack:
+        if workers > 1:
+            pool = stack.enter_context(ProcessPoolExecutor(max_workers=workers))
+            done: Iterator[SimResult] = pool.map(_one, tasks)
+        else:
+            done = map(_one, tasks)
+        for i, r in enumerate(done):
+            results.append(r)
+            pol = tasks[i][1]
+            say(f"  [{i + 1}/{len(tasks)}] seed {seeds[i // len(sets)]} {pol.label}  "
+                f"{time.perf_counter() - t0:.1f} s")  # fmt: skip
+    wall = time.perf_counter() - t0
+    by_seed = [
+        (seed, list(zip(sets, results[k * len(sets) : (k + 1) * len(sets)], strict=True)))
+        for k, seed in enumerate(seeds)
+    ]
+    print(format_seed_sweep(first.name, by_seed))
+    files, hint = write_seed_sweep_report(
+        args.out, first.name, by_seed, scenarios, wall, plots=not args.no_plots
+    )
+    if hint:
+        print(hint, file=sys.stderr)
+    print(f"\nreport: {args.out}/ ({', '.join(f.name for f in files)})  wall {wall:.1f} s")
+    if args.json:
+        print(json.dumps({"scenario": first.name, **seed_sweep(by_seed), "wall_s": round(wall, 3)}))
     return 0
 
 

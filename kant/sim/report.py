@@ -13,7 +13,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import numpy as np
 
@@ -27,13 +27,16 @@ __all__ = [
     "compare_json",
     "format_compare",
     "format_duration",
+    "format_seed_sweep",
     "format_summary",
     "result_json",
+    "seed_sweep",
     "wait_by_size",
     "write_compare_plots",
     "write_compare_report",
     "write_plots",
     "write_report",
+    "write_seed_sweep_report",
 ]
 
 MATPLOTLIB_HINT: Final = (
@@ -364,6 +367,190 @@ def compare_json(
     }
 
 
+SeedRuns: TypeAlias = Sequence[tuple[int, Sequence[tuple[PolicySet, SimResult]]]]
+"""``kant compare --seeds``: per seed, the runs of every policy set (same sets, same order)."""
+
+
+def _waits_of(r: SimResult) -> dict[str, tuple[int, float]]:
+    """(jobs, mean wait) per JWTD bucket, per size of note (``"=1024"``) and overall
+    (``"all"``); jobs that never started count with their wait up to the end, as in JWTD."""
+    s = r.summary
+    out = {b: (row.count, row.mean_wait) for b, row in s.jwtd.items()}
+    for size in SIZES_OF_NOTE:
+        n, mean = wait_by_size(r.records, size, s.end)
+        if n:
+            out[f"={size}"] = (n, mean)
+    waits = [
+        (x.started_at if x.started_at is not None else s.end) - x.submitted_at for x in r.records
+    ]
+    if waits:
+        out["all"] = (len(waits), float(np.mean(waits)))
+    return out
+
+
+def _pooled(results: Sequence[SimResult]) -> dict[str, tuple[int, float]]:
+    """:func:`_waits_of` pooled over runs: every job of every run counts once."""
+    tot: dict[str, list[float]] = {}
+    for r in results:
+        for key, (n, mean) in _waits_of(r).items():
+            t = tot.setdefault(key, [0, 0.0])
+            t[0] += n
+            t[1] += n * mean
+    return {k: (int(n), w / n) for k, (n, w) in tot.items() if n}
+
+
+def _nanmean(xs: Sequence[float]) -> float:
+    vals = [x for x in xs if not math.isnan(x)]
+    return float(np.mean(vals)) if vals else math.nan
+
+
+def seed_sweep(by_seed: SeedRuns) -> dict[str, Any]:
+    """The figures of a seed sweep, JSON-ready.
+
+    - ``sets``: per policy set, GAR median / hourly SOR median / GFR mean averaged over the
+      seeds, and mean waits per job size **pooled** over the seeds (every job of every seed
+      counts once: a single seed has only a handful of 1,024- and 2,048-GPU jobs);
+    - ``experiments``: per experiment of :func:`experiments`, the mean gain over seeds and
+      in how many seeds it goes the paper's way (GAR and SOR up, GFR down), and for the
+      sizes of note the pooled wait ratio treatment / baseline and in how many seeds the
+      treatment's mean wait is longer;
+    - ``longest_wait``: per size of note, in how many seeds each set has the longest mean
+      wait of all sets (a tie counts for none)."""
+    if not by_seed:
+        raise ValueError("a seed sweep needs at least one seed")
+    sets = [p for p, _r in by_seed[0][1]]
+    for seed, runs in by_seed:
+        if [p.label for p, _r in runs] != [p.label for p in sets]:
+            raise ValueError(f"seed {seed}: the policy sets differ from the first seed's")
+    n_seeds = len(by_seed)
+    memo: dict[int, dict[str, tuple[int, float]]] = {}
+
+    def _size_waits(r: SimResult) -> dict[str, tuple[int, float]]:
+        got = memo.get(id(r))
+        if got is None:
+            got = memo[id(r)] = _waits_of(r)
+        return got
+
+    def of(pol: PolicySet) -> list[SimResult]:
+        k = sets.index(pol)
+        return [runs[k][1] for _seed, runs in by_seed]
+
+    per_set: dict[str, Any] = {}
+    for pol in sets:
+        rs = of(pol)
+        pooled = _pooled(rs)
+        per_set[pol.label] = {
+            "gar": _nanmean([r.summary.gar for r in rs]),
+            "sor_median": _nanmean([r.summary.sor_median for r in rs]),
+            "gfr": _nanmean([r.summary.gfr for r in rs]),
+            "wait": {k: m for k, (_n, m) in pooled.items()},
+            "jobs": {k: n for k, (n, _m) in pooled.items()},
+            "preemptions": sum(r.summary.preemptions for r in rs),
+        }
+    exps = []
+    for title, base, treat in experiments(by_seed[0][1]):
+        a, b = of(base), of(treat)
+        entry: dict[str, Any] = {
+            "title": title,
+            "baseline": base.label,
+            "treatment": treat.label,
+        }
+        for key, up in (("gar", True), ("sor_median", True), ("gfr", False)):
+            gains = [
+                getattr(y.summary, key) - getattr(x.summary, key) for x, y in zip(a, b, strict=True)
+            ]
+            ok = [g for g in gains if not math.isnan(g)]
+            entry[f"{key}_gain"] = _nanmean(gains)
+            entry[f"{key}_seeds_paper_way"] = sum(1 for g in ok if (g > 0 if up else g < 0))
+        sizes = {}
+        pa, pb = _pooled(a), _pooled(b)
+        for size in SIZES_OF_NOTE:
+            key = f"={size}"
+            if key not in pa or key not in pb:
+                continue
+            pairs = [
+                (_size_waits(x).get(key), _size_waits(y).get(key))
+                for x, y in zip(a, b, strict=True)
+            ]
+            both = [(u[1], v[1]) for u, v in pairs if u and v]
+            sizes[key] = {
+                "ratio": pb[key][1] / pa[key][1] if pa[key][1] > 0 else math.nan,
+                "seeds_longer": sum(1 for u, v in both if v > u),
+                "seeds": len(both),
+            }
+        entry["waits"] = sizes
+        exps.append(entry)
+    longest: dict[str, dict[str, int]] = {}
+    for size in SIZES_OF_NOTE:
+        key = f"={size}"
+        counts = {p.label: 0 for p in sets}
+        for _seed, runs in by_seed:
+            means = [(_size_waits(r).get(key), p.label) for p, r in runs]
+            have = sorted((nm[1], label) for nm, label in means if nm)
+            if len(have) == 1 or (len(have) > 1 and have[-1][0] > have[-2][0]):
+                counts[have[-1][1]] += 1  # a tie for the longest counts for no set
+        longest[key] = counts
+    return {
+        "seeds": [seed for seed, _runs in by_seed],
+        "n_seeds": n_seeds,
+        "sets": per_set,
+        "experiments": exps,
+        "longest_wait": longest,
+    }
+
+
+def format_seed_sweep(scenario_name: str, by_seed: SeedRuns) -> str:
+    """The table ``kant compare --seeds`` prints (figures of :func:`seed_sweep`)."""
+    sw = seed_sweep(by_seed)
+    n = sw["n_seeds"]
+    labels = list(sw["sets"])
+    cols = [sw["sets"][k] for k in labels]
+    seeds = sw["seeds"]
+    span = f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else ""
+    lines = [
+        f"scenario  {scenario_name}, {n} seeds ({span or ', '.join(map(str, seeds))}): "
+        "GAR / SOR / GFR averaged over seeds, waits pooled over every job of every seed",
+        "",
+    ]
+    rows: list[list[str]] = [["", *labels]]
+    rows.append(["GAR median, seed mean", *(_pct(c["gar"]) for c in cols)])
+    rows.append(["SOR median (hourly), seed mean", *(_pct(c["sor_median"]) for c in cols)])
+    rows.append(["GFR mean, seed mean", *(_pct(c["gfr"], 2) for c in cols)])
+    keys = [b for b in BUCKETS] + [f"={s}" for s in SIZES_OF_NOTE] + ["all"]
+    for key in keys:
+        if not any(key in c["wait"] for c in cols):
+            continue
+        name = "all jobs" if key == "all" else f"{key} GPUs"
+        jobs = max(c["jobs"].get(key, 0) for c in cols)
+        rows.append(
+            [
+                f"JWTD mean {name} ({jobs:,} jobs)",
+                *(format_duration(c["wait"][key]) if key in c["wait"] else "-" for c in cols),
+            ]
+        )
+    for key, counts in sw["longest_wait"].items():
+        if any(counts.values()):
+            rows.append([f"longest {key}-GPU wait (seeds)", *(f"{counts[k]}/{n}" for k in labels)])
+    rows.append(["preemptions, all seeds", *(f"{c['preemptions']:,}" for c in cols)])
+    lines.append(_table(rows))
+    if sw["experiments"]:
+        lines += ["", f"experiments (treatment - baseline; seeds going the paper's way of {n})"]
+        erows = [["experiment", "GAR median", "SOR median", "GFR mean"]]
+        erows[0] += [f"wait ={s} (ratio, seeds longer)" for s in SIZES_OF_NOTE]
+        for e in sw["experiments"]:
+            row = [f"{e['title']} ({e['treatment']} vs {e['baseline']})"]
+            for key in ("gar", "sor_median", "gfr"):
+                row.append(f"{100 * e[key + '_gain']:+.1f} pt ({e[key + '_seeds_paper_way']}/{n})")
+            for s in SIZES_OF_NOTE:
+                w = e["waits"].get(f"={s}")
+                row.append(
+                    "-" if w is None else f"x{w['ratio']:.2f} ({w['seeds_longer']}/{w['seeds']})"
+                )
+            erows.append(row)
+        lines.append(_table(erows))
+    return "\n".join(lines)
+
+
 def write_compare_report(
     folder: str | Path,
     scenario: Scenario,
@@ -387,6 +574,49 @@ def write_compare_report(
         got, hint = write_compare_plots(out, runs, title=scenario.name)
         files.extend(got)
     return files, hint
+
+
+def write_seed_sweep_report(
+    folder: str | Path,
+    scenario_name: str,
+    by_seed: SeedRuns,
+    scenarios: Mapping[int, Scenario],
+    wall_s: float,
+    *,
+    plots: bool = True,
+) -> tuple[list[Path], str | None]:
+    """``kant compare --seeds``: ``compare.json`` (the :func:`seed_sweep` figures and every
+    run's JSON object), ``compare.txt`` and (with matplotlib) ``compare_jwtd.png``, the
+    pooled mean waits by job size."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    sw = seed_sweep(by_seed)
+    doc = {
+        "scenario": scenario_name,
+        "sweep": sw,
+        "runs": [
+            {"seed": seed, "runs": [result_json(scenarios[seed], p, r) for p, r in runs]}
+            for seed, runs in by_seed
+        ],
+        "wall_s": round(wall_s, 3),
+    }
+    files = [out / "compare.json", out / "compare.txt"]
+    files[0].write_text(json.dumps(doc, indent=2) + "\n")
+    files[1].write_text(format_seed_sweep(scenario_name, by_seed) + "\n")
+    if not plots:
+        return files, None
+    plt = _pyplot()
+    if plt is None:
+        return files, MATPLOTLIB_HINT
+    pooled = [(p, {k: v / 3600 for k, v in sw["sets"][p.label]["wait"].items() if k != "all"})
+              for p, _r in by_seed[0][1]]  # fmt: skip
+    path = out / "compare_jwtd.png"
+    _grouped_bars(
+        plt, path, pooled, lambda v: v, ylabel="mean wait (hours, log scale)",
+        title=f"{scenario_name}  JWTD pooled over {sw['n_seeds']} seeds", log=True,
+    )  # fmt: skip
+    files.append(path)
+    return files, None
 
 
 # --------------------------------------------------------------------------- plots
@@ -573,7 +803,7 @@ def _jtted_values(r: SimResult) -> Mapping[str, float]:
 def _grouped_bars(
     plt: Any,
     path: Path,
-    runs: Sequence[tuple[PolicySet, SimResult]],
+    runs: Sequence[tuple[PolicySet, Any]],
     values: Any,
     *,
     ylabel: str,

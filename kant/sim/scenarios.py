@@ -66,6 +66,29 @@ PREEMPTION_MODES: Final = ("auto", "none", "backfill", "priority", "reclaim", "a
 TRACES: Final = ("philly", "openb", "swf")
 
 
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """``"42-51"``, ``"42,45"`` or a mix (``"42-44,50"``) -> the seeds, in order given."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        try:
+            if sep:
+                a, b = int(lo), int(hi)
+                if b < a:
+                    raise ValueError
+                out.extend(range(a, b + 1))
+            else:
+                out.append(int(part))
+        except ValueError:
+            raise ValidationError("seeds", text, "expected seeds like 42-51 or 42,43") from None
+    if not out:
+        raise ValidationError("seeds", text, "expected at least one seed")
+    return tuple(out)
+
+
 def placement_names() -> list[str]:
     """Every registered placement strategy (the FGD-paper baselines included)."""
     import kant.placement.baselines  # noqa: F401  (registers random, bestfit, fgd, ...)
