@@ -77,25 +77,26 @@ def run(args: argparse.Namespace) -> None:
 
 
 def report(args: argparse.Namespace) -> None:
+    """Markdown: allocation ratio (%) at 130% arrived per trace and policy, fgdpp's gain over
+    FGD, and in how many seeds fgdpp is ahead (same seed, same arrivals)."""
     results: dict[str, Any] = json.loads(Path(args.out).read_text())
     traces = sorted({k.split("/", 1)[1] for k in results}, key=_trace_order)
     policies = [p for p in POLICIES if any(k.startswith(p + "/") for k in results)]
-    head = "| trace | " + " | ".join(policies) + " | fgdpp - fgd |"
-    lines = [head, "|---" * (len(policies) + 2) + "|"]
+    head = "| trace | " + " | ".join(policies) + " | fgdpp - fgd | seeds fgdpp > fgd |"
+    lines = [head, "|---" * (len(policies) + 3) + "|"]
     for t in traces:
         cells = []
         for p in policies:
             e = results.get(f"{p}/{t}")
-            cells.append(
-                "" if e is None else f"{e['alloc_at']['100']:.2f} / {e['alloc_at']['130']:.2f}"
-            )
+            cells.append("" if e is None else f"{e['alloc_at']['130']:.2f}")
         a, b = results.get(f"fgd/{t}"), results.get(f"fgdpp/{t}")
-        gain = (
-            "" if a is None or b is None else f"{b['alloc_at']['130'] - a['alloc_at']['130']:+.2f}"
-        )
-        lines.append(
-            f"| {t.removeprefix('openb_pod_list_')} | " + " | ".join(cells) + f" | {gain} |"
-        )
+        gain = ahead = ""
+        if a is not None and b is not None:
+            gain = f"{b['alloc_at']['130'] - a['alloc_at']['130']:+.2f}"
+            pairs = list(zip(a["per_seed_130"], b["per_seed_130"], strict=True))
+            ahead = f"{sum(y > x for x, y in pairs)}/{len(pairs)}"
+        name = t.removeprefix("openb_pod_list_")
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {gain} | {ahead} |")
     print("\n".join(lines))
     if args.plot:
         trace = args.plot_trace
