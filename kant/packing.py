@@ -35,7 +35,7 @@ import functools
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Final
@@ -436,9 +436,13 @@ def plot_curves(
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ValidationError("plot", str(path), "needs matplotlib (pip install kant[cli])") from e
     fig, ax = plt.subplots(figsize=(7.0, 4.5))
-    for r in results:
-        xs = [int(k) for k in r.alloc_at]
-        ax.plot(xs, list(r.alloc_at.values()), label=f"{r.policy} ({r.alloc_at.get('130', 0):.2f})")
+    curves = [curve_points(r.alloc_at) for r in results]
+    for r, curve in zip(results, curves, strict=True):
+        ax.plot(
+            [x for x, _v in curve],
+            [v for _x, v in curve],
+            label=f"{r.policy} ({r.alloc_at.get('130', 0):.2f})",
+        )
     ax.plot([0, 100], [0, 100], color="grey", linestyle=":", linewidth=0.8)
     ax.set_xlabel("arrived GPU request (% of cluster GPUs)")
     ax.set_ylabel("GPU allocation ratio (%)")
@@ -449,9 +453,9 @@ def plot_curves(
     if title or results:
         ax.set_title(title or f"{results[0].trace}, seeds {_seed_text(results[0].seeds)}")
     inset = ax.inset_axes((0.08, 0.55, 0.4, 0.4))
-    for r in results:
-        xs = [int(k) for k in r.alloc_at if int(k) >= 80]
-        inset.plot(xs, [r.alloc_at[str(x)] for x in xs])
+    for curve in curves:
+        tail = [(x, v) for x, v in curve if x >= 80]
+        inset.plot([x for x, _v in tail], [v for _x, v in tail])
     inset.set_xlim(80, 130)
     lows = [r.alloc_at.get("90", 80.0) for r in results]
     inset.set_ylim(min(lows) - 1.0, max(r.alloc_at.get("130", 100.0) for r in results) + 0.5)
@@ -460,6 +464,12 @@ def plot_curves(
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def curve_points(at: Mapping[str, float]) -> list[tuple[int, float]]:
+    """``alloc_at`` / ``frag_at`` as (arrived %, value) in arrived order (JSON may have
+    sorted the keys as strings: "10" before "2")."""
+    return sorted((int(k), v) for k, v in at.items())
 
 
 def _seed_text(seeds: Sequence[int]) -> str:

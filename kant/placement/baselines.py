@@ -528,11 +528,18 @@ class RefillModel:
         sizes, which = np.unique(self.need[self.shared], return_inverse=True)
         self.sizes = sizes
         self.which = which.reshape(-1)
-        self.cpu = np.maximum(cw.cpu[gc], 1)
-        self.cpu_on = cw.cpu[gc] > 0
-        self.mem = np.maximum(cw.mem[gc], 1)
-        self.mem_on = cw.mem[gc] > 0
-        self.model_ok_t = np.ascontiguousarray(cw.model_ok[gc].T)  # [models + 1, classes]
+        # tasks of a share size a GPU with f milli free still takes: LUT[size, f]
+        self.per_gpu = (np.arange(MILLI + 1)[None, :] // np.maximum(sizes, 1)[:, None]).astype(
+            np.float64
+        )
+        self.count_whole = self.count[~self.shared].astype(np.float64)
+        # CPU and memory limits in float: a quotient of integers below 2**53 rounds to an
+        # integer only when it is one, so floor() matches integer division exactly
+        self.cpu_div = np.where(cw.cpu[gc] > 0, cw.cpu[gc], 1).astype(np.float64)
+        self.cpu_off = cw.cpu[gc] <= 0
+        self.mem_div = np.where(cw.mem[gc] > 0, cw.mem[gc], 1).astype(np.float64)
+        self.mem_off = cw.mem[gc] <= 0
+        self.model_ok_t = np.ascontiguousarray(cw.model_ok[gc].T, dtype=np.float64)
         self.held = (self.need * self.count * cw.weight[gc]).astype(np.float64)
 
     def evaluate(
@@ -543,19 +550,22 @@ class RefillModel:
         k = self.need.shape[0]
         if not k or not n:
             return total  # type: ignore[no-any-return]
-        tasks = np.empty((n, k), dtype=np.int64)
+        tasks = np.empty((n, k), dtype=np.float64)
         if self.sizes.shape[0]:
-            per_size = (gpu_free[:, None, :] // self.sizes[None, :, None]).sum(axis=2)
-            tasks[:, self.shared] = per_size[:, self.which]
+            free = np.clip(gpu_free, 0, MILLI)  # hypothetical rows may go below 0
+            per_size = self.per_gpu[:, free].sum(axis=2)  # [sizes, n]
+            tasks[:, self.shared] = per_size.T[:, self.which]
         if not self.shared.all():
-            whole = (gpu_free == MILLI).sum(axis=1)
-            tasks[:, ~self.shared] = whole[:, None] // self.count[~self.shared][None, :]
-        if self.cpu_on.any():
-            by_cpu = cpu[:, None] // self.cpu[None, :]
-            np.minimum(tasks, np.where(self.cpu_on[None, :], by_cpu, tasks), out=tasks)
-        if self.mem_on.any():
-            by_mem = mem[:, None] // self.mem[None, :]
-            np.minimum(tasks, np.where(self.mem_on[None, :], by_mem, tasks), out=tasks)
+            whole = (gpu_free == MILLI).sum(axis=1).astype(np.float64)
+            tasks[:, ~self.shared] = np.floor(whole[:, None] / self.count_whole[None, :])
+        for have, div, off in (
+            (cpu, self.cpu_div, self.cpu_off),
+            (mem, self.mem_div, self.mem_off),
+        ):
+            limit = np.floor(have.astype(np.float64)[:, None] / div[None, :])
+            if off.any():
+                limit[:, off] = np.inf
+            np.minimum(tasks, limit, out=tasks)
         tasks *= self.model_ok_t[pool]
         return total - tasks @ self.held  # type: ignore[no-any-return]
 
@@ -662,9 +672,13 @@ class FGDPlusPlus(FGD):
         return np.where(primary >= 0, lex, -np.inf)
 
     def _tie_points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
-        """Secondary score of each node, over its GPUs with the node's best primary score."""
-        best = self._lexicographic(ctx, slots).max(axis=1)
-        return (best % _LEX)[:, None]  # type: ignore[no-any-return]
+        """[len(slots), 2]: each node's secondary score over its alternatives with the node's
+        best primary score, and that alternative (the GPU :meth:`share_device` will pick for
+        a shared pod; 0 otherwise)."""
+        lex = self._lexicographic(ctx, slots)
+        pick = lex.argmax(axis=1)
+        best = lex[np.arange(lex.shape[0]), pick]
+        return np.column_stack((best % _LEX, pick.astype(np.float64)))
 
     def points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
         """``_LEX * primary + 2 * secondary + in use``; the secondary is computed only for
@@ -675,7 +689,8 @@ class FGDPlusPlus(FGD):
             top = primary == primary.max()
             t = slots[top]
             key = ("tie", pod_key(ctx))
-            out[top] += 2.0 * self._cached(key, ctx, t, lambda s: self._tie_points(ctx, s))[:, 0]
+            tie = self._cached(key, ctx, t, lambda s: self._tie_points(ctx, s), width=2)
+            out[top] += 2.0 * tie[:, 0]
             if self.in_use:
                 cols = ctx.snap.cols
                 out[top] += (
@@ -686,7 +701,15 @@ class FGDPlusPlus(FGD):
         return out
 
     def share_device(self, ctx: PodContext, slot: int) -> int:
-        self.rows.sync(ctx.snap)
+        version = self.rows.sync(ctx.snap)
+        c = self._caches.get(("tie", pod_key(ctx)))
+        if (
+            c is not None
+            and c.epoch == self.rows.epoch
+            and slot < c.at.shape[0]
+            and c.at[slot] == version[slot]
+        ):
+            return int(c.values[slot, 1])  # chosen among tied nodes: its pick is cached
         return int(np.argmax(self._lexicographic(ctx, np.array([slot], dtype=np.int64))[0]))
 
 

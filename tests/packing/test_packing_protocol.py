@@ -19,6 +19,7 @@ from kant.model import MILLI, NodeSpec
 from kant.packing import (
     PERCENTS,
     arrival_order,
+    curve_points,
     packing,
     parse_seeds,
     run_packing,
@@ -272,3 +273,10 @@ def test_a_slice_of_the_openb_trace_fills_the_cluster_the_reference_way() -> Non
     rnd = run_packing(nodes, pods, "random", seed=42)
     assert fgd.arrivals == len(arrival_order(pods, seed=42, capacity_milli=total, inflate=1.3))
     assert fgd.alloc[130] > rnd.alloc[130] > 50.0
+
+
+def test_curves_read_back_from_json_are_plotted_in_arrived_order() -> None:
+    # json.dumps(sort_keys=True) orders "10" before "2"
+    at = json.loads(json.dumps({str(k): float(k) for k in (0, 2, 10, 100, 130)}, sort_keys=True))
+    assert list(at) == ["0", "10", "100", "130", "2"]
+    assert [x for x, _v in curve_points(at)] == [0, 2, 10, 100, 130]
