@@ -655,11 +655,15 @@ class Snapshot:
         self._members: dict[tuple[str, int], IntArray] = {}
         self._members_version = -1
         self.generation = -1
+        # bumped whenever any row may have changed (refresh, allocate, release, rollback):
+        # readers that cache per-row values compare it to skip re-checking rows
+        self.edits = 0
         self._full_build()
 
     # ----------------------------------------------------------------- building
 
     def _full_build(self) -> None:
+        self.edits += 1
         st = self.state
         n = st.num_slots
         self.cols = NodeColumns(st.columns.capacity, st.columns.width)
@@ -694,6 +698,7 @@ class Snapshot:
         if len(self.names) < st.num_slots:
             self.names.extend([None] * (st.num_slots - len(self.names)))
         if idx.size:
+            self.edits += 1
             self._contrib_bulk(idx, -1)
             self.cols.copy_rows_from(st.columns, idx)
             for s in idx.tolist():
@@ -849,6 +854,7 @@ class Snapshot:
     def _save(self, s: int) -> None:
         if not self._undo:
             raise TransactionError("snapshot changes need an open transaction")
+        self.edits += 1
         frame = self._undo[-1]
         if s not in frame:
             frame[s] = self.cols.row(s)
@@ -867,6 +873,7 @@ class Snapshot:
             else:
                 self._local.update(frame)
         else:
+            self.edits += 1
             for s, row in frame.items():
                 before = self._contrib(s)
                 self.cols.set_row(s, row)

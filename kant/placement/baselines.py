@@ -291,6 +291,7 @@ class RowVersions:
         self.epoch = 0
         self.clock = 0
         self._key: tuple[int, int, int, int] = (-1, -1, -1, -1)
+        self._edits = -1
         self.version = np.zeros(0, dtype=np.int64)
         self._g = np.zeros((0, 0), dtype=np.int64)
         self._c = np.zeros(0, dtype=np.int64)
@@ -300,6 +301,9 @@ class RowVersions:
         cols = snap.cols
         n = snap.num_slots
         key = (id(snap), n, cols.width, snap.state.membership_version)
+        if key == self._key and snap.edits == self._edits:
+            return self.version  # no row can have changed since the last call
+        self._edits = snap.edits
         g = cols.gpu_free[:n]
         if key != self._key:
             self._key = key
@@ -552,7 +556,7 @@ class RefillModel:
             return total  # type: ignore[no-any-return]
         tasks = np.empty((n, k), dtype=np.float64)
         if self.sizes.shape[0]:
-            free = np.clip(gpu_free, 0, MILLI)  # hypothetical rows may go below 0
+            free = np.maximum(gpu_free, 0)  # hypothetical rows may go below 0
             per_size = self.per_gpu[:, free].sum(axis=2)  # [sizes, n]
             tasks[:, self.shared] = per_size.T[:, self.which]
         if not self.shared.all():
