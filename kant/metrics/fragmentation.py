@@ -159,6 +159,30 @@ class CompiledWorkload:
     cpu: IntArray
     mem: IntArray
     model_ok: npt.NDArray[np.bool_]
+    # derived, for node_fragmentation_by_class: the GPU classes' indices, their distinct
+    # per-GPU requests and which one each class has, and their rows of the arrays above
+    gpu_index: IntArray = attrs.field(init=False)
+    gpu_needs: IntArray = attrs.field(init=False)
+    gpu_need_of: IntArray = attrs.field(init=False)
+    gpu_count: IntArray = attrs.field(init=False)
+    gpu_cpu: IntArray = attrs.field(init=False)
+    gpu_mem: IntArray = attrs.field(init=False)
+    gpu_model_ok_t: npt.NDArray[np.bool_] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        gc = np.flatnonzero(self.count > 0)
+        needs, which = np.unique(self.need[gc], return_inverse=True)
+        derived = {
+            "gpu_index": gc,
+            "gpu_needs": needs,
+            "gpu_need_of": which.reshape(-1),
+            "gpu_count": self.count[gc],
+            "gpu_cpu": self.cpu[gc],
+            "gpu_mem": self.mem[gc],
+            "gpu_model_ok_t": np.ascontiguousarray(self.model_ok[gc].T),
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
 
     @property
     def gpu_classes(self) -> npt.NDArray[np.bool_]:
@@ -233,16 +257,18 @@ def node_fragmentation_by_class(
         raise ValidationError("model_id", mid, f"must be in -1..{k_models - 1}")
     total = gf.sum(axis=1).astype(np.float64)
     out = np.repeat(total[:, None], len(workload.classes), axis=1)
-    gpu_cls = np.flatnonzero(workload.count > 0)
-    if gpu_cls.size and n:
-        need = workload.need[gpu_cls]
-        ok_gpu = gf[:, None, :] >= need[None, :, None]  # [n, k, W]
-        fits = ok_gpu.sum(axis=2) >= workload.count[gpu_cls][None, :]
-        fits &= cpu[:, None] >= workload.cpu[gpu_cls][None, :]
-        fits &= mem[:, None] >= workload.mem[gpu_cls][None, :]
-        fits &= workload.model_ok[gpu_cls][:, mid].T
-        partial = np.where(ok_gpu, 0, gf[:, None, :]).sum(axis=2)
-        out[:, gpu_cls] = np.where(fits, partial, total[:, None])
+    w = workload
+    if w.gpu_index.size and n:
+        # classes share GPU requests (most ask whole GPUs): per distinct request, which
+        # GPUs can hold a task and the free milli of those that cannot
+        ok_gpu = gf[:, None, :] >= w.gpu_needs[None, :, None]  # [n, distinct, W]
+        usable = ok_gpu.sum(axis=2)[:, w.gpu_need_of]
+        partial = np.where(ok_gpu, 0, gf[:, None, :]).sum(axis=2)[:, w.gpu_need_of]
+        fits = usable >= w.gpu_count[None, :]
+        fits &= cpu[:, None] >= w.gpu_cpu[None, :]
+        fits &= mem[:, None] >= w.gpu_mem[None, :]
+        fits &= w.gpu_model_ok_t[mid]
+        out[:, w.gpu_index] = np.where(fits, partial, total[:, None])
     return out
 
 
