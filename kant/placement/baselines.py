@@ -640,9 +640,11 @@ class FGDPlusPlus(FGD):
             return values[inverse]
         return model.evaluate(gpu_free, cpu, mem, pool)
 
-    def _secondary_points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+    def _secondary_points(
+        self, ctx: PodContext, slots: IntArray, best: npt.NDArray[np.bool_]
+    ) -> FloatArray:
         """Secondary scores [len(slots), alternatives] (alternatives as in
-        :meth:`device_points`)."""
+        :meth:`device_points`), computed where ``best`` is set (0 elsewhere)."""
         snap = ctx.snap
         cols = snap.cols
         req = ctx.req
@@ -650,30 +652,29 @@ class FGDPlusPlus(FGD):
         cpu, mem, pool = cols.cpu_free[slots], cols.mem_free[slots], cols.pool_id[slots]
         base = self.secondary(snap, g, cpu, mem, pool)
         if req.milli:
-            w = g.shape[1]
-            d = np.arange(w)
-            alt = np.repeat(g[:, None, :], w, axis=1)
-            alt[:, d, d] -= req.milli
-            after = self.secondary(
-                snap,
-                alt.reshape(-1, w),
-                np.repeat(cpu - req.cpu, w),
-                np.repeat(mem - req.mem, w),
-                np.repeat(pool, w),
-            ).reshape(-1, w)
-        else:
-            g2 = g.copy()
-            if req.gpus:
-                whole = g2 == MILLI
-                g2[whole & (np.cumsum(whole, axis=1) <= req.gpus)] = 0
-            after = self.secondary(snap, g2, cpu - req.cpu, mem - req.mem, pool)[:, None]
+            # a shared pod: one hypothetical row per (node, GPU) worth scoring
+            rows, gpus = np.nonzero(best)
+            alt = g[rows]
+            alt[np.arange(rows.shape[0]), gpus] -= req.milli
+            after = self.secondary(snap, alt, cpu[rows] - req.cpu, mem[rows] - req.mem, pool[rows])
+            out = np.zeros(best.shape, dtype=np.float64)
+            out[rows, gpus] = self.growth_points(after - base[rows])
+            return out
+        g2 = g.copy()
+        if req.gpus:
+            whole = g2 == MILLI
+            g2[whole & (np.cumsum(whole, axis=1) <= req.gpus)] = 0
+        after = self.secondary(snap, g2, cpu - req.cpu, mem - req.mem, pool)[:, None]
         return self.growth_points(after - base[:, None])
 
     def _lexicographic(self, ctx: PodContext, slots: IntArray) -> FloatArray:
-        """[len(slots), alternatives] of ``_LEX * primary + secondary`` (-inf: no fit)."""
+        """[len(slots), alternatives] of ``_LEX * primary + secondary`` for the alternatives
+        with their node's best primary score; -inf for the others and where the pod does not
+        fit (the others could never win: primary scores are integers, secondary < _LEX)."""
         primary = self.device_points(ctx, slots)
-        lex = primary * _LEX + self._secondary_points(ctx, slots)
-        return np.where(primary >= 0, lex, -np.inf)
+        best = (primary == primary.max(axis=1, keepdims=True)) & (primary >= 0)
+        lex = primary * _LEX + self._secondary_points(ctx, slots, best)
+        return np.where(best, lex, -np.inf)
 
     def _tie_points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
         """[len(slots), 2]: each node's secondary score over its alternatives with the node's
