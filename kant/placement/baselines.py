@@ -461,19 +461,20 @@ class FGD(PackingBaseline):
         mem = cols.mem_free[slots] - req.mem
         pool = cols.pool_id[slots]
         if req.milli:
-            w = g.shape[1]
-            alt = np.repeat(g[:, None, :], w, axis=1)  # [s, device, W]
+            n, w = g.shape
             d = np.arange(w)
-            alt[:, d, d] -= req.milli
-            ok = alt[:, d, d] >= 0
-            flat = self.fragmentation(
-                snap,
-                alt.reshape(-1, w),
-                np.repeat(cpu, w),
-                np.repeat(mem, w),
-                np.repeat(pool, w),
-            ).reshape(-1, w)
-            return np.where(ok, flat, np.inf), d
+            ok = g >= req.milli
+            # F_n is symmetric in a node's GPUs: GPUs with the same free milli give the same
+            # result, so score the first GPU of each free value and copy it to the others
+            equal = g[:, :, None] == g[:, None, :]  # [s, device, device]
+            first_equal = equal.argmax(axis=2)  # the first GPU with the same free milli
+            rows, gpus = np.nonzero(ok & (first_equal == d[None, :]))
+            alt = g[rows]
+            alt[np.arange(rows.shape[0]), gpus] -= req.milli
+            out = np.full((n, w), np.inf)
+            out[rows, gpus] = self.fragmentation(snap, alt, cpu[rows], mem[rows], pool[rows])
+            out = out[np.arange(n)[:, None], first_equal]
+            return np.where(ok, out, np.inf), d
         if req.gpus:
             whole = g == MILLI
             take = whole & (np.cumsum(whole, axis=1) <= req.gpus)
