@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 import attrs
 
-from kant.errors import KantError
+from kant.errors import KantError, ValidationError
 from kant.queueing import policy_names
 from kant.sim.report import (
     format_compare,
@@ -305,10 +305,11 @@ def _run_seed_sweep(args: argparse.Namespace) -> int:
     """``kant compare --seeds``: every policy set on every seed's scenario."""
     try:
         seeds = parse_seeds(args.seeds)
-        scenarios = {}
-        for seed in seeds:
-            args.seed = seed
-            scenarios[seed] = _scenario(args)
+        if len(set(seeds)) != len(seeds):
+            raise ValidationError("seeds", args.seeds, "name each seed once")
+        scenarios = {
+            seed: _scenario(argparse.Namespace(**{**vars(args), "seed": seed})) for seed in seeds
+        }
         first = scenarios[seeds[0]]
         sets = _sets(args, first)
     except KantError as e:

@@ -108,6 +108,9 @@ def test_compare_with_seeds_prints_the_pooled_table_and_writes_its_report(
     assert all(len(r["runs"]) == 2 for r in report["runs"])
 
 
-def test_a_malformed_seed_list_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["compare", "--seeds", "3-1", "--quiet", "--no-plots"]) == 2
+@pytest.mark.parametrize("seeds", ["3-1", "x", "0,1,0"])
+def test_a_malformed_seed_list_is_a_usage_error(
+    seeds: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["compare", "--seeds", seeds, "--quiet", "--no-plots"]) == 2
     assert "seeds" in capsys.readouterr().err
