@@ -22,9 +22,10 @@ restores every touched row, aggregate and index entry exactly.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 import attrs
 import numpy as np
@@ -629,6 +630,9 @@ def _write_allocatable(cols: NodeColumns, rec: _NodeRecord) -> None:
 # --------------------------------------------------------------------------- snapshot
 
 
+_SNAPSHOT_TOKENS: Final = itertools.count()
+
+
 class Snapshot:
     """A consistent, mutable-in-transactions view of a :class:`ClusterState`.
 
@@ -658,6 +662,7 @@ class Snapshot:
         # bumped whenever any row may have changed (refresh, allocate, release, rollback):
         # readers that cache per-row values compare it to skip re-checking rows
         self.edits = 0
+        self.token = next(_SNAPSHOT_TOKENS)  # unique per snapshot object (id() is reused)
         self._full_build()
 
     # ----------------------------------------------------------------- building

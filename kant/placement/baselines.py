@@ -300,7 +300,7 @@ class RowVersions:
     def sync(self, snap: Snapshot) -> IntArray:
         cols = snap.cols
         n = snap.num_slots
-        key = (id(snap), n, cols.width, snap.state.membership_version)
+        key = (snap.token, n, cols.width, snap.state.membership_version)
         if key == self._key and snap.edits == self._edits:
             return self.version  # no row can have changed since the last call
         self._edits = snap.edits
@@ -483,8 +483,12 @@ class FGD(PackingBaseline):
         return f[:, None], np.array([-1])
 
     def growth_points(self, growth: FloatArray) -> FloatArray:
-        """Score of a fragmentation growth (milli): the reference's integer sigmoid."""
-        return np.trunc(_sigmoid(-growth / 1000.0) * MAX_SCORE)
+        """Score of a fragmentation growth (milli): the reference's integer sigmoid.
+
+        The growth is rounded to 1e-6 milli first: fragmentation is a weighted sum computed
+        by a matrix product whose last bits depend on the batch a row is evaluated in, and
+        a growth that is exactly 0 must not score 49 instead of 50 because of them."""
+        return np.trunc(_sigmoid(-np.round(growth, 6) / 1000.0) * MAX_SCORE)
 
     def device_points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
         """Scores [len(slots), alternatives]: per GPU for a shared pod (-1 where it does not
@@ -526,7 +530,6 @@ class RefillModel:
     def __init__(self, cw: CompiledWorkload) -> None:
         self.workload = cw
         gc = np.flatnonzero(cw.count > 0)
-        self.gpu_weight = float(cw.weight[gc].sum())
         self.need = cw.need[gc]
         self.count = cw.count[gc]
         self.shared = self.need < MILLI

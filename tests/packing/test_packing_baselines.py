@@ -305,3 +305,11 @@ def test_every_packing_policy_is_registered_and_flat() -> None:
         s = make_strategy(cls.name, workload=workload((1, 0, 1.0)))
         assert type(s) is cls
         assert cls.two_level is False and cls.topology_default is None
+
+
+def test_a_growth_of_zero_scores_the_same_whatever_the_float_noise() -> None:
+    # fragmentation is a weighted sum from a matrix product: its last bits depend on the
+    # batch; a zero growth must score 50 (sigmoid(0)), not 49, whatever the noise
+    fgd = make_strategy("fgd", workload=workload((1, 0, 1.0)))
+    pts = fgd.growth_points(np.array([0.0, 4.5e-13, -4.5e-13, 1.0]))
+    assert pts.tolist() == [50.0, 50.0, 50.0, 49.0]
