@@ -393,6 +393,8 @@ def _pooled(results: Sequence[SimResult]) -> dict[str, tuple[int, float]]:
     tot: dict[str, list[float]] = {}
     for r in results:
         for key, (n, mean) in _waits_of(r).items():
+            if not n or math.isnan(mean):
+                continue
             t = tot.setdefault(key, [0, 0.0])
             t[0] += n
             t[1] += n * mean
@@ -462,6 +464,7 @@ def seed_sweep(by_seed: SeedRuns) -> dict[str, Any]:
             ok = [g for g in gains if not math.isnan(g)]
             entry[f"{key}_gain"] = _nanmean(gains)
             entry[f"{key}_seeds_paper_way"] = sum(1 for g in ok if (g > 0 if up else g < 0))
+            entry[f"{key}_seeds"] = len(ok)
         sizes = {}
         pa, pb = _pooled(a), _pooled(b)
         for size in SIZES_OF_NOTE:
@@ -506,9 +509,14 @@ def format_seed_sweep(scenario_name: str, by_seed: SeedRuns) -> str:
     labels = list(sw["sets"])
     cols = [sw["sets"][k] for k in labels]
     seeds = sw["seeds"]
-    span = f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else ""
+    if len(seeds) == 1:
+        span = str(seeds[0])
+    elif seeds == list(range(seeds[0], seeds[-1] + 1)):
+        span = f"{seeds[0]}-{seeds[-1]}"
+    else:
+        span = ", ".join(map(str, seeds))
     lines = [
-        f"scenario  {scenario_name}, {n} seeds ({span or ', '.join(map(str, seeds))}): "
+        f"scenario  {scenario_name}, {n} seed{'s' if n != 1 else ''} ({span}): "
         "GAR / SOR / GFR averaged over seeds, waits pooled over every job of every seed",
         "",
     ]
@@ -540,11 +548,14 @@ def format_seed_sweep(scenario_name: str, by_seed: SeedRuns) -> str:
         for e in sw["experiments"]:
             row = [f"{e['title']} ({e['treatment']} vs {e['baseline']})"]
             for key in ("gar", "sor_median", "gfr"):
-                row.append(f"{100 * e[key + '_gain']:+.1f} pt ({e[key + '_seeds_paper_way']}/{n})")
+                gain, k, m = e[key + "_gain"], e[key + "_seeds_paper_way"], e[key + "_seeds"]
+                row.append("-" if math.isnan(gain) else f"{100 * gain:+.1f} pt ({k}/{m})")
             for s in SIZES_OF_NOTE:
                 w = e["waits"].get(f"={s}")
                 row.append(
-                    "-" if w is None else f"x{w['ratio']:.2f} ({w['seeds_longer']}/{w['seeds']})"
+                    "-"
+                    if w is None or math.isnan(w["ratio"])
+                    else f"x{w['ratio']:.2f} ({w['seeds_longer']}/{w['seeds']})"
                 )
             erows.append(row)
         lines.append(_table(erows))
