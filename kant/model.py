@@ -155,6 +155,11 @@ def _finite_nonneg(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
 
 
+def finite_nonneg(err: type[ValidationError]) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    """An attrs validator: a finite number >= 0 (bools refused), else ``err``."""
+    return _validator(err, _finite_nonneg, "must be a finite number >= 0")
+
+
 # --------------------------------------------------------------------------- resources
 
 

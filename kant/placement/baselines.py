@@ -350,14 +350,7 @@ def alike_rows(snap: Snapshot, slots: IntArray) -> tuple[IntArray, IntArray]:
     rows = np.column_stack(
         (cols.pool_id[slots], cols.cpu_free[slots], cols.mem_free[slots], cols.gpu_free[slots])
     )
-    order = np.lexsort(rows.T[::-1])
-    sorted_rows = rows[order]
-    new = np.ones(order.shape[0], dtype=np.bool_)
-    new[1:] = (sorted_rows[1:] != sorted_rows[:-1]).any(axis=1)
-    group_sorted = np.cumsum(new) - 1
-    inverse = np.empty_like(group_sorted)
-    inverse[order] = group_sorted
-    return order[new], inverse
+    return _row_groups(rows)
 
 
 def _sigmoid(x: FloatArray) -> FloatArray:
@@ -639,7 +632,9 @@ class FGDPlusPlus(FGD):
         """Scarcity-weighted :func:`refill_fragmentation` of node rows (milli)."""
         model = self.secondary_workload(snap)
         if gpu_free.shape[0] >= _DEDUP_MIN:
-            uniq, inverse = _unique_rows(np.column_stack((pool, cpu, mem, gpu_free)))
+            rows = np.column_stack((pool, cpu, mem, gpu_free))
+            first, inverse = _row_groups(rows)
+            uniq = rows[first]
             values = model.evaluate(uniq[:, 3:], uniq[:, 1], uniq[:, 2], uniq[:, 0])
             return values[inverse]
         return model.evaluate(gpu_free, cpu, mem, pool)
@@ -751,7 +746,9 @@ def scarcity_weighted(cw: CompiledWorkload, snap: Snapshot) -> CompiledWorkload:
     return compile_workload(classes, cw.model_names)
 
 
-def _unique_rows(rows: IntArray) -> tuple[IntArray, IntArray]:
+def _row_groups(rows: IntArray) -> tuple[IntArray, IntArray]:
+    """Identical rows of ``rows`` [n, k]: ``(first, inverse)`` with ``rows[first]`` one row
+    per group (in sorted order) and ``inverse[i]`` the group of row ``i``. One lexsort."""
     order = np.lexsort(rows.T[::-1])
     sorted_rows = rows[order]
     new = np.ones(order.shape[0], dtype=np.bool_)
@@ -759,7 +756,7 @@ def _unique_rows(rows: IntArray) -> tuple[IntArray, IntArray]:
     group_sorted = np.cumsum(new) - 1
     inverse = np.empty_like(group_sorted)
     inverse[order] = group_sorted
-    return sorted_rows[new], inverse
+    return order[new], inverse
 
 
 PACKING_STRATEGIES: Final[tuple[type[PackingBaseline], ...]] = (

@@ -33,7 +33,7 @@ import attrs
 from sortedcontainers import SortedList
 
 from kant.errors import DuplicateError, InvalidConfigError, InvalidJobError, UnknownJobError
-from kant.model import Binding, Job, PodId, Reason, ReasonCode
+from kant.model import Binding, Job, PodId, Reason, ReasonCode, finite_nonneg
 
 OrderKey = tuple[int, float, int, int]
 
@@ -48,10 +48,7 @@ class JobPhase(enum.StrEnum):
 # --------------------------------------------------------------------------- backoff
 
 
-def _nonneg(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < 0:
-        raise InvalidConfigError(attribute.name, value, "must be a finite number >= 0")
+_nonneg = finite_nonneg(InvalidConfigError)
 
 
 @attrs.frozen(kw_only=True)

@@ -320,18 +320,9 @@ def _run_seed_sweep(args: argparse.Namespace) -> int:
     tasks = [(scenarios[seed], pol) for seed in seeds for pol in sets]
     say(f"compare {first.name}: {len(sets)} policy sets x {len(seeds)} seeds, {workers} workers")
     t0 = time.perf_counter()
-    results: list[SimResult] = []
-    with contextlib.ExitStack() as stack:
-        if workers > 1:
-            pool = stack.enter_context(ProcessPoolExecutor(max_workers=workers))
-            done: Iterator[SimResult] = pool.map(_one, tasks)
-        else:
-            done = map(_one, tasks)
-        for i, r in enumerate(done):
-            results.append(r)
-            pol = tasks[i][1]
-            say(f"  [{i + 1}/{len(tasks)}] seed {seeds[i // len(sets)]} {pol.label}  "
-                f"{time.perf_counter() - t0:.1f} s")  # fmt: skip
+    results = _run_tasks(
+        tasks, workers, say, lambda i, pol: f"seed {seeds[i // len(sets)]} {pol.label}"
+    )
     wall = time.perf_counter() - t0
     by_seed = [
         (seed, list(zip(sets, results[k * len(sets) : (k + 1) * len(sets)], strict=True)))
@@ -353,21 +344,31 @@ def _run_all(
     sc: Scenario, sets: Sequence[PolicySet], workers: int, *, quiet: bool
 ) -> list[SimResult]:
     say: Callable[[str], None] = (lambda _m: None) if quiet else _stderr
-    t0 = time.perf_counter()
     say(f"compare {sc.name}: {len(sets)} policy sets, {len(sc.jobs):,} jobs, {workers} workers")
-    if workers == 1 or len(sets) == 1:
-        out = []
-        for i, pol in enumerate(sets):
-            out.append(run_scenario(sc, pol))
-            say(f"  [{i + 1}/{len(sets)}] {pol.label}  {time.perf_counter() - t0:.1f} s")
-        return out
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(_one, (sc, pol)) for pol in sets]
-        results = []
-        for i, (pol, fut) in enumerate(zip(sets, futures, strict=True)):
-            results.append(fut.result())
-            say(f"  [{i + 1}/{len(sets)}] {pol.label}  {time.perf_counter() - t0:.1f} s")
-        return results
+    return _run_tasks([(sc, pol) for pol in sets], workers, say, lambda _i, pol: pol.label)
+
+
+def _run_tasks(
+    tasks: Sequence[tuple[Scenario, PolicySet]],
+    workers: int,
+    say: Callable[[str], None],
+    label: Callable[[int, PolicySet], str],
+) -> list[SimResult]:
+    """Run every (scenario, policy set), in ``workers`` processes when more than one, in
+    order, saying ``label(i, policy)`` and the elapsed time as each finishes."""
+    t0 = time.perf_counter()
+    results: list[SimResult] = []
+    with contextlib.ExitStack() as stack:
+        if workers > 1 and len(tasks) > 1:
+            pool = stack.enter_context(ProcessPoolExecutor(max_workers=workers))
+            done: Iterator[SimResult] = pool.map(_one, tasks)
+        else:
+            done = map(_one, tasks)
+        for i, r in enumerate(done):
+            results.append(r)
+            say(f"  [{i + 1}/{len(tasks)}] {label(i, tasks[i][1])}  "
+                f"{time.perf_counter() - t0:.1f} s")  # fmt: skip
+    return results
 
 
 def _stderr(msg: str) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeAlias
 
@@ -388,11 +388,14 @@ def _waits_of(r: SimResult) -> dict[str, tuple[int, float]]:
     return out
 
 
-def _pooled(results: Sequence[SimResult]) -> dict[str, tuple[int, float]]:
-    """:func:`_waits_of` pooled over runs: every job of every run counts once."""
+def _pooled(
+    results: Sequence[SimResult],
+    waits: Callable[[SimResult], dict[str, tuple[int, float]]] = _waits_of,
+) -> dict[str, tuple[int, float]]:
+    """``waits`` (:func:`_waits_of`) pooled over runs: every job of every run counts once."""
     tot: dict[str, list[float]] = {}
     for r in results:
-        for key, (n, mean) in _waits_of(r).items():
+        for key, (n, mean) in waits(r).items():
             if not n or math.isnan(mean):
                 continue
             t = tot.setdefault(key, [0, 0.0])
@@ -440,7 +443,7 @@ def seed_sweep(by_seed: SeedRuns) -> dict[str, Any]:
     per_set: dict[str, Any] = {}
     for pol in sets:
         rs = of(pol)
-        pooled = _pooled(rs)
+        pooled = _pooled(rs, _size_waits)
         per_set[pol.label] = {
             "gar": _nanmean([r.summary.gar for r in rs]),
             "sor_median": _nanmean([r.summary.sor_median for r in rs]),
@@ -466,7 +469,7 @@ def seed_sweep(by_seed: SeedRuns) -> dict[str, Any]:
             entry[f"{key}_seeds_paper_way"] = sum(1 for g in ok if (g > 0 if up else g < 0))
             entry[f"{key}_seeds"] = len(ok)
         sizes = {}
-        pa, pb = _pooled(a), _pooled(b)
+        pa, pb = _pooled(a, _size_waits), _pooled(b, _size_waits)
         for size in SIZES_OF_NOTE:
             key = f"={size}"
             if key not in pa or key not in pb:
@@ -682,9 +685,7 @@ def write_plots(
     _shade_window(ax, s.window_start, s.window_end)
     fig.tight_layout()
     p = out / "timeseries.png"
-    fig.savefig(p, dpi=100)
-    plt.close(fig)
-    files.append(p)
+    files.append(_save(fig, plt, p))
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     labels = list(s.jwtd)
@@ -700,9 +701,7 @@ def write_plots(
     ax.legend()
     fig.tight_layout()
     p = out / "jwtd.png"
-    fig.savefig(p, dpi=100)
-    plt.close(fig)
-    files.append(p)
+    files.append(_save(fig, plt, p))
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     labels = list(s.jtted)
@@ -722,9 +721,7 @@ def write_plots(
     ax.legend()
     fig.tight_layout()
     p = out / "jtted.png"
-    fig.savefig(p, dpi=100)
-    plt.close(fig)
-    files.append(p)
+    files.append(_save(fig, plt, p))
     return files, None
 
 

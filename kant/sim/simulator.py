@@ -66,7 +66,7 @@ from kant.metrics import (
     jtted,
     jwtd,
 )
-from kant.model import Binding, Job, NodeSpec, PodId, ReasonCode
+from kant.model import Binding, Job, NodeSpec, PodId, ReasonCode, finite_nonneg
 from kant.queueing import JobPhase
 from kant.queueing.policies import RESOURCE_CODES
 
@@ -98,10 +98,7 @@ RESUME = "resume"
 RESTART = "restart"
 
 
-def _nonneg(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < 0:
-        raise ValidationError(attribute.name, value, "must be a finite number >= 0")
+_nonneg = finite_nonneg(ValidationError)
 
 
 def _opt_pos(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
