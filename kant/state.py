@@ -84,13 +84,15 @@ class NodeColumns:
     ``mem_cap``, ``nics`` (capacities), group ids per level (``-1`` = none).
     Allocatable: ``gpu_free`` [slot, W] (free milli per device, 0 when unhealthy),
     ``free_mask`` (uint64, bit g = device g wholly free and healthy), ``free_gpus``
-    (popcount of it), ``free_milli`` (sum of ``gpu_free``), ``cpu_free``, ``mem_free``,
-    ``nic_mask`` (free healthy NICs), ``free_nics``.
+    (popcount of it), ``free_milli`` (sum of ``gpu_free``), ``max_share`` (the largest
+    free milli on one device: a fractional pod of up to this fits), ``cpu_free``,
+    ``mem_free``, ``nic_mask`` (free healthy NICs), ``free_nics``.
     """
 
     SCALARS: tuple[str, ...] = (
         "alive", "ready", "gpus", "gpu_cap_mask", "cpu_cap", "mem_cap", "nics",
-        "free_mask", "free_gpus", "free_milli", "cpu_free", "mem_free", "nic_mask", "free_nics",
+        "free_mask", "free_gpus", "free_milli", "max_share", "cpu_free", "mem_free",
+        "nic_mask", "free_nics",
         *(f"{lv}_id" for lv in LEVELS),
     )  # fmt: skip
 
@@ -107,6 +109,7 @@ class NodeColumns:
         self.free_mask = np.zeros(capacity, dtype=np.uint64)
         self.free_gpus = np.zeros(capacity, dtype=np.int64)
         self.free_milli = np.zeros(capacity, dtype=np.int64)
+        self.max_share = np.zeros(capacity, dtype=np.int64)
         self.cpu_free = np.zeros(capacity, dtype=np.int64)
         self.mem_free = np.zeros(capacity, dtype=np.int64)
         self.nic_mask = np.zeros(capacity, dtype=np.uint64)
@@ -621,6 +624,7 @@ def _write_allocatable(cols: NodeColumns, rec: _NodeRecord) -> None:
     cols.free_mask[s] = free_mask
     cols.free_gpus[s] = _popcount(free_mask)
     cols.free_milli[s] = total
+    cols.max_share[s] = int(row.max()) if row.shape[0] else 0
     cols.cpu_free[s] = spec.cpu_milli - rec.cpu_used if ok else 0
     cols.mem_free[s] = spec.memory_mib - rec.mem_used if ok else 0
     cols.nic_mask[s] = nic_mask
@@ -631,6 +635,8 @@ def _write_allocatable(cols: NodeColumns, rec: _NodeRecord) -> None:
 
 
 _SNAPSHOT_TOKENS: Final = itertools.count()
+_CHANGE_LOG_KEEP: Final = 1 << 16
+"""Entries of a snapshot's change log kept before the older half is dropped."""
 
 
 class Snapshot:
@@ -663,6 +669,10 @@ class Snapshot:
         # readers that cache per-row values compare it to skip re-checking rows
         self.edits = 0
         self.token = next(_SNAPSHOT_TOKENS)  # unique per snapshot object (id() is reused)
+        # slots whose rows may have changed, in order (see rows_changed_since)
+        self._log: list[int] = []
+        self._log_start = 0  # change-log position of _log[0]
+        self._log_floor = 0  # positions before this predate a full build
         self._full_build()
 
     # ----------------------------------------------------------------- building
@@ -681,6 +691,7 @@ class Snapshot:
                 self._apply(s, self._contrib(s), +1)
         self._local.clear()
         self.generation = st.generation
+        self._log_floor = self.log_position
 
     def _refresh(self) -> None:
         if self._undo:
@@ -704,6 +715,7 @@ class Snapshot:
             self.names.extend([None] * (st.num_slots - len(self.names)))
         if idx.size:
             self.edits += 1
+            self._logged(idx.tolist())
             self._contrib_bulk(idx, -1)
             self.cols.copy_rows_from(st.columns, idx)
             for s in idx.tolist():
@@ -856,10 +868,34 @@ class Snapshot:
     def in_transaction(self) -> bool:
         return bool(self._undo)
 
+    # ----------------------------------------------------------------- change log
+
+    @property
+    def log_position(self) -> int:
+        """Position in the change log now: pass it to :meth:`rows_changed_since` later."""
+        return self._log_start + len(self._log)
+
+    def rows_changed_since(self, position: int) -> IntArray | None:
+        """Slots whose rows may have changed (allocate, release, rollback, refresh) since
+        :attr:`log_position` was ``position``, with repeats; ``None`` when that is before
+        the last full rebuild or older than the kept log (then compare every row). Lets a
+        reader that caches per-row values re-check O(changes) rows instead of all."""
+        if position < self._log_floor or position < self._log_start:
+            return None
+        return np.array(self._log[position - self._log_start :], dtype=np.int64)
+
+    def _logged(self, slots: Iterable[int]) -> None:
+        self._log.extend(slots)
+        if len(self._log) > _CHANGE_LOG_KEEP:
+            drop = len(self._log) - _CHANGE_LOG_KEEP // 2
+            del self._log[:drop]
+            self._log_start += drop
+
     def _save(self, s: int) -> None:
         if not self._undo:
             raise TransactionError("snapshot changes need an open transaction")
         self.edits += 1
+        self._logged((s,))
         frame = self._undo[-1]
         if s not in frame:
             frame[s] = self.cols.row(s)
@@ -879,6 +915,7 @@ class Snapshot:
                 self._local.update(frame)
         else:
             self.edits += 1
+            self._logged(frame)
             for s, row in frame.items():
                 before = self._contrib(s)
                 self.cols.set_row(s, row)
@@ -985,6 +1022,7 @@ class Snapshot:
         cols.free_mask[s] = mask
         cols.free_gpus[s] = _popcount(mask)
         cols.free_milli[s] = int(row[:n].sum())
+        cols.max_share[s] = int(row[:n].max()) if n else 0
 
     # ----------------------------------------------------------------- self-check
 
@@ -1024,6 +1062,8 @@ class Snapshot:
                 errors.append(f"slot {s}: free mask inconsistent")
             if int(row[:g].sum()) != cols.free_milli[s]:
                 errors.append(f"slot {s}: free_milli inconsistent")
+            if (int(row[:g].max()) if g else 0) != cols.max_share[s]:
+                errors.append(f"slot {s}: max_share inconsistent")
             if _popcount(int(cols.nic_mask[s])) != cols.free_nics[s]:
                 errors.append(f"slot {s}: free_nics inconsistent")
         if errors:

@@ -41,6 +41,7 @@ These strategies are flat (no NodeNetGroup search, no topology default).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any, ClassVar, Final
 
@@ -56,7 +57,7 @@ from kant.metrics.fragmentation import (
     node_fragmentation,
 )
 from kant.model import MILLI
-from kant.placement.context import FloatArray, IntArray, PodContext
+from kant.placement.context import FloatArray, IntArray, PodContext, PodRequest
 from kant.placement.strategies import BaseStrategy, register_strategy
 from kant.state import Snapshot
 
@@ -283,15 +284,18 @@ class GpuClustering(PackingBaseline):
 
 
 class RowVersions:
-    """Which node rows changed between calls: compares the snapshot's free GPU, CPU and
-    memory columns with a private copy (O(nodes x GPUs) numpy per call). A new snapshot, or
-    nodes coming or going, starts a new *epoch* (every cache entry is stale)."""
+    """Which node rows changed between calls. A private copy of the free GPU, CPU and
+    memory columns is compared with the snapshot's on the rows its change log names
+    (:meth:`~kant.state.Snapshot.rows_changed_since`; every row when the log cannot say),
+    so a row changed and rolled back keeps its version. A new snapshot, or nodes coming or
+    going, starts a new *epoch* (every cache entry is stale)."""
 
     def __init__(self) -> None:
         self.epoch = 0
         self.clock = 0
         self._key: tuple[int, int, int, int] = (-1, -1, -1, -1)
         self._edits = -1
+        self._position = 0
         self.version = np.zeros(0, dtype=np.int64)
         self._g = np.zeros((0, 0), dtype=np.int64)
         self._c = np.zeros(0, dtype=np.int64)
@@ -304,23 +308,25 @@ class RowVersions:
         if key == self._key and snap.edits == self._edits:
             return self.version  # no row can have changed since the last call
         self._edits = snap.edits
-        g = cols.gpu_free[:n]
+        logged = snap.rows_changed_since(self._position)
+        self._position = snap.log_position
         if key != self._key:
             self._key = key
             self.epoch += 1
             self.version = np.zeros(n, dtype=np.int64)
-            self._g = g.copy()
+            self._g = cols.gpu_free[:n].copy()
             self._c = cols.cpu_free[:n].copy()
             self._m = cols.mem_free[:n].copy()
             return self.version
-        changed = (g != self._g).any(axis=1)
-        changed |= cols.cpu_free[:n] != self._c
-        changed |= cols.mem_free[:n] != self._m
-        idx = np.flatnonzero(changed)
+        idx = np.arange(n) if logged is None else np.unique(logged)
+        changed = (cols.gpu_free[idx] != self._g[idx]).any(axis=1)
+        changed |= cols.cpu_free[idx] != self._c[idx]
+        changed |= cols.mem_free[idx] != self._m[idx]
+        idx = idx[changed]
         if idx.shape[0]:
             self.clock += 1
             self.version[idx] = self.clock
-            self._g[idx] = g[idx]
+            self._g[idx] = cols.gpu_free[idx]
             self._c[idx] = cols.cpu_free[idx]
             self._m[idx] = cols.mem_free[idx]
         return self.version
@@ -355,6 +361,31 @@ def alike_rows(snap: Snapshot, slots: IntArray) -> tuple[IntArray, IntArray]:
 
 def _sigmoid(x: FloatArray) -> FloatArray:
     return 1.0 / (1.0 + np.exp(-x))
+
+
+@attrs.frozen(eq=False)
+class Alternatives:
+    """The places a pod could take on ``n`` node rows, as hypothetical rows.
+
+    ``g[i]`` is row ``row[i]`` with the pod placed as alternative column ``col[i]`` (of
+    ``width``). A shared pod has one column per GPU, but only the first GPU of each free
+    value is evaluated (``same[r, d]``: the column whose value GPU ``d`` shares; ``ok``:
+    the GPUs the share fits on); whole-GPU and CPU-only pods have one column."""
+
+    g: IntArray
+    row: IntArray
+    col: IntArray
+    width: int
+    same: IntArray | None = None
+    ok: npt.NDArray[np.bool_] | None = None
+
+    def spread(self, values: FloatArray, missing: float) -> FloatArray:
+        """``values`` [n, width], set at the evaluated columns, copied to the GPUs that
+        share them; ``missing`` where the share does not fit."""
+        if self.same is None or self.ok is None:
+            return values
+        n = values.shape[0]
+        return np.where(self.ok, values[np.arange(n)[:, None], self.same], missing)
 
 
 class FGD(PackingBaseline):
@@ -430,50 +461,26 @@ class FGD(PackingBaseline):
             c.at[stale] = version[stale]
         return c.values[slots]
 
-    def current(self, ctx: PodContext, slots: IntArray) -> FloatArray:
-        """``F_n(M)`` of the nodes as they are."""
-        snap = ctx.snap
-        cols = snap.cols
-
-        def fill(s: IntArray) -> FloatArray:
-            return self.fragmentation(
-                snap, cols.gpu_free[s], cols.cpu_free[s], cols.mem_free[s], cols.pool_id[s]
-            )
-
-        return self._cached("current", ctx, slots, lambda s: fill(s)[:, None])[:, 0]
-
-    def after(self, ctx: PodContext, slots: IntArray) -> tuple[FloatArray, IntArray]:
-        """``F_n(M)`` after placing the pod on each node (for a shared pod: on each GPU,
-        ``inf`` where it does not fit): float [len(slots), alternatives], and the GPU index
-        of each alternative column (-1: whole GPUs or none)."""
-        snap = ctx.snap
-        cols = snap.cols
-        req = ctx.req
-        g = cols.gpu_free[slots].copy()
-        cpu = cols.cpu_free[slots] - req.cpu
-        mem = cols.mem_free[slots] - req.mem
-        pool = cols.pool_id[slots]
+    def alternatives(self, req: PodRequest, g: IntArray) -> Alternatives:
+        """Where the pod could go on node rows ``g`` (free milli per GPU): one hypothetical
+        row per alternative worth evaluating (see :class:`Alternatives`)."""
+        n, w = g.shape
         if req.milli:
-            n, w = g.shape
             d = np.arange(w)
             ok = g >= req.milli
-            # F_n is symmetric in a node's GPUs: GPUs with the same free milli give the same
-            # result, so score the first GPU of each free value and copy it to the others
-            equal = g[:, :, None] == g[:, None, :]  # [s, device, device]
-            first_equal = equal.argmax(axis=2)  # the first GPU with the same free milli
-            rows, gpus = np.nonzero(ok & (first_equal == d[None, :]))
+            # node scores are symmetric in a node's GPUs: GPUs with the same free milli give
+            # the same result, so evaluate the first GPU of each free value only
+            first_equal = (g[:, :, None] == g[:, None, :]).argmax(axis=2)  # [n, device]
+            rows, cols = np.nonzero(ok & (first_equal == d[None, :]))
             alt = g[rows]
-            alt[np.arange(rows.shape[0]), gpus] -= req.milli
-            out = np.full((n, w), np.inf)
-            out[rows, gpus] = self.fragmentation(snap, alt, cpu[rows], mem[rows], pool[rows])
-            out = out[np.arange(n)[:, None], first_equal]
-            return np.where(ok, out, np.inf), d
+            alt[np.arange(rows.shape[0]), cols] -= req.milli
+            return Alternatives(g=alt, row=rows, col=cols, width=w, same=first_equal, ok=ok)
+        alt = g.copy()
         if req.gpus:
-            whole = g == MILLI
-            take = whole & (np.cumsum(whole, axis=1) <= req.gpus)
-            g[take] = 0
-        f = self.fragmentation(snap, g, cpu, mem, pool)
-        return f[:, None], np.array([-1])
+            whole = alt == MILLI
+            alt[whole & (np.cumsum(whole, axis=1) <= req.gpus)] = 0
+        rows = np.arange(n)
+        return Alternatives(g=alt, row=rows, col=np.zeros(n, dtype=np.int64), width=1)
 
     def growth_points(self, growth: FloatArray) -> FloatArray:
         """Score of a fragmentation growth (milli): the reference's integer sigmoid.
@@ -483,26 +490,48 @@ class FGD(PackingBaseline):
         a growth that is exactly 0 must not score 49 instead of 50 because of them."""
         return np.trunc(_sigmoid(-np.round(growth, 6) / 1000.0) * MAX_SCORE)
 
+    def _primary(self, ctx: PodContext, s: IntArray) -> tuple[FloatArray, Alternatives]:
+        """FGD scores of node slots ``s`` per alternative [len(s), width] (-1 where the pod
+        does not fit) and the alternatives. The rows as they are and as they would be are
+        evaluated together, in one batch."""
+        snap = ctx.snap
+        cols = snap.cols
+        req = ctx.req
+        g = cols.gpu_free[s]
+        cpu, mem, pool = cols.cpu_free[s], cols.mem_free[s], cols.pool_id[s]
+        alt = self.alternatives(req, g)
+        r = alt.row
+        frag = self.fragmentation(
+            snap,
+            np.concatenate((g, alt.g)),
+            np.concatenate((cpu, cpu[r] - req.cpu)),
+            np.concatenate((mem, mem[r] - req.mem)),
+            np.concatenate((pool, pool[r])),
+        )
+        n = s.shape[0]
+        pts = np.full((n, alt.width), -1.0)
+        pts[r, alt.col] = self.growth_points(frag[n:] - frag[:n][r])
+        return alt.spread(pts, -1.0), alt
+
     def device_points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
-        """Scores [len(slots), alternatives]: per GPU for a shared pod (-1 where it does not
-        fit), one column otherwise. Cached per (pod class, node row)."""
+        """Scores [len(slots), alternatives + 1]: per GPU for a shared pod (-1 where it does
+        not fit), one column otherwise; the last column is the row's best. Cached per (pod
+        class, node row)."""
 
         def fill(s: IntArray) -> FloatArray:
-            before = self.current(ctx, s)
-            after, _ = self.after(ctx, s)
-            pts = self.growth_points(after - before[:, None])
-            return np.where(np.isfinite(after), pts, -1.0)
+            pts, _ = self._primary(ctx, s)
+            return np.column_stack((pts, pts.max(axis=1)))
 
-        width = ctx.snap.cols.width if ctx.req.milli else 1
+        width = ctx.snap.cols.width + 1 if ctx.req.milli else 2
         return self._cached(("device", pod_key(ctx)), ctx, slots, fill, width)
 
     def points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
         self.rows.sync(ctx.snap)
-        return self.device_points(ctx, slots).max(axis=1)  # type: ignore[no-any-return]
+        return self.device_points(ctx, slots)[:, -1]
 
     def share_device(self, ctx: PodContext, slot: int) -> int:
         self.rows.sync(ctx.snap)
-        return int(np.argmax(self.device_points(ctx, np.array([slot], dtype=np.int64))[0]))
+        return int(np.argmax(self.device_points(ctx, np.array([slot], dtype=np.int64))[0, :-1]))
 
 
 def refill_fragmentation(
@@ -639,63 +668,54 @@ class FGDPlusPlus(FGD):
             return values[inverse]
         return model.evaluate(gpu_free, cpu, mem, pool)
 
-    def _secondary_points(
-        self, ctx: PodContext, slots: IntArray, best: npt.NDArray[np.bool_]
-    ) -> FloatArray:
-        """Secondary scores [len(slots), alternatives] (alternatives as in
-        :meth:`device_points`), computed where ``best`` is set (0 elsewhere)."""
+    def _ranked(self, ctx: PodContext, s: IntArray) -> FloatArray:
+        """[len(s), 3] per node slot: the best FGD score over its alternatives, the
+        secondary score of the alternative chosen among those with that best score, and
+        that alternative (the GPU :meth:`share_device` takes for a shared pod; 0
+        otherwise). The secondary is evaluated, in one batch with the rows as they are,
+        only for alternatives with their node's best FGD score: the others can never win."""
         snap = ctx.snap
         cols = snap.cols
         req = ctx.req
-        g = cols.gpu_free[slots]
-        cpu, mem, pool = cols.cpu_free[slots], cols.mem_free[slots], cols.pool_id[slots]
-        base = self.secondary(snap, g, cpu, mem, pool)
-        if req.milli:
-            # a shared pod: one hypothetical row per (node, GPU) worth scoring
-            rows, gpus = np.nonzero(best)
-            alt = g[rows]
-            alt[np.arange(rows.shape[0]), gpus] -= req.milli
-            after = self.secondary(snap, alt, cpu[rows] - req.cpu, mem[rows] - req.mem, pool[rows])
-            out = np.zeros(best.shape, dtype=np.float64)
-            out[rows, gpus] = self.growth_points(after - base[rows])
-            return out
-        g2 = g.copy()
-        if req.gpus:
-            whole = g2 == MILLI
-            g2[whole & (np.cumsum(whole, axis=1) <= req.gpus)] = 0
-        after = self.secondary(snap, g2, cpu - req.cpu, mem - req.mem, pool)[:, None]
-        return self.growth_points(after - base[:, None])
+        primary, alt = self._primary(ctx, s)
+        n = s.shape[0]
+        top = primary.max(axis=1)
+        best = (primary == top[:, None]) & (primary >= 0)
+        use = np.flatnonzero(best[alt.row, alt.col])
+        r = alt.row[use]
+        cpu, mem, pool = cols.cpu_free[s], cols.mem_free[s], cols.pool_id[s]
+        sec = self.secondary(
+            snap,
+            np.concatenate((cols.gpu_free[s], alt.g[use])),
+            np.concatenate((cpu, cpu[r] - req.cpu)),
+            np.concatenate((mem, mem[r] - req.mem)),
+            np.concatenate((pool, pool[r])),
+        )
+        second = np.zeros((n, alt.width))
+        second[r, alt.col[use]] = self.growth_points(sec[n:] - sec[:n][r])
+        second = alt.spread(second, 0.0)
+        # lowest index among the best primary scores with the best secondary score
+        pick = np.where(best, second, -1.0).argmax(axis=1)
+        chosen = second[np.arange(n), pick]
+        return np.column_stack((top, np.where(top >= 0, chosen, 0.0), pick))
 
-    def _lexicographic(self, ctx: PodContext, slots: IntArray) -> FloatArray:
-        """[len(slots), alternatives] of ``_LEX * primary + secondary`` for the alternatives
-        with their node's best primary score; -inf for the others and where the pod does not
-        fit (the others could never win: primary scores are integers, secondary < _LEX)."""
-        primary = self.device_points(ctx, slots)
-        best = (primary == primary.max(axis=1, keepdims=True)) & (primary >= 0)
-        lex = primary * _LEX + self._secondary_points(ctx, slots, best)
-        return np.where(best, lex, -np.inf)
-
-    def _tie_points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
-        """[len(slots), 2]: each node's secondary score over its alternatives with the node's
-        best primary score, and that alternative (the GPU :meth:`share_device` will pick for
-        a shared pod; 0 otherwise)."""
-        lex = self._lexicographic(ctx, slots)
-        pick = lex.argmax(axis=1)
-        best = lex[np.arange(lex.shape[0]), pick]
-        return np.column_stack((best % _LEX, pick.astype(np.float64)))
+    def ranked(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+        """:meth:`_ranked` of ``slots``, cached per (pod class, node row)."""
+        self.rows.sync(ctx.snap)
+        fill = functools.partial(self._ranked, ctx)
+        return self._cached(("ranked", pod_key(ctx)), ctx, slots, fill, width=3)
 
     def points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
-        """``_LEX * primary + 2 * secondary + in use``; the secondary is computed only for
-        the nodes with the best primary score (it cannot change the others' rank)."""
-        primary = super().points(ctx, slots)
+        """``_LEX * primary + 2 * secondary + in use``, the last two only for the nodes with
+        the best primary score (they break its ties)."""
+        ranked = self.ranked(ctx, slots)
+        primary = ranked[:, 0]
         out = primary * _LEX
         if slots.shape[0] > 1:
             top = primary == primary.max()
-            t = slots[top]
-            key = ("tie", pod_key(ctx))
-            tie = self._cached(key, ctx, t, lambda s: self._tie_points(ctx, s), width=2)
-            out[top] += 2.0 * tie[:, 0]
+            out[top] += 2.0 * ranked[top, 1]
             if self.in_use:
+                t = slots[top]
                 cols = ctx.snap.cols
                 out[top] += (
                     (cols.free_gpus[t] < cols.gpus[t])
@@ -705,16 +725,7 @@ class FGDPlusPlus(FGD):
         return out
 
     def share_device(self, ctx: PodContext, slot: int) -> int:
-        version = self.rows.sync(ctx.snap)
-        c = self._caches.get(("tie", pod_key(ctx)))
-        if (
-            c is not None
-            and c.epoch == self.rows.epoch
-            and slot < c.at.shape[0]
-            and c.at[slot] == version[slot]
-        ):
-            return int(c.values[slot, 1])  # chosen among tied nodes: its pick is cached
-        return int(np.argmax(self._lexicographic(ctx, np.array([slot], dtype=np.int64))[0]))
+        return int(self.ranked(ctx, np.array([slot], dtype=np.int64))[0, 2])
 
 
 _LEX: Final = 1000.0

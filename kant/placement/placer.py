@@ -32,7 +32,7 @@ import numpy as np
 from kant.bits import bits as _bits
 from kant.bits import lowest_bits as _lowest_bits
 from kant.model import MILLI, Binding, Job, PodId, Reason, ReasonCode, Role, Tier
-from kant.placement.context import IntArray, PodContext, PodRequest, fit_count
+from kant.placement.context import IntArray, PodContext, PodRequest, fit_count, fits
 from kant.placement.strategies import BaseStrategy, make_strategy
 from kant.state import Snapshot
 from kant.topology.templates import NodeTemplate, get_template
@@ -186,11 +186,11 @@ class Placer:
                     return self._why_not(snap, cand.slots, req, n - len(out))
                 out.append(b)
             return out
-        fits = np.minimum(fit_count(snap, cand.slots, req), n)
-        if int(fits.sum()) < n:
+        room = np.minimum(fit_count(snap, cand.slots, req), n)
+        if int(room.sum()) < n:
             return self._why_not(snap, cand.slots, req, n)
         for tier in tiers:
-            for domain in self._domains(snap, cand.slots, fits, tier, n):
+            for domain in self._domains(snap, cand.slots, room, tier, n):
                 with snap.transaction() as tx:
                     got = self._fill(ctx, pods, domain)
                     if got is not None:
@@ -220,9 +220,9 @@ class Placer:
                     return None
                 out.append(b)
             return out
-        fits = fit_count(ctx.snap, domain, ctx.req)
+        room = fit_count(ctx.snap, domain, ctx.req)
         scores = np.full(domain.shape[0], -np.inf)
-        live = fits > 0
+        live = room > 0
         if live.any():
             scores[live] = _score(strat, ctx, domain[live])
         for p in pods:
@@ -230,8 +230,8 @@ class Placer:
             if scores[i] == -np.inf:
                 return None
             out.append(self._bind(ctx, p, int(domain[i]), strat))
-            fits[i] -= 1
-            scores[i] = _score(strat, ctx, domain[i : i + 1])[0] if fits[i] > 0 else -np.inf
+            room[i] -= 1
+            scores[i] = _score(strat, ctx, domain[i : i + 1])[0] if room[i] > 0 else -np.inf
         return out
 
     def _tiers(self, role: Role, n: int) -> list[Tier]:
@@ -248,13 +248,13 @@ class Placer:
         return [t for t in order if t <= wish.tier]
 
     def _domains(
-        self, snap: Snapshot, slots: IntArray, fits: IntArray, tier: Tier, n: int
+        self, snap: Snapshot, slots: IntArray, room: IntArray, tier: Tier, n: int
     ) -> Iterator[IntArray]:
         """Candidate slot sets at ``tier`` that can hold ``n`` pods, best first."""
         key = self.strategy.domain_key
         if tier is Tier.NODE:
-            ok = np.flatnonzero(fits >= n)
-            for i in ok[np.argsort(key(fits[ok]), kind="stable")][: self.group_probe]:
+            ok = np.flatnonzero(room >= n)
+            for i in ok[np.argsort(key(room[ok]), kind="stable")][: self.group_probe]:
                 yield slots[i : i + 1]
             return
         cols = snap.cols
@@ -263,7 +263,7 @@ class Placer:
             valid = ids >= 0
             if not valid.any():
                 return
-            caps = np.bincount(ids[valid], weights=fits[valid]).astype(np.int64)
+            caps = np.bincount(ids[valid], weights=room[valid]).astype(np.int64)
             doms = np.flatnonzero(caps >= n)
             for d in doms[np.argsort(key(caps[doms]), kind="stable")][: self.group_probe]:
                 yield slots[ids == d]
@@ -271,7 +271,7 @@ class Placer:
         # spine / superspine / cluster: fewest leaves inside one domain
         leaf = cols.leaf_id[slots]
         leaf = np.where(leaf >= 0, leaf, leaf.max(initial=0) + 1)  # leafless nodes: one group
-        leaf_caps = np.bincount(leaf, weights=fits).astype(np.int64)
+        leaf_caps = np.bincount(leaf, weights=room).astype(np.int64)
         if tier is Tier.CLUSTER:
             parent_of_node = np.zeros(slots.shape[0], dtype=np.int64)
         else:
@@ -312,8 +312,7 @@ class Placer:
                 slot = self._two_level(ctx, cand, strat)
                 if slot is not None:
                     return self._bind(ctx, pod, slot, strat)
-            f = fit_count(snap, slots, ctx.req)
-            feasible = slots[f > 0]
+            feasible = slots[fits(snap, slots, ctx.req)]
             if feasible.shape[0]:
                 sc = _score(strat, ctx, feasible)
                 return self._bind(ctx, pod, int(feasible[int(np.argmax(sc))]), strat)
@@ -378,8 +377,7 @@ class Placer:
         order = cand_groups[np.lexsort((ids[cand_groups], *keys))]
         for g in order[: self.group_probe].tolist():
             members = parts[g]
-            f = fit_count(snap, members, req)
-            feasible = members[f > 0]
+            feasible = members[fits(snap, members, req)]
             if feasible.shape[0]:
                 sc = _score(strat, ctx, feasible)
                 return int(feasible[int(np.argmax(sc))])
