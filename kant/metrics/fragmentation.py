@@ -255,21 +255,44 @@ def node_fragmentation_by_class(
     k_models = len(workload.model_names)
     if n and (mid.min() < -1 or mid.max() >= k_models):
         raise ValidationError("model_id", mid, f"must be in -1..{k_models - 1}")
+    return _by_class(gf, cpu, mem, mid, workload)
+
+
+def _by_class(
+    gf: IntArray, cpu: IntArray, mem: IntArray, mid: IntArray, w: CompiledWorkload
+) -> FloatArray:
+    """:func:`node_fragmentation_by_class` of rows already checked (int64, shapes agree,
+    model ids in range)."""
+    n = gf.shape[0]
     total = gf.sum(axis=1).astype(np.float64)
-    out = np.repeat(total[:, None], len(workload.classes), axis=1)
-    w = workload
+    out = np.repeat(total[:, None], len(w.classes), axis=1)
     if w.gpu_index.size and n:
         # classes share GPU requests (most ask whole GPUs): per distinct request, which
-        # GPUs can hold a task and the free milli of those that cannot
-        ok_gpu = gf[:, None, :] >= w.gpu_needs[None, :, None]  # [n, distinct, W]
-        usable = ok_gpu.sum(axis=2)[:, w.gpu_need_of]
-        partial = np.where(ok_gpu, 0, gf[:, None, :]).sum(axis=2)[:, w.gpu_need_of]
+        # GPUs can hold a task, how many, and the free milli of the others (float matrix
+        # products: exact, the values are integers far below 2**53)
+        ok_gpu = (gf[:, None, :] >= w.gpu_needs[None, :, None]).astype(np.float64)
+        usable = (ok_gpu @ np.ones(gf.shape[1]))[:, w.gpu_need_of]
+        held = np.matmul(ok_gpu, gf.astype(np.float64)[:, :, None])[:, :, 0]
+        partial = (total[:, None] - held)[:, w.gpu_need_of]
         fits = usable >= w.gpu_count[None, :]
         fits &= cpu[:, None] >= w.gpu_cpu[None, :]
         fits &= mem[:, None] >= w.gpu_mem[None, :]
         fits &= w.gpu_model_ok_t[mid]
         out[:, w.gpu_index] = np.where(fits, partial, total[:, None])
     return out
+
+
+def node_fragmentation_rows(
+    gpu_free: IntArray,
+    cpu_free: IntArray,
+    mem_free: IntArray,
+    model_id: IntArray,
+    workload: CompiledWorkload,
+) -> FloatArray:
+    """:func:`node_fragmentation` without its argument checks, for callers scoring many
+    small batches of rows they built themselves: int64 arrays ``[n, W]``, ``[n]``,
+    ``[n]``, ``[n]`` with model ids in ``-1 .. len(workload.model_names) - 1``."""
+    return _by_class(gpu_free, cpu_free, mem_free, model_id, workload) @ workload.weight
 
 
 def node_fragmentation(

@@ -54,7 +54,7 @@ from kant.metrics.fragmentation import (
     CompiledWorkload,
     TaskClassLike,
     compile_workload,
-    node_fragmentation,
+    node_fragmentation_rows,
 )
 from kant.model import MILLI
 from kant.placement.context import FloatArray, IntArray, PodContext, PodRequest
@@ -437,8 +437,8 @@ class FGD(PackingBaseline):
     def fragmentation(
         self, snap: Snapshot, gpu_free: IntArray, cpu: IntArray, mem: IntArray, pool: IntArray
     ) -> FloatArray:
-        """``F_n(M)`` in milli for node rows (real or hypothetical)."""
-        return node_fragmentation(gpu_free, cpu, mem, pool, self.workload(snap))
+        """``F_n(M)`` in milli for node rows (real or hypothetical; int64 arrays)."""
+        return node_fragmentation_rows(gpu_free, cpu, mem, pool, self.workload(snap))
 
     def _cached(
         self, key: Any, ctx: PodContext, slots: IntArray, fill: Any, width: int = 1
@@ -583,7 +583,7 @@ class RefillModel:
         tasks = np.empty((n, k), dtype=np.float64)
         if self.sizes.shape[0]:
             free = np.maximum(gpu_free, 0)  # hypothetical rows may go below 0
-            per_size = self.per_gpu[:, free].sum(axis=2)  # [sizes, n]
+            per_size = self.per_gpu[:, free] @ np.ones(free.shape[1])  # [sizes, n]
             tasks[:, self.shared] = per_size.T[:, self.which]
         if not self.shared.all():
             whole = (gpu_free == MILLI).sum(axis=1).astype(np.float64)
@@ -669,11 +669,12 @@ class FGDPlusPlus(FGD):
         return model.evaluate(gpu_free, cpu, mem, pool)
 
     def _ranked(self, ctx: PodContext, s: IntArray) -> FloatArray:
-        """[len(s), 3] per node slot: the best FGD score over its alternatives, the
-        secondary score of the alternative chosen among those with that best score, and
-        that alternative (the GPU :meth:`share_device` takes for a shared pod; 0
-        otherwise). The secondary is evaluated, in one batch with the rows as they are,
-        only for alternatives with their node's best FGD score: the others can never win."""
+        """[len(s), 3] per node slot: the best FGD score over its alternatives; the tie
+        score ``2 * secondary + in use``, with the secondary score of the alternative chosen
+        among those with that best FGD score; and that alternative (the GPU
+        :meth:`share_device` takes for a shared pod; 0 otherwise). The secondary is
+        evaluated, in one batch with the rows as they are, only for alternatives with their
+        node's best FGD score: the others can never win."""
         snap = ctx.snap
         cols = snap.cols
         req = ctx.req
@@ -696,8 +697,14 @@ class FGDPlusPlus(FGD):
         second = alt.spread(second, 0.0)
         # lowest index among the best primary scores with the best secondary score
         pick = np.where(best, second, -1.0).argmax(axis=1)
-        chosen = second[np.arange(n), pick]
-        return np.column_stack((top, np.where(top >= 0, chosen, 0.0), pick))
+        tie = 2.0 * np.where(top >= 0, second[np.arange(n), pick], 0.0)
+        if self.in_use:
+            tie += (
+                (cols.free_gpus[s] < cols.gpus[s])
+                | (cpu < cols.cpu_cap[s])
+                | (mem < cols.mem_cap[s])
+            )
+        return np.column_stack((top, tie, pick))
 
     def ranked(self, ctx: PodContext, slots: IntArray) -> FloatArray:
         """:meth:`_ranked` of ``slots``, cached per (pod class, node row)."""
@@ -706,23 +713,13 @@ class FGDPlusPlus(FGD):
         return self._cached(("ranked", pod_key(ctx)), ctx, slots, fill, width=3)
 
     def points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
-        """``_LEX * primary + 2 * secondary + in use``, the last two only for the nodes with
-        the best primary score (they break its ties)."""
+        """``_LEX * primary + tie score`` (:meth:`_ranked`), the tie score only for the
+        nodes with the best primary score: it breaks their ties, nothing else."""
         ranked = self.ranked(ctx, slots)
         primary = ranked[:, 0]
-        out = primary * _LEX
-        if slots.shape[0] > 1:
-            top = primary == primary.max()
-            out[top] += 2.0 * ranked[top, 1]
-            if self.in_use:
-                t = slots[top]
-                cols = ctx.snap.cols
-                out[top] += (
-                    (cols.free_gpus[t] < cols.gpus[t])
-                    | (cols.cpu_free[t] < cols.cpu_cap[t])
-                    | (cols.mem_free[t] < cols.mem_cap[t])
-                )
-        return out
+        if slots.shape[0] <= 1:
+            return primary * _LEX
+        return primary * _LEX + np.where(primary == primary.max(), ranked[:, 1], 0.0)
 
     def share_device(self, ctx: PodContext, slot: int) -> int:
         return int(self.ranked(ctx, np.array([slot], dtype=np.int64))[0, 2])
