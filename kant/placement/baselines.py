@@ -318,7 +318,7 @@ class RowVersions:
             self._c = cols.cpu_free[:n].copy()
             self._m = cols.mem_free[:n].copy()
             return self.version
-        idx = np.arange(n) if logged is None else np.unique(logged)
+        idx = np.arange(n) if logged is None else logged  # repeats do no harm
         changed = (cols.gpu_free[idx] != self._g[idx]).any(axis=1)
         changed |= cols.cpu_free[idx] != self._c[idx]
         changed |= cols.mem_free[idx] != self._m[idx]
