@@ -672,7 +672,6 @@ class Snapshot:
         # slots whose rows may have changed, in order (see rows_changed_since)
         self._log: list[int] = []
         self._log_start = 0  # change-log position of _log[0]
-        self._log_floor = 0  # positions before this predate a full build
         self._full_build()
 
     # ----------------------------------------------------------------- building
@@ -691,7 +690,6 @@ class Snapshot:
                 self._apply(s, self._contrib(s), +1)
         self._local.clear()
         self.generation = st.generation
-        self._log_floor = self.log_position
 
     def _refresh(self) -> None:
         if self._undo:
@@ -877,10 +875,11 @@ class Snapshot:
 
     def rows_changed_since(self, position: int) -> IntArray | None:
         """Slots whose rows may have changed (allocate, release, rollback, refresh) since
-        :attr:`log_position` was ``position``, with repeats; ``None`` when that is before
-        the last full rebuild or older than the kept log (then compare every row). Lets a
-        reader that caches per-row values re-check O(changes) rows instead of all."""
-        if position < self._log_floor or position < self._log_start:
+        :attr:`log_position` was ``position``, with repeats; ``None`` when that is older
+        than the kept log (then compare every row). Lets a reader that caches per-row values
+        re-check O(changes) rows instead of all. Positions belong to this snapshot object
+        (:attr:`token`)."""
+        if position < self._log_start:
             return None
         return np.array(self._log[position - self._log_start :], dtype=np.int64)
 

@@ -11,7 +11,7 @@ from kant.placement.baselines import (
     PackingBaseline,
     RandomPlacement,
 )
-from kant.placement.context import PodContext, PodRequest, fit_count
+from kant.placement.context import PodContext, PodRequest, fit_count, fits
 from kant.placement.placer import PlacementResult, Placer
 from kant.placement.strategies import (
     BaseStrategy,
@@ -48,6 +48,7 @@ __all__ = [
     "Strategy",
     "Topology",
     "fit_count",
+    "fits",
     "make_strategy",
     "register_strategy",
     "strategy_names",

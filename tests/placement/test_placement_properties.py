@@ -4,11 +4,13 @@ twice, gangs are all-or-nothing, and only allowed GPU models and healthy devices
 from __future__ import annotations
 
 import hypothesis.strategies as st
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 
 from kant.errors import ValidationError
 from kant.model import Job, Resources, Role, Tier, TopologyWish
-from kant.placement import Placer, make_strategy, strategy_names
+from kant.placement import Placer, PodRequest, fit_count, make_strategy, strategy_names
+from kant.placement.context import fits
 from kant.state import ClusterState
 from kant.testing import node
 
@@ -124,3 +126,27 @@ def test_placements_respect_devices_gangs_models_and_health(
             assert state.full_snapshot().same_as(before) == []
         # the snapshot saw exactly what the truth now holds
         assert state.snapshot().same_as(state.full_snapshot()) == []
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(state=clusters(), data=st.data())
+def test_the_placers_feasibility_test_agrees_with_the_fit_count(
+    state: ClusterState, data: st.DataObject
+) -> None:
+    """``fits`` (comparisons, once per pod) says yes exactly where ``fit_count`` > 0."""
+    placer = Placer("binpack")
+    for i in range(data.draw(st.integers(0, 6))):  # fill the cluster some
+        for b in placer.place(data.draw(jobs(i)), state.snapshot()).bindings:
+            state.bind(b)
+    snap = state.snapshot()
+    slots = np.arange(snap.num_slots, dtype=np.int64)
+    for _ in range(5):
+        shared = data.draw(st.booleans())
+        req = PodRequest(
+            gpus=0 if shared else data.draw(st.integers(0, 8)),
+            milli=data.draw(st.integers(1, 999)) if shared else 0,
+            cpu=data.draw(st.sampled_from([0, 1000, 64000, 64001])),
+            mem=data.draw(st.sampled_from([0, 1024, 256001])),
+            nics=data.draw(st.integers(0, 2)),
+        )
+        np.testing.assert_array_equal(fits(snap, slots, req), fit_count(snap, slots, req) > 0)

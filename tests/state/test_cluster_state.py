@@ -186,6 +186,52 @@ def test_a_rolled_back_transaction_leaves_the_snapshot_exactly_as_it_was(
     snap._check()
 
 
+def test_the_change_log_names_the_rows_allocated_rolled_back_and_refreshed(
+    cluster: ClusterState,
+) -> None:
+    snap = cluster.snapshot()
+    start = snap.log_position
+    with snap.transaction():
+        snap.allocate(2, 0b1, milli=250)
+    # the allocation, then its rollback
+    assert snap.rows_changed_since(start).tolist() == [2, 2]
+    here = snap.log_position
+    cluster.bind(Binding(pod=pod("a"), node="lf1-n1", gpus=(0,)))
+    cluster.snapshot()
+    assert snap.rows_changed_since(here).tolist() == [cluster.slot_of("lf1-n1")]
+    assert snap.rows_changed_since(snap.log_position).tolist() == []
+
+
+def test_a_change_log_position_older_than_the_kept_log_is_answered_none(
+    cluster: ClusterState, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kant.state
+
+    monkeypatch.setattr(kant.state, "_CHANGE_LOG_KEEP", 8)
+    snap = cluster.snapshot()
+    start = snap.log_position
+    for _ in range(5):  # 10 entries: an allocation and a rollback each
+        with snap.transaction():
+            snap.allocate(1, 0b1)
+    assert snap.rows_changed_since(start) is None  # the reader must compare every row
+    recent = snap.log_position
+    with snap.transaction():
+        snap.allocate(3, 0b1)
+    assert snap.rows_changed_since(recent).tolist() == [3, 3]
+
+
+def test_max_share_is_the_largest_free_share_of_one_gpu(cluster: ClusterState) -> None:
+    s = cluster.slot_of("lf0-n0")
+    snap = cluster.snapshot()
+    assert snap.cols.max_share[s] == 1000
+    cluster.bind(Binding(pod=pod("a"), node="lf0-n0", gpus=tuple(range(7))))
+    cluster.bind(Binding(pod=pod("b"), node="lf0-n0", gpus=(7,), gpu_milli=300))
+    assert cluster.snapshot().cols.max_share[s] == 700
+    cluster.set_gpu_health("lf0-n0", 7, False)
+    assert cluster.snapshot().cols.max_share[s] == 0
+    snapshot_matches_truth(cluster, snap)
+
+
 def test_committed_tentative_changes_are_undone_by_the_next_refresh(
     cluster: ClusterState,
 ) -> None:

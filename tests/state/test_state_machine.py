@@ -1,6 +1,7 @@
 """Hypothesis stateful test: random add / remove / bind / release / health changes,
-interleaved with snapshots and rolled-back transactions, keep ``_check()`` true, and every
-snapshot equals a fresh full rebuild of the state at that moment."""
+interleaved with snapshots and rolled-back transactions, keep ``_check()`` true, every
+snapshot equals a fresh full rebuild of the state at that moment, and the snapshot's change
+log names every row that changed since a reader last looked."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from kant.errors import AllocationConflictError, DuplicateError, UnknownNodeError
 from kant.model import MILLI, Binding, PodId
-from kant.state import ClusterState
+from kant.state import ClusterState, Snapshot
 from kant.testing import node
 
 NAMES = [f"n{i}" for i in range(6)]
@@ -26,6 +27,8 @@ class StateMachine(RuleBasedStateMachine):
         self.st = ClusterState()
         self.seq = 0
         self.added = 0
+        # a change-log reader: snapshot token, log position and the rows it last saw
+        self.seen: tuple[int, int, list[Any]] | None = None
 
     # ------------------------------------------------------------- nodes
 
@@ -132,6 +135,22 @@ class StateMachine(RuleBasedStateMachine):
         snap = self.st.snapshot()
         snap._check()
         assert snap.same_as(self.st.full_snapshot()) == []
+        self._log_names_every_change(snap)
+
+    def _log_names_every_change(self, snap: Snapshot) -> None:
+        """Every row that differs from what the reader saw last is in the change log since
+        then (unless the log says it cannot tell)."""
+        n = snap.num_slots
+        rows = [snap.cols.row(s) for s in range(n)]
+        if self.seen is not None and self.seen[0] == snap.token:
+            _token, position, before = self.seen
+            logged = snap.rows_changed_since(position)
+            if logged is not None:
+                named = set(logged.tolist())
+                for s in range(n):
+                    if s >= len(before) or not _same_row(rows[s], before[s]):
+                        assert s in named, f"slot {s} changed but is not in the change log"
+        self.seen = (snap.token, snap.log_position, rows)
 
     @precondition(lambda self: len(self.st) > 0)
     @rule(data=st.data(), commit_inner=st.booleans())
@@ -148,7 +167,9 @@ class StateMachine(RuleBasedStateMachine):
                 if commit_inner:
                     inner.commit()
             snap._check()
+            self._log_names_every_change(snap)
         assert snap.same_as(reference) == []
+        self._log_names_every_change(snap)
 
     @precondition(lambda self: len(self.st) > 0)
     @rule(data=st.data())
@@ -173,6 +194,16 @@ class StateMachine(RuleBasedStateMachine):
     @invariant()
     def state_is_consistent(self) -> None:
         self.st._check()
+
+
+def _same_row(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """Rows of :meth:`NodeColumns.row`: scalars, then the free milli per GPU (the GPU
+    columns may have grown since: compare the common width, the rest must be 0)."""
+    if a[:-1] != b[:-1]:
+        return False
+    ga, gb = a[-1], b[-1]
+    w = min(len(ga), len(gb))
+    return bool((ga[:w] == gb[:w]).all() and not ga[w:].any() and not gb[w:].any())
 
 
 TestClusterStateMachine = StateMachine.TestCase
