@@ -631,10 +631,13 @@ class FGDPlusPlus(FGD):
         secondary_workload: Iterable[TaskClassLike] | None = None,
         scarcity: bool = True,
         in_use: bool = True,
+        cpu_share: bool = True,
     ) -> None:
         super().__init__(seed=seed, ties=ties, workload=workload)
         self.scarcity = bool(scarcity)
         self.in_use = bool(in_use)
+        self.cpu_share = bool(cpu_share)
+        self._gpu_cpu_share = 1.0
         self._secondary_in = None if secondary_workload is None else tuple(secondary_workload)
         self._secondary: RefillModel | None = None
         self._secondary_for: tuple[Any, ...] = ()
@@ -652,6 +655,7 @@ class FGDPlusPlus(FGD):
                 classes = self._secondary_in
             cw = compile_workload(classes, names)
             self._secondary = RefillModel(scarcity_weighted(cw, snap) if self.scarcity else cw)
+            self._gpu_cpu_share = gpu_cpu_share(cw)
             self._secondary_for = key
         return self._secondary
 
@@ -685,10 +689,16 @@ class FGDPlusPlus(FGD):
         use = np.flatnonzero(best[alt.row, alt.col])
         r = alt.row[use]
         cpu, mem, pool = cols.cpu_free[s], cols.mem_free[s], cols.pool_id[s]
+        cpu_rows = np.concatenate((cpu, cpu[r] - req.cpu))
+        if self.cpu_share and not req.needs_gpu:
+            self.secondary_workload(snap)
+            if self._gpu_cpu_share < 1.0:
+                # a CPU-only pod: GPU tasks can count on their share of a node's CPU only
+                cpu_rows = np.floor(cpu_rows * self._gpu_cpu_share).astype(np.int64)
         sec = self.secondary(
             snap,
             np.concatenate((cols.gpu_free[s], alt.g[use])),
-            np.concatenate((cpu, cpu[r] - req.cpu)),
+            cpu_rows,
             np.concatenate((mem, mem[r] - req.mem)),
             np.concatenate((pool, pool[r])),
         )
@@ -727,6 +737,15 @@ class FGDPlusPlus(FGD):
 
 _LEX: Final = 1000.0
 """Primary-score multiplier of :class:`FGDPlusPlus` (secondary scores are 0..100)."""
+
+
+def gpu_cpu_share(cw: CompiledWorkload) -> float:
+    """The GPU classes' share of the workload's CPU demand (popularity x CPU; 1.0 when it
+    asks no CPU): how much of a node's CPU its GPU tasks can expect, the CPU-only tasks
+    taking the rest."""
+    demand = cw.weight * cw.cpu
+    total = float(demand.sum())
+    return float(demand[cw.count > 0].sum()) / total if total > 0 else 1.0
 
 
 def scarcity_weighted(cw: CompiledWorkload, snap: Snapshot) -> CompiledWorkload:

@@ -18,6 +18,7 @@ from kant.model import Binding, NodeSpec, PodId, Resources
 from kant.placement import Placer, make_strategy
 from kant.placement.baselines import (
     PACKING_STRATEGIES,
+    gpu_cpu_share,
     refill_fragmentation,
     scarcity_weighted,
 )
@@ -238,6 +239,30 @@ def test_fgdpp_prefers_a_node_already_in_use_when_all_else_ties() -> None:
     wl = workload((1, 0, 1.0))
     assert place(cluster(), "fgd", workload=wl, ties="first").node == "idle"
     assert place(cluster(), "fgdpp", workload=wl, ties="first").node == "used"
+
+
+def test_a_cpu_only_pod_counts_only_the_gpu_tasks_share_of_a_nodes_cpu() -> None:
+    # half the workload's CPU demand is CPU-only tasks, so GPU tasks can count on half of a
+    # node's CPU. The pod takes 8 cores. On "roomy" (48 cores) that leaves 40 -> 20 for GPU
+    # tasks: 2 of its 4 GPUs stay usable instead of 3. On "tight" (40 cores) 20 -> 16: 2
+    # either way. Counting all the CPU, both nodes keep all 4 GPUs usable and tie.
+    def cluster() -> ClusterState:
+        return ClusterState([gpu_node("roomy", cpu=48_000), gpu_node("tight", cpu=40_000)])
+
+    wl = (
+        TaskClass(resources=Resources(gpus=1, cpu_milli=8000), weight=0.5),
+        TaskClass(resources=Resources(cpu_milli=8000), weight=0.5),
+    )
+    kw: dict[str, Any] = {"gpus": 0, "cpu": 8000, "workload": wl, "ties": "first"}
+    assert place(cluster(), "fgdpp", cpu_share=False, **kw).node == "roomy"  # a tie: slot 0
+    assert place(cluster(), "fgdpp", **kw).node == "tight"
+    assert gpu_cpu_share(compile_workload(wl, ["G"])) == 0.5
+    # a GPU pod is judged on the whole CPU, as before
+    gpu_kw: dict[str, Any] = {"gpus": 1, "cpu": 8000, "workload": wl, "ties": "first"}
+    assert (
+        place(cluster(), "fgdpp", **gpu_kw).node
+        == place(cluster(), "fgdpp", cpu_share=False, **gpu_kw).node
+    )
 
 
 def test_scarcity_weights_favour_classes_few_nodes_can_host() -> None:
