@@ -616,8 +616,13 @@ class FGDPlusPlus(FGD):
     3. a node already in use before an untouched one;
     4. ``ties`` (default: a fixed node order drawn from the seed).
 
+    For a CPU-only pod, 2 counts only the GPU tasks' share of each node's CPU
+    (:func:`gpu_cpu_share` of the secondary workload): CPU-only tasks keep arriving and take
+    the rest, so CPU that merely covers a node's free GPUs is already short.
+
     A shared pod's GPU is chosen by 1 then 2 (then the lowest index). ``scarcity=False``
-    keeps plain popularity weights in 2 and ``in_use=False`` drops 3 (for ablations).
+    keeps plain popularity weights in 2, ``cpu_share=False`` counts all the CPU for CPU-only
+    pods too, and ``in_use=False`` drops 3 (for ablations).
     """
 
     name = "fgdpp"
