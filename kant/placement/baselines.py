@@ -737,6 +737,10 @@ class FGDPlusPlus(FGD):
         return primary * _LEX + np.where(primary == primary.max(), ranked[:, 1], 0.0)
 
     def share_device(self, ctx: PodContext, slot: int) -> int:
+        version = self.rows.sync(ctx.snap)
+        c = self._caches.get(("ranked", pod_key(ctx)))
+        if c is not None and c.epoch == self.rows.epoch and c.at[slot] == version[slot]:
+            return int(c.values[slot, 2])  # scored a moment ago for this placement
         return int(self.ranked(ctx, np.array([slot], dtype=np.int64))[0, 2])
 
 

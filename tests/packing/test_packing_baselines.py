@@ -230,6 +230,26 @@ def test_fgdpp_breaks_fgd_ties_toward_the_node_whose_cpu_lasts_for_more_tasks() 
     assert place(cluster(), "fgdpp", cpu=16_000, workload=wl, ties="first").node == "roomy"
 
 
+def test_fgdpp_puts_a_share_on_the_gpu_where_more_tasks_still_fit_afterwards() -> None:
+    # 400-milli tasks; free 1000 / 700 / 600. A 300-milli pod on GPU 2 would leave 300, a
+    # fragment, so FGD ties GPUs 0 and 1 and takes GPU 0 (1000 -> 700: one 400 task and
+    # 300 wasted). On GPU 1 (700 -> 400) one task fits with nothing wasted: fgdpp's pick,
+    # made once for scoring the node and reused for the binding.
+    def cluster() -> ClusterState:
+        st = ClusterState([gpu_node("only", gpus=3)])
+        occupy(st, "only", (1,), milli=300)
+        occupy(st, "only", (2,), milli=400)
+        return st
+
+    wl = workload((0, 400, 1.0))
+    assert place(cluster(), "fgd", milli=300, workload=wl, ties="first").gpus == (0,)
+    assert place(cluster(), "fgdpp", milli=300, workload=wl, ties="first").gpus == (1,)
+    # asked directly, with nothing scored before, it makes the same choice
+    st = cluster()
+    strat = make_strategy("fgdpp", workload=wl)
+    assert strat.share_device(_ctx(st.snapshot(), job("p", gpus=1, gpu_milli=300)), 0) == 1
+
+
 def test_fgdpp_prefers_a_node_already_in_use_when_all_else_ties() -> None:
     def cluster() -> ClusterState:
         st = ClusterState([gpu_node("idle"), gpu_node("used")])
