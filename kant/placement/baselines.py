@@ -308,16 +308,17 @@ class RowVersions:
         if key == self._key and snap.edits == self._edits:
             return self.version  # no row can have changed since the last call
         self._edits = snap.edits
-        logged = snap.rows_changed_since(self._position)
-        self._position = snap.log_position
         if key != self._key:
             self._key = key
+            self._position = snap.log_position
             self.epoch += 1
             self.version = np.zeros(n, dtype=np.int64)
             self._g = cols.gpu_free[:n].copy()
             self._c = cols.cpu_free[:n].copy()
             self._m = cols.mem_free[:n].copy()
             return self.version
+        logged = snap.rows_changed_since(self._position)
+        self._position = snap.log_position
         idx = np.arange(n) if logged is None else logged  # repeats do no harm
         changed = (cols.gpu_free[idx] != self._g[idx]).any(axis=1)
         changed |= cols.cpu_free[idx] != self._c[idx]
@@ -679,8 +680,8 @@ class FGDPlusPlus(FGD):
 
     def _ranked(self, ctx: PodContext, s: IntArray) -> FloatArray:
         """[len(s), 3] per node slot: the best FGD score over its alternatives; the tie
-        score ``2 * secondary + in use``, with the secondary score of the alternative chosen
-        among those with that best FGD score; and that alternative (the GPU
+        score ``2 * secondary``, with the secondary score of the alternative chosen among
+        those with that best FGD score; and that alternative (the GPU
         :meth:`share_device` takes for a shared pod; 0 otherwise). The secondary is
         evaluated, in one batch with the rows as they are, only for alternatives with their
         node's best FGD score: the others can never win."""
@@ -713,12 +714,6 @@ class FGDPlusPlus(FGD):
         # lowest index among the best primary scores with the best secondary score
         pick = np.where(best, second, -1.0).argmax(axis=1)
         tie = 2.0 * np.where(top >= 0, second[np.arange(n), pick], 0.0)
-        if self.in_use:
-            tie += (
-                (cols.free_gpus[s] < cols.gpus[s])
-                | (cpu < cols.cpu_cap[s])
-                | (mem < cols.mem_cap[s])
-            )
         return np.column_stack((top, tie, pick))
 
     def ranked(self, ctx: PodContext, slots: IntArray) -> FloatArray:
@@ -728,13 +723,25 @@ class FGDPlusPlus(FGD):
         return self._cached(("ranked", pod_key(ctx)), ctx, slots, fill, width=3)
 
     def points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
-        """``_LEX * primary + tie score`` (:meth:`_ranked`), the tie score only for the
-        nodes with the best primary score: it breaks their ties, nothing else."""
+        """``_LEX * primary + tie score + in use``, the last two only for the nodes with the
+        best primary score: they break its ties, nothing else. (In use reads capacities,
+        which the cache's grouping of alike rows does not compare: it is not cached.)"""
         ranked = self.ranked(ctx, slots)
         primary = ranked[:, 0]
+        out = primary * _LEX
         if slots.shape[0] <= 1:
-            return primary * _LEX
-        return primary * _LEX + np.where(primary == primary.max(), ranked[:, 1], 0.0)
+            return out
+        top = np.flatnonzero(primary == primary.max())
+        out[top] += ranked[top, 1]
+        if self.in_use:
+            t = slots[top]
+            cols = ctx.snap.cols
+            out[top] += (
+                (cols.free_gpus[t] < cols.gpus[t])
+                | (cols.cpu_free[t] < cols.cpu_cap[t])
+                | (cols.mem_free[t] < cols.mem_cap[t])
+            )
+        return out
 
     def share_device(self, ctx: PodContext, slot: int) -> int:
         version = self.rows.sync(ctx.snap)

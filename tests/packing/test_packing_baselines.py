@@ -174,9 +174,16 @@ def test_fgd_needs_a_target_workload() -> None:
         make_strategy("fgd")
 
 
+@pytest.mark.parametrize("log_keep", [1 << 16, 1], ids=["change log", "log always too old"])
 @pytest.mark.parametrize("policy", ["fgd", "fgdpp"])
-def test_fgd_scores_match_a_fresh_instance_after_changes(policy: str) -> None:
-    """The per-node score caches only reuse values of rows that did not change."""
+def test_fgd_scores_match_a_fresh_instance_after_changes(
+    policy: str, log_keep: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The per-node score caches only reuse values of rows that did not change, whether the
+    changed rows come from the snapshot's change log or from comparing every row."""
+    import kant.state
+
+    monkeypatch.setattr(kant.state, "_CHANGE_LOG_KEEP", log_keep)
     wl = workload((0, 500, 0.5), (1, 0, 0.3), (2, 0, 0.2))
     st = ClusterState([gpu_node(f"n{i}") for i in range(6)])
     strat = make_strategy(policy, workload=wl, ties="first")
@@ -283,6 +290,17 @@ def test_a_cpu_only_pod_counts_only_the_gpu_tasks_share_of_a_nodes_cpu() -> None
         place(cluster(), "fgdpp", **gpu_kw).node
         == place(cluster(), "fgdpp", cpu_share=False, **gpu_kw).node
     )
+
+
+def test_fgdpp_tells_a_used_node_from_an_idle_one_with_the_same_free_resources() -> None:
+    # 20 idle 32-core nodes, then 20 64-core nodes with 32 cores held: the same free rows
+    # (scored once per distinct row), but only the latter are in use
+    st = ClusterState([gpu_node(f"idle{i}", cpu=32_000) for i in range(20)])
+    for i in range(20):
+        st.add_node(gpu_node(f"used{i}"))
+        occupy(st, f"used{i}", cpu=32_000)
+    wl = workload((1, 0, 1.0))
+    assert place(st, "fgdpp", workload=wl, ties="first").node == "used0"
 
 
 def test_scarcity_weights_favour_classes_few_nodes_can_host() -> None:
