@@ -1,8 +1,9 @@
 """Run the FGD packing protocol for many policies x openb traces and report.
 
 Results go to a JSON file (one entry per policy and trace, resumable: entries already there
-are skipped), from which ``--report`` writes the markdown table of ``docs/packing.md`` and
-the PNG plot of allocation ratio against arrived load.
+are skipped), from which ``--report`` writes the markdown table of ``docs/packing.md``, the
+wall time of every entry (and the slowest), and the PNG plot of allocation ratio against
+arrived load.
 
     python benchmarks/packing_sweep.py --out benchmarks/packing_results.json
     python benchmarks/packing_sweep.py --out benchmarks/packing_results.json --report \\
@@ -98,6 +99,8 @@ def report(args: argparse.Namespace) -> None:
         name = t.removeprefix("openb_pod_list_")
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {gain} | {ahead} |")
     print("\n".join(lines))
+    print()
+    print(wall_table(results, traces, policies))
     if args.plot:
         trace = args.plot_trace
         chosen = [
@@ -105,6 +108,21 @@ def report(args: argparse.Namespace) -> None:
         ]
         plot_curves(chosen, args.plot)
         print(f"\nplot: {args.plot}")
+
+
+def wall_table(results: dict[str, Any], traces: list[str], policies: list[str]) -> str:
+    """Markdown: the wall time (s) of each policy on each trace (all its seeds, as run), and
+    the slowest entry."""
+    lines = ["| trace | " + " | ".join(policies) + " |", "|---" * (len(policies) + 1) + "|"]
+    for t in traces:
+        cells = [
+            "" if (e := results.get(f"{p}/{t}")) is None else f"{e['wall_s']:.1f}" for p in policies
+        ]
+        lines.append(f"| {t.removeprefix('openb_pod_list_')} | " + " | ".join(cells) + " |")
+    if results:
+        key, e = max(results.items(), key=lambda kv: kv[1]["wall_s"])
+        lines.append(f"\nslowest: {key} {e['wall_s']:.1f} s ({len(e['seeds'])} seeds)")
+    return "\n".join(lines)
 
 
 def _trace_order(name: str) -> tuple[int, str]:
