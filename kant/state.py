@@ -665,9 +665,6 @@ class Snapshot:
         self._members: dict[tuple[str, int], IntArray] = {}
         self._members_version = -1
         self.generation = -1
-        # bumped whenever any row may have changed (refresh, allocate, release, rollback):
-        # readers that cache per-row values compare it to skip re-checking rows
-        self.edits = 0
         self.token = next(_SNAPSHOT_TOKENS)  # unique per snapshot object (id() is reused)
         # slots whose rows may have changed, in order (see rows_changed_since)
         self._log: list[int] = []
@@ -677,7 +674,6 @@ class Snapshot:
     # ----------------------------------------------------------------- building
 
     def _full_build(self) -> None:
-        self.edits += 1
         st = self.state
         n = st.num_slots
         self.cols = NodeColumns(st.columns.capacity, st.columns.width)
@@ -712,7 +708,6 @@ class Snapshot:
         if len(self.names) < st.num_slots:
             self.names.extend([None] * (st.num_slots - len(self.names)))
         if idx.size:
-            self.edits += 1
             self._logged(idx.tolist())
             self._contrib_bulk(idx, -1)
             self.cols.copy_rows_from(st.columns, idx)
@@ -893,7 +888,6 @@ class Snapshot:
     def _save(self, s: int) -> None:
         if not self._undo:
             raise TransactionError("snapshot changes need an open transaction")
-        self.edits += 1
         self._logged((s,))
         frame = self._undo[-1]
         if s not in frame:
@@ -913,7 +907,6 @@ class Snapshot:
             else:
                 self._local.update(frame)
         else:
-            self.edits += 1
             self._logged(frame)
             for s, row in frame.items():
                 before = self._contrib(s)

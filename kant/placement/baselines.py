@@ -59,7 +59,7 @@ from kant.metrics.fragmentation import (
 from kant.model import MILLI
 from kant.placement.context import FloatArray, IntArray, PodContext, PodRequest
 from kant.placement.strategies import BaseStrategy, register_strategy
-from kant.state import Snapshot
+from kant.state import NodeColumns, Snapshot
 
 MAX_SPEC_CPU: Final = 128_000
 """CPU milli of the largest node the reference normalises by (128 cores)."""
@@ -294,8 +294,7 @@ class RowVersions:
         self.epoch = 0
         self.clock = 0
         self._key: tuple[int, int, int, int] = (-1, -1, -1, -1)
-        self._edits = -1
-        self._position = 0
+        self._position = -1
         self.version = np.zeros(0, dtype=np.int64)
         self._g = np.zeros((0, 0), dtype=np.int64)
         self._c = np.zeros(0, dtype=np.int64)
@@ -305,9 +304,8 @@ class RowVersions:
         cols = snap.cols
         n = snap.num_slots
         key = (snap.token, n, cols.width, snap.state.membership_version)
-        if key == self._key and snap.edits == self._edits:
+        if key == self._key and snap.log_position == self._position:
             return self.version  # no row can have changed since the last call
-        self._edits = snap.edits
         if key != self._key:
             self._key = key
             self._position = snap.log_position
@@ -379,6 +377,33 @@ class Alternatives:
     width: int
     same: IntArray | None = None
     ok: npt.NDArray[np.bool_] | None = None
+
+    def before_after(
+        self, cols: NodeColumns, s: IntArray, req: PodRequest, use: IntArray | None = None
+    ) -> tuple[IntArray, IntArray, IntArray, IntArray]:
+        """Free GPU milli, CPU, memory and pool of node slots ``s`` as they are, followed by
+        the alternatives (``use``: those indices only) with the pod placed: one batch."""
+        r = self.row if use is None else self.row[use]
+        after = self.g if use is None else self.g[use]
+        cpu, mem, pool = cols.cpu_free[s], cols.mem_free[s], cols.pool_id[s]
+        return (
+            np.concatenate((cols.gpu_free[s], after)),
+            np.concatenate((cpu, cpu[r] - req.cpu)),
+            np.concatenate((mem, mem[r] - req.mem)),
+            np.concatenate((pool, pool[r])),
+        )
+
+    def scatter(
+        self, values: FloatArray, missing: float, use: IntArray | None = None
+    ) -> FloatArray:
+        """[n, width]: ``values`` at the evaluated alternatives (``use``: those only), copied
+        to the GPUs that share them; ``missing`` elsewhere."""
+        n = self.ok.shape[0] if self.ok is not None else self.row.shape[0]
+        out = np.full((n, self.width), missing)
+        r = self.row if use is None else self.row[use]
+        c = self.col if use is None else self.col[use]
+        out[r, c] = values
+        return self.spread(out, missing)
 
     def spread(self, values: FloatArray, missing: float) -> FloatArray:
         """``values`` [n, width], set at the evaluated columns, copied to the GPUs that
@@ -495,24 +520,11 @@ class FGD(PackingBaseline):
         """FGD scores of node slots ``s`` per alternative [len(s), width] (-1 where the pod
         does not fit) and the alternatives. The rows as they are and as they would be are
         evaluated together, in one batch."""
-        snap = ctx.snap
-        cols = snap.cols
-        req = ctx.req
-        g = cols.gpu_free[s]
-        cpu, mem, pool = cols.cpu_free[s], cols.mem_free[s], cols.pool_id[s]
-        alt = self.alternatives(req, g)
-        r = alt.row
-        frag = self.fragmentation(
-            snap,
-            np.concatenate((g, alt.g)),
-            np.concatenate((cpu, cpu[r] - req.cpu)),
-            np.concatenate((mem, mem[r] - req.mem)),
-            np.concatenate((pool, pool[r])),
-        )
+        cols = ctx.snap.cols
+        alt = self.alternatives(ctx.req, cols.gpu_free[s])
+        frag = self.fragmentation(ctx.snap, *alt.before_after(cols, s, ctx.req))
         n = s.shape[0]
-        pts = np.full((n, alt.width), -1.0)
-        pts[r, alt.col] = self.growth_points(frag[n:] - frag[:n][r])
-        return alt.spread(pts, -1.0), alt
+        return alt.scatter(self.growth_points(frag[n:] - frag[:n][alt.row]), -1.0), alt
 
     def device_points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
         """Scores [len(slots), alternatives + 1]: per GPU for a shared pod (-1 where it does
@@ -693,24 +705,14 @@ class FGDPlusPlus(FGD):
         top = primary.max(axis=1)
         best = (primary == top[:, None]) & (primary >= 0)
         use = np.flatnonzero(best[alt.row, alt.col])
-        r = alt.row[use]
-        cpu, mem, pool = cols.cpu_free[s], cols.mem_free[s], cols.pool_id[s]
-        cpu_rows = np.concatenate((cpu, cpu[r] - req.cpu))
+        g, cpu, mem, pool = alt.before_after(cols, s, req, use)
         if self.cpu_share and not req.needs_gpu:
             self.secondary_workload(snap)
             if self._gpu_cpu_share < 1.0:
                 # a CPU-only pod: GPU tasks can count on their share of a node's CPU only
-                cpu_rows = np.floor(cpu_rows * self._gpu_cpu_share).astype(np.int64)
-        sec = self.secondary(
-            snap,
-            np.concatenate((cols.gpu_free[s], alt.g[use])),
-            cpu_rows,
-            np.concatenate((mem, mem[r] - req.mem)),
-            np.concatenate((pool, pool[r])),
-        )
-        second = np.zeros((n, alt.width))
-        second[r, alt.col[use]] = self.growth_points(sec[n:] - sec[:n][r])
-        second = alt.spread(second, 0.0)
+                cpu = np.floor(cpu * self._gpu_cpu_share).astype(np.int64)
+        sec = self.secondary(snap, g, cpu, mem, pool)
+        second = alt.scatter(self.growth_points(sec[n:] - sec[:n][alt.row[use]]), 0.0, use)
         # lowest index among the best primary scores with the best secondary score
         pick = np.where(best, second, -1.0).argmax(axis=1)
         tie = 2.0 * np.where(top >= 0, second[np.arange(n), pick], 0.0)

@@ -90,9 +90,8 @@ def parse_seeds(text: str) -> tuple[int, ...]:
 
 
 def placement_names() -> list[str]:
-    """Every registered placement strategy (the FGD-paper baselines included)."""
-    import kant.placement.baselines  # noqa: F401  (registers random, bestfit, fgd, ...)
-
+    """Every registered placement strategy (the FGD-paper baselines included: importing
+    :mod:`kant.placement` registers them)."""
     return strategy_names()
 
 
