@@ -1,0 +1,280 @@
+"""Every extension point of kant, each a small Protocol whose docstring is its contract.
+
+Read this page to add a policy without editing the cycle. For each point it says when kant
+calls it, what it may read, what it may change (usually nothing), and what it must cost.
+Built-ins live in their packages and are chosen by name from a :class:`kant.registry.Registry`;
+``docs/extending.md`` adds one of each from outside the package.
+
+================  ==========================================  ===============================
+point             protocol                                    registry / where it plugs in
+================  ==========================================  ===============================
+order key         :class:`OrderKey`                           ``Queue(order=...)``
+queueing policy   :class:`QueueingPolicy` -> :class:`PolicyRun`  ``kant.queueing.POLICIES``
+cycle context     :class:`CycleContext` (what a run may ask)  given to ``QueueingPolicy.begin``
+candidate view    :class:`CandidateView` (a waiting job)      given to ``PolicyRun`` methods
+placement         :class:`Strategy` (+ optional hooks)        ``kant.placement.STRATEGIES``
+node filter       :class:`NodeFilter`                         ``Placer(filters=[...])``
+placer            :class:`PlacerLike`                         ``schedule_cycle(..., placer)``
+victim rule       :class:`VictimRule`                         ``PreemptionPolicy(rules=[...])``
+what-if           :class:`WhatIf` (the victim search's view)  built by the cycle
+================  ==========================================  ===============================
+
+Determinism is part of every contract: given the same arguments, return the same answer; no
+wall clock, no unseeded randomness, no iteration over unordered sets in a way that shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import attrs
+
+from kant.model import Binding, Job, PodId, Reason, VictimReason
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from kant.state import Snapshot
+
+    IntArray = npt.NDArray[np.int64]
+    FloatArray = npt.NDArray[np.float64]
+    BoolArray = npt.NDArray[np.bool_]
+
+# --------------------------------------------------------------------------- queueing
+
+
+class OrderKey(Protocol):
+    """The global queue order: ``key(job, seq)``, lower first.
+
+    Called once per job, at submit; the key is stored and never recomputed, so it may read
+    only the job and its submission sequence number ``seq`` (unique, increasing). It must end
+    with ``seq`` so the order is total. The default, :func:`kant.queueing.order.paper_order`,
+    is the paper's: priority (higher first), submit time, size (smaller first), ``seq``."""
+
+    def __call__(self, job: Job, seq: int) -> tuple[Any, ...]: ...
+
+
+class CandidateView(Protocol):
+    """A waiting job as queueing policies see it (read-only).
+
+    ``key`` is its order key, ``seq`` its submission sequence number, ``pending_since`` when
+    its current wait began (submit, or its last requeue)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def job(self) -> Job: ...
+
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def key(self) -> tuple[Any, ...]: ...
+
+    @property
+    def pending_since(self) -> float: ...
+
+
+@attrs.frozen(kw_only=True)
+class Gate:
+    """A policy's answer before a job is tried: ``skip`` it with that reason, or try it;
+    ``use_reserved`` lets it use the devices the policy reserved (it ends before they are
+    needed)."""
+
+    skip: Reason | None = None
+    use_reserved: bool = False
+
+
+GO = Gate()
+"""Try the job, with no reserved devices."""
+
+
+@attrs.frozen(kw_only=True)
+class Reservation:
+    """A job's reserved start: the earliest time the running jobs' expected ends free enough
+    resources for it, and the placement it would get then."""
+
+    job: str
+    start: float
+    bindings: tuple[Binding, ...]
+
+
+class CycleContext(Protocol):
+    """What a :class:`PolicyRun` may ask of the cycle that runs it. Nothing here changes the
+    cluster or the queue; a reservation holds devices on the cycle's snapshot only."""
+
+    @property
+    def now(self) -> float: ...
+
+    def is_nominated(self, job: CandidateView) -> bool:
+        """Does the job hold devices nominated for it (it preempted; its victims are going)?"""
+        ...
+
+    def forecast(self, job: CandidateView, *, default_runtime: float | None) -> Reservation | None:
+        """The job's earliest start from the running jobs' expected ends (start plus
+        ``runtime_estimate``, else ``default_runtime``, else never), and the placement it would
+        get then; None when quota or the known ends never make room. Costs up to a bounded
+        number of placement attempts; changes nothing."""
+        ...
+
+    def reserve(self, reservation: Reservation) -> None:
+        """Hold the reservation's free devices out of placement for the rest of the cycle;
+        a job whose gate says ``use_reserved`` may use them."""
+        ...
+
+    def fits_unreserved(self, job: CandidateView) -> bool:
+        """Would the job pass quota and readiness if the reserved devices were free?"""
+        ...
+
+
+class PolicyRun(Protocol):
+    """One cycle's worth of a queueing policy's state. The cycle walks the waiting jobs in
+    the global order and, for each, calls :meth:`gate`; when a job tried is not (fully)
+    placed, :meth:`explain` then :meth:`failed`. All O(1) per call unless stated."""
+
+    def gate(self, job: CandidateView) -> Gate:
+        """Before the job is tried: skip it (with a reason), or try it."""
+        ...
+
+    def explain(self, job: CandidateView, reason: Reason) -> Reason:
+        """The reason users should read for a job that was not placed (default: ``reason``)."""
+        ...
+
+    def failed(self, job: CandidateView, reason: Reason) -> bool:
+        """Record that the job was not (fully) placed for ``reason``. True: it may preempt
+        jobs that backfilled past it (a Backfill head past its threshold)."""
+        ...
+
+    def reservation(self) -> Reservation | None:
+        """The reservation this run made, if any (reported in the cycle's result)."""
+        ...
+
+
+@runtime_checkable
+class QueueingPolicy(Protocol):
+    """A queueing policy (paper 3.2.2): a name and a :class:`PolicyRun` per cycle.
+
+    ``begin`` is called once at the start of each cycle; the run lives for that cycle only,
+    so a policy keeps no state between cycles (everything it needs is in the queue)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def begin(self, ctx: CycleContext) -> PolicyRun: ...
+
+
+# --------------------------------------------------------------------------- placement
+
+
+class PodView(Protocol):
+    """What placement knows about the pod being placed (see
+    :class:`kant.placement.context.PodContext`): the job, the per-pod request, the snapshot."""
+
+    @property
+    def job(self) -> Job: ...
+
+    @property
+    def snap(self) -> Snapshot: ...
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    """A placement strategy: score feasible candidate nodes, higher is better.
+
+    ``score(ctx, slots)`` gets the feasible candidate node slots (ascending) and returns one
+    float per slot; ties go to the lowest slot. Called once per pod per candidate set
+    (vectorised: O(len(slots)) numpy work). Scores must be *node-local*: a node's score
+    depends only on its row in the snapshot and on this job's pods on it. It must not
+    change the snapshot.
+
+    Optional hooks, with the defaults :class:`kant.placement.BaseStrategy` gives when a
+    strategy lacks them: ``two_level`` (search NodeNetGroups first), ``topology_default``
+    (the tier multi-pod gangs prefer), ``fill_partly_used_first``, ``group_key``,
+    ``domain_key``, ``candidate_sets`` and ``share_device``; see ``docs/extending.md``."""
+
+    name: str
+
+    def score(self, ctx: Any, slots: IntArray) -> FloatArray: ...
+
+
+class NodeFilter(Protocol):
+    """A node filter: which candidate nodes a pod may use at all.
+
+    ``__call__(ctx, slots)`` gets the candidate slots that fit the pod's resources and
+    returns a boolean mask of the same length (True: keep). Called once per pod before
+    scoring; O(len(slots)) numpy work; must not change the snapshot. A filter that keeps
+    nothing leaves the pod unplaced with ``NO_FIT``."""
+
+    def __call__(self, ctx: Any, slots: IntArray) -> BoolArray: ...
+
+
+class PlacementLike(Protocol):
+    """What a placement attempt returns: the bindings made and why the others were not."""
+
+    @property
+    def bindings(self) -> tuple[Binding, ...]: ...
+
+    @property
+    def unplaced(self) -> Mapping[PodId, Reason]: ...
+
+
+class PlacerLike(Protocol):
+    """The RSCH: place ``pods`` of ``job`` (all when None) on ``snap``.
+
+    The bindings are applied to the snapshot (into the transaction the caller opened), so the
+    caller commits or rolls them back; a gang that cannot be placed whole applies nothing.
+    Deterministic; costs O(pods x candidate nodes) numpy work at worst."""
+
+    def place(
+        self, job: Job, snap: Snapshot, *, pods: Sequence[PodId] | None = None
+    ) -> PlacementLike: ...
+
+
+# --------------------------------------------------------------------------- preemption
+
+
+class VictimRule(Protocol):
+    """A victim rule: may ``unit`` be evicted for ``preemptor``?
+
+    Return a :class:`~kant.model.VictimReason` (eligible, for that reason), ``False`` (never:
+    protected, stop asking), or ``None`` (no opinion: ask the next rule). The rules of a
+    :class:`kant.preemption.PreemptionPolicy` are asked in order, user rules before the
+    built-in ones (guaranteed share, reclaim, priority, backfill). Called per candidate unit
+    per preemptor: keep it O(1); it reads only its arguments."""
+
+    def __call__(self, preemptor: Any, unit: Any, borrowing: Any) -> VictimReason | bool | None: ...
+
+
+class Scope(Protocol):
+    """One what-if scope: :meth:`commit` keeps its changes in the enclosing scope."""
+
+    def commit(self) -> None: ...
+
+
+class WhatIf(Protocol):
+    """The victim search's view of the cycle: snapshot and quota changes in nested scopes.
+
+    Implemented by the cycle (:class:`kant.preemption.whatif.CycleWhatIf`); everything done
+    inside a scope is undone when it ends unless committed into the enclosing one."""
+
+    def scope(self) -> AbstractContextManager[Scope]: ...
+
+    def remove(self, unit: Any) -> None:
+        """Free what ``unit`` holds (snapshot and quota ledger)."""
+        ...
+
+    def restore(self, unit: Any) -> None:
+        """Take back exactly what :meth:`remove` freed for ``unit``."""
+        ...
+
+    def ready(self) -> bool:
+        """Cheap necessary check (quota + readiness) for the preemptor."""
+        ...
+
+    def place(self) -> tuple[Binding, ...] | None:
+        """Try the real placement (undone afterwards); its bindings, or None."""
+        ...

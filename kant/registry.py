@@ -1,0 +1,106 @@
+"""Named policies: one :class:`Registry` per extension point, and the context they are built in.
+
+Every pluggable family (queueing policies, placement strategies, order keys, node filters,
+victim rules) is a ``Registry`` of factories under unique names, so a config file, the
+simulator or the command line picks a policy by name and nobody special-cases a family:
+
+>>> from kant.registry import BuildContext, Registry
+>>> r: Registry[str] = Registry("greeting")
+>>> r.register("hello", lambda *, seed=0: f"hello #{seed}", uses=("seed",))
+>>> r.build("hello", BuildContext(seed=7))
+'hello #7'
+>>> r.names()
+['hello']
+
+A factory declares which fields of the :class:`BuildContext` it takes (``uses``); the registry
+passes exactly those as keyword arguments, plus the caller's options. A strategy that needs
+nothing is registered as its class; one that needs the run's seed or the workload it will
+face (the FGD baselines) says so, and every caller builds it the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Generic, TypeVar
+
+import attrs
+
+from kant.errors import DuplicateError, InvalidConfigError, UnknownPolicyError
+
+T = TypeVar("T")
+
+CONTEXT_FIELDS = ("seed", "workload", "cluster")
+"""What a :class:`BuildContext` carries; the names a factory may list in ``uses``."""
+
+
+@attrs.frozen(kw_only=True)
+class BuildContext:
+    """What a policy may be built from, besides its own options.
+
+    ``seed``: the run's seed (random tie rules); ``workload``: the jobs the run will see, as a
+    sequence of :class:`kant.model.Job` (policies that tune themselves to a target workload
+    derive what they need from it); ``cluster``: the nodes, a sequence of
+    :class:`kant.model.NodeSpec`. Fields nobody set are None (``seed`` 0)."""
+
+    seed: int = 0
+    workload: Any = None
+    cluster: Any = None
+
+
+@attrs.frozen
+class _Entry(Generic[T]):
+    factory: Callable[..., T]
+    uses: tuple[str, ...]
+
+
+class Registry(Generic[T]):
+    """Factories of one extension point (``kind``, e.g. ``"placement"``) by unique name.
+
+    Names are case-insensitive (stored lower-case). Registering a taken name raises
+    :class:`~kant.errors.DuplicateError`; building an unknown one raises
+    :class:`~kant.errors.UnknownPolicyError` listing the known names."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._entries: dict[str, _Entry[T]] = {}
+
+    def register(self, name: str, factory: Callable[..., T], *, uses: Iterable[str] = ()) -> None:
+        """Add ``factory`` under ``name``; ``uses`` names the :class:`BuildContext` fields it
+        takes as keyword arguments."""
+        key = name.lower()
+        if key in self._entries:
+            raise DuplicateError(f"{self.kind} policy {name!r} is already registered")
+        wanted = tuple(uses)
+        for f in wanted:
+            if f not in CONTEXT_FIELDS:
+                raise InvalidConfigError("uses", f, f"must be one of {', '.join(CONTEXT_FIELDS)}")
+        self._entries[key] = _Entry(factory, wanted)
+
+    def build(self, name: str, context: BuildContext | None = None, **options: Any) -> T:
+        """A new instance of ``name``: its factory called with the context fields it uses
+        (options given explicitly win) and ``options``."""
+        try:
+            entry = self._entries[name.lower()]
+        except KeyError:
+            raise UnknownPolicyError(self.kind, name, self.names()) from None
+        ctx = context if context is not None else BuildContext()
+        kwargs = {f: getattr(ctx, f) for f in entry.uses if f not in options}
+        return entry.factory(**kwargs, **options)
+
+    def uses(self, name: str) -> tuple[str, ...]:
+        """The context fields the factory of ``name`` takes."""
+        try:
+            return self._entries[name.lower()].uses
+        except KeyError:
+            raise UnknownPolicyError(self.kind, name, self.names()) from None
+
+    def names(self) -> list[str]:
+        """Every registered name, sorted."""
+        return sorted(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._entries
+
+    def as_mapping(self) -> Mapping[str, Callable[..., T]]:
+        """A read-only view: name -> factory."""
+        return {k: e.factory for k, e in sorted(self._entries.items())}
