@@ -5,8 +5,10 @@ The curated public API is re-exported here; submodules hold the details::
     from kant import ClusterState, Queue, Admitter, Placer, schedule_cycle, apply
 """
 
-from kant.admission import Admitter, PreemptionPolicy, Quota, QuotaMode
-from kant.cycle import CycleResult, Scheduler, apply, schedule_cycle
+from kant.admission import Admitter, Quota, QuotaMode
+from kant.apply import ApplyReport, apply
+from kant.contracts import Gate, QueueingPolicy, Reservation, Strategy
+from kant.cycle import CycleResult, CycleStats, schedule_cycle
 from kant.errors import (
     AllocationConflictError,
     DuplicateError,
@@ -43,7 +45,10 @@ from kant.model import (
     VictimReason,
 )
 from kant.placement import PlacementResult, Placer, make_strategy, strategy_names
-from kant.queueing import Backoff, JobPhase, Queue, make_policy, policy_names
+from kant.preemption import PreemptionPolicy
+from kant.queueing import Backoff, JobPhase, JobStatus, Nomination, Queue, make_policy, policy_names
+from kant.registry import BuildContext, Registry
+from kant.scheduler import EventReport, Eviction, EvictionCause, Scheduler
 from kant.state import ClusterState, Snapshot, Transaction
 
 __version__ = "0.1.0"
@@ -52,11 +57,18 @@ __all__ = [
     "MILLI",
     "Admitter",
     "AllocationConflictError",
+    "ApplyReport",
     "Backoff",
     "Binding",
+    "BuildContext",
     "ClusterState",
     "CycleResult",
+    "CycleStats",
     "DuplicateError",
+    "EventReport",
+    "Eviction",
+    "EvictionCause",
+    "Gate",
     "InvalidBindingError",
     "InvalidClusterFileError",
     "InvalidJobError",
@@ -67,22 +79,28 @@ __all__ = [
     "Job",
     "JobKind",
     "JobPhase",
+    "JobStatus",
     "KantError",
     "LinkKind",
     "NodeSpec",
+    "Nomination",
     "PlacementResult",
     "Placer",
     "PodId",
     "PreemptionPolicy",
     "Queue",
+    "QueueingPolicy",
     "Quota",
     "QuotaMode",
     "Reason",
     "ReasonCode",
+    "Registry",
+    "Reservation",
     "Resources",
     "Role",
     "Scheduler",
     "Snapshot",
+    "Strategy",
     "Tier",
     "TopologyWish",
     "Transaction",

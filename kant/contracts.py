@@ -25,7 +25,7 @@ wall clock, no unseeded randomness, no iteration over unordered sets in a way th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -220,6 +220,11 @@ class PlacementLike(Protocol):
 
     @property
     def unplaced(self) -> Mapping[PodId, Reason]: ...
+
+
+PlaceFn = Callable[[Job, Sequence[PodId]], PlacementLike]
+"""Place these pods of this job on the cycle's snapshot, into the open transaction (the cycle
+hands what-ifs and forecasts this instead of the placer, and counts each attempt)."""
 
 
 class PlacerLike(Protocol):

@@ -97,6 +97,24 @@ class ReasonCode(enum.StrEnum):
     """Retry limit reached; the job will not be scheduled again."""
 
 
+CAPACITY_CODES = frozenset(
+    {ReasonCode.INSUFFICIENT_CAPACITY, ReasonCode.NO_FIT, ReasonCode.TOPOLOGY}
+)
+"""The job does not fit the free capacity now. Such a failure is the one fact both queueing
+and preemption read: it makes the job the blocked head of the global queue (with
+``PREEMPTING``, a job already waiting for its victims, see :data:`BLOCKING_CODES`), and it
+may be resolved by preemption (with ``QUOTA_EXCEEDED``, which quota reclaim may resolve, see
+:data:`PREEMPTIBLE_CODES`). ``NO_POOL`` is neither: no victim creates a node pool."""
+
+BLOCKING_CODES = CAPACITY_CODES | {ReasonCode.PREEMPTING}
+"""Failures that make a job the blocked head of the global queue (Strict FIFO stops there,
+Backfill and EASY take it as their head). A quota failure concerns only its tenant."""
+
+PREEMPTIBLE_CODES = CAPACITY_CODES | {ReasonCode.QUOTA_EXCEEDED}
+"""Failures that preemption may resolve (a job already ``PREEMPTING`` does not preempt
+again)."""
+
+
 @attrs.frozen(kw_only=True)
 class Reason:
     """A typed, readable explanation: ``code`` for programs, ``message`` for people."""
@@ -158,6 +176,23 @@ def _finite_nonneg(v: Any) -> bool:
 def finite_nonneg(err: type[ValidationError]) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
     """An attrs validator: a finite number >= 0 (bools refused), else ``err``."""
     return _validator(err, _finite_nonneg, "must be a finite number >= 0")
+
+
+def nonneg_or_inf(err: type[ValidationError]) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    """An attrs validator: a number >= 0, infinity allowed (meaning "never"), NaN and bools
+    refused, else ``err``."""
+    return _validator(
+        err,
+        lambda v: isinstance(v, int | float) and not isinstance(v, bool) and v >= 0,
+        "must be a number >= 0",
+    )
+
+
+def opt_pos_int(err: type[ValidationError]) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    """An attrs validator: None or an int >= 1 (bools refused), else ``err``."""
+    return _validator(
+        err, lambda v: v is None or (_is_int(v) and v >= 1), "must be None or an int >= 1"
+    )
 
 
 # --------------------------------------------------------------------------- resources

@@ -1,15 +1,9 @@
-"""QSCH admission control (paper 3.2.1 and 3.2.3): static quotas per tenant x GPU model,
-the dynamic readiness check, and preemption (who may be a victim, and the minimal victim
-search). See ``docs/qsch.md``."""
+"""QSCH admission control (paper 3.2.1): static quotas per tenant x GPU model, the node pools
+a cycle sees, the dynamic readiness check, holds and start-time forecasts. Preemption is its
+own package, :mod:`kant.preemption`. See ``docs/qsch.md``."""
 
-from kant.admission.preemption import (
-    PreemptionPolicy,
-    Preemptor,
-    VictimUnit,
-    WhatIf,
-    find_victims,
-    victim_reason,
-)
+from kant.admission.holds import Hold
+from kant.admission.pools import Pools, restricted
 from kant.admission.quota import (
     Admitter,
     Quota,
@@ -23,18 +17,15 @@ from kant.admission.readiness import PoolFacts, readiness
 
 __all__ = [
     "Admitter",
+    "Hold",
     "PoolFacts",
-    "PreemptionPolicy",
-    "Preemptor",
+    "Pools",
     "Quota",
     "QuotaDecision",
     "QuotaLedger",
     "QuotaMode",
     "QuotaTable",
-    "VictimUnit",
-    "WhatIf",
     "admit_quota",
-    "find_victims",
     "readiness",
-    "victim_reason",
+    "restricted",
 ]

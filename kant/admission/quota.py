@@ -353,11 +353,11 @@ def _gpus(milli: float) -> str:
 
 
 class Admitter:
-    """Quotas and their live usage, plus the preemption rules (QSCH admission control).
+    """Quotas and their live usage (QSCH static admission). The preemption rules are a cycle
+    input (:class:`kant.preemption.PreemptionPolicy`), not part of the admitter.
 
     ``quotas=None``: no static quota check (every tenant unlimited, nothing guaranteed).
     ``modes`` maps tenants to ``"shared"``/``"isolated"`` (default ``default_mode``).
-    ``preemption`` is a :class:`kant.admission.preemption.PreemptionPolicy`.
     """
 
     def __init__(
@@ -366,16 +366,8 @@ class Admitter:
         *,
         modes: Mapping[str, QuotaMode | str] | None = None,
         default_mode: QuotaMode | str = QuotaMode.SHARED,
-        preemption: object | None = None,
     ) -> None:
-        from kant.admission.preemption import PreemptionPolicy
-
         self.table = QuotaTable(quotas, modes, default_mode)
-        if preemption is None:
-            preemption = PreemptionPolicy()
-        if not isinstance(preemption, PreemptionPolicy):
-            raise InvalidConfigError("preemption", preemption, "must be a PreemptionPolicy")
-        self.preemption: PreemptionPolicy = preemption
         self._usage: dict[tuple[str, str], int] = {}
         self._by_pod: dict[PodId, tuple[str, str, int]] = {}
 

@@ -27,11 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from kant.admission import Admitter, PreemptionPolicy, Quota
+from kant.admission import Admitter, Quota
+from kant.apply import apply
 from kant.bench import fat_tree_nodes, percentile, rss_mib
-from kant.cycle import Scheduler, apply, schedule_cycle
+from kant.cycle import schedule_cycle
 from kant.model import MILLI, Job, JobKind, Resources, Role
+from kant.preemption import PreemptionPolicy
 from kant.queueing import JobPhase, Queue
+from kant.scheduler import Scheduler
 from kant.state import ClusterState
 
 TENANTS = ("t0", "t1", "t2", "t3")
@@ -121,9 +124,12 @@ def bench_cycle(
     rules = PreemptionPolicy(min_runtime=600.0, max_preemptors_per_cycle=2)
     if not preemption:
         rules = PreemptionPolicy(priority=False, reclaim=False, backfill=False)
-    admitter = Admitter(quotas, preemption=rules)
-    queue = Queue(policy=policy)
-    s = Scheduler(cluster, queue=queue, admitter=admitter, placer=Placer(strategy))
+    admitter = Admitter(quotas)
+    queue = Queue()
+    s = Scheduler(
+        cluster, queue=queue, admitter=admitter, placer=Placer(strategy), policy=policy,
+        preemption=rules,
+    )  # fmt: skip
     wl = _Workload(seed)
     # set-up (not timed): run the workload for one full job lifetime at a coarse step, so the
     # running jobs have spread ages and finish at a steady rate when measuring starts
@@ -154,7 +160,9 @@ def bench_cycle(
         _evict_victims(s, now)
         _refill(s, wl, pending, now)
         t0, c0 = time.perf_counter(), time.thread_time()
-        res = schedule_cycle(cluster, queue, admitter, s.placer, now)
+        res = schedule_cycle(
+            cluster, queue, admitter, s.placer, now, policy=s.policy, preemption=rules
+        )
         times.append((time.perf_counter() - t0) * 1000)
         cpu.append((time.thread_time() - c0) * 1000)
         apply(res, cluster, queue, admitter, now)

@@ -4,7 +4,7 @@ and 3.2.4).
 Every submitted job is in exactly one :class:`JobPhase`:
 
 ``PENDING``   nothing of it is placed; it waits for a cycle (possibly in backoff).
-``RUNNING``   at least one of its pods holds resources (assumed by :func:`kant.cycle.apply`
+``RUNNING``   at least one of its pods holds resources (assumed by :func:`kant.apply.apply`
               or confirmed). A pod-level job may be RUNNING with pods still to place.
 ``FINISHED``  every pod finished, or the job was cancelled (``cancelled`` says which).
 ``FAILED``    its retry limit was reached; ``reason`` says why. It is never scheduled again.
@@ -12,14 +12,13 @@ Every submitted job is in exactly one :class:`JobPhase`:
 Nothing is ever dropped: a job leaves the queue's books only by reaching FINISHED or FAILED,
 and stays listed (:meth:`Queue.status`) after that.
 
-The global order (:meth:`Queue.order_key`): priority (higher first), then submission time
-(earlier first), then job size in GPU milli (**smaller first** by default: among equally urgent
-jobs submitted together, the small ones are likelier to fit now and cost the least to wait
-for; ``Queue(larger_first=True)`` flips it), then the submission sequence number, which is
-unique, so the order is total and deterministic.
+The global order is the queue's order key (:mod:`kant.queueing.order`; by default the paper's:
+priority, submission time, size smaller first, then the unique submission sequence number), so
+the order is total and deterministic.
 
-The queue is pure bookkeeping: it never touches a cluster. :func:`kant.cycle.schedule_cycle`
-reads it, :func:`kant.cycle.apply` and the :class:`kant.cycle.Scheduler` events change it.
+The queue is pure bookkeeping: it never touches a cluster and holds no queueing policy.
+:func:`kant.cycle.schedule_cycle` reads it; :func:`kant.apply.apply` and the
+:class:`kant.scheduler.Scheduler` events change it.
 """
 
 from __future__ import annotations
@@ -32,54 +31,20 @@ from typing import Any
 import attrs
 from sortedcontainers import SortedList
 
-from kant.errors import DuplicateError, InvalidConfigError, InvalidJobError, UnknownJobError
-from kant.model import Binding, Job, PodId, Reason, ReasonCode, finite_nonneg
-
-OrderKey = tuple[int, float, int, int]
+from kant.contracts import OrderKey
+from kant.errors import DuplicateError, InvalidJobError, UnknownJobError
+from kant.model import Binding, Job, PodId, Reason, ReasonCode
+from kant.queueing.backoff import Backoff
+from kant.queueing.order import ORDER_KEYS
 
 
 class JobPhase(enum.StrEnum):
+    """Where a job is in its lifecycle (see the module docstring)."""
+
     PENDING = "pending"
     RUNNING = "running"
     FINISHED = "finished"
     FAILED = "failed"
-
-
-# --------------------------------------------------------------------------- backoff
-
-
-_nonneg = finite_nonneg(InvalidConfigError)
-
-
-@attrs.frozen(kw_only=True)
-class Backoff:
-    """Exponential requeue backoff after a failed binding or start.
-
-    After the ``k``-th failure (``k >= 1``) the job waits ``min(cap, base * factor**(k-1))``
-    seconds; the ``max_retries + 1``-th failure marks it FAILED.
-    """
-
-    base: float = attrs.field(default=10.0, validator=_nonneg)
-    factor: float = attrs.field(default=2.0, validator=_nonneg)
-    cap: float = attrs.field(default=600.0, validator=_nonneg)
-    max_retries: int = attrs.field(default=5)
-
-    def __attrs_post_init__(self) -> None:
-        if self.factor < 1:
-            raise InvalidConfigError("factor", self.factor, "must be >= 1")
-        mr = self.max_retries
-        if not isinstance(mr, int) or isinstance(mr, bool) or mr < 0:
-            raise InvalidConfigError("max_retries", mr, "must be an int >= 0")
-
-    def delay(self, failures: int) -> float:
-        """Seconds to wait after the ``failures``-th failure."""
-        if failures <= 0:
-            return 0.0
-        # cap the exponent: factor**k overflows floats long before it matters
-        return float(min(self.cap, self.base * self.factor ** min(failures - 1, 64)))
-
-    def exhausted(self, failures: int) -> bool:
-        return failures > self.max_retries
 
 
 # --------------------------------------------------------------------------- records
@@ -130,7 +95,7 @@ class Entry:
 
     job: Job
     seq: int
-    key: OrderKey
+    key: tuple[Any, ...]
     phase: JobPhase
     pending_since: float
     reason: Reason | None = None
@@ -144,7 +109,7 @@ class Entry:
     cancelled: bool = False
     nomination: Nomination | None = None
     _remaining: tuple[PodId, ...] | None = None
-    victim_groups: Any = None  # the cycle's cache of this job's eviction units; see touch()
+    version: int = 0  # bumped by touch(): caches of what the job holds compare it
 
     @property
     def id(self) -> str:
@@ -159,9 +124,9 @@ class Entry:
         return self._remaining
 
     def touch(self) -> None:
-        """Forget what is derived from the pods the job holds (call after any change)."""
+        """Forget what is derived from the pods the job holds (call after any change); caches
+        outside the queue notice through :attr:`version`."""
         self._remaining = None
-        self.victim_groups = None
 
     @property
     def schedulable(self) -> bool:
@@ -197,30 +162,25 @@ class Entry:
 class Queue:
     """Per-tenant queues merged into one global order, plus every job's lifecycle.
 
-    ``policy`` is the queueing policy (a :class:`kant.queueing.policies.QueueingPolicy` or a
-    registered name such as ``"best-effort-fifo"``); ``backoff`` the requeue backoff.
-    All reads are deterministic (order keys end with a unique sequence number).
+    ``order`` is the order key (a :class:`kant.contracts.OrderKey` or a name registered in
+    :data:`kant.queueing.order.ORDER_KEYS`, default ``"paper"``); ``backoff`` the requeue
+    backoff. All reads are deterministic (order keys end with a unique sequence number).
     """
 
     def __init__(
         self,
         *,
-        policy: Any = "best-effort-fifo",
+        order: OrderKey | str = "paper",
         backoff: Backoff | None = None,
-        larger_first: bool = False,
     ) -> None:
-        from kant.queueing.policies import make_policy
-
-        self.policy = make_policy(policy) if isinstance(policy, str) else policy
+        self.order: OrderKey = ORDER_KEYS.build(order) if isinstance(order, str) else order
         self.backoff = backoff if backoff is not None else Backoff()
-        self.larger_first = bool(larger_first)
         self._entries: dict[str, Entry] = {}
         self._order: SortedList = SortedList()  # (key, job id) of schedulable jobs
         self._in_order: set[str] = set()
         self._tenants: dict[str, SortedList] = {}  # tenant -> (key, job id) of schedulable jobs
         self._running: dict[str, None] = {}  # ordered set of RUNNING job ids
         self._seq = 0
-        self.version = 0  # bumped on every change (cheap "did anything change" for callers)
 
     # ----------------------------------------------------------------- reads
 
@@ -230,15 +190,20 @@ class Queue:
     def __contains__(self, job_id: object) -> bool:
         return job_id in self._entries
 
-    def order_key(self, job: Job, seq: int) -> OrderKey:
-        size = -job.total_milli if self.larger_first else job.total_milli
-        return (-job.priority, job.submitted_at, size, seq)
-
     def entry(self, job_id: str) -> Entry:
+        """The job's bookkeeping; raises :class:`~kant.errors.UnknownJobError`."""
         try:
             return self._entries[job_id]
         except KeyError:
             raise UnknownJobError(job_id) from None
+
+    def get(self, job_id: str) -> Entry | None:
+        """The job's bookkeeping, or None for a job never submitted."""
+        return self._entries.get(job_id)
+
+    def entries(self) -> Iterator[Entry]:
+        """Every job's bookkeeping, in submission order."""
+        return iter(self._entries.values())
 
     def status(self, job_id: str) -> JobStatus:
         return self.entry(job_id).view()
@@ -292,7 +257,7 @@ class Queue:
         e = Entry(
             job=job,
             seq=self._seq,
-            key=self.order_key(job, self._seq),
+            key=self.order(job, self._seq),
             phase=JobPhase.PENDING,
             pending_since=job.submitted_at if now is None else float(now),
         )
@@ -302,7 +267,7 @@ class Queue:
 
     def cancel(self, job_id: str) -> tuple[PodId, ...]:
         """Mark the job FINISHED (cancelled). Returns the pods it still holds, which the caller
-        must release (:meth:`kant.cycle.Scheduler.cancel` does). Cancelling a finished or
+        must release (:meth:`kant.scheduler.Scheduler.cancel` does). Cancelling a finished or
         failed job changes nothing and returns ()."""
         e = self.entry(job_id)
         if e.phase in (JobPhase.FINISHED, JobPhase.FAILED):
@@ -336,25 +301,21 @@ class Queue:
         if pod not in e.assigned:
             raise UnknownJobError(f"{pod} (not placed)")
         e.confirmed.add(pod)
-        self.version += 1
 
     def mark_terminating(self, pods: Iterable[PodId], preemptor: str) -> None:
         for p in pods:
             e = self.entry(p.job)
             if p in e.assigned:
                 e.terminating[p] = preemptor
-        self.version += 1
 
     def set_nomination(self, nom: Nomination | None, job_id: str) -> None:
         e = self.entry(job_id)
         e.nomination = nom
-        self.version += 1
 
     def set_reason(self, job_id: str, reason: Reason | None) -> None:
         e = self._entries.get(job_id)
         if e is not None and e.phase in (JobPhase.PENDING, JobPhase.RUNNING):
             e.reason = reason
-            self.version += 1
 
     def forget_pods(
         self, job_id: str, pods: Iterable[PodId], now: float, *, finished: bool
@@ -378,7 +339,6 @@ class Queue:
             self._to_pending(e, now)
         else:
             self._sync(e)
-            self.version += 1
 
     def requeue(self, job_id: str, now: float, *, failed: bool, message: str = "") -> JobStatus:
         """Put the whole job back to PENDING (the caller released its pods).
@@ -419,17 +379,6 @@ class Queue:
         )
         return True
 
-    def fail(self, job_id: str, reason: Reason) -> None:
-        """Mark FAILED now (the caller released its pods)."""
-        e = self.entry(job_id)
-        e.assigned.clear()
-        e.confirmed.clear()
-        e.terminating.clear()
-        e.nomination = None
-        e.reason = reason
-        e.touch()
-        self._set_phase(e, JobPhase.FAILED)
-
     # ----------------------------------------------------------------- internals
 
     def _to_pending(self, e: Entry, now: float | None) -> None:
@@ -446,7 +395,6 @@ class Queue:
         else:
             self._running.pop(e.id, None)
         self._sync(e)
-        self.version += 1
 
     def _sync(self, e: Entry) -> None:
         want = e.schedulable
@@ -474,7 +422,7 @@ class Queue:
         want = sorted((e.key, e.id) for e in self._entries.values() if e.schedulable)
         assert list(self._order) == want, "global order index differs"
         assert self._in_order == {j for _k, j in want}
-        by_t: dict[str, list[tuple[OrderKey, str]]] = {}
+        by_t: dict[str, list[tuple[Any, str]]] = {}
         for k, j in want:
             by_t.setdefault(self._entries[j].job.tenant, []).append((k, j))
         assert {t: list(sl) for t, sl in self._tenants.items()} == by_t, "tenant queues differ"

@@ -1,6 +1,6 @@
 """Simulation: the discrete-event simulator, scenarios, trace loaders and workloads.
 
-- :mod:`kant.sim.simulator`: :class:`Simulator` drives a :class:`kant.cycle.Scheduler` as an
+- :mod:`kant.sim.simulator`: :class:`Simulator` drives a :class:`kant.scheduler.Scheduler` as an
   orchestrator would (arrivals, cycles, finishes, preemption with a grace period, node
   failures) and returns a :class:`SimResult` (job records, GAR / SOR / GFR series, JWTD and
   JTTED). See ``docs/simulator.md``.

@@ -36,13 +36,14 @@ from typing import Any, Final
 
 import attrs
 
-from kant.admission import Admitter, PreemptionPolicy, Quota
-from kant.cycle import Scheduler
+from kant.admission import Admitter, Quota
 from kant.errors import UnknownPolicyError, ValidationError
 from kant.metrics import workload_from_jobs
 from kant.model import Job, NodeSpec
 from kant.placement import BaseStrategy, Placer, make_strategy, strategy_names
+from kant.preemption import PreemptionPolicy
 from kant.queueing import Queue, make_policy, policy_names
+from kant.scheduler import Scheduler
 from kant.sim.simulator import SimConfig, SimResult, Simulator
 from kant.state import ClusterState
 from kant.topology import ClusterDescription, fat_tree_for_nodes, load_cluster, openb_nodes
@@ -192,10 +193,14 @@ class Scenario:
         qopts: dict[str, Any] = {}
         if pol.threshold is not None and pol.queueing == "backfill":
             qopts["threshold"] = pol.threshold
-        queue = Queue(policy=make_policy(pol.queueing, **qopts))
-        admitter = Admitter(self.quotas, preemption=pol.preemption_policy(self.quotas is not None))
-        placer = Placer(self._strategy(pol.placement))
-        return Scheduler(ClusterState(self.nodes), queue=queue, admitter=admitter, placer=placer)
+        return Scheduler(
+            ClusterState(self.nodes),
+            queue=Queue(),
+            admitter=Admitter(self.quotas),
+            placer=Placer(self._strategy(pol.placement)),
+            policy=make_policy(pol.queueing, **qopts),
+            preemption=pol.preemption_policy(self.quotas is not None),
+        )
 
     def _strategy(self, name: str) -> BaseStrategy:
         """The placement strategy ``name``; the FGD-paper baselines get the scenario's seed

@@ -10,7 +10,7 @@ What happens, and when:
 
 ``ARRIVAL``   at ``job.submitted_at`` the job is submitted (:meth:`Scheduler.submit`).
 ``TICK``      a scheduling cycle: :func:`~kant.cycle.schedule_cycle` then
-              :func:`~kant.cycle.apply`. A tick is scheduled only when something changed
+              :func:`~kant.apply.apply`. A tick is scheduled only when something changed
               (an arrival, a release, a node coming or going, a wake-up), at the earliest
               ``tick`` seconds after the previous cycle; when nothing can change no tick is
               scheduled at all, so an idle or stuck cluster costs nothing.
@@ -54,7 +54,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from kant.cycle import CycleResult, Scheduler
+from kant.cycle import CycleResult
 from kant.errors import ValidationError
 from kant.metrics import (
     JobRecord,
@@ -66,9 +66,9 @@ from kant.metrics import (
     jtted,
     jwtd,
 )
-from kant.model import Binding, Job, NodeSpec, PodId, ReasonCode, finite_nonneg
+from kant.model import BLOCKING_CODES, Binding, Job, NodeSpec, PodId, ReasonCode, finite_nonneg
 from kant.queueing import JobPhase
-from kant.queueing.policies import RESOURCE_CODES
+from kant.scheduler import Scheduler
 
 __all__ = [
     "EventKind",
@@ -564,12 +564,12 @@ class Simulator:
         now = self._now
         q = self.s.queue
         times: list[float] = []
-        threshold: float | None = getattr(q.policy, "threshold", None)
-        head_seen = threshold is None or not self.s.admitter.preemption.backfill
+        threshold: float | None = getattr(self.s.policy, "threshold", None)
+        head_seen = threshold is None or not self.s.preemption.backfill
         for jid, reason in result.pending.items():
             if reason.code is ReasonCode.BACKOFF:
                 times.append(q.entry(jid).backoff_until)
-            elif threshold is not None and not head_seen and reason.code in RESOURCE_CODES:
+            elif threshold is not None and not head_seen and reason.code in BLOCKING_CODES:
                 head_seen = True  # the Backfill head: it may preempt once past the threshold
                 times.append(q.entry(jid).pending_since + threshold)
         for t in times:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from kant.admission import Admitter, PreemptionPolicy, Quota
-from kant.cycle import CycleResult, Scheduler
+from kant.admission import Admitter, Quota
+from kant.cycle import CycleResult
+from kant.preemption import PreemptionPolicy
+from kant.scheduler import Scheduler
 from kant.model import PodId
 from kant.placement import Placer
 from kant.queueing import Backoff, Queue
@@ -35,9 +37,11 @@ def scheduler(
 ) -> Scheduler:
     return Scheduler(
         cluster,
-        queue=Queue(policy=policy, backoff=backoff),
-        admitter=Admitter(quotas, modes=modes, preemption=preemption),
+        queue=Queue(backoff=backoff),
+        admitter=Admitter(quotas, modes=modes),
         placer=Placer(strategy),
+        policy=policy,
+        preemption=preemption,
     )
 
 

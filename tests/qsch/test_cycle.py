@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from kant.admission import Quota
-from kant.cycle import EvictionCause, Scheduler, apply, schedule_cycle
+from kant.apply import apply
+from kant.cycle import schedule_cycle
+from kant.scheduler import EvictionCause, Scheduler
 from kant.errors import UnknownPodError
 from kant.model import Binding, ReasonCode
 from kant.queueing import Backfill, EasyBackfill, JobPhase

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kant.cycle import Scheduler
+from kant.scheduler import Scheduler
 from kant.model import ReasonCode, VictimReason
 from kant.queueing import Backfill, EasyBackfill, JobPhase
 from kant.testing import job

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kant.admission import PreemptionPolicy
-from kant.cycle import Scheduler
+from kant.preemption import PreemptionPolicy
+from kant.scheduler import Scheduler
 from kant.model import ReasonCode, Tier, VictimReason
 from kant.queueing import JobPhase
 from kant.testing import job

@@ -7,6 +7,8 @@ import pytest
 from kant.errors import DuplicateError, InvalidConfigError, InvalidJobError, UnknownJobError
 from kant.model import ReasonCode
 from kant.queueing import Backoff, JobPhase, Queue, make_policy, policy_names
+from kant.scheduler import Scheduler
+from kant.state import ClusterState
 from kant.testing import job
 
 from .conftest import nodes, pod, scheduler
@@ -23,7 +25,7 @@ def test_order_is_priority_then_submit_time_then_smaller_first_then_sequence() -
 
 
 def test_larger_first_flips_only_the_size_tiebreak() -> None:
-    q = Queue(larger_first=True)
+    q = Queue(order="larger-first")
     q.submit(job("small", gpus=1, submitted_at=1))
     q.submit(job("big", gpus=8, submitted_at=1))
     q.submit(job("early", gpus=1, submitted_at=0))
@@ -130,7 +132,7 @@ def test_every_submitted_job_is_in_exactly_one_phase_and_none_is_dropped() -> No
 def test_policies_come_from_a_registry_by_name() -> None:
     assert policy_names() == ["backfill", "best-effort-fifo", "easy-backfill", "strict-fifo"]
     assert make_policy("backfill", threshold=60).threshold == 60  # type: ignore[attr-defined]
-    assert Queue(policy="strict-fifo").policy.name == "strict-fifo"
+    assert Scheduler(ClusterState(), policy="strict-fifo").policy.name == "strict-fifo"
     from kant.errors import UnknownPolicyError
 
     with pytest.raises(UnknownPolicyError):

@@ -23,8 +23,10 @@ from hypothesis.stateful import (
     rule,
 )
 
-from kant.admission import Admitter, PreemptionPolicy, Quota
-from kant.cycle import CycleResult, Scheduler
+from kant.admission import Admitter, Quota
+from kant.cycle import CycleResult
+from kant.preemption import PreemptionPolicy
+from kant.scheduler import Scheduler
 from kant.model import VictimReason
 from kant.placement import Placer
 from kant.queueing import Backfill, Backoff, EasyBackfill, JobPhase, Queue
@@ -56,7 +58,7 @@ class QSCHMachine(RuleBasedStateMachine):
         }.get(policy, policy)
         self.s = Scheduler(
             cluster,
-            queue=Queue(policy=pol, backoff=Backoff(base=2, factor=2, cap=8, max_retries=2)),
+            queue=Queue(backoff=Backoff(base=2, factor=2, cap=8, max_retries=2)),
             admitter=Admitter(
                 [
                     Quota.gpus("a", "H100", 8),
@@ -65,9 +67,10 @@ class QSCHMachine(RuleBasedStateMachine):
                     Quota.gpus("idle", "H100", 16),  # lends to the cohort, never submits
                 ],
                 modes={"a": "isolated"},
-                preemption=PreemptionPolicy(min_runtime=1.0),
             ),
             placer=Placer(strategy),
+            policy=pol,
+            preemption=PreemptionPolicy(min_runtime=1.0),
         )
 
     # ------------------------------------------------------------------ jobs
@@ -159,7 +162,7 @@ class QSCHMachine(RuleBasedStateMachine):
             elif v.reason is VictimReason.RECLAIM:
                 assert ve.job.tenant != pre.job.tenant
             else:
-                assert isinstance(s.queue.policy, Backfill)
+                assert isinstance(s.policy, Backfill)
             assert (
                 ve.job.tenant == pre.job.tenant
                 or s.admitter.table.mode(ve.job.tenant) != "isolated"

@@ -1,0 +1,122 @@
+"""Holds: devices kept out of placement on a cycle's snapshot.
+
+A preemptor's nomination (the placement found with its victims gone) and a queueing policy's
+reservation are both *holds*: at the start of each cycle the free part of their bindings is
+allocated on the snapshot so nobody else takes it, and given back to the one job allowed to
+use it. Everything here works on the snapshot only, inside the cycle's transaction, so it is
+rolled back with the cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from kant.errors import UnknownNodeError
+from kant.model import Binding
+from kant.state import Snapshot
+
+
+@attrs.frozen
+class Alloc:
+    """An exact amount of one node row: GPUs (mask, milli each), NICs, CPU, memory."""
+
+    slot: int
+    gpu_mask: int
+    milli: int
+    nic_mask: int
+    cpu: int
+    mem: int
+
+    def take(self, snap: Snapshot) -> None:
+        """Allocate it on ``snap``."""
+        snap.allocate(self.slot, self.gpu_mask, self.milli, self.nic_mask, self.cpu, self.mem)
+
+    def give(self, snap: Snapshot) -> None:
+        """Release it on ``snap`` (the inverse of :meth:`take`)."""
+        snap.release(self.slot, self.gpu_mask, self.milli, self.nic_mask, self.cpu, self.mem)
+
+
+def slot_or_none(snap: Snapshot, node: str) -> int | None:
+    """The node's slot on ``snap``, or None when the node is not (or no longer) there."""
+    try:
+        s = snap.slot_of(node)
+    except UnknownNodeError:
+        return None
+    return s if s < len(snap.names) and snap.names[s] == node else None
+
+
+def free_part(snap: Snapshot, b: Binding) -> Alloc | None:
+    """The part of ``b`` that is free on the snapshot now (None: nothing of it is)."""
+    s = slot_or_none(snap, b.node)
+    if s is None:
+        return None
+    cols = snap.cols
+    row = cols.gpu_free[s]
+    mask = 0
+    for g in b.gpus:
+        if g < row.shape[0] and row[g] >= b.gpu_milli:
+            mask |= 1 << g
+    nic = 0
+    free_nic = int(cols.nic_mask[s])
+    for n in b.nics:
+        if free_nic >> n & 1:
+            nic |= 1 << n
+    cpu = min(int(cols.cpu_free[s]), b.cpu_milli)
+    mem = min(int(cols.mem_free[s]), b.memory_mib)
+    if not (mask or nic or cpu or mem):
+        return None
+    return Alloc(s, mask, b.gpu_milli, nic, cpu, mem)
+
+
+def release_exact(snap: Snapshot, b: Binding) -> Alloc | None:
+    """Release ``b`` on the snapshot and return exactly what came back (unhealthy devices stay
+    unallocatable, so re-allocating the result restores the rows exactly)."""
+    s = slot_or_none(snap, b.node)
+    if s is None:
+        return None
+    cols = snap.cols
+    before = [int(cols.gpu_free[s, g]) for g in b.gpus]
+    nic0, cpu0, mem0 = int(cols.nic_mask[s]), int(cols.cpu_free[s]), int(cols.mem_free[s])
+    snap.release_binding(b)
+    mask = 0
+    for g, v in zip(b.gpus, before, strict=True):
+        if int(cols.gpu_free[s, g]) > v:
+            mask |= 1 << g
+    return Alloc(
+        s,
+        mask,
+        b.gpu_milli,
+        int(cols.nic_mask[s]) & ~nic0,
+        int(cols.cpu_free[s]) - cpu0,
+        int(cols.mem_free[s]) - mem0,
+    )
+
+
+class Hold:
+    """Devices held out of placement on the snapshot (a nomination or a reservation).
+
+    :meth:`take` allocates the free part of ``bindings``; :meth:`give_back` releases exactly
+    that; truthy when it holds anything."""
+
+    def __init__(self, bindings: Sequence[Binding]) -> None:
+        self.bindings = tuple(bindings)
+        self.taken: list[Alloc] = []
+
+    def take(self, snap: Snapshot) -> None:
+        """Hold the free part of the bindings on ``snap``."""
+        self.taken = []
+        for b in self.bindings:
+            a = free_part(snap, b)
+            if a is not None:
+                a.take(snap)
+                self.taken.append(a)
+
+    def give_back(self, snap: Snapshot) -> None:
+        """Release what :meth:`take` held."""
+        for a in self.taken:
+            a.give(snap)
+
+    def __bool__(self) -> bool:
+        return bool(self.taken)

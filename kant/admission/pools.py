@@ -1,0 +1,84 @@
+"""The node pools a cycle sees (paper 3.4.1): which GPU models exist, which pools each role of
+a job may use, and the readiness check over them.
+
+:class:`Pools` is built once per cycle from the snapshot; every method is cheap (O(roles x
+pools) plus the aggregate reads of :func:`kant.admission.readiness.readiness`).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from kant.admission.holds import slot_or_none
+from kant.admission.quota import QuotaDecision
+from kant.admission.readiness import PoolFacts, readiness
+from kant.model import Binding, Job, Reason, ReasonCode
+from kant.state import ClusterState, Snapshot
+
+
+class Pools:
+    """The live GPU node pools of one cycle (pools with at least one GPU)."""
+
+    def __init__(self, cluster: ClusterState, snap: Snapshot) -> None:
+        self.snap = snap
+        self.facts = PoolFacts(snap)
+        self.models: dict[str, int] = {}  # GPU model -> pool id
+        self.names: dict[int, str] = {}  # pool id -> GPU model
+        for name in cluster.group_names("pool"):
+            gid = cluster.group_id("pool", name)
+            if self.facts.live(gid):
+                self.models[name] = gid
+                self.names[gid] = name
+
+    def role_models(self, job: Job) -> tuple[dict[str, tuple[str, ...]], Reason | None]:
+        """Per role, the live GPU models it may use (sorted); or ``NO_POOL`` when a GPU role
+        has none (unresolvable: no victim creates a pool)."""
+        out: dict[str, tuple[str, ...]] = {}
+        for role in job.roles:
+            if role.gpu_models:
+                ms = tuple(sorted(m for m in role.gpu_models if m in self.models))
+                if not ms and role.resources.total_milli:
+                    return out, Reason(
+                        code=ReasonCode.NO_POOL,
+                        message=(
+                            f"role {role.name!r} asks for "
+                            f"{'|'.join(sorted(role.gpu_models))}: no such node pool"
+                        ),
+                    )
+            elif role.resources.total_milli:
+                ms = tuple(sorted(self.models))
+                if not ms:
+                    return out, Reason(code=ReasonCode.NO_POOL, message="no GPU node pool")
+            else:
+                ms = ()
+            out[role.name] = ms
+        return out, None
+
+    def ready(self, job: Job, dec: QuotaDecision) -> Reason | None:
+        """Dynamic admission of the quota-admitted pods ``dec.pods`` on the snapshot now."""
+        counts: dict[str, int] = {}
+        for p in dec.pods:
+            counts[p.role] = counts.get(p.role, 0) + 1
+        pools = {r: tuple(self.models[m] for m in ms) for r, ms in dec.models.items()}
+        return readiness(self.facts, job, counts, pools)
+
+    def model_of(self, b: Binding) -> str:
+        """The GPU model of the node ``b`` is on ("" for a node not on the snapshot)."""
+        s = slot_or_none(self.snap, b.node)
+        if s is None:
+            return ""
+        return self.names.get(int(self.snap.cols.pool_id[s]), "")
+
+
+def restricted(job: Job, dec: QuotaDecision) -> Job:
+    """The job with each role's GPU models narrowed to those quota admits."""
+    roles = []
+    changed = False
+    for role in job.roles:
+        ms = dec.models.get(role.name)
+        if ms and frozenset(ms) != role.gpu_models:
+            roles.append(attrs.evolve(role, gpu_models=frozenset(ms)))
+            changed = True
+        else:
+            roles.append(role)
+    return attrs.evolve(job, roles=tuple(roles)) if changed else job

@@ -1,0 +1,326 @@
+"""The preemptor: one cycle's preemption engine, reached by the cycle through one call.
+
+:meth:`Preemption.preempt` takes a job that failed for a reason preemption may resolve and
+returns a :class:`~kant.queueing.Nomination` (its victims and the placement they free) or
+None. In between, in order of cost:
+
+1. the conservative limits of the :class:`~kant.preemption.PreemptionPolicy` (searches and
+   preemptors per cycle, a budget of cheap checks), and a memo of hopeless requests;
+2. a pre-filter over the light candidate records in victim order, with the same rules as the
+   exact check (:mod:`kant.preemption.rules`);
+3. a light replay on the quota ledger and per-node GPU counts (:meth:`Preemption._reachable`);
+4. the minimal victim search with real placements (:func:`kant.preemption.search.find_victims`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from kant.admission.pools import Pools
+from kant.admission.quota import QuotaDecision, QuotaLedger, admit_quota
+from kant.contracts import PlaceFn
+from kant.model import PREEMPTIBLE_CODES, PodId, Reason, Victim, VictimReason
+from kant.preemption.candidates import VictimIndex, VictimRef
+from kant.preemption.policy import PreemptionPolicy
+from kant.preemption.rules import Preemptor, VictimUnit, builtin_reason
+from kant.preemption.search import find_victims
+from kant.preemption.whatif import CycleWhatIf
+from kant.queueing import Entry, Nomination
+from kant.state import Snapshot
+
+LIGHT_CHECKS_PER_SEARCH = 4
+"""Per allowed victim search, how many would-be preemptors may run the cheap checks that
+decide whether a search is worth it (``max_searches_per_cycle`` times this, per cycle)."""
+
+
+class Preemption:
+    """Preemption for one cycle: its limits, its memo, and the victims chosen so far."""
+
+    def __init__(
+        self,
+        policy: PreemptionPolicy,
+        *,
+        snap: Snapshot,
+        ledger: QuotaLedger,
+        pools: Pools,
+        index: VictimIndex,
+        place: PlaceFn,
+        now: float,
+    ) -> None:
+        self.policy = policy
+        self.snap = snap
+        self.ledger = ledger
+        self.pools = pools
+        self.index = index
+        self.place = place
+        self.now = now
+        self.victims: list[Victim] = []
+        self.victim_pods: set[PodId] = set()
+        self.searches = 0
+        self.preemptors = 0
+        self.search_ms = 0.0
+        self.light_checks = 0
+        self.hopeless: set[tuple[Any, ...]] = set()
+
+    def may_preempt(self, reason: Reason, *, partly_placed: bool, nominated: bool) -> bool:
+        """May a job that failed for ``reason`` try to preempt now? Not when part of it was
+        placed this cycle, when it already holds a nomination, or past the per-cycle cap."""
+        pol = self.policy
+        return (
+            pol.enabled
+            and reason.code in PREEMPTIBLE_CODES
+            and not partly_placed
+            and not nominated
+            and (
+                pol.max_preemptors_per_cycle is None
+                or self.preemptors < pol.max_preemptors_per_cycle
+            )
+        )
+
+    def preempt(
+        self, e: Entry, dec: QuotaDecision, may_backfill: bool, *, epoch: tuple[int, ...]
+    ) -> tuple[Nomination, int] | None:
+        """Search victims for ``e`` (its remaining pods, quota decision ``dec``); ``epoch``
+        identifies what the cycle changed so far (a hopeless answer holds while it is the
+        same). Returns the nomination and the number of victim units, or None."""
+        pol = self.policy
+        if pol.max_searches_per_cycle is not None and self.searches >= pol.max_searches_per_cycle:
+            return None
+        job = e.job
+        pods = e.remaining()
+        role_models, _ = self.pools.role_models(job)
+        models = {m for ms in role_models.values() for m in ms}
+        pools = {self.pools.models[m] for m in models}
+        pre = Preemptor(
+            job=job.id,
+            tenant=job.tenant,
+            priority=job.priority,
+            within_nominal=dec.within_nominal,
+            backfill=may_backfill,
+            pending_since=e.pending_since,
+            order_key=e.key,
+        )
+        refs = self.index.refs()
+        reclaim = pol.reclaim and pre.within_nominal
+        backfill = pol.backfill and may_backfill
+        prio = job.priority if pol.priority else None
+        if (
+            not pol.rules
+            and not (reclaim or backfill)
+            and (prio is None or not refs or refs[0].priority >= prio)
+        ):
+            return None  # only priority preemption is open, and nobody runs at a lower priority
+        memo = self._memo(e, pods, role_models, prio, reclaim, backfill, dec, epoch)
+        if memo in self.hopeless:
+            return None
+        cap = pol.max_searches_per_cycle
+        if cap is not None and self.light_checks >= LIGHT_CHECKS_PER_SEARCH * cap:
+            return None
+        self.light_checks += 1
+        picked, held = self._prefilter(
+            pre, e, refs, models, only_priority=not (reclaim or backfill)
+        )
+        # necessary: free GPU milli plus what the candidates hold covers the request
+        agg = self.snap.agg["pool"]
+        free = sum(int(agg[p, Snapshot.AGG_FREE_MILLI]) for p in pools)
+        need = sum(job.role(p.role).resources.total_milli for p in pods)
+        if picked and free + held >= need:
+            picked = self._reachable(e, dec, pools, picked, role_models)
+        else:
+            picked = []
+        if not picked:
+            self.hopeless.add(memo)
+            return None
+        found = self._search(pre, e, pods, role_models, picked, pools)
+        if found is None:
+            self.hopeless.add(memo)
+            return None
+        chosen, bindings = found
+        self.preemptors += 1
+        victim_pods: list[PodId] = []
+        for u, why in chosen:
+            self.victims.append(Victim(job=u.job, pods=u.pods, reason=why, preemptor=job.id))
+            self.victim_pods.update(u.pods)
+            victim_pods.extend(u.pods)
+        nom = Nomination(
+            job=job.id, bindings=bindings, victims=tuple(victim_pods), created_at=self.now
+        )
+        return nom, len(chosen)
+
+    # ----------------------------------------------------------------- steps
+
+    def _memo(
+        self,
+        e: Entry,
+        pods: Sequence[PodId],
+        role_models: dict[str, tuple[str, ...]],
+        prio: int | None,
+        reclaim: bool,
+        backfill: bool,
+        dec: QuotaDecision,
+        epoch: tuple[int, ...],
+    ) -> tuple[Any, ...]:
+        """The same kind of request from the same kind of preemptor, with nothing changed
+        since, has the same (hopeless) answer."""
+        job = e.job
+        counts: dict[str, int] = {}
+        for p in pods:
+            counts[p.role] = counts.get(p.role, 0) + 1
+        return (
+            job.tenant,
+            prio,
+            reclaim,
+            (e.key, e.pending_since) if backfill else None,
+            dec.ok,
+            job.gang,
+            job.kind,
+            tuple(
+                (counts.get(r.name, 0), r.resources, role_models.get(r.name), r.topology)
+                for r in job.roles
+            ),
+            len(self.victim_pods),
+            *epoch,
+        )
+
+    def _prefilter(
+        self,
+        pre: Preemptor,
+        e: Entry,
+        refs: list[VictimRef],
+        models: set[str],
+        *,
+        only_priority: bool,
+    ) -> tuple[list[VictimRef], int]:
+        """The candidates the rules allow (with each other tenant's exposure judged over the
+        preemptor's GPU models), in victim order, and the GPU milli they hold."""
+        pol = self.policy
+        borrowing = self.ledger.borrowing
+        exposed = {t: any(borrowing(t, m) for m in models) for t in self.index.tenants}
+        stop_at_priority = only_priority and not pol.rules and pol.priority
+        picked: list[VictimRef] = []
+        held = 0
+        for r in refs:
+            if r.entry is e:
+                continue
+            ok = exposed[r.tenant] if r.tenant != pre.tenant else True
+            if pol.rules:
+                why = pol.reason(pre, r, exposed=ok, borrowing=borrowing)
+            else:
+                why = builtin_reason(pol, pre, r, exposed=ok)
+            if why is None:
+                if stop_at_priority and ok and r.priority >= pre.priority:
+                    break  # sorted by priority: nothing further qualifies
+                continue
+            if not self.victim_pods.isdisjoint(r.pods):
+                continue
+            picked.append(r)
+            held += r.held
+            if pol.max_candidates is not None and len(picked) >= pol.max_candidates:
+                break
+        return picked, held
+
+    def _search(
+        self,
+        pre: Preemptor,
+        e: Entry,
+        pods: tuple[PodId, ...],
+        role_models: dict[str, tuple[str, ...]],
+        picked: list[VictimRef],
+        pools: set[int],
+    ) -> Any:
+        pol = self.policy
+        borrowing = self.ledger.borrowing
+
+        def eligible(u: VictimUnit, _chosen: Sequence[VictimUnit]) -> VictimReason | None:
+            exposed = u.tenant == pre.tenant or any(borrowing(u.tenant, m) for m, _ in u.usage)
+            return pol.reason(pre, u, exposed=exposed, borrowing=borrowing)
+
+        cands = (u for u in map(self.index.unit, picked) if u.pools & pools)
+        self.searches += 1
+        t = time.perf_counter()
+        whatif = CycleWhatIf(
+            self.snap, self.ledger, self.pools, self.place, e.job, pods, role_models
+        )
+        found = find_victims(cands, eligible, whatif)
+        self.search_ms += (time.perf_counter() - t) * 1000
+        return found
+
+    def _reachable(
+        self,
+        e: Entry,
+        dec: QuotaDecision,
+        pools: set[int],
+        picked: list[VictimRef],
+        role_models: dict[str, tuple[str, ...]],
+    ) -> list[VictimRef]:
+        """The candidates worth a search, or [] when it would be hopeless. A light replay of
+        the search on the quota ledger and per-node GPU counts, no snapshot work:
+
+        1. walk the candidates in victim order; another tenant's unit counts only while that
+           tenant still borrows (as in the search);
+        2. at geometrically spaced points, and at the end: does the job fit its quota with
+           them gone, and, for whole-GPU pods of ``g`` GPUs, do enough nodes reach ``g`` free
+           GPUs to hold its pods? Both: worth a search (stop here). Never: hopeless.
+
+        For a job blocked by capacity only, candidates whose nodes cannot reach ``g`` free
+        GPUs even with every candidate gone are dropped first (the search's minimisation
+        would spare them anyway). O(candidate pods), a few quota checks."""
+        pods = e.remaining()
+        gs = {r.resources.gpus for r in e.job.roles if r.resources.total_milli}
+        g = gs.pop() if len(gs) == 1 else 0
+        free = self.snap.cols.free_gpus
+        if g > 1 and dec.ok:
+            potential: dict[int, int] = {}
+            for r in picked:
+                for slot, n in r.slots:
+                    potential[slot] = potential.get(slot, int(free[slot])) + n
+            picked = [r for r in picked if any(potential[s] >= g for s, _ in r.slots)]
+
+        def room_ok(kept: list[VictimRef]) -> bool:
+            if g < 1:
+                return True
+            pot: dict[int, int] = {}
+            for r in kept:
+                for slot, n in r.slots:
+                    pot[slot] = pot.get(slot, int(free[slot])) + n
+            room = sum(v // g for v in pot.values())
+            for pool in sorted(pools):
+                for slot in self.snap.best_fit(pool, g):
+                    if room >= len(pods):
+                        return True
+                    if slot not in pot:
+                        room += int(free[slot]) // g
+            return room >= len(pods)
+
+        def quota_ok() -> bool:
+            if dec.ok:
+                return True
+            full = admit_quota(led, e.job, pods, role_models)
+            return full.ok and len(full.pods) == len(pods)
+
+        led = self.ledger
+        tenant = e.job.tenant
+        kept: list[VictimRef] = []
+        mark = led.mark()
+        try:
+            check_at = 1
+            for i, r in enumerate(picked):
+                t = r.tenant
+                if t != tenant and not led.table.unlimited:
+                    if not any(led.borrowing(t, m) for m, _ in r.usage):
+                        continue
+                    for m, milli in r.usage:
+                        led.add(t, m, -milli)
+                elif not dec.ok:
+                    for m, milli in r.usage:
+                        led.add(t, m, -milli)
+                kept.append(r)
+                if len(kept) >= check_at:
+                    check_at *= 2
+                    if quota_ok() and room_ok(kept):
+                        return kept + picked[i + 1 :]
+            return kept if kept and quota_ok() and room_ok(kept) else []
+        finally:
+            led.rollback(mark)

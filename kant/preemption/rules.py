@@ -1,0 +1,102 @@
+"""Victim rules (paper 3.2.3): who may be evicted for whom.
+
+Three kinds, each a :class:`kant.model.VictimReason`:
+
+``RECLAIM``   the preemptor's tenant stays within its *nominal* quota with this job, so it may
+              take back what other tenants borrowed: victims are jobs of tenants that use more
+              than their nominal quota of that GPU model (any priority). The lender's own jobs
+              are never reclaim victims.
+``PRIORITY``  victims have a strictly lower priority than the preemptor.
+``BACKFILL``  (Backfill policy) the head has waited past the threshold: victims are jobs behind
+              it in the queue order that started while it was pending.
+
+A tenant's use *within its nominal quota* is guaranteed: another tenant's job may evict it for
+none of the three reasons (with ``quotas=None`` nothing is guaranteed). Non-preemptible jobs
+and pods younger than ``min_runtime`` are never candidates at all
+(:mod:`kant.preemption.candidates`). This module is the one place these rules are written;
+the cheap pre-filter of the preemptor and the exact check per unit both call it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+
+from kant.model import Binding, PodId, VictimReason
+
+if TYPE_CHECKING:
+    from kant.preemption.policy import PreemptionPolicy
+
+
+class VictimView(Protocol):
+    """What a victim rule may read of a candidate unit (a gang job, or one pod)."""
+
+    @property
+    def job(self) -> str: ...
+
+    @property
+    def tenant(self) -> str: ...
+
+    @property
+    def priority(self) -> int: ...
+
+    @property
+    def started_at(self) -> float: ...
+
+    @property
+    def key(self) -> tuple[Any, ...]: ...
+
+
+@attrs.frozen(kw_only=True)
+class Preemptor:
+    """The facts about a would-be preemptor that the eligibility rules read."""
+
+    job: str
+    tenant: str
+    priority: int
+    within_nominal: bool
+    backfill: bool  # may preempt backfilled jobs (Backfill head past its threshold)
+    pending_since: float
+    order_key: tuple[Any, ...]
+
+
+@attrs.frozen(kw_only=True)
+class VictimUnit:
+    """What one eviction removes: a whole gang job, or one pod of a pod-level job, with the
+    bindings it holds and the quota it is charged for (``usage``: (GPU model, milli))."""
+
+    job: str
+    tenant: str
+    priority: int
+    started_at: float
+    seq: int
+    key: tuple[Any, ...]
+    pods: tuple[PodId, ...]
+    bindings: tuple[Binding, ...]
+    usage: tuple[tuple[str, int], ...]
+    pools: frozenset[int]
+
+
+def builtin_reason(
+    policy: PreemptionPolicy, pre: Preemptor, unit: VictimView, *, exposed: bool
+) -> VictimReason | None:
+    """The built-in rules, in order: never the preemptor itself; another tenant's unit only
+    while that tenant borrows (``exposed``); then reclaim, priority, backfill."""
+    if unit.job == pre.job:
+        return None
+    other = unit.tenant != pre.tenant
+    if other and not exposed:
+        return None  # another tenant's guaranteed (nominal) share is never preempted
+    if policy.reclaim and other and pre.within_nominal:
+        return VictimReason.RECLAIM
+    if policy.priority and unit.priority < pre.priority:
+        return VictimReason.PRIORITY
+    if (
+        policy.backfill
+        and pre.backfill
+        and unit.key > pre.order_key
+        and unit.started_at >= pre.pending_since
+    ):
+        return VictimReason.BACKFILL
+    return None

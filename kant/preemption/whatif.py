@@ -1,0 +1,105 @@
+"""The victim search's view of a cycle: snapshot and quota-ledger changes in nested scopes
+(:class:`kant.contracts.WhatIf`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from kant.admission.holds import Alloc, release_exact
+from kant.admission.pools import Pools, restricted
+from kant.admission.quota import QuotaDecision, QuotaLedger, admit_quota
+from kant.contracts import PlaceFn
+from kant.model import Binding, Job, PodId
+from kant.preemption.rules import VictimUnit
+from kant.state import Snapshot, Transaction
+
+
+class Scope:
+    """One what-if scope; :meth:`commit` keeps its changes in the enclosing one."""
+
+    def __init__(self, tx: Transaction) -> None:
+        self.tx = tx
+        self.committed = False
+
+    def commit(self) -> None:
+        """Keep this scope's changes when it ends."""
+        self.committed = True
+
+
+class CycleWhatIf:
+    """What-ifs for one preemptor (``job``, its ``pods`` and their allowed GPU models) on the
+    cycle's snapshot and quota ledger."""
+
+    def __init__(
+        self,
+        snap: Snapshot,
+        ledger: QuotaLedger,
+        pools: Pools,
+        place: PlaceFn,
+        job: Job,
+        pods: tuple[PodId, ...],
+        role_models: dict[str, tuple[str, ...]],
+    ) -> None:
+        self.snap = snap
+        self.ledger = ledger
+        self.pools = pools
+        self._place = place
+        self.job = job
+        self.pods = pods
+        self.role_models = role_models
+        self.freed: dict[tuple[PodId, ...], list[Alloc]] = {}
+        self.dec: QuotaDecision | None = None
+        self.pool_ids = sorted({pools.models[m] for ms in role_models.values() for m in ms})
+        self.need = sum(job.role(p.role).resources.total_milli for p in pods)
+
+    @contextmanager
+    def scope(self) -> Iterator[Scope]:
+        """A nested transaction over the snapshot and the ledger (undone unless committed)."""
+        mark = self.ledger.mark()
+        with self.snap.transaction() as tx:
+            s = Scope(tx)
+            yield s
+            if s.committed:
+                tx.commit()
+        if not s.committed:
+            self.ledger.rollback(mark)
+
+    def remove(self, unit: VictimUnit) -> None:
+        """Free what ``unit`` holds, on the snapshot and in the ledger."""
+        freed = []
+        for b in unit.bindings:
+            a = release_exact(self.snap, b)
+            if a is not None:
+                freed.append(a)
+        self.freed[unit.pods] = freed
+        for m, milli in unit.usage:
+            self.ledger.add(unit.tenant, m, -milli)
+
+    def restore(self, unit: VictimUnit) -> None:
+        """Take back exactly what :meth:`remove` freed."""
+        for a in self.freed.get(unit.pods, ()):
+            a.take(self.snap)
+        for m, milli in unit.usage:
+            self.ledger.add(unit.tenant, m, milli)
+
+    def ready(self) -> bool:
+        """Free milli, then quota for every pod, then readiness (cheap, necessary)."""
+        agg = self.snap.agg["pool"]
+        if sum(int(agg[p, Snapshot.AGG_FREE_MILLI]) for p in self.pool_ids) < self.need:
+            return False
+        dec = admit_quota(self.ledger, self.job, self.pods, self.role_models)
+        if not dec.ok or len(dec.pods) != len(self.pods):
+            return False
+        self.dec = dec
+        return self.pools.ready(self.job, dec) is None
+
+    def place(self) -> tuple[Binding, ...] | None:
+        """The real placement of every pod (undone afterwards), or None."""
+        dec = self.dec
+        if dec is None:
+            return None
+        with self.snap.transaction():
+            res = self._place(restricted(self.job, dec), dec.pods)
+            ok = bool(res.bindings) and not res.unplaced
+            return tuple(res.bindings) if ok else None

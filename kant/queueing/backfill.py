@@ -1,0 +1,46 @@
+"""Backfill (paper Table 1 and 3.2.3): best effort, and a head blocked past a threshold may
+preempt the jobs that backfilled past it."""
+
+from __future__ import annotations
+
+import attrs
+
+from kant.contracts import GO, CandidateView, CycleContext, Gate, PolicyRun, Reservation
+from kant.errors import InvalidConfigError
+from kant.model import BLOCKING_CODES, Reason, nonneg_or_inf
+
+
+class _BackfillRun:
+    def __init__(self, policy: Backfill, ctx: CycleContext) -> None:
+        self.threshold = policy.threshold
+        self.now = ctx.now
+        self.head: str | None = None
+
+    def gate(self, job: CandidateView) -> Gate:
+        return GO
+
+    def explain(self, job: CandidateView, reason: Reason) -> Reason:
+        return reason
+
+    def failed(self, job: CandidateView, reason: Reason) -> bool:
+        if self.head is not None or reason.code not in BLOCKING_CODES:
+            return False
+        self.head = job.id
+        return self.now - job.pending_since >= self.threshold
+
+    def reservation(self) -> Reservation | None:
+        return None
+
+
+@attrs.frozen(kw_only=True)
+class Backfill:
+    """Best effort, but the head (the first job in order that does not fit) may, once it has
+    waited ``threshold`` seconds, preempt *backfilled* jobs: running jobs behind it in the
+    queue order that started while it was pending."""
+
+    threshold: float = attrs.field(default=3600.0, validator=nonneg_or_inf(InvalidConfigError))
+    name: str = "backfill"
+
+    def begin(self, ctx: CycleContext) -> PolicyRun:
+        """A run that marks the first blocked job as the head."""
+        return _BackfillRun(self, ctx)

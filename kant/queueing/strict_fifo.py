@@ -1,0 +1,50 @@
+"""Strict FIFO (paper Table 1): once a job cannot be placed, every job behind it waits."""
+
+from __future__ import annotations
+
+import attrs
+
+from kant.contracts import GO, CandidateView, CycleContext, Gate, PolicyRun, Reservation
+from kant.model import BLOCKING_CODES, Reason, ReasonCode
+
+
+class _StrictRun:
+    def __init__(self) -> None:
+        self.blocked_by: str | None = None
+        self.tenant_blocked: dict[str, str] = {}
+
+    def gate(self, job: CandidateView) -> Gate:
+        if self.blocked_by is not None:
+            return Gate(skip=Reason(code=ReasonCode.BLOCKED, message=f"behind {self.blocked_by}"))
+        head = self.tenant_blocked.get(job.job.tenant)
+        if head is not None:
+            return Gate(
+                skip=Reason(code=ReasonCode.BLOCKED, message=f"behind {head} (tenant quota)")
+            )
+        return GO
+
+    def explain(self, job: CandidateView, reason: Reason) -> Reason:
+        return reason
+
+    def failed(self, job: CandidateView, reason: Reason) -> bool:
+        if reason.code in BLOCKING_CODES:
+            self.blocked_by = job.id
+        elif reason.code is ReasonCode.QUOTA_EXCEEDED:
+            self.tenant_blocked.setdefault(job.job.tenant, job.id)
+        return False
+
+    def reservation(self) -> Reservation | None:
+        return None
+
+
+@attrs.frozen
+class StrictFIFO:
+    """Jobs run strictly in queue order: once a job cannot be placed, every job behind it
+    waits (``BLOCKED``); a quota failure blocks the rest of its tenant's queue only. Fair and
+    simple; idles resources behind a large head."""
+
+    name: str = "strict-fifo"
+
+    def begin(self, ctx: CycleContext) -> PolicyRun:
+        """A fresh run for one cycle (it keeps which job blocks, and per tenant)."""
+        return _StrictRun()

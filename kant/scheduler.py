@@ -1,0 +1,267 @@
+"""The :class:`Scheduler` facade: submit jobs, run and apply cycles, and feed back what the
+orchestrator observed (the events), each event with its :class:`EventReport`."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+
+import attrs
+
+from kant.admission.quota import Admitter
+from kant.apply import ApplyReport, apply
+from kant.contracts import PlacerLike, QueueingPolicy
+from kant.cycle import DEFAULT_POLICY, CycleResult, schedule_cycle
+from kant.errors import InvalidConfigError, UnknownPodError
+from kant.model import Binding, Job, PodId
+from kant.preemption.policy import PreemptionPolicy
+from kant.queueing import Entry, JobPhase, Queue, as_policy
+from kant.state import ClusterState
+
+
+class EvictionCause(enum.StrEnum):
+    GANG_REQUEUED = "gang_requeued"
+    """Another pod of the gang was lost or failed: the whole job restarts."""
+    JOB_FAILED = "job_failed"
+    """The job reached its retry limit."""
+    CANCELLED = "cancelled"
+
+
+@attrs.frozen(kw_only=True)
+class Eviction:
+    """A pod kant released that the orchestrator must stop (it may still be running)."""
+
+    pod: PodId
+    node: str
+    cause: EvictionCause
+
+
+@attrs.frozen(kw_only=True)
+class EventReport:
+    """What an orchestrator event changed. ``evictions`` are pods the orchestrator must stop."""
+
+    released: tuple[PodId, ...] = ()
+    evictions: tuple[Eviction, ...] = ()
+    requeued: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
+    finished: tuple[str, ...] = ()
+
+
+class Scheduler:
+    """A small facade owning the cluster, queue, admitter, placer and queueing policy: submit
+    jobs, run and apply cycles, and feed back what the orchestrator observed.
+
+    >>> from kant.testing import ClusterBuilder, job
+    >>> s = Scheduler(ClusterBuilder().leaf("lf0", nodes=2).build())
+    >>> _ = s.submit(job("a", gpus=8, replicas=2), now=0)
+    >>> [str(b.pod) for b in s.step(now=1).bindings]
+    ['a/worker/0', 'a/worker/1']
+    """
+
+    def __init__(
+        self,
+        cluster: ClusterState,
+        *,
+        queue: Queue | None = None,
+        admitter: Admitter | None = None,
+        placer: PlacerLike | None = None,
+        policy: QueueingPolicy | str = DEFAULT_POLICY,
+        preemption: PreemptionPolicy | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.queue = queue if queue is not None else Queue()
+        self.admitter = admitter if admitter is not None else Admitter()
+        self.policy: QueueingPolicy = as_policy(policy)
+        self.preemption = preemption if preemption is not None else PreemptionPolicy()
+        if not isinstance(self.preemption, PreemptionPolicy):
+            raise InvalidConfigError("preemption", preemption, "must be a PreemptionPolicy")
+        if placer is None:
+            from kant.placement import Placer
+
+            self.placer: PlacerLike = Placer()
+        else:
+            self.placer = placer
+
+    # ----------------------------------------------------------------- jobs and cycles
+
+    def submit(self, job: Job, now: float | None = None) -> None:
+        self.queue.submit(job, now)
+
+    def schedule(self, now: float) -> CycleResult:
+        return schedule_cycle(
+            self.cluster, self.queue, self.admitter, self.placer, now,
+            policy=self.policy, preemption=self.preemption,
+        )  # fmt: skip
+
+    def apply(self, result: CycleResult, now: float) -> ApplyReport:
+        return apply(result, self.cluster, self.queue, self.admitter, now)
+
+    def step(self, now: float) -> CycleResult:
+        """Schedule and apply in one call (for simulators and simple loops)."""
+        result = self.schedule(now)
+        self.apply(result, now)
+        return result
+
+    def cancel(self, job_id: str, now: float) -> EventReport:
+        """Cancel a job: it is FINISHED (cancelled); the pods it held are released and
+        reported for eviction."""
+        del now
+        held = self.queue.cancel(job_id)
+        ev = tuple(self._release(p, EvictionCause.CANCELLED) for p in held)
+        return EventReport(released=held, evictions=ev, finished=(job_id,))
+
+    # ----------------------------------------------------------------- orchestrator events
+
+    def confirm(self, pod: PodId, now: float) -> None:
+        """The pod really started on its binding."""
+        del now
+        self.queue.mark_confirmed(pod)
+
+    def binding_failed(self, pod: PodId, now: float, message: str = "") -> EventReport:
+        """The pod could not be bound or started. Its resources are released and the job is
+        requeued with backoff (a gang whole: its other pods are released and evicted; a
+        pod-level job only that pod). Past the retry limit the job is FAILED and everything
+        it holds is released."""
+        e = self._held(pod)
+        msg = message or f"binding of {pod} failed"
+        if self.queue.backoff.exhausted(e.attempts + 1) or e.job.gang:
+            cause = (
+                EvictionCause.JOB_FAILED
+                if self.queue.backoff.exhausted(e.attempts + 1)
+                else EvictionCause.GANG_REQUEUED
+            )
+            released, ev = self._release_job(e, skip=pod, cause=cause)
+            st = self.queue.requeue(e.id, now, failed=True, message=msg)
+            failed = (e.id,) if st.phase is JobPhase.FAILED else ()
+            return EventReport(
+                released=released, evictions=ev, requeued=() if failed else (e.id,), failed=failed
+            )
+        self._release(pod, None)
+        self.queue.forget_pods(e.id, [pod], now, finished=False)
+        self.queue.count_failure(e, now, msg)
+        return EventReport(released=(pod,), requeued=(e.id,))
+
+    def pod_finished(self, pod: PodId, now: float) -> EventReport:
+        """The pod completed. Its quota is uncharged; the job finishes with its last pod."""
+        e = self._held(pod)
+        self._release(pod, None)
+        self.queue.forget_pods(e.id, [pod], now, finished=True)
+        done = (e.id,) if e.phase is JobPhase.FINISHED else ()
+        return EventReport(released=(pod,), finished=done)
+
+    def pod_evicted(self, pod: PodId, now: float) -> EventReport:
+        """The pod was stopped (a victim going away, or killed for any other reason). A victim
+        gang is requeued when its last pod is gone; any other gang is requeued whole at once
+        (its other pods evicted); a pod-level pod just waits to be placed again."""
+        return self._lost(self._held(pod), [self.cluster.binding(pod)], now, release=True)
+
+    def node_lost(self, node: str, now: float) -> EventReport:
+        """The node is gone: it is removed, and its pods' jobs are requeued (gangs whole)."""
+        lost = self.cluster.remove_node(node)
+        return self._lost_bindings(lost, now, released_already=True)
+
+    def gpu_unhealthy(self, node: str, gpu: int, now: float, *, evict: bool = True) -> EventReport:
+        """A GPU failed: nothing new lands on it; with ``evict`` the pods holding it are
+        treated as lost (requeued, gangs whole)."""
+        self.cluster.set_gpu_health(node, gpu, False)
+        if not evict:
+            return EventReport()
+        hit = [
+            self.cluster.binding(p)
+            for p in self.cluster.pods_on(node)
+            if gpu in self.cluster.binding(p).gpus
+        ]
+        return self._lost_bindings(hit, now, released_already=False)
+
+    def gpu_healthy(self, node: str, gpu: int) -> None:
+        self.cluster.set_gpu_health(node, gpu, True)
+
+    # ----------------------------------------------------------------- internals
+
+    def _held(self, pod: PodId) -> Entry:
+        e = self.queue.get(pod.job)
+        if e is None or pod not in e.assigned:
+            raise UnknownPodError(pod)
+        return e
+
+    def _release(self, pod: PodId, cause: EvictionCause | None) -> Eviction:
+        b = self.cluster.release(pod)
+        self.admitter.uncharge(pod)
+        return Eviction(pod=pod, node=b.node, cause=cause or EvictionCause.GANG_REQUEUED)
+
+    def _release_job(
+        self, e: Entry, *, skip: PodId | None, cause: EvictionCause
+    ) -> tuple[tuple[PodId, ...], tuple[Eviction, ...]]:
+        released = []
+        ev = []
+        for p in sorted(e.assigned):
+            if not self.cluster.has_pod(p):
+                continue
+            x = self._release(p, cause)
+            released.append(p)
+            if p != skip:
+                ev.append(x)
+        return tuple(released), tuple(ev)
+
+    def _lost_bindings(
+        self, lost: Sequence[Binding], now: float, *, released_already: bool
+    ) -> EventReport:
+        by_job: dict[str, list[Binding]] = {}
+        for b in lost:
+            by_job.setdefault(b.pod.job, []).append(b)
+        reports = []
+        for jid in sorted(by_job):
+            e = self.queue.get(jid)
+            if e is None:
+                if released_already:
+                    continue
+                for b in by_job[jid]:  # a pod kant does not know: just free it
+                    self.cluster.release(b.pod)
+                continue
+            if released_already:
+                for b in by_job[jid]:
+                    self.admitter.uncharge(b.pod)
+            reports.append(self._lost(e, by_job[jid], now, release=not released_already))
+        return _merge(reports)
+
+    def _lost(self, e: Entry, bs: Sequence[Binding], now: float, *, release: bool) -> EventReport:
+        pods = [b.pod for b in bs]
+        if release:
+            for p in pods:
+                self._release(p, None)
+        victims = all(p in e.terminating for p in pods)
+        if e.job.gang and not victims:
+            released, ev = self._release_job(e, skip=None, cause=EvictionCause.GANG_REQUEUED)
+            self.queue.requeue(e.id, now, failed=False)
+            return EventReport(released=(*pods, *released), evictions=ev, requeued=(e.id,))
+        self.queue.forget_pods(e.id, pods, now, finished=False)
+        if e.job.gang and e.phase is JobPhase.PENDING:
+            self.queue.requeue(e.id, now, failed=False)  # forget the finished pods too
+        return EventReport(released=tuple(pods), requeued=(e.id,))
+
+    def _check(self) -> None:
+        """Every invariant across cluster, queue and admitter (tests call it after each step)."""
+        self.cluster._check()
+        self.queue._check()
+        self.admitter._check()
+        for e in self.queue.entries():
+            for p in e.assigned:
+                assert self.cluster.has_pod(p), f"{p} assigned but not bound"
+                assert self.admitter.is_charged(p), f"{p} bound but not charged"
+            if e.job.gang and e.assigned and not e.terminating:
+                want = set(e.job.pods()) - e.finished
+                assert set(e.assigned) == want, f"gang {e.id} partly bound"
+        for b in self.cluster.pods():
+            owner = self.queue.get(b.pod.job)
+            if owner is not None:
+                assert b.pod in owner.assigned, f"{b.pod} bound but not assigned"
+
+
+def _merge(reports: Sequence[EventReport]) -> EventReport:
+    return EventReport(
+        released=tuple(p for r in reports for p in r.released),
+        evictions=tuple(x for r in reports for x in r.evictions),
+        requeued=tuple(dict.fromkeys(j for r in reports for j in r.requeued)),
+        failed=tuple(j for r in reports for j in r.failed),
+        finished=tuple(j for r in reports for j in r.finished),
+    )
