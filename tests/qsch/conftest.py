@@ -7,11 +7,11 @@ from typing import Any
 
 from kant.admission import Admitter, Quota
 from kant.cycle import CycleResult
-from kant.preemption import PreemptionPolicy
-from kant.scheduler import Scheduler
 from kant.model import PodId
 from kant.placement import Placer
+from kant.preemption import PreemptionPolicy
 from kant.queueing import Backoff, Queue
+from kant.scheduler import Scheduler
 from kant.state import ClusterState
 from kant.testing import ClusterBuilder
 

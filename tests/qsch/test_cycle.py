@@ -7,10 +7,10 @@ import pytest
 from kant.admission import Quota
 from kant.apply import apply
 from kant.cycle import schedule_cycle
-from kant.scheduler import EvictionCause, Scheduler
 from kant.errors import UnknownPodError
 from kant.model import Binding, ReasonCode
 from kant.queueing import Backfill, EasyBackfill, JobPhase
+from kant.scheduler import EvictionCause, Scheduler
 from kant.testing import job
 
 from .conftest import evict_victims, nodes, pod, scheduler

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kant.scheduler import Scheduler
 from kant.model import ReasonCode, VictimReason
 from kant.queueing import Backfill, EasyBackfill, JobPhase
+from kant.scheduler import Scheduler
 from kant.testing import job
 
 from .conftest import evict_victims, finish, nodes, pod, scheduler

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from kant.preemption import PreemptionPolicy
-from kant.scheduler import Scheduler
 from kant.model import ReasonCode, Tier, VictimReason
+from kant.preemption import PreemptionPolicy
 from kant.queueing import JobPhase
+from kant.scheduler import Scheduler
 from kant.testing import job
 
 from .conftest import evict_victims, nodes, pod, scheduler

@@ -25,11 +25,11 @@ from hypothesis.stateful import (
 
 from kant.admission import Admitter, Quota
 from kant.cycle import CycleResult
-from kant.preemption import PreemptionPolicy
-from kant.scheduler import Scheduler
 from kant.model import VictimReason
 from kant.placement import Placer
+from kant.preemption import PreemptionPolicy
 from kant.queueing import Backfill, Backoff, EasyBackfill, JobPhase, Queue
+from kant.scheduler import Scheduler
 from kant.testing import ClusterBuilder, job, node
 
 POLICIES = ["strict-fifo", "best-effort-fifo", "backfill", "easy-backfill"]
