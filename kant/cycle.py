@@ -1,19 +1,14 @@
 """One scheduling cycle (QSCH + RSCH): :func:`schedule_cycle` and its :class:`CycleResult`.
 
-``schedule_cycle(cluster, queue, admitter, placer, now, policy=...)`` is the one place the
-pieces meet. It works on the cluster's snapshot inside one transaction that it rolls back
-before returning, so it changes neither the cluster nor the queue: it returns what to do
-(bindings to make, victims to evict, devices nominated for preemptors, a typed reason for every
-job left waiting). :func:`kant.apply.apply` records a result; the
-:class:`kant.scheduler.Scheduler` facade adds the orchestrator's events.
+The one place the pieces meet. It works on the cluster's snapshot inside one transaction that
+it rolls back, so it changes neither the cluster nor the queue: it returns what to do.
+:func:`kant.apply.apply` records a result; :class:`kant.scheduler.Scheduler` adds the
+orchestrator's events. Per waiting job (:meth:`_Cycle.consider`): backoff, node pools, the
+queueing policy's gate, quota, readiness, placement; on failure the policy explains and
+decides, and the job may preempt (:mod:`kant.preemption`, one call).
 
-The steps, for each waiting job in the global order (:meth:`_Cycle.consider`): backoff, node
-pools, the queueing policy's gate, static quota, dynamic readiness, placement; on failure the
-policy explains and decides, and the job may preempt (:mod:`kant.preemption`, one call).
-
-Determinism: the same cluster, queue, admitter, placer, policy and ``now`` give the same
-result (candidates in the queue's total order, victims in a total order, no wall clock except
-the timing figures in :class:`CycleStats`, which are excluded from equality).
+Deterministic: the same inputs give the same result (timings in :class:`CycleStats` are
+excluded from equality).
 """
 
 from __future__ import annotations
@@ -26,7 +21,7 @@ from typing import Any
 import attrs
 
 from kant.admission import forecast as fc
-from kant.admission.holds import Hold
+from kant.admission.holds import Holds
 from kant.admission.pools import Pools, restricted
 from kant.admission.quota import Admitter, QuotaDecision, admit_quota
 from kant.contracts import (
@@ -142,11 +137,8 @@ class _Cycle:
         self.nominations: list[Nomination] = []
         self.dropped: list[str] = []
         self.pending: dict[str, Reason] = {}
-        self.holds: dict[str, Hold] = {}  # nominated devices, by preemptor
-        self.res_hold: Hold | None = None  # the policy's reservation
         self.current: tuple[str, QuotaDecision] | None = None  # the job being considered
         self.failed_shapes: dict[tuple[Any, ...], Reason] = {}
-        self.free_epoch = 0  # bumped whenever held devices are freed within the cycle
         self.attempts = 0
         self.step_ms: dict[str, float] = {}
 
@@ -166,6 +158,7 @@ class _Cycle:
     def open(self) -> Iterator[None]:
         self._lap = time.perf_counter()
         self.snap = self.cluster.snapshot()
+        self.holds = Holds(self.snap)
         self.pools = Pools(self.cluster, self.snap)
         self.candidates = self.queue.candidates()
         self.run = self.policy.begin(self)
@@ -186,9 +179,7 @@ class _Cycle:
     def hold_nominations(self) -> None:
         for e in self.candidates:
             if e.nomination is not None:
-                h = Hold(e.nomination.bindings)
-                h.take(self.snap)
-                self.holds[e.id] = h
+                self.holds.nominate(e.id, e.nomination.bindings)
         self.lap("holds")
 
     def consider(self, e: Entry) -> None:
@@ -224,7 +215,7 @@ class _Cycle:
         reason = self._explain(e, reason)
         self.pending[e.id] = reason
         may_backfill = self.run.failed(e, reason)
-        if self.pre.may_preempt(reason, partly_placed=bool(placed), nominated=e.id in self.holds):
+        if self.pre.may_preempt(reason, partly_placed=bool(placed), nominated=self.is_nominated(e)):
             self._preempt(e, dec, may_backfill)
 
     def result(self) -> CycleResult:
@@ -261,7 +252,7 @@ class _Cycle:
     def _shape(self, e: Entry, dec: QuotaDecision, gate: Gate) -> tuple[Any, ...] | None:
         """Placement depends only on this key and the snapshot (while nothing is freed), so a
         failed shape fails again this cycle. None: not cacheable (pods already running)."""
-        if e.assigned or e.id in self.holds:
+        if e.assigned or self.is_nominated(e):
             return None
         counts: dict[str, int] = {}
         for p in dec.pods:
@@ -271,7 +262,7 @@ class _Cycle:
             job.gang,
             job.kind,
             gate.use_reserved,
-            self.free_epoch,
+            self.holds.epoch,
             tuple(
                 (counts.get(r.name, 0), r.resources, dec.models.get(r.name), r.topology, r.spread)
                 for r in job.roles
@@ -284,28 +275,19 @@ class _Cycle:
         """Readiness and placement of the quota-admitted pods. Returns the bindings made
         (committed to the snapshot) and why the job's remaining pods are not all placed."""
         job = e.job
-        own = self.holds.get(e.id)
-        res_hold = self.res_hold if gate.use_reserved else None
         shape = self._shape(e, dec, gate)
         if shape is not None and shape in self.failed_shapes:
             return (), self.failed_shapes[shape]
         with self.snap.transaction() as tx:
             # the job's own nominated devices (and, if it ends in time, the reservation)
             # are open to it
-            for h in (own, res_hold):
-                if h is not None:
-                    h.give_back(self.snap)
+            opened = self.holds.open_for(e.id, reserved=gate.use_reserved)
             reason = self.pools.ready(job, dec)
             if reason is None:
                 res = self.place_pods(restricted(job, dec), dec.pods)
                 if res.bindings and (not job.gang or not res.unplaced):
                     tx.commit()
-                    if own is not None:
-                        del self.holds[e.id]
-                        self.free_epoch += 1
-                    if res_hold is not None:
-                        res_hold.take(self.snap)
-                        self.free_epoch += 1
+                    self.holds.placed(e.id, opened)
                     left = len(e.remaining()) - len(res.bindings)
                     if not left:
                         return res.bindings, None
@@ -331,7 +313,7 @@ class _Cycle:
         """The reason users should read: a preemptor waits for its victims (or its nomination
         has served its time); otherwise the queueing policy's word."""
         nom = e.nomination
-        if nom is None or e.id not in self.holds:
+        if nom is None or not self.is_nominated(e):
             return self.run.explain(e, reason)
         left = [p for p in nom.victims if _terminating(self.queue, p)]
         if left:
@@ -339,20 +321,17 @@ class _Cycle:
                 code=ReasonCode.PREEMPTING, message=f"waiting for {len(left)} victim pods to go"
             )
         # victims are gone and it still does not fit: the nomination has served its time
-        self.holds.pop(e.id).give_back(self.snap)
-        self.free_epoch += 1
+        self.holds.drop(e.id)
         self.dropped.append(e.id)
         return reason
 
     def _preempt(self, e: Entry, dec: QuotaDecision, may_backfill: bool) -> None:
-        found = self.pre.preempt(e, dec, may_backfill, epoch=(len(self.bindings), self.free_epoch))
+        found = self.pre.preempt(e, dec, may_backfill, epoch=(len(self.bindings), self.holds.epoch))
         if found is None:
             return
         nom, units = found
         self.nominations.append(nom)
-        hold = Hold(nom.bindings)
-        hold.take(self.snap)
-        self.holds[e.id] = hold
+        self.holds.nominate(e.id, nom.bindings)
         self.pending[e.id] = Reason(
             code=ReasonCode.PREEMPTING,
             message=f"evicting {len(nom.victims)} pods of {units} victims",
@@ -361,10 +340,10 @@ class _Cycle:
     # ----------------------------------------------------------------- CycleContext
 
     def is_nominated(self, job: CandidateView) -> bool:
-        return job.id in self.holds
+        return job.id in self.holds.nominated
 
     def forecast(self, job: CandidateView, *, default_runtime: float | None) -> Reservation | None:
-        if job.id in self.holds:
+        if self.is_nominated(job):
             return None  # its nomination already holds its devices
         ends = fc.expected_ends(
             self.queue.running(), self.placed_entries, cluster=self.cluster, now=self._now,
@@ -376,15 +355,14 @@ class _Cycle:
         )  # fmt: skip
 
     def reserve(self, reservation: Reservation) -> None:
-        self.res_hold = Hold(reservation.bindings)
-        self.res_hold.take(self.snap)
+        self.holds.reserve(reservation.bindings)
 
     def fits_unreserved(self, job: CandidateView) -> bool:
-        cur = self.current
-        if not self.res_hold or cur is None or cur[0] != job.id or not cur[1].ok:
+        cur, held = self.current, self.holds.reserved
+        if not held or cur is None or cur[0] != job.id or not cur[1].ok:
             return False
         with self.snap.transaction():
-            self.res_hold.give_back(self.snap)
+            held.give_back(self.snap)
             return self.pools.ready(job.job, cur[1]) is None
 
 

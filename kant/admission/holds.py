@@ -120,3 +120,52 @@ class Hold:
 
     def __bool__(self) -> bool:
         return bool(self.taken)
+
+
+class Holds:
+    """Every hold of one cycle: the devices nominated for each preemptor, and the queueing
+    policy's reservation. ``epoch`` counts the times held devices were freed within the cycle
+    (a placement that failed before may succeed after)."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap = snap
+        self.nominated: dict[str, Hold] = {}
+        self.reserved: Hold | None = None
+        self.epoch = 0
+
+    def nominate(self, job: str, bindings: Sequence[Binding]) -> None:
+        """Hold ``bindings`` for the preemptor ``job``."""
+        h = Hold(bindings)
+        h.take(self.snap)
+        self.nominated[job] = h
+
+    def reserve(self, bindings: Sequence[Binding]) -> None:
+        """Hold ``bindings`` for the policy's reservation."""
+        self.reserved = Hold(bindings)
+        self.reserved.take(self.snap)
+
+    def drop(self, job: str) -> None:
+        """The nomination of ``job`` has served its time: free its devices."""
+        self.nominated.pop(job).give_back(self.snap)
+        self.epoch += 1
+
+    def open_for(self, job: str, *, reserved: bool) -> tuple[Hold | None, Hold | None]:
+        """Give the job's own nomination (and, with ``reserved``, the reservation) back to
+        the snapshot for its placement attempt; returns them for :meth:`placed`."""
+        own = self.nominated.get(job)
+        res = self.reserved if reserved else None
+        for h in (own, res):
+            if h is not None:
+                h.give_back(self.snap)
+        return own, res
+
+    def placed(self, job: str, opened: tuple[Hold | None, Hold | None]) -> None:
+        """After the job was placed with what :meth:`open_for` opened: its nomination ends,
+        and the reservation is held again (on what is still free)."""
+        own, res = opened
+        if own is not None:
+            del self.nominated[job]
+            self.epoch += 1
+        if res is not None:
+            res.take(self.snap)
+            self.epoch += 1

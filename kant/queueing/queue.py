@@ -127,6 +127,7 @@ class Entry:
         """Forget what is derived from the pods the job holds (call after any change); caches
         outside the queue notice through :attr:`version`."""
         self._remaining = None
+        self.version += 1
 
     @property
     def schedulable(self) -> bool:

@@ -180,3 +180,16 @@ def test_preemption_can_be_switched_off() -> None:
     _fill(s, [("lo", 8, 0)])
     s.submit(job("p", gpus=8, priority=5, submitted_at=10), now=10)
     assert s.step(now=10).victims == ()
+
+
+def test_a_finished_pod_is_never_offered_as_a_victim_in_a_later_cycle() -> None:
+    # the victim index is cached across cycles; a pod that finished must leave it
+    s = scheduler(nodes(1))
+    s.submit(job("lo", gpus=4, replicas=2, gang=False, submitted_at=0), now=0)
+    assert s.step(now=1).placed == ("lo",)
+    s.submit(job("huge", gpus=16, priority=1, submitted_at=2), now=2)  # never fits: builds
+    assert not s.step(now=2).victims  # the index and finds nothing worth a search
+    s.pod_finished(pod("lo", 0), now=3)
+    s.submit(job("hi", gpus=8, priority=2, submitted_at=4), now=4)
+    r = s.step(now=4)
+    assert [(v.job, v.pods) for v in r.victims] == [("lo", (pod("lo", 1),))]
