@@ -20,18 +20,17 @@ from typing import Any
 
 import attrs
 
-from kant.admission import forecast as fc
 from kant.admission.holds import Holds
 from kant.admission.pools import Pools, restricted
 from kant.admission.quota import Admitter, QuotaDecision, admit_quota
 from kant.contracts import (
-    CandidateView,
     Gate,
     PlacementLike,
     PlacerLike,
     QueueingPolicy,
     Reservation,
 )
+from kant.cycle_context import PolicyContext
 from kant.model import Binding, Job, PodId, Reason, ReasonCode, Victim
 from kant.preemption.candidates import VictimIndex
 from kant.preemption.policy import PreemptionPolicy
@@ -113,8 +112,7 @@ def schedule_cycle(
 
 
 class _Cycle:
-    """One cycle's working state; also the :class:`kant.contracts.CycleContext` its
-    queueing policy run asks."""
+    """One cycle's working state."""
 
     def __init__(
         self,
@@ -133,11 +131,9 @@ class _Cycle:
         self.ledger = admitter.ledger()
         self.bindings: list[Binding] = []
         self.placed: list[str] = []
-        self.placed_entries: list[tuple[Entry, tuple[Binding, ...]]] = []
         self.nominations: list[Nomination] = []
         self.dropped: list[str] = []
         self.pending: dict[str, Reason] = {}
-        self.current: tuple[str, QuotaDecision] | None = None  # the job being considered
         self.failed_shapes: dict[tuple[Any, ...], Reason] = {}
         self.attempts = 0
         self.step_ms: dict[str, float] = {}
@@ -161,7 +157,6 @@ class _Cycle:
         self.holds = Holds(self.snap)
         self.pools = Pools(self.cluster, self.snap)
         self.candidates = self.queue.candidates()
-        self.run = self.policy.begin(self)
         pol = self.preemption
         index = VictimIndex(
             self.queue, self.cluster, self.snap, self.pools.names,
@@ -171,6 +166,12 @@ class _Cycle:
             pol, snap=self.snap, ledger=self.ledger, pools=self.pools, index=index,
             place=self.place_pods, now=self._now,
         )  # fmt: skip
+        self.ctx = PolicyContext(
+            now=self._now, queue=self.queue, cluster=self.cluster, snap=self.snap,
+            ledger=self.ledger, pools=self.pools, holds=self.holds, place=self.place_pods,
+            victim_pods=self.pre.victim_pods,
+        )  # fmt: skip
+        self.run = self.policy.begin(self.ctx)
         self.lap("snapshot")
         with self.snap.transaction():
             yield
@@ -202,7 +203,7 @@ class _Cycle:
             return
         # d. Static quota, then dynamic readiness, then placement.
         dec = admit_quota(self.ledger, job, e.remaining(), role_models)
-        self.current = (e.id, dec)
+        self.ctx.current = (e.id, dec)
         reason = dec.reason if not dec.ok else None
         placed: tuple[Binding, ...] = ()
         if reason is None:
@@ -307,7 +308,7 @@ class _Cycle:
             self.ledger.add(e.job.tenant, self.pools.model_of(b), b.total_milli)
         self.bindings.extend(bindings)
         self.placed.append(e.id)
-        self.placed_entries.append((e, bindings))
+        self.ctx.placed.append((e, bindings))
 
     def _explain(self, e: Entry, reason: Reason) -> Reason:
         """The reason users should read: a preemptor waits for its victims (or its nomination
@@ -337,33 +338,8 @@ class _Cycle:
             message=f"evicting {len(nom.victims)} pods of {units} victims",
         )
 
-    # ----------------------------------------------------------------- CycleContext
-
-    def is_nominated(self, job: CandidateView) -> bool:
-        return job.id in self.holds.nominated
-
-    def forecast(self, job: CandidateView, *, default_runtime: float | None) -> Reservation | None:
-        if self.is_nominated(job):
-            return None  # its nomination already holds its devices
-        ends = fc.expected_ends(
-            self.queue.running(), self.placed_entries, cluster=self.cluster, now=self._now,
-            default_runtime=default_runtime, victim_pods=self.pre.victim_pods,
-        )  # fmt: skip
-        return fc.forecast(
-            self.queue.entry(job.id), ends, snap=self.snap, ledger=self.ledger,
-            pools=self.pools, place=self.place_pods,
-        )  # fmt: skip
-
-    def reserve(self, reservation: Reservation) -> None:
-        self.holds.reserve(reservation.bindings)
-
-    def fits_unreserved(self, job: CandidateView) -> bool:
-        cur, held = self.current, self.holds.reserved
-        if not held or cur is None or cur[0] != job.id or not cur[1].ok:
-            return False
-        with self.snap.transaction():
-            held.give_back(self.snap)
-            return self.pools.ready(job.job, cur[1]) is None
+    def is_nominated(self, e: Entry) -> bool:
+        return e.id in self.holds.nominated
 
 
 def _first_reason(unplaced: Mapping[PodId, Reason]) -> Reason | None:

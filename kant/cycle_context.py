@@ -1,0 +1,82 @@
+"""The cycle as its queueing policy sees it: :class:`PolicyContext`, the implementation of
+:class:`kant.contracts.CycleContext`.
+
+A policy run may ask whether a job holds a nomination, forecast a job's earliest start from
+the running jobs' expected ends, reserve devices for it, and ask whether a job would fit if
+the reservation were free. Nothing here changes the cluster or the queue; a reservation holds
+devices on the cycle's snapshot only.
+"""
+
+from __future__ import annotations
+
+from kant.admission import forecast as fc
+from kant.admission.holds import Holds
+from kant.admission.pools import Pools
+from kant.admission.quota import QuotaDecision, QuotaLedger
+from kant.contracts import CandidateView, PlaceFn, Reservation
+from kant.model import Binding, PodId
+from kant.queueing import Entry, Queue
+from kant.state import ClusterState, Snapshot
+
+
+class PolicyContext:
+    """What one cycle offers its queueing policy run. The cycle keeps :attr:`placed` (jobs
+    placed so far, for forecasts) and :attr:`current` (the job being considered and its quota
+    decision) up to date."""
+
+    def __init__(
+        self,
+        *,
+        now: float,
+        queue: Queue,
+        cluster: ClusterState,
+        snap: Snapshot,
+        ledger: QuotaLedger,
+        pools: Pools,
+        holds: Holds,
+        place: PlaceFn,
+        victim_pods: set[PodId],
+    ) -> None:
+        self._now = now
+        self.queue, self.cluster, self.snap = queue, cluster, snap
+        self.ledger, self.pools, self.holds = ledger, pools, holds
+        self.place, self.victim_pods = place, victim_pods
+        self.placed: list[tuple[Entry, tuple[Binding, ...]]] = []
+        self.current: tuple[str, QuotaDecision] | None = None
+
+    @property
+    def now(self) -> float:
+        """The cycle's time."""
+        return self._now
+
+    def is_nominated(self, job: CandidateView) -> bool:
+        """Does the job hold devices nominated for it?"""
+        return job.id in self.holds.nominated
+
+    def forecast(self, job: CandidateView, *, default_runtime: float | None) -> Reservation | None:
+        """The job's earliest start and placement (:func:`kant.admission.forecast.forecast`);
+        None for a nominated job (its nomination already holds its devices)."""
+        if self.is_nominated(job):
+            return None
+        ends = fc.expected_ends(
+            self.queue.running(), self.placed, cluster=self.cluster, now=self._now,
+            default_runtime=default_runtime, victim_pods=self.victim_pods,
+        )  # fmt: skip
+        return fc.forecast(
+            self.queue.entry(job.id), ends, snap=self.snap, ledger=self.ledger,
+            pools=self.pools, place=self.place,
+        )  # fmt: skip
+
+    def reserve(self, reservation: Reservation) -> None:
+        """Hold the reservation's free devices for the rest of the cycle."""
+        self.holds.reserve(reservation.bindings)
+
+    def fits_unreserved(self, job: CandidateView) -> bool:
+        """Would the job being considered pass readiness with the reservation free? (False
+        when nothing is reserved or the job did not pass quota.)"""
+        cur, held = self.current, self.holds.reserved
+        if not held or cur is None or cur[0] != job.id or not cur[1].ok:
+            return False
+        with self.snap.transaction():
+            held.give_back(self.snap)
+            return self.pools.ready(job.job, cur[1]) is None
