@@ -298,9 +298,6 @@ class ClusterState:
         """Interned id of a group (``level`` in :data:`LEVELS`), -1 if unknown."""
         return self._ids[level].get(name, -1)
 
-    def group_name(self, level: str, gid: int) -> str:
-        return self._id_names[level][gid]
-
     def group_names(self, level: str) -> list[str]:
         return list(self._id_names[level])
 
@@ -857,10 +854,6 @@ class Snapshot:
         self._undo.append({})
         return Transaction(self, len(self._undo))
 
-    @property
-    def in_transaction(self) -> bool:
-        return bool(self._undo)
-
     # ----------------------------------------------------------------- change log
 
     @property
@@ -982,16 +975,6 @@ class Snapshot:
             cols.cpu_free[slot] += cpu_milli
             cols.mem_free[slot] += memory_mib
         self._shift(slot, before)
-
-    def allocate_binding(self, b: Binding) -> None:
-        self.allocate(
-            self.slot_of(b.node),
-            _bits_to_mask(b.gpus),
-            b.gpu_milli,
-            _bits_to_mask(b.nics),
-            b.cpu_milli,
-            b.memory_mib,
-        )
 
     def release_binding(self, b: Binding) -> None:
         self.release(
