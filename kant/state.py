@@ -392,6 +392,9 @@ class ClusterState:
         self._refresh_row(rec)
 
     def set_nic_health(self, name: str, nic: int, healthy: bool) -> None:
+        """Mark one RDMA NIC (un)healthy: an unhealthy NIC leaves the allocatable NIC mask; a
+        pod holding it keeps it until released. Raises UnknownNodeError, or InvalidNodeError
+        for a NIC index the node does not have (changing nothing)."""
         rec = self._record(name)
         if not (isinstance(nic, int) and 0 <= nic < rec.spec.rdma_nics):
             raise InvalidNodeError(

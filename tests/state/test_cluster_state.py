@@ -113,6 +113,30 @@ def test_an_unhealthy_gpu_is_not_allocatable_until_it_recovers(cluster: ClusterS
     assert cluster.snapshot().free_gpus[s] == 8
 
 
+def test_an_unhealthy_nic_is_not_allocatable_until_it_recovers(cluster: ClusterState) -> None:
+    snap = cluster.snapshot()
+    s = cluster.slot_of("lf0-n0")
+    assert int(snap.cols.nic_mask[s]) == 0xFF and snap.cols.free_nics[s] == 8
+    cluster.set_nic_health("lf0-n0", 3, False)
+    assert int(cluster.columns.nic_mask[s]) == 0xFF & ~(1 << 3)
+    assert cluster.columns.free_nics[s] == 7
+    snap = cluster.snapshot()
+    assert int(snap.cols.nic_mask[s]) == 0xFF & ~(1 << 3) and snap.cols.free_nics[s] == 7
+    assert snap.free_gpus[s] == 8  # only the NIC is gone
+    with pytest.raises(AllocationConflictError, match="NIC 3 is unhealthy"):
+        cluster.bind(Binding(pod=pod("x"), node="lf0-n0", nics=(3,)))
+    with pytest.raises(InvalidNodeError, match="'nic' = 8"):
+        cluster.set_nic_health("lf0-n0", 8, False)
+    with pytest.raises(UnknownNodeError):
+        cluster.set_nic_health("ghost", 0, False)
+    snapshot_matches_truth(cluster, snap)
+    cluster.set_nic_health("lf0-n0", 3, True)
+    assert int(cluster.columns.nic_mask[s]) == 0xFF
+    snap = cluster.snapshot()
+    assert int(snap.cols.nic_mask[s]) == 0xFF and snap.cols.free_nics[s] == 8
+    snapshot_matches_truth(cluster, snap)
+
+
 def test_a_pod_holding_a_gpu_that_fails_keeps_it_but_it_is_not_returned(
     cluster: ClusterState,
 ) -> None:
