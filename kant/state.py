@@ -23,7 +23,7 @@ restores every touched row, aggregate and index entry exactly.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -258,6 +258,12 @@ class ClusterState:
     def gpu_healthy_mask(self, name: str) -> int:
         return self._record(name).gpu_healthy
 
+    def health_masks(self, name: str) -> tuple[bool, int, int]:
+        """``(node healthy, healthy-GPU bitmask, healthy-NIC bitmask)`` of node ``name``, O(1).
+        Raises UnknownNodeError."""
+        rec = self._record(name)
+        return rec.healthy, rec.gpu_healthy, rec.nic_healthy
+
     def pods_on(self, name: str) -> tuple[PodId, ...]:
         return tuple(sorted(self._record(name).pods))
 
@@ -300,6 +306,17 @@ class ClusterState:
 
     def group_names(self, level: str) -> list[str]:
         return list(self._id_names[level])
+
+    def group_count(self, level: str) -> int:
+        """Groups interned so far at ``level`` (ids are ``0 .. group_count - 1``), O(1)."""
+        return len(self._id_names[level])
+
+    @property
+    def slot_names(self) -> Sequence[str | None]:
+        """Node name per slot (``None``: a freed slot), indexed by slot, ``num_slots`` long.
+        A live read-only view (O(1), no copy): it changes as nodes come and go; copy it to
+        keep it."""
+        return self._slot_names
 
     def total_gpus(self) -> int:
         return int(self.columns.gpus[: self.num_slots].sum())
@@ -466,14 +483,23 @@ class ClusterState:
             self._changed.clear()
             self._snapshot = Snapshot(self)
         else:
-            self._snapshot._refresh()
+            self._snapshot.refresh(self.take_changes())
         return self._snapshot
 
     def full_snapshot(self) -> Snapshot:
         """A brand-new snapshot built from scratch (O(cluster)); for tests and checks."""
         return Snapshot(self)
 
-    def _take_changes(self) -> IntArray:
+    def take_changes(self) -> IntArray:
+        """The change feed: slots whose rows in :attr:`columns` changed since the previous
+        call (bind, release, health, node added or removed), sorted, each once; the feed is
+        then empty. O(k log k) for k changed slots.
+
+        Its one consumer is :meth:`snapshot`, which passes the slots to
+        :meth:`Snapshot.refresh`: a slot taken anywhere else is missing from the next refresh
+        (the snapshot would keep a stale row), so other readers watch
+        :attr:`node_generation` instead.
+        """
         idx = np.fromiter(sorted(self._changed), dtype=np.int64, count=len(self._changed))
         self._changed.clear()
         return idx
@@ -678,8 +704,8 @@ class Snapshot:
         n = st.num_slots
         self.cols = NodeColumns(st.columns.capacity, st.columns.width)
         self.cols.copy_rows_from(st.columns, np.arange(n, dtype=np.int64))
-        self.names = list(st._slot_names)
-        self.agg = {lv: np.zeros((len(st._id_names[lv]), 3), dtype=np.int64) for lv in LEVELS}
+        self.names = list(st.slot_names)
+        self.agg = {lv: np.zeros((st.group_count(lv), 3), dtype=np.int64) for lv in LEVELS}
         self._by_free = {}
         for s in range(n):
             if self.cols.alive[s]:
@@ -687,11 +713,15 @@ class Snapshot:
         self._local.clear()
         self.generation = st.generation
 
-    def _refresh(self) -> None:
+    def refresh(self, changed: IntArray) -> None:
+        """Re-sync rows ``changed`` (sorted, unique slots: :meth:`ClusterState.take_changes`)
+        and the rows committed transactions changed since the last refresh from the state's
+        columns, with their names, aggregates and index entries. :meth:`ClusterState.snapshot`
+        calls it; on any snapshot it only ever copies truth, so it cannot make one wrong.
+        Raises TransactionError while a transaction is open. O(k x (levels + log n)) for k rows."""
         if self._undo:
             raise TransactionError("snapshot refreshed while a transaction is open")
         st = self.state
-        changed = st._take_changes()
         if self._local:
             local = np.fromiter(self._local, dtype=np.int64, count=len(self._local))
             idx = np.union1d(changed, local)
@@ -700,7 +730,7 @@ class Snapshot:
             idx = changed
         self.cols.ensure(st.columns.capacity, st.columns.width)
         for lv in LEVELS:
-            need = len(st._id_names[lv])
+            need = st.group_count(lv)
             if need > self.agg[lv].shape[0]:
                 grown = np.zeros((need, 3), dtype=np.int64)
                 grown[: self.agg[lv].shape[0]] = self.agg[lv]
@@ -711,8 +741,9 @@ class Snapshot:
             self._logged(idx.tolist())
             self._contrib_bulk(idx, -1)
             self.cols.copy_rows_from(st.columns, idx)
+            slot_names = st.slot_names
             for s in idx.tolist():
-                self.names[s] = st._slot_names[s]
+                self.names[s] = slot_names[s]
             self._contrib_bulk(idx, +1)
         self.generation = st.generation
 
@@ -855,7 +886,7 @@ class Snapshot:
         """Open a (possibly nested) transaction. Use as a context manager: it rolls back on
         exception or when left without :meth:`Transaction.commit`."""
         self._undo.append({})
-        return Transaction(self, len(self._undo))
+        return Transaction(self, len(self._undo), self._end)
 
     # ----------------------------------------------------------------- change log
 
@@ -961,19 +992,19 @@ class Snapshot:
 
         Devices that are unhealthy in the truth stay unallocatable."""
         cols = self.cols
-        rec = self.state._records.get(self.names[slot] or "")
-        if rec is None:
+        name = self.names[slot]
+        if name is None or name not in self.state:
             raise AllocationConflictError(f"slot {slot} holds no node")
+        ok, gpu_healthy, nic_healthy = self.state.health_masks(name)
         self._save(slot)
         before = self._contrib(slot)
         row = cols.gpu_free[slot]
-        ok = rec.healthy
         for g in _mask_bits(gpu_mask):
-            if ok and rec.gpu_healthy >> g & 1:
+            if ok and gpu_healthy >> g & 1:
                 row[g] = min(MILLI, row[g] + milli)
         self._recount(slot)
         if ok:
-            cols.nic_mask[slot] = int(cols.nic_mask[slot]) | (nic_mask & rec.nic_healthy)
+            cols.nic_mask[slot] = int(cols.nic_mask[slot]) | (nic_mask & nic_healthy)
             cols.free_nics[slot] = _popcount(int(cols.nic_mask[slot]))
             cols.cpu_free[slot] += cpu_milli
             cols.mem_free[slot] += memory_mib
@@ -1075,10 +1106,12 @@ class Transaction:
     ``rollback()`` restores every touched row, aggregate and index entry exactly.
     """
 
-    def __init__(self, snap: Snapshot, depth: int) -> None:
+    def __init__(self, snap: Snapshot, depth: int, end: Callable[[int, bool], None]) -> None:
+        """Made by :meth:`Snapshot.transaction` only: ``end(depth, commit)`` closes it."""
         self.snapshot = snap
         self.depth = depth
         self.open = True
+        self._end = end
 
     def commit(self) -> None:
         self._finish(True)
@@ -1089,7 +1122,7 @@ class Transaction:
     def _finish(self, commit: bool) -> None:
         if not self.open:
             raise TransactionError("transaction already finished")
-        self.snapshot._end(self.depth, commit)
+        self._end(self.depth, commit)
         self.open = False
 
     def __enter__(self) -> Transaction:

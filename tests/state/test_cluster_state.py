@@ -186,12 +186,45 @@ def test_unknown_names_raise_typed_errors(cluster: ClusterState) -> None:
 def test_a_refresh_copies_only_the_nodes_that_changed(cluster: ClusterState) -> None:
     snap = cluster.snapshot()
     untouched = snap.gpu_free
+    here = snap.log_position
     cluster.bind(Binding(pod=pod("a"), node="lf1-n1", gpus=(0,)))
-    assert cluster._changed == {cluster.slot_of("lf1-n1")}
     again = cluster.snapshot()
     assert again is snap and again.gpu_free is untouched  # refreshed in place, rows shared
-    assert cluster._changed == set()
+    assert snap.rows_changed_since(here).tolist() == [cluster.slot_of("lf1-n1")]
+    here = snap.log_position
+    cluster.snapshot()
+    assert snap.rows_changed_since(here).tolist() == []  # nothing changed: nothing copied
     snapshot_matches_truth(cluster, again)
+
+
+def test_the_change_feed_names_each_changed_slot_once_until_taken() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=3).build()  # no snapshot: nobody else takes it
+    assert st.take_changes().tolist() == [0, 1, 2]  # the nodes were added
+    assert st.take_changes().tolist() == []
+    st.bind(Binding(pod=pod("a"), node="lf0-n2", gpus=(0,)))
+    st.set_gpu_health("lf0-n0", 1, False)
+    st.release(pod("a"))
+    assert st.take_changes().tolist() == [0, 2]
+    with pytest.raises(UnknownNodeError):
+        st.set_node_health("ghost", False)
+    assert st.take_changes().tolist() == []  # a rejected call changes nothing
+    st.remove_node("lf0-n1")
+    assert st.take_changes().tolist() == [1]
+    assert list(st.slot_names) == ["lf0-n0", None, "lf0-n2"]
+
+
+def test_the_snapshot_reads_names_groups_and_health_through_public_accessors(
+    cluster: ClusterState,
+) -> None:
+    assert list(cluster.slot_names) == [n.name for n in cluster.nodes()]
+    assert cluster.group_count("leaf") == 2 and cluster.group_names("leaf") == ["lf0", "lf1"]
+    cluster.set_gpu_health("lf0-n1", 0, False)
+    cluster.set_nic_health("lf0-n1", 1, False)
+    assert cluster.health_masks("lf0-n1") == (True, 0xFE, 0xFD)
+    cluster.set_node_health("lf0-n1", False)
+    assert cluster.health_masks("lf0-n1")[0] is False
+    with pytest.raises(UnknownNodeError):
+        cluster.health_masks("ghost")
 
 
 def test_a_rolled_back_transaction_leaves_the_snapshot_exactly_as_it_was(
