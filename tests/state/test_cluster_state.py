@@ -262,9 +262,9 @@ def test_the_change_log_names_the_rows_allocated_rolled_back_and_refreshed(
 def test_a_change_log_position_older_than_the_kept_log_is_answered_none(
     cluster: ClusterState, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kant.state
+    import kant.state.snapshot
 
-    monkeypatch.setattr(kant.state, "_CHANGE_LOG_KEEP", 8)
+    monkeypatch.setattr(kant.state.snapshot, "_CHANGE_LOG_KEEP", 8)
     snap = cluster.snapshot()
     start = snap.log_position
     for _ in range(5):  # 10 entries: an allocation and a rollback each
