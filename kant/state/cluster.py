@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
 
 import attrs
 import numpy as np
@@ -243,10 +242,7 @@ class ClusterState:
         self._slot_names[slot] = None
         self._free_slots.append(slot)
         self._free_slots.sort()
-        cols = self.columns
-        cols.set_row(slot, _EMPTY_ROW(cols))
-        for lv in LEVELS:
-            getattr(cols, f"{lv}_id")[slot] = -1
+        self.columns.clear_row(slot)
         self._membership_version += 1
         self._touch(slot)
         return lost
@@ -451,12 +447,6 @@ class ClusterState:
             errors.append("slot bookkeeping is inconsistent")
         if errors:
             raise KantError("ClusterState._check failed:\n  " + "\n  ".join(errors))
-
-
-def _EMPTY_ROW(cols: NodeColumns) -> tuple[Any, ...]:
-    vals: list[Any] = [-1 if n.endswith("_id") else 0 for n in cols.SCALARS]
-    vals[0] = False
-    return (*vals, np.zeros(cols.width, dtype=np.int64))
 
 
 def _check_fits(rec: _NodeRecord, b: Binding) -> None:

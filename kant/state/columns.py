@@ -116,6 +116,12 @@ class NodeColumns:
             a[slot] = v
         self.gpu_free[slot] = values[-1]
 
+    def clear_row(self, slot: int) -> None:
+        """Make ``slot`` an empty row: not alive, every count and mask 0, group ids -1."""
+        vals: list[Any] = [-1 if n.endswith("_id") else 0 for n in self.SCALARS]
+        vals[0] = False  # alive
+        self.set_row(slot, (*vals, np.zeros(self.width, dtype=np.int64)))
+
     def rows_equal(self, other: NodeColumns, n: int) -> list[str]:
         """Names of columns that differ in the first ``n`` slots (empty if equal)."""
         bad = [
