@@ -14,7 +14,7 @@ restores every touched row, aggregate and index entry exactly.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
@@ -42,89 +42,37 @@ _CHANGE_LOG_KEEP: Final = 1 << 16
 """Entries of a snapshot's change log kept before the older half is dropped."""
 
 
-class Snapshot:
-    """A consistent, mutable-in-transactions view of a :class:`ClusterState`.
+class _GroupIndex:
+    """The per-group aggregates and the per-pool best-fit index of a snapshot's rows, kept by
+    deltas as rows change: the snapshot's own bookkeeping (see :class:`Snapshot`).
 
-    Read the per-slot arrays (``free_gpus``, ``gpu_free``, ``free_mask``, ``cpu_free``...,
-    see :class:`NodeColumns`) and group aggregates directly; they are numpy arrays indexed
-    by node slot / group id and must be treated as read-only outside :meth:`allocate` and
-    :meth:`release`. Aggregates: ``agg[level]`` is an int64 array [groups, 3] with columns
-    ``AGG_FREE_GPUS`` (whole free GPUs), ``AGG_FREE_NODES`` (nodes whose every GPU is free)
-    and ``AGG_FREE_MILLI``.
+    ``agg[level]``: int64 [groups, 3], whole free GPUs, wholly free nodes and free milli of
+    the live rows of each group. ``by_free[pool]``: ``free_gpus << 32 | slot`` of every live
+    row of the pool, sorted. ``cols`` are the snapshot's rows.
     """
 
-    AGG_FREE_GPUS = 0
-    AGG_FREE_NODES = 1
-    AGG_FREE_MILLI = 2
+    def __init__(self, cols: NodeColumns, groups: Mapping[str, int]) -> None:
+        """Empty aggregates for ``groups[level]`` groups per level; :meth:`build` fills them."""
+        self.cols = cols
+        self.agg: dict[str, IntArray] = {
+            lv: np.zeros((groups[lv], 3), dtype=np.int64) for lv in LEVELS
+        }
+        self.by_free: dict[int, SortedList] = {}
 
-    def __init__(self, state: ClusterState) -> None:
-        self.state = state
-        self.cols = NodeColumns(state.columns.capacity, state.columns.width)
-        self.names: list[str | None] = []
-        self.agg: dict[str, IntArray] = {}
-        self._by_free: dict[int, SortedList] = {}
-        self._undo: list[dict[int, tuple[Any, ...]]] = []
-        self._local: set[int] = set()  # rows changed by committed transactions since refresh
-        self._members: dict[tuple[str, int], IntArray] = {}
-        self._members_version = -1
-        self.generation = -1
-        self.token = next(_SNAPSHOT_TOKENS)  # unique per snapshot object (id() is reused)
-        # slots whose rows may have changed, in order (see rows_changed_since)
-        self._log: list[int] = []
-        self._log_start = 0  # change-log position of _log[0]
-        self._full_build()
-
-    # ----------------------------------------------------------------- building
-
-    def _full_build(self) -> None:
-        st = self.state
-        n = st.num_slots
-        self.cols = NodeColumns(st.columns.capacity, st.columns.width)
-        self.cols.copy_rows_from(st.columns, np.arange(n, dtype=np.int64))
-        self.names = list(st.slot_names)
-        self.agg = {lv: np.zeros((st.group_count(lv), 3), dtype=np.int64) for lv in LEVELS}
-        self._by_free = {}
+    def build(self, n: int) -> None:
+        """Add the contributions of the live rows among the first ``n`` slots."""
         for s in range(n):
             if self.cols.alive[s]:
-                self._apply(s, self._contrib(s), +1)
-        self._local.clear()
-        self.generation = st.generation
+                self.apply(s, self.contrib(s), +1)
 
-    def refresh(self, changed: IntArray) -> None:
-        """Re-sync rows ``changed`` (sorted, unique slots: :meth:`ClusterState.take_changes`)
-        and the rows committed transactions changed since the last refresh from the state's
-        columns, with their names, aggregates and index entries. :meth:`ClusterState.snapshot`
-        calls it; on any snapshot it only ever copies truth, so it cannot make one wrong.
-        Raises TransactionError while a transaction is open. O(k x (levels + log n)) for k rows."""
-        if self._undo:
-            raise TransactionError("snapshot refreshed while a transaction is open")
-        st = self.state
-        if self._local:
-            local = np.fromiter(self._local, dtype=np.int64, count=len(self._local))
-            idx = np.union1d(changed, local)
-            self._local.clear()
-        else:
-            idx = changed
-        self.cols.ensure(st.columns.capacity, st.columns.width)
-        for lv in LEVELS:
-            need = st.group_count(lv)
-            if need > self.agg[lv].shape[0]:
-                grown = np.zeros((need, 3), dtype=np.int64)
-                grown[: self.agg[lv].shape[0]] = self.agg[lv]
-                self.agg[lv] = grown
-        if len(self.names) < st.num_slots:
-            self.names.extend([None] * (st.num_slots - len(self.names)))
-        if idx.size:
-            self._logged(idx.tolist())
-            self._contrib_bulk(idx, -1)
-            self.cols.copy_rows_from(st.columns, idx)
-            slot_names = st.slot_names
-            for s in idx.tolist():
-                self.names[s] = slot_names[s]
-            self._contrib_bulk(idx, +1)
-        self.generation = st.generation
+    def grow(self, level: str, groups: int) -> None:
+        """Make room for ``groups`` groups at ``level`` (new groups start at zero)."""
+        if groups > self.agg[level].shape[0]:
+            grown = np.zeros((groups, 3), dtype=np.int64)
+            grown[: self.agg[level].shape[0]] = self.agg[level]
+            self.agg[level] = grown
 
-    def _contrib_bulk(self, idx: IntArray, sign: int) -> None:
+    def add_rows(self, idx: IntArray, sign: int) -> None:
         """Add (sign=+1) or remove (-1) the aggregate and index contributions of rows idx."""
         cols = self.cols
         live = idx[cols.alive[idx]]
@@ -147,16 +95,16 @@ class Snapshot:
         for s, p, f in zip(live.tolist(), pools.tolist(), fg.tolist(), strict=True):
             if p < 0:
                 continue
-            sl = self._by_free.get(p)
+            sl = self.by_free.get(p)
             if sl is None:
-                sl = self._by_free[p] = SortedList()
+                sl = self.by_free[p] = SortedList()
             key = (f << _KEY_SHIFT) | s
             if sign > 0:
                 sl.add(key)
             else:
                 sl.remove(key)
 
-    def _contrib(self, s: int) -> tuple[int, int, int, int]:
+    def contrib(self, s: int) -> tuple[int, int, int, int]:
         """(free GPUs, wholly free?, free milli, pool id) of row ``s``; pool -2 if dead."""
         cols = self.cols
         if not cols.alive[s]:
@@ -165,15 +113,15 @@ class Snapshot:
         g = int(cols.gpus[s])
         return (fg, int(fg == g and g > 0), int(cols.free_milli[s]), int(cols.pool_id[s]))
 
-    def _shift(self, s: int, before: tuple[int, int, int, int]) -> None:
+    def shift(self, s: int, before: tuple[int, int, int, int]) -> None:
         """Move row ``s``'s contributions from ``before`` to its current values (one pass;
         the group ids of a live row do not change inside a snapshot)."""
-        after = self._contrib(s)
+        after = self.contrib(s)
         if after == before:
             return
         if before[3] != after[3]:  # the row came alive or died: full remove + add
-            self._apply(s, before, -1)
-            self._apply(s, after, +1)
+            self.apply(s, before, -1)
+            self.apply(s, after, +1)
             return
         d0, d1, d2 = after[0] - before[0], after[1] - before[1], after[2] - before[2]
         for lv, ids in self.cols.level_arrays():
@@ -188,11 +136,11 @@ class Snapshot:
                     row[2] += d2
         pool = after[3]
         if d0 and pool >= 0:
-            sl = self._by_free[pool]
+            sl = self.by_free[pool]
             sl.remove((before[0] << _KEY_SHIFT) | s)
             sl.add((after[0] << _KEY_SHIFT) | s)
 
-    def _apply(self, s: int, c: tuple[int, int, int, int], sign: int) -> None:
+    def apply(self, s: int, c: tuple[int, int, int, int], sign: int) -> None:
         fg, whole, fm, pool = c
         if pool == -2:
             return
@@ -206,12 +154,134 @@ class Snapshot:
         if pool >= 0:
             key = (fg << _KEY_SHIFT) | s
             if sign > 0:
-                sl = self._by_free.get(pool)
+                sl = self.by_free.get(pool)
                 if sl is None:
-                    sl = self._by_free[pool] = SortedList()
+                    sl = self.by_free[pool] = SortedList()
                 sl.add(key)
             else:
-                self._by_free[pool].remove(key)
+                self.by_free[pool].remove(key)
+
+    def errors(self, live: list[int]) -> list[str]:
+        """Recompute the aggregates and the index from the live rows ``live``; name every
+        one that differs (empty if none does)."""
+        cols = self.cols
+        errors: list[str] = []
+        for lv in LEVELS:
+            expect = np.zeros_like(self.agg[lv])
+            ids = getattr(cols, f"{lv}_id")
+            for s in live:
+                g = ids[s]
+                if g < 0:
+                    continue
+                expect[g, 0] += cols.free_gpus[s]
+                expect[g, 1] += int(cols.free_gpus[s] == cols.gpus[s] and cols.gpus[s] > 0)
+                expect[g, 2] += cols.free_milli[s]
+            if not np.array_equal(expect, self.agg[lv]):
+                errors.append(f"aggregate {lv} differs")
+        want: dict[int, list[int]] = {}
+        for s in live:
+            p = int(cols.pool_id[s])
+            if p >= 0:
+                want.setdefault(p, []).append((int(cols.free_gpus[s]) << _KEY_SHIFT) | s)
+        for p in set(want) | set(self.by_free):
+            if sorted(want.get(p, [])) != list(self.by_free.get(p, [])):
+                errors.append(f"sorted index of pool {p} differs")
+        return errors
+
+    def differences(self, other: _GroupIndex) -> list[str]:
+        """Names of the aggregates and index entries that differ from ``other``'s (a group
+        missing on one side counts as zeros)."""
+        diffs: list[str] = []
+        for lv in LEVELS:
+            a, b = self.agg[lv], other.agg[lv]
+            m = max(a.shape[0], b.shape[0])
+            pa = np.zeros((m, 3), dtype=np.int64)
+            pb = np.zeros((m, 3), dtype=np.int64)
+            pa[: a.shape[0]] = a
+            pb[: b.shape[0]] = b
+            if not np.array_equal(pa, pb):
+                diffs.append(f"agg[{lv}]")
+        for p in set(self.by_free) | set(other.by_free):
+            if list(self.by_free.get(p, [])) != list(other.by_free.get(p, [])):
+                diffs.append(f"index[{p}]")
+        return diffs
+
+
+class Snapshot:
+    """A consistent, mutable-in-transactions view of a :class:`ClusterState`.
+
+    Read the per-slot arrays (``free_gpus``, ``gpu_free``, ``free_mask``, ``cpu_free``...,
+    see :class:`NodeColumns`) and group aggregates directly; they are numpy arrays indexed
+    by node slot / group id and must be treated as read-only outside :meth:`allocate` and
+    :meth:`release`. Aggregates: ``agg[level]`` is an int64 array [groups, 3] with columns
+    ``AGG_FREE_GPUS`` (whole free GPUs), ``AGG_FREE_NODES`` (nodes whose every GPU is free)
+    and ``AGG_FREE_MILLI``.
+    """
+
+    AGG_FREE_GPUS = 0
+    AGG_FREE_NODES = 1
+    AGG_FREE_MILLI = 2
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.cols = NodeColumns(state.columns.capacity, state.columns.width)
+        self.names: list[str | None] = []
+        self._groups: _GroupIndex  # aggregates and best-fit index (set by _full_build)
+        self.agg: dict[str, IntArray]  # = self._groups.agg, the same dict
+        self._undo: list[dict[int, tuple[Any, ...]]] = []
+        self._local: set[int] = set()  # rows changed by committed transactions since refresh
+        self._members: dict[tuple[str, int], IntArray] = {}
+        self._members_version = -1
+        self.generation = -1
+        self.token = next(_SNAPSHOT_TOKENS)  # unique per snapshot object (id() is reused)
+        # slots whose rows may have changed, in order (see rows_changed_since)
+        self._log: list[int] = []
+        self._log_start = 0  # change-log position of _log[0]
+        self._full_build()
+
+    # ----------------------------------------------------------------- building
+
+    def _full_build(self) -> None:
+        st = self.state
+        n = st.num_slots
+        self.cols = NodeColumns(st.columns.capacity, st.columns.width)
+        self.cols.copy_rows_from(st.columns, np.arange(n, dtype=np.int64))
+        self.names = list(st.slot_names)
+        self._groups = _GroupIndex(self.cols, {lv: st.group_count(lv) for lv in LEVELS})
+        self.agg = self._groups.agg
+        self._groups.build(n)
+        self._local.clear()
+        self.generation = st.generation
+
+    def refresh(self, changed: IntArray) -> None:
+        """Re-sync rows ``changed`` (sorted, unique slots: :meth:`ClusterState.take_changes`)
+        and the rows committed transactions changed since the last refresh from the state's
+        columns, with their names, aggregates and index entries. :meth:`ClusterState.snapshot`
+        calls it; on any snapshot it only ever copies truth, so it cannot make one wrong.
+        Raises TransactionError while a transaction is open. O(k x (levels + log n)) for k rows."""
+        if self._undo:
+            raise TransactionError("snapshot refreshed while a transaction is open")
+        st = self.state
+        if self._local:
+            local = np.fromiter(self._local, dtype=np.int64, count=len(self._local))
+            idx = np.union1d(changed, local)
+            self._local.clear()
+        else:
+            idx = changed
+        self.cols.ensure(st.columns.capacity, st.columns.width)
+        for lv in LEVELS:
+            self._groups.grow(lv, st.group_count(lv))
+        if len(self.names) < st.num_slots:
+            self.names.extend([None] * (st.num_slots - len(self.names)))
+        if idx.size:
+            self._logged(idx.tolist())
+            self._groups.add_rows(idx, -1)
+            self.cols.copy_rows_from(st.columns, idx)
+            slot_names = st.slot_names
+            for s in idx.tolist():
+                self.names[s] = slot_names[s]
+            self._groups.add_rows(idx, +1)
+        self.generation = st.generation
 
     # ----------------------------------------------------------------- reading
 
@@ -251,7 +321,7 @@ class Snapshot:
     def best_fit(self, pool: int, min_free_gpus: int) -> Iterator[int]:
         """Slots of ``pool`` with at least ``min_free_gpus`` whole free GPUs, fewest free
         first (best fit), ties by slot. O(log n) to the first answer."""
-        sl = self._by_free.get(pool)
+        sl = self._groups.by_free.get(pool)
         if sl is None:
             return
         for key in sl.irange(minimum=min_free_gpus << _KEY_SHIFT):
@@ -312,10 +382,11 @@ class Snapshot:
                 self._local.update(frame)
         else:
             self._logged(frame)
+            groups = self._groups
             for s, row in frame.items():
-                before = self._contrib(s)
+                before = groups.contrib(s)
                 self.cols.set_row(s, row)
-                self._shift(s, before)
+                groups.shift(s, before)
 
     # ----------------------------------------------------------------- mutation
 
@@ -346,7 +417,7 @@ class Snapshot:
         if cols.cpu_free[slot] < cpu_milli or cols.mem_free[slot] < memory_mib:
             raise AllocationConflictError(f"{self.names[slot]}: not enough CPU or memory")
         self._save(slot)
-        before = self._contrib(slot)
+        before = self._groups.contrib(slot)
         for g in bits:
             row[g] -= milli
         self._recount(slot)
@@ -354,7 +425,7 @@ class Snapshot:
         cols.free_nics[slot] = _popcount(int(cols.nic_mask[slot]))
         cols.cpu_free[slot] -= cpu_milli
         cols.mem_free[slot] -= memory_mib
-        self._shift(slot, before)
+        self._groups.shift(slot, before)
 
     def release(
         self,
@@ -374,7 +445,7 @@ class Snapshot:
             raise AllocationConflictError(f"slot {slot} holds no node")
         ok, gpu_healthy, nic_healthy = self.state.health_masks(name)
         self._save(slot)
-        before = self._contrib(slot)
+        before = self._groups.contrib(slot)
         row = cols.gpu_free[slot]
         for g in _mask_bits(gpu_mask):
             if ok and gpu_healthy >> g & 1:
@@ -385,7 +456,7 @@ class Snapshot:
             cols.free_nics[slot] = _popcount(int(cols.nic_mask[slot]))
             cols.cpu_free[slot] += cpu_milli
             cols.mem_free[slot] += memory_mib
-        self._shift(slot, before)
+        self._groups.shift(slot, before)
 
     def release_binding(self, b: Binding) -> None:
         self.release(
@@ -416,28 +487,8 @@ class Snapshot:
         """Recompute aggregates and the sorted index from the rows; raise on any difference."""
         n = self.num_slots
         cols = self.cols
-        errors: list[str] = []
         live = np.flatnonzero(cols.alive[:n])
-        for lv in LEVELS:
-            expect = np.zeros_like(self.agg[lv])
-            ids = getattr(cols, f"{lv}_id")
-            for s in live.tolist():
-                g = ids[s]
-                if g < 0:
-                    continue
-                expect[g, 0] += cols.free_gpus[s]
-                expect[g, 1] += int(cols.free_gpus[s] == cols.gpus[s] and cols.gpus[s] > 0)
-                expect[g, 2] += cols.free_milli[s]
-            if not np.array_equal(expect, self.agg[lv]):
-                errors.append(f"aggregate {lv} differs")
-        want: dict[int, list[int]] = {}
-        for s in live.tolist():
-            p = int(cols.pool_id[s])
-            if p >= 0:
-                want.setdefault(p, []).append((int(cols.free_gpus[s]) << _KEY_SHIFT) | s)
-        for p in set(want) | set(self._by_free):
-            if sorted(want.get(p, [])) != list(self._by_free.get(p, [])):
-                errors.append(f"sorted index of pool {p} differs")
+        errors = self._groups.errors(live.tolist())
         for s in live.tolist():
             row = cols.gpu_free[s]
             g = int(cols.gpus[s])
@@ -461,18 +512,7 @@ class Snapshot:
         diffs = self.cols.rows_equal(other.cols, n)
         if [x for x in self.names if x] != [x for x in other.names if x]:
             diffs.append("names")
-        for lv in LEVELS:
-            a, b = self.agg[lv], other.agg[lv]
-            m = max(a.shape[0], b.shape[0])
-            pa = np.zeros((m, 3), dtype=np.int64)
-            pb = np.zeros((m, 3), dtype=np.int64)
-            pa[: a.shape[0]] = a
-            pb[: b.shape[0]] = b
-            if not np.array_equal(pa, pb):
-                diffs.append(f"agg[{lv}]")
-        for p in set(self._by_free) | set(other._by_free):
-            if list(self._by_free.get(p, [])) != list(other._by_free.get(p, [])):
-                diffs.append(f"index[{p}]")
+        diffs.extend(self._groups.differences(other._groups))
         return diffs
 
 
