@@ -207,6 +207,17 @@ class _GroupIndex:
         return diffs
 
 
+class _Column:
+    """A snapshot attribute that reads the column of the same name: ``snap.free_gpus`` is
+    ``snap.cols.free_gpus`` (the live array, see :class:`NodeColumns`)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, snap: Snapshot | None, owner: type | None = None) -> Any:
+        return self if snap is None else getattr(snap.cols, self.name)
+
+
 class Snapshot:
     """A consistent, mutable-in-transactions view of a :class:`ClusterState`.
 
@@ -221,6 +232,30 @@ class Snapshot:
     AGG_FREE_GPUS = 0
     AGG_FREE_NODES = 1
     AGG_FREE_MILLI = 2
+
+    # every column of :class:`NodeColumns`, read through: snap.free_gpus, snap.leaf_id, ...
+    alive = _Column()
+    ready = _Column()
+    gpus = _Column()
+    gpu_cap_mask = _Column()
+    cpu_cap = _Column()
+    mem_cap = _Column()
+    nics = _Column()
+    free_mask = _Column()
+    free_gpus = _Column()
+    free_milli = _Column()
+    max_share = _Column()
+    cpu_free = _Column()
+    mem_free = _Column()
+    nic_mask = _Column()
+    free_nics = _Column()
+    pool_id = _Column()
+    leaf_id = _Column()
+    spine_id = _Column()
+    superspine_id = _Column()
+    hbd_id = _Column()
+    zone_id = _Column()
+    gpu_free = _Column()
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state
@@ -284,12 +319,6 @@ class Snapshot:
         self.generation = st.generation
 
     # ----------------------------------------------------------------- reading
-
-    def __getattr__(self, name: str) -> Any:
-        # per-slot columns are readable as snapshot attributes: snap.free_gpus, snap.leaf_id...
-        if name in NodeColumns.SCALARS or name == "gpu_free":
-            return getattr(self.__dict__["cols"], name)
-        raise AttributeError(name)
 
     @property
     def num_slots(self) -> int:

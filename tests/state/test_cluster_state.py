@@ -15,7 +15,7 @@ from kant.errors import (
     UnknownPodError,
 )
 from kant.model import Binding, PodId
-from kant.state import ClusterState, Snapshot
+from kant.state import ClusterState, NodeColumns, Snapshot
 from kant.testing import ClusterBuilder, node
 
 
@@ -47,6 +47,19 @@ def test_a_new_cluster_has_every_healthy_gpu_free(cluster: ClusterState) -> None
     assert snap.agg["leaf"][leaf].tolist() == [16, 2, 16000]
     assert cluster.total_gpus() == 32
     snapshot_matches_truth(cluster, snap)
+
+
+def test_every_column_reads_as_a_snapshot_attribute_and_nothing_else_does(
+    cluster: ClusterState,
+) -> None:
+    snap = cluster.snapshot()
+    for name in (*NodeColumns.SCALARS, "gpu_free"):
+        assert getattr(snap, name) is getattr(snap.cols, name), name
+    cluster.add_node(node("grows", gpus=16))  # wider rows: the columns are new arrays
+    snap = cluster.snapshot()
+    assert snap.gpu_free is snap.cols.gpu_free and snap.gpu_free.shape[1] >= 16
+    with pytest.raises(AttributeError):
+        _ = snap.no_such_column  # type: ignore[attr-defined]
 
 
 def test_a_binding_holds_exactly_its_devices_and_capacity(cluster: ClusterState) -> None:
