@@ -60,9 +60,13 @@ class ClusterState:
     Every mutating method validates completely before it changes anything: a rejected call
     (unknown node, conflicting binding, ...) raises a :class:`kant.errors.KantError` and
     leaves the state untouched.
+
+    (A little over 400 lines, 64 of them the self-check :meth:`_check`, due to move to
+    ``kant.testing``; the rest is one record store, not split so binds stay one call.)
     """
 
     def __init__(self, nodes: Iterable[NodeSpec] = ()) -> None:
+        """A state holding ``nodes`` (healthy, empty; :meth:`add_node` each) and no pods."""
         self._records: dict[str, _NodeRecord] = {}
         self._slot_names: list[str | None] = []
         self._free_slots: list[int] = []  # reusable slots, kept sorted (lowest first)
@@ -83,9 +87,11 @@ class ClusterState:
     # ----------------------------------------------------------------- queries
 
     def __len__(self) -> int:
+        """Number of nodes."""
         return len(self._records)
 
     def __contains__(self, name: object) -> bool:
+        """Whether a node of that name exists, O(1)."""
         return name in self._records
 
     @property
@@ -94,6 +100,7 @@ class ClusterState:
         return len(self._slot_names)
 
     def node(self, name: str) -> NodeSpec:
+        """The spec of node ``name``. Raises UnknownNodeError."""
         return self._record(name).spec
 
     def nodes(self) -> Iterator[NodeSpec]:
@@ -103,18 +110,22 @@ class ClusterState:
                 yield self._records[name].spec
 
     def slot_of(self, name: str) -> int:
+        """The slot (row in :attr:`columns`) of node ``name``, O(1). Raises UnknownNodeError."""
         return self._record(name).slot
 
     def name_of(self, slot: int) -> str:
+        """The node in ``slot``, O(1). Raises UnknownNodeError for a free or unknown slot."""
         name = self._slot_names[slot] if 0 <= slot < len(self._slot_names) else None
         if name is None:
             raise UnknownNodeError(f"<slot {slot}>")
         return name
 
     def is_healthy(self, name: str) -> bool:
+        """Whether node ``name`` is schedulable. Raises UnknownNodeError."""
         return self._record(name).healthy
 
     def gpu_healthy_mask(self, name: str) -> int:
+        """Bitmask of the healthy GPUs of node ``name``. Raises UnknownNodeError."""
         return self._record(name).gpu_healthy
 
     def health_masks(self, name: str) -> tuple[bool, int, int]:
@@ -124,9 +135,11 @@ class ClusterState:
         return rec.healthy, rec.gpu_healthy, rec.nic_healthy
 
     def pods_on(self, name: str) -> tuple[PodId, ...]:
+        """Pods running on node ``name``, sorted. Raises UnknownNodeError."""
         return tuple(sorted(self._record(name).pods))
 
     def binding(self, pod: PodId) -> Binding:
+        """The binding of running pod ``pod``, O(1). Raises UnknownPodError."""
         try:
             return self._pods[pod]
         except KeyError:
@@ -137,6 +150,7 @@ class ClusterState:
         return tuple(sorted(self._job_pods.get(job, ())))
 
     def has_pod(self, pod: PodId) -> bool:
+        """Whether ``pod`` is running (bound), O(1)."""
         return pod in self._pods
 
     def pods(self) -> Iterator[Binding]:
@@ -146,6 +160,7 @@ class ClusterState:
 
     @property
     def num_pods(self) -> int:
+        """Number of running pods."""
         return len(self._pods)
 
     def bindings_view(self) -> Mapping[PodId, Binding]:
@@ -164,6 +179,7 @@ class ClusterState:
         return self._ids[level].get(name, -1)
 
     def group_names(self, level: str) -> list[str]:
+        """Names of the groups interned at ``level``, indexed by group id (a copy)."""
         return list(self._id_names[level])
 
     def group_count(self, level: str) -> int:
@@ -178,6 +194,7 @@ class ClusterState:
         return self._slot_names
 
     def total_gpus(self) -> int:
+        """GPU devices on all nodes, healthy or not. O(slots)."""
         return int(self.columns.gpus[: self.num_slots].sum())
 
     def allocated_milli(self) -> int:
@@ -193,7 +210,8 @@ class ClusterState:
     # ----------------------------------------------------------------- node mutations
 
     def add_node(self, spec: NodeSpec) -> None:
-        """Register a node (healthy, empty). Raises DuplicateError if the name exists."""
+        """Register a node (healthy, empty) in the lowest free slot. Raises InvalidNodeError
+        for a non-NodeSpec, DuplicateError if the name exists. O(1) amortised."""
         if not isinstance(spec, NodeSpec):
             raise InvalidNodeError("spec", spec, "must be a NodeSpec")
         if spec.name in self._records:
@@ -232,7 +250,8 @@ class ClusterState:
 
     def remove_node(self, name: str) -> tuple[Binding, ...]:
         """Remove a node (decommissioned or lost). Returns the bindings of the pods that were
-        on it, which are released; the caller requeues their jobs."""
+        on it, which are released; the caller requeues their jobs. Its slot is freed for
+        reuse. Raises UnknownNodeError."""
         rec = self._record(name)
         lost = tuple(self._pods[p] for p in sorted(rec.pods))
         for b in lost:
@@ -248,13 +267,15 @@ class ClusterState:
         return lost
 
     def set_node_health(self, name: str, healthy: bool) -> None:
-        """Mark a whole node (un)schedulable. Running pods stay; nothing new lands on it."""
+        """Mark a whole node (un)schedulable. Running pods stay; nothing new lands on it.
+        Raises UnknownNodeError."""
         rec = self._record(name)
         rec.healthy = bool(healthy)
         self._refresh_row(rec)
 
     def set_gpu_health(self, name: str, gpu: int, healthy: bool) -> None:
-        """Mark one GPU device (un)healthy. A pod holding it keeps it until released."""
+        """Mark one GPU device (un)healthy. A pod holding it keeps it until released. Raises
+        UnknownNodeError, or InvalidNodeError for a GPU index the node does not have."""
         rec = self._record(name)
         if not (isinstance(gpu, int) and 0 <= gpu < rec.spec.gpus):
             raise InvalidNodeError("gpu", gpu, f"node {name!r} has GPUs 0..{rec.spec.gpus - 1}")
@@ -283,7 +304,8 @@ class ClusterState:
 
     def check_binding(self, b: Binding) -> None:
         """Raise unless ``b`` can be bound now (node exists and is healthy, devices exist,
-        are healthy and free enough, CPU/memory fit, pod not already bound)."""
+        are healthy and free enough, CPU/memory fit, pod not already bound): UnknownNodeError,
+        DuplicateError or AllocationConflictError. Changes nothing."""
         if not isinstance(b, Binding):
             raise AllocationConflictError(f"not a Binding: {b!r}")
         if b.pod in self._pods:
@@ -292,7 +314,8 @@ class ClusterState:
         _check_fits(rec, b)
 
     def bind(self, b: Binding) -> None:
-        """Record that pod ``b.pod`` holds the devices and capacity in ``b``."""
+        """Record that pod ``b.pod`` holds the devices and capacity in ``b``. Raises what
+        :meth:`check_binding` raises (changing nothing). O(devices of ``b``)."""
         self.check_binding(b)
         rec = self._records[b.node]
         for g in b.gpus:
@@ -307,7 +330,8 @@ class ClusterState:
         self._refresh_row(rec)
 
     def release(self, pod: PodId) -> Binding:
-        """Free what ``pod`` holds and forget it. Returns its binding."""
+        """Free what ``pod`` holds and forget it. Returns its binding. Raises UnknownPodError.
+        O(devices of the binding)."""
         b = self.binding(pod)
         rec = self._records[b.node]
         for g in b.gpus:
@@ -332,8 +356,9 @@ class ClusterState:
     def snapshot(self) -> Snapshot:
         """The state's snapshot, refreshed to the current truth in O(changed nodes).
 
-        There is one snapshot per state, refreshed in place; it must not have an open
-        transaction. Rows a previous cycle changed tentatively are re-synced too.
+        There is one snapshot per state, refreshed in place from :meth:`take_changes`; it
+        must not have an open transaction (TransactionError). Rows a previous cycle changed
+        tentatively are re-synced too. The first call builds it in O(cluster).
         """
         if self._snapshot is None:
             self._changed.clear()
@@ -450,6 +475,7 @@ class ClusterState:
 
 
 def _check_fits(rec: _NodeRecord, b: Binding) -> None:
+    """Raise AllocationConflictError unless binding ``b`` fits node ``rec`` now."""
     spec = rec.spec
     where = f"binding of {b.pod} on {spec.name!r}"
     if not rec.healthy:
@@ -481,6 +507,7 @@ def _check_fits(rec: _NodeRecord, b: Binding) -> None:
 
 
 def _write_allocatable(cols: NodeColumns, rec: _NodeRecord) -> None:
+    """Write the allocatable columns of ``rec``'s row from the record (unhealthy: nothing)."""
     s = rec.slot
     spec = rec.spec
     ok = rec.healthy

@@ -34,6 +34,7 @@ class NodeColumns:
     )  # fmt: skip
 
     def __init__(self, capacity: int = 64, width: int = 8) -> None:
+        """An empty table: ``capacity`` slots, none alive, ``width`` devices per row."""
         self.capacity = capacity
         self.width = width
         self.alive = np.zeros(capacity, dtype=np.bool_)
@@ -64,7 +65,9 @@ class NodeColumns:
     zone_id: IntArray
 
     def ensure(self, capacity: int, width: int) -> None:
-        """Grow to at least ``capacity`` slots and ``width`` devices (amortised doubling)."""
+        """Grow to at least ``capacity`` slots and ``width`` devices (amortised doubling);
+        new slots are empty rows. Growing replaces the arrays: a reference taken before sees
+        the old ones. O(slots x width) when it grows, O(1) otherwise."""
         self.__dict__.pop("_arrays", None)
         self.__dict__.pop("_levels", None)
         if capacity > self.capacity:
@@ -86,7 +89,8 @@ class NodeColumns:
             self.width = width
 
     def copy_rows_from(self, other: NodeColumns, idx: IntArray) -> None:
-        """Vectorised copy of rows ``idx`` from ``other`` (same shape)."""
+        """Vectorised copy of rows ``idx`` from ``other`` (at least as many slots and devices
+        as this table). O(len(idx) x columns)."""
         for name in self.SCALARS:
             getattr(self, name)[idx] = getattr(other, name)[idx]
         self.gpu_free[idx] = other.gpu_free[idx]
@@ -108,10 +112,12 @@ class NodeColumns:
         return cached
 
     def row(self, slot: int) -> tuple[Any, ...]:
-        """All values of one row (for undo logs)."""
+        """All values of row ``slot``, ``gpu_free`` copied: an undo record for :meth:`set_row`.
+        O(columns)."""
         return (*[a[slot] for a in self.arrays()], self.gpu_free[slot].copy())
 
     def set_row(self, slot: int, values: tuple[Any, ...]) -> None:
+        """Write ``values`` (as :meth:`row` returns them) into row ``slot``. O(columns)."""
         for a, v in zip(self.arrays(), values, strict=False):
             a[slot] = v
         self.gpu_free[slot] = values[-1]

@@ -141,6 +141,7 @@ class _GroupIndex:
             sl.add((after[0] << _KEY_SHIFT) | s)
 
     def apply(self, s: int, c: tuple[int, int, int, int], sign: int) -> None:
+        """Add (sign=+1) or remove (-1) contribution ``c`` (from :meth:`contrib`) of row ``s``."""
         fg, whole, fm, pool = c
         if pool == -2:
             return
@@ -215,14 +216,16 @@ class _Column:
         self.name = name
 
     def __get__(self, snap: Snapshot | None, owner: type | None = None) -> Any:
+        """The column array of ``snap`` (this descriptor when read on the class)."""
         return self if snap is None else getattr(snap.cols, self.name)
 
 
 class Snapshot:
     """A consistent, mutable-in-transactions view of a :class:`ClusterState`.
 
-    Read the per-slot arrays (``free_gpus``, ``gpu_free``, ``free_mask``, ``cpu_free``...,
-    see :class:`NodeColumns`) and group aggregates directly; they are numpy arrays indexed
+    Read the per-slot arrays (``cols``, or as attributes: ``free_gpus``, ``gpu_free``,
+    ``free_mask``, ``cpu_free``..., see :class:`NodeColumns`) and group aggregates directly,
+    O(1); they are numpy arrays indexed
     by node slot / group id and must be treated as read-only outside :meth:`allocate` and
     :meth:`release`. Aggregates: ``agg[level]`` is an int64 array [groups, 3] with columns
     ``AGG_FREE_GPUS`` (whole free GPUs), ``AGG_FREE_NODES`` (nodes whose every GPU is free)
@@ -258,6 +261,9 @@ class Snapshot:
     gpu_free = _Column()
 
     def __init__(self, state: ClusterState) -> None:
+        """A snapshot of ``state`` built from scratch, O(cluster). Use
+        :meth:`ClusterState.snapshot` (refreshed in place) or
+        :meth:`ClusterState.full_snapshot`."""
         self.state = state
         self.cols = NodeColumns(state.columns.capacity, state.columns.width)
         self.names: list[str | None] = []
@@ -322,12 +328,16 @@ class Snapshot:
 
     @property
     def num_slots(self) -> int:
+        """Slots covered by the snapshot (the state's slot count at the last refresh)."""
         return len(self.names)
 
     def slot_of(self, name: str) -> int:
+        """The slot of node ``name`` in the truth. Raises UnknownNodeError."""
         return self.state.slot_of(name)
 
     def name_of(self, slot: int) -> str:
+        """The node in ``slot`` as of the last refresh. Raises UnknownNodeError for a free or
+        unknown slot."""
         name = self.names[slot] if 0 <= slot < len(self.names) else None
         if name is None:
             raise UnknownNodeError(f"<slot {slot}>")
@@ -335,7 +345,7 @@ class Snapshot:
 
     def members(self, level: str, gid: int) -> IntArray:
         """Slots of live nodes in group ``gid`` of ``level`` (sorted; cached until nodes are
-        added or removed)."""
+        added or removed: O(1), O(slots) to fill the cache)."""
         if self._members_version != self.state.membership_version:
             self._members.clear()
             self._members_version = self.state.membership_version
@@ -429,8 +439,8 @@ class Snapshot:
         memory_mib: int = 0,
     ) -> None:
         """Take ``milli`` on each GPU of ``gpu_mask``, the NICs of ``nic_mask``, CPU and memory
-        on node ``slot``. Raises AllocationConflictError (changing nothing) if any is not free.
-        O(levels + log n)."""
+        on node ``slot``. Raises AllocationConflictError (changing nothing) if any is not free,
+        TransactionError outside a transaction. O(levels + log n)."""
         cols = self.cols
         bits = _mask_bits(gpu_mask)
         row = cols.gpu_free[slot]
@@ -467,7 +477,9 @@ class Snapshot:
     ) -> None:
         """Give back what :meth:`allocate` took (e.g. a preemption what-if).
 
-        Devices that are unhealthy in the truth stay unallocatable."""
+        Devices that are unhealthy in the truth stay unallocatable (nothing comes back on an
+        unhealthy node). Raises AllocationConflictError if the slot holds no node in the
+        snapshot or the truth, TransactionError outside a transaction. O(levels + log n)."""
         cols = self.cols
         name = self.names[slot]
         if name is None or name not in self.state:
@@ -488,6 +500,7 @@ class Snapshot:
         self._groups.shift(slot, before)
 
     def release_binding(self, b: Binding) -> None:
+        """:meth:`release` what binding ``b`` holds on its node (a preemption what-if)."""
         self.release(
             self.slot_of(b.node),
             _bits_to_mask(b.gpus),
@@ -560,9 +573,12 @@ class Transaction:
         self._end = end
 
     def commit(self) -> None:
+        """Keep the changes. Raises TransactionError if already finished or not innermost."""
         self._finish(True)
 
     def rollback(self) -> None:
+        """Undo the changes exactly. Raises TransactionError if already finished or not
+        innermost."""
         self._finish(False)
 
     def _finish(self, commit: bool) -> None:
@@ -572,8 +588,10 @@ class Transaction:
         self.open = False
 
     def __enter__(self) -> Transaction:
+        """The transaction itself."""
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        """Roll back unless committed (an exception propagates)."""
         if self.open:
             self.rollback()
