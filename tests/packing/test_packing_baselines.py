@@ -181,9 +181,9 @@ def test_fgd_scores_match_a_fresh_instance_after_changes(
 ) -> None:
     """The per-node score caches only reuse values of rows that did not change, whether the
     changed rows come from the snapshot's change log or from comparing every row."""
-    import kant.state
+    import kant.state.snapshot
 
-    monkeypatch.setattr(kant.state, "_CHANGE_LOG_KEEP", log_keep)
+    monkeypatch.setattr(kant.state.snapshot, "_CHANGE_LOG_KEEP", log_keep)
     wl = workload((0, 500, 0.5), (1, 0, 0.3), (2, 0, 0.2))
     st = ClusterState([gpu_node(f"n{i}") for i in range(6)])
     strat = make_strategy(policy, workload=wl, ties="first")

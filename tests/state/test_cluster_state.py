@@ -15,7 +15,7 @@ from kant.errors import (
     UnknownPodError,
 )
 from kant.model import Binding, PodId
-from kant.state import ClusterState, Snapshot
+from kant.state import ClusterState, NodeColumns, Snapshot
 from kant.testing import ClusterBuilder, node
 
 
@@ -47,6 +47,19 @@ def test_a_new_cluster_has_every_healthy_gpu_free(cluster: ClusterState) -> None
     assert snap.agg["leaf"][leaf].tolist() == [16, 2, 16000]
     assert cluster.total_gpus() == 32
     snapshot_matches_truth(cluster, snap)
+
+
+def test_every_column_reads_as_a_snapshot_attribute_and_nothing_else_does(
+    cluster: ClusterState,
+) -> None:
+    snap = cluster.snapshot()
+    for name in (*NodeColumns.SCALARS, "gpu_free"):
+        assert getattr(snap, name) is getattr(snap.cols, name), name
+    cluster.add_node(node("grows", gpus=16))  # wider rows: the columns are new arrays
+    snap = cluster.snapshot()
+    assert snap.gpu_free is snap.cols.gpu_free and snap.gpu_free.shape[1] >= 16
+    with pytest.raises(AttributeError):
+        _ = snap.no_such_column  # type: ignore[attr-defined]
 
 
 def test_a_binding_holds_exactly_its_devices_and_capacity(cluster: ClusterState) -> None:
@@ -113,6 +126,30 @@ def test_an_unhealthy_gpu_is_not_allocatable_until_it_recovers(cluster: ClusterS
     assert cluster.snapshot().free_gpus[s] == 8
 
 
+def test_an_unhealthy_nic_is_not_allocatable_until_it_recovers(cluster: ClusterState) -> None:
+    snap = cluster.snapshot()
+    s = cluster.slot_of("lf0-n0")
+    assert int(snap.cols.nic_mask[s]) == 0xFF and snap.cols.free_nics[s] == 8
+    cluster.set_nic_health("lf0-n0", 3, False)
+    assert int(cluster.columns.nic_mask[s]) == 0xFF & ~(1 << 3)
+    assert cluster.columns.free_nics[s] == 7
+    snap = cluster.snapshot()
+    assert int(snap.cols.nic_mask[s]) == 0xFF & ~(1 << 3) and snap.cols.free_nics[s] == 7
+    assert snap.free_gpus[s] == 8  # only the NIC is gone
+    with pytest.raises(AllocationConflictError, match="NIC 3 is unhealthy"):
+        cluster.bind(Binding(pod=pod("x"), node="lf0-n0", nics=(3,)))
+    with pytest.raises(InvalidNodeError, match="'nic' = 8"):
+        cluster.set_nic_health("lf0-n0", 8, False)
+    with pytest.raises(UnknownNodeError):
+        cluster.set_nic_health("ghost", 0, False)
+    snapshot_matches_truth(cluster, snap)
+    cluster.set_nic_health("lf0-n0", 3, True)
+    assert int(cluster.columns.nic_mask[s]) == 0xFF
+    snap = cluster.snapshot()
+    assert int(snap.cols.nic_mask[s]) == 0xFF and snap.cols.free_nics[s] == 8
+    snapshot_matches_truth(cluster, snap)
+
+
 def test_a_pod_holding_a_gpu_that_fails_keeps_it_but_it_is_not_returned(
     cluster: ClusterState,
 ) -> None:
@@ -162,12 +199,45 @@ def test_unknown_names_raise_typed_errors(cluster: ClusterState) -> None:
 def test_a_refresh_copies_only_the_nodes_that_changed(cluster: ClusterState) -> None:
     snap = cluster.snapshot()
     untouched = snap.gpu_free
+    here = snap.log_position
     cluster.bind(Binding(pod=pod("a"), node="lf1-n1", gpus=(0,)))
-    assert cluster._changed == {cluster.slot_of("lf1-n1")}
     again = cluster.snapshot()
     assert again is snap and again.gpu_free is untouched  # refreshed in place, rows shared
-    assert cluster._changed == set()
+    assert snap.rows_changed_since(here).tolist() == [cluster.slot_of("lf1-n1")]
+    here = snap.log_position
+    cluster.snapshot()
+    assert snap.rows_changed_since(here).tolist() == []  # nothing changed: nothing copied
     snapshot_matches_truth(cluster, again)
+
+
+def test_the_change_feed_names_each_changed_slot_once_until_taken() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=3).build()  # no snapshot: nobody else takes it
+    assert st.take_changes().tolist() == [0, 1, 2]  # the nodes were added
+    assert st.take_changes().tolist() == []
+    st.bind(Binding(pod=pod("a"), node="lf0-n2", gpus=(0,)))
+    st.set_gpu_health("lf0-n0", 1, False)
+    st.release(pod("a"))
+    assert st.take_changes().tolist() == [0, 2]
+    with pytest.raises(UnknownNodeError):
+        st.set_node_health("ghost", False)
+    assert st.take_changes().tolist() == []  # a rejected call changes nothing
+    st.remove_node("lf0-n1")
+    assert st.take_changes().tolist() == [1]
+    assert list(st.slot_names) == ["lf0-n0", None, "lf0-n2"]
+
+
+def test_the_snapshot_reads_names_groups_and_health_through_public_accessors(
+    cluster: ClusterState,
+) -> None:
+    assert list(cluster.slot_names) == [n.name for n in cluster.nodes()]
+    assert cluster.group_count("leaf") == 2 and cluster.group_names("leaf") == ["lf0", "lf1"]
+    cluster.set_gpu_health("lf0-n1", 0, False)
+    cluster.set_nic_health("lf0-n1", 1, False)
+    assert cluster.health_masks("lf0-n1") == (True, 0xFE, 0xFD)
+    cluster.set_node_health("lf0-n1", False)
+    assert cluster.health_masks("lf0-n1")[0] is False
+    with pytest.raises(UnknownNodeError):
+        cluster.health_masks("ghost")
 
 
 def test_a_rolled_back_transaction_leaves_the_snapshot_exactly_as_it_was(
@@ -205,9 +275,9 @@ def test_the_change_log_names_the_rows_allocated_rolled_back_and_refreshed(
 def test_a_change_log_position_older_than_the_kept_log_is_answered_none(
     cluster: ClusterState, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kant.state
+    import kant.state.snapshot
 
-    monkeypatch.setattr(kant.state, "_CHANGE_LOG_KEEP", 8)
+    monkeypatch.setattr(kant.state.snapshot, "_CHANGE_LOG_KEEP", 8)
     snap = cluster.snapshot()
     start = snap.log_position
     for _ in range(5):  # 10 entries: an allocation and a rollback each

@@ -1,0 +1,534 @@
+"""ClusterState: the truth about nodes, devices and running pods.
+
+``ClusterState`` holds what the orchestrator reported: nodes with their devices and health,
+and the pods running on them with exactly which GPUs (and milli shares), NICs, CPU and memory
+each holds. Every change to a node bumps that node's *generation* and records it as changed.
+
+Next to the Python records it keeps a dense :class:`NodeColumns` table (numpy arrays indexed by
+node *slot*) of what is **allocatable** on every node: free milli per GPU, the bitmask of whole
+free GPUs, free CPU, memory and NICs. Unhealthy GPUs and unhealthy nodes count as not
+allocatable, so readers never need to consult health separately.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from types import MappingProxyType
+
+import attrs
+import numpy as np
+
+from kant.bits import mask_of as _bits_to_mask
+from kant.bits import popcount as _popcount
+from kant.errors import (
+    AllocationConflictError,
+    DuplicateError,
+    InvalidNodeError,
+    KantError,
+    UnknownNodeError,
+    UnknownPodError,
+)
+from kant.model import MILLI, Binding, NodeSpec, PodId
+from kant.state.columns import LEVELS, IntArray, NodeColumns
+from kant.state.snapshot import Snapshot
+
+# --------------------------------------------------------------------------- node records
+
+
+@attrs.define(eq=False)
+class _NodeRecord:
+    """Mutable truth about one node (internal)."""
+
+    spec: NodeSpec
+    slot: int
+    healthy: bool = True
+    gpu_healthy: int = 0  # bitmask
+    nic_healthy: int = 0  # bitmask
+    gpu_used: list[int] = attrs.field(factory=list)  # milli held per GPU
+    nic_used: int = 0  # bitmask
+    cpu_used: int = 0
+    mem_used: int = 0
+    pods: set[PodId] = attrs.field(factory=set)
+
+
+# --------------------------------------------------------------------------- cluster state
+
+
+class ClusterState:
+    """The mutable truth about nodes, devices and running pods.
+
+    Every mutating method validates completely before it changes anything: a rejected call
+    (unknown node, conflicting binding, ...) raises a :class:`kant.errors.KantError` and
+    leaves the state untouched.
+
+    (A little over 400 lines, 64 of them the self-check :meth:`_check`, due to move to
+    ``kant.testing``; the rest is one record store, not split so binds stay one call.)
+    """
+
+    def __init__(self, nodes: Iterable[NodeSpec] = ()) -> None:
+        """A state holding ``nodes`` (healthy, empty; :meth:`add_node` each) and no pods."""
+        self._records: dict[str, _NodeRecord] = {}
+        self._slot_names: list[str | None] = []
+        self._free_slots: list[int] = []  # reusable slots, kept sorted (lowest first)
+        self._pods: dict[PodId, Binding] = {}
+        self._job_pods: dict[str, set[PodId]] = {}
+        self._allocated = 0  # GPU milli held by pods
+        self._ids: dict[str, dict[str, int]] = {lv: {} for lv in LEVELS}
+        self._id_names: dict[str, list[str]] = {lv: [] for lv in LEVELS}
+        self.columns = NodeColumns()
+        self.generation = 0
+        self.node_generation = np.zeros(self.columns.capacity, dtype=np.int64)
+        self._changed: set[int] = set()
+        self._membership_version = 0
+        self._snapshot: Snapshot | None = None
+        for spec in nodes:
+            self.add_node(spec)
+
+    # ----------------------------------------------------------------- queries
+
+    def __len__(self) -> int:
+        """Number of nodes."""
+        return len(self._records)
+
+    def __contains__(self, name: object) -> bool:
+        """Whether a node of that name exists, O(1)."""
+        return name in self._records
+
+    @property
+    def num_slots(self) -> int:
+        """Slots in use or freed (the extent of every per-slot array that matters)."""
+        return len(self._slot_names)
+
+    def node(self, name: str) -> NodeSpec:
+        """The spec of node ``name``. Raises UnknownNodeError."""
+        return self._record(name).spec
+
+    def nodes(self) -> Iterator[NodeSpec]:
+        """Nodes in slot order (deterministic)."""
+        for name in self._slot_names:
+            if name is not None:
+                yield self._records[name].spec
+
+    def slot_of(self, name: str) -> int:
+        """The slot (row in :attr:`columns`) of node ``name``, O(1). Raises UnknownNodeError."""
+        return self._record(name).slot
+
+    def name_of(self, slot: int) -> str:
+        """The node in ``slot``, O(1). Raises UnknownNodeError for a free or unknown slot."""
+        name = self._slot_names[slot] if 0 <= slot < len(self._slot_names) else None
+        if name is None:
+            raise UnknownNodeError(f"<slot {slot}>")
+        return name
+
+    def is_healthy(self, name: str) -> bool:
+        """Whether node ``name`` is schedulable. Raises UnknownNodeError."""
+        return self._record(name).healthy
+
+    def gpu_healthy_mask(self, name: str) -> int:
+        """Bitmask of the healthy GPUs of node ``name``. Raises UnknownNodeError."""
+        return self._record(name).gpu_healthy
+
+    def health_masks(self, name: str) -> tuple[bool, int, int]:
+        """``(node healthy, healthy-GPU bitmask, healthy-NIC bitmask)`` of node ``name``, O(1).
+        Raises UnknownNodeError."""
+        rec = self._record(name)
+        return rec.healthy, rec.gpu_healthy, rec.nic_healthy
+
+    def pods_on(self, name: str) -> tuple[PodId, ...]:
+        """Pods running on node ``name``, sorted. Raises UnknownNodeError."""
+        return tuple(sorted(self._record(name).pods))
+
+    def binding(self, pod: PodId) -> Binding:
+        """The binding of running pod ``pod``, O(1). Raises UnknownPodError."""
+        try:
+            return self._pods[pod]
+        except KeyError:
+            raise UnknownPodError(pod) from None
+
+    def job_pods(self, job: str) -> tuple[PodId, ...]:
+        """Running pods of job ``job`` (sorted; empty if none)."""
+        return tuple(sorted(self._job_pods.get(job, ())))
+
+    def has_pod(self, pod: PodId) -> bool:
+        """Whether ``pod`` is running (bound), O(1)."""
+        return pod in self._pods
+
+    def pods(self) -> Iterator[Binding]:
+        """Running pods, sorted by pod id."""
+        for pod in sorted(self._pods):
+            yield self._pods[pod]
+
+    @property
+    def num_pods(self) -> int:
+        """Number of running pods."""
+        return len(self._pods)
+
+    def bindings_view(self) -> Mapping[PodId, Binding]:
+        """Every running pod's binding, as a read-only live view (O(1), unsorted): for hot
+        loops that look pods up by id; :meth:`pods` is the sorted, deterministic iteration."""
+        return MappingProxyType(self._pods)
+
+    @property
+    def membership_version(self) -> int:
+        """Bumped whenever a node is added or removed (not on binds or health changes):
+        caches keyed on the node set compare it."""
+        return self._membership_version
+
+    def group_id(self, level: str, name: str) -> int:
+        """Interned id of a group (``level`` in :data:`LEVELS`), -1 if unknown."""
+        return self._ids[level].get(name, -1)
+
+    def group_names(self, level: str) -> list[str]:
+        """Names of the groups interned at ``level``, indexed by group id (a copy)."""
+        return list(self._id_names[level])
+
+    def group_count(self, level: str) -> int:
+        """Groups interned so far at ``level`` (ids are ``0 .. group_count - 1``), O(1)."""
+        return len(self._id_names[level])
+
+    @property
+    def slot_names(self) -> Sequence[str | None]:
+        """Node name per slot (``None``: a freed slot), indexed by slot, ``num_slots`` long.
+        A live read-only view (O(1), no copy): it changes as nodes come and go; copy it to
+        keep it."""
+        return self._slot_names
+
+    def total_gpus(self) -> int:
+        """GPU devices on all nodes, healthy or not. O(slots)."""
+        return int(self.columns.gpus[: self.num_slots].sum())
+
+    def allocated_milli(self) -> int:
+        """GPU milli held by running pods (a running total, O(1))."""
+        return self._allocated
+
+    def _record(self, name: str) -> _NodeRecord:
+        try:
+            return self._records[name]
+        except (KeyError, TypeError):
+            raise UnknownNodeError(str(name)) from None
+
+    # ----------------------------------------------------------------- node mutations
+
+    def add_node(self, spec: NodeSpec) -> None:
+        """Register a node (healthy, empty) in the lowest free slot. Raises InvalidNodeError
+        for a non-NodeSpec, DuplicateError if the name exists. O(1) amortised."""
+        if not isinstance(spec, NodeSpec):
+            raise InvalidNodeError("spec", spec, "must be a NodeSpec")
+        if spec.name in self._records:
+            raise DuplicateError(f"node {spec.name!r} already exists")
+        if self._free_slots:
+            slot = self._free_slots.pop(0)
+            self._slot_names[slot] = spec.name
+        else:
+            slot = len(self._slot_names)
+            self._slot_names.append(spec.name)
+        self.columns.ensure(slot + 1, max(spec.gpus, 1))
+        if self.node_generation.shape[0] < self.columns.capacity:
+            g = np.zeros(self.columns.capacity, dtype=np.int64)
+            g[: self.node_generation.shape[0]] = self.node_generation
+            self.node_generation = g
+        rec = _NodeRecord(
+            spec=spec,
+            slot=slot,
+            gpu_healthy=(1 << spec.gpus) - 1,
+            nic_healthy=(1 << spec.rdma_nics) - 1,
+            gpu_used=[0] * spec.gpus,
+        )
+        self._records[spec.name] = rec
+        cols = self.columns
+        cols.alive[slot] = True
+        cols.gpus[slot] = spec.gpus
+        cols.gpu_cap_mask[slot] = (1 << spec.gpus) - 1
+        cols.cpu_cap[slot] = spec.cpu_milli
+        cols.mem_cap[slot] = spec.memory_mib
+        cols.nics[slot] = spec.rdma_nics
+        for lv in LEVELS:
+            value = spec.gpu_model if lv == "pool" else getattr(spec, lv)
+            getattr(cols, f"{lv}_id")[slot] = -1 if value is None else self._intern(lv, value)
+        self._membership_version += 1
+        self._refresh_row(rec)
+
+    def remove_node(self, name: str) -> tuple[Binding, ...]:
+        """Remove a node (decommissioned or lost). Returns the bindings of the pods that were
+        on it, which are released; the caller requeues their jobs. Its slot is freed for
+        reuse. Raises UnknownNodeError."""
+        rec = self._record(name)
+        lost = tuple(self._pods[p] for p in sorted(rec.pods))
+        for b in lost:
+            self._forget(b.pod)
+        del self._records[name]
+        slot = rec.slot
+        self._slot_names[slot] = None
+        self._free_slots.append(slot)
+        self._free_slots.sort()
+        self.columns.clear_row(slot)
+        self._membership_version += 1
+        self._touch(slot)
+        return lost
+
+    def set_node_health(self, name: str, healthy: bool) -> None:
+        """Mark a whole node (un)schedulable. Running pods stay; nothing new lands on it.
+        Raises UnknownNodeError."""
+        rec = self._record(name)
+        rec.healthy = bool(healthy)
+        self._refresh_row(rec)
+
+    def set_gpu_health(self, name: str, gpu: int, healthy: bool) -> None:
+        """Mark one GPU device (un)healthy. A pod holding it keeps it until released. Raises
+        UnknownNodeError, or InvalidNodeError for a GPU index the node does not have."""
+        rec = self._record(name)
+        if not (isinstance(gpu, int) and 0 <= gpu < rec.spec.gpus):
+            raise InvalidNodeError("gpu", gpu, f"node {name!r} has GPUs 0..{rec.spec.gpus - 1}")
+        if healthy:
+            rec.gpu_healthy |= 1 << gpu
+        else:
+            rec.gpu_healthy &= ~(1 << gpu)
+        self._refresh_row(rec)
+
+    def set_nic_health(self, name: str, nic: int, healthy: bool) -> None:
+        """Mark one RDMA NIC (un)healthy: an unhealthy NIC leaves the allocatable NIC mask; a
+        pod holding it keeps it until released. Raises UnknownNodeError, or InvalidNodeError
+        for a NIC index the node does not have (changing nothing)."""
+        rec = self._record(name)
+        if not (isinstance(nic, int) and 0 <= nic < rec.spec.rdma_nics):
+            raise InvalidNodeError(
+                "nic", nic, f"node {name!r} has NICs 0..{rec.spec.rdma_nics - 1}"
+            )
+        if healthy:
+            rec.nic_healthy |= 1 << nic
+        else:
+            rec.nic_healthy &= ~(1 << nic)
+        self._refresh_row(rec)
+
+    # ----------------------------------------------------------------- pod mutations
+
+    def check_binding(self, b: Binding) -> None:
+        """Raise unless ``b`` can be bound now (node exists and is healthy, devices exist,
+        are healthy and free enough, CPU/memory fit, pod not already bound): UnknownNodeError,
+        DuplicateError or AllocationConflictError. Changes nothing."""
+        if not isinstance(b, Binding):
+            raise AllocationConflictError(f"not a Binding: {b!r}")
+        if b.pod in self._pods:
+            raise DuplicateError(f"pod {b.pod} is already bound to {self._pods[b.pod].node!r}")
+        rec = self._record(b.node)
+        _check_fits(rec, b)
+
+    def bind(self, b: Binding) -> None:
+        """Record that pod ``b.pod`` holds the devices and capacity in ``b``. Raises what
+        :meth:`check_binding` raises (changing nothing). O(devices of ``b``)."""
+        self.check_binding(b)
+        rec = self._records[b.node]
+        for g in b.gpus:
+            rec.gpu_used[g] += b.gpu_milli
+        rec.nic_used |= _bits_to_mask(b.nics)
+        rec.cpu_used += b.cpu_milli
+        rec.mem_used += b.memory_mib
+        rec.pods.add(b.pod)
+        self._pods[b.pod] = b
+        self._allocated += b.total_milli
+        self._job_pods.setdefault(b.pod.job, set()).add(b.pod)
+        self._refresh_row(rec)
+
+    def release(self, pod: PodId) -> Binding:
+        """Free what ``pod`` holds and forget it. Returns its binding. Raises UnknownPodError.
+        O(devices of the binding)."""
+        b = self.binding(pod)
+        rec = self._records[b.node]
+        for g in b.gpus:
+            rec.gpu_used[g] -= b.gpu_milli
+        rec.nic_used &= ~_bits_to_mask(b.nics)
+        rec.cpu_used -= b.cpu_milli
+        rec.mem_used -= b.memory_mib
+        rec.pods.discard(pod)
+        self._forget(pod)
+        self._refresh_row(rec)
+        return b
+
+    def _forget(self, pod: PodId) -> None:
+        self._allocated -= self._pods.pop(pod).total_milli
+        left = self._job_pods[pod.job]
+        left.discard(pod)
+        if not left:
+            del self._job_pods[pod.job]
+
+    # ----------------------------------------------------------------- snapshots
+
+    def snapshot(self) -> Snapshot:
+        """The state's snapshot, refreshed to the current truth in O(changed nodes).
+
+        There is one snapshot per state, refreshed in place from :meth:`take_changes`; it
+        must not have an open transaction (TransactionError). Rows a previous cycle changed
+        tentatively are re-synced too. The first call builds it in O(cluster).
+        """
+        if self._snapshot is None:
+            self._changed.clear()
+            self._snapshot = Snapshot(self)
+        else:
+            self._snapshot.refresh(self.take_changes())
+        return self._snapshot
+
+    def full_snapshot(self) -> Snapshot:
+        """A brand-new snapshot built from scratch (O(cluster)); for tests and checks."""
+        return Snapshot(self)
+
+    def take_changes(self) -> IntArray:
+        """The change feed: slots whose rows in :attr:`columns` changed since the previous
+        call (bind, release, health, node added or removed), sorted, each once; the feed is
+        then empty. O(k log k) for k changed slots.
+
+        Its one consumer is :meth:`snapshot`, which passes the slots to
+        :meth:`Snapshot.refresh`: a slot taken anywhere else is missing from the next refresh
+        (the snapshot would keep a stale row), so other readers watch
+        :attr:`node_generation` instead.
+        """
+        idx = np.fromiter(sorted(self._changed), dtype=np.int64, count=len(self._changed))
+        self._changed.clear()
+        return idx
+
+    # ----------------------------------------------------------------- internals
+
+    def _intern(self, level: str, name: str) -> int:
+        ids = self._ids[level]
+        gid = ids.get(name)
+        if gid is None:
+            gid = len(ids)
+            ids[name] = gid
+            self._id_names[level].append(name)
+        return gid
+
+    def _touch(self, slot: int) -> None:
+        self.generation += 1
+        self.node_generation[slot] = self.generation
+        self._changed.add(slot)
+
+    def _refresh_row(self, rec: _NodeRecord) -> None:
+        """Recompute the allocatable columns of one node from its record."""
+        _write_allocatable(self.columns, rec)
+        self._touch(rec.slot)
+
+    # ----------------------------------------------------------------- self-check
+
+    def _check(self) -> None:
+        """Recompute every derived structure from the records and raise on any difference."""
+        errors: list[str] = []
+        used: dict[str, list[int]] = {n: [0] * r.spec.gpus for n, r in self._records.items()}
+        nic: dict[str, int] = dict.fromkeys(self._records, 0)
+        cpu: dict[str, int] = dict.fromkeys(self._records, 0)
+        mem: dict[str, int] = dict.fromkeys(self._records, 0)
+        pods_by_node: dict[str, set[PodId]] = {n: set() for n in self._records}
+        by_job: dict[str, set[PodId]] = {}
+        for pod in self._pods:
+            by_job.setdefault(pod.job, set()).add(pod)
+        if self._allocated != sum(b.total_milli for b in self._pods.values()):
+            errors.append("allocated milli total differs from the pods")
+        if by_job != self._job_pods:
+            errors.append("job -> pods index differs from the pods")
+        for pod, b in self._pods.items():
+            if b.pod != pod:
+                errors.append(f"pod key {pod} holds binding of {b.pod}")
+            if b.node not in self._records:
+                errors.append(f"pod {pod} on missing node {b.node}")
+                continue
+            for g in b.gpus:
+                used[b.node][g] += b.gpu_milli
+            m = _bits_to_mask(b.nics)
+            if nic[b.node] & m:
+                errors.append(f"NIC allocated twice on {b.node}")
+            nic[b.node] |= m
+            cpu[b.node] += b.cpu_milli
+            mem[b.node] += b.memory_mib
+            pods_by_node[b.node].add(pod)
+        fresh = NodeColumns(self.columns.capacity, self.columns.width)
+        for name, rec in self._records.items():
+            if self._slot_names[rec.slot] != name:
+                errors.append(f"slot {rec.slot} names {self._slot_names[rec.slot]}, not {name}")
+            if rec.gpu_used != used[name]:
+                errors.append(f"{name}: gpu_used {rec.gpu_used} != {used[name]}")
+            if any(u > MILLI for u in used[name]):
+                errors.append(f"{name}: a GPU is over-allocated: {used[name]}")
+            if rec.nic_used != nic[name]:
+                errors.append(f"{name}: nic_used {rec.nic_used:b} != {nic[name]:b}")
+            if (rec.cpu_used, rec.mem_used) != (cpu[name], mem[name]):
+                errors.append(f"{name}: cpu/mem used mismatch")
+            if rec.cpu_used > rec.spec.cpu_milli or rec.mem_used > rec.spec.memory_mib:
+                errors.append(f"{name}: CPU or memory over-allocated")
+            if rec.pods != pods_by_node[name]:
+                errors.append(f"{name}: pod set mismatch")
+            fresh.alive[rec.slot] = True
+            fresh.gpus[rec.slot] = rec.spec.gpus
+            fresh.gpu_cap_mask[rec.slot] = (1 << rec.spec.gpus) - 1
+            fresh.cpu_cap[rec.slot] = rec.spec.cpu_milli
+            fresh.mem_cap[rec.slot] = rec.spec.memory_mib
+            fresh.nics[rec.slot] = rec.spec.rdma_nics
+            for lv in LEVELS:
+                value = rec.spec.gpu_model if lv == "pool" else getattr(rec.spec, lv)
+                getattr(fresh, f"{lv}_id")[rec.slot] = -1 if value is None else self._ids[lv][value]
+            _write_allocatable(fresh, rec)
+        bad = fresh.rows_equal(self.columns, self.num_slots)
+        if bad:
+            errors.append(f"columns differ from records: {bad}")
+        live = {s for s, n in enumerate(self._slot_names) if n is not None}
+        if set(self._free_slots) & live or len(live) != len(self._records):
+            errors.append("slot bookkeeping is inconsistent")
+        if errors:
+            raise KantError("ClusterState._check failed:\n  " + "\n  ".join(errors))
+
+
+def _check_fits(rec: _NodeRecord, b: Binding) -> None:
+    """Raise AllocationConflictError unless binding ``b`` fits node ``rec`` now."""
+    spec = rec.spec
+    where = f"binding of {b.pod} on {spec.name!r}"
+    if not rec.healthy:
+        raise AllocationConflictError(f"{where}: node is unhealthy")
+    for g in b.gpus:
+        if g >= spec.gpus:
+            raise AllocationConflictError(f"{where}: node has no GPU {g} (has {spec.gpus})")
+        if not rec.gpu_healthy >> g & 1:
+            raise AllocationConflictError(f"{where}: GPU {g} is unhealthy")
+        if rec.gpu_used[g] + b.gpu_milli > MILLI:
+            raise AllocationConflictError(
+                f"{where}: GPU {g} has {MILLI - rec.gpu_used[g]} milli free, needs {b.gpu_milli}"
+            )
+    for n in b.nics:
+        if n >= spec.rdma_nics:
+            raise AllocationConflictError(f"{where}: node has no NIC {n}")
+        if not rec.nic_healthy >> n & 1:
+            raise AllocationConflictError(f"{where}: NIC {n} is unhealthy")
+        if rec.nic_used >> n & 1:
+            raise AllocationConflictError(f"{where}: NIC {n} is already allocated")
+    if rec.cpu_used + b.cpu_milli > spec.cpu_milli:
+        raise AllocationConflictError(
+            f"{where}: needs {b.cpu_milli} CPU milli, {spec.cpu_milli - rec.cpu_used} free"
+        )
+    if rec.mem_used + b.memory_mib > spec.memory_mib:
+        raise AllocationConflictError(
+            f"{where}: needs {b.memory_mib} MiB, {spec.memory_mib - rec.mem_used} free"
+        )
+
+
+def _write_allocatable(cols: NodeColumns, rec: _NodeRecord) -> None:
+    """Write the allocatable columns of ``rec``'s row from the record (unhealthy: nothing)."""
+    s = rec.slot
+    spec = rec.spec
+    ok = rec.healthy
+    free_mask = 0
+    total = 0
+    row = cols.gpu_free[s]
+    row[:] = 0
+    for g in range(spec.gpus):
+        if ok and rec.gpu_healthy >> g & 1:
+            f = MILLI - rec.gpu_used[g]
+            row[g] = f
+            total += f
+            if f == MILLI:
+                free_mask |= 1 << g
+    nic_mask = ((1 << spec.rdma_nics) - 1) & rec.nic_healthy & ~rec.nic_used if ok else 0
+    cols.ready[s] = ok
+    cols.free_mask[s] = free_mask
+    cols.free_gpus[s] = _popcount(free_mask)
+    cols.free_milli[s] = total
+    cols.max_share[s] = int(row.max()) if row.shape[0] else 0
+    cols.cpu_free[s] = spec.cpu_milli - rec.cpu_used if ok else 0
+    cols.mem_free[s] = spec.memory_mib - rec.mem_used if ok else 0
+    cols.nic_mask[s] = nic_mask
+    cols.free_nics[s] = _popcount(nic_mask)

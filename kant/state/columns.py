@@ -1,0 +1,141 @@
+"""The dense per-slot table of node facts and allocatable capacity (:class:`NodeColumns`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+IntArray = npt.NDArray[np.int64]
+
+LEVELS: tuple[str, ...] = ("pool", "leaf", "spine", "superspine", "hbd", "zone")
+"""Group levels with interned ids and aggregates. ``pool`` is the GPU model (node pool)."""
+
+
+class NodeColumns:
+    """Dense per-slot arrays: static node facts and allocatable capacity.
+
+    Static: ``alive`` (slot holds a node), ``ready`` (alive and healthy: may take new
+    pods), ``gpus`` (device count), ``gpu_cap_mask`` (all device bits), ``cpu_cap``,
+    ``mem_cap``, ``nics`` (capacities), group ids per level (``-1`` = none).
+    Allocatable: ``gpu_free`` [slot, W] (free milli per device, 0 when unhealthy),
+    ``free_mask`` (uint64, bit g = device g wholly free and healthy), ``free_gpus``
+    (popcount of it), ``free_milli`` (sum of ``gpu_free``), ``max_share`` (the largest
+    free milli on one device: a fractional pod of up to this fits), ``cpu_free``,
+    ``mem_free``, ``nic_mask`` (free healthy NICs), ``free_nics``.
+    """
+
+    SCALARS: tuple[str, ...] = (
+        "alive", "ready", "gpus", "gpu_cap_mask", "cpu_cap", "mem_cap", "nics",
+        "free_mask", "free_gpus", "free_milli", "max_share", "cpu_free", "mem_free",
+        "nic_mask", "free_nics",
+        *(f"{lv}_id" for lv in LEVELS),
+    )  # fmt: skip
+
+    def __init__(self, capacity: int = 64, width: int = 8) -> None:
+        """An empty table: ``capacity`` slots, none alive, ``width`` devices per row."""
+        self.capacity = capacity
+        self.width = width
+        self.alive = np.zeros(capacity, dtype=np.bool_)
+        self.ready = np.zeros(capacity, dtype=np.bool_)
+        self.gpus = np.zeros(capacity, dtype=np.int64)
+        self.gpu_cap_mask = np.zeros(capacity, dtype=np.uint64)
+        self.cpu_cap = np.zeros(capacity, dtype=np.int64)
+        self.mem_cap = np.zeros(capacity, dtype=np.int64)
+        self.nics = np.zeros(capacity, dtype=np.int64)
+        self.free_mask = np.zeros(capacity, dtype=np.uint64)
+        self.free_gpus = np.zeros(capacity, dtype=np.int64)
+        self.free_milli = np.zeros(capacity, dtype=np.int64)
+        self.max_share = np.zeros(capacity, dtype=np.int64)
+        self.cpu_free = np.zeros(capacity, dtype=np.int64)
+        self.mem_free = np.zeros(capacity, dtype=np.int64)
+        self.nic_mask = np.zeros(capacity, dtype=np.uint64)
+        self.free_nics = np.zeros(capacity, dtype=np.int64)
+        for lv in LEVELS:
+            setattr(self, f"{lv}_id", np.full(capacity, -1, dtype=np.int64))
+        self.gpu_free = np.zeros((capacity, width), dtype=np.int64)
+
+    # typed accessors for the level arrays (set dynamically above)
+    pool_id: IntArray
+    leaf_id: IntArray
+    spine_id: IntArray
+    superspine_id: IntArray
+    hbd_id: IntArray
+    zone_id: IntArray
+
+    def ensure(self, capacity: int, width: int) -> None:
+        """Grow to at least ``capacity`` slots and ``width`` devices (amortised doubling);
+        new slots are empty rows. Growing replaces the arrays: a reference taken before sees
+        the old ones. O(slots x width) when it grows, O(1) otherwise."""
+        self.__dict__.pop("_arrays", None)
+        self.__dict__.pop("_levels", None)
+        if capacity > self.capacity:
+            new_cap = max(capacity, self.capacity * 2)
+            for name in self.SCALARS:
+                old = getattr(self, name)
+                fill = -1 if name.endswith("_id") else 0
+                arr = np.full(new_cap, fill, dtype=old.dtype)
+                arr[: self.capacity] = old
+                setattr(self, name, arr)
+            gf = np.zeros((new_cap, self.width), dtype=np.int64)
+            gf[: self.capacity] = self.gpu_free
+            self.gpu_free = gf
+            self.capacity = new_cap
+        if width > self.width:
+            gf = np.zeros((self.capacity, width), dtype=np.int64)
+            gf[:, : self.width] = self.gpu_free
+            self.gpu_free = gf
+            self.width = width
+
+    def copy_rows_from(self, other: NodeColumns, idx: IntArray) -> None:
+        """Vectorised copy of rows ``idx`` from ``other`` (at least as many slots and devices
+        as this table). O(len(idx) x columns)."""
+        for name in self.SCALARS:
+            getattr(self, name)[idx] = getattr(other, name)[idx]
+        self.gpu_free[idx] = other.gpu_free[idx]
+
+    def arrays(self) -> list[Any]:
+        """The scalar column arrays in :attr:`SCALARS` order (cached until they grow)."""
+        cached: list[Any] | None = self.__dict__.get("_arrays")
+        if cached is None:
+            cached = [getattr(self, n) for n in self.SCALARS]
+            self.__dict__["_arrays"] = cached
+        return cached
+
+    def level_arrays(self) -> list[tuple[str, IntArray]]:
+        """``(level, ids)`` for every group level (cached until the arrays grow)."""
+        cached: list[tuple[str, IntArray]] | None = self.__dict__.get("_levels")
+        if cached is None:
+            cached = [(lv, getattr(self, f"{lv}_id")) for lv in LEVELS]
+            self.__dict__["_levels"] = cached
+        return cached
+
+    def row(self, slot: int) -> tuple[Any, ...]:
+        """All values of row ``slot``, ``gpu_free`` copied: an undo record for :meth:`set_row`.
+        O(columns)."""
+        return (*[a[slot] for a in self.arrays()], self.gpu_free[slot].copy())
+
+    def set_row(self, slot: int, values: tuple[Any, ...]) -> None:
+        """Write ``values`` (as :meth:`row` returns them) into row ``slot``. O(columns)."""
+        for a, v in zip(self.arrays(), values, strict=False):
+            a[slot] = v
+        self.gpu_free[slot] = values[-1]
+
+    def clear_row(self, slot: int) -> None:
+        """Make ``slot`` an empty row: not alive, every count and mask 0, group ids -1."""
+        vals: list[Any] = [-1 if n.endswith("_id") else 0 for n in self.SCALARS]
+        vals[0] = False  # alive
+        self.set_row(slot, (*vals, np.zeros(self.width, dtype=np.int64)))
+
+    def rows_equal(self, other: NodeColumns, n: int) -> list[str]:
+        """Names of columns that differ in the first ``n`` slots (empty if equal)."""
+        bad = [
+            name
+            for name in self.SCALARS
+            if not np.array_equal(getattr(self, name)[:n], getattr(other, name)[:n])
+        ]
+        w = min(self.width, other.width)
+        if not np.array_equal(self.gpu_free[:n, :w], other.gpu_free[:n, :w]):
+            bad.append("gpu_free")
+        return bad

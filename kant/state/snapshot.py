@@ -1,0 +1,597 @@
+"""Snapshot (the incremental, transactional view a cycle works on) and Transaction.
+
+:meth:`ClusterState.snapshot` returns the state's :class:`Snapshot`, refreshed in place: only
+the rows of nodes changed since the last refresh (plus rows the previous cycle changed
+tentatively) are copied, so a refresh costs O(changed nodes), not O(cluster) — the
+kube-scheduler ``UpdateSnapshot`` idea, and section 3.4.3 of the Kant paper. The snapshot also
+keeps per-group aggregates (pool, leaf/NodeNetGroup, spine, superspine, HBD) updated by deltas
+and, per pool, a sorted index of nodes by whole free GPUs for best-fit queries.
+
+Changes to a snapshot happen inside a :class:`Transaction` (nestable); rolling one back
+restores every touched row, aggregate and index entry exactly.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+import numpy as np
+from sortedcontainers import SortedList
+
+from kant.bits import bits as _mask_bits
+from kant.bits import mask_of as _bits_to_mask
+from kant.bits import popcount as _popcount
+from kant.errors import (
+    AllocationConflictError,
+    KantError,
+    TransactionError,
+    UnknownNodeError,
+)
+from kant.model import MILLI, Binding
+from kant.state.columns import LEVELS, IntArray, NodeColumns
+
+if TYPE_CHECKING:
+    from kant.state.cluster import ClusterState
+
+_KEY_SHIFT = 32  # sorted index key: free_gpus << 32 | slot
+
+_SNAPSHOT_TOKENS: Final = itertools.count()
+_CHANGE_LOG_KEEP: Final = 1 << 16
+"""Entries of a snapshot's change log kept before the older half is dropped."""
+
+
+class _GroupIndex:
+    """The per-group aggregates and the per-pool best-fit index of a snapshot's rows, kept by
+    deltas as rows change: the snapshot's own bookkeeping (see :class:`Snapshot`).
+
+    ``agg[level]``: int64 [groups, 3], whole free GPUs, wholly free nodes and free milli of
+    the live rows of each group. ``by_free[pool]``: ``free_gpus << 32 | slot`` of every live
+    row of the pool, sorted. ``cols`` are the snapshot's rows.
+    """
+
+    def __init__(self, cols: NodeColumns, groups: Mapping[str, int]) -> None:
+        """Empty aggregates for ``groups[level]`` groups per level; :meth:`build` fills them."""
+        self.cols = cols
+        self.agg: dict[str, IntArray] = {
+            lv: np.zeros((groups[lv], 3), dtype=np.int64) for lv in LEVELS
+        }
+        self.by_free: dict[int, SortedList] = {}
+
+    def build(self, n: int) -> None:
+        """Add the contributions of the live rows among the first ``n`` slots."""
+        for s in range(n):
+            if self.cols.alive[s]:
+                self.apply(s, self.contrib(s), +1)
+
+    def grow(self, level: str, groups: int) -> None:
+        """Make room for ``groups`` groups at ``level`` (new groups start at zero)."""
+        if groups > self.agg[level].shape[0]:
+            grown = np.zeros((groups, 3), dtype=np.int64)
+            grown[: self.agg[level].shape[0]] = self.agg[level]
+            self.agg[level] = grown
+
+    def add_rows(self, idx: IntArray, sign: int) -> None:
+        """Add (sign=+1) or remove (-1) the aggregate and index contributions of rows idx."""
+        cols = self.cols
+        live = idx[cols.alive[idx]]
+        if not live.size:
+            return
+        fg = cols.free_gpus[live]
+        fm = cols.free_milli[live]
+        whole = ((fg == cols.gpus[live]) & (cols.gpus[live] > 0)).astype(np.int64)
+        for lv in LEVELS:
+            gid = getattr(cols, f"{lv}_id")[live]
+            has = gid >= 0
+            if not has.any():
+                continue
+            g = gid[has]
+            a = self.agg[lv]
+            np.add.at(a[:, 0], g, sign * fg[has])
+            np.add.at(a[:, 1], g, sign * whole[has])
+            np.add.at(a[:, 2], g, sign * fm[has])
+        pools = cols.pool_id[live]
+        for s, p, f in zip(live.tolist(), pools.tolist(), fg.tolist(), strict=True):
+            if p < 0:
+                continue
+            sl = self.by_free.get(p)
+            if sl is None:
+                sl = self.by_free[p] = SortedList()
+            key = (f << _KEY_SHIFT) | s
+            if sign > 0:
+                sl.add(key)
+            else:
+                sl.remove(key)
+
+    def contrib(self, s: int) -> tuple[int, int, int, int]:
+        """(free GPUs, wholly free?, free milli, pool id) of row ``s``; pool -2 if dead."""
+        cols = self.cols
+        if not cols.alive[s]:
+            return (0, 0, 0, -2)
+        fg = int(cols.free_gpus[s])
+        g = int(cols.gpus[s])
+        return (fg, int(fg == g and g > 0), int(cols.free_milli[s]), int(cols.pool_id[s]))
+
+    def shift(self, s: int, before: tuple[int, int, int, int]) -> None:
+        """Move row ``s``'s contributions from ``before`` to its current values (one pass;
+        the group ids of a live row do not change inside a snapshot)."""
+        after = self.contrib(s)
+        if after == before:
+            return
+        if before[3] != after[3]:  # the row came alive or died: full remove + add
+            self.apply(s, before, -1)
+            self.apply(s, after, +1)
+            return
+        d0, d1, d2 = after[0] - before[0], after[1] - before[1], after[2] - before[2]
+        for lv, ids in self.cols.level_arrays():
+            gid = int(ids[s])
+            if gid >= 0:
+                row = self.agg[lv][gid]
+                if d0:
+                    row[0] += d0
+                if d1:
+                    row[1] += d1
+                if d2:
+                    row[2] += d2
+        pool = after[3]
+        if d0 and pool >= 0:
+            sl = self.by_free[pool]
+            sl.remove((before[0] << _KEY_SHIFT) | s)
+            sl.add((after[0] << _KEY_SHIFT) | s)
+
+    def apply(self, s: int, c: tuple[int, int, int, int], sign: int) -> None:
+        """Add (sign=+1) or remove (-1) contribution ``c`` (from :meth:`contrib`) of row ``s``."""
+        fg, whole, fm, pool = c
+        if pool == -2:
+            return
+        for lv, ids in self.cols.level_arrays():
+            gid = int(ids[s])
+            if gid >= 0:
+                row = self.agg[lv][gid]
+                row[0] += sign * fg
+                row[1] += sign * whole
+                row[2] += sign * fm
+        if pool >= 0:
+            key = (fg << _KEY_SHIFT) | s
+            if sign > 0:
+                sl = self.by_free.get(pool)
+                if sl is None:
+                    sl = self.by_free[pool] = SortedList()
+                sl.add(key)
+            else:
+                self.by_free[pool].remove(key)
+
+    def errors(self, live: list[int]) -> list[str]:
+        """Recompute the aggregates and the index from the live rows ``live``; name every
+        one that differs (empty if none does)."""
+        cols = self.cols
+        errors: list[str] = []
+        for lv in LEVELS:
+            expect = np.zeros_like(self.agg[lv])
+            ids = getattr(cols, f"{lv}_id")
+            for s in live:
+                g = ids[s]
+                if g < 0:
+                    continue
+                expect[g, 0] += cols.free_gpus[s]
+                expect[g, 1] += int(cols.free_gpus[s] == cols.gpus[s] and cols.gpus[s] > 0)
+                expect[g, 2] += cols.free_milli[s]
+            if not np.array_equal(expect, self.agg[lv]):
+                errors.append(f"aggregate {lv} differs")
+        want: dict[int, list[int]] = {}
+        for s in live:
+            p = int(cols.pool_id[s])
+            if p >= 0:
+                want.setdefault(p, []).append((int(cols.free_gpus[s]) << _KEY_SHIFT) | s)
+        for p in set(want) | set(self.by_free):
+            if sorted(want.get(p, [])) != list(self.by_free.get(p, [])):
+                errors.append(f"sorted index of pool {p} differs")
+        return errors
+
+    def differences(self, other: _GroupIndex) -> list[str]:
+        """Names of the aggregates and index entries that differ from ``other``'s (a group
+        missing on one side counts as zeros)."""
+        diffs: list[str] = []
+        for lv in LEVELS:
+            a, b = self.agg[lv], other.agg[lv]
+            m = max(a.shape[0], b.shape[0])
+            pa = np.zeros((m, 3), dtype=np.int64)
+            pb = np.zeros((m, 3), dtype=np.int64)
+            pa[: a.shape[0]] = a
+            pb[: b.shape[0]] = b
+            if not np.array_equal(pa, pb):
+                diffs.append(f"agg[{lv}]")
+        for p in set(self.by_free) | set(other.by_free):
+            if list(self.by_free.get(p, [])) != list(other.by_free.get(p, [])):
+                diffs.append(f"index[{p}]")
+        return diffs
+
+
+class _Column:
+    """A snapshot attribute that reads the column of the same name: ``snap.free_gpus`` is
+    ``snap.cols.free_gpus`` (the live array, see :class:`NodeColumns`)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, snap: Snapshot | None, owner: type | None = None) -> Any:
+        """The column array of ``snap`` (this descriptor when read on the class)."""
+        return self if snap is None else getattr(snap.cols, self.name)
+
+
+class Snapshot:
+    """A consistent, mutable-in-transactions view of a :class:`ClusterState`.
+
+    Read the per-slot arrays (``cols``, or as attributes: ``free_gpus``, ``gpu_free``,
+    ``free_mask``, ``cpu_free``..., see :class:`NodeColumns`) and group aggregates directly,
+    O(1); they are numpy arrays indexed
+    by node slot / group id and must be treated as read-only outside :meth:`allocate` and
+    :meth:`release`. Aggregates: ``agg[level]`` is an int64 array [groups, 3] with columns
+    ``AGG_FREE_GPUS`` (whole free GPUs), ``AGG_FREE_NODES`` (nodes whose every GPU is free)
+    and ``AGG_FREE_MILLI``.
+    """
+
+    AGG_FREE_GPUS = 0
+    AGG_FREE_NODES = 1
+    AGG_FREE_MILLI = 2
+
+    # every column of :class:`NodeColumns`, read through: snap.free_gpus, snap.leaf_id, ...
+    alive = _Column()
+    ready = _Column()
+    gpus = _Column()
+    gpu_cap_mask = _Column()
+    cpu_cap = _Column()
+    mem_cap = _Column()
+    nics = _Column()
+    free_mask = _Column()
+    free_gpus = _Column()
+    free_milli = _Column()
+    max_share = _Column()
+    cpu_free = _Column()
+    mem_free = _Column()
+    nic_mask = _Column()
+    free_nics = _Column()
+    pool_id = _Column()
+    leaf_id = _Column()
+    spine_id = _Column()
+    superspine_id = _Column()
+    hbd_id = _Column()
+    zone_id = _Column()
+    gpu_free = _Column()
+
+    def __init__(self, state: ClusterState) -> None:
+        """A snapshot of ``state`` built from scratch, O(cluster). Use
+        :meth:`ClusterState.snapshot` (refreshed in place) or
+        :meth:`ClusterState.full_snapshot`."""
+        self.state = state
+        self.cols = NodeColumns(state.columns.capacity, state.columns.width)
+        self.names: list[str | None] = []
+        self._groups: _GroupIndex  # aggregates and best-fit index (set by _full_build)
+        self.agg: dict[str, IntArray]  # = self._groups.agg, the same dict
+        self._undo: list[dict[int, tuple[Any, ...]]] = []
+        self._local: set[int] = set()  # rows changed by committed transactions since refresh
+        self._members: dict[tuple[str, int], IntArray] = {}
+        self._members_version = -1
+        self.generation = -1
+        self.token = next(_SNAPSHOT_TOKENS)  # unique per snapshot object (id() is reused)
+        # slots whose rows may have changed, in order (see rows_changed_since)
+        self._log: list[int] = []
+        self._log_start = 0  # change-log position of _log[0]
+        self._full_build()
+
+    # ----------------------------------------------------------------- building
+
+    def _full_build(self) -> None:
+        st = self.state
+        n = st.num_slots
+        self.cols = NodeColumns(st.columns.capacity, st.columns.width)
+        self.cols.copy_rows_from(st.columns, np.arange(n, dtype=np.int64))
+        self.names = list(st.slot_names)
+        self._groups = _GroupIndex(self.cols, {lv: st.group_count(lv) for lv in LEVELS})
+        self.agg = self._groups.agg
+        self._groups.build(n)
+        self._local.clear()
+        self.generation = st.generation
+
+    def refresh(self, changed: IntArray) -> None:
+        """Re-sync rows ``changed`` (sorted, unique slots: :meth:`ClusterState.take_changes`)
+        and the rows committed transactions changed since the last refresh from the state's
+        columns, with their names, aggregates and index entries. :meth:`ClusterState.snapshot`
+        calls it; on any snapshot it only ever copies truth, so it cannot make one wrong.
+        Raises TransactionError while a transaction is open. O(k x (levels + log n)) for k rows."""
+        if self._undo:
+            raise TransactionError("snapshot refreshed while a transaction is open")
+        st = self.state
+        if self._local:
+            local = np.fromiter(self._local, dtype=np.int64, count=len(self._local))
+            idx = np.union1d(changed, local)
+            self._local.clear()
+        else:
+            idx = changed
+        self.cols.ensure(st.columns.capacity, st.columns.width)
+        for lv in LEVELS:
+            self._groups.grow(lv, st.group_count(lv))
+        if len(self.names) < st.num_slots:
+            self.names.extend([None] * (st.num_slots - len(self.names)))
+        if idx.size:
+            self._logged(idx.tolist())
+            self._groups.add_rows(idx, -1)
+            self.cols.copy_rows_from(st.columns, idx)
+            slot_names = st.slot_names
+            for s in idx.tolist():
+                self.names[s] = slot_names[s]
+            self._groups.add_rows(idx, +1)
+        self.generation = st.generation
+
+    # ----------------------------------------------------------------- reading
+
+    @property
+    def num_slots(self) -> int:
+        """Slots covered by the snapshot (the state's slot count at the last refresh)."""
+        return len(self.names)
+
+    def slot_of(self, name: str) -> int:
+        """The slot of node ``name`` in the truth. Raises UnknownNodeError."""
+        return self.state.slot_of(name)
+
+    def name_of(self, slot: int) -> str:
+        """The node in ``slot`` as of the last refresh. Raises UnknownNodeError for a free or
+        unknown slot."""
+        name = self.names[slot] if 0 <= slot < len(self.names) else None
+        if name is None:
+            raise UnknownNodeError(f"<slot {slot}>")
+        return name
+
+    def members(self, level: str, gid: int) -> IntArray:
+        """Slots of live nodes in group ``gid`` of ``level`` (sorted; cached until nodes are
+        added or removed: O(1), O(slots) to fill the cache)."""
+        if self._members_version != self.state.membership_version:
+            self._members.clear()
+            self._members_version = self.state.membership_version
+        key = (level, gid)
+        arr = self._members.get(key)
+        if arr is None:
+            ids = getattr(self.cols, f"{level}_id")[: self.num_slots]
+            arr = np.flatnonzero((ids == gid) & self.cols.alive[: self.num_slots]).astype(np.int64)
+            self._members[key] = arr
+        return arr
+
+    def best_fit(self, pool: int, min_free_gpus: int) -> Iterator[int]:
+        """Slots of ``pool`` with at least ``min_free_gpus`` whole free GPUs, fewest free
+        first (best fit), ties by slot. O(log n) to the first answer."""
+        sl = self._groups.by_free.get(pool)
+        if sl is None:
+            return
+        for key in sl.irange(minimum=min_free_gpus << _KEY_SHIFT):
+            yield key & ((1 << _KEY_SHIFT) - 1)
+
+    # ----------------------------------------------------------------- transactions
+
+    def transaction(self) -> Transaction:
+        """Open a (possibly nested) transaction. Use as a context manager: it rolls back on
+        exception or when left without :meth:`Transaction.commit`."""
+        self._undo.append({})
+        return Transaction(self, len(self._undo), self._end)
+
+    # ----------------------------------------------------------------- change log
+
+    @property
+    def log_position(self) -> int:
+        """Position in the change log now: pass it to :meth:`rows_changed_since` later."""
+        return self._log_start + len(self._log)
+
+    def rows_changed_since(self, position: int) -> IntArray | None:
+        """Slots whose rows may have changed (allocate, release, rollback, refresh) since
+        :attr:`log_position` was ``position``, with repeats; ``None`` when that is older
+        than the kept log (then compare every row). Lets a reader that caches per-row values
+        re-check O(changes) rows instead of all. Positions belong to this snapshot object
+        (:attr:`token`)."""
+        if position < self._log_start:
+            return None
+        return np.array(self._log[position - self._log_start :], dtype=np.int64)
+
+    def _logged(self, slots: Iterable[int]) -> None:
+        self._log.extend(slots)
+        if len(self._log) > _CHANGE_LOG_KEEP:
+            drop = len(self._log) - _CHANGE_LOG_KEEP // 2
+            del self._log[:drop]
+            self._log_start += drop
+
+    def _save(self, s: int) -> None:
+        if not self._undo:
+            raise TransactionError("snapshot changes need an open transaction")
+        self._logged((s,))
+        frame = self._undo[-1]
+        if s not in frame:
+            frame[s] = self.cols.row(s)
+
+    def _end(self, depth: int, commit: bool) -> None:
+        if len(self._undo) != depth:
+            raise TransactionError(
+                f"transaction at depth {depth} ended while depth is {len(self._undo)}"
+            )
+        frame = self._undo.pop()
+        if commit:
+            if self._undo:
+                outer = self._undo[-1]
+                for s, row in frame.items():
+                    outer.setdefault(s, row)
+            else:
+                self._local.update(frame)
+        else:
+            self._logged(frame)
+            groups = self._groups
+            for s, row in frame.items():
+                before = groups.contrib(s)
+                self.cols.set_row(s, row)
+                groups.shift(s, before)
+
+    # ----------------------------------------------------------------- mutation
+
+    def allocate(
+        self,
+        slot: int,
+        gpu_mask: int = 0,
+        milli: int = MILLI,
+        nic_mask: int = 0,
+        cpu_milli: int = 0,
+        memory_mib: int = 0,
+    ) -> None:
+        """Take ``milli`` on each GPU of ``gpu_mask``, the NICs of ``nic_mask``, CPU and memory
+        on node ``slot``. Raises AllocationConflictError (changing nothing) if any is not free,
+        TransactionError outside a transaction. O(levels + log n)."""
+        cols = self.cols
+        bits = _mask_bits(gpu_mask)
+        row = cols.gpu_free[slot]
+        if not cols.alive[slot]:
+            raise AllocationConflictError(f"slot {slot} holds no node")
+        for g in bits:
+            if row[g] < milli:
+                raise AllocationConflictError(
+                    f"{self.names[slot]}: GPU {g} has {row[g]} milli free, needs {milli}"
+                )
+        if int(cols.nic_mask[slot]) & nic_mask != nic_mask:
+            raise AllocationConflictError(f"{self.names[slot]}: NICs {nic_mask:b} not free")
+        if cols.cpu_free[slot] < cpu_milli or cols.mem_free[slot] < memory_mib:
+            raise AllocationConflictError(f"{self.names[slot]}: not enough CPU or memory")
+        self._save(slot)
+        before = self._groups.contrib(slot)
+        for g in bits:
+            row[g] -= milli
+        self._recount(slot)
+        cols.nic_mask[slot] = int(cols.nic_mask[slot]) & ~nic_mask
+        cols.free_nics[slot] = _popcount(int(cols.nic_mask[slot]))
+        cols.cpu_free[slot] -= cpu_milli
+        cols.mem_free[slot] -= memory_mib
+        self._groups.shift(slot, before)
+
+    def release(
+        self,
+        slot: int,
+        gpu_mask: int = 0,
+        milli: int = MILLI,
+        nic_mask: int = 0,
+        cpu_milli: int = 0,
+        memory_mib: int = 0,
+    ) -> None:
+        """Give back what :meth:`allocate` took (e.g. a preemption what-if).
+
+        Devices that are unhealthy in the truth stay unallocatable (nothing comes back on an
+        unhealthy node). Raises AllocationConflictError if the slot holds no node in the
+        snapshot or the truth, TransactionError outside a transaction. O(levels + log n)."""
+        cols = self.cols
+        name = self.names[slot]
+        if name is None or name not in self.state:
+            raise AllocationConflictError(f"slot {slot} holds no node")
+        ok, gpu_healthy, nic_healthy = self.state.health_masks(name)
+        self._save(slot)
+        before = self._groups.contrib(slot)
+        row = cols.gpu_free[slot]
+        for g in _mask_bits(gpu_mask):
+            if ok and gpu_healthy >> g & 1:
+                row[g] = min(MILLI, row[g] + milli)
+        self._recount(slot)
+        if ok:
+            cols.nic_mask[slot] = int(cols.nic_mask[slot]) | (nic_mask & nic_healthy)
+            cols.free_nics[slot] = _popcount(int(cols.nic_mask[slot]))
+            cols.cpu_free[slot] += cpu_milli
+            cols.mem_free[slot] += memory_mib
+        self._groups.shift(slot, before)
+
+    def release_binding(self, b: Binding) -> None:
+        """:meth:`release` what binding ``b`` holds on its node (a preemption what-if)."""
+        self.release(
+            self.slot_of(b.node),
+            _bits_to_mask(b.gpus),
+            b.gpu_milli,
+            _bits_to_mask(b.nics),
+            b.cpu_milli,
+            b.memory_mib,
+        )
+
+    def _recount(self, s: int) -> None:
+        cols = self.cols
+        row = cols.gpu_free[s]
+        n = int(cols.gpus[s])
+        mask = 0
+        for g in range(n):
+            if row[g] == MILLI:
+                mask |= 1 << g
+        cols.free_mask[s] = mask
+        cols.free_gpus[s] = _popcount(mask)
+        cols.free_milli[s] = int(row[:n].sum())
+        cols.max_share[s] = int(row[:n].max()) if n else 0
+
+    # ----------------------------------------------------------------- self-check
+
+    def _check(self) -> None:
+        """Recompute aggregates and the sorted index from the rows; raise on any difference."""
+        n = self.num_slots
+        cols = self.cols
+        live = np.flatnonzero(cols.alive[:n])
+        errors = self._groups.errors(live.tolist())
+        for s in live.tolist():
+            row = cols.gpu_free[s]
+            g = int(cols.gpus[s])
+            if (row[:g] < 0).any() or (row[:g] > MILLI).any() or row[g:].any():
+                errors.append(f"slot {s}: gpu_free out of range {row}")
+            mask = _bits_to_mask(i for i in range(g) if row[i] == MILLI)
+            if mask != int(cols.free_mask[s]) or _popcount(mask) != cols.free_gpus[s]:
+                errors.append(f"slot {s}: free mask inconsistent")
+            if int(row[:g].sum()) != cols.free_milli[s]:
+                errors.append(f"slot {s}: free_milli inconsistent")
+            if (int(row[:g].max()) if g else 0) != cols.max_share[s]:
+                errors.append(f"slot {s}: max_share inconsistent")
+            if _popcount(int(cols.nic_mask[s])) != cols.free_nics[s]:
+                errors.append(f"slot {s}: free_nics inconsistent")
+        if errors:
+            raise KantError("Snapshot._check failed:\n  " + "\n  ".join(errors))
+
+    def same_as(self, other: Snapshot) -> list[str]:
+        """Differences between two snapshots' rows and aggregates (empty if identical)."""
+        n = max(self.num_slots, other.num_slots)
+        diffs = self.cols.rows_equal(other.cols, n)
+        if [x for x in self.names if x] != [x for x in other.names if x]:
+            diffs.append("names")
+        diffs.extend(self._groups.differences(other._groups))
+        return diffs
+
+
+class Transaction:
+    """A nestable unit of tentative change on a :class:`Snapshot`.
+
+    ``commit()`` keeps the changes (folded into the enclosing transaction, if any);
+    ``rollback()`` restores every touched row, aggregate and index entry exactly.
+    """
+
+    def __init__(self, snap: Snapshot, depth: int, end: Callable[[int, bool], None]) -> None:
+        """Made by :meth:`Snapshot.transaction` only: ``end(depth, commit)`` closes it."""
+        self.snapshot = snap
+        self.depth = depth
+        self.open = True
+        self._end = end
+
+    def commit(self) -> None:
+        """Keep the changes. Raises TransactionError if already finished or not innermost."""
+        self._finish(True)
+
+    def rollback(self) -> None:
+        """Undo the changes exactly. Raises TransactionError if already finished or not
+        innermost."""
+        self._finish(False)
+
+    def _finish(self, commit: bool) -> None:
+        if not self.open:
+            raise TransactionError("transaction already finished")
+        self._end(self.depth, commit)
+        self.open = False
+
+    def __enter__(self) -> Transaction:
+        """The transaction itself."""
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        """Roll back unless committed (an exception propagates)."""
+        if self.open:
+            self.rollback()
