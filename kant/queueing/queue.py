@@ -219,6 +219,10 @@ class Queue:
             if phase is None or e.phase is phase:
                 yield e.id
 
+    def waiting(self) -> int:
+        """How many jobs have pods to place (the length of the global order). O(1)."""
+        return len(self._order)
+
     def candidates(self) -> list[Entry]:
         """Jobs with pods to place, in the global order. O(candidates)."""
         ents = self._entries

@@ -698,7 +698,7 @@ class Simulator:
     # ----------------------------------------------------------------- results
 
     def _pending_count(self) -> int:
-        return len(self.s.queue._order)
+        return self.s.queue.waiting()
 
     def _progress(self) -> Progress:
         last = self.jobs[-1].submitted_at if self.jobs else 0.0
