@@ -122,13 +122,14 @@ def bench_cycle_digest() -> dict[str, Any]:
 
 
 def packing_digest(trace: str, policy: str) -> dict[str, Any]:
+    cmd = [
+        sys.executable, "-m", "kant", "packing", "--json", "--seeds", "42",
+        "--policy", policy,
+        "--pods", str(OPENB / f"openb_pod_list_{trace}.csv"),
+        "--nodes", str(OPENB / "openb_node_list_gpu_node.csv"),
+    ]  # fmt: skip
     out = subprocess.run(
-        [
-            sys.executable, "-m", "kant", "packing", "--json", "--seeds", "42",
-            "--policy", policy,
-            "--pods", str(OPENB / f"openb_pod_list_{trace}.csv"),
-            "--nodes", str(OPENB / "openb_node_list_gpu_node.csv"),
-        ],  # fmt: skip
+        cmd,
         check=True,
         capture_output=True,
         text=True,
