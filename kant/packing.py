@@ -55,7 +55,7 @@ from kant.model import MILLI, Job, JobKind, NodeSpec, PodId, Resources, Role
 from kant.placement import Placer, make_strategy, strategy_names
 from kant.placement.baselines import PACKING_STRATEGIES, FGDPlusPlus
 from kant.sim.scenarios import parse_seeds
-from kant.sim.traces import OpenbPod, load_openb_pods
+from kant.sim.traces import OpenbPod, load_openb_pods, openb_nodes
 from kant.state import ClusterState
 
 FloatArray = npt.NDArray[np.float64]
@@ -194,8 +194,6 @@ def _load_pods(path: str) -> tuple[OpenbPod, ...]:
 
 @functools.lru_cache(maxsize=4)
 def _load_nodes(path: str) -> tuple[NodeSpec, ...]:
-    from kant.topology import openb_nodes
-
     return tuple(openb_nodes(path).nodes)
 
 

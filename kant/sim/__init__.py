@@ -41,6 +41,7 @@ from kant.sim.traces import (
     load_openb_pods,
     load_philly_jobs,
     load_swf_jobs,
+    openb_nodes,
     trace_dir,
 )
 from kant.sim.workloads import (
@@ -85,6 +86,7 @@ __all__ = [
     "load_philly_jobs",
     "load_swf_jobs",
     "make_scenario",
+    "openb_nodes",
     "paper_training_workload",
     "run_scenario",
     "tenant_quotas",
