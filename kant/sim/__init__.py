@@ -6,7 +6,9 @@
   JTTED). See ``docs/simulator.md``.
 - :mod:`kant.sim.scenarios`: built-in scenarios (``paper-training``, ``inference``), trace
   scenarios and :class:`PolicySet` (queueing + placement + preemption by name).
-- :mod:`kant.sim.report`: tables, JSON and plots; :mod:`kant.sim.commands`: ``kant
+- :mod:`kant.sim.analysis`: what is computed from results (run and comparison summaries,
+  the paper's experiments, seed sweeps); :mod:`kant.sim.report`: how they are shown (text
+  tables, report folders with JSON / CSV, plots); :mod:`kant.sim.commands`: ``kant
   simulate`` and ``kant compare``.
 - :mod:`kant.sim.traces` (Alibaba openb, Philly, SWF) and :mod:`kant.sim.workloads` (the
   Kant paper's training and inference clusters): what the simulator replays.

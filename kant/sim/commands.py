@@ -20,12 +20,11 @@ import attrs
 
 from kant.errors import KantError, ValidationError
 from kant.queueing import policy_names
+from kant.sim.analysis import compare_json, result_json, seed_sweep
 from kant.sim.report import (
     format_compare,
     format_seed_sweep,
     format_summary,
-    result_json,
-    seed_sweep,
     write_compare_report,
     write_report,
     write_seed_sweep_report,
@@ -285,8 +284,6 @@ def run_compare(args: argparse.Namespace) -> int:
         print(hint, file=sys.stderr)
     print(f"\nreport: {args.out}/ ({', '.join(f.name for f in files)})  wall {wall:.1f} s")
     if args.json:
-        from kant.sim.report import compare_json
-
         print(json.dumps(compare_json(sc, runs, wall)))
     return 0
 
