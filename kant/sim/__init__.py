@@ -8,8 +8,8 @@
   scenarios and :class:`PolicySet` (queueing + placement + preemption by name).
 - :mod:`kant.sim.analysis`: what is computed from results (run and comparison summaries,
   the paper's experiments, seed sweeps); :mod:`kant.sim.report`: how they are shown (text
-  tables, report folders with JSON / CSV, plots); :mod:`kant.sim.commands`: ``kant
-  simulate`` and ``kant compare``.
+  tables, report folders with JSON / CSV, plots). The ``kant simulate`` and ``kant compare``
+  commands are in :mod:`kant.cli`.
 - :mod:`kant.sim.traces` (Alibaba openb, Philly, SWF) and :mod:`kant.sim.workloads` (the
   Kant paper's training and inference clusters): what the simulator replays.
 """
