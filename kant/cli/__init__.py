@@ -42,8 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from kant.cli.bench import add_bench_parser
     from kant.cli.compare import add_compare_parser
+    from kant.cli.packing import add_packing_parser
     from kant.cli.simulate import add_simulate_parser
-    from kant.packing import add_packing_parser
 
     add_simulate_parser(sub)
     add_compare_parser(sub)

@@ -10,19 +10,23 @@ import it. Without it the ``write_*_plots`` functions write nothing and return
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
 
+from kant.errors import ValidationError
 from kant.sim.analysis import SIZES_OF_NOTE, wait_by_size
+from kant.sim.packing import PackingResult, curve_points, seed_text
 from kant.sim.report.text import DAY
 from kant.sim.scenarios import PolicySet
 from kant.sim.simulator import SimResult
 
 __all__ = [
     "MATPLOTLIB_HINT",
+    "plot_curves",
     "write_compare_plots",
     "write_plots",
     "write_seed_sweep_plots",
@@ -269,3 +273,46 @@ def write_seed_sweep_plots(
         title=f"{scenario_name}  JWTD pooled over {sweep['n_seeds']} seeds", log=True,
     )  # fmt: skip
     return [path], None
+
+
+def plot_curves(
+    results: Sequence[PackingResult], path: str | os.PathLike[str], *, title: str | None = None
+) -> None:
+    """Save a PNG of allocation ratio against arrived load, one line per result (needs
+    matplotlib, the ``cli`` extra)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ValidationError("plot", str(path), "needs matplotlib (pip install kant[cli])") from e
+    fig, ax = plt.subplots(figsize=(7.0, 4.5))
+    curves = [curve_points(r.alloc_at) for r in results]
+    for r, curve in zip(results, curves, strict=True):
+        ax.plot(
+            [x for x, _v in curve],
+            [v for _x, v in curve],
+            label=f"{r.policy} ({r.alloc_at.get('130', 0):.2f})",
+        )
+    ax.plot([0, 100], [0, 100], color="grey", linestyle=":", linewidth=0.8)
+    ax.set_xlabel("arrived GPU request (% of cluster GPUs)")
+    ax.set_ylabel("GPU allocation ratio (%)")
+    ax.set_xlim(0, 130)
+    ax.set_ylim(0, 100)
+    ax.grid(True, linewidth=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    if title or results:
+        ax.set_title(title or f"{results[0].trace}, seeds {seed_text(results[0].seeds)}")
+    inset = ax.inset_axes((0.08, 0.55, 0.4, 0.4))
+    for curve in curves:
+        tail = [(x, v) for x, v in curve if x >= 80]
+        inset.plot([x for x, _v in tail], [v for _x, v in tail])
+    inset.set_xlim(80, 130)
+    lows = [r.alloc_at.get("90", 80.0) for r in results]
+    inset.set_ylim(min(lows) - 1.0, max(r.alloc_at.get("130", 100.0) for r in results) + 0.5)
+    inset.tick_params(labelsize=6)
+    inset.grid(True, linewidth=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
