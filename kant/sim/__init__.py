@@ -1,4 +1,5 @@
-"""Simulation: the discrete-event simulator, scenarios, trace loaders and workloads.
+"""Simulation: the discrete-event simulator, scenarios, trace readers, workloads, the
+analysis and reports of results, and the packing protocol.
 
 - :mod:`kant.sim.simulator`: :class:`Simulator` drives a :class:`kant.cycle.Scheduler` as an
   orchestrator would (arrivals, cycles, finishes, preemption with a grace period, node
@@ -10,8 +11,11 @@
   the paper's experiments, seed sweeps); :mod:`kant.sim.report`: how they are shown (text
   tables, report folders with JSON / CSV, plots). The ``kant simulate`` and ``kant compare``
   commands are in :mod:`kant.cli`.
-- :mod:`kant.sim.traces` (Alibaba openb, Philly, SWF) and :mod:`kant.sim.workloads` (the
-  Kant paper's training and inference clusters): what the simulator replays.
+- :mod:`kant.sim.traces` (one reader per family: Alibaba openb pods and nodes, Philly, SWF)
+  and :mod:`kant.sim.workloads` (the Kant paper's training and inference clusters): what the
+  simulator replays.
+- :mod:`kant.sim.packing`: the FGD packing protocol on openb traces (``kant packing``; not
+  imported here).
 """
 
 from kant.sim.scenarios import (
