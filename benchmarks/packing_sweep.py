@@ -21,7 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kant.packing import PackingResult, packing, parse_seeds, plot_curves
+from kant.sim.packing import PackingResult, packing
+from kant.sim.report.plots import plot_curves
+from kant.sim.scenarios import parse_seeds
 from kant.sim.traces import trace_dir
 
 PAPER = ("random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd")

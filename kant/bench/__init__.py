@@ -1,6 +1,6 @@
 """Benchmarks behind ``kant bench``: one module per benchmark in this package, each with
-``add_parser(subparsers)`` (discovered by :mod:`kant.cli`) and a ``bench_*`` function that
-returns a dict of figures.
+``bench_*`` functions that return a dict of figures (their command-line options are in
+:mod:`kant.cli.bench`).
 
 Timings use ``time.perf_counter`` around the operation only; set-up is excluded. Figures are
 medians (and p99 where stated) over repeated runs with a fixed seed, so two runs on the same

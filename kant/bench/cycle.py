@@ -194,31 +194,3 @@ def bench_cycle(
         "setup_s": round(setup_s, 1),
         "peak_rss_mib": round(rss_mib(), 1),
     }
-
-
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("cycle", help="scheduling cycles with J pending mixed jobs")
-    p.add_argument("--nodes", type=int, default=5000, help="8-GPU nodes (default 5000)")
-    p.add_argument("--pending", type=int, default=1000, help="waiting jobs (default 1000)")
-    p.add_argument("--cycles", type=int, default=50, help="measured cycles (default 50)")
-    p.add_argument("--policy", default="backfill", help="queueing policy (default backfill)")
-    p.add_argument("--strategy", default="ebinpack", help="placement strategy")
-    p.add_argument("--interval", type=float, default=10.0, help="simulated seconds per cycle")
-    p.add_argument(
-        "--no-preemption", dest="preemption", action="store_false", help="disable preemption"
-    )
-    p.add_argument("--seed", type=int, default=7)
-    p.set_defaults(run=_run)
-
-
-def _run(a: Any) -> dict[str, Any]:
-    return bench_cycle(
-        a.nodes,
-        a.pending,
-        cycles=a.cycles,
-        seed=a.seed,
-        policy=a.policy,
-        strategy=a.strategy,
-        interval=a.interval,
-        preemption=a.preemption,
-    )

@@ -93,27 +93,3 @@ def bench_gang(
         "ms_per_gang": round(statistics.median(lat), 3),
         "p99_ms": round(percentile(lat, 99), 3),
     }
-
-
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("place", help="pods placed one at a time: pods/s and latency")
-    p.add_argument("--nodes", type=int, default=5000)
-    p.add_argument("--pods", type=int, default=10000)
-    p.add_argument("--strategy", default="ebinpack")
-    p.add_argument("--mixed", action="store_true", help="1/2/4/8-GPU pods instead of 1-GPU")
-    p.add_argument("--seed", type=int, default=3)
-    p.set_defaults(
-        run=lambda a: bench_place(a.nodes, a.pods, strategy=a.strategy, mixed=a.mixed, seed=a.seed)
-    )
-    g = sub.add_parser("gang", help="8-GPU gang jobs with leaf-or-spine locality: ms per gang")
-    g.add_argument("--nodes", type=int, default=5000)
-    g.add_argument("--replicas", type=int, default=64)
-    g.add_argument("--gangs", type=int, default=30)
-    g.add_argument("--strategy", default="ebinpack")
-    g.add_argument("--fill", type=float, default=0.5)
-    g.add_argument("--seed", type=int, default=5)
-    g.set_defaults(
-        run=lambda a: bench_gang(
-            a.nodes, a.replicas, gangs=a.gangs, strategy=a.strategy, fill=a.fill, seed=a.seed
-        )
-    )

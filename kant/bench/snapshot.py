@@ -58,12 +58,3 @@ def bench_snapshot(
         "state_rss_mib": round(rss_state - rss0, 1),
         "peak_rss_mib": round(rss_mib(), 1),
     }
-
-
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("snapshot", help="incremental snapshot refresh vs a full deep copy")
-    p.add_argument("--nodes", type=int, default=12500, help="8-GPU nodes (default 12500)")
-    p.add_argument("--changed", type=int, default=100, help="nodes changed per refresh")
-    p.add_argument("--repeats", type=int, default=50)
-    p.add_argument("--seed", type=int, default=7)
-    p.set_defaults(run=lambda a: bench_snapshot(a.nodes, a.changed, repeats=a.repeats, seed=a.seed))

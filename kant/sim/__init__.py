@@ -1,4 +1,5 @@
-"""Simulation: the discrete-event simulator, scenarios, trace loaders and workloads.
+"""Simulation: the discrete-event simulator, scenarios, trace readers, workloads, the
+analysis and reports of results, and the packing protocol.
 
 - :mod:`kant.sim.simulator`: :class:`Simulator` drives a :class:`kant.scheduler.Scheduler` as an
   orchestrator would (arrivals, cycles, finishes, preemption with a grace period, node
@@ -6,10 +7,15 @@
   JTTED). See ``docs/simulator.md``.
 - :mod:`kant.sim.scenarios`: built-in scenarios (``paper-training``, ``inference``), trace
   scenarios and :class:`PolicySet` (queueing + placement + preemption by name).
-- :mod:`kant.sim.report`: tables, JSON and plots; :mod:`kant.sim.commands`: ``kant
-  simulate`` and ``kant compare``.
-- :mod:`kant.sim.traces` (Alibaba openb, Philly, SWF) and :mod:`kant.sim.workloads` (the
-  Kant paper's training and inference clusters): what the simulator replays.
+- :mod:`kant.sim.analysis`: what is computed from results (run and comparison summaries,
+  the paper's experiments, seed sweeps); :mod:`kant.sim.report`: how they are shown (text
+  tables, report folders with JSON / CSV, plots). The ``kant simulate`` and ``kant compare``
+  commands are in :mod:`kant.cli`.
+- :mod:`kant.sim.traces` (one reader per family: Alibaba openb pods and nodes, Philly, SWF)
+  and :mod:`kant.sim.workloads` (the Kant paper's training and inference clusters): what the
+  simulator replays.
+- :mod:`kant.sim.packing`: the FGD packing protocol on openb traces (``kant packing``; not
+  imported here).
 """
 
 from kant.sim.scenarios import (
@@ -41,6 +47,7 @@ from kant.sim.traces import (
     load_openb_pods,
     load_philly_jobs,
     load_swf_jobs,
+    openb_nodes,
     trace_dir,
 )
 from kant.sim.workloads import (
@@ -85,6 +92,7 @@ __all__ = [
     "load_philly_jobs",
     "load_swf_jobs",
     "make_scenario",
+    "openb_nodes",
     "paper_training_workload",
     "run_scenario",
     "tenant_quotas",

@@ -46,7 +46,7 @@ from kant.queueing import Queue, make_policy, policy_names
 from kant.scheduler import Scheduler
 from kant.sim.simulator import SimConfig, SimResult, Simulator
 from kant.state import ClusterState
-from kant.topology import ClusterDescription, fat_tree_for_nodes, load_cluster, openb_nodes
+from kant.topology import ClusterDescription, fat_tree_for_nodes, load_cluster
 from kant.topology.templates import register_template
 
 __all__ = [
@@ -386,7 +386,13 @@ def trace_scenario(
     """A trace-driven scenario: ``kind`` in :data:`TRACES`, the jobs from ``path`` (default:
     the shared trace folder's file), the first ``jobs`` of them (by arrival; all if None),
     on the cluster file ``cluster`` (default: see the module docstring)."""
-    from kant.sim.traces import load_openb_jobs, load_philly_jobs, load_swf_jobs, trace_dir
+    from kant.sim.traces import (
+        load_openb_jobs,
+        load_philly_jobs,
+        load_swf_jobs,
+        openb_nodes,
+        trace_dir,
+    )
 
     if kind not in TRACES:
         raise ValidationError("trace", kind, f"must be one of {list(TRACES)}")

@@ -16,7 +16,6 @@ from kant.topology.fabric import (
     fat_tree,
     fat_tree_for_nodes,
     load_cluster,
-    openb_nodes,
     shared_tier,
 )
 from kant.topology.templates import (
@@ -49,7 +48,6 @@ __all__ = [
     "fat_tree_for_nodes",
     "get_template",
     "load_cluster",
-    "openb_nodes",
     "openb_template_name",
     "pcie_8gpu",
     "pcie_node",

@@ -7,16 +7,15 @@ is implied by those names, and :func:`fabric_graph` turns it into a networkx gra
 
 Builders: :func:`fat_tree` / :func:`fat_tree_for_nodes` (synthetic leaf/spine/superspine
 clusters), :func:`load_cluster` / :func:`dump_cluster` (JSON or YAML cluster files, schema in
-``docs/topology.md``), :func:`openb_nodes` (the Alibaba openb node list).
+``docs/topology.md``). The Alibaba openb node list is a trace:
+:func:`kant.sim.traces.openb_nodes` reads it.
 """
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
 import os
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -27,7 +26,6 @@ import networkx as nx
 from kant.errors import (
     InvalidClusterFileError,
     InvalidTopologyError,
-    InvalidTraceError,
     UnknownTemplateError,
     ValidationError,
 )
@@ -38,7 +36,6 @@ from kant.topology.templates import (
     NicSlot,
     NodeTemplate,
     get_template,
-    openb_template_name,
 )
 
 __all__ = [
@@ -51,7 +48,6 @@ __all__ = [
     "fat_tree",
     "fat_tree_for_nodes",
     "load_cluster",
-    "openb_nodes",
     "shared_tier",
 ]
 
@@ -641,61 +637,3 @@ def dump_cluster(desc: ClusterDescription, path: str | os.PathLike[str]) -> None
     else:
         text = json.dumps(data, indent=2) + "\n"
     p.write_text(text, encoding="utf-8")
-
-
-# --------------------------------------------------------------------------- openb
-
-_OPENB_COLUMNS: Final = ["sn", "cpu_milli", "memory_mib", "gpu", "model"]
-_UINT: Final = re.compile(r"[0-9]+")
-
-
-def openb_nodes(path: str | os.PathLike[str]) -> ClusterDescription:
-    """Read an Alibaba openb node list (``sn,cpu_milli,memory_mib,gpu,model``).
-
-    Each row becomes a :class:`~kant.model.NodeSpec` named ``sn`` with the template from
-    :func:`~kant.topology.templates.openb_template_name` (CPU-only rows: no model, no
-    template), no NICs and no fabric placement. Blank lines are skipped. A bad header or row
-    raises :class:`~kant.errors.InvalidTraceError` with the field and ``where="<file>:<line>"``.
-    """
-    p = Path(path)
-    nodes: list[NodeSpec] = []
-    seen: set[str] = set()
-    with p.open(newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if header != _OPENB_COLUMNS:
-            raise InvalidTraceError(
-                "header", header, f"expected columns {_OPENB_COLUMNS}", where=f"{p}:1"
-            )
-        for row in reader:
-            where = f"{p}:{reader.line_num}"
-            if not row:
-                continue
-            if len(row) != len(_OPENB_COLUMNS):
-                raise InvalidTraceError(
-                    "row", row, f"expected {len(_OPENB_COLUMNS)} columns", where=where
-                )
-            sn, cpu, mem, gpu, model = (c.strip() for c in row)
-            values: dict[str, int] = {}
-            for field, text in (("cpu_milli", cpu), ("memory_mib", mem), ("gpu", gpu)):
-                if not _UINT.fullmatch(text):
-                    raise InvalidTraceError(field, text, "must be an int >= 0", where=where)
-                values[field] = int(text)
-            if sn in seen:
-                raise InvalidTraceError("sn", sn, "duplicate node name", where=where)
-            seen.add(sn)
-            try:
-                template = openb_template_name(values["gpu"])
-                node = NodeSpec(
-                    name=sn,
-                    gpu_model=model or None,
-                    gpus=values["gpu"],
-                    cpu_milli=values["cpu_milli"],
-                    memory_mib=values["memory_mib"],
-                    template=template,
-                )
-            except ValidationError as e:
-                field = {"name": "sn", "gpus": "gpu", "gpu_model": "model"}.get(e.field, e.field)
-                raise InvalidTraceError(field, e.value, e.reason, where=where) from e
-            nodes.append(node)
-    return ClusterDescription(nodes=tuple(nodes))

@@ -16,15 +16,15 @@ from kant.cli import main
 from kant.errors import ValidationError
 from kant.metrics.fragmentation import compile_workload, node_fragmentation
 from kant.model import MILLI, NodeSpec
-from kant.packing import (
+from kant.sim.packing import (
     PERCENTS,
     arrival_order,
     curve_points,
     packing,
-    parse_seeds,
     run_packing,
     target_workload,
 )
+from kant.sim.scenarios import parse_seeds
 from kant.sim.traces import OpenbPod, trace_dir
 from kant.state import ClusterState
 
@@ -135,8 +135,8 @@ def test_the_fragmentation_curve_ends_at_the_fragmentation_of_the_final_state() 
     run = run_packing(nodes, pods, "fgd", seed=5, inflate=1.3)
     # replay by hand to the end and measure directly
     from kant.model import Job, Role
-    from kant.packing import make_policy
     from kant.placement import Placer
+    from kant.sim.packing import make_policy
 
     state = ClusterState(nodes)
     cw = compile_workload(target_workload(pods), state.group_names("pool"))
@@ -261,7 +261,7 @@ def test_seed_ranges_and_lists_are_parsed() -> None:
 
 @pytest.mark.skipif(trace_dir() is None, reason="shared openb traces not present")
 def test_a_slice_of_the_openb_trace_fills_the_cluster_the_reference_way() -> None:
-    from kant.packing import _load_nodes, _load_pods
+    from kant.sim.packing import _load_nodes, _load_pods
 
     base = trace_dir()
     assert base is not None

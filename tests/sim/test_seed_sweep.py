@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from kant.cli import main
-from kant.sim.report import format_seed_sweep, seed_sweep
+from kant.sim.analysis import seed_sweep
+from kant.sim.report import format_seed_sweep
 from kant.sim.scenarios import PolicySet, Scenario, run_scenario
 from kant.sim.simulator import SimConfig
 from kant.testing import ClusterBuilder, job

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kant.errors import InvalidTraceError
-from kant.topology import openb_nodes
+from kant.sim.traces import openb_nodes
 
 OPENB = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces" / "alibaba-openb-v2023"
 GPU_NODES = OPENB / "openb_node_list_gpu_node.csv"

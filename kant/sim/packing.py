@@ -1,4 +1,6 @@
-"""The FGD packing protocol on Alibaba openb traces (``kant packing``; ``docs/packing.md``).
+"""The FGD packing protocol on Alibaba openb traces (``docs/packing.md``; the command line
+is ``kant packing``, :mod:`kant.cli.packing`; the plot is
+:func:`kant.sim.report.plots.plot_curves`).
 
 Weng et al. (USENIX ATC '23, "Beware of Fragmentation") compare GPU placement policies by
 filling a real cluster with a real pod list and watching the GPU allocation ratio. This
@@ -44,7 +46,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from kant.errors import KantError, ValidationError
+from kant.errors import ValidationError
 from kant.metrics.fragmentation import (
     CompiledWorkload,
     TaskClass,
@@ -54,8 +56,7 @@ from kant.metrics.fragmentation import (
 from kant.model import MILLI, Job, JobKind, NodeSpec, PodId, Resources, Role
 from kant.placement import Placer, make_strategy, strategy_names
 from kant.placement.baselines import PACKING_STRATEGIES, FGDPlusPlus
-from kant.sim.scenarios import parse_seeds
-from kant.sim.traces import OpenbPod, load_openb_pods
+from kant.sim.traces import OpenbPod, load_openb_pods, openb_nodes
 from kant.state import ClusterState
 
 FloatArray = npt.NDArray[np.float64]
@@ -70,11 +71,6 @@ POPULARITY: Final = 0.95
 """Share of pods the target workload's task classes cover (the reference's threshold)."""
 
 _PACKING: Final = {cls.name: cls for cls in PACKING_STRATEGIES}
-_KIND: Final = {
-    **{name: "FGD paper baseline" for name in PAPER_POLICIES},
-    "firstfit": "packing baseline (not in the paper)",
-    "fgdpp": "kant packing policy (FGD + informed ties)",
-}
 
 
 # --------------------------------------------------------------------------- workload
@@ -194,8 +190,6 @@ def _load_pods(path: str) -> tuple[OpenbPod, ...]:
 
 @functools.lru_cache(maxsize=4)
 def _load_nodes(path: str) -> tuple[NodeSpec, ...]:
-    from kant.topology import openb_nodes
-
     return tuple(openb_nodes(path).nodes)
 
 
@@ -251,16 +245,8 @@ def run_packing(
 
     # The fragmentation curve is computed after the run from the rows that changed: one
     # vectorised evaluation instead of one per arrival.
+    initial = _slot_fragmentation(state, compiled)
     cols = state.columns
-    alive = np.flatnonzero(cols.alive[: state.num_slots])
-    initial = np.zeros(state.num_slots, dtype=np.float64)
-    initial[alive] = node_fragmentation(
-        cols.gpu_free[alive],
-        cols.cpu_free[alive],
-        cols.mem_free[alive],
-        cols.pool_id[alive],
-        compiled,
-    )
     n = len(order) + 1
     arrived = np.zeros(n)
     alloc = np.zeros(n)
@@ -306,6 +292,21 @@ def run_packing(
         frag=tuple(_bucket_means(arrived_pct, frag * pct).tolist()),
         seconds=time.perf_counter() - t0,
     )
+
+
+def _slot_fragmentation(state: ClusterState, cw: CompiledWorkload) -> FloatArray:
+    """Expected fragmentation (milli) of every slot of ``state`` now (0 for dead slots)."""
+    cols = state.columns
+    alive = np.flatnonzero(cols.alive[: state.num_slots])
+    initial = np.zeros(state.num_slots, dtype=np.float64)
+    initial[alive] = node_fragmentation(
+        cols.gpu_free[alive],
+        cols.cpu_free[alive],
+        cols.mem_free[alive],
+        cols.pool_id[alive],
+        cw,
+    )
+    return initial
 
 
 def _frag_curve(
@@ -365,6 +366,7 @@ class PackingResult:
     runs: tuple[PackingRun, ...] = attrs.field(repr=False)
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON object ``kant packing --json`` prints (no per-seed runs)."""
         return {
             "policy": self.policy,
             "trace": self.trace,
@@ -420,50 +422,7 @@ def packing(
     )
 
 
-# --------------------------------------------------------------------------- command line
-
-
-def plot_curves(
-    results: Sequence[PackingResult], path: str | os.PathLike[str], *, title: str | None = None
-) -> None:
-    """Save a PNG of allocation ratio against arrived load, one line per result (needs
-    matplotlib, the ``cli`` extra)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ValidationError("plot", str(path), "needs matplotlib (pip install kant[cli])") from e
-    fig, ax = plt.subplots(figsize=(7.0, 4.5))
-    curves = [curve_points(r.alloc_at) for r in results]
-    for r, curve in zip(results, curves, strict=True):
-        ax.plot(
-            [x for x, _v in curve],
-            [v for _x, v in curve],
-            label=f"{r.policy} ({r.alloc_at.get('130', 0):.2f})",
-        )
-    ax.plot([0, 100], [0, 100], color="grey", linestyle=":", linewidth=0.8)
-    ax.set_xlabel("arrived GPU request (% of cluster GPUs)")
-    ax.set_ylabel("GPU allocation ratio (%)")
-    ax.set_xlim(0, 130)
-    ax.set_ylim(0, 100)
-    ax.grid(True, linewidth=0.3)
-    ax.legend(loc="lower right", fontsize=8)
-    if title or results:
-        ax.set_title(title or f"{results[0].trace}, seeds {_seed_text(results[0].seeds)}")
-    inset = ax.inset_axes((0.08, 0.55, 0.4, 0.4))
-    for curve in curves:
-        tail = [(x, v) for x, v in curve if x >= 80]
-        inset.plot([x for x, _v in tail], [v for _x, v in tail])
-    inset.set_xlim(80, 130)
-    lows = [r.alloc_at.get("90", 80.0) for r in results]
-    inset.set_ylim(min(lows) - 1.0, max(r.alloc_at.get("130", 100.0) for r in results) + 0.5)
-    inset.tick_params(labelsize=6)
-    inset.grid(True, linewidth=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+# --------------------------------------------------------------------------- curves
 
 
 def curve_points(at: Mapping[str, float]) -> list[tuple[int, float]]:
@@ -472,7 +431,8 @@ def curve_points(at: Mapping[str, float]) -> list[tuple[int, float]]:
     return sorted((int(k), v) for k, v in at.items())
 
 
-def _seed_text(seeds: Sequence[int]) -> str:
+def seed_text(seeds: Sequence[int]) -> str:
+    """Seeds as text: ``42-51`` for a run of consecutive seeds, else ``42,44``."""
     s = list(seeds)
     if len(s) > 1 and s == list(range(s[0], s[-1] + 1)):
         return f"{s[0]}-{s[-1]}"
@@ -483,7 +443,7 @@ def format_result(r: PackingResult, *, step: int = 10) -> str:
     """A readable table of the seed means every ``step`` % of arrived load (and at 100)."""
     runs = r.runs
     lines = [
-        f"policy {r.policy}   trace {r.trace}   seeds {_seed_text(r.seeds)} ({len(r.seeds)})"
+        f"policy {r.policy}   trace {r.trace}   seeds {seed_text(r.seeds)} ({len(r.seeds)})"
         f"   inflate {r.inflate:g}   wall {r.wall_s:.1f} s",
         f"pods per run {np.mean([x.arrivals for x in runs]):.0f}   placed "
         f"{np.mean([x.placed for x in runs]):.0f}   failed {np.mean([x.failed for x in runs]):.0f}",
@@ -495,63 +455,3 @@ def format_result(r: PackingResult, *, step: int = 10) -> str:
             continue
         lines.append(f"{p:>9}  {a:>8.2f}  {f:>7.2f}")
     return "\n".join(lines)
-
-
-def add_packing_parser(sub: Any) -> None:
-    """Add ``kant packing`` to the top-level sub-command parsers."""
-    p = sub.add_parser(
-        "packing",
-        help="the FGD packing protocol on an openb trace (allocation ratio vs arrived load)",
-        description=(
-            "Shuffle the pods with each seed, clone pods until the GPU request is INFLATE x "
-            "the cluster's GPUs, place them one at a time with no departures, and report the "
-            "GPU allocation ratio and fragmented GPUs (%% of capacity) against arrived load, "
-            "as seed means. See docs/packing.md."
-        ),
-    )
-    p.add_argument("--pods", help="openb pod list CSV")
-    p.add_argument("--nodes", help="openb node list CSV (e.g. openb_node_list_gpu_node.csv)")
-    p.add_argument("--policy", default="fgd", help="placement policy (see --list-policies)")
-    p.add_argument("--seeds", default="42-51", help="seeds: 42-51, 42,43 or a mix")
-    p.add_argument("--inflate", type=float, default=1.3, help="target GPU request / capacity")
-    p.add_argument(
-        "--workers", type=int, default=min(2, os.cpu_count() or 1), help="processes over seeds"
-    )
-    p.add_argument("--plot", metavar="PNG", help="also save the allocation curve as a PNG")
-    p.add_argument("--list-policies", action="store_true", help="list the policy names")
-    p.add_argument("--json", action="store_true", help="last line: one JSON object")
-    p.set_defaults(func=run_packing_command)
-
-
-def run_packing_command(args: Any) -> int:
-    """``kant packing``: print the table (and the JSON line); 2 on a usage error."""
-    import json
-    import sys
-
-    if args.list_policies:
-        for name in strategy_names():
-            print(f"{name:<14} {_KIND.get(name, 'kant strategy')}")
-        return 0
-    if not args.pods or not args.nodes:
-        print("kant packing: --pods and --nodes are required", file=sys.stderr)
-        return 2
-    try:
-        seeds = parse_seeds(args.seeds)
-        result = packing(
-            args.pods,
-            args.nodes,
-            args.policy,
-            seeds=seeds,
-            inflate=args.inflate,
-            workers=max(1, args.workers),
-        )
-    except (KantError, OSError) as e:
-        print(f"kant packing: {e}", file=sys.stderr)
-        return 2
-    print(format_result(result))
-    if args.plot:
-        plot_curves([result], args.plot)
-        print(f"plot: {args.plot}")
-    if args.json:
-        print(json.dumps(result.to_json()))
-    return 0

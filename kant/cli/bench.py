@@ -1,0 +1,114 @@
+"""``kant bench <name>``: the argument parsing of every benchmark of :mod:`kant.bench`.
+
+Each subcommand calls one ``bench_*`` function (imported when it runs) and prints its dict
+of figures with :func:`kant.cli.print_result`; with ``--json`` the last line is one JSON
+object.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from kant.cli import print_result
+
+__all__ = ["add_bench_parser", "run_bench_command"]
+
+
+def add_bench_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add ``kant bench`` and its benchmarks (``cycle``, ``place``, ``gang``, ``snapshot``)
+    to the top-level sub-command parsers and return the ``bench`` parser."""
+    bench: argparse.ArgumentParser = sub.add_parser(
+        "bench", help="benchmarks of the scheduler's hot paths"
+    )
+    bsub = bench.add_subparsers(dest="bench", required=True)
+    _add_cycle(bsub)
+    _add_place(bsub)
+    _add_snapshot(bsub)
+    for p in bsub.choices.values():
+        p.add_argument("--json", action="store_true", help="last line: one JSON object")
+        p.set_defaults(func=run_bench_command)
+    return bench
+
+
+def run_bench_command(args: argparse.Namespace) -> int:
+    """Run the chosen benchmark (``args.run``) and print its figures; 0."""
+    print_result(args.run(args), args.json)
+    return 0
+
+
+def _add_cycle(sub: Any) -> None:
+    p = sub.add_parser("cycle", help="scheduling cycles with J pending mixed jobs")
+    p.add_argument("--nodes", type=int, default=5000, help="8-GPU nodes (default 5000)")
+    p.add_argument("--pending", type=int, default=1000, help="waiting jobs (default 1000)")
+    p.add_argument("--cycles", type=int, default=50, help="measured cycles (default 50)")
+    p.add_argument("--policy", default="backfill", help="queueing policy (default backfill)")
+    p.add_argument("--strategy", default="ebinpack", help="placement strategy")
+    p.add_argument("--interval", type=float, default=10.0, help="simulated seconds per cycle")
+    p.add_argument(
+        "--no-preemption", dest="preemption", action="store_false", help="disable preemption"
+    )
+    p.add_argument("--seed", type=int, default=7)
+    p.set_defaults(run=_run_cycle)
+
+
+def _run_cycle(a: argparse.Namespace) -> dict[str, Any]:
+    from kant.bench.cycle import bench_cycle
+
+    return bench_cycle(
+        a.nodes,
+        a.pending,
+        cycles=a.cycles,
+        seed=a.seed,
+        policy=a.policy,
+        strategy=a.strategy,
+        interval=a.interval,
+        preemption=a.preemption,
+    )
+
+
+def _add_place(sub: Any) -> None:
+    p = sub.add_parser("place", help="pods placed one at a time: pods/s and latency")
+    p.add_argument("--nodes", type=int, default=5000)
+    p.add_argument("--pods", type=int, default=10000)
+    p.add_argument("--strategy", default="ebinpack")
+    p.add_argument("--mixed", action="store_true", help="1/2/4/8-GPU pods instead of 1-GPU")
+    p.add_argument("--seed", type=int, default=3)
+    p.set_defaults(run=_run_place)
+    g = sub.add_parser("gang", help="8-GPU gang jobs with leaf-or-spine locality: ms per gang")
+    g.add_argument("--nodes", type=int, default=5000)
+    g.add_argument("--replicas", type=int, default=64)
+    g.add_argument("--gangs", type=int, default=30)
+    g.add_argument("--strategy", default="ebinpack")
+    g.add_argument("--fill", type=float, default=0.5)
+    g.add_argument("--seed", type=int, default=5)
+    g.set_defaults(run=_run_gang)
+
+
+def _run_place(a: argparse.Namespace) -> dict[str, Any]:
+    from kant.bench.place import bench_place
+
+    return bench_place(a.nodes, a.pods, strategy=a.strategy, mixed=a.mixed, seed=a.seed)
+
+
+def _run_gang(a: argparse.Namespace) -> dict[str, Any]:
+    from kant.bench.place import bench_gang
+
+    return bench_gang(
+        a.nodes, a.replicas, gangs=a.gangs, strategy=a.strategy, fill=a.fill, seed=a.seed
+    )
+
+
+def _add_snapshot(sub: Any) -> None:
+    p = sub.add_parser("snapshot", help="incremental snapshot refresh vs a full deep copy")
+    p.add_argument("--nodes", type=int, default=12500, help="8-GPU nodes (default 12500)")
+    p.add_argument("--changed", type=int, default=100, help="nodes changed per refresh")
+    p.add_argument("--repeats", type=int, default=50)
+    p.add_argument("--seed", type=int, default=7)
+    p.set_defaults(run=_run_snapshot)
+
+
+def _run_snapshot(a: argparse.Namespace) -> dict[str, Any]:
+    from kant.bench.snapshot import bench_snapshot
+
+    return bench_snapshot(a.nodes, a.changed, repeats=a.repeats, seed=a.seed)

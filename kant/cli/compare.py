@@ -1,0 +1,182 @@
+"""``kant compare``: argument parsing and the command (several policy sets on one scenario,
+or on each of several seeds, in worker processes).
+
+The figures come from :mod:`kant.sim.analysis` and are shown by :mod:`kant.sim.report`; the
+options shared with ``kant simulate`` are in :mod:`kant.cli.simulate`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+from kant.cli.simulate import add_common_arguments, scenario_from_args
+from kant.errors import KantError, ValidationError
+from kant.sim.analysis import compare_json, seed_sweep
+from kant.sim.report import (
+    format_compare,
+    format_seed_sweep,
+    write_compare_report,
+    write_seed_sweep_report,
+)
+from kant.sim.scenarios import PolicySet, Scenario, parse_seeds, run_scenario
+from kant.sim.simulator import SimResult
+
+__all__ = ["add_compare_parser", "run_compare"]
+
+
+def add_compare_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add ``kant compare`` to the top-level sub-command parsers and return its parser."""
+    p: argparse.ArgumentParser = sub.add_parser(
+        "compare",
+        help="run several policy sets on the same workload and compare them",
+        description=(
+            "Run several policy sets (QUEUEING+PLACEMENT[+PREEMPTION]) on one scenario and "
+            "print the paper-style comparison (median GAR / SOR, mean GFR, JWTD and JTTED by "
+            "job size), with plots in the report folder."
+        ),
+    )
+    add_common_arguments(p)
+    p.add_argument(
+        "--sets",
+        metavar="LIST",
+        help="comma-separated policy sets (default: strict-fifo+ebinpack, backfill+ebinpack, "
+        "best-effort-fifo+ebinpack, backfill+spread)",
+    )
+    p.add_argument(
+        "--seeds",
+        metavar="LIST",
+        help="run every set on each of these seeds (e.g. 0-9) and print seed-mean GAR / SOR "
+        "/ GFR, waits pooled over every job of every seed, and in how many seeds each "
+        "experiment goes the paper's way (replaces --seed)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="runs in parallel (processes; default: up to 2)",
+    )
+    p.set_defaults(func=run_compare)
+    return p
+
+
+def _one(item: tuple[Scenario, PolicySet]) -> SimResult:
+    sc, pol = item
+    return run_scenario(sc, pol)
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    """``kant compare``: run every policy set (``--seeds``: on every seed), print the
+    comparison, write the report folder (and print the JSON line); 2 on a bad option value."""
+    if getattr(args, "seeds", None):
+        return _run_seed_sweep(args)
+    try:
+        sc = scenario_from_args(args)
+        sets = _sets(args, sc)
+    except KantError as e:
+        print(f"kant compare: {e}", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    results = _run_all(sc, sets, max(1, args.workers), quiet=args.quiet)
+    wall = time.perf_counter() - t0
+    runs = list(zip(sets, results, strict=True))
+    print(format_compare(sc, runs))
+    files, hint = write_compare_report(args.out, sc, runs, wall, plots=not args.no_plots)
+    if hint:
+        print(hint, file=sys.stderr)
+    print(f"\nreport: {args.out}/ ({', '.join(f.name for f in files)})  wall {wall:.1f} s")
+    if args.json:
+        print(json.dumps(compare_json(sc, runs, wall)))
+    return 0
+
+
+def _sets(args: argparse.Namespace, sc: Scenario) -> list[PolicySet]:
+    if args.sets:
+        sets = [PolicySet.parse(t) for t in args.sets.split(",") if t.strip()]
+    else:
+        sets = list(sc.compare_sets)
+    if len({p.label for p in sets}) != len(sets):
+        raise SystemExit("kant compare: the policy sets must differ")
+    return sets
+
+
+def _run_seed_sweep(args: argparse.Namespace) -> int:
+    """``kant compare --seeds``: every policy set on every seed's scenario."""
+    try:
+        seeds = parse_seeds(args.seeds)
+        if len(set(seeds)) != len(seeds):
+            raise ValidationError("seeds", args.seeds, "name each seed once")
+        scenarios = {
+            seed: scenario_from_args(argparse.Namespace(**{**vars(args), "seed": seed}))
+            for seed in seeds
+        }
+        first = scenarios[seeds[0]]
+        sets = _sets(args, first)
+    except KantError as e:
+        print(f"kant compare: {e}", file=sys.stderr)
+        return 2
+    say: Callable[[str], None] = (lambda _m: None) if args.quiet else _stderr
+    workers = max(1, args.workers)
+    tasks = [(scenarios[seed], pol) for seed in seeds for pol in sets]
+    say(f"compare {first.name}: {len(sets)} policy sets x {len(seeds)} seeds, {workers} workers")
+    t0 = time.perf_counter()
+    results = _run_tasks(
+        tasks, workers, say, lambda i, pol: f"seed {seeds[i // len(sets)]} {pol.label}"
+    )
+    wall = time.perf_counter() - t0
+    by_seed = [
+        (seed, list(zip(sets, results[k * len(sets) : (k + 1) * len(sets)], strict=True)))
+        for k, seed in enumerate(seeds)
+    ]
+    print(format_seed_sweep(first.name, by_seed))
+    files, hint = write_seed_sweep_report(
+        args.out, first.name, by_seed, scenarios, wall, plots=not args.no_plots
+    )
+    if hint:
+        print(hint, file=sys.stderr)
+    print(f"\nreport: {args.out}/ ({', '.join(f.name for f in files)})  wall {wall:.1f} s")
+    if args.json:
+        print(json.dumps({"scenario": first.name, **seed_sweep(by_seed), "wall_s": round(wall, 3)}))
+    return 0
+
+
+def _run_all(
+    sc: Scenario, sets: Sequence[PolicySet], workers: int, *, quiet: bool
+) -> list[SimResult]:
+    say: Callable[[str], None] = (lambda _m: None) if quiet else _stderr
+    say(f"compare {sc.name}: {len(sets)} policy sets, {len(sc.jobs):,} jobs, {workers} workers")
+    return _run_tasks([(sc, pol) for pol in sets], workers, say, lambda _i, pol: pol.label)
+
+
+def _run_tasks(
+    tasks: Sequence[tuple[Scenario, PolicySet]],
+    workers: int,
+    say: Callable[[str], None],
+    label: Callable[[int, PolicySet], str],
+) -> list[SimResult]:
+    """Run every (scenario, policy set), in ``workers`` processes when more than one, in
+    order, saying ``label(i, policy)`` and the elapsed time as each finishes."""
+    t0 = time.perf_counter()
+    results: list[SimResult] = []
+    with contextlib.ExitStack() as stack:
+        if workers > 1 and len(tasks) > 1:
+            pool = stack.enter_context(ProcessPoolExecutor(max_workers=workers))
+            done: Iterator[SimResult] = pool.map(_one, tasks)
+        else:
+            done = map(_one, tasks)
+        for i, r in enumerate(done):
+            results.append(r)
+            say(f"  [{i + 1}/{len(tasks)}] {label(i, tasks[i][1])}  "
+                f"{time.perf_counter() - t0:.1f} s")  # fmt: skip
+    return results
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)

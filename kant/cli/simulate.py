@@ -1,0 +1,224 @@
+"""``kant simulate``: argument parsing and the command, plus what ``kant compare`` shares
+with it (:func:`add_common_arguments`, :func:`scenario_from_args`, :class:`ProgressLine`).
+
+The simulation itself is :func:`kant.sim.run_scenario`; the figures come from
+:mod:`kant.sim.analysis` and are shown by :mod:`kant.sim.report`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any, Final, TextIO
+
+import attrs
+
+from kant.errors import KantError
+from kant.queueing import policy_names
+from kant.sim.analysis import result_json
+from kant.sim.report import format_summary, write_report
+from kant.sim.scenarios import (
+    PREEMPTION_MODES,
+    SCENARIOS,
+    TRACES,
+    PolicySet,
+    Scenario,
+    make_scenario,
+    placement_names,
+    run_scenario,
+    trace_scenario,
+)
+from kant.sim.simulator import RESTART, RESUME, Progress
+
+__all__ = [
+    "DEFAULT_OUT",
+    "ProgressLine",
+    "add_common_arguments",
+    "add_simulate_parser",
+    "run_simulate",
+    "scenario_from_args",
+]
+
+DEFAULT_OUT: Final = "kant-report"
+"""The default report folder."""
+
+
+def add_common_arguments(p: argparse.ArgumentParser) -> None:
+    """The options ``kant simulate`` and ``kant compare`` share: workload and cluster,
+    simulation, output."""
+    g = p.add_argument_group("workload and cluster")
+    g.add_argument(
+        "--scenario",
+        choices=sorted(SCENARIOS),
+        default="paper-training",
+        help="built-in scenario (default: paper-training, the paper's 8,000-GPU cluster)",
+    )
+    g.add_argument(
+        "--trace",
+        choices=TRACES,
+        help="replay a real trace instead of a built-in scenario",
+    )
+    g.add_argument(
+        "--trace-file",
+        metavar="FILE",
+        help="the trace file (default: the one in the shared trace folder, $KANT_TRACES)",
+    )
+    g.add_argument(
+        "--cluster",
+        metavar="FILE",
+        help="cluster file (JSON/YAML, docs/topology.md) for a trace run",
+    )
+    g.add_argument("--jobs", type=int, metavar="N", help="only the first N jobs")
+    g.add_argument("--seed", type=int, default=0, help="workload and failure seed (default 0)")
+    g.add_argument(
+        "--load",
+        type=float,
+        help="offered load of a built-in scenario's workload (default 0.95 training, 0.9 "
+        "inference)",
+    )
+    s = p.add_argument_group("simulation")
+    s.add_argument("--tick", type=float, help="at most one cycle per TICK seconds")
+    s.add_argument("--grace", type=float, help="termination grace period of victims (s)")
+    s.add_argument(
+        "--on-interrupt",
+        choices=(RESUME, RESTART),
+        help="a preempted or lost job resumes its work (default) or restarts it",
+    )
+    s.add_argument("--mtbf", type=float, help="mean time between failures of a node (s)")
+    s.add_argument("--mttr", type=float, help="time to repair a failed node (s)")
+    s.add_argument("--horizon", type=float, help="stop after this much simulated time (s)")
+    o = p.add_argument_group("output")
+    o.add_argument(
+        "--out", default=DEFAULT_OUT, metavar="DIR", help=f"report folder (default {DEFAULT_OUT})"
+    )
+    o.add_argument("--no-plots", action="store_true", help="write no PNG plots")
+    o.add_argument("--quiet", action="store_true", help="no progress line")
+    o.add_argument("--json", action="store_true", help="last line: one JSON object")
+
+
+def add_simulate_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add ``kant simulate`` to the top-level sub-command parsers and return its parser."""
+    p: argparse.ArgumentParser = sub.add_parser(
+        "simulate",
+        help="simulate a scenario or a trace and report the paper's metrics",
+        description=(
+            "Run the discrete-event simulator (default: the paper's 8,000-GPU training "
+            "cluster with 20,000 jobs under backfill + ebinpack), print GAR, SOR, GFR, JWTD "
+            "and JTTED, and write a report folder with plots."
+        ),
+    )
+    add_common_arguments(p)
+    g = p.add_argument_group("policies")
+    g.add_argument("--queueing", choices=policy_names(), help="queueing policy")
+    g.add_argument("--placement", choices=placement_names(), help="placement strategy")
+    g.add_argument(
+        "--preemption",
+        choices=PREEMPTION_MODES,
+        default="auto",
+        help="auto (default): only backfill preempts, plus quota reclaim where tenants have quotas",
+    )
+    g.add_argument("--threshold", type=float, help="Backfill head preemption threshold (s)")
+    p.set_defaults(func=run_simulate)
+    return p
+
+
+def scenario_from_args(args: argparse.Namespace) -> Scenario:
+    """The scenario the common options name (a built-in scenario or a trace, with the
+    simulation options applied). Raises :class:`SystemExit` on options that do not go
+    together and :class:`kant.errors.KantError` on bad values."""
+    if args.trace is not None:
+        if args.load is not None:
+            raise SystemExit("kant: --load goes with a built-in scenario, not --trace")
+        sc = trace_scenario(
+            args.trace, path=args.trace_file, cluster=args.cluster, jobs=args.jobs, seed=args.seed
+        )
+    else:
+        if args.cluster is not None or args.trace_file is not None:
+            raise SystemExit("kant: --cluster and --trace-file go with --trace")
+        sc = make_scenario(args.scenario, jobs=args.jobs, seed=args.seed, load=args.load)
+    changes = {
+        "tick": args.tick,
+        "grace_period": args.grace,
+        "on_interrupt": args.on_interrupt,
+        "mtbf": args.mtbf,
+        "mttr": args.mttr,
+        "horizon": args.horizon,
+    }
+    changes = {k: v for k, v in changes.items() if v is not None}
+    if changes:
+        sc = attrs.evolve(sc, config=attrs.evolve(sc.config, **changes))
+    return sc
+
+
+class ProgressLine:
+    """A one-line progress display on ``stream``: rewritten in place on a terminal, a new
+    line at most every ``every_s`` seconds otherwise. Wall-clock time is read only here, to
+    pace the display."""
+
+    def __init__(self, label: str, stream: TextIO = sys.stderr, every_s: float = 0.5) -> None:
+        self.label = label
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.every = every_s if self.tty else max(every_s, 5.0)
+        self.t0 = time.perf_counter()
+        self.last = -1e9
+        self.shown = False
+
+    def __call__(self, p: Progress) -> None:
+        """Show ``p`` (at most every ``every_s`` seconds)."""
+        now = time.perf_counter()
+        if now - self.last < self.every:
+            return
+        self.last = now
+        span = max(p.end_estimate, 1.0)
+        text = (
+            f"{self.label}  day {p.now / 86400:5.2f} (arrivals end {span / 86400:.2f})  "
+            f"jobs {p.arrived:,}/{p.total_jobs:,} arrived, {p.finished:,} done, "
+            f"{p.running:,} running, {p.pending:,} waiting  cycles {p.cycles:,}  "
+            f"{now - self.t0:5.1f} s"
+        )
+        if self.tty:
+            self.stream.write("\r" + text[:160].ljust(100))
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+        self.shown = True
+
+    def done(self) -> None:
+        """End the display (a newline after an in-place line)."""
+        if self.shown and self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    """``kant simulate``: run, print the table, write the report folder (and print the JSON
+    line); 2 on a bad option value."""
+    try:
+        sc = scenario_from_args(args)
+        base = sc.default_policy
+        pol = PolicySet(
+            queueing=args.queueing or base.queueing,
+            placement=args.placement or base.placement,
+            preemption=args.preemption,
+            threshold=args.threshold,
+        )
+    except KantError as e:
+        print(f"kant simulate: {e}", file=sys.stderr)
+        return 2
+    bar = None if args.quiet else ProgressLine(f"simulate {sc.name} {pol.label}")
+    result = run_scenario(sc, pol, progress=bar)
+    if bar is not None:
+        bar.done()
+    print(format_summary(sc, pol, result))
+    files, hint = write_report(args.out, sc, pol, result, plots=not args.no_plots)
+    if hint:
+        print(hint, file=sys.stderr)
+    print(f"\nreport: {args.out}/ ({', '.join(f.name for f in files)})")
+    if args.json:
+        out = result_json(sc, pol, result)
+        out["report"] = str(args.out)
+        print(json.dumps(out))
+    return 0

@@ -1,0 +1,233 @@
+"""What every trace reader shares: the load report, the job list, the row-error collector,
+field parsers, :func:`gang_roles` and :func:`trace_dir`.
+
+**Errors.** A malformed row raises :class:`kant.errors.InvalidTraceError` naming the field,
+the value and ``where="<file>:<line>"`` (1-based physical line numbers, the header being line
+1). With ``errors="skip"`` bad rows are left out instead and collected, in file order, in the
+result's :class:`TraceReport`; every good row is still loaded. A bad *header* (missing
+columns) makes the whole file unusable and raises in both modes. Blank lines are ignored.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import attrs
+
+from kant.errors import InvalidTraceError, ValidationError
+from kant.model import MILLI, Job, Resources, Role
+
+__all__ = [
+    "ErrorMode",
+    "JobTrace",
+    "PathLike",
+    "RowCollector",
+    "TraceReport",
+    "as_trace_error",
+    "gang_roles",
+    "parse_number",
+    "parse_uint",
+    "sorted_jobs",
+    "trace_dir",
+]
+
+ErrorMode = Literal["raise", "skip"]
+"""``"raise"``: the first bad row raises; ``"skip"``: bad rows are collected in the report."""
+
+PathLike = str | os.PathLike[str]
+"""A trace file path."""
+
+
+# --------------------------------------------------------------------------- results
+
+
+@attrs.frozen(kw_only=True)
+class TraceReport:
+    """What a loader read: ``rows`` data rows (blank and comment lines excluded), of which
+    ``loaded`` became records, and the ``errors`` of the rows it skipped (only non-empty with
+    ``errors="skip"``)."""
+
+    path: str
+    rows: int
+    loaded: int
+    errors: tuple[InvalidTraceError, ...] = ()
+
+    @property
+    def skipped(self) -> int:
+        """How many rows were skipped (``len(errors)``)."""
+        return len(self.errors)
+
+    @property
+    def ok(self) -> bool:
+        """True when no row was skipped."""
+        return not self.errors
+
+    def summary(self) -> str:
+        """One line of counts, then (if any) the first 20 skipped rows' errors."""
+        head = f"{self.path}: {self.loaded} of {self.rows} rows loaded"
+        if not self.errors:
+            return head
+        lines = [f"{head}, {self.skipped} skipped:"]
+        lines += [f"  {e}" for e in self.errors[:20]]
+        if self.skipped > 20:
+            lines.append(f"  ... and {self.skipped - 20} more")
+        return "\n".join(lines)
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class JobTrace:
+    """Jobs loaded from a trace, sorted by submit time (ties in file order), with the load
+    report and the trace's header facts (``meta``, e.g. SWF ``MaxProcs``)."""
+
+    jobs: tuple[Job, ...]
+    report: TraceReport
+    meta: Mapping[str, str] = attrs.field(factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def __iter__(self) -> Iterator[Job]:
+        return iter(self.jobs)
+
+    @property
+    def total_gpus(self) -> float:
+        """Sum of the jobs' GPU requests (GPUs; shares count as milli / 1000)."""
+        return sum(j.total_milli for j in self.jobs) / MILLI
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+class RowCollector:
+    """Raises or collects the row errors of one file (``errors`` mode) and counts its data
+    rows (``rows``) for the :class:`TraceReport`."""
+
+    def __init__(self, path: Path, errors: ErrorMode) -> None:
+        if errors not in ("raise", "skip"):
+            raise ValidationError("errors", errors, "must be 'raise' or 'skip'")
+        self.path = path
+        self.mode = errors
+        self.errors: list[InvalidTraceError] = []
+        self.rows = 0
+
+    def where(self, line: int) -> str:
+        """``"<file>:<line>"``."""
+        return f"{self.path}:{line}"
+
+    def fail(self, err: InvalidTraceError) -> None:
+        """Raise ``err`` (mode ``"raise"``) or keep it (mode ``"skip"``)."""
+        if self.mode == "raise":
+            raise err
+        self.errors.append(err)
+
+    def report(self, loaded: int) -> TraceReport:
+        """The report of this file, ``loaded`` rows having become records."""
+        return TraceReport(
+            path=str(self.path), rows=self.rows, loaded=loaded, errors=tuple(self.errors)
+        )
+
+    def csv_rows(
+        self, reader: Any, width: int, limit: int | None = None
+    ) -> Iterator[tuple[int, str, list[str]]]:
+        """``(k, where, cells)`` of the data rows of a CSV ``reader`` (``k``: 0-based index
+        among non-blank rows; at most ``limit`` of them), counted in ``rows``. Blank lines are
+        skipped; a row without ``width`` cells is failed here and not yielded."""
+        k = -1
+        for row in reader:
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            k += 1
+            if limit is not None and k >= limit:
+                return
+            self.rows += 1
+            where = self.where(reader.line_num)
+            if len(row) != width:
+                self.fail(
+                    InvalidTraceError(
+                        "row", row, f"has {len(row)} columns, the header {width}", where=where
+                    )
+                )
+                continue
+            yield k, where, row
+
+
+_UINT: Final = re.compile(r"[0-9]+")
+_NUMBER: Final = re.compile(r"[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?")
+
+
+def parse_uint(field: str, text: str, where: str) -> int:
+    """``text`` as an int >= 0 (digits only), else :class:`InvalidTraceError`."""
+    if not _UINT.fullmatch(text):
+        raise InvalidTraceError(field, text, "must be an int >= 0", where=where)
+    return int(text)
+
+
+def parse_number(field: str, text: str, where: str) -> float:
+    """``text`` as a finite float >= 0 (no sign, optional exponent), else
+    :class:`InvalidTraceError`."""
+    if not _NUMBER.fullmatch(text):
+        raise InvalidTraceError(field, text, "must be a finite number >= 0", where=where)
+    v = float(text)
+    if not math.isfinite(v):
+        raise InvalidTraceError(field, text, "must be a finite number >= 0", where=where)
+    return v
+
+
+def as_trace_error(
+    e: ValidationError, where: str, names: Mapping[str, str] | None = None
+) -> InvalidTraceError:
+    """A model validation error re-raised as a trace error located at ``where`` (``names``
+    maps model field names to trace column names)."""
+    field = (names or {}).get(e.field, e.field)
+    return InvalidTraceError(field, e.value, e.reason, where=where)
+
+
+@functools.lru_cache(maxsize=1024)
+def gang_roles(
+    gpus: int,
+    *,
+    max_gpus_per_pod: int = 8,
+    cpu_milli_per_gpu: int = 0,
+    memory_mib_per_gpu: int = 0,
+) -> tuple[Role, ...]:
+    """Roles for a job of ``gpus`` whole GPUs split into pods of at most ``max_gpus_per_pod``.
+
+    Up to ``max_gpus_per_pod`` GPUs: one pod. Above: the fewest pods of equal size when that
+    divides evenly (16 -> 2 x 8, 12 -> 2 x 6, 24 -> 3 x 8), otherwise ``worker`` pods of
+    ``max_gpus_per_pod`` plus one ``rest`` pod with the remainder (9 -> 1 x 8 + 1 x 1).
+    Each pod asks ``cpu_milli_per_gpu`` and ``memory_mib_per_gpu`` per GPU it holds.
+    Results are cached (roles are immutable values, shared between jobs)."""
+    if gpus < 1 or max_gpus_per_pod < 1:
+        raise ValidationError("gpus", gpus, "must be >= 1 (and max_gpus_per_pod >= 1)")
+
+    def res(n: int) -> Resources:
+        return Resources(gpus=n, cpu_milli=n * cpu_milli_per_gpu, memory_mib=n * memory_mib_per_gpu)
+
+    pods = math.ceil(gpus / max_gpus_per_pod)
+    if gpus % pods == 0:
+        return (Role(name="worker", replicas=pods, resources=res(gpus // pods)),)
+    full, rest = divmod(gpus, max_gpus_per_pod)
+    return (
+        Role(name="worker", replicas=full, resources=res(max_gpus_per_pod)),
+        Role(name="rest", replicas=1, resources=res(rest)),
+    )
+
+
+def sorted_jobs(jobs: list[Job]) -> tuple[Job, ...]:
+    """``jobs`` by submit time, ties in list order."""
+    order = sorted(range(len(jobs)), key=lambda i: (jobs[i].submitted_at, i))
+    return tuple(jobs[i] for i in order)
+
+
+def trace_dir() -> Path | None:
+    """The shared trace folder: ``$KANT_TRACES`` if set, else ``<repo>/../shared/traces``
+    next to a source checkout. ``None`` if it does not exist."""
+    env = os.environ.get("KANT_TRACES")
+    p = Path(env) if env else Path(__file__).resolve().parents[3].parent / "shared" / "traces"
+    return p if p.is_dir() else None

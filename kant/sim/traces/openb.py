@@ -1,0 +1,366 @@
+"""Alibaba ``cluster-trace-gpu-v2023`` ("openb"): pod lists and node lists.
+
+- :func:`load_openb_pods`: light :class:`OpenbPod` records (the FGD packing protocol);
+- :func:`load_openb_jobs`: one pod-level, one-pod job per pod (the simulator);
+- :func:`openb_nodes` / :func:`load_openb_nodes`: the node list
+  (``openb_node_list_*.csv``) as a cluster description / a node list.
+
+Column mappings: ``docs/traces.md``; errors: :mod:`kant.sim.traces.common`.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+
+from kant.errors import InvalidTraceError, ValidationError
+from kant.model import MILLI, Job, JobKind, NodeSpec, Resources, Role
+from kant.sim.traces.common import (
+    ErrorMode,
+    JobTrace,
+    PathLike,
+    RowCollector,
+    TraceReport,
+    as_trace_error,
+    parse_number,
+    parse_uint,
+    sorted_jobs,
+)
+from kant.topology import ClusterDescription
+from kant.topology.templates import openb_template_name
+
+__all__ = [
+    "OPENB_NODE_COLUMNS",
+    "OPENB_OPTIONAL",
+    "OPENB_REQUIRED",
+    "OpenbPod",
+    "OpenbPodList",
+    "load_openb_jobs",
+    "load_openb_nodes",
+    "load_openb_pods",
+    "openb_nodes",
+]
+
+OPENB_REQUIRED: Final = ("name", "cpu_milli", "num_gpu", "gpu_milli")
+OPENB_OPTIONAL: Final = (
+    "memory_mib",
+    "gpu_spec",
+    "qos",
+    "pod_phase",
+    "creation_time",
+    "deletion_time",
+    "scheduled_time",
+)
+
+
+def _models(v: Any) -> frozenset[str]:
+    if isinstance(v, str):
+        return frozenset(p for p in v.split("|") if p)
+    return frozenset(v)
+
+
+@attrs.frozen(kw_only=True)
+class OpenbPod:
+    """One row of an openb pod list, as the FGD packing protocol uses it.
+
+    ``num_gpu``/``gpu_milli`` keep the trace's encoding (``gpu_milli`` is the per-GPU share;
+    1000 for whole GPUs). Times are ``None`` when the file has no such column or the cell is
+    empty (``scheduled_time`` of pending pods).
+    """
+
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    num_gpu: int
+    gpu_milli: int
+    gpu_models: frozenset[str] = attrs.field(factory=frozenset, converter=_models)
+    qos: str | None = None
+    phase: str | None = None
+    creation_time: float | None = None
+    deletion_time: float | None = None
+    scheduled_time: float | None = None
+
+    @property
+    def resources(self) -> Resources:
+        """The pod's request: a share (``num_gpu == 1``, ``gpu_milli < 1000``), whole GPUs
+        (``gpu_milli == 1000``) or none."""
+        if self.num_gpu == 1 and self.gpu_milli < MILLI:
+            return Resources(
+                gpu_milli=self.gpu_milli, cpu_milli=self.cpu_milli, memory_mib=self.memory_mib
+            )
+        return Resources(gpus=self.num_gpu, cpu_milli=self.cpu_milli, memory_mib=self.memory_mib)
+
+    @property
+    def gpu_request_milli(self) -> int:
+        """Total GPU request in milli (``num_gpu * gpu_milli``)."""
+        return self.num_gpu * self.gpu_milli
+
+    @property
+    def runtime(self) -> float | None:
+        """``deletion_time - (scheduled_time or creation_time)`` when positive, else None."""
+        begin = self.scheduled_time if self.scheduled_time is not None else self.creation_time
+        if self.deletion_time is None or begin is None:
+            return None
+        d = self.deletion_time - begin
+        return d if d > 0 else None
+
+    def to_job(
+        self,
+        *,
+        id: str | None = None,
+        tenant: str = "openb",
+        kind: JobKind = JobKind.INFERENCE,
+        priority: int = 0,
+        submitted_at: float | None = None,
+    ) -> Job:
+        """A one-pod, pod-level job (``gang=False``) for this pod. ``id`` defaults to the
+        pod name, ``submitted_at`` to ``creation_time`` (or 0)."""
+        sub = submitted_at if submitted_at is not None else (self.creation_time or 0.0)
+        return Job(
+            id=self.name if id is None else id,
+            tenant=tenant,
+            priority=priority,
+            submitted_at=sub,
+            kind=kind,
+            gang=False,
+            roles=(
+                Role(name="pod", replicas=1, resources=self.resources, gpu_models=self.gpu_models),
+            ),
+            runtime_estimate=self.runtime,
+        )
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class OpenbPodList:
+    """Pods of an openb pod list in file order, with the load report."""
+
+    pods: tuple[OpenbPod, ...]
+    report: TraceReport
+
+    def __len__(self) -> int:
+        return len(self.pods)
+
+    def __iter__(self) -> Iterator[OpenbPod]:
+        return iter(self.pods)
+
+    @property
+    def total_gpu_milli(self) -> int:
+        """Sum of the pods' GPU requests, in milli."""
+        return sum(p.gpu_request_milli for p in self.pods)
+
+
+def _parse_openb_row(cells: Mapping[str, str], where: str) -> OpenbPod:
+    name = cells["name"]
+    if not name or name.strip() != name or "/" in name:
+        raise InvalidTraceError(
+            "name", name, "must be a non-empty name without spaces around or '/'", where=where
+        )
+    cpu = parse_uint("cpu_milli", cells["cpu_milli"], where)
+    mem = parse_uint("memory_mib", cells["memory_mib"], where) if "memory_mib" in cells else 0
+    num_gpu, milli = _openb_gpus(cells, where)
+    created, deleted, scheduled = _openb_times(cells, where)
+    spec = cells.get("gpu_spec", "")
+    models = frozenset(p for p in spec.split("|") if p)
+    if any(m.strip() != m for m in models):
+        raise InvalidTraceError("gpu_spec", spec, "model names must not have spaces", where=where)
+    try:
+        pod = OpenbPod(
+            name=name,
+            cpu_milli=cpu,
+            memory_mib=mem,
+            num_gpu=num_gpu,
+            gpu_milli=milli,
+            gpu_models=models,
+            qos=cells.get("qos") or None,
+            phase=cells.get("pod_phase") or None,
+            creation_time=created,
+            deletion_time=deleted,
+            scheduled_time=scheduled,
+        )
+        pod.resources  # noqa: B018 - validates the request (e.g. more GPUs than a node has)
+    except ValidationError as e:
+        raise as_trace_error(e, where, {"gpus": "num_gpu"}) from e
+    return pod
+
+
+def _openb_gpus(cells: Mapping[str, str], where: str) -> tuple[int, int]:
+    """(``num_gpu``, ``gpu_milli``) of a row, checked together."""
+    num_gpu = parse_uint("num_gpu", cells["num_gpu"], where)
+    milli = parse_uint("gpu_milli", cells["gpu_milli"], where)
+    if milli > MILLI:
+        raise InvalidTraceError("gpu_milli", cells["gpu_milli"], "must be <= 1000", where=where)
+    if num_gpu == 0 and milli:
+        raise InvalidTraceError(
+            "gpu_milli",
+            cells["gpu_milli"],
+            "a pod without GPUs must have gpu_milli 0",
+            where=where,
+        )
+    if num_gpu and not milli:
+        raise InvalidTraceError(
+            "gpu_milli",
+            cells["gpu_milli"],
+            f"num_gpu={num_gpu} needs gpu_milli > 0",
+            where=where,
+        )
+    if num_gpu > 1 and milli < MILLI:
+        raise InvalidTraceError(
+            "gpu_milli",
+            cells["gpu_milli"],
+            f"a share below 1000 must be on one GPU (num_gpu={num_gpu})",
+            where=where,
+        )
+    return num_gpu, milli
+
+
+def _openb_times(
+    cells: Mapping[str, str], where: str
+) -> tuple[float | None, float | None, float | None]:
+    """(creation, deletion, scheduled) times of a row (None: no column or an empty cell)."""
+    times: dict[str, float | None] = {}
+    for f in ("creation_time", "deletion_time", "scheduled_time"):
+        text = cells.get(f, "")
+        times[f] = parse_number(f, text, where) if text else None
+    created, deleted, scheduled = (
+        times["creation_time"],
+        times["deletion_time"],
+        times["scheduled_time"],
+    )
+    if created is not None and deleted is not None and deleted < created:
+        raise InvalidTraceError(
+            "deletion_time",
+            cells["deletion_time"],
+            f"is before creation_time={created:g}",
+            where=where,
+        )
+    if created is not None and scheduled is not None and scheduled < created:
+        raise InvalidTraceError(
+            "scheduled_time",
+            cells["scheduled_time"],
+            f"is before creation_time={created:g}",
+            where=where,
+        )
+    return created, deleted, scheduled
+
+
+def _read_openb(path: PathLike, errors: ErrorMode) -> tuple[list[OpenbPod], RowCollector]:
+    p = Path(path)
+    col = RowCollector(p, errors)
+    pods: list[OpenbPod] = []
+    seen: set[str] = set()
+    with p.open(newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        header = [h.strip() for h in next(reader, [])]
+        missing = [c for c in OPENB_REQUIRED if c not in header]
+        if missing or len(set(header)) != len(header):
+            raise InvalidTraceError(
+                "header",
+                header,
+                f"needs columns {list(OPENB_REQUIRED)} (optional {list(OPENB_OPTIONAL)}), "
+                "each once",
+                where=col.where(1),
+            )
+        for _, where, row in col.csv_rows(reader, len(header)):
+            try:
+                pod = _parse_openb_row(
+                    {h: c.strip() for h, c in zip(header, row, strict=True)}, where
+                )
+                if pod.name in seen:
+                    raise InvalidTraceError("name", pod.name, "duplicate pod name", where=where)
+            except InvalidTraceError as e:
+                col.fail(e)
+                continue
+            seen.add(pod.name)
+            pods.append(pod)
+    return pods, col
+
+
+def load_openb_pods(path: PathLike, *, errors: ErrorMode = "raise") -> OpenbPodList:
+    """Read an openb pod list (11-column, 10-column "nomem" or 5-column "multigpu" variant)
+    into :class:`OpenbPod` records, in file order. Columns are found by header name."""
+    pods, col = _read_openb(path, errors)
+    return OpenbPodList(pods=tuple(pods), report=col.report(len(pods)))
+
+
+def load_openb_jobs(
+    path: PathLike,
+    *,
+    errors: ErrorMode = "raise",
+    tenant: str = "openb",
+    kind: JobKind = JobKind.INFERENCE,
+    qos_priority: Mapping[str, int] | None = None,
+) -> JobTrace:
+    """Read an openb pod list as one-pod, pod-level jobs (see :meth:`OpenbPod.to_job`).
+
+    Job id = pod name; ``submitted_at`` = ``creation_time`` (0 in the 5-column variants);
+    ``runtime_estimate`` = ``deletion_time - scheduled_time`` (``creation_time`` for pods never
+    scheduled) when positive, else None; ``gpu_spec`` -> the role's ``gpu_models``.
+    ``qos_priority`` maps the ``qos`` column to priorities (default: all 0).
+    """
+    pods, col = _read_openb(path, errors)
+    jobs: list[Job] = []
+    for pod in pods:
+        prio = (qos_priority or {}).get(pod.qos or "", 0)
+        jobs.append(pod.to_job(tenant=tenant, kind=kind, priority=prio))
+    return JobTrace(jobs=sorted_jobs(jobs), report=col.report(len(jobs)))
+
+
+def load_openb_nodes(path: PathLike) -> list[NodeSpec]:
+    """The nodes of an openb node list (``sn,cpu_milli,memory_mib,gpu,model``), as
+    :func:`openb_nodes` reads them."""
+    return list(openb_nodes(path).nodes)
+
+
+OPENB_NODE_COLUMNS: Final = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+"""The columns of an openb node list, in order."""
+
+
+def openb_nodes(path: PathLike) -> ClusterDescription:
+    """Read an Alibaba openb node list (``sn,cpu_milli,memory_mib,gpu,model``).
+
+    Each row becomes a :class:`~kant.model.NodeSpec` named ``sn`` with the template from
+    :func:`~kant.topology.templates.openb_template_name` (CPU-only rows: no model, no
+    template), no NICs and no fabric placement. Blank lines are skipped. A bad header or row
+    raises :class:`~kant.errors.InvalidTraceError` with the field and ``where="<file>:<line>"``.
+    """
+    p = Path(path)
+    nodes: list[NodeSpec] = []
+    seen: set[str] = set()
+    with p.open(newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        columns = list(OPENB_NODE_COLUMNS)
+        if header != columns:
+            raise InvalidTraceError("header", header, f"expected columns {columns}", where=f"{p}:1")
+        for row in reader:
+            where = f"{p}:{reader.line_num}"
+            if not row:
+                continue
+            if len(row) != len(columns):
+                raise InvalidTraceError("row", row, f"expected {len(columns)} columns", where=where)
+            sn, cpu, mem, gpu, model = (c.strip() for c in row)
+            values: dict[str, int] = {}
+            for field, text in (("cpu_milli", cpu), ("memory_mib", mem), ("gpu", gpu)):
+                values[field] = parse_uint(field, text, where)
+            if sn in seen:
+                raise InvalidTraceError("sn", sn, "duplicate node name", where=where)
+            seen.add(sn)
+            try:
+                template = openb_template_name(values["gpu"])
+                node = NodeSpec(
+                    name=sn,
+                    gpu_model=model or None,
+                    gpus=values["gpu"],
+                    cpu_milli=values["cpu_milli"],
+                    memory_mib=values["memory_mib"],
+                    template=template,
+                )
+            except ValidationError as e:
+                field = {"name": "sn", "gpus": "gpu", "gpu_model": "model"}.get(e.field, e.field)
+                raise InvalidTraceError(field, e.value, e.reason, where=where) from e
+            nodes.append(node)
+    return ClusterDescription(nodes=tuple(nodes))
