@@ -91,7 +91,8 @@ class Quota:
             return round(v * MILLI)
 
         nom = m(nominal, "nominal")
-        assert nom is not None
+        if nom is None:
+            raise InvalidConfigError("nominal", nominal, "must be a finite number of GPUs")
         return cls(
             tenant=tenant,
             gpu_model=gpu_model,

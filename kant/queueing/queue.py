@@ -32,7 +32,7 @@ import attrs
 from sortedcontainers import SortedList
 
 from kant.contracts import OrderKey
-from kant.errors import DuplicateError, InvalidJobError, UnknownJobError
+from kant.errors import DuplicateError, InvalidJobError, InvariantError, UnknownJobError
 from kant.model import Binding, Job, PodId, Reason, ReasonCode
 from kant.queueing.backoff import Backoff
 from kant.queueing.order import ORDER_KEYS
@@ -411,9 +411,10 @@ class Queue:
                 tq = self._tenants[e.job.tenant] = SortedList()
             tq.add(item)
         else:
+            if tq is None:
+                raise InvariantError(f"Queue: job {e.id} is ordered but its tenant has no queue")
             self._order.remove(item)
             self._in_order.discard(e.id)
-            assert tq is not None
             tq.remove(item)
             if not tq:
                 del self._tenants[e.job.tenant]
