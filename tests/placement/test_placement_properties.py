@@ -12,7 +12,7 @@ from kant.model import Job, Resources, Role, Tier, TopologyWish
 from kant.placement import Placer, PodRequest, fit_count, make_strategy, strategy_names
 from kant.placement.context import fits
 from kant.state import ClusterState
-from kant.testing import node
+from kant.testing import check_invariants, node
 
 MODELS = ["H100", "A100"]
 
@@ -106,7 +106,7 @@ def test_placements_respect_devices_gangs_models_and_health(
         with snap.transaction() as tx:
             res = placer.place(j, snap)
             tx.commit()
-        snap._check()
+        check_invariants(snap)
         placed = {b.pod for b in res.bindings}
         assert placed.isdisjoint(res.unplaced)
         assert placed | set(res.unplaced) == set(j.pods())
@@ -121,7 +121,7 @@ def test_placements_respect_devices_gangs_models_and_health(
             assert all(mask >> g & 1 for g in b.gpus)
             # the truth accepts every binding: nothing is allocated twice
             state.bind(b)
-        state._check()
+        check_invariants(state)
         if before is not None and not res.ok:
             assert state.full_snapshot().same_as(before) == []
         # the snapshot saw exactly what the truth now holds
