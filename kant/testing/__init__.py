@@ -4,7 +4,9 @@
   :func:`node`, :func:`job` and the fluent :class:`ClusterBuilder`;
 - :func:`check_invariants` (:mod:`kant.testing.invariants`): recompute every derived
   structure of a scheduler, cluster state, snapshot, queue or admitter from the truth and
-  raise :class:`~kant.errors.InvariantError` on any difference.
+  raise :class:`~kant.errors.InvariantError` on any difference;
+- Hypothesis strategies (:mod:`kant.testing.strategies`): random clusters and jobs. That
+  module imports ``hypothesis`` (a dev dependency); importing ``kant.testing`` does not.
 
 >>> c = ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=2, model="A100").build()
 >>> sorted(n.gpu_model for n in c.nodes())
