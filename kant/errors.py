@@ -4,7 +4,9 @@ Expected scheduling outcomes (a job that does not fit, a quota that is full) are
 (:class:`kant.model.Reason`); the exceptions here are for contract violations: malformed
 input, a node or pod that does not exist, a binding that conflicts with what is already
 allocated, a snapshot used after it went stale. Every error is raised *before* anything is
-changed, so a rejected call leaves the state exactly as it was.
+changed, so a rejected call leaves the state exactly as it was. Apart from these,
+:class:`InvariantError` reports not a caller's mistake but a bug (or state changed behind
+kant's back), found by a self-check.
 
 Each validation error names the offending field and value::
 
@@ -130,3 +132,20 @@ class AllocationConflictError(KantError, ValueError):
 
 class TransactionError(KantError, RuntimeError):
     """A snapshot transaction was used out of order (commit twice, rollback after commit...)."""
+
+
+class InvariantError(KantError):
+    """A broken internal invariant: a bug in kant or state changed behind its back.
+
+    Raised by the ``check_invariants()`` self-checks (see :func:`kant.testing.check_invariants`)
+    and by the few runtime guards of an internal invariant. The message names the structure
+    and what differs, e.g. ``"Queue: global order index differs"``. Unlike ``assert`` it is
+    not stripped by ``python -O``.
+    """
+
+
+def require(cond: object, msg: str) -> None:
+    """Raise :class:`InvariantError` with ``msg`` unless ``cond`` holds (an ``assert`` that
+    ``python -O`` keeps). ``msg`` names the structure: ``"Queue: running index differs"``."""
+    if not cond:
+        raise InvariantError(msg)

@@ -12,7 +12,7 @@ from kant.admission.quota import Admitter
 from kant.apply import ApplyReport, apply
 from kant.contracts import PlacerLike, QueueingPolicy
 from kant.cycle import DEFAULT_POLICY, CycleResult, schedule_cycle
-from kant.errors import InvalidConfigError, UnknownPodError
+from kant.errors import InvalidConfigError, UnknownPodError, require
 from kant.model import Binding, Job, PodId
 from kant.preemption.policy import PreemptionPolicy
 from kant.queueing import Entry, JobPhase, Queue, as_policy
@@ -239,22 +239,27 @@ class Scheduler:
             self.queue.requeue(e.id, now, failed=False)  # forget the finished pods too
         return EventReport(released=tuple(pods), requeued=(e.id,))
 
-    def _check(self) -> None:
-        """Every invariant across cluster, queue and admitter (tests call it after each step)."""
-        self.cluster._check()
-        self.queue._check()
-        self.admitter._check()
+    def check_invariants(self) -> None:
+        """Every invariant across cluster, queue and admitter: each one's own
+        ``check_invariants()``, then that assigned pods are bound and charged, gangs are
+        bound whole (unless being evicted) and every bound pod of a known job is assigned.
+        Raises :class:`~kant.errors.InvariantError` at the first difference.
+
+        O(everything): for tests and debugging (:func:`kant.testing.check_invariants`)."""
+        self.cluster.check_invariants()
+        self.queue.check_invariants()
+        self.admitter.check_invariants()
         for e in self.queue.entries():
             for p in e.assigned:
-                assert self.cluster.has_pod(p), f"{p} assigned but not bound"
-                assert self.admitter.is_charged(p), f"{p} bound but not charged"
+                require(self.cluster.has_pod(p), f"Scheduler: {p} assigned but not bound")
+                require(self.admitter.is_charged(p), f"Scheduler: {p} bound but not charged")
             if e.job.gang and e.assigned and not e.terminating:
                 want = set(e.job.pods()) - e.finished
-                assert set(e.assigned) == want, f"gang {e.id} partly bound"
+                require(set(e.assigned) == want, f"Scheduler: gang {e.id} partly bound")
         for b in self.cluster.pods():
             owner = self.queue.get(b.pod.job)
             if owner is not None:
-                assert b.pod in owner.assigned, f"{b.pod} bound but not assigned"
+                require(b.pod in owner.assigned, f"Scheduler: {b.pod} bound but not assigned")
 
 
 def _merge(reports: Sequence[EventReport]) -> EventReport:

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
-from kant.errors import DuplicateError, InvalidConfigError, UnknownPodError
+from kant.errors import DuplicateError, InvalidConfigError, UnknownPodError, require
 from kant.model import MILLI, Binding, Job, PodId, Reason, ReasonCode
 
 INF = math.inf
@@ -91,7 +91,8 @@ class Quota:
             return round(v * MILLI)
 
         nom = m(nominal, "nominal")
-        assert nom is not None
+        if nom is None:
+            raise InvalidConfigError("nominal", nominal, "must be a finite number of GPUs")
         return cls(
             tenant=tenant,
             gpu_model=gpu_model,
@@ -408,20 +409,27 @@ class Admitter:
     def is_charged(self, pod: PodId) -> bool:
         return pod in self._by_pod
 
-    def _check(self) -> None:
-        """Recompute usage from the per-pod charges and check every quota bound."""
+    def check_invariants(self) -> None:
+        """Recompute usage from the per-pod charges and check every quota bound (isolated
+        nominal, ceiling, the cohort's lendable pool); raise
+        :class:`~kant.errors.InvariantError` (``"Admitter: ..."``) at the first difference.
+
+        O(everything): for tests and debugging (:func:`kant.testing.check_invariants`)."""
         want: dict[tuple[str, str], int] = {}
         for t, m, milli in self._by_pod.values():
             if milli:
                 want[(t, m)] = want.get((t, m), 0) + milli
-        assert want == self._usage, f"usage {self._usage} != recomputed {want}"
+        require(want == self._usage, f"Admitter: usage {self._usage} != recomputed {want}")
         tb = self.table
         if tb.unlimited:
             return
         for (t, m), u in self._usage.items():
             if tb.mode(t) is QuotaMode.ISOLATED:
-                assert u <= tb.nominal(t, m), f"isolated tenant {t} uses {u} > nominal on {m}"
-            assert u <= tb.ceiling(t, m), f"tenant {t} uses {u} > its ceiling on {m}"
+                require(
+                    u <= tb.nominal(t, m),
+                    f"Admitter: isolated tenant {t} uses {u} > nominal on {m}",
+                )
+            require(u <= tb.ceiling(t, m), f"Admitter: tenant {t} uses {u} > its ceiling on {m}")
         led = self.ledger()
         for m, c in led.cohort.items():
-            assert c <= tb.pool.get(m, 0), f"cohort of {m} uses {c} > lendable pool"
+            require(c <= tb.pool.get(m, 0), f"Admitter: cohort of {m} uses {c} > lendable pool")

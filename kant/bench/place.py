@@ -41,7 +41,7 @@ def bench_place(
             lat.append((time.perf_counter() - t0) * 1e6)
             placed += len(res.bindings)
         wall = time.perf_counter() - t_all
-        snap._check()
+        snap.check_invariants()
     return {
         "bench": "place",
         "strategy": strategy,
@@ -81,7 +81,7 @@ def bench_gang(
             res = placer.place(j, snap)
             lat.append((time.perf_counter() - t0) * 1000)
             ok += res.ok
-    snap._check()
+    snap.check_invariants()
     return {
         "bench": "gang",
         "strategy": strategy,

@@ -36,7 +36,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from kant.errors import ValidationError
+from kant.errors import InvariantError, ValidationError
 from kant.metrics.allocation import gar, gfr
 from kant.model import MILLI
 from kant.state import ClusterState
@@ -241,7 +241,8 @@ class TimeSeries:
     def _due(self) -> float | None:
         if self._times is not None:
             return self._times[self._k] if self._k < len(self._times) else None
-        assert self._interval is not None
+        if self._interval is None:  # __init__ sets exactly one of times / interval
+            raise InvariantError("TimeSeries: neither sample times nor an interval")
         return self._start + self._k * self._interval
 
     def sample(self, state: ClusterState, t: float) -> Sample:

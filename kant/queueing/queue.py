@@ -32,7 +32,13 @@ import attrs
 from sortedcontainers import SortedList
 
 from kant.contracts import OrderKey
-from kant.errors import DuplicateError, InvalidJobError, UnknownJobError
+from kant.errors import (
+    DuplicateError,
+    InvalidJobError,
+    InvariantError,
+    UnknownJobError,
+    require,
+)
 from kant.model import Binding, Job, PodId, Reason, ReasonCode
 from kant.queueing.backoff import Backoff
 from kant.queueing.order import ORDER_KEYS
@@ -415,33 +421,41 @@ class Queue:
                 tq = self._tenants[e.job.tenant] = SortedList()
             tq.add(item)
         else:
+            if tq is None:
+                raise InvariantError(f"Queue: job {e.id} is ordered but its tenant has no queue")
             self._order.remove(item)
             self._in_order.discard(e.id)
-            assert tq is not None
             tq.remove(item)
             if not tq:
                 del self._tenants[e.job.tenant]
 
-    def _check(self) -> None:
-        """Recompute the indices from the entries; raise AssertionError on any difference."""
+    def check_invariants(self) -> None:
+        """Recompute the indices (global order, per-tenant queues, running set) from the
+        entries and check every entry's pod bookkeeping against its phase; raise
+        :class:`~kant.errors.InvariantError` (``"Queue: ..."``) at the first difference.
+
+        O(everything): for tests and debugging (:func:`kant.testing.check_invariants`)."""
         want = sorted((e.key, e.id) for e in self._entries.values() if e.schedulable)
-        assert list(self._order) == want, "global order index differs"
-        assert self._in_order == {j for _k, j in want}
+        require(list(self._order) == want, "Queue: global order index differs")
+        require(self._in_order == {j for _k, j in want}, "Queue: in-order id set differs")
         by_t: dict[str, list[tuple[Any, str]]] = {}
         for k, j in want:
             by_t.setdefault(self._entries[j].job.tenant, []).append((k, j))
-        assert {t: list(sl) for t, sl in self._tenants.items()} == by_t, "tenant queues differ"
+        tenants = {t: list(sl) for t, sl in self._tenants.items()}
+        require(tenants == by_t, "Queue: tenant queues differ")
         run = {e.id for e in self._entries.values() if e.phase is JobPhase.RUNNING}
-        assert set(self._running) == run, "running index differs"
+        require(set(self._running) == run, "Queue: running index differs")
         for e in self._entries.values():
             pods = set(e.job.pods())
-            assert set(e.assigned) <= pods and e.finished <= pods
-            assert not set(e.assigned) & e.finished, f"{e.id}: pod both running and finished"
-            assert set(e.terminating) <= set(e.assigned)
-            assert e.confirmed <= set(e.assigned)
+            where = f"Queue: job {e.id}"
+            require(set(e.assigned) <= pods, f"{where}: assigned pods not of the job")
+            require(e.finished <= pods, f"{where}: finished pods not of the job")
+            require(not set(e.assigned) & e.finished, f"{where}: pod both running and finished")
+            require(set(e.terminating) <= set(e.assigned), f"{where}: terminating pod not assigned")
+            require(e.confirmed <= set(e.assigned), f"{where}: confirmed pod not assigned")
             if e.phase is JobPhase.RUNNING:
-                assert e.assigned, f"{e.id}: RUNNING without pods"
+                require(e.assigned, f"{where}: RUNNING without pods")
             else:
-                assert not e.assigned, f"{e.id}: {e.phase} but holds pods"
+                require(not e.assigned, f"{where}: {e.phase} but holds pods")
             if e.phase is JobPhase.FINISHED and not e.cancelled:
-                assert e.finished == pods
+                require(e.finished == pods, f"{where}: FINISHED but not every pod finished")

@@ -24,7 +24,7 @@ from kant.errors import (
     AllocationConflictError,
     DuplicateError,
     InvalidNodeError,
-    KantError,
+    InvariantError,
     UnknownNodeError,
     UnknownPodError,
 )
@@ -61,8 +61,8 @@ class ClusterState:
     (unknown node, conflicting binding, ...) raises a :class:`kant.errors.KantError` and
     leaves the state untouched.
 
-    (A little over 400 lines, 64 of them the self-check :meth:`_check`, due to move to
-    ``kant.testing``; the rest is one record store, not split so binds stay one call.)
+    (About 70 of its lines are the self-check :meth:`check_invariants`, for tests and
+    debugging; the rest is one record store, not split so binds stay one call.)
     """
 
     def __init__(self, nodes: Iterable[NodeSpec] = ()) -> None:
@@ -408,8 +408,12 @@ class ClusterState:
 
     # ----------------------------------------------------------------- self-check
 
-    def _check(self) -> None:
-        """Recompute every derived structure from the records and raise on any difference."""
+    def check_invariants(self) -> None:
+        """Recompute every derived structure (pod indexes, per-node usage, the columns, slot
+        bookkeeping) from the records and raise :class:`~kant.errors.InvariantError` listing
+        every difference, one ``"ClusterState: ..."`` line each.
+
+        O(everything): for tests and debugging (:func:`kant.testing.check_invariants`)."""
         errors: list[str] = []
         used: dict[str, list[int]] = {n: [0] * r.spec.gpus for n, r in self._records.items()}
         nic: dict[str, int] = dict.fromkeys(self._records, 0)
@@ -471,7 +475,7 @@ class ClusterState:
         if set(self._free_slots) & live or len(live) != len(self._records):
             errors.append("slot bookkeeping is inconsistent")
         if errors:
-            raise KantError("ClusterState._check failed:\n  " + "\n  ".join(errors))
+            raise InvariantError("\n".join(f"ClusterState: {e}" for e in errors))
 
 
 def _check_fits(rec: _NodeRecord, b: Binding) -> None:

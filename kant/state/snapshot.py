@@ -25,7 +25,7 @@ from kant.bits import mask_of as _bits_to_mask
 from kant.bits import popcount as _popcount
 from kant.errors import (
     AllocationConflictError,
-    KantError,
+    InvariantError,
     TransactionError,
     UnknownNodeError,
 )
@@ -525,8 +525,13 @@ class Snapshot:
 
     # ----------------------------------------------------------------- self-check
 
-    def _check(self) -> None:
-        """Recompute aggregates and the sorted index from the rows; raise on any difference."""
+    def check_invariants(self) -> None:
+        """Recompute the per-row aggregates (free mask, free GPUs, free milli, largest share,
+        free NICs), the per-group aggregates and the per-pool sorted index from the rows and
+        raise :class:`~kant.errors.InvariantError` listing every difference, one
+        ``"Snapshot: ..."`` line each.
+
+        O(everything): for tests and debugging (:func:`kant.testing.check_invariants`)."""
         n = self.num_slots
         cols = self.cols
         live = np.flatnonzero(cols.alive[:n])
@@ -546,7 +551,7 @@ class Snapshot:
             if _popcount(int(cols.nic_mask[s])) != cols.free_nics[s]:
                 errors.append(f"slot {s}: free_nics inconsistent")
         if errors:
-            raise KantError("Snapshot._check failed:\n  " + "\n  ".join(errors))
+            raise InvariantError("\n".join(f"Snapshot: {e}" for e in errors))
 
     def same_as(self, other: Snapshot) -> list[str]:
         """Differences between two snapshots' rows and aggregates (empty if identical)."""

@@ -31,7 +31,12 @@ import numpy.typing as npt
 
 from kant.bits import bits as _bits
 from kant.bits import mask_of as _mask_of
-from kant.errors import DuplicateError, InvalidTopologyError, UnknownTemplateError
+from kant.errors import (
+    DuplicateError,
+    InvalidTopologyError,
+    InvariantError,
+    UnknownTemplateError,
+)
 from kant.model import MAX_GPUS_PER_NODE, MAX_NICS_PER_NODE, LinkKind
 
 __all__ = [
@@ -336,7 +341,8 @@ class NodeTemplate:
             cand = (worst, link_sum, host_sum, link_left, host_left, _mask_of(combo))
             if best is None or cand < best:
                 best = cand
-        assert best is not None  # 1 <= k < len(free): at least one combination
+        if best is None:  # 1 <= k < len(free): at least one combination
+            raise InvariantError(f"NodeTemplate {self.name}: no {k}-GPU set of {free} tried")
         return best[5]
 
     def _greedy_gpu_set(self, free: Sequence[int], k: int) -> int:
@@ -389,7 +395,8 @@ class NodeTemplate:
             )
             if best is None or cand < best:
                 best = cand
-        assert best is not None
+        if best is None:  # at least one seed
+            raise InvariantError(f"NodeTemplate {self.name}: no {k}-GPU set of {free} tried")
         return best[5]
 
     # ----------------------------------------------------------------- NIC choice
@@ -616,7 +623,8 @@ def _builtins() -> dict[str, NodeTemplate]:
     out = [dgx_8gpu(), pcie_8gpu()]
     for g in _OPENB_SHAPES:
         name = openb_template_name(g)
-        assert name is not None
+        if name is None:
+            raise InvariantError(f"templates: no openb template name for {g} GPUs")
         out.append(pcie_node(name, g))
     return {t.name: t for t in out}
 

@@ -8,13 +8,11 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 
 from kant.errors import ValidationError
-from kant.model import Job, Resources, Role, Tier, TopologyWish
 from kant.placement import Placer, PodRequest, fit_count, make_strategy, strategy_names
 from kant.placement.context import fits
 from kant.state import ClusterState
-from kant.testing import node
-
-MODELS = ["H100", "A100"]
+from kant.testing import check_invariants
+from kant.testing.strategies import clusters, jobs
 
 
 def _standalone(name: str) -> bool:
@@ -27,66 +25,6 @@ def _standalone(name: str) -> bool:
 
 
 STRATEGIES = [n for n in strategy_names() if _standalone(n)]
-
-
-@st.composite
-def clusters(draw: st.DrawFn) -> ClusterState:
-    n = draw(st.integers(1, 8))
-    specs = []
-    for i in range(n):
-        gpus = draw(st.sampled_from([2, 4, 8]))
-        specs.append(
-            node(
-                f"n{i}",
-                gpus=gpus,
-                model=draw(st.sampled_from(MODELS)),
-                template="dgx-8gpu" if gpus == 8 else f"openb-{gpus}gpu",
-                nics=8 if gpus == 8 else 0,
-                cpu_milli=64000,
-                memory_mib=256000,
-                leaf=f"lf{i % 3}",
-                spine=f"sp{i % 3 // 2}",
-                superspine="ss0",
-                hbd=f"h{i // 2}",
-                zone="inference" if i == 0 else None,
-            )
-        )
-    state = ClusterState(specs)
-    for spec in specs:
-        for g in range(spec.gpus):
-            if draw(st.integers(0, 9)) == 0:
-                state.set_gpu_health(spec.name, g, False)
-        if draw(st.integers(0, 14)) == 0:
-            state.set_node_health(spec.name, False)
-    return state
-
-
-@st.composite
-def jobs(draw: st.DrawFn, idx: int) -> Job:
-    shared = draw(st.booleans()) and draw(st.booleans())
-    res = Resources(
-        gpus=0 if shared else draw(st.integers(0, 8)),
-        gpu_milli=draw(st.sampled_from([100, 250, 500, 900])) if shared else 0,
-        cpu_milli=draw(st.sampled_from([0, 1000, 16000])),
-        memory_mib=draw(st.sampled_from([0, 1024])),
-        rdma_nics=draw(st.integers(0, 2)),
-    )
-    tier = draw(st.sampled_from([None, Tier.NODE, Tier.HBD, Tier.LEAF, Tier.SPINE]))
-    return Job(
-        id=f"j{idx}",
-        kind=draw(st.sampled_from(["training", "inference"])),
-        gang=draw(st.booleans()),
-        roles=(
-            Role(
-                replicas=draw(st.integers(1, 5)),
-                resources=res,
-                gpu_models=draw(st.sampled_from([frozenset(), {"H100"}, {"A100"}, {"B200"}])),
-                topology=None
-                if tier is None
-                else TopologyWish(tier=tier, required=draw(st.booleans())),
-            ),
-        ),
-    )
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -106,7 +44,7 @@ def test_placements_respect_devices_gangs_models_and_health(
         with snap.transaction() as tx:
             res = placer.place(j, snap)
             tx.commit()
-        snap._check()
+        check_invariants(snap)
         placed = {b.pod for b in res.bindings}
         assert placed.isdisjoint(res.unplaced)
         assert placed | set(res.unplaced) == set(j.pods())
@@ -121,7 +59,7 @@ def test_placements_respect_devices_gangs_models_and_health(
             assert all(mask >> g & 1 for g in b.gpus)
             # the truth accepts every binding: nothing is allocated twice
             state.bind(b)
-        state._check()
+        check_invariants(state)
         if before is not None and not res.ok:
             assert state.full_snapshot().same_as(before) == []
         # the snapshot saw exactly what the truth now holds

@@ -11,7 +11,7 @@ from kant.errors import UnknownPodError
 from kant.model import Binding, ReasonCode
 from kant.queueing import Backfill, EasyBackfill, JobPhase
 from kant.scheduler import EvictionCause, Scheduler
-from kant.testing import job
+from kant.testing import check_invariants, job
 
 from .conftest import evict_victims, nodes, pod, scheduler
 
@@ -90,7 +90,7 @@ def test_apply_binds_charges_quota_and_marks_victims_terminating() -> None:
     for jid, reason in r.pending.items():
         if s.queue.status(jid).phase is JobPhase.PENDING:
             assert s.queue.status(jid).reason == reason
-    s._check()
+    check_invariants(s)
 
 
 def test_apply_leaves_a_job_pending_when_its_devices_were_taken_meanwhile() -> None:
@@ -103,7 +103,7 @@ def test_apply_leaves_a_job_pending_when_its_devices_were_taken_meanwhile() -> N
     st = s.queue.status("a")
     assert st.phase is JobPhase.PENDING and st.attempts == 0
     assert s.cluster.num_pods == 1
-    s._check()
+    check_invariants(s)
 
 
 def test_a_gang_losing_a_node_is_requeued_whole_and_its_other_pods_evicted() -> None:
@@ -117,7 +117,7 @@ def test_a_gang_losing_a_node_is_requeued_whole_and_its_other_pods_evicted() -> 
     st = s.queue.status("g")
     assert st.phase is JobPhase.PENDING and st.attempts == 0 and st.running == ()
     assert s.cluster.num_pods == 0 and s.admitter.usage() == {}
-    s._check()
+    check_invariants(s)
     s.cluster.add_node(s.cluster.node(r.bindings[1].node).__class__(
         name="spare", gpu_model="H100", gpus=8, leaf="lf0", spine="sp0", superspine="ss0"))  # fmt: skip
     assert s.step(now=6).placed == ("g",)
@@ -133,7 +133,7 @@ def test_a_pod_level_job_losing_a_node_requeues_only_the_lost_pods() -> None:
     assert st.phase is JobPhase.RUNNING and st.running == (r.bindings[1].pod,)
     r2 = s.schedule(now=6)
     assert r2.pending["svc"].code in (ReasonCode.INSUFFICIENT_CAPACITY, ReasonCode.NO_FIT)
-    s._check()
+    check_invariants(s)
 
 
 def test_an_unhealthy_gpu_requeues_the_pods_on_it_and_gets_nothing_new() -> None:
@@ -146,7 +146,7 @@ def test_an_unhealthy_gpu_requeues_the_pods_on_it_and_gets_nothing_new() -> None
     assert rep.requeued == ("a",) and s.queue.status("b").phase is JobPhase.RUNNING
     r = s.step(now=2)
     assert r.placed == ("a",) and gpu not in r.bindings[0].gpus
-    s._check()
+    check_invariants(s)
     assert s.gpu_unhealthy("lf0-n0", 7, now=3, evict=False).released == ()
 
 
@@ -163,7 +163,7 @@ def test_a_job_finishes_with_its_last_pod_and_its_quota_is_returned() -> None:
     assert s.admitter.usage() == {}
     with pytest.raises(UnknownPodError):
         s.pod_finished(pod("g", 1), now=4)
-    s._check()
+    check_invariants(s)
 
 
 def test_a_gang_victim_is_requeued_when_its_last_pod_is_gone() -> None:
@@ -175,11 +175,11 @@ def test_a_gang_victim_is_requeued_when_its_last_pod_is_gone() -> None:
     assert [v.job for v in r.victims] == ["lo"]
     s.pod_evicted(pod("lo", 0), now=2)
     assert s.queue.status("lo").phase is JobPhase.RUNNING  # still terminating
-    s._check()
+    check_invariants(s)
     s.pod_evicted(pod("lo", 1), now=3)
     assert s.queue.status("lo").phase is JobPhase.PENDING
     assert s.step(now=4).placed == ("p",)
-    s._check()
+    check_invariants(s)
 
 
 def test_an_unexpected_eviction_of_a_gang_pod_requeues_the_gang() -> None:
@@ -189,7 +189,7 @@ def test_an_unexpected_eviction_of_a_gang_pod_requeues_the_gang() -> None:
     rep = s.pod_evicted(pod("g", 1), now=1)
     assert [e.pod for e in rep.evictions] == [pod("g", 0)] and rep.requeued == ("g",)
     assert s.queue.status("g").phase is JobPhase.PENDING
-    s._check()
+    check_invariants(s)
 
 
 def test_a_failed_binding_of_a_pod_level_pod_requeues_that_pod_with_backoff() -> None:
@@ -203,7 +203,7 @@ def test_a_failed_binding_of_a_pod_level_pod_requeues_that_pod_with_backoff() ->
     r = s.step(now=2)
     assert r.pending["svc"].code is ReasonCode.BACKOFF
     assert s.step(now=st.backoff_until).placed == ("svc",)
-    s._check()
+    check_invariants(s)
 
 
 def test_a_failed_binding_of_a_gang_pod_releases_the_whole_gang() -> None:
@@ -214,7 +214,7 @@ def test_a_failed_binding_of_a_gang_pod_releases_the_whole_gang() -> None:
     assert rep.released == (pod("g", 0), pod("g", 1))
     assert [e.pod for e in rep.evictions] == [pod("g", 1)]
     assert s.queue.status("g").phase is JobPhase.PENDING and s.cluster.num_pods == 0
-    s._check()
+    check_invariants(s)
 
 
 def test_a_minimal_orchestrator_loop_runs_everything_to_completion() -> None:
@@ -229,6 +229,6 @@ def test_a_minimal_orchestrator_loop_runs_everything_to_completion() -> None:
             if e.started_at is not None and e.started_at + est <= t:
                 for p in list(s.queue.status(e.id).running):
                     s.pod_finished(p, now=t)
-        s._check()
+        check_invariants(s)
         t += 1
     assert s.queue.counts() == {"pending": 0, "running": 0, "finished": 8, "failed": 0}

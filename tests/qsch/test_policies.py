@@ -8,7 +8,7 @@ import pytest
 from kant.model import ReasonCode, VictimReason
 from kant.queueing import Backfill, EasyBackfill, JobPhase
 from kant.scheduler import Scheduler
-from kant.testing import job
+from kant.testing import check_invariants, job
 
 from .conftest import evict_victims, finish, nodes, pod, scheduler
 
@@ -72,7 +72,7 @@ def test_best_effort_fifo_lets_a_stream_of_small_jobs_starve_a_large_head() -> N
     assert set(phases) == {"pending"}
     r = s.schedule(now=100)
     assert r.pending["head"].code in (ReasonCode.INSUFFICIENT_CAPACITY, ReasonCode.NO_FIT)
-    s._check()
+    check_invariants(s)
 
 
 def test_backfill_stops_that_once_the_threshold_passes() -> None:
@@ -83,7 +83,7 @@ def test_backfill_stops_that_once_the_threshold_passes() -> None:
     # before the threshold it behaves like best effort; after it, the head preempts the
     # jobs that backfilled past it and starts as soon as they are gone
     assert 20 <= start + 2 <= 40
-    s._check()
+    check_invariants(s)
 
 
 def test_backfill_victims_are_backfilled_jobs_only() -> None:

@@ -8,7 +8,7 @@ from kant.model import ReasonCode, Tier, VictimReason
 from kant.preemption import PreemptionPolicy
 from kant.queueing import JobPhase
 from kant.scheduler import Scheduler
-from kant.testing import job
+from kant.testing import check_invariants, job
 
 from .conftest import evict_victims, nodes, pod, scheduler
 
@@ -51,7 +51,7 @@ def test_priority_preemption_picks_lowest_priority_newest_first_and_a_minimal_se
     assert [n.job for n in r.nominations] == ["p"]
     evict_victims(s, r, now=11)
     assert s.step(now=12).placed == ("p",)
-    s._check()
+    check_invariants(s)
 
 
 def test_equal_priority_is_never_a_priority_victim() -> None:
@@ -129,7 +129,7 @@ def test_a_preemptor_preempts_once_and_victims_are_not_shared() -> None:
     r = s.step(now=11)
     assert r.victims == ()
     assert {r.pending["p1"].code, r.pending["p2"].code} == {ReasonCode.PREEMPTING}
-    s._check()
+    check_invariants(s)
 
 
 def test_nominated_devices_are_held_for_the_preemptor_until_it_is_placed() -> None:
@@ -170,7 +170,7 @@ def test_victims_are_requeued_not_dropped() -> None:
     for jid in ("lo", "svc"):
         st = s.queue.status(jid)
         assert st.phase is JobPhase.PENDING and st.attempts == 0 and st.pending_since == 11
-    s._check()
+    check_invariants(s)
 
 
 def test_preemption_can_be_switched_off() -> None:

@@ -9,7 +9,7 @@ from kant.model import ReasonCode
 from kant.queueing import Backoff, JobPhase, Queue, make_policy, policy_names
 from kant.scheduler import Scheduler
 from kant.state import ClusterState
-from kant.testing import job
+from kant.testing import check_invariants, job
 
 from .conftest import nodes, pod, scheduler
 
@@ -52,7 +52,7 @@ def test_duplicate_submit_is_rejected_and_changes_nothing() -> None:
     with pytest.raises(InvalidJobError):
         q.submit("not a job")  # type: ignore[arg-type]
     assert q.statuses() == before
-    q._check()
+    check_invariants(q)
 
 
 def test_cancel_a_pending_job_finishes_it_as_cancelled() -> None:
@@ -75,7 +75,7 @@ def test_cancel_a_running_job_releases_and_evicts_its_pods() -> None:
     assert sorted(e.pod for e in rep.evictions) == [pod("a", 0), pod("a", 1)]
     assert s.cluster.num_pods == 0 and s.admitter.usage() == {}
     assert s.queue.status("a").phase is JobPhase.FINISHED
-    s._check()
+    check_invariants(s)
 
 
 def test_backoff_grows_exponentially_up_to_its_cap() -> None:
@@ -114,7 +114,7 @@ def test_a_failed_binding_requeues_with_backoff_then_fails_past_the_retry_limit(
     assert "image pull failed" in st.reason.message
     assert s.cluster.num_pods == 0
     assert s.step(now + 1000).placed == ()  # never scheduled again
-    s._check()
+    check_invariants(s)
 
 
 def test_every_submitted_job_is_in_exactly_one_phase_and_none_is_dropped() -> None:

@@ -8,7 +8,7 @@ from kant.admission import Admitter, Quota, QuotaLedger, QuotaTable
 from kant.errors import DuplicateError, InvalidConfigError
 from kant.model import MILLI, ReasonCode, VictimReason
 from kant.queueing import JobPhase
-from kant.testing import job
+from kant.testing import check_invariants, job
 
 from .conftest import evict_victims, nodes, scheduler
 
@@ -27,7 +27,7 @@ def test_an_isolated_tenant_never_exceeds_its_nominal_quota() -> None:
     assert r.placed == ("a0", "a1")
     assert r.pending["a2"].code is ReasonCode.QUOTA_EXCEEDED
     assert s.admitter.used("a", "H100") == 8 * G  # free GPUs exist; quota says no
-    s._check()
+    check_invariants(s)
 
 
 def test_a_shared_tenant_borrows_unused_quota_up_to_its_borrowing_limit() -> None:
@@ -85,7 +85,7 @@ def test_reclaim_takes_from_the_borrower_never_from_the_lender() -> None:
     assert r.placed == ("a-new",)
     assert s.admitter.used("a", "H100") == 8 * G and s.admitter.used("b", "H100") == 8 * G
     assert s.queue.status("b-new").phase is JobPhase.PENDING  # requeued, not dropped
-    s._check()
+    check_invariants(s)
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 binding failure / node loss / GPU health / cancel, with the design invariants checked after
 every step:
 
-- no GPU (or share) allocated twice, every index consistent (``Scheduler._check``);
+- no GPU (or share) allocated twice, every index consistent (``check_invariants(scheduler)``);
 - a gang is fully bound or not at all (unless its eviction is in progress);
 - isolated quota is never exceeded, usage equals what the pods hold;
 - victims were running, preemptible, and allowed by their reason;
@@ -30,7 +30,7 @@ from kant.placement import Placer
 from kant.preemption import PreemptionPolicy
 from kant.queueing import Backfill, Backoff, EasyBackfill, JobPhase, Queue
 from kant.scheduler import Scheduler
-from kant.testing import ClusterBuilder, job, node
+from kant.testing import ClusterBuilder, check_invariants, job, node
 
 POLICIES = ["strict-fifo", "best-effort-fifo", "backfill", "easy-backfill"]
 
@@ -226,7 +226,7 @@ class QSCHMachine(RuleBasedStateMachine):
     def consistent(self) -> None:
         if not hasattr(self, "s"):
             return
-        self.s._check()
+        check_invariants(self.s)
         counts = self.s.queue.counts()
         assert sum(counts.values()) == len(self.s.queue) == len(self.submitted)
 

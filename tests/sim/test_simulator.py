@@ -11,7 +11,7 @@ import pytest
 from kant.model import Job
 from kant.sim.scenarios import PolicySet, Scenario, make_scenario, run_scenario
 from kant.sim.simulator import EventKind, SimConfig, SimResult, Simulator
-from kant.testing import ClusterBuilder, job
+from kant.testing import ClusterBuilder, check_invariants, job
 
 # --------------------------------------------------------------------------- helpers
 
@@ -36,7 +36,7 @@ def scenario(
 def run(sc: Scenario, policy: PolicySet | None = None) -> SimResult:
     s = sc.scheduler(policy)
     result = Simulator(s, sc.jobs, sc.config).run()
-    s._check()  # cluster, queue and admitter agree after the run
+    check_invariants(s)  # cluster, queue and admitter agree after the run
     return result
 
 
@@ -280,7 +280,7 @@ def test_inference_scenario_runs_with_quotas_and_accounts_for_every_service() ->
     sc = make_scenario("inference", jobs=150)
     s = sc.scheduler()
     res = Simulator(s, sc.jobs, sc.config).run()
-    s._check()
+    check_invariants(s)
     assert sum(res.summary.jobs.values()) == 150
     assert res.summary.jobs["finished"] == 150
     assert 0 < res.summary.gar <= 1

@@ -16,7 +16,7 @@ from kant.errors import (
 )
 from kant.model import Binding, PodId
 from kant.state import ClusterState, NodeColumns, Snapshot
-from kant.testing import ClusterBuilder, node
+from kant.testing import ClusterBuilder, check_invariants, node
 
 
 def pod(job: str, i: int = 0) -> PodId:
@@ -35,8 +35,8 @@ def cluster() -> ClusterState:
 
 
 def snapshot_matches_truth(st: ClusterState, snap: Snapshot) -> None:
-    st._check()
-    snap._check()
+    check_invariants(st)
+    check_invariants(snap)
     assert snap.same_as(st.full_snapshot()) == []
 
 
@@ -83,7 +83,7 @@ def test_fractional_pods_share_a_gpu_without_over_committing_it(cluster: Cluster
     cluster.bind(Binding(pod=pod("b"), node="lf0-n0", gpus=(3,), gpu_milli=400))
     with pytest.raises(AllocationConflictError, match="GPU 3 has 0 milli free"):
         cluster.bind(Binding(pod=pod("c"), node="lf0-n0", gpus=(3,), gpu_milli=1))
-    cluster._check()
+    check_invariants(cluster)
 
 
 REJECTED = [
@@ -158,7 +158,7 @@ def test_a_pod_holding_a_gpu_that_fails_keeps_it_but_it_is_not_returned(
     cluster.release(pod("a"))
     s = cluster.slot_of("lf0-n0")
     assert cluster.snapshot().free_gpus[s] == 7
-    cluster._check()
+    check_invariants(cluster)
 
 
 def test_an_unhealthy_node_offers_nothing_but_keeps_its_pods(cluster: ClusterState) -> None:
@@ -253,7 +253,7 @@ def test_a_rolled_back_transaction_leaves_the_snapshot_exactly_as_it_was(
         snap.allocate(2, 0b1, milli=250)
         assert snap.same_as(reference) != []
     assert snap.same_as(reference) == []
-    snap._check()
+    check_invariants(snap)
 
 
 def test_the_change_log_names_the_rows_allocated_rolled_back_and_refreshed(

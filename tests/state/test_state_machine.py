@@ -1,7 +1,7 @@
 """Hypothesis stateful test: random add / remove / bind / release / health changes,
-interleaved with snapshots and rolled-back transactions, keep ``_check()`` true, every
-snapshot equals a fresh full rebuild of the state at that moment, and the snapshot's change
-log names every row that changed since a reader last looked."""
+interleaved with snapshots and rolled-back transactions, keep ``check_invariants`` passing,
+every snapshot equals a fresh full rebuild of the state at that moment, and the snapshot's
+change log names every row that changed since a reader last looked."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from kant.errors import AllocationConflictError, DuplicateError, UnknownNodeError
 from kant.model import MILLI, Binding, PodId
 from kant.state import ClusterState, Snapshot
-from kant.testing import node
+from kant.testing import check_invariants, node
 
 NAMES = [f"n{i}" for i in range(6)]
 LEAVES = ["lf0", "lf1", "lf2"]
@@ -133,7 +133,7 @@ class StateMachine(RuleBasedStateMachine):
     @rule()
     def snapshot_equals_full_rebuild(self) -> None:
         snap = self.st.snapshot()
-        snap._check()
+        check_invariants(snap)
         assert snap.same_as(self.st.full_snapshot()) == []
         self._log_names_every_change(snap)
 
@@ -166,7 +166,7 @@ class StateMachine(RuleBasedStateMachine):
                 self._tentative(snap, data)
                 if commit_inner:
                     inner.commit()
-            snap._check()
+            check_invariants(snap)
             self._log_names_every_change(snap)
         assert snap.same_as(reference) == []
         self._log_names_every_change(snap)
@@ -178,7 +178,7 @@ class StateMachine(RuleBasedStateMachine):
         with snap.transaction() as tx:
             self._tentative(snap, data)
             tx.commit()
-        snap._check()
+        check_invariants(snap)
         assert self.st.snapshot().same_as(self.st.full_snapshot()) == []
 
     def _tentative(self, snap: Any, data: st.DataObject) -> None:
@@ -193,7 +193,7 @@ class StateMachine(RuleBasedStateMachine):
 
     @invariant()
     def state_is_consistent(self) -> None:
-        self.st._check()
+        check_invariants(self.st)
 
 
 def _same_row(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
