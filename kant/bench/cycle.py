@@ -103,6 +103,47 @@ def _refill(s: Scheduler, wl: _Workload, target: int, now: float) -> None:
         s.submit(wl.job(now), now)
 
 
+def _setup(
+    nodes: int, pending: int, *, seed: int, policy: str, strategy: str, preemption: bool
+) -> tuple[Scheduler, _Workload, PreemptionPolicy]:
+    """The benchmark's cluster (4 tenants with quotas), scheduler and workload."""
+    from kant.placement import Placer
+
+    del pending
+    cluster = ClusterState(fat_tree_nodes(nodes))
+    quarter = cluster.total_gpus() / len(TENANTS)
+    quotas = [Quota.gpus(t, "H100", quarter, borrowing_limit=quarter) for t in TENANTS]
+    rules = PreemptionPolicy(min_runtime=600.0, max_preemptors_per_cycle=2)
+    if not preemption:
+        rules = PreemptionPolicy(priority=False, reclaim=False, backfill=False)
+    s = Scheduler(
+        cluster, queue=Queue(), admitter=Admitter(quotas), placer=Placer(strategy),
+        policy=policy, preemption=rules,
+    )  # fmt: skip
+    return s, _Workload(seed), rules
+
+
+def _warm_up(s: Scheduler, wl: _Workload, pending: int, interval: float) -> float:
+    """Set-up (not timed): run the workload for one full job lifetime at a coarse step, so
+    the running jobs have spread ages and finish at a steady rate when measuring starts;
+    then a few cycles at the measured interval absorb the coarse step's backlog. Returns the
+    simulated time reached."""
+    now = 0.0
+    while now < MAX_RUNTIME:
+        _finish_due(s, now)
+        _evict_victims(s, now)
+        _refill(s, wl, pending, now)
+        s.step(now)
+        now += WARMUP_STEP
+    for _ in range(SETTLE_CYCLES):
+        now += interval
+        _finish_due(s, now)
+        _evict_victims(s, now)
+        _refill(s, wl, pending, now)
+        s.step(now)
+    return now
+
+
 def bench_cycle(
     nodes: int,
     pending: int,
@@ -115,38 +156,12 @@ def bench_cycle(
     preemption: bool = True,
 ) -> dict[str, Any]:
     """Median and p99 cycle time with ``pending`` waiting jobs on ``nodes`` 8-GPU nodes."""
-    from kant.placement import Placer
-
-    cluster = ClusterState(fat_tree_nodes(nodes))
+    s, wl, rules = _setup(nodes, pending, seed=seed, policy=policy, strategy=strategy,
+                          preemption=preemption)  # fmt: skip
+    cluster, queue, admitter = s.cluster, s.queue, s.admitter
     total = cluster.total_gpus()
-    quarter = total / len(TENANTS)
-    quotas = [Quota.gpus(t, "H100", quarter, borrowing_limit=quarter) for t in TENANTS]
-    rules = PreemptionPolicy(min_runtime=600.0, max_preemptors_per_cycle=2)
-    if not preemption:
-        rules = PreemptionPolicy(priority=False, reclaim=False, backfill=False)
-    admitter = Admitter(quotas)
-    queue = Queue()
-    s = Scheduler(
-        cluster, queue=queue, admitter=admitter, placer=Placer(strategy), policy=policy,
-        preemption=rules,
-    )  # fmt: skip
-    wl = _Workload(seed)
-    # set-up (not timed): run the workload for one full job lifetime at a coarse step, so the
-    # running jobs have spread ages and finish at a steady rate when measuring starts
-    now = 0.0
     t_setup = time.perf_counter()
-    while now < MAX_RUNTIME:
-        _finish_due(s, now)
-        _evict_victims(s, now)
-        _refill(s, wl, pending, now)
-        s.step(now)
-        now += WARMUP_STEP
-    for _ in range(SETTLE_CYCLES):  # absorb the backlog of the coarse set-up step
-        now += interval
-        _finish_due(s, now)
-        _evict_victims(s, now)
-        _refill(s, wl, pending, now)
-        s.step(now)
+    now = _warm_up(s, wl, pending, interval)
     setup_s = time.perf_counter() - t_setup
     times: list[float] = []
     cpu: list[float] = []
