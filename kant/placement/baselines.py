@@ -20,7 +20,7 @@ scores are integers on the kube-scheduler scale 0..100 (higher wins):
                    first), then a wholly free node (the smaller the better).
 ``fgd``            fragmentation gradient descent: the node (and, for a shared pod, the GPU)
                    whose expected fragmented GPU amount for the *target workload* grows least
-                   (:mod:`kant.metrics.fragmentation`): ``100 * sigmoid(-growth / 1000)``.
+                   (:mod:`kant.placement.fragmentation`): ``100 * sigmoid(-growth / 1000)``.
 ``fgdpp``          kant's refinement of FGD (see :class:`FGDPlusPlus` and ``docs/packing.md``).
 
 All but ``random`` and ``firstfit`` choose a shared pod's GPU "best fit" (the fullest GPU that
@@ -31,7 +31,7 @@ random draw, like kube-scheduler's ``selectHost``, which the reference runs; ``t
 takes the lowest slot. Either way a run is deterministic for a given ``seed``.
 
 **Target workload.** FGD (and ``fgdpp``) need the workload they defragment for: a sequence of
-:class:`~kant.metrics.fragmentation.TaskClass` (or a compiled one), passed as ``workload=``.
+:class:`~kant.placement.fragmentation.TaskClass` (or a compiled one), passed as ``workload=``.
 Scores are cached per (task class, node) and recomputed only for nodes whose free resources
 changed since (the snapshot rows are compared, so any change, committed or rolled back, is
 seen): placing a pod costs O(changed nodes x classes x GPUs) numpy work after warm-up.
@@ -50,14 +50,14 @@ import numpy as np
 import numpy.typing as npt
 
 from kant.errors import ValidationError
-from kant.metrics.fragmentation import (
+from kant.model import MILLI
+from kant.placement.context import FloatArray, IntArray, PodContext, PodRequest
+from kant.placement.fragmentation import (
     CompiledWorkload,
     TaskClassLike,
     compile_workload,
     node_fragmentation_rows,
 )
-from kant.model import MILLI
-from kant.placement.context import FloatArray, IntArray, PodContext, PodRequest
 from kant.placement.strategies import BaseStrategy, register_strategy
 from kant.state import NodeColumns, Snapshot
 
@@ -418,12 +418,12 @@ class FGD(PackingBaseline):
     """Fragmentation gradient descent (Weng et al., ATC '23).
 
     For each feasible node, the growth of its expected fragmented GPU amount ``F_n(M)`` for
-    the target workload ``M`` if the pod were placed there (:mod:`kant.metrics.fragmentation`;
+    the target workload ``M`` if the pod were placed there (:mod:`kant.placement.fragmentation`;
     a shared pod tries every GPU that fits); the node, and GPU, with the least growth wins.
     Scores are the reference's ``int(100 * sigmoid(-growth / 1000))``, so growths within
     about 40 milli-GPU tie (broken by ``ties``); the GPU is the first with the best score.
 
-    ``workload``: task classes (see :func:`kant.metrics.fragmentation.task_classes`), or a
+    ``workload``: task classes (see :func:`kant.placement.fragmentation.task_classes`), or a
     workload compiled for the cluster's pool names. Memory in task classes is honoured; give
     classes ``memory_mib=0`` to match the reference, which checks CPU only.
     """
