@@ -53,7 +53,7 @@ from kant.metrics.fragmentation import (
 )
 from kant.model import MILLI, Job, JobKind, NodeSpec, PodId, Resources, Role
 from kant.placement import Placer, make_strategy, strategy_names
-from kant.placement.baselines import PACKING_STRATEGIES, FGDPlusPlus
+from kant.placement.strategies import PACKING_STRATEGIES, FGDPlusPlus
 from kant.sim.scenarios import parse_seeds
 from kant.sim.traces import OpenbPod, load_openb_pods
 from kant.state import ClusterState

@@ -1,23 +1,21 @@
 """RSCH placement: the :class:`Placer` and its strategies (see ``docs/placement.md``)."""
 
-from kant.placement.baselines import (
+from kant.placement.context import PodContext, PodRequest, fit_count, fits
+from kant.placement.placer import PlacementResult, Placer
+from kant.placement.strategies import (
     FGD,
+    BaseStrategy,
     BestFit,
+    Binpack,
     DotProd,
+    EBinpack,
+    ESpread,
     FGDPlusPlus,
     FirstFit,
     GpuClustering,
     GpuPacking,
     PackingBaseline,
     RandomPlacement,
-)
-from kant.placement.context import PodContext, PodRequest, fit_count, fits
-from kant.placement.placer import PlacementResult, Placer
-from kant.placement.strategies import (
-    BaseStrategy,
-    Binpack,
-    EBinpack,
-    ESpread,
     Spread,
     Strategy,
     Topology,

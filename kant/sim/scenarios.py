@@ -200,7 +200,7 @@ class Scenario:
     def _strategy(self, name: str) -> BaseStrategy:
         """The placement strategy ``name``; the FGD-paper baselines get the scenario's seed
         (their tie rule) and, if they want one, the target workload (the scenario's jobs)."""
-        from kant.placement.baselines import PACKING_STRATEGIES
+        from kant.placement.strategies import PACKING_STRATEGIES
 
         cls = {c.name: c for c in PACKING_STRATEGIES}.get(name.lower())
         if cls is None:
