@@ -436,7 +436,6 @@ class Placer:
         self._templates = tmpl
 
     def _candidates(self, snap: Snapshot, role: Role, req: PodRequest) -> _Candidates | Reason:
-        state = snap.state
         models = tuple(sorted(role.gpu_models))
         key = (models, req.needs_gpu)
         hit = self._cand.get(key)
@@ -445,7 +444,7 @@ class Placer:
         n = snap.num_slots
         alive = snap.cols.alive[:n]
         if models:
-            pools = [state.group_id("pool", m) for m in models]
+            pools = [snap.group_id("pool", m) for m in models]
             pools = [p for p in pools if p >= 0]
             if not pools:
                 return Reason(

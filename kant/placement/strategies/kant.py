@@ -91,7 +91,7 @@ class ESpread(BaseStrategy):
     def candidate_sets(
         self, ctx: PodContext, slots: IntArray
     ) -> Sequence[tuple[IntArray, BaseStrategy]]:
-        zid = ctx.snap.state.group_id("zone", self.zone)
+        zid = ctx.snap.group_id("zone", self.zone)
         cols = ctx.snap.cols
         in_zone = cols.zone_id[slots] == zid if zid >= 0 else np.zeros(slots.shape[0], bool)
         general = slots[~in_zone]
