@@ -31,9 +31,10 @@ import numpy as np
 
 from kant.bits import bits as _bits
 from kant.bits import lowest_bits as _lowest_bits
+from kant.contracts import Strategy
 from kant.model import MILLI, Binding, Job, PodId, Reason, ReasonCode, Role, Tier
 from kant.placement.context import IntArray, PodContext, PodRequest, fit_count, fits
-from kant.placement.strategies import BaseStrategy, make_strategy
+from kant.placement.strategies import StrategyHooks, adapt_strategy, make_strategy
 from kant.state import Snapshot
 from kant.topology.templates import NodeTemplate, get_template
 
@@ -82,24 +83,38 @@ class _Candidates:
 
 
 class Placer:
-    """Places jobs on a snapshot with one strategy (an object or a registered name).
+    """Places jobs on a snapshot with one strategy: a registered name (built with
+    ``kwargs``) or any object with ``name`` and ``score`` (:class:`kant.contracts.Strategy`);
+    the hooks it lacks get :class:`~kant.placement.BaseStrategy`'s defaults
+    (:func:`~kant.placement.adapt_strategy`).
 
     ``group_probe``: how many of the best-ranked NodeNetGroups a single pod tries before the
     search widens to its whole pool.
     """
 
     def __init__(
-        self, strategy: str | BaseStrategy = "ebinpack", *, group_probe: int = 4, **kwargs: Any
+        self, strategy: str | Strategy = "ebinpack", *, group_probe: int = 4, **kwargs: Any
     ) -> None:
         self.strategy = make_strategy(strategy, **kwargs) if isinstance(strategy, str) else strategy
         self.group_probe = group_probe
+        self._adapted: dict[int, StrategyHooks] = {}  # by id: strategies of candidate_sets
         self._cand: dict[tuple[Any, ...], _Candidates] = {}
         self._templates: list[NodeTemplate | None] = []
         self._version = -1
         self._state_id = -1
 
+    @property
+    def strategy(self) -> Strategy:
+        """The strategy object (as given or built); :attr:`hooks` is what the Placer reads."""
+        return self._strategy
+
+    @strategy.setter
+    def strategy(self, strategy: Strategy) -> None:
+        self.hooks = adapt_strategy(strategy)
+        self._strategy = strategy
+
     def __repr__(self) -> str:
-        return f"Placer({self.strategy.name!r})"
+        return f"Placer({self.hooks.name!r})"
 
     # ------------------------------------------------------------------ public
 
@@ -210,9 +225,9 @@ class Placer:
         Scores are node-local (see :class:`~kant.placement.strategies.Strategy`), so after
         each bind only the chosen node is re-scored: O(domain) numpy once, then O(1) numpy
         calls per pod."""
-        strat = self.strategy
+        strat = self.hooks
         out: list[Binding] = []
-        if type(strat).candidate_sets is not BaseStrategy.candidate_sets:
+        if strat.candidate_sets is not None:  # the sets may change pod by pod: one at a time
             cand = _Candidates(domain)
             for p in pods:
                 b = self._place_pod(ctx, p, cand, two_level=False)
@@ -238,7 +253,7 @@ class Placer:
         wish = role.topology
         order = list(_TIER_ORDER[1:] if role.spread else _TIER_ORDER)  # spread: never one node
         if wish is None:
-            if n == 1 or self.strategy.topology_default is None:
+            if n == 1 or self.hooks.topology_default is None:
                 return []
             return order
         if wish.tier is Tier.HBD:
@@ -251,7 +266,7 @@ class Placer:
         self, snap: Snapshot, slots: IntArray, room: IntArray, tier: Tier, n: int
     ) -> Iterator[IntArray]:
         """Candidate slot sets at ``tier`` that can hold ``n`` pods, best first."""
-        key = self.strategy.domain_key
+        key = self.hooks.domain_key
         if tier is Tier.NODE:
             ok = np.flatnonzero(room >= n)
             for i in ok[np.argsort(key(room[ok]), kind="stable")][: self.group_probe]:
@@ -300,7 +315,7 @@ class Placer:
         self, ctx: PodContext, pod: PodId, cand: _Candidates, *, two_level: bool = True
     ) -> Binding | None:
         snap = ctx.snap
-        for slots, strat in self.strategy.candidate_sets(ctx, cand.slots):
+        for slots, strat in self._candidate_sets(ctx, cand.slots):
             if not slots.shape[0]:
                 continue
             if (
@@ -317,6 +332,24 @@ class Placer:
                 sc = _score(strat, ctx, feasible)
                 return self._bind(ctx, pod, int(feasible[int(np.argmax(sc))]), strat)
         return None
+
+    def _candidate_sets(
+        self, ctx: PodContext, slots: IntArray
+    ) -> Sequence[tuple[IntArray, StrategyHooks]]:
+        """The node sets a pod tries in turn, each with the (adapted) strategy scoring it:
+        all of ``slots`` with this strategy unless it has ``candidate_sets``."""
+        h = self.hooks
+        if h.candidate_sets is None:
+            return ((slots, h),)
+        out: list[tuple[IntArray, StrategyHooks]] = []
+        for part, strat in h.candidate_sets(ctx, slots):
+            hit = self._adapted.get(id(strat))
+            if hit is None or hit.strategy is not strat:
+                if len(self._adapted) >= 64:  # a strategy making new ones each time
+                    self._adapted.clear()
+                hit = self._adapted[id(strat)] = adapt_strategy(strat)
+            out.append((part, hit))
+        return out
 
     def _partly_used_best_fit(self, ctx: PodContext, cand: _Candidates) -> int | None:
         """The fullest partly used node of the pools that still fits the pod, from the
@@ -350,7 +383,7 @@ class Placer:
                     best = (free, slot)
         return None if best is None else best[1]
 
-    def _two_level(self, ctx: PodContext, cand: _Candidates, strat: BaseStrategy) -> int | None:
+    def _two_level(self, ctx: PodContext, cand: _Candidates, strat: StrategyHooks) -> int | None:
         """Rank NodeNetGroups by aggregates, look for a node in the best few. Packing
         strategies first fill the fullest partly used node anywhere in the pools."""
         snap = ctx.snap
@@ -383,7 +416,7 @@ class Placer:
                 return int(feasible[int(np.argmax(sc))])
         return None
 
-    def _bind(self, ctx: PodContext, pod: PodId, slot: int, strat: BaseStrategy) -> Binding:
+    def _bind(self, ctx: PodContext, pod: PodId, slot: int, strat: StrategyHooks) -> Binding:
         snap = ctx.snap
         cols = snap.cols
         req = ctx.req
@@ -483,7 +516,7 @@ class Placer:
         )
 
 
-def _score(strat: BaseStrategy, ctx: PodContext, slots: IntArray) -> Any:
+def _score(strat: StrategyHooks, ctx: PodContext, slots: IntArray) -> Any:
     """The strategy's score, with a role's ``spread`` wish as a hard-to-beat penalty for
     nodes that already hold pods of the job (replicas apart whatever the strategy)."""
     sc = strat.score(ctx, slots)

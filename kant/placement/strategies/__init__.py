@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
+from kant.contracts import Strategy
 from kant.errors import DuplicateError, UnknownPolicyError
-from kant.placement.strategies.base import BaseStrategy, Strategy
+from kant.placement.strategies.base import BaseStrategy, StrategyHooks, adapt_strategy
 from kant.placement.strategies.baselines import (
     BestFit,
     DotProd,
@@ -45,7 +46,9 @@ __all__ = [
     "RandomPlacement",
     "Spread",
     "Strategy",
+    "StrategyHooks",
     "Topology",
+    "adapt_strategy",
     "make_strategy",
     "register_strategy",
     "strategy_names",

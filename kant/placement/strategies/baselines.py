@@ -42,9 +42,10 @@ from typing import Any, ClassVar, Final
 import numpy as np
 import numpy.typing as npt
 
+from kant.contracts import PodView
 from kant.errors import ValidationError
 from kant.model import MILLI
-from kant.placement.context import FloatArray, IntArray, PodContext
+from kant.placement.context import FloatArray, IntArray
 from kant.placement.strategies.base import BaseStrategy
 from kant.state import Snapshot
 
@@ -79,11 +80,11 @@ class PackingBaseline(BaseStrategy):
         self._order = np.zeros(0, dtype=np.float64)
         del workload  # only the workload-aware policies use it
 
-    def points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+    def points(self, ctx: PodView, slots: IntArray) -> FloatArray:
         """Integer-valued scores, higher is better."""
         raise NotImplementedError
 
-    def score(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+    def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
         pts = self.points(ctx, slots)
         if slots.shape[0] <= 1 or self.ties == "first":
             return pts
@@ -103,7 +104,7 @@ class PackingBaseline(BaseStrategy):
         return f"{type(self).__name__}(seed={self.seed}, ties={self.ties!r})"
 
 
-def _gpu_left(ctx: PodContext, slots: IntArray) -> IntArray:
+def _gpu_left(ctx: PodView, slots: IntArray) -> IntArray:
     return ctx.snap.cols.free_milli[slots]
 
 
@@ -113,13 +114,13 @@ class RandomPlacement(PackingBaseline):
 
     name = "random"
 
-    def points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+    def points(self, ctx: PodView, slots: IntArray) -> FloatArray:
         return np.zeros(slots.shape[0], dtype=np.float64)
 
-    def score(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+    def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
         return np.asarray(self.rng.random(slots.shape[0]), dtype=np.float64)
 
-    def share_device(self, ctx: PodContext, slot: int) -> int:
+    def share_device(self, ctx: PodView, slot: int) -> int:
         cols = ctx.snap.cols
         row = cols.gpu_free[slot, : int(cols.gpus[slot])]
         fits = np.flatnonzero(row >= ctx.req.milli)
@@ -131,10 +132,10 @@ class FirstFit(PackingBaseline):
 
     name = "firstfit"
 
-    def points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+    def points(self, ctx: PodView, slots: IntArray) -> FloatArray:
         return np.zeros(slots.shape[0], dtype=np.float64)
 
-    def score(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+    def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
         return self.points(ctx, slots)
 
 
@@ -144,7 +145,7 @@ class BestFit(PackingBaseline):
 
     name = "bestfit"
 
-    def points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+    def points(self, ctx: PodView, slots: IntArray) -> FloatArray:
         cols = ctx.snap.cols
         req = ctx.req
         left = 0.5 * (cols.cpu_free[slots] - req.cpu) / MAX_SPEC_CPU
@@ -159,7 +160,7 @@ class DotProd(PackingBaseline):
 
     name = "dotprod"
 
-    def points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+    def points(self, ctx: PodView, slots: IntArray) -> FloatArray:
         cols = ctx.snap.cols
         req = ctx.req
         dot = (cols.cpu_free[slots] / MAX_SPEC_CPU) * (req.cpu / MAX_SPEC_CPU)
@@ -178,7 +179,7 @@ class GpuPacking(PackingBaseline):
 
     name = "gpupacking"
 
-    def points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+    def points(self, ctx: PodView, slots: IntArray) -> FloatArray:
         req = ctx.req
         if not req.needs_gpu:
             return np.zeros(slots.shape[0], dtype=np.float64)
@@ -240,7 +241,7 @@ class GpuClustering(PackingBaseline):
             self._gen[s] = gen[s]
         return self._kinds[slots]
 
-    def points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+    def points(self, ctx: PodView, slots: IntArray) -> FloatArray:
         req = ctx.req
         if not req.needs_gpu:
             return np.zeros(slots.shape[0], dtype=np.float64)

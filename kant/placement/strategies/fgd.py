@@ -18,9 +18,10 @@ from typing import Any, ClassVar, Final
 import attrs
 import numpy as np
 
+from kant.contracts import PodView
 from kant.errors import ValidationError
 from kant.model import MILLI
-from kant.placement.context import FloatArray, IntArray, PodContext, PodRequest
+from kant.placement.context import FloatArray, IntArray, PodRequest
 from kant.placement.fragmentation import (
     CompiledWorkload,
     TaskClassLike,
@@ -34,7 +35,7 @@ from kant.state import Snapshot
 PodKey = tuple[int, int, int, int, tuple[str, ...]]
 
 
-def pod_key(ctx: PodContext) -> PodKey:
+def pod_key(ctx: PodView) -> PodKey:
     """What a node's score depends on: (whole GPUs, share milli, CPU, memory, models)."""
     r = ctx.req
     return (r.gpus, r.milli, r.cpu, r.mem, tuple(sorted(ctx.role.gpu_models)))
@@ -124,7 +125,7 @@ class FGD(PackingBaseline):
         a growth that is exactly 0 must not score 49 instead of 50 because of them."""
         return np.trunc(_sigmoid(-np.round(growth, 6) / 1000.0) * MAX_SCORE)
 
-    def _primary(self, ctx: PodContext, s: IntArray) -> tuple[FloatArray, Alternatives]:
+    def _primary(self, ctx: PodView, s: IntArray) -> tuple[FloatArray, Alternatives]:
         """FGD scores of node slots ``s`` per alternative [len(s), width] (-1 where the pod
         does not fit) and the alternatives. The rows as they are and as they would be are
         evaluated together, in one batch."""
@@ -134,7 +135,7 @@ class FGD(PackingBaseline):
         n = s.shape[0]
         return alt.scatter(self.growth_points(frag[n:] - frag[:n][alt.row]), -1.0), alt
 
-    def device_points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+    def device_points(self, ctx: PodView, slots: IntArray) -> FloatArray:
         """Scores [len(slots), alternatives + 1]: per GPU for a shared pod (-1 where it does
         not fit), one column otherwise; the last column is the row's best. Cached per (pod
         class, node row)."""
@@ -146,11 +147,11 @@ class FGD(PackingBaseline):
         width = ctx.snap.cols.width + 1 if ctx.req.milli else 2
         return self.cache.get(("device", pod_key(ctx)), ctx.snap, slots, fill, width)
 
-    def points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+    def points(self, ctx: PodView, slots: IntArray) -> FloatArray:
         self.cache.sync(ctx.snap)
         return self.device_points(ctx, slots)[:, -1]
 
-    def share_device(self, ctx: PodContext, slot: int) -> int:
+    def share_device(self, ctx: PodView, slot: int) -> int:
         self.cache.sync(ctx.snap)
         return int(np.argmax(self.device_points(ctx, np.array([slot], dtype=np.int64))[0, :-1]))
 
@@ -298,7 +299,7 @@ class FGDPlusPlus(FGD):
             return values[inverse]
         return model.evaluate(gpu_free, cpu, mem, pool)
 
-    def _ranked(self, ctx: PodContext, s: IntArray) -> FloatArray:
+    def _ranked(self, ctx: PodView, s: IntArray) -> FloatArray:
         """[len(s), 3] per node slot: the best FGD score over its alternatives; the tie
         score ``2 * secondary``, with the secondary score of the alternative chosen among
         those with that best FGD score; and that alternative (the GPU
@@ -326,13 +327,13 @@ class FGDPlusPlus(FGD):
         tie = 2.0 * np.where(top >= 0, second[np.arange(n), pick], 0.0)
         return np.column_stack((top, tie, pick))
 
-    def ranked(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+    def ranked(self, ctx: PodView, slots: IntArray) -> FloatArray:
         """:meth:`_ranked` of ``slots``, cached per (pod class, node row)."""
         self.cache.sync(ctx.snap)
         fill = functools.partial(self._ranked, ctx)
         return self.cache.get(("ranked", pod_key(ctx)), ctx.snap, slots, fill, width=3)
 
-    def points(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+    def points(self, ctx: PodView, slots: IntArray) -> FloatArray:
         """``_LEX * primary + tie score + in use``, the last two only for the nodes with the
         best primary score: they break its ties, nothing else. (In use reads capacities,
         which the cache's grouping of alike rows does not compare: it is not cached.)"""
@@ -353,7 +354,7 @@ class FGDPlusPlus(FGD):
             )
         return out
 
-    def share_device(self, ctx: PodContext, slot: int) -> int:
+    def share_device(self, ctx: PodView, slot: int) -> int:
         self.cache.sync(ctx.snap)
         row = self.cache.fresh(("ranked", pod_key(ctx)), slot)
         if row is not None:

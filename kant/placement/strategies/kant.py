@@ -27,8 +27,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from kant.contracts import PodView, Strategy
 from kant.model import JobKind, Tier
-from kant.placement.context import FloatArray, IntArray, PodContext
+from kant.placement.context import FloatArray, IntArray
 from kant.placement.strategies.base import BaseStrategy
 
 
@@ -48,7 +49,7 @@ class EBinpack(BaseStrategy):
     fill_partly_used_first = True
     colocate_weight: ClassVar[float] = 2.0
 
-    def score(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+    def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
         return -ctx.gpu_after(slots) + self.colocate_weight * np.minimum(ctx.job_pods_on(slots), 1)
 
 
@@ -58,7 +59,7 @@ class Spread(BaseStrategy):
     name = "spread"
     two_level = True
 
-    def score(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+    def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
         return ctx.gpu_after(slots) - 2.0 * ctx.job_pods_on(slots)
 
     def group_key(self, free_milli: IntArray, in_use: IntArray) -> Any:
@@ -85,12 +86,10 @@ class ESpread(BaseStrategy):
         self._general = EBinpack()
         self._spread = Spread()
 
-    def score(self, ctx: PodContext, slots: IntArray) -> FloatArray:
+    def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
         return self._general.score(ctx, slots)
 
-    def candidate_sets(
-        self, ctx: PodContext, slots: IntArray
-    ) -> Sequence[tuple[IntArray, BaseStrategy]]:
+    def candidate_sets(self, ctx: PodView, slots: IntArray) -> Sequence[tuple[IntArray, Strategy]]:
         zid = ctx.snap.group_id("zone", self.zone)
         cols = ctx.snap.cols
         in_zone = cols.zone_id[slots] == zid if zid >= 0 else np.zeros(slots.shape[0], bool)
