@@ -1,9 +1,12 @@
 """RSCH placement: the :class:`Placer` and its strategies (see ``docs/placement.md``)."""
 
 from kant.placement.context import PodContext, PodRequest, fit_count, fits
+from kant.placement.fragmentation import FragmentationTarget
 from kant.placement.placer import PlacementResult, Placer
 from kant.placement.strategies import (
     FGD,
+    PACKING_STRATEGIES,
+    STRATEGIES,
     BaseStrategy,
     BestFit,
     Binpack,
@@ -28,6 +31,8 @@ from kant.placement.strategies import (
 
 __all__ = [
     "FGD",
+    "PACKING_STRATEGIES",
+    "STRATEGIES",
     "BaseStrategy",
     "BestFit",
     "Binpack",
@@ -36,6 +41,7 @@ __all__ = [
     "ESpread",
     "FGDPlusPlus",
     "FirstFit",
+    "FragmentationTarget",
     "GpuClustering",
     "GpuPacking",
     "PackingBaseline",

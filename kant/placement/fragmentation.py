@@ -309,3 +309,52 @@ def node_fragmentation(
     array [n]. Arguments as in :func:`node_fragmentation_by_class`."""
     by_class = node_fragmentation_by_class(gpu_free, cpu_free, mem_free, model_id, workload)
     return by_class @ workload.weight
+
+
+# --------------------------------------------------------------------------- build context
+
+
+def _classes(v: Any) -> tuple[TaskClassLike, ...] | CompiledWorkload:
+    return v if isinstance(v, CompiledWorkload) else tuple(v)
+
+
+def _opt_classes(v: Any) -> tuple[TaskClassLike, ...] | None:
+    return None if v is None else tuple(v)
+
+
+@attrs.frozen(kw_only=True)
+class FragmentationTarget:
+    """The workload a fragmentation-aware strategy (``fgd``, ``fgdpp``) works for, as task
+    classes: what :class:`kant.registry.BuildContext` ``workload`` holds when the workload is
+    not a list of jobs (``kant packing`` derives it from openb pods).
+
+    ``classes``: the target workload (task classes, or a workload compiled for the cluster's
+    pool names); ``secondary``: the task classes ``fgdpp`` weighs in its tie-break (None: the
+    target workload)."""
+
+    classes: tuple[TaskClassLike, ...] | CompiledWorkload = attrs.field(converter=_classes)
+    secondary: tuple[TaskClassLike, ...] | None = attrs.field(default=None, converter=_opt_classes)
+
+
+WorkloadLike: TypeAlias = (
+    "Iterable[TaskClassLike] | Iterable[Job] | CompiledWorkload | FragmentationTarget"
+)
+"""What a fragmentation-aware strategy's ``workload`` may be (see :func:`fragmentation_target`)."""
+
+
+def fragmentation_target(workload: WorkloadLike | None) -> FragmentationTarget | None:
+    """``BuildContext.workload`` (or a strategy's ``workload=`` option) as a
+    :class:`FragmentationTarget`: None stays None; a sequence of :class:`~kant.model.Job`
+    becomes :func:`workload_from_jobs` of it (every class, CPU-only ones included); task
+    classes or a compiled workload become the target; a target is returned as is.
+    O(pods) for jobs; called once, when a strategy is built."""
+    if workload is None or isinstance(workload, FragmentationTarget):
+        return workload
+    if isinstance(workload, CompiledWorkload):
+        return FragmentationTarget(classes=workload)
+    items: tuple[Any, ...] = tuple(workload)
+    if not items:
+        raise ValidationError("workload", workload, "needs at least one job or task class")
+    if all(isinstance(j, Job) for j in items):
+        return FragmentationTarget(classes=workload_from_jobs(items))
+    return FragmentationTarget(classes=items)

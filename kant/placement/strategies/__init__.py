@@ -11,11 +11,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from kant.contracts import Strategy
-from kant.errors import DuplicateError, UnknownPolicyError
 from kant.placement.strategies.base import BaseStrategy, StrategyHooks, adapt_strategy
 from kant.placement.strategies.baselines import (
     BestFit,
@@ -28,10 +27,12 @@ from kant.placement.strategies.baselines import (
 )
 from kant.placement.strategies.fgd import FGD, FGDPlusPlus
 from kant.placement.strategies.kant import Binpack, EBinpack, ESpread, Spread, Topology
+from kant.registry import Registry
 
 __all__ = [
     "FGD",
     "PACKING_STRATEGIES",
+    "STRATEGIES",
     "BaseStrategy",
     "BestFit",
     "Binpack",
@@ -55,33 +56,35 @@ __all__ = [
 ]
 
 
-StrategyFactory = Callable[..., BaseStrategy]
-_REGISTRY: dict[str, StrategyFactory] = {}
+STRATEGIES: Registry[Strategy] = Registry("placement")
+"""Every placement strategy by name. Strategies that need nothing are registered as their
+class; the FGD-paper heuristics take the run's ``seed`` (their tie rule) and ``fgd`` /
+``fgdpp`` also the ``workload`` (see :class:`~kant.placement.strategies.fgd.FGD`) from the
+:class:`~kant.registry.BuildContext`: ``STRATEGIES.build(name, BuildContext(seed=...,
+workload=...))`` builds any of them, with no special case."""
 
 
-def register_strategy(name: str, factory: StrategyFactory) -> None:
-    """Add a strategy under ``name``. Refuses a name already taken (DuplicateError)."""
-    if name in _REGISTRY:
-        raise DuplicateError(f"placement strategy {name!r} is already registered")
-    _REGISTRY[name] = factory
+def register_strategy(
+    name: str, factory: Callable[..., Strategy], *, uses: Iterable[str] = ()
+) -> None:
+    """Add a strategy factory under ``name`` (case-insensitive); ``uses`` names the
+    :class:`~kant.registry.BuildContext` fields it takes as keywords (``"seed"``,
+    ``"workload"``, ``"cluster"``). Refuses a name already taken
+    (:class:`~kant.errors.DuplicateError`)."""
+    STRATEGIES.register(name, factory, uses=uses)
 
 
-def make_strategy(name: str, **kwargs: Any) -> BaseStrategy:
-    """A new strategy instance by registered name (case-insensitive)."""
-    key = name.lower()
-    try:
-        factory = _REGISTRY[key]
-    except KeyError:
-        raise UnknownPolicyError("placement", name, sorted(_REGISTRY)) from None
-    return factory(**kwargs)
+def make_strategy(name: str, **kwargs: Any) -> Strategy:
+    """A new strategy by registered name (case-insensitive), built with ``kwargs`` and, for
+    the context fields it uses that ``kwargs`` do not give, an empty
+    :class:`~kant.registry.BuildContext` (seed 0, no workload). Unknown names raise
+    :class:`~kant.errors.UnknownPolicyError` listing the known ones."""
+    return STRATEGIES.build(name, **kwargs)
 
 
 def strategy_names() -> list[str]:
-    return sorted(_REGISTRY)
-
-
-for _cls in (Binpack, EBinpack, Spread, ESpread, Topology):
-    register_strategy(_cls.name, _cls)
+    """Every registered strategy name, sorted."""
+    return STRATEGIES.names()
 
 
 PACKING_STRATEGIES: Final[tuple[type[PackingBaseline], ...]] = (
@@ -95,7 +98,11 @@ PACKING_STRATEGIES: Final[tuple[type[PackingBaseline], ...]] = (
     FGDPlusPlus,
 )
 """The packing policies, in the paper's order then kant's; their factories take ``seed``,
-``ties`` and ``workload`` keywords."""
+``ties`` and (``fgd``, ``fgdpp``) ``workload`` keywords."""
 
-for _pcls in PACKING_STRATEGIES:
-    register_strategy(_pcls.name, _pcls)
+for _kcls in (Binpack, EBinpack, Spread, ESpread, Topology):
+    register_strategy(_kcls.name, _kcls)
+for _hcls in PACKING_STRATEGIES[:6]:  # the heuristics: a seeded tie rule
+    register_strategy(_hcls.name, _hcls, uses=("seed",))
+for _fcls in (FGD, FGDPlusPlus):  # and a target workload
+    register_strategy(_fcls.name, _fcls, uses=("seed", "workload"))

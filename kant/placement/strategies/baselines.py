@@ -67,7 +67,6 @@ class PackingBaseline(BaseStrategy):
     """
 
     name: ClassVar[str] = "baseline"
-    wants_workload: ClassVar[bool] = False
 
     def __init__(self, *, seed: int = 0, ties: str = "order", workload: Any = None) -> None:
         if ties not in TIES:

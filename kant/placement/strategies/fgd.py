@@ -25,7 +25,9 @@ from kant.placement.context import FloatArray, IntArray, PodRequest
 from kant.placement.fragmentation import (
     CompiledWorkload,
     TaskClassLike,
+    WorkloadLike,
     compile_workload,
+    fragmentation_target,
     node_fragmentation_rows,
 )
 from kant.placement.score_cache import DEDUP_MIN, Alternatives, ScoreCache, row_groups
@@ -54,13 +56,16 @@ class FGD(PackingBaseline):
     Scores are the reference's ``int(100 * sigmoid(-growth / 1000))``, so growths within
     about 40 milli-GPU tie (broken by ``ties``); the GPU is the first with the best score.
 
-    ``workload``: task classes (see :func:`kant.placement.fragmentation.task_classes`), or a
-    workload compiled for the cluster's pool names. Memory in task classes is honoured; give
-    classes ``memory_mib=0`` to match the reference, which checks CPU only.
+    ``workload``: the target workload, in any form :func:`fragmentation_target` takes: the
+    jobs the run will see (their task classes, :func:`workload_from_jobs`), task classes
+    (:func:`kant.placement.fragmentation.task_classes`), a workload compiled for the
+    cluster's pool names, or a :class:`FragmentationTarget`. Registered with ``uses=("seed",
+    "workload")``: built from a :class:`~kant.registry.BuildContext`, it takes the context's
+    seed and workload. Memory in task classes is honoured; give classes ``memory_mib=0`` to
+    match the reference, which checks CPU only.
     """
 
     name = "fgd"
-    wants_workload = True
     quantized: ClassVar[bool] = True
 
     def __init__(
@@ -68,14 +73,16 @@ class FGD(PackingBaseline):
         *,
         seed: int = 0,
         ties: str = "order",
-        workload: Iterable[TaskClassLike] | CompiledWorkload | None = None,
+        workload: WorkloadLike | None = None,
     ) -> None:
         super().__init__(seed=seed, ties=ties)
-        if workload is None:
+        target = fragmentation_target(workload)
+        if target is None:
             raise ValidationError(
                 "workload", None, f"{self.name} needs the target workload (task classes)"
             )
-        self._workload_in = workload if isinstance(workload, CompiledWorkload) else tuple(workload)
+        self.target = target
+        self._workload_in = target.classes
         self._compiled: CompiledWorkload | None = None
         self._compiled_for: tuple[str, ...] = ()
         self.cache = ScoreCache()
@@ -254,7 +261,7 @@ class FGDPlusPlus(FGD):
         *,
         seed: int = 0,
         ties: str = "order",
-        workload: Iterable[TaskClassLike] | CompiledWorkload | None = None,
+        workload: WorkloadLike | None = None,
         secondary_workload: Iterable[TaskClassLike] | None = None,
         scarcity: bool = True,
         in_use: bool = True,
@@ -265,6 +272,8 @@ class FGDPlusPlus(FGD):
         self.in_use = bool(in_use)
         self.cpu_share = bool(cpu_share)
         self._gpu_cpu_share = 1.0
+        if secondary_workload is None:
+            secondary_workload = self.target.secondary
         self._secondary_in = None if secondary_workload is None else tuple(secondary_workload)
         self._secondary: RefillModel | None = None
         self._secondary_for: tuple[Any, ...] = ()
