@@ -234,14 +234,18 @@ class Placer:
             filters.restrict_room(ctx, cand.slots, room, n)
             if int(room.sum()) < n:
                 return why_not(snap, cand.slots, req, n, filters.blocked)
+        key = self.hooks.domain_key
         for tier in tiers:
-            key = self.hooks.domain_key
             for domain in domains(snap, cand.slots, room, tier, n, key, self.group_probe):
+                before = dict(on_node)
                 with snap.transaction() as tx:
                     got = self._fill(ctx, pods, domain)
                     if got is not None:
                         tx.commit()
                         return got
+                if on_node != before:  # the attempt was rolled back, so are its pods
+                    on_node.clear()
+                    on_node.update(before)
         wish = role.topology
         if wish is None or not wish.required:  # the CLUSTER tier fits unless filters say no
             return why_not(snap, cand.slots, req, n, filters.blocked)

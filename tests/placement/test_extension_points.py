@@ -181,6 +181,39 @@ def test_a_filter_that_leaves_no_node_gives_no_fit_naming_the_filter() -> None:
         assert st.snapshot().free_gpus[:3].tolist() == [8, 8, 8]  # nothing applied
 
 
+def test_a_filter_is_asked_again_about_the_node_a_gang_pod_just_took() -> None:
+    def one_per_node(ctx: PodView, slots: IntArray) -> Any:
+        return ctx.job_pods_on(slots) == 0
+
+    st = ClusterBuilder().leaf("lf0", nodes=3).build()
+    gang = job("g", gpus=2, replicas=3, tier=Tier.LEAF)
+    packed = Placer("ebinpack").place(gang, st.snapshot())
+    assert len({b.node for b in packed.bindings}) == 1  # ebinpack co-locates the replicas
+    st = ClusterBuilder().leaf("lf0", nodes=3).build()
+    apart = Placer("ebinpack", filters=[one_per_node]).place(gang, st.snapshot())
+    assert sorted(b.node for b in apart.bindings) == ["lf0-n0", "lf0-n1", "lf0-n2"]
+    st = ClusterBuilder().leaf("lf0", nodes=2).build()
+    short = Placer("ebinpack", filters=[one_per_node]).place(gang, st.snapshot())
+    assert short.reason is not None and "one_per_node" in short.reason.message
+
+
+def test_a_gang_attempt_rolled_back_in_one_domain_leaves_no_pods_behind_for_the_next() -> None:
+    class OnePerNode(BaseStrategy):
+        name = "one-per-node"
+        topology_default = Tier.LEAF
+
+        def candidate_sets(
+            self, ctx: PodView, slots: IntArray
+        ) -> Sequence[tuple[IntArray, Strategy]]:
+            return ((slots[ctx.job_pods_on(slots) == 0], self),)
+
+    # every NODE-tier attempt binds one pod, then finds no second node and rolls back; the
+    # LEAF tier must then see no pod of the job anywhere
+    st = ClusterBuilder().leaf("lf0", nodes=3).build()
+    res = Placer(OnePerNode()).place(job("g", gpus=2, replicas=3), st.snapshot())
+    assert sorted(b.node for b in res.bindings) == ["lf0-n0", "lf0-n1", "lf0-n2"]
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     name=hst.sampled_from(strategy_names()),
