@@ -188,6 +188,7 @@ class CompiledWorkload:
 
     @property
     def gpu_classes(self) -> npt.NDArray[np.bool_]:
+        """Per class: does it ask for a GPU (whole or a share)?"""
         return self.count > 0
 
 

@@ -44,6 +44,9 @@ class RowVersions:
         self._m = np.zeros(0, dtype=np.int64)
 
     def sync(self, snap: Snapshot) -> IntArray:
+        """Bump the version of every row of ``snap`` whose free GPUs, CPU or memory differ
+        from the copy (then update the copy); returns the versions per slot. O(1) when the
+        change log is where it was, else O(rows logged since) numpy."""
         cols = snap.cols
         n = snap.num_slots
         key = (snap.token, n, cols.width, snap.state.membership_version)

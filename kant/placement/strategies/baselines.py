@@ -84,6 +84,9 @@ class PackingBaseline(BaseStrategy):
         raise NotImplementedError
 
     def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
+        """:meth:`points` plus the tie-break (< 0.5, so it only orders equal points); the
+        ``random`` rule draws from the seeded generator, so the call sequence matters.
+        O(len(slots))."""
         pts = self.points(ctx, slots)
         if slots.shape[0] <= 1 or self.ties == "first":
             return pts
@@ -114,12 +117,15 @@ class RandomPlacement(PackingBaseline):
     name = "random"
 
     def points(self, ctx: PodView, slots: IntArray) -> FloatArray:
+        """All equal: the draw in :meth:`score` decides."""
         return np.zeros(slots.shape[0], dtype=np.float64)
 
     def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
+        """One seeded uniform draw per slot. O(len(slots))."""
         return np.asarray(self.rng.random(slots.shape[0]), dtype=np.float64)
 
     def share_device(self, ctx: PodView, slot: int) -> int:
+        """A uniformly random GPU of the node that fits the share (seeded). O(GPUs)."""
         cols = ctx.snap.cols
         row = cols.gpu_free[slot, : int(cols.gpus[slot])]
         fits = np.flatnonzero(row >= ctx.req.milli)
@@ -132,9 +138,11 @@ class FirstFit(PackingBaseline):
     name = "firstfit"
 
     def points(self, ctx: PodView, slots: IntArray) -> FloatArray:
+        """All equal: the lowest slot wins."""
         return np.zeros(slots.shape[0], dtype=np.float64)
 
     def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
+        """:meth:`points`, never a tie-break."""
         return self.points(ctx, slots)
 
 
@@ -145,6 +153,7 @@ class BestFit(PackingBaseline):
     name = "bestfit"
 
     def points(self, ctx: PodView, slots: IntArray) -> FloatArray:
+        """The class formula, truncated to an integer. O(len(slots))."""
         cols = ctx.snap.cols
         req = ctx.req
         left = 0.5 * (cols.cpu_free[slots] - req.cpu) / MAX_SPEC_CPU
@@ -160,6 +169,7 @@ class DotProd(PackingBaseline):
     name = "dotprod"
 
     def points(self, ctx: PodView, slots: IntArray) -> FloatArray:
+        """The class formula, truncated to an integer. O(len(slots))."""
         cols = ctx.snap.cols
         req = ctx.req
         dot = (cols.cpu_free[slots] / MAX_SPEC_CPU) * (req.cpu / MAX_SPEC_CPU)
@@ -179,6 +189,7 @@ class GpuPacking(PackingBaseline):
     name = "gpupacking"
 
     def points(self, ctx: PodView, slots: IntArray) -> FloatArray:
+        """The class's bands. O(len(slots) x GPUs)."""
         req = ctx.req
         if not req.needs_gpu:
             return np.zeros(slots.shape[0], dtype=np.float64)
@@ -241,6 +252,7 @@ class GpuClustering(PackingBaseline):
         return self._kinds[slots]
 
     def points(self, ctx: PodView, slots: IntArray) -> FloatArray:
+        """The class's bands plus GPU in use. O(len(slots)) after :meth:`kinds`."""
         req = ctx.req
         if not req.needs_gpu:
             return np.zeros(slots.shape[0], dtype=np.float64)

@@ -155,10 +155,13 @@ class FGD(PackingBaseline):
         return self.cache.get(("device", pod_key(ctx)), ctx.snap, slots, fill, width)
 
     def points(self, ctx: PodView, slots: IntArray) -> FloatArray:
+        """The best FGD score of each slot over its alternatives (cached per pod class and
+        node row: O(changed rows x classes x GPUs) numpy after warm-up)."""
         self.cache.sync(ctx.snap)
         return self.device_points(ctx, slots)[:, -1]
 
     def share_device(self, ctx: PodView, slot: int) -> int:
+        """The GPU with the best FGD score on node ``slot`` (lowest index on ties)."""
         self.cache.sync(ctx.snap)
         return int(np.argmax(self.device_points(ctx, np.array([slot], dtype=np.int64))[0, :-1]))
 
@@ -204,6 +207,7 @@ class RefillModel:
     def evaluate(
         self, gpu_free: IntArray, cpu: IntArray, mem: IntArray, pool: IntArray
     ) -> FloatArray:
+        """:func:`refill_fragmentation` of node rows (milli). O(rows x classes)."""
         total = gpu_free.sum(axis=1).astype(np.float64)
         n = gpu_free.shape[0]
         k = self.need.shape[0]
@@ -364,6 +368,8 @@ class FGDPlusPlus(FGD):
         return out
 
     def share_device(self, ctx: PodView, slot: int) -> int:
+        """The GPU :meth:`ranked` picked for node ``slot`` (cached from the scoring a moment
+        ago when the row is unchanged: O(1))."""
         self.cache.sync(ctx.snap)
         row = self.cache.fresh(("ranked", pod_key(ctx)), slot)
         if row is not None:

@@ -50,6 +50,7 @@ class EBinpack(BaseStrategy):
     colocate_weight: ClassVar[float] = 2.0
 
     def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
+        """Binpack plus ``colocate_weight`` on nodes holding this job's pods. O(len(slots))."""
         return -ctx.gpu_after(slots) + self.colocate_weight * np.minimum(ctx.job_pods_on(slots), 1)
 
 
@@ -60,12 +61,15 @@ class Spread(BaseStrategy):
     two_level = True
 
     def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
+        """Most GPU left after the pod, minus 2 per pod of this job there. O(len(slots))."""
         return ctx.gpu_after(slots) - 2.0 * ctx.job_pods_on(slots)
 
     def group_key(self, free_milli: IntArray, in_use: IntArray) -> Any:
+        """The emptiest NodeNetGroups first."""
         return (-free_milli,)
 
     def domain_key(self, capacity: IntArray) -> IntArray:
+        """The roomiest topology domains first."""
         return -capacity
 
 
@@ -87,9 +91,13 @@ class ESpread(BaseStrategy):
         self._spread = Spread()
 
     def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
+        """E-Binpack's score (the general pool's)."""
         return self._general.score(ctx, slots)
 
     def candidate_sets(self, ctx: PodView, slots: IntArray) -> Sequence[tuple[IntArray, Strategy]]:
+        """Zone nodes without this job's pods, scored by Spread, for a small inference pod;
+        then (or only) the general nodes, scored by E-Binpack. Asked for every pod.
+        O(len(slots))."""
         zid = ctx.snap.group_id("zone", self.zone)
         cols = ctx.snap.cols
         in_zone = cols.zone_id[slots] == zid if zid >= 0 else np.zeros(slots.shape[0], bool)
@@ -110,4 +118,5 @@ class Topology(BaseStrategy):
     topology_default = Tier.LEAF
 
     def group_key(self, free_milli: IntArray, in_use: IntArray) -> Any:
+        """The fullest NodeNetGroups first, in use or not."""
         return (free_milli,)
