@@ -38,8 +38,8 @@ class NodeFilters:
 
     :attr:`blocked` is the name of the filter that last left a pod no node although some
     fitted (set by :meth:`mask`, :meth:`keep` and :meth:`restrict_room`; the Placer clears it
-    before each role and reads it to explain a failure). Empty filters are false, and the
-    Placer skips every call then: no cost without filters."""
+    before each role and reads it to explain a failure). Without filters :attr:`active` is
+    False and the Placer skips every call: no cost without filters."""
 
     def __init__(self, filters: Iterable[NodeFilter] = ()) -> None:
         self.filters = tuple(filters)
@@ -47,10 +47,11 @@ class NodeFilters:
             if not callable(f):
                 raise ValidationError("filters", f, "a node filter must be callable")
         self.names = tuple(filter_name(f) for f in self.filters)
+        self.active = bool(self.filters)  # a plain attribute: the Placer checks it per pod
         self.blocked: str | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.filters)
+        return self.active
 
     def __repr__(self) -> str:
         return f"NodeFilters({list(self.names)})"

@@ -119,7 +119,7 @@ class Placer:
         self._strategy = strategy
 
     def __repr__(self) -> str:
-        if self.filters:
+        if self.filters.active:
             return f"Placer({self.hooks.name!r}, filters={list(self.filters.names)})"
         return f"Placer({self.hooks.name!r})"
 
@@ -133,11 +133,19 @@ class Placer:
         The bindings are applied to the snapshot inside a transaction that is committed into
         the caller's open transaction, if any. Gang: all or nothing. Pod-level: each pod on
         its own. Expected failures are reasons in the result, never exceptions. Costs
-        O(pods x candidate nodes) numpy work at worst, far less with the two-level search."""
+        O(pods x candidate nodes) numpy work at worst, far less with the two-level search.
+
+        Which of the job's pods already run, and where, is the one thing read from the
+        cluster state's bindings (the snapshot holds no pods)."""
         self._sync(snap)
-        todo, on_node = self._running(job, snap, pods)
+        state = snap.state
+        todo = [p for p in job.pods() if not state.has_pod(p)] if pods is None else list(pods)
         if not todo:
             return PlacementResult()
+        on_node: dict[int, int] = {}  # slot -> pods of this job there
+        for p in state.job_pods(job.id):
+            s = snap.slot_of(state.binding(p).node)
+            on_node[s] = on_node.get(s, 0) + 1
         by_role: dict[str, list[PodId]] = {}
         for p in todo:
             by_role.setdefault(p.role, []).append(p)
@@ -161,22 +169,6 @@ class Placer:
                             placed.extend(one)
             tx.commit()
         return PlacementResult(bindings=tuple(placed), unplaced=unplaced)
-
-    @staticmethod
-    def _running(
-        job: Job, snap: Snapshot, pods: Sequence[PodId] | None
-    ) -> tuple[list[PodId], dict[int, int]]:
-        """The pods to place (``pods``, or the job's pods not yet running) and, per node
-        slot, the job's pods running there. The snapshot holds no pods, so this is the one
-        read of the cluster state's bindings. O(job's pods)."""
-        state = snap.state
-        todo = [p for p in job.pods() if not state.has_pod(p)] if pods is None else list(pods)
-        on_node: dict[int, int] = {}
-        if todo:
-            for p in state.job_pods(job.id):
-                s = snap.slot_of(state.binding(p).node)
-                on_node[s] = on_node.get(s, 0) + 1
-        return todo, on_node
 
     # ------------------------------------------------------------------ roles
 
@@ -218,7 +210,7 @@ class Placer:
         ctx = PodContext(snap=snap, job=job, role=role, req=req, on_node=on_node)
         filters = self.filters
         filters.blocked = None
-        tiers = tiers_for(role, n, self.hooks.topology_default)
+        tiers = tiers_for(role, n, self.hooks.topology_default) if n > 1 or role.topology else []
         if not tiers:
             out: list[Binding] = []
             for p in pods:
@@ -230,7 +222,7 @@ class Placer:
         room = np.minimum(fit_count(snap, cand.slots, req), n)
         if int(room.sum()) < n:
             return why_not(snap, cand.slots, req, n)
-        if filters:
+        if filters.active:
             filters.restrict_room(ctx, cand.slots, room, n)
             if int(room.sum()) < n:
                 return why_not(snap, cand.slots, req, n, filters.blocked)
@@ -272,7 +264,7 @@ class Placer:
                 out.append(b)
             return out
         room = fit_count(ctx.snap, domain, ctx.req)
-        if filters:
+        if filters.active:
             idx = np.flatnonzero(room > 0)
             room[idx[~filters.mask(ctx, domain[idx])]] = 0
         scores = np.full(domain.shape[0], -np.inf)
@@ -286,7 +278,7 @@ class Placer:
             slot = int(domain[i])
             out.append(self._bind(ctx, p, slot, strat))
             room[i] -= 1
-            if room[i] > 0 and filters:
+            if room[i] > 0 and filters.active:
                 dropped = filters.rejected_by(ctx, slot)
                 if dropped is not None:
                     filters.blocked = dropped
@@ -317,7 +309,7 @@ class Placer:
                 if slot is not None:
                     return self._bind(ctx, pod, slot, strat)
             feasible = slots[fits(snap, slots, ctx.req)]
-            if filters and feasible.shape[0]:
+            if filters.active and feasible.shape[0]:
                 feasible = filters.keep(ctx, feasible)
             if feasible.shape[0]:
                 sc = _score(strat, ctx, feasible)
@@ -350,7 +342,7 @@ class Placer:
         snap = ctx.snap
         filters = self.filters
         if strat.fill_partly_used_first and ctx.req.gpus and cand.pools:
-            allowed = (lambda s: filters.rejected_by(ctx, s) is None) if filters else None
+            allowed = (lambda s: filters.rejected_by(ctx, s) is None) if filters.active else None
             slot = partly_used_best_fit(ctx, cand, allowed)
             if slot is not None:
                 return slot
@@ -374,7 +366,7 @@ class Placer:
         for g in order[: self.group_probe].tolist():
             members = parts[g]
             feasible = members[fits(snap, members, req)]
-            if filters and feasible.shape[0]:
+            if filters.active and feasible.shape[0]:
                 feasible = filters.keep(ctx, feasible)
             if feasible.shape[0]:
                 sc = _score(strat, ctx, feasible)
