@@ -427,7 +427,7 @@ class Placer:
             t = cache.get(spec.template)
             if t is None:
                 t = cache[spec.template] = get_template(spec.template)
-            tmpl[snap.slot_of(spec.name)] = t
+            tmpl[state.slot_of(spec.name)] = t
         self._templates = tmpl
 
     def _candidates(self, snap: Snapshot, role: Role, req: PodRequest) -> Candidates | Reason:
