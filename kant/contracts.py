@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from kant.model import Role
+    from kant.placement.context import PodRequest
     from kant.state import Snapshot
 
     IntArray = npt.NDArray[np.int64]
@@ -171,45 +173,87 @@ class QueueingPolicy(Protocol):
 
 
 class PodView(Protocol):
-    """What placement knows about the pod being placed (see
-    :class:`kant.placement.context.PodContext`): the job, the per-pod request, the snapshot."""
+    """The placement question a strategy or a node filter answers (concretely a
+    :class:`kant.placement.PodContext`): one pod of ``role`` of ``job``, asking ``req`` (the
+    per-pod request in the snapshot's units), on the snapshot ``snap``. Read-only: only the
+    Placer changes the snapshot."""
 
     @property
     def job(self) -> Job: ...
 
     @property
+    def role(self) -> Role: ...
+
+    @property
+    def req(self) -> PodRequest: ...
+
+    @property
     def snap(self) -> Snapshot: ...
+
+    def job_pods_on(self, slots: IntArray) -> IntArray:
+        """Per slot, the pods of this job already on that node (placed earlier in this
+        placement, or running). O(len(slots) + nodes the job is on)."""
+        ...
+
+    def gpu_after(self, slots: IntArray) -> FloatArray:
+        """Per slot, the share of the node's GPU capacity left free after placing the pod
+        (of its CPU, for a CPU-only pod), 0..1. O(len(slots))."""
+        ...
 
 
 @runtime_checkable
 class Strategy(Protocol):
     """A placement strategy: score feasible candidate nodes, higher is better.
 
-    ``score(ctx, slots)`` gets the feasible candidate node slots (ascending) and returns one
-    float per slot; ties go to the lowest slot. Called once per pod per candidate set
-    (vectorised: O(len(slots)) numpy work). Scores must be *node-local*: a node's score
-    depends only on its row in the snapshot and on this job's pods on it. It must not
-    change the snapshot.
+    ``score(ctx, slots)`` gets candidate node slots of one pod (ascending) that fit its
+    resources and passed the node filters, and returns one float per slot; the highest wins,
+    ties go to the lowest slot. Called once per pod per candidate set, vectorised:
+    O(len(slots)) numpy work. Scores must be *node-local*: a node's score depends only on
+    its row in the snapshot and on this job's pods on it (``ctx.job_pods_on``); the Placer
+    relies on it to re-score only the node it just used while it fills a gang. It must not
+    change the snapshot (it may keep caches of its own).
 
-    Optional hooks, with the defaults :class:`kant.placement.BaseStrategy` gives when a
-    strategy lacks them: ``two_level`` (search NodeNetGroups first), ``topology_default``
-    (the tier multi-pod gangs prefer), ``fill_partly_used_first``, ``group_key``,
-    ``domain_key``, ``candidate_sets`` and ``share_device``; see ``docs/extending.md``."""
+    Any object with ``name`` and ``score`` is a strategy. These optional hooks are read once,
+    when a :class:`kant.placement.Placer` adopts the strategy; the ones it lacks get the
+    defaults of :class:`kant.placement.BaseStrategy` (:func:`kant.placement.adapt_strategy`):
 
-    name: str
+    - ``two_level: bool`` (False): single pods on large pools search the best NodeNetGroups
+      (leaves) first;
+    - ``topology_default: Tier | None`` (None): the tier search multi-pod gang roles that
+      state no topology wish get;
+    - ``fill_partly_used_first: bool`` (False): in the two-level search, a whole-GPU pod
+      first takes the fullest partly used node of its pools;
+    - ``group_key(free_milli, in_use) -> tuple of arrays``: ``np.lexsort`` keys (last
+      primary) ordering candidate NodeNetGroups, lower first (default: groups in use first,
+      then fewest free GPU milli);
+    - ``domain_key(capacity) -> IntArray``: order of topology domains by their capacity in
+      pods, lower first (default: best fit, the capacity itself);
+    - ``share_device(ctx, slot) -> int``: the GPU a fractional pod takes on the chosen node
+      (default: the fullest that still fits, lowest index on ties);
+    - ``candidate_sets(ctx, slots) -> Sequence[tuple[IntArray, Strategy]]``: node sets to
+      try in turn, each with the strategy (any strategy) that scores it (default: absent, all
+      candidates scored by this strategy). Asked for every pod, also inside a gang."""
 
-    def score(self, ctx: Any, slots: IntArray) -> FloatArray: ...
+    @property
+    def name(self) -> str: ...
+
+    def score(self, ctx: PodView, slots: IntArray) -> FloatArray: ...
 
 
 class NodeFilter(Protocol):
-    """A node filter: which candidate nodes a pod may use at all.
+    """A node filter: which candidate nodes a pod may use at all (``Placer(filters=[...])``).
 
-    ``__call__(ctx, slots)`` gets the candidate slots that fit the pod's resources and
-    returns a boolean mask of the same length (True: keep). Called once per pod before
-    scoring; O(len(slots)) numpy work; must not change the snapshot. A filter that keeps
-    nothing leaves the pod unplaced with ``NO_FIT``."""
+    ``__call__(ctx, slots)`` gets candidate slots that fit the pod's resources and returns a
+    boolean mask of the same length (True: keep). The Placer asks it wherever it picks nodes
+    for a pod -- the flat pass, the NodeNetGroups of the two-level search, the best-fit index
+    of partly used nodes, the topology domains of a gang -- always before scoring, so a node
+    it drops is never scored nor used. Answers must be node-local, like scores: after a gang
+    pod is bound, the filter is asked again about that node only. O(len(slots)) numpy work;
+    must not change the snapshot. Several filters combine with AND, in order. When the
+    filters leave no node for a pod that would otherwise fit, the pod is unplaced with
+    ``NO_FIT`` and a message naming the filter (its ``name``, else ``__name__``, else repr)."""
 
-    def __call__(self, ctx: Any, slots: IntArray) -> BoolArray: ...
+    def __call__(self, ctx: PodView, slots: IntArray) -> BoolArray: ...
 
 
 class PlacementLike(Protocol):

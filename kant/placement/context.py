@@ -36,16 +36,19 @@ class PodRequest:
 
     @classmethod
     def of(cls, r: Resources) -> PodRequest:
+        """The request of one pod with resources ``r``. O(1); once per role placed."""
         return cls(
             gpus=r.gpus, milli=r.gpu_milli, cpu=r.cpu_milli, mem=r.memory_mib, nics=r.rdma_nics
         )
 
     @property
     def total_milli(self) -> int:
+        """GPU milli asked in all: whole GPUs x 1000 plus a share."""
         return self.gpus * MILLI + self.milli
 
     @property
     def needs_gpu(self) -> bool:
+        """Does the pod ask for any GPU (whole or a share)?"""
         return self.gpus > 0 or self.milli > 0
 
 

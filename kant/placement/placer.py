@@ -7,6 +7,10 @@ placed pod, and a typed :class:`Reason` for every pod it could not place.
   left exactly as it was on failure).
 * **Pod-level** jobs place as many pods as fit, each on its own.
 * **Node pools**: a role searches only nodes of its allowed GPU models.
+* **Node filters** (``Placer(filters=[...])``, :class:`kant.contracts.NodeFilter`): wherever
+  nodes are picked for a pod -- the flat pass, the NodeNetGroups of the two-level search, the
+  best-fit index, the topology domains of a gang -- the nodes that fit are filtered before
+  anything is scored; a filter that leaves a pod no node gives ``NO_FIT`` naming it.
 * **Two-level search**: a single pod first looks inside the best NodeNetGroups (leaves,
   ranked from the snapshot's per-group aggregates) and only then across its whole pool —
   vectorised, never a Python loop over nodes.
@@ -18,12 +22,16 @@ placed pod, and a typed :class:`Reason` for every pod it could not place.
   switch > NUMA > cross-NUMA), NICs are the free ones nearest those GPUs, fractional shares go
   to the fullest device that still fits. Unhealthy devices are never candidates (the snapshot
   shows them as not free).
+
+Where the Placer looks (candidate sets, tiers, domains, the best-fit index) is in
+:mod:`kant.placement.search`; the strategy is read through
+:class:`~kant.placement.strategies.base.StrategyHooks`, the filters through
+:class:`~kant.placement.filters.NodeFilters`.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -31,16 +39,23 @@ import numpy as np
 
 from kant.bits import bits as _bits
 from kant.bits import lowest_bits as _lowest_bits
-from kant.model import MILLI, Binding, Job, PodId, Reason, ReasonCode, Role, Tier
+from kant.contracts import NodeFilter, Strategy
+from kant.model import MILLI, Binding, Job, PodId, Reason, ReasonCode, Role
 from kant.placement.context import IntArray, PodContext, PodRequest, fit_count, fits
-from kant.placement.strategies import BaseStrategy, make_strategy
+from kant.placement.filters import NodeFilters
+from kant.placement.search import (
+    Candidates,
+    domains,
+    near,
+    partly_used_best_fit,
+    tiers_for,
+    why_not,
+)
+from kant.placement.strategies import StrategyHooks, adapt_strategy, make_strategy
 from kant.state import Snapshot
 from kant.topology.templates import NodeTemplate, get_template
 
-_LEVEL = {Tier.HBD: "hbd", Tier.LEAF: "leaf", Tier.SPINE: "spine", Tier.SUPERSPINE: "superspine"}
-_TIER_ORDER = (Tier.NODE, Tier.LEAF, Tier.SPINE, Tier.SUPERSPINE, Tier.CLUSTER)
 _TWO_LEVEL_MIN = 128  # below this many candidates a flat vectorised pass is cheaper
-_BEST_FIT_LOOKS = 256  # partly used nodes examined before the group level takes over
 
 
 @attrs.frozen(kw_only=True)
@@ -52,6 +67,7 @@ class PlacementResult:
 
     @property
     def ok(self) -> bool:
+        """True when every pod asked for was placed."""
         return not self.unplaced
 
     @property
@@ -60,46 +76,52 @@ class PlacementResult:
         return next(iter(self.unplaced.values()), None)
 
 
-class _Candidates:
-    """Candidate node slots of a set of pools, with a lazy split by leaf (NodeNetGroup)."""
-
-    def __init__(self, slots: IntArray, pools: tuple[int, ...] = ()) -> None:
-        self.slots = slots
-        self.pools = pools  # the node pools the slots are exactly (empty: unknown / a subset)
-        self._groups: tuple[IntArray, list[IntArray], IntArray] | None = None
-
-    def groups(self, snap: Snapshot) -> tuple[IntArray, list[IntArray], IntArray]:
-        """(leaf ids, member slots per leaf, GPU nodes per leaf); nodes without a leaf form
-        one pseudo-group with id -1."""
-        if self._groups is None:
-            leaf = snap.cols.leaf_id[self.slots]
-            order = np.argsort(leaf, kind="stable")
-            ids, starts = np.unique(leaf[order], return_index=True)
-            parts = np.split(self.slots[order], starts[1:])
-            sizes = np.array([p.shape[0] for p in parts], dtype=np.int64)
-            self._groups = (ids.astype(np.int64), parts, sizes)
-        return self._groups
-
-
 class Placer:
-    """Places jobs on a snapshot with one strategy (an object or a registered name).
+    """Places jobs on a snapshot with one strategy and optional node filters.
 
-    ``group_probe``: how many of the best-ranked NodeNetGroups a single pod tries before the
-    search widens to its whole pool.
+    ``strategy``: a registered name (built with ``kwargs``) or any object with ``name`` and
+    ``score`` (:class:`kant.contracts.Strategy`); the hooks it lacks get
+    :class:`~kant.placement.BaseStrategy`'s defaults (:func:`~kant.placement.adapt_strategy`,
+    read once here). ``filters``: :class:`kant.contracts.NodeFilter` callables, combined with
+    AND. ``group_probe``: how many of the best-ranked NodeNetGroups (or topology domains per
+    tier) are tried before the search widens.
+
+    A Placer keeps per-cluster caches (templates, pool candidates) refreshed when nodes come
+    or go; it is not thread-safe. Deterministic for a deterministic strategy and filters.
     """
 
     def __init__(
-        self, strategy: str | BaseStrategy = "ebinpack", *, group_probe: int = 4, **kwargs: Any
+        self,
+        strategy: str | Strategy = "ebinpack",
+        *,
+        group_probe: int = 4,
+        filters: Iterable[NodeFilter] = (),
+        **kwargs: Any,
     ) -> None:
         self.strategy = make_strategy(strategy, **kwargs) if isinstance(strategy, str) else strategy
         self.group_probe = group_probe
-        self._cand: dict[tuple[Any, ...], _Candidates] = {}
+        self.filters = NodeFilters(filters)
+        self._adapted: dict[int, StrategyHooks] = {}  # by id: strategies of candidate_sets
+        self._cand: dict[tuple[Any, ...], Candidates] = {}
         self._templates: list[NodeTemplate | None] = []
         self._version = -1
         self._state_id = -1
 
+    @property
+    def strategy(self) -> Strategy:
+        """The strategy object (as given or built); :attr:`hooks` is what the Placer reads.
+        Assigning a new one adapts it again."""
+        return self._strategy
+
+    @strategy.setter
+    def strategy(self, strategy: Strategy) -> None:
+        self.hooks = adapt_strategy(strategy)
+        self._strategy = strategy
+
     def __repr__(self) -> str:
-        return f"Placer({self.strategy.name!r})"
+        if self.filters.active:
+            return f"Placer({self.hooks.name!r}, filters={list(self.filters.names)})"
+        return f"Placer({self.hooks.name!r})"
 
     # ------------------------------------------------------------------ public
 
@@ -110,15 +132,19 @@ class Placer:
 
         The bindings are applied to the snapshot inside a transaction that is committed into
         the caller's open transaction, if any. Gang: all or nothing. Pod-level: each pod on
-        its own. Expected failures are reasons in the result, never exceptions."""
+        its own. Expected failures are reasons in the result, never exceptions. Costs
+        O(pods x candidate nodes) numpy work at worst, far less with the two-level search.
+
+        Which of the job's pods already run, and where, is the one thing read from the
+        cluster state's bindings (the snapshot holds no pods)."""
         self._sync(snap)
         state = snap.state
         todo = [p for p in job.pods() if not state.has_pod(p)] if pods is None else list(pods)
         if not todo:
             return PlacementResult()
-        on_node: dict[int, int] = {}
+        on_node: dict[int, int] = {}  # slot -> pods of this job there
         for p in state.job_pods(job.id):
-            s = state.slot_of(state.binding(p).node)
+            s = snap.slot_of(state.binding(p).node)
             on_node[s] = on_node.get(s, 0) + 1
         by_role: dict[str, list[PodId]] = {}
         for p in todo:
@@ -149,14 +175,17 @@ class Placer:
     def _place_role(
         self, job: Job, role: Role, pods: list[PodId], snap: Snapshot, on_node: dict[int, int]
     ) -> list[Binding] | Reason:
+        """Place ``pods`` of one role (a gang role's pods together, else one pod): in its
+        candidate nodes, or next to the job's other pods for a required wish of a pod-level
+        job."""
         req = PodRequest.of(role.resources)
         cand = self._candidates(snap, role, req)
         if isinstance(cand, Reason):
             return cand
         wish = role.topology
         if wish is not None and wish.required and on_node and not job.gang:
-            near = _near(snap, cand, min(on_node), wish.tier)
-            got = self._place_in(job, role, pods, snap, on_node, near, req)
+            nearby = near(snap, cand, min(on_node), wish.tier)
+            got = self._place_in(job, role, pods, snap, on_node, nearby, req)
             if isinstance(got, Reason) and got.code is not ReasonCode.NO_POOL:
                 return Reason(
                     code=ReasonCode.TOPOLOGY,
@@ -172,33 +201,46 @@ class Placer:
         pods: list[PodId],
         snap: Snapshot,
         on_node: dict[int, int],
-        cand: _Candidates,
+        cand: Candidates,
         req: PodRequest,
     ) -> list[Binding] | Reason:
+        """Place identical ``pods`` among ``cand``: one by one when there is no tier search,
+        else the tiers tightest first, each domain in a transaction of its own."""
         n = len(pods)
         ctx = PodContext(snap=snap, job=job, role=role, req=req, on_node=on_node)
-        tiers = self._tiers(role, n)
+        filters = self.filters
+        filters.blocked = None
+        tiers = tiers_for(role, n, self.hooks.topology_default) if n > 1 or role.topology else []
         if not tiers:
             out: list[Binding] = []
             for p in pods:
                 b = self._place_pod(ctx, p, cand)
                 if b is None:
-                    return self._why_not(snap, cand.slots, req, n - len(out))
+                    return why_not(snap, cand.slots, req, n - len(out), filters.blocked)
                 out.append(b)
             return out
         room = np.minimum(fit_count(snap, cand.slots, req), n)
         if int(room.sum()) < n:
-            return self._why_not(snap, cand.slots, req, n)
+            return why_not(snap, cand.slots, req, n)
+        if filters.active:
+            filters.restrict_room(ctx, cand.slots, room, n)
+            if int(room.sum()) < n:
+                return why_not(snap, cand.slots, req, n, filters.blocked)
+        key = self.hooks.domain_key
         for tier in tiers:
-            for domain in self._domains(snap, cand.slots, room, tier, n):
+            for domain in domains(snap, cand.slots, room, tier, n, key, self.group_probe):
+                before = dict(on_node)
                 with snap.transaction() as tx:
                     got = self._fill(ctx, pods, domain)
                     if got is not None:
                         tx.commit()
                         return got
+                if on_node != before:  # the attempt was rolled back, so are its pods
+                    on_node.clear()
+                    on_node.update(before)
         wish = role.topology
-        if wish is None or not wish.required:  # unreachable: the CLUSTER tier always fits
-            return self._why_not(snap, cand.slots, req, n)
+        if wish is None or not wish.required:  # the CLUSTER tier fits unless filters say no
+            return why_not(snap, cand.slots, req, n, filters.blocked)
         return Reason(
             code=ReasonCode.TOPOLOGY,
             message=f"{n} pods fit in the pool but no single {wish.tier.name.lower()} holds them",
@@ -207,13 +249,14 @@ class Placer:
     def _fill(self, ctx: PodContext, pods: list[PodId], domain: IntArray) -> list[Binding] | None:
         """Place identical ``pods`` inside ``domain``, each on the best-scoring node.
 
-        Scores are node-local (see :class:`~kant.placement.strategies.Strategy`), so after
-        each bind only the chosen node is re-scored: O(domain) numpy once, then O(1) numpy
-        calls per pod."""
-        strat = self.strategy
+        Scores (and filters) are node-local (see :class:`kant.contracts.Strategy`), so after
+        each bind only the chosen node is re-scored (and re-filtered): O(domain) numpy once,
+        then O(1) numpy calls per pod. A strategy with ``candidate_sets`` places pod by pod."""
+        strat = self.hooks
+        filters = self.filters
         out: list[Binding] = []
-        if type(strat).candidate_sets is not BaseStrategy.candidate_sets:
-            cand = _Candidates(domain)
+        if strat.candidate_sets is not None:  # the sets may change pod by pod: one at a time
+            cand = Candidates(domain)
             for p in pods:
                 b = self._place_pod(ctx, p, cand, two_level=False)
                 if b is None:
@@ -221,6 +264,9 @@ class Placer:
                 out.append(b)
             return out
         room = fit_count(ctx.snap, domain, ctx.req)
+        if filters.active:
+            idx = np.flatnonzero(room > 0)
+            room[idx[~filters.mask(ctx, domain[idx])]] = 0
         scores = np.full(domain.shape[0], -np.inf)
         live = room > 0
         if live.any():
@@ -229,78 +275,28 @@ class Placer:
             i = int(np.argmax(scores))
             if scores[i] == -np.inf:
                 return None
-            out.append(self._bind(ctx, p, int(domain[i]), strat))
+            slot = int(domain[i])
+            out.append(self._bind(ctx, p, slot, strat))
             room[i] -= 1
+            if room[i] > 0 and filters.active:
+                dropped = filters.rejected_by(ctx, slot)
+                if dropped is not None:
+                    filters.blocked = dropped
+                    room[i] = 0
             scores[i] = _score(strat, ctx, domain[i : i + 1])[0] if room[i] > 0 else -np.inf
         return out
-
-    def _tiers(self, role: Role, n: int) -> list[Tier]:
-        wish = role.topology
-        order = list(_TIER_ORDER[1:] if role.spread else _TIER_ORDER)  # spread: never one node
-        if wish is None:
-            if n == 1 or self.strategy.topology_default is None:
-                return []
-            return order
-        if wish.tier is Tier.HBD:
-            order.insert(order.index(Tier.LEAF), Tier.HBD)
-        if not wish.required:
-            return order
-        return [t for t in order if t <= wish.tier]
-
-    def _domains(
-        self, snap: Snapshot, slots: IntArray, room: IntArray, tier: Tier, n: int
-    ) -> Iterator[IntArray]:
-        """Candidate slot sets at ``tier`` that can hold ``n`` pods, best first."""
-        key = self.strategy.domain_key
-        if tier is Tier.NODE:
-            ok = np.flatnonzero(room >= n)
-            for i in ok[np.argsort(key(room[ok]), kind="stable")][: self.group_probe]:
-                yield slots[i : i + 1]
-            return
-        cols = snap.cols
-        if tier in (Tier.HBD, Tier.LEAF):
-            ids = getattr(cols, f"{_LEVEL[tier]}_id")[slots]
-            valid = ids >= 0
-            if not valid.any():
-                return
-            caps = np.bincount(ids[valid], weights=room[valid]).astype(np.int64)
-            doms = np.flatnonzero(caps >= n)
-            for d in doms[np.argsort(key(caps[doms]), kind="stable")][: self.group_probe]:
-                yield slots[ids == d]
-            return
-        # spine / superspine / cluster: fewest leaves inside one domain
-        leaf = cols.leaf_id[slots]
-        leaf = np.where(leaf >= 0, leaf, leaf.max(initial=0) + 1)  # leafless nodes: one group
-        leaf_caps = np.bincount(leaf, weights=room).astype(np.int64)
-        if tier is Tier.CLUSTER:
-            parent_of_node = np.zeros(slots.shape[0], dtype=np.int64)
-        else:
-            parent_of_node = getattr(cols, f"{_LEVEL[tier]}_id")[slots]
-        options: list[tuple[int, int, int, IntArray]] = []
-        for parent in np.unique(parent_of_node).tolist():
-            if parent < 0:
-                continue
-            in_parent = parent_of_node == parent
-            lids = np.unique(leaf[in_parent])
-            caps = leaf_caps[lids]
-            if int(caps.sum()) < n:
-                continue
-            order = np.lexsort((lids, -caps))
-            need = int(np.searchsorted(np.cumsum(caps[order]), n)) + 1
-            chosen = lids[order[:need]]
-            total = int(caps[order[:need]].sum())
-            options.append((need, int(key(np.array([total]))[0]), parent, chosen))
-        options.sort(key=lambda o: (o[0], o[1], o[2]))
-        for _need, _k, parent, chosen in options[: self.group_probe]:
-            yield slots[np.isin(leaf, chosen) & (parent_of_node == parent)]
 
     # ------------------------------------------------------------------ pods
 
     def _place_pod(
-        self, ctx: PodContext, pod: PodId, cand: _Candidates, *, two_level: bool = True
+        self, ctx: PodContext, pod: PodId, cand: Candidates, *, two_level: bool = True
     ) -> Binding | None:
+        """Place one pod: for each candidate set in turn, the two-level search (large pools,
+        strategies that ask for it), else one vectorised pass over the nodes that fit and
+        pass the filters; the best score wins. None when no set has a node."""
         snap = ctx.snap
-        for slots, strat in self.strategy.candidate_sets(ctx, cand.slots):
+        filters = self.filters
+        for slots, strat in self._candidate_sets(ctx, cand.slots):
             if not slots.shape[0]:
                 continue
             if (
@@ -313,49 +309,41 @@ class Placer:
                 if slot is not None:
                     return self._bind(ctx, pod, slot, strat)
             feasible = slots[fits(snap, slots, ctx.req)]
+            if filters.active and feasible.shape[0]:
+                feasible = filters.keep(ctx, feasible)
             if feasible.shape[0]:
                 sc = _score(strat, ctx, feasible)
                 return self._bind(ctx, pod, int(feasible[int(np.argmax(sc))]), strat)
         return None
 
-    def _partly_used_best_fit(self, ctx: PodContext, cand: _Candidates) -> int | None:
-        """The fullest partly used node of the pools that still fits the pod, from the
-        per-pool sorted index (fewest whole free GPUs first): O(log n + nodes looked at).
-        Stops at the first wholly free node: opening a new node is the group level's call."""
-        snap = ctx.snap
-        cols = snap.cols
-        req = ctx.req
-        streams = [snap.best_fit(p, req.gpus) for p in cand.pools]
-        merged = (
-            streams[0]
-            if len(streams) == 1
-            else heapq.merge(*streams, key=lambda s: (int(cols.free_gpus[s]), s))
-        )
-        best: tuple[int, int] | None = None  # (free GPUs, slot)
-        for looked, slot in enumerate(merged):
-            free = int(cols.free_gpus[slot])
-            if free >= int(cols.gpus[slot]) or looked >= _BEST_FIT_LOOKS:
-                break
-            if best is not None and free > best[0]:
-                break
-            if (
-                cols.ready[slot]
-                and cols.cpu_free[slot] >= req.cpu
-                and cols.mem_free[slot] >= req.mem
-                and cols.free_nics[slot] >= req.nics
-            ):
-                if ctx.on_node.get(slot):
-                    return slot  # co-locate with this job's pods at equal fullness
-                if best is None:
-                    best = (free, slot)
-        return None if best is None else best[1]
+    def _candidate_sets(
+        self, ctx: PodContext, slots: IntArray
+    ) -> Sequence[tuple[IntArray, StrategyHooks]]:
+        """The node sets a pod tries in turn, each with the (adapted) strategy scoring it:
+        all of ``slots`` with this strategy unless it has ``candidate_sets``. Strategies the
+        hook returns are adapted once and remembered (by identity)."""
+        h = self.hooks
+        if h.candidate_sets is None:
+            return ((slots, h),)
+        out: list[tuple[IntArray, StrategyHooks]] = []
+        for part, strat in h.candidate_sets(ctx, slots):
+            hit = self._adapted.get(id(strat))
+            if hit is None or hit.strategy is not strat:
+                if len(self._adapted) >= 64:  # a strategy making new ones each time
+                    self._adapted.clear()
+                hit = self._adapted[id(strat)] = adapt_strategy(strat)
+            out.append((part, hit))
+        return out
 
-    def _two_level(self, ctx: PodContext, cand: _Candidates, strat: BaseStrategy) -> int | None:
+    def _two_level(self, ctx: PodContext, cand: Candidates, strat: StrategyHooks) -> int | None:
         """Rank NodeNetGroups by aggregates, look for a node in the best few. Packing
-        strategies first fill the fullest partly used node anywhere in the pools."""
+        strategies first fill the fullest partly used node anywhere in the pools. Nodes the
+        filters drop are skipped at both levels. O(groups) numpy + O(best groups' nodes)."""
         snap = ctx.snap
+        filters = self.filters
         if strat.fill_partly_used_first and ctx.req.gpus and cand.pools:
-            slot = self._partly_used_best_fit(ctx, cand)
+            allowed = (lambda s: filters.rejected_by(ctx, s) is None) if filters.active else None
+            slot = partly_used_best_fit(ctx, cand, allowed)
             if slot is not None:
                 return slot
         ids, parts, sizes = cand.groups(snap)
@@ -378,12 +366,17 @@ class Placer:
         for g in order[: self.group_probe].tolist():
             members = parts[g]
             feasible = members[fits(snap, members, req)]
+            if filters.active and feasible.shape[0]:
+                feasible = filters.keep(ctx, feasible)
             if feasible.shape[0]:
                 sc = _score(strat, ctx, feasible)
                 return int(feasible[int(np.argmax(sc))])
         return None
 
-    def _bind(self, ctx: PodContext, pod: PodId, slot: int, strat: BaseStrategy) -> Binding:
+    def _bind(self, ctx: PodContext, pod: PodId, slot: int, strat: StrategyHooks) -> Binding:
+        """Bind ``pod`` on node ``slot`` in the snapshot: whole GPUs from the node template's
+        best-linked free set, a share on the GPU ``strat.share_device`` names, the NICs
+        nearest the GPUs. Updates ``ctx.on_node``. O(GPUs + NICs)."""
         snap = ctx.snap
         cols = snap.cols
         req = ctx.req
@@ -414,10 +407,12 @@ class Placer:
             memory_mib=req.mem,
         )
 
-    # ------------------------------------------------------------------ pools & reasons
+    # ------------------------------------------------------------------ pools
 
     def _sync(self, snap: Snapshot) -> None:
-        """Refresh per-slot caches (templates, pool candidates) when nodes came or went."""
+        """Refresh per-slot caches (templates, pool candidates) when nodes came or went. Node
+        templates are static node facts the snapshot does not copy: they are read from the
+        cluster state's node specs, O(nodes), only when the membership changed."""
         state = snap.state
         if self._version == state.membership_version and self._state_id == id(state):
             return
@@ -435,8 +430,10 @@ class Placer:
             tmpl[state.slot_of(spec.name)] = t
         self._templates = tmpl
 
-    def _candidates(self, snap: Snapshot, role: Role, req: PodRequest) -> _Candidates | Reason:
-        state = snap.state
+    def _candidates(self, snap: Snapshot, role: Role, req: PodRequest) -> Candidates | Reason:
+        """The role's candidate nodes: live nodes of its allowed GPU models (any GPU node
+        when it names none; any node for a CPU-only pod), or ``NO_POOL``. Cached per (models,
+        needs GPU) until nodes come or go: O(1) on a hit, O(nodes) numpy otherwise."""
         models = tuple(sorted(role.gpu_models))
         key = (models, req.needs_gpu)
         hit = self._cand.get(key)
@@ -445,7 +442,7 @@ class Placer:
         n = snap.num_slots
         alive = snap.cols.alive[:n]
         if models:
-            pools = [state.group_id("pool", m) for m in models]
+            pools = [snap.group_id("pool", m) for m in models]
             pools = [p for p in pools if p >= 0]
             if not pools:
                 return Reason(
@@ -465,55 +462,14 @@ class Placer:
             pool_ids = tuple(sorted(int(p) for p in ids if p >= 0))
         else:
             pool_ids = ()
-        out = self._cand[key] = _Candidates(slots, pool_ids)
+        out = self._cand[key] = Candidates(slots, pool_ids)
         return out
 
-    def _why_not(self, snap: Snapshot, slots: IntArray, req: PodRequest, n: int) -> Reason:
-        cols = snap.cols
-        need = n * req.total_milli
-        free = int(cols.free_milli[slots].sum())
-        if req.needs_gpu and free < need:
-            return Reason(
-                code=ReasonCode.INSUFFICIENT_CAPACITY,
-                message=f"needs {need / MILLI:g} GPUs; the allowed pools have "
-                f"{free / MILLI:g} free",
-            )
-        return Reason(
-            code=ReasonCode.NO_FIT,
-            message=f"{n} pod(s) of {_describe(req)} do not fit on any node set",
-        )
 
-
-def _score(strat: BaseStrategy, ctx: PodContext, slots: IntArray) -> Any:
+def _score(strat: StrategyHooks, ctx: PodContext, slots: IntArray) -> Any:
     """The strategy's score, with a role's ``spread`` wish as a hard-to-beat penalty for
     nodes that already hold pods of the job (replicas apart whatever the strategy)."""
     sc = strat.score(ctx, slots)
     if ctx.role.spread:
         sc = sc - 100.0 * ctx.job_pods_on(slots)
     return sc
-
-
-def _near(snap: Snapshot, cand: _Candidates, anchor: int, tier: Tier) -> _Candidates:
-    """Candidates sharing ``tier`` with node slot ``anchor`` (a required wish of a pod-level
-    job keeps later pods next to the first)."""
-    slots = cand.slots
-    if tier is Tier.NODE:
-        return _Candidates(slots[slots == anchor])
-    if tier is Tier.CLUSTER:
-        return cand
-    ids = getattr(snap.cols, f"{_LEVEL[tier]}_id")
-    want = ids[anchor]
-    if want < 0:
-        return _Candidates(slots[slots == anchor])
-    return _Candidates(slots[ids[slots] == want])
-
-
-def _describe(req: PodRequest) -> str:
-    parts = [f"{req.gpus} GPU" if req.gpus else f"{req.milli} milli-GPU" if req.milli else "no GPU"]
-    if req.cpu:
-        parts.append(f"{req.cpu} mCPU")
-    if req.mem:
-        parts.append(f"{req.mem} MiB")
-    if req.nics:
-        parts.append(f"{req.nics} NIC")
-    return ", ".join(parts)

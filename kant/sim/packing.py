@@ -54,8 +54,8 @@ from kant.metrics.fragmentation import (
     node_fragmentation,
 )
 from kant.model import MILLI, Job, JobKind, NodeSpec, PodId, Resources, Role
-from kant.placement import Placer, make_strategy, strategy_names
-from kant.placement.baselines import PACKING_STRATEGIES, FGDPlusPlus
+from kant.placement import STRATEGIES, FragmentationTarget, Placer, make_strategy, strategy_names
+from kant.registry import BuildContext
 from kant.sim.traces import OpenbPod, load_openb_pods, openb_nodes
 from kant.state import ClusterState
 
@@ -69,8 +69,6 @@ PAPER_POLICIES: Final = ("random", "dotprod", "gpuclustering", "gpupacking", "be
 
 POPULARITY: Final = 0.95
 """Share of pods the target workload's task classes cover (the reference's threshold)."""
-
-_PACKING: Final = {cls.name: cls for cls in PACKING_STRATEGIES}
 
 
 # --------------------------------------------------------------------------- workload
@@ -200,18 +198,12 @@ def make_policy(
     workload: Sequence[TaskClass] | CompiledWorkload,
     pods: Sequence[OpenbPod] = (),
 ) -> Any:
-    """The strategy ``policy`` for one run. Packing policies get the seed (their tie rule)
-    and the target workload (``fgdpp`` also every task class of ``pods``, memory included,
-    for its tie-break); other registered strategies are built with no arguments."""
-    cls = _PACKING.get(policy.lower())
-    if cls is None:
-        return make_strategy(policy)
-    kw: dict[str, Any] = {"seed": seed}
-    if cls.wants_workload:
-        kw["workload"] = workload
-    if issubclass(cls, FGDPlusPlus) and pods:
-        kw["secondary_workload"] = target_workload(pods, popularity=1.0, memory=True)
-    return make_strategy(policy, **kw)
+    """The strategy ``policy`` for one run, built from the run's seed and target workload
+    (``workload``; for ``fgdpp``'s tie-break also every task class of ``pods``, memory
+    included): each strategy takes from the build context what it is registered to use."""
+    secondary = target_workload(pods, popularity=1.0, memory=True) if pods else None
+    target = FragmentationTarget(classes=workload, secondary=secondary)
+    return STRATEGIES.build(policy, BuildContext(seed=seed, workload=target))
 
 
 def run_packing(

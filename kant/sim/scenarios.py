@@ -20,7 +20,7 @@ openb's own node list; for Philly and SWF a fat tree of 8-GPU nodes sized so tha
 job fits and the offered load is about 0.8 (SWF: the log's ``MaxProcs`` when it names one).
 
 A :class:`PolicySet` names a queueing policy (:func:`kant.queueing.make_policy`), a placement
-strategy (:func:`kant.placement.make_strategy`, the FGD baselines included) and a preemption
+strategy (:data:`kant.placement.STRATEGIES`, the FGD baselines included) and a preemption
 mode. Preemption ``auto`` follows the paper: only the Backfill policy preempts (its head,
 past the threshold, evicts jobs that backfilled past it), Strict and Best-Effort FIFO never
 do (the paper's baseline has no preemption), and where tenants have quotas a tenant within
@@ -38,11 +38,11 @@ import attrs
 
 from kant.admission import Admitter, Quota
 from kant.errors import UnknownPolicyError, ValidationError
-from kant.metrics import workload_from_jobs
 from kant.model import Job, NodeSpec
-from kant.placement import BaseStrategy, Placer, make_strategy, strategy_names
+from kant.placement import STRATEGIES, Placer, Strategy, strategy_names
 from kant.preemption import PreemptionPolicy
 from kant.queueing import Queue, make_policy, policy_names
+from kant.registry import BuildContext
 from kant.scheduler import Scheduler
 from kant.sim.simulator import SimConfig, SimResult, Simulator
 from kant.state import ClusterState
@@ -202,16 +202,12 @@ class Scenario:
             preemption=pol.preemption_policy(self.quotas is not None),
         )
 
-    def _strategy(self, name: str) -> BaseStrategy:
-        """The placement strategy ``name``; the FGD-paper baselines get the scenario's seed
-        (their tie rule) and, if they want one, the target workload (the scenario's jobs)."""
-        from kant.placement.baselines import PACKING_STRATEGIES
-
-        cls = {c.name: c for c in PACKING_STRATEGIES}.get(name.lower())
-        if cls is None:
-            return make_strategy(name)
-        workload = workload_from_jobs(self.jobs) if cls.wants_workload else None
-        return make_strategy(name, seed=self.config.seed, workload=workload)
+    def _strategy(self, name: str) -> Strategy:
+        """The placement strategy ``name``, built from the scenario: its seed (the tie rule
+        of the FGD-paper baselines), its jobs (the target workload of ``fgd`` / ``fgdpp``)
+        and its nodes; each strategy takes what it is registered to use."""
+        context = BuildContext(seed=self.config.seed, workload=self.jobs, cluster=self.nodes)
+        return STRATEGIES.build(name, context)
 
     def with_jobs(self, n: int | None) -> Scenario:
         """The scenario with only its first ``n`` jobs (by arrival); None: all."""

@@ -343,6 +343,11 @@ class Snapshot:
             raise UnknownNodeError(f"<slot {slot}>")
         return name
 
+    def group_id(self, level: str, name: str) -> int:
+        """Id of group ``name`` of ``level`` in the ``<level>_id`` columns, -1 if unknown
+        (ids are interned for good, so the state's table is the snapshot's). O(1)."""
+        return self.state.group_id(level, name)
+
     def members(self, level: str, gid: int) -> IntArray:
         """Slots of live nodes in group ``gid`` of ``level`` (sorted; cached until nodes are
         added or removed: O(1), O(slots) to fill the cache)."""

@@ -16,8 +16,8 @@ from kant.errors import ValidationError
 from kant.metrics.fragmentation import TaskClass, compile_workload
 from kant.model import Binding, NodeSpec, PodId, Resources
 from kant.placement import Placer, make_strategy
-from kant.placement.baselines import (
-    PACKING_STRATEGIES,
+from kant.placement.strategies import PACKING_STRATEGIES
+from kant.placement.strategies.fgd import (
     gpu_cpu_share,
     refill_fragmentation,
     scarcity_weighted,

@@ -1,0 +1,216 @@
+"""Where the Placer looks: candidate node sets, topology tiers and domains, the best-fit index
+of partly used nodes, and the reasons it gives when it finds nothing.
+
+Pure functions of the snapshot and their arguments (none changes the snapshot); the
+:class:`~kant.placement.Placer` calls them and applies the strategy and the node filters.
+Everything is vectorised over node slots except :func:`partly_used_best_fit`, which walks a
+sorted index and stops early.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from kant.model import MILLI, Reason, ReasonCode, Role, Tier
+from kant.placement.context import IntArray, PodContext, PodRequest
+from kant.state import Snapshot
+
+LEVEL = {Tier.HBD: "hbd", Tier.LEAF: "leaf", Tier.SPINE: "spine", Tier.SUPERSPINE: "superspine"}
+"""The snapshot column level of each grouping tier (``<level>_id``)."""
+TIER_ORDER = (Tier.NODE, Tier.LEAF, Tier.SPINE, Tier.SUPERSPINE, Tier.CLUSTER)
+"""The tiers a gang role walks, tightest first (HBD is inserted only when a role asks)."""
+BEST_FIT_LOOKS = 256
+"""Partly used nodes :func:`partly_used_best_fit` examines before the group level takes over."""
+
+
+class Candidates:
+    """The candidate node slots of a role (its pools' live nodes, ascending), with a lazy
+    split by leaf (NodeNetGroup) for the two-level search.
+
+    ``pools``: the pool ids the slots are exactly (empty: unknown, or a subset of pools);
+    only then may the best-fit index, which is per pool, stand for the slots. Cached by the
+    Placer per (GPU models, needs GPU) until nodes come or go."""
+
+    def __init__(self, slots: IntArray, pools: tuple[int, ...] = ()) -> None:
+        self.slots = slots
+        self.pools = pools
+        self._groups: tuple[IntArray, list[IntArray], IntArray] | None = None
+
+    def groups(self, snap: Snapshot) -> tuple[IntArray, list[IntArray], IntArray]:
+        """(leaf ids, member slots per leaf, GPU nodes per leaf); nodes without a leaf form
+        one pseudo-group with id -1. O(n log n) once, then cached."""
+        if self._groups is None:
+            leaf = snap.cols.leaf_id[self.slots]
+            order = np.argsort(leaf, kind="stable")
+            ids, starts = np.unique(leaf[order], return_index=True)
+            parts = np.split(self.slots[order], starts[1:])
+            sizes = np.array([p.shape[0] for p in parts], dtype=np.int64)
+            self._groups = (ids.astype(np.int64), parts, sizes)
+        return self._groups
+
+
+def tiers_for(role: Role, n: int, topology_default: Tier | None) -> list[Tier]:
+    """The tiers ``n`` pods of ``role`` search, tightest first; empty: no tier search (one
+    pod, or no wish and no strategy default). A spread role never uses the NODE tier; an HBD
+    wish adds the HBD tier below LEAF; a required wish stops at its tier."""
+    wish = role.topology
+    order = list(TIER_ORDER[1:] if role.spread else TIER_ORDER)  # spread: never one node
+    if wish is None:
+        if n == 1 or topology_default is None:
+            return []
+        return order
+    if wish.tier is Tier.HBD:
+        order.insert(order.index(Tier.LEAF), Tier.HBD)
+    if not wish.required:
+        return order
+    return [t for t in order if t <= wish.tier]
+
+
+def domains(
+    snap: Snapshot,
+    slots: IntArray,
+    room: IntArray,
+    tier: Tier,
+    n: int,
+    key: Callable[[IntArray], IntArray],
+    probe: int,
+) -> Iterator[IntArray]:
+    """Candidate slot sets at ``tier`` that can hold ``n`` pods (``room``: pods each slot can
+    take, capped at ``n``), at most ``probe`` of them, best first by ``key`` (the strategy's
+    ``domain_key``). Above the leaf tier a domain is the fewest leaves of one parent that
+    hold the pods, largest first. O(len(slots)) numpy plus O(parents) Python per tier."""
+    if tier is Tier.NODE:
+        ok = np.flatnonzero(room >= n)
+        for i in ok[np.argsort(key(room[ok]), kind="stable")][:probe]:
+            yield slots[i : i + 1]
+        return
+    cols = snap.cols
+    if tier in (Tier.HBD, Tier.LEAF):
+        ids = getattr(cols, f"{LEVEL[tier]}_id")[slots]
+        valid = ids >= 0
+        if not valid.any():
+            return
+        caps = np.bincount(ids[valid], weights=room[valid]).astype(np.int64)
+        doms = np.flatnonzero(caps >= n)
+        for d in doms[np.argsort(key(caps[doms]), kind="stable")][:probe]:
+            yield slots[ids == d]
+        return
+    # spine / superspine / cluster: fewest leaves inside one domain
+    leaf = cols.leaf_id[slots]
+    leaf = np.where(leaf >= 0, leaf, leaf.max(initial=0) + 1)  # leafless nodes: one group
+    leaf_caps = np.bincount(leaf, weights=room).astype(np.int64)
+    if tier is Tier.CLUSTER:
+        parent_of_node = np.zeros(slots.shape[0], dtype=np.int64)
+    else:
+        parent_of_node = getattr(cols, f"{LEVEL[tier]}_id")[slots]
+    options: list[tuple[int, int, int, IntArray]] = []
+    for parent in np.unique(parent_of_node).tolist():
+        if parent < 0:
+            continue
+        in_parent = parent_of_node == parent
+        lids = np.unique(leaf[in_parent])
+        caps = leaf_caps[lids]
+        if int(caps.sum()) < n:
+            continue
+        order = np.lexsort((lids, -caps))
+        need = int(np.searchsorted(np.cumsum(caps[order]), n)) + 1
+        chosen = lids[order[:need]]
+        total = int(caps[order[:need]].sum())
+        options.append((need, int(key(np.array([total]))[0]), parent, chosen))
+    options.sort(key=lambda o: (o[0], o[1], o[2]))
+    for _need, _k, parent, chosen in options[:probe]:
+        yield slots[np.isin(leaf, chosen) & (parent_of_node == parent)]
+
+
+def partly_used_best_fit(
+    ctx: PodContext, cand: Candidates, allowed: Callable[[int], bool] | None = None
+) -> int | None:
+    """The fullest partly used node of the pools that still fits the pod (and that
+    ``allowed`` accepts: the node filters), from the per-pool sorted index (fewest whole
+    free GPUs first), preferring a node that already holds this job's pods at equal
+    fullness. Stops at the first wholly free node: opening a new node is the group level's
+    call. O(log n + nodes looked at), at most :data:`BEST_FIT_LOOKS` nodes."""
+    snap = ctx.snap
+    cols = snap.cols
+    req = ctx.req
+    streams = [snap.best_fit(p, req.gpus) for p in cand.pools]
+    merged = (
+        streams[0]
+        if len(streams) == 1
+        else heapq.merge(*streams, key=lambda s: (int(cols.free_gpus[s]), s))
+    )
+    best: tuple[int, int] | None = None  # (free GPUs, slot)
+    for looked, slot in enumerate(merged):
+        free = int(cols.free_gpus[slot])
+        if free >= int(cols.gpus[slot]) or looked >= BEST_FIT_LOOKS:
+            break
+        if best is not None and free > best[0]:
+            break
+        if (
+            cols.ready[slot]
+            and cols.cpu_free[slot] >= req.cpu
+            and cols.mem_free[slot] >= req.mem
+            and cols.free_nics[slot] >= req.nics
+            and (allowed is None or allowed(slot))
+        ):
+            if ctx.on_node.get(slot):
+                return slot  # co-locate with this job's pods at equal fullness
+            if best is None:
+                best = (free, slot)
+    return None if best is None else best[1]
+
+
+def near(snap: Snapshot, cand: Candidates, anchor: int, tier: Tier) -> Candidates:
+    """Candidates sharing ``tier`` with node slot ``anchor`` (a required wish of a pod-level
+    job keeps later pods next to the first). O(len(cand.slots))."""
+    slots = cand.slots
+    if tier is Tier.NODE:
+        return Candidates(slots[slots == anchor])
+    if tier is Tier.CLUSTER:
+        return cand
+    ids = getattr(snap.cols, f"{LEVEL[tier]}_id")
+    want = ids[anchor]
+    if want < 0:
+        return Candidates(slots[slots == anchor])
+    return Candidates(slots[ids[slots] == want])
+
+
+def why_not(
+    snap: Snapshot, slots: IntArray, req: PodRequest, n: int, blocked: str | None = None
+) -> Reason:
+    """Why ``n`` pods of ``req`` found no place among ``slots``: ``INSUFFICIENT_CAPACITY``
+    when the nodes do not have that many free GPUs at all, else ``NO_FIT`` (naming the node
+    filter ``blocked`` when one left no node). O(len(slots))."""
+    cols = snap.cols
+    need = n * req.total_milli
+    free = int(cols.free_milli[slots].sum())
+    if req.needs_gpu and free < need:
+        return Reason(
+            code=ReasonCode.INSUFFICIENT_CAPACITY,
+            message=f"needs {need / MILLI:g} GPUs; the allowed pools have {free / MILLI:g} free",
+        )
+    if blocked is not None:
+        return Reason(
+            code=ReasonCode.NO_FIT,
+            message=f"{n} pod(s) of {describe(req)}: node filter {blocked!r} leaves no node "
+            "set that fits",
+        )
+    return Reason(
+        code=ReasonCode.NO_FIT,
+        message=f"{n} pod(s) of {describe(req)} do not fit on any node set",
+    )
+
+
+def describe(req: PodRequest) -> str:
+    """A pod request in words, for reasons: ``"2 GPU, 8000 mCPU, 1 NIC"``."""
+    parts = [f"{req.gpus} GPU" if req.gpus else f"{req.milli} milli-GPU" if req.milli else "no GPU"]
+    if req.cpu:
+        parts.append(f"{req.cpu} mCPU")
+    if req.mem:
+        parts.append(f"{req.mem} MiB")
+    if req.nics:
+        parts.append(f"{req.nics} NIC")
+    return ", ".join(parts)

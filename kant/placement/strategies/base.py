@@ -1,0 +1,142 @@
+"""The optional hooks of a strategy: their defaults (:class:`BaseStrategy`) and the adapter
+that gives any :class:`~kant.contracts.Strategy` all of them (:func:`adapt_strategy`).
+
+A strategy needs only ``name`` and ``score`` (see :class:`kant.contracts.Strategy`); the
+Placer reads every other hook from the :class:`StrategyHooks` the adapter builds, so a plain
+object, a :class:`BaseStrategy` subclass and a strategy returned by ``candidate_sets`` are
+treated alike, and nothing compares methods by identity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from kant.contracts import PodView, Strategy
+from kant.errors import ValidationError
+from kant.model import MILLI, Tier
+from kant.placement.context import FloatArray, IntArray
+
+CandidateSets = Callable[[PodView, IntArray], Sequence[tuple[IntArray, Strategy]]]
+"""The ``candidate_sets`` hook: node sets to try in turn, each with the strategy scoring it."""
+
+
+def default_group_key(free_milli: IntArray, in_use: IntArray) -> tuple[IntArray, ...]:
+    """Default ``group_key`` (packing): NodeNetGroups already in use first, then the fewest
+    free GPU milli. Keys in ``np.lexsort`` order (last primary), lower first."""
+    return (free_milli, 1 - in_use)
+
+
+def default_domain_key(capacity: IntArray) -> IntArray:
+    """Default ``domain_key`` (best fit): the topology domain with the least room (in pods)
+    first, keeping big domains whole."""
+    return capacity
+
+
+def best_fit_share(ctx: PodView, slot: int) -> int:
+    """Default ``share_device``: the GPU of node ``slot`` with the least free share that
+    still fits the fractional pod (keep whole GPUs whole), lowest index on ties. O(GPUs)."""
+    row = ctx.snap.cols.gpu_free[slot, : int(ctx.snap.cols.gpus[slot])]
+    fits = row >= ctx.req.milli
+    best = np.where(fits, row, MILLI + 1)
+    return int(np.argmin(best))
+
+
+class BaseStrategy:
+    """Defaults for the optional hooks; subclass and override what differs.
+
+    - ``score``: binpack, the least GPU left after the pod (``-ctx.gpu_after``).
+    - ``two_level``: for single pods, rank NodeNetGroups (leaves) by their aggregates with
+      :meth:`group_key` and look for a node inside the best groups before any wider search.
+    - ``topology_default``: the preferred tier for multi-pod gang roles that state no
+      topology wish (``None`` = no tier search unless the job asks for one).
+    - ``fill_partly_used_first``: in the two-level search, a whole-GPU pod first takes the
+      fullest partly used node of its pools that fits (the per-pool best-fit index), and
+      only opens a wholly free node, chosen by the group level, when none does.
+    - ``candidate_sets`` is not defined here: without it the Placer scores all candidates
+      with this strategy (and fills gangs incrementally). Define it to try node sets in turn
+      (:class:`~kant.placement.strategies.kant.ESpread` does).
+    """
+
+    name: ClassVar[str] = "base"
+    two_level: ClassVar[bool] = False
+    topology_default: ClassVar[Tier | None] = None
+    fill_partly_used_first: ClassVar[bool] = False
+
+    def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
+        """Binpack: higher for less GPU left after the pod. O(len(slots))."""
+        return -ctx.gpu_after(slots)
+
+    def group_key(self, free_milli: IntArray, in_use: IntArray) -> Any:
+        """Sort key (np.lexsort order, last key primary) for candidate groups; lower first.
+        Called once per single pod in the two-level search. Default:
+        :func:`default_group_key`."""
+        return default_group_key(free_milli, in_use)
+
+    def domain_key(self, capacity: IntArray) -> IntArray:
+        """Order of topology domains that can hold a role, by their capacity in pods; lower
+        first. Called once per tier of a gang role. Default: :func:`default_domain_key`."""
+        return default_domain_key(capacity)
+
+    def share_device(self, ctx: PodView, slot: int) -> int:
+        """GPU index for a fractional pod on node ``slot``. Called once per fractional pod,
+        after the node is chosen. Default: :func:`best_fit_share`."""
+        return best_fit_share(ctx, slot)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+@attrs.frozen(eq=False)
+class StrategyHooks:
+    """One strategy with every hook filled in: what the Placer reads.
+
+    ``strategy`` is the object adapted; ``score``, ``group_key``, ``domain_key`` and
+    ``share_device`` are its bound methods or the defaults; ``candidate_sets`` is None when
+    the strategy has none (all candidates, scored by ``score``). Built once per strategy by
+    :func:`adapt_strategy`; immutable."""
+
+    strategy: Strategy
+    name: str
+    score: Callable[[PodView, IntArray], FloatArray]
+    two_level: bool
+    topology_default: Tier | None
+    fill_partly_used_first: bool
+    group_key: Callable[[IntArray, IntArray], Any]
+    domain_key: Callable[[IntArray], IntArray]
+    share_device: Callable[[PodView, int], int]
+    candidate_sets: CandidateSets | None
+
+
+def adapt_strategy(strategy: Strategy | StrategyHooks) -> StrategyHooks:
+    """Any strategy as :class:`StrategyHooks`: each optional hook the object has, else the
+    default of :class:`BaseStrategy` (see :class:`kant.contracts.Strategy`). Hooks are read
+    now, once; an adapted strategy is returned as is. Raises
+    :class:`~kant.errors.ValidationError` for an object without ``name`` and ``score``. O(1)."""
+    if isinstance(strategy, StrategyHooks):
+        return strategy
+    if not isinstance(strategy, Strategy):
+        raise ValidationError(
+            "strategy", strategy, "must have a name and a score(ctx, slots) method"
+        )
+    group_key = getattr(strategy, "group_key", None)
+    domain_key = getattr(strategy, "domain_key", None)
+    share_device = getattr(strategy, "share_device", None)
+    topology_default = getattr(strategy, "topology_default", None)
+    if topology_default is not None and not isinstance(topology_default, Tier):
+        raise ValidationError("topology_default", topology_default, "must be a Tier or None")
+    return StrategyHooks(
+        strategy=strategy,
+        name=str(strategy.name),
+        score=strategy.score,
+        two_level=bool(getattr(strategy, "two_level", False)),
+        topology_default=topology_default,
+        fill_partly_used_first=bool(getattr(strategy, "fill_partly_used_first", False)),
+        group_key=group_key if group_key is not None else default_group_key,
+        domain_key=domain_key if domain_key is not None else default_domain_key,
+        share_device=share_device if share_device is not None else best_fit_share,
+        candidate_sets=getattr(strategy, "candidate_sets", None),
+    )

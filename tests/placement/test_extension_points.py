@@ -1,0 +1,284 @@
+"""Placement extension points: any object with ``name`` + ``score`` is a strategy, node filters
+are honoured on every search path, and the registry builds every strategy from one context."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import hypothesis.strategies as hst
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from kant.contracts import PodView, Strategy
+from kant.errors import DuplicateError, UnknownPolicyError, ValidationError
+from kant.model import Binding, Job, JobKind, PodId, ReasonCode, Tier
+from kant.placement import (
+    STRATEGIES,
+    BaseStrategy,
+    FragmentationTarget,
+    Placer,
+    adapt_strategy,
+    make_strategy,
+    register_strategy,
+    strategy_names,
+)
+from kant.placement.fragmentation import TaskClass, workload_from_jobs
+from kant.registry import BuildContext
+from kant.state import ClusterState
+from kant.testing import ClusterBuilder, job, node
+
+FloatArray = Any
+IntArray = Any
+
+
+class HighestSlot:
+    """A strategy that is no BaseStrategy: just a name and a score (the highest slot wins)."""
+
+    name = "highest-slot"
+
+    def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
+        return slots.astype(np.float64)
+
+
+def hold(st: ClusterState, node_name: str, gpus: tuple[int, ...], tag: str) -> None:
+    st.bind(Binding(pod=PodId(job=tag, role="w", index=0), node=node_name, gpus=gpus))
+
+
+# --------------------------------------------------------------------------- plain strategies
+
+
+def test_a_strategy_that_is_only_a_name_and_a_score_places_a_pod_through_the_placer() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=3).build()
+    placer = Placer(HighestSlot())
+    (b,) = placer.place(job("one", gpus=2), st.snapshot()).bindings
+    assert b.node == "lf0-n2"
+    assert placer.hooks.two_level is False and placer.hooks.candidate_sets is None
+    assert isinstance(HighestSlot(), Strategy) and not isinstance(HighestSlot(), BaseStrategy)
+
+
+def test_a_strategy_that_is_only_a_name_and_a_score_places_a_gang_in_a_topology_domain() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=2).build()
+    gang = job("g", gpus=8, replicas=2, tier=Tier.LEAF, required=True)
+    res = Placer(HighestSlot()).place(gang, st.snapshot())
+    # the first leaf that holds both (best fit, ties by id), its highest slot first
+    assert [b.node for b in res.bindings] == ["lf0-n1", "lf0-n0"]
+
+
+def test_a_plain_strategy_gets_the_default_hooks_of_base_strategy() -> None:
+    hooks = adapt_strategy(HighestSlot())
+    base = adapt_strategy(BaseStrategy())
+    assert hooks.name == "highest-slot" and hooks.topology_default is None
+    free, in_use = np.array([5, 3]), np.array([0, 1])
+    assert [k.tolist() for k in hooks.group_key(free, in_use)] == [
+        k.tolist() for k in base.group_key(free, in_use)
+    ]
+    assert hooks.domain_key(np.array([4, 2])).tolist() == [4, 2]
+
+
+def test_candidate_sets_may_return_plain_strategies() -> None:
+    class OddNodesFirst(BaseStrategy):
+        name = "odd-first"
+
+        def candidate_sets(
+            self, ctx: PodView, slots: IntArray
+        ) -> Sequence[tuple[IntArray, Strategy]]:
+            return ((slots[slots % 2 == 1], HighestSlot()), (slots, self))
+
+    st = ClusterBuilder().leaf("lf0", nodes=5).build()
+    res = Placer(OddNodesFirst()).place(job("g", gpus=8, replicas=3, tier=Tier.LEAF), st.snapshot())
+    # the odd nodes (n1, n3) first, highest slot first, then the rest by binpack
+    assert [b.node for b in res.bindings] == ["lf0-n3", "lf0-n1", "lf0-n0"]
+
+
+def test_an_object_without_a_score_is_refused_with_a_clear_error() -> None:
+    class NoScore:
+        name = "nothing"
+
+    with pytest.raises(ValidationError, match="score"):
+        Placer(NoScore())  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- node filters
+
+
+def _workload_jobs() -> list[Job]:
+    return [job(f"w{i}", gpus=g) for i, g in enumerate([1, 2, 4, 8, 1, 1])] + [
+        job("share", gpus=0, gpu_milli=500)
+    ]
+
+
+def _build(name: str) -> Any:
+    return STRATEGIES.build(name, BuildContext(seed=3, workload=_workload_jobs()))
+
+
+def _cluster() -> ClusterState:
+    b = ClusterBuilder()
+    for lf in range(3):
+        b.leaf(f"lf{lf}", nodes=3)
+    b.add(node("z0", leaf="lf9", zone="inference"))
+    b.add(node("z1", leaf="lf9", zone="inference"))
+    st = b.build()
+    hold(st, "lf1-n0", (0, 1, 2, 3), "half")
+    hold(st, "lf2-n1", (0, 1, 2, 3, 4, 5), "most")
+    hold(st, "z0", (0,), "zone")
+    return st
+
+
+class Exclude:
+    """A node filter dropping the named nodes."""
+
+    def __init__(self, names: set[str]) -> None:
+        self.names = names
+        self.name = f"exclude{sorted(names)}"
+
+    def __call__(self, ctx: PodView, slots: IntArray) -> Any:
+        snap = ctx.snap
+        return np.array([snap.name_of(int(s)) not in self.names for s in slots], dtype=bool)
+
+
+JOBS = {
+    "single whole-GPU pod": lambda: job("p", gpus=2),
+    "single shared pod": lambda: job("p", gpus=0, gpu_milli=300),
+    "inference replicas": lambda: job("p", gpus=2, replicas=3, gang=False, kind=JobKind.INFERENCE),
+    "gang": lambda: job("p", gpus=4, replicas=3),
+    "gang in a leaf": lambda: job("p", gpus=2, replicas=2, tier=Tier.LEAF),
+}
+
+
+@pytest.fixture(params=[False, True], ids=["flat", "two-level"])
+def two_level(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    if request.param:
+        from kant.placement import placer as placer_mod
+
+        monkeypatch.setattr(placer_mod, "_TWO_LEVEL_MIN", 1)
+    return bool(request.param)
+
+
+@pytest.mark.parametrize("shape", list(JOBS))
+@pytest.mark.parametrize("name", strategy_names())
+def test_a_node_filter_excluding_the_chosen_nodes_is_honoured_by_every_strategy(
+    name: str, shape: str, two_level: bool
+) -> None:
+    chosen = Placer(_build(name)).place(JOBS[shape](), _cluster().snapshot())
+    assert chosen.ok
+    banned = {b.node for b in chosen.bindings}
+    res = Placer(_build(name), filters=[Exclude(banned)]).place(
+        JOBS[shape](), _cluster().snapshot()
+    )
+    assert res.ok, res.unplaced
+    assert not banned & {b.node for b in res.bindings}
+
+
+def test_a_filter_that_leaves_no_node_gives_no_fit_naming_the_filter() -> None:
+    everything = {f"lf0-n{i}" for i in range(3)}
+    for j in (job("one", gpus=1), job("g", gpus=8, replicas=2)):
+        st = ClusterBuilder().leaf("lf0", nodes=3).build()
+        res = Placer("ebinpack", filters=[Exclude(everything)]).place(j, st.snapshot())
+        assert res.reason is not None and res.reason.code is ReasonCode.NO_FIT
+        assert "exclude[" in res.reason.message
+        assert st.snapshot().free_gpus[:3].tolist() == [8, 8, 8]  # nothing applied
+
+
+def test_a_filter_is_asked_again_about_the_node_a_gang_pod_just_took() -> None:
+    def one_per_node(ctx: PodView, slots: IntArray) -> Any:
+        return ctx.job_pods_on(slots) == 0
+
+    st = ClusterBuilder().leaf("lf0", nodes=3).build()
+    gang = job("g", gpus=2, replicas=3, tier=Tier.LEAF)
+    packed = Placer("ebinpack").place(gang, st.snapshot())
+    assert len({b.node for b in packed.bindings}) == 1  # ebinpack co-locates the replicas
+    st = ClusterBuilder().leaf("lf0", nodes=3).build()
+    apart = Placer("ebinpack", filters=[one_per_node]).place(gang, st.snapshot())
+    assert sorted(b.node for b in apart.bindings) == ["lf0-n0", "lf0-n1", "lf0-n2"]
+    st = ClusterBuilder().leaf("lf0", nodes=2).build()
+    short = Placer("ebinpack", filters=[one_per_node]).place(gang, st.snapshot())
+    assert short.reason is not None and "one_per_node" in short.reason.message
+
+
+def test_a_gang_attempt_rolled_back_in_one_domain_leaves_no_pods_behind_for_the_next() -> None:
+    class OnePerNode(BaseStrategy):
+        name = "one-per-node"
+        topology_default = Tier.LEAF
+
+        def candidate_sets(
+            self, ctx: PodView, slots: IntArray
+        ) -> Sequence[tuple[IntArray, Strategy]]:
+            return ((slots[ctx.job_pods_on(slots) == 0], self),)
+
+    # every NODE-tier attempt binds one pod, then finds no second node and rolls back; the
+    # LEAF tier must then see no pod of the job anywhere
+    st = ClusterBuilder().leaf("lf0", nodes=3).build()
+    res = Placer(OnePerNode()).place(job("g", gpus=2, replicas=3), st.snapshot())
+    assert sorted(b.node for b in res.bindings) == ["lf0-n0", "lf0-n1", "lf0-n2"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=hst.sampled_from(strategy_names()),
+    banned=hst.sets(hst.integers(0, 7), max_size=5),
+    gpus=hst.sampled_from([1, 2, 4, 8]),
+    replicas=hst.integers(1, 4),
+    gang=hst.booleans(),
+)
+def test_no_strategy_ever_uses_a_node_a_filter_drops(
+    name: str, banned: set[int], gpus: int, replicas: int, gang: bool
+) -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=4).leaf("lf1", nodes=4).build()
+    hold(st, "lf0-n1", (0, 1, 2), "resident")
+    names = {f"lf{i // 4}-n{i % 4}" for i in banned}
+    j = job("p", gpus=gpus, replicas=replicas, gang=gang if replicas > 1 else None)
+    res = Placer(_build(name), filters=[Exclude(names)]).place(j, st.snapshot())
+    assert not names & {b.node for b in res.bindings}
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def test_the_registry_builds_packing_baselines_with_the_seed_and_workload_of_the_context() -> None:
+    jobs = _workload_jobs()
+    ctx = BuildContext(seed=11, workload=jobs)
+    bestfit = STRATEGIES.build("bestfit", ctx)
+    assert bestfit.seed == 11  # type: ignore[attr-defined]
+    fgd = STRATEGIES.build("fgd", ctx)
+    assert fgd.seed == 11  # type: ignore[attr-defined]
+    assert fgd.target.classes == workload_from_jobs(jobs)  # type: ignore[attr-defined]
+    assert STRATEGIES.uses("fgdpp") == ("seed", "workload")
+    assert STRATEGIES.uses("random") == ("seed",) and STRATEGIES.uses("ebinpack") == ()
+
+
+def test_fgdpp_takes_its_secondary_workload_from_a_fragmentation_target() -> None:
+    primary = (TaskClass(resources=job("a", gpus=1).roles[0].resources),)
+    secondary = (TaskClass(resources=job("b", gpus=2).roles[0].resources, weight=2.0),)
+    target = FragmentationTarget(classes=primary, secondary=secondary)
+    fgdpp = STRATEGIES.build("fgdpp", BuildContext(seed=5, workload=target))
+    assert fgdpp.target.classes == primary  # type: ignore[attr-defined]
+    assert fgdpp._secondary_in == secondary  # type: ignore[attr-defined]
+
+
+def test_one_build_context_builds_every_registered_strategy() -> None:
+    ctx = BuildContext(seed=1, workload=_workload_jobs(), cluster=_cluster().nodes())
+    for name in strategy_names():
+        assert isinstance(STRATEGIES.build(name, ctx), Strategy)
+
+
+def test_register_strategy_refuses_a_duplicate_name_and_passes_uses() -> None:
+    with pytest.raises(DuplicateError):
+        register_strategy("binpack", BaseStrategy)
+    with pytest.raises(DuplicateError):
+        register_strategy("EBinpack", BaseStrategy)
+    with pytest.raises(UnknownPolicyError):
+        make_strategy("seeded-highest")
+
+    class Seeded(HighestSlot):
+        def __init__(self, *, seed: int) -> None:
+            self.seed = seed
+
+    register_strategy("test-seeded-highest", Seeded, uses=("seed",))
+    try:
+        built = STRATEGIES.build("test-seeded-highest", BuildContext(seed=9))
+        assert built.seed == 9  # type: ignore[attr-defined]
+        assert make_strategy("test-seeded-highest", seed=2).seed == 2  # type: ignore[attr-defined]
+    finally:
+        STRATEGIES._entries.pop("test-seeded-highest")
