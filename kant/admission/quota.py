@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import attrs
 
 from kant.errors import DuplicateError, InvalidConfigError, UnknownPodError, require
-from kant.model import MILLI, Binding, Job, PodId, Reason, ReasonCode
+from kant.model import MILLI, Binding, Job, PodId, Reason, ReasonCode, name, number
 
 INF = math.inf
 
@@ -40,19 +40,9 @@ class QuotaMode(enum.StrEnum):
     ISOLATED = "isolated"
 
 
-def _milli(_inst: object, attribute: attrs.Attribute[int], value: object) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise InvalidConfigError(attribute.name, value, "must be an int >= 0 (GPU milli)")
-
-
-def _opt_milli(_inst: object, attribute: attrs.Attribute[int | None], value: object) -> None:
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-        raise InvalidConfigError(attribute.name, value, "must be None or an int >= 0 (GPU milli)")
-
-
-def _name(_inst: object, attribute: attrs.Attribute[str], value: object) -> None:
-    if not isinstance(value, str) or not value or value.strip() != value:
-        raise InvalidConfigError(attribute.name, value, "must be a non-empty name")
+_milli = number(InvalidConfigError, low=0, integer=True, unit="GPU milli")
+_opt_milli = number(InvalidConfigError, low=0, integer=True, optional=True, unit="GPU milli")
+_name = name(InvalidConfigError, slash=True, reason="must be a non-empty name")
 
 
 @attrs.frozen(kw_only=True)

@@ -37,9 +37,9 @@ from typing import Any, Final
 import attrs
 
 from kant.admission import Admitter, Quota
-from kant.errors import UnknownPolicyError, ValidationError
+from kant.errors import ValidationError
 from kant.metrics import workload_from_jobs
-from kant.model import Job, NodeSpec
+from kant.model import Job, NodeSpec, one_of, registered
 from kant.placement import BaseStrategy, Placer, make_strategy, strategy_names
 from kant.preemption import PreemptionPolicy
 from kant.queueing import Queue, make_policy, policy_names
@@ -96,19 +96,9 @@ def placement_names() -> list[str]:
     return strategy_names()
 
 
-def _queueing(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value not in policy_names():
-        raise UnknownPolicyError("queueing", value, policy_names())
-
-
-def _placement(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, str) or value.lower() not in placement_names():
-        raise UnknownPolicyError("placement", value, placement_names())
-
-
-def _preemption(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value not in PREEMPTION_MODES:
-        raise ValidationError(attribute.name, value, f"must be one of {list(PREEMPTION_MODES)}")
+_queueing = registered("queueing", policy_names)
+_placement = registered("placement", placement_names, fold_case=True)
+_preemption = one_of(ValidationError, PREEMPTION_MODES)
 
 
 @attrs.frozen(kw_only=True)
