@@ -62,15 +62,28 @@ class LinkKind(enum.IntEnum):
 
 
 class JobKind(enum.StrEnum):
+    """What a job is for. Placement may treat kinds differently (E-Spread may put small
+    inference pods in its dedicated zone); a Job accepts the string values too."""
+
     TRAINING = "training"
+    """A training job (the default), usually a gang."""
     INFERENCE = "inference"
+    """An inference service; E-Spread may place its small pods in the dedicated zone."""
     DEV = "dev"
+    """An interactive development job."""
 
 
 class VictimReason(enum.StrEnum):
+    """Why a victim may be evicted for its preemptor (the rule that made it eligible)."""
+
     PRIORITY = "priority"
+    """The victim has a strictly lower priority than the preemptor."""
     RECLAIM = "reclaim"
+    """The victim's tenant uses more than its nominal quota, and the preemptor's tenant stays
+    within its own with this job (takes back what was borrowed)."""
     BACKFILL = "backfill"
+    """The victim started behind the preemptor in the queue order while it waited (the
+    Backfill head past its threshold)."""
 
 
 class ReasonCode(enum.StrEnum):
@@ -369,10 +382,12 @@ class Resources:
 
     @property
     def is_shared(self) -> bool:
+        """True for a share of one GPU (``gpu_milli > 0``)."""
         return self.gpu_milli > 0
 
     @property
     def gpu_units(self) -> float:
+        """GPU request in whole GPUs (``total_milli / 1000``; a share is a fraction)."""
         return self.total_milli / MILLI
 
 
@@ -436,6 +451,7 @@ class Role:
 
     @property
     def total_milli(self) -> int:
+        """GPU request of all the role's pods, in milli."""
         return self.replicas * self.resources.total_milli
 
 
@@ -513,6 +529,7 @@ class Job:
 
     @property
     def num_pods(self) -> int:
+        """Number of pods over all roles. O(roles)."""
         return sum(r.replicas for r in self.roles)
 
     @property
@@ -522,6 +539,7 @@ class Job:
 
     @property
     def gpu_units(self) -> float:
+        """Total GPU request in whole GPUs (``total_milli / 1000``)."""
         return self.total_milli / MILLI
 
     @property
@@ -535,6 +553,8 @@ class Job:
         return frozenset(out)
 
     def role(self, name: str) -> Role:
+        """The role called ``name``; raises :class:`~kant.errors.InvalidJobError` if the job has
+        none. O(roles)."""
         for r in self.roles:
             if r.name == name:
                 return r
@@ -651,6 +671,7 @@ class Binding:
 
     @property
     def total_milli(self) -> int:
+        """GPU milli the binding holds: ``len(gpus) * gpu_milli``."""
         return len(self.gpus) * self.gpu_milli
 
 

@@ -20,11 +20,14 @@ from kant.state import ClusterState
 
 
 class EvictionCause(enum.StrEnum):
+    """Why kant released a pod the orchestrator must stop (see :class:`Eviction`)."""
+
     GANG_REQUEUED = "gang_requeued"
     """Another pod of the gang was lost or failed: the whole job restarts."""
     JOB_FAILED = "job_failed"
     """The job reached its retry limit."""
     CANCELLED = "cancelled"
+    """The job was cancelled."""
 
 
 @attrs.frozen(kw_only=True)
