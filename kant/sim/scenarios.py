@@ -118,6 +118,7 @@ class PolicySet:
 
     @property
     def label(self) -> str:
+        """How tables and plots name it: ``name``, else ``"<queueing>+<placement>"``."""
         return self.name or f"{self.queueing}+{self.placement}"
 
     @classmethod
@@ -136,6 +137,9 @@ class PolicySet:
         return cls(**kw)
 
     def preemption_policy(self, has_quotas: bool) -> PreemptionPolicy:
+        """The :class:`~kant.preemption.PreemptionPolicy` the mode means: ``"auto"`` reclaims when
+        the scenario has quotas and backfill-preempts under the Backfill policy, never by
+        priority; ``"none"`` nothing; ``"all"`` every rule; otherwise that rule only."""
         mode = self.preemption
         if mode == "auto":
             return PreemptionPolicy(
@@ -175,6 +179,7 @@ class Scenario:
 
     @property
     def total_gpus(self) -> int:
+        """GPUs over all the scenario's nodes. O(nodes)."""
         return sum(n.gpus for n in self.nodes)
 
     def scheduler(self, policy: PolicySet | None = None) -> Scheduler:

@@ -375,6 +375,10 @@ class Simulator:
     # ----------------------------------------------------------------- the loop
 
     def run(self) -> SimResult:
+        """Replay every job to the end (every job done, nothing left that can change, or the
+        horizon) and return the :class:`SimResult`. Call it once: it needs the fresh scheduler.
+        Runs at most one scheduling cycle per ``tick`` of simulated time (see
+        :class:`SimConfig`)."""
         t_wall = time.perf_counter()
         cfg = self.cfg
         s = self.s

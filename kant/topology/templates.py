@@ -208,10 +208,12 @@ class NodeTemplate:
 
     @property
     def num_gpus(self) -> int:
+        """Number of GPU slots."""
         return len(self.gpus)
 
     @property
     def num_nics(self) -> int:
+        """Number of RDMA NIC slots."""
         return len(self.nics)
 
     @property
