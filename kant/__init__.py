@@ -14,6 +14,7 @@ from kant.errors import (
     DuplicateError,
     InvalidBindingError,
     InvalidClusterFileError,
+    InvalidConfigError,
     InvalidJobError,
     InvalidNodeError,
     InvalidResourcesError,
@@ -26,6 +27,8 @@ from kant.errors import (
     UnknownJobError,
     UnknownNodeError,
     UnknownPodError,
+    UnknownPolicyError,
+    UnknownTemplateError,
     ValidationError,
 )
 from kant.model import (
@@ -72,6 +75,7 @@ __all__ = [
     "Gate",
     "InvalidBindingError",
     "InvalidClusterFileError",
+    "InvalidConfigError",
     "InvalidJobError",
     "InvalidNodeError",
     "InvalidResourcesError",
@@ -111,6 +115,8 @@ __all__ = [
     "UnknownJobError",
     "UnknownNodeError",
     "UnknownPodError",
+    "UnknownPolicyError",
+    "UnknownTemplateError",
     "ValidationError",
     "Victim",
     "VictimReason",

@@ -38,4 +38,5 @@ def lowest_bits(mask: int, k: int) -> int:
 
 
 def popcount(mask: int) -> int:
+    """Number of set bits in ``mask`` (an int or a numpy integer). O(1)."""
     return int(mask).bit_count()

@@ -66,19 +66,29 @@ class CandidateView(Protocol):
     its current wait began (submit, or its last requeue)."""
 
     @property
-    def id(self) -> str: ...
+    def id(self) -> str:
+        """The job's id."""
+        ...
 
     @property
-    def job(self) -> Job: ...
+    def job(self) -> Job:
+        """The job (read-only value)."""
+        ...
 
     @property
-    def seq(self) -> int: ...
+    def seq(self) -> int:
+        """Its submission sequence number (unique, increasing)."""
+        ...
 
     @property
-    def key(self) -> tuple[Any, ...]: ...
+    def key(self) -> tuple[Any, ...]:
+        """Its order key (lower goes first)."""
+        ...
 
     @property
-    def pending_since(self) -> float: ...
+    def pending_since(self) -> float:
+        """When its current wait began (submit, or its last requeue)."""
+        ...
 
 
 @attrs.frozen(kw_only=True)
@@ -110,7 +120,9 @@ class CycleContext(Protocol):
     cluster or the queue; a reservation holds devices on the cycle's snapshot only."""
 
     @property
-    def now(self) -> float: ...
+    def now(self) -> float:
+        """The cycle's time (seconds, the caller's clock)."""
+        ...
 
     def is_nominated(self, job: CandidateView) -> bool:
         """Does the job hold devices nominated for it (it preempted; its victims are going)?"""
@@ -164,9 +176,13 @@ class QueueingPolicy(Protocol):
     so a policy keeps no state between cycles (everything it needs is in the queue)."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The name the policy is registered and reported under."""
+        ...
 
-    def begin(self, ctx: CycleContext) -> PolicyRun: ...
+    def begin(self, ctx: CycleContext) -> PolicyRun:
+        """Start a cycle: a fresh :class:`PolicyRun` for it, reading ``ctx`` only."""
+        ...
 
 
 # --------------------------------------------------------------------------- placement
@@ -179,16 +195,24 @@ class PodView(Protocol):
     Placer changes the snapshot."""
 
     @property
-    def job(self) -> Job: ...
+    def job(self) -> Job:
+        """The job the pod belongs to."""
+        ...
 
     @property
-    def role(self) -> Role: ...
+    def role(self) -> Role:
+        """The role of the pod being placed."""
+        ...
 
     @property
-    def req(self) -> PodRequest: ...
+    def req(self) -> PodRequest:
+        """The pod's per-pod request (GPUs or GPU milli, CPU, memory, NICs)."""
+        ...
 
     @property
-    def snap(self) -> Snapshot: ...
+    def snap(self) -> Snapshot:
+        """The cycle's snapshot (read-only for scoring and filtering)."""
+        ...
 
     def job_pods_on(self, slots: IntArray) -> IntArray:
         """Per slot, the pods of this job already on that node (placed earlier in this
@@ -235,9 +259,13 @@ class Strategy(Protocol):
       candidates scored by this strategy). Asked for every pod, also inside a gang."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The strategy's registered name."""
+        ...
 
-    def score(self, ctx: PodView, slots: IntArray) -> FloatArray: ...
+    def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
+        """One float per slot in ``slots`` (higher is better); node-local, changes nothing."""
+        ...
 
 
 class NodeFilter(Protocol):
@@ -260,10 +288,14 @@ class PlacementLike(Protocol):
     """What a placement attempt returns: the bindings made and why the others were not."""
 
     @property
-    def bindings(self) -> tuple[Binding, ...]: ...
+    def bindings(self) -> tuple[Binding, ...]:
+        """The bindings made."""
+        ...
 
     @property
-    def unplaced(self) -> Mapping[PodId, Reason]: ...
+    def unplaced(self) -> Mapping[PodId, Reason]:
+        """Why each pod asked for was not placed."""
+        ...
 
 
 PlaceFn = Callable[[Job, Sequence[PodId]], PlacementLike]
@@ -280,7 +312,9 @@ class PlacerLike(Protocol):
 
     def place(
         self, job: Job, snap: Snapshot, *, pods: Sequence[PodId] | None = None
-    ) -> PlacementLike: ...
+    ) -> PlacementLike:
+        """Place the pods (all when ``pods`` is None) on ``snap``; see the class docstring."""
+        ...
 
 
 # --------------------------------------------------------------------------- preemption
@@ -301,7 +335,9 @@ class VictimRule(Protocol):
 class Scope(Protocol):
     """One what-if scope: :meth:`commit` keeps its changes in the enclosing scope."""
 
-    def commit(self) -> None: ...
+    def commit(self) -> None:
+        """Keep this scope's changes in the enclosing scope when it ends."""
+        ...
 
 
 class WhatIf(Protocol):
@@ -310,7 +346,9 @@ class WhatIf(Protocol):
     Implemented by the cycle (:class:`kant.preemption.whatif.CycleWhatIf`); everything done
     inside a scope is undone when it ends unless committed into the enclosing one."""
 
-    def scope(self) -> AbstractContextManager[Scope]: ...
+    def scope(self) -> AbstractContextManager[Scope]:
+        """Open a nested scope; what it changes is undone at its end unless committed."""
+        ...
 
     def remove(self, unit: Any) -> None:
         """Free what ``unit`` holds (snapshot and quota ledger)."""

@@ -42,26 +42,46 @@ class ValidationError(KantError, ValueError):
 
 
 class InvalidResourcesError(ValidationError):
+    """A :class:`kant.model.Resources` is malformed: a negative or non-int count, a GPU share of
+    1000 or more or combined with whole GPUs, more GPUs than one node holds."""
+
     what = "resources"
 
 
 class InvalidJobError(ValidationError):
+    """A :class:`kant.model.Job`, :class:`~kant.model.Role`, :class:`~kant.model.PodId` or
+    :class:`~kant.model.TopologyWish` is malformed, ``Job.role`` is asked for a role the job
+    lacks, or a queue is given something that is not a Job."""
+
     what = "job"
 
 
 class InvalidNodeError(ValidationError):
+    """A :class:`kant.model.NodeSpec` is malformed (bad name, count, or a fabric position with a
+    level missing), or a node is asked about a GPU index it does not have."""
+
     what = "node"
 
 
 class InvalidTopologyError(ValidationError):
+    """A node template (:mod:`kant.topology.templates`) is malformed (a bad slot, name, shape or
+    mask), or a fabric builder of :mod:`kant.topology.fabric` is given bad sizes."""
+
     what = "topology"
 
 
 class InvalidBindingError(ValidationError):
+    """A :class:`kant.model.Binding` is malformed: not a PodId, repeated or out-of-range device
+    ids, a share above 1000 or a fractional share on other than one GPU."""
+
     what = "binding"
 
 
 class InvalidConfigError(ValidationError):
+    """A policy or scheduler setting is malformed: a quota, quota mode, backoff, preemption or
+    queueing-policy parameter, a registry factory declaring a context field that does not
+    exist, or :func:`kant.testing.check_invariants` given nothing it can check."""
+
     what = "configuration"
 
 
@@ -85,24 +105,37 @@ class _LookupError(KantError, KeyError):
 
 
 class UnknownNodeError(_LookupError):
+    """No node by that name (or slot) in the cluster or snapshot; ``node`` names it."""
+
     def __init__(self, node: str) -> None:
         self.node = node
         super().__init__(f"unknown node {node!r}")
 
 
 class UnknownPodError(_LookupError):
+    """The pod is not bound in the cluster, not charged to a quota, or not held by its job (an
+    event about a pod kant does not know); ``pod`` is it."""
+
     def __init__(self, pod: object) -> None:
         self.pod = pod
         super().__init__(f"unknown pod {pod!s}")
 
 
 class UnknownJobError(_LookupError):
+    """No job by that id in the queue (never submitted), or a pod of it that was never placed;
+    ``job`` names it."""
+
     def __init__(self, job: str) -> None:
         self.job = job
         super().__init__(f"unknown job {job!r}")
 
 
 class UnknownGpuModelError(_LookupError):
+    """A GPU model name that is not known; ``model`` names it and the message lists the
+    ``known`` ones. Part of the public tree for callers that resolve model names: kant itself
+    reports a job whose models have no node pool as the value ``ReasonCode.NO_POOL``, not
+    with this error."""
+
     def __init__(self, model: str, known: object = None) -> None:
         self.model = model
         extra = f" (known: {known})" if known is not None else ""
@@ -110,12 +143,20 @@ class UnknownGpuModelError(_LookupError):
 
 
 class UnknownTemplateError(_LookupError):
+    """No node template registered under that name
+    (:func:`kant.topology.templates.get_template`, or a node or cluster file naming it);
+    ``template`` names it."""
+
     def __init__(self, template: str) -> None:
         self.template = template
         super().__init__(f"unknown node template {template!r}")
 
 
 class UnknownPolicyError(_LookupError):
+    """No policy of that kind registered under that name (a :class:`kant.registry.Registry`
+    lookup, or a scenario's policy set); ``name`` is the name asked for and the message lists
+    the known ones."""
+
     def __init__(self, kind: str, name: str, known: object = None) -> None:
         self.name = name
         extra = f"; known: {known}" if known is not None else ""

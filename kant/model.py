@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 import attrs
@@ -22,6 +22,7 @@ from kant.errors import (
     InvalidJobError,
     InvalidNodeError,
     InvalidResourcesError,
+    UnknownPolicyError,
     ValidationError,
 )
 
@@ -61,15 +62,28 @@ class LinkKind(enum.IntEnum):
 
 
 class JobKind(enum.StrEnum):
+    """What a job is for. Placement may treat kinds differently (E-Spread may put small
+    inference pods in its dedicated zone); a Job accepts the string values too."""
+
     TRAINING = "training"
+    """A training job (the default), usually a gang."""
     INFERENCE = "inference"
+    """An inference service; E-Spread may place its small pods in the dedicated zone."""
     DEV = "dev"
+    """An interactive development job."""
 
 
 class VictimReason(enum.StrEnum):
+    """Why a victim may be evicted for its preemptor (the rule that made it eligible)."""
+
     PRIORITY = "priority"
+    """The victim has a strictly lower priority than the preemptor."""
     RECLAIM = "reclaim"
+    """The victim's tenant uses more than its nominal quota, and the preemptor's tenant stays
+    within its own with this job (takes back what was borrowed)."""
     BACKFILL = "backfill"
+    """The victim started behind the preemptor in the queue order while it waited (the
+    Backfill head past its threshold)."""
 
 
 class ReasonCode(enum.StrEnum):
@@ -128,10 +142,17 @@ class Reason:
 
 # --------------------------------------------------------------------------- validators
 
+Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+"""An attrs field validator: ``check(instance, attribute, value)``, raising on a bad value."""
 
-def _validator(
-    err: type[ValidationError], pred: Callable[[Any], bool], reason: str
-) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+
+def satisfies(err: type[ValidationError], pred: Callable[[Any], bool], reason: str) -> Validator:
+    """An attrs validator: ``pred(value)`` must be true, else ``err(field, value, reason)``.
+
+    The general case, for checks of a structure the factories below do not cover (a tuple
+    of distinct device ids, a non-empty tuple of uniquely named roles). Costs one call of
+    ``pred``."""
+
     def check(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         if not pred(value):
             raise err(attribute.name, value, reason)
@@ -139,60 +160,180 @@ def _validator(
     return check
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+def _number_reason(
+    *,
+    low: float | None,
+    low_inclusive: bool,
+    high: float | None,
+    high_inclusive: bool,
+    finite: bool,
+    integer: bool,
+    optional: bool,
+    unit: str | None,
+) -> str:
+    what = "an int" if integer else "a finite number" if finite else "a number"
+    if low is not None and high is not None:
+        lo, hi = "[" if low_inclusive else "(", "]" if high_inclusive else ")"
+        bounds = f" in {lo}{low}, {high}{hi}"
+    elif low is not None:
+        bounds = f" {'>=' if low_inclusive else '>'} {low}"
+    elif high is not None:
+        bounds = f" {'<=' if high_inclusive else '<'} {high}"
+    else:
+        bounds = ""
+    return f"must be {'None or ' if optional else ''}{what}{bounds}{f' ({unit})' if unit else ''}"
 
 
-def _nonneg_int(err: type[ValidationError]) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
-    return _validator(err, lambda v: _is_int(v) and v >= 0, "must be an int >= 0")
+def number(
+    err: type[ValidationError],
+    *,
+    low: float | None = None,
+    low_inclusive: bool = True,
+    high: float | None = None,
+    high_inclusive: bool = False,
+    finite: bool = False,
+    integer: bool = False,
+    optional: bool = False,
+    unit: str | None = None,
+    reason: str | None = None,
+) -> Validator:
+    """An attrs validator for a number, else ``err(field, value, reason)``.
 
-
-def _pos_int(err: type[ValidationError]) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
-    return _validator(err, lambda v: _is_int(v) and v >= 1, "must be an int >= 1")
-
-
-def _name(err: type[ValidationError]) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
-    return _validator(
-        err,
-        lambda v: isinstance(v, str) and v != "" and v.strip() == v and "/" not in v,
-        "must be a non-empty string without surrounding spaces or '/'",
+    The value must be an ``int`` or ``float`` (bools always refused; ``integer``: an ``int``
+    only), ``finite`` if asked (no infinity, no NaN), at least ``low`` (``low_inclusive``,
+    else above it) and below ``high`` (``high_inclusive``: at most it). ``optional`` also
+    accepts None. A bound always refuses NaN. The reason is derived from the arguments,
+    e.g. ``"must be None or an int >= 1"``, ``"must be a finite number > 0"``, ``"must be a
+    number in [0, 1)"``, with `` (unit)`` appended when ``unit`` is given; ``reason``
+    replaces it. Costs a few comparisons per value (it runs on every construction of a
+    :class:`Binding` or :class:`PodId`)."""
+    kinds: Any = int if integer else (int, float)
+    check_finite = finite and not integer
+    why = reason or _number_reason(
+        low=low,
+        low_inclusive=low_inclusive,
+        high=high,
+        high_inclusive=high_inclusive,
+        finite=finite,
+        integer=integer,
+        optional=optional,
+        unit=unit,
     )
 
-
-def _opt_name(err: type[ValidationError]) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
-    inner = _name(err)
-
-    def check(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-        if value is not None:
-            inner(inst, attribute, value)
+    def check(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value is None and optional:
+            return
+        if not isinstance(value, kinds) or isinstance(value, bool):
+            raise err(attribute.name, value, why)
+        if (
+            (check_finite and not math.isfinite(value))
+            or (low is not None and not (value >= low if low_inclusive else value > low))
+            or (high is not None and not (value <= high if high_inclusive else value < high))
+        ):
+            raise err(attribute.name, value, why)
 
     return check
 
 
-def _finite_nonneg(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+_NAME_REASON = "must be a non-empty string without surrounding spaces or '/'"
 
 
-def finite_nonneg(err: type[ValidationError]) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
-    """An attrs validator: a finite number >= 0 (bools refused), else ``err``."""
-    return _validator(err, _finite_nonneg, "must be a finite number >= 0")
+def name(
+    err: type[ValidationError],
+    *,
+    slash: bool = False,
+    spaces: bool = False,
+    reason: str | None = None,
+) -> Validator:
+    """An attrs validator for a name: a non-empty ``str`` without surrounding whitespace and
+    without ``'/'`` (``"/"`` joins names into pod ids and paths), else
+    ``err(field, value, reason)``. ``slash`` allows ``'/'``, ``spaces`` surrounding
+    whitespace; ``reason`` replaces the default
+    ``"must be a non-empty string without surrounding spaces or '/'"``. For an optional
+    name wrap it in :func:`attrs.validators.optional`. O(len(value))."""
+    why = reason or _NAME_REASON
+
+    def check(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if (
+            not isinstance(value, str)
+            or not value
+            or (not spaces and value.strip() != value)
+            or (not slash and "/" in value)
+        ):
+            raise err(attribute.name, value, why)
+
+    return check
 
 
-def nonneg_or_inf(err: type[ValidationError]) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+def one_of(
+    err: type[ValidationError], choices: Collection[Any], *, reason: str | None = None
+) -> Validator:
+    """An attrs validator: the value must be ``in choices``, else
+    ``err(field, value, reason)``. The default reason lists the choices: ``"must be 'a' or
+    'b'"`` for two, ``"must be one of ['a', 'b', 'c']"`` otherwise. One ``in`` test."""
+    if reason is None:
+        opts = list(choices)
+        reason = (
+            f"must be {opts[0]!r} or {opts[1]!r}" if len(opts) == 2 else f"must be one of {opts}"
+        )
+    why = reason
+
+    def check(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value not in choices:
+            raise err(attribute.name, value, why)
+
+    return check
+
+
+def instance_of(
+    err: type[ValidationError], kind: type, *, optional: bool = False, reason: str | None = None
+) -> Validator:
+    """An attrs validator: the value must be an instance of ``kind`` (or None when
+    ``optional``), else ``err(field, value, reason)``; the default reason is ``"must be a
+    <kind>"`` (``"must be a <kind> or None"``). Unlike :func:`attrs.validators.instance_of`
+    it raises a :class:`kant.errors.ValidationError`, not ``TypeError``. One isinstance."""
+    why = reason or f"must be a {kind.__name__}{' or None' if optional else ''}"
+
+    def check(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if not isinstance(value, kind) and not (optional and value is None):
+            raise err(attribute.name, value, why)
+
+    return check
+
+
+def registered(
+    kind: str, names: Callable[[], Collection[str]], *, fold_case: bool = False
+) -> Validator:
+    """An attrs validator: the value must be one of ``names()`` (read at each check, so
+    policies registered later count), else :class:`kant.errors.UnknownPolicyError` naming
+    the ``kind`` of policy and listing ``names()``. ``fold_case``: the value must be a
+    ``str`` whose lower case is a name. Costs one ``names()`` call."""
+
+    def check(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        known = names()
+        ok = (isinstance(value, str) and value.lower() in known) if fold_case else value in known
+        if not ok:
+            raise UnknownPolicyError(kind, value, names())
+
+    return check
+
+
+def finite_nonneg(err: type[ValidationError]) -> Validator:
+    """An attrs validator: a finite number >= 0 (bools refused), else ``err``
+    (``number(err, low=0, finite=True)``)."""
+    return number(err, low=0, finite=True)
+
+
+def nonneg_or_inf(err: type[ValidationError]) -> Validator:
     """An attrs validator: a number >= 0, infinity allowed (meaning "never"), NaN and bools
-    refused, else ``err``."""
-    return _validator(
-        err,
-        lambda v: isinstance(v, int | float) and not isinstance(v, bool) and v >= 0,
-        "must be a number >= 0",
-    )
+    refused, else ``err`` (``number(err, low=0)``)."""
+    return number(err, low=0)
 
 
-def opt_pos_int(err: type[ValidationError]) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
-    """An attrs validator: None or an int >= 1 (bools refused), else ``err``."""
-    return _validator(
-        err, lambda v: v is None or (_is_int(v) and v >= 1), "must be None or an int >= 1"
-    )
+def opt_pos_int(err: type[ValidationError]) -> Validator:
+    """An attrs validator: None or an int >= 1 (bools refused), else ``err``
+    (``number(err, low=1, integer=True, optional=True)``)."""
+    return number(err, low=1, integer=True, optional=True)
 
 
 # --------------------------------------------------------------------------- resources
@@ -206,11 +347,19 @@ class Resources:
     (a fractional pod never spans devices). ``rdma_nics`` RDMA NICs, placed next to the GPUs.
     """
 
-    gpus: int = attrs.field(default=0, validator=_nonneg_int(InvalidResourcesError))
-    gpu_milli: int = attrs.field(default=0, validator=_nonneg_int(InvalidResourcesError))
-    cpu_milli: int = attrs.field(default=0, validator=_nonneg_int(InvalidResourcesError))
-    memory_mib: int = attrs.field(default=0, validator=_nonneg_int(InvalidResourcesError))
-    rdma_nics: int = attrs.field(default=0, validator=_nonneg_int(InvalidResourcesError))
+    gpus: int = attrs.field(default=0, validator=number(InvalidResourcesError, low=0, integer=True))
+    gpu_milli: int = attrs.field(
+        default=0, validator=number(InvalidResourcesError, low=0, integer=True)
+    )
+    cpu_milli: int = attrs.field(
+        default=0, validator=number(InvalidResourcesError, low=0, integer=True)
+    )
+    memory_mib: int = attrs.field(
+        default=0, validator=number(InvalidResourcesError, low=0, integer=True)
+    )
+    rdma_nics: int = attrs.field(
+        default=0, validator=number(InvalidResourcesError, low=0, integer=True)
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.gpu_milli >= MILLI:
@@ -233,10 +382,12 @@ class Resources:
 
     @property
     def is_shared(self) -> bool:
+        """True for a share of one GPU (``gpu_milli > 0``)."""
         return self.gpu_milli > 0
 
     @property
     def gpu_units(self) -> float:
+        """GPU request in whole GPUs (``total_milli / 1000``; a share is a fraction)."""
         return self.total_milli / MILLI
 
 
@@ -251,17 +402,11 @@ class TopologyWish:
     hard constraint; otherwise it is a preference (best effort, tightest first).
     """
 
-    tier: Tier = attrs.field(
-        validator=_validator(InvalidJobError, lambda v: isinstance(v, Tier), "must be a Tier")
-    )
+    tier: Tier = attrs.field(validator=instance_of(InvalidJobError, Tier))
     required: bool = attrs.field(
         default=False,
-        validator=_validator(InvalidJobError, lambda v: isinstance(v, bool), "must be a bool"),
+        validator=instance_of(InvalidJobError, bool),
     )
-
-
-def _job_validator(pred: Callable[[Any], bool], reason: str) -> Any:
-    return _validator(InvalidJobError, pred, reason)
 
 
 def _to_models(v: Any) -> frozenset[str]:
@@ -280,16 +425,17 @@ class Role:
     ``spread`` asks for pods on different nodes (inference availability).
     """
 
-    name: str = attrs.field(default="worker", validator=_name(InvalidJobError))
-    replicas: int = attrs.field(default=1, validator=_pos_int(InvalidJobError))
+    name: str = attrs.field(default="worker", validator=name(InvalidJobError))
+    replicas: int = attrs.field(default=1, validator=number(InvalidJobError, low=1, integer=True))
     resources: Resources = attrs.field(
         factory=Resources,
-        validator=_job_validator(lambda v: isinstance(v, Resources), "must be a Resources"),
+        validator=instance_of(InvalidJobError, Resources),
     )
     gpu_models: frozenset[str] = attrs.field(
         factory=frozenset,
         converter=_to_models,
-        validator=_job_validator(
+        validator=satisfies(
+            InvalidJobError,
             lambda v: (
                 isinstance(v, frozenset)
                 and all(isinstance(m, str) and m and m.strip() == m for m in v)
@@ -299,16 +445,13 @@ class Role:
     )
     topology: TopologyWish | None = attrs.field(
         default=None,
-        validator=_job_validator(
-            lambda v: v is None or isinstance(v, TopologyWish), "must be a TopologyWish or None"
-        ),
+        validator=instance_of(InvalidJobError, TopologyWish, optional=True),
     )
-    spread: bool = attrs.field(
-        default=False, validator=_job_validator(lambda v: isinstance(v, bool), "must be a bool")
-    )
+    spread: bool = attrs.field(default=False, validator=instance_of(InvalidJobError, bool))
 
     @property
     def total_milli(self) -> int:
+        """GPU request of all the role's pods, in milli."""
         return self.replicas * self.resources.total_milli
 
 
@@ -316,9 +459,9 @@ class Role:
 class PodId:
     """Identity of one pod: (job id, role name, index)."""
 
-    job: str = attrs.field(validator=_name(InvalidJobError))
-    role: str = attrs.field(validator=_name(InvalidJobError))
-    index: int = attrs.field(validator=_nonneg_int(InvalidJobError))
+    job: str = attrs.field(validator=name(InvalidJobError))
+    role: str = attrs.field(validator=name(InvalidJobError))
+    index: int = attrs.field(validator=number(InvalidJobError, low=0, integer=True))
 
     def __str__(self) -> str:
         return f"{self.job}/{self.role}/{self.index}"
@@ -350,39 +493,43 @@ class Job:
     ``runtime_estimate`` (seconds) feeds EASY backfill and the simulator; ``None`` = unknown.
     """
 
-    id: str = attrs.field(validator=_name(InvalidJobError))
-    tenant: str = attrs.field(default="default", validator=_name(InvalidJobError))
-    priority: int = attrs.field(default=0, validator=_job_validator(_is_int, "must be an int"))
+    id: str = attrs.field(validator=name(InvalidJobError))
+    tenant: str = attrs.field(default="default", validator=name(InvalidJobError))
+    priority: int = attrs.field(default=0, validator=number(InvalidJobError, integer=True))
     submitted_at: float = attrs.field(
         default=0.0,
-        validator=_job_validator(_finite_nonneg, "must be a finite number >= 0"),
+        validator=number(InvalidJobError, low=0, finite=True),
     )
     kind: JobKind = attrs.field(
         default=JobKind.TRAINING,
         converter=_to_kind,
-        validator=_job_validator(
-            lambda v: isinstance(v, JobKind), f"must be one of {[k.value for k in JobKind]}"
+        validator=instance_of(
+            InvalidJobError, JobKind, reason=f"must be one of {[k.value for k in JobKind]}"
         ),
     )
-    gang: bool = attrs.field(
-        default=True, validator=_job_validator(lambda v: isinstance(v, bool), "must be a bool")
-    )
+    gang: bool = attrs.field(default=True, validator=instance_of(InvalidJobError, bool))
     roles: tuple[Role, ...] = attrs.field(
         converter=_to_tuple,
-        validator=_job_validator(_roles_ok, "must be a non-empty tuple of Roles with unique names"),
+        validator=satisfies(
+            InvalidJobError, _roles_ok, "must be a non-empty tuple of Roles with unique names"
+        ),
     )
-    preemptible: bool = attrs.field(
-        default=True, validator=_job_validator(lambda v: isinstance(v, bool), "must be a bool")
-    )
+    preemptible: bool = attrs.field(default=True, validator=instance_of(InvalidJobError, bool))
     runtime_estimate: float | None = attrs.field(
         default=None,
-        validator=_job_validator(
-            lambda v: v is None or (_finite_nonneg(v) and v > 0), "must be None or a number > 0"
+        validator=number(
+            InvalidJobError,
+            low=0,
+            low_inclusive=False,
+            finite=True,
+            optional=True,
+            reason="must be None or a number > 0",
         ),
     )
 
     @property
     def num_pods(self) -> int:
+        """Number of pods over all roles. O(roles)."""
         return sum(r.replicas for r in self.roles)
 
     @property
@@ -392,6 +539,7 @@ class Job:
 
     @property
     def gpu_units(self) -> float:
+        """Total GPU request in whole GPUs (``total_milli / 1000``)."""
         return self.total_milli / MILLI
 
     @property
@@ -405,6 +553,8 @@ class Job:
         return frozenset(out)
 
     def role(self, name: str) -> Role:
+        """The role called ``name``; raises :class:`~kant.errors.InvalidJobError` if the job has
+        none. O(roles)."""
         for r in self.roles:
             if r.name == name:
                 return r
@@ -420,6 +570,9 @@ class Job:
 # --------------------------------------------------------------------------- nodes
 
 
+_opt_node_name = attrs.validators.optional(name(InvalidNodeError))
+
+
 @attrs.frozen(kw_only=True)
 class NodeSpec:
     """A node as the orchestrator reports it.
@@ -430,18 +583,20 @@ class NodeSpec:
     areas such as the inference dedicated zone of E-Spread.
     """
 
-    name: str = attrs.field(validator=_name(InvalidNodeError))
-    gpu_model: str | None = attrs.field(default=None, validator=_opt_name(InvalidNodeError))
-    gpus: int = attrs.field(default=0, validator=_nonneg_int(InvalidNodeError))
-    cpu_milli: int = attrs.field(default=0, validator=_nonneg_int(InvalidNodeError))
-    memory_mib: int = attrs.field(default=0, validator=_nonneg_int(InvalidNodeError))
-    rdma_nics: int = attrs.field(default=0, validator=_nonneg_int(InvalidNodeError))
-    template: str | None = attrs.field(default=None, validator=_opt_name(InvalidNodeError))
-    leaf: str | None = attrs.field(default=None, validator=_opt_name(InvalidNodeError))
-    spine: str | None = attrs.field(default=None, validator=_opt_name(InvalidNodeError))
-    superspine: str | None = attrs.field(default=None, validator=_opt_name(InvalidNodeError))
-    hbd: str | None = attrs.field(default=None, validator=_opt_name(InvalidNodeError))
-    zone: str | None = attrs.field(default=None, validator=_opt_name(InvalidNodeError))
+    name: str = attrs.field(validator=name(InvalidNodeError))
+    gpu_model: str | None = attrs.field(default=None, validator=_opt_node_name)
+    gpus: int = attrs.field(default=0, validator=number(InvalidNodeError, low=0, integer=True))
+    cpu_milli: int = attrs.field(default=0, validator=number(InvalidNodeError, low=0, integer=True))
+    memory_mib: int = attrs.field(
+        default=0, validator=number(InvalidNodeError, low=0, integer=True)
+    )
+    rdma_nics: int = attrs.field(default=0, validator=number(InvalidNodeError, low=0, integer=True))
+    template: str | None = attrs.field(default=None, validator=_opt_node_name)
+    leaf: str | None = attrs.field(default=None, validator=_opt_node_name)
+    spine: str | None = attrs.field(default=None, validator=_opt_node_name)
+    superspine: str | None = attrs.field(default=None, validator=_opt_node_name)
+    hbd: str | None = attrs.field(default=None, validator=_opt_node_name)
+    zone: str | None = attrs.field(default=None, validator=_opt_node_name)
 
     def __attrs_post_init__(self) -> None:
         if self.gpus > MAX_GPUS_PER_NODE:
@@ -484,23 +639,27 @@ class Binding:
     (1000 for whole GPUs, 1..999 for a fractional pod, which holds exactly one device).
     """
 
-    pod: PodId = attrs.field(
-        validator=_validator(InvalidBindingError, lambda v: isinstance(v, PodId), "must be a PodId")
-    )
-    node: str = attrs.field(validator=_name(InvalidBindingError))
+    pod: PodId = attrs.field(validator=instance_of(InvalidBindingError, PodId))
+    node: str = attrs.field(validator=name(InvalidBindingError))
     gpus: tuple[int, ...] = attrs.field(
         default=(),
         converter=_int_tuple,
-        validator=_validator(InvalidBindingError, _gpu_ids_ok, "must be distinct ints in 0..63"),
+        validator=satisfies(InvalidBindingError, _gpu_ids_ok, "must be distinct ints in 0..63"),
     )
-    gpu_milli: int = attrs.field(default=MILLI, validator=_pos_int(InvalidBindingError))
+    gpu_milli: int = attrs.field(
+        default=MILLI, validator=number(InvalidBindingError, low=1, integer=True)
+    )
     nics: tuple[int, ...] = attrs.field(
         default=(),
         converter=_int_tuple,
-        validator=_validator(InvalidBindingError, _gpu_ids_ok, "must be distinct ints in 0..63"),
+        validator=satisfies(InvalidBindingError, _gpu_ids_ok, "must be distinct ints in 0..63"),
     )
-    cpu_milli: int = attrs.field(default=0, validator=_nonneg_int(InvalidBindingError))
-    memory_mib: int = attrs.field(default=0, validator=_nonneg_int(InvalidBindingError))
+    cpu_milli: int = attrs.field(
+        default=0, validator=number(InvalidBindingError, low=0, integer=True)
+    )
+    memory_mib: int = attrs.field(
+        default=0, validator=number(InvalidBindingError, low=0, integer=True)
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.gpu_milli > MILLI:
@@ -512,6 +671,7 @@ class Binding:
 
     @property
     def total_milli(self) -> int:
+        """GPU milli the binding holds: ``len(gpus) * gpu_milli``."""
         return len(self.gpus) * self.gpu_milli
 
 

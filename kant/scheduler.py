@@ -20,11 +20,14 @@ from kant.state import ClusterState
 
 
 class EvictionCause(enum.StrEnum):
+    """Why kant released a pod the orchestrator must stop (see :class:`Eviction`)."""
+
     GANG_REQUEUED = "gang_requeued"
     """Another pod of the gang was lost or failed: the whole job restarts."""
     JOB_FAILED = "job_failed"
     """The job reached its retry limit."""
     CANCELLED = "cancelled"
+    """The job was cancelled."""
 
 
 @attrs.frozen(kw_only=True)
@@ -85,15 +88,21 @@ class Scheduler:
     # ----------------------------------------------------------------- jobs and cycles
 
     def submit(self, job: Job, now: float | None = None) -> None:
+        """Queue a job (see :meth:`kant.queueing.Queue.submit`: raises DuplicateError or
+        InvalidJobError, changing nothing); returns None."""
         self.queue.submit(job, now)
 
     def schedule(self, now: float) -> CycleResult:
+        """Run one cycle at ``now`` (:func:`kant.schedule_cycle`): a :class:`CycleResult` of
+        decisions, with nothing applied yet."""
         return schedule_cycle(
             self.cluster, self.queue, self.admitter, self.placer, now,
             policy=self.policy, preemption=self.preemption,
         )  # fmt: skip
 
     def apply(self, result: CycleResult, now: float) -> ApplyReport:
+        """Apply a cycle's result at ``now`` (:func:`kant.apply`): bind, charge and mark what it
+        decided; returns the :class:`ApplyReport`."""
         return apply(result, self.cluster, self.queue, self.admitter, now)
 
     def step(self, now: float) -> CycleResult:
@@ -174,6 +183,8 @@ class Scheduler:
         return self._lost_bindings(hit, now, released_already=False)
 
     def gpu_healthy(self, node: str, gpu: int) -> None:
+        """The GPU works again: it may be allocated. Raises UnknownNodeError, or InvalidNodeError
+        for a GPU index the node lacks."""
         self.cluster.set_gpu_health(node, gpu, True)
 
     # ----------------------------------------------------------------- internals

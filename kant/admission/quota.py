@@ -30,29 +30,23 @@ from collections.abc import Iterable, Mapping, Sequence
 import attrs
 
 from kant.errors import DuplicateError, InvalidConfigError, UnknownPodError, require
-from kant.model import MILLI, Binding, Job, PodId, Reason, ReasonCode
+from kant.model import MILLI, Binding, Job, PodId, Reason, ReasonCode, name, number
 
 INF = math.inf
 
 
 class QuotaMode(enum.StrEnum):
+    """How a tenant's quota relates to the others' on the same GPU model."""
+
     SHARED = "shared"
+    """In the model's cohort: lends its lendable part, may borrow up to its borrowing limit."""
     ISOLATED = "isolated"
+    """Alone: never beyond its nominal quota, never lends."""
 
 
-def _milli(_inst: object, attribute: attrs.Attribute[int], value: object) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise InvalidConfigError(attribute.name, value, "must be an int >= 0 (GPU milli)")
-
-
-def _opt_milli(_inst: object, attribute: attrs.Attribute[int | None], value: object) -> None:
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-        raise InvalidConfigError(attribute.name, value, "must be None or an int >= 0 (GPU milli)")
-
-
-def _name(_inst: object, attribute: attrs.Attribute[str], value: object) -> None:
-    if not isinstance(value, str) or not value or value.strip() != value:
-        raise InvalidConfigError(attribute.name, value, "must be a non-empty name")
+_milli = number(InvalidConfigError, low=0, integer=True, unit="GPU milli")
+_opt_milli = number(InvalidConfigError, low=0, integer=True, optional=True, unit="GPU milli")
+_name = name(InvalidConfigError, slash=True, reason="must be a non-empty name")
 
 
 @attrs.frozen(kw_only=True)
@@ -103,6 +97,8 @@ class Quota:
 
     @property
     def lendable(self) -> int:
+        """The part of nominal other tenants may borrow: ``lending_limit``, or all of nominal when
+        None."""
         return self.nominal if self.lending_limit is None else self.lending_limit
 
     @property
@@ -152,13 +148,16 @@ class QuotaTable:
         return t
 
     def mode(self, tenant: str) -> QuotaMode:
+        """The tenant's quota mode (``default_mode`` unless configured)."""
         return self.modes.get(tenant, self.default_mode)
 
     def nominal(self, tenant: str, model: str) -> int:
+        """The tenant's nominal quota on ``model`` in milli (0 without a quota)."""
         q = self.quotas.get((tenant, model))
         return q.nominal if q is not None else 0
 
     def guaranteed(self, tenant: str, model: str) -> int:
+        """The part of the tenant's nominal quota on ``model`` never lent (0 without a quota)."""
         q = self.quotas.get((tenant, model))
         return q.guaranteed if q is not None else 0
 
@@ -197,6 +196,7 @@ class QuotaLedger:
         return 0 if isolated else max(0, used - guaranteed)
 
     def used(self, tenant: str, model: str) -> int:
+        """Milli ``tenant`` uses on ``model`` in this ledger. O(1)."""
         return self.usage.get((tenant, model), 0)
 
     def headroom(self, tenant: str, model: str) -> float:
@@ -227,6 +227,8 @@ class QuotaLedger:
         return self.usage.get((tenant, model), 0) > self.table.terms(tenant, model)[1]
 
     def add(self, tenant: str, model: str, milli: int) -> None:
+        """Record ``milli`` more (negative: less) use by ``tenant`` on ``model``, keeping the
+        cohort's borrowed total; undone by :meth:`rollback`. O(1)."""
         if not milli:
             return
         key = (tenant, model)
@@ -241,9 +243,11 @@ class QuotaLedger:
         self._log.append((tenant, model, milli))
 
     def mark(self) -> int:
+        """A point to :meth:`rollback` to (the length of the change log). O(1)."""
         return len(self._log)
 
     def rollback(self, mark: int) -> None:
+        """Undo every :meth:`add` made since ``mark``, newest first, exactly. O(changes undone)."""
         while len(self._log) > mark:
             t, m, milli = self._log.pop()
             self.add(t, m, -milli)
@@ -377,9 +381,12 @@ class Admitter:
         return QuotaLedger(self.table, self._usage)
 
     def used(self, tenant: str, model: str) -> int:
+        """Milli ``tenant`` is charged for on ``model`` now. O(1)."""
         return self._usage.get((tenant, model), 0)
 
     def usage(self) -> dict[tuple[str, str], int]:
+        """A copy of the live usage, ``(tenant, model) -> milli``, sorted; only non-zero entries.
+        O(entries)."""
         return dict(sorted(self._usage.items()))
 
     def charge(self, tenant: str, binding: Binding, model: str | None) -> None:
@@ -394,6 +401,8 @@ class Admitter:
             self._usage[k] = self._usage.get(k, 0) + milli
 
     def uncharge(self, pod: PodId) -> None:
+        """Take back what :meth:`charge` charged for ``pod``; raises
+        :class:`~kant.errors.UnknownPodError` if it is not charged (nothing changes). O(1)."""
         try:
             tenant, model, milli = self._by_pod.pop(pod)
         except KeyError:
@@ -407,6 +416,7 @@ class Admitter:
                 del self._usage[k]
 
     def is_charged(self, pod: PodId) -> bool:
+        """Is ``pod`` charged to a tenant? O(1)."""
         return pod in self._by_pod
 
     def check_invariants(self) -> None:

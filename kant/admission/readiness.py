@@ -41,6 +41,8 @@ class PoolFacts:
         self._tier_max: dict[str, int] = {}
 
     def max_gpus(self, pool: int) -> int:
+        """Most GPUs on one node of pool ``pool`` (0: the pool has no node); computed once per
+        cycle, then O(1)."""
         v = self._max_gpus.get(pool)
         if v is None:
             members = self.snap.members("pool", pool)
@@ -49,6 +51,7 @@ class PoolFacts:
         return v
 
     def live(self, pool: int) -> bool:
+        """Does pool ``pool`` have a node with GPUs? Same cost as :meth:`max_gpus`."""
         return self.max_gpus(pool) > 0
 
     def tier_max_free(self, level: str) -> int:

@@ -108,6 +108,8 @@ class _Occupier:
 
 
 def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile (0..100, linear interpolation) of ``values``; numpy raises
+    IndexError on an empty list."""
     return float(np.percentile(np.asarray(values, dtype=np.float64), q))
 
 

@@ -141,6 +141,7 @@ class SorCollector:
 
     @property
     def total_gpus(self) -> float:
+        """GPUs in the cluster the collector measures against."""
         return self._total
 
     def gpu_seconds(self, until: float | None = None) -> tuple[float, float]:

@@ -18,57 +18,39 @@ follows, and that the metrics assume, are:
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import attrs
 
 from kant.errors import ValidationError
 from kant.metrics.buckets import size_bucket
-from kant.model import Job
+from kant.model import Job, name, number
 
-
-def _check(pred: Any, reason: str) -> Any:
-    def check(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-        if not pred(value):
-            raise ValidationError(attribute.name, value, reason)
-
-    return check
-
-
-def _time(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
-
-
-def _opt_time(v: Any) -> bool:
-    return v is None or _time(v)
-
-
-def _count(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+_time = number(ValidationError, low=0, finite=True)
+_opt_time = number(ValidationError, low=0, finite=True, optional=True)
+_count = number(ValidationError, low=0, integer=True)
 
 
 @attrs.frozen(kw_only=True)
 class JobRecord:
     """One job's life, as the metrics need it (see the module docstring for conventions)."""
 
-    job_id: str = attrs.field(validator=_check(lambda v: isinstance(v, str) and v, "non-empty"))
+    job_id: str = attrs.field(
+        validator=name(ValidationError, slash=True, spaces=True, reason="non-empty")
+    )
     tenant: str = attrs.field(default="default")
-    gpus: float = attrs.field(default=0.0, validator=_check(_time, "must be a number >= 0"))
+    gpus: float = attrs.field(
+        default=0.0,
+        validator=number(ValidationError, low=0, finite=True, reason="must be a number >= 0"),
+    )
     gang: bool = attrs.field(default=True)
-    submitted_at: float = attrs.field(
-        default=0.0, validator=_check(_time, "must be a finite number >= 0")
-    )
-    started_at: float | None = attrs.field(
-        default=None, validator=_check(_opt_time, "must be None or a finite number >= 0")
-    )
-    finished_at: float | None = attrs.field(
-        default=None, validator=_check(_opt_time, "must be None or a finite number >= 0")
-    )
-    nodes_used: int = attrs.field(default=0, validator=_check(_count, "must be an int >= 0"))
-    groups_used: int = attrs.field(default=0, validator=_check(_count, "must be an int >= 0"))
-    preempted: int = attrs.field(default=0, validator=_check(_count, "must be an int >= 0"))
-    requeued: int = attrs.field(default=0, validator=_check(_count, "must be an int >= 0"))
+    submitted_at: float = attrs.field(default=0.0, validator=_time)
+    started_at: float | None = attrs.field(default=None, validator=_opt_time)
+    finished_at: float | None = attrs.field(default=None, validator=_opt_time)
+    nodes_used: int = attrs.field(default=0, validator=_count)
+    groups_used: int = attrs.field(default=0, validator=_count)
+    preempted: int = attrs.field(default=0, validator=_count)
+    requeued: int = attrs.field(default=0, validator=_count)
     state: str = attrs.field(default="pending")
 
     def __attrs_post_init__(self) -> None:

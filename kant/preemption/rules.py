@@ -33,19 +33,29 @@ class VictimView(Protocol):
     """What a victim rule may read of a candidate unit (a gang job, or one pod)."""
 
     @property
-    def job(self) -> str: ...
+    def job(self) -> str:
+        """The unit's job id."""
+        ...
 
     @property
-    def tenant(self) -> str: ...
+    def tenant(self) -> str:
+        """The tenant of the unit's job."""
+        ...
 
     @property
-    def priority(self) -> int: ...
+    def priority(self) -> int:
+        """The priority of the unit's job."""
+        ...
 
     @property
-    def started_at(self) -> float: ...
+    def started_at(self) -> float:
+        """When the unit started running."""
+        ...
 
     @property
-    def key(self) -> tuple[Any, ...]: ...
+    def key(self) -> tuple[Any, ...]:
+        """Its job's order key in the global queue."""
+        ...
 
 
 @attrs.frozen(kw_only=True)

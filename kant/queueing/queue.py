@@ -92,6 +92,7 @@ class JobStatus:
 
     @property
     def id(self) -> str:
+        """The job's id (``job.id``)."""
         return self.job.id
 
 
@@ -119,6 +120,7 @@ class Entry:
 
     @property
     def id(self) -> str:
+        """The job's id (``job.id``)."""
         return self.job.id
 
     def remaining(self) -> tuple[PodId, ...]:
@@ -145,6 +147,7 @@ class Entry:
         return False
 
     def view(self) -> JobStatus:
+        """A frozen :class:`JobStatus` of the job now (pod sets sorted). O(pods held)."""
         return JobStatus(
             job=self.job,
             seq=self.seq,
@@ -213,6 +216,8 @@ class Queue:
         return iter(self._entries.values())
 
     def status(self, job_id: str) -> JobStatus:
+        """The job's :class:`JobStatus` now; raises :class:`~kant.errors.UnknownJobError` for a job
+        never submitted. O(pods held)."""
         return self.entry(job_id).view()
 
     def statuses(self) -> tuple[JobStatus, ...]:
@@ -240,6 +245,7 @@ class Queue:
         return [jid for _key, jid in sl] if sl is not None else []
 
     def tenants(self) -> list[str]:
+        """Tenants that have jobs with pods to place, sorted."""
         return sorted(self._tenants)
 
     def running(self) -> list[Entry]:
@@ -247,6 +253,8 @@ class Queue:
         return [self._entries[j] for j in self._running]
 
     def counts(self) -> dict[str, int]:
+        """How many jobs are in each phase, ``{phase value: count}`` (every phase listed).
+        O(jobs)."""
         out = {p.value: 0 for p in JobPhase}
         for e in self._entries.values():
             out[e.phase.value] += 1
@@ -308,22 +316,30 @@ class Queue:
         self._set_phase(e, JobPhase.RUNNING)
 
     def mark_confirmed(self, pod: PodId) -> None:
+        """The orchestrator confirmed the pod runs; raises :class:`~kant.errors.UnknownJobError` if
+        its job is unknown or the pod is not placed."""
         e = self.entry(pod.job)
         if pod not in e.assigned:
             raise UnknownJobError(f"{pod} (not placed)")
         e.confirmed.add(pod)
 
     def mark_terminating(self, pods: Iterable[PodId], preemptor: str) -> None:
+        """These victim pods are going away for ``preemptor``; pods not held are skipped. Raises
+        :class:`~kant.errors.UnknownJobError` for an unknown job."""
         for p in pods:
             e = self.entry(p.job)
             if p in e.assigned:
                 e.terminating[p] = preemptor
 
     def set_nomination(self, nom: Nomination | None, job_id: str) -> None:
+        """Set (None: clear) the devices nominated for the job; raises
+        :class:`~kant.errors.UnknownJobError`."""
         e = self.entry(job_id)
         e.nomination = nom
 
     def set_reason(self, job_id: str, reason: Reason | None) -> None:
+        """Set (None: clear) why the job is not (fully) placed; ignored for an unknown job or one
+        that is not PENDING or RUNNING."""
         e = self._entries.get(job_id)
         if e is not None and e.phase in (JobPhase.PENDING, JobPhase.RUNNING):
             e.reason = reason

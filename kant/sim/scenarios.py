@@ -37,8 +37,8 @@ from typing import Any, Final
 import attrs
 
 from kant.admission import Admitter, Quota
-from kant.errors import UnknownPolicyError, ValidationError
-from kant.model import Job, NodeSpec
+from kant.errors import ValidationError
+from kant.model import Job, NodeSpec, one_of, registered
 from kant.placement import STRATEGIES, Placer, Strategy, strategy_names
 from kant.preemption import PreemptionPolicy
 from kant.queueing import Queue, make_policy, policy_names
@@ -96,19 +96,9 @@ def placement_names() -> list[str]:
     return strategy_names()
 
 
-def _queueing(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value not in policy_names():
-        raise UnknownPolicyError("queueing", value, policy_names())
-
-
-def _placement(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, str) or value.lower() not in placement_names():
-        raise UnknownPolicyError("placement", value, placement_names())
-
-
-def _preemption(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value not in PREEMPTION_MODES:
-        raise ValidationError(attribute.name, value, f"must be one of {list(PREEMPTION_MODES)}")
+_queueing = registered("queueing", policy_names)
+_placement = registered("placement", placement_names, fold_case=True)
+_preemption = one_of(ValidationError, PREEMPTION_MODES)
 
 
 @attrs.frozen(kw_only=True)
@@ -128,6 +118,7 @@ class PolicySet:
 
     @property
     def label(self) -> str:
+        """How tables and plots name it: ``name``, else ``"<queueing>+<placement>"``."""
         return self.name or f"{self.queueing}+{self.placement}"
 
     @classmethod
@@ -146,6 +137,9 @@ class PolicySet:
         return cls(**kw)
 
     def preemption_policy(self, has_quotas: bool) -> PreemptionPolicy:
+        """The :class:`~kant.preemption.PreemptionPolicy` the mode means: ``"auto"`` reclaims when
+        the scenario has quotas and backfill-preempts under the Backfill policy, never by
+        priority; ``"none"`` nothing; ``"all"`` every rule; otherwise that rule only."""
         mode = self.preemption
         if mode == "auto":
             return PreemptionPolicy(
@@ -185,6 +179,7 @@ class Scenario:
 
     @property
     def total_gpus(self) -> int:
+        """GPUs over all the scenario's nodes. O(nodes)."""
         return sum(n.gpus for n in self.nodes)
 
     def scheduler(self, policy: PolicySet | None = None) -> Scheduler:

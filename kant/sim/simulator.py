@@ -66,7 +66,17 @@ from kant.metrics import (
     jtted,
     jwtd,
 )
-from kant.model import BLOCKING_CODES, Binding, Job, NodeSpec, PodId, ReasonCode, finite_nonneg
+from kant.model import (
+    BLOCKING_CODES,
+    Binding,
+    Job,
+    NodeSpec,
+    PodId,
+    ReasonCode,
+    finite_nonneg,
+    number,
+    one_of,
+)
 from kant.queueing import JobPhase
 from kant.scheduler import Scheduler
 
@@ -101,24 +111,9 @@ RESTART = "restart"
 _nonneg = finite_nonneg(ValidationError)
 
 
-def _opt_pos(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is None:
-        return
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value <= 0:
-        raise ValidationError(attribute.name, value, "must be None or a finite number > 0")
-
-
-def _pos(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value <= 0:
-        raise ValidationError(attribute.name, value, "must be a finite number > 0")
-
-
-def _fraction(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1
-    if not ok:
-        raise ValidationError(attribute.name, value, "must be a number in [0, 1)")
+_opt_pos = number(ValidationError, low=0, low_inclusive=False, finite=True, optional=True)
+_pos = number(ValidationError, low=0, low_inclusive=False, finite=True)
+_fraction = number(ValidationError, low=0, high=1)
 
 
 def _to_failures(v: Any) -> Any:
@@ -142,9 +137,7 @@ def _failures_ok(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> Non
         raise ValidationError(attribute.name, value, "must be (time >= 0, node name) pairs")
 
 
-def _on_interrupt(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value not in (RESUME, RESTART):
-        raise ValidationError(attribute.name, value, f"must be {RESUME!r} or {RESTART!r}")
+_on_interrupt = one_of(ValidationError, (RESUME, RESTART))
 
 
 @attrs.frozen(kw_only=True)
@@ -382,6 +375,10 @@ class Simulator:
     # ----------------------------------------------------------------- the loop
 
     def run(self) -> SimResult:
+        """Replay every job to the end (every job done, nothing left that can change, or the
+        horizon) and return the :class:`SimResult`. Call it once: it needs the fresh scheduler.
+        Runs at most one scheduling cycle per ``tick`` of simulated time (see
+        :class:`SimConfig`)."""
         t_wall = time.perf_counter()
         cfg = self.cfg
         s = self.s

@@ -135,6 +135,8 @@ class ClusterBuilder:
         return self
 
     def leaf(self, name: str, *, nodes: int, **node_kw: Any) -> ClusterBuilder:
+        """Add leaf ``name`` with ``nodes`` nodes ``<name>-n0``... under the current spine;
+        ``node_kw`` goes to :func:`node` (GPUs, model...). Returns the builder."""
         for k in range(nodes):
             self._nodes.append(
                 node(
@@ -148,11 +150,15 @@ class ClusterBuilder:
         return self
 
     def add(self, spec: NodeSpec) -> ClusterBuilder:
+        """Add one node as it is. Returns the builder."""
         self._nodes.append(spec)
         return self
 
     def specs(self) -> list[NodeSpec]:
+        """The node specs added so far, in order (a copy)."""
         return list(self._nodes)
 
     def build(self) -> ClusterState:
+        """A :class:`~kant.state.ClusterState` of the nodes added (raises DuplicateError for a node
+        name added twice)."""
         return ClusterState(self._nodes)

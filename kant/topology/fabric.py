@@ -211,6 +211,7 @@ class ClusterDescription:
 
     @property
     def total_gpus(self) -> int:
+        """GPUs over all described nodes. O(nodes)."""
         return sum(n.gpus for n in self.nodes)
 
 

@@ -37,7 +37,7 @@ from kant.errors import (
     InvariantError,
     UnknownTemplateError,
 )
-from kant.model import MAX_GPUS_PER_NODE, MAX_NICS_PER_NODE, LinkKind
+from kant.model import MAX_GPUS_PER_NODE, MAX_NICS_PER_NODE, LinkKind, name, number
 
 __all__ = [
     "BUILTIN_TEMPLATES",
@@ -71,21 +71,9 @@ def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _nonneg_int(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not (_is_int(value) and value >= 0):
-        raise InvalidTopologyError(attribute.name, value, "must be an int >= 0")
-
-
-def _opt_nonneg_int(inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None:
-        _nonneg_int(inst, attribute, value)
-
-
-def _template_name(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not (isinstance(value, str) and value and value.strip() == value and "/" not in value):
-        raise InvalidTopologyError(
-            attribute.name, value, "must be a non-empty string without surrounding spaces or '/'"
-        )
+_nonneg_int = number(InvalidTopologyError, low=0, integer=True)
+_opt_nonneg_int = attrs.validators.optional(_nonneg_int)
+_template_name = name(InvalidTopologyError)
 
 
 def _slots_of(kind: type[Any], limit: int) -> Callable[[object, attrs.Attribute[Any], Any], None]:
@@ -220,10 +208,12 @@ class NodeTemplate:
 
     @property
     def num_gpus(self) -> int:
+        """Number of GPU slots."""
         return len(self.gpus)
 
     @property
     def num_nics(self) -> int:
+        """Number of RDMA NIC slots."""
         return len(self.nics)
 
     @property
