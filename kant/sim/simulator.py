@@ -325,6 +325,10 @@ class Simulator:
 
     The scheduler must be fresh (no jobs submitted, no pods bound). ``progress`` is called
     with a :class:`Progress` now and then (every ``progress_every`` events and at the end).
+
+    (About 480 lines: one event loop whose handlers share its run state; the summary at the
+    end reads the same state. Splitting the handlers into objects would put an indirection
+    on every event of every run for no reader's gain.)
     """
 
     def __init__(

@@ -341,6 +341,9 @@ def inference_workload(
       span)`` is ``load`` (0.9: demand approaches but does not exceed capacity), for the
       cluster and for each pool.
     - Priority 1 (not preemptible) for ``high_priority_share`` of jobs, else 0 (preemptible).
+
+    (About 120 lines: one generative recipe whose steps, above, share the same arrays and
+    seeded generator; read top to bottom it matches this list.)
     """
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 1:
         raise ValidationError("n_jobs", n_jobs, "must be an int >= 1")
