@@ -38,8 +38,9 @@ class BuildContext:
     """What a policy may be built from, besides its own options.
 
     ``seed``: the run's seed (random tie rules); ``workload``: the jobs the run will see, as a
-    sequence of :class:`kant.model.Job` (policies that tune themselves to a target workload
-    derive what they need from it); ``cluster``: the nodes, a sequence of
+    sequence of :class:`kant.model.Job`, or a ready target such as
+    :class:`kant.placement.FragmentationTarget` (policies that tune themselves to a target
+    workload derive what they need from it); ``cluster``: the nodes, a sequence of
     :class:`kant.model.NodeSpec`. Fields nobody set are None (``seed`` 0)."""
 
     seed: int = 0
