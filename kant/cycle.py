@@ -216,8 +216,10 @@ class _Cycle:
         reason = self._explain(e, reason)
         self.pending[e.id] = reason
         may_backfill = self.run.failed(e, reason)
-        if self.pre.may_preempt(reason, partly_placed=bool(placed), nominated=self.is_nominated(e)):
-            self._preempt(e, dec, may_backfill)
+        if self.pre.may_preempt(
+            reason, partly_placed=bool(placed), nominated=self.holds.is_nominated(e.id)
+        ):
+            self._preempt(e, dec, role_models, may_backfill)
 
     def result(self) -> CycleResult:
         if self.pre.searches:
@@ -253,7 +255,7 @@ class _Cycle:
     def _shape(self, e: Entry, dec: QuotaDecision, gate: Gate) -> tuple[Any, ...] | None:
         """Placement depends only on this key and the snapshot (while nothing is freed), so a
         failed shape fails again this cycle. None: not cacheable (pods already running)."""
-        if e.assigned or self.is_nominated(e):
+        if e.assigned or self.holds.is_nominated(e.id):
             return None
         counts: dict[str, int] = {}
         for p in dec.pods:
@@ -314,7 +316,7 @@ class _Cycle:
         """The reason users should read: a preemptor waits for its victims (or its nomination
         has served its time); otherwise the queueing policy's word."""
         nom = e.nomination
-        if nom is None or not self.is_nominated(e):
+        if nom is None or not self.holds.is_nominated(e.id):
             return self.run.explain(e, reason)
         left = [p for p in nom.victims if _terminating(self.queue, p)]
         if left:
@@ -326,8 +328,15 @@ class _Cycle:
         self.dropped.append(e.id)
         return reason
 
-    def _preempt(self, e: Entry, dec: QuotaDecision, may_backfill: bool) -> None:
-        found = self.pre.preempt(e, dec, may_backfill, epoch=(len(self.bindings), self.holds.epoch))
+    def _preempt(
+        self,
+        e: Entry,
+        dec: QuotaDecision,
+        role_models: dict[str, tuple[str, ...]],
+        may_backfill: bool,
+    ) -> None:
+        epoch = (len(self.bindings), self.holds.epoch)
+        found = self.pre.preempt(e, dec, role_models, may_backfill, epoch=epoch)
         if found is None:
             return
         nom, units = found
@@ -337,9 +346,6 @@ class _Cycle:
             code=ReasonCode.PREEMPTING,
             message=f"evicting {len(nom.victims)} pods of {units} victims",
         )
-
-    def is_nominated(self, e: Entry) -> bool:
-        return e.id in self.holds.nominated
 
 
 def _first_reason(unplaced: Mapping[PodId, Reason]) -> Reason | None:

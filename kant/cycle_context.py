@@ -51,7 +51,7 @@ class PolicyContext:
 
     def is_nominated(self, job: CandidateView) -> bool:
         """Does the job hold devices nominated for it?"""
-        return job.id in self.holds.nominated
+        return self.holds.is_nominated(job.id)
 
     def forecast(self, job: CandidateView, *, default_runtime: float | None) -> Reservation | None:
         """The job's earliest start and placement (:func:`kant.admission.forecast.forecast`);

@@ -133,6 +133,10 @@ class Holds:
         self.reserved: Hold | None = None
         self.epoch = 0
 
+    def is_nominated(self, job: str) -> bool:
+        """Does ``job`` hold devices nominated for it?"""
+        return job in self.nominated
+
     def nominate(self, job: str, bindings: Sequence[Binding]) -> None:
         """Hold ``bindings`` for the preemptor ``job``."""
         h = Hold(bindings)

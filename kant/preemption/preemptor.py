@@ -21,7 +21,7 @@ from typing import Any
 from kant.admission.pools import Pools
 from kant.admission.quota import QuotaDecision, QuotaLedger, admit_quota
 from kant.contracts import PlaceFn
-from kant.model import PREEMPTIBLE_CODES, PodId, Reason, Victim, VictimReason
+from kant.model import PREEMPTIBLE_CODES, Binding, PodId, Reason, Victim, VictimReason
 from kant.preemption.candidates import VictimIndex, VictimRef
 from kant.preemption.policy import PreemptionPolicy
 from kant.preemption.rules import Preemptor, VictimUnit, builtin_reason
@@ -80,9 +80,16 @@ class Preemption:
         )
 
     def preempt(
-        self, e: Entry, dec: QuotaDecision, may_backfill: bool, *, epoch: tuple[int, ...]
+        self,
+        e: Entry,
+        dec: QuotaDecision,
+        role_models: dict[str, tuple[str, ...]],
+        may_backfill: bool,
+        *,
+        epoch: tuple[int, ...],
     ) -> tuple[Nomination, int] | None:
-        """Search victims for ``e`` (its remaining pods, quota decision ``dec``); ``epoch``
+        """Search victims for ``e`` (its remaining pods, quota decision ``dec``, the GPU
+        models each role may use, :meth:`kant.admission.Pools.role_models`); ``epoch``
         identifies what the cycle changed so far (a hopeless answer holds while it is the
         same). Returns the nomination and the number of victim units, or None."""
         pol = self.policy
@@ -90,7 +97,6 @@ class Preemption:
             return None
         job = e.job
         pods = e.remaining()
-        role_models, _ = self.pools.role_models(job)
         models = {m for ms in role_models.values() for m in ms}
         pools = {self.pools.models[m] for m in models}
         pre = Preemptor(
@@ -229,7 +235,8 @@ class Preemption:
         role_models: dict[str, tuple[str, ...]],
         picked: list[VictimRef],
         pools: set[int],
-    ) -> Any:
+    ) -> tuple[list[tuple[VictimUnit, VictimReason]], tuple[Binding, ...]] | None:
+        """The minimal victim search over ``picked`` (units in the preemptor's pools)."""
         pol = self.policy
         borrowing = self.ledger.borrowing
 

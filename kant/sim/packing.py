@@ -201,6 +201,8 @@ def make_policy(
     """The strategy ``policy`` for one run, built from the run's seed and target workload
     (``workload``; for ``fgdpp``'s tie-break also every task class of ``pods``, memory
     included): each strategy takes from the build context what it is registered to use."""
+    if "workload" not in STRATEGIES.uses(policy):
+        return STRATEGIES.build(policy, BuildContext(seed=seed))
     secondary = target_workload(pods, popularity=1.0, memory=True) if pods else None
     target = FragmentationTarget(classes=workload, secondary=secondary)
     return STRATEGIES.build(policy, BuildContext(seed=seed, workload=target))
