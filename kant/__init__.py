@@ -7,6 +7,7 @@ The curated public API is re-exported here; submodules hold the details::
 
 from kant.admission import Admitter, Quota, QuotaMode
 from kant.apply import ApplyReport, apply
+from kant.config import KantConfig, load_config
 from kant.contracts import Gate, QueueingPolicy, Reservation, Strategy
 from kant.cycle import CycleResult, CycleStats, schedule_cycle
 from kant.errors import (
@@ -15,6 +16,7 @@ from kant.errors import (
     InvalidBindingError,
     InvalidClusterFileError,
     InvalidConfigError,
+    InvalidConfigFileError,
     InvalidJobError,
     InvalidNodeError,
     InvalidResourcesError,
@@ -76,6 +78,7 @@ __all__ = [
     "InvalidBindingError",
     "InvalidClusterFileError",
     "InvalidConfigError",
+    "InvalidConfigFileError",
     "InvalidJobError",
     "InvalidNodeError",
     "InvalidResourcesError",
@@ -86,6 +89,7 @@ __all__ = [
     "JobKind",
     "JobPhase",
     "JobStatus",
+    "KantConfig",
     "KantError",
     "LinkKind",
     "NodeSpec",
@@ -122,6 +126,7 @@ __all__ = [
     "VictimReason",
     "__version__",
     "apply",
+    "load_config",
     "make_policy",
     "make_strategy",
     "policy_names",
