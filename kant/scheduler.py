@@ -13,7 +13,7 @@ from kant.apply import ApplyReport, apply
 from kant.contracts import PlacerLike, QueueingPolicy
 from kant.cycle import DEFAULT_POLICY, CycleResult, schedule_cycle
 from kant.errors import InvalidConfigError, UnknownPodError, require
-from kant.model import Binding, Job, PodId
+from kant.model import Binding, Job, PodId, Reason
 from kant.preemption.policy import PreemptionPolicy
 from kant.queueing import Entry, JobPhase, Queue, as_policy
 from kant.state import ClusterState
@@ -48,6 +48,31 @@ class EventReport:
     requeued: tuple[str, ...] = ()
     failed: tuple[str, ...] = ()
     finished: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class StatusReport:
+    """One job as an orchestrator sees it (:meth:`Scheduler.status`).
+
+    ``phase`` and ``reason`` (why it waits: a typed :class:`~kant.model.Reason`, None once
+    running or done); ``bindings``: where its pods run now (sorted by pod); ``pods_waiting``:
+    pods still to place; ``submitted_at`` (what FIFO orders by), ``pending_since`` (when its
+    current wait began: its submission, or its last requeue) and ``started_at`` (when it last
+    started, None before); ``wait``: seconds it waited before it started, or, still waiting,
+    up to the ``now`` given to :meth:`Scheduler.status` (None without one); ``attempts``:
+    failed bindings or starts so far."""
+
+    job_id: str
+    phase: JobPhase
+    reason: Reason | None
+    bindings: tuple[Binding, ...]
+    pods_waiting: int
+    submitted_at: float
+    pending_since: float
+    started_at: float | None
+    wait: float | None
+    attempts: int
+    cancelled: bool
 
 
 class Scheduler:
@@ -91,6 +116,34 @@ class Scheduler:
         """Queue a job (see :meth:`kant.queueing.Queue.submit`: raises DuplicateError or
         InvalidJobError, changing nothing); returns None."""
         self.queue.submit(job, now)
+
+    def status(self, job_id: str, now: float | None = None) -> StatusReport:
+        """Where job ``job_id`` is: its :class:`StatusReport` (``now`` measures the wait of a
+        job still waiting). Raises :class:`~kant.errors.UnknownJobError` for a job never
+        submitted. O(pods of the job)."""
+        e = self.queue.entry(job_id)
+        bound = tuple(
+            self.cluster.binding(p) for p in sorted(e.assigned) if self.cluster.has_pod(p)
+        )
+        if e.phase is JobPhase.PENDING:
+            wait = None if now is None else max(0.0, now - e.pending_since)
+        elif e.started_at is not None:
+            wait = max(0.0, e.started_at - e.pending_since)
+        else:
+            wait = None
+        return StatusReport(
+            job_id=e.id,
+            phase=e.phase,
+            reason=e.reason if e.schedulable else None,
+            bindings=bound,
+            pods_waiting=len(e.remaining()) if e.schedulable else 0,
+            submitted_at=e.job.submitted_at,
+            pending_since=e.pending_since,
+            started_at=e.started_at,
+            wait=wait,
+            attempts=e.attempts,
+            cancelled=e.cancelled,
+        )
 
     def schedule(self, now: float) -> CycleResult:
         """Run one cycle at ``now`` (:func:`kant.schedule_cycle`): a :class:`CycleResult` of
