@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -34,10 +35,15 @@ def print_result(result: dict[str, Any], as_json: bool) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``kant`` parser with every subcommand; each sets ``func`` (args -> exit code)."""
-    parser = argparse.ArgumentParser(
+    """The ``kant`` parser with every subcommand; each sets ``func`` (args -> exit code) and
+    may set ``check`` (args -> None, raising :class:`~kant.cli.options.UsageError`)."""
+    from kant import __version__
+    from kant.cli.options import KantArgumentParser
+
+    parser = KantArgumentParser(
         prog="kant", description="Kant: a unified scheduler for large AI GPU clusters."
     )
+    parser.add_argument("--version", action="version", version=f"kant {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     from kant.cli.bench import add_bench_parser
@@ -53,10 +59,33 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` (default: ``sys.argv[1:]``), run the subcommand, return its exit code."""
+    """Parse ``argv`` (default: ``sys.argv[1:]``), check the options, run the subcommand and
+    return its exit code. A mistake in the options (a bad value, a missing or unreadable
+    file, an unwritable output, options that do not go together) is one line on stderr and
+    exit code 2, before any work starts; so is a :class:`~kant.errors.KantError` the command
+    raises. Output cut short by a closed pipe (``kant ... | head``) ends quietly."""
+    from kant.cli.options import UsageError
+    from kant.errors import KantError
+
     parser = build_parser()
     args = parser.parse_args(argv)
-    code: int = args.func(args)
+    prog = " ".join(p for p in ("kant", args.command, getattr(args, "bench", None)) if p)
+    try:
+        check = getattr(args, "check", None)
+        if check is not None:
+            check(args)
+        code: int = args.func(args)
+        sys.stdout.flush()
+    except (UsageError, KantError) as e:
+        msg = " ".join(str(e).split())
+        print(f"{prog}: {msg}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # the reader went away (| head): say nothing, and keep Python from complaining when
+        # it flushes stdout at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     return code
 
 
