@@ -18,7 +18,12 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from kant.cli.options import UsageError, number
-from kant.cli.simulate import add_common_arguments, check_common_args, scenario_from_args
+from kant.cli.simulate import (
+    add_common_arguments,
+    check_common_args,
+    load_warning,
+    scenario_from_args,
+)
 from kant.errors import KantError, ValidationError
 from kant.sim.analysis import compare_json, seed_sweep
 from kant.sim.report import (
@@ -108,11 +113,16 @@ def run_compare(args: argparse.Namespace) -> int:
     except KantError as e:
         print(f"kant compare: {e}", file=sys.stderr)
         return 2
+    note = load_warning(args, sc)
+    if note:
+        print(f"kant compare: note: {note}", file=sys.stderr)
     t0 = time.perf_counter()
     results = _run_all(sc, sets, max(1, args.workers), quiet=args.quiet)
     wall = time.perf_counter() - t0
     runs = list(zip(sets, results, strict=True))
     print(format_compare(sc, runs))
+    if note:
+        print(f"\nnote: {note}")
     files, hint = write_compare_report(args.out, sc, runs, wall, plots=not args.no_plots)
     if hint:
         print(hint, file=sys.stderr)

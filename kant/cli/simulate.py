@@ -8,6 +8,7 @@ The simulation itself is :func:`kant.sim.run_scenario`; the figures come from
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 import time
@@ -23,9 +24,11 @@ from kant.sim.report import format_summary, write_report
 from kant.sim.scenarios import (
     PREEMPTION_MODES,
     SCENARIOS,
+    TARGET_LOAD,
     TRACES,
     PolicySet,
     Scenario,
+    load_note,
     make_scenario,
     placement_names,
     run_scenario,
@@ -42,6 +45,7 @@ __all__ = [
     "check_simulate_args",
     "run_simulate",
     "scenario_from_args",
+    "target_load",
 ]
 
 DEFAULT_OUT: Final = "kant-report"
@@ -231,6 +235,22 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
     return sc
 
 
+def target_load(args: argparse.Namespace) -> float:
+    """The offered load the run aims at: ``--load``, else the built-in scenario's default
+    load, else (a trace) :data:`kant.sim.scenarios.TARGET_LOAD`, its cluster's sizing."""
+    if args.trace is not None:
+        return TARGET_LOAD
+    if args.load is not None:
+        return float(args.load)
+    default = inspect.signature(SCENARIOS[args.scenario]).parameters["load"].default
+    return float(default)
+
+
+def load_warning(args: argparse.Namespace, sc: Scenario) -> str | None:
+    """:func:`kant.sim.scenarios.load_note` for the run the options name."""
+    return load_note(sc, target_load(args))
+
+
 class ProgressLine:
     """A one-line progress display on ``stream``: rewritten in place on a terminal, a new
     line at most every ``every_s`` seconds otherwise. Wall-clock time is read only here, to
@@ -287,11 +307,16 @@ def run_simulate(args: argparse.Namespace) -> int:
     except KantError as e:
         print(f"kant simulate: {e}", file=sys.stderr)
         return 2
+    note = load_warning(args, sc)
+    if note:
+        print(f"kant simulate: note: {note}", file=sys.stderr)
     bar = None if args.quiet else ProgressLine(f"simulate {sc.name} {pol.label}")
     result = run_scenario(sc, pol, progress=bar)
     if bar is not None:
         bar.done()
     print(format_summary(sc, pol, result))
+    if note:
+        print(f"\nnote: {note}")
     files, hint = write_report(args.out, sc, pol, result, plots=not args.no_plots)
     if hint:
         print(hint, file=sys.stderr)
