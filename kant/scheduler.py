@@ -4,6 +4,7 @@ orchestrator observed (the events), each event with its :class:`EventReport`."""
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Sequence
 
 import attrs
@@ -17,6 +18,8 @@ from kant.model import Binding, Job, PodId, Reason
 from kant.preemption.policy import PreemptionPolicy
 from kant.queueing import Entry, JobPhase, Queue, as_policy
 from kant.state import ClusterState
+
+logger = logging.getLogger(__name__)
 
 
 class EvictionCause(enum.StrEnum):
@@ -162,6 +165,10 @@ class Scheduler:
         """Schedule and apply in one call (for simulators and simple loops)."""
         result = self.schedule(now)
         self.apply(result, now)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("cycle at %g: %d pods bound, %d victims, %d jobs pending (%.1f ms)",
+                         now, len(result.bindings), len(result.victims), len(result.pending),
+                         result.stats.elapsed_ms)  # fmt: skip
         return result
 
     def cancel(self, job_id: str, now: float) -> EventReport:
@@ -169,6 +176,7 @@ class Scheduler:
         reported for eviction."""
         del now
         held = self.queue.cancel(job_id)
+        logger.info("job %s cancelled; %d pods released", job_id, len(held))
         ev = tuple(self._release(p, EvictionCause.CANCELLED) for p in held)
         return EventReport(released=held, evictions=ev, finished=(job_id,))
 
@@ -186,6 +194,7 @@ class Scheduler:
         it holds is released."""
         e = self._held(pod)
         msg = message or f"binding of {pod} failed"
+        logger.info("binding of %s failed at %g: %s", pod, now, msg)
         if self.queue.backoff.exhausted(e.attempts + 1) or e.job.gang:
             cause = (
                 EvictionCause.JOB_FAILED
@@ -220,12 +229,14 @@ class Scheduler:
     def node_lost(self, node: str, now: float) -> EventReport:
         """The node is gone: it is removed, and its pods' jobs are requeued (gangs whole)."""
         lost = self.cluster.remove_node(node)
+        logger.warning("node %s lost at %g: %d pods were on it", node, now, len(lost))
         return self._lost_bindings(lost, now, released_already=True)
 
     def gpu_unhealthy(self, node: str, gpu: int, now: float, *, evict: bool = True) -> EventReport:
         """A GPU failed: nothing new lands on it; with ``evict`` the pods holding it are
         treated as lost (requeued, gangs whole)."""
         self.cluster.set_gpu_health(node, gpu, False)
+        logger.warning("GPU %d of node %s unhealthy at %g", gpu, node, now)
         if not evict:
             return EventReport()
         hit = [

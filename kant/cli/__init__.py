@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -34,6 +35,31 @@ def print_result(result: dict[str, Any], as_json: bool) -> None:
         print(json.dumps(result))
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at the time of each record."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
+_HANDLER = _StderrHandler()
+_HANDLER.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+
+
+def _log_to_stderr(level: str) -> None:
+    """Show the ``kant`` loggers' records of ``level`` and above on stderr (the command line's
+    choice; the library itself only has a NullHandler)."""
+    lg = logging.getLogger("kant")
+    lg.setLevel(level.upper())
+    if _HANDLER not in lg.handlers:
+        lg.addHandler(_HANDLER)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``kant`` parser with every subcommand; each sets ``func`` (args -> exit code) and
     may set ``check`` (args -> None, raising :class:`~kant.cli.options.UsageError`)."""
@@ -44,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kant", description="Kant: a unified scheduler for large AI GPU clusters."
     )
     parser.add_argument("--version", action="version", version=f"kant {__version__}")
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="warning",
+        help="show kant's log records of this level and above on stderr (default: warning)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     from kant.cli.bench import add_bench_parser
@@ -70,6 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     prog = " ".join(p for p in ("kant", args.command, getattr(args, "bench", None)) if p)
+    _log_to_stderr(args.log_level)
     try:
         check = getattr(args, "check", None)
         if check is not None:

@@ -24,6 +24,7 @@ The queue is pure bookkeeping: it never touches a cluster and holds no queueing 
 from __future__ import annotations
 
 import enum
+import logging
 import math
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -42,6 +43,8 @@ from kant.errors import (
 from kant.model import Binding, Job, PodId, Reason, ReasonCode
 from kant.queueing.backoff import Backoff
 from kant.queueing.order import ORDER_KEYS
+
+logger = logging.getLogger(__name__)
 
 
 class JobPhase(enum.StrEnum):
@@ -410,8 +413,11 @@ class Queue:
             )
             e.nomination = None
             self._set_phase(e, JobPhase.FAILED)
+            logger.warning("job %s FAILED at %g: %s", e.id, now, e.reason.message)
             return False
         e.backoff_until = now + self.backoff.delay(e.attempts)
+        logger.info("job %s failure %d at %g (%s): backoff until %g", e.id, e.attempts, now,
+                    message, e.backoff_until)  # fmt: skip
         e.reason = Reason(
             code=ReasonCode.BACKOFF,
             message=f"failure {e.attempts} ({message}); retry at {e.backoff_until:g}",

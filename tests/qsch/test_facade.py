@@ -69,3 +69,18 @@ def test_status_tells_a_running_job_its_bindings_and_the_wait_it_had() -> None:
 def test_status_of_a_job_never_submitted_is_a_typed_error() -> None:
     with pytest.raises(UnknownJobError, match="'ghost'"):
         _one_node().status("ghost")
+
+
+def test_a_pod_id_given_positional_arguments_says_it_takes_keywords() -> None:
+    from kant import PodId
+
+    with pytest.raises(TypeError, match=r"keyword arguments only: PodId\(job=\.\.\., role="):
+        PodId("a", "w", 0)  # type: ignore[misc]
+    assert str(PodId(job="a", role="w", index=0)) == "a/w/0"
+
+
+def test_the_cluster_lists_its_bindings_by_that_name() -> None:
+    s = _one_node()
+    s.submit(job("a", gpus=8), now=0)
+    r = s.step(now=1)
+    assert list(s.cluster.bindings()) == list(r.bindings) == list(s.cluster.pods())
