@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kant import JobPhase, ReasonCode, Scheduler
 from kant.errors import InvalidJobError, UnknownJobError
@@ -84,3 +86,25 @@ def test_the_cluster_lists_its_bindings_by_that_name() -> None:
     s.submit(job("a", gpus=8), now=0)
     r = s.step(now=1)
     assert list(s.cluster.bindings()) == list(r.bindings) == list(s.cluster.pods())
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 1000), st.one_of(st.just(0), st.integers(1, 1000))),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_the_queue_orders_by_the_time_each_job_carries_else_the_time_it_was_submitted(
+    subs: list[tuple[int, int]],
+) -> None:
+    from kant.queueing import Queue
+
+    q = Queue()
+    want = []
+    for i, (now, carried) in enumerate(subs):
+        q.submit(job(f"j{i}", gpus=1, submitted_at=carried), now=now)
+        want.append((carried or now, i))
+    order = [e.id for e in q.candidates()]
+    assert order == [f"j{i}" for _t, i in sorted(want)]
