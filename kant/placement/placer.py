@@ -40,7 +40,7 @@ import numpy as np
 from kant.bits import bits as _bits
 from kant.bits import lowest_bits as _lowest_bits
 from kant.contracts import NodeFilter, Strategy
-from kant.model import MILLI, Binding, Job, PodId, Reason, ReasonCode, Role
+from kant.model import MILLI, Binding, Job, PodId, Reason, ReasonCode, Role, Tier
 from kant.placement.context import IntArray, PodContext, PodRequest, fit_count, fits
 from kant.placement.filters import NodeFilters
 from kant.placement.search import (
@@ -55,7 +55,10 @@ from kant.placement.strategies import StrategyHooks, adapt_strategy, make_strate
 from kant.state import Snapshot
 from kant.topology.templates import NodeTemplate, get_template
 
-_TWO_LEVEL_MIN = 128  # below this many candidates a flat vectorised pass is cheaper
+_TWO_LEVEL_MIN = 128
+"""From this many candidates on, the two-level search looks into the best NodeNetGroups one
+by one before ranking the whole pool (below it, ranking the pool at once is cheaper); the
+answer is the same either way."""
 
 
 @attrs.frozen(kw_only=True)
@@ -192,6 +195,24 @@ class Placer:
                     message=f"no room in the {wish.tier.name.lower()} of the job's other pods",
                 )
             return got
+        split = cand.hbd_split(snap)
+        if split is None:
+            return self._place_in(job, role, pods, snap, on_node, cand, req)
+        # HBD granularity: a job asking for an HBD tries the HBD nodes first (and only them
+        # when the wish is required); any other job tries the nodes outside HBDs first
+        in_hbd, outside = split
+        wants_hbd = wish is not None and wish.tier is Tier.HBD
+        first = in_hbd if wants_hbd else outside
+        before = dict(on_node)
+        with snap.transaction() as tx:
+            got = self._place_in(job, role, pods, snap, on_node, first, req)
+            if not isinstance(got, Reason):
+                tx.commit()
+                return got
+        on_node.clear()
+        on_node.update(before)
+        if wants_hbd and wish is not None and wish.required:
+            return got
         return self._place_in(job, role, pods, snap, on_node, cand, req)
 
     def _place_in(
@@ -291,23 +312,20 @@ class Placer:
     def _place_pod(
         self, ctx: PodContext, pod: PodId, cand: Candidates, *, two_level: bool = True
     ) -> Binding | None:
-        """Place one pod: for each candidate set in turn, the two-level search (large pools,
-        strategies that ask for it), else one vectorised pass over the nodes that fit and
-        pass the filters; the best score wins. None when no set has a node."""
+        """Place one pod: for each candidate set in turn, the two-level search (strategies
+        that ask for it, on the role's whole candidate set), else one vectorised pass over
+        the nodes that fit and pass the filters; the best score wins. None when no set has a
+        node."""
         snap = ctx.snap
         filters = self.filters
         for slots, strat in self._candidate_sets(ctx, cand.slots):
             if not slots.shape[0]:
                 continue
-            if (
-                two_level
-                and strat.two_level
-                and slots is cand.slots
-                and slots.shape[0] >= _TWO_LEVEL_MIN
-            ):
+            if two_level and strat.two_level and slots is cand.slots:
                 slot = self._two_level(ctx, cand, strat)
                 if slot is not None:
                     return self._bind(ctx, pod, slot, strat)
+                continue  # the two-level search is exhaustive: no node of the set fits
             feasible = slots[fits(snap, slots, ctx.req)]
             if filters.active and feasible.shape[0]:
                 feasible = filters.keep(ctx, feasible)
@@ -336,12 +354,21 @@ class Placer:
         return out
 
     def _two_level(self, ctx: PodContext, cand: Candidates, strat: StrategyHooks) -> int | None:
-        """Rank NodeNetGroups by aggregates, look for a node in the best few. Packing
-        strategies first fill the fullest partly used node anywhere in the pools. Nodes the
-        filters drop are skipped at both levels. O(groups) numpy + O(best groups' nodes)."""
+        """The group-level answer for one pod: packing strategies first take the fullest
+        partly used node anywhere in the pools; otherwise the NodeNetGroups (leaves) are
+        ranked from the snapshot's aggregates by ``strat.group_key`` (ties by leaf id,
+        leafless nodes last) and the pod goes to the best-scoring node of the first group,
+        in that order, that has a node for it. Nodes the filters drop are skipped at both
+        levels. None only when no candidate node fits.
+
+        The answer does not depend on the pool's size: on large pools the best
+        ``group_probe`` groups are looked into one by one (O(groups) numpy + their nodes),
+        and only if none has a node is every remaining candidate ranked in one vectorised
+        pass; small pools take that pass at once (it is cheaper than a loop over groups)."""
         snap = ctx.snap
         filters = self.filters
-        if strat.fill_partly_used_first and ctx.req.gpus and cand.pools:
+        req = ctx.req
+        if strat.fill_partly_used_first and req.gpus and cand.pools:
             allowed = (lambda s: filters.rejected_by(ctx, s) is None) if filters.active else None
             slot = partly_used_best_fit(ctx, cand, allowed)
             if slot is not None:
@@ -355,23 +382,43 @@ class Placer:
         free_gpus[known] = agg[ids[known], snap.AGG_FREE_GPUS]
         free_milli[known] = agg[ids[known], snap.AGG_FREE_MILLI]
         free_nodes[known] = agg[ids[known], snap.AGG_FREE_NODES]
-        req = ctx.req
         ok = (free_gpus >= req.gpus) & (free_milli >= req.total_milli) & known
         cand_groups = np.flatnonzero(ok)
-        if not cand_groups.shape[0]:
-            return None
         in_use = (free_nodes[cand_groups] < sizes[cand_groups]).astype(np.int64)
         keys = strat.group_key(free_milli[cand_groups], in_use)
         order = cand_groups[np.lexsort((ids[cand_groups], *keys))]
-        for g in order[: self.group_probe].tolist():
-            members = parts[g]
-            feasible = members[fits(snap, members, req)]
-            if filters.active and feasible.shape[0]:
-                feasible = filters.keep(ctx, feasible)
-            if feasible.shape[0]:
-                sc = _score(strat, ctx, feasible)
-                return int(feasible[int(np.argmax(sc))])
-        return None
+        probed = 0
+        if cand.slots.shape[0] >= _TWO_LEVEL_MIN:  # a shortcut: the same answer, sooner
+            for g in order[: self.group_probe].tolist():
+                members = parts[g]
+                feasible = members[fits(snap, members, req)]
+                if filters.active and feasible.shape[0]:
+                    feasible = filters.keep(ctx, feasible)
+                if feasible.shape[0]:
+                    sc = _score(strat, ctx, feasible)
+                    return int(feasible[int(np.argmax(sc))])
+            probed = min(self.group_probe, order.shape[0])
+        # every group not yet looked into, in rank order, in one pass over the candidates
+        # (groups the aggregates rule out hold no node that fits; leafless nodes rank last)
+        last = order.shape[0]
+        rank = np.full(ids.shape[0], last, dtype=np.int64)
+        rank[order] = np.arange(last, dtype=np.int64)
+        slot_rank = rank[cand.group_of(snap)]
+        keep = slot_rank >= probed
+        slots = cand.slots if probed == 0 else cand.slots[keep]
+        ranks = slot_rank if probed == 0 else slot_rank[keep]
+        ok_node = fits(snap, slots, req)
+        feasible = slots[ok_node]
+        ranks = ranks[ok_node]
+        if filters.active and feasible.shape[0]:
+            kept = filters.mask(ctx, feasible)
+            feasible, ranks = feasible[kept], ranks[kept]
+        if not feasible.shape[0]:
+            return None
+        best = ranks == ranks.min()
+        feasible = feasible[best]
+        sc = _score(strat, ctx, feasible)
+        return int(feasible[int(np.argmax(sc))])
 
     def _bind(self, ctx: PodContext, pod: PodId, slot: int, strat: StrategyHooks) -> Binding:
         """Bind ``pod`` on node ``slot`` in the snapshot: whole GPUs from the node template's
