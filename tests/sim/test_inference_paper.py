@@ -1,0 +1,78 @@
+"""The inference experiment's real-data loaders and its scenario (section 5.2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kant.errors import InvalidTraceError
+from kant.sim.scenarios import make_scenario
+from kant.sim.traces import trace_dir
+from kant.sim.traces.inference import (
+    load_dlrm_instances,
+    load_pai_machines,
+    load_spot_nodes,
+    load_vc_gpus,
+)
+
+DLRM_HEAD = (
+    "instance_sn,role,app_name,cpu_request,cpu_limit,gpu_request,gpu_limit,rdma_request,"
+    "rdma_limit,memory_request,memory_limit,disk_request,disk_limit,max_instance_per_node,"
+    "creation_time,scheduled_time,deletion_time\n"
+)
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_a_dlrm_row_with_a_bad_cell_is_named_by_file_and_line(tmp_path: Path) -> None:
+    good = "i0,HN,app_0,12,12,1,1,25,25,120.0,120.0,640,800,8,100,101,200\n"
+    bad = "i1,HN,app_0,12,12,1,1,25,25,lots,120.0,640,800,8,100,101,200\n"
+    p = _write(tmp_path, "dlrm.csv", DLRM_HEAD + good + bad)
+    with pytest.raises(InvalidTraceError, match=r"dlrm\.csv:3: .*memory_request"):
+        load_dlrm_instances(p)
+    trace = load_dlrm_instances(p, errors="skip")
+    assert trace.report.loaded == 1 and trace.report.skipped == 1
+    (inst,) = trace.instances
+    assert (inst.app, inst.gpus, inst.memory_mib, inst.max_per_node) == ("app_0", 1, 122880, 8)
+    assert (inst.created, inst.deleted) == (100.0, 200.0)
+
+
+def test_a_dlrm_instance_deleted_before_it_was_created_is_refused(tmp_path: Path) -> None:
+    row = "i0,HN,app_0,8,8,1,1,25,25,40.0,40.0,1,1,-1,300,301,200\n"
+    p = _write(tmp_path, "dlrm.csv", DLRM_HEAD + row)
+    with pytest.raises(InvalidTraceError, match=r"dlrm\.csv:2: .*deletion_time"):
+        load_dlrm_instances(p)
+
+
+def test_node_shape_files_report_bad_rows_by_file_and_line(tmp_path: Path) -> None:
+    pai = _write(tmp_path, "pai.csv", "m0,V100M32,96,384,8\nm1,V100M32,96,384,eight\n")
+    with pytest.raises(InvalidTraceError, match=r"pai\.csv:2: .*cap_gpu"):
+        load_pai_machines(pai)
+    spot = _write(tmp_path, "spot.csv", "gpu_model,gpu_capacity_num,cpu_num,node_name\nA10,1\n")
+    with pytest.raises(InvalidTraceError, match=r"spot\.csv:2"):
+        load_spot_nodes(spot)
+    vc = _write(tmp_path, "vc.csv", "date,vcA,vcB,total\n2020-04-01,8,x,8\n")
+    with pytest.raises(InvalidTraceError, match=r"vc\.csv:2: .*vcB"):
+        load_vc_gpus(vc)
+
+
+@pytest.mark.skipif(trace_dir() is None, reason="needs the shared trace folder")
+def test_the_inference_paper_scenario_reads_real_shapes_and_runs_without_service_waits() -> None:
+    from kant.sim.scenarios import run_scenario
+
+    sc = make_scenario("inference-paper")
+    models = {n.gpu_model for n in sc.nodes}
+    assert models == {"A100", "V100M32"} and sc.total_gpus == 112
+    assert any(n.zone == "inference" for n in sc.nodes)
+    assert {q.gpu_model for q in sc.quotas or ()} == models
+    res = run_scenario(sc)
+    assert res.summary.jobs["finished"] == len(sc.jobs)
+    tick = sc.config.tick
+    for r in res.records:
+        if not r.gang:
+            assert r.started_at is not None and r.started_at - r.submitted_at <= tick
