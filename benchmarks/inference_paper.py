@@ -72,7 +72,8 @@ def main() -> None:
     for r in runs:
         print(
             f"{r['size']:5} {r['placement']:22} {r['gpus']:>4} {r['gar']:>7.1%}"
-            f" {r['gar_mean']:>8.1%} {r['sor']:>6.1%} {r['gfr']:>6.1%} {r['service_wait_max'] / 60:>10.1f} m"
+            f" {r['gar_mean']:>8.1%} {r['sor']:>6.1%} {r['gfr']:>6.1%}"
+            f" {r['service_wait_max'] / 60:>10.1f} m"
             f" {r['services_waiting_over_tick']:>10} {r['big_wait_mean'] / 3600:>11.2f} h"
             f" {r['big_wait_max'] / 3600:>10.2f} h"
         )

@@ -15,7 +15,8 @@
   one pod-level inference service. Every app's ``max_instance_per_node`` is 2 or more
   (or none), a cap kant has no constraint for; E-Spread's zone already puts a service's
   first replicas one per zone node; the cap is not enforced. Instances created before the
-  window arrive at its start, instances alive after it end with it. Each app is given one model and one tenant (seeded draws,
+  window arrive at its start, instances alive after it end with it. Each app is given one
+  model and one tenant (seeded draws,
   weighted by pool size and quota), and apps are added in seeded order while each model's
   peak service demand stays within ``load`` of its GPUs minus one large job.
 - **Large distributed inference jobs** (the trace has none; synthetic, as in 5.2's EP
