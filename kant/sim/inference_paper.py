@@ -149,23 +149,47 @@ def _peak(intervals: Sequence[tuple[float, float, int]]) -> int:
     return peak
 
 
+def _sample_to_peak(
+    spans: Sequence[tuple[float, float, int]], keys: np.ndarray, target: float
+) -> int:
+    """How many of ``spans`` (taken in ``keys`` order, smallest first) can be kept with the
+    peak demand at most ``target``: the kept sets are nested, so the peak grows with the
+    count and a binary search finds the largest. O(n log^2 n)."""
+    order = np.argsort(keys, kind="stable")
+    lo, hi = 0, len(spans)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _peak([spans[i] for i in order[:mid].tolist()]) <= target:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 def inference_paper_workload(
     base: Path,
     nodes: Sequence[NodeSpec],
     shares: Mapping[str, float],
     *,
     seed: int = 0,
-    load: float = 0.9,
+    load: float = 0.95,
     host_resources: bool = True,
+    caps: bool = True,
 ) -> list[Job]:
     """Services from the DLRM trace and the synthetic large jobs (module docstring) for
-    ``nodes``, ``shares`` (tenant -> quota share), at most ``load`` of each model's GPUs at
-    the peak. ``host_resources=False`` drops the instances' CPU and memory requests."""
+    ``nodes``, ``shares`` (tenant -> quota share): each model's peak demand (its sampled
+    services plus its large jobs) is at most ``load`` of its GPUs, and as close to it as the
+    sample allows. ``host_resources=False`` drops the instances' CPU and memory requests,
+    ``caps=False`` the apps' per-node instance caps."""
+    if not 0.0 < load <= 1.0:
+        raise ValidationError("load", load, "must be in (0, 1]")
     trace = load_dlrm_instances(_file(base, "dlrm"))
     pools: dict[str, int] = {}
+    nodes_of: dict[str, int] = {}
     for n in nodes:
         if n.gpu_model is not None:
             pools[n.gpu_model] = pools.get(n.gpu_model, 0) + n.gpus
+            nodes_of[n.gpu_model] = nodes_of.get(n.gpu_model, 0) + 1
     models = sorted(pools)
     tenants = list(shares)
     rng = np.random.default_rng(seed)
@@ -184,26 +208,30 @@ def inference_paper_workload(
         a: tenants[int(rng.choice(len(tenants), p=tenant_w / tenant_w.sum()))] for a in apps
     }
     big_pod = 8
-    budget = {m: load * pools[m] - 2 * big_pod for m in models}
-    chosen: dict[str, list[tuple[float, float, int]]] = {m: [] for m in models}
-    order = [apps[i] for i in rng.permutation(len(apps))]
     jobs: list[Job] = []
-    for app in order:
-        m = app_model[app]
-        spans = [(a, b, i.gpus) for i, a, b in by_app[app]]
-        if _peak(chosen[m] + spans) > budget[m]:
-            continue
-        chosen[m].extend(spans)
-        groups: dict[tuple[int, int], list[DlrmInstance]] = {}
-        for inst, a, b in by_app[app]:
-            groups.setdefault((int(a // 60), int(b // 60)), []).append(inst)
-        for (a, b), members in sorted(groups.items()):
-            first = members[0]
+    for m in models:
+        # a uniform sample of the model's instances (seeded keys), as large as the pool holds
+        # at the peak within ``load`` beside its large jobs
+        members = [(app, i, a, b) for app in apps if app_model[app] == m for i, a, b in by_app[app]]
+        keys = rng.random(len(members))
+        spans = [(a, b, i.gpus) for _, i, a, b in members]
+        kept = _sample_to_peak(spans, keys, load * pools[m] - 2 * big_pod)
+        keep = sorted(np.argsort(keys, kind="stable")[:kept].tolist())
+        groups: dict[tuple[str, int, int], list[DlrmInstance]] = {}
+        for k in keep:
+            app, inst, a, b = members[k]
+            groups.setdefault((app, int(a // 60), int(b // 60)), []).append(inst)
+        for (app, a, b), group in sorted(groups.items()):
+            first = group[0]
             res = Resources(
                 gpus=first.gpus,
-                cpu_milli=max(i.cpu_milli for i in members) if host_resources else 0,
-                memory_mib=max(i.memory_mib for i in members) if host_resources else 0,
+                cpu_milli=max(i.cpu_milli for i in group) if host_resources else 0,
+                memory_mib=max(i.memory_mib for i in group) if host_resources else 0,
             )
+            limits = [i.max_per_node for i in group if i.max_per_node is not None]
+            cap = min(limits) if limits and caps else None
+            if cap is not None and cap * nodes_of[m] < len(group):
+                cap = None  # the pool has too few nodes for the app's cap: see the docstring
             jobs.append(
                 Job(
                     id=f"{app}-{a}-{b}",
@@ -215,10 +243,10 @@ def inference_paper_workload(
                     roles=(
                         Role(
                             name="replica",
-                            replicas=len(members),
+                            replicas=len(group),
                             resources=res,
                             gpu_models=frozenset({m}),
-                            spread=False,  # the app's per-node cap is >= 2: see the docstring
+                            max_per_node=cap,
                         ),
                     ),
                 )

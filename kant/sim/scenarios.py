@@ -308,17 +308,19 @@ def inference_paper(
     jobs: int | None = None,
     seed: int = 0,
     *,
-    load: float = 0.9,
+    load: float = 0.95,
     size: str = "i2",
     zone: bool = True,
     host_resources: bool = True,
+    caps: bool = True,
     traces: str | Path | None = None,
 ) -> Scenario:
     """The paper's inference experiment on real data (:mod:`kant.sim.inference_paper`):
     DLRM services and large distributed inference jobs on a two-model cluster of real node
     shapes, Helios tenant quotas; ``size`` in ``i7``, ``i2``, ``a10``; ``zone=False``
-    without the E-Spread inference zone. Needs the shared trace folder (``traces`` or
-    ``$KANT_TRACES``). Backfill + E-Spread, one cycle per 30 s."""
+    without the E-Spread inference zone; ``caps=False`` without the apps' per-node instance
+    caps; ``host_resources=False`` without their CPU and memory requests. Needs the shared
+    trace folder (``traces`` or ``$KANT_TRACES``). Backfill + E-Spread, one cycle per 30 s."""
     from kant.sim.inference_paper import (
         inference_paper_cluster,
         inference_paper_workload,
@@ -337,7 +339,7 @@ def inference_paper(
     shares = tenant_shares(base)
     pools = pools_of(nodes)
     work = inference_paper_workload(
-        base, nodes, shares, seed=seed, load=load, host_resources=host_resources
+        base, nodes, shares, seed=seed, load=load, host_resources=host_resources, caps=caps
     )
     if jobs is not None:
         work = work[:jobs]

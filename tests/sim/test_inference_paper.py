@@ -76,3 +76,36 @@ def test_the_inference_paper_scenario_reads_real_shapes_and_runs_without_service
     for r in res.records:
         if not r.gang:
             assert r.started_at is not None and r.started_at - r.submitted_at <= tick
+
+
+def test_the_sample_keeps_the_most_instances_whose_peak_stays_within_the_target() -> None:
+    import numpy as np
+
+    from kant.sim.inference_paper import _peak, _sample_to_peak
+
+    spans = [(0.0, 10.0, 1), (0.0, 10.0, 1), (5.0, 20.0, 1), (12.0, 30.0, 1), (0.0, 30.0, 1)]
+    keys = np.array([0.5, 0.1, 0.3, 0.2, 0.9])  # taken in order 1, 3, 2, 0, 4
+    assert _sample_to_peak(spans, keys, 2) == 3  # 1, 3, 2: peak 2; adding 0 makes 3
+    assert _peak([spans[i] for i in (1, 3, 2)]) == 2
+    assert _sample_to_peak(spans, keys, 0) == 0
+    assert _sample_to_peak(spans, keys, 10) == 5
+
+
+@pytest.mark.skipif(trace_dir() is None, reason="needs the shared trace folder")
+def test_each_model_is_filled_close_to_its_peak_budget_with_the_apps_per_node_caps() -> None:
+    from kant.sim.inference_paper import _peak
+
+    sc = make_scenario("inference-paper")
+    pools: dict[str, int] = {}
+    for n in sc.nodes:
+        if n.gpu_model is not None:
+            pools[n.gpu_model] = pools.get(n.gpu_model, 0) + n.gpus
+    for m, gpus in pools.items():
+        spans = [
+            (j.submitted_at, j.submitted_at + (j.runtime_estimate or 0.0), j.roles[0].replicas)
+            for j in sc.jobs
+            if not j.gang and m in j.roles[0].gpu_models
+        ]
+        budget = 0.95 * gpus - 16  # two 8-GPU pods of the model's large jobs
+        assert budget - 2 <= _peak(spans) <= budget
+    assert any(j.roles[0].max_per_node is not None for j in sc.jobs)
