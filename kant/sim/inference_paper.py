@@ -11,14 +11,15 @@
 - **Tenants**: the :data:`TENANTS` largest virtual clusters of Helios Earth on its first
   day; their GPUs split each model's pool into per-tenant quotas (borrowing allowed).
 - **Services**: GPU instances (``HN``) of the DLRM trace alive in a two-day window (days
-  10-12 of the trace): instances of one app with the same creation and deletion minute are
-  one pod-level inference service. Every app's ``max_instance_per_node`` is 2 or more
-  (or none), a cap kant has no constraint for; E-Spread's zone already puts a service's
-  first replicas one per zone node; the cap is not enforced. Instances created before the
-  window arrive at its start, instances alive after it end with it. Each app is given one
-  model and one tenant (seeded draws,
-  weighted by pool size and quota), and apps are added in seeded order while each model's
-  peak service demand stays within ``load`` of its GPUs minus one large job.
+  10-12 of the trace). Each app is given one model and one tenant (seeded draws, weighted
+  by pool size and quota). Per model, its apps' instances are taken in a seeded random
+  order and the longest prefix whose peak demand stays within ``load`` of the model's GPUs
+  minus its large jobs is kept: a uniform sample of the trace, as large as the pool holds
+  at its peak. Kept instances of one app with the same creation and deletion minute are
+  one pod-level inference service; the app's ``max_instance_per_node`` is its
+  ``max_per_node`` (dropped only when the pool has too few nodes for the service under
+  it). Instances created before the window arrive at its start, instances alive after it
+  end with it.
 - **Large distributed inference jobs** (the trace has none; synthetic, as in 5.2's EP
   example): per model, gangs of 2 x 8-GPU pods that need whole nodes, one after another
   (6 h each, 1 h apart), so demand approaches but never exceeds capacity.
