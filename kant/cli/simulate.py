@@ -242,8 +242,10 @@ def target_load(args: argparse.Namespace) -> float:
         return TARGET_LOAD
     if args.load is not None:
         return float(args.load)
-    default = inspect.signature(SCENARIOS[args.scenario]).parameters["load"].default
-    return float(default)
+    param = inspect.signature(SCENARIOS[args.scenario]).parameters.get("load")
+    if param is None or not isinstance(param.default, int | float):
+        return TARGET_LOAD
+    return float(param.default)
 
 
 def load_warning(args: argparse.Namespace, sc: Scenario) -> str | None:
