@@ -85,6 +85,20 @@ class InvalidConfigError(ValidationError):
     what = "configuration"
 
 
+class InvalidConfigFileError(InvalidConfigError):
+    """A scheduler config file (:mod:`kant.config`) is malformed: unreadable, not YAML, an
+    unknown, repeated or missing key, or a bad value. ``field`` is the key path
+    (``tenants[2].quotas.A100.nominalQuota``) and ``where`` the file; the message reads
+    ``"kant.yaml: tenants[2].quotas.A100.nominalQuota: must be ... (got -1)"``."""
+
+    what = "config file"
+
+    def __init__(self, path: str, where: str, reason: str, *, value: Any = None) -> None:
+        super().__init__(path, value, reason, where=where)
+        got = f" (got {value!r})" if value is not None else ""
+        self.args = (f"{where}: {path + ': ' if path else ''}{reason}{got}",)
+
+
 class InvalidClusterFileError(ValidationError):
     """A cluster description file is malformed; ``where`` names the file and entry."""
 
