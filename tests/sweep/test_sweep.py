@@ -263,3 +263,23 @@ def test_confidence_intervals_use_students_t() -> None:
     mean, half = mean_ci([1.0, 2.0, 3.0])
     assert mean == 2.0 and half == pytest.approx(4.303 * 1.0 / math.sqrt(3), rel=1e-3)
     assert math.isnan(mean_ci([5.0])[1]) and math.isnan(mean_ci([])[0])
+
+
+def test_kant_compare_seeds_runs_through_the_sweep_runner_into_a_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["compare", "--scenario", "inference", "--jobs", "60", "--seeds", "0-1", "--sets",
+            "strict-fifo+ebinpack,backfill+spread", "--workers", "1", "--quiet", "--no-plots",
+            "--out", str(tmp_path), "--json"]  # fmt: skip
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out.splitlines()[-1])
+    store = Store(tmp_path / "runs.jsonl")
+    (group,) = sim_groups(store.records())
+    assert len(store.done()) == 4
+    assert doc["sets"] == json.loads(json.dumps(seed_sweep(group.by_seed)))["sets"]
+    # bad options are refused before anything runs, naming the option
+    sets = argv.index("--sets") + 1
+    assert main([*argv[:sets], "backfill+spread,backfill+spread+none", *argv[sets + 1 :]]) == 2
+    assert "must differ" in capsys.readouterr().err
+    assert main([*argv, "--load", "-1"]) == 2
+    assert "load" in capsys.readouterr().err
