@@ -61,10 +61,14 @@ def run(args: argparse.Namespace) -> None:
     specs = grid.runs()
     store = Store(args.out)
     backend = LocalPool(args.workers) if args.ray is None else RayCluster(args.ray or None)
-    todo = len({s.key for s in specs} - store.done())
+    todo = len({s.key for s in specs} - store.done(retry_failed=args.retry_failed))
     bar = ProgressBar(todo, label="packing sweep", every_s=30.0)
     summary = run_sweep(
-        specs, store, backend, on_done=lambda _s, rec: bar.update(rec["status"] == "ok")
+        specs,
+        store,
+        backend,
+        retry_failed=args.retry_failed,
+        on_done=lambda _s, rec: bar.update(rec["status"] == "ok"),
     )
     print(
         f"{summary.ran} runs ({summary.failed} failed), {summary.skipped} already in {args.out}; "
@@ -143,6 +147,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2, help="local processes")
     ap.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                     help="run on Ray (ADDRESS, $RAY_ADDRESS or a new local instance)")  # fmt: skip
+    ap.add_argument("--retry-failed", action="store_true", help="run failed runs again")
     ap.add_argument("--report", action="store_true", help="print the table from --out")
     ap.add_argument("--plot", help="with --report: PNG of the allocation curves")
     ap.add_argument("--plot-trace", default="openb_pod_list_default")

@@ -44,6 +44,12 @@ def add_sweep_parser(sub: Any) -> argparse.ArgumentParser:
         "$RAY_ADDRESS, else on a new local instance (pip install 'kant[ray]')",
     )
     p.add_argument("--max-runs", type=int, metavar="N", help="run at most N runs, then stop")
+    p.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="run again the runs whose last record failed (default: a re-run skips every "
+        "run the store holds)",
+    )
     p.add_argument("--out", metavar="DIR", help="report: folder (default STORE without .jsonl)")
     p.add_argument("--no-plots", action="store_true", help="report: no PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -78,7 +84,7 @@ def _run(args: argparse.Namespace) -> int:
     backend = (
         LocalPool(args.workers) if args.ray is None else RayCluster(args.ray or None, args.workers)
     )
-    todo = len(specs) - len(store.done() & {s.key for s in specs})
+    todo = len({s.key for s in specs} - store.done(retry_failed=args.retry_failed))
     if args.max_runs is not None:
         todo = min(todo, max(0, args.max_runs))
     bar = None if args.quiet else ProgressBar(todo, label=f"sweep {Path(args.grid).name}")
@@ -87,6 +93,7 @@ def _run(args: argparse.Namespace) -> int:
         store,
         backend,
         max_runs=args.max_runs,
+        retry_failed=args.retry_failed,
         on_done=None if bar is None else (lambda _s, rec: bar.update(rec["status"] == "ok")),
     )
     where = "ray" if args.ray is not None else f"{backend.workers} local worker(s)"

@@ -131,8 +131,6 @@ class Grid:
                 dims.append(("seed", _seeds(values)))
             elif name == "sets":
                 policy = _sets(values)
-            elif name in POLICY_OPTIONS and self.command == "simulate":
-                dims.append((name, values))
             else:
                 dims.append((name, values))
         if self.command == "compare" and "sets" not in opts:

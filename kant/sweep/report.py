@@ -205,7 +205,7 @@ def _failed_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
     bad = [r for r in latest.values() if r["status"] != "ok"]
     if not bad:
         return []
-    lines = [f"failed runs ({len(bad)}; a re-run of the sweep tries them again):"]
+    lines = [f"failed runs ({len(bad)}; kant sweep --retry-failed runs them again):"]
     for r in bad:
         params = ", ".join(f"{k}={v}" for k, v in sorted(r["params"].items()))
         lines.append(f"  {r['key']}  {params}: {r['error']}")

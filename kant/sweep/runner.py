@@ -20,7 +20,7 @@ __all__ = ["SweepSummary", "run_sweep"]
 @attrs.frozen(kw_only=True)
 class SweepSummary:
     """What one call of :func:`run_sweep` did: ``total`` runs in the grid, ``skipped``
-    (already ``ok`` in the store), ``ran`` now, of which ``failed``; ``left`` (not run:
+    (already in the store), ``ran`` now, of which ``failed``; ``left`` (not run:
     ``max_runs`` reached); its wall time."""
 
     total: int
@@ -39,17 +39,18 @@ def run_sweep(
     max_runs: int | None = None,
     on_done: Callable[[RunSpec, dict[str, Any]], None] | None = None,
     strict_prepare: bool = False,
+    retry_failed: bool = False,
 ) -> SweepSummary:
-    """Run every run of ``specs`` whose key is not ``ok`` in ``store`` (at most ``max_runs``
-    of them) on ``backend`` (entered here), appending one record per run as it finishes and
-    calling ``on_done(spec, record)``.
+    """Run every run of ``specs`` that ``store`` holds no record of (``retry_failed``: no
+    ``ok`` record of; at most ``max_runs`` of them) on ``backend`` (entered here), appending
+    one record per run as it finishes and calling ``on_done(spec, record)``.
 
     Each group's shared input (:func:`kant.sweep.runs.prepare`) is built once, when its first
     run is submitted, and handed to the back-end's ``share``. If building it raises, every run
     of the group is recorded as failed with that error (``strict_prepare``: the error is
     raised instead, for a command that checks its options this way)."""
     t0 = time.perf_counter()
-    done = store.done()
+    done = store.done(retry_failed=retry_failed)
     todo = [s for s in specs if s.key not in done]
     skipped = len(specs) - len(todo)
     order: dict[tuple[Any, ...], int] = {}

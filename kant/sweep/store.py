@@ -61,9 +61,13 @@ class Store:
         """key -> the last record of that run."""
         return {r["key"]: r for r in self.records()}
 
-    def done(self) -> set[str]:
-        """The keys of the runs whose last record is ``ok`` (a re-run skips them)."""
-        return {k for k, r in self.latest().items() if r["status"] == "ok"}
+    def done(self, *, retry_failed: bool = False) -> set[str]:
+        """The keys of the runs a re-run skips: every run with a record (``retry_failed``:
+        only those whose last record is ``ok``)."""
+        latest = self.latest()
+        if not retry_failed:
+            return set(latest)
+        return {k for k, r in latest.items() if r["status"] == "ok"}
 
     def append(self, record: Mapping[str, Any]) -> None:
         """Append one record (a line of its own even after a half-written one)."""

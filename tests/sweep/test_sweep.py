@@ -3,18 +3,32 @@ an interruption, with a run that raises; the grid format; the report from a stor
 
 from __future__ import annotations
 
+import io
+import itertools
 import json
 import math
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kant.cli import main
 from kant.errors import InvalidGridError
 from kant.sim.analysis import mean_ci, run_metrics, seed_sweep, t_quantile
 from kant.sim.scenarios import PolicySet, make_scenario, run_scenario
-from kant.sweep import Grid, LocalPool, RayCluster, Store, load_grid, run_sweep
+from kant.sweep import (
+    Grid,
+    LocalPool,
+    ProgressBar,
+    RayCluster,
+    RunSpec,
+    Store,
+    load_grid,
+    run_sweep,
+)
+from kant.sweep.progress import format_eta
 from kant.sweep.report import format_report, packing_groups, sim_groups
 
 # a tiny grid: 2 seeds x 2 placements of the inference scenario with 60 jobs, and one
@@ -130,8 +144,9 @@ def test_a_run_that_raises_is_recorded_as_failed_with_its_error_while_the_rest_g
             assert rec["metrics"] is None
         else:
             assert rec["status"] == "ok" and rec["metrics"]["placement"] == "ebinpack"
-    # a re-run tries the failed runs again, not the finished ones
-    again = run_sweep(specs, store, LocalPool(1))
+    # a re-run skips every run the store holds; asked to, it tries the failed ones again
+    assert run_sweep(specs, store, LocalPool(1)).ran == 0
+    again = run_sweep(specs, store, LocalPool(1), retry_failed=True)
     assert (again.skipped, again.ran, again.failed) == (2, 6, 6)
 
 
@@ -163,8 +178,8 @@ def test_a_small_grid_on_ray_stores_the_same_metrics_as_on_local_processes(
             assert rec["params"]["placement"] == "nosuch"
             assert rec["error"] == local.latest()[k]["error"]
     assert ray_instance.is_initialized()  # the sweep left the test's instance running
-    resumed = run_sweep(specs, ray, RayCluster())
-    assert (resumed.skipped, resumed.ran) == (4, 2)
+    resumed = run_sweep(specs, ray, RayCluster(), retry_failed=True)
+    assert (resumed.skipped, resumed.ran, resumed.failed) == (4, 2, 2)
 
 
 def test_the_report_of_a_store_is_the_seed_sweep_of_its_runs(tmp_path: Path) -> None:
@@ -283,3 +298,33 @@ def test_kant_compare_seeds_runs_through_the_sweep_runner_into_a_store(
     assert "must differ" in capsys.readouterr().err
     assert main([*argv, "--load", "-1"]) == 2
     assert "load" in capsys.readouterr().err
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["jobs", "load", "tick", "mtbf", "threshold", "placement"]),
+        st.lists(st.integers(1, 5), min_size=1, max_size=3, unique=True),
+        max_size=4,
+    )
+)
+def test_a_grid_holds_every_combination_of_its_options_once(options: dict[str, list[int]]) -> None:
+    runs = Grid("simulate", options).runs()
+    assert len(runs) == math.prod(len(v) for v in options.values())
+    assert len({r.key for r in runs}) == len(runs)
+    combos = {tuple(r.params.get(k) for k in sorted(options)) for r in runs}
+    assert combos == set(itertools.product(*(options[k] for k in sorted(options))))
+    # a run's key depends on its options only, not on where it sits in the grid
+    assert all(RunSpec("sim", dict(reversed(list(r.params.items())))).key == r.key for r in runs)
+
+
+def test_the_progress_bar_shows_runs_failures_and_an_eta() -> None:
+    out = io.StringIO()
+    bar = ProgressBar(4, label="sweep g", stream=out, every_s=0.0)
+    bar.update(True)
+    bar.update(False)
+    text = bar.text(bar.t0 + 10.0)
+    assert "2/4 runs" in text and "1 failed" in text and "ETA 10s" in text
+    assert "[############............]" in text
+    assert out.getvalue().count("\n") == 2  # not a terminal: one line per update
+    assert format_eta(3725) == "1h02m" and format_eta(65) == "1m05s"
