@@ -162,7 +162,7 @@ def _run_seed_sweep(args: argparse.Namespace) -> int:
         (seed, [(p, run(s.key)) for p, s in zip(sets, specs[i * k : (i + 1) * k], strict=True)])
         for i, seed in enumerate(seeds)
     ]
-    name = specs[0].params.get("trace") or by_seed[0][1][0][1]["scenario"]
+    name = by_seed[0][1][0][1]["scenario"]
     print(format_seed_sweep(name, by_seed))
     files, hint = write_seed_sweep_report(args.out, name, by_seed, None, wall,
                                           plots=not args.no_plots)  # fmt: skip

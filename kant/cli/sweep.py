@@ -22,7 +22,7 @@ def add_sweep_parser(sub: Any) -> argparse.ArgumentParser:
         description=(
             "kant sweep GRID: run every combination of the grid file's options that its store "
             "does not hold yet, appending one JSON line per run. kant sweep report STORE: the "
-            "tables and plots of a store, with 95%% confidence intervals over seeds. See "
+            "tables and plots of a store, with 95% confidence intervals over seeds. See "
             "docs/sweeps.md."
         ),
     )
@@ -41,7 +41,8 @@ def add_sweep_parser(sub: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="ADDRESS",
         help="run each run as a Ray task: on ADDRESS (auto, ray://host:10001), else on "
-        "$RAY_ADDRESS, else on a new local instance (pip install 'kant[ray]')",
+        "$RAY_ADDRESS, else on a new local instance (pip install 'kant[ray]'); put it after "
+        "GRID, or write --ray=ADDRESS",
     )
     p.add_argument("--max-runs", type=int, metavar="N", help="run at most N runs, then stop")
     p.add_argument(

@@ -328,3 +328,23 @@ def test_the_progress_bar_shows_runs_failures_and_an_eta() -> None:
     assert "[############............]" in text
     assert out.getvalue().count("\n") == 2  # not a terminal: one line per update
     assert format_eta(3725) == "1h02m" and format_eta(65) == "1m05s"
+
+
+def test_a_sweep_stopped_by_ctrl_c_keeps_its_finished_runs_and_resumes_from_there(
+    tmp_path: Path,
+) -> None:
+    specs = Grid("simulate", TINY).runs()
+    store = Store(tmp_path / "s.jsonl")
+    seen: list[str] = []
+
+    def stop_after_two(spec: Any, _rec: Any) -> None:
+        seen.append(spec.key)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(specs, store, LocalPool(2), on_done=stop_after_two)
+    assert store.done() == set(seen)
+    rest = run_sweep(specs, store, LocalPool(2))
+    assert (rest.skipped, rest.ran, rest.failed) == (2, 2, 0)
+    assert store.done() == {s.key for s in specs} and len(store.records()) == 4
