@@ -1,5 +1,6 @@
-"""The progress bar of a sweep: runs done of runs to do, failures, and an ETA from the mean
-time per finished run so far (wall clock, read only here, to pace the display)."""
+"""The progress bar of a sweep: runs done of runs to do, failures, and an ETA from the pace of
+the runs since the first one finished (so a back-end's start-up does not inflate it; wall
+clock, read only here, to pace the display)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ class ProgressBar:
         self.last = -1e9
         self.done = 0
         self.failed = 0
+        self.first: float | None = None
 
     def text(self, now: float) -> str:
         """The bar as it reads ``now`` (a ``perf_counter`` time)."""
@@ -44,7 +46,11 @@ class ProgressBar:
         fill = width * self.done // max(self.total, 1)
         elapsed = now - self.t0
         left = self.total - self.done
-        eta = format_eta(elapsed / self.done * left) if self.done else "?"
+        # the pace since the first run finished (start-up, e.g. a new Ray instance, left out)
+        if self.done >= 2 and self.first is not None:
+            eta = format_eta((now - self.first) / (self.done - 1) * left)
+        else:
+            eta = format_eta(elapsed / self.done * left) if self.done else "?"
         failed = f"  {self.failed} failed" if self.failed else ""
         return (
             f"{self.label} [{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total} runs"
@@ -56,6 +62,8 @@ class ProgressBar:
         self.done += 1
         self.failed += 0 if ok else 1
         now = time.perf_counter()
+        if self.first is None:
+            self.first = now
         if self.done < self.total and now - self.last < self.every:
             return
         self.last = now
