@@ -4,7 +4,9 @@
   run the simulator (:mod:`kant.sim`);
 - ``kant packing`` (:mod:`kant.cli.packing`) runs the FGD packing protocol
   (:mod:`kant.sim.packing`);
-- ``kant bench <name>`` (:mod:`kant.cli.bench`) runs a benchmark of :mod:`kant.bench`.
+- ``kant bench <name>`` (:mod:`kant.cli.bench`) runs a benchmark of :mod:`kant.bench`;
+- ``kant sweep GRID`` and ``kant sweep report STORE`` (:mod:`kant.cli.sweep`) run a grid of
+  those runs, locally or on Ray, and report on its store (:mod:`kant.sweep`).
 
 Every command prints a readable report; with ``--json`` its last line is one JSON object, so
 scripts can ``tail -n1`` it. The subcommand modules are imported when the parser is built,
@@ -82,11 +84,13 @@ def build_parser() -> argparse.ArgumentParser:
     from kant.cli.compare import add_compare_parser
     from kant.cli.packing import add_packing_parser
     from kant.cli.simulate import add_simulate_parser
+    from kant.cli.sweep import add_sweep_parser
 
     add_simulate_parser(sub)
     add_compare_parser(sub)
     add_packing_parser(sub)
     add_bench_parser(sub)
+    add_sweep_parser(sub)
     return parser
 
 
