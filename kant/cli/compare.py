@@ -33,7 +33,7 @@ from kant.sim.report import (
     write_compare_report,
     write_seed_sweep_report,
 )
-from kant.sim.scenarios import PolicySet, Scenario, run_scenario
+from kant.sim.scenarios import PolicySet, Scenario, parse_seeds, run_scenario
 from kant.sim.simulator import SimResult
 
 __all__ = ["add_compare_parser", "run_compare"]

@@ -296,7 +296,9 @@ def test_kant_compare_seeds_runs_through_the_sweep_runner_into_a_store(
     sets = argv.index("--sets") + 1
     assert main([*argv[:sets], "backfill+spread,backfill+spread+none", *argv[sets + 1 :]]) == 2
     assert "must differ" in capsys.readouterr().err
-    assert main([*argv, "--load", "-1"]) == 2
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--load", "-1"])
+    assert exit_.value.code == 2
     assert "load" in capsys.readouterr().err
 
 
