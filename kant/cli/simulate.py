@@ -76,7 +76,8 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
         "--load",
         type=float,
         help="offered load of a built-in scenario's workload (default 0.95 training, 0.9 "
-        "inference)",
+        "inference); with --trace, size the cluster for it (default: an SWF log on its own "
+        "machine, MaxProcs; other traces 0.8)",
     )
     s = p.add_argument_group("simulation")
     s.add_argument("--tick", type=float, help="at most one cycle per TICK seconds")
@@ -129,11 +130,12 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
     simulation options applied). Raises :class:`SystemExit` on options that do not go
     together and :class:`kant.errors.KantError` on bad values."""
     if args.trace is not None:
-        if args.load is not None:
-            raise SystemExit("kant: --load goes with a built-in scenario, not --trace")
+        if args.load is not None and args.cluster is not None:
+            raise SystemExit("kant: --load sizes the default cluster, not one given by --cluster")
         sc = trace_scenario(
-            args.trace, path=args.trace_file, cluster=args.cluster, jobs=args.jobs, seed=args.seed
-        )
+            args.trace, path=args.trace_file, cluster=args.cluster, jobs=args.jobs,
+            seed=args.seed, load=args.load,
+        )  # fmt: skip
     else:
         if args.cluster is not None or args.trace_file is not None:
             raise SystemExit("kant: --cluster and --trace-file go with --trace")
