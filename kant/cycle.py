@@ -14,15 +14,16 @@ excluded from equality).
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
 from kant.admission.holds import Holds
 from kant.admission.pools import Pools, restricted
-from kant.admission.quota import Admitter, QuotaDecision, admit_quota
+from kant.admission.quota import Admitter, QuotaDecision, admit_quota, admit_without_quotas
 from kant.contracts import (
     Gate,
     PlacementLike,
@@ -172,6 +173,7 @@ class _Cycle:
             victim_pods=self.pre.victim_pods,
         )  # fmt: skip
         self.run = self.policy.begin(self.ctx)
+        self.facts = _JobFacts.for_cycle(self.queue, self.pools)
         self.lap("snapshot")
         with self.snap.transaction():
             yield
@@ -192,7 +194,8 @@ class _Cycle:
             )
             return
         # b. Node pools: an unknown GPU model is unresolvable (and blocks nobody).
-        role_models, no_pool = self.pools.role_models(job)
+        facts = self.facts.of(e, self.pools)
+        role_models, no_pool = facts.role_models, facts.no_pool
         if no_pool is not None:
             self.pending[e.id] = no_pool
             return
@@ -202,7 +205,9 @@ class _Cycle:
             self.pending[e.id] = gate.skip
             return
         # d. Static quota, then dynamic readiness, then placement.
-        dec = admit_quota(self.ledger, job, e.remaining(), role_models)
+        dec = facts.unlimited_decision
+        if dec is None or not self.ledger.table.unlimited:
+            dec = admit_quota(self.ledger, job, e.remaining(), role_models)
         self.ctx.current = (e.id, dec)
         reason = dec.reason if not dec.ok else None
         placed: tuple[Binding, ...] = ()
@@ -257,10 +262,14 @@ class _Cycle:
         failed shape fails again this cycle. None: not cacheable (pods already running)."""
         if e.assigned or self.holds.is_nominated(e.id):
             return None
+        job = e.job
+        facts = self.facts.of(e, self.pools)
+        if dec is facts.unlimited_decision:
+            # the job's cached decision: its shape is cached too (interned as one int)
+            return (self.facts.shape_id(facts), gate.use_reserved, self.holds.epoch)
         counts: dict[str, int] = {}
         for p in dec.pods:
             counts[p.role] = counts.get(p.role, 0) + 1
-        job = e.job
         return (
             job.gang,
             job.kind,
@@ -353,6 +362,80 @@ class _Cycle:
             code=ReasonCode.PREEMPTING,
             message=f"evicting {len(nom.victims)} pods of {units} victims",
         )
+
+
+class _Facts:
+    """What a job's consideration derives from the job alone (and the cycle's pools): each
+    role's GPU models, or why there is none; with no quotas, the quota decision (every
+    remaining pod, on every allowed model) and its placement shape, interned as an int.
+    ``version`` is the entry's version when they were derived."""
+
+    __slots__ = ("job", "no_pool", "role_models", "shape", "unlimited_decision", "version")
+
+    def __init__(self, e: Entry, pools: Pools) -> None:
+        job = self.job = e.job
+        self.version = e.version
+        self.role_models, self.no_pool = pools.role_models(job)
+        self.unlimited_decision: QuotaDecision | None = None
+        if self.no_pool is None:
+            self.unlimited_decision = admit_without_quotas(job, e.remaining(), self.role_models)
+        self.shape: int | None = None
+
+
+class _JobFacts:
+    """Per-job facts kept across cycles (per queue, while the node pools are the same and a
+    job's entry is unchanged), so a job that waits costs a dictionary read instead of a
+    recomputation of what cannot have changed. Kept only for the jobs of the last cycle."""
+
+    _KEPT: ClassVar[weakref.WeakKeyDictionary[Queue, _JobFacts]] = weakref.WeakKeyDictionary()
+
+    def __init__(self, pools_key: tuple[tuple[str, int], ...]) -> None:
+        self.pools_key = pools_key
+        self.old: dict[int, _Facts] = {}
+        self.now: dict[int, _Facts] = {}
+        self.shapes: dict[tuple[Any, ...], int] = {}
+
+    @classmethod
+    def for_cycle(cls, queue: Queue, pools: Pools) -> _JobFacts:
+        """The facts ``queue``'s previous cycle kept, if its node pools were the same."""
+        key = tuple(sorted(pools.models.items()))
+        cur = cls._KEPT.get(queue)
+        if cur is not None and cur.pools_key == key:
+            cur.old, cur.now = cur.now, {}
+        else:
+            cur = cls._KEPT[queue] = cls(key)
+        return cur
+
+    def of(self, e: Entry, pools: Pools) -> _Facts:
+        """The facts of ``e`` (derived again if its job or version changed)."""
+        f = self.now.get(e.seq)
+        if f is not None and f.job is e.job and f.version == e.version:
+            return f
+        f = self.old.get(e.seq)
+        if f is None or f.job is not e.job or f.version != e.version:
+            f = _Facts(e, pools)
+        self.now[e.seq] = f
+        return f
+
+    def shape_id(self, f: _Facts) -> int:
+        """A small int naming the placement shape of ``f``'s cached quota decision."""
+        if f.shape is not None:
+            return f.shape
+        job, dec = f.job, f.unlimited_decision
+        assert dec is not None
+        counts: dict[str, int] = {}
+        for p in dec.pods:
+            counts[p.role] = counts.get(p.role, 0) + 1
+        shape = (
+            job.gang,
+            job.kind,
+            tuple(
+                (counts.get(r.name, 0), r.resources, dec.models.get(r.name), r.topology, r.spread)
+                for r in job.roles
+            ),
+        )
+        f.shape = self.shapes.setdefault(shape, len(self.shapes))
+        return f.shape
 
 
 def _first_reason(unplaced: Mapping[PodId, Reason]) -> Reason | None:

@@ -339,7 +339,7 @@ def opt_pos_int(err: type[ValidationError]) -> Validator:
 # --------------------------------------------------------------------------- resources
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, cache_hash=True)
 class Resources:
     """Per-pod resource request (or a node's capacity).
 
@@ -394,7 +394,7 @@ class Resources:
 # --------------------------------------------------------------------------- jobs
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, cache_hash=True)
 class TopologyWish:
     """Where the pods of a role should sit relative to each other.
 

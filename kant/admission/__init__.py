@@ -12,6 +12,7 @@ from kant.admission.quota import (
     QuotaMode,
     QuotaTable,
     admit_quota,
+    admit_without_quotas,
 )
 from kant.admission.readiness import PoolFacts, readiness
 
@@ -26,6 +27,7 @@ __all__ = [
     "QuotaMode",
     "QuotaTable",
     "admit_quota",
+    "admit_without_quotas",
     "readiness",
     "restricted",
 ]

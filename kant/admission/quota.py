@@ -286,6 +286,8 @@ def admit_quota(
     several models is admitted on those where its whole request fits; earlier roles count
     against every model they may use (so a cross-pool job is admitted for all roles or none).
     O(roles x models)."""
+    if ledger.table.unlimited:
+        return admit_without_quotas(job, pods, role_models)
     tenant = job.tenant
     by_role: dict[str, list[PodId]] = {}
     if len(job.roles) == 1:
@@ -339,6 +341,41 @@ def admit_quota(
             extra[m] = extra.get(m, 0) + per_pod * count
     if not admitted:
         return QuotaDecision(ok=False, pods=(), models={}, within_nominal=within, reason=failure)
+    return QuotaDecision(ok=True, pods=tuple(admitted), models=models_out, within_nominal=within)
+
+
+def admit_without_quotas(
+    job: Job, pods: Sequence[PodId], role_models: Mapping[str, tuple[str, ...]]
+) -> QuotaDecision:
+    """:func:`admit_quota` on a ledger with no quotas (the same decision, without the
+    per-model arithmetic; the cycle caches it per job): every pod is admitted on every
+    allowed model, and
+    nothing is within a nominal quota (there is none) once a role asks for GPUs."""
+    if not pods:
+        return QuotaDecision(ok=False, pods=(), models={}, within_nominal=True)
+    within = True
+    models_out: dict[str, tuple[str, ...]] = {}
+    if len(job.roles) == 1:
+        role = job.roles[0]
+        allowed = role_models.get(role.name, ())
+        models_out[role.name] = allowed
+        within = not (allowed and role.resources.total_milli)
+        return QuotaDecision(ok=True, pods=tuple(pods), models=models_out, within_nominal=within)
+    by_role: dict[str, list[PodId]] = {}
+    for p in pods:
+        by_role.setdefault(p.role, []).append(p)
+    admitted: list[PodId] = []
+    for role in job.roles:
+        rpods = by_role.get(role.name)
+        if not rpods:
+            continue
+        allowed = role_models.get(role.name, ())
+        models_out[role.name] = allowed
+        admitted.extend(rpods)
+        if allowed and role.resources.total_milli:
+            within = False
+    if not admitted:
+        return QuotaDecision(ok=False, pods=(), models={}, within_nominal=True)
     return QuotaDecision(ok=True, pods=tuple(admitted), models=models_out, within_nominal=within)
 
 

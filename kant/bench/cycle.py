@@ -78,7 +78,7 @@ class _Workload:
         )  # fmt: skip
 
 
-def _finish_due(s: Scheduler, now: float) -> int:
+def finish_due(s: Scheduler, now: float) -> int:
     done = 0
     for e in s.queue.running():
         est = e.job.runtime_estimate or 0.0
@@ -90,20 +90,20 @@ def _finish_due(s: Scheduler, now: float) -> int:
     return done
 
 
-def _evict_victims(s: Scheduler, now: float) -> None:
+def evict_victims(s: Scheduler, now: float) -> None:
     for e in s.queue.running():
         for p in sorted(e.terminating):
             if p in s.queue.entry(e.id).assigned:
                 s.pod_evicted(p, now)
 
 
-def _refill(s: Scheduler, wl: _Workload, target: int, now: float) -> None:
+def refill(s: Scheduler, wl: _Workload, target: int, now: float) -> None:
     waiting = sum(1 for _ in s.queue.jobs(JobPhase.PENDING))
     for _ in range(target - waiting):
         s.submit(wl.job(now), now)
 
 
-def _setup(
+def setup(
     nodes: int, pending: int, *, seed: int, policy: str, strategy: str, preemption: bool
 ) -> tuple[Scheduler, _Workload, PreemptionPolicy]:
     """The benchmark's cluster (4 tenants with quotas), scheduler and workload."""
@@ -123,23 +123,23 @@ def _setup(
     return s, _Workload(seed), rules
 
 
-def _warm_up(s: Scheduler, wl: _Workload, pending: int, interval: float) -> float:
+def warm_up(s: Scheduler, wl: _Workload, pending: int, interval: float) -> float:
     """Set-up (not timed): run the workload for one full job lifetime at a coarse step, so
     the running jobs have spread ages and finish at a steady rate when measuring starts;
     then a few cycles at the measured interval absorb the coarse step's backlog. Returns the
     simulated time reached."""
     now = 0.0
     while now < MAX_RUNTIME:
-        _finish_due(s, now)
-        _evict_victims(s, now)
-        _refill(s, wl, pending, now)
+        finish_due(s, now)
+        evict_victims(s, now)
+        refill(s, wl, pending, now)
         s.step(now)
         now += WARMUP_STEP
     for _ in range(SETTLE_CYCLES):
         now += interval
-        _finish_due(s, now)
-        _evict_victims(s, now)
-        _refill(s, wl, pending, now)
+        finish_due(s, now)
+        evict_victims(s, now)
+        refill(s, wl, pending, now)
         s.step(now)
     return now
 
@@ -156,12 +156,12 @@ def bench_cycle(
     preemption: bool = True,
 ) -> dict[str, Any]:
     """Median and p99 cycle time with ``pending`` waiting jobs on ``nodes`` 8-GPU nodes."""
-    s, wl, rules = _setup(nodes, pending, seed=seed, policy=policy, strategy=strategy,
+    s, wl, rules = setup(nodes, pending, seed=seed, policy=policy, strategy=strategy,
                           preemption=preemption)  # fmt: skip
     cluster, queue, admitter = s.cluster, s.queue, s.admitter
     total = cluster.total_gpus()
     t_setup = time.perf_counter()
-    now = _warm_up(s, wl, pending, interval)
+    now = warm_up(s, wl, pending, interval)
     setup_s = time.perf_counter() - t_setup
     times: list[float] = []
     cpu: list[float] = []
@@ -171,9 +171,9 @@ def bench_cycle(
     gc.collect()
     for _ in range(cycles):
         now += interval
-        _finish_due(s, now)
-        _evict_victims(s, now)
-        _refill(s, wl, pending, now)
+        finish_due(s, now)
+        evict_victims(s, now)
+        refill(s, wl, pending, now)
         t0, c0 = time.perf_counter(), time.thread_time()
         res = schedule_cycle(
             cluster, queue, admitter, s.placer, now, policy=s.policy, preemption=rules

@@ -19,13 +19,15 @@ __all__ = ["add_bench_parser", "run_bench_command"]
 
 
 def add_bench_parser(sub: Any) -> argparse.ArgumentParser:
-    """Add ``kant bench`` and its benchmarks (``cycle``, ``place``, ``gang``, ``snapshot``)
+    """Add ``kant bench`` and its benchmarks (``cycle``, ``soak``, ``place``, ``gang``,
+    ``snapshot``)
     to the top-level sub-command parsers and return the ``bench`` parser."""
     bench: argparse.ArgumentParser = sub.add_parser(
         "bench", help="benchmarks of the scheduler's hot paths"
     )
     bsub = bench.add_subparsers(dest="bench", required=True)
     _add_cycle(bsub)
+    _add_soak(bsub)
     _add_place(bsub)
     _add_snapshot(bsub)
     for p in bsub.choices.values():
@@ -80,6 +82,44 @@ def _run_cycle(a: argparse.Namespace) -> dict[str, Any]:
         strategy=a.strategy,
         interval=a.interval,
         preemption=a.preemption,
+    )
+
+
+def _add_soak(sub: Any) -> None:
+    p = sub.add_parser("soak", help="many cycles with churn: is a cycle's cost flat?")
+    p.add_argument("--nodes", type=int, default=12500, help="8-GPU nodes (default 12500)")
+    p.add_argument("--pending", type=int, default=3000, help="waiting jobs (default 3000)")
+    p.add_argument("--cycles", type=int, default=300, help="measured cycles (default 300)")
+    p.add_argument("--policy", default="backfill", help="queueing policy (default backfill)")
+    p.add_argument("--strategy", default="ebinpack", help="placement strategy")
+    p.add_argument("--interval", type=float, default=10.0, help="simulated seconds per cycle")
+    p.add_argument("--node-loss-every", type=int, default=10, help="cycles between node losses")
+    p.add_argument("--node-down-cycles", type=int, default=20, help="cycles a lost node is away")
+    p.add_argument("--gpu-fault-every", type=int, default=10, help="cycles between GPU faults")
+    p.add_argument("--gpu-down-cycles", type=int, default=15, help="cycles a GPU stays faulty")
+    p.add_argument(
+        "--bind-fail-one-in", type=int, default=50, help="one new binding in N fails (0: none)"
+    )
+    p.add_argument("--seed", type=int, default=7)
+    p.set_defaults(run=_run_soak)
+
+
+def _run_soak(a: argparse.Namespace) -> dict[str, Any]:
+    from kant.bench.soak import bench_soak
+
+    return bench_soak(
+        a.nodes,
+        a.pending,
+        cycles=a.cycles,
+        seed=a.seed,
+        policy=a.policy,
+        strategy=a.strategy,
+        interval=a.interval,
+        node_loss_every=a.node_loss_every,
+        node_down_cycles=a.node_down_cycles,
+        gpu_fault_every=a.gpu_fault_every,
+        gpu_down_cycles=a.gpu_down_cycles,
+        bind_fail_one_in=a.bind_fail_one_in,
     )
 
 

@@ -101,7 +101,8 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
         "--load",
         type=number(float, low=0, low_inclusive=False),
         help="offered load of a built-in scenario's workload (default 0.95 training, 0.9 "
-        "inference)",
+        "inference); with --trace, size the cluster for it (default: an SWF log on its own "
+        "machine, MaxProcs; other traces 0.8)",
     )
     s = p.add_argument_group("simulation")
     s.add_argument(
@@ -191,8 +192,10 @@ def add_simulate_parser(sub: Any) -> argparse.ArgumentParser:
 def check_common_args(args: argparse.Namespace) -> None:
     """Refuse options that do not go together (:class:`UsageError`), before any work."""
     if args.trace is not None:
-        if args.load is not None:
-            raise UsageError(f"--load {args.load:g} goes with a built-in scenario, not --trace")
+        if args.load is not None and args.cluster is not None:
+            raise UsageError(
+                f"--load {args.load:g} sizes a trace's own cluster, not the one --cluster gives"
+            )
         if args.scenario_given:
             raise UsageError(f"--scenario {args.scenario} and --trace {args.trace}: pick one")
     else:
@@ -217,8 +220,9 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
     seed = args.seed if args.seed is not None else 0
     if args.trace is not None:
         sc = trace_scenario(
-            args.trace, path=args.trace_file, cluster=args.cluster, jobs=args.jobs, seed=seed
-        )
+            args.trace, path=args.trace_file, cluster=args.cluster, jobs=args.jobs,
+            seed=seed, load=args.load,
+        )  # fmt: skip
     else:
         sc = make_scenario(args.scenario, jobs=args.jobs, seed=seed, load=args.load)
     changes = {

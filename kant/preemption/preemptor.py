@@ -96,7 +96,25 @@ class Preemption:
         if pol.max_searches_per_cycle is not None and self.searches >= pol.max_searches_per_cycle:
             return None
         job = e.job
+        reclaim = pol.reclaim and dec.within_nominal
+        backfill = pol.backfill and may_backfill
+        prio = job.priority if pol.priority else None
+        # The cheap exits first (each returns None and changes nothing, so their order is
+        # free): most would-be preemptors of a busy cycle stop here.
+        only_priority = not pol.rules and not (reclaim or backfill)
+        if only_priority and prio is None:
+            return None  # no kind of preemption is open to this job
+        cap = pol.max_searches_per_cycle
+        if cap is not None and self.light_checks >= LIGHT_CHECKS_PER_SEARCH * cap:
+            return None
+        refs = self.index.refs()
+        if only_priority and (not refs or refs[0].priority >= job.priority):
+            return None  # only priority preemption is open, and nobody runs at a lower priority
         pods = e.remaining()
+        memo = self._memo(e, pods, role_models, prio, reclaim, backfill, dec, epoch)
+        if memo in self.hopeless:
+            return None
+        self.light_checks += 1
         models = {m for ms in role_models.values() for m in ms}
         pools = {self.pools.models[m] for m in models}
         pre = Preemptor(
@@ -108,23 +126,6 @@ class Preemption:
             pending_since=e.pending_since,
             order_key=e.key,
         )
-        refs = self.index.refs()
-        reclaim = pol.reclaim and pre.within_nominal
-        backfill = pol.backfill and may_backfill
-        prio = job.priority if pol.priority else None
-        if (
-            not pol.rules
-            and not (reclaim or backfill)
-            and (prio is None or not refs or refs[0].priority >= prio)
-        ):
-            return None  # only priority preemption is open, and nobody runs at a lower priority
-        memo = self._memo(e, pods, role_models, prio, reclaim, backfill, dec, epoch)
-        if memo in self.hopeless:
-            return None
-        cap = pol.max_searches_per_cycle
-        if cap is not None and self.light_checks >= LIGHT_CHECKS_PER_SEARCH * cap:
-            return None
-        self.light_checks += 1
         picked, held = self._prefilter(
             pre, e, refs, models, only_priority=not (reclaim or backfill)
         )

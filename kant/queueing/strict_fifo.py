@@ -11,11 +11,16 @@ from kant.model import BLOCKING_CODES, Reason, ReasonCode
 class _StrictRun:
     def __init__(self) -> None:
         self.blocked_by: str | None = None
+        self.blocked: Gate | None = None  # one answer for every job behind the blocker
         self.tenant_blocked: dict[str, str] = {}
 
     def gate(self, job: CandidateView) -> Gate:
         if self.blocked_by is not None:
-            return Gate(skip=Reason(code=ReasonCode.BLOCKED, message=f"behind {self.blocked_by}"))
+            if self.blocked is None:
+                self.blocked = Gate(
+                    skip=Reason(code=ReasonCode.BLOCKED, message=f"behind {self.blocked_by}")
+                )
+            return self.blocked
         head = self.tenant_blocked.get(job.job.tenant)
         if head is not None:
             return Gate(
@@ -28,7 +33,7 @@ class _StrictRun:
 
     def failed(self, job: CandidateView, reason: Reason) -> bool:
         if reason.code in BLOCKING_CODES:
-            self.blocked_by = job.id
+            self.blocked_by, self.blocked = job.id, None
         elif reason.code is ReasonCode.QUOTA_EXCEEDED:
             self.tenant_blocked.setdefault(job.job.tenant, job.id)
         return False

@@ -16,8 +16,10 @@ Built-in scenarios, by name (:func:`make_scenario`):
 
 Trace scenarios (:func:`trace_scenario`): ``philly``, ``openb`` or ``swf`` jobs from the
 shared trace folder (or a given file), on a cluster file (``--cluster``) or a default cluster:
-openb's own node list; for Philly and SWF a fat tree of 8-GPU nodes sized so that the largest
-job fits and the offered load is about 0.8 (SWF: the log's ``MaxProcs`` when it names one).
+openb's own node list; an SWF log that names its ``MaxProcs`` on its own machine (that many
+GPUs, 8 per node; resizing is explicit: ``load=``, ``kant simulate --trace swf --load L``);
+Philly (and an SWF log without ``MaxProcs``) a fat tree of 8-GPU nodes sized so that the
+largest job fits and the offered load is about 0.8.
 
 A :class:`PolicySet` names a queueing policy (:func:`kant.queueing.make_policy`), a placement
 strategy (:data:`kant.placement.STRATEGIES`, the FGD baselines included) and a preemption
@@ -504,6 +506,12 @@ def trace_warmup(jobs: Sequence[Job], warmup: float = 0.1) -> float:
     return min((start - first) / (last - first), 0.9)
 
 
+def _max_procs(meta: Mapping[str, str]) -> int:
+    """An SWF header's ``MaxProcs`` (0 when absent or not a positive integer)."""
+    text = meta.get("MaxProcs", "").strip()
+    return int(text) if text.isdigit() else 0
+
+
 def _load_cluster_file(path: str | Path) -> ClusterDescription:
     desc = load_cluster(path)
     for t in desc.templates:
@@ -518,10 +526,21 @@ def trace_scenario(
     cluster: str | Path | None = None,
     jobs: int | None = None,
     seed: int = 0,
+    load: float | None = None,
 ) -> Scenario:
     """A trace-driven scenario: ``kind`` in :data:`TRACES`, the jobs from ``path`` (default:
     the shared trace folder's file), the first ``jobs`` of them (by arrival; all if None),
-    on the cluster file ``cluster`` (default: see the module docstring)."""
+    on the cluster file ``cluster`` (default: see the module docstring).
+
+    ``load``: size the default fat tree for that offered load (never smaller than the
+    largest job, nor than an SWF log's ``MaxProcs``). None: an SWF log that names its
+    ``MaxProcs`` is replayed on its own machine, whatever its load; other traces are sized
+    for :data:`TARGET_LOAD`. Not with ``cluster``."""
+    if load is not None:
+        if isinstance(load, bool) or not isinstance(load, int | float) or not load > 0:
+            raise ValidationError("load", load, "must be a number > 0")
+        if cluster is not None:
+            raise ValidationError("load", load, "sizes the default cluster: not with a cluster")
     from kant.sim.traces import (
         load_openb_jobs,
         load_philly_jobs,
@@ -561,9 +580,14 @@ def trace_scenario(
         desc = openb_nodes(base / _OPENB_NODES)
         where = "openb node list"
     else:
-        procs = int(meta.get("MaxProcs", "0") or 0) if kind == "swf" else 0
-        desc = cluster_for_jobs(work, min_gpus=procs)
-        where = "fat tree sized for the busiest 90% of its arrivals"
+        procs = _max_procs(meta) if kind == "swf" else 0
+        if procs and load is None:
+            desc = cluster_for_jobs(work, load=math.inf, min_gpus=procs)
+            where = "the log's own machine, MaxProcs"
+        else:
+            target = TARGET_LOAD if load is None else float(load)
+            desc = cluster_for_jobs(work, load=target, min_gpus=procs)
+            where = f"fat tree sized for load {target:g} over the busiest 90% of its arrivals"
     gpus = desc.total_gpus
     name = Path(path).name
     return Scenario(

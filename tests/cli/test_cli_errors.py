@@ -28,7 +28,7 @@ BAD: list[tuple[list[str], str]] = [
     (["simulate", "--out", "{tmp}/afile"], "--out"),
     (["simulate", "--queueing", "fifo"], "--queueing"),
     (["simulate", "--placement", "tetris"], "--placement"),
-    (["simulate", "--trace", "philly", "--load", "0.9"], "--load"),
+    (["simulate", "--trace", "swf", "--cluster", "{tmp}/afile", "--load", "0.9"], "--load"),
     (["simulate", "--trace", "philly", "--scenario", "inference"], "--scenario"),
     (["simulate", "--cluster", "{tmp}/afile"], "--cluster"),
     (["simulate", "--trace-file", "{tmp}/afile"], "--trace-file"),
@@ -44,7 +44,7 @@ BAD: list[tuple[list[str], str]] = [
     (["compare", "--sets", "backfill+ebinpack,backfill+ebinpack"], "--sets"),
     (["compare", "--sets", "fifo+ebinpack"], "--sets"),
     (["compare", "--out", "{tmp}/afile/x"], "--out"),
-    (["compare", "--trace", "openb", "--load", "2"], "--load"),
+    (["compare", "--trace", "openb", "--cluster", "{tmp}/afile", "--load", "2"], "--load"),
     # kant packing
     (["packing"], "--pods"),
     (["packing", "--pods", "{tmp}/afile"], "--nodes"),

@@ -1,0 +1,259 @@
+"""kant next to AccaSim 1.1.3 on the NASA iPSC/860 1993 SWF log: CPU time and start times.
+
+One command runs every comparison and prints one table::
+
+    python benchmarks/peers/accasim_side_by_side.py --accasim-python PY [--repeats 3]
+
+``PY`` is the Python of an environment where AccaSim is installed (never a dependency of
+kant; see ``benchmarks/peers/README.md``). AccaSim 1.1.3 imports ``collections.Mapping``,
+gone since Python 3.10: its worker aliases it to ``collections.abc.Mapping`` before the
+import.
+
+Work (the same SWF file for both sides, written once to a temporary folder):
+
+- ``whole``: all 18,239 jobs of the cleaned log;
+- ``loaded``: its first 8,000 jobs with submit times x0.55 (rounded to whole seconds), an
+  offered load well above the log's own.
+
+The machine is the log's own (``MaxProcs`` 128): 16 nodes of 8 processors (kant: 8 GPUs,
+one processor is one GPU). AccaSim turns a job of P processors into P one-core requests that
+first fit may spread over any nodes; kant gets the same mapping, a gang of P one-GPU pods
+(``--pod-gpus 1``, the default; ``--pod-gpus 8`` gives kant's own SWF mapping, pods of up
+to 8 GPUs, each on one node, which is not the same problem and starts some jobs later).
+Allocation is first fit on both sides. Policies:
+
+- ``fifo``: AccaSim ``FirstInFirstOut`` (stops at the first job that does not fit) against
+  kant ``strict-fifo``;
+- the queue order is submit time, ties in log order, on both sides (one queue: kant's jobs all
+  have one tenant; its default order would put the smaller of two jobs submitted in the same
+  second first);
+- ``easy``: AccaSim ``EASYBackfilling``, which passes no reserved nodes to its allocator and so
+  starts any queued job that fits now, in order: best effort; against kant
+  ``best-effort-fifo``.
+
+kant runs its discrete-event simulator with a cycle at every instant something happens
+(``tick=0``) and no preemption. The log's jobs of run time 0 are written with 1 s for both
+sides: kant's SWF reader raises them to 1 s anyway, and AccaSim, which finishes a job of
+length 0 at its start, does not dispatch again until the next event (the job behind it would
+wait for the next arrival).
+
+Each (work, policy) pair runs ``--repeats`` times, AccaSim then kant, alternating, each in a
+fresh process; the CPU time is the worker's own ``time.process_time()`` around the
+simulation (reading the log included, imports excluded), and the figure is the ratio of the
+medians, measured in one run. ``start_match`` says whether every job started at the same
+second on both sides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+TRACES = Path(
+    os.environ.get("KANT_TRACES", Path(__file__).resolve().parents[3] / "shared" / "traces")
+)
+NASA = TRACES / "pwa-nasa-ipsc-1993" / "NASA-iPSC-1993-3.1-cln.swf.gz"
+NODES, PER_NODE = 16, 8
+LOADED_JOBS, LOADED_FACTOR = 8000, 0.55
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def write_workloads(folder: Path) -> dict[str, Path]:
+    """The two SWF files both sides read: the whole log, and the loaded subset."""
+    with gzip.open(NASA, "rt", encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    header = [ln for ln in lines if ln.startswith(";")]
+    jobs = []
+    for ln in lines:
+        if ln.strip() and not ln.startswith(";"):
+            cells = ln.split()
+            if float(cells[3]) == 0:
+                cells[3] = "1"  # run time 0 is 1 s (see the module docstring)
+            jobs.append(" ".join(cells))
+    whole = folder / "nasa-whole.swf"
+    whole.write_text("\n".join(header + jobs) + "\n")
+    loaded_rows = []
+    for ln in jobs[:LOADED_JOBS]:
+        cells = ln.split()
+        cells[1] = str(round(float(cells[1]) * LOADED_FACTOR))
+        loaded_rows.append(" ".join(cells))
+    loaded = folder / "nasa-loaded.swf"
+    loaded.write_text("\n".join(header + loaded_rows) + "\n")
+    return {"whole": whole, "loaded": loaded}
+
+
+# --------------------------------------------------------------------------- workers
+
+
+def accasim_worker(swf: Path, policy: str, folder: Path) -> dict[str, Any]:
+    """Run AccaSim on ``swf``; its start time per job and the CPU seconds of the run."""
+    import collections
+    import collections.abc
+
+    collections.Mapping = collections.abc.Mapping  # type: ignore[attr-defined]
+    from accasim.base.allocator_class import FirstFit
+    from accasim.base.event_class import EventManager
+    from accasim.base.scheduler_class import EASYBackfilling, FirstInFirstOut
+    from accasim.base.simulator_class import Simulator
+
+    config = folder / "nasa-system.json"
+    config.write_text(
+        json.dumps(
+            {
+                "groups": {"g0": {"core": PER_NODE}},
+                "resources": {"g0": NODES},
+                "equivalence": {"processor": {"core": 1}},
+                "start_time": 0,
+            }
+        )
+    )
+    starts: dict[str, int] = {}
+    dispatch = EventManager.dispatch_event
+
+    def recording(self: Any, job: Any, t: int, diff: int, nodes: Any) -> Any:
+        out = dispatch(self, job, t, diff, nodes)
+        if out[0] or out[1]:
+            starts[str(job.id)] = int(job.start_time)
+        return out
+
+    EventManager.dispatch_event = recording  # type: ignore[method-assign]
+    c0 = time.process_time()
+    allocator = FirstFit()
+    dispatcher = FirstInFirstOut(allocator) if policy == "fifo" else EASYBackfilling(allocator)
+    sim = Simulator(
+        str(swf), str(config), dispatcher, RESULTS_FOLDER_PATH=str(folder / "accasim"),
+        scheduling_output=False, statistics_output=False, show_statistics=False,
+        pprint_output=False, benchmark_output=False,
+    )  # fmt: skip
+    sim.start_simulation()
+    cpu = time.process_time() - c0
+    return {"cpu_s": cpu, "starts": starts}
+
+
+def _arrival_order(job: Any, seq: int) -> tuple[float, int]:
+    """AccaSim's queue order: submit time, ties in log order (kant's default order puts
+    smaller jobs first among those submitted together)."""
+    return (job.submitted_at, seq)
+
+
+def kant_worker(swf: Path, policy: str, pod_gpus: int) -> dict[str, Any]:
+    """Run kant's simulator on ``swf``; its start time per job and the CPU seconds of the run."""
+    from kant.placement import Placer
+    from kant.preemption import PreemptionPolicy
+    from kant.queueing import Queue
+    from kant.scheduler import Scheduler
+    from kant.sim import SimConfig, Simulator, load_swf_jobs
+    from kant.state import ClusterState
+    from kant.topology import fat_tree_for_nodes
+
+    c0 = time.process_time()
+    jobs = load_swf_jobs(swf, tenant_by="none", max_gpus_per_pod=pod_gpus).jobs
+    cluster = ClusterState(fat_tree_for_nodes(NODES, nodes_per_leaf=NODES).nodes)
+    s = Scheduler(
+        cluster,
+        queue=Queue(order=_arrival_order),
+        placer=Placer("firstfit"),
+        policy="strict-fifo" if policy == "fifo" else "best-effort-fifo",
+        preemption=PreemptionPolicy(priority=False, reclaim=False, backfill=False),
+    )
+    sim = Simulator(s, jobs, SimConfig(tick=0.0, grace_period=0.0, sample_interval=86400.0))
+    records = sim.run().records
+    starts = {
+        r.job_id.removeprefix("swf-"): int(r.started_at)
+        for r in records
+        if r.started_at is not None
+    }
+    cpu = time.process_time() - c0
+    return {"cpu_s": cpu, "starts": starts}
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def _run(cmd: list[str]) -> dict[str, Any]:
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--accasim-python",
+        default=os.environ.get("ACCASIM_PYTHON"),
+        help="Python of an environment with accasim==1.1.3 ($ACCASIM_PYTHON)",
+    )
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--pod-gpus", type=int, default=1, choices=(1, 8),
+                    help="GPUs per kant pod (1: AccaSim's mapping, the default)")  # fmt: skip
+    ap.add_argument("--only", default="", help="comma list of work:policy pairs to run")
+    ap.add_argument("--json", action="store_true", help="last line: one JSON object")
+    ap.add_argument("--worker", choices=("accasim", "kant"), help=argparse.SUPPRESS)
+    ap.add_argument("--swf", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--policy", choices=("fifo", "easy"), help=argparse.SUPPRESS)
+    ap.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.worker == "accasim":
+        print(json.dumps(accasim_worker(a.swf, a.policy, a.folder)))
+        return 0
+    if a.worker == "kant":
+        print(json.dumps(kant_worker(a.swf, a.policy, a.pod_gpus)))
+        return 0
+    if not a.accasim_python:
+        ap.error("give --accasim-python (or set $ACCASIM_PYTHON): see benchmarks/peers/README.md")
+    me = str(Path(__file__).resolve())
+    pairs = [("whole", "fifo"), ("whole", "easy"), ("loaded", "fifo"), ("loaded", "easy")]
+    if a.only:
+        wanted = {tuple(p.split(":")) for p in a.only.split(",")}
+        pairs = [p for p in pairs if p in wanted]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        files = write_workloads(folder)
+        for work, policy in pairs:
+            acc: list[float] = []
+            kan: list[float] = []
+            match = True
+            mismatched = 0
+            for _ in range(a.repeats):
+                args = ["--swf", str(files[work]), "--policy", policy, "--folder", tmp]
+                ra = _run([a.accasim_python, me, "--worker", "accasim", *args])
+                rk = _run([sys.executable, me, "--worker", "kant", "--pod-gpus",
+                           str(a.pod_gpus), *args])  # fmt: skip
+                acc.append(ra["cpu_s"])
+                kan.append(rk["cpu_s"])
+                sa, sk = ra["starts"], rk["starts"]
+                bad = sum(1 for j in sa.keys() | sk.keys() if sa.get(j) != sk.get(j))
+                mismatched = max(mismatched, bad)
+                match = match and bad == 0
+            n = len(files[work].read_text().splitlines())
+            rows.append({
+                "work": work, "policy": policy, "accasim_cpu_s": round(statistics.median(acc), 2),
+                "kant_cpu_s": round(statistics.median(kan), 2),
+                "kant_over_accasim": round(statistics.median(kan) / statistics.median(acc), 3),
+                "start_match": match, "mismatched_jobs": mismatched, "swf_lines": n,
+            })  # fmt: skip
+            print(
+                f"{work:7} {policy:5} AccaSim {rows[-1]['accasim_cpu_s']:8.2f} CPU-s  kant "
+                f"{rows[-1]['kant_cpu_s']:8.2f} CPU-s  kant/AccaSim "
+                f"{rows[-1]['kant_over_accasim']:.3f}  same start times: {match}"
+                + ("" if match else f" ({mismatched} jobs differ)"),
+                flush=True,
+            )
+    if a.json:
+        print(json.dumps({"bench": "peers-accasim", "repeats": a.repeats, "rows": rows}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

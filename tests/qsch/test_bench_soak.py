@@ -1,0 +1,29 @@
+"""``kant bench soak`` runs end to end with churn and reports per-third figures."""
+
+from __future__ import annotations
+
+import json
+
+from kant.bench.soak import bench_soak
+from kant.cli import main
+
+
+def test_bench_soak_reports_thirds_and_injects_every_kind_of_churn(capsys: object) -> None:
+    assert main(["bench", "soak", "--nodes", "64", "--pending", "30", "--cycles", "12",
+                 "--node-loss-every", "3", "--node-down-cycles", "2", "--gpu-fault-every", "3",
+                 "--gpu-down-cycles", "2", "--bind-fail-one-in", "2", "--json"]) == 0  # fmt: skip
+    out = capsys.readouterr().out.strip().splitlines()  # type: ignore[attr-defined]
+    f = json.loads(out[-1])
+    assert f["bench"] == "soak" and f["cycles"] == 12
+    assert f["cpu_p50_ms_first"] > 0 and f["cpu_p50_ms_last"] > 0 and f["last_vs_first"] > 0
+    assert f["nodes_lost"] >= 3 and f["nodes_back"] >= 2
+    assert f["gpu_faults"] >= 3 and f["gpu_repairs"] >= 1
+    assert f["binding_failures"] >= 1
+
+
+def test_the_soak_does_the_same_work_in_every_run() -> None:
+    keys = ("running_jobs", "pending_jobs", "nodes_lost", "gpu_faults", "binding_failures",
+            "finished_jobs", "placed_per_cycle", "victims_per_cycle")  # fmt: skip
+    a = bench_soak(48, 20, cycles=6, node_loss_every=2, gpu_fault_every=2, bind_fail_one_in=3)
+    b = bench_soak(48, 20, cycles=6, node_loss_every=2, gpu_fault_every=2, bind_fail_one_in=3)
+    assert {k: a[k] for k in keys} == {k: b[k] for k in keys}
