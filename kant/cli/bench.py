@@ -87,20 +87,28 @@ def _run_cycle(a: argparse.Namespace) -> dict[str, Any]:
 
 def _add_soak(sub: Any) -> None:
     p = sub.add_parser("soak", help="many cycles with churn: is a cycle's cost flat?")
-    p.add_argument("--nodes", type=int, default=12500, help="8-GPU nodes (default 12500)")
-    p.add_argument("--pending", type=int, default=3000, help="waiting jobs (default 3000)")
-    p.add_argument("--cycles", type=int, default=300, help="measured cycles (default 300)")
-    p.add_argument("--policy", default="backfill", help="queueing policy (default backfill)")
-    p.add_argument("--strategy", default="ebinpack", help="placement strategy")
-    p.add_argument("--interval", type=float, default=10.0, help="simulated seconds per cycle")
-    p.add_argument("--node-loss-every", type=int, default=10, help="cycles between node losses")
-    p.add_argument("--node-down-cycles", type=int, default=20, help="cycles a lost node is away")
-    p.add_argument("--gpu-fault-every", type=int, default=10, help="cycles between GPU faults")
-    p.add_argument("--gpu-down-cycles", type=int, default=15, help="cycles a GPU stays faulty")
+    pos, count = number(int, low=1), number(int, low=0)
+    p.add_argument("--nodes", type=pos, default=12500, help="8-GPU nodes (default 12500)")
+    p.add_argument("--pending", type=pos, default=3000, help="waiting jobs (default 3000)")
+    p.add_argument("--cycles", type=pos, default=300, help="measured cycles (default 300)")
+    p.add_argument("--policy", default="backfill", choices=policy_names(), help="queueing policy")
     p.add_argument(
-        "--bind-fail-one-in", type=int, default=50, help="one new binding in N fails (0: none)"
+        "--strategy", default="ebinpack", choices=strategy_names(), help="placement strategy"
     )
-    p.add_argument("--seed", type=int, default=7)
+    p.add_argument(
+        "--interval",
+        type=number(float, low=0, low_inclusive=False),
+        default=10.0,
+        help="simulated seconds per cycle (default 10)",
+    )
+    p.add_argument("--node-loss-every", type=pos, default=10, help="cycles between node losses")
+    p.add_argument("--node-down-cycles", type=pos, default=20, help="cycles a lost node is away")
+    p.add_argument("--gpu-fault-every", type=pos, default=10, help="cycles between GPU faults")
+    p.add_argument("--gpu-down-cycles", type=pos, default=15, help="cycles a GPU stays faulty")
+    p.add_argument(
+        "--bind-fail-one-in", type=count, default=50, help="one new binding in N fails (0: none)"
+    )
+    p.add_argument("--seed", type=count, default=7, help="workload seed (default 7)")
     p.set_defaults(run=_run_soak)
 
 

@@ -72,6 +72,8 @@ BAD: list[tuple[list[str], str]] = [
     (["bench", "cycle", "--nodes", "0"], "--nodes"),
     (["bench", "cycle", "--policy", "fifo"], "--policy"),
     (["bench", "cycle", "--seed", "-1"], "--seed"),
+    (["bench", "soak", "--nodes", "-1"], "--nodes"),
+    (["bench", "soak", "--bind-fail-one-in", "x"], "--bind-fail-one-in"),
     (["bench", "cycle", "--interval", "0"], "--interval"),
     (["bench", "place", "--pods", "-5"], "--pods"),
     (["bench", "place", "--strategy", "tetris"], "--strategy"),
