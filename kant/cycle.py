@@ -31,7 +31,7 @@ from kant.contracts import (
     Reservation,
 )
 from kant.cycle_context import PolicyContext
-from kant.model import Binding, Job, PodId, Reason, ReasonCode, Victim
+from kant.model import Binding, Job, PodId, Reason, ReasonCode, Victim, finite_time
 from kant.preemption.candidates import VictimIndex
 from kant.preemption.policy import PreemptionPolicy
 from kant.preemption.preemptor import Preemption
@@ -64,7 +64,10 @@ class CycleResult:
     (whole gang jobs, single pods otherwise); ``nominations`` new this cycle;
     ``dropped_nominations`` preemptors whose nomination ends without placement (victims gone,
     still no fit); ``pending`` a reason for every job left with pods to place, in queue order;
-    ``reservation`` the queueing policy's reservation, if it made one.
+    ``reservation`` the queueing policy's reservation, if it made one; ``seen`` the
+    incarnation ``(submission sequence number, version)`` of every job the cycle considered or
+    chose as a victim, by which :func:`kant.apply.apply` tells a current entry from one that
+    changed since (a stale result applied again binds nothing no longer current).
     """
 
     now: float
@@ -75,6 +78,7 @@ class CycleResult:
     dropped_nominations: tuple[str, ...]
     pending: Mapping[str, Reason]
     reservation: Reservation | None
+    seen: Mapping[str, tuple[int, int]]
     stats: CycleStats = attrs.field(eq=False)
 
 
@@ -90,11 +94,13 @@ def schedule_cycle(
 ) -> CycleResult:
     """Run one scheduling cycle at time ``now`` under the queueing ``policy`` (an object or a
     registered name) and the ``preemption`` rules (default :class:`PreemptionPolicy()`), and
-    return what to do; changes nothing.
+    return what to do; changes nothing. Raises :class:`~kant.errors.InvalidTimeError` for a
+    ``now`` that is not a finite number.
 
     Cost: O(changed nodes) for the snapshot, O(1)-ish aggregate reads per waiting job, one
     placement per job that passes quota and readiness (failed shapes are remembered within
     the cycle), and the victim searches of the (few) jobs that preempt."""
+    now = finite_time(now, "schedule_cycle")
     pre = preemption if preemption is not None else PreemptionPolicy()
     cyc = _Cycle(cluster, queue, admitter, placer, now, as_policy(policy), pre)
     # 1. Snapshot the cluster; everything below is tentative and rolled back at the end.
@@ -224,6 +230,11 @@ class _Cycle:
     def result(self) -> CycleResult:
         if self.pre.searches:
             self.step_ms["preemption (in walk)"] = self.pre.search_ms
+        seen = {e.id: (e.seq, e.version) for e in self.candidates}
+        for v in self.pre.victims:
+            ve = self.queue.get(v.job)
+            if ve is not None:
+                seen[v.job] = (ve.seq, ve.version)
         return CycleResult(
             now=self._now,
             bindings=tuple(self.bindings),
@@ -233,6 +244,7 @@ class _Cycle:
             dropped_nominations=tuple(self.dropped),
             pending=dict(self.pending),
             reservation=self.run.reservation(),
+            seen=seen,
             stats=CycleStats(
                 candidates=len(self.candidates),
                 placed_jobs=len(self.placed),

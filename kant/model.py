@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import math
+import numbers
 from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
@@ -22,6 +23,7 @@ from kant.errors import (
     InvalidJobError,
     InvalidNodeError,
     InvalidResourcesError,
+    InvalidTimeError,
     UnknownPolicyError,
     ValidationError,
 )
@@ -141,6 +143,20 @@ class Reason:
 
 
 # --------------------------------------------------------------------------- validators
+
+
+def finite_time(now: object, call: str) -> float:
+    """``now`` as a float if it is a finite real number (bools refused), else
+    :class:`~kant.errors.InvalidTimeError` naming ``call``. Every timestamp kant stores passes
+    through this (or :meth:`kant.scheduler.Scheduler` 's clock, which also refuses a time
+    earlier than the last one seen)."""
+    if isinstance(now, bool) or not isinstance(now, numbers.Real):
+        raise InvalidTimeError("now", now, f"{call}: must be a finite number of seconds")
+    t = float(now)
+    if not math.isfinite(t):
+        raise InvalidTimeError("now", now, f"{call}: must be a finite number of seconds")
+    return t
+
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 """An attrs field validator: ``check(instance, attribute, value)``, raising on a bad value."""

@@ -415,6 +415,10 @@ class Admitter:
             else:
                 del self._usage[k]
 
+    def charged(self) -> list[PodId]:
+        """Every pod charged now (a sorted copy). O(pods log pods)."""
+        return sorted(self._by_pod)
+
     def is_charged(self, pod: PodId) -> bool:
         """Is ``pod`` charged to a tenant? O(1)."""
         return pod in self._by_pod
