@@ -123,13 +123,13 @@ class Scheduler:
         self._clock_by = call
 
     def _pod_time(self, e: Entry, pod: PodId, now: object, call: str) -> float:
-        t = self._time(now, call)
+        t = finite_time(now, call)
         bound = e.assigned[pod]
         if t < bound:
             raise InvalidTimeError(
                 "now", now, f"{call} of {pod} at {t:g} is before it was bound, at {bound:g}"
             )
-        return t
+        return self._time(t, call)
 
     # ----------------------------------------------------------------- jobs and cycles
 
