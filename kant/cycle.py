@@ -22,7 +22,7 @@ import attrs
 
 from kant.admission.holds import Holds
 from kant.admission.pools import Pools, restricted
-from kant.admission.quota import Admitter, QuotaDecision, admit_quota
+from kant.admission.quota import Admitter, QuotaDecision, admit_quota, quota_never_fits
 from kant.contracts import (
     Gate,
     PlacementLike,
@@ -31,7 +31,16 @@ from kant.contracts import (
     Reservation,
 )
 from kant.cycle_context import PolicyContext
-from kant.model import Binding, Job, PodId, Reason, ReasonCode, Victim, finite_time
+from kant.model import (
+    CAPACITY_CODES,
+    Binding,
+    Job,
+    PodId,
+    Reason,
+    ReasonCode,
+    Victim,
+    finite_time,
+)
 from kant.preemption.candidates import VictimIndex
 from kant.preemption.policy import PreemptionPolicy
 from kant.preemption.preemptor import Preemption
@@ -218,7 +227,10 @@ class _Cycle:
             self._commit_placed(e, placed)
         if reason is None:
             return
-        # e. Not (fully) placed: explain, let the policy react, maybe preempt.
+        # e. Not (fully) placed: a job that could never fit says so (and blocks nobody);
+        #    otherwise explain, let the policy react, maybe preempt.
+        if not placed and reason.code in _NEVER_FIT_CANDIDATES:
+            reason = self._never_fits(e, role_models) or reason
         reason = self._explain(e, reason)
         self.pending[e.id] = reason
         may_backfill = self.run.failed(e, reason)
@@ -317,6 +329,14 @@ class _Cycle:
             self.failed_shapes[shape] = reason
         return (), reason
 
+    def _never_fits(self, e: Entry, role_models: dict[str, tuple[str, ...]]) -> Reason | None:
+        """``UNSATISFIABLE`` when the job's remaining pods could never fit its pools even empty,
+        or never within its tenant's quota ceiling; else None."""
+        pods = e.remaining()
+        return self.pools.never_fits(e.job, pods, role_models) or quota_never_fits(
+            self.ledger.table, e.job, pods, role_models
+        )
+
     def _commit_placed(self, e: Entry, bindings: tuple[Binding, ...]) -> None:
         for b in bindings:
             self.ledger.add(e.job.tenant, self.pools.model_of(b), b.total_milli)
@@ -358,6 +378,9 @@ class _Cycle:
             code=ReasonCode.PREEMPTING,
             message=f"evicting {len(nom.victims)} pods of {units} victims",
         )
+
+
+_NEVER_FIT_CANDIDATES = CAPACITY_CODES | {ReasonCode.QUOTA_EXCEEDED}
 
 
 def _first_reason(unplaced: Mapping[PodId, Reason]) -> Reason | None:

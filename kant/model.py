@@ -101,6 +101,11 @@ class ReasonCode(enum.StrEnum):
     """Capacity exists but not within the required topology tier."""
     NO_POOL = "no_pool"
     """No node of an allowed GPU model exists (unresolvable: preemption will not help)."""
+    UNSATISFIABLE = "unsatisfiable"
+    """The job could never fit, even with every node of its pools empty and healthy: more GPUs
+    than its pools (or its required topology domain, or one node) hold, or more than its
+    tenant's quota ceiling. It waits (the cluster may grow) but never blocks the queue, never
+    becomes a Backfill or EASY head and never preempts."""
     BLOCKED = "blocked"
     """Strict FIFO: a job ahead of it is blocked."""
     RESERVED = "reserved"

@@ -11,9 +11,9 @@ import pytest
 from kant.admission import Quota
 from kant.errors import KantError, UnknownJobError, UnknownNodeError, UnknownPodError
 from kant.errors import ValidationError as Invalid
-from kant.model import NodeSpec
+from kant.model import Job, NodeSpec, ReasonCode, Tier
 from kant.preemption import PreemptionPolicy
-from kant.queueing import Backoff, JobPhase, Queue
+from kant.queueing import Backfill, Backoff, EasyBackfill, JobPhase, Queue
 from kant.scheduler import Scheduler
 from kant.testing import ClusterBuilder, check_invariants, job
 
@@ -276,3 +276,67 @@ def test_the_default_queue_bounds_its_history() -> None:
     assert Queue().history == DEFAULT_HISTORY
     with pytest.raises(Invalid):
         Queue(history=-1)
+
+
+# --------------------------------------------------------------------------- 2. unsatisfiable
+
+
+def _stream_behind(s: Scheduler, ghost: Job, steps: int) -> list[str]:
+    """A job that can never fit arrives first, then a 16-GPU gang behind it, while 16 one-GPU
+    jobs keep 2 nodes busy (every second the oldest finishes, a new one arrives)."""
+    for i in range(16):
+        s.submit(job(f"s{i}", gpus=1), now=0)
+    s.step(now=0)
+    s.submit(ghost, now=0)
+    s.submit(job("gang", gpus=8, replicas=2, submitted_at=1), now=1)
+    running = [f"s{i}" for i in range(16)]
+    phases = []
+    for t in range(2, 2 + steps):
+        oldest = running.pop(0)
+        if s.queue.status(oldest).phase is JobPhase.RUNNING:
+            s.pod_finished(pod(oldest), t)
+        s.submit(job(f"s{t + 14}", gpus=1, submitted_at=t), now=t)
+        running.append(f"s{t + 14}")
+        r = s.step(now=t)
+        for v in r.victims:
+            for p in v.pods:
+                s.pod_evicted(p, t)
+        phases.append(s.queue.status("gang").phase.value)
+    return phases
+
+
+@pytest.mark.parametrize(
+    "ghost",
+    [
+        job("ghost", gpus=8, replicas=4, submitted_at=0.5),  # 32 GPUs on a 16-GPU pool
+        job("ghost", gpus=8, replicas=2, tier=Tier.LEAF, required=True, submitted_at=0.5),
+    ],
+    ids=["more GPUs than the pool", "a required leaf no leaf offers"],
+)
+@pytest.mark.parametrize("policy", ["backfill", "easy-backfill"])
+def test_a_job_that_can_never_fit_is_never_the_backfill_head(ghost: Job, policy: str) -> None:
+    cluster = ClusterBuilder().leaf("lf0", nodes=1).leaf("lf1", nodes=1).build()
+    pol = Backfill(threshold=10) if policy == "backfill" else EasyBackfill(default_runtime=5)
+    s = scheduler(cluster, policy=pol)
+    phases = _stream_behind(s, ghost, steps=40)
+    assert "running" in phases, "the gang behind the unsatisfiable job starved"
+    r = s.schedule(now=100)
+    assert r.pending["ghost"].code is ReasonCode.UNSATISFIABLE
+    assert "never fit" in r.pending["ghost"].message
+    check_invariants(s)
+
+
+def test_an_unsatisfiable_job_waits_and_fits_once_the_cluster_grows() -> None:
+    s = scheduler(nodes(1))
+    s.submit(job("big", gpus=8, replicas=2), now=0)
+    assert s.step(1).pending["big"].code is ReasonCode.UNSATISFIABLE
+    s.node_added(NodeSpec(name="more", gpu_model="H100", gpus=8), 2)
+    assert s.step(3).placed == ("big",)
+
+
+def test_a_gang_over_its_tenants_quota_ceiling_can_never_fit() -> None:
+    s = _isolated()
+    s.submit(job("big", gpus=8, replicas=2, tenant="a"), now=0)
+    r = s.step(1)
+    assert r.pending["big"].code is ReasonCode.UNSATISFIABLE
+    assert "quota" in r.pending["big"].message
