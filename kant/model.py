@@ -36,6 +36,19 @@ MAX_GPUS_PER_NODE = 64
 
 MAX_NICS_PER_NODE = 64
 
+MAX_PODS_PER_JOB = 1 << 17
+"""Most pods one job may have over all its roles (131,072: a million GPUs in 8-GPU pods, more
+than any cluster kant targets holds). A job's first cycle costs O(its pods), so a larger one
+is refused at construction (:class:`~kant.errors.InvalidJobError`) rather than stall the
+scheduler."""
+
+MAX_CPU_MILLI = 1 << 40
+"""Most CPU milli one node offers or one pod asks (about 10**9 cores): far above any machine,
+and small enough that sums over a million nodes stay within the 64-bit columns."""
+
+MAX_MEMORY_MIB = 1 << 40
+"""Most memory (MiB) one node offers or one pod asks (1 EiB), for the same reason."""
+
 
 # --------------------------------------------------------------------------- enums
 
@@ -357,6 +370,11 @@ def opt_pos_int(err: type[ValidationError]) -> Validator:
     return number(err, low=1, integer=True, optional=True)
 
 
+def _upto(err: type[ValidationError], cap: int) -> Validator:
+    """An int in [0, cap] (a CPU or memory amount), else ``err``."""
+    return number(err, low=0, high=cap, high_inclusive=True, integer=True)
+
+
 # --------------------------------------------------------------------------- resources
 
 
@@ -373,10 +391,12 @@ class Resources:
         default=0, validator=number(InvalidResourcesError, low=0, integer=True)
     )
     cpu_milli: int = attrs.field(
-        default=0, validator=number(InvalidResourcesError, low=0, integer=True)
+        default=0,
+        validator=_upto(InvalidResourcesError, MAX_CPU_MILLI),
     )
     memory_mib: int = attrs.field(
-        default=0, validator=number(InvalidResourcesError, low=0, integer=True)
+        default=0,
+        validator=_upto(InvalidResourcesError, MAX_MEMORY_MIB),
     )
     rdma_nics: int = attrs.field(
         default=0, validator=number(InvalidResourcesError, low=0, integer=True)
@@ -447,7 +467,12 @@ class Role:
     """
 
     name: str = attrs.field(default="worker", validator=name(InvalidJobError))
-    replicas: int = attrs.field(default=1, validator=number(InvalidJobError, low=1, integer=True))
+    replicas: int = attrs.field(
+        default=1,
+        validator=number(
+            InvalidJobError, low=1, high=MAX_PODS_PER_JOB, high_inclusive=True, integer=True
+        ),
+    )
     resources: Resources = attrs.field(
         factory=Resources,
         validator=instance_of(InvalidJobError, Resources),
@@ -548,6 +573,13 @@ class Job:
         ),
     )
 
+    def __attrs_post_init__(self) -> None:
+        n = sum(r.replicas for r in self.roles)
+        if n > MAX_PODS_PER_JOB:
+            raise InvalidJobError(
+                "roles", f"{n} pods", f"a job has at most {MAX_PODS_PER_JOB} pods"
+            )
+
     @property
     def num_pods(self) -> int:
         """Number of pods over all roles. O(roles)."""
@@ -607,9 +639,13 @@ class NodeSpec:
     name: str = attrs.field(validator=name(InvalidNodeError))
     gpu_model: str | None = attrs.field(default=None, validator=_opt_node_name)
     gpus: int = attrs.field(default=0, validator=number(InvalidNodeError, low=0, integer=True))
-    cpu_milli: int = attrs.field(default=0, validator=number(InvalidNodeError, low=0, integer=True))
+    cpu_milli: int = attrs.field(
+        default=0,
+        validator=_upto(InvalidNodeError, MAX_CPU_MILLI),
+    )
     memory_mib: int = attrs.field(
-        default=0, validator=number(InvalidNodeError, low=0, integer=True)
+        default=0,
+        validator=_upto(InvalidNodeError, MAX_MEMORY_MIB),
     )
     rdma_nics: int = attrs.field(default=0, validator=number(InvalidNodeError, low=0, integer=True))
     template: str | None = attrs.field(default=None, validator=_opt_node_name)
@@ -676,10 +712,12 @@ class Binding:
         validator=satisfies(InvalidBindingError, _gpu_ids_ok, "must be distinct ints in 0..63"),
     )
     cpu_milli: int = attrs.field(
-        default=0, validator=number(InvalidBindingError, low=0, integer=True)
+        default=0,
+        validator=_upto(InvalidBindingError, MAX_CPU_MILLI),
     )
     memory_mib: int = attrs.field(
-        default=0, validator=number(InvalidBindingError, low=0, integer=True)
+        default=0,
+        validator=_upto(InvalidBindingError, MAX_MEMORY_MIB),
     )
 
     def __attrs_post_init__(self) -> None:

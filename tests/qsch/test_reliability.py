@@ -340,3 +340,29 @@ def test_a_gang_over_its_tenants_quota_ceiling_can_never_fit() -> None:
     r = s.step(1)
     assert r.pending["big"].code is ReasonCode.UNSATISFIABLE
     assert "quota" in r.pending["big"].message
+
+
+# --------------------------------------------------------------------------- 5 / 7. sizes
+
+
+@pytest.mark.parametrize("field", ["cpu_milli", "memory_mib"])
+def test_a_node_too_large_for_the_columns_is_refused_before_it_is_registered(field: str) -> None:
+    s = scheduler(nodes(1))
+    with pytest.raises(Invalid, match=field):
+        s.node_added(NodeSpec(name="ghost", gpu_model="H100", gpus=8, **{field: 2**63}), 1)
+    assert "ghost" not in s.cluster
+    s.node_added(NodeSpec(name="ghost", gpu_model="H100", gpus=8), 2)  # no DuplicateError
+    check_invariants(s)
+
+
+def test_a_job_with_more_pods_than_any_cluster_holds_is_refused_at_submit() -> None:
+    with pytest.raises(Invalid, match="replicas"):
+        job("huge", gpus=1, replicas=10**8)
+    from kant.model import MAX_PODS_PER_JOB, Resources, Role
+
+    roles = tuple(
+        Role(name=f"r{i}", replicas=MAX_PODS_PER_JOB // 2 + 1, resources=Resources(gpus=1))
+        for i in range(2)
+    )
+    with pytest.raises(Invalid, match="at most"):
+        Job(id="two-halves", roles=roles)
