@@ -366,3 +366,63 @@ def test_a_job_with_more_pods_than_any_cluster_holds_is_refused_at_submit() -> N
     )
     with pytest.raises(Invalid, match="at most"):
         Job(id="two-halves", roles=roles)
+
+
+# --------------------------------------------------------------------------- 3. quota heads
+
+
+def _own_stream(policy: object, mode: str, steps: int = 40, *, until: int = 10**9) -> list[str]:
+    """Tenant ``a`` (quota 8 GPUs, ``mode``) keeps 8 one-GPU jobs running, one ending every
+    second and a new one arriving (up to t=``until``); its 8-GPU job arrives at t=1. Capacity
+    is never short (32 GPUs). Returns the big job's phase per second."""
+    s = scheduler(
+        nodes(4), policy=policy, quotas=[Quota.gpus("a", "H100", 8)], modes={"a": mode},
+        preemption=PreemptionPolicy(min_runtime=0),
+    )  # fmt: skip
+    ends: dict[str, float] = {}
+    for i in range(8):
+        s.submit(job(f"s{i}", gpus=1, tenant="a", runtime=i + 1.0), now=0)
+    for jid in s.step(0).placed:
+        ends[jid] = float(s.queue.status(jid).job.runtime_estimate or 0)
+    s.submit(job("big", gpus=8, tenant="a", runtime=100, submitted_at=1), now=1)
+    phases = []
+    for t in range(1, steps):
+        for jid, end in sorted(ends.items()):
+            if end <= t and s.queue.status(jid).phase is JobPhase.RUNNING:
+                s.pod_finished(pod(jid), t)
+        if t <= until:
+            s.submit(job(f"s{t + 7}", gpus=1, tenant="a", runtime=8, submitted_at=t), now=t)
+        r = s.step(t)
+        for jid in r.placed:
+            if jid != "big":
+                ends[jid] = t + 8.0
+        for v in r.victims:
+            for p in v.pods:
+                s.pod_evicted(p, t)
+                ends.pop(p.job, None)
+        phases.append(s.queue.status("big").phase.value)
+        check_invariants(s)
+    return phases
+
+
+@pytest.mark.parametrize("mode", ["isolated", "shared"])
+def test_best_effort_lets_a_tenants_small_jobs_starve_its_large_one(mode: str) -> None:
+    assert set(_own_stream("best-effort-fifo", mode)) == {"pending"}
+
+
+@pytest.mark.parametrize("mode", ["isolated", "shared"])
+def test_easy_backfill_holds_a_tenants_quota_for_its_large_job(mode: str) -> None:
+    phases = _own_stream(EasyBackfill(), mode)
+    assert "running" in phases, "the tenant's large job starved behind its own small jobs"
+    assert phases.index("running") <= 8  # when the small jobs running at its arrival end
+
+
+@pytest.mark.parametrize("mode", ["isolated", "shared"])
+def test_a_tenants_quota_head_preempts_its_backfilled_small_jobs_past_the_threshold(
+    mode: str,
+) -> None:
+    # the stream stops when the big job has waited 10 s: without preemption it would get its
+    # quota only when the last small job started by then ends (t=18)
+    phases = _own_stream(Backfill(threshold=10), mode, until=10)
+    assert "running" in phases
+    assert phases.index("running") + 1 <= 12, "the quota head did not preempt past its threshold"
