@@ -184,9 +184,15 @@ class Scheduler:
             self._tick(t, "cancel")
             return EventReport()
         held = self.queue.cancel(job_id)
-        ev = tuple(self._release(p, EvictionCause.CANCELLED) for p in held)
+        # release what is still bound and charged (a pod is both unless state was changed
+        # behind kant's back; cancelling must not fail half-way then)
+        released = tuple(p for p in held if self.cluster.has_pod(p))
+        ev = tuple(self._release(p, EvictionCause.CANCELLED) for p in released)
+        for p in held:
+            if p not in released and self.admitter.is_charged(p):
+                self.admitter.uncharge(p)
         self._tick(t, "cancel")
-        return EventReport(released=held, evictions=ev, finished=(job_id,))
+        return EventReport(released=released, evictions=ev, finished=(job_id,))
 
     def acknowledge(self, job_id: str) -> None:
         """The orchestrator has read what it needs of a FINISHED or FAILED job: release it from
@@ -352,7 +358,8 @@ class Scheduler:
 
     def _release(self, pod: PodId, cause: EvictionCause | None) -> Eviction:
         b = self.cluster.release(pod)
-        self.admitter.uncharge(pod)
+        if self.admitter.is_charged(pod):
+            self.admitter.uncharge(pod)
         return Eviction(pod=pod, node=b.node, cause=cause or EvictionCause.GANG_REQUEUED)
 
     def _release_job(
