@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import math
+import weakref
 from collections.abc import Sequence
 
 import attrs
@@ -96,7 +97,14 @@ class Scheduler:
         self._clock_by = ""  # the call that brought it
         self._lost_nodes: dict[str, NodeSpec] = {}  # node_lost and not recovered
         self._removal: EventReport | None = None  # what the last node removal released
-        cluster.on_remove(self._node_gone)
+        gone = weakref.WeakMethod(self._node_gone)  # the cluster must not keep us alive
+
+        def on_remove(node: str, lost: tuple[Binding, ...]) -> None:
+            handler = gone()
+            if handler is not None:
+                handler(node, lost)
+
+        cluster.on_remove(on_remove)
 
     # ----------------------------------------------------------------- time
 
