@@ -426,3 +426,12 @@ def test_a_tenants_quota_head_preempts_its_backfilled_small_jobs_past_the_thresh
     phases = _own_stream(Backfill(threshold=10), mode, until=10)
     assert "running" in phases
     assert phases.index("running") + 1 <= 12, "the quota head did not preempt past its threshold"
+
+
+def test_the_examples_of_the_reliability_docs_run() -> None:
+    import doctest
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "reliability.md"
+    res = doctest.testfile(str(doc), module_relative=False)
+    assert res.attempted > 0 and res.failed == 0
