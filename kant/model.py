@@ -464,6 +464,9 @@ class Role:
 
     ``gpu_models`` are the allowed GPU models (node pools); empty means any model.
     ``spread`` asks for pods on different nodes (inference availability).
+    ``max_per_node`` (None: no limit) is a hard cap on this role's pods on any one node,
+    counting the ones already running (an inference service's per-node instance limit, the
+    ``max_instance_per_node`` of Alibaba's DLRM trace); the Placer never exceeds it.
     """
 
     name: str = attrs.field(default="worker", validator=name(InvalidJobError))
@@ -494,6 +497,26 @@ class Role:
         validator=instance_of(InvalidJobError, TopologyWish, optional=True),
     )
     spread: bool = attrs.field(default=False, validator=instance_of(InvalidJobError, bool))
+    max_per_node: int | None = attrs.field(
+        default=None, validator=number(InvalidJobError, low=1, integer=True, optional=True)
+    )
+
+    def __attrs_post_init__(self) -> None:
+        wish = self.topology
+        cap = self.max_per_node
+        if (
+            cap is not None
+            and wish is not None
+            and wish.required
+            and wish.tier is Tier.NODE
+            and self.replicas > cap
+        ):
+            raise InvalidJobError(
+                "max_per_node",
+                cap,
+                f"a role that requires one node for its {self.replicas} replicas cannot "
+                f"allow only {cap} per node",
+            )
 
     @property
     def total_milli(self) -> int:

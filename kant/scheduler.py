@@ -354,6 +354,42 @@ class Scheduler:
         for a GPU index the node lacks."""
         self.cluster.set_gpu_health(node, gpu, True)
 
+    def nic_unhealthy(self, node: str, nic: int, now: float, *, evict: bool = True) -> EventReport:
+        """An RDMA NIC failed: nothing new lands on it; with ``evict`` the pods holding it are
+        treated as lost (a gang requeued whole, a pod-level job loses only those pods).
+        Raises UnknownNodeError, or InvalidNodeError for a NIC index the node lacks, before
+        anything changes."""
+        self.cluster.set_nic_health(node, nic, False)
+        if not evict:
+            return EventReport()
+        hit = [
+            self.cluster.binding(p)
+            for p in self.cluster.pods_on(node)
+            if nic in self.cluster.binding(p).nics
+        ]
+        return self._lost_bindings(hit, now, released_already=False)
+
+    def nic_healthy(self, node: str, nic: int) -> None:
+        """The NIC works again: it may be allocated. Raises UnknownNodeError, or
+        InvalidNodeError for a NIC index the node lacks."""
+        self.cluster.set_nic_health(node, nic, True)
+
+    def node_unhealthy(self, node: str, now: float, *, evict: bool = True) -> EventReport:
+        """The node as a whole is unhealthy (NotReady: kubelet, driver, network): it offers
+        nothing new but stays in the cluster; with ``evict`` every pod on it is treated as
+        lost (gangs requeued whole, pod-level jobs lose only the pods on it). Raises
+        UnknownNodeError before anything changes."""
+        self.cluster.set_node_health(node, False)
+        if not evict:
+            return EventReport()
+        hit = [self.cluster.binding(p) for p in self.cluster.pods_on(node)]
+        return self._lost_bindings(hit, now, released_already=False)
+
+    def node_healthy(self, node: str) -> None:
+        """The node is healthy again: its healthy devices may be allocated. Raises
+        UnknownNodeError."""
+        self.cluster.set_node_health(node, True)
+
     # ----------------------------------------------------------------- internals
 
     def _held(self, pod: PodId) -> Entry:

@@ -304,9 +304,74 @@ def inference(jobs: int = 2000, seed: int = 0, *, load: float = 0.9) -> Scenario
     )
 
 
+def inference_paper(
+    jobs: int | None = None,
+    seed: int = 0,
+    *,
+    load: float = 0.95,
+    size: str = "i2",
+    zone: bool = True,
+    host_resources: bool = True,
+    caps: bool = True,
+    traces: str | Path | None = None,
+) -> Scenario:
+    """The paper's inference experiment on real data (:mod:`kant.sim.inference_paper`):
+    DLRM services and large distributed inference jobs on a two-model cluster of real node
+    shapes, Helios tenant quotas; ``size`` in ``i7``, ``i2``, ``a10``; ``zone=False``
+    without the E-Spread inference zone; ``caps=False`` without the apps' per-node instance
+    caps; ``host_resources=False`` without their CPU and memory requests. Needs the shared
+    trace folder (``traces`` or ``$KANT_TRACES``). Backfill + E-Spread, one cycle per 30 s."""
+    from kant.sim.inference_paper import (
+        inference_paper_cluster,
+        inference_paper_workload,
+        pools_of,
+        quotas_for,
+        tenant_shares,
+    )
+    from kant.sim.traces import trace_dir
+
+    base = Path(traces) if traces is not None else trace_dir()
+    if base is None:
+        raise ValidationError(
+            "scenario", "inference-paper", "needs the shared trace folder: set $KANT_TRACES"
+        )
+    nodes = inference_paper_cluster(base, size, zone=zone)
+    shares = tenant_shares(base)
+    pools = pools_of(nodes)
+    work = inference_paper_workload(
+        base, nodes, shares, seed=seed, load=load, host_resources=host_resources, caps=caps
+    )
+    if jobs is not None:
+        work = work[:jobs]
+    gpus = sum(pools.values())
+    big = sum(1 for j in work if j.gang)
+    pool_text = ", ".join(f"{m} {g}" for m, g in pools.items())
+    return Scenario(
+        name="inference-paper",
+        description=(
+            f"{gpus}-GPU inference cluster {size} ({pool_text} GPUs, real node shapes), "
+            f"{len(shares)} Helios tenants; {len(work) - big:,} DLRM services (2 days of the "
+            f"Alibaba 2025 trace) + {big} 2 x 8-GPU gangs, peak load {load:g}"
+        ),
+        nodes=nodes,
+        jobs=tuple(work),
+        quotas=quotas_for(pools, shares),
+        config=SimConfig(
+            tick=30.0, grace_period=30.0, sample_interval=300.0, warmup=0.2, seed=seed
+        ),
+        default_policy=PolicySet(queueing="backfill", placement="espread"),
+        compare_sets=(
+            PolicySet(queueing="backfill", placement="espread"),
+            PolicySet(queueing="backfill", placement="ebinpack"),
+            PolicySet(queueing="backfill", placement="spread"),
+        ),
+    )
+
+
 SCENARIOS: Final[Mapping[str, Callable[..., Scenario]]] = {
     "paper-training": paper_training,
     "inference": inference,
+    "inference-paper": inference_paper,
 }
 
 
