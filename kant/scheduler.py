@@ -357,9 +357,11 @@ class Scheduler:
     def nic_unhealthy(self, node: str, nic: int, now: float, *, evict: bool = True) -> EventReport:
         """An RDMA NIC failed: nothing new lands on it; with ``evict`` the pods holding it are
         treated as lost (a gang requeued whole, a pod-level job loses only those pods).
-        Raises UnknownNodeError, or InvalidNodeError for a NIC index the node lacks, before
-        anything changes."""
+        Raises UnknownNodeError, InvalidNodeError for a NIC index the node lacks, or
+        InvalidTimeError, before anything changes."""
+        now = self._time(now, "nic_unhealthy")
         self.cluster.set_nic_health(node, nic, False)
+        self._tick(now, "nic_unhealthy")
         if not evict:
             return EventReport()
         hit = [
@@ -378,8 +380,10 @@ class Scheduler:
         """The node as a whole is unhealthy (NotReady: kubelet, driver, network): it offers
         nothing new but stays in the cluster; with ``evict`` every pod on it is treated as
         lost (gangs requeued whole, pod-level jobs lose only the pods on it). Raises
-        UnknownNodeError before anything changes."""
+        UnknownNodeError or InvalidTimeError before anything changes."""
+        now = self._time(now, "node_unhealthy")
         self.cluster.set_node_health(node, False)
+        self._tick(now, "node_unhealthy")
         if not evict:
             return EventReport()
         hit = [self.cluster.binding(p) for p in self.cluster.pods_on(node)]

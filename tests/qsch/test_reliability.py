@@ -107,6 +107,8 @@ def test_a_time_that_is_not_a_finite_number_is_refused_by_every_timed_call(bad: 
         lambda: s.confirm(pod("r"), bad),  # type: ignore[arg-type]
         lambda: s.cancel("r", bad),  # type: ignore[arg-type]
         lambda: s.gpu_unhealthy("lf0-n0", 0, bad),  # type: ignore[arg-type]
+        lambda: s.nic_unhealthy("lf0-n0", 0, bad),  # type: ignore[arg-type]
+        lambda: s.node_unhealthy("lf0-n0", bad),  # type: ignore[arg-type]
     ]
     for call in calls:
         with pytest.raises(Invalid, match="finite"):
