@@ -14,8 +14,9 @@ from kant.state import ClusterState
 
 @attrs.frozen(kw_only=True)
 class ApplyReport:
-    """What :func:`apply` did: jobs bound, jobs whose bindings no longer fitted the cluster
-    (left pending, no failure counted), victim pods marked terminating."""
+    """What :func:`apply` did: jobs bound, jobs ``stale`` (no longer current: changed since
+    the cycle, in backoff, or their bindings no longer fit the cluster or their tenant's
+    quota; left as they are, no failure counted), victim pods marked terminating."""
 
     bound: tuple[str, ...]
     stale: tuple[str, ...]
