@@ -227,7 +227,7 @@ class Queue:
             raise UnknownJobError(job_id) from None
 
     def get(self, job_id: str) -> Entry | None:
-        """The job's bookkeeping, or None for a job never submitted."""
+        """The job's bookkeeping, or None for a job never submitted or released from the books."""
         return self._entries.get(job_id)
 
     def entries(self) -> Iterator[Entry]:
@@ -236,11 +236,11 @@ class Queue:
 
     def status(self, job_id: str) -> JobStatus:
         """The job's :class:`JobStatus` now; raises :class:`~kant.errors.UnknownJobError` for a job
-        never submitted. O(pods held)."""
+        never submitted or released. O(pods held)."""
         return self.entry(job_id).view()
 
     def statuses(self) -> tuple[JobStatus, ...]:
-        """Every job ever submitted, in submission order (a value: compare two of them)."""
+        """Every job listed (not released), in submission order (a value: compare two of them)."""
         return tuple(e.view() for e in self._entries.values())
 
     def jobs(self, phase: JobPhase | None = None) -> Iterator[str]:
