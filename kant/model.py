@@ -765,3 +765,25 @@ class Victim:
     pods: tuple[PodId, ...]
     reason: VictimReason
     preemptor: str
+
+
+def _keywords_only(cls: type) -> None:
+    """Make positional arguments to ``cls`` (an attrs ``kw_only`` value class) a TypeError that
+    says how to call it, instead of Python's "takes 1 positional argument"."""
+    init: Any = cls.__dict__["__init__"]
+    fields = ", ".join(f"{a.name}=..." for a in attrs.fields(cls) if a.init)
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if args:
+            raise TypeError(
+                f"{cls.__name__} takes keyword arguments only: {cls.__name__}({fields}); "
+                f"got {len(args)} positional"
+            )
+        init(self, **kwargs)
+
+    __init__.__doc__ = init.__doc__
+    cls.__init__ = __init__  # type: ignore[misc]
+
+
+for _cls in (PodId,):
+    _keywords_only(_cls)

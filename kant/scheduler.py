@@ -4,6 +4,7 @@ orchestrator observed (the events), each event with its :class:`EventReport`."""
 from __future__ import annotations
 
 import enum
+import logging
 import math
 import weakref
 from collections.abc import Sequence
@@ -22,10 +23,12 @@ from kant.errors import (
     UnknownPodError,
     require,
 )
-from kant.model import Binding, Job, NodeSpec, PodId, finite_time
+from kant.model import Binding, Job, NodeSpec, PodId, Reason, finite_time
 from kant.preemption.policy import PreemptionPolicy
 from kant.queueing import Entry, JobPhase, Queue, as_policy
 from kant.state import ClusterState
+
+logger = logging.getLogger(__name__)
 
 
 class EvictionCause(enum.StrEnum):
@@ -57,6 +60,31 @@ class EventReport:
     requeued: tuple[str, ...] = ()
     failed: tuple[str, ...] = ()
     finished: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class StatusReport:
+    """One job as an orchestrator sees it (:meth:`Scheduler.status`).
+
+    ``phase`` and ``reason`` (why it waits: a typed :class:`~kant.model.Reason`, None once
+    running or done); ``bindings``: where its pods run now (sorted by pod); ``pods_waiting``:
+    pods still to place; ``submitted_at`` (what FIFO orders by), ``pending_since`` (when its
+    current wait began: its submission, or its last requeue) and ``started_at`` (when it last
+    started, None before); ``wait``: seconds it waited before it started, or, still waiting,
+    up to the ``now`` given to :meth:`Scheduler.status` (None without one); ``attempts``:
+    failed bindings or starts so far."""
+
+    job_id: str
+    phase: JobPhase
+    reason: Reason | None
+    bindings: tuple[Binding, ...]
+    pods_waiting: int
+    submitted_at: float
+    pending_since: float
+    started_at: float | None
+    wait: float | None
+    attempts: int
+    cancelled: bool
 
 
 class Scheduler:
@@ -150,6 +178,34 @@ class Scheduler:
         if t is not None:
             self._tick(t, "submit")
 
+    def status(self, job_id: str, now: float | None = None) -> StatusReport:
+        """Where job ``job_id`` is: its :class:`StatusReport` (``now`` measures the wait of a
+        job still waiting). Raises :class:`~kant.errors.UnknownJobError` for a job never
+        submitted. O(pods of the job)."""
+        e = self.queue.entry(job_id)
+        bound = tuple(
+            self.cluster.binding(p) for p in sorted(e.assigned) if self.cluster.has_pod(p)
+        )
+        if e.phase is JobPhase.PENDING:
+            wait = None if now is None else max(0.0, now - e.pending_since)
+        elif e.started_at is not None:
+            wait = max(0.0, e.started_at - e.pending_since)
+        else:
+            wait = None
+        return StatusReport(
+            job_id=e.id,
+            phase=e.phase,
+            reason=e.reason if e.schedulable else None,
+            bindings=bound,
+            pods_waiting=len(e.remaining()) if e.schedulable else 0,
+            submitted_at=e.job.submitted_at,
+            pending_since=e.pending_since,
+            started_at=e.started_at,
+            wait=wait,
+            attempts=e.attempts,
+            cancelled=e.cancelled,
+        )
+
     def schedule(self, now: float) -> CycleResult:
         """Run one cycle at ``now`` (:func:`kant.schedule_cycle`): a :class:`CycleResult` of
         decisions, with nothing applied yet. Raises InvalidTimeError for a ``now`` that is not
@@ -180,6 +236,10 @@ class Scheduler:
         """Schedule and apply in one call (for simulators and simple loops)."""
         result = self.schedule(now)
         self.apply(result, now)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("cycle at %g: %d pods bound, %d victims, %d jobs pending (%.1f ms)",
+                         now, len(result.bindings), len(result.victims), len(result.pending),
+                         result.stats.elapsed_ms)  # fmt: skip
         return result
 
     def cancel(self, job_id: str, now: float) -> EventReport:
@@ -194,6 +254,7 @@ class Scheduler:
         held = self.queue.cancel(job_id)
         # release what is still bound and charged (a pod is both unless state was changed
         # behind kant's back; cancelling must not fail half-way then)
+        logger.info("job %s cancelled; %d pods released", job_id, len(held))
         released = tuple(p for p in held if self.cluster.has_pod(p))
         ev = tuple(self._release(p, EvictionCause.CANCELLED) for p in released)
         for p in held:
@@ -229,6 +290,7 @@ class Scheduler:
         now = self._pod_time(e, pod, now, "binding_failed")
         self._tick(now, "binding_failed")
         msg = message or f"binding of {pod} failed"
+        logger.info("binding of %s failed at %g: %s", pod, now, msg)
         if self.queue.backoff.exhausted(e.attempts + 1) or e.job.gang:
             cause = (
                 EvictionCause.JOB_FAILED
@@ -294,6 +356,7 @@ class Scheduler:
         spec = self.cluster.node(node)
         rep = self._remove(node, t, "node_lost")
         self._lost_nodes[node] = spec
+        logger.warning("node %s lost at %g: %d pods were on it", node, t, len(rep.released))
         return rep
 
     def node_recovered(self, node: str, now: float) -> None:
@@ -340,6 +403,7 @@ class Scheduler:
         now = self._time(now, "gpu_unhealthy")
         self.cluster.set_gpu_health(node, gpu, False)
         self._tick(now, "gpu_unhealthy")
+        logger.warning("GPU %d of node %s unhealthy at %g", gpu, node, now)
         if not evict:
             return EventReport()
         hit = [
