@@ -66,7 +66,7 @@ def run(jobs: int, batch: int, every: int, history: int | None) -> dict[str, obj
                 flush=True,
             )
     tracemalloc.stop()
-    half = rows[len(rows) // 2]
+    half = rows[len(rows) // 2] if len(rows) > 2 else rows[0]
     last = rows[-1]
     per_job = (last["heap_mib"] - half["heap_mib"]) * 2**20 / (last["finished"] - half["finished"])
     return {
