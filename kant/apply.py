@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import attrs
 
-from kant.admission.quota import Admitter
+from kant.admission.quota import Admitter, QuotaLedger
 from kant.cycle import CycleResult
-from kant.errors import KantError
-from kant.model import Binding, PodId
+from kant.errors import KantError, ValidationError
+from kant.model import Binding, PodId, finite_time
 from kant.queueing import Queue
 from kant.state import ClusterState
 
 
 @attrs.frozen(kw_only=True)
 class ApplyReport:
-    """What :func:`apply` did: jobs bound, jobs whose bindings no longer fitted the cluster
-    (left pending, no failure counted), victim pods marked terminating."""
+    """What :func:`apply` did: jobs bound, jobs ``stale`` (no longer current: changed since
+    the cycle, in backoff, or their bindings no longer fit the cluster or their tenant's
+    quota; left as they are, no failure counted), victim pods marked terminating."""
 
     bound: tuple[str, ...]
     stale: tuple[str, ...]
@@ -32,8 +33,24 @@ def apply(
     """Record ``result``: assume its bindings (bind in ``cluster``, charge quota, jobs
     RUNNING), mark its victims terminating, keep its nominations, store pending reasons.
 
-    A job whose bindings no longer fit (the cluster changed since the cycle) is bound not at
-    all and stays pending; a job no longer waiting (cancelled meanwhile) is skipped."""
+    Only what is still current is applied: a job whose entry changed since the cycle (placed,
+    requeued, finished, cancelled or resubmitted: its incarnation in ``result.seen`` differs),
+    that is in backoff at ``now``, whose bindings no longer fit the cluster or whose tenant's
+    quota no longer admits them, is bound not at all and listed in ``stale`` (it stays as it
+    is, no failure counted). Victims, nominations and reasons of jobs no longer current are
+    skipped, so applying an old result again (an orchestrator retrying) changes nothing it
+    should not. Raises :class:`~kant.errors.ValidationError` for a ``result`` that is not a
+    :class:`~kant.cycle.CycleResult`, :class:`~kant.errors.InvalidTimeError` for a ``now``
+    that is not a finite number (nothing changed)."""
+    if not isinstance(result, CycleResult):
+        raise ValidationError("result", result, "must be a kant.cycle.CycleResult")
+    now = finite_time(now, "apply")
+    current = {
+        jid
+        for jid, inc in result.seen.items()
+        if (e := queue.get(jid)) is not None and (e.seq, e.version) == inc
+    }
+    ledger = admitter.ledger()
     bound: list[str] = []
     stale: list[str] = []
     # 1. Bindings, job by job: all of a job's bindings or none.
@@ -42,7 +59,14 @@ def apply(
         by_job.setdefault(b.pod.job, []).append(b)
     for jid, bs in by_job.items():
         e = queue.get(jid)
-        if e is None or not e.schedulable or not {b.pod for b in bs} <= set(e.remaining()):
+        if (
+            e is None
+            or jid not in current
+            or not e.schedulable
+            or now < e.backoff_until
+            or not {b.pod for b in bs} <= set(e.remaining())
+            or not _quota_admits(ledger, e.job.tenant, bs, cluster)
+        ):
             stale.append(jid)
             continue
         done: list[Binding] = []
@@ -63,7 +87,7 @@ def apply(
     terminating: list[PodId] = []
     for v in result.victims:
         ve = queue.get(v.job)
-        if ve is None:
+        if ve is None or v.job not in current or v.preemptor not in current:
             continue
         pods = [p for p in v.pods if p in ve.assigned and p not in ve.terminating]
         queue.mark_terminating(pods, v.preemptor)
@@ -72,12 +96,38 @@ def apply(
     placed = set(bound)
     for nom in result.nominations:
         pe = queue.get(nom.job)
-        if pe is not None and pe.schedulable and nom.job not in placed:
+        if pe is not None and nom.job in current and pe.schedulable and nom.job not in placed:
             queue.set_nomination(nom, nom.job)
     for jid in result.dropped_nominations:
-        if jid in queue and jid not in placed:
+        if jid in current and jid not in placed:
             queue.set_nomination(None, jid)
     # 4. Why the others wait.
     for jid, reason in result.pending.items():
-        queue.set_reason(jid, reason)
+        if jid in current:
+            queue.set_reason(jid, reason)
     return ApplyReport(bound=tuple(bound), stale=tuple(stale), terminating=tuple(terminating))
+
+
+def _quota_admits(
+    ledger: QuotaLedger, tenant: str, bindings: list[Binding], cluster: ClusterState
+) -> bool:
+    """Does the live quota still admit ``bindings`` of ``tenant`` (after what this apply already
+    charged)? Charges them on ``ledger`` if so; changes nothing if not."""
+    if ledger.table.unlimited:
+        return True
+    mark = ledger.mark()
+    for b in bindings:
+        milli = b.total_milli
+        if not milli:
+            continue
+        if b.node not in cluster:
+            ledger.rollback(mark)
+            return False
+        model = cluster.node(b.node).gpu_model
+        if model is None:
+            continue
+        if ledger.headroom(tenant, model) < milli:
+            ledger.rollback(mark)
+            return False
+        ledger.add(tenant, model, milli)
+    return True

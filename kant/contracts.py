@@ -144,6 +144,12 @@ class CycleContext(Protocol):
         """Would the job pass quota and readiness if the reserved devices were free?"""
         ...
 
+    def quota_start(self, job: CandidateView, *, default_runtime: float | None) -> float | None:
+        """The earliest time the running jobs' expected ends (as in :meth:`forecast`) give the
+        job's tenant quota enough for its remaining pods (``now`` if it has it already); None
+        when the known ends never do. Changes nothing."""
+        ...
+
 
 class PolicyRun(Protocol):
     """One cycle's worth of a queueing policy's state. The cycle walks the waiting jobs in

@@ -23,7 +23,13 @@ import attrs
 
 from kant.admission.holds import Holds
 from kant.admission.pools import Pools, restricted
-from kant.admission.quota import Admitter, QuotaDecision, admit_quota, admit_without_quotas
+from kant.admission.quota import (
+    Admitter,
+    QuotaDecision,
+    admit_quota,
+    admit_without_quotas,
+    quota_never_fits,
+)
 from kant.contracts import (
     Gate,
     PlacementLike,
@@ -32,7 +38,16 @@ from kant.contracts import (
     Reservation,
 )
 from kant.cycle_context import PolicyContext
-from kant.model import Binding, Job, PodId, Reason, ReasonCode, Victim
+from kant.model import (
+    CAPACITY_CODES,
+    Binding,
+    Job,
+    PodId,
+    Reason,
+    ReasonCode,
+    Victim,
+    finite_time,
+)
 from kant.preemption.candidates import VictimIndex
 from kant.preemption.policy import PreemptionPolicy
 from kant.preemption.preemptor import Preemption
@@ -65,7 +80,10 @@ class CycleResult:
     (whole gang jobs, single pods otherwise); ``nominations`` new this cycle;
     ``dropped_nominations`` preemptors whose nomination ends without placement (victims gone,
     still no fit); ``pending`` a reason for every job left with pods to place, in queue order;
-    ``reservation`` the queueing policy's reservation, if it made one.
+    ``reservation`` the queueing policy's reservation, if it made one; ``seen`` the
+    incarnation ``(submission sequence number, version)`` of every job the cycle considered or
+    chose as a victim, by which :func:`kant.apply.apply` tells a current entry from one that
+    changed since (a stale result applied again binds nothing no longer current).
     """
 
     now: float
@@ -76,6 +94,7 @@ class CycleResult:
     dropped_nominations: tuple[str, ...]
     pending: Mapping[str, Reason]
     reservation: Reservation | None
+    seen: Mapping[str, tuple[int, int]]
     stats: CycleStats = attrs.field(eq=False)
 
 
@@ -91,11 +110,13 @@ def schedule_cycle(
 ) -> CycleResult:
     """Run one scheduling cycle at time ``now`` under the queueing ``policy`` (an object or a
     registered name) and the ``preemption`` rules (default :class:`PreemptionPolicy()`), and
-    return what to do; changes nothing.
+    return what to do; changes nothing. Raises :class:`~kant.errors.InvalidTimeError` for a
+    ``now`` that is not a finite number.
 
     Cost: O(changed nodes) for the snapshot, O(1)-ish aggregate reads per waiting job, one
     placement per job that passes quota and readiness (failed shapes are remembered within
     the cycle), and the victim searches of the (few) jobs that preempt."""
+    now = finite_time(now, "schedule_cycle")
     pre = preemption if preemption is not None else PreemptionPolicy()
     cyc = _Cycle(cluster, queue, admitter, placer, now, as_policy(policy), pre)
     # 1. Snapshot the cluster; everything below is tentative and rolled back at the end.
@@ -217,7 +238,10 @@ class _Cycle:
             self._commit_placed(e, placed)
         if reason is None:
             return
-        # e. Not (fully) placed: explain, let the policy react, maybe preempt.
+        # e. Not (fully) placed: a job that could never fit says so (and blocks nobody);
+        #    otherwise explain, let the policy react, maybe preempt.
+        if not placed and reason.code in _NEVER_FIT_CANDIDATES:
+            reason = self._never_fits(e, role_models) or reason
         reason = self._explain(e, reason)
         self.pending[e.id] = reason
         may_backfill = self.run.failed(e, reason)
@@ -229,6 +253,11 @@ class _Cycle:
     def result(self) -> CycleResult:
         if self.pre.searches:
             self.step_ms["preemption (in walk)"] = self.pre.search_ms
+        seen = {e.id: (e.seq, e.version) for e in self.candidates}
+        for v in self.pre.victims:
+            ve = self.queue.get(v.job)
+            if ve is not None:
+                seen[v.job] = (ve.seq, ve.version)
         return CycleResult(
             now=self._now,
             bindings=tuple(self.bindings),
@@ -238,6 +267,7 @@ class _Cycle:
             dropped_nominations=tuple(self.dropped),
             pending=dict(self.pending),
             reservation=self.run.reservation(),
+            seen=seen,
             stats=CycleStats(
                 candidates=len(self.candidates),
                 placed_jobs=len(self.placed),
@@ -320,6 +350,14 @@ class _Cycle:
         if shape is not None:
             self.failed_shapes[shape] = reason
         return (), reason
+
+    def _never_fits(self, e: Entry, role_models: dict[str, tuple[str, ...]]) -> Reason | None:
+        """``UNSATISFIABLE`` when the job's remaining pods could never fit its pools even empty,
+        or never within its tenant's quota ceiling; else None."""
+        pods = e.remaining()
+        return self.pools.never_fits(e.job, pods, role_models) or quota_never_fits(
+            self.ledger.table, e.job, pods, role_models
+        )
 
     def _commit_placed(self, e: Entry, bindings: tuple[Binding, ...]) -> None:
         for b in bindings:
@@ -430,12 +468,22 @@ class _JobFacts:
             job.gang,
             job.kind,
             tuple(
-                (counts.get(r.name, 0), r.resources, dec.models.get(r.name), r.topology, r.spread)
+                (
+                    counts.get(r.name, 0),
+                    r.resources,
+                    dec.models.get(r.name),
+                    r.topology,
+                    r.spread,
+                    r.max_per_node,
+                )
                 for r in job.roles
             ),
         )
         f.shape = self.shapes.setdefault(shape, len(self.shapes))
         return f.shape
+
+
+_NEVER_FIT_CANDIDATES = CAPACITY_CODES | {ReasonCode.QUOTA_EXCEEDED}
 
 
 def _first_reason(unplaced: Mapping[PodId, Reason]) -> Reason | None:

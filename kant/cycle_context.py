@@ -12,7 +12,7 @@ from __future__ import annotations
 from kant.admission import forecast as fc
 from kant.admission.holds import Holds
 from kant.admission.pools import Pools
-from kant.admission.quota import QuotaDecision, QuotaLedger
+from kant.admission.quota import QuotaDecision, QuotaLedger, admit_quota
 from kant.contracts import CandidateView, PlaceFn, Reservation
 from kant.model import Binding, PodId
 from kant.queueing import Entry, Queue
@@ -66,6 +66,41 @@ class PolicyContext:
             self.queue.entry(job.id), ends, snap=self.snap, ledger=self.ledger,
             pools=self.pools, place=self.place,
         )  # fmt: skip
+
+    def quota_start(self, job: CandidateView, *, default_runtime: float | None) -> float | None:
+        """The earliest expected end (:func:`kant.admission.forecast.expected_ends`) after
+        which quota admits the job's remaining pods (every tenant's ends count: shared tenants
+        lend to each other); ``now`` if it already does; None if no known end does. O(running
+        pods x roles x models); changes nothing."""
+        e = self.queue.entry(job.id)
+        models, no_pool = self.pools.role_models(e.job)
+        if no_pool is not None:
+            return None
+        pods = e.remaining()
+        led = self.ledger
+
+        def admitted() -> bool:
+            dec = admit_quota(led, e.job, pods, models)
+            return dec.ok and (not e.job.gang or len(dec.pods) == len(pods))
+
+        if admitted():
+            return self._now
+        ends = fc.expected_ends(
+            self.queue.running(), self.placed, cluster=self.cluster, now=self._now,
+            default_runtime=default_runtime, victim_pods=self.victim_pods,
+        )  # fmt: skip
+        mark = led.mark()
+        try:
+            for t, _seq, bs in ends:
+                for b in bs:
+                    owner = self.queue.get(b.pod.job)
+                    if owner is not None:
+                        led.add(owner.job.tenant, self.pools.model_of(b), -b.total_milli)
+                if admitted():
+                    return t
+            return None
+        finally:
+            led.rollback(mark)
 
     def reserve(self, reservation: Reservation) -> None:
         """Hold the reservation's free devices for the rest of the cycle."""

@@ -105,6 +105,14 @@ class InvalidClusterFileError(ValidationError):
     what = "cluster file"
 
 
+class InvalidTimeError(ValidationError):
+    """A time given to the scheduler is not a finite number, or runs backwards: earlier than
+    the last time the scheduler saw, or (for a pod event) earlier than the pod's binding.
+    The message names both times; nothing is changed."""
+
+    what = "time"
+
+
 class InvalidTraceError(ValidationError):
     """A trace row is malformed; ``where`` is ``file:line``."""
 

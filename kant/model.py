@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import math
+import numbers
 from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
@@ -22,6 +23,7 @@ from kant.errors import (
     InvalidJobError,
     InvalidNodeError,
     InvalidResourcesError,
+    InvalidTimeError,
     UnknownPolicyError,
     ValidationError,
 )
@@ -33,6 +35,19 @@ MAX_GPUS_PER_NODE = 64
 """GPU occupancy is kept as a 64-bit mask per node."""
 
 MAX_NICS_PER_NODE = 64
+
+MAX_PODS_PER_JOB = 1 << 17
+"""Most pods one job may have over all its roles (131,072: a million GPUs in 8-GPU pods, more
+than any cluster kant targets holds). A job's first cycle costs O(its pods), so a larger one
+is refused at construction (:class:`~kant.errors.InvalidJobError`) rather than stall the
+scheduler."""
+
+MAX_CPU_MILLI = 1 << 40
+"""Most CPU milli one node offers or one pod asks (about 10**9 cores): far above any machine,
+and small enough that sums over a million nodes stay within the 64-bit columns."""
+
+MAX_MEMORY_MIB = 1 << 40
+"""Most memory (MiB) one node offers or one pod asks (1 EiB), for the same reason."""
 
 
 # --------------------------------------------------------------------------- enums
@@ -99,6 +114,11 @@ class ReasonCode(enum.StrEnum):
     """Capacity exists but not within the required topology tier."""
     NO_POOL = "no_pool"
     """No node of an allowed GPU model exists (unresolvable: preemption will not help)."""
+    UNSATISFIABLE = "unsatisfiable"
+    """The job could never fit, even with every node of its pools empty and healthy: more GPUs
+    than its pools (or its required topology domain, or one node) hold, or more than its
+    tenant's quota ceiling. It waits (the cluster may grow) but never blocks the queue, never
+    becomes a Backfill or EASY head and never preempts."""
     BLOCKED = "blocked"
     """Strict FIFO: a job ahead of it is blocked."""
     RESERVED = "reserved"
@@ -141,6 +161,20 @@ class Reason:
 
 
 # --------------------------------------------------------------------------- validators
+
+
+def finite_time(now: object, call: str) -> float:
+    """``now`` as a float if it is a finite real number (bools refused), else
+    :class:`~kant.errors.InvalidTimeError` naming ``call``. Every timestamp kant stores passes
+    through this (or :meth:`kant.scheduler.Scheduler` 's clock, which also refuses a time
+    earlier than the last one seen)."""
+    if isinstance(now, bool) or not isinstance(now, numbers.Real):
+        raise InvalidTimeError("now", now, f"{call}: must be a finite number of seconds")
+    t = float(now)
+    if not math.isfinite(t):
+        raise InvalidTimeError("now", now, f"{call}: must be a finite number of seconds")
+    return t
+
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 """An attrs field validator: ``check(instance, attribute, value)``, raising on a bad value."""
@@ -336,6 +370,11 @@ def opt_pos_int(err: type[ValidationError]) -> Validator:
     return number(err, low=1, integer=True, optional=True)
 
 
+def _upto(err: type[ValidationError], cap: int) -> Validator:
+    """An int in [0, cap] (a CPU or memory amount), else ``err``."""
+    return number(err, low=0, high=cap, high_inclusive=True, integer=True)
+
+
 # --------------------------------------------------------------------------- resources
 
 
@@ -352,10 +391,12 @@ class Resources:
         default=0, validator=number(InvalidResourcesError, low=0, integer=True)
     )
     cpu_milli: int = attrs.field(
-        default=0, validator=number(InvalidResourcesError, low=0, integer=True)
+        default=0,
+        validator=_upto(InvalidResourcesError, MAX_CPU_MILLI),
     )
     memory_mib: int = attrs.field(
-        default=0, validator=number(InvalidResourcesError, low=0, integer=True)
+        default=0,
+        validator=_upto(InvalidResourcesError, MAX_MEMORY_MIB),
     )
     rdma_nics: int = attrs.field(
         default=0, validator=number(InvalidResourcesError, low=0, integer=True)
@@ -429,7 +470,12 @@ class Role:
     """
 
     name: str = attrs.field(default="worker", validator=name(InvalidJobError))
-    replicas: int = attrs.field(default=1, validator=number(InvalidJobError, low=1, integer=True))
+    replicas: int = attrs.field(
+        default=1,
+        validator=number(
+            InvalidJobError, low=1, high=MAX_PODS_PER_JOB, high_inclusive=True, integer=True
+        ),
+    )
     resources: Resources = attrs.field(
         factory=Resources,
         validator=instance_of(InvalidJobError, Resources),
@@ -550,6 +596,13 @@ class Job:
         ),
     )
 
+    def __attrs_post_init__(self) -> None:
+        n = sum(r.replicas for r in self.roles)
+        if n > MAX_PODS_PER_JOB:
+            raise InvalidJobError(
+                "roles", f"{n} pods", f"a job has at most {MAX_PODS_PER_JOB} pods"
+            )
+
     @property
     def num_pods(self) -> int:
         """Number of pods over all roles. O(roles)."""
@@ -609,9 +662,13 @@ class NodeSpec:
     name: str = attrs.field(validator=name(InvalidNodeError))
     gpu_model: str | None = attrs.field(default=None, validator=_opt_node_name)
     gpus: int = attrs.field(default=0, validator=number(InvalidNodeError, low=0, integer=True))
-    cpu_milli: int = attrs.field(default=0, validator=number(InvalidNodeError, low=0, integer=True))
+    cpu_milli: int = attrs.field(
+        default=0,
+        validator=_upto(InvalidNodeError, MAX_CPU_MILLI),
+    )
     memory_mib: int = attrs.field(
-        default=0, validator=number(InvalidNodeError, low=0, integer=True)
+        default=0,
+        validator=_upto(InvalidNodeError, MAX_MEMORY_MIB),
     )
     rdma_nics: int = attrs.field(default=0, validator=number(InvalidNodeError, low=0, integer=True))
     template: str | None = attrs.field(default=None, validator=_opt_node_name)
@@ -678,10 +735,12 @@ class Binding:
         validator=satisfies(InvalidBindingError, _gpu_ids_ok, "must be distinct ints in 0..63"),
     )
     cpu_milli: int = attrs.field(
-        default=0, validator=number(InvalidBindingError, low=0, integer=True)
+        default=0,
+        validator=_upto(InvalidBindingError, MAX_CPU_MILLI),
     )
     memory_mib: int = attrs.field(
-        default=0, validator=number(InvalidBindingError, low=0, integer=True)
+        default=0,
+        validator=_upto(InvalidBindingError, MAX_MEMORY_MIB),
     )
 
     def __attrs_post_init__(self) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import enum
 import logging
+import math
+import weakref
 from collections.abc import Sequence
 
 import attrs
@@ -13,8 +15,15 @@ from kant.admission.quota import Admitter
 from kant.apply import ApplyReport, apply
 from kant.contracts import PlacerLike, QueueingPolicy
 from kant.cycle import DEFAULT_POLICY, CycleResult, schedule_cycle
-from kant.errors import InvalidConfigError, UnknownPodError, require
-from kant.model import Binding, Job, PodId, Reason
+from kant.errors import (
+    InvalidConfigError,
+    InvalidJobError,
+    InvalidTimeError,
+    UnknownNodeError,
+    UnknownPodError,
+    require,
+)
+from kant.model import Binding, Job, NodeSpec, PodId, Reason, finite_time
 from kant.preemption.policy import PreemptionPolicy
 from kant.queueing import Entry, JobPhase, Queue, as_policy
 from kant.state import ClusterState
@@ -112,13 +121,62 @@ class Scheduler:
             self.placer: PlacerLike = Placer()
         else:
             self.placer = placer
+        self._clock = -math.inf  # the last time seen (time never runs backwards)
+        self._clock_by = ""  # the call that brought it
+        self._lost_nodes: dict[str, NodeSpec] = {}  # node_lost and not recovered
+        self._removal: EventReport | None = None  # what the last node removal released
+        gone = weakref.WeakMethod(self._node_gone)  # the cluster must not keep us alive
+
+        def on_remove(node: str, lost: tuple[Binding, ...]) -> None:
+            handler = gone()
+            if handler is not None:
+                handler(node, lost)
+
+        cluster.on_remove(on_remove)
+
+    # ----------------------------------------------------------------- time
+
+    @property
+    def clock(self) -> float:
+        """The last time the scheduler saw (``-inf`` before the first timed call). Every
+        timed call must give a finite time not earlier than this (:meth:`_time`)."""
+        return self._clock
+
+    def _time(self, now: object, call: str) -> float:
+        """``now`` as a float, or :class:`~kant.errors.InvalidTimeError` (naming both times)
+        if it is not a finite number or earlier than :attr:`clock`. Changes nothing."""
+        t = finite_time(now, call)
+        if t < self._clock:
+            raise InvalidTimeError(
+                "now", now,
+                f"{call} at {t:g} is before {self._clock:g}, the time of the last call "
+                f"({self._clock_by}); time cannot run backwards",
+            )  # fmt: skip
+        return t
+
+    def _tick(self, t: float, call: str) -> None:
+        self._clock = t
+        self._clock_by = call
+
+    def _pod_time(self, e: Entry, pod: PodId, now: object, call: str) -> float:
+        t = finite_time(now, call)
+        bound = e.assigned[pod]
+        if t < bound:
+            raise InvalidTimeError(
+                "now", now, f"{call} of {pod} at {t:g} is before it was bound, at {bound:g}"
+            )
+        return self._time(t, call)
 
     # ----------------------------------------------------------------- jobs and cycles
 
     def submit(self, job: Job, now: float | None = None) -> None:
         """Queue a job (see :meth:`kant.queueing.Queue.submit`: raises DuplicateError or
-        InvalidJobError, changing nothing); returns None."""
-        self.queue.submit(job, now)
+        InvalidJobError, or InvalidTimeError for a ``now`` that is not finite or runs
+        backwards, changing nothing); returns None."""
+        t = None if now is None else self._time(now, "submit")
+        self.queue.submit(job, t)
+        if t is not None:
+            self._tick(t, "submit")
 
     def status(self, job_id: str, now: float | None = None) -> StatusReport:
         """Where job ``job_id`` is: its :class:`StatusReport` (``now`` measures the wait of a
@@ -150,16 +208,29 @@ class Scheduler:
 
     def schedule(self, now: float) -> CycleResult:
         """Run one cycle at ``now`` (:func:`kant.schedule_cycle`): a :class:`CycleResult` of
-        decisions, with nothing applied yet."""
-        return schedule_cycle(
-            self.cluster, self.queue, self.admitter, self.placer, now,
+        decisions, with nothing applied yet. Raises InvalidTimeError for a ``now`` that is not
+        finite or runs backwards."""
+        t = self._time(now, "schedule")
+        result = schedule_cycle(
+            self.cluster, self.queue, self.admitter, self.placer, t,
             policy=self.policy, preemption=self.preemption,
         )  # fmt: skip
+        self._tick(t, "schedule")
+        return result
 
     def apply(self, result: CycleResult, now: float) -> ApplyReport:
         """Apply a cycle's result at ``now`` (:func:`kant.apply`): bind, charge and mark what it
-        decided; returns the :class:`ApplyReport`."""
-        return apply(result, self.cluster, self.queue, self.admitter, now)
+        decided and is still current; returns the :class:`ApplyReport`. Raises
+        InvalidTimeError for a ``now`` that is not finite, runs backwards or is before the
+        result's own time; ValidationError for a result that is not a CycleResult."""
+        t = self._time(now, "apply")
+        if isinstance(result, CycleResult) and t < result.now:
+            raise InvalidTimeError(
+                "now", now, f"apply at {t:g} is before the cycle's own time, {result.now:g}"
+            )
+        rep = apply(result, self.cluster, self.queue, self.admitter, t)
+        self._tick(t, "apply")
+        return rep
 
     def step(self, now: float) -> CycleResult:
         """Schedule and apply in one call (for simulators and simple loops)."""
@@ -173,26 +244,51 @@ class Scheduler:
 
     def cancel(self, job_id: str, now: float) -> EventReport:
         """Cancel a job: it is FINISHED (cancelled); the pods it held are released and
-        reported for eviction."""
-        del now
+        reported for eviction. Cancelling a job already FINISHED or FAILED changes nothing and
+        reports nothing. Raises UnknownJobError, or InvalidTimeError."""
+        t = self._time(now, "cancel")
+        e = self.queue.entry(job_id)
+        if e.phase in (JobPhase.FINISHED, JobPhase.FAILED):
+            self._tick(t, "cancel")
+            return EventReport()
         held = self.queue.cancel(job_id)
+        # release what is still bound and charged (a pod is both unless state was changed
+        # behind kant's back; cancelling must not fail half-way then)
         logger.info("job %s cancelled; %d pods released", job_id, len(held))
-        ev = tuple(self._release(p, EvictionCause.CANCELLED) for p in held)
-        return EventReport(released=held, evictions=ev, finished=(job_id,))
+        released = tuple(p for p in held if self.cluster.has_pod(p))
+        ev = tuple(self._release(p, EvictionCause.CANCELLED) for p in released)
+        for p in held:
+            if p not in released and self.admitter.is_charged(p):
+                self.admitter.uncharge(p)
+        self._tick(t, "cancel")
+        return EventReport(released=released, evictions=ev, finished=(job_id,))
+
+    def acknowledge(self, job_id: str) -> None:
+        """The orchestrator has read what it needs of a FINISHED or FAILED job: release it from
+        the books now (:meth:`kant.queueing.Queue.forget`; otherwise it stays listed while it
+        is among the queue's ``history`` most recently ended jobs). Raises UnknownJobError, or
+        InvalidJobError for a job still pending or running (nothing changes)."""
+        self.queue.forget(job_id)
 
     # ----------------------------------------------------------------- orchestrator events
 
     def confirm(self, pod: PodId, now: float) -> None:
-        """The pod really started on its binding."""
-        del now
+        """The pod really started on its binding. Raises UnknownPodError for a pod that holds
+        nothing, InvalidTimeError for a time before its binding."""
+        e = self._held(pod)
+        t = self._pod_time(e, pod, now, "confirm")
         self.queue.mark_confirmed(pod)
+        self._tick(t, "confirm")
 
     def binding_failed(self, pod: PodId, now: float, message: str = "") -> EventReport:
         """The pod could not be bound or started. Its resources are released and the job is
         requeued with backoff (a gang whole: its other pods are released and evicted; a
         pod-level job only that pod). Past the retry limit the job is FAILED and everything
-        it holds is released."""
+        it holds is released. Raises UnknownPodError, or InvalidTimeError for a time that is
+        not finite or is before the pod's binding."""
         e = self._held(pod)
+        now = self._pod_time(e, pod, now, "binding_failed")
+        self._tick(now, "binding_failed")
         msg = message or f"binding of {pod} failed"
         logger.info("binding of %s failed at %g: %s", pod, now, msg)
         if self.queue.backoff.exhausted(e.attempts + 1) or e.job.gang:
@@ -213,8 +309,11 @@ class Scheduler:
         return EventReport(released=(pod,), requeued=(e.id,))
 
     def pod_finished(self, pod: PodId, now: float) -> EventReport:
-        """The pod completed. Its quota is uncharged; the job finishes with its last pod."""
+        """The pod completed. Its quota is uncharged; the job finishes with its last pod.
+        Raises UnknownPodError, or InvalidTimeError for a time before the pod's binding."""
         e = self._held(pod)
+        now = self._pod_time(e, pod, now, "pod_finished")
+        self._tick(now, "pod_finished")
         self._release(pod, None)
         self.queue.forget_pods(e.id, [pod], now, finished=True)
         done = (e.id,) if e.phase is JobPhase.FINISHED else ()
@@ -223,19 +322,87 @@ class Scheduler:
     def pod_evicted(self, pod: PodId, now: float) -> EventReport:
         """The pod was stopped (a victim going away, or killed for any other reason). A victim
         gang is requeued when its last pod is gone; any other gang is requeued whole at once
-        (its other pods evicted); a pod-level pod just waits to be placed again."""
-        return self._lost(self._held(pod), [self.cluster.binding(pod)], now, release=True)
+        (its other pods evicted); a pod-level pod just waits to be placed again. Raises
+        UnknownPodError, or InvalidTimeError for a time before the pod's binding."""
+        e = self._held(pod)
+        now = self._pod_time(e, pod, now, "pod_evicted")
+        self._tick(now, "pod_evicted")
+        return self._lost(e, [self.cluster.binding(pod)], now, release=True)
+
+    # ----------------------------------------------------------------- the node lifecycle
+
+    def node_added(self, spec: NodeSpec, now: float) -> None:
+        """A new node joined the cluster (healthy, empty). Raises InvalidNodeError for a
+        malformed spec, DuplicateError for a name already present, InvalidTimeError; nothing
+        changes then. A node that was lost and comes back is :meth:`node_recovered`."""
+        t = self._time(now, "node_added")
+        self.cluster.add_node(spec)
+        self._lost_nodes.pop(spec.name, None)
+        self._tick(t, "node_added")
+
+    def node_removed(self, node: str, now: float) -> EventReport:
+        """The node was decommissioned: it is removed, its pods released (quota uncharged) and
+        their jobs requeued (gangs whole). Raises UnknownNodeError or InvalidTimeError."""
+        t = self._time(now, "node_removed")
+        rep = self._remove(node, t, "node_removed")
+        self._lost_nodes.pop(node, None)
+        return rep
 
     def node_lost(self, node: str, now: float) -> EventReport:
-        """The node is gone: it is removed, and its pods' jobs are requeued (gangs whole)."""
-        lost = self.cluster.remove_node(node)
-        logger.warning("node %s lost at %g: %d pods were on it", node, now, len(lost))
-        return self._lost_bindings(lost, now, released_already=True)
+        """The node is gone (failed, unreachable): it is removed, and its pods' jobs are
+        requeued (gangs whole). Its spec is remembered for :meth:`node_recovered`. Raises
+        UnknownNodeError or InvalidTimeError."""
+        t = self._time(now, "node_lost")
+        spec = self.cluster.node(node)
+        rep = self._remove(node, t, "node_lost")
+        self._lost_nodes[node] = spec
+        logger.warning("node %s lost at %g: %d pods were on it", node, t, len(rep.released))
+        return rep
+
+    def node_recovered(self, node: str, now: float) -> None:
+        """A node reported :meth:`node_lost` is back, healthy and empty, as it was. Raises
+        UnknownNodeError for a node that is not lost (never lost, removed, or already back),
+        InvalidTimeError; nothing changes then."""
+        t = self._time(now, "node_recovered")
+        spec = self._lost_nodes.get(node)
+        if spec is None or node in self.cluster:
+            raise UnknownNodeError(f"{node} (not lost)")
+        self.cluster.add_node(spec)
+        del self._lost_nodes[node]
+        self._tick(t, "node_recovered")
+
+    def lost_nodes(self) -> tuple[str, ...]:
+        """Nodes reported lost and not back (recovered, or re-added through any door) nor
+        removed since, sorted."""
+        return tuple(sorted(n for n in self._lost_nodes if n not in self.cluster))
+
+    def _remove(self, node: str, t: float, call: str) -> EventReport:
+        self.cluster.node(node)  # UnknownNodeError before anything changes
+        self._tick(t, call)
+        self._removal = None
+        self.cluster.remove_node(node)  # _node_gone releases and requeues
+        rep = self._removal
+        self._removal = None
+        return rep if rep is not None else EventReport()
+
+    def _node_gone(self, node: str, lost: tuple[Binding, ...]) -> None:
+        """Listener of every :meth:`ClusterState.remove_node`, whichever door it came
+        through: the pods on the node lose their quota charges and their jobs are requeued
+        (gangs whole) at the last time seen; the report is kept for the facade call that
+        removed it."""
+        del node
+        now = self._clock if math.isfinite(self._clock) else 0.0
+        self._removal = self._lost_bindings(lost, now, released_already=True)
+
+    # ----------------------------------------------------------------- device health
 
     def gpu_unhealthy(self, node: str, gpu: int, now: float, *, evict: bool = True) -> EventReport:
         """A GPU failed: nothing new lands on it; with ``evict`` the pods holding it are
-        treated as lost (requeued, gangs whole)."""
+        treated as lost (requeued, gangs whole). Raises UnknownNodeError, InvalidNodeError
+        for a GPU index the node lacks, or InvalidTimeError."""
+        now = self._time(now, "gpu_unhealthy")
         self.cluster.set_gpu_health(node, gpu, False)
+        self._tick(now, "gpu_unhealthy")
         logger.warning("GPU %d of node %s unhealthy at %g", gpu, node, now)
         if not evict:
             return EventReport()
@@ -254,9 +421,11 @@ class Scheduler:
     def nic_unhealthy(self, node: str, nic: int, now: float, *, evict: bool = True) -> EventReport:
         """An RDMA NIC failed: nothing new lands on it; with ``evict`` the pods holding it are
         treated as lost (a gang requeued whole, a pod-level job loses only those pods).
-        Raises UnknownNodeError, or InvalidNodeError for a NIC index the node lacks, before
-        anything changes."""
+        Raises UnknownNodeError, InvalidNodeError for a NIC index the node lacks, or
+        InvalidTimeError, before anything changes."""
+        now = self._time(now, "nic_unhealthy")
         self.cluster.set_nic_health(node, nic, False)
+        self._tick(now, "nic_unhealthy")
         if not evict:
             return EventReport()
         hit = [
@@ -275,8 +444,10 @@ class Scheduler:
         """The node as a whole is unhealthy (NotReady: kubelet, driver, network): it offers
         nothing new but stays in the cluster; with ``evict`` every pod on it is treated as
         lost (gangs requeued whole, pod-level jobs lose only the pods on it). Raises
-        UnknownNodeError before anything changes."""
+        UnknownNodeError or InvalidTimeError before anything changes."""
+        now = self._time(now, "node_unhealthy")
         self.cluster.set_node_health(node, False)
+        self._tick(now, "node_unhealthy")
         if not evict:
             return EventReport()
         hit = [self.cluster.binding(p) for p in self.cluster.pods_on(node)]
@@ -290,6 +461,8 @@ class Scheduler:
     # ----------------------------------------------------------------- internals
 
     def _held(self, pod: PodId) -> Entry:
+        if not isinstance(pod, PodId):
+            raise InvalidJobError("pod", pod, "must be a kant.model.PodId")
         e = self.queue.get(pod.job)
         if e is None or pod not in e.assigned:
             raise UnknownPodError(pod)
@@ -297,7 +470,8 @@ class Scheduler:
 
     def _release(self, pod: PodId, cause: EvictionCause | None) -> Eviction:
         b = self.cluster.release(pod)
-        self.admitter.uncharge(pod)
+        if self.admitter.is_charged(pod):
+            self.admitter.uncharge(pod)
         return Eviction(pod=pod, node=b.node, cause=cause or EvictionCause.GANG_REQUEUED)
 
     def _release_job(
@@ -331,7 +505,8 @@ class Scheduler:
                 continue
             if released_already:
                 for b in by_job[jid]:
-                    self.admitter.uncharge(b.pod)
+                    if self.admitter.is_charged(b.pod):
+                        self.admitter.uncharge(b.pod)
             reports.append(self._lost(e, by_job[jid], now, release=not released_already))
         return _merge(reports)
 
@@ -371,6 +546,8 @@ class Scheduler:
             owner = self.queue.get(b.pod.job)
             if owner is not None:
                 require(b.pod in owner.assigned, f"Scheduler: {b.pod} bound but not assigned")
+        for p in self.admitter.charged():
+            require(self.cluster.has_pod(p), f"Scheduler: {p} charged but not bound")
 
 
 def _merge(reports: Sequence[EventReport]) -> EventReport:

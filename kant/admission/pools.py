@@ -7,12 +7,14 @@ pools) plus the aggregate reads of :func:`kant.admission.readiness.readiness`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import attrs
 
 from kant.admission.holds import slot_or_none
 from kant.admission.quota import QuotaDecision
-from kant.admission.readiness import PoolFacts, readiness
-from kant.model import Binding, Job, Reason, ReasonCode
+from kant.admission.readiness import PoolFacts, never_fits, readiness
+from kant.model import Binding, Job, PodId, Reason, ReasonCode
 from kant.state import ClusterState, Snapshot
 
 
@@ -61,6 +63,18 @@ class Pools:
             counts[p.role] = counts.get(p.role, 0) + 1
         pools = {r: tuple(self.models[m] for m in ms) for r, ms in dec.models.items()}
         return readiness(self.facts, job, counts, pools)
+
+    def never_fits(
+        self, job: Job, pods: Sequence[PodId], role_models: Mapping[str, tuple[str, ...]]
+    ) -> Reason | None:
+        """``UNSATISFIABLE`` if ``pods`` of ``job`` could never fit the live pools of
+        ``role_models`` (:meth:`role_models`) even when empty and healthy
+        (:func:`kant.admission.readiness.never_fits`), else None."""
+        counts: dict[str, int] = {}
+        for p in pods:
+            counts[p.role] = counts.get(p.role, 0) + 1
+        pools = {r: tuple(self.models[m] for m in ms) for r, ms in role_models.items()}
+        return never_fits(self.facts, job, counts, pools)
 
     def model_of(self, b: Binding) -> str:
         """The GPU model of the node ``b`` is on ("" for a node not on the snapshot)."""

@@ -379,6 +379,41 @@ def admit_without_quotas(
     return QuotaDecision(ok=True, pods=tuple(admitted), models=models_out, within_nominal=within)
 
 
+def quota_never_fits(
+    table: QuotaTable,
+    job: Job,
+    pods: Sequence[PodId],
+    role_models: Mapping[str, tuple[str, ...]],
+) -> Reason | None:
+    """``UNSATISFIABLE`` when ``pods`` of ``job`` exceed its tenant's quota ceiling
+    (:meth:`QuotaTable.ceiling`: nominal for an isolated tenant, nominal + borrowing limit for
+    a shared one) on every GPU model a role may use, even with the tenant using nothing: a gang
+    role all its pods, a pod-level role one pod. Else None. O(roles x models)."""
+    if table.unlimited:
+        return None
+    counts: dict[str, int] = {}
+    for p in pods:
+        counts[p.role] = counts.get(p.role, 0) + 1
+    for role in job.roles:
+        n = counts.get(role.name, 0)
+        allowed = role_models.get(role.name, ())
+        per_pod = role.resources.total_milli
+        if not n or not allowed or not per_pod:
+            continue
+        demand = per_pod * (n if job.gang else 1)
+        best = max(table.ceiling(job.tenant, m) for m in allowed)
+        if demand > best:
+            return Reason(
+                code=ReasonCode.UNSATISFIABLE,
+                message=(
+                    f"can never fit: tenant {job.tenant!r} needs {_gpus(demand)} GPUs of "
+                    f"{'|'.join(allowed)} for role {role.name!r}; its quota allows at most "
+                    f"{_gpus(best)}"
+                ),
+            )
+    return None
+
+
 def _floor_div(a: float, b: int) -> int:
     if a == INF:
         return 1 << 40
@@ -451,6 +486,10 @@ class Admitter:
                 self._usage[k] = left
             else:
                 del self._usage[k]
+
+    def charged(self) -> list[PodId]:
+        """Every pod charged now (a sorted copy). O(pods log pods)."""
+        return sorted(self._by_pod)
 
     def is_charged(self, pod: PodId) -> bool:
         """Is ``pod`` charged to a tenant? O(1)."""

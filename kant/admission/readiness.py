@@ -21,6 +21,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from kant.model import MAX_GPUS_PER_NODE, MILLI, Job, Reason, ReasonCode, Role, Tier
 from kant.state import Snapshot
 
@@ -39,6 +41,7 @@ class PoolFacts:
         self.snap = snap
         self._max_gpus: dict[int, int] = {}
         self._tier_max: dict[str, int] = {}
+        self._tier_total: dict[tuple[str, tuple[int, ...]], int] = {}
 
     def max_gpus(self, pool: int) -> int:
         """Most GPUs on one node of pool ``pool`` (0: the pool has no node); computed once per
@@ -53,6 +56,31 @@ class PoolFacts:
     def live(self, pool: int) -> bool:
         """Does pool ``pool`` have a node with GPUs? Same cost as :meth:`max_gpus`."""
         return self.max_gpus(pool) > 0
+
+    def pool_total(self, pool: int) -> int:
+        """GPUs on all nodes of pool ``pool``, allocated, unhealthy or not (cached per cycle)."""
+        key = -1 - pool
+        v = self._max_gpus.get(key)
+        if v is None:
+            v = int(self.snap.cols.gpus[self.snap.members("pool", pool)].sum())
+            self._max_gpus[key] = v
+        return v
+
+    def tier_max_total(self, level: str, pools: Sequence[int]) -> int:
+        """Most GPUs of ``pools`` in one group at ``level``, all nodes counted (cached)."""
+        key = (level, tuple(pools))
+        v = self._tier_total.get(key)
+        if v is None:
+            parts = [self.snap.members("pool", p) for p in pools]
+            slots = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            ids = getattr(self.snap.cols, f"{level}_id")[slots]
+            ok = ids >= 0
+            if ok.any():
+                v = int(np.bincount(ids[ok], weights=self.snap.cols.gpus[slots][ok]).max())
+            else:
+                v = 0
+            self._tier_total[key] = v
+        return v
 
     def tier_max_free(self, level: str) -> int:
         """Largest free-GPU count of one group at ``level`` (recomputed each call: it changes
@@ -180,4 +208,52 @@ def _joint_ready(
     return None
 
 
-__all__ = ["PoolFacts", "readiness"]
+def never_fits(
+    facts: PoolFacts,
+    job: Job,
+    counts: Mapping[str, int],
+    role_pools: Mapping[str, Sequence[int]],
+) -> Reason | None:
+    """``UNSATISFIABLE`` if the pods ``counts`` of ``job`` could not be placed even on empty,
+    healthy pools ``role_pools`` (a gang all its pods, a pod-level job one pod of each role):
+    one pod needs more GPUs than any node has, or a role more than its pools hold, or a
+    required topology tier more than any one domain of that tier holds. Else None. Static
+    capacity only (cached per cycle): O(roles x pools)."""
+    for role in job.roles:
+        n = counts.get(role.name, 0)
+        pools = role_pools.get(role.name, ())
+        res = role.resources
+        if not n or not pools or not res.total_milli:
+            continue
+        if not job.gang:
+            n = 1
+        biggest = max(facts.max_gpus(p) for p in pools)
+        total = sum(facts.pool_total(p) for p in pools)
+        why = None
+        if res.gpus > biggest:
+            why = (
+                f"a pod of role {role.name!r} needs {res.gpus} GPUs; the largest node has {biggest}"
+            )
+        elif res.total_milli * n > total * MILLI:
+            why = (
+                f"role {role.name!r} needs {res.total_milli * n / MILLI:g} GPUs; "
+                f"its pools hold {total}"
+            )
+        elif role.topology is not None and role.topology.required and n > 1 and res.gpus:
+            need = res.gpus * n
+            if role.topology.tier is Tier.NODE and need > biggest:
+                why = f"role {role.name!r} needs {need} GPUs on one node; the largest has {biggest}"
+            elif role.topology.tier in _TIER_LEVEL:
+                level = _TIER_LEVEL[role.topology.tier]
+                most = facts.tier_max_total(level, pools)
+                if need > most:
+                    why = (
+                        f"role {role.name!r} needs {need} GPUs in one {level}; "
+                        f"the largest {level} holds {most}"
+                    )
+        if why is not None:
+            return Reason(code=ReasonCode.UNSATISFIABLE, message=f"can never fit: {why}")
+    return None
+
+
+__all__ = ["PoolFacts", "never_fits", "readiness"]

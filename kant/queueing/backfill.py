@@ -7,7 +7,7 @@ import attrs
 
 from kant.contracts import GO, CandidateView, CycleContext, Gate, PolicyRun, Reservation
 from kant.errors import InvalidConfigError
-from kant.model import BLOCKING_CODES, Reason, nonneg_or_inf
+from kant.model import BLOCKING_CODES, Reason, ReasonCode, nonneg_or_inf
 
 
 class _BackfillRun:
@@ -15,6 +15,7 @@ class _BackfillRun:
         self.threshold = policy.threshold
         self.now = ctx.now
         self.head: str | None = None
+        self.quota_heads: dict[str, str] = {}  # tenant -> its first job failing on quota
 
     def gate(self, job: CandidateView) -> Gate:
         return GO
@@ -23,6 +24,13 @@ class _BackfillRun:
         return reason
 
     def failed(self, job: CandidateView, reason: Reason) -> bool:
+        if reason.code is ReasonCode.QUOTA_EXCEEDED:
+            # the guarantee within a tenant's quota: its first job in order that quota
+            # refuses is the tenant's head, and may preempt what backfilled past it
+            if job.job.tenant in self.quota_heads:
+                return False
+            self.quota_heads[job.job.tenant] = job.id
+            return self.now - job.pending_since >= self.threshold
         if self.head is not None or reason.code not in BLOCKING_CODES:
             return False
         self.head = job.id
@@ -36,7 +44,11 @@ class _BackfillRun:
 class Backfill:
     """Best effort, but the head (the first job in order that does not fit) may, once it has
     waited ``threshold`` seconds, preempt *backfilled* jobs: running jobs behind it in the
-    queue order that started while it was pending."""
+    queue order that started while it was pending. The same holds within each tenant's
+    quota: a tenant's first job in order that its quota refuses is that tenant's head, with
+    the same right once it has waited ``threshold`` (so a large job is not starved by its own
+    tenant's stream of small ones). A job that can never fit (``UNSATISFIABLE``) is never a
+    head."""
 
     threshold: float = attrs.field(default=3600.0, validator=nonneg_or_inf(InvalidConfigError))
     name: str = "backfill"

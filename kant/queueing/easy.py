@@ -19,8 +19,28 @@ class _EasyRun:
         self.reserved = False
         self.made: Reservation | None = None
         self.used_reserved: str | None = None  # the job whose gate last opened the reservation
+        # tenant -> (its first job that quota refused, when quota is expected to admit it)
+        self.quota_heads: dict[str, tuple[str, float | None]] = {}
 
     def gate(self, job: CandidateView) -> Gate:
+        qh = self.quota_heads.get(job.job.tenant)
+        if qh is not None and qh[1] is not None and qh[0] != job.id:
+            est = job.job.runtime_estimate
+            if est is None:
+                est = self.default_runtime
+            if est is None or self.ctx.now + est > qh[1]:
+                return Gate(
+                    skip=Reason(
+                        code=ReasonCode.RESERVED,
+                        message=(
+                            f"would delay {qh[0]}, first of tenant {job.job.tenant!r} waiting "
+                            f"for quota, expected at {qh[1]:g}"
+                        ),
+                    )
+                )
+        return self._capacity_gate(job)
+
+    def _capacity_gate(self, job: CandidateView) -> Gate:
         if self.head is not None and not self.reserved:
             # reserve lazily: the head may have preempted meanwhile, and its nomination is
             # then its reservation (the next blocked job becomes the head)
@@ -58,6 +78,10 @@ class _EasyRun:
         return reason
 
     def failed(self, job: CandidateView, reason: Reason) -> bool:
+        tenant = job.job.tenant
+        if reason.code is ReasonCode.QUOTA_EXCEEDED and tenant not in self.quota_heads:
+            start = self.ctx.quota_start(job, default_runtime=self.default_runtime)
+            self.quota_heads[tenant] = (job.id, start)
         if self.head is None and reason.code in BLOCKING_CODES:
             self.head = job
         return False
@@ -77,6 +101,13 @@ class EasyBackfill:
     Jobs without an estimate use ``default_runtime``; ``None`` means "unknown": such a
     running job is assumed never to end, and such a waiting job never uses reserved devices.
     If no reservation can be computed at all, the cycle goes on as best effort.
+
+    The same holds within each tenant's quota: a tenant's first job in order that its quota
+    refuses holds the quota its running jobs' expected ends will free for it
+    (:meth:`kant.contracts.CycleContext.quota_start`); a later job of that tenant starts only
+    if it ends (its estimate) by then, else it waits as ``RESERVED``. When that time is
+    unknown the tenant's jobs go on as best effort. A job that can never fit
+    (``UNSATISFIABLE``) is never a head.
     """
 
     default_runtime: float | None = attrs.field(default=None)

@@ -9,8 +9,11 @@ Every submitted job is in exactly one :class:`JobPhase`:
 ``FINISHED``  every pod finished, or the job was cancelled (``cancelled`` says which).
 ``FAILED``    its retry limit was reached; ``reason`` says why. It is never scheduled again.
 
-Nothing is ever dropped: a job leaves the queue's books only by reaching FINISHED or FAILED,
-and stays listed (:meth:`Queue.status`) after that.
+Nothing is ever dropped while it is live: a job leaves the queue's books only after reaching
+FINISHED or FAILED, and stays listed (:meth:`Queue.status`) after that while it is among the
+``history`` most recently ended jobs (default :data:`DEFAULT_HISTORY`, like Slurm's
+``MaxJobCount``), or until :meth:`Queue.forget` releases it (the orchestrator acknowledged
+it). ``history=None`` keeps every job (the simulator does, for its records).
 
 The global order is the queue's order key (:mod:`kant.queueing.order`; by default the paper's:
 priority, submission time, size smaller first, then the unique submission sequence number), so
@@ -35,9 +38,11 @@ from sortedcontainers import SortedList
 from kant.contracts import OrderKey
 from kant.errors import (
     DuplicateError,
+    InvalidConfigError,
     InvalidJobError,
     InvariantError,
     UnknownJobError,
+    UnknownPodError,
     require,
 )
 from kant.model import Binding, Job, PodId, Reason, ReasonCode
@@ -45,6 +50,10 @@ from kant.queueing.backoff import Backoff
 from kant.queueing.order import ORDER_KEYS
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_HISTORY = 10_000
+"""How many FINISHED or FAILED jobs a :class:`Queue` keeps by default (oldest ended first
+released)."""
 
 
 class JobPhase(enum.StrEnum):
@@ -177,7 +186,9 @@ class Queue:
 
     ``order`` is the order key (a :class:`kant.contracts.OrderKey` or a name registered in
     :data:`kant.queueing.order.ORDER_KEYS`, default ``"paper"``); ``backoff`` the requeue
-    backoff. All reads are deterministic (order keys end with a unique sequence number).
+    backoff; ``history`` how many FINISHED or FAILED jobs stay listed (``None``: all; see the
+    module docstring). All reads are deterministic (order keys end with a unique sequence
+    number).
     """
 
     def __init__(
@@ -185,9 +196,17 @@ class Queue:
         *,
         order: OrderKey | str = "paper",
         backoff: Backoff | None = None,
+        history: int | None = DEFAULT_HISTORY,
     ) -> None:
+        if history is not None and (
+            not isinstance(history, int) or isinstance(history, bool) or history < 0
+        ):
+            raise InvalidConfigError("history", history, "must be None or an int >= 0")
         self.order: OrderKey = ORDER_KEYS.build(order) if isinstance(order, str) else order
         self.backoff = backoff if backoff is not None else Backoff()
+        self.history = history
+        self._ended: dict[str, None] = {}  # FINISHED or FAILED job ids, oldest ended first
+        self.released = 0  # jobs released from the books (history bound or forget())
         self._entries: dict[str, Entry] = {}
         self._order: SortedList = SortedList()  # (key, job id) of schedulable jobs
         self._in_order: set[str] = set()
@@ -211,7 +230,7 @@ class Queue:
             raise UnknownJobError(job_id) from None
 
     def get(self, job_id: str) -> Entry | None:
-        """The job's bookkeeping, or None for a job never submitted."""
+        """The job's bookkeeping, or None for a job never submitted or released from the books."""
         return self._entries.get(job_id)
 
     def entries(self) -> Iterator[Entry]:
@@ -220,11 +239,11 @@ class Queue:
 
     def status(self, job_id: str) -> JobStatus:
         """The job's :class:`JobStatus` now; raises :class:`~kant.errors.UnknownJobError` for a job
-        never submitted. O(pods held)."""
+        never submitted or released. O(pods held)."""
         return self.entry(job_id).view()
 
     def statuses(self) -> tuple[JobStatus, ...]:
-        """Every job ever submitted, in submission order (a value: compare two of them)."""
+        """Every job listed (not released), in submission order (a value: compare two of them)."""
         return tuple(e.view() for e in self._entries.values())
 
     def jobs(self, phase: JobPhase | None = None) -> Iterator[str]:
@@ -299,6 +318,24 @@ class Queue:
         self._sync(e)
         return e.view()
 
+    def forget(self, job_id: str) -> None:
+        """Release a FINISHED or FAILED job from the books now (the orchestrator acknowledged
+        it): it is no longer listed and its id may be submitted again. Raises
+        :class:`~kant.errors.UnknownJobError` for a job not listed, or
+        :class:`~kant.errors.InvalidJobError` for one still pending or running (nothing
+        changes). O(1)."""
+        e = self.entry(job_id)
+        if e.phase not in (JobPhase.FINISHED, JobPhase.FAILED):
+            raise InvalidJobError(
+                "job", job_id, f"is {e.phase.value}: only a finished or failed job is forgotten"
+            )
+        self._release(job_id)
+
+    def _release(self, job_id: str) -> None:
+        del self._entries[job_id]
+        self._ended.pop(job_id, None)
+        self.released += 1
+
     def cancel(self, job_id: str) -> tuple[PodId, ...]:
         """Mark the job FINISHED (cancelled). Returns the pods it still holds, which the caller
         must release (:meth:`kant.scheduler.Scheduler.cancel` does). Cancelling a finished or
@@ -313,6 +350,7 @@ class Queue:
         e.cancelled = True
         e.nomination = None
         e.reason = None
+        e.touch()
         self._set_phase(e, JobPhase.FINISHED)
         return held
 
@@ -331,11 +369,11 @@ class Queue:
         self._set_phase(e, JobPhase.RUNNING)
 
     def mark_confirmed(self, pod: PodId) -> None:
-        """The orchestrator confirmed the pod runs; raises :class:`~kant.errors.UnknownJobError` if
+        """The orchestrator confirmed the pod runs; raises :class:`~kant.errors.UnknownPodError` if
         its job is unknown or the pod is not placed."""
-        e = self.entry(pod.job)
-        if pod not in e.assigned:
-            raise UnknownJobError(f"{pod} (not placed)")
+        e = self._entries.get(pod.job)
+        if e is None or pod not in e.assigned:
+            raise UnknownPodError(pod)
         e.confirmed.add(pod)
 
     def mark_terminating(self, pods: Iterable[PodId], preemptor: str) -> None:
@@ -440,6 +478,11 @@ class Queue:
         else:
             self._running.pop(e.id, None)
         self._sync(e)
+        if phase in (JobPhase.FINISHED, JobPhase.FAILED):
+            self._ended[e.id] = None
+            if self.history is not None:
+                while len(self._ended) > self.history:
+                    self._release(next(iter(self._ended)))
 
     def _sync(self, e: Entry) -> None:
         want = e.schedulable
@@ -479,6 +522,12 @@ class Queue:
         require(tenants == by_t, "Queue: tenant queues differ")
         run = {e.id for e in self._entries.values() if e.phase is JobPhase.RUNNING}
         require(set(self._running) == run, "Queue: running index differs")
+        ended = {
+            e.id for e in self._entries.values() if e.phase in (JobPhase.FINISHED, JobPhase.FAILED)
+        }
+        require(set(self._ended) == ended, "Queue: ended index differs")
+        if self.history is not None:
+            require(len(ended) <= self.history, "Queue: more ended jobs kept than its history")
         for e in self._entries.values():
             pods = set(e.job.pods())
             where = f"Queue: job {e.id}"

@@ -197,7 +197,7 @@ class Scenario:
             qopts["threshold"] = pol.threshold
         return Scheduler(
             ClusterState(self.nodes),
-            queue=Queue(),
+            queue=Queue(history=None),
             admitter=Admitter(self.quotas),
             placer=Placer(self._strategy(pol.placement)),
             policy=make_policy(pol.queueing, **qopts),

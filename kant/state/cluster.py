@@ -12,7 +12,7 @@ allocatable, so readers never need to consult health separately.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 
 import attrs
@@ -81,8 +81,16 @@ class ClusterState:
         self._changed: set[int] = set()
         self._membership_version = 0
         self._snapshot: Snapshot | None = None
+        self._removal_listeners: list[Callable[[str, tuple[Binding, ...]], None]] = []
         for spec in nodes:
             self.add_node(spec)
+
+    def on_remove(self, listener: Callable[[str, tuple[Binding, ...]], None]) -> None:
+        """Call ``listener(node, bindings)`` after every :meth:`remove_node`, with the bindings
+        that were released with the node, so that whoever charged or tracks those pods (the
+        :class:`kant.scheduler.Scheduler` registers itself) releases them too, whichever door
+        the removal came through."""
+        self._removal_listeners.append(listener)
 
     # ----------------------------------------------------------------- queries
 
@@ -255,7 +263,7 @@ class ClusterState:
     def remove_node(self, name: str) -> tuple[Binding, ...]:
         """Remove a node (decommissioned or lost). Returns the bindings of the pods that were
         on it, which are released; the caller requeues their jobs. Its slot is freed for
-        reuse. Raises UnknownNodeError."""
+        reuse; the :meth:`on_remove` listeners are told. Raises UnknownNodeError."""
         rec = self._record(name)
         lost = tuple(self._pods[p] for p in sorted(rec.pods))
         for b in lost:
@@ -268,6 +276,8 @@ class ClusterState:
         self.columns.clear_row(slot)
         self._membership_version += 1
         self._touch(slot)
+        for listener in self._removal_listeners:
+            listener(name, lost)
         return lost
 
     def set_node_health(self, name: str, healthy: bool) -> None:

@@ -611,21 +611,66 @@ def load_cluster(path: str | os.PathLike[str]) -> ClusterDescription:
     (``where="<file>:nodes[3]"`` and the field); ``OSError`` if the file cannot be read.
     """
     p = Path(path)
-    text = p.read_text(encoding="utf-8")
-    if _is_yaml(p):
-        yaml = _yaml(p)
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            line = f":{mark.line + 1}" if mark is not None else ""
-            raise _fail("document", str(p), f"not valid YAML: {e}", f"{p}{line}") from e
-    else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise _fail("document", str(p), f"not valid JSON: {e.msg}", f"{p}:{e.lineno}") from e
+    raw = p.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        bad_line = raw.count(b"\n", 0, e.start) + 1
+        raise _fail(
+            "document", str(p), f"not UTF-8 text (byte {e.start}: {e.reason})", f"{p}:{bad_line}"
+        ) from None
+    try:
+        if _is_yaml(p):
+            yaml = _yaml(p)
+            try:
+                data = yaml.load(text, Loader=_unique_key_loader(yaml))
+            except yaml.YAMLError as e:
+                mark = getattr(e, "problem_mark", None)
+                line = f":{mark.line + 1}" if mark is not None else ""
+                raise _fail("document", str(p), f"not valid YAML: {e}", f"{p}{line}") from e
+        else:
+            try:
+                data = json.loads(text, object_pairs_hook=lambda kv: _unique_pairs(kv, p))
+            except json.JSONDecodeError as e:
+                raise _fail(
+                    "document", str(p), f"not valid JSON: {e.msg}", f"{p}:{e.lineno}"
+                ) from e
+    except RecursionError:
+        raise _fail("document", str(p), "nested too deeply", str(p)) from None
     return cluster_from_dict(data, source=str(p))
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]], p: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _fail("document", str(p), f"the key {k!r} is given twice in one object", str(p))
+        out[k] = v
+    return out
+
+
+def _unique_key_loader(yaml: Any) -> Any:
+    """A ``yaml.SafeLoader`` that refuses a key given twice in one mapping (the last would
+    silently win), naming the key and its line."""
+
+    class UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, _value in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    dup = key in seen
+                except TypeError:
+                    continue  # an unhashable key: the base loader reports it
+                if dup:
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping", node.start_mark,
+                        f"found the key {key!r} twice", key_node.start_mark,
+                    )  # fmt: skip
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
 
 
 def dump_cluster(desc: ClusterDescription, path: str | os.PathLike[str]) -> None:

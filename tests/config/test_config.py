@@ -142,7 +142,9 @@ def test_a_configured_quota_holds_back_a_job_beyond_it() -> None:
     s.submit(job("small", gpus=8, tenant="team-a"), now=0)
     r = s.step(now=1)
     assert {b.pod.job for b in r.bindings} == {"small"}
-    assert r.pending["big"].code.value == "quota_exceeded"
+    # beyond the isolated tenant's whole quota: it can never fit (issue 17), and says why
+    assert r.pending["big"].code.value == "unsatisfiable"
+    assert "quota allows at most 8" in r.pending["big"].message
 
 
 @settings(max_examples=50, deadline=None)

@@ -37,7 +37,7 @@ def test_a_scrape_of_the_endpoint_publishes_every_figure_in_prometheus_names() -
     try:
         s.submit(job("a", gpus=8, replicas=2, tenant="team-a"), now=0)
         s.submit(job("b", gpus=4, tenant="team-b"), now=0)
-        s.submit(job("huge", gpus=8, replicas=8, tenant="team-b"), now=0)
+        s.submit(job("huge", gpus=8, replicas=3, tenant="team-b"), now=0)  # over b's quota
         ex.observe(now=0)
         r = s.step(now=10)
         ex.observe(now=10, result=r)

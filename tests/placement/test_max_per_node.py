@@ -153,3 +153,14 @@ def test_pods_of_another_role_of_the_job_do_not_count_against_the_cap() -> None:
     out = Placer().place(j, state.snapshot())
     assert out.ok and len(_per_node(out.bindings)) == 1
     assert PodId(job="pd", role="decode", index=1) in {b.pod for b in out.bindings}
+
+
+def test_a_gang_that_fails_on_its_cap_does_not_make_the_same_gang_without_a_cap_fail() -> None:
+    # one 8-GPU node and no quotas: a 2-pod gang capped at one pod per node can never fit,
+    # the same gang without the cap fits; a cycle's memo of failed shapes must tell them apart
+    state = ClusterBuilder().leaf("lf0", nodes=1).build()
+    sched = Scheduler(state)
+    sched.submit(job("capped", gpus=1, replicas=2, max_per_node=1, submitted_at=1.0), now=1.0)
+    sched.submit(job("free", gpus=1, replicas=2, submitted_at=2.0), now=2.0)
+    res = sched.step(now=3.0)
+    assert {b.pod.job for b in res.bindings} == {"free"}

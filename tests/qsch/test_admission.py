@@ -42,7 +42,7 @@ def test_an_unknown_gpu_model_is_a_no_pool_reason_not_a_crash() -> None:
 @pytest.mark.parametrize(
     ("request_gpus", "replicas", "code"),
     [
-        pytest.param(8, 3, ReasonCode.INSUFFICIENT_CAPACITY, id="not enough free GPUs in the pool"),
+        pytest.param(8, 2, ReasonCode.INSUFFICIENT_CAPACITY, id="not enough free GPUs in the pool"),
         pytest.param(8, 1, ReasonCode.NO_FIT, id="free GPUs but no node with room for one pod"),
     ],
 )
@@ -61,7 +61,11 @@ def test_readiness_rejects_before_any_placement_is_tried(
 
 
 def test_a_required_leaf_wish_needs_one_leaf_with_room() -> None:
-    s = scheduler(nodes(4, leaves=2))
+    cluster = nodes(6, leaves=2)
+    for k in range(2):  # one node of each leaf is held by something kant does not schedule
+        cluster.bind(Binding(pod=PodId(job="other", role="w", index=k), node=f"lf{k}-n0",
+                             gpus=tuple(range(8))))  # fmt: skip
+    s = scheduler(cluster)
     s.submit(job("tight", gpus=8, replicas=3, tier=Tier.LEAF, required=True), now=0)
     r = s.step(now=1)
     assert r.pending["tight"].code is ReasonCode.TOPOLOGY
@@ -71,12 +75,17 @@ def test_a_required_leaf_wish_needs_one_leaf_with_room() -> None:
 
 
 def test_a_cross_pool_job_is_admitted_for_all_roles_or_none() -> None:
-    s = scheduler(_mixed().build())
-    s.submit(_cross_pool("too-much-decode", prefill=2, decode=2), now=0)
+    cluster = _mixed().build()
+    other = PodId(job="other", role="w", index=0)
+    cluster.bind(Binding(pod=other, node="a-n0", gpus=(0,)))  # the A100 node is not all free
+    s = scheduler(cluster)
+    s.submit(_cross_pool("too-much-decode", prefill=2, decode=1), now=0)
     r = s.step(now=1)
     assert (
         r.bindings == () and r.pending["too-much-decode"].code is ReasonCode.INSUFFICIENT_CAPACITY
     )
+    s.cancel("too-much-decode", now=2)
+    cluster.release(other)
     s.submit(_cross_pool("fits", prefill=2, decode=1, tenant="t"), now=2)
     r = s.step(now=3)
     assert r.placed == ("fits",)
@@ -87,14 +96,16 @@ def test_a_cross_pool_job_is_admitted_for_all_roles_or_none() -> None:
 def test_cross_pool_quota_admits_all_roles_or_none() -> None:
     s = scheduler(
         _mixed().build(),
-        quotas=[Quota.gpus("t", "H100", 16), Quota.gpus("t", "A100", 0)],
+        quotas=[Quota.gpus("t", "H100", 16), Quota.gpus("t", "A100", 8)],
         modes={"t": "isolated"},
     )
+    s.submit(job("fill", gpus=4, models="A100", tenant="t"), now=0)
+    s.step(now=0)
     s.submit(_cross_pool("x", prefill=1, decode=1, tenant="t"), now=0)
     r = s.step(now=1)
     assert r.bindings == ()
     assert r.pending["x"].code is ReasonCode.QUOTA_EXCEEDED and "A100" in r.pending["x"].message
-    assert s.admitter.usage() == {}
+    assert s.admitter.usage() == {("t", "A100"): 4000}
 
 
 def test_a_pod_level_job_is_admitted_and_placed_pod_by_pod() -> None:
@@ -119,7 +130,9 @@ def test_pod_level_quota_admits_as_many_pods_as_fit() -> None:
 
 
 def test_a_gang_is_admitted_whole_or_not_at_all() -> None:
-    s = scheduler(nodes(2), quotas=[Quota.gpus("t", "H100", 12)], modes={"t": "isolated"})
+    s = scheduler(nodes(3), quotas=[Quota.gpus("t", "H100", 16)], modes={"t": "isolated"})
+    s.submit(job("first", gpus=4, tenant="t"), now=0)
+    s.step(now=0)
     s.submit(job("g", gpus=4, replicas=4, tenant="t"), now=0)
     r = s.step(now=1)
     assert r.bindings == () and r.pending["g"].code is ReasonCode.QUOTA_EXCEEDED

@@ -26,8 +26,8 @@ def test_a_job_submitted_at_t10_is_not_queued_behind_one_submitted_at_t20() -> N
 
 def test_the_submit_time_a_job_carries_wins_over_the_time_it_is_submitted() -> None:
     s = _one_node()
-    s.submit(job("resubmitted", gpus=8, submitted_at=5), now=50)
     s.submit(job("fresh", gpus=4), now=10)
+    s.submit(job("resubmitted", gpus=8, submitted_at=5), now=50)  # time never runs backwards
     r = s.step(now=60)
     assert [b.pod.job for b in r.bindings] == ["resubmitted"]
     assert s.queue.status("resubmitted").job.submitted_at == 5
@@ -43,7 +43,8 @@ def test_a_negative_submit_time_is_refused_naming_now_and_nothing_changes() -> N
 
 def test_status_tells_a_pending_job_its_reason_and_wait_so_far() -> None:
     s = _one_node()
-    s.submit(job("big", gpus=8, replicas=2), now=10)
+    s.submit(job("first", gpus=8), now=10)  # holds the node
+    s.submit(job("big", gpus=4, replicas=2), now=10)
     s.step(now=20)
     st = s.status("big", now=100)
     assert st.phase is JobPhase.PENDING

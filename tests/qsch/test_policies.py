@@ -31,9 +31,11 @@ def test_strict_fifo_quota_failure_blocks_only_that_tenants_queue() -> None:
     s = scheduler(
         nodes(2),
         policy="strict-fifo",
-        quotas=[Quota.gpus("a", "H100", 4), Quota.gpus("b", "H100", 12)],
+        quotas=[Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 12)],
         modes={"a": "isolated", "b": "isolated"},
     )
+    s.submit(job("a-first", gpus=4, tenant="a"), now=0)
+    s.step(now=0)
     s.submit(job("a-big", gpus=8, tenant="a"), now=0)
     s.submit(job("a-small", gpus=1, tenant="a", submitted_at=1), now=1)
     s.submit(job("b-small", gpus=1, tenant="b", submitted_at=2), now=2)
@@ -135,7 +137,7 @@ def test_easy_backfill_keeps_every_reservation_with_exact_estimates(seed: int) -
         s.submit(
             job(f"j{i}", gpus=int(rng.choice([1, 2, 4, 8])), replicas=int(rng.choice([1, 1, 2])),
                 runtime=float(rng.integers(5, 60)), submitted_at=float(i // 3)),
-            now=float(i // 3),
+            now=0.0,
         )  # fmt: skip
     t = 0.0
     while t < 2000 and len(started) < 25:

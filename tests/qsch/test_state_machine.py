@@ -8,12 +8,21 @@ every step:
 - victims were running, preemptible, and allowed by their reason;
 - bindings go to healthy devices of an allowed GPU model (a fresh result applies cleanly);
 - a cycle is deterministic and does not mutate its inputs;
-- every submitted job is in exactly one of pending / running / finished / failed.
+- every submitted job is in exactly one of pending / running / finished / failed, or was
+  released from the books after it ended (nothing lost);
+- quota is charged exactly for the pods bound, and every bound pod of a job is charged.
+
+Faults (issue 17): old results applied again, times that are not finite or run backwards,
+direct node removal (around the facade), lost nodes coming back, absurd sizes (a node or a
+job no column or cluster could hold, a job that can never fit), ended jobs acknowledged.
 """
 
 from __future__ import annotations
 
+import math
+
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -25,7 +34,8 @@ from hypothesis.stateful import (
 
 from kant.admission import Admitter, Quota
 from kant.cycle import CycleResult
-from kant.model import VictimReason
+from kant.errors import InvalidTimeError, ValidationError
+from kant.model import MAX_PODS_PER_JOB, NodeSpec, VictimReason
 from kant.placement import Placer
 from kant.preemption import PreemptionPolicy
 from kant.queueing import Backfill, Backoff, EasyBackfill, JobPhase, Queue
@@ -42,6 +52,8 @@ class QSCHMachine(RuleBasedStateMachine):
         self.n = 0
         self.extra_nodes = 0
         self.submitted: set[str] = set()
+        self.old_results: list[CycleResult] = []
+        self.released = 0
 
     @initialize(policy=st.sampled_from(POLICIES), strategy=st.sampled_from(["ebinpack", "spread"]))
     def setup(self, policy: str, strategy: str) -> None:
@@ -129,6 +141,50 @@ class QSCHMachine(RuleBasedStateMachine):
         rep = s.apply(r, self.now)
         assert rep.stale == ()  # a fresh result applies cleanly: devices free and healthy
         assert set(rep.bound) == set(r.placed)
+        self.old_results = [*self.old_results[-4:], r]
+
+    @precondition(lambda self: self.old_results)
+    @rule(data=st.data(), dt=st.sampled_from([0.0, 1.0]))
+    def reapply_old_result(self, data: st.DataObject, dt: float) -> None:
+        """An orchestrator retrying: an old result binds nothing no longer current."""
+        self.now += dt
+        r = data.draw(st.sampled_from(self.old_results))
+        before = {e.id: (e.seq, e.version) for e in self.s.queue.entries()}
+        rep = self.s.apply(r, self.now)
+        for jid in rep.bound:
+            assert r.seen[jid] == before[jid], "a stale entry was bound"
+        for p in rep.terminating:
+            assert r.seen[p.job] == before[p.job], "a new incarnation marked terminating"
+
+    @rule(
+        call=st.sampled_from(["step", "schedule", "node_lost", "cancel", "submit", "gpu"]),
+        bad=st.sampled_from([math.nan, math.inf, -math.inf, -1.0]),
+    )
+    def bad_time(self, call: str, bad: float) -> None:
+        """A time that is not finite, or runs backwards (-1 before the last), changes
+        nothing."""
+        s = self.s
+        t = self.now - 1.0 if bad == -1.0 else bad
+        if t == self.now - 1.0 and not math.isfinite(s.clock):
+            return  # nothing seen yet: an earlier time is not backwards
+        before = (s.queue.statuses(), s.admitter.usage(), list(s.cluster.pods()), len(s.cluster))
+        name = next(iter(sorted(n.name for n in s.cluster.nodes())), "none")
+        calls = {
+            "step": lambda: s.step(t),
+            "schedule": lambda: s.schedule(t),
+            "node_lost": lambda: s.node_lost(name, t),
+            "cancel": lambda: s.cancel(next(iter(sorted(self.submitted)), "none"), t),
+            "submit": lambda: s.submit(job(f"late{self.n}", gpus=1), now=t),
+            "gpu": lambda: s.gpu_unhealthy(name, 0, t),
+        }
+        with pytest.raises((InvalidTimeError, KeyError)):
+            calls[call]()
+        assert (
+            s.queue.statuses(),
+            s.admitter.usage(),
+            list(s.cluster.pods()),
+            len(s.cluster),
+        ) == before
 
     def _check_result(self, r: CycleResult) -> None:
         s = self.s
@@ -200,16 +256,61 @@ class QSCHMachine(RuleBasedStateMachine):
         self.s.binding_failed(p, self.now, "boom")
 
     @precondition(lambda self: len(self.s.cluster) > 1)
-    @rule(data=st.data())
-    def node_loss(self, data: st.DataObject) -> None:
+    @rule(data=st.data(), door=st.sampled_from(["lost", "removed", "direct"]))
+    def node_loss(self, data: st.DataObject, door: str) -> None:
         name = data.draw(st.sampled_from([n.name for n in self.s.cluster.nodes()]))
-        self.s.node_lost(name, self.now)
+        if door == "lost":
+            self.s.node_lost(name, self.now)
+        elif door == "removed":
+            self.s.node_removed(name, self.now)
+        else:  # around the facade: what the node held must still be released
+            self.s.cluster.remove_node(name)
+
+    @precondition(lambda self: self.s.lost_nodes())
+    @rule(data=st.data())
+    def node_back(self, data: st.DataObject) -> None:
+        self.s.node_recovered(data.draw(st.sampled_from(self.s.lost_nodes())), self.now)
 
     @rule(model=st.sampled_from(["H100", "A100"]))
     def node_added(self, model: str) -> None:
         self.extra_nodes += 1
-        self.s.cluster.add_node(node(f"x{self.extra_nodes}", model=model, leaf="lfx",
-                                     spine="sp0", superspine="ss0"))  # fmt: skip
+        self.s.node_added(node(f"x{self.extra_nodes}", model=model, leaf="lfx",
+                               spine="sp0", superspine="ss0"), self.now)  # fmt: skip
+
+    @rule(what=st.sampled_from(["cpu", "memory", "replicas", "never-fits"]))
+    def absurd_size(self, what: str) -> None:
+        """What no column or cluster could hold is refused before anything changes; a job that
+        can never fit waits (UNSATISFIABLE) without blocking anyone."""
+        s = self.s
+        if what == "never-fits":
+            self.n += 1
+            jid = f"j{self.n}"
+            s.submit(job(jid, gpus=8, replicas=64, submitted_at=self.now), now=self.now)
+            self.submitted.add(jid)
+            return
+        before = (len(s.cluster), len(s.queue))
+        with pytest.raises(ValidationError):
+            if what == "replicas":
+                s.submit(job("absurd", gpus=1, replicas=MAX_PODS_PER_JOB + 1), now=self.now)
+            else:
+                field = "cpu_milli" if what == "cpu" else "memory_mib"
+                s.node_added(NodeSpec(name="ghost", gpu_model="H100", gpus=8, **{field: 2**63}),
+                             self.now)  # fmt: skip
+        assert (len(s.cluster), len(s.queue)) == before and "ghost" not in s.cluster
+
+    @precondition(
+        lambda self: (
+            any(True for _ in self.s.queue.jobs("finished"))
+            or any(True for _ in self.s.queue.jobs("failed"))
+        )
+    )
+    @rule(data=st.data())
+    def acknowledge(self, data: st.DataObject) -> None:
+        ended = sorted([*self.s.queue.jobs(JobPhase.FINISHED), *self.s.queue.jobs(JobPhase.FAILED)])
+        jid = data.draw(st.sampled_from(ended))
+        self.s.acknowledge(jid)
+        self.submitted.discard(jid)
+        self.released += 1
 
     @rule(data=st.data(), healthy=st.booleans(), evict=st.booleans())
     def gpu_health(self, data: st.DataObject, healthy: bool, evict: bool) -> None:
@@ -226,9 +327,13 @@ class QSCHMachine(RuleBasedStateMachine):
     def consistent(self) -> None:
         if not hasattr(self, "s"):
             return
-        check_invariants(self.s)
-        counts = self.s.queue.counts()
-        assert sum(counts.values()) == len(self.s.queue) == len(self.submitted)
+        s = self.s
+        check_invariants(s)
+        counts = s.queue.counts()
+        assert sum(counts.values()) == len(s.queue) == len(self.submitted)
+        assert s.queue.released == self.released  # nothing lost but what was acknowledged
+        held = {p for e in s.queue.entries() for p in e.assigned}
+        assert set(s.admitter.charged()) == held == {b.pod for b in s.cluster.pods()}
 
 
 QSCHMachine.TestCase.settings = settings(

@@ -5,16 +5,20 @@ field parsers, :func:`gang_roles` and :func:`trace_dir`.
 the value and ``where="<file>:<line>"`` (1-based physical line numbers, the header being line
 1). With ``errors="skip"`` bad rows are left out instead and collected, in file order, in the
 result's :class:`TraceReport`; every good row is still loaded. A bad *header* (missing
-columns) makes the whole file unusable and raises in both modes. Blank lines are ignored.
+columns) makes the whole file unusable and raises in both modes, and so does a file that is
+corrupt below the row level (malformed CSV quoting, a field over the CSV field limit, a
+truncated or corrupt gzip stream), naming the file and the line reached. A line that is not
+UTF-8 text is a bad row (skipped with ``errors="skip"``). Blank lines are ignored.
 """
 
 from __future__ import annotations
 
+import csv
 import functools
 import math
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -24,6 +28,7 @@ from kant.errors import InvalidTraceError, ValidationError
 from kant.model import MILLI, Job, Resources, Role
 
 __all__ = [
+    "CsvFile",
     "ErrorMode",
     "JobTrace",
     "PathLike",
@@ -155,6 +160,53 @@ class RowCollector:
                 )
                 continue
             yield k, where, row
+
+
+class CsvFile:
+    """A ``csv.reader`` over the lines of a binary file that reports corruption as
+    :class:`InvalidTraceError`: a line that is not UTF-8 is a bad row of ``col`` (raised, or
+    skipped and collected; with no collector it raises), and a CSV error (an unbalanced quote,
+    a field over the limit) raises naming the file and line. Iterate it for rows;
+    ``line_num`` is the physical line reached."""
+
+    def __init__(self, lines: Iterable[bytes], path: Path, col: RowCollector | None) -> None:
+        self.path = path
+        self.col = col
+        self._n = 0
+        self.reader = csv.reader(self._decode(lines))
+
+    def _decode(self, lines: Iterable[bytes]) -> Iterator[str]:
+        for raw in lines:
+            self._n += 1
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                err = InvalidTraceError(
+                    "line", raw[:40], f"is not UTF-8 text ({e.reason} at byte {e.start})",
+                    where=f"{self.path}:{self._n}",
+                )  # fmt: skip
+                if self.col is None:
+                    raise err from None
+                self.col.rows += 1
+                self.col.fail(err)
+                yield "\n"  # a blank line in its place keeps the line numbers
+
+    @property
+    def line_num(self) -> int:
+        """Physical lines read so far."""
+        return self.reader.line_num
+
+    def __iter__(self) -> Iterator[list[str]]:
+        return self
+
+    def __next__(self) -> list[str]:
+        try:
+            return next(self.reader)
+        except csv.Error as e:
+            raise InvalidTraceError(
+                "file", str(self.path), f"not valid CSV: {e}",
+                where=f"{self.path}:{max(1, self.reader.line_num)}",
+            ) from None  # fmt: skip
 
 
 _UINT: Final = re.compile(r"[0-9]+")

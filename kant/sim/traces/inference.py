@@ -17,7 +17,6 @@ the other readers of :mod:`kant.sim.traces`. Column mappings: ``docs/traces.md``
 
 from __future__ import annotations
 
-import csv
 from collections import Counter
 from pathlib import Path
 from typing import Final
@@ -26,6 +25,7 @@ import attrs
 
 from kant.errors import InvalidTraceError
 from kant.sim.traces.common import (
+    CsvFile,
     ErrorMode,
     PathLike,
     RowCollector,
@@ -145,8 +145,8 @@ def load_dlrm_instances(path: PathLike, *, errors: ErrorMode = "raise") -> DlrmT
     p = Path(path)
     col = RowCollector(p, errors)
     out: list[DlrmInstance] = []
-    with p.open(newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
+    with p.open("rb") as f:
+        reader = CsvFile(f, p, col)
         idx = _header(col, reader, DLRM_COLUMNS)
         width = len(idx)
         for _k, where, row in col.csv_rows(reader, width):
@@ -215,8 +215,8 @@ def load_pai_machines(path: PathLike, *, errors: ErrorMode = "raise") -> NodeInv
     p = Path(path)
     col = RowCollector(p, errors)
     found: list[tuple[str, int, int, int | None]] = []
-    with p.open(newline="", encoding="utf-8") as f:
-        for _k, where, row in col.csv_rows(csv.reader(f), 5):
+    with p.open("rb") as f:
+        for _k, where, row in col.csv_rows(CsvFile(f, p, col), 5):
             try:
                 model = row[1].strip()
                 if not model:
@@ -236,8 +236,8 @@ def load_spot_nodes(path: PathLike, *, errors: ErrorMode = "raise") -> NodeInven
     p = Path(path)
     col = RowCollector(p, errors)
     found: list[tuple[str, int, int, int | None]] = []
-    with p.open(newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
+    with p.open("rb") as f:
+        reader = CsvFile(f, p, col)
         idx = _header(col, reader, SPOT_COLUMNS)
         for _k, where, row in col.csv_rows(reader, len(idx)):
             try:
@@ -259,8 +259,8 @@ def load_vc_gpus(path: PathLike, *, day: str | None = None) -> dict[str, int]:
     ``file:line`` for a bad cell, or when ``day`` is not in the file."""
     p = Path(path)
     col = RowCollector(p, "raise")
-    with p.open(newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
+    with p.open("rb") as f:
+        reader = CsvFile(f, p, col)
         idx = _header(col, reader, ("date",))
         names = [n for n in idx if n not in ("date", "total")]
         for _k, where, row in col.csv_rows(reader, len(idx)):

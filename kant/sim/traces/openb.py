@@ -10,7 +10,6 @@ Column mappings: ``docs/traces.md``; errors: :mod:`kant.sim.traces.common`.
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -20,6 +19,7 @@ import attrs
 from kant.errors import InvalidTraceError, ValidationError
 from kant.model import MILLI, Job, JobKind, NodeSpec, Resources, Role
 from kant.sim.traces.common import (
+    CsvFile,
     ErrorMode,
     JobTrace,
     PathLike,
@@ -252,8 +252,8 @@ def _read_openb(path: PathLike, errors: ErrorMode) -> tuple[list[OpenbPod], RowC
     col = RowCollector(p, errors)
     pods: list[OpenbPod] = []
     seen: set[str] = set()
-    with p.open(newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
+    with p.open("rb") as f:
+        reader = CsvFile(f, p, col)
         header = [h.strip() for h in next(reader, [])]
         missing = [c for c in OPENB_REQUIRED if c not in header]
         if missing or len(set(header)) != len(header):
@@ -330,8 +330,8 @@ def openb_nodes(path: PathLike) -> ClusterDescription:
     p = Path(path)
     nodes: list[NodeSpec] = []
     seen: set[str] = set()
-    with p.open(newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
+    with p.open("rb") as f:
+        reader = CsvFile(f, p, None)
         header = next(reader, None)
         columns = list(OPENB_NODE_COLUMNS)
         if header != columns:

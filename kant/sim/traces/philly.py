@@ -6,20 +6,21 @@ Column mapping: ``docs/traces.md``; errors: :mod:`kant.sim.traces.common`.
 
 from __future__ import annotations
 
-import csv
 import re
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Final
 
-from kant.errors import InvalidTraceError
+from kant.errors import InvalidTraceError, ValidationError
 from kant.model import Job, JobKind
 from kant.sim.traces.common import (
+    CsvFile,
     ErrorMode,
     JobTrace,
     PathLike,
     RowCollector,
+    as_trace_error,
     gang_roles,
     parse_number,
     parse_uint,
@@ -56,8 +57,8 @@ def load_philly_jobs(
     p = Path(path)
     col = RowCollector(p, errors)
     parsed: list[tuple[int, int, datetime, float, int, str]] = []
-    with p.open(newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
+    with p.open("rb") as f:
+        reader = CsvFile(f, p, col)
         header = [h.strip() for h in next(reader, [])]
         missing = [c for c in PHILLY_COLUMNS if c not in header]
         if missing:
@@ -81,8 +82,8 @@ def load_philly_jobs(
         if sub < 0:
             col.fail(InvalidTraceError("timestamp", str(ts), "is before the epoch", where=where))
             continue
-        jobs.append(
-            Job(
+        try:
+            job = Job(
                 id=f"philly-{k:05d}",
                 tenant=vc,
                 submitted_at=sub,
@@ -96,7 +97,10 @@ def load_philly_jobs(
                 ),
                 runtime_estimate=dur,
             )
-        )
+        except ValidationError as e:
+            col.fail(as_trace_error(e, where, {"replicas": "num_gpus", "roles": "num_gpus"}))
+            continue
+        jobs.append(job)
     meta = {"epoch": base.isoformat(sep=" ")} if base is not None else {}
     return JobTrace(jobs=sorted_jobs(jobs), report=col.report(len(jobs)), meta=meta)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import zlib
 from pathlib import Path
 from typing import IO, Final, Literal
 
@@ -86,41 +87,48 @@ def load_swf_jobs(
     meta: dict[str, str] = {}
     jobs: list[Job] = []
     seen: set[str] = set()
-    with _open_text(p) as f:
-        for line_no, line in enumerate(f, start=1):
-            text = line.strip()
-            if not text:
-                continue
-            if text.startswith(";"):
-                key, sep, value = text[1:].partition(":")
-                if sep and key.strip() and " " not in key.strip():
-                    meta.setdefault(key.strip(), value.strip())
-                continue
-            col.rows += 1
-            where = col.where(line_no)
-            try:
-                job = _swf_job(
-                    text.split(),
-                    where,
-                    gpus_per_processor,
-                    max_gpus_per_pod,
-                    tenant_by,
-                    min_runtime,
-                    cpu_milli_per_gpu,
-                    memory_mib_per_gpu,
-                )
-                if job.id in seen:
-                    raise InvalidTraceError(
-                        "job_number",
-                        job.id.removeprefix("swf-"),
-                        "duplicate job number",
-                        where=where,
+    line_no = 0
+    try:
+        with _open_text(p) as f:
+            for line_no, line in enumerate(f, start=1):
+                text = line.strip()
+                if not text:
+                    continue
+                if text.startswith(";"):
+                    key, sep, value = text[1:].partition(":")
+                    if sep and key.strip() and " " not in key.strip():
+                        meta.setdefault(key.strip(), value.strip())
+                    continue
+                col.rows += 1
+                where = col.where(line_no)
+                try:
+                    job = _swf_job(
+                        text.split(),
+                        where,
+                        gpus_per_processor,
+                        max_gpus_per_pod,
+                        tenant_by,
+                        min_runtime,
+                        cpu_milli_per_gpu,
+                        memory_mib_per_gpu,
                     )
-            except InvalidTraceError as e:
-                col.fail(e)
-                continue
-            seen.add(job.id)
-            jobs.append(job)
+                    if job.id in seen:
+                        raise InvalidTraceError(
+                            "job_number",
+                            job.id.removeprefix("swf-"),
+                            "duplicate job number",
+                            where=where,
+                        )
+                except InvalidTraceError as e:
+                    col.fail(e)
+                    continue
+                seen.add(job.id)
+                jobs.append(job)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise InvalidTraceError(
+            "file", str(p), f"truncated or corrupt compressed data: {e}",
+            where=col.where(line_no + 1),
+        ) from None  # fmt: skip
     return JobTrace(jobs=sorted_jobs(jobs), report=col.report(len(jobs)), meta=meta)
 
 

@@ -1,0 +1,439 @@
+"""Scenario tests of the fault campaign (issue 17) and the newcomer's time rule (issue 15):
+stale results, non-finite and backward times, the node lifecycle, typed misuse, the
+history of ended jobs. Each fails on the code before the fix."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kant.admission import Quota
+from kant.errors import KantError, UnknownJobError, UnknownNodeError, UnknownPodError
+from kant.errors import ValidationError as Invalid
+from kant.model import Job, NodeSpec, ReasonCode, Tier
+from kant.preemption import PreemptionPolicy
+from kant.queueing import Backfill, Backoff, EasyBackfill, JobPhase, Queue
+from kant.scheduler import Scheduler
+from kant.testing import ClusterBuilder, check_invariants, job
+
+from .conftest import nodes, pod, scheduler
+
+
+def _isolated(n_nodes: int = 2) -> Scheduler:
+    return scheduler(
+        nodes(n_nodes),
+        quotas=[Quota.gpus("a", "H100", 8)],
+        modes={"a": "isolated"},
+        backoff=Backoff(base=100, factor=2, cap=1000, max_retries=5),
+    )
+
+
+# --------------------------------------------------------------------------- 1. stale results
+
+
+def test_an_old_result_applied_again_keeps_an_isolated_tenant_within_its_quota() -> None:
+    s = _isolated()
+    s.submit(job("j1", gpus=4, tenant="a"), now=0)
+    s.submit(job("j2", gpus=4, tenant="a", cpu_milli=150_000), now=0)
+    old = s.schedule(1)
+    assert s.apply(old, 1).bound == ("j1", "j2")
+    s.binding_failed(pod("j1"), 2, "image pull")  # j1 requeued, in backoff until 102
+    s.submit(job("j3", gpus=4, tenant="a", cpu_milli=100_000), now=3)
+    assert s.step(4).placed == ("j3",)  # on the other node: j2 holds most of the CPU
+    assert s.cluster.binding(pod("j3")).node != s.cluster.binding(pod("j2")).node
+    rep = s.apply(old, 5)  # an orchestrator retrying the first result
+    assert rep.bound == ()
+    assert set(rep.stale) == {"j1", "j2"}
+    assert s.admitter.used("a", "H100") == 8_000
+    assert s.queue.status("j1").phase is JobPhase.PENDING
+    check_invariants(s)
+
+
+def test_an_old_result_never_binds_a_job_still_in_backoff() -> None:
+    s = scheduler(nodes(1), backoff=Backoff(base=100, factor=2, cap=1000, max_retries=5))
+    s.submit(job("j", gpus=8), now=0)
+    old = s.schedule(1)
+    s.apply(old, 1)
+    s.binding_failed(pod("j"), 2, "boom")
+    assert s.apply(old, 3).stale == ("j",)
+    assert s.queue.status("j").phase is JobPhase.PENDING
+    assert s.cluster.num_pods == 0
+
+
+def test_victims_of_an_old_result_never_mark_the_new_incarnation_terminating() -> None:
+    s = scheduler(nodes(1), preemption=PreemptionPolicy(min_runtime=0))
+    s.submit(job("low", gpus=8, priority=0), now=0)
+    s.step(1)
+    s.submit(job("high", gpus=8, priority=5), now=2)
+    old = s.step(3)
+    assert [v.job for v in old.victims] == ["low"]
+    s.pod_evicted(pod("low"), 4)  # the victim goes; high takes the node
+    assert s.step(5).placed == ("high",)
+    s.node_added(NodeSpec(name="extra", gpu_model="H100", gpus=8), 6)
+    assert s.step(7).placed == ("low",)  # low runs again: a new incarnation
+    rep = s.apply(old, 8)
+    assert rep.terminating == ()
+    assert s.queue.status("low").terminating == ()
+
+
+def test_a_fresh_result_still_applies_when_an_unrelated_job_changed_meanwhile() -> None:
+    s = scheduler(nodes(2))
+    s.submit(job("a", gpus=8), now=0)
+    s.step(1)
+    s.submit(job("b", gpus=8), now=2)
+    r = s.schedule(3)
+    s.pod_finished(pod("a"), 3)
+    assert s.apply(r, 3).bound == ("b",)
+
+
+# --------------------------------------------------------------------------- 4. times
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, "x", None, True])
+def test_a_time_that_is_not_a_finite_number_is_refused_by_every_timed_call(bad: object) -> None:
+    s = scheduler(nodes(2))
+    s.submit(job("r", gpus=8), now=0)
+    s.submit(job("w", gpus=8, replicas=2), now=0)
+    s.step(1)
+    before = s.queue.statuses()
+    calls = [
+        lambda: s.step(bad),  # type: ignore[arg-type]
+        lambda: s.schedule(bad),  # type: ignore[arg-type]
+        lambda: s.node_lost("lf0-n1", bad),  # type: ignore[arg-type]
+        lambda: s.binding_failed(pod("r"), bad),  # type: ignore[arg-type]
+        lambda: s.pod_finished(pod("r"), bad),  # type: ignore[arg-type]
+        lambda: s.pod_evicted(pod("r"), bad),  # type: ignore[arg-type]
+        lambda: s.confirm(pod("r"), bad),  # type: ignore[arg-type]
+        lambda: s.cancel("r", bad),  # type: ignore[arg-type]
+        lambda: s.gpu_unhealthy("lf0-n0", 0, bad),  # type: ignore[arg-type]
+        lambda: s.nic_unhealthy("lf0-n0", 0, bad),  # type: ignore[arg-type]
+        lambda: s.node_unhealthy("lf0-n0", bad),  # type: ignore[arg-type]
+    ]
+    for call in calls:
+        with pytest.raises(Invalid, match="finite"):
+            call()
+    assert s.queue.statuses() == before
+    assert len(s.cluster) == 2
+    check_invariants(s)
+
+
+def test_a_lost_node_at_an_infinite_time_leaves_the_backfill_head_able_to_preempt() -> None:
+    s = scheduler(nodes(2), policy="backfill")
+    s.submit(job("r", gpus=8), now=0)
+    s.step(1)
+    with pytest.raises(Invalid):
+        s.node_lost("lf0-n0", math.inf)
+    st = s.queue.status("r")
+    assert st.phase is JobPhase.RUNNING and math.isfinite(st.pending_since)
+
+
+def test_time_cannot_run_backwards_between_cycles() -> None:
+    s = scheduler(nodes(1))
+    s.submit(job("a", gpus=8), now=0)
+    s.step(200)
+    with pytest.raises(Invalid, match=r"5 is before 200"):
+        s.step(5)
+    assert s.queue.status("a").started_at == 200
+
+
+def test_a_pod_cannot_finish_before_it_was_bound() -> None:
+    s = scheduler(nodes(1))
+    s.submit(job("a", gpus=8), now=0)
+    s.step(100)
+    with pytest.raises(Invalid, match=r"50 is before it was bound, at 100"):
+        s.pod_finished(pod("a"), 50)
+    assert s.queue.status("a").phase is JobPhase.RUNNING
+    assert s.cluster.has_pod(pod("a"))
+
+
+def test_a_binding_failure_at_an_infinite_time_never_leaves_a_job_waiting_for_ever() -> None:
+    s = scheduler(nodes(1))
+    s.submit(job("a", gpus=8), now=0)
+    s.step(1)
+    with pytest.raises(Invalid):
+        s.binding_failed(pod("a"), math.inf)
+    assert s.queue.status("a").backoff_until == -math.inf
+
+
+# --------------------------------------------------------------------------- 6. node lifecycle
+
+
+def test_a_direct_node_removal_releases_the_quota_of_the_pods_it_held() -> None:
+    s = _isolated()
+    s.submit(job("g", gpus=8, tenant="a"), now=0)
+    s.step(1)
+    node = s.cluster.binding(pod("g")).node
+    s.cluster.remove_node(node)  # an orchestrator going around the facade
+    assert s.admitter.used("a", "H100") == 0
+    assert s.queue.status("g").phase is JobPhase.PENDING
+    check_invariants(s)
+    rep = s.cancel("g", 2)
+    assert rep.finished == ("g",) and rep.released == ()
+    check_invariants(s)
+
+
+def test_the_pods_of_a_directly_removed_node_are_placed_again() -> None:
+    s = scheduler(nodes(2))
+    s.submit(job("g", gpus=8, replicas=2), now=0)
+    s.submit(job("p", gpus=4), now=0)
+    s.step(1)
+    s.cluster.remove_node("lf0-n0")
+    s.node_added(NodeSpec(name="new", gpu_model="H100", gpus=8), 2)
+    s.node_added(NodeSpec(name="new2", gpu_model="H100", gpus=8), 2)
+    r = s.step(3)
+    assert "g" in r.placed
+    check_invariants(s)
+
+
+def test_a_lost_node_recovers_with_its_spec_and_a_removed_one_does_not() -> None:
+    s = scheduler(nodes(2))
+    spec = s.cluster.node("lf0-n0")
+    s.node_lost("lf0-n0", 1)
+    assert s.lost_nodes() == ("lf0-n0",)
+    s.node_recovered("lf0-n0", 2)
+    assert s.cluster.node("lf0-n0") == spec and s.lost_nodes() == ()
+    with pytest.raises(UnknownNodeError):
+        s.node_recovered("lf0-n0", 3)
+    s.node_removed("lf0-n1", 4)
+    with pytest.raises(UnknownNodeError):
+        s.node_recovered("lf0-n1", 5)
+    assert len(s.cluster) == 1
+
+
+def test_removing_a_node_requeues_its_gang_whole() -> None:
+    s = scheduler(nodes(2))
+    s.submit(job("g", gpus=8, replicas=2), now=0)
+    s.step(1)
+    rep = s.node_removed("lf0-n0", 2)
+    assert rep.requeued == ("g",)
+    assert s.queue.status("g").phase is JobPhase.PENDING
+    assert s.cluster.num_pods == 0
+    check_invariants(s)
+
+
+# --------------------------------------------------------------------------- 11 / 12. misuse
+
+
+def test_confirming_a_pod_that_holds_nothing_is_an_unknown_pod() -> None:
+    s = scheduler(nodes(1))
+    s.submit(job("a", gpus=8, replicas=2), now=0)
+    with pytest.raises(UnknownPodError, match="a/worker/0"):
+        s.confirm(pod("a"), 1)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.confirm("a/worker/0", 1),
+        lambda s: s.pod_finished("a/worker/0", 1),
+        lambda s: s.binding_failed(None, 1),
+        lambda s: s.apply("not a result", 1),
+        lambda s: s.step(None),
+        lambda s: s.step("x"),
+    ],
+)
+def test_every_misuse_of_the_facade_is_a_kant_error(call: object) -> None:
+    s = scheduler(nodes(1))
+    s.submit(job("a", gpus=8), now=0)
+    s.step(0)
+    with pytest.raises(KantError):
+        call(s)  # type: ignore[operator]
+
+
+def test_cancelling_a_failed_job_reports_nothing_finished() -> None:
+    s = scheduler(nodes(1), backoff=Backoff(base=1, factor=1, cap=1, max_retries=0))
+    s.submit(job("f", gpus=8), now=0)
+    s.step(1)
+    s.binding_failed(pod("f"), 2)
+    assert s.queue.status("f").phase is JobPhase.FAILED
+    rep = s.cancel("f", 3)
+    assert rep.finished == () and rep.released == ()
+
+
+# --------------------------------------------------------------------------- 9. history
+
+
+def test_a_long_lived_scheduler_keeps_only_a_bounded_history_of_ended_jobs() -> None:
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=1).build(), queue=Queue(history=3))
+    for i in range(10):
+        s.submit(job(f"j{i}", gpus=8), now=i)
+        s.step(i)
+        s.pod_finished(pod(f"j{i}"), i)
+    assert list(s.queue.jobs()) == ["j7", "j8", "j9"]
+    assert s.queue.released == 7
+    with pytest.raises(UnknownJobError):
+        s.queue.status("j0")
+    s.acknowledge("j9")
+    assert list(s.queue.jobs()) == ["j7", "j8"]
+    s.submit(job("j9", gpus=8), now=20)  # a released id may be used again
+    with pytest.raises(Invalid):
+        s.acknowledge("j9")  # pending: still the scheduler's to keep
+    check_invariants(s)
+
+
+def test_the_default_queue_bounds_its_history() -> None:
+    from kant.queueing.queue import DEFAULT_HISTORY
+
+    assert Queue().history == DEFAULT_HISTORY
+    with pytest.raises(Invalid):
+        Queue(history=-1)
+
+
+# --------------------------------------------------------------------------- 2. unsatisfiable
+
+
+def _stream_behind(s: Scheduler, ghost: Job, steps: int) -> list[str]:
+    """A job that can never fit arrives first, then a 16-GPU gang behind it, while 16 one-GPU
+    jobs keep 2 nodes busy (every second the oldest finishes, a new one arrives)."""
+    for i in range(16):
+        s.submit(job(f"s{i}", gpus=1), now=0)
+    s.step(now=0)
+    s.submit(ghost, now=0)
+    s.submit(job("gang", gpus=8, replicas=2, submitted_at=1), now=1)
+    running = [f"s{i}" for i in range(16)]
+    phases = []
+    for t in range(2, 2 + steps):
+        oldest = running.pop(0)
+        if s.queue.status(oldest).phase is JobPhase.RUNNING:
+            s.pod_finished(pod(oldest), t)
+        s.submit(job(f"s{t + 14}", gpus=1, submitted_at=t), now=t)
+        running.append(f"s{t + 14}")
+        r = s.step(now=t)
+        for v in r.victims:
+            for p in v.pods:
+                s.pod_evicted(p, t)
+        phases.append(s.queue.status("gang").phase.value)
+    return phases
+
+
+@pytest.mark.parametrize(
+    "ghost",
+    [
+        job("ghost", gpus=8, replicas=4, submitted_at=0.5),  # 32 GPUs on a 16-GPU pool
+        job("ghost", gpus=8, replicas=2, tier=Tier.LEAF, required=True, submitted_at=0.5),
+    ],
+    ids=["more GPUs than the pool", "a required leaf no leaf offers"],
+)
+@pytest.mark.parametrize("policy", ["backfill", "easy-backfill"])
+def test_a_job_that_can_never_fit_is_never_the_backfill_head(ghost: Job, policy: str) -> None:
+    cluster = ClusterBuilder().leaf("lf0", nodes=1).leaf("lf1", nodes=1).build()
+    pol = Backfill(threshold=10) if policy == "backfill" else EasyBackfill(default_runtime=5)
+    s = scheduler(cluster, policy=pol)
+    phases = _stream_behind(s, ghost, steps=40)
+    assert "running" in phases, "the gang behind the unsatisfiable job starved"
+    r = s.schedule(now=100)
+    assert r.pending["ghost"].code is ReasonCode.UNSATISFIABLE
+    assert "never fit" in r.pending["ghost"].message
+    check_invariants(s)
+
+
+def test_an_unsatisfiable_job_waits_and_fits_once_the_cluster_grows() -> None:
+    s = scheduler(nodes(1))
+    s.submit(job("big", gpus=8, replicas=2), now=0)
+    assert s.step(1).pending["big"].code is ReasonCode.UNSATISFIABLE
+    s.node_added(NodeSpec(name="more", gpu_model="H100", gpus=8), 2)
+    assert s.step(3).placed == ("big",)
+
+
+def test_a_gang_over_its_tenants_quota_ceiling_can_never_fit() -> None:
+    s = _isolated()
+    s.submit(job("big", gpus=8, replicas=2, tenant="a"), now=0)
+    r = s.step(1)
+    assert r.pending["big"].code is ReasonCode.UNSATISFIABLE
+    assert "quota" in r.pending["big"].message
+
+
+# --------------------------------------------------------------------------- 5 / 7. sizes
+
+
+@pytest.mark.parametrize("field", ["cpu_milli", "memory_mib"])
+def test_a_node_too_large_for_the_columns_is_refused_before_it_is_registered(field: str) -> None:
+    s = scheduler(nodes(1))
+    with pytest.raises(Invalid, match=field):
+        s.node_added(NodeSpec(name="ghost", gpu_model="H100", gpus=8, **{field: 2**63}), 1)
+    assert "ghost" not in s.cluster
+    s.node_added(NodeSpec(name="ghost", gpu_model="H100", gpus=8), 2)  # no DuplicateError
+    check_invariants(s)
+
+
+def test_a_job_with_more_pods_than_any_cluster_holds_is_refused_at_submit() -> None:
+    with pytest.raises(Invalid, match="replicas"):
+        job("huge", gpus=1, replicas=10**8)
+    from kant.model import MAX_PODS_PER_JOB, Resources, Role
+
+    roles = tuple(
+        Role(name=f"r{i}", replicas=MAX_PODS_PER_JOB // 2 + 1, resources=Resources(gpus=1))
+        for i in range(2)
+    )
+    with pytest.raises(Invalid, match="at most"):
+        Job(id="two-halves", roles=roles)
+
+
+# --------------------------------------------------------------------------- 3. quota heads
+
+
+def _own_stream(policy: object, mode: str, steps: int = 40, *, until: int = 10**9) -> list[str]:
+    """Tenant ``a`` (quota 8 GPUs, ``mode``) keeps 8 one-GPU jobs running, one ending every
+    second and a new one arriving (up to t=``until``); its 8-GPU job arrives at t=1. Capacity
+    is never short (32 GPUs). Returns the big job's phase per second."""
+    s = scheduler(
+        nodes(4), policy=policy, quotas=[Quota.gpus("a", "H100", 8)], modes={"a": mode},
+        preemption=PreemptionPolicy(min_runtime=0),
+    )  # fmt: skip
+    ends: dict[str, float] = {}
+    for i in range(8):
+        s.submit(job(f"s{i}", gpus=1, tenant="a", runtime=i + 1.0), now=0)
+    for jid in s.step(0).placed:
+        ends[jid] = float(s.queue.status(jid).job.runtime_estimate or 0)
+    s.submit(job("big", gpus=8, tenant="a", runtime=100, submitted_at=1), now=1)
+    phases = []
+    for t in range(1, steps):
+        for jid, end in sorted(ends.items()):
+            if end <= t and s.queue.status(jid).phase is JobPhase.RUNNING:
+                s.pod_finished(pod(jid), t)
+        if t <= until:
+            s.submit(job(f"s{t + 7}", gpus=1, tenant="a", runtime=8, submitted_at=t), now=t)
+        r = s.step(t)
+        for jid in r.placed:
+            if jid != "big":
+                ends[jid] = t + 8.0
+        for v in r.victims:
+            for p in v.pods:
+                s.pod_evicted(p, t)
+                ends.pop(p.job, None)
+        phases.append(s.queue.status("big").phase.value)
+        check_invariants(s)
+    return phases
+
+
+@pytest.mark.parametrize("mode", ["isolated", "shared"])
+def test_best_effort_lets_a_tenants_small_jobs_starve_its_large_one(mode: str) -> None:
+    assert set(_own_stream("best-effort-fifo", mode)) == {"pending"}
+
+
+@pytest.mark.parametrize("mode", ["isolated", "shared"])
+def test_easy_backfill_holds_a_tenants_quota_for_its_large_job(mode: str) -> None:
+    phases = _own_stream(EasyBackfill(), mode)
+    assert "running" in phases, "the tenant's large job starved behind its own small jobs"
+    assert phases.index("running") <= 8  # when the small jobs running at its arrival end
+
+
+@pytest.mark.parametrize("mode", ["isolated", "shared"])
+def test_a_tenants_quota_head_preempts_its_backfilled_small_jobs_past_the_threshold(
+    mode: str,
+) -> None:
+    # the stream stops when the big job has waited 10 s: without preemption it would get its
+    # quota only when the last small job started by then ends (t=18)
+    phases = _own_stream(Backfill(threshold=10), mode, until=10)
+    assert "running" in phases
+    assert phases.index("running") + 1 <= 12, "the quota head did not preempt past its threshold"
+
+
+def test_the_examples_of_the_reliability_docs_run() -> None:
+    import doctest
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "reliability.md"
+    res = doctest.testfile(str(doc), module_relative=False)
+    assert res.attempted > 0 and res.failed == 0

@@ -1,0 +1,132 @@
+"""Corrupt trace and cluster files give typed errors naming the file and line (issue 17,
+items 7, 8 and 10), in both error modes."""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kant.errors import InvalidClusterFileError, InvalidTraceError
+from kant.sim.traces.inference import load_spot_nodes
+from kant.sim.traces.openb import load_openb_jobs, openb_nodes
+from kant.sim.traces.philly import load_philly_jobs
+from kant.sim.traces.swf import load_swf_jobs
+from kant.topology import load_cluster
+
+PHILLY_HEAD = b"timestamp,duration,num_gpus,gpu_time,cluster\n"
+PHILLY_ROW = b"2017-10-03 02:54:00,10,8,80,vc1\n"
+OPENB_HEAD = b"name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+OPENB_ROW = b"p0,1000,1024,1,1000,,LS,Running,0,100,1\n"
+
+
+def _swf(n: int) -> bytes:
+    rows = (f"{i} {i * 10} 0 100 4 -1 -1 4 100 -1 1 1 1 1 1 -1 -1 -1\n" for i in range(1, n))
+    return b"; MaxProcs: 16\n" + "".join(rows).encode()
+
+
+def _write(tmp_path: Path, name: str, data: bytes) -> Path:
+    p = tmp_path / name
+    p.write_bytes(data)
+    return p
+
+
+@pytest.mark.parametrize("mode", ["raise", "skip"])
+@pytest.mark.parametrize(
+    ("name", "data", "load", "line"),
+    [
+        ("philly.csv", PHILLY_HEAD + PHILLY_ROW + b"2017-10-03,1,\xff\xfe,1,vc\n", load_philly_jobs, 3),
+        ("openb.csv", OPENB_HEAD + OPENB_ROW + b"p\xff,1,1,1,1000,,LS,Running,0,100,1\n", load_openb_jobs, 3),
+        ("huge.csv", PHILLY_HEAD + b"2017-10-03 02:54:00,1," + b"1" * 200_000 + b",1,vc\n", load_philly_jobs, 2),
+        ("quote.csv", PHILLY_HEAD + PHILLY_ROW + b'2017-10-03 02:54:00,1,"8,1,vc\n' + PHILLY_ROW * 5000, load_philly_jobs, 0),
+        ("spot.csv", b"gpu_model,gpu_capacity_num,cpu_num,node_name\nA10,1,8,n0\nA\xff,1,8,n1\n", load_spot_nodes, 3),
+    ],
+    ids=["philly non-UTF-8", "openb non-UTF-8", "field over 128 KiB", "unbalanced quote",
+         "spot node list non-UTF-8"],
+)  # fmt: skip
+def test_a_corrupt_csv_trace_is_an_invalid_trace_error_naming_file_and_line(
+    tmp_path: Path, name: str, data: bytes, load: Callable[..., Any], line: int, mode: str
+) -> None:
+    p = _write(tmp_path, name, data)
+    try:
+        trace = load(p, errors=mode)
+    except InvalidTraceError as e:
+        assert e.where is not None and e.where.startswith(f"{p}:")
+        if line:  # the line is exact for a bad line, the one reached for a runaway quote
+            assert e.where == f"{p}:{line}"
+        return
+    assert mode == "skip"  # a bad line is a skipped row; the good ones are loaded
+    assert [e.where for e in trace.report.errors] == [f"{p}:{line}"]
+    assert len(getattr(trace, "jobs", getattr(trace, "shapes", ()))) == 1
+
+
+def test_a_non_utf8_openb_node_list_is_an_invalid_trace_error(tmp_path: Path) -> None:
+    p = _write(tmp_path, "nodes.csv", b"sn,cpu_milli,memory_mib,gpu,model\nn\xff,1,1,0,\n")
+    with pytest.raises(InvalidTraceError) as e:
+        openb_nodes(p)
+    assert e.value.where == f"{p}:2"
+
+
+@pytest.mark.parametrize("mode", ["raise", "skip"])
+@pytest.mark.parametrize("damage", ["truncated", "corrupt"])
+def test_a_damaged_gzip_swf_log_is_an_invalid_trace_error(
+    tmp_path: Path, damage: str, mode: str
+) -> None:
+    g = bytearray(gzip.compress(_swf(3000)))
+    if damage == "truncated":
+        g = g[: len(g) // 2]
+    else:
+        g[-6] ^= 0xFF  # the CRC / length trailer
+    p = _write(tmp_path, "log.swf.gz", bytes(g))
+    with pytest.raises(InvalidTraceError, match="compressed data") as e:
+        load_swf_jobs(p, errors=mode)
+    assert e.value.where is not None and e.value.where.startswith(f"{p}:")
+
+
+@pytest.mark.parametrize("mode", ["raise", "skip"])
+def test_a_philly_row_no_cluster_could_hold_is_refused(tmp_path: Path, mode: str) -> None:
+    p = _write(tmp_path, "philly.csv", PHILLY_HEAD + PHILLY_ROW + b"2017-10-03 02:54:00,10,999999999999,1,vc1\n")  # fmt: skip
+    try:
+        trace = load_philly_jobs(p, errors=mode)
+    except InvalidTraceError as e:
+        assert e.where == f"{p}:3" and e.field == "num_gpus"
+        return
+    assert mode == "skip" and len(trace.jobs) == 1 and trace.report.skipped == 1
+
+
+def test_a_cluster_file_that_is_not_utf8_is_an_invalid_cluster_file(tmp_path: Path) -> None:
+    p = _write(tmp_path, "c.json", b'{"nodes": [],\n "x\xff": 1}')
+    with pytest.raises(InvalidClusterFileError) as e:
+        load_cluster(p)
+    assert e.value.where == f"{p}:2"
+
+
+def test_a_deeply_nested_cluster_file_is_an_invalid_cluster_file(tmp_path: Path) -> None:
+    p = _write(tmp_path, "c.json", b"[" * 100_000 + b"]" * 100_000)
+    with pytest.raises(InvalidClusterFileError, match="nested too deeply"):
+        load_cluster(p)
+
+
+def test_a_yaml_key_given_twice_in_one_node_is_refused(tmp_path: Path) -> None:
+    pytest.importorskip("yaml")
+    text = b"nodes:\n  - name: a\n    gpu_model: H100\n    gpus: 8\n    gpus: 4\n"
+    p = _write(tmp_path, "c.yaml", text)
+    with pytest.raises(InvalidClusterFileError, match="'gpus' twice") as e:
+        load_cluster(p)
+    assert e.value.where == f"{p}:5"
+
+
+def test_a_json_key_given_twice_is_refused(tmp_path: Path) -> None:
+    p = _write(tmp_path, "c.json", b'{"nodes": [{"name": "a", "gpus": 8, "gpus": 4}]}')
+    with pytest.raises(InvalidClusterFileError, match="'gpus' is given twice"):
+        load_cluster(p)
+
+
+def test_a_node_too_large_for_the_columns_in_a_cluster_file_is_refused(tmp_path: Path) -> None:
+    text = b'{"version": 1, "nodes": [{"name": "a", "gpu_model": "H100", "gpus": 8, "cpu_milli": 9223372036854775808}]}'
+    p = _write(tmp_path, "c.json", text)
+    with pytest.raises(InvalidClusterFileError, match="cpu_milli"):
+        load_cluster(p)
