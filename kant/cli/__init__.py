@@ -4,7 +4,9 @@
   run the simulator (:mod:`kant.sim`);
 - ``kant packing`` (:mod:`kant.cli.packing`) runs the FGD packing protocol
   (:mod:`kant.sim.packing`);
-- ``kant bench <name>`` (:mod:`kant.cli.bench`) runs a benchmark of :mod:`kant.bench`.
+- ``kant bench <name>`` (:mod:`kant.cli.bench`) runs a benchmark of :mod:`kant.bench`;
+- ``kant k8s run`` / ``kant k8s demo`` (:mod:`kant.cli.k8s`) run kant as a Kubernetes
+  scheduler (:mod:`kant.k8s`).
 
 Every command prints a readable report; with ``--json`` its last line is one JSON object, so
 scripts can ``tail -n1`` it. The subcommand modules are imported when the parser is built,
@@ -42,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from kant.cli.bench import add_bench_parser
     from kant.cli.compare import add_compare_parser
+    from kant.cli.k8s import add_k8s_parser
     from kant.cli.packing import add_packing_parser
     from kant.cli.simulate import add_simulate_parser
 
@@ -49,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare_parser(sub)
     add_packing_parser(sub)
     add_bench_parser(sub)
+    add_k8s_parser(sub)
     return parser
 
 

@@ -74,6 +74,7 @@ class Shim:
         *,
         clock: Callable[[], float] = time.time,
         on_bound: Callable[[str, float], None] | None = None,
+        on_cycle: Callable[[Shim, CycleResult], None] | None = None,
     ) -> None:
         self.api = api
         self.config = config if config is not None else KantConfig()
@@ -84,6 +85,7 @@ class Shim:
         self.nodes = NodeAdapter(self.scheduler)
         self.clock = clock
         self.on_bound = on_bound
+        self.on_cycle = on_cycle
         self._pods: dict[str, tuple[Obj, PodFacts | None]] = {}
         self._groups: dict[str, int] = {}  # PodGroup key -> minMember
         self._jobs: dict[str, _JobRecord] = {}  # kant job id -> record
@@ -100,6 +102,7 @@ class Shim:
         self._last_now = 0.0
         self._pool = ThreadPoolExecutor(max_workers=self.settings.bind_workers)
         self.bound_total = 0
+        self.cycles = 0
 
     # ----------------------------------------------------------------- time
 
@@ -421,6 +424,7 @@ class Shim:
     def cycle(self) -> CycleResult:
         """One cycle: schedule, apply, then write bindings, evictions, conditions, events."""
         now = self.now()
+        self.cycles += 1
         result = self.scheduler.schedule(now)
         report = self.scheduler.apply(result, now)
         bound = set(report.bound)
@@ -469,6 +473,8 @@ class Shim:
                 if key in self._pods:
                     self._set_unschedulable(key, self._pods[key][0], f"kant: {reason}", now)
             self._pod_group_status(jid, "Pending")
+        if self.on_cycle is not None:
+            self.on_cycle(self, result)
         return result
 
     def _bind(self, b: Binding) -> str | None:

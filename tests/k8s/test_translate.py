@@ -175,7 +175,7 @@ def test_a_gpu_fraction_annotation_asks_for_a_share_of_one_gpu() -> None:
 def test_a_gpu_fraction_outside_zero_one_is_refused(bad: str) -> None:
     p = load("pod_fraction_volcano")
     p["metadata"]["annotations"]["gpu-fraction"] = bad
-    with pytest.raises(InvalidObjectError, match="Pod dev/notebook-x.*gpu-fraction"):
+    with pytest.raises(InvalidObjectError, match=r"Pod dev/notebook-x.*gpu-fraction"):
         pod_facts(p, S)
 
 
@@ -291,7 +291,7 @@ def test_binding_annotations_round_trip_through_a_bound_pod() -> None:
 def test_a_malformed_recorded_binding_is_refused() -> None:
     pod = load("pod_bound_by_kant")
     pod["metadata"]["annotations"]["kant.io/gpus"] = "0,x"
-    with pytest.raises(InvalidObjectError, match="kant.io/gpus"):
+    with pytest.raises(InvalidObjectError, match=r"kant\.io/gpus"):
         recorded_binding(pod)
     pod["metadata"]["annotations"]["kant.io/pod-id"] = "nope"
     with pytest.raises(InvalidObjectError, match="job/role/index"):
