@@ -121,6 +121,7 @@ def _add_k8s(sub: Any) -> None:
     )
     p.add_argument("--pods", type=int, default=1000, help="pods created (default 1000)")
     p.add_argument("--nodes", type=int, default=500, help="fake 8-GPU nodes (default 500)")
+    p.add_argument("--pod-gpus", type=int, default=2, help="GPUs per pod (default 2)")
     p.add_argument("--creators", type=int, default=8, help="threads creating pods (default 8)")
     p.set_defaults(run=_run_k8s)
 
@@ -128,4 +129,4 @@ def _add_k8s(sub: Any) -> None:
 def _run_k8s(a: argparse.Namespace) -> dict[str, Any]:
     from kant.k8s.demo import bench_k8s
 
-    return bench_k8s(pods=a.pods, nodes=a.nodes, creators=a.creators)
+    return bench_k8s(pods=a.pods, nodes=a.nodes, pod_gpus=a.pod_gpus, creators=a.creators)

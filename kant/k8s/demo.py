@@ -81,9 +81,9 @@ def _start(
 # --------------------------------------------------------------------------- benchmark
 
 
-def bench_k8s(*, pods: int = 1000, nodes: int = 500, gpus: int = 8, creators: int = 8,
+def bench_k8s(*, pods: int = 1000, nodes: int = 500, pod_gpus: int = 2, creators: int = 8,
               config: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
-    """Create ``pods`` one-GPU-node pods (``gpus`` GPUs each) on ``nodes`` fake nodes with the
+    """Create ``pods`` pods of ``pod_gpus`` GPUs each on ``nodes`` fake 8-GPU nodes with the
     shim running, and measure: pods bound per second (bindings / time from the first pod
     created to the last binding answered) and the p50 / p99 latency from a pod's creation
     (the create call answered) to its binding (the binding call answered)."""
@@ -103,13 +103,13 @@ def bench_k8s(*, pods: int = 1000, nodes: int = 500, gpus: int = 8, creators: in
     with KubeTestEnv() as env:
         api = env.api
         api.post("/api/v1/namespaces", {"metadata": {"name": "bench"}})
-        create_nodes(api, nodes, gpus=gpus)
+        create_nodes(api, nodes)
         shim, stop, th = _start(api, cfg, on_bound=on_bound)
         try:
 
             def make(i: int) -> None:
                 name = f"p-{i:05d}"
-                api.post("/api/v1/namespaces/bench/pods", pod_body("bench", name, gpus))
+                api.post("/api/v1/namespaces/bench/pods", pod_body("bench", name, pod_gpus))
                 with lock:
                     created[f"bench/{name}"] = time.time()
 
@@ -132,6 +132,7 @@ def bench_k8s(*, pods: int = 1000, nodes: int = 500, gpus: int = 8, creators: in
     return {
         "pods": pods,
         "nodes": nodes,
+        "pod_gpus": pod_gpus,
         "bound": len(bound),
         "create_seconds": round(t_created - t0, 3),
         "bind_window_seconds": round(t_last - t0, 3),

@@ -432,26 +432,17 @@ class Shim:
         for b in todo:
             self._jobs[b.pod.job].bound.add(b.pod)
         futures = [(b, self._pool.submit(self._bind, b)) for b in todo]
-        for b, fut in futures:
-            err = fut.result()
+        outcome = [(b, fut.result()) for b, fut in futures]
+        t_done = time.time()
+        for b, err in outcome:
             if err is None:
                 self.bound_total += 1
-                if self.on_bound is not None:
-                    self.on_bound(self._jobs[b.pod.job].pods[b.pod], time.time())
-                continue
-            rec = self._jobs.get(b.pod.job)
-            if rec is None or b.pod not in rec.bound:
-                continue
-            rec.bound.discard(b.pod)
-            key = rec.pods.get(b.pod)
-            try:
-                rep = self.scheduler.binding_failed(b.pod, now, err)
-            except KantError:
-                continue
-            if key is not None:
-                rec.pods.pop(b.pod, None)
-                self._id_of.pop(key, None)
-            self._after(rep, now)
+                rec = self._jobs.get(b.pod.job)
+                if self.on_bound is not None and rec is not None and b.pod in rec.pods:
+                    self.on_bound(rec.pods[b.pod], t_done)
+        for b, err in outcome:
+            if err is not None:
+                self._binding_failed(b, err, now)
         for jid in bound:
             self._pod_group_status(jid, "Scheduled")
         for v in result.victims:
@@ -476,6 +467,26 @@ class Shim:
         if self.on_cycle is not None:
             self.on_cycle(self, result)
         return result
+
+    def _binding_failed(self, b: Binding, err: str, now: float) -> None:
+        """A binding call failed: ``binding_failed`` (the gang's other pods are released and
+        deleted); the pod itself, if it still waits, may join a new submission."""
+        rec = self._jobs.get(b.pod.job)
+        if rec is None or b.pod not in rec.bound:
+            return
+        rec.bound.discard(b.pod)
+        key = rec.pods.pop(b.pod, None)
+        try:
+            rep = self.scheduler.binding_failed(b.pod, now, err)
+        except KantError:
+            return
+        if key is not None:
+            self._id_of.pop(key, None)
+            f = self._pods.get(key, ({}, None))[1]
+            if f is not None and f.node is None and not f.deleting:
+                self._waiting.setdefault(rec.base, set()).add(key)
+        log.info("%s", err)
+        self._after(rep, now)
 
     def _bind(self, b: Binding) -> str | None:
         rec = self._jobs[b.pod.job]
