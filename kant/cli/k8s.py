@@ -56,9 +56,11 @@ def _run(args: argparse.Namespace) -> int:
     try:
         from kant.k8s.client import Api
         from kant.k8s.leader import LeaderElector
+        from kant.k8s.settings import parse_settings
         from kant.k8s.shim import Shim
 
         cfg = _config(args.config)
+        parse_settings(cfg.kubernetes, source=cfg.source)  # config mistakes before connecting
         api = Api.from_kubeconfig(args.kubeconfig, args.context)
         shim = Shim(api, cfg)
     except (KantError, OSError) as e:
