@@ -114,7 +114,13 @@ class Api:
         text = r.data.decode("utf-8", "replace")
         if r.status >= 400:
             raise ApiError(r.status, method, path, text)
-        return json.loads(text) if text else {}
+        if not text:
+            return {}
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            return {"text": text}  # /readyz, /healthz answer plain text
+        return doc if isinstance(doc, dict) else {"items": doc}
 
     def get(self, path: str, **query: Any) -> Obj:
         return self.request("GET", path, query=query or None)

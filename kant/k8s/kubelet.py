@@ -82,7 +82,7 @@ class FakeKubelet(threading.Thread):
         self.poll = poll
         self.runtime_scale = runtime_scale
         self._stop_ev = threading.Event()
-        self._started: set[str] = set()
+        self._running_pods: set[str] = set()
         self._due: list[tuple[float, str, str]] = []
         self.finished = 0
 
@@ -130,9 +130,9 @@ class FakeKubelet(threading.Thread):
                 return
             if not spec.get("nodeName") or status.get("phase", "Pending") != "Pending":
                 return
-            if key in self._started:
+            if key in self._running_pods:
                 return
-            self._started.add(key)
+            self._running_pods.add(key)
             self.api.patch(
                 f"/api/v1/namespaces/{ns}/pods/{name}/status",
                 {"status": {"phase": "Running", "startTime": _iso(),

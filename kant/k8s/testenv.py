@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import urllib3
+
 from kant.errors import KantError
 from kant.k8s.client import Api, ApiError
 
@@ -160,7 +162,7 @@ class KubeTestEnv:
             try:
                 self._api.request("GET", "/readyz", timeout=2)
                 break
-            except (ApiError, OSError, ValueError, Exception) as e:
+            except (ApiError, OSError, urllib3.exceptions.HTTPError) as e:
                 if time.monotonic() > deadline:
                     raise TestEnvError(
                         f"kube-apiserver not ready after {self.ready_timeout}s: {e}"

@@ -7,9 +7,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from kant.k8s.kubelet import set_node_ready
 
 from .conftest import Cluster, wait_for
+
+# the test server has a self-signed certificate
+pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
 
 QUOTAS: dict[str, Any] = {
     "tenants": [
@@ -166,7 +171,7 @@ def test_a_shim_restart_loses_no_binding_and_double_books_nothing(cluster: Clust
     before = {n: cluster.get(n)["metadata"]["annotations"] for n in ("a-0", "a-1")}
     cluster.stop_shims()
     shim = cluster.start_shim()  # a fresh shim: its state comes from the bound pods
-    assert shim.scheduler.cluster.num_pods() == 2
+    assert shim.scheduler.cluster.num_pods == 2
     cluster.pod_group("b", 2)
     cluster.pod("b-0", group="b")
     cluster.pod("b-1", group="b")
