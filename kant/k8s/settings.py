@@ -60,7 +60,7 @@ class K8sSettings:
     """Events are gathered for this long before a cycle runs."""
     event_interval_seconds: float = 60.0
     """At most one ``FailedScheduling`` event per pod in this interval."""
-    bind_workers: int = 8
+    bind_workers: int = 16
     """Concurrent binding calls."""
     lease_name: str = "kant-scheduler"
     lease_namespace: str = "kube-system"
