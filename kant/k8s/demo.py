@@ -141,6 +141,7 @@ def bench_k8s(*, pods: int = 1000, nodes: int = 500, pod_gpus: int = 2, creators
             s_last = max(bound.values()) if bound else t0
             bound.clear()
         stream_cycles = shim.cycles
+        s_api = _bound_in_api(api, "stream")
         api.delete("/api/v1/namespaces/stream/pods", {"gracePeriodSeconds": 0})
         while api.get("/api/v1/namespaces/stream/pods").get("items"):
             time.sleep(0.1)
@@ -157,6 +158,7 @@ def bench_k8s(*, pods: int = 1000, nodes: int = 500, pod_gpus: int = 2, creators
         with lock:
             b_bound = len(bound)
             b_last = max(bound.values()) if bound else t1
+        b_api = _bound_in_api(api, "backlog")
 
     def ms(q: float) -> float | None:
         return round(float(np.percentile(lat, q)) * 1000, 1) if lat else None
@@ -166,16 +168,23 @@ def bench_k8s(*, pods: int = 1000, nodes: int = 500, pod_gpus: int = 2, creators
         "nodes": nodes,
         "pod_gpus": pod_gpus,
         "stream_bound": s_bound,
+        "stream_bound_in_api": s_api,
         "stream_create_seconds": round(t_created - t0, 3),
         "stream_pods_bound_per_second": round(s_bound / (s_last - t0), 1) if s_bound else 0.0,
         "stream_p50_create_to_bind_ms": ms(50),
         "stream_p99_create_to_bind_ms": ms(99),
         "stream_cycles": stream_cycles,
         "backlog_bound": b_bound,
+        "backlog_bound_in_api": b_api,
         "backlog_pods_bound_per_second": round(b_bound / (b_last - t1), 1) if b_bound else 0.0,
         "backlog_seconds": round(b_last - t1, 3),
         "backlog_cycles": shim.cycles,
     }
+
+
+def _bound_in_api(api: Api, ns: str) -> int:
+    items = api.get(f"/api/v1/namespaces/{ns}/pods").get("items", ())
+    return sum(1 for p in items if (p.get("spec") or {}).get("nodeName"))
 
 
 # --------------------------------------------------------------------------- demo

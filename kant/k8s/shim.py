@@ -15,7 +15,7 @@ import queue as queue_mod
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -101,6 +101,7 @@ class Shim:
         self._waiting: dict[str, set[str]] = {}  # base -> pending pods not in a kant job
         self._last_now = 0.0
         self._pool = ThreadPoolExecutor(max_workers=self.settings.bind_workers)
+        self._inflight: list[tuple[Binding, Future[tuple[str | None, float]]]] = []
         self.bound_total = 0
         self.cycles = 0
 
@@ -422,7 +423,10 @@ class Shim:
     # ----------------------------------------------------------------- the cycle
 
     def cycle(self) -> CycleResult:
-        """One cycle: schedule, apply, then write bindings, evictions, conditions, events."""
+        """One cycle: schedule, apply, then write bindings, evictions, conditions, events.
+        Binding calls run on the pool while the loop goes on; :meth:`reap` takes their
+        answers (the loop calls it all the time)."""
+        self.reap()
         now = self.now()
         self.cycles += 1
         result = self.scheduler.schedule(now)
@@ -431,18 +435,11 @@ class Shim:
         todo = [b for b in result.bindings if b.pod.job in bound]
         for b in todo:
             self._jobs[b.pod.job].bound.add(b.pod)
-        futures = [(b, self._pool.submit(self._bind, b)) for b in todo]
-        outcome = [(b, fut.result()) for b, fut in futures]
-        t_done = time.time()
-        for b, err in outcome:
-            if err is None:
-                self.bound_total += 1
-                rec = self._jobs.get(b.pod.job)
-                if self.on_bound is not None and rec is not None and b.pod in rec.pods:
-                    self.on_bound(rec.pods[b.pod], t_done)
-        for b, err in outcome:
-            if err is not None:
-                self._binding_failed(b, err, now)
+        for b in todo:
+            pkey = self._jobs[b.pod.job].pods[b.pod]
+            obj = self._pods.get(pkey, ({}, None))[0]
+            uid = str((obj.get("metadata") or {}).get("uid") or "")
+            self._inflight.append((b, self._pool.submit(self._bind, b, pkey, uid)))
         for jid in bound:
             self._pod_group_status(jid, "Scheduled")
         for v in result.victims:
@@ -468,9 +465,33 @@ class Shim:
             self.on_cycle(self, result)
         return result
 
+    def reap(self, *, wait: bool = False) -> None:
+        """Take the answers of the binding calls made so far (all of them with ``wait``): count
+        the bound pods, and ``binding_failed`` for each failure."""
+        if not self._inflight:
+            return
+        done: list[tuple[Binding, Future[tuple[str | None, float]]]] = []
+        still: list[tuple[Binding, Future[tuple[str | None, float]]]] = []
+        for x in self._inflight:  # one look per call: a call ending meanwhile waits its turn
+            (done if wait or x[1].done() else still).append(x)
+        if not done:
+            return
+        self._inflight = still
+        now = self.now()
+        for b, fut in done:
+            err, t_done = fut.result()
+            if err is None:
+                self.bound_total += 1
+                rec = self._jobs.get(b.pod.job)
+                if self.on_bound is not None and rec is not None and b.pod in rec.pods:
+                    self.on_bound(rec.pods[b.pod], t_done)
+            else:
+                self._binding_failed(b, err, now)
+
     def _binding_failed(self, b: Binding, err: str, now: float) -> None:
         """A binding call failed: ``binding_failed`` (the gang's other pods are released and
         deleted); the pod itself, if it still waits, may join a new submission."""
+        log.warning("%s", err)
         rec = self._jobs.get(b.pod.job)
         if rec is None or b.pod not in rec.bound:
             return
@@ -485,15 +506,11 @@ class Shim:
             f = self._pods.get(key, ({}, None))[1]
             if f is not None and f.node is None and not f.deleting:
                 self._waiting.setdefault(rec.base, set()).add(key)
-        log.info("%s", err)
         self._after(rep, now)
 
-    def _bind(self, b: Binding) -> str | None:
-        rec = self._jobs[b.pod.job]
-        key = rec.pods[b.pod]
+    def _bind(self, b: Binding, key: str, uid: str) -> tuple[str | None, float]:
+        """One binding call (on the pool): (None or the error, when it was answered)."""
         ns, name = key.split("/", 1)
-        obj = self._pods.get(key, ({}, None))[0]
-        uid = (obj.get("metadata") or {}).get("uid")
         body: dict[str, Any] = {
             "apiVersion": "v1", "kind": "Binding",
             "metadata": {"name": name, "namespace": ns,
@@ -505,10 +522,10 @@ class Shim:
         try:
             self.api.post(f"/api/v1/namespaces/{ns}/pods/{name}/binding", body)
         except ApiError as e:
-            return f"binding {key} to {b.node}: {e.status} {e.message}"
+            return f"binding {key} to {b.node}: {e.status} {e.message}", time.time()
         except OSError as e:
-            return f"binding {key} to {b.node}: {e}"
-        return None
+            return f"binding {key} to {b.node}: {e}", time.time()
+        return None, time.time()
 
     def _disrupt(self, key: str, preemptor: str, why: str) -> None:
         """Tell the victim why it goes: a ``DisruptionTarget`` condition and an event."""
@@ -650,6 +667,7 @@ class Shim:
                         self.handle(kind, ev, obj)
                 except queue_mod.Empty:
                     pass
+                self.reap()
                 t = time.monotonic()
                 due = dirty_since is not None and t - dirty_since >= debounce
                 if due or t - last_cycle >= 5.0 or (self._evict and t - last_cycle >= 1.0):
@@ -659,6 +677,7 @@ class Shim:
         finally:
             for w in watchers:
                 w.stop()
+            self.reap(wait=True)
             self._pool.shutdown(wait=True)
 
 

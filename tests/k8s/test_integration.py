@@ -98,10 +98,15 @@ def test_a_pending_pods_condition_names_kants_reason_and_an_event_says_failed_sc
     cond = wait_for(lambda: _condition(cluster.get("over"), "PodScheduled"), what="condition")
     assert cond["status"] == "False" and cond["reason"] == "Unschedulable"
     assert cond["message"].startswith("kant: quota_exceeded")
-    events = cluster.api.get(f"/api/v1/namespaces/{cluster.ns}/events")["items"]
-    assert any(
-        e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] == "over" for e in events
-    )
+
+    def failed_scheduling() -> bool:
+        events = cluster.api.get(f"/api/v1/namespaces/{cluster.ns}/events")["items"]
+        return any(
+            e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] == "over"
+            for e in events
+        )
+
+    wait_for(failed_scheduling, what="a FailedScheduling event")
 
 
 def test_a_quota_reclaim_evicts_the_borrower_through_the_eviction_api_and_binds_the_reclaimer(
