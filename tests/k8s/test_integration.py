@@ -189,3 +189,23 @@ def test_a_shim_restart_loses_no_binding_and_double_books_nothing(cluster: Clust
     assert {n: cluster.get(n)["metadata"]["annotations"] for n in ("a-0", "a-1")} == before
     cluster.stop_shims()
     shim.scheduler.check_invariants()
+
+
+def test_one_shim_holds_the_lease_and_another_takes_it_only_once_it_expires(
+    cluster: Cluster,
+) -> None:
+    from kant.k8s.leader import LeaderElector
+
+    a = LeaderElector(cluster.api, name="kant-test", namespace=cluster.ns, identity="a", duration=2)
+    b = LeaderElector(cluster.api, name="kant-test", namespace=cluster.ns, identity="b", duration=2)
+    t = time.time()
+    assert a.try_acquire(t)
+    assert not b.try_acquire(t + 1)  # a renewed 1 s ago: still a's
+    assert a.try_acquire(t + 1)
+    assert b.try_acquire(t + 4)  # a stopped renewing for longer than the lease
+    lease = cluster.api.get(
+        f"/apis/coordination.k8s.io/v1/namespaces/{cluster.ns}/leases/kant-test"
+    )
+    assert lease["spec"]["holderIdentity"] == "b" and lease["spec"]["leaseTransitions"] == 1
+    b.release()
+    assert a.try_acquire(t + 4.5)  # released: taken at once
