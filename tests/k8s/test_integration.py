@@ -209,3 +209,43 @@ def test_one_shim_holds_the_lease_and_another_takes_it_only_once_it_expires(
     assert lease["spec"]["holderIdentity"] == "b" and lease["spec"]["leaseTransitions"] == 1
     b.release()
     assert a.try_acquire(t + 4.5)  # released: taken at once
+
+
+def test_pods_of_other_schedulers_hold_their_nodes_capacity(cluster: Cluster) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    foreign = {
+        "metadata": {"name": "other", "namespace": cluster.ns},
+        "spec": {"nodeName": "n0", "containers": [{"name": "c", "image": "x", "resources": {
+            "requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}}]},
+    }  # fmt: skip
+    cluster.api.post(f"/api/v1/namespaces/{cluster.ns}/pods", foreign)
+    cluster.start_shim()
+    cluster.pod("mine")
+    assert wait_for(lambda: cluster.node_of("mine"), what="bound") == "n1"
+    cluster.pod("more")
+    wait_for(lambda: _condition(cluster.get("more"), "PodScheduled"), what="more waits")
+    assert cluster.node_of("more") is None
+
+
+def test_a_binding_answered_404_calls_binding_failed_and_releases_the_rest_of_the_gang(
+    cluster: Cluster,
+) -> None:
+    from kant.config import parse_config
+    from kant.k8s.shim import Shim
+
+    cluster.node("n0")
+    cluster.node("n1")
+    cluster.pod_group("g", 2)
+    cluster.pod("g-0", group="g")
+    cluster.pod("g-1", group="g")
+    shim = Shim(cluster.api, parse_config({}))
+    shim.sync()  # no watch: the shim does not see the deletion below before its cycle
+    cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/g-1", {"gracePeriodSeconds": 0})
+    result = shim.cycle()
+    assert len(result.bindings) == 2
+    shim.reap(wait=True)
+    # g-1's binding got a 404: the gang is released in kant and g-0, bound, is stopped
+    assert shim.scheduler.cluster.num_pods == 0
+    wait_for(lambda: "g-0" not in cluster.pods(), what="g-0 stopped")
+    shim.scheduler.check_invariants()
