@@ -5,6 +5,8 @@ The curated public API is re-exported here; submodules hold the details::
     from kant import ClusterState, Queue, Admitter, Placer, schedule_cycle, apply
 """
 
+import logging
+
 from kant.admission import Admitter, Quota, QuotaMode
 from kant.apply import ApplyReport, apply
 from kant.config import KantConfig, load_config
@@ -59,6 +61,9 @@ from kant.scheduler import EventReport, Eviction, EvictionCause, Scheduler
 from kant.state import ClusterState, Snapshot, Transaction
 
 __version__ = "0.1.0"
+
+# a library logs, never prints: records go nowhere until the application configures logging
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "MILLI",

@@ -17,7 +17,13 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from kant.cli.simulate import add_common_arguments, scenario_from_args
+from kant.cli.options import UsageError, number
+from kant.cli.simulate import (
+    add_common_arguments,
+    check_common_args,
+    load_warning,
+    scenario_from_args,
+)
 from kant.errors import KantError, ValidationError
 from kant.sim.analysis import compare_json, seed_sweep
 from kant.sim.report import (
@@ -59,12 +65,36 @@ def add_compare_parser(sub: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--workers",
-        type=int,
+        type=number(int, low=1),
         default=min(2, os.cpu_count() or 1),
-        help="runs in parallel (processes; default: up to 2)",
+        help="runs in parallel (processes; default: the CPUs, at most 2)",
     )
-    p.set_defaults(func=run_compare)
+    p.set_defaults(func=run_compare, check=check_compare_args)
     return p
+
+
+def check_compare_args(args: argparse.Namespace) -> None:
+    """:func:`~kant.cli.simulate.check_common_args`, plus ``--seeds`` (well-formed, each seed
+    once, not with ``--seed``) and ``--sets`` (well-formed, all different)."""
+    check_common_args(args)
+    if args.seeds is not None:
+        if args.seed is not None:
+            raise UsageError(f"--seed {args.seed} and --seeds {args.seeds}: pick one")
+        try:
+            seeds = parse_seeds(args.seeds)
+        except KantError as e:
+            raise UsageError(f"--seeds {args.seeds!r}: {getattr(e, 'reason', e)}") from None
+        if len(set(seeds)) != len(seeds):
+            raise UsageError(f"--seeds {args.seeds!r}: name each seed once")
+    if args.sets is not None:
+        try:
+            sets = [PolicySet.parse(t) for t in args.sets.split(",") if t.strip()]
+        except KantError as e:
+            raise UsageError(f"--sets {args.sets!r}: {getattr(e, 'reason', e)}") from None
+        if not sets:
+            raise UsageError(f"--sets {args.sets!r}: name at least one policy set")
+        if len({p.label for p in sets}) != len(sets):
+            raise UsageError(f"--sets {args.sets!r}: the policy sets must differ")
 
 
 def _one(item: tuple[Scenario, PolicySet]) -> SimResult:
@@ -83,11 +113,16 @@ def run_compare(args: argparse.Namespace) -> int:
     except KantError as e:
         print(f"kant compare: {e}", file=sys.stderr)
         return 2
+    note = load_warning(args, sc)
+    if note:
+        print(f"kant compare: note: {note}", file=sys.stderr)
     t0 = time.perf_counter()
     results = _run_all(sc, sets, max(1, args.workers), quiet=args.quiet)
     wall = time.perf_counter() - t0
     runs = list(zip(sets, results, strict=True))
     print(format_compare(sc, runs))
+    if note:
+        print(f"\nnote: {note}")
     files, hint = write_compare_report(args.out, sc, runs, wall, plots=not args.no_plots)
     if hint:
         print(hint, file=sys.stderr)
@@ -103,7 +138,7 @@ def _sets(args: argparse.Namespace, sc: Scenario) -> list[PolicySet]:
     else:
         sets = list(sc.compare_sets)
     if len({p.label for p in sets}) != len(sets):
-        raise SystemExit("kant compare: the policy sets must differ")
+        raise UsageError("--sets: the policy sets must differ")
     return sets
 
 

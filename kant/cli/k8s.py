@@ -20,7 +20,7 @@ __all__ = ["add_k8s_parser"]
 
 
 def add_k8s_parser(sub: Any) -> argparse.ArgumentParser:
-    """Add ``kant k8s`` with ``run`` and ``demo``; returns the ``k8s`` parser."""
+    """Add ``kant k8s`` with ``run``, ``demo`` and ``server``; returns the ``k8s`` parser."""
     k8s: argparse.ArgumentParser = sub.add_parser("k8s", help="kant as a Kubernetes scheduler")
     ksub = k8s.add_subparsers(dest="k8s", required=True)
     run = ksub.add_parser("run", help="schedule the pods of a cluster (spec.schedulerName: kant)")
@@ -39,7 +39,29 @@ def add_k8s_parser(sub: Any) -> argparse.ArgumentParser:
     demo.add_argument("--config", default=None, help="the kant config file (YAML)")
     demo.add_argument("--json", action="store_true", help="last line: one JSON object")
     demo.set_defaults(func=_demo)
+    srv = ksub.add_parser("server", help="start a local etcd + kube-apiserver until interrupted")
+    srv.set_defaults(func=_server)
     return k8s
+
+
+def _server(args: argparse.Namespace) -> int:
+    del args
+    import time
+
+    from kant.k8s.testenv import KubeTestEnv
+
+    try:
+        with KubeTestEnv() as env:
+            print(f"kubeconfig: {env.kubeconfig}", flush=True)
+            try:
+                while True:
+                    time.sleep(3600)
+            except KeyboardInterrupt:
+                pass
+    except KantError as e:
+        print(f"kant k8s server: {e}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def _config(path: str | None) -> Any:

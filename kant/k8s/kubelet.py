@@ -15,7 +15,7 @@ from typing import Any
 from kant.k8s.client import Api, ApiError, Obj
 from kant.k8s.translate import RUNTIME_ANNOTATION, annotations_of, pod_key
 
-log = logging.getLogger("kant.k8s.kubelet")
+log = logging.getLogger(__name__)
 
 
 def _iso() -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from kant.k8s.client import Api, ApiError
 
-log = logging.getLogger("kant.k8s.leader")
+log = logging.getLogger(__name__)
 
 
 def _micro(t: float) -> str:

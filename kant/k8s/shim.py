@@ -42,7 +42,7 @@ from kant.model import Binding, Job, PodId, Role
 from kant.scheduler import EventReport, Scheduler
 from kant.state import ClusterState
 
-log = logging.getLogger("kant.k8s")
+log = logging.getLogger(__name__)
 
 PODGROUP_API = "scheduling.x-k8s.io/v1alpha1"
 TERMINAL = ("Succeeded", "Failed")

@@ -5,7 +5,7 @@ The kube-apiserver binary is the one ``scripts/kube-testenv build`` made (cached
 Debian's ``etcd-server`` (``/usr/bin/etcd``) or ``$KANT_ETCD``. :func:`find_binaries` says why
 they are missing, so tests can skip with that reason.
 
->>> # with KubeTestEnv() as env: env.api.get("/version")   # doctest: +SKIP
+``kant k8s server`` starts one and prints its kubeconfig path until interrupted.
 """
 
 from __future__ import annotations
@@ -190,13 +190,3 @@ class KubeTestEnv:
         if self.dir is not None and not os.environ.get("KANT_KUBE_KEEP"):
             shutil.rmtree(self.dir, ignore_errors=True)
         self.dir = None
-
-
-if __name__ == "__main__":  # pragma: no cover - manual use
-    with KubeTestEnv() as env:
-        print(env.kubeconfig, env.api.get("/version").get("gitVersion"), flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass

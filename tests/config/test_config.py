@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kant.admission import QuotaMode
 from kant.config import load_config, load_config_text, parse_config
@@ -141,3 +143,45 @@ def test_a_configured_quota_holds_back_a_job_beyond_it() -> None:
     r = s.step(now=1)
     assert {b.pod.job for b in r.bindings} == {"small"}
     assert r.pending["big"].code.value == "quota_exceeded"
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 4000),  # nominal, half GPUs
+            st.one_of(st.none(), st.integers(0, 4000)),  # borrowing limit, half GPUs
+            st.one_of(st.none(), st.floats(0, 1)),  # lending share of nominal
+            st.sampled_from(["shared", "isolated", None]),
+        ),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_any_valid_file_gives_exactly_the_quotas_it_states(
+    rows: list[tuple[int, int | None, float | None, str | None]],
+) -> None:
+    import yaml
+
+    from kant.admission import Quota
+
+    tenants = []
+    want = []
+    for i, (nom, bor, lend_share, mode) in enumerate(rows):
+        lend = None if lend_share is None else int(nom * lend_share) / 2
+        q: dict[str, object] = {"nominalQuota": nom / 2}
+        if bor is not None:
+            q["borrowingLimit"] = bor / 2
+        if lend is not None:
+            q["lendingLimit"] = lend
+        t: dict[str, object] = {"name": f"t{i}", "quotas": {"H100": q}}
+        if mode is not None:
+            t["mode"] = mode
+        tenants.append(t)
+        bl = None if bor is None else bor / 2
+        want.append(Quota.gpus(f"t{i}", "H100", nom / 2, borrowing_limit=bl, lending_limit=lend))
+    cfg = load_config_text(yaml.safe_dump({"tenants": tenants}))
+    assert list(cfg.quotas or ()) == want
+    table = cfg.admitter().table
+    for i, (*_q, mode) in enumerate(rows):
+        assert table.mode(f"t{i}") is QuotaMode(mode or "shared")

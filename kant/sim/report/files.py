@@ -10,6 +10,7 @@ import csv
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Final
 
 from kant.metrics import JobRecord
 from kant.sim.analysis import SeedRuns, compare_json, result_json, seed_sweep
@@ -19,6 +20,19 @@ from kant.sim.scenarios import PolicySet, Scenario
 from kant.sim.simulator import SimResult
 
 __all__ = ["write_compare_report", "write_report", "write_seed_sweep_report"]
+
+
+PLOT_NAMES: Final = (
+    "timeseries.png", "jwtd.png", "jtted.png",
+    "compare_gar_sor.png", "compare_gfr.png", "compare_jwtd.png", "compare_jtted.png",
+)  # fmt: skip
+"""Every PNG a report writes. A report folder is cleared of them first, so a run with
+``--no-plots`` (or another command) never leaves an older run's plots beside its results."""
+
+
+def _clear_plots(out: Path) -> None:
+    for name in PLOT_NAMES:
+        (out / name).unlink(missing_ok=True)
 
 
 def write_report(
@@ -34,6 +48,7 @@ def write_report(
     files written and a hint when plots were skipped."""
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
+    _clear_plots(out)
     files = []
     p = out / "summary.json"
     p.write_text(json.dumps(result_json(scenario, policy, result), indent=2) + "\n")
@@ -85,6 +100,7 @@ def write_compare_report(
     """Write ``compare.json``, ``compare.txt`` and (with matplotlib) the comparison plots."""
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
+    _clear_plots(out)
     files = []
     p = out / "compare.json"
     p.write_text(json.dumps(compare_json(scenario, runs, wall_s), indent=2) + "\n")
@@ -113,6 +129,7 @@ def write_seed_sweep_report(
     pooled mean waits by job size."""
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
+    _clear_plots(out)
     sw = seed_sweep(by_seed)
     doc = {
         "scenario": scenario_name,
