@@ -7,6 +7,8 @@ figures) run with small sizes appended, so the whole page runs in seconds: the o
 appended come last and argparse keeps the last value. Outputs go to a temporary folder, never
 into the checkout. Commands that read the public traces skip when the trace folder is absent,
 and the ``k8s`` commands when there is no kube-apiserver to start (scripts/kube-testenv).
+``kant sweep`` commands run on a small grid of their own (``grid.yaml`` in the temporary
+folder); those with ``--ray`` are left to ``tests/sweep``, which starts its own Ray instance.
 """
 
 from __future__ import annotations
@@ -43,6 +45,15 @@ SMALL = {
     ("benchmarks/packing_sweep.py", ""): ["--seeds", "42", "--workers", "1",
                                          "--policies", "fgd", "--traces", "default"],
 }  # fmt: skip
+
+SMALL_GRID = """\
+command: compare
+options:
+  scenario: inference
+  jobs: 60
+  seeds: 0-1
+  sets: [strict-fifo+ebinpack, backfill+spread]
+"""
 
 
 def _python_blocks(page: Path) -> list[str]:
@@ -119,11 +130,16 @@ def test_every_command_of_the_page_exits_0(page: Path, tmp_path: Path) -> None:
     topology = re.search(r"```yaml\n(.*?)```", (ROOT / "docs" / "topology.md").read_text(), re.S)
     assert topology is not None
     (tmp_path / "my-cluster.yaml").write_text(topology.group(1))
+    (tmp_path / "grid.yaml").write_text(SMALL_GRID)
     for cmd in _commands(page):
         if cmd.startswith("T="):
             env["T"] = str(ROOT / cmd[2:])
             continue
+        if cmd.startswith("kant sweep") and "--ray" in cmd:
+            continue
         cmd = cmd.replace("my-cluster.yaml", str(tmp_path / "my-cluster.yaml"))
+        cmd = cmd.replace("grid.yaml", str(tmp_path / "grid.yaml"))
+        cmd = cmd.replace("grid.jsonl", str(tmp_path / "grid.jsonl"))
         cmd = os.path.expandvars(cmd.replace("$T", env.get("T", "$T")))
         needs_traces = "--trace " in cmd or ("packing" in cmd and "--list-policies" not in cmd)
         if needs_traces and trace_dir() is None:

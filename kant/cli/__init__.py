@@ -5,6 +5,8 @@
 - ``kant packing`` (:mod:`kant.cli.packing`) runs the FGD packing protocol
   (:mod:`kant.sim.packing`);
 - ``kant bench <name>`` (:mod:`kant.cli.bench`) runs a benchmark of :mod:`kant.bench`;
+- ``kant sweep GRID`` and ``kant sweep report STORE`` (:mod:`kant.cli.sweep`) run a grid of
+  those runs, locally or on Ray, and report on its store (:mod:`kant.sweep`);
 - ``kant k8s run`` / ``kant k8s demo`` (:mod:`kant.cli.k8s`) run kant as a Kubernetes
   scheduler (:mod:`kant.k8s`).
 
@@ -85,11 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
     from kant.cli.k8s import add_k8s_parser
     from kant.cli.packing import add_packing_parser
     from kant.cli.simulate import add_simulate_parser
+    from kant.cli.sweep import add_sweep_parser
 
     add_simulate_parser(sub)
     add_compare_parser(sub)
     add_packing_parser(sub)
     add_bench_parser(sub)
+    add_sweep_parser(sub)
     add_k8s_parser(sub)
     return parser
 

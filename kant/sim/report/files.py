@@ -10,7 +10,7 @@ import csv
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from kant.metrics import JobRecord
 from kant.sim.analysis import SeedRuns, compare_json, result_json, seed_sweep
@@ -119,14 +119,16 @@ def write_seed_sweep_report(
     folder: str | Path,
     scenario_name: str,
     by_seed: SeedRuns,
-    scenarios: Mapping[int, Scenario],
+    scenarios: Mapping[int, Scenario] | None,
     wall_s: float,
     *,
     plots: bool = True,
 ) -> tuple[list[Path], str | None]:
     """``kant compare --seeds``: ``compare.json`` (the :func:`seed_sweep` figures and every
     run's JSON object), ``compare.txt`` and (with matplotlib) ``compare_jwtd.png``, the
-    pooled mean waits by job size."""
+    pooled mean waits by job size. A run is a :class:`SimResult` (its JSON object made with
+    the seed's scenario from ``scenarios``) or the stored
+    :func:`~kant.sim.analysis.run_metrics` of one (``scenarios`` may then be None)."""
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     _clear_plots(out)
@@ -135,7 +137,7 @@ def write_seed_sweep_report(
         "scenario": scenario_name,
         "sweep": sw,
         "runs": [
-            {"seed": seed, "runs": [result_json(scenarios[seed], p, r) for p, r in runs]}
+            {"seed": seed, "runs": [_run_json(scenarios, seed, p, r) for p, r in runs]}
             for seed, runs in by_seed
         ],
         "wall_s": round(wall_s, 3),
@@ -148,3 +150,16 @@ def write_seed_sweep_report(
     got, hint = write_seed_sweep_plots(out, scenario_name, [p for p, _r in by_seed[0][1]], sw)
     files.extend(got)
     return files, hint
+
+
+def _run_json(
+    scenarios: Mapping[int, Scenario] | None,
+    seed: int,
+    policy: PolicySet,
+    run: SimResult | Mapping[str, Any],
+) -> dict[str, Any]:
+    if isinstance(run, SimResult):
+        if scenarios is None:
+            raise ValueError("a SimResult needs its scenario to be written")
+        return result_json(scenarios[seed], policy, run)
+    return dict(run)

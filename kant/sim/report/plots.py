@@ -292,7 +292,8 @@ def write_seed_sweep_plots(
 ) -> tuple[list[Path], str | None]:
     """``compare_jwtd.png`` of ``kant compare --seeds``: the mean waits by job size of every
     set in ``sets``, pooled over the seeds (``sweep`` is :func:`kant.sim.analysis.seed_sweep`'s
-    result). Returns the files and None, or [] and a hint."""
+    result), and with two seeds or more ``compare_ci.png``: GAR, SOR and GFR seed means with
+    their 95% confidence intervals. Returns the files and None, or [] and a hint."""
     plt = _pyplot()
     if plt is None:
         return [], MATPLOTLIB_HINT
@@ -304,7 +305,31 @@ def write_seed_sweep_plots(
         title=f"{scenario_name}  JWTD pooled over {sweep['n_seeds']} seeds", log=True,
         durations=True,
     )  # fmt: skip
-    return [path], None
+    files = [path]
+    if sweep["n_seeds"] > 1:
+        files.append(_ci_png(plt, Path(folder) / "compare_ci.png", scenario_name, sets, sweep))
+    return files, None
+
+
+def _ci_png(
+    plt: Any, path: Path, scenario_name: str, sets: Sequence[PolicySet], sweep: Mapping[str, Any]
+) -> Path:
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.5))
+    x = np.arange(len(sets))
+    for ax, (key, name) in zip(
+        axes, (("gar", "GAR median"), ("sor_median", "SOR median (hourly)"), ("gfr", "GFR mean")),
+        strict=True,
+    ):  # fmt: skip
+        figs = [sweep["sets"][p.label] for p in sets]
+        means = [100 * f[key] for f in figs]
+        halves = [0.0 if math.isnan(f[key + "_ci"]) else 100 * f[key + "_ci"] for f in figs]
+        ax.bar(x, means, 0.6, yerr=halves, capsize=4, color=[f"C{i}" for i in range(len(sets))])
+        ax.set_xticks(x, [p.label for p in sets], rotation=30, ha="right", fontsize=7)
+        ax.set_ylabel("%")
+        ax.set_title(f"{name}, seed mean (95% CI)", fontsize=9)
+    fig.suptitle(f"{scenario_name}, {sweep['n_seeds']} seeds")
+    fig.tight_layout()
+    return _save(fig, plt, path)
 
 
 def plot_curves(
