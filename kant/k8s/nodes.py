@@ -35,6 +35,11 @@ class NodeAdapter:
         """The node is gone or NotReady: removed; its pods' jobs requeued (gangs whole)."""
         return self.scheduler.node_lost(name, now)
 
+    def not_ready(self, name: str, now: float) -> EventReport:
+        """The node is NotReady: it stays in the cluster, offers nothing, and its pods are
+        lost (gangs requeued whole)."""
+        return self.scheduler.node_unhealthy(name, now, evict=True)
+
     def set_schedulable(self, name: str, ok: bool) -> None:
         """Cordoned (``ok`` False) or uncordoned: running pods stay, nothing new lands."""
         if self._cluster.is_healthy(name) != ok:

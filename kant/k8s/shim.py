@@ -99,6 +99,7 @@ class Shim:
         self._event_at: dict[str, float] = {}
         self._pg_status: dict[str, str] = {}
         self._waiting: dict[str, set[str]] = {}  # base -> pending pods not in a kant job
+        self._alive: dict[str, bool] = {}  # node -> Ready when last seen
         self._last_now = 0.0
         self._pool = ThreadPoolExecutor(max_workers=self.settings.bind_workers)
         self._inflight: list[tuple[Binding, Future[tuple[str | None, float]]]] = []
@@ -226,6 +227,7 @@ class Shim:
         name = str((obj.get("metadata") or {}).get("name"))
         now = self.now()
         if ev == "DELETED":
+            self._alive.pop(name, None)
             if self.nodes.has(name):
                 self._after(self.nodes.lost(name, now), now)
             return
@@ -234,9 +236,11 @@ class Shim:
         except KantError as e:
             log.warning("%s", e)
             return
+        was = self._alive.get(name)
+        self._alive[name] = facts.alive
         if not facts.alive:
-            if self.nodes.has(name):
-                self._after(self.nodes.lost(name, now), now)
+            if self.nodes.has(name) and was:
+                self._after(self.nodes.not_ready(name, now), now)
             return
         if not self.nodes.has(name):
             self.nodes.added(facts.spec)
