@@ -113,6 +113,14 @@ class InvalidTimeError(ValidationError):
     what = "time"
 
 
+class InvalidObjectError(ValidationError):
+    """A Kubernetes object kant reads (:mod:`kant.k8s`) is malformed for kant: an unparsable
+    quantity, a ``gpu-fraction`` outside (0, 1), a topology annotation naming a label that is
+    not configured. ``where`` is ``Pod ns/name`` or ``Node name``."""
+
+    what = "Kubernetes object"
+
+
 class InvalidTraceError(ValidationError):
     """A trace row is malformed; ``where`` is ``file:line``."""
 

@@ -6,7 +6,9 @@
   (:mod:`kant.sim.packing`);
 - ``kant bench <name>`` (:mod:`kant.cli.bench`) runs a benchmark of :mod:`kant.bench`;
 - ``kant sweep GRID`` and ``kant sweep report STORE`` (:mod:`kant.cli.sweep`) run a grid of
-  those runs, locally or on Ray, and report on its store (:mod:`kant.sweep`).
+  those runs, locally or on Ray, and report on its store (:mod:`kant.sweep`);
+- ``kant k8s run`` / ``kant k8s demo`` (:mod:`kant.cli.k8s`) run kant as a Kubernetes
+  scheduler (:mod:`kant.k8s`).
 
 Every command prints a readable report; with ``--json`` its last line is one JSON object, so
 scripts can ``tail -n1`` it. The subcommand modules are imported when the parser is built,
@@ -82,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from kant.cli.bench import add_bench_parser
     from kant.cli.compare import add_compare_parser
+    from kant.cli.k8s import add_k8s_parser
     from kant.cli.packing import add_packing_parser
     from kant.cli.simulate import add_simulate_parser
     from kant.cli.sweep import add_sweep_parser
@@ -91,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_packing_parser(sub)
     add_bench_parser(sub)
     add_sweep_parser(sub)
+    add_k8s_parser(sub)
     return parser
 
 

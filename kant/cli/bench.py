@@ -30,6 +30,7 @@ def add_bench_parser(sub: Any) -> argparse.ArgumentParser:
     _add_soak(bsub)
     _add_place(bsub)
     _add_snapshot(bsub)
+    _add_k8s(bsub)
     for p in bsub.choices.values():
         p.add_argument("--json", action="store_true", help="last line: one JSON object")
         p.set_defaults(func=run_bench_command)
@@ -182,3 +183,20 @@ def _run_snapshot(a: argparse.Namespace) -> dict[str, Any]:
     from kant.bench.snapshot import bench_snapshot
 
     return bench_snapshot(a.nodes, a.changed, repeats=a.repeats, seed=a.seed)
+
+
+def _add_k8s(sub: Any) -> None:
+    p = sub.add_parser(
+        "k8s", help="pods bound per second through a real API server, and creation-to-binding p99"
+    )
+    p.add_argument("--pods", type=int, default=1000, help="pods created (default 1000)")
+    p.add_argument("--nodes", type=int, default=500, help="fake 8-GPU nodes (default 500)")
+    p.add_argument("--pod-gpus", type=int, default=2, help="GPUs per pod (default 2)")
+    p.add_argument("--creators", type=int, default=8, help="threads creating pods (default 8)")
+    p.set_defaults(run=_run_k8s)
+
+
+def _run_k8s(a: argparse.Namespace) -> dict[str, Any]:
+    from kant.k8s.demo import bench_k8s
+
+    return bench_k8s(pods=a.pods, nodes=a.nodes, pod_gpus=a.pod_gpus, creators=a.creators)

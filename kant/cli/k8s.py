@@ -1,0 +1,134 @@
+"""``kant k8s run`` (the scheduler, with leader election) and ``kant k8s demo`` (kant driving
+a local API server); ``kant bench k8s`` is registered in :mod:`kant.cli.bench`.
+docs/kubernetes.md describes both."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from typing import Any
+
+from kant.cli import print_result
+from kant.errors import KantError
+
+__all__ = ["add_k8s_parser"]
+
+
+def add_k8s_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add ``kant k8s`` with ``run``, ``demo`` and ``server``; returns the ``k8s`` parser."""
+    k8s: argparse.ArgumentParser = sub.add_parser("k8s", help="kant as a Kubernetes scheduler")
+    ksub = k8s.add_subparsers(dest="k8s", required=True)
+    run = ksub.add_parser("run", help="schedule the pods of a cluster (spec.schedulerName: kant)")
+    run.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG)")
+    run.add_argument("--context", default=None, help="kubeconfig context")
+    run.add_argument("--config", default=None, help="the kant config file (YAML)")
+    run.add_argument("--identity", default=None, help="leader-election identity (default: host)")
+    run.add_argument("--no-leader-elect", action="store_true", help="do not take the Lease")
+    run.add_argument("-v", "--verbose", action="store_true", help="log every decision")
+    run.set_defaults(func=_run)
+    demo = ksub.add_parser("demo", help="start a local API server and watch kant schedule it")
+    demo.add_argument("--nodes", type=int, default=16, help="fake 8-GPU nodes (default 16)")
+    demo.add_argument("--jobs", type=int, default=40, help="jobs replayed (default 40)")
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--speed", type=float, default=1.0, help="time compression (default 1)")
+    demo.add_argument("--config", default=None, help="the kant config file (YAML)")
+    demo.add_argument("--json", action="store_true", help="last line: one JSON object")
+    demo.set_defaults(func=_demo)
+    srv = ksub.add_parser("server", help="start a local etcd + kube-apiserver until interrupted")
+    srv.set_defaults(func=_server)
+    return k8s
+
+
+def _server(args: argparse.Namespace) -> int:
+    del args
+    import time
+
+    from kant.k8s.testenv import KubeTestEnv
+
+    try:
+        with KubeTestEnv() as env:
+            print(f"kubeconfig: {env.kubeconfig}", flush=True)
+            try:
+                while True:
+                    time.sleep(3600)
+            except KeyboardInterrupt:
+                pass
+    except KantError as e:
+        print(f"kant k8s server: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _config(path: str | None) -> Any:
+    from kant.config import KantConfig, load_config
+
+    return load_config(path) if path else KantConfig()
+
+
+def _run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    try:
+        from kant.k8s.client import Api
+        from kant.k8s.leader import LeaderElector
+        from kant.k8s.settings import parse_settings
+        from kant.k8s.shim import Shim
+
+        cfg = _config(args.config)
+        parse_settings(cfg.kubernetes, source=cfg.source)  # config mistakes before connecting
+        api = Api.from_kubeconfig(args.kubeconfig, args.context)
+        shim = Shim(api, cfg)
+    except (KantError, OSError) as e:
+        print(f"kant k8s run: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # a kubeconfig the official client cannot read
+        print(f"kant k8s run: cannot read the kubeconfig: {e}", file=sys.stderr)
+        return 2
+    stop, lost = threading.Event(), threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    elector = None
+    if not args.no_leader_elect:
+        s = shim.settings
+        identity = args.identity or f"{socket.gethostname()}-{os.getpid()}"
+        elector = LeaderElector(api, name=s.lease_name, namespace=s.lease_namespace,
+                                identity=identity, duration=s.lease_duration_seconds)  # fmt: skip
+        elector.hold(stop, lost)
+        if stop.is_set():
+            return 0
+    try:
+        shim.run(stop)
+    except KantError as e:
+        print(f"kant k8s run: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if elector is not None and not lost.is_set():
+            elector.release()
+    return 3 if lost.is_set() else 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    try:
+        from kant.k8s.demo import demo
+
+        cfg = None
+        if args.config:
+            import yaml
+
+            with open(args.config) as f:
+                cfg = yaml.safe_load(f) or {}
+            _config(args.config)  # validated the same way `run` reads it
+        result = demo(nodes=args.nodes, jobs=args.jobs, seed=args.seed, speed=args.speed,
+                      config=cfg)  # fmt: skip
+    except (KantError, OSError) as e:
+        print(f"kant k8s demo: {e}", file=sys.stderr)
+        return 2
+    print_result(result, args.json)
+    return 0

@@ -1,0 +1,300 @@
+"""``kant k8s demo`` and ``kant bench k8s``: kant driving a real API server.
+
+Both start the local API server (:mod:`kant.k8s.testenv`), create fake GPU nodes, and run the
+:class:`~kant.k8s.shim.Shim` in a thread; the demo also runs the fake kubelet and replays a
+small workload, then prints the paper's metrics; the benchmark creates pods as fast as it can
+and measures bindings through the API server."""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from kant.config import KantConfig, parse_config
+from kant.cycle import CycleResult
+from kant.k8s.client import Api
+from kant.k8s.kubelet import FakeKubelet, create_node, node_object
+from kant.k8s.shim import Shim
+from kant.k8s.testenv import KubeTestEnv
+from kant.metrics import JobRecord, gar, gfr, jtted, jwtd
+
+LEAF_LABEL = "network.topology.nvidia.com/leaf"
+
+
+def create_nodes(api: Api, n: int, *, gpus: int = 8, per_leaf: int = 8, workers: int = 8) -> None:
+    """``n`` fake H100 nodes, ``per_leaf`` per leaf switch."""
+
+    def one(i: int) -> None:
+        create_node(api, node_object(f"gpu-{i:04d}", gpus=gpus, model="H100", nics=gpus,
+                                     labels={LEAF_LABEL: f"leaf-{i // per_leaf}"}))  # fmt: skip
+
+    with ThreadPoolExecutor(workers) as ex:
+        list(ex.map(one, range(n)))
+
+
+def pod_body(
+    ns: str,
+    name: str,
+    gpus: int,
+    *,
+    group: str | None = None,
+    runtime: float | None = None,
+    tenant: str | None = None,
+) -> dict[str, Any]:
+    """A pod for kant asking ``gpus`` GPUs (and as many NICs)."""
+    req = {"nvidia.com/gpu": str(gpus), "rdma/hca": str(gpus)}
+    labels: dict[str, str] = {}
+    if group:
+        labels["kueue.x-k8s.io/pod-group-name"] = group
+    if tenant:
+        labels["kant.io/queue"] = tenant
+    ann: dict[str, str] = {}
+    if runtime is not None:
+        ann["kant.io/runtime-seconds"] = f"{runtime:g}"
+    return {
+        "metadata": {"name": name, "namespace": ns, "labels": labels, "annotations": ann},
+        "spec": {"schedulerName": "kant",
+                 "containers": [{"name": "c", "image": "x",
+                                 "resources": {"requests": req, "limits": req}}]},
+    }  # fmt: skip
+
+
+def _start(
+    api: Api, config: KantConfig, **kw: Any
+) -> tuple[Shim, threading.Event, threading.Thread]:
+    shim = Shim(api, config, **kw)
+    stop, ready = threading.Event(), threading.Event()
+    t = threading.Thread(target=shim.run, args=(stop,), kwargs={"ready": ready}, daemon=True)
+    t.start()
+    if not ready.wait(60):
+        raise RuntimeError("the shim did not start")
+    return shim, stop, t
+
+
+# --------------------------------------------------------------------------- benchmark
+
+
+def bench_k8s(*, pods: int = 1000, nodes: int = 500, pod_gpus: int = 2, creators: int = 8,
+              config: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Two phases on ``nodes`` fake 8-GPU nodes, each with ``pods`` pods of ``pod_gpus`` GPUs:
+
+    - *stream*: the shim runs while ``creators`` threads create the pods; pods bound per second
+      (bindings / time from the first creation to the last binding answered) and the p50 / p99
+      latency from a pod's creation (its create call answered) to its binding (its binding
+      call answered). The rate is capped by how fast the pods can be created;
+    - *backlog*: the pods are created first, then a fresh shim starts; pods bound per second
+      from its start (list, first cycle, bindings) to the last binding answered.
+    """
+    raw = dict(config or {})
+    k8s = dict(raw.get("kubernetes") or {})
+    k8s.setdefault("debounceSeconds", 0.2)
+    raw["kubernetes"] = k8s
+    cfg = parse_config(raw)
+    created: dict[str, float] = {}
+    bound: dict[str, float] = {}
+    lock = threading.Lock()
+
+    def on_bound(key: str, t: float) -> None:
+        with lock:
+            bound[key] = t
+
+    def make(ns: str, i: int) -> None:
+        name = f"p-{i:05d}"
+        api.post(f"/api/v1/namespaces/{ns}/pods", pod_body(ns, name, pod_gpus))
+        with lock:
+            created[f"{ns}/{name}"] = time.time()
+
+    def wait_bound(n: int) -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            with lock:
+                if len(bound) >= n:
+                    return
+            time.sleep(0.02)
+
+    with KubeTestEnv() as env:
+        api = env.api
+        for ns in ("stream", "backlog"):
+            api.post("/api/v1/namespaces", {"metadata": {"name": ns}})
+        create_nodes(api, nodes)
+        # stream
+        shim, stop, th = _start(api, cfg, on_bound=on_bound)
+        try:
+            t0 = time.time()
+            with ThreadPoolExecutor(creators) as ex:
+                list(ex.map(lambda i: make("stream", i), range(pods)))
+            t_created = time.time()
+            wait_bound(pods)
+        finally:
+            stop.set()
+            th.join(30)
+        with lock:
+            s_bound = len(bound)
+            lat = [bound[k] - created[k] for k in bound if k in created]
+            s_last = max(bound.values()) if bound else t0
+            bound.clear()
+        stream_cycles = shim.cycles
+        s_api = _bound_in_api(api, "stream")
+        api.delete("/api/v1/namespaces/stream/pods", {"gracePeriodSeconds": 0})
+        while api.get("/api/v1/namespaces/stream/pods").get("items"):
+            time.sleep(0.1)
+        # backlog
+        with ThreadPoolExecutor(creators) as ex:
+            list(ex.map(lambda i: make("backlog", i), range(pods)))
+        t1 = time.time()
+        shim, stop, th = _start(api, cfg, on_bound=on_bound)
+        try:
+            wait_bound(pods)
+        finally:
+            stop.set()
+            th.join(30)
+        with lock:
+            b_bound = len(bound)
+            b_last = max(bound.values()) if bound else t1
+        b_api = _bound_in_api(api, "backlog")
+
+    def ms(q: float) -> float | None:
+        return round(float(np.percentile(lat, q)) * 1000, 1) if lat else None
+
+    return {
+        "pods": pods,
+        "nodes": nodes,
+        "pod_gpus": pod_gpus,
+        "stream_bound": s_bound,
+        "stream_bound_in_api": s_api,
+        "stream_create_seconds": round(t_created - t0, 3),
+        "stream_pods_bound_per_second": round(s_bound / (s_last - t0), 1) if s_bound else 0.0,
+        "stream_p50_create_to_bind_ms": ms(50),
+        "stream_p99_create_to_bind_ms": ms(99),
+        "stream_cycles": stream_cycles,
+        "backlog_bound": b_bound,
+        "backlog_bound_in_api": b_api,
+        "backlog_pods_bound_per_second": round(b_bound / (b_last - t1), 1) if b_bound else 0.0,
+        "backlog_seconds": round(b_last - t1, 3),
+        "backlog_cycles": shim.cycles,
+    }
+
+
+def _bound_in_api(api: Api, ns: str) -> int:
+    items = api.get(f"/api/v1/namespaces/{ns}/pods").get("items", ())
+    return sum(1 for p in items if (p.get("spec") or {}).get("nodeName"))
+
+
+# --------------------------------------------------------------------------- demo
+
+
+def demo(*, nodes: int = 16, jobs: int = 40, seed: int = 0, speed: float = 1.0,
+         config: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Replay ``jobs`` random jobs (gangs of 1-4 pods of 1-8 GPUs, 2-12 s each, arriving over
+    about 20 s / ``speed``) on ``nodes`` fake 8-GPU nodes through the real API server, and
+    return the paper's metrics: GAR (mean, peak), SOR (GPU time allocated / available from the
+    first arrival to the last finish), GFR (mean), JWTD and JTTED per size bucket."""
+    rng = random.Random(seed)
+    cfg = parse_config(dict(config or {}))
+    workload = []
+    t = 0.0
+    for j in range(jobs):
+        t += rng.expovariate(jobs / 20.0)
+        size = rng.choice([1, 1, 2, 4, 8])
+        replicas = rng.choice([1, 1, 2, 4]) if size == 8 else 1
+        workload.append((t / speed, f"job-{j:03d}", replicas, size, rng.uniform(2, 12) / speed))
+    samples: list[tuple[float, float, float]] = []
+    placed: dict[str, tuple[float, set[str], set[str]]] = {}
+
+    def on_cycle(shim: Shim, result: CycleResult) -> None:
+        now = time.time()
+        samples.append((now, gar(shim.scheduler.cluster), gfr(shim.scheduler.cluster).ratio))
+        for b in result.bindings:
+            base = b.pod.job.split("#")[0].split(".", 1)[-1].lstrip(".")
+            spec = shim.scheduler.cluster.node(b.node) if b.node in shim.scheduler.cluster else None
+            _, ns_, ls_ = placed.setdefault(base, (now, set(), set()))
+            ns_.add(b.node)
+            ls_.add(spec.leaf if spec is not None and spec.leaf else b.node)
+
+    submitted: dict[str, float] = {}
+    with KubeTestEnv() as env:
+        api = env.api
+        api.post("/api/v1/namespaces", {"metadata": {"name": "demo"}})
+        create_nodes(api, nodes, per_leaf=4)
+        kubelet = FakeKubelet(api)
+        kubelet.start()
+        _, stop, th = _start(api, cfg, on_cycle=on_cycle)
+        start = time.time()
+        try:
+            for at, name, replicas, size, runtime in workload:
+                delay = start + at - time.time()
+                if delay > 0:
+                    time.sleep(delay)
+                for r in range(replicas):
+                    group = name if replicas > 1 else None
+                    if group:
+                        body = pod_body("demo", f"{name}-{r}", size, group=group, runtime=runtime)
+                        body["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] = (
+                            str(replicas)
+                        )
+                    else:
+                        body = pod_body("demo", name, size, runtime=runtime)
+                    api.post("/api/v1/namespaces/demo/pods", body)
+                submitted[name] = time.time()
+            total = sum(r for _, _, r, _, _ in workload)
+            deadline = time.monotonic() + 120 + 40 / speed
+            while kubelet.finished < total and time.monotonic() < deadline:
+                time.sleep(0.2)
+        finally:
+            end = time.time()
+            stop.set()
+            th.join(30)
+            kubelet.stop()
+    records = []
+    for _, name, replicas, size, _ in workload:
+        sub = submitted.get(name)
+        if sub is None:
+            continue
+        p = placed.get(name)
+        started = max(sub, p[0]) if p else None
+        records.append(JobRecord(job_id=name, gpus=float(size * replicas), gang=True,
+                                 submitted_at=sub, started_at=started,
+                                 nodes_used=len(p[1]) if p else 0,
+                                 groups_used=len(p[2]) if p else 0))  # fmt: skip
+    return {
+        "nodes": nodes,
+        "jobs": len(records),
+        "pods_finished": kubelet.finished,
+        "wall_seconds": round(end - start, 1),
+        **_occupancy(samples, start, end),
+        "jwtd": {
+            b: {"count": r.count, "p50_s": _r(r.p50), "p95_s": _r(r.p95), "max_s": _r(r.max)}
+            for b, r in jwtd(records).items()
+        },
+        "jtted": {
+            b: {"node_ratio": _r(r.node_ratio), "group_ratio": _r(r.group_ratio)}
+            for b, r in jtted(records, nodes_per_leaf=4).items()
+        },
+    }
+
+
+def _r(v: float) -> float | None:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else round(v, 3)
+
+
+def _occupancy(
+    samples: list[tuple[float, float, float]], start: float, end: float
+) -> dict[str, Any]:
+    if not samples:
+        return {"gar_mean": 0.0, "gar_peak": 0.0, "sor": 0.0, "gfr_mean": 0.0}
+    ts = [s[0] for s in samples] + [end]
+    area = sum(samples[i][1] * (ts[i + 1] - ts[i]) for i in range(len(samples)))
+    window = max(end - start, 1e-9)
+    return {
+        "gar_mean": round(float(np.mean([s[1] for s in samples])), 3),
+        "gar_peak": round(max(s[1] for s in samples), 3),
+        "sor": round(area / window, 3),
+        "gfr_mean": round(float(np.mean([s[2] for s in samples])), 3),
+    }

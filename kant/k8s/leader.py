@@ -1,0 +1,125 @@
+"""Leader election through a ``coordination.k8s.io/v1`` Lease, as kube-scheduler does: one
+shim schedules; the others wait and take over when the leader stops renewing.
+
+The leader renews every ``duration / 3``; a candidate takes the Lease when its ``renewTime``
+is older than ``leaseDurationSeconds``. Every write carries the ``resourceVersion`` it read,
+so two candidates never both win (the loser gets a 409)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from kant.k8s.client import Api, ApiError
+
+log = logging.getLogger(__name__)
+
+
+def _micro(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse(v: Any) -> float:
+    if not v:
+        return 0.0
+    return datetime.fromisoformat(str(v).replace("Z", "+00:00")).timestamp()
+
+
+class LeaderElector:
+    """Acquire and keep the Lease ``namespace/name`` for ``identity``."""
+
+    def __init__(
+        self, api: Api, *, name: str, namespace: str, identity: str, duration: float = 15.0
+    ) -> None:
+        self.api = api
+        self.name = name
+        self.namespace = namespace
+        self.identity = identity
+        self.duration = duration
+        self.path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+
+    def try_acquire(self, now: float | None = None) -> bool:
+        """One attempt to take or renew the Lease; True when this identity holds it."""
+        t = time.time() if now is None else now
+        spec = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": max(1, round(self.duration)),
+            "renewTime": _micro(t),
+        }
+        try:
+            lease = self.api.get(f"{self.path}/{self.name}")
+        except ApiError as e:
+            if e.status != 404:
+                raise
+            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "spec": {**spec, "acquireTime": _micro(t), "leaseTransitions": 0}}  # fmt: skip
+            try:
+                self.api.post(self.path, body)
+                return True
+            except ApiError as e2:
+                if e2.status == 409:
+                    return False
+                raise
+        cur = lease.get("spec") or {}
+        holder = cur.get("holderIdentity")
+        if holder and holder != self.identity:
+            expires = _parse(cur.get("renewTime")) + float(cur.get("leaseDurationSeconds") or 0)
+            if t < expires:
+                return False
+        new = dict(cur, **spec)
+        if holder != self.identity:
+            new["acquireTime"] = _micro(t)
+            new["leaseTransitions"] = int(cur.get("leaseTransitions") or 0) + 1
+        lease["spec"] = new
+        try:
+            self.api.put(f"{self.path}/{self.name}", lease)
+            return True
+        except ApiError as e:
+            if e.status == 409:
+                return False
+            raise
+
+    def release(self) -> None:
+        """Give the Lease up (an orderly stop lets another shim take over at once)."""
+        try:
+            lease = self.api.get(f"{self.path}/{self.name}")
+            if (lease.get("spec") or {}).get("holderIdentity") == self.identity:
+                lease["spec"]["holderIdentity"] = None
+                self.api.put(f"{self.path}/{self.name}", lease)
+        except (ApiError, OSError) as e:
+            log.info("releasing the lease: %s", e)
+
+    def hold(self, stop: threading.Event, lost: threading.Event) -> None:
+        """Block until the Lease is held (or ``stop``), then renew it in a thread; set
+        ``lost`` (and ``stop``) if a renewal fails for a whole lease duration."""
+        while not stop.is_set():
+            try:
+                if self.try_acquire():
+                    break
+            except (ApiError, OSError) as e:
+                log.info("lease: %s", e)
+            stop.wait(self.duration / 5)
+        if stop.is_set():
+            return
+        log.info("%s leads through Lease %s/%s", self.identity, self.namespace, self.name)
+
+        def renew() -> None:
+            last = time.monotonic()
+            while not stop.wait(self.duration / 3):
+                try:
+                    if self.try_acquire():
+                        last = time.monotonic()
+                        continue
+                except (ApiError, OSError) as e:
+                    log.info("lease renewal: %s", e)
+                if time.monotonic() - last >= self.duration:
+                    log.warning("lost the lease; stopping")
+                    lost.set()
+                    stop.set()
+                    return
+
+        threading.Thread(target=renew, daemon=True, name="kant-lease").start()

@@ -1,0 +1,80 @@
+"""Node lifecycle on the facade: the one place the shim adds, removes, cordons nodes, and
+accounts for pods other schedulers bound (a small adapter, so the shim does not depend on
+which node events the :class:`~kant.scheduler.Scheduler` offers)."""
+
+from __future__ import annotations
+
+from kant.errors import KantError
+from kant.model import MILLI, Binding, NodeSpec, PodId
+from kant.scheduler import EventReport, Scheduler
+from kant.state import ClusterState
+
+
+class NodeAdapter:
+    """Node events and foreign pods, applied to ``scheduler``'s cluster."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+
+    @property
+    def _cluster(self) -> ClusterState:
+        return self.scheduler.cluster
+
+    def has(self, name: str) -> bool:
+        """Whether kant knows the node."""
+        return name in self._cluster
+
+    def spec(self, name: str) -> NodeSpec:
+        return self._cluster.node(name)
+
+    def added(self, spec: NodeSpec) -> None:
+        """A node joined (or came back): its capacity may be allocated."""
+        self._cluster.add_node(spec)
+
+    def lost(self, name: str, now: float) -> EventReport:
+        """The node is gone or NotReady: removed; its pods' jobs requeued (gangs whole)."""
+        return self.scheduler.node_lost(name, now)
+
+    def not_ready(self, name: str, now: float) -> EventReport:
+        """The node is NotReady: it stays in the cluster, offers nothing, and its pods are
+        lost (gangs requeued whole)."""
+        return self.scheduler.node_unhealthy(name, now, evict=True)
+
+    def set_schedulable(self, name: str, ok: bool) -> None:
+        """Cordoned (``ok`` False) or uncordoned: running pods stay, nothing new lands."""
+        if self._cluster.is_healthy(name) != ok:
+            self._cluster.set_node_health(name, ok)
+
+    def bind_foreign(
+        self, pod: PodId, node: str, gpus: int, milli: int, cpu: int, mem: int
+    ) -> bool:
+        """A pod another scheduler put on ``node``: hold its capacity (GPUs lowest free first).
+        What no longer fits is left out rather than refused. Returns whether it was recorded."""
+        c = self._cluster
+        if node not in c or c.has_pod(pod):
+            return False
+        used: dict[int, int] = {}
+        for p in c.pods_on(node):
+            b = c.binding(p)
+            for g in b.gpus:
+                used[g] = used.get(g, 0) + b.gpu_milli
+        spec = c.node(node)
+        need = milli if milli else MILLI
+        free = [g for g in range(spec.gpus) if used.get(g, 0) + need <= MILLI]
+        count = 1 if milli else gpus
+        devs = tuple(free[:count]) if count else ()
+        for cpu_, mem_ in ((cpu, mem), (0, 0)):
+            try:
+                c.bind(
+                    Binding(pod=pod, node=node, gpus=devs, gpu_milli=milli or MILLI,
+                            cpu_milli=cpu_, memory_mib=mem_)
+                )  # fmt: skip
+                return True
+            except KantError:
+                continue
+        return False
+
+    def release_foreign(self, pod: PodId) -> None:
+        """The foreign pod ended or left."""
+        if self._cluster.has_pod(pod):
+            self._cluster.release(pod)

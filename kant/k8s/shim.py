@@ -1,0 +1,787 @@
+"""The Kubernetes shim: informer events feed the :class:`~kant.scheduler.Scheduler` facade,
+and every cycle's decisions go back to the API server (bindings, evictions, conditions,
+events, PodGroup status).
+
+One thread owns kant's state: :meth:`Shim.handle` (an informer event) and :meth:`Shim.cycle`
+(one scheduling cycle and its writes) are called from :meth:`Shim.run`'s loop, or directly by
+tests. Binding calls run on a small thread pool inside a cycle and are joined before it ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue as queue_mod
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+
+from kant.config import KantConfig
+from kant.cycle import CycleResult, CycleStats
+from kant.errors import KantError
+from kant.k8s.client import Api, ApiError, Obj
+from kant.k8s.nodes import NodeAdapter
+from kant.k8s.settings import K8sSettings, parse_settings
+from kant.k8s.translate import (
+    PodFacts,
+    binding_annotations,
+    build_job,
+    job_id,
+    node_facts,
+    pod_facts,
+    pod_group_min_member,
+    pod_key,
+    recorded_binding,
+)
+from kant.model import Binding, Job, PodId, Role
+from kant.scheduler import EventReport, Scheduler
+from kant.state import ClusterState
+
+log = logging.getLogger(__name__)
+
+PODGROUP_API = "scheduling.x-k8s.io/v1alpha1"
+TERMINAL = ("Succeeded", "Failed")
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@attrs.define
+class _JobRecord:
+    """A kant job and the pods its PodIds stand for."""
+
+    base: str
+    group: str | None
+    pods: dict[PodId, str]
+    bound: set[PodId] = attrs.field(factory=set)
+    confirmed: set[PodId] = attrs.field(factory=set)
+
+
+class Shim:
+    """kant scheduling the pods of one cluster. ``config`` is the kant config (its
+    ``kubernetes:`` section gives the :class:`~kant.k8s.settings.K8sSettings`)."""
+
+    def __init__(
+        self,
+        api: Api,
+        config: KantConfig | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        on_bound: Callable[[str, float], None] | None = None,
+        on_cycle: Callable[[Shim, CycleResult], None] | None = None,
+    ) -> None:
+        self.api = api
+        self.config = config if config is not None else KantConfig()
+        self.settings: K8sSettings = parse_settings(
+            self.config.kubernetes, source=self.config.source
+        )
+        self.scheduler: Scheduler = self.config.scheduler(ClusterState())
+        self.nodes = NodeAdapter(self.scheduler)
+        self.clock = clock
+        self.on_bound = on_bound
+        self.on_cycle = on_cycle
+        self._pods: dict[str, tuple[Obj, PodFacts | None]] = {}
+        self._groups: dict[str, int] = {}  # PodGroup key -> minMember
+        self._jobs: dict[str, _JobRecord] = {}  # kant job id -> record
+        self._job_of_base: dict[str, str] = {}  # group or lone pod key -> kant job id
+        self._gen: dict[str, int] = {}
+        self._id_of: dict[str, tuple[str, PodId]] = {}  # pod key -> (job id, PodId)
+        self._foreign: dict[str, PodId] = {}
+        self._dying: set[str] = set()  # pods kant released and asked to stop
+        self._evict: dict[str, str] = {}  # victim pod key -> preemptor, until the call succeeds
+        self._condition: dict[str, str] = {}
+        self._event_at: dict[str, float] = {}
+        self._pg_status: dict[str, str] = {}
+        self._waiting: dict[str, set[str]] = {}  # base -> pending pods not in a kant job
+        self._alive: dict[str, bool] = {}  # node -> Ready when last seen
+        self._last_now = 0.0
+        self._pool = ThreadPoolExecutor(max_workers=self.settings.bind_workers)
+        self._inflight: list[tuple[Binding, Future[tuple[str | None, float]]]] = []
+        self.bound_total = 0
+        self.cycles = 0
+
+    # ----------------------------------------------------------------- time
+
+    def now(self) -> float:
+        """The shim's clock, never going back."""
+        self._last_now = max(self._last_now, float(self.clock()))
+        return self._last_now
+
+    # ----------------------------------------------------------------- sync and events
+
+    def sync(self) -> None:
+        """List nodes, PodGroups and pods and take them in, adopting every binding a previous
+        shim recorded on bound pods (a restart loses no binding and double-books nothing)."""
+        for n in self.api.get("/api/v1/nodes").get("items", ()):
+            self.handle("Node", "ADDED", n)
+        if self.api.has(PODGROUP_API):
+            for g in self.api.get(f"/apis/{PODGROUP_API}/podgroups").get("items", ()):
+                self.handle("PodGroup", "ADDED", g)
+        pods = self.api.get("/api/v1/pods").get("items", ())
+        self.adopt(pods)
+        for p in pods:
+            self.handle("Pod", "ADDED", p)
+
+    def adopt(self, pods: Iterable[Obj]) -> None:
+        """Rebuild kant's jobs from bound pods carrying kant's binding annotations."""
+        by_job: dict[str, list[tuple[Obj, PodFacts, PodId, Binding]]] = {}
+        for p in pods:
+            try:
+                f = pod_facts(p, self.settings)
+                recorded = recorded_binding(p)
+            except KantError as e:
+                log.warning("%s", e)
+                continue
+            if (
+                recorded is None
+                or not f.ours
+                or f.node is None
+                or f.phase in TERMINAL
+                or f.deleting
+            ):
+                continue
+            pid, gpus, nics, milli = recorded
+            if f.node not in self._known_nodes():
+                continue
+            r = f.resources
+            b = Binding(pod=pid, node=f.node, gpus=gpus, nics=nics, gpu_milli=milli,
+                        cpu_milli=r.cpu_milli, memory_mib=r.memory_mib)  # fmt: skip
+            by_job.setdefault(pid.job, []).append((p, f, pid, b))
+        now = self.now()
+        for jid in sorted(by_job):
+            members = by_job[jid]
+            if jid in self._jobs:
+                continue
+            roles: dict[str, list[tuple[PodFacts, PodId]]] = {}
+            for _, f, pid, _ in members:
+                roles.setdefault(pid.role, []).append((f, pid))
+            lead = min((f for _, f, _, _ in members), key=lambda f: f.name)
+            try:
+                job = Job(
+                    id=jid, tenant=lead.tenant, priority=lead.priority,
+                    preemptible=lead.preemptible,
+                    submitted_at=max(0.0, lead.created),
+                    roles=tuple(
+                        Role(name=r, replicas=max(pid.index for _, pid in ms) + 1,
+                             resources=ms[0][0].resources, gpu_models=ms[0][0].gpu_models,
+                             topology=ms[0][0].topology)
+                        for r, ms in sorted(roles.items())
+                    ),
+                )  # fmt: skip
+                self.scheduler.submit(job, now)
+            except KantError as e:
+                log.warning("cannot adopt %s: %s", jid, e)
+                continue
+            bindings = tuple(b for _, _, _, b in members)
+            entry = self.scheduler.queue.get(jid)
+            seen = {} if entry is None else {jid: (entry.seq, entry.version)}
+            rep = self.scheduler.apply(_result(now, bindings, seen), now)
+            if jid not in rep.bound:
+                log.warning("cannot adopt %s: its recorded bindings no longer fit", jid)
+                self.scheduler.cancel(jid, now)
+                continue
+            missing = [p for p in job.pods() if p not in {b.pod for b in bindings}]
+            base = _base(lead)
+            gen = (
+                int(jid.rsplit("#", 1)[1]) if "#" in jid and jid.rsplit("#", 1)[1].isdigit() else 0
+            )
+            self._gen[base] = max(self._gen.get(base, 0), gen)
+            rec = _JobRecord(
+                base=base, group=lead.group, pods={pid: f.key for _, f, pid, _ in members}
+            )
+            rec.bound = {b.pod for b in bindings}
+            self._jobs[jid] = rec
+            self._job_of_base[base] = jid
+            for _, f, pid, _ in members:
+                self._id_of[f.key] = (jid, pid)
+            if missing:  # pods that finished while no shim ran
+                self.scheduler.queue.forget_pods(jid, missing, now, finished=True)
+
+    def _known_nodes(self) -> set[str]:
+        return {n.name for n in self.scheduler.cluster.nodes()}
+
+    def handle(self, kind: str, kind_event: str, obj: Obj) -> None:
+        """Take one informer event (``kind`` Node, Pod or PodGroup; ``kind_event`` ADDED,
+        MODIFIED or DELETED)."""
+        if kind == "Node":
+            self._on_node(kind_event, obj)
+        elif kind == "PodGroup":
+            key = pod_key(obj)
+            if kind_event == "DELETED":
+                self._groups.pop(key, None)
+            else:
+                try:
+                    self._groups[key] = pod_group_min_member(obj)
+                except KantError as e:
+                    log.warning("%s", e)
+                    return
+                self._try_submit(f"group:{key}")
+        elif kind == "Pod":
+            self._on_pod(kind_event, obj)
+
+    def _on_node(self, ev: str, obj: Obj) -> None:
+        name = str((obj.get("metadata") or {}).get("name"))
+        now = self.now()
+        if ev == "DELETED":
+            self._alive.pop(name, None)
+            if self.nodes.has(name):
+                self._after(self.nodes.lost(name, now), now)
+            return
+        try:
+            facts = node_facts(obj, self.settings)
+        except KantError as e:
+            log.warning("%s", e)
+            return
+        was = self._alive.get(name)
+        self._alive[name] = facts.alive
+        if not facts.alive:
+            if self.nodes.has(name) and was:
+                self._after(self.nodes.not_ready(name, now), now)
+            return
+        if not self.nodes.has(name):
+            self.nodes.added(facts.spec)
+            for _key, (pobj, f) in sorted(self._pods.items()):  # foreign pods seen before the node
+                if f is not None and not f.ours and f.node == name:
+                    self._on_pod("MODIFIED", pobj)
+        self.nodes.set_schedulable(name, facts.schedulable)
+
+    def _on_pod(self, ev: str, obj: Obj) -> None:
+        key = pod_key(obj)
+        now = self.now()
+        if ev == "DELETED":
+            old = self._pods.pop(key, None)
+            if old is not None and old[1] is not None:
+                self._waiting.get(_base(old[1]), set()).discard(key)
+            self._gone(key, now, finished=False)
+            return
+        try:
+            f: PodFacts | None = pod_facts(obj, self.settings)
+        except KantError as e:
+            self._pods[key] = (obj, None)
+            self._set_unschedulable(key, obj, str(e), now)
+            return
+        assert f is not None
+        self._pods[key] = (obj, f)
+        if not f.ours:
+            if f.node is not None and f.phase not in TERMINAL and key not in self._foreign:
+                pid = PodId(job=f"external:{f.namespace}..{f.name}", role="pod", index=0)
+                r = f.resources
+                if self.nodes.bind_foreign(
+                    pid, f.node, r.gpus, r.gpu_milli, r.cpu_milli, r.memory_mib
+                ):
+                    self._foreign[key] = pid
+            elif f.phase in TERMINAL and key in self._foreign:
+                self.nodes.release_foreign(self._foreign.pop(key))
+            return
+        if f.phase in TERMINAL:
+            self._waiting.get(_base(f), set()).discard(key)
+            self._gone(key, now, finished=f.phase == "Succeeded")
+            return
+        known = self._id_of.get(key)
+        if known is not None:
+            jid, pid = known
+            rec = self._jobs.get(jid)
+            if (
+                rec is not None
+                and f.phase == "Running"
+                and pid in rec.bound
+                and pid not in rec.confirmed
+            ):
+                rec.confirmed.add(pid)
+                with contextlib.suppress(KantError):
+                    self.scheduler.confirm(pid, now)
+            return
+        base = _base(f)
+        if f.node is None and not f.deleting and key not in self._dying:
+            self._waiting.setdefault(base, set()).add(key)
+            self._try_submit(base)
+        elif base in self._waiting:
+            self._waiting[base].discard(key)
+
+    def _gone(self, key: str, now: float, *, finished: bool) -> None:
+        """A pod ended (finished, failed or deleted)."""
+        if key in self._foreign:
+            self.nodes.release_foreign(self._foreign.pop(key))
+            return
+        self._condition.pop(key, None)
+        self._event_at.pop(key, None)
+        self._evict.pop(key, None)
+        known = self._id_of.pop(key, None)
+        if key in self._dying:
+            self._dying.discard(key)
+            return
+        if known is None:
+            return
+        jid, pid = known
+        rec = self._jobs.get(jid)
+        if rec is None:
+            return
+        if pid not in rec.bound:  # a pending pod of a submitted job went away
+            rec.pods.pop(pid, None)
+            self._cancel(jid, now)
+            return
+        rec.bound.discard(pid)
+        rec.pods.pop(pid, None)
+        try:
+            rep = (
+                self.scheduler.pod_finished(pid, now)
+                if finished
+                else self.scheduler.pod_evicted(pid, now)
+            )
+        except KantError:
+            return
+        self._after(rep, now)
+        if jid in rep.finished:
+            self._forget_job(jid)
+
+    def _after(self, rep: EventReport, now: float) -> None:
+        """Carry out an event's report: stop the pods kant released (the rest of a requeued
+        gang, pods left on a lost node), and drop the kant job of a requeued gang whose pods
+        are gone (it is submitted again when its controller has recreated them)."""
+        why = {ev.pod: ev.cause.value for ev in rep.evictions}
+        for pid in rep.released:
+            rec = self._jobs.get(pid.job)
+            if rec is None:
+                continue
+            rec.bound.discard(pid)
+            key = rec.pods.pop(pid, None)
+            if key is None:
+                continue
+            self._id_of.pop(key, None)
+            if key in self._pods:
+                self._stop(key, "kant requeued the gang: " + why.get(pid, "gang_requeued"))
+        for jid in (*rep.requeued, *rep.failed):
+            rec = self._jobs.get(jid)
+            e = self.scheduler.queue.get(jid)
+            if rec is not None and (e is None or len(rec.pods) < e.job.num_pods):
+                self._cancel(jid, now)
+
+    def _cancel(self, jid: str, now: float) -> None:
+        rec = self._jobs.get(jid)
+        if rec is None:
+            return
+        rep = self.scheduler.cancel(jid, now)
+        for pid in rep.released:
+            key = rec.pods.get(pid)
+            if key is not None:
+                self._stop(key, "kant cancelled the job")
+        self._forget_job(jid)
+        for key in rec.pods.values():
+            if key in self._pods and key not in self._dying:
+                self._waiting.setdefault(rec.base, set()).add(key)
+        self._try_submit(rec.base)
+
+    def _forget_job(self, jid: str) -> None:
+        rec = self._jobs.pop(jid, None)
+        if rec is None:
+            return
+        for key in rec.pods.values():
+            if self._id_of.get(key, (None,))[0] == jid:
+                self._id_of.pop(key, None)
+        if self._job_of_base.get(rec.base) == jid:
+            self._job_of_base.pop(rec.base)
+
+    def _key_of(self, pid: PodId) -> str | None:
+        rec = self._jobs.get(pid.job)
+        return rec.pods.get(pid) if rec is not None else None
+
+    def _try_submit(self, base: str) -> None:
+        """Submit the gang (or lone pod) ``base`` when enough of its pods are pending."""
+        if base in self._job_of_base:
+            return
+        pending = []
+        for key in sorted(self._waiting.get(base, ())):
+            f = self._pods[key][1] if key in self._pods else None
+            if f is not None and key not in self._id_of and key not in self._dying:
+                pending.append(f)
+        if not pending:
+            return
+        group = pending[0].group
+        if group is not None:
+            need = self._groups.get(group)
+            if need is None:
+                need = max((f.min_member or 0) for f in pending) or None
+            if need is None or len(pending) < need:
+                return
+        gen = self._gen.get(base, 0) + 1
+        jid = f"{job_id(pending)}#{gen}"
+        now = self.now()
+        try:
+            job, ids = build_job(pending, jid, max(f.created for f in pending))
+            self.scheduler.submit(job, now)
+        except KantError as e:
+            for f in pending:
+                self._set_unschedulable(f.key, self._pods[f.key][0], str(e), now)
+            return
+        self._gen[base] = gen
+        self._jobs[jid] = _JobRecord(base=base, group=group, pods=ids)
+        self._job_of_base[base] = jid
+        for pid, key in ids.items():
+            self._id_of[key] = (jid, pid)
+            self._waiting[base].discard(key)
+
+    # ----------------------------------------------------------------- the cycle
+
+    def cycle(self) -> CycleResult:
+        """One cycle: schedule, apply, then write bindings, evictions, conditions, events.
+        Binding calls run on the pool while the loop goes on; :meth:`reap` takes their
+        answers (the loop calls it all the time)."""
+        self.reap()
+        now = self.now()
+        self.cycles += 1
+        result = self.scheduler.schedule(now)
+        report = self.scheduler.apply(result, now)
+        bound = set(report.bound)
+        todo = [b for b in result.bindings if b.pod.job in bound]
+        for b in todo:
+            self._jobs[b.pod.job].bound.add(b.pod)
+        for b in todo:
+            pkey = self._jobs[b.pod.job].pods[b.pod]
+            obj = self._pods.get(pkey, ({}, None))[0]
+            uid = str((obj.get("metadata") or {}).get("uid") or "")
+            self._inflight.append((b, self._pool.submit(self._bind, b, pkey, uid)))
+        for jid in bound:
+            self._pod_group_status(jid, "Scheduled")
+        for v in result.victims:
+            for pid in v.pods:
+                key = self._key_of(pid)
+                if key is not None and key not in self._evict:
+                    self._evict[key] = v.preemptor
+                    self._disrupt(key, v.preemptor, v.reason.value)
+        for key in sorted(self._evict):
+            self._try_evict(key)
+        for jid, reason in result.pending.items():
+            rec = self._jobs.get(jid)
+            if rec is None:
+                continue
+            for pid in sorted(rec.pods):
+                if pid in rec.bound:
+                    continue
+                key = rec.pods[pid]
+                if key in self._pods:
+                    self._set_unschedulable(key, self._pods[key][0], f"kant: {reason}", now)
+            self._pod_group_status(jid, "Pending")
+        if self.on_cycle is not None:
+            self.on_cycle(self, result)
+        return result
+
+    def reap(self, *, wait: bool = False) -> None:
+        """Take the answers of the binding calls made so far (all of them with ``wait``): count
+        the bound pods, and ``binding_failed`` for each failure."""
+        if not self._inflight:
+            return
+        done: list[tuple[Binding, Future[tuple[str | None, float]]]] = []
+        still: list[tuple[Binding, Future[tuple[str | None, float]]]] = []
+        for x in self._inflight:  # one look per call: a call ending meanwhile waits its turn
+            (done if wait or x[1].done() else still).append(x)
+        if not done:
+            return
+        self._inflight = still
+        now = self.now()
+        for b, fut in done:
+            err, t_done = fut.result()
+            if err is None:
+                self.bound_total += 1
+                rec = self._jobs.get(b.pod.job)
+                if self.on_bound is not None and rec is not None and b.pod in rec.pods:
+                    self.on_bound(rec.pods[b.pod], t_done)
+            else:
+                self._binding_failed(b, err, now)
+
+    def _binding_failed(self, b: Binding, err: str, now: float) -> None:
+        """A binding call failed: ``binding_failed`` (the gang's other pods are released and
+        deleted); the pod itself, if it still waits, may join a new submission."""
+        log.warning("%s", err)
+        rec = self._jobs.get(b.pod.job)
+        if rec is None or b.pod not in rec.bound:
+            return
+        rec.bound.discard(b.pod)
+        key = rec.pods.pop(b.pod, None)
+        try:
+            rep = self.scheduler.binding_failed(b.pod, now, err)
+        except KantError:
+            return
+        if key is not None:
+            self._id_of.pop(key, None)
+            f = self._pods.get(key, ({}, None))[1]
+            if f is not None and f.node is None and not f.deleting:
+                self._waiting.setdefault(rec.base, set()).add(key)
+        self._after(rep, now)
+
+    def _bind(self, b: Binding, key: str, uid: str) -> tuple[str | None, float]:
+        """One binding call (on the pool): (None or the error, when it was answered)."""
+        ns, name = key.split("/", 1)
+        body: dict[str, Any] = {
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name, "namespace": ns,
+                         "annotations": binding_annotations(b.pod, b.gpus, b.nics, b.gpu_milli)},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": b.node},
+        }  # fmt: skip
+        if uid:
+            body["metadata"]["uid"] = uid
+        try:
+            self.api.post(f"/api/v1/namespaces/{ns}/pods/{name}/binding", body)
+        except ApiError as e:
+            return f"binding {key} to {b.node}: {e.status} {e.message}", time.time()
+        except OSError as e:
+            return f"binding {key} to {b.node}: {e}", time.time()
+        return None, time.time()
+
+    def _disrupt(self, key: str, preemptor: str, why: str) -> None:
+        """Tell the victim why it goes: a ``DisruptionTarget`` condition and an event."""
+        ns, name = key.split("/", 1)
+        msg = f"kant: preempted by {preemptor} ({why})"
+        cond = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                "message": msg, "lastTransitionTime": _now_iso()}  # fmt: skip
+        try:
+            self.api.patch(f"/api/v1/namespaces/{ns}/pods/{name}/status",
+                           {"status": {"conditions": [cond]}}, kind="strategic")  # fmt: skip
+        except (ApiError, OSError) as e:
+            log.info("condition on %s: %s", key, e)
+        self._event(key, "Preempted", msg, "Normal")
+
+    def _try_evict(self, key: str) -> None:
+        ns, name = key.split("/", 1)
+        try:
+            if self.settings.eviction_mode == "delete":
+                self.api.delete(f"/api/v1/namespaces/{ns}/pods/{name}")
+            else:
+                gv = self.api.policy_version()
+                self.api.post(
+                    f"/api/v1/namespaces/{ns}/pods/{name}/eviction",
+                    {
+                        "apiVersion": gv,
+                        "kind": "Eviction",
+                        "metadata": {"name": name, "namespace": ns},
+                    },
+                )
+        except ApiError as e:
+            if e.status == 404:
+                self._evict.pop(key, None)
+            elif e.status != 429:  # a PodDisruptionBudget says not now: retry next cycle
+                log.warning("evicting %s: %s", key, e)
+            return
+        except OSError as e:
+            log.warning("evicting %s: %s", key, e)
+            return
+        self._evict.pop(key, None)
+
+    def _stop(self, key: str, why: str) -> None:
+        """Stop a pod kant released (not a preemption victim): delete it."""
+        ns, name = key.split("/", 1)
+        self._dying.add(key)
+        try:
+            self.api.delete(f"/api/v1/namespaces/{ns}/pods/{name}")
+            self._event(key, "Killing", why, "Normal")
+        except ApiError as e:
+            if e.status != 404:
+                log.warning("stopping %s: %s", key, e)
+        except OSError as e:
+            log.warning("stopping %s: %s", key, e)
+
+    def _set_unschedulable(self, key: str, obj: Obj, msg: str, now: float) -> None:
+        """``PodScheduled=False/Unschedulable`` with kant's reason, written only when it
+        changes; a ``FailedScheduling`` event at most once per interval."""
+        if self._condition.get(key) != msg:
+            ns, name = key.split("/", 1)
+            cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                    "message": msg, "lastTransitionTime": _now_iso()}  # fmt: skip
+            try:
+                self.api.patch(f"/api/v1/namespaces/{ns}/pods/{name}/status",
+                               {"status": {"conditions": [cond]}}, kind="strategic")  # fmt: skip
+                self._condition[key] = msg
+            except (ApiError, OSError) as e:
+                log.info("condition on %s: %s", key, e)
+        last = self._event_at.get(key)
+        if last is None or now - last >= self.settings.event_interval_seconds:
+            self._event_at[key] = now
+            self._event(key, "FailedScheduling", msg, "Warning")
+
+    def _event(self, key: str, reason: str, msg: str, kind: str) -> None:
+        ns, name = key.split("/", 1)
+        ts = _now_iso()
+        obj = self._pods.get(key, ({}, None))[0]
+        body = {
+            "metadata": {"generateName": f"{name}.", "namespace": ns},
+            "involvedObject": {"kind": "Pod", "namespace": ns, "name": name,
+                               "uid": (obj.get("metadata") or {}).get("uid", "")},
+            "reason": reason, "message": msg[:1024], "type": kind,
+            "source": {"component": self.settings.scheduler_name},
+            "firstTimestamp": ts, "lastTimestamp": ts, "count": 1,
+            "reportingComponent": self.settings.scheduler_name,
+        }  # fmt: skip
+        try:
+            self.api.post(f"/api/v1/namespaces/{ns}/events", body)
+        except (ApiError, OSError) as e:
+            log.info("event on %s: %s", key, e)
+
+    def _pod_group_status(self, jid: str, phase: str) -> None:
+        rec = self._jobs.get(jid)
+        if rec is None or rec.group is None or rec.group not in self._groups:
+            return
+        if self._pg_status.get(rec.group) == phase:
+            return
+        ns, name = rec.group.split("/", 1)
+        status: dict[str, Any] = {"phase": phase}
+        if phase == "Scheduled":
+            status["scheduled"] = len(rec.bound)
+        try:
+            self.api.patch(f"/apis/{PODGROUP_API}/namespaces/{ns}/podgroups/{name}/status",
+                           {"status": status})  # fmt: skip
+            self._pg_status[rec.group] = phase
+        except (ApiError, OSError) as e:
+            log.info("PodGroup %s status: %s", rec.group, e)
+
+    # ----------------------------------------------------------------- the loop
+
+    def run(self, stop: threading.Event, *, ready: threading.Event | None = None) -> None:
+        """List, then watch and schedule until ``stop`` is set: a cycle runs once events have
+        been gathered for ``debounceSeconds`` (and at least every 5 s, for backoffs and
+        evictions to retry)."""
+        self.sync()
+        events: queue_mod.Queue[tuple[str, str, Obj]] = queue_mod.Queue()
+        watchers = [
+            Watcher(self.api, "Node", "/api/v1/nodes", events, stop),
+            Watcher(self.api, "Pod", "/api/v1/pods", events, stop),
+        ]
+        if self.api.has(PODGROUP_API):
+            watchers.append(
+                Watcher(self.api, "PodGroup", f"/apis/{PODGROUP_API}/podgroups", events, stop)
+            )
+        for w in watchers:
+            w.start()
+        if ready is not None:
+            ready.set()
+        debounce = self.settings.debounce_seconds
+        dirty_since: float | None = time.monotonic()
+        last_cycle = 0.0
+        try:
+            while not stop.is_set():
+                try:
+                    kind, ev, obj = events.get(timeout=min(0.05, debounce) or 0.01)
+                    self.handle(kind, ev, obj)
+                    if dirty_since is None:
+                        dirty_since = time.monotonic()
+                    while True:  # drain what is there
+                        kind, ev, obj = events.get_nowait()
+                        self.handle(kind, ev, obj)
+                except queue_mod.Empty:
+                    pass
+                self.reap()
+                t = time.monotonic()
+                due = dirty_since is not None and t - dirty_since >= debounce
+                if due or t - last_cycle >= 5.0 or (self._evict and t - last_cycle >= 1.0):
+                    self.cycle()
+                    last_cycle = time.monotonic()
+                    dirty_since = None
+        finally:
+            for w in watchers:
+                w.stop()
+            self.reap(wait=True)
+            self._pool.shutdown(wait=True)
+
+
+class Watcher(threading.Thread):
+    """List + watch one resource, pushing ``(kind, event type, object)``; a relist on a
+    ``410 Gone`` or a broken stream (objects seen again come as MODIFIED, objects gone as
+    DELETED)."""
+
+    def __init__(self, api: Api, kind: str, path: str, out: queue_mod.Queue[tuple[str, str, Obj]],
+                 stop: threading.Event) -> None:  # fmt: skip
+        super().__init__(daemon=True, name=f"kant-watch-{kind}")
+        self.api, self.kind, self.path, self.out, self._stop_ev = api, kind, path, out, stop
+        self._seen: dict[str, Obj] = {}
+
+    def stop(self) -> None:
+        self._stop_ev.set()
+
+    def _relist(self) -> str:
+        doc = self.api.get(self.path)
+        fresh = {pod_key(o): o for o in doc.get("items", ())}
+        for k in sorted(set(self._seen) - set(fresh)):
+            self.out.put((self.kind, "DELETED", self._seen[k]))
+        for k in sorted(fresh):
+            self.out.put((self.kind, "MODIFIED", fresh[k]))
+        self._seen = fresh
+        return str((doc.get("metadata") or {}).get("resourceVersion", ""))
+
+    def run(self) -> None:
+        rv = ""
+        first = True
+        while not self._stop_ev.is_set():
+            try:
+                if first or not rv:
+                    # the shim's sync() took the first list; start from its resourceVersion
+                    rv = self._relist() if not first else self._list_quiet()
+                    first = False
+                for ev in self.api.watch(self.path, rv, timeout=60):
+                    if self._stop_ev.is_set():
+                        return
+                    typ, obj = ev.get("type"), ev.get("object") or {}
+                    if typ == "ERROR":
+                        rv = ""
+                        break
+                    rv = str((obj.get("metadata") or {}).get("resourceVersion", rv))
+                    if typ == "BOOKMARK":
+                        continue
+                    k = pod_key(obj)
+                    if typ == "DELETED":
+                        self._seen.pop(k, None)
+                    else:
+                        self._seen[k] = obj
+                    self.out.put((self.kind, str(typ), obj))
+            except (ApiError, OSError, ValueError) as e:
+                if self._stop_ev.is_set():
+                    return
+                log.info("watch %s: %s; relisting", self.path, e)
+                rv = ""
+                time.sleep(0.5)
+            except Exception as e:
+                if self._stop_ev.is_set():
+                    return
+                log.info("watch %s: %s; relisting", self.path, e)
+                rv = ""
+                time.sleep(0.5)
+
+    def _list_quiet(self) -> str:
+        doc = self.api.get(self.path)
+        self._seen = {pod_key(o): o for o in doc.get("items", ())}
+        # anything that changed between the shim's list and this one comes as MODIFIED
+        for k in sorted(self._seen):
+            self.out.put((self.kind, "MODIFIED", self._seen[k]))
+        return str((doc.get("metadata") or {}).get("resourceVersion", ""))
+
+
+def _base(f: PodFacts) -> str:
+    """The key of what becomes one kant job: a gang, or a lone pod."""
+    return f"group:{f.group}" if f.group is not None else f"pod:{f.key}"
+
+
+def _result(
+    now: float, bindings: tuple[Binding, ...], seen: dict[str, tuple[int, int]]
+) -> CycleResult:
+    """A cycle result holding only ``bindings`` of the jobs in ``seen`` (their entries as just
+    submitted), to restore recorded bindings through apply."""
+    jobs = tuple(dict.fromkeys(b.pod.job for b in bindings))
+    stats = CycleStats(
+        candidates=0, placed_jobs=len(jobs), placed_pods=len(bindings), placement_attempts=0,
+        preemption_searches=0, victims=0, elapsed_ms=0.0,
+    )  # fmt: skip
+    return CycleResult(
+        now=now, bindings=bindings, placed=jobs, victims=(), nominations=(),
+        dropped_nominations=(), pending={}, reservation=None, stats=stats, seen=seen,
+    )  # fmt: skip
+
+
+def shim_for(api: Api, config: KantConfig | None = None, **kw: Any) -> Shim:
+    """A :class:`Shim` (a convenience for scripts)."""
+    return Shim(api, config, **kw)
+
+
+__all__ = ["PODGROUP_API", "Shim", "Watcher", "shim_for"]

@@ -1,0 +1,502 @@
+"""Kubernetes objects (as JSON mappings) to kant's values, and kant's decisions back to
+annotations. Pure functions, no API calls: every rule is unit-tested on recorded objects.
+
+Rules (docs/kubernetes.md, "Labels and annotations"):
+
+- a node: GPUs from ``allocatable[gpuResource]``, model from the ``nvidia.com/gpu.product``
+  label, CPU / memory / RDMA NICs from allocatable, fabric place from the ordered topology
+  labels; it takes pods when ``Ready`` is ``True`` and it is not cordoned;
+- a pod: the effective request (the sum of its containers, or the largest init container if
+  larger), a share of one GPU from the ``gpu-fraction`` annotation, the tenant from the first
+  queue label or annotation it carries (kant, Kueue, KAI, Volcano) else its namespace, the
+  priority from ``spec.priority``, non-preemptible when ``spec.preemptionPolicy`` is ``Never``,
+  allowed GPU models from its nodeSelector or required node affinity on the model label,
+  topology from the Kueue or KAI required / preferred annotations;
+- a gang: the scheduler-plugins PodGroup label (``minMember`` from the PodGroup), else Kueue's
+  pod-group label with its total-count annotation; otherwise the pod is its own job.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal, InvalidOperation
+from typing import Any, Final
+
+import attrs
+
+from kant.errors import InvalidObjectError
+from kant.k8s.settings import K8sSettings
+from kant.model import MILLI, Job, NodeSpec, PodId, Resources, Role, Tier, TopologyWish
+
+Obj = Mapping[str, Any]
+
+QUEUE_KEYS: Final = (
+    "kant.io/queue",
+    "kueue.x-k8s.io/queue-name",
+    "kai.scheduler/queue",
+    "scheduling.volcano.sh/queue-name",
+)
+"""Where a pod names its tenant, first found wins (labels, then annotations, per key)."""
+POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
+KUEUE_GROUP_LABEL: Final = "kueue.x-k8s.io/pod-group-name"
+KUEUE_TOTAL_ANNOTATION: Final = "kueue.x-k8s.io/pod-group-total-count"
+FRACTION_ANNOTATION: Final = "gpu-fraction"
+REQUIRED_TOPOLOGY: Final = (
+    "kant.io/topology-required",
+    "kueue.x-k8s.io/podset-required-topology",
+    "kai.scheduler/topology-required-placement",
+)
+PREFERRED_TOPOLOGY: Final = (
+    "kant.io/topology-preferred",
+    "kueue.x-k8s.io/podset-preferred-topology",
+    "kai.scheduler/topology-preferred-placement",
+)
+RUNTIME_ANNOTATION: Final = "kant.io/runtime-seconds"
+GPUS_ANNOTATION: Final = "kant.io/gpus"
+NICS_ANNOTATION: Final = "kant.io/nics"
+MILLI_ANNOTATION: Final = "kant.io/gpu-milli"
+POD_ID_ANNOTATION: Final = "kant.io/pod-id"
+
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
+_SUFFIX: Final[Mapping[str, Decimal]] = {
+    "": Decimal(1),
+    "m": Decimal("0.001"),
+    "k": Decimal(10) ** 3,
+    "M": Decimal(10) ** 6,
+    "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15,
+    "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10,
+    "Mi": Decimal(2) ** 20,
+    "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50,
+    "Ei": Decimal(2) ** 60,
+}
+
+
+def quantity(value: Any, *, where: str = "", field: str = "quantity") -> Decimal:
+    """A Kubernetes quantity (``"500m"``, ``"16Gi"``, ``8``) as an exact Decimal; raises
+    :class:`~kant.errors.InvalidObjectError` for anything else."""
+    if isinstance(value, bool):
+        raise InvalidObjectError(field, value, "is not a quantity", where=where or None)
+    if isinstance(value, int | float):
+        return Decimal(str(value))
+    m = _QUANTITY.match(str(value).strip()) if isinstance(value, str) else None
+    if m is None or m.group(2) not in _SUFFIX:
+        raise InvalidObjectError(field, value, "is not a quantity", where=where or None)
+    try:
+        return Decimal(m.group(1)) * _SUFFIX[m.group(2)]
+    except InvalidOperation:
+        raise InvalidObjectError(field, value, "is not a quantity", where=where or None) from None
+
+
+def _meta(obj: Obj) -> Obj:
+    m = obj.get("metadata") or {}
+    return m if isinstance(m, Mapping) else {}
+
+
+def labels_of(obj: Obj) -> Mapping[str, str]:
+    """The object's labels ({} when none)."""
+    return _meta(obj).get("labels") or {}
+
+
+def annotations_of(obj: Obj) -> Mapping[str, str]:
+    """The object's annotations ({} when none)."""
+    return _meta(obj).get("annotations") or {}
+
+
+def pod_key(pod: Obj) -> str:
+    """``namespace/name`` of a pod."""
+    m = _meta(pod)
+    return f"{m.get('namespace', 'default')}/{m.get('name')}"
+
+
+# --------------------------------------------------------------------------- nodes
+
+
+@attrs.frozen(kw_only=True)
+class NodeFacts:
+    """A node as kant sees it: its spec, and whether it takes new pods (``ready``: Ready and
+    not cordoned) and is alive at all (``alive``: Ready; a NotReady node is lost)."""
+
+    spec: NodeSpec
+    alive: bool
+    schedulable: bool
+
+
+def node_facts(node: Obj, settings: K8sSettings) -> NodeFacts:
+    """Translate a Node. Raises :class:`~kant.errors.InvalidObjectError` for a malformed
+    allocatable quantity."""
+    name = str(_meta(node).get("name"))
+    where = f"Node {name}"
+    status = node.get("status") or {}
+    alloc = status.get("allocatable") or {}
+
+    def count(res: str) -> int:
+        return int(quantity(alloc.get(res, 0), where=where, field=f"allocatable.{res}"))
+
+    gpus = count(settings.gpu_resource)
+    lab = labels_of(node)
+    model = (lab.get(settings.gpu_model_label) or settings.default_gpu_model) if gpus else None
+    cpu = quantity(alloc.get("cpu", 0), where=where, field="allocatable.cpu")
+    mem = quantity(alloc.get("memory", 0), where=where, field="allocatable.memory")
+    levels: dict[Tier, str] = {}
+    for label, tier in settings.topology:
+        if tier not in levels and lab.get(label):
+            levels[tier] = _domain(label, lab[label])
+    leaf, spine, superspine = (
+        levels.get(Tier.LEAF),
+        levels.get(Tier.SPINE),
+        levels.get(Tier.SUPERSPINE),
+    )
+    # A known wider level with an unknown narrower one: the node shares that narrower level with
+    # no other node (kant's fabric needs a leaf under a spine and a spine under a superspine).
+    if superspine and not spine:
+        spine = f"{superspine}|{name}"
+    if spine and not leaf:
+        leaf = f"{spine}|{name}"
+    spec = NodeSpec(
+        name=name,
+        gpu_model=model,
+        gpus=gpus,
+        cpu_milli=int(cpu * 1000),
+        memory_mib=int(mem // (1 << 20)),
+        rdma_nics=count(settings.nic_resource),
+        leaf=leaf,
+        spine=spine,
+        superspine=superspine,
+        hbd=levels.get(Tier.HBD),
+    )
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or ()
+    )
+    cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+    return NodeFacts(spec=spec, alive=ready, schedulable=ready and not cordoned)
+
+
+def _domain(label: str, value: str) -> str:
+    # domain names must not contain '/', which labels do: keep the value, which is unique
+    # within its label, prefixed by the label's last segment.
+    return f"{label.rsplit('/', 1)[-1]}={value}".replace("/", "_")
+
+
+# --------------------------------------------------------------------------- pods
+
+
+@attrs.frozen(kw_only=True)
+class PodFacts:
+    """A pod as kant sees it. ``group`` is the gang key (``namespace/group``) or None;
+    ``min_member`` the group's size known from the pod (Kueue's total count), else None."""
+
+    key: str
+    uid: str
+    namespace: str
+    name: str
+    tenant: str
+    priority: int
+    preemptible: bool
+    resources: Resources
+    gpu_models: frozenset[str]
+    topology: TopologyWish | None
+    group: str | None
+    min_member: int | None
+    created: float
+    runtime: float | None
+    node: str | None
+    phase: str
+    deleting: bool
+    ours: bool
+
+    @property
+    def signature(self) -> tuple[Any, ...]:
+        """What makes two pods of a group the same role."""
+        return (self.resources, tuple(sorted(self.gpu_models)), self.topology)
+
+
+def pod_facts(pod: Obj, settings: K8sSettings) -> PodFacts:
+    """Translate a Pod. Raises :class:`~kant.errors.InvalidObjectError` for a malformed request,
+    ``gpu-fraction``, topology annotation or group count."""
+    meta = _meta(pod)
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    key = pod_key(pod)
+    where = f"Pod {key}"
+    lab, ann = labels_of(pod), annotations_of(pod)
+    ns = str(meta.get("namespace", "default"))
+    return PodFacts(
+        key=key,
+        uid=str(meta.get("uid", "")),
+        namespace=ns,
+        name=str(meta.get("name")),
+        tenant=_tenant(lab, ann, ns),
+        priority=int(spec.get("priority") or 0),
+        preemptible=spec.get("preemptionPolicy") != "Never",
+        resources=pod_resources(pod, settings),
+        gpu_models=_models(spec, settings),
+        topology=_topology(ann, settings, where),
+        group=_group(lab, ns),
+        min_member=_total(lab, ann, where),
+        created=_timestamp(meta.get("creationTimestamp")),
+        runtime=_runtime(ann, where),
+        node=spec.get("nodeName") or None,
+        phase=str(status.get("phase") or "Pending"),
+        deleting=bool(meta.get("deletionTimestamp")),
+        ours=spec.get("schedulerName", "default-scheduler") == settings.scheduler_name,
+    )
+
+
+def pod_resources(pod: Obj, settings: K8sSettings) -> Resources:
+    """The pod's effective request: for each resource the larger of the containers' sum and
+    the largest init container (the Kubernetes rule), a GPU share from ``gpu-fraction``."""
+    spec = pod.get("spec") or {}
+    where = f"Pod {pod_key(pod)}"
+    names = ("cpu", "memory", settings.gpu_resource, settings.nic_resource)
+    total = dict.fromkeys(names, Decimal(0))
+    init = dict.fromkeys(names, Decimal(0))
+    for part, acc, add in (("containers", total, True), ("initContainers", init, False)):
+        for c in spec.get(part) or ():
+            req = (c.get("resources") or {}).get("requests") or {}
+            lim = (c.get("resources") or {}).get("limits") or {}
+            for r in names:
+                v = req.get(r, lim.get(r) if r not in ("cpu", "memory") else None)
+                if v is None:
+                    continue
+                q = quantity(v, where=where, field=f"{part}.resources.requests.{r}")
+                acc[r] = acc[r] + q if add else max(acc[r], q)
+    eff = {r: max(total[r], init[r]) for r in names}
+    gpus = int(eff[settings.gpu_resource])
+    milli = 0
+    frac = annotations_of(pod).get(FRACTION_ANNOTATION)
+    if frac is not None:
+        try:
+            f = Decimal(str(frac))
+        except InvalidOperation:
+            f = Decimal(-1)
+        if not f.is_finite() or not 0 < f < 1:
+            raise InvalidObjectError(
+                FRACTION_ANNOTATION, frac, "must be a number in (0, 1)", where=where
+            )
+        if gpus:
+            raise InvalidObjectError(
+                FRACTION_ANNOTATION,
+                frac,
+                f"cannot be combined with {settings.gpu_resource}",
+                where=where,
+            )
+        milli = max(1, min(MILLI - 1, int((f * MILLI).to_integral_value())))
+    return Resources(
+        gpus=gpus,
+        gpu_milli=milli,
+        cpu_milli=math.ceil(eff["cpu"] * 1000),
+        memory_mib=math.ceil(eff["memory"] / (1 << 20)),
+        rdma_nics=int(eff[settings.nic_resource]),
+    )
+
+
+def _tenant(lab: Mapping[str, str], ann: Mapping[str, str], ns: str) -> str:
+    for k in QUEUE_KEYS:
+        v = lab.get(k) or ann.get(k)
+        if v:
+            return str(v)
+    return ns
+
+
+def _models(spec: Obj, settings: K8sSettings) -> frozenset[str]:
+    key = settings.gpu_model_label
+    allowed: set[str] | None = None
+    sel = (spec.get("nodeSelector") or {}).get(key)
+    if sel:
+        allowed = {sel}
+    aff = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = aff.get("nodeSelectorTerms") or ()
+    if terms:
+        union: set[str] = set()
+        for t in terms:
+            vals: set[str] | None = None
+            for e in t.get("matchExpressions") or ():
+                if e.get("key") == key and e.get("operator") == "In":
+                    vs = set(e.get("values") or ())
+                    vals = vs if vals is None else vals & vs
+            if vals is None:  # a term without a model constraint allows every model
+                union = set()
+                break
+            union |= vals
+        if union:
+            allowed = union if allowed is None else allowed & union
+    return frozenset(allowed or ())
+
+
+def _topology(ann: Mapping[str, str], settings: K8sSettings, where: str) -> TopologyWish | None:
+    for keys, required in ((REQUIRED_TOPOLOGY, True), (PREFERRED_TOPOLOGY, False)):
+        for k in keys:
+            label = ann.get(k)
+            if not label:
+                continue
+            tier = settings.tier_of_label(label)
+            if tier is None:
+                known = [lab for lab, _ in settings.topology]
+                raise InvalidObjectError(
+                    k, label, f"is not a configured topology label {known}", where=where
+                )
+            return TopologyWish(tier=tier, required=required)
+    return None
+
+
+def _group(lab: Mapping[str, str], ns: str) -> str | None:
+    g = lab.get(POD_GROUP_LABEL) or lab.get(KUEUE_GROUP_LABEL)
+    return f"{ns}/{g}" if g else None
+
+
+def _total(lab: Mapping[str, str], ann: Mapping[str, str], where: str) -> int | None:
+    if lab.get(POD_GROUP_LABEL) or not lab.get(KUEUE_GROUP_LABEL):
+        return None
+    v = ann.get(KUEUE_TOTAL_ANNOTATION)
+    if v is None:
+        return None
+    if not str(v).isdigit() or int(v) < 1:
+        raise InvalidObjectError(KUEUE_TOTAL_ANNOTATION, v, "must be an integer >= 1", where=where)
+    return int(v)
+
+
+def _runtime(ann: Mapping[str, str], where: str) -> float | None:
+    v = ann.get(RUNTIME_ANNOTATION)
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except ValueError:
+        f = -1.0
+    if not math.isfinite(f) or f <= 0:
+        raise InvalidObjectError(
+            RUNTIME_ANNOTATION, v, "must be a number of seconds > 0", where=where
+        )
+    return f
+
+
+def _timestamp(v: Any) -> float:
+    if not v:
+        return 0.0
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(v).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def pod_group_min_member(group: Obj) -> int:
+    """``spec.minMember`` of a scheduler-plugins PodGroup (at least 1)."""
+    v = (group.get("spec") or {}).get("minMember", 1)
+    if type(v) is not int or v < 1:
+        raise InvalidObjectError(
+            "spec.minMember", v, "must be an integer >= 1", where=f"PodGroup {pod_key(group)}"
+        )
+    return v
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+def job_id(pods: Sequence[PodFacts]) -> str:
+    """The kant job id of a gang (``namespace.group``) or a lone pod (``namespace..name``): a
+    namespace has no dot, so the two never collide, and neither contains ``/``."""
+    first = pods[0]
+    if first.group is not None:
+        return first.group.replace("/", ".", 1)
+    return f"{first.namespace}..{first.name}"
+
+
+def build_job(
+    pods: Sequence[PodFacts], job: str, submitted_at: float
+) -> tuple[Job, dict[PodId, str]]:
+    """A kant Job from the pods of one gang (or one lone pod), with the pod each PodId stands
+    for. Roles are the distinct (resources, models, topology) shapes, in order of their first
+    pod by name; PodIds number each role's pods by name. The tenant, priority and
+    preemptibility are those of the first pod by name (a group shares them)."""
+    ordered = sorted(pods, key=lambda p: p.name)
+    shapes: dict[tuple[Any, ...], list[PodFacts]] = {}
+    for p in ordered:
+        shapes.setdefault(p.signature, []).append(p)
+    roles: list[Role] = []
+    ids: dict[PodId, str] = {}
+    for i, members in enumerate(shapes.values()):
+        name = "worker" if len(shapes) == 1 else f"worker-{i}"
+        p0 = members[0]
+        roles.append(
+            Role(
+                name=name,
+                replicas=len(members),
+                resources=p0.resources,
+                gpu_models=p0.gpu_models,
+                topology=p0.topology,
+            )
+        )
+        for k, p in enumerate(members):
+            ids[PodId(job=job, role=name, index=k)] = p.key
+    lead = ordered[0]
+    runtimes = [p.runtime for p in ordered if p.runtime is not None]
+    return (
+        Job(
+            id=job,
+            tenant=lead.tenant,
+            priority=lead.priority,
+            submitted_at=max(0.0, submitted_at),
+            roles=tuple(roles),
+            preemptible=lead.preemptible,
+            runtime_estimate=max(runtimes) if runtimes else None,
+        ),
+        ids,
+    )
+
+
+def binding_annotations(
+    pod: PodId, gpus: Iterable[int], nics: Iterable[int], milli: int
+) -> dict[str, str]:
+    """The annotations a binding carries onto its pod: devices, share, and the PodId (so a
+    restarted shim rebuilds its state from bound pods)."""
+    ann = {
+        GPUS_ANNOTATION: ",".join(str(g) for g in gpus),
+        NICS_ANNOTATION: ",".join(str(n) for n in nics),
+        POD_ID_ANNOTATION: str(pod),
+    }
+    if milli < MILLI:
+        ann[MILLI_ANNOTATION] = str(milli)
+    return ann
+
+
+def recorded_binding(pod: Obj) -> tuple[PodId, tuple[int, ...], tuple[int, ...], int] | None:
+    """The kant binding recorded on a bound pod's annotations (PodId, GPUs, NICs, milli per
+    GPU), or None when the pod carries none."""
+    ann = annotations_of(pod)
+    pid = ann.get(POD_ID_ANNOTATION)
+    if not pid:
+        return None
+    where = f"Pod {pod_key(pod)}"
+    parts = pid.rsplit("/", 2)
+    if len(parts) != 3 or not parts[2].isdigit():
+        raise InvalidObjectError(POD_ID_ANNOTATION, pid, "must be job/role/index", where=where)
+
+    def ints(k: str) -> tuple[int, ...]:
+        v = ann.get(k, "")
+        try:
+            return tuple(int(x) for x in v.split(",") if x)
+        except ValueError:
+            raise InvalidObjectError(
+                k, v, "must be comma-separated device indices", where=where
+            ) from None
+
+    milli = ann.get(MILLI_ANNOTATION)
+    m = int(milli) if milli and milli.isdigit() else MILLI
+    return (
+        PodId(job=parts[0], role=parts[1], index=int(parts[2])),
+        ints(GPUS_ANNOTATION),
+        ints(NICS_ANNOTATION),
+        m,
+    )

@@ -1,0 +1,162 @@
+"""The real API server for the integration tests: one etcd + kube-apiserver per session
+(kant.k8s.testenv), skipped with the reason when the binaries are absent
+(scripts/kube-testenv provision builds them)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from kant.config import parse_config
+from kant.k8s.client import Api, ApiError
+from kant.k8s.kubelet import FakeKubelet, create_node, node_object
+from kant.k8s.shim import Shim
+from kant.k8s.testenv import KubeTestEnv, find_binaries
+
+PODGROUP_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "podgroups.scheduling.x-k8s.io"},
+    "spec": {
+        "group": "scheduling.x-k8s.io",
+        "scope": "Namespaced",
+        "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup"},
+        "versions": [{
+            "name": "v1alpha1", "served": True, "storage": True,
+            "subresources": {"status": {}},
+            "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+        }],
+    },
+}  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def kube() -> Iterator[KubeTestEnv]:
+    api, etcd, why = find_binaries()
+    if api is None or etcd is None:
+        if os.environ.get("KANT_K8S_REQUIRED"):
+            pytest.fail(f"KANT_K8S_REQUIRED is set but {why}")
+        pytest.skip(why)
+    with KubeTestEnv() as env:
+        env.api.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", PODGROUP_CRD)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                env.api.get("/apis/scheduling.x-k8s.io/v1alpha1/podgroups")
+                break
+            except ApiError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        yield env
+
+
+_ns = itertools.count()
+
+
+class Cluster:
+    """One test's view of the shared API server: its own namespace, nodes it creates (all
+    nodes are removed afterwards), shims and a fake kubelet it starts."""
+
+    def __init__(self, env: KubeTestEnv) -> None:
+        self.env = env
+        self.api: Api = env.api
+        self.ns = f"t{next(_ns)}"
+        self.api.post("/api/v1/namespaces", {"metadata": {"name": self.ns}})
+        self._stops: list[tuple[threading.Event, threading.Thread]] = []
+        self.kubelet = FakeKubelet(self.api)
+        self.kubelet.start()
+
+    def node(self, name: str, **kw: Any) -> None:
+        create_node(self.api, node_object(name, **kw))
+
+    def pod(self, name: str, *, gpus: int = 8, nics: int = 0, group: str | None = None,
+            labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
+            priority: int | None = None) -> dict[str, Any]:  # fmt: skip
+        req = {"nvidia.com/gpu": str(gpus), "cpu": "1", "memory": "1Gi"}
+        if nics:
+            req["rdma/hca"] = str(nics)
+        lab = dict(labels or {})
+        if group:
+            lab["scheduling.x-k8s.io/pod-group"] = group
+        spec: dict[str, Any] = {
+            "schedulerName": "kant",
+            "containers": [{"name": "c", "image": "x", "resources": {"requests": req, "limits": {
+                k: v for k, v in req.items() if k not in ("cpu", "memory")}}}],
+        }  # fmt: skip
+        if priority is not None:
+            spec["priority"] = priority
+        body = {"metadata": {"name": name, "namespace": self.ns, "labels": lab,
+                             "annotations": dict(annotations or {})}, "spec": spec}  # fmt: skip
+        return self.api.post(f"/api/v1/namespaces/{self.ns}/pods", body)
+
+    def pod_group(self, name: str, min_member: int) -> None:
+        self.api.post(
+            f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{self.ns}/podgroups",
+            {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+             "metadata": {"name": name, "namespace": self.ns}, "spec": {"minMember": min_member}},
+        )  # fmt: skip
+
+    def get(self, name: str) -> dict[str, Any]:
+        return self.api.get(f"/api/v1/namespaces/{self.ns}/pods/{name}")
+
+    def pods(self) -> dict[str, dict[str, Any]]:
+        items = self.api.get(f"/api/v1/namespaces/{self.ns}/pods").get("items", ())
+        return {p["metadata"]["name"]: p for p in items}
+
+    def node_of(self, name: str) -> str | None:
+        try:
+            return self.get(name)["spec"].get("nodeName")
+        except ApiError:
+            return None
+
+    def start_shim(self, config: dict[str, Any] | None = None) -> Shim:
+        raw = dict(config or {})
+        k8s = dict(raw.get("kubernetes") or {})
+        k8s.setdefault("debounceSeconds", 0.05)
+        raw["kubernetes"] = k8s
+        shim = Shim(self.api, parse_config(raw))
+        stop, ready = threading.Event(), threading.Event()
+        t = threading.Thread(target=shim.run, args=(stop,), kwargs={"ready": ready}, daemon=True)
+        t.start()
+        assert ready.wait(30)
+        self._stops.append((stop, t))
+        return shim
+
+    def stop_shims(self) -> None:
+        for stop, t in self._stops:
+            stop.set()
+            t.join(30)
+        self._stops.clear()
+
+    def close(self) -> None:
+        self.stop_shims()
+        self.kubelet.stop()
+        self.api.delete(f"/api/v1/namespaces/{self.ns}/pods", {"gracePeriodSeconds": 0})
+        self.api.delete("/api/v1/nodes")
+
+
+def wait_for(pred: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def cluster(kube: KubeTestEnv) -> Iterator[Cluster]:
+    c = Cluster(kube)
+    try:
+        yield c
+    finally:
+        c.close()

@@ -1,0 +1,36 @@
+"""``kant k8s`` on user mistakes: one line naming the problem, exit 2, no traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kant.cli import main
+
+
+def test_a_bad_kubernetes_setting_in_the_config_is_one_line_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "kant.yaml"
+    cfg.write_text("kubernetes:\n  evictionMode: kill\n")
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+    )
+    assert main(["k8s", "run", "--kubeconfig", str(kc), "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "kubernetes.evictionMode" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_missing_kubeconfig_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("kubernetes")
+    assert main(["k8s", "run", "--kubeconfig", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kant k8s run:") and "Traceback" not in err

@@ -1,0 +1,251 @@
+"""kant scheduling a real kube-apiserver (etcd + kube-apiserver built from Debian's source
+package): gangs, annotations, conditions, quota reclaim through the Eviction API, node loss,
+and a restart of the shim."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from kant.k8s.kubelet import set_node_ready
+
+from .conftest import Cluster, wait_for
+
+# the test server has a self-signed certificate
+pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+
+QUOTAS: dict[str, Any] = {
+    "tenants": [
+        {"name": "team-a", "quotas": {"H100": {"nominalQuota": 8}}},
+        {"name": "team-b", "quotas": {"H100": {"nominalQuota": 8}}},
+    ]
+}
+
+
+def _condition(pod: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for c in pod.get("status", {}).get("conditions") or ():
+        if c["type"] == kind:
+            return dict(c)
+    return None
+
+
+def test_a_gang_is_bound_all_at_once_or_not_at_all(cluster: Cluster) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    cluster.pod_group("big", 3)
+    cluster.start_shim()
+    for i in range(3):
+        cluster.pod(f"big-{i}", group="big")
+    # 3 x 8 GPUs on 16 GPUs: none is bound, and every pod says why
+    wait_for(
+        lambda: all(_condition(p, "PodScheduled") for p in cluster.pods().values()),
+        what="conditions",
+    )
+    time.sleep(0.5)
+    assert [cluster.node_of(f"big-{i}") for i in range(3)] == [None, None, None]
+    cluster.node("n2")
+    nodes = wait_for(lambda: all(cluster.node_of(f"big-{i}") for i in range(3)) and
+                     [cluster.node_of(f"big-{i}") for i in range(3)], what="the gang bound")  # fmt: skip
+    assert sorted(nodes) == ["n0", "n1", "n2"]
+    pg = cluster.api.get(
+        f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{cluster.ns}/podgroups/big"
+    )
+    assert pg["status"]["phase"] == "Scheduled"
+
+
+def test_a_pod_group_short_of_min_member_waits_and_none_of_its_pods_is_bound(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    cluster.pod_group("g", 2)
+    cluster.start_shim()
+    cluster.pod("g-0", gpus=4, group="g")
+    time.sleep(1.0)
+    assert cluster.node_of("g-0") is None
+    cluster.pod("g-1", gpus=4, group="g")
+    wait_for(lambda: cluster.node_of("g-0") and cluster.node_of("g-1"), what="both bound")
+
+
+def test_bound_pods_carry_their_gpu_and_nic_annotations(cluster: Cluster) -> None:
+    cluster.node("n0", nics=8)
+    cluster.start_shim()
+    cluster.pod("a", gpus=4, nics=2)
+    cluster.pod("b", gpus=4, nics=2)
+    wait_for(lambda: cluster.node_of("a") and cluster.node_of("b"), what="bound")
+    got = {}
+    for name in ("a", "b"):
+        ann = cluster.get(name)["metadata"]["annotations"]
+        got[name] = (
+            {int(g) for g in ann["kant.io/gpus"].split(",")},
+            ann["kant.io/nics"].count(",") + 1,
+        )
+        assert ann["kant.io/pod-id"].startswith(f"{cluster.ns}..{name}#1/worker/0")
+    assert got["a"][0] | got["b"][0] == set(range(8)) and not got["a"][0] & got["b"][0]
+    assert got["a"][1] == got["b"][1] == 2
+
+
+def test_a_pending_pods_condition_names_kants_reason_and_an_event_says_failed_scheduling(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0", model="H100")
+    cluster.start_shim(QUOTAS | {"defaultMode": "isolated"})
+    cluster.pod("small", gpus=8, labels={"kant.io/queue": "team-a"})
+    wait_for(lambda: cluster.node_of("small"), what="bound")
+    cluster.pod("over", gpus=8, labels={"kant.io/queue": "team-a"})
+    cond = wait_for(lambda: _condition(cluster.get("over"), "PodScheduled"), what="condition")
+    assert cond["status"] == "False" and cond["reason"] == "Unschedulable"
+    assert cond["message"].startswith("kant: quota_exceeded")
+
+    def failed_scheduling() -> bool:
+        events = cluster.api.get(f"/api/v1/namespaces/{cluster.ns}/events")["items"]
+        return any(
+            e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] == "over"
+            for e in events
+        )
+
+    wait_for(failed_scheduling, what="a FailedScheduling event")
+
+
+def test_a_quota_reclaim_evicts_the_borrower_through_the_eviction_api_and_binds_the_reclaimer(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0", model="H100")
+    cluster.node("n1", model="H100")
+    cluster.start_shim(QUOTAS)
+    b = {"kant.io/queue": "team-b", "app": "b"}
+    cluster.pod("b-0", labels=b)
+    cluster.pod("b-1", labels=b)  # team-b borrows team-a's idle 8 GPUs
+    wait_for(lambda: cluster.node_of("b-0") and cluster.node_of("b-1"), what="team-b bound")
+    # a PodDisruptionBudget that allows no disruption yet; the test is the disruption controller
+    pv = "policy/v1" if cluster.api.has("policy/v1") else "policy/v1beta1"
+    base = f"/apis/{pv}/namespaces/{cluster.ns}/poddisruptionbudgets"
+    pdb = cluster.api.post(base, {"apiVersion": pv, "kind": "PodDisruptionBudget",
+                                  "metadata": {"name": "b", "namespace": cluster.ns},
+                                  "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "b"}}}})  # fmt: skip
+    status = {"observedGeneration": pdb["metadata"].get("generation", 1), "disruptionsAllowed": 0,
+              "currentHealthy": 2, "desiredHealthy": 2, "expectedPods": 2}  # fmt: skip
+    cluster.api.patch(f"{base}/b/status", {"status": status})
+    cluster.pod("a-0", labels={"kant.io/queue": "team-a"})
+    victim = wait_for(
+        lambda: next(
+            (n for n in ("b-0", "b-1") if _condition(cluster.get(n), "DisruptionTarget")), None
+        ),
+        what="a victim marked",
+    )
+    time.sleep(1.0)  # the shim retries; the budget answers 429 and the victim stays
+    assert cluster.node_of(victim) is not None and cluster.node_of("a-0") is None
+    cluster.api.patch(
+        f"{base}/b/status", {"status": dict(status, disruptionsAllowed=1, desiredHealthy=1)}
+    )
+    node = wait_for(lambda: cluster.node_of("a-0"), what="the reclaimer bound")
+    assert victim not in cluster.pods()
+    other = "b-1" if victim == "b-0" else "b-0"
+    assert cluster.node_of(other) is not None and cluster.node_of(other) != node
+
+
+def test_a_node_going_not_ready_requeues_its_gang_whole(cluster: Cluster) -> None:
+    for n in ("n0", "n1", "n2"):
+        cluster.node(n)
+    cluster.pod_group("g", 2)
+    cluster.start_shim()
+    cluster.pod("g-0", group="g")
+    cluster.pod("g-1", group="g")
+    first = wait_for(lambda: cluster.node_of("g-0") and cluster.node_of("g-1") and
+                     (cluster.node_of("g-0"), cluster.node_of("g-1")), what="gang bound")  # fmt: skip
+    set_node_ready(cluster.api, first[0], False)
+    # both pods go, the one on the healthy node too: the gang restarts whole
+    wait_for(lambda: not ({"g-0", "g-1"} & set(cluster.pods())), what="both pods gone")
+    cluster.pod("g-2", group="g")  # the job controller recreates them
+    cluster.pod("g-3", group="g")
+    second = wait_for(lambda: cluster.node_of("g-2") and cluster.node_of("g-3") and
+                      (cluster.node_of("g-2"), cluster.node_of("g-3")), what="gang bound again")  # fmt: skip
+    assert first[0] not in second and len(set(second)) == 2
+
+
+def test_a_shim_restart_loses_no_binding_and_double_books_nothing(cluster: Cluster) -> None:
+    for n in ("n0", "n1", "n2"):
+        cluster.node(n)
+    cluster.pod_group("a", 2)
+    cluster.start_shim()
+    cluster.pod("a-0", group="a")
+    cluster.pod("a-1", group="a")
+    wait_for(lambda: cluster.node_of("a-0") and cluster.node_of("a-1"), what="gang a bound")
+    before = {n: cluster.get(n)["metadata"]["annotations"] for n in ("a-0", "a-1")}
+    cluster.stop_shims()
+    shim = cluster.start_shim()  # a fresh shim: its state comes from the bound pods
+    assert shim.scheduler.cluster.num_pods == 2
+    cluster.pod_group("b", 2)
+    cluster.pod("b-0", group="b")
+    cluster.pod("b-1", group="b")
+    cluster.pod("c", gpus=8)
+    wait_for(lambda: cluster.node_of("c"), what="c bound")
+    time.sleep(0.5)
+    assert cluster.node_of("b-0") is None and cluster.node_of("b-1") is None
+    used = {cluster.node_of("a-0"), cluster.node_of("a-1"), cluster.node_of("c")}
+    assert used == {"n0", "n1", "n2"}
+    assert {n: cluster.get(n)["metadata"]["annotations"] for n in ("a-0", "a-1")} == before
+    cluster.stop_shims()
+    shim.scheduler.check_invariants()
+
+
+def test_one_shim_holds_the_lease_and_another_takes_it_only_once_it_expires(
+    cluster: Cluster,
+) -> None:
+    from kant.k8s.leader import LeaderElector
+
+    a = LeaderElector(cluster.api, name="kant-test", namespace=cluster.ns, identity="a", duration=2)
+    b = LeaderElector(cluster.api, name="kant-test", namespace=cluster.ns, identity="b", duration=2)
+    t = time.time()
+    assert a.try_acquire(t)
+    assert not b.try_acquire(t + 1)  # a renewed 1 s ago: still a's
+    assert a.try_acquire(t + 1)
+    assert b.try_acquire(t + 4)  # a stopped renewing for longer than the lease
+    lease = cluster.api.get(
+        f"/apis/coordination.k8s.io/v1/namespaces/{cluster.ns}/leases/kant-test"
+    )
+    assert lease["spec"]["holderIdentity"] == "b" and lease["spec"]["leaseTransitions"] == 1
+    b.release()
+    assert a.try_acquire(t + 4.5)  # released: taken at once
+
+
+def test_pods_of_other_schedulers_hold_their_nodes_capacity(cluster: Cluster) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    foreign = {
+        "metadata": {"name": "other", "namespace": cluster.ns},
+        "spec": {"nodeName": "n0", "containers": [{"name": "c", "image": "x", "resources": {
+            "requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}}]},
+    }  # fmt: skip
+    cluster.api.post(f"/api/v1/namespaces/{cluster.ns}/pods", foreign)
+    cluster.start_shim()
+    cluster.pod("mine")
+    assert wait_for(lambda: cluster.node_of("mine"), what="bound") == "n1"
+    cluster.pod("more")
+    wait_for(lambda: _condition(cluster.get("more"), "PodScheduled"), what="more waits")
+    assert cluster.node_of("more") is None
+
+
+def test_a_binding_answered_404_calls_binding_failed_and_releases_the_rest_of_the_gang(
+    cluster: Cluster,
+) -> None:
+    from kant.config import parse_config
+    from kant.k8s.shim import Shim
+
+    cluster.node("n0")
+    cluster.node("n1")
+    cluster.pod_group("g", 2)
+    cluster.pod("g-0", group="g")
+    cluster.pod("g-1", group="g")
+    shim = Shim(cluster.api, parse_config({}))
+    shim.sync()  # no watch: the shim does not see the deletion below before its cycle
+    cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/g-1", {"gracePeriodSeconds": 0})
+    result = shim.cycle()
+    assert len(result.bindings) == 2
+    shim.reap(wait=True)
+    # g-1's binding got a 404: the gang is released in kant and g-0, bound, is stopped
+    assert shim.scheduler.cluster.num_pods == 0
+    wait_for(lambda: "g-0" not in cluster.pods(), what="g-0 stopped")
+    shim.scheduler.check_invariants()

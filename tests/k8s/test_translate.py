@@ -1,0 +1,334 @@
+"""Every translation rule of kant.k8s.translate, on recorded Pod / Node / PodGroup JSON."""
+
+from __future__ import annotations
+
+import copy
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kant.errors import InvalidConfigFileError, InvalidObjectError
+from kant.k8s.settings import DEFAULT_TOPOLOGY, K8sSettings, parse_settings
+from kant.k8s.translate import (
+    binding_annotations,
+    build_job,
+    job_id,
+    node_facts,
+    pod_facts,
+    pod_group_min_member,
+    quantity,
+    recorded_binding,
+)
+from kant.model import PodId, Resources, Tier, TopologyWish
+
+DATA = Path(__file__).parent / "data"
+S = K8sSettings()
+
+
+def load(name: str) -> dict[str, Any]:
+    return json.loads((DATA / f"{name}.json").read_text())
+
+
+# ----------------------------------------------------------------- quantities
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("8", 8), ("500m", Decimal("0.5")), ("16Gi", 16 * 2**30), ("2113645544Ki", 2113645544 * 1024),
+     ("1e3", 1000), ("1.5", Decimal("1.5")), (4, 4), ("3M", 3 * 10**6)],
+)  # fmt: skip
+def test_quantities_parse_as_kubernetes_writes_them(text: Any, value: Any) -> None:
+    assert quantity(text) == Decimal(value)
+
+
+@pytest.mark.parametrize("text", ["eight", "8Xi", "", True, "1..2"])
+def test_a_malformed_quantity_is_an_invalid_object_error(text: Any) -> None:
+    with pytest.raises(InvalidObjectError, match="is not a quantity"):
+        quantity(text, where="Pod a/b")
+
+
+# ----------------------------------------------------------------- nodes
+
+
+def test_a_gpu_node_gives_its_model_capacity_and_fabric_place() -> None:
+    f = node_facts(load("node_h100"), S)
+    s = f.spec
+    assert (s.name, s.gpu_model, s.gpus, s.rdma_nics) == (
+        "gpu-node-7",
+        "NVIDIA-H100-80GB-HBM3",
+        8,
+        8,
+    )
+    assert s.cpu_milli == 223500
+    assert s.memory_mib == 2113543144 // 1024
+    assert s.hbd == "gpu.clique=a1b2c3.0"
+    assert (s.leaf, s.spine, s.superspine) == (
+        "leaf=sw-leaf-12",
+        "spine=sw-spine-3",
+        "core=sw-core-1",
+    )
+    assert f.alive and f.schedulable
+
+
+def test_the_first_listed_label_of_a_tier_wins_and_the_zone_is_the_fallback_superspine() -> None:
+    f = node_facts(load("node_zone_only_notready"), S)
+    # no leaf or spine labels: the node shares those tiers with no other node
+    assert f.spec.superspine == "zone=us-east-1b"
+    assert f.spec.spine == "zone=us-east-1b|a100-3"
+    assert f.spec.leaf == "zone=us-east-1b|a100-3|a100-3"
+
+
+def test_a_node_whose_ready_condition_is_not_true_is_not_alive_and_a_cordoned_one_takes_no_pods() -> (
+    None
+):
+    f = node_facts(load("node_zone_only_notready"), S)
+    assert not f.alive and not f.schedulable
+    n = load("node_zone_only_notready")
+    n["status"]["conditions"][0]["status"] = "True"
+    f = node_facts(n, S)
+    assert f.alive and not f.schedulable  # spec.unschedulable: cordoned
+
+
+def test_a_node_without_gpus_is_a_cpu_node_and_an_unlabelled_gpu_node_gets_the_default_model() -> (
+    None
+):
+    assert node_facts(load("node_cpu"), S).spec.gpu_model is None
+    n = load("node_h100")
+    del n["metadata"]["labels"]["nvidia.com/gpu.product"]
+    assert node_facts(n, S).spec.gpu_model == "gpu"
+
+
+def test_configured_topology_levels_replace_the_defaults() -> None:
+    st = parse_settings(
+        {"topologyLevels": [{"nodeLabel": "topology.kubernetes.io/zone", "tier": "leaf"}]}
+    )
+    s = node_facts(load("node_h100"), st).spec
+    assert (s.leaf, s.spine, s.hbd) == ("zone=zone-a", None, None)
+
+
+def test_a_malformed_node_allocatable_names_the_node() -> None:
+    n = load("node_h100")
+    n["status"]["allocatable"]["nvidia.com/gpu"] = "lots"
+    with pytest.raises(InvalidObjectError, match="Node gpu-node-7"):
+        node_facts(n, S)
+
+
+# ----------------------------------------------------------------- pods
+
+
+def test_a_pod_request_is_the_sum_of_its_containers_or_its_largest_init_container() -> None:
+    f = pod_facts(load("pod_podgroup_worker"), S)
+    # containers: 16.5 CPU, 256.5 GiB; the init container asks 40 CPU, 8 GiB
+    assert f.resources == Resources(
+        gpus=8, cpu_milli=40000, memory_mib=256 * 1024 + 512, rdma_nics=4
+    )
+
+
+def test_limits_stand_for_missing_extended_resource_requests() -> None:
+    f = pod_facts(load("pod_kueue_group_affinity"), S)
+    assert f.resources.gpus == 2
+    assert f.resources.cpu_milli == 0  # cpu given only as a limit: no request
+
+
+def test_the_tenant_comes_from_the_first_queue_label_found_then_the_namespace() -> None:
+    assert pod_facts(load("pod_podgroup_worker"), S).tenant == "research"  # Kueue
+    assert pod_facts(load("pod_kueue_group_affinity"), S).tenant == "ignored-after-kueue"  # KAI
+    assert pod_facts(load("pod_fraction_volcano"), S).tenant == "interactive"  # Volcano
+    assert pod_facts(load("pod_default_scheduler"), S).tenant == "default"  # namespace
+    p = load("pod_podgroup_worker")
+    p["metadata"]["labels"]["kant.io/queue"] = "mine"
+    assert pod_facts(p, S).tenant == "mine"
+
+
+def test_priority_comes_from_the_spec_and_preemption_policy_never_makes_a_pod_non_preemptible() -> (
+    None
+):
+    a = pod_facts(load("pod_podgroup_worker"), S)
+    b = pod_facts(load("pod_kueue_group_affinity"), S)
+    assert (a.priority, a.preemptible) == (1000, True)
+    assert (b.priority, b.preemptible) == (10, False)
+
+
+def test_gpu_models_come_from_the_node_selector_or_the_required_affinity_terms() -> None:
+    assert pod_facts(load("pod_podgroup_worker"), S).gpu_models == {"NVIDIA-H100-80GB-HBM3"}
+    # two ORed terms: the union of their allowed models
+    got = pod_facts(load("pod_kueue_group_affinity"), S).gpu_models
+    assert got == {"A100-SXM4-40GB", "NVIDIA-H100-80GB-HBM3", "L40S"}
+    p = load("pod_kueue_group_affinity")
+    p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ].append(
+        {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]}
+    )
+    assert pod_facts(p, S).gpu_models == frozenset()  # a term without a model: any model
+
+
+def test_a_gpu_fraction_annotation_asks_for_a_share_of_one_gpu() -> None:
+    f = pod_facts(load("pod_fraction_volcano"), S)
+    assert (f.resources.gpus, f.resources.gpu_milli) == (0, 250)
+
+
+@pytest.mark.parametrize("bad", ["0", "1", "1.5", "-0.2", "half", "nan"])
+def test_a_gpu_fraction_outside_zero_one_is_refused(bad: str) -> None:
+    p = load("pod_fraction_volcano")
+    p["metadata"]["annotations"]["gpu-fraction"] = bad
+    with pytest.raises(InvalidObjectError, match=r"Pod dev/notebook-x.*gpu-fraction"):
+        pod_facts(p, S)
+
+
+def test_a_gpu_fraction_with_whole_gpus_is_refused() -> None:
+    p = load("pod_podgroup_worker")
+    p["metadata"]["annotations"]["gpu-fraction"] = "0.5"
+    with pytest.raises(InvalidObjectError, match="cannot be combined"):
+        pod_facts(p, S)
+
+
+def test_kueue_and_kai_topology_annotations_become_required_or_preferred_wishes() -> None:
+    assert pod_facts(load("pod_podgroup_worker"), S).topology == TopologyWish(
+        tier=Tier.LEAF, required=True
+    )
+    assert pod_facts(load("pod_kueue_group_affinity"), S).topology == TopologyWish(
+        tier=Tier.HBD, required=False
+    )
+
+
+def test_a_topology_annotation_naming_an_unconfigured_label_is_refused() -> None:
+    p = load("pod_podgroup_worker")
+    p["metadata"]["annotations"]["kueue.x-k8s.io/podset-required-topology"] = "rack"
+    with pytest.raises(InvalidObjectError, match="not a configured topology label"):
+        pod_facts(p, S)
+
+
+def test_gangs_come_from_the_pod_group_label_then_kueues_pod_group_with_its_total_count() -> None:
+    a = pod_facts(load("pod_podgroup_worker"), S)
+    b = pod_facts(load("pod_kueue_group_affinity"), S)
+    c = pod_facts(load("pod_fraction_volcano"), S)
+    assert (a.group, a.min_member) == ("team-a/llama-70b", None)  # minMember from the PodGroup
+    assert (b.group, b.min_member) == ("serving/infer", 3)
+    assert (c.group, c.min_member) == (None, None)
+    assert pod_group_min_member(load("podgroup")) == 4
+
+
+def test_a_bad_pod_group_count_is_refused() -> None:
+    p = load("pod_kueue_group_affinity")
+    p["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] = "three"
+    with pytest.raises(InvalidObjectError, match="pod-group-total-count"):
+        pod_facts(p, S)
+    g = load("podgroup")
+    g["spec"]["minMember"] = 0
+    with pytest.raises(InvalidObjectError, match="minMember"):
+        pod_group_min_member(g)
+
+
+def test_only_pods_naming_kants_scheduler_are_kants() -> None:
+    assert pod_facts(load("pod_podgroup_worker"), S).ours
+    assert not pod_facts(load("pod_default_scheduler"), S).ours
+    assert not pod_facts(
+        load("pod_podgroup_worker"), parse_settings({"schedulerName": "other"})
+    ).ours
+
+
+def test_the_runtime_annotation_is_the_jobs_runtime_estimate() -> None:
+    f = pod_facts(load("pod_podgroup_worker"), S)
+    assert f.runtime == 3600.0
+    p = load("pod_podgroup_worker")
+    p["metadata"]["annotations"]["kant.io/runtime-seconds"] = "-1"
+    with pytest.raises(InvalidObjectError, match="runtime-seconds"):
+        pod_facts(p, S)
+
+
+# ----------------------------------------------------------------- jobs and bindings
+
+
+def _worker(i: int, gpus: int = 8) -> dict[str, Any]:
+    p = copy.deepcopy(load("pod_podgroup_worker"))
+    p["metadata"]["name"] = f"llama-70b-worker-{i}"
+    p["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = str(gpus)
+    p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = str(gpus)
+    return p
+
+
+def test_a_gang_becomes_one_job_with_a_role_per_pod_shape_and_pod_ids_by_name() -> None:
+    pods = [pod_facts(_worker(i, gpus=8 if i < 3 else 4), S) for i in (2, 0, 3, 1)]
+    jid = job_id(pods) + "#1"
+    job, ids = build_job(pods, jid, 5.0)
+    assert jid == "team-a.llama-70b#1"
+    assert [(r.name, r.replicas, r.resources.gpus) for r in job.roles] == [
+        ("worker-0", 3, 8),
+        ("worker-1", 1, 4),
+    ]
+    assert ids[PodId(job=jid, role="worker-0", index=0)] == "team-a/llama-70b-worker-0"
+    assert ids[PodId(job=jid, role="worker-1", index=0)] == "team-a/llama-70b-worker-3"
+    assert (job.tenant, job.priority, job.gang, job.runtime_estimate) == (
+        "research",
+        1000,
+        True,
+        3600.0,
+    )
+    assert job.roles[0].topology == TopologyWish(tier=Tier.LEAF, required=True)
+
+
+def test_a_lone_pods_job_id_cannot_collide_with_a_groups() -> None:
+    lone = pod_facts(load("pod_fraction_volcano"), S)
+    assert job_id([lone]) == "dev..notebook-x"
+    assert "/" not in job_id([lone])
+
+
+def test_binding_annotations_round_trip_through_a_bound_pod() -> None:
+    pid = PodId(job="team-a.llama-70b#2", role="worker", index=0)
+    ann = binding_annotations(pid, (0, 1, 2, 3, 4, 5, 6, 7), (0, 1, 2, 3), 1000)
+    pod = load("pod_bound_by_kant")
+    assert pod["metadata"]["annotations"] == ann
+    assert recorded_binding(pod) == (pid, (0, 1, 2, 3, 4, 5, 6, 7), (0, 1, 2, 3), 1000)
+    share = binding_annotations(pid, (3,), (), 250)
+    assert share["kant.io/gpu-milli"] == "250"
+    assert recorded_binding(load("pod_podgroup_worker")) is None
+
+
+def test_a_malformed_recorded_binding_is_refused() -> None:
+    pod = load("pod_bound_by_kant")
+    pod["metadata"]["annotations"]["kant.io/gpus"] = "0,x"
+    with pytest.raises(InvalidObjectError, match=r"kant\.io/gpus"):
+        recorded_binding(pod)
+    pod["metadata"]["annotations"]["kant.io/pod-id"] = "nope"
+    with pytest.raises(InvalidObjectError, match="job/role/index"):
+        recorded_binding(pod)
+
+
+# ----------------------------------------------------------------- settings
+
+
+def test_settings_default_without_a_kubernetes_section() -> None:
+    s = parse_settings(None)
+    assert s.scheduler_name == "kant" and s.eviction_mode == "eviction"
+    assert s.topology == DEFAULT_TOPOLOGY
+
+
+def test_settings_read_every_key() -> None:
+    s = parse_settings({"schedulerName": "kant-2", "evictionMode": "delete", "debounceSeconds": 0.2,
+                        "bindWorkers": 4, "nicResource": "nvidia.com/hca"})  # fmt: skip
+    assert (
+        s.scheduler_name,
+        s.eviction_mode,
+        s.debounce_seconds,
+        s.bind_workers,
+        s.nic_resource,
+    ) == ("kant-2", "delete", 0.2, 4, "nvidia.com/hca")
+
+
+@pytest.mark.parametrize(
+    ("raw", "path"),
+    [({"evictionMode": "kill"}, "kubernetes.evictionMode"),
+     ({"debounce": 1}, "kubernetes.debounce"),
+     ({"debounceSeconds": "1s"}, "kubernetes.debounceSeconds"),
+     ({"bindWorkers": 0}, "kubernetes.bindWorkers"),
+     ({"topologyLevels": [{"nodeLabel": "x", "tier": "rack"}]}, "kubernetes.topologyLevels[0].tier"),
+     ({"topologyLevels": [{"nodeLabel": "x", "tier": "leaf"}, {"nodeLabel": "x", "tier": "spine"}]},
+      "kubernetes.topologyLevels[1].nodeLabel")],
+)  # fmt: skip
+def test_a_bad_kubernetes_setting_names_its_key_path(raw: dict[str, Any], path: str) -> None:
+    with pytest.raises(InvalidConfigFileError, match=path.replace("[", r"\[").replace("]", r"\]")):
+        parse_settings(raw, source="kant.yaml")
