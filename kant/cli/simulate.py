@@ -14,8 +14,6 @@ import sys
 import time
 from typing import Any, Final, TextIO
 
-import attrs
-
 from kant.cli.options import UsageError, existing_file, number, out_dir
 from kant.errors import KantError
 from kant.queueing import policy_names
@@ -23,16 +21,16 @@ from kant.sim.analysis import result_json
 from kant.sim.report import format_summary, write_report
 from kant.sim.scenarios import (
     PREEMPTION_MODES,
+    SCENARIO_OPTIONS,
     SCENARIOS,
     TARGET_LOAD,
     TRACES,
     PolicySet,
     Scenario,
     load_note,
-    make_scenario,
     placement_names,
     run_scenario,
-    trace_scenario,
+    scenario_from_options,
 )
 from kant.sim.simulator import RESTART, RESUME, Progress
 
@@ -215,28 +213,13 @@ def check_simulate_args(args: argparse.Namespace) -> None:
 
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
     """The scenario the common options name (a built-in scenario or a trace, with the
-    simulation options applied; options checked by :func:`check_common_args`). Raises
+    simulation options applied; options checked by :func:`check_common_args`), built by
+    :func:`kant.sim.scenarios.scenario_from_options` as a sweep's ``sim`` runs are. Raises
     :class:`kant.errors.KantError` on bad values."""
-    seed = args.seed if args.seed is not None else 0
+    options = {k: getattr(args, k, None) for k in SCENARIO_OPTIONS}
     if args.trace is not None:
-        sc = trace_scenario(
-            args.trace, path=args.trace_file, cluster=args.cluster, jobs=args.jobs,
-            seed=seed, load=args.load,
-        )  # fmt: skip
-    else:
-        sc = make_scenario(args.scenario, jobs=args.jobs, seed=seed, load=args.load)
-    changes = {
-        "tick": args.tick,
-        "grace_period": args.grace,
-        "on_interrupt": args.on_interrupt,
-        "mtbf": args.mtbf,
-        "mttr": args.mttr,
-        "horizon": args.horizon,
-    }
-    changes = {k: v for k, v in changes.items() if v is not None}
-    if changes:
-        sc = attrs.evolve(sc, config=attrs.evolve(sc.config, **changes))
-    return sc
+        options["scenario"] = None  # the built-in default; check_common_args refused a given one
+    return scenario_from_options(options)
 
 
 def target_load(args: argparse.Namespace) -> float:

@@ -66,6 +66,7 @@ __all__ = [
     "offered_load",
     "placement_names",
     "run_scenario",
+    "scenario_from_options",
     "trace_scenario",
     "trace_warmup",
 ]
@@ -401,6 +402,61 @@ def make_scenario(
             raise ValidationError("load", load, "must be a number > 0")
         kw["load"] = load
     return build(**kw)
+
+
+SCENARIO_OPTIONS: Final = (
+    "scenario", "trace", "trace_file", "cluster", "jobs", "seed", "load",
+    "tick", "grace", "on_interrupt", "mtbf", "mttr", "horizon",
+)  # fmt: skip
+"""The options :func:`scenario_from_options` reads (``kant simulate``'s workload, cluster and
+simulation options, by their ``argparse`` names)."""
+
+_SIM_CHANGES: Final = {
+    "tick": "tick",
+    "grace": "grace_period",
+    "on_interrupt": "on_interrupt",
+    "mtbf": "mtbf",
+    "mttr": "mttr",
+    "horizon": "horizon",
+}
+
+
+def scenario_from_options(options: Mapping[str, Any]) -> Scenario:
+    """The scenario ``kant simulate``'s options name, as ``kant simulate``, ``kant compare``
+    and a sweep's ``sim`` runs build it: a built-in ``scenario`` (default
+    ``paper-training``) or a ``trace`` (with its ``trace_file``, ``cluster``), its ``jobs``,
+    ``seed`` (default 0) and ``load``, and the simulation settings ``tick``, ``grace``,
+    ``on_interrupt``, ``mtbf``, ``mttr``, ``horizon`` over the scenario's own. A missing or
+    None option takes its default; an unknown one, options that do not go together and bad
+    values raise :class:`~kant.errors.ValidationError`."""
+    for k in options:
+        if k not in SCENARIO_OPTIONS:
+            known = ", ".join(SCENARIO_OPTIONS)
+            raise ValidationError(k, options[k], f"not a scenario option (known: {known})")
+    o = {k: v for k, v in options.items() if v is not None}
+    seed = o.get("seed", 0)
+    if "trace" in o:
+        if "scenario" in o:
+            raise ValidationError("scenario", o["scenario"], f"and trace {o['trace']}: pick one")
+        if "load" in o and "cluster" in o:
+            raise ValidationError(
+                "load", o["load"], "sizes a trace's own cluster, not the one cluster gives"
+            )
+        sc = trace_scenario(
+            o["trace"], path=o.get("trace_file"), cluster=o.get("cluster"), jobs=o.get("jobs"),
+            seed=seed, load=o.get("load"),
+        )  # fmt: skip
+    else:
+        for name in ("cluster", "trace_file"):
+            if name in o:
+                raise ValidationError(name, o[name], "goes with a trace")
+        sc = make_scenario(
+            o.get("scenario", "paper-training"), jobs=o.get("jobs"), seed=seed, load=o.get("load")
+        )
+    changes = {field: o[k] for k, field in _SIM_CHANGES.items() if k in o}
+    if changes:
+        sc = attrs.evolve(sc, config=attrs.evolve(sc.config, **changes))
+    return sc
 
 
 # --------------------------------------------------------------------------- traces
