@@ -15,6 +15,7 @@ import time
 from typing import Any, Final, TextIO
 
 from kant.cli.options import UsageError, existing_file, number, out_dir
+from kant.config import load_config
 from kant.errors import KantError
 from kant.queueing import policy_names
 from kant.sim.analysis import result_json
@@ -174,7 +175,6 @@ def add_simulate_parser(sub: Any) -> argparse.ArgumentParser:
     g.add_argument(
         "--preemption",
         choices=PREEMPTION_MODES,
-        default="auto",
         help="auto (default): backfill preemption under backfill, quota reclaim where tenants "
         "have quotas, no priority preemption; all: every kind, as the library's default",
     )
@@ -182,6 +182,13 @@ def add_simulate_parser(sub: Any) -> argparse.ArgumentParser:
         "--threshold",
         type=number(float, low=0, allow_inf=True),
         help="Backfill head preemption threshold in s, with --queueing backfill (default 3600)",
+    )
+    g.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a config file (docs/config.md): its tenants and quotas replace the scenario's, "
+        "its queueing, placement and preemption sections set the policies (instead of "
+        "--queueing, --placement, --preemption, --threshold)",
     )
     p.set_defaults(func=run_simulate, check=check_simulate_args)
     return p
@@ -205,6 +212,13 @@ def check_common_args(args: argparse.Namespace) -> None:
 def check_simulate_args(args: argparse.Namespace) -> None:
     """:func:`check_common_args`, plus ``--threshold`` only with the Backfill policy."""
     check_common_args(args)
+    if args.config is not None:
+        for opt in ("queueing", "placement", "preemption", "threshold"):
+            if getattr(args, opt) is not None:
+                raise UsageError(
+                    f"--{opt} {getattr(args, opt)} and --config {args.config}: the file sets "
+                    "the policies (docs/config.md)"
+                )
     if args.threshold is not None and (args.queueing or "backfill") != "backfill":
         raise UsageError(
             f"--threshold {args.threshold:g} is Backfill's; --queueing {args.queueing} has none"
@@ -286,13 +300,18 @@ def run_simulate(args: argparse.Namespace) -> int:
     line); 2 on a bad option value."""
     try:
         sc = scenario_from_args(args)
-        base = sc.default_policy
-        pol = PolicySet(
-            queueing=args.queueing or base.queueing,
-            placement=args.placement or base.placement,
-            preemption=args.preemption,
-            threshold=args.threshold,
-        )
+        if args.config is not None:
+            cfg = load_config(args.config)
+            sc = sc.with_tenants(cfg)
+            pol = PolicySet.from_config(cfg)
+        else:
+            base = sc.default_policy
+            pol = PolicySet(
+                queueing=args.queueing or base.queueing,
+                placement=args.placement or base.placement,
+                preemption=args.preemption or "auto",
+                threshold=args.threshold,
+            )
     except KantError as e:
         print(f"kant simulate: {e}", file=sys.stderr)
         return 2
