@@ -99,13 +99,13 @@ def schedule_cycle(
     cyc = _Cycle(cluster, queue, admitter, placer, now, as_policy(policy), pre)
     # 1. Snapshot the cluster; everything below is tentative and rolled back at the end.
     with cyc.open():
-        # 2. Hold the devices nominated for earlier preemptors out of placement.
+        # 2. Hold the devices (and the quota) nominated for earlier preemptors.
         cyc.hold_nominations()
-        # 3. Walk the jobs with pods to place in the global queue order.
-        for entry in cyc.candidates:
-            # 4. Backoff, pools, the policy's gate, quota, readiness, placement; on failure
-            #    the policy explains and decides, and the job may preempt.
-            cyc.consider(entry)
+        # 3. Walk the jobs with pods to place in the global queue order (within one
+        #    priority, jobs that fit their tenant's nominal quota before borrowing ones).
+        # 4. Per job: backoff, pools, the policy's gate, quota, readiness, placement; on
+        #    failure the policy explains and decides, and the job may preempt.
+        cyc.walk()
         cyc.lap("walk")
     # 5. Report.
     return cyc.result()
@@ -135,6 +135,7 @@ class _Cycle:
         self.dropped: list[str] = []
         self.pending: dict[str, Reason] = {}
         self.failed_shapes: dict[tuple[Any, ...], Reason] = {}
+        self.quota_held: dict[str, list[tuple[str, str, int]]] = {}
         self.attempts = 0
         self.step_ms: dict[str, float] = {}
 
@@ -164,7 +165,7 @@ class _Cycle:
         )  # fmt: skip
         self.pre = Preemption(
             pol, snap=self.snap, ledger=self.ledger, pools=self.pools, index=index,
-            place=self.place_pods, now=self._now,
+            place=self.place_pods, now=self._now, holds=self.holds,
         )  # fmt: skip
         self.ctx = PolicyContext(
             now=self._now, queue=self.queue, cluster=self.cluster, snap=self.snap,
@@ -181,7 +182,56 @@ class _Cycle:
         for e in self.candidates:
             if e.nomination is not None:
                 self.holds.nominate(e.id, e.nomination.bindings)
+                self._hold_quota(e, e.nomination.bindings)
         self.lap("holds")
+
+    def _hold_quota(self, e: Entry, bindings: Sequence[Binding]) -> None:
+        """Charge the preemptor's tenant, on this cycle's ledger, for the devices nominated
+        for it: the quota its victims free is its own until it is placed or gives up."""
+        held = [(e.job.tenant, self.pools.model_of(b), b.total_milli) for b in bindings]
+        for t, m, milli in held:
+            self.ledger.add(t, m, milli)
+        self.quota_held[e.id] = held
+
+    def _release_quota(self, e: Entry) -> None:
+        for t, m, milli in self.quota_held.pop(e.id, ()):
+            self.ledger.add(t, m, -milli)
+
+    def walk(self) -> None:
+        """Consider every candidate in the global order, except that within one priority a
+        job that would have to borrow (its tenant ends above its nominal quota) goes after
+        the jobs that fit their nominal quota (Kueue's entry ordering): it would otherwise
+        start and be reclaimed a cycle later."""
+        if self.ledger.table.unlimited:
+            for e in self.candidates:
+                self.consider(e)
+            return
+        deferred: list[Entry] = []
+        band: int | None = None
+        for e in self.candidates:
+            prio = e.job.priority
+            if deferred and prio != band:
+                for d in deferred:
+                    self.consider(d)
+                deferred.clear()
+            band = prio
+            if self._must_borrow(e):
+                deferred.append(e)
+            else:
+                self.consider(e)
+        for d in deferred:
+            self.consider(d)
+
+    def _must_borrow(self, e: Entry) -> bool:
+        """Would ``e`` pass quota now only by borrowing? (Not asked of a job in backoff or
+        holding a nomination: those wait or take what is theirs.)"""
+        if self._now < e.backoff_until or e.id in self.quota_held:
+            return False
+        role_models, no_pool = self.pools.role_models(e.job)
+        if no_pool is not None:
+            return False
+        dec = admit_quota(self.ledger, e.job, e.remaining(), role_models)
+        return dec.ok and not dec.within_nominal
 
     def consider(self, e: Entry) -> None:
         job = e.job
@@ -201,7 +251,9 @@ class _Cycle:
         if gate.skip is not None:
             self.pending[e.id] = gate.skip
             return
-        # d. Static quota, then dynamic readiness, then placement.
+        # d. Static quota (the quota held for its nomination is its own), then dynamic
+        #    readiness, then placement.
+        self._release_quota(e)
         dec = admit_quota(self.ledger, job, e.remaining(), role_models)
         self.ctx.current = (e.id, dec)
         reason = dec.reason if not dec.ok else None
@@ -214,6 +266,8 @@ class _Cycle:
             return
         # e. Not (fully) placed: explain, let the policy react, maybe preempt.
         reason = self._explain(e, reason)
+        if self.holds.is_nominated(e.id) and e.nomination is not None:
+            self._hold_quota(e, e.nomination.bindings)  # still waiting for its victims
         self.pending[e.id] = reason
         may_backfill = self.run.failed(e, reason)
         if self.pre.may_preempt(
@@ -342,9 +396,15 @@ class _Cycle:
         nom, units = found
         self.nominations.append(nom)
         self.holds.nominate(e.id, nom.bindings)
+        self._hold_quota(e, nom.bindings)
+        new = sum(len(v.pods) for v in self.pre.victims[len(self.pre.victims) - units :])
         self.pending[e.id] = Reason(
             code=ReasonCode.PREEMPTING,
-            message=f"evicting {len(nom.victims)} pods of {units} victims",
+            message=(
+                f"evicting {new} pods of {units} victims"
+                if units
+                else f"waiting for {len(nom.victims)} pods already being evicted"
+            ),
         )
 
 

@@ -6,7 +6,9 @@ Three kinds, each a :class:`kant.model.VictimReason`:
               take back what other tenants borrowed: victims are jobs of tenants that use more
               than their nominal quota of that GPU model (any priority). The lender's own jobs
               are never reclaim victims.
-``PRIORITY``  victims have a strictly lower priority than the preemptor.
+``PRIORITY``  victims have a strictly lower priority than the preemptor. Another tenant's
+              borrowed use is a priority victim only of a preemptor that stays within its
+              nominal quota (then it is a reclaim), or with ``borrow_within_cohort``.
 ``BACKFILL``  (Backfill policy) the head has waited past the threshold: victims are jobs behind
               it in the queue order that started while it was pending.
 
@@ -65,10 +67,11 @@ class Preemptor:
     job: str
     tenant: str
     priority: int
-    within_nominal: bool
+    within_nominal: bool  # within nominal once its own tenant's eligible victims are gone
     backfill: bool  # may preempt backfilled jobs (Backfill head past its threshold)
     pending_since: float
     order_key: tuple[Any, ...]
+    borrowing: bool = False  # quotas apply and the tenant ends above its nominal quota
 
 
 @attrs.frozen(kw_only=True)
@@ -101,6 +104,8 @@ def builtin_reason(
     if policy.reclaim and other and pre.within_nominal:
         return VictimReason.RECLAIM
     if policy.priority and unit.priority < pre.priority:
+        if other and pre.borrowing and not policy.may_borrow_from(pre.priority, unit.priority):
+            return None  # a borrower does not take another tenant's borrowed use
         return VictimReason.PRIORITY
     if (
         policy.backfill
