@@ -284,7 +284,9 @@ class Preemption:
             for r in refs:
                 if r.priority >= job.priority:
                     break  # sorted by priority
-                if r.tenant != job.tenant or r.entry is e or not self.victim_pods.isdisjoint(r.pods):
+                if r.tenant != job.tenant or r.entry is e:
+                    continue
+                if not self.victim_pods.isdisjoint(r.pods):
                     continue
                 any_own = True
                 for m, milli in r.usage:

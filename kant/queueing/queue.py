@@ -48,7 +48,6 @@ from kant.model import Binding, Job, PodId, Reason, ReasonCode
 from kant.queueing.backoff import Backoff
 from kant.queueing.order import ORDER_KEYS
 
-
 REQUEUE_TIMESTAMPS = ("submission", "eviction")
 """Where a job evicted by preemption goes back in the order (``Queue(requeue_timestamp=)``)."""
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 from kant.admission import Quota
 from kant.cycle import CycleResult
 from kant.model import ReasonCode, VictimReason
-from kant.preemption import PreemptionPolicy
 from kant.queueing import JobPhase
 from kant.scheduler import Scheduler
 from kant.testing import ClusterBuilder, check_invariants, job
@@ -82,7 +81,7 @@ def test_a_tenant_reclaims_when_dropping_its_own_low_priority_job_brings_it_with
     check_invariants(s)
 
 
-def test_capacity_freed_beyond_a_preemptors_need_serves_a_later_preemptor_before_more_is_evicted() -> (  # noqa: E501
+def test_capacity_freed_beyond_a_preemptors_need_serves_a_later_preemptor_before_more_is_evicted() -> (
     None
 ):
     # 32 GPUs; b borrows all of them with b1 (3x8) and b2 (1x8)
