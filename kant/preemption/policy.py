@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -47,9 +46,10 @@ class PreemptionPolicy:
     its own tenant's lower-priority work (Kueue's candidate order; its own work is still taken
     when it is needed to get within nominal). False: the plain victim order for every
     candidate (lowest priority, newest first).
-    ``cascade_window``: a job evicted by preemption may not preempt for this many seconds
-    after its eviction, nor until it has run again (default ``inf``: not before it runs again;
-    the paper's "no cascades" across cycles). ``0`` turns the guard off (Kueue behaves so).
+    ``cascade_window``: a job evicted by preemption may not preempt until it has run again or
+    this many seconds have passed since its eviction (default 3600: the paper's "no cascades"
+    across cycles, finite so that a job whose only way in is preemption cannot starve;
+    ``inf``: never before it runs again). ``0`` turns the guard off (Kueue behaves so).
     """
 
     priority: bool = True
@@ -76,7 +76,7 @@ class PreemptionPolicy:
         default=True, validator=instance_of(InvalidConfigError, bool)
     )
     cascade_window: float = attrs.field(
-        default=math.inf, validator=nonneg_or_inf(InvalidConfigError)
+        default=3600.0, validator=nonneg_or_inf(InvalidConfigError)
     )
 
     def may_borrow_from(self, preemptor_priority: int, victim_priority: int) -> bool:
