@@ -75,9 +75,7 @@ class PreemptionPolicy:
     reclaim_others_first: bool = attrs.field(
         default=True, validator=instance_of(InvalidConfigError, bool)
     )
-    cascade_window: float = attrs.field(
-        default=3600.0, validator=nonneg_or_inf(InvalidConfigError)
-    )
+    cascade_window: float = attrs.field(default=3600.0, validator=nonneg_or_inf(InvalidConfigError))
 
     def may_borrow_from(self, preemptor_priority: int, victim_priority: int) -> bool:
         """May a borrowing preemptor of ``preemptor_priority`` priority-preempt another
