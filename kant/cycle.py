@@ -64,7 +64,10 @@ class CycleResult:
     (whole gang jobs, single pods otherwise); ``nominations`` new this cycle;
     ``dropped_nominations`` preemptors whose nomination ends without placement (victims gone,
     still no fit); ``pending`` a reason for every job left with pods to place, in queue order;
-    ``reservation`` the queueing policy's reservation, if it made one.
+    ``reservation`` the queueing policy's (first) reservation, if it made one;
+    ``reservations`` every reservation it made, in queue order (a conservative backfill
+    reserves for several jobs; a policy run lists them with an optional ``reservations()``
+    method). Every job with a reservation has its expected start in its pending reason.
     """
 
     now: float
@@ -76,6 +79,7 @@ class CycleResult:
     pending: Mapping[str, Reason]
     reservation: Reservation | None
     stats: CycleStats = attrs.field(eq=False)
+    reservations: tuple[Reservation, ...] = ()
 
 
 def schedule_cycle(
@@ -106,6 +110,7 @@ def schedule_cycle(
         # 4. Per job: backoff, pools, the policy's gate, quota, readiness, placement; on
         #    failure the policy explains and decides, and the job may preempt.
         cyc.walk()
+        cyc.close_run()
         cyc.lap("walk")
     # 5. Report.
     return cyc.result()
@@ -275,6 +280,22 @@ class _Cycle:
         ):
             self._preempt(e, dec, role_models, may_backfill)
 
+    def close_run(self) -> None:
+        """Collect the policy run's reservations (inside the cycle's transaction: a run may
+        still reserve for its last blocked job) and put each one's expected start in its
+        job's pending reason."""
+        self.first = first = self.run.reservation()
+        many = getattr(self.run, "reservations", None)
+        self.reservations: tuple[Reservation, ...] = (
+            tuple(many()) if callable(many) else (() if first is None else (first,))
+        )
+        for r in self.reservations:
+            why = self.pending.get(r.job)
+            if why is not None:
+                self.pending[r.job] = attrs.evolve(
+                    why, message=f"{why.message}; reserved to start at {r.start:g}"
+                )
+
     def result(self) -> CycleResult:
         if self.pre.searches:
             self.step_ms["preemption (in walk)"] = self.pre.search_ms
@@ -286,7 +307,8 @@ class _Cycle:
             nominations=tuple(self.nominations),
             dropped_nominations=tuple(self.dropped),
             pending=dict(self.pending),
-            reservation=self.run.reservation(),
+            reservation=self.first,
+            reservations=self.reservations,
             stats=CycleStats(
                 candidates=len(self.candidates),
                 placed_jobs=len(self.placed),
