@@ -141,6 +141,7 @@ class _Cycle:
         self.pending: dict[str, Reason] = {}
         self.failed_shapes: dict[tuple[Any, ...], Reason] = {}
         self.quota_held: dict[str, list[tuple[str, str, int]]] = {}
+        self.quota_deferred: dict[str, list[tuple[str, str, int]]] = {}
         self.attempts = 0
         self.step_ms: dict[str, float] = {}
 
@@ -171,6 +172,7 @@ class _Cycle:
         self.pre = Preemption(
             pol, snap=self.snap, ledger=self.ledger, pools=self.pools, index=index,
             place=self.place_pods, now=self._now, holds=self.holds,
+            quota_deferred=self.quota_deferred,
         )  # fmt: skip
         self.ctx = PolicyContext(
             now=self._now, queue=self.queue, cluster=self.cluster, snap=self.snap,
@@ -192,13 +194,43 @@ class _Cycle:
 
     def _hold_quota(self, e: Entry, bindings: Sequence[Binding]) -> None:
         """Charge the preemptor's tenant, on this cycle's ledger, for the devices nominated
-        for it: the quota its victims free is its own until it is placed or gives up."""
-        held = [(e.job.tenant, self.pools.model_of(b), b.total_milli) for b in bindings]
+        for it: the quota its victims free is its own until it is placed or gives up. While
+        its own tenant's victims are still charged, they count towards the hold (the quota
+        is not counted twice)."""
+        tenant = e.job.tenant
+        need: dict[str, int] = {}
+        for b in bindings:
+            m = self.pools.model_of(b)
+            need[m] = need.get(m, 0) + b.total_milli
+        full = dict(need)
+        for b in self._charged_victims(e):
+            m = self.pools.model_of(b)
+            if m in need:
+                need[m] = max(0, need[m] - b.total_milli)
+        held = [(tenant, m, milli) for m, milli in need.items() if milli]
         for t, m, milli in held:
             self.ledger.add(t, m, milli)
         self.quota_held[e.id] = held
+        # what its victims still hold: the preemption's view of the future adds it back
+        self.quota_deferred[e.id] = [(tenant, m, full[m] - need[m]) for m in full]
+
+    def _charged_victims(self, e: Entry) -> list[Binding]:
+        """The bindings of the preemptor's victims of its own tenant that are still charged
+        (terminating for it, or chosen for it this cycle)."""
+        out: list[Binding] = []
+        nom = e.nomination
+        pods = list(nom.victims) if nom is not None else []
+        pods += [p for v in self.pre.victims if v.preemptor == e.id for p in v.pods]
+        for p in dict.fromkeys(pods):
+            ve = self.queue.get(p.job)
+            if ve is None or ve.job.tenant != e.job.tenant or p not in ve.assigned:
+                continue
+            if ve.terminating.get(p) == e.id or p in self.pre.victim_pods:
+                out.append(self.cluster.binding(p))
+        return out
 
     def _release_quota(self, e: Entry) -> None:
+        self.quota_deferred.pop(e.id, None)
         for t, m, milli in self.quota_held.pop(e.id, ()):
             self.ledger.add(t, m, -milli)
 
@@ -416,6 +448,8 @@ class _Cycle:
         if found is None:
             return
         nom, units = found
+        if e.id in self.dropped:  # its old nomination ended; this one replaces it
+            self.dropped.remove(e.id)
         self.nominations.append(nom)
         self.holds.nominate(e.id, nom.bindings)
         self._hold_quota(e, nom.bindings)

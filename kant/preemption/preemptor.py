@@ -15,7 +15,7 @@ None. In between, in order of cost:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -51,9 +51,11 @@ class Preemption:
         place: PlaceFn,
         now: float,
         holds: Holds | None = None,
+        quota_deferred: Mapping[str, Sequence[tuple[str, str, int]]] | None = None,
     ) -> None:
         self.policy = policy
         self.holds = holds
+        self.quota_deferred = quota_deferred if quota_deferred is not None else {}
         self._terminating: list[tuple[Binding, str]] | None = None
         self._searched = False
         self.snap = snap
@@ -247,7 +249,9 @@ class Preemption:
     @contextmanager
     def _future(self, going: list[tuple[Binding, str]]) -> Iterator[None]:
         """On the snapshot and the ledger (rolled back at the end): every victim in ``going``
-        gone, and every nomination's devices held again (what its victims freed is its)."""
+        gone, and every nomination's devices and quota held again (what its victims free is
+        its own; ``quota_deferred`` is the part of a preemptor's quota its victims still
+        hold)."""
         if not going:
             yield
             return
@@ -260,6 +264,9 @@ class Preemption:
                 if self.holds is not None:
                     for h in self.holds.nominated.values():
                         Hold(h.bindings).take(self.snap)
+                for parts in self.quota_deferred.values():
+                    for t, m, milli in parts:
+                        self.ledger.add(t, m, milli)
                 yield
         finally:
             self.ledger.rollback(mark)
