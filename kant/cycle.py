@@ -252,25 +252,25 @@ class _Cycle:
                     self.consider(d)
                 deferred.clear()
             band = prio
-            if self._must_borrow(e):
-                deferred.append(e)
-            else:
+            if self._now < e.backoff_until or e.id in self.quota_held:
+                self.consider(e)  # waits, or takes what is held for it
+                continue
+            role_models, no_pool = self.pools.role_models(e.job)
+            if no_pool is not None:
                 self.consider(e)
+                continue
+            dec = admit_quota(self.ledger, e.job, e.remaining(), role_models)
+            if dec.ok and not dec.within_nominal:
+                deferred.append(e)  # it must borrow
+            else:
+                self.consider(e, dec)  # the ledger is unchanged until its quota check
         for d in deferred:
             self.consider(d)
 
-    def _must_borrow(self, e: Entry) -> bool:
-        """Would ``e`` pass quota now only by borrowing? (Not asked of a job in backoff or
-        holding a nomination: those wait or take what is theirs.)"""
-        if self._now < e.backoff_until or e.id in self.quota_held:
-            return False
-        role_models, no_pool = self.pools.role_models(e.job)
-        if no_pool is not None:
-            return False
-        dec = admit_quota(self.ledger, e.job, e.remaining(), role_models)
-        return dec.ok and not dec.within_nominal
-
-    def consider(self, e: Entry) -> None:
+    def consider(self, e: Entry, dec: QuotaDecision | None = None) -> None:
+        """Backoff, pools, the policy's gate, quota (``dec`` when the walk already decided
+        it on the same ledger), readiness, placement; on failure explain, let the policy
+        react and maybe preempt."""
         job = e.job
         # a. Backoff: wait without blocking anyone.
         if self._now < e.backoff_until:
@@ -290,8 +290,9 @@ class _Cycle:
             return
         # d. Static quota (the quota held for its nomination is its own), then dynamic
         #    readiness, then placement.
-        self._release_quota(e)
-        dec = admit_quota(self.ledger, job, e.remaining(), role_models)
+        if dec is None:
+            self._release_quota(e)
+            dec = admit_quota(self.ledger, job, e.remaining(), role_models)
         self.ctx.current = (e.id, dec)
         reason = dec.reason if not dec.ok else None
         placed: tuple[Binding, ...] = ()

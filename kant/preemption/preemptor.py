@@ -233,8 +233,11 @@ class Preemption:
         if self._terminating is None:
             self._terminating = []
             for r in self.index.queue.running():
-                for p in sorted(r.terminating):
-                    self._terminating.append((self.index.cluster.binding(p), r.job.tenant))
+                if r.terminating:
+                    for p in sorted(r.terminating):
+                        self._terminating.append((self.index.cluster.binding(p), r.job.tenant))
+        if not self.victims:
+            return self._terminating
         out = list(self._terminating)
         seen = {b.pod for b, _t in out}
         for v in self.victims:
