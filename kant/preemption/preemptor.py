@@ -105,12 +105,15 @@ class Preemption:
         will be once every victim already chosen (this cycle or earlier, still terminating)
         is gone, with every nomination held, so capacity those victims free beyond their
         preemptors' needs serves this job before anything more is evicted. A job evicted by
-        preemption within ``cascade_window`` does not preempt. A pod-level job that cannot
-        be placed whole preempts for as many of its pods as preemption can place."""
+        preemption within ``cascade_window`` does not preempt by priority or reclaim (no
+        cascades); as a Backfill head it may still take back what backfilled past it. A
+        pod-level job that cannot be placed whole preempts for as many of its pods as
+        preemption can place."""
         pol = self.policy
         if pol.max_searches_per_cycle is not None and self.searches >= pol.max_searches_per_cycle:
             return None
-        if e.evicted_at is not None and self.now - e.evicted_at < pol.cascade_window:
+        cascade = e.evicted_at is not None and self.now - e.evicted_at < pol.cascade_window
+        if cascade and not (pol.backfill and may_backfill):
             return None  # no cascades: a job just evicted does not evict in turn
         job = e.job
         pods = e.remaining()
@@ -119,7 +122,10 @@ class Preemption:
         refs = self.index.refs()
         quotas = not self.ledger.table.unlimited
         within = dec.within_nominal or (
-            quotas and pol.reclaim and self._within_after_own(e, pods, role_models, refs)
+            quotas
+            and pol.reclaim
+            and not cascade
+            and self._within_after_own(e, pods, role_models, refs)
         )
         pre = Preemptor(
             job=job.id,
@@ -130,10 +136,11 @@ class Preemption:
             pending_since=e.pending_since,
             order_key=e.key,
             borrowing=quotas and not within,
+            cascade=cascade,
         )
-        reclaim = pol.reclaim and pre.within_nominal
+        reclaim = pol.reclaim and pre.within_nominal and not cascade
         backfill = pol.backfill and may_backfill
-        prio = job.priority if pol.priority else None
+        prio = job.priority if pol.priority and not cascade else None
         going = self._going()
         if (
             not pol.rules

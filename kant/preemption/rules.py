@@ -72,6 +72,7 @@ class Preemptor:
     pending_since: float
     order_key: tuple[Any, ...]
     borrowing: bool = False  # quotas apply and the tenant ends above its nominal quota
+    cascade: bool = False  # evicted within cascade_window: no priority or reclaim victims
 
 
 @attrs.frozen(kw_only=True)
@@ -95,15 +96,16 @@ def builtin_reason(
     policy: PreemptionPolicy, pre: Preemptor, unit: VictimView, *, exposed: bool
 ) -> VictimReason | None:
     """The built-in rules, in order: never the preemptor itself; another tenant's unit only
-    while that tenant borrows (``exposed``); then reclaim, priority, backfill."""
+    while that tenant borrows (``exposed``); then reclaim, priority, backfill (a preemptor
+    evicted within ``cascade_window`` only the last)."""
     if unit.job == pre.job:
         return None
     other = unit.tenant != pre.tenant
     if other and not exposed:
         return None  # another tenant's guaranteed (nominal) share is never preempted
-    if policy.reclaim and other and pre.within_nominal:
+    if policy.reclaim and other and pre.within_nominal and not pre.cascade:
         return VictimReason.RECLAIM
-    if policy.priority and unit.priority < pre.priority:
+    if policy.priority and unit.priority < pre.priority and not pre.cascade:
         if other and pre.borrowing and not policy.may_borrow_from(pre.priority, unit.priority):
             return None  # a borrower does not take another tenant's borrowed use
         return VictimReason.PRIORITY
