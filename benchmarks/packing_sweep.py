@@ -1,41 +1,34 @@
-"""Run the FGD packing protocol for many policies x openb traces and report.
+"""Run the FGD packing protocol for many policies x openb traces and report: a thin user of
+``kant sweep`` (one packing run per policy, trace and seed; ``docs/sweeps.md``).
 
-Results go to a JSON file (one entry per policy and trace, resumable: entries already there
-are skipped), from which ``--report`` writes the markdown table of ``docs/packing.md``, the
-wall time of every entry (and the slowest), and the PNG plot of allocation ratio against
-arrived load.
+Results go to a sweep store (JSON lines, one record per run; resumable: runs already there are
+skipped), from which ``--report`` writes the markdown table of ``docs/packing.md``, the wall
+time of every policy and trace (the sum over its seeds, and the slowest), and the PNG plot of
+allocation ratio against arrived load.
 
-    python benchmarks/packing_sweep.py --out benchmarks/packing_results.json
-    python benchmarks/packing_sweep.py --out benchmarks/packing_results.json --report \\
+    python benchmarks/packing_sweep.py --out benchmarks/packing_results.jsonl
+    python benchmarks/packing_sweep.py --out benchmarks/packing_results.jsonl --report \\
         --plot docs/img/packing_default.png --plot-trace openb_pod_list_default
 
-Uses ``$KANT_TRACES`` or ``../shared/traces`` for the trace folder (``--traces-dir``).
+``--ray [ADDRESS]`` runs it on Ray instead of local processes. Uses ``$KANT_TRACES`` or
+``../shared/traces`` for the trace folder (``--traces-dir``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kant.sim.packing import PackingResult, packing
 from kant.sim.report.plots import plot_curves
-from kant.sim.scenarios import parse_seeds
 from kant.sim.traces import trace_dir
+from kant.sweep import Grid, LocalPool, ProgressBar, RayCluster, Store, run_sweep
+from kant.sweep.report import PackingGroup, packing_groups, packing_result
 
 PAPER = ("random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd")
 POLICIES = (*PAPER, "fgdpp")
-PUBLISHED_DEFAULT = {
-    "random": (86.30, 87.47),
-    "dotprod": (90.62, 90.85),
-    "gpuclustering": (91.65, 91.88),
-    "gpupacking": (91.78, 92.00),
-    "bestfit": (92.86, 93.08),
-    "fgd": (95.23, 95.39),
-}
 
 
 def trace_files(folder: Path) -> list[Path]:
@@ -51,108 +44,110 @@ def run(args: argparse.Namespace) -> None:
     if folder is None:
         sys.exit("no trace folder (set KANT_TRACES or --traces-dir)")
     folder = folder / "alibaba-openb-v2023" if (folder / "alibaba-openb-v2023").is_dir() else folder
-    nodes = folder / "openb_node_list_gpu_node.csv"
-    out = Path(args.out)
-    results: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
-    seeds = parse_seeds(args.seeds)
     traces = trace_files(folder)
     if args.traces:
         wanted = set(args.traces.split(","))
         traces = [t for t in traces if t.stem.removeprefix("openb_pod_list_") in wanted]
     policies = args.policies.split(",") if args.policies else list(POLICIES)
-    for t in traces:
-        for p in policies:
-            key = f"{p}/{t.stem}"
-            if key in results and results[key]["seeds"] == list(seeds):
-                continue
-            t0 = time.perf_counter()
-            r = packing(t, nodes, p, seeds=seeds, workers=args.workers)
-            entry = r.to_json()
-            entry["per_seed_130"] = [run.alloc[130] for run in r.runs]
-            entry["per_seed_100"] = [run.alloc[100] for run in r.runs]
-            results[key] = entry
-            out.write_text(json.dumps(results, indent=1, sort_keys=True))
-            print(
-                f"{key:<45} 100%: {r.alloc_at['100']:6.2f}  130%: {r.alloc_at['130']:6.2f}"
-                f"  ({time.perf_counter() - t0:5.1f} s)",
-                flush=True,
-            )
+    grid = Grid(
+        "packing",
+        {
+            "pods": [str(t) for t in traces],
+            "nodes": str(folder / "openb_node_list_gpu_node.csv"),
+            "policy": policies,
+            "seeds": args.seeds,
+        },
+    )
+    specs = grid.runs()
+    store = Store(args.out)
+    backend = LocalPool(args.workers) if args.ray is None else RayCluster(args.ray or None)
+    todo = len({s.key for s in specs} - store.done(retry_failed=args.retry_failed))
+    bar = ProgressBar(todo, label="packing sweep", every_s=30.0)
+    summary = run_sweep(
+        specs,
+        store,
+        backend,
+        retry_failed=args.retry_failed,
+        on_done=lambda _s, rec: bar.update(rec["status"] == "ok"),
+    )
+    print(
+        f"{summary.ran} runs ({summary.failed} failed), {summary.skipped} already in {args.out}; "
+        f"wall {summary.wall_s:.1f} s"
+    )
+
+
+def _name(trace: str) -> str:
+    return trace.removeprefix("openb_pod_list_")
+
+
+def _order(g: PackingGroup) -> tuple[int, str]:
+    return (1 if _name(g.trace).startswith("multigpu") else 0, _name(g.trace))
 
 
 def report(args: argparse.Namespace) -> None:
-    """Markdown: allocation ratio (%) at 130% arrived per trace and policy, fgdpp's gain over
-    FGD, and in how many seeds fgdpp is ahead (same seed, same arrivals)."""
-    results: dict[str, Any] = json.loads(Path(args.out).read_text())
-    traces = sorted({k.split("/", 1)[1] for k in results}, key=_trace_order)
-    policies = [p for p in POLICIES if any(k.startswith(p + "/") for k in results)]
+    """Markdown: allocation ratio (%) at 130% arrived per trace and policy (seed means), fgdpp's
+    gain over FGD, and in how many seeds fgdpp is ahead (same seed, same arrivals)."""
+    store = Store(args.out)
+    records = store.records()
+    groups = sorted(packing_groups(records), key=_order)
+    policies = [p for p in POLICIES if any(p in g.runs for g in groups)]
     head = "| trace | " + " | ".join(policies) + " | fgdpp - fgd | seeds fgdpp > fgd |"
     lines = [head, "|---" * (len(policies) + 3) + "|"]
-    for t in traces:
-        cells = []
-        for p in policies:
-            e = results.get(f"{p}/{t}")
-            cells.append("" if e is None else f"{e['alloc_at']['130']:.2f}")
-        a, b = results.get(f"fgd/{t}"), results.get(f"fgdpp/{t}")
+    for g in groups:
+        at130 = {p: packing_result(g, p).alloc_at.get("130") for p in policies if p in g.runs}
+        cells = ["" if at130.get(p) is None else f"{at130[p]:.2f}" for p in policies]
         gain = ahead = ""
-        if a is not None and b is not None:
-            gain = f"{b['alloc_at']['130'] - a['alloc_at']['130']:+.2f}"
-            pairs = list(zip(a["per_seed_130"], b["per_seed_130"], strict=True))
-            ahead = f"{sum(y > x for x, y in pairs)}/{len(pairs)}"
-        name = t.removeprefix("openb_pod_list_")
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {gain} | {ahead} |")
+        if "fgd" in g.runs and "fgdpp" in g.runs:
+            gain = f"{at130['fgdpp'] - at130['fgd']:+.2f}"  # type: ignore[operator]
+            seeds = sorted(set(g.runs["fgd"]) & set(g.runs["fgdpp"]))
+            wins = sum(
+                g.runs["fgdpp"][s]["alloc"][130] > g.runs["fgd"][s]["alloc"][130] for s in seeds
+            )
+            ahead = f"{wins}/{len(seeds)}"
+        lines.append(f"| {_name(g.trace)} | " + " | ".join(cells) + f" | {gain} | {ahead} |")
     print("\n".join(lines))
     print()
-    print(wall_table(results, traces, policies))
+    print(wall_table(records, groups, policies))
     if args.plot:
-        trace = args.plot_trace
-        chosen = [
-            _as_result(results[f"{p}/{trace}"]) for p in policies if f"{p}/{trace}" in results
-        ]
-        plot_curves(chosen, args.plot)
+        chosen = [g for g in groups if g.trace == args.plot_trace]
+        if not chosen:
+            sys.exit(f"no runs of {args.plot_trace} in {args.out}")
+        plot_curves([packing_result(chosen[0], p) for p in policies if p in chosen[0].runs],
+                    args.plot)  # fmt: skip
         print(f"\nplot: {args.plot}")
 
 
-def wall_table(results: dict[str, Any], traces: list[str], policies: list[str]) -> str:
-    """Markdown: the wall time (s) of each policy on each trace (all its seeds, as run), and
-    the slowest entry."""
+def wall_table(
+    records: list[Mapping[str, Any]], groups: list[PackingGroup], policies: list[str]
+) -> str:
+    """Markdown: the wall time (s) of each policy on each trace (the sum over its seeds, as
+    run), and the slowest."""
+    wall: dict[tuple[str, str], float] = {}
+    for r in {r["key"]: r for r in records}.values():
+        if r["kind"] == "packing" and r["status"] == "ok":
+            k = (Path(r["params"]["pods"]).stem, str(r["params"].get("policy", "fgd")).lower())
+            wall[k] = wall.get(k, 0.0) + (r["wall_s"] or 0.0)
     lines = ["| trace | " + " | ".join(policies) + " |", "|---" * (len(policies) + 1) + "|"]
-    for t in traces:
-        cells = [
-            "" if (e := results.get(f"{p}/{t}")) is None else f"{e['wall_s']:.1f}" for p in policies
-        ]
-        lines.append(f"| {t.removeprefix('openb_pod_list_')} | " + " | ".join(cells) + " |")
-    if results:
-        key, e = max(results.items(), key=lambda kv: kv[1]["wall_s"])
-        lines.append(f"\nslowest: {key} {e['wall_s']:.1f} s ({len(e['seeds'])} seeds)")
+    for g in groups:
+        cells = ["" if (g.trace, p) not in wall else f"{wall[(g.trace, p)]:.1f}" for p in policies]
+        lines.append(f"| {_name(g.trace)} | " + " | ".join(cells) + " |")
+    if wall:
+        (trace, pol), w = max(wall.items(), key=lambda kv: kv[1])
+        lines.append(f"\nslowest: {pol}/{trace} {w:.1f} s (all its seeds)")
     return "\n".join(lines)
-
-
-def _trace_order(name: str) -> tuple[int, str]:
-    stem = name.removeprefix("openb_pod_list_")
-    return (1 if stem.startswith("multigpu") else 0, stem)
-
-
-def _as_result(e: dict[str, Any]) -> PackingResult:
-    return PackingResult(
-        policy=e["policy"],
-        trace=e["trace"],
-        seeds=tuple(e["seeds"]),
-        inflate=1.3,
-        alloc_at=e["alloc_at"],
-        frag_at=e["frag_at"],
-        wall_s=e["wall_s"],
-        runs=(),
-    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--out", default="benchmarks/packing_results.json")
+    ap.add_argument("--out", default="benchmarks/packing_results.jsonl", help="the sweep store")
     ap.add_argument("--traces-dir")
     ap.add_argument("--traces", help="comma-separated trace names (default: all)")
     ap.add_argument("--policies", help=f"comma-separated (default: {','.join(POLICIES)})")
     ap.add_argument("--seeds", default="42-51")
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2, help="local processes")
+    ap.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                    help="run on Ray (ADDRESS, $RAY_ADDRESS or a new local instance)")  # fmt: skip
+    ap.add_argument("--retry-failed", action="store_true", help="run failed runs again")
     ap.add_argument("--report", action="store_true", help="print the table from --out")
     ap.add_argument("--plot", help="with --report: PNG of the allocation curves")
     ap.add_argument("--plot-trace", default="openb_pod_list_default")

@@ -5,8 +5,11 @@ The curated public API is re-exported here; submodules hold the details::
     from kant import ClusterState, Queue, Admitter, Placer, schedule_cycle, apply
 """
 
+import logging
+
 from kant.admission import Admitter, Quota, QuotaMode
 from kant.apply import ApplyReport, apply
+from kant.config import KantConfig, load_config
 from kant.contracts import Gate, QueueingPolicy, Reservation, Strategy
 from kant.cycle import CycleResult, CycleStats, schedule_cycle
 from kant.errors import (
@@ -15,6 +18,7 @@ from kant.errors import (
     InvalidBindingError,
     InvalidClusterFileError,
     InvalidConfigError,
+    InvalidConfigFileError,
     InvalidJobError,
     InvalidNodeError,
     InvalidResourcesError,
@@ -57,6 +61,9 @@ from kant.state import ClusterState, Snapshot, Transaction
 
 __version__ = "0.1.0"
 
+# a library logs, never prints: records go nowhere until the application configures logging
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
 __all__ = [
     "MILLI",
     "Admitter",
@@ -76,6 +83,7 @@ __all__ = [
     "InvalidBindingError",
     "InvalidClusterFileError",
     "InvalidConfigError",
+    "InvalidConfigFileError",
     "InvalidJobError",
     "InvalidNodeError",
     "InvalidResourcesError",
@@ -86,6 +94,7 @@ __all__ = [
     "JobKind",
     "JobPhase",
     "JobStatus",
+    "KantConfig",
     "KantError",
     "LinkKind",
     "NodeSpec",
@@ -122,6 +131,7 @@ __all__ = [
     "VictimReason",
     "__version__",
     "apply",
+    "load_config",
     "make_policy",
     "make_strategy",
     "policy_names",

@@ -219,6 +219,11 @@ class PodView(Protocol):
         placement, or running). O(len(slots) + nodes the job is on)."""
         ...
 
+    def role_pods_on(self, slots: IntArray) -> IntArray:
+        """Per slot, the pods of this role already on that node, counted like
+        :meth:`job_pods_on`; kept only for a role with ``max_per_node`` (zeros otherwise)."""
+        ...
+
     def gpu_after(self, slots: IntArray) -> FloatArray:
         """Per slot, the share of the node's GPU capacity left free after placing the pod
         (of its CPU, for a CPU-only pod), 0..1. O(len(slots))."""

@@ -376,7 +376,14 @@ class _Cycle:
             gate.use_reserved,
             self.holds.epoch,
             tuple(
-                (counts.get(r.name, 0), r.resources, dec.models.get(r.name), r.topology, r.spread)
+                (
+                    counts.get(r.name, 0),
+                    r.resources,
+                    dec.models.get(r.name),
+                    r.topology,
+                    r.spread,
+                    r.max_per_node,
+                )
                 for r in job.roles
             ),
         )

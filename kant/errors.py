@@ -85,6 +85,20 @@ class InvalidConfigError(ValidationError):
     what = "configuration"
 
 
+class InvalidConfigFileError(InvalidConfigError):
+    """A scheduler config file (:mod:`kant.config`) is malformed: unreadable, not YAML, an
+    unknown, repeated or missing key, or a bad value. ``field`` is the key path
+    (``tenants[2].quotas.A100.nominalQuota``) and ``where`` the file; the message reads
+    ``"kant.yaml: tenants[2].quotas.A100.nominalQuota: must be ... (got -1)"``."""
+
+    what = "config file"
+
+    def __init__(self, path: str, where: str, reason: str, *, value: Any = None) -> None:
+        super().__init__(path, value, reason, where=where)
+        got = f" (got {value!r})" if value is not None else ""
+        self.args = (f"{where}: {path + ': ' if path else ''}{reason}{got}",)
+
+
 class InvalidClusterFileError(ValidationError):
     """A cluster description file is malformed; ``where`` names the file and entry."""
 
@@ -152,6 +166,20 @@ class UnknownTemplateError(_LookupError):
         super().__init__(f"unknown node template {template!r}")
 
 
+class InvalidGridError(ValidationError):
+    """A sweep grid (``kant sweep``, :mod:`kant.sweep.grid`) is malformed: an unknown command
+    or option, a value that is not a scalar or a list of scalars, an empty list."""
+
+    what = "sweep grid"
+
+
+class InvalidStoreError(ValidationError):
+    """A sweep's result store (:mod:`kant.sweep.store`) cannot be used: a record that is not
+    a JSON object, or a file that is not a store."""
+
+    what = "sweep store"
+
+
 class UnknownPolicyError(_LookupError):
     """No policy of that kind registered under that name (a :class:`kant.registry.Registry`
     lookup, or a scenario's policy set); ``name`` is the name asked for and the message lists
@@ -173,6 +201,11 @@ class AllocationConflictError(KantError, ValueError):
 
 class TransactionError(KantError, RuntimeError):
     """A snapshot transaction was used out of order (commit twice, rollback after commit...)."""
+
+
+class BackendError(KantError):
+    """A sweep back-end cannot run: Ray is not installed (``pip install 'kant[ray]'``) or
+    its cluster cannot be reached."""
 
 
 class InvariantError(KantError):

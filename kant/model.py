@@ -423,6 +423,9 @@ class Role:
 
     ``gpu_models`` are the allowed GPU models (node pools); empty means any model.
     ``spread`` asks for pods on different nodes (inference availability).
+    ``max_per_node`` (None: no limit) is a hard cap on this role's pods on any one node,
+    counting the ones already running (an inference service's per-node instance limit, the
+    ``max_instance_per_node`` of Alibaba's DLRM trace); the Placer never exceeds it.
     """
 
     name: str = attrs.field(default="worker", validator=name(InvalidJobError))
@@ -448,6 +451,26 @@ class Role:
         validator=instance_of(InvalidJobError, TopologyWish, optional=True),
     )
     spread: bool = attrs.field(default=False, validator=instance_of(InvalidJobError, bool))
+    max_per_node: int | None = attrs.field(
+        default=None, validator=number(InvalidJobError, low=1, integer=True, optional=True)
+    )
+
+    def __attrs_post_init__(self) -> None:
+        wish = self.topology
+        cap = self.max_per_node
+        if (
+            cap is not None
+            and wish is not None
+            and wish.required
+            and wish.tier is Tier.NODE
+            and self.replicas > cap
+        ):
+            raise InvalidJobError(
+                "max_per_node",
+                cap,
+                f"a role that requires one node for its {self.replicas} replicas cannot "
+                f"allow only {cap} per node",
+            )
 
     @property
     def total_milli(self) -> int:
@@ -683,3 +706,25 @@ class Victim:
     pods: tuple[PodId, ...]
     reason: VictimReason
     preemptor: str
+
+
+def _keywords_only(cls: type) -> None:
+    """Make positional arguments to ``cls`` (an attrs ``kw_only`` value class) a TypeError that
+    says how to call it, instead of Python's "takes 1 positional argument"."""
+    init: Any = cls.__dict__["__init__"]
+    fields = ", ".join(f"{a.name}=..." for a in attrs.fields(cls) if a.init)
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if args:
+            raise TypeError(
+                f"{cls.__name__} takes keyword arguments only: {cls.__name__}({fields}); "
+                f"got {len(args)} positional"
+            )
+        init(self, **kwargs)
+
+    __init__.__doc__ = init.__doc__
+    cls.__init__ = __init__  # type: ignore[misc]
+
+
+for _cls in (PodId,):
+    _keywords_only(_cls)

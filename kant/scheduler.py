@@ -4,6 +4,7 @@ orchestrator observed (the events), each event with its :class:`EventReport`."""
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Sequence
 
 import attrs
@@ -13,10 +14,12 @@ from kant.apply import ApplyReport, apply
 from kant.contracts import PlacerLike, QueueingPolicy
 from kant.cycle import DEFAULT_POLICY, CycleResult, schedule_cycle
 from kant.errors import InvalidConfigError, UnknownPodError, require
-from kant.model import Binding, Job, PodId
+from kant.model import Binding, Job, PodId, Reason
 from kant.preemption.policy import PreemptionPolicy
 from kant.queueing import Entry, JobPhase, Queue, as_policy
 from kant.state import ClusterState
+
+logger = logging.getLogger(__name__)
 
 
 class EvictionCause(enum.StrEnum):
@@ -48,6 +51,31 @@ class EventReport:
     requeued: tuple[str, ...] = ()
     failed: tuple[str, ...] = ()
     finished: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class StatusReport:
+    """One job as an orchestrator sees it (:meth:`Scheduler.status`).
+
+    ``phase`` and ``reason`` (why it waits: a typed :class:`~kant.model.Reason`, None once
+    running or done); ``bindings``: where its pods run now (sorted by pod); ``pods_waiting``:
+    pods still to place; ``submitted_at`` (what FIFO orders by), ``pending_since`` (when its
+    current wait began: its submission, or its last requeue) and ``started_at`` (when it last
+    started, None before); ``wait``: seconds it waited before it started, or, still waiting,
+    up to the ``now`` given to :meth:`Scheduler.status` (None without one); ``attempts``:
+    failed bindings or starts so far."""
+
+    job_id: str
+    phase: JobPhase
+    reason: Reason | None
+    bindings: tuple[Binding, ...]
+    pods_waiting: int
+    submitted_at: float
+    pending_since: float
+    started_at: float | None
+    wait: float | None
+    attempts: int
+    cancelled: bool
 
 
 class Scheduler:
@@ -92,6 +120,34 @@ class Scheduler:
         InvalidJobError, changing nothing); returns None."""
         self.queue.submit(job, now)
 
+    def status(self, job_id: str, now: float | None = None) -> StatusReport:
+        """Where job ``job_id`` is: its :class:`StatusReport` (``now`` measures the wait of a
+        job still waiting). Raises :class:`~kant.errors.UnknownJobError` for a job never
+        submitted. O(pods of the job)."""
+        e = self.queue.entry(job_id)
+        bound = tuple(
+            self.cluster.binding(p) for p in sorted(e.assigned) if self.cluster.has_pod(p)
+        )
+        if e.phase is JobPhase.PENDING:
+            wait = None if now is None else max(0.0, now - e.pending_since)
+        elif e.started_at is not None:
+            wait = max(0.0, e.started_at - e.pending_since)
+        else:
+            wait = None
+        return StatusReport(
+            job_id=e.id,
+            phase=e.phase,
+            reason=e.reason if e.schedulable else None,
+            bindings=bound,
+            pods_waiting=len(e.remaining()) if e.schedulable else 0,
+            submitted_at=e.job.submitted_at,
+            pending_since=e.pending_since,
+            started_at=e.started_at,
+            wait=wait,
+            attempts=e.attempts,
+            cancelled=e.cancelled,
+        )
+
     def schedule(self, now: float) -> CycleResult:
         """Run one cycle at ``now`` (:func:`kant.schedule_cycle`): a :class:`CycleResult` of
         decisions, with nothing applied yet."""
@@ -109,6 +165,10 @@ class Scheduler:
         """Schedule and apply in one call (for simulators and simple loops)."""
         result = self.schedule(now)
         self.apply(result, now)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("cycle at %g: %d pods bound, %d victims, %d jobs pending (%.1f ms)",
+                         now, len(result.bindings), len(result.victims), len(result.pending),
+                         result.stats.elapsed_ms)  # fmt: skip
         return result
 
     def cancel(self, job_id: str, now: float) -> EventReport:
@@ -116,6 +176,7 @@ class Scheduler:
         reported for eviction."""
         del now
         held = self.queue.cancel(job_id)
+        logger.info("job %s cancelled; %d pods released", job_id, len(held))
         ev = tuple(self._release(p, EvictionCause.CANCELLED) for p in held)
         return EventReport(released=held, evictions=ev, finished=(job_id,))
 
@@ -133,6 +194,7 @@ class Scheduler:
         it holds is released."""
         e = self._held(pod)
         msg = message or f"binding of {pod} failed"
+        logger.info("binding of %s failed at %g: %s", pod, now, msg)
         if self.queue.backoff.exhausted(e.attempts + 1) or e.job.gang:
             cause = (
                 EvictionCause.JOB_FAILED
@@ -167,12 +229,14 @@ class Scheduler:
     def node_lost(self, node: str, now: float) -> EventReport:
         """The node is gone: it is removed, and its pods' jobs are requeued (gangs whole)."""
         lost = self.cluster.remove_node(node)
+        logger.warning("node %s lost at %g: %d pods were on it", node, now, len(lost))
         return self._lost_bindings(lost, now, released_already=True)
 
     def gpu_unhealthy(self, node: str, gpu: int, now: float, *, evict: bool = True) -> EventReport:
         """A GPU failed: nothing new lands on it; with ``evict`` the pods holding it are
         treated as lost (requeued, gangs whole)."""
         self.cluster.set_gpu_health(node, gpu, False)
+        logger.warning("GPU %d of node %s unhealthy at %g", gpu, node, now)
         if not evict:
             return EventReport()
         hit = [
@@ -186,6 +250,42 @@ class Scheduler:
         """The GPU works again: it may be allocated. Raises UnknownNodeError, or InvalidNodeError
         for a GPU index the node lacks."""
         self.cluster.set_gpu_health(node, gpu, True)
+
+    def nic_unhealthy(self, node: str, nic: int, now: float, *, evict: bool = True) -> EventReport:
+        """An RDMA NIC failed: nothing new lands on it; with ``evict`` the pods holding it are
+        treated as lost (a gang requeued whole, a pod-level job loses only those pods).
+        Raises UnknownNodeError, or InvalidNodeError for a NIC index the node lacks, before
+        anything changes."""
+        self.cluster.set_nic_health(node, nic, False)
+        if not evict:
+            return EventReport()
+        hit = [
+            self.cluster.binding(p)
+            for p in self.cluster.pods_on(node)
+            if nic in self.cluster.binding(p).nics
+        ]
+        return self._lost_bindings(hit, now, released_already=False)
+
+    def nic_healthy(self, node: str, nic: int) -> None:
+        """The NIC works again: it may be allocated. Raises UnknownNodeError, or
+        InvalidNodeError for a NIC index the node lacks."""
+        self.cluster.set_nic_health(node, nic, True)
+
+    def node_unhealthy(self, node: str, now: float, *, evict: bool = True) -> EventReport:
+        """The node as a whole is unhealthy (NotReady: kubelet, driver, network): it offers
+        nothing new but stays in the cluster; with ``evict`` every pod on it is treated as
+        lost (gangs requeued whole, pod-level jobs lose only the pods on it). Raises
+        UnknownNodeError before anything changes."""
+        self.cluster.set_node_health(node, False)
+        if not evict:
+            return EventReport()
+        hit = [self.cluster.binding(p) for p in self.cluster.pods_on(node)]
+        return self._lost_bindings(hit, now, released_already=False)
+
+    def node_healthy(self, node: str) -> None:
+        """The node is healthy again: its healthy devices may be allocated. Raises
+        UnknownNodeError."""
+        self.cluster.set_node_health(node, True)
 
     # ----------------------------------------------------------------- internals
 

@@ -4,7 +4,9 @@
   run the simulator (:mod:`kant.sim`);
 - ``kant packing`` (:mod:`kant.cli.packing`) runs the FGD packing protocol
   (:mod:`kant.sim.packing`);
-- ``kant bench <name>`` (:mod:`kant.cli.bench`) runs a benchmark of :mod:`kant.bench`.
+- ``kant bench <name>`` (:mod:`kant.cli.bench`) runs a benchmark of :mod:`kant.bench`;
+- ``kant sweep GRID`` and ``kant sweep report STORE`` (:mod:`kant.cli.sweep`) run a grid of
+  those runs, locally or on Ray, and report on its store (:mod:`kant.sweep`).
 
 Every command prints a readable report; with ``--json`` its last line is one JSON object, so
 scripts can ``tail -n1`` it. The subcommand modules are imported when the parser is built,
@@ -15,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -33,10 +37,46 @@ def print_result(result: dict[str, Any], as_json: bool) -> None:
         print(json.dumps(result))
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at the time of each record."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
+_HANDLER = _StderrHandler()
+_HANDLER.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+
+
+def _log_to_stderr(level: str) -> None:
+    """Show the ``kant`` loggers' records of ``level`` and above on stderr (the command line's
+    choice; the library itself only has a NullHandler)."""
+    lg = logging.getLogger("kant")
+    lg.setLevel(level.upper())
+    if _HANDLER not in lg.handlers:
+        lg.addHandler(_HANDLER)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The ``kant`` parser with every subcommand; each sets ``func`` (args -> exit code)."""
-    parser = argparse.ArgumentParser(
+    """The ``kant`` parser with every subcommand; each sets ``func`` (args -> exit code) and
+    may set ``check`` (args -> None, raising :class:`~kant.cli.options.UsageError`)."""
+    from kant import __version__
+    from kant.cli.options import KantArgumentParser
+
+    parser = KantArgumentParser(
         prog="kant", description="Kant: a unified scheduler for large AI GPU clusters."
+    )
+    parser.add_argument("--version", action="version", version=f"kant {__version__}")
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="warning",
+        help="show kant's log records of this level and above on stderr (default: warning)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -44,19 +84,45 @@ def build_parser() -> argparse.ArgumentParser:
     from kant.cli.compare import add_compare_parser
     from kant.cli.packing import add_packing_parser
     from kant.cli.simulate import add_simulate_parser
+    from kant.cli.sweep import add_sweep_parser
 
     add_simulate_parser(sub)
     add_compare_parser(sub)
     add_packing_parser(sub)
     add_bench_parser(sub)
+    add_sweep_parser(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` (default: ``sys.argv[1:]``), run the subcommand, return its exit code."""
+    """Parse ``argv`` (default: ``sys.argv[1:]``), check the options, run the subcommand and
+    return its exit code. A mistake in the options (a bad value, a missing or unreadable
+    file, an unwritable output, options that do not go together) is one line on stderr and
+    exit code 2, before any work starts; so is a :class:`~kant.errors.KantError` the command
+    raises. Output cut short by a closed pipe (``kant ... | head``) ends quietly."""
+    from kant.cli.options import UsageError
+    from kant.errors import KantError
+
     parser = build_parser()
     args = parser.parse_args(argv)
-    code: int = args.func(args)
+    prog = " ".join(p for p in ("kant", args.command, getattr(args, "bench", None)) if p)
+    _log_to_stderr(args.log_level)
+    try:
+        check = getattr(args, "check", None)
+        if check is not None:
+            check(args)
+        code: int = args.func(args)
+        sys.stdout.flush()
+    except (UsageError, KantError) as e:
+        msg = " ".join(str(e).split())
+        print(f"{prog}: {msg}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # the reader went away (| head): say nothing, and keep Python from complaining when
+        # it flushes stdout at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     return code
 
 

@@ -11,6 +11,9 @@ import argparse
 from typing import Any
 
 from kant.cli import print_result
+from kant.cli.options import number
+from kant.placement import strategy_names
+from kant.queueing import policy_names
 
 __all__ = ["add_bench_parser", "run_bench_command"]
 
@@ -39,16 +42,29 @@ def run_bench_command(args: argparse.Namespace) -> int:
 
 def _add_cycle(sub: Any) -> None:
     p = sub.add_parser("cycle", help="scheduling cycles with J pending mixed jobs")
-    p.add_argument("--nodes", type=int, default=5000, help="8-GPU nodes (default 5000)")
-    p.add_argument("--pending", type=int, default=1000, help="waiting jobs (default 1000)")
-    p.add_argument("--cycles", type=int, default=50, help="measured cycles (default 50)")
-    p.add_argument("--policy", default="backfill", help="queueing policy (default backfill)")
-    p.add_argument("--strategy", default="ebinpack", help="placement strategy")
-    p.add_argument("--interval", type=float, default=10.0, help="simulated seconds per cycle")
+    p.add_argument(
+        "--nodes", type=number(int, low=1), default=5000, help="8-GPU nodes (default 5000)"
+    )
+    p.add_argument(
+        "--pending", type=number(int, low=1), default=1000, help="waiting jobs (default 1000)"
+    )
+    p.add_argument(
+        "--cycles", type=number(int, low=1), default=50, help="measured cycles (default 50)"
+    )
+    p.add_argument("--policy", default="backfill", choices=policy_names(), help="queueing policy")
+    p.add_argument(
+        "--strategy", default="ebinpack", choices=strategy_names(), help="placement strategy"
+    )
+    p.add_argument(
+        "--interval",
+        type=number(float, low=0, low_inclusive=False),
+        default=10.0,
+        help="simulated seconds per cycle",
+    )
     p.add_argument(
         "--no-preemption", dest="preemption", action="store_false", help="disable preemption"
     )
-    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--seed", type=number(int, low=0), default=7)
     p.set_defaults(run=_run_cycle)
 
 
@@ -69,19 +85,21 @@ def _run_cycle(a: argparse.Namespace) -> dict[str, Any]:
 
 def _add_place(sub: Any) -> None:
     p = sub.add_parser("place", help="pods placed one at a time: pods/s and latency")
-    p.add_argument("--nodes", type=int, default=5000)
-    p.add_argument("--pods", type=int, default=10000)
-    p.add_argument("--strategy", default="ebinpack")
+    p.add_argument("--nodes", type=number(int, low=1), default=5000)
+    p.add_argument("--pods", type=number(int, low=1), default=10000)
+    p.add_argument("--strategy", default="ebinpack", choices=strategy_names())
     p.add_argument("--mixed", action="store_true", help="1/2/4/8-GPU pods instead of 1-GPU")
-    p.add_argument("--seed", type=int, default=3)
+    p.add_argument("--seed", type=number(int, low=0), default=3)
     p.set_defaults(run=_run_place)
     g = sub.add_parser("gang", help="8-GPU gang jobs with leaf-or-spine locality: ms per gang")
-    g.add_argument("--nodes", type=int, default=5000)
-    g.add_argument("--replicas", type=int, default=64)
-    g.add_argument("--gangs", type=int, default=30)
-    g.add_argument("--strategy", default="ebinpack")
-    g.add_argument("--fill", type=float, default=0.5)
-    g.add_argument("--seed", type=int, default=5)
+    g.add_argument("--nodes", type=number(int, low=1), default=5000)
+    g.add_argument("--replicas", type=number(int, low=1), default=64)
+    g.add_argument("--gangs", type=number(int, low=1), default=30)
+    g.add_argument("--strategy", default="ebinpack", choices=strategy_names())
+    g.add_argument(
+        "--fill", type=number(float, low=0), default=0.5, help="share of GPUs busy before the gangs"
+    )
+    g.add_argument("--seed", type=number(int, low=0), default=5)
     g.set_defaults(run=_run_gang)
 
 
@@ -101,10 +119,14 @@ def _run_gang(a: argparse.Namespace) -> dict[str, Any]:
 
 def _add_snapshot(sub: Any) -> None:
     p = sub.add_parser("snapshot", help="incremental snapshot refresh vs a full deep copy")
-    p.add_argument("--nodes", type=int, default=12500, help="8-GPU nodes (default 12500)")
-    p.add_argument("--changed", type=int, default=100, help="nodes changed per refresh")
-    p.add_argument("--repeats", type=int, default=50)
-    p.add_argument("--seed", type=int, default=7)
+    p.add_argument(
+        "--nodes", type=number(int, low=1), default=12500, help="8-GPU nodes (default 12500)"
+    )
+    p.add_argument(
+        "--changed", type=number(int, low=1), default=100, help="nodes changed per refresh"
+    )
+    p.add_argument("--repeats", type=number(int, low=1), default=50)
+    p.add_argument("--seed", type=number(int, low=0), default=7)
     p.set_defaults(run=_run_snapshot)
 
 

@@ -15,9 +15,16 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
-from kant.cli.simulate import add_common_arguments, scenario_from_args
+from kant.cli.options import UsageError, number
+from kant.cli.simulate import (
+    add_common_arguments,
+    check_common_args,
+    load_warning,
+    scenario_from_args,
+)
 from kant.errors import KantError, ValidationError
 from kant.sim.analysis import compare_json, seed_sweep
 from kant.sim.report import (
@@ -59,12 +66,36 @@ def add_compare_parser(sub: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--workers",
-        type=int,
+        type=number(int, low=1),
         default=min(2, os.cpu_count() or 1),
-        help="runs in parallel (processes; default: up to 2)",
+        help="runs in parallel (processes; default: the CPUs, at most 2)",
     )
-    p.set_defaults(func=run_compare)
+    p.set_defaults(func=run_compare, check=check_compare_args)
     return p
+
+
+def check_compare_args(args: argparse.Namespace) -> None:
+    """:func:`~kant.cli.simulate.check_common_args`, plus ``--seeds`` (well-formed, each seed
+    once, not with ``--seed``) and ``--sets`` (well-formed, all different)."""
+    check_common_args(args)
+    if args.seeds is not None:
+        if args.seed is not None:
+            raise UsageError(f"--seed {args.seed} and --seeds {args.seeds}: pick one")
+        try:
+            seeds = parse_seeds(args.seeds)
+        except KantError as e:
+            raise UsageError(f"--seeds {args.seeds!r}: {getattr(e, 'reason', e)}") from None
+        if len(set(seeds)) != len(seeds):
+            raise UsageError(f"--seeds {args.seeds!r}: name each seed once")
+    if args.sets is not None:
+        try:
+            sets = [PolicySet.parse(t) for t in args.sets.split(",") if t.strip()]
+        except KantError as e:
+            raise UsageError(f"--sets {args.sets!r}: {getattr(e, 'reason', e)}") from None
+        if not sets:
+            raise UsageError(f"--sets {args.sets!r}: name at least one policy set")
+        if len({p.label for p in sets}) != len(sets):
+            raise UsageError(f"--sets {args.sets!r}: the policy sets must differ")
 
 
 def _one(item: tuple[Scenario, PolicySet]) -> SimResult:
@@ -83,11 +114,16 @@ def run_compare(args: argparse.Namespace) -> int:
     except KantError as e:
         print(f"kant compare: {e}", file=sys.stderr)
         return 2
+    note = load_warning(args, sc)
+    if note:
+        print(f"kant compare: note: {note}", file=sys.stderr)
     t0 = time.perf_counter()
     results = _run_all(sc, sets, max(1, args.workers), quiet=args.quiet)
     wall = time.perf_counter() - t0
     runs = list(zip(sets, results, strict=True))
     print(format_compare(sc, runs))
+    if note:
+        print(f"\nnote: {note}")
     files, hint = write_compare_report(args.out, sc, runs, wall, plots=not args.no_plots)
     if hint:
         print(hint, file=sys.stderr)
@@ -103,48 +139,85 @@ def _sets(args: argparse.Namespace, sc: Scenario) -> list[PolicySet]:
     else:
         sets = list(sc.compare_sets)
     if len({p.label for p in sets}) != len(sets):
-        raise SystemExit("kant compare: the policy sets must differ")
+        raise UsageError("--sets: the policy sets must differ")
     return sets
 
 
 def _run_seed_sweep(args: argparse.Namespace) -> int:
-    """``kant compare --seeds``: every policy set on every seed's scenario."""
+    """``kant compare --seeds``: every policy set on every seed's scenario, run by the sweep
+    runner (:mod:`kant.sweep`) into ``<out>/runs.jsonl`` (written afresh)."""
+    from kant.sweep import Grid, LocalPool, ProgressBar, Store, run_sweep
+
+    names = ("trace", "trace_file", "cluster", "jobs", "load", "tick", "grace",
+             "on_interrupt", "mtbf", "mttr", "horizon", "seeds", "sets")  # fmt: skip
+    options = {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
+    if args.trace is None:
+        options["scenario"] = args.scenario
     try:
-        seeds = parse_seeds(args.seeds)
-        if len(set(seeds)) != len(seeds):
-            raise ValidationError("seeds", args.seeds, "name each seed once")
-        scenarios = {
-            seed: scenario_from_args(argparse.Namespace(**{**vars(args), "seed": seed}))
-            for seed in seeds
-        }
-        first = scenarios[seeds[0]]
-        sets = _sets(args, first)
+        specs = Grid("compare", options).runs()
+        sets = _sets_of(specs)
+        if len({p.label for p in sets}) != len(sets):
+            raise ValidationError("sets", args.sets, "the policy sets must differ")
     except KantError as e:
         print(f"kant compare: {e}", file=sys.stderr)
         return 2
-    say: Callable[[str], None] = (lambda _m: None) if args.quiet else _stderr
+    seeds = list(dict.fromkeys(s.params["seed"] for s in specs))
     workers = max(1, args.workers)
-    tasks = [(scenarios[seed], pol) for seed in seeds for pol in sets]
-    say(f"compare {first.name}: {len(sets)} policy sets x {len(seeds)} seeds, {workers} workers")
+    if not args.quiet:
+        _stderr(f"compare: {len(sets)} policy sets x {len(seeds)} seeds, {workers} workers")
+    store = Store(Path(args.out) / "runs.jsonl")
+    store.path.unlink(missing_ok=True)
+    bar = None if args.quiet else ProgressBar(len(specs), label="compare")
     t0 = time.perf_counter()
-    results = _run_tasks(
-        tasks, workers, say, lambda i, pol: f"seed {seeds[i // len(sets)]} {pol.label}"
-    )
+    try:
+        summary = run_sweep(
+            specs,
+            store,
+            LocalPool(workers),
+            on_done=None if bar is None else (lambda _s, rec: bar.update(rec["status"] == "ok")),
+            strict_prepare=True,
+        )
+    except KantError as e:
+        print(f"kant compare: {e}", file=sys.stderr)
+        return 2
     wall = time.perf_counter() - t0
+    latest = store.latest()
+    if summary.failed:
+        for s in specs:
+            if latest[s.key]["status"] != "ok":
+                print(f"kant compare: {dict(s.params)} failed: {latest[s.key]['error']}",
+                      file=sys.stderr)  # fmt: skip
+        return 1
+    k = len(sets)
+
+    def run(key: str) -> dict[str, Any]:  # the stored metrics and the run's wall time
+        return {**latest[key]["metrics"], "wall_s": latest[key]["wall_s"]}
+
     by_seed = [
-        (seed, list(zip(sets, results[k * len(sets) : (k + 1) * len(sets)], strict=True)))
-        for k, seed in enumerate(seeds)
+        (seed, [(p, run(s.key)) for p, s in zip(sets, specs[i * k : (i + 1) * k], strict=True)])
+        for i, seed in enumerate(seeds)
     ]
-    print(format_seed_sweep(first.name, by_seed))
-    files, hint = write_seed_sweep_report(
-        args.out, first.name, by_seed, scenarios, wall, plots=not args.no_plots
-    )
+    name = by_seed[0][1][0][1]["scenario"]
+    print(format_seed_sweep(name, by_seed))
+    files, hint = write_seed_sweep_report(args.out, name, by_seed, None, wall,
+                                          plots=not args.no_plots)  # fmt: skip
     if hint:
         print(hint, file=sys.stderr)
     print(f"\nreport: {args.out}/ ({', '.join(f.name for f in files)})  wall {wall:.1f} s")
     if args.json:
-        print(json.dumps({"scenario": first.name, **seed_sweep(by_seed), "wall_s": round(wall, 3)}))
+        print(json.dumps({"scenario": name, **seed_sweep(by_seed), "wall_s": round(wall, 3)}))
     return 0
+
+
+def _sets_of(specs: Sequence[Any]) -> list[PolicySet]:
+    """The policy sets of a compare grid's runs, in order (those of its first seed)."""
+    first = specs[0].params["seed"]
+    return [
+        PolicySet(queueing=s.params["queueing"], placement=s.params["placement"],
+                  preemption=s.params["preemption"])
+        for s in specs
+        if s.params["seed"] == first
+    ]  # fmt: skip
 
 
 def _run_all(

@@ -8,6 +8,7 @@ import os
 import sys
 from typing import Any, Final
 
+from kant.cli.options import UsageError, existing_file, number, out_file
 from kant.errors import KantError
 from kant.placement import strategy_names
 from kant.sim.packing import PAPER_POLICIES, format_result, packing
@@ -31,22 +32,56 @@ def add_packing_parser(sub: Any) -> None:
         description=(
             "Shuffle the pods with each seed, clone pods until the GPU request is INFLATE x "
             "the cluster's GPUs, place them one at a time with no departures, and report the "
-            "GPU allocation ratio and fragmented GPUs (%% of capacity) against arrived load, "
+            "GPU allocation ratio and fragmented GPUs (% of capacity) against arrived load, "
             "as seed means. See docs/packing.md."
         ),
     )
-    p.add_argument("--pods", help="openb pod list CSV")
-    p.add_argument("--nodes", help="openb node list CSV (e.g. openb_node_list_gpu_node.csv)")
-    p.add_argument("--policy", default="fgd", help="placement policy (see --list-policies)")
-    p.add_argument("--seeds", default="42-51", help="seeds: 42-51, 42,43 or a mix")
-    p.add_argument("--inflate", type=float, default=1.3, help="target GPU request / capacity")
+    p.add_argument("--pods", type=existing_file, help="openb pod list CSV (required)")
     p.add_argument(
-        "--workers", type=int, default=min(2, os.cpu_count() or 1), help="processes over seeds"
+        "--nodes",
+        type=existing_file,
+        help="openb node list CSV, e.g. openb_node_list_gpu_node.csv (required)",
     )
-    p.add_argument("--plot", metavar="PNG", help="also save the allocation curve as a PNG")
+    p.add_argument(
+        "--policy",
+        default="fgd",
+        help="placement policy, see --list-policies (default: fgd, the FGD paper's)",
+    )
+    p.add_argument("--seeds", default="42-51", help="seeds: 42-51, 42,43 or a mix")
+    p.add_argument(
+        "--inflate",
+        type=number(float, low=0, low_inclusive=False),
+        default=1.3,
+        help="target GPU request / capacity",
+    )
+    p.add_argument(
+        "--workers",
+        type=number(int, low=1),
+        default=min(2, os.cpu_count() or 1),
+        help="processes over seeds (default: the CPUs, at most 2)",
+    )
+    p.add_argument(
+        "--plot", metavar="PNG", type=out_file, help="also save the allocation curve as a PNG"
+    )
     p.add_argument("--list-policies", action="store_true", help="list the policy names")
     p.add_argument("--json", action="store_true", help="last line: one JSON object")
-    p.set_defaults(func=run_packing_command)
+    p.set_defaults(func=run_packing_command, check=check_packing_args)
+
+
+def check_packing_args(args: Any) -> None:
+    """``--pods`` and ``--nodes`` unless ``--list-policies``; ``--seeds`` and ``--policy``
+    well-formed (:class:`UsageError`), before any work."""
+    if args.list_policies:
+        return
+    for opt, v in (("--pods", args.pods), ("--nodes", args.nodes)):
+        if v is None:
+            raise UsageError(f"{opt} FILE is required (or --list-policies)")
+    try:
+        parse_seeds(args.seeds)
+    except KantError as e:
+        raise UsageError(f"--seeds {args.seeds!r}: {getattr(e, 'reason', e)}") from None
+    if args.policy.lower() not in strategy_names():
+        raise UsageError(f"--policy {args.policy!r}: unknown; known: {', '.join(strategy_names())}")
 
 
 def run_packing_command(args: Any) -> int:
@@ -55,9 +90,6 @@ def run_packing_command(args: Any) -> int:
         for name in strategy_names():
             print(f"{name:<14} {_KIND.get(name, 'kant strategy')}")
         return 0
-    if not args.pods or not args.nodes:
-        print("kant packing: --pods and --nodes are required", file=sys.stderr)
-        return 2
     try:
         seeds = parse_seeds(args.seeds)
         result = packing(

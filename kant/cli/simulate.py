@@ -8,6 +8,7 @@ The simulation itself is :func:`kant.sim.run_scenario`; the figures come from
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 import time
@@ -15,6 +16,7 @@ from typing import Any, Final, TextIO
 
 import attrs
 
+from kant.cli.options import UsageError, existing_file, number, out_dir
 from kant.errors import KantError
 from kant.queueing import policy_names
 from kant.sim.analysis import result_json
@@ -22,9 +24,11 @@ from kant.sim.report import format_summary, write_report
 from kant.sim.scenarios import (
     PREEMPTION_MODES,
     SCENARIOS,
+    TARGET_LOAD,
     TRACES,
     PolicySet,
     Scenario,
+    load_note,
     make_scenario,
     placement_names,
     run_scenario,
@@ -37,12 +41,23 @@ __all__ = [
     "ProgressLine",
     "add_common_arguments",
     "add_simulate_parser",
+    "check_common_args",
+    "check_simulate_args",
     "run_simulate",
     "scenario_from_args",
+    "target_load",
 ]
 
 DEFAULT_OUT: Final = "kant-report"
 """The default report folder."""
+
+
+class _Given(argparse.Action):
+    """Stores the value and notes that the option was given (``<dest>_given``)."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"{self.dest}_given", True)
 
 
 def add_common_arguments(p: argparse.ArgumentParser) -> None:
@@ -52,46 +67,81 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--scenario",
         choices=sorted(SCENARIOS),
+        action=_Given,
         default="paper-training",
         help="built-in scenario (default: paper-training, the paper's 8,000-GPU cluster)",
     )
+    p.set_defaults(scenario_given=False)
     g.add_argument(
         "--trace",
         choices=TRACES,
-        help="replay a real trace instead of a built-in scenario",
+        help="replay a real trace instead of a built-in scenario (docs/traces.md)",
     )
     g.add_argument(
         "--trace-file",
         metavar="FILE",
+        type=existing_file,
         help="the trace file (default: the one in the shared trace folder, $KANT_TRACES)",
     )
     g.add_argument(
         "--cluster",
         metavar="FILE",
-        help="cluster file (JSON/YAML, docs/topology.md) for a trace run",
+        type=existing_file,
+        help="cluster file (JSON/YAML, docs/topology.md) for a trace run (default: a fat tree "
+        "sized for the trace; openb: its node list)",
     )
-    g.add_argument("--jobs", type=int, metavar="N", help="only the first N jobs")
-    g.add_argument("--seed", type=int, default=0, help="workload and failure seed (default 0)")
+    g.add_argument(
+        "--jobs",
+        type=number(int, low=1),
+        metavar="N",
+        help="only the first N jobs (default: all of the scenario or trace)",
+    )
+    g.add_argument("--seed", type=number(int, low=0), help="workload and failure seed (default 0)")
     g.add_argument(
         "--load",
-        type=float,
+        type=number(float, low=0, low_inclusive=False),
         help="offered load of a built-in scenario's workload (default 0.95 training, 0.9 "
         "inference)",
     )
     s = p.add_argument_group("simulation")
-    s.add_argument("--tick", type=float, help="at most one cycle per TICK seconds")
-    s.add_argument("--grace", type=float, help="termination grace period of victims (s)")
+    s.add_argument(
+        "--tick",
+        type=number(float, low=0),
+        help="at most one cycle per TICK seconds, 0: at every change (default: the "
+        "scenario's: 60 s, inference 30 s)",
+    )
+    s.add_argument(
+        "--grace",
+        type=number(float, low=0),
+        help="termination grace period of victims in s (default: the scenario's, 30 s)",
+    )
     s.add_argument(
         "--on-interrupt",
         choices=(RESUME, RESTART),
-        help="a preempted or lost job resumes its work (default) or restarts it",
+        help="a preempted or lost job resumes its work or restarts it (default: resume)",
     )
-    s.add_argument("--mtbf", type=float, help="mean time between failures of a node (s)")
-    s.add_argument("--mttr", type=float, help="time to repair a failed node (s)")
-    s.add_argument("--horizon", type=float, help="stop after this much simulated time (s)")
+    s.add_argument(
+        "--mtbf",
+        type=number(float, low=0, low_inclusive=False, allow_inf=True),
+        help="mean time between failures of a node in s (default: no failures)",
+    )
+    s.add_argument(
+        "--mttr",
+        type=number(float, low=0),
+        help="time to repair a failed node in s (default 3600)",
+    )
+    s.add_argument(
+        "--horizon",
+        type=number(float, low=0, low_inclusive=False),
+        help="stop after this much simulated time in s (default: run until every job ends)",
+    )
     o = p.add_argument_group("output")
     o.add_argument(
-        "--out", default=DEFAULT_OUT, metavar="DIR", help=f"report folder (default {DEFAULT_OUT})"
+        "--out",
+        default=DEFAULT_OUT,
+        metavar="DIR",
+        type=out_dir,
+        help=f"report folder (default {DEFAULT_OUT}); checked to be writable before the run",
     )
     o.add_argument("--no-plots", action="store_true", help="write no PNG plots")
     o.add_argument("--quiet", action="store_true", help="no progress line")
@@ -111,33 +161,66 @@ def add_simulate_parser(sub: Any) -> argparse.ArgumentParser:
     )
     add_common_arguments(p)
     g = p.add_argument_group("policies")
-    g.add_argument("--queueing", choices=policy_names(), help="queueing policy")
-    g.add_argument("--placement", choices=placement_names(), help="placement strategy")
+    g.add_argument(
+        "--queueing",
+        choices=policy_names(),
+        help="queueing policy (default: the scenario's, backfill: the paper's recommendation; "
+        "the library's Scheduler defaults to best-effort-fifo, see docs/simulator.md)",
+    )
+    g.add_argument(
+        "--placement",
+        choices=placement_names(),
+        help="placement strategy (default: the scenario's, ebinpack)",
+    )
     g.add_argument(
         "--preemption",
         choices=PREEMPTION_MODES,
         default="auto",
-        help="auto (default): only backfill preempts, plus quota reclaim where tenants have quotas",
+        help="auto (default): backfill preemption under backfill, quota reclaim where tenants "
+        "have quotas, no priority preemption; all: every kind, as the library's default",
     )
-    g.add_argument("--threshold", type=float, help="Backfill head preemption threshold (s)")
-    p.set_defaults(func=run_simulate)
+    g.add_argument(
+        "--threshold",
+        type=number(float, low=0, allow_inf=True),
+        help="Backfill head preemption threshold in s, with --queueing backfill (default 3600)",
+    )
+    p.set_defaults(func=run_simulate, check=check_simulate_args)
     return p
+
+
+def check_common_args(args: argparse.Namespace) -> None:
+    """Refuse options that do not go together (:class:`UsageError`), before any work."""
+    if args.trace is not None:
+        if args.load is not None:
+            raise UsageError(f"--load {args.load:g} goes with a built-in scenario, not --trace")
+        if args.scenario_given:
+            raise UsageError(f"--scenario {args.scenario} and --trace {args.trace}: pick one")
+    else:
+        for opt, v in (("--cluster", args.cluster), ("--trace-file", args.trace_file)):
+            if v is not None:
+                raise UsageError(f"{opt} {v} goes with --trace (a built-in scenario has its own)")
+
+
+def check_simulate_args(args: argparse.Namespace) -> None:
+    """:func:`check_common_args`, plus ``--threshold`` only with the Backfill policy."""
+    check_common_args(args)
+    if args.threshold is not None and (args.queueing or "backfill") != "backfill":
+        raise UsageError(
+            f"--threshold {args.threshold:g} is Backfill's; --queueing {args.queueing} has none"
+        )
 
 
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
     """The scenario the common options name (a built-in scenario or a trace, with the
-    simulation options applied). Raises :class:`SystemExit` on options that do not go
-    together and :class:`kant.errors.KantError` on bad values."""
+    simulation options applied; options checked by :func:`check_common_args`). Raises
+    :class:`kant.errors.KantError` on bad values."""
+    seed = args.seed if args.seed is not None else 0
     if args.trace is not None:
-        if args.load is not None:
-            raise SystemExit("kant: --load goes with a built-in scenario, not --trace")
         sc = trace_scenario(
-            args.trace, path=args.trace_file, cluster=args.cluster, jobs=args.jobs, seed=args.seed
+            args.trace, path=args.trace_file, cluster=args.cluster, jobs=args.jobs, seed=seed
         )
     else:
-        if args.cluster is not None or args.trace_file is not None:
-            raise SystemExit("kant: --cluster and --trace-file go with --trace")
-        sc = make_scenario(args.scenario, jobs=args.jobs, seed=args.seed, load=args.load)
+        sc = make_scenario(args.scenario, jobs=args.jobs, seed=seed, load=args.load)
     changes = {
         "tick": args.tick,
         "grace_period": args.grace,
@@ -150,6 +233,24 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
     if changes:
         sc = attrs.evolve(sc, config=attrs.evolve(sc.config, **changes))
     return sc
+
+
+def target_load(args: argparse.Namespace) -> float:
+    """The offered load the run aims at: ``--load``, else the built-in scenario's default
+    load, else (a trace) :data:`kant.sim.scenarios.TARGET_LOAD`, its cluster's sizing."""
+    if args.trace is not None:
+        return TARGET_LOAD
+    if args.load is not None:
+        return float(args.load)
+    param = inspect.signature(SCENARIOS[args.scenario]).parameters.get("load")
+    if param is None or not isinstance(param.default, int | float):
+        return TARGET_LOAD
+    return float(param.default)
+
+
+def load_warning(args: argparse.Namespace, sc: Scenario) -> str | None:
+    """:func:`kant.sim.scenarios.load_note` for the run the options name."""
+    return load_note(sc, target_load(args))
 
 
 class ProgressLine:
@@ -208,11 +309,16 @@ def run_simulate(args: argparse.Namespace) -> int:
     except KantError as e:
         print(f"kant simulate: {e}", file=sys.stderr)
         return 2
+    note = load_warning(args, sc)
+    if note:
+        print(f"kant simulate: note: {note}", file=sys.stderr)
     bar = None if args.quiet else ProgressLine(f"simulate {sc.name} {pol.label}")
     result = run_scenario(sc, pol, progress=bar)
     if bar is not None:
         bar.done()
     print(format_summary(sc, pol, result))
+    if note:
+        print(f"\nnote: {note}")
     files, hint = write_report(args.out, sc, pol, result, plots=not args.no_plots)
     if hint:
         print(hint, file=sys.stderr)

@@ -7,7 +7,8 @@
   (:class:`kant.contracts.Strategy`), :class:`BaseStrategy` gives the optional hooks'
   defaults and :func:`adapt_strategy` fills them in for any strategy.
 - Node filters (:class:`kant.contracts.NodeFilter`) restrict the nodes a pod may use:
-  ``Placer(filters=[...])``, applied by :class:`NodeFilters` (``filters.py``).
+  ``Placer(filters=[...])``, applied by :class:`NodeFilters` (``filters.py``); a role's
+  ``max_per_node`` cap is the built-in one, :class:`MaxPerNode`.
 - ``fragmentation.py`` (FGD's expected-fragmentation kernels) and ``score_cache.py`` (a
   per-node-row score cache) serve the FGD strategies; :mod:`kant.metrics` re-exports the
   former.
@@ -15,7 +16,7 @@
 
 from kant.contracts import NodeFilter, PodView
 from kant.placement.context import PodContext, PodRequest, fit_count, fits
-from kant.placement.filters import NodeFilters
+from kant.placement.filters import MaxPerNode, NodeFilters
 from kant.placement.fragmentation import FragmentationTarget
 from kant.placement.placer import PlacementResult, Placer
 from kant.placement.strategies import (
@@ -59,6 +60,7 @@ __all__ = [
     "FragmentationTarget",
     "GpuClustering",
     "GpuPacking",
+    "MaxPerNode",
     "NodeFilter",
     "NodeFilters",
     "PackingBaseline",

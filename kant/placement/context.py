@@ -98,6 +98,8 @@ class PodContext:
 
     ``on_node`` counts, per node slot, the pods of this job already placed there (in this
     placement or running before it) — for E-Binpack co-location and Spread anti-affinity.
+    ``role_on`` counts the pods of this role the same way; the Placer keeps it only for a
+    role with ``max_per_node`` (empty otherwise).
     """
 
     snap: Snapshot
@@ -105,18 +107,16 @@ class PodContext:
     role: Role
     req: PodRequest
     on_node: dict[int, int]
+    role_on: dict[int, int] = attrs.field(factory=dict)
 
     def job_pods_on(self, slots: IntArray) -> IntArray:
         """Per candidate, pods of this job already on that node."""
-        if not self.on_node:
-            return np.zeros(slots.shape[0], dtype=np.int64)
-        keys = np.fromiter(self.on_node.keys(), dtype=np.int64, count=len(self.on_node))
-        vals = np.fromiter(self.on_node.values(), dtype=np.int64, count=len(self.on_node))
-        order = np.argsort(keys)
-        keys, vals = keys[order], vals[order]
-        pos = np.searchsorted(keys, slots)
-        pos = np.minimum(pos, keys.shape[0] - 1)
-        return np.where(keys[pos] == slots, vals[pos], 0)
+        return _count_on(self.on_node, slots)
+
+    def role_pods_on(self, slots: IntArray) -> IntArray:
+        """Per candidate, pods of this role already on that node (kept for a role with
+        ``max_per_node``; zeros for any other role)."""
+        return _count_on(self.role_on, slots)
 
     def gpu_after(self, slots: IntArray) -> FloatArray:
         """Share of each candidate's GPU capacity left free after placing the pod (0..1);
@@ -127,3 +127,16 @@ class PodContext:
             return (cols.free_milli[slots] - self.req.total_milli) / cap
         cap = np.maximum(cols.cpu_cap[slots], 1)
         return (cols.cpu_free[slots] - self.req.cpu) / cap
+
+
+def _count_on(counts: dict[int, int], slots: IntArray) -> IntArray:
+    """Per slot, its count in ``counts`` (0 when absent). O((len(slots) + k) log k)."""
+    if not counts:
+        return np.zeros(slots.shape[0], dtype=np.int64)
+    keys = np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))
+    vals = np.fromiter(counts.values(), dtype=np.int64, count=len(counts))
+    order = np.argsort(keys)
+    keys, vals = keys[order], vals[order]
+    pos = np.searchsorted(keys, slots)
+    pos = np.minimum(pos, keys.shape[0] - 1)
+    return np.where(keys[pos] == slots, vals[pos], 0)

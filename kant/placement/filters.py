@@ -33,6 +33,22 @@ def filter_name(f: Any) -> str:
     return str(name) if name else repr(f)
 
 
+class MaxPerNode:
+    """The built-in node filter of a role's ``max_per_node``: drops the nodes that already
+    hold that many pods of the role (running, or placed earlier in this placement). Keeps
+    every node for a role without the cap. The Placer adds it after the user's filters for
+    the roles that have a cap only, so other roles pay nothing. O(len(slots) + nodes the
+    role is on)."""
+
+    name = "max_per_node"
+
+    def __call__(self, ctx: PodView, slots: IntArray) -> BoolArray:
+        cap = ctx.role.max_per_node
+        if cap is None:
+            return np.ones(slots.shape[0], dtype=np.bool_)
+        return ctx.role_pods_on(slots) < cap
+
+
 class NodeFilters:
     """The node filters of one Placer, combined with AND, in order.
 

@@ -40,9 +40,9 @@ import numpy as np
 from kant.bits import bits as _bits
 from kant.bits import lowest_bits as _lowest_bits
 from kant.contracts import NodeFilter, Strategy
-from kant.model import MILLI, Binding, Job, PodId, Reason, ReasonCode, Role
+from kant.model import MILLI, Binding, Job, PodId, Reason, ReasonCode, Role, Tier
 from kant.placement.context import IntArray, PodContext, PodRequest, fit_count, fits
-from kant.placement.filters import NodeFilters
+from kant.placement.filters import MaxPerNode, NodeFilters
 from kant.placement.search import (
     Candidates,
     domains,
@@ -55,7 +55,33 @@ from kant.placement.strategies import StrategyHooks, adapt_strategy, make_strate
 from kant.state import Snapshot
 from kant.topology.templates import NodeTemplate, get_template
 
-_TWO_LEVEL_MIN = 128  # below this many candidates a flat vectorised pass is cheaper
+_TWO_LEVEL_MIN = 128
+"""From this many candidates on, the two-level search looks into the best NodeNetGroups one
+by one before ranking the whole pool (below it, ranking the pool at once is cheaper); the
+answer is the same either way."""
+
+
+class Counts:
+    """Per node slot, the pods of the job being placed (``job``) and of the role being
+    placed (``role``, kept only for a role with ``max_per_node``), running or placed so far;
+    saved before an attempt in a transaction and restored when it is rolled back."""
+
+    __slots__ = ("job", "role")
+
+    def __init__(self, job: dict[int, int], role: dict[int, int]) -> None:
+        self.job = job
+        self.role = role
+
+    def save(self) -> tuple[dict[int, int], dict[int, int]]:
+        """Copies of both counts. O(nodes the job is on)."""
+        return dict(self.job), dict(self.role)
+
+    def restore(self, saved: tuple[dict[int, int], dict[int, int]]) -> None:
+        """Back to ``saved`` (in place: contexts hold these dicts)."""
+        for mine, old in zip((self.job, self.role), saved, strict=True):
+            if mine != old:
+                mine.clear()
+                mine.update(old)
 
 
 @attrs.frozen(kw_only=True)
@@ -101,6 +127,8 @@ class Placer:
         self.strategy = make_strategy(strategy, **kwargs) if isinstance(strategy, str) else strategy
         self.group_probe = group_probe
         self.filters = NodeFilters(filters)
+        # a role with max_per_node: the user's filters, then the cap (other roles skip it)
+        self._capped = NodeFilters((*self.filters.filters, MaxPerNode()))
         self._adapted: dict[int, StrategyHooks] = {}  # by id: strategies of candidate_sets
         self._cand: dict[tuple[Any, ...], Candidates] = {}
         self._templates: list[NodeTemplate | None] = []
@@ -143,9 +171,14 @@ class Placer:
         if not todo:
             return PlacementResult()
         on_node: dict[int, int] = {}  # slot -> pods of this job there
+        capped = {r.name for r in job.roles if r.max_per_node is not None}
+        role_on: dict[str, dict[int, int]] = {name: {} for name in capped}
         for p in state.job_pods(job.id):
             s = snap.slot_of(state.binding(p).node)
             on_node[s] = on_node.get(s, 0) + 1
+            if p.role in capped:
+                mine = role_on[p.role]
+                mine[s] = mine.get(s, 0) + 1
         by_role: dict[str, list[PodId]] = {}
         for p in todo:
             by_role.setdefault(p.role, []).append(p)
@@ -154,15 +187,16 @@ class Placer:
         with snap.transaction() as tx:
             for role_name, role_pods in by_role.items():
                 role = job.role(role_name)
+                counts = Counts(on_node, role_on.get(role_name, {}))
                 if job.gang:
-                    out = self._place_role(job, role, role_pods, snap, on_node)
+                    out = self._place_role(job, role, role_pods, snap, counts)
                     if isinstance(out, Reason):
                         why = Reason(code=out.code, message=f"role {role.name!r}: {out.message}")
                         return PlacementResult(unplaced=dict.fromkeys(todo, why))
                     placed.extend(out)
                 else:
                     for p in role_pods:
-                        one = self._place_role(job, role, [p], snap, on_node)
+                        one = self._place_role(job, role, [p], snap, counts)
                         if isinstance(one, Reason):
                             unplaced[p] = one
                         else:
@@ -170,10 +204,15 @@ class Placer:
             tx.commit()
         return PlacementResult(bindings=tuple(placed), unplaced=unplaced)
 
+    def _filters(self, role: Role) -> NodeFilters:
+        """The node filters for a pod of ``role``: the user's, plus :class:`MaxPerNode`
+        when the role has ``max_per_node``."""
+        return self.filters if role.max_per_node is None else self._capped
+
     # ------------------------------------------------------------------ roles
 
     def _place_role(
-        self, job: Job, role: Role, pods: list[PodId], snap: Snapshot, on_node: dict[int, int]
+        self, job: Job, role: Role, pods: list[PodId], snap: Snapshot, counts: Counts
     ) -> list[Binding] | Reason:
         """Place ``pods`` of one role (a gang role's pods together, else one pod): in its
         candidate nodes, or next to the job's other pods for a required wish of a pod-level
@@ -183,16 +222,33 @@ class Placer:
         if isinstance(cand, Reason):
             return cand
         wish = role.topology
-        if wish is not None and wish.required and on_node and not job.gang:
-            nearby = near(snap, cand, min(on_node), wish.tier)
-            got = self._place_in(job, role, pods, snap, on_node, nearby, req)
+        if wish is not None and wish.required and counts.job and not job.gang:
+            nearby = near(snap, cand, min(counts.job), wish.tier)
+            got = self._place_in(job, role, pods, snap, counts, nearby, req)
             if isinstance(got, Reason) and got.code is not ReasonCode.NO_POOL:
                 return Reason(
                     code=ReasonCode.TOPOLOGY,
                     message=f"no room in the {wish.tier.name.lower()} of the job's other pods",
                 )
             return got
-        return self._place_in(job, role, pods, snap, on_node, cand, req)
+        split = cand.hbd_split(snap)
+        if split is None:
+            return self._place_in(job, role, pods, snap, counts, cand, req)
+        # HBD granularity: a job asking for an HBD tries the HBD nodes first (and only them
+        # when the wish is required); any other job tries the nodes outside HBDs first
+        in_hbd, outside = split
+        wants_hbd = wish is not None and wish.tier is Tier.HBD
+        first = in_hbd if wants_hbd else outside
+        before = counts.save()
+        with snap.transaction() as tx:
+            got = self._place_in(job, role, pods, snap, counts, first, req)
+            if not isinstance(got, Reason):
+                tx.commit()
+                return got
+        counts.restore(before)
+        if wants_hbd and wish is not None and wish.required:
+            return got
+        return self._place_in(job, role, pods, snap, counts, cand, req)
 
     def _place_in(
         self,
@@ -200,15 +256,17 @@ class Placer:
         role: Role,
         pods: list[PodId],
         snap: Snapshot,
-        on_node: dict[int, int],
+        counts: Counts,
         cand: Candidates,
         req: PodRequest,
     ) -> list[Binding] | Reason:
         """Place identical ``pods`` among ``cand``: one by one when there is no tier search,
         else the tiers tightest first, each domain in a transaction of its own."""
         n = len(pods)
-        ctx = PodContext(snap=snap, job=job, role=role, req=req, on_node=on_node)
-        filters = self.filters
+        ctx = PodContext(
+            snap=snap, job=job, role=role, req=req, on_node=counts.job, role_on=counts.role
+        )
+        filters = self._filters(role)
         filters.blocked = None
         tiers = tiers_for(role, n, self.hooks.topology_default) if n > 1 or role.topology else []
         if not tiers:
@@ -222,6 +280,11 @@ class Placer:
         room = np.minimum(fit_count(snap, cand.slots, req), n)
         if int(room.sum()) < n:
             return why_not(snap, cand.slots, req, n)
+        if role.max_per_node is not None:  # exact room per node, so domains add up right
+            left = role.max_per_node - ctx.role_pods_on(cand.slots)
+            np.minimum(room, np.maximum(left, 0), out=room)
+            if int(room.sum()) < n:
+                return why_not(snap, cand.slots, req, n, MaxPerNode.name)
         if filters.active:
             filters.restrict_room(ctx, cand.slots, room, n)
             if int(room.sum()) < n:
@@ -229,15 +292,13 @@ class Placer:
         key = self.hooks.domain_key
         for tier in tiers:
             for domain in domains(snap, cand.slots, room, tier, n, key, self.group_probe):
-                before = dict(on_node)
+                before = counts.save()
                 with snap.transaction() as tx:
                     got = self._fill(ctx, pods, domain)
                     if got is not None:
                         tx.commit()
                         return got
-                if on_node != before:  # the attempt was rolled back, so are its pods
-                    on_node.clear()
-                    on_node.update(before)
+                counts.restore(before)  # the attempt was rolled back, so are its pods
         wish = role.topology
         if wish is None or not wish.required:  # the CLUSTER tier fits unless filters say no
             return why_not(snap, cand.slots, req, n, filters.blocked)
@@ -253,7 +314,7 @@ class Placer:
         each bind only the chosen node is re-scored (and re-filtered): O(domain) numpy once,
         then O(1) numpy calls per pod. A strategy with ``candidate_sets`` places pod by pod."""
         strat = self.hooks
-        filters = self.filters
+        filters = self._filters(ctx.role)
         out: list[Binding] = []
         if strat.candidate_sets is not None:  # the sets may change pod by pod: one at a time
             cand = Candidates(domain)
@@ -291,23 +352,20 @@ class Placer:
     def _place_pod(
         self, ctx: PodContext, pod: PodId, cand: Candidates, *, two_level: bool = True
     ) -> Binding | None:
-        """Place one pod: for each candidate set in turn, the two-level search (large pools,
-        strategies that ask for it), else one vectorised pass over the nodes that fit and
-        pass the filters; the best score wins. None when no set has a node."""
+        """Place one pod: for each candidate set in turn, the two-level search (strategies
+        that ask for it, on the role's whole candidate set), else one vectorised pass over
+        the nodes that fit and pass the filters; the best score wins. None when no set has a
+        node."""
         snap = ctx.snap
-        filters = self.filters
+        filters = self._filters(ctx.role)
         for slots, strat in self._candidate_sets(ctx, cand.slots):
             if not slots.shape[0]:
                 continue
-            if (
-                two_level
-                and strat.two_level
-                and slots is cand.slots
-                and slots.shape[0] >= _TWO_LEVEL_MIN
-            ):
+            if two_level and strat.two_level and slots is cand.slots:
                 slot = self._two_level(ctx, cand, strat)
                 if slot is not None:
                     return self._bind(ctx, pod, slot, strat)
+                continue  # the two-level search is exhaustive: no node of the set fits
             feasible = slots[fits(snap, slots, ctx.req)]
             if filters.active and feasible.shape[0]:
                 feasible = filters.keep(ctx, feasible)
@@ -336,12 +394,21 @@ class Placer:
         return out
 
     def _two_level(self, ctx: PodContext, cand: Candidates, strat: StrategyHooks) -> int | None:
-        """Rank NodeNetGroups by aggregates, look for a node in the best few. Packing
-        strategies first fill the fullest partly used node anywhere in the pools. Nodes the
-        filters drop are skipped at both levels. O(groups) numpy + O(best groups' nodes)."""
+        """The group-level answer for one pod: packing strategies first take the fullest
+        partly used node anywhere in the pools; otherwise the NodeNetGroups (leaves) are
+        ranked from the snapshot's aggregates by ``strat.group_key`` (ties by leaf id,
+        leafless nodes last) and the pod goes to the best-scoring node of the first group,
+        in that order, that has a node for it. Nodes the filters drop are skipped at both
+        levels. None only when no candidate node fits.
+
+        The answer does not depend on the pool's size: on large pools the best
+        ``group_probe`` groups are looked into one by one (O(groups) numpy + their nodes),
+        and only if none has a node is every remaining candidate ranked in one vectorised
+        pass; small pools take that pass at once (it is cheaper than a loop over groups)."""
         snap = ctx.snap
-        filters = self.filters
-        if strat.fill_partly_used_first and ctx.req.gpus and cand.pools:
+        filters = self._filters(ctx.role)
+        req = ctx.req
+        if strat.fill_partly_used_first and req.gpus and cand.pools:
             allowed = (lambda s: filters.rejected_by(ctx, s) is None) if filters.active else None
             slot = partly_used_best_fit(ctx, cand, allowed)
             if slot is not None:
@@ -355,28 +422,49 @@ class Placer:
         free_gpus[known] = agg[ids[known], snap.AGG_FREE_GPUS]
         free_milli[known] = agg[ids[known], snap.AGG_FREE_MILLI]
         free_nodes[known] = agg[ids[known], snap.AGG_FREE_NODES]
-        req = ctx.req
         ok = (free_gpus >= req.gpus) & (free_milli >= req.total_milli) & known
         cand_groups = np.flatnonzero(ok)
-        if not cand_groups.shape[0]:
-            return None
         in_use = (free_nodes[cand_groups] < sizes[cand_groups]).astype(np.int64)
         keys = strat.group_key(free_milli[cand_groups], in_use)
         order = cand_groups[np.lexsort((ids[cand_groups], *keys))]
-        for g in order[: self.group_probe].tolist():
-            members = parts[g]
-            feasible = members[fits(snap, members, req)]
-            if filters.active and feasible.shape[0]:
-                feasible = filters.keep(ctx, feasible)
-            if feasible.shape[0]:
-                sc = _score(strat, ctx, feasible)
-                return int(feasible[int(np.argmax(sc))])
-        return None
+        probed = 0
+        if cand.slots.shape[0] >= _TWO_LEVEL_MIN:  # a shortcut: the same answer, sooner
+            for g in order[: self.group_probe].tolist():
+                members = parts[g]
+                feasible = members[fits(snap, members, req)]
+                if filters.active and feasible.shape[0]:
+                    feasible = filters.keep(ctx, feasible)
+                if feasible.shape[0]:
+                    sc = _score(strat, ctx, feasible)
+                    return int(feasible[int(np.argmax(sc))])
+            probed = min(self.group_probe, order.shape[0])
+        # every group not yet looked into, in rank order, in one pass over the candidates
+        # (groups the aggregates rule out hold no node that fits; leafless nodes rank last)
+        last = order.shape[0]
+        rank = np.full(ids.shape[0], last, dtype=np.int64)
+        rank[order] = np.arange(last, dtype=np.int64)
+        slot_rank = rank[cand.group_of(snap)]
+        keep = slot_rank >= probed
+        slots = cand.slots if probed == 0 else cand.slots[keep]
+        ranks = slot_rank if probed == 0 else slot_rank[keep]
+        ok_node = fits(snap, slots, req)
+        feasible = slots[ok_node]
+        ranks = ranks[ok_node]
+        if filters.active and feasible.shape[0]:
+            kept = filters.mask(ctx, feasible)
+            feasible, ranks = feasible[kept], ranks[kept]
+        if not feasible.shape[0]:
+            return None
+        best = ranks == ranks.min()
+        feasible = feasible[best]
+        sc = _score(strat, ctx, feasible)
+        return int(feasible[int(np.argmax(sc))])
 
     def _bind(self, ctx: PodContext, pod: PodId, slot: int, strat: StrategyHooks) -> Binding:
         """Bind ``pod`` on node ``slot`` in the snapshot: whole GPUs from the node template's
         best-linked free set, a share on the GPU ``strat.share_device`` names, the NICs
-        nearest the GPUs. Updates ``ctx.on_node``. O(GPUs + NICs)."""
+        nearest the GPUs. Updates ``ctx.on_node`` (and ``ctx.role_on`` for a role with
+        ``max_per_node``). O(GPUs + NICs)."""
         snap = ctx.snap
         cols = snap.cols
         req = ctx.req
@@ -397,6 +485,8 @@ class Placer:
             nic_mask = got if got is not None else _lowest_bits(free_nics, req.nics)
         snap.allocate(slot, gpu_mask, milli, nic_mask, req.cpu, req.mem)
         ctx.on_node[slot] = ctx.on_node.get(slot, 0) + 1
+        if ctx.role.max_per_node is not None:
+            ctx.role_on[slot] = ctx.role_on.get(slot, 0) + 1
         return Binding(
             pod=pod,
             node=snap.name_of(slot),

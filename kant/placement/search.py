@@ -31,13 +31,43 @@ class Candidates:
     split by leaf (NodeNetGroup) for the two-level search.
 
     ``pools``: the pool ids the slots are exactly (empty: unknown, or a subset of pools);
-    only then may the best-fit index, which is per pool, stand for the slots. Cached by the
-    Placer per (GPU models, needs GPU) until nodes come or go."""
+    only then may the best-fit index, which is per pool, stand for the slots. ``hbd``: True
+    when the slots are the pools' nodes in an HBD, False when they are the pools' other
+    nodes (the best-fit index skips the rest), None when they are all of the pools' nodes.
+    Cached by the Placer per (GPU models, needs GPU) until nodes come or go."""
 
-    def __init__(self, slots: IntArray, pools: tuple[int, ...] = ()) -> None:
+    def __init__(
+        self, slots: IntArray, pools: tuple[int, ...] = (), *, hbd: bool | None = None
+    ) -> None:
         self.slots = slots
         self.pools = pools
+        self.hbd = hbd
         self._groups: tuple[IntArray, list[IntArray], IntArray] | None = None
+        self._group_of: IntArray | None = None
+        self._hbd_split: tuple[Candidates, Candidates] | bool | None = False
+
+    def hbd_split(self, snap: Snapshot) -> tuple[Candidates, Candidates] | None:
+        """(the candidates in an HBD, the others), each keeping the pools (the best-fit
+        index skips the other kind of node); None when the candidates are all of one kind
+        (no split to make). O(n) once, then cached."""
+        if self._hbd_split is False:
+            in_hbd = snap.cols.hbd_id[self.slots] >= 0
+            if in_hbd.all() or not in_hbd.any():
+                self._hbd_split = None
+            else:
+                self._hbd_split = (
+                    Candidates(self.slots[in_hbd], self.pools, hbd=True),
+                    Candidates(self.slots[~in_hbd], self.pools, hbd=False),
+                )
+        return self._hbd_split  # type: ignore[return-value]
+
+    def group_of(self, snap: Snapshot) -> IntArray:
+        """Per candidate slot (in :attr:`slots` order), the index of its leaf in
+        :meth:`groups`' arrays. O(n log n) once, then cached."""
+        if self._group_of is None:
+            ids = self.groups(snap)[0]
+            self._group_of = np.searchsorted(ids, snap.cols.leaf_id[self.slots]).astype(np.int64)
+        return self._group_of
 
     def groups(self, snap: Snapshot) -> tuple[IntArray, list[IntArray], IntArray]:
         """(leaf ids, member slots per leaf, GPU nodes per leaf); nodes without a leaf form
@@ -97,6 +127,12 @@ def domains(
         doms = np.flatnonzero(caps >= n)
         for d in doms[np.argsort(key(caps[doms]), kind="stable")][:probe]:
             yield slots[ids == d]
+        if tier is Tier.HBD and not doms.shape[0] and int(caps.sum()) >= n:
+            # HBD granularity: a job larger than any one HBD takes the fewest whole HBDs
+            # (roomiest first, ties by id), never HBD nodes mixed with other nodes
+            order = np.lexsort((np.arange(caps.shape[0]), -caps))
+            need = int(np.searchsorted(np.cumsum(caps[order]), n)) + 1
+            yield slots[np.isin(ids, order[:need]) & valid]
         return
     # spine / superspine / cluster: fewest leaves inside one domain
     leaf = cols.leaf_id[slots]
@@ -154,6 +190,7 @@ def partly_used_best_fit(
             and cols.cpu_free[slot] >= req.cpu
             and cols.mem_free[slot] >= req.mem
             and cols.free_nics[slot] >= req.nics
+            and (cand.hbd is None or (int(cols.hbd_id[slot]) >= 0) == cand.hbd)
             and (allowed is None or allowed(slot))
         ):
             if ctx.on_node.get(slot):

@@ -28,6 +28,7 @@ The queue is pure bookkeeping: it never touches a cluster and holds no queueing 
 from __future__ import annotations
 
 import enum
+import logging
 import math
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -47,6 +48,8 @@ from kant.errors import (
 from kant.model import Binding, Job, PodId, Reason, ReasonCode
 from kant.queueing.backoff import Backoff
 from kant.queueing.order import ORDER_KEYS
+
+logger = logging.getLogger(__name__)
 
 REQUEUE_TIMESTAMPS = ("submission", "eviction")
 """Where a job evicted by preemption goes back in the order (``Queue(requeue_timestamp=)``)."""
@@ -286,13 +289,25 @@ class Queue:
     def submit(self, job: Job, now: float | None = None) -> JobStatus:
         """Add a job (PENDING). A duplicate id raises DuplicateError; a non-Job raises
         InvalidJobError; either way nothing changes. ``now`` (default ``job.submitted_at``)
-        starts its wait."""
+        starts its wait.
+
+        The submit time (what FIFO orders by) is the job's own ``submitted_at`` when it carries
+        one, else ``now``: a job left at ``submitted_at=0``, the default, meaning "not given"
+        (as Kubernetes reads a zero timestamp), is stored with ``submitted_at=now``. When both
+        are given and differ, the job's wins (an orchestrator resubmitting after a restart
+        keeps the job's place); its wait still starts at ``now``."""
         if not isinstance(job, Job):
             raise InvalidJobError("job", job, "must be a kant.model.Job")
         if job.id in self._entries:
             raise DuplicateError(f"job {job.id!r} was already submitted")
-        if now is not None and not (isinstance(now, int | float) and math.isfinite(now)):
+        if now is not None and not (
+            isinstance(now, int | float) and not isinstance(now, bool) and math.isfinite(now)
+        ):
             raise InvalidJobError("now", now, "must be a finite number")
+        if now is not None and now < 0:
+            raise InvalidJobError("now", now, "must be >= 0 (a submit time)")
+        if now is not None and job.submitted_at == 0 and now != 0:
+            job = attrs.evolve(job, submitted_at=float(now))
         self._seq += 1
         e = Entry(
             job=job,
@@ -437,8 +452,11 @@ class Queue:
             )
             e.nomination = None
             self._set_phase(e, JobPhase.FAILED)
+            logger.warning("job %s FAILED at %g: %s", e.id, now, e.reason.message)
             return False
         e.backoff_until = now + self.backoff.delay(e.attempts)
+        logger.info("job %s failure %d at %g (%s): backoff until %g", e.id, e.attempts, now,
+                    message, e.backoff_until)  # fmt: skip
         e.reason = Reason(
             code=ReasonCode.BACKOFF,
             message=f"failure {e.attempts} ({message}); retry at {e.backoff_until:g}",

@@ -9,10 +9,12 @@ seed sweep (:func:`seed_sweep`).
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeAlias
 
+import attrs
 import numpy as np
 
 from kant.metrics import JobRecord
@@ -21,18 +23,22 @@ from kant.sim.simulator import SimResult
 
 __all__ = [
     "SIZES_OF_NOTE",
+    "RunFigures",
     "SeedRuns",
     "compare_json",
     "experiments",
+    "mean_ci",
     "result_json",
+    "run_metrics",
     "seed_sweep",
+    "t_quantile",
     "wait_by_size",
 ]
 
 SIZES_OF_NOTE: Final = (1024, 2048)
 """Job sizes the paper singles out in its JWTD figure (the largest jobs)."""
 
-Waits: TypeAlias = Callable[[SimResult], dict[str, tuple[int, float]]]
+Waits: TypeAlias = Callable[["RunFigures"], dict[str, tuple[int, float]]]
 
 
 def wait_by_size(records: Sequence[JobRecord], gpus: float, now: float) -> tuple[int, float]:
@@ -72,7 +78,7 @@ def result_json(scenario: Scenario, policy: PolicySet, result: SimResult) -> dic
 
 
 def experiments(
-    runs: Sequence[tuple[PolicySet, SimResult]],
+    runs: Sequence[tuple[PolicySet, Any]],
 ) -> list[tuple[str, PolicySet, PolicySet]]:
     """The paper's two experiments found among ``runs``: (title, baseline, treatment).
 
@@ -112,8 +118,104 @@ def compare_json(
     }
 
 
-SeedRuns: TypeAlias = Sequence[tuple[int, Sequence[tuple[PolicySet, SimResult]]]]
-"""``kant compare --seeds``: per seed, the runs of every policy set (same sets, same order)."""
+SeedRuns: TypeAlias = Sequence[
+    tuple[int, Sequence[tuple[PolicySet, "SimResult | Mapping[str, Any]"]]]
+]
+"""``kant compare --seeds``: per seed, the runs of every policy set (same sets, same order);
+a run is a :class:`SimResult` or its stored :func:`run_metrics`."""
+
+
+def _plain(x: Any) -> Any:
+    """``x`` with NaN as None, tuples as lists, recursively (strict JSON)."""
+    if isinstance(x, float) and math.isnan(x):
+        return None
+    if isinstance(x, Mapping):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_plain(v) for v in x]
+    return x
+
+
+def run_metrics(scenario: Scenario, policy: PolicySet, result: SimResult) -> dict[str, Any]:
+    """What a sweep stores of one run: :func:`result_json` without its wall times (so two
+    runs with the same inputs store equal metrics) and ``waits``, the (jobs, mean wait) per
+    JWTD bucket, per size of note (``"=1024"``) and overall (``"all"``) that a seed sweep
+    pools. Strict JSON: NaN is stored as None."""
+    out = result_json(scenario, policy, result)
+    del out["wall_s"], out["cycle_s"]
+    out["waits"] = {k: [n, m] for k, (n, m) in _waits_of(result).items()}
+    return dict(_plain(out))
+
+
+def _num(x: Any) -> float:
+    return math.nan if x is None else float(x)
+
+
+@attrs.frozen(kw_only=True)
+class RunFigures:
+    """The figures of one run a seed sweep uses, from a :class:`SimResult` or from its
+    stored :func:`run_metrics` (:meth:`of`)."""
+
+    gar: float
+    sor_median: float
+    gfr: float
+    preemptions: int
+    waits: Mapping[str, tuple[int, float]]
+
+    @classmethod
+    def of(cls, run: SimResult | Mapping[str, Any]) -> RunFigures:
+        """The figures of ``run`` (a result, or the mapping :func:`run_metrics` made)."""
+        if isinstance(run, SimResult):
+            s = run.summary
+            return cls(
+                gar=s.gar, sor_median=s.sor_median, gfr=s.gfr, preemptions=s.preemptions,
+                waits=_waits_of(run),
+            )  # fmt: skip
+        return cls(
+            gar=_num(run["gar"]),
+            sor_median=_num(run["sor_median"]),
+            gfr=_num(run["gfr"]),
+            preemptions=int(run["preemptions"]),
+            waits={k: (int(n), _num(m)) for k, (n, m) in run["waits"].items()},
+        )
+
+
+@functools.lru_cache(maxsize=256)
+def t_quantile(p: float, df: int) -> float:
+    """The ``p`` quantile (0.5 < p < 1) of Student's t distribution with ``df`` degrees of
+    freedom: bisection on its CDF, integrated with Simpson's rule (no SciPy needed)."""
+    if not 0.5 < p < 1 or df < 1:
+        raise ValueError(f"t_quantile needs 0.5 < p < 1 and df >= 1, got p={p}, df={df}")
+    c = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+
+    def cdf(x: float) -> float:  # P(T <= x) for x >= 0
+        n = 2000
+        h = x / n
+        ys = [c * (1 + (i * h) ** 2 / df) ** (-(df + 1) / 2) for i in range(n + 1)]
+        total: float = ys[0] + ys[-1] + 4 * sum(ys[1:-1:2]) + 2 * sum(ys[2:-1:2])
+        return 0.5 + h / 3 * total
+
+    lo, hi = 0.0, 1.0
+    while cdf(hi) < p:
+        lo, hi = hi, hi * 2
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) < p else (lo, mid)
+    return (lo + hi) / 2
+
+
+def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """(mean, half-width of its ``level`` confidence interval) of ``values`` (NaN left
+    out): Student's t interval over independent runs (seeds). The half-width is NaN with
+    fewer than two values."""
+    vals = [float(v) for v in values if not math.isnan(v)]
+    if not vals:
+        return math.nan, math.nan
+    mean = float(np.mean(vals))
+    if len(vals) < 2:
+        return mean, math.nan
+    sd = float(np.std(vals, ddof=1))
+    return mean, t_quantile(0.5 + level / 2, len(vals) - 1) * sd / math.sqrt(len(vals))
 
 
 def _waits_of(r: SimResult) -> dict[str, tuple[int, float]]:
@@ -133,10 +235,7 @@ def _waits_of(r: SimResult) -> dict[str, tuple[int, float]]:
     return out
 
 
-def _pooled(
-    results: Sequence[SimResult],
-    waits: Waits = _waits_of,
-) -> dict[str, tuple[int, float]]:
+def _pooled(results: Sequence[RunFigures], waits: Waits) -> dict[str, tuple[int, float]]:
     """``waits`` (:func:`_waits_of`) pooled over runs: every job of every run counts once."""
     tot: dict[str, list[float]] = {}
     for r in results:
@@ -168,23 +267,18 @@ def seed_sweep(by_seed: SeedRuns) -> dict[str, Any]:
       wait of all sets (a tie counts for none)."""
     if not by_seed:
         raise ValueError("a seed sweep needs at least one seed")
-    if not by_seed:
-        raise ValueError("a seed sweep needs at least one seed")
     sets = [p for p, _r in by_seed[0][1]]
     for seed, runs in by_seed:
         if [p.label for p, _r in runs] != [p.label for p in sets]:
             raise ValueError(f"seed {seed}: the policy sets differ from the first seed's")
-    memo: dict[int, dict[str, tuple[int, float]]] = {}
+    figs = [(seed, [(p, RunFigures.of(r)) for p, r in runs]) for seed, runs in by_seed]
 
-    def size_waits(r: SimResult) -> dict[str, tuple[int, float]]:
-        got = memo.get(id(r))
-        if got is None:
-            got = memo[id(r)] = _waits_of(r)
-        return got
+    def size_waits(r: RunFigures) -> dict[str, tuple[int, float]]:
+        return dict(r.waits)
 
-    def of(pol: PolicySet) -> list[SimResult]:
+    def of(pol: PolicySet) -> list[RunFigures]:
         k = sets.index(pol)
-        return [runs[k][1] for _seed, runs in by_seed]
+        return [runs[k][1] for _seed, runs in figs]
 
     return {
         "seeds": [seed for seed, _runs in by_seed],
@@ -194,29 +288,31 @@ def seed_sweep(by_seed: SeedRuns) -> dict[str, Any]:
             _experiment_figures(title, base, treat, of(base), of(treat), size_waits)
             for title, base, treat in experiments(by_seed[0][1])
         ],
-        "longest_wait": _longest_waits(by_seed, sets, size_waits),
+        "longest_wait": _longest_waits(figs, sets, size_waits),
     }
 
 
-def _set_figures(rs: Sequence[SimResult], waits: Waits) -> dict[str, Any]:
-    """One policy set's seed means and pooled waits (``seed_sweep()["sets"]``)."""
+def _set_figures(rs: Sequence[RunFigures], waits: Waits) -> dict[str, Any]:
+    """One policy set's seed means (with the half-width of their 95% confidence interval
+    over seeds, ``*_ci``) and pooled waits (``seed_sweep()["sets"]``)."""
     pooled = _pooled(rs, waits)
-    return {
-        "gar": _nanmean([r.summary.gar for r in rs]),
-        "sor_median": _nanmean([r.summary.sor_median for r in rs]),
-        "gfr": _nanmean([r.summary.gfr for r in rs]),
-        "wait": {k: m for k, (_n, m) in pooled.items()},
-        "jobs": {k: n for k, (n, _m) in pooled.items()},
-        "preemptions": sum(r.summary.preemptions for r in rs),
-    }
+    out: dict[str, Any] = {}
+    for key in ("gar", "sor_median", "gfr"):
+        out[key] = _nanmean([getattr(r, key) for r in rs])
+    for key in ("gar", "sor_median", "gfr"):
+        out[f"{key}_ci"] = mean_ci([getattr(r, key) for r in rs])[1]
+    out["wait"] = {k: m for k, (_n, m) in pooled.items()}
+    out["jobs"] = {k: n for k, (n, _m) in pooled.items()}
+    out["preemptions"] = sum(r.preemptions for r in rs)
+    return out
 
 
 def _experiment_figures(
     title: str,
     base: PolicySet,
     treat: PolicySet,
-    a: Sequence[SimResult],
-    b: Sequence[SimResult],
+    a: Sequence[RunFigures],
+    b: Sequence[RunFigures],
     waits: Waits,
 ) -> dict[str, Any]:
     """One experiment's gains over seeds (``a``: the baseline's runs, ``b``: the
@@ -227,11 +323,10 @@ def _experiment_figures(
         "treatment": treat.label,
     }
     for key, up in (("gar", True), ("sor_median", True), ("gfr", False)):
-        gains = [
-            getattr(y.summary, key) - getattr(x.summary, key) for x, y in zip(a, b, strict=True)
-        ]
+        gains = [getattr(y, key) - getattr(x, key) for x, y in zip(a, b, strict=True)]
         ok = [g for g in gains if not math.isnan(g)]
         entry[f"{key}_gain"] = _nanmean(gains)
+        entry[f"{key}_gain_ci"] = mean_ci(gains)[1]
         entry[f"{key}_seeds_paper_way"] = sum(1 for g in ok if (g > 0 if up else g < 0))
         entry[f"{key}_seeds"] = len(ok)
     sizes = {}
@@ -252,7 +347,9 @@ def _experiment_figures(
 
 
 def _longest_waits(
-    by_seed: SeedRuns, sets: Sequence[PolicySet], waits: Waits
+    by_seed: Sequence[tuple[int, Sequence[tuple[PolicySet, RunFigures]]]],
+    sets: Sequence[PolicySet],
+    waits: Waits,
 ) -> dict[str, dict[str, int]]:
     """Per size of note, in how many seeds each set has the longest mean wait of all sets (a
     tie for the longest counts for no set) (``seed_sweep()["longest_wait"]``)."""

@@ -56,11 +56,16 @@ __all__ = [
     "TRACES",
     "PolicySet",
     "Scenario",
+    "busy_window",
     "cluster_for_jobs",
+    "load_note",
     "make_scenario",
+    "observation_window",
+    "offered_load",
     "placement_names",
     "run_scenario",
     "trace_scenario",
+    "trace_warmup",
 ]
 
 PREEMPTION_MODES: Final = ("auto", "none", "backfill", "priority", "reclaim", "all")
@@ -304,9 +309,74 @@ def inference(jobs: int = 2000, seed: int = 0, *, load: float = 0.9) -> Scenario
     )
 
 
+def inference_paper(
+    jobs: int | None = None,
+    seed: int = 0,
+    *,
+    load: float = 0.95,
+    size: str = "i2",
+    zone: bool = True,
+    host_resources: bool = True,
+    caps: bool = True,
+    traces: str | Path | None = None,
+) -> Scenario:
+    """The paper's inference experiment on real data (:mod:`kant.sim.inference_paper`):
+    DLRM services and large distributed inference jobs on a two-model cluster of real node
+    shapes, Helios tenant quotas; ``size`` in ``i7``, ``i2``, ``a10``; ``zone=False``
+    without the E-Spread inference zone; ``caps=False`` without the apps' per-node instance
+    caps; ``host_resources=False`` without their CPU and memory requests. Needs the shared
+    trace folder (``traces`` or ``$KANT_TRACES``). Backfill + E-Spread, one cycle per 30 s."""
+    from kant.sim.inference_paper import (
+        inference_paper_cluster,
+        inference_paper_workload,
+        pools_of,
+        quotas_for,
+        tenant_shares,
+    )
+    from kant.sim.traces import trace_dir
+
+    base = Path(traces) if traces is not None else trace_dir()
+    if base is None:
+        raise ValidationError(
+            "scenario", "inference-paper", "needs the shared trace folder: set $KANT_TRACES"
+        )
+    nodes = inference_paper_cluster(base, size, zone=zone)
+    shares = tenant_shares(base)
+    pools = pools_of(nodes)
+    work = inference_paper_workload(
+        base, nodes, shares, seed=seed, load=load, host_resources=host_resources, caps=caps
+    )
+    if jobs is not None:
+        work = work[:jobs]
+    gpus = sum(pools.values())
+    big = sum(1 for j in work if j.gang)
+    pool_text = ", ".join(f"{m} {g}" for m, g in pools.items())
+    return Scenario(
+        name="inference-paper",
+        description=(
+            f"{gpus}-GPU inference cluster {size} ({pool_text} GPUs, real node shapes), "
+            f"{len(shares)} Helios tenants; {len(work) - big:,} DLRM services (2 days of the "
+            f"Alibaba 2025 trace) + {big} 2 x 8-GPU gangs, peak load {load:g}"
+        ),
+        nodes=nodes,
+        jobs=tuple(work),
+        quotas=quotas_for(pools, shares),
+        config=SimConfig(
+            tick=30.0, grace_period=30.0, sample_interval=300.0, warmup=0.2, seed=seed
+        ),
+        default_policy=PolicySet(queueing="backfill", placement="espread"),
+        compare_sets=(
+            PolicySet(queueing="backfill", placement="espread"),
+            PolicySet(queueing="backfill", placement="ebinpack"),
+            PolicySet(queueing="backfill", placement="spread"),
+        ),
+    )
+
+
 SCENARIOS: Final[Mapping[str, Callable[..., Scenario]]] = {
     "paper-training": paper_training,
     "inference": inference,
+    "inference-paper": inference_paper,
 }
 
 
@@ -343,20 +413,95 @@ _OPENB_NODES: Final = "alibaba-openb-v2023/openb_node_list_all_node.csv"
 TARGET_LOAD: Final = 0.8
 
 
+BUSY_SHARE: Final = 0.9
+"""The share of a trace's arrivals (the middle ones) whose stretch sizes its cluster and starts
+its observation window: a trace's sparse lead-in or tail does not dilute the load."""
+
+
+def busy_window(jobs: Sequence[Job], share: float = BUSY_SHARE) -> tuple[float, float]:
+    """The stretch of arrivals from the ``(1 - share) / 2`` quantile to the ``(1 + share) / 2``
+    one (by job count): where the middle ``share`` of the jobs arrive."""
+    if not jobs:
+        raise ValidationError("jobs", jobs, "needs at least one job")
+    times = sorted(j.submitted_at for j in jobs)
+    n = len(times)
+    lo = times[min(n - 1, math.floor((1 - share) / 2 * (n - 1)))]
+    hi = times[min(n - 1, math.ceil((1 + share) / 2 * (n - 1)))]
+    return lo, hi
+
+
+def offered_load(jobs: Sequence[Job], gpus: int, t0: float, t1: float) -> float:
+    """GPU-time the jobs ask for inside ``[t0, t1]`` if each ran from its arrival for its
+    ``runtime_estimate``, over ``gpus * (t1 - t0)``: the load a cluster of ``gpus`` is offered
+    in that window (0 for an empty window or cluster)."""
+    if t1 <= t0 or gpus <= 0:
+        return 0.0
+    work = 0.0
+    for j in jobs:
+        end = j.submitted_at + (j.runtime_estimate or 0.0)
+        overlap = min(end, t1) - max(j.submitted_at, t0)
+        if overlap > 0:
+            work += j.gpu_units * overlap
+    return work / (gpus * (t1 - t0))
+
+
+def observation_window(scenario: Scenario) -> tuple[float, float]:
+    """The window the simulator measures GAR, SOR and GFR over (arrivals, warm-up excluded),
+    as :class:`~kant.sim.simulator.Simulator` computes it, before the run ends."""
+    if not scenario.jobs:
+        return 0.0, 0.0
+    times = [j.submitted_at for j in scenario.jobs]
+    w0, w1 = min(times), max(times)
+    return w0 + scenario.config.warmup * (w1 - w0), w1
+
+
+def load_note(scenario: Scenario, target: float) -> str | None:
+    """A warning when the load the scenario's cluster is offered over its observation window
+    (:func:`offered_load`) is far from ``target``: under two thirds of it, or over 1.5 times.
+    The figures of such a run say little about contention. None when it is close."""
+    w0, w1 = observation_window(scenario)
+    load = offered_load(scenario.jobs, scenario.total_gpus, w0, w1)
+    if target * 2 / 3 <= load <= target * 1.5:
+        return None
+    if load < target:
+        return (
+            f"the offered load over the observation window is {load:.2f}, well under the "
+            f"target {target:g}: the run is barely contended (few jobs wait long); with few "
+            "jobs their arrivals span less than their runtimes: use more jobs or a higher load"
+        )
+    return (
+        f"the offered load over the observation window is {load:.2f}, well over the target "
+        f"{target:g}: the queue only grows, and waits show the overload more than the policy"
+    )
+
+
 def cluster_for_jobs(
     jobs: Sequence[Job], *, load: float = TARGET_LOAD, min_gpus: int = 0, nodes_per_leaf: int = 32
 ) -> ClusterDescription:
     """A fat tree of DGX-like 8-GPU nodes for ``jobs``: big enough for the largest job and
-    ``min_gpus``, and for an offered load of about ``load`` (GPU-seconds asked over the
-    arrival span)."""
+    ``min_gpus``, and for an offered load of about ``load`` over the stretch where the
+    middle 90% of the jobs arrive (:func:`busy_window`; a sparse lead-in does not dilute it),
+    counting the GPU-time each job asks for inside that stretch (:func:`offered_load`)."""
     if not jobs:
         raise ValidationError("jobs", jobs, "needs at least one job")
     biggest = max(j.gpu_units for j in jobs)
-    work = sum(j.gpu_units * (j.runtime_estimate or 0.0) for j in jobs)
-    span = max(j.submitted_at for j in jobs) - min(j.submitted_at for j in jobs)
-    need = max(biggest, float(min_gpus), work / span / load if span > 0 else 0.0)
+    t0, t1 = busy_window(jobs)
+    need = max(biggest, float(min_gpus), offered_load(jobs, 1, t0, t1) / load if t1 > t0 else 0.0)
     nodes = max(1, math.ceil(need / 8))
     return fat_tree_for_nodes(nodes, nodes_per_leaf=min(nodes_per_leaf, nodes))
+
+
+def trace_warmup(jobs: Sequence[Job], warmup: float = 0.1) -> float:
+    """The warm-up share of a trace's arrival span that starts its observation window
+    ``warmup`` of the way into its busy stretch (:func:`busy_window`), so a sparse lead-in is
+    not measured."""
+    times = [j.submitted_at for j in jobs]
+    first, last = min(times), max(times)
+    if last <= first:
+        return warmup
+    lo, _hi = busy_window(jobs)
+    start = lo + warmup * (last - lo)
+    return min((start - first) / (last - first), 0.9)
 
 
 def _load_cluster_file(path: str | Path) -> ClusterDescription:
@@ -418,7 +563,7 @@ def trace_scenario(
     else:
         procs = int(meta.get("MaxProcs", "0") or 0) if kind == "swf" else 0
         desc = cluster_for_jobs(work, min_gpus=procs)
-        where = "fat tree sized for the trace"
+        where = "fat tree sized for the busiest 90% of its arrivals"
     gpus = desc.total_gpus
     name = Path(path).name
     return Scenario(
@@ -427,7 +572,11 @@ def trace_scenario(
         nodes=desc.nodes,
         jobs=tuple(work),
         config=SimConfig(
-            tick=60.0, grace_period=30.0, sample_interval=600.0, warmup=0.1, seed=seed
+            tick=60.0,
+            grace_period=30.0,
+            sample_interval=600.0,
+            warmup=trace_warmup(work),
+            seed=seed,
         ),
         default_policy=PolicySet(queueing="backfill", placement="ebinpack"),
     )

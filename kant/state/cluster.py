@@ -153,10 +153,14 @@ class ClusterState:
         """Whether ``pod`` is running (bound), O(1)."""
         return pod in self._pods
 
-    def pods(self) -> Iterator[Binding]:
-        """Running pods, sorted by pod id."""
+    def bindings(self) -> Iterator[Binding]:
+        """The binding of every running pod, sorted by pod id."""
         for pod in sorted(self._pods):
             yield self._pods[pod]
+
+    def pods(self) -> Iterator[Binding]:
+        """The same as :meth:`bindings` (the older name: it yields bindings, not PodIds)."""
+        return self.bindings()
 
     @property
     def num_pods(self) -> int:

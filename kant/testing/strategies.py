@@ -66,12 +66,13 @@ def clusters(
 
 
 @st.composite
-def jobs(draw: st.DrawFn, idx: int) -> Job:
+def jobs(draw: st.DrawFn, idx: int, *, capped: bool = False) -> Job:
     """A one-role :class:`~kant.model.Job` with id ``j<idx>``: training or inference, gang
     or not, 1 to 5 replicas each asking 0 to 8 whole GPUs (or, about one time in four, a
     100-900 milli share of one), some CPU, memory and 0 to 2 NICs, optionally restricted
     to a GPU model (``B200`` matches no node of :func:`clusters`) and optionally with a
-    topology wish (node, HBD, leaf or spine; required or preferred)."""
+    topology wish (node, HBD, leaf or spine; required or preferred). ``capped``: the role
+    also gets a ``max_per_node`` of 1 to 3 (unless it requires one node for more pods)."""
     shared = draw(st.booleans()) and draw(st.booleans())
     res = Resources(
         gpus=0 if shared else draw(st.integers(0, 8)),
@@ -81,18 +82,22 @@ def jobs(draw: st.DrawFn, idx: int) -> Job:
         rdma_nics=draw(st.integers(0, 2)),
     )
     tier = draw(st.sampled_from([None, Tier.NODE, Tier.HBD, Tier.LEAF, Tier.SPINE]))
+    wish = None if tier is None else TopologyWish(tier=tier, required=draw(st.booleans()))
+    replicas = draw(st.integers(1, 5))
+    cap = draw(st.integers(1, 3)) if capped else None
+    if cap is not None and wish is not None and wish.required and wish.tier is Tier.NODE:
+        cap = max(cap, replicas)
     return Job(
         id=f"j{idx}",
         kind=draw(st.sampled_from(["training", "inference"])),
         gang=draw(st.booleans()),
         roles=(
             Role(
-                replicas=draw(st.integers(1, 5)),
+                replicas=replicas,
                 resources=res,
                 gpu_models=draw(st.sampled_from([frozenset(), {"H100"}, {"A100"}, {"B200"}])),
-                topology=None
-                if tier is None
-                else TopologyWish(tier=tier, required=draw(st.booleans())),
+                topology=wish,
+                max_per_node=cap,
             ),
         ),
     )

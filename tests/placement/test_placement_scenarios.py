@@ -149,15 +149,6 @@ def test_ebinpack_co_locates_replicas_of_one_job_on_as_few_nodes_as_possible() -
     assert placed("ebinpack") == ["lf0-n1", "lf0-n1"]  # one node, no cross-node traffic
 
 
-@pytest.fixture
-def two_level_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Use the two-level search even on these small clusters."""
-    from kant.placement import placer as placer_mod
-
-    monkeypatch.setattr(placer_mod, "_TWO_LEVEL_MIN", 1)
-
-
-@pytest.mark.usefixtures("two_level_everywhere")
 def test_ebinpack_puts_small_jobs_in_a_nodenetgroup_already_in_use() -> None:
     st = ClusterBuilder().leaf("lf0", nodes=4).leaf("lf1", nodes=4).leaf("lf2", nodes=4).build()
     hold(st, "lf1-n0", (0, 1, 2, 3, 4, 5, 6, 7), "resident")
@@ -165,7 +156,6 @@ def test_ebinpack_puts_small_jobs_in_a_nodenetgroup_already_in_use() -> None:
     assert leaves_of(st, res.bindings) == {"lf1"}  # lf0 and lf2 stay whole for big jobs
 
 
-@pytest.mark.usefixtures("two_level_everywhere")
 def test_ebinpack_fills_a_partly_used_node_anywhere_before_opening_an_empty_one() -> None:
     st = ClusterBuilder().leaf("lf0", nodes=4).leaf("lf1", nodes=4).build()
     hold(st, "lf0-n0", (0, 1, 2, 3, 4, 5, 6), "almost-full")  # 1 GPU left: too small

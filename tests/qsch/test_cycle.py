@@ -7,8 +7,8 @@ import pytest
 from kant.admission import Quota
 from kant.apply import apply
 from kant.cycle import schedule_cycle
-from kant.errors import UnknownPodError
-from kant.model import Binding, ReasonCode
+from kant.errors import InvalidNodeError, UnknownNodeError, UnknownPodError
+from kant.model import Binding, ReasonCode, Tier
 from kant.queueing import Backfill, EasyBackfill, JobPhase
 from kant.scheduler import EvictionCause, Scheduler
 from kant.testing import check_invariants, job
@@ -232,3 +232,68 @@ def test_a_minimal_orchestrator_loop_runs_everything_to_completion() -> None:
         check_invariants(s)
         t += 1
     assert s.queue.counts() == {"pending": 0, "running": 0, "finished": 8, "failed": 0}
+
+
+def test_a_failed_nic_requeues_a_gang_whole_and_gets_nothing_new() -> None:
+    s = scheduler(nodes(2))
+    s.submit(job("g", gpus=4, replicas=2, nics=2, tier=Tier.NODE), now=0)
+    s.submit(job("other", gpus=4, nics=2), now=0)
+    s.step(now=0)
+    g0 = s.cluster.binding(pod("g", 0))
+    nic = g0.nics[0]
+    rep = s.nic_unhealthy(g0.node, nic, now=1)
+    assert rep.requeued == ("g",)  # the whole gang, though one pod held the NIC
+    assert set(rep.released) == {pod("g", 0), pod("g", 1)}
+    assert s.queue.status("g").phase is JobPhase.PENDING
+    assert s.queue.status("other").phase is JobPhase.RUNNING
+    assert not s.cluster.health_masks(g0.node)[2] >> nic & 1
+    r = s.step(now=2)
+    assert "g" in r.placed and all(nic not in b.nics for b in r.bindings if b.node == g0.node)
+    check_invariants(s)
+    s.nic_healthy(g0.node, nic)
+    assert s.cluster.health_masks(g0.node)[2] >> nic & 1
+
+
+def test_a_failed_nic_costs_a_pod_level_job_only_the_pod_holding_it() -> None:
+    s = scheduler(nodes(2))
+    s.submit(job("svc", gpus=2, replicas=3, nics=1, gang=False), now=0)
+    s.step(now=0)
+    hit = s.cluster.binding(pod("svc", 1))
+    rep = s.nic_unhealthy(hit.node, hit.nics[0], now=1)
+    assert rep.released == (pod("svc", 1),) and rep.evictions == ()
+    st = s.queue.status("svc")
+    assert st.phase is JobPhase.RUNNING and set(st.running) == {pod("svc", 0), pod("svc", 2)}
+    check_invariants(s)
+    assert s.nic_unhealthy(hit.node, 7, now=2, evict=False).released == ()
+
+
+def test_an_unhealthy_node_requeues_a_gang_whole_and_a_pod_level_job_loses_only_its_pods() -> None:
+    s = scheduler(nodes(3))
+    s.submit(job("g", gpus=8, replicas=2), now=0)
+    s.submit(job("svc", gpus=1, replicas=8, gang=False, spread=True), now=0)
+    s.step(now=0)
+    sick = s.cluster.binding(pod("g", 0)).node
+    on_sick = {b.pod for b in s.cluster.pods() if b.node == sick and b.pod.job == "svc"}
+    rep = s.node_unhealthy(sick, now=1)
+    assert "g" in rep.requeued
+    assert s.queue.status("g").phase is JobPhase.PENDING and s.cluster.job_pods("g") == ()
+    st = s.queue.status("svc")
+    assert set(st.running) == {p for p in job("svc", replicas=8).pods()} - on_sick
+    assert sick in s.cluster and not s.cluster.is_healthy(sick)
+    r = s.step(now=2)
+    assert all(b.node != sick for b in r.bindings)
+    check_invariants(s)
+    s.node_healthy(sick)
+    assert s.cluster.is_healthy(sick)
+
+
+def test_health_events_for_an_unknown_node_or_nic_change_nothing() -> None:
+    s = scheduler(nodes(1))
+    s.submit(job("a", gpus=1, nics=1), now=0)
+    s.step(now=0)
+    with pytest.raises(UnknownNodeError):
+        s.node_unhealthy("nowhere", now=1)
+    with pytest.raises(InvalidNodeError):
+        s.nic_unhealthy("lf0-n0", 99, now=1)
+    assert s.queue.status("a").phase is JobPhase.RUNNING and s.cluster.is_healthy("lf0-n0")
+    check_invariants(s)

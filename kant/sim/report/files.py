@@ -10,6 +10,7 @@ import csv
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any, Final
 
 from kant.metrics import JobRecord
 from kant.sim.analysis import SeedRuns, compare_json, result_json, seed_sweep
@@ -19,6 +20,19 @@ from kant.sim.scenarios import PolicySet, Scenario
 from kant.sim.simulator import SimResult
 
 __all__ = ["write_compare_report", "write_report", "write_seed_sweep_report"]
+
+
+PLOT_NAMES: Final = (
+    "timeseries.png", "jwtd.png", "jtted.png",
+    "compare_gar_sor.png", "compare_gfr.png", "compare_jwtd.png", "compare_jtted.png",
+)  # fmt: skip
+"""Every PNG a report writes. A report folder is cleared of them first, so a run with
+``--no-plots`` (or another command) never leaves an older run's plots beside its results."""
+
+
+def _clear_plots(out: Path) -> None:
+    for name in PLOT_NAMES:
+        (out / name).unlink(missing_ok=True)
 
 
 def write_report(
@@ -34,6 +48,7 @@ def write_report(
     files written and a hint when plots were skipped."""
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
+    _clear_plots(out)
     files = []
     p = out / "summary.json"
     p.write_text(json.dumps(result_json(scenario, policy, result), indent=2) + "\n")
@@ -85,6 +100,7 @@ def write_compare_report(
     """Write ``compare.json``, ``compare.txt`` and (with matplotlib) the comparison plots."""
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
+    _clear_plots(out)
     files = []
     p = out / "compare.json"
     p.write_text(json.dumps(compare_json(scenario, runs, wall_s), indent=2) + "\n")
@@ -103,22 +119,25 @@ def write_seed_sweep_report(
     folder: str | Path,
     scenario_name: str,
     by_seed: SeedRuns,
-    scenarios: Mapping[int, Scenario],
+    scenarios: Mapping[int, Scenario] | None,
     wall_s: float,
     *,
     plots: bool = True,
 ) -> tuple[list[Path], str | None]:
     """``kant compare --seeds``: ``compare.json`` (the :func:`seed_sweep` figures and every
     run's JSON object), ``compare.txt`` and (with matplotlib) ``compare_jwtd.png``, the
-    pooled mean waits by job size."""
+    pooled mean waits by job size. A run is a :class:`SimResult` (its JSON object made with
+    the seed's scenario from ``scenarios``) or the stored
+    :func:`~kant.sim.analysis.run_metrics` of one (``scenarios`` may then be None)."""
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
+    _clear_plots(out)
     sw = seed_sweep(by_seed)
     doc = {
         "scenario": scenario_name,
         "sweep": sw,
         "runs": [
-            {"seed": seed, "runs": [result_json(scenarios[seed], p, r) for p, r in runs]}
+            {"seed": seed, "runs": [_run_json(scenarios, seed, p, r) for p, r in runs]}
             for seed, runs in by_seed
         ],
         "wall_s": round(wall_s, 3),
@@ -131,3 +150,16 @@ def write_seed_sweep_report(
     got, hint = write_seed_sweep_plots(out, scenario_name, [p for p, _r in by_seed[0][1]], sw)
     files.extend(got)
     return files, hint
+
+
+def _run_json(
+    scenarios: Mapping[int, Scenario] | None,
+    seed: int,
+    policy: PolicySet,
+    run: SimResult | Mapping[str, Any],
+) -> dict[str, Any]:
+    if isinstance(run, SimResult):
+        if scenarios is None:
+            raise ValueError("a SimResult needs its scenario to be written")
+        return result_json(scenarios[seed], policy, run)
+    return dict(run)

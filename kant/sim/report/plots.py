@@ -20,7 +20,7 @@ import numpy as np
 from kant.errors import ValidationError
 from kant.sim.analysis import SIZES_OF_NOTE, wait_by_size
 from kant.sim.packing import PackingResult, curve_points, seed_text
-from kant.sim.report.text import DAY
+from kant.sim.report.text import DAY, format_duration
 from kant.sim.scenarios import PolicySet
 from kant.sim.simulator import SimResult
 
@@ -77,9 +77,9 @@ def _timeseries_png(plt: Any, path: Path, result: SimResult, title: str) -> Path
         ax.step(sb[:, 0] / DAY, 100 * sb[:, 1], where="post", label="SOR (hourly)", lw=1)
     ax.set_ylabel("%")
     ax.set_ylim(0, 105)
+    _shade_window(ax, s.window_start, s.window_end, label="observation window (measured)")
     ax.legend(loc="lower right")
-    ax.set_title(f"{title}  GAR / SOR / GFR over time")
-    _shade_window(ax, s.window_start, s.window_end)
+    ax.set_title(f"{title}  GAR / SOR / GFR over time (shaded: the window the figures cover)")
     ax = axes[1]
     ax.plot(days, 100 * cols["gfr"], color="tab:red", lw=1, label="GFR")
     ax.plot(days, 100 * cols["gfr_degree"], color="tab:orange", lw=1, label="GFR degree")
@@ -99,14 +99,15 @@ def _jwtd_png(plt: Any, path: Path, result: SimResult, title: str) -> Path:
     s = result.summary
     fig, ax = plt.subplots(figsize=(8, 4.5))
     labels = list(s.jwtd)
-    means = [s.jwtd[b].mean_wait / 3600 for b in labels]
-    p95 = [s.jwtd[b].p95 / 3600 for b in labels]
+    per, unit = wait_unit(max([s.jwtd[b].p95 for b in labels], default=0.0))
+    means = [s.jwtd[b].mean_wait / per for b in labels]
+    p95 = [s.jwtd[b].p95 / per for b in labels]
     x = np.arange(len(labels))
     ax.bar(x - 0.2, means, 0.4, label="mean")
     ax.bar(x + 0.2, p95, 0.4, label="p95")
     ax.set_xticks(x, labels)
     ax.set_xlabel("job size (GPUs)")
-    ax.set_ylabel("wait (hours)")
+    ax.set_ylabel(f"wait ({unit})")
     ax.set_title(f"{title}  JWTD")
     ax.legend()
     fig.tight_layout()
@@ -135,8 +136,35 @@ def _jtted_png(plt: Any, path: Path, result: SimResult, title: str) -> Path:
     return _save(fig, plt, path)
 
 
-def _shade_window(ax: Any, w0: float, w1: float) -> None:
-    ax.axvspan(w0 / DAY, w1 / DAY, color="tab:blue", alpha=0.05, lw=0)
+def _shade_window(ax: Any, w0: float, w1: float, label: str | None = None) -> None:
+    """Shade the observation window: arrivals, warm-up excluded; GAR, SOR and GFR are
+    measured over it."""
+    ax.axvspan(w0 / DAY, w1 / DAY, color="tab:blue", alpha=0.05, lw=0, label=label)
+
+
+_WAIT_UNITS: Final = ((120.0, 1.0, "seconds"), (2 * 3600.0, 60.0, "minutes"),
+                      (3 * DAY, 3600.0, "hours"), (math.inf, DAY, "days"))  # fmt: skip
+_NICE_WAITS: Final = (1, 10, 30, 60, 300, 600, 1800, 3600, 3 * 3600, 10 * 3600, DAY, 3 * DAY,
+                      7 * DAY, 30 * DAY)  # fmt: skip
+
+
+def wait_unit(largest_s: float) -> tuple[float, str]:
+    """The unit to plot waits in when the largest is ``largest_s`` seconds: ``(seconds per
+    unit, name)``, seconds under 2 min, minutes under 2 h, hours under 3 days, else days."""
+    for limit, per, name in _WAIT_UNITS:
+        if largest_s < limit:
+            return per, name
+    return DAY, "days"
+
+
+def _duration_axis(ax: Any) -> None:
+    """A log axis of waits in seconds, ticked at round durations labelled in their own unit
+    (``30 s``, ``5.0 min``, ``3.0 h``)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    ax.yaxis.set_major_locator(FixedLocator(list(_NICE_WAITS)))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: format_duration(v)))
 
 
 def write_compare_plots(
@@ -187,7 +215,7 @@ def write_compare_plots(
 
     _grouped_bars(
         plt, out / "compare_jwtd.png", runs, _jwtd_values,
-        ylabel="mean wait (hours, log scale)", title=f"{title}  JWTD", log=True,
+        ylabel="mean wait (log scale)", title=f"{title}  JWTD", log=True, durations=True,
     )  # fmt: skip
     files.append(out / "compare_jwtd.png")
     _grouped_bars(
@@ -206,11 +234,11 @@ def _save(fig: Any, plt: Any, path: Path) -> Path:
 
 def _jwtd_values(r: SimResult) -> Mapping[str, float]:
     s = r.summary
-    vals = {b: row.mean_wait / 3600 for b, row in s.jwtd.items()}
+    vals = {b: row.mean_wait for b, row in s.jwtd.items()}
     for size in SIZES_OF_NOTE:
         n, mean = wait_by_size(r.records, size, s.end)
         if n:
-            vals[f"={size}"] = mean / 3600
+            vals[f"={size}"] = mean
     return vals
 
 
@@ -228,6 +256,7 @@ def _grouped_bars(
     title: str,
     log: bool,
     ref: float | None = None,
+    durations: bool = False,
 ) -> None:
     per_run = [values(r) for _p, r in runs]
     labels: list[str] = []
@@ -246,6 +275,8 @@ def _grouped_bars(
         ax.axhline(ref, color="k", lw=0.8, ls="--")
     if log:
         ax.set_yscale("log")
+    if durations:
+        _duration_axis(ax)
     ax.set_xticks(x, labels)
     ax.set_xlabel("job size (GPUs)")
     ax.set_ylabel(ylabel)
@@ -261,18 +292,44 @@ def write_seed_sweep_plots(
 ) -> tuple[list[Path], str | None]:
     """``compare_jwtd.png`` of ``kant compare --seeds``: the mean waits by job size of every
     set in ``sets``, pooled over the seeds (``sweep`` is :func:`kant.sim.analysis.seed_sweep`'s
-    result). Returns the files and None, or [] and a hint."""
+    result), and with two seeds or more ``compare_ci.png``: GAR, SOR and GFR seed means with
+    their 95% confidence intervals. Returns the files and None, or [] and a hint."""
     plt = _pyplot()
     if plt is None:
         return [], MATPLOTLIB_HINT
     waits = {p.label: sweep["sets"][p.label]["wait"] for p in sets}
-    pooled = [(p, {k: v / 3600 for k, v in waits[p.label].items() if k != "all"}) for p in sets]
+    pooled = [(p, {k: v for k, v in waits[p.label].items() if k != "all"}) for p in sets]
     path = Path(folder) / "compare_jwtd.png"
     _grouped_bars(
-        plt, path, pooled, lambda v: v, ylabel="mean wait (hours, log scale)",
+        plt, path, pooled, lambda v: v, ylabel="mean wait (log scale)",
         title=f"{scenario_name}  JWTD pooled over {sweep['n_seeds']} seeds", log=True,
+        durations=True,
     )  # fmt: skip
-    return [path], None
+    files = [path]
+    if sweep["n_seeds"] > 1:
+        files.append(_ci_png(plt, Path(folder) / "compare_ci.png", scenario_name, sets, sweep))
+    return files, None
+
+
+def _ci_png(
+    plt: Any, path: Path, scenario_name: str, sets: Sequence[PolicySet], sweep: Mapping[str, Any]
+) -> Path:
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.5))
+    x = np.arange(len(sets))
+    for ax, (key, name) in zip(
+        axes, (("gar", "GAR median"), ("sor_median", "SOR median (hourly)"), ("gfr", "GFR mean")),
+        strict=True,
+    ):  # fmt: skip
+        figs = [sweep["sets"][p.label] for p in sets]
+        means = [100 * f[key] for f in figs]
+        halves = [0.0 if math.isnan(f[key + "_ci"]) else 100 * f[key + "_ci"] for f in figs]
+        ax.bar(x, means, 0.6, yerr=halves, capsize=4, color=[f"C{i}" for i in range(len(sets))])
+        ax.set_xticks(x, [p.label for p in sets], rotation=30, ha="right", fontsize=7)
+        ax.set_ylabel("%")
+        ax.set_title(f"{name}, seed mean (95% CI)", fontsize=9)
+    fig.suptitle(f"{scenario_name}, {sweep['n_seeds']} seeds")
+    fig.tight_layout()
+    return _save(fig, plt, path)
 
 
 def plot_curves(

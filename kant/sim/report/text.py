@@ -40,6 +40,13 @@ def _pct(x: float | None, digits: int = 1) -> str:
     return f"{100 * x:.{digits}f}%"
 
 
+def _pct_ci(x: float | None, half: float | None, digits: int = 1) -> str:
+    """``12.3%`` and, when ``half`` is a number, `` ±0.4`` (points)."""
+    if half is None or (isinstance(half, float) and math.isnan(half)) or _pct(x) == "-":
+        return _pct(x, digits)
+    return f"{_pct(x, digits)} ±{100 * half:.{digits}f}"
+
+
 def _ratio(x: float | None) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
@@ -215,13 +222,18 @@ def format_seed_sweep(scenario_name: str, by_seed: SeedRuns) -> str:
         span = ", ".join(map(str, seeds))
     lines = [
         f"scenario  {scenario_name}, {n} seed{'s' if n != 1 else ''} ({span}): "
-        "GAR / SOR / GFR averaged over seeds, waits pooled over every job of every seed",
+        "GAR / SOR / GFR averaged over seeds (± the half-width of the 95% confidence "
+        "interval over seeds), waits pooled over every job of every seed",
         "",
     ]
     rows: list[list[str]] = [["", *labels]]
-    rows.append(["GAR median, seed mean", *(_pct(c["gar"]) for c in cols)])
-    rows.append(["SOR median (hourly), seed mean", *(_pct(c["sor_median"]) for c in cols)])
-    rows.append(["GFR mean, seed mean", *(_pct(c["gfr"], 2) for c in cols)])
+    ci = " (95% CI)" if n > 1 else ""
+    for name, key, digits in (
+        ("GAR median", "gar", 1), ("SOR median (hourly)", "sor_median", 1), ("GFR mean", "gfr", 2)
+    ):  # fmt: skip
+        rows.append(
+            [f"{name}, seed mean{ci}", *(_pct_ci(c[key], c[key + "_ci"], digits) for c in cols)]
+        )
     keys = [b for b in BUCKETS] + [f"={s}" for s in SIZES_OF_NOTE] + ["all"]
     for key in keys:
         if not any(key in c["wait"] for c in cols):
@@ -247,7 +259,9 @@ def format_seed_sweep(scenario_name: str, by_seed: SeedRuns) -> str:
             row = [f"{e['title']} ({e['treatment']} vs {e['baseline']})"]
             for key in ("gar", "sor_median", "gfr"):
                 gain, k, m = e[key + "_gain"], e[key + "_seeds_paper_way"], e[key + "_seeds"]
-                row.append("-" if math.isnan(gain) else f"{100 * gain:+.1f} pt ({k}/{m})")
+                half = e[key + "_gain_ci"]
+                pm = "" if math.isnan(half) else f" ±{100 * half:.1f}"
+                row.append("-" if math.isnan(gain) else f"{100 * gain:+.1f}{pm} pt ({k}/{m})")
             for s in SIZES_OF_NOTE:
                 w = e["waits"].get(f"={s}")
                 row.append(

@@ -1,0 +1,126 @@
+"""What every ``kant`` command shares about its options: a parser whose mistakes are one line,
+typed option values checked while parsing (before any work starts), and :class:`UsageError`
+for options that do not go together.
+
+A mistake is reported as ``kant simulate: argument --seed: must be an int >= 0 (got '-1')``
+on stderr, exit code 2, never a traceback (:func:`kant.cli.main`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+__all__ = [
+    "KantArgumentParser",
+    "UsageError",
+    "existing_file",
+    "number",
+    "out_dir",
+    "out_file",
+]
+
+
+class UsageError(Exception):
+    """Options that do not go together, or a value only checkable after parsing; the message
+    names the options and values. :func:`kant.cli.main` prints it on one line, exit code 2."""
+
+
+class KantArgumentParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` that reports a mistake on one line (no usage block), exit 2, and
+    shows every option's default in ``--help``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``prog: message (see prog --help)`` on one line of stderr and exit 2."""
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Appends ``(default: X)`` to every option with a default the help does not state."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        h = action.help or ""
+        if "default" in h or action.default in (None, False, argparse.SUPPRESS):
+            return h
+        if action.option_strings and action.nargs != 0:
+            return f"{h} (default: %(default)s)" if h else "(default: %(default)s)"
+        return h
+
+
+def number(
+    kind: type[int] | type[float],
+    *,
+    low: float | None = None,
+    low_inclusive: bool = True,
+    allow_inf: bool = False,
+) -> Callable[[str], Any]:
+    """An argparse ``type``: an int or a finite float (``allow_inf``: ``inf`` too) at least
+    ``low`` (above it unless ``low_inclusive``)."""
+    what = "an int" if kind is int else "a number"
+    bound = ""
+    if low is not None:
+        bound = f" {'>=' if low_inclusive else '>'} {low:g}"
+
+    def parse(text: str) -> Any:
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {what}{bound} (got {text!r})") from None
+        bad = isinstance(v, float) and (math.isnan(v) or (math.isinf(v) and not allow_inf))
+        if low is not None and not bad:
+            bad = v < low or (v == low and not low_inclusive)
+        if bad:
+            raise argparse.ArgumentTypeError(f"must be {what}{bound} (got {text!r})")
+        return v
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def existing_file(text: str) -> str:
+    """An argparse ``type``: a file that exists and can be read."""
+    p = Path(text)
+    if not p.is_file():
+        raise argparse.ArgumentTypeError(f"no such file: {text!r}")
+    if not os.access(p, os.R_OK):
+        raise argparse.ArgumentTypeError(f"cannot read {text!r}")
+    return text
+
+
+def out_dir(text: str) -> str:
+    """An argparse ``type``: a folder kant may create or write into (checked before any
+    work; nothing is created here)."""
+    _writable(Path(text), folder=True, text=text)
+    return text
+
+
+def out_file(text: str) -> str:
+    """An argparse ``type``: a file kant may create or overwrite."""
+    _writable(Path(text), folder=False, text=text)
+    return text
+
+
+def _writable(p: Path, *, folder: bool, text: str) -> None:
+    if p.exists():
+        if folder and not p.is_dir():
+            raise argparse.ArgumentTypeError(f"{text!r} exists and is not a folder")
+        if not folder and p.is_dir():
+            raise argparse.ArgumentTypeError(f"{text!r} is a folder")
+        if not os.access(p if folder else p.parent, os.W_OK):
+            raise argparse.ArgumentTypeError(f"cannot write to {text!r}")
+        return
+    parent = p.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot create {text!r}: {str(parent)!r} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"cannot create {text!r}: {str(parent)!r} is not writable")

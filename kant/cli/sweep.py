@@ -1,0 +1,149 @@
+"""``kant sweep GRID`` and ``kant sweep report STORE``: argument parsing and the commands
+(the sweep itself is :mod:`kant.sweep`; ``docs/sweeps.md``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from kant.errors import KantError
+
+__all__ = ["add_sweep_parser", "run_sweep_command"]
+
+
+def add_sweep_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add ``kant sweep`` to the top-level sub-command parsers and return its parser."""
+    p: argparse.ArgumentParser = sub.add_parser(
+        "sweep",
+        help="run a grid of simulate / compare / packing runs (locally or on Ray), resumable",
+        description=(
+            "kant sweep GRID: run every combination of the grid file's options that its store "
+            "does not hold yet, appending one JSON line per run. kant sweep report STORE: the "
+            "tables and plots of a store, with 95% confidence intervals over seeds. See "
+            "docs/sweeps.md."
+        ),
+    )
+    p.add_argument("grid", metavar="GRID", help="grid file (YAML or JSON), or 'report'")
+    p.add_argument("store_arg", nargs="?", metavar="STORE", help="with report: the store")
+    p.add_argument("--store", help="result store (default: the grid's, else GRID.jsonl)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        help="runs at once (local processes, default up to 2; Ray: default the cluster's CPUs)",
+    )
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="run each run as a Ray task: on ADDRESS (auto, ray://host:10001), else on "
+        "$RAY_ADDRESS, else on a new local instance (pip install 'kant[ray]'); put it after "
+        "GRID, or write --ray=ADDRESS",
+    )
+    p.add_argument("--max-runs", type=int, metavar="N", help="run at most N runs, then stop")
+    p.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="run again the runs whose last record failed (default: a re-run skips every "
+        "run the store holds)",
+    )
+    p.add_argument("--out", metavar="DIR", help="report: folder (default STORE without .jsonl)")
+    p.add_argument("--no-plots", action="store_true", help="report: no PNG plots")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="last line: one JSON object")
+    p.set_defaults(func=run_sweep_command)
+    return p
+
+
+def run_sweep_command(args: argparse.Namespace) -> int:
+    """``kant sweep``: 0 when every run is ok, 1 when some failed, 2 on a usage error."""
+    try:
+        if args.grid == "report":
+            return _report(args)
+        return _run(args)
+    except (KantError, OSError) as e:
+        print(f"kant sweep: {e}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    from kant.sweep import LocalPool, ProgressBar, RayCluster, Store, load_grid, run_sweep
+
+    if args.store_arg is not None:
+        print("kant sweep: one grid file (kant sweep report STORE for a report)", file=sys.stderr)
+        return 2
+    if args.workers is not None and args.workers < 1:
+        print("kant sweep: --workers must be >= 1", file=sys.stderr)
+        return 2
+    grid = load_grid(args.grid)
+    specs = grid.runs()
+    store = Store(args.store or grid.store or Path(args.grid).with_suffix(".jsonl"))
+    backend = (
+        LocalPool(args.workers) if args.ray is None else RayCluster(args.ray or None, args.workers)
+    )
+    todo = len({s.key for s in specs} - store.done(retry_failed=args.retry_failed))
+    if args.max_runs is not None:
+        todo = min(todo, max(0, args.max_runs))
+    bar = None if args.quiet else ProgressBar(todo, label=f"sweep {Path(args.grid).name}")
+    summary = run_sweep(
+        specs,
+        store,
+        backend,
+        max_runs=args.max_runs,
+        retry_failed=args.retry_failed,
+        on_done=None if bar is None else (lambda _s, rec: bar.update(rec["status"] == "ok")),
+    )
+    where = "ray" if args.ray is not None else f"{backend.workers} local worker(s)"
+    print(
+        f"{summary.total} runs: {summary.skipped} already in {store.path}, {summary.ran} run on "
+        f"{where} ({summary.failed} failed), {summary.left} left; wall {summary.wall_s:.1f} s"
+    )
+    if summary.failed:
+        latest = store.latest()
+        for s in specs:
+            rec = latest.get(s.key)
+            if rec is not None and rec["status"] != "ok":
+                print(f"  failed {s.key} {dict(s.params)}: {rec['error']}")
+    if args.json:
+        print(json.dumps({"store": str(store.path), **_summary_json(summary)}))
+    return 1 if summary.failed else 0
+
+
+def _summary_json(summary: Any) -> dict[str, Any]:
+    return {
+        "total": summary.total,
+        "skipped": summary.skipped,
+        "ran": summary.ran,
+        "failed": summary.failed,
+        "left": summary.left,
+        "wall_s": round(summary.wall_s, 3),
+    }
+
+
+def _report(args: argparse.Namespace) -> int:
+    from kant.sweep import Store
+    from kant.sweep.report import format_report, sweep_json, write_sweep_report
+
+    if args.store_arg is None:
+        print("kant sweep report: name the store (kant sweep report STORE)", file=sys.stderr)
+        return 2
+    store = Store(args.store_arg)
+    if not store.path.is_file():
+        print(f"kant sweep report: no store at {store.path}", file=sys.stderr)
+        return 2
+    records = store.records()
+    print(format_report(records))
+    if store.unreadable:
+        print(f"({store.unreadable} unreadable line(s) skipped)", file=sys.stderr)
+    out = Path(args.out) if args.out else store.path.with_suffix("")
+    files, hint = write_sweep_report(records, out, plots=not args.no_plots)
+    if hint:
+        print(hint, file=sys.stderr)
+    print(f"\nreport: {out}/ ({len(files)} files)")
+    if args.json:
+        print(json.dumps(sweep_json(records)))
+    return 0

@@ -1,0 +1,248 @@
+"""A Prometheus exporter for a :class:`~kant.scheduler.Scheduler` (``pip install
+'kant[metrics]'``; ``docs/metrics.md``, "Prometheus").
+
+The orchestrator calls :meth:`MetricsExporter.observe` after each cycle it applied (and, if
+it likes, after events); the exporter reads the scheduler there, in the orchestrator's
+thread, and keeps the figures. A scrape (:meth:`MetricsExporter.serve`'s HTTP endpoint, or
+:meth:`MetricsExporter.exposition`) only reads what the last ``observe`` kept, so it never
+sees the scheduler half-way through a change.
+
+>>> from kant import Scheduler
+>>> from kant.testing import ClusterBuilder, job
+>>> s = Scheduler(ClusterBuilder().leaf("lf0", nodes=2).build())
+>>> ex = MetricsExporter(s)
+>>> s.submit(job("a", gpus=8), now=0)
+>>> ex.observe(now=1, result=s.step(now=1))
+>>> b"kant_gpu_allocation_ratio 0.5" in ex.exposition()
+True
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any, Final
+
+from kant.cycle import CycleResult
+from kant.metrics import BUCKETS, gar, gfr, optimal_groups, optimal_nodes, size_bucket
+from kant.model import MILLI
+from kant.queueing import JobPhase
+from kant.scheduler import Scheduler
+
+__all__ = ["CYCLE_BUCKETS", "WAIT_BUCKETS", "MetricsExporter"]
+
+WAIT_BUCKETS: Final = (1, 10, 30, 60, 300, 600, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600,
+                       86400, 3 * 86400, 7 * 86400)  # fmt: skip
+"""Upper bounds (seconds) of the job wait histogram: a second to a week."""
+CYCLE_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+"""Upper bounds (seconds) of the cycle latency histogram."""
+
+
+class MetricsExporter:
+    """Publishes a scheduler's figures in Prometheus' exposition format, in names that follow
+    its conventions (base units, ``_ratio``, ``_seconds``, ``_total``):
+
+    ``kant_gpu_allocation_ratio``            GAR now
+    ``kant_scheduling_occupation_ratio``     SOR since the first observe (GPU-seconds held /
+                                             available, integrated between observes)
+    ``kant_gpu_node_fragmentation_ratio``    GFR now; ``..._degree`` weighted by what is left
+    ``kant_job_wait_seconds``                histogram of waits before start, by ``size_bucket``
+    ``kant_jtted_node_ratio``                mean nodes used / optimal of started jobs, by
+                                             ``size_bucket``; ``kant_jtted_group_ratio`` leaf
+                                             groups used / optimal
+    ``kant_quota_gpus``                      quota per ``tenant``, ``gpu_model`` and ``limit``
+                                             (``nominal``, ``borrowing``, ``lending``)
+    ``kant_quota_usage_gpus``                GPUs charged per ``tenant`` and ``gpu_model``
+    ``kant_pending_jobs``                    jobs waiting, by ``reason`` (a ReasonCode)
+    ``kant_jobs``                            jobs by ``phase``
+    ``kant_cluster_gpus``                    GPUs of the cluster
+    ``kant_cycle_duration_seconds``          histogram of cycle latency
+    ``kant_cycles_total``                    cycles observed
+
+    ``registry``: a ``prometheus_client.CollectorRegistry`` to register into (default: a new
+    one of its own, so two exporters never clash).
+    """
+
+    def __init__(self, scheduler: Scheduler, *, registry: Any = None) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Histogram
+
+        self.scheduler = scheduler
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self._lock = threading.Lock()
+        self._families: list[Any] = []
+        self._t: float | None = None
+        self._held_s = 0.0
+        self._total_s = 0.0
+        self._last_held = 0.0
+        self._last_total = 0.0
+        self._started: dict[str, float] = {}  # job -> started_at already observed
+        self._jtted: dict[str, list[float]] = {}  # bucket -> [node sum, n, group sum, n]
+        self._wait = Histogram(
+            "kant_job_wait_seconds",
+            "Seconds a job waited before it started, by job size bucket (GPUs).",
+            ["size_bucket"],
+            buckets=WAIT_BUCKETS,
+            registry=self.registry,
+        )
+        self._cycle = Histogram(
+            "kant_cycle_duration_seconds",
+            "Wall-clock seconds one scheduling cycle took.",
+            buckets=CYCLE_BUCKETS,
+            registry=self.registry,
+        )
+        self._cycles = Counter("kant_cycles", "Scheduling cycles observed.", registry=self.registry)
+        self.registry.register(_Snapshot(self))
+
+    # ----------------------------------------------------------------- observing
+
+    def observe(self, now: float, result: CycleResult | None = None) -> None:
+        """Read the scheduler at ``now`` (after ``result``, a cycle it applied, if any): cycle
+        latency, the waits and topology ratios of jobs that started, and every gauge."""
+        s = self.scheduler
+        cluster = s.cluster
+        total = cluster.total_gpus()
+        held = cluster.allocated_milli() / MILLI
+        if result is not None:
+            self._cycle.observe(result.stats.elapsed_ms / 1000.0)
+            self._cycles.inc()
+            self._record_starts(result)
+        with self._lock:
+            if self._t is not None and now > self._t:
+                dt = now - self._t
+                self._held_s += self._last_held * dt
+                self._total_s += self._last_total * dt
+            if self._t is None or now >= self._t:
+                self._t = now
+            self._last_held = held
+            self._last_total = float(total)
+            self._families = self._gauges(now)
+
+    def _record_starts(self, result: CycleResult) -> None:
+        s = self.scheduler
+        for jid in result.placed:
+            st = s.status(jid)
+            if st.started_at is None or self._started.get(jid) == st.started_at:
+                continue
+            self._started[jid] = st.started_at
+            job = s.queue.status(jid).job
+            bucket = size_bucket(job.gpu_units)
+            if st.wait is not None:
+                self._wait.labels(size_bucket=bucket).observe(st.wait)
+            if job.total_milli <= 0 or not st.bindings:
+                continue
+            nodes = {b.node for b in st.bindings}
+            spec = s.cluster.node(next(iter(sorted(nodes))))
+            per_node = max(1, spec.gpus)
+            row = self._jtted.setdefault(bucket, [0.0, 0.0, 0.0, 0.0])
+            row[0] += len(nodes) / optimal_nodes(job.gpu_units, per_node)
+            row[1] += 1
+            leaves = {s.cluster.node(n).leaf for n in nodes} - {None}
+            if leaves:
+                per_leaf = self._nodes_per_leaf(spec.leaf)
+                row[2] += len(leaves) / optimal_groups(job.gpu_units, per_node, per_leaf)
+                row[3] += 1
+
+    def _nodes_per_leaf(self, leaf: str | None) -> int:
+        return max(1, sum(1 for n in self.scheduler.cluster.nodes() if n.leaf == leaf))
+
+    def _gauges(self, now: float) -> list[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        s = self.scheduler
+        cluster = s.cluster
+        out: list[Any] = []
+
+        def gauge(name: str, doc: str, value: float) -> None:
+            out.append(GaugeMetricFamily(name, doc, value=value))
+
+        gauge("kant_gpu_allocation_ratio", "GPUs held by pods / GPUs of the cluster (GAR).",
+              gar(cluster))  # fmt: skip
+        sor = self._held_s / self._total_s if self._total_s > 0 else 0.0
+        gauge("kant_scheduling_occupation_ratio",
+              "GPU-seconds held / available since the first observe (SOR).", sor)  # fmt: skip
+        g = gfr(cluster)
+        gauge("kant_gpu_node_fragmentation_ratio",
+              "Share of GPU nodes partly allocated (GFR).", g.ratio)  # fmt: skip
+        gauge("kant_gpu_node_fragmentation_degree",
+              "GFR weighted by the share of each fragmented node left free.", g.degree)  # fmt: skip
+        gauge("kant_cluster_gpus", "GPUs of the cluster.", float(cluster.total_gpus()))
+
+        node_r = GaugeMetricFamily("kant_jtted_node_ratio",
+                                   "Mean nodes used / optimal nodes of started jobs (JTTED).",
+                                   labels=["size_bucket"])  # fmt: skip
+        group_r = GaugeMetricFamily("kant_jtted_group_ratio",
+                                    "Mean leaf groups used / optimal of started jobs (JTTED).",
+                                    labels=["size_bucket"])  # fmt: skip
+        for b in BUCKETS:
+            row = self._jtted.get(b)
+            if row is None:
+                continue
+            node_r.add_metric([b], row[0] / row[1])
+            if row[3]:
+                group_r.add_metric([b], row[2] / row[3])
+        out += [node_r, group_r]
+
+        quota = GaugeMetricFamily("kant_quota_gpus", "Quota per tenant and GPU model, in GPUs.",
+                                  labels=["tenant", "gpu_model", "limit"])  # fmt: skip
+        for (tenant, model), q in sorted(s.admitter.table.quotas.items()):
+            quota.add_metric([tenant, model, "nominal"], q.nominal / MILLI)
+            if q.borrowing_limit is not None:
+                quota.add_metric([tenant, model, "borrowing"], q.borrowing_limit / MILLI)
+            if q.lending_limit is not None:
+                quota.add_metric([tenant, model, "lending"], q.lending_limit / MILLI)
+        usage = GaugeMetricFamily("kant_quota_usage_gpus",
+                                  "GPUs charged per tenant and GPU model.",
+                                  labels=["tenant", "gpu_model"])  # fmt: skip
+        for (tenant, model), milli in s.admitter.usage().items():
+            usage.add_metric([tenant, model or "none"], milli / MILLI)
+        out += [quota, usage]
+
+        pending: dict[str, int] = {}
+        for e in s.queue.candidates():
+            code = e.reason.code.value if e.reason is not None else "not_tried"
+            pending[code] = pending.get(code, 0) + 1
+        pj = GaugeMetricFamily("kant_pending_jobs", "Jobs with pods to place, by reason.",
+                               labels=["reason"])  # fmt: skip
+        for code, n in sorted(pending.items()):
+            pj.add_metric([code], n)
+        jobs = GaugeMetricFamily("kant_jobs", "Jobs by phase.", labels=["phase"])
+        counts = s.queue.counts()
+        for p in JobPhase:
+            jobs.add_metric([p.value], counts[p.value])
+        out += [pj, jobs]
+        return out
+
+    # ----------------------------------------------------------------- publishing
+
+    def families(self) -> list[Any]:
+        """The gauge families the last :meth:`observe` kept (thread-safe)."""
+        with self._lock:
+            return list(self._families)
+
+    def exposition(self) -> bytes:
+        """Everything in the text exposition format (what a scrape returns)."""
+        from prometheus_client import generate_latest
+
+        return bytes(generate_latest(self.registry))
+
+    def serve(self, port: int = 9464, addr: str = "127.0.0.1") -> tuple[Any, Any]:
+        """Serve ``/metrics`` over HTTP on ``addr:port`` (0: any free port) in a daemon
+        thread; returns ``(server, thread)`` (``server.server_port`` is the port,
+        ``server.shutdown()`` stops it)."""
+        from prometheus_client import start_http_server
+
+        server, thread = start_http_server(port, addr=addr, registry=self.registry)
+        return server, thread
+
+
+class _Snapshot:
+    """The collector of the gauges the last :meth:`MetricsExporter.observe` kept."""
+
+    def __init__(self, exporter: MetricsExporter) -> None:
+        self.exporter = exporter
+
+    def collect(self) -> Iterator[Any]:
+        yield from self.exporter.families()
+
+    def describe(self) -> list[Any]:
+        return []

@@ -1,0 +1,238 @@
+"""The sweep grid: one format for ``simulate``, ``compare`` and ``packing`` runs.
+
+A grid names a command and its options, each a value or a list of values; the runs are every
+combination (the Cartesian product), in a fixed order::
+
+    command: compare            # simulate | compare | packing
+    store: paper.jsonl          # optional: the result store, relative to the grid file
+    options:
+      scenario: paper-training
+      jobs: 2000
+      load: [0.8, 0.95]
+      seeds: 0-9                # seeds as kant compare takes them, or a list
+      sets: [strict-fifo+ebinpack, backfill+ebinpack]
+
+Option names are those of the command's long options (``trace-file`` or ``trace_file``);
+options that only shape the output (``--out``, ``--workers``, ``--json``...) belong to
+``kant sweep`` itself, not to a run. ``seeds`` (compare, packing) is read like the command's
+``--seeds`` (``0-9``, ``1,4``) and becomes one run per seed; ``sets`` (compare) becomes one
+run per policy set (default: :data:`kant.sim.scenarios.COMPARE_SETS`). A compare run and a
+simulate run with the same options are the same run (kind ``sim``): one scenario under one
+policy set.
+
+The order puts runs that share an input next to each other (a scenario: every option but the
+policy's; a packing trace: ``pods`` and ``nodes``), so a back-end builds or ships it once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+
+from kant.errors import InvalidGridError, KantError
+from kant.sim.scenarios import COMPARE_SETS, PolicySet, parse_seeds
+
+__all__ = [
+    "COMMANDS",
+    "POLICY_OPTIONS",
+    "Grid",
+    "RunSpec",
+    "load_grid",
+]
+
+SCENARIO_OPTIONS: Final = (
+    "scenario", "trace", "trace_file", "cluster", "jobs", "load", "tick", "grace",
+    "on_interrupt", "mtbf", "mttr", "horizon", "seed",
+)  # fmt: skip
+"""What makes a simulation's scenario (``kant simulate`` / ``kant compare`` options)."""
+
+POLICY_OPTIONS: Final = ("queueing", "placement", "preemption", "threshold")
+"""What makes a simulation's policy set."""
+
+PACKING_OPTIONS: Final = ("pods", "nodes", "inflate", "policy", "seed")
+
+COMMANDS: Final[Mapping[str, tuple[str, ...]]] = {
+    "simulate": (*SCENARIO_OPTIONS, *POLICY_OPTIONS),
+    "compare": (*SCENARIO_OPTIONS, "seeds", "sets"),
+    "packing": (*PACKING_OPTIONS, "seeds"),
+}
+"""The options a grid of each command may name (``seeds`` and ``sets`` expand into ``seed``
+and the policy options)."""
+
+_KIND: Final = {"simulate": "sim", "compare": "sim", "packing": "packing"}
+_PATHS: Final = ("trace_file", "cluster", "pods", "nodes")
+_SCALAR: Final = (str, int, float, bool)
+
+
+@attrs.frozen
+class RunSpec:
+    """One run: its ``kind`` (``sim`` or ``packing``) and its parameters (option -> value,
+    options left at their default absent). ``key`` names it in a store: a hash of both."""
+
+    kind: str
+    params: Mapping[str, Any]
+
+    @property
+    def key(self) -> str:
+        """16 hex digits of the SHA-256 of the kind and parameters (canonical JSON)."""
+        text = json.dumps({"kind": self.kind, "params": dict(self.params)}, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @property
+    def group(self) -> tuple[tuple[str, Any], ...]:
+        """What the run shares with others: its scenario's options (``sim``) or its trace
+        and node list (``packing``)."""
+        keep = ("pods", "nodes") if self.kind == "packing" else SCENARIO_OPTIONS
+        return tuple(sorted((k, v) for k, v in self.params.items() if k in keep))
+
+
+@attrs.frozen
+class Grid:
+    """A command, its options (each a value or a list of values) and, optionally, the path of
+    its store. :meth:`runs` expands it."""
+
+    command: str
+    options: Mapping[str, Any] = attrs.field(factory=dict)
+    store: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.command not in COMMANDS:
+            raise InvalidGridError("command", self.command, f"must be one of {list(COMMANDS)}")
+        allowed = COMMANDS[self.command]
+        for name, value in self.options.items():
+            if _norm(name) not in allowed:
+                raise InvalidGridError(
+                    name, value, f"not an option of a {self.command} run; known: {list(allowed)}"
+                )
+            for v in value if isinstance(value, list) else [value]:
+                if v is not None and not isinstance(v, _SCALAR):
+                    raise InvalidGridError(name, v, "must be a value or a list of values")
+            if isinstance(value, list) and not value:
+                raise InvalidGridError(name, value, "an empty list leaves no run")
+        if "seed" in self.options and "seeds" in self.options:
+            raise InvalidGridError("seeds", self.options["seeds"], "give seed or seeds, not both")
+
+    def runs(self) -> list[RunSpec]:
+        """Every run of the grid, in order (see the module docstring); each once."""
+        opts = {_norm(k): v for k, v in self.options.items()}
+        dims: list[tuple[str, list[Any]]] = []
+        policy: list[dict[str, Any]] = [{}]
+        for name in COMMANDS[self.command]:
+            if name not in opts:
+                continue
+            values = opts[name] if isinstance(opts[name], list) else [opts[name]]
+            if name == "seeds":
+                dims.append(("seed", _seeds(values)))
+            elif name == "sets":
+                policy = _sets(values)
+            else:
+                dims.append((name, values))
+        if self.command == "compare" and "sets" not in opts:
+            policy = [_policy_params(p) for p in COMPARE_SETS]
+        # scenario dimensions outermost, policy dimensions innermost: runs sharing a
+        # scenario are adjacent
+        dims.sort(key=lambda d: d[0] in POLICY_OPTIONS)
+        out: dict[str, RunSpec] = {}
+        names = [n for n, _v in dims]
+        for combo in itertools.product(*(v for _n, v in dims)):
+            for pol in policy:
+                params = {**dict(zip(names, combo, strict=True)), **pol}
+                params = {k: v for k, v in params.items() if v is not None}
+                spec = RunSpec(_KIND[self.command], dict(sorted(params.items())))
+                out.setdefault(spec.key, spec)
+        return list(out.values())
+
+    def resolved(self, base: Path) -> Grid:
+        """The grid with its relative file paths (traces, clusters, pods, nodes, the store)
+        taken from ``base`` (the grid file's folder)."""
+
+        def fix(name: str, v: Any) -> Any:
+            if isinstance(v, list):
+                return [fix(name, x) for x in v]
+            if _norm(name) in _PATHS and isinstance(v, str) and not Path(v).is_absolute():
+                return str(base / v)
+            return v
+
+        store = self.store
+        if store is not None and not Path(store).is_absolute():
+            store = str(base / store)
+        return Grid(self.command, {k: fix(k, v) for k, v in self.options.items()}, store)
+
+
+def _norm(name: str) -> str:
+    return name.replace("-", "_")
+
+
+def _seeds(values: Sequence[Any]) -> list[int]:
+    out: list[int] = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int | str):
+            raise InvalidGridError("seeds", v, "seeds are ints or text like 0-9")
+        try:
+            out.extend(parse_seeds(v) if isinstance(v, str) else [v])
+        except KantError as e:
+            raise InvalidGridError("seeds", v, str(e)) from None
+    if len(set(out)) != len(out):
+        raise InvalidGridError("seeds", values, "name each seed once")
+    return out
+
+
+def _policy_params(p: PolicySet) -> dict[str, Any]:
+    return {"queueing": p.queueing, "placement": p.placement, "preemption": p.preemption}
+
+
+def _sets(values: Sequence[Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for v in values:
+        if not isinstance(v, str):
+            raise InvalidGridError("sets", v, "a policy set is text like backfill+ebinpack")
+        for text in (t for t in v.split(",") if t.strip()):
+            try:
+                out.append(_policy_params(PolicySet.parse(text)))
+            except KantError as e:
+                raise InvalidGridError("sets", text, str(e)) from None
+    if len({json.dumps(p, sort_keys=True) for p in out}) != len(out):
+        raise InvalidGridError("sets", values, "the policy sets must differ")
+    return out
+
+
+def load_grid(path: str | Path) -> Grid:
+    """Read a grid file (YAML or JSON, see the module docstring); relative paths in it are
+    taken from its folder, and the store defaults to the grid file with ``.jsonl``."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise InvalidGridError("file", str(p), f"cannot be read: {e.strerror or e}") from None
+    try:
+        if p.suffix == ".json":
+            doc = json.loads(text)
+        else:
+            import yaml
+
+            doc = yaml.safe_load(text)
+    except Exception as e:  # yaml / json syntax errors: one message naming the file
+        raise InvalidGridError("file", str(p), f"is not valid YAML or JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise InvalidGridError("file", str(p), "must hold a mapping with command and options")
+    extra = set(doc) - {"command", "options", "store"}
+    if extra:
+        raise InvalidGridError(
+            sorted(extra)[0], doc[sorted(extra)[0]], "unknown key (command, options, store)"
+        )
+    options = doc.get("options") or {}
+    if not isinstance(options, dict):
+        raise InvalidGridError("options", options, "must be a mapping of option to value(s)")
+    store = doc.get("store")
+    if store is not None and not isinstance(store, str):
+        raise InvalidGridError("store", store, "must be a file name")
+    grid = Grid(str(doc.get("command")), options, store).resolved(p.parent)
+    if grid.store is None:
+        grid = attrs.evolve(grid, store=str(p.with_suffix(".jsonl")))
+    return grid

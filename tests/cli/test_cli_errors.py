@@ -1,0 +1,157 @@
+"""Every subcommand, given each kind of mistake: exit code 2, one line on stderr naming the
+option and the value, no traceback, and nothing run or written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kant.cli import main
+
+BAD: list[tuple[list[str], str]] = [
+    # kant simulate
+    (["simulate", "--trace", "philly", "--trace-file", "{tmp}/missing.csv"], "--trace-file"),
+    (["simulate", "--trace", "swf", "--cluster", "{tmp}/missing.yaml"], "--cluster"),
+    (["simulate", "--threshold", "-1"], "--threshold"),
+    (["simulate", "--seed", "-1"], "--seed"),
+    (["simulate", "--jobs", "0"], "--jobs"),
+    (["simulate", "--jobs", "many"], "--jobs"),
+    (["simulate", "--load", "0"], "--load"),
+    (["simulate", "--tick", "nan"], "--tick"),
+    (["simulate", "--grace", "-5"], "--grace"),
+    (["simulate", "--mtbf", "0"], "--mtbf"),
+    (["simulate", "--horizon", "-1"], "--horizon"),
+    (["simulate", "--out", "{tmp}/afile/report"], "--out"),
+    (["simulate", "--out", "{tmp}/afile"], "--out"),
+    (["simulate", "--queueing", "fifo"], "--queueing"),
+    (["simulate", "--placement", "tetris"], "--placement"),
+    (["simulate", "--trace", "philly", "--load", "0.9"], "--load"),
+    (["simulate", "--trace", "philly", "--scenario", "inference"], "--scenario"),
+    (["simulate", "--cluster", "{tmp}/afile"], "--cluster"),
+    (["simulate", "--trace-file", "{tmp}/afile"], "--trace-file"),
+    (["simulate", "--queueing", "strict-fifo", "--threshold", "60"], "--threshold"),
+    (["simulate", "--trace", "philly", "--trace-file", "{tmp}/afile"], "trace"),
+    # kant compare
+    (["compare", "--seed", "-1"], "--seed"),
+    (["compare", "--workers", "0"], "--workers"),
+    (["compare", "--seeds", "9-1"], "--seeds"),
+    (["compare", "--seeds", "1,1"], "--seeds"),
+    (["compare", "--seeds", "0-3", "--seed", "2"], "--seeds"),
+    (["compare", "--sets", "backfill"], "--sets"),
+    (["compare", "--sets", "backfill+ebinpack,backfill+ebinpack"], "--sets"),
+    (["compare", "--sets", "fifo+ebinpack"], "--sets"),
+    (["compare", "--out", "{tmp}/afile/x"], "--out"),
+    (["compare", "--trace", "openb", "--load", "2"], "--load"),
+    # kant packing
+    (["packing"], "--pods"),
+    (["packing", "--pods", "{tmp}/afile"], "--nodes"),
+    (["packing", "--pods", "{tmp}/missing.csv", "--nodes", "{tmp}/afile"], "--pods"),
+    (["packing", "--pods", "{tmp}/afile", "--nodes", "{tmp}/afile", "--seeds", "x"], "--seeds"),
+    (["packing", "--pods", "{tmp}/afile", "--nodes", "{tmp}/afile", "--inflate", "0"], "--inflate"),
+    (["packing", "--pods", "{tmp}/afile", "--nodes", "{tmp}/afile", "--policy", "x"], "--policy"),
+    (
+        ["packing", "--pods", "{tmp}/afile", "--nodes", "{tmp}/afile", "--workers", "-2"],
+        "--workers",
+    ),
+    (
+        [
+            "packing",
+            "--pods",
+            "{tmp}/afile",
+            "--nodes",
+            "{tmp}/afile",
+            "--plot",
+            "{tmp}/afile/p.png",
+        ],
+        "--plot",
+    ),
+    # kant bench
+    (["bench", "cycle", "--nodes", "0"], "--nodes"),
+    (["bench", "cycle", "--policy", "fifo"], "--policy"),
+    (["bench", "cycle", "--seed", "-1"], "--seed"),
+    (["bench", "cycle", "--interval", "0"], "--interval"),
+    (["bench", "place", "--pods", "-5"], "--pods"),
+    (["bench", "place", "--strategy", "tetris"], "--strategy"),
+    (["bench", "gang", "--replicas", "0"], "--replicas"),
+    (["bench", "snapshot", "--changed", "x"], "--changed"),
+    # kant itself
+    (["simulate", "--no-such-option"], "--no-such-option"),
+    (["launch"], "launch"),
+    ([], "command"),
+]
+
+
+@pytest.mark.parametrize(("argv", "named"), BAD, ids=[" ".join(a) or "(none)" for a, _ in BAD])
+def test_a_mistake_is_one_line_naming_it_and_exit_code_2(
+    argv: list[str], named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "afile").write_text("not a trace\n")
+    args = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    try:
+        code = main(args)
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert named in lines[0]
+    assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # nothing written
+
+
+def test_the_version_is_printed() -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "kant", "--version"], capture_output=True, text=True, check=False
+    )
+    assert r.returncode == 0 and r.stdout.startswith("kant ")
+
+
+def test_output_piped_into_head_ends_quietly() -> None:
+    code = "import sys; from kant.cli import main; sys.exit(main(['packing', '--list-policies']))"
+    p = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
+    )
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.read(5)
+    p.stdout.close()  # what head does after its lines
+    err = p.stderr.read().decode()
+    p.wait()
+    assert "Traceback" not in err and "BrokenPipe" not in err
+    assert err == ""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["simulate"],
+        ["compare"],
+        ["packing"],
+        ["bench", "cycle"],
+        ["bench", "place"],
+        ["bench", "gang"],
+        ["bench", "snapshot"],
+    ],
+)
+def test_every_option_with_a_default_shows_it_in_help(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main([*argv, "--help"])
+    out = capsys.readouterr().out
+    assert "%%" not in out
+    from kant.cli import build_parser
+
+    parser = build_parser()
+    sub = parser._subparsers._group_actions[0].choices[argv[0]]  # type: ignore[union-attr]
+    if len(argv) > 1:
+        sub = sub._subparsers._group_actions[0].choices[argv[1]]  # type: ignore[union-attr]
+    fmt = sub._get_formatter()
+    for action in sub._actions:
+        if action.option_strings and action.nargs != 0 and action.default is not None:
+            h = fmt._get_help_string(action) or ""
+            assert "default" in h, f"{action.option_strings}: {h}"

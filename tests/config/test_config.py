@@ -1,0 +1,187 @@
+"""The YAML config file: every part built from it, every mistake named by its key path."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kant.admission import QuotaMode
+from kant.config import load_config, load_config_text, parse_config
+from kant.errors import InvalidConfigError, InvalidConfigFileError
+from kant.testing import ClusterBuilder, job
+
+FULL = """
+defaultMode: shared
+tenants:
+  - name: team-a
+    quotas:
+      H100: {nominalQuota: 16, borrowingLimit: 8, lendingLimit: 4}
+      A100: {nominalQuota: "500m"}
+  - name: team-b
+    mode: isolated
+    quotas:
+      H100: {nominalQuota: 8}
+queueing:
+  policy: backfill
+  options: {threshold: 600}
+  order: larger-first
+  requeuing: {backoffBaseSeconds: 5, backoffFactor: 3, backoffMaxSeconds: 60, backoffLimitCount: 2}
+placement:
+  strategy: espread
+  groupProbe: 2
+preemption:
+  priority: false
+  reclaim: true
+  backfill: true
+  minRuntimeSeconds: 30
+  maxSearchesPerCycle: null
+kubernetes:
+  schedulerName: kant
+  anything: [1, 2]
+"""
+
+
+def test_a_full_config_sets_every_part_of_the_scheduler() -> None:
+    cfg = load_config_text(FULL, source="kant.yaml")
+    qs = {(q.tenant, q.gpu_model): q for q in cfg.quotas or ()}
+    assert qs["team-a", "H100"].nominal == 16_000
+    assert qs["team-a", "H100"].borrowing_limit == 8_000
+    assert qs["team-a", "H100"].lending_limit == 4_000
+    assert qs["team-a", "A100"].nominal == 500
+    s = cfg.scheduler(ClusterBuilder().leaf("lf0", nodes=2).build())
+    assert s.admitter.table.mode("team-b") is QuotaMode.ISOLATED
+    assert s.admitter.table.mode("team-a") is QuotaMode.SHARED
+    assert s.policy.name == "backfill" and s.policy.threshold == 600  # type: ignore[attr-defined]
+    assert s.queue.backoff.base == 5 and s.queue.backoff.max_retries == 2
+    assert s.placer.hooks.name == "espread" and s.placer.group_probe == 2
+    assert s.preemption.priority is False and s.preemption.min_runtime == 30
+    assert s.preemption.max_searches_per_cycle is None
+    assert cfg.kubernetes == {"schedulerName": "kant", "anything": [1, 2]}
+
+
+def test_an_empty_config_is_the_library_defaults_with_no_quota_check() -> None:
+    cfg = load_config_text("")
+    assert cfg.tenants is None and cfg.quotas is None
+    s = cfg.scheduler(ClusterBuilder().leaf("lf0", nodes=1).build())
+    assert s.admitter.table.unlimited
+    assert s.policy.name == "best-effort-fifo"
+    s.submit(job("a", gpus=8), now=0)
+    assert len(s.step(now=1).bindings) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        (
+            "tenants:\n  - name: a\n  - name: b\n  - name: c\n    quotas:\n      A100: {nominalQuota: -1}\n",
+            "tenants[2].quotas.A100.nominalQuota",
+        ),
+        (
+            "tenants:\n  - name: a\n    quotas:\n      A100: {nominalQuota: 1, lendingLimit: 2}\n",
+            "tenants[0].quotas.A100.lendingLimit",
+        ),
+        (
+            "tenants:\n  - name: a\n    quotas:\n      A100: {nominalquota: 1}\n",
+            "tenants[0].quotas.A100.nominalquota",
+        ),
+        (
+            "tenants:\n  - name: a\n    quotas:\n      A100: {borrowingLimit: 1}\n",
+            "tenants[0].quotas.A100.nominalQuota",
+        ),
+        ("tenants:\n  - name: a\n  - name: a\n", "tenants[1].name"),
+        ("tenants:\n  - name: a\n    mode: private\n", "tenants[0].mode"),
+        ("queueing: {policy: fifo}\n", "queueing.policy"),
+        ("queueing: {policy: backfill, options: {thresold: 5}}\n", "queueing.options"),
+        ("queueing: {policy: backfill, options: {threshold: -5}}\n", "queueing.options"),
+        ("queueing: {requeuing: {backoffFactor: 0.5}}\n", "queueing.requeuing.backoffFactor"),
+        ("placement: {strategy: tetris}\n", "placement.strategy"),
+        ("placement: {groupProbe: 0}\n", "placement.groupProbe"),
+        ("preemption: {priority: 'yes'}\n", "preemption.priority"),
+        ("preemption: {maxCandidates: 0}\n", "preemption.maxCandidates"),
+        ("preemptions: {}\n", "preemptions"),
+        ("kubernetes: 3\n", "kubernetes"),
+        ("queueing:\n  policy: backfill\n  policy: strict-fifo\n", "queueing.policy"),
+        (
+            "tenants:\n  - name: a\n    quotas:\n      A100: {nominalQuota: 1}\n      A100: {nominalQuota: 2}\n",
+            "tenants[0].quotas.A100",
+        ),
+    ],
+)
+def test_every_mistake_is_a_typed_error_naming_its_key_path(text: str, path: str) -> None:
+    with pytest.raises(InvalidConfigFileError) as ei:
+        load_config_text(text, source="kant.yaml")
+    assert ei.value.field == path
+    assert str(ei.value).startswith(f"kant.yaml: {path}: ")
+    assert isinstance(ei.value, InvalidConfigError)
+
+
+def test_bad_yaml_and_a_missing_file_are_config_errors(tmp_path: object) -> None:
+    with pytest.raises(InvalidConfigFileError, match="not valid YAML"):
+        load_config_text("tenants: [\n", source="k.yaml")
+    with pytest.raises(InvalidConfigFileError, match="cannot read"):
+        load_config("/nonexistent/kant.yaml")
+    with pytest.raises(InvalidConfigFileError, match="must be a mapping"):
+        parse_config([1, 2])
+
+
+def test_a_config_file_on_disk_is_read(tmp_path: object) -> None:
+    import pathlib
+
+    p = pathlib.Path(str(tmp_path)) / "kant.yaml"
+    p.write_text(FULL)
+    assert load_config(p).queueing.order == "larger-first"
+
+
+def test_a_configured_quota_holds_back_a_job_beyond_it() -> None:
+    cfg = load_config_text(
+        "tenants:\n  - name: team-a\n    mode: isolated\n    quotas:\n      H100: {nominalQuota: 8}\n"
+    )
+    s = cfg.scheduler(ClusterBuilder().leaf("lf0", nodes=4).build())
+    s.submit(job("big", gpus=8, replicas=2, tenant="team-a"), now=0)
+    s.submit(job("small", gpus=8, tenant="team-a"), now=0)
+    r = s.step(now=1)
+    assert {b.pod.job for b in r.bindings} == {"small"}
+    assert r.pending["big"].code.value == "quota_exceeded"
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 4000),  # nominal, half GPUs
+            st.one_of(st.none(), st.integers(0, 4000)),  # borrowing limit, half GPUs
+            st.one_of(st.none(), st.floats(0, 1)),  # lending share of nominal
+            st.sampled_from(["shared", "isolated", None]),
+        ),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_any_valid_file_gives_exactly_the_quotas_it_states(
+    rows: list[tuple[int, int | None, float | None, str | None]],
+) -> None:
+    import yaml
+
+    from kant.admission import Quota
+
+    tenants = []
+    want = []
+    for i, (nom, bor, lend_share, mode) in enumerate(rows):
+        lend = None if lend_share is None else int(nom * lend_share) / 2
+        q: dict[str, object] = {"nominalQuota": nom / 2}
+        if bor is not None:
+            q["borrowingLimit"] = bor / 2
+        if lend is not None:
+            q["lendingLimit"] = lend
+        t: dict[str, object] = {"name": f"t{i}", "quotas": {"H100": q}}
+        if mode is not None:
+            t["mode"] = mode
+        tenants.append(t)
+        bl = None if bor is None else bor / 2
+        want.append(Quota.gpus(f"t{i}", "H100", nom / 2, borrowing_limit=bl, lending_limit=lend))
+    cfg = load_config_text(yaml.safe_dump({"tenants": tenants}))
+    assert list(cfg.quotas or ()) == want
+    table = cfg.admitter().table
+    for i, (*_q, mode) in enumerate(rows):
+        assert table.mode(f"t{i}") is QuotaMode(mode or "shared")

@@ -1,0 +1,99 @@
+"""The Prometheus exporter, scraped over HTTP in-process and parsed with prometheus_client's
+own parser."""
+
+from __future__ import annotations
+
+import urllib.request
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from kant import Quota, Scheduler
+from kant.admission import Admitter
+from kant.exporter import MetricsExporter
+from kant.testing import ClusterBuilder, job
+
+
+def _scrape(port: int) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def _value(fams: dict[str, Any], family: str, sample: str, **labels: str) -> float:
+    for s in fams[family].samples:
+        if s.name == sample and all(s.labels.get(k) == v for k, v in labels.items()):
+            return float(s.value)
+    raise AssertionError(f"no {sample} {labels} in {fams[family].samples}")
+
+
+def test_a_scrape_of_the_endpoint_publishes_every_figure_in_prometheus_names() -> None:
+    cluster = ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=2).build()
+    quotas = [Quota.gpus("team-a", "H100", 16, borrowing_limit=8), Quota.gpus("team-b", "H100", 16)]
+    s = Scheduler(cluster, admitter=Admitter(quotas))
+    ex = MetricsExporter(s)
+    server, thread = ex.serve(port=0)
+    try:
+        s.submit(job("a", gpus=8, replicas=2, tenant="team-a"), now=0)
+        s.submit(job("b", gpus=4, tenant="team-b"), now=0)
+        s.submit(job("huge", gpus=8, replicas=8, tenant="team-b"), now=0)
+        ex.observe(now=0)
+        r = s.step(now=10)
+        ex.observe(now=10, result=r)
+        ex.observe(now=110)
+        fams = _scrape(server.server_port)
+    finally:
+        server.shutdown()
+        thread.join(timeout=5)
+
+    # 20 of 32 GPUs held: GAR 0.625; held from t=10 to t=110 of 0..110: SOR 0.625 * 100/110
+    assert _value(fams, "kant_gpu_allocation_ratio", "kant_gpu_allocation_ratio") == 0.625
+    assert _value(
+        fams, "kant_scheduling_occupation_ratio", "kant_scheduling_occupation_ratio"
+    ) == pytest.approx(0.625 * 100 / 110)
+    # "b" half-fills a node: 1 fragmented node of 4
+    assert (
+        _value(fams, "kant_gpu_node_fragmentation_ratio", "kant_gpu_node_fragmentation_ratio")
+        == 0.25
+    )
+    assert _value(fams, "kant_cluster_gpus", "kant_cluster_gpus") == 32
+    # waits: both started jobs waited 10 s, in their size buckets
+    assert (
+        _value(fams, "kant_job_wait_seconds", "kant_job_wait_seconds_count", size_bucket="9-64")
+        == 1
+    )
+    assert (
+        _value(fams, "kant_job_wait_seconds", "kant_job_wait_seconds_sum", size_bucket="2-8") == 10
+    )
+    assert _value(fams, "kant_job_wait_seconds", "kant_job_wait_seconds_bucket",
+                  size_bucket="2-8", le="10.0") == 1  # fmt: skip
+    assert _value(fams, "kant_jtted_node_ratio", "kant_jtted_node_ratio", size_bucket="9-64") == 1.0
+    assert _value(fams, "kant_quota_gpus", "kant_quota_gpus", tenant="team-a",
+                  gpu_model="H100", limit="nominal") == 16  # fmt: skip
+    assert _value(fams, "kant_quota_gpus", "kant_quota_gpus", tenant="team-a",
+                  gpu_model="H100", limit="borrowing") == 8  # fmt: skip
+    assert _value(fams, "kant_quota_usage_gpus", "kant_quota_usage_gpus", tenant="team-a",
+                  gpu_model="H100") == 16  # fmt: skip
+    assert _value(fams, "kant_pending_jobs", "kant_pending_jobs", reason="quota_exceeded") == 1
+    assert _value(fams, "kant_jobs", "kant_jobs", phase="running") == 2
+    assert _value(fams, "kant_cycle_duration_seconds", "kant_cycle_duration_seconds_count") == 1
+    assert _value(fams, "kant_cycles", "kant_cycles_total") == 1
+    assert fams["kant_job_wait_seconds"].type == "histogram"
+    assert fams["kant_cycles"].type == "counter"
+
+
+def test_two_exporters_never_clash_and_a_job_start_is_counted_once() -> None:
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=1).build())
+    a, b = MetricsExporter(s), MetricsExporter(s)
+    s.submit(job("x", gpus=8), now=0)
+    r = s.step(now=5)
+    a.observe(5, r)
+    a.observe(6, r)  # the same result again: the start is already counted
+    b.observe(5, r)
+    for ex in (a, b):
+        fams = {f.name: f for f in text_string_to_metric_families(ex.exposition().decode())}
+        assert (
+            _value(fams, "kant_job_wait_seconds", "kant_job_wait_seconds_count", size_bucket="2-8")
+            == 1
+        )

@@ -1,0 +1,91 @@
+"""E-Binpack's NodeNetGroup level at every cluster size, and HBD-granular placement
+(sections 3.3.3 and 3.3.5 of the Kant paper), with the default settings."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import hypothesis.strategies as st
+from hypothesis import HealthCheck, given, settings
+
+from kant.model import Binding, PodId, Tier
+from kant.placement import Placer
+from kant.placement import placer as placer_mod
+from kant.state import ClusterState
+from kant.testing import ClusterBuilder, job, node
+from kant.testing.strategies import clusters, jobs
+
+
+def _hold(st_: ClusterState, node_name: str, gpus: tuple[int, ...], tag: str) -> None:
+    st_.bind(Binding(pod=PodId(job=tag, role="w", index=0), node=node_name, gpus=gpus))
+
+
+def _hbd_cluster(*, plain_first: bool = False) -> ClusterState:
+    """One leaf of 12 DGX nodes: ``a0..a3`` in HBD ``hbdA``, ``b0..b3`` in HBD ``hbdB`` and
+    ``p0..p3`` outside any HBD; the HBD nodes come first in slot order (ties favour them)
+    unless ``plain_first``."""
+    b = ClusterBuilder()
+    kinds = [("a", "hbdA"), ("b", "hbdB"), ("p", None)]
+    for prefix, hbd in kinds[-1:] + kinds[:-1] if plain_first else kinds:
+        for k in range(4):
+            b.add(node(f"{prefix}{k}", leaf="lf0", spine="sp0", superspine="ss0", hbd=hbd))
+    return b.build()
+
+
+def test_on_a_small_cluster_an_8_gpu_job_joins_the_leaf_in_use_instead_of_opening_a_free_one() -> (
+    None
+):
+    cluster = ClusterBuilder().leaf("lf0", nodes=4).leaf("lf1", nodes=4).leaf("lf2", nodes=4)
+    state = cluster.build()
+    _hold(state, "lf1-n0", tuple(range(8)), "resident")
+    (b,) = Placer().place(job("small", gpus=8), state.snapshot()).bindings
+    assert state.node(b.node).leaf == "lf1"  # lf0 and lf2 stay wholly free for large jobs
+
+
+def test_a_six_node_job_preferring_hbds_gets_two_whole_hbds_and_no_plain_node() -> None:
+    state = _hbd_cluster(plain_first=True)
+    res = Placer().place(job("ep", gpus=8, replicas=6, tier=Tier.HBD), state.snapshot())
+    assert res.ok
+    assert {state.node(b.node).hbd for b in res.bindings} == {"hbdA", "hbdB"}
+
+
+def test_a_job_requiring_more_than_one_hbd_gets_several_whole_hbds_rather_than_none() -> None:
+    state = _hbd_cluster()
+    req = job("ep", gpus=8, replicas=6, tier=Tier.HBD, required=True)
+    res = Placer().place(req, state.snapshot())
+    assert res.ok and all(state.node(b.node).hbd is not None for b in res.bindings)
+
+
+def test_jobs_without_an_hbd_wish_stay_off_hbd_nodes_while_other_nodes_can_hold_them() -> None:
+    state = _hbd_cluster()
+    snap = state.snapshot()
+    placer = Placer()
+    placed: list[Binding] = []
+    for i, shape in enumerate([(1, 1), (2, 1), (8, 1), (8, 2), (4, 1)]):
+        gpus, replicas = shape
+        res = placer.place(job(f"j{i}", gpus=gpus, replicas=replicas), snap)
+        assert res.ok
+        placed.extend(res.bindings)
+    assert {b.node for b in placed} <= {"p0", "p1", "p2", "p3"}
+    # the plain nodes are full now: the next job may use an HBD node
+    res = placer.place(job("late", gpus=8), snap)
+    assert res.ok and state.node(res.bindings[0].node).hbd is not None
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(state=clusters(), data=st.data())
+def test_the_group_probe_shortcut_never_changes_where_a_pod_goes(
+    state: ClusterState, data: st.DataObject
+) -> None:
+    """Looking into the best NodeNetGroups one by one (large pools) and ranking the whole
+    pool at once (small pools) give the same bindings, whatever the probe width."""
+    work = [data.draw(jobs(i)) for i in range(data.draw(st.integers(1, 6)))]
+    probe = data.draw(st.integers(1, 4))
+
+    def run(threshold: int, group_probe: int) -> list[tuple[Binding, ...]]:
+        snap = state.snapshot()
+        placer = Placer(group_probe=group_probe)
+        with mock.patch.object(placer_mod, "_TWO_LEVEL_MIN", threshold):
+            return [placer.place(j, snap).bindings for j in work]
+
+    assert run(1, probe) == run(10**9, probe)

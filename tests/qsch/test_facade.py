@@ -1,0 +1,110 @@
+"""The Scheduler facade as an embedding orchestrator uses it: the submit time and status."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kant import JobPhase, ReasonCode, Scheduler
+from kant.errors import InvalidJobError, UnknownJobError
+from kant.testing import ClusterBuilder, job
+
+
+def _one_node(policy: str = "strict-fifo") -> Scheduler:
+    return Scheduler(ClusterBuilder().leaf("lf0", nodes=1).build(), policy=policy)
+
+
+def test_a_job_submitted_at_t10_is_not_queued_behind_one_submitted_at_t20() -> None:
+    s = _one_node()
+    s.submit(job("first", gpus=8), now=10)  # job() leaves submitted_at unset
+    s.submit(job("second", gpus=4), now=20)
+    r = s.step(now=30)
+    assert [b.pod.job for b in r.bindings] == ["first"]
+    assert s.status("second").phase is JobPhase.PENDING
+
+
+def test_the_submit_time_a_job_carries_wins_over_the_time_it_is_submitted() -> None:
+    s = _one_node()
+    s.submit(job("resubmitted", gpus=8, submitted_at=5), now=50)
+    s.submit(job("fresh", gpus=4), now=10)
+    r = s.step(now=60)
+    assert [b.pod.job for b in r.bindings] == ["resubmitted"]
+    assert s.queue.status("resubmitted").job.submitted_at == 5
+    assert s.queue.status("fresh").job.submitted_at == 10
+
+
+def test_a_negative_submit_time_is_refused_naming_now_and_nothing_changes() -> None:
+    s = _one_node()
+    with pytest.raises(InvalidJobError, match="'now'"):
+        s.submit(job("a"), now=-1)
+    assert "a" not in s.queue
+
+
+def test_status_tells_a_pending_job_its_reason_and_wait_so_far() -> None:
+    s = _one_node()
+    s.submit(job("big", gpus=8, replicas=2), now=10)
+    s.step(now=20)
+    st = s.status("big", now=100)
+    assert st.phase is JobPhase.PENDING
+    assert st.reason is not None and st.reason.code is ReasonCode.INSUFFICIENT_CAPACITY
+    assert st.bindings == ()
+    assert st.pods_waiting == 2
+    assert st.wait == 90
+
+
+def test_status_tells_a_running_job_its_bindings_and_the_wait_it_had() -> None:
+    s = _one_node()
+    s.submit(job("a", gpus=4, replicas=2), now=10)
+    r = s.step(now=25)
+    st = s.status("a", now=500)
+    assert st.phase is JobPhase.RUNNING and st.reason is None
+    assert st.bindings == tuple(sorted(r.bindings, key=lambda b: b.pod))
+    assert st.pods_waiting == 0
+    assert st.started_at == 25 and st.wait == 15
+    s.pod_finished(r.bindings[0].pod, now=600)
+    s.pod_finished(r.bindings[1].pod, now=600)
+    done = s.status("a")
+    assert done.phase is JobPhase.FINISHED and done.bindings == () and done.wait == 15
+
+
+def test_status_of_a_job_never_submitted_is_a_typed_error() -> None:
+    with pytest.raises(UnknownJobError, match="'ghost'"):
+        _one_node().status("ghost")
+
+
+def test_a_pod_id_given_positional_arguments_says_it_takes_keywords() -> None:
+    from kant import PodId
+
+    with pytest.raises(TypeError, match=r"keyword arguments only: PodId\(job=\.\.\., role="):
+        PodId("a", "w", 0)  # type: ignore[misc]
+    assert str(PodId(job="a", role="w", index=0)) == "a/w/0"
+
+
+def test_the_cluster_lists_its_bindings_by_that_name() -> None:
+    s = _one_node()
+    s.submit(job("a", gpus=8), now=0)
+    r = s.step(now=1)
+    assert list(s.cluster.bindings()) == list(r.bindings) == list(s.cluster.pods())
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 1000), st.one_of(st.just(0), st.integers(1, 1000))),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_the_queue_orders_by_the_time_each_job_carries_else_the_time_it_was_submitted(
+    subs: list[tuple[int, int]],
+) -> None:
+    from kant.queueing import Queue
+
+    q = Queue()
+    want = []
+    for i, (now, carried) in enumerate(subs):
+        q.submit(job(f"j{i}", gpus=1, submitted_at=carried), now=now)
+        want.append((carried or now, i))
+    order = [e.id for e in q.candidates()]
+    assert order == [f"j{i}" for _t, i in sorted(want)]

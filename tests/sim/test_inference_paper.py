@@ -1,0 +1,111 @@
+"""The inference experiment's real-data loaders and its scenario (section 5.2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kant.errors import InvalidTraceError
+from kant.sim.scenarios import make_scenario
+from kant.sim.traces import trace_dir
+from kant.sim.traces.inference import (
+    load_dlrm_instances,
+    load_pai_machines,
+    load_spot_nodes,
+    load_vc_gpus,
+)
+
+DLRM_HEAD = (
+    "instance_sn,role,app_name,cpu_request,cpu_limit,gpu_request,gpu_limit,rdma_request,"
+    "rdma_limit,memory_request,memory_limit,disk_request,disk_limit,max_instance_per_node,"
+    "creation_time,scheduled_time,deletion_time\n"
+)
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_a_dlrm_row_with_a_bad_cell_is_named_by_file_and_line(tmp_path: Path) -> None:
+    good = "i0,HN,app_0,12,12,1,1,25,25,120.0,120.0,640,800,8,100,101,200\n"
+    bad = "i1,HN,app_0,12,12,1,1,25,25,lots,120.0,640,800,8,100,101,200\n"
+    p = _write(tmp_path, "dlrm.csv", DLRM_HEAD + good + bad)
+    with pytest.raises(InvalidTraceError, match=r"dlrm\.csv:3: .*memory_request"):
+        load_dlrm_instances(p)
+    trace = load_dlrm_instances(p, errors="skip")
+    assert trace.report.loaded == 1 and trace.report.skipped == 1
+    (inst,) = trace.instances
+    assert (inst.app, inst.gpus, inst.memory_mib, inst.max_per_node) == ("app_0", 1, 122880, 8)
+    assert (inst.created, inst.deleted) == (100.0, 200.0)
+
+
+def test_a_dlrm_instance_deleted_before_it_was_created_is_refused(tmp_path: Path) -> None:
+    row = "i0,HN,app_0,8,8,1,1,25,25,40.0,40.0,1,1,-1,300,301,200\n"
+    p = _write(tmp_path, "dlrm.csv", DLRM_HEAD + row)
+    with pytest.raises(InvalidTraceError, match=r"dlrm\.csv:2: .*deletion_time"):
+        load_dlrm_instances(p)
+
+
+def test_node_shape_files_report_bad_rows_by_file_and_line(tmp_path: Path) -> None:
+    pai = _write(tmp_path, "pai.csv", "m0,V100M32,96,384,8\nm1,V100M32,96,384,eight\n")
+    with pytest.raises(InvalidTraceError, match=r"pai\.csv:2: .*cap_gpu"):
+        load_pai_machines(pai)
+    spot = _write(tmp_path, "spot.csv", "gpu_model,gpu_capacity_num,cpu_num,node_name\nA10,1\n")
+    with pytest.raises(InvalidTraceError, match=r"spot\.csv:2"):
+        load_spot_nodes(spot)
+    vc = _write(tmp_path, "vc.csv", "date,vcA,vcB,total\n2020-04-01,8,x,8\n")
+    with pytest.raises(InvalidTraceError, match=r"vc\.csv:2: .*vcB"):
+        load_vc_gpus(vc)
+
+
+@pytest.mark.skipif(trace_dir() is None, reason="needs the shared trace folder")
+def test_the_inference_paper_scenario_reads_real_shapes_and_runs_without_service_waits() -> None:
+    from kant.sim.scenarios import run_scenario
+
+    sc = make_scenario("inference-paper")
+    models = {n.gpu_model for n in sc.nodes}
+    assert models == {"A100", "V100M32"} and sc.total_gpus == 112
+    assert any(n.zone == "inference" for n in sc.nodes)
+    assert {q.gpu_model for q in sc.quotas or ()} == models
+    res = run_scenario(sc)
+    assert res.summary.jobs["finished"] == len(sc.jobs)
+    tick = sc.config.tick
+    for r in res.records:
+        if not r.gang:
+            assert r.started_at is not None and r.started_at - r.submitted_at <= tick
+
+
+def test_the_sample_keeps_the_most_instances_whose_peak_stays_within_the_target() -> None:
+    import numpy as np
+
+    from kant.sim.inference_paper import _peak, _sample_to_peak
+
+    spans = [(0.0, 10.0, 1), (0.0, 10.0, 1), (5.0, 20.0, 1), (12.0, 30.0, 1), (0.0, 30.0, 1)]
+    keys = np.array([0.5, 0.1, 0.3, 0.2, 0.9])  # taken in order 1, 3, 2, 0, 4
+    assert _sample_to_peak(spans, keys, 2) == 3  # 1, 3, 2: peak 2; adding 0 makes 3
+    assert _peak([spans[i] for i in (1, 3, 2)]) == 2
+    assert _sample_to_peak(spans, keys, 0) == 0
+    assert _sample_to_peak(spans, keys, 10) == 5
+
+
+@pytest.mark.skipif(trace_dir() is None, reason="needs the shared trace folder")
+def test_each_model_is_filled_close_to_its_peak_budget_with_the_apps_per_node_caps() -> None:
+    from kant.sim.inference_paper import _peak
+
+    sc = make_scenario("inference-paper")
+    pools: dict[str, int] = {}
+    for n in sc.nodes:
+        if n.gpu_model is not None:
+            pools[n.gpu_model] = pools.get(n.gpu_model, 0) + n.gpus
+    for m, gpus in pools.items():
+        spans = [
+            (j.submitted_at, j.submitted_at + (j.runtime_estimate or 0.0), j.roles[0].replicas)
+            for j in sc.jobs
+            if not j.gang and m in j.roles[0].gpu_models
+        ]
+        budget = 0.95 * gpus - 16  # two 8-GPU pods of the model's large jobs
+        assert budget - 2 <= _peak(spans) <= budget
+    assert any(j.roles[0].max_per_node is not None for j in sc.jobs)

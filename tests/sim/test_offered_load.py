@@ -1,0 +1,60 @@
+"""A trace's cluster is sized for the load it really sees, and a run too small to be contended
+says so."""
+
+from __future__ import annotations
+
+import pytest
+
+from kant.cli import main
+from kant.sim.scenarios import (
+    busy_window,
+    cluster_for_jobs,
+    load_note,
+    make_scenario,
+    offered_load,
+)
+from kant.testing import job
+
+DAY = 86400.0
+
+
+def _sparse_then_busy() -> list:
+    """10 jobs over 20 days, then 400 over one day: a trace's lead-in, then its real load."""
+    lead = [job(f"l{i}", gpus=8, submitted_at=i * 2 * DAY, runtime=3600.0) for i in range(10)]
+    busy = [
+        job(f"b{i}", gpus=8, submitted_at=20 * DAY + i * DAY / 400, runtime=7200.0)
+        for i in range(400)
+    ]
+    return lead + busy
+
+
+def test_a_trace_with_a_sparse_lead_in_is_sized_for_its_busy_stretch() -> None:
+    jobs = _sparse_then_busy()
+    t0, t1 = busy_window(jobs)
+    assert t0 >= 20 * DAY  # the lead-in is outside the middle 90% of arrivals
+    gpus = cluster_for_jobs(jobs, load=0.8).total_gpus
+    # over the busy day the cluster is offered about the target load, not a fraction of it
+    assert 0.7 <= offered_load(jobs, gpus, t0, t1) <= 0.9
+
+
+def test_offered_load_counts_only_the_gpu_time_inside_the_window() -> None:
+    jobs = [job("a", gpus=4, submitted_at=0.0, runtime=100.0)]
+    assert offered_load(jobs, 8, 50.0, 150.0) == pytest.approx(4 * 50 / (8 * 100))
+    assert offered_load(jobs, 8, 200.0, 300.0) == 0.0
+
+
+def test_a_run_with_too_few_jobs_to_be_contended_says_so() -> None:
+    few = make_scenario("paper-training", jobs=3000)
+    note = load_note(few, 0.95)
+    assert note is not None and "barely contended" in note
+    assert load_note(make_scenario("paper-training"), 0.95) is None
+
+
+def test_kant_simulate_prints_the_note_with_its_results(
+    tmp_path: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["simulate", "--jobs", "1500", "--no-plots", "--quiet", "--out", f"{tmp_path}/r"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert "note: the offered load over the observation window" in out
+    assert "note:" in err
