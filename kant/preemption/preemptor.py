@@ -101,10 +101,10 @@ class Preemption:
         identifies what the cycle changed so far (a hopeless answer holds while it is the
         same). Returns the nomination and the number of victim units, or None.
 
-        Conservative across preemptors and cycles: the search starts from the cluster as it
+        Conservative across preemptors and cycles: first, does the job fit the cluster as it
         will be once every victim already chosen (this cycle or earlier, still terminating)
-        is gone, with every nomination held, so capacity those victims free beyond their
-        preemptors' needs serves this job before anything more is evicted. A job evicted by
+        is gone, with every nomination held? Then capacity those victims free beyond their
+        preemptors' needs serves it, and nothing more is evicted. A job evicted by
         preemption within ``cascade_window`` does not preempt by priority or reclaim (no
         cascades); as a Backfill head it may still take back what backfilled past it. A
         pod-level job that cannot be placed whole preempts for as many of its pods as
@@ -156,7 +156,14 @@ class Preemption:
         if cap is not None and self.light_checks >= LIGHT_CHECKS_PER_SEARCH * cap:
             return None
         self.light_checks += 1
-        with self._future(going):
+        found = None
+        if going and (reclaim or prio is not None):
+            # (not for a head that may only backfill-preempt: measured on the paper's
+            # training workload, it made Backfill preempt 8% more often)
+            with self._future(going):
+                found = self._fit_now(e, pods, role_models)
+        if found is None:
+            going = []  # the search proper: what runs now, with the victims still there
             picked_all, held = self._prefilter(
                 pre, e, refs, models, only_priority=not (reclaim or backfill)
             )
@@ -164,9 +171,7 @@ class Preemption:
                 picked_all = [r for r in picked_all if r.tenant != pre.tenant] + [
                     r for r in picked_all if r.tenant == pre.tenant
                 ]
-            found = self._fit_now(e, pods, role_models) if going else None
-            if found is None:
-                found = self._find(pre, e, dec, pods, role_models, picked_all, held, pools)
+            found = self._find(pre, e, dec, pods, role_models, picked_all, held, pools)
             if found is None and not job.gang and len(pods) > 1:
                 lo, hi = 0, len(pods) - 1  # the most pods preemption can place, by bisection
                 while lo < hi:
@@ -191,6 +196,7 @@ class Preemption:
             victim_pods.extend(u.pods)
         nodes = {b.node for b in bindings}
         waits = [b.pod for b, _t in going if b.node in nodes] or [b.pod for b, _t in going]
+        # (going is empty unless the job fits in what the victims already chosen free)
         nom = Nomination(
             job=job.id,
             bindings=bindings,
