@@ -80,10 +80,13 @@ class CycleResult:
     (whole gang jobs, single pods otherwise); ``nominations`` new this cycle;
     ``dropped_nominations`` preemptors whose nomination ends without placement (victims gone,
     still no fit); ``pending`` a reason for every job left with pods to place, in queue order;
-    ``reservation`` the queueing policy's reservation, if it made one; ``seen`` the
-    incarnation ``(submission sequence number, version)`` of every job the cycle considered or
-    chose as a victim, by which :func:`kant.apply.apply` tells a current entry from one that
-    changed since (a stale result applied again binds nothing no longer current).
+    ``reservation`` the queueing policy's (first) reservation, if it made one;
+    ``reservations`` every reservation it made, in queue order (a conservative backfill
+    reserves for several jobs; a policy run lists them with an optional ``reservations()``
+    method). Every job with a reservation has its expected start in its pending reason.
+    ``seen`` the incarnation ``(submission sequence number, version)`` of every job the cycle
+    considered or chose as a victim, by which :func:`kant.apply.apply` tells a current entry
+    from one that changed since (a stale result applied again binds nothing no longer current).
     """
 
     now: float
@@ -96,6 +99,7 @@ class CycleResult:
     reservation: Reservation | None
     seen: Mapping[str, tuple[int, int]]
     stats: CycleStats = attrs.field(eq=False)
+    reservations: tuple[Reservation, ...] = ()
 
 
 def schedule_cycle(
@@ -121,13 +125,14 @@ def schedule_cycle(
     cyc = _Cycle(cluster, queue, admitter, placer, now, as_policy(policy), pre)
     # 1. Snapshot the cluster; everything below is tentative and rolled back at the end.
     with cyc.open():
-        # 2. Hold the devices nominated for earlier preemptors out of placement.
+        # 2. Hold the devices (and the quota) nominated for earlier preemptors.
         cyc.hold_nominations()
-        # 3. Walk the jobs with pods to place in the global queue order.
-        for entry in cyc.candidates:
-            # 4. Backoff, pools, the policy's gate, quota, readiness, placement; on failure
-            #    the policy explains and decides, and the job may preempt.
-            cyc.consider(entry)
+        # 3. Walk the jobs with pods to place in the global queue order (within one
+        #    priority, jobs that fit their tenant's nominal quota before borrowing ones).
+        # 4. Per job: backoff, pools, the policy's gate, quota, readiness, placement; on
+        #    failure the policy explains and decides, and the job may preempt.
+        cyc.walk()
+        cyc.close_run()
         cyc.lap("walk")
     # 5. Report.
     return cyc.result()
@@ -157,6 +162,8 @@ class _Cycle:
         self.dropped: list[str] = []
         self.pending: dict[str, Reason] = {}
         self.failed_shapes: dict[tuple[Any, ...], Reason] = {}
+        self.quota_held: dict[str, list[tuple[str, str, int]]] = {}
+        self.quota_deferred: dict[str, list[tuple[str, str, int]]] = {}
         self.attempts = 0
         self.step_ms: dict[str, float] = {}
 
@@ -186,7 +193,8 @@ class _Cycle:
         )  # fmt: skip
         self.pre = Preemption(
             pol, snap=self.snap, ledger=self.ledger, pools=self.pools, index=index,
-            place=self.place_pods, now=self._now,
+            place=self.place_pods, now=self._now, holds=self.holds,
+            quota_deferred=self.quota_deferred,
         )  # fmt: skip
         self.ctx = PolicyContext(
             now=self._now, queue=self.queue, cluster=self.cluster, snap=self.snap,
@@ -204,9 +212,88 @@ class _Cycle:
         for e in self.candidates:
             if e.nomination is not None:
                 self.holds.nominate(e.id, e.nomination.bindings)
+                self._hold_quota(e, e.nomination.bindings)
         self.lap("holds")
 
-    def consider(self, e: Entry) -> None:
+    def _hold_quota(self, e: Entry, bindings: Sequence[Binding]) -> None:
+        """Charge the preemptor's tenant, on this cycle's ledger, for the devices nominated
+        for it: the quota its victims free is its own until it is placed or gives up. While
+        its own tenant's victims are still charged, they count towards the hold (the quota
+        is not counted twice)."""
+        tenant = e.job.tenant
+        need: dict[str, int] = {}
+        for b in bindings:
+            m = self.pools.model_of(b)
+            need[m] = need.get(m, 0) + b.total_milli
+        full = dict(need)
+        for b in self._charged_victims(e):
+            m = self.pools.model_of(b)
+            if m in need:
+                need[m] = max(0, need[m] - b.total_milli)
+        held = [(tenant, m, milli) for m, milli in need.items() if milli]
+        for t, m, milli in held:
+            self.ledger.add(t, m, milli)
+        self.quota_held[e.id] = held
+        # what its victims still hold: the preemption's view of the future adds it back
+        self.quota_deferred[e.id] = [(tenant, m, full[m] - need[m]) for m in full]
+
+    def _charged_victims(self, e: Entry) -> list[Binding]:
+        """The bindings of the preemptor's victims of its own tenant that are still charged
+        (terminating for it, or chosen for it this cycle)."""
+        out: list[Binding] = []
+        nom = e.nomination
+        pods = list(nom.victims) if nom is not None else []
+        pods += [p for v in self.pre.victims if v.preemptor == e.id for p in v.pods]
+        for p in dict.fromkeys(pods):
+            ve = self.queue.get(p.job)
+            if ve is None or ve.job.tenant != e.job.tenant or p not in ve.assigned:
+                continue
+            if ve.terminating.get(p) == e.id or p in self.pre.victim_pods:
+                out.append(self.cluster.binding(p))
+        return out
+
+    def _release_quota(self, e: Entry) -> None:
+        self.quota_deferred.pop(e.id, None)
+        for t, m, milli in self.quota_held.pop(e.id, ()):
+            self.ledger.add(t, m, -milli)
+
+    def walk(self) -> None:
+        """Consider every candidate in the global order, except that within one priority a
+        job that would have to borrow (its tenant ends above its nominal quota) goes after
+        the jobs that fit their nominal quota (Kueue's entry ordering): it would otherwise
+        start and be reclaimed a cycle later."""
+        if self.ledger.table.unlimited:
+            for e in self.candidates:
+                self.consider(e)
+            return
+        deferred: list[Entry] = []
+        band: int | None = None
+        for e in self.candidates:
+            prio = e.job.priority
+            if deferred and prio != band:
+                for d in deferred:
+                    self.consider(d)
+                deferred.clear()
+            band = prio
+            if self._now < e.backoff_until or e.id in self.quota_held:
+                self.consider(e)  # waits, or takes what is held for it
+                continue
+            facts = self.facts.of(e, self.pools)
+            if facts.no_pool is not None:
+                self.consider(e)
+                continue
+            dec = admit_quota(self.ledger, e.job, e.remaining(), facts.role_models)
+            if dec.ok and not dec.within_nominal:
+                deferred.append(e)  # it must borrow
+            else:
+                self.consider(e, dec)  # the ledger is unchanged until its quota check
+        for d in deferred:
+            self.consider(d)
+
+    def consider(self, e: Entry, dec: QuotaDecision | None = None) -> None:
+        """Backoff, pools, the policy's gate, quota (``dec`` when the walk already decided
+        it on the same ledger), readiness, placement; on failure explain, let the policy
+        react and maybe preempt."""
         job = e.job
         # a. Backoff: wait without blocking anyone.
         if self._now < e.backoff_until:
@@ -225,9 +312,12 @@ class _Cycle:
         if gate.skip is not None:
             self.pending[e.id] = gate.skip
             return
-        # d. Static quota, then dynamic readiness, then placement.
-        dec = facts.unlimited_decision
-        if dec is None or not self.ledger.table.unlimited:
+        # d. Static quota (the quota held for its nomination is its own; with no quotas, the
+        #    job's cached decision), then dynamic readiness, then placement.
+        if dec is None:
+            self._release_quota(e)
+            dec = facts.unlimited_decision if self.ledger.table.unlimited else None
+        if dec is None:
             dec = admit_quota(self.ledger, job, e.remaining(), role_models)
         self.ctx.current = (e.id, dec)
         reason = dec.reason if not dec.ok else None
@@ -243,12 +333,30 @@ class _Cycle:
         if not placed and reason.code in _NEVER_FIT_CANDIDATES:
             reason = self._never_fits(e, role_models) or reason
         reason = self._explain(e, reason)
+        if self.holds.is_nominated(e.id) and e.nomination is not None:
+            self._hold_quota(e, e.nomination.bindings)  # still waiting for its victims
         self.pending[e.id] = reason
         may_backfill = self.run.failed(e, reason)
         if self.pre.may_preempt(
             reason, partly_placed=bool(placed), nominated=self.holds.is_nominated(e.id)
         ):
             self._preempt(e, dec, role_models, may_backfill)
+
+    def close_run(self) -> None:
+        """Collect the policy run's reservations (inside the cycle's transaction: a run may
+        still reserve for its last blocked job) and put each one's expected start in its
+        job's pending reason."""
+        self.first = first = self.run.reservation()
+        many = getattr(self.run, "reservations", None)
+        self.reservations: tuple[Reservation, ...] = (
+            tuple(many()) if callable(many) else (() if first is None else (first,))
+        )
+        for r in self.reservations:
+            why = self.pending.get(r.job)
+            if why is not None:
+                self.pending[r.job] = attrs.evolve(
+                    why, message=f"{why.message}; reserved to start at {r.start:g}"
+                )
 
     def result(self) -> CycleResult:
         if self.pre.searches:
@@ -266,7 +374,8 @@ class _Cycle:
             nominations=tuple(self.nominations),
             dropped_nominations=tuple(self.dropped),
             pending=dict(self.pending),
-            reservation=self.run.reservation(),
+            reservation=self.first,
+            reservations=self.reservations,
             seen=seen,
             stats=CycleStats(
                 candidates=len(self.candidates),
@@ -394,11 +503,19 @@ class _Cycle:
         if found is None:
             return
         nom, units = found
+        if e.id in self.dropped:  # its old nomination ended; this one replaces it
+            self.dropped.remove(e.id)
         self.nominations.append(nom)
         self.holds.nominate(e.id, nom.bindings)
+        self._hold_quota(e, nom.bindings)
+        new = sum(len(v.pods) for v in self.pre.victims[len(self.pre.victims) - units :])
         self.pending[e.id] = Reason(
             code=ReasonCode.PREEMPTING,
-            message=f"evicting {len(nom.victims)} pods of {units} victims",
+            message=(
+                f"evicting {new} pods of {units} victims"
+                if units
+                else f"waiting for {len(nom.victims)} pods already being evicted"
+            ),
         )
 
 

@@ -516,6 +516,8 @@ class Scheduler:
             for p in pods:
                 self._release(p, None)
         victims = all(p in e.terminating for p in pods)
+        if victims and pods:
+            self.queue.mark_preempted(e.id, now)
         if e.job.gang and not victims:
             released, ev = self._release_job(e, skip=None, cause=EvictionCause.GANG_REQUEUED)
             self.queue.requeue(e.id, now, failed=False)

@@ -162,7 +162,7 @@ def kant_worker(swf: Path, policy: str, pod_gpus: int) -> dict[str, Any]:
     cluster = ClusterState(fat_tree_for_nodes(NODES, nodes_per_leaf=NODES).nodes)
     s = Scheduler(
         cluster,
-        queue=Queue(order=_arrival_order),
+        queue=Queue(order=_arrival_order, history=None),  # the records need every job
         placer=Placer("firstfit"),
         policy="strict-fifo" if policy == "fifo" else "best-effort-fifo",
         preemption=PreemptionPolicy(priority=False, reclaim=False, backfill=False),

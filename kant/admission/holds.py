@@ -144,9 +144,15 @@ class Holds:
         self.nominated[job] = h
 
     def reserve(self, bindings: Sequence[Binding]) -> None:
-        """Hold ``bindings`` for the policy's reservation."""
-        self.reserved = Hold(bindings)
-        self.reserved.take(self.snap)
+        """Hold ``bindings`` for the policy's reservations (a policy may reserve for several
+        jobs; the holds add up)."""
+        h = Hold(bindings)
+        h.take(self.snap)
+        if self.reserved is not None:
+            both = Hold(self.reserved.bindings + h.bindings)
+            both.taken = self.reserved.taken + h.taken
+            h = both
+        self.reserved = h
 
     def drop(self, job: str) -> None:
         """The nomination of ``job`` has served its time: free its devices."""

@@ -6,7 +6,9 @@ Three kinds, each a :class:`kant.model.VictimReason`:
               take back what other tenants borrowed: victims are jobs of tenants that use more
               than their nominal quota of that GPU model (any priority). The lender's own jobs
               are never reclaim victims.
-``PRIORITY``  victims have a strictly lower priority than the preemptor.
+``PRIORITY``  victims have a strictly lower priority than the preemptor. Another tenant's
+              borrowed use is a priority victim only of a preemptor that stays within its
+              nominal quota (then it is a reclaim), or with ``borrow_within_cohort``.
 ``BACKFILL``  (Backfill policy) the head has waited past the threshold: victims are jobs behind
               it in the queue order that started while it was pending.
 
@@ -65,10 +67,12 @@ class Preemptor:
     job: str
     tenant: str
     priority: int
-    within_nominal: bool
+    within_nominal: bool  # within nominal once its own tenant's eligible victims are gone
     backfill: bool  # may preempt backfilled jobs (Backfill head past its threshold)
     pending_since: float
     order_key: tuple[Any, ...]
+    borrowing: bool = False  # quotas apply and the tenant ends above its nominal quota
+    cascade: bool = False  # evicted within cascade_window: no priority or reclaim victims
 
 
 @attrs.frozen(kw_only=True)
@@ -92,15 +96,18 @@ def builtin_reason(
     policy: PreemptionPolicy, pre: Preemptor, unit: VictimView, *, exposed: bool
 ) -> VictimReason | None:
     """The built-in rules, in order: never the preemptor itself; another tenant's unit only
-    while that tenant borrows (``exposed``); then reclaim, priority, backfill."""
+    while that tenant borrows (``exposed``); then reclaim, priority, backfill (a preemptor
+    evicted within ``cascade_window`` only the last)."""
     if unit.job == pre.job:
         return None
     other = unit.tenant != pre.tenant
     if other and not exposed:
         return None  # another tenant's guaranteed (nominal) share is never preempted
-    if policy.reclaim and other and pre.within_nominal:
+    if policy.reclaim and other and pre.within_nominal and not pre.cascade:
         return VictimReason.RECLAIM
-    if policy.priority and unit.priority < pre.priority:
+    if policy.priority and unit.priority < pre.priority and not pre.cascade:
+        if other and pre.borrowing and not policy.may_borrow_from(pre.priority, unit.priority):
+            return None  # a borrower does not take another tenant's borrowed use
         return VictimReason.PRIORITY
     if (
         policy.backfill

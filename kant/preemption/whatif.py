@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from kant.admission.holds import Alloc, release_exact
@@ -29,7 +29,9 @@ class Scope:
 
 class CycleWhatIf:
     """What-ifs for one preemptor (``job``, its ``pods`` and their allowed GPU models) on the
-    cycle's snapshot and quota ledger."""
+    cycle's snapshot and quota ledger. ``needs_nominal(unit)``: evicting ``unit`` is a
+    reclaim, so the preemptor's tenant must end within its nominal quota while such a unit
+    is among the removed ones (a reclaimer does not borrow)."""
 
     def __init__(
         self,
@@ -40,6 +42,7 @@ class CycleWhatIf:
         job: Job,
         pods: tuple[PodId, ...],
         role_models: dict[str, tuple[str, ...]],
+        needs_nominal: Callable[[VictimUnit], bool] | None = None,
     ) -> None:
         self.snap = snap
         self.ledger = ledger
@@ -52,11 +55,14 @@ class CycleWhatIf:
         self.dec: QuotaDecision | None = None
         self.pool_ids = sorted({pools.models[m] for ms in role_models.values() for m in ms})
         self.need = sum(job.role(p.role).resources.total_milli for p in pods)
+        self.needs_nominal = needs_nominal
+        self.reclaimed = 0  # removed units that need the preemptor within nominal
 
     @contextmanager
     def scope(self) -> Iterator[Scope]:
         """A nested transaction over the snapshot and the ledger (undone unless committed)."""
         mark = self.ledger.mark()
+        reclaimed = self.reclaimed
         with self.snap.transaction() as tx:
             s = Scope(tx)
             yield s
@@ -64,6 +70,7 @@ class CycleWhatIf:
                 tx.commit()
         if not s.committed:
             self.ledger.rollback(mark)
+            self.reclaimed = reclaimed
 
     def remove(self, unit: VictimUnit) -> None:
         """Free what ``unit`` holds, on the snapshot and in the ledger."""
@@ -75,6 +82,8 @@ class CycleWhatIf:
         self.freed[unit.pods] = freed
         for m, milli in unit.usage:
             self.ledger.add(unit.tenant, m, -milli)
+        if self.needs_nominal is not None and self.needs_nominal(unit):
+            self.reclaimed += 1
 
     def restore(self, unit: VictimUnit) -> None:
         """Take back exactly what :meth:`remove` freed."""
@@ -82,14 +91,19 @@ class CycleWhatIf:
             a.take(self.snap)
         for m, milli in unit.usage:
             self.ledger.add(unit.tenant, m, milli)
+        if self.needs_nominal is not None and self.needs_nominal(unit):
+            self.reclaimed -= 1
 
     def ready(self) -> bool:
-        """Free milli, then quota for every pod, then readiness (cheap, necessary)."""
+        """Free milli, then quota for every pod (within nominal while a reclaimed unit is
+        removed), then readiness (cheap, necessary)."""
         agg = self.snap.agg["pool"]
         if sum(int(agg[p, Snapshot.AGG_FREE_MILLI]) for p in self.pool_ids) < self.need:
             return False
         dec = admit_quota(self.ledger, self.job, self.pods, self.role_models)
         if not dec.ok or len(dec.pods) != len(self.pods):
+            return False
+        if self.reclaimed and not dec.within_nominal:
             return False
         self.dec = dec
         return self.pools.ready(self.job, dec) is None

@@ -5,6 +5,7 @@ from kant.contracts import GO, CycleContext, Gate, PolicyRun, QueueingPolicy, Re
 from kant.queueing.backfill import Backfill
 from kant.queueing.backoff import Backoff
 from kant.queueing.best_effort import BestEffortFIFO
+from kant.queueing.conservative import ConservativeBackfill
 from kant.queueing.easy import EasyBackfill
 from kant.queueing.order import ORDER_KEYS, larger_first_order, paper_order
 from kant.queueing.policies import POLICIES, as_policy, make_policy, policy_names, register_policy
@@ -18,6 +19,7 @@ __all__ = [
     "Backfill",
     "Backoff",
     "BestEffortFIFO",
+    "ConservativeBackfill",
     "CycleContext",
     "EasyBackfill",
     "Entry",

@@ -1,4 +1,4 @@
-"""EASY backfill (Slurm's EASY: only the head holds a reservation)."""
+"""EASY backfill (the EASY scheduler of Lifka, 1995: only the head holds a reservation)."""
 
 from __future__ import annotations
 

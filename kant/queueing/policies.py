@@ -17,6 +17,7 @@ Built-ins, by registry name (:data:`POLICIES`), one module each:
 ``best-effort-fifo``  :class:`~kant.queueing.best_effort.BestEffortFIFO`
 ``backfill``          :class:`~kant.queueing.backfill.Backfill`
 ``easy-backfill``     :class:`~kant.queueing.easy.EasyBackfill`
+``conservative-backfill`` :class:`~kant.queueing.conservative.ConservativeBackfill`
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 from kant.contracts import QueueingPolicy
 from kant.queueing.backfill import Backfill
 from kant.queueing.best_effort import BestEffortFIFO
+from kant.queueing.conservative import ConservativeBackfill
 from kant.queueing.easy import EasyBackfill
 from kant.queueing.strict_fifo import StrictFIFO
 from kant.registry import Registry
@@ -59,3 +61,4 @@ register_policy("strict-fifo", StrictFIFO)
 register_policy("best-effort-fifo", BestEffortFIFO)
 register_policy("backfill", Backfill)
 register_policy("easy-backfill", EasyBackfill)
+register_policy("conservative-backfill", ConservativeBackfill)

@@ -9,6 +9,10 @@ Every submitted job is in exactly one :class:`JobPhase`:
 ``FINISHED``  every pod finished, or the job was cancelled (``cancelled`` says which).
 ``FAILED``    its retry limit was reached; ``reason`` says why. It is never scheduled again.
 
+A job evicted by preemption keeps its place in the order (its submission time), or, with
+``Queue(requeue_timestamp="eviction")``, goes back as if submitted at its eviction (Kueue's
+``requeuingStrategy.timestamp``); see :meth:`Queue.mark_preempted`.
+
 Nothing is ever dropped while it is live: a job leaves the queue's books only after reaching
 FINISHED or FAILED, and stays listed (:meth:`Queue.status`) after that while it is among the
 ``history`` most recently ended jobs (default :data:`DEFAULT_HISTORY`, like Slurm's
@@ -54,6 +58,9 @@ logger = logging.getLogger(__name__)
 DEFAULT_HISTORY = 10_000
 """How many FINISHED or FAILED jobs a :class:`Queue` keeps by default (oldest ended first
 released)."""
+
+REQUEUE_TIMESTAMPS = ("submission", "eviction")
+"""Where a job evicted by preemption goes back in the order (``Queue(requeue_timestamp=)``)."""
 
 
 class JobPhase(enum.StrEnum):
@@ -101,6 +108,7 @@ class JobStatus:
     terminating: tuple[PodId, ...]
     cancelled: bool
     nomination: Nomination | None
+    evicted_at: float | None = None
 
     @property
     def id(self) -> str:
@@ -128,6 +136,7 @@ class Entry:
     cancelled: bool = False
     nomination: Nomination | None = None
     _remaining: tuple[PodId, ...] | None = None
+    evicted_at: float | None = None  # last eviction by preemption, until it runs again
     version: int = 0  # bumped by touch(): caches of what the job holds compare it
 
     @property
@@ -175,6 +184,7 @@ class Entry:
             terminating=tuple(sorted(self.terminating)),
             cancelled=self.cancelled,
             nomination=self.nomination,
+            evicted_at=self.evicted_at,
         )
 
 
@@ -187,8 +197,11 @@ class Queue:
     ``order`` is the order key (a :class:`kant.contracts.OrderKey` or a name registered in
     :data:`kant.queueing.order.ORDER_KEYS`, default ``"paper"``); ``backoff`` the requeue
     backoff; ``history`` how many FINISHED or FAILED jobs stay listed (``None``: all; see the
-    module docstring). All reads are deterministic (order keys end with a unique sequence
-    number).
+    module docstring); ``requeue_timestamp`` where a job evicted by preemption goes back in
+    the order: ``"submission"`` (default: by its original submission time, so a victim that
+    already waited keeps its place) or ``"eviction"`` (as if submitted when it was evicted,
+    Kueue's ``requeuingStrategy.timestamp: Eviction``). All reads are deterministic (order
+    keys end with a unique sequence number).
     """
 
     def __init__(
@@ -197,6 +210,7 @@ class Queue:
         order: OrderKey | str = "paper",
         backoff: Backoff | None = None,
         history: int | None = DEFAULT_HISTORY,
+        requeue_timestamp: str = "submission",
     ) -> None:
         if history is not None and (
             not isinstance(history, int) or isinstance(history, bool) or history < 0
@@ -207,6 +221,11 @@ class Queue:
         self.history = history
         self._ended: dict[str, None] = {}  # FINISHED or FAILED job ids, oldest ended first
         self.released = 0  # jobs released from the books (history bound or forget())
+        if requeue_timestamp not in REQUEUE_TIMESTAMPS:
+            raise InvalidConfigError(
+                "requeue_timestamp", requeue_timestamp, "must be 'submission' or 'eviction'"
+            )
+        self.requeue_timestamp = requeue_timestamp
         self._entries: dict[str, Entry] = {}
         self._order: SortedList = SortedList()  # (key, job id) of schedulable jobs
         self._in_order: set[str] = set()
@@ -363,6 +382,7 @@ class Queue:
             e.assigned[p] = now
         if e.phase is JobPhase.PENDING:
             e.started_at = now
+        e.evicted_at = None
         e.nomination = None
         e.reason = None
         e.touch()
@@ -383,6 +403,23 @@ class Queue:
             e = self.entry(p.job)
             if p in e.assigned:
                 e.terminating[p] = preemptor
+
+    def mark_preempted(self, job_id: str, now: float) -> None:
+        """Pods of the job were evicted by preemption at ``now``: remember when (a job evicted
+        a moment ago does not preempt in turn, :attr:`PreemptionPolicy.cascade_window`) and,
+        with ``requeue_timestamp="eviction"``, move it in the order as if submitted ``now``.
+        Raises :class:`~kant.errors.UnknownJobError`."""
+        e = self.entry(job_id)
+        e.evicted_at = float(now)
+        if self.requeue_timestamp == "eviction":
+            key = self.order(attrs.evolve(e.job, submitted_at=float(now)), e.seq)
+            if key != e.key:
+                inside = e.id in self._in_order
+                if inside:
+                    self._unsync(e)
+                e.key = key
+                if inside:
+                    self._sync(e)
 
     def set_nomination(self, nom: Nomination | None, job_id: str) -> None:
         """Set (None: clear) the devices nominated for the job; raises
@@ -483,6 +520,16 @@ class Queue:
             if self.history is not None:
                 while len(self._ended) > self.history:
                     self._release(next(iter(self._ended)))
+
+    def _unsync(self, e: Entry) -> None:
+        """Take ``e`` out of the order indices (to change its key)."""
+        item = (e.key, e.id)
+        self._order.remove(item)
+        self._in_order.discard(e.id)
+        tq = self._tenants[e.job.tenant]
+        tq.remove(item)
+        if not tq:
+            del self._tenants[e.job.tenant]
 
     def _sync(self, e: Entry) -> None:
         want = e.schedulable

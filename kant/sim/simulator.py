@@ -347,6 +347,14 @@ class Simulator:
             raise ValidationError("jobs", "<duplicate ids>", "job ids must be unique")
         if scheduler.cluster.num_pods or len(scheduler.queue):
             raise ValidationError("scheduler", scheduler, "must be fresh (no jobs, no pods)")
+        history = scheduler.queue.history
+        if history is not None and history < len(self.jobs):
+            raise ValidationError(
+                "scheduler.queue.history",
+                history,
+                f"must be None or at least the {len(self.jobs)} jobs simulated (the records of "
+                "every job are read from the queue at the end): use Queue(history=None)",
+            )
         self.progress = progress
         self.progress_every = max(1, int(progress_every))
         self._heap: list[tuple[float, int, int, Any]] = []

@@ -158,3 +158,62 @@ def test_easy_backfill_keeps_every_reservation_with_exact_estimates(seed: int) -
     assert promised  # reservations were made (the test is not vacuous)
     for jid, when in promised.items():
         assert started[jid] <= when, (jid, started[jid], when)
+
+
+def _two_pools_with_two_blocked_jobs(policy: object) -> tuple[Scheduler, object]:
+    """H100 node busy until 100, A100 node half busy until 200; h1 (H100) and h2 (A100) are
+    blocked; x (A100, long) and y (A100, short) could start in the A100 node's free half."""
+    from kant.testing import ClusterBuilder
+
+    cluster = ClusterBuilder().leaf("lf0", nodes=1).leaf("lfa", nodes=1, model="A100").build()
+    s = scheduler(cluster, policy=policy)
+    s.submit(job("ra", gpus=8, models="H100", runtime=100), now=0)
+    s.submit(job("rb", gpus=4, models="A100", runtime=200), now=0)
+    s.step(now=0)
+    s.submit(job("h1", gpus=8, models="H100", runtime=1000, submitted_at=1), now=1)
+    s.submit(job("h2", gpus=8, models="A100", runtime=1000, submitted_at=2), now=2)
+    s.submit(job("x", gpus=4, models="A100", runtime=500, submitted_at=3), now=3)
+    s.submit(job("y", gpus=4, models="A100", runtime=50, submitted_at=4), now=4)
+    return s, s.step(now=5)
+
+
+def test_conservative_backfill_never_delays_any_reserved_job_where_easy_delays_the_second() -> None:
+    from kant.queueing import ConservativeBackfill
+
+    s, r = _two_pools_with_two_blocked_jobs(ConservativeBackfill())
+    assert [(v.job, v.start) for v in r.reservations] == [("h1", 100), ("h2", 200)]
+    assert r.reservation == r.reservations[0]
+    assert r.placed == ("y",)  # ends at 55, before every reserved start
+    assert r.pending["x"].code is ReasonCode.RESERVED and "h1" in r.pending["x"].message
+    assert r.pending["h1"].message.endswith("reserved to start at 100")
+    assert r.pending["h2"].message.endswith("reserved to start at 200")
+    finish(s, "y", now=55)
+    finish(s, "ra", now=100)
+    assert s.step(now=100).placed == ("h1",)
+    finish(s, "rb", now=200)
+    assert s.step(now=200).placed == ("h2",)  # on time
+    check_invariants(s)
+    # EASY reserves for the head only: x starts and pushes h2 back to 505
+    _s, r = _two_pools_with_two_blocked_jobs(EasyBackfill())
+    assert [v.job for v in r.reservations] == ["h1"]
+    assert r.placed == ("x",)
+    assert r.pending["h1"].message.endswith("reserved to start at 100")
+
+
+def test_conservative_backfill_reserves_for_at_most_depth_jobs() -> None:
+    from kant.queueing import ConservativeBackfill
+
+    _s, r = _two_pools_with_two_blocked_jobs(ConservativeBackfill(depth=1))
+    assert [v.job for v in r.reservations] == ["h1"]
+    assert r.placed == ("x",)
+
+
+def test_conservative_backfill_refuses_a_bad_depth_or_runtime() -> None:
+    from kant.errors import InvalidConfigError
+    from kant.queueing import ConservativeBackfill, make_policy
+
+    with pytest.raises(InvalidConfigError, match="depth"):
+        ConservativeBackfill(depth=0)
+    with pytest.raises(InvalidConfigError, match="default_runtime"):
+        ConservativeBackfill(default_runtime=-1)
+    assert make_policy("conservative-backfill", depth=3) == ConservativeBackfill(depth=3)

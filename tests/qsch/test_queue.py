@@ -130,7 +130,13 @@ def test_every_submitted_job_is_in_exactly_one_phase_and_none_is_dropped() -> No
 
 
 def test_policies_come_from_a_registry_by_name() -> None:
-    assert policy_names() == ["backfill", "best-effort-fifo", "easy-backfill", "strict-fifo"]
+    assert policy_names() == [
+        "backfill",
+        "best-effort-fifo",
+        "conservative-backfill",
+        "easy-backfill",
+        "strict-fifo",
+    ]
     assert make_policy("backfill", threshold=60).threshold == 60  # type: ignore[attr-defined]
     assert Scheduler(ClusterState(), policy="strict-fifo").policy.name == "strict-fifo"
     from kant.errors import UnknownPolicyError

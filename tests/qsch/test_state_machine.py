@@ -38,11 +38,18 @@ from kant.errors import InvalidTimeError, ValidationError
 from kant.model import MAX_PODS_PER_JOB, NodeSpec, VictimReason
 from kant.placement import Placer
 from kant.preemption import PreemptionPolicy
-from kant.queueing import Backfill, Backoff, EasyBackfill, JobPhase, Queue
+from kant.queueing import (
+    Backfill,
+    Backoff,
+    ConservativeBackfill,
+    EasyBackfill,
+    JobPhase,
+    Queue,
+)
 from kant.scheduler import Scheduler
 from kant.testing import ClusterBuilder, check_invariants, job, node
 
-POLICIES = ["strict-fifo", "best-effort-fifo", "backfill", "easy-backfill"]
+POLICIES = ["strict-fifo", "best-effort-fifo", "backfill", "easy-backfill", "conservative-backfill"]
 
 
 class QSCHMachine(RuleBasedStateMachine):
@@ -67,6 +74,7 @@ class QSCHMachine(RuleBasedStateMachine):
         pol = {
             "backfill": Backfill(threshold=2),
             "easy-backfill": EasyBackfill(default_runtime=20),
+            "conservative-backfill": ConservativeBackfill(default_runtime=20, depth=3),
         }.get(policy, policy)
         self.s = Scheduler(
             cluster,

@@ -330,3 +330,15 @@ def test_an_evicted_gang_is_one_preemption_and_one_requeue_whatever_its_pods() -
     assert res.summary.preemptions == 1 and res.summary.evicted_pods == 2
     assert times(res, "high") == (130, 330)
     assert low.finished_at == 330 + 870
+
+
+def test_a_simulator_refuses_a_queue_that_would_forget_jobs_it_must_report() -> None:
+    from kant import Scheduler
+    from kant.errors import ValidationError
+    from kant.queueing import Queue
+
+    cluster = ClusterBuilder().leaf("lf0", nodes=1).build()
+    jobs = [job(f"j{i}", gpus=1, runtime=10.0, submitted_at=float(i)) for i in range(3)]
+    with pytest.raises(ValidationError, match="history"):
+        Simulator(Scheduler(cluster, queue=Queue(history=2)), jobs)
+    Simulator(Scheduler(cluster, queue=Queue(history=3)), jobs)  # enough for every job

@@ -1,0 +1,60 @@
+"""``kant bench cycle`` on two checkouts, interleaved, in one run: the p99 ratio after/before.
+
+On a shared machine absolute times drift from minute to minute; alternating the two
+checkouts run by run and comparing medians gives a ratio both sides measured under the same
+load::
+
+    git worktree add --detach ../kant-before main
+    python benchmarks/bench_cycle_ab.py --before ../kant-before --after . --runs 5
+
+Each run is ``python -m kant bench cycle --nodes N --pending P --json`` with ``PYTHONPATH``
+set to the checkout. Prints every run, then the medians of ``p99_ms``, ``cpu_p99_ms`` and
+``p50_ms`` per side and the ratios after/before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+KEYS = ("p99_ms", "cpu_p99_ms", "p50_ms")
+
+
+def run(checkout: Path, nodes: int, pending: int) -> dict[str, float]:
+    env = dict(os.environ, PYTHONPATH=str(checkout.resolve()))
+    cmd = [sys.executable, "-m", "kant", "bench", "cycle", "--nodes", str(nodes)]
+    cmd += ["--pending", str(pending), "--json"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    data: dict[str, float] = json.loads(out.strip().splitlines()[-1])
+    return data
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--before", type=Path, required=True, help="checkout measured first")
+    p.add_argument("--after", type=Path, required=True, help="checkout compared with it")
+    p.add_argument("--runs", type=int, default=5, help="runs per side (default 5)")
+    p.add_argument("--nodes", type=int, default=5000)
+    p.add_argument("--pending", type=int, default=1000)
+    args = p.parse_args()
+    sides: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+    for i in range(args.runs):
+        for side in ("before", "after"):
+            r = run(getattr(args, side), args.nodes, args.pending)
+            sides[side].append(r)
+            print(f"run {i + 1} {side:6} " + " ".join(f"{k}={r[k]}" for k in KEYS))
+    med = {s: {k: statistics.median(r[k] for r in rs) for k in KEYS} for s, rs in sides.items()}
+    for s in ("before", "after"):
+        print(f"median {s:6} " + " ".join(f"{k}={med[s][k]:.2f}" for k in KEYS))
+    ratios = " ".join(f"{k}={med['after'][k] / med['before'][k]:.3f}" for k in KEYS)
+    print(f"ratio after/before {ratios}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,123 @@
+"""Preemption and quota under contention (issue 12): no reclaim livelock, pod-level
+preemption, reclaim judged after the tenant's own victims, no over-eviction across preemptors,
+no cascades across cycles, non-borrowing jobs first."""
+
+from __future__ import annotations
+
+from kant.admission import Quota
+from kant.cycle import CycleResult
+from kant.model import ReasonCode, VictimReason
+from kant.queueing import JobPhase
+from kant.scheduler import Scheduler
+from kant.testing import ClusterBuilder, check_invariants, job
+
+from .conftest import evict_victims, nodes, scheduler
+
+
+def _run(s: Scheduler, t0: float, cycles: int) -> list[CycleResult]:
+    """``cycles`` cycles one second apart from ``t0``; every victim is gone by the next."""
+    out = []
+    for k in range(cycles):
+        r = s.step(now=t0 + k)
+        out.append(r)
+        evict_victims(s, r, now=t0 + k + 0.5)
+        check_invariants(s)
+    return out
+
+
+def test_a_reclaimed_victim_does_not_take_back_the_quota_held_for_its_preemptor() -> None:
+    # a and b share 8 GPUs nominal each; an isolated tenant holds 8 more, idle (24 GPUs)
+    s = scheduler(
+        nodes(3),
+        quotas=[Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8), Quota.gpus("iso", "H100", 8)],
+        modes={"iso": "isolated"},
+    )  # fmt: skip
+    s.submit(job("b1", gpus=8, tenant="b", submitted_at=0), now=0)
+    s.submit(job("b2", gpus=8, tenant="b", submitted_at=1), now=1)
+    assert s.step(now=1).placed == ("b1", "b2")  # b borrows a's 8
+    s.submit(job("a1", gpus=8, tenant="a", submitted_at=5), now=5)
+    rs = _run(s, 5, 6)
+    victims = [v.job for r in rs for v in r.victims]
+    assert victims == ["b2"]  # one reclaim, not one per cycle
+    assert rs[0].victims[0].reason is VictimReason.RECLAIM
+    assert s.queue.status("a1").phase is JobPhase.RUNNING
+    assert s.queue.status("b2").phase is JobPhase.PENDING
+    assert rs[-1].pending["b2"].code is ReasonCode.QUOTA_EXCEEDED
+
+
+def test_a_pod_level_preemptor_preempts_for_as_many_pods_as_preemption_can_place() -> None:
+    s = scheduler(nodes(1))
+    s.submit(job("lo", gpus=8, priority=10, submitted_at=0), now=0)
+    assert s.step(now=0).placed == ("lo",)
+    s.submit(job("hi", gpus=8, replicas=2, gang=False, priority=100000, submitted_at=1), now=1)
+    r = s.step(now=1)
+    assert [(v.job, v.reason) for v in r.victims] == [("lo", VictimReason.PRIORITY)]
+    assert r.pending["hi"].code is ReasonCode.PREEMPTING
+    evict_victims(s, r, now=1.5)
+    r = s.step(now=2)
+    assert [str(b.pod) for b in r.bindings] == ["hi/worker/0"]
+    check_invariants(s)
+
+
+def test_a_tenant_reclaims_when_dropping_its_own_low_priority_job_brings_it_within_nominal() -> (
+    None
+):
+    # 16 GPUs; a and b have 8 nominal each. a runs a low-priority 4-GPU job; b borrows 4.
+    s = scheduler(nodes(2), quotas=[Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8)])
+    s.submit(job("a-lo", gpus=4, tenant="a", priority=0, submitted_at=0), now=0)
+    s.submit(job("b1", gpus=8, tenant="b", priority=20, submitted_at=1), now=1)
+    s.submit(job("b2", gpus=4, tenant="b", priority=20, submitted_at=2), now=2)
+    assert sorted(s.step(now=2).placed) == ["a-lo", "b1", "b2"]
+    # a's important job needs 8: 4 + 8 > 8 nominal, but without a-lo it is within nominal
+    s.submit(job("a-hi", gpus=8, tenant="a", priority=10, submitted_at=3), now=3)
+    r = s.step(now=3)
+    assert sorted((v.job, v.reason) for v in r.victims) == [
+        ("a-lo", VictimReason.PRIORITY),
+        ("b2", VictimReason.RECLAIM),
+    ]
+    evict_victims(s, r, now=3.5)
+    assert s.step(now=4).placed == ("a-hi",)
+    assert s.admitter.used("a", "H100") == 8000 and s.admitter.used("b", "H100") == 8000
+    check_invariants(s)
+
+
+def test_capacity_freed_beyond_a_preemptors_need_serves_a_later_preemptor_before_more_is_evicted() -> (
+    None
+):
+    # 32 GPUs; b borrows all of them with b1 (3x8) and b2 (1x8)
+    s = scheduler(nodes(4), quotas=[Quota.gpus("a", "H100", 24), Quota.gpus("b", "H100", 8)])
+    s.submit(job("b1", gpus=8, replicas=3, tenant="b", submitted_at=0), now=0)
+    s.submit(job("b2", gpus=8, tenant="b", submitted_at=1), now=1)
+    assert sorted(s.step(now=1).placed) == ["b1", "b2"]
+    s.submit(job("a1", gpus=8, replicas=2, tenant="a", submitted_at=5), now=5)
+    s.submit(job("a2", gpus=2, tenant="a", submitted_at=6), now=6)
+    rs = _run(s, 6, 3)
+    assert [v.job for r in rs for v in r.victims] == ["b1"]  # b2 keeps running
+    assert s.queue.status("a1").phase is JobPhase.RUNNING
+    assert s.queue.status("a2").phase is JobPhase.RUNNING
+    assert s.queue.status("b2").phase is JobPhase.RUNNING
+
+
+def test_a_job_evicted_a_moment_ago_does_not_evict_a_lower_priority_job_in_turn() -> None:
+    cluster = ClusterBuilder().leaf("lf0", nodes=1).leaf("lfa", nodes=1, model="A100").build()
+    s = scheduler(cluster)
+    s.submit(job("lo", gpus=8, priority=0, models="A100", submitted_at=0), now=0)
+    s.submit(job("mid", gpus=8, priority=5, models=frozenset({"H100", "A100"}), submitted_at=1))
+    assert sorted(s.step(now=1).placed) == ["lo", "mid"]
+    s.submit(job("hi", gpus=8, priority=10, models="H100", submitted_at=2), now=2)
+    rs = _run(s, 2, 5)
+    assert [(v.job, v.preemptor) for r in rs for v in r.victims] == [("mid", "hi")]
+    assert s.queue.status("lo").phase is JobPhase.RUNNING
+    assert s.queue.status("mid").phase is JobPhase.PENDING
+
+
+def test_a_job_within_its_nominal_quota_goes_before_a_borrowing_job_of_the_same_priority() -> None:
+    s = scheduler(nodes(2), quotas=[Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8)])
+    s.submit(job("b0", gpus=8, tenant="b", submitted_at=0), now=0)
+    assert s.step(now=0).placed == ("b0",)
+    s.submit(job("b1", gpus=8, tenant="b", submitted_at=1), now=1)  # would borrow a's 8
+    s.submit(job("a1", gpus=8, tenant="a", submitted_at=2), now=2)  # within a's nominal
+    rs = _run(s, 2, 3)
+    assert rs[0].placed == ("a1",)
+    assert rs[0].pending["b1"].code is ReasonCode.QUOTA_EXCEEDED
+    assert not [v for r in rs for v in r.victims]  # no start-then-evict

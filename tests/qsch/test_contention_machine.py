@@ -1,0 +1,151 @@
+"""Hypothesis state machine of preemption and quota under contention (issue 12).
+
+Tenants ``a`` and ``b`` share a cohort (8 GPUs nominal each), ``iso`` is isolated (8 GPUs,
+rarely used), and the cluster has idle capacity outside the cohort (32 GPUs in all). Jobs
+borrow, carry priorities 0-2, are gangs or pod-level; the orchestrator evicts every victim
+right after each cycle. For every run:
+
+- no job is evicted more than twice by the same preemptor;
+- a preemptor whose victims are gone is bound within 3 cycles (for a pod-level preemptor:
+  it places pods), unless it was cancelled;
+- no eviction frees capacity that sits unused while its preemptor is bound: when a
+  preemptor is placed (and no job finished meanwhile), each of its victims has a device in
+  use again, or putting the victim back would break a quota (it was evicted for quota, not
+  capacity).
+"""
+
+from __future__ import annotations
+
+import hypothesis.strategies as st
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from kant.admission import Admitter, Quota
+from kant.model import Binding, Victim
+from kant.placement import Placer
+from kant.preemption import PreemptionPolicy
+from kant.queueing import JobPhase, Queue
+from kant.scheduler import Scheduler
+from kant.testing import ClusterBuilder, check_invariants, job
+
+BIND_WITHIN = 3
+SAME_PREEMPTOR_EVICTIONS = 2
+
+
+class ContentionMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0.0
+        self.n = 0
+        self.cycle = 0
+        self.evictions: dict[tuple[str, str], int] = {}
+        # preemptor -> (cycle its victims were gone, its victims with their bindings)
+        self.waiting: dict[str, tuple[int, list[tuple[Victim, tuple[Binding, ...]]]]] = {}
+        self.changed: set[str] = set()  # preemptors that saw a job finish while waiting
+
+    @initialize(strategy=st.sampled_from(["ebinpack", "spread"]), others_first=st.booleans())
+    def setup(self, strategy: str, others_first: bool) -> None:
+        cluster = ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=2).build()
+        self.s = Scheduler(
+            cluster,
+            queue=Queue(),
+            admitter=Admitter(
+                [
+                    Quota.gpus("a", "H100", 8),
+                    Quota.gpus("b", "H100", 8),
+                    Quota.gpus("iso", "H100", 8),
+                ],
+                modes={"iso": "isolated"},
+            ),
+            placer=Placer(strategy),
+            preemption=PreemptionPolicy(reclaim_others_first=others_first),
+        )
+
+    @rule(
+        gpus=st.sampled_from([2, 4, 8]),
+        replicas=st.integers(1, 2),
+        gang=st.booleans(),
+        tenant=st.sampled_from(["a", "a", "b", "b", "iso"]),
+        priority=st.integers(0, 2),
+    )
+    def submit(self, gpus: int, replicas: int, gang: bool, tenant: str, priority: int) -> None:
+        self.n += 1
+        self.s.submit(
+            job(f"j{self.n}", gpus=gpus, replicas=replicas, gang=gang, tenant=tenant,
+                priority=priority, submitted_at=self.now),
+            now=self.now,
+        )  # fmt: skip
+
+    @rule(dt=st.sampled_from([1.0, 5.0]))
+    def cycle_and_evict(self, dt: float) -> None:
+        self.now += dt
+        self.cycle += 1
+        s = self.s
+        r = s.schedule(self.now)
+        held = {
+            v.pods: tuple(s.cluster.binding(p) for p in v.pods) for v in r.victims
+        }  # before they go
+        s.apply(r, self.now)
+        for jid in r.placed:
+            if jid in self.waiting:
+                if jid not in self.changed:
+                    self._check_no_idle_victim(jid)
+                del self.waiting[jid]
+                self.changed.discard(jid)
+        for v in r.victims:
+            k = (v.job, v.preemptor)
+            self.evictions[k] = self.evictions.get(k, 0) + 1
+            assert self.evictions[k] <= SAME_PREEMPTOR_EVICTIONS, f"{k} evicted again and again"
+            _c, vs = self.waiting.setdefault(v.preemptor, (self.cycle, []))
+            vs.append((v, held[v.pods]))
+        for v in r.victims:  # the orchestrator stops every victim at once
+            for p in v.pods:
+                e = s.queue.get(p.job)
+                if e is not None and p in e.assigned:
+                    s.pod_evicted(p, self.now)
+        for jid, (since, _vs) in list(self.waiting.items()):
+            st_ = s.queue.status(jid)
+            if st_.phase in (JobPhase.FINISHED, JobPhase.FAILED):
+                del self.waiting[jid]
+                continue
+            assert self.cycle - since <= BIND_WITHIN, f"preemptor {jid} not bound"
+
+    def _check_no_idle_victim(self, jid: str) -> None:
+        s = self.s
+        pre = s.queue.entry(jid).job
+        used = {(b.node, g) for b in s.cluster.pods() for g in b.gpus}
+        for v, bindings in self.waiting[jid][1]:
+            if any((b.node, g) in used for b in bindings for g in b.gpus):
+                continue
+            # every device it held is idle: it must have been needed for quota
+            led = s.admitter.ledger()
+            tenant = s.queue.entry(v.job).job.tenant
+            for b in bindings:
+                led.add(tenant, s.cluster.node(b.node).gpu_model or "", b.total_milli)
+            tb = led.table
+            over = any(c > tb.pool.get(m, 0) for m, c in led.cohort.items())
+            over = over or led.used(pre.tenant, "H100") > tb.nominal(pre.tenant, "H100")
+            over = over or led.used(tenant, "H100") > tb.ceiling(tenant, "H100")
+            assert over, f"victim {v.job} of {jid} freed capacity that sits unused"
+
+    @precondition(lambda self: self.s.queue.running())
+    @rule(data=st.data())
+    def finish(self, data: st.DataObject) -> None:
+        e = data.draw(st.sampled_from(self.s.queue.running()))
+        for p in sorted(e.assigned):
+            self.s.pod_finished(p, self.now)
+        self.changed.update(self.waiting)
+
+    @invariant()
+    def consistent(self) -> None:
+        if hasattr(self, "s"):
+            check_invariants(self.s)
+
+
+ContentionMachine.TestCase.settings = settings(
+    max_examples=60,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestContention = ContentionMachine.TestCase

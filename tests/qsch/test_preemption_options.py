@@ -1,0 +1,163 @@
+"""The preemption options users of the peers expect, each both ways (docs/qsch.md has the
+table): borrow_within_cohort (+ threshold), reclaim_others_first, cascade_window, and the
+queue's requeue_timestamp."""
+
+from __future__ import annotations
+
+import pytest
+
+from kant.admission import Quota
+from kant.cycle import CycleResult
+from kant.errors import InvalidConfigError
+from kant.model import VictimReason
+from kant.preemption import PreemptionPolicy
+from kant.queueing import Backoff, Queue
+from kant.scheduler import Scheduler
+from kant.testing import ClusterBuilder, check_invariants, job
+
+from .conftest import evict_victims, nodes, scheduler
+
+
+def _borrowers(pre: PreemptionPolicy) -> Scheduler:
+    # 16 GPUs; a and b have 4 nominal each, c lends 8 and is idle
+    s = scheduler(
+        nodes(2),
+        quotas=[Quota.gpus("a", "H100", 4), Quota.gpus("b", "H100", 4), Quota.gpus("c", "H100", 8)],
+        preemption=pre,
+    )  # fmt: skip
+    s.submit(job("b-lo", gpus=8, tenant="b", priority=0, submitted_at=0), now=0)
+    s.submit(job("a0", gpus=4, tenant="a", preemptible=False, submitted_at=1), now=1)
+    assert sorted(s.step(now=1).placed) == ["a0", "b-lo"]
+    # a's 8-GPU job borrows (a ends at 12 > 4) and needs b-lo's node
+    s.submit(job("a-hi", gpus=8, tenant="a", priority=10, submitted_at=2), now=2)
+    return s
+
+
+@pytest.mark.parametrize(
+    ("pre", "victims"),
+    [
+        pytest.param(PreemptionPolicy(), [], id="default: a borrower never takes b's borrowed use"),
+        pytest.param(
+            PreemptionPolicy(borrow_within_cohort=True), [("b-lo", VictimReason.PRIORITY)],
+            id="borrow_within_cohort: it may, for a lower priority",
+        ),
+        pytest.param(
+            PreemptionPolicy(borrow_within_cohort=True, borrow_priority_threshold=-1), [],
+            id="borrow_priority_threshold: not above the threshold",
+        ),
+        pytest.param(
+            PreemptionPolicy(borrow_within_cohort=True, borrow_priority_threshold=0),
+            [("b-lo", VictimReason.PRIORITY)],
+            id="borrow_priority_threshold: at the threshold it may",
+        ),
+    ],
+)  # fmt: skip
+def test_a_borrowing_preemptor_takes_another_tenants_borrowed_use_only_when_allowed(
+    pre: PreemptionPolicy, victims: list[tuple[str, VictimReason]]
+) -> None:
+    s = _borrowers(pre)
+    r = s.step(now=2)
+    assert [(v.job, v.reason) for v in r.victims] == victims
+    if victims:
+        evict_victims(s, r, now=2.5)
+        assert s.step(now=3).placed == ("a-hi",)
+    check_invariants(s)
+
+
+@pytest.mark.parametrize(
+    ("others_first", "victims"),
+    [
+        pytest.param(True, [("b2", VictimReason.RECLAIM)], id="others first (Kueue)"),
+        pytest.param(False, [("a-lo", VictimReason.PRIORITY)], id="plain victim order"),
+    ],
+)
+def test_reclaim_takes_other_tenants_borrowed_use_before_the_tenants_own_lower_priority_work(
+    others_first: bool, victims: list[tuple[str, VictimReason]]
+) -> None:
+    s = scheduler(
+        nodes(2),
+        quotas=[Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8)],
+        preemption=PreemptionPolicy(reclaim_others_first=others_first),
+    )
+    s.submit(job("b1", gpus=8, tenant="b", submitted_at=0), now=0)
+    s.step(now=0)
+    s.submit(job("b2", gpus=4, tenant="b", submitted_at=1), now=1)
+    s.step(now=1)
+    s.submit(job("a-lo", gpus=4, tenant="a", submitted_at=2), now=2)  # the newest
+    s.step(now=2)
+    s.submit(job("a-hi", gpus=4, tenant="a", priority=10, submitted_at=3), now=3)
+    r = s.step(now=3)
+    assert [(v.job, v.reason) for v in r.victims] == victims
+    evict_victims(s, r, now=3.5)
+    assert s.step(now=4).placed == ("a-hi",)
+    check_invariants(s)
+
+
+def _cascade(window: float) -> tuple[Scheduler, CycleResult]:
+    cluster = ClusterBuilder().leaf("lf0", nodes=1).leaf("lfa", nodes=1, model="A100").build()
+    s = scheduler(cluster, preemption=PreemptionPolicy(cascade_window=window))
+    s.submit(job("lo", gpus=8, priority=0, models="A100", submitted_at=0), now=0)
+    s.submit(job("mid", gpus=8, priority=5, models=frozenset({"H100", "A100"}), submitted_at=1))
+    s.step(now=1)
+    s.submit(job("hi", gpus=8, priority=10, models="H100", submitted_at=2), now=2)
+    r = s.step(now=2)
+    assert [v.job for v in r.victims] == ["mid"]
+    evict_victims(s, r, now=2.5)
+    r = s.step(now=3)
+    assert r.placed == ("hi",)
+    return s, r
+
+
+def test_with_the_cascade_guard_off_an_evicted_job_preempts_at_once() -> None:
+    _s, r = _cascade(0.0)  # in the cycle that places hi
+    assert [(v.job, v.preemptor) for v in r.victims] == [("lo", "mid")]
+
+
+def test_an_evicted_job_may_preempt_again_once_the_cascade_window_has_passed() -> None:
+    s, r = _cascade(100.0)
+    assert not r.victims
+    assert not s.step(now=50).victims
+    r = s.step(now=103)
+    assert [(v.job, v.preemptor) for v in r.victims] == [("lo", "mid")]
+
+
+def test_the_cascade_window_must_be_a_non_negative_number() -> None:
+    with pytest.raises(InvalidConfigError, match="cascade_window"):
+        PreemptionPolicy(cascade_window=-1)
+    with pytest.raises(InvalidConfigError, match="borrow_within_cohort"):
+        PreemptionPolicy(borrow_within_cohort="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "order"),
+    [
+        pytest.param("submission", ["v", "w"], id="by submission: the victim keeps its place"),
+        pytest.param("eviction", ["w", "v"], id="by eviction time (Kueue's Eviction)"),
+    ],
+)
+def test_an_evicted_job_goes_back_in_the_queue_by_the_requeue_timestamp(
+    timestamp: str, order: list[str]
+) -> None:
+    from kant.admission import Admitter
+    from kant.placement import Placer
+
+    s = Scheduler(
+        nodes(1),
+        queue=Queue(backoff=Backoff(), requeue_timestamp=timestamp),
+        admitter=Admitter(),
+        placer=Placer("ebinpack"),
+    )
+    s.submit(job("v", gpus=8, submitted_at=0), now=0)
+    s.step(now=0)
+    s.submit(job("w", gpus=8, submitted_at=1), now=1)
+    s.submit(job("p", gpus=8, priority=5, submitted_at=2), now=2)
+    r = s.step(now=2)
+    assert [v.job for v in r.victims] == ["v"]
+    evict_victims(s, r, now=3)
+    assert [e.id for e in s.queue.candidates()] == ["p", *order]
+    check_invariants(s)
+
+
+def test_an_unknown_requeue_timestamp_is_refused() -> None:
+    with pytest.raises(InvalidConfigError, match="requeue_timestamp"):
+        Queue(requeue_timestamp="creation")
