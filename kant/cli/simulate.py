@@ -14,25 +14,24 @@ import sys
 import time
 from typing import Any, Final, TextIO
 
-import attrs
-
 from kant.cli.options import UsageError, existing_file, number, out_dir
+from kant.config import load_config
 from kant.errors import KantError
 from kant.queueing import policy_names
 from kant.sim.analysis import result_json
 from kant.sim.report import format_summary, write_report
 from kant.sim.scenarios import (
     PREEMPTION_MODES,
+    SCENARIO_OPTIONS,
     SCENARIOS,
     TARGET_LOAD,
     TRACES,
     PolicySet,
     Scenario,
     load_note,
-    make_scenario,
     placement_names,
     run_scenario,
-    trace_scenario,
+    scenario_from_options,
 )
 from kant.sim.simulator import RESTART, RESUME, Progress
 
@@ -176,7 +175,6 @@ def add_simulate_parser(sub: Any) -> argparse.ArgumentParser:
     g.add_argument(
         "--preemption",
         choices=PREEMPTION_MODES,
-        default="auto",
         help="auto (default): backfill preemption under backfill, quota reclaim where tenants "
         "have quotas, no priority preemption; all: every kind, as the library's default",
     )
@@ -184,6 +182,13 @@ def add_simulate_parser(sub: Any) -> argparse.ArgumentParser:
         "--threshold",
         type=number(float, low=0, allow_inf=True),
         help="Backfill head preemption threshold in s, with --queueing backfill (default 3600)",
+    )
+    g.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a config file (docs/config.md): its tenants and quotas replace the scenario's, "
+        "its queueing, placement and preemption sections set the policies (instead of "
+        "--queueing, --placement, --preemption, --threshold)",
     )
     p.set_defaults(func=run_simulate, check=check_simulate_args)
     return p
@@ -207,6 +212,13 @@ def check_common_args(args: argparse.Namespace) -> None:
 def check_simulate_args(args: argparse.Namespace) -> None:
     """:func:`check_common_args`, plus ``--threshold`` only with the Backfill policy."""
     check_common_args(args)
+    if args.config is not None:
+        for opt in ("queueing", "placement", "preemption", "threshold"):
+            if getattr(args, opt) is not None:
+                raise UsageError(
+                    f"--{opt} {getattr(args, opt)} and --config {args.config}: the file sets "
+                    "the policies (docs/config.md)"
+                )
     if args.threshold is not None and (args.queueing or "backfill") != "backfill":
         raise UsageError(
             f"--threshold {args.threshold:g} is Backfill's; --queueing {args.queueing} has none"
@@ -215,28 +227,13 @@ def check_simulate_args(args: argparse.Namespace) -> None:
 
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
     """The scenario the common options name (a built-in scenario or a trace, with the
-    simulation options applied; options checked by :func:`check_common_args`). Raises
+    simulation options applied; options checked by :func:`check_common_args`), built by
+    :func:`kant.sim.scenarios.scenario_from_options` as a sweep's ``sim`` runs are. Raises
     :class:`kant.errors.KantError` on bad values."""
-    seed = args.seed if args.seed is not None else 0
+    options = {k: getattr(args, k, None) for k in SCENARIO_OPTIONS}
     if args.trace is not None:
-        sc = trace_scenario(
-            args.trace, path=args.trace_file, cluster=args.cluster, jobs=args.jobs,
-            seed=seed, load=args.load,
-        )  # fmt: skip
-    else:
-        sc = make_scenario(args.scenario, jobs=args.jobs, seed=seed, load=args.load)
-    changes = {
-        "tick": args.tick,
-        "grace_period": args.grace,
-        "on_interrupt": args.on_interrupt,
-        "mtbf": args.mtbf,
-        "mttr": args.mttr,
-        "horizon": args.horizon,
-    }
-    changes = {k: v for k, v in changes.items() if v is not None}
-    if changes:
-        sc = attrs.evolve(sc, config=attrs.evolve(sc.config, **changes))
-    return sc
+        options["scenario"] = None  # the built-in default; check_common_args refused a given one
+    return scenario_from_options(options)
 
 
 def target_load(args: argparse.Namespace) -> float:
@@ -303,13 +300,18 @@ def run_simulate(args: argparse.Namespace) -> int:
     line); 2 on a bad option value."""
     try:
         sc = scenario_from_args(args)
-        base = sc.default_policy
-        pol = PolicySet(
-            queueing=args.queueing or base.queueing,
-            placement=args.placement or base.placement,
-            preemption=args.preemption,
-            threshold=args.threshold,
-        )
+        if args.config is not None:
+            cfg = load_config(args.config)
+            sc = sc.with_tenants(cfg)
+            pol = PolicySet.from_config(cfg)
+        else:
+            base = sc.default_policy
+            pol = PolicySet(
+                queueing=args.queueing or base.queueing,
+                placement=args.placement or base.placement,
+                preemption=args.preemption or "auto",
+                threshold=args.threshold,
+            )
     except KantError as e:
         print(f"kant simulate: {e}", file=sys.stderr)
         return 2

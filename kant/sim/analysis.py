@@ -74,6 +74,7 @@ def result_json(scenario: Scenario, policy: PolicySet, result: SimResult) -> dic
         "jwtd_by_size": by_size,
         "wall_s": round(result.wall_s, 3),
         "cycle_s": round(result.cycle_ms / 1000, 3),
+        **({"config": policy.config.source} if policy.config is not None else {}),
     }
 
 

@@ -38,12 +38,13 @@ from typing import Any, Final
 
 import attrs
 
-from kant.admission import Admitter, Quota
+from kant.admission import Admitter, Quota, QuotaMode
+from kant.config import KantConfig
 from kant.errors import ValidationError
-from kant.model import Job, NodeSpec, one_of, registered
+from kant.model import Job, NodeSpec, registered
 from kant.placement import STRATEGIES, Placer, Strategy, strategy_names
 from kant.preemption import PreemptionPolicy
-from kant.queueing import Queue, make_policy, policy_names
+from kant.queueing import POLICIES, Queue, make_policy, policy_names
 from kant.registry import BuildContext
 from kant.scheduler import Scheduler
 from kant.sim.simulator import SimConfig, SimResult, Simulator
@@ -53,6 +54,7 @@ from kant.topology.templates import register_template
 
 __all__ = [
     "COMPARE_SETS",
+    "PREEMPTION_KINDS",
     "PREEMPTION_MODES",
     "SCENARIOS",
     "TRACES",
@@ -65,7 +67,9 @@ __all__ = [
     "observation_window",
     "offered_load",
     "placement_names",
+    "preemption_name",
     "run_scenario",
+    "scenario_from_options",
     "trace_scenario",
     "trace_warmup",
 ]
@@ -105,7 +109,30 @@ def placement_names() -> list[str]:
 
 _queueing = registered("queueing", policy_names)
 _placement = registered("placement", placement_names, fold_case=True)
-_preemption = one_of(ValidationError, PREEMPTION_MODES)
+PREEMPTION_KINDS: Final = ("priority", "reclaim", "backfill")
+
+
+def _preemption(_inst: Any, _attr: Any, value: Any) -> None:
+    """A mode of :data:`PREEMPTION_MODES` or a combination of kinds (``reclaim+backfill``)."""
+    if isinstance(value, str) and value in PREEMPTION_MODES:
+        return
+    parts = value.split("+") if isinstance(value, str) else []
+    if not parts or any(p not in PREEMPTION_KINDS for p in parts) or len(set(parts)) < len(parts):
+        raise ValidationError(
+            "preemption",
+            value,
+            f"must be one of {', '.join(PREEMPTION_MODES)} or kinds joined by '+' "
+            "(e.g. reclaim+backfill)",
+        )
+
+
+def preemption_name(policy: PreemptionPolicy) -> str:
+    """How a report names the kinds ``policy`` has on: ``none``, ``all``, or the kinds joined
+    by ``+`` in the order priority, reclaim, backfill (``reclaim+backfill``)."""
+    kinds = [k for k in PREEMPTION_KINDS if getattr(policy, k)]
+    if not kinds:
+        return "none"
+    return "all" if len(kinds) == len(PREEMPTION_KINDS) else "+".join(kinds)
 
 
 @attrs.frozen(kw_only=True)
@@ -122,6 +149,20 @@ class PolicySet:
     preemption: str = attrs.field(default="auto", validator=_preemption)
     threshold: float | None = None
     name: str | None = None
+    config: KantConfig | None = attrs.field(default=None, hash=False)
+
+    @classmethod
+    def from_config(cls, config: KantConfig, name: str | None = None) -> PolicySet:
+        """The policies of a config file (``kant simulate --config``): its queueing policy,
+        order and backoff, its placement strategy, group probe and seed, and its preemption
+        options, each with its options; ``preemption`` names the kinds it has on."""
+        return cls(
+            queueing=config.queueing.policy,
+            placement=config.placement.strategy,
+            preemption=preemption_name(config.preemption),
+            name=name,
+            config=config,
+        )
 
     @property
     def label(self) -> str:
@@ -147,15 +188,16 @@ class PolicySet:
         """The :class:`~kant.preemption.PreemptionPolicy` the mode means: ``"auto"`` reclaims when
         the scenario has quotas and backfill-preempts under the Backfill policy, never by
         priority; ``"none"`` nothing; ``"all"`` every rule; otherwise that rule only."""
+        if self.config is not None:
+            return self.config.preemption
         mode = self.preemption
         if mode == "auto":
             return PreemptionPolicy(
                 priority=False, reclaim=has_quotas, backfill=self.queueing == "backfill"
             )
+        kinds = PREEMPTION_KINDS if mode == "all" else mode.split("+")
         return PreemptionPolicy(
-            priority=mode in ("priority", "all"),
-            reclaim=mode in ("reclaim", "all"),
-            backfill=mode in ("backfill", "all"),
+            priority="priority" in kinds, reclaim="reclaim" in kinds, backfill="backfill" in kinds
         )
 
 
@@ -180,6 +222,8 @@ class Scenario:
     nodes: tuple[NodeSpec, ...]
     jobs: tuple[Job, ...]
     quotas: tuple[Quota, ...] | None = None
+    modes: tuple[tuple[str, QuotaMode], ...] = ()
+    default_mode: QuotaMode = QuotaMode.SHARED
     config: SimConfig = attrs.field(factory=SimConfig)
     default_policy: PolicySet = attrs.field(factory=PolicySet)
     compare_sets: tuple[PolicySet, ...] = COMPARE_SETS
@@ -189,19 +233,58 @@ class Scenario:
         """GPUs over all the scenario's nodes. O(nodes)."""
         return sum(n.gpus for n in self.nodes)
 
+    def with_tenants(self, config: KantConfig) -> Scenario:
+        """The scenario with ``config``'s tenants: its quotas and quota modes replace the
+        scenario's when the file has a ``tenants`` section (without one the scenario's quotas
+        stay), and its ``defaultMode`` applies to the tenants it does not list."""
+        if config.tenants is None:
+            return attrs.evolve(self, default_mode=config.default_mode)
+        modes = tuple((t.name, t.mode) for t in config.tenants if t.mode is not None)
+        return attrs.evolve(
+            self,
+            description=f"{self.description}; tenants and quotas replaced by {config.source}'s",
+            quotas=config.quotas,
+            modes=modes,
+            default_mode=config.default_mode,
+        )
+
     def scheduler(self, policy: PolicySet | None = None) -> Scheduler:
-        """A fresh scheduler for this scenario under ``policy`` (default: the scenario's)."""
+        """A fresh scheduler for this scenario under ``policy`` (default: the scenario's);
+        a policy set from a config file (:meth:`PolicySet.from_config`) brings its tenants
+        (:meth:`with_tenants`) and every setting of its queueing, placement and preemption
+        sections."""
         pol = policy if policy is not None else self.default_policy
+        if pol.config is not None:
+            return self._configured(pol.config)
         qopts: dict[str, Any] = {}
         if pol.threshold is not None and pol.queueing == "backfill":
             qopts["threshold"] = pol.threshold
         return Scheduler(
             ClusterState(self.nodes),
             queue=Queue(history=None),
-            admitter=Admitter(self.quotas),
+            admitter=self.admitter(),
             placer=Placer(self._strategy(pol.placement)),
             policy=make_policy(pol.queueing, **qopts),
             preemption=pol.preemption_policy(self.quotas is not None),
+        )
+
+    def admitter(self) -> Admitter:
+        """A fresh admitter with the scenario's quotas and quota modes."""
+        return Admitter(self.quotas, modes=dict(self.modes), default_mode=self.default_mode)
+
+    def _configured(self, cfg: KantConfig) -> Scheduler:
+        """The scheduler of a config file on this scenario: the simulator keeps every ended
+        job (``history=None``, for its records); the placement strategy is built with the
+        file's seed and the scenario's jobs and nodes (what FGD tunes itself to)."""
+        q = cfg.queueing
+        context = BuildContext(seed=cfg.placement.seed, workload=self.jobs, cluster=self.nodes)
+        return Scheduler(
+            ClusterState(self.nodes),
+            queue=Queue(order=q.order, backoff=q.backoff, history=None),
+            admitter=self.with_tenants(cfg).admitter(),
+            placer=cfg.placer(context),
+            policy=POLICIES.build(q.policy, **q.options),
+            preemption=cfg.preemption,
         )
 
     def _strategy(self, name: str) -> Strategy:
@@ -401,6 +484,61 @@ def make_scenario(
             raise ValidationError("load", load, "must be a number > 0")
         kw["load"] = load
     return build(**kw)
+
+
+SCENARIO_OPTIONS: Final = (
+    "scenario", "trace", "trace_file", "cluster", "jobs", "seed", "load",
+    "tick", "grace", "on_interrupt", "mtbf", "mttr", "horizon",
+)  # fmt: skip
+"""The options :func:`scenario_from_options` reads (``kant simulate``'s workload, cluster and
+simulation options, by their ``argparse`` names)."""
+
+_SIM_CHANGES: Final = {
+    "tick": "tick",
+    "grace": "grace_period",
+    "on_interrupt": "on_interrupt",
+    "mtbf": "mtbf",
+    "mttr": "mttr",
+    "horizon": "horizon",
+}
+
+
+def scenario_from_options(options: Mapping[str, Any]) -> Scenario:
+    """The scenario ``kant simulate``'s options name, as ``kant simulate``, ``kant compare``
+    and a sweep's ``sim`` runs build it: a built-in ``scenario`` (default
+    ``paper-training``) or a ``trace`` (with its ``trace_file``, ``cluster``), its ``jobs``,
+    ``seed`` (default 0) and ``load``, and the simulation settings ``tick``, ``grace``,
+    ``on_interrupt``, ``mtbf``, ``mttr``, ``horizon`` over the scenario's own. A missing or
+    None option takes its default; an unknown one, options that do not go together and bad
+    values raise :class:`~kant.errors.ValidationError`."""
+    for k in options:
+        if k not in SCENARIO_OPTIONS:
+            known = ", ".join(SCENARIO_OPTIONS)
+            raise ValidationError(k, options[k], f"not a scenario option (known: {known})")
+    o = {k: v for k, v in options.items() if v is not None}
+    seed = o.get("seed", 0)
+    if "trace" in o:
+        if "scenario" in o:
+            raise ValidationError("scenario", o["scenario"], f"and trace {o['trace']}: pick one")
+        if "load" in o and "cluster" in o:
+            raise ValidationError(
+                "load", o["load"], "sizes a trace's own cluster, not the one cluster gives"
+            )
+        sc = trace_scenario(
+            o["trace"], path=o.get("trace_file"), cluster=o.get("cluster"), jobs=o.get("jobs"),
+            seed=seed, load=o.get("load"),
+        )  # fmt: skip
+    else:
+        for name in ("cluster", "trace_file"):
+            if name in o:
+                raise ValidationError(name, o[name], "goes with a trace")
+        sc = make_scenario(
+            o.get("scenario", "paper-training"), jobs=o.get("jobs"), seed=seed, load=o.get("load")
+        )
+    changes = {field: o[k] for k, field in _SIM_CHANGES.items() if k in o}
+    if changes:
+        sc = attrs.evolve(sc, config=attrs.evolve(sc.config, **changes))
+    return sc
 
 
 # --------------------------------------------------------------------------- traces

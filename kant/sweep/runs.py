@@ -15,43 +15,23 @@ import attrs
 
 from kant.errors import ValidationError
 from kant.sim.analysis import run_metrics
-from kant.sim.scenarios import PolicySet, Scenario, make_scenario, run_scenario, trace_scenario
+from kant.sim.scenarios import (
+    SCENARIO_OPTIONS,
+    PolicySet,
+    Scenario,
+    run_scenario,
+    scenario_from_options,
+)
 
 __all__ = ["PackingInput", "execute", "prepare", "scenario_from_params"]
 
 
 def scenario_from_params(params: Mapping[str, Any]) -> Scenario:
-    """The scenario a ``sim`` run's parameters name (as ``kant simulate`` builds it from its
-    options). Raises :class:`~kant.errors.ValidationError` on options that do not go
-    together or bad values."""
-    p = dict(params)
-    seed = p.get("seed", 0)
-    if p.get("trace") is not None:
-        if p.get("load") is not None:
-            raise ValidationError("load", p["load"], "goes with a built-in scenario, not a trace")
-        sc = trace_scenario(
-            p["trace"], path=p.get("trace_file"), cluster=p.get("cluster"), jobs=p.get("jobs"),
-            seed=seed,
-        )  # fmt: skip
-    else:
-        for name in ("cluster", "trace_file"):
-            if p.get(name) is not None:
-                raise ValidationError(name, p[name], "goes with a trace")
-        sc = make_scenario(
-            p.get("scenario", "paper-training"), jobs=p.get("jobs"), seed=seed, load=p.get("load")
-        )
-    changes: dict[str, Any] = {
-        "tick": p.get("tick"),
-        "grace_period": p.get("grace"),
-        "on_interrupt": p.get("on_interrupt"),
-        "mtbf": p.get("mtbf"),
-        "mttr": p.get("mttr"),
-        "horizon": p.get("horizon"),
-    }
-    changes = {k: v for k, v in changes.items() if v is not None}
-    if changes:
-        sc = attrs.evolve(sc, config=attrs.evolve(sc.config, **changes))
-    return sc
+    """The scenario a ``sim`` run's parameters name, built as ``kant simulate`` builds it
+    from its options (:func:`kant.sim.scenarios.scenario_from_options`; the run's policy
+    parameters are not the scenario's). Raises :class:`~kant.errors.ValidationError` on
+    options that do not go together or bad values."""
+    return scenario_from_options({k: v for k, v in params.items() if k in SCENARIO_OPTIONS})
 
 
 @attrs.frozen

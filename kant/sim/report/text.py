@@ -6,15 +6,25 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
+import attrs
+
+from kant.config import KantConfig
 from kant.metrics import BUCKETS
 from kant.sim.analysis import SIZES_OF_NOTE, SeedRuns, experiments, seed_sweep, wait_by_size
-from kant.sim.scenarios import PolicySet, Scenario
+from kant.sim.scenarios import PREEMPTION_KINDS, PolicySet, Scenario
 from kant.sim.simulator import SimResult
 
-__all__ = ["DAY", "format_compare", "format_duration", "format_seed_sweep", "format_summary"]
+__all__ = [
+    "DAY",
+    "format_compare",
+    "format_duration",
+    "format_seed_sweep",
+    "format_summary",
+    "policy_line",
+]
 
 DAY: Final = 86_400.0
 """Seconds in a day."""
@@ -66,17 +76,49 @@ def _table(rows: Sequence[Sequence[str]], *, right_from: int = 1) -> str:
     return "\n".join(out)
 
 
+def _options(d: Mapping[str, Any]) -> str:
+    return f" ({', '.join(f'{k}={v}' for k, v in d.items())})" if d else ""
+
+
+def policy_line(scenario: Scenario, policy: PolicySet) -> str:
+    """``queueing Q, placement P, preemption K``: the kinds of preemption on (``none``,
+    ``priority``, ``reclaim+backfill``, ...); a config file's settings that are not the
+    library's defaults follow their part in brackets, and its name ends the line."""
+    pre = policy.preemption_policy(scenario.quotas is not None)
+    kinds = "+".join(k for k in PREEMPTION_KINDS if getattr(pre, k)) or "none"
+    cfg = policy.config
+    if cfg is None:
+        return f"queueing {policy.queueing}, placement {policy.placement}, preemption {kinds}"
+    base = KantConfig()
+    q, p = cfg.queueing, cfg.placement
+    qo = {**q.options, **({"order": q.order} if q.order != base.queueing.order else {})}
+    if q.backoff != base.queueing.backoff:
+        qo["backoff"] = q.backoff
+    po = dict(p.options)
+    if p.group_probe != base.placement.group_probe:
+        po["group_probe"] = p.group_probe
+    if p.seed != base.placement.seed:
+        po["seed"] = p.seed
+    pr = {
+        f.name: v
+        for f in attrs.fields(type(pre))
+        if f.name not in PREEMPTION_KINDS
+        and (v := getattr(pre, f.name)) != getattr(base.preemption, f.name)
+    }
+    return (
+        f"queueing {q.policy}{_options(qo)}, placement {p.strategy}{_options(po)}, "
+        f"preemption {kinds}{_options(pr)}; from {cfg.source}"
+    )
+
+
 def format_summary(scenario: Scenario, policy: PolicySet, result: SimResult) -> str:
     """The metrics table ``kant simulate`` prints."""
     s = result.summary
-    pre = policy.preemption_policy(scenario.quotas is not None)
-    kinds = [k for k in ("priority", "reclaim", "backfill") if getattr(pre, k)]
     jobs = dict(s.jobs)
     total = sum(jobs.values())
     lines = [
         f"scenario   {scenario.name}: {scenario.description}",
-        f"policy     queueing {policy.queueing}, placement {policy.placement}, "
-        f"preemption {'+'.join(kinds) or 'none'}",
+        f"policy     {policy_line(scenario, policy)}",
         f"simulated  {format_duration(s.end)}, observation window "
         f"{format_duration(s.window_start)} to {format_duration(s.window_end)} (arrivals, "
         f"warm-up excluded); {s.cycles:,} cycles, {s.events:,} events; wall "

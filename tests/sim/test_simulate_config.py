@@ -1,0 +1,108 @@
+"""``kant simulate --config``: a config file's tenants, quotas and policies drive the run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kant.cli import main
+from kant.config import load_config_text
+from kant.preemption import PreemptionPolicy
+from kant.sim.scenarios import PolicySet, make_scenario, run_scenario
+
+ZERO_SEARCH = """
+tenants:
+  - name: search
+    mode: isolated
+    quotas: {L40: {nominalQuota: 0}, A100: {nominalQuota: 0}}
+  - {name: ads, quotas: {L40: {nominalQuota: 100}}}
+  - {name: recsys, quotas: {L40: {nominalQuota: 100}, A100: {nominalQuota: 48}}}
+  - {name: chat, quotas: {L40: {nominalQuota: 20}, A100: {nominalQuota: 48}}}
+  - {name: vision, quotas: {L40: {nominalQuota: 30}, A100: {nominalQuota: 48}}}
+queueing: {policy: backfill, options: {threshold: 600}}
+preemption: {priority: false, minRuntimeSeconds: 60}
+"""
+
+
+def _started(result: object, tenant: str) -> int:
+    return sum(
+        1
+        for r in result.records  # type: ignore[attr-defined]
+        if r.tenant == tenant and r.started_at is not None
+    )
+
+
+def test_a_quota_in_the_config_file_decides_which_tenants_jobs_run() -> None:
+    sc = make_scenario("inference", jobs=60)
+    assert _started(run_scenario(sc), "search") > 0  # under the scenario's own quotas
+    cfg = load_config_text(ZERO_SEARCH, source="kant.yaml")
+    pol = PolicySet.from_config(cfg)
+    result = run_scenario(sc.with_tenants(cfg), pol)
+    assert _started(result, "search") == 0  # isolated with a zero quota: never admitted
+    assert _started(result, "ads") > 0
+    assert pol.preemption == "reclaim+backfill"
+    assert pol.preemption_policy(True) == PreemptionPolicy(priority=False, min_runtime=60)
+
+
+def test_a_scenario_without_a_tenants_section_keeps_its_own_quotas() -> None:
+    sc = make_scenario("inference", jobs=10)
+    cfg = load_config_text("queueing: {policy: strict-fifo}")
+    assert sc.with_tenants(cfg).quotas == sc.quotas
+    assert (
+        run_scenario(sc, PolicySet.from_config(cfg)).records
+        == run_scenario(sc, PolicySet(queueing="strict-fifo", preemption="all")).records
+    )
+
+
+def test_kant_simulate_reports_the_config_files_policies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "kant.yaml"
+    f.write_text(ZERO_SEARCH)
+    argv = ["simulate", "--scenario", "inference", "--jobs", "40", "--config", str(f),
+            "--quiet", "--no-plots", "--json", "--out", str(tmp_path / "r")]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert (
+        "policy     queueing backfill (threshold=600), placement ebinpack, preemption "
+        f"reclaim+backfill (min_runtime=60); from {f}"
+    ) in out
+    d = json.loads(out.strip().splitlines()[-1])
+    assert (d["preemption"], d["config"]) == ("reclaim+backfill", str(f))
+
+
+@pytest.mark.parametrize(
+    ("text", "extra", "message"),
+    [
+        ("tenants:\n  - {name: a, quotas: {L40: {nominalQuota: -1}}}\n", [],
+         "tenants[0].quotas.L40.nominalQuota: must be a number of GPUs"),
+        ("queueing: {polcy: backfill}\n", [], "queueing.polcy: unknown key"),
+        ("queueing: {policy: backfill}\n", ["--queueing", "strict-fifo"],
+         "--queueing strict-fifo and --config"),
+    ],
+)  # fmt: skip
+def test_a_bad_config_file_exits_2_with_one_line_naming_the_key(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    text: str,
+    extra: list[str],
+    message: str,
+) -> None:
+    f = tmp_path / "kant.yaml"
+    f.write_text(text)
+    argv = ["simulate", "--scenario", "inference", "--jobs", "5", "--config", str(f),
+            "--quiet", "--no-plots", "--out", str(tmp_path / "r"), *extra]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert "Traceback" not in err[0]
+
+
+def test_a_missing_config_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["simulate", "--jobs", "5", "--config", str(tmp_path / "none.yaml"), "--quiet",
+            "--no-plots", "--out", str(tmp_path / "r")]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "none.yaml" in err[0] and "cannot read" in err[0], err
