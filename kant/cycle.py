@@ -406,26 +406,7 @@ class _Cycle:
         if dec is facts.unlimited_decision:
             # the job's cached decision: its shape is cached too (interned as one int)
             return (self.facts.shape_id(facts), gate.use_reserved, self.holds.epoch)
-        counts: dict[str, int] = {}
-        for p in dec.pods:
-            counts[p.role] = counts.get(p.role, 0) + 1
-        return (
-            job.gang,
-            job.kind,
-            gate.use_reserved,
-            self.holds.epoch,
-            tuple(
-                (
-                    counts.get(r.name, 0),
-                    r.resources,
-                    dec.models.get(r.name),
-                    r.topology,
-                    r.spread,
-                    r.max_per_node,
-                )
-                for r in job.roles
-            ),
-        )
+        return (gate.use_reserved, self.holds.epoch, placement_shape(job, dec))
 
     def _admit_and_place(
         self, e: Entry, dec: QuotaDecision, gate: Gate
@@ -578,29 +559,36 @@ class _JobFacts:
             return f.shape
         job, dec = f.job, f.unlimited_decision
         assert dec is not None
-        counts: dict[str, int] = {}
-        for p in dec.pods:
-            counts[p.role] = counts.get(p.role, 0) + 1
-        shape = (
-            job.gang,
-            job.kind,
-            tuple(
-                (
-                    counts.get(r.name, 0),
-                    r.resources,
-                    dec.models.get(r.name),
-                    r.topology,
-                    r.spread,
-                    r.max_per_node,
-                )
-                for r in job.roles
-            ),
-        )
+        shape = placement_shape(job, dec)
         f.shape = self.shapes.setdefault(shape, len(self.shapes))
         return f.shape
 
 
 _NEVER_FIT_CANDIDATES = CAPACITY_CODES | {ReasonCode.QUOTA_EXCEEDED}
+
+
+def placement_shape(job: Job, dec: QuotaDecision) -> tuple[Any, ...]:
+    """Everything a placement of ``dec``'s pods of ``job`` depends on besides the snapshot:
+    two jobs of one shape place alike, so a shape that failed fails again while nothing is
+    freed (the cycle's memo of failed shapes)."""
+    counts: dict[str, int] = {}
+    for p in dec.pods:
+        counts[p.role] = counts.get(p.role, 0) + 1
+    return (
+        job.gang,
+        job.kind,
+        tuple(
+            (
+                counts.get(r.name, 0),
+                r.resources,
+                dec.models.get(r.name),
+                r.topology,
+                r.spread,
+                r.max_per_node,
+            )
+            for r in job.roles
+        ),
+    )
 
 
 def _first_reason(unplaced: Mapping[PodId, Reason]) -> Reason | None:

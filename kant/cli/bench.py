@@ -43,17 +43,14 @@ def run_bench_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_cycle(sub: Any) -> None:
-    p = sub.add_parser("cycle", help="scheduling cycles with J pending mixed jobs")
-    p.add_argument(
-        "--nodes", type=number(int, low=1), default=5000, help="8-GPU nodes (default 5000)"
-    )
-    p.add_argument(
-        "--pending", type=number(int, low=1), default=1000, help="waiting jobs (default 1000)"
-    )
-    p.add_argument(
-        "--cycles", type=number(int, low=1), default=50, help="measured cycles (default 50)"
-    )
+def _steady_state_arguments(
+    p: argparse.ArgumentParser, *, nodes: int, pending: int, cycles: int
+) -> None:
+    """The options ``kant bench cycle`` and ``kant bench soak`` share (their set-up)."""
+    pos = number(int, low=1)
+    p.add_argument("--nodes", type=pos, default=nodes, help=f"8-GPU nodes (default {nodes})")
+    p.add_argument("--pending", type=pos, default=pending, help=f"waiting jobs (default {pending})")
+    p.add_argument("--cycles", type=pos, default=cycles, help=f"measured cycles (default {cycles})")
     p.add_argument("--policy", default="backfill", choices=policy_names(), help="queueing policy")
     p.add_argument(
         "--strategy", default="ebinpack", choices=strategy_names(), help="placement strategy"
@@ -62,12 +59,17 @@ def _add_cycle(sub: Any) -> None:
         "--interval",
         type=number(float, low=0, low_inclusive=False),
         default=10.0,
-        help="simulated seconds per cycle",
+        help="simulated seconds per cycle (default 10)",
     )
+    p.add_argument("--seed", type=number(int, low=0), default=7, help="workload seed (default 7)")
+
+
+def _add_cycle(sub: Any) -> None:
+    p = sub.add_parser("cycle", help="scheduling cycles with J pending mixed jobs")
+    _steady_state_arguments(p, nodes=5000, pending=1000, cycles=50)
     p.add_argument(
         "--no-preemption", dest="preemption", action="store_false", help="disable preemption"
     )
-    p.add_argument("--seed", type=number(int, low=0), default=7)
     p.set_defaults(run=_run_cycle)
 
 
@@ -88,28 +90,18 @@ def _run_cycle(a: argparse.Namespace) -> dict[str, Any]:
 
 def _add_soak(sub: Any) -> None:
     p = sub.add_parser("soak", help="many cycles with churn: is a cycle's cost flat?")
-    pos, count = number(int, low=1), number(int, low=0)
-    p.add_argument("--nodes", type=pos, default=12500, help="8-GPU nodes (default 12500)")
-    p.add_argument("--pending", type=pos, default=3000, help="waiting jobs (default 3000)")
-    p.add_argument("--cycles", type=pos, default=300, help="measured cycles (default 300)")
-    p.add_argument("--policy", default="backfill", choices=policy_names(), help="queueing policy")
-    p.add_argument(
-        "--strategy", default="ebinpack", choices=strategy_names(), help="placement strategy"
-    )
-    p.add_argument(
-        "--interval",
-        type=number(float, low=0, low_inclusive=False),
-        default=10.0,
-        help="simulated seconds per cycle (default 10)",
-    )
+    _steady_state_arguments(p, nodes=12500, pending=3000, cycles=300)
+    pos = number(int, low=1)
     p.add_argument("--node-loss-every", type=pos, default=10, help="cycles between node losses")
     p.add_argument("--node-down-cycles", type=pos, default=20, help="cycles a lost node is away")
     p.add_argument("--gpu-fault-every", type=pos, default=10, help="cycles between GPU faults")
     p.add_argument("--gpu-down-cycles", type=pos, default=15, help="cycles a GPU stays faulty")
     p.add_argument(
-        "--bind-fail-one-in", type=count, default=50, help="one new binding in N fails (0: none)"
+        "--bind-fail-one-in",
+        type=number(int, low=0),
+        default=50,
+        help="one new binding in N fails (0: none)",
     )
-    p.add_argument("--seed", type=count, default=7, help="workload seed (default 7)")
     p.set_defaults(run=_run_soak)
 
 
