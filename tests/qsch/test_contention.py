@@ -4,10 +4,14 @@ no cascades across cycles, non-borrowing jobs first."""
 
 from __future__ import annotations
 
-from kant.admission import Quota
+import pytest
+
+from kant.admission import Admitter, Quota
 from kant.cycle import CycleResult
 from kant.model import ReasonCode, VictimReason
-from kant.queueing import JobPhase
+from kant.placement import Placer
+from kant.preemption import PreemptionPolicy
+from kant.queueing import JobPhase, Queue
 from kant.scheduler import Scheduler
 from kant.testing import ClusterBuilder, check_invariants, job
 
@@ -121,3 +125,58 @@ def test_a_job_within_its_nominal_quota_goes_before_a_borrowing_job_of_the_same_
     assert rs[0].placed == ("a1",)
     assert rs[0].pending["b1"].code is ReasonCode.QUOTA_EXCEEDED
     assert not [v for r in rs for v in r.victims]  # no start-then-evict
+
+
+# Known defects (issue 12 stays open until these pass): runs the contention state machine
+# found once issues 12, 17 and 18 were merged, each also failing on the issue-12 branch
+# alone. Strict: they fail the suite the day they start passing, so the marks come off.
+
+
+def _contention_scheduler() -> Scheduler:
+    cluster = ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=2).build()
+    return Scheduler(
+        cluster,
+        queue=Queue(),
+        admitter=Admitter(
+            [Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8), Quota.gpus("iso", "H100", 8)],
+            modes={"iso": "isolated"},
+        ),
+        placer=Placer("ebinpack"),
+        preemption=PreemptionPolicy(reclaim_others_first=False),
+    )
+
+
+def _run_contention(
+    s: Scheduler, steps: list[list[tuple[int, int, int, str]] | None]
+) -> list[CycleResult]:
+    """Submit each step's jobs (gpus, replicas, priority, tenant; pod-level), or run a cycle
+    (None) whose victims the orchestrator stops at once."""
+    now, n, out = 0.0, 0, []
+    for step in steps:
+        if step is not None:
+            for gpus, replicas, prio, tenant in step:
+                n += 1
+                s.submit(job(f"j{n}", gpus=gpus, replicas=replicas, gang=False, tenant=tenant,
+                             priority=prio, submitted_at=now), now=now)  # fmt: skip
+            continue
+        now += 1.0
+        r = s.schedule(now)
+        s.apply(r, now)
+        for v in r.victims:
+            for p in v.pods:
+                e = s.queue.get(p.job)
+                if e is not None and p in e.assigned:
+                    s.pod_evicted(p, now)
+        out.append(r)
+    return out
+
+
+@pytest.mark.xfail(strict=True, reason="known defect: another tenant's reclaim drops the hold")
+def test_a_pod_level_preemptor_keeps_its_held_quota_when_another_tenant_reclaims_its_victim() -> (
+    None
+):
+    s = _contention_scheduler()
+    _run_contention(s, [[(2, 1, 0, "a"), (2, 2, 0, "a"), (2, 2, 0, "b")], None,
+             [(8, 2, 1, "b")], None,
+             [(2, 1, 0, "a"), (2, 1, 2, "a")], None, None, None, None])  # fmt: skip
+    assert s.queue.status("j4").phase is not JobPhase.PENDING
