@@ -8,6 +8,8 @@ object.
 from __future__ import annotations
 
 import argparse
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 from kant.cli import print_result
@@ -76,16 +78,7 @@ def _add_cycle(sub: Any) -> None:
 def _run_cycle(a: argparse.Namespace) -> dict[str, Any]:
     from kant.bench.cycle import bench_cycle
 
-    return bench_cycle(
-        a.nodes,
-        a.pending,
-        cycles=a.cycles,
-        seed=a.seed,
-        policy=a.policy,
-        strategy=a.strategy,
-        interval=a.interval,
-        preemption=a.preemption,
-    )
+    return _forward(bench_cycle, a)
 
 
 def _add_soak(sub: Any) -> None:
@@ -108,20 +101,13 @@ def _add_soak(sub: Any) -> None:
 def _run_soak(a: argparse.Namespace) -> dict[str, Any]:
     from kant.bench.soak import bench_soak
 
-    return bench_soak(
-        a.nodes,
-        a.pending,
-        cycles=a.cycles,
-        seed=a.seed,
-        policy=a.policy,
-        strategy=a.strategy,
-        interval=a.interval,
-        node_loss_every=a.node_loss_every,
-        node_down_cycles=a.node_down_cycles,
-        gpu_fault_every=a.gpu_fault_every,
-        gpu_down_cycles=a.gpu_down_cycles,
-        bind_fail_one_in=a.bind_fail_one_in,
-    )
+    return _forward(bench_soak, a)
+
+
+def _forward(bench: Callable[..., dict[str, Any]], a: argparse.Namespace) -> dict[str, Any]:
+    """Call ``bench`` with the parsed options named like its parameters."""
+    names = inspect.signature(bench).parameters
+    return bench(**{n: getattr(a, n) for n in names if hasattr(a, n)})
 
 
 def _add_place(sub: Any) -> None:

@@ -14,7 +14,7 @@ reference and each node fetches the object once).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, Protocol
 
@@ -81,19 +81,12 @@ class LocalPool:
             for index, kind, shared, params in tasks:
                 yield index, execute(kind, shared, params)
             return
+        pool = self._pool
         pending: dict[Future[dict[str, Any]], int] = {}
         it = iter(tasks)
-        exhausted = False
-        while True:
-            while not exhausted and len(pending) < 2 * self.workers:
-                task = next(it, None)
-                if task is None:
-                    exhausted = True
-                    break
-                index, kind, shared, params = task
-                pending[self._pool.submit(execute, kind, shared, params)] = index
-            if not pending:
-                return
+        while _top_up(
+            pending, it, 2 * self.workers, lambda k, sh, pa: pool.submit(execute, k, sh, pa)
+        ):
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in sorted(done, key=lambda f: pending[f]):
                 index = pending.pop(fut)
@@ -101,6 +94,23 @@ class LocalPool:
                     yield index, fut.result()
                 except Exception as e:  # the process died or the task could not be pickled
                     yield index, _crashed(e)
+
+
+def _top_up(
+    pending: dict[Any, int],
+    tasks: Iterator[Task],
+    limit: int,
+    submit: Callable[[str, Any, Mapping[str, Any]], Any],
+) -> bool:
+    """Submit tasks until ``limit`` are in flight (``pending``: handle -> task index) or the
+    tasks run out; True while anything is in flight."""
+    while len(pending) < limit:
+        task = next(tasks, None)
+        if task is None:
+            break
+        index, kind, shared, params = task
+        pending[submit(kind, shared, params)] = index
+    return bool(pending)
 
 
 class RayCluster:
@@ -157,19 +167,12 @@ class RayCluster:
         """Submit the tasks (at most ``2 x workers`` in flight) and yield each outcome as its
         task finishes (``ray.wait``)."""
         ray = self._ray
+        remote = self._remote
         pending: dict[Any, int] = {}
         it = iter(tasks)
-        exhausted = False
-        while True:
-            while not exhausted and len(pending) < 2 * self.workers:
-                task = next(it, None)
-                if task is None:
-                    exhausted = True
-                    break
-                index, kind, shared, params = task
-                pending[self._remote.remote(kind, shared, dict(params))] = index
-            if not pending:
-                return
+        while _top_up(
+            pending, it, 2 * self.workers, lambda k, sh, pa: remote.remote(k, sh, dict(pa))
+        ):
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
                 index = pending.pop(ref)
