@@ -111,11 +111,16 @@ def schedule_cycle(
     *,
     policy: QueueingPolicy | str = DEFAULT_POLICY,
     preemption: PreemptionPolicy | None = None,
+    incremental: bool = True,
 ) -> CycleResult:
     """Run one scheduling cycle at time ``now`` under the queueing ``policy`` (an object or a
     registered name) and the ``preemption`` rules (default :class:`PreemptionPolicy()`), and
     return what to do; changes nothing. Raises :class:`~kant.errors.InvalidTimeError` for a
     ``now`` that is not a finite number.
+
+    ``incremental`` (default) reuses what earlier cycles of the same queue derived and what
+    cannot have changed since (``docs/architecture.md``, "The incremental cycle"); False
+    derives everything from scratch. Both make the same decisions.
 
     Cost: O(changed nodes) for the snapshot, O(1)-ish aggregate reads per waiting job, one
     placement per job that passes quota and readiness (failed shapes are remembered within
@@ -123,6 +128,7 @@ def schedule_cycle(
     now = finite_time(now, "schedule_cycle")
     pre = preemption if preemption is not None else PreemptionPolicy()
     cyc = _Cycle(cluster, queue, admitter, placer, now, as_policy(policy), pre)
+    cyc.incremental = bool(incremental)
     # 1. Snapshot the cluster; everything below is tentative and rolled back at the end.
     with cyc.open():
         # 2. Hold the devices (and the quota) nominated for earlier preemptors.
@@ -166,6 +172,7 @@ class _Cycle:
         self.quota_deferred: dict[str, list[tuple[str, str, int]]] = {}
         self.attempts = 0
         self.step_ms: dict[str, float] = {}
+        self.incremental = True
 
     @property
     def now(self) -> float:
@@ -202,7 +209,9 @@ class _Cycle:
             victim_pods=self.pre.victim_pods,
         )  # fmt: skip
         self.run = self.policy.begin(self.ctx)
-        self.facts = _JobFacts.for_cycle(self.queue, self.pools)
+        self.facts = _JobFacts.for_cycle(
+            self.queue, self.pools, self.candidates, keep=self.incremental
+        )
         self.lap("snapshot")
         with self.snap.transaction():
             yield
@@ -361,7 +370,7 @@ class _Cycle:
     def result(self) -> CycleResult:
         if self.pre.searches:
             self.step_ms["preemption (in walk)"] = self.pre.search_ms
-        seen = {e.id: (e.seq, e.version) for e in self.candidates}
+        seen = {e.job.id: (e.seq, e.version) for e in self.candidates}
         for v in self.pre.victims:
             ve = self.queue.get(v.job)
             if ve is not None:
@@ -443,11 +452,21 @@ class _Cycle:
 
     def _never_fits(self, e: Entry, role_models: dict[str, tuple[str, ...]]) -> Reason | None:
         """``UNSATISFIABLE`` when the job's remaining pods could never fit its pools even empty,
-        or never within its tenant's quota ceiling; else None."""
+        or never within its tenant's quota ceiling; else None. The answer depends only on the
+        job's remaining pods (its entry's version), the cluster's nodes (their static
+        capacity: ``membership_version``) and the quota table, so it is kept in the job's
+        facts across cycles until one of them changes."""
+        facts = self.facts.of(e, self.pools)
+        table = self.ledger.table
+        key = (self.cluster, self.cluster.membership_version, table)
+        if facts.never is not None and facts.never[0] == key:
+            return facts.never[1]
         pods = e.remaining()
-        return self.pools.never_fits(e.job, pods, role_models) or quota_never_fits(
-            self.ledger.table, e.job, pods, role_models
+        why = self.pools.never_fits(e.job, pods, role_models) or quota_never_fits(
+            table, e.job, pods, role_models
         )
+        facts.never = (key, why)
+        return why
 
     def _commit_placed(self, e: Entry, bindings: tuple[Binding, ...]) -> None:
         for b in bindings:
@@ -503,10 +522,14 @@ class _Cycle:
 class _Facts:
     """What a job's consideration derives from the job alone (and the cycle's pools): each
     role's GPU models, or why there is none; with no quotas, the quota decision (every
-    remaining pod, on every allowed model) and its placement shape, interned as an int.
-    ``version`` is the entry's version when they were derived."""
+    remaining pod, on every allowed model) and its placement shape, interned as an int; and
+    whether its remaining pods could never fit (``never``: the answer with the static
+    capacity and the quota table it was derived for). ``version`` is the entry's version
+    when they were derived."""
 
-    __slots__ = ("job", "no_pool", "role_models", "shape", "unlimited_decision", "version")
+    __slots__ = (
+        "job", "never", "no_pool", "role_models", "shape", "unlimited_decision", "version",
+    )  # fmt: skip
 
     def __init__(self, e: Entry, pools: Pools) -> None:
         job = self.job = e.job
@@ -516,6 +539,7 @@ class _Facts:
         if self.no_pool is None:
             self.unlimited_decision = admit_without_quotas(job, e.remaining(), self.role_models)
         self.shape: int | None = None
+        self.never: tuple[tuple[Any, ...], Reason | None] | None = None
 
 
 class _JobFacts:
@@ -527,30 +551,32 @@ class _JobFacts:
 
     def __init__(self, pools_key: tuple[tuple[str, int], ...]) -> None:
         self.pools_key = pools_key
-        self.old: dict[int, _Facts] = {}
-        self.now: dict[int, _Facts] = {}
+        self.facts: dict[int, _Facts] = {}
         self.shapes: dict[tuple[Any, ...], int] = {}
 
     @classmethod
-    def for_cycle(cls, queue: Queue, pools: Pools) -> _JobFacts:
-        """The facts ``queue``'s previous cycle kept, if its node pools were the same."""
+    def for_cycle(
+        cls, queue: Queue, pools: Pools, candidates: Sequence[Entry], *, keep: bool = True
+    ) -> _JobFacts:
+        """The facts ``queue``'s previous cycle kept, if its node pools were the same (a
+        fresh, unkept set with ``keep=False``). Facts of jobs no longer waiting are dropped
+        once they outnumber the waiting jobs (amortised O(1) per cycle)."""
         key = tuple(sorted(pools.models.items()))
+        if not keep:
+            return cls(key)
         cur = cls._KEPT.get(queue)
-        if cur is not None and cur.pools_key == key:
-            cur.old, cur.now = cur.now, {}
-        else:
+        if cur is None or cur.pools_key != key:
             cur = cls._KEPT[queue] = cls(key)
+        elif len(cur.facts) > 2 * len(candidates) + 64:
+            old = cur.facts
+            cur.facts = {e.seq: f for e in candidates if (f := old.get(e.seq)) is not None}
         return cur
 
     def of(self, e: Entry, pools: Pools) -> _Facts:
         """The facts of ``e`` (derived again if its job or version changed)."""
-        f = self.now.get(e.seq)
-        if f is not None and f.job is e.job and f.version == e.version:
-            return f
-        f = self.old.get(e.seq)
+        f = self.facts.get(e.seq)
         if f is None or f.job is not e.job or f.version != e.version:
-            f = _Facts(e, pools)
-        self.now[e.seq] = f
+            f = self.facts[e.seq] = _Facts(e, pools)
         return f
 
     def shape_id(self, f: _Facts) -> int:

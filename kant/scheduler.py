@@ -107,8 +107,10 @@ class Scheduler:
         placer: PlacerLike | None = None,
         policy: QueueingPolicy | str = DEFAULT_POLICY,
         preemption: PreemptionPolicy | None = None,
+        incremental: bool = True,
     ) -> None:
         self.cluster = cluster
+        self.incremental = bool(incremental)  # see schedule_cycle
         self.queue = queue if queue is not None else Queue()
         self.admitter = admitter if admitter is not None else Admitter()
         self.policy: QueueingPolicy = as_policy(policy)
@@ -213,7 +215,7 @@ class Scheduler:
         t = self._time(now, "schedule")
         result = schedule_cycle(
             self.cluster, self.queue, self.admitter, self.placer, t,
-            policy=self.policy, preemption=self.preemption,
+            policy=self.policy, preemption=self.preemption, incremental=self.incremental,
         )  # fmt: skip
         self._tick(t, "schedule")
         return result

@@ -33,7 +33,7 @@ from __future__ import annotations
 import enum
 import logging
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -232,6 +232,7 @@ class Queue:
         self._tenants: dict[str, SortedList] = {}  # tenant -> (key, job id) of schedulable jobs
         self._running: dict[str, None] = {}  # ordered set of RUNNING job ids
         self._seq = 0
+        self._cands: list[Entry] | None = None  # the global order's entries, until it changes
 
     # ----------------------------------------------------------------- reads
 
@@ -276,9 +277,12 @@ class Queue:
         return len(self._order)
 
     def candidates(self) -> list[Entry]:
-        """Jobs with pods to place, in the global order. O(candidates)."""
-        ents = self._entries
-        return [ents[jid] for _key, jid in self._order]
+        """Jobs with pods to place, in the global order (a new list). O(candidates), a copy
+        of a list kept until a job enters or leaves the order."""
+        if self._cands is None:
+            ents = self._entries
+            self._cands = [ents[jid] for _key, jid in self._order]
+        return list(self._cands)
 
     def tenant_queue(self, tenant: str) -> list[str]:
         """The job ids waiting in ``tenant``'s queue, in order."""
@@ -434,6 +438,25 @@ class Queue:
         if e is not None and e.phase in (JobPhase.PENDING, JobPhase.RUNNING):
             e.reason = reason
 
+    def set_reasons(
+        self,
+        reasons: Mapping[str, Reason],
+        incarnations: Mapping[str, tuple[int, int]],
+        *,
+        current: Collection[str] = (),
+    ) -> None:
+        """:meth:`set_reason` for every job of ``reasons`` that is still the incarnation
+        ``(seq, version)`` given in ``incarnations`` (or is in ``current``: known current
+        by the caller); the others are left as they are. One pass, O(len(reasons))."""
+        ents = self._entries
+        live = (JobPhase.PENDING, JobPhase.RUNNING)
+        for jid, reason in reasons.items():
+            e = ents.get(jid)
+            if e is None or e.reason is reason or e.phase not in live:
+                continue
+            if incarnations.get(jid) == (e.seq, e.version) or jid in current:
+                e.reason = reason
+
     def forget_pods(
         self, job_id: str, pods: Iterable[PodId], now: float, *, finished: bool
     ) -> None:
@@ -524,6 +547,7 @@ class Queue:
     def _unsync(self, e: Entry) -> None:
         """Take ``e`` out of the order indices (to change its key)."""
         item = (e.key, e.id)
+        self._cands = None
         self._order.remove(item)
         self._in_order.discard(e.id)
         tq = self._tenants[e.job.tenant]
@@ -537,6 +561,7 @@ class Queue:
         if want == have:
             return
         item = (e.key, e.id)
+        self._cands = None
         tq = self._tenants.get(e.job.tenant)
         if want:
             self._order.add(item)
@@ -561,6 +586,11 @@ class Queue:
         O(everything): for tests and debugging (:func:`kant.testing.check_invariants`)."""
         want = sorted((e.key, e.id) for e in self._entries.values() if e.schedulable)
         require(list(self._order) == want, "Queue: global order index differs")
+        if self._cands is not None:
+            require(
+                [e.id for e in self._cands] == [j for _k, j in want],
+                "Queue: cached candidates differ from the global order",
+            )
         require(self._in_order == {j for _k, j in want}, "Queue: in-order id set differs")
         by_t: dict[str, list[tuple[Any, str]]] = {}
         for k, j in want:
