@@ -289,50 +289,55 @@ class _Cycle:
                 continue
             facts = self.facts.of(e, self.pools)
             if facts.no_pool is not None:
-                self.consider(e)
+                self.consider(e, facts=facts)
                 continue
             dec = admit_quota(self.ledger, e.job, e.remaining(), facts.role_models)
             if dec.ok and not dec.within_nominal:
                 deferred.append(e)  # it must borrow
             else:
-                self.consider(e, dec)  # the ledger is unchanged until its quota check
+                self.consider(e, dec, facts)  # the ledger is unchanged until its quota check
         for d in deferred:
             self.consider(d)
 
-    def consider(self, e: Entry, dec: QuotaDecision | None = None) -> None:
+    def consider(
+        self, e: Entry, dec: QuotaDecision | None = None, facts: _Facts | None = None
+    ) -> None:
         """Backoff, pools, the policy's gate, quota (``dec`` when the walk already decided
         it on the same ledger), readiness, placement; on failure explain, let the policy
-        react and maybe preempt."""
+        react and maybe preempt. ``facts``: the job's, if the walk already looked them up."""
         job = e.job
+        jid = job.id
         # a. Backoff: wait without blocking anyone.
         if self._now < e.backoff_until:
-            self.pending[e.id] = e.reason or Reason(
+            self.pending[jid] = e.reason or Reason(
                 code=ReasonCode.BACKOFF, message=f"retry at {e.backoff_until:g}"
             )
             return
         # b. Node pools: an unknown GPU model is unresolvable (and blocks nobody).
-        facts = self.facts.of(e, self.pools)
+        if facts is None:
+            facts = self.facts.of(e, self.pools)
         role_models, no_pool = facts.role_models, facts.no_pool
         if no_pool is not None:
-            self.pending[e.id] = no_pool
+            self.pending[jid] = no_pool
             return
         # c. The queueing policy may hold it back.
         gate = self.run.gate(e)
         if gate.skip is not None:
-            self.pending[e.id] = gate.skip
+            self.pending[jid] = gate.skip
             return
         # d. Static quota (the quota held for its nomination is its own; with no quotas, the
         #    job's cached decision), then dynamic readiness, then placement.
         if dec is None:
-            self._release_quota(e)
+            if self.quota_held or self.quota_deferred:
+                self._release_quota(e)
             dec = facts.unlimited_decision if self.ledger.table.unlimited else None
         if dec is None:
             dec = admit_quota(self.ledger, job, e.remaining(), role_models)
-        self.ctx.current = (e.id, dec)
+        self.ctx.current = (jid, dec)
         reason = dec.reason if not dec.ok else None
         placed: tuple[Binding, ...] = ()
         if reason is None:
-            placed, reason = self._admit_and_place(e, dec, gate)
+            placed, reason = self._admit_and_place(e, dec, gate, facts)
         if placed:
             self._commit_placed(e, placed)
         if reason is None:
@@ -340,7 +345,7 @@ class _Cycle:
         # e. Not (fully) placed: a job that could never fit says so (and blocks nobody);
         #    otherwise explain, let the policy react, maybe preempt.
         if not placed and reason.code in _NEVER_FIT_CANDIDATES:
-            reason = self._never_fits(e, role_models) or reason
+            reason = self._never_fits(e, role_models, facts) or reason
         reason = self._explain(e, reason)
         if self.holds.is_nominated(e.id) and e.nomination is not None:
             self._hold_quota(e, e.nomination.bindings)  # still waiting for its victims
@@ -405,25 +410,26 @@ class _Cycle:
         self.attempts += 1
         return self.placer.place(job, self.snap, pods=pods)
 
-    def _shape(self, e: Entry, dec: QuotaDecision, gate: Gate) -> tuple[Any, ...] | None:
+    def _shape(
+        self, e: Entry, dec: QuotaDecision, gate: Gate, facts: _Facts
+    ) -> tuple[Any, ...] | None:
         """Placement depends only on this key and the snapshot (while nothing is freed), so a
         failed shape fails again this cycle. None: not cacheable (pods already running)."""
-        if e.assigned or self.holds.is_nominated(e.id):
+        if e.assigned or e.job.id in self.holds.nominated:
             return None
         job = e.job
-        facts = self.facts.of(e, self.pools)
         if dec is facts.unlimited_decision:
             # the job's cached decision: its shape is cached too (interned as one int)
             return (self.facts.shape_id(facts), gate.use_reserved, self.holds.epoch)
         return (gate.use_reserved, self.holds.epoch, placement_shape(job, dec))
 
     def _admit_and_place(
-        self, e: Entry, dec: QuotaDecision, gate: Gate
+        self, e: Entry, dec: QuotaDecision, gate: Gate, facts: _Facts
     ) -> tuple[tuple[Binding, ...], Reason | None]:
         """Readiness and placement of the quota-admitted pods. Returns the bindings made
         (committed to the snapshot) and why the job's remaining pods are not all placed."""
         job = e.job
-        shape = self._shape(e, dec, gate)
+        shape = self._shape(e, dec, gate, facts)
         if shape is not None and shape in self.failed_shapes:
             return (), self.failed_shapes[shape]
         with self.snap.transaction() as tx:
@@ -450,13 +456,14 @@ class _Cycle:
             self.failed_shapes[shape] = reason
         return (), reason
 
-    def _never_fits(self, e: Entry, role_models: dict[str, tuple[str, ...]]) -> Reason | None:
+    def _never_fits(
+        self, e: Entry, role_models: dict[str, tuple[str, ...]], facts: _Facts
+    ) -> Reason | None:
         """``UNSATISFIABLE`` when the job's remaining pods could never fit its pools even empty,
         or never within its tenant's quota ceiling; else None. The answer depends only on the
         job's remaining pods (its entry's version), the cluster's nodes (their static
         capacity: ``membership_version``) and the quota table, so it is kept in the job's
         facts across cycles until one of them changes."""
-        facts = self.facts.of(e, self.pools)
         table = self.ledger.table
         key = (self.cluster, self.cluster.membership_version, table)
         if facts.never is not None and facts.never[0] == key:
