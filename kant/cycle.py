@@ -438,7 +438,7 @@ class _Cycle:
             opened = self.holds.open_for(e.id, reserved=gate.use_reserved)
             reason = self.pools.ready(job, dec)
             if reason is None:
-                res = self.place_pods(restricted(job, dec), dec.pods)
+                res = self.place_pods(self._restricted(job, dec, facts), dec.pods)
                 if res.bindings and (not job.gang or not res.unplaced):
                     tx.commit()
                     self.holds.placed(e.id, opened)
@@ -455,6 +455,16 @@ class _Cycle:
         if shape is not None:
             self.failed_shapes[shape] = reason
         return (), reason
+
+    @staticmethod
+    def _restricted(job: Job, dec: QuotaDecision, facts: _Facts) -> Job:
+        """The job narrowed to the GPU models quota admits (kept in the facts for the job's
+        cached decision)."""
+        if dec is not facts.unlimited_decision:
+            return restricted(job, dec)
+        if facts.restricted is None:
+            facts.restricted = restricted(job, dec)
+        return facts.restricted
 
     def _never_fits(
         self, e: Entry, role_models: dict[str, tuple[str, ...]], facts: _Facts
@@ -535,7 +545,8 @@ class _Facts:
     when they were derived."""
 
     __slots__ = (
-        "job", "never", "no_pool", "role_models", "shape", "unlimited_decision", "version",
+        "job", "never", "no_pool", "restricted", "role_models", "shape", "unlimited_decision",
+        "version",
     )  # fmt: skip
 
     def __init__(self, e: Entry, pools: Pools) -> None:
@@ -547,6 +558,7 @@ class _Facts:
             self.unlimited_decision = admit_without_quotas(job, e.remaining(), self.role_models)
         self.shape: int | None = None
         self.never: tuple[tuple[Any, ...], Reason | None] | None = None
+        self.restricted: Job | None = None  # the job narrowed to its cached decision's models
 
 
 class _JobFacts:

@@ -277,8 +277,8 @@ class Queue:
         return len(self._order)
 
     def candidates(self) -> list[Entry]:
-        """Jobs with pods to place, in the global order (a new list). O(candidates), a copy
-        of a list kept until a job enters or leaves the order."""
+        """Jobs with pods to place, in the global order (a new list). O(candidates): a copy
+        of a list the queue keeps in order as jobs enter and leave it."""
         if self._cands is None:
             ents = self._entries
             self._cands = [ents[jid] for _key, jid in self._order]
@@ -544,10 +544,15 @@ class Queue:
                 while len(self._ended) > self.history:
                     self._release(next(iter(self._ended)))
 
+    def _drop_candidate(self, item: tuple[Any, str]) -> None:
+        """Take the entry of ``item`` (still in the order) out of the kept candidates list."""
+        if self._cands is not None:
+            del self._cands[self._order.index(item)]
+
     def _unsync(self, e: Entry) -> None:
         """Take ``e`` out of the order indices (to change its key)."""
         item = (e.key, e.id)
-        self._cands = None
+        self._drop_candidate(item)
         self._order.remove(item)
         self._in_order.discard(e.id)
         tq = self._tenants[e.job.tenant]
@@ -561,10 +566,11 @@ class Queue:
         if want == have:
             return
         item = (e.key, e.id)
-        self._cands = None
         tq = self._tenants.get(e.job.tenant)
         if want:
             self._order.add(item)
+            if self._cands is not None:
+                self._cands.insert(self._order.index(item), e)
             self._in_order.add(e.id)
             if tq is None:
                 tq = self._tenants[e.job.tenant] = SortedList()
@@ -572,6 +578,7 @@ class Queue:
         else:
             if tq is None:
                 raise InvariantError(f"Queue: job {e.id} is ordered but its tenant has no queue")
+            self._drop_candidate(item)
             self._order.remove(item)
             self._in_order.discard(e.id)
             tq.remove(item)
