@@ -209,6 +209,8 @@ class _Cycle:
             victim_pods=self.pre.victim_pods,
         )  # fmt: skip
         self.run = self.policy.begin(self.ctx)
+        # what a job's never-fits answer depends on besides the job (see _never_fits)
+        self.never_key = (self.cluster, self.cluster.membership_version, self.ledger.table)
         self.facts = _JobFacts.for_cycle(
             self.queue, self.pools, self.candidates, keep=self.incremental
         )
@@ -347,13 +349,12 @@ class _Cycle:
         if not placed and reason.code in _NEVER_FIT_CANDIDATES:
             reason = self._never_fits(e, role_models, facts) or reason
         reason = self._explain(e, reason)
-        if self.holds.is_nominated(e.id) and e.nomination is not None:
+        nominated = jid in self.holds.nominated
+        if nominated and e.nomination is not None:
             self._hold_quota(e, e.nomination.bindings)  # still waiting for its victims
-        self.pending[e.id] = reason
+        self.pending[jid] = reason
         may_backfill = self.run.failed(e, reason)
-        if self.pre.may_preempt(
-            reason, partly_placed=bool(placed), nominated=self.holds.is_nominated(e.id)
-        ):
+        if self.pre.may_preempt(reason, partly_placed=bool(placed), nominated=nominated):
             self._preempt(e, dec, role_models, may_backfill)
 
     def close_run(self) -> None:
@@ -375,7 +376,11 @@ class _Cycle:
     def result(self) -> CycleResult:
         if self.pre.searches:
             self.step_ms["preemption (in walk)"] = self.pre.search_ms
-        seen = {e.job.id: (e.seq, e.version) for e in self.candidates}
+        seen = (
+            self.queue.incarnations()
+            if self.incremental
+            else {e.job.id: (e.seq, e.version) for e in self.candidates}
+        )
         for v in self.pre.victims:
             ve = self.queue.get(v.job)
             if ve is not None:
@@ -474,13 +479,12 @@ class _Cycle:
         job's remaining pods (its entry's version), the cluster's nodes (their static
         capacity: ``membership_version``) and the quota table, so it is kept in the job's
         facts across cycles until one of them changes."""
-        table = self.ledger.table
-        key = (self.cluster, self.cluster.membership_version, table)
+        key = self.never_key
         if facts.never is not None and facts.never[0] == key:
             return facts.never[1]
         pods = e.remaining()
         why = self.pools.never_fits(e.job, pods, role_models) or quota_never_fits(
-            table, e.job, pods, role_models
+            self.ledger.table, e.job, pods, role_models
         )
         facts.never = (key, why)
         return why

@@ -232,7 +232,8 @@ class Queue:
         self._tenants: dict[str, SortedList] = {}  # tenant -> (key, job id) of schedulable jobs
         self._running: dict[str, None] = {}  # ordered set of RUNNING job ids
         self._seq = 0
-        self._cands: list[Entry] | None = None  # the global order's entries, until it changes
+        self._cands: list[Entry] | None = None  # the global order's entries, kept in order
+        self._inc: dict[str, tuple[int, int]] = {}  # in the order: job -> (seq, version)
 
     # ----------------------------------------------------------------- reads
 
@@ -283,6 +284,12 @@ class Queue:
             ents = self._entries
             self._cands = [ents[jid] for _key, jid in self._order]
         return list(self._cands)
+
+    def incarnations(self) -> dict[str, tuple[int, int]]:
+        """``{job id: (seq, version)}`` of every job with pods to place (a new dict): what
+        :attr:`kant.cycle.CycleResult.seen` records of its candidates. O(candidates), a copy
+        of a map the queue keeps as jobs change."""
+        return dict(self._inc)
 
     def tenant_queue(self, tenant: str) -> list[str]:
         """The job ids waiting in ``tenant``'s queue, in order."""
@@ -555,6 +562,7 @@ class Queue:
         self._drop_candidate(item)
         self._order.remove(item)
         self._in_order.discard(e.id)
+        self._inc.pop(e.id, None)
         tq = self._tenants[e.job.tenant]
         tq.remove(item)
         if not tq:
@@ -564,6 +572,8 @@ class Queue:
         want = e.schedulable
         have = e.id in self._in_order
         if want == have:
+            if have:  # every change of an entry (touch) is followed by a sync
+                self._inc[e.id] = (e.seq, e.version)
             return
         item = (e.key, e.id)
         tq = self._tenants.get(e.job.tenant)
@@ -572,6 +582,7 @@ class Queue:
             if self._cands is not None:
                 self._cands.insert(self._order.index(item), e)
             self._in_order.add(e.id)
+            self._inc[e.id] = (e.seq, e.version)
             if tq is None:
                 tq = self._tenants[e.job.tenant] = SortedList()
             tq.add(item)
@@ -581,6 +592,7 @@ class Queue:
             self._drop_candidate(item)
             self._order.remove(item)
             self._in_order.discard(e.id)
+            self._inc.pop(e.id, None)
             tq.remove(item)
             if not tq:
                 del self._tenants[e.job.tenant]
@@ -599,6 +611,8 @@ class Queue:
                 "Queue: cached candidates differ from the global order",
             )
         require(self._in_order == {j for _k, j in want}, "Queue: in-order id set differs")
+        inc = {j: (self._entries[j].seq, self._entries[j].version) for _k, j in want}
+        require(self._inc == inc, "Queue: kept incarnations differ from the entries")
         by_t: dict[str, list[tuple[Any, str]]] = {}
         for k, j in want:
             by_t.setdefault(self._entries[j].job.tenant, []).append((k, j))
