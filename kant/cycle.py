@@ -168,6 +168,7 @@ class _Cycle:
         self.dropped: list[str] = []
         self.pending: dict[str, Reason] = {}
         self.failed_shapes: dict[tuple[Any, ...], Reason] = {}
+        self.quota_memo: dict[tuple[Any, ...], tuple[Entry, QuotaDecision]] = {}
         self.quota_held: dict[str, list[tuple[str, str, int]]] = {}
         self.quota_deferred: dict[str, list[tuple[str, str, int]]] = {}
         self.attempts = 0
@@ -293,7 +294,7 @@ class _Cycle:
             if facts.no_pool is not None:
                 self.consider(e, facts=facts)
                 continue
-            dec = admit_quota(self.ledger, e.job, e.remaining(), facts.role_models)
+            dec = self._admit_quota(e, facts)
             if dec.ok and not dec.within_nominal:
                 deferred.append(e)  # it must borrow
             else:
@@ -334,7 +335,7 @@ class _Cycle:
                 self._release_quota(e)
             dec = facts.unlimited_decision if self.ledger.table.unlimited else None
         if dec is None:
-            dec = admit_quota(self.ledger, job, e.remaining(), role_models)
+            dec = self._admit_quota(e, facts)
         self.ctx.current = (jid, dec)
         reason = dec.reason if not dec.ok else None
         placed: tuple[Binding, ...] = ()
@@ -461,6 +462,39 @@ class _Cycle:
             self.failed_shapes[shape] = reason
         return (), reason
 
+    def _admit_quota(self, e: Entry, facts: _Facts) -> QuotaDecision:
+        """:func:`admit_quota` of the job's remaining pods on the cycle's ledger. The
+        decision depends only on the ledger's usage (its ``version``), the tenant, and per
+        role its name, per-pod GPU milli, number of pods asked and GPU models: jobs alike in
+        those share one decision while the ledger is unchanged (their own pods put in)."""
+        led = self.ledger
+        if not self.incremental:
+            return admit_quota(led, e.job, e.remaining(), facts.role_models)
+        if facts.quota_key is None:
+            job = e.job
+            counts: dict[str, int] = {}
+            for p in e.remaining():
+                counts[p.role] = counts.get(p.role, 0) + 1
+            facts.quota_key = (
+                job.tenant,
+                job.gang,
+                tuple(
+                    (r.name, r.resources.total_milli, counts.get(r.name, 0),
+                     facts.role_models.get(r.name, ()))
+                    for r in job.roles
+                ),
+            )  # fmt: skip
+        key = (led.version, facts.quota_key)
+        hit = self.quota_memo.get(key)
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        if hit is None or hit[1].pods:
+            dec = admit_quota(led, e.job, e.remaining(), facts.role_models)
+        else:
+            dec = hit[1]  # nothing admitted: the same decision for any job alike
+        self.quota_memo[key] = (e, dec)
+        return dec
+
     @staticmethod
     def _restricted(job: Job, dec: QuotaDecision, facts: _Facts) -> Job:
         """The job narrowed to the GPU models quota admits (kept in the facts for the job's
@@ -549,8 +583,8 @@ class _Facts:
     when they were derived."""
 
     __slots__ = (
-        "job", "never", "no_pool", "restricted", "role_models", "shape", "unlimited_decision",
-        "version",
+        "job", "never", "no_pool", "quota_key", "restricted", "role_models", "shape",
+        "unlimited_decision", "version",
     )  # fmt: skip
 
     def __init__(self, e: Entry, pools: Pools) -> None:
@@ -562,6 +596,7 @@ class _Facts:
             self.unlimited_decision = admit_without_quotas(job, e.remaining(), self.role_models)
         self.shape: int | None = None
         self.never: tuple[tuple[Any, ...], Reason | None] | None = None
+        self.quota_key: tuple[Any, ...] | None = None  # what its quota decision depends on
         self.restricted: Job | None = None  # the job narrowed to its cached decision's models
 
 
