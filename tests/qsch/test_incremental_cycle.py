@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 
-import attrs
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
 
@@ -18,7 +17,7 @@ from kant.queueing import JobPhase
 from kant.scheduler import Scheduler
 from kant.state import ClusterState
 from kant.testing import check_invariants, job
-from kant.testing.strategies import MODELS, clusters, jobs
+from kant.testing.strategies import MODELS, clusters
 
 POLICIES = ("best-effort-fifo", "strict-fifo", "backfill", "easy-backfill")
 TENANTS = ("a", "b")
@@ -47,7 +46,7 @@ class _Pair:
     def __init__(self, state: ClusterState, policy: str, quotas: bool, preempt: bool) -> None:
         def make(incremental: bool) -> Scheduler:
             adm = (
-                Admitter([Quota.gpus(t, m, 6, borrowing_limit=4) for t in TENANTS for m in MODELS])
+                Admitter([Quota.gpus(t, m, 3, borrowing_limit=3) for t in TENANTS for m in MODELS])
                 if quotas
                 else Admitter()
             )
@@ -107,14 +106,23 @@ class _Pair:
                 self.both("gpu_healthy", name, gpu)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_jobs = st.tuples(
+    st.integers(1, 8),  # GPUs per pod
+    st.integers(1, 4),  # pods
+    st.booleans(),  # gang
+    st.sampled_from(["", "H100", "A100", "B200"]),  # GPU model asked ("": any)
+    st.integers(0, 10**6),  # tenant, priority, runtime, preemptible
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     state=clusters(max_nodes=5),
     policy=st.sampled_from(POLICIES),
     quotas=st.booleans(),
     preempt=st.booleans(),
-    ops=st.lists(_op, min_size=5, max_size=40),
-    data=st.data(),
+    ops=st.lists(_op, min_size=10, max_size=60),
+    specs=st.lists(_jobs, min_size=60, max_size=60),
 )
 def test_the_incremental_cycle_decides_as_a_cycle_from_scratch(
     state: ClusterState,
@@ -122,21 +130,19 @@ def test_the_incremental_cycle_decides_as_a_cycle_from_scratch(
     quotas: bool,
     preempt: bool,
     ops: list[tuple[str, int]],
-    data: st.DataObject,
+    specs: list[tuple[int, int, bool, str, int]],
 ) -> None:
     pair = _Pair(state, policy, quotas, preempt)
     for n, (op, r) in enumerate(ops):
-        j = None
-        if op == "submit":
-            j = data.draw(jobs(n))
-            j = attrs.evolve(
-                j,
-                tenant=TENANTS[r % 2],
-                priority=r % 3 // 2,
-                runtime_estimate=float(60 + r % 600),
-                preemptible=r % 5 != 0,
-            )
+        gpus, pods, gang, model, x = specs[n]
+        j = job(
+            f"j{n}", gpus=gpus, replicas=pods, gang=gang and pods > 1, models=model or frozenset(),
+            tenant=TENANTS[x % 2], priority=x % 3 // 2, runtime=float(60 + x % 600),
+            preemptible=x % 5 != 0,
+        )  # fmt: skip
         pair.step(op, r, n, j)
+        if op == "submit" and r % 3:  # most submissions are followed by a cycle
+            pair.step("cycle", r // 7, n, None)
     pair.step("cycle", 0, len(ops), None)
     assert pair.inc.queue.statuses() == pair.ref.queue.statuses()
     check_invariants(pair.inc)
@@ -159,3 +165,21 @@ def test_a_job_that_fits_an_emptier_cluster_is_unsatisfiable_once_a_node_is_gone
     s.pod_finished(PodId(job="small", role="worker", index=0), now=7)
     assert [b.pod.job for b in s.step(now=8).bindings] == ["big", "big"]
     assert s.queue.entry("big").phase is JobPhase.RUNNING
+
+
+def test_a_quota_refusal_shared_by_jobs_alike_is_derived_again_once_the_tenant_uses_more() -> None:
+    """Jobs alike share a quota refusal only while the cycle's ledger is unchanged."""
+    from kant.testing import ClusterBuilder
+
+    s = Scheduler(
+        ClusterBuilder().leaf("lf0", nodes=2).build(),
+        admitter=Admitter([Quota.gpus("a", "H100", 6, borrowing_limit=2)]),
+    )
+    s.submit(job("r", gpus=4, tenant="a"), now=0)
+    s.step(now=1)
+    for t, (name, gpus, pods) in enumerate((("A", 4, 2), ("B", 1, 1), ("C", 4, 2))):
+        s.submit(job(name, gpus=gpus, replicas=pods, tenant="a"), now=2 + t)  # in this order
+    r = s.step(now=5)
+    assert r.placed == ("B",)
+    assert r.pending["A"].message.endswith("quota left 2")
+    assert r.pending["C"].message.endswith("quota left 1")  # after B's GPU
