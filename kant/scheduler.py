@@ -96,6 +96,10 @@ class Scheduler:
     >>> _ = s.submit(job("a", gpus=8, replicas=2), now=0)
     >>> [str(b.pod) for b in s.step(now=1).bindings]
     ['a/worker/0', 'a/worker/1']
+
+    ``incremental`` (default True) lets each cycle reuse what earlier cycles derived and
+    what cannot have changed since; False derives everything afresh (the same decisions,
+    slower; see :func:`kant.cycle.schedule_cycle`).
     """
 
     def __init__(
