@@ -466,7 +466,9 @@ class _Cycle:
         """:func:`admit_quota` of the job's remaining pods on the cycle's ledger. The
         decision depends only on the ledger's usage (its ``version``), the tenant, and per
         role its name, per-pod GPU milli, number of pods asked and GPU models: jobs alike in
-        those share one decision while the ledger is unchanged (their own pods put in)."""
+        those share one decision while the ledger is unchanged (their own pods put in: a
+        one-role job the same number of its pods, in order; a job of several roles that is
+        admitted anything gets its own decision)."""
         led = self.ledger
         if not self.incremental:
             return admit_quota(led, e.job, e.remaining(), facts.role_models)
@@ -488,10 +490,19 @@ class _Cycle:
         hit = self.quota_memo.get(key)
         if hit is not None and hit[0] is e:
             return hit[1]
-        if hit is None or hit[1].pods:
+        if hit is None:
             dec = admit_quota(led, e.job, e.remaining(), facts.role_models)
-        else:
+        elif not hit[1].pods:
             dec = hit[1]  # nothing admitted: the same decision for any job alike
+        elif len(e.job.roles) == 1:
+            # one role: the same number of its pods, taken in order (admit_quota's prefix)
+            alike = hit[1]
+            dec = QuotaDecision(
+                ok=True, pods=e.remaining()[: len(alike.pods)], models=alike.models,
+                within_nominal=alike.within_nominal,
+            )  # fmt: skip
+        else:
+            dec = admit_quota(led, e.job, e.remaining(), facts.role_models)
         self.quota_memo[key] = (e, dec)
         return dec
 
