@@ -183,3 +183,21 @@ def test_a_quota_refusal_shared_by_jobs_alike_is_derived_again_once_the_tenant_u
     assert r.placed == ("B",)
     assert r.pending["A"].message.endswith("quota left 2")
     assert r.pending["C"].message.endswith("quota left 1")  # after B's GPU
+
+
+def test_a_job_alike_gets_as_many_of_its_own_pods_admitted_as_the_job_before_it() -> None:
+    """A quota decision shared by one-role jobs alike admits the same number of pods."""
+    from kant.testing import ClusterBuilder
+
+    s = Scheduler(
+        ClusterBuilder().leaf("lf0", nodes=1).build(),
+        admitter=Admitter([Quota.gpus("a", "H100", 3)], modes={"a": "isolated"}),
+    )
+    s.submit(job("p1", gpus=1, replicas=3, gang=False, max_per_node=1, tenant="a"), now=0)
+    assert s.step(now=1).placed == ("p1",)  # one pod: one per node
+    # p1 (2 pods left) and p2 (2 pods) ask alike; the tenant has 2 GPUs of quota left
+    s.submit(job("p2", gpus=1, replicas=2, gang=False, max_per_node=1, tenant="a"), now=2)
+    r = s.step(now=3)
+    assert r.placed == ("p2",)
+    assert [str(b.pod) for b in r.bindings] == ["p2/worker/0"]
+    assert r.pending["p2"].code is ReasonCode.NO_FIT  # not QUOTA_EXCEEDED: both pods admitted
