@@ -593,8 +593,7 @@ class Simulator:
             if not r.active or r.run != run:
                 return
             pods = sorted(self.s.queue.entry(jid).assigned)
-            for p in pods:
-                self.s.pod_finished(p, now)
+            self.s.pods_finished(pods, now)  # one release for the whole gang
             self._release(jid, pods)
             r.active = False
             self._running_jobs -= 1
