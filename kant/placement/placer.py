@@ -535,14 +535,8 @@ class Placer:
         ctx.on_node[slot] = ctx.on_node.get(slot, 0) + 1
         if ctx.role.max_per_node is not None:
             ctx.role_on[slot] = ctx.role_on.get(slot, 0) + 1
-        return Binding(
-            pod=pod,
-            node=snap.name_of(slot),
-            gpus=_bits(gpu_mask),
-            gpu_milli=milli,
-            nics=_bits(nic_mask),
-            cpu_milli=req.cpu,
-            memory_mib=req.mem,
+        return Binding.trusted(
+            pod, snap.name_of(slot), _bits(gpu_mask), milli, _bits(nic_mask), req.cpu, req.mem
         )
 
     def _bind_many(self, ctx: PodContext, pods: list[PodId], slot: int) -> list[Binding]:
@@ -575,15 +569,7 @@ class Placer:
             gpu_all |= gpu_mask
             nic_all |= nic_mask
             out.append(
-                Binding(
-                    pod=p,
-                    node=node,
-                    gpus=_bits(gpu_mask),
-                    gpu_milli=MILLI,
-                    nics=_bits(nic_mask),
-                    cpu_milli=req.cpu,
-                    memory_mib=req.mem,
-                )
+                Binding.trusted(p, node, _bits(gpu_mask), MILLI, _bits(nic_mask), req.cpu, req.mem)
             )
         k = len(pods)
         snap.allocate(slot, gpu_all, MILLI, nic_all, req.cpu * k, req.mem * k)

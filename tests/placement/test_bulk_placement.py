@@ -3,11 +3,12 @@ costs one snapshot update per node, not one per pod."""
 
 from __future__ import annotations
 
+import attrs
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
 
 from kant.errors import ValidationError
-from kant.model import Job, Resources, Role
+from kant.model import Binding, Job, Resources, Role
 from kant.placement import Placer, make_strategy, strategy_names
 from kant.state import ClusterState, Snapshot
 from kant.testing import check_invariants
@@ -56,6 +57,8 @@ def test_the_bulk_path_gives_exactly_the_bindings_and_reasons_of_the_pod_by_pod_
             assert _rows(snap) == after_fast
             tx.commit()
         assert fast.bindings == slow.bindings
+        for b in fast.bindings:  # Binding.trusted made exactly what the validators accept
+            assert b == Binding(**attrs.asdict(b, recurse=False))
         assert dict(fast.unplaced) == dict(slow.unplaced)
         check_invariants(snap)
         for b in slow.bindings:
