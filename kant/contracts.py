@@ -258,6 +258,10 @@ class Strategy(Protocol):
       state no topology wish get;
     - ``fill_partly_used_first: bool`` (False): in the two-level search, a whole-GPU pod
       first takes the fullest partly used node of its pools;
+    - ``fills_node_first: bool`` (False): the score is pure (no random draws) and never
+      drops on a node when one more pod of the kind lands there, so identical pods fill the
+      best node before the next: the Placer then places a role's pods in bulk, with exactly
+      the bindings of the pod-by-pod path;
     - ``group_key(free_milli, in_use) -> tuple of arrays``: ``np.lexsort`` keys (last
       primary) ordering candidate NodeNetGroups, lower first (default: groups in use first,
       then fewest free GPU milli);

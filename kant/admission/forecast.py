@@ -31,16 +31,21 @@ def expected_ends(
     default_runtime: float | None,
     victim_pods: set[PodId],
 ) -> list[tuple[float, int, tuple[Binding, ...]]]:
-    """(expected end, job seq, bindings freed then), soonest first: every running pod with a
-    known estimate (victims excluded: their devices go to their preemptor), then the jobs
-    placed earlier in this cycle (ending ``now`` + estimate)."""
+    """(expected end, job seq, bindings freed then), soonest first: the running pods with a
+    known estimate, one entry per job and end time (victims excluded: their devices go to
+    their preemptor), then the jobs placed earlier in this cycle (ending ``now`` +
+    estimate)."""
     ends: list[tuple[float, int, tuple[Binding, ...]]] = []
     for r in running:
         est = r.job.runtime_estimate or default_runtime
+        if est is None:
+            continue
+        by_end: dict[float, list[Binding]] = {}  # a gang's pods end together: one entry
         for p, t in sorted(r.assigned.items()):
-            if est is None or p in r.terminating or p in victim_pods:
+            if p in r.terminating or p in victim_pods:
                 continue
-            ends.append((max(now, t + est), r.seq, (cluster.binding(p),)))
+            by_end.setdefault(max(now, t + est), []).append(cluster.binding(p))
+        ends.extend((end, r.seq, tuple(bs)) for end, bs in by_end.items())
     for pe, bs in placed:
         est = pe.job.runtime_estimate or default_runtime
         if est is not None:
@@ -75,11 +80,11 @@ def forecast(
         i = 0
         while i < len(ends) and tries < MAX_PLACEMENTS:
             t = ends[i][0]
+            freed: list[Binding] = []
             while i < len(ends) and ends[i][0] == t:
-                for b in ends[i][2]:
-                    if slot_or_none(snap, b.node) is not None:
-                        snap.release_binding(b)
+                freed.extend(b for b in ends[i][2] if slot_or_none(snap, b.node) is not None)
                 i += 1
+            snap.release_bindings(freed)  # one update per node, however many pods
             if pools.ready(job, dec) is not None:
                 continue
             tries += 1
