@@ -346,7 +346,7 @@ class _Cycle:
         #    otherwise explain, let the policy react, maybe preempt.
         if not placed and reason.code in _NEVER_FIT_CANDIDATES:
             reason = self._never_fits(e, role_models) or reason
-        reason = self._explain(e, reason)
+        reason = self._explain(e, reason, freeing=freeing)
         if self.holds.is_nominated(e.id) and e.nomination is not None:
             self._hold_quota(e, e.nomination.bindings)  # still waiting for its victims
         self.pending[e.id] = reason
@@ -490,9 +490,10 @@ class _Cycle:
         self.placed.append(e.id)
         self.ctx.placed.append((e, bindings))
 
-    def _explain(self, e: Entry, reason: Reason) -> Reason:
+    def _explain(self, e: Entry, reason: Reason, *, freeing: bool = False) -> Reason:
         """The reason users should read: a preemptor waits for its victims (or its nomination
-        has served its time); otherwise the queueing policy's word."""
+        has served its time); otherwise the queueing policy's word. ``freeing``: it failed
+        only on quota that victims still to go hold (its nomination stands)."""
         nom = e.nomination
         if nom is None or not self.holds.is_nominated(e.id):
             return self.run.explain(e, reason)
@@ -500,6 +501,11 @@ class _Cycle:
         if left:
             return Reason(
                 code=ReasonCode.PREEMPTING, message=f"waiting for {len(left)} victim pods to go"
+            )
+        if freeing:
+            return Reason(
+                code=ReasonCode.PREEMPTING,
+                message=f"waiting for {len(self.uncharged)} victim pods to free quota",
             )
         # victims are gone and it still does not fit: the nomination has served its time
         self.holds.drop(e.id)
