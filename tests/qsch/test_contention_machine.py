@@ -144,12 +144,14 @@ class ContentionMachine(RuleBasedStateMachine):
             check_invariants(self.s)
 
 
-# Randomized (a different set of runs each time, no example database). CI runs the default
-# count; KANT_CONTENTION_EXAMPLES raises it for an offline sweep over --hypothesis-seed values.
+# Randomized: a different set of runs each time, no example database. CI runs 200 (a few
+# seconds); KANT_CONTENTION_EXAMPLES raises the count for an offline sweep, e.g.
+#   for n in $(seq 0 29); do KANT_CONTENTION_EXAMPLES=600 python -m pytest -q \
+#     tests/qsch/test_contention_machine.py --hypothesis-seed=$n; done
 ContentionMachine.TestCase.settings = settings(
     derandomize=False,
     database=None,
-    max_examples=int(os.environ.get("KANT_CONTENTION_EXAMPLES", "60")),
+    max_examples=int(os.environ.get("KANT_CONTENTION_EXAMPLES", "200")),
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
