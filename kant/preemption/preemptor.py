@@ -105,10 +105,10 @@ class Preemption:
         will be once every victim already chosen (this cycle or earlier, still terminating)
         is gone, with every nomination held? Then capacity those victims free beyond their
         preemptors' needs serves it, and nothing more is evicted. A job evicted by
-        preemption within ``cascade_window`` does not preempt by priority or reclaim (no
-        cascades); as a Backfill head it may still take back what backfilled past it. A
-        pod-level job that cannot be placed whole preempts for as many of its pods as
-        preemption can place."""
+        preemption within ``cascade_window``, or whose pods are being evicted, does not
+        preempt by priority or reclaim (no cascades); as a Backfill head it may still take
+        back what backfilled past it. A pod-level job that cannot be placed whole preempts
+        for as many of its pods as preemption can place."""
         pol = self.policy
         if pol.max_searches_per_cycle is not None and self.searches >= pol.max_searches_per_cycle:
             return None

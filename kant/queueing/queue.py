@@ -439,7 +439,7 @@ class Queue:
     ) -> None:
         """Pods no longer hold resources: they finished (``finished=True``) or must be placed
         again. The phase follows: FINISHED when every pod finished, PENDING when nothing is
-        held any more, else RUNNING."""
+        held any more (a nomination, for the pods still to place, stays), else RUNNING."""
         e = self.entry(job_id)
         for p in pods:
             e.assigned.pop(p, None)
