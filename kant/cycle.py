@@ -333,11 +333,8 @@ class _Cycle:
         reason = dec.reason if not dec.ok else None
         placed: tuple[Binding, ...] = ()
         freeing = False  # waits for the quota victims still hold, which they will free
-        if reason is None and self.live is not None:
-            dec, reason = self._live_quota(e, dec)
-            freeing = reason is not None
         if reason is None:
-            placed, reason = self._admit_and_place(e, dec, gate)
+            placed, reason, freeing = self._admit_and_place(e, dec, gate)
         if placed:
             self._commit_placed(e, placed)
         if reason is None:
@@ -410,22 +407,24 @@ class _Cycle:
         self.attempts += 1
         return self.placer.place(job, self.snap, pods=pods)
 
-    def _live_quota(self, e: Entry, dec: QuotaDecision) -> tuple[QuotaDecision, Reason | None]:
-        """The pods of ``dec`` that the live usage admits too (what :func:`kant.apply.apply`
-        checks: victims still to go are charged there until they are gone), or why none."""
-        assert self.live is not None
-        live = admit_quota(self.live, e.job, dec.pods, dec.models)
-        if not live.ok:
-            return dec, Reason(
-                code=ReasonCode.QUOTA_EXCEEDED,
-                message=(
-                    f"{(live.reason.message + '; ') if live.reason else ''}"
-                    f"{len(self.uncharged)} victim pods still to go hold that quota"
-                ),
-            )
-        if len(live.pods) == len(dec.pods):
-            return dec, None
-        return attrs.evolve(dec, pods=live.pods, models=live.models), None
+    def _live_prefix(self, tenant: str, bindings: Sequence[Binding]) -> int:
+        """How many of ``bindings`` (in order) the live usage admits too: what
+        :func:`kant.apply.apply` checks, where victims still to go are charged until they are
+        gone. Changes nothing."""
+        live = self.live
+        assert live is not None
+        mark = live.mark()
+        k = 0
+        for b in bindings:
+            milli = b.total_milli
+            if milli:
+                m = self.pools.model_of(b)
+                if live.headroom(tenant, m) < milli:
+                    break
+                live.add(tenant, m, milli)
+            k += 1
+        live.rollback(mark)
+        return k
 
     def _shape(self, e: Entry, dec: QuotaDecision, gate: Gate) -> tuple[Any, ...] | None:
         """Placement depends only on this key and the snapshot (while nothing is freed), so a
@@ -441,13 +440,15 @@ class _Cycle:
 
     def _admit_and_place(
         self, e: Entry, dec: QuotaDecision, gate: Gate
-    ) -> tuple[tuple[Binding, ...], Reason | None]:
+    ) -> tuple[tuple[Binding, ...], Reason | None, bool]:
         """Readiness and placement of the quota-admitted pods. Returns the bindings made
-        (committed to the snapshot) and why the job's remaining pods are not all placed."""
+        (committed to the snapshot), why the job's remaining pods are not all placed, and
+        whether that is only the quota that victims still to go hold (it frees itself: the
+        cycle's ledger no longer charges them, the live usage still does)."""
         job = e.job
         shape = self._shape(e, dec, gate)
         if shape is not None and shape in self.failed_shapes:
-            return (), self.failed_shapes[shape]
+            return (), self.failed_shapes[shape], False
         with self.snap.transaction() as tx:
             # the job's own nominated devices (and, if it ends in time, the reservation)
             # are open to it
@@ -455,22 +456,45 @@ class _Cycle:
             reason = self.pools.ready(job, dec)
             if reason is None:
                 res = self.place_pods(restricted(job, dec), dec.pods)
-                if res.bindings and (not job.gang or not res.unplaced):
-                    tx.commit()
-                    self.holds.placed(e.id, opened)
-                    left = len(e.remaining()) - len(res.bindings)
-                    if not left:
-                        return res.bindings, None
-                    return res.bindings, _first_reason(res.unplaced) or Reason(
-                        code=ReasonCode.QUOTA_EXCEEDED,
-                        message=f"{left} pods beyond the tenant's quota",
+                bindings = res.bindings
+                if bindings and (not job.gang or not res.unplaced):
+                    k = (
+                        len(bindings)
+                        if self.live is None
+                        else self._live_prefix(job.tenant, bindings)
+                    )
+                    if k and (k == len(bindings) or not job.gang):
+                        for b in bindings[k:]:
+                            self.snap.release_binding(b)
+                        bindings = bindings[:k]
+                        tx.commit()
+                        self.holds.placed(e.id, opened)
+                        left = len(e.remaining()) - k
+                        if not left:
+                            return bindings, None, False
+                        return (
+                            bindings,
+                            _first_reason(res.unplaced)
+                            or Reason(
+                                code=ReasonCode.QUOTA_EXCEEDED,
+                                message=f"{left} pods beyond the tenant's quota",
+                            ),
+                            False,
+                        )
+                    return (
+                        (),
+                        Reason(
+                            code=ReasonCode.QUOTA_EXCEEDED,
+                            message=f"{len(self.uncharged)} victim pods still to go hold its quota",
+                        ),
+                        True,
                     )
                 reason = _first_reason(res.unplaced) or Reason(
                     code=ReasonCode.NO_FIT, message="placement found no nodes"
                 )
         if shape is not None:
             self.failed_shapes[shape] = reason
-        return (), reason
+        return (), reason, False
 
     def _never_fits(self, e: Entry, role_models: dict[str, tuple[str, ...]]) -> Reason | None:
         """``UNSATISFIABLE`` when the job's remaining pods could never fit its pools even empty,
