@@ -9,14 +9,21 @@ devices on the cycle's snapshot only.
 
 from __future__ import annotations
 
+import weakref
+from typing import Any
+
 from kant.admission import forecast as fc
 from kant.admission.holds import Holds
 from kant.admission.pools import Pools
 from kant.admission.quota import QuotaDecision, QuotaLedger, admit_quota
 from kant.contracts import CandidateView, PlaceFn, Reservation
-from kant.model import Binding, PodId
+from kant.model import Binding, Job, PodId
 from kant.queueing import Entry, Queue
 from kant.state import ClusterState, Snapshot
+
+
+_ENDS: weakref.WeakKeyDictionary[Queue, fc.EndsMemo] = weakref.WeakKeyDictionary()
+"""Each queue's running pods by expected end, kept across cycles (:class:`fc.EndsMemo`)."""
 
 
 class PolicyContext:
@@ -42,7 +49,12 @@ class PolicyContext:
         self.ledger, self.pools, self.holds = ledger, pools, holds
         self.place, self.victim_pods = place, victim_pods
         self.placed: list[tuple[Entry, tuple[Binding, ...]]] = []
+        self.ends_memo = _ENDS.setdefault(queue, fc.EndsMemo())
         self.current: tuple[str, QuotaDecision] | None = None
+        # fits_unreserved's answers per readiness key, valid while the snapshot's change log
+        # stays at _unreserved_at (nothing allocated, released or rolled back since)
+        self._unreserved: dict[tuple[Any, ...], bool] = {}
+        self._unreserved_at = -1
 
     @property
     def now(self) -> float:
@@ -60,7 +72,7 @@ class PolicyContext:
             return None
         ends = fc.expected_ends(
             self.queue.running(), self.placed, cluster=self.cluster, now=self._now,
-            default_runtime=default_runtime, victim_pods=self.victim_pods,
+            default_runtime=default_runtime, victim_pods=self.victim_pods, memo=self.ends_memo,
         )  # fmt: skip
         return fc.forecast(
             self.queue.entry(job.id), ends, snap=self.snap, ledger=self.ledger,
@@ -87,7 +99,7 @@ class PolicyContext:
             return self._now
         ends = fc.expected_ends(
             self.queue.running(), self.placed, cluster=self.cluster, now=self._now,
-            default_runtime=default_runtime, victim_pods=self.victim_pods,
+            default_runtime=default_runtime, victim_pods=self.victim_pods, memo=self.ends_memo,
         )  # fmt: skip
         mark = led.mark()
         try:
@@ -112,6 +124,28 @@ class PolicyContext:
         cur, held = self.current, self.holds.reserved
         if not held or cur is None or cur[0] != job.id or not cur[1].ok:
             return False
-        with self.snap.transaction():
-            held.give_back(self.snap)
-            return self.pools.ready(job.job, cur[1]) is None
+        dec = cur[1]
+        if self._unreserved_at != self.snap.log_position:
+            self._unreserved.clear()  # the snapshot changed since the answers were found
+        key = _ready_key(job.job, dec)
+        got = self._unreserved.get(key)
+        if got is None:
+            with self.snap.transaction():
+                held.give_back(self.snap)
+                got = self._unreserved[key] = self.pools.ready(job.job, dec) is None
+            self._unreserved_at = self.snap.log_position  # giving back and rolling back
+        return got
+
+
+def _ready_key(job: Job, dec: QuotaDecision) -> tuple[Any, ...]:
+    """Everything :meth:`kant.admission.pools.Pools.ready` reads besides the snapshot."""
+    counts: dict[str, int] = {}
+    for p in dec.pods:
+        counts[p.role] = counts.get(p.role, 0) + 1
+    return (
+        job.gang,
+        tuple(
+            (r.name, counts.get(r.name, 0), r.resources, r.topology, dec.models.get(r.name))
+            for r in job.roles
+        ),
+    )

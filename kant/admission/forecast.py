@@ -22,6 +22,45 @@ MAX_PLACEMENTS = 32
 """At most this many placement attempts to find a job's reserved start."""
 
 
+class EndsMemo:
+    """Each running job's bound pods, kept across cycles while its entry is unchanged: in
+    pod order, grouped by bind time (a gang's pods are bound together: one group), each
+    with its binding. :func:`expected_ends` then costs O(running jobs) a cycle instead of
+    sorting every running pod again. Keep one per queue (entries are compared by identity
+    and :attr:`~kant.queueing.Entry.version`, which every change of ``assigned`` bumps)."""
+
+    def __init__(self) -> None:
+        # seq -> (entry, version, [(bind time, bindings in pod order)], [(time, pod, binding)])
+        self.jobs: dict[int, _Bound] = {}
+
+    def bound(self, r: Entry, cluster: ClusterState) -> _Bound:
+        """The memo of running entry ``r`` (derived again when its version changed)."""
+        got = self.jobs.get(r.seq)
+        if got is not None and got[0] is r and got[1] == r.version:
+            return got
+        pods = sorted(r.assigned.items(), key=lambda kv: (kv[0].job, kv[0].role, kv[0].index))
+        flat = tuple((t, p, cluster.binding(p)) for p, t in pods)
+        by_t: dict[float, list[Binding]] = {}
+        for t, _p, b in flat:
+            by_t.setdefault(t, []).append(b)
+        got = (r, r.version, tuple((t, tuple(bs)) for t, bs in by_t.items()), flat)
+        self.jobs[r.seq] = got
+        return got
+
+    def keep_only(self, seqs: set[int]) -> None:
+        """Forget the jobs not in ``seqs`` (those no longer running)."""
+        if len(self.jobs) > len(seqs):
+            self.jobs = {k: v for k, v in self.jobs.items() if k in seqs}
+
+
+_Bound = tuple[
+    Entry,
+    int,
+    tuple[tuple[float, tuple[Binding, ...]], ...],
+    tuple[tuple[float, PodId, Binding], ...],
+]
+
+
 def expected_ends(
     running: Iterable[Entry],
     placed: Iterable[tuple[Entry, tuple[Binding, ...]]],
@@ -30,22 +69,40 @@ def expected_ends(
     now: float,
     default_runtime: float | None,
     victim_pods: set[PodId],
+    memo: EndsMemo | None = None,
 ) -> list[tuple[float, int, tuple[Binding, ...]]]:
     """(expected end, job seq, bindings freed then), soonest first: the running pods with a
     known estimate, one entry per job and end time (victims excluded: their devices go to
     their preemptor), then the jobs placed earlier in this cycle (ending ``now`` +
-    estimate)."""
+    estimate). With ``memo`` (kept across cycles), the same list from remembered pods."""
     ends: list[tuple[float, int, tuple[Binding, ...]]] = []
+    seen: set[int] = set()
     for r in running:
         est = r.job.runtime_estimate or default_runtime
         if est is None:
             continue
+        if memo is not None:
+            seen.add(r.seq)
+            _e, _v, groups, flat = memo.bound(r, cluster)
+            mine = [(max(now, t + est), r.seq, bs) for t, bs in groups]
+            if (
+                not r.terminating
+                and not (victim_pods and any(p in victim_pods for _t, p, _b in flat))
+                and (len(mine) == 1 or len({m[0] for m in mine}) == len(mine))
+            ):
+                ends.extend(mine)  # no two bind times end together: the groups stand
+                continue
+            pods = [(p, t) for t, p, _b in flat]
+        else:
+            pods = sorted(r.assigned.items())
         by_end: dict[float, list[Binding]] = {}  # a gang's pods end together: one entry
-        for p, t in sorted(r.assigned.items()):
+        for p, t in pods:
             if p in r.terminating or p in victim_pods:
                 continue
             by_end.setdefault(max(now, t + est), []).append(cluster.binding(p))
         ends.extend((end, r.seq, tuple(bs)) for end, bs in by_end.items())
+    if memo is not None:
+        memo.keep_only(seen)
     for pe, bs in placed:
         est = pe.job.runtime_estimate or default_runtime
         if est is not None:
