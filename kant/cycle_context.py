@@ -21,7 +21,6 @@ from kant.model import Binding, Job, PodId
 from kant.queueing import Entry, Queue
 from kant.state import ClusterState, Snapshot
 
-
 _ENDS: weakref.WeakKeyDictionary[Queue, fc.EndsMemo] = weakref.WeakKeyDictionary()
 """Each queue's running pods by expected end, kept across cycles (:class:`fc.EndsMemo`)."""
 
