@@ -35,6 +35,14 @@ class _Memos:
 _MEMOS: weakref.WeakKeyDictionary[Queue, _Memos] = weakref.WeakKeyDictionary()
 
 
+def kept_forecast(queue: Queue) -> fc.KeptForecast:
+    """The forecast ``queue``'s cycles keep (its ``hits`` and ``misses`` count reuses)."""
+    memo = _MEMOS.get(queue)
+    if memo is None:
+        memo = _MEMOS[queue] = _Memos()
+    return memo.kept
+
+
 class PolicyContext:
     """What one cycle offers its queueing policy run. The cycle keeps :attr:`placed` (jobs
     placed so far, for forecasts) and :attr:`current` (the job being considered and its quota
