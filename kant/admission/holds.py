@@ -157,8 +157,13 @@ class Hold:
         pods)."""
         self.taken = []
         per: dict[int, list[Binding]] = {}
+        slots: dict[str, int | None] = {}
         for b in self.bindings:
-            s = slot_or_none(snap, b.node)
+            node = b.node
+            if node in slots:
+                s = slots[node]
+            else:
+                s = slots[node] = slot_or_none(snap, node)
             if s is not None:
                 per.setdefault(s, []).append(b)
         for s, bs in per.items():
