@@ -128,11 +128,16 @@ class CycleContext(Protocol):
         """Does the job hold devices nominated for it (it preempted; its victims are going)?"""
         ...
 
-    def forecast(self, job: CandidateView, *, default_runtime: float | None) -> Reservation | None:
+    def forecast(
+        self, job: CandidateView, *, default_runtime: float | None, keep: bool = False
+    ) -> Reservation | None:
         """The job's earliest start from the running jobs' expected ends (start plus
         ``runtime_estimate``, else ``default_runtime``, else never), and the placement it would
         get then; None when quota or the known ends never make room. Costs up to a bounded
-        number of placement attempts; changes nothing."""
+        number of placement attempts; changes nothing. With ``keep``, the queue's previous
+        forecast is returned when it must give the same answer (the same head and quota
+        decision, the same nodes and health, and the same jobs holding devices after now),
+        and this one is kept for the next cycle."""
         ...
 
     def reserve(self, reservation: Reservation) -> None:

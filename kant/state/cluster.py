@@ -80,6 +80,7 @@ class ClusterState:
         self.node_generation = np.zeros(self.columns.capacity, dtype=np.int64)
         self._changed: set[int] = set()
         self._membership_version = 0
+        self._health_version = 0
         self._snapshot: Snapshot | None = None
         self._removal_listeners: list[Callable[[str, tuple[Binding, ...]], None]] = []
         for spec in nodes:
@@ -179,6 +180,11 @@ class ClusterState:
         """Every running pod's binding, as a read-only live view (O(1), unsorted): for hot
         loops that look pods up by id; :meth:`pods` is the sorted, deterministic iteration."""
         return MappingProxyType(self._pods)
+
+    @property
+    def health_version(self) -> int:
+        """Bumped by every health change of a node, GPU or NIC (kept forecasts compare it)."""
+        return self._health_version
 
     @property
     def membership_version(self) -> int:
@@ -285,6 +291,7 @@ class ClusterState:
         Raises UnknownNodeError."""
         rec = self._record(name)
         rec.healthy = bool(healthy)
+        self._health_version += 1
         self._refresh_row(rec)
 
     def set_gpu_health(self, name: str, gpu: int, healthy: bool) -> None:
@@ -297,6 +304,7 @@ class ClusterState:
             rec.gpu_healthy |= 1 << gpu
         else:
             rec.gpu_healthy &= ~(1 << gpu)
+        self._health_version += 1
         self._refresh_row(rec)
 
     def set_nic_health(self, name: str, nic: int, healthy: bool) -> None:
@@ -312,6 +320,7 @@ class ClusterState:
             rec.nic_healthy |= 1 << nic
         else:
             rec.nic_healthy &= ~(1 << nic)
+        self._health_version += 1
         self._refresh_row(rec)
 
     # ----------------------------------------------------------------- pod mutations
