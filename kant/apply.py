@@ -75,14 +75,9 @@ def apply(
         ):
             stale.append(jid)
             continue
-        done: list[Binding] = []
         try:
-            for b in bs:
-                cluster.bind(b)
-                done.append(b)
+            cluster.bind_many(bs)  # all or none, one update per node
         except KantError:
-            for b in done:
-                cluster.release(b.pod)
             stale.append(jid)
             continue
         for b in bs:

@@ -128,11 +128,16 @@ class CycleContext(Protocol):
         """Does the job hold devices nominated for it (it preempted; its victims are going)?"""
         ...
 
-    def forecast(self, job: CandidateView, *, default_runtime: float | None) -> Reservation | None:
+    def forecast(
+        self, job: CandidateView, *, default_runtime: float | None, keep: bool = False
+    ) -> Reservation | None:
         """The job's earliest start from the running jobs' expected ends (start plus
         ``runtime_estimate``, else ``default_runtime``, else never), and the placement it would
         get then; None when quota or the known ends never make room. Costs up to a bounded
-        number of placement attempts; changes nothing."""
+        number of placement attempts; changes nothing. With ``keep``, the queue's previous
+        forecast is returned when it must give the same answer (the same head and quota
+        decision, the same nodes and health, and the same jobs holding devices after now),
+        and this one is kept for the next cycle."""
         ...
 
     def reserve(self, reservation: Reservation) -> None:
@@ -258,6 +263,10 @@ class Strategy(Protocol):
       state no topology wish get;
     - ``fill_partly_used_first: bool`` (False): in the two-level search, a whole-GPU pod
       first takes the fullest partly used node of its pools;
+    - ``fills_node_first: bool`` (False): the score is pure (no random draws) and never
+      drops on a node when one more pod of the kind lands there, so identical pods fill the
+      best node before the next: the Placer then places a role's pods in bulk, with exactly
+      the bindings of the pod-by-pod path;
     - ``group_key(free_milli, in_use) -> tuple of arrays``: ``np.lexsort`` keys (last
       primary) ordering candidate NodeNetGroups, lower first (default: groups in use first,
       then fewest free GPU milli);

@@ -26,6 +26,7 @@ from kant.admission.pools import Pools, restricted
 from kant.admission.quota import (
     Admitter,
     QuotaDecision,
+    QuotaLedger,
     admit_quota,
     admit_without_quotas,
     quota_never_fits,
@@ -170,7 +171,11 @@ class _Cycle:
         self.failed_shapes: dict[tuple[Any, ...], Reason] = {}
         self.quota_memo: dict[tuple[Any, ...], tuple[Entry, QuotaDecision]] = {}
         self.quota_held: dict[str, list[tuple[str, str, int]]] = {}
-        self.quota_deferred: dict[str, list[tuple[str, str, int]]] = {}
+        # victim pods still to go, taken off their tenant on this cycle's ledger
+        self.uncharged: dict[PodId, tuple[str, str, int]] = {}
+        # the live usage plus this cycle's placements (what apply checks), kept only while
+        # the ledger has victims taken off (it is never stricter than the ledger otherwise)
+        self.live: QuotaLedger | None = None
         self.attempts = 0
         self.step_ms: dict[str, float] = {}
         self.incremental = True
@@ -202,7 +207,7 @@ class _Cycle:
         self.pre = Preemption(
             pol, snap=self.snap, ledger=self.ledger, pools=self.pools, index=index,
             place=self.place_pods, now=self._now, holds=self.holds,
-            quota_deferred=self.quota_deferred,
+            uncharged=self.uncharged,
         )  # fmt: skip
         self.ctx = PolicyContext(
             now=self._now, queue=self.queue, cluster=self.cluster, snap=self.snap,
@@ -224,48 +229,53 @@ class _Cycle:
         for e in self.candidates:
             if e.nomination is not None:
                 self.holds.nominate(e.id, e.nomination.bindings)
+                self._uncharge(e.nomination.victims)
                 self._hold_quota(e, e.nomination.bindings)
         self.lap("holds")
 
     def _hold_quota(self, e: Entry, bindings: Sequence[Binding]) -> None:
         """Charge the preemptor's tenant, on this cycle's ledger, for the devices nominated
-        for it: the quota its victims free is its own until it is placed or gives up. While
-        its own tenant's victims are still charged, they count towards the hold (the quota
-        is not counted twice)."""
+        for it: the quota its victims free is its own until it is placed or gives up (its
+        victims still to go are no longer charged to their tenants, :meth:`_uncharge`)."""
         tenant = e.job.tenant
         need: dict[str, int] = {}
         for b in bindings:
             m = self.pools.model_of(b)
             need[m] = need.get(m, 0) + b.total_milli
-        full = dict(need)
-        for b in self._charged_victims(e):
-            m = self.pools.model_of(b)
-            if m in need:
-                need[m] = max(0, need[m] - b.total_milli)
         held = [(tenant, m, milli) for m, milli in need.items() if milli]
         for t, m, milli in held:
             self.ledger.add(t, m, milli)
         self.quota_held[e.id] = held
-        # what its victims still hold: the preemption's view of the future adds it back
-        self.quota_deferred[e.id] = [(tenant, m, full[m] - need[m]) for m in full]
 
-    def _charged_victims(self, e: Entry) -> list[Binding]:
-        """The bindings of the preemptor's victims of its own tenant that are still charged
-        (terminating for it, or chosen for it this cycle)."""
-        out: list[Binding] = []
-        nom = e.nomination
-        pods = list(nom.victims) if nom is not None else []
-        pods += [p for v in self.pre.victims if v.preemptor == e.id for p in v.pods]
-        for p in dict.fromkeys(pods):
-            ve = self.queue.get(p.job)
-            if ve is None or ve.job.tenant != e.job.tenant or p not in ve.assigned:
+    def _uncharge(self, pods: Sequence[PodId]) -> None:
+        """Take the victim pods still to go (terminating, or chosen this cycle) off their
+        tenants on this cycle's ledger, once each: the quota they free belongs to the
+        preemptors they go for, whichever tenant they are of (each preemptor's tenant is
+        charged for its whole nomination instead, :meth:`_hold_quota`). From the first one
+        on, the cycle also keeps the live usage, which a placement must fit as well."""
+        if self.ledger.table.unlimited:
+            return
+        for p in pods:
+            if p in self.uncharged:
                 continue
-            if ve.terminating.get(p) == e.id or p in self.pre.victim_pods:
-                out.append(self.cluster.binding(p))
-        return out
+            ve = self.queue.get(p.job)
+            if ve is None or p not in ve.assigned:
+                continue  # gone already: its quota is free
+            if p not in ve.terminating and p not in self.pre.victim_pods:
+                continue
+            b = self.cluster.binding(p)
+            if not b.total_milli:
+                continue
+            if self.live is None:
+                self.live = self.admitter.ledger()
+                for pb in self.bindings:
+                    pe = self.queue.entry(pb.pod.job)
+                    self.live.add(pe.job.tenant, self.pools.model_of(pb), pb.total_milli)
+            part = (ve.job.tenant, self.pools.model_of(b), b.total_milli)
+            self.ledger.add(part[0], part[1], -part[2])
+            self.uncharged[p] = part
 
     def _release_quota(self, e: Entry) -> None:
-        self.quota_deferred.pop(e.id, None)
         for t, m, milli in self.quota_held.pop(e.id, ()):
             self.ledger.add(t, m, -milli)
 
@@ -331,7 +341,7 @@ class _Cycle:
         # d. Static quota (the quota held for its nomination is its own; with no quotas, the
         #    job's cached decision), then dynamic readiness, then placement.
         if dec is None:
-            if self.quota_held or self.quota_deferred:
+            if self.quota_held:
                 self._release_quota(e)
             dec = facts.unlimited_decision if self.ledger.table.unlimited else None
         if dec is None:
@@ -339,8 +349,9 @@ class _Cycle:
         self.ctx.current = (jid, dec)
         reason = dec.reason if not dec.ok else None
         placed: tuple[Binding, ...] = ()
+        freeing = False  # waits for the quota victims still hold, which they will free
         if reason is None:
-            placed, reason = self._admit_and_place(e, dec, gate, facts)
+            placed, reason, freeing = self._admit_and_place(e, dec, gate, facts)
         if placed:
             self._commit_placed(e, placed)
         if reason is None:
@@ -349,13 +360,15 @@ class _Cycle:
         #    otherwise explain, let the policy react, maybe preempt.
         if not placed and reason.code in _NEVER_FIT_CANDIDATES:
             reason = self._never_fits(e, role_models, facts) or reason
-        reason = self._explain(e, reason)
+        reason = self._explain(e, reason, freeing=freeing)
         nominated = jid in self.holds.nominated
         if nominated and e.nomination is not None:
             self._hold_quota(e, e.nomination.bindings)  # still waiting for its victims
         self.pending[jid] = reason
         may_backfill = self.run.failed(e, reason)
-        if self.pre.may_preempt(reason, partly_placed=bool(placed), nominated=nominated):
+        if not freeing and self.pre.may_preempt(
+            reason, partly_placed=bool(placed), nominated=nominated
+        ):
             self._preempt(e, dec, role_models, may_backfill)
 
     def close_run(self) -> None:
@@ -416,6 +429,25 @@ class _Cycle:
         self.attempts += 1
         return self.placer.place(job, self.snap, pods=pods)
 
+    def _live_prefix(self, tenant: str, bindings: Sequence[Binding]) -> int:
+        """How many of ``bindings`` (in order) the live usage admits too: what
+        :func:`kant.apply.apply` checks, where victims still to go are charged until they are
+        gone. Changes nothing."""
+        live = self.live
+        assert live is not None
+        mark = live.mark()
+        k = 0
+        for b in bindings:
+            milli = b.total_milli
+            if milli:
+                m = self.pools.model_of(b)
+                if live.headroom(tenant, m) < milli:
+                    break
+                live.add(tenant, m, milli)
+            k += 1
+        live.rollback(mark)
+        return k
+
     def _shape(
         self, e: Entry, dec: QuotaDecision, gate: Gate, facts: _Facts
     ) -> tuple[Any, ...] | None:
@@ -431,13 +463,15 @@ class _Cycle:
 
     def _admit_and_place(
         self, e: Entry, dec: QuotaDecision, gate: Gate, facts: _Facts
-    ) -> tuple[tuple[Binding, ...], Reason | None]:
+    ) -> tuple[tuple[Binding, ...], Reason | None, bool]:
         """Readiness and placement of the quota-admitted pods. Returns the bindings made
-        (committed to the snapshot) and why the job's remaining pods are not all placed."""
+        (committed to the snapshot), why the job's remaining pods are not all placed, and
+        whether that is only the quota that victims still to go hold (it frees itself: the
+        cycle's ledger no longer charges them, the live usage still does)."""
         job = e.job
         shape = self._shape(e, dec, gate, facts)
         if shape is not None and shape in self.failed_shapes:
-            return (), self.failed_shapes[shape]
+            return (), self.failed_shapes[shape], False
         with self.snap.transaction() as tx:
             # the job's own nominated devices (and, if it ends in time, the reservation)
             # are open to it
@@ -445,22 +479,45 @@ class _Cycle:
             reason = self.pools.ready(job, dec)
             if reason is None:
                 res = self.place_pods(self._restricted(job, dec, facts), dec.pods)
-                if res.bindings and (not job.gang or not res.unplaced):
-                    tx.commit()
-                    self.holds.placed(e.id, opened)
-                    left = len(e.remaining()) - len(res.bindings)
-                    if not left:
-                        return res.bindings, None
-                    return res.bindings, _first_reason(res.unplaced) or Reason(
-                        code=ReasonCode.QUOTA_EXCEEDED,
-                        message=f"{left} pods beyond the tenant's quota",
+                bindings = res.bindings
+                if bindings and (not job.gang or not res.unplaced):
+                    k = (
+                        len(bindings)
+                        if self.live is None
+                        else self._live_prefix(job.tenant, bindings)
+                    )
+                    if k and (k == len(bindings) or not job.gang):
+                        for b in bindings[k:]:
+                            self.snap.release_binding(b)
+                        bindings = bindings[:k]
+                        tx.commit()
+                        self.holds.placed(e.id, opened)
+                        left = len(e.remaining()) - k
+                        if not left:
+                            return bindings, None, False
+                        return (
+                            bindings,
+                            _first_reason(res.unplaced)
+                            or Reason(
+                                code=ReasonCode.QUOTA_EXCEEDED,
+                                message=f"{left} pods beyond the tenant's quota",
+                            ),
+                            False,
+                        )
+                    return (
+                        (),
+                        Reason(
+                            code=ReasonCode.QUOTA_EXCEEDED,
+                            message=f"{len(self.uncharged)} victim pods still to go hold its quota",
+                        ),
+                        True,
                     )
                 reason = _first_reason(res.unplaced) or Reason(
                     code=ReasonCode.NO_FIT, message="placement found no nodes"
                 )
         if shape is not None:
             self.failed_shapes[shape] = reason
-        return (), reason
+        return (), reason, False
 
     def _admit_quota(self, e: Entry, facts: _Facts) -> QuotaDecision:
         """:func:`admit_quota` of the job's remaining pods on the cycle's ledger. The
@@ -536,14 +593,18 @@ class _Cycle:
 
     def _commit_placed(self, e: Entry, bindings: tuple[Binding, ...]) -> None:
         for b in bindings:
-            self.ledger.add(e.job.tenant, self.pools.model_of(b), b.total_milli)
+            m = self.pools.model_of(b)
+            self.ledger.add(e.job.tenant, m, b.total_milli)
+            if self.live is not None:
+                self.live.add(e.job.tenant, m, b.total_milli)
         self.bindings.extend(bindings)
         self.placed.append(e.id)
         self.ctx.placed.append((e, bindings))
 
-    def _explain(self, e: Entry, reason: Reason) -> Reason:
+    def _explain(self, e: Entry, reason: Reason, *, freeing: bool = False) -> Reason:
         """The reason users should read: a preemptor waits for its victims (or its nomination
-        has served its time); otherwise the queueing policy's word."""
+        has served its time); otherwise the queueing policy's word. ``freeing``: it failed
+        only on quota that victims still to go hold (its nomination stands)."""
         nom = e.nomination
         if nom is None or not self.holds.is_nominated(e.id):
             return self.run.explain(e, reason)
@@ -551,6 +612,11 @@ class _Cycle:
         if left:
             return Reason(
                 code=ReasonCode.PREEMPTING, message=f"waiting for {len(left)} victim pods to go"
+            )
+        if freeing:
+            return Reason(
+                code=ReasonCode.PREEMPTING,
+                message=f"waiting for {len(self.uncharged)} victim pods to free quota",
             )
         # victims are gone and it still does not fit: the nomination has served its time
         self.holds.drop(e.id)
@@ -573,6 +639,7 @@ class _Cycle:
             self.dropped.remove(e.id)
         self.nominations.append(nom)
         self.holds.nominate(e.id, nom.bindings)
+        self._uncharge(nom.victims)
         self._hold_quota(e, nom.bindings)
         new = sum(len(v.pods) for v in self.pre.victims[len(self.pre.victims) - units :])
         self.pending[e.id] = Reason(

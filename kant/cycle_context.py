@@ -9,14 +9,38 @@ devices on the cycle's snapshot only.
 
 from __future__ import annotations
 
+import math
+import weakref
+from typing import Any
+
 from kant.admission import forecast as fc
 from kant.admission.holds import Holds
 from kant.admission.pools import Pools
 from kant.admission.quota import QuotaDecision, QuotaLedger, admit_quota
 from kant.contracts import CandidateView, PlaceFn, Reservation
-from kant.model import Binding, PodId
+from kant.model import Binding, Job, PodId
 from kant.queueing import Entry, Queue
 from kant.state import ClusterState, Snapshot
+
+
+class _Memos:
+    """What one queue's cycles keep for forecasts: the running pods by bind time
+    (:class:`fc.EndsMemo`) and the last forecast (:class:`fc.KeptForecast`)."""
+
+    def __init__(self) -> None:
+        self.ends = fc.EndsMemo()
+        self.kept = fc.KeptForecast()
+
+
+_MEMOS: weakref.WeakKeyDictionary[Queue, _Memos] = weakref.WeakKeyDictionary()
+
+
+def kept_forecast(queue: Queue) -> fc.KeptForecast:
+    """The forecast ``queue``'s cycles keep (its ``hits`` and ``misses`` count reuses)."""
+    memo = _MEMOS.get(queue)
+    if memo is None:
+        memo = _MEMOS[queue] = _Memos()
+    return memo.kept
 
 
 class PolicyContext:
@@ -42,7 +66,16 @@ class PolicyContext:
         self.ledger, self.pools, self.holds = ledger, pools, holds
         self.place, self.victim_pods = place, victim_pods
         self.placed: list[tuple[Entry, tuple[Binding, ...]]] = []
+        memo = _MEMOS.get(queue)
+        if memo is None:
+            memo = _MEMOS[queue] = _Memos()
+        self.memo = memo
         self.current: tuple[str, QuotaDecision] | None = None
+        # fits_unreserved's answers per readiness key, valid while the snapshot's change log
+        # stays at _unreserved_at (nothing allocated, released or rolled back since)
+        self._unreserved: dict[tuple[Any, ...], list[int]] = {}
+        self._unreserved_at = -1
+        self._keys: dict[int, tuple[QuotaDecision, Job, tuple[tuple[Any, ...], int]]] = {}
 
     @property
     def now(self) -> float:
@@ -53,19 +86,53 @@ class PolicyContext:
         """Does the job hold devices nominated for it?"""
         return self.holds.is_nominated(job.id)
 
-    def forecast(self, job: CandidateView, *, default_runtime: float | None) -> Reservation | None:
+    def forecast(
+        self, job: CandidateView, *, default_runtime: float | None, keep: bool = False
+    ) -> Reservation | None:
         """The job's earliest start and placement (:func:`kant.admission.forecast.forecast`);
-        None for a nominated job (its nomination already holds its devices)."""
+        None for a nominated job (its nomination already holds its devices). With ``keep``,
+        the queue's last forecast when it must give the same answer
+        (:class:`kant.admission.forecast.KeptForecast`), and this one kept."""
         if self.is_nominated(job):
             return None
+        running = self.queue.running()
         ends = fc.expected_ends(
-            self.queue.running(), self.placed, cluster=self.cluster, now=self._now,
-            default_runtime=default_runtime, victim_pods=self.victim_pods,
+            running, self.placed, cluster=self.cluster, now=self._now,
+            default_runtime=default_runtime, victim_pods=self.victim_pods, memo=self.memo.ends,
         )  # fmt: skip
+        occupancy = self._occupancy(running, ends, default_runtime) if keep else None
         return fc.forecast(
             self.queue.entry(job.id), ends, snap=self.snap, ledger=self.ledger,
-            pools=self.pools, place=self.place,
+            pools=self.pools, place=self.place, kept=self.memo.kept if keep else None,
+            occupancy=occupancy,
         )  # fmt: skip
+
+    def _occupancy(
+        self, running: list[Entry], ends: list[fc.Item], default_runtime: float | None
+    ) -> fc.Occupancy | None:
+        """What holds devices on the snapshot now, when only the running jobs and the jobs
+        placed this cycle do (else None: no forecast is reused or kept)."""
+        h = self.holds
+        if h.nominated or h.reserved is not None or self.victim_pods:
+            return None
+        never: list[fc.Item] = []
+        bound = 0
+        for r in running:
+            if r.terminating:
+                return None
+            bound += len(r.assigned)
+            if (r.job.runtime_estimate or default_runtime) is None:
+                groups = self.memo.ends.bound(r, self.cluster)[2]
+                never.append((math.inf, r.seq, tuple(b for _t, bs in groups for b in bs)))
+        if bound != self.cluster.num_pods:
+            return None  # some bound pod belongs to no running job
+        for pe, bs in self.placed:
+            if (pe.job.runtime_estimate or default_runtime) is None:
+                never.append((math.inf, pe.seq, bs))
+        never.sort(key=lambda x: x[1])
+        c = self.cluster
+        static = (c, c.membership_version, c.health_version, default_runtime)
+        return fc.Occupancy(now=self._now, static=static, items=ends + never)
 
     def quota_start(self, job: CandidateView, *, default_runtime: float | None) -> float | None:
         """The earliest expected end (:func:`kant.admission.forecast.expected_ends`) after
@@ -87,7 +154,7 @@ class PolicyContext:
             return self._now
         ends = fc.expected_ends(
             self.queue.running(), self.placed, cluster=self.cluster, now=self._now,
-            default_runtime=default_runtime, victim_pods=self.victim_pods,
+            default_runtime=default_runtime, victim_pods=self.victim_pods, memo=self.memo.ends,
         )  # fmt: skip
         mark = led.mark()
         try:
@@ -112,6 +179,61 @@ class PolicyContext:
         cur, held = self.current, self.holds.reserved
         if not held or cur is None or cur[0] != job.id or not cur[1].ok:
             return False
+        dec = cur[1]
+        if self._unreserved_at != self.snap.log_position:
+            self._unreserved.clear()  # the snapshot changed since the answers were found
+        key, n = self._ready_key(job.job, dec)
+        known = self._unreserved.get(key)
+        if known is None:
+            known = self._unreserved[key] = [0, _NEVER]  # most pods ready, fewest not ready
+        if n <= known[0]:
+            return True
+        if n >= known[1]:
+            return False
         with self.snap.transaction():
             held.give_back(self.snap)
-            return self.pools.ready(job.job, cur[1]) is None
+            ok = self.pools.ready(job.job, dec) is None
+        self._unreserved_at = self.snap.log_position  # giving back and rolling back moved it
+        if ok:
+            known[0] = n
+        else:
+            known[1] = n
+        return ok
+
+    def _ready_key(self, job: Job, dec: QuotaDecision) -> tuple[tuple[Any, ...], int]:
+        """What :meth:`kant.admission.pools.Pools.ready` reads besides the snapshot, as a key
+        and a pod count. Readiness is monotone in the count of a one-role gang that needs no
+        topology (more pods need more free devices and nodes): its count is left out of the
+        key, so one answer settles the smaller (ready) or larger (not ready) gangs of its
+        shape. Otherwise the count is in the key (and returned as 1)."""
+        got = self._keys.get(id(dec))
+        if got is not None and got[0] is dec and got[1] is job:
+            return got[2]
+        counts: dict[str, int] = {}
+        for p in dec.pods:
+            counts[p.role] = counts.get(p.role, 0) + 1
+        roles = job.roles
+        if job.gang and len(roles) == 1 and not (roles[0].topology and roles[0].topology.required):
+            r = roles[0]
+            out: tuple[tuple[Any, ...], int] = (
+                (True, r.resources, r.topology, dec.models.get(r.name)),
+                counts.get(r.name, 0),
+            )
+        else:
+            # a pod-level job is ready when one pod of some role is: only "any pods" counts
+            rk = tuple(
+                (
+                    r.name,
+                    counts.get(r.name, 0) if job.gang else min(1, counts.get(r.name, 0)),
+                    r.resources,
+                    r.topology,
+                    dec.models.get(r.name),
+                )
+                for r in roles
+            )
+            out = ((job.gang, rk), 1)
+        self._keys[id(dec)] = (dec, job, out)
+        return out
+
+
+_NEVER = 1 << 62

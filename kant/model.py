@@ -756,6 +756,28 @@ class Binding:
         """GPU milli the binding holds: ``len(gpus) * gpu_milli``."""
         return len(self.gpus) * self.gpu_milli
 
+    @classmethod
+    def trusted(
+        cls,
+        pod: PodId,
+        node: str,
+        gpus: tuple[int, ...],
+        gpu_milli: int,
+        nics: tuple[int, ...],
+        cpu_milli: int,
+        memory_mib: int,
+    ) -> Binding:
+        """A binding built without the validators, for a caller whose values already are
+        valid by construction (the Placer: devices read off a snapshot row, a role's checked
+        resources); anything else must call the class. O(1)."""
+        b = object.__new__(cls)
+        for field, value in (
+            ("pod", pod), ("node", node), ("gpus", gpus), ("gpu_milli", gpu_milli),
+            ("nics", nics), ("cpu_milli", cpu_milli), ("memory_mib", memory_mib),
+        ):  # fmt: skip
+            object.__setattr__(b, field, value)
+        return b
+
 
 @attrs.frozen(kw_only=True)
 class Victim:

@@ -37,11 +37,17 @@ sides: kant's SWF reader raises them to 1 s anyway, and AccaSim, which finishes 
 length 0 at its start, does not dispatch again until the next event (the job behind it would
 wait for the next arrival).
 
-Each (work, policy) pair runs ``--repeats`` times, AccaSim then kant, alternating, each in a
-fresh process; the CPU time is the worker's own ``time.process_time()`` around the
-simulation (reading the log included, imports excluded), and the figure is the ratio of the
-medians, measured in one run. ``start_match`` says whether every job started at the same
-second on both sides.
+With ``easy``, the same loop also runs kant's own EASY (``easy-backfill``: the head of the
+queue holds a reservation computed from the running jobs' expected ends, which are exact
+here since the estimate is the run time) and reports its CPU time over kant best-effort's on
+the same run (``kant_easy_over_best_effort``): what a real reservation costs kant. Its start
+times are not AccaSim's (AccaSim's "EASY" reserves nothing).
+
+Each (work, policy) pair runs ``--repeats`` times, AccaSim then kant (then kant EASY),
+alternating, each in a fresh process; the CPU time is the worker's own
+``time.process_time()`` around the simulation (reading the log included, imports
+excluded), and the figure is the ratio of the medians, measured in one run.
+``start_match`` says whether every job started at the same second on both sides.
 """
 
 from __future__ import annotations
@@ -164,7 +170,7 @@ def kant_worker(swf: Path, policy: str, pod_gpus: int) -> dict[str, Any]:
         cluster,
         queue=Queue(order=_arrival_order, history=None),  # the records need every job
         placer=Placer("firstfit"),
-        policy="strict-fifo" if policy == "fifo" else "best-effort-fifo",
+        policy={"fifo": "strict-fifo", "easy": "best-effort-fifo"}.get(policy, "easy-backfill"),
         preemption=PreemptionPolicy(priority=False, reclaim=False, backfill=False),
     )
     sim = Simulator(s, jobs, SimConfig(tick=0.0, grace_period=0.0, sample_interval=86400.0))
@@ -200,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="last line: one JSON object")
     ap.add_argument("--worker", choices=("accasim", "kant"), help=argparse.SUPPRESS)
     ap.add_argument("--swf", type=Path, help=argparse.SUPPRESS)
-    ap.add_argument("--policy", choices=("fifo", "easy"), help=argparse.SUPPRESS)
+    ap.add_argument("--policy", choices=("fifo", "easy", "kant-easy"), help=argparse.SUPPRESS)
     ap.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker == "accasim":
@@ -223,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         for work, policy in pairs:
             acc: list[float] = []
             kan: list[float] = []
+            kez: list[float] = []  # kant EASY, next to kant best-effort (policy "easy")
             match = True
             mismatched = 0
             for _ in range(a.repeats):
@@ -232,6 +239,11 @@ def main(argv: list[str] | None = None) -> int:
                            str(a.pod_gpus), *args])  # fmt: skip
                 acc.append(ra["cpu_s"])
                 kan.append(rk["cpu_s"])
+                if policy == "easy":
+                    ke = [*args[:2], "--policy", "kant-easy", *args[4:]]
+                    re_ = _run([sys.executable, me, "--worker", "kant", "--pod-gpus",
+                                str(a.pod_gpus), *ke])  # fmt: skip
+                    kez.append(re_["cpu_s"])
                 sa, sk = ra["starts"], rk["starts"]
                 bad = sum(1 for j in sa.keys() | sk.keys() if sa.get(j) != sk.get(j))
                 mismatched = max(mismatched, bad)
@@ -243,11 +255,20 @@ def main(argv: list[str] | None = None) -> int:
                 "kant_over_accasim": round(statistics.median(kan) / statistics.median(acc), 3),
                 "start_match": match, "mismatched_jobs": mismatched, "swf_lines": n,
             })  # fmt: skip
+            easy = ""
+            if kez:
+                ratio = statistics.median(kez) / statistics.median(kan)
+                rows[-1]["kant_easy_cpu_s"] = round(statistics.median(kez), 2)
+                rows[-1]["kant_easy_over_best_effort"] = round(ratio, 3)
+                easy = (
+                    f"  kant EASY {statistics.median(kez):8.2f} CPU-s, EASY/best-effort {ratio:.3f}"
+                )
             print(
                 f"{work:7} {policy:5} AccaSim {rows[-1]['accasim_cpu_s']:8.2f} CPU-s  kant "
                 f"{rows[-1]['kant_cpu_s']:8.2f} CPU-s  kant/AccaSim "
                 f"{rows[-1]['kant_over_accasim']:.3f}  same start times: {match}"
-                + ("" if match else f" ({mismatched} jobs differ)"),
+                + ("" if match else f" ({mismatched} jobs differ)")
+                + easy,
                 flush=True,
             )
     if a.json:

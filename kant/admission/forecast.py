@@ -8,7 +8,12 @@ fits is the job's reserved start. Everything happens in a rolled-back snapshot t
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Iterable
+from typing import Any
+
+import attrs
 
 from kant.admission.holds import slot_or_none
 from kant.admission.pools import Pools, restricted
@@ -22,6 +27,45 @@ MAX_PLACEMENTS = 32
 """At most this many placement attempts to find a job's reserved start."""
 
 
+class EndsMemo:
+    """Each running job's bound pods, kept across cycles while its entry is unchanged: in
+    pod order, grouped by bind time (a gang's pods are bound together: one group), each
+    with its binding. :func:`expected_ends` then costs O(running jobs) a cycle instead of
+    sorting every running pod again. Keep one per queue (entries are compared by identity
+    and :attr:`~kant.queueing.Entry.version`, which every change of ``assigned`` bumps)."""
+
+    def __init__(self) -> None:
+        # seq -> (entry, version, [(bind time, bindings in pod order)], [(time, pod, binding)])
+        self.jobs: dict[int, _Bound] = {}
+
+    def bound(self, r: Entry, cluster: ClusterState) -> _Bound:
+        """The memo of running entry ``r`` (derived again when its version changed)."""
+        got = self.jobs.get(r.seq)
+        if got is not None and got[0] is r and got[1] == r.version:
+            return got
+        pods = sorted(r.assigned.items(), key=lambda kv: (kv[0].job, kv[0].role, kv[0].index))
+        flat = tuple((t, p, cluster.binding(p)) for p, t in pods)
+        by_t: dict[float, list[Binding]] = {}
+        for t, _p, b in flat:
+            by_t.setdefault(t, []).append(b)
+        got = (r, r.version, tuple((t, tuple(bs)) for t, bs in by_t.items()), flat)
+        self.jobs[r.seq] = got
+        return got
+
+    def keep_only(self, seqs: set[int]) -> None:
+        """Forget the jobs not in ``seqs`` (those no longer running)."""
+        if len(self.jobs) > len(seqs):
+            self.jobs = {k: v for k, v in self.jobs.items() if k in seqs}
+
+
+_Bound = tuple[
+    Entry,
+    int,
+    tuple[tuple[float, tuple[Binding, ...]], ...],
+    tuple[tuple[float, PodId, Binding], ...],
+]
+
+
 def expected_ends(
     running: Iterable[Entry],
     placed: Iterable[tuple[Entry, tuple[Binding, ...]]],
@@ -30,23 +74,152 @@ def expected_ends(
     now: float,
     default_runtime: float | None,
     victim_pods: set[PodId],
+    memo: EndsMemo | None = None,
 ) -> list[tuple[float, int, tuple[Binding, ...]]]:
-    """(expected end, job seq, bindings freed then), soonest first: every running pod with a
-    known estimate (victims excluded: their devices go to their preemptor), then the jobs
-    placed earlier in this cycle (ending ``now`` + estimate)."""
+    """(expected end, job seq, bindings freed then), soonest first: the running pods with a
+    known estimate, one entry per job and end time (victims excluded: their devices go to
+    their preemptor), then the jobs placed earlier in this cycle (ending ``now`` +
+    estimate). With ``memo`` (kept across cycles), the same list from remembered pods."""
     ends: list[tuple[float, int, tuple[Binding, ...]]] = []
+    seen: set[int] = set()
     for r in running:
         est = r.job.runtime_estimate or default_runtime
-        for p, t in sorted(r.assigned.items()):
-            if est is None or p in r.terminating or p in victim_pods:
+        if est is None:
+            continue
+        if memo is not None:
+            seen.add(r.seq)
+            _e, _v, groups, flat = memo.bound(r, cluster)
+            mine = [(max(now, t + est), r.seq, bs) for t, bs in groups]
+            if (
+                not r.terminating
+                and not (victim_pods and any(p in victim_pods for _t, p, _b in flat))
+                and (len(mine) == 1 or len({m[0] for m in mine}) == len(mine))
+            ):
+                ends.extend(mine)  # no two bind times end together: the groups stand
                 continue
-            ends.append((max(now, t + est), r.seq, (cluster.binding(p),)))
+            pods = [(p, t) for t, p, _b in flat]
+        else:
+            pods = sorted(r.assigned.items())
+        by_end: dict[float, list[Binding]] = {}  # a gang's pods end together: one entry
+        for p, t in pods:
+            if p in r.terminating or p in victim_pods:
+                continue
+            by_end.setdefault(max(now, t + est), []).append(cluster.binding(p))
+        ends.extend((end, r.seq, tuple(bs)) for end, bs in by_end.items())
+    if memo is not None:
+        memo.keep_only(seen)
     for pe, bs in placed:
         est = pe.job.runtime_estimate or default_runtime
         if est is not None:
             ends.append((now + est, pe.seq, bs))
     ends.sort(key=lambda x: (x[0], x[1]))
     return ends
+
+
+Item = tuple[float, int, tuple[Binding, ...]]
+"""(time its devices are free, job seq, bindings): an entry of :func:`expected_ends`, or with
+time ``inf`` a running job with no known end."""
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class Occupancy:
+    """Everything that holds devices on the snapshot when a forecast starts, for
+    :class:`KeptForecast`: the expected ends, and the running jobs that never end (as
+    items at ``inf``). Only built when nothing else does (no nomination, reservation,
+    victim or terminating pod, and every bound pod belongs to a running job)."""
+
+    now: float
+    static: tuple[Any, ...]  # the cluster, its membership and health versions, the default
+    items: list[Item]  # soonest first, then the never-ending ones by seq
+
+
+@attrs.define(eq=False)
+class _Kept:
+    static: tuple[Any, ...]
+    head: Entry
+    version: int
+    pods: tuple[PodId, ...]
+    dec: tuple[Any, ...]
+    now: float
+    first: float  # the earliest expected end then: the first state tried
+    items: list[Item]
+    result: Reservation | None
+    exhausted: bool  # every end time was tried (not cut by MAX_PLACEMENTS)
+
+
+class KeptForecast:
+    """The last forecast of one queue, reused while it must give the same answer (Slurm's
+    backfill and Maui likewise keep a reservation until the running set or the head
+    changes). Kept per queue across cycles; ``hits`` and ``misses`` count its use.
+
+    Why a reuse is exact: on the snapshot a forecast starts from, the devices free at time
+    ``t`` are the cluster's minus those of every item whose time is after ``t``. If the
+    head, its quota decision and the cluster's nodes and health are unchanged, and the
+    items after the new ``now`` are the same as then, every state the new forecast would
+    try (the end times from ``now`` up to the kept start) is one the kept forecast tried
+    and rejected, except the last, where it placed: the same start and placement (or, when
+    every end was tried, the same None). A state at ``now`` made of items the kept forecast
+    released before its first end time was never tried: then it is computed afresh."""
+
+    def __init__(self) -> None:
+        self.kept: _Kept | None = None
+        self.hits = 0
+        self.misses = 0
+
+    def lookup(
+        self, e: Entry, pods: tuple[PodId, ...], dec: tuple[Any, ...], occ: Occupancy
+    ) -> tuple[bool, Reservation | None]:
+        """(True, the kept answer) when it holds for ``e`` on ``occ``, else (False, None)."""
+        k = self.kept
+        now = occ.now
+        if (
+            k is None
+            or k.head is not e
+            or k.version != e.version
+            or k.static != occ.static
+            or k.pods != pods
+            or k.dec != dec
+            or now < k.now
+        ):
+            self.misses += 1
+            return False, None
+        r = k.result
+        if r is not None and r.start < now:
+            self.misses += 1  # its start passed and it still waits: the ends were wrong
+            return False, None
+        if r is None and not k.exhausted:
+            self.misses += 1
+            return False, None
+        items = occ.items
+        if (r is None or r.start > now) and items and items[0][0] <= now and k.first > now:
+            self.misses += 1  # a state at now the kept forecast never tried
+            return False, None
+        if _after(items, now) != _after(k.items, now):
+            self.misses += 1
+            return False, None
+        self.hits += 1
+        return True, r
+
+    def store(
+        self,
+        e: Entry,
+        pods: tuple[PodId, ...],
+        dec: tuple[Any, ...],
+        occ: Occupancy,
+        result: Reservation | None,
+        exhausted: bool,
+    ) -> None:
+        """Keep this forecast (the previous one is forgotten)."""
+        first = occ.items[0][0] if occ.items else math.inf
+        self.kept = _Kept(
+            occ.static, e, e.version, pods, dec, occ.now, first, occ.items, result, exhausted
+        )
+
+
+def _after(items: list[Item], t: float) -> list[Item]:
+    """The items whose devices are still held after time ``t``."""
+    i = bisect.bisect_right(items, t, key=lambda x: x[0])
+    return items[i:]
 
 
 def forecast(
@@ -57,10 +230,14 @@ def forecast(
     ledger: QuotaLedger,
     pools: Pools,
     place: PlaceFn,
+    kept: KeptForecast | None = None,
+    occupancy: Occupancy | None = None,
 ) -> Reservation | None:
     """The earliest of ``ends`` at which ``e``'s remaining pods pass quota, readiness and
     placement, with the placement then; None if none does within :data:`MAX_PLACEMENTS`
-    attempts. Changes nothing."""
+    attempts. Changes nothing. With ``kept`` and ``occupancy`` (what holds devices now), the
+    kept forecast when it must give the same answer (:class:`KeptForecast`), and this one
+    kept for next time."""
     job = e.job
     pods = e.remaining()
     role_models, no_pool = pools.role_models(job)
@@ -69,22 +246,32 @@ def forecast(
     dec = admit_quota(ledger, job, pods, role_models)
     if not dec.ok or len(dec.pods) != len(pods):
         return None
+    dec_key = (tuple(dec.pods), tuple(sorted(dec.models.items())))
+    if kept is not None and occupancy is not None:
+        hit, r = kept.lookup(e, pods, dec_key, occupancy)
+        if hit:
+            return r
     narrowed = restricted(job, dec)
     tries = 0
+    found: Reservation | None = None
     with snap.transaction():
         i = 0
         while i < len(ends) and tries < MAX_PLACEMENTS:
             t = ends[i][0]
+            freed: list[Binding] = []
             while i < len(ends) and ends[i][0] == t:
-                for b in ends[i][2]:
-                    if slot_or_none(snap, b.node) is not None:
-                        snap.release_binding(b)
+                freed.extend(b for b in ends[i][2] if slot_or_none(snap, b.node) is not None)
                 i += 1
+            snap.release_bindings(freed)  # one update per node, however many pods
             if pools.ready(job, dec) is not None:
                 continue
             tries += 1
             with snap.transaction():
                 res = place(narrowed, dec.pods)
                 if res.bindings and not res.unplaced:
-                    return Reservation(job=e.id, start=t, bindings=tuple(res.bindings))
-    return None
+                    found = Reservation(job=e.id, start=t, bindings=tuple(res.bindings))
+                    break
+        exhausted = i >= len(ends)
+    if kept is not None and occupancy is not None:
+        kept.store(e, pods, dec_key, occupancy, found, exhausted)
+    return found

@@ -70,6 +70,52 @@ def free_part(snap: Snapshot, b: Binding) -> Alloc | None:
     return Alloc(s, mask, b.gpu_milli, nic, cpu, mem)
 
 
+def _free_parts(snap: Snapshot, s: int, bs: list[Binding]) -> list[Alloc]:
+    """:func:`free_part` of each of ``bs`` (all on slot ``s``) as if each were taken before
+    the next is looked at, merged into one :class:`Alloc` per GPU share while their GPUs
+    are disjoint (then allocating the merged ones changes the row exactly as allocating
+    each part in turn)."""
+    cols = snap.cols
+    if len(bs) == 1:
+        a = free_part(snap, bs[0])
+        return [] if a is None else [a]
+    row = [int(v) for v in cols.gpu_free[s]]
+    nic_free = int(cols.nic_mask[s])
+    cpu_free, mem_free = int(cols.cpu_free[s]), int(cols.mem_free[s])
+    merged: dict[int, list[int]] = {}  # GPU milli -> [gpu mask, nic mask, cpu, mem]
+    out: list[Alloc] = []
+    for b in bs:
+        mask = 0
+        for g in b.gpus:
+            if g < len(row) and row[g] >= b.gpu_milli:
+                mask |= 1 << g
+        nic = 0
+        for n in b.nics:
+            if nic_free >> n & 1:
+                nic |= 1 << n
+        cpu = min(cpu_free, b.cpu_milli)
+        mem = min(mem_free, b.memory_mib)
+        if not (mask or nic or cpu or mem):
+            continue
+        for g in b.gpus:
+            if mask >> g & 1:
+                row[g] -= b.gpu_milli
+        nic_free &= ~nic
+        cpu_free -= cpu
+        mem_free -= mem
+        m = merged.get(b.gpu_milli)
+        if m is None:
+            merged[b.gpu_milli] = [mask, nic, cpu, mem]
+        elif m[0] & mask:  # one GPU shared twice: a mask cannot say so, keep it apart
+            out.append(Alloc(s, mask, b.gpu_milli, nic, cpu, mem))
+        else:
+            m[0] |= mask
+            m[1] |= nic
+            m[2] += cpu
+            m[3] += mem
+    return [Alloc(s, m[0], milli, m[1], m[2], m[3]) for milli, m in merged.items()] + out
+
+
 def release_exact(snap: Snapshot, b: Binding) -> Alloc | None:
     """Release ``b`` on the snapshot and return exactly what came back (unhealthy devices stay
     unallocatable, so re-allocating the result restores the rows exactly)."""
@@ -105,11 +151,23 @@ class Hold:
         self.taken: list[Alloc] = []
 
     def take(self, snap: Snapshot) -> None:
-        """Hold the free part of the bindings on ``snap``."""
+        """Hold the free part of the bindings on ``snap``: what taking each binding's free
+        part in turn would hold, taken with one allocation per node and GPU share (the same
+        rows as one allocation per binding; a gang of many pods costs its nodes, not its
+        pods)."""
         self.taken = []
+        per: dict[int, list[Binding]] = {}
+        slots: dict[str, int | None] = {}
         for b in self.bindings:
-            a = free_part(snap, b)
-            if a is not None:
+            node = b.node
+            if node in slots:
+                s = slots[node]
+            else:
+                s = slots[node] = slot_or_none(snap, node)
+            if s is not None:
+                per.setdefault(s, []).append(b)
+        for s, bs in per.items():
+            for a in _free_parts(snap, s, bs):
                 a.take(snap)
                 self.taken.append(a)
 

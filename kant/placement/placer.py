@@ -122,10 +122,12 @@ class Placer:
         *,
         group_probe: int = 4,
         filters: Iterable[NodeFilter] = (),
+        bulk: bool = True,
         **kwargs: Any,
     ) -> None:
         self.strategy = make_strategy(strategy, **kwargs) if isinstance(strategy, str) else strategy
         self.group_probe = group_probe
+        self.bulk = bulk
         self.filters = NodeFilters(filters)
         # a role with max_per_node: the user's filters, then the cap (other roles skip it)
         self._capped = NodeFilters((*self.filters.filters, MaxPerNode()))
@@ -270,6 +272,13 @@ class Placer:
         filters.blocked = None
         tiers = tiers_for(role, n, self.hooks.topology_default) if n > 1 or role.topology else []
         if not tiers:
+            if self._bulk(ctx, self.hooks, filters) and not self.hooks.two_level:
+                room = fit_count(snap, cand.slots, req)
+                live = np.flatnonzero(room > 0)
+                taken = min(int(room.sum()), n)
+                if taken < n:  # what the pod-by-pod path says once the nodes are full
+                    return why_not(snap, cand.slots, req, n - taken, None, taken=taken)
+                return self._fill_bulk(ctx, pods, cand.slots[live], room[live])
             out: list[Binding] = []
             for p in pods:
                 b = self._place_pod(ctx, p, cand)
@@ -325,6 +334,11 @@ class Placer:
                 out.append(b)
             return out
         room = fit_count(ctx.snap, domain, ctx.req)
+        if self._bulk(ctx, strat, filters):
+            idx = np.flatnonzero(room > 0)
+            if int(room[idx].sum()) < len(pods):
+                return None
+            return self._fill_bulk(ctx, pods, domain[idx], room[idx])
         if filters.active:
             idx = np.flatnonzero(room > 0)
             room[idx[~filters.mask(ctx, domain[idx])]] = 0
@@ -345,6 +359,40 @@ class Placer:
                     filters.blocked = dropped
                     room[i] = 0
             scores[i] = _score(strat, ctx, domain[i : i + 1])[0] if room[i] > 0 else -np.inf
+        return out
+
+    def _bulk(self, ctx: PodContext, strat: StrategyHooks, filters: NodeFilters) -> bool:
+        """May this role's identical pods be placed in bulk? Yes when the strategy fills
+        the best node first (``fills_node_first``: a pure score that never drops on the node
+        that takes a pod), with no candidate sets, no active node filter (they are asked
+        again pod by pod) and no ``spread`` wish (its penalty drops as pods land). Then the
+        pod-by-pod path takes the best-scoring node until it is full, then the next best,
+        in the order of one score pass: :meth:`_fill_bulk` does exactly that."""
+        return (
+            self.bulk
+            and strat.fills_node_first
+            and strat.candidate_sets is None
+            and not filters.active
+            and not ctx.role.spread
+        )
+
+    def _fill_bulk(
+        self, ctx: PodContext, pods: list[PodId], slots: IntArray, room: IntArray
+    ) -> list[Binding]:
+        """Place ``pods`` on ``slots`` (each with ``room`` > 0 for them, enough in all), in
+        the strategy's order: one score pass, nodes sorted best first (ties by position, as
+        ``argmax`` breaks them), each filled to its room before the next. O(len(slots)) numpy
+        once, then O(pods) Python for devices and one snapshot update per node used."""
+        sc = _score(self.hooks, ctx, slots)
+        order = np.argsort(-np.asarray(sc, dtype=np.float64), kind="stable")
+        out: list[Binding] = []
+        left = len(pods)
+        for i in order.tolist():
+            k = min(int(room[i]), left)
+            out.extend(self._bind_many(ctx, pods[len(out) : len(out) + k], int(slots[i])))
+            left -= k
+            if not left:
+                break
         return out
 
     # ------------------------------------------------------------------ pods
@@ -487,15 +535,48 @@ class Placer:
         ctx.on_node[slot] = ctx.on_node.get(slot, 0) + 1
         if ctx.role.max_per_node is not None:
             ctx.role_on[slot] = ctx.role_on.get(slot, 0) + 1
-        return Binding(
-            pod=pod,
-            node=snap.name_of(slot),
-            gpus=_bits(gpu_mask),
-            gpu_milli=milli,
-            nics=_bits(nic_mask),
-            cpu_milli=req.cpu,
-            memory_mib=req.mem,
+        return Binding.trusted(
+            pod, snap.name_of(slot), _bits(gpu_mask), milli, _bits(nic_mask), req.cpu, req.mem
         )
+
+    def _bind_many(self, ctx: PodContext, pods: list[PodId], slot: int) -> list[Binding]:
+        """Bind ``pods`` (identical) on node ``slot``: the devices :meth:`_bind` would pick
+        pod after pod, chosen on local bitmasks, then one snapshot update for all of them.
+        A fractional pod's device is the strategy's choice on the updated row, so those are
+        bound one by one. O(pods x (GPUs + NICs))."""
+        req = ctx.req
+        if req.milli and not req.gpus:
+            return [self._bind(ctx, p, slot, self.hooks) for p in pods]
+        snap = ctx.snap
+        cols = snap.cols
+        tmpl = self._templates[slot] if slot < len(self._templates) else None
+        free = int(cols.free_mask[slot])
+        free_nics = int(cols.nic_mask[slot])
+        node = snap.name_of(slot)
+        gpu_all = nic_all = 0
+        out: list[Binding] = []
+        for p in pods:
+            gpu_mask = 0
+            if req.gpus:
+                chosen = tmpl.best_gpu_set(free, req.gpus) if tmpl is not None else None
+                gpu_mask = chosen if chosen is not None else _lowest_bits(free, req.gpus)
+                free &= ~gpu_mask
+            nic_mask = 0
+            if req.nics:
+                got = tmpl.best_nics(gpu_mask, free_nics, req.nics) if tmpl is not None else None
+                nic_mask = got if got is not None else _lowest_bits(free_nics, req.nics)
+                free_nics &= ~nic_mask
+            gpu_all |= gpu_mask
+            nic_all |= nic_mask
+            out.append(
+                Binding.trusted(p, node, _bits(gpu_mask), MILLI, _bits(nic_mask), req.cpu, req.mem)
+            )
+        k = len(pods)
+        snap.allocate(slot, gpu_all, MILLI, nic_all, req.cpu * k, req.mem * k)
+        ctx.on_node[slot] = ctx.on_node.get(slot, 0) + k
+        if ctx.role.max_per_node is not None:
+            ctx.role_on[slot] = ctx.role_on.get(slot, 0) + k
+        return out
 
     # ------------------------------------------------------------------ pools
 

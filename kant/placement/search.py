@@ -216,14 +216,22 @@ def near(snap: Snapshot, cand: Candidates, anchor: int, tier: Tier) -> Candidate
 
 
 def why_not(
-    snap: Snapshot, slots: IntArray, req: PodRequest, n: int, blocked: str | None = None
+    snap: Snapshot,
+    slots: IntArray,
+    req: PodRequest,
+    n: int,
+    blocked: str | None = None,
+    *,
+    taken: int = 0,
 ) -> Reason:
     """Why ``n`` pods of ``req`` found no place among ``slots``: ``INSUFFICIENT_CAPACITY``
     when the nodes do not have that many free GPUs at all, else ``NO_FIT`` (naming the node
-    filter ``blocked`` when one left no node). O(len(slots))."""
+    filter ``blocked`` when one left no node). ``taken``: pods of ``req`` counted as already
+    placed on ``slots`` though the snapshot does not hold them (the bulk path's answer is
+    then the pod-by-pod path's after it placed them). O(len(slots))."""
     cols = snap.cols
     need = n * req.total_milli
-    free = int(cols.free_milli[slots].sum())
+    free = int(cols.free_milli[slots].sum()) - taken * req.total_milli
     if req.needs_gpu and free < need:
         return Reason(
             code=ReasonCode.INSUFFICIENT_CAPACITY,

@@ -51,11 +51,11 @@ class Preemption:
         place: PlaceFn,
         now: float,
         holds: Holds | None = None,
-        quota_deferred: Mapping[str, Sequence[tuple[str, str, int]]] | None = None,
+        uncharged: Mapping[PodId, object] | None = None,
     ) -> None:
         self.policy = policy
         self.holds = holds
-        self.quota_deferred = quota_deferred if quota_deferred is not None else {}
+        self.uncharged = uncharged if uncharged is not None else {}
         self._terminating: list[tuple[Binding, str]] | None = None
         self._searched = False
         self.snap = snap
@@ -105,14 +105,16 @@ class Preemption:
         will be once every victim already chosen (this cycle or earlier, still terminating)
         is gone, with every nomination held? Then capacity those victims free beyond their
         preemptors' needs serves it, and nothing more is evicted. A job evicted by
-        preemption within ``cascade_window`` does not preempt by priority or reclaim (no
-        cascades); as a Backfill head it may still take back what backfilled past it. A
-        pod-level job that cannot be placed whole preempts for as many of its pods as
-        preemption can place."""
+        preemption within ``cascade_window``, or whose pods are being evicted, does not
+        preempt by priority or reclaim (no cascades); as a Backfill head it may still take
+        back what backfilled past it. A pod-level job that cannot be placed whole preempts
+        for as many of its pods as preemption can place."""
         pol = self.policy
         if pol.max_searches_per_cycle is not None and self.searches >= pol.max_searches_per_cycle:
             return None
-        cascade = e.evicted_at is not None and self.now - e.evicted_at < pol.cascade_window
+        cascade = (
+            e.evicted_at is not None and self.now - e.evicted_at < pol.cascade_window
+        ) or self._being_evicted(e)
         if cascade and not (pol.backfill and may_backfill):
             return None  # no cascades: a job just evicted does not evict in turn
         job = e.job
@@ -215,6 +217,14 @@ class Preemption:
         )
         return nom, len(chosen)
 
+    def _being_evicted(self, e: Entry) -> bool:
+        """Are pods of ``e`` (a pod-level job, partly running) victims still to go, chosen
+        this cycle or terminating? Then it does not preempt by priority or reclaim either:
+        its own preemptor would be followed by its victims (a cascade within the window)."""
+        if not e.assigned:
+            return False
+        return bool(e.terminating) or not self.victim_pods.isdisjoint(e.assigned)
+
     def _find(
         self,
         pre: Preemptor,
@@ -275,9 +285,9 @@ class Preemption:
     @contextmanager
     def _future(self, going: list[tuple[Binding, str]]) -> Iterator[None]:
         """On the snapshot and the ledger (rolled back at the end): every victim in ``going``
-        gone, and every nomination's devices and quota held again (what its victims free is
-        its own; ``quota_deferred`` is the part of a preemptor's quota its victims still
-        hold)."""
+        gone, and every nomination's devices held again (what its victims free is its own).
+        The ledger already charges each nomination's quota to its preemptor and no longer
+        charges its victims (``uncharged``); the other victims still to go come off here."""
         if not going:
             yield
             return
@@ -285,14 +295,11 @@ class Preemption:
         try:
             with self.snap.transaction():
                 for b, tenant in going:
-                    if release_exact(self.snap, b) is not None:
+                    if release_exact(self.snap, b) is not None and b.pod not in self.uncharged:
                         self.ledger.add(tenant, self.pools.model_of(b), -b.total_milli)
                 if self.holds is not None:
                     for h in self.holds.nominated.values():
                         Hold(h.bindings).take(self.snap)
-                for parts in self.quota_deferred.values():
-                    for t, m, milli in parts:
-                        self.ledger.add(t, m, milli)
                 yield
         finally:
             self.ledger.rollback(mark)

@@ -15,6 +15,7 @@ class _EasyRun:
     def __init__(self, policy: EasyBackfill, ctx: CycleContext) -> None:
         self.ctx = ctx
         self.default_runtime = policy.default_runtime
+        self.keep = policy.keep_reservation
         self.head: CandidateView | None = None
         self.reserved = False
         self.made: Reservation | None = None
@@ -48,7 +49,9 @@ class _EasyRun:
                 self.head = None
             else:
                 self.reserved = True
-                self.made = self.ctx.forecast(self.head, default_runtime=self.default_runtime)
+                self.made = self.ctx.forecast(
+                    self.head, default_runtime=self.default_runtime, keep=self.keep
+                )
                 if self.made is not None:
                     self.ctx.reserve(self.made)
         self.used_reserved = None
@@ -108,9 +111,16 @@ class EasyBackfill:
     if it ends (its estimate) by then, else it waits as ``RESERVED``. When that time is
     unknown the tenant's jobs go on as best effort. A job that can never fit
     (``UNSATISFIABLE``) is never a head.
+
+    With ``keep_reservation`` (the default) the head's reservation is kept across cycles
+    and reused while it must be the same (same head, quota decision, nodes and health, and
+    the same jobs holding devices after now: :class:`kant.admission.forecast.KeptForecast`),
+    as Slurm's backfill and Maui keep theirs; ``False`` computes it afresh every cycle. The
+    decisions are the same either way.
     """
 
     default_runtime: float | None = attrs.field(default=None)
+    keep_reservation: bool = attrs.field(default=True)
     name: str = "easy-backfill"
 
     def __attrs_post_init__(self) -> None:
@@ -119,6 +129,8 @@ class EasyBackfill:
             not isinstance(d, int | float) or isinstance(d, bool) or not math.isfinite(d) or d <= 0
         ):
             raise InvalidConfigError("default_runtime", d, "must be None or a number > 0")
+        if not isinstance(self.keep_reservation, bool):
+            raise InvalidConfigError("keep_reservation", self.keep_reservation, "must be a bool")
 
     def begin(self, ctx: CycleContext) -> PolicyRun:
         """A run that reserves for the first blocked job when the next job is gated."""

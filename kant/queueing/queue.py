@@ -469,7 +469,7 @@ class Queue:
     ) -> None:
         """Pods no longer hold resources: they finished (``finished=True``) or must be placed
         again. The phase follows: FINISHED when every pod finished, PENDING when nothing is
-        held any more, else RUNNING."""
+        held any more (a nomination, for the pods still to place, stays), else RUNNING."""
         e = self.entry(job_id)
         for p in pods:
             e.assigned.pop(p, None)
@@ -483,7 +483,8 @@ class Queue:
             e.nomination = None
             self._set_phase(e, JobPhase.FINISHED)
         elif not e.assigned and e.phase is JobPhase.RUNNING:
-            self._to_pending(e, now)
+            # a nomination is for pods still to place: it outlives the pods that went
+            self._to_pending(e, now, keep_nomination=True)
         else:
             self._sync(e)
 
@@ -531,11 +532,12 @@ class Queue:
 
     # ----------------------------------------------------------------- internals
 
-    def _to_pending(self, e: Entry, now: float | None) -> None:
+    def _to_pending(self, e: Entry, now: float | None, *, keep_nomination: bool = False) -> None:
         if now is not None:
             e.pending_since = now
         e.started_at = None
-        e.nomination = None
+        if not keep_nomination:
+            e.nomination = None
         self._set_phase(e, JobPhase.PENDING)
 
     def _set_phase(self, e: Entry, phase: JobPhase) -> None:

@@ -80,6 +80,7 @@ class ClusterState:
         self.node_generation = np.zeros(self.columns.capacity, dtype=np.int64)
         self._changed: set[int] = set()
         self._membership_version = 0
+        self._health_version = 0
         self._snapshot: Snapshot | None = None
         self._removal_listeners: list[Callable[[str, tuple[Binding, ...]], None]] = []
         for spec in nodes:
@@ -179,6 +180,11 @@ class ClusterState:
         """Every running pod's binding, as a read-only live view (O(1), unsorted): for hot
         loops that look pods up by id; :meth:`pods` is the sorted, deterministic iteration."""
         return MappingProxyType(self._pods)
+
+    @property
+    def health_version(self) -> int:
+        """Bumped by every health change of a node, GPU or NIC (kept forecasts compare it)."""
+        return self._health_version
 
     @property
     def membership_version(self) -> int:
@@ -285,6 +291,7 @@ class ClusterState:
         Raises UnknownNodeError."""
         rec = self._record(name)
         rec.healthy = bool(healthy)
+        self._health_version += 1
         self._refresh_row(rec)
 
     def set_gpu_health(self, name: str, gpu: int, healthy: bool) -> None:
@@ -297,6 +304,7 @@ class ClusterState:
             rec.gpu_healthy |= 1 << gpu
         else:
             rec.gpu_healthy &= ~(1 << gpu)
+        self._health_version += 1
         self._refresh_row(rec)
 
     def set_nic_health(self, name: str, nic: int, healthy: bool) -> None:
@@ -312,6 +320,7 @@ class ClusterState:
             rec.nic_healthy |= 1 << nic
         else:
             rec.nic_healthy &= ~(1 << nic)
+        self._health_version += 1
         self._refresh_row(rec)
 
     # ----------------------------------------------------------------- pod mutations
@@ -357,6 +366,56 @@ class ClusterState:
         self._forget(pod)
         self._refresh_row(rec)
         return b
+
+    def bind_many(self, bindings: Sequence[Binding]) -> None:
+        """:meth:`bind` every binding of ``bindings``, all or none: each is checked as if
+        those before it were bound (the same errors :meth:`check_binding` raises, for the
+        first that does not fit, changing nothing), then each node's record and row is
+        updated once. O(devices of the bindings + nodes they touch)."""
+        scratch: dict[str, _NodeRecord] = {}
+        seen: set[PodId] = set()
+        for b in bindings:
+            if not isinstance(b, Binding):
+                raise AllocationConflictError(f"not a Binding: {b!r}")
+            if b.pod in self._pods:
+                raise DuplicateError(f"pod {b.pod} is already bound to {self._pods[b.pod].node!r}")
+            if b.pod in seen:
+                raise DuplicateError(f"pod {b.pod} is bound twice in one call")
+            seen.add(b.pod)
+            tmp = scratch.get(b.node)
+            if tmp is None:
+                rec = self._record(b.node)
+                tmp = scratch[b.node] = attrs.evolve(rec, gpu_used=list(rec.gpu_used), pods=set())
+            _check_fits(tmp, b)
+            _hold(tmp, b, +1)
+        for name, tmp in scratch.items():
+            rec = self._records[name]
+            rec.gpu_used = tmp.gpu_used
+            rec.nic_used, rec.cpu_used, rec.mem_used = tmp.nic_used, tmp.cpu_used, tmp.mem_used
+            rec.pods |= tmp.pods
+            self._refresh_row(rec)
+        for b in bindings:
+            self._pods[b.pod] = b
+            self._allocated += b.total_milli
+            self._job_pods.setdefault(b.pod.job, set()).add(b.pod)
+
+    def release_many(self, pods: Sequence[PodId]) -> tuple[Binding, ...]:
+        """:meth:`release` every pod of ``pods``, all or none (UnknownPodError, changing
+        nothing, if one is not running or is named twice); each node's row is updated once.
+        Returns their bindings, in order. O(devices of the bindings + nodes they touch)."""
+        out = tuple(self.binding(p) for p in pods)
+        if len({b.pod for b in out}) != len(out):
+            raise UnknownPodError(next(p for i, p in enumerate(pods) if p in pods[:i]))
+        touched: dict[str, _NodeRecord] = {}
+        for b in out:
+            rec = touched.get(b.node)
+            if rec is None:
+                rec = touched[b.node] = self._records[b.node]
+            _hold(rec, b, -1)
+            self._forget(b.pod)
+        for rec in touched.values():
+            self._refresh_row(rec)
+        return out
 
     def _forget(self, pod: PodId) -> None:
         self._allocated -= self._pods.pop(pod).total_milli
@@ -522,6 +581,20 @@ def _check_fits(rec: _NodeRecord, b: Binding) -> None:
         raise AllocationConflictError(
             f"{where}: needs {b.memory_mib} MiB, {spec.memory_mib - rec.mem_used} free"
         )
+
+
+def _hold(rec: _NodeRecord, b: Binding, sign: int) -> None:
+    """Add (sign=+1) or take back (-1) what binding ``b`` holds to/from record ``rec``."""
+    for g in b.gpus:
+        rec.gpu_used[g] += sign * b.gpu_milli
+    if sign > 0:
+        rec.nic_used |= _bits_to_mask(b.nics)
+        rec.pods.add(b.pod)
+    else:
+        rec.nic_used &= ~_bits_to_mask(b.nics)
+        rec.pods.discard(b.pod)
+    rec.cpu_used += sign * b.cpu_milli
+    rec.mem_used += sign * b.memory_mib
 
 
 def _write_allocatable(cols: NodeColumns, rec: _NodeRecord) -> None:

@@ -504,6 +504,43 @@ class Snapshot:
             cols.mem_free[slot] += memory_mib
         self._groups.shift(slot, before)
 
+    def release_bindings(self, bindings: Iterable[Binding]) -> None:
+        """:meth:`release` what every binding of ``bindings`` holds, one row update per node
+        (the same rows, aggregates and index entries as releasing them one by one). Raises
+        AllocationConflictError (changing nothing) if a binding's node is in neither the
+        snapshot nor the truth. O(devices of the bindings + nodes x (levels + log n))."""
+        per: dict[int, tuple[dict[int, int], list[int]]] = {}  # slot -> (GPU -> milli, nic/cpu/mem)
+        for b in bindings:
+            slot = self.slot_of(b.node)
+            got = per.get(slot)
+            if got is None:
+                name = self.names[slot] if slot < len(self.names) else None
+                if name is None or name not in self.state:
+                    raise AllocationConflictError(f"slot {slot} holds no node")
+                got = per[slot] = ({}, [0, 0, 0])
+            gpu, rest = got
+            for g in b.gpus:
+                gpu[g] = gpu.get(g, 0) + b.gpu_milli
+            rest[0] |= _bits_to_mask(b.nics)
+            rest[1] += b.cpu_milli
+            rest[2] += b.memory_mib
+        cols = self.cols
+        for slot, (gpu, (nic_mask, cpu_milli, memory_mib)) in per.items():
+            ok, gpu_healthy, nic_healthy = self.state.health_masks(self.names[slot] or "")
+            self._save(slot)
+            before = self._groups.contrib(slot)
+            row = cols.gpu_free[slot]
+            for g, milli in gpu.items():
+                if ok and gpu_healthy >> g & 1:
+                    row[g] = min(MILLI, row[g] + milli)
+            self._recount(slot)
+            if ok:
+                cols.nic_mask[slot] = int(cols.nic_mask[slot]) | (nic_mask & nic_healthy)
+                cols.free_nics[slot] = _popcount(int(cols.nic_mask[slot]))
+                cols.cpu_free[slot] += cpu_milli
+                cols.mem_free[slot] += memory_mib
+            self._groups.shift(slot, before)
+
     def release_binding(self, b: Binding) -> None:
         """:meth:`release` what binding ``b`` holds on its node (a preemption what-if)."""
         self.release(

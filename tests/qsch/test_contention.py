@@ -4,8 +4,6 @@ no cascades across cycles, non-borrowing jobs first."""
 
 from __future__ import annotations
 
-import pytest
-
 from kant.admission import Admitter, Quota
 from kant.cycle import CycleResult
 from kant.model import ReasonCode, VictimReason
@@ -15,7 +13,7 @@ from kant.queueing import JobPhase, Queue
 from kant.scheduler import Scheduler
 from kant.testing import ClusterBuilder, check_invariants, job
 
-from .conftest import evict_victims, nodes, scheduler
+from .conftest import evict_victims, nodes, pod, scheduler
 
 
 def _run(s: Scheduler, t0: float, cycles: int) -> list[CycleResult]:
@@ -127,9 +125,9 @@ def test_a_job_within_its_nominal_quota_goes_before_a_borrowing_job_of_the_same_
     assert not [v for r in rs for v in r.victims]  # no start-then-evict
 
 
-# Known defects (issue 12 stays open until these pass): runs the contention state machine
-# found once issues 12, 17 and 18 were merged, each also failing on the issue-12 branch
-# alone. Strict: they fail the suite the day they start passing, so the marks come off.
+# Runs the contention state machine (test_contention_machine.py) found with pod-level jobs,
+# each reduced to the few steps that show it (tenants a and b share 8 GPUs nominal each, an
+# isolated tenant holds 8 more, 32 GPUs in all; ebinpack; plain victim order).
 
 
 def _contention_scheduler() -> Scheduler:
@@ -171,7 +169,6 @@ def _run_contention(
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="known defect: another tenant's reclaim drops the hold")
 def test_a_pod_level_preemptor_keeps_its_held_quota_when_another_tenant_reclaims_its_victim() -> (
     None
 ):
@@ -180,3 +177,58 @@ def test_a_pod_level_preemptor_keeps_its_held_quota_when_another_tenant_reclaims
              [(8, 2, 1, "b")], None,
              [(2, 1, 0, "a"), (2, 1, 2, "a")], None, None, None, None])  # fmt: skip
     assert s.queue.status("j4").phase is not JobPhase.PENDING
+
+
+def test_a_reclaim_chosen_in_the_cycle_a_preemptor_is_placed_leaves_it_every_device_its_victims_freed() -> (
+    None
+):
+    s = _contention_scheduler()
+    rs = _run_contention(s, [[(2, 2, 0, "a"), (2, 2, 0, "a")], None,
+                             [(2, 2, 0, "b"), (4, 2, 1, "a")], None,
+                             [(2, 1, 1, "b")], None])  # fmt: skip
+    # a borrows all of b's quota; b's j3 (2 pods) reclaims both pods of a's j2
+    assert [(v.job, v.preemptor) for v in rs[1].victims] == [("j2", "j3"), ("j2", "j3")]
+    nominated = {(b.node, b.gpus) for b in rs[1].nominations[0].bindings}
+    # b's j5 reclaims a's j1 in the cycle j3 is placed: a's victim still holds quota until it
+    # is gone, and j3's held quota must not be counted against it a second time
+    assert [(v.job, v.preemptor) for v in rs[2].victims] == [("j1", "j5")]
+    assert {(b.node, b.gpus) for b in rs[2].bindings if b.pod.job == "j3"} == nominated
+    check_invariants(s)
+
+
+def test_a_pod_level_job_whose_running_pod_is_being_evicted_does_not_preempt_for_its_other_pods() -> (
+    None
+):
+    s = _contention_scheduler()
+    rs = _run_contention(s, [[(2, 1, 0, "a"), (2, 2, 0, "a")], None,
+                             [(2, 2, 0, "b"), (4, 2, 1, "a")], None,
+                             [(2, 1, 1, "b")], None, None])  # fmt: skip
+    assert len(rs[1].bindings) == 3  # j4 (a, priority 1) borrows; b's j3 runs one pod
+    # b's priority-1 j5 evicts j3's running pod; j3 must not then reclaim a's j2 for its
+    # other pod (a cascade within the cycle), only to lose that nomination when its last
+    # running pod goes
+    assert [(v.job, v.preemptor) for v in rs[2].victims] == [("j3", "j5")]
+    assert rs[3].placed == ("j5",)
+    assert not rs[3].victims
+    check_invariants(s)
+
+
+def test_a_preemptor_keeps_its_nomination_when_its_own_running_pods_are_evicted() -> None:
+    s = scheduler(nodes(2))
+    s.submit(job("lo", gpus=8, priority=0, submitted_at=0), now=0)
+    assert s.step(now=0).placed == ("lo",)
+    s.submit(job("p", gpus=8, replicas=2, gang=False, priority=5, submitted_at=1), now=1)
+    assert [b.node for b in s.step(now=1).bindings] == ["lf0-n1"]  # one pod; the other waits
+    r = s.step(now=2)
+    assert [(v.job, v.preemptor) for v in r.victims] == [("lo", "p")]  # lo terminates slowly
+    s.submit(job("q", gpus=8, priority=10, submitted_at=3), now=3)
+    r3 = s.step(now=3)
+    assert [(v.job, v.preemptor) for v in r3.victims] == [("p", "q")]  # p's running pod
+    s.pod_evicted(pod("lo"), now=3.5)
+    evict_victims(s, r3, now=3.5)
+    assert s.queue.status("p").nomination is not None  # it is for p's pods still to place
+    s.submit(job("w", gpus=8, priority=7, submitted_at=3.6), now=3.6)
+    r4 = s.step(now=4)
+    assert sorted(r4.placed) == ["p", "q"]
+    assert r4.pending["w"].code is ReasonCode.INSUFFICIENT_CAPACITY
+    check_invariants(s)

@@ -56,6 +56,11 @@ class BaseStrategy:
     - ``fill_partly_used_first``: in the two-level search, a whole-GPU pod first takes the
       fullest partly used node of its pools that fits (the per-pool best-fit index), and
       only opens a wholly free node, chosen by the group level, when none does.
+    - ``fills_node_first``: the score is a pure function of the node's row and the job's
+      pods there (no random draws, no side effects) and placing one more of the pod's kind
+      on a node never lowers that node's score. Then identical pods fill the best node
+      before the next, and the Placer places them in bulk (one score pass, one update per
+      node). False by default: a subclass that changes ``score`` must say it again.
     - ``candidate_sets`` is not defined here: without it the Placer scores all candidates
       with this strategy (and fills gangs incrementally). Define it to try node sets in turn
       (:class:`~kant.placement.strategies.kant.ESpread` does).
@@ -65,6 +70,7 @@ class BaseStrategy:
     two_level: ClassVar[bool] = False
     topology_default: ClassVar[Tier | None] = None
     fill_partly_used_first: ClassVar[bool] = False
+    fills_node_first: bool = False  # a class default; an instance may say otherwise
 
     def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
         """Binpack: higher for less GPU left after the pod. O(len(slots))."""
@@ -105,6 +111,7 @@ class StrategyHooks:
     two_level: bool
     topology_default: Tier | None
     fill_partly_used_first: bool
+    fills_node_first: bool
     group_key: Callable[[IntArray, IntArray], Any]
     domain_key: Callable[[IntArray], IntArray]
     share_device: Callable[[PodView, int], int]
@@ -135,6 +142,7 @@ def adapt_strategy(strategy: Strategy | StrategyHooks) -> StrategyHooks:
         two_level=bool(getattr(strategy, "two_level", False)),
         topology_default=topology_default,
         fill_partly_used_first=bool(getattr(strategy, "fill_partly_used_first", False)),
+        fills_node_first=bool(getattr(strategy, "fills_node_first", False)),
         group_key=group_key if group_key is not None else default_group_key,
         domain_key=domain_key if domain_key is not None else default_domain_key,
         share_device=share_device if share_device is not None else best_fit_share,

@@ -67,6 +67,10 @@ class PackingBaseline(BaseStrategy):
     """
 
     name: ClassVar[str] = "baseline"
+    monotone: ClassVar[bool] = False
+    """Do :meth:`points` never drop on a node that takes one more pod of the kind?"""
+    constant: ClassVar[bool] = False
+    """Is :meth:`score` the same for every node (no tie-break drawn)?"""
 
     def __init__(self, *, seed: int = 0, ties: str = "order", workload: Any = None) -> None:
         if ties not in TIES:
@@ -77,6 +81,9 @@ class PackingBaseline(BaseStrategy):
         self.ties = ties
         self.rng = np.random.default_rng(seed)
         self._order = np.zeros(0, dtype=np.float64)
+        # bulk placement (BaseStrategy.fills_node_first): monotone points and a tie rule
+        # that draws nothing (ties="random" draws per call, so the number of calls counts)
+        self.fills_node_first = self.monotone and (ties != "random" or self.constant)
         del workload  # only the workload-aware policies use it
 
     def points(self, ctx: PodView, slots: IntArray) -> FloatArray:
@@ -136,6 +143,8 @@ class FirstFit(PackingBaseline):
     """The first feasible node in slot order (ties are the whole point: always the first)."""
 
     name = "firstfit"
+    monotone = True
+    constant = True
 
     def points(self, ctx: PodView, slots: IntArray) -> FloatArray:
         """All equal: the lowest slot wins."""
@@ -151,6 +160,7 @@ class BestFit(PackingBaseline):
     largest node's capacity (128 cores, 8 GPUs), averaged, on the 0..100 scale."""
 
     name = "bestfit"
+    monotone = True  # less left, more points
 
     def points(self, ctx: PodView, slots: IntArray) -> FloatArray:
         """The class formula, truncated to an integer. O(len(slots))."""
@@ -167,6 +177,7 @@ class DotProd(PackingBaseline):
     product: ``100 * (1 - dot / 2)``."""
 
     name = "dotprod"
+    monotone = True  # less free, a smaller product, more points
 
     def points(self, ctx: PodView, slots: IntArray) -> FloatArray:
         """The class formula, truncated to an integer. O(len(slots))."""

@@ -37,6 +37,7 @@ class Binpack(BaseStrategy):
     """Fill partly used nodes first: the node with the least GPU left after the pod wins."""
 
     name = "binpack"
+    fills_node_first = True  # less GPU left after each pod: a higher score
 
 
 class EBinpack(BaseStrategy):
@@ -47,6 +48,7 @@ class EBinpack(BaseStrategy):
     two_level = True
     topology_default = Tier.LEAF
     fill_partly_used_first = True
+    fills_node_first = True  # binpack plus a co-location bonus that only grows
     colocate_weight: ClassVar[float] = 2.0
 
     def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
@@ -116,6 +118,7 @@ class Topology(BaseStrategy):
     name = "topology"
     two_level = True
     topology_default = Tier.LEAF
+    fills_node_first = True  # binpack inside
 
     def group_key(self, free_milli: IntArray, in_use: IntArray) -> Any:
         """The fullest NodeNetGroups first, in use or not."""

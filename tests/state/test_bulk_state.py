@@ -1,0 +1,110 @@
+"""Binding and releasing many pods in one call does what binding and releasing them one by
+one does, all or nothing."""
+
+from __future__ import annotations
+
+import hypothesis.strategies as st
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from kant.errors import AllocationConflictError, DuplicateError, UnknownPodError
+from kant.model import Binding, PodId
+from kant.placement import Placer
+from kant.scheduler import Scheduler
+from kant.state import ClusterState
+from kant.testing import check_invariants
+from kant.testing.builders import job, node
+from kant.testing.strategies import clusters, jobs
+
+
+def _twin(state: ClusterState) -> ClusterState:
+    """A second state with the same nodes and health (no pods)."""
+    other = ClusterState(state.nodes())
+    for spec in state.nodes():
+        other.set_node_health(spec.name, state.is_healthy(spec.name))
+        ok = state.gpu_healthy_mask(spec.name)
+        for g in range(spec.gpus):
+            other.set_gpu_health(spec.name, g, bool(ok >> g & 1))
+    return other
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(state=clusters(), data=st.data())
+def test_bulk_bind_and_release_match_one_by_one(state: ClusterState, data: st.DataObject) -> None:
+    bulk = _twin(state)
+    placer = Placer("binpack")
+    placed: list[list[Binding]] = []
+    for i in range(data.draw(st.integers(1, 6))):
+        res = placer.place(data.draw(jobs(i)), state.snapshot())
+        for b in res.bindings:
+            state.bind(b)
+        bulk.bind_many(res.bindings)
+        placed.append(list(res.bindings))
+    assert bulk.columns.rows_equal(state.columns, state.num_slots) == []
+    snap_one, snap_bulk = state.snapshot(), bulk.snapshot()
+    freed = [b for bs in placed for b in bs][::2]
+    with snap_one.transaction(), snap_bulk.transaction():
+        for b in freed:
+            snap_one.release_binding(b)
+        snap_bulk.release_bindings(freed)
+        assert snap_one.same_as(snap_bulk) == []
+        check_invariants(snap_bulk)
+    for bs in placed[::2]:
+        for b in bs:
+            state.release(b.pod)
+        assert bulk.release_many([b.pod for b in bs]) == tuple(bs)
+    assert bulk.columns.rows_equal(state.columns, state.num_slots) == []
+    assert sorted(bulk.bindings_view()) == sorted(state.bindings_view())
+    check_invariants(bulk)
+    assert bulk.snapshot().same_as(bulk.full_snapshot()) == []
+
+
+def test_a_bulk_bind_that_does_not_fit_changes_nothing() -> None:
+    state = ClusterState([node("n0", gpus=2), node("n1", gpus=2)])
+    ok = Binding(pod=PodId(job="a", role="w", index=0), node="n1", gpus=(0,))
+    clash = [
+        ok,
+        Binding(pod=PodId(job="a", role="w", index=1), node="n0", gpus=(0, 1)),
+        Binding(pod=PodId(job="a", role="w", index=2), node="n0", gpus=(1,)),
+    ]
+    before = state.snapshot().cols.row(0)[0]
+    with pytest.raises(AllocationConflictError, match="GPU 1 has 0 milli free"):
+        state.bind_many(clash)
+    with pytest.raises(DuplicateError):
+        state.bind_many([ok, ok])
+    assert state.num_pods == 0 and state.snapshot().cols.row(0)[0] == before
+    check_invariants(state)
+    state.bind_many([ok])
+    with pytest.raises(UnknownPodError):
+        state.release_many([ok.pod, PodId(job="b", role="w", index=0)])
+    with pytest.raises(UnknownPodError):
+        state.release_many([ok.pod, ok.pod])
+    assert state.has_pod(ok.pod)
+    check_invariants(state)
+
+
+def _scheduler() -> Scheduler:
+    s = Scheduler(
+        ClusterState([node(f"n{i}", gpus=8) for i in range(3)]), placer=Placer("firstfit")
+    )
+    s.submit(job("big", replicas=12), 0.0)
+    s.submit(job("small", replicas=3, gang=False), 0.0)
+    s.apply(s.schedule(0.0), 0.0)
+    return s
+
+
+def test_finishing_pods_in_one_call_is_finishing_them_one_by_one() -> None:
+    one, bulk = _scheduler(), _scheduler()
+    pods = [*sorted(one.queue.entry("big").assigned), PodId(job="small", role="worker", index=0)]
+    reports = [one.pod_finished(p, 5.0) for p in pods]
+    rep = bulk.pods_finished(pods, 5.0)
+    assert rep.released == tuple(pods) and rep.finished == ("big",)
+    assert [r.finished for r in reports if r.finished] == [("big",)]
+    for jid in ("big", "small"):
+        assert bulk.status(jid) == one.status(jid)
+    assert list(bulk.cluster.bindings()) == list(one.cluster.bindings())
+    assert bulk.cluster.columns.rows_equal(one.cluster.columns, 3) == []
+    check_invariants(bulk.cluster)
+    with pytest.raises(UnknownPodError):  # finished already: nothing changes
+        bulk.pods_finished([PodId(job="small", role="worker", index=1), pods[0]], 6.0)
+    assert bulk.cluster.has_pod(PodId(job="small", role="worker", index=1))
