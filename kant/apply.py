@@ -45,11 +45,17 @@ def apply(
     if not isinstance(result, CycleResult):
         raise ValidationError("result", result, "must be a kant.cycle.CycleResult")
     now = finite_time(now, "apply")
-    current = {
-        jid
-        for jid, inc in result.seen.items()
-        if (e := queue.get(jid)) is not None and (e.seq, e.version) == inc
-    }
+    seen = result.seen
+
+    def is_current(jid: str) -> bool:
+        e = queue.get(jid)
+        return e is not None and seen.get(jid) == (e.seq, e.version)
+
+    # which jobs are current is decided before anything changes (binding a job changes it)
+    current = {jid for b in result.bindings if is_current(jid := b.pod.job)}
+    current.update(j for v in result.victims for j in (v.job, v.preemptor) if is_current(j))
+    current.update(n.job for n in result.nominations if is_current(n.job))
+    current.update(j for j in result.dropped_nominations if is_current(j))
     ledger = admitter.ledger()
     bound: list[str] = []
     stale: list[str] = []
@@ -96,10 +102,8 @@ def apply(
     for jid in result.dropped_nominations:
         if jid in current and jid not in placed:
             queue.set_nomination(None, jid)
-    # 4. Why the others wait.
-    for jid, reason in result.pending.items():
-        if jid in current:
-            queue.set_reason(jid, reason)
+    # 4. Why the others wait (a job bound in step 1 was current before it changed).
+    queue.set_reasons(result.pending, result.seen, current=placed)
     return ApplyReport(bound=tuple(bound), stale=tuple(stale), terminating=tuple(terminating))
 
 

@@ -112,11 +112,16 @@ def schedule_cycle(
     *,
     policy: QueueingPolicy | str = DEFAULT_POLICY,
     preemption: PreemptionPolicy | None = None,
+    incremental: bool = True,
 ) -> CycleResult:
     """Run one scheduling cycle at time ``now`` under the queueing ``policy`` (an object or a
     registered name) and the ``preemption`` rules (default :class:`PreemptionPolicy()`), and
     return what to do; changes nothing. Raises :class:`~kant.errors.InvalidTimeError` for a
     ``now`` that is not a finite number.
+
+    ``incremental`` (default) reuses what earlier cycles of the same queue derived and what
+    cannot have changed since (``docs/architecture.md``, "The incremental cycle"); False
+    derives everything from scratch. Both make the same decisions.
 
     Cost: O(changed nodes) for the snapshot, O(1)-ish aggregate reads per waiting job, one
     placement per job that passes quota and readiness (failed shapes are remembered within
@@ -124,6 +129,7 @@ def schedule_cycle(
     now = finite_time(now, "schedule_cycle")
     pre = preemption if preemption is not None else PreemptionPolicy()
     cyc = _Cycle(cluster, queue, admitter, placer, now, as_policy(policy), pre)
+    cyc.incremental = bool(incremental)
     # 1. Snapshot the cluster; everything below is tentative and rolled back at the end.
     with cyc.open():
         # 2. Hold the devices (and the quota) nominated for earlier preemptors.
@@ -163,6 +169,7 @@ class _Cycle:
         self.dropped: list[str] = []
         self.pending: dict[str, Reason] = {}
         self.failed_shapes: dict[tuple[Any, ...], Reason] = {}
+        self.quota_memo: dict[tuple[Any, ...], tuple[Entry, QuotaDecision]] = {}
         self.quota_held: dict[str, list[tuple[str, str, int]]] = {}
         # victim pods still to go, taken off their tenant on this cycle's ledger
         self.uncharged: dict[PodId, tuple[str, str, int]] = {}
@@ -171,6 +178,7 @@ class _Cycle:
         self.live: QuotaLedger | None = None
         self.attempts = 0
         self.step_ms: dict[str, float] = {}
+        self.incremental = True
 
     @property
     def now(self) -> float:
@@ -207,7 +215,11 @@ class _Cycle:
             victim_pods=self.pre.victim_pods,
         )  # fmt: skip
         self.run = self.policy.begin(self.ctx)
-        self.facts = _JobFacts.for_cycle(self.queue, self.pools)
+        # what a job's never-fits answer depends on besides the job (see _never_fits)
+        self.never_key = (self.cluster, self.cluster.membership_version, self.ledger.table)
+        self.facts = _JobFacts.for_cycle(
+            self.queue, self.pools, self.candidates, keep=self.incremental
+        )
         self.lap("snapshot")
         with self.snap.transaction():
             yield
@@ -290,51 +302,56 @@ class _Cycle:
                 continue
             facts = self.facts.of(e, self.pools)
             if facts.no_pool is not None:
-                self.consider(e)
+                self.consider(e, facts=facts)
                 continue
-            dec = admit_quota(self.ledger, e.job, e.remaining(), facts.role_models)
+            dec = self._admit_quota(e, facts)
             if dec.ok and not dec.within_nominal:
                 deferred.append(e)  # it must borrow
             else:
-                self.consider(e, dec)  # the ledger is unchanged until its quota check
+                self.consider(e, dec, facts)  # the ledger is unchanged until its quota check
         for d in deferred:
             self.consider(d)
 
-    def consider(self, e: Entry, dec: QuotaDecision | None = None) -> None:
+    def consider(
+        self, e: Entry, dec: QuotaDecision | None = None, facts: _Facts | None = None
+    ) -> None:
         """Backoff, pools, the policy's gate, quota (``dec`` when the walk already decided
         it on the same ledger), readiness, placement; on failure explain, let the policy
-        react and maybe preempt."""
+        react and maybe preempt. ``facts``: the job's, if the walk already looked them up."""
         job = e.job
+        jid = job.id
         # a. Backoff: wait without blocking anyone.
         if self._now < e.backoff_until:
-            self.pending[e.id] = e.reason or Reason(
+            self.pending[jid] = e.reason or Reason(
                 code=ReasonCode.BACKOFF, message=f"retry at {e.backoff_until:g}"
             )
             return
         # b. Node pools: an unknown GPU model is unresolvable (and blocks nobody).
-        facts = self.facts.of(e, self.pools)
+        if facts is None:
+            facts = self.facts.of(e, self.pools)
         role_models, no_pool = facts.role_models, facts.no_pool
         if no_pool is not None:
-            self.pending[e.id] = no_pool
+            self.pending[jid] = no_pool
             return
         # c. The queueing policy may hold it back.
         gate = self.run.gate(e)
         if gate.skip is not None:
-            self.pending[e.id] = gate.skip
+            self.pending[jid] = gate.skip
             return
         # d. Static quota (the quota held for its nomination is its own; with no quotas, the
         #    job's cached decision), then dynamic readiness, then placement.
         if dec is None:
-            self._release_quota(e)
+            if self.quota_held:
+                self._release_quota(e)
             dec = facts.unlimited_decision if self.ledger.table.unlimited else None
         if dec is None:
-            dec = admit_quota(self.ledger, job, e.remaining(), role_models)
-        self.ctx.current = (e.id, dec)
+            dec = self._admit_quota(e, facts)
+        self.ctx.current = (jid, dec)
         reason = dec.reason if not dec.ok else None
         placed: tuple[Binding, ...] = ()
         freeing = False  # waits for the quota victims still hold, which they will free
         if reason is None:
-            placed, reason, freeing = self._admit_and_place(e, dec, gate)
+            placed, reason, freeing = self._admit_and_place(e, dec, gate, facts)
         if placed:
             self._commit_placed(e, placed)
         if reason is None:
@@ -342,14 +359,15 @@ class _Cycle:
         # e. Not (fully) placed: a job that could never fit says so (and blocks nobody);
         #    otherwise explain, let the policy react, maybe preempt.
         if not placed and reason.code in _NEVER_FIT_CANDIDATES:
-            reason = self._never_fits(e, role_models) or reason
+            reason = self._never_fits(e, role_models, facts) or reason
         reason = self._explain(e, reason, freeing=freeing)
-        if self.holds.is_nominated(e.id) and e.nomination is not None:
+        nominated = jid in self.holds.nominated
+        if nominated and e.nomination is not None:
             self._hold_quota(e, e.nomination.bindings)  # still waiting for its victims
-        self.pending[e.id] = reason
+        self.pending[jid] = reason
         may_backfill = self.run.failed(e, reason)
         if not freeing and self.pre.may_preempt(
-            reason, partly_placed=bool(placed), nominated=self.holds.is_nominated(e.id)
+            reason, partly_placed=bool(placed), nominated=nominated
         ):
             self._preempt(e, dec, role_models, may_backfill)
 
@@ -372,7 +390,11 @@ class _Cycle:
     def result(self) -> CycleResult:
         if self.pre.searches:
             self.step_ms["preemption (in walk)"] = self.pre.search_ms
-        seen = {e.id: (e.seq, e.version) for e in self.candidates}
+        seen = (
+            self.queue.incarnations()
+            if self.incremental
+            else {e.job.id: (e.seq, e.version) for e in self.candidates}
+        )
         for v in self.pre.victims:
             ve = self.queue.get(v.job)
             if ve is not None:
@@ -426,27 +448,28 @@ class _Cycle:
         live.rollback(mark)
         return k
 
-    def _shape(self, e: Entry, dec: QuotaDecision, gate: Gate) -> tuple[Any, ...] | None:
+    def _shape(
+        self, e: Entry, dec: QuotaDecision, gate: Gate, facts: _Facts
+    ) -> tuple[Any, ...] | None:
         """Placement depends only on this key and the snapshot (while nothing is freed), so a
         failed shape fails again this cycle. None: not cacheable (pods already running)."""
-        if e.assigned or self.holds.is_nominated(e.id):
+        if e.assigned or e.job.id in self.holds.nominated:
             return None
         job = e.job
-        facts = self.facts.of(e, self.pools)
         if dec is facts.unlimited_decision:
             # the job's cached decision: its shape is cached too (interned as one int)
             return (self.facts.shape_id(facts), gate.use_reserved, self.holds.epoch)
         return (gate.use_reserved, self.holds.epoch, placement_shape(job, dec))
 
     def _admit_and_place(
-        self, e: Entry, dec: QuotaDecision, gate: Gate
+        self, e: Entry, dec: QuotaDecision, gate: Gate, facts: _Facts
     ) -> tuple[tuple[Binding, ...], Reason | None, bool]:
         """Readiness and placement of the quota-admitted pods. Returns the bindings made
         (committed to the snapshot), why the job's remaining pods are not all placed, and
         whether that is only the quota that victims still to go hold (it frees itself: the
         cycle's ledger no longer charges them, the live usage still does)."""
         job = e.job
-        shape = self._shape(e, dec, gate)
+        shape = self._shape(e, dec, gate, facts)
         if shape is not None and shape in self.failed_shapes:
             return (), self.failed_shapes[shape], False
         with self.snap.transaction() as tx:
@@ -455,7 +478,7 @@ class _Cycle:
             opened = self.holds.open_for(e.id, reserved=gate.use_reserved)
             reason = self.pools.ready(job, dec)
             if reason is None:
-                res = self.place_pods(restricted(job, dec), dec.pods)
+                res = self.place_pods(self._restricted(job, dec, facts), dec.pods)
                 bindings = res.bindings
                 if bindings and (not job.gang or not res.unplaced):
                     k = (
@@ -496,13 +519,77 @@ class _Cycle:
             self.failed_shapes[shape] = reason
         return (), reason, False
 
-    def _never_fits(self, e: Entry, role_models: dict[str, tuple[str, ...]]) -> Reason | None:
+    def _admit_quota(self, e: Entry, facts: _Facts) -> QuotaDecision:
+        """:func:`admit_quota` of the job's remaining pods on the cycle's ledger. The
+        decision depends only on the ledger's usage (its ``version``), the tenant, and per
+        role its name, per-pod GPU milli, number of pods asked and GPU models: jobs alike in
+        those share one decision while the ledger is unchanged (their own pods put in: a
+        one-role job the same number of its pods, in order; a job of several roles that is
+        admitted anything gets its own decision)."""
+        led = self.ledger
+        if not self.incremental:
+            return admit_quota(led, e.job, e.remaining(), facts.role_models)
+        if facts.quota_key is None:
+            job = e.job
+            counts: dict[str, int] = {}
+            for p in e.remaining():
+                counts[p.role] = counts.get(p.role, 0) + 1
+            facts.quota_key = (
+                job.tenant,
+                job.gang,
+                tuple(
+                    (r.name, r.resources.total_milli, counts.get(r.name, 0),
+                     facts.role_models.get(r.name, ()))
+                    for r in job.roles
+                ),
+            )  # fmt: skip
+        key = (led.version, facts.quota_key)
+        hit = self.quota_memo.get(key)
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        if hit is None:
+            dec = admit_quota(led, e.job, e.remaining(), facts.role_models)
+        elif not hit[1].pods:
+            dec = hit[1]  # nothing admitted: the same decision for any job alike
+        elif len(e.job.roles) == 1:
+            # one role: the same number of its pods, taken in order (admit_quota's prefix)
+            alike = hit[1]
+            dec = QuotaDecision(
+                ok=True, pods=e.remaining()[: len(alike.pods)], models=alike.models,
+                within_nominal=alike.within_nominal,
+            )  # fmt: skip
+        else:
+            dec = admit_quota(led, e.job, e.remaining(), facts.role_models)
+        self.quota_memo[key] = (e, dec)
+        return dec
+
+    @staticmethod
+    def _restricted(job: Job, dec: QuotaDecision, facts: _Facts) -> Job:
+        """The job narrowed to the GPU models quota admits (kept in the facts for the job's
+        cached decision)."""
+        if dec is not facts.unlimited_decision:
+            return restricted(job, dec)
+        if facts.restricted is None:
+            facts.restricted = restricted(job, dec)
+        return facts.restricted
+
+    def _never_fits(
+        self, e: Entry, role_models: dict[str, tuple[str, ...]], facts: _Facts
+    ) -> Reason | None:
         """``UNSATISFIABLE`` when the job's remaining pods could never fit its pools even empty,
-        or never within its tenant's quota ceiling; else None."""
+        or never within its tenant's quota ceiling; else None. The answer depends only on the
+        job's remaining pods (its entry's version), the cluster's nodes (their static
+        capacity: ``membership_version``) and the quota table, so it is kept in the job's
+        facts across cycles until one of them changes."""
+        key = self.never_key
+        if facts.never is not None and facts.never[0] == key:
+            return facts.never[1]
         pods = e.remaining()
-        return self.pools.never_fits(e.job, pods, role_models) or quota_never_fits(
+        why = self.pools.never_fits(e.job, pods, role_models) or quota_never_fits(
             self.ledger.table, e.job, pods, role_models
         )
+        facts.never = (key, why)
+        return why
 
     def _commit_placed(self, e: Entry, bindings: tuple[Binding, ...]) -> None:
         for b in bindings:
@@ -568,10 +655,15 @@ class _Cycle:
 class _Facts:
     """What a job's consideration derives from the job alone (and the cycle's pools): each
     role's GPU models, or why there is none; with no quotas, the quota decision (every
-    remaining pod, on every allowed model) and its placement shape, interned as an int.
-    ``version`` is the entry's version when they were derived."""
+    remaining pod, on every allowed model) and its placement shape, interned as an int; and
+    whether its remaining pods could never fit (``never``: the answer with the static
+    capacity and the quota table it was derived for). ``version`` is the entry's version
+    when they were derived."""
 
-    __slots__ = ("job", "no_pool", "role_models", "shape", "unlimited_decision", "version")
+    __slots__ = (
+        "job", "never", "no_pool", "quota_key", "restricted", "role_models", "shape",
+        "unlimited_decision", "version",
+    )  # fmt: skip
 
     def __init__(self, e: Entry, pools: Pools) -> None:
         job = self.job = e.job
@@ -581,6 +673,9 @@ class _Facts:
         if self.no_pool is None:
             self.unlimited_decision = admit_without_quotas(job, e.remaining(), self.role_models)
         self.shape: int | None = None
+        self.never: tuple[tuple[Any, ...], Reason | None] | None = None
+        self.quota_key: tuple[Any, ...] | None = None  # what its quota decision depends on
+        self.restricted: Job | None = None  # the job narrowed to its cached decision's models
 
 
 class _JobFacts:
@@ -592,30 +687,32 @@ class _JobFacts:
 
     def __init__(self, pools_key: tuple[tuple[str, int], ...]) -> None:
         self.pools_key = pools_key
-        self.old: dict[int, _Facts] = {}
-        self.now: dict[int, _Facts] = {}
+        self.facts: dict[int, _Facts] = {}
         self.shapes: dict[tuple[Any, ...], int] = {}
 
     @classmethod
-    def for_cycle(cls, queue: Queue, pools: Pools) -> _JobFacts:
-        """The facts ``queue``'s previous cycle kept, if its node pools were the same."""
+    def for_cycle(
+        cls, queue: Queue, pools: Pools, candidates: Sequence[Entry], *, keep: bool = True
+    ) -> _JobFacts:
+        """The facts ``queue``'s previous cycle kept, if its node pools were the same (a
+        fresh, unkept set with ``keep=False``). Facts of jobs no longer waiting are dropped
+        once they outnumber the waiting jobs (amortised O(1) per cycle)."""
         key = tuple(sorted(pools.models.items()))
+        if not keep:
+            return cls(key)
         cur = cls._KEPT.get(queue)
-        if cur is not None and cur.pools_key == key:
-            cur.old, cur.now = cur.now, {}
-        else:
+        if cur is None or cur.pools_key != key:
             cur = cls._KEPT[queue] = cls(key)
+        elif len(cur.facts) > 2 * len(candidates) + 64:
+            old = cur.facts
+            cur.facts = {e.seq: f for e in candidates if (f := old.get(e.seq)) is not None}
         return cur
 
     def of(self, e: Entry, pools: Pools) -> _Facts:
         """The facts of ``e`` (derived again if its job or version changed)."""
-        f = self.now.get(e.seq)
-        if f is not None and f.job is e.job and f.version == e.version:
-            return f
-        f = self.old.get(e.seq)
+        f = self.facts.get(e.seq)
         if f is None or f.job is not e.job or f.version != e.version:
-            f = _Facts(e, pools)
-        self.now[e.seq] = f
+            f = self.facts[e.seq] = _Facts(e, pools)
         return f
 
     def shape_id(self, f: _Facts) -> int:

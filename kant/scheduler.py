@@ -96,6 +96,10 @@ class Scheduler:
     >>> _ = s.submit(job("a", gpus=8, replicas=2), now=0)
     >>> [str(b.pod) for b in s.step(now=1).bindings]
     ['a/worker/0', 'a/worker/1']
+
+    ``incremental`` (default True) lets each cycle reuse what earlier cycles derived and
+    what cannot have changed since; False derives everything afresh (the same decisions,
+    slower; see :func:`kant.cycle.schedule_cycle`).
     """
 
     def __init__(
@@ -107,8 +111,10 @@ class Scheduler:
         placer: PlacerLike | None = None,
         policy: QueueingPolicy | str = DEFAULT_POLICY,
         preemption: PreemptionPolicy | None = None,
+        incremental: bool = True,
     ) -> None:
         self.cluster = cluster
+        self.incremental = bool(incremental)  # see schedule_cycle
         self.queue = queue if queue is not None else Queue()
         self.admitter = admitter if admitter is not None else Admitter()
         self.policy: QueueingPolicy = as_policy(policy)
@@ -213,7 +219,7 @@ class Scheduler:
         t = self._time(now, "schedule")
         result = schedule_cycle(
             self.cluster, self.queue, self.admitter, self.placer, t,
-            policy=self.policy, preemption=self.preemption,
+            policy=self.policy, preemption=self.preemption, incremental=self.incremental,
         )  # fmt: skip
         self._tick(t, "schedule")
         return result

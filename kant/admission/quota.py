@@ -190,6 +190,7 @@ class QuotaLedger:
         for (t, m), u in self.usage.items():
             self.cohort[m] = self.cohort.get(m, 0) + self._excess(t, m, u)
         self._log: list[tuple[str, str, int]] = []
+        self.version = 0  # bumped by every change (a rollback too): equal versions, equal usage
 
     def _excess(self, tenant: str, model: str, used: int) -> int:
         isolated, _nom, _ceil, guaranteed = self.table.terms(tenant, model)
@@ -231,6 +232,7 @@ class QuotaLedger:
         cohort's borrowed total; undone by :meth:`rollback`. O(1)."""
         if not milli:
             return
+        self.version += 1
         key = (tenant, model)
         u = self.usage.get(key, 0)
         before = self._excess(tenant, model, u)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import enum
 import logging
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -232,6 +232,8 @@ class Queue:
         self._tenants: dict[str, SortedList] = {}  # tenant -> (key, job id) of schedulable jobs
         self._running: dict[str, None] = {}  # ordered set of RUNNING job ids
         self._seq = 0
+        self._cands: list[Entry] | None = None  # the global order's entries, kept in order
+        self._inc: dict[str, tuple[int, int]] = {}  # in the order: job -> (seq, version)
 
     # ----------------------------------------------------------------- reads
 
@@ -276,9 +278,18 @@ class Queue:
         return len(self._order)
 
     def candidates(self) -> list[Entry]:
-        """Jobs with pods to place, in the global order. O(candidates)."""
-        ents = self._entries
-        return [ents[jid] for _key, jid in self._order]
+        """Jobs with pods to place, in the global order (a new list). O(candidates): a copy
+        of a list the queue keeps in order as jobs enter and leave it."""
+        if self._cands is None:
+            ents = self._entries
+            self._cands = [ents[jid] for _key, jid in self._order]
+        return list(self._cands)
+
+    def incarnations(self) -> dict[str, tuple[int, int]]:
+        """``{job id: (seq, version)}`` of every job with pods to place (a new dict): what
+        :attr:`kant.cycle.CycleResult.seen` records of its candidates. O(candidates), a copy
+        of a map the queue keeps as jobs change."""
+        return dict(self._inc)
 
     def tenant_queue(self, tenant: str) -> list[str]:
         """The job ids waiting in ``tenant``'s queue, in order."""
@@ -434,6 +445,25 @@ class Queue:
         if e is not None and e.phase in (JobPhase.PENDING, JobPhase.RUNNING):
             e.reason = reason
 
+    def set_reasons(
+        self,
+        reasons: Mapping[str, Reason],
+        incarnations: Mapping[str, tuple[int, int]],
+        *,
+        current: Collection[str] = (),
+    ) -> None:
+        """:meth:`set_reason` for every job of ``reasons`` that is still the incarnation
+        ``(seq, version)`` given in ``incarnations`` (or is in ``current``: known current
+        by the caller); the others are left as they are. One pass, O(len(reasons))."""
+        ents = self._entries
+        live = (JobPhase.PENDING, JobPhase.RUNNING)
+        for jid, reason in reasons.items():
+            e = ents.get(jid)
+            if e is None or e.reason is reason or e.phase not in live:
+                continue
+            if incarnations.get(jid) == (e.seq, e.version) or jid in current:
+                e.reason = reason
+
     def forget_pods(
         self, job_id: str, pods: Iterable[PodId], now: float, *, finished: bool
     ) -> None:
@@ -523,11 +553,18 @@ class Queue:
                 while len(self._ended) > self.history:
                     self._release(next(iter(self._ended)))
 
+    def _drop_candidate(self, item: tuple[Any, str]) -> None:
+        """Take the entry of ``item`` (still in the order) out of the kept candidates list."""
+        if self._cands is not None:
+            del self._cands[self._order.index(item)]
+
     def _unsync(self, e: Entry) -> None:
         """Take ``e`` out of the order indices (to change its key)."""
         item = (e.key, e.id)
+        self._drop_candidate(item)
         self._order.remove(item)
         self._in_order.discard(e.id)
+        self._inc.pop(e.id, None)
         tq = self._tenants[e.job.tenant]
         tq.remove(item)
         if not tq:
@@ -537,20 +574,27 @@ class Queue:
         want = e.schedulable
         have = e.id in self._in_order
         if want == have:
+            if have:  # every change of an entry (touch) is followed by a sync
+                self._inc[e.id] = (e.seq, e.version)
             return
         item = (e.key, e.id)
         tq = self._tenants.get(e.job.tenant)
         if want:
             self._order.add(item)
+            if self._cands is not None:
+                self._cands.insert(self._order.index(item), e)
             self._in_order.add(e.id)
+            self._inc[e.id] = (e.seq, e.version)
             if tq is None:
                 tq = self._tenants[e.job.tenant] = SortedList()
             tq.add(item)
         else:
             if tq is None:
                 raise InvariantError(f"Queue: job {e.id} is ordered but its tenant has no queue")
+            self._drop_candidate(item)
             self._order.remove(item)
             self._in_order.discard(e.id)
+            self._inc.pop(e.id, None)
             tq.remove(item)
             if not tq:
                 del self._tenants[e.job.tenant]
@@ -563,7 +607,14 @@ class Queue:
         O(everything): for tests and debugging (:func:`kant.testing.check_invariants`)."""
         want = sorted((e.key, e.id) for e in self._entries.values() if e.schedulable)
         require(list(self._order) == want, "Queue: global order index differs")
+        if self._cands is not None:
+            require(
+                [e.id for e in self._cands] == [j for _k, j in want],
+                "Queue: cached candidates differ from the global order",
+            )
         require(self._in_order == {j for _k, j in want}, "Queue: in-order id set differs")
+        inc = {j: (self._entries[j].seq, self._entries[j].version) for _k, j in want}
+        require(self._inc == inc, "Queue: kept incarnations differ from the entries")
         by_t: dict[str, list[tuple[Any, str]]] = {}
         for k, j in want:
             by_t.setdefault(self._entries[j].job.tenant, []).append((k, j))

@@ -1,0 +1,203 @@
+"""The incremental cycle (what it keeps across cycles) decides exactly as a cycle that derives
+everything from scratch (``schedule_cycle(incremental=False)``), over random sequences of
+submissions, cycles, finishes, evictions, cancellations, node losses and returns and GPU
+faults and repairs."""
+
+from __future__ import annotations
+
+import copy
+
+import hypothesis.strategies as st
+from hypothesis import HealthCheck, given, settings
+
+from kant.admission import Admitter, Quota
+from kant.model import PodId, ReasonCode
+from kant.preemption import PreemptionPolicy
+from kant.queueing import JobPhase
+from kant.scheduler import Scheduler
+from kant.state import ClusterState
+from kant.testing import check_invariants, job
+from kant.testing.strategies import MODELS, clusters
+
+POLICIES = ("best-effort-fifo", "strict-fifo", "backfill", "easy-backfill")
+TENANTS = ("a", "b")
+
+_op = st.one_of(
+    st.tuples(st.just("submit"), st.integers(0, 10**6)),
+    st.tuples(st.just("cycle"), st.integers(0, 10**6)),
+    st.tuples(st.just("cycle"), st.integers(0, 10**6)),
+    st.tuples(st.just("finish"), st.integers(0, 10**6)),
+    st.tuples(st.just("evict"), st.integers(0, 10**6)),
+    st.tuples(st.just("cancel"), st.integers(0, 10**6)),
+    st.tuples(st.just("node_lost"), st.integers(0, 10**6)),
+    st.tuples(st.just("node_back"), st.integers(0, 10**6)),
+    st.tuples(st.just("gpu_fault"), st.integers(0, 10**6)),
+    st.tuples(st.just("gpu_repair"), st.integers(0, 10**6)),
+)
+
+
+def _pick(xs: list[PodId] | list[str], r: int) -> object | None:
+    return xs[r % len(xs)] if xs else None
+
+
+class _Pair:
+    """Two schedulers on copies of one cluster: incremental and from scratch."""
+
+    def __init__(self, state: ClusterState, policy: str, quotas: bool, preempt: bool) -> None:
+        def make(incremental: bool) -> Scheduler:
+            adm = (
+                Admitter([Quota.gpus(t, m, 3, borrowing_limit=3) for t in TENANTS for m in MODELS])
+                if quotas
+                else Admitter()
+            )
+            pol = (
+                PreemptionPolicy()
+                if preempt
+                else PreemptionPolicy(priority=False, reclaim=False, backfill=False)
+            )
+            return Scheduler(
+                copy.deepcopy(state), admitter=adm, policy=policy, preemption=pol,
+                incremental=incremental,
+            )  # fmt: skip
+
+        self.inc, self.ref = make(True), make(False)
+        self.now = 0.0
+        self.faults: list[tuple[str, int]] = []
+
+    def both(self, name: str, *args: object) -> None:
+        ra = getattr(self.inc, name)(*args)
+        rb = getattr(self.ref, name)(*args)
+        assert ra == rb, f"{name}{args}: {ra} != {rb}"
+
+    def step(self, op: str, r: int, n: int, draw_job: object) -> None:
+        s = self.ref
+        self.now += 1 + r % 7
+        now = self.now
+        running = sorted(p for e in s.queue.running() for p in e.assigned)
+        if op == "submit":
+            self.both("submit", draw_job, now)
+        elif op == "cycle":
+            ra, rb = self.inc.schedule(now), self.ref.schedule(now)
+            assert ra == rb
+            assert ra.stats == rb.stats
+            self.both("apply", ra, now)
+        elif op == "finish" and running:
+            self.both("pod_finished", _pick(running, r), now)
+        elif op == "evict" and running:
+            self.both("pod_evicted", _pick(running, r), now)
+        elif op == "cancel" and len(s.queue):
+            ids = sorted(s.queue.jobs())
+            self.both("cancel", _pick(ids, r), now)
+        elif op == "node_lost":
+            names = sorted(x.name for x in s.cluster.nodes())
+            if len(names) > 1:
+                self.both("node_lost", _pick(names, r), now)
+        elif op == "node_back" and s.lost_nodes():
+            self.both("node_recovered", _pick(list(s.lost_nodes()), r), now)
+        elif op == "gpu_fault":
+            names = sorted(x.name for x in s.cluster.nodes())
+            name = str(_pick(names, r))
+            gpu = r % s.cluster.node(name).gpus
+            self.both("gpu_unhealthy", name, gpu, now)
+            self.faults.append((name, gpu))
+        elif op == "gpu_repair" and self.faults:
+            name, gpu = self.faults.pop(r % len(self.faults))
+            if name in s.cluster:
+                self.both("gpu_healthy", name, gpu)
+
+
+_jobs = st.tuples(
+    st.integers(1, 8),  # GPUs per pod
+    st.integers(1, 4),  # pods
+    st.booleans(),  # gang
+    st.sampled_from(["", "H100", "A100", "B200"]),  # GPU model asked ("": any)
+    st.integers(0, 10**6),  # tenant, priority, runtime, preemptible
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    state=clusters(max_nodes=5),
+    policy=st.sampled_from(POLICIES),
+    quotas=st.booleans(),
+    preempt=st.booleans(),
+    ops=st.lists(_op, min_size=10, max_size=60),
+    specs=st.lists(_jobs, min_size=60, max_size=60),
+)
+def test_the_incremental_cycle_decides_as_a_cycle_from_scratch(
+    state: ClusterState,
+    policy: str,
+    quotas: bool,
+    preempt: bool,
+    ops: list[tuple[str, int]],
+    specs: list[tuple[int, int, bool, str, int]],
+) -> None:
+    pair = _Pair(state, policy, quotas, preempt)
+    for n, (op, r) in enumerate(ops):
+        gpus, pods, gang, model, x = specs[n]
+        j = job(
+            f"j{n}", gpus=gpus, replicas=pods, gang=gang and pods > 1, models=model or frozenset(),
+            tenant=TENANTS[x % 2], priority=x % 3 // 2, runtime=float(60 + x % 600),
+            preemptible=x % 5 != 0,
+        )  # fmt: skip
+        pair.step(op, r, n, j)
+        if op == "submit" and r % 3:  # most submissions are followed by a cycle
+            pair.step("cycle", r // 7, n, None)
+    pair.step("cycle", 0, len(ops), None)
+    assert pair.inc.queue.statuses() == pair.ref.queue.statuses()
+    check_invariants(pair.inc)
+
+
+def test_a_job_that_fits_an_emptier_cluster_is_unsatisfiable_once_a_node_is_gone() -> None:
+    """The never-fits answer kept across cycles is derived again when the nodes change."""
+    from kant.testing import ClusterBuilder
+
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=2, gpus=4).build())
+    s.submit(job("small", gpus=4), now=0)
+    s.step(now=1)
+    s.submit(job("big", gpus=4, replicas=2), now=2)
+    assert s.step(now=3).pending["big"].code is ReasonCode.INSUFFICIENT_CAPACITY
+    free = next(n.name for n in s.cluster.nodes() if not s.cluster.pods_on(n.name))
+    s.node_lost(free, now=4)
+    why = s.step(now=5).pending["big"]
+    assert why.code is ReasonCode.UNSATISFIABLE, why
+    s.node_recovered(free, now=6)
+    s.pod_finished(PodId(job="small", role="worker", index=0), now=7)
+    assert [b.pod.job for b in s.step(now=8).bindings] == ["big", "big"]
+    assert s.queue.entry("big").phase is JobPhase.RUNNING
+
+
+def test_a_quota_refusal_shared_by_jobs_alike_is_derived_again_once_the_tenant_uses_more() -> None:
+    """Jobs alike share a quota refusal only while the cycle's ledger is unchanged."""
+    from kant.testing import ClusterBuilder
+
+    s = Scheduler(
+        ClusterBuilder().leaf("lf0", nodes=2).build(),
+        admitter=Admitter([Quota.gpus("a", "H100", 6, borrowing_limit=2)]),
+    )
+    s.submit(job("r", gpus=4, tenant="a"), now=0)
+    s.step(now=1)
+    for t, (name, gpus, pods) in enumerate((("A", 4, 2), ("B", 1, 1), ("C", 4, 2))):
+        s.submit(job(name, gpus=gpus, replicas=pods, tenant="a"), now=2 + t)  # in this order
+    r = s.step(now=5)
+    assert r.placed == ("B",)
+    assert r.pending["A"].message.endswith("quota left 2")
+    assert r.pending["C"].message.endswith("quota left 1")  # after B's GPU
+
+
+def test_a_job_alike_gets_as_many_of_its_own_pods_admitted_as_the_job_before_it() -> None:
+    """A quota decision shared by one-role jobs alike admits the same number of pods."""
+    from kant.testing import ClusterBuilder
+
+    s = Scheduler(
+        ClusterBuilder().leaf("lf0", nodes=1).build(),
+        admitter=Admitter([Quota.gpus("a", "H100", 3)], modes={"a": "isolated"}),
+    )
+    s.submit(job("p1", gpus=1, replicas=3, gang=False, max_per_node=1, tenant="a"), now=0)
+    assert s.step(now=1).placed == ("p1",)  # one pod: one per node
+    # p1 (2 pods left) and p2 (2 pods) ask alike; the tenant has 2 GPUs of quota left
+    s.submit(job("p2", gpus=1, replicas=2, gang=False, max_per_node=1, tenant="a"), now=2)
+    r = s.step(now=3)
+    assert r.placed == ("p2",)
+    assert [str(b.pod) for b in r.bindings] == ["p2/worker/0"]
+    assert r.pending["p2"].code is ReasonCode.NO_FIT  # not QUOTA_EXCEEDED: both pods admitted
