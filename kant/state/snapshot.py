@@ -485,24 +485,11 @@ class Snapshot:
         Devices that are unhealthy in the truth stay unallocatable (nothing comes back on an
         unhealthy node). Raises AllocationConflictError if the slot holds no node in the
         snapshot or the truth, TransactionError outside a transaction. O(levels + log n)."""
-        cols = self.cols
         name = self.names[slot]
         if name is None or name not in self.state:
             raise AllocationConflictError(f"slot {slot} holds no node")
-        ok, gpu_healthy, nic_healthy = self.state.health_masks(name)
-        self._save(slot)
-        before = self._groups.contrib(slot)
-        row = cols.gpu_free[slot]
-        for g in _mask_bits(gpu_mask):
-            if ok and gpu_healthy >> g & 1:
-                row[g] = min(MILLI, row[g] + milli)
-        self._recount(slot)
-        if ok:
-            cols.nic_mask[slot] = int(cols.nic_mask[slot]) | (nic_mask & nic_healthy)
-            cols.free_nics[slot] = _popcount(int(cols.nic_mask[slot]))
-            cols.cpu_free[slot] += cpu_milli
-            cols.mem_free[slot] += memory_mib
-        self._groups.shift(slot, before)
+        gpu = dict.fromkeys(_mask_bits(gpu_mask), milli)
+        self._give_back(slot, gpu, nic_mask, cpu_milli, memory_mib)
 
     def release_bindings(self, bindings: Iterable[Binding]) -> None:
         """:meth:`release` what every binding of ``bindings`` holds, one row update per node
@@ -524,22 +511,29 @@ class Snapshot:
             rest[0] |= _bits_to_mask(b.nics)
             rest[1] += b.cpu_milli
             rest[2] += b.memory_mib
-        cols = self.cols
         for slot, (gpu, (nic_mask, cpu_milli, memory_mib)) in per.items():
-            ok, gpu_healthy, nic_healthy = self.state.health_masks(self.names[slot] or "")
-            self._save(slot)
-            before = self._groups.contrib(slot)
-            row = cols.gpu_free[slot]
-            for g, milli in gpu.items():
-                if ok and gpu_healthy >> g & 1:
-                    row[g] = min(MILLI, row[g] + milli)
-            self._recount(slot)
-            if ok:
-                cols.nic_mask[slot] = int(cols.nic_mask[slot]) | (nic_mask & nic_healthy)
-                cols.free_nics[slot] = _popcount(int(cols.nic_mask[slot]))
-                cols.cpu_free[slot] += cpu_milli
-                cols.mem_free[slot] += memory_mib
-            self._groups.shift(slot, before)
+            self._give_back(slot, gpu, nic_mask, cpu_milli, memory_mib)
+
+    def _give_back(
+        self, slot: int, gpu: Mapping[int, int], nic_mask: int, cpu_milli: int, memory_mib: int
+    ) -> None:
+        """Return ``gpu`` (GPU index -> milli), NICs, CPU and memory to the row of ``slot``, a
+        node of the truth: devices unhealthy in the truth stay unallocatable."""
+        cols = self.cols
+        ok, gpu_healthy, nic_healthy = self.state.health_masks(self.names[slot] or "")
+        self._save(slot)
+        before = self._groups.contrib(slot)
+        row = cols.gpu_free[slot]
+        for g, milli in gpu.items():
+            if ok and gpu_healthy >> g & 1:
+                row[g] = min(MILLI, row[g] + milli)
+        self._recount(slot)
+        if ok:
+            cols.nic_mask[slot] = int(cols.nic_mask[slot]) | (nic_mask & nic_healthy)
+            cols.free_nics[slot] = _popcount(int(cols.nic_mask[slot]))
+            cols.cpu_free[slot] += cpu_milli
+            cols.mem_free[slot] += memory_mib
+        self._groups.shift(slot, before)
 
     def release_binding(self, b: Binding) -> None:
         """:meth:`release` what binding ``b`` holds on its node (a preemption what-if)."""

@@ -101,3 +101,19 @@ def jobs(draw: st.DrawFn, idx: int, *, capped: bool = False) -> Job:
             ),
         ),
     )
+
+
+def standalone_placement_strategies() -> list[str]:
+    """The built-in placement strategies that need no target workload (the FGD-style ones
+    need one and are covered by the packing tests)."""
+    from kant.errors import ValidationError
+    from kant.placement import make_strategy, strategy_names
+
+    out = []
+    for name in strategy_names():
+        try:
+            make_strategy(name)
+        except ValidationError:
+            continue
+        out.append(name)
+    return out

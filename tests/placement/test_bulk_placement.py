@@ -7,25 +7,15 @@ import attrs
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
 
-from kant.errors import ValidationError
 from kant.model import Binding, Job, Resources, Role
-from kant.placement import Placer, make_strategy, strategy_names
+from kant.placement import Placer
 from kant.state import ClusterState, Snapshot
 from kant.testing import check_invariants
 from kant.testing.builders import node
-from kant.testing.strategies import clusters, jobs
-
-
-def _standalone(name: str) -> bool:
-    try:
-        make_strategy(name)
-    except ValidationError:
-        return False
-    return True
-
+from kant.testing.strategies import clusters, jobs, standalone_placement_strategies
 
 # every built-in that needs no target workload, and the tie rules of the FGD baselines
-STRATEGIES = [(n, {}) for n in strategy_names() if _standalone(n)] + [
+STRATEGIES = [(n, {}) for n in standalone_placement_strategies()] + [
     (n, {"ties": t}) for n in ("bestfit", "dotprod", "firstfit") for t in ("first", "random")
 ]
 

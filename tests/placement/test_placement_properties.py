@@ -7,24 +7,13 @@ import hypothesis.strategies as st
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 
-from kant.errors import ValidationError
-from kant.placement import Placer, PodRequest, fit_count, make_strategy, strategy_names
+from kant.placement import Placer, PodRequest, fit_count
 from kant.placement.context import fits
 from kant.state import ClusterState
 from kant.testing import check_invariants
-from kant.testing.strategies import clusters, jobs
+from kant.testing.strategies import clusters, jobs, standalone_placement_strategies
 
-
-def _standalone(name: str) -> bool:
-    """Strategies that need no target workload (FGD-style ones are covered in tests/packing)."""
-    try:
-        make_strategy(name)
-    except ValidationError:
-        return False
-    return True
-
-
-STRATEGIES = [n for n in strategy_names() if _standalone(n)]
+STRATEGIES = standalone_placement_strategies()
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
