@@ -181,7 +181,7 @@ class VictimColumns:
         self.held = np.fromiter((r.held for r in refs), dtype=np.int64, count=n)
         self._keys: list[tuple[Any, ...]] | None = None
         self._key_rank: np.ndarray | None = None
-        self._by_job: dict[str, list[int]] | None = None
+        self.seq = np.fromiter((-r.order[2] for r in refs), dtype=np.int64, count=n)
         self._by_pod: dict[PodId, int] | None = None
 
     def lower_than(self, priority: int) -> int:
@@ -205,13 +205,10 @@ class VictimColumns:
         assert self._keys is not None
         return self._key_rank >= bisect.bisect_right(self._keys, key)
 
-    def of_job(self, job: str) -> list[int]:
-        """The positions of ``job``'s records."""
-        if self._by_job is None:
-            self._by_job = {}
-            for i, r in enumerate(self.refs):
-                self._by_job.setdefault(r.job, []).append(i)
-        return self._by_job.get(job, [])
+    def of_job(self, job: str, seq: int) -> list[int]:
+        """The positions of the records of ``job`` (submitted as number ``seq``)."""
+        refs = self.refs
+        return [i for i in np.flatnonzero(self.seq == seq).tolist() if refs[i].job == job]
 
     def of_pods(self, pods: set[PodId]) -> list[int]:
         """The positions of the records holding any of ``pods`` (each pod is in at most one

@@ -387,7 +387,7 @@ class Preemption:
         borrowing = self.ledger.borrowing
         exposed = {t: any(borrowing(t, m) for m in models) for t in self.index.tenants}
         if not pol.rules:
-            return self._prefilter_builtin(pre, exposed)
+            return self._prefilter_builtin(pre, e, exposed)
         stop_at_priority = only_priority and not pol.rules and pol.priority
         picked: list[VictimRef] = []
         held = 0
@@ -412,7 +412,7 @@ class Preemption:
         return picked, held
 
     def _prefilter_builtin(
-        self, pre: Preemptor, exposed: dict[str, bool]
+        self, pre: Preemptor, e: Entry, exposed: dict[str, bool]
     ) -> tuple[list[VictimRef], int]:
         """:meth:`_prefilter` with the built-in rules only, over the index's columns: the
         same records in the same order as :func:`~kant.preemption.rules.builtin_reason`
@@ -447,7 +447,7 @@ class Preemption:
             backfill = cols.after_key(pre.order_key) & (cols.started_at >= pre.pending_since)
             why |= ~reclaim & ~lower & backfill
         mask = ok & why
-        mask[cols.of_job(pre.job)] = False
+        mask[cols.of_job(pre.job, e.seq)] = False
         if self.victim_pods:
             mask[cols.of_pods(self.victim_pods)] = False
         idx = np.flatnonzero(mask)

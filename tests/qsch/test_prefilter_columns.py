@@ -48,6 +48,7 @@ def _refs(draw: Any) -> tuple[list[VictimRef], list[Any]]:
         jid = f"j{seq}"
         entry = SimpleNamespace(
             id=jid,
+            seq=seq,
             job=SimpleNamespace(tenant=draw(st.sampled_from(TENANTS))),
             key=(draw(st.integers(-2, 2)), draw(st.integers(0, 3)), seq),
         )
@@ -100,7 +101,7 @@ def test_the_vectorised_prefilter_picks_what_the_rules_pick_one_by_one(
 ) -> None:
     refs, entries = data
     # the preemptor: one of the running jobs (its own records are never candidates) or not
-    e = entries[which % len(entries)] if entries and which < 10 else SimpleNamespace(id="p")
+    e = entries[which % len(entries)] if entries and which < 10 else SimpleNamespace(id="p", seq=99)
     ledger = SimpleNamespace(borrowing=lambda t, m: (t, m) in borrowers)
     victim_pods = {p for i, r in enumerate(refs) if i in taken for p in r.pods}
 
