@@ -15,11 +15,13 @@ derived data: no decision depends on whether it was warm.
 
 from __future__ import annotations
 
+import bisect
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
+import numpy as np
 
 from kant.model import Binding, PodId
 from kant.preemption.rules import VictimUnit
@@ -91,6 +93,7 @@ class VictimIndex:
         self.min_runtime = min_runtime
         self._refs: list[VictimRef] | None = None
         self._units: dict[tuple[PodId, ...], VictimUnit] = {}
+        self._cols: VictimColumns | None = None
         self.tenants: list[str] = []
 
     def refs(self) -> list[VictimRef]:
@@ -121,6 +124,12 @@ class VictimIndex:
         self._refs = out
         self.tenants = sorted({r.entry.job.tenant for r in out})
         return out
+
+    def columns(self) -> VictimColumns:
+        """The facts of :meth:`refs` as arrays in victim order (built once per cycle)."""
+        if self._cols is None:
+            self._cols = VictimColumns(self.refs(), self.tenants)
+        return self._cols
 
     def _refs_of(
         self, e: Entry, bindings: Mapping[PodId, Binding], pool_of: list[int]
@@ -154,6 +163,60 @@ class VictimIndex:
             )
             self._units[ref.pods] = u
         return u
+
+
+class VictimColumns:
+    """One cycle's candidate records (:meth:`VictimIndex.refs`) as columns, position for
+    position, for the pre-filter's vectorised form of the built-in rules: priority (a sorted
+    list), tenant (index into the sorted tenants), start time and GPU milli held (numpy);
+    the rank of each job's queue order key and each pod's position are built on first use."""
+
+    def __init__(self, refs: list[VictimRef], tenants: list[str]) -> None:
+        self.refs = refs
+        self.tenant_of = {t: i for i, t in enumerate(tenants)}
+        n = len(refs)
+        self.priority = [r.priority for r in refs]  # ascending (ints of any size)
+        self.tenant = np.fromiter((self.tenant_of[r.tenant] for r in refs), dtype=np.int64, count=n)
+        self.started_at = np.fromiter((r.started_at for r in refs), dtype=np.float64, count=n)
+        self.held = np.fromiter((r.held for r in refs), dtype=np.int64, count=n)
+        self._keys: list[tuple[Any, ...]] | None = None
+        self._key_rank: np.ndarray | None = None
+        self.seq = np.fromiter((-r.order[2] for r in refs), dtype=np.int64, count=n)
+        self._by_pod: dict[PodId, int] | None = None
+
+    def lower_than(self, priority: int) -> int:
+        """How many records (a prefix: victim order is by priority first) have a priority
+        strictly below ``priority``."""
+        return bisect.bisect_left(self.priority, priority)
+
+    def at_most(self, priority: int) -> int:
+        """How many records have a priority of at most ``priority`` (a prefix)."""
+        return bisect.bisect_right(self.priority, priority)
+
+    def after_key(self, key: tuple[Any, ...]) -> np.ndarray:
+        """Per record: is its job's queue order key greater than ``key``?"""
+        if self._key_rank is None:
+            keys = sorted({r.key for r in self.refs})
+            rank = {k: i for i, k in enumerate(keys)}
+            self._keys = keys
+            self._key_rank = np.fromiter(
+                (rank[r.key] for r in self.refs), dtype=np.int64, count=len(self.refs)
+            )
+        assert self._keys is not None
+        return self._key_rank >= bisect.bisect_right(self._keys, key)
+
+    def of_job(self, job: str, seq: int) -> list[int]:
+        """The positions of the records of ``job`` (submitted as number ``seq``)."""
+        refs = self.refs
+        return [i for i in np.flatnonzero(self.seq == seq).tolist() if refs[i].job == job]
+
+    def of_pods(self, pods: set[PodId]) -> list[int]:
+        """The positions of the records holding any of ``pods`` (each pod is in at most one
+        record)."""
+        if self._by_pod is None:
+            self._by_pod = {p: i for i, r in enumerate(self.refs) for p in r.pods}
+        by_pod = self._by_pod
+        return [by_pod[p] for p in pods if p in by_pod]
 
 
 def _groups_of(
