@@ -365,7 +365,9 @@ class Placer:
         """May this role's identical pods be placed in bulk? Yes when the strategy fills
         the best node first (``fills_node_first``: a pure score that never drops on the node
         that takes a pod), with no candidate sets, no active node filter (they are asked
-        again pod by pod) and no ``spread`` wish (its penalty drops as pods land). Then the
+        again pod by pod), no ``spread`` wish (its penalty drops as pods land) and whole-GPU
+        pods (a fractional pod's room on a node depends on which shares earlier pods took,
+        so those go pod by pod). Then the
         pod-by-pod path takes the best-scoring node until it is full, then the next best,
         in the order of one score pass: :meth:`_fill_bulk` does exactly that."""
         return (
@@ -374,6 +376,7 @@ class Placer:
             and strat.candidate_sets is None
             and not filters.active
             and not ctx.role.spread
+            and not (ctx.req.milli and not ctx.req.gpus)
         )
 
     def _fill_bulk(
@@ -541,12 +544,9 @@ class Placer:
 
     def _bind_many(self, ctx: PodContext, pods: list[PodId], slot: int) -> list[Binding]:
         """Bind ``pods`` (identical) on node ``slot``: the devices :meth:`_bind` would pick
-        pod after pod, chosen on local bitmasks, then one snapshot update for all of them.
-        A fractional pod's device is the strategy's choice on the updated row, so those are
-        bound one by one. O(pods x (GPUs + NICs))."""
+        pod after pod, chosen on local bitmasks, then one snapshot update for all of them
+        (whole-GPU pods only: :meth:`_bulk`). O(pods x (GPUs + NICs))."""
         req = ctx.req
-        if req.milli and not req.gpus:
-            return [self._bind(ctx, p, slot, self.hooks) for p in pods]
         snap = ctx.snap
         cols = snap.cols
         tmpl = self._templates[slot] if slot < len(self._templates) else None
