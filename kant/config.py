@@ -34,7 +34,7 @@ from kant.model import MILLI
 from kant.placement import STRATEGIES, Placer
 from kant.preemption.policy import PreemptionPolicy
 from kant.queueing import ORDER_KEYS, POLICIES, Backoff, Queue
-from kant.registry import BuildContext
+from kant.registry import BuildContext, Registry
 from kant.scheduler import Scheduler
 from kant.state import ClusterState
 
@@ -350,25 +350,23 @@ class _Parser:
 
     def queueing(self, v: Any) -> QueueingConfig:
         d = self.mapping(v, "queueing", _QUEUEING)
-        policy = d.get("policy", DEFAULT_QUEUEING)
-        if not isinstance(policy, str) or policy not in POLICIES:
-            raise self.fail(
-                "queueing.policy", policy, f"must be one of {', '.join(POLICIES.names())}"
-            )
+        policy = self.one_of("queueing.policy", d.get("policy", DEFAULT_QUEUEING), POLICIES)
         options = self.options(d.get("options", {}), "queueing.options")
         try:
             POLICIES.build(policy, **options)
         except (KantError, TypeError) as e:
             raise self.fail("queueing.options", options, _why(e, policy)) from None
-        order = d.get("order", "paper")
-        if not isinstance(order, str) or order not in ORDER_KEYS:
-            raise self.fail(
-                "queueing.order", order, f"must be one of {', '.join(ORDER_KEYS.names())}"
-            )
+        order = self.one_of("queueing.order", d.get("order", "paper"), ORDER_KEYS)
         backoff = self.backoff(d.get("requeuing", {}))
         return QueueingConfig(
             policy=policy.lower(), options=options, order=order.lower(), backoff=backoff
         )
+
+    def one_of(self, path: str, name: Any, registry: Registry[Any]) -> str:
+        """``name`` if it names an entry of ``registry`` (as the registry matches names)."""
+        if not isinstance(name, str) or name not in registry:
+            raise self.fail(path, name, f"must be one of {', '.join(registry.names())}")
+        return name
 
     def backoff(self, v: Any) -> Backoff:
         d = self.mapping(v, "queueing.requeuing", _REQUEUING)
@@ -394,11 +392,9 @@ class _Parser:
 
     def placement(self, v: Any) -> PlacementConfig:
         d = self.mapping(v, "placement", _PLACEMENT)
-        strategy = d.get("strategy", DEFAULT_PLACEMENT)
-        if not isinstance(strategy, str) or strategy not in STRATEGIES:
-            raise self.fail(
-                "placement.strategy", strategy, f"must be one of {', '.join(STRATEGIES.names())}"
-            )
+        strategy = self.one_of(
+            "placement.strategy", d.get("strategy", DEFAULT_PLACEMENT), STRATEGIES
+        )
         options = self.options(d.get("options", {}), "placement.options")
         probe = d.get("groupProbe", 4)
         if isinstance(probe, bool) or not isinstance(probe, int) or probe < 1:

@@ -371,8 +371,10 @@ class PackingResult:
         }
 
 
-def _mean_curve(curves: list[tuple[float, ...]]) -> dict[str, float]:
-    a = np.array(curves, dtype=np.float64)
+def mean_curve(curves: Sequence[Sequence[float | None]]) -> dict[str, float]:
+    """The mean over seeds of each percent point of ``curves`` (one per seed; NaN or None
+    where a seed has no value), rounded to 3 decimals; points no seed has are left out."""
+    a = np.array([[math.nan if x is None else x for x in c] for c in curves], dtype=np.float64)
     out: dict[str, float] = {}
     for p in PERCENTS:
         col = a[:, p]
@@ -409,8 +411,8 @@ def packing(
         trace=Path(pods_path).stem,
         seeds=tuple(seeds),
         inflate=inflate,
-        alloc_at=_mean_curve([r.alloc for r in runs]),
-        frag_at=_mean_curve([r.frag for r in runs]),
+        alloc_at=mean_curve([r.alloc for r in runs]),
+        frag_at=mean_curve([r.frag for r in runs]),
         wall_s=time.perf_counter() - t0,
         runs=tuple(runs),
     )

@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import numpy as np
 
 from kant.sim.analysis import mean_ci, seed_sweep
-from kant.sim.packing import PERCENTS, PackingResult, seed_text
+from kant.sim.packing import PackingResult, mean_curve, seed_text
 from kant.sim.report import format_seed_sweep, write_seed_sweep_report
 from kant.sim.scenarios import PolicySet
 from kant.sweep.grid import POLICY_OPTIONS
@@ -134,17 +133,6 @@ def packing_groups(records: Sequence[Mapping[str, Any]]) -> list[PackingGroup]:
     return out
 
 
-def _curve_mean(curves: Sequence[Sequence[float | None]]) -> dict[str, float]:
-    a = np.array([[math.nan if x is None else x for x in c] for c in curves], dtype=np.float64)
-    out: dict[str, float] = {}
-    for p in PERCENTS:
-        col = a[:, p]
-        col = col[~np.isnan(col)]
-        if col.size:
-            out[str(p)] = round(float(col.mean()), 3)
-    return out
-
-
 def packing_result(group: PackingGroup, policy: str) -> PackingResult:
     """The seed means of one policy in a packing group, as ``kant packing`` computes them."""
     runs = group.runs[policy]
@@ -154,8 +142,8 @@ def packing_result(group: PackingGroup, policy: str) -> PackingResult:
         trace=group.trace,
         seeds=tuple(seeds),
         inflate=group.inflate,
-        alloc_at=_curve_mean([runs[s]["alloc"] for s in seeds]),
-        frag_at=_curve_mean([runs[s]["frag"] for s in seeds]),
+        alloc_at=mean_curve([runs[s]["alloc"] for s in seeds]),
+        frag_at=mean_curve([runs[s]["frag"] for s in seeds]),
         wall_s=math.nan,
         runs=(),
     )
