@@ -535,6 +535,18 @@ class PodId:
     def __str__(self) -> str:
         return f"{self.job}/{self.role}/{self.index}"
 
+    @classmethod
+    def trusted(cls, job: str, role: str, index: int) -> PodId:
+        """A pod id built without the validators, for a caller whose values already are valid
+        by construction (:meth:`Job.pods`: a checked job's id and role names, an index from
+        ``range``); anything else must call the class. O(1)."""
+        p = object.__new__(cls)
+        object.__setattr__(p, "job", job)
+        object.__setattr__(p, "role", role)
+        object.__setattr__(p, "index", index)
+        object.__setattr__(p, "_attrs_cached_hash", None)
+        return p
+
 
 def _to_kind(v: Any) -> Any:
     """Accept the string form of a JobKind; anything else is left for the validator."""
@@ -638,9 +650,12 @@ class Job:
 
     def pods(self) -> Iterator[PodId]:
         """Every pod of the job, roles in declaration order, then by index."""
+        make = PodId.trusted
+        jid = self.id
         for r in self.roles:
+            role = r.name
             for i in range(r.replicas):
-                yield PodId(job=self.id, role=r.name, index=i)
+                yield make(jid, role, i)
 
 
 # --------------------------------------------------------------------------- nodes

@@ -385,7 +385,12 @@ class ClusterState:
             tmp = scratch.get(b.node)
             if tmp is None:
                 rec = self._record(b.node)
-                tmp = scratch[b.node] = attrs.evolve(rec, gpu_used=list(rec.gpu_used), pods=set())
+                tmp = scratch[b.node] = _NodeRecord(
+                    spec=rec.spec, slot=rec.slot, healthy=rec.healthy,
+                    gpu_healthy=rec.gpu_healthy, nic_healthy=rec.nic_healthy,
+                    gpu_used=list(rec.gpu_used), nic_used=rec.nic_used, cpu_used=rec.cpu_used,
+                    mem_used=rec.mem_used, pods=set(),
+                )  # fmt: skip
             _check_fits(tmp, b)
             _hold(tmp, b, +1)
         for name, tmp in scratch.items():
@@ -394,10 +399,18 @@ class ClusterState:
             rec.nic_used, rec.cpu_used, rec.mem_used = tmp.nic_used, tmp.cpu_used, tmp.mem_used
             rec.pods |= tmp.pods
             self._refresh_row(rec)
+        pods = self._pods
+        job_pods = self._job_pods
+        mine: set[PodId] | None = None
+        job = ""
         for b in bindings:
-            self._pods[b.pod] = b
+            pod = b.pod
+            pods[pod] = b
             self._allocated += b.total_milli
-            self._job_pods.setdefault(b.pod.job, set()).add(b.pod)
+            if mine is None or pod.job != job:
+                job = pod.job
+                mine = job_pods.setdefault(job, set())
+            mine.add(pod)
 
     def release_many(self, pods: Sequence[PodId]) -> tuple[Binding, ...]:
         """:meth:`release` every pod of ``pods``, all or none (UnknownPodError, changing
@@ -551,36 +564,37 @@ class ClusterState:
             raise InvariantError("\n".join(f"ClusterState: {e}" for e in errors))
 
 
+def _conflict(b: Binding, spec: NodeSpec, what: str) -> AllocationConflictError:
+    return AllocationConflictError(f"binding of {b.pod} on {spec.name!r}: {what}")
+
+
 def _check_fits(rec: _NodeRecord, b: Binding) -> None:
-    """Raise AllocationConflictError unless binding ``b`` fits node ``rec`` now."""
+    """Raise AllocationConflictError unless binding ``b`` fits node ``rec`` now (the message
+    is built only then)."""
     spec = rec.spec
-    where = f"binding of {b.pod} on {spec.name!r}"
     if not rec.healthy:
-        raise AllocationConflictError(f"{where}: node is unhealthy")
+        raise _conflict(b, spec, "node is unhealthy")
     for g in b.gpus:
         if g >= spec.gpus:
-            raise AllocationConflictError(f"{where}: node has no GPU {g} (has {spec.gpus})")
+            raise _conflict(b, spec, f"node has no GPU {g} (has {spec.gpus})")
         if not rec.gpu_healthy >> g & 1:
-            raise AllocationConflictError(f"{where}: GPU {g} is unhealthy")
+            raise _conflict(b, spec, f"GPU {g} is unhealthy")
         if rec.gpu_used[g] + b.gpu_milli > MILLI:
-            raise AllocationConflictError(
-                f"{where}: GPU {g} has {MILLI - rec.gpu_used[g]} milli free, needs {b.gpu_milli}"
-            )
+            free = MILLI - rec.gpu_used[g]
+            raise _conflict(b, spec, f"GPU {g} has {free} milli free, needs {b.gpu_milli}")
     for n in b.nics:
         if n >= spec.rdma_nics:
-            raise AllocationConflictError(f"{where}: node has no NIC {n}")
+            raise _conflict(b, spec, f"node has no NIC {n}")
         if not rec.nic_healthy >> n & 1:
-            raise AllocationConflictError(f"{where}: NIC {n} is unhealthy")
+            raise _conflict(b, spec, f"NIC {n} is unhealthy")
         if rec.nic_used >> n & 1:
-            raise AllocationConflictError(f"{where}: NIC {n} is already allocated")
+            raise _conflict(b, spec, f"NIC {n} is already allocated")
     if rec.cpu_used + b.cpu_milli > spec.cpu_milli:
-        raise AllocationConflictError(
-            f"{where}: needs {b.cpu_milli} CPU milli, {spec.cpu_milli - rec.cpu_used} free"
-        )
+        free = spec.cpu_milli - rec.cpu_used
+        raise _conflict(b, spec, f"needs {b.cpu_milli} CPU milli, {free} free")
     if rec.mem_used + b.memory_mib > spec.memory_mib:
-        raise AllocationConflictError(
-            f"{where}: needs {b.memory_mib} MiB, {spec.memory_mib - rec.mem_used} free"
-        )
+        free = spec.memory_mib - rec.mem_used
+        raise _conflict(b, spec, f"needs {b.memory_mib} MiB, {free} free")
 
 
 def _hold(rec: _NodeRecord, b: Binding, sign: int) -> None:
