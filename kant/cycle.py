@@ -592,11 +592,18 @@ class _Cycle:
         return why
 
     def _commit_placed(self, e: Entry, bindings: tuple[Binding, ...]) -> None:
+        by_model: dict[str, int] = {}  # one ledger change per GPU model (the same usage)
+        models: dict[str, str] = {}
         for b in bindings:
-            m = self.pools.model_of(b)
-            self.ledger.add(e.job.tenant, m, b.total_milli)
+            m = models.get(b.node)
+            if m is None:
+                m = models[b.node] = self.pools.model_of(b)
+            by_model[m] = by_model.get(m, 0) + b.total_milli
+        tenant = e.job.tenant
+        for m, milli in by_model.items():
+            self.ledger.add(tenant, m, milli)
             if self.live is not None:
-                self.live.add(e.job.tenant, m, b.total_milli)
+                self.live.add(tenant, m, milli)
         self.bindings.extend(bindings)
         self.placed.append(e.id)
         self.ctx.placed.append((e, bindings))

@@ -541,10 +541,11 @@ class PodId:
         by construction (:meth:`Job.pods`: a checked job's id and role names, an index from
         ``range``); anything else must call the class. O(1)."""
         p = object.__new__(cls)
-        object.__setattr__(p, "job", job)
-        object.__setattr__(p, "role", role)
-        object.__setattr__(p, "index", index)
-        object.__setattr__(p, "_attrs_cached_hash", None)
+        put = object.__setattr__
+        put(p, "job", job)
+        put(p, "role", role)
+        put(p, "index", index)
+        put(p, "_attrs_cached_hash", None)
         return p
 
 
@@ -786,11 +787,14 @@ class Binding:
         valid by construction (the Placer: devices read off a snapshot row, a role's checked
         resources); anything else must call the class. O(1)."""
         b = object.__new__(cls)
-        for field, value in (
-            ("pod", pod), ("node", node), ("gpus", gpus), ("gpu_milli", gpu_milli),
-            ("nics", nics), ("cpu_milli", cpu_milli), ("memory_mib", memory_mib),
-        ):  # fmt: skip
-            object.__setattr__(b, field, value)
+        put = object.__setattr__
+        put(b, "pod", pod)
+        put(b, "node", node)
+        put(b, "gpus", gpus)
+        put(b, "gpu_milli", gpu_milli)
+        put(b, "nics", nics)
+        put(b, "cpu_milli", cpu_milli)
+        put(b, "memory_mib", memory_mib)
         return b
 
 
