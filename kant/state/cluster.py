@@ -392,7 +392,15 @@ class ClusterState:
                     mem_used=rec.mem_used, pods=set(),
                 )  # fmt: skip
             _check_fits(tmp, b)
-            _hold(tmp, b, +1)
+            milli = b.gpu_milli  # what _hold(tmp, b, +1) does, inline (once per pod)
+            used = tmp.gpu_used
+            for g in b.gpus:
+                used[g] += milli
+            if b.nics:
+                tmp.nic_used |= _bits_to_mask(b.nics)
+            tmp.pods.add(b.pod)
+            tmp.cpu_used += b.cpu_milli
+            tmp.mem_used += b.memory_mib
         for name, tmp in scratch.items():
             rec = self._records[name]
             rec.gpu_used = tmp.gpu_used
@@ -424,7 +432,15 @@ class ClusterState:
             rec = touched.get(b.node)
             if rec is None:
                 rec = touched[b.node] = self._records[b.node]
-            _hold(rec, b, -1)
+            milli = b.gpu_milli  # what _hold(rec, b, -1) does, inline (once per pod)
+            used = rec.gpu_used
+            for g in b.gpus:
+                used[g] -= milli
+            if b.nics:
+                rec.nic_used &= ~_bits_to_mask(b.nics)
+            rec.pods.discard(b.pod)
+            rec.cpu_used -= b.cpu_milli
+            rec.mem_used -= b.memory_mib
             self._forget(b.pod)
         for rec in touched.values():
             self._refresh_row(rec)
@@ -617,22 +633,26 @@ def _write_allocatable(cols: NodeColumns, rec: _NodeRecord) -> None:
     spec = rec.spec
     ok = rec.healthy
     free_mask = 0
-    total = 0
     row = cols.gpu_free[s]
-    row[:] = 0
-    for g in range(spec.gpus):
-        if ok and rec.gpu_healthy >> g & 1:
-            f = MILLI - rec.gpu_used[g]
-            row[g] = f
-            total += f
+    n = spec.gpus
+    if ok:
+        healthy, used = rec.gpu_healthy, rec.gpu_used
+        vals = [MILLI - used[g] if healthy >> g & 1 else 0 for g in range(n)]
+        for g, f in enumerate(vals):
             if f == MILLI:
                 free_mask |= 1 << g
+    else:
+        vals = [0] * n
+    row[:n] = vals  # one write for the row (the devices beyond the node's stay 0)
+    if row.shape[0] > n:
+        row[n:] = 0
+    total = sum(vals)
     nic_mask = ((1 << spec.rdma_nics) - 1) & rec.nic_healthy & ~rec.nic_used if ok else 0
     cols.ready[s] = ok
     cols.free_mask[s] = free_mask
     cols.free_gpus[s] = _popcount(free_mask)
     cols.free_milli[s] = total
-    cols.max_share[s] = int(row.max()) if row.shape[0] else 0
+    cols.max_share[s] = max(vals, default=0)
     cols.cpu_free[s] = spec.cpu_milli - rec.cpu_used if ok else 0
     cols.mem_free[s] = spec.memory_mib - rec.mem_used if ok else 0
     cols.nic_mask[s] = nic_mask
