@@ -353,7 +353,19 @@ class _Cycle:
         placed: tuple[Binding, ...] = ()
         freeing = False  # waits for the quota victims still hold, which they will free
         if reason is None:
-            shape = self._shape(e, dec, gate, facts)
+            # Placement depends only on the shape and the snapshot (while nothing is freed:
+            # holds.epoch), so a failed shape fails again this cycle. None: not cacheable
+            # (pods already running, or devices nominated for it).
+            holds = self.holds
+            shape: tuple[Any, ...] | None = None
+            if e.assigned or jid in holds.nominated:
+                pass
+            elif dec is facts.unlimited_decision:
+                # the job's cached decision: its shape is cached too (interned as one int)
+                sid = facts.shape if facts.shape is not None else self.facts.shape_id(facts)
+                shape = (sid, gate.use_reserved, holds.epoch)
+            else:
+                shape = (gate.use_reserved, holds.epoch, placement_shape(job, dec))
             if shape is not None and self.incremental:
                 failed = self.failed_shapes.get(shape)
                 if failed is not None:
@@ -383,8 +395,9 @@ class _Cycle:
         """The rest of :meth:`consider` for a job whose placement shape already failed this
         cycle with nothing freed since (so it fails again, for ``failed``): what the general
         path does for it, in the fewest steps. Such a job holds no nomination and no pods
-        (:meth:`_shape`), so its reason is the policy's word and it may preempt only past
-        :meth:`Preemption.closed` (most of a busy cycle's waiting jobs stop there)."""
+        (its shape is cached only then), so its reason is the policy's word, and it may
+        preempt only past :meth:`Preemption.closed` (where most of a busy cycle's waiting
+        jobs stop)."""
         reason = failed
         if reason.code in _NEVER_FIT_CANDIDATES:
             never = facts.never
@@ -479,27 +492,14 @@ class _Cycle:
         live.rollback(mark)
         return k
 
-    def _shape(
-        self, e: Entry, dec: QuotaDecision, gate: Gate, facts: _Facts
-    ) -> tuple[Any, ...] | None:
-        """Placement depends only on this key and the snapshot (while nothing is freed), so a
-        failed shape fails again this cycle. None: not cacheable (pods already running)."""
-        if e.assigned or e.job.id in self.holds.nominated:
-            return None
-        job = e.job
-        if dec is facts.unlimited_decision:
-            # the job's cached decision: its shape is cached too (interned as one int)
-            return (self.facts.shape_id(facts), gate.use_reserved, self.holds.epoch)
-        return (gate.use_reserved, self.holds.epoch, placement_shape(job, dec))
-
     def _admit_and_place(
         self, e: Entry, dec: QuotaDecision, gate: Gate, facts: _Facts, shape: tuple[Any, ...] | None
     ) -> tuple[tuple[Binding, ...], Reason | None, bool]:
-        """Readiness and placement of the quota-admitted pods (``shape``: their
-        :meth:`_shape`). Returns the bindings made (committed to the snapshot), why the job's
-        remaining pods are not all placed, and whether that is only the quota that victims
-        still to go hold (it frees itself: the cycle's ledger no longer charges them, the
-        live usage still does)."""
+        """Readiness and placement of the quota-admitted pods (``shape``: their placement
+        shape, see :meth:`consider`). Returns the bindings made (committed to the snapshot),
+        why the job's remaining pods are not all placed, and whether that is only the quota
+        that victims still to go hold (it frees itself: the cycle's ledger no longer charges
+        them, the live usage still does)."""
         job = e.job
         if shape is not None and shape in self.failed_shapes:
             return (), self.failed_shapes[shape], False
