@@ -202,7 +202,7 @@ class _Cycle:
         pol = self.preemption
         index = VictimIndex(
             self.queue, self.cluster, self.snap, self.pools.names,
-            now=self._now, min_runtime=pol.min_runtime,
+            now=self._now, min_runtime=pol.min_runtime, keep=self.incremental,
         )  # fmt: skip
         self.pre = Preemption(
             pol, snap=self.snap, ledger=self.ledger, pools=self.pools, index=index,
