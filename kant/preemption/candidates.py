@@ -28,6 +28,7 @@ import numpy as np
 from sortedcontainers import SortedKeyList, SortedList
 
 from kant.model import Binding, PodId
+from kant.preemption.replay import Flat
 from kant.preemption.rules import VictimUnit
 from kant.queueing import Entry, Queue
 from kant.state import ClusterState, Snapshot
@@ -81,9 +82,13 @@ _NEW, _WAITING, _LIVE, _GONE = 0, 1, 2, 3  # VictimRef.where
 
 
 class _Rows:
-    """Per-record facts the pre-filter reads, as numpy rows addressed by
+    """Per-record facts the pre-filter and the light replay read, as numpy rows addressed by
     :attr:`VictimRef.rid` (freed rows are reused): start time, GPU milli held, submission
-    number, tenant (a number kept across cycles) and the label of its job's queue order key."""
+    number, tenant and GPU model (numbers kept across cycles; model -1: several), the
+    label of its job's queue order key, and where its (slot, GPUs) pairs are in ``slot`` and
+    ``n`` (appended; compacted when mostly dead)."""
+
+    COLS = ("started_at", "held", "seq", "tenant", "label", "model", "milli", "pstart", "plen")
 
     def __init__(self) -> None:
         self.started_at = np.zeros(64, dtype=np.float64)
@@ -91,6 +96,14 @@ class _Rows:
         self.seq = np.zeros(64, dtype=np.int64)
         self.tenant = np.zeros(64, dtype=np.int64)
         self.label = np.zeros(64, dtype=np.int64)
+        self.model = np.zeros(64, dtype=np.int64)
+        self.milli = np.zeros(64, dtype=np.int64)
+        self.pstart = np.zeros(64, dtype=np.int64)
+        self.plen = np.zeros(64, dtype=np.int64)
+        self.slot = np.zeros(256, dtype=np.int64)
+        self.n = np.zeros(256, dtype=np.int64)
+        self.pool_used = 0  # entries of slot/n written
+        self.pool_live = 0  # of which belong to live rows
         self.free: list[int] = []
         self.used = 0
 
@@ -99,13 +112,33 @@ class _Rows:
             return self.free.pop()
         rid = self.used
         if rid == len(self.seq):
-            for name in ("started_at", "held", "seq", "tenant", "label"):
+            for name in self.COLS:
                 old = getattr(self, name)
                 grown = np.zeros(2 * len(old), dtype=old.dtype)
                 grown[: len(old)] = old
                 setattr(self, name, grown)
         self.used += 1
         return rid
+
+    def put_slots(self, rid: int, slots: tuple[tuple[int, int], ...]) -> None:
+        """Append the record's (slot, GPUs) pairs to the pool."""
+        k = len(slots)
+        start = self.pool_used
+        if start + k > len(self.slot):
+            size = max(2 * len(self.slot), start + k)
+            for name in ("slot", "n"):
+                old = getattr(self, name)
+                grown = np.zeros(size, dtype=np.int64)
+                grown[:start] = old[:start]
+                setattr(self, name, grown)
+        if k:
+            pairs = np.array(slots, dtype=np.int64).reshape(k, 2)
+            self.slot[start : start + k] = pairs[:, 0]
+            self.n[start : start + k] = pairs[:, 1]
+        self.pstart[rid] = start
+        self.plen[rid] = k
+        self.pool_used += k
+        self.pool_live += k
 
 
 class _Labels:
@@ -181,6 +214,7 @@ class _Kept:
         self.rows = _Rows()
         self.labels = _Labels()
         self.tenant_ids: dict[str, int] = {}
+        self.model_ids: dict[str, int] = {}
         self.live_tenants: dict[str, int] = {}
         self.volatile: list[VictimRef] = []  # this cycle's records of jobs not kept
         self.volatile_of: dict[str, list[VictimRef]] = {}
@@ -196,6 +230,14 @@ class _Kept:
         rows.held[rid] = ref.held
         rows.seq[rid] = -ref.order[2]
         rows.tenant[rid] = tid
+        if len(ref.usage) == 1:
+            m, milli = ref.usage[0]
+            rows.model[rid] = self.model_ids.setdefault(m, len(self.model_ids))
+            rows.milli[rid] = milli
+        else:
+            rows.model[rid] = -1
+            rows.milli[rid] = 0
+        rows.put_slots(rid, ref.slots)
         relabelled = self.labels.relabelled
         rows.label[rid] = self.labels.add(ref.key)
         if self.labels.relabelled != relabelled:
@@ -224,7 +266,10 @@ class _Kept:
             self.waiting_alive -= 1
         ref.where = _GONE
         self.labels.discard(ref.key)
-        self.rows.free.append(ref.rid)
+        rows = self.rows
+        rows.pool_live -= int(rows.plen[ref.rid])
+        rows.plen[ref.rid] = 0
+        rows.free.append(ref.rid)
         ref.rid = -1
 
     def promote(self, now: float, min_runtime: float) -> None:
@@ -253,6 +298,15 @@ class _Kept:
         self.waiting_alive = len(self.waiting)
         heapq.heapify(self.waiting)
         self.now, self.min_runtime = now, min_runtime
+
+    def compact(self) -> None:
+        """Write the slot pairs of every record with a row again, densely."""
+        rows = self.rows
+        alive = [r for _key, refs in self.jobs.values() for _t0, r in refs if r.rid >= 0]
+        alive += [r for r in self.volatile if r.rid >= 0]
+        rows.pool_used = rows.pool_live = 0
+        for r in alive:
+            rows.put_slots(r.rid, r.slots)
 
     def _refresh_labels(self) -> None:
         label = self.labels.label
@@ -335,6 +389,9 @@ class VictimIndex:
             kept.leave(ref)
         kept.volatile = []
         kept.volatile_of = {}
+        rows = kept.rows
+        if rows.pool_used > 2 * rows.pool_live + 4096:
+            kept.compact()
         if now < kept.now or min_runtime != kept.min_runtime:
             kept.restart(now, min_runtime)
         kept.now = now
@@ -451,6 +508,8 @@ class VictimColumns:
         self._key_rank: np.ndarray | None = None
         self._label: np.ndarray | None = None
         self._by_pod: dict[PodId, int] | None = None
+        self._flat: Flat | None = None
+        self._ids = np.zeros(0, dtype=np.int64)
         if kept is not None:
             ids = np.fromiter((r.rid for r in refs), dtype=np.int64, count=n)
             rows = kept.rows
@@ -462,11 +521,27 @@ class VictimColumns:
             self.held = rows.held[ids]
             self.seq = rows.seq[ids]
             self._label = rows.label[ids]
+            self._ids = ids
             return
         self.tenant = np.fromiter((self.tenant_of[r.tenant] for r in refs), dtype=np.int64, count=n)
         self.started_at = np.fromiter((r.started_at for r in refs), dtype=np.float64, count=n)
         self.held = np.fromiter((r.held for r in refs), dtype=np.int64, count=n)
         self.seq = np.fromiter((-r.order[2] for r in refs), dtype=np.int64, count=n)
+
+    def flat(self) -> Flat:
+        """The records' slots and GPU models flattened for the light replay (built once)."""
+        if self._flat is None:
+            kept = self.kept
+            if kept is None:
+                self._flat = Flat.of_refs(self.refs)
+            else:
+                rows, ids = kept.rows, self._ids
+                self._flat = Flat(
+                    plen=rows.plen[ids], pstart=rows.pstart[ids], pool_slot=rows.slot,
+                    pool_n=rows.n, model=rows.model[ids], milli=rows.milli[ids],
+                    models=list(kept.model_ids),
+                )  # fmt: skip
+        return self._flat
 
     def lower_than(self, priority: int) -> int:
         """How many records (a prefix: victim order is by priority first) have a priority
