@@ -73,8 +73,6 @@ Group = tuple[
     float | None, tuple[PodId, ...], int, tuple[tuple[str, int], ...], tuple[tuple[int, int], ...]
 ]
 
-Cached = tuple[tuple[Any, ...], list[tuple[Any, VictimRef]]]
-
 _by_order = attrgetter("order")
 _by_priority = attrgetter("priority")
 
@@ -206,7 +204,8 @@ class _Kept:
     of :class:`VictimColumns`; how many live records each tenant has."""
 
     def __init__(self) -> None:
-        self.jobs: dict[str, Cached] = {}
+        self.jobs: dict[str, list[tuple[Any, VictimRef]]] = {}
+        self.stamps: dict[str, tuple[Any, ...]] = {}  # what each job's records depend on
         self.live = SortedKeyList(key=_by_order)
         self.waiting: list[tuple[float, int, VictimRef]] = []  # heap by start time
         self.now = -math.inf
@@ -290,7 +289,7 @@ class _Kept:
         self.live.clear()
         self.live_tenants.clear()
         self.waiting = []
-        for _key, refs in self.jobs.values():
+        for refs in self.jobs.values():
             for t0, ref in refs:
                 self._tick += 1
                 ref.where = _WAITING
@@ -302,7 +301,7 @@ class _Kept:
     def compact(self) -> None:
         """Write the slot pairs of every record with a row again, densely."""
         rows = self.rows
-        alive = [r for _key, refs in self.jobs.values() for _t0, r in refs if r.rid >= 0]
+        alive = [r for refs in self.jobs.values() for _t0, r in refs if r.rid >= 0]
         alive += [r for r in self.volatile if r.rid >= 0]
         rows.pool_used = rows.pool_live = 0
         for r in alive:
@@ -311,7 +310,7 @@ class _Kept:
     def _refresh_labels(self) -> None:
         label = self.labels.label
         rows = self.rows
-        for _key, refs in self.jobs.values():
+        for refs in self.jobs.values():
             for _t0, ref in refs:
                 if ref.rid >= 0:
                     rows.label[ref.rid] = label[ref.key]
@@ -395,14 +394,17 @@ class VictimIndex:
         if now < kept.now or min_runtime != kept.min_runtime:
             kept.restart(now, min_runtime)
         kept.now = now
-        jobs = kept.jobs
+        jobs, stamps = kept.jobs, kept.stamps
         bindings = self.cluster.bindings_view()
         pool_of: list[int] | None = None
         seen: set[str] = set()
         volatile: list[VictimRef] = []
         for e in self.queue.running():
             job = e.job
-            if not job.preemptible or (job.gang and e.terminating):
+            if not job.preemptible:
+                continue
+            term = e.terminating
+            if term and job.gang:
                 continue
             started = e.started_at
             if started is None:  # its records' order reads the cycle's time: not kept
@@ -410,31 +412,33 @@ class VictimIndex:
                     pool_of = self.snap.cols.pool_id[: self.snap.num_slots].tolist()
                 mine = []
                 for t0, ref in self._refs_of(e, bindings, pool_of):
-                    kept.enter(ref, None)
                     kept.volatile.append(ref)
+                    kept.enter(ref, None)
                     if now - (now if t0 is None else t0) >= min_runtime:
                         volatile.append(ref)
                         mine.append(ref)
-                kept.volatile_of[e.id] = mine
+                kept.volatile_of[job.id] = mine
                 continue
-            jid = e.id
+            jid = job.id
             seen.add(jid)
-            key = (e.seq, e.version, len(e.terminating), started)
-            hit = jobs.get(jid)
-            if hit is not None:
-                if hit[0] == key:
-                    continue
-                for _t0, ref in hit[1]:
+            key = (e.seq, e.version, len(term), started)
+            if stamps.get(jid) == key:
+                continue
+            old = jobs.get(jid)
+            if old is not None:
+                for _t0, ref in old:
                     kept.leave(ref)
             if pool_of is None:
                 pool_of = self.snap.cols.pool_id[: self.snap.num_slots].tolist()
             refs = self._refs_of(e, bindings, pool_of)
-            jobs[jid] = (key, refs)
+            jobs[jid] = refs
+            stamps[jid] = key
             for t0, ref in refs:
                 kept.enter(ref, t0)
         if len(seen) != len(jobs):
             for jid in jobs.keys() - seen:
-                for _t0, ref in jobs.pop(jid)[1]:
+                del stamps[jid]
+                for _t0, ref in jobs.pop(jid):
                     kept.leave(ref)
         kept.promote(now, min_runtime)
         out = list(kept.live)
@@ -585,9 +589,7 @@ class VictimColumns:
             out = []
             for jid in sorted({p.job for p in pods}):
                 hit = kept.jobs.get(jid)
-                mine = (
-                    [r for _t0, r in hit[1]] if hit is not None else kept.volatile_of.get(jid, [])
-                )
+                mine = [r for _t0, r in hit] if hit is not None else kept.volatile_of.get(jid, [])
                 for r in mine:
                     if pods.isdisjoint(r.pods):
                         continue
