@@ -202,7 +202,7 @@ class _Cycle:
         pol = self.preemption
         index = VictimIndex(
             self.queue, self.cluster, self.snap, self.pools.names,
-            now=self._now, min_runtime=pol.min_runtime,
+            now=self._now, min_runtime=pol.min_runtime, keep=self.incremental,
         )  # fmt: skip
         self.pre = Preemption(
             pol, snap=self.snap, ledger=self.ledger, pools=self.pools, index=index,
@@ -569,14 +569,16 @@ class _Cycle:
             counts: dict[str, int] = {}
             for p in e.remaining():
                 counts[p.role] = counts.get(p.role, 0) + 1
-            facts.quota_key = (
-                job.tenant,
-                job.gang,
-                tuple(
-                    (r.name, r.resources.total_milli, counts.get(r.name, 0),
-                     facts.role_models.get(r.name, ()))
-                    for r in job.roles
-                ),
+            facts.quota_key = self.facts.intern_quota_key(
+                (
+                    job.tenant,
+                    job.gang,
+                    tuple(
+                        (r.name, r.resources.total_milli, counts.get(r.name, 0),
+                         facts.role_models.get(r.name, ()))
+                        for r in job.roles
+                    ),
+                )
             )  # fmt: skip
         key = (led.version, facts.quota_key)
         hit = self.quota_memo.get(key)
@@ -716,7 +718,7 @@ class _Facts:
             self.unlimited_decision = admit_without_quotas(job, e.remaining(), self.role_models)
         self.shape: int | None = None
         self.never: tuple[tuple[Any, ...], Reason | None] | None = None
-        self.quota_key: tuple[Any, ...] | None = None  # what its quota decision depends on
+        self.quota_key: int | None = None  # what its quota decision depends on (interned)
         self.restricted: Job | None = None  # the job narrowed to its cached decision's models
 
 
@@ -731,6 +733,12 @@ class _JobFacts:
         self.pools_key = pools_key
         self.facts: dict[int, _Facts] = {}
         self.shapes: dict[tuple[Any, ...], int] = {}
+        self.quota_keys: dict[tuple[Any, ...], int] = {}
+
+    def intern_quota_key(self, key: tuple[Any, ...]) -> int:
+        """A small int naming what a job's quota decision depends on (equal keys, equal
+        ints), so the cycle's memo of quota decisions hashes two ints per lookup."""
+        return self.quota_keys.setdefault(key, len(self.quota_keys))
 
     @classmethod
     def for_cycle(

@@ -28,6 +28,7 @@ from kant.contracts import PlaceFn
 from kant.model import PREEMPTIBLE_CODES, Binding, PodId, Reason, Victim, VictimReason
 from kant.preemption.candidates import VictimIndex, VictimRef
 from kant.preemption.policy import PreemptionPolicy
+from kant.preemption.replay import light_replay
 from kant.preemption.rules import Preemptor, VictimUnit, builtin_reason
 from kant.preemption.search import find_victims
 from kant.preemption.whatif import CycleWhatIf
@@ -59,6 +60,7 @@ class Preemption:
         self.holds = holds
         self.uncharged = uncharged if uncharged is not None else {}
         self._terminating: list[tuple[Binding, str]] | None = None
+        self._going_memo: tuple[int, list[tuple[Binding, str]]] | None = None
         self._searched = False
         self.snap = snap
         self.ledger = ledger
@@ -192,19 +194,21 @@ class Preemption:
                 found = self._fit_now(e, pods, role_models)
         if found is None:
             going = []  # the search proper: what runs now, with the victims still there
-            picked_all, held = self._prefilter(
+            picked_all, held, pos = self._prefilter(
                 pre, e, refs, models, only_priority=not (reclaim or backfill)
             )
             if reclaim and pol.reclaim_others_first:
-                picked_all = [r for r in picked_all if r.tenant != pre.tenant] + [
-                    r for r in picked_all if r.tenant == pre.tenant
-                ]
-            found = self._find(pre, e, dec, pods, role_models, picked_all, held, pools)
+                first = [i for i, r in enumerate(picked_all) if r.tenant != pre.tenant]
+                first += [i for i, r in enumerate(picked_all) if r.tenant == pre.tenant]
+                picked_all = [picked_all[i] for i in first]
+                if pos is not None:
+                    pos = pos[np.array(first, dtype=np.int64)]
+            found = self._find(pre, e, dec, pods, role_models, picked_all, held, pools, pos)
             if found is None and not job.gang and len(pods) > 1:
                 lo, hi = 0, len(pods) - 1  # the most pods preemption can place, by bisection
                 while lo < hi:
                     k = (lo + hi + 1) // 2
-                    f = self._find(pre, e, dec, pods[:k], role_models, picked_all, held, pools)
+                    f = self._find(pre, e, dec, pods[:k], role_models, picked_all, held, pools, pos)
                     if f is None:
                         hi = k - 1
                     else:
@@ -251,15 +255,17 @@ class Preemption:
         picked: list[VictimRef],
         held: int,
         pools: set[int],
+        pos: np.ndarray | None = None,
     ) -> tuple[list[tuple[VictimUnit, VictimReason]], tuple[Binding, ...]] | None:
-        """The light checks, then the minimal victim search, for ``pods`` of ``e``."""
+        """The light checks, then the minimal victim search, for ``pods`` of ``e``
+        (``pos``: the positions of ``picked`` in the index's columns, when known)."""
         job = e.job
         agg = self.snap.agg["pool"]
         free = sum(int(agg[p, Snapshot.AGG_FREE_MILLI]) for p in pools)
         need = sum(job.role(p.role).resources.total_milli for p in pods)
         if not picked or free + held < need:
             return None  # necessary: free GPU milli plus what the candidates hold
-        picked = self._reachable(e, dec, pods, pools, picked, role_models)
+        picked = self._reachable(e, dec, pods, pools, picked, role_models, pos)
         if not picked:
             return None
         return self._search(pre, e, pods, role_models, picked, pools)
@@ -287,6 +293,8 @@ class Preemption:
                         self._terminating.append((self.index.cluster.binding(p), r.job.tenant))
         if not self.victims:
             return self._terminating
+        if self._going_memo is not None and self._going_memo[0] == len(self.victims):
+            return self._going_memo[1]
         out = list(self._terminating)
         seen = {b.pod for b, _t in out}
         for v in self.victims:
@@ -296,6 +304,7 @@ class Preemption:
             for p in v.pods:
                 if p not in seen:
                     out.append((self.index.cluster.binding(p), ve.job.tenant))
+        self._going_memo = (len(self.victims), out)  # victims are only ever appended
         return out
 
     @contextmanager
@@ -394,9 +403,10 @@ class Preemption:
         models: set[str],
         *,
         only_priority: bool,
-    ) -> tuple[list[VictimRef], int]:
+    ) -> tuple[list[VictimRef], int, np.ndarray | None]:
         """The candidates the rules allow (with each other tenant's exposure judged over the
-        preemptor's GPU models), in victim order, and the GPU milli they hold."""
+        preemptor's GPU models), in victim order, the GPU milli they hold and (with the
+        built-in rules only) their positions in the index's columns."""
         pol = self.policy
         borrowing = self.ledger.borrowing
         exposed = {t: any(borrowing(t, m) for m in models) for t in self.index.tenants}
@@ -423,11 +433,11 @@ class Preemption:
             held += r.held
             if pol.max_candidates is not None and len(picked) >= pol.max_candidates:
                 break
-        return picked, held
+        return picked, held, None
 
     def _prefilter_builtin(
         self, pre: Preemptor, e: Entry, exposed: dict[str, bool]
-    ) -> tuple[list[VictimRef], int]:
+    ) -> tuple[list[VictimRef], int, np.ndarray]:
         """:meth:`_prefilter` with the built-in rules only, over the index's columns: the
         same records in the same order as :func:`~kant.preemption.rules.builtin_reason`
         asked of each (its branches, in order, as masks), without a Python call per record."""
@@ -435,7 +445,7 @@ class Preemption:
         cols = self.index.columns()
         n = len(cols.refs)
         if not n:
-            return [], 0
+            return [], 0, np.zeros(0, dtype=np.int64)
         own = cols.tenant_of.get(pre.tenant, -1)
         other = cols.tenant != own
         exposed_of = np.array([exposed[t] for t in self.index.tenants], dtype=bool)
@@ -468,7 +478,7 @@ class Preemption:
         if pol.max_candidates is not None:
             idx = idx[: pol.max_candidates]
         refs = cols.refs
-        return [refs[i] for i in idx.tolist()], int(cols.held[idx].sum())
+        return [refs[i] for i in idx.tolist()], int(cols.held[idx].sum()), idx
 
     def _search(
         self,
@@ -515,6 +525,7 @@ class Preemption:
         pools: set[int],
         picked: list[VictimRef],
         role_models: dict[str, tuple[str, ...]],
+        pos: np.ndarray | None = None,
     ) -> list[VictimRef]:
         """The candidates worth a search, or [] when it would be hopeless. A light replay of
         the search on the quota ledger and per-node GPU counts, no snapshot work:
@@ -527,9 +538,51 @@ class Preemption:
 
         For a job blocked by capacity only, candidates whose nodes cannot reach ``g`` free
         GPUs even with every candidate gone are dropped first (the search's minimisation
-        would spare them anyway). O(candidate pods), a few quota checks."""
+        would spare them anyway). O(candidate pods), a few quota checks.
+
+        With the candidates' positions in the index's columns (``pos``) and one GPU model
+        per candidate, the same answer over columns (:func:`kant.preemption.replay.light_replay`);
+        otherwise one candidate at a time (:meth:`_reachable_walk`)."""
         gs = {r.resources.gpus for r in e.job.roles if r.resources.total_milli}
         g = gs.pop() if len(gs) == 1 else 0
+        if pos is None:
+            return self._reachable_walk(e, dec, pods, pools, picked, role_models, g)
+        led = self.ledger
+
+        def quota_ok() -> bool:
+            if dec.ok:
+                return True
+            full = admit_quota(led, e.job, pods, role_models)
+            return full.ok and len(full.pods) == len(pods)
+
+        def room_slots() -> np.ndarray:
+            best = [s for pool in sorted(pools) for s in self.snap.best_fit(pool, g)]
+            return np.array(best, dtype=np.int64)
+
+        mark = led.mark()
+        try:
+            got = light_replay(
+                cols=self.index.columns(), pos=pos, picked=picked, tenant=e.job.tenant,
+                ledger=led, quota_ok=quota_ok, dec_ok=dec.ok, g=g, need_pods=len(pods),
+                free=self.snap.cols.free_gpus, room_slots=room_slots,
+            )  # fmt: skip
+        finally:
+            led.rollback(mark)
+        if got is not None:
+            return got
+        return self._reachable_walk(e, dec, pods, pools, picked, role_models, g)
+
+    def _reachable_walk(
+        self,
+        e: Entry,
+        dec: QuotaDecision,
+        pods: tuple[PodId, ...],
+        pools: set[int],
+        picked: list[VictimRef],
+        role_models: dict[str, tuple[str, ...]],
+        g: int,
+    ) -> list[VictimRef]:
+        """:meth:`_reachable` one candidate at a time (``g``: GPUs per pod, 0 if mixed)."""
         free = self.snap.cols.free_gpus
         if g > 1 and dec.ok:
             potential: dict[int, int] = {}
