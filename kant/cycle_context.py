@@ -210,8 +210,11 @@ class PolicyContext:
         "not known": readiness decides. O(roles x pools + held allocations), nothing
         changed."""
         counts: dict[str, int] = {}
-        for p in dec.pods:
-            counts[p.role] = counts.get(p.role, 0) + 1
+        if len(job.roles) == 1:
+            counts[job.roles[0].name] = len(dec.pods)
+        else:
+            for p in dec.pods:
+                counts[p.role] = counts.get(p.role, 0) + 1
         snap = self.snap
         pool_of = snap.cols.pool_id
         back: dict[int, int] = {}  # pool id -> GPUs the hold holds there
