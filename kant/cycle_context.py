@@ -14,7 +14,7 @@ import weakref
 from typing import Any
 
 from kant.admission import forecast as fc
-from kant.admission.holds import Holds
+from kant.admission.holds import Hold, Holds
 from kant.admission.pools import Pools
 from kant.admission.quota import QuotaDecision, QuotaLedger, admit_quota
 from kant.contracts import CandidateView, PlaceFn, Reservation
@@ -190,6 +190,9 @@ class PolicyContext:
             return True
         if n >= known[1]:
             return False
+        if self._too_few_gpus(job.job, dec, held):
+            known[1] = n
+            return False
         with self.snap.transaction():
             held.give_back(self.snap)
             ok = self.pools.ready(job.job, dec) is None
@@ -199,6 +202,47 @@ class PolicyContext:
         else:
             known[1] = n
         return ok
+
+    def _too_few_gpus(self, job: Job, dec: QuotaDecision, held: Hold) -> bool:
+        """True when the job cannot pass readiness even with ``held`` given back: a gang
+        role (a pod-level job: every role) needs more whole GPUs than its pools have free
+        plus every GPU ``held`` holds there (giving back frees at most those). False means
+        "not known": readiness decides. O(roles x pools + held allocations), nothing
+        changed."""
+        counts: dict[str, int] = {}
+        if len(job.roles) == 1:
+            counts[job.roles[0].name] = len(dec.pods)
+        else:
+            for p in dec.pods:
+                counts[p.role] = counts.get(p.role, 0) + 1
+        snap = self.snap
+        pool_of = snap.cols.pool_id
+        back: dict[int, int] = {}  # pool id -> GPUs the hold holds there
+        for a in held.taken:
+            if a.gpu_mask:
+                pid = int(pool_of[a.slot])
+                back[pid] = back.get(pid, 0) + a.gpu_mask.bit_count()
+        agg = snap.agg["pool"]
+        models = self.pools.models
+        asked = False
+        for role in job.roles:
+            n = counts.get(role.name, 0)
+            if not n:
+                continue
+            asked = True
+            g = role.resources.gpus
+            if not g:
+                return False  # CPU only or a GPU share: not bounded here
+            pools = [models[m] for m in dec.models.get(role.name, ())]
+            if not pools:
+                return False
+            most = sum(int(agg[p, snap.AGG_FREE_GPUS]) + back.get(p, 0) for p in pools)
+            short = g * (n if job.gang else 1) > most
+            if job.gang and short:
+                return True
+            if not job.gang and not short:
+                return False
+        return asked and not job.gang
 
     def _ready_key(self, job: Job, dec: QuotaDecision) -> tuple[tuple[Any, ...], int]:
         """What :meth:`kant.admission.pools.Pools.ready` reads besides the snapshot, as a key

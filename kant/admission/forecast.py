@@ -142,15 +142,19 @@ class _Kept:
     dec: tuple[Any, ...]
     now: float
     first: float  # the earliest expected end then: the first state tried
+    floor: float  # states from this time on were tried: ``first``, or -inf when the state
+    # before any end (everything in ``items`` holding its devices) was found to fail readiness
     items: list[Item]
     result: Reservation | None
     exhausted: bool  # every end time was tried (not cut by MAX_PLACEMENTS)
+    clean: bool  # it placed at the first state readiness passed (every earlier one failed it)
 
 
 class KeptForecast:
     """The last forecast of one queue, reused while it must give the same answer (Slurm's
     backfill and Maui likewise keep a reservation until the running set or the head
-    changes). Kept per queue across cycles; ``hits`` and ``misses`` count its use.
+    changes). Kept per queue across cycles; ``hits`` and ``misses`` count its use, ``grown``
+    the hits where jobs started since (below).
 
     Why a reuse is exact: on the snapshot a forecast starts from, the devices free at time
     ``t`` are the cluster's minus those of every item whose time is after ``t``. If the
@@ -159,12 +163,24 @@ class KeptForecast:
     try (the end times from ``now`` up to the kept start) is one the kept forecast tried
     and rejected, except the last, where it placed: the same start and placement (or, when
     every end was tried, the same None). A state at ``now`` made of items the kept forecast
-    released before its first end time was never tried: then it is computed afresh."""
+    released before its first end time was never tried: then it is computed afresh.
+
+    It is also reused when jobs that started since hold devices only until the kept start
+    (the items after ``now`` are the kept ones plus items ending by then: a job backfilled on
+    the reserved devices), provided the kept forecast placed at the first state that passed
+    readiness. Every state the new forecast tries before the start then holds at least what
+    the kept state of that time held (readiness, :func:`kant.admission.readiness.readiness`,
+    only compares free amounts with what is needed, so it fails there again, and no
+    placement is attempted), and the state at the start is the kept one: the same start
+    and placement."""
 
     def __init__(self) -> None:
         self.kept: _Kept | None = None
         self.hits = 0
         self.misses = 0
+        self.grown = (
+            0  # hits (counted in ``hits`` too) where jobs that started since end by the start
+        )
 
     def lookup(
         self, e: Entry, pods: tuple[PodId, ...], dec: tuple[Any, ...], occ: Occupancy
@@ -191,12 +207,16 @@ class KeptForecast:
             self.misses += 1
             return False, None
         items = occ.items
-        if (r is None or r.start > now) and items and items[0][0] <= now and k.first > now:
+        if (r is None or r.start > now) and items and items[0][0] <= now and k.floor > now:
             self.misses += 1  # a state at now the kept forecast never tried
             return False, None
-        if _after(items, now) != _after(k.items, now):
-            self.misses += 1
-            return False, None
+        after = _after(items, now)
+        kept_after = _after(k.items, now)
+        if after != kept_after:
+            if not _grown(k, items, after, kept_after, now):
+                self.misses += 1
+                return False, None
+            self.grown += 1
         self.hits += 1
         return True, r
 
@@ -208,12 +228,42 @@ class KeptForecast:
         occ: Occupancy,
         result: Reservation | None,
         exhausted: bool,
+        *,
+        clean: bool = False,
+        before_failed: bool = False,
     ) -> None:
-        """Keep this forecast (the previous one is forgotten)."""
+        """Keep this forecast (the previous one is forgotten). ``clean``: it placed at the
+        first state that passed readiness; ``before_failed``: the state before any end
+        failed readiness."""
         first = occ.items[0][0] if occ.items else math.inf
+        floor = -math.inf if before_failed else first
         self.kept = _Kept(
-            occ.static, e, e.version, pods, dec, occ.now, first, occ.items, result, exhausted
-        )
+            occ.static, e, e.version, pods, dec, occ.now, first, floor, occ.items, result,
+            exhausted, clean,
+        )  # fmt: skip
+
+
+def _grown(
+    k: _Kept, items: list[Item], after: list[Item], kept_after: list[Item], now: float
+) -> bool:
+    """Does the kept forecast hold although the items after ``now`` changed? Only when they
+    are the kept ones plus items that end by the kept start (so the state at the start is the
+    kept one), every state the new forecast tries before the start is at least as full as a
+    kept state that failed readiness (a time from the kept first end on, and the kept
+    forecast placed at the first state readiness passed), and the start is after ``now``."""
+    r = k.result
+    if r is None or not k.clean or r.start <= now or len(after) < len(kept_after):
+        return False
+    start = r.start
+    if items and k.floor > items[0][0] < start:
+        return False  # a state the kept forecast never tried
+    i, n = 0, len(kept_after)
+    for it in after:
+        if i < n and it == kept_after[i]:
+            i += 1
+        elif it[0] > start:
+            return False  # an item the kept forecast did not have, held past the start
+    return i == n
 
 
 def _after(items: list[Item], t: float) -> list[Item]:
@@ -254,6 +304,10 @@ def forecast(
     narrowed = restricted(job, dec)
     tries = 0
     found: Reservation | None = None
+    clean = False  # placed at the first state that passed readiness
+    keep = kept is not None and occupancy is not None
+    # does the state before any end (the snapshot now) fail readiness? (for KeptForecast)
+    before_failed = keep and pools.ready(job, dec) is not None
     with snap.transaction():
         i = 0
         while i < len(ends) and tries < MAX_PLACEMENTS:
@@ -270,8 +324,11 @@ def forecast(
                 res = place(narrowed, dec.pods)
                 if res.bindings and not res.unplaced:
                     found = Reservation(job=e.id, start=t, bindings=tuple(res.bindings))
+                    clean = tries == 1
                     break
         exhausted = i >= len(ends)
     if kept is not None and occupancy is not None:
-        kept.store(e, pods, dec_key, occupancy, found, exhausted)
+        kept.store(
+            e, pods, dec_key, occupancy, found, exhausted, clean=clean, before_failed=before_failed
+        )
     return found

@@ -128,3 +128,68 @@ def test_a_kept_reservation_is_recomputed_when_a_running_job_ends_early() -> Non
     finish(s, "r2", now=5)  # expected at 1000: the head now waits for r1 only
     r = s.step(now=5)
     assert r.reservation is not None and r.reservation.start == 100
+
+
+def test_a_job_backfilled_onto_the_reserved_devices_leaves_the_heads_reservation_kept() -> None:
+    s = _blocked_head()
+    first = s.step(now=2).reservation
+    assert first is not None and first.start == 100
+    s.submit(job("short", gpus=4, runtime=50, submitted_at=3), now=3)
+    assert "short" in s.step(now=3).placed  # it ends at 53, before the head's start
+    kept = kept_forecast(s.queue)
+    hits, misses = kept.hits, kept.misses
+    for t in range(4, 8):  # the head waits for r1 at 100 still: nothing to recompute
+        s.submit(job(f"big{t}", gpus=8, replicas=2, runtime=50, submitted_at=t), now=t)
+        assert s.step(now=t).reservation == first
+    assert (kept.hits, kept.misses) == (hits + 4, misses)
+    assert kept.grown >= 4
+
+
+def test_a_job_started_past_the_reserved_start_has_the_heads_reservation_recomputed() -> None:
+    """Four 8-GPU nodes: the 2 x 8-GPU head waits until 1000 (nodes n0 and n1); a job that
+    will hold n3 past 1000 starts beside the reservation: no reuse (the state at 1000 is not
+    the kept one), the same answer computed afresh."""
+    s = scheduler(nodes(4), policy=EasyBackfill(), strategy="firstfit")
+    for name, gpus, runtime in [("r1", 4, 100), ("r2", 4, 1000), ("r3", 4, 1000),
+                                ("r4", 8, 1000), ("r5", 4, 1000)]:  # fmt: skip
+        s.submit(job(name, gpus=gpus, runtime=runtime), now=0)
+    s.step(now=0)  # n0: r1 + r2, n1: r3 + r5, n2: r4; n3 free
+    s.submit(job("head", gpus=8, replicas=2, runtime=10, submitted_at=1), now=1)
+    s.submit(job("long", gpus=8, replicas=3, runtime=500, submitted_at=1), now=1)  # gated
+    first = s.step(now=2).reservation
+    assert first is not None and first.start == 1000
+    assert {b.node for b in first.bindings} == {"lf0-n0", "lf0-n1"}
+    kept = kept_forecast(s.queue)
+    misses = kept.misses
+    s.submit(job("other", gpus=4, runtime=5000, submitted_at=3), now=3)
+    assert "other" in s.step(now=3).placed  # after the head's reservation was looked up
+    assert kept.misses == misses
+    assert s.step(now=4).reservation == first
+    assert kept.misses == misses + 1
+    assert s.step(now=5).reservation == first
+    assert kept.misses == misses + 1  # kept again from 4 on
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    specs=st.lists(
+        st.tuples(
+            st.sampled_from([1, 1, 2, 4, 8]),
+            st.integers(1, 12),  # wide gangs of small pods, as in an SWF replay
+            st.integers(1, 40),  # every job has an estimate...
+            st.sampled_from([1.0, 1.0, 1.0, 1.0, 0.5]),  # ...mostly exact: jobs backfill
+            st.integers(0, 30),
+        ),
+        min_size=6,
+        max_size=18,
+    ),
+    n_nodes=st.integers(2, 4),
+    strategy=st.sampled_from(["firstfit", "ebinpack"]),
+)
+def test_a_reservation_kept_while_jobs_backfill_before_its_start_gives_the_same_decisions(
+    specs: list[tuple[int, int, int | None, float, int]], n_nodes: int, strategy: str
+) -> None:
+    kept, s_kept = _run(True, specs, n_nodes, strategy, [], None)
+    fresh, _s = _run(False, specs, n_nodes, strategy, [], None)
+    assert kept == fresh
+    check_invariants(s_kept)
