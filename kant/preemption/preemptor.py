@@ -78,7 +78,6 @@ class Preemption:
         # the policy's fixed answers, read once per cycle (the cheap exits run per waiting job)
         self._enabled = policy.enabled
         self._any_kind = bool(policy.rules) or policy.priority  # open to any job but a cascade
-        self._going_memo: tuple[int, bool] = (-1, False)  # (len(victims), anything going)
 
     def may_preempt(self, reason: Reason, *, partly_placed: bool, nominated: bool) -> bool:
         """May a job that failed for ``reason`` try to preempt now? Not when part of it was
@@ -110,12 +109,9 @@ class Preemption:
         return not self._anything_going()
 
     def _anything_going(self) -> bool:
-        """Is any victim pod still to go (``bool(self._going())``, kept per number of victims
-        chosen this cycle: nothing else changes it within a cycle)?"""
-        n = len(self.victims)
-        if self._going_memo[0] != n:
-            self._going_memo = (n, bool(self._going()))
-        return self._going_memo[1]
+        """Is any victim pod still to go? (:meth:`_going` keeps its list per number of
+        victims chosen this cycle: nothing else changes it within a cycle.)"""
+        return bool(self._going())
 
     def preempt(
         self,
