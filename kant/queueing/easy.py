@@ -114,7 +114,8 @@ class EasyBackfill:
 
     With ``keep_reservation`` (the default) the head's reservation is kept across cycles
     and reused while it must be the same (same head, quota decision, nodes and health, and
-    the same jobs holding devices after now: :class:`kant.admission.forecast.KeptForecast`),
+    the same jobs holding devices after now, or those plus jobs started since that end by the
+    reserved start: :class:`kant.admission.forecast.KeptForecast`),
     as Slurm's backfill and Maui keep theirs; ``False`` computes it afresh every cycle. The
     decisions are the same either way.
     """

@@ -170,7 +170,7 @@ def test_a_job_started_past_the_reserved_start_has_the_heads_reservation_recompu
     assert kept.misses == misses + 1  # kept again from 4 on
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     specs=st.lists(
         st.tuples(

@@ -49,7 +49,7 @@ def _run(specs: list[tuple[int, int, bool, int, int]], n_nodes: int) -> list[obj
     return out
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(specs=st.lists(_JOB, min_size=4, max_size=16), n_nodes=st.integers(1, 3))
 def test_the_bound_on_free_gpus_gives_the_answers_of_giving_the_reservation_back(
     specs: list[tuple[int, int, bool, int, int]], n_nodes: int
