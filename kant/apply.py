@@ -80,8 +80,11 @@ def apply(
         except KantError:
             stale.append(jid)
             continue
+        models: dict[str, str | None] = {}
         for b in bs:
-            admitter.charge(e.job.tenant, b, cluster.node(b.node).gpu_model)
+            if b.node not in models:
+                models[b.node] = cluster.node(b.node).gpu_model
+        admitter.charge_many(e.job.tenant, bs, [models[b.node] for b in bs])
         queue.mark_assigned(jid, [b.pod for b in bs], now)
         bound.append(jid)
     # 2. Victims: terminating until the orchestrator reports them gone.

@@ -4,11 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+_SMALL = 1 << 16
+_BITS: dict[int, tuple[int, ...]] = {}
+
 
 def bits(mask: int) -> tuple[int, ...]:
-    """Indices of the set bits of ``mask``, ascending. O(popcount)."""
+    """Indices of the set bits of ``mask``, ascending. O(popcount); a mask below 2**16 (the
+    devices of a node of up to 16) is computed once and then read from a table."""
+    hit = _BITS.get(mask)
+    if hit is not None:
+        return hit
+    out = _bits(int(mask))
+    if 0 <= mask < _SMALL and type(mask) is int:
+        _BITS[mask] = out
+    return out
+
+
+def _bits(m: int) -> tuple[int, ...]:
     out = []
-    m = int(mask)
     while m:
         low = m & -m
         out.append(low.bit_length() - 1)

@@ -221,9 +221,13 @@ class _Cycle:
             self.queue, self.pools, self.candidates, keep=self.incremental
         )
         self.lap("snapshot")
-        with self.snap.transaction():
+        with self.snap.transaction() as tx:
             yield
-        self.lap("rollback")
+            # kept, not rolled back: the rows the cycle changed are re-synced from the truth
+            # at the next refresh anyway (after apply, most already equal it), so undoing them
+            # here would move each one twice for nothing; an exception still rolls back
+            tx.commit()
+        self.lap("close")
 
     def hold_nominations(self) -> None:
         for e in self.candidates:
@@ -328,7 +332,9 @@ class _Cycle:
             return
         # b. Node pools: an unknown GPU model is unresolvable (and blocks nobody).
         if facts is None:
-            facts = self.facts.of(e, self.pools)
+            facts = self.facts.facts.get(e.seq)  # _JobFacts.of, its hit inlined
+            if facts is None or facts.job is not job or facts.version != e.version:
+                facts = self.facts.of(e, self.pools)
         role_models, no_pool = facts.role_models, facts.no_pool
         if no_pool is not None:
             self.pending[jid] = no_pool
@@ -351,7 +357,25 @@ class _Cycle:
         placed: tuple[Binding, ...] = ()
         freeing = False  # waits for the quota victims still hold, which they will free
         if reason is None:
-            placed, reason, freeing = self._admit_and_place(e, dec, gate, facts)
+            # Placement depends only on the shape and the snapshot (while nothing is freed:
+            # holds.epoch), so a failed shape fails again this cycle. None: not cacheable
+            # (pods already running, or devices nominated for it).
+            holds = self.holds
+            shape: tuple[Any, ...] | None = None
+            if e.assigned or jid in holds.nominated:
+                pass
+            elif dec is facts.unlimited_decision:
+                # the job's cached decision: its shape is cached too (interned as one int)
+                sid = facts.shape if facts.shape is not None else self.facts.shape_id(facts)
+                shape = (sid, gate.use_reserved, holds.epoch)
+            else:
+                shape = (gate.use_reserved, holds.epoch, placement_shape(job, dec))
+            if shape is not None and self.incremental:
+                failed = self.failed_shapes.get(shape)
+                if failed is not None:
+                    self._blocked(e, dec, failed, facts)
+                    return
+            placed, reason, freeing = self._admit_and_place(e, dec, gate, facts, shape)
         if placed:
             self._commit_placed(e, placed)
         if reason is None:
@@ -370,6 +394,30 @@ class _Cycle:
             reason, partly_placed=bool(placed), nominated=nominated
         ):
             self._preempt(e, dec, role_models, may_backfill)
+
+    def _blocked(self, e: Entry, dec: QuotaDecision, failed: Reason, facts: _Facts) -> None:
+        """The rest of :meth:`consider` for a job whose placement shape already failed this
+        cycle with nothing freed since (so it fails again, for ``failed``): what the general
+        path does for it, in the fewest steps. Such a job holds no nomination and no pods
+        (its shape is cached only then), so its reason is the policy's word, and it may
+        preempt only past :meth:`Preemption.closed` (where most of a busy cycle's waiting
+        jobs stop)."""
+        reason = failed
+        if reason.code in _NEVER_FIT_CANDIDATES:
+            never = facts.never
+            if never is not None and never[0] == self.never_key:
+                reason = never[1] or reason
+            else:
+                reason = self._never_fits(e, facts.role_models, facts) or reason
+        run = self.run
+        reason = run.explain(e, reason)
+        self.pending[e.job.id] = reason
+        may_backfill = run.failed(e, reason)
+        pre = self.pre
+        if pre.may_preempt(reason, partly_placed=False, nominated=False) and not pre.closed(
+            e, dec, may_backfill
+        ):
+            self._preempt(e, dec, facts.role_models, may_backfill)
 
     def close_run(self) -> None:
         """Collect the policy run's reservations (inside the cycle's transaction: a run may
@@ -448,28 +496,15 @@ class _Cycle:
         live.rollback(mark)
         return k
 
-    def _shape(
-        self, e: Entry, dec: QuotaDecision, gate: Gate, facts: _Facts
-    ) -> tuple[Any, ...] | None:
-        """Placement depends only on this key and the snapshot (while nothing is freed), so a
-        failed shape fails again this cycle. None: not cacheable (pods already running)."""
-        if e.assigned or e.job.id in self.holds.nominated:
-            return None
-        job = e.job
-        if dec is facts.unlimited_decision:
-            # the job's cached decision: its shape is cached too (interned as one int)
-            return (self.facts.shape_id(facts), gate.use_reserved, self.holds.epoch)
-        return (gate.use_reserved, self.holds.epoch, placement_shape(job, dec))
-
     def _admit_and_place(
-        self, e: Entry, dec: QuotaDecision, gate: Gate, facts: _Facts
+        self, e: Entry, dec: QuotaDecision, gate: Gate, facts: _Facts, shape: tuple[Any, ...] | None
     ) -> tuple[tuple[Binding, ...], Reason | None, bool]:
-        """Readiness and placement of the quota-admitted pods. Returns the bindings made
-        (committed to the snapshot), why the job's remaining pods are not all placed, and
-        whether that is only the quota that victims still to go hold (it frees itself: the
-        cycle's ledger no longer charges them, the live usage still does)."""
+        """Readiness and placement of the quota-admitted pods (``shape``: their placement
+        shape, see :meth:`consider`). Returns the bindings made (committed to the snapshot),
+        why the job's remaining pods are not all placed, and whether that is only the quota
+        that victims still to go hold (it frees itself: the cycle's ledger no longer charges
+        them, the live usage still does)."""
         job = e.job
-        shape = self._shape(e, dec, gate, facts)
         if shape is not None and shape in self.failed_shapes:
             return (), self.failed_shapes[shape], False
         with self.snap.transaction() as tx:
@@ -594,11 +629,18 @@ class _Cycle:
         return why
 
     def _commit_placed(self, e: Entry, bindings: tuple[Binding, ...]) -> None:
+        by_model: dict[str, int] = {}  # one ledger change per GPU model (the same usage)
+        models: dict[str, str] = {}
         for b in bindings:
-            m = self.pools.model_of(b)
-            self.ledger.add(e.job.tenant, m, b.total_milli)
+            m = models.get(b.node)
+            if m is None:
+                m = models[b.node] = self.pools.model_of(b)
+            by_model[m] = by_model.get(m, 0) + b.total_milli
+        tenant = e.job.tenant
+        for m, milli in by_model.items():
+            self.ledger.add(tenant, m, milli)
             if self.live is not None:
-                self.live.add(e.job.tenant, m, b.total_milli)
+                self.live.add(tenant, m, milli)
         self.bindings.extend(bindings)
         self.placed.append(e.id)
         self.ctx.placed.append((e, bindings))

@@ -535,6 +535,19 @@ class PodId:
     def __str__(self) -> str:
         return f"{self.job}/{self.role}/{self.index}"
 
+    @classmethod
+    def trusted(cls, job: str, role: str, index: int) -> PodId:
+        """A pod id built without the validators, for a caller whose values already are valid
+        by construction (:meth:`Job.pods`: a checked job's id and role names, an index from
+        ``range``); anything else must call the class. O(1)."""
+        p = object.__new__(cls)
+        put = object.__setattr__
+        put(p, "job", job)
+        put(p, "role", role)
+        put(p, "index", index)
+        put(p, "_attrs_cached_hash", None)
+        return p
+
 
 def _to_kind(v: Any) -> Any:
     """Accept the string form of a JobKind; anything else is left for the validator."""
@@ -638,9 +651,12 @@ class Job:
 
     def pods(self) -> Iterator[PodId]:
         """Every pod of the job, roles in declaration order, then by index."""
+        make = PodId.trusted
+        jid = self.id
         for r in self.roles:
+            role = r.name
             for i in range(r.replicas):
-                yield PodId(job=self.id, role=r.name, index=i)
+                yield make(jid, role, i)
 
 
 # --------------------------------------------------------------------------- nodes
@@ -771,11 +787,14 @@ class Binding:
         valid by construction (the Placer: devices read off a snapshot row, a role's checked
         resources); anything else must call the class. O(1)."""
         b = object.__new__(cls)
-        for field, value in (
-            ("pod", pod), ("node", node), ("gpus", gpus), ("gpu_milli", gpu_milli),
-            ("nics", nics), ("cpu_milli", cpu_milli), ("memory_mib", memory_mib),
-        ):  # fmt: skip
-            object.__setattr__(b, field, value)
+        put = object.__setattr__
+        put(b, "pod", pod)
+        put(b, "node", node)
+        put(b, "gpus", gpus)
+        put(b, "gpu_milli", gpu_milli)
+        put(b, "nics", nics)
+        put(b, "cpu_milli", cpu_milli)
+        put(b, "memory_mib", memory_mib)
         return b
 
 

@@ -331,19 +331,23 @@ class Scheduler:
         node; a simulator finishing a gang calls it once). Raises what :meth:`pod_finished`
         raises, or UnknownPodError for a pod named twice, before changing anything."""
         entries: dict[str, Entry] = {}
+        t: float | None = None
         for pod in pods:
             e = self._held(pod)
             entries.setdefault(e.id, e)
-            now = self._pod_time(e, pod, now, "pods_finished")
+            if t is None:  # the checks of _pod_time, the time's own once
+                t = self._pod_time(e, pod, now, "pods_finished")
+            elif t < e.assigned[pod]:
+                self._pod_time(e, pod, t, "pods_finished")  # raises, naming the pod
+        if t is not None:
+            now = t
         if len(set(pods)) != len(pods):
             raise UnknownPodError(next(p for i, p in enumerate(pods) if p in pods[:i]))
         if not pods:
             return EventReport()
         self._tick(now, "pods_finished")
         self.cluster.release_many(pods)
-        for pod in pods:
-            if self.admitter.is_charged(pod):
-                self.admitter.uncharge(pod)
+        self.admitter.uncharge_charged(pods)
         by_job: dict[str, list[PodId]] = {}
         for pod in pods:
             by_job.setdefault(pod.job, []).append(pod)

@@ -474,6 +474,48 @@ class Admitter:
             k = (tenant, key_model)
             self._usage[k] = self._usage.get(k, 0) + milli
 
+    def charge_many(
+        self, tenant: str, bindings: Sequence[Binding], models: Sequence[str | None]
+    ) -> None:
+        """:meth:`charge` each of ``bindings`` (on a node of ``models[i]``), all or none
+        (DuplicateError for a pod already charged or named twice, nothing changed); usage
+        moves once per GPU model. O(bindings)."""
+        by_pod = self._by_pod
+        fresh = {b.pod for b in bindings}
+        if len(fresh) != len(bindings) or any(p in by_pod for p in fresh):
+            seen: set[PodId] = set()
+            for b in bindings:
+                if b.pod in by_pod or b.pod in seen:
+                    raise DuplicateError(f"pod {b.pod} is already charged")
+                seen.add(b.pod)
+        added: dict[str, int] = {}
+        for b, model in zip(bindings, models, strict=True):
+            milli = b.total_milli if model is not None else 0
+            key_model = model if model is not None else ""
+            by_pod[b.pod] = (tenant, key_model, milli)
+            if milli:
+                added[key_model] = added.get(key_model, 0) + milli
+        for m, milli in added.items():
+            k = (tenant, m)
+            self._usage[k] = self._usage.get(k, 0) + milli
+
+    def uncharge_charged(self, pods: Iterable[PodId]) -> None:
+        """:meth:`uncharge` every pod of ``pods`` that is charged (others are skipped); usage
+        moves once per tenant and GPU model. O(pods)."""
+        by_pod = self._by_pod
+        taken: dict[tuple[str, str], int] = {}
+        for pod in pods:
+            got = by_pod.pop(pod, None)
+            if got is not None and got[2]:
+                k = (got[0], got[1])
+                taken[k] = taken.get(k, 0) + got[2]
+        for k, milli in taken.items():
+            left = self._usage[k] - milli
+            if left:
+                self._usage[k] = left
+            else:
+                del self._usage[k]
+
     def uncharge(self, pod: PodId) -> None:
         """Take back what :meth:`charge` charged for ``pod``; raises
         :class:`~kant.errors.UnknownPodError` if it is not charged (nothing changes). O(1)."""

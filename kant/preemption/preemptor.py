@@ -60,7 +60,7 @@ class Preemption:
         self.holds = holds
         self.uncharged = uncharged if uncharged is not None else {}
         self._terminating: list[tuple[Binding, str]] | None = None
-        self._going_memo: tuple[int, list[tuple[Binding, str]]] | None = None
+        self._going_list: tuple[int, list[tuple[Binding, str]]] | None = None
         self._searched = False
         self.snap = snap
         self.ledger = ledger
@@ -75,21 +75,47 @@ class Preemption:
         self.search_ms = 0.0
         self.light_checks = 0
         self.hopeless: set[tuple[Any, ...]] = set()
+        # the policy's fixed answers, read once per cycle (the cheap exits run per waiting job)
+        self._enabled = policy.enabled
+        self._any_kind = bool(policy.rules) or policy.priority  # open to any job but a cascade
+        self._going_memo: tuple[int, bool] = (-1, False)  # (len(victims), anything going)
 
     def may_preempt(self, reason: Reason, *, partly_placed: bool, nominated: bool) -> bool:
         """May a job that failed for ``reason`` try to preempt now? Not when part of it was
         placed this cycle, when it already holds a nomination, or past the per-cycle cap."""
+        if not self._enabled or partly_placed or nominated:
+            return False
+        cap = self.policy.max_preemptors_per_cycle
+        return reason.code in PREEMPTIBLE_CODES and (cap is None or self.preemptors < cap)
+
+    def closed(self, e: Entry, dec: QuotaDecision, may_backfill: bool) -> bool:
+        """Would :meth:`preempt` return None for ``e`` at its cheap exits (the per-cycle caps,
+        no cascades, no kind of preemption open to it)? They change nothing, read no victim
+        index and build nothing: the test a waiting job that cannot preempt costs."""
         pol = self.policy
-        return (
-            pol.enabled
-            and reason.code in PREEMPTIBLE_CODES
-            and not partly_placed
-            and not nominated
-            and (
-                pol.max_preemptors_per_cycle is None
-                or self.preemptors < pol.max_preemptors_per_cycle
-            )
-        )
+        cap = pol.max_searches_per_cycle
+        if cap is not None and (
+            self.searches >= cap or self.light_checks >= LIGHT_CHECKS_PER_SEARCH * cap
+        ):
+            return True
+        backfill = may_backfill and pol.backfill
+        if (e.evicted_at is not None and self.now - e.evicted_at < pol.cascade_window) or (
+            e.assigned and self._being_evicted(e)
+        ):
+            return not backfill  # a cascade may only take back what backfilled past it
+        if backfill or self._any_kind:
+            return False
+        if pol.reclaim and (dec.within_nominal or not self.ledger.table.unlimited):
+            return False
+        return not self._anything_going()
+
+    def _anything_going(self) -> bool:
+        """Is any victim pod still to go (``bool(self._going())``, kept per number of victims
+        chosen this cycle: nothing else changes it within a cycle)?"""
+        n = len(self.victims)
+        if self._going_memo[0] != n:
+            self._going_memo = (n, bool(self._going()))
+        return self._going_memo[1]
 
     def preempt(
         self,
@@ -113,29 +139,17 @@ class Preemption:
         preempt by priority or reclaim (no cascades); as a Backfill head it may still take
         back what backfilled past it. A pod-level job that cannot be placed whole preempts
         for as many of its pods as preemption can place."""
-        pol = self.policy
-        if pol.max_searches_per_cycle is not None and self.searches >= pol.max_searches_per_cycle:
+        # The cheap exits first (each returns None and changes nothing, so their order is
+        # free): most would-be preemptors of a busy cycle stop here, before the victim index.
+        if self.closed(e, dec, may_backfill):
             return None
+        pol = self.policy
+        # (no cascades: a job just evicted does not evict in turn, see closed)
         cascade = (
             e.evicted_at is not None and self.now - e.evicted_at < pol.cascade_window
         ) or self._being_evicted(e)
-        if cascade and not (pol.backfill and may_backfill):
-            return None  # no cascades: a job just evicted does not evict in turn
         job = e.job
-        # The cheap exits first (each returns None and changes nothing, so their order is
-        # free): most would-be preemptors of a busy cycle stop here, before the victim index.
         quotas = not self.ledger.table.unlimited
-        may_reclaim = pol.reclaim and not cascade and (dec.within_nominal or quotas)
-        if (
-            not pol.rules
-            and not (may_reclaim or (pol.backfill and may_backfill))
-            and not (pol.priority and not cascade)
-            and not self._going()
-        ):
-            return None  # no kind of preemption is open to this job
-        cap = pol.max_searches_per_cycle
-        if cap is not None and self.light_checks >= LIGHT_CHECKS_PER_SEARCH * cap:
-            return None
         pods = e.remaining()
         models = {m for ms in role_models.values() for m in ms}
         pools = {self.pools.models[m] for m in models}
@@ -279,8 +293,8 @@ class Preemption:
                         self._terminating.append((self.index.cluster.binding(p), r.job.tenant))
         if not self.victims:
             return self._terminating
-        if self._going_memo is not None and self._going_memo[0] == len(self.victims):
-            return self._going_memo[1]
+        if self._going_list is not None and self._going_list[0] == len(self.victims):
+            return self._going_list[1]
         out = list(self._terminating)
         seen = {b.pod for b, _t in out}
         for v in self.victims:
@@ -290,7 +304,7 @@ class Preemption:
             for p in v.pods:
                 if p not in seen:
                     out.append((self.index.cluster.binding(p), ve.job.tenant))
-        self._going_memo = (len(self.victims), out)  # victims are only ever appended
+        self._going_list = (len(self.victims), out)  # victims are only ever appended
         return out
 
     @contextmanager

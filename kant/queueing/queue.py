@@ -147,9 +147,13 @@ class Entry:
     def remaining(self) -> tuple[PodId, ...]:
         """Pods neither placed nor finished, in the job's pod order."""
         if self._remaining is None:
-            self._remaining = tuple(
-                p for p in self.job.pods() if p not in self.assigned and p not in self.finished
-            )
+            if not self.assigned and not self.finished:
+                self._remaining = tuple(self.job.pods())
+            else:
+                held, done = self.assigned, self.finished
+                self._remaining = tuple(
+                    p for p in self.job.pods() if p not in held and p not in done
+                )
         return self._remaining
 
     def touch(self) -> None:

@@ -385,19 +385,40 @@ class ClusterState:
             tmp = scratch.get(b.node)
             if tmp is None:
                 rec = self._record(b.node)
-                tmp = scratch[b.node] = attrs.evolve(rec, gpu_used=list(rec.gpu_used), pods=set())
+                tmp = scratch[b.node] = _NodeRecord(
+                    spec=rec.spec, slot=rec.slot, healthy=rec.healthy,
+                    gpu_healthy=rec.gpu_healthy, nic_healthy=rec.nic_healthy,
+                    gpu_used=list(rec.gpu_used), nic_used=rec.nic_used, cpu_used=rec.cpu_used,
+                    mem_used=rec.mem_used, pods=set(),
+                )  # fmt: skip
             _check_fits(tmp, b)
-            _hold(tmp, b, +1)
+            milli = b.gpu_milli  # what _hold(tmp, b, +1) does, inline (once per pod)
+            used = tmp.gpu_used
+            for g in b.gpus:
+                used[g] += milli
+            if b.nics:
+                tmp.nic_used |= _bits_to_mask(b.nics)
+            tmp.pods.add(b.pod)
+            tmp.cpu_used += b.cpu_milli
+            tmp.mem_used += b.memory_mib
         for name, tmp in scratch.items():
             rec = self._records[name]
             rec.gpu_used = tmp.gpu_used
             rec.nic_used, rec.cpu_used, rec.mem_used = tmp.nic_used, tmp.cpu_used, tmp.mem_used
             rec.pods |= tmp.pods
             self._refresh_row(rec)
+        pods = self._pods
+        job_pods = self._job_pods
+        mine: set[PodId] | None = None
+        job = ""
         for b in bindings:
-            self._pods[b.pod] = b
+            pod = b.pod
+            pods[pod] = b
             self._allocated += b.total_milli
-            self._job_pods.setdefault(b.pod.job, set()).add(b.pod)
+            if mine is None or pod.job != job:
+                job = pod.job
+                mine = job_pods.setdefault(job, set())
+            mine.add(pod)
 
     def release_many(self, pods: Sequence[PodId]) -> tuple[Binding, ...]:
         """:meth:`release` every pod of ``pods``, all or none (UnknownPodError, changing
@@ -411,7 +432,15 @@ class ClusterState:
             rec = touched.get(b.node)
             if rec is None:
                 rec = touched[b.node] = self._records[b.node]
-            _hold(rec, b, -1)
+            milli = b.gpu_milli  # what _hold(rec, b, -1) does, inline (once per pod)
+            used = rec.gpu_used
+            for g in b.gpus:
+                used[g] -= milli
+            if b.nics:
+                rec.nic_used &= ~_bits_to_mask(b.nics)
+            rec.pods.discard(b.pod)
+            rec.cpu_used -= b.cpu_milli
+            rec.mem_used -= b.memory_mib
             self._forget(b.pod)
         for rec in touched.values():
             self._refresh_row(rec)
@@ -551,36 +580,37 @@ class ClusterState:
             raise InvariantError("\n".join(f"ClusterState: {e}" for e in errors))
 
 
+def _conflict(b: Binding, spec: NodeSpec, what: str) -> AllocationConflictError:
+    return AllocationConflictError(f"binding of {b.pod} on {spec.name!r}: {what}")
+
+
 def _check_fits(rec: _NodeRecord, b: Binding) -> None:
-    """Raise AllocationConflictError unless binding ``b`` fits node ``rec`` now."""
+    """Raise AllocationConflictError unless binding ``b`` fits node ``rec`` now (the message
+    is built only then)."""
     spec = rec.spec
-    where = f"binding of {b.pod} on {spec.name!r}"
     if not rec.healthy:
-        raise AllocationConflictError(f"{where}: node is unhealthy")
+        raise _conflict(b, spec, "node is unhealthy")
     for g in b.gpus:
         if g >= spec.gpus:
-            raise AllocationConflictError(f"{where}: node has no GPU {g} (has {spec.gpus})")
+            raise _conflict(b, spec, f"node has no GPU {g} (has {spec.gpus})")
         if not rec.gpu_healthy >> g & 1:
-            raise AllocationConflictError(f"{where}: GPU {g} is unhealthy")
+            raise _conflict(b, spec, f"GPU {g} is unhealthy")
         if rec.gpu_used[g] + b.gpu_milli > MILLI:
-            raise AllocationConflictError(
-                f"{where}: GPU {g} has {MILLI - rec.gpu_used[g]} milli free, needs {b.gpu_milli}"
-            )
+            free = MILLI - rec.gpu_used[g]
+            raise _conflict(b, spec, f"GPU {g} has {free} milli free, needs {b.gpu_milli}")
     for n in b.nics:
         if n >= spec.rdma_nics:
-            raise AllocationConflictError(f"{where}: node has no NIC {n}")
+            raise _conflict(b, spec, f"node has no NIC {n}")
         if not rec.nic_healthy >> n & 1:
-            raise AllocationConflictError(f"{where}: NIC {n} is unhealthy")
+            raise _conflict(b, spec, f"NIC {n} is unhealthy")
         if rec.nic_used >> n & 1:
-            raise AllocationConflictError(f"{where}: NIC {n} is already allocated")
+            raise _conflict(b, spec, f"NIC {n} is already allocated")
     if rec.cpu_used + b.cpu_milli > spec.cpu_milli:
-        raise AllocationConflictError(
-            f"{where}: needs {b.cpu_milli} CPU milli, {spec.cpu_milli - rec.cpu_used} free"
-        )
+        free = spec.cpu_milli - rec.cpu_used
+        raise _conflict(b, spec, f"needs {b.cpu_milli} CPU milli, {free} free")
     if rec.mem_used + b.memory_mib > spec.memory_mib:
-        raise AllocationConflictError(
-            f"{where}: needs {b.memory_mib} MiB, {spec.memory_mib - rec.mem_used} free"
-        )
+        free = spec.memory_mib - rec.mem_used
+        raise _conflict(b, spec, f"needs {b.memory_mib} MiB, {free} free")
 
 
 def _hold(rec: _NodeRecord, b: Binding, sign: int) -> None:
@@ -603,22 +633,26 @@ def _write_allocatable(cols: NodeColumns, rec: _NodeRecord) -> None:
     spec = rec.spec
     ok = rec.healthy
     free_mask = 0
-    total = 0
     row = cols.gpu_free[s]
-    row[:] = 0
-    for g in range(spec.gpus):
-        if ok and rec.gpu_healthy >> g & 1:
-            f = MILLI - rec.gpu_used[g]
-            row[g] = f
-            total += f
+    n = spec.gpus
+    if ok:
+        healthy, used = rec.gpu_healthy, rec.gpu_used
+        vals = [MILLI - used[g] if healthy >> g & 1 else 0 for g in range(n)]
+        for g, f in enumerate(vals):
             if f == MILLI:
                 free_mask |= 1 << g
+    else:
+        vals = [0] * n
+    row[:n] = vals  # one write for the row (the devices beyond the node's stay 0)
+    if row.shape[0] > n:
+        row[n:] = 0
+    total = sum(vals)
     nic_mask = ((1 << spec.rdma_nics) - 1) & rec.nic_healthy & ~rec.nic_used if ok else 0
     cols.ready[s] = ok
     cols.free_mask[s] = free_mask
     cols.free_gpus[s] = _popcount(free_mask)
     cols.free_milli[s] = total
-    cols.max_share[s] = int(row.max()) if row.shape[0] else 0
+    cols.max_share[s] = max(vals, default=0)
     cols.cpu_free[s] = spec.cpu_milli - rec.cpu_used if ok else 0
     cols.mem_free[s] = spec.memory_mib - rec.mem_used if ok else 0
     cols.nic_mask[s] = nic_mask

@@ -39,6 +39,8 @@ _KEY_SHIFT = 32  # sorted index key: free_gpus << 32 | slot
 
 _SNAPSHOT_TOKENS: Final = itertools.count()
 _CHANGE_LOG_KEEP: Final = 1 << 16
+_FEW_ROWS: Final = 8
+"""Up to this many rows, a refresh moves aggregates row by row (see _GroupIndex.replace_rows)."""
 """Entries of a snapshot's change log kept before the older half is dropped."""
 
 
@@ -72,37 +74,70 @@ class _GroupIndex:
             grown[: self.agg[level].shape[0]] = self.agg[level]
             self.agg[level] = grown
 
-    def add_rows(self, idx: IntArray, sign: int) -> None:
-        """Add (sign=+1) or remove (-1) the aggregate and index contributions of rows idx."""
+    def _row_values(self, idx: IntArray) -> tuple[list[IntArray], IntArray, IntArray]:
+        """Rows ``idx``'s contributions as they are now: per level the group ids (-1: none,
+        or the row is dead), the (free GPUs, wholly free, free milli) rows, and the pool ids
+        (-1: none or dead)."""
         cols = self.cols
-        live = idx[cols.alive[idx]]
-        if not live.size:
+        alive = cols.alive[idx]
+        fg = cols.free_gpus[idx]
+        g = cols.gpus[idx]
+        vals = np.stack(
+            (fg, ((fg == g) & (g > 0)).astype(np.int64), cols.free_milli[idx]), axis=1
+        ).astype(np.int64)
+        gids = [np.where(alive, ids[idx], -1) for _lv, ids in cols.level_arrays()]
+        return gids, vals, np.where(alive, cols.pool_id[idx], -1)
+
+    def replace_rows(self, idx: IntArray, copy: Callable[[], None]) -> None:
+        """Move rows ``idx``'s contributions from their values before ``copy()`` (which
+        rewrites those rows) to their values after it: index entries move only for rows
+        whose key changed. A few rows go one by one (numpy's per-call cost would dominate),
+        more in one pass per level. O(k x (levels + log n))."""
+        if len(idx) <= _FEW_ROWS:
+            self._replace_few(idx.tolist(), copy)
             return
-        fg = cols.free_gpus[live]
-        fm = cols.free_milli[live]
-        whole = ((fg == cols.gpus[live]) & (cols.gpus[live] > 0)).astype(np.int64)
-        for lv in LEVELS:
-            gid = getattr(cols, f"{lv}_id")[live]
-            has = gid >= 0
-            if not has.any():
+        old_gids, old_vals, old_pools = self._row_values(idx)
+        copy()
+        new_gids, new_vals, new_pools = self._row_values(idx)
+        for (lv, _ids), og, ng in zip(self.cols.level_arrays(), old_gids, new_gids, strict=True):
+            same = og == ng
+            if same.all():
+                d = new_vals - old_vals
+                keep = (og >= 0) & d.any(axis=1)
+                if keep.any():
+                    np.add.at(self.agg[lv], og[keep], d[keep])
                 continue
-            g = gid[has]
-            a = self.agg[lv]
-            np.add.at(a[:, 0], g, sign * fg[has])
-            np.add.at(a[:, 1], g, sign * whole[has])
-            np.add.at(a[:, 2], g, sign * fm[has])
-        pools = cols.pool_id[live]
-        for s, p, f in zip(live.tolist(), pools.tolist(), fg.tolist(), strict=True):
-            if p < 0:
-                continue
-            sl = self.by_free.get(p)
-            if sl is None:
-                sl = self.by_free[p] = SortedList()
-            key = (f << _KEY_SHIFT) | s
-            if sign > 0:
-                sl.add(key)
-            else:
-                sl.remove(key)
+            ho, hn = og >= 0, ng >= 0
+            if ho.any():
+                np.add.at(self.agg[lv], og[ho], -old_vals[ho])
+            if hn.any():
+                np.add.at(self.agg[lv], ng[hn], new_vals[hn])
+        moved = (old_pools != new_pools) | (old_vals[:, 0] != new_vals[:, 0])
+        if not moved.any():
+            return
+        for s, op, of, np_, nf in zip(
+            idx[moved].tolist(), old_pools[moved].tolist(), old_vals[moved, 0].tolist(),
+            new_pools[moved].tolist(), new_vals[moved, 0].tolist(), strict=True,
+        ):  # fmt: skip
+            if op >= 0:
+                self.by_free[op].remove((of << _KEY_SHIFT) | s)
+            if np_ >= 0:
+                sl = self.by_free.get(np_)
+                if sl is None:
+                    sl = self.by_free[np_] = SortedList()
+                sl.add((nf << _KEY_SHIFT) | s)
+
+    def _replace_few(self, rows: list[int], copy: Callable[[], None]) -> None:
+        """:meth:`replace_rows` row by row."""
+        levels = self.cols.level_arrays()
+        before = [(self.contrib(s), [int(ids[s]) for _lv, ids in levels]) for s in rows]
+        copy()
+        for s, (c, gids) in zip(rows, before, strict=True):
+            if all(int(ids[s]) == g for (_lv, ids), g in zip(levels, gids, strict=True)):
+                self.shift(s, c)  # the usual case: same node, new counts
+            else:  # the slot now holds another node: out with the old groups, in with the new
+                self._add(s, c, gids, -1)
+                self.apply(s, self.contrib(s), +1)
 
     def contrib(self, s: int) -> tuple[int, int, int, int]:
         """(free GPUs, wholly free?, free milli, pool id) of row ``s``; pool -2 if dead."""
@@ -142,11 +177,14 @@ class _GroupIndex:
 
     def apply(self, s: int, c: tuple[int, int, int, int], sign: int) -> None:
         """Add (sign=+1) or remove (-1) contribution ``c`` (from :meth:`contrib`) of row ``s``."""
+        self._add(s, c, [int(ids[s]) for _lv, ids in self.cols.level_arrays()], sign)
+
+    def _add(self, s: int, c: tuple[int, int, int, int], gids: list[int], sign: int) -> None:
+        """:meth:`apply` with the row's group ids per level given (``gids``)."""
         fg, whole, fm, pool = c
         if pool == -2:
             return
-        for lv, ids in self.cols.level_arrays():
-            gid = int(ids[s])
+        for (lv, _ids), gid in zip(self.cols.level_arrays(), gids, strict=True):
             if gid >= 0:
                 row = self.agg[lv][gid]
                 row[0] += sign * fg
@@ -316,12 +354,10 @@ class Snapshot:
             self.names.extend([None] * (st.num_slots - len(self.names)))
         if idx.size:
             self._logged(idx.tolist())
-            self._groups.add_rows(idx, -1)
-            self.cols.copy_rows_from(st.columns, idx)
+            self._groups.replace_rows(idx, lambda: self.cols.copy_rows_from(st.columns, idx))
             slot_names = st.slot_names
             for s in idx.tolist():
                 self.names[s] = slot_names[s]
-            self._groups.add_rows(idx, +1)
         self.generation = st.generation
 
     # ----------------------------------------------------------------- reading

@@ -43,18 +43,21 @@ def _pick(xs: list[PodId] | list[str], r: int) -> object | None:
 class _Pair:
     """Two schedulers on copies of one cluster: incremental and from scratch."""
 
-    def __init__(self, state: ClusterState, policy: str, quotas: bool, preempt: bool) -> None:
+    def __init__(
+        self, state: ClusterState, policy: str, quotas: bool, preempt: bool | PreemptionPolicy
+    ) -> None:
         def make(incremental: bool) -> Scheduler:
             adm = (
                 Admitter([Quota.gpus(t, m, 3, borrowing_limit=3) for t in TENANTS for m in MODELS])
                 if quotas
                 else Admitter()
             )
-            pol = (
-                PreemptionPolicy()
-                if preempt
-                else PreemptionPolicy(priority=False, reclaim=False, backfill=False)
-            )
+            if isinstance(preempt, PreemptionPolicy):
+                pol = preempt
+            elif preempt:
+                pol = PreemptionPolicy()
+            else:
+                pol = PreemptionPolicy(priority=False, reclaim=False, backfill=False)
             return Scheduler(
                 copy.deepcopy(state), admitter=adm, policy=policy, preemption=pol,
                 incremental=incremental,
@@ -201,3 +204,57 @@ def test_a_job_alike_gets_as_many_of_its_own_pods_admitted_as_the_job_before_it(
     assert r.placed == ("p2",)
     assert [str(b.pod) for b in r.bindings] == ["p2/worker/0"]
     assert r.pending["p2"].code is ReasonCode.NO_FIT  # not QUOTA_EXCEEDED: both pods admitted
+
+
+_preemptions = st.builds(
+    PreemptionPolicy,
+    priority=st.booleans(),
+    reclaim=st.booleans(),
+    backfill=st.booleans(),
+    max_preemptors_per_cycle=st.sampled_from([None, 1, 2]),
+    max_searches_per_cycle=st.sampled_from([None, 1, 3]),
+    cascade_window=st.sampled_from([0.0, 30.0, 3600.0]),
+)
+# a few shapes, so that many waiting jobs of one cycle are alike (the walk's short path for a
+# job whose shape already failed this cycle, and preemption's cheap exits)
+_alike = st.tuples(
+    st.sampled_from([1, 2, 4, 8]),  # GPUs per pod
+    st.sampled_from([1, 2]),  # pods
+    st.booleans(),  # gang
+    st.integers(0, 10**6),  # tenant, priority, runtime, preemptible
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    state=clusters(max_nodes=3),
+    policy=st.sampled_from(POLICIES),
+    quotas=st.booleans(),
+    preemption=_preemptions,
+    ops=st.lists(_op, min_size=10, max_size=40),
+    specs=st.lists(_alike, min_size=40, max_size=40),
+)
+def test_many_jobs_alike_waiting_in_one_cycle_decide_as_in_a_cycle_from_scratch(
+    state: ClusterState,
+    policy: str,
+    quotas: bool,
+    preemption: PreemptionPolicy,
+    ops: list[tuple[str, int]],
+    specs: list[tuple[int, int, bool, int]],
+) -> None:
+    pair = _Pair(state, policy, quotas, preemption)
+    for n, (op, r) in enumerate(ops):
+        gpus, pods, gang, x = specs[n]
+        for k in range(1 + r % 4):  # bursts of alike jobs, so that a cycle has many waiting
+            j = job(
+                f"j{n}-{k}", gpus=gpus, replicas=pods, gang=gang and pods > 1,
+                tenant=TENANTS[x % 2], priority=x % 3 // 2, runtime=float(60 + x % 600),
+                preemptible=x % 5 != 0,
+            )  # fmt: skip
+            pair.step("submit", r + k, n, j)
+        if op != "submit":
+            pair.step(op, r, n, None)
+        pair.step("cycle", r // 7, n, None)
+    pair.step("cycle", 0, len(ops), None)
+    assert pair.inc.queue.statuses() == pair.ref.queue.statuses()
+    check_invariants(pair.inc)

@@ -6,7 +6,7 @@ import pytest
 
 from kant.admission import Admitter, Quota, QuotaLedger, QuotaTable
 from kant.errors import DuplicateError, InvalidConfigError
-from kant.model import MILLI, ReasonCode, VictimReason
+from kant.model import MILLI, Binding, PodId, ReasonCode, VictimReason
 from kant.queueing import JobPhase
 from kant.testing import check_invariants, job
 
@@ -142,3 +142,24 @@ def test_quota_configuration_is_validated() -> None:
         Admitter([Quota.gpus("a", "H100", 4), Quota.gpus("a", "H100", 8)])
     with pytest.raises(InvalidConfigError):
         Admitter([Quota.gpus("a", "H100", 4)], modes={"a": "hermit"})
+
+
+def test_charging_a_job_at_once_is_all_or_none_and_uncharging_skips_pods_not_charged() -> None:
+    def b(i: int, node: str = "n0") -> Binding:
+        return Binding(pod=PodId(job="j", role="w", index=i), node=node, gpus=(i,))
+
+    a = Admitter([Quota.gpus("a", "H100", 8)])
+    a.charge_many("a", [b(0), b(1), b(2, "cpu")], ["H100", "H100", None])
+    assert a.usage() == {("a", "H100"): 2 * MILLI}
+    with pytest.raises(DuplicateError):
+        a.charge_many("a", [b(3), b(1)], ["H100", "H100"])  # pod 1 is already charged
+    with pytest.raises(DuplicateError):
+        a.charge_many("a", [b(4), b(4)], ["H100", "H100"])  # named twice
+    assert a.usage() == {("a", "H100"): 2 * MILLI}  # neither call changed anything
+    assert not a.is_charged(b(3).pod) and not a.is_charged(b(4).pod)
+    a.uncharge_charged([b(0).pod, b(9).pod, b(2).pod])  # pod 9 was never charged
+    assert a.usage() == {("a", "H100"): MILLI}
+    assert a.charged() == [b(1).pod]
+    a.uncharge_charged([b(1).pod])
+    assert a.usage() == {}
+    check_invariants(a)

@@ -185,6 +185,31 @@ def test_removing_a_node_returns_its_pods_and_frees_its_slot(cluster: ClusterSta
     snapshot_matches_truth(cluster, cluster.snapshot())
 
 
+def test_a_slot_reused_by_a_node_of_another_leaf_between_two_refreshes_moves_its_groups(
+    cluster: ClusterState,
+) -> None:
+    snap = cluster.snapshot()
+    cluster.bind(Binding(pod=pod("a"), node="lf1-n0", gpus=(0, 1)))
+    cluster.remove_node("lf1-n0")
+    cluster.add_node(node("late", leaf="lf0", spine="sp0", superspine="ss0"))
+    assert cluster.slot_of("late") == 2  # lf1's slot, now in lf0: one refresh sees both
+    assert cluster.snapshot() is snap
+    snapshot_matches_truth(cluster, snap)
+
+
+@pytest.mark.parametrize("changed", [3, 40], ids=["a few rows", "many rows"])
+def test_a_refresh_of_a_few_or_many_rows_keeps_aggregates_and_index_exact(changed: int) -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=30).spine("sp1").leaf("lf1", nodes=30).build()
+    snap = st.snapshot()
+    names = sorted(s.name for s in st.nodes())[:changed]
+    for i, n in enumerate(names):
+        st.bind(Binding(pod=pod("a", i), node=n, gpus=tuple(range(i % 8 + 1))))
+    st.remove_node(names[0])  # a dead row in the batch, and its slot reused in another leaf
+    st.add_node(node("late", leaf="lf1", spine="sp1", superspine="ss0"))
+    assert st.snapshot() is snap
+    snapshot_matches_truth(st, snap)
+
+
 def test_unknown_names_raise_typed_errors(cluster: ClusterState) -> None:
     with pytest.raises(UnknownNodeError, match="unknown node 'ghost'"):
         cluster.set_node_health("ghost", False)
