@@ -60,7 +60,7 @@ class Preemption:
         self.holds = holds
         self.uncharged = uncharged if uncharged is not None else {}
         self._terminating: list[tuple[Binding, str]] | None = None
-        self._going_memo: tuple[int, list[tuple[Binding, str]]] | None = None
+        self._going_list: tuple[int, list[tuple[Binding, str]]] | None = None
         self._searched = False
         self.snap = snap
         self.ledger = ledger
@@ -289,8 +289,8 @@ class Preemption:
                         self._terminating.append((self.index.cluster.binding(p), r.job.tenant))
         if not self.victims:
             return self._terminating
-        if self._going_memo is not None and self._going_memo[0] == len(self.victims):
-            return self._going_memo[1]
+        if self._going_list is not None and self._going_list[0] == len(self.victims):
+            return self._going_list[1]
         out = list(self._terminating)
         seen = {b.pod for b, _t in out}
         for v in self.victims:
@@ -300,7 +300,7 @@ class Preemption:
             for p in v.pods:
                 if p not in seen:
                     out.append((self.index.cluster.binding(p), ve.job.tenant))
-        self._going_memo = (len(self.victims), out)  # victims are only ever appended
+        self._going_list = (len(self.victims), out)  # victims are only ever appended
         return out
 
     @contextmanager
