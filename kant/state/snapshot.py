@@ -39,9 +39,9 @@ _KEY_SHIFT = 32  # sorted index key: free_gpus << 32 | slot
 
 _SNAPSHOT_TOKENS: Final = itertools.count()
 _CHANGE_LOG_KEEP: Final = 1 << 16
+"""Entries of a snapshot's change log kept before the older half is dropped."""
 _FEW_ROWS: Final = 8
 """Up to this many rows, a refresh moves aggregates row by row (see _GroupIndex.replace_rows)."""
-"""Entries of a snapshot's change log kept before the older half is dropped."""
 
 
 class _GroupIndex:
