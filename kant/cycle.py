@@ -48,6 +48,7 @@ from kant.model import (
     ReasonCode,
     Victim,
     finite_time,
+    pods_per_role,
 )
 from kant.preemption.candidates import VictimIndex
 from kant.preemption.policy import PreemptionPolicy
@@ -566,9 +567,7 @@ class _Cycle:
             return admit_quota(led, e.job, e.remaining(), facts.role_models)
         if facts.quota_key is None:
             job = e.job
-            counts: dict[str, int] = {}
-            for p in e.remaining():
-                counts[p.role] = counts.get(p.role, 0) + 1
+            counts = pods_per_role(job, e.remaining())
             facts.quota_key = self.facts.intern_quota_key(
                 (
                     job.tenant,
@@ -783,9 +782,7 @@ def placement_shape(job: Job, dec: QuotaDecision) -> tuple[Any, ...]:
     """Everything a placement of ``dec``'s pods of ``job`` depends on besides the snapshot:
     two jobs of one shape place alike, so a shape that failed fails again while nothing is
     freed (the cycle's memo of failed shapes)."""
-    counts: dict[str, int] = {}
-    for p in dec.pods:
-        counts[p.role] = counts.get(p.role, 0) + 1
+    counts = pods_per_role(job, dec.pods)
     return (
         job.gang,
         job.kind,

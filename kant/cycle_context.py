@@ -18,7 +18,7 @@ from kant.admission.holds import Hold, Holds
 from kant.admission.pools import Pools
 from kant.admission.quota import QuotaDecision, QuotaLedger, admit_quota
 from kant.contracts import CandidateView, PlaceFn, Reservation
-from kant.model import Binding, Job, PodId
+from kant.model import Binding, Job, PodId, pods_per_role
 from kant.queueing import Entry, Queue
 from kant.state import ClusterState, Snapshot
 
@@ -209,12 +209,7 @@ class PolicyContext:
         plus every GPU ``held`` holds there (giving back frees at most those). False means
         "not known": readiness decides. O(roles x pools + held allocations), nothing
         changed."""
-        counts: dict[str, int] = {}
-        if len(job.roles) == 1:
-            counts[job.roles[0].name] = len(dec.pods)
-        else:
-            for p in dec.pods:
-                counts[p.role] = counts.get(p.role, 0) + 1
+        counts = pods_per_role(job, dec.pods)
         snap = self.snap
         pool_of = snap.cols.pool_id
         back: dict[int, int] = {}  # pool id -> GPUs the hold holds there
@@ -253,9 +248,7 @@ class PolicyContext:
         got = self._keys.get(id(dec))
         if got is not None and got[0] is dec and got[1] is job:
             return got[2]
-        counts: dict[str, int] = {}
-        for p in dec.pods:
-            counts[p.role] = counts.get(p.role, 0) + 1
+        counts = pods_per_role(job, dec.pods)
         roles = job.roles
         if job.gang and len(roles) == 1 and not (roles[0].topology and roles[0].topology.required):
             r = roles[0]

@@ -659,6 +659,17 @@ class Job:
                 yield make(jid, role, i)
 
 
+def pods_per_role(job: Job, pods: Collection[PodId]) -> dict[str, int]:
+    """How many of ``pods`` (pods of ``job``) each role has, roles in the order they first
+    appear (none for a role with no pod). O(pods); O(1) for a job of one role."""
+    if len(job.roles) == 1:
+        return {job.roles[0].name: len(pods)} if pods else {}
+    counts: dict[str, int] = {}
+    for p in pods:
+        counts[p.role] = counts.get(p.role, 0) + 1
+    return counts
+
+
 # --------------------------------------------------------------------------- nodes
 
 

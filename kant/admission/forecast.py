@@ -178,9 +178,8 @@ class KeptForecast:
         self.kept: _Kept | None = None
         self.hits = 0
         self.misses = 0
-        self.grown = (
-            0  # hits (counted in ``hits`` too) where jobs that started since end by the start
-        )
+        # hits (counted in ``hits`` too) where jobs that started since end by the start
+        self.grown = 0
 
     def lookup(
         self, e: Entry, pods: tuple[PodId, ...], dec: tuple[Any, ...], occ: Occupancy

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from kant.bits import mask_of
 from kant.errors import UnknownNodeError
 from kant.model import MILLI, Binding
 from kant.state import Snapshot
@@ -158,15 +159,12 @@ def _by_node(bindings: tuple[Binding, ...]) -> list[tuple[str, _Whole | list[Bin
     for node, bs in per.items():
         gpu = nic = cpu = mem = 0
         for b in bs:
-            m = 0
-            for g in b.gpus:
-                m |= 1 << g
+            m = mask_of(b.gpus)
             if b.gpu_milli != MILLI or gpu & m:
                 out.append((node, bs))
                 break
             gpu |= m
-            for n in b.nics:
-                nic |= 1 << n
+            nic |= mask_of(b.nics)
             cpu += b.cpu_milli
             mem += b.memory_mib
         else:

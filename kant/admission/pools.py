@@ -14,7 +14,7 @@ import attrs
 from kant.admission.holds import slot_or_none
 from kant.admission.quota import QuotaDecision
 from kant.admission.readiness import PoolFacts, never_fits, readiness
-from kant.model import Binding, Job, PodId, Reason, ReasonCode
+from kant.model import Binding, Job, PodId, Reason, ReasonCode, pods_per_role
 from kant.state import ClusterState, Snapshot
 
 
@@ -58,9 +58,7 @@ class Pools:
 
     def ready(self, job: Job, dec: QuotaDecision) -> Reason | None:
         """Dynamic admission of the quota-admitted pods ``dec.pods`` on the snapshot now."""
-        counts: dict[str, int] = {}
-        for p in dec.pods:
-            counts[p.role] = counts.get(p.role, 0) + 1
+        counts = pods_per_role(job, dec.pods)
         pools = {r: tuple(self.models[m] for m in ms) for r, ms in dec.models.items()}
         return readiness(self.facts, job, counts, pools)
 
@@ -70,9 +68,7 @@ class Pools:
         """``UNSATISFIABLE`` if ``pods`` of ``job`` could never fit the live pools of
         ``role_models`` (:meth:`role_models`) even when empty and healthy
         (:func:`kant.admission.readiness.never_fits`), else None."""
-        counts: dict[str, int] = {}
-        for p in pods:
-            counts[p.role] = counts.get(p.role, 0) + 1
+        counts = pods_per_role(job, pods)
         pools = {r: tuple(self.models[m] for m in ms) for r, ms in role_models.items()}
         return never_fits(self.facts, job, counts, pools)
 

@@ -30,7 +30,17 @@ from collections.abc import Iterable, Mapping, Sequence
 import attrs
 
 from kant.errors import DuplicateError, InvalidConfigError, UnknownPodError, require
-from kant.model import MILLI, Binding, Job, PodId, Reason, ReasonCode, name, number
+from kant.model import (
+    MILLI,
+    Binding,
+    Job,
+    PodId,
+    Reason,
+    ReasonCode,
+    name,
+    number,
+    pods_per_role,
+)
 
 INF = math.inf
 
@@ -393,9 +403,7 @@ def quota_never_fits(
     role all its pods, a pod-level role one pod. Else None. O(roles x models)."""
     if table.unlimited:
         return None
-    counts: dict[str, int] = {}
-    for p in pods:
-        counts[p.role] = counts.get(p.role, 0) + 1
+    counts = pods_per_role(job, pods)
     for role in job.roles:
         n = counts.get(role.name, 0)
         allowed = role_models.get(role.name, ())

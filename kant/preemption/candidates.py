@@ -396,7 +396,13 @@ class VictimIndex:
         kept.now = now
         jobs, stamps = kept.jobs, kept.stamps
         bindings = self.cluster.bindings_view()
-        pool_of: list[int] | None = None
+        pool_ids: list[list[int]] = []  # the snapshot's pool id per slot, read on first need
+
+        def pool_of() -> list[int]:
+            if not pool_ids:
+                pool_ids.append(self.snap.cols.pool_id[: self.snap.num_slots].tolist())
+            return pool_ids[0]
+
         seen: set[str] = set()
         volatile: list[VictimRef] = []
         for e in self.queue.running():
@@ -408,10 +414,8 @@ class VictimIndex:
                 continue
             started = e.started_at
             if started is None:  # its records' order reads the cycle's time: not kept
-                if pool_of is None:
-                    pool_of = self.snap.cols.pool_id[: self.snap.num_slots].tolist()
                 mine = []
-                for t0, ref in self._refs_of(e, bindings, pool_of):
+                for t0, ref in self._refs_of(e, bindings, pool_of()):
                     kept.volatile.append(ref)
                     kept.enter(ref, None)
                     if now - (now if t0 is None else t0) >= min_runtime:
@@ -428,9 +432,7 @@ class VictimIndex:
             if old is not None:
                 for _t0, ref in old:
                     kept.leave(ref)
-            if pool_of is None:
-                pool_of = self.snap.cols.pool_id[: self.snap.num_slots].tolist()
-            refs = self._refs_of(e, bindings, pool_of)
+            refs = self._refs_of(e, bindings, pool_of())
             jobs[jid] = refs
             stamps[jid] = key
             for t0, ref in refs:

@@ -25,7 +25,15 @@ from kant.admission.holds import Hold, Holds, release_exact
 from kant.admission.pools import Pools
 from kant.admission.quota import QuotaDecision, QuotaLedger, admit_quota
 from kant.contracts import PlaceFn
-from kant.model import PREEMPTIBLE_CODES, Binding, PodId, Reason, Victim, VictimReason
+from kant.model import (
+    PREEMPTIBLE_CODES,
+    Binding,
+    PodId,
+    Reason,
+    Victim,
+    VictimReason,
+    pods_per_role,
+)
 from kant.preemption.candidates import VictimIndex, VictimRef
 from kant.preemption.policy import PreemptionPolicy
 from kant.preemption.replay import light_replay
@@ -372,9 +380,7 @@ class Preemption:
         """The same kind of request from the same kind of preemptor, with nothing changed
         since, has the same (hopeless) answer."""
         job = e.job
-        counts: dict[str, int] = {}
-        for p in pods:
-            counts[p.role] = counts.get(p.role, 0) + 1
+        counts = pods_per_role(job, pods)
         return (
             job.tenant,
             prio,

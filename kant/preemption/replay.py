@@ -94,6 +94,16 @@ def _segments(
     return flat, owner
 
 
+def _potential(
+    slot: np.ndarray, n: np.ndarray, free: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct slots of the entries ``(slot, n)``, each entry's place among them, and
+    per distinct slot its free GPUs plus the GPUs the entries hold there."""
+    uniq, inv = np.unique(slot, return_inverse=True)
+    pot = free[uniq].astype(np.int64) + np.bincount(inv, weights=n).astype(np.int64)
+    return uniq, inv, pot
+
+
 def light_replay(
     *,
     cols: VictimColumns,
@@ -123,8 +133,7 @@ def light_replay(
     n = flat.n[entries]
     k = len(pos)
     if g > 1 and dec_ok:  # units whose nodes cannot reach g free GPUs even with all gone
-        uniq, inv = np.unique(slot, return_inverse=True)
-        potential = free[uniq].astype(np.int64) + np.bincount(inv, weights=n).astype(np.int64)
+        _uniq, inv, potential = _potential(slot, n, free)
         reach = potential[inv] >= g
         ok = np.zeros(k, dtype=bool)
         ok[owner[reach]] = True
@@ -174,8 +183,7 @@ def light_replay(
         if g < 1:
             return True
         sel = entry_rank < count
-        uniq, inv = np.unique(slot[sel], return_inverse=True)
-        pot = free[uniq].astype(np.int64) + np.bincount(inv, weights=n[sel]).astype(np.int64)
+        uniq, _inv, pot = _potential(slot[sel], n[sel], free)
         room = int((pot // g).sum())
         if room >= need_pods:
             return True

@@ -341,12 +341,7 @@ class ClusterState:
         :meth:`check_binding` raises (changing nothing). O(devices of ``b``)."""
         self.check_binding(b)
         rec = self._records[b.node]
-        for g in b.gpus:
-            rec.gpu_used[g] += b.gpu_milli
-        rec.nic_used |= _bits_to_mask(b.nics)
-        rec.cpu_used += b.cpu_milli
-        rec.mem_used += b.memory_mib
-        rec.pods.add(b.pod)
+        _hold(rec, b, +1)
         self._pods[b.pod] = b
         self._allocated += b.total_milli
         self._job_pods.setdefault(b.pod.job, set()).add(b.pod)
@@ -357,12 +352,7 @@ class ClusterState:
         O(devices of the binding)."""
         b = self.binding(pod)
         rec = self._records[b.node]
-        for g in b.gpus:
-            rec.gpu_used[g] -= b.gpu_milli
-        rec.nic_used &= ~_bits_to_mask(b.nics)
-        rec.cpu_used -= b.cpu_milli
-        rec.mem_used -= b.memory_mib
-        rec.pods.discard(pod)
+        _hold(rec, b, -1)
         self._forget(pod)
         self._refresh_row(rec)
         return b
@@ -392,15 +382,7 @@ class ClusterState:
                     mem_used=rec.mem_used, pods=set(),
                 )  # fmt: skip
             _check_fits(tmp, b)
-            milli = b.gpu_milli  # what _hold(tmp, b, +1) does, inline (once per pod)
-            used = tmp.gpu_used
-            for g in b.gpus:
-                used[g] += milli
-            if b.nics:
-                tmp.nic_used |= _bits_to_mask(b.nics)
-            tmp.pods.add(b.pod)
-            tmp.cpu_used += b.cpu_milli
-            tmp.mem_used += b.memory_mib
+            _hold(tmp, b, +1)
         for name, tmp in scratch.items():
             rec = self._records[name]
             rec.gpu_used = tmp.gpu_used
@@ -432,15 +414,7 @@ class ClusterState:
             rec = touched.get(b.node)
             if rec is None:
                 rec = touched[b.node] = self._records[b.node]
-            milli = b.gpu_milli  # what _hold(rec, b, -1) does, inline (once per pod)
-            used = rec.gpu_used
-            for g in b.gpus:
-                used[g] -= milli
-            if b.nics:
-                rec.nic_used &= ~_bits_to_mask(b.nics)
-            rec.pods.discard(b.pod)
-            rec.cpu_used -= b.cpu_milli
-            rec.mem_used -= b.memory_mib
+            _hold(rec, b, -1)
             self._forget(b.pod)
         for rec in touched.values():
             self._refresh_row(rec)
@@ -614,14 +588,19 @@ def _check_fits(rec: _NodeRecord, b: Binding) -> None:
 
 
 def _hold(rec: _NodeRecord, b: Binding, sign: int) -> None:
-    """Add (sign=+1) or take back (-1) what binding ``b`` holds to/from record ``rec``."""
+    """Add (sign=+1) or take back (-1) what binding ``b`` holds to/from record ``rec`` (the
+    one place a record's usage moves)."""
+    milli = sign * b.gpu_milli
+    used = rec.gpu_used
     for g in b.gpus:
-        rec.gpu_used[g] += sign * b.gpu_milli
+        used[g] += milli
     if sign > 0:
-        rec.nic_used |= _bits_to_mask(b.nics)
+        if b.nics:
+            rec.nic_used |= _bits_to_mask(b.nics)
         rec.pods.add(b.pod)
     else:
-        rec.nic_used &= ~_bits_to_mask(b.nics)
+        if b.nics:
+            rec.nic_used &= ~_bits_to_mask(b.nics)
         rec.pods.discard(b.pod)
     rec.cpu_used += sign * b.cpu_milli
     rec.mem_used += sign * b.memory_mib

@@ -10,7 +10,7 @@ from kant.cycle import CycleResult
 from kant.model import PodId
 from kant.placement import Placer
 from kant.preemption import PreemptionPolicy
-from kant.queueing import Backoff, Queue
+from kant.queueing import Backoff, JobPhase, Queue
 from kant.scheduler import Scheduler
 from kant.state import ClusterState
 from kant.testing import ClusterBuilder
@@ -67,3 +67,12 @@ def evict_victims(s: Scheduler, r: CycleResult, now: float) -> None:
 def finish(s: Scheduler, job_id: str, now: float) -> None:
     for p in s.queue.status(job_id).running:
         s.pod_finished(p, now)
+
+
+def finish_due(s: Scheduler, ends: dict[str, float], now: float) -> None:
+    """Finish every running job of ``ends`` whose end time has come (and forget it), in job
+    id order."""
+    for jid, end in sorted(ends.items()):
+        if end <= now and s.queue.status(jid).phase is JobPhase.RUNNING:
+            finish(s, jid, now=now)
+            del ends[jid]

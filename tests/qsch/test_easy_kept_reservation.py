@@ -8,11 +8,11 @@ from hypothesis import strategies as st
 
 from kant.cycle_context import kept_forecast
 from kant.model import ReasonCode
-from kant.queueing import EasyBackfill, JobPhase
+from kant.queueing import EasyBackfill
 from kant.scheduler import Scheduler
 from kant.testing import check_invariants, job
 
-from .conftest import evict_victims, finish, nodes, scheduler
+from .conftest import evict_victims, finish, finish_due, nodes, scheduler
 
 _JOB = st.tuples(
     st.sampled_from([1, 1, 2, 4, 8]),  # GPUs per pod
@@ -42,10 +42,7 @@ def _run(
     out: list[tuple[object, ...]] = []
     for t in range(0, 120):
         now = float(t)
-        for jid, end in sorted(ends.items()):
-            if end <= now and s.queue.status(jid).phase is JobPhase.RUNNING:
-                finish(s, jid, now=now)
-                del ends[jid]
+        finish_due(s, ends, now)
         for when, node, gpu in sick:
             if when == t:
                 name = names[node % len(names)]

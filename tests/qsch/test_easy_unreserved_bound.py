@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kant.cycle_context import PolicyContext
-from kant.queueing import EasyBackfill, JobPhase
+from kant.queueing import EasyBackfill
 from kant.testing import check_invariants, job
 
-from .conftest import finish, nodes, scheduler
+from .conftest import finish_due, nodes, scheduler
 
 _JOB = st.tuples(
     st.sampled_from([0, 1, 1, 2, 4, 8]),  # GPUs per pod (0: a half-GPU share)
@@ -30,10 +30,7 @@ def _run(specs: list[tuple[int, int, bool, int, int]], n_nodes: int) -> list[obj
     out: list[object] = []
     for t in range(0, 100):
         now = float(t)
-        for jid, end in sorted(ends.items()):
-            if end <= now and s.queue.status(jid).phase is JobPhase.RUNNING:
-                finish(s, jid, now=now)
-                del ends[jid]
+        finish_due(s, ends, now)
         for i, (g, n, gang, est, arrive) in enumerate(specs):
             if arrive == t:
                 s.submit(

@@ -6,6 +6,7 @@ faults and repairs."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
@@ -118,6 +119,29 @@ _jobs = st.tuples(
 )
 
 
+def play(
+    pair: _Pair,
+    ops: list[tuple[str, int]],
+    specs: list[tuple[int, int, bool, str, int]],
+    *,
+    priorities: Callable[[int], int] = lambda x: x % 3 // 2,
+) -> None:
+    """Run ``ops`` on both schedulers of ``pair``, the n-th submitting the job ``specs[n]``
+    describes (its priority ``priorities(x)``); most submissions are followed by a cycle, and
+    a cycle ends the run."""
+    for n, (op, r) in enumerate(ops):
+        gpus, pods, gang, model, x = specs[n]
+        j = job(
+            f"j{n}", gpus=gpus, replicas=pods, gang=gang and pods > 1, models=model or frozenset(),
+            tenant=TENANTS[x % 2], priority=priorities(x), runtime=float(60 + x % 600),
+            preemptible=x % 5 != 0,
+        )  # fmt: skip
+        pair.step(op, r, n, j)
+        if op == "submit" and r % 3:  # most submissions are followed by a cycle
+            pair.step("cycle", r // 7, n, None)
+    pair.step("cycle", 0, len(ops), None)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     state=clusters(max_nodes=5),
@@ -136,17 +160,7 @@ def test_the_incremental_cycle_decides_as_a_cycle_from_scratch(
     specs: list[tuple[int, int, bool, str, int]],
 ) -> None:
     pair = _Pair(state, policy, quotas, preempt)
-    for n, (op, r) in enumerate(ops):
-        gpus, pods, gang, model, x = specs[n]
-        j = job(
-            f"j{n}", gpus=gpus, replicas=pods, gang=gang and pods > 1, models=model or frozenset(),
-            tenant=TENANTS[x % 2], priority=x % 3 // 2, runtime=float(60 + x % 600),
-            preemptible=x % 5 != 0,
-        )  # fmt: skip
-        pair.step(op, r, n, j)
-        if op == "submit" and r % 3:  # most submissions are followed by a cycle
-            pair.step("cycle", r // 7, n, None)
-    pair.step("cycle", 0, len(ops), None)
+    play(pair, ops, specs)
     assert pair.inc.queue.statuses() == pair.ref.queue.statuses()
     check_invariants(pair.inc)
 

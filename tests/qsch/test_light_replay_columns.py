@@ -25,7 +25,7 @@ from kant.scheduler import Scheduler
 from kant.state import ClusterState
 from kant.testing import ClusterBuilder, check_invariants, job
 from kant.testing.strategies import clusters
-from tests.qsch.test_incremental_cycle import POLICIES, TENANTS, _jobs, _op, _Pair
+from tests.qsch.test_incremental_cycle import POLICIES, _jobs, _op, _Pair, play
 
 _reachable = Preemption._reachable
 
@@ -68,17 +68,7 @@ def test_the_light_replay_over_columns_answers_as_the_walk_one_candidate_at_a_ti
 ) -> None:
     with _compared():
         pair = _Pair(state, policy, quotas, True)
-        for n, (op, r) in enumerate(ops):
-            gpus, pods, gang, model, x = specs[n]
-            j = job(
-                f"j{n}", gpus=gpus, replicas=pods, gang=gang and pods > 1,
-                models=model or frozenset(), tenant=TENANTS[x % 2], priority=x % 4,
-                runtime=float(60 + x % 600), preemptible=x % 5 != 0,
-            )  # fmt: skip
-            pair.step(op, r, n, j)
-            if op == "submit" and r % 3:
-                pair.step("cycle", r // 7, n, None)
-        pair.step("cycle", 0, len(ops), None)
+        play(pair, ops, specs, priorities=lambda x: x % 4)
     check_invariants(pair.inc)
 
 
