@@ -14,7 +14,7 @@ import enum
 import math
 import numbers
 from collections.abc import Callable, Collection, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import attrs
 
@@ -524,29 +524,79 @@ class Role:
         return self.replicas * self.resources.total_milli
 
 
-@attrs.frozen(kw_only=True, order=True, cache_hash=True)
-class PodId:
-    """Identity of one pod: (job id, role name, index)."""
+class _PodFields(NamedTuple):
+    job: str
+    role: str
+    index: int  # type: ignore[assignment]  # (shadows tuple.index, which PodId never needs)
 
-    job: str = attrs.field(validator=name(InvalidJobError))
-    role: str = attrs.field(validator=name(InvalidJobError))
-    index: int = attrs.field(validator=number(InvalidJobError, low=0, integer=True))
+
+class _Field:
+    """What a field validator reads of an attrs attribute: its name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+_POD_CHECKS: tuple[tuple[str, Validator], ...] = (
+    ("job", name(InvalidJobError)),
+    ("role", name(InvalidJobError)),
+    ("index", number(InvalidJobError, low=0, integer=True)),
+)
+_POD_FIELDS: dict[str, Any] = {f: _Field(f) for f, _check in _POD_CHECKS}
+
+
+class PodId(_PodFields):
+    """Identity of one pod: (job id, role name, index).
+
+    Built with keywords only, each value validated: ``PodId(job="j", role="w", index=0)``.
+    Underneath it is a tuple: hashing, equality and ordering (by job, role, index) run in C,
+    and pod ids are dict keys, set members and sort keys on every hot path of a cycle.
+    Read it by field name; it also unpacks as ``job, role, index``."""
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+
+        def __new__(cls, *, job: str, role: str, index: int) -> PodId: ...
+
+    else:
+
+        def __new__(cls, *args, **kwargs):
+            if args:
+                raise TypeError(
+                    "PodId takes keyword arguments only: PodId(job=..., role=..., index=...); "
+                    f"got {len(args)} positional"
+                )
+            unknown = sorted(set(kwargs) - set(_POD_FIELDS))
+            missing = [f for f in _POD_FIELDS if f not in kwargs]
+            if unknown or missing:
+                raise TypeError(
+                    f"PodId(job=..., role=..., index=...): missing {missing}, unknown {unknown}"
+                )
+            for field, check in _POD_CHECKS:
+                check(None, _POD_FIELDS[field], kwargs[field])
+            return tuple.__new__(cls, (kwargs["job"], kwargs["role"], kwargs["index"]))
 
     def __str__(self) -> str:
         return f"{self.job}/{self.role}/{self.index}"
+
+    def __repr__(self) -> str:
+        return f"PodId(job={self.job!r}, role={self.role!r}, index={self.index!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_pod_id, tuple(self))
 
     @classmethod
     def trusted(cls, job: str, role: str, index: int) -> PodId:
         """A pod id built without the validators, for a caller whose values already are valid
         by construction (:meth:`Job.pods`: a checked job's id and role names, an index from
         ``range``); anything else must call the class. O(1)."""
-        p = object.__new__(cls)
-        put = object.__setattr__
-        put(p, "job", job)
-        put(p, "role", role)
-        put(p, "index", index)
-        put(p, "_attrs_cached_hash", None)
-        return p
+        return tuple.__new__(cls, (job, role, index))
+
+
+def _pod_id(job: str, role: str, index: int) -> PodId:
+    """Unpickle a :class:`PodId` (validated again)."""
+    return PodId(job=job, role=role, index=index)
 
 
 def _to_kind(v: Any) -> Any:
@@ -817,25 +867,3 @@ class Victim:
     pods: tuple[PodId, ...]
     reason: VictimReason
     preemptor: str
-
-
-def _keywords_only(cls: type) -> None:
-    """Make positional arguments to ``cls`` (an attrs ``kw_only`` value class) a TypeError that
-    says how to call it, instead of Python's "takes 1 positional argument"."""
-    init: Any = cls.__dict__["__init__"]
-    fields = ", ".join(f"{a.name}=..." for a in attrs.fields(cls) if a.init)
-
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        if args:
-            raise TypeError(
-                f"{cls.__name__} takes keyword arguments only: {cls.__name__}({fields}); "
-                f"got {len(args)} positional"
-            )
-        init(self, **kwargs)
-
-    __init__.__doc__ = init.__doc__
-    cls.__init__ = __init__  # type: ignore[misc]
-
-
-for _cls in (PodId,):
-    _keywords_only(_cls)

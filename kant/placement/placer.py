@@ -517,13 +517,13 @@ class Placer:
         nearest the GPUs. Updates ``ctx.on_node`` (and ``ctx.role_on`` for a role with
         ``max_per_node``). O(GPUs + NICs)."""
         snap = ctx.snap
-        cols = snap.cols
+        v = snap.cols.views()
         req = ctx.req
         tmpl = self._templates[slot] if slot < len(self._templates) else None
         gpu_mask = 0
         milli = MILLI
         if req.gpus:
-            free = int(cols.free_mask[slot])
+            free = v.free_mask[slot]
             chosen = tmpl.best_gpu_set(free, req.gpus) if tmpl is not None else None
             gpu_mask = chosen if chosen is not None else _lowest_bits(free, req.gpus)
         elif req.milli:
@@ -531,7 +531,7 @@ class Placer:
             milli = req.milli
         nic_mask = 0
         if req.nics:
-            free_nics = int(cols.nic_mask[slot])
+            free_nics = v.nic_mask[slot]
             got = tmpl.best_nics(gpu_mask, free_nics, req.nics) if tmpl is not None else None
             nic_mask = got if got is not None else _lowest_bits(free_nics, req.nics)
         snap.allocate(slot, gpu_mask, milli, nic_mask, req.cpu, req.mem)
@@ -548,10 +548,10 @@ class Placer:
         (whole-GPU pods only: :meth:`_bulk`). O(pods x (GPUs + NICs))."""
         req = ctx.req
         snap = ctx.snap
-        cols = snap.cols
+        v = snap.cols.views()
         tmpl = self._templates[slot] if slot < len(self._templates) else None
-        free = int(cols.free_mask[slot])
-        free_nics = int(cols.nic_mask[slot])
+        free = v.free_mask[slot]
+        free_nics = v.nic_mask[slot]
         node = snap.name_of(slot)
         gpu_all = nic_all = 0
         out: list[Binding] = []

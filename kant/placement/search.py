@@ -170,27 +170,26 @@ def partly_used_best_fit(
     fullness. Stops at the first wholly free node: opening a new node is the group level's
     call. O(log n + nodes looked at), at most :data:`BEST_FIT_LOOKS` nodes."""
     snap = ctx.snap
-    cols = snap.cols
+    v = snap.cols.views()
+    free_gpus = v.free_gpus
     req = ctx.req
     streams = [snap.best_fit(p, req.gpus) for p in cand.pools]
     merged = (
-        streams[0]
-        if len(streams) == 1
-        else heapq.merge(*streams, key=lambda s: (int(cols.free_gpus[s]), s))
+        streams[0] if len(streams) == 1 else heapq.merge(*streams, key=lambda s: (free_gpus[s], s))
     )
     best: tuple[int, int] | None = None  # (free GPUs, slot)
     for looked, slot in enumerate(merged):
-        free = int(cols.free_gpus[slot])
-        if free >= int(cols.gpus[slot]) or looked >= BEST_FIT_LOOKS:
+        free = free_gpus[slot]
+        if free >= v.gpus[slot] or looked >= BEST_FIT_LOOKS:
             break
         if best is not None and free > best[0]:
             break
         if (
-            cols.ready[slot]
-            and cols.cpu_free[slot] >= req.cpu
-            and cols.mem_free[slot] >= req.mem
-            and cols.free_nics[slot] >= req.nics
-            and (cand.hbd is None or (int(cols.hbd_id[slot]) >= 0) == cand.hbd)
+            v.ready[slot]
+            and v.cpu_free[slot] >= req.cpu
+            and v.mem_free[slot] >= req.mem
+            and v.free_nics[slot] >= req.nics
+            and (cand.hbd is None or (v.hbd_id[slot] >= 0) == cand.hbd)
             and (allowed is None or allowed(slot))
         ):
             if ctx.on_node.get(slot):

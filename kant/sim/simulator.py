@@ -45,6 +45,7 @@ overall SOR over that window, mean GFR, and the JWTD / JTTED tables over all job
 from __future__ import annotations
 
 import enum
+import gc
 import heapq
 import math
 import time
@@ -390,7 +391,21 @@ class Simulator:
         """Replay every job to the end (every job done, nothing left that can change, or the
         horizon) and return the :class:`SimResult`. Call it once: it needs the fresh scheduler.
         Runs at most one scheduling cycle per ``tick`` of simulated time (see
-        :class:`SimConfig`)."""
+        :class:`SimConfig`).
+
+        The objects alive before the run (the jobs, the cluster, the scheduler's state) are
+        frozen out of the garbage collector's reach for its duration (``gc.freeze``): the
+        oldest generation's collections would otherwise walk them again and again while
+        the run allocates (about a fifth of a long replay's CPU). Nothing is disabled:
+        cycles created during the run are still collected."""
+        gc.collect()
+        gc.freeze()
+        try:
+            return self._run()
+        finally:
+            gc.unfreeze()
+
+    def _run(self) -> SimResult:
         t_wall = time.perf_counter()
         cfg = self.cfg
         s = self.s

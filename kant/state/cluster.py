@@ -612,7 +612,8 @@ def _write_allocatable(cols: NodeColumns, rec: _NodeRecord) -> None:
     spec = rec.spec
     ok = rec.healthy
     free_mask = 0
-    row = cols.gpu_free[s]
+    v = cols.views()
+    gf = v.gpu_free
     n = spec.gpus
     if ok:
         healthy, used = rec.gpu_healthy, rec.gpu_used
@@ -622,17 +623,17 @@ def _write_allocatable(cols: NodeColumns, rec: _NodeRecord) -> None:
                 free_mask |= 1 << g
     else:
         vals = [0] * n
-    row[:n] = vals  # one write for the row (the devices beyond the node's stay 0)
-    if row.shape[0] > n:
-        row[n:] = 0
-    total = sum(vals)
+    for g, f in enumerate(vals):
+        gf[s, g] = f
+    for g in range(n, cols.width):  # the devices beyond the node's stay 0
+        gf[s, g] = 0
     nic_mask = ((1 << spec.rdma_nics) - 1) & rec.nic_healthy & ~rec.nic_used if ok else 0
-    cols.ready[s] = ok
-    cols.free_mask[s] = free_mask
-    cols.free_gpus[s] = _popcount(free_mask)
-    cols.free_milli[s] = total
-    cols.max_share[s] = max(vals, default=0)
-    cols.cpu_free[s] = spec.cpu_milli - rec.cpu_used if ok else 0
-    cols.mem_free[s] = spec.memory_mib - rec.mem_used if ok else 0
-    cols.nic_mask[s] = nic_mask
-    cols.free_nics[s] = _popcount(nic_mask)
+    v.ready[s] = ok
+    v.free_mask[s] = free_mask
+    v.free_gpus[s] = _popcount(free_mask)
+    v.free_milli[s] = sum(vals)
+    v.max_share[s] = max(vals, default=0)
+    v.cpu_free[s] = spec.cpu_milli - rec.cpu_used if ok else 0
+    v.mem_free[s] = spec.memory_mib - rec.mem_used if ok else 0
+    v.nic_mask[s] = nic_mask
+    v.free_nics[s] = _popcount(nic_mask)

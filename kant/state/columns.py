@@ -68,8 +68,8 @@ class NodeColumns:
         """Grow to at least ``capacity`` slots and ``width`` devices (amortised doubling);
         new slots are empty rows. Growing replaces the arrays: a reference taken before sees
         the old ones. O(slots x width) when it grows, O(1) otherwise."""
-        self.__dict__.pop("_arrays", None)
-        self.__dict__.pop("_levels", None)
+        for key in _CACHES:
+            self.__dict__.pop(key, None)
         if capacity > self.capacity:
             new_cap = max(capacity, self.capacity * 2)
             for name in self.SCALARS:
@@ -111,13 +111,48 @@ class NodeColumns:
             self.__dict__["_levels"] = cached
         return cached
 
+    def views(self) -> RowViews:
+        """Memoryviews of the arrays (cached until they grow), for code that reads or
+        writes a few elements of a row: see :class:`RowViews`."""
+        cached: RowViews | None = self.__dict__.get("_views")
+        if cached is None:
+            cached = self.__dict__["_views"] = RowViews(self)
+        return cached
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The arrays without the cached lists and views (memoryviews do not pickle)."""
+        return {k: v for k, v in self.__dict__.items() if k not in _CACHES}
+
+    USAGE: tuple[str, ...] = (
+        "free_mask", "free_gpus", "free_milli", "max_share", "cpu_free", "mem_free",
+        "nic_mask", "free_nics",
+    )  # fmt: skip
+    """The scalar columns an allocation or a release changes (with ``gpu_free``)."""
+
+    def usage(self, slot: int) -> tuple[Any, ...]:
+        """Row ``slot``'s :attr:`USAGE` values and its ``gpu_free`` (copied): an undo record
+        for :meth:`set_usage`. O(columns)."""
+        v = self.views()
+        gf = v.gpu_free
+        return (*[mv[slot] for mv in v.usage], [gf[slot, g] for g in range(self.width)])
+
+    def set_usage(self, slot: int, values: tuple[Any, ...]) -> None:
+        """Write ``values`` (as :meth:`usage` returns them) back into row ``slot``."""
+        v = self.views()
+        for mv, x in zip(v.usage, values, strict=False):
+            mv[slot] = x
+        gf = v.gpu_free
+        for g, x in enumerate(values[-1]):
+            gf[slot, g] = x
+
     def row(self, slot: int) -> tuple[Any, ...]:
-        """All values of row ``slot``, ``gpu_free`` copied: an undo record for :meth:`set_row`.
-        O(columns)."""
+        """All values of row ``slot`` (every :attr:`SCALARS` column's, then ``gpu_free``
+        copied), as :meth:`set_row` takes them. O(columns)."""
         return (*[a[slot] for a in self.arrays()], self.gpu_free[slot].copy())
 
     def set_row(self, slot: int, values: tuple[Any, ...]) -> None:
-        """Write ``values`` (as :meth:`row` returns them) into row ``slot``. O(columns)."""
+        """Write ``values`` (every :attr:`SCALARS` column's, then ``gpu_free``'s) into row
+        ``slot``. O(columns)."""
         for a, v in zip(self.arrays(), values, strict=False):
             a[slot] = v
         self.gpu_free[slot] = values[-1]
@@ -139,3 +174,51 @@ class NodeColumns:
         if not np.array_equal(self.gpu_free[:n, :w], other.gpu_free[:n, :w]):
             bad.append("gpu_free")
         return bad
+
+
+_CACHES = ("_arrays", "_levels", "_views")
+
+
+class RowViews:
+    """Memoryviews over a :class:`NodeColumns`' arrays, one attribute per scalar column
+    (``v.free_gpus[slot]``), ``gpu_free`` two-dimensional (``v.gpu_free[slot, g]``),
+    ``level_ids`` the group-id columns in :data:`LEVELS` order and ``usage`` the
+    :attr:`NodeColumns.USAGE` columns in that order.
+
+    Reading an element gives a Python ``int`` (``bool`` for ``alive`` and ``ready``) and
+    writing one takes it, without the numpy scalar that ``array[slot]`` boxes: about a
+    third of the cost, which is what a placement's one-row updates spend their time on.
+    The views see the arrays they were made from: take them from :meth:`NodeColumns.views`
+    (which makes new ones when the arrays grow), never keep them across a growth."""
+
+    alive: memoryview
+    ready: memoryview
+    gpus: memoryview
+    gpu_cap_mask: memoryview
+    cpu_cap: memoryview
+    mem_cap: memoryview
+    nics: memoryview
+    free_mask: memoryview
+    free_gpus: memoryview
+    free_milli: memoryview
+    max_share: memoryview
+    cpu_free: memoryview
+    mem_free: memoryview
+    nic_mask: memoryview
+    free_nics: memoryview
+    pool_id: memoryview
+    leaf_id: memoryview
+    spine_id: memoryview
+    superspine_id: memoryview
+    hbd_id: memoryview
+    zone_id: memoryview
+    gpu_free: memoryview
+    level_ids: tuple[memoryview, ...]
+    usage: tuple[memoryview, ...]
+
+    def __init__(self, cols: NodeColumns) -> None:
+        for name in NodeColumns.SCALARS:
+            setattr(self, name, getattr(cols, name).data)
+        self.gpu_free = cols.gpu_free.data
+        self.level_ids = tuple(getattr(cols, f"{lv}_id").data for lv in LEVELS)
+        self.usage = tuple(getattr(self, name) for name in NodeColumns.USAGE)

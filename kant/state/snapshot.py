@@ -30,7 +30,7 @@ from kant.errors import (
     UnknownNodeError,
 )
 from kant.model import MILLI, Binding
-from kant.state.columns import LEVELS, IntArray, NodeColumns
+from kant.state.columns import LEVELS, IntArray, NodeColumns, RowViews
 
 if TYPE_CHECKING:
     from kant.state.cluster import ClusterState
@@ -60,6 +60,23 @@ class _GroupIndex:
             lv: np.zeros((groups[lv], 3), dtype=np.int64) for lv in LEVELS
         }
         self.by_free: dict[int, SortedList] = {}
+        self._views: tuple[RowViews, list[tuple[memoryview, memoryview]]] | None = None
+
+    def _levels(self) -> tuple[RowViews, list[tuple[memoryview, memoryview]]]:
+        """The rows' views and, per level, (group-id column, aggregate) as memoryviews:
+        made again when the rows' arrays or the aggregates grow."""
+        cached = self._views
+        views = self.cols.views()
+        if cached is None or cached[0] is not views:
+            pairs = [
+                (ids, self.agg[lv].data) for lv, ids in zip(LEVELS, views.level_ids, strict=True)
+            ]
+            cached = self._views = (views, pairs)
+        return cached
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Everything but the cached views (memoryviews do not pickle)."""
+        return {**self.__dict__, "_views": None}
 
     def build(self, n: int) -> None:
         """Add the contributions of the live rows among the first ``n`` slots."""
@@ -73,6 +90,7 @@ class _GroupIndex:
             grown = np.zeros((groups, 3), dtype=np.int64)
             grown[: self.agg[level].shape[0]] = self.agg[level]
             self.agg[level] = grown
+            self._views = None
 
     def _row_values(self, idx: IntArray) -> tuple[list[IntArray], IntArray, IntArray]:
         """Rows ``idx``'s contributions as they are now: per level the group ids (-1: none,
@@ -129,11 +147,12 @@ class _GroupIndex:
 
     def _replace_few(self, rows: list[int], copy: Callable[[], None]) -> None:
         """:meth:`replace_rows` row by row."""
-        levels = self.cols.level_arrays()
-        before = [(self.contrib(s), [int(ids[s]) for _lv, ids in levels]) for s in rows]
+        level_ids = self.cols.views().level_ids
+        before = [(self.contrib(s), [ids[s] for ids in level_ids]) for s in rows]
         copy()
+        level_ids = self.cols.views().level_ids  # (the copy may have grown the arrays)
         for s, (c, gids) in zip(rows, before, strict=True):
-            if all(int(ids[s]) == g for (_lv, ids), g in zip(levels, gids, strict=True)):
+            if all(ids[s] == g for ids, g in zip(level_ids, gids, strict=True)):
                 self.shift(s, c)  # the usual case: same node, new counts
             else:  # the slot now holds another node: out with the old groups, in with the new
                 self._add(s, c, gids, -1)
@@ -141,12 +160,12 @@ class _GroupIndex:
 
     def contrib(self, s: int) -> tuple[int, int, int, int]:
         """(free GPUs, wholly free?, free milli, pool id) of row ``s``; pool -2 if dead."""
-        cols = self.cols
-        if not cols.alive[s]:
+        v = self.cols.views()
+        if not v.alive[s]:
             return (0, 0, 0, -2)
-        fg = int(cols.free_gpus[s])
-        g = int(cols.gpus[s])
-        return (fg, int(fg == g and g > 0), int(cols.free_milli[s]), int(cols.pool_id[s]))
+        fg = v.free_gpus[s]
+        g = v.gpus[s]
+        return (fg, int(fg == g and g > 0), v.free_milli[s], v.pool_id[s])
 
     def shift(self, s: int, before: tuple[int, int, int, int]) -> None:
         """Move row ``s``'s contributions from ``before`` to its current values (one pass;
@@ -159,16 +178,15 @@ class _GroupIndex:
             self.apply(s, after, +1)
             return
         d0, d1, d2 = after[0] - before[0], after[1] - before[1], after[2] - before[2]
-        for lv, ids in self.cols.level_arrays():
-            gid = int(ids[s])
+        for ids, agg in self._levels()[1]:
+            gid = ids[s]
             if gid >= 0:
-                row = self.agg[lv][gid]
                 if d0:
-                    row[0] += d0
+                    agg[gid, 0] += d0
                 if d1:
-                    row[1] += d1
+                    agg[gid, 1] += d1
                 if d2:
-                    row[2] += d2
+                    agg[gid, 2] += d2
         pool = after[3]
         if d0 and pool >= 0:
             sl = self.by_free[pool]
@@ -177,19 +195,18 @@ class _GroupIndex:
 
     def apply(self, s: int, c: tuple[int, int, int, int], sign: int) -> None:
         """Add (sign=+1) or remove (-1) contribution ``c`` (from :meth:`contrib`) of row ``s``."""
-        self._add(s, c, [int(ids[s]) for _lv, ids in self.cols.level_arrays()], sign)
+        self._add(s, c, [ids[s] for ids in self.cols.views().level_ids], sign)
 
     def _add(self, s: int, c: tuple[int, int, int, int], gids: list[int], sign: int) -> None:
         """:meth:`apply` with the row's group ids per level given (``gids``)."""
         fg, whole, fm, pool = c
         if pool == -2:
             return
-        for (lv, _ids), gid in zip(self.cols.level_arrays(), gids, strict=True):
+        for (_ids, agg), gid in zip(self._levels()[1], gids, strict=True):
             if gid >= 0:
-                row = self.agg[lv][gid]
-                row[0] += sign * fg
-                row[1] += sign * whole
-                row[2] += sign * fm
+                agg[gid, 0] += sign * fg
+                agg[gid, 1] += sign * whole
+                agg[gid, 2] += sign * fm
         if pool >= 0:
             key = (fg << _KEY_SHIFT) | s
             if sign > 0:
@@ -445,7 +462,7 @@ class Snapshot:
         self._logged((s,))
         frame = self._undo[-1]
         if s not in frame:
-            frame[s] = self.cols.row(s)
+            frame[s] = self.cols.usage(s)
 
     def _end(self, depth: int, commit: bool) -> None:
         if len(self._undo) != depth:
@@ -465,7 +482,7 @@ class Snapshot:
             groups = self._groups
             for s, row in frame.items():
                 before = groups.contrib(s)
-                self.cols.set_row(s, row)
+                self.cols.set_usage(s, row)
                 groups.shift(s, before)
 
     # ----------------------------------------------------------------- mutation
@@ -482,29 +499,30 @@ class Snapshot:
         """Take ``milli`` on each GPU of ``gpu_mask``, the NICs of ``nic_mask``, CPU and memory
         on node ``slot``. Raises AllocationConflictError (changing nothing) if any is not free,
         TransactionError outside a transaction. O(levels + log n)."""
-        cols = self.cols
+        v = self.cols.views()
         bits = _mask_bits(gpu_mask)
-        row = cols.gpu_free[slot]
-        if not cols.alive[slot]:
+        gf = v.gpu_free
+        if not v.alive[slot]:
             raise AllocationConflictError(f"slot {slot} holds no node")
         for g in bits:
-            if row[g] < milli:
+            if gf[slot, g] < milli:
                 raise AllocationConflictError(
-                    f"{self.names[slot]}: GPU {g} has {row[g]} milli free, needs {milli}"
+                    f"{self.names[slot]}: GPU {g} has {gf[slot, g]} milli free, needs {milli}"
                 )
-        if int(cols.nic_mask[slot]) & nic_mask != nic_mask:
+        if v.nic_mask[slot] & nic_mask != nic_mask:
             raise AllocationConflictError(f"{self.names[slot]}: NICs {nic_mask:b} not free")
-        if cols.cpu_free[slot] < cpu_milli or cols.mem_free[slot] < memory_mib:
+        if v.cpu_free[slot] < cpu_milli or v.mem_free[slot] < memory_mib:
             raise AllocationConflictError(f"{self.names[slot]}: not enough CPU or memory")
         self._save(slot)
         before = self._groups.contrib(slot)
         for g in bits:
-            row[g] -= milli
+            gf[slot, g] -= milli
         self._recount(slot)
-        cols.nic_mask[slot] = int(cols.nic_mask[slot]) & ~nic_mask
-        cols.free_nics[slot] = _popcount(int(cols.nic_mask[slot]))
-        cols.cpu_free[slot] -= cpu_milli
-        cols.mem_free[slot] -= memory_mib
+        if nic_mask:
+            v.nic_mask[slot] = nics = v.nic_mask[slot] & ~nic_mask
+            v.free_nics[slot] = _popcount(nics)
+        v.cpu_free[slot] -= cpu_milli
+        v.mem_free[slot] -= memory_mib
         self._groups.shift(slot, before)
 
     def release(
@@ -555,20 +573,20 @@ class Snapshot:
     ) -> None:
         """Return ``gpu`` (GPU index -> milli), NICs, CPU and memory to the row of ``slot``, a
         node of the truth: devices unhealthy in the truth stay unallocatable."""
-        cols = self.cols
+        v = self.cols.views()
         ok, gpu_healthy, nic_healthy = self.state.health_masks(self.names[slot] or "")
         self._save(slot)
         before = self._groups.contrib(slot)
-        row = cols.gpu_free[slot]
+        gf = v.gpu_free
         for g, milli in gpu.items():
             if ok and gpu_healthy >> g & 1:
-                row[g] = min(MILLI, row[g] + milli)
+                gf[slot, g] = min(MILLI, gf[slot, g] + milli)
         self._recount(slot)
         if ok:
-            cols.nic_mask[slot] = int(cols.nic_mask[slot]) | (nic_mask & nic_healthy)
-            cols.free_nics[slot] = _popcount(int(cols.nic_mask[slot]))
-            cols.cpu_free[slot] += cpu_milli
-            cols.mem_free[slot] += memory_mib
+            v.nic_mask[slot] = nics = v.nic_mask[slot] | (nic_mask & nic_healthy)
+            v.free_nics[slot] = _popcount(nics)
+            v.cpu_free[slot] += cpu_milli
+            v.mem_free[slot] += memory_mib
         self._groups.shift(slot, before)
 
     def release_binding(self, b: Binding) -> None:
@@ -583,17 +601,17 @@ class Snapshot:
         )
 
     def _recount(self, s: int) -> None:
-        cols = self.cols
-        row = cols.gpu_free[s]
-        n = int(cols.gpus[s])
+        v = self.cols.views()
+        gf = v.gpu_free
+        vals = [gf[s, g] for g in range(v.gpus[s])]
         mask = 0
-        for g in range(n):
-            if row[g] == MILLI:
+        for g, f in enumerate(vals):
+            if f == MILLI:
                 mask |= 1 << g
-        cols.free_mask[s] = mask
-        cols.free_gpus[s] = _popcount(mask)
-        cols.free_milli[s] = int(row[:n].sum())
-        cols.max_share[s] = int(row[:n].max()) if n else 0
+        v.free_mask[s] = mask
+        v.free_gpus[s] = _popcount(mask)
+        v.free_milli[s] = sum(vals)
+        v.max_share[s] = max(vals, default=0)
 
     # ----------------------------------------------------------------- self-check
 
