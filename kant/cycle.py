@@ -599,14 +599,13 @@ class _Cycle:
         self.quota_memo[key] = (e, dec)
         return dec
 
-    @staticmethod
-    def _restricted(job: Job, dec: QuotaDecision, facts: _Facts) -> Job:
+    def _restricted(self, job: Job, dec: QuotaDecision, facts: _Facts) -> Job:
         """The job narrowed to the GPU models quota admits (kept in the facts for the job's
-        cached decision)."""
+        cached decision, which live as long as the pools do)."""
         if dec is not facts.unlimited_decision:
-            return restricted(job, dec)
+            return restricted(job, dec, self.pools.models)
         if facts.restricted is None:
-            facts.restricted = restricted(job, dec)
+            facts.restricted = restricted(job, dec, self.pools.models)
         return facts.restricted
 
     def _never_fits(

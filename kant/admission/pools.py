@@ -7,7 +7,7 @@ pools) plus the aggregate reads of :func:`kant.admission.readiness.readiness`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import attrs
 
@@ -80,13 +80,19 @@ class Pools:
         return self.names.get(int(self.snap.cols.pool_id[s]), "")
 
 
-def restricted(job: Job, dec: QuotaDecision) -> Job:
-    """The job with each role's GPU models narrowed to those quota admits."""
+def restricted(job: Job, dec: QuotaDecision, live: Collection[str] = ()) -> Job:
+    """The job with each role's GPU models narrowed to those quota admits.
+
+    ``live``: the live GPU models (:attr:`Pools.models`). A role open to any model that
+    quota admits on every one of them is left open: its candidates are every live GPU node
+    either way, and the job is not copied (the usual case on a one-model cluster)."""
     roles = []
     changed = False
     for role in job.roles:
         ms = dec.models.get(role.name)
-        if ms and frozenset(ms) != role.gpu_models:
+        if not ms or (not role.gpu_models and len(ms) == len(live) and all(m in live for m in ms)):
+            roles.append(role)
+        elif frozenset(ms) != role.gpu_models:
             roles.append(attrs.evolve(role, gpu_models=frozenset(ms)))
             changed = True
         else:

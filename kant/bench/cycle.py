@@ -20,7 +20,6 @@ of them it placed on average. ``--no-preemption`` measures the cycle without vic
 
 from __future__ import annotations
 
-import gc
 import statistics
 import time
 from typing import Any
@@ -29,7 +28,7 @@ import numpy as np
 
 from kant.admission import Admitter, Quota
 from kant.apply import apply
-from kant.bench import fat_tree_nodes, percentile, rss_mib
+from kant.bench import fat_tree_nodes, percentile, rss_mib, settled
 from kant.cycle import schedule_cycle
 from kant.model import MILLI, Job, JobKind, Resources, Role
 from kant.preemption import PreemptionPolicy
@@ -154,8 +153,10 @@ def bench_cycle(
     strategy: str = "ebinpack",
     interval: float = 10.0,
     preemption: bool = True,
+    gc_freeze: bool = True,
 ) -> dict[str, Any]:
-    """Median and p99 cycle time with ``pending`` waiting jobs on ``nodes`` 8-GPU nodes."""
+    """Median and p99 cycle time with ``pending`` waiting jobs on ``nodes`` 8-GPU nodes
+    (``gc_freeze``: see :func:`kant.bench.settled`)."""
     s, wl, rules = setup(nodes, pending, seed=seed, policy=policy, strategy=strategy,
                           preemption=preemption)  # fmt: skip
     cluster, queue, admitter = s.cluster, s.queue, s.admitter
@@ -168,22 +169,22 @@ def bench_cycle(
     placed = 0
     victims = 0
     attempts = 0
-    gc.collect()
-    for _ in range(cycles):
-        now += interval
-        finish_due(s, now)
-        evict_victims(s, now)
-        refill(s, wl, pending, now)
-        t0, c0 = time.perf_counter(), time.thread_time()
-        res = schedule_cycle(
-            cluster, queue, admitter, s.placer, now, policy=s.policy, preemption=rules
-        )
-        times.append((time.perf_counter() - t0) * 1000)
-        cpu.append((time.thread_time() - c0) * 1000)
-        apply(res, cluster, queue, admitter, now)
-        placed += res.stats.placed_jobs
-        victims += len(res.victims)
-        attempts += res.stats.placement_attempts
+    with settled(gc_freeze):
+        for _ in range(cycles):
+            now += interval
+            finish_due(s, now)
+            evict_victims(s, now)
+            refill(s, wl, pending, now)
+            t0, c0 = time.perf_counter(), time.thread_time()
+            res = schedule_cycle(
+                cluster, queue, admitter, s.placer, now, policy=s.policy, preemption=rules
+            )
+            times.append((time.perf_counter() - t0) * 1000)
+            cpu.append((time.thread_time() - c0) * 1000)
+            apply(res, cluster, queue, admitter, now)
+            placed += res.stats.placed_jobs
+            victims += len(res.victims)
+            attempts += res.stats.placement_attempts
     mean_ms = statistics.fmean(times)
     return {
         "bench": "cycle",
@@ -195,6 +196,7 @@ def bench_cycle(
         "cycles": cycles,
         "interval_s": interval,
         "preemption": preemption,
+        "gc_freeze": gc_freeze,
         "allocated_ratio": round(cluster.allocated_milli() / (MILLI * total), 3),
         "running_jobs": len(queue.running()),
         "p50_ms": round(statistics.median(times), 2),

@@ -23,14 +23,13 @@ median CPU of the first third (flat: within 1.10).
 
 from __future__ import annotations
 
-import gc
 import statistics
 import time
 from typing import Any
 
 import numpy as np
 
-from kant.bench import current_rss_mib, percentile
+from kant.bench import current_rss_mib, percentile, settled
 from kant.bench.cycle import evict_victims, finish_due, refill, setup, warm_up
 from kant.model import MILLI, NodeSpec, PodId
 from kant.queueing import JobPhase
@@ -128,9 +127,11 @@ def bench_soak(
     gpu_fault_every: int = 10,
     gpu_down_cycles: int = 15,
     bind_fail_one_in: int = 50,
+    gc_freeze: bool = True,
 ) -> dict[str, Any]:
     """``cycles`` cycles with churn on ``nodes`` 8-GPU nodes and ``pending`` waiting jobs;
-    per-third medians of the cycle's CPU and wall time and of the resident memory."""
+    per-third medians of the cycle's CPU and wall time and of the resident memory
+    (``gc_freeze``: see :func:`kant.bench.settled`)."""
     s, wl, _ = setup(nodes, pending, seed=seed, policy=policy, strategy=strategy,
                       preemption=True)  # fmt: skip
     total = s.cluster.total_gpus()
@@ -146,22 +147,22 @@ def bench_soak(
     wall: list[float] = []
     rss: list[float] = []
     placed = victims = finished = 0
-    gc.collect()
-    for i in range(cycles):
-        now += interval
-        finished += finish_due(s, now)
-        evict_victims(s, now)
-        churn.before_cycle(i, now)
-        refill(s, wl, pending, now)
-        t0, c0 = time.perf_counter(), time.thread_time()
-        res = s.schedule(now)
-        wall.append((time.perf_counter() - t0) * 1000)
-        cpu.append((time.thread_time() - c0) * 1000)
-        s.apply(res, now)
-        churn.after_apply([b.pod for b in res.bindings], now)
-        rss.append(current_rss_mib())
-        placed += res.stats.placed_jobs
-        victims += len(res.victims)
+    with settled(gc_freeze):
+        for i in range(cycles):
+            now += interval
+            finished += finish_due(s, now)
+            evict_victims(s, now)
+            churn.before_cycle(i, now)
+            refill(s, wl, pending, now)
+            t0, c0 = time.perf_counter(), time.thread_time()
+            res = s.schedule(now)
+            wall.append((time.perf_counter() - t0) * 1000)
+            cpu.append((time.thread_time() - c0) * 1000)
+            s.apply(res, now)
+            churn.after_apply([b.pod for b in res.bindings], now)
+            rss.append(current_rss_mib())
+            placed += res.stats.placed_jobs
+            victims += len(res.victims)
     thirds = _thirds(cpu)
     out: dict[str, Any] = {
         "bench": "soak",
@@ -170,6 +171,7 @@ def bench_soak(
         "pending": pending,
         "policy": policy,
         "strategy": strategy,
+        "gc_freeze": gc_freeze,
         "cycles": cycles,
         "interval_s": interval,
         "allocated_ratio": round(s.cluster.allocated_milli() / (MILLI * total), 3),

@@ -64,6 +64,13 @@ def _steady_state_arguments(
         help="simulated seconds per cycle (default 10)",
     )
     p.add_argument("--seed", type=number(int, low=0), default=7, help="workload seed (default 7)")
+    p.add_argument(
+        "--no-gc-freeze",
+        dest="gc_freeze",
+        action="store_false",
+        help="leave the set-up's objects to the garbage collector (default: frozen, as a "
+        "long-running scheduler does after start-up)",
+    )
 
 
 def _add_cycle(sub: Any) -> None:

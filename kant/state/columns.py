@@ -68,6 +68,8 @@ class NodeColumns:
         """Grow to at least ``capacity`` slots and ``width`` devices (amortised doubling);
         new slots are empty rows. Growing replaces the arrays: a reference taken before sees
         the old ones. O(slots x width) when it grows, O(1) otherwise."""
+        if capacity <= self.capacity and width <= self.width:
+            return
         for key in _CACHES:
             self.__dict__.pop(key, None)
         if capacity > self.capacity:
@@ -94,6 +96,19 @@ class NodeColumns:
         for name in self.SCALARS:
             getattr(self, name)[idx] = getattr(other, name)[idx]
         self.gpu_free[idx] = other.gpu_free[idx]
+
+    def copy_few_from(self, other: NodeColumns, rows: list[int]) -> None:
+        """:meth:`copy_rows_from` element by element, for a few rows (numpy's per-call cost
+        dominates there). O(len(rows) x columns)."""
+        mine, theirs = self.views(), other.views()
+        for a, b in zip(mine.scalars, theirs.scalars, strict=True):
+            for s in rows:
+                a[s] = b[s]
+        gf, ogf = mine.gpu_free, theirs.gpu_free
+        width = min(self.width, other.width)
+        for s in rows:
+            for g in range(width):
+                gf[s, g] = ogf[s, g]
 
     def arrays(self) -> list[Any]:
         """The scalar column arrays in :attr:`SCALARS` order (cached until they grow)."""
@@ -183,7 +198,8 @@ class RowViews:
     """Memoryviews over a :class:`NodeColumns`' arrays, one attribute per scalar column
     (``v.free_gpus[slot]``), ``gpu_free`` two-dimensional (``v.gpu_free[slot, g]``),
     ``level_ids`` the group-id columns in :data:`LEVELS` order and ``usage`` the
-    :attr:`NodeColumns.USAGE` columns in that order.
+    :attr:`NodeColumns.USAGE` columns in that order, ``scalars`` every scalar column in
+    :attr:`NodeColumns.SCALARS` order.
 
     Reading an element gives a Python ``int`` (``bool`` for ``alive`` and ``ready``) and
     writing one takes it, without the numpy scalar that ``array[slot]`` boxes: about a
@@ -215,6 +231,7 @@ class RowViews:
     gpu_free: memoryview
     level_ids: tuple[memoryview, ...]
     usage: tuple[memoryview, ...]
+    scalars: tuple[memoryview, ...]
 
     def __init__(self, cols: NodeColumns) -> None:
         for name in NodeColumns.SCALARS:
@@ -222,3 +239,4 @@ class RowViews:
         self.gpu_free = cols.gpu_free.data
         self.level_ids = tuple(getattr(cols, f"{lv}_id").data for lv in LEVELS)
         self.usage = tuple(getattr(self, name) for name in NodeColumns.USAGE)
+        self.scalars = tuple(getattr(self, name) for name in NodeColumns.SCALARS)
