@@ -235,6 +235,7 @@ class Queue:
         self._in_order: set[str] = set()
         self._tenants: dict[str, SortedList] = {}  # tenant -> (key, job id) of schedulable jobs
         self._running: dict[str, None] = {}  # ordered set of RUNNING job ids
+        self._running_list: list[Entry] | None = None  # their entries, until one changes phase
         self._seq = 0
         self._cands: list[Entry] | None = None  # the global order's entries, kept in order
         self._inc: dict[str, tuple[int, int]] = {}  # in the order: job -> (seq, version)
@@ -305,8 +306,13 @@ class Queue:
         return sorted(self._tenants)
 
     def running(self) -> list[Entry]:
-        """RUNNING jobs, in the order they started (ties: submission order)."""
-        return [self._entries[j] for j in self._running]
+        """RUNNING jobs, in the order they started (ties: submission order). A new list; the
+        entries are looked up again only after a job changed phase (each cycle reads this
+        more than once)."""
+        got = self._running_list
+        if got is None:
+            got = self._running_list = [self._entries[j] for j in self._running]
+        return list(got)
 
     def counts(self) -> dict[str, int]:
         """How many jobs are in each phase, ``{phase value: count}`` (every phase listed).
@@ -547,9 +553,11 @@ class Queue:
     def _set_phase(self, e: Entry, phase: JobPhase) -> None:
         e.phase = phase
         if phase is JobPhase.RUNNING:
-            self._running.setdefault(e.id)
-        else:
-            self._running.pop(e.id, None)
+            if e.id not in self._running:
+                self._running[e.id] = None
+                self._running_list = None
+        elif self._running.pop(e.id, 0) is None:
+            self._running_list = None
         self._sync(e)
         if phase in (JobPhase.FINISHED, JobPhase.FAILED):
             self._ended[e.id] = None
