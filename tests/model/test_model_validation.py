@@ -181,3 +181,41 @@ def test_topology_wish_orders_tiers_from_closest_to_farthest() -> None:
 def test_error_messages_name_field_value_and_location() -> None:
     err = InvalidJobError("priority", "x", "must be an int", where="jobs.csv:3")
     assert str(err) == "jobs.csv:3: invalid job: field 'priority' = 'x': must be an int"
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"job": "", "role": "w", "index": 0}, "job"),
+        ({"job": "a/b", "role": "w", "index": 0}, "job"),
+        ({"job": "j", "role": " w", "index": 0}, "role"),
+        ({"job": "j", "role": "w", "index": -1}, "index"),
+        ({"job": "j", "role": "w", "index": 1.0}, "index"),
+        ({"job": "j", "role": "w", "index": True}, "index"),
+    ],
+)
+def test_a_pod_id_with_a_bad_field_is_refused_naming_it(fields: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidJobError) as got:
+        PodId(**fields)
+    assert got.value.field == field
+
+
+def test_a_pod_id_missing_a_field_or_given_an_unknown_one_says_which() -> None:
+    with pytest.raises(TypeError, match=r"missing \['index'\]"):
+        PodId(job="j", role="w")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"unknown \['pod'\]"):
+        PodId(job="j", role="w", index=0, pod=1)  # type: ignore[call-arg]
+
+
+def test_pod_ids_sort_by_job_role_index_and_survive_pickling_and_copies() -> None:
+    import copy
+    import pickle
+
+    pods = [PodId(job=j, role=r, index=i) for j in ("b", "a") for r in ("w", "ps") for i in (10, 2)]
+    assert [tuple(p) for p in sorted(pods)] == sorted(tuple(p) for p in pods)
+    p = PodId(job="j", role="w", index=3)
+    for back in (pickle.loads(pickle.dumps(p)), copy.deepcopy(p), copy.copy(p)):
+        assert back == p and type(back) is PodId and hash(back) == hash(p)
+    assert str(p) == "j/w/3" and repr(p) == "PodId(job='j', role='w', index=3)"
+    job_id, role, index = p
+    assert (job_id, role, index) == (p.job, p.role, p.index)

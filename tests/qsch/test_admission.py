@@ -136,3 +136,27 @@ def test_a_gang_is_admitted_whole_or_not_at_all() -> None:
     s.submit(job("g", gpus=4, replicas=4, tenant="t"), now=0)
     r = s.step(now=1)
     assert r.bindings == () and r.pending["g"].code is ReasonCode.QUOTA_EXCEEDED
+
+
+def test_a_role_open_to_any_model_stays_open_when_quota_admits_every_live_model() -> None:
+    """Narrowing it to every live model would give the same candidate nodes: the job is not
+    copied. Admitted on only some of them (or with the live models unknown), it is narrowed."""
+    from kant.admission.pools import restricted
+    from kant.admission.quota import QuotaDecision
+    from kant.testing.builders import job as make_job
+
+    j = make_job("any", gpus=1, replicas=2)
+    role = j.roles[0].name
+
+    def dec(*models: str) -> QuotaDecision:
+        return QuotaDecision(ok=True, pods=j.pods(), models={role: models}, within_nominal=True)
+
+    assert restricted(j, dec("A", "B"), {"A": 0, "B": 1}) is j
+    narrowed = restricted(j, dec("A"), {"A": 0, "B": 1})
+    assert narrowed.roles[0].gpu_models == frozenset({"A"})
+    assert restricted(j, dec("A", "B")).roles[0].gpu_models == frozenset({"A", "B"})
+    picky = make_job("picky", gpus=1, models="A")
+    picky_dec = QuotaDecision(
+        ok=True, pods=picky.pods(), models={picky.roles[0].name: ("A",)}, within_nominal=True
+    )
+    assert restricted(picky, picky_dec, {"A": 0}) is picky
