@@ -300,7 +300,7 @@ def forecast(
         hit, r = kept.lookup(e, pods, dec_key, occupancy)
         if hit:
             return r
-    narrowed = restricted(job, dec)
+    narrowed = restricted(job, dec, pools.models)
     tries = 0
     found: Reservation | None = None
     clean = False  # placed at the first state that passed readiness

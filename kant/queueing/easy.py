@@ -11,6 +11,10 @@ from kant.errors import InvalidConfigError
 from kant.model import BLOCKING_CODES, Reason, ReasonCode
 
 
+_USE_RESERVED = Gate(use_reserved=True)
+"""Try the job with the reserved devices too (it ends before they are needed)."""
+
+
 class _EasyRun:
     def __init__(self, policy: EasyBackfill, ctx: CycleContext) -> None:
         self.ctx = ctx
@@ -62,7 +66,7 @@ class _EasyRun:
             est = self.default_runtime
         if est is not None and self.ctx.now + est <= self.made.start:
             self.used_reserved = job.id
-            return Gate(use_reserved=True)
+            return _USE_RESERVED
         return GO
 
     def explain(self, job: CandidateView, reason: Reason) -> Reason:
