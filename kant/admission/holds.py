@@ -10,6 +10,7 @@ rolled back with the cycle.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
@@ -196,6 +197,16 @@ class Hold:
     def __init__(self, bindings: Sequence[Binding]) -> None:
         self.bindings = tuple(bindings)
         self.taken: list[Alloc] = []
+        # per allocation taken: its row's usage before and after (NodeColumns.usage)
+        self._rows: list[tuple[Any, ...]] = []
+        self._rows_after: list[tuple[Any, ...]] = []
+
+    def _take(self, snap: Snapshot, a: Alloc) -> None:
+        cols = snap.cols
+        self._rows.append(cols.usage(a.slot))
+        a.take(snap)
+        self._rows_after.append(cols.usage(a.slot))
+        self.taken.append(a)
 
     def take(self, snap: Snapshot) -> None:
         """Hold the free part of the bindings on ``snap``: what taking each binding's free
@@ -206,6 +217,8 @@ class Hold:
         of the sum, and as much CPU and memory as is free up to the sum, exactly what taking
         each binding's free part in turn holds."""
         self.taken = []
+        self._rows = []
+        self._rows_after = []
         cols = snap.cols
         for node, part in _grouped(self.bindings):
             s = slot_or_none(snap, node)
@@ -213,8 +226,7 @@ class Hold:
                 continue
             if isinstance(part, list):
                 for a in _free_parts(snap, s, part):
-                    a.take(snap)
-                    self.taken.append(a)
+                    self._take(snap, a)
                 continue
             gpu, nic, cpu, mem = part
             mask = gpu & int(cols.free_mask[s])  # GPUs wholly free
@@ -222,14 +234,29 @@ class Hold:
             cpu = min(int(cols.cpu_free[s]), cpu)
             mem = min(int(cols.mem_free[s]), mem)
             if mask or nic or cpu or mem:
-                a = Alloc(s, mask, MILLI, nic, cpu, mem)
-                a.take(snap)
-                self.taken.append(a)
+                self._take(snap, Alloc(s, mask, MILLI, nic, cpu, mem))
 
     def give_back(self, snap: Snapshot) -> None:
-        """Release what :meth:`take` held."""
-        for a in self.taken:
-            a.give(snap)
+        """Release what :meth:`take` held. A row that is as the take left it gets back its
+        usage from before the take (what releasing gives it: the take allocated only free,
+        healthy devices, so releasing adds back exactly what it took); a row changed since is
+        released. Last taken first, so that two allocations on one row unwind in turn."""
+        cols = snap.cols
+        for a, before, after in zip(
+            reversed(self.taken), reversed(self._rows), reversed(self._rows_after), strict=True
+        ):
+            if cols.usage(a.slot) == after:
+                snap.restore_usage(a.slot, before)
+            else:
+                a.give(snap)
+
+    def joined(self, other: Hold) -> Hold:
+        """One hold of both (taken already): giving it back gives back both."""
+        both = Hold(self.bindings + other.bindings)
+        both.taken = self.taken + other.taken
+        both._rows = self._rows + other._rows
+        both._rows_after = self._rows_after + other._rows_after
+        return both
 
     def __bool__(self) -> bool:
         return bool(self.taken)
@@ -262,9 +289,7 @@ class Holds:
         h = Hold(bindings)
         h.take(self.snap)
         if self.reserved is not None:
-            both = Hold(self.reserved.bindings + h.bindings)
-            both.taken = self.reserved.taken + h.taken
-            h = both
+            h = self.reserved.joined(h)
         self.reserved = h
 
     def drop(self, job: str) -> None:

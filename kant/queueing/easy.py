@@ -10,7 +10,6 @@ from kant.contracts import GO, CandidateView, CycleContext, Gate, PolicyRun, Res
 from kant.errors import InvalidConfigError
 from kant.model import BLOCKING_CODES, Reason, ReasonCode
 
-
 _USE_RESERVED = Gate(use_reserved=True)
 """Try the job with the reserved devices too (it ends before they are needed)."""
 

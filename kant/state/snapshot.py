@@ -594,6 +594,15 @@ class Snapshot:
             v.mem_free[slot] += memory_mib
         self._groups.shift(slot, before)
 
+    def restore_usage(self, slot: int, usage: tuple[Any, ...]) -> None:
+        """Put back row ``slot``'s usage as :meth:`NodeColumns.usage` read it earlier in this
+        cycle (a hold giving back exactly what it took), with the aggregates and the index.
+        TransactionError outside a transaction. O(levels + log n)."""
+        self._save(slot)
+        before = self._groups.contrib(slot)
+        self.cols.set_usage(slot, usage)
+        self._groups.shift(slot, before)
+
     def release_binding(self, b: Binding) -> None:
         """:meth:`release` what binding ``b`` holds on its node (a preemption what-if)."""
         self.release(

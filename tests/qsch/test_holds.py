@@ -40,12 +40,17 @@ _BINDING = st.tuples(
     busy=st.lists(_BINDING, max_size=6),
     held=st.lists(_BINDING, min_size=1, max_size=10),
     disjoint=st.booleans(),
+    meanwhile=st.lists(_BINDING, max_size=3),
 )
 def test_a_hold_takes_what_taking_each_bindings_free_part_in_turn_takes(
     busy: list[tuple[int, set[int], int, set[int], int, int]],
     held: list[tuple[int, set[int], int, set[int], int, int]],
     disjoint: bool,
+    meanwhile: list[tuple[int, set[int], int, set[int], int, int]],
 ) -> None:
+    """... and gives back what releasing each allocation it took gives back, whether its
+    rows are as it left them (their usage before is put back) or something took more of
+    them meanwhile (``meanwhile``: then they are released)."""
     cluster = nodes(_NODES)
     names = sorted(cluster.slot_names)
     snap = cluster.snapshot()
@@ -91,3 +96,17 @@ def test_a_hold_takes_what_taking_each_bindings_free_part_in_turn_takes(
                 check_invariants(snap)
                 h.give_back(snap)
                 assert _rows(snap) == before
+        with snap.transaction():
+            h = Hold(bindings)
+            h.take(snap)
+            for b in (binding(200 + i, x) for i, x in enumerate(meanwhile)):
+                part = free_part(snap, b)
+                if part is not None:
+                    part.take(snap)
+            with snap.transaction():
+                for a in reversed(h.taken):  # the reference: release each allocation
+                    a.give(snap)
+                released = _rows(snap)
+            h.give_back(snap)
+            assert _rows(snap) == released
+            check_invariants(snap)
