@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import attrs
 
 from kant.admission.holds import Holds
-from kant.admission.pools import Pools, restricted
+from kant.admission.pools import Pools
 from kant.admission.quota import (
     Admitter,
     QuotaDecision,
@@ -603,9 +603,9 @@ class _Cycle:
         """The job narrowed to the GPU models quota admits (kept in the facts for the job's
         cached decision, which live as long as the pools do)."""
         if dec is not facts.unlimited_decision:
-            return restricted(job, dec, self.pools.models)
+            return self.pools.restricted(job, dec)
         if facts.restricted is None:
-            facts.restricted = restricted(job, dec, self.pools.models)
+            facts.restricted = self.pools.restricted(job, dec)
         return facts.restricted
 
     def _never_fits(

@@ -537,12 +537,12 @@ class _Field:
         self.name = name
 
 
-_POD_CHECKS: tuple[tuple[str, Validator], ...] = (
-    ("job", name(InvalidJobError)),
-    ("role", name(InvalidJobError)),
-    ("index", number(InvalidJobError, low=0, integer=True)),
+_POD_CHECKS: tuple[tuple[Any, Validator], ...] = (
+    (_Field("job"), name(InvalidJobError)),
+    (_Field("role"), name(InvalidJobError)),
+    (_Field("index"), number(InvalidJobError, low=0, integer=True)),
 )
-_POD_FIELDS: dict[str, Any] = {f: _Field(f) for f, _check in _POD_CHECKS}
+"""Each field of a :class:`PodId` (as its validator reads it) and its validator."""
 
 
 class PodId(_PodFields):
@@ -567,14 +567,14 @@ class PodId(_PodFields):
                     "PodId takes keyword arguments only: PodId(job=..., role=..., index=...); "
                     f"got {len(args)} positional"
                 )
-            unknown = sorted(set(kwargs) - set(_POD_FIELDS))
-            missing = [f for f in _POD_FIELDS if f not in kwargs]
+            unknown = sorted(set(kwargs) - set(_PodFields._fields))
+            missing = [f for f in _PodFields._fields if f not in kwargs]
             if unknown or missing:
                 raise TypeError(
                     f"PodId(job=..., role=..., index=...): missing {missing}, unknown {unknown}"
                 )
             for field, check in _POD_CHECKS:
-                check(None, _POD_FIELDS[field], kwargs[field])
+                check(None, field, kwargs[field.name])
             return tuple.__new__(cls, (kwargs["job"], kwargs["role"], kwargs["index"]))
 
     def __str__(self) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from kant.admission.holds import slot_or_none
-from kant.admission.pools import Pools, restricted
+from kant.admission.pools import Pools
 from kant.admission.quota import QuotaLedger, admit_quota
 from kant.contracts import PlaceFn, Reservation
 from kant.model import Binding, PodId
@@ -300,7 +300,7 @@ def forecast(
         hit, r = kept.lookup(e, pods, dec_key, occupancy)
         if hit:
             return r
-    narrowed = restricted(job, dec, pools.models)
+    narrowed = pools.restricted(job, dec)
     tries = 0
     found: Reservation | None = None
     clean = False  # placed at the first state that passed readiness

@@ -198,14 +198,13 @@ class Hold:
         self.bindings = tuple(bindings)
         self.taken: list[Alloc] = []
         # per allocation taken: its row's usage before and after (NodeColumns.usage)
-        self._rows: list[tuple[Any, ...]] = []
-        self._rows_after: list[tuple[Any, ...]] = []
+        self._usage: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = []
 
     def _take(self, snap: Snapshot, a: Alloc) -> None:
         cols = snap.cols
-        self._rows.append(cols.usage(a.slot))
+        before = cols.usage(a.slot)
         a.take(snap)
-        self._rows_after.append(cols.usage(a.slot))
+        self._usage.append((before, cols.usage(a.slot)))
         self.taken.append(a)
 
     def take(self, snap: Snapshot) -> None:
@@ -217,9 +216,8 @@ class Hold:
         of the sum, and as much CPU and memory as is free up to the sum, exactly what taking
         each binding's free part in turn holds."""
         self.taken = []
-        self._rows = []
-        self._rows_after = []
-        cols = snap.cols
+        self._usage = []
+        v = snap.cols.views()
         for node, part in _grouped(self.bindings):
             s = slot_or_none(snap, node)
             if s is None:
@@ -229,10 +227,10 @@ class Hold:
                     self._take(snap, a)
                 continue
             gpu, nic, cpu, mem = part
-            mask = gpu & int(cols.free_mask[s])  # GPUs wholly free
-            nic &= int(cols.nic_mask[s])
-            cpu = min(int(cols.cpu_free[s]), cpu)
-            mem = min(int(cols.mem_free[s]), mem)
+            mask = gpu & v.free_mask[s]  # GPUs wholly free
+            nic &= v.nic_mask[s]
+            cpu = min(v.cpu_free[s], cpu)
+            mem = min(v.mem_free[s], mem)
             if mask or nic or cpu or mem:
                 self._take(snap, Alloc(s, mask, MILLI, nic, cpu, mem))
 
@@ -242,9 +240,7 @@ class Hold:
         healthy devices, so releasing adds back exactly what it took); a row changed since is
         released. Last taken first, so that two allocations on one row unwind in turn."""
         cols = snap.cols
-        for a, before, after in zip(
-            reversed(self.taken), reversed(self._rows), reversed(self._rows_after), strict=True
-        ):
+        for a, (before, after) in zip(reversed(self.taken), reversed(self._usage), strict=True):
             if cols.usage(a.slot) == after:
                 snap.restore_usage(a.slot, before)
             else:
@@ -254,8 +250,7 @@ class Hold:
         """One hold of both (taken already): giving it back gives back both."""
         both = Hold(self.bindings + other.bindings)
         both.taken = self.taken + other.taken
-        both._rows = self._rows + other._rows
-        both._rows_after = self._rows_after + other._rows_after
+        both._usage = self._usage + other._usage
         return both
 
     def __bool__(self) -> bool:

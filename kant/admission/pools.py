@@ -72,6 +72,10 @@ class Pools:
         pools = {r: tuple(self.models[m] for m in ms) for r, ms in role_models.items()}
         return never_fits(self.facts, job, counts, pools)
 
+    def restricted(self, job: Job, dec: QuotaDecision) -> Job:
+        """:func:`restricted` on this cycle's live GPU models."""
+        return restricted(job, dec, self.models)
+
     def model_of(self, b: Binding) -> str:
         """The GPU model of the node ``b`` is on ("" for a node not on the snapshot)."""
         s = slot_or_none(self.snap, b.node)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from kant.admission.holds import Alloc, release_exact
-from kant.admission.pools import Pools, restricted
+from kant.admission.pools import Pools
 from kant.admission.quota import QuotaDecision, QuotaLedger, admit_quota
 from kant.contracts import PlaceFn
 from kant.model import Binding, Job, PodId
@@ -114,6 +114,6 @@ class CycleWhatIf:
         if dec is None:
             return None
         with self.snap.transaction():
-            res = self._place(restricted(self.job, dec), dec.pods)
+            res = self._place(self.pools.restricted(self.job, dec), dec.pods)
             ok = bool(res.bindings) and not res.unplaced
             return tuple(res.bindings) if ok else None

@@ -618,13 +618,12 @@ def _write_allocatable(cols: NodeColumns, rec: _NodeRecord) -> None:
     if ok:
         healthy, used = rec.gpu_healthy, rec.gpu_used
         vals = [MILLI - used[g] if healthy >> g & 1 else 0 for g in range(n)]
-        for g, f in enumerate(vals):
-            if f == MILLI:
-                free_mask |= 1 << g
     else:
         vals = [0] * n
     for g, f in enumerate(vals):
         gf[s, g] = f
+        if f == MILLI:
+            free_mask |= 1 << g
     for g in range(n, cols.width):  # the devices beyond the node's stay 0
         gf[s, g] = 0
     nic_mask = ((1 << spec.rdma_nics) - 1) & rec.nic_healthy & ~rec.nic_used if ok else 0

@@ -65,9 +65,9 @@ class _GroupIndex:
         self.by_free: dict[int, SortedList] = {}
         self._views: tuple[RowViews, list[tuple[memoryview, memoryview]]] | None = None
 
-    def _levels(self) -> tuple[RowViews, list[tuple[memoryview, memoryview]]]:
-        """The rows' views and, per level, (group-id column, aggregate) as memoryviews:
-        made again when the rows' arrays or the aggregates grow."""
+    def _levels(self) -> list[tuple[memoryview, memoryview]]:
+        """Per level, (group-id column, aggregate) as memoryviews: made again when the rows'
+        arrays or the aggregates grow."""
         cached = self._views
         views = self.cols.views()
         if cached is None or cached[0] is not views:
@@ -75,7 +75,7 @@ class _GroupIndex:
                 (ids, self.agg[lv].data) for lv, ids in zip(LEVELS, views.level_ids, strict=True)
             ]
             cached = self._views = (views, pairs)
-        return cached
+        return cached[1]
 
     def __getstate__(self) -> dict[str, Any]:
         """Everything but the cached views (memoryviews do not pickle)."""
@@ -181,7 +181,7 @@ class _GroupIndex:
             self.apply(s, after, +1)
             return
         d0, d1, d2 = after[0] - before[0], after[1] - before[1], after[2] - before[2]
-        for ids, agg in self._levels()[1]:
+        for ids, agg in self._levels():
             gid = ids[s]
             if gid >= 0:
                 if d0:
@@ -205,7 +205,7 @@ class _GroupIndex:
         fg, whole, fm, pool = c
         if pool == -2:
             return
-        for (_ids, agg), gid in zip(self._levels()[1], gids, strict=True):
+        for (_ids, agg), gid in zip(self._levels(), gids, strict=True):
             if gid >= 0:
                 agg[gid, 0] += sign * fg
                 agg[gid, 1] += sign * whole
