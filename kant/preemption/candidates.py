@@ -30,7 +30,7 @@ from sortedcontainers import SortedKeyList, SortedList
 from kant.model import Binding, PodId
 from kant.preemption.replay import Flat
 from kant.preemption.rules import VictimUnit
-from kant.queueing import Entry, Queue
+from kant.queueing import Entry, JobPhase, Queue
 from kant.state import ClusterState, Snapshot
 
 Order = tuple[int, float, int, str, int]
@@ -219,6 +219,16 @@ class _Kept:
         self.volatile_of: dict[str, list[VictimRef]] = {}
         self.waiting_alive = 0  # records in ``waiting`` not taken out since
         self._tick = 0
+        self.tick: int | None = None  # the queue's change tick when last brought up to date
+        self.volatile_jobs: set[str] = set()  # running jobs with no start time
+
+    def drop(self, jid: str) -> None:
+        """Take out every kept record of job ``jid``."""
+        old = self.jobs.pop(jid, None)
+        if old is not None:
+            del self.stamps[jid]
+            for _t0, ref in old:
+                self.leave(ref)
 
     def enter(self, ref: VictimRef, t0: float | None) -> None:
         """Give ``ref`` its row and put it in ``live`` or ``waiting``."""
@@ -394,7 +404,9 @@ class VictimIndex:
         if now < kept.now or min_runtime != kept.min_runtime:
             kept.restart(now, min_runtime)
         kept.now = now
-        jobs, stamps = kept.jobs, kept.stamps
+        queue = self.queue
+        changed = None if kept.tick is None else queue.changed_since(kept.tick)
+        kept.tick = queue.tick
         bindings = self.cluster.bindings_view()
         pool_ids: list[list[int]] = []  # the snapshot's pool id per slot, read on first need
 
@@ -403,17 +415,17 @@ class VictimIndex:
                 pool_ids.append(self.snap.cols.pool_id[: self.snap.num_slots].tolist())
             return pool_ids[0]
 
-        seen: set[str] = set()
+        if changed is None:  # every job: the running ones, and the ones kept before
+            running = {e.id: None for e in queue.running()}
+            changed = [*running, *(j for j in kept.jobs if j not in running)]
+            changed += [j for j in kept.volatile_jobs if j not in running]
+        for jid in changed:
+            self._keep(kept, jid, bindings, pool_of)
         volatile: list[VictimRef] = []
-        for e in self.queue.running():
-            job = e.job
-            if not job.preemptible:
-                continue
-            term = e.terminating
-            if term and job.gang:
-                continue
-            started = e.started_at
-            if started is None:  # its records' order reads the cycle's time: not kept
+        if kept.volatile_jobs:  # their records' order reads the cycle's time: not kept
+            for e in queue.running():
+                if e.id not in kept.volatile_jobs:
+                    continue
                 mine = []
                 for t0, ref in self._refs_of(e, bindings, pool_of()):
                     kept.volatile.append(ref)
@@ -421,27 +433,7 @@ class VictimIndex:
                     if now - (now if t0 is None else t0) >= min_runtime:
                         volatile.append(ref)
                         mine.append(ref)
-                kept.volatile_of[job.id] = mine
-                continue
-            jid = job.id
-            seen.add(jid)
-            key = (e.seq, e.version, len(term), started)
-            if stamps.get(jid) == key:
-                continue
-            old = jobs.get(jid)
-            if old is not None:
-                for _t0, ref in old:
-                    kept.leave(ref)
-            refs = self._refs_of(e, bindings, pool_of())
-            jobs[jid] = refs
-            stamps[jid] = key
-            for t0, ref in refs:
-                kept.enter(ref, t0)
-        if len(seen) != len(jobs):
-            for jid in jobs.keys() - seen:
-                del stamps[jid]
-                for _t0, ref in jobs.pop(jid):
-                    kept.leave(ref)
+                kept.volatile_of[e.id] = mine
         kept.promote(now, min_runtime)
         out = list(kept.live)
         tenants = set(kept.live_tenants)
@@ -453,6 +445,42 @@ class VictimIndex:
         self._refs = out
         self.tenants = sorted(tenants)
         return out
+
+    def _keep(
+        self,
+        kept: _Kept,
+        jid: str,
+        bindings: Mapping[PodId, Binding],
+        pool_of: Callable[[], list[int]],
+    ) -> None:
+        """Bring the kept records of job ``jid`` up to date with its entry (derived again
+        only when what they depend on changed): none unless it runs, is preemptible and is
+        not a gang with victim pods to go; a job with no start time is derived each cycle."""
+        e = self.queue.get(jid)
+        if (
+            e is None
+            or e.phase is not JobPhase.RUNNING
+            or not e.job.preemptible
+            or (e.job.gang and e.terminating)
+        ):
+            kept.volatile_jobs.discard(jid)
+            kept.drop(jid)
+            return
+        started = e.started_at
+        if started is None:
+            kept.volatile_jobs.add(jid)
+            kept.drop(jid)
+            return
+        kept.volatile_jobs.discard(jid)
+        key = (e.seq, e.version, len(e.terminating), started)
+        if kept.stamps.get(jid) == key:
+            return
+        kept.drop(jid)
+        refs = self._refs_of(e, bindings, pool_of())
+        kept.jobs[jid] = refs
+        kept.stamps[jid] = key
+        for t0, ref in refs:
+            kept.enter(ref, t0)
 
     def columns(self) -> VictimColumns:
         """The facts of :meth:`refs` as arrays in victim order (built once per cycle)."""

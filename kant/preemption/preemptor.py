@@ -291,7 +291,7 @@ class Preemption:
         once per cycle) and the ones chosen this cycle."""
         if self._terminating is None:
             self._terminating = []
-            for r in self.index.queue.running():
+            for r in self.index.queue.terminating():
                 if r.terminating:
                     for p in sorted(r.terminating):
                         self._terminating.append((self.index.cluster.binding(p), r.job.tenant))

@@ -234,8 +234,12 @@ class Queue:
         self._order: SortedList = SortedList()  # (key, job id) of schedulable jobs
         self._in_order: set[str] = set()
         self._tenants: dict[str, SortedList] = {}  # tenant -> (key, job id) of schedulable jobs
-        self._running: dict[str, None] = {}  # ordered set of RUNNING job ids
-        self._running_list: list[Entry] | None = None  # their entries, until one changes phase
+        self._running: dict[str, Entry] = {}  # RUNNING jobs, in the order they started
+        self._terminating: set[str] = set()  # jobs with victim pods still to go
+        # job id -> the tick of its entry's last change, oldest first (see changed_since)
+        self._changes: dict[str, int] = {}
+        self._tick = 0
+        self._floor = 0  # changes up to this tick may be missing from _changes
         self._seq = 0
         self._cands: list[Entry] | None = None  # the global order's entries, kept in order
         self._inc: dict[str, tuple[int, int]] = {}  # in the order: job -> (seq, version)
@@ -306,13 +310,42 @@ class Queue:
         return sorted(self._tenants)
 
     def running(self) -> list[Entry]:
-        """RUNNING jobs, in the order they started (ties: submission order). A new list; the
-        entries are looked up again only after a job changed phase (each cycle reads this
-        more than once)."""
-        got = self._running_list
-        if got is None:
-            got = self._running_list = [self._entries[j] for j in self._running]
-        return list(got)
+        """RUNNING jobs, in the order they started (ties: submission order). A new list."""
+        return list(self._running.values())
+
+    def terminating(self) -> list[Entry]:
+        """RUNNING jobs with victim pods still to go, in the order they started. O(1) when
+        there are none (most cycles), else O(running)."""
+        if not self._terminating:
+            return []
+        term = self._terminating
+        return [e for jid, e in self._running.items() if jid in term]
+
+    @property
+    def tick(self) -> int:
+        """A counter of entry changes (see :meth:`changed_since`)."""
+        return self._tick
+
+    def changed_since(self, tick: int) -> list[str] | None:
+        """The ids of the jobs whose entry changed after ``tick`` (a value of :attr:`tick`):
+        its phase, its pods (its version), its victim pods or its place in the order; each
+        once, most recent first, including jobs since released from the books. None when the
+        queue no longer knows (a job released since had changed after ``tick``): the caller
+        must look at every entry. O(changes since ``tick``)."""
+        if tick < self._floor:
+            return None
+        out = []
+        for jid, t in reversed(self._changes.items()):
+            if t <= tick:
+                break
+            out.append(jid)
+        return out
+
+    def _changed(self, jid: str) -> None:
+        self._tick += 1
+        changes = self._changes
+        changes.pop(jid, None)
+        changes[jid] = self._tick
 
     def counts(self) -> dict[str, int]:
         """How many jobs are in each phase, ``{phase value: count}`` (every phase listed).
@@ -373,6 +406,9 @@ class Queue:
 
     def _release(self, job_id: str) -> None:
         del self._entries[job_id]
+        t = self._changes.pop(job_id, None)
+        if t is not None and t > self._floor:
+            self._floor = t
         self._ended.pop(job_id, None)
         self.released += 1
 
@@ -424,6 +460,8 @@ class Queue:
             e = self.entry(p.job)
             if p in e.assigned:
                 e.terminating[p] = preemptor
+                self._terminating.add(e.id)
+                self._changed(e.id)
 
     def mark_preempted(self, job_id: str, now: float) -> None:
         """Pods of the job were evicted by preemption at ``now``: remember when (a job evicted
@@ -432,6 +470,7 @@ class Queue:
         Raises :class:`~kant.errors.UnknownJobError`."""
         e = self.entry(job_id)
         e.evicted_at = float(now)
+        self._changed(e.id)
         if self.requeue_timestamp == "eviction":
             key = self.order(attrs.evolve(e.job, submitted_at=float(now)), e.seq)
             if key != e.key:
@@ -554,10 +593,9 @@ class Queue:
         e.phase = phase
         if phase is JobPhase.RUNNING:
             if e.id not in self._running:
-                self._running[e.id] = None
-                self._running_list = None
-        elif self._running.pop(e.id, 0) is None:
-            self._running_list = None
+                self._running[e.id] = e
+        else:
+            self._running.pop(e.id, None)
         self._sync(e)
         if phase in (JobPhase.FINISHED, JobPhase.FAILED):
             self._ended[e.id] = None
@@ -583,6 +621,11 @@ class Queue:
             del self._tenants[e.job.tenant]
 
     def _sync(self, e: Entry) -> None:
+        """Follow a change of ``e`` (every change of an entry ends here): the order indices,
+        the jobs with victim pods, the change log."""
+        self._changed(e.id)
+        if e.id in self._terminating and not e.terminating:
+            self._terminating.discard(e.id)
         want = e.schedulable
         have = e.id in self._in_order
         if want == have:
@@ -634,6 +677,16 @@ class Queue:
         require(tenants == by_t, "Queue: tenant queues differ")
         run = {e.id for e in self._entries.values() if e.phase is JobPhase.RUNNING}
         require(set(self._running) == run, "Queue: running index differs")
+        require(
+            all(self._entries.get(j) is e for j, e in self._running.items()),
+            "Queue: running index holds a stale entry",
+        )
+        term = {e.id for e in self._entries.values() if e.terminating}
+        require(self._terminating == term, "Queue: jobs with victim pods to go differ")
+        require(
+            set(self._entries) <= set(self._changes),
+            "Queue: a job is missing from the change log",
+        )
         ended = {
             e.id for e in self._entries.values() if e.phase in (JobPhase.FINISHED, JobPhase.FAILED)
         }

@@ -147,3 +147,29 @@ def test_policies_come_from_a_registry_by_name() -> None:
 
     with pytest.raises(DuplicateError):
         register_policy("backfill", lambda: make_policy("backfill"))
+
+
+def test_the_change_log_names_each_job_changed_since_a_tick_once_most_recent_first() -> None:
+    q = Queue(history=1)
+    q.submit(job("a"))
+    q.submit(job("b"))
+    t0 = q.tick
+    assert q.changed_since(t0) == []
+    a0 = pod("a")
+    q.mark_assigned("a", [a0], now=1.0)
+    q.mark_assigned("b", [pod("b")], now=1.0)
+    q.mark_terminating([a0], "b")
+    assert q.changed_since(t0) == ["a", "b"]
+    assert [e.id for e in q.terminating()] == ["a"]
+    t1 = q.tick
+    q.forget_pods("a", [a0], now=2.0, finished=True)  # a finishes: its victim pod is gone
+    assert q.changed_since(t1) == ["a"] and q.terminating() == []
+    check_invariants(q)
+    # a second job ending pushes "a" out of the bounded history: a reader that last looked
+    # before "a" changed can no longer be told everything (None: look at every entry)
+    t2 = q.tick
+    q.forget_pods("b", [pod("b")], now=3.0, finished=True)
+    assert "a" not in q
+    assert q.changed_since(t1) is None
+    assert q.changed_since(t2) == ["b"]
+    check_invariants(q)
