@@ -293,13 +293,15 @@ class _Cycle:
             for e in self.candidates:
                 self.consider(e)
             return
-        deferred: list[Entry] = []
+        led = self.ledger
+        # jobs that must borrow, with their decision and the ledger's version it was made at
+        # (still theirs while the ledger is unchanged, else decided again)
+        deferred: list[tuple[Entry, QuotaDecision, _Facts, int]] = []
         band: int | None = None
         for e in self.candidates:
             prio = e.job.priority
             if deferred and prio != band:
-                for d in deferred:
-                    self.consider(d)
+                self._consider_deferred(deferred)
                 deferred.clear()
             band = prio
             if self._now < e.backoff_until or e.id in self.quota_held:
@@ -311,11 +313,23 @@ class _Cycle:
                 continue
             dec = self._admit_quota(e, facts)
             if dec.ok and not dec.within_nominal:
-                deferred.append(e)  # it must borrow
+                deferred.append((e, dec, facts, led.version))  # it must borrow
             else:
                 self.consider(e, dec, facts)  # the ledger is unchanged until its quota check
-        for d in deferred:
-            self.consider(d)
+        self._consider_deferred(deferred)
+
+    def _consider_deferred(
+        self, deferred: Sequence[tuple[Entry, QuotaDecision, _Facts, int]]
+    ) -> None:
+        """Consider the jobs the walk put after the others of their priority, each with the
+        quota decision it had if the ledger is unchanged since (the same decision
+        :meth:`_admit_quota` would give), else deciding again."""
+        led = self.ledger
+        for e, dec, facts, version in deferred:
+            if led.version == version:
+                self.consider(e, dec, facts)
+            else:
+                self.consider(e, facts=facts)
 
     def consider(
         self, e: Entry, dec: QuotaDecision | None = None, facts: _Facts | None = None
@@ -370,7 +384,7 @@ class _Cycle:
                 sid = facts.shape if facts.shape is not None else self.facts.shape_id(facts)
                 shape = (sid, gate.use_reserved, holds.epoch)
             else:
-                shape = (gate.use_reserved, holds.epoch, placement_shape(job, dec))
+                shape = (self.facts.decided_shape_id(facts, dec), gate.use_reserved, holds.epoch)
             if shape is not None and self.incremental:
                 failed = self.failed_shapes.get(shape)
                 if failed is not None:
@@ -552,7 +566,10 @@ class _Cycle:
                     code=ReasonCode.NO_FIT, message="placement found no nodes"
                 )
         if shape is not None:
-            self.failed_shapes[shape] = reason
+            # the same reason object as in earlier cycles when it reads the same: a job
+            # whose reason did not change is then passed over at a glance when the result
+            # is applied (Queue.set_reasons)
+            reason = self.failed_shapes[shape] = self.facts.intern_reason(reason)
         return (), reason, False
 
     def _admit_quota(self, e: Entry, facts: _Facts) -> QuotaDecision:
@@ -590,10 +607,22 @@ class _Cycle:
         elif len(e.job.roles) == 1:
             # one role: the same number of its pods, taken in order (admit_quota's prefix)
             alike = hit[1]
-            dec = QuotaDecision(
-                ok=True, pods=e.remaining()[: len(alike.pods)], models=alike.models,
-                within_nominal=alike.within_nominal,
-            )  # fmt: skip
+            rem = e.remaining()
+            whole = facts.whole
+            if (
+                whole is not None
+                and len(alike.pods) == len(rem)
+                and whole.within_nominal == alike.within_nominal
+                and whole.models == alike.models
+            ):
+                dec = whole  # all its pods, as in an earlier cycle: the same decision
+            else:
+                dec = QuotaDecision(
+                    ok=True, pods=rem[: len(alike.pods)], models=alike.models,
+                    within_nominal=alike.within_nominal,
+                )  # fmt: skip
+                if len(alike.pods) == len(rem):
+                    facts.whole = dec
         else:
             dec = admit_quota(led, e.job, e.remaining(), facts.role_models)
         self.quota_memo[key] = (e, dec)
@@ -703,8 +732,8 @@ class _Facts:
     when they were derived."""
 
     __slots__ = (
-        "job", "never", "no_pool", "quota_key", "restricted", "role_models", "shape",
-        "unlimited_decision", "version",
+        "decided_shape", "job", "never", "no_pool", "quota_key", "restricted", "role_models",
+        "shape", "unlimited_decision", "version", "whole",
     )  # fmt: skip
 
     def __init__(self, e: Entry, pools: Pools) -> None:
@@ -718,6 +747,12 @@ class _Facts:
         self.never: tuple[tuple[Any, ...], Reason | None] | None = None
         self.quota_key: int | None = None  # what its quota decision depends on (interned)
         self.restricted: Job | None = None  # the job narrowed to its cached decision's models
+        # with quotas: the decision admitting every remaining pod (alike jobs' decisions
+        # are made from another job's, :meth:`_Cycle._admit_quota`), kept across cycles
+        self.whole: QuotaDecision | None = None
+        # with quotas: the last decision's pods and models, and its placement shape's id
+        self.decided_shape: tuple[tuple[PodId, ...], Mapping[str, tuple[str, ...]], int] | None
+        self.decided_shape = None
 
 
 class _JobFacts:
@@ -732,6 +767,17 @@ class _JobFacts:
         self.facts: dict[int, _Facts] = {}
         self.shapes: dict[tuple[Any, ...], int] = {}
         self.quota_keys: dict[tuple[Any, ...], int] = {}
+        self.reasons: dict[Reason, Reason] = {}
+
+    def intern_reason(self, reason: Reason) -> Reason:
+        """The first reason equal to ``reason`` met while these facts were kept (at most
+        :data:`_REASONS_KEPT` are remembered)."""
+        got = self.reasons.get(reason)
+        if got is None:
+            if len(self.reasons) >= _REASONS_KEPT:
+                self.reasons.clear()
+            got = self.reasons[reason] = reason
+        return got
 
     def intern_quota_key(self, key: tuple[Any, ...]) -> int:
         """A small int naming what a job's quota decision depends on (equal keys, equal
@@ -763,6 +809,16 @@ class _JobFacts:
             f = self.facts[e.seq] = _Facts(e, pools)
         return f
 
+    def decided_shape_id(self, f: _Facts, dec: QuotaDecision) -> int:
+        """A small int naming the placement shape of ``dec``'s pods of ``f``'s job (kept in
+        ``f`` for the same pods and models)."""
+        got = f.decided_shape
+        if got is not None and got[0] == dec.pods and got[1] == dec.models:
+            return got[2]
+        sid = self.shapes.setdefault(placement_shape(f.job, dec), len(self.shapes))
+        f.decided_shape = (dec.pods, dec.models, sid)
+        return sid
+
     def shape_id(self, f: _Facts) -> int:
         """A small int naming the placement shape of ``f``'s cached quota decision."""
         if f.shape is not None:
@@ -773,6 +829,8 @@ class _JobFacts:
         f.shape = self.shapes.setdefault(shape, len(self.shapes))
         return f.shape
 
+
+_REASONS_KEPT = 4096
 
 _NEVER_FIT_CANDIDATES = CAPACITY_CODES | {ReasonCode.QUOTA_EXCEEDED}
 
