@@ -648,10 +648,17 @@ class _Cycle:
         key = self.never_key
         if facts.never is not None and facts.never[0] == key:
             return facts.never[1]
-        pods = e.remaining()
-        why = self.pools.never_fits(e.job, pods, role_models) or quota_never_fits(
-            self.ledger.table, e.job, pods, role_models
-        )
+        known = self.facts.never_answers(key)  # per never shape, for jobs alike
+        sid = facts.never_shape
+        if sid is None:
+            sid = facts.never_shape = self.facts.never_shape_id(e.job, e.remaining(), role_models)
+        if sid in known:
+            why = known[sid]
+        else:
+            pods = e.remaining()
+            why = known[sid] = self.pools.never_fits(e.job, pods, role_models) or quota_never_fits(
+                self.ledger.table, e.job, pods, role_models
+            )
         facts.never = (key, why)
         return why
 
@@ -732,8 +739,8 @@ class _Facts:
     when they were derived."""
 
     __slots__ = (
-        "decided_shape", "job", "never", "no_pool", "quota_key", "restricted", "role_models",
-        "shape", "unlimited_decision", "version", "whole",
+        "decided_shape", "job", "never", "never_shape", "no_pool", "quota_key", "restricted",
+        "role_models", "shape", "unlimited_decision", "version", "whole",
     )  # fmt: skip
 
     def __init__(self, e: Entry, pools: Pools) -> None:
@@ -745,6 +752,7 @@ class _Facts:
             self.unlimited_decision = admit_without_quotas(job, e.remaining(), self.role_models)
         self.shape: int | None = None
         self.never: tuple[tuple[Any, ...], Reason | None] | None = None
+        self.never_shape: int | None = None  # what the never answer reads of the job (interned)
         self.quota_key: int | None = None  # what its quota decision depends on (interned)
         self.restricted: Job | None = None  # the job narrowed to its cached decision's models
         # with quotas: the decision admitting every remaining pod (alike jobs' decisions
@@ -768,6 +776,33 @@ class _JobFacts:
         self.shapes: dict[tuple[Any, ...], int] = {}
         self.quota_keys: dict[tuple[Any, ...], int] = {}
         self.reasons: dict[Reason, Reason] = {}
+        self.never_shapes: dict[tuple[Any, ...], int] = {}
+        self.never: tuple[tuple[Any, ...], dict[int, Reason | None]] = ((), {})
+
+    def never_shape_id(
+        self, job: Job, pods: Sequence[PodId], role_models: Mapping[str, tuple[str, ...]]
+    ) -> int:
+        """A small int naming everything the never-fits answer of ``pods`` of ``job`` reads
+        besides the static capacity and the quota table (:meth:`kant.admission.Pools.never_fits`,
+        :func:`quota_never_fits`): its tenant, whether it is a gang, and per role its name,
+        pods, resources, topology and GPU models."""
+        counts = pods_per_role(job, pods)
+        shape = (
+            job.tenant,
+            job.gang,
+            tuple(
+                (r.name, counts.get(r.name, 0), r.resources, r.topology, role_models.get(r.name))
+                for r in job.roles
+            ),
+        )
+        return self.never_shapes.setdefault(shape, len(self.never_shapes))
+
+    def never_answers(self, key: tuple[Any, ...]) -> dict[int, Reason | None]:
+        """The never-fits answers found so far per never shape, for the static capacity and
+        quota table ``key`` (forgotten when it changes)."""
+        if self.never[0] != key:
+            self.never = (key, {})
+        return self.never[1]
 
     def intern_reason(self, reason: Reason) -> Reason:
         """The first reason equal to ``reason`` met while these facts were kept (at most

@@ -272,3 +272,38 @@ def test_many_jobs_alike_waiting_in_one_cycle_decide_as_in_a_cycle_from_scratch(
     pair.step("cycle", 0, len(ops), None)
     assert pair.inc.queue.statuses() == pair.ref.queue.statuses()
     check_invariants(pair.inc)
+
+
+def test_jobs_alike_but_of_tenants_with_different_ceilings_get_their_own_never_fits_answer() -> None:
+    """Never-fits answers are shared by jobs alike in everything the answer reads: here the
+    same gang of two tenants, one whose quota ceiling it exceeds. A node lost and back makes
+    both answers be derived again, still apart."""
+    from kant.testing import ClusterBuilder
+
+    s = Scheduler(
+        ClusterBuilder().leaf("lf0", nodes=4).build(),
+        admitter=Admitter(
+            [Quota.gpus("small", "H100", 8, borrowing_limit=0), Quota.gpus("big", "H100", 32)]
+        ),
+    )
+    for t in ("small", "big"):
+        s.submit(job(f"{t}-0", gpus=8, replicas=2, tenant=t), now=0)
+        s.submit(job(f"{t}-1", gpus=8, replicas=2, tenant=t), now=0)
+    r = s.step(now=1)
+    assert r.placed == ("big-0", "big-1")
+    assert {j: r.pending[j].code for j in ("small-0", "small-1")} == {
+        "small-0": ReasonCode.UNSATISFIABLE,
+        "small-1": ReasonCode.UNSATISFIABLE,
+    }
+    s.pod_finished(PodId(job="big-1", role="worker", index=0), now=2)
+    s.pod_finished(PodId(job="big-1", role="worker", index=1), now=2)
+    s.submit(job("big-2", gpus=8, replicas=2, tenant="big"), now=2)
+    name = next(n.name for n in s.cluster.nodes() if not s.cluster.pods_on(n.name))
+    s.node_lost(name, now=3)
+    r = s.step(now=4)
+    assert r.pending["big-2"].code is not ReasonCode.UNSATISFIABLE
+    assert r.pending["small-1"].code is ReasonCode.UNSATISFIABLE
+    s.node_recovered(name, now=5)
+    r = s.step(now=6)
+    assert r.placed == ("big-2",)
+    assert r.pending["small-0"].code is ReasonCode.UNSATISFIABLE
