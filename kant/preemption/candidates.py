@@ -142,8 +142,10 @@ class _Rows:
 class _Labels:
     """Integer labels of the queue order keys of the kept records, in the keys' order (equal
     keys, equal labels), so "key greater than k" is a comparison of numpy integers. A new key
-    takes the midpoint between its neighbours' labels; when there is no room left, every key
-    is labelled again (``relabelled`` counts it: the rows must be refreshed)."""
+    takes the midpoint between its neighbours' labels. When there is no room left the labels
+    are ``stale`` from then on (a new key gets none) until :meth:`relabel` spreads every key
+    evenly again, once for a whole batch of additions (``relabelled`` counts it: the rows
+    must be refreshed)."""
 
     GAP = 1 << 32
     LIMIT = 1 << 61
@@ -153,15 +155,19 @@ class _Labels:
         self.count: dict[Any, int] = {}
         self.label: dict[Any, int] = {}
         self.relabelled = 0
+        self.stale = False
 
-    def add(self, key: Any) -> int:
+    def add(self, key: Any) -> int | None:
+        """Count ``key`` in; its label, or None when the labels are stale."""
         c = self.count.get(key)
         if c:
             self.count[key] = c + 1
-            return self.label[key]
+            return self.label.get(key)
         self.count[key] = 1
         keys = self.keys
         keys.add(key)
+        if self.stale:
+            return None
         i = keys.bisect_left(key)
         n = len(keys)
         if n == 1:
@@ -174,12 +180,18 @@ class _Labels:
             lo, hi = self.label[keys[i - 1]], self.label[keys[i + 1]]
             lab = (lo + hi) // 2 if hi - lo >= 2 else lo
         if abs(lab) >= self.LIMIT or (0 < i < n - 1 and lab == self.label[keys[i - 1]]):
-            for j, k in enumerate(keys):
-                self.label[k] = (j - n // 2) * self.GAP
-            self.relabelled += 1
-            return self.label[key]
+            self.stale = True
+            return None
         self.label[key] = lab
         return lab
+
+    def relabel(self) -> None:
+        """Spread every key's label evenly (the labels are no longer stale)."""
+        n = len(self.keys)
+        for j, k in enumerate(self.keys):
+            self.label[k] = (j - n // 2) * self.GAP
+        self.relabelled += 1
+        self.stale = False
 
     def discard(self, key: Any) -> None:
         c = self.count[key] - 1
@@ -187,7 +199,7 @@ class _Labels:
             self.count[key] = c
             return
         del self.count[key]
-        del self.label[key]
+        self.label.pop(key, None)  # (a key added while the labels were stale has none)
         self.keys.remove(key)
 
     def greater(self, key: Any) -> int | None:
@@ -247,10 +259,9 @@ class _Kept:
             rows.model[rid] = -1
             rows.milli[rid] = 0
         rows.put_slots(rid, ref.slots)
-        relabelled = self.labels.relabelled
-        rows.label[rid] = self.labels.add(ref.key)
-        if self.labels.relabelled != relabelled:
-            self._refresh_labels()
+        lab = self.labels.add(ref.key)
+        if lab is not None:
+            rows.label[rid] = lab  # (else written by settle_labels)
         if t0 is None:
             ref.where = _NEW
             return
@@ -316,6 +327,13 @@ class _Kept:
         rows.pool_used = rows.pool_live = 0
         for r in alive:
             rows.put_slots(r.rid, r.slots)
+
+    def settle_labels(self) -> None:
+        """After a batch of :meth:`enter`: if the labels ran out of room, label every key
+        again and write every row's label (once, however many keys were added)."""
+        if self.labels.stale:
+            self.labels.relabel()
+            self._refresh_labels()
 
     def _refresh_labels(self) -> None:
         label = self.labels.label
@@ -434,6 +452,7 @@ class VictimIndex:
                         volatile.append(ref)
                         mine.append(ref)
                 kept.volatile_of[e.id] = mine
+        kept.settle_labels()
         kept.promote(now, min_runtime)
         out = list(kept.live)
         tenants = set(kept.live_tenants)

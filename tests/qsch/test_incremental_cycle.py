@@ -274,7 +274,9 @@ def test_many_jobs_alike_waiting_in_one_cycle_decide_as_in_a_cycle_from_scratch(
     check_invariants(pair.inc)
 
 
-def test_jobs_alike_but_of_tenants_with_different_ceilings_get_their_own_never_fits_answer() -> None:
+def test_jobs_alike_but_of_tenants_with_different_ceilings_get_their_own_never_fits_answer() -> (
+    None
+):
     """Never-fits answers are shared by jobs alike in everything the answer reads: here the
     same gang of two tenants, one whose quota ceiling it exceeds. A node lost and back makes
     both answers be derived again, still apart."""

@@ -6,6 +6,8 @@ time going forward or back, the minimum runtime changing, cycles skipped."""
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 import hypothesis.strategies as st
 import numpy as np
 from hypothesis import given, settings
@@ -69,6 +71,12 @@ def test_the_kept_victim_index_lists_what_one_derived_from_scratch_lists(
     s = Scheduler(
         ClusterBuilder().leaf("lf0", nodes=3, gpus=4).build(), queue=Queue(history=history)
     )
+    # little room between key labels now and then: they run out within a batch
+    with patch.object(_Labels, "GAP", 1 if steps[0][1] % 2 else _Labels.GAP):
+        _play(s, steps)
+
+
+def _play(s: Scheduler, steps: list[tuple[str, int]]) -> None:
     now = 0.0
     for n, (op, r) in enumerate(steps):
         now += r % 5
@@ -124,6 +132,10 @@ def test_kept_key_labels_follow_the_keys_order_through_any_inserts_and_removals(
         else:
             labels.discard((k,))
             held[k] -= 1
+        if labels.stale and k % 3 == 0:  # a batch of additions ends now and then
+            labels.relabel()
+        if labels.stale:
+            continue
         live = sorted(k for k, c in held.items() if c)
         got = [labels.label[(k,)] for k in live]
         assert got == sorted(got) and len(set(got)) == len(got)
@@ -131,3 +143,23 @@ def test_kept_key_labels_follow_the_keys_order_through_any_inserts_and_removals(
             thr = labels.greater((probe,))
             want = [k > probe for k in live]
             assert [thr is None or lab > thr for lab in got] == want
+
+
+def test_a_job_started_between_two_running_ones_in_queue_order_gets_its_label_in_the_batch() -> (
+    None
+):
+    """With no room between two kept labels, a job started between them in queue order makes
+    the labels stale; the batch ends with every key labelled again, in order."""
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=3, gpus=4).build())
+    with patch.object(_Labels, "GAP", 1):
+        s.submit(job("a", gpus=2), now=0.0)
+        s.submit(job("c", gpus=2), now=2.0)
+        s.apply(s.schedule(2.0), 2.0)
+        _same(s, 2.0, 0.0)
+        s.submit(job("b", gpus=2, submitted_at=1.0), now=3.0)  # between "a" and "c" in order
+        s.apply(s.schedule(3.0), 3.0)
+        kept = _index(s, 3.0, 0.0, True)
+        kept.refs()
+        assert kept._kept is not None and kept._kept.labels.relabelled == 1
+        assert [e.id for e in s.queue.running()] == ["a", "c", "b"]
+        _same(s, 3.0, 0.0)
