@@ -143,11 +143,16 @@ def domains(
     else:
         parent_of_node = getattr(cols, f"{LEVEL[tier]}_id")[slots]
     options: list[tuple[int, int, int, IntArray]] = []
-    for parent in np.unique(parent_of_node).tolist():
-        if parent < 0:
-            continue
-        in_parent = parent_of_node == parent
-        lids = np.unique(leaf[in_parent])
+    # the (parent, leaf) pairs present, sorted: each parent's leaves in one run, ascending
+    width = int(leaf.max(initial=0)) + 1
+    inside = parent_of_node >= 0
+    pairs = np.unique(parent_of_node[inside] * width + leaf[inside])
+    parents, leaves = np.divmod(pairs, width)
+    cuts = (np.flatnonzero(np.diff(parents)) + 1).tolist() if pairs.shape[0] else []
+    runs = zip([0, *cuts], [*cuts, pairs.shape[0]], strict=True) if pairs.shape[0] else ()
+    for lo, hi in runs:
+        parent = int(parents[lo])
+        lids = leaves[lo:hi]
         caps = leaf_caps[lids]
         if int(caps.sum()) < n:
             continue
