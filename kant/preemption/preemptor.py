@@ -155,8 +155,6 @@ class Preemption:
         job = e.job
         quotas = not self.ledger.table.unlimited
         pods = e.remaining()
-        models = {m for ms in role_models.values() for m in ms}
-        pools = {self.pools.models[m] for m in models}
         refs = self.index.refs()
         within = dec.within_nominal or (
             quotas
@@ -164,18 +162,7 @@ class Preemption:
             and not cascade
             and self._within_after_own(e, pods, role_models, refs)
         )
-        pre = Preemptor(
-            job=job.id,
-            tenant=job.tenant,
-            priority=job.priority,
-            within_nominal=within,
-            backfill=may_backfill,
-            pending_since=e.pending_since,
-            order_key=e.key,
-            borrowing=quotas and not within,
-            cascade=cascade,
-        )
-        reclaim = pol.reclaim and pre.within_nominal and not cascade
+        reclaim = pol.reclaim and within and not cascade
         backfill = pol.backfill and may_backfill
         prio = job.priority if pol.priority and not cascade else None
         going = self._going()
@@ -188,8 +175,21 @@ class Preemption:
             return None  # only priority preemption is open, and nobody runs at a lower priority
         memo = self._memo(e, pods, role_models, prio, reclaim, backfill, dec, epoch)
         if memo in self.hopeless:
-            return None
+            return None  # (most would-be preemptors of a busy cycle stop here)
         self.light_checks += 1
+        pre = Preemptor(
+            job=job.id,
+            tenant=job.tenant,
+            priority=job.priority,
+            within_nominal=within,
+            backfill=may_backfill,
+            pending_since=e.pending_since,
+            order_key=e.key,
+            borrowing=quotas and not within,
+            cascade=cascade,
+        )
+        models = {m for ms in role_models.values() for m in ms}
+        pools = {self.pools.models[m] for m in models}
         found = None
         if going and (reclaim or prio is not None):
             # (not for a head that may only backfill-preempt: measured on the paper's
