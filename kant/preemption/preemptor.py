@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from kant.admission.holds import Hold, Holds, release_exact
+from kant.admission.holds import Hold, Holds, slot_or_none
 from kant.admission.pools import Pools
 from kant.admission.quota import QuotaDecision, QuotaLedger, admit_quota
 from kant.contracts import PlaceFn
@@ -323,8 +323,11 @@ class Preemption:
         mark = self.ledger.mark()
         try:
             with self.snap.transaction():
-                for b, tenant in going:
-                    if release_exact(self.snap, b) is not None and b.pod not in self.uncharged:
+                snap = self.snap
+                here = [(b, t) for b, t in going if slot_or_none(snap, b.node) is not None]
+                snap.release_bindings([b for b, _t in here])  # one row update per node
+                for b, tenant in here:
+                    if b.pod not in self.uncharged:
                         self.ledger.add(tenant, self.pools.model_of(b), -b.total_milli)
                 if self.holds is not None:
                     for h in self.holds.nominated.values():
