@@ -49,10 +49,15 @@ def test_a_gang_is_bound_all_at_once_or_not_at_all(cluster: Cluster) -> None:
     nodes = wait_for(lambda: all(cluster.node_of(f"big-{i}") for i in range(3)) and
                      [cluster.node_of(f"big-{i}") for i in range(3)], what="the gang bound")  # fmt: skip
     assert sorted(nodes) == ["n0", "n1", "n2"]
-    pg = cluster.api.get(
-        f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{cluster.ns}/podgroups/big"
-    )
-    assert pg["status"]["phase"] == "Scheduled"
+
+    def phase() -> str:
+        pg = cluster.api.get(
+            f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{cluster.ns}/podgroups/big"
+        )
+        return str(pg.get("status", {}).get("phase", ""))
+
+    # the group's status is written after its pods' bindings (eventually, as in Kubernetes)
+    wait_for(lambda: phase() == "Scheduled", what="the pod group's phase to be Scheduled")
 
 
 def test_a_pod_group_short_of_min_member_waits_and_none_of_its_pods_is_bound(
