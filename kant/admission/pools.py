@@ -23,7 +23,7 @@ class Pools:
 
     def __init__(self, cluster: ClusterState, snap: Snapshot) -> None:
         self.snap = snap
-        self.facts = PoolFacts.of(snap)
+        self.facts = PoolFacts(snap)
         self.models: dict[str, int] = {}  # GPU model -> pool id
         self.names: dict[int, str] = {}  # pool id -> GPU model
         for name in cluster.group_names("pool"):

@@ -19,7 +19,6 @@ Checks, per role (a gang checks all its pods jointly, a pod-level job one pod pe
 from __future__ import annotations
 
 import itertools
-import weakref
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -36,28 +35,17 @@ _TIER_LEVEL = {
 
 
 class PoolFacts:
-    """Facts about node pools that the aggregates do not hold (largest node, pool totals,
-    largest group of a tier): static capacity, so they hold while no node is added or removed
-    (:meth:`of` keeps them across cycles per snapshot)."""
+    """Per-cycle facts about node pools that the aggregates do not hold (largest node)."""
 
     def __init__(self, snap: Snapshot) -> None:
         self.snap = snap
         self._max_gpus: dict[int, int] = {}
+        self._tier_max: dict[str, int] = {}
         self._tier_total: dict[tuple[str, tuple[int, ...]], int] = {}
 
-    @classmethod
-    def of(cls, snap: Snapshot) -> PoolFacts:
-        """The facts of ``snap``'s pools: the ones kept for it while its nodes are the same
-        (``membership_version``), else new ones."""
-        version = snap.state.membership_version
-        got = _KEPT.get(snap)
-        if got is None or got[0] != version:
-            got = _KEPT[snap] = (version, cls(snap))
-        return got[1]
-
     def max_gpus(self, pool: int) -> int:
-        """Most GPUs on one node of pool ``pool`` (0: the pool has no node); computed once
-        while the nodes are the same, then O(1)."""
+        """Most GPUs on one node of pool ``pool`` (0: the pool has no node); computed once per
+        cycle, then O(1)."""
         v = self._max_gpus.get(pool)
         if v is None:
             members = self.snap.members("pool", pool)
@@ -70,7 +58,7 @@ class PoolFacts:
         return self.max_gpus(pool) > 0
 
     def pool_total(self, pool: int) -> int:
-        """GPUs on all nodes of pool ``pool``, allocated, unhealthy or not (cached)."""
+        """GPUs on all nodes of pool ``pool``, allocated, unhealthy or not (cached per cycle)."""
         key = -1 - pool
         v = self._max_gpus.get(key)
         if v is None:
@@ -99,9 +87,6 @@ class PoolFacts:
         as the cycle places jobs)."""
         agg = self.snap.agg[level]
         return int(agg[:, Snapshot.AGG_FREE_GPUS].max()) if agg.shape[0] else 0
-
-
-_KEPT: weakref.WeakKeyDictionary[Snapshot, tuple[int, PoolFacts]] = weakref.WeakKeyDictionary()
 
 
 def _role_ready(facts: PoolFacts, role: Role, n: int, pools: Sequence[int]) -> Reason | None:
