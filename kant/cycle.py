@@ -608,10 +608,10 @@ class _Cycle:
             # one role: the same number of its pods, taken in order (admit_quota's prefix)
             alike = hit[1]
             rem = e.remaining()
-            whole = facts.whole
+            all_pods = len(alike.pods) == len(rem)
+            whole = facts.whole if all_pods else None
             if (
                 whole is not None
-                and len(alike.pods) == len(rem)
                 and whole.within_nominal == alike.within_nominal
                 and whole.models == alike.models
             ):
@@ -621,7 +621,7 @@ class _Cycle:
                     ok=True, pods=rem[: len(alike.pods)], models=alike.models,
                     within_nominal=alike.within_nominal,
                 )  # fmt: skip
-                if len(alike.pods) == len(rem):
+                if all_pods:
                     facts.whole = dec
         else:
             dec = admit_quota(led, e.job, e.remaining(), facts.role_models)
@@ -850,7 +850,7 @@ class _JobFacts:
         got = f.decided_shape
         if got is not None and got[0] == dec.pods and got[1] == dec.models:
             return got[2]
-        sid = self.shapes.setdefault(placement_shape(f.job, dec), len(self.shapes))
+        sid = self._shape_id(f.job, dec)
         f.decided_shape = (dec.pods, dec.models, sid)
         return sid
 
@@ -858,11 +858,14 @@ class _JobFacts:
         """A small int naming the placement shape of ``f``'s cached quota decision."""
         if f.shape is not None:
             return f.shape
-        job, dec = f.job, f.unlimited_decision
-        assert dec is not None
-        shape = placement_shape(job, dec)
-        f.shape = self.shapes.setdefault(shape, len(self.shapes))
+        assert f.unlimited_decision is not None
+        f.shape = self._shape_id(f.job, f.unlimited_decision)
         return f.shape
+
+    def _shape_id(self, job: Job, dec: QuotaDecision) -> int:
+        """The placement shape of ``dec``'s pods of ``job``, interned (equal shapes, equal
+        ints)."""
+        return self.shapes.setdefault(placement_shape(job, dec), len(self.shapes))
 
 
 _REASONS_KEPT = 4096

@@ -148,11 +148,10 @@ def domains(
     inside = parent_of_node >= 0
     pairs = np.unique(parent_of_node[inside] * width + leaf[inside])
     parents, leaves = np.divmod(pairs, width)
-    cuts = (np.flatnonzero(np.diff(parents)) + 1).tolist() if pairs.shape[0] else []
-    runs = zip([0, *cuts], [*cuts, pairs.shape[0]], strict=True) if pairs.shape[0] else ()
-    for lo, hi in runs:
-        parent = int(parents[lo])
-        lids = leaves[lo:hi]
+    present, starts = np.unique(parents, return_index=True)  # each parent's first pair
+    bounds = [*starts.tolist(), pairs.shape[0]]
+    for k, parent in enumerate(present.tolist()):
+        lids = leaves[bounds[k] : bounds[k + 1]]
         caps = leaf_caps[lids]
         if int(caps.sum()) < n:
             continue

@@ -292,9 +292,8 @@ class Preemption:
         if self._terminating is None:
             self._terminating = []
             for r in self.index.queue.terminating():
-                if r.terminating:
-                    for p in sorted(r.terminating):
-                        self._terminating.append((self.index.cluster.binding(p), r.job.tenant))
+                for p in sorted(r.terminating):
+                    self._terminating.append((self.index.cluster.binding(p), r.job.tenant))
         if not self.victims:
             return self._terminating
         if self._going_list is not None and self._going_list[0] == len(self.victims):
