@@ -36,7 +36,7 @@ from kant.model import (
 )
 from kant.preemption.candidates import VictimIndex, VictimRef
 from kant.preemption.policy import PreemptionPolicy
-from kant.preemption.replay import light_replay
+from kant.preemption.replay import RefsAt, light_replay
 from kant.preemption.rules import Preemptor, VictimUnit, builtin_reason
 from kant.preemption.search import find_victims
 from kant.preemption.whatif import CycleWhatIf
@@ -202,11 +202,14 @@ class Preemption:
                 pre, e, refs, models, only_priority=not (reclaim or backfill)
             )
             if reclaim and pol.reclaim_others_first:
-                first = [i for i, r in enumerate(picked_all) if r.tenant != pre.tenant]
-                first += [i for i, r in enumerate(picked_all) if r.tenant == pre.tenant]
-                picked_all = [picked_all[i] for i in first]
-                if pos is not None:
-                    pos = pos[np.array(first, dtype=np.int64)]
+                if pos is None:
+                    first = [r for r in picked_all if r.tenant != pre.tenant]
+                    picked_all = first + [r for r in picked_all if r.tenant == pre.tenant]
+                else:
+                    cols = self.index.columns()
+                    other = cols.tenant[pos] != cols.tenant_of.get(pre.tenant, -1)
+                    pos = np.concatenate((pos[other], pos[~other]))
+                    picked_all = RefsAt(cols.refs, pos)
             found = self._find(pre, e, dec, pods, role_models, picked_all, held, pools, pos)
             if found is None and not job.gang and len(pods) > 1:
                 lo, hi = 0, len(pods) - 1  # the most pods preemption can place, by bisection
@@ -256,7 +259,7 @@ class Preemption:
         dec: QuotaDecision,
         pods: tuple[PodId, ...],
         role_models: dict[str, tuple[str, ...]],
-        picked: list[VictimRef],
+        picked: Sequence[VictimRef],
         held: int,
         pools: set[int],
         pos: np.ndarray | None = None,
@@ -407,7 +410,7 @@ class Preemption:
         models: set[str],
         *,
         only_priority: bool,
-    ) -> tuple[list[VictimRef], int, np.ndarray | None]:
+    ) -> tuple[Sequence[VictimRef], int, np.ndarray | None]:
         """The candidates the rules allow (with each other tenant's exposure judged over the
         preemptor's GPU models), in victim order, the GPU milli they hold and (with the
         built-in rules only) their positions in the index's columns."""
@@ -441,7 +444,7 @@ class Preemption:
 
     def _prefilter_builtin(
         self, pre: Preemptor, e: Entry, exposed: dict[str, bool]
-    ) -> tuple[list[VictimRef], int, np.ndarray]:
+    ) -> tuple[Sequence[VictimRef], int, np.ndarray]:
         """:meth:`_prefilter` with the built-in rules only, over the index's columns: the
         same records in the same order as :func:`~kant.preemption.rules.builtin_reason`
         asked of each (its branches, in order, as masks), without a Python call per record."""
@@ -481,8 +484,7 @@ class Preemption:
         idx = np.flatnonzero(mask)
         if pol.max_candidates is not None:
             idx = idx[: pol.max_candidates]
-        refs = cols.refs
-        return [refs[i] for i in idx.tolist()], int(cols.held[idx].sum()), idx
+        return RefsAt(cols.refs, idx), int(cols.held[idx].sum()), idx
 
     def _search(
         self,
@@ -490,7 +492,7 @@ class Preemption:
         e: Entry,
         pods: tuple[PodId, ...],
         role_models: dict[str, tuple[str, ...]],
-        picked: list[VictimRef],
+        picked: Sequence[VictimRef],
         pools: set[int],
     ) -> tuple[list[tuple[VictimUnit, VictimReason]], tuple[Binding, ...]] | None:
         """The minimal victim search over ``picked`` (units in the preemptor's pools)."""
@@ -527,10 +529,10 @@ class Preemption:
         dec: QuotaDecision,
         pods: tuple[PodId, ...],
         pools: set[int],
-        picked: list[VictimRef],
+        picked: Sequence[VictimRef],
         role_models: dict[str, tuple[str, ...]],
         pos: np.ndarray | None = None,
-    ) -> list[VictimRef]:
+    ) -> Sequence[VictimRef]:
         """The candidates worth a search, or [] when it would be hopeless. A light replay of
         the search on the quota ledger and per-node GPU counts, no snapshot work:
 
@@ -566,7 +568,7 @@ class Preemption:
         mark = led.mark()
         try:
             got = light_replay(
-                cols=self.index.columns(), pos=pos, picked=picked, tenant=e.job.tenant,
+                cols=self.index.columns(), pos=pos, tenant=e.job.tenant,
                 ledger=led, quota_ok=quota_ok, dec_ok=dec.ok, g=g, need_pods=len(pods),
                 free=self.snap.cols.free_gpus, room_slots=room_slots,
             )  # fmt: skip
@@ -582,10 +584,10 @@ class Preemption:
         dec: QuotaDecision,
         pods: tuple[PodId, ...],
         pools: set[int],
-        picked: list[VictimRef],
+        picked: Sequence[VictimRef],
         role_models: dict[str, tuple[str, ...]],
         g: int,
-    ) -> list[VictimRef]:
+    ) -> Sequence[VictimRef]:
         """:meth:`_reachable` one candidate at a time (``g``: GPUs per pod, 0 if mixed)."""
         free = self.snap.cols.free_gpus
         if g > 1 and dec.ok:
@@ -637,7 +639,7 @@ class Preemption:
                 if len(kept) >= check_at:
                     check_at *= 2
                     if quota_ok() and room_ok(kept):
-                        return kept + picked[i + 1 :]
+                        return kept + list(picked[i + 1 :])
             return kept if kept and quota_ok() and room_ok(kept) else []
         finally:
             led.rollback(mark)

@@ -14,8 +14,8 @@ room is never less: the walk's early stop gives the same answer as the full coun
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
@@ -23,6 +23,34 @@ from kant.admission.quota import QuotaLedger
 
 if TYPE_CHECKING:
     from kant.preemption.candidates import VictimColumns, VictimRef
+
+
+class RefsAt(Sequence["VictimRef"]):
+    """The records at positions ``pos`` of a cycle's candidate list, in that order, read on
+    demand: a pre-filter keeps thousands of candidates of which a search reaches a few, so
+    neither it nor the light replay builds the list (a slice is a view too)."""
+
+    __slots__ = ("pos", "refs")
+
+    def __init__(self, refs: list[VictimRef], pos: np.ndarray) -> None:
+        self.refs = refs
+        self.pos = pos
+
+    def __len__(self) -> int:
+        return len(self.pos)
+
+    @overload
+    def __getitem__(self, i: int) -> VictimRef: ...
+    @overload
+    def __getitem__(self, i: slice) -> RefsAt: ...
+    def __getitem__(self, i: int | slice) -> VictimRef | RefsAt:
+        if isinstance(i, slice):
+            return RefsAt(self.refs, self.pos[i])
+        return self.refs[int(self.pos[i])]
+
+    def __iter__(self) -> Iterator[VictimRef]:
+        refs = self.refs
+        return (refs[i] for i in self.pos.tolist())
 
 
 class Flat:
@@ -108,7 +136,6 @@ def light_replay(
     *,
     cols: VictimColumns,
     pos: np.ndarray,
-    picked: list[VictimRef],
     tenant: str,
     ledger: QuotaLedger,
     quota_ok: Callable[[], bool],
@@ -117,12 +144,13 @@ def light_replay(
     need_pods: int,
     free: np.ndarray,
     room_slots: Callable[[], np.ndarray],
-) -> list[VictimRef] | None:
-    """The answer of the replay for candidates ``picked`` at positions ``pos`` of ``cols``
-    (see the module docstring), or None when a candidate holds on several GPU models (the
-    caller walks them one by one). ``quota_ok()`` asks quota on the ledger as it is;
-    ``room_slots()``: every node slot of the preemptor's pools with at least ``g`` free GPUs
-    (asked at most once, and only when the candidates' own nodes do not make room)."""
+) -> Sequence[VictimRef] | None:
+    """The answer of the replay for the candidates at positions ``pos`` of ``cols``, in
+    that order (see the module docstring), as a view (:class:`RefsAt`), or None when a
+    candidate holds on several GPU models (the caller walks them one by one). ``quota_ok()``
+    asks quota on the ledger as it is; ``room_slots()``: every node slot of the preemptor's
+    pools with at least ``g`` free GPUs (asked at most once, and only when the candidates'
+    own nodes do not make room)."""
     flat = cols.flat()
     model = flat.model[pos]
     if len(pos) and int(model.min()) < 0:
@@ -140,7 +168,6 @@ def light_replay(
         keep = np.flatnonzero(ok)
         if len(keep) != k:
             pos, model, milli = pos[keep], model[keep], milli[keep]
-            picked = [picked[i] for i in keep.tolist()]
             renum = np.full(k, -1, dtype=np.int64)
             renum[keep] = np.arange(len(keep), dtype=np.int64)
             sel = ok[owner]
@@ -215,11 +242,11 @@ def light_replay(
         take_off(check)
         if quota_ok() and room_ok(check):
             i = int(kept_at[check - 1])
-            return [picked[j] for j in kept_at[:check].tolist()] + picked[i + 1 :]
+            return RefsAt(cols.refs, np.concatenate((pos[kept_at[:check]], pos[i + 1 :])))
         check *= 2
     if not total:
         return []
     take_off(total)
     if quota_ok() and room_ok(total):
-        return [picked[j] for j in kept_at.tolist()]
+        return RefsAt(cols.refs, pos[kept_at])
     return []

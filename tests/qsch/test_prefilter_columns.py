@@ -6,6 +6,7 @@ path a policy with user rules takes; a rule that always defers leaves the built-
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -105,7 +106,7 @@ def test_the_vectorised_prefilter_picks_what_the_rules_pick_one_by_one(
     ledger = SimpleNamespace(borrowing=lambda t, m: (t, m) in borrowers)
     victim_pods = {p for i, r in enumerate(refs) if i in taken for p in r.pods}
 
-    def picked(policy: PreemptionPolicy, pre: Preemptor) -> tuple[list[VictimRef], int, Any]:
+    def picked(policy: PreemptionPolicy, pre: Preemptor) -> tuple[Sequence[VictimRef], int, Any]:
         p = Preemption.__new__(Preemption)
         p.policy, p.ledger, p.index = policy, cast(Any, ledger), cast(Any, _Index(refs))
         p.victim_pods = set(victim_pods)
@@ -128,4 +129,4 @@ def test_the_vectorised_prefilter_picks_what_the_rules_pick_one_by_one(
         one_by_one = picked(PreemptionPolicy(rules=(cast(Any, _defer),), **kw), pre)
         assert [r.pods for r in fast[0]] == [r.pods for r in one_by_one[0]], flags
         assert fast[1] == one_by_one[1], flags
-        assert [refs[i] for i in fast[2].tolist()] == fast[0], flags  # their positions
+        assert [refs[i] for i in fast[2].tolist()] == list(fast[0]), flags  # their positions
