@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
@@ -289,16 +289,26 @@ class _Cycle:
         job that would have to borrow (its tenant ends above its nominal quota) goes after
         the jobs that fit their nominal quota (Kueue's entry ordering): it would otherwise
         start and be reclaimed a cycle later."""
+        # the policy may close its gate for every job left (Strict FIFO once its head is
+        # blocked): those are then skipped without being walked one by one
+        closed: Callable[[], Gate | None] | None = getattr(self.run, "closed", None)
+        cands = self.candidates
         if self.ledger.table.unlimited:
-            for e in self.candidates:
+            for i, e in enumerate(cands):
                 self.consider(e)
+                if closed is not None and (gate := closed()) is not None:
+                    self._skip_all(cands[i + 1 :], gate)
+                    return
             return
         led = self.ledger
         # jobs that must borrow, with their decision and the ledger's version it was made at
         # (still theirs while the ledger is unchanged, else decided again)
         deferred: list[tuple[Entry, QuotaDecision, _Facts, int]] = []
         band: int | None = None
-        for e in self.candidates:
+        for i, e in enumerate(cands):
+            if closed is not None and (gate := closed()) is not None:
+                self._skip_all([d[0] for d in deferred] + cands[i:], gate)
+                return
             prio = e.job.priority
             if deferred and prio != band:
                 self._consider_deferred(deferred)
@@ -317,6 +327,24 @@ class _Cycle:
             else:
                 self.consider(e, dec, facts)  # the ledger is unchanged until its quota check
         self._consider_deferred(deferred)
+
+    def _skip_all(self, rest: Sequence[Entry], gate: Gate) -> None:
+        """What :meth:`consider` answers for each job of ``rest`` once the policy's gate is
+        closed (``gate``, a skip): the same steps up to the gate, none after it."""
+        assert gate.skip is not None, "a closed gate skips"
+        facts, pools = self.facts, self.pools
+        skip = facts.intern_reason(gate.skip)  # unchanged from the last cycle: the same object
+        pending, now = self.pending, self._now
+        for e in rest:
+            if now < e.backoff_until:
+                pending[e.job.id] = self._backoff_reason(e)
+            else:
+                pending[e.job.id] = facts.of(e, pools).no_pool or skip
+
+    @staticmethod
+    def _backoff_reason(e: Entry) -> Reason:
+        """The reason of a job that waits out its backoff: the one it had, if any."""
+        return e.reason or Reason(code=ReasonCode.BACKOFF, message=f"retry at {e.backoff_until:g}")
 
     def _consider_deferred(
         self, deferred: Sequence[tuple[Entry, QuotaDecision, _Facts, int]]
@@ -341,9 +369,7 @@ class _Cycle:
         jid = job.id
         # a. Backoff: wait without blocking anyone.
         if self._now < e.backoff_until:
-            self.pending[jid] = e.reason or Reason(
-                code=ReasonCode.BACKOFF, message=f"retry at {e.backoff_until:g}"
-            )
+            self.pending[jid] = self._backoff_reason(e)
             return
         # b. Node pools: an unknown GPU model is unresolvable (and blocks nobody).
         if facts is None:

@@ -16,17 +16,25 @@ class _StrictRun:
 
     def gate(self, job: CandidateView) -> Gate:
         if self.blocked_by is not None:
-            if self.blocked is None:
-                self.blocked = Gate(
-                    skip=Reason(code=ReasonCode.BLOCKED, message=f"behind {self.blocked_by}")
-                )
-            return self.blocked
+            return self._behind()
         head = self.tenant_blocked.get(job.job.tenant)
         if head is not None:
             return Gate(
                 skip=Reason(code=ReasonCode.BLOCKED, message=f"behind {head} (tenant quota)")
             )
         return GO
+
+    def closed(self) -> Gate | None:
+        """Once a job blocks, every job behind it gets the same answer: the cycle need not
+        ask :meth:`gate` of each (a quota block is per tenant: the gate stays open)."""
+        return None if self.blocked_by is None else self._behind()
+
+    def _behind(self) -> Gate:
+        if self.blocked is None:
+            self.blocked = Gate(
+                skip=Reason(code=ReasonCode.BLOCKED, message=f"behind {self.blocked_by}")
+            )
+        return self.blocked
 
     def explain(self, job: CandidateView, reason: Reason) -> Reason:
         return reason

@@ -1,0 +1,119 @@
+"""A queueing policy may close its gate for the rest of a cycle (Strict FIFO once a job
+blocks): the cycle then gives every job left the policy's answer without walking them one by
+one. The answers must be exactly those of the walk: a job waiting out its backoff keeps its
+backoff reason and a job asking a GPU model no node has says so, behind the blocker or not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import hypothesis.strategies as st
+from hypothesis import HealthCheck, given, settings
+
+from kant.contracts import CandidateView, CycleContext, Gate, PolicyRun, Reservation
+from kant.model import BLOCKING_CODES, Reason, ReasonCode
+from kant.queueing import StrictFIFO
+from kant.scheduler import Scheduler
+from kant.state import ClusterState
+from kant.testing import ClusterBuilder, check_invariants, job
+from kant.testing.strategies import clusters
+from tests.qsch.test_incremental_cycle import _jobs, _op, _Pair, play
+
+
+class _Walked:
+    """A policy run that never closes its gate: the cycle asks it of every job."""
+
+    def __init__(self, run: PolicyRun, asked: list[str]) -> None:
+        self.run = run
+        self.asked = asked
+
+    def gate(self, job: CandidateView) -> Gate:
+        self.asked.append(job.id)
+        return self.run.gate(job)
+
+    def explain(self, job: CandidateView, reason: Reason) -> Reason:
+        return self.run.explain(job, reason)
+
+    def failed(self, job: CandidateView, reason: Reason) -> bool:
+        return self.run.failed(job, reason)
+
+    def reservation(self) -> Reservation | None:
+        return self.run.reservation()
+
+
+class _Closing(_Walked):
+    """A policy run that closes its gate when Strict FIFO does."""
+
+    def closed(self) -> Gate | None:
+        return self.run.closed()  # type: ignore[attr-defined,no-any-return]
+
+
+class _WalkedFIFO:
+    """Strict FIFO, every job walked (the reference the closed gate must agree with), or
+    (``closing``) with its gate closed as Strict FIFO closes it; records whom it was asked."""
+
+    name = "strict-fifo-walked"
+
+    def __init__(self, closing: bool = False) -> None:
+        self.asked: list[str] = []
+        self.closing = closing
+
+    def begin(self, ctx: CycleContext) -> PolicyRun:
+        return (_Closing if self.closing else _Walked)(StrictFIFO().begin(ctx), self.asked)
+
+
+def _blocked_queue(policy: Any) -> Scheduler:
+    """One 8-GPU node, 6 of its GPUs busy; then, in queue order: a head asking 4 GPUs
+    (blocked), a job asking a GPU model no node has, two ordinary jobs and a job in backoff
+    (its binding failed; it was submitted last)."""
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=1, gpus=8).build(), policy=policy)
+    s.submit(job("busy", gpus=6), now=0)
+    s.submit(job("flaky", gpus=1, submitted_at=9), now=0)
+    s.step(now=1)
+    s.binding_failed(next(iter(s.queue.entry("flaky").assigned)), now=2)
+    for i, (name, kw) in enumerate(
+        [("head", {"gpus": 4}), ("nowhere", {"models": "B200"}), ("a", {}), ("b", {})]
+    ):
+        s.submit(job(name, submitted_at=3 + i, **kw), now=3 + i)
+    return s
+
+
+def test_behind_a_blocked_head_each_job_gets_the_walks_answer_without_being_walked() -> None:
+    walked, closing = _WalkedFIFO(), _WalkedFIFO(closing=True)
+    fast, ref = _blocked_queue(closing), _blocked_queue(walked)
+    closing.asked.clear()
+    walked.asked.clear()
+    got, want = fast.schedule(now=10), ref.schedule(now=10)
+    assert got.pending == want.pending
+    assert got.pending["head"].code in BLOCKING_CODES
+    assert got.pending["a"].code is ReasonCode.BLOCKED
+    assert got.pending["a"].message == "behind head"
+    assert got.pending["b"] == got.pending["a"]
+    assert got.pending["nowhere"].code is ReasonCode.NO_POOL
+    assert got.pending["flaky"].code is ReasonCode.BACKOFF
+    # the reference asked the gate of the jobs behind the head; the closed one did not
+    assert walked.asked == ["head", "a", "b"]
+    assert closing.asked == ["head"]
+    assert fast.schedule(now=10).pending == _blocked_queue("strict-fifo").schedule(10).pending
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    state=clusters(max_nodes=5),
+    quotas=st.booleans(),
+    preempt=st.booleans(),
+    ops=st.lists(_op, min_size=10, max_size=60),
+    specs=st.lists(_jobs, min_size=60, max_size=60),
+)
+def test_a_closed_gate_decides_as_the_walk_of_every_job(
+    state: ClusterState,
+    quotas: bool,
+    preempt: bool,
+    ops: list[tuple[str, int]],
+    specs: list[tuple[int, int, bool, str, int]],
+) -> None:
+    pair = _Pair(state, "strict-fifo", quotas, preempt)
+    pair.ref.policy = _WalkedFIFO()  # the reference asks the gate of every job
+    play(pair, ops, specs)
+    assert pair.inc.queue.statuses() == pair.ref.queue.statuses()
+    check_invariants(pair.inc)
