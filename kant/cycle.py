@@ -334,12 +334,15 @@ class _Cycle:
         assert gate.skip is not None, "a closed gate skips"
         facts, pools = self.facts, self.pools
         skip = facts.intern_reason(gate.skip)  # unchanged from the last cycle: the same object
-        pending, now = self.pending, self._now
+        pending, now, kept = self.pending, self._now, facts.facts
         for e in rest:
             if now < e.backoff_until:
                 pending[e.job.id] = self._backoff_reason(e)
-            else:
-                pending[e.job.id] = facts.of(e, pools).no_pool or skip
+                continue
+            f = kept.get(e.seq)  # _JobFacts.of, its hit inlined
+            if f is None or f.job is not e.job or f.version != e.version:
+                f = facts.of(e, pools)
+            pending[e.job.id] = f.no_pool or skip
 
     @staticmethod
     def _backoff_reason(e: Entry) -> Reason:
