@@ -89,6 +89,10 @@ class CycleResult:
     ``seen`` the incarnation ``(submission sequence number, version)`` of every job the cycle
     considered or chose as a victim, by which :func:`kant.apply.apply` tells a current entry
     from one that changed since (a stale result applied again binds nothing no longer current).
+    ``closed_after`` the queue order key (:attr:`kant.queueing.Entry.key`) of the last job
+    the cycle walked before the queueing policy closed its gate (``PolicyRun.closed``): every
+    job later in the order got the gate's skip (None: the gate stayed open). How the cycle
+    walked, not what it decided: equality ignores it, as it ignores ``stats``.
     """
 
     now: float
@@ -102,6 +106,7 @@ class CycleResult:
     seen: Mapping[str, tuple[int, int]]
     stats: CycleStats = attrs.field(eq=False)
     reservations: tuple[Reservation, ...] = ()
+    closed_after: tuple[Any, ...] | None = attrs.field(default=None, eq=False)
 
 
 def schedule_cycle(
@@ -169,6 +174,7 @@ class _Cycle:
         self.nominations: list[Nomination] = []
         self.dropped: list[str] = []
         self.pending: dict[str, Reason] = {}
+        self.closed_after: tuple[Any, ...] | None = None  # see CycleResult.closed_after
         self.failed_shapes: dict[tuple[Any, ...], Reason] = {}
         self.quota_memo: dict[tuple[Any, ...], tuple[Entry, QuotaDecision]] = {}
         self.quota_held: dict[str, list[tuple[str, str, int]]] = {}
@@ -297,6 +303,7 @@ class _Cycle:
             for i, e in enumerate(cands):
                 self.consider(e)
                 if closed is not None and (gate := closed()) is not None:
+                    self.closed_after = e.key
                     self._skip_all(cands[i + 1 :], gate)
                     return
             return
@@ -307,6 +314,8 @@ class _Cycle:
         band: int | None = None
         for i, e in enumerate(cands):
             if closed is not None and (gate := closed()) is not None:
+                # (the last job walked in the order; a run closed from the start says None)
+                self.closed_after = cands[i - 1].key if i else None
                 self._skip_all([d[0] for d in deferred] + cands[i:], gate)
                 return
             prio = e.job.priority
@@ -502,6 +511,7 @@ class _Cycle:
             reservation=self.first,
             reservations=self.reservations,
             seen=seen,
+            closed_after=self.closed_after,
             stats=CycleStats(
                 candidates=len(self.candidates),
                 placed_jobs=len(self.placed),

@@ -13,7 +13,12 @@ What happens, and when:
               :func:`~kant.apply.apply`. A tick is scheduled only when something changed
               (an arrival, a release, a node coming or going, a wake-up), at the earliest
               ``tick`` seconds after the previous cycle; when nothing can change no tick is
-              scheduled at all, so an idle or stuck cluster costs nothing.
+              scheduled at all, so an idle or stuck cluster costs nothing. Nor does a job
+              that arrives behind a closed gate: when the last cycle decided nothing, its
+              queueing policy closed its gate (``CycleResult.closed_after``: Strict FIFO
+              behind a blocked job), preemption is off and only arrivals happened since, a
+              job later in the queue order than the last one walked would only be skipped
+              (``behind_closed_gate`` counts them).
 ``FINISH``    a gang job ends ``runtime`` seconds after its whole gang was bound (all its pods
               finish together); a pod-level job's pods end one by one, each ``runtime``
               seconds after its own binding (:meth:`Scheduler.pod_finished`).
@@ -211,6 +216,7 @@ class Summary:
     counts the same whoever waits). ``jobs``: final phase -> count (every
     submitted job is in exactly one). ``preemptions``: victim units evicted (a gang whole,
     a pod of a pod-level job); ``preempted_jobs``: distinct jobs preempted at least once.
+    ``behind_closed_gate``: arrivals that scheduled no cycle (see the module docstring).
     """
 
     gar: float
@@ -230,6 +236,7 @@ class Summary:
     node_failures: int
     cycles: int
     events: int
+    behind_closed_gate: int
     window_start: float
     window_end: float
     end: float
@@ -262,6 +269,7 @@ class Summary:
             "node_failures": self.node_failures,
             "cycles": self.cycles,
             "events": self.events,
+            "behind_closed_gate": self.behind_closed_gate,
             "window": [self.window_start, self.window_end],
             "end": self.end,
         }
@@ -366,6 +374,10 @@ class Simulator:
         self._tick_at: float | None = None
         self._last_cycle = -math.inf
         self._wakes: set[float] = set()
+        # the queue order key after which an arrival cannot change a decision (see the module
+        # docstring, TICK); None once anything but an arrival happened since the last cycle
+        self._closed_after: tuple[Any, ...] | None = None
+        self.behind_closed_gate = 0
         self._trace: list[TraceEvent] = []
         self._rng = np.random.default_rng(self.cfg.seed)
         self._down: dict[str, NodeSpec] = {}
@@ -483,6 +495,8 @@ class Simulator:
             self._trace.append(TraceEvent(t=self._now, kind=kind, subject=subject, detail=detail))
 
     def _dispatch(self, kind: EventKind, payload: Any) -> None:
+        if kind is not EventKind.ARRIVAL:
+            self._closed_after = None  # (a cycle, or a change a cycle must look at)
         if kind is EventKind.TICK:
             self._tick_at = None
             self._cycle()
@@ -515,6 +529,10 @@ class Simulator:
         self.s.submit(job, now=self._now)
         self._arrived += 1
         self._note("arrival", job.id)
+        closed = self._closed_after
+        if closed is not None and self.s.queue.entry(job.id).key > closed:
+            self.behind_closed_gate += 1  # a cycle now would decide nothing
+            return
         self._changed()
 
     def _cycle(self) -> None:
@@ -531,6 +549,13 @@ class Simulator:
         if report.terminating:
             self._victims(result, set(report.terminating))
         self._schedule_wakes(result)
+        if (
+            result.closed_after is not None
+            and not self.s.preemption.enabled
+            and not (result.bindings or result.victims or result.nominations)
+            and not (result.dropped_nominations or result.reservations)
+        ):
+            self._closed_after = result.closed_after
 
     def _started(self, result: CycleResult, bound: set[str]) -> None:
         now = self._now
@@ -820,6 +845,7 @@ class Simulator:
             node_failures=self.node_failures,
             cycles=self.cycles,
             events=self.events,
+            behind_closed_gate=self.behind_closed_gate,
             window_start=w0,
             window_end=w1,
             end=end,

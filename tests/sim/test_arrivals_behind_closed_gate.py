@@ -1,0 +1,181 @@
+"""An arrival behind a closed gate schedules no cycle: with Strict FIFO blocked, preemption
+off and nothing but arrivals since a cycle that decided nothing, a cycle could only skip the
+new job. Every start is the same as when every arrival runs a cycle."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from kant.contracts import GO, Gate
+from kant.model import Reason, ReasonCode
+from kant.placement import Placer
+from kant.preemption import PreemptionPolicy
+from kant.queueing import Queue
+from kant.scheduler import Scheduler
+from kant.sim import SimConfig, Simulator, load_swf_jobs
+from kant.sim.traces import trace_dir
+from kant.state import ClusterState
+from kant.testing import ClusterBuilder, job
+from kant.topology import fat_tree_for_nodes
+
+NASA = "pwa-nasa-ipsc-1993/NASA-iPSC-1993-3.1-cln.swf.gz"
+OFF = PreemptionPolicy(priority=False, reclaim=False, backfill=False)
+
+
+def _open_gate(s: Scheduler) -> Scheduler:
+    """``s`` with every cycle reported as if its gate never closed: each arrival then runs a
+    cycle (the reference)."""
+    schedule = s.schedule
+
+    def every_arrival(now: float) -> Any:
+        return attrs.evolve(schedule(now), closed_after=None)
+
+    s.schedule = every_arrival  # type: ignore[method-assign]
+    return s
+
+
+def _starts(res: Any) -> dict[str, float | None]:
+    return {r.job_id: r.started_at for r in res.records}
+
+
+def test_jobs_arriving_behind_a_blocked_head_wait_for_the_release_without_cycles() -> None:
+    jobs = [
+        job("a", gpus=8, submitted_at=0, runtime=100),
+        job("head", gpus=8, submitted_at=10, runtime=100),
+        job("c", gpus=1, submitted_at=20, runtime=10),
+        job("d", gpus=1, submitted_at=30, runtime=10),
+    ]
+    cfg = SimConfig(tick=0.0, sample_interval=50.0, trace=True)
+
+    def run(preemption: PreemptionPolicy, reference: bool = False) -> Any:
+        s = Scheduler(
+            ClusterBuilder().leaf("lf0", nodes=1, gpus=8).build(),
+            policy="strict-fifo",
+            preemption=preemption,
+        )
+        return Simulator(_open_gate(s) if reference else s, jobs, cfg).run()
+
+    res = run(OFF)
+    assert _starts(res) == {"a": 0, "head": 100, "c": 200, "d": 200}
+    # the head's arrival ran a cycle (it blocked there); c and d ran none
+    assert res.summary.behind_closed_gate == 2
+    assert [e.t for e in res.trace if e.kind == "cycle"] == [0, 10, 100, 200]
+    ref = run(OFF, reference=True)
+    assert (_starts(ref), ref.summary.behind_closed_gate) == (_starts(res), 0)
+    assert ref.summary.cycles == res.summary.cycles + 2
+    # with preemption on, time alone may make victims eligible: every arrival runs a cycle
+    on = run(PreemptionPolicy())
+    assert (_starts(on), on.summary.behind_closed_gate) == (_starts(res), 0)
+
+
+def test_a_job_that_arrives_ahead_of_the_blocked_head_runs_a_cycle_and_starts() -> None:
+    jobs = [
+        job("a", gpus=4, submitted_at=0, runtime=100),
+        job("head", gpus=8, submitted_at=10, runtime=100),
+        job("c", gpus=1, submitted_at=20, runtime=10),
+        job("urgent", gpus=2, priority=1, submitted_at=30, runtime=10),
+    ]
+    s = Scheduler(
+        ClusterBuilder().leaf("lf0", nodes=1, gpus=8).build(),
+        policy="strict-fifo",
+        preemption=OFF,
+    )
+    res = Simulator(s, jobs, SimConfig(tick=0.0, sample_interval=50.0)).run()
+    # urgent comes before the head in the queue order: its arrival runs a cycle
+    assert _starts(res) == {"a": 0, "head": 100, "c": 200, "urgent": 30}
+    assert res.summary.behind_closed_gate == 1  # c only
+
+
+class _OnePerCycle:
+    """A policy that tries one job per cycle, then closes its gate (for the rest of the
+    cycle only: the next cycle tries one more)."""
+
+    name = "one-per-cycle"
+
+    def begin(self, ctx: Any) -> Any:
+        return _OneRun()
+
+
+class _OneRun:
+    def __init__(self) -> None:
+        self.tried = 0
+
+    def gate(self, job: Any) -> Gate:
+        self.tried += 1
+        return GO
+
+    def closed(self) -> Gate | None:
+        return (
+            Gate(skip=Reason(code=ReasonCode.BLOCKED, message="one per cycle"))
+            if self.tried
+            else None
+        )
+
+    def explain(self, job: Any, reason: Reason) -> Reason:
+        return reason
+
+    def failed(self, job: Any, reason: Reason) -> bool:
+        return False
+
+    def reservation(self) -> None:
+        return None
+
+
+def test_after_a_cycle_that_decided_something_an_arrival_runs_a_cycle_again() -> None:
+    jobs = [
+        job("j1", gpus=1, submitted_at=0, runtime=100),
+        job("j2", gpus=1, submitted_at=0, runtime=100),
+        job("j3", gpus=1, submitted_at=5, runtime=100),
+    ]
+    s = Scheduler(
+        ClusterBuilder().leaf("lf0", nodes=1, gpus=8).build(), policy=_OnePerCycle(), preemption=OFF
+    )
+    res = Simulator(s, jobs, SimConfig(tick=0.0, sample_interval=50.0)).run()
+    # the cycle at 0 started j1 and closed its gate: the arrival at 5 still runs a cycle,
+    # which starts j2 (one per cycle), and j3 waits for the next change
+    assert _starts(res) == {"j1": 0, "j2": 5, "j3": 100}
+    assert res.summary.behind_closed_gate == 0
+
+
+@pytest.mark.skipif(
+    trace_dir() is None or not (trace_dir() / NASA).exists(),  # type: ignore[operator]
+    reason="the shared NASA iPSC log is not here",
+)
+def test_the_loaded_nasa_log_under_strict_fifo_starts_every_job_as_with_a_cycle_per_arrival(
+    tmp_path: Path,
+) -> None:
+    # the first 1,500 jobs of the NASA iPSC/860 log, submit times x0.55 (a queue builds up),
+    # on its own 16 x 8 processors, first fit, one 1-GPU pod per processor
+    assert trace_dir() is not None
+    with gzip.open(trace_dir() / NASA, "rt") as f:  # type: ignore[operator]
+        rows = [ln for ln in f.read().splitlines() if ln.strip() and not ln.startswith(";")]
+    loaded = []
+    for ln in rows[:1500]:
+        cells = ln.split()
+        cells[1] = str(round(float(cells[1]) * 0.55))
+        loaded.append(" ".join(cells))
+    swf = tmp_path / "loaded.swf"
+    swf.write_text("\n".join(loaded) + "\n")
+    jobs = load_swf_jobs(swf, tenant_by="none", max_gpus_per_pod=1).jobs
+
+    def run(reference: bool) -> Any:
+        s = Scheduler(
+            ClusterState(fat_tree_for_nodes(16, nodes_per_leaf=16).nodes),
+            queue=Queue(history=None),
+            placer=Placer("firstfit"),
+            policy="strict-fifo",
+            preemption=OFF,
+        )
+        cfg = SimConfig(tick=0.0, grace_period=0.0, sample_interval=86400.0)
+        return Simulator(_open_gate(s) if reference else s, jobs, cfg).run()
+
+    res, ref = run(False), run(True)
+    assert _starts(res) == _starts(ref)
+    assert res.records == ref.records
+    # (an arrival that runs no cycle may share its instant with one that does)
+    assert 100 < ref.summary.cycles - res.summary.cycles <= res.summary.behind_closed_gate
