@@ -320,7 +320,8 @@ class Preemption:
         """Necessary for :meth:`_fit_now` in :meth:`_future`: the free GPU milli of the job's
         pools now plus all that the victims still to go hold covers its pods (the future
         frees no more than that and holds take some back; its first check is the free milli
-        of those pools). Most requests of a busy cycle stop here, before the future is built."""
+        of those pools). In ``kant bench cycle --nodes 12500 --pending 3000``, 66 of the 168
+        requests that would build the future stop here."""
         agg = self.snap.agg["pool"]
         free = sum(int(agg[p, Snapshot.AGG_FREE_MILLI]) for p in pools)
         need = sum(job.role(p.role).resources.total_milli for p in pods)
