@@ -159,7 +159,14 @@ class CycleContext(Protocol):
 class PolicyRun(Protocol):
     """One cycle's worth of a queueing policy's state. The cycle walks the waiting jobs in
     the global order and, for each, calls :meth:`gate`; when a job tried is not (fully)
-    placed, :meth:`explain` then :meth:`failed`. All O(1) per call unless stated."""
+    placed, :meth:`explain` then :meth:`failed`. All O(1) per call unless stated.
+
+    Two optional methods: ``reservations()``, every reservation the run made (a conservative
+    backfill makes several); ``closed()``, asked after each job the cycle considers: None,
+    or the :class:`Gate` (a skip) every job not yet walked gets for the rest of the cycle,
+    which the cycle then gives them without asking :meth:`gate`. A gate must close for what
+    the run read of the cluster, the quota and the jobs walked, never for the time (the
+    simulator schedules no cycle for an arrival behind it when nothing else changed)."""
 
     def gate(self, job: CandidateView) -> Gate:
         """Before the job is tried: skip it (with a reason), or try it."""
