@@ -720,6 +720,11 @@ def pods_per_role(job: Job, pods: Collection[PodId]) -> dict[str, int]:
     return counts
 
 
+def pods_milli(job: Job, pods: Collection[PodId]) -> int:
+    """The GPU milli ``pods`` (pods of ``job``) ask for in all. O(pods)."""
+    return sum(job.role(p.role).resources.total_milli for p in pods)
+
+
 # --------------------------------------------------------------------------- nodes
 
 

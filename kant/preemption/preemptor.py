@@ -33,6 +33,7 @@ from kant.model import (
     Reason,
     Victim,
     VictimReason,
+    pods_milli,
     pods_per_role,
 )
 from kant.preemption.candidates import VictimIndex, VictimRef
@@ -267,11 +268,7 @@ class Preemption:
     ) -> tuple[list[tuple[VictimUnit, VictimReason]], tuple[Binding, ...]] | None:
         """The light checks, then the minimal victim search, for ``pods`` of ``e``
         (``pos``: the positions of ``picked`` in the index's columns, when known)."""
-        job = e.job
-        agg = self.snap.agg["pool"]
-        free = sum(int(agg[p, Snapshot.AGG_FREE_MILLI]) for p in pools)
-        need = sum(job.role(p.role).resources.total_milli for p in pods)
-        if not picked or free + held < need:
+        if not picked or self.snap.pools_free_milli(pools) + held < pods_milli(e.job, pods):
             return None  # necessary: free GPU milli plus what the candidates hold
         picked = self._reachable(e, dec, pods, pools, picked, role_models, pos)
         if not picked:
@@ -322,10 +319,8 @@ class Preemption:
         frees no more than that and holds take some back; its first check is the free milli
         of those pools). In ``kant bench cycle --nodes 12500 --pending 3000``, 66 of the 168
         requests that would build the future stop here."""
-        agg = self.snap.agg["pool"]
-        free = sum(int(agg[p, Snapshot.AGG_FREE_MILLI]) for p in pools)
-        need = sum(job.role(p.role).resources.total_milli for p in pods)
-        return free + sum(b.total_milli for b, _t in going) >= need
+        going_milli = sum(b.total_milli for b, _t in going)
+        return self.snap.pools_free_milli(pools) + going_milli >= pods_milli(job, pods)
 
     @contextmanager
     def _future(self, going: list[tuple[Binding, str]]) -> Iterator[None]:

@@ -10,7 +10,7 @@ from kant.admission.holds import Alloc, release_exact
 from kant.admission.pools import Pools
 from kant.admission.quota import QuotaDecision, QuotaLedger, admit_quota
 from kant.contracts import PlaceFn
-from kant.model import Binding, Job, PodId
+from kant.model import Binding, Job, PodId, pods_milli
 from kant.preemption.rules import VictimUnit
 from kant.state import Snapshot, Transaction
 
@@ -54,7 +54,7 @@ class CycleWhatIf:
         self.freed: dict[tuple[PodId, ...], list[Alloc]] = {}
         self.dec: QuotaDecision | None = None
         self.pool_ids = sorted({pools.models[m] for ms in role_models.values() for m in ms})
-        self.need = sum(job.role(p.role).resources.total_milli for p in pods)
+        self.need = pods_milli(job, pods)
         self.needs_nominal = needs_nominal
         self.reclaimed = 0  # removed units that need the preemptor within nominal
 
@@ -97,8 +97,7 @@ class CycleWhatIf:
     def ready(self) -> bool:
         """Free milli, then quota for every pod (within nominal while a reclaimed unit is
         removed), then readiness (cheap, necessary)."""
-        agg = self.snap.agg["pool"]
-        if sum(int(agg[p, Snapshot.AGG_FREE_MILLI]) for p in self.pool_ids) < self.need:
+        if self.snap.pools_free_milli(self.pool_ids) < self.need:
             return False
         dec = admit_quota(self.ledger, self.job, self.pods, self.role_models)
         if not dec.ok or len(dec.pods) != len(self.pods):

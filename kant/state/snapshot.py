@@ -384,6 +384,12 @@ class Snapshot:
 
     # ----------------------------------------------------------------- reading
 
+    def pools_free_milli(self, pools: Iterable[int]) -> int:
+        """The free GPU milli of the node pools ``pools`` (pool ids), from their aggregates.
+        O(pools)."""
+        agg = self.agg["pool"]
+        return sum(int(agg[p, self.AGG_FREE_MILLI]) for p in pools)
+
     @property
     def num_slots(self) -> int:
         """Slots covered by the snapshot (the state's slot count at the last refresh)."""
