@@ -191,7 +191,14 @@ class QueueingPolicy(Protocol):
     """A queueing policy (paper 3.2.2): a name and a :class:`PolicyRun` per cycle.
 
     ``begin`` is called once at the start of each cycle; the run lives for that cycle only,
-    so a policy keeps no state between cycles (everything it needs is in the queue)."""
+    so a policy keeps no state between cycles (everything it needs is in the queue).
+
+    One optional class attribute: ``arrivals_unblock_none`` (False when absent). True
+    promises that, with the cluster, the quota and the time unchanged, a job joining the
+    queue never lets another waiting job be placed that would not have been without it
+    (Strict FIFO and Best-Effort FIFO: a new job can only close a gate or take capacity).
+    After a cycle that decided nothing, the simulator then runs no cycle for an arrival
+    that asks for more GPU than the cluster has free (:mod:`kant.sim.simulator`)."""
 
     @property
     def name(self) -> str:

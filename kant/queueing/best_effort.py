@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import attrs
 
 from kant.contracts import GO, CandidateView, CycleContext, Gate, PolicyRun, Reservation
@@ -28,6 +30,8 @@ class BestEffortFIFO:
     throughput; a large head can starve under a stream of small jobs."""
 
     name: str = "best-effort-fifo"
+    # every job is tried on its own: a new job can only take capacity (see QueueingPolicy)
+    arrivals_unblock_none: ClassVar[bool] = True
 
     def begin(self, ctx: CycleContext) -> PolicyRun:
         """A stateless run: every job is tried."""

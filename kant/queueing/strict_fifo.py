@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import attrs
 
 from kant.contracts import GO, CandidateView, CycleContext, Gate, PolicyRun, Reservation
@@ -57,6 +59,8 @@ class StrictFIFO:
     simple; idles resources behind a large head."""
 
     name: str = "strict-fifo"
+    # a new job can only close the gate earlier (see QueueingPolicy)
+    arrivals_unblock_none: ClassVar[bool] = True
 
     def begin(self, ctx: CycleContext) -> PolicyRun:
         """A fresh run for one cycle (it keeps which job blocks, and per tenant)."""

@@ -13,12 +13,16 @@ What happens, and when:
               :func:`~kant.apply.apply`. A tick is scheduled only when something changed
               (an arrival, a release, a node coming or going, a wake-up), at the earliest
               ``tick`` seconds after the previous cycle; when nothing can change no tick is
-              scheduled at all, so an idle or stuck cluster costs nothing. Nor does a job
-              that arrives behind a closed gate: when the last cycle decided nothing, its
-              queueing policy closed its gate (``CycleResult.closed_after``: Strict FIFO
-              behind a blocked job), preemption is off and only arrivals happened since, a
-              job later in the queue order than the last one walked would only be skipped
-              (``behind_closed_gate`` counts them).
+              scheduled at all, so an idle or stuck cluster costs nothing. Nor do two kinds
+              of arrival, when the last cycle decided nothing, preemption is off and only
+              arrivals happened since: a job behind a closed gate (the queueing policy closed
+              it, ``CycleResult.closed_after``: Strict FIFO behind a blocked job, and the job
+              is later in the queue order than the last one walked) would only be skipped
+              (``behind_closed_gate`` counts them); a job asking for more GPU than the
+              cluster has free (all its pods for a gang, its smallest pod otherwise), under a
+              policy where a new job makes no other job start (``arrivals_unblock_none``:
+              Strict FIFO, Best-Effort FIFO), could not start and would change nothing
+              (``too_big_arrivals`` counts them).
 ``FINISH``    a gang job ends ``runtime`` seconds after its whole gang was bound (all its pods
               finish together); a pod-level job's pods end one by one, each ``runtime``
               seconds after its own binding (:meth:`Scheduler.pod_finished`).
@@ -74,6 +78,7 @@ from kant.metrics import (
 )
 from kant.model import (
     BLOCKING_CODES,
+    MILLI,
     Binding,
     Job,
     NodeSpec,
@@ -216,7 +221,9 @@ class Summary:
     counts the same whoever waits). ``jobs``: final phase -> count (every
     submitted job is in exactly one). ``preemptions``: victim units evicted (a gang whole,
     a pod of a pod-level job); ``preempted_jobs``: distinct jobs preempted at least once.
-    ``behind_closed_gate``: arrivals that scheduled no cycle (see the module docstring).
+    ``behind_closed_gate`` and ``too_big_arrivals``: arrivals that scheduled no cycle, the
+    job being behind a closed gate or asking for more GPU than was free (see the module
+    docstring).
     """
 
     gar: float
@@ -237,6 +244,7 @@ class Summary:
     cycles: int
     events: int
     behind_closed_gate: int
+    too_big_arrivals: int
     window_start: float
     window_end: float
     end: float
@@ -270,6 +278,7 @@ class Summary:
             "cycles": self.cycles,
             "events": self.events,
             "behind_closed_gate": self.behind_closed_gate,
+            "too_big_arrivals": self.too_big_arrivals,
             "window": [self.window_start, self.window_end],
             "end": self.end,
         }
@@ -374,10 +383,13 @@ class Simulator:
         self._tick_at: float | None = None
         self._last_cycle = -math.inf
         self._wakes: set[float] = set()
-        # the queue order key after which an arrival cannot change a decision (see the module
-        # docstring, TICK); None once anything but an arrival happened since the last cycle
+        # True while nothing but arrivals happened since a cycle that decided nothing, with
+        # preemption off; then the queue order key after which an arrival cannot change a
+        # decision, if the gate closed (see the module docstring, TICK)
+        self._quiet = False
         self._closed_after: tuple[Any, ...] | None = None
         self.behind_closed_gate = 0
+        self.too_big_arrivals = 0
         self._trace: list[TraceEvent] = []
         self._rng = np.random.default_rng(self.cfg.seed)
         self._down: dict[str, NodeSpec] = {}
@@ -496,7 +508,8 @@ class Simulator:
 
     def _dispatch(self, kind: EventKind, payload: Any) -> None:
         if kind is not EventKind.ARRIVAL:
-            self._closed_after = None  # (a cycle, or a change a cycle must look at)
+            self._quiet = False  # (a cycle, or a change a cycle must look at)
+            self._closed_after = None
         if kind is EventKind.TICK:
             self._tick_at = None
             self._cycle()
@@ -529,11 +542,21 @@ class Simulator:
         self.s.submit(job, now=self._now)
         self._arrived += 1
         self._note("arrival", job.id)
-        closed = self._closed_after
-        if closed is not None and self.s.queue.entry(job.id).key > closed:
-            self.behind_closed_gate += 1  # a cycle now would decide nothing
-            return
+        if self._quiet:  # a cycle now would decide nothing if:
+            closed = self._closed_after
+            if closed is not None and self.s.queue.entry(job.id).key > closed:
+                self.behind_closed_gate += 1  # the job is behind the closed gate
+                return
+            unblock_none = getattr(self.s.policy, "arrivals_unblock_none", False)
+            if unblock_none and _least_start_milli(job) > self._free_milli_bound():
+                self.too_big_arrivals += 1  # it cannot start, nor make another start
+                return
         self._changed()
+
+    def _free_milli_bound(self) -> int:
+        """At least the GPU milli free in the cluster (unhealthy devices count as free)."""
+        cluster = self.s.cluster
+        return cluster.total_gpus() * MILLI - cluster.allocated_milli()
 
     def _cycle(self) -> None:
         now = self._now
@@ -550,11 +573,11 @@ class Simulator:
             self._victims(result, set(report.terminating))
         self._schedule_wakes(result)
         if (
-            result.closed_after is not None
-            and not self.s.preemption.enabled
+            not self.s.preemption.enabled
             and not (result.bindings or result.victims or result.nominations)
             and not (result.dropped_nominations or result.reservations)
         ):
+            self._quiet = True
             self._closed_after = result.closed_after
 
     def _started(self, result: CycleResult, bound: set[str]) -> None:
@@ -846,6 +869,7 @@ class Simulator:
             cycles=self.cycles,
             events=self.events,
             behind_closed_gate=self.behind_closed_gate,
+            too_big_arrivals=self.too_big_arrivals,
             window_start=w0,
             window_end=w1,
             end=end,
@@ -861,6 +885,14 @@ class Simulator:
             out.append((a, self._sor.sor(until=a + width, since=a)))
             k += 1
         return out
+
+
+def _least_start_milli(job: Job) -> int:
+    """The least GPU milli ``job`` (none of its pods running) must get to start at all: all
+    its pods for a gang, its smallest pod otherwise."""
+    if job.gang:
+        return job.total_milli
+    return min((r.resources.total_milli for r in job.roles if r.replicas), default=0)
 
 
 def _pool_shapes(nodes: Iterable[NodeSpec]) -> dict[str | None, tuple[int, int]]:

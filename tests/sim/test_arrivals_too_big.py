@@ -1,0 +1,191 @@
+"""An arrival too big to start schedules no cycle: after a cycle that decided nothing, with
+preemption off and nothing but arrivals since, a job asking for more GPU than the cluster
+has free cannot start, and under a policy that declares ``arrivals_unblock_none`` (Strict
+FIFO, Best-Effort FIFO) it cannot make another job start either. Every record is the same
+as when every arrival runs a cycle."""
+
+from __future__ import annotations
+
+import copy
+import gzip
+from pathlib import Path
+from typing import Any, ClassVar
+
+import attrs
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kant.placement import Placer
+from kant.preemption import PreemptionPolicy
+from kant.queueing import BestEffortFIFO, Queue, StrictFIFO
+from kant.scheduler import Scheduler
+from kant.sim import SimConfig, Simulator, load_swf_jobs
+from kant.sim.traces import trace_dir
+from kant.state import ClusterState
+from kant.testing import ClusterBuilder, job
+from kant.testing.strategies import clusters, jobs
+from kant.topology import fat_tree_for_nodes
+
+NASA = "pwa-nasa-ipsc-1993/NASA-iPSC-1993-3.1-cln.swf.gz"
+OFF = PreemptionPolicy(priority=False, reclaim=False, backfill=False)
+CFG = SimConfig(tick=0.0, sample_interval=50.0, trace=True)
+
+
+@attrs.frozen
+class _EveryArrivalBE(BestEffortFIFO):
+    """Best-Effort FIFO without the declaration: every arrival runs a cycle (the reference)."""
+
+    arrivals_unblock_none: ClassVar[bool] = False
+
+
+@attrs.frozen
+class _EveryArrivalStrict(StrictFIFO):
+    """Strict FIFO without the declaration (its closed gate still saves cycles)."""
+
+    arrivals_unblock_none: ClassVar[bool] = False
+
+
+REFERENCE = {"best-effort-fifo": _EveryArrivalBE(), "strict-fifo": _EveryArrivalStrict()}
+
+
+def _starts(res: Any) -> dict[str, float | None]:
+    return {r.job_id: r.started_at for r in res.records}
+
+
+def _one_node() -> ClusterState:
+    return ClusterBuilder().leaf("lf0", nodes=1, gpus=8).build()
+
+
+def test_jobs_too_big_for_the_free_gpus_wait_for_the_release_without_cycles() -> None:
+    jobs_ = [
+        job("a", gpus=6, submitted_at=0, runtime=100),
+        job("b", gpus=4, submitted_at=10, runtime=100),  # 2 free: a cycle, which places none
+        job("c", gpus=3, submitted_at=20, runtime=10),  # too big: no cycle
+        job("d", gpus=1, replicas=3, gang=True, submitted_at=30, runtime=10),  # 3 > 2: none
+        job("e", gpus=1, submitted_at=40, runtime=10),  # fits: a cycle, which starts it
+        job("f", gpus=2, submitted_at=45, runtime=10),  # 1 free, but the last cycle
+        # started e: a cycle
+    ]
+
+    def run(policy: Any) -> Any:
+        s = Scheduler(_one_node(), policy=policy, preemption=OFF)
+        return Simulator(s, jobs_, CFG).run()
+
+    res = run("best-effort-fifo")
+    assert _starts(res) == {"a": 0, "b": 100, "c": 100, "d": 110, "e": 40, "f": 50}
+    assert res.summary.too_big_arrivals == 2  # c and d
+    assert [e.t for e in res.trace if e.kind == "cycle"] == [0, 10, 40, 45, 50, 60, 100, 110]
+    ref = run(REFERENCE["best-effort-fifo"])
+    assert (_starts(ref), ref.summary.too_big_arrivals) == (_starts(res), 0)
+    assert ref.records == res.records
+    assert ref.summary.cycles == res.summary.cycles + 2
+    # with preemption on, time alone may make victims eligible: every arrival runs a cycle
+    s = Scheduler(_one_node(), policy="best-effort-fifo")
+    on = Simulator(s, jobs_, CFG).run()
+    assert on.summary.too_big_arrivals == 0
+
+
+def test_a_pod_level_job_needs_only_its_smallest_pod_to_fit() -> None:
+    jobs_ = [
+        job("a", gpus=7, submitted_at=0, runtime=100),
+        job("b", gpus=2, submitted_at=10, runtime=100),  # 1 GPU free: a cycle that places
+        # nothing (the cycle at 0 decided something)
+        job("pods", gpus=1, replicas=3, gang=False, submitted_at=20, runtime=10),
+        job("gang", gpus=1, replicas=3, gang=True, submitted_at=30, runtime=10),
+    ]
+    s = Scheduler(_one_node(), policy="best-effort-fifo", preemption=OFF)
+    res = Simulator(s, jobs_, CFG).run()
+    # one pod of "pods" fits at 20 (its cycle runs and starts it); the gang cannot at 30,
+    # but the cycle at 20 started a pod, so its arrival still runs a cycle
+    assert [e.t for e in res.trace if e.kind == "cycle"][:4] == [0, 10, 20, 30]
+    assert res.summary.too_big_arrivals == 0
+    ref = Simulator(
+        Scheduler(_one_node(), policy=REFERENCE["best-effort-fifo"], preemption=OFF), jobs_, CFG
+    ).run()
+    assert ref.records == res.records
+
+
+def test_a_policy_that_does_not_declare_it_runs_a_cycle_for_every_arrival() -> None:
+    jobs_ = [
+        job("a", gpus=8, submitted_at=0, runtime=100),
+        job("b", gpus=1, submitted_at=10, runtime=10),
+        job("c", gpus=1, submitted_at=20, runtime=10),
+    ]
+    for policy in ("easy-backfill", REFERENCE["best-effort-fifo"]):
+        s = Scheduler(_one_node(), policy=policy, preemption=OFF)
+        res = Simulator(s, jobs_, CFG).run()
+        assert res.summary.too_big_arrivals == 0
+        assert [e.t for e in res.trace if e.kind == "cycle"] == [0, 10, 20, 100]
+
+
+def _timed(j: Any, submitted_at: int, runtime: int) -> Any:
+    return attrs.evolve(j, submitted_at=float(submitted_at), runtime_estimate=float(runtime))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cluster=clusters(max_nodes=4),
+    stream=st.lists(st.tuples(st.integers(0, 5), st.integers(1, 30)), min_size=1, max_size=14),
+    data=st.data(),
+    policy=st.sampled_from(sorted(REFERENCE)),
+)
+def test_skipping_too_big_arrivals_changes_no_record(
+    cluster: ClusterState,
+    stream: list[tuple[int, int]],
+    data: st.DataObject,
+    policy: str,
+) -> None:
+    # random jobs (gangs or not, whole or shared GPUs, GPU models, topology wishes) arriving
+    # in bursts on a random cluster with unhealthy devices: the same records as a run where
+    # every arrival runs a cycle
+    t = 0
+    stream_jobs = []
+    for i, (gap, runtime) in enumerate(stream):
+        t += gap
+        stream_jobs.append(_timed(data.draw(jobs(i)), t, runtime))
+
+    def run(p: Any, state: ClusterState) -> Any:
+        s = Scheduler(state, policy=p, preemption=OFF)
+        return Simulator(s, stream_jobs, SimConfig(tick=0.0, sample_interval=50.0)).run()
+
+    res = run(policy, copy.deepcopy(cluster))
+    ref = run(REFERENCE[policy], cluster)
+    assert res.records == ref.records
+    assert ref.summary.too_big_arrivals == 0
+
+
+@pytest.mark.skipif(
+    trace_dir() is None or not (trace_dir() / NASA).exists(),  # type: ignore[operator]
+    reason="the shared NASA iPSC log is not here",
+)
+def test_the_loaded_nasa_log_under_best_effort_keeps_every_record(tmp_path: Path) -> None:
+    # the first 1,500 jobs of the NASA iPSC/860 log, submit times x0.55 (a queue builds up),
+    # on its own 16 x 8 processors, first fit, one 1-GPU pod per processor
+    assert trace_dir() is not None
+    with gzip.open(trace_dir() / NASA, "rt") as f:  # type: ignore[operator]
+        rows = [ln for ln in f.read().splitlines() if ln.strip() and not ln.startswith(";")]
+    loaded = []
+    for ln in rows[:1500]:
+        cells = ln.split()
+        cells[1] = str(round(float(cells[1]) * 0.55))
+        loaded.append(" ".join(cells))
+    swf = tmp_path / "loaded.swf"
+    swf.write_text("\n".join(loaded) + "\n")
+    swf_jobs = load_swf_jobs(swf, tenant_by="none", max_gpus_per_pod=1).jobs
+
+    def run(policy: Any) -> Any:
+        s = Scheduler(
+            ClusterState(fat_tree_for_nodes(16, nodes_per_leaf=16).nodes),
+            queue=Queue(history=None),
+            placer=Placer("firstfit"),
+            policy=policy,
+            preemption=OFF,
+        )
+        cfg = SimConfig(tick=0.0, grace_period=0.0, sample_interval=86400.0)
+        return Simulator(s, swf_jobs, cfg).run()
+
+    res, ref = run("best-effort-fifo"), run(REFERENCE["best-effort-fifo"])
+    assert res.records == ref.records
+    # (an arrival that runs no cycle may share its instant with one that does)
+    assert 100 < ref.summary.cycles - res.summary.cycles <= res.summary.too_big_arrivals
