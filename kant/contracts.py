@@ -194,11 +194,14 @@ class QueueingPolicy(Protocol):
     so a policy keeps no state between cycles (everything it needs is in the queue).
 
     One optional class attribute: ``arrivals_unblock_none`` (False when absent). True
-    promises that, with the cluster, the quota and the time unchanged, a job joining the
-    queue never lets another waiting job be placed that would not have been without it
-    (Strict FIFO and Best-Effort FIFO: a new job can only close a gate or take capacity).
-    After a cycle that decided nothing, the simulator then runs no cycle for an arrival
-    that asks for more GPU than the cluster has free (:mod:`kant.sim.simulator`)."""
+    promises two things while the cluster, the quota and the running jobs stay the same:
+    a job joining the queue last in its order and not placed lets no other waiting job be
+    placed that would not have been without it; and the passing of time alone lets no
+    job be placed as long as no running job outlives its expected end (start plus
+    ``runtime_estimate``). Strict FIFO, Best-Effort FIFO and EASY backfill declare it.
+    After a cycle that decided nothing (a reservation aside), the simulator then runs no
+    cycle for an arrival that comes last and asks for more GPU than the cluster has free
+    (:mod:`kant.sim.simulator`)."""
 
     @property
     def name(self) -> str:

@@ -30,7 +30,7 @@ class BestEffortFIFO:
     throughput; a large head can starve under a stream of small jobs."""
 
     name: str = "best-effort-fifo"
-    # every job is tried on its own: a new job can only take capacity (see QueueingPolicy)
+    # every job is tried on its own; time is not read (see QueueingPolicy)
     arrivals_unblock_none: ClassVar[bool] = True
 
     def begin(self, ctx: CycleContext) -> PolicyRun:

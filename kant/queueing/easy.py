@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import attrs
 
@@ -126,6 +127,9 @@ class EasyBackfill:
     default_runtime: float | None = attrs.field(default=None)
     keep_reservation: bool = attrs.field(default=True)
     name: str = "easy-backfill"
+    # the last job in order changes no head and no reservation; time moves a reservation
+    # only once a running job outlives its expected end (see QueueingPolicy)
+    arrivals_unblock_none: ClassVar[bool] = True
 
     def __attrs_post_init__(self) -> None:
         d = self.default_runtime

@@ -309,6 +309,11 @@ class Queue:
         """Tenants that have jobs with pods to place, sorted."""
         return sorted(self._tenants)
 
+    def last_in_order(self) -> str | None:
+        """The id of the last job of the global order (the job a cycle walks last), None
+        when no job waits. O(log jobs)."""
+        return self._order[-1][1] if self._order else None
+
     def running(self) -> list[Entry]:
         """RUNNING jobs, in the order they started (ties: submission order). A new list."""
         return list(self._running.values())

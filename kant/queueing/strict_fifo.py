@@ -59,7 +59,7 @@ class StrictFIFO:
     simple; idles resources behind a large head."""
 
     name: str = "strict-fifo"
-    # a new job can only close the gate earlier (see QueueingPolicy)
+    # a new job can only close the gate; time is not read (see QueueingPolicy)
     arrivals_unblock_none: ClassVar[bool] = True
 
     def begin(self, ctx: CycleContext) -> PolicyRun:

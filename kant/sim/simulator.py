@@ -14,14 +14,16 @@ What happens, and when:
               (an arrival, a release, a node coming or going, a wake-up), at the earliest
               ``tick`` seconds after the previous cycle; when nothing can change no tick is
               scheduled at all, so an idle or stuck cluster costs nothing. Nor do two kinds
-              of arrival, when the last cycle decided nothing, preemption is off and only
-              arrivals happened since: a job behind a closed gate (the queueing policy closed
-              it, ``CycleResult.closed_after``: Strict FIFO behind a blocked job, and the job
-              is later in the queue order than the last one walked) would only be skipped
-              (``behind_closed_gate`` counts them); a job asking for more GPU than the
-              cluster has free (all its pods for a gang, its smallest pod otherwise), under a
-              policy where a new job makes no other job start (``arrivals_unblock_none``:
-              Strict FIFO, Best-Effort FIFO), could not start and would change nothing
+              of arrival, when the last cycle decided nothing (no binding, victim or
+              nomination), preemption is off and only arrivals happened since: a job behind
+              a closed gate (the queueing policy closed it, ``CycleResult.closed_after``:
+              Strict FIFO behind a blocked job; nothing was reserved; the job is later in
+              the queue order than the last one walked) would only be skipped
+              (``behind_closed_gate`` counts them); a job that comes last in the queue order
+              and asks for more GPU than the cluster has free (all its pods for a gang, its
+              smallest pod otherwise) cannot start, and under a policy declaring
+              ``arrivals_unblock_none`` (Strict FIFO, Best-Effort FIFO, EASY backfill), with
+              every job's runtime estimate known, it makes no other job start either
               (``too_big_arrivals`` counts them).
 ``FINISH``    a gang job ends ``runtime`` seconds after its whole gang was bound (all its pods
               finish together); a pod-level job's pods end one by one, each ``runtime``
@@ -383,11 +385,15 @@ class Simulator:
         self._tick_at: float | None = None
         self._last_cycle = -math.inf
         self._wakes: set[float] = set()
-        # True while nothing but arrivals happened since a cycle that decided nothing, with
-        # preemption off; then the queue order key after which an arrival cannot change a
-        # decision, if the gate closed (see the module docstring, TICK)
+        # True while nothing but arrivals happened since a cycle that decided nothing (a
+        # reservation aside), with preemption off; then the queue order key after which an
+        # arrival cannot change a decision, if the gate closed and nothing was reserved (see
+        # the module docstring, TICK)
         self._quiet = False
         self._closed_after: tuple[Any, ...] | None = None
+        # no running job outlives its expected end when every job has an estimate: it runs
+        # for exactly that long (or less, resumed)
+        self._ends_known = all(j.runtime_estimate is not None for j in self.jobs)
         self.behind_closed_gate = 0
         self.too_big_arrivals = 0
         self._trace: list[TraceEvent] = []
@@ -547,8 +553,12 @@ class Simulator:
             if closed is not None and self.s.queue.entry(job.id).key > closed:
                 self.behind_closed_gate += 1  # the job is behind the closed gate
                 return
-            unblock_none = getattr(self.s.policy, "arrivals_unblock_none", False)
-            if unblock_none and _least_start_milli(job) > self._free_milli_bound():
+            if (
+                self._ends_known
+                and getattr(self.s.policy, "arrivals_unblock_none", False)
+                and self.s.queue.last_in_order() == job.id
+                and _least_start_milli(job) > self._free_milli_bound()
+            ):
                 self.too_big_arrivals += 1  # it cannot start, nor make another start
                 return
         self._changed()
@@ -575,10 +585,10 @@ class Simulator:
         if (
             not self.s.preemption.enabled
             and not (result.bindings or result.victims or result.nominations)
-            and not (result.dropped_nominations or result.reservations)
+            and not result.dropped_nominations
         ):
             self._quiet = True
-            self._closed_after = result.closed_after
+            self._closed_after = None if result.reservations else result.closed_after
 
     def _started(self, result: CycleResult, bound: set[str]) -> None:
         now = self._now

@@ -1,8 +1,9 @@
-"""An arrival too big to start schedules no cycle: after a cycle that decided nothing, with
-preemption off and nothing but arrivals since, a job asking for more GPU than the cluster
-has free cannot start, and under a policy that declares ``arrivals_unblock_none`` (Strict
-FIFO, Best-Effort FIFO) it cannot make another job start either. Every record is the same
-as when every arrival runs a cycle."""
+"""An arrival too big to start schedules no cycle: after a cycle that decided nothing (a
+reservation aside), with preemption off and nothing but arrivals since, a job that comes last
+in the queue order and asks for more GPU than the cluster has free cannot start, and under
+a policy that declares ``arrivals_unblock_none`` (Strict FIFO, Best-Effort FIFO, EASY), with
+every runtime estimate known, it cannot make another job start either. Every record is the
+same as when every arrival runs a cycle."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 
 from kant.placement import Placer
 from kant.preemption import PreemptionPolicy
-from kant.queueing import BestEffortFIFO, Queue, StrictFIFO
+from kant.queueing import BestEffortFIFO, EasyBackfill, Queue, StrictFIFO
 from kant.scheduler import Scheduler
 from kant.sim import SimConfig, Simulator, load_swf_jobs
 from kant.sim.traces import trace_dir
@@ -46,7 +47,18 @@ class _EveryArrivalStrict(StrictFIFO):
     arrivals_unblock_none: ClassVar[bool] = False
 
 
-REFERENCE = {"best-effort-fifo": _EveryArrivalBE(), "strict-fifo": _EveryArrivalStrict()}
+@attrs.frozen(kw_only=True)
+class _EveryArrivalEasy(EasyBackfill):
+    """EASY backfill without the declaration."""
+
+    arrivals_unblock_none: ClassVar[bool] = False
+
+
+REFERENCE = {
+    "best-effort-fifo": _EveryArrivalBE(),
+    "strict-fifo": _EveryArrivalStrict(),
+    "easy-backfill": _EveryArrivalEasy(),
+}
 
 
 def _starts(res: Any) -> dict[str, float | None]:
@@ -106,17 +118,77 @@ def test_a_pod_level_job_needs_only_its_smallest_pod_to_fit() -> None:
     assert ref.records == res.records
 
 
-def test_a_policy_that_does_not_declare_it_runs_a_cycle_for_every_arrival() -> None:
+def test_easy_holds_its_reservation_while_too_big_jobs_arrive_behind_it() -> None:
+    jobs_ = [
+        job("a", gpus=6, submitted_at=0, runtime=100),
+        job("head", gpus=4, submitted_at=10, runtime=50),  # blocked: a reservation at 100
+        job("short", gpus=2, submitted_at=20, runtime=30),  # fits before 100: starts
+        job("big", gpus=3, submitted_at=30, runtime=10),  # 0 free: last, too big
+        job("urgent", gpus=1, priority=5, submitted_at=40, runtime=10),  # not last: a cycle
+    ]
+
+    def run(policy: Any) -> Any:
+        s = Scheduler(_one_node(), policy=policy, preemption=OFF)
+        return Simulator(s, jobs_, CFG).run()
+
+    res = run("easy-backfill")
+    assert _starts(res) == {"a": 0, "head": 100, "short": 20, "big": 100, "urgent": 50}
+    # the cycle at 20 started "short"; the one at 30 would decide nothing (reservation
+    # aside): "big" runs none. "urgent" comes first in the order: its arrival runs a cycle
+    assert res.summary.too_big_arrivals == 0
+    assert [e.t for e in res.trace if e.kind == "cycle"] == [0, 10, 20, 30, 40, 50, 60, 100]
+    late = [attrs.evolve(j, submitted_at=j.submitted_at + 5) if j.id == "urgent" else j
+            for j in jobs_]  # fmt: skip
+    ref = run(REFERENCE["easy-backfill"])
+    assert ref.records == res.records
+
+    def with_extra(policy: Any, extra: Any) -> Any:
+        s = Scheduler(_one_node(), policy=policy, preemption=OFF)
+        return Simulator(s, [*late, extra], CFG).run()
+
+    # a second too-big job behind "big": no cycle, the same records as the reference
+    extra = job("big2", gpus=4, submitted_at=33, runtime=10)
+    res2, ref2 = with_extra("easy-backfill", extra), with_extra(REFERENCE["easy-backfill"], extra)
+    assert res2.summary.too_big_arrivals == 1
+    assert ref2.summary.too_big_arrivals == 0
+    assert res2.records == ref2.records
+
+
+def test_a_too_big_job_that_comes_first_moves_easy_s_reservation_and_runs_a_cycle() -> None:
+    jobs_ = [
+        job("a", gpus=7, submitted_at=0, runtime=100),
+        job("wide", gpus=8, submitted_at=10, runtime=100),  # head: all 8 GPUs reserved at 100
+        job("long", gpus=1, submitted_at=20, runtime=200),  # would delay "wide": waits
+        # first in the order, too big for the 1 GPU free: it becomes the head and reserves
+        # only 2 GPUs at 100, so "long" may take the free one now
+        job("urgent", gpus=2, priority=5, submitted_at=30, runtime=10),
+    ]
+    s = Scheduler(_one_node(), policy="easy-backfill", preemption=OFF)
+    res = Simulator(s, jobs_, CFG).run()
+    assert res.summary.too_big_arrivals == 0
+    assert _starts(res)["long"] == 30
+
+
+def test_no_skip_without_the_declaration_or_with_an_unknown_runtime() -> None:
     jobs_ = [
         job("a", gpus=8, submitted_at=0, runtime=100),
         job("b", gpus=1, submitted_at=10, runtime=10),
         job("c", gpus=1, submitted_at=20, runtime=10),
     ]
-    for policy in ("easy-backfill", REFERENCE["best-effort-fifo"]):
+    for policy in ("backfill", "conservative-backfill", REFERENCE["best-effort-fifo"]):
         s = Scheduler(_one_node(), policy=policy, preemption=OFF)
         res = Simulator(s, jobs_, CFG).run()
         assert res.summary.too_big_arrivals == 0
         assert [e.t for e in res.trace if e.kind == "cycle"] == [0, 10, 20, 100]
+    # a job without an estimate may outlive the end EASY expects of it: every arrival runs
+    # a cycle, whatever the policy
+    unknown = [*jobs_[:2], attrs.evolve(jobs_[2], runtime_estimate=None)]
+    for policy in ("best-effort-fifo", "easy-backfill"):
+        s = Scheduler(_one_node(), policy=policy, preemption=OFF)
+        res = Simulator(s, unknown, CFG).run()
+        assert res.summary.too_big_arrivals == 0
+    s = Scheduler(_one_node(), policy="best-effort-fifo", preemption=OFF)
+    assert Simulator(s, jobs_, CFG).run().summary.too_big_arrivals == 1
 
 
 def _timed(j: Any, submitted_at: int, runtime: int) -> Any:
@@ -159,7 +231,7 @@ def test_skipping_too_big_arrivals_changes_no_record(
     trace_dir() is None or not (trace_dir() / NASA).exists(),  # type: ignore[operator]
     reason="the shared NASA iPSC log is not here",
 )
-def test_the_loaded_nasa_log_under_best_effort_keeps_every_record(tmp_path: Path) -> None:
+def test_the_loaded_nasa_log_under_best_effort_and_easy_keeps_every_record(tmp_path: Path) -> None:
     # the first 1,500 jobs of the NASA iPSC/860 log, submit times x0.55 (a queue builds up),
     # on its own 16 x 8 processors, first fit, one 1-GPU pod per processor
     assert trace_dir() is not None
@@ -185,7 +257,8 @@ def test_the_loaded_nasa_log_under_best_effort_keeps_every_record(tmp_path: Path
         cfg = SimConfig(tick=0.0, grace_period=0.0, sample_interval=86400.0)
         return Simulator(s, swf_jobs, cfg).run()
 
-    res, ref = run("best-effort-fifo"), run(REFERENCE["best-effort-fifo"])
-    assert res.records == ref.records
-    # (an arrival that runs no cycle may share its instant with one that does)
-    assert 100 < ref.summary.cycles - res.summary.cycles <= res.summary.too_big_arrivals
+    for policy in ("best-effort-fifo", "easy-backfill"):
+        res, ref = run(policy), run(REFERENCE[policy])
+        assert res.records == ref.records
+        # (an arrival that runs no cycle may share its instant with one that does)
+        assert 100 < ref.summary.cycles - res.summary.cycles <= res.summary.too_big_arrivals
