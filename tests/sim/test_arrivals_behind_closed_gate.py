@@ -4,27 +4,20 @@ new job. Every start is the same as when every arrival runs a cycle."""
 
 from __future__ import annotations
 
-import gzip
 from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
-import pytest
 
 from kant.contracts import GO, Gate
 from kant.model import Reason, ReasonCode
-from kant.placement import Placer
 from kant.preemption import PreemptionPolicy
-from kant.queueing import Queue, StrictFIFO
+from kant.queueing import StrictFIFO
 from kant.scheduler import Scheduler
-from kant.sim import SimConfig, Simulator, load_swf_jobs
-from kant.sim.traces import trace_dir
-from kant.state import ClusterState
+from kant.sim import SimConfig, Simulator
 from kant.testing import ClusterBuilder, job
-from kant.topology import fat_tree_for_nodes
 
-NASA = "pwa-nasa-ipsc-1993/NASA-iPSC-1993-3.1-cln.swf.gz"
-OFF = PreemptionPolicy(priority=False, reclaim=False, backfill=False)
+from .nasa_loaded import OFF, loaded_nasa_jobs, needs_nasa, run_nasa
 
 
 @attrs.frozen
@@ -150,39 +143,13 @@ def test_after_a_cycle_that_decided_something_an_arrival_runs_a_cycle_again() ->
     assert res.summary.behind_closed_gate == 0
 
 
-@pytest.mark.skipif(
-    trace_dir() is None or not (trace_dir() / NASA).exists(),  # type: ignore[operator]
-    reason="the shared NASA iPSC log is not here",
-)
+@needs_nasa
 def test_the_loaded_nasa_log_under_strict_fifo_starts_every_job_as_with_a_cycle_per_arrival(
     tmp_path: Path,
 ) -> None:
-    # the first 1,500 jobs of the NASA iPSC/860 log, submit times x0.55 (a queue builds up),
-    # on its own 16 x 8 processors, first fit, one 1-GPU pod per processor
-    assert trace_dir() is not None
-    with gzip.open(trace_dir() / NASA, "rt") as f:  # type: ignore[operator]
-        rows = [ln for ln in f.read().splitlines() if ln.strip() and not ln.startswith(";")]
-    loaded = []
-    for ln in rows[:1500]:
-        cells = ln.split()
-        cells[1] = str(round(float(cells[1]) * 0.55))
-        loaded.append(" ".join(cells))
-    swf = tmp_path / "loaded.swf"
-    swf.write_text("\n".join(loaded) + "\n")
-    jobs = load_swf_jobs(swf, tenant_by="none", max_gpus_per_pod=1).jobs
-
-    def run(reference: bool) -> Any:
-        s = Scheduler(
-            ClusterState(fat_tree_for_nodes(16, nodes_per_leaf=16).nodes),
-            queue=Queue(history=None),
-            placer=Placer("firstfit"),
-            policy=_StrictEveryArrival() if reference else "strict-fifo",
-            preemption=OFF,
-        )
-        cfg = SimConfig(tick=0.0, grace_period=0.0, sample_interval=86400.0)
-        return Simulator(_open_gate(s) if reference else s, jobs, cfg).run()
-
-    res, ref = run(False), run(True)
+    jobs = loaded_nasa_jobs(tmp_path)
+    res = run_nasa(jobs, "strict-fifo")
+    ref = run_nasa(jobs, _StrictEveryArrival(), wrap=_open_gate)
     assert _starts(res) == _starts(ref)
     assert res.records == ref.records
     # (an arrival that runs no cycle may share its instant with one that does)

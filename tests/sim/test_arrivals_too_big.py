@@ -8,28 +8,22 @@ same as when every arrival runs a cycle."""
 from __future__ import annotations
 
 import copy
-import gzip
 from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kant.placement import Placer
-from kant.preemption import PreemptionPolicy
-from kant.queueing import BestEffortFIFO, EasyBackfill, Queue, StrictFIFO
+from kant.queueing import BestEffortFIFO, EasyBackfill, StrictFIFO
 from kant.scheduler import Scheduler
-from kant.sim import SimConfig, Simulator, load_swf_jobs
-from kant.sim.traces import trace_dir
+from kant.sim import SimConfig, Simulator
 from kant.state import ClusterState
 from kant.testing import ClusterBuilder, job
 from kant.testing.strategies import clusters, jobs
-from kant.topology import fat_tree_for_nodes
 
-NASA = "pwa-nasa-ipsc-1993/NASA-iPSC-1993-3.1-cln.swf.gz"
-OFF = PreemptionPolicy(priority=False, reclaim=False, backfill=False)
+from .nasa_loaded import OFF, loaded_nasa_jobs, needs_nasa, run_nasa
+
 CFG = SimConfig(tick=0.0, sample_interval=50.0, trace=True)
 
 
@@ -227,38 +221,11 @@ def test_skipping_too_big_arrivals_changes_no_record(
     assert ref.summary.too_big_arrivals == 0
 
 
-@pytest.mark.skipif(
-    trace_dir() is None or not (trace_dir() / NASA).exists(),  # type: ignore[operator]
-    reason="the shared NASA iPSC log is not here",
-)
+@needs_nasa
 def test_the_loaded_nasa_log_under_best_effort_and_easy_keeps_every_record(tmp_path: Path) -> None:
-    # the first 1,500 jobs of the NASA iPSC/860 log, submit times x0.55 (a queue builds up),
-    # on its own 16 x 8 processors, first fit, one 1-GPU pod per processor
-    assert trace_dir() is not None
-    with gzip.open(trace_dir() / NASA, "rt") as f:  # type: ignore[operator]
-        rows = [ln for ln in f.read().splitlines() if ln.strip() and not ln.startswith(";")]
-    loaded = []
-    for ln in rows[:1500]:
-        cells = ln.split()
-        cells[1] = str(round(float(cells[1]) * 0.55))
-        loaded.append(" ".join(cells))
-    swf = tmp_path / "loaded.swf"
-    swf.write_text("\n".join(loaded) + "\n")
-    swf_jobs = load_swf_jobs(swf, tenant_by="none", max_gpus_per_pod=1).jobs
-
-    def run(policy: Any) -> Any:
-        s = Scheduler(
-            ClusterState(fat_tree_for_nodes(16, nodes_per_leaf=16).nodes),
-            queue=Queue(history=None),
-            placer=Placer("firstfit"),
-            policy=policy,
-            preemption=OFF,
-        )
-        cfg = SimConfig(tick=0.0, grace_period=0.0, sample_interval=86400.0)
-        return Simulator(s, swf_jobs, cfg).run()
-
+    jobs_ = loaded_nasa_jobs(tmp_path)
     for policy in ("best-effort-fifo", "easy-backfill"):
-        res, ref = run(policy), run(REFERENCE[policy])
+        res, ref = run_nasa(jobs_, policy), run_nasa(jobs_, REFERENCE[policy])
         assert res.records == ref.records
         # (an arrival that runs no cycle may share its instant with one that does)
         assert 100 < ref.summary.cycles - res.summary.cycles <= res.summary.too_big_arrivals
