@@ -174,14 +174,21 @@ def kant_worker(swf: Path, policy: str, pod_gpus: int) -> dict[str, Any]:
         preemption=PreemptionPolicy(priority=False, reclaim=False, backfill=False),
     )
     sim = Simulator(s, jobs, SimConfig(tick=0.0, grace_period=0.0, sample_interval=86400.0))
-    records = sim.run().records
+    res = sim.run()
     starts = {
         r.job_id.removeprefix("swf-"): int(r.started_at)
-        for r in records
+        for r in res.records
         if r.started_at is not None
     }
     cpu = time.process_time() - c0
-    return {"cpu_s": cpu, "starts": starts}
+    summary = res.summary
+    return {
+        "cpu_s": cpu,
+        "cycles": summary.cycles,
+        "behind_closed_gate": summary.behind_closed_gate,
+        "too_big_arrivals": summary.too_big_arrivals,
+        "starts": starts,
+    }
 
 
 # --------------------------------------------------------------------------- driver
