@@ -672,7 +672,7 @@ class Simulator:
         if pod is None:  # a gang: all its pods end together
             if not r.active or r.run != run:
                 return
-            pods = sorted(self.s.queue.entry(jid).assigned, key=_pod_key)
+            pods = sorted(self.s.queue.entry(jid).assigned)  # (PodId: a tuple, C order)
             self.s.pods_finished(pods, now)  # one release for the whole gang
             self._release(jid, pods)
             r.active = False
@@ -922,9 +922,3 @@ def _pool_shapes(nodes: Iterable[NodeSpec]) -> dict[str | None, tuple[int, int]]
         sizes = [c for (m, _leaf), c in leaves.items() if m == model]
         out[model] = (g, max(sizes) if sizes else 1)
     return out
-
-
-def _pod_key(p: PodId) -> tuple[str, str, int]:
-    """PodId order (job, role, index) as a plain tuple: sorting by it is several times
-    cheaper than PodId's generated comparisons, with the same result."""
-    return (p.job, p.role, p.index)

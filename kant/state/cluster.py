@@ -406,7 +406,10 @@ class ClusterState:
         """:meth:`release` every pod of ``pods``, all or none (UnknownPodError, changing
         nothing, if one is not running or is named twice); each node's row is updated once.
         Returns their bindings, in order. O(devices of the bindings + nodes they touch)."""
-        out = tuple(self.binding(p) for p in pods)
+        try:
+            out = tuple(map(self._pods.__getitem__, pods))
+        except (KeyError, TypeError):
+            out = tuple(self.binding(p) for p in pods)  # raises, naming the pod
         if len({b.pod for b in out}) != len(out):
             raise UnknownPodError(next(p for i, p in enumerate(pods) if p in pods[:i]))
         touched: dict[str, _NodeRecord] = {}
@@ -415,10 +418,26 @@ class ClusterState:
             if rec is None:
                 rec = touched[b.node] = self._records[b.node]
             _hold(rec, b, -1)
-            self._forget(b.pod)
+        self._forget_many(out)
         for rec in touched.values():
             self._refresh_row(rec)
         return out
+
+    def _forget_many(self, out: Sequence[Binding]) -> None:
+        """:meth:`_forget` the pod of every binding of ``out`` (running pods, each once)."""
+        pods = self._pods
+        freed = 0
+        by_job: dict[str, list[PodId]] = {}
+        for b in out:
+            del pods[b.pod]
+            freed += b.total_milli
+            by_job.setdefault(b.pod.job, []).append(b.pod)
+        self._allocated -= freed
+        for job, mine in by_job.items():
+            left = self._job_pods[job]
+            left.difference_update(mine)
+            if not left:
+                del self._job_pods[job]
 
     def _forget(self, pod: PodId) -> None:
         self._allocated -= self._pods.pop(pod).total_milli

@@ -7,7 +7,13 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from kant.errors import AllocationConflictError, DuplicateError, UnknownPodError
+from kant.errors import (
+    AllocationConflictError,
+    DuplicateError,
+    InvalidJobError,
+    InvalidTimeError,
+    UnknownPodError,
+)
 from kant.model import Binding, PodId
 from kant.placement import Placer
 from kant.scheduler import Scheduler
@@ -108,3 +114,53 @@ def test_finishing_pods_in_one_call_is_finishing_them_one_by_one() -> None:
     with pytest.raises(UnknownPodError):  # finished already: nothing changes
         bulk.pods_finished([PodId(job="small", role="worker", index=1), pods[0]], 6.0)
     assert bulk.cluster.has_pod(PodId(job="small", role="worker", index=1))
+
+
+def test_finishing_every_pod_of_one_gang_at_once_is_finishing_them_one_by_one() -> None:
+    one, bulk = _scheduler(), _scheduler()
+    pods = sorted(one.queue.entry("big").assigned, reverse=True)  # any order
+    reports = [one.pod_finished(p, 5.0) for p in pods]
+    rep = bulk.pods_finished(pods, 5.0)
+    assert rep.released == tuple(pods) and rep.finished == ("big",) == reports[-1].finished
+    assert bulk.status("big") == one.status("big")
+    assert list(bulk.cluster.bindings()) == list(one.cluster.bindings())
+    assert bulk.cluster.columns.rows_equal(one.cluster.columns, 3) == []
+    check_invariants(bulk.cluster)
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        ("before its binding", InvalidTimeError, "before it was bound"),
+        ("not a number", InvalidTimeError, "must be a finite number"),
+        ("a plain tuple", InvalidJobError, "must be a kant.model.PodId"),
+        ("a pod twice", UnknownPodError, "big"),
+        ("a pod missing", None, None),
+    ],
+)
+def test_a_whole_gang_finished_with_something_wrong_is_refused_as_pod_by_pod(
+    change: str, error: type[Exception] | None, message: str | None
+) -> None:
+    s = _scheduler()
+    s.pod_finished(PodId(job="small", role="worker", index=0), 3.0)  # the clock is at 3
+    pods = sorted(s.queue.entry("big").assigned)
+    now: object = 5.0
+    if change == "before its binding":
+        s = _scheduler()
+        now = -1.0
+    elif change == "not a number":
+        now = float("nan")
+    elif change == "a plain tuple":
+        pods = [tuple(pods[0]), *pods[1:]]  # type: ignore[list-item]
+    elif change == "a pod twice":
+        pods = [*pods[:-1], pods[0]]
+    else:
+        pods = pods[:-1]  # fine: the gang's other pods finish, one stays
+    before = sorted(s.cluster.bindings_view())
+    if error is None:
+        rep = s.pods_finished(pods, now)  # type: ignore[arg-type]
+        assert rep.finished == () and len(s.cluster.job_pods("big")) == 1
+        return
+    with pytest.raises(error, match=message):
+        s.pods_finished(pods, now)  # type: ignore[arg-type]
+    assert sorted(s.cluster.bindings_view()) == before
