@@ -490,7 +490,7 @@ class Admitter:
         moves once per GPU model. O(bindings)."""
         by_pod = self._by_pod
         fresh = {b.pod for b in bindings}
-        if len(fresh) != len(bindings) or any(p in by_pod for p in fresh):
+        if len(fresh) != len(bindings) or not by_pod.keys().isdisjoint(fresh):
             seen: set[PodId] = set()
             for b in bindings:
                 if b.pod in by_pod or b.pod in seen:

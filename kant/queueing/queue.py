@@ -440,8 +440,7 @@ class Queue:
     def mark_assigned(self, job_id: str, pods: Iterable[PodId], now: float) -> None:
         """Pods were bound (assumed). The job becomes RUNNING; its nomination ends."""
         e = self.entry(job_id)
-        for p in pods:
-            e.assigned[p] = now
+        e.assigned.update(dict.fromkeys(pods, now))
         if e.phase is JobPhase.PENDING:
             e.started_at = now
         e.evicted_at = None

@@ -363,15 +363,22 @@ class ClusterState:
         first that does not fit, changing nothing), then each node's record and row is
         updated once. O(devices of the bindings + nodes they touch)."""
         scratch: dict[str, _NodeRecord] = {}
+        pod_ids = [b.pod for b in bindings] if all(type(b) is Binding for b in bindings) else []
+        # the usual call: Bindings of new pods, each once (checked at once; otherwise each
+        # binding is checked in turn, so the first one wrong is named)
+        fresh = len(pod_ids) == len(bindings) and len(set(pod_ids)) == len(pod_ids)
+        fresh = fresh and self._pods.keys().isdisjoint(pod_ids)
         seen: set[PodId] = set()
         for b in bindings:
-            if not isinstance(b, Binding):
-                raise AllocationConflictError(f"not a Binding: {b!r}")
-            if b.pod in self._pods:
-                raise DuplicateError(f"pod {b.pod} is already bound to {self._pods[b.pod].node!r}")
-            if b.pod in seen:
-                raise DuplicateError(f"pod {b.pod} is bound twice in one call")
-            seen.add(b.pod)
+            if not fresh:
+                if not isinstance(b, Binding):
+                    raise AllocationConflictError(f"not a Binding: {b!r}")
+                if b.pod in self._pods:
+                    bound = self._pods[b.pod].node
+                    raise DuplicateError(f"pod {b.pod} is already bound to {bound!r}")
+                if b.pod in seen:
+                    raise DuplicateError(f"pod {b.pod} is bound twice in one call")
+                seen.add(b.pod)
             tmp = scratch.get(b.node)
             if tmp is None:
                 rec = self._record(b.node)
@@ -393,14 +400,16 @@ class ClusterState:
         job_pods = self._job_pods
         mine: set[PodId] | None = None
         job = ""
+        added = 0
         for b in bindings:
             pod = b.pod
             pods[pod] = b
-            self._allocated += b.total_milli
+            added += b.total_milli
             if mine is None or pod.job != job:
                 job = pod.job
                 mine = job_pods.setdefault(job, set())
             mine.add(pod)
+        self._allocated += added
 
     def release_many(self, pods: Sequence[PodId]) -> tuple[Binding, ...]:
         """:meth:`release` every pod of ``pods``, all or none (UnknownPodError, changing

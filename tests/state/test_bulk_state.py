@@ -81,6 +81,12 @@ def test_a_bulk_bind_that_does_not_fit_changes_nothing() -> None:
     assert state.num_pods == 0 and state.snapshot().cols.row(0)[0] == before
     check_invariants(state)
     state.bind_many([ok])
+    other = Binding(pod=PodId(job="b", role="w", index=0), node="n0", gpus=(0,))
+    with pytest.raises(DuplicateError, match="already bound to 'n1'"):
+        state.bind_many([other, ok])
+    with pytest.raises(AllocationConflictError, match="not a Binding"):
+        state.bind_many([other, "b/w/0"])  # type: ignore[list-item]
+    assert not state.has_pod(other.pod)
     with pytest.raises(UnknownPodError):
         state.release_many([ok.pod, PodId(job="b", role="w", index=0)])
     with pytest.raises(UnknownPodError):
