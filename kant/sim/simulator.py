@@ -15,13 +15,15 @@ What happens, and when:
               ``tick`` seconds after the previous cycle; when nothing can change no tick is
               scheduled at all, so an idle or stuck cluster costs nothing. Nor do two kinds
               of arrival, when the last cycle decided nothing (no binding, victim or
-              nomination), preemption is off and only arrivals happened since: a job behind
-              a closed gate (the queueing policy closed it, ``CycleResult.closed_after``:
-              Strict FIFO behind a blocked job; nothing was reserved; the job is later in
-              the queue order than the last one walked) would only be skipped
-              (``behind_closed_gate`` counts them); a job that comes last in the queue order
-              and asks for more GPU than the cluster has free (all its pods for a gang, its
-              smallest pod otherwise) cannot start, and under a policy declaring
+              nomination), preemption is off, ``tick`` is 0 (with a tick, the time of each
+              cycle sets the earliest time of the next one, so no cycle may be left out)
+              and only arrivals happened since: a job behind a closed gate (the queueing
+              policy closed it, ``CycleResult.closed_after``: Strict FIFO behind a blocked
+              job; nothing was reserved; the job is later in the queue order than the last
+              one walked) would only be skipped (``behind_closed_gate`` counts them); a job
+              that comes last in the queue order and asks for more GPU than the cluster has
+              free (all its pods for a gang, its smallest pod otherwise) cannot start, and
+              under a policy declaring
               ``arrivals_unblock_none`` (Strict FIFO, Best-Effort FIFO, EASY backfill), with
               every job's runtime estimate known, it makes no other job start either
               (``too_big_arrivals`` counts them).
@@ -386,9 +388,9 @@ class Simulator:
         self._last_cycle = -math.inf
         self._wakes: set[float] = set()
         # True while nothing but arrivals happened since a cycle that decided nothing (a
-        # reservation aside), with preemption off; then the queue order key after which an
-        # arrival cannot change a decision, if the gate closed and nothing was reserved (see
-        # the module docstring, TICK)
+        # reservation aside), with preemption off and tick 0; then the queue order key after
+        # which an arrival cannot change a decision, if the gate closed and nothing was
+        # reserved (see the module docstring, TICK)
         self._quiet = False
         self._closed_after: tuple[Any, ...] | None = None
         # no running job outlives its expected end when every job has an estimate: it runs
@@ -584,6 +586,7 @@ class Simulator:
         self._schedule_wakes(result)
         if (
             not self.s.preemption.enabled
+            and self.cfg.tick == 0  # (else a cycle's time sets the earliest next one)
             and not (result.bindings or result.victims or result.nominations)
             and not result.dropped_nominations
         ):

@@ -74,6 +74,23 @@ def test_jobs_arriving_behind_a_blocked_head_wait_for_the_release_without_cycles
     assert (_starts(on), on.summary.behind_closed_gate) == (_starts(res), 0)
 
 
+def test_with_a_tick_a_job_behind_the_gate_still_runs_its_cycle() -> None:
+    # with cycles at most every 7 s, the cycle c's arrival runs (at 14) puts the next one,
+    # after a's release at 20, at 21: skipping it would move that to 20
+    jobs = [
+        job("a", gpus=8, submitted_at=0, runtime=20),
+        job("head", gpus=4, submitted_at=1, runtime=10),
+        job("c", gpus=1, submitted_at=10, runtime=10),
+    ]
+    s = Scheduler(
+        ClusterBuilder().leaf("lf0", nodes=1, gpus=8).build(), policy="strict-fifo", preemption=OFF
+    )
+    res = Simulator(s, jobs, SimConfig(tick=7.0, sample_interval=50.0, trace=True)).run()
+    assert res.summary.behind_closed_gate == 0
+    assert [e.t for e in res.trace if e.kind == "cycle"][:4] == [0, 7, 14, 21]
+    assert _starts(res) == {"a": 0, "head": 21, "c": 21}
+
+
 def test_a_job_that_arrives_ahead_of_the_blocked_head_runs_a_cycle_and_starts() -> None:
     jobs = [
         job("a", gpus=4, submitted_at=0, runtime=100),

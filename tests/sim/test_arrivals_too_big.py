@@ -92,6 +92,23 @@ def test_jobs_too_big_for_the_free_gpus_wait_for_the_release_without_cycles() ->
     assert on.summary.too_big_arrivals == 0
 
 
+def test_with_a_tick_every_arrival_runs_its_cycle_so_later_cycles_keep_their_times() -> None:
+    # with cycles at most every 7 s, the cycle c's arrival runs (at 14, deciding nothing)
+    # puts the next one, after a's release at 20, at 21: skipping it would move that to 20
+    jobs_ = [
+        job("a", gpus=8, submitted_at=0, runtime=20),
+        job("b", gpus=4, submitted_at=1, runtime=10),
+        job("c", gpus=8, submitted_at=10, runtime=10),
+    ]
+    cfg = SimConfig(tick=7.0, sample_interval=50.0, trace=True)
+    for policy in ("best-effort-fifo", "easy-backfill"):
+        s = Scheduler(_one_node(), policy=policy, preemption=OFF)
+        res = Simulator(s, jobs_, cfg).run()
+        assert res.summary.too_big_arrivals == 0
+        assert [e.t for e in res.trace if e.kind == "cycle"][:4] == [0, 7, 14, 21]
+        assert _starts(res)["b"] == 21
+
+
 def test_a_pod_level_job_needs_only_its_smallest_pod_to_fit() -> None:
     jobs_ = [
         job("a", gpus=7, submitted_at=0, runtime=100),
@@ -195,30 +212,55 @@ def _timed(j: Any, submitted_at: int, runtime: int) -> Any:
     stream=st.lists(st.tuples(st.integers(0, 5), st.integers(1, 30)), min_size=1, max_size=14),
     data=st.data(),
     policy=st.sampled_from(sorted(REFERENCE)),
+    tick=st.sampled_from([0.0, 7.0]),
+    on_interrupt=st.sampled_from(["resume", "restart"]),
 )
 def test_skipping_too_big_arrivals_changes_no_record(
     cluster: ClusterState,
     stream: list[tuple[int, int]],
     data: st.DataObject,
     policy: str,
+    tick: float,
+    on_interrupt: str,
 ) -> None:
     # random jobs (gangs or not, whole or shared GPUs, GPU models, topology wishes) arriving
-    # in bursts on a random cluster with unhealthy devices: the same records as a run where
-    # every arrival runs a cycle
+    # in bursts on a random cluster with unhealthy devices, cycles at once or at most every
+    # 7 s, and up to two node failures (jobs requeued, nodes back 20 s later): the same
+    # records as a run where every arrival runs a cycle
     t = 0
     stream_jobs = []
     for i, (gap, runtime) in enumerate(stream):
         t += gap
         stream_jobs.append(_timed(data.draw(jobs(i)), t, runtime))
+    names = [n.name for n in cluster.nodes()]
+    failures = data.draw(
+        st.lists(st.tuples(st.integers(0, t + 30), st.sampled_from(names)), max_size=2)
+    )
+    cfg = SimConfig(
+        tick=tick, sample_interval=50.0, failures=tuple((float(a), n) for a, n in failures),
+        mttr=20.0, on_interrupt=on_interrupt,
+    )  # fmt: skip
 
-    def run(p: Any, state: ClusterState) -> Any:
+    def run(p: Any, state: ClusterState, reference: bool) -> Any:
         s = Scheduler(state, policy=p, preemption=OFF)
-        return Simulator(s, stream_jobs, SimConfig(tick=0.0, sample_interval=50.0)).run()
+        return Simulator(_every_arrival(s) if reference else s, stream_jobs, cfg).run()
 
-    res = run(policy, copy.deepcopy(cluster))
-    ref = run(REFERENCE[policy], cluster)
+    res = run(policy, copy.deepcopy(cluster), False)
+    ref = run(REFERENCE[policy], cluster, True)
     assert res.records == ref.records
-    assert ref.summary.too_big_arrivals == 0
+    assert ref.summary.too_big_arrivals == ref.summary.behind_closed_gate == 0
+
+
+def _every_arrival(s: Scheduler) -> Scheduler:
+    """``s`` with every cycle reported as if no gate closed (with a reference policy, every
+    arrival then runs a cycle)."""
+    schedule = s.schedule
+
+    def no_gate(now: float) -> Any:
+        return attrs.evolve(schedule(now), closed_after=None)
+
+    s.schedule = no_gate  # type: ignore[method-assign]
+    return s
 
 
 @needs_nasa
