@@ -40,6 +40,14 @@ def _open_gate(s: Scheduler) -> Scheduler:
     return s
 
 
+def _one_node(jobs: list[Any], policy: Any, cfg: SimConfig) -> Any:
+    """Simulate ``jobs`` under ``policy`` on one 8-GPU node, preemption off."""
+    s = Scheduler(
+        ClusterBuilder().leaf("lf0", nodes=1, gpus=8).build(), policy=policy, preemption=OFF
+    )
+    return Simulator(s, jobs, cfg).run()
+
+
 def _starts(res: Any) -> dict[str, float | None]:
     return {r.job_id: r.started_at for r in res.records}
 
@@ -82,10 +90,7 @@ def test_with_a_tick_a_job_behind_the_gate_still_runs_its_cycle() -> None:
         job("head", gpus=4, submitted_at=1, runtime=10),
         job("c", gpus=1, submitted_at=10, runtime=10),
     ]
-    s = Scheduler(
-        ClusterBuilder().leaf("lf0", nodes=1, gpus=8).build(), policy="strict-fifo", preemption=OFF
-    )
-    res = Simulator(s, jobs, SimConfig(tick=7.0, sample_interval=50.0, trace=True)).run()
+    res = _one_node(jobs, "strict-fifo", SimConfig(tick=7.0, sample_interval=50.0, trace=True))
     assert res.summary.behind_closed_gate == 0
     assert [e.t for e in res.trace if e.kind == "cycle"][:4] == [0, 7, 14, 21]
     assert _starts(res) == {"a": 0, "head": 21, "c": 21}
@@ -150,10 +155,7 @@ def test_after_a_cycle_that_decided_something_an_arrival_runs_a_cycle_again() ->
         job("j2", gpus=1, submitted_at=0, runtime=100),
         job("j3", gpus=1, submitted_at=5, runtime=100),
     ]
-    s = Scheduler(
-        ClusterBuilder().leaf("lf0", nodes=1, gpus=8).build(), policy=_OnePerCycle(), preemption=OFF
-    )
-    res = Simulator(s, jobs, SimConfig(tick=0.0, sample_interval=50.0)).run()
+    res = _one_node(jobs, _OnePerCycle(), SimConfig(tick=0.0, sample_interval=50.0))
     # the cycle at 0 started j1 and closed its gate: the arrival at 5 still runs a cycle,
     # which starts j2 (one per cycle), and j3 waits for the next change
     assert _starts(res) == {"j1": 0, "j2": 5, "j3": 100}
