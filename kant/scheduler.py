@@ -354,18 +354,16 @@ class Scheduler:
 
     def _whole_job(self, pods: Sequence[PodId], now: float) -> tuple[Entry, float] | None:
         """When ``pods`` are exactly the pods one job holds, each once, bound at or before
-        ``now`` (a valid time): that job's entry and the time. None otherwise (then the pod
-        by pod checks decide, and raise what is wrong). O(pods), in C but the type check."""
+        ``now``: that job's entry and the time. None otherwise (then the pod by pod checks
+        decide, and raise what is wrong). O(pods), in C but the type check."""
         if not pods or not all(type(p) is PodId for p in pods):
             return None
         e = self.queue.get(pods[0].job)
         if e is None or len(e.assigned) != len(pods) or e.assigned.keys() != set(pods):
             return None
-        if not isinstance(now, int | float) or isinstance(now, bool):
-            return None
-        t = float(now)
-        if not math.isfinite(t) or t < max(e.assigned.values()):
-            return None
+        t = finite_time(now, "pods_finished")  # (what the pod by pod checks would raise)
+        if t < max(e.assigned.values()):
+            return None  # the pod by pod checks name the pod
         return e, self._time(t, "pods_finished")
 
     def _pods_finished(

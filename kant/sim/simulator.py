@@ -23,10 +23,9 @@ What happens, and when:
               one walked) would only be skipped (``behind_closed_gate`` counts them); a job
               that comes last in the queue order and asks for more GPU than the cluster has
               free (all its pods for a gang, its smallest pod otherwise) cannot start, and
-              under a policy declaring
-              ``arrivals_unblock_none`` (Strict FIFO, Best-Effort FIFO, EASY backfill), with
-              every job's runtime estimate known, it makes no other job start either
-              (``too_big_arrivals`` counts them).
+              under a policy declaring ``arrivals_unblock_none`` (Strict FIFO, Best-Effort
+              FIFO, EASY backfill), with every job's runtime estimate known, it makes no
+              other job start either (``too_big_arrivals`` counts them).
 ``FINISH``    a gang job ends ``runtime`` seconds after its whole gang was bound (all its pods
               finish together); a pod-level job's pods end one by one, each ``runtime``
               seconds after its own binding (:meth:`Scheduler.pod_finished`).

@@ -449,11 +449,7 @@ class ClusterState:
                 del self._job_pods[job]
 
     def _forget(self, pod: PodId) -> None:
-        self._allocated -= self._pods.pop(pod).total_milli
-        left = self._job_pods[pod.job]
-        left.discard(pod)
-        if not left:
-            del self._job_pods[pod.job]
+        self._forget_many((self._pods[pod],))
 
     # ----------------------------------------------------------------- snapshots
 

@@ -5,39 +5,17 @@ new job. Every start is the same as when every arrival runs a cycle."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
-
-import attrs
+from typing import Any
 
 from kant.contracts import GO, Gate
 from kant.model import Reason, ReasonCode
 from kant.preemption import PreemptionPolicy
-from kant.queueing import StrictFIFO
 from kant.scheduler import Scheduler
 from kant.sim import SimConfig, Simulator
 from kant.testing import ClusterBuilder, job
 
+from .every_arrival import REFERENCE, open_gate
 from .nasa_loaded import OFF, loaded_nasa_jobs, needs_nasa, run_nasa
-
-
-@attrs.frozen
-class _StrictEveryArrival(StrictFIFO):
-    """Strict FIFO without ``arrivals_unblock_none`` (a job too big to start still runs a
-    cycle when it arrives)."""
-
-    arrivals_unblock_none: ClassVar[bool] = False
-
-
-def _open_gate(s: Scheduler) -> Scheduler:
-    """``s`` with every cycle reported as if its gate never closed: each arrival then runs a
-    cycle (the reference, with :class:`_StrictEveryArrival`)."""
-    schedule = s.schedule
-
-    def every_arrival(now: float) -> Any:
-        return attrs.evolve(schedule(now), closed_after=None)
-
-    s.schedule = every_arrival  # type: ignore[method-assign]
-    return s
 
 
 def _one_node(jobs: list[Any], policy: Any, cfg: SimConfig) -> Any:
@@ -64,10 +42,10 @@ def test_jobs_arriving_behind_a_blocked_head_wait_for_the_release_without_cycles
     def run(preemption: PreemptionPolicy, reference: bool = False) -> Any:
         s = Scheduler(
             ClusterBuilder().leaf("lf0", nodes=1, gpus=8).build(),
-            policy=_StrictEveryArrival() if reference else "strict-fifo",
+            policy=REFERENCE["strict-fifo"] if reference else "strict-fifo",
             preemption=preemption,
         )
-        return Simulator(_open_gate(s) if reference else s, jobs, cfg).run()
+        return Simulator(open_gate(s) if reference else s, jobs, cfg).run()
 
     res = run(OFF)
     assert _starts(res) == {"a": 0, "head": 100, "c": 200, "d": 200}
@@ -168,7 +146,7 @@ def test_the_loaded_nasa_log_under_strict_fifo_starts_every_job_as_with_a_cycle_
 ) -> None:
     jobs = loaded_nasa_jobs(tmp_path)
     res = run_nasa(jobs, "strict-fifo")
-    ref = run_nasa(jobs, _StrictEveryArrival(), wrap=_open_gate)
+    ref = run_nasa(jobs, REFERENCE["strict-fifo"], wrap=open_gate)
     assert _starts(res) == _starts(ref)
     assert res.records == ref.records
     # (an arrival that runs no cycle may share its instant with one that does)

@@ -9,50 +9,22 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import attrs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kant.queueing import BestEffortFIFO, EasyBackfill, StrictFIFO
 from kant.scheduler import Scheduler
 from kant.sim import SimConfig, Simulator
 from kant.state import ClusterState
 from kant.testing import ClusterBuilder, job
 from kant.testing.strategies import clusters, jobs
 
+from .every_arrival import REFERENCE, open_gate
 from .nasa_loaded import OFF, loaded_nasa_jobs, needs_nasa, run_nasa
 
 CFG = SimConfig(tick=0.0, sample_interval=50.0, trace=True)
-
-
-@attrs.frozen
-class _EveryArrivalBE(BestEffortFIFO):
-    """Best-Effort FIFO without the declaration: every arrival runs a cycle (the reference)."""
-
-    arrivals_unblock_none: ClassVar[bool] = False
-
-
-@attrs.frozen
-class _EveryArrivalStrict(StrictFIFO):
-    """Strict FIFO without the declaration (its closed gate still saves cycles)."""
-
-    arrivals_unblock_none: ClassVar[bool] = False
-
-
-@attrs.frozen(kw_only=True)
-class _EveryArrivalEasy(EasyBackfill):
-    """EASY backfill without the declaration."""
-
-    arrivals_unblock_none: ClassVar[bool] = False
-
-
-REFERENCE = {
-    "best-effort-fifo": _EveryArrivalBE(),
-    "strict-fifo": _EveryArrivalStrict(),
-    "easy-backfill": _EveryArrivalEasy(),
-}
 
 
 def _starts(res: Any) -> dict[str, float | None]:
@@ -243,24 +215,12 @@ def test_skipping_too_big_arrivals_changes_no_record(
 
     def run(p: Any, state: ClusterState, reference: bool) -> Any:
         s = Scheduler(state, policy=p, preemption=OFF)
-        return Simulator(_every_arrival(s) if reference else s, stream_jobs, cfg).run()
+        return Simulator(open_gate(s) if reference else s, stream_jobs, cfg).run()
 
     res = run(policy, copy.deepcopy(cluster), False)
     ref = run(REFERENCE[policy], cluster, True)
     assert res.records == ref.records
     assert ref.summary.too_big_arrivals == ref.summary.behind_closed_gate == 0
-
-
-def _every_arrival(s: Scheduler) -> Scheduler:
-    """``s`` with every cycle reported as if no gate closed (with a reference policy, every
-    arrival then runs a cycle)."""
-    schedule = s.schedule
-
-    def no_gate(now: float) -> Any:
-        return attrs.evolve(schedule(now), closed_after=None)
-
-    s.schedule = no_gate  # type: ignore[method-assign]
-    return s
 
 
 @needs_nasa
