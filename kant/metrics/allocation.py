@@ -4,9 +4,9 @@ Both read a :class:`~kant.state.ClusterState` and measure *allocation* (what pod
 health: an unhealthy GPU that no pod holds is unallocated, one still held by a pod is
 allocated. The dense columns of the state show unhealthy devices as "0 free", which looks
 exactly like "fully held"; the few nodes where that ambiguity can matter (an unhealthy node,
-or a healthy node with an unhealthy GPU and a GPU showing 0 free) are corrected from the
-bindings the state reports (:meth:`~kant.state.ClusterState.pods_on`). Everything else is
-numpy over the columns: O(nodes x GPUs per node) array work, no per-pod Python loop.
+or one with an unhealthy GPU: :meth:`~kant.state.ClusterState.degraded_nodes`) are read from
+the bindings the state reports (:meth:`~kant.state.ClusterState.pods_on`). Everything else is
+numpy over the columns: O(nodes x GPUs per node) array work, Python only per degraded node.
 """
 
 from __future__ import annotations
@@ -36,12 +36,10 @@ def held_milli(state: ClusterState) -> IntArray:
     exists &= alive[:, None]
     gf = cols.gpu_free[:n]
     held: IntArray = np.where(exists, MILLI - gf, 0).astype(np.int64)
-    # Rows whose columns may hide health behind "0 free": check them against the truth.
-    suspect = alive & (gpus > 0) & (~cols.ready[:n] | ((gf == 0) & exists).any(axis=1))
-    for s in np.flatnonzero(suspect).tolist():
-        name = state.name_of(s)
-        full = (1 << int(gpus[s])) - 1
-        if state.is_healthy(name) and state.gpu_healthy_mask(name) & full == full:
+    # Rows whose columns may hide health behind "0 free": read them from the bindings.
+    for name in state.degraded_nodes():
+        s = state.slot_of(name)
+        if not gpus[s]:
             continue
         row = np.zeros(width, dtype=np.int64)
         for pod in state.pods_on(name):

@@ -81,6 +81,7 @@ class ClusterState:
         self._changed: set[int] = set()
         self._membership_version = 0
         self._health_version = 0
+        self._degraded: set[str] = set()  # nodes unhealthy or with an unhealthy GPU
         self._snapshot: Snapshot | None = None
         self._removal_listeners: list[Callable[[str, tuple[Binding, ...]], None]] = []
         for spec in nodes:
@@ -142,6 +143,12 @@ class ClusterState:
         Raises UnknownNodeError."""
         rec = self._record(name)
         return rec.healthy, rec.gpu_healthy, rec.nic_healthy
+
+    def degraded_nodes(self) -> list[str]:
+        """The nodes that are unhealthy or have an unhealthy GPU, sorted: the only rows whose
+        columns show a device "0 free" that a pod may not hold. O(such nodes), kept as
+        health changes."""
+        return sorted(self._degraded)
 
     def pods_on(self, name: str) -> tuple[PodId, ...]:
         """Pods running on node ``name``, sorted. Raises UnknownNodeError."""
@@ -275,6 +282,7 @@ class ClusterState:
         for b in lost:
             self._forget(b.pod)
         del self._records[name]
+        self._degraded.discard(name)
         slot = rec.slot
         self._slot_names[slot] = None
         self._free_slots.append(slot)
@@ -292,6 +300,7 @@ class ClusterState:
         rec = self._record(name)
         rec.healthy = bool(healthy)
         self._health_version += 1
+        self._note_degraded(rec)
         self._refresh_row(rec)
 
     def set_gpu_health(self, name: str, gpu: int, healthy: bool) -> None:
@@ -305,6 +314,7 @@ class ClusterState:
         else:
             rec.gpu_healthy &= ~(1 << gpu)
         self._health_version += 1
+        self._note_degraded(rec)
         self._refresh_row(rec)
 
     def set_nic_health(self, name: str, nic: int, healthy: bool) -> None:
@@ -501,6 +511,13 @@ class ClusterState:
         self.node_generation[slot] = self.generation
         self._changed.add(slot)
 
+    def _note_degraded(self, rec: _NodeRecord) -> None:
+        """Keep :meth:`degraded_nodes` after a health change of ``rec``."""
+        if _degraded(rec):
+            self._degraded.add(rec.spec.name)
+        else:
+            self._degraded.discard(rec.spec.name)
+
     def _refresh_row(self, rec: _NodeRecord) -> None:
         """Recompute the allocatable columns of one node from its record."""
         _write_allocatable(self.columns, rec)
@@ -568,6 +585,8 @@ class ClusterState:
                 value = rec.spec.gpu_model if lv == "pool" else getattr(rec.spec, lv)
                 getattr(fresh, f"{lv}_id")[rec.slot] = -1 if value is None else self._ids[lv][value]
             _write_allocatable(fresh, rec)
+        if self._degraded != {n for n, r in self._records.items() if _degraded(r)}:
+            errors.append("degraded-node index differs from the records")
         bad = fresh.rows_equal(self.columns, self.num_slots)
         if bad:
             errors.append(f"columns differ from records: {bad}")
@@ -576,6 +595,11 @@ class ClusterState:
             errors.append("slot bookkeeping is inconsistent")
         if errors:
             raise InvariantError("\n".join(f"ClusterState: {e}" for e in errors))
+
+
+def _degraded(rec: _NodeRecord) -> bool:
+    """Is the node of ``rec`` unhealthy, or one of its GPUs?"""
+    return not rec.healthy or rec.gpu_healthy != (1 << rec.spec.gpus) - 1
 
 
 def _conflict(b: Binding, spec: NodeSpec, what: str) -> AllocationConflictError:

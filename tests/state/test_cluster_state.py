@@ -173,6 +173,20 @@ def test_an_unhealthy_node_offers_nothing_but_keeps_its_pods(cluster: ClusterSta
     snapshot_matches_truth(cluster, snap)
 
 
+def test_a_node_is_degraded_while_it_or_a_gpu_of_it_is_unhealthy(cluster: ClusterState) -> None:
+    assert cluster.degraded_nodes() == []
+    cluster.set_gpu_health("lf1-n0", 3, False)
+    cluster.set_node_health("lf0-n1", False)
+    cluster.set_nic_health("lf1-n1", 0, False)  # a NIC hides no GPU: not degraded
+    assert cluster.degraded_nodes() == ["lf0-n1", "lf1-n0"]
+    cluster.set_gpu_health("lf1-n0", 3, True)
+    assert cluster.degraded_nodes() == ["lf0-n1"]
+    cluster.remove_node("lf0-n1")
+    cluster.add_node(node("lf0-n1", leaf="lf0"))  # back under its name: healthy again
+    assert cluster.degraded_nodes() == []
+    check_invariants(cluster)
+
+
 def test_removing_a_node_returns_its_pods_and_frees_its_slot(cluster: ClusterState) -> None:
     cluster.bind(Binding(pod=pod("a"), node="lf1-n0", gpus=(0, 1)))
     lost = cluster.remove_node("lf1-n0")

@@ -1,7 +1,8 @@
 """Hypothesis stateful test: random add / remove / bind / release / health changes,
 interleaved with snapshots and rolled-back transactions, keep ``check_invariants`` passing,
 every snapshot equals a fresh full rebuild of the state at that moment, and the snapshot's
-change log names every row that changed since a reader last looked."""
+change log names every row that changed since a reader last looked; the GPU milli held per
+device (``held_milli``, what GAR and GFR read) is what the bindings hold."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kant.errors import AllocationConflictError, DuplicateError, UnknownNodeError
+from kant.metrics import held_milli
 from kant.model import MILLI, Binding, PodId
 from kant.state import ClusterState, Snapshot
 from kant.testing import check_invariants, node
@@ -194,6 +196,15 @@ class StateMachine(RuleBasedStateMachine):
     @invariant()
     def state_is_consistent(self) -> None:
         check_invariants(self.st)
+
+    @invariant()
+    def held_milli_is_what_the_bindings_hold(self) -> None:
+        held = held_milli(self.st)
+        want = held * 0
+        for b in self.st.pods():
+            for g in b.gpus:
+                want[self.st.slot_of(b.node), g] += b.gpu_milli
+        assert (held == want).all()
 
 
 def _same_row(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
