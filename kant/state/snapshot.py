@@ -622,8 +622,8 @@ class Snapshot:
 
     def _recount(self, s: int) -> None:
         v = self.cols.views()
-        gf = v.gpu_free
-        vals = [gf[s, g] for g in range(v.gpus[s])]
+        w = v.width
+        vals = v.gpu_flat[s * w : s * w + v.gpus[s]].tolist()
         mask = 0
         for g, f in enumerate(vals):
             if f == MILLI:
