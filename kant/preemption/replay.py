@@ -219,7 +219,10 @@ def light_replay(
             spare.append((rs, free[rs].astype(np.int64) // g))
         rs, per = spare[0]
         if len(rs):
-            room += int(per[~np.isin(rs, uniq)].sum())
+            # the spare nodes the units are not on: a mask over every slot (np.isin sorts)
+            on_units = np.zeros(free.shape[0], dtype=bool)
+            on_units[uniq] = True
+            room += int(per[~on_units[rs]].sum())
         return room >= need_pods
 
     group = tid * nm + model
