@@ -242,7 +242,9 @@ class RowViews:
         for name in NodeColumns.SCALARS:
             setattr(self, name, getattr(cols, name).data)
         self.gpu_free = cols.gpu_free.data
-        self.gpu_flat = cols.gpu_free.reshape(-1).data  # (C-contiguous: a view, not a copy)
+        # one dimension over the same buffer (a cast never copies: it raises if the array
+        # is not C-contiguous, which np.zeros and every growth make it)
+        self.gpu_flat = self.gpu_free.cast("B").cast("q")  # (int64 on every platform)
         self.width = cols.width
         self.level_ids = tuple(getattr(cols, f"{lv}_id").data for lv in LEVELS)
         self.usage = tuple(getattr(self, name) for name in NodeColumns.USAGE)
