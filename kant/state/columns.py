@@ -156,9 +156,9 @@ class NodeColumns:
         v = self.views()
         for mv, x in zip(v.usage, values, strict=False):
             mv[slot] = x
-        gf = v.gpu_free
+        gf, base = v.gpu_flat, slot * self.width
         for g, x in enumerate(values[-1]):
-            gf[slot, g] = x
+            gf[base + g] = x
 
     def row(self, slot: int) -> tuple[Any, ...]:
         """All values of row ``slot`` (every :attr:`SCALARS` column's, then ``gpu_free``

@@ -10,6 +10,7 @@ import contextlib
 from typing import Any
 
 import hypothesis.strategies as st
+import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -200,7 +201,7 @@ class StateMachine(RuleBasedStateMachine):
     @invariant()
     def held_milli_is_what_the_bindings_hold(self) -> None:
         held = held_milli(self.st)
-        want = held * 0
+        want = np.zeros_like(held)
         for b in self.st.pods():
             for g in b.gpus:
                 want[self.st.slot_of(b.node), g] += b.gpu_milli
