@@ -9,8 +9,9 @@ from contextlib import contextmanager
 from kant.admission.holds import Alloc, release_exact
 from kant.admission.pools import Pools
 from kant.admission.quota import QuotaDecision, QuotaLedger, admit_quota
+from kant.admission.readiness import readiness
 from kant.contracts import PlaceFn
-from kant.model import Binding, Job, PodId, pods_milli
+from kant.model import Binding, Job, PodId, pods_milli, pods_per_role
 from kant.preemption.rules import VictimUnit
 from kant.state import Snapshot, Transaction
 
@@ -54,6 +55,9 @@ class CycleWhatIf:
         self.freed: dict[tuple[PodId, ...], list[Alloc]] = {}
         self.dec: QuotaDecision | None = None
         self.pool_ids = sorted({pools.models[m] for ms in role_models.values() for m in ms})
+        # readiness on every allowed model (see ready)
+        self.counts = pods_per_role(job, pods)
+        self.role_pools = {r: tuple(pools.models[m] for m in ms) for r, ms in role_models.items()}
         self.need = pods_milli(job, pods)
         self.needs_nominal = needs_nominal
         self.reclaimed = 0  # removed units that need the preemptor within nominal
@@ -96,8 +100,16 @@ class CycleWhatIf:
 
     def ready(self) -> bool:
         """Free milli, then quota for every pod (within nominal while a reclaimed unit is
-        removed), then readiness (cheap, necessary)."""
+        removed), then readiness (cheap, necessary) on the models quota admits.
+
+        Readiness on every allowed model is tested before quota: it is necessary for
+        readiness on the admitted ones (fewer pools only make it harder), and it is what
+        fails while a search frees capacity scattered over many nodes (a job of one 8-GPU
+        pod waits for some node to have 8 free GPUs), so the quota decision is not made at
+        every step of it. When quota admits every model, that test is the last one."""
         if self.snap.pools_free_milli(self.pool_ids) < self.need:
+            return False
+        if readiness(self.pools.facts, self.job, self.counts, self.role_pools) is not None:
             return False
         dec = admit_quota(self.ledger, self.job, self.pods, self.role_models)
         if not dec.ok or len(dec.pods) != len(self.pods):
@@ -105,7 +117,8 @@ class CycleWhatIf:
         if self.reclaimed and not dec.within_nominal:
             return False
         self.dec = dec
-        return self.pools.ready(self.job, dec) is None
+        # (every pod admitted: the same counts as above, so the same pools, the same answer)
+        return dec.models == self.role_models or self.pools.ready(self.job, dec) is None
 
     def place(self) -> tuple[Binding, ...] | None:
         """The real placement of every pod (undone afterwards), or None."""
