@@ -89,21 +89,27 @@ def _minimise(
     away = [i for i in order if not any(b.node in used for b in chosen[i][0].bindings)]
     spared: set[int] = set()
 
-    def spare(idxs: list[int], known_bad: bool) -> None:
-        if not idxs:
-            return
-        if not known_bad:
-            with whatif.scope() as s:
-                for i in idxs:
-                    whatif.restore(chosen[i][0])
-                if whatif.ready() and whatif.place() is not None:
-                    s.commit()
-                    spared.update(idxs)
-                    return
-        if len(idxs) > 1:
-            mid = len(idxs) // 2
-            spare(idxs[:mid], False)
-            spare(idxs[mid:], False)
+    def spare(first: list[int], first_known_bad: bool) -> None:
+        # Spare ``first`` whole if the job still fits without it (unless it is known not
+        # to), else each half in turn, depth first. (A loop over a stack: a recursive
+        # closure would refer to itself, a reference cycle left to the garbage collector.)
+        stack = [(first, first_known_bad)]
+        while stack:
+            idxs, known_bad = stack.pop()
+            if not idxs:
+                continue
+            if not known_bad:
+                with whatif.scope() as s:
+                    for i in idxs:
+                        whatif.restore(chosen[i][0])
+                    if whatif.ready() and whatif.place() is not None:
+                        s.commit()
+                        spared.update(idxs)
+                        continue
+            if len(idxs) > 1:
+                mid = len(idxs) // 2
+                stack.append((idxs[mid:], False))  # after the first half and its halves
+                stack.append((idxs[:mid], False))
 
     with whatif.scope():
         for i in near:
