@@ -15,7 +15,9 @@ per side and the ratios after/before.
 
 ``--bench soak --cycles C`` does the same with ``kant bench soak --cycles C`` (keys
 ``wall_p99_ms``, ``cpu_p99_ms``, ``cpu_p50_ms_first``, ``cpu_p50_ms_last``,
-``last_vs_first``).
+``last_vs_first``). Where a checkout reports the machine's speed next to its cycles
+(``probe_ms``; soak: ``probe_ms_first``, ``probe_ms_last``, ``last_vs_first_calibrated``),
+each run shows it, and the medians include it when both sides report it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ from pathlib import Path
 KEYS = {
     "cycle": ("p99_ms", "cpu_p99_ms", "p50_ms"),
     "soak": ("wall_p99_ms", "cpu_p99_ms", "cpu_p50_ms_first", "cpu_p50_ms_last", "last_vs_first"),
+}
+# the machine's speed next to the cycles (kant.bench.speed_probe), where a checkout reports it
+PROBE_KEYS = {
+    "cycle": ("probe_ms",),
+    "soak": ("probe_ms_first", "probe_ms_last", "last_vs_first_calibrated"),
 }
 
 
@@ -62,7 +69,11 @@ def main() -> int:
         for side in ("before", "after"):
             r = run(getattr(args, side), args.nodes, args.pending, args.bench, args.cycles)
             sides[side].append(r)
-            print(f"run {i + 1} {side:6} " + " ".join(f"{k}={r[k]}" for k in keys), flush=True)
+            shown = [*keys, *(k for k in PROBE_KEYS[args.bench] if k in r)]
+            print(f"run {i + 1} {side:6} " + " ".join(f"{k}={r[k]}" for k in shown), flush=True)
+    # a probe key joins the medians when every run of both sides reported it
+    keys = (*keys, *(k for k in PROBE_KEYS[args.bench]
+                     if all(k in r for rs in sides.values() for r in rs)))  # fmt: skip
     med = {s: {k: statistics.median(r[k] for r in rs) for k in keys} for s, rs in sides.items()}
     for s in ("before", "after"):
         print(f"median {s:6} " + " ".join(f"{k}={med[s][k]:.3f}" for k in keys))

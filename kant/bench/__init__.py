@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import resource
+import statistics
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -125,6 +127,37 @@ def settled(freeze: bool) -> Iterator[None]:
     finally:
         if freeze:
             gc.unfreeze()
+
+
+def speed_probe() -> float:
+    """CPU milliseconds (this thread) of a fixed piece of pure-Python work: dictionary
+    reads and writes, small tuples hashed, integer arithmetic, what a scheduling cycle is
+    made of. Run next to each measured cycle (outside its timing), it says how fast the
+    machine was then: on a shared machine the same work takes up to 1.7x longer for tens of
+    seconds at a time, which a ratio of two parts of one run would otherwise read as the
+    code slowing down (see :func:`calibrated_ratio`). About 1.5 ms."""
+    c0 = time.thread_time()
+    seen: dict[int, int] = {}
+    acc = 0
+    for i in range(4000):
+        k = (i * 7919) % 509
+        seen[k] = seen.get(k, 0) + i
+        acc ^= hash((k, i & 15))
+    return (time.thread_time() - c0) * 1000
+
+
+def calibrated_ratio(
+    later: list[float], later_probe: list[float], earlier: list[float], earlier_probe: list[float]
+) -> float:
+    """How much more a cycle of ``later`` costs than one of ``earlier`` on a machine of
+    the same speed: the median of each cycle's time over its :func:`speed_probe` (measured
+    next to it), later over earlier. A machine twice as slow in the later part doubles
+    both a cycle and its probe, and leaves this ratio as it was."""
+
+    def per_probe(ms: list[float], probe: list[float]) -> float:
+        return statistics.median(m / p for m, p in zip(ms, probe, strict=True))
+
+    return per_probe(later, later_probe) / per_probe(earlier, earlier_probe)
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -13,7 +13,10 @@ apart (default 10): jobs whose runtime is over finish, victims report gone, new 
 keep J pending, then one ``schedule_cycle`` (timed) and its ``apply`` (not timed).
 
 Wall-clock figures (``p50_ms``, ``p99_ms``) are the headline; ``cpu_*`` (this thread's CPU
-time) tell them apart from a busy machine. ``jobs_per_s`` is the number of waiting jobs a
+time) tell them apart from a busy machine. ``probe_ms`` is the median of
+:func:`kant.bench.speed_probe`, a fixed piece of work timed next to each cycle: how fast the
+machine was during the run (on a shared machine it varies by up to 1.7x from one minute to
+the next). ``jobs_per_s`` is the number of waiting jobs a
 cycle examines per second of cycle time (J / mean cycle time); ``placed_per_cycle`` how many
 of them it placed on average. ``--no-preemption`` measures the cycle without victim searches.
 """
@@ -28,7 +31,7 @@ import numpy as np
 
 from kant.admission import Admitter, Quota
 from kant.apply import apply
-from kant.bench import fat_tree_nodes, percentile, rss_mib, settled
+from kant.bench import fat_tree_nodes, percentile, rss_mib, settled, speed_probe
 from kant.cycle import schedule_cycle
 from kant.model import MILLI, Job, JobKind, Resources, Role
 from kant.preemption import PreemptionPolicy
@@ -166,6 +169,7 @@ def bench_cycle(
     setup_s = time.perf_counter() - t_setup
     times: list[float] = []
     cpu: list[float] = []
+    probe: list[float] = []
     placed = 0
     victims = 0
     attempts = 0
@@ -175,6 +179,7 @@ def bench_cycle(
             finish_due(s, now)
             evict_victims(s, now)
             refill(s, wl, pending, now)
+            probe.append(speed_probe())
             t0, c0 = time.perf_counter(), time.thread_time()
             res = schedule_cycle(
                 cluster, queue, admitter, s.placer, now, policy=s.policy, preemption=rules
@@ -204,6 +209,7 @@ def bench_cycle(
         "max_ms": round(max(times), 2),
         "cpu_p50_ms": round(statistics.median(cpu), 2),
         "cpu_p99_ms": round(percentile(cpu, 99), 2),
+        "probe_ms": round(statistics.median(probe), 3),
         "jobs_per_s": round(pending / (mean_ms / 1000), 1),
         "placed_per_cycle": round(placed / cycles, 2),
         "placements_per_cycle": round(attempts / cycles, 2),

@@ -19,6 +19,12 @@ work. Measured per cycle: the CPU time (this thread) and wall time of ``schedule
 ``apply`` and the churn are not timed) and the resident memory after the cycle. Reported: the
 median and p99 of each third of the run, and ``last_vs_first`` = median CPU of the last third /
 median CPU of the first third (flat: within 1.10).
+
+Next to each cycle (untimed) a fixed piece of work, :func:`kant.bench.speed_probe`, measures
+how fast the machine is then; ``probe_ms_first`` and ``probe_ms_last`` are its medians over
+the first and last thirds, and ``last_vs_first_calibrated`` is ``last_vs_first`` with the
+machine's speed taken out (:func:`kant.bench.calibrated_ratio`). On a shared machine whose
+speed drifts during the run, that is the figure that says whether the code slows down.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from kant.bench import current_rss_mib, percentile, settled
+from kant.bench import calibrated_ratio, current_rss_mib, percentile, settled, speed_probe
 from kant.bench.cycle import evict_victims, finish_due, refill, setup, warm_up
 from kant.model import MILLI, NodeSpec, PodId
 from kant.queueing import JobPhase
@@ -146,6 +152,7 @@ def bench_soak(
     cpu: list[float] = []
     wall: list[float] = []
     rss: list[float] = []
+    probe: list[float] = []
     placed = victims = finished = 0
     with settled(gc_freeze):
         for i in range(cycles):
@@ -154,6 +161,7 @@ def bench_soak(
             evict_victims(s, now)
             churn.before_cycle(i, now)
             refill(s, wl, pending, now)
+            probe.append(speed_probe())
             t0, c0 = time.perf_counter(), time.thread_time()
             res = s.schedule(now)
             wall.append((time.perf_counter() - t0) * 1000)
@@ -187,6 +195,10 @@ def bench_soak(
         out[f"cpu_p99_ms_{name}"] = round(percentile(part, 99), 2)
         out[f"wall_p99_ms_{name}"] = round(percentile(w, 99), 2)
     out["last_vs_first"] = round(statistics.median(thirds[2]) / statistics.median(thirds[0]), 3)
+    p = _thirds(probe)
+    out["probe_ms_first"] = round(statistics.median(p[0]), 3)
+    out["probe_ms_last"] = round(statistics.median(p[2]), 3)
+    out["last_vs_first_calibrated"] = round(calibrated_ratio(thirds[2], p[2], thirds[0], p[0]), 3)
     r = _thirds(rss)
     out["rss_mib_first"] = round(statistics.median(r[0]), 1)
     out["rss_mib_last"] = round(statistics.median(r[2]), 1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from kant.bench import calibrated_ratio, speed_probe
 from kant.bench.soak import bench_soak
 from kant.cli import main
 
@@ -16,6 +17,8 @@ def test_bench_soak_reports_thirds_and_injects_every_kind_of_churn(capsys: objec
     f = json.loads(out[-1])
     assert f["bench"] == "soak" and f["cycles"] == 12
     assert f["cpu_p50_ms_first"] > 0 and f["cpu_p50_ms_last"] > 0 and f["last_vs_first"] > 0
+    assert f["probe_ms_first"] > 0 and f["probe_ms_last"] > 0
+    assert f["last_vs_first_calibrated"] > 0
     assert f["nodes_lost"] >= 3 and f["nodes_back"] >= 2
     assert f["gpu_faults"] >= 3 and f["gpu_repairs"] >= 1
     assert f["binding_failures"] >= 1
@@ -27,3 +30,19 @@ def test_the_soak_does_the_same_work_in_every_run() -> None:
     a = bench_soak(48, 20, cycles=6, node_loss_every=2, gpu_fault_every=2, bind_fail_one_in=3)
     b = bench_soak(48, 20, cycles=6, node_loss_every=2, gpu_fault_every=2, bind_fail_one_in=3)
     assert {k: a[k] for k in keys} == {k: b[k] for k in keys}
+
+
+def test_a_machine_slowing_down_is_not_read_as_the_code_slowing_down() -> None:
+    cycles, probes = [50.0, 52.0, 48.0], [1.5, 1.6, 1.4]
+    slower_machine = ([2 * c for c in cycles], [2 * p for p in probes])
+    assert calibrated_ratio(*slower_machine, cycles, probes) == 1.0
+    slower_code = ([2 * c for c in cycles], probes)
+    assert calibrated_ratio(*slower_code, cycles, probes) == 2.0
+    # the median of per-cycle ratios: one cycle hit by a pause moves nothing
+    paused = ([50.0, 520.0, 48.0], probes)
+    assert abs(calibrated_ratio(*paused, cycles, probes) - 1.0) < 0.05
+
+
+def test_the_speed_probe_times_a_fixed_piece_of_work() -> None:
+    times = [speed_probe() for _ in range(5)]
+    assert all(0 < t < 1000 for t in times)
