@@ -131,18 +131,21 @@ def settled(freeze: bool) -> Iterator[None]:
 
 def speed_probe() -> float:
     """CPU milliseconds (this thread) of a fixed piece of pure-Python work: dictionary
-    reads and writes, small tuples hashed, integer arithmetic, what a scheduling cycle is
-    made of. Run next to each measured cycle (outside its timing), it says how fast the
-    machine was then: on a shared machine the same work takes up to 1.7x longer for tens of
-    seconds at a time, which a ratio of two parts of one run would otherwise read as the
-    code slowing down (see :func:`calibrated_ratio`). About 1.5 ms."""
+    reads and writes and integer arithmetic, what a scheduling cycle is made of. Run next
+    to each measured cycle (outside its timing), it says how fast the machine was then: on
+    a shared machine the same work takes up to 1.7x longer for tens of seconds at a time,
+    which a ratio of two parts of one run would otherwise read as the code slowing down
+    (see :func:`calibrated_ratio`). It allocates one dictionary and no other object the
+    garbage collector tracks, so it triggers no collection: what the process itself
+    spends more on as it runs (a collector walking more objects) stays in the cycle's time
+    and out of the probe's. About 1.5 ms."""
     c0 = time.thread_time()
     seen: dict[int, int] = {}
     acc = 0
-    for i in range(4000):
+    for i in range(6000):
         k = (i * 7919) % 509
-        seen[k] = seen.get(k, 0) + i
-        acc ^= hash((k, i & 15))
+        seen[k] = seen.get(k, 0) + (i ^ k)
+        acc = (acc * 31 + k) & 0xFFFFFFFF
     return (time.thread_time() - c0) * 1000
 
 
