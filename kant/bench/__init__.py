@@ -149,6 +149,31 @@ def speed_probe() -> float:
     return (time.thread_time() - c0) * 1000
 
 
+class CollectorClock:
+    """While entered: the wall time the garbage collector spends in its collections
+    (``ms``, from each collection's start callback to its stop) and their number per
+    generation (``collections``)."""
+
+    def __init__(self) -> None:
+        self.ms = 0.0
+        self.collections = [0, 0, 0]
+        self._start = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.ms += (time.perf_counter() - self._start) * 1000
+            self.collections[info["generation"]] += 1
+
+    def __enter__(self) -> CollectorClock:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+
 def calibrated_ratio(
     later: list[float], later_probe: list[float], earlier: list[float], earlier_probe: list[float]
 ) -> float:

@@ -25,6 +25,9 @@ how fast the machine is then; ``probe_ms_first`` and ``probe_ms_last`` are its m
 the first and last thirds, and ``last_vs_first_calibrated`` is ``last_vs_first`` with the
 machine's speed taken out (:func:`kant.bench.calibrated_ratio`). On a shared machine whose
 speed drifts during the run, that is the figure that says whether the code slows down.
+``gc_ms_first`` and ``gc_ms_last`` are the garbage collector's time inside the cycles of the
+first and last thirds (summed), and ``gc_collections`` the collections inside all measured
+cycles per generation: what a growing heap costs the cycle.
 """
 
 from __future__ import annotations
@@ -35,7 +38,14 @@ from typing import Any
 
 import numpy as np
 
-from kant.bench import calibrated_ratio, current_rss_mib, percentile, settled, speed_probe
+from kant.bench import (
+    CollectorClock,
+    calibrated_ratio,
+    current_rss_mib,
+    percentile,
+    settled,
+    speed_probe,
+)
 from kant.bench.cycle import evict_victims, finish_due, refill, setup, warm_up
 from kant.model import MILLI, NodeSpec, PodId
 from kant.queueing import JobPhase
@@ -153,8 +163,10 @@ def bench_soak(
     wall: list[float] = []
     rss: list[float] = []
     probe: list[float] = []
+    in_gc: list[float] = []  # the collector's time inside each cycle
+    gens = [0, 0, 0]  # collections inside the cycles, per generation
     placed = victims = finished = 0
-    with settled(gc_freeze):
+    with settled(gc_freeze), CollectorClock() as collector:
         for i in range(cycles):
             now += interval
             finished += finish_due(s, now)
@@ -162,10 +174,13 @@ def bench_soak(
             churn.before_cycle(i, now)
             refill(s, wl, pending, now)
             probe.append(speed_probe())
+            g0, n0 = collector.ms, list(collector.collections)
             t0, c0 = time.perf_counter(), time.thread_time()
             res = s.schedule(now)
             wall.append((time.perf_counter() - t0) * 1000)
             cpu.append((time.thread_time() - c0) * 1000)
+            in_gc.append(collector.ms - g0)
+            gens = [g + b - a for g, a, b in zip(gens, n0, collector.collections, strict=True)]
             s.apply(res, now)
             churn.after_apply([b.pod for b in res.bindings], now)
             rss.append(current_rss_mib())
@@ -199,6 +214,10 @@ def bench_soak(
     out["probe_ms_first"] = round(statistics.median(p[0]), 3)
     out["probe_ms_last"] = round(statistics.median(p[2]), 3)
     out["last_vs_first_calibrated"] = round(calibrated_ratio(thirds[2], p[2], thirds[0], p[0]), 3)
+    g = _thirds(in_gc)
+    out["gc_ms_first"] = round(sum(g[0]), 1)
+    out["gc_ms_last"] = round(sum(g[2]), 1)
+    out["gc_collections"] = gens
     r = _thirds(rss)
     out["rss_mib_first"] = round(statistics.median(r[0]), 1)
     out["rss_mib_last"] = round(statistics.median(r[2]), 1)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import json
 
-from kant.bench import calibrated_ratio, speed_probe
+from kant.bench import CollectorClock, calibrated_ratio, speed_probe
 from kant.bench.soak import bench_soak
 from kant.cli import main
 
@@ -19,6 +20,7 @@ def test_bench_soak_reports_thirds_and_injects_every_kind_of_churn(capsys: objec
     assert f["cpu_p50_ms_first"] > 0 and f["cpu_p50_ms_last"] > 0 and f["last_vs_first"] > 0
     assert f["probe_ms_first"] > 0 and f["probe_ms_last"] > 0
     assert f["last_vs_first_calibrated"] > 0
+    assert f["gc_ms_first"] >= 0 and f["gc_ms_last"] >= 0 and len(f["gc_collections"]) == 3
     assert f["nodes_lost"] >= 3 and f["nodes_back"] >= 2
     assert f["gpu_faults"] >= 3 and f["gpu_repairs"] >= 1
     assert f["binding_failures"] >= 1
@@ -46,3 +48,11 @@ def test_a_machine_slowing_down_is_not_read_as_the_code_slowing_down() -> None:
 def test_the_speed_probe_times_a_fixed_piece_of_work() -> None:
     times = [speed_probe() for _ in range(5)]
     assert all(0 < t < 1000 for t in times)
+
+
+def test_the_collector_clock_sees_a_collection_and_stops_at_exit() -> None:
+    with CollectorClock() as clock:
+        gc.collect()
+    assert clock.collections[2] == 1 and clock.ms > 0
+    gc.collect()
+    assert clock.collections[2] == 1  # no longer listening
