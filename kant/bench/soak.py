@@ -47,6 +47,7 @@ from kant.bench import (
     speed_probe,
 )
 from kant.bench.cycle import evict_victims, finish_due, refill, setup, warm_up
+from kant.errors import InvalidConfigError
 from kant.model import MILLI, NodeSpec, PodId
 from kant.queueing import JobPhase
 from kant.scheduler import Scheduler
@@ -147,7 +148,10 @@ def bench_soak(
 ) -> dict[str, Any]:
     """``cycles`` cycles with churn on ``nodes`` 8-GPU nodes and ``pending`` waiting jobs;
     per-third medians of the cycle's CPU and wall time and of the resident memory
-    (``gc_freeze``: see :func:`kant.bench.settled`)."""
+    (``gc_freeze``: see :func:`kant.bench.settled`). InvalidConfigError for fewer than 3
+    cycles (the run is reported by thirds)."""
+    if not isinstance(cycles, int) or isinstance(cycles, bool) or cycles < 3:
+        raise InvalidConfigError("cycles", cycles, "must be an int of at least 3 (thirds)")
     s, wl, _ = setup(nodes, pending, seed=seed, policy=policy, strategy=strategy,
                       preemption=True)  # fmt: skip
     total = s.cluster.total_gpus()

@@ -46,13 +46,18 @@ def run_bench_command(args: argparse.Namespace) -> int:
 
 
 def _steady_state_arguments(
-    p: argparse.ArgumentParser, *, nodes: int, pending: int, cycles: int
+    p: argparse.ArgumentParser, *, nodes: int, pending: int, cycles: int, least_cycles: int = 1
 ) -> None:
     """The options ``kant bench cycle`` and ``kant bench soak`` share (their set-up)."""
     pos = number(int, low=1)
     p.add_argument("--nodes", type=pos, default=nodes, help=f"8-GPU nodes (default {nodes})")
     p.add_argument("--pending", type=pos, default=pending, help=f"waiting jobs (default {pending})")
-    p.add_argument("--cycles", type=pos, default=cycles, help=f"measured cycles (default {cycles})")
+    p.add_argument(
+        "--cycles",
+        type=number(int, low=least_cycles),
+        default=cycles,
+        help=f"measured cycles (default {cycles}, at least {least_cycles})",
+    )
     p.add_argument("--policy", default="backfill", choices=policy_names(), help="queueing policy")
     p.add_argument(
         "--strategy", default="ebinpack", choices=strategy_names(), help="placement strategy"
@@ -90,7 +95,7 @@ def _run_cycle(a: argparse.Namespace) -> dict[str, Any]:
 
 def _add_soak(sub: Any) -> None:
     p = sub.add_parser("soak", help="many cycles with churn: is a cycle's cost flat?")
-    _steady_state_arguments(p, nodes=12500, pending=3000, cycles=300)
+    _steady_state_arguments(p, nodes=12500, pending=3000, cycles=300, least_cycles=3)
     pos = number(int, low=1)
     p.add_argument("--node-loss-every", type=pos, default=10, help="cycles between node losses")
     p.add_argument("--node-down-cycles", type=pos, default=20, help="cycles a lost node is away")

@@ -74,6 +74,7 @@ BAD: list[tuple[list[str], str]] = [
     (["bench", "cycle", "--seed", "-1"], "--seed"),
     (["bench", "soak", "--nodes", "-1"], "--nodes"),
     (["bench", "soak", "--bind-fail-one-in", "x"], "--bind-fail-one-in"),
+    (["bench", "soak", "--cycles", "2"], "--cycles"),  # (reported by thirds)
     (["bench", "cycle", "--interval", "0"], "--interval"),
     (["bench", "place", "--pods", "-5"], "--pods"),
     (["bench", "place", "--strategy", "tetris"], "--strategy"),

@@ -5,9 +5,12 @@ from __future__ import annotations
 import gc
 import json
 
+import pytest
+
 from kant.bench import CollectorClock, calibrated_ratio, speed_probe
 from kant.bench.soak import bench_soak
 from kant.cli import main
+from kant.errors import InvalidConfigError
 
 
 def test_bench_soak_reports_thirds_and_injects_every_kind_of_churn(capsys: object) -> None:
@@ -56,3 +59,9 @@ def test_the_collector_clock_sees_a_collection_and_stops_at_exit() -> None:
     assert clock.collections[2] == 1 and clock.ms > 0
     gc.collect()
     assert clock.collections[2] == 1  # no longer listening
+
+
+@pytest.mark.parametrize("cycles", [0, 2, 2.5, True])
+def test_a_soak_of_fewer_than_three_cycles_has_no_thirds_and_says_so(cycles: object) -> None:
+    with pytest.raises(InvalidConfigError, match="cycles"):
+        bench_soak(48, 20, cycles=cycles)  # type: ignore[arg-type]
