@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from kant.bench import _Occupier, current_rss_mib, fat_tree_nodes, percentile, rss_mib
+from kant.errors import InvalidConfigError
 from kant.state import ClusterState
 
 
@@ -18,7 +19,12 @@ def bench_snapshot(
     nodes: int, changed: int, *, repeats: int = 50, copy_repeats: int = 3, seed: int = 7
 ) -> dict[str, Any]:
     """Median time to refresh the snapshot after ``changed`` node changes, against a naive
-    ``copy.deepcopy`` of the same state, on an ``nodes``-node 8-GPU fat tree ~70% allocated."""
+    ``copy.deepcopy`` of the same state, on an ``nodes``-node 8-GPU fat tree ~70% allocated.
+    InvalidConfigError when ``changed`` exceeds ``nodes`` (each change is a distinct node)."""
+    if changed > nodes:
+        raise InvalidConfigError(
+            "changed", changed, f"at most the number of nodes ({nodes}): each is a distinct node"
+        )
     gc.collect()
     rss0 = current_rss_mib()
     st = ClusterState(fat_tree_nodes(nodes))

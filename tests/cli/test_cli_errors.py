@@ -80,6 +80,7 @@ BAD: list[tuple[list[str], str]] = [
     (["bench", "place", "--strategy", "tetris"], "--strategy"),
     (["bench", "gang", "--replicas", "0"], "--replicas"),
     (["bench", "snapshot", "--changed", "x"], "--changed"),
+    (["bench", "snapshot", "--nodes", "2", "--changed", "5"], "changed"),  # distinct nodes
     # kant itself
     (["simulate", "--no-such-option"], "--no-such-option"),
     (["launch"], "launch"),
