@@ -56,11 +56,21 @@ class Pools:
             out[role.name] = ms
         return out, None
 
+    def role_pools(self, role_models: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[int, ...]]:
+        """Per role, the pool ids of its GPU models (live ones, as :meth:`role_models` or a
+        quota decision's ``models`` give them)."""
+        return {r: tuple(self.models[m] for m in ms) for r, ms in role_models.items()}
+
     def ready(self, job: Job, dec: QuotaDecision) -> Reason | None:
         """Dynamic admission of the quota-admitted pods ``dec.pods`` on the snapshot now."""
-        counts = pods_per_role(job, dec.pods)
-        pools = {r: tuple(self.models[m] for m in ms) for r, ms in dec.models.items()}
-        return readiness(self.facts, job, counts, pools)
+        return self.ready_on(job, pods_per_role(job, dec.pods), self.role_pools(dec.models))
+
+    def ready_on(
+        self, job: Job, counts: Mapping[str, int], role_pools: Mapping[str, tuple[int, ...]]
+    ) -> Reason | None:
+        """Dynamic admission of ``counts`` pods per role on ``role_pools``
+        (:func:`kant.admission.readiness.readiness`) on the snapshot now."""
+        return readiness(self.facts, job, counts, role_pools)
 
     def never_fits(
         self, job: Job, pods: Sequence[PodId], role_models: Mapping[str, tuple[str, ...]]
@@ -68,9 +78,7 @@ class Pools:
         """``UNSATISFIABLE`` if ``pods`` of ``job`` could never fit the live pools of
         ``role_models`` (:meth:`role_models`) even when empty and healthy
         (:func:`kant.admission.readiness.never_fits`), else None."""
-        counts = pods_per_role(job, pods)
-        pools = {r: tuple(self.models[m] for m in ms) for r, ms in role_models.items()}
-        return never_fits(self.facts, job, counts, pools)
+        return never_fits(self.facts, job, pods_per_role(job, pods), self.role_pools(role_models))
 
     def restricted(self, job: Job, dec: QuotaDecision) -> Job:
         """:func:`restricted` on this cycle's live GPU models."""

@@ -150,26 +150,14 @@ class Preemption:
         if self.closed(e, dec, may_backfill):
             return None
         pol = self.policy
-        job = e.job
-        refs = self.index.refs()
-        if (
-            not dec.within_nominal
-            and not pol.rules
-            and not (pol.backfill and may_backfill)
-            and (not refs or refs[0].priority >= job.priority)
-            and not self._going()
-        ):
-            # Only priority preemption could be open, and nobody runs below the job's
-            # priority (refs are in victim order, lowest priority first): the exit below,
-            # without the reclaim test, which finds no unit of its own tenant to take back.
-            # (Most quota-blocked jobs of a busy cycle stop here.)
-            return None
         # (no cascades: a job just evicted does not evict in turn, see closed)
         cascade = (
             e.evicted_at is not None and self.now - e.evicted_at < pol.cascade_window
         ) or self._being_evicted(e)
+        job = e.job
         quotas = not self.ledger.table.unlimited
         pods = e.remaining()
+        refs = self.index.refs()
         within = dec.within_nominal or (
             quotas
             and pol.reclaim
@@ -369,9 +357,9 @@ class Preemption:
         """Would the job be within its tenant's nominal quota once every unit of its own
         tenant that it may priority-preempt is gone? (Kueue judges reclaim so.)"""
         pol = self.policy
-        if not pol.priority:
-            return False
         job = e.job
+        if not pol.priority or not refs or refs[0].priority >= job.priority:
+            return False  # (refs are in victim order: nobody runs below its priority)
         led = self.ledger
         mark = led.mark()
         try:

@@ -9,7 +9,6 @@ from contextlib import contextmanager
 from kant.admission.holds import Alloc, release_exact
 from kant.admission.pools import Pools
 from kant.admission.quota import QuotaDecision, QuotaLedger, admit_quota
-from kant.admission.readiness import readiness
 from kant.contracts import PlaceFn
 from kant.model import Binding, Job, PodId, pods_milli, pods_per_role
 from kant.preemption.rules import VictimUnit
@@ -54,10 +53,10 @@ class CycleWhatIf:
         self.role_models = role_models
         self.freed: dict[tuple[PodId, ...], list[Alloc]] = {}
         self.dec: QuotaDecision | None = None
-        self.pool_ids = sorted({pools.models[m] for ms in role_models.values() for m in ms})
         # readiness on every allowed model (see ready)
         self.counts = pods_per_role(job, pods)
-        self.role_pools = {r: tuple(pools.models[m] for m in ms) for r, ms in role_models.items()}
+        self.role_pools = pools.role_pools(role_models)
+        self.pool_ids = sorted({p for ps in self.role_pools.values() for p in ps})
         self.need = pods_milli(job, pods)
         self.needs_nominal = needs_nominal
         self.reclaimed = 0  # removed units that need the preemptor within nominal
@@ -109,7 +108,7 @@ class CycleWhatIf:
         every step of it. When quota admits every model, that test is the last one."""
         if self.snap.pools_free_milli(self.pool_ids) < self.need:
             return False
-        if readiness(self.pools.facts, self.job, self.counts, self.role_pools) is not None:
+        if self.pools.ready_on(self.job, self.counts, self.role_pools) is not None:
             return False
         dec = admit_quota(self.ledger, self.job, self.pods, self.role_models)
         if not dec.ok or len(dec.pods) != len(self.pods):
