@@ -71,8 +71,8 @@ class PolicyContext:
             memo = _MEMOS[queue] = _Memos()
         self.memo = memo
         self.current: tuple[str, QuotaDecision] | None = None
-        # fits_unreserved's answers per readiness key, valid while the snapshot's change log
-        # stays at _unreserved_at (nothing allocated, released or rolled back since)
+        # fits_unreserved's answers per readiness key, valid while the snapshot's content
+        # stays _unreserved_at (nothing allocated or released since, or only rolled back)
         self._unreserved: dict[tuple[Any, ...], list[int]] = {}
         self._unreserved_at = -1
         self._keys: dict[int, tuple[QuotaDecision, Job, tuple[tuple[Any, ...], int]]] = {}
@@ -180,8 +180,9 @@ class PolicyContext:
         if not held or cur is None or cur[0] != job.id or not cur[1].ok:
             return False
         dec = cur[1]
-        if self._unreserved_at != self.snap.log_position:
+        if self._unreserved_at != self.snap.content_version:
             self._unreserved.clear()  # the snapshot changed since the answers were found
+            self._unreserved_at = self.snap.content_version
         key, n = self._ready_key(job.job, dec)
         known = self._unreserved.get(key)
         if known is None:
@@ -196,7 +197,6 @@ class PolicyContext:
         with self.snap.transaction():
             held.give_back(self.snap)
             ok = self.pools.ready(job.job, dec) is None
-        self._unreserved_at = self.snap.log_position  # giving back and rolling back moved it
         if ok:
             known[0] = n
         else:

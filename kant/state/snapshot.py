@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 _KEY_SHIFT = 32  # sorted index key: free_gpus << 32 | slot
 
 _SNAPSHOT_TOKENS: Final = itertools.count()
+_CONTENTS: Final = itertools.count()  # content versions, unique across snapshots
 _CHANGE_LOG_KEEP: Final = 1 << 16
 """Entries of a snapshot's change log kept before the older half is dropped."""
 _FEW_ROWS: Final = 24
@@ -328,6 +329,8 @@ class Snapshot:
         self._groups: _GroupIndex  # aggregates and best-fit index (set by _full_build)
         self.agg: dict[str, IntArray]  # = self._groups.agg, the same dict
         self._undo: list[dict[int, tuple[Any, ...]]] = []
+        self._undo_content: list[int] = []  # per open transaction, the content it began with
+        self._content = next(_CONTENTS)
         self._local: set[int] = set()  # rows changed by committed transactions since refresh
         self._members: dict[tuple[str, int], IntArray] = {}
         self._members_version = -1
@@ -350,6 +353,7 @@ class Snapshot:
         self.agg = self._groups.agg
         self._groups.build(n)
         self._local.clear()
+        self._content = next(_CONTENTS)
         self.generation = st.generation
 
     def refresh(self, changed: IntArray) -> None:
@@ -372,6 +376,7 @@ class Snapshot:
             self.names.extend([None] * (st.num_slots - len(self.names)))
         if rows:
             self._logged(rows)
+            self._content = next(_CONTENTS)
             if len(rows) <= _FEW_ROWS:
                 self._groups.replace_few(rows, lambda: self.cols.copy_few_from(st.columns, rows))
             else:
@@ -441,9 +446,20 @@ class Snapshot:
         """Open a (possibly nested) transaction. Use as a context manager: it rolls back on
         exception or when left without :meth:`Transaction.commit`."""
         self._undo.append({})
+        self._undo_content.append(self._content)
         return Transaction(self, len(self._undo), self._end)
 
     # ----------------------------------------------------------------- change log
+
+    @property
+    def content_version(self) -> int:
+        """A number naming what the snapshot holds now: every change (allocate, release,
+        refresh) takes a new one, never used before by any snapshot, and a rollback gives
+        back the number its transaction began with, since it restores the rows, aggregates
+        and index exactly. Equal numbers, equal contents: a reader may keep answers
+        derived from the snapshot for as long as the number stays (unlike
+        :attr:`log_position`, which a rolled-back change moves for good)."""
+        return self._content
 
     @property
     def log_position(self) -> int:
@@ -471,6 +487,7 @@ class Snapshot:
         if not self._undo:
             raise TransactionError("snapshot changes need an open transaction")
         self._logged((s,))
+        self._content = next(_CONTENTS)
         frame = self._undo[-1]
         if s not in frame:
             frame[s] = self.cols.usage(s)
@@ -481,6 +498,7 @@ class Snapshot:
                 f"transaction at depth {depth} ended while depth is {len(self._undo)}"
             )
         frame = self._undo.pop()
+        began = self._undo_content.pop()
         if commit:
             if self._undo:
                 outer = self._undo[-1]
@@ -495,6 +513,7 @@ class Snapshot:
                 before = groups.contrib(s)
                 self.cols.set_usage(s, row)
                 groups.shift(s, before)
+            self._content = began  # the rows are as they were: so is the number
 
     # ----------------------------------------------------------------- mutation
 

@@ -311,6 +311,30 @@ def test_the_change_log_names_the_rows_allocated_rolled_back_and_refreshed(
     assert snap.rows_changed_since(snap.log_position).tolist() == []
 
 
+def test_a_rolled_back_change_gives_back_the_content_version_a_kept_one_does_not(
+    cluster: ClusterState,
+) -> None:
+    snap = cluster.snapshot()
+    start = snap.content_version
+    with snap.transaction():
+        snap.allocate(2, 0b1)
+        assert snap.content_version != start
+        with snap.transaction() as inner:
+            snap.allocate(2, 0b10)
+            inner.commit()  # folded into the outer one, which rolls back
+    assert snap.content_version == start  # the rows are as they were
+    with snap.transaction() as tx:
+        snap.allocate(2, 0b1)
+        tx.commit()
+    kept = snap.content_version
+    assert kept != start
+    cluster.snapshot()  # the committed row is re-synced from the truth: a new number
+    assert snap.content_version not in (start, kept)
+    here = snap.content_version
+    cluster.snapshot()
+    assert snap.content_version == here  # nothing changed, nothing refreshed
+
+
 def test_a_change_log_position_older_than_the_kept_log_is_answered_none(
     cluster: ClusterState, monkeypatch: pytest.MonkeyPatch
 ) -> None:

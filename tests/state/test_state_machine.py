@@ -1,8 +1,9 @@
 """Hypothesis stateful test: random add / remove / bind / release / health changes,
 interleaved with snapshots and rolled-back transactions, keep ``check_invariants`` passing,
 every snapshot equals a fresh full rebuild of the state at that moment, and the snapshot's
-change log names every row that changed since a reader last looked; the GPU milli held per
-device (``held_milli``, what GAR and GFR read) is what the bindings hold."""
+change log names every row that changed since a reader last looked; a snapshot that shows a
+content version seen before holds what it held then; the GPU milli held per device
+(``held_milli``, what GAR and GFR read) is what the bindings hold."""
 
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ class StateMachine(RuleBasedStateMachine):
         self.added = 0
         # a change-log reader: snapshot token, log position and the rows it last saw
         self.seen: tuple[int, int, list[Any]] | None = None
+        # what each content version a snapshot showed named: its rows and aggregates
+        self.contents: dict[int, tuple[Any, ...]] = {}
 
     # ------------------------------------------------------------- nodes
 
@@ -154,6 +157,17 @@ class StateMachine(RuleBasedStateMachine):
                     if s >= len(before) or not _same_row(rows[s], before[s]):
                         assert s in named, f"slot {s} changed but is not in the change log"
         self.seen = (snap.token, snap.log_position, rows)
+        self._same_version_same_content(snap, rows)
+
+    def _same_version_same_content(self, snap: Snapshot, rows: list[Any]) -> None:
+        """A content version seen before names the same rows, names and aggregates."""
+        now = (
+            tuple((r[:-1], _trimmed(r[-1].tolist())) for r in rows),
+            tuple(snap.names),
+            tuple(_trimmed(snap.agg[lv].tolist()) for lv in sorted(snap.agg)),
+        )
+        seen = self.contents.setdefault(snap.content_version, now)
+        assert seen == now, f"content version {snap.content_version} names two contents"
 
     @precondition(lambda self: len(self.st) > 0)
     @rule(data=st.data(), commit_inner=st.booleans())
@@ -165,8 +179,10 @@ class StateMachine(RuleBasedStateMachine):
         with snap.transaction():
             for _ in range(data.draw(st.integers(1, 4))):
                 self._tentative(snap, data)
+            self._log_names_every_change(snap)
             with snap.transaction() as inner:
                 self._tentative(snap, data)
+                self._log_names_every_change(snap)
                 if commit_inner:
                     inner.commit()
             check_invariants(snap)
@@ -216,6 +232,15 @@ def _same_row(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     ga, gb = a[-1], b[-1]
     w = min(len(ga), len(gb))
     return bool((ga[:w] == gb[:w]).all() and not ga[w:].any() and not gb[w:].any())
+
+
+def _trimmed(values: list[Any]) -> tuple[Any, ...]:
+    """``values`` (numbers, or rows of numbers) without the trailing zeros or rows of
+    zeros: columns and aggregates grow with zeros, which changes no content."""
+    out = [tuple(v) if isinstance(v, list) else v for v in values]
+    while out and not (any(out[-1]) if isinstance(out[-1], tuple) else out[-1]):
+        out.pop()
+    return tuple(out)
 
 
 TestClusterStateMachine = StateMachine.TestCase
