@@ -87,7 +87,6 @@ class Preemption:
         self.hopeless: set[tuple[Any, ...]] = set()
         # the policy's fixed answers, read once per cycle (the cheap exits run per waiting job)
         self._enabled = policy.enabled
-        self._any_kind = bool(policy.rules) or policy.priority  # open to any job but a cascade
 
     def may_preempt(self, reason: Reason, *, partly_placed: bool, nominated: bool) -> bool:
         """May a job that failed for ``reason`` try to preempt now? Not when part of it was
@@ -99,8 +98,13 @@ class Preemption:
 
     def closed(self, e: Entry, dec: QuotaDecision, may_backfill: bool) -> bool:
         """Would :meth:`preempt` return None for ``e`` at its cheap exits (the per-cycle caps,
-        no cascades, no kind of preemption open to it)? They change nothing, read no victim
-        index and build nothing: the test a waiting job that cannot preempt costs."""
+        no cascades, no kind of preemption open to it)? They change nothing and build
+        nothing; the only victim data read is the first unit in victim order (the lowest
+        priority running), so this is the test a waiting job that cannot preempt costs.
+
+        Priority preemption is closed to a job when nobody runs below its priority; then
+        reclaim is open only to a job already within its nominal quota (preempting its own
+        tenant's lower-priority units, :meth:`_within_after_own`, finds nobody either)."""
         pol = self.policy
         cap = pol.max_searches_per_cycle
         if cap is not None and (
@@ -112,9 +116,13 @@ class Preemption:
             e.assigned and self._being_evicted(e)
         ):
             return not backfill  # a cascade may only take back what backfilled past it
-        if backfill or self._any_kind:
+        if backfill or pol.rules:
             return False
-        if pol.reclaim and (dec.within_nominal or not self.ledger.table.unlimited):
+        if pol.priority:
+            refs = self.index.refs()
+            if refs and refs[0].priority < e.job.priority:
+                return False  # someone runs below it
+        if pol.reclaim and dec.within_nominal:
             return False
         return not self._anything_going()
 

@@ -1,0 +1,113 @@
+"""Preemption's cheap exits (``Preemption.closed``) turn a waiting job away only when the full
+path of ``Preemption.preempt`` would find nothing for it either: over random sequences of
+submissions, cycles, finishes, evictions, node losses and GPU faults, under every queueing
+policy and random preemption options, each job they turn away (past the per-cycle caps and the
+no-cascade rule, which are limits, not answers) is run through the full path as well, with the
+exits open, and must come back with nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import hypothesis.strategies as st
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import kant.cycle
+from kant.admission.quota import QuotaDecision
+from kant.preemption import PreemptionPolicy
+from kant.preemption.preemptor import LIGHT_CHECKS_PER_SEARCH, Preemption
+from kant.queueing import Entry
+from kant.state import ClusterState
+from kant.testing import check_invariants, job
+from kant.testing.strategies import clusters
+
+from .test_incremental_cycle import POLICIES, TENANTS, _alike, _op, _Pair, _preemptions
+
+
+class _Checked(Preemption):
+    """:meth:`closed`, and for every job it turns away, the full path with the exits open."""
+
+    turned_away = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.checking = False
+
+    def closed(self, e: Entry, dec: QuotaDecision, may_backfill: bool) -> bool:
+        if self.checking:
+            return False
+        shut = super().closed(e, dec, may_backfill)
+        pol = self.policy
+        cap = pol.max_searches_per_cycle
+        capped = cap is not None and (
+            self.searches >= cap or self.light_checks >= LIGHT_CHECKS_PER_SEARCH * cap
+        )
+        cascade = (
+            e.evicted_at is not None and self.now - e.evicted_at < pol.cascade_window
+        ) or self._being_evicted(e)
+        if shut and not capped and not cascade:
+            role_models = self.pools.role_models(e.job)[0]
+            self.checking = True
+            try:
+                found = self.preempt(e, dec, role_models, may_backfill, epoch=(object(),))
+            finally:
+                self.checking = False
+            assert found is None, f"{e.id}: turned away, but the full path preempts for it"
+            _Checked.turned_away += 1
+        return shut
+
+
+@pytest.fixture(autouse=True)
+def _checked_preemption(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kant.cycle, "Preemption", _Checked)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    state=clusters(max_nodes=3),
+    policy=st.sampled_from(POLICIES),
+    quotas=st.booleans(),
+    preemption=_preemptions,
+    ops=st.lists(_op, min_size=10, max_size=40),
+    specs=st.lists(_alike, min_size=40, max_size=40),
+)
+def test_a_job_the_cheap_exits_turn_away_finds_no_victims_on_the_full_path(
+    state: ClusterState,
+    policy: str,
+    quotas: bool,
+    preemption: PreemptionPolicy,
+    ops: list[tuple[str, int]],
+    specs: Sequence[tuple[int, int, bool, int]],
+) -> None:
+    pair = _Pair(state, policy, quotas, preemption)
+    for n, (op, r) in enumerate(ops):
+        gpus, pods, gang, x = specs[n]
+        for k in range(1 + r % 3):
+            j = job(
+                f"j{n}-{k}", gpus=gpus, replicas=pods, gang=gang and pods > 1,
+                tenant=TENANTS[x % 2], priority=x % 3, runtime=float(60 + x % 600),
+                preemptible=x % 5 != 0,
+            )  # fmt: skip
+            pair.step("submit", r + k, n, j)
+        if op != "submit":
+            pair.step(op, r, n, None)
+        pair.step("cycle", r // 7, n, None)
+    check_invariants(pair.inc)
+
+
+def test_the_property_above_turns_jobs_away() -> None:
+    """(The check is not vacuous: a cluster full of priority-1 jobs, priority preemption on,
+    a priority-0 job and a priority-1 job waiting: both are turned away.)"""
+    from .conftest import nodes, scheduler
+
+    s = scheduler(nodes(1), preemption=PreemptionPolicy(reclaim=False, backfill=False))
+    s.submit(job("run", gpus=8, priority=1), now=0)
+    s.step(now=1)
+    before = _Checked.turned_away
+    s.submit(job("low", gpus=8, priority=0), now=2)
+    s.submit(job("same", gpus=8, priority=1), now=2)
+    r = s.step(now=3)
+    assert not r.victims and r.stats.preemption_searches == 0
+    assert _Checked.turned_away - before >= 2
