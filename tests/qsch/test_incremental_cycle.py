@@ -6,7 +6,7 @@ faults and repairs."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
@@ -239,8 +239,31 @@ _alike = st.tuples(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
+def drive_alike(
+    pair: _Pair,
+    ops: list[tuple[str, int]],
+    specs: Sequence[tuple[int, int, bool, int]],
+    *,
+    bursts: int,
+    priorities: int,
+) -> None:
+    """Per op: a burst of 1..``bursts`` alike jobs of ``specs`` (priorities 0..``priorities``
+    - 1), so that a cycle has many waiting, then the op, then a cycle."""
+    for n, (op, r) in enumerate(ops):
+        gpus, pods, gang, x = specs[n]
+        for k in range(1 + r % bursts):
+            j = job(
+                f"j{n}-{k}", gpus=gpus, replicas=pods, gang=gang and pods > 1,
+                tenant=TENANTS[x % 2], priority=x % 3 * priorities // 3,
+                runtime=float(60 + x % 600), preemptible=x % 5 != 0,
+            )  # fmt: skip
+            pair.step("submit", r + k, n, j)
+        if op != "submit":
+            pair.step(op, r, n, None)
+        pair.step("cycle", r // 7, n, None)
+
+
+alike_scenarios = given(
     state=clusters(max_nodes=3),
     policy=st.sampled_from(POLICIES),
     quotas=st.booleans(),
@@ -248,6 +271,12 @@ _alike = st.tuples(
     ops=st.lists(_op, min_size=10, max_size=40),
     specs=st.lists(_alike, min_size=40, max_size=40),
 )
+"""The inputs of :func:`drive_alike` scenarios: a small cluster, a policy, quotas or not,
+preemption options, ops and job specs."""
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@alike_scenarios
 def test_many_jobs_alike_waiting_in_one_cycle_decide_as_in_a_cycle_from_scratch(
     state: ClusterState,
     policy: str,
@@ -257,18 +286,7 @@ def test_many_jobs_alike_waiting_in_one_cycle_decide_as_in_a_cycle_from_scratch(
     specs: list[tuple[int, int, bool, int]],
 ) -> None:
     pair = _Pair(state, policy, quotas, preemption)
-    for n, (op, r) in enumerate(ops):
-        gpus, pods, gang, x = specs[n]
-        for k in range(1 + r % 4):  # bursts of alike jobs, so that a cycle has many waiting
-            j = job(
-                f"j{n}-{k}", gpus=gpus, replicas=pods, gang=gang and pods > 1,
-                tenant=TENANTS[x % 2], priority=x % 3 // 2, runtime=float(60 + x % 600),
-                preemptible=x % 5 != 0,
-            )  # fmt: skip
-            pair.step("submit", r + k, n, j)
-        if op != "submit":
-            pair.step(op, r, n, None)
-        pair.step("cycle", r // 7, n, None)
+    drive_alike(pair, ops, specs, bursts=4, priorities=2)
     pair.step("cycle", 0, len(ops), None)
     assert pair.inc.queue.statuses() == pair.ref.queue.statuses()
     check_invariants(pair.inc)

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import hypothesis.strategies as st
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, settings
 
 import kant.cycle
 from kant.admission.quota import QuotaDecision
@@ -21,9 +20,8 @@ from kant.preemption.preemptor import LIGHT_CHECKS_PER_SEARCH, Preemption
 from kant.queueing import Entry
 from kant.state import ClusterState
 from kant.testing import check_invariants, job
-from kant.testing.strategies import clusters
 
-from .test_incremental_cycle import POLICIES, TENANTS, _alike, _op, _Pair, _preemptions
+from .test_incremental_cycle import _Pair, alike_scenarios, drive_alike
 
 
 class _Checked(Preemption):
@@ -65,14 +63,7 @@ def _checked_preemption(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    state=clusters(max_nodes=3),
-    policy=st.sampled_from(POLICIES),
-    quotas=st.booleans(),
-    preemption=_preemptions,
-    ops=st.lists(_op, min_size=10, max_size=40),
-    specs=st.lists(_alike, min_size=40, max_size=40),
-)
+@alike_scenarios
 def test_a_job_the_cheap_exits_turn_away_finds_no_victims_on_the_full_path(
     state: ClusterState,
     policy: str,
@@ -82,18 +73,7 @@ def test_a_job_the_cheap_exits_turn_away_finds_no_victims_on_the_full_path(
     specs: Sequence[tuple[int, int, bool, int]],
 ) -> None:
     pair = _Pair(state, policy, quotas, preemption)
-    for n, (op, r) in enumerate(ops):
-        gpus, pods, gang, x = specs[n]
-        for k in range(1 + r % 3):
-            j = job(
-                f"j{n}-{k}", gpus=gpus, replicas=pods, gang=gang and pods > 1,
-                tenant=TENANTS[x % 2], priority=x % 3, runtime=float(60 + x % 600),
-                preemptible=x % 5 != 0,
-            )  # fmt: skip
-            pair.step("submit", r + k, n, j)
-        if op != "submit":
-            pair.step(op, r, n, None)
-        pair.step("cycle", r // 7, n, None)
+    drive_alike(pair, ops, specs, bursts=3, priorities=3)
     check_invariants(pair.inc)
 
 
