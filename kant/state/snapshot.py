@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 _KEY_SHIFT = 32  # sorted index key: free_gpus << 32 | slot
 
 _SNAPSHOT_TOKENS: Final = itertools.count()
-_CONTENTS: Final = itertools.count()  # content versions, unique across snapshots
+_CONTENTS: Final = itertools.count()  # content versions (one counter for every snapshot)
 _CHANGE_LOG_KEEP: Final = 1 << 16
 """Entries of a snapshot's change log kept before the older half is dropped."""
 _FEW_ROWS: Final = 24
@@ -453,12 +453,12 @@ class Snapshot:
 
     @property
     def content_version(self) -> int:
-        """A number naming what the snapshot holds now: every change (allocate, release,
-        refresh) takes a new one, never used before by any snapshot, and a rollback gives
-        back the number its transaction began with, since it restores the rows, aggregates
-        and index exactly. Equal numbers, equal contents: a reader may keep answers
-        derived from the snapshot for as long as the number stays (unlike
-        :attr:`log_position`, which a rolled-back change moves for good)."""
+        """A number naming what this snapshot holds now: every change (allocate, release,
+        refresh) takes a new one, and a rollback gives back the number its transaction
+        began with, since it restores the rows, aggregates and index exactly. While the
+        number stays, so do the contents: a reader may keep answers derived from the
+        snapshot for as long as it does (unlike :attr:`log_position`, which a rolled-back
+        change moves for good). Compare the numbers of one snapshot (:attr:`token`)."""
         return self._content
 
     @property
