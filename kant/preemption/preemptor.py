@@ -175,14 +175,9 @@ class Preemption:
         reclaim = pol.reclaim and within and not cascade
         backfill = pol.backfill and may_backfill
         prio = job.priority if pol.priority and not cascade else None
+        # (past closed, some kind of preemption is open to the job: a rule, backfill,
+        # reclaim, someone running below its priority, or victims still to go)
         going = self._going()
-        if (
-            not pol.rules
-            and not going
-            and not (reclaim or backfill)
-            and (prio is None or not refs or refs[0].priority >= prio)
-        ):
-            return None  # only priority preemption is open, and nobody runs at a lower priority
         memo = self._memo(e, pods, role_models, prio, reclaim, backfill, dec, epoch)
         if memo in self.hopeless:
             return None  # (most would-be preemptors of a busy cycle stop here)

@@ -47,11 +47,15 @@ class _Checked(Preemption):
         ) or self._being_evicted(e)
         if shut and not capped and not cascade:
             role_models = self.pools.role_models(e.job)[0]
+            # the full path counts its checks and remembers hopeless requests: put them
+            # back, so that the rest of the cycle runs as without this check
+            kept = (self.light_checks, self.searches, set(self.hopeless))
             self.checking = True
             try:
                 found = self.preempt(e, dec, role_models, may_backfill, epoch=(object(),))
             finally:
                 self.checking = False
+                self.light_checks, self.searches, self.hopeless = kept
             assert found is None, f"{e.id}: turned away, but the full path preempts for it"
             _Checked.turned_away += 1
         return shut
