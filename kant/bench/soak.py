@@ -28,6 +28,15 @@ speed drifts during the run, that is the figure that says whether the code slows
 ``gc_ms_first`` and ``gc_ms_last`` are the garbage collector's time inside the cycles of the
 first and last thirds (summed), and ``gc_collections`` the collections inside all measured
 cycles per generation: what a growing heap costs the cycle.
+
+What the cycles had to do, by the same thirds (``_first``, ``_last``): ``placed_pods`` and
+``victim_pods`` (summed), ``preemption_searches`` (summed), and the medians over the third's
+cycles of ``running_jobs`` and ``waiting_gpus`` (the mean GPUs per waiting job, read before
+each cycle). The job mix that arrives is the same all run long, but the one that waits is
+not: small jobs find room sooner, so the waiting set fills with larger jobs and the running
+set with more, smaller ones, and a cycle has more to place and more to preempt for. A
+``last_vs_first`` above 1 next to ``waiting_gpus_last`` above ``waiting_gpus_first`` is that
+drift as much as the code; equal work and a ratio above 1 is the code.
 """
 
 from __future__ import annotations
@@ -125,6 +134,16 @@ class _Churn:
                     self.counts["binding_failures"] += 1
 
 
+# what a cycle had to do, and how a third of the run sums it up (see the module docstring)
+_WORK: dict[str, Any] = {
+    "placed_pods": sum,
+    "victim_pods": sum,
+    "preemption_searches": sum,
+    "running_jobs": statistics.median,
+    "waiting_gpus": statistics.median,
+}
+
+
 def _thirds(values: list[float]) -> list[list[float]]:
     n = len(values)
     return [values[: n // 3], values[n // 3 : n - n // 3], values[n - n // 3 :]]
@@ -169,6 +188,7 @@ def bench_soak(
     probe: list[float] = []
     in_gc: list[float] = []  # the collector's time inside each cycle
     gens = [0, 0, 0]  # collections inside the cycles, per generation
+    work: dict[str, list[float]] = {k: [] for k in _WORK}  # what each cycle had to do
     placed = victims = finished = 0
     with settled(gc_freeze), CollectorClock() as collector:
         for i in range(cycles):
@@ -177,6 +197,9 @@ def bench_soak(
             evict_victims(s, now)
             churn.before_cycle(i, now)
             refill(s, wl, pending, now)
+            waiting = [e.job.gpu_units for e in s.queue.candidates()]
+            work["waiting_gpus"].append(statistics.fmean(waiting) if waiting else 0.0)
+            work["running_jobs"].append(len(s.queue.running()))
             probe.append(speed_probe())
             g0, n0 = collector.ms, list(collector.collections)
             t0, c0 = time.perf_counter(), time.thread_time()
@@ -185,6 +208,9 @@ def bench_soak(
             cpu.append((time.thread_time() - c0) * 1000)
             in_gc.append(collector.ms - g0)
             gens = [g + b - a for g, a, b in zip(gens, n0, collector.collections, strict=True)]
+            work["placed_pods"].append(len(res.bindings))
+            work["victim_pods"].append(sum(len(v.pods) for v in res.victims))
+            work["preemption_searches"].append(res.stats.preemption_searches)
             s.apply(res, now)
             churn.after_apply([b.pod for b in res.bindings], now)
             rss.append(current_rss_mib())
@@ -226,6 +252,10 @@ def bench_soak(
     out["rss_mib_first"] = round(statistics.median(r[0]), 1)
     out["rss_mib_last"] = round(statistics.median(r[2]), 1)
     out["rss_growth_mib"] = round(rss[-1] - rss[0], 1)
+    for key, how in _WORK.items():
+        parts = _thirds(work[key])
+        for name, part in (("first", parts[0]), ("last", parts[2])):
+            out[f"{key}_{name}"] = round(how(part), 2) if part else 0
     out.update(churn.counts)
     out["finished_jobs"] = finished
     out["placed_per_cycle"] = round(placed / cycles, 2)

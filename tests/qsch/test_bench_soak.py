@@ -31,7 +31,10 @@ def test_bench_soak_reports_thirds_and_injects_every_kind_of_churn(capsys: objec
 
 def test_the_soak_does_the_same_work_in_every_run() -> None:
     keys = ("running_jobs", "pending_jobs", "nodes_lost", "gpu_faults", "binding_failures",
-            "finished_jobs", "placed_per_cycle", "victims_per_cycle")  # fmt: skip
+            "finished_jobs", "placed_per_cycle", "victims_per_cycle",
+            *(f"{k}_{third}" for k in ("placed_pods", "victim_pods", "preemption_searches",
+                                       "running_jobs", "waiting_gpus")
+              for third in ("first", "last")))  # fmt: skip
     a = bench_soak(48, 20, cycles=6, node_loss_every=2, gpu_fault_every=2, bind_fail_one_in=3)
     b = bench_soak(48, 20, cycles=6, node_loss_every=2, gpu_fault_every=2, bind_fail_one_in=3)
     assert {k: a[k] for k in keys} == {k: b[k] for k in keys}
@@ -65,3 +68,13 @@ def test_the_collector_clock_sees_a_collection_and_stops_at_exit() -> None:
 def test_a_soak_of_fewer_than_three_cycles_has_no_thirds_and_says_so(cycles: object) -> None:
     with pytest.raises(InvalidConfigError, match="cycles"):
         bench_soak(48, 20, cycles=cycles)  # type: ignore[arg-type]
+
+
+def test_the_soak_says_what_each_third_of_the_run_had_to_do() -> None:
+    f = bench_soak(64, 30, cycles=9, node_loss_every=3, gpu_fault_every=3, bind_fail_one_in=4)
+    assert f["placed_pods_first"] > 0 and f["placed_pods_last"] >= 0
+    assert f["victim_pods_first"] >= 0 and f["victim_pods_last"] >= 0
+    assert f["preemption_searches_first"] >= 0 and f["preemption_searches_last"] >= 0
+    assert f["running_jobs_first"] > 0 and f["running_jobs_last"] > 0
+    # 30 jobs wait before every cycle, each asking for at least one GPU
+    assert f["waiting_gpus_first"] >= 1 and f["waiting_gpus_last"] >= 1
