@@ -52,7 +52,10 @@ def apply(
         return e is not None and seen.get(jid) == (e.seq, e.version)
 
     # which jobs are current is decided before anything changes (binding a job changes it)
-    current = {jid for b in result.bindings if is_current(jid := b.pod.job)}
+    by_job: dict[str, list[Binding]] = {}
+    for b in result.bindings:
+        by_job.setdefault(b.pod.job, []).append(b)
+    current = {jid for jid in by_job if is_current(jid)}
     current.update(j for v in result.victims for j in (v.job, v.preemptor) if is_current(j))
     current.update(n.job for n in result.nominations if is_current(n.job))
     current.update(j for j in result.dropped_nominations if is_current(j))
@@ -60,9 +63,6 @@ def apply(
     bound: list[str] = []
     stale: list[str] = []
     # 1. Bindings, job by job: all of a job's bindings or none.
-    by_job: dict[str, list[Binding]] = {}
-    for b in result.bindings:
-        by_job.setdefault(b.pod.job, []).append(b)
     for jid, bs in by_job.items():
         e = queue.get(jid)
         if (
