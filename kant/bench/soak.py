@@ -144,6 +144,18 @@ _WORK: dict[str, Any] = {
 }
 
 
+def work_by_thirds(work: dict[str, list[float]]) -> dict[str, float]:
+    """``work[key]``: one value per cycle for each key of :data:`_WORK`; each key's sum or
+    median (as :data:`_WORK` says) over the first and over the last third of the cycles, as
+    ``key_first`` and ``key_last`` (0 for an empty third)."""
+    out: dict[str, float] = {}
+    for key, how in _WORK.items():
+        parts = _thirds(work[key])
+        for name, part in (("first", parts[0]), ("last", parts[2])):
+            out[f"{key}_{name}"] = round(how(part), 2) if part else 0
+    return out
+
+
 def _thirds(values: list[float]) -> list[list[float]]:
     n = len(values)
     return [values[: n // 3], values[n // 3 : n - n // 3], values[n - n // 3 :]]
@@ -252,10 +264,7 @@ def bench_soak(
     out["rss_mib_first"] = round(statistics.median(r[0]), 1)
     out["rss_mib_last"] = round(statistics.median(r[2]), 1)
     out["rss_growth_mib"] = round(rss[-1] - rss[0], 1)
-    for key, how in _WORK.items():
-        parts = _thirds(work[key])
-        for name, part in (("first", parts[0]), ("last", parts[2])):
-            out[f"{key}_{name}"] = round(how(part), 2) if part else 0
+    out.update(work_by_thirds(work))
     out.update(churn.counts)
     out["finished_jobs"] = finished
     out["placed_per_cycle"] = round(placed / cycles, 2)
