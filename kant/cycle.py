@@ -877,7 +877,7 @@ class _JobFacts:
         """The facts ``queue``'s previous cycle kept, if its node pools were the same (a
         fresh, unkept set with ``keep=False``). Facts of jobs no longer waiting are dropped
         once they outnumber the waiting jobs (amortised O(1) per cycle)."""
-        key = tuple(sorted(pools.models.items()))
+        key = pools.key
         if not keep:
             return cls(key)
         cur = cls._KEPT.get(queue)

@@ -2,7 +2,9 @@
 a job may use, and the readiness check over them.
 
 :class:`Pools` is built once per cycle from the snapshot; every method is cheap (O(roles x
-pools) plus the aggregate reads of :func:`kant.admission.readiness.readiness`).
+pools) plus the aggregate reads of :func:`kant.admission.readiness.readiness`). What depends
+only on which nodes are there (the live pools, the largest node of a pool) is kept across
+cycles until a node comes or goes (:meth:`kant.admission.readiness.PoolFacts.of`).
 """
 
 from __future__ import annotations
@@ -23,14 +25,12 @@ class Pools:
 
     def __init__(self, cluster: ClusterState, snap: Snapshot) -> None:
         self.snap = snap
-        self.facts = PoolFacts(snap)
-        self.models: dict[str, int] = {}  # GPU model -> pool id
-        self.names: dict[int, str] = {}  # pool id -> GPU model
-        for name in cluster.group_names("pool"):
-            gid = cluster.group_id("pool", name)
-            if self.facts.live(gid):
-                self.models[name] = gid
-                self.names[gid] = name
+        self.facts = PoolFacts.of(snap)
+        # kept across cycles while no node comes or goes: read them, never change them
+        models, names, key = self.facts.live_pools(cluster)
+        self.models: Mapping[str, int] = models  # GPU model -> pool id
+        self.names: Mapping[int, str] = names  # pool id -> GPU model
+        self.key = key  # the live pools as a sorted tuple of (GPU model, pool id)
 
     def role_models(self, job: Job) -> tuple[dict[str, tuple[str, ...]], Reason | None]:
         """Per role, the live GPU models it may use (sorted); or ``NO_POOL`` when a GPU role

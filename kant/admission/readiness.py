@@ -19,12 +19,17 @@ Checks, per role (a gang checks all its pods jointly, a pod-level job one pod pe
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections.abc import Mapping, Sequence
+from typing import ClassVar
 
 import numpy as np
 
 from kant.model import MAX_GPUS_PER_NODE, MILLI, Job, Reason, ReasonCode, Role, Tier
-from kant.state import Snapshot
+from kant.state import ClusterState, Snapshot
+
+LivePools = tuple[dict[str, int], dict[int, str], tuple[tuple[str, int], ...]]
+"""What :meth:`PoolFacts.live_pools` returns."""
 
 _TIER_LEVEL = {
     Tier.HBD: "hbd",
@@ -35,17 +40,48 @@ _TIER_LEVEL = {
 
 
 class PoolFacts:
-    """Per-cycle facts about node pools that the aggregates do not hold (largest node)."""
+    """Facts about node pools that the aggregates do not hold: the most GPUs on one node,
+    the GPUs of a pool or of one topology group, all nodes counted. They read only which
+    nodes are there and how many GPUs each has, so they hold while no node comes or goes
+    (the state's ``membership_version``): :meth:`of` keeps one set per snapshot across
+    cycles, each fact computed the first time it is asked."""
+
+    _KEPT: ClassVar[weakref.WeakKeyDictionary[Snapshot, PoolFacts]] = weakref.WeakKeyDictionary()
 
     def __init__(self, snap: Snapshot) -> None:
         self.snap = snap
+        self.version = snap.state.membership_version
         self._max_gpus: dict[int, int] = {}
-        self._tier_max: dict[str, int] = {}
         self._tier_total: dict[tuple[str, tuple[int, ...]], int] = {}
+        # the live pools: GPU model -> pool id, pool id -> GPU model, sorted (see live_pools)
+        self._live: LivePools | None = None
+
+    @classmethod
+    def of(cls, snap: Snapshot) -> PoolFacts:
+        """``snap``'s facts: the ones an earlier cycle derived while its nodes are the same,
+        else a new, empty set. O(1)."""
+        kept = cls._KEPT.get(snap)
+        if kept is None or kept.version != snap.state.membership_version:
+            kept = cls._KEPT[snap] = cls(snap)
+        return kept
+
+    def live_pools(self, cluster: ClusterState) -> LivePools:
+        """The pools of ``cluster`` (the snapshot's state) that have a node with GPUs: GPU
+        model -> pool id, pool id -> GPU model, and the first as a sorted tuple. The same
+        objects while the facts hold: read them, never change them. O(pools) once."""
+        if self._live is None:
+            models: dict[str, int] = {}
+            for name in cluster.group_names("pool"):
+                gid = cluster.group_id("pool", name)
+                if self.live(gid):
+                    models[name] = gid
+            names = {g: n for n, g in models.items()}
+            self._live = (models, names, tuple(sorted(models.items())))
+        return self._live
 
     def max_gpus(self, pool: int) -> int:
-        """Most GPUs on one node of pool ``pool`` (0: the pool has no node); computed once per
-        cycle, then O(1)."""
+        """Most GPUs on one node of pool ``pool`` (0: the pool has no node); computed once,
+        then O(1)."""
         v = self._max_gpus.get(pool)
         if v is None:
             members = self.snap.members("pool", pool)
@@ -58,7 +94,7 @@ class PoolFacts:
         return self.max_gpus(pool) > 0
 
     def pool_total(self, pool: int) -> int:
-        """GPUs on all nodes of pool ``pool``, allocated, unhealthy or not (cached per cycle)."""
+        """GPUs on all nodes of pool ``pool``, allocated, unhealthy or not (computed once)."""
         key = -1 - pool
         v = self._max_gpus.get(key)
         if v is None:
