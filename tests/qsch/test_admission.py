@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kant.admission import Quota
-from kant.model import Binding, Job, PodId, ReasonCode, Resources, Role, Tier
+from kant.model import Binding, Job, NodeSpec, PodId, ReasonCode, Resources, Role, Tier
 from kant.queueing import JobPhase
 from kant.testing import ClusterBuilder, job
 
@@ -160,3 +160,17 @@ def test_a_role_open_to_any_model_stays_open_when_quota_admits_every_live_model(
         ok=True, pods=picky.pods(), models={picky.roles[0].name: ("A",)}, within_nominal=True
     )
     assert restricted(picky, picky_dec, {"A": 0}) is picky
+
+
+def test_the_live_pools_follow_nodes_that_come_and_go_between_cycles() -> None:
+    s = scheduler(nodes(1))
+    s.submit(job("on-b200", gpus=8, models="B200"), now=0)
+    assert s.step(now=1).pending["on-b200"].code is ReasonCode.NO_POOL
+    # a node of a new model: the next cycle sees its pool (what the cycles keep about the
+    # pools holds only while no node comes or goes)
+    s.cluster.add_node(NodeSpec(name="b0", gpus=8, gpu_model="B200", leaf="lb"))
+    assert s.step(now=2).placed == ("on-b200",)
+    s.pod_finished(PodId(job="on-b200", role="worker", index=0), now=3)
+    s.submit(job("again", gpus=8, models="B200"), now=4)
+    s.cluster.remove_node("b0")  # the pool's only node: no such pool any more
+    assert s.step(now=5).pending["again"].code is ReasonCode.NO_POOL
