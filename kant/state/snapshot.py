@@ -545,9 +545,21 @@ class Snapshot:
             raise AllocationConflictError(f"{self.names[slot]}: not enough CPU or memory")
         self._save(slot)
         before = self._groups.contrib(slot)
-        for g in bits:
-            gf[slot, g] -= milli
-        self._recount(slot)
+        mask = v.free_mask[slot] & ~gpu_mask
+        if milli == MILLI and mask:
+            # whole GPUs, each wholly free before (the check above) and now taken, and some
+            # GPU still wholly free: the row's counts move by the GPUs taken (what _recount
+            # would find, without reading the row)
+            for g in bits:
+                gf[slot, g] = 0
+            v.free_mask[slot] = mask
+            v.free_gpus[slot] -= len(bits)
+            v.free_milli[slot] -= MILLI * len(bits)
+            v.max_share[slot] = MILLI
+        else:
+            for g in bits:
+                gf[slot, g] -= milli
+            self._recount(slot)
         if nic_mask:
             v.nic_mask[slot] = nics = v.nic_mask[slot] & ~nic_mask
             v.free_nics[slot] = _popcount(nics)
