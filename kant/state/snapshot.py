@@ -149,8 +149,18 @@ class _GroupIndex:
                     sl = self.by_free[np_] = SortedList()
                 sl.add((nf << _KEY_SHIFT) | s)
 
-    def replace_few(self, rows: list[int], copy: Callable[[], None]) -> None:
-        """:meth:`replace_rows` row by row (``rows``: a list of slots)."""
+    def replace_few(
+        self, rows: list[int], copy: Callable[[], None], *, same_nodes: bool = False
+    ) -> None:
+        """:meth:`replace_rows` row by row (``rows``: a list of slots). ``same_nodes``: every
+        slot holds the node it held (no node added or removed since the rows were last
+        synced), so no row's groups change."""
+        if same_nodes:
+            counts = [self.contrib(s) for s in rows]
+            copy()
+            for s, c in zip(rows, counts, strict=True):
+                self.shift(s, c)
+            return
         level_ids = self.cols.views().level_ids
         before = [(self.contrib(s), [ids[s] for ids in level_ids]) for s in rows]
         copy()
@@ -355,6 +365,7 @@ class Snapshot:
         self._local.clear()
         self._content = next(_CONTENTS)
         self.generation = st.generation
+        self._nodes_seen = st.membership_version
 
     def refresh(self, changed: IntArray) -> None:
         """Re-sync rows ``changed`` (sorted, unique slots: :meth:`ClusterState.take_changes`)
@@ -369,16 +380,22 @@ class Snapshot:
         if self._local:
             rows = sorted(self._local.union(rows))
             self._local.clear()
-        self.cols.ensure(st.columns.capacity, st.columns.width)
-        for lv in LEVELS:
-            self._groups.grow(lv, st.group_count(lv))
-        if len(self.names) < st.num_slots:
-            self.names.extend([None] * (st.num_slots - len(self.names)))
+        # no node came or went since the last refresh: the arrays, the groups and the slots'
+        # nodes are as they were (only add_node and remove_node change them)
+        same_nodes = self._nodes_seen == st.membership_version
+        if not same_nodes:
+            self.cols.ensure(st.columns.capacity, st.columns.width)
+            for lv in LEVELS:
+                self._groups.grow(lv, st.group_count(lv))
+            if len(self.names) < st.num_slots:
+                self.names.extend([None] * (st.num_slots - len(self.names)))
         if rows:
             self._logged(rows)
             self._content = next(_CONTENTS)
             if len(rows) <= _FEW_ROWS:
-                self._groups.replace_few(rows, lambda: self.cols.copy_few_from(st.columns, rows))
+                self._groups.replace_few(
+                    rows, lambda: self.cols.copy_few_from(st.columns, rows), same_nodes=same_nodes
+                )
             else:
                 idx = np.array(rows, dtype=np.int64)
                 self._groups.replace_rows(idx, lambda: self.cols.copy_rows_from(st.columns, idx))
@@ -386,6 +403,7 @@ class Snapshot:
             for s in rows:
                 self.names[s] = slot_names[s]
         self.generation = st.generation
+        self._nodes_seen = st.membership_version
 
     # ----------------------------------------------------------------- reading
 
