@@ -563,17 +563,24 @@ class Snapshot:
             raise AllocationConflictError(f"{self.names[slot]}: not enough CPU or memory")
         self._save(slot)
         before = self._groups.contrib(slot)
-        mask = v.free_mask[slot] & ~gpu_mask
-        if milli == MILLI and mask:
-            # whole GPUs, each wholly free before (the check above) and now taken, and some
-            # GPU still wholly free: the row's counts move by the GPUs taken (what _recount
-            # would find, without reading the row)
+        if milli == MILLI:
+            # whole GPUs, each wholly free before (the check above) and now taken: the row's
+            # counts move by the GPUs taken (what _recount would find, without reading the
+            # row), and its largest share is a whole GPU while one is left, else none when
+            # nothing is left
+            mask = v.free_mask[slot] & ~gpu_mask
             for g in bits:
                 gf[slot, g] = 0
             v.free_mask[slot] = mask
             v.free_gpus[slot] -= len(bits)
-            v.free_milli[slot] -= MILLI * len(bits)
-            v.max_share[slot] = MILLI
+            left = v.free_milli[slot] - MILLI * len(bits)
+            v.free_milli[slot] = left
+            if mask:
+                v.max_share[slot] = MILLI
+            elif not left:
+                v.max_share[slot] = 0
+            else:
+                self._recount(slot)  # shares of GPUs are left: the largest is in the row
         else:
             for g in bits:
                 gf[slot, g] -= milli
