@@ -136,6 +136,7 @@ class Entry:
     cancelled: bool = False
     nomination: Nomination | None = None
     _remaining: tuple[PodId, ...] | None = None
+    _pods: tuple[PodId, ...] | None = None  # every pod of the job, made once (see pods)
     evicted_at: float | None = None  # last eviction by preemption, until it runs again
     version: int = 0  # bumped by touch(): caches of what the job holds compare it
 
@@ -144,16 +145,25 @@ class Entry:
         """The job's id (``job.id``)."""
         return self.job.id
 
+    def pods(self) -> tuple[PodId, ...]:
+        """Every pod of the job, in its pod order (``job.pods()``, made once per entry: the
+        same pod ids every time the remaining pods are derived again)."""
+        if self._pods is None:
+            self._pods = tuple(self.job.pods())
+        return self._pods
+
+    def drop_caches(self) -> None:
+        """Forget the pods and remaining pods derived from the job (made again if asked)."""
+        self._pods = self._remaining = None
+
     def remaining(self) -> tuple[PodId, ...]:
         """Pods neither placed nor finished, in the job's pod order."""
         if self._remaining is None:
             if not self.assigned and not self.finished:
-                self._remaining = tuple(self.job.pods())
+                self._remaining = self.pods()
             else:
                 held, done = self.assigned, self.finished
-                self._remaining = tuple(
-                    p for p in self.job.pods() if p not in held and p not in done
-                )
+                self._remaining = tuple(p for p in self.pods() if p not in held and p not in done)
         return self._remaining
 
     def touch(self) -> None:
@@ -602,6 +612,7 @@ class Queue:
             self._running.pop(e.id, None)
         self._sync(e)
         if phase in (JobPhase.FINISHED, JobPhase.FAILED):
+            e.drop_caches()  # an ended job waits in the history only
             self._ended[e.id] = None
             if self.history is not None:
                 while len(self._ended) > self.history:

@@ -173,3 +173,20 @@ def test_the_change_log_names_each_job_changed_since_a_tick_once_most_recent_fir
     assert q.changed_since(t1) is None
     assert q.changed_since(t2) == ["b"]
     check_invariants(q)
+
+
+def test_a_job_s_remaining_pods_are_its_pod_ids_made_once_and_follow_placements() -> None:
+    q = Queue()
+    q.submit(job("g", replicas=4, gang=False))
+    e = q.entry("g")
+    p0, p1, p2, p3 = e.remaining()
+    assert e.pods() == (p0, p1, p2, p3) and e.pods() is e.pods()
+    q.mark_assigned("g", [p1, p2], now=1.0)
+    assert e.remaining() == (p0, p3) and e.remaining()[0] is p0  # the same ids, filtered
+    q.forget_pods("g", [p1], now=2.0, finished=True)
+    q.forget_pods("g", [p2], now=2.0, finished=False)  # lost: to place again, in pod order
+    assert e.remaining() == (p0, p2, p3)
+    q.mark_assigned("g", [p0, p2, p3], now=3.0)
+    q.forget_pods("g", [p0, p2, p3], now=4.0, finished=True)
+    assert e.phase is JobPhase.FINISHED and e.remaining() == ()
+    check_invariants(q)
