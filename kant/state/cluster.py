@@ -12,6 +12,7 @@ allocatable, so readers never need to consult health separately.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 
@@ -659,21 +660,24 @@ def _write_allocatable(cols: NodeColumns, rec: _NodeRecord) -> None:
     s = rec.slot
     spec = rec.spec
     ok = rec.healthy
-    free_mask = 0
     v = cols.views()
-    gf = v.gpu_free
     n = spec.gpus
     if ok:
         healthy, used = rec.gpu_healthy, rec.gpu_used
-        vals = [MILLI - used[g] if healthy >> g & 1 else 0 for g in range(n)]
+        if healthy == (1 << n) - 1:
+            vals = [MILLI - u for u in used]
+        else:
+            vals = [MILLI - used[g] if healthy >> g & 1 else 0 for g in range(n)]
     else:
         vals = [0] * n
+    free_mask = 0
     for g, f in enumerate(vals):
-        gf[s, g] = f
         if f == MILLI:
             free_mask |= 1 << g
-    for g in range(n, cols.width):  # the devices beyond the node's stay 0
-        gf[s, g] = 0
+    # the row in one write, the devices beyond the node's 0
+    w = cols.width
+    row = vals + [0] * (w - n) if w > n else vals
+    v.gpu_flat[s * w : s * w + w] = array(v.gpu_flat.format, row)
     nic_mask = ((1 << spec.rdma_nics) - 1) & rec.nic_healthy & ~rec.nic_used if ok else 0
     v.ready[s] = ok
     v.free_mask[s] = free_mask
