@@ -14,7 +14,7 @@ import enum
 import math
 import numbers
 from collections.abc import Callable, Collection, Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import attrs
 
@@ -853,15 +853,24 @@ class Binding:
         valid by construction (the Placer: devices read off a snapshot row, a role's checked
         resources); anything else must call the class. O(1)."""
         b = object.__new__(cls)
-        put = object.__setattr__
-        put(b, "pod", pod)
-        put(b, "node", node)
-        put(b, "gpus", gpus)
-        put(b, "gpu_milli", gpu_milli)
-        put(b, "nics", nics)
-        put(b, "cpu_milli", cpu_milli)
-        put(b, "memory_mib", memory_mib)
+        set_pod, set_node, set_gpus, set_milli, set_nics, set_cpu, set_mem = _BINDING_SETTERS
+        set_pod(b, pod)
+        set_node(b, node)
+        set_gpus(b, gpus)
+        set_milli(b, gpu_milli)
+        set_nics(b, nics)
+        set_cpu(b, cpu_milli)
+        set_mem(b, memory_mib)
         return b
+
+
+_BINDING_SETTERS: Final = tuple(
+    Binding.__dict__[f].__set__
+    for f in ("pod", "node", "gpus", "gpu_milli", "nics", "cpu_milli", "memory_mib")
+)
+"""The slots' own setters of :class:`Binding`, for :meth:`Binding.trusted`: a frozen class's
+``__setattr__`` refuses, and ``object.__setattr__`` looks each name up again (0.72 -> 0.50 us
+a binding, measured with timeit)."""
 
 
 @attrs.frozen(kw_only=True)
