@@ -510,6 +510,8 @@ class Simulator:
         heapq.heappush(self._heap, (t, int(kind), self._seq, payload))
 
     def _note(self, kind: str, subject: str, detail: str = "") -> None:
+        """Record a trace event (with ``SimConfig.trace``; a caller that formats a detail or a
+        subject checks it first, so a run without a trace formats nothing)."""
         if self.cfg.trace:
             self._trace.append(TraceEvent(t=self._now, kind=kind, subject=subject, detail=detail))
 
@@ -577,7 +579,8 @@ class Simulator:
         result = self.s.schedule(now)
         report = self.s.apply(result, now)
         self._cycle_s += time.perf_counter() - t0
-        self._note("cycle", f"#{self.cycles}", f"bound={len(report.bound)}")
+        if self.cfg.trace:
+            self._note("cycle", f"#{self.cycles}", f"bound={len(report.bound)}")
         if report.bound:
             self._started(result, set(report.bound))
         if report.terminating:
@@ -601,11 +604,9 @@ class Simulator:
         for jid, bs in by_job.items():
             r = self._runs[jid]
             job = r.job
-            for b in bs:
-                self._held[b.pod] = b.total_milli
-            self._sor.on_pods_bound(
-                jid, [b.total_milli for b in bs], now, gang=job.gang, job_complete=True
-            )
+            milli = [b.total_milli for b in bs]
+            self._held.update(zip([b.pod for b in bs], milli, strict=True))
+            self._sor.on_pods_bound(jid, milli, now, gang=job.gang, job_complete=True)
             if r.started_at is None:
                 r.started_at = now
                 r.nodes_used = len({b.node for b in bs})
@@ -619,7 +620,8 @@ class Simulator:
                 r.run_start = now
                 self._running_jobs += 1
                 self._push(now + r.remaining, EventKind.FINISH, (jid, None, r.run))
-                self._note("start", jid, f"pods={len(bs)} ends={now + r.remaining:g}")
+                if self.cfg.trace:
+                    self._note("start", jid, f"pods={len(bs)} ends={now + r.remaining:g}")
             else:
                 if not r.pod_run:
                     self._running_jobs += 1
@@ -628,7 +630,8 @@ class Simulator:
                     left = r.pod_remaining.get(b.pod, r.runtime)
                     r.pod_run[b.pod] = (r.run, now)
                     self._push(now + left, EventKind.FINISH, (jid, b.pod, r.run))
-                self._note("start", jid, f"pods={len(bs)}")
+                if self.cfg.trace:
+                    self._note("start", jid, f"pods={len(bs)}")
 
     def _victims(self, result: CycleResult, terminating: set[PodId]) -> None:
         hit: set[str] = set()
@@ -640,7 +643,8 @@ class Simulator:
             if v.job not in hit:  # a job is preempted once per cycle, however many pods
                 hit.add(v.job)
                 self._runs[v.job].preempted += 1
-            self._note("preempt", v.job, f"for={v.preemptor} reason={v.reason.value}")
+            if self.cfg.trace:
+                self._note("preempt", v.job, f"for={v.preemptor} reason={v.reason.value}")
             self._push(self._now + self.cfg.grace_period, EventKind.EVICT, pods)
 
     def _schedule_wakes(self, result: CycleResult) -> None:
@@ -706,7 +710,8 @@ class Simulator:
                 continue  # finished or lost meanwhile
             report = self.s.pod_evicted(p, now)
             self.evicted_pods += 1
-            self._note("evict", str(p))
+            if self.cfg.trace:
+                self._note("evict", str(p))
             released.extend(report.released)
             requeued.update(dict.fromkeys(report.requeued))
         # one eviction event is one interruption of each job it hits (kant reports the job
@@ -725,7 +730,8 @@ class Simulator:
         self.node_failures += 1
         self._down[name] = spec
         self._pending_recoveries += 1
-        self._note("node_fail", name, f"pods={len(report.released)}")
+        if self.cfg.trace:
+            self._note("node_fail", name, f"pods={len(report.released)}")
         self._lost(report.released, report.requeued)
         self._sor.on_capacity(self.s.cluster.total_gpus(), now)
         self._push(now + self.cfg.mttr, EventKind.NODE_UP, name)
