@@ -216,7 +216,7 @@ class _Cycle:
         self._lap = time.perf_counter()
         self.snap = self.cluster.snapshot()
         self.holds = Holds(self.snap)
-        self.pools = Pools(self.cluster, self.snap)
+        self.pools = Pools(self.snap)
         self.candidates = self.queue.candidates()
         pol = self.preemption
         index = VictimIndex(

@@ -17,17 +17,18 @@ from kant.admission.holds import slot_or_none
 from kant.admission.quota import QuotaDecision
 from kant.admission.readiness import PoolFacts, never_fits, readiness
 from kant.model import Binding, Job, PodId, Reason, ReasonCode, pods_per_role
-from kant.state import ClusterState, Snapshot
+from kant.state import Snapshot
 
 
 class Pools:
     """The live GPU node pools of one cycle (pools with at least one GPU)."""
 
-    def __init__(self, cluster: ClusterState, snap: Snapshot) -> None:
+    def __init__(self, snap: Snapshot) -> None:
+        """The pools of ``snap`` (its state's node pools)."""
         self.snap = snap
         self.facts = PoolFacts.of(snap)
         # kept across cycles while no node comes or goes: read them, never change them
-        models, names, key = self.facts.live_pools(cluster)
+        models, names, key = self.facts.live_pools()
         self.models: Mapping[str, int] = models  # GPU model -> pool id
         self.names: Mapping[int, str] = names  # pool id -> GPU model
         self.key = key  # the live pools as a sorted tuple of (GPU model, pool id)

@@ -26,7 +26,7 @@ from typing import ClassVar
 import numpy as np
 
 from kant.model import MAX_GPUS_PER_NODE, MILLI, Job, Reason, ReasonCode, Role, Tier
-from kant.state import ClusterState, Snapshot
+from kant.state import Snapshot
 
 LivePools = tuple[dict[str, int], dict[int, str], tuple[tuple[str, int], ...]]
 """What :meth:`PoolFacts.live_pools` returns."""
@@ -65,11 +65,12 @@ class PoolFacts:
             kept = cls._KEPT[snap] = cls(snap)
         return kept
 
-    def live_pools(self, cluster: ClusterState) -> LivePools:
-        """The pools of ``cluster`` (the snapshot's state) that have a node with GPUs: GPU
-        model -> pool id, pool id -> GPU model, and the first as a sorted tuple. The same
-        objects while the facts hold: read them, never change them. O(pools) once."""
+    def live_pools(self) -> LivePools:
+        """The pools of the snapshot's state that have a node with GPUs: GPU model -> pool
+        id, pool id -> GPU model, and the first as a sorted tuple. The same objects while
+        the facts hold: read them, never change them. O(pools) once."""
         if self._live is None:
+            cluster = self.snap.state
             models: dict[str, int] = {}
             for name in cluster.group_names("pool"):
                 gid = cluster.group_id("pool", name)

@@ -509,11 +509,15 @@ class Simulator:
         self._seq += 1
         heapq.heappush(self._heap, (t, int(kind), self._seq, payload))
 
-    def _note(self, kind: str, subject: str, detail: str = "") -> None:
-        """Record a trace event (with ``SimConfig.trace``; a caller that formats a detail or a
-        subject checks it first, so a run without a trace formats nothing)."""
+    def _note(self, kind: str, subject: object, detail: str = "", *args: object) -> None:
+        """Record a trace event (with ``SimConfig.trace``): ``str(subject)``, and ``detail``
+        formatted with ``args`` (``str.format``). Both are made only for a trace, so a run
+        without one formats nothing."""
         if self.cfg.trace:
-            self._trace.append(TraceEvent(t=self._now, kind=kind, subject=subject, detail=detail))
+            text = detail.format(*args) if args else detail
+            self._trace.append(
+                TraceEvent(t=self._now, kind=kind, subject=str(subject), detail=text)
+            )
 
     def _dispatch(self, kind: EventKind, payload: Any) -> None:
         if kind is not EventKind.ARRIVAL:
@@ -579,8 +583,7 @@ class Simulator:
         result = self.s.schedule(now)
         report = self.s.apply(result, now)
         self._cycle_s += time.perf_counter() - t0
-        if self.cfg.trace:
-            self._note("cycle", f"#{self.cycles}", f"bound={len(report.bound)}")
+        self._note("cycle", f"#{self.cycles}", "bound={}", len(report.bound))
         if report.bound:
             self._started(result, set(report.bound))
         if report.terminating:
@@ -620,8 +623,7 @@ class Simulator:
                 r.run_start = now
                 self._running_jobs += 1
                 self._push(now + r.remaining, EventKind.FINISH, (jid, None, r.run))
-                if self.cfg.trace:
-                    self._note("start", jid, f"pods={len(bs)} ends={now + r.remaining:g}")
+                self._note("start", jid, "pods={} ends={:g}", len(bs), now + r.remaining)
             else:
                 if not r.pod_run:
                     self._running_jobs += 1
@@ -630,8 +632,7 @@ class Simulator:
                     left = r.pod_remaining.get(b.pod, r.runtime)
                     r.pod_run[b.pod] = (r.run, now)
                     self._push(now + left, EventKind.FINISH, (jid, b.pod, r.run))
-                if self.cfg.trace:
-                    self._note("start", jid, f"pods={len(bs)}")
+                self._note("start", jid, "pods={}", len(bs))
 
     def _victims(self, result: CycleResult, terminating: set[PodId]) -> None:
         hit: set[str] = set()
@@ -643,8 +644,7 @@ class Simulator:
             if v.job not in hit:  # a job is preempted once per cycle, however many pods
                 hit.add(v.job)
                 self._runs[v.job].preempted += 1
-            if self.cfg.trace:
-                self._note("preempt", v.job, f"for={v.preemptor} reason={v.reason.value}")
+            self._note("preempt", v.job, "for={} reason={}", v.preemptor, v.reason.value)
             self._push(self._now + self.cfg.grace_period, EventKind.EVICT, pods)
 
     def _schedule_wakes(self, result: CycleResult) -> None:
@@ -710,8 +710,7 @@ class Simulator:
                 continue  # finished or lost meanwhile
             report = self.s.pod_evicted(p, now)
             self.evicted_pods += 1
-            if self.cfg.trace:
-                self._note("evict", str(p))
+            self._note("evict", p)
             released.extend(report.released)
             requeued.update(dict.fromkeys(report.requeued))
         # one eviction event is one interruption of each job it hits (kant reports the job
@@ -730,8 +729,7 @@ class Simulator:
         self.node_failures += 1
         self._down[name] = spec
         self._pending_recoveries += 1
-        if self.cfg.trace:
-            self._note("node_fail", name, f"pods={len(report.released)}")
+        self._note("node_fail", name, "pods={}", len(report.released))
         self._lost(report.released, report.requeued)
         self._sor.on_capacity(self.s.cluster.total_gpus(), now)
         self._push(now + self.cfg.mttr, EventKind.NODE_UP, name)

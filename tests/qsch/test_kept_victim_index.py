@@ -31,7 +31,7 @@ _steps = st.lists(
 
 def _index(s: Scheduler, now: float, min_runtime: float, keep: bool) -> VictimIndex:
     snap = s.cluster.snapshot()
-    pools = Pools(s.cluster, snap)
+    pools = Pools(snap)
     return VictimIndex(
         s.queue, s.cluster, snap, pools.names, now=now, min_runtime=min_runtime, keep=keep
     )
