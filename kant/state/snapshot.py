@@ -55,6 +55,11 @@ class _GroupIndex:
     ``agg[level]``: int64 [groups, 3], whole free GPUs, wholly free nodes and free milli of
     the live rows of each group. ``by_free[pool]``: ``free_gpus << 32 | slot`` of every live
     row of the pool, sorted. ``cols`` are the snapshot's rows.
+
+    The aggregates move with every row change; the sorted index only when it is read: a
+    changed row is marked and re-keyed at the next read (:attr:`by_free`), so a row that
+    changes and changes back before anyone reads the index (a hold taken and given back, a
+    what-if rolled back) costs it nothing.
     """
 
     def __init__(self, cols: NodeColumns, groups: Mapping[str, int]) -> None:
@@ -63,8 +68,40 @@ class _GroupIndex:
         self.agg: dict[str, IntArray] = {
             lv: np.zeros((groups[lv], 3), dtype=np.int64) for lv in LEVELS
         }
-        self.by_free: dict[int, SortedList] = {}
+        self._by_free: dict[int, SortedList] = {}
+        self._indexed: dict[int, tuple[int, int]] = {}  # slot -> (pool, key) in _by_free
+        self._stale: set[int] = set()  # slots whose key may differ from the indexed one
         self._views: tuple[RowViews, list[tuple[memoryview, memoryview]]] | None = None
+
+    @property
+    def by_free(self) -> dict[int, SortedList]:
+        """The sorted index per pool, brought up to date with the rows first."""
+        if self._stale:
+            self._reindex()
+        return self._by_free
+
+    def _reindex(self) -> None:
+        """Re-key every row marked since the last read: the index entry a row's current
+        values call for (none for a dead row or one in no pool), where it differs."""
+        v = self.cols.views()
+        alive, pool_id, free_gpus = v.alive, v.pool_id, v.free_gpus
+        indexed, by_free = self._indexed, self._by_free
+        for s in self._stale:
+            pool = pool_id[s] if alive[s] else -1
+            want = (pool, (free_gpus[s] << _KEY_SHIFT) | s) if pool >= 0 else None
+            have = indexed.get(s)
+            if want == have:
+                continue
+            if have is not None:
+                by_free[have[0]].remove(have[1])
+                del indexed[s]
+            if want is not None:
+                sl = by_free.get(want[0])
+                if sl is None:
+                    sl = by_free[want[0]] = SortedList()
+                sl.add(want[1])
+                indexed[s] = want
+        self._stale.clear()
 
     def _levels(self) -> list[tuple[memoryview, memoryview]]:
         """Per level, (group-id column, aggregate) as memoryviews: made again when the rows'
@@ -135,19 +172,8 @@ class _GroupIndex:
             if hn.any():
                 np.add.at(self.agg[lv], ng[hn], new_vals[hn])
         moved = (old_pools != new_pools) | (old_vals[:, 0] != new_vals[:, 0])
-        if not moved.any():
-            return
-        for s, op, of, np_, nf in zip(
-            idx[moved].tolist(), old_pools[moved].tolist(), old_vals[moved, 0].tolist(),
-            new_pools[moved].tolist(), new_vals[moved, 0].tolist(), strict=True,
-        ):  # fmt: skip
-            if op >= 0:
-                self.by_free[op].remove((of << _KEY_SHIFT) | s)
-            if np_ >= 0:
-                sl = self.by_free.get(np_)
-                if sl is None:
-                    sl = self.by_free[np_] = SortedList()
-                sl.add((nf << _KEY_SHIFT) | s)
+        if moved.any():
+            self._stale.update(idx[moved].tolist())
 
     def replace_few(
         self, rows: list[int], copy: Callable[[], None], *, same_nodes: bool = False
@@ -201,11 +227,8 @@ class _GroupIndex:
                     agg[gid, 1] += d1
                 if d2:
                     agg[gid, 2] += d2
-        pool = after[3]
-        if d0 and pool >= 0:
-            sl = self.by_free[pool]
-            sl.remove((before[0] << _KEY_SHIFT) | s)
-            sl.add((after[0] << _KEY_SHIFT) | s)
+        if d0 and after[3] >= 0:
+            self._stale.add(s)
 
     def apply(self, s: int, c: tuple[int, int, int, int], sign: int) -> None:
         """Add (sign=+1) or remove (-1) contribution ``c`` (from :meth:`contrib`) of row ``s``."""
@@ -222,14 +245,7 @@ class _GroupIndex:
                 agg[gid, 1] += sign * whole
                 agg[gid, 2] += sign * fm
         if pool >= 0:
-            key = (fg << _KEY_SHIFT) | s
-            if sign > 0:
-                sl = self.by_free.get(pool)
-                if sl is None:
-                    sl = self.by_free[pool] = SortedList()
-                sl.add(key)
-            else:
-                self.by_free[pool].remove(key)
+            self._stale.add(s)
 
     def errors(self, live: list[int]) -> list[str]:
         """Recompute the aggregates and the index from the live rows ``live``; name every
