@@ -197,14 +197,14 @@ class Hold:
     def __init__(self, bindings: Sequence[Binding]) -> None:
         self.bindings = tuple(bindings)
         self.taken: list[Alloc] = []
-        # per allocation taken: its row's usage before and after (NodeColumns.usage)
-        self._usage: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = []
+        # per allocation taken: its row's usage before (NodeColumns.usage) and its row
+        # version after (Snapshot.row_version)
+        self._usage: list[tuple[tuple[Any, ...], int | None]] = []
 
     def _take(self, snap: Snapshot, a: Alloc) -> None:
-        cols = snap.cols
-        before = cols.usage(a.slot)
+        before = snap.cols.usage(a.slot)
         a.take(snap)
-        self._usage.append((before, cols.usage(a.slot)))
+        self._usage.append((before, snap.row_version(a.slot)))
         self.taken.append(a)
 
     def take(self, snap: Snapshot) -> None:
@@ -235,13 +235,14 @@ class Hold:
                 self._take(snap, Alloc(s, mask, MILLI, nic, cpu, mem))
 
     def give_back(self, snap: Snapshot) -> None:
-        """Release what :meth:`take` held. A row that is as the take left it gets back its
-        usage from before the take (what releasing gives it: the take allocated only free,
-        healthy devices, so releasing adds back exactly what it took); a row changed since is
-        released. Last taken first, so that two allocations on one row unwind in turn."""
-        cols = snap.cols
+        """Release what :meth:`take` held. A row that is as the take left it (its row
+        version unchanged, or given back by a rollback) gets back its usage from before the
+        take (what releasing gives it: the take allocated only free, healthy devices, so
+        releasing adds back exactly what it took, at the cost of recounting the row); a row
+        changed since is released. Last taken first, so that two allocations on one row
+        unwind in turn."""
         for a, (before, after) in zip(reversed(self.taken), reversed(self._usage), strict=True):
-            if cols.usage(a.slot) == after:
+            if snap.row_version(a.slot) == after:
                 snap.restore_usage(a.slot, before)
             else:
                 a.give(snap)

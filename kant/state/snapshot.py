@@ -364,6 +364,10 @@ class Snapshot:
         self.token = next(_SNAPSHOT_TOKENS)  # unique per snapshot object (id() is reused)
         # slots whose rows may have changed, in order (see rows_changed_since)
         self._log: list[int] = []
+        # slot -> its row version (see row_version); per open transaction, the versions the
+        # rows it changed had before (restored by a rollback, like the rows)
+        self._row_content: dict[int, int] = {}
+        self._undo_versions: list[dict[int, int | None]] = []
         self._log_start = 0  # change-log position of _log[0]
         self._full_build()
 
@@ -379,6 +383,7 @@ class Snapshot:
         self.agg = self._groups.agg
         self._groups.build(n)
         self._local.clear()
+        self._row_content.clear()
         self._content = next(_CONTENTS)
         self.generation = st.generation
         self._nodes_seen = st.membership_version
@@ -408,6 +413,7 @@ class Snapshot:
         if rows:
             self._logged(rows)
             self._content = next(_CONTENTS)
+            self._row_content.clear()  # (no transaction is open: none restores them)
             if len(rows) <= _FEW_ROWS:
                 self._groups.replace_few(
                     rows, lambda: self.cols.copy_few_from(st.columns, rows), same_nodes=same_nodes
@@ -481,6 +487,7 @@ class Snapshot:
         exception or when left without :meth:`Transaction.commit`."""
         self._undo.append({})
         self._undo_content.append(self._content)
+        self._undo_versions.append({})
         return Transaction(self, len(self._undo), self._end)
 
     # ----------------------------------------------------------------- change log
@@ -510,6 +517,13 @@ class Snapshot:
             return None
         return np.array(self._log[position - self._log_start :], dtype=np.int64)
 
+    def row_version(self, slot: int) -> int | None:
+        """A number naming row ``slot``'s contents, as :attr:`content_version` names the
+        whole snapshot's: every change of the row in a transaction takes a new one, and a
+        rollback gives back the one the row had (None: the row has not changed in a
+        transaction since the last refresh). While it stays, so does the row. O(1)."""
+        return self._row_content.get(slot)
+
     def _logged(self, slots: Iterable[int]) -> None:
         self._log.extend(slots)
         if len(self._log) > _CHANGE_LOG_KEEP:
@@ -525,6 +539,8 @@ class Snapshot:
         frame = self._undo[-1]
         if s not in frame:
             frame[s] = self.cols.usage(s)
+            self._undo_versions[-1][s] = self._row_content.get(s)
+        self._row_content[s] = self._content
 
     def _end(self, depth: int, commit: bool) -> None:
         if len(self._undo) != depth:
@@ -533,11 +549,15 @@ class Snapshot:
             )
         frame = self._undo.pop()
         began = self._undo_content.pop()
+        versions = self._undo_versions.pop()
         if commit:
             if self._undo:
                 outer = self._undo[-1]
+                outer_versions = self._undo_versions[-1]
                 for s, row in frame.items():
-                    outer.setdefault(s, row)
+                    if s not in outer:
+                        outer[s] = row
+                        outer_versions[s] = versions[s]
             else:
                 self._local.update(frame)
         else:
@@ -548,6 +568,12 @@ class Snapshot:
                 self.cols.set_usage(s, row)
                 groups.shift(s, before)
             self._content = began  # the rows are as they were: so is the number
+            row_content = self._row_content
+            for s, v in versions.items():  # and so are the rows' own
+                if v is None:
+                    row_content.pop(s, None)
+                else:
+                    row_content[s] = v
 
     # ----------------------------------------------------------------- mutation
 

@@ -335,6 +335,34 @@ def test_a_rolled_back_change_gives_back_the_content_version_a_kept_one_does_not
     assert snap.content_version == here  # nothing changed, nothing refreshed
 
 
+def test_a_rows_version_follows_its_own_changes_and_rollbacks_give_it_back(
+    cluster: ClusterState,
+) -> None:
+    snap = cluster.snapshot()
+    assert snap.row_version(2) is None  # unchanged since the refresh
+    with snap.transaction():
+        snap.allocate(2, 0b1)
+        taken = snap.row_version(2)
+        assert taken is not None
+        with snap.transaction():
+            snap.allocate(3, 0b1)  # another row: this one keeps its version
+            assert snap.row_version(2) == taken
+            snap.allocate(2, 0b10)
+            assert snap.row_version(2) != taken
+        assert snap.row_version(2) == taken  # rolled back: as the first allocation left it
+        with snap.transaction() as kept:
+            snap.release(2, 0b1)
+            kept.commit()  # folded into the outer transaction
+        assert snap.row_version(2) not in (None, taken)
+    assert snap.row_version(2) is None  # everything rolled back
+    with snap.transaction() as tx:
+        snap.allocate(2, 0b1)
+        tx.commit()
+    assert snap.row_version(2) is not None
+    cluster.snapshot()  # the row is re-synced from the truth
+    assert snap.row_version(2) is None
+
+
 def test_a_change_log_position_older_than_the_kept_log_is_answered_none(
     cluster: ClusterState, monkeypatch: pytest.MonkeyPatch
 ) -> None:
