@@ -319,11 +319,13 @@ def forecast(
             if pools.ready(job, dec) is not None:
                 continue
             tries += 1
-            with snap.transaction():
+            with snap.transaction() as tx:
                 res = place(narrowed, dec.pods)
                 if res.bindings and not res.unplaced:
                     found = Reservation(job=e.id, start=t, bindings=tuple(res.bindings))
                     clean = tries == 1
+                    # (kept into the outer transaction, which undoes everything at once)
+                    tx.commit()
                     break
         exhausted = i >= len(ends)
     if kept is not None and occupancy is not None:
