@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from kant.admission.holds import Holds
+from kant.admission.holds import Hold, Holds
 from kant.admission.pools import Pools
 from kant.admission.quota import (
     Admitter,
@@ -31,6 +31,7 @@ from kant.admission.quota import (
     admit_without_quotas,
     quota_never_fits,
 )
+from kant.admission.readiness import IntArray
 from kant.contracts import (
     Gate,
     PlacementLike,
@@ -188,6 +189,9 @@ class _Cycle:
         self.live: QuotaLedger | None = None
         self.attempts = 0
         self.step_ms: dict[str, float] = {}
+        # (content version before, the reservation's hold, the per-pool aggregates after)
+        # of the last time the reservation alone was opened (see _admit_and_place)
+        self._reserved_opened: tuple[int, Hold, IntArray] | None = None
         self.incremental = True
 
     @property
@@ -573,11 +577,29 @@ class _Cycle:
         job = e.job
         if shape is not None and shape in self.failed_shapes:
             return (), self.failed_shapes[shape], False
+        # opening the reservation alone (the job ends before it is needed), on a snapshot
+        # whose reservation was opened before at the same contents: the per-pool
+        # aggregates it gave then may refuse the job without opening it again
+        holds = self.holds
+        reserved = holds.reserved if gate.use_reserved and e.id not in holds.nominated else None
+        before = self.snap.content_version
+        seen = self._reserved_opened
+        refused = (
+            self.pools.refused_by_aggregates(job, dec, seen[2])
+            if reserved is not None and seen is not None
+            and seen[0] == before and seen[1] is reserved
+            else None
+        )  # fmt: skip
         with self.snap.transaction() as tx:
-            # the job's own nominated devices (and, if it ends in time, the reservation)
-            # are open to it
-            opened = self.holds.open_for(e.id, reserved=gate.use_reserved)
-            reason = self.pools.ready(job, dec)
+            if refused is not None:
+                reason: Reason | None = refused
+            else:
+                # the job's own nominated devices (and, if it ends in time, the
+                # reservation) are open to it
+                opened = holds.open_for(e.id, reserved=gate.use_reserved)
+                if reserved is not None:
+                    self._reserved_opened = (before, reserved, self.snap.agg["pool"].copy())
+                reason = self.pools.ready(job, dec)
             if reason is None:
                 res = self.place_pods(self._restricted(job, dec, facts), dec.pods)
                 bindings = res.bindings
@@ -592,7 +614,7 @@ class _Cycle:
                             self.snap.release_binding(b)
                         bindings = bindings[:k]
                         tx.commit()
-                        self.holds.placed(e.id, opened)
+                        holds.placed(e.id, opened)
                         left = len(e.remaining()) - k
                         if not left:
                             return bindings, None, False

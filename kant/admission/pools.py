@@ -15,7 +15,13 @@ import attrs
 
 from kant.admission.holds import slot_or_none
 from kant.admission.quota import QuotaDecision
-from kant.admission.readiness import PoolFacts, never_fits, readiness
+from kant.admission.readiness import (
+    IntArray,
+    PoolFacts,
+    never_fits,
+    readiness,
+    refusal_from_aggregates,
+)
 from kant.model import Binding, Job, PodId, Reason, ReasonCode, pods_per_role
 from kant.state import Snapshot
 
@@ -72,6 +78,16 @@ class Pools:
         """Dynamic admission of ``counts`` pods per role on ``role_pools``
         (:func:`kant.admission.readiness.readiness`) on the snapshot now."""
         return readiness(self.facts, job, counts, role_pools)
+
+    def refused_by_aggregates(
+        self, job: Job, dec: QuotaDecision, pool_agg: IntArray
+    ) -> Reason | None:
+        """What :meth:`ready` would answer on a snapshot whose per-pool aggregates are
+        ``pool_agg``, when those alone decide it (:func:`refusal_from_aggregates`); None
+        when they do not."""
+        return refusal_from_aggregates(
+            job, pods_per_role(job, dec.pods), self.role_pools(dec.models), pool_agg
+        )
 
     def never_fits(
         self, job: Job, pods: Sequence[PodId], role_models: Mapping[str, tuple[str, ...]]

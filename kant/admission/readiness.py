@@ -24,9 +24,12 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 import numpy as np
+import numpy.typing as npt
 
 from kant.model import MAX_GPUS_PER_NODE, MILLI, Job, Reason, ReasonCode, Role, Tier
 from kant.state import Snapshot
+
+IntArray = npt.NDArray[np.int64]
 
 LivePools = tuple[dict[str, int], dict[int, str], tuple[tuple[str, int], ...]]
 """What :meth:`PoolFacts.live_pools` returns."""
@@ -126,6 +129,27 @@ class PoolFacts:
         return int(agg[:, Snapshot.AGG_FREE_GPUS].max()) if agg.shape[0] else 0
 
 
+def _too_little(role: Role, n: int, free: int) -> Reason | None:
+    """Why ``n`` pods of ``role`` cannot fit ``free`` whole GPUs (a role of whole GPUs) or
+    GPU milli (a role of shares) in its pools, if they cannot: readiness's first check."""
+    res = role.resources
+    if res.gpus:
+        need = res.gpus * n
+        if free < need:
+            return Reason(
+                code=ReasonCode.INSUFFICIENT_CAPACITY,
+                message=f"role {role.name!r} needs {need} GPUs, {free} free in its pools",
+            )
+        return None
+    need = res.gpu_milli * n
+    if free < need:
+        return Reason(
+            code=ReasonCode.INSUFFICIENT_CAPACITY,
+            message=f"role {role.name!r} needs {need / MILLI:g} GPUs, {free / MILLI:g} free",
+        )
+    return None
+
+
 def _role_ready(facts: PoolFacts, role: Role, n: int, pools: Sequence[int]) -> Reason | None:
     snap = facts.snap
     res = role.resources
@@ -133,13 +157,10 @@ def _role_ready(facts: PoolFacts, role: Role, n: int, pools: Sequence[int]) -> R
         return None
     agg = snap.agg["pool"]
     if res.gpus:
-        need = res.gpus * n
         free = int(sum(int(agg[p, Snapshot.AGG_FREE_GPUS]) for p in pools))
-        if free < need:
-            return Reason(
-                code=ReasonCode.INSUFFICIENT_CAPACITY,
-                message=f"role {role.name!r} needs {need} GPUs, {free} free in its pools",
-            )
+        short = _too_little(role, n, free)
+        if short is not None:
+            return short
         # nodes with room for one pod: a node of G GPUs holds at most G // g pods
         per_node = max(1, max(facts.max_gpus(p) for p in pools) // res.gpus)
         want_nodes = -(-n // per_node)
@@ -158,13 +179,10 @@ def _role_ready(facts: PoolFacts, role: Role, n: int, pools: Sequence[int]) -> R
                 ),
             )
     else:
-        need = res.gpu_milli * n
         free = int(sum(int(agg[p, Snapshot.AGG_FREE_MILLI]) for p in pools))
-        if free < need:
-            return Reason(
-                code=ReasonCode.INSUFFICIENT_CAPACITY,
-                message=f"role {role.name!r} needs {need / MILLI:g} GPUs, {free / MILLI:g} free",
-            )
+        short = _too_little(role, n, free)
+        if short is not None:
+            return short
     topo = role.topology
     if topo is not None and topo.required and n > 1 and res.gpus:
         need = res.gpus * n
@@ -216,6 +234,38 @@ def readiness(
             if r is None:
                 return None
             first = first or r
+    return first
+
+
+def refusal_from_aggregates(
+    job: Job,
+    counts: Mapping[str, int],
+    role_pools: Mapping[str, Sequence[int]],
+    pool_agg: IntArray,
+) -> Reason | None:
+    """The reason :func:`readiness` gives ``job`` on a snapshot whose per-pool aggregates
+    are ``pool_agg`` (``snap.agg["pool"]``, or a copy of it), when its first check (free
+    amounts per pool) decides it; None when it does not (readiness then reads nodes; the
+    job may be ready). O(roles x pools), no node read."""
+    first: Reason | None = None
+    for role in job.roles:
+        n = counts.get(role.name, 0)
+        if not n:
+            continue
+        res = role.resources
+        pools = role_pools.get(role.name, ())
+        if res.total_milli == 0 or not pools:
+            if job.gang:
+                continue  # this role is ready; the next one may refuse
+            return None
+        col = Snapshot.AGG_FREE_GPUS if res.gpus else Snapshot.AGG_FREE_MILLI
+        free = int(sum(int(pool_agg[p, col]) for p in pools))
+        short = _too_little(role, n if job.gang else 1, free)
+        if short is None:
+            return None  # passes the first check: the rest reads nodes
+        if job.gang:
+            return short
+        first = first or short
     return first
 
 
