@@ -13,13 +13,18 @@ Work (the same SWF file for both sides, written once to a temporary folder):
 
 - ``whole``: all 18,239 jobs of the cleaned log;
 - ``loaded``: its first 8,000 jobs with submit times x0.55 (rounded to whole seconds), an
-  offered load well above the log's own.
+  offered load well above the log's own;
+- ``wide``: the first 3,000 jobs of ``loaded`` on 128 single-processor nodes (kant: the
+  openb single-GPU template), so that every pod of a job is on a node of its own: a job
+  of 64 processors is 64 nodes to place, release, reserve and hold (the case where kant's
+  EASY cost once grew with the pods per job). Only with one GPU per pod (``--pod-gpus 1``).
 
-The machine is the log's own (``MaxProcs`` 128): 16 nodes of 8 processors (kant: 8 GPUs,
-one processor is one GPU). AccaSim turns a job of P processors into P one-core requests that
-first fit may spread over any nodes; kant gets the same mapping, a gang of P one-GPU pods
-(``--pod-gpus 1``, the default; ``--pod-gpus 8`` gives kant's own SWF mapping, pods of up
-to 8 GPUs, each on one node, which is not the same problem and starts some jobs later).
+The machine of ``whole`` and ``loaded`` is the log's own (``MaxProcs`` 128): 16 nodes of 8
+processors (kant: 8 GPUs, one processor is one GPU). AccaSim turns a job of P processors
+into P one-core requests that first fit may spread over any nodes; kant gets the same
+mapping, a gang of P one-GPU pods (``--pod-gpus 1``, the default; ``--pod-gpus 8`` gives
+kant's own SWF mapping, pods of up to 8 GPUs, each on one node, which is not the same
+problem and starts some jobs later).
 Allocation is first fit on both sides. Policies:
 
 - ``fifo``: AccaSim ``FirstInFirstOut`` (stops at the first job that does not fit) against
@@ -83,15 +88,19 @@ TRACES = Path(
 )
 NASA = TRACES / "pwa-nasa-ipsc-1993" / "NASA-iPSC-1993-3.1-cln.swf.gz"
 NODES, PER_NODE = 16, 8
+WIDE_NODES, WIDE_JOBS = 128, 3000  # the "wide" work: single-GPU nodes, the first loaded jobs
 TURN_EVENTS = 200  # the paired kant worker: simulated events per turn
 LOADED_JOBS, LOADED_FACTOR = 8000, 0.55
+MACHINES = {"whole": (NODES, PER_NODE), "loaded": (NODES, PER_NODE), "wide": (WIDE_NODES, 1)}
+"""Per work: (nodes, processors or GPUs per node)."""
 
 
 # --------------------------------------------------------------------------- inputs
 
 
 def write_workloads(folder: Path) -> dict[str, Path]:
-    """The two SWF files both sides read: the whole log, and the loaded subset."""
+    """The SWF files both sides read: the whole log, the loaded subset, and the loaded
+    subset's first :data:`WIDE_JOBS` jobs (for the wide machine)."""
     with gzip.open(NASA, "rt", encoding="utf-8") as f:
         lines = f.read().splitlines()
     header = [ln for ln in lines if ln.startswith(";")]
@@ -111,14 +120,19 @@ def write_workloads(folder: Path) -> dict[str, Path]:
         loaded_rows.append(" ".join(cells))
     loaded = folder / "nasa-loaded.swf"
     loaded.write_text("\n".join(header + loaded_rows) + "\n")
-    return {"whole": whole, "loaded": loaded}
+    wide = folder / "nasa-wide.swf"
+    wide.write_text("\n".join(header + loaded_rows[:WIDE_JOBS]) + "\n")
+    return {"whole": whole, "loaded": loaded, "wide": wide}
 
 
 # --------------------------------------------------------------------------- workers
 
 
-def accasim_worker(swf: Path, policy: str, folder: Path) -> dict[str, Any]:
-    """Run AccaSim on ``swf``; its start time per job and the CPU seconds of the run."""
+def accasim_worker(
+    swf: Path, policy: str, folder: Path, machine: tuple[int, int] = (NODES, PER_NODE)
+) -> dict[str, Any]:
+    """Run AccaSim on ``swf`` on ``machine`` (nodes, cores each); its start time per job and
+    the CPU seconds of the run."""
     import collections
     import collections.abc
 
@@ -128,12 +142,13 @@ def accasim_worker(swf: Path, policy: str, folder: Path) -> dict[str, Any]:
     from accasim.base.scheduler_class import EASYBackfilling, FirstInFirstOut
     from accasim.base.simulator_class import Simulator
 
-    config = folder / "nasa-system.json"
+    nodes, per_node = machine
+    config = folder / f"nasa-system-{nodes}x{per_node}.json"
     config.write_text(
         json.dumps(
             {
-                "groups": {"g0": {"core": PER_NODE}},
-                "resources": {"g0": NODES},
+                "groups": {"g0": {"core": per_node}},
+                "resources": {"g0": nodes},
                 "equivalence": {"processor": {"core": 1}},
                 "start_time": 0,
             }
@@ -169,10 +184,15 @@ def _arrival_order(job: Any, seq: int) -> tuple[float, int]:
 
 
 def _kant_simulator(
-    swf: Path, policy: str, pod_gpus: int, **options: Any
+    swf: Path,
+    policy: str,
+    pod_gpus: int,
+    machine: tuple[int, int] = (NODES, PER_NODE),
+    **options: Any,
 ) -> tuple[Any, Callable[[Any], dict[str, int]]]:
-    """kant's simulator on ``swf`` under the side-by-side's ``policy`` (``options``: more
-    :class:`kant.sim.Simulator` arguments), and how to read each job's start time from its
+    """kant's simulator on ``swf`` under the side-by-side's ``policy`` on ``machine`` (nodes,
+    GPUs each: 8 on the DGX template, 1 on the openb single-GPU one), ``options``: more
+    :class:`kant.sim.Simulator` arguments; and how to read each job's start time from its
     result."""
     from kant.placement import Placer
     from kant.preemption import PreemptionPolicy
@@ -183,7 +203,9 @@ def _kant_simulator(
     from kant.topology import fat_tree_for_nodes
 
     jobs = load_swf_jobs(swf, tenant_by="none", max_gpus_per_pod=pod_gpus).jobs
-    cluster = ClusterState(fat_tree_for_nodes(NODES, nodes_per_leaf=NODES).nodes)
+    nodes, per_node = machine
+    template = {8: "dgx-8gpu", 1: "openb-1gpu"}[per_node]
+    cluster = ClusterState(fat_tree_for_nodes(nodes, nodes_per_leaf=nodes, template=template).nodes)
     s = Scheduler(
         cluster,
         queue=Queue(order=_arrival_order, history=None),  # the records need every job
@@ -203,12 +225,15 @@ def _kant_simulator(
     return Simulator(s, jobs, config, **options), starts
 
 
-def kant_worker(swf: Path, policy: str, pod_gpus: int) -> dict[str, Any]:
-    """Run kant's simulator on ``swf``; its start time per job and the CPU seconds of the run."""
+def kant_worker(
+    swf: Path, policy: str, pod_gpus: int, machine: tuple[int, int] = (NODES, PER_NODE)
+) -> dict[str, Any]:
+    """Run kant's simulator on ``swf`` on ``machine``; its start time per job and the CPU
+    seconds of the run."""
     import kant.sim  # noqa: F401  (imports are not timed)
 
     c0 = time.process_time()
-    sim, starts = _kant_simulator(swf, policy, pod_gpus)
+    sim, starts = _kant_simulator(swf, policy, pod_gpus, machine)
     res = sim.run()
     out = starts(res)
     cpu = time.process_time() - c0
@@ -222,7 +247,9 @@ def kant_worker(swf: Path, policy: str, pod_gpus: int) -> dict[str, Any]:
     }
 
 
-def kant_paired_worker(swf: Path, pod_gpus: int, easy_first: bool) -> dict[str, Any]:
+def kant_paired_worker(
+    swf: Path, pod_gpus: int, easy_first: bool, machine: tuple[int, int] = (NODES, PER_NODE)
+) -> dict[str, Any]:
     """kant's EASY and kant's best effort on ``swf`` in one process, each in its own thread,
     taking turns every :data:`TURN_EVENTS` simulated events (one runs while the other waits):
     each thread's CPU time (``time.thread_time``) is measured over the same stretch of the
@@ -253,7 +280,7 @@ def kant_paired_worker(swf: Path, pod_gpus: int, easy_first: bool) -> dict[str, 
         try:
             c0 = time.thread_time()
             sim, starts = _kant_simulator(
-                swf, policy, pod_gpus, progress=pass_turn, progress_every=TURN_EVENTS
+                swf, policy, pod_gpus, machine, progress=pass_turn, progress_every=TURN_EVENTS
             )
             res = sim.run()
             got = starts(res)
@@ -307,20 +334,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--swf", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--policy", choices=("fifo", "easy", "kant-easy"), help=argparse.SUPPRESS)
     ap.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--machine", default=f"{NODES}x{PER_NODE}", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    nodes, _, per_node = a.machine.partition("x")
+    machine = (int(nodes), int(per_node))
     if a.worker == "accasim":
-        print(json.dumps(accasim_worker(a.swf, a.policy, a.folder)))
+        print(json.dumps(accasim_worker(a.swf, a.policy, a.folder, machine)))
         return 0
     if a.worker == "kant":
-        print(json.dumps(kant_worker(a.swf, a.policy, a.pod_gpus)))
+        print(json.dumps(kant_worker(a.swf, a.policy, a.pod_gpus, machine)))
         return 0
     if a.worker == "kant-paired":
-        print(json.dumps(kant_paired_worker(a.swf, a.pod_gpus, a.easy_first)))
+        print(json.dumps(kant_paired_worker(a.swf, a.pod_gpus, a.easy_first, machine)))
         return 0
     if not a.accasim_python:
         ap.error("give --accasim-python (or set $ACCASIM_PYTHON): see benchmarks/peers/README.md")
     me = str(Path(__file__).resolve())
     pairs = [("whole", "fifo"), ("whole", "easy"), ("loaded", "fifo"), ("loaded", "easy")]
+    if a.pod_gpus == 1:  # (a pod of 8 GPUs fits no single-GPU node)
+        pairs += [("wide", "fifo"), ("wide", "easy")]
     if a.only:
         wanted = {tuple(p.split(":")) for p in a.only.split(",")}
         pairs = [p for p in pairs if p in wanted]
@@ -338,8 +370,10 @@ def main(argv: list[str] | None = None) -> int:
             paired_match = True  # the paired best effort started every job as the lone one
             match = True
             mismatched = 0
+            nodes, per_node = MACHINES[work]
             for i in range(a.repeats):
-                args = ["--swf", str(files[work]), "--policy", policy, "--folder", tmp]
+                args = ["--swf", str(files[work]), "--policy", policy, "--folder", tmp,
+                        "--machine", f"{nodes}x{per_node}"]  # fmt: skip
                 ra = _run([a.accasim_python, me, "--worker", "accasim", *args])
                 rk = _run([sys.executable, me, "--worker", "kant", "--pod-gpus",
                            str(a.pod_gpus), *args])  # fmt: skip
@@ -347,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
                 kan.append(rk["cpu_s"])
                 if policy == "easy":
                     pa = [sys.executable, me, "--worker", "kant-paired", "--pod-gpus",
-                          str(a.pod_gpus), "--swf", str(files[work])]  # fmt: skip
+                          str(a.pod_gpus), "--swf", str(files[work]), "--machine",
+                          f"{nodes}x{per_node}"]  # fmt: skip
                     rp = _run(pa + (["--easy-first"] if i % 2 == 0 else []))
                     kez.append(rp["easy_cpu_s"])
                     paired.append(rp["easy_cpu_s"] / rp["best_effort_cpu_s"])
@@ -358,7 +393,8 @@ def main(argv: list[str] | None = None) -> int:
                 match = match and bad == 0
             n = len(files[work].read_text().splitlines())
             rows.append({
-                "work": work, "policy": policy, "accasim_cpu_s": round(statistics.median(acc), 2),
+                "work": work, "policy": policy, "machine": f"{nodes}x{per_node}",
+                "accasim_cpu_s": round(statistics.median(acc), 2),
                 "kant_cpu_s": round(statistics.median(kan), 2),
                 "kant_over_accasim": round(statistics.median(kan) / statistics.median(acc), 3),
                 "start_match": match, "mismatched_jobs": mismatched, "swf_lines": n,

@@ -52,3 +52,16 @@ def test_the_paired_runs_start_every_job_as_the_lone_runs_do(
     assert paired["easy_starts"] != paired["best_effort_starts"]  # EASY held jobs back
     assert paired["easy_cpu_s"] > 0 and paired["best_effort_cpu_s"] > 0
     assert paired["easy_first"] is easy_first
+
+
+@pytest.mark.parametrize("policy", ["fifo", "easy", "kant-easy"])
+def test_on_the_wide_machine_one_gpu_pods_start_as_on_the_logs_own(
+    side_by_side: ModuleType, busy_log: Path, policy: str
+) -> None:
+    """128 single-GPU nodes (the ``wide`` work's machine) or 16 of 8: with one-GPU pods that
+    may go anywhere, only how many GPUs are free decides, so every job starts at the same
+    time on both (each pod on a node of its own on the wide one)."""
+    wide = side_by_side.kant_worker(busy_log, policy, 1, (128, 1))
+    own = side_by_side.kant_worker(busy_log, policy, 1)
+    assert len(wide["starts"]) == 150
+    assert wide["starts"] == own["starts"]
