@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, ClassVar
 
 import attrs
@@ -590,7 +590,10 @@ class _Cycle:
             and seen[0] == before and seen[1] is reserved
             else None
         )  # fmt: skip
-        with self.snap.transaction() as tx:
+        # (an attempt with the reservation given back is mostly rolled back, and the
+        # reservation taken again: the sorted index follows only where read)
+        deferred = self.snap.deferred_index() if reserved is not None else nullcontext()
+        with deferred, self.snap.transaction() as tx:
             if refused is not None:
                 reason: Reason | None = refused
             else:

@@ -194,7 +194,7 @@ class PolicyContext:
         if self._too_few_gpus(job.job, dec, held):
             known[1] = n
             return False
-        with self.snap.transaction():
+        with self.snap.deferred_index(), self.snap.transaction():
             held.give_back(self.snap)
             ok = self.pools.ready(job.job, dec) is None
         if ok:

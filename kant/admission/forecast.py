@@ -307,7 +307,9 @@ def forecast(
     keep = kept is not None and occupancy is not None
     # does the state before any end (the snapshot now) fail readiness? (for KeptForecast)
     before_failed = keep and pools.ready(job, dec) is not None
-    with snap.transaction():
+    # every release and placement below is undone at the end: the sorted index follows
+    # them only where read
+    with snap.deferred_index(), snap.transaction():
         i = 0
         while i < len(ends) and tries < MAX_PLACEMENTS:
             t = ends[i][0]

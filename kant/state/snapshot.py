@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
@@ -36,6 +37,15 @@ if TYPE_CHECKING:
     from kant.state.cluster import ClusterState
 
 _KEY_SHIFT = 32  # sorted index key: free_gpus << 32 | slot
+_POOL_SHIFT = 48  # an indexed entry, remembered per slot: pool << 48 | key
+_KEY_MASK = (1 << _POOL_SHIFT) - 1
+
+
+def _entry(s: int, free_gpus: int, pool: int) -> int:
+    """Row ``s``'s index entry as a row remembers it: ``pool << 48 | free_gpus << 32 | s``,
+    -1 for a row in no pool (not in the index)."""
+    return (pool << _POOL_SHIFT) | (free_gpus << _KEY_SHIFT) | s if pool >= 0 else -1
+
 
 _SNAPSHOT_TOKENS: Final = itertools.count()
 _CONTENTS: Final = itertools.count()  # content versions (one counter for every snapshot)
@@ -56,10 +66,13 @@ class _GroupIndex:
     the live rows of each group. ``by_free[pool]``: ``free_gpus << 32 | slot`` of every live
     row of the pool, sorted. ``cols`` are the snapshot's rows.
 
-    The aggregates move with every row change; the sorted index only when it is read: a
-    changed row is marked and re-keyed at the next read (:attr:`by_free`), so a row that
-    changes and changes back before anyone reads the index (a hold taken and given back, a
-    what-if rolled back) costs it nothing.
+    The aggregates move with every row change, and so does the sorted index, except while
+    ``deferred`` (:meth:`Snapshot.deferred_index`): a changed row then remembers the entry
+    it had in the index and the one it calls for now, and the entries move at the next
+    read (:attr:`by_free`) or when the deferral ends, so a row that changes and changes back
+    in between (a hold given back for a placement attempt that is rolled back, a what-if)
+    costs the index nothing. Outside, moving an entry at once is cheaper than remembering
+    it (most changes are read before the row changes again).
     """
 
     def __init__(self, cols: NodeColumns, groups: Mapping[str, int]) -> None:
@@ -69,39 +82,57 @@ class _GroupIndex:
             lv: np.zeros((groups[lv], 3), dtype=np.int64) for lv in LEVELS
         }
         self._by_free: dict[int, SortedList] = {}
-        self._indexed: dict[int, tuple[int, int]] = {}  # slot -> (pool, key) in _by_free
-        self._stale: set[int] = set()  # slots whose key may differ from the indexed one
+        # rows changed since the index was last read: the entry each had in the index then,
+        # and the one its values call for now (see _entry; -1: none)
+        self._was: dict[int, int] = {}
+        self._now: dict[int, int] = {}
+        self.deferred = 0  # open deferrals (Snapshot.deferred_index)
         self._views: tuple[RowViews, list[tuple[memoryview, memoryview]]] | None = None
 
     @property
     def by_free(self) -> dict[int, SortedList]:
         """The sorted index per pool, brought up to date with the rows first."""
-        if self._stale:
-            self._reindex()
+        if self._was:
+            self.settle()
         return self._by_free
 
-    def _reindex(self) -> None:
-        """Re-key every row marked since the last read: the index entry a row's current
-        values call for (none for a dead row or one in no pool), where it differs."""
-        v = self.cols.views()
-        alive, pool_id, free_gpus = v.alive, v.pool_id, v.free_gpus
-        indexed, by_free = self._indexed, self._by_free
-        for s in self._stale:
-            pool = pool_id[s] if alive[s] else -1
-            want = (pool, (free_gpus[s] << _KEY_SHIFT) | s) if pool >= 0 else None
-            have = indexed.get(s)
+    def _moved(self, s: int, was: int, now: int) -> None:
+        """Row ``s``'s index entry goes from ``was`` to ``now`` (:func:`_entry`): at once,
+        or while deferred at the next read (only the first ``was`` since then counts: it is
+        the one in the index)."""
+        if self.deferred:
+            if s not in self._was:
+                self._was[s] = was
+            self._now[s] = now
+            return
+        by_free = self._by_free
+        if was >= 0:
+            by_free[was >> _POOL_SHIFT].remove(was & _KEY_MASK)
+        if now >= 0:
+            pool = now >> _POOL_SHIFT
+            sl = by_free.get(pool)
+            if sl is None:
+                sl = by_free[pool] = SortedList()
+            sl.add(now & _KEY_MASK)
+
+    def settle(self) -> None:
+        """Move the index entries of the rows changed (while deferred) since the last read,
+        where they differ."""
+        by_free, now = self._by_free, self._now
+        for s, have in self._was.items():
+            want = now[s]
             if want == have:
                 continue
-            if have is not None:
-                by_free[have[0]].remove(have[1])
-                del indexed[s]
-            if want is not None:
-                sl = by_free.get(want[0])
+            if have >= 0:
+                by_free[have >> _POOL_SHIFT].remove(have & _KEY_MASK)
+            if want >= 0:
+                pool = want >> _POOL_SHIFT
+                sl = by_free.get(pool)
                 if sl is None:
-                    sl = by_free[want[0]] = SortedList()
-                sl.add(want[1])
-                indexed[s] = want
-        self._stale.clear()
+                    sl = by_free[pool] = SortedList()
+                sl.add(want & _KEY_MASK)
+        self._was.clear()
+        now.clear()
 
     def _levels(self) -> list[tuple[memoryview, memoryview]]:
         """Per level, (group-id column, aggregate) as memoryviews: made again when the rows'
@@ -172,8 +203,13 @@ class _GroupIndex:
             if hn.any():
                 np.add.at(self.agg[lv], ng[hn], new_vals[hn])
         moved = (old_pools != new_pools) | (old_vals[:, 0] != new_vals[:, 0])
-        if moved.any():
-            self._stale.update(idx[moved].tolist())
+        if not moved.any():
+            return
+        for s, op, of, np_, nf in zip(
+            idx[moved].tolist(), old_pools[moved].tolist(), old_vals[moved, 0].tolist(),
+            new_pools[moved].tolist(), new_vals[moved, 0].tolist(), strict=True,
+        ):  # fmt: skip
+            self._moved(s, _entry(s, of, op), _entry(s, nf, np_))
 
     def replace_few(
         self, rows: list[int], copy: Callable[[], None], *, same_nodes: bool = False
@@ -227,8 +263,16 @@ class _GroupIndex:
                     agg[gid, 1] += d1
                 if d2:
                     agg[gid, 2] += d2
-        if d0 and after[3] >= 0:
-            self._stale.add(s)
+        pool = after[3]
+        if d0 and pool >= 0:  # (_moved, inlined: every allocation and release ends here)
+            if self.deferred:
+                if s not in self._was:
+                    self._was[s] = (pool << _POOL_SHIFT) | (before[0] << _KEY_SHIFT) | s
+                self._now[s] = (pool << _POOL_SHIFT) | (after[0] << _KEY_SHIFT) | s
+            else:
+                sl = self._by_free[pool]
+                sl.remove((before[0] << _KEY_SHIFT) | s)
+                sl.add((after[0] << _KEY_SHIFT) | s)
 
     def apply(self, s: int, c: tuple[int, int, int, int], sign: int) -> None:
         """Add (sign=+1) or remove (-1) contribution ``c`` (from :meth:`contrib`) of row ``s``."""
@@ -245,7 +289,10 @@ class _GroupIndex:
                 agg[gid, 1] += sign * whole
                 agg[gid, 2] += sign * fm
         if pool >= 0:
-            self._stale.add(s)
+            if sign > 0:
+                self._moved(s, -1, _entry(s, fg, pool))  # (a row not in the index)
+            else:
+                self._moved(s, _entry(s, fg, pool), -1)
 
     def errors(self, live: list[int]) -> list[str]:
         """Recompute the aggregates and the index from the live rows ``live``; name every
@@ -481,6 +528,22 @@ class Snapshot:
             yield key & ((1 << _KEY_SHIFT) - 1)
 
     # ----------------------------------------------------------------- transactions
+
+    @contextmanager
+    def deferred_index(self) -> Iterator[None]:
+        """Within the block, the per-pool sorted index (:meth:`best_fit`) follows row changes
+        only when it is read, and once more at the end: for a stretch of changes that are
+        mostly undone before anyone reads the index (a what-if, a hold given back for an
+        attempt that is rolled back), which then cost the index nothing. Nestable. Reading
+        the index gives the same answers either way."""
+        groups = self._groups
+        groups.deferred += 1
+        try:
+            yield
+        finally:
+            groups.deferred -= 1
+            if not groups.deferred:
+                groups.settle()
 
     def transaction(self) -> Transaction:
         """Open a (possibly nested) transaction. Use as a context manager: it rolls back on
