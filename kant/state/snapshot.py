@@ -750,10 +750,25 @@ class Snapshot:
         self._save(slot)
         before = self._groups.contrib(slot)
         gf = v.gpu_free
+        # whole GPUs wholly held coming back (the usual release): the row's counts move by
+        # the GPUs freed (what _recount would find, without reading the row), else recount
+        whole = 0
+        recount = False
         for g, milli in gpu.items():
             if ok and gpu_healthy >> g & 1:
-                gf[slot, g] = min(MILLI, gf[slot, g] + milli)
-        self._recount(slot)
+                was = gf[slot, g]
+                gf[slot, g] = min(MILLI, was + milli)
+                if was == 0 and milli == MILLI:
+                    whole |= 1 << g
+                else:
+                    recount = True
+        if recount:
+            self._recount(slot)
+        elif whole:
+            v.free_mask[slot] |= whole
+            v.free_gpus[slot] += whole.bit_count()
+            v.free_milli[slot] += MILLI * whole.bit_count()
+            v.max_share[slot] = MILLI
         if ok:
             v.nic_mask[slot] = nics = v.nic_mask[slot] | (nic_mask & nic_healthy)
             v.free_nics[slot] = _popcount(nics)
