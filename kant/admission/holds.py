@@ -173,17 +173,21 @@ def _by_node(bindings: tuple[Binding, ...]) -> list[tuple[str, _Whole | list[Bin
     return out
 
 
+_Grouped = tuple[tuple[str, ...], list[_Whole | list[Binding]]]
+""":func:`_by_node`'s answer as its nodes (for :meth:`Snapshot.slots_of`) and their parts."""
+
 # the last few binding tuples held, grouped (a kept reservation is held again every cycle)
-_GROUPED: dict[int, tuple[tuple[Binding, ...], list[tuple[str, _Whole | list[Binding]]]]] = {}
+_GROUPED: dict[int, tuple[tuple[Binding, ...], _Grouped]] = {}
 
 
-def _grouped(bindings: tuple[Binding, ...]) -> list[tuple[str, _Whole | list[Binding]]]:
+def _grouped(bindings: tuple[Binding, ...]) -> _Grouped:
     got = _GROUPED.get(id(bindings))
     if got is not None and got[0] is bindings:
         return got[1]
     if len(_GROUPED) >= 8:
         _GROUPED.clear()
-    out = _by_node(bindings)
+    by_node = _by_node(bindings)
+    out = (tuple(n for n, _p in by_node), [p for _n, p in by_node])
     _GROUPED[id(bindings)] = (bindings, out)
     return out
 
@@ -218,9 +222,9 @@ class Hold:
         self.taken = []
         self._usage = []
         v = snap.cols.views()
-        for node, part in _grouped(self.bindings):
-            s = slot_or_none(snap, node)
-            if s is None:
+        nodes, parts = _grouped(self.bindings)
+        for s, part in zip(snap.slots_of(nodes), parts, strict=True):
+            if s < 0:
                 continue
             if isinstance(part, list):
                 for a in _free_parts(snap, s, part):

@@ -407,6 +407,9 @@ class Snapshot:
         self._local: set[int] = set()  # rows changed by committed transactions since refresh
         self._members: dict[tuple[str, int], IntArray] = {}
         self._members_version = -1
+        # node name tuple -> (the tuple, its slots): see slots_of
+        self._slots_of: dict[int, tuple[tuple[str, ...], list[int]]] = {}
+        self._slots_of_version: tuple[int, int] = (-1, -1)
         self.generation = -1
         self.token = next(_SNAPSHOT_TOKENS)  # unique per snapshot object (id() is reused)
         # slots whose rows may have changed, in order (see rows_changed_since)
@@ -498,6 +501,32 @@ class Snapshot:
         if name is None:
             raise UnknownNodeError(f"<slot {slot}>")
         return name
+
+    def slots_of(self, nodes: tuple[str, ...]) -> list[int]:
+        """The slot of each node of ``nodes`` on the snapshot, -1 for a node that is not (or
+        no longer) there. Kept for the last few tuples until nodes are added or removed: a
+        reservation held again every cycle looks its nodes up once. O(1) kept, else
+        O(nodes)."""
+        version = (self._nodes_seen, self.state.membership_version)
+        kept = self._slots_of
+        if self._slots_of_version != version:
+            kept.clear()
+            self._slots_of_version = version
+        got = kept.get(id(nodes))
+        if got is not None and got[0] is nodes:
+            return got[1]
+        names, slot_of = self.names, self.state.slot_of
+        out = []
+        for node in nodes:
+            try:
+                s = slot_of(node)
+            except UnknownNodeError:
+                s = -1
+            out.append(s if 0 <= s < len(names) and names[s] == node else -1)
+        if len(kept) >= 16:
+            kept.clear()
+        kept[id(nodes)] = (nodes, out)
+        return out
 
     def group_id(self, level: str, name: str) -> int:
         """Id of group ``name`` of ``level`` in the ``<level>_id`` columns, -1 if unknown
