@@ -205,11 +205,23 @@ class _GroupIndex:
         moved = (old_pools != new_pools) | (old_vals[:, 0] != new_vals[:, 0])
         if not moved.any():
             return
-        for s, op, of, np_, nf in zip(
+        rows = zip(
             idx[moved].tolist(), old_pools[moved].tolist(), old_vals[moved, 0].tolist(),
             new_pools[moved].tolist(), new_vals[moved, 0].tolist(), strict=True,
-        ):  # fmt: skip
-            self._moved(s, _entry(s, of, op), _entry(s, nf, np_))
+        )  # fmt: skip
+        if self.deferred:
+            for s, op, of, np_, nf in rows:
+                self._moved(s, _entry(s, of, op), _entry(s, nf, np_))
+            return
+        by_free = self._by_free  # (_moved at once, inlined: a refresh moves many rows)
+        for s, op, of, np_, nf in rows:
+            if op >= 0:
+                by_free[op].remove((of << _KEY_SHIFT) | s)
+            if np_ >= 0:
+                sl = by_free.get(np_)
+                if sl is None:
+                    sl = by_free[np_] = SortedList()
+                sl.add((nf << _KEY_SHIFT) | s)
 
     def replace_few(
         self, rows: list[int], copy: Callable[[], None], *, same_nodes: bool = False
