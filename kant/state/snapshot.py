@@ -104,33 +104,27 @@ class _GroupIndex:
             if s not in self._was:
                 self._was[s] = was
             self._now[s] = now
-            return
-        by_free = self._by_free
+        else:
+            self._move(was, now)
+
+    def _move(self, was: int, now: int) -> None:
+        """Replace index entry ``was`` by ``now`` (:func:`_entry`; -1: none)."""
         if was >= 0:
-            by_free[was >> _POOL_SHIFT].remove(was & _KEY_MASK)
+            self._by_free[was >> _POOL_SHIFT].remove(was & _KEY_MASK)
         if now >= 0:
             pool = now >> _POOL_SHIFT
-            sl = by_free.get(pool)
+            sl = self._by_free.get(pool)
             if sl is None:
-                sl = by_free[pool] = SortedList()
+                sl = self._by_free[pool] = SortedList()
             sl.add(now & _KEY_MASK)
 
     def settle(self) -> None:
         """Move the index entries of the rows changed (while deferred) since the last read,
         where they differ."""
-        by_free, now = self._by_free, self._now
+        now = self._now
         for s, have in self._was.items():
-            want = now[s]
-            if want == have:
-                continue
-            if have >= 0:
-                by_free[have >> _POOL_SHIFT].remove(have & _KEY_MASK)
-            if want >= 0:
-                pool = want >> _POOL_SHIFT
-                sl = by_free.get(pool)
-                if sl is None:
-                    sl = by_free[pool] = SortedList()
-                sl.add(want & _KEY_MASK)
+            if now[s] != have:
+                self._move(have, now[s])
         self._was.clear()
         now.clear()
 
