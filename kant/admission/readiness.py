@@ -133,21 +133,14 @@ def _too_little(role: Role, n: int, free: int) -> Reason | None:
     """Why ``n`` pods of ``role`` cannot fit ``free`` whole GPUs (a role of whole GPUs) or
     GPU milli (a role of shares) in its pools, if they cannot: readiness's first check."""
     res = role.resources
-    if res.gpus:
-        need = res.gpus * n
-        if free < need:
-            return Reason(
-                code=ReasonCode.INSUFFICIENT_CAPACITY,
-                message=f"role {role.name!r} needs {need} GPUs, {free} free in its pools",
-            )
+    need = (res.gpus or res.gpu_milli) * n
+    if free >= need:
         return None
-    need = res.gpu_milli * n
-    if free < need:
-        return Reason(
-            code=ReasonCode.INSUFFICIENT_CAPACITY,
-            message=f"role {role.name!r} needs {need / MILLI:g} GPUs, {free / MILLI:g} free",
-        )
-    return None
+    if res.gpus:
+        message = f"role {role.name!r} needs {need} GPUs, {free} free in its pools"
+    else:
+        message = f"role {role.name!r} needs {need / MILLI:g} GPUs, {free / MILLI:g} free"
+    return Reason(code=ReasonCode.INSUFFICIENT_CAPACITY, message=message)
 
 
 def _role_ready(facts: PoolFacts, role: Role, n: int, pools: Sequence[int]) -> Reason | None:
