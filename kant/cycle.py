@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from kant.admission.holds import Hold, Holds
+from kant.admission.holds import Alloc, Hold, Holds
 from kant.admission.pools import Pools
 from kant.admission.quota import (
     Admitter,
@@ -189,9 +189,10 @@ class _Cycle:
         self.live: QuotaLedger | None = None
         self.attempts = 0
         self.step_ms: dict[str, float] = {}
-        # (content version before, the reservation's hold, the per-pool aggregates after)
-        # of the last time the reservation alone was opened (see _admit_and_place)
-        self._reserved_opened: tuple[int, Hold, IntArray] | None = None
+        # (content version before, the reservation's hold and what it held, the per-pool
+        # aggregates after) of the last time the reservation alone was opened (see
+        # _admit_and_place; a take makes a new list of what a hold holds)
+        self._reserved_opened: tuple[int, Hold, list[Alloc], IntArray] | None = None
         self.incremental = True
 
     @property
@@ -585,9 +586,9 @@ class _Cycle:
         before = self.snap.content_version
         seen = self._reserved_opened
         refused = (
-            self.pools.refused_by_aggregates(job, dec, seen[2])
+            self.pools.refused_by_aggregates(job, dec, seen[3])
             if reserved is not None and seen is not None
-            and seen[0] == before and seen[1] is reserved
+            and seen[0] == before and seen[1] is reserved and seen[2] is reserved.taken
             else None
         )  # fmt: skip
         # (an attempt with the reservation given back is mostly rolled back, and the
@@ -601,7 +602,8 @@ class _Cycle:
                 # reservation) are open to it
                 opened = holds.open_for(e.id, reserved=gate.use_reserved)
                 if reserved is not None:
-                    self._reserved_opened = (before, reserved, self.snap.agg["pool"].copy())
+                    pool_agg = self.snap.agg["pool"].copy()
+                    self._reserved_opened = (before, reserved, reserved.taken, pool_agg)
                 reason = self.pools.ready(job, dec)
             if reason is None:
                 res = self.place_pods(self._restricted(job, dec, facts), dec.pods)

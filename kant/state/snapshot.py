@@ -141,8 +141,10 @@ class _GroupIndex:
         return cached[1]
 
     def __getstate__(self) -> dict[str, Any]:
-        """Everything but the cached views (memoryviews do not pickle)."""
-        return {**self.__dict__, "_views": None}
+        """Everything but the cached views (memoryviews do not pickle), the index settled:
+        a copy is not inside the original's deferrals."""
+        self.settle()
+        return {**self.__dict__, "_views": None, "deferred": 0}
 
     def build(self, n: int) -> None:
         """Add the contributions of the live rows among the first ``n`` slots."""
@@ -414,7 +416,7 @@ class Snapshot:
         self._members: dict[tuple[str, int], IntArray] = {}
         self._members_version = -1
         # node name tuple -> (the tuple, its slots): see slots_of
-        self._slots_of: dict[int, tuple[tuple[str, ...], list[int]]] = {}
+        self._slots_of: dict[int, tuple[tuple[str, ...], tuple[int, ...]]] = {}
         self._slots_of_version: tuple[int, int] = (-1, -1)
         self.generation = -1
         self.token = next(_SNAPSHOT_TOKENS)  # unique per snapshot object (id() is reused)
@@ -508,7 +510,7 @@ class Snapshot:
             raise UnknownNodeError(f"<slot {slot}>")
         return name
 
-    def slots_of(self, nodes: tuple[str, ...]) -> list[int]:
+    def slots_of(self, nodes: tuple[str, ...]) -> tuple[int, ...]:
         """The slot of each node of ``nodes`` on the snapshot, -1 for a node that is not (or
         no longer) there. Kept for the last few tuples until nodes are added or removed: a
         reservation held again every cycle looks its nodes up once. O(1) kept, else
@@ -522,13 +524,14 @@ class Snapshot:
         if got is not None and got[0] is nodes:
             return got[1]
         names, slot_of = self.names, self.state.slot_of
-        out = []
+        found = []
         for node in nodes:
             try:
                 s = slot_of(node)
             except UnknownNodeError:
                 s = -1
-            out.append(s if 0 <= s < len(names) and names[s] == node else -1)
+            found.append(s if 0 <= s < len(names) and names[s] == node else -1)
+        out = tuple(found)
         if len(kept) >= 16:
             kept.clear()
         kept[id(nodes)] = (nodes, out)

@@ -445,11 +445,11 @@ def test_slots_of_names_each_nodes_slot_and_follows_nodes_that_come_and_go(
 ) -> None:
     snap = cluster.snapshot()
     nodes = ("lf1-n0", "ghost", "lf0-n1")
-    assert snap.slots_of(nodes) == [cluster.slot_of("lf1-n0"), -1, cluster.slot_of("lf0-n1")]
+    assert snap.slots_of(nodes) == (cluster.slot_of("lf1-n0"), -1, cluster.slot_of("lf0-n1"))
     assert snap.slots_of(nodes) is snap.slots_of(nodes)  # kept while no node comes or goes
     cluster.remove_node("lf0-n1")
     snap = cluster.snapshot()
-    assert snap.slots_of(nodes) == [cluster.slot_of("lf1-n0"), -1, -1]
+    assert snap.slots_of(nodes) == (cluster.slot_of("lf1-n0"), -1, -1)
     cluster.add_node(node("ghost", leaf="lf0"))
     snap = cluster.snapshot()
-    assert snap.slots_of(nodes) == [cluster.slot_of("lf1-n0"), cluster.slot_of("ghost"), -1]
+    assert snap.slots_of(nodes) == (cluster.slot_of("lf1-n0"), cluster.slot_of("ghost"), -1)

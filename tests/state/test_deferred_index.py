@@ -3,6 +3,7 @@ follows every row change at once or, within ``deferred_index``, only when read."
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import hypothesis.strategies as st
@@ -87,4 +88,18 @@ def test_a_row_changed_twice_before_a_read_moves_once_in_the_index() -> None:
         assert list(snap.best_fit(h100, 1)) == [0, 1, 2]  # node 0: 6 free, the others 8
         snap.release(0, 0b11)
     assert list(snap.best_fit(h100, 1)) == [0, 1, 2]
+    snap.check_invariants()
+
+
+def test_a_copy_made_inside_a_deferral_follows_every_change_at_once() -> None:
+    cluster = _cluster()
+    snap = cluster.snapshot()
+    h100 = cluster.group_id("pool", "H100")
+    with snap.deferred_index(), snap.transaction():
+        snap.allocate(0, 0b1)
+        clone = copy.deepcopy(snap)
+    with clone.transaction():
+        clone.allocate(1, 0b11)
+        assert list(clone.best_fit(h100, 7)) == [0, 2]  # node 1 has 6 free now
+    clone.check_invariants()
     snap.check_invariants()
