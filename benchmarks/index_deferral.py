@@ -27,7 +27,7 @@ def _run(nodes: int, ops: int, *, deferred: bool, give_back: bool) -> float:
     state = ClusterState(fat_tree_for_nodes(nodes).nodes)
     snap = state.snapshot()
     pool = state.group_id("pool", "H100")
-    with snap.transaction(), (snap.deferred_index() if deferred else nullcontext()):
+    with snap.transaction(), snap.deferred_index() if deferred else nullcontext():
         t = time.perf_counter()
         for i in range(ops):
             slot, gpu = i % nodes, 1 << (i // nodes % 8)
@@ -48,9 +48,7 @@ def main() -> None:
         got: dict[bool, list[float]] = {False: [], True: []}
         for _ in range(a.rounds):
             for deferred in (False, True):
-                got[deferred].append(
-                    _run(a.nodes, a.ops, deferred=deferred, give_back=give_back)
-                )
+                got[deferred].append(_run(a.nodes, a.ops, deferred=deferred, give_back=give_back))
         at_once, later = statistics.median(got[False]), statistics.median(got[True])
         name = "take, give back, read" if give_back else "take then read"
         print(
