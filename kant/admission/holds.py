@@ -15,7 +15,6 @@ from typing import Any
 import attrs
 
 from kant.bits import mask_of
-from kant.errors import UnknownNodeError
 from kant.model import MILLI, Binding
 from kant.state import Snapshot
 
@@ -41,12 +40,9 @@ class Alloc:
 
 
 def slot_or_none(snap: Snapshot, node: str) -> int | None:
-    """The node's slot on ``snap``, or None when the node is not (or no longer) there."""
-    try:
-        s = snap.slot_of(node)
-    except UnknownNodeError:
-        return None
-    return s if s < len(snap.names) and snap.names[s] == node else None
+    """The node's slot on ``snap``, or None when the node is not (or no longer) there
+    (:meth:`Snapshot.slot_if_here`)."""
+    return snap.slot_if_here(node)
 
 
 def free_part(snap: Snapshot, b: Binding) -> Alloc | None:
@@ -146,7 +142,12 @@ _Whole = tuple[int, int, int, int]
 """A node's whole-GPU bindings added up: (GPU mask, NIC mask, CPU milli, memory MiB)."""
 
 
-def _by_node(bindings: tuple[Binding, ...]) -> list[tuple[str, _Whole | list[Binding]]]:
+_Grouped = tuple[tuple[str, ...], list[_Whole | list[Binding]]]
+"""Bindings grouped by node (:func:`_by_node`): the nodes (for :meth:`Snapshot.slots_of`)
+and, in the same order, each node's part."""
+
+
+def _by_node(bindings: tuple[Binding, ...]) -> _Grouped:
     """The bindings grouped by node, in order of first appearance; a node whose bindings
     all hold whole GPUs, no GPU twice, as their sum (:data:`_Whole`)."""
     per: dict[str, list[Binding]] = {}
@@ -156,25 +157,22 @@ def _by_node(bindings: tuple[Binding, ...]) -> list[tuple[str, _Whole | list[Bin
             per[b.node] = [b]
         else:
             got.append(b)
-    out: list[tuple[str, _Whole | list[Binding]]] = []
-    for node, bs in per.items():
+    parts: list[_Whole | list[Binding]] = []
+    for bs in per.values():
         gpu = nic = cpu = mem = 0
         for b in bs:
             m = mask_of(b.gpus)
             if b.gpu_milli != MILLI or gpu & m:
-                out.append((node, bs))
+                parts.append(bs)
                 break
             gpu |= m
             nic |= mask_of(b.nics)
             cpu += b.cpu_milli
             mem += b.memory_mib
         else:
-            out.append((node, (gpu, nic, cpu, mem)))
-    return out
+            parts.append((gpu, nic, cpu, mem))
+    return tuple(per), parts
 
-
-_Grouped = tuple[tuple[str, ...], list[_Whole | list[Binding]]]
-""":func:`_by_node`'s answer as its nodes (for :meth:`Snapshot.slots_of`) and their parts."""
 
 # the last few binding tuples held, grouped (a kept reservation is held again every cycle)
 _GROUPED: dict[int, tuple[tuple[Binding, ...], _Grouped]] = {}
@@ -186,8 +184,7 @@ def _grouped(bindings: tuple[Binding, ...]) -> _Grouped:
         return got[1]
     if len(_GROUPED) >= 8:
         _GROUPED.clear()
-    by_node = _by_node(bindings)
-    out = (tuple(n for n, _p in by_node), [p for _n, p in by_node])
+    out = _by_node(bindings)
     _GROUPED[id(bindings)] = (bindings, out)
     return out
 

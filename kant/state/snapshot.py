@@ -510,6 +510,15 @@ class Snapshot:
             raise UnknownNodeError(f"<slot {slot}>")
         return name
 
+    def slot_if_here(self, node: str) -> int | None:
+        """The slot of ``node`` on the snapshot, None when the node is not (or no longer)
+        there (the snapshot's name for the state's slot differs). O(1)."""
+        try:
+            s = self.state.slot_of(node)
+        except UnknownNodeError:
+            return None
+        return s if s < len(self.names) and self.names[s] == node else None
+
     def slots_of(self, nodes: tuple[str, ...]) -> tuple[int, ...]:
         """The slot of each node of ``nodes`` on the snapshot, -1 for a node that is not (or
         no longer) there. Kept for the last few tuples until nodes are added or removed: a
@@ -523,15 +532,7 @@ class Snapshot:
         got = kept.get(id(nodes))
         if got is not None and got[0] is nodes:
             return got[1]
-        names, slot_of = self.names, self.state.slot_of
-        found = []
-        for node in nodes:
-            try:
-                s = slot_of(node)
-            except UnknownNodeError:
-                s = -1
-            found.append(s if 0 <= s < len(names) and names[s] == node else -1)
-        out = tuple(found)
+        out = tuple(-1 if (s := self.slot_if_here(node)) is None else s for node in nodes)
         if len(kept) >= 16:
             kept.clear()
         kept[id(nodes)] = (nodes, out)
