@@ -373,12 +373,15 @@ class ClusterState:
         those before it were bound (the same errors :meth:`check_binding` raises, for the
         first that does not fit, changing nothing), then each node's record and row is
         updated once. O(devices of the bindings + nodes they touch)."""
-        scratch: dict[str, _NodeRecord] = {}
         pod_ids = [b.pod for b in bindings] if all(type(b) is Binding for b in bindings) else []
         # the usual call: Bindings of new pods, each once (checked at once; otherwise each
         # binding is checked in turn, so the first one wrong is named)
         fresh = len(pod_ids) == len(bindings) and len(set(pod_ids)) == len(pod_ids)
         fresh = fresh and self._pods.keys().isdisjoint(pod_ids)
+        if fresh and self._bind_whole(bindings):
+            self._index_bound(bindings)
+            return
+        scratch: dict[str, _NodeRecord] = {}
         seen: set[PodId] = set()
         for b in bindings:
             if not fresh:
@@ -407,6 +410,49 @@ class ClusterState:
             rec.nic_used, rec.cpu_used, rec.mem_used = tmp.nic_used, tmp.cpu_used, tmp.mem_used
             rec.pods |= tmp.pods
             self._refresh_row(rec)
+        self._index_bound(bindings)
+
+    def _bind_whole(self, bindings: Sequence[Binding]) -> bool:
+        """:meth:`bind_many`'s usual case, new pods holding whole GPUs and no NICs on healthy
+        nodes, checked and held node by node without a scratch record per node; False,
+        changing nothing, when a binding is not of that kind or does not fit (the general
+        path then names the first one wrong). O(devices of the bindings + nodes)."""
+        by_node: dict[str, list[Binding]] = {}
+        for b in bindings:
+            if b.gpu_milli != MILLI or b.nics:
+                return False
+            got = by_node.get(b.node)
+            if got is None:
+                by_node[b.node] = [b]
+            else:
+                got.append(b)
+        records = self._records
+        held: list[tuple[_NodeRecord, list[int], int, int, list[Binding]]] = []
+        for node, bs in by_node.items():
+            rec = records.get(node) if type(node) is str else None
+            if rec is None or not rec.healthy:
+                return False
+            n, healthy = rec.spec.gpus, rec.gpu_healthy
+            used = list(rec.gpu_used)
+            cpu, mem = rec.cpu_used, rec.mem_used
+            for b in bs:
+                for g in b.gpus:
+                    if g >= n or not healthy >> g & 1 or used[g]:
+                        return False
+                    used[g] = MILLI
+                cpu += b.cpu_milli
+                mem += b.memory_mib
+            if cpu > rec.spec.cpu_milli or mem > rec.spec.memory_mib:
+                return False
+            held.append((rec, used, cpu, mem, bs))
+        for rec, used, cpu, mem, bs in held:
+            rec.gpu_used, rec.cpu_used, rec.mem_used = used, cpu, mem
+            rec.pods.update([b.pod for b in bs])
+            self._refresh_row(rec)
+        return True
+
+    def _index_bound(self, bindings: Sequence[Binding]) -> None:
+        """Add the pods of ``bindings``, just held on their nodes, to the pod indexes."""
         pods = self._pods
         job_pods = self._job_pods
         mine: set[PodId] | None = None
@@ -433,11 +479,21 @@ class ClusterState:
         if len({b.pod for b in out}) != len(out):
             raise UnknownPodError(next(p for i, p in enumerate(pods) if p in pods[:i]))
         touched: dict[str, _NodeRecord] = {}
+        records = self._records
         for b in out:
             rec = touched.get(b.node)
             if rec is None:
-                rec = touched[b.node] = self._records[b.node]
-            _hold(rec, b, -1)
+                rec = touched[b.node] = records[b.node]
+            if b.nics:
+                _hold(rec, b, -1)
+                continue
+            # (_hold, inlined for the usual binding: no NICs)
+            used, milli = rec.gpu_used, b.gpu_milli
+            for g in b.gpus:
+                used[g] -= milli
+            rec.pods.discard(b.pod)
+            rec.cpu_used -= b.cpu_milli
+            rec.mem_used -= b.memory_mib
         self._forget_many(out)
         for rec in touched.values():
             self._refresh_row(rec)
@@ -655,35 +711,59 @@ def _hold(rec: _NodeRecord, b: Binding, sign: int) -> None:
     rec.mem_used += sign * b.memory_mib
 
 
+_GpuColumns = tuple["array[int]", int, int, int, int]
+_GPU_COLUMNS: dict[tuple[tuple[int, ...] | None, int, int, int, str], _GpuColumns] = {}
+_GPU_COLUMNS_KEEP = 1 << 14
+
+
+def _gpu_columns(
+    used: tuple[int, ...] | None, healthy: int, n: int, width: int, fmt: str
+) -> _GpuColumns:
+    """A node row's GPU columns from its GPUs' usage (``used``, milli held per GPU; None:
+    the node is unhealthy) and health mask: the ``width`` free-milli values (devices beyond
+    the node's ``n`` at 0), the wholly-free mask, the whole free GPUs, the free milli and
+    the largest free share. Remembered per distinct input (a node's usage takes few
+    distinct values: the whole-GPU ones are its subsets of GPUs), up to a bound."""
+    key = (used, healthy, n, width, fmt)
+    hit = _GPU_COLUMNS.get(key)
+    if hit is not None:
+        return hit
+    if used is None:
+        vals = [0] * n
+    elif healthy == (1 << n) - 1:
+        vals = [MILLI - u for u in used]
+    else:
+        vals = [MILLI - used[g] if healthy >> g & 1 else 0 for g in range(n)]
+    free_mask = 0
+    for g, f in enumerate(vals):
+        if f == MILLI:
+            free_mask |= 1 << g
+    row = array(fmt, vals + [0] * (width - n) if width > n else vals)
+    out = (row, free_mask, _popcount(free_mask), sum(vals), max(vals, default=0))
+    if len(_GPU_COLUMNS) >= _GPU_COLUMNS_KEEP:
+        _GPU_COLUMNS.clear()
+    _GPU_COLUMNS[key] = out
+    return out
+
+
 def _write_allocatable(cols: NodeColumns, rec: _NodeRecord) -> None:
     """Write the allocatable columns of ``rec``'s row from the record (unhealthy: nothing)."""
     s = rec.slot
     spec = rec.spec
     ok = rec.healthy
     v = cols.views()
-    n = spec.gpus
-    if ok:
-        healthy, used = rec.gpu_healthy, rec.gpu_used
-        if healthy == (1 << n) - 1:
-            vals = [MILLI - u for u in used]
-        else:
-            vals = [MILLI - used[g] if healthy >> g & 1 else 0 for g in range(n)]
-    else:
-        vals = [0] * n
-    free_mask = 0
-    for g, f in enumerate(vals):
-        if f == MILLI:
-            free_mask |= 1 << g
-    # the row in one write, the devices beyond the node's 0
     w = cols.width
-    row = vals + [0] * (w - n) if w > n else vals
-    v.gpu_flat[s * w : s * w + w] = array(v.gpu_flat.format, row)
+    gpus = _gpu_columns(
+        tuple(rec.gpu_used) if ok else None, rec.gpu_healthy, spec.gpus, w, v.gpu_flat.format
+    )
+    row, free_mask, free_gpus, free_milli, max_share = gpus
+    v.gpu_flat[s * w : s * w + w] = row  # (the row in one write)
     nic_mask = ((1 << spec.rdma_nics) - 1) & rec.nic_healthy & ~rec.nic_used if ok else 0
     v.ready[s] = ok
     v.free_mask[s] = free_mask
-    v.free_gpus[s] = _popcount(free_mask)
-    v.free_milli[s] = sum(vals)
-    v.max_share[s] = max(vals, default=0)
+    v.free_gpus[s] = free_gpus
+    v.free_milli[s] = free_milli
+    v.max_share[s] = max_share
     v.cpu_free[s] = spec.cpu_milli - rec.cpu_used if ok else 0
     v.mem_free[s] = spec.memory_mib - rec.mem_used if ok else 0
     v.nic_mask[s] = nic_mask
