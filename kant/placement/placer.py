@@ -553,8 +553,42 @@ class Placer:
         free = v.free_mask[slot]
         free_nics = v.nic_mask[slot]
         node = snap.name_of(slot)
-        gpu_all = nic_all = 0
+        k = len(pods)
+        run = (
+            tmpl.best_gpu_sets(free, req.gpus, k)
+            if tmpl is not None and req.gpus and not req.nics
+            else None
+        )
+        if run is not None:  # the usual gang: the sets for all its pods here, looked up once
+            sets, gpu_all = run
+            trusted, cpu, mem = Binding.trusted, req.cpu, req.mem
+            out = [
+                trusted(p, node, _bits(m), MILLI, (), cpu, mem)
+                for p, m in zip(pods, sets, strict=True)
+            ]
+            nic_all = 0
+        else:
+            out, gpu_all, nic_all = self._bind_each(ctx, pods, node, tmpl, free, free_nics)
+        snap.allocate(slot, gpu_all, MILLI, nic_all, req.cpu * k, req.mem * k)
+        ctx.on_node[slot] = ctx.on_node.get(slot, 0) + k
+        if ctx.role.max_per_node is not None:
+            ctx.role_on[slot] = ctx.role_on.get(slot, 0) + k
+        return out
+
+    def _bind_each(
+        self,
+        ctx: PodContext,
+        pods: list[PodId],
+        node: str,
+        tmpl: NodeTemplate | None,
+        free: int,
+        free_nics: int,
+    ) -> tuple[list[Binding], int, int]:
+        """:meth:`_bind_many`'s devices pod after pod, as :meth:`_bind` would pick them, from
+        the node's free GPUs and NICs: the bindings, and the GPUs and NICs they take."""
+        req = ctx.req
         out: list[Binding] = []
+        gpu_all = nic_all = 0
         for p in pods:
             gpu_mask = 0
             if req.gpus:
@@ -571,12 +605,7 @@ class Placer:
             out.append(
                 Binding.trusted(p, node, _bits(gpu_mask), MILLI, _bits(nic_mask), req.cpu, req.mem)
             )
-        k = len(pods)
-        snap.allocate(slot, gpu_all, MILLI, nic_all, req.cpu * k, req.mem * k)
-        ctx.on_node[slot] = ctx.on_node.get(slot, 0) + k
-        if ctx.role.max_per_node is not None:
-            ctx.role_on[slot] = ctx.role_on.get(slot, 0) + k
-        return out
+        return out, gpu_all, nic_all
 
     # ------------------------------------------------------------------ pools
 

@@ -131,6 +131,7 @@ class _Derived:
         "nic_rank",
         "nic_rows",
         "nic_switch_gpus",
+        "run_memo",
     )
 
     def __init__(self, gpus: tuple[GpuSlot, ...], nics: tuple[NicSlot, ...]) -> None:
@@ -169,6 +170,7 @@ class _Derived:
             for nj in nics
         ]
         self.gpu_memo: dict[tuple[int, int], int | None] = {}
+        self.run_memo: dict[tuple[int, int, int], tuple[tuple[int, ...], int] | None] = {}
         self.nic_memo: dict[tuple[int, int, int], int | None] = {}
 
 
@@ -284,6 +286,32 @@ class NodeTemplate:
         if hit != -1:
             return hit
         result = self._compute_gpu_set(free_mask, k)
+        if len(memo) >= _MEMO_LIMIT:
+            memo.clear()
+        memo[key] = result
+        return result
+
+    def best_gpu_sets(
+        self, free_mask: int, k: int, count: int
+    ) -> tuple[tuple[int, ...], int] | None:
+        """The sets :meth:`best_gpu_set` picks for ``count`` pods of ``k`` GPUs placed one
+        after the other from ``free_mask`` (each pod's set leaves the next one's free mask),
+        and their union; None when they do not all fit. Memoised per ``(free_mask, k,
+        count)``: the pods of a gang filling a node in one step cost one dict lookup. Raises
+        as :meth:`best_gpu_set` does."""
+        memo = self._derived.run_memo
+        key = (free_mask, k, count)
+        if key in memo:
+            return memo[key]
+        sets: list[int] = []
+        free = free_mask
+        for _ in range(count):
+            chosen = self.best_gpu_set(free, k)
+            if chosen is None:
+                break
+            sets.append(chosen)
+            free &= ~chosen
+        result = (tuple(sets), free_mask & ~free) if len(sets) == count else None
         if len(memo) >= _MEMO_LIMIT:
             memo.clear()
         memo[key] = result

@@ -117,3 +117,25 @@ def best_reachable_worst_link(t: NodeTemplate, free: list[int], k: int) -> int:
         return sum(1 for h in free if h == g or rank(t.gpus[g], t.gpus[h]) <= r)
 
     return min(r for r in range(1, LinkKind.CROSS_NUMA + 1) if any(within(g, r) >= k for g in free))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    t=eight_gpu_templates,
+    free_mask=st.integers(0, 0xFF),
+    k=st.integers(1, 8),
+    count=st.integers(1, 8),
+)
+def test_the_sets_for_several_pods_are_best_gpu_set_asked_pod_after_pod(t, free_mask, k, count):
+    # a gang's pods filling a node in one step take what one pod after the other would take
+    got = t.best_gpu_sets(free_mask, k, count)
+    free, sets = free_mask, []
+    for _ in range(count):
+        chosen = t.best_gpu_set(free, k)
+        if chosen is None:
+            assert got is None
+            return
+        sets.append(chosen)
+        free &= ~chosen
+    assert got == (tuple(sets), free_mask & ~free)
+    assert t.best_gpu_sets(free_mask, k, count) == got  # the memo answers the same
