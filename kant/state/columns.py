@@ -97,11 +97,20 @@ class NodeColumns:
             getattr(self, name)[idx] = getattr(other, name)[idx]
         self.gpu_free[idx] = other.gpu_free[idx]
 
-    def copy_few_from(self, other: NodeColumns, rows: list[int]) -> None:
+    def copy_few_from(
+        self, other: NodeColumns, rows: list[int], *, same_nodes: bool = False
+    ) -> None:
         """:meth:`copy_rows_from` element by element, for a few rows (numpy's per-call cost
-        dominates there). O(len(rows) x columns)."""
+        dominates there). ``same_nodes``: each row holds the node it held when last copied
+        (no node came or went since), so only the :attr:`ALLOCATABLE` columns and
+        ``gpu_free`` can differ and only those are copied. O(len(rows) x columns)."""
         mine, theirs = self.views(), other.views()
-        for a, b in zip(mine.scalars, theirs.scalars, strict=True):
+        pairs = (
+            zip(mine.allocatable, theirs.allocatable, strict=True)
+            if same_nodes
+            else zip(mine.scalars, theirs.scalars, strict=True)
+        )
+        for a, b in pairs:
             for s in rows:
                 a[s] = b[s]
         gf, ogf = mine.gpu_flat, theirs.gpu_flat
@@ -143,6 +152,10 @@ class NodeColumns:
         "nic_mask", "free_nics",
     )  # fmt: skip
     """The scalar columns an allocation or a release changes (with ``gpu_free``)."""
+
+    ALLOCATABLE: tuple[str, ...] = ("ready", *USAGE)
+    """The scalar columns that change while a slot holds one node (its health and usage,
+    with ``gpu_free``); the others are set when a node is added or removed."""
 
     def usage(self, slot: int) -> tuple[Any, ...]:
         """Row ``slot``'s :attr:`USAGE` values and its ``gpu_free`` (copied): an undo record
@@ -200,9 +213,9 @@ class RowViews:
     ``gpu_flat`` the same elements in one dimension (row ``slot`` is
     ``gpu_flat[slot * width : (slot + 1) * width]``: a slice's ``tolist()`` reads a whole row
     at a fraction of the cost of reading its elements one by one), ``level_ids`` the
-    group-id columns in :data:`LEVELS` order and ``usage`` the :attr:`NodeColumns.USAGE`
-    columns in that order, ``scalars`` every scalar column in :attr:`NodeColumns.SCALARS`
-    order.
+    group-id columns in :data:`LEVELS` order, ``usage`` the :attr:`NodeColumns.USAGE`
+    columns and ``allocatable`` the :attr:`NodeColumns.ALLOCATABLE` ones in that order,
+    ``scalars`` every scalar column in :attr:`NodeColumns.SCALARS` order.
 
     Reading an element gives a Python ``int`` (``bool`` for ``alive`` and ``ready``) and
     writing one takes it, without the numpy scalar that ``array[slot]`` boxes: about a
@@ -236,6 +249,7 @@ class RowViews:
     width: int
     level_ids: tuple[memoryview, ...]
     usage: tuple[memoryview, ...]
+    allocatable: tuple[memoryview, ...]
     scalars: tuple[memoryview, ...]
 
     def __init__(self, cols: NodeColumns) -> None:
@@ -248,4 +262,5 @@ class RowViews:
         self.width = cols.width
         self.level_ids = tuple(getattr(cols, f"{lv}_id").data for lv in LEVELS)
         self.usage = tuple(getattr(self, name) for name in NodeColumns.USAGE)
+        self.allocatable = tuple(getattr(self, name) for name in NodeColumns.ALLOCATABLE)
         self.scalars = tuple(getattr(self, name) for name in NodeColumns.SCALARS)

@@ -474,7 +474,9 @@ class Snapshot:
             self._row_content.clear()  # (no transaction is open: none restores them)
             if len(rows) <= _FEW_ROWS:
                 self._groups.replace_few(
-                    rows, lambda: self.cols.copy_few_from(st.columns, rows), same_nodes=same_nodes
+                    rows,
+                    lambda: self.cols.copy_few_from(st.columns, rows, same_nodes=same_nodes),
+                    same_nodes=same_nodes,
                 )
             else:
                 idx = np.array(rows, dtype=np.int64)
