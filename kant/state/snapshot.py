@@ -88,6 +88,8 @@ class _GroupIndex:
         self._now: dict[int, int] = {}
         self.deferred = 0  # open deferrals (Snapshot.deferred_index)
         self._views: tuple[RowViews, list[tuple[memoryview, memoryview]]] | None = None
+        self._flat: dict[str, memoryview] = {}
+        self._cells: dict[int, list[tuple[memoryview, int]]] = {}
 
     @property
     def by_free(self) -> dict[int, SortedList]:
@@ -128,6 +130,22 @@ class _GroupIndex:
         self._was.clear()
         now.clear()
 
+    def _row_cells(self, s: int) -> list[tuple[memoryview, int]]:
+        """Where row ``s`` counts in the aggregates: per level of a group it belongs to, the
+        level's aggregate as one flat memoryview and the position of the group's first
+        cell in it. Kept per slot until the aggregates grow (:meth:`grow`) or a slot may
+        hold another node (the rows are replaced while nodes came or went)."""
+        if not self._flat:
+            self._flat = {lv: self.agg[lv].reshape(-1).data for lv in LEVELS}
+        flat = self._flat
+        out = [
+            (flat[lv], 3 * gid)
+            for lv, ids in zip(LEVELS, self.cols.views().level_ids, strict=True)
+            if (gid := ids[s]) >= 0
+        ]
+        self._cells[s] = out
+        return out
+
     def _levels(self) -> list[tuple[memoryview, memoryview]]:
         """Per level, (group-id column, aggregate) as memoryviews: made again when the rows'
         arrays or the aggregates grow."""
@@ -144,7 +162,7 @@ class _GroupIndex:
         """Everything but the cached views (memoryviews do not pickle), the index settled:
         a copy is not inside the original's deferrals."""
         self.settle()
-        return {**self.__dict__, "_views": None, "deferred": 0}
+        return {**self.__dict__, "_views": None, "_flat": {}, "_cells": {}, "deferred": 0}
 
     def build(self, n: int) -> None:
         """Add the contributions of the live rows among the first ``n`` slots."""
@@ -159,6 +177,7 @@ class _GroupIndex:
             grown[: self.agg[level].shape[0]] = self.agg[level]
             self.agg[level] = grown
             self._views = None
+            self._flat, self._cells = {}, {}  # (views of the old aggregates)
 
     def _row_values(self, idx: IntArray) -> tuple[list[IntArray], IntArray, IntArray]:
         """Rows ``idx``'s contributions as they are now: per level the group ids (-1: none,
@@ -184,6 +203,7 @@ class _GroupIndex:
             return
         old_gids, old_vals, old_pools = self._row_values(idx)
         copy()
+        self._cells.clear()  # (a slot may hold another node now)
         new_gids, new_vals, new_pools = self._row_values(idx)
         for (lv, _ids), og, ng in zip(self.cols.level_arrays(), old_gids, new_gids, strict=True):
             same = og == ng
@@ -234,6 +254,7 @@ class _GroupIndex:
         level_ids = self.cols.views().level_ids
         before = [(self.contrib(s), [ids[s] for ids in level_ids]) for s in rows]
         copy()
+        self._cells.clear()  # (a slot may hold another node now)
         level_ids = self.cols.views().level_ids  # (the copy may have grown the arrays)
         for s, (c, gids) in zip(rows, before, strict=True):
             if all(ids[s] == g for ids, g in zip(level_ids, gids, strict=True)):
@@ -251,10 +272,17 @@ class _GroupIndex:
         g = v.gpus[s]
         return (fg, int(fg == g and g > 0), v.free_milli[s], v.pool_id[s])
 
-    def shift(self, s: int, before: tuple[int, int, int, int]) -> None:
-        """Move row ``s``'s contributions from ``before`` to its current values (one pass;
-        the group ids of a live row do not change inside a snapshot)."""
-        after = self.contrib(s)
+    def shift(
+        self,
+        s: int,
+        before: tuple[int, int, int, int],
+        after: tuple[int, int, int, int] | None = None,
+    ) -> None:
+        """Move row ``s``'s contributions from ``before`` to its current values (``after``
+        when the caller knows them; one pass; the group ids of a live row do not change
+        inside a snapshot)."""
+        if after is None:
+            after = self.contrib(s)
         if after == before:
             return
         if before[3] != after[3]:  # the row came alive or died: full remove + add
@@ -262,15 +290,16 @@ class _GroupIndex:
             self.apply(s, after, +1)
             return
         d0, d1, d2 = after[0] - before[0], after[1] - before[1], after[2] - before[2]
-        for ids, agg in self._levels():
-            gid = ids[s]
-            if gid >= 0:
-                if d0:
-                    agg[gid, 0] += d0
-                if d1:
-                    agg[gid, 1] += d1
-                if d2:
-                    agg[gid, 2] += d2
+        cells = self._cells.get(s)
+        if cells is None:
+            cells = self._row_cells(s)
+        for flat, i in cells:
+            if d0:
+                flat[i] += d0
+            if d1:
+                flat[i + 1] += d1
+            if d2:
+                flat[i + 2] += d2
         pool = after[3]
         if d0 and pool >= 0:  # (_moved, inlined: every allocation and release ends here)
             if self.deferred:
@@ -409,7 +438,8 @@ class Snapshot:
         self.names: list[str | None] = []
         self._groups: _GroupIndex  # aggregates and best-fit index (set by _full_build)
         self.agg: dict[str, IntArray]  # = self._groups.agg, the same dict
-        self._undo: list[dict[int, tuple[Any, ...]]] = []
+        # per open transaction: slot -> (its usage, its contribution) before the first change
+        self._undo: list[dict[int, tuple[tuple[Any, ...], tuple[int, int, int, int]]]] = []
         self._undo_content: list[int] = []  # per open transaction, the content it began with
         self._content = next(_CONTENTS)
         self._local: set[int] = set()  # rows changed by committed transactions since refresh
@@ -635,16 +665,24 @@ class Snapshot:
             del self._log[:drop]
             self._log_start += drop
 
-    def _save(self, s: int) -> None:
+    def _save(self, s: int) -> tuple[int, int, int, int]:
+        """Before row ``s`` changes in the open transaction: log it, take a new content
+        version, and keep the row's usage and aggregate contribution (the first time in this
+        transaction) for a rollback. Returns the row's contribution now (``contrib``)."""
         if not self._undo:
             raise TransactionError("snapshot changes need an open transaction")
-        self._logged((s,))
+        log = self._log
+        log.append(s)
+        if len(log) > _CHANGE_LOG_KEEP:
+            self._logged(())  # (trims the log)
         self._content = next(_CONTENTS)
         frame = self._undo[-1]
+        before = self._groups.contrib(s)
         if s not in frame:
-            frame[s] = self.cols.usage(s)
+            frame[s] = (self.cols.usage(s), before)
             self._undo_versions[-1][s] = self._row_content.get(s)
         self._row_content[s] = self._content
+        return before
 
     def _end(self, depth: int, commit: bool) -> None:
         if len(self._undo) != depth:
@@ -667,10 +705,10 @@ class Snapshot:
         else:
             self._logged(frame)
             groups = self._groups
-            for s, row in frame.items():
+            for s, (row, then) in frame.items():
                 before = groups.contrib(s)
                 self.cols.set_usage(s, row)
-                groups.shift(s, before)
+                groups.shift(s, before, then)  # (the row's contribution is then's again)
             self._content = began  # the rows are as they were: so is the number
             row_content = self._row_content
             for s, v in versions.items():  # and so are the rows' own
@@ -707,8 +745,7 @@ class Snapshot:
             raise AllocationConflictError(f"{self.names[slot]}: NICs {nic_mask:b} not free")
         if v.cpu_free[slot] < cpu_milli or v.mem_free[slot] < memory_mib:
             raise AllocationConflictError(f"{self.names[slot]}: not enough CPU or memory")
-        self._save(slot)
-        before = self._groups.contrib(slot)
+        before = self._save(slot)
         if milli == MILLI:
             # whole GPUs, each wholly free before (the check above) and now taken: the row's
             # counts move by the GPUs taken (what _recount would find, without reading the
@@ -788,8 +825,7 @@ class Snapshot:
         node of the truth: devices unhealthy in the truth stay unallocatable."""
         v = self.cols.views()
         ok, gpu_healthy, nic_healthy = self.state.health_masks(self.names[slot] or "")
-        self._save(slot)
-        before = self._groups.contrib(slot)
+        before = self._save(slot)
         gf = v.gpu_free
         # whole GPUs wholly held coming back (the usual release): the row's counts move by
         # the GPUs freed (what _recount would find, without reading the row), else recount
@@ -821,8 +857,7 @@ class Snapshot:
         """Put back row ``slot``'s usage as :meth:`NodeColumns.usage` read it earlier in this
         cycle (a hold giving back exactly what it took), with the aggregates and the index.
         TransactionError outside a transaction. O(levels + log n)."""
-        self._save(slot)
-        before = self._groups.contrib(slot)
+        before = self._save(slot)
         self.cols.set_usage(slot, usage)
         self._groups.shift(slot, before)
 
