@@ -190,8 +190,9 @@ class _Cycle:
         self.attempts = 0
         self.step_ms: dict[str, float] = {}
         # (content version before, the reservation's hold and what it held, the per-pool
-        # aggregates after) of the last time the reservation alone was opened (see
-        # _admit_and_place; a take makes a new list of what a hold holds)
+        # aggregates it gives) of the last time the reservation alone was opened or its
+        # opening read off the rows (see _admit_and_place; a take makes a new list of what
+        # a hold holds)
         self._reserved_opened: tuple[int, Hold, list[Alloc], IntArray] | None = None
         self.incremental = True
 
@@ -578,19 +579,26 @@ class _Cycle:
         job = e.job
         if shape is not None and shape in self.failed_shapes:
             return (), self.failed_shapes[shape], False
-        # opening the reservation alone (the job ends before it is needed), on a snapshot
-        # whose reservation was opened before at the same contents: the per-pool
-        # aggregates it gave then may refuse the job without opening it again
+        # opening the reservation alone (the job ends before it is needed): the per-pool
+        # aggregates it would give (read off the rows, or kept from the last time at the
+        # same snapshot contents) may refuse the job without opening it
         holds = self.holds
         reserved = holds.reserved if gate.use_reserved and e.id not in holds.nominated else None
         before = self.snap.content_version
-        seen = self._reserved_opened
-        refused = (
-            self.pools.refused_by_aggregates(job, dec, seen[3])
-            if reserved is not None and seen is not None
-            and seen[0] == before and seen[1] is reserved and seen[2] is reserved.taken
-            else None
-        )  # fmt: skip
+        refused = None
+        if reserved is not None:
+            seen = self._reserved_opened
+            if (
+                seen is not None
+                and seen[0] == before and seen[1] is reserved and seen[2] is reserved.taken
+            ):  # fmt: skip
+                opened_agg: IntArray | None = seen[3]
+            else:
+                opened_agg = reserved.pool_agg_given_back(self.snap)
+                if opened_agg is not None:
+                    self._reserved_opened = (before, reserved, reserved.taken, opened_agg)
+            if opened_agg is not None:
+                refused = self.pools.refused_by_aggregates(job, dec, opened_agg)
         # (an attempt with the reservation given back is mostly rolled back, and the
         # reservation taken again: the sorted index follows only where read)
         deferred = self.snap.deferred_index() if reserved is not None else nullcontext()

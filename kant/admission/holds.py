@@ -14,9 +14,10 @@ from typing import Any
 
 import attrs
 
-from kant.bits import mask_of
+from kant.bits import bits, mask_of, popcount
 from kant.model import MILLI, Binding
 from kant.state import Snapshot
+from kant.state.columns import IntArray
 
 
 @attrs.frozen
@@ -247,6 +248,44 @@ class Hold:
                 snap.restore_usage(a.slot, before)
             else:
                 a.give(snap)
+
+    def pool_agg_given_back(self, snap: Snapshot) -> IntArray | None:
+        """The per-pool aggregates (:attr:`Snapshot.agg` ``["pool"]``, a new array) that
+        :meth:`give_back` would leave on ``snap``, read off the rows without changing them,
+        for a hold of whole GPUs (each now held, on a live node, healthy in the truth):
+        giving back adds each row's GPUs back whole, whichever way :meth:`give_back` takes.
+        None for any other hold (a share of a GPU, a device no longer held): only giving it
+        back tells then. O(rows taken)."""
+        per_slot: dict[int, int] = {}
+        for a in self.taken:
+            if a.milli != MILLI:
+                return None
+            if a.gpu_mask:
+                had = per_slot.get(a.slot, 0)
+                if had & a.gpu_mask:
+                    return None
+                per_slot[a.slot] = had | a.gpu_mask
+        out = snap.agg["pool"].copy()
+        v = snap.cols.views()
+        w = v.width
+        health = snap.state.health_masks
+        for slot, mask in per_slot.items():
+            name = snap.names[slot] if slot < len(snap.names) else None
+            if name is None or not v.alive[slot] or name not in snap.state:
+                return None
+            ok, healthy, _nics = health(name)
+            row = v.gpu_flat[slot * w : slot * w + w]
+            if not ok or mask & ~healthy or any(row[g] for g in bits(mask)):
+                return None
+            pool = v.pool_id[slot]
+            if pool < 0:
+                continue
+            n, free = v.gpus[slot], v.free_gpus[slot]
+            k = popcount(mask)
+            out[pool, Snapshot.AGG_FREE_GPUS] += k
+            out[pool, Snapshot.AGG_FREE_NODES] += int(free + k == n) - int(free == n)
+            out[pool, Snapshot.AGG_FREE_MILLI] += MILLI * k
+        return out
 
     def joined(self, other: Hold) -> Hold:
         """One hold of both (taken already): giving it back gives back both."""
