@@ -63,7 +63,9 @@ DEFAULT_POLICY = "best-effort-fifo"
 
 @attrs.frozen(kw_only=True)
 class CycleStats:
-    """Counts of one cycle's work, and its timings (excluded from equality)."""
+    """Counts of one cycle's work, and its timings (excluded from equality).
+    ``backoff_jobs``: the jobs left waiting out a backoff (their pending reasons say until
+    when; a driver may wake then)."""
 
     candidates: int
     placed_jobs: int
@@ -72,6 +74,7 @@ class CycleStats:
     preemption_searches: int
     victims: int
     elapsed_ms: float = attrs.field(eq=False)
+    backoff_jobs: int = 0
     step_ms: Mapping[str, float] = attrs.field(eq=False, factory=dict)
 
 
@@ -188,6 +191,7 @@ class _Cycle:
         # the ledger has victims taken off (it is never stricter than the ledger otherwise)
         self.live: QuotaLedger | None = None
         self.attempts = 0
+        self.backoffs = 0  # jobs left waiting out a backoff (CycleStats.backoff_jobs)
         self.step_ms: dict[str, float] = {}
         # (content version before, the reservation's hold and what it held, the per-pool
         # aggregates it gives) of the last time the reservation alone was opened or its
@@ -365,6 +369,7 @@ class _Cycle:
         for e in rest:
             if now < e.backoff_until:
                 pending[e.job.id] = self._backoff_reason(e)
+                self.backoffs += 1
                 continue
             f = kept.get(e.seq)  # _JobFacts.of, its hit inlined
             if f is None or f.job is not e.job or f.version != e.version:
@@ -400,6 +405,7 @@ class _Cycle:
         # a. Backoff: wait without blocking anyone.
         if self._now < e.backoff_until:
             self.pending[jid] = self._backoff_reason(e)
+            self.backoffs += 1
             return
         # b. Node pools: an unknown GPU model is unresolvable (and blocks nobody).
         if facts is None:
@@ -537,6 +543,7 @@ class _Cycle:
                 placement_attempts=self.attempts,
                 preemption_searches=self.pre.searches,
                 victims=sum(len(v.pods) for v in self.pre.victims),
+                backoff_jobs=self.backoffs,
                 elapsed_ms=(time.perf_counter() - self.t0) * 1000,
                 step_ms=dict(self.step_ms),
             ),

@@ -654,13 +654,8 @@ class Simulator:
         times: list[float] = []
         threshold: float | None = getattr(self.s.policy, "threshold", None)
         head_seen = threshold is None or not self.s.preemption.backfill
-        if head_seen:
-            # only backoffs wake: look at each distinct reason once (most jobs behind a
-            # blocked head share one), the jobs only if one of them is a backoff
-            reasons = result.pending.values()
-            distinct = dict(zip(map(id, reasons), reasons, strict=True)).values()
-            if not any(r.code is ReasonCode.BACKOFF for r in distinct):
-                return
+        if head_seen and not result.stats.backoff_jobs:
+            return  # only backoffs wake, and no job waits out one
         for jid, reason in result.pending.items():
             if reason.code is ReasonCode.BACKOFF:
                 times.append(q.entry(jid).backoff_until)

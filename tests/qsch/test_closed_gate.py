@@ -95,6 +95,10 @@ def test_behind_a_blocked_head_each_job_gets_the_walks_answer_without_being_walk
     assert walked.asked == ["head", "a", "b"]
     assert closing.asked == ["head"]
     assert fast.schedule(now=10).pending == _blocked_queue("strict-fifo").schedule(10).pending
+    # the job waiting out its backoff is counted, behind the closed gate as when walked
+    assert got.stats.backoff_jobs == want.stats.backoff_jobs == 1
+    later = fast.queue.entry("flaky").backoff_until
+    assert fast.schedule(now=later).stats.backoff_jobs == 0
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
