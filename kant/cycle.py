@@ -31,7 +31,6 @@ from kant.admission.quota import (
     admit_without_quotas,
     quota_never_fits,
 )
-from kant.admission.readiness import IntArray
 from kant.contracts import (
     Gate,
     PlacementLike,
@@ -56,6 +55,7 @@ from kant.preemption.policy import PreemptionPolicy
 from kant.preemption.preemptor import Preemption
 from kant.queueing import Entry, Nomination, Queue, as_policy
 from kant.state import ClusterState
+from kant.state.columns import IntArray
 
 DEFAULT_POLICY = "best-effort-fifo"
 """The queueing policy when none is given (the library's default; see ``docs/qsch.md``)."""
@@ -586,26 +586,11 @@ class _Cycle:
         job = e.job
         if shape is not None and shape in self.failed_shapes:
             return (), self.failed_shapes[shape], False
-        # opening the reservation alone (the job ends before it is needed): the per-pool
-        # aggregates it would give (read off the rows, or kept from the last time at the
-        # same snapshot contents) may refuse the job without opening it
         holds = self.holds
         reserved = holds.reserved if gate.use_reserved and e.id not in holds.nominated else None
         before = self.snap.content_version
-        refused = None
-        if reserved is not None:
-            seen = self._reserved_opened
-            if (
-                seen is not None
-                and seen[0] == before and seen[1] is reserved and seen[2] is reserved.taken
-            ):  # fmt: skip
-                opened_agg: IntArray | None = seen[3]
-            else:
-                opened_agg = reserved.pool_agg_given_back(self.snap)
-                if opened_agg is not None:
-                    self._reserved_opened = (before, reserved, reserved.taken, opened_agg)
-            if opened_agg is not None:
-                refused = self.pools.refused_by_aggregates(job, dec, opened_agg)
+        # a job that may use the reservation alone may be refused without opening it
+        refused = self._refused_with(reserved, job, dec) if reserved is not None else None
         # (an attempt with the reservation given back is mostly rolled back, and the
         # reservation taken again: the sorted index follows only where read)
         deferred = self.snap.deferred_index() if reserved is not None else nullcontext()
@@ -664,6 +649,22 @@ class _Cycle:
             # is applied (Queue.set_reasons)
             reason = self.failed_shapes[shape] = self.facts.intern_reason(reason)
         return (), reason, False
+
+    def _refused_with(self, reserved: Hold, job: Job, dec: QuotaDecision) -> Reason | None:
+        """Readiness's refusal of ``job`` with the reservation alone opened (it ends before
+        the reservation is needed), when the per-pool aggregates that opening would give
+        decide it: read off the reservation's rows, or kept from the last time at the same
+        snapshot contents. None: only opening it tells."""
+        now = self.snap.content_version
+        seen = self._reserved_opened
+        kept = seen is not None and seen[1] is reserved and seen[2] is reserved.taken
+        if seen is not None and kept and seen[0] == now:
+            agg: IntArray | None = seen[3]
+        else:
+            agg = reserved.pool_agg_given_back(self.snap)
+            if agg is not None:
+                self._reserved_opened = (now, reserved, reserved.taken, agg)
+        return None if agg is None else self.pools.refused_by_aggregates(job, dec, agg)
 
     def _admit_quota(self, e: Entry, facts: _Facts) -> QuotaDecision:
         """:func:`admit_quota` of the job's remaining pods on the cycle's ledger. The

@@ -15,15 +15,10 @@ import attrs
 
 from kant.admission.holds import slot_or_none
 from kant.admission.quota import QuotaDecision
-from kant.admission.readiness import (
-    IntArray,
-    PoolFacts,
-    never_fits,
-    readiness,
-    refusal_from_aggregates,
-)
+from kant.admission.readiness import PoolFacts, never_fits, readiness, refusal_from_aggregates
 from kant.model import Binding, Job, PodId, Reason, ReasonCode, pods_per_role
 from kant.state import Snapshot
+from kant.state.columns import IntArray
 
 
 class Pools:

@@ -24,12 +24,10 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 import numpy as np
-import numpy.typing as npt
 
 from kant.model import MAX_GPUS_PER_NODE, MILLI, Job, Reason, ReasonCode, Role, Tier
 from kant.state import Snapshot
-
-IntArray = npt.NDArray[np.int64]
+from kant.state.columns import IntArray
 
 LivePools = tuple[dict[str, int], dict[int, str], tuple[tuple[str, int], ...]]
 """What :meth:`PoolFacts.live_pools` returns."""

@@ -30,7 +30,7 @@ from kant.errors import (
     UnknownPodError,
 )
 from kant.model import MILLI, Binding, NodeSpec, PodId
-from kant.state.columns import LEVELS, IntArray, NodeColumns
+from kant.state.columns import LEVELS, IntArray, NodeColumns, gpu_counts
 from kant.state.snapshot import Snapshot
 
 # --------------------------------------------------------------------------- node records
@@ -734,12 +734,8 @@ def _gpu_columns(
         vals = [MILLI - u for u in used]
     else:
         vals = [MILLI - used[g] if healthy >> g & 1 else 0 for g in range(n)]
-    free_mask = 0
-    for g, f in enumerate(vals):
-        if f == MILLI:
-            free_mask |= 1 << g
     row = array(fmt, vals + [0] * (width - n) if width > n else vals)
-    out = (row, free_mask, _popcount(free_mask), sum(vals), max(vals, default=0))
+    out = (row, *gpu_counts(vals))
     if len(_GPU_COLUMNS) >= _GPU_COLUMNS_KEEP:
         _GPU_COLUMNS.clear()
     _GPU_COLUMNS[key] = out

@@ -7,6 +7,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kant.bits import popcount
+from kant.model import MILLI
+
 IntArray = npt.NDArray[np.int64]
 
 LEVELS: tuple[str, ...] = ("pool", "leaf", "spine", "superspine", "hbd", "zone")
@@ -205,6 +208,16 @@ class NodeColumns:
 
 
 _CACHES = ("_arrays", "_levels", "_views")
+
+
+def gpu_counts(free: list[int]) -> tuple[int, int, int, int]:
+    """A row's counts from its GPUs' free milli (``free``, one value per GPU of the node):
+    the wholly-free mask, the whole free GPUs, the free milli and the largest free share."""
+    mask = 0
+    for g, f in enumerate(free):
+        if f == MILLI:
+            mask |= 1 << g
+    return mask, popcount(mask), sum(free), max(free, default=0)
 
 
 class RowViews:

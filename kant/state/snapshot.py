@@ -31,7 +31,7 @@ from kant.errors import (
     UnknownNodeError,
 )
 from kant.model import MILLI, Binding
-from kant.state.columns import LEVELS, IntArray, NodeColumns, RowViews
+from kant.state.columns import LEVELS, IntArray, NodeColumns, gpu_counts
 
 if TYPE_CHECKING:
     from kant.state.cluster import ClusterState
@@ -87,8 +87,7 @@ class _GroupIndex:
         self._was: dict[int, int] = {}
         self._now: dict[int, int] = {}
         self.deferred = 0  # open deferrals (Snapshot.deferred_index)
-        self._views: tuple[RowViews, list[tuple[memoryview, memoryview]]] | None = None
-        self._flat: dict[str, memoryview] = {}
+        self._flat: dict[str, memoryview] = {}  # per level, its aggregate as one flat view
         self._cells: dict[int, list[tuple[memoryview, int]]] = {}
 
     @property
@@ -130,14 +129,19 @@ class _GroupIndex:
         self._was.clear()
         now.clear()
 
-    def _row_cells(self, s: int) -> list[tuple[memoryview, int]]:
-        """Where row ``s`` counts in the aggregates: per level of a group it belongs to, the
-        level's aggregate as one flat memoryview and the position of the group's first
-        cell in it. Kept per slot until the aggregates grow (:meth:`grow`) or a slot may
-        hold another node (the rows are replaced while nodes came or went)."""
+    def _flats(self) -> dict[str, memoryview]:
+        """Per level, its aggregate as one flat memoryview (group ``g``'s cells at ``3 * g``,
+        ``+ 1``, ``+ 2``): made again when the aggregates grow."""
         if not self._flat:
             self._flat = {lv: self.agg[lv].reshape(-1).data for lv in LEVELS}
-        flat = self._flat
+        return self._flat
+
+    def _row_cells(self, s: int) -> list[tuple[memoryview, int]]:
+        """Where row ``s`` counts in the aggregates: per level of a group it belongs to, the
+        level's flat aggregate (:meth:`_flats`) and the position of the group's first cell
+        in it. Kept per slot until the aggregates grow (:meth:`grow`) or a slot may hold
+        another node (the rows are replaced while nodes came or went)."""
+        flat = self._flats()
         out = [
             (flat[lv], 3 * gid)
             for lv, ids in zip(LEVELS, self.cols.views().level_ids, strict=True)
@@ -146,23 +150,11 @@ class _GroupIndex:
         self._cells[s] = out
         return out
 
-    def _levels(self) -> list[tuple[memoryview, memoryview]]:
-        """Per level, (group-id column, aggregate) as memoryviews: made again when the rows'
-        arrays or the aggregates grow."""
-        cached = self._views
-        views = self.cols.views()
-        if cached is None or cached[0] is not views:
-            pairs = [
-                (ids, self.agg[lv].data) for lv, ids in zip(LEVELS, views.level_ids, strict=True)
-            ]
-            cached = self._views = (views, pairs)
-        return cached[1]
-
     def __getstate__(self) -> dict[str, Any]:
         """Everything but the cached views (memoryviews do not pickle), the index settled:
         a copy is not inside the original's deferrals."""
         self.settle()
-        return {**self.__dict__, "_views": None, "_flat": {}, "_cells": {}, "deferred": 0}
+        return {**self.__dict__, "_flat": {}, "_cells": {}, "deferred": 0}
 
     def build(self, n: int) -> None:
         """Add the contributions of the live rows among the first ``n`` slots."""
@@ -176,7 +168,6 @@ class _GroupIndex:
             grown = np.zeros((groups, 3), dtype=np.int64)
             grown[: self.agg[level].shape[0]] = self.agg[level]
             self.agg[level] = grown
-            self._views = None
             self._flat, self._cells = {}, {}  # (views of the old aggregates)
 
     def _row_values(self, idx: IntArray) -> tuple[list[IntArray], IntArray, IntArray]:
@@ -320,11 +311,13 @@ class _GroupIndex:
         fg, whole, fm, pool = c
         if pool == -2:
             return
-        for (_ids, agg), gid in zip(self._levels(), gids, strict=True):
+        flats = self._flats()
+        for lv, gid in zip(LEVELS, gids, strict=True):
             if gid >= 0:
-                agg[gid, 0] += sign * fg
-                agg[gid, 1] += sign * whole
-                agg[gid, 2] += sign * fm
+                flat, i = flats[lv], 3 * gid
+                flat[i] += sign * fg
+                flat[i + 1] += sign * whole
+                flat[i + 2] += sign * fm
         if pool >= 0:
             if sign > 0:
                 self._moved(s, -1, _entry(s, fg, pool))  # (a row not in the index)
@@ -876,14 +869,7 @@ class Snapshot:
         v = self.cols.views()
         w = v.width
         vals = v.gpu_flat[s * w : s * w + v.gpus[s]].tolist()
-        mask = 0
-        for g, f in enumerate(vals):
-            if f == MILLI:
-                mask |= 1 << g
-        v.free_mask[s] = mask
-        v.free_gpus[s] = _popcount(mask)
-        v.free_milli[s] = sum(vals)
-        v.max_share[s] = max(vals, default=0)
+        v.free_mask[s], v.free_gpus[s], v.free_milli[s], v.max_share[s] = gpu_counts(vals)
 
     # ----------------------------------------------------------------- self-check
 

@@ -78,10 +78,14 @@ def test_a_deferred_index_answers_as_one_that_follows_every_change(
         snap.check_invariants()
 
 
-def test_a_row_changed_twice_before_a_read_moves_once_in_the_index() -> None:
+def _snapshot_and_pool() -> tuple[Snapshot, int]:
+    """A fresh snapshot of :func:`_cluster` and the id of its H100 pool."""
     cluster = _cluster()
-    snap = cluster.snapshot()
-    h100 = cluster.group_id("pool", "H100")
+    return cluster.snapshot(), cluster.group_id("pool", "H100")
+
+
+def test_a_row_changed_twice_before_a_read_moves_once_in_the_index() -> None:
+    snap, h100 = _snapshot_and_pool()
     with snap.deferred_index(), snap.transaction():
         snap.allocate(0, 0b1)
         snap.allocate(0, 0b10)
@@ -92,9 +96,7 @@ def test_a_row_changed_twice_before_a_read_moves_once_in_the_index() -> None:
 
 
 def test_a_copy_made_inside_a_deferral_follows_every_change_at_once() -> None:
-    cluster = _cluster()
-    snap = cluster.snapshot()
-    h100 = cluster.group_id("pool", "H100")
+    snap, h100 = _snapshot_and_pool()
     with snap.deferred_index(), snap.transaction():
         snap.allocate(0, 0b1)
         clone = copy.deepcopy(snap)
