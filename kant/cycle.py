@@ -13,6 +13,7 @@ excluded from equality).
 
 from __future__ import annotations
 
+import math
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -361,20 +362,56 @@ class _Cycle:
 
     def _skip_all(self, rest: Sequence[Entry], gate: Gate) -> None:
         """What :meth:`consider` answers for each job of ``rest`` once the policy's gate is
-        closed (``gate``, a skip): the same steps up to the gate, none after it."""
+        closed (``gate``, a skip): the same steps up to the gate, none after it.
+
+        The answers are kept with the facts (:class:`_Tail`): a later cycle whose gate
+        closes before the same jobs, or before the same jobs less the first few (the head
+        moved on), derives again only the answers of the jobs whose entry changed since,
+        of those that were waiting out a backoff and of those that joined the end; every
+        other job's answer is the skip (whatever it says now) or the one it had."""
         assert gate.skip is not None, "a closed gate skips"
-        facts, pools = self.facts, self.pools
+        facts, queue, now = self.facts, self.queue, self._now
         skip = facts.intern_reason(gate.skip)  # unchanged from the last cycle: the same object
-        pending, now, kept = self.pending, self._now, facts.facts
-        for e in rest:
-            if now < e.backoff_until:
-                pending[e.job.id] = self._backoff_reason(e)
-                self.backoffs += 1
-                continue
-            f = kept.get(e.seq)  # _JobFacts.of, its hit inlined
-            if f is None or f.job is not e.job or f.version != e.version:
-                f = facts.of(e, pools)
-            pending[e.job.id] = f.no_pool or skip
+        tail, changed, n = facts.tail, None, 0
+        if tail is not None and rest and now >= tail.now:
+            kept = tail.entries
+            try:
+                k = kept.index(rest[0])  # (entries compare by identity)
+            except ValueError:
+                k = -1
+            if k >= 0 and rest[: len(kept) - k] == kept[k:]:
+                changed = queue.changed_since(tail.tick)
+                if changed is not None:
+                    tail.drop_first(k)
+                    n = len(kept)
+        if changed is None or tail is None:
+            tail = facts.tail = _Tail()
+        else:
+            # the jobs kept whose answer may differ: changed since, or waiting out a backoff
+            # (a job not waiting one then cannot be waiting one now without a change)
+            again = [jid for jid in changed if jid in tail.at]
+            again += [e.job.id for e in tail.backoff]
+            tail.backoff = []
+            for jid in again:
+                tail.answer(queue.entry(jid), self._behind_gate(queue.entry(jid)), now)
+        for e in rest[n:]:
+            tail.entries.append(e)
+            tail.at[e.job.id] = None
+            tail.answer(e, self._behind_gate(e), now)
+        tail.now, tail.tick = now, queue.tick
+        self.pending.update(dict.fromkeys(tail.at, skip))
+        self.pending.update(tail.other)
+        self.backoffs += len(tail.backoff)
+
+    def _behind_gate(self, e: Entry) -> Reason | None:
+        """The answer to ``e`` behind a closed gate when it is not the gate's skip (None):
+        its backoff, or that no pool has its GPU model."""
+        if self._now < e.backoff_until:
+            return self._backoff_reason(e)
+        f = self.facts.facts.get(e.seq)  # _JobFacts.of, its hit inlined
+        if f is None or f.job is not e.job or f.version != e.version:
+            f = self.facts.of(e, self.pools)
+        return f.no_pool
 
     @staticmethod
     def _backoff_reason(e: Entry) -> Reason:
@@ -857,6 +894,46 @@ class _Facts:
         self.decided_shape = None
 
 
+class _Tail:
+    """The answers a closed gate gave the jobs behind it (see :meth:`_Cycle._skip_all`):
+    the entries it skipped, in order, and their ids (``at``); the answers that were not the
+    skip (``other``); the entries that were waiting out a backoff; and the time and the
+    queue's change tick they were given at."""
+
+    __slots__ = ("at", "backoff", "entries", "now", "other", "tick")
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+        self.at: dict[str, None] = {}  # their ids, in order
+        self.other: dict[str, Reason] = {}
+        self.backoff: list[Entry] = []
+        self.now = -math.inf
+        self.tick = 0
+
+    def answer(self, e: Entry, other: Reason | None, now: float) -> None:
+        """Keep the answer to ``e`` (``other``, None for the skip)."""
+        jid = e.job.id
+        if other is None:
+            self.other.pop(jid, None)
+        else:
+            self.other[jid] = other
+        if now < e.backoff_until and e not in self.backoff:
+            self.backoff.append(e)
+
+    def drop_first(self, k: int) -> None:
+        """Forget the first ``k`` entries (the gate now closes after them)."""
+        if not k:
+            return
+        gone = self.entries[:k]
+        del self.entries[:k]
+        for e in gone:
+            jid = e.job.id
+            del self.at[jid]
+            self.other.pop(jid, None)
+        if self.backoff:
+            self.backoff = [e for e in self.backoff if e.job.id in self.at]
+
+
 class _JobFacts:
     """Per-job facts kept across cycles (per queue, while the node pools are the same and a
     job's entry is unchanged), so a job that waits costs a dictionary read instead of a
@@ -872,6 +949,7 @@ class _JobFacts:
         self.reasons: dict[Reason, Reason] = {}
         self.never_shapes: dict[tuple[Any, ...], int] = {}
         self.never: tuple[tuple[Any, ...], dict[int, Reason | None]] = ((), {})
+        self.tail: _Tail | None = None  # the last closed gate's answers
 
     def never_shape_id(
         self, job: Job, pods: Sequence[PodId], role_models: Mapping[str, tuple[str, ...]]

@@ -585,6 +585,7 @@ class Queue:
             logger.warning("job %s FAILED at %g: %s", e.id, now, e.reason.message)
             return False
         e.backoff_until = now + self.backoff.delay(e.attempts)
+        self._changed(e.id)  # (what a closed gate answered it may differ now)
         logger.info("job %s failure %d at %g (%s): backoff until %g", e.id, e.attempts, now,
                     message, e.backoff_until)  # fmt: skip
         e.reason = Reason(

@@ -8,9 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from kant.contracts import CandidateView, CycleContext, Gate, PolicyRun, Reservation
+from kant.cycle import _Cycle
 from kant.model import BLOCKING_CODES, Reason, ReasonCode
 from kant.queueing import StrictFIFO
 from kant.scheduler import Scheduler
@@ -99,6 +101,89 @@ def test_behind_a_blocked_head_each_job_gets_the_walks_answer_without_being_walk
     assert got.stats.backoff_jobs == want.stats.backoff_jobs == 1
     later = fast.queue.entry("flaky").backoff_until
     assert fast.schedule(now=later).stats.backoff_jobs == 0
+
+
+def test_behind_a_head_still_blocked_only_what_changed_is_derived_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    s = _blocked_queue("strict-fifo")
+    ref = _blocked_queue("strict-fifo")
+    ref.incremental = False  # every cycle derives every answer
+    asked: list[str] = []
+    behind_gate = _Cycle._behind_gate
+
+    def counted(cycle: _Cycle, e: Any) -> Reason | None:
+        if cycle.queue is s.queue:
+            asked.append(e.id)
+        return behind_gate(cycle, e)
+
+    monkeypatch.setattr(_Cycle, "_behind_gate", counted)
+
+    def both(now: float) -> dict[str, Reason]:
+        asked.clear()
+        got = s.step(now)
+        want = ref.step(now)
+        assert (got.pending, got.stats.backoff_jobs) == (want.pending, want.stats.backoff_jobs)
+        return dict(got.pending)
+
+    both(10)
+    assert asked == ["nowhere", "a", "b", "flaky"]  # the first time, every job behind it
+    later = s.queue.entry("flaky").backoff_until
+    assert later > 11.5
+    first = both(11)
+    assert asked == ["flaky"]  # then only the job waiting out its backoff
+    assert first["flaky"].code is ReasonCode.BACKOFF
+    for x in (s, ref):
+        x.submit(job("c", submitted_at=11.5), now=11.5)
+    got = both(11.5)
+    assert asked == ["flaky", "c"]  # and a job that joined the end
+    assert got["c"] == got["a"]
+    got = both(later)  # its backoff is over: it waits behind the head like the others
+    assert asked == ["flaky"]
+    assert got["flaky"] == got["a"]
+    both(later + 1)
+    assert asked == []
+    for x in (s, ref):
+        x.cancel("a", later + 2)  # a job behind the head leaves: the order differs, derived again
+    got = both(later + 2)
+    assert asked == ["nowhere", "b", "flaky", "c"]
+    assert "a" not in got
+    for x in (s, ref):  # a job that goes right after the head, too big once it starts
+        x.submit(job("x", gpus=5, submitted_at=3.5), now=later + 3)
+    got = both(later + 3)
+    assert asked == ["x", "nowhere", "b", "flaky", "c"]
+    for x in (s, ref):
+        x.pod_finished(next(iter(x.queue.entry("busy").assigned)), now=later + 4)
+    got = both(later + 4)  # the head starts, x blocks: the same jobs behind it, less x
+    assert asked == []
+    assert "head" not in got
+    assert got["b"].message == "behind x"
+
+
+def test_a_job_behind_the_head_whose_pod_failed_to_bind_waits_out_its_backoff() -> None:
+    # p started 3 of its 4 pods before h, which goes first in the order, came and blocked;
+    # then one of p's pods fails to bind: p, still behind h, now waits out a backoff
+    def build(incremental: bool) -> Scheduler:
+        s = Scheduler(ClusterBuilder().leaf("lf0", nodes=1, gpus=8).build(), policy="strict-fifo")
+        s.incremental = incremental
+        s.submit(job("busy", gpus=5), now=0)
+        s.submit(job("p", gpus=1, replicas=4, gang=False, submitted_at=5), now=0)
+        s.step(now=1)
+        s.submit(job("h", gpus=2, submitted_at=0.5), now=2)
+        return s
+
+    s, ref = build(True), build(False)
+    for x in (s, ref):
+        assert len(x.queue.entry("p").assigned) == 3
+    first = s.step(now=3)
+    assert first.pending == ref.step(now=3).pending
+    assert first.pending["p"].message == "behind h"
+    for x in (s, ref):
+        x.binding_failed(sorted(x.queue.entry("p").assigned)[0], now=4)
+    got = s.step(now=5)
+    assert got.pending == ref.step(now=5).pending
+    assert got.pending["p"].code is ReasonCode.BACKOFF
+    assert got.stats.backoff_jobs == 1
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
