@@ -329,6 +329,7 @@ class _Cycle:
                     self.closed_after = e.key
                     self._skip_all(cands[i + 1 :], gate)
                     return
+            self.facts.tail = None  # (the gate stayed open: no answers behind it to keep)
             return
         led = self.ledger
         # jobs that must borrow, with their decision and the ledger's version it was made at
@@ -359,6 +360,7 @@ class _Cycle:
             else:
                 self.consider(e, dec, facts)  # the ledger is unchanged until its quota check
         self._consider_deferred(deferred)
+        self.facts.tail = None
 
     def _skip_all(self, rest: Sequence[Entry], gate: Gate) -> None:
         """What :meth:`consider` answers for each job of ``rest`` once the policy's gate is
@@ -393,7 +395,8 @@ class _Cycle:
             again += [e.job.id for e in tail.backoff]
             tail.backoff = []
             for jid in again:
-                tail.answer(queue.entry(jid), self._behind_gate(queue.entry(jid)), now)
+                e = queue.entry(jid)
+                tail.answer(e, self._behind_gate(e), now)
         for e in rest[n:]:
             tail.entries.append(e)
             tail.at[e.job.id] = None

@@ -206,3 +206,29 @@ def test_a_closed_gate_decides_as_the_walk_of_every_job(
     play(pair, ops, specs)
     assert pair.inc.queue.statuses() == pair.ref.queue.statuses()
     check_invariants(pair.inc)
+
+
+_tail_op = st.one_of(
+    st.tuples(st.just("submit"), st.integers(0, 10**6)),
+    st.tuples(st.just("cycle"), st.integers(0, 10**6)),
+    st.tuples(st.just("cycle"), st.integers(0, 10**6)),
+    st.tuples(st.just("bind_fail"), st.integers(0, 10**6)),
+    st.tuples(st.just("finish"), st.integers(0, 10**6)),
+    st.tuples(st.just("cancel"), st.integers(0, 10**6)),
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    ops=st.lists(_tail_op, min_size=20, max_size=70),
+    specs=st.lists(_jobs, min_size=70, max_size=70),
+)
+def test_the_answers_kept_behind_a_closed_gate_are_those_derived_again(
+    ops: list[tuple[str, int]], specs: list[tuple[int, int, bool, str, int]]
+) -> None:
+    # a small cluster, so that the head blocks often, and binding failures, so that jobs
+    # behind it wait out backoffs that end while they are still behind it
+    state = ClusterBuilder().leaf("lf0", nodes=2, gpus=8).build()
+    pair = _Pair(state, "strict-fifo", False, False)
+    play(pair, ops, specs)
+    assert pair.inc.queue.statuses() == pair.ref.queue.statuses()

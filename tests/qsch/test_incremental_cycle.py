@@ -29,6 +29,7 @@ _op = st.one_of(
     st.tuples(st.just("cycle"), st.integers(0, 10**6)),
     st.tuples(st.just("finish"), st.integers(0, 10**6)),
     st.tuples(st.just("evict"), st.integers(0, 10**6)),
+    st.tuples(st.just("bind_fail"), st.integers(0, 10**6)),
     st.tuples(st.just("cancel"), st.integers(0, 10**6)),
     st.tuples(st.just("node_lost"), st.integers(0, 10**6)),
     st.tuples(st.just("node_back"), st.integers(0, 10**6)),
@@ -89,6 +90,8 @@ class _Pair:
             self.both("pod_finished", _pick(running, r), now)
         elif op == "evict" and running:
             self.both("pod_evicted", _pick(running, r), now)
+        elif op == "bind_fail" and running:  # requeued, or waits out a backoff
+            self.both("binding_failed", _pick(running, r), now)
         elif op == "cancel" and len(s.queue):
             ids = sorted(s.queue.jobs())
             self.both("cancel", _pick(ids, r), now)
