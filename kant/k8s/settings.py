@@ -7,6 +7,7 @@ every key and raises :class:`~kant.errors.InvalidConfigFileError` naming the key
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -60,6 +61,10 @@ class K8sSettings:
     """Events are gathered for this long before a cycle runs."""
     event_interval_seconds: float = 60.0
     """At most one ``FailedScheduling`` event per pod in this interval."""
+    condition_interval_seconds: float = 30.0
+    """A pending pod's ``PodScheduled`` condition is rewritten at once when kant's reason
+    code for it changes, but for new wording alone (the GPUs free, the job it waits behind)
+    at most once in this interval (0: at every change)."""
     bind_workers: int = 16
     """Concurrent binding calls."""
     lease_name: str = "kant-scheduler"
@@ -83,6 +88,7 @@ _KEYS: Final = {
     "evictionMode": ("eviction_mode", str),
     "debounceSeconds": ("debounce_seconds", float),
     "eventIntervalSeconds": ("event_interval_seconds", float),
+    "conditionIntervalSeconds": ("condition_interval_seconds", float),
     "bindWorkers": ("bind_workers", int),
     "leaseName": ("lease_name", str),
     "leaseNamespace": ("lease_namespace", str),
@@ -116,8 +122,13 @@ def parse_settings(raw: Mapping[str, Any] | None, *, source: str = "<config>") -
         elif kind is int:
             if type(value) is not int or value < 1:
                 raise fail(key, value, "must be an integer >= 1")
-        elif isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            raise fail(key, value, "must be a number >= 0")
+        elif (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            raise fail(key, value, "must be a finite number >= 0")
         out[field] = kind(value)
     if out.get("eviction_mode", "eviction") not in EVICTION_MODES:
         raise fail("evictionMode", out["eviction_mode"], f"must be one of {list(EVICTION_MODES)}")

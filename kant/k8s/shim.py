@@ -95,7 +95,8 @@ class Shim:
         self._foreign: dict[str, PodId] = {}
         self._dying: set[str] = set()  # pods kant released and asked to stop
         self._evict: dict[str, str] = {}  # victim pod key -> preemptor, until the call succeeds
-        self._condition: dict[str, str] = {}
+        # pod key -> the PodScheduled condition written: (message, reason code, when)
+        self._condition: dict[str, tuple[str, str, float]] = {}
         self._event_at: dict[str, float] = {}
         self._pg_status: dict[str, str] = {}
         self._waiting: dict[str, set[str]] = {}  # base -> pending pods not in a kant job
@@ -264,7 +265,7 @@ class Shim:
             f: PodFacts | None = pod_facts(obj, self.settings)
         except KantError as e:
             self._pods[key] = (obj, None)
-            self._set_unschedulable(key, obj, str(e), now)
+            self._set_unschedulable(key, str(e), "invalid", now)
             return
         assert f is not None
         self._pods[key] = (obj, f)
@@ -417,7 +418,7 @@ class Shim:
             self.scheduler.submit(job, now)
         except KantError as e:
             for f in pending:
-                self._set_unschedulable(f.key, self._pods[f.key][0], str(e), now)
+                self._set_unschedulable(f.key, str(e), "invalid", now)
             return
         self._gen[base] = gen
         self._jobs[jid] = _JobRecord(base=base, group=group, pods=ids)
@@ -465,7 +466,7 @@ class Shim:
                     continue
                 key = rec.pods[pid]
                 if key in self._pods:
-                    self._set_unschedulable(key, self._pods[key][0], f"kant: {reason}", now)
+                    self._set_unschedulable(key, f"kant: {reason}", reason.code.value, now)
             self._pod_group_status(jid, "Pending")
         if self.on_cycle is not None:
             self.on_cycle(self, result)
@@ -585,17 +586,24 @@ class Shim:
         except OSError as e:
             log.warning("stopping %s: %s", key, e)
 
-    def _set_unschedulable(self, key: str, obj: Obj, msg: str, now: float) -> None:
-        """``PodScheduled=False/Unschedulable`` with kant's reason, written only when it
-        changes; a ``FailedScheduling`` event at most once per interval."""
-        if self._condition.get(key) != msg:
+    def _set_unschedulable(self, key: str, msg: str, code: str, now: float) -> None:
+        """``PodScheduled=False/Unschedulable`` saying ``msg``: written when the pod has none
+        from this shim yet or the reason ``code`` changed, and for new wording alone at most
+        once per ``conditionIntervalSeconds`` (a message that names the GPUs free would
+        otherwise rewrite every waiting pod at every cycle that moves a GPU); a
+        ``FailedScheduling`` event at most once per ``eventIntervalSeconds``."""
+        had = self._condition.get(key)
+        if had is None or (
+            had[0] != msg
+            and (had[1] != code or now - had[2] >= self.settings.condition_interval_seconds)
+        ):
             ns, name = key.split("/", 1)
             cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                     "message": msg, "lastTransitionTime": _now_iso()}  # fmt: skip
             try:
                 self.api.patch(f"/api/v1/namespaces/{ns}/pods/{name}/status",
                                {"status": {"conditions": [cond]}}, kind="strategic")  # fmt: skip
-                self._condition[key] = msg
+                self._condition[key] = (msg, code, now)
             except (ApiError, OSError) as e:
                 log.info("condition on %s: %s", key, e)
         last = self._event_at.get(key)

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
+from kant.config import parse_config
 from kant.k8s.kubelet import set_node_ready
+from kant.k8s.shim import Shim
 
 from .conftest import Cluster, wait_for
 
@@ -254,3 +256,68 @@ def test_a_binding_answered_404_calls_binding_failed_and_releases_the_rest_of_th
     assert shim.scheduler.cluster.num_pods == 0
     wait_for(lambda: "g-0" not in cluster.pods(), what="g-0 stopped")
     shim.scheduler.check_invariants()
+
+
+def _driven_shim(cluster: Cluster, config: dict[str, Any], clock: list[float]) -> Shim:
+    """A shim driven by the test (no watch, no loop): its clock is ``clock[0]``."""
+    shim = Shim(cluster.api, parse_config(config), clock=lambda: clock[0])
+    shim.sync()
+    return shim
+
+
+@pytest.mark.parametrize("interval", [30.0, 0.0])
+def test_a_pending_pods_condition_follows_a_new_reason_at_once_and_new_wording_once_per_interval(
+    cluster: Cluster, interval: float
+) -> None:
+    # one 8-GPU node, four running 2-GPU pods, three 8-GPU pods waiting under Strict FIFO:
+    # w0 for capacity, w1 and w2 behind it. Each pod that finishes changes w0's wording (the
+    # GPUs free) but not its reason; once w0 starts, w1's reason changes and w2's wording
+    cluster.node("n0", model="H100")
+    clock = [1000.0]
+    for i in range(4):
+        cluster.pod(f"r{i}", gpus=2)
+    for i in range(3):
+        cluster.pod(f"w{i}", gpus=8)
+    shim = _driven_shim(
+        cluster,
+        {"queueing": {"policy": "strict-fifo"},
+         "kubernetes": {"conditionIntervalSeconds": interval}},
+        clock,
+    )  # fmt: skip
+    writes: list[str] = []
+    patch = cluster.api.patch
+
+    def counted(path: str, body: Any, **kw: Any) -> Any:
+        conds = body.get("status", {}).get("conditions") or [{}]
+        if "/pods/" in path and conds[0].get("reason") == "Unschedulable":
+            writes.append(path.split("/pods/")[1].split("/")[0])
+        return patch(path, body, **kw)
+
+    cluster.api.patch = counted  # type: ignore[method-assign]
+
+    def cycle(advance: float) -> list[str]:
+        clock[0] += advance
+        writes.clear()
+        shim.cycle()
+        shim.reap(wait=True)
+        return sorted(writes)
+
+    def finish(name: str) -> None:
+        shim.handle("Pod", "DELETED", cluster.get(name))
+
+    assert cycle(1) == ["w0", "w1", "w2"]
+    assert "0 free" in _condition(cluster.get("w0"), "PodScheduled")["message"]
+    finish("r0")
+    assert cycle(1) == ([] if interval else ["w0"])  # w0: "2 free" now, the same reason
+    assert cycle(1) == []  # nothing changed
+    for name in ("r1", "r2", "r3"):
+        finish(name)
+    assert cycle(1) == (["w1"] if interval else ["w1", "w2"])  # w0 starts; w1 heads the queue
+    assert cluster.node_of("w0") == "n0"
+    assert _condition(cluster.get("w1"), "PodScheduled")["message"].startswith(
+        "kant: insufficient_capacity"
+    )
+    w2 = _condition(cluster.get("w2"), "PodScheduled")["message"]
+    assert ("w1" in w2) is not bool(interval)  # w2 still reads "behind w0" for a while
+    assert cycle(interval) == (["w2"] if interval else [])  # the interval is over
+    assert "w1" in _condition(cluster.get("w2"), "PodScheduled")["message"]

@@ -309,14 +309,16 @@ def test_settings_default_without_a_kubernetes_section() -> None:
 
 def test_settings_read_every_key() -> None:
     s = parse_settings({"schedulerName": "kant-2", "evictionMode": "delete", "debounceSeconds": 0.2,
-                        "bindWorkers": 4, "nicResource": "nvidia.com/hca"})  # fmt: skip
+                        "bindWorkers": 4, "nicResource": "nvidia.com/hca",
+                        "conditionIntervalSeconds": 5})  # fmt: skip
     assert (
         s.scheduler_name,
         s.eviction_mode,
         s.debounce_seconds,
         s.bind_workers,
         s.nic_resource,
-    ) == ("kant-2", "delete", 0.2, 4, "nvidia.com/hca")
+        s.condition_interval_seconds,
+    ) == ("kant-2", "delete", 0.2, 4, "nvidia.com/hca", 5.0)
 
 
 @pytest.mark.parametrize(
@@ -325,6 +327,9 @@ def test_settings_read_every_key() -> None:
      ({"debounce": 1}, "kubernetes.debounce"),
      ({"debounceSeconds": "1s"}, "kubernetes.debounceSeconds"),
      ({"bindWorkers": 0}, "kubernetes.bindWorkers"),
+     ({"conditionIntervalSeconds": -1}, "kubernetes.conditionIntervalSeconds"),
+     ({"conditionIntervalSeconds": float("nan")}, "kubernetes.conditionIntervalSeconds"),
+     ({"debounceSeconds": float("inf")}, "kubernetes.debounceSeconds"),
      ({"topologyLevels": [{"nodeLabel": "x", "tier": "rack"}]}, "kubernetes.topologyLevels[0].tier"),
      ({"topologyLevels": [{"nodeLabel": "x", "tier": "leaf"}, {"nodeLabel": "x", "tier": "spine"}]},
       "kubernetes.topologyLevels[1].nodeLabel")],
