@@ -13,6 +13,7 @@ excluded from equality).
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 import weakref
@@ -402,7 +403,7 @@ class _Cycle:
             tail.at[e.job.id] = None
             tail.answer(e, self._behind_gate(e), now)
         tail.now, tail.tick = now, queue.tick
-        self.pending.update(dict.fromkeys(tail.at, skip))
+        self.pending.update(zip(tail.at, itertools.repeat(skip)))
         self.pending.update(tail.other)
         self.backoffs += len(tail.backoff)
 
@@ -571,7 +572,7 @@ class _Cycle:
             victims=tuple(self.pre.victims),
             nominations=tuple(self.nominations),
             dropped_nominations=tuple(self.dropped),
-            pending=dict(self.pending),
+            pending=self.pending,  # (handed over: the cycle is discarded once reported)
             reservation=self.first,
             reservations=self.reservations,
             seen=seen,
