@@ -461,12 +461,10 @@ class Shim:
             rec = self._jobs.get(jid)
             if rec is None:
                 continue
-            for pid in sorted(rec.pods):
-                if pid in rec.bound:
-                    continue
-                key = rec.pods[pid]
-                if key in self._pods:
-                    self._set_unschedulable(key, f"kant: {reason}", reason.code.value, now)
+            msg, code = f"kant: {reason}", reason.code.value  # (once for all its pods)
+            for pid, key in rec.pods.items():  # (in the job's pod order)
+                if pid not in rec.bound and key in self._pods:
+                    self._set_unschedulable(key, msg, code, now)
             self._pod_group_status(jid, "Pending")
         if self.on_cycle is not None:
             self.on_cycle(self, result)
