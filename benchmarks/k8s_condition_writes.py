@@ -3,14 +3,16 @@ running pods finish one by one, and what its cycles cost: with ``conditionInterv
 (every change of a reason's wording written) and with the default.
 
     python benchmarks/k8s_condition_writes.py [--nodes 16] [--waiting 200] [--finishes 24]
+                                              [--step 5]
 
 Against a real etcd + kube-apiserver (``scripts/kube-testenv provision``): ``--nodes`` fake
 8-GPU nodes, each full with four running 2-GPU pods; ``--waiting`` pods of 8 GPUs each wait
 (their reason: so many GPUs free, too few). The shim is driven step by step (no watch, no
-loop; its clock moves 1 s per cycle): a first cycle, then ``--finishes`` running pods finish,
-each on another node while nodes last (so that no waiting pod fits for a while), with a
-cycle after each. Printed per setting: the condition writes of the first cycle and of the
-cycles after, and the median and largest wall time of those cycles.
+loop; its clock moves ``--step`` seconds per cycle, so that the default run spans several of
+the default interval): a first cycle, then ``--finishes`` running pods finish, each on
+another node while nodes last (so that no waiting pod fits for a while), with a cycle after
+each. Printed per setting: the condition writes of the first cycle and of the cycles after,
+and the median and largest wall time of those cycles.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ def run(env: KubeTestEnv, ns: str, interval: float, a: argparse.Namespace) -> di
             pod = api.get(f"/api/v1/namespaces/{ns}/pods/{name}")
             api.delete(f"/api/v1/namespaces/{ns}/pods/{name}", {"gracePeriodSeconds": 0})
             shim.handle("Pod", "DELETED", pod)
-            clock[0] += 1.0
+            clock[0] += a.step
             t0 = time.perf_counter()
             shim.cycle()
             shim.reap(wait=True)
@@ -88,6 +90,7 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=16)
     ap.add_argument("--waiting", type=int, default=200)
     ap.add_argument("--finishes", type=int, default=24)
+    ap.add_argument("--step", type=float, default=5.0, help="simulated seconds per cycle")
     a = ap.parse_args()
     with KubeTestEnv() as env:
         create_nodes(env.api, a.nodes)
@@ -95,7 +98,10 @@ def main() -> None:
             run(env, "every-change", 0.0, a),
             run(env, "by-interval", K8sSettings().condition_interval_seconds, a),
         ]
-    print(f"{a.nodes} nodes, {4 * a.nodes} running pods, {a.waiting} waiting, {a.finishes} finish")
+    print(
+        f"{a.nodes} nodes, {4 * a.nodes} running pods, {a.waiting} waiting, "
+        f"{a.finishes} finish, {a.step:g} s apart"
+    )
     for r in rows:
         print(
             f"conditionIntervalSeconds {r['interval_s']:>4g}: first cycle "

@@ -87,7 +87,9 @@ class CycleResult:
     ``bindings`` in placement order; ``placed`` the jobs that got pods; ``victims`` to evict
     (whole gang jobs, single pods otherwise); ``nominations`` new this cycle;
     ``dropped_nominations`` preemptors whose nomination ends without placement (victims gone,
-    still no fit); ``pending`` a reason for every job left with pods to place, in queue order;
+    still no fit); ``pending`` a reason for every job left with pods to place, in the order the
+    cycle answered them (the queue's, except that a job that must borrow quota is answered
+    after the jobs of its priority walked with it that need not: see ``_Cycle.walk``);
     ``reservation`` the queueing policy's (first) reservation, if it made one;
     ``reservations`` every reservation it made, in queue order (a conservative backfill
     reserves for several jobs; a policy run lists them with an optional ``reservations()``
@@ -376,6 +378,7 @@ class _Cycle:
         facts, queue, now = self.facts, self.queue, self._now
         skip = facts.intern_reason(gate.skip)  # unchanged from the last cycle: the same object
         tail, changed, n = facts.tail, None, 0
+        facts.tail = None  # (kept again once brought up to date: not half-updated on an error)
         if tail is not None and rest and now >= tail.now:
             kept = tail.entries
             try:
@@ -388,13 +391,13 @@ class _Cycle:
                     tail.drop_first(k)
                     n = len(kept)
         if changed is None or tail is None:
-            tail = facts.tail = _Tail()
+            tail = _Tail()
         else:
             # the jobs kept whose answer may differ: changed since, or waiting out a backoff
             # (a job not waiting one then cannot be waiting one now without a change)
             again = [jid for jid in changed if jid in tail.at]
-            again += [e.job.id for e in tail.backoff]
-            tail.backoff = []
+            again.extend(tail.backoff)
+            tail.backoff = {}
             for jid in again:
                 e = queue.entry(jid)
                 tail.answer(e, self._behind_gate(e), now)
@@ -403,6 +406,7 @@ class _Cycle:
             tail.at[e.job.id] = None
             tail.answer(e, self._behind_gate(e), now)
         tail.now, tail.tick = now, queue.tick
+        facts.tail = tail
         self.pending.update(zip(tail.at, itertools.repeat(skip)))
         self.pending.update(tail.other)
         self.backoffs += len(tail.backoff)
@@ -901,7 +905,7 @@ class _Facts:
 class _Tail:
     """The answers a closed gate gave the jobs behind it (see :meth:`_Cycle._skip_all`):
     the entries it skipped, in order, and their ids (``at``); the answers that were not the
-    skip (``other``); the entries that were waiting out a backoff; and the time and the
+    skip (``other``); the ids of those that were waiting out a backoff; and the time and the
     queue's change tick they were given at."""
 
     __slots__ = ("at", "backoff", "entries", "now", "other", "tick")
@@ -910,7 +914,7 @@ class _Tail:
         self.entries: list[Entry] = []
         self.at: dict[str, None] = {}  # their ids, in order
         self.other: dict[str, Reason] = {}
-        self.backoff: list[Entry] = []
+        self.backoff: dict[str, None] = {}  # (in order)
         self.now = -math.inf
         self.tick = 0
 
@@ -921,8 +925,8 @@ class _Tail:
             self.other.pop(jid, None)
         else:
             self.other[jid] = other
-        if now < e.backoff_until and e not in self.backoff:
-            self.backoff.append(e)
+        if now < e.backoff_until:
+            self.backoff[jid] = None
 
     def drop_first(self, k: int) -> None:
         """Forget the first ``k`` entries (the gate now closes after them)."""
@@ -934,8 +938,7 @@ class _Tail:
             jid = e.job.id
             del self.at[jid]
             self.other.pop(jid, None)
-        if self.backoff:
-            self.backoff = [e for e in self.backoff if e.job.id in self.at]
+            self.backoff.pop(jid, None)
 
 
 class _JobFacts:

@@ -66,6 +66,7 @@ class _Pair:
             )  # fmt: skip
 
         self.inc, self.ref = make(True), make(False)
+        self.same_walk = True  # both walk the jobs alike (False: the reference walks more)
         self.now = 0.0
         self.faults: list[tuple[str, int]] = []
 
@@ -84,6 +85,8 @@ class _Pair:
         elif op == "cycle":
             ra, rb = self.inc.schedule(now), self.ref.schedule(now)
             assert ra == rb
+            if self.same_walk:  # (the order the cycle answered them in)
+                assert list(ra.pending) == list(rb.pending)
             assert ra.stats == rb.stats
             self.both("apply", ra, now)
         elif op == "finish" and running:

@@ -175,6 +175,16 @@ def test_the_change_log_names_each_job_changed_since_a_tick_once_most_recent_fir
     check_invariants(q)
 
 
+def test_a_failure_counted_with_a_backoff_is_a_change_of_the_job() -> None:
+    # (what a closed gate answered the job behind it, kept across cycles, depends on it)
+    q = Queue()
+    q.submit(job("a"))
+    t0 = q.tick
+    assert q.count_failure(q.entry("a"), 5.0, "boom")
+    assert q.entry("a").backoff_until > 5.0
+    assert q.changed_since(t0) == ["a"]
+
+
 def test_a_job_s_remaining_pods_are_its_pod_ids_made_once_and_follow_placements() -> None:
     q = Queue()
     q.submit(job("g", replicas=4, gang=False))
