@@ -19,7 +19,7 @@ from kant.scheduler import Scheduler
 from kant.state import ClusterState
 from kant.testing import ClusterBuilder, check_invariants, job
 from kant.testing.strategies import clusters
-from tests.qsch.test_incremental_cycle import _jobs, _op, _Pair, play
+from tests.qsch.test_incremental_cycle import _jobs, _op, _Pair, ops_of, play
 
 
 class _Walked:
@@ -209,14 +209,7 @@ def test_a_closed_gate_decides_as_the_walk_of_every_job(
     check_invariants(pair.inc)
 
 
-_tail_op = st.one_of(
-    st.tuples(st.just("submit"), st.integers(0, 10**6)),
-    st.tuples(st.just("cycle"), st.integers(0, 10**6)),
-    st.tuples(st.just("cycle"), st.integers(0, 10**6)),
-    st.tuples(st.just("bind_fail"), st.integers(0, 10**6)),
-    st.tuples(st.just("finish"), st.integers(0, 10**6)),
-    st.tuples(st.just("cancel"), st.integers(0, 10**6)),
-)
+_tail_op = ops_of("submit", "cycle", "cycle", "bind_fail", "finish", "cancel")
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

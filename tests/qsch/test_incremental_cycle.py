@@ -23,19 +23,17 @@ from kant.testing.strategies import MODELS, clusters
 POLICIES = ("best-effort-fifo", "strict-fifo", "backfill", "easy-backfill")
 TENANTS = ("a", "b")
 
-_op = st.one_of(
-    st.tuples(st.just("submit"), st.integers(0, 10**6)),
-    st.tuples(st.just("cycle"), st.integers(0, 10**6)),
-    st.tuples(st.just("cycle"), st.integers(0, 10**6)),
-    st.tuples(st.just("finish"), st.integers(0, 10**6)),
-    st.tuples(st.just("evict"), st.integers(0, 10**6)),
-    st.tuples(st.just("bind_fail"), st.integers(0, 10**6)),
-    st.tuples(st.just("cancel"), st.integers(0, 10**6)),
-    st.tuples(st.just("node_lost"), st.integers(0, 10**6)),
-    st.tuples(st.just("node_back"), st.integers(0, 10**6)),
-    st.tuples(st.just("gpu_fault"), st.integers(0, 10**6)),
-    st.tuples(st.just("gpu_repair"), st.integers(0, 10**6)),
-)
+
+def ops_of(*names: str) -> st.SearchStrategy[tuple[str, int]]:
+    """Operations named ``names`` (a name given twice is drawn twice as often), each with a
+    random number that picks its subject and how far the clock moves before it."""
+    return st.one_of(*(st.tuples(st.just(n), st.integers(0, 10**6)) for n in names))
+
+
+_op = ops_of(
+    "submit", "cycle", "cycle", "finish", "evict", "bind_fail", "cancel", "node_lost",
+    "node_back", "gpu_fault", "gpu_repair",
+)  # fmt: skip
 
 
 def _pick(xs: list[PodId] | list[str], r: int) -> object | None:
