@@ -19,6 +19,7 @@ import numpy as np
 
 from kant.config import KantConfig, parse_config
 from kant.cycle import CycleResult
+from kant.errors import InvalidConfigError
 from kant.k8s.client import Api
 from kant.k8s.kubelet import FakeKubelet, create_node, node_object
 from kant.k8s.shim import Shim
@@ -92,6 +93,16 @@ def bench_k8s(*, pods: int = 1000, nodes: int = 500, pod_gpus: int = 2, creators
     - *backlog*: the pods are created first, then a fresh shim starts; pods bound per second
       from its start (list, first cycle, bindings) to the last binding answered.
     """
+    for name, value in (("pods", pods), ("nodes", nodes), ("creators", creators)):
+        if type(value) is not int or value < 1:
+            raise InvalidConfigError(name, value, "must be an int >= 1")
+    if type(pod_gpus) is not int or not 1 <= pod_gpus <= 8:
+        raise InvalidConfigError("pod_gpus", pod_gpus, "must be an int in 1..8 (8-GPU nodes)")
+    room = nodes * (8 // pod_gpus)
+    if pods > room:  # (each phase waits for every pod to be bound)
+        raise InvalidConfigError(
+            "pods", pods, f"{nodes} 8-GPU nodes hold at most {room} pods of {pod_gpus} GPUs"
+        )
     raw = dict(config or {})
     k8s = dict(raw.get("kubernetes") or {})
     k8s.setdefault("debounceSeconds", 0.2)

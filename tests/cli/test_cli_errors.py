@@ -81,6 +81,9 @@ BAD: list[tuple[list[str], str]] = [
     (["bench", "gang", "--replicas", "0"], "--replicas"),
     (["bench", "snapshot", "--changed", "x"], "--changed"),
     (["bench", "snapshot", "--nodes", "2", "--changed", "5"], "changed"),  # distinct nodes
+    (["bench", "k8s", "--pods", "300", "--nodes", "10"], "pods"),  # (more than fit: no wait)
+    (["bench", "k8s", "--pod-gpus", "9"], "pod_gpus"),
+    (["bench", "k8s", "--creators", "0"], "creators"),
     # kant itself
     (["simulate", "--no-such-option"], "--no-such-option"),
     (["launch"], "launch"),
