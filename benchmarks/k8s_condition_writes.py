@@ -1,6 +1,7 @@
 """How many ``PodScheduled`` condition writes the Kubernetes shim makes for waiting pods while
 running pods finish one by one, and what its cycles cost: with ``conditionIntervalSeconds`` 0
-(every change of a reason's wording written) and with the default.
+(every change of a reason's wording written) and with the default, both with no limit
+on the writes of one cycle; then with every default (``statusWritesPerCycle`` too).
 
     python benchmarks/k8s_condition_writes.py [--nodes 16] [--waiting 200] [--finishes 24]
                                               [--step 5]
@@ -29,7 +30,9 @@ from kant.k8s.shim import Shim
 from kant.k8s.testenv import KubeTestEnv
 
 
-def run(env: KubeTestEnv, ns: str, interval: float, a: argparse.Namespace) -> dict[str, Any]:
+def run(
+    env: KubeTestEnv, ns: str, interval: float, per_cycle: int, a: argparse.Namespace
+) -> dict[str, Any]:
     api = env.api
     api.post("/api/v1/namespaces", {"metadata": {"name": ns}})
     running = [f"r-{i:04d}" for i in range(4 * a.nodes)]
@@ -38,7 +41,9 @@ def run(env: KubeTestEnv, ns: str, interval: float, a: argparse.Namespace) -> di
     for i in range(a.waiting):
         api.post(f"/api/v1/namespaces/{ns}/pods", pod_body(ns, f"w-{i:04d}", 8))
     clock = [1000.0]
-    cfg = parse_config({"kubernetes": {"conditionIntervalSeconds": interval}})
+    cfg = parse_config(
+        {"kubernetes": {"conditionIntervalSeconds": interval, "statusWritesPerCycle": per_cycle}}
+    )
     shim = Shim(api, cfg, clock=lambda: clock[0])
     writes = [0]
     patch = api.patch
@@ -77,6 +82,7 @@ def run(env: KubeTestEnv, ns: str, interval: float, a: argparse.Namespace) -> di
         api.delete(f"/api/v1/namespaces/{ns}/pods", {"gracePeriodSeconds": 0})
     return {
         "interval_s": interval,
+        "writes_per_cycle": per_cycle,
         "first_cycle_writes": first,
         "writes_after": writes[0],
         "cycles_after": len(walls),
@@ -94,17 +100,22 @@ def main() -> None:
     a = ap.parse_args()
     with KubeTestEnv() as env:
         create_nodes(env.api, a.nodes)
+        default = K8sSettings()
+        unlimited = 10**9
         rows = [
-            run(env, "every-change", 0.0, a),
-            run(env, "by-interval", K8sSettings().condition_interval_seconds, a),
-        ]
+            run(env, "every-change", 0.0, unlimited, a),
+            run(env, "by-interval", default.condition_interval_seconds, unlimited, a),
+            run(env, "defaults", default.condition_interval_seconds,
+                default.status_writes_per_cycle, a),
+        ]  # fmt: skip
     print(
         f"{a.nodes} nodes, {4 * a.nodes} running pods, {a.waiting} waiting, "
         f"{a.finishes} finish, {a.step:g} s apart"
     )
     for r in rows:
         print(
-            f"conditionIntervalSeconds {r['interval_s']:>4g}: first cycle "
+            f"conditionIntervalSeconds {r['interval_s']:>4g}, statusWritesPerCycle "
+            f"{r['writes_per_cycle']:>10}: first cycle "
             f"{r['first_cycle_writes']} writes; then {r['writes_after']} writes in "
             f"{r['cycles_after']} cycles, cycle p50 {r['cycle_ms_p50']} ms, "
             f"max {r['cycle_ms_max']} ms"

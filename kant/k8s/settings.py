@@ -65,6 +65,10 @@ class K8sSettings:
     """A pending pod's ``PodScheduled`` condition is rewritten at once when kant's reason
     code for it changes, but for new wording alone (the GPUs free, the job it waits behind)
     at most once in this interval (0: at every change)."""
+    status_writes_per_cycle: int = 100
+    """At most this many condition and event writes for waiting pods in one cycle, the
+    first pods in queue order first; the rest are written by the next cycles, run a second
+    apart while some are left (the scheduling loop is not held up by thousands of writes)."""
     bind_workers: int = 16
     """Concurrent binding calls."""
     lease_name: str = "kant-scheduler"
@@ -89,6 +93,7 @@ _KEYS: Final = {
     "debounceSeconds": ("debounce_seconds", float),
     "eventIntervalSeconds": ("event_interval_seconds", float),
     "conditionIntervalSeconds": ("condition_interval_seconds", float),
+    "statusWritesPerCycle": ("status_writes_per_cycle", int),
     "bindWorkers": ("bind_workers", int),
     "leaseName": ("lease_name", str),
     "leaseNamespace": ("lease_namespace", str),

@@ -98,6 +98,10 @@ class Shim:
         # pod key -> the PodScheduled condition written: (message, reason code, when)
         self._condition: dict[str, tuple[str, str, float]] = {}
         self._event_at: dict[str, float] = {}
+        # condition and event writes left in this cycle (None: outside a cycle, no limit),
+        # and whether a cycle left some for the next (statusWritesPerCycle)
+        self._writes_left: int | None = None
+        self.status_writes_due = False
         self._pg_status: dict[str, str] = {}
         self._waiting: dict[str, set[str]] = {}  # base -> pending pods not in a kant job
         self._alive: dict[str, bool] = {}  # node -> Ready when last seen
@@ -457,15 +461,19 @@ class Shim:
                     self._disrupt(key, v.preemptor, v.reason.value)
         for key in sorted(self._evict):
             self._try_evict(key)
-        for jid, reason in result.pending.items():
-            rec = self._jobs.get(jid)
-            if rec is None:
-                continue
-            msg, code = f"kant: {reason}", reason.code.value  # (once for all its pods)
-            for pid, key in rec.pods.items():  # (in the job's pod order)
-                if pid not in rec.bound and key in self._pods:
-                    self._set_unschedulable(key, msg, code, now)
-            self._pod_group_status(jid, "Pending")
+        self._writes_left, self.status_writes_due = self.settings.status_writes_per_cycle, False
+        try:
+            for jid, reason in result.pending.items():  # (in queue order: the head first)
+                rec = self._jobs.get(jid)
+                if rec is None:
+                    continue
+                msg, code = f"kant: {reason}", reason.code.value  # (once for all its pods)
+                for pid, key in rec.pods.items():  # (in the job's pod order)
+                    if pid not in rec.bound and key in self._pods:
+                        self._set_unschedulable(key, msg, code, now)
+                self._pod_group_status(jid, "Pending")
+        finally:
+            self._writes_left = None
         if self.on_cycle is not None:
             self.on_cycle(self, result)
         return result
@@ -591,10 +599,13 @@ class Shim:
         otherwise rewrite every waiting pod at every cycle that moves a GPU); a
         ``FailedScheduling`` event at most once per ``eventIntervalSeconds``."""
         had = self._condition.get(key)
-        if had is None or (
-            had[0] != msg
-            and (had[1] != code or now - had[2] >= self.settings.condition_interval_seconds)
-        ):
+        if (
+            had is None
+            or (
+                had[0] != msg
+                and (had[1] != code or now - had[2] >= self.settings.condition_interval_seconds)
+            )
+        ) and self._may_write():
             ns, name = key.split("/", 1)
             cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                     "message": msg, "lastTransitionTime": _now_iso()}  # fmt: skip
@@ -605,9 +616,22 @@ class Shim:
             except (ApiError, OSError) as e:
                 log.info("condition on %s: %s", key, e)
         last = self._event_at.get(key)
-        if last is None or now - last >= self.settings.event_interval_seconds:
+        if (
+            last is None or now - last >= self.settings.event_interval_seconds
+        ) and self._may_write():
             self._event_at[key] = now
             self._event(key, "FailedScheduling", msg, "Warning")
+
+    def _may_write(self) -> bool:
+        """Whether this cycle may make one more condition or event write (it counts it);
+        when not, the write is left for the next cycle (``status_writes_due``)."""
+        if self._writes_left is None:
+            return True
+        if self._writes_left > 0:
+            self._writes_left -= 1
+            return True
+        self.status_writes_due = True
+        return False
 
     def _event(self, key: str, reason: str, msg: str, kind: str) -> None:
         ns, name = key.split("/", 1)
@@ -649,7 +673,7 @@ class Shim:
     def run(self, stop: threading.Event, *, ready: threading.Event | None = None) -> None:
         """List, then watch and schedule until ``stop`` is set: a cycle runs once events have
         been gathered for ``debounceSeconds`` (and at least every 5 s, for backoffs and
-        evictions to retry)."""
+        evictions to retry; every second while evictions or status writes are left)."""
         self.sync()
         events: queue_mod.Queue[tuple[str, str, Obj]] = queue_mod.Queue()
         watchers = [
@@ -682,7 +706,8 @@ class Shim:
                 self.reap()
                 t = time.monotonic()
                 due = dirty_since is not None and t - dirty_since >= debounce
-                if due or t - last_cycle >= 5.0 or (self._evict and t - last_cycle >= 1.0):
+                retry = self._evict or self.status_writes_due  # (a second apart)
+                if due or t - last_cycle >= 5.0 or (retry and t - last_cycle >= 1.0):
                     self.cycle()
                     last_cycle = time.monotonic()
                     dirty_since = None

@@ -321,3 +321,47 @@ def test_a_pending_pods_condition_follows_a_new_reason_at_once_and_new_wording_o
     assert ("w1" in w2) is not bool(interval)  # w2 still reads "behind w0" for a while
     assert cycle(interval) == (["w2"] if interval else [])  # the interval is over
     assert "w1" in _condition(cluster.get("w2"), "PodScheduled")["message"]
+
+
+def test_a_cycle_writes_at_most_its_share_of_conditions_and_events_the_head_first(
+    cluster: Cluster,
+) -> None:
+    # one 8-GPU node held by a running pod; three 8-GPU pods wait. Each waiting pod needs a
+    # condition and an event: six writes, three a cycle, in queue order
+    cluster.node("n0", model="H100")
+    cluster.pod("run", gpus=8)
+    for i in range(3):
+        cluster.pod(f"w{i}", gpus=8)
+    clock = [1000.0]
+    shim = _driven_shim(cluster, {"kubernetes": {"statusWritesPerCycle": 3}}, clock)
+    writes: list[tuple[str, str]] = []
+    patch, post = cluster.api.patch, cluster.api.post
+
+    def counted_patch(path: str, body: Any, **kw: Any) -> Any:
+        conds = body.get("status", {}).get("conditions") or [{}]
+        if conds[0].get("reason") == "Unschedulable":
+            writes.append(("condition", path.split("/pods/")[1].split("/")[0]))
+        return patch(path, body, **kw)
+
+    def counted_post(path: str, body: Any, **kw: Any) -> Any:
+        if path.endswith("/events") and body.get("reason") == "FailedScheduling":
+            writes.append(("event", body["involvedObject"]["name"]))
+        return post(path, body, **kw)
+
+    cluster.api.patch = counted_patch  # type: ignore[method-assign]
+    cluster.api.post = counted_post  # type: ignore[method-assign]
+
+    def cycle() -> list[tuple[str, str]]:
+        clock[0] += 1
+        writes.clear()
+        shim.cycle()
+        shim.reap(wait=True)
+        return list(writes)
+
+    assert cycle() == [("condition", "w0"), ("event", "w0"), ("condition", "w1")]
+    assert shim.status_writes_due  # (the run loop cycles again a second later)
+    assert _condition(cluster.get("w2"), "PodScheduled") is None
+    assert cycle() == [("event", "w1"), ("condition", "w2"), ("event", "w2")]
+    assert not shim.status_writes_due
+    assert _condition(cluster.get("w2"), "PodScheduled")["reason"] == "Unschedulable"
+    assert cycle() == []

@@ -310,7 +310,7 @@ def test_settings_default_without_a_kubernetes_section() -> None:
 def test_settings_read_every_key() -> None:
     s = parse_settings({"schedulerName": "kant-2", "evictionMode": "delete", "debounceSeconds": 0.2,
                         "bindWorkers": 4, "nicResource": "nvidia.com/hca",
-                        "conditionIntervalSeconds": 5})  # fmt: skip
+                        "conditionIntervalSeconds": 5, "statusWritesPerCycle": 7})  # fmt: skip
     assert (
         s.scheduler_name,
         s.eviction_mode,
@@ -318,7 +318,8 @@ def test_settings_read_every_key() -> None:
         s.bind_workers,
         s.nic_resource,
         s.condition_interval_seconds,
-    ) == ("kant-2", "delete", 0.2, 4, "nvidia.com/hca", 5.0)
+        s.status_writes_per_cycle,
+    ) == ("kant-2", "delete", 0.2, 4, "nvidia.com/hca", 5.0, 7)
 
 
 @pytest.mark.parametrize(
@@ -328,6 +329,7 @@ def test_settings_read_every_key() -> None:
      ({"debounceSeconds": "1s"}, "kubernetes.debounceSeconds"),
      ({"bindWorkers": 0}, "kubernetes.bindWorkers"),
      ({"conditionIntervalSeconds": -1}, "kubernetes.conditionIntervalSeconds"),
+     ({"statusWritesPerCycle": 0}, "kubernetes.statusWritesPerCycle"),
      ({"conditionIntervalSeconds": float("nan")}, "kubernetes.conditionIntervalSeconds"),
      ({"debounceSeconds": float("inf")}, "kubernetes.debounceSeconds"),
      ({"topologyLevels": [{"nodeLabel": "x", "tier": "rack"}]}, "kubernetes.topologyLevels[0].tier"),
