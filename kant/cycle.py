@@ -416,10 +416,7 @@ class _Cycle:
         its backoff, or that no pool has its GPU model."""
         if self._now < e.backoff_until:
             return self._backoff_reason(e)
-        f = self.facts.facts.get(e.seq)  # _JobFacts.of, its hit inlined
-        if f is None or f.job is not e.job or f.version != e.version:
-            f = self.facts.of(e, self.pools)
-        return f.no_pool
+        return self.facts.of(e, self.pools).no_pool
 
     @staticmethod
     def _backoff_reason(e: Entry) -> Reason:
@@ -700,15 +697,19 @@ class _Cycle:
         the reservation is needed), when the per-pool aggregates that opening would give
         decide it: read off the reservation's rows, or kept from the last time at the same
         snapshot contents. None: only opening it tells."""
-        now = self.snap.content_version
+        contents = self.snap.content_version
         seen = self._reserved_opened
-        kept = seen is not None and seen[1] is reserved and seen[2] is reserved.taken
-        if seen is not None and kept and seen[0] == now:
+        if (
+            seen is not None
+            and seen[0] == contents
+            and seen[1] is reserved
+            and seen[2] is reserved.taken
+        ):
             agg: IntArray | None = seen[3]
         else:
             agg = reserved.pool_agg_given_back(self.snap)
             if agg is not None:
-                self._reserved_opened = (now, reserved, reserved.taken, agg)
+                self._reserved_opened = (contents, reserved, reserved.taken, agg)
         return None if agg is None else self.pools.refused_by_aggregates(job, dec, agg)
 
     def _admit_quota(self, e: Entry, facts: _Facts) -> QuotaDecision:
