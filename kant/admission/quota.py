@@ -457,6 +457,7 @@ class Admitter:
         self.table = QuotaTable(quotas, modes, default_mode)
         self._usage: dict[tuple[str, str], int] = {}
         self._by_pod: dict[PodId, tuple[str, str, int]] = {}
+        self.version = 0  # bumped by every charge and uncharge (see kant.cycle: a quiet cycle)
 
     def ledger(self) -> QuotaLedger:
         """A working copy of the usage for one cycle. O(tenants x models)."""
@@ -477,6 +478,7 @@ class Admitter:
             raise DuplicateError(f"pod {binding.pod} is already charged")
         milli = binding.total_milli if model is not None else 0
         key_model = model if model is not None else ""
+        self.version += 1
         self._by_pod[binding.pod] = (tenant, key_model, milli)
         if milli:
             k = (tenant, key_model)
@@ -496,6 +498,7 @@ class Admitter:
                 if b.pod in by_pod or b.pod in seen:
                     raise DuplicateError(f"pod {b.pod} is already charged")
                 seen.add(b.pod)
+        self.version += 1
         added: dict[str, int] = {}
         for b, model in zip(bindings, models, strict=True):
             milli = b.total_milli if model is not None else 0
@@ -511,6 +514,7 @@ class Admitter:
         """:meth:`uncharge` every pod of ``pods`` that is charged (others are skipped); usage
         moves once per tenant and GPU model. O(pods)."""
         by_pod = self._by_pod
+        self.version += 1
         taken: dict[tuple[str, str], int] = {}
         for pod in pods:
             got = by_pod.pop(pod, None)
@@ -531,6 +535,7 @@ class Admitter:
             tenant, model, milli = self._by_pod.pop(pod)
         except KeyError:
             raise UnknownPodError(pod) from None
+        self.version += 1
         if milli:
             k = (tenant, model)
             left = self._usage[k] - milli

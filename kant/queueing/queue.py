@@ -343,10 +343,10 @@ class Queue:
 
     def changed_since(self, tick: int) -> list[str] | None:
         """The ids of the jobs whose entry changed after ``tick`` (a value of :attr:`tick`):
-        its phase, its pods (its version), its victim pods or its place in the order; each
-        once, most recent first, including jobs since released from the books. None when the
-        queue no longer knows (a job released since had changed after ``tick``): the caller
-        must look at every entry. O(changes since ``tick``)."""
+        its phase, its pods (its version), its victim pods, its nomination or its place in the
+        order; each once, most recent first, including jobs since released from the books.
+        None when the queue no longer knows (a job released since had changed after
+        ``tick``): the caller must look at every entry. O(changes since ``tick``)."""
         if tick < self._floor:
             return None
         out = []
@@ -499,7 +499,9 @@ class Queue:
         """Set (None: clear) the devices nominated for the job; raises
         :class:`~kant.errors.UnknownJobError`."""
         e = self.entry(job_id)
-        e.nomination = nom
+        if e.nomination is not nom:
+            e.nomination = nom
+            self._changed(e.id)  # (a quiet cycle's result no longer holds, see kant.cycle)
 
     def set_reason(self, job_id: str, reason: Reason | None) -> None:
         """Set (None: clear) why the job is not (fully) placed; ignored for an unknown job or one
