@@ -201,7 +201,17 @@ class QueueingPolicy(Protocol):
     ``runtime_estimate``). Strict FIFO, Best-Effort FIFO and EASY backfill declare it.
     After a cycle that decided nothing (a reservation aside), the simulator then runs no
     cycle for an arrival that comes last and asks for more GPU than the cluster has free
-    (:mod:`kant.sim.simulator`)."""
+    (:mod:`kant.sim.simulator`).
+
+    One optional method: ``time_horizon(jobs, now) -> float``, the earliest time after
+    ``now`` at which the passing of time alone could change what a run decides for the
+    waiting ``jobs`` (:class:`CandidateView`), the cluster, the quota and the running jobs
+    staying the same (``math.inf``: never). With it, a cycle that decided nothing is
+    answered again without being run until then, while nothing else changes
+    (:func:`kant.schedule_cycle`); without it, only at the same time. Strict FIFO and
+    Best-Effort FIFO read no time (``math.inf``); Backfill gives the first time a job not yet
+    past its threshold passes it. EASY and conservative backfill read the time through
+    their forecasts and declare none."""
 
     @property
     def name(self) -> str:

@@ -67,7 +67,9 @@ DEFAULT_POLICY = "best-effort-fifo"
 class CycleStats:
     """Counts of one cycle's work, and its timings (excluded from equality).
     ``backoff_jobs``: the jobs left waiting out a backoff (their pending reasons say until
-    when; a driver may wake then)."""
+    when; a driver may wake then). ``reused``: the cycle was not run; its result is the last
+    quiet cycle's, which nothing since has changed (see :func:`schedule_cycle`): no placement
+    was attempted and no victim searched for."""
 
     candidates: int
     placed_jobs: int
@@ -78,6 +80,7 @@ class CycleStats:
     elapsed_ms: float = attrs.field(eq=False)
     backoff_jobs: int = 0
     step_ms: Mapping[str, float] = attrs.field(eq=False, factory=dict)
+    reused: bool = attrs.field(default=False, eq=False)
 
 
 @attrs.frozen(kw_only=True)
@@ -101,6 +104,9 @@ class CycleResult:
     the cycle walked before the queueing policy closed its gate (``PolicyRun.closed``): every
     job later in the order got the gate's skip (None: the gate stayed open). How the cycle
     walked, not what it decided: equality ignores it, as it ignores ``stats``.
+
+    A result is read, not changed: the last quiet cycle's is kept (and answered again, each
+    time with mappings of its own; see :func:`schedule_cycle`).
     """
 
     now: float
@@ -135,14 +141,28 @@ def schedule_cycle(
 
     ``incremental`` (default) reuses what earlier cycles of the same queue derived and what
     cannot have changed since (``docs/architecture.md``, "The incremental cycle"); False
-    derives everything from scratch. Both make the same decisions.
+    derives everything from scratch. Both make the same decisions. A quiet cycle (no
+    binding, victim or nomination made or dropped) is kept: until the first time at which
+    the passing of time alone could change a decision (a backoff ends, a Backfill head
+    passes its threshold, a preemptor leaves its cascade window, a running unit the victim
+    search read passes the minimum runtime: the queueing policy's ``time_horizon``, at the
+    same time only for a policy without one), a cycle with the same cluster, queue, quota
+    usage, placer, policy and rules, none of them changed since, returns its result again
+    (``now`` its own, ``stats.reused`` set) without being run.
 
     Cost: O(changed nodes) for the snapshot, O(1)-ish aggregate reads per waiting job, one
     placement per job that passes quota and readiness (failed shapes are remembered within
     the cycle), and the victim searches of the (few) jobs that preempt."""
+    t0 = time.perf_counter()
     now = finite_time(now, "schedule_cycle")
     pre = preemption if preemption is not None else PreemptionPolicy()
-    cyc = _Cycle(cluster, queue, admitter, placer, now, as_policy(policy), pre)
+    pol = as_policy(policy)
+    quiet = _Quiet.key(cluster, queue, admitter, placer, pol, pre) if incremental else None
+    if quiet is not None:
+        again = _Quiet.again(queue, quiet, now, t0)
+        if again is not None:
+            return again
+    cyc = _Cycle(cluster, queue, admitter, placer, now, pol, pre)
     cyc.incremental = bool(incremental)
     # 1. Snapshot the cluster; everything below is tentative and rolled back at the end.
     with cyc.open():
@@ -157,7 +177,10 @@ def schedule_cycle(
         cyc.lap("walk")
     # 5. Report.
     try:
-        return cyc.result()
+        result = cyc.result()
+        if quiet is not None:
+            _Quiet.keep(queue, quiet, cyc, result)
+        return result
     finally:
         cyc.discard()
 
@@ -940,6 +963,119 @@ class _Tail:
             del self.at[jid]
             self.other.pop(jid, None)
             self.backoff.pop(jid, None)
+
+
+class _Quiet:
+    """The last quiet cycle of a queue (it bound, evicted, nominated and dropped nothing), what
+    it read and until when its result holds (see :func:`schedule_cycle`): derived on the
+    first cycle that could reuse it (most quiet cycles of a simulation are followed by a
+    change), from its waiting jobs, unchanged while the queue is."""
+
+    _KEPT: ClassVar[weakref.WeakKeyDictionary[Queue, _Quiet]] = weakref.WeakKeyDictionary()
+    __slots__ = (
+        "candidates",
+        "inputs",
+        "now",
+        "policy",
+        "preemption",
+        "result",
+        "until",
+        "victims",
+    )
+
+    def __init__(self, inputs: tuple[Any, ...], cyc: _Cycle, result: CycleResult) -> None:
+        self.inputs, self.now, self.result = inputs, result.now, result
+        self.candidates, self.policy, self.preemption = cyc.candidates, cyc.policy, cyc.preemption
+        self.victims = cyc.pre.index.time_horizon()  # (the index is the cycle's own)
+        self.until: float | None = None
+
+    @staticmethod
+    def key(
+        cluster: ClusterState,
+        queue: Queue,
+        admitter: Admitter,
+        placer: PlacerLike,
+        policy: QueueingPolicy,
+        preemption: PreemptionPolicy,
+    ) -> tuple[Any, ...]:
+        """Everything a cycle reads besides the time: the objects, and the counters of
+        their changes (the cluster's nodes, the queue's entries, the quota's usage)."""
+        return (
+            cluster, cluster.generation, cluster.membership_version, queue.tick, admitter,
+            admitter.table, admitter.version, placer, policy, preemption,
+        )  # fmt: skip
+
+    @classmethod
+    def again(cls, queue: Queue, key: tuple[Any, ...], now: float, t0: float) -> CycleResult | None:
+        """The kept result at ``now``, if it still holds: the same inputs (``key``) and ``now``
+        its time or later, before the first time the passing of time could change it
+        (``t0``: when the cycle began, for its ``elapsed_ms``)."""
+        kept = cls._KEPT.get(queue)
+        if kept is None or not kept.now <= now:
+            return None
+        if any(a is not b and a != b for a, b in zip(key, kept.inputs, strict=True)):
+            return None
+        if now != kept.now:
+            if kept.until is None:
+                kept.until = kept.horizon()
+            if not now < kept.until:
+                return None
+        r = kept.result
+        pending, seen = dict(r.pending), dict(r.seen)  # (each result its own, as a cycle's)
+        st = r.stats
+        stats = CycleStats(
+            candidates=st.candidates, placed_jobs=0, placed_pods=0, placement_attempts=0,
+            preemption_searches=0, victims=0, backoff_jobs=st.backoff_jobs,
+            elapsed_ms=(time.perf_counter() - t0) * 1000, reused=True,
+        )  # fmt: skip
+        return attrs.evolve(r, now=now, pending=pending, seen=seen, stats=stats)
+
+    @classmethod
+    def keep(cls, queue: Queue, key: tuple[Any, ...], cyc: _Cycle, result: CycleResult) -> None:
+        """Keep ``result`` if it is quiet, with the first time after its own at which the
+        passing of time alone could change what the cycle decided (forget the last one
+        otherwise). O(waiting jobs)."""
+        if result.bindings or result.victims or result.nominations or result.dropped_nominations:
+            cls._KEPT.pop(queue, None)
+        else:
+            cls._KEPT[queue] = cls(key, cyc, result)
+
+    def horizon(self) -> float:
+        """The first time after the kept cycle's at which the passing of time alone could
+        change what it decided, given its waiting jobs, made a little earlier (see
+        :func:`_earlier`): the policy's (``time_horizon``; none: the cycle's own time), the
+        first backoff to end, the first cascade window to close of a job that may preempt,
+        the first running unit the victim search read to pass the minimum runtime. Valid
+        while the queue is unchanged (these are fields of its entries). O(waiting jobs)."""
+        now, cands = self.now, self.candidates
+        declared: Callable[[Sequence[Entry], float], float] | None = getattr(
+            self.policy, "time_horizon", None
+        )
+        if declared is None:
+            return now
+        first = float(declared(cands, now))
+        for e in cands:
+            b = e.backoff_until
+            if now < b < first:
+                first = b
+        pol = self.preemption
+        if pol.enabled:
+            window = pol.cascade_window
+            for e in cands:
+                ev = e.evicted_at
+                if ev is not None and now - ev < window and ev + window < first:
+                    first = ev + window
+            first = min(first, self.victims)
+        return _earlier(first)
+
+
+def _earlier(t: float) -> float:
+    """``t`` made earlier by more than the rounding of the comparisons it stands for (a
+    threshold ``x + d`` stands for ``now - x >= d``, which float rounding may pass a few
+    units in the last place before ``now`` reaches ``x + d``)."""
+    if t == math.inf:
+        return t
+    return t - 1e-12 * max(1.0, abs(t))
 
 
 class _JobFacts:

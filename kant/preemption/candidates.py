@@ -380,7 +380,22 @@ class VictimIndex:
         self._units: dict[tuple[PodId, ...], VictimUnit] = {}
         self._cols: VictimColumns | None = None
         self._kept: _Kept | None = None
+        self._order_reads_now = False  # records of jobs with no start time are eligible
         self.tenants: list[str] = []
+
+    def time_horizon(self) -> float:
+        """The earliest time after this cycle's at which the passing of time alone could
+        change what :meth:`refs` gives (a record waiting on the minimum runtime becomes
+        eligible): ``math.inf`` when :meth:`refs` was not read this cycle (what the cycle
+        decided did not depend on it), the cycle's own time when it cannot tell (the records
+        were derived from scratch, or their order reads the time). Conservative: a record
+        taken out since it was put in line may still count. O(1)."""
+        if self._refs is None:
+            return math.inf
+        kept = self._kept
+        if kept is None or self._order_reads_now:
+            return self.now
+        return kept.waiting[0][0] + self.min_runtime if kept.waiting else math.inf
 
     def refs(self) -> list[VictimRef]:
         """Every running, preemptible unit past the minimum runtime, in victim order."""
@@ -457,6 +472,7 @@ class VictimIndex:
         out = list(kept.live)
         tenants = set(kept.live_tenants)
         if volatile:
+            self._order_reads_now = True
             out.extend(volatile)
             out.sort(key=_by_order)
             tenants.update(r.tenant for r in volatile)

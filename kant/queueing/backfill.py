@@ -3,6 +3,9 @@ preempt the jobs that backfilled past it."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import attrs
 
 from kant.contracts import GO, CandidateView, CycleContext, Gate, PolicyRun, Reservation
@@ -56,3 +59,16 @@ class Backfill:
     def begin(self, ctx: CycleContext) -> PolicyRun:
         """A run that marks the first blocked job as the head."""
         return _BackfillRun(self, ctx)
+
+    def time_horizon(self, jobs: Sequence[CandidateView], now: float) -> float:
+        """The first time a job of ``jobs`` not yet waiting ``threshold`` at ``now`` will
+        have (it may then preempt as a head): the only time a run reads. O(jobs)."""
+        threshold = self.threshold
+        if threshold == math.inf:
+            return math.inf
+        first = math.inf
+        for j in jobs:
+            since = j.pending_since
+            if now - since < threshold and since < first:
+                first = since
+        return first + threshold

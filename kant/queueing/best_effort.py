@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import ClassVar
 
 import attrs
@@ -36,3 +38,7 @@ class BestEffortFIFO:
     def begin(self, ctx: CycleContext) -> PolicyRun:
         """A stateless run: every job is tried."""
         return _BestEffortRun()
+
+    def time_horizon(self, jobs: Sequence[CandidateView], now: float) -> float:
+        """Never: a run reads no time (see QueueingPolicy)."""
+        return math.inf

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import ClassVar
 
 import attrs
@@ -65,3 +67,7 @@ class StrictFIFO:
     def begin(self, ctx: CycleContext) -> PolicyRun:
         """A fresh run for one cycle (it keeps which job blocks, and per tenant)."""
         return _StrictRun()
+
+    def time_horizon(self, jobs: Sequence[CandidateView], now: float) -> float:
+        """Never: a run reads no time (see QueueingPolicy)."""
+        return math.inf

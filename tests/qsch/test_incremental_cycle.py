@@ -32,7 +32,7 @@ def ops_of(*names: str) -> st.SearchStrategy[tuple[str, int]]:
 
 _op = ops_of(
     "submit", "cycle", "cycle", "finish", "evict", "bind_fail", "cancel", "node_lost",
-    "node_back", "gpu_fault", "gpu_repair",
+    "node_back", "gpu_fault", "gpu_repair", "idle",
 )  # fmt: skip
 
 
@@ -67,11 +67,28 @@ class _Pair:
         self.same_walk = True  # both walk the jobs alike (False: the reference walks more)
         self.now = 0.0
         self.faults: list[tuple[str, int]] = []
+        self.reused = 0  # cycles the incremental side answered with its last quiet result
 
     def both(self, name: str, *args: object) -> None:
         ra = getattr(self.inc, name)(*args)
         rb = getattr(self.ref, name)(*args)
         assert ra == rb, f"{name}{args}: {ra} != {rb}"
+
+    def cycle(self, now: float) -> None:
+        """A cycle on both, compared, then applied on both. A reused result (the incremental
+        side's last quiet cycle, nothing changed since) did no work of its own: its counts of
+        decisions are compared, not of attempts."""
+        ra, rb = self.inc.schedule(now), self.ref.schedule(now)
+        assert ra == rb
+        if self.same_walk:  # (the order the cycle answered them in)
+            assert list(ra.pending) == list(rb.pending)
+        if ra.stats.reused:
+            self.reused += 1
+            kept = ("candidates", "placed_jobs", "placed_pods", "victims", "backoff_jobs")
+            assert [getattr(ra.stats, k) for k in kept] == [getattr(rb.stats, k) for k in kept]
+        else:
+            assert ra.stats == rb.stats
+        self.both("apply", ra, now)
 
     def step(self, op: str, r: int, n: int, draw_job: object) -> None:
         s = self.ref
@@ -81,12 +98,14 @@ class _Pair:
         if op == "submit":
             self.both("submit", draw_job, now)
         elif op == "cycle":
-            ra, rb = self.inc.schedule(now), self.ref.schedule(now)
-            assert ra == rb
-            if self.same_walk:  # (the order the cycle answered them in)
-                assert list(ra.pending) == list(rb.pending)
-            assert ra.stats == rb.stats
-            self.both("apply", ra, now)
+            self.cycle(now)
+        elif op == "idle":  # nothing else happens: cycles at the same time, then much later
+            self.cycle(now)
+            self.cycle(now)
+            # (past a backoff, a threshold, a cascade window, a minimum runtime, or not)
+            for k in range(1 + r % 3):
+                self.now += r % 4001 if (r >> k) % 3 == 0 else (r >> k) % 301
+                self.cycle(self.now)
         elif op == "finish" and running:
             self.both("pod_finished", _pick(running, r), now)
         elif op == "evict" and running:
@@ -232,6 +251,7 @@ _preemptions = st.builds(
     max_preemptors_per_cycle=st.sampled_from([None, 1, 2]),
     max_searches_per_cycle=st.sampled_from([None, 1, 3]),
     cascade_window=st.sampled_from([0.0, 30.0, 3600.0]),
+    min_runtime=st.sampled_from([0.0, 0.0, 20.0, 900.0]),
 )
 # a few shapes, so that many waiting jobs of one cycle are alike (the walk's short path for a
 # job whose shape already failed this cycle, and preemption's cheap exits)
