@@ -235,3 +235,19 @@ def test_quiet_cycles_answered_again_decide_as_cycles_from_scratch(
     drive_alike(pair, ops, specs, bursts=2, priorities=3)
     assert pair.inc.queue.statuses() == pair.ref.queue.statuses()
     check_invariants(pair.inc)
+
+
+def test_the_quiet_cycle_benchmark_answers_again_what_a_cycle_from_scratch_decides() -> None:
+    """``benchmarks/quiet_cycle.py`` at a small scale (the bench cycle's cluster and
+    workload, warmed up): both cycles after each applied quiet one are answered again, and
+    equal a cycle from scratch at the same time."""
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "quiet_cycle.py"
+    spec = importlib.util.spec_from_file_location("quiet_cycle", script)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = bench.run(nodes=200, pending=80, rounds=3)
+    assert out["reused_count"] == 6 and out["same_decisions"]
