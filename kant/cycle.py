@@ -1011,7 +1011,7 @@ class _Quiet:
         its time or later, before the first time the passing of time could change it
         (``t0``: when the cycle began, for its ``elapsed_ms``)."""
         kept = cls._KEPT.get(queue)
-        if kept is None or not kept.now <= now:
+        if kept is None or now < kept.now:
             return None
         if any(a is not b and a != b for a, b in zip(key, kept.inputs, strict=True)):
             return None
@@ -1032,9 +1032,8 @@ class _Quiet:
 
     @classmethod
     def keep(cls, queue: Queue, key: tuple[Any, ...], cyc: _Cycle, result: CycleResult) -> None:
-        """Keep ``result`` if it is quiet, with the first time after its own at which the
-        passing of time alone could change what the cycle decided (forget the last one
-        otherwise). O(waiting jobs)."""
+        """Keep ``result`` if it is quiet, with what :meth:`horizon` will read of ``cyc``
+        (forget the last one otherwise). O(1)."""
         if result.bindings or result.victims or result.nominations or result.dropped_nominations:
             cls._KEPT.pop(queue, None)
         else:

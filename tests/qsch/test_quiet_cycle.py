@@ -33,6 +33,17 @@ def _one_node(**kw: object) -> Scheduler:
     return s
 
 
+def _quiet_until(s: Scheduler, quiet: float, before: float, at: float) -> CycleResult:
+    """A cycle at ``quiet`` that decides nothing and is run, one at ``before`` answered again,
+    and the one at ``at`` (when time alone changes a decision), run: returned."""
+    first = s.step(now=quiet)
+    assert not (first.bindings or first.victims or first.stats.reused)
+    assert s.step(now=before).stats.reused
+    r = s.step(now=at)
+    assert not r.stats.reused
+    return r
+
+
 def _same(a: CycleResult, b: CycleResult) -> bool:
     """The same decisions (equality ignores the stats), ``b`` at its own time."""
     return a == attrs.evolve(b, now=a.now)
@@ -67,11 +78,8 @@ def test_the_end_of_a_backoff_ends_the_answer_at_once() -> None:
     s.submit(job("flaky", gpus=8), now=0)
     s.step(now=1)
     s.binding_failed(PodId(job="flaky", role="worker", index=0), now=2)  # backoff until 12
-    first = s.step(now=3)
-    assert first.pending["flaky"].code is ReasonCode.BACKOFF
-    assert s.step(now=11.999).stats.reused
-    r = s.step(now=12)
-    assert not r.stats.reused and r.placed == ("flaky",)
+    assert s.queue.entry("flaky").backoff_until == 12
+    assert _quiet_until(s, 3, 11.999, 12).placed == ("flaky",)
 
 
 def test_a_backfill_head_passing_its_threshold_preempts_at_that_time() -> None:
@@ -88,11 +96,7 @@ def test_a_backfill_head_passing_its_threshold_preempts_at_that_time() -> None:
     s.submit(job("small", gpus=4), now=3)
     assert s.step(now=4).placed == ("small",)
     s.pod_finished(PodId(job="early", role="worker", index=0), now=5)
-    first = s.step(now=5)
-    assert not first.victims and first.pending["big"].code is ReasonCode.INSUFFICIENT_CAPACITY
-    assert s.step(now=101.999).stats.reused
-    r = s.step(now=102)
-    assert not r.stats.reused
+    r = _quiet_until(s, 5, 101.999, 102)
     assert [(v.job, v.preemptor) for v in r.victims] == [("small", "big")]
 
 
@@ -104,11 +108,7 @@ def test_a_running_job_passing_the_minimum_runtime_becomes_a_victim_at_that_time
     s.submit(job("low", gpus=8, priority=0), now=0)
     s.step(now=1)  # "low" runs from 1: a victim from 601 on
     s.submit(job("high", gpus=8, priority=1), now=2)
-    first = s.step(now=3)
-    assert not first.victims and not first.stats.reused
-    assert s.step(now=600.999).stats.reused
-    r = s.step(now=601)
-    assert not r.stats.reused
+    r = _quiet_until(s, 3, 600.999, 601)
     assert [(v.job, v.preemptor) for v in r.victims] == [("low", "high")]
 
 
@@ -130,11 +130,7 @@ def test_a_job_leaving_its_cascade_window_preempts_at_that_time() -> None:
     assert [v.job for v in s.step(now=160).victims] == ["mid"]  # ("low" is too young)
     s.pod_evicted(PodId(job="mid", role="worker", index=0), now=161)
     assert s.step(now=162).placed == ("top",)
-    first = s.step(now=300)
-    assert not first.victims and not first.stats.reused
-    assert s.step(now=460.999).stats.reused
-    r = s.step(now=461)
-    assert not r.stats.reused
+    r = _quiet_until(s, 300, 460.999, 461)
     assert [(v.job, v.preemptor) for v in r.victims] == [("low", "mid")]
 
 
