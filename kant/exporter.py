@@ -58,6 +58,8 @@ class MetricsExporter:
     ``kant_cluster_gpus``                    GPUs of the cluster
     ``kant_cycle_duration_seconds``          histogram of cycle latency
     ``kant_cycles_total``                    cycles observed
+    ``kant_cycles_reused_total``             of those, cycles answered with the last quiet
+                                             cycle's result, not run (``CycleStats.reused``)
 
     ``registry``: a ``prometheus_client.CollectorRegistry`` to register into (default: a new
     one of its own, so two exporters never clash).
@@ -91,6 +93,11 @@ class MetricsExporter:
             registry=self.registry,
         )
         self._cycles = Counter("kant_cycles", "Scheduling cycles observed.", registry=self.registry)
+        self._reused = Counter(
+            "kant_cycles_reused",
+            "Cycles answered with the last quiet cycle's result, without being run.",
+            registry=self.registry,
+        )
         self.registry.register(_Snapshot(self))
 
     # ----------------------------------------------------------------- observing
@@ -105,6 +112,8 @@ class MetricsExporter:
         if result is not None:
             self._cycle.observe(result.stats.elapsed_ms / 1000.0)
             self._cycles.inc()
+            if result.stats.reused:
+                self._reused.inc()
             self._record_starts(result)
         with self._lock:
             if self._t is not None and now > self._t:

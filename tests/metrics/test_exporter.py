@@ -79,6 +79,7 @@ def test_a_scrape_of_the_endpoint_publishes_every_figure_in_prometheus_names() -
     assert _value(fams, "kant_jobs", "kant_jobs", phase="running") == 2
     assert _value(fams, "kant_cycle_duration_seconds", "kant_cycle_duration_seconds_count") == 1
     assert _value(fams, "kant_cycles", "kant_cycles_total") == 1
+    assert _value(fams, "kant_cycles_reused", "kant_cycles_reused_total") == 0
     assert fams["kant_job_wait_seconds"].type == "histogram"
     assert fams["kant_cycles"].type == "counter"
 
@@ -97,3 +98,15 @@ def test_two_exporters_never_clash_and_a_job_start_is_counted_once() -> None:
             _value(fams, "kant_job_wait_seconds", "kant_job_wait_seconds_count", size_bucket="2-8")
             == 1
         )
+
+
+def test_a_cycle_answered_again_is_counted_as_reused() -> None:
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=1).build())
+    ex = MetricsExporter(s)
+    s.submit(job("x", gpus=8), now=0)
+    s.submit(job("y", gpus=8), now=0)
+    for t in (1, 2, 3, 4):  # x starts at 1; at 2 nothing is decided (run, kept); 3, 4 reuse it
+        ex.observe(t, s.step(now=t))
+    fams = {f.name: f for f in text_string_to_metric_families(ex.exposition().decode())}
+    assert _value(fams, "kant_cycles", "kant_cycles_total") == 4
+    assert _value(fams, "kant_cycles_reused", "kant_cycles_reused_total") == 2
