@@ -323,6 +323,34 @@ def test_a_pending_pods_condition_follows_a_new_reason_at_once_and_new_wording_o
     assert "w1" in _condition(cluster.get("w2"), "PodScheduled")["message"]
 
 
+def test_a_shim_cycle_in_which_nothing_changed_is_answered_again_until_a_pod_goes(
+    cluster: Cluster,
+) -> None:
+    # one 8-GPU node; "run" takes it, "w" waits. The cycle after the binding decides nothing
+    # and is run; the next ones (the loop's periodic cycles) are answered again, with the
+    # waiting pod's condition as it was; once "run" is gone, a cycle runs and binds "w"
+    cluster.node("n0", model="H100")
+    cluster.pod("run", gpus=8)
+    clock = [1000.0]
+    shim = _driven_shim(cluster, {}, clock)
+    results = []
+    for _ in range(4):
+        clock[0] += 5
+        results.append(shim.cycle())
+        shim.reap(wait=True)
+        if len(results) == 1:
+            cluster.pod("w", gpus=8)
+            shim.sync()
+    assert results[0].bindings and cluster.node_of("run") == "n0"
+    assert [r.stats.reused for r in results] == [False, False, True, True]
+    assert _condition(cluster.get("w"), "PodScheduled")["reason"] == "Unschedulable"
+    shim.handle("Pod", "DELETED", cluster.get("run"))
+    clock[0] += 5
+    r = shim.cycle()
+    shim.reap(wait=True)
+    assert not r.stats.reused and cluster.node_of("w") == "n0"
+
+
 def test_a_cycle_writes_at_most_its_share_of_conditions_and_events_the_head_first(
     cluster: Cluster,
 ) -> None:
