@@ -161,12 +161,21 @@ class PolicyRun(Protocol):
     the global order and, for each, calls :meth:`gate`; when a job tried is not (fully)
     placed, :meth:`explain` then :meth:`failed`. All O(1) per call unless stated.
 
-    Two optional methods: ``reservations()``, every reservation the run made (a conservative
-    backfill makes several); ``closed()``, asked after each job the cycle considers: None,
-    or the :class:`Gate` (a skip) every job not yet walked gets for the rest of the cycle,
-    which the cycle then gives them without asking :meth:`gate`. A gate must close for what
-    the run read of the cluster, the quota and the jobs walked, never for the time (the
-    simulator schedules no cycle for an arrival behind it when nothing else changed)."""
+    Three optional methods: ``reservations()``, every reservation the run made (a
+    conservative backfill makes several); ``closed()``, asked after each job the cycle
+    considers: None, or the :class:`Gate` (a skip) every job not yet walked gets for the rest
+    of the cycle, which the cycle then gives them without asking :meth:`gate`. A gate must
+    close for what the run read of the cluster, the quota and the jobs walked, never for the
+    time (the simulator schedules no cycle for an arrival behind it when nothing else
+    changed). ``time_horizon()``, asked at the end of a cycle that decided nothing: the
+    earliest time after the cycle's at which the passing of time alone could change what
+    this run answered, the jobs, the cluster and the quota staying the same (``math.inf``:
+    never). With it, that cycle's result is given again, without a run, to the cycles that
+    come before then with nothing else changed (:func:`kant.schedule_cycle`); without it,
+    only to a cycle at the same time. Strict FIFO and Best-Effort FIFO read no time
+    (``math.inf``); Backfill gives the first time one of its heads not yet past the threshold
+    passes it; EASY and conservative backfill read the time through their forecasts and
+    declare none."""
 
     def gate(self, job: CandidateView) -> Gate:
         """Before the job is tried: skip it (with a reason), or try it."""
@@ -201,17 +210,7 @@ class QueueingPolicy(Protocol):
     ``runtime_estimate``). Strict FIFO, Best-Effort FIFO and EASY backfill declare it.
     After a cycle that decided nothing (a reservation aside), the simulator then runs no
     cycle for an arrival that comes last and asks for more GPU than the cluster has free
-    (:mod:`kant.sim.simulator`).
-
-    One optional method: ``time_horizon(jobs, now) -> float``, the earliest time after
-    ``now`` at which the passing of time alone could change what a run decides for the
-    waiting ``jobs`` (:class:`CandidateView`), the cluster, the quota and the running jobs
-    staying the same (``math.inf``: never). With it, a cycle that decided nothing is
-    answered again without being run until then, while nothing else changes
-    (:func:`kant.schedule_cycle`); without it, only at the same time. Strict FIFO and
-    Best-Effort FIFO read no time (``math.inf``); Backfill gives the first time a job not yet
-    past its threshold passes it. EASY and conservative backfill read the time through
-    their forecasts and declare none."""
+    (:mod:`kant.sim.simulator`)."""
 
     @property
     def name(self) -> str:

@@ -145,8 +145,8 @@ def schedule_cycle(
     binding, victim or nomination made or dropped) is kept: until the first time at which
     the passing of time alone could change a decision (a backoff ends, a Backfill head
     passes its threshold, a preemptor leaves its cascade window, a running unit the victim
-    search read passes the minimum runtime: the queueing policy's ``time_horizon``, at the
-    same time only for a policy without one), a cycle with the same cluster, queue, quota
+    search read passes the minimum runtime: the policy run's ``time_horizon()``, at the same
+    time only for a run without one), a cycle with the same cluster, queue, quota
     usage, placer, policy and rules, none of them changed since, returns its result again
     (``now`` its own, ``stats.reused`` set) without being run.
 
@@ -985,8 +985,12 @@ class _Quiet:
 
     def __init__(self, inputs: tuple[Any, ...], cyc: _Cycle, result: CycleResult) -> None:
         self.inputs, self.now, self.result = inputs, result.now, result
-        self.candidates, self.policy, self.preemption = cyc.candidates, cyc.policy, cyc.preemption
-        self.victims = cyc.pre.index.time_horizon()  # (the index is the cycle's own)
+        self.candidates, self.preemption = cyc.candidates, cyc.preemption
+        # what the cycle's own objects read of the time, asked before they are discarded:
+        # the policy's run (none declared: it may read the time anywhere) and the victim index
+        declared: Callable[[], float] | None = getattr(cyc.run, "time_horizon", None)
+        self.policy = float(declared()) if declared is not None else cyc.now
+        self.victims = cyc.pre.index.time_horizon()
         self.until: float | None = None
 
     @staticmethod
@@ -1042,17 +1046,15 @@ class _Quiet:
     def horizon(self) -> float:
         """The first time after the kept cycle's at which the passing of time alone could
         change what it decided, given its waiting jobs, made a little earlier (see
-        :func:`_earlier`): the policy's (``time_horizon``; none: the cycle's own time), the
-        first backoff to end, the first cascade window to close of a job that may preempt,
-        the first running unit the victim search read to pass the minimum runtime. Valid
-        while the queue is unchanged (these are fields of its entries). O(waiting jobs)."""
+        :func:`_earlier`): the policy run's (``time_horizon()``; none: the cycle's own time),
+        the first backoff to end, the first cascade window to close of a job that may
+        preempt, the first running unit the victim search read to pass the minimum runtime.
+        Valid while the queue is unchanged (these are fields of its entries). O(waiting
+        jobs)."""
         now, cands = self.now, self.candidates
-        declared: Callable[[Sequence[Entry], float], float] | None = getattr(
-            self.policy, "time_horizon", None
-        )
-        if declared is None:
+        first = self.policy
+        if first <= now:
             return now
-        first = float(declared(cands, now))
         for e in cands:
             b = e.backoff_until
             if now < b < first:

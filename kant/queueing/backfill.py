@@ -4,7 +4,6 @@ preempt the jobs that backfilled past it."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import attrs
 
@@ -19,6 +18,7 @@ class _BackfillRun:
         self.now = ctx.now
         self.head: str | None = None
         self.quota_heads: dict[str, str] = {}  # tenant -> its first job failing on quota
+        self.wake = math.inf  # the first time a head not yet past the threshold passes it
 
     def gate(self, job: CandidateView) -> Gate:
         return GO
@@ -33,11 +33,24 @@ class _BackfillRun:
             if job.job.tenant in self.quota_heads:
                 return False
             self.quota_heads[job.job.tenant] = job.id
-            return self.now - job.pending_since >= self.threshold
+            return self._past(job)
         if self.head is not None or reason.code not in BLOCKING_CODES:
             return False
         self.head = job.id
-        return self.now - job.pending_since >= self.threshold
+        return self._past(job)
+
+    def _past(self, job: CandidateView) -> bool:
+        """Has the head ``job`` waited the threshold? (If not, when it will have.)"""
+        since = job.pending_since
+        if self.now - since >= self.threshold:
+            return True
+        self.wake = min(self.wake, since + self.threshold)
+        return False
+
+    def time_horizon(self) -> float:
+        """The first time a head of this run passes its threshold (it may then preempt):
+        the only time the run reads."""
+        return self.wake
 
     def reservation(self) -> Reservation | None:
         return None
@@ -59,16 +72,3 @@ class Backfill:
     def begin(self, ctx: CycleContext) -> PolicyRun:
         """A run that marks the first blocked job as the head."""
         return _BackfillRun(self, ctx)
-
-    def time_horizon(self, jobs: Sequence[CandidateView], now: float) -> float:
-        """The first time a job of ``jobs`` not yet waiting ``threshold`` at ``now`` will
-        have (it may then preempt as a head): the only time a run reads. O(jobs)."""
-        threshold = self.threshold
-        if threshold == math.inf:
-            return math.inf
-        first = math.inf
-        for j in jobs:
-            since = j.pending_since
-            if now - since < threshold and since < first:
-                first = since
-        return first + threshold

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import ClassVar
 
 import attrs
@@ -25,6 +24,9 @@ class _BestEffortRun:
     def reservation(self) -> Reservation | None:
         return None
 
+    def time_horizon(self) -> float:
+        return math.inf  # time is not read
+
 
 @attrs.frozen
 class BestEffortFIFO:
@@ -38,7 +40,3 @@ class BestEffortFIFO:
     def begin(self, ctx: CycleContext) -> PolicyRun:
         """A stateless run: every job is tried."""
         return _BestEffortRun()
-
-    def time_horizon(self, jobs: Sequence[CandidateView], now: float) -> float:
-        """Never: a run reads no time (see QueueingPolicy)."""
-        return math.inf

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import ClassVar
 
 import attrs
@@ -53,6 +52,9 @@ class _StrictRun:
     def reservation(self) -> Reservation | None:
         return None
 
+    def time_horizon(self) -> float:
+        return math.inf  # time is not read
+
 
 @attrs.frozen
 class StrictFIFO:
@@ -67,7 +69,3 @@ class StrictFIFO:
     def begin(self, ctx: CycleContext) -> PolicyRun:
         """A fresh run for one cycle (it keeps which job blocks, and per tenant)."""
         return _StrictRun()
-
-    def time_horizon(self, jobs: Sequence[CandidateView], now: float) -> float:
-        """Never: a run reads no time (see QueueingPolicy)."""
-        return math.inf

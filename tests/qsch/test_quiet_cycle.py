@@ -247,3 +247,19 @@ def test_the_quiet_cycle_benchmark_answers_again_what_a_cycle_from_scratch_decid
     spec.loader.exec_module(bench)
     out = bench.run(nodes=200, pending=80, rounds=3)
     assert out["reused_count"] == 6 and out["same_decisions"]
+
+
+def test_under_backfill_only_the_heads_threshold_ends_the_answer() -> None:
+    """Backfill reads the time for its heads only (the first blocked job, each tenant's first
+    refused by quota): "small", behind the head, passing its own threshold at 150 changes
+    nothing, so the cycle at 200 is answered again."""
+    s = Scheduler(
+        ClusterBuilder().leaf("lf0", nodes=1, gpus=8).build(), policy=Backfill(threshold=100.0)
+    )
+    s.submit(job("busy", gpus=8), now=0)
+    s.step(now=0.5)
+    s.submit(job("big", gpus=8), now=1)  # the head: past its threshold from 101
+    s.submit(job("small", gpus=4), now=50)
+    first = s.step(now=120)  # "big" may take back what backfilled past it: nothing did
+    assert not (first.bindings or first.victims or first.stats.reused)
+    assert s.step(now=200).stats.reused
