@@ -976,11 +976,11 @@ class _Quiet:
         "candidates",
         "inputs",
         "now",
-        "policy",
         "preemption",
         "result",
+        "run_horizon",
         "until",
-        "victims",
+        "victims_horizon",
     )
 
     def __init__(self, inputs: tuple[Any, ...], cyc: _Cycle, result: CycleResult) -> None:
@@ -989,8 +989,8 @@ class _Quiet:
         # what the cycle's own objects read of the time, asked before they are discarded:
         # the policy's run (none declared: it may read the time anywhere) and the victim index
         declared: Callable[[], float] | None = getattr(cyc.run, "time_horizon", None)
-        self.policy = float(declared()) if declared is not None else cyc.now
-        self.victims = cyc.pre.index.time_horizon()
+        self.run_horizon = float(declared()) if declared is not None else cyc.now
+        self.victims_horizon = cyc.pre.index.time_horizon()
         self.until: float | None = None
 
     @staticmethod
@@ -1052,7 +1052,7 @@ class _Quiet:
         Valid while the queue is unchanged (these are fields of its entries). O(waiting
         jobs)."""
         now, cands = self.now, self.candidates
-        first = self.policy
+        first = self.run_horizon
         if first <= now:
             return now
         for e in cands:
@@ -1066,7 +1066,7 @@ class _Quiet:
                 ev = e.evicted_at
                 if ev is not None and now - ev < window and ev + window < first:
                     first = ev + window
-            first = min(first, self.victims)
+            first = min(first, self.victims_horizon)
         return _earlier(first)
 
 
