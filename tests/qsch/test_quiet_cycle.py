@@ -2,9 +2,10 @@
 and a later cycle that would read the same cluster, queue, quota usage, placer, policy and
 rules returns its result again without being run, until the first time at which the passing
 of time alone could change a decision: a backoff ends, a Backfill head passes its threshold,
-a running job the victim search read passes the minimum runtime. ``incremental=False``
-never reuses; the property that both decide alike, with cycles at the same time and much
-later and nothing else happening, is in ``test_incremental_cycle.py`` (the ``idle`` op)."""
+a job leaves its cascade window, a running job the victim search read passes the minimum
+runtime. ``incremental=False`` never reuses. That both decide alike, with cycles at the same
+time and later and nothing else happening, is a property here (small full clusters, where
+preemption is frequent) and in ``test_incremental_cycle.py`` (its ``idle`` op)."""
 
 from __future__ import annotations
 
