@@ -110,6 +110,9 @@ class _Pair:
             self.both("pod_finished", _pick(running, r), now)
         elif op == "evict" and running:
             self.both("pod_evicted", _pick(running, r), now)
+        elif op == "gone":  # the victims chosen so far go, as an orchestrator reports them
+            for p in sorted(p for e in s.queue.terminating() for p in e.terminating):
+                self.both("pod_evicted", p, now)
         elif op == "bind_fail" and running:  # requeued, or waits out a backoff
             self.both("binding_failed", _pick(running, r), now)
         elif op == "cancel" and len(s.queue):

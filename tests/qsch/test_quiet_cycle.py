@@ -5,7 +5,8 @@ of time alone could change a decision: a backoff ends, a Backfill head passes it
 a job leaves its cascade window, a running job the victim search read passes the minimum
 runtime. ``incremental=False`` never reuses. That both decide alike, with cycles at the same
 time and later and nothing else happening, is a property here (small full clusters, where
-preemption is frequent) and in ``test_incremental_cycle.py`` (its ``idle`` op)."""
+preemption is frequent; and the chain behind a cascade window, with its times drawn, which
+random operations rarely build) and in ``test_incremental_cycle.py`` (its ``idle`` op)."""
 
 from __future__ import annotations
 
@@ -188,7 +189,9 @@ def test_each_queue_keeps_its_own_quiet_cycle() -> None:
 
 # cycles with nothing else happening, often; times, thresholds and windows of a scale the
 # clock crosses within a few ops
-_idle_ops = ops_of("submit", "submit", "cycle", "finish", "evict", "bind_fail", "idle", "idle")
+_idle_ops = ops_of(
+    "submit", "submit", "cycle", "finish", "evict", "gone", "bind_fail", "idle", "idle"
+)
 _timed_policies = st.sampled_from(["strict-fifo", "best-effort-fifo", "easy-backfill"]) | st.builds(
     Backfill, threshold=st.sampled_from([0.0, 25.0, 250.0])
 )
@@ -230,6 +233,57 @@ def test_quiet_cycles_answered_again_decide_as_cycles_from_scratch(
     scratch."""
     pair = _Pair(state, policy, quotas, preemption)  # type: ignore[arg-type]
     drive_alike(pair, ops, specs, bursts=2, priorities=3)
+    assert pair.inc.queue.statuses() == pair.ref.queue.statuses()
+    check_invariants(pair.inc)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    policy=_timed_policies,
+    reclaim=st.booleans(),
+    backfill=st.booleans(),
+    window=st.integers(0, 400),
+    min_runtime=st.integers(0, 400),
+    low_at=st.integers(2, 400),
+    top_after=st.integers(0, 400),
+    gaps=st.lists(st.integers(0, 300), min_size=2, max_size=12),
+)
+def test_cascade_chains_answered_again_decide_as_cycles_from_scratch(
+    policy: str | Backfill,
+    reclaim: bool,
+    backfill: bool,
+    window: int,
+    min_runtime: int,
+    low_at: int,
+    top_after: int,
+    gaps: list[int],
+) -> None:
+    """The chain behind the cascade window, with its times drawn: on two 8-GPU nodes "mid"
+    (priority 1) runs, then "low" (priority 0); "top" (priority 2) evicts one of them
+    ("mid" while "low" is younger than the minimum runtime); its pods go, "top" starts, and
+    quiet cycles follow at drawn gaps, across the end of "mid"'s cascade window and of
+    "low"'s minimum runtime or not. Every cycle of the incremental scheduler (which answers
+    quiet cycles again) decides as the one from scratch."""
+    rules = PreemptionPolicy(
+        reclaim=reclaim, backfill=backfill, cascade_window=float(window),
+        min_runtime=float(min_runtime),
+    )  # fmt: skip
+    pair = _Pair(_small(2), policy, False, rules)  # type: ignore[arg-type]
+    pair.both("submit", job("mid", gpus=8, priority=1), 0)
+    pair.cycle(1)
+    pair.both("submit", job("low", gpus=8, priority=0), low_at - 1)
+    pair.cycle(low_at)
+    now = low_at + top_after
+    pair.both("submit", job("top", gpus=8, priority=2), now)
+    pair.cycle(now + 1)
+    for e in pair.ref.queue.terminating():  # the victims go
+        for p in sorted(e.terminating):
+            pair.both("pod_evicted", p, now + 2)
+    now += 3
+    for gap in gaps:
+        pair.cycle(now)
+        now += gap
+    pair.cycle(now)
     assert pair.inc.queue.statuses() == pair.ref.queue.statuses()
     check_invariants(pair.inc)
 
