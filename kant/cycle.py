@@ -46,6 +46,7 @@ from kant.model import (
     Binding,
     Job,
     PodId,
+    ReadOnlyDict,
     Reason,
     ReasonCode,
     Victim,
@@ -105,8 +106,11 @@ class CycleResult:
     job later in the order got the gate's skip (None: the gate stayed open). How the cycle
     walked, not what it decided: equality ignores it, as it ignores ``stats``.
 
-    A result is read, not changed: the last quiet cycle's is kept (and answered again, each
-    time with mappings of its own; see :func:`schedule_cycle`).
+    A result is read, not changed: the last quiet cycle's is kept, and answered again with
+    read-only copies (:class:`~kant.model.ReadOnlyDict`) of its ``pending`` and ``seen``
+    that every later answer shares (see
+    :func:`schedule_cycle`; :meth:`kant.queueing.Queue.set_reasons` then skips a pass that
+    would change nothing).
     """
 
     now: float
@@ -976,9 +980,11 @@ class _Quiet:
         "candidates",
         "inputs",
         "now",
+        "pending",
         "preemption",
         "result",
         "run_horizon",
+        "seen",
         "until",
         "victims_horizon",
     )
@@ -992,6 +998,9 @@ class _Quiet:
         self.run_horizon = float(declared()) if declared is not None else cyc.now
         self.victims_horizon = cyc.pre.index.time_horizon()
         self.until: float | None = None
+        # the mappings every result answered again shares: read-only copies, made at the first
+        self.pending: Mapping[str, Reason] | None = None
+        self.seen: Mapping[str, tuple[int, int]] = {}
 
     @staticmethod
     def key(
@@ -1025,14 +1034,16 @@ class _Quiet:
             if not now < kept.until:
                 return None
         r = kept.result
-        pending, seen = dict(r.pending), dict(r.seen)  # (each result its own, as a cycle's)
+        if kept.pending is None:  # (one copy for all: apply sees the same again, O(1))
+            kept.pending = ReadOnlyDict(r.pending)
+            kept.seen = ReadOnlyDict(r.seen)
         st = r.stats
         stats = CycleStats(
             candidates=st.candidates, placed_jobs=0, placed_pods=0, placement_attempts=0,
             preemption_searches=0, victims=0, backoff_jobs=st.backoff_jobs,
             elapsed_ms=(time.perf_counter() - t0) * 1000, reused=True,
         )  # fmt: skip
-        return attrs.evolve(r, now=now, pending=pending, seen=seen, stats=stats)
+        return attrs.evolve(r, now=now, pending=kept.pending, seen=kept.seen, stats=stats)
 
     @classmethod
     def keep(cls, queue: Queue, key: tuple[Any, ...], cyc: _Cycle, result: CycleResult) -> None:

@@ -883,3 +883,21 @@ class Victim:
     pods: tuple[PodId, ...]
     reason: VictimReason
     preemptor: str
+
+
+class ReadOnlyDict(dict[str, Any]):
+    """A dict that refuses every change (TypeError), read at a dict's speed: what a kept
+    result shares between the callers it is answered to (see
+    :func:`kant.cycle.schedule_cycle`). Copies and pickles as a read-only dict of the same
+    items; ``dict(d)`` gives a copy to change."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: object, **kwargs: object) -> Any:
+        raise TypeError("a read-only dict: change a copy, dict(d)")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self) -> tuple[type[ReadOnlyDict], tuple[dict[str, Any]]]:
+        return (type(self), (dict(self),))

@@ -49,7 +49,7 @@ from kant.errors import (
     UnknownPodError,
     require,
 )
-from kant.model import Binding, Job, PodId, Reason, ReasonCode
+from kant.model import Binding, Job, PodId, ReadOnlyDict, Reason, ReasonCode
 from kant.queueing.backoff import Backoff
 from kant.queueing.order import ORDER_KEYS
 
@@ -249,6 +249,8 @@ class Queue:
         # job id -> the tick of its entry's last change, oldest first (see changed_since)
         self._changes: dict[str, int] = {}
         self._tick = 0
+        # the reasons and incarnations set_reasons last applied in full, and the tick then
+        self._reasons_done: tuple[Mapping[str, Reason], Mapping[str, Any], int] | None = None
         self._floor = 0  # changes up to this tick may be missing from _changes
         self._seq = 0
         self._cands: list[Entry] | None = None  # the global order's entries, kept in order
@@ -509,6 +511,7 @@ class Queue:
         e = self._entries.get(job_id)
         if e is not None and e.phase in (JobPhase.PENDING, JobPhase.RUNNING):
             e.reason = reason
+            self._reasons_done = None  # (a reason set_reasons gave may differ now)
 
     def set_reasons(
         self,
@@ -519,7 +522,22 @@ class Queue:
     ) -> None:
         """:meth:`set_reason` for every job of ``reasons`` that is still the incarnation
         ``(seq, version)`` given in ``incarnations`` (or is in ``current``: known current
-        by the caller); the others are left as they are. One pass, O(len(reasons))."""
+        by the caller); the others are left as they are. One pass, O(len(reasons)).
+
+        O(1) when ``reasons`` and ``incarnations`` are the very read-only mappings
+        (:class:`~kant.model.ReadOnlyDict`) of the last pass, with no ``current``, and no
+        entry changed and no reason was set since: the pass would change nothing. A quiet
+        cycle's result answered again shares its mappings (see
+        :func:`kant.cycle.schedule_cycle`), so applying it again costs nothing."""
+        done = self._reasons_done
+        if (
+            not current
+            and done is not None
+            and done[0] is reasons
+            and done[1] is incarnations
+            and done[2] == self._tick
+        ):
+            return
         ents = self._entries
         live = (JobPhase.PENDING, JobPhase.RUNNING)
         for jid, reason in reasons.items():
@@ -528,6 +546,9 @@ class Queue:
                 continue
             if incarnations.get(jid) == (e.seq, e.version) or jid in current:
                 e.reason = reason
+        # kept only for read-only mappings: a dict could be changed and passed again
+        frozen = isinstance(reasons, ReadOnlyDict) and isinstance(incarnations, ReadOnlyDict)
+        self._reasons_done = (reasons, incarnations, self._tick) if frozen and not current else None
 
     def forget_pods(
         self, job_id: str, pods: Iterable[PodId], now: float, *, finished: bool

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kant.errors import DuplicateError, InvalidConfigError, InvalidJobError, UnknownJobError
-from kant.model import ReasonCode
+from kant.model import ReadOnlyDict, ReasonCode
 from kant.queueing import Backoff, JobPhase, Queue, make_policy, policy_names
 from kant.scheduler import Scheduler
 from kant.state import ClusterState
@@ -200,3 +200,41 @@ def test_a_job_s_remaining_pods_are_its_pod_ids_made_once_and_follow_placements(
     q.forget_pods("g", [p0, p2, p3], now=4.0, finished=True)
     assert e.phase is JobPhase.FINISHED and e.remaining() == ()
     check_invariants(q)
+
+
+class _CountedReasons(ReadOnlyDict):
+    """A read-only dict that counts the passes over it (``items()``)."""
+
+    passes = 0
+
+    def items(self):  # type: ignore[no-untyped-def]
+        self.passes += 1
+        return super().items()
+
+
+def test_the_same_read_only_reasons_applied_again_with_nothing_changed_are_not_walked() -> None:
+    """set_reasons walks a read-only mapping it already applied only if something could have
+    changed since: an entry (a submission), a reason set by hand, a plain dict, ``current``."""
+    from kant.model import Reason
+
+    q = Queue()
+    q.submit(job("a", gpus=1), now=0)
+    seen = ReadOnlyDict({"a": (q.entry("a").seq, q.entry("a").version)})
+    why = Reason(code=ReasonCode.INSUFFICIENT_CAPACITY, message="full")
+    reasons = counted = _CountedReasons(a=why)
+    q.set_reasons(reasons, seen)
+    q.set_reasons(reasons, seen)
+    assert counted.passes == 1 and q.entry("a").reason is why
+    q.set_reason("a", None)  # by hand: the next pass puts the reason back
+    q.set_reasons(reasons, seen)
+    assert counted.passes == 2 and q.entry("a").reason is why
+    q.submit(job("b", gpus=1), now=1)  # an entry changed
+    q.set_reasons(reasons, seen)
+    q.set_reasons(reasons, seen, current={"a"})
+    q.set_reasons(reasons, seen, current={"a"})
+    assert counted.passes == 5
+    plain = dict(reasons)  # a dict may have changed since: always walked
+    q.set_reasons(plain, seen)
+    plain["a"] = other = Reason(code=ReasonCode.NO_FIT, message="no node")
+    q.set_reasons(plain, seen)
+    assert q.entry("a").reason is other

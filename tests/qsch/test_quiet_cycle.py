@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import attrs
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from kant.admission import Admitter, Quota
@@ -66,6 +67,23 @@ def test_a_cycle_that_decided_nothing_is_answered_again_while_nothing_changes() 
     s.pod_finished(PodId(job="busy", role="worker", index=0), now=10**6 + 3)
     r = s.step(now=10**6 + 4)
     assert not r.stats.reused and r.placed == ("big", "small")
+
+
+def test_answers_again_share_read_only_mappings_and_apply_as_a_full_pass_would() -> None:
+    """Each answer again of a quiet cycle shares one read-only ``pending`` and ``seen``; applying
+    it again after a reason was changed by hand puts the reason back."""
+    s = _one_node()
+    s.step(now=3)
+    r4, r5 = s.step(now=4), s.step(now=5)
+    assert r4.stats.reused and r5.stats.reused
+    assert r4.pending is r5.pending and r4.seen is r5.seen
+    with pytest.raises(TypeError):
+        r5.pending["big"] = None  # type: ignore[index]
+    why = s.queue.entry("big").reason
+    assert why is r5.pending["big"]
+    s.queue.set_reason("big", None)
+    s.apply(r5, now=5)
+    assert s.queue.entry("big").reason is why
 
 
 def test_a_cycle_from_scratch_is_never_answered_again() -> None:
