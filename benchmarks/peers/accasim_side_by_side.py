@@ -312,18 +312,23 @@ def kant_paired_worker(
 # --------------------------------------------------------------------------- driver
 
 
-def _run(cmd: list[str]) -> dict[str, Any]:
+def run_worker(cmd: list[str]) -> dict[str, Any]:
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_accasim_python(ap: argparse.ArgumentParser) -> None:
+    """The ``--accasim-python`` option (default ``$ACCASIM_PYTHON``)."""
     ap.add_argument(
         "--accasim-python",
         default=os.environ.get("ACCASIM_PYTHON"),
         help="Python of an environment with accasim==1.1.3 ($ACCASIM_PYTHON)",
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_accasim_python(ap)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--pod-gpus", type=int, default=1, choices=(1, 8),
                     help="GPUs per kant pod (1: AccaSim's mapping, the default)")  # fmt: skip
@@ -374,8 +379,8 @@ def main(argv: list[str] | None = None) -> int:
             for i in range(a.repeats):
                 args = ["--swf", str(files[work]), "--policy", policy, "--folder", tmp,
                         "--machine", f"{nodes}x{per_node}"]  # fmt: skip
-                ra = _run([a.accasim_python, me, "--worker", "accasim", *args])
-                rk = _run([sys.executable, me, "--worker", "kant", "--pod-gpus",
+                ra = run_worker([a.accasim_python, me, "--worker", "accasim", *args])
+                rk = run_worker([sys.executable, me, "--worker", "kant", "--pod-gpus",
                            str(a.pod_gpus), *args])  # fmt: skip
                 acc.append(ra["cpu_s"])
                 kan.append(rk["cpu_s"])
@@ -383,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
                     pa = [sys.executable, me, "--worker", "kant-paired", "--pod-gpus",
                           str(a.pod_gpus), "--swf", str(files[work]), "--machine",
                           f"{nodes}x{per_node}"]  # fmt: skip
-                    rp = _run(pa + (["--easy-first"] if i % 2 == 0 else []))
+                    rp = run_worker(pa + (["--easy-first"] if i % 2 == 0 else []))
                     kez.append(rp["easy_cpu_s"])
                     paired.append(rp["easy_cpu_s"] / rp["best_effort_cpu_s"])
                     paired_match = paired_match and rp["best_effort_starts"] == rk["starts"]

@@ -30,9 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,7 +40,13 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from accasim_side_by_side import NODES, PER_NODE, write_workloads  # noqa: E402
+from accasim_side_by_side import (  # noqa: E402
+    NODES,
+    PER_NODE,
+    add_accasim_python,
+    run_worker,
+    write_workloads,
+)
 
 # free GPU mask of an 8-GPU node -> its free GPUs, lowest first, each as a binding's tuple
 _FREE_GPUS = [tuple((g,) for g in range(PER_NODE) if m >> g & 1) for m in range(1 << PER_NODE)]
@@ -109,18 +113,9 @@ def upkeep(swf: Path) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _run(cmd: list[str]) -> dict[str, Any]:
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return dict(json.loads(out.strip().splitlines()[-1]))
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument(
-        "--accasim-python",
-        default=os.environ.get("ACCASIM_PYTHON"),
-        help="Python of an environment with accasim==1.1.3 ($ACCASIM_PYTHON)",
-    )
+    add_accasim_python(ap)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", action="store_true", help="last line: one JSON object")
     ap.add_argument("--worker", type=Path, help=argparse.SUPPRESS)  # the upkeep of this SWF
@@ -138,11 +133,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         swf = write_workloads(Path(tmp))["whole"]
         for _ in range(a.repeats):
-            ra = _run([a.accasim_python, side, "--worker", "accasim", "--swf", str(swf),
-                       "--policy", "fifo", "--folder", tmp,
-                       "--machine", f"{NODES}x{PER_NODE}"])  # fmt: skip
+            ra = run_worker([a.accasim_python, side, "--worker", "accasim", "--swf", str(swf),
+                             "--policy", "fifo", "--folder", tmp,
+                             "--machine", f"{NODES}x{PER_NODE}"])  # fmt: skip
             acc.append(ra["cpu_s"])
-            ups.append(_run([sys.executable, str(Path(__file__).resolve()), "--worker", str(swf)]))
+            ups.append(
+                run_worker([sys.executable, str(Path(__file__).resolve()), "--worker", str(swf)])
+            )
     med = {k: statistics.median(u[k] for u in ups) for k in ups[0] if k.endswith("_s")}
     out = {
         "bench": "state_upkeep", "jobs": ups[0]["jobs"], "pods": ups[0]["pods"],
