@@ -108,9 +108,8 @@ class CycleResult:
 
     A result is read, not changed: the last quiet cycle's is kept, and answered again with
     read-only copies (:class:`~kant.model.ReadOnlyDict`) of its ``pending`` and ``seen``
-    that every later answer shares (see
-    :func:`schedule_cycle`; :meth:`kant.queueing.Queue.set_reasons` then skips a pass that
-    would change nothing).
+    that every later answer shares (see :func:`schedule_cycle`); applying such an answer
+    again, :meth:`kant.queueing.Queue.set_reasons` skips the pass that would change nothing.
     """
 
     now: float
@@ -998,7 +997,7 @@ class _Quiet:
         self.run_horizon = float(declared()) if declared is not None else cyc.now
         self.victims_horizon = cyc.pre.index.time_horizon()
         self.until: float | None = None
-        # the mappings every result answered again shares: read-only copies, made at the first
+        # the mappings every answer again shares: read-only copies, made by the first answer
         self.pending: Mapping[str, Reason] | None = None
         self.seen: Mapping[str, tuple[int, int]] = {}
 
