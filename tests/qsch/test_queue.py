@@ -238,3 +238,32 @@ def test_the_same_read_only_reasons_applied_again_with_nothing_changed_are_not_w
     plain["a"] = other = Reason(code=ReasonCode.NO_FIT, message="no node")
     q.set_reasons(plain, seen)
     assert q.entry("a").reason is other
+
+
+def test_set_reasons_gives_a_reason_only_to_a_live_job_still_as_the_cycle_saw_it() -> None:
+    """Of a cycle's reasons, set_reasons keeps those of jobs it does not know, that ended or
+    that changed since the cycle (unless named current) out, and leaves a reason that is
+    already the very one given as it is."""
+    from kant.model import Reason
+
+    q = Queue()
+    for jid in ("waits", "changed", "current", "done", "same"):
+        q.submit(job(jid, gpus=1, replicas=2, gang=False), now=0)
+    seen = {jid: (q.entry(jid).seq, q.entry(jid).version) for jid in q.jobs()}
+    q.mark_assigned("done", [pod("done", 0), pod("done", 1)], now=1)
+    q.forget_pods("done", [pod("done", 0), pod("done", 1)], now=2, finished=True)
+    q.mark_assigned("changed", [pod("changed")], now=1)  # one of its pods bound since
+    q.mark_assigned("current", [pod("current")], now=1)
+    same = Reason(code=ReasonCode.NO_FIT, message="kept")
+    q.set_reason("same", same)
+    why = {jid: Reason(code=ReasonCode.INSUFFICIENT_CAPACITY, message=jid) for jid in seen}
+    why["same"] = same
+    why["gone"] = Reason(code=ReasonCode.NO_FIT, message="unknown job")
+    q.set_reasons(why, seen, current={"current"})
+    assert q.entry("waits").reason is why["waits"]
+    assert q.entry("current").reason is why["current"]
+    assert q.entry("changed").reason is None
+    assert q.entry("done").reason is None and q.entry("done").phase is JobPhase.FINISHED
+    assert q.entry("same").reason is same
+    assert q.get("gone") is None
+    check_invariants(q)
