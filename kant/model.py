@@ -893,6 +893,14 @@ class ReadOnlyDict(dict[str, Any]):
 
     __slots__ = ()
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> ReadOnlyDict:
+        self = super().__new__(cls)
+        dict.__init__(self, *args, **kwargs)  # filled once, here
+        return self
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """(Filled by ``__new__``: initialising it again changes nothing.)"""
+
     def _refuse(self, *args: object, **kwargs: object) -> Any:
         raise TypeError("a read-only dict: change a copy, dict(d)")
 

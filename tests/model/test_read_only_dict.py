@@ -25,6 +25,7 @@ def test_a_read_only_dict_refuses_every_change_and_reads_as_a_dict() -> None:
             change()
     with pytest.raises(TypeError):
         d |= {"c": 3}
+    d.__init__(c=3)  # (made once: initialising it again changes nothing)
     assert d == {"a": 1, "b": 2} and list(d.items()) == [("a", 1), ("b", 2)]
     mine = dict(d)
     mine["c"] = 3
