@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kant.errors import DuplicateError, InvalidConfigError, InvalidJobError, UnknownJobError
-from kant.model import ReadOnlyDict, ReasonCode
+from kant.model import ReadOnlyDict, Reason, ReasonCode
 from kant.queueing import Backoff, JobPhase, Queue, make_policy, policy_names
 from kant.scheduler import Scheduler
 from kant.state import ClusterState
@@ -215,8 +215,6 @@ class _CountedReasons(ReadOnlyDict):
 def test_the_same_read_only_reasons_applied_again_with_nothing_changed_are_not_walked() -> None:
     """set_reasons walks a read-only mapping it already applied only if something could have
     changed since: an entry (a submission), a reason set by hand, a plain dict, ``current``."""
-    from kant.model import Reason
-
     q = Queue()
     q.submit(job("a", gpus=1), now=0)
     seen = ReadOnlyDict({"a": (q.entry("a").seq, q.entry("a").version)})
@@ -244,8 +242,6 @@ def test_set_reasons_gives_a_reason_only_to_a_live_job_still_as_the_cycle_saw_it
     """Of a cycle's reasons, set_reasons keeps those of jobs it does not know, that ended or
     that changed since the cycle (unless named current) out, and leaves a reason that is
     already the very one given as it is."""
-    from kant.model import Reason
-
     q = Queue()
     for jid in ("waits", "changed", "current", "done", "same"):
         q.submit(job(jid, gpus=1, replicas=2, gang=False), now=0)
