@@ -612,13 +612,11 @@ class Placer:
     def _sync(self, snap: Snapshot) -> None:
         """Refresh per-slot caches (templates, pool candidates) when nodes came or went. Node
         templates are static node facts the snapshot does not copy: they are read from the
-        cluster state's node specs, O(nodes), only when the membership changed."""
+        cluster state's node specs, O(nodes), only when the membership changed. The version
+        read is recorded only once the refresh succeeded, so a failed one is tried again."""
         state = snap.state
         if self._version == state.membership_version and self._state_id == id(state):
             return
-        self._version = state.membership_version
-        self._state_id = id(state)
-        self._cand.clear()
         tmpl: list[NodeTemplate | None] = [None] * snap.num_slots
         cache: dict[str, NodeTemplate] = {}
         for spec in state.nodes():
@@ -628,7 +626,10 @@ class Placer:
             if t is None:
                 t = cache[spec.template] = get_template(spec.template)
             tmpl[state.slot_of(spec.name)] = t
+        self._cand.clear()
         self._templates = tmpl
+        self._version = state.membership_version
+        self._state_id = id(state)
 
     def _candidates(self, snap: Snapshot, role: Role, req: PodRequest) -> Candidates | Reason:
         """The role's candidate nodes: live nodes of its allowed GPU models (any GPU node

@@ -32,6 +32,7 @@ from kant.errors import (
 from kant.model import MILLI, Binding, NodeSpec, PodId
 from kant.state.columns import LEVELS, IntArray, NodeColumns, gpu_counts
 from kant.state.snapshot import Snapshot
+from kant.topology.templates import get_template
 
 # --------------------------------------------------------------------------- node records
 
@@ -237,9 +238,13 @@ class ClusterState:
 
     def add_node(self, spec: NodeSpec) -> None:
         """Register a node (healthy, empty) in the lowest free slot. Raises InvalidNodeError
-        for a non-NodeSpec, DuplicateError if the name exists. O(1) amortised."""
+        for a non-NodeSpec, UnknownTemplateError for a template that is neither built in nor
+        registered (:func:`kant.topology.register_template`), DuplicateError if the name
+        exists; nothing changes then. O(1) amortised."""
         if not isinstance(spec, NodeSpec):
             raise InvalidNodeError("spec", spec, "must be a NodeSpec")
+        if spec.template is not None:
+            get_template(spec.template)  # UnknownTemplateError before anything changes
         if spec.name in self._records:
             raise DuplicateError(f"node {spec.name!r} already exists")
         if self._free_slots:

@@ -109,8 +109,8 @@ def test_gar_and_gfr_can_be_read_for_one_node_pool() -> None:
 
 
 def test_cpu_only_nodes_and_removed_nodes_are_not_gpu_nodes() -> None:
-    st = ClusterState([node("c0", gpus=0), node("g0", gpus=4, template="x")])
-    st.add_node(node("g1", gpus=4, template="x"))
+    st = ClusterState([node("c0", gpus=0), node("g0", gpus=4)])
+    st.add_node(node("g1", gpus=4))
     bind(st, "a", "g0", (0,))
     st.remove_node("g1")
     assert gfr(st).gpu_nodes == 1 and gfr(st).ratio == 1.0

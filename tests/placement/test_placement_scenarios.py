@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kant.errors import DuplicateError, UnknownPolicyError
+import kant.placement.placer as placer_mod
+from kant.errors import DuplicateError, UnknownPolicyError, UnknownTemplateError
 from kant.model import Binding, JobKind, PodId, ReasonCode, Tier
 from kant.placement import BaseStrategy, Placer, make_strategy, register_strategy, strategy_names
 from kant.state import ClusterState
@@ -40,6 +41,24 @@ def test_a_2_gpu_pod_with_one_nic_gets_the_nic_under_its_gpus_pcie_switch() -> N
     (b,) = res.bindings
     assert b.gpus == (2, 3)  # a whole free switch, not GPU 1 + a GPU elsewhere
     assert b.nics == (2,)  # a NIC on switch 1, where its GPUs are
+
+
+def test_a_placer_whose_read_of_the_node_templates_failed_reads_them_again_next_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=1).build()
+    hold(st, "lf0-n0", (0,), "first")
+    placer = Placer()
+
+    def broken(name: str) -> None:
+        raise UnknownTemplateError(name)
+
+    with monkeypatch.context() as m:
+        m.setattr(placer_mod, "get_template", broken)
+        with pytest.raises(UnknownTemplateError):
+            placer.place(job("pair", gpus=2, nics=1), st.snapshot())
+    (b,) = placer.place(job("pair", gpus=2, nics=1), st.snapshot()).bindings
+    assert b.gpus == (2, 3) and b.nics == (2,)  # chosen by the DGX template, not lowest first
 
 
 def test_a_2_gpu_pod_on_a_pcie_only_node_gets_two_gpus_under_one_pcie_switch() -> None:

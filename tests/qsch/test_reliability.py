@@ -9,13 +9,19 @@ import math
 import pytest
 
 from kant.admission import Quota
-from kant.errors import KantError, UnknownJobError, UnknownNodeError, UnknownPodError
+from kant.errors import (
+    KantError,
+    UnknownJobError,
+    UnknownNodeError,
+    UnknownPodError,
+    UnknownTemplateError,
+)
 from kant.errors import ValidationError as Invalid
 from kant.model import Job, NodeSpec, ReasonCode, Tier
 from kant.preemption import PreemptionPolicy
 from kant.queueing import Backfill, Backoff, EasyBackfill, JobPhase, Queue
 from kant.scheduler import Scheduler
-from kant.testing import ClusterBuilder, check_invariants, job
+from kant.testing import ClusterBuilder, check_invariants, job, node
 
 from .conftest import nodes, pod, scheduler
 
@@ -354,6 +360,21 @@ def test_a_node_too_large_for_the_columns_is_refused_before_it_is_registered(fie
         s.node_added(NodeSpec(name="ghost", gpu_model="H100", gpus=8, **{field: 2**63}), 1)
     assert "ghost" not in s.cluster
     s.node_added(NodeSpec(name="ghost", gpu_model="H100", gpus=8), 2)  # no DuplicateError
+    check_invariants(s)
+
+
+@pytest.mark.parametrize("incremental", [False, True])
+def test_a_node_naming_an_unknown_template_is_refused_and_never_gets_a_pod(
+    incremental: bool,
+) -> None:
+    s = Scheduler(nodes(1), incremental=incremental)
+    with pytest.raises(UnknownTemplateError, match="no-such-template"):
+        s.node_added(node("bad", template="no-such-template"), 1)
+    assert "bad" not in s.cluster
+    s.submit(job("big", gpus=8), now=1)
+    s.submit(job("x", gpus=8), now=1)
+    assert s.step(2).placed == ("big",)
+    assert s.step(3).placed == ()
     check_invariants(s)
 
 

@@ -13,10 +13,12 @@ from kant.errors import (
     TransactionError,
     UnknownNodeError,
     UnknownPodError,
+    UnknownTemplateError,
 )
 from kant.model import Binding, PodId
 from kant.state import ClusterState, NodeColumns, Snapshot
 from kant.testing import ClusterBuilder, check_invariants, node
+from kant.topology import pcie_node, register_template
 
 
 def pod(job: str, i: int = 0) -> PodId:
@@ -233,6 +235,26 @@ def test_unknown_names_raise_typed_errors(cluster: ClusterState) -> None:
         cluster.add_node(node("lf0-n0"))
     with pytest.raises(InvalidNodeError, match="'gpu' = 9"):
         cluster.set_gpu_health("lf0-n0", 9, False)
+
+
+def test_a_node_naming_an_unknown_template_is_refused_and_the_cluster_is_left_as_it_was(
+    cluster: ClusterState,
+) -> None:
+    version, before = cluster.membership_version, cluster.full_snapshot()
+    with pytest.raises(UnknownTemplateError, match="no-such-template"):
+        cluster.add_node(node("bad", template="no-such-template"))
+    assert "bad" not in cluster and len(cluster) == 4
+    assert cluster.membership_version == version
+    assert cluster.full_snapshot().same_as(before) == []
+    with pytest.raises(UnknownTemplateError, match="no-such-template"):
+        ClusterState([node("ok"), node("bad", template="no-such-template")])
+    check_invariants(cluster)
+
+
+def test_a_node_may_name_a_template_its_user_registered() -> None:
+    register_template(pcie_node("test-state-user-2gpu", 2))
+    st = ClusterState([node("mine", gpus=2, template="test-state-user-2gpu")])
+    assert st.node("mine").template == "test-state-user-2gpu"
 
 
 def test_a_refresh_copies_only_the_nodes_that_changed(cluster: ClusterState) -> None:
