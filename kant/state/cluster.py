@@ -53,6 +53,22 @@ class _NodeRecord:
     pods: set[PodId] = attrs.field(factory=set)
 
 
+def _check_template(spec: NodeSpec, template: str) -> None:
+    """Raise UnknownTemplateError if ``template`` (the one ``spec`` names) is unknown, and
+    InvalidNodeError if the node's GPU count is not the template's or it has more NICs than
+    the template lays out: the placer picks devices by the template's slots. Fewer NICs are
+    allowed (NICs not reported, as in packing studies): they are the template's first ones."""
+    tmpl = get_template(template)
+    if spec.gpus != tmpl.num_gpus:
+        raise InvalidNodeError(
+            "gpus", spec.gpus, f"template {tmpl.name!r} has {tmpl.num_gpus} GPUs"
+        )
+    if spec.rdma_nics > tmpl.num_nics:
+        raise InvalidNodeError(
+            "rdma_nics", spec.rdma_nics, f"template {tmpl.name!r} has {tmpl.num_nics} NICs"
+        )
+
+
 # --------------------------------------------------------------------------- cluster state
 
 
@@ -238,13 +254,14 @@ class ClusterState:
 
     def add_node(self, spec: NodeSpec) -> None:
         """Register a node (healthy, empty) in the lowest free slot. Raises InvalidNodeError
-        for a non-NodeSpec, UnknownTemplateError for a template that is neither built in nor
-        registered (:func:`kant.topology.register_template`), DuplicateError if the name
-        exists; nothing changes then. O(1) amortised."""
+        for a non-NodeSpec, a GPU count other than its template's or more NICs than it has,
+        UnknownTemplateError for a template that is neither built in nor registered
+        (:func:`kant.topology.register_template`), DuplicateError if the name exists; nothing
+        changes then. O(1) amortised."""
         if not isinstance(spec, NodeSpec):
             raise InvalidNodeError("spec", spec, "must be a NodeSpec")
         if spec.template is not None:
-            get_template(spec.template)  # UnknownTemplateError before anything changes
+            _check_template(spec, spec.template)
         if spec.name in self._records:
             raise DuplicateError(f"node {spec.name!r} already exists")
         if self._free_slots:

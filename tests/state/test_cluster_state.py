@@ -251,6 +251,32 @@ def test_a_node_naming_an_unknown_template_is_refused_and_the_cluster_is_left_as
     check_invariants(cluster)
 
 
+@pytest.mark.parametrize(
+    ("gpus", "nics", "said"),
+    [
+        (3, 8, "'gpus' = 3: template 'dgx-8gpu' has 8 GPUs"),
+        (16, 8, "'gpus' = 16: template 'dgx-8gpu' has 8 GPUs"),
+        (8, 12, "'rdma_nics' = 12: template 'dgx-8gpu' has 8 NICs"),
+    ],
+)
+def test_a_node_with_other_gpu_or_nic_counts_than_its_template_is_refused_naming_both(
+    cluster: ClusterState, gpus: int, nics: int, said: str
+) -> None:
+    odd = node("odd", gpus=gpus, nics=nics, template="dgx-8gpu")
+    version = cluster.membership_version
+    with pytest.raises(InvalidNodeError, match=said):
+        cluster.add_node(odd)
+    assert "odd" not in cluster and cluster.membership_version == version
+    with pytest.raises(InvalidNodeError, match=said):
+        ClusterState([odd])
+    check_invariants(cluster)
+
+
+def test_a_node_may_report_fewer_nics_than_its_template_lays_out(cluster: ClusterState) -> None:
+    cluster.add_node(node("no-nics", gpus=8, nics=0, template="dgx-8gpu"))
+    assert cluster.snapshot().free_nics[cluster.slot_of("no-nics")] == 0
+
+
 def test_a_node_may_name_a_template_its_user_registered() -> None:
     register_template(pcie_node("test-state-user-2gpu", 2))
     st = ClusterState([node("mine", gpus=2, template="test-state-user-2gpu")])
