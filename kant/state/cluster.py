@@ -53,6 +53,12 @@ class _NodeRecord:
     pods: set[PodId] = attrs.field(factory=set)
 
 
+def _is_index(v: object) -> bool:
+    """Whether ``v`` is an int that may index a device (a bool is not one: ``True`` is not
+    GPU 1)."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def _check_template(spec: NodeSpec, template: str) -> None:
     """Raise UnknownTemplateError if ``template`` (the one ``spec`` names) is unknown, and
     InvalidNodeError if the node's GPU count is not the template's or it has more NICs than
@@ -328,9 +334,10 @@ class ClusterState:
 
     def set_gpu_health(self, name: str, gpu: int, healthy: bool) -> None:
         """Mark one GPU device (un)healthy. A pod holding it keeps it until released. Raises
-        UnknownNodeError, or InvalidNodeError for a GPU index the node does not have."""
+        UnknownNodeError, or InvalidNodeError for a GPU index the node does not have or that
+        is not an int (a bool included)."""
         rec = self._record(name)
-        if not (isinstance(gpu, int) and 0 <= gpu < rec.spec.gpus):
+        if not (_is_index(gpu) and 0 <= gpu < rec.spec.gpus):
             raise InvalidNodeError("gpu", gpu, f"node {name!r} has GPUs 0..{rec.spec.gpus - 1}")
         if healthy:
             rec.gpu_healthy |= 1 << gpu
@@ -343,9 +350,9 @@ class ClusterState:
     def set_nic_health(self, name: str, nic: int, healthy: bool) -> None:
         """Mark one RDMA NIC (un)healthy: an unhealthy NIC leaves the allocatable NIC mask; a
         pod holding it keeps it until released. Raises UnknownNodeError, or InvalidNodeError
-        for a NIC index the node does not have (changing nothing)."""
+        for a NIC index the node does not have or that is not an int (changing nothing)."""
         rec = self._record(name)
-        if not (isinstance(nic, int) and 0 <= nic < rec.spec.rdma_nics):
+        if not (_is_index(nic) and 0 <= nic < rec.spec.rdma_nics):
             raise InvalidNodeError(
                 "nic", nic, f"node {name!r} has NICs 0..{rec.spec.rdma_nics - 1}"
             )

@@ -10,6 +10,7 @@ import pytest
 
 from kant.admission import Quota
 from kant.errors import (
+    InvalidNodeError,
     KantError,
     UnknownJobError,
     UnknownNodeError,
@@ -245,6 +246,26 @@ def test_every_misuse_of_the_facade_is_a_kant_error(call: object) -> None:
     s.step(0)
     with pytest.raises(KantError):
         call(s)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("index", [True, False, 1.0, "1", None])
+def test_a_gpu_or_nic_index_that_is_not_an_int_is_refused_and_nothing_is_evicted(
+    index: object,
+) -> None:
+    s = scheduler(nodes(1))
+    s.submit(job("a", gpus=8, nics=8), now=0)
+    s.step(0)
+    before = s.queue.statuses()
+    calls = {
+        "gpu": lambda: s.gpu_unhealthy("lf0-n0", index, 1),  # type: ignore[arg-type]
+        "nic": lambda: s.nic_unhealthy("lf0-n0", index, 1),  # type: ignore[arg-type]
+    }
+    for field, call in calls.items():
+        with pytest.raises(InvalidNodeError, match=f"'{field}' = {index!r}"):
+            call()
+    assert s.cluster.health_masks("lf0-n0") == (True, 0xFF, 0xFF)
+    assert s.queue.statuses() == before and s.cluster.pods_on("lf0-n0") == (pod("a"),)
+    check_invariants(s)
 
 
 def test_cancelling_a_failed_job_reports_nothing_finished() -> None:
