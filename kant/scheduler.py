@@ -7,7 +7,7 @@ import enum
 import logging
 import math
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import attrs
 
@@ -186,8 +186,11 @@ class Scheduler:
 
     def status(self, job_id: str, now: float | None = None) -> StatusReport:
         """Where job ``job_id`` is: its :class:`StatusReport` (``now`` measures the wait of a
-        job still waiting). Raises :class:`~kant.errors.UnknownJobError` for a job never
-        submitted. O(pods of the job)."""
+        job still waiting; it only reads, so it may be earlier than :attr:`clock`). Raises
+        :class:`~kant.errors.UnknownJobError` for a job never submitted, InvalidTimeError for
+        a ``now`` that is not a finite number. O(pods of the job)."""
+        if now is not None:
+            now = finite_time(now, "status")
         e = self.queue.entry(job_id)
         bound = tuple(
             self.cluster.binding(p) for p in sorted(e.assigned) if self.cluster.has_pod(p)
@@ -325,11 +328,16 @@ class Scheduler:
         done = (e.id,) if e.phase is JobPhase.FINISHED else ()
         return EventReport(released=(pod,), finished=done)
 
-    def pods_finished(self, pods: Sequence[PodId], now: float) -> EventReport:
+    def pods_finished(self, pods: Iterable[PodId], now: float) -> EventReport:
         """Every pod of ``pods`` completed at ``now``: what :meth:`pod_finished` on each, in
         order, does, with one release in the cluster state for all of them (one update per
-        node; a simulator finishing a gang calls it once). Raises what :meth:`pod_finished`
-        raises, or UnknownPodError for a pod named twice, before changing anything."""
+        node; a simulator finishing a gang calls it once). ``pods`` may be any iterable of
+        PodId. Raises what :meth:`pod_finished` raises, InvalidJobError for ``pods`` that are
+        not iterable, or UnknownPodError for a pod named twice, before changing anything."""
+        if not isinstance(pods, Sequence):  # a list or tuple is used as it is; a generator
+            if not isinstance(pods, Iterable):  # is read once, into a tuple
+                raise InvalidJobError("pods", pods, "must be an iterable of kant.model.PodId")
+            pods = tuple(pods)
         whole = self._whole_job(pods, now)
         if whole is not None:  # every pod one job holds: checked at once
             e, now = whole

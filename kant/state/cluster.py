@@ -90,7 +90,11 @@ class ClusterState:
     """
 
     def __init__(self, nodes: Iterable[NodeSpec] = ()) -> None:
-        """A state holding ``nodes`` (healthy, empty; :meth:`add_node` each) and no pods."""
+        """A state holding ``nodes`` (healthy, empty; :meth:`add_node` each) and no pods.
+        Raises InvalidNodeError if ``nodes`` is not an iterable, or what :meth:`add_node`
+        raises."""
+        if not isinstance(nodes, Iterable):
+            raise InvalidNodeError("nodes", nodes, "must be an iterable of NodeSpec")
         self._records: dict[str, _NodeRecord] = {}
         self._slot_names: list[str | None] = []
         self._free_slots: list[int] = []  # reusable slots, kept sorted (lowest first)

@@ -10,6 +10,7 @@ import pytest
 
 from kant.admission import Quota
 from kant.errors import (
+    InvalidJobError,
     InvalidNodeError,
     KantError,
     UnknownJobError,
@@ -122,6 +123,30 @@ def test_a_time_that_is_not_a_finite_number_is_refused_by_every_timed_call(bad: 
             call()
     assert s.queue.statuses() == before
     assert len(s.cluster) == 2
+    check_invariants(s)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, "x", True])
+def test_status_refuses_a_time_that_is_not_a_finite_number(bad: object) -> None:
+    s = scheduler(nodes(1))
+    s.submit(job("r", gpus=8), now=0)
+    s.submit(job("w", gpus=8), now=0)
+    s.step(1)
+    for jid in ("r", "w"):  # running and waiting
+        with pytest.raises(Invalid, match="status: must be a finite"):
+            s.status(jid, bad)  # type: ignore[arg-type]
+    assert s.status("w", 3).wait == 3.0
+
+
+def test_pods_finished_takes_any_iterable_of_pods_and_refuses_what_is_not_one() -> None:
+    s = scheduler(nodes(2))
+    s.submit(job("a", gpus=8, replicas=2), now=0)
+    s.step(0)
+    with pytest.raises(InvalidJobError, match="'pods' = None"):
+        s.pods_finished(None, 1)  # type: ignore[arg-type]
+    assert s.status("a").phase is JobPhase.RUNNING and s.clock == 0
+    report = s.pods_finished((pod("a", i) for i in range(2)), 1)
+    assert report.released == (pod("a", 0), pod("a", 1)) and report.finished == ("a",)
     check_invariants(s)
 
 

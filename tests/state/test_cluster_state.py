@@ -277,6 +277,11 @@ def test_a_node_may_report_fewer_nics_than_its_template_lays_out(cluster: Cluste
     assert cluster.snapshot().free_nics[cluster.slot_of("no-nics")] == 0
 
 
+def test_a_cluster_built_from_something_that_is_not_a_collection_of_nodes_is_refused() -> None:
+    with pytest.raises(InvalidNodeError, match="'nodes' = None"):
+        ClusterState(None)  # type: ignore[arg-type]
+
+
 def test_a_node_may_name_a_template_its_user_registered() -> None:
     register_template(pcie_node("test-state-user-2gpu", 2))
     st = ClusterState([node("mine", gpus=2, template="test-state-user-2gpu")])
