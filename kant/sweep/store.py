@@ -8,8 +8,11 @@ A record::
 
 ``status`` is ``ok`` or ``failed`` (``error``: the exception's type, message and where it was
 raised; ``metrics``: null). A run may appear more than once (it failed, then was run again):
-the last record of a key is the one that counts. A line that is not a JSON object (the half
-written line of an interrupted sweep) is skipped and counted in :attr:`Store.unreadable`.
+the last record of a key is the one that counts. A line that starts like a record but is not
+JSON (the half written line of an interrupted sweep) is skipped and counted in
+:attr:`Store.unreadable`; any other line that is not a record means the file is not a store,
+and it is refused (:class:`~kant.errors.InvalidStoreError`) before anything is appended to
+it. An empty file is an empty store.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ class Store:
         self.unreadable = 0
 
     def records(self) -> list[dict[str, Any]]:
-        """Every readable record, in file order."""
+        """Every readable record, in file order. Raises :class:`InvalidStoreError` naming
+        the file and line when the file is not a store (see the module docstring)."""
         self.unreadable = 0
         if not self.path.exists():
             return []
@@ -43,19 +47,32 @@ class Store:
             raise InvalidStoreError("store", str(self.path), "is a folder, not a JSON-lines file")
         out = []
         with self.path.open() as f:
-            for line in f:
-                if not line.strip():
+            for n, line in enumerate(f, 1):
+                line = line.strip()
+                if not line:
                     continue
                 try:
                     rec = json.loads(line)
                 except json.JSONDecodeError:
+                    if not line.startswith("{"):
+                        raise self._not_a_store(n, "is not a run record") from None
+                    # the start of a record an interrupted sweep did not finish
                     self.unreadable += 1
                     continue
                 if not isinstance(rec, dict) or any(k not in rec for k in _FIELDS):
-                    self.unreadable += 1
-                    continue
+                    raise self._not_a_store(
+                        n, f"is not a run record (a JSON object with {', '.join(_FIELDS)})"
+                    )
                 out.append(rec)
         return out
+
+    def _not_a_store(self, line: int, reason: str) -> InvalidStoreError:
+        return InvalidStoreError(
+            "store",
+            str(self.path),
+            f"is not a sweep store: line {line} {reason}",
+            where=f"{self.path}:{line}",
+        )
 
     def latest(self) -> dict[str, dict[str, Any]]:
         """key -> the last record of that run."""

@@ -1,0 +1,66 @@
+"""Bad input to kant sweep: a store path that holds another file, files that are not text,
+records a report cannot read, grid values no run can take. Each is refused with a typed
+error naming the file (and line) or the field, before anything runs or is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kant.cli import main
+from kant.errors import InvalidStoreError
+from kant.sweep import Grid, LocalPool, Store, run_sweep
+
+GRID = "command: simulate\noptions:\n  scenario: inference\n  jobs: 20\n"
+
+
+def write_grid(folder: Path, text: str = GRID) -> Path:
+    grid = folder / "g.yaml"
+    grid.write_text(text)
+    return grid
+
+
+def test_a_store_path_that_holds_another_file_is_refused_and_left_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = tmp_path / "notes.txt"
+    other.write_bytes(b"important line 1\n")
+    assert main(["sweep", str(write_grid(tmp_path)), "--store", str(other), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert str(other) in err and "not a sweep store" in err and "Traceback" not in err
+    assert other.read_bytes() == b"important line 1\n"
+    # the library refuses it too, before any run
+    with pytest.raises(InvalidStoreError) as e:
+        run_sweep(
+            Grid("simulate", {"scenario": "inference", "jobs": 20}).runs(),
+            Store(other),
+            LocalPool(1),
+        )
+    assert e.value.where == f"{other}:1"
+    assert other.read_bytes() == b"important line 1\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"some": "json"}\n',  # a JSON object that is not a run record
+        "[1, 2]\n",  # JSON, not an object
+        '{"key": "k", "kind": "sim", "params": {}, "status": "failed", "error": "x"}\nhello\n',
+    ],
+)
+def test_a_file_with_a_line_that_is_not_a_run_record_is_not_a_store(
+    tmp_path: Path, text: str
+) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text(text)
+    with pytest.raises(InvalidStoreError) as e:
+        Store(path).records()
+    assert str(path) in str(e.value) and "not a sweep store" in str(e.value)
+
+
+def test_an_empty_file_is_taken_as_a_new_store(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"")
+    assert main(["sweep", str(write_grid(tmp_path)), "--store", str(path), "--quiet"]) == 0
+    assert len(Store(path).records()) == 1
