@@ -210,6 +210,8 @@ def load_grid(path: str | Path) -> Grid:
         text = p.read_text()
     except OSError as e:
         raise InvalidGridError("file", str(p), f"cannot be read: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise InvalidGridError("file", str(p), "is not a text file (YAML or JSON)") from None
     try:
         if p.suffix == ".json":
             doc = json.loads(text)

@@ -46,9 +46,12 @@ class Store:
         if self.path.is_dir():
             raise InvalidStoreError("store", str(self.path), "is a folder, not a JSON-lines file")
         out = []
-        with self.path.open() as f:
-            for n, line in enumerate(f, 1):
-                line = line.strip()
+        with self.path.open("rb") as f:
+            for n, raw in enumerate(f, 1):
+                try:
+                    line = raw.decode().strip()
+                except UnicodeDecodeError:
+                    raise self._not_a_store(n, "is not text (UTF-8)") from None
                 if not line:
                     continue
                 try:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from kant.cli import main
-from kant.errors import InvalidStoreError
-from kant.sweep import Grid, LocalPool, Store, run_sweep
+from kant.errors import InvalidGridError, InvalidStoreError
+from kant.sweep import Grid, LocalPool, Store, load_grid, run_sweep
 
 GRID = "command: simulate\noptions:\n  scenario: inference\n  jobs: 20\n"
 
@@ -64,3 +64,34 @@ def test_an_empty_file_is_taken_as_a_new_store(tmp_path: Path) -> None:
     path.write_bytes(b"")
     assert main(["sweep", str(write_grid(tmp_path)), "--store", str(path), "--quiet"]) == 0
     assert len(Store(path).records()) == 1
+
+
+BINARY = bytes.fromhex("c4212026 06cad57d 7adbf8e1 c5c70882") + b"\n\x00\xff{\n"
+
+
+@pytest.mark.parametrize("name", ["g.yaml", "g.json"])
+def test_a_grid_file_that_is_not_text_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    grid = tmp_path / name
+    grid.write_bytes(BINARY)
+    with pytest.raises(InvalidGridError) as e:
+        load_grid(grid)
+    assert e.value.value == str(grid) and "not a text file" in str(e.value)
+    assert main(["sweep", str(grid), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert str(grid) in err and "Traceback" not in err
+    assert not (tmp_path / "g.jsonl").exists()
+
+
+def test_a_store_that_is_not_text_is_refused_by_the_sweep_and_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "s.jsonl"
+    store.write_bytes(BINARY)
+    assert main(["sweep", "report", str(store), "--no-plots"]) == 2
+    assert main(["sweep", str(write_grid(tmp_path)), "--store", str(store), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count(f"{store}:1: ") == 2 and "not text" in err and "Traceback" not in err
+    assert store.read_bytes() == BINARY
+    assert not (tmp_path / "s").exists()
