@@ -12,7 +12,8 @@ the last record of a key is the one that counts. A line that starts like a recor
 JSON (the half written line of an interrupted sweep) is skipped and counted in
 :attr:`Store.unreadable`; any other line that is not a record means the file is not a store,
 and it is refused (:class:`~kant.errors.InvalidStoreError`) before anything is appended to
-it. An empty file is an empty store.
+it. So is a record the report could not read (an unknown kind or status, an ``ok`` run
+without the metrics of its kind). An empty file is an empty store.
 """
 
 from __future__ import annotations
@@ -28,6 +29,61 @@ from kant.errors import InvalidStoreError
 __all__ = ["Store"]
 
 _FIELDS = ("key", "kind", "params", "status")
+_CURVE = 131  # points of a packing run's alloc and frag curves (kant.sim.packing.PERCENTS)
+
+
+def _int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _num(x: Any) -> bool:
+    return x is None or _int(x) or isinstance(x, float)
+
+
+def _problem(rec: Mapping[str, Any]) -> str | None:
+    """What is wrong with a record that has the fields of one, for the report that reads it
+    (its kind, status, parameters and an ``ok`` run's metrics), or None."""
+    p, m = rec["params"], rec.get("metrics")
+    if not isinstance(rec["key"], str):
+        return f"key {rec['key']!r} is not text"
+    if rec["kind"] not in ("sim", "packing"):
+        return f"kind {rec['kind']!r} is not sim or packing"
+    if rec["status"] not in ("ok", "failed"):
+        return f"status {rec['status']!r} is not ok or failed"
+    if not isinstance(p, dict):
+        return "params is not an object"
+    if not _num(rec.get("wall_s")):
+        return f"wall_s {rec.get('wall_s')!r} is not a number"
+    for name in ("seed", "threshold", "inflate"):
+        if name in p and not (_int(p[name]) if name == "seed" else _num(p[name])):
+            return f"params.{name} {p[name]!r} is not a number"
+    if rec["status"] != "ok":
+        return None
+    if not isinstance(m, dict):
+        return f"an ok run's metrics are {m!r}, not an object"
+    if rec["kind"] == "packing":
+        for name in ("pods", "nodes"):
+            if not isinstance(p.get(name), str):
+                return f"an ok packing run has no params.{name}"
+        for name in ("alloc", "frag"):
+            c = m.get(name)
+            if not (isinstance(c, list) and len(c) == _CURVE and all(_num(x) for x in c)):
+                return f"metrics.{name} is not a curve of {_CURVE} numbers"
+        return None
+    for name in ("scenario", "queueing", "placement", "preemption"):
+        if not isinstance(m.get(name), str):
+            return f"an ok sim run's metrics have no {name!r}"
+    for name in ("gar", "sor_median", "gfr"):
+        if name not in m or not _num(m[name]):
+            return f"metrics.{name} {m.get(name)!r} is not a number"
+    if not _int(m.get("preemptions")):
+        return f"metrics.preemptions {m.get('preemptions')!r} is not an int"
+    waits = m.get("waits")
+    if not isinstance(waits, dict) or not all(
+        isinstance(w, list) and len(w) == 2 and _int(w[0]) and _num(w[1]) for w in waits.values()
+    ):
+        return "metrics.waits is not an object of [jobs, mean wait] pairs"
+    return None
 
 
 class Store:
@@ -66,6 +122,9 @@ class Store:
                     raise self._not_a_store(
                         n, f"is not a run record (a JSON object with {', '.join(_FIELDS)})"
                     )
+                problem = _problem(rec)
+                if problem is not None:
+                    raise self._not_a_store(n, f"is not a valid run record: {problem}")
                 out.append(rec)
         return out
 

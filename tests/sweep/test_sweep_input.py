@@ -95,3 +95,38 @@ def test_a_store_that_is_not_text_is_refused_by_the_sweep_and_the_report(
     assert err.count(f"{store}:1: ") == 2 and "not text" in err and "Traceback" not in err
     assert store.read_bytes() == BINARY
     assert not (tmp_path / "s").exists()
+
+
+OK_SIM = (
+    '{"key": "k", "kind": "sim", "params": {"seed": 1}, "status": "ok", "error": null, '
+    '"wall_s": 1, "metrics": %s}\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (OK_SIM % '{"gar": "x"}', "'scenario'"),
+        (OK_SIM % "null", "metrics"),
+        (OK_SIM.replace('"ok"', '"done"') % "null", "status"),
+        (OK_SIM.replace('"sim"', '"train"') % "null", "kind"),
+        (OK_SIM.replace('{"seed": 1}', "[1]") % "null", "params"),
+        (
+            '{"key": "k", "kind": "packing", "params": {"pods": "p.csv", "nodes": "n.csv"}, '
+            '"status": "ok", "error": null, "wall_s": 1, "metrics": {"alloc": [1.0]}}\n',
+            "alloc",
+        ),
+    ],
+)
+def test_a_record_the_report_cannot_read_is_refused_naming_the_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, reason: str
+) -> None:
+    store = tmp_path / "s.jsonl"
+    store.write_text('{"key": "f", "kind": "sim", "params": {}, "status": "failed"}\n' + line)
+    with pytest.raises(InvalidStoreError) as e:
+        Store(store).records()
+    assert e.value.where == f"{store}:2" and reason in str(e.value)
+    assert main(["sweep", "report", str(store), "--no-plots"]) == 2
+    err = capsys.readouterr().err
+    assert f"{store}:2: " in err and "Traceback" not in err
+    assert not (tmp_path / "s").exists()
