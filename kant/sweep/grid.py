@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -113,6 +114,9 @@ class Grid:
             for v in value if isinstance(value, list) else [value]:
                 if v is not None and not isinstance(v, _SCALAR):
                     raise InvalidGridError(name, v, "must be a value or a list of values")
+                if isinstance(v, float) and not math.isfinite(v):
+                    # a run's parameters are stored as strict JSON, which has no NaN or inf
+                    raise InvalidGridError(name, v, "must be a finite number")
             if isinstance(value, list) and not value:
                 raise InvalidGridError(name, value, "an empty list leaves no run")
         if "seed" in self.options and "seeds" in self.options:

@@ -85,6 +85,9 @@ def test_compare_grids_expand_seeds_and_policy_sets_like_the_command() -> None:
         ("simulate", {"seed": []}, "seed"),
         ("simulate", {"load": [{"a": 1}]}, "load"),
         ("packing", {"seed": 1, "seeds": "1-2"}, "seeds"),
+        ("simulate", {"load": math.nan}, "load"),
+        ("simulate", {"tick": [1.0, math.inf]}, "tick"),
+        ("packing", {"inflate": -math.inf}, "inflate"),
     ],
 )
 def test_a_bad_grid_is_refused_naming_the_option(

@@ -130,3 +130,17 @@ def test_a_record_the_report_cannot_read_is_refused_naming_the_file_and_line(
     err = capsys.readouterr().err
     assert f"{store}:2: " in err and "Traceback" not in err
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize(("option", "text"), [("load", ".nan"), ("tick", ".inf")])
+def test_a_grid_value_that_is_not_a_finite_number_is_refused_before_any_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, text: str
+) -> None:
+    grid = write_grid(tmp_path, GRID + f"  {option}: {text}\n")
+    with pytest.raises(InvalidGridError) as e:
+        load_grid(grid)
+    assert e.value.field == option and "finite" in str(e.value)
+    assert main(["sweep", str(grid), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert option in err and "Traceback" not in err
+    assert not (tmp_path / "g.jsonl").exists()
