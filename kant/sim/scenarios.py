@@ -54,6 +54,7 @@ from kant.topology.templates import register_template
 
 __all__ = [
     "COMPARE_SETS",
+    "MAX_SEEDS",
     "PREEMPTION_KINDS",
     "PREEMPTION_MODES",
     "SCENARIOS",
@@ -78,24 +79,29 @@ PREEMPTION_MODES: Final = ("auto", "none", "backfill", "priority", "reclaim", "a
 TRACES: Final = ("philly", "openb", "swf")
 
 
+MAX_SEEDS: Final = 100_000
+"""The most seeds :func:`parse_seeds` takes (``--seeds``, a sweep grid's ``seeds``)."""
+
+
 def parse_seeds(text: str) -> tuple[int, ...]:
-    """``"42-51"``, ``"42,45"`` or a mix (``"42-44,50"``) -> the seeds, in order given."""
+    """``"42-51"``, ``"42,45"`` or a mix (``"42-44,50"``) -> the seeds, in order given; at
+    most :data:`MAX_SEEDS` of them (more is refused before any list of them is made)."""
     out: list[int] = []
     for part in text.split(","):
         part = part.strip()
         if not part:
             continue
         lo, sep, hi = part.partition("-")
+        like = "expected seeds like 42-51 or 42,43"
         try:
-            if sep:
-                a, b = int(lo), int(hi)
-                if b < a:
-                    raise ValueError
-                out.extend(range(a, b + 1))
-            else:
-                out.append(int(part))
+            a, b = (int(lo), int(hi)) if sep else (int(part), int(part))
         except ValueError:
-            raise ValidationError("seeds", text, "expected seeds like 42-51 or 42,43") from None
+            raise ValidationError("seeds", text, like) from None
+        if b < a:
+            raise ValidationError("seeds", text, like)
+        if len(out) + b - a + 1 > MAX_SEEDS:
+            raise ValidationError("seeds", text, f"at most {MAX_SEEDS:,} seeds")
+        out.extend(range(a, b + 1))
     if not out:
         raise ValidationError("seeds", text, "expected at least one seed")
     return tuple(out)

@@ -37,7 +37,7 @@ from typing import Any, Final
 import attrs
 
 from kant.errors import InvalidGridError, KantError
-from kant.sim.scenarios import COMPARE_SETS, PolicySet, parse_seeds
+from kant.sim.scenarios import COMPARE_SETS, MAX_SEEDS, PolicySet, parse_seeds
 
 __all__ = [
     "COMMANDS",
@@ -182,6 +182,8 @@ def _seeds(values: Sequence[Any]) -> list[int]:
             out.extend(parse_seeds(v) if isinstance(v, str) else [v])
         except KantError as e:
             raise InvalidGridError("seeds", v, str(e)) from None
+        if len(out) > MAX_SEEDS:
+            raise InvalidGridError("seeds", values, f"at most {MAX_SEEDS:,} seeds")
     if len(set(out)) != len(out):
         raise InvalidGridError("seeds", values, "name each seed once")
     return out

@@ -45,6 +45,13 @@ BAD: list[tuple[list[str], str]] = [
     (["compare", "--sets", "fifo+ebinpack"], "--sets"),
     (["compare", "--out", "{tmp}/afile/x"], "--out"),
     (["compare", "--trace", "openb", "--cluster", "{tmp}/afile", "--load", "2"], "--load"),
+    # more seeds than kant takes (MAX_SEEDS): refused before any list of them is made
+    (["compare", "--seeds", "0-99999999999"], "--seeds"),
+    (["compare", "--seeds", "0-60000,70000-130000"], "--seeds"),
+    (
+        ["packing", "--pods", "{tmp}/afile", "--nodes", "{tmp}/afile", "--seeds", "0-99999999999"],
+        "--seeds",
+    ),
     # kant packing
     (["packing"], "--pods"),
     (["packing", "--pods", "{tmp}/afile"], "--nodes"),

@@ -10,6 +10,7 @@ import pytest
 
 from kant.cli import main
 from kant.errors import InvalidGridError, InvalidStoreError
+from kant.sim.scenarios import MAX_SEEDS, parse_seeds
 from kant.sweep import Grid, LocalPool, Store, load_grid, run_sweep
 
 GRID = "command: simulate\noptions:\n  scenario: inference\n  jobs: 20\n"
@@ -144,3 +145,19 @@ def test_a_grid_value_that_is_not_a_finite_number_is_refused_before_any_run(
     err = capsys.readouterr().err
     assert option in err and "Traceback" not in err
     assert not (tmp_path / "g.jsonl").exists()
+
+
+def test_a_grid_with_more_seeds_than_kant_takes_is_refused_naming_the_bound(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    grid = write_grid(tmp_path, GRID.replace("simulate", "compare") + "  seeds: 0-99999999999\n")
+    with pytest.raises(InvalidGridError) as e:
+        load_grid(grid).runs()
+    assert e.value.field == "seeds" and f"{MAX_SEEDS:,}" in str(e.value)
+    # a list of ranges counts every seed of every range
+    with pytest.raises(InvalidGridError):
+        Grid("compare", {"seeds": ["0-60000", "60001-120000"]}).runs()
+    assert main(["sweep", str(grid), "--quiet"]) == 2
+    assert "seeds" in capsys.readouterr().err
+    assert not (tmp_path / "g.jsonl").exists()
+    assert len(parse_seeds(f"1-{MAX_SEEDS}")) == MAX_SEEDS
