@@ -36,7 +36,7 @@ from typing import Any, Final
 
 import attrs
 
-from kant.errors import InvalidGridError, KantError
+from kant.errors import InvalidGridError, KantError, ValidationError
 from kant.sim.scenarios import COMPARE_SETS, MAX_SEEDS, PolicySet, parse_seeds
 
 __all__ = [
@@ -121,6 +121,17 @@ class Grid:
                 raise InvalidGridError(name, value, "an empty list leaves no run")
         if "seed" in self.options and "seeds" in self.options:
             raise InvalidGridError("seeds", self.options["seeds"], "give seed or seeds, not both")
+        opts = {_norm(k): v for k, v in self.options.items()}
+        for v in _values(opts.get("seed")):
+            if v is not None and not _seed(v):
+                raise InvalidGridError("seed", v, "must be an int >= 0")
+        # as kant simulate: the threshold is the Backfill policy's (the scenarios' default)
+        thresholds = [t for t in _values(opts.get("threshold")) if t is not None]
+        others = [q for q in _values(opts.get("queueing", "backfill")) if q != "backfill"]
+        if thresholds and others:
+            raise InvalidGridError(
+                "threshold", thresholds[0], f"is Backfill's; queueing {others[0]} has none"
+            )
 
     def runs(self) -> list[RunSpec]:
         """Every run of the grid, in order (see the module docstring); each once."""
@@ -173,15 +184,24 @@ def _norm(name: str) -> str:
     return name.replace("-", "_")
 
 
+def _values(value: Any) -> list[Any]:
+    """An option's values: the list it is, or the one value."""
+    return value if isinstance(value, list) else [value]
+
+
+def _seed(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
 def _seeds(values: Sequence[Any]) -> list[int]:
     out: list[int] = []
     for v in values:
-        if isinstance(v, bool) or not isinstance(v, int | str):
-            raise InvalidGridError("seeds", v, "seeds are ints or text like 0-9")
+        if not (_seed(v) or isinstance(v, str)):
+            raise InvalidGridError("seeds", v, "seeds are ints >= 0 or text like 0-9")
         try:
             out.extend(parse_seeds(v) if isinstance(v, str) else [v])
-        except KantError as e:
-            raise InvalidGridError("seeds", v, str(e)) from None
+        except ValidationError as e:
+            raise InvalidGridError("seeds", v, e.reason) from None
         if len(out) > MAX_SEEDS:
             raise InvalidGridError("seeds", values, f"at most {MAX_SEEDS:,} seeds")
     if len(set(out)) != len(out):

@@ -88,6 +88,16 @@ def test_compare_grids_expand_seeds_and_policy_sets_like_the_command() -> None:
         ("simulate", {"load": math.nan}, "load"),
         ("simulate", {"tick": [1.0, math.inf]}, "tick"),
         ("packing", {"inflate": -math.inf}, "inflate"),
+        ("simulate", {"seed": -1}, "seed"),
+        ("simulate", {"seed": 1.5}, "seed"),
+        ("packing", {"seed": [1, -2]}, "seed"),
+        ("compare", {"seeds": [0, -1]}, "seeds"),
+        ("simulate", {"threshold": 5, "queueing": "strict-fifo"}, "threshold"),
+        (
+            "simulate",
+            {"threshold": [None, 60], "queueing": ["backfill", "best-effort-fifo"]},
+            "threshold",
+        ),
     ],
 )
 def test_a_bad_grid_is_refused_naming_the_option(

@@ -161,3 +161,37 @@ def test_a_grid_with_more_seeds_than_kant_takes_is_refused_naming_the_bound(
     assert "seeds" in capsys.readouterr().err
     assert not (tmp_path / "g.jsonl").exists()
     assert len(parse_seeds(f"1-{MAX_SEEDS}")) == MAX_SEEDS
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ("  seed: -1\n", "field 'seed' = -1: must be an int >= 0"),
+        (
+            "  threshold: 5\n  queueing: strict-fifo\n",
+            "field 'threshold' = 5: is Backfill's; queueing strict-fifo has none",
+        ),
+    ],
+)
+def test_a_grid_run_the_cli_would_refuse_is_refused_when_the_grid_is_loaded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], options: str, said: str
+) -> None:
+    grid = write_grid(tmp_path, GRID + options)
+    assert main(["sweep", str(grid), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err
+    assert not (tmp_path / "g.jsonl").exists()
+
+
+def test_a_threshold_without_a_queueing_option_is_backfills_and_accepted() -> None:
+    runs = Grid("simulate", {"threshold": [None, 60], "queueing": "backfill"}).runs()
+    assert [r.params.get("threshold") for r in runs] == [None, 60]
+    assert len(Grid("simulate", {"threshold": 60}).runs()) == 1
+
+
+def test_a_malformed_seeds_value_is_reported_once() -> None:
+    with pytest.raises(InvalidGridError) as e:
+        Grid("compare", {"seeds": "x"}).runs()
+    assert str(e.value) == (
+        "invalid sweep grid: field 'seeds' = 'x': expected seeds like 42-51 or 42,43"
+    )
