@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from kant.errors import InvalidStoreError
+from kant.sim.packing import PERCENTS
 
 __all__ = ["Store"]
 
 _FIELDS = ("key", "kind", "params", "status")
-_CURVE = 131  # points of a packing run's alloc and frag curves (kant.sim.packing.PERCENTS)
+_CURVE = len(PERCENTS)  # points of a packing run's alloc and frag curves
 
 
 def _int(x: Any) -> bool:
