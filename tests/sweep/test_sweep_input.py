@@ -183,7 +183,7 @@ def test_a_grid_run_the_cli_would_refuse_is_refused_when_the_grid_is_loaded(
     assert not (tmp_path / "g.jsonl").exists()
 
 
-def test_a_threshold_without_a_queueing_option_is_backfills_and_accepted() -> None:
+def test_a_threshold_with_no_queueing_option_is_taken_as_backfills_and_accepted() -> None:
     runs = Grid("simulate", {"threshold": [None, 60], "queueing": "backfill"}).runs()
     assert [r.params.get("threshold") for r in runs] == [None, 60]
     assert len(Grid("simulate", {"threshold": 60}).runs()) == 1
