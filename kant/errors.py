@@ -20,7 +20,21 @@ from typing import Any
 
 
 class KantError(Exception):
-    """Base of every error kant raises on purpose."""
+    """Base of every error kant raises on purpose. It pickles as itself (message and
+    attributes), so one raised in a worker process reaches the parent unchanged."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt without calling __init__ again: subclasses take other arguments than the
+        # message that ``args`` holds.
+        return (_restore, (type(self), self.args, self.__dict__))
+
+
+def _restore(cls: type[KantError], args: tuple[Any, ...], state: dict[str, Any]) -> KantError:
+    """A ``cls`` error with these ``args`` and attributes (unpickling a KantError)."""
+    err = cls.__new__(cls)
+    err.args = args
+    err.__dict__.update(state)
+    return err
 
 
 class ValidationError(KantError, ValueError):

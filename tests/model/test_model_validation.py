@@ -3,6 +3,7 @@ typed error that names the field and the value."""
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import attrs
@@ -10,10 +11,12 @@ import pytest
 
 from kant.errors import (
     InvalidBindingError,
+    InvalidConfigFileError,
     InvalidJobError,
     InvalidNodeError,
     InvalidResourcesError,
     KantError,
+    UnknownNodeError,
 )
 from kant.model import Binding, Job, JobKind, NodeSpec, PodId, Resources, Role, Tier, TopologyWish
 
@@ -181,6 +184,21 @@ def test_topology_wish_orders_tiers_from_closest_to_farthest() -> None:
 def test_error_messages_name_field_value_and_location() -> None:
     err = InvalidJobError("priority", "x", "must be an int", where="jobs.csv:3")
     assert str(err) == "jobs.csv:3: invalid job: field 'priority' = 'x': must be an int"
+
+
+@pytest.mark.parametrize(
+    "err",
+    [
+        InvalidJobError("priority", "x", "must be an int", where="jobs.csv:3"),
+        InvalidConfigFileError("tenants[0].name", "kant.yaml", "must be a string", value=3),
+        UnknownNodeError("n9"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_an_error_raised_in_a_worker_process_reaches_the_parent_as_itself(err: KantError) -> None:
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is type(err)
+    assert str(back) == str(err) and vars(back) == vars(err)
 
 
 @pytest.mark.parametrize(
