@@ -60,14 +60,18 @@ def number(
     *,
     low: float | None = None,
     low_inclusive: bool = True,
+    high: float | None = None,
     allow_inf: bool = False,
 ) -> Callable[[str], Any]:
     """An argparse ``type``: an int or a finite float (``allow_inf``: ``inf`` too) at least
-    ``low`` (above it unless ``low_inclusive``)."""
+    ``low`` (above it unless ``low_inclusive``) and at most ``high``."""
     what = "an int" if kind is int else "a number"
-    bound = ""
+    bounds = []
     if low is not None:
-        bound = f" {'>=' if low_inclusive else '>'} {low:g}"
+        bounds.append(f"{'>=' if low_inclusive else '>'} {low:g}")
+    if high is not None:
+        bounds.append(f"<= {high:g}")
+    bound = f" {' and '.join(bounds)}" if bounds else ""
 
     def parse(text: str) -> Any:
         try:
@@ -77,6 +81,8 @@ def number(
         bad = isinstance(v, float) and (math.isnan(v) or (math.isinf(v) and not allow_inf))
         if low is not None and not bad:
             bad = v < low or (v == low and not low_inclusive)
+        if high is not None and not bad:
+            bad = v > high
         if bad:
             raise argparse.ArgumentTypeError(f"must be {what}{bound} (got {text!r})")
         return v

@@ -11,7 +11,7 @@ from typing import Any, Final
 from kant.cli.options import UsageError, existing_file, number, out_file
 from kant.errors import KantError
 from kant.placement import strategy_names
-from kant.sim.packing import PAPER_POLICIES, format_result, packing
+from kant.sim.packing import MAX_INFLATE, PAPER_POLICIES, format_result, packing
 from kant.sim.report.plots import plot_curves
 from kant.sim.scenarios import parse_seeds
 
@@ -50,9 +50,9 @@ def add_packing_parser(sub: Any) -> None:
     p.add_argument("--seeds", default="42-51", help="seeds: 42-51, 42,43 or a mix")
     p.add_argument(
         "--inflate",
-        type=number(float, low=0, low_inclusive=False),
+        type=number(float, low=0, low_inclusive=False, high=MAX_INFLATE),
         default=1.3,
-        help="target GPU request / capacity",
+        help=f"target GPU request / capacity, at most {MAX_INFLATE:g}",
     )
     p.add_argument(
         "--workers",

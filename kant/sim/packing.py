@@ -46,7 +46,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from kant.errors import ValidationError
+from kant.errors import InvalidTraceError, ValidationError
 from kant.metrics.fragmentation import (
     CompiledWorkload,
     TaskClass,
@@ -66,6 +66,14 @@ PERCENTS: Final = tuple(range(131))
 
 PAPER_POLICIES: Final = ("random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd")
 """The six policies of the FGD paper's evaluation, in its order."""
+
+MAX_INFLATE: Final = 10.0
+"""The largest ``inflate`` (GPU request / capacity): the curves stop at 130% of capacity, so
+pods arriving past ten times the capacity change nothing but the run time."""
+
+MAX_ARRIVALS: Final = 1_000_000
+"""The most arrivals one run may need (originals and clones): a pod list whose GPU request
+is tiny next to the target would otherwise clone pods almost without end."""
 
 POPULARITY: Final = 0.95
 """Share of pods the target workload's task classes cover (the reference's threshold)."""
@@ -119,16 +127,30 @@ def arrival_order(
 ) -> list[int]:
     """Indices into ``pods`` (name-sorted internally) in arrival order: shuffled with
     ``seed``, then clones appended (or pods removed) until the total GPU request is
-    ``inflate x capacity_milli`` (see the module docstring). Deterministic."""
+    ``inflate x capacity_milli`` (see the module docstring). Deterministic. Raises
+    :class:`~kant.errors.ValidationError` when no pod asks for GPUs, when ``inflate`` is
+    above :data:`MAX_INFLATE`, or when the target needs more than :data:`MAX_ARRIVALS`
+    arrivals."""
     if not pods:
         raise ValidationError("pods", "<empty>", "nothing to place")
-    if not (math.isfinite(inflate) and inflate > 0):
-        raise ValidationError("inflate", inflate, "must be a finite number > 0")
+    if not (math.isfinite(inflate) and 0 < inflate <= MAX_INFLATE):
+        raise ValidationError("inflate", inflate, f"must be a number in (0, {MAX_INFLATE:g}]")
+    total = sum(p.gpu_request_milli for p in pods)
+    if total <= 0:
+        raise ValidationError("pods", len(pods), "no pod asks for GPUs: nothing to pack")
+    target = inflate * capacity_milli
+    # Clones are drawn uniformly, so reaching the target takes about this many arrivals.
+    needed = len(pods) * target / total
+    if needed > MAX_ARRIVALS:
+        raise ValidationError(
+            "pods",
+            len(pods),
+            f"asking {total} GPU milli in all, reaching {inflate:g} x {capacity_milli} milli "
+            f"needs about {needed:.3g} arrivals (at most {MAX_ARRIVALS:,})",
+        )
     by_name = sorted(range(len(pods)), key=lambda i: pods[i].name)
     rng = np.random.default_rng(seed)
     order = [by_name[i] for i in rng.permutation(len(by_name)).tolist()]
-    total = sum(pods[i].gpu_request_milli for i in order)
-    target = inflate * capacity_milli
     if total < target:
         while True:
             i = by_name[int(rng.integers(len(by_name)))]
@@ -394,11 +416,16 @@ def packing(
     workers: int = 1,
 ) -> PackingResult:
     """Run the protocol for every seed (``workers`` > 1: in that many processes) and average
-    the curves over seeds."""
+    the curves over seeds. A pod file in which no pod asks for GPUs is refused
+    (:class:`~kant.errors.InvalidTraceError` naming the file): there is nothing to pack."""
     if policy.lower() not in strategy_names():
         make_strategy(policy)  # raises UnknownPolicyError with the known names
     if not seeds:
         raise ValidationError("seeds", seeds, "needs at least one seed")
+    if not any(p.gpu_request_milli for p in _load_pods(str(pods_path))):
+        raise InvalidTraceError(
+            "num_gpu", 0, "no pod asks for GPUs: nothing to pack", where=str(pods_path)
+        )
     t0 = time.perf_counter()
     jobs = [(str(pods_path), str(nodes_path), policy.lower(), s, inflate) for s in seeds]
     if workers > 1 and len(jobs) > 1:

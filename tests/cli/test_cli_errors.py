@@ -58,6 +58,10 @@ BAD: list[tuple[list[str], str]] = [
     (["packing", "--pods", "{tmp}/missing.csv", "--nodes", "{tmp}/afile"], "--pods"),
     (["packing", "--pods", "{tmp}/afile", "--nodes", "{tmp}/afile", "--seeds", "x"], "--seeds"),
     (["packing", "--pods", "{tmp}/afile", "--nodes", "{tmp}/afile", "--inflate", "0"], "--inflate"),
+    (
+        ["packing", "--pods", "{tmp}/afile", "--nodes", "{tmp}/afile", "--inflate", "1e9"],
+        "--inflate",
+    ),
     (["packing", "--pods", "{tmp}/afile", "--nodes", "{tmp}/afile", "--policy", "x"], "--policy"),
     (
         ["packing", "--pods", "{tmp}/afile", "--nodes", "{tmp}/afile", "--workers", "-2"],

@@ -4,8 +4,13 @@ the real openb trace when the shared trace folder is present."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +22,7 @@ from kant.errors import ValidationError
 from kant.metrics.fragmentation import compile_workload, node_fragmentation
 from kant.model import MILLI, NodeSpec
 from kant.sim.packing import (
+    MAX_INFLATE,
     PERCENTS,
     arrival_order,
     curve_points,
@@ -93,6 +99,41 @@ def test_a_pod_list_above_the_target_is_cut_down_at_random() -> None:
     pods = [pod(f"p{i}", gpus=2) for i in range(30)]  # 60 GPUs
     order = arrival_order(pods, seed=3, capacity_milli=20 * MILLI, inflate=1.3)
     assert len(order) == 13 and len(set(order)) == 13
+
+
+@contextlib.contextmanager
+def fails_within(seconds: float) -> Iterator[None]:
+    """Fail the test (instead of hanging it) if the block runs longer than ``seconds``."""
+
+    def expired(_signum: int, _frame: Any) -> None:
+        pytest.fail(f"still running after {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def test_a_pod_list_that_asks_no_gpus_is_refused_as_nothing_to_pack() -> None:
+    pods = [pod("cpu0", gpus=0), pod("cpu1", gpus=0)]
+    with fails_within(5), pytest.raises(ValidationError, match="no pod asks for GPUs"):
+        arrival_order(pods, seed=1, capacity_milli=20 * MILLI, inflate=1.3)
+
+
+def test_a_pod_list_that_would_need_too_many_clones_is_refused_before_cloning() -> None:
+    pods = [pod("tiny", milli=1)] + [pod(f"cpu{i}", gpus=0) for i in range(99)]
+    with fails_within(5), pytest.raises(ValidationError, match="arrivals"):
+        arrival_order(pods, seed=1, capacity_milli=100_000 * MILLI, inflate=1.3)
+
+
+def test_an_inflate_above_the_bound_is_refused() -> None:
+    pods = [pod(f"p{i}") for i in range(10)]
+    with fails_within(5), pytest.raises(ValidationError, match="inflate"):
+        arrival_order(pods, seed=1, capacity_milli=20 * MILLI, inflate=MAX_INFLATE * 2)
+    assert len(arrival_order(pods, seed=1, capacity_milli=20 * MILLI, inflate=MAX_INFLATE)) > 0
 
 
 def test_the_workload_shuffle_depends_on_the_seed_and_the_pod_names_only() -> None:
@@ -248,6 +289,23 @@ def test_bad_arguments_are_reported_not_raised(
     assert main([*base, "--policy", "nope"]) == 2
     assert main(["packing", "--policy", "fgd"]) == 2
     assert "seeds" in capsys.readouterr().err
+
+
+def test_a_pod_file_that_asks_no_gpus_is_refused_naming_the_file(tmp_path: Path) -> None:
+    pods_csv = tmp_path / "cpu_pods.csv"
+    pods_csv.write_text(f"{POD_HEADER}\np0,1000,100,0,0,\n")
+    _, nodes_csv = write_trace(tmp_path)
+    code = (
+        "import sys; from kant.cli import main; "
+        f"sys.exit(main(['packing', '--workers', '1', '--seeds', '1', '--pods', {str(pods_csv)!r},"
+        f" '--nodes', {str(nodes_csv)!r}]))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert r.returncode == 2, r.stderr
+    assert "cpu_pods.csv" in r.stderr and "no pod asks for GPUs" in r.stderr
+    assert len(r.stderr.splitlines()) == 1 and r.stdout == ""
 
 
 def test_seed_ranges_and_lists_are_parsed() -> None:
