@@ -64,9 +64,9 @@ def _steady_state_arguments(
     )
     p.add_argument(
         "--interval",
-        type=number(float, low=0, low_inclusive=False),
+        type=number(float, low=0, low_inclusive=False, high=86400),
         default=10.0,
-        help="simulated seconds per cycle (default 10)",
+        help="simulated seconds per cycle, at most a day: 86400 (default 10)",
     )
     p.add_argument("--seed", type=number(int, low=0), default=7, help="workload seed (default 7)")
     p.add_argument(

@@ -37,6 +37,8 @@ from kant.sim.simulator import RESTART, RESUME, Progress
 
 __all__ = [
     "DEFAULT_OUT",
+    "LOAD_RANGE",
+    "MAX_TICK",
     "ProgressLine",
     "add_common_arguments",
     "add_simulate_parser",
@@ -49,6 +51,14 @@ __all__ = [
 
 DEFAULT_OUT: Final = "kant-report"
 """The default report folder."""
+
+LOAD_RANGE: Final = (0.01, 10.0)
+"""The offered loads ``--load`` accepts: a lower load stretches the arrivals (or, for a trace,
+grows the cluster) by its inverse, so a run at 1e-6 would practically never end."""
+
+MAX_TICK: Final = 86400.0
+"""The longest ``--tick`` (one day): the run samples its metrics every 600 simulated seconds
+up to its end, which a tick of years would push out without bound."""
 
 
 class _Given(argparse.Action):
@@ -98,17 +108,17 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=number(int, low=0), help="workload and failure seed (default 0)")
     g.add_argument(
         "--load",
-        type=number(float, low=0, low_inclusive=False),
+        type=number(float, low=LOAD_RANGE[0], high=LOAD_RANGE[1]),
         help="offered load of a built-in scenario's workload (default 0.95 training, 0.9 "
         "inference); with --trace, size the cluster for it (default: an SWF log on its own "
-        "machine, MaxProcs; other traces 0.8)",
+        f"machine, MaxProcs; other traces 0.8); {LOAD_RANGE[0]:g} to {LOAD_RANGE[1]:g}",
     )
     s = p.add_argument_group("simulation")
     s.add_argument(
         "--tick",
-        type=number(float, low=0),
-        help="at most one cycle per TICK seconds, 0: at every change (default: the "
-        "scenario's: 60 s, inference 30 s)",
+        type=number(float, low=0, high=MAX_TICK),
+        help="at most one cycle per TICK seconds, 0: at every change, at most "
+        f"{MAX_TICK:g} (default: the scenario's: 60 s, inference 30 s)",
     )
     s.add_argument(
         "--grace",
@@ -122,7 +132,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     )
     s.add_argument(
         "--mtbf",
-        type=number(float, low=0, low_inclusive=False, allow_inf=True),
+        type=number(float, low=0, low_inclusive=False),
         help="mean time between failures of a node in s (default: no failures)",
     )
     s.add_argument(
