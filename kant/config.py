@@ -164,14 +164,19 @@ class KantConfig:
 
 
 def load_config(path: str | os.PathLike[str]) -> KantConfig:
-    """Read and validate a YAML (or JSON) config file. A missing or unreadable file, bad YAML,
-    and every invalid key or value raise :class:`~kant.errors.InvalidConfigFileError`."""
+    """Read and validate a YAML (or JSON) config file. A missing or unreadable file, one that
+    is not UTF-8 text, bad YAML, and every invalid key or value raise
+    :class:`~kant.errors.InvalidConfigFileError`."""
     where = os.fspath(path)
     try:
         with open(where, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:
         raise InvalidConfigFileError("", where, f"cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise InvalidConfigFileError(
+            "", where, f"not UTF-8 text (byte {e.start}), not a YAML config"
+        ) from None
     return load_config_text(text, source=where)
 
 

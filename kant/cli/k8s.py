@@ -83,6 +83,10 @@ def _run(args: argparse.Namespace) -> int:
 
         cfg = _config(args.config)
         parse_settings(cfg.kubernetes, source=cfg.source)  # config mistakes before connecting
+    except KantError as e:
+        print(f"kant k8s run: {e}", file=sys.stderr)
+        return 2
+    try:
         api = Api.from_kubeconfig(args.kubeconfig, args.context)
         shim = Shim(api, cfg)
     except (KantError, OSError) as e:
@@ -122,9 +126,9 @@ def _demo(args: argparse.Namespace) -> int:
         if args.config:
             import yaml
 
-            with open(args.config) as f:
+            _config(args.config)  # validated the same way `run` reads it, before reading it raw
+            with open(args.config, encoding="utf-8") as f:
                 cfg = yaml.safe_load(f) or {}
-            _config(args.config)  # validated the same way `run` reads it
         result = demo(nodes=args.nodes, jobs=args.jobs, seed=args.seed, speed=args.speed,
                       config=cfg)  # fmt: skip
     except (KantError, OSError) as e:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -123,6 +125,14 @@ def test_bad_yaml_and_a_missing_file_are_config_errors(tmp_path: object) -> None
         load_config("/nonexistent/kant.yaml")
     with pytest.raises(InvalidConfigFileError, match="must be a mapping"):
         parse_config([1, 2])
+
+
+def test_a_binary_file_is_a_config_error_naming_the_file(tmp_path: Path) -> None:
+    p = tmp_path / "garbage.swf"
+    p.write_bytes(b"\x1f\x8b\x08\x00\xff\xfe\x80junk")
+    with pytest.raises(InvalidConfigFileError, match="not UTF-8 text") as ei:
+        load_config(p)
+    assert str(ei.value).startswith(f"{p}: ")
 
 
 def test_a_config_file_on_disk_is_read(tmp_path: object) -> None:

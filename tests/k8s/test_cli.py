@@ -34,3 +34,26 @@ def test_a_missing_kubeconfig_is_one_line(
     assert main(["k8s", "run", "--kubeconfig", str(tmp_path / "none")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("kant k8s run:") and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("sub", "content", "said"),
+    [
+        ("demo", b"\x1f\x8b\x08\x00\xff\xfe\x80junk", "not UTF-8 text"),
+        ("demo", b"a: [1\n", "not valid YAML"),
+        ("run", b"\x1f\x8b\x08\x00\xff\xfe\x80junk", "not UTF-8 text"),
+    ],
+    ids=["demo-binary", "demo-bad-yaml", "run-binary"],
+)
+def test_a_config_file_that_is_not_yaml_is_one_line_naming_the_file(
+    sub: str, content: bytes, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "kant-config.bin"
+    cfg.write_bytes(content)
+    argv = ["k8s", sub, "--config", str(cfg)]
+    if sub == "run":
+        argv += ["--kubeconfig", str(tmp_path / "none")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert str(cfg) in err and said in err and "kubeconfig" not in err
