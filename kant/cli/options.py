@@ -66,11 +66,15 @@ def number(
     """An argparse ``type``: an int or a finite float (``allow_inf``: ``inf`` too) at least
     ``low`` (above it unless ``low_inclusive``) and at most ``high``."""
     what = "an int" if kind is int else "a number"
+
+    def show(v: float) -> str:
+        return str(int(v)) if kind is int else f"{v:g}"
+
     bounds = []
     if low is not None:
-        bounds.append(f"{'>=' if low_inclusive else '>'} {low:g}")
+        bounds.append(f"{'>=' if low_inclusive else '>'} {show(low)}")
     if high is not None:
-        bounds.append(f"<= {high:g}")
+        bounds.append(f"<= {show(high)}")
     bound = f" {' and '.join(bounds)}" if bounds else ""
 
     def parse(text: str) -> Any:

@@ -38,6 +38,7 @@ from kant.sim.simulator import RESTART, RESUME, Progress
 __all__ = [
     "DEFAULT_OUT",
     "LOAD_RANGE",
+    "MAX_JOBS",
     "MAX_TICK",
     "ProgressLine",
     "add_common_arguments",
@@ -55,6 +56,10 @@ DEFAULT_OUT: Final = "kant-report"
 LOAD_RANGE: Final = (0.01, 10.0)
 """The offered loads ``--load`` accepts: a lower load stretches the arrivals (or, for a trace,
 grows the cluster) by its inverse, so a run at 1e-6 would practically never end."""
+
+MAX_JOBS: Final = 10_000_000
+"""The most jobs ``--jobs`` may ask for: 500 times the paper's 20,000-job workload, far past
+what fits in memory as a generated workload (and past numpy's sizes)."""
 
 MAX_TICK: Final = 86400.0
 """The longest ``--tick`` (one day): the run samples its metrics every 600 simulated seconds
@@ -101,9 +106,10 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--jobs",
-        type=number(int, low=1),
+        type=number(int, low=1, high=MAX_JOBS),
         metavar="N",
-        help="only the first N jobs (default: all of the scenario or trace)",
+        help=f"only the first N jobs, at most {MAX_JOBS:,} (default: all the scenario's or "
+        "trace's)",
     )
     g.add_argument("--seed", type=number(int, low=0), help="workload and failure seed (default 0)")
     g.add_argument(

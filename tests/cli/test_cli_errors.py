@@ -19,6 +19,8 @@ BAD: list[tuple[list[str], str]] = [
     (["simulate", "--seed", "-1"], "--seed"),
     (["simulate", "--jobs", "0"], "--jobs"),
     (["simulate", "--jobs", "many"], "--jobs"),
+    (["simulate", "--scenario", "inference", "--jobs", "99999999999999999999"], "--jobs"),
+    (["simulate", "--scenario", "inference", "--jobs", "1000000000000"], "--jobs"),
     (["simulate", "--load", "0"], "--load"),
     (["simulate", "--tick", "nan"], "--tick"),
     (["simulate", "--scenario", "inference", "--jobs", "20", "--tick", "1e10"], "--tick"),
