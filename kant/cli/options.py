@@ -19,6 +19,7 @@ __all__ = [
     "KantArgumentParser",
     "UsageError",
     "existing_file",
+    "image_file",
     "number",
     "out_dir",
     "out_file",
@@ -116,6 +117,21 @@ def out_file(text: str) -> str:
     """An argparse ``type``: a file kant may create or overwrite."""
     _writable(Path(text), folder=False, text=text)
     return text
+
+
+def image_file(text: str) -> str:
+    """An argparse ``type``: a file kant may create or overwrite (:func:`out_file`) whose
+    extension is an image format matplotlib writes (none: PNG)."""
+    suffix = Path(text).suffix.lower().lstrip(".")
+    if suffix:
+        from matplotlib.backend_bases import FigureCanvasBase
+
+        formats = FigureCanvasBase.get_supported_filetypes()
+        if suffix not in formats:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: cannot save a plot as .{suffix} (known: {', '.join(sorted(formats))})"
+            )
+    return out_file(text)
 
 
 def _writable(p: Path, *, folder: bool, text: str) -> None:

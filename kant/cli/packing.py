@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any, Final
 
-from kant.cli.options import UsageError, existing_file, number, out_file
+from kant.cli.options import UsageError, existing_file, image_file, number
 from kant.errors import KantError
 from kant.placement import strategy_names
 from kant.sim.packing import MAX_INFLATE, PAPER_POLICIES, format_result, packing
@@ -61,7 +61,11 @@ def add_packing_parser(sub: Any) -> None:
         help="processes over seeds (default: the CPUs, at most 2)",
     )
     p.add_argument(
-        "--plot", metavar="PNG", type=out_file, help="also save the allocation curve as a PNG"
+        "--plot",
+        metavar="PNG",
+        type=image_file,
+        help="also save the allocation curve as a PNG (or another format by its extension: "
+        "pdf, svg, ...)",
     )
     p.add_argument("--list-policies", action="store_true", help="list the policy names")
     p.add_argument("--json", action="store_true", help="last line: one JSON object")

@@ -86,6 +86,10 @@ BAD: list[tuple[list[str], str]] = [
         ],
         "--plot",
     ),
+    (
+        ["packing", "--pods", "{tmp}/afile", "--nodes", "{tmp}/afile", "--plot", "{tmp}/p.xyz"],
+        "--plot",
+    ),
     # kant bench
     (["bench", "cycle", "--nodes", "0"], "--nodes"),
     (["bench", "cycle", "--policy", "fifo"], "--policy"),
