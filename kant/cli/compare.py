@@ -18,7 +18,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from kant.cli.options import UsageError, number
+from kant.cli.options import UsageError, number, writing
 from kant.cli.simulate import (
     add_common_arguments,
     check_common_args,
@@ -124,7 +124,8 @@ def run_compare(args: argparse.Namespace) -> int:
     print(format_compare(sc, runs))
     if note:
         print(f"\nnote: {note}")
-    files, hint = write_compare_report(args.out, sc, runs, wall, plots=not args.no_plots)
+    with writing("--out", args.out):
+        files, hint = write_compare_report(args.out, sc, runs, wall, plots=not args.no_plots)
     if hint:
         print(hint, file=sys.stderr)
     print(f"\nreport: {args.out}/ ({', '.join(f.name for f in files)})  wall {wall:.1f} s")
@@ -166,7 +167,9 @@ def _run_seed_sweep(args: argparse.Namespace) -> int:
     if not args.quiet:
         _stderr(f"compare: {len(sets)} policy sets x {len(seeds)} seeds, {workers} workers")
     store = Store(Path(args.out) / "runs.jsonl")
-    store.path.unlink(missing_ok=True)
+    with writing("--out", args.out, after_run=False):  # before any run
+        store.path.parent.mkdir(parents=True, exist_ok=True)
+        store.path.unlink(missing_ok=True)
     bar = None if args.quiet else ProgressBar(len(specs), label="compare")
     t0 = time.perf_counter()
     try:
@@ -199,8 +202,9 @@ def _run_seed_sweep(args: argparse.Namespace) -> int:
     ]
     name = by_seed[0][1][0][1]["scenario"]
     print(format_seed_sweep(name, by_seed))
-    files, hint = write_seed_sweep_report(args.out, name, by_seed, None, wall,
-                                          plots=not args.no_plots)  # fmt: skip
+    with writing("--out", args.out):
+        files, hint = write_seed_sweep_report(args.out, name, by_seed, None, wall,
+                                              plots=not args.no_plots)  # fmt: skip
     if hint:
         print(hint, file=sys.stderr)
     print(f"\nreport: {args.out}/ ({', '.join(f.name for f in files)})  wall {wall:.1f} s")

@@ -9,9 +9,10 @@ on stderr, exit code 2, never a traceback (:func:`kant.cli.main`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -23,12 +24,31 @@ __all__ = [
     "number",
     "out_dir",
     "out_file",
+    "writing",
 ]
 
 
 class UsageError(Exception):
     """Options that do not go together, or a value only checkable after parsing; the message
     names the options and values. :func:`kant.cli.main` prints it on one line, exit code 2."""
+
+
+@contextlib.contextmanager
+def writing(option: str, path: str | os.PathLike[str], *, after_run: bool = True) -> Iterator[None]:
+    """Report an ``OSError`` raised while writing the output the user named with ``option``
+    as a :class:`UsageError` naming the option and ``path`` (one line, exit 2; the options'
+    check cannot see every failure, e.g. a full disk or a path the system refuses). With
+    ``after_run`` the message says the run itself finished. A closed stdout is not such a
+    failure: ``BrokenPipeError`` passes through."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        done = " (the run finished; its results are printed above)" if after_run else ""
+        raise UsageError(
+            f"{option} {os.fspath(path)}: cannot write: {e.strerror or e}{done}"
+        ) from None
 
 
 class KantArgumentParser(argparse.ArgumentParser):

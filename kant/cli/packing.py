@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any, Final
 
-from kant.cli.options import UsageError, existing_file, image_file, number
+from kant.cli.options import UsageError, existing_file, image_file, number, writing
 from kant.errors import KantError
 from kant.placement import strategy_names
 from kant.sim.packing import MAX_INFLATE, PAPER_POLICIES, format_result, packing
@@ -109,7 +109,8 @@ def run_packing_command(args: Any) -> int:
         return 2
     print(format_result(result))
     if args.plot:
-        plot_curves([result], args.plot)
+        with writing("--plot", args.plot):
+            plot_curves([result], args.plot)
         print(f"plot: {args.plot}")
     if args.json:
         print(json.dumps(result.to_json()))

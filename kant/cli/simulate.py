@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Any, Final, TextIO
 
-from kant.cli.options import UsageError, existing_file, number, out_dir
+from kant.cli.options import UsageError, existing_file, number, out_dir, writing
 from kant.config import load_config
 from kant.errors import KantError
 from kant.queueing import policy_names
@@ -341,7 +341,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     print(format_summary(sc, pol, result))
     if note:
         print(f"\nnote: {note}")
-    files, hint = write_report(args.out, sc, pol, result, plots=not args.no_plots)
+    with writing("--out", args.out):
+        files, hint = write_report(args.out, sc, pol, result, plots=not args.no_plots)
     if hint:
         print(hint, file=sys.stderr)
     print(f"\nreport: {args.out}/ ({', '.join(f.name for f in files)})")

@@ -3,6 +3,7 @@ option and the value, no traceback, and nothing run or written."""
 
 from __future__ import annotations
 
+import errno
 import subprocess
 import sys
 from pathlib import Path
@@ -132,6 +133,57 @@ def test_a_mistake_is_one_line_naming_it_and_exit_code_2(
     assert named in lines[0]
     assert "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # nothing written
+
+
+WRITERS = [
+    (["simulate"], "kant.cli.simulate.write_report", "--out"),
+    (["compare", "--sets", "backfill+ebinpack"], "kant.cli.compare.write_compare_report", "--out"),
+    (["compare", "--seeds", "0-1"], "kant.cli.compare.write_seed_sweep_report", "--out"),
+]
+
+
+@pytest.mark.parametrize(("argv", "writer", "option"), WRITERS, ids=[w for _, w, _ in WRITERS])
+def test_an_output_that_fails_to_be_written_is_one_line_naming_the_option_and_path(
+    argv: list[str],
+    writer: str,
+    option: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def disk_full(*_a: object, **_k: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(writer, disk_full)
+    out = tmp_path / "report"
+    base = ["--scenario", "inference", "--jobs", "20", "--quiet", "--workers", "1"]
+    if argv[0] == "simulate":
+        base.remove("--workers")
+        base.remove("1")
+    assert main([*argv, *base, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    last = err.splitlines()[-1]  # (after the few-jobs note)
+    assert f"{option} {out}" in last and "No space left on device" in last, err
+    assert err.count("cannot write") == 1 and "Traceback" not in err
+
+
+def test_a_plot_that_fails_to_be_written_is_one_line_naming_the_option_and_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def disk_full(*_a: object, **_k: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("kant.cli.packing.plot_curves", disk_full)
+    pods = tmp_path / "pods.csv"
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\np0,1000,100,1,1000,\n")
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\n")
+    png = tmp_path / "curve.png"
+    argv = ["packing", "--pods", str(pods), "--nodes", str(nodes), "--seeds", "1"]
+    assert main([*argv, "--workers", "1", "--plot", str(png)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1, err
+    assert f"--plot {png}" in err and "No space left on device" in err
 
 
 def test_the_version_is_printed() -> None:
