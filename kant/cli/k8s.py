@@ -14,6 +14,7 @@ import threading
 from typing import Any
 
 from kant.cli import print_result
+from kant.cli.options import number
 from kant.errors import KantError
 
 __all__ = ["add_k8s_parser"]
@@ -35,7 +36,12 @@ def add_k8s_parser(sub: Any) -> argparse.ArgumentParser:
     demo.add_argument("--nodes", type=int, default=16, help="fake 8-GPU nodes (default 16)")
     demo.add_argument("--jobs", type=int, default=40, help="jobs replayed (default 40)")
     demo.add_argument("--seed", type=int, default=0)
-    demo.add_argument("--speed", type=float, default=1.0, help="time compression (default 1)")
+    demo.add_argument(
+        "--speed",
+        type=number(float, low=0, low_inclusive=False),
+        default=1.0,
+        help="time compression, a number > 0 (default 1)",
+    )
     demo.add_argument("--config", default=None, help="the kant config file (YAML)")
     demo.add_argument("--json", action="store_true", help="last line: one JSON object")
     demo.set_defaults(func=_demo)

@@ -206,7 +206,11 @@ def demo(*, nodes: int = 16, jobs: int = 40, seed: int = 0, speed: float = 1.0,
     """Replay ``jobs`` random jobs (gangs of 1-4 pods of 1-8 GPUs, 2-12 s each, arriving over
     about 20 s / ``speed``) on ``nodes`` fake 8-GPU nodes through the real API server, and
     return the paper's metrics: GAR (mean, peak), SOR (GPU time allocated / available from the
-    first arrival to the last finish), GFR (mean), JWTD and JTTED per size bucket."""
+    first arrival to the last finish), GFR (mean), JWTD and JTTED per size bucket. A ``speed``
+    that is not a finite number > 0 raises :class:`~kant.errors.InvalidConfigError` before
+    anything starts."""
+    if isinstance(speed, bool) or not isinstance(speed, int | float) or not 0 < speed < math.inf:
+        raise InvalidConfigError("speed", speed, "must be a finite number > 0")
     rng = random.Random(seed)
     cfg = parse_config(dict(config or {}))
     workload = []

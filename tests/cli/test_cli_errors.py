@@ -108,6 +108,11 @@ BAD: list[tuple[list[str], str]] = [
     (["bench", "k8s", "--pods", "300", "--nodes", "10"], "pods"),  # (more than fit: no wait)
     (["bench", "k8s", "--pod-gpus", "9"], "pod_gpus"),
     (["bench", "k8s", "--creators", "0"], "creators"),
+    # kant k8s
+    (["k8s", "demo", "--speed", "0"], "--speed"),
+    (["k8s", "demo", "--speed", "-1"], "--speed"),
+    (["k8s", "demo", "--speed", "inf"], "--speed"),
+    (["k8s", "demo", "--speed", "nan"], "--speed"),
     # kant itself
     (["simulate", "--no-such-option"], "--no-such-option"),
     (["launch"], "launch"),

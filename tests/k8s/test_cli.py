@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 
 from kant.cli import main
+from kant.errors import InvalidConfigError
 
 
 def test_a_bad_kubernetes_setting_in_the_config_is_one_line_naming_the_key(
@@ -57,3 +59,13 @@ def test_a_config_file_that_is_not_yaml_is_one_line_naming_the_file(
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert str(cfg) in err and said in err and "kubeconfig" not in err
+
+
+@pytest.mark.parametrize("speed", [0.0, -1.0, math.inf, math.nan])
+def test_a_demo_speed_that_is_not_a_finite_number_above_0_is_refused_before_starting(
+    speed: float,
+) -> None:
+    from kant.k8s.demo import demo
+
+    with pytest.raises(InvalidConfigError, match="speed"):
+        demo(nodes=1, jobs=1, speed=speed)
