@@ -105,15 +105,13 @@ def _one(item: tuple[Scenario, PolicySet]) -> SimResult:
 
 def run_compare(args: argparse.Namespace) -> int:
     """``kant compare``: run every policy set (``--seeds``: on every seed), print the
-    comparison, write the report folder (and print the JSON line); 2 on a bad option value."""
+    comparison, write the report folder (and print the JSON line). A bad value in the options
+    or the files they name raises :class:`~kant.errors.KantError` before any run
+    (:func:`kant.cli.main` prints it on one line, exit 2)."""
     if getattr(args, "seeds", None):
         return _run_seed_sweep(args)
-    try:
-        sc = scenario_from_args(args)
-        sets = _sets(args, sc)
-    except KantError as e:
-        print(f"kant compare: {e}", file=sys.stderr)
-        return 2
+    sc = scenario_from_args(args)
+    sets = _sets(args, sc)
     note = load_warning(args, sc)
     if note:
         print(f"kant compare: note: {note}", file=sys.stderr)
@@ -154,14 +152,10 @@ def _run_seed_sweep(args: argparse.Namespace) -> int:
     options = {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
     if args.trace is None:
         options["scenario"] = args.scenario
-    try:
-        specs = Grid("compare", options).runs()
-        sets = _sets_of(specs)
-        if len({p.label for p in sets}) != len(sets):
-            raise ValidationError("sets", args.sets, "the policy sets must differ")
-    except KantError as e:
-        print(f"kant compare: {e}", file=sys.stderr)
-        return 2
+    specs = Grid("compare", options).runs()
+    sets = _sets_of(specs)
+    if len({p.label for p in sets}) != len(sets):
+        raise ValidationError("sets", args.sets, "the policy sets must differ")
     seeds = list(dict.fromkeys(s.params["seed"] for s in specs))
     workers = max(1, args.workers)
     if not args.quiet:
@@ -172,17 +166,13 @@ def _run_seed_sweep(args: argparse.Namespace) -> int:
         store.path.unlink(missing_ok=True)
     bar = None if args.quiet else ProgressBar(len(specs), label="compare")
     t0 = time.perf_counter()
-    try:
-        summary = run_sweep(
-            specs,
-            store,
-            LocalPool(workers),
-            on_done=None if bar is None else (lambda _s, rec: bar.update(rec["status"] == "ok")),
-            strict_prepare=True,
-        )
-    except KantError as e:
-        print(f"kant compare: {e}", file=sys.stderr)
-        return 2
+    summary = run_sweep(
+        specs,
+        store,
+        LocalPool(workers),
+        on_done=None if bar is None else (lambda _s, rec: bar.update(rec["status"] == "ok")),
+        strict_prepare=True,
+    )
     wall = time.perf_counter() - t0
     latest = store.latest()
     if summary.failed:

@@ -89,13 +89,15 @@ def check_packing_args(args: Any) -> None:
 
 
 def run_packing_command(args: Any) -> int:
-    """``kant packing``: print the table (and the JSON line); 2 on a usage error."""
+    """``kant packing``: print the table (and the JSON line). A bad value in the options or
+    the files they name raises :class:`~kant.errors.KantError` (:func:`kant.cli.main` prints
+    it on one line, exit 2)."""
     if args.list_policies:
         for name in strategy_names():
             print(f"{name:<14} {_KIND.get(name, 'kant strategy')}")
         return 0
+    seeds = parse_seeds(args.seeds)
     try:
-        seeds = parse_seeds(args.seeds)
         result = packing(
             args.pods,
             args.nodes,
@@ -104,8 +106,8 @@ def run_packing_command(args: Any) -> int:
             inflate=args.inflate,
             workers=max(1, args.workers),
         )
-    except (KantError, OSError) as e:
-        print(f"kant packing: {e}", file=sys.stderr)
+    except OSError as e:  # a file that became unreadable after the options' check
+        print(f"kant packing: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     print(format_result(result))
     if args.plot:

@@ -16,7 +16,6 @@ from typing import Any, Final, TextIO
 
 from kant.cli.options import UsageError, existing_file, number, out_dir, writing
 from kant.config import load_config
-from kant.errors import KantError
 from kant.queueing import policy_names
 from kant.sim.analysis import result_json
 from kant.sim.report import format_summary, write_report
@@ -313,24 +312,22 @@ class ProgressLine:
 
 def run_simulate(args: argparse.Namespace) -> int:
     """``kant simulate``: run, print the table, write the report folder (and print the JSON
-    line); 2 on a bad option value."""
-    try:
-        sc = scenario_from_args(args)
-        if args.config is not None:
-            cfg = load_config(args.config)
-            sc = sc.with_tenants(cfg)
-            pol = PolicySet.from_config(cfg)
-        else:
-            base = sc.default_policy
-            pol = PolicySet(
-                queueing=args.queueing or base.queueing,
-                placement=args.placement or base.placement,
-                preemption=args.preemption or "auto",
-                threshold=args.threshold,
-            )
-    except KantError as e:
-        print(f"kant simulate: {e}", file=sys.stderr)
-        return 2
+    line). A bad value in the options or the files they name raises
+    :class:`~kant.errors.KantError` before the run (:func:`kant.cli.main` prints it on one
+    line, exit 2)."""
+    sc = scenario_from_args(args)
+    if args.config is not None:
+        cfg = load_config(args.config)
+        sc = sc.with_tenants(cfg)
+        pol = PolicySet.from_config(cfg)
+    else:
+        base = sc.default_policy
+        pol = PolicySet(
+            queueing=args.queueing or base.queueing,
+            placement=args.placement or base.placement,
+            preemption=args.preemption or "auto",
+            threshold=args.threshold,
+        )
     note = load_warning(args, sc)
     if note:
         print(f"kant simulate: note: {note}", file=sys.stderr)

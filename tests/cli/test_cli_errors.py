@@ -191,6 +191,22 @@ def test_a_plot_that_fails_to_be_written_is_one_line_naming_the_option_and_path(
     assert f"--plot {png}" in err and "No space left on device" in err
 
 
+@pytest.mark.parametrize("command", ["simulate", "compare"])
+def test_a_cluster_file_with_a_repeated_key_is_one_line(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    swf = tmp_path / "log.swf"
+    swf.write_text("; MaxProcs: 16\n1 0 0 100 4 -1 -1 4 200 -1 1 1 1 -1 1 -1 -1 -1\n")
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text("version: 1\nnodes:\n  - name: n0\n    gpus: 8\n    gpus: 4\n")
+    argv = [command, "--trace", "swf", "--trace-file", str(swf), "--cluster", str(cluster)]
+    assert main([*argv, "--quiet", "--out", str(tmp_path / "out")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1, err
+    assert str(cluster) in err and "gpus" in err and "twice" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_version_is_printed() -> None:
     r = subprocess.run(
         [sys.executable, "-m", "kant", "--version"], capture_output=True, text=True, check=False

@@ -289,6 +289,16 @@ def test_a_broken_philly_row_names_file_line_and_field(
     assert [(r.replicas, r.resources.gpus) for r in trace.jobs[0].roles] == [(2, 8)]
 
 
+def test_a_philly_job_with_too_many_gpus_is_reported_with_the_files_gpu_count(
+    tmp_path: Path,
+) -> None:
+    f = write(tmp_path, "philly.csv", PHILLY_HEADER + "2017-10-09 07:01:55,66,99999999999,66,vc1\n")
+    with pytest.raises(InvalidTraceError) as exc:
+        load_philly_jobs(f)
+    assert (exc.value.field, exc.value.value) == ("num_gpus", 99999999999)
+    assert "field 'num_gpus' = 99999999999" in str(exc.value)
+
+
 def test_philly_jobs_before_an_explicit_epoch_are_rejected(tmp_path: Path) -> None:
     from datetime import datetime
 

@@ -98,7 +98,12 @@ def load_philly_jobs(
                 runtime_estimate=dur,
             )
         except ValidationError as e:
-            col.fail(as_trace_error(e, where, {"replicas": "num_gpus", "roles": "num_gpus"}))
+            err = as_trace_error(e, where)
+            if e.field in ("replicas", "roles"):
+                # The roles are built from num_gpus: name the file's value, not the pod count.
+                reason = f"as pods of at most {max_gpus_per_pod} GPUs, {e.field} {e.value!r}"
+                err = InvalidTraceError("num_gpus", gpus, f"{reason} {e.reason}", where=where)
+            col.fail(err)
             continue
         jobs.append(job)
     meta = {"epoch": base.isoformat(sep=" ")} if base is not None else {}
