@@ -20,6 +20,9 @@ from kant.queueing import policy_names
 from kant.sim.analysis import result_json
 from kant.sim.report import format_summary, write_report
 from kant.sim.scenarios import (
+    LOAD_RANGE,
+    MAX_JOBS,
+    MAX_TICK,
     PREEMPTION_MODES,
     SCENARIO_OPTIONS,
     SCENARIOS,
@@ -36,9 +39,6 @@ from kant.sim.simulator import RESTART, RESUME, Progress
 
 __all__ = [
     "DEFAULT_OUT",
-    "LOAD_RANGE",
-    "MAX_JOBS",
-    "MAX_TICK",
     "ProgressLine",
     "add_common_arguments",
     "add_simulate_parser",
@@ -51,18 +51,6 @@ __all__ = [
 
 DEFAULT_OUT: Final = "kant-report"
 """The default report folder."""
-
-LOAD_RANGE: Final = (0.01, 10.0)
-"""The offered loads ``--load`` accepts: a lower load stretches the arrivals (or, for a trace,
-grows the cluster) by its inverse, so a run at 1e-6 would practically never end."""
-
-MAX_JOBS: Final = 10_000_000
-"""The most jobs ``--jobs`` may ask for: 500 times the paper's 20,000-job workload, far past
-what fits in memory as a generated workload (and past numpy's sizes)."""
-
-MAX_TICK: Final = 86400.0
-"""The longest ``--tick`` (one day): the run samples its metrics every 600 simulated seconds
-up to its end, which a tick of years would push out without bound."""
 
 
 class _Given(argparse.Action):

@@ -54,7 +54,10 @@ from kant.topology.templates import register_template
 
 __all__ = [
     "COMPARE_SETS",
+    "LOAD_RANGE",
+    "MAX_JOBS",
     "MAX_SEEDS",
+    "MAX_TICK",
     "PREEMPTION_KINDS",
     "PREEMPTION_MODES",
     "SCENARIOS",
@@ -81,6 +84,18 @@ TRACES: Final = ("philly", "openb", "swf")
 
 MAX_SEEDS: Final = 100_000
 """The most seeds :func:`parse_seeds` takes (``--seeds``, a sweep grid's ``seeds``)."""
+
+LOAD_RANGE: Final = (0.01, 10.0)
+"""The offered loads ``--load`` accepts: a lower load stretches the arrivals (or, for a trace,
+grows the cluster) by its inverse, so a run at 1e-6 would practically never end."""
+
+MAX_JOBS: Final = 10_000_000
+"""The most jobs ``--jobs`` may ask for: 500 times the paper's 20,000-job workload, far past
+what fits in memory as a generated workload (and past numpy's sizes)."""
+
+MAX_TICK: Final = 86400.0
+"""The longest ``--tick`` (one day): the run samples its metrics every 600 simulated seconds
+up to its end, which a tick of years would push out without bound."""
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:

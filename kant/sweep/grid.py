@@ -37,7 +37,16 @@ from typing import Any, Final
 import attrs
 
 from kant.errors import InvalidGridError, KantError, ValidationError
-from kant.sim.scenarios import COMPARE_SETS, MAX_SEEDS, PolicySet, parse_seeds
+from kant.sim.packing import MAX_INFLATE
+from kant.sim.scenarios import (
+    COMPARE_SETS,
+    LOAD_RANGE,
+    MAX_JOBS,
+    MAX_SEEDS,
+    MAX_TICK,
+    PolicySet,
+    parse_seeds,
+)
 
 __all__ = [
     "COMMANDS",
@@ -122,6 +131,11 @@ class Grid:
         if "seed" in self.options and "seeds" in self.options:
             raise InvalidGridError("seeds", self.options["seeds"], "give seed or seeds, not both")
         opts = {_norm(k): v for k, v in self.options.items()}
+        for name, (lo, hi, lo_in) in _BOUNDS.items():  # as the command line bounds them
+            for v in _values(opts.get(name)):
+                if _number(v) and not ((lo <= v if lo_in else lo < v) and v <= hi):
+                    span = f"{'[' if lo_in else '('}{lo:g}, {hi:g}]"
+                    raise InvalidGridError(name, v, f"must be in {span}")
         for v in _values(opts.get("seed")):
             if v is not None and not _seed(v):
                 raise InvalidGridError("seed", v, "must be an int >= 0")
@@ -182,6 +196,21 @@ class Grid:
 
 def _norm(name: str) -> str:
     return name.replace("-", "_")
+
+
+_BOUNDS: Final = {
+    "load": (*LOAD_RANGE, True),
+    "tick": (0.0, MAX_TICK, True),
+    "jobs": (1, MAX_JOBS, True),
+    "inflate": (0.0, MAX_INFLATE, False),
+}
+"""(lowest, highest, lowest allowed itself) of the numeric options a grid bounds as the
+command line does (a run past them would not end or would not fit in memory); a value of
+another type is left to the run to refuse."""
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
 
 
 def _values(value: Any) -> list[Any]:

@@ -93,6 +93,13 @@ def test_compare_grids_expand_seeds_and_policy_sets_like_the_command() -> None:
         ("packing", {"seed": [1, -2]}, "seed"),
         ("compare", {"seeds": [0, -1]}, "seeds"),
         ("simulate", {"threshold": 5, "queueing": "strict-fifo"}, "threshold"),
+        ("simulate", {"load": 1e-6}, "load"),
+        ("compare", {"load": [0.9, 11]}, "load"),
+        ("simulate", {"tick": 1e10}, "tick"),
+        ("simulate", {"jobs": 0}, "jobs"),
+        ("compare", {"jobs": 10**12}, "jobs"),
+        ("packing", {"inflate": 0}, "inflate"),
+        ("packing", {"inflate": 1e9}, "inflate"),
         (
             "simulate",
             {"threshold": [None, 60], "queueing": ["backfill", "best-effort-fifo"]},
@@ -142,7 +149,7 @@ def test_a_run_that_raises_is_recorded_as_failed_with_its_error_while_the_rest_g
     tmp_path: Path,
 ) -> None:
     specs = Grid(
-        "simulate", {**TINY, "placement": ["nosuch", "ebinpack"], "load": [0.9, -1.0]}
+        "simulate", {**TINY, "placement": ["nosuch", "ebinpack"], "load": [0.9, "high"]}
     ).runs()
     store = Store(tmp_path / "s.jsonl")
     summary = run_sweep(specs, store, LocalPool(2))
@@ -150,7 +157,7 @@ def test_a_run_that_raises_is_recorded_as_failed_with_its_error_while_the_rest_g
     assert summary.ran == 8 and summary.failed == 6 and len(latest) == 8
     for s in specs:
         rec = latest[s.key]
-        if s.params["load"] < 0:  # the scenario cannot be built: every run on it fails
+        if s.params["load"] == "high":  # the scenario cannot be built: every run on it fails
             assert rec["status"] == "failed" and "load" in rec["error"]
         elif s.params["placement"] == "nosuch":  # raises in the worker
             assert rec["status"] == "failed" and rec["error"].startswith("UnknownPolicyError")
