@@ -189,11 +189,13 @@ class UnknownGpuModelError(_LookupError):
 class UnknownTemplateError(_LookupError):
     """No node template registered under that name
     (:func:`kant.topology.templates.get_template`, or a node or cluster file naming it);
-    ``template`` names it."""
+    ``template`` names it, and ``node`` the node that named it when there is one."""
 
-    def __init__(self, template: str) -> None:
+    def __init__(self, template: str, node: str | None = None) -> None:
         self.template = template
-        super().__init__(f"unknown node template {template!r}")
+        self.node = node
+        of = f" (node {node!r})" if node is not None else ""
+        super().__init__(f"unknown node template {template!r}{of}")
 
 
 class InvalidGridError(ValidationError):

@@ -17,6 +17,12 @@ from kant.cli import print_result
 from kant.cli.options import number
 from kant.errors import KantError
 
+DEMO_MAX_NODES = 1000
+"""The most fake nodes ``kant k8s demo --nodes`` creates in its local API server."""
+
+DEMO_MAX_JOBS = 10_000
+"""The most jobs ``kant k8s demo --jobs`` replays (they all arrive within about 20 s)."""
+
 __all__ = ["add_k8s_parser"]
 
 
@@ -33,9 +39,19 @@ def add_k8s_parser(sub: Any) -> argparse.ArgumentParser:
     run.add_argument("-v", "--verbose", action="store_true", help="log every decision")
     run.set_defaults(func=_run)
     demo = ksub.add_parser("demo", help="start a local API server and watch kant schedule it")
-    demo.add_argument("--nodes", type=int, default=16, help="fake 8-GPU nodes (default 16)")
-    demo.add_argument("--jobs", type=int, default=40, help="jobs replayed (default 40)")
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument(
+        "--nodes",
+        type=number(int, low=1, high=DEMO_MAX_NODES),
+        default=16,
+        help=f"fake 8-GPU nodes, 1 to {DEMO_MAX_NODES:,} (default 16)",
+    )
+    demo.add_argument(
+        "--jobs",
+        type=number(int, low=1, high=DEMO_MAX_JOBS),
+        default=40,
+        help=f"jobs replayed, 1 to {DEMO_MAX_JOBS:,} (default 40)",
+    )
+    demo.add_argument("--seed", type=number(int, low=0), default=0, help="an int >= 0")
     demo.add_argument(
         "--speed",
         type=number(float, low=0, low_inclusive=False),

@@ -207,10 +207,13 @@ def demo(*, nodes: int = 16, jobs: int = 40, seed: int = 0, speed: float = 1.0,
     about 20 s / ``speed``) on ``nodes`` fake 8-GPU nodes through the real API server, and
     return the paper's metrics: GAR (mean, peak), SOR (GPU time allocated / available from the
     first arrival to the last finish), GFR (mean), JWTD and JTTED per size bucket. A ``speed``
-    that is not a finite number > 0 raises :class:`~kant.errors.InvalidConfigError` before
-    anything starts."""
+    that is not a finite number > 0, or ``nodes`` or ``jobs`` not an int >= 1, raises
+    :class:`~kant.errors.InvalidConfigError` before anything starts."""
     if isinstance(speed, bool) or not isinstance(speed, int | float) or not 0 < speed < math.inf:
         raise InvalidConfigError("speed", speed, "must be a finite number > 0")
+    for name, n in (("nodes", nodes), ("jobs", jobs)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise InvalidConfigError(name, n, "must be an int >= 1")
     rng = random.Random(seed)
     cfg = parse_config(dict(config or {}))
     workload = []

@@ -28,6 +28,7 @@ from kant.errors import (
     InvariantError,
     UnknownNodeError,
     UnknownPodError,
+    UnknownTemplateError,
 )
 from kant.model import MILLI, Binding, NodeSpec, PodId
 from kant.state.columns import LEVELS, IntArray, NodeColumns, gpu_counts
@@ -64,7 +65,10 @@ def _check_template(spec: NodeSpec, template: str) -> None:
     InvalidNodeError if the node's GPU count is not the template's or it has more NICs than
     the template lays out: the placer picks devices by the template's slots. Fewer NICs are
     allowed (NICs not reported, as in packing studies): they are the template's first ones."""
-    tmpl = get_template(template)
+    try:
+        tmpl = get_template(template)
+    except UnknownTemplateError:
+        raise UnknownTemplateError(template, node=spec.name) from None
     if spec.gpus != tmpl.num_gpus:
         raise InvalidNodeError(
             "gpus", spec.gpus, f"template {tmpl.name!r} has {tmpl.num_gpus} GPUs"

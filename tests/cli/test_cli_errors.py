@@ -113,6 +113,11 @@ BAD: list[tuple[list[str], str]] = [
     (["k8s", "demo", "--speed", "-1"], "--speed"),
     (["k8s", "demo", "--speed", "inf"], "--speed"),
     (["k8s", "demo", "--speed", "nan"], "--speed"),
+    (["k8s", "demo", "--nodes", "0"], "--nodes"),
+    (["k8s", "demo", "--nodes", "100000"], "--nodes"),
+    (["k8s", "demo", "--jobs", "-1"], "--jobs"),
+    (["k8s", "demo", "--jobs", "1000000"], "--jobs"),
+    (["k8s", "demo", "--seed", "-1"], "--seed"),
     # kant itself
     (["simulate", "--no-such-option"], "--no-such-option"),
     (["launch"], "launch"),

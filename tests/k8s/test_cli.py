@@ -61,6 +61,19 @@ def test_a_config_file_that_is_not_yaml_is_one_line_naming_the_file(
     assert str(cfg) in err and said in err and "kubeconfig" not in err
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("nodes", 0), ("nodes", 1.5), ("nodes", True), ("jobs", 0), ("jobs", -3), ("jobs", None)],
+)
+def test_a_demo_of_no_nodes_or_no_jobs_is_refused_before_starting(
+    option: str, value: object
+) -> None:
+    from kant.k8s.demo import demo
+
+    with pytest.raises(InvalidConfigError, match=option):
+        demo(**{"nodes": 1, "jobs": 1, option: value})  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("speed", [0.0, -1.0, math.inf, math.nan])
 def test_a_demo_speed_that_is_not_a_finite_number_above_0_is_refused_before_starting(
     speed: float,

@@ -241,8 +241,9 @@ def test_a_node_naming_an_unknown_template_is_refused_and_the_cluster_is_left_as
     cluster: ClusterState,
 ) -> None:
     version, before = cluster.membership_version, cluster.full_snapshot()
-    with pytest.raises(UnknownTemplateError, match="no-such-template"):
+    with pytest.raises(UnknownTemplateError, match="no-such-template") as refused:
         cluster.add_node(node("bad", template="no-such-template"))
+    assert refused.value.node == "bad" and "node 'bad'" in str(refused.value)
     assert "bad" not in cluster and len(cluster) == 4
     assert cluster.membership_version == version
     assert cluster.full_snapshot().same_as(before) == []
