@@ -402,8 +402,10 @@ class Scheduler:
 
     def node_added(self, spec: NodeSpec, now: float) -> None:
         """A new node joined the cluster (healthy, empty). Raises InvalidNodeError for a
-        malformed spec, DuplicateError for a name already present, InvalidTimeError; nothing
-        changes then. A node that was lost and comes back is :meth:`node_recovered`."""
+        malformed spec (a GPU count other than its template's included), UnknownTemplateError
+        for a template that is not registered, DuplicateError for a name already present,
+        InvalidTimeError; nothing changes then. A node that was lost and comes back is
+        :meth:`node_recovered`."""
         t = self._time(now, "node_added")
         self.cluster.add_node(spec)
         self._lost_nodes.pop(spec.name, None)

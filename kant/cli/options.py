@@ -146,7 +146,8 @@ def image_file(text: str) -> str:
     if suffix:
         from matplotlib.backend_bases import FigureCanvasBase
 
-        formats = FigureCanvasBase.get_supported_filetypes()
+        # (pgf is left out: matplotlib writes it only with a TeX installation at hand)
+        formats = {f for f in FigureCanvasBase.get_supported_filetypes() if f != "pgf"}
         if suffix not in formats:
             raise argparse.ArgumentTypeError(
                 f"{text!r}: cannot save a plot as .{suffix} (known: {', '.join(sorted(formats))})"

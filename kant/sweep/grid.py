@@ -131,6 +131,10 @@ class Grid:
         if "seed" in self.options and "seeds" in self.options:
             raise InvalidGridError("seeds", self.options["seeds"], "give seed or seeds, not both")
         opts = {_norm(k): v for k, v in self.options.items()}
+        for name in _NUMBERS:  # a run would refuse any other value, or take a bool as 0 or 1
+            for v in _values(opts.get(name)):
+                if v is not None and not _number(v):
+                    raise InvalidGridError(name, v, "must be a number")
         for name, (lo, hi, lo_in) in _BOUNDS.items():  # as the command line bounds them
             for v in _values(opts.get(name)):
                 if _number(v) and not ((lo <= v if lo_in else lo < v) and v <= hi):
@@ -141,7 +145,8 @@ class Grid:
                 raise InvalidGridError("seed", v, "must be an int >= 0")
         # as kant simulate: the threshold is the Backfill policy's (the scenarios' default)
         thresholds = [t for t in _values(opts.get("threshold")) if t is not None]
-        others = [q for q in _values(opts.get("queueing", "backfill")) if q != "backfill"]
+        # (None leaves queueing out: the scenario's own, Backfill)
+        others = [q for q in _values(opts.get("queueing")) if q not in (None, "backfill")]
         if thresholds and others:
             raise InvalidGridError(
                 "threshold", thresholds[0], f"is Backfill's; queueing {others[0]} has none"
@@ -205,8 +210,22 @@ _BOUNDS: Final = {
     "inflate": (0.0, MAX_INFLATE, False),
 }
 """(lowest, highest, lowest allowed itself) of the numeric options a grid bounds as the
-command line does (a run past them would not end or would not fit in memory); a value of
-another type is left to the run to refuse."""
+command line does (a run past them would not end or would not fit in memory); a value that is
+not a number is refused before (:data:`_NUMBERS`)."""
+
+
+_NUMBERS: Final = (
+    "load",
+    "tick",
+    "jobs",
+    "threshold",
+    "inflate",
+    "grace",
+    "mtbf",
+    "mttr",
+    "horizon",
+)
+"""The options whose values are numbers (None: left out)."""
 
 
 def _number(v: Any) -> bool:

@@ -55,11 +55,11 @@ def _problem(rec: Mapping[str, Any]) -> str | None:
         return "params is not an object"
     if not _num(rec.get("wall_s")):
         return f"wall_s {rec.get('wall_s')!r} is not a number"
+    if rec["status"] != "ok":
+        return None  # a failed run's parameters may be what made it fail: kept as they are
     for name in ("seed", "threshold", "inflate"):
         if name in p and not (_int(p[name]) if name == "seed" else _num(p[name])):
-            return f"params.{name} {p[name]!r} is not a number"
-    if rec["status"] != "ok":
-        return None
+            return f"params.{name} {p[name]!r} is not {'an int' if name == 'seed' else 'a number'}"
     if not isinstance(m, dict):
         return f"an ok run's metrics are {m!r}, not an object"
     if rec["kind"] == "packing":

@@ -91,6 +91,10 @@ BAD: list[tuple[list[str], str]] = [
         ["packing", "--pods", "{tmp}/afile", "--nodes", "{tmp}/afile", "--plot", "{tmp}/p.xyz"],
         "--plot",
     ),
+    (
+        ["packing", "--pods", "{tmp}/afile", "--nodes", "{tmp}/afile", "--plot", "{tmp}/p.pgf"],
+        "--plot",
+    ),
     # kant bench
     (["bench", "cycle", "--nodes", "0"], "--nodes"),
     (["bench", "cycle", "--policy", "fifo"], "--policy"),

@@ -100,6 +100,10 @@ def test_compare_grids_expand_seeds_and_policy_sets_like_the_command() -> None:
         ("compare", {"jobs": 10**12}, "jobs"),
         ("packing", {"inflate": 0}, "inflate"),
         ("packing", {"inflate": 1e9}, "inflate"),
+        ("simulate", {"load": "high"}, "load"),
+        ("simulate", {"threshold": [600, "soon"]}, "threshold"),
+        ("packing", {"inflate": True}, "inflate"),
+        ("compare", {"jobs": [100, False]}, "jobs"),
         (
             "simulate",
             {"threshold": [None, 60], "queueing": ["backfill", "best-effort-fifo"]},
@@ -149,7 +153,8 @@ def test_a_run_that_raises_is_recorded_as_failed_with_its_error_while_the_rest_g
     tmp_path: Path,
 ) -> None:
     specs = Grid(
-        "simulate", {**TINY, "placement": ["nosuch", "ebinpack"], "load": [0.9, "high"]}
+        "simulate",
+        {**TINY, "placement": ["nosuch", "ebinpack"], "scenario": ["inference", "nosuch"]},
     ).runs()
     store = Store(tmp_path / "s.jsonl")
     summary = run_sweep(specs, store, LocalPool(2))
@@ -157,8 +162,8 @@ def test_a_run_that_raises_is_recorded_as_failed_with_its_error_while_the_rest_g
     assert summary.ran == 8 and summary.failed == 6 and len(latest) == 8
     for s in specs:
         rec = latest[s.key]
-        if s.params["load"] == "high":  # the scenario cannot be built: every run on it fails
-            assert rec["status"] == "failed" and "load" in rec["error"]
+        if s.params["scenario"] == "nosuch":  # it cannot be built: every run on it fails
+            assert rec["status"] == "failed" and "scenario" in rec["error"]
         elif s.params["placement"] == "nosuch":  # raises in the worker
             assert rec["status"] == "failed" and rec["error"].startswith("UnknownPolicyError")
             assert rec["metrics"] is None

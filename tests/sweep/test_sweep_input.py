@@ -4,6 +4,7 @@ error naming the file (and line) or the field, before anything runs or is writte
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -187,6 +188,27 @@ def test_a_threshold_with_no_queueing_option_is_taken_as_backfills_and_accepted(
     runs = Grid("simulate", {"threshold": [None, 60], "queueing": "backfill"}).runs()
     assert [r.params.get("threshold") for r in runs] == [None, 60]
     assert len(Grid("simulate", {"threshold": 60}).runs()) == 1
+    assert len(Grid("simulate", {"threshold": 60, "queueing": [None, "backfill"]}).runs()) == 2
+
+
+def test_a_failed_runs_record_is_read_back_whatever_parameters_made_it_fail(
+    tmp_path: Path,
+) -> None:
+    # a store kant wrote before the grid checked these values: each run failed on them
+    path = tmp_path / "s.jsonl"
+    failed = [
+        {"key": "a", "kind": "sim", "params": {"threshold": "soon", "seed": 1.5},
+         "status": "failed", "error": "ValidationError: threshold", "metrics": None},
+        {"key": "b", "kind": "packing", "params": {"inflate": "lots"},
+         "status": "failed", "error": "ValidationError: inflate", "metrics": None},
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in failed))
+    assert [r["key"] for r in Store(path).records()] == ["a", "b"]
+    ok = {**failed[0], "key": "c", "status": "ok", "metrics": {}}
+    with path.open("a") as f:
+        f.write(json.dumps(ok) + "\n")
+    with pytest.raises(InvalidStoreError, match=r"line 3 .*params\.seed 1\.5 is not an int"):
+        Store(path).records()
 
 
 def test_a_malformed_seeds_value_is_reported_once() -> None:
