@@ -141,7 +141,10 @@ def out_file(text: str) -> str:
 
 def image_file(text: str) -> str:
     """An argparse ``type``: a file kant may create or overwrite (:func:`out_file`) whose
-    extension is an image format matplotlib writes (none: PNG)."""
+    extension is an image format matplotlib writes; a name without one gets ``.png``, the
+    file matplotlib would write for it (so the path kant reports is the file written)."""
+    if not Path(text).suffix:
+        text += ".png"
     suffix = Path(text).suffix.lower().lstrip(".")
     if suffix:
         from matplotlib.backend_bases import FigureCanvasBase

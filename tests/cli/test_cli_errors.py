@@ -267,3 +267,12 @@ def test_every_option_with_a_default_shows_it_in_help(
         if action.option_strings and action.nargs != 0 and action.default is not None:
             h = fmt._get_help_string(action) or ""
             assert "default" in h, f"{action.option_strings}: {h}"
+
+
+def test_a_plot_named_without_an_extension_is_reported_as_the_png_file_written(
+    tmp_path: Path,
+) -> None:
+    from kant.cli.options import image_file
+
+    assert image_file(str(tmp_path / "curve")) == str(tmp_path / "curve.png")
+    assert image_file(str(tmp_path / "curve.svg")) == str(tmp_path / "curve.svg")
