@@ -163,6 +163,16 @@ class Reason:
 # --------------------------------------------------------------------------- validators
 
 
+def is_int(v: object) -> bool:
+    """Whether ``v`` is an ``int`` and not a bool (``True`` is no count, index or seed)."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def is_number(v: object) -> bool:
+    """Whether ``v`` is an ``int`` or a ``float`` and not a bool (NaN and inf included)."""
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
 def finite_time(now: object, call: str) -> float:
     """``now`` as a float if it is a finite real number (bools refused), else
     :class:`~kant.errors.InvalidTimeError` naming ``call``. Every timestamp kant stores passes

@@ -16,6 +16,7 @@ from kant.cli import print_result
 from kant.cli.options import number
 from kant.placement import strategy_names
 from kant.queueing import policy_names
+from kant.sim.scenarios import MAX_TICK
 
 __all__ = ["add_bench_parser", "run_bench_command"]
 
@@ -64,9 +65,9 @@ def _steady_state_arguments(
     )
     p.add_argument(
         "--interval",
-        type=number(float, low=0, low_inclusive=False, high=86400),
+        type=number(float, low=0, low_inclusive=False, high=MAX_TICK),
         default=10.0,
-        help="simulated seconds per cycle, at most a day: 86400 (default 10)",
+        help=f"simulated seconds per cycle, at most a day: {MAX_TICK:g} (default 10)",
     )
     p.add_argument("--seed", type=number(int, low=0), default=7, help="workload seed (default 7)")
     p.add_argument(

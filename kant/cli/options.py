@@ -145,16 +145,15 @@ def image_file(text: str) -> str:
     file matplotlib would write for it (so the path kant reports is the file written)."""
     if not Path(text).suffix:
         text += ".png"
-    suffix = Path(text).suffix.lower().lstrip(".")
-    if suffix:
-        from matplotlib.backend_bases import FigureCanvasBase
+    from matplotlib.backend_bases import FigureCanvasBase
 
-        # (pgf is left out: matplotlib writes it only with a TeX installation at hand)
-        formats = {f for f in FigureCanvasBase.get_supported_filetypes() if f != "pgf"}
-        if suffix not in formats:
-            raise argparse.ArgumentTypeError(
-                f"{text!r}: cannot save a plot as .{suffix} (known: {', '.join(sorted(formats))})"
-            )
+    # (pgf is left out: matplotlib writes it only with a TeX installation at hand)
+    formats = {f for f in FigureCanvasBase.get_supported_filetypes() if f != "pgf"}
+    suffix = Path(text).suffix.lower().lstrip(".")
+    if suffix not in formats:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: cannot save a plot as .{suffix} (known: {', '.join(sorted(formats))})"
+        )
     return out_file(text)
 
 

@@ -25,6 +25,7 @@ from kant.k8s.kubelet import FakeKubelet, create_node, node_object
 from kant.k8s.shim import Shim
 from kant.k8s.testenv import KubeTestEnv
 from kant.metrics import JobRecord, gar, gfr, jtted, jwtd
+from kant.model import is_int, is_number
 
 LEAF_LABEL = "network.topology.nvidia.com/leaf"
 
@@ -209,10 +210,10 @@ def demo(*, nodes: int = 16, jobs: int = 40, seed: int = 0, speed: float = 1.0,
     first arrival to the last finish), GFR (mean), JWTD and JTTED per size bucket. A ``speed``
     that is not a finite number > 0, or ``nodes`` or ``jobs`` not an int >= 1, raises
     :class:`~kant.errors.InvalidConfigError` before anything starts."""
-    if isinstance(speed, bool) or not isinstance(speed, int | float) or not 0 < speed < math.inf:
+    if not (is_number(speed) and 0 < speed < math.inf):
         raise InvalidConfigError("speed", speed, "must be a finite number > 0")
     for name, n in (("nodes", nodes), ("jobs", jobs)):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        if not (is_int(n) and n >= 1):
             raise InvalidConfigError(name, n, "must be an int >= 1")
     rng = random.Random(seed)
     cfg = parse_config(dict(config or {}))

@@ -30,7 +30,7 @@ from kant.errors import (
     UnknownPodError,
     UnknownTemplateError,
 )
-from kant.model import MILLI, Binding, NodeSpec, PodId
+from kant.model import MILLI, Binding, NodeSpec, PodId, is_int
 from kant.state.columns import LEVELS, IntArray, NodeColumns, gpu_counts
 from kant.state.snapshot import Snapshot
 from kant.topology.templates import get_template
@@ -54,14 +54,8 @@ class _NodeRecord:
     pods: set[PodId] = attrs.field(factory=set)
 
 
-def _is_index(v: object) -> bool:
-    """Whether ``v`` is an int that may index a device (a bool is not one: ``True`` is not
-    GPU 1)."""
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def _check_template(spec: NodeSpec, template: str) -> None:
-    """Raise UnknownTemplateError if ``template`` (the one ``spec`` names) is unknown, and
+    """Raise UnknownTemplateError if ``template`` (``spec.template``) is unknown, and
     InvalidNodeError if the node's GPU count is not the template's or it has more NICs than
     the template lays out: the placer picks devices by the template's slots. Fewer NICs are
     allowed (NICs not reported, as in packing studies): they are the template's first ones."""
@@ -345,7 +339,7 @@ class ClusterState:
         UnknownNodeError, or InvalidNodeError for a GPU index the node does not have or that
         is not an int (a bool included)."""
         rec = self._record(name)
-        if not (_is_index(gpu) and 0 <= gpu < rec.spec.gpus):
+        if not (is_int(gpu) and 0 <= gpu < rec.spec.gpus):
             raise InvalidNodeError("gpu", gpu, f"node {name!r} has GPUs 0..{rec.spec.gpus - 1}")
         if healthy:
             rec.gpu_healthy |= 1 << gpu
@@ -360,7 +354,7 @@ class ClusterState:
         pod holding it keeps it until released. Raises UnknownNodeError, or InvalidNodeError
         for a NIC index the node does not have or that is not an int (changing nothing)."""
         rec = self._record(name)
-        if not (_is_index(nic) and 0 <= nic < rec.spec.rdma_nics):
+        if not (is_int(nic) and 0 <= nic < rec.spec.rdma_nics):
             raise InvalidNodeError(
                 "nic", nic, f"node {name!r} has NICs 0..{rec.spec.rdma_nics - 1}"
             )

@@ -37,6 +37,7 @@ from typing import Any, Final
 import attrs
 
 from kant.errors import InvalidGridError, KantError, ValidationError
+from kant.model import is_int, is_number
 from kant.sim.packing import MAX_INFLATE
 from kant.sim.scenarios import (
     COMPARE_SETS,
@@ -120,7 +121,7 @@ class Grid:
                 raise InvalidGridError(
                     name, value, f"not an option of a {self.command} run; known: {list(allowed)}"
                 )
-            for v in value if isinstance(value, list) else [value]:
+            for v in _values(value):
                 if v is not None and not isinstance(v, _SCALAR):
                     raise InvalidGridError(name, v, "must be a value or a list of values")
                 if isinstance(v, float) and not math.isfinite(v):
@@ -133,11 +134,11 @@ class Grid:
         opts = {_norm(k): v for k, v in self.options.items()}
         for name in _NUMBERS:  # a run would refuse any other value, or take a bool as 0 or 1
             for v in _values(opts.get(name)):
-                if v is not None and not _number(v):
+                if v is not None and not is_number(v):
                     raise InvalidGridError(name, v, "must be a number")
         for name, (lo, hi, lo_in) in _BOUNDS.items():  # as the command line bounds them
             for v in _values(opts.get(name)):
-                if _number(v) and not ((lo <= v if lo_in else lo < v) and v <= hi):
+                if is_number(v) and not ((lo <= v if lo_in else lo < v) and v <= hi):
                     span = f"{'[' if lo_in else '('}{lo:g}, {hi:g}]"
                     raise InvalidGridError(name, v, f"must be in {span}")
         for v in _values(opts.get("seed")):
@@ -228,17 +229,13 @@ _NUMBERS: Final = (
 """The options whose values are numbers (None: left out)."""
 
 
-def _number(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
-
-
 def _values(value: Any) -> list[Any]:
     """An option's values: the list it is, or the one value."""
     return value if isinstance(value, list) else [value]
 
 
 def _seed(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    return is_int(v) and v >= 0
 
 
 def _seeds(values: Sequence[Any]) -> list[int]:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kant.errors import InvalidStoreError
+from kant.model import is_int, is_number
 from kant.sim.packing import PERCENTS
 
 __all__ = ["Store"]
@@ -33,12 +34,8 @@ _FIELDS = ("key", "kind", "params", "status")
 _CURVE = len(PERCENTS)  # points of a packing run's alloc and frag curves
 
 
-def _int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
 def _num(x: Any) -> bool:
-    return x is None or _int(x) or isinstance(x, float)
+    return x is None or is_number(x)
 
 
 def _problem(rec: Mapping[str, Any]) -> str | None:
@@ -58,7 +55,7 @@ def _problem(rec: Mapping[str, Any]) -> str | None:
     if rec["status"] != "ok":
         return None  # a failed run's parameters may be what made it fail: kept as they are
     for name in ("seed", "threshold", "inflate"):
-        if name in p and not (_int(p[name]) if name == "seed" else _num(p[name])):
+        if name in p and not (is_int(p[name]) if name == "seed" else _num(p[name])):
             return f"params.{name} {p[name]!r} is not {'an int' if name == 'seed' else 'a number'}"
     if not isinstance(m, dict):
         return f"an ok run's metrics are {m!r}, not an object"
@@ -77,11 +74,11 @@ def _problem(rec: Mapping[str, Any]) -> str | None:
     for name in ("gar", "sor_median", "gfr"):
         if name not in m or not _num(m[name]):
             return f"metrics.{name} {m.get(name)!r} is not a number"
-    if not _int(m.get("preemptions")):
+    if not is_int(m.get("preemptions")):
         return f"metrics.preemptions {m.get('preemptions')!r} is not an int"
     waits = m.get("waits")
     if not isinstance(waits, dict) or not all(
-        isinstance(w, list) and len(w) == 2 and _int(w[0]) and _num(w[1]) for w in waits.values()
+        isinstance(w, list) and len(w) == 2 and is_int(w[0]) and _num(w[1]) for w in waits.values()
     ):
         return "metrics.waits is not an object of [jobs, mean wait] pairs"
     return None

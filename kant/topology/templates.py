@@ -37,7 +37,7 @@ from kant.errors import (
     InvariantError,
     UnknownTemplateError,
 )
-from kant.model import MAX_GPUS_PER_NODE, MAX_NICS_PER_NODE, LinkKind, name, number
+from kant.model import MAX_GPUS_PER_NODE, MAX_NICS_PER_NODE, LinkKind, is_int, name, number
 
 __all__ = [
     "BUILTIN_TEMPLATES",
@@ -65,10 +65,6 @@ _WORST: Final = int(LinkKind.CROSS_NUMA)
 
 
 # --------------------------------------------------------------------------- validators
-
-
-def _is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 _nonneg_int = number(InvalidTopologyError, low=0, integer=True)
@@ -318,11 +314,11 @@ class NodeTemplate:
         return result
 
     def _compute_gpu_set(self, free_mask: int, k: int) -> int | None:
-        if not _is_int(free_mask) or free_mask < 0 or free_mask >> len(self.gpus):
+        if not is_int(free_mask) or free_mask < 0 or free_mask >> len(self.gpus):
             raise InvalidTopologyError(
                 "free_mask", free_mask, f"must be a mask of the {len(self.gpus)} GPUs"
             )
-        if not _is_int(k) or k < 0:
+        if not is_int(k) or k < 0:
             raise InvalidTopologyError("k", k, "must be an int >= 0")
         free = _bits(free_mask)
         if k > len(free):
@@ -444,15 +440,15 @@ class NodeTemplate:
         return result
 
     def _compute_nics(self, gpu_mask: int, free_nic_mask: int, n: int) -> int | None:
-        if not _is_int(gpu_mask) or gpu_mask < 0 or gpu_mask >> len(self.gpus):
+        if not is_int(gpu_mask) or gpu_mask < 0 or gpu_mask >> len(self.gpus):
             raise InvalidTopologyError(
                 "gpu_mask", gpu_mask, f"must be a mask of the {len(self.gpus)} GPUs"
             )
-        if not _is_int(free_nic_mask) or free_nic_mask < 0 or free_nic_mask >> len(self.nics):
+        if not is_int(free_nic_mask) or free_nic_mask < 0 or free_nic_mask >> len(self.nics):
             raise InvalidTopologyError(
                 "free_nic_mask", free_nic_mask, f"must be a mask of the {len(self.nics)} NICs"
             )
-        if not _is_int(n) or n < 0:
+        if not is_int(n) or n < 0:
             raise InvalidTopologyError("n", n, "must be an int >= 0")
         free = _bits(free_nic_mask)
         if n > len(free):
@@ -541,7 +537,7 @@ class NodeTemplate:
             if kind not in ("gpu", "nic"):
                 continue
             index = data.get("index")
-            if not _is_int(index) or index < 0:
+            if not is_int(index) or index < 0:
                 raise InvalidTopologyError("index", index, f"vertex {vid!r} needs an int index")
             switches = [w for w in graph[vid] if graph.nodes[w].get("kind") == "pcie_switch"]
             if len(switches) != 1:
@@ -590,9 +586,9 @@ def pcie_node(name: str, gpus: int, nics: int = 0) -> NodeTemplate:
     more GPUs the switches are split over two NUMA domains (first half on NUMA 0), otherwise
     all on NUMA 0. NIC ``j`` sits on switch ``j * switches // nics`` (one NIC per GPU puts
     each NIC next to its GPU pair). ``1 <= gpus <= 64``, ``0 <= nics <= 64``."""
-    if not _is_int(gpus) or not 1 <= gpus <= MAX_GPUS_PER_NODE:
+    if not is_int(gpus) or not 1 <= gpus <= MAX_GPUS_PER_NODE:
         raise InvalidTopologyError("gpus", gpus, f"must be an int in 1..{MAX_GPUS_PER_NODE}")
-    if not _is_int(nics) or not 0 <= nics <= MAX_NICS_PER_NODE:
+    if not is_int(nics) or not 0 <= nics <= MAX_NICS_PER_NODE:
         raise InvalidTopologyError("nics", nics, f"must be an int in 0..{MAX_NICS_PER_NODE}")
     n_switch = (gpus + 1) // 2
 
@@ -629,7 +625,7 @@ def openb_template_name(gpus: int) -> str | None:
     """Template name for an Alibaba openb node with ``gpus`` GPUs: ``"openb-<n>gpu"`` for 1,
     2, 4 or 8 GPUs, ``None`` for a CPU-only node (0). Any other count raises
     :class:`~kant.errors.InvalidTopologyError`."""
-    if not _is_int(gpus) or (gpus != 0 and gpus not in _OPENB_SHAPES):
+    if not is_int(gpus) or (gpus != 0 and gpus not in _OPENB_SHAPES):
         raise InvalidTopologyError("gpus", gpus, f"openb nodes have 0 or {_OPENB_SHAPES} GPUs")
     return f"openb-{gpus}gpu" if gpus else None
 
