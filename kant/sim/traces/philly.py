@@ -47,7 +47,7 @@ def load_philly_jobs(
 ) -> JobTrace:
     """Read the Philly per-job table (``timestamp,duration,num_gpus,gpu_time,cluster``).
 
-    Each row is a gang training job: id ``philly-<k>`` (``k`` = 0-based data row index, so ids
+    Each row is a gang training job: id ``philly-{k:05d}`` (``k`` = 0-based data row index, so ids
     do not depend on sorting), tenant = the virtual cluster (``cluster``), ``num_gpus`` split
     into pods of at most ``max_gpus_per_pod`` GPUs (:func:`gang_roles`), ``submitted_at`` =
     seconds from ``epoch`` (default: the earliest timestamp of the loaded rows, so the first
