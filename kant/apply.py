@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import attrs
 
 from kant.admission.quota import Admitter, QuotaLedger
@@ -71,7 +73,7 @@ def apply(
             or not e.schedulable
             or now < e.backoff_until
             or not {b.pod for b in bs} <= set(e.remaining())
-            or not _quota_admits(ledger, e.job.tenant, bs, cluster)
+            or not quota_admits(ledger, e.job.tenant, bs, cluster)
         ):
             stale.append(jid)
             continue
@@ -110,8 +112,8 @@ def apply(
     return ApplyReport(bound=tuple(bound), stale=tuple(stale), terminating=tuple(terminating))
 
 
-def _quota_admits(
-    ledger: QuotaLedger, tenant: str, bindings: list[Binding], cluster: ClusterState
+def quota_admits(
+    ledger: QuotaLedger, tenant: str, bindings: Sequence[Binding], cluster: ClusterState
 ) -> bool:
     """Does the live quota still admit ``bindings`` of ``tenant`` (after what this apply already
     charged)? Charges them on ``ledger`` if so; changes nothing if not."""

@@ -231,6 +231,11 @@ class AllocationConflictError(KantError, ValueError):
     """A binding asks for devices or capacity that are not free (or not healthy)."""
 
 
+class QuotaExceededError(KantError, ValueError):
+    """Pods to take in as running (:meth:`kant.scheduler.Scheduler.restore`) are more than
+    their tenant's quota admits now."""
+
+
 class TransactionError(KantError, RuntimeError):
     """A snapshot transaction was used out of order (commit twice, rollback after commit...)."""
 

@@ -12,15 +12,18 @@ from collections.abc import Iterable, Sequence
 import attrs
 
 from kant.admission.quota import Admitter
-from kant.apply import ApplyReport, apply
+from kant.apply import ApplyReport, apply, quota_admits
 from kant.contracts import PlacerLike, QueueingPolicy
 from kant.cycle import DEFAULT_POLICY, CycleResult, schedule_cycle
 from kant.errors import (
     InvalidConfigError,
     InvalidJobError,
     InvalidTimeError,
+    KantError,
+    QuotaExceededError,
     UnknownNodeError,
     UnknownPodError,
+    ValidationError,
     require,
 )
 from kant.model import Binding, Job, NodeSpec, PodId, Reason, finite_time
@@ -183,6 +186,65 @@ class Scheduler:
         self.queue.submit(job, t)
         if t is not None:
             self._tick(t, "submit")
+
+    def restore(
+        self,
+        job: Job,
+        bindings: Iterable[Binding],
+        now: float,
+        *,
+        finished: Iterable[PodId] = (),
+    ) -> None:
+        """Take in a job some of whose pods already run: an orchestrator that restarts
+        rebuilds kant's state from the pods it finds bound. ``job`` is submitted and
+        ``bindings`` (some of its pods, each once) are bound, charged to its tenant and marked
+        as a cycle's placement would have. ``finished``: pods of the job that ended
+        meanwhile. The job's other pods wait as usual; a gang has none (its pods are all bound
+        or finished).
+
+        All or nothing: raises and changes nothing when a binding is not one of the job's pods
+        or a pod is named twice, or a gang's pods are not all bound or finished
+        (ValidationError), a binding does not fit the cluster (the errors of
+        :meth:`kant.state.ClusterState.bind_many`), the tenant's quota does not admit them
+        now (QuotaExceededError: quotas were lowered meanwhile), the job is refused
+        (DuplicateError, InvalidJobError), or ``now`` is not finite or runs backwards
+        (InvalidTimeError)."""
+        t = self._time(now, "restore")
+        if not isinstance(job, Job):
+            raise ValidationError("job", job, "must be a kant.model.Job")
+        bs = tuple(bindings)
+        done = tuple(finished)
+        mine = set(job.pods())
+        pods = [b.pod if isinstance(b, Binding) else None for b in bs]
+        named = [*pods, *done]
+        if any(p not in mine for p in named) or len(set(named)) != len(named):
+            raise ValidationError(
+                "bindings", [str(p) for p in named],
+                f"must be distinct pods of job {job.id!r} (bound, then finished)",
+            )  # fmt: skip
+        if job.gang and len(named) != len(mine):
+            raise ValidationError(
+                "bindings", [str(p) for p in named],
+                f"must bind or finish every pod of the gang {job.id!r}",
+            )  # fmt: skip
+        self.cluster.bind_many(bs)  # (all or none)
+        try:
+            if not quota_admits(self.admitter.ledger(), job.tenant, bs, self.cluster):
+                raise QuotaExceededError(
+                    f"job {job.id!r}: tenant {job.tenant!r}'s quota does not admit its "
+                    f"{len(bs)} running pods"
+                )
+            self.queue.submit(job, t)
+        except KantError:
+            self.cluster.release_many([b.pod for b in bs])
+            raise
+        if bs:
+            models = [self.cluster.node(b.node).gpu_model for b in bs]
+            self.admitter.charge_many(job.tenant, bs, models)
+            self.queue.mark_assigned(job.id, [b.pod for b in bs], t)
+        if done:
+            self.queue.forget_pods(job.id, done, t, finished=True)
+        self._tick(t, "restore")
 
     def status(self, job_id: str, now: float | None = None) -> StatusReport:
         """Where job ``job_id`` is: its :class:`StatusReport` (``now`` measures the wait of a

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -109,3 +111,75 @@ def test_the_queue_orders_by_the_time_each_job_carries_else_the_time_it_was_subm
         want.append((carried or now, i))
     order = [e.id for e in q.candidates()]
     assert order == [f"j{i}" for _t, i in sorted(want)]
+
+
+# ----------------------------------------------------------------- restore (a restart)
+
+
+def _restarting(quota_gpus: int) -> tuple[Scheduler, Any, list[Any]]:
+    """A scheduler whose tenant ``t`` may now use ``quota_gpus`` GPUs (isolated), a pod-level
+    job of two 8-GPU pods of ``t``, and bindings of both on the two nodes."""
+    from kant.admission.quota import Admitter, Quota
+    from kant.model import Binding
+
+    s = Scheduler(
+        ClusterBuilder().leaf("lf0", nodes=2).build(),
+        admitter=Admitter([Quota.gpus("t", "H100", quota_gpus)], modes={"t": "isolated"}),
+    )
+    j = job("a", gpus=8, replicas=2, gang=False, tenant="t")
+    nodes = [n.name for n in s.cluster.nodes()]
+    bs = [
+        Binding(pod=p, node=n, gpus=tuple(range(8))) for p, n in zip(j.pods(), nodes, strict=True)
+    ]
+    return s, j, bs
+
+
+def test_a_restored_job_runs_on_its_bindings_and_is_charged_to_its_tenant() -> None:
+    s, j, bs = _restarting(quota_gpus=16)
+    s.restore(j, bs, now=5)
+    st = s.status("a", now=6)
+    assert st.phase is JobPhase.RUNNING and st.bindings == tuple(bs) and st.started_at == 5
+    assert s.admitter.usage() == {("t", "H100"): 16_000}
+    s.check_invariants()
+    s.submit(job("b", gpus=8, tenant="t"), now=7)
+    assert s.step(now=7).bindings == ()  # nothing placed twice, nor beyond the quota
+
+
+def test_a_restore_beyond_the_tenants_quota_now_is_refused_and_changes_nothing() -> None:
+    from kant.errors import QuotaExceededError
+
+    s, j, bs = _restarting(quota_gpus=8)  # the quota was lowered while the pods ran
+    with pytest.raises(QuotaExceededError, match="'t'"):
+        s.restore(j, bs, now=5)
+    assert s.cluster.num_pods == 0 and s.admitter.usage() == {}
+    with pytest.raises(UnknownJobError):
+        s.status("a")
+
+
+def test_a_restore_that_does_not_fit_the_cluster_changes_nothing() -> None:
+    from kant.errors import AllocationConflictError
+
+    s, j, bs = _restarting(quota_gpus=16)
+    s.restore(j, bs[:1], now=5)  # one pod of a pod-level job: the other waits
+    assert s.status("a", now=5).pods_waiting == 1
+    clash = job("c", gpus=8, tenant="t")
+    with pytest.raises(AllocationConflictError):
+        s.restore(clash, [bs[0].__class__(pod=next(iter(clash.pods())), node=bs[0].node,
+                                          gpus=bs[0].gpus)], now=6)  # fmt: skip
+    with pytest.raises(UnknownJobError):
+        s.status("c")
+    s.check_invariants()
+
+
+def test_a_gangs_restore_must_bind_or_finish_every_pod() -> None:
+    from kant.errors import ValidationError
+
+    s, _, bs = _restarting(quota_gpus=16)
+    gang = job("g", gpus=8, replicas=2, tenant="t")
+    pods = list(gang.pods())
+    one = bs[0].__class__(pod=pods[0], node=bs[0].node, gpus=bs[0].gpus)
+    with pytest.raises(ValidationError, match="every pod of the gang"):
+        s.restore(gang, [one], now=5)
+    s.restore(gang, [one], now=5, finished=pods[1:])  # its other pod ended meanwhile
+    assert s.status("g", now=5).phase is JobPhase.RUNNING
+    s.check_invariants()
