@@ -28,7 +28,17 @@ import attrs
 
 from kant.errors import InvalidObjectError
 from kant.k8s.settings import K8sSettings
-from kant.model import MILLI, Job, NodeSpec, PodId, Resources, Role, Tier, TopologyWish
+from kant.model import (
+    MAX_PODS_PER_JOB,
+    MILLI,
+    Job,
+    NodeSpec,
+    PodId,
+    Resources,
+    Role,
+    Tier,
+    TopologyWish,
+)
 
 Obj = Mapping[str, Any]
 
@@ -58,6 +68,13 @@ GPUS_ANNOTATION: Final = "kant.io/gpus"
 NICS_ANNOTATION: Final = "kant.io/nics"
 MILLI_ANNOTATION: Final = "kant.io/gpu-milli"
 POD_ID_ANNOTATION: Final = "kant.io/pod-id"
+
+
+def _digits(v: object) -> bool:
+    """Is ``v`` a non-empty string of the ASCII digits 0-9? (``str.isdigit`` also takes
+    other scripts' digits and superscripts, which ``int`` refuses.)"""
+    return isinstance(v, str) and v.isascii() and v.isdigit()
+
 
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
 _SUFFIX: Final[Mapping[str, Decimal]] = {
@@ -218,9 +235,46 @@ class PodFacts:
         return (self.resources, tuple(sorted(self.gpu_models)), self.topology)
 
 
+@attrs.frozen(kw_only=True)
+class PodState:
+    """What the shim reads of any pod, whatever its annotations say: where it runs and
+    whether it is kant's. ``node`` None while it is not bound."""
+
+    key: str
+    node: str | None
+    phase: str
+    deleting: bool
+    ours: bool
+
+
+def pod_state(pod: Obj, settings: K8sSettings) -> PodState:
+    """The pod's :class:`PodState`. Never raises: it reads only fields the API server
+    validates."""
+    meta = _meta(pod)
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    node = spec.get("nodeName")
+    return PodState(
+        key=pod_key(pod),
+        node=str(node) if node else None,
+        phase=str(status.get("phase") or "Pending"),
+        deleting=bool(meta.get("deletionTimestamp")),
+        ours=spec.get("schedulerName", "default-scheduler") == settings.scheduler_name,
+    )
+
+
 def pod_facts(pod: Obj, settings: K8sSettings) -> PodFacts:
     """Translate a Pod. Raises :class:`~kant.errors.InvalidObjectError` for a malformed request,
-    ``gpu-fraction``, topology annotation or group count."""
+    ``gpu-fraction``, topology annotation or group count, or a field of an unexpected type."""
+    try:
+        return _pod_facts(pod, settings)
+    except (TypeError, ValueError, AttributeError) as e:  # (a field of an unexpected shape)
+        raise InvalidObjectError(
+            "pod", pod_key(pod), f"malformed: {e}", where=f"Pod {pod_key(pod)}"
+        ) from None
+
+
+def _pod_facts(pod: Obj, settings: K8sSettings) -> PodFacts:
     meta = _meta(pod)
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
@@ -237,7 +291,7 @@ def pod_facts(pod: Obj, settings: K8sSettings) -> PodFacts:
         priority=int(spec.get("priority") or 0),
         preemptible=spec.get("preemptionPolicy") != "Never",
         resources=pod_resources(pod, settings),
-        gpu_models=_models(spec, settings),
+        gpu_models=_models(spec, settings, where),
         topology=_topology(ann, settings, where),
         group=_group(lab, ns),
         min_member=_total(lab, ann, where),
@@ -250,9 +304,10 @@ def pod_facts(pod: Obj, settings: K8sSettings) -> PodFacts:
     )
 
 
-def pod_resources(pod: Obj, settings: K8sSettings) -> Resources:
+def pod_resources(pod: Obj, settings: K8sSettings, *, shares: bool = True) -> Resources:
     """The pod's effective request: for each resource the larger of the containers' sum and
-    the largest init container (the Kubernetes rule), a GPU share from ``gpu-fraction``."""
+    the largest init container (the Kubernetes rule), a GPU share from ``gpu-fraction``
+    (unless ``shares`` is False: whole GPUs only, the annotation not read)."""
     spec = pod.get("spec") or {}
     where = f"Pod {pod_key(pod)}"
     names = ("cpu", "memory", settings.gpu_resource, settings.nic_resource)
@@ -271,7 +326,7 @@ def pod_resources(pod: Obj, settings: K8sSettings) -> Resources:
     eff = {r: max(total[r], init[r]) for r in names}
     gpus = int(eff[settings.gpu_resource])
     milli = 0
-    frac = annotations_of(pod).get(FRACTION_ANNOTATION)
+    frac = annotations_of(pod).get(FRACTION_ANNOTATION) if shares else None
     if frac is not None:
         try:
             f = Decimal(str(frac))
@@ -306,30 +361,36 @@ def _tenant(lab: Mapping[str, str], ann: Mapping[str, str], ns: str) -> str:
     return ns
 
 
-def _models(spec: Obj, settings: K8sSettings) -> frozenset[str]:
+def _models(spec: Obj, settings: K8sSettings, where: str) -> frozenset[str]:
     key = settings.gpu_model_label
-    allowed: set[str] | None = None
+    allowed: set[str] | None = None  # None: every model
     sel = (spec.get("nodeSelector") or {}).get(key)
     if sel:
-        allowed = {sel}
+        allowed = {str(sel)}
     aff = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     ) or {}
     terms = aff.get("nodeSelectorTerms") or ()
     if terms:
-        union: set[str] = set()
+        union: set[str] | None = set()  # the terms are ORed
         for t in terms:
-            vals: set[str] | None = None
+            vals: set[str] | None = None  # a term's expressions are ANDed
             for e in t.get("matchExpressions") or ():
                 if e.get("key") == key and e.get("operator") == "In":
-                    vs = set(e.get("values") or ())
+                    vs = {str(x) for x in e.get("values") or ()}
                     vals = vs if vals is None else vals & vs
-            if vals is None:  # a term without a model constraint allows every model
-                union = set()
+            if vals is None or union is None:  # a term without a model constraint: any
+                union = None
                 break
             union |= vals
-        if union:
+        if union is not None:
             allowed = union if allowed is None else allowed & union
+    if allowed is not None and not allowed:
+        # (an empty set would read as "any model": say that none is allowed instead)
+        raise InvalidObjectError(
+            key, sel, "the nodeSelector and the required node affinity allow no GPU model",
+            where=where,
+        )  # fmt: skip
     return frozenset(allowed or ())
 
 
@@ -360,8 +421,10 @@ def _total(lab: Mapping[str, str], ann: Mapping[str, str], where: str) -> int | 
     v = ann.get(KUEUE_TOTAL_ANNOTATION)
     if v is None:
         return None
-    if not str(v).isdigit() or int(v) < 1:
-        raise InvalidObjectError(KUEUE_TOTAL_ANNOTATION, v, "must be an integer >= 1", where=where)
+    if not _digits(v) or not 1 <= int(v) <= MAX_PODS_PER_JOB:
+        raise InvalidObjectError(
+            KUEUE_TOTAL_ANNOTATION, v, f"must be an integer in 1..{MAX_PODS_PER_JOB}", where=where
+        )
     return int(v)
 
 
@@ -394,10 +457,11 @@ def _timestamp(v: Any) -> float:
 def pod_group_min_member(group: Obj) -> int:
     """``spec.minMember`` of a scheduler-plugins PodGroup (at least 1)."""
     v = (group.get("spec") or {}).get("minMember", 1)
-    if type(v) is not int or v < 1:
+    if type(v) is not int or not 1 <= v <= MAX_PODS_PER_JOB:
         raise InvalidObjectError(
-            "spec.minMember", v, "must be an integer >= 1", where=f"PodGroup {pod_key(group)}"
-        )
+            "spec.minMember", v, f"must be an integer in 1..{MAX_PODS_PER_JOB}",
+            where=f"PodGroup {pod_key(group)}",
+        )  # fmt: skip
     return v
 
 
@@ -480,20 +544,18 @@ def recorded_binding(pod: Obj) -> tuple[PodId, tuple[int, ...], tuple[int, ...],
         return None
     where = f"Pod {pod_key(pod)}"
     parts = pid.rsplit("/", 2)
-    if len(parts) != 3 or not parts[2].isdigit():
+    if len(parts) != 3 or not _digits(parts[2]):
         raise InvalidObjectError(POD_ID_ANNOTATION, pid, "must be job/role/index", where=where)
 
     def ints(k: str) -> tuple[int, ...]:
         v = ann.get(k, "")
-        try:
-            return tuple(int(x) for x in v.split(",") if x)
-        except ValueError:
-            raise InvalidObjectError(
-                k, v, "must be comma-separated device indices", where=where
-            ) from None
+        parts = [x.strip() for x in str(v).split(",") if x.strip()]
+        if not all(_digits(x) for x in parts):
+            raise InvalidObjectError(k, v, "must be comma-separated device indices", where=where)
+        return tuple(int(x) for x in parts)
 
     milli = ann.get(MILLI_ANNOTATION)
-    m = int(milli) if milli and milli.isdigit() else MILLI
+    m = int(str(milli)) if _digits(milli) else MILLI
     return (
         PodId(job=parts[0], role=parts[1], index=int(parts[2])),
         ints(GPUS_ANNOTATION),

@@ -19,6 +19,7 @@ from kant.k8s.translate import (
     node_facts,
     pod_facts,
     pod_group_min_member,
+    pod_state,
     quantity,
     recorded_binding,
 )
@@ -166,6 +167,34 @@ def test_gpu_models_come_from_the_node_selector_or_the_required_affinity_terms()
     assert pod_facts(p, S).gpu_models == frozenset()  # a term without a model: any model
 
 
+@pytest.mark.parametrize(
+    "how",
+    ["a node selector and an affinity that disagree", "one term asking two models at once"],
+)
+def test_gpu_model_constraints_that_allow_no_model_are_refused_not_read_as_any_model(
+    how: str,
+) -> None:
+    p = load("pod_kueue_group_affinity")
+    terms = p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    expr = {"key": "nvidia.com/gpu.product", "operator": "In"}
+    if how.startswith("a node selector"):
+        p["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "B200"}
+    else:
+        terms[:] = [{"matchExpressions": [{**expr, "values": ["L40S"]},
+                                          {**expr, "values": ["B200"]}]}]  # fmt: skip
+    with pytest.raises(InvalidObjectError, match="allow no GPU model"):
+        pod_facts(p, S)
+
+
+def test_a_pod_field_of_an_unexpected_shape_is_an_invalid_object_error_naming_the_pod() -> None:
+    p = load("pod_podgroup_worker")
+    p["spec"]["containers"] = [{"name": "c", "resources": {"requests": ["8"]}}]
+    with pytest.raises(InvalidObjectError, match=r"Pod team-a/.*malformed"):
+        pod_facts(p, S)
+
+
 def test_a_gpu_fraction_annotation_asks_for_a_share_of_one_gpu() -> None:
     f = pod_facts(load("pod_fraction_volcano"), S)
     assert (f.resources.gpus, f.resources.gpu_milli) == (0, 250)
@@ -221,6 +250,17 @@ def test_a_bad_pod_group_count_is_refused() -> None:
     g["spec"]["minMember"] = 0
     with pytest.raises(InvalidObjectError, match="minMember"):
         pod_group_min_member(g)
+    g["spec"]["minMember"] = 10**9  # more pods than a job may have
+    with pytest.raises(InvalidObjectError, match="minMember"):
+        pod_group_min_member(g)
+
+
+@pytest.mark.parametrize("count", ["\u00b2", "\u0663", "99999999999999999999", " 3", ""])
+def test_a_pod_group_count_in_other_digits_or_out_of_range_is_refused(count: str) -> None:
+    p = load("pod_kueue_group_affinity")
+    p["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] = count
+    with pytest.raises(InvalidObjectError, match="pod-group-total-count"):
+        pod_facts(p, S)
 
 
 def test_only_pods_naming_kants_scheduler_are_kants() -> None:
@@ -296,6 +336,25 @@ def test_a_malformed_recorded_binding_is_refused() -> None:
     pod["metadata"]["annotations"]["kant.io/pod-id"] = "nope"
     with pytest.raises(InvalidObjectError, match="job/role/index"):
         recorded_binding(pod)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("kant.io/pod-id", "team-a.llama-70b#2/worker/\u00b2"), ("kant.io/gpus", "0,\u00b9"),
+     ("kant.io/nics", "-1")],
+)  # fmt: skip
+def test_a_recorded_binding_in_other_digits_is_refused_not_a_crash(key: str, value: str) -> None:
+    pod = load("pod_bound_by_kant")
+    pod["metadata"]["annotations"][key] = value
+    with pytest.raises(InvalidObjectError, match=key.replace(".", r"\.")):
+        recorded_binding(pod)
+
+
+def test_a_pod_states_node_phase_and_owner_are_read_whatever_its_annotations_say() -> None:
+    p = load("pod_bound_by_kant")
+    p["metadata"]["annotations"]["kant.io/topology-required"] = "no/such-label"
+    st = pod_state(p, S)
+    assert st.ours and st.node == p["spec"]["nodeName"] and st.phase == p["status"]["phase"]
 
 
 # ----------------------------------------------------------------- settings
