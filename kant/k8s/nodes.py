@@ -40,6 +40,10 @@ class NodeAdapter:
         lost (gangs requeued whole)."""
         return self.scheduler.node_unhealthy(name, now, evict=True)
 
+    def schedulable(self, name: str) -> bool:
+        """Whether the node takes new pods (Ready and not cordoned)."""
+        return self._cluster.is_healthy(name)
+
     def set_schedulable(self, name: str, ok: bool) -> None:
         """Cordoned (``ok`` False) or uncordoned: running pods stay, nothing new lands."""
         if self._cluster.is_healthy(name) != ok:

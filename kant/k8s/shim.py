@@ -22,13 +22,15 @@ from typing import Any
 import attrs
 
 from kant.config import KantConfig
-from kant.cycle import CycleResult, CycleStats
-from kant.errors import KantError
+from kant.cycle import CycleResult
+from kant.errors import InvalidObjectError, KantError
 from kant.k8s.client import Api, ApiError, Obj
 from kant.k8s.nodes import NodeAdapter
 from kant.k8s.settings import K8sSettings, parse_settings
 from kant.k8s.translate import (
+    KUEUE_TOTAL_ANNOTATION,
     PodFacts,
+    PodState,
     binding_annotations,
     build_job,
     job_id,
@@ -36,9 +38,11 @@ from kant.k8s.translate import (
     pod_facts,
     pod_group_min_member,
     pod_key,
+    pod_resources,
+    pod_state,
     recorded_binding,
 )
-from kant.model import Binding, Job, PodId, Role
+from kant.model import Binding, Job, NodeSpec, PodId, Role
 from kant.scheduler import EventReport, Scheduler
 from kant.state import ClusterState
 
@@ -88,11 +92,13 @@ class Shim:
         self.on_cycle = on_cycle
         self._pods: dict[str, tuple[Obj, PodFacts | None]] = {}
         self._groups: dict[str, int] = {}  # PodGroup key -> minMember
+        self._bad_groups: dict[str, str] = {}  # PodGroup key -> why kant cannot read it
         self._jobs: dict[str, _JobRecord] = {}  # kant job id -> record
         self._job_of_base: dict[str, str] = {}  # group or lone pod key -> kant job id
         self._gen: dict[str, int] = {}
         self._id_of: dict[str, tuple[str, PodId]] = {}  # pod key -> (job id, PodId)
-        self._foreign: dict[str, PodId] = {}
+        # pod key -> the PodId holding its requests: pods bound by others (see _hold)
+        self._held: dict[str, PodId] = {}
         self._dying: set[str] = set()  # pods kant released and asked to stop
         self._evict: dict[str, str] = {}  # victim pod key -> preemptor, until the call succeeds
         # pod key -> the PodScheduled condition written: (message, reason code, when)
@@ -105,6 +111,7 @@ class Shim:
         self._pg_status: dict[str, str] = {}
         self._waiting: dict[str, set[str]] = {}  # base -> pending pods not in a kant job
         self._alive: dict[str, bool] = {}  # node -> Ready when last seen
+        self._kept_spec: dict[str, NodeSpec] = {}  # node -> a change not taken yet (warned)
         self._last_now = 0.0
         self._pool = ThreadPoolExecutor(max_workers=self.settings.bind_workers)
         self._inflight: list[tuple[Binding, Future[tuple[str | None, float]]]] = []
@@ -134,39 +141,56 @@ class Shim:
             self.handle("Pod", "ADDED", p)
 
     def adopt(self, pods: Iterable[Obj]) -> None:
-        """Rebuild kant's jobs from bound pods carrying kant's binding annotations."""
-        by_job: dict[str, list[tuple[Obj, PodFacts, PodId, Binding]]] = {}
-        for p in pods:
+        """Rebuild kant's jobs from bound pods carrying kant's binding annotations
+        (:meth:`Scheduler.restore`). A pod that cannot be taken back (its annotations are
+        malformed or name a job of another namespace, or name a pod another pod already
+        claims, or its job's recorded bindings no longer fit) is left to :meth:`handle`,
+        which holds its requests on its node like a pod of another scheduler: it is never
+        given to another pod while it runs."""
+        by_job: dict[str, dict[PodId, tuple[PodFacts, Binding]]] = {}
+        known = self._known_nodes()
+        for p in sorted(pods, key=pod_key):  # (a pod claimed twice: the first by key wins)
             try:
                 f = pod_facts(p, self.settings)
                 recorded = recorded_binding(p)
+                if (
+                    recorded is None
+                    or not f.ours
+                    or f.node is None
+                    or f.phase in TERMINAL
+                    or f.deleting
+                    or f.node not in known
+                ):
+                    continue
+                pid, gpus, nics, milli = recorded
+                if _namespace_of(pid.job) != f.namespace:
+                    raise InvalidObjectError(
+                        "kant.io/pod-id", str(pid), "names a job of another namespace",
+                        where=f"Pod {f.key}",
+                    )  # fmt: skip
+                r = f.resources
+                b = Binding(pod=pid, node=f.node, gpus=gpus, nics=nics, gpu_milli=milli,
+                            cpu_milli=r.cpu_milli, memory_mib=r.memory_mib)  # fmt: skip
             except KantError as e:
-                log.warning("%s", e)
+                log.warning("cannot adopt %s: %s", pod_key(p), e)
                 continue
-            if (
-                recorded is None
-                or not f.ours
-                or f.node is None
-                or f.phase in TERMINAL
-                or f.deleting
-            ):
+            members = by_job.setdefault(pid.job, {})
+            if pid in members:
+                log.warning(
+                    "cannot adopt %s: %s is claimed by %s too", f.key, pid, members[pid][0].key
+                )
                 continue
-            pid, gpus, nics, milli = recorded
-            if f.node not in self._known_nodes():
-                continue
-            r = f.resources
-            b = Binding(pod=pid, node=f.node, gpus=gpus, nics=nics, gpu_milli=milli,
-                        cpu_milli=r.cpu_milli, memory_mib=r.memory_mib)  # fmt: skip
-            by_job.setdefault(pid.job, []).append((p, f, pid, b))
+            members[pid] = (f, b)
         now = self.now()
         for jid in sorted(by_job):
-            members = by_job[jid]
             if jid in self._jobs:
                 continue
+            members = by_job[jid]
             roles: dict[str, list[tuple[PodFacts, PodId]]] = {}
-            for _, f, pid, _ in members:
+            for pid, (f, _) in members.items():
                 roles.setdefault(pid.role, []).append((f, pid))
-            lead = min((f for _, f, _, _ in members), key=lambda f: f.name)
+            lead = min((f for f, _ in members.values()), key=lambda f: f.name)
+            bindings = tuple(b for _, b in members.values())
             try:
                 job = Job(
                     id=jid, tenant=lead.tenant, priority=lead.priority,
@@ -179,34 +203,22 @@ class Shim:
                         for r, ms in sorted(roles.items())
                     ),
                 )  # fmt: skip
-                self.scheduler.submit(job, now)
+                missing = [p for p in job.pods() if p not in members]  # ended while no shim ran
+                self.scheduler.restore(job, bindings, now, finished=missing)
             except KantError as e:
                 log.warning("cannot adopt %s: %s", jid, e)
                 continue
-            bindings = tuple(b for _, _, _, b in members)
-            entry = self.scheduler.queue.get(jid)
-            seen = {} if entry is None else {jid: (entry.seq, entry.version)}
-            rep = self.scheduler.apply(_result(now, bindings, seen), now)
-            if jid not in rep.bound:
-                log.warning("cannot adopt %s: its recorded bindings no longer fit", jid)
-                self.scheduler.cancel(jid, now)
-                continue
-            missing = [p for p in job.pods() if p not in {b.pod for b in bindings}]
             base = _base(lead)
-            gen = (
-                int(jid.rsplit("#", 1)[1]) if "#" in jid and jid.rsplit("#", 1)[1].isdigit() else 0
-            )
-            self._gen[base] = max(self._gen.get(base, 0), gen)
+            tail = jid.rsplit("#", 1)[1] if "#" in jid else ""
+            self._gen[base] = max(self._gen.get(base, 0), int(tail) if _is_count(tail) else 0)
             rec = _JobRecord(
-                base=base, group=lead.group, pods={pid: f.key for _, f, pid, _ in members}
+                base=base, group=lead.group, pods={pid: f.key for pid, (f, _) in members.items()}
             )
-            rec.bound = {b.pod for b in bindings}
+            rec.bound = set(members)
             self._jobs[jid] = rec
             self._job_of_base[base] = jid
-            for _, f, pid, _ in members:
+            for pid, (f, _) in members.items():
                 self._id_of[f.key] = (jid, pid)
-            if missing:  # pods that finished while no shim ran
-                self.scheduler.queue.forget_pods(jid, missing, now, finished=True)
 
     def _known_nodes(self) -> set[str]:
         return {n.name for n in self.scheduler.cluster.nodes()}
@@ -220,12 +232,15 @@ class Shim:
             key = pod_key(obj)
             if kind_event == "DELETED":
                 self._groups.pop(key, None)
+                self._bad_groups.pop(key, None)
             else:
                 try:
                     self._groups[key] = pod_group_min_member(obj)
+                    self._bad_groups.pop(key, None)
                 except KantError as e:
                     log.warning("%s", e)
-                    return
+                    self._groups.pop(key, None)
+                    self._bad_groups[key] = str(e)
                 self._try_submit(f"group:{key}")
         elif kind == "Pod":
             self._on_pod(kind_event, obj)
@@ -236,7 +251,8 @@ class Shim:
         if ev == "DELETED":
             self._alive.pop(name, None)
             if self.nodes.has(name):
-                self._after(self.nodes.lost(name, now), now)
+                self._after(self.nodes.lost(name, now), now, why=f"node {name} was deleted")
+                self._drop_released_holds()
             return
         try:
             facts = node_facts(obj, self.settings)
@@ -247,14 +263,55 @@ class Shim:
         self._alive[name] = facts.alive
         if not facts.alive:
             if self.nodes.has(name) and was:
-                self._after(self.nodes.not_ready(name, now), now)
+                self._after(self.nodes.not_ready(name, now), now, why=f"node {name} is not Ready")
+                self._drop_released_holds()
             return
-        if not self.nodes.has(name):
+        if self.nodes.has(name) and self.nodes.spec(name) != facts.spec:
+            if not self._only_holds_on(name):
+                if self._kept_spec.get(name) != facts.spec:  # (once per change)
+                    self._kept_spec[name] = facts.spec
+                    log.warning(
+                        "node %s changed (allocatable or labels); kant keeps what it knew "
+                        "while kant's pods run there", name,
+                    )  # fmt: skip
+            else:  # nothing of kant's runs there: take the node as it is now
+                self.scheduler.node_removed(name, now)
+                self._drop_released_holds()
+        added = not self.nodes.has(name)
+        if added:
             self.nodes.added(facts.spec)
-            for _key, (pobj, f) in sorted(self._pods.items()):  # foreign pods seen before the node
-                if f is not None and not f.ours and f.node == name:
-                    self._on_pod("MODIFIED", pobj)
+        if added or was is False or (facts.schedulable and not self.nodes.schedulable(name)):
+            # new, Ready again or uncordoned: what runs there and is not held yet is held
+            # (taken while the node takes pods: a cordoned node's devices cannot be)
+            self.nodes.set_schedulable(name, True)
+            self._replay_bound(name)
         self.nodes.set_schedulable(name, facts.schedulable)
+
+    def _only_holds_on(self, name: str) -> bool:
+        """Whether every pod kant counts on node ``name`` is a held one (:attr:`_held`), none
+        a kant job's."""
+        held = set(self._held.values())
+        return all(p in held for p in self.scheduler.cluster.pods_on(name))
+
+    def _drop_released_holds(self) -> None:
+        """Forget the holds a node event released (the node went away or offers nothing):
+        they are held again when it comes back (:meth:`_replay_bound`)."""
+        cluster = self.scheduler.cluster
+        for key, pid in list(self._held.items()):
+            if not cluster.has_pod(pid):
+                del self._held[key]
+
+    def _replay_bound(self, name: str) -> None:
+        """The pods bound to node ``name`` that kant knows of and does not hold, looked at
+        again (the node was added, or is Ready again): those that run are held."""
+        settings = self.settings
+        for key, (pobj, _f) in sorted(self._pods.items()):
+            if (
+                key not in self._held
+                and key not in self._id_of
+                and pod_state(pobj, settings).node == name
+            ):
+                self._on_pod("MODIFIED", pobj)
 
     def _on_pod(self, ev: str, obj: Obj) -> None:
         key = pod_key(obj)
@@ -265,54 +322,103 @@ class Shim:
                 self._waiting.get(_base(old[1]), set()).discard(key)
             self._gone(key, now, finished=False)
             return
+        st = pod_state(obj, self.settings)
+        if not st.ours:  # (kant's annotations mean nothing on another scheduler's pod)
+            self._pods[key] = (obj, None)
+            if st.phase in TERMINAL:
+                self._gone(key, now, finished=False)
+            elif st.node is not None:
+                self._hold(key, obj, st)
+            return
         try:
             f: PodFacts | None = pod_facts(obj, self.settings)
         except KantError as e:
             self._pods[key] = (obj, None)
-            self._set_unschedulable(key, str(e), "invalid", now)
+            if st.phase in TERMINAL:
+                self._unwait(key)
+                self._gone(key, now, finished=st.phase == "Succeeded")
+            elif key in self._id_of:
+                self._known_pod(key, obj, st, now)  # later edits of its annotations: ignored
+            elif st.node is not None:
+                self._unwait(key)
+                self._hold(key, obj, st)  # bound without kant: its requests are held
+            else:
+                self._unwait(key)
+                self._set_unschedulable(key, f"kant: invalid: {e}", "invalid", now)
             return
         assert f is not None
         self._pods[key] = (obj, f)
-        if not f.ours:
-            if f.node is not None and f.phase not in TERMINAL and key not in self._foreign:
-                pid = PodId(job=f"external:{f.namespace}..{f.name}", role="pod", index=0)
-                r = f.resources
-                if self.nodes.bind_foreign(
-                    pid, f.node, r.gpus, r.gpu_milli, r.cpu_milli, r.memory_mib
-                ):
-                    self._foreign[key] = pid
-            elif f.phase in TERMINAL and key in self._foreign:
-                self.nodes.release_foreign(self._foreign.pop(key))
-            return
         if f.phase in TERMINAL:
             self._waiting.get(_base(f), set()).discard(key)
             self._gone(key, now, finished=f.phase == "Succeeded")
             return
-        known = self._id_of.get(key)
-        if known is not None:
-            jid, pid = known
-            rec = self._jobs.get(jid)
-            if (
-                rec is not None
-                and f.phase == "Running"
-                and pid in rec.bound
-                and pid not in rec.confirmed
-            ):
-                rec.confirmed.add(pid)
-                with contextlib.suppress(KantError):
-                    self.scheduler.confirm(pid, now)
+        if key in self._id_of:
+            self._known_pod(key, obj, st, now)
             return
         base = _base(f)
         if f.node is None and not f.deleting and key not in self._dying:
             self._waiting.setdefault(base, set()).add(key)
             self._try_submit(base)
-        elif base in self._waiting:
+            return
+        if base in self._waiting:
             self._waiting[base].discard(key)
+        if f.node is not None and key not in self._dying:
+            self._hold(key, obj, st)  # bound without kant (spec.nodeName, another binder)
+
+    def _known_pod(self, key: str, obj: Obj, st: PodState, now: float) -> None:
+        """A pod of a kant job changed: running where kant bound it, it is confirmed; bound by
+        someone else while it waited, it leaves the job (submitted again without it) and its
+        requests are held where it runs."""
+        jid, pid = self._id_of[key]
+        rec = self._jobs.get(jid)
+        if rec is None:
+            return
+        if st.node is not None and pid not in rec.bound:
+            log.warning("%s was bound to %s without kant", key, st.node)
+            self._id_of.pop(key, None)
+            rec.pods.pop(pid, None)
+            self._cancel(jid, now)
+            self._hold(key, obj, st)
+            return
+        if (
+            st.phase == "Running"
+            and pid in rec.bound
+            and pid not in rec.confirmed
+            and st.node == self._bound_node(pid)
+        ):
+            rec.confirmed.add(pid)
+            with contextlib.suppress(KantError):
+                self.scheduler.confirm(pid, now)
+
+    def _unwait(self, key: str) -> None:
+        """The pod no longer waits to join a kant job."""
+        for keys in self._waiting.values():
+            keys.discard(key)
+
+    def _hold(self, key: str, obj: Obj, st: PodState) -> None:
+        """Hold the requests of pod ``key``, bound to ``st.node`` by someone other than this
+        shim (another scheduler, a user's ``spec.nodeName``, a binding kant lost), on that
+        node (nothing while kant does not know the node: :meth:`_replay_bound` holds it when
+        it does). Whole GPUs only when its ``gpu-fraction`` is not readable."""
+        if key in self._held or st.node is None or st.phase in TERMINAL:
+            return
+        try:
+            r = pod_resources(obj, self.settings)
+        except KantError:
+            try:
+                r = pod_resources(obj, self.settings, shares=False)
+            except KantError as e:
+                log.warning("%s: its requests are not held: %s", key, e)
+                return
+        ns, name = key.split("/", 1)
+        pid = PodId(job=f"external:{ns}..{name}", role="pod", index=0)
+        if self.nodes.bind_foreign(pid, st.node, r.gpus, r.gpu_milli, r.cpu_milli, r.memory_mib):
+            self._held[key] = pid
 
     def _gone(self, key: str, now: float, *, finished: bool) -> None:
         """A pod ended (finished, failed or deleted)."""
-        if key in self._foreign:
-            self.nodes.release_foreign(self._foreign.pop(key))
+        if key in self._held:
+            self.nodes.release_foreign(self._held.pop(key))
             return
         self._condition.pop(key, None)
         self._event_at.pop(key, None)
@@ -345,11 +451,13 @@ class Shim:
         if jid in rep.finished:
             self._forget_job(jid)
 
-    def _after(self, rep: EventReport, now: float) -> None:
+    def _after(self, rep: EventReport, now: float, *, why: str = "") -> None:
         """Carry out an event's report: stop the pods kant released (the rest of a requeued
         gang, pods left on a lost node), and drop the kant job of a requeued gang whose pods
-        are gone (it is submitted again when its controller has recreated them)."""
-        why = {ev.pod: ev.cause.value for ev in rep.evictions}
+        are gone (it is submitted again when its controller has recreated them). ``why``: the
+        event, for the pods' events (a node lost)."""
+        cause = {ev.pod: ev.cause.value for ev in rep.evictions}
+        because = f" ({why})" if why else ""
         for pid in rep.released:
             rec = self._jobs.get(pid.job)
             if rec is None:
@@ -360,7 +468,9 @@ class Shim:
                 continue
             self._id_of.pop(key, None)
             if key in self._pods:
-                self._stop(key, "kant requeued the gang: " + why.get(pid, "gang_requeued"))
+                self._stop(
+                    key, f"kant requeued the gang{because}: {cause.get(pid, 'gang_requeued')}"
+                )
         for jid in (*rep.requeued, *rep.failed):
             rec = self._jobs.get(jid)
             e = self.scheduler.queue.get(jid)
@@ -392,6 +502,11 @@ class Shim:
         if self._job_of_base.get(rec.base) == jid:
             self._job_of_base.pop(rec.base)
 
+    def _bound_node(self, pid: PodId) -> str | None:
+        """The node kant bound ``pid`` to (None: it holds no binding)."""
+        c = self.scheduler.cluster
+        return c.binding(pid).node if c.has_pod(pid) else None
+
     def _key_of(self, pid: PodId) -> str | None:
         rec = self._jobs.get(pid.job)
         return rec.pods.get(pid) if rec is not None else None
@@ -413,6 +528,7 @@ class Shim:
             if need is None:
                 need = max((f.min_member or 0) for f in pending) or None
             if need is None or len(pending) < need:
+                self._gang_waits(group, pending, need)
                 return
         gen = self._gen.get(base, 0) + 1
         jid = f"{job_id(pending)}#{gen}"
@@ -422,7 +538,7 @@ class Shim:
             self.scheduler.submit(job, now)
         except KantError as e:
             for f in pending:
-                self._set_unschedulable(f.key, str(e), "invalid", now)
+                self._set_unschedulable(f.key, f"kant: invalid: {e}", "invalid", now)
             return
         self._gen[base] = gen
         self._jobs[jid] = _JobRecord(base=base, group=group, pods=ids)
@@ -430,6 +546,26 @@ class Shim:
         for pid, key in ids.items():
             self._id_of[key] = (jid, pid)
             self._waiting[base].discard(key)
+
+    def _gang_waits(self, group: str, pending: list[PodFacts], need: int | None) -> None:
+        """Say on each pending pod of ``group`` why its gang is not submitted: its PodGroup
+        is unreadable or missing (with no Kueue total count on its pods either), or fewer
+        pods than it needs exist."""
+        now = self.now()
+        bad = self._bad_groups.get(group)
+        if bad is not None:
+            msg, code = f"kant: invalid: {bad}", "invalid"
+        elif need is None:
+            msg = (
+                f"kant: gang_incomplete: PodGroup {group} does not exist (nor does a "
+                f"{KUEUE_TOTAL_ANNOTATION} annotation on its pods say how many pods it has)"
+            )
+            code = "gang_incomplete"
+        else:
+            msg = f"kant: gang_incomplete: {len(pending)} of the {need} pods of {group} exist"
+            code = "gang_incomplete"
+        for f in pending:
+            self._set_unschedulable(f.key, msg, code, now)
 
     # ----------------------------------------------------------------- the cycle
 
@@ -516,9 +652,13 @@ class Shim:
             return
         if key is not None:
             self._id_of.pop(key, None)
-            f = self._pods.get(key, ({}, None))[1]
+            obj, f = self._pods.get(key, ({}, None))
             if f is not None and f.node is None and not f.deleting:
                 self._waiting.setdefault(rec.base, set()).add(key)
+            elif key in self._pods:
+                st = pod_state(obj, self.settings)
+                if st.node is not None and not st.deleting:
+                    self._hold(key, obj, st)  # someone else bound it meanwhile
         self._after(rep, now)
 
     def _bind(self, b: Binding, key: str, uid: str) -> tuple[str | None, float]:
@@ -794,20 +934,16 @@ def _base(f: PodFacts) -> str:
     return f"group:{f.group}" if f.group is not None else f"pod:{f.key}"
 
 
-def _result(
-    now: float, bindings: tuple[Binding, ...], seen: dict[str, tuple[int, int]]
-) -> CycleResult:
-    """A cycle result holding only ``bindings`` of the jobs in ``seen`` (their entries as just
-    submitted), to restore recorded bindings through apply."""
-    jobs = tuple(dict.fromkeys(b.pod.job for b in bindings))
-    stats = CycleStats(
-        candidates=0, placed_jobs=len(jobs), placed_pods=len(bindings), placement_attempts=0,
-        preemption_searches=0, victims=0, elapsed_ms=0.0,
-    )  # fmt: skip
-    return CycleResult(
-        now=now, bindings=bindings, placed=jobs, victims=(), nominations=(),
-        dropped_nominations=(), pending={}, reservation=None, stats=stats, seen=seen,
-    )  # fmt: skip
+def _namespace_of(job: str) -> str:
+    """The namespace in a kant job id (``namespace.group#n`` or ``namespace..name#n``: a
+    namespace has no dot)."""
+    return job.split(".", 1)[0]
+
+
+def _is_count(v: str) -> bool:
+    """ASCII digits only (``str.isdigit`` takes other scripts' digits, which ``int``
+    refuses)."""
+    return v.isascii() and v.isdigit()
 
 
 def shim_for(api: Api, config: KantConfig | None = None, **kw: Any) -> Shim:

@@ -1,0 +1,337 @@
+"""The shim against what careless or hostile users put in the cluster, on a real
+kube-apiserver: malformed annotations and PodGroups, pods bound without kant, restarts that
+find what kant cannot take back, nodes that flap or change. Whatever happens, the shim keeps
+running, says on the pod what is wrong, and never gives a device that a running pod holds to
+another pod."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from kant.k8s.client import ApiError
+from kant.k8s.kubelet import set_node_ready
+
+from .conftest import Cluster, wait_for
+
+pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+
+
+def _condition(pod: dict[str, Any], kind: str = "PodScheduled") -> dict[str, Any] | None:
+    for c in pod.get("status", {}).get("conditions") or ():
+        if c["type"] == kind:
+            return dict(c)
+    return None
+
+
+def _raw_pod(
+    cluster: Cluster,
+    name: str,
+    *,
+    gpus: int = 8,
+    node: str | None = None,
+    scheduler: str = "kant",
+    ns: str | None = None,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    spec: dict[str, Any] | None = None,
+) -> None:
+    """A pod as a user might write it: bound at creation with ``node``, any scheduler."""
+    ns = ns or cluster.ns
+    req = {"nvidia.com/gpu": str(gpus), "cpu": "1", "memory": "1Gi"}
+    body: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": ns, "labels": dict(labels or {}),
+                     "annotations": dict(annotations or {})},
+        "spec": {"schedulerName": scheduler, "containers": [{"name": "c", "image": "x",
+                 "resources": {"requests": req, "limits": {"nvidia.com/gpu": str(gpus)}}}],
+                 **(spec or {})},
+    }  # fmt: skip
+    if node is not None:
+        body["spec"]["nodeName"] = node
+    cluster.api.post(f"/api/v1/namespaces/{ns}/pods", body)
+
+
+def _overbooked(cluster: Cluster) -> list[str]:
+    """Nodes whose bound, running pods ask more GPUs than the node has (every namespace)."""
+    per: dict[str, int] = {}
+    for p in cluster.api.get("/api/v1/pods")["items"]:
+        node = p["spec"].get("nodeName")
+        if not node or p.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        for c in p["spec"]["containers"]:
+            per[node] = per.get(node, 0) + int(c["resources"]["requests"].get("nvidia.com/gpu", 0))
+    cap = {
+        n["metadata"]["name"]: int(n["status"]["allocatable"].get("nvidia.com/gpu", 0))
+        for n in cluster.api.get("/api/v1/nodes")["items"]
+    }
+    return [f"{n}: {g} GPUs asked of {cap.get(n)}" for n, g in per.items() if g > cap.get(n, 0)]
+
+
+def _waits(cluster: Cluster, name: str, code: str) -> dict[str, Any]:
+    """The pod's PodScheduled condition once it names ``code``; it is still not bound."""
+    cond = wait_for(
+        lambda: (c := _condition(cluster.get(name))) and code in c.get("message", "") and c,
+        what=f"{name}'s condition to name {code}",
+    )
+    assert cluster.node_of(name) is None
+    return cond
+
+
+def _shims_run(cluster: Cluster) -> bool:
+    """Every shim the test started still runs its loop."""
+    return all(t.is_alive() for _stop, t in cluster._stops)
+
+
+def test_a_count_written_in_another_scripts_digits_is_refused_on_its_pod_and_the_rest_run(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.start_shim()
+    _raw_pod(cluster, "odd", labels={"kueue.x-k8s.io/pod-group-name": "kq"},
+             annotations={"kueue.x-k8s.io/pod-group-total-count": "\u00b2"})  # fmt: skip
+    cluster.pod("good")
+    wait_for(lambda: cluster.node_of("good"), what="good bound")
+    cond = _waits(cluster, "odd", "invalid")
+    assert (
+        cond["message"].startswith("kant: invalid:") and "pod-group-total-count" in cond["message"]
+    )
+    assert _shims_run(cluster)
+
+
+def test_a_restart_that_finds_a_bound_pod_with_unreadable_device_annotations_holds_its_gpus(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    _raw_pod(cluster, "odd", node="n0", annotations={
+        "kant.io/pod-id": f"{cluster.ns}..odd#1/worker/0", "kant.io/gpus": "99"})  # fmt: skip
+    cluster.start_shim()  # starts although it cannot take the pod back
+    cluster.pod("mine")
+    _waits(cluster, "mine", "insufficient_capacity")
+    cluster.node("n1")
+    assert wait_for(lambda: cluster.node_of("mine"), what="mine bound") == "n1"
+    assert not _overbooked(cluster)
+
+
+def test_a_kant_pod_created_with_its_node_set_holds_that_nodes_gpus(cluster: Cluster) -> None:
+    cluster.node("n0")
+    _raw_pod(cluster, "pre", node="n0")
+    cluster.start_shim()
+    cluster.pod("mine")
+    _waits(cluster, "mine", "insufficient_capacity")
+    assert not _overbooked(cluster)
+
+
+def test_a_waiting_kant_pod_that_another_binder_binds_leaves_its_job_and_holds_its_gpus(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    quota = {"tenants": [{"name": "team-a", "quotas": {"H100": {"nominalQuota": 8}}},
+                         {"name": "team-b", "quotas": {"H100": {"nominalQuota": 8}}}],
+             "defaultMode": "isolated"}  # fmt: skip
+    shim = cluster.start_shim(quota)
+    cluster.pod("a", labels={"kant.io/queue": "team-a"})
+    wait_for(lambda: cluster.node_of("a"), what="a bound")
+    cluster.pod("p", labels={"kant.io/queue": "team-a"})
+    _waits(cluster, "p", "quota_exceeded")
+    free = "n1" if cluster.node_of("a") == "n0" else "n0"
+    cluster.api.post(
+        f"/api/v1/namespaces/{cluster.ns}/pods/p/binding",
+        {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p", "namespace": cluster.ns},
+         "target": {"apiVersion": "v1", "kind": "Node", "name": free}},
+    )  # fmt: skip
+    wait_for(lambda: not any(j.startswith(f"{cluster.ns}..p#") for j in shim._jobs),
+             what="p out of kant's jobs")  # fmt: skip
+    cluster.pod("q", labels={"kant.io/queue": "team-b"})
+    _waits(cluster, "q", "insufficient_capacity")  # p holds its node, though kant did not bind it
+    assert not _overbooked(cluster)
+
+
+def test_a_restart_while_a_node_is_not_ready_holds_its_pods_once_it_is_ready_again(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.start_shim()
+    cluster.pod("a")
+    wait_for(lambda: cluster.node_of("a"), what="a bound")
+    cluster.stop_shims()
+    set_node_ready(cluster.api, "n0", False)
+    cluster.start_shim()  # n0 is not Ready: the shim does not know it, nor can it adopt a
+    set_node_ready(cluster.api, "n0", True)
+    cluster.pod("b")
+    _waits(cluster, "b", "insufficient_capacity")
+    assert cluster.node_of("a") == "n0" and not _overbooked(cluster)
+
+
+def test_a_pod_copying_another_namespaces_pod_id_is_held_and_the_owner_is_still_adopted(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    cluster.start_shim()
+    cluster.pod("legit")
+    node = wait_for(lambda: cluster.node_of("legit"), what="legit bound")
+    other = "n1" if node == "n0" else "n0"
+    cluster.stop_shims()
+    ann = cluster.get("legit")["metadata"]["annotations"]
+    spoof_ns = f"{cluster.ns}x"
+    cluster.api.post("/api/v1/namespaces", {"metadata": {"name": spoof_ns}})
+    try:
+        _raw_pod(cluster, "legit", ns=spoof_ns, node=other, annotations=dict(ann))
+        shim = cluster.start_shim()
+        assert f"{cluster.ns}/legit" in shim._id_of  # the owner is kant's again
+        cluster.pod("new")
+        _waits(cluster, "new", "insufficient_capacity")  # both nodes are taken
+        assert not _overbooked(cluster)
+    finally:
+        cluster.stop_shims()
+        cluster.api.delete(f"/api/v1/namespaces/{spoof_ns}/pods", {"gracePeriodSeconds": 0})
+
+
+def test_a_restart_after_a_quota_was_lowered_holds_the_running_pods_it_cannot_take_back(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    quota = {"tenants": [{"name": "team-a", "quotas": {"H100": {"nominalQuota": 16}}},
+                         {"name": "team-b", "quotas": {"H100": {"nominalQuota": 16}}}],
+             "defaultMode": "isolated"}  # fmt: skip
+    cluster.start_shim(quota)
+    for name in ("a", "b"):
+        cluster.pod(name, labels={"kant.io/queue": "team-a"})
+    wait_for(lambda: cluster.node_of("a") and cluster.node_of("b"), what="a and b bound")
+    cluster.stop_shims()
+    quota["tenants"][0]["quotas"]["H100"]["nominalQuota"] = 8
+    shim = cluster.start_shim(quota)  # team-a's quota no longer admits both
+    assert f"{cluster.ns}/a" in shim._id_of  # taken back, within the quota
+    assert f"{cluster.ns}/b" in shim._held  # beyond it: held, so never given again
+    cluster.pod("c", labels={"kant.io/queue": "team-b"})
+    _waits(cluster, "c", "insufficient_capacity")  # b's GPUs are not given again
+    assert not _overbooked(cluster)
+
+
+def test_another_schedulers_pod_with_kants_annotations_is_held_and_left_alone(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    bad = {"kueue.x-k8s.io/podset-required-topology": "cloud.example.com/rack"}
+    _raw_pod(cluster, "theirs", node="n0", scheduler="default-scheduler", annotations=bad)
+    cluster.start_shim()
+    cluster.pod("mine")
+    _waits(cluster, "mine", "insufficient_capacity")
+    time.sleep(0.3)
+    assert _condition(cluster.get("theirs")) is None  # kant writes nothing on it
+    assert not _overbooked(cluster)
+
+
+@pytest.mark.parametrize("how", ["not ready and back", "deleted and created again"])
+def test_another_schedulers_pod_is_held_again_when_its_node_comes_back(
+    cluster: Cluster, how: str
+) -> None:
+    cluster.node("n0")
+    _raw_pod(cluster, "theirs", node="n0", scheduler="default-scheduler")
+    cluster.start_shim()
+    wait_for(lambda: cluster.get("theirs")["status"].get("phase") == "Running", what="running")
+    if how == "not ready and back":
+        set_node_ready(cluster.api, "n0", False)
+        time.sleep(0.3)
+        set_node_ready(cluster.api, "n0", True)
+    else:
+        cluster.api.delete("/api/v1/nodes/n0")
+        time.sleep(0.3)
+        cluster.node("n0")
+    time.sleep(0.3)
+    cluster.pod("mine")
+    _waits(cluster, "mine", "insufficient_capacity")
+
+
+def test_an_edit_of_a_running_pods_annotation_changes_nothing_and_its_gpus_come_back_at_its_end(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.start_shim()
+    cluster.pod("a", annotations={"kant.io/runtime-seconds": "2"})
+    wait_for(lambda: cluster.get("a")["status"].get("phase") == "Running", what="a running")
+    cluster.api.patch(
+        f"/api/v1/namespaces/{cluster.ns}/pods/a",
+        {"metadata": {"annotations": {"kant.io/topology-required": "no/such-label"}}},
+    )
+    cluster.pod("b")
+    assert wait_for(lambda: cluster.node_of("b"), what="b bound after a ends") == "n0"
+    cond = _condition(cluster.get("a"))
+    assert cond is None or "invalid" not in cond.get("message", "")
+
+
+def test_gpu_model_constraints_that_allow_no_model_are_refused_on_the_pod(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0", model="A")
+    cluster.node("n1", model="B")
+    cluster.start_shim()
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["B"]}]}]}}}  # fmt: skip
+    _raw_pod(cluster, "none", spec={"nodeSelector": {"nvidia.com/gpu.product": "A"},
+                                    "affinity": affinity})  # fmt: skip
+    cond = _waits(cluster, "none", "invalid")
+    assert "allow no GPU model" in cond["message"]
+
+
+def test_gang_pods_whose_pod_group_is_missing_invalid_or_short_say_why_they_wait(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.api.post(
+        f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{cluster.ns}/podgroups",
+        {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+         "metadata": {"name": "zero", "namespace": cluster.ns}, "spec": {"minMember": 0}},
+    )  # fmt: skip
+    cluster.pod_group("three", 3)
+    cluster.start_shim()
+    cluster.pod("m-0", gpus=1, group="missing")
+    cluster.pod("z-0", gpus=1, group="zero")
+    cluster.pod("t-0", gpus=1, group="three")
+    assert "does not exist" in _waits(cluster, "m-0", "gang_incomplete")["message"]
+    assert "minMember" in _waits(cluster, "z-0", "invalid")["message"]
+    assert "1 of the 3 pods" in _waits(cluster, "t-0", "gang_incomplete")["message"]
+    cluster.pod_group("missing", 1)  # the PodGroup arrives late: its pod runs
+    wait_for(lambda: cluster.node_of("m-0"), what="m-0 bound")
+
+
+def test_a_node_ready_again_with_fewer_gpus_is_taken_as_it_is_now(cluster: Cluster) -> None:
+    cluster.node("n0")
+    cluster.start_shim()
+    set_node_ready(cluster.api, "n0", False)
+    time.sleep(0.3)
+    res = {"cpu": "128", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "4"}
+    try:
+        cluster.api.patch("/api/v1/nodes/n0/status",
+                          {"status": {"allocatable": res, "capacity": res}}, kind="strategic")  # fmt: skip
+    except ApiError as e:  # pragma: no cover - the API server refused the patch
+        pytest.fail(f"patching the node: {e}")
+    set_node_ready(cluster.api, "n0", True)
+    time.sleep(0.5)
+    cluster.pod("first", gpus=4)
+    assert wait_for(lambda: cluster.node_of("first"), what="first bound") == "n0"
+    ann = cluster.get("first")["metadata"]["annotations"]
+    assert {int(g) for g in ann["kant.io/gpus"].split(",")} <= {0, 1, 2, 3}
+    cluster.pod("second", gpus=4)  # n0 has no GPU left for it
+    _waits(cluster, "second", "kant: ")
+    assert not _overbooked(cluster)
+
+
+def test_another_schedulers_pod_on_a_cordoned_node_is_held_once_the_node_is_uncordoned(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.api.patch("/api/v1/nodes/n0", {"spec": {"unschedulable": True}})
+    cluster.start_shim()
+    _raw_pod(cluster, "theirs", node="n0", scheduler="default-scheduler")
+    wait_for(lambda: cluster.get("theirs")["status"].get("phase") == "Running", what="running")
+    time.sleep(0.3)
+    cluster.api.patch("/api/v1/nodes/n0", {"spec": {"unschedulable": False}})
+    time.sleep(0.3)
+    cluster.pod("mine")
+    _waits(cluster, "mine", "insufficient_capacity")
