@@ -29,8 +29,11 @@ from kant.k8s.nodes import NodeAdapter
 from kant.k8s.settings import K8sSettings, parse_settings
 from kant.k8s.translate import (
     KUEUE_TOTAL_ANNOTATION,
+    POD_ID_ANNOTATION,
+    NodeFacts,
     PodFacts,
     PodState,
+    annotations_of,
     binding_annotations,
     build_job,
     job_id,
@@ -42,7 +45,7 @@ from kant.k8s.translate import (
     pod_state,
     recorded_binding,
 )
-from kant.model import Binding, Job, NodeSpec, PodId, Role
+from kant.model import Binding, Job, PodId, Role
 from kant.scheduler import EventReport, Scheduler
 from kant.state import ClusterState
 
@@ -93,6 +96,8 @@ class Shim:
         self._pods: dict[str, tuple[Obj, PodFacts | None]] = {}
         self._groups: dict[str, int] = {}  # PodGroup key -> minMember
         self._bad_groups: dict[str, str] = {}  # PodGroup key -> why kant cannot read it
+        # gang (or lone pod) -> why its pending pods are not submitted (message, code)
+        self._gang_wait: dict[str, tuple[str, str]] = {}
         self._jobs: dict[str, _JobRecord] = {}  # kant job id -> record
         self._job_of_base: dict[str, str] = {}  # group or lone pod key -> kant job id
         self._gen: dict[str, int] = {}
@@ -111,7 +116,8 @@ class Shim:
         self._pg_status: dict[str, str] = {}
         self._waiting: dict[str, set[str]] = {}  # base -> pending pods not in a kant job
         self._alive: dict[str, bool] = {}  # node -> Ready when last seen
-        self._kept_spec: dict[str, NodeSpec] = {}  # node -> a change not taken yet (warned)
+        # node -> what it is now, while kant's pods run there on what it was (see _on_node)
+        self._changed: dict[str, NodeFacts] = {}
         self._last_now = 0.0
         self._pool = ThreadPoolExecutor(max_workers=self.settings.bind_workers)
         self._inflight: list[tuple[Binding, Future[tuple[str | None, float]]]] = []
@@ -150,17 +156,19 @@ class Shim:
         by_job: dict[str, dict[PodId, tuple[PodFacts, Binding]]] = {}
         known = self._known_nodes()
         for p in sorted(pods, key=pod_key):  # (a pod claimed twice: the first by key wins)
+            st = pod_state(p, self.settings)
+            if (
+                not st.ours
+                or st.node not in known
+                or st.phase in TERMINAL
+                or st.deleting
+                or POD_ID_ANNOTATION not in annotations_of(p)
+            ):
+                continue  # (another scheduler's pod is never read for kant's annotations)
             try:
                 f = pod_facts(p, self.settings)
                 recorded = recorded_binding(p)
-                if (
-                    recorded is None
-                    or not f.ours
-                    or f.node is None
-                    or f.phase in TERMINAL
-                    or f.deleting
-                    or f.node not in known
-                ):
+                if recorded is None or f.node is None:
                     continue
                 pid, gpus, nics, milli = recorded
                 if _namespace_of(pid.job) != f.namespace:
@@ -250,6 +258,7 @@ class Shim:
         now = self.now()
         if ev == "DELETED":
             self._alive.pop(name, None)
+            self._changed.pop(name, None)
             if self.nodes.has(name):
                 self._after(self.nodes.lost(name, now), now, why=f"node {name} was deleted")
                 self._drop_released_holds()
@@ -266,17 +275,20 @@ class Shim:
                 self._after(self.nodes.not_ready(name, now), now, why=f"node {name} is not Ready")
                 self._drop_released_holds()
             return
+        self._changed.pop(name, None)
         if self.nodes.has(name) and self.nodes.spec(name) != facts.spec:
             if not self._only_holds_on(name):
-                if self._kept_spec.get(name) != facts.spec:  # (once per change)
-                    self._kept_spec[name] = facts.spec
-                    log.warning(
-                        "node %s changed (allocatable or labels); kant keeps what it knew "
-                        "while kant's pods run there", name,
-                    )  # fmt: skip
-            else:  # nothing of kant's runs there: take the node as it is now
-                self.scheduler.node_removed(name, now)
-                self._drop_released_holds()
+                # kant's pods run there on what kant knew: no new pod goes there until they
+                # have ended and the node is taken as it is then (see _take_changed_nodes)
+                self._changed[name] = facts
+                self.nodes.set_schedulable(name, False)
+                log.warning(
+                    "node %s changed (allocatable or labels): it takes no new pods until "
+                    "kant's pods there have ended", name,
+                )  # fmt: skip
+                return
+            self.scheduler.node_removed(name, now)  # nothing of kant's runs there: take it
+            self._drop_released_holds()  # as it is now
         added = not self.nodes.has(name)
         if added:
             self.nodes.added(facts.spec)
@@ -290,8 +302,19 @@ class Shim:
     def _only_holds_on(self, name: str) -> bool:
         """Whether every pod kant counts on node ``name`` is a held one (:attr:`_held`), none
         a kant job's."""
-        held = set(self._held.values())
-        return all(p in held for p in self.scheduler.cluster.pods_on(name))
+        return all(p.job.startswith("external:") for p in self.scheduler.cluster.pods_on(name))
+
+    def _take_changed_nodes(self) -> None:
+        """Nodes that changed while kant's pods ran there, taken as they are now once those
+        pods have ended (before each cycle)."""
+        for name in sorted(self._changed):
+            if self.nodes.has(name) and self._only_holds_on(name):
+                facts = self._changed.pop(name)
+                self.scheduler.node_removed(name, self.now())
+                self._drop_released_holds()
+                self.nodes.added(facts.spec)
+                self._replay_bound(name)
+                self.nodes.set_schedulable(name, facts.schedulable)
 
     def _drop_released_holds(self) -> None:
         """Forget the holds a node event released (the node went away or offers nothing):
@@ -319,7 +342,7 @@ class Shim:
         if ev == "DELETED":
             old = self._pods.pop(key, None)
             if old is not None and old[1] is not None:
-                self._waiting.get(_base(old[1]), set()).discard(key)
+                self._unwait(key, _base(old[1]))
             self._gone(key, now, finished=False)
             return
         st = pod_state(obj, self.settings)
@@ -333,23 +356,21 @@ class Shim:
         try:
             f: PodFacts | None = pod_facts(obj, self.settings)
         except KantError as e:
+            self._unwait(key)  # (from the facts last read of it)
             self._pods[key] = (obj, None)
             if st.phase in TERMINAL:
-                self._unwait(key)
                 self._gone(key, now, finished=st.phase == "Succeeded")
             elif key in self._id_of:
                 self._known_pod(key, obj, st, now)  # later edits of its annotations: ignored
             elif st.node is not None:
-                self._unwait(key)
                 self._hold(key, obj, st)  # bound without kant: its requests are held
             else:
-                self._unwait(key)
                 self._set_unschedulable(key, f"kant: invalid: {e}", "invalid", now)
             return
         assert f is not None
         self._pods[key] = (obj, f)
         if f.phase in TERMINAL:
-            self._waiting.get(_base(f), set()).discard(key)
+            self._unwait(key, _base(f))
             self._gone(key, now, finished=f.phase == "Succeeded")
             return
         if key in self._id_of:
@@ -360,10 +381,11 @@ class Shim:
             self._waiting.setdefault(base, set()).add(key)
             self._try_submit(base)
             return
-        if base in self._waiting:
-            self._waiting[base].discard(key)
-        if f.node is not None and key not in self._dying:
-            self._hold(key, obj, st)  # bound without kant (spec.nodeName, another binder)
+        self._unwait(key, base)
+        if f.node is not None:
+            # bound without kant (spec.nodeName, another binder), or released by kant and
+            # still running until it is gone
+            self._hold(key, obj, st)
 
     def _known_pod(self, key: str, obj: Obj, st: PodState, now: float) -> None:
         """A pod of a kant job changed: running where kant bound it, it is confirmed; bound by
@@ -390,10 +412,19 @@ class Shim:
             with contextlib.suppress(KantError):
                 self.scheduler.confirm(pid, now)
 
-    def _unwait(self, key: str) -> None:
-        """The pod no longer waits to join a kant job."""
-        for keys in self._waiting.values():
+    def _unwait(self, key: str, base: str | None = None) -> None:
+        """The pod no longer waits to join a kant job (``base``: its gang or lone pod, when
+        known; else from the facts last read of it, if any)."""
+        if base is None:
+            old = self._pods.get(key, ({}, None))[1]
+            if old is None:
+                return
+            base = _base(old)
+        keys = self._waiting.get(base)
+        if keys is not None:
             keys.discard(key)
+            if not keys:
+                del self._waiting[base]
 
     def _hold(self, key: str, obj: Obj, st: PodState) -> None:
         """Hold the requests of pod ``key``, bound to ``st.node`` by someone other than this
@@ -417,9 +448,9 @@ class Shim:
 
     def _gone(self, key: str, now: float, *, finished: bool) -> None:
         """A pod ended (finished, failed or deleted)."""
-        if key in self._held:
-            self.nodes.release_foreign(self._held.pop(key))
-            return
+        held = self._held.pop(key, None)
+        if held is not None:
+            self.nodes.release_foreign(held)
         self._condition.pop(key, None)
         self._event_at.pop(key, None)
         self._evict.pop(key, None)
@@ -450,6 +481,7 @@ class Shim:
         self._after(rep, now)
         if jid in rep.finished:
             self._forget_job(jid)
+            self._try_submit(rec.base)  # pods of its group that came meanwhile
 
     def _after(self, rep: EventReport, now: float, *, why: str = "") -> None:
         """Carry out an event's report: stop the pods kant released (the rest of a requeued
@@ -512,8 +544,17 @@ class Shim:
         return rec.pods.get(pid) if rec is not None else None
 
     def _try_submit(self, base: str) -> None:
-        """Submit the gang (or lone pod) ``base`` when enough of its pods are pending."""
+        """Submit the gang (or lone pod) ``base`` when enough of its pods are pending; else
+        note why its pods wait (written by the next :meth:`cycle`)."""
+        self._gang_wait.pop(base, None)
         if base in self._job_of_base:
+            if self._waiting.get(base):
+                jid = self._job_of_base[base]
+                self._gang_wait[base] = (
+                    f"kant: group_running: job {jid} of its group runs; the pod joins the "
+                    "group's next job",
+                    "group_running",
+                )
             return
         pending = []
         for key in sorted(self._waiting.get(base, ())):
@@ -528,7 +569,7 @@ class Shim:
             if need is None:
                 need = max((f.min_member or 0) for f in pending) or None
             if need is None or len(pending) < need:
-                self._gang_waits(group, pending, need)
+                self._gang_wait[base] = self._gang_reason(group, len(pending), need)
                 return
         gen = self._gen.get(base, 0) + 1
         jid = f"{job_id(pending)}#{gen}"
@@ -547,25 +588,23 @@ class Shim:
             self._id_of[key] = (jid, pid)
             self._waiting[base].discard(key)
 
-    def _gang_waits(self, group: str, pending: list[PodFacts], need: int | None) -> None:
-        """Say on each pending pod of ``group`` why its gang is not submitted: its PodGroup
-        is unreadable or missing (with no Kueue total count on its pods either), or fewer
-        pods than it needs exist."""
-        now = self.now()
+    def _gang_reason(self, group: str, have: int, need: int | None) -> tuple[str, str]:
+        """Why the pending pods of ``group`` are not submitted (message, code): its PodGroup is
+        unreadable or missing (with no Kueue total count on its pods either), or fewer pods
+        than it needs exist."""
         bad = self._bad_groups.get(group)
         if bad is not None:
-            msg, code = f"kant: invalid: {bad}", "invalid"
-        elif need is None:
-            msg = (
+            return f"kant: invalid: {bad}", "invalid"
+        if need is None:
+            return (
                 f"kant: gang_incomplete: PodGroup {group} does not exist (nor does a "
-                f"{KUEUE_TOTAL_ANNOTATION} annotation on its pods say how many pods it has)"
+                f"{KUEUE_TOTAL_ANNOTATION} annotation on its pods say how many pods it has)",
+                "gang_incomplete",
             )
-            code = "gang_incomplete"
-        else:
-            msg = f"kant: gang_incomplete: {len(pending)} of the {need} pods of {group} exist"
-            code = "gang_incomplete"
-        for f in pending:
-            self._set_unschedulable(f.key, msg, code, now)
+        return (
+            f"kant: gang_incomplete: {have} of the {need} pods of {group} exist",
+            "gang_incomplete",
+        )
 
     # ----------------------------------------------------------------- the cycle
 
@@ -574,6 +613,8 @@ class Shim:
         Binding calls run on the pool while the loop goes on; :meth:`reap` takes their
         answers (the loop calls it all the time)."""
         self.reap()
+        if self._changed:
+            self._take_changed_nodes()
         now = self.now()
         self.cycles += 1
         result = self.scheduler.schedule(now)
@@ -608,6 +649,10 @@ class Shim:
                     if pid not in rec.bound and key in self._pods:
                         self._set_unschedulable(key, msg, code, now)
                 self._pod_group_status(jid, "Pending")
+            for base, (msg, code) in sorted(self._gang_wait.items()):  # (not kant jobs yet)
+                for key in sorted(self._waiting.get(base, ())):
+                    if key in self._pods and key not in self._id_of:
+                        self._set_unschedulable(key, msg, code, now)
         finally:
             self._writes_left = None
         if self.on_cycle is not None:
@@ -654,12 +699,26 @@ class Shim:
             self._id_of.pop(key, None)
             obj, f = self._pods.get(key, ({}, None))
             if f is not None and f.node is None and not f.deleting:
-                self._waiting.setdefault(rec.base, set()).add(key)
+                fresh = self._read_pod(key)  # (its event may not have come yet)
+                st = pod_state(fresh, self.settings) if fresh is not None else None
+                if fresh is not None and st is not None and st.node is not None:
+                    self._pods[key] = (fresh, f)
+                    self._hold(key, fresh, st)  # someone else bound it meanwhile
+                else:
+                    self._waiting.setdefault(rec.base, set()).add(key)
             elif key in self._pods:
                 st = pod_state(obj, self.settings)
-                if st.node is not None and not st.deleting:
+                if st.node is not None:
                     self._hold(key, obj, st)  # someone else bound it meanwhile
         self._after(rep, now)
+
+    def _read_pod(self, key: str) -> Obj | None:
+        """The pod as the API server has it now (None: gone, or the server did not answer)."""
+        ns, name = key.split("/", 1)
+        try:
+            return self.api.get(f"/api/v1/namespaces/{ns}/pods/{name}")
+        except (ApiError, OSError):
+            return None
 
     def _bind(self, b: Binding, key: str, uid: str) -> tuple[str | None, float]:
         """One binding call (on the pool): (None or the error, when it was answered)."""
@@ -720,9 +779,13 @@ class Shim:
         self._evict.pop(key, None)
 
     def _stop(self, key: str, why: str) -> None:
-        """Stop a pod kant released (not a preemption victim): delete it."""
+        """Stop a pod kant released (not a preemption victim): delete it. It runs until it
+        is gone (its grace period): its requests are held meanwhile."""
         ns, name = key.split("/", 1)
         self._dying.add(key)
+        obj = self._pods.get(key, ({}, None))[0]
+        if obj:
+            self._hold(key, obj, pod_state(obj, self.settings))
         try:
             self.api.delete(f"/api/v1/namespaces/{ns}/pods/{name}")
             self._event(key, "Killing", why, "Normal")

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 import attrs
 
-from kant.errors import InvalidObjectError
+from kant.errors import InvalidObjectError, KantError
 from kant.k8s.settings import K8sSettings
 from kant.model import (
     MAX_PODS_PER_JOB,
@@ -71,9 +71,10 @@ POD_ID_ANNOTATION: Final = "kant.io/pod-id"
 
 
 def _digits(v: object) -> bool:
-    """Is ``v`` a non-empty string of the ASCII digits 0-9? (``str.isdigit`` also takes
-    other scripts' digits and superscripts, which ``int`` refuses.)"""
-    return isinstance(v, str) and v.isascii() and v.isdigit()
+    """Is ``v`` a string of one to nine ASCII digits 0-9? (``str.isdigit`` also takes other
+    scripts' digits and superscripts, which ``int`` refuses, and ``int`` refuses more than
+    4300 digits; no count or index kant reads has more than nine.)"""
+    return isinstance(v, str) and 0 < len(v) <= 9 and v.isascii() and v.isdigit()
 
 
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
@@ -268,6 +269,8 @@ def pod_facts(pod: Obj, settings: K8sSettings) -> PodFacts:
     ``gpu-fraction``, topology annotation or group count, or a field of an unexpected type."""
     try:
         return _pod_facts(pod, settings)
+    except KantError:
+        raise
     except (TypeError, ValueError, AttributeError) as e:  # (a field of an unexpected shape)
         raise InvalidObjectError(
             "pod", pod_key(pod), f"malformed: {e}", where=f"Pod {pod_key(pod)}"

@@ -335,3 +335,90 @@ def test_another_schedulers_pod_on_a_cordoned_node_is_held_once_the_node_is_unco
     time.sleep(0.3)
     cluster.pod("mine")
     _waits(cluster, "mine", "insufficient_capacity")
+
+
+def test_a_gang_pod_kant_deletes_holds_its_gpus_until_it_is_gone(cluster: Cluster) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    cluster.pod_group("g", 2)
+    cluster.start_shim()
+    for i in range(2):  # a finalizer stands for a grace period
+        _raw_pod(cluster, f"g-{i}", labels={"scheduling.x-k8s.io/pod-group": "g"},
+                 spec={}, annotations={})  # fmt: skip
+        cluster.api.patch(
+            f"/api/v1/namespaces/{cluster.ns}/pods/g-{i}",
+            {"metadata": {"finalizers": ["example.com/grace"]}},
+        )
+    for i in range(2):
+        wait_for(lambda i=i: cluster.get(f"g-{i}")["status"].get("phase") == "Running",
+                 what=f"g-{i} running")  # fmt: skip
+    try:
+        cluster.api.patch(
+            f"/api/v1/namespaces/{cluster.ns}/pods/g-0/status", {"status": {"phase": "Failed"}}
+        )
+        # kant requeues the gang whole and deletes g-1, which runs until its finalizer goes
+        wait_for(
+            lambda: cluster.get("g-1")["metadata"].get("deletionTimestamp"), what="g-1 deleting"
+        )
+        failed_on, dying_on = cluster.node_of("g-0"), cluster.node_of("g-1")
+        cluster.pod("y")
+        cluster.pod("z")
+        one = wait_for(lambda: cluster.node_of("y") or cluster.node_of("z"), what="y or z bound")
+        assert one == failed_on
+        other = "z" if cluster.node_of("y") else "y"
+        _waits(cluster, other, "insufficient_capacity")  # g-1's node is still g-1's
+        assert cluster.node_of("g-1") == dying_on and not _overbooked(cluster)
+    finally:
+        for i in range(2):
+            cluster.api.patch(
+                f"/api/v1/namespaces/{cluster.ns}/pods/g-{i}", {"metadata": {"finalizers": None}}
+            )
+
+
+def test_a_node_that_shrinks_under_a_running_pod_takes_no_new_pod_until_it_ends(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.start_shim()
+    cluster.pod("a", gpus=4, annotations={"kant.io/runtime-seconds": "3"})
+    wait_for(lambda: cluster.get("a")["status"].get("phase") == "Running", what="a running")
+    res = {"cpu": "128", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "4"}
+    cluster.api.patch("/api/v1/nodes/n0/status",
+                      {"status": {"allocatable": res, "capacity": res}}, kind="strategic")  # fmt: skip
+    time.sleep(0.3)
+    cluster.pod("b", gpus=4)
+    time.sleep(1.0)
+    assert cluster.node_of("b") is None  # kant knew 8 GPUs; n0 has 4, all a's
+    assert wait_for(lambda: cluster.node_of("b"), what="b bound once a ended") == "n0"
+    ann = cluster.get("b")["metadata"]["annotations"]
+    assert {int(g) for g in ann["kant.io/gpus"].split(",")} <= {0, 1, 2, 3}
+
+
+def test_a_pod_joining_a_group_whose_job_runs_says_so_and_joins_its_next_job(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.pod_group("g", 2)
+    cluster.start_shim()
+    for i in range(2):
+        cluster.pod(f"g-{i}", gpus=2, group="g", annotations={"kant.io/runtime-seconds": "2"})
+    wait_for(lambda: cluster.node_of("g-0") and cluster.node_of("g-1"), what="gang bound")
+    cluster.pod("g-2", gpus=2, group="g")
+    assert "job" in _waits(cluster, "g-2", "group_running")["message"]
+    cluster.pod("g-3", gpus=2, group="g")
+    # once the running job has ended, the two new pods are the group's next job
+    wait_for(lambda: cluster.node_of("g-2") and cluster.node_of("g-3"), what="next job bound")
+
+
+def test_a_huge_number_in_any_pods_annotation_does_not_stop_a_restart(cluster: Cluster) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    huge = "9" * 5000  # (int() refuses more than 4300 digits)
+    _raw_pod(cluster, "theirs", node="n0", scheduler="default-scheduler",
+             annotations={"kant.io/pod-id": f"x..y#1/worker/{huge}"})  # fmt: skip
+    _raw_pod(cluster, "odd", node="n1", annotations={
+        "kant.io/pod-id": f"{cluster.ns}..odd#1/worker/0", "kant.io/gpus": huge})  # fmt: skip
+    cluster.start_shim()
+    cluster.pod("mine")
+    _waits(cluster, "mine", "insufficient_capacity")  # both nodes are held
+    assert _shims_run(cluster)
