@@ -188,6 +188,14 @@ def test_gpu_model_constraints_that_allow_no_model_are_refused_not_read_as_any_m
         pod_facts(p, S)
 
 
+def test_a_translation_error_keeps_the_field_it_names() -> None:
+    p = load("pod_fraction_volcano")
+    p["metadata"]["annotations"]["gpu-fraction"] = "2"
+    with pytest.raises(InvalidObjectError) as got:
+        pod_facts(p, S)
+    assert got.value.field == "gpu-fraction" and str(got.value).count("invalid") == 1
+
+
 def test_a_pod_field_of_an_unexpected_shape_is_an_invalid_object_error_naming_the_pod() -> None:
     p = load("pod_podgroup_worker")
     p["spec"]["containers"] = [{"name": "c", "resources": {"requests": ["8"]}}]
