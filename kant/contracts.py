@@ -167,13 +167,14 @@ class PolicyRun(Protocol):
     of the cycle, which the cycle then gives them without asking :meth:`gate`. A gate must
     close for what the run read of the cluster, the quota and the jobs walked, never for the
     time (the simulator schedules no cycle for an arrival behind it when nothing else
-    changed). ``time_horizon()``, asked at the end of a cycle that decided nothing: the
-    earliest time after the cycle's at which the passing of time alone could change what
-    this run answered, the jobs, the cluster and the quota staying the same (``math.inf``:
-    never). With it, that cycle's result is given again, without a run, to the cycles that
-    come before then with nothing else changed (:func:`kant.schedule_cycle`); without it,
-    only to a cycle at the same time. Strict FIFO and Best-Effort FIFO read no time
-    (``math.inf``); Backfill gives the first time one of its heads not yet past the threshold
+    changed). ``time_horizon()``, asked at the end of every cycle: the earliest time after
+    the cycle's at which the passing of time alone could change what this run answered,
+    the jobs, the cluster and the quota staying the same (``math.inf``: never). It bounds
+    the cycle's own (:meth:`kant.cycle.CycleResult.time_horizon`): a cycle that decided
+    nothing is given again, without a run, to the cycles that come before then with nothing
+    else changed (:func:`kant.schedule_cycle`); without it, the cycle cannot tell (its
+    result is given again only at the same time). Strict FIFO and Best-Effort FIFO read no
+    time (``math.inf``); Backfill gives the first time one of its heads not yet past the threshold
     passes it; EASY and conservative backfill read the time through their forecasts and
     declare none."""
 

@@ -104,7 +104,8 @@ class CycleResult:
     ``closed_after`` the queue order key (:attr:`kant.queueing.Entry.key`) of the last job
     the cycle walked before the queueing policy closed its gate (``PolicyRun.closed``): every
     job later in the order got the gate's skip (None: the gate stayed open). How the cycle
-    walked, not what it decided: equality ignores it, as it ignores ``stats``.
+    walked, not what it decided: equality ignores it, as it ignores ``stats`` and the time
+    horizon (:meth:`time_horizon`: until when the passing of time alone changes nothing).
 
     A result is read, not changed: the last quiet cycle's is kept, and answered again with
     read-only copies (:class:`~kant.model.ReadOnlyDict`) of its ``pending`` and ``seen``
@@ -124,6 +125,30 @@ class CycleResult:
     stats: CycleStats = attrs.field(eq=False)
     reservations: tuple[Reservation, ...] = ()
     closed_after: tuple[Any, ...] | None = attrs.field(default=None, eq=False)
+    # what time_horizon reads of the cycle (None: a result built by hand)
+    _horizon: _Horizon | None = attrs.field(default=None, eq=False, repr=False)
+
+    def time_horizon(self) -> float:
+        """The first time after ``now`` at which the passing of time alone could change what
+        the cycle decided, given the queue as the cycle saw it (the jobs, the cluster, the
+        quota and the running jobs staying the same): ``math.inf`` when none; ``now`` when it
+        cannot tell. The earliest of the queueing policy run's ``time_horizon()`` (a run that
+        declares none cannot tell: EASY and conservative backfill; Backfill's is the first
+        time one of its heads not yet past the threshold passes it), the first end of a
+        backoff among the jobs the cycle considered and, with preemption on, the first close
+        of the cascade window of a waiting job evicted within it and the first time a running
+        unit the victim search read passes ``min_runtime`` (its index's ``time_horizon()``).
+
+        A driver that runs a cycle only when something happens runs one at this time too,
+        and misses nothing a driver calling every instant would decide (the simulator's
+        wake-ups). A result answered again (``stats.reused``) gives the kept cycle's horizon;
+        a result built by hand, ``now``. Derived on the first call and kept: O(1), plus
+        O(jobs the cycle considered) when some of them waited out a backoff
+        (``stats.backoff_jobs``) or preemption is on. It reads the waiting jobs' backoff ends
+        and eviction times as they are at that call: asked after the result is applied, a
+        job it placed (no longer evicted) does not count."""
+        h = self._horizon
+        return self.now if h is None else h()
 
 
 def schedule_cycle(
@@ -146,12 +171,12 @@ def schedule_cycle(
     cannot have changed since (``docs/architecture.md``, "The incremental cycle"); False
     derives everything from scratch. Both make the same decisions. A quiet cycle (no
     binding, victim or nomination made or dropped) is kept: until the first time at which
-    the passing of time alone could change a decision (a backoff ends, a Backfill head
-    passes its threshold, a preemptor leaves its cascade window, a running unit the victim
-    search read passes the minimum runtime: the policy run's ``time_horizon()``, at the same
-    time only for a run without one), a cycle with the same cluster, queue, quota
-    usage, placer, policy and rules, none of them changed since, returns its result again
-    (``now`` its own, ``stats.reused`` set) without being run.
+    the passing of time alone could change a decision (its :meth:`CycleResult.time_horizon`:
+    a backoff ends, a Backfill head passes its threshold, a preemptor leaves its cascade
+    window, a running unit the victim search read passes the minimum runtime; at the same
+    time only for a policy run that declares no ``time_horizon()``), a cycle with the same
+    cluster, queue, quota usage, placer, policy and rules, none of them changed since,
+    returns its result again (``now`` its own, ``stats.reused`` set) without being run.
 
     Cost: O(changed nodes) for the snapshot, O(1)-ish aggregate reads per waiting job, one
     placement per job that passes quota and readiness (failed shapes are remembered within
@@ -182,7 +207,7 @@ def schedule_cycle(
     try:
         result = cyc.result()
         if quiet is not None:
-            _Quiet.keep(queue, quiet, cyc, result)
+            _Quiet.keep(queue, quiet, result)
         return result
     finally:
         cyc.discard()
@@ -593,6 +618,7 @@ class _Cycle:
             if ve is not None:
                 seen[v.job] = (ve.seq, ve.version)
         return CycleResult(
+            horizon=_Horizon(self),
             now=self._now,
             bindings=tuple(self.bindings),
             placed=tuple(self.placed),
@@ -970,32 +996,16 @@ class _Tail:
 
 class _Quiet:
     """The last quiet cycle of a queue (it bound, evicted, nominated and dropped nothing), what
-    it read and until when its result holds (see :func:`schedule_cycle`): derived on the
-    first cycle that could reuse it (most quiet cycles of a simulation are followed by a
-    change), from its waiting jobs, unchanged while the queue is."""
+    it read and until when its result holds (see :func:`schedule_cycle`): its time horizon
+    (:meth:`CycleResult.time_horizon`) made a little earlier, derived on the first cycle that
+    could reuse it (most quiet cycles of a simulation are followed by a change), unchanged
+    while the queue is."""
 
     _KEPT: ClassVar[weakref.WeakKeyDictionary[Queue, _Quiet]] = weakref.WeakKeyDictionary()
-    __slots__ = (
-        "candidates",
-        "inputs",
-        "now",
-        "pending",
-        "preemption",
-        "result",
-        "run_horizon",
-        "seen",
-        "until",
-        "victims_horizon",
-    )
+    __slots__ = ("inputs", "now", "pending", "result", "seen", "until")
 
-    def __init__(self, inputs: tuple[Any, ...], cyc: _Cycle, result: CycleResult) -> None:
+    def __init__(self, inputs: tuple[Any, ...], result: CycleResult) -> None:
         self.inputs, self.now, self.result = inputs, result.now, result
-        self.candidates, self.preemption = cyc.candidates, cyc.preemption
-        # what the cycle's own objects read of the time, asked before they are discarded:
-        # the policy's run (none declared: it may read the time anywhere) and the victim index
-        declared: Callable[[], float] | None = getattr(cyc.run, "time_horizon", None)
-        self.run_horizon = float(declared()) if declared is not None else cyc.now
-        self.victims_horizon = cyc.pre.index.time_horizon()
         self.until: float | None = None
         # the mappings every answer again shares: read-only copies, made by the first answer
         self.pending: Mapping[str, Reason] | None = None
@@ -1042,42 +1052,89 @@ class _Quiet:
             preemption_searches=0, victims=0, backoff_jobs=st.backoff_jobs,
             elapsed_ms=(time.perf_counter() - t0) * 1000, reused=True,
         )  # fmt: skip
+        # (the kept result's horizon goes with it: the same inputs, the same horizon)
         return attrs.evolve(r, now=now, pending=kept.pending, seen=kept.seen, stats=stats)
 
     @classmethod
-    def keep(cls, queue: Queue, key: tuple[Any, ...], cyc: _Cycle, result: CycleResult) -> None:
-        """Keep ``result`` if it is quiet, with what :meth:`horizon` will read of ``cyc``
-        (forget the last one otherwise). O(1)."""
+    def keep(cls, queue: Queue, key: tuple[Any, ...], result: CycleResult) -> None:
+        """Keep ``result`` if it is quiet (forget the last one otherwise). O(1)."""
         if result.bindings or result.victims or result.nominations or result.dropped_nominations:
             cls._KEPT.pop(queue, None)
         else:
-            cls._KEPT[queue] = cls(key, cyc, result)
+            cls._KEPT[queue] = cls(key, result)
 
     def horizon(self) -> float:
-        """The first time after the kept cycle's at which the passing of time alone could
-        change what it decided, given its waiting jobs, made a little earlier (see
-        :func:`_earlier`): the policy run's (``time_horizon()``; none: the cycle's own time),
-        the first backoff to end, the first cascade window to close of a job that may
-        preempt, the first running unit the victim search read to pass the minimum runtime.
-        Valid while the queue is unchanged (these are fields of its entries). O(waiting
-        jobs)."""
-        now, cands = self.now, self.candidates
-        first = self.run_horizon
-        if first <= now:
-            return now
-        for e in cands:
+        """The kept cycle's time horizon (:meth:`CycleResult.time_horizon`), made a little
+        earlier (see :func:`_earlier`); its time when it cannot tell. Valid while the queue
+        is unchanged (it reads fields of its entries)."""
+        first = self.result.time_horizon()
+        return first if first <= self.now else _earlier(first)
+
+
+class _Horizon:
+    """What :meth:`CycleResult.time_horizon` reads of a cycle, taken when its result is built
+    (the cycle is discarded right after; O(1)), and the horizon once derived
+    (:func:`_time_horizon`): the policy run's own (asked now: the run is the cycle's), the
+    victim index's, whether any job waited out a backoff, the cascade window (None:
+    preemption off) and the jobs considered, kept only while they may be read."""
+
+    __slots__ = ("backoffs", "candidates", "now", "run", "value", "victims", "window")
+
+    def __init__(self, cyc: _Cycle) -> None:
+        now = self.now = cyc.now
+        declared: Callable[[], float] | None = getattr(cyc.run, "time_horizon", None)
+        self.run = float(declared()) if declared is not None else now  # none: cannot tell
+        pol = cyc.preemption
+        on = pol.enabled
+        self.window = pol.cascade_window if on else None
+        self.victims = cyc.pre.index.time_horizon() if on else math.inf
+        self.backoffs = cyc.backoffs > 0
+        self.candidates: Sequence[Entry] = cyc.candidates if on or self.backoffs else ()
+        self.value: float | None = None
+
+    def __call__(self) -> float:
+        if self.value is None:
+            self.value = _time_horizon(
+                self.now, self.run, self.candidates,
+                backoffs=self.backoffs, window=self.window, victims=self.victims,
+            )  # fmt: skip
+            self.candidates = ()  # (read once)
+        return self.value
+
+
+def _time_horizon(
+    now: float,
+    run: float,
+    candidates: Sequence[Entry],
+    *,
+    backoffs: bool,
+    window: float | None,
+    victims: float,
+) -> float:
+    """The first time after ``now`` at which the passing of time alone could change what a
+    cycle at ``now`` that considered ``candidates`` decided, ``now`` when it cannot tell,
+    ``math.inf`` when never: the earliest of its policy run's horizon (``run``: ``now`` for a
+    run that declares none), the first end of a backoff among the candidates (looked for only
+    with ``backoffs``: the cycle counted a job waiting one out, ``CycleStats.backoff_jobs``)
+    and, with preemption on (``window``, its cascade window; None: off), the first close of
+    the window of a candidate evicted within it (it may preempt again then) and ``victims``
+    (the victim index's horizon: a running unit passes the minimum runtime). Valid while the
+    candidates' entries are unchanged. O(1), plus O(candidates) with backoffs or preemption."""
+    first = run
+    if first <= now:
+        return now
+    if backoffs:
+        for e in candidates:
             b = e.backoff_until
             if now < b < first:
                 first = b
-        pol = self.preemption
-        if pol.enabled:
-            window = pol.cascade_window
-            for e in cands:
-                ev = e.evicted_at
-                if ev is not None and now - ev < window and ev + window < first:
-                    first = ev + window
-            first = min(first, self.victims_horizon)
-        return _earlier(first)
+    if window is not None:
+        for e in candidates:
+            ev = e.evicted_at
+            if ev is not None and now - ev < window and ev + window < first:
+                first = ev + window
+        first = min(first, victims)
+    return first if first > now else now
 
 
 def _earlier(t: float) -> float:

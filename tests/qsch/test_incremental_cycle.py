@@ -80,6 +80,9 @@ class _Pair:
         decisions are compared, not of attempts."""
         ra, rb = self.inc.schedule(now), self.ref.schedule(now)
         assert ra == rb
+        # exact (the time horizon looks for backoffs only when some job waits one out)
+        waiting = sum(now < e.backoff_until for e in self.ref.queue.candidates())
+        assert ra.stats.backoff_jobs == rb.stats.backoff_jobs == waiting
         if self.same_walk:  # (the order the cycle answered them in)
             assert list(ra.pending) == list(rb.pending)
         if ra.stats.reused:

@@ -10,6 +10,8 @@ random operations rarely build) and in ``test_incremental_cycle.py`` (its ``idle
 
 from __future__ import annotations
 
+import math
+
 import attrs
 import hypothesis.strategies as st
 import pytest
@@ -38,10 +40,13 @@ def _one_node(**kw: object) -> Scheduler:
 
 def _quiet_until(s: Scheduler, quiet: float, before: float, at: float) -> CycleResult:
     """A cycle at ``quiet`` that decides nothing and is run, one at ``before`` answered again,
-    and the one at ``at`` (when time alone changes a decision), run: returned."""
+    and the one at ``at`` (when time alone changes a decision), run: returned. The first two
+    tell ``at`` as their time horizon."""
     first = s.step(now=quiet)
     assert not (first.bindings or first.victims or first.stats.reused)
-    assert s.step(now=before).stats.reused
+    again = s.step(now=before)
+    assert again.stats.reused
+    assert first.time_horizon() == again.time_horizon() == at
     r = s.step(now=at)
     assert not r.stats.reused
     return r
@@ -156,9 +161,27 @@ def test_a_job_leaving_its_cascade_window_preempts_at_that_time() -> None:
 
 def test_a_policy_that_declares_no_time_horizon_is_answered_again_only_at_the_same_time() -> None:
     s = _one_node(policy="easy-backfill")
-    s.step(now=3)
+    first = s.step(now=3)
+    assert first.time_horizon() == 3  # (it cannot tell)
     assert s.step(now=3).stats.reused
     assert not s.step(now=3.5).stats.reused
+
+
+def test_a_cycle_that_reads_no_time_tells_that_time_alone_never_changes_it() -> None:
+    """Strict FIFO, no backoff, preemption off: ``math.inf``, for the answer again too; a
+    result built by hand cannot tell (its own time)."""
+    off = PreemptionPolicy(priority=False, reclaim=False, backfill=False)
+    s = _one_node(policy="strict-fifo", preemption=off)
+    first = s.step(now=3)
+    assert first.time_horizon() == math.inf
+    again = s.step(now=10**6)
+    assert again.stats.reused and again.time_horizon() == math.inf
+    hand = CycleResult(
+        now=5.0, bindings=(), placed=(), victims=(), nominations=(), dropped_nominations=(),
+        pending={}, reservation=None, seen={}, stats=first.stats,
+    )  # fmt: skip
+    assert hand.time_horizon() == 5.0
+    assert hand == attrs.evolve(first, now=5.0, pending={}, seen={})  # (equality ignores it)
 
 
 def test_any_change_to_what_the_cycle_reads_ends_the_answer() -> None:
