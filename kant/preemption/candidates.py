@@ -381,20 +381,24 @@ class VictimIndex:
         self._cols: VictimColumns | None = None
         self._kept: _Kept | None = None
         self._order_reads_now = False  # records of jobs with no start time are eligible
+        self._young = math.inf  # from scratch: the first start of a record not yet old enough
         self.tenants: list[str] = []
 
     def time_horizon(self) -> float:
         """The earliest time after this cycle's at which the passing of time alone could
         change what :meth:`refs` gives (a record waiting on the minimum runtime becomes
         eligible): ``math.inf`` when :meth:`refs` was not read this cycle (what the cycle
-        decided did not depend on it), the cycle's own time when it cannot tell (the records
-        were derived from scratch, or their order reads the time). Conservative: a record
-        taken out since it was put in line may still count. O(1)."""
+        decided did not depend on it), the cycle's own time when it cannot tell (their order
+        reads the time: running jobs with no start time). From the kept records,
+        conservative: a record taken out since it was put in line may still count; derived
+        from scratch, exact. O(1)."""
         if self._refs is None:
             return math.inf
-        kept = self._kept
-        if kept is None or self._order_reads_now:
+        if self._order_reads_now:
             return self.now
+        kept = self._kept
+        if kept is None:  # (derived from scratch)
+            return self._young + self.min_runtime
         return kept.waiting[0][0] + self.min_runtime if kept.waiting else math.inf
 
     def refs(self) -> list[VictimRef]:
@@ -404,16 +408,22 @@ class VictimIndex:
         if self.keep:
             return self._kept_refs()
         out: list[VictimRef] = []
-        now = self.now
+        now, min_runtime = self.now, self.min_runtime
         bindings = self.cluster.bindings_view()  # by id; avoids a sort of every pod
         pool_of = self.snap.cols.pool_id[: self.snap.num_slots].tolist()
+        young = math.inf  # the first start time of a record not yet old enough
         for e in self.queue.running():
             job = e.job
             if not job.preemptible or (job.gang and e.terminating):
                 continue
             for t0, ref in self._refs_of(e, bindings, pool_of):
-                if now - (now if t0 is None else t0) >= self.min_runtime:
+                if now - (now if t0 is None else t0) >= min_runtime:
                     out.append(ref)
+                    if t0 is None:
+                        self._order_reads_now = True  # (no start time: its order is now's)
+                elif t0 is not None and t0 < young:
+                    young = t0
+        self._young = young
         out.sort(key=_by_order)
         self._refs = out
         self.tenants = sorted({r.entry.job.tenant for r in out})
