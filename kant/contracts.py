@@ -124,6 +124,14 @@ class CycleContext(Protocol):
         """The cycle's time (seconds, the caller's clock)."""
         ...
 
+    @property
+    def heads_may_preempt(self) -> bool:
+        """Does a job the run answers :meth:`PolicyRun.failed` True for get anything by it:
+        the cycle's preemption rules let it take back what backfilled past it (or user victim
+        rules read the answer)? False: those answers change nothing the cycle decides (a
+        run's ``time_horizon()`` need not count them)."""
+        ...
+
     def is_nominated(self, job: CandidateView) -> bool:
         """Does the job hold devices nominated for it (it preempted; its victims are going)?"""
         ...

@@ -60,8 +60,10 @@ class PolicyContext:
         holds: Holds,
         place: PlaceFn,
         victim_pods: set[PodId],
+        heads_may_preempt: bool = True,
     ) -> None:
         self._now = now
+        self._heads_may_preempt = heads_may_preempt
         self.queue, self.cluster, self.snap = queue, cluster, snap
         self.ledger, self.pools, self.holds = ledger, pools, holds
         self.place, self.victim_pods = place, victim_pods
@@ -81,6 +83,12 @@ class PolicyContext:
     def now(self) -> float:
         """The cycle's time."""
         return self._now
+
+    @property
+    def heads_may_preempt(self) -> bool:
+        """Do the cycle's preemption rules let a head take back what backfilled past it (or
+        user victim rules read whether it may)?"""
+        return self._heads_may_preempt
 
     def is_nominated(self, job: CandidateView) -> bool:
         """Does the job hold devices nominated for it?"""

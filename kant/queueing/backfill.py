@@ -16,6 +16,7 @@ class _BackfillRun:
     def __init__(self, policy: Backfill, ctx: CycleContext) -> None:
         self.threshold = policy.threshold
         self.now = ctx.now
+        self.heads_may_preempt = ctx.heads_may_preempt
         self.head: str | None = None
         self.quota_heads: dict[str, str] = {}  # tenant -> its first job failing on quota
         self.wake = math.inf  # the first time a head not yet past the threshold passes it
@@ -49,8 +50,9 @@ class _BackfillRun:
 
     def time_horizon(self) -> float:
         """The first time a head of this run passes its threshold (it may then preempt):
-        the only time the run reads."""
-        return self.wake
+        the only time the run reads; never when the cycle's preemption rules give a head
+        nothing by it (``ctx.heads_may_preempt``)."""
+        return self.wake if self.heads_may_preempt else math.inf
 
     def reservation(self) -> Reservation | None:
         return None

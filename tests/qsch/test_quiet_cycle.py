@@ -359,3 +359,19 @@ def test_under_backfill_only_the_heads_threshold_ends_the_answer() -> None:
     first = s.step(now=120)  # "big" may take back what backfilled past it: nothing did
     assert not (first.bindings or first.victims or first.stats.reused)
     assert s.step(now=200).stats.reused
+
+
+def test_a_backfill_head_that_may_take_nothing_back_ends_no_answer_at_its_threshold() -> None:
+    """With backfill preemption off (and no victim rules) a Backfill head passing its
+    threshold changes nothing: the time horizon is never, and the cycle after the threshold
+    is answered again."""
+    for rules in (
+        PreemptionPolicy(priority=False, reclaim=False, backfill=False),
+        PreemptionPolicy(backfill=False),
+    ):
+        s = _one_node(policy=Backfill(threshold=100.0), preemption=rules)
+        first = s.step(now=3)  # "big", the head since 2, passes the threshold at 102
+        assert first.time_horizon() == math.inf
+        assert s.step(now=500).stats.reused
+    s = _one_node(policy=Backfill(threshold=100.0))
+    assert s.step(now=3).time_horizon() == 102
