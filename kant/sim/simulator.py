@@ -35,8 +35,10 @@ What happens, and when:
 ``NODE_FAIL`` with ``mtbf`` set, each node fails after an exponential time (mean ``mtbf``,
               seeded) and is lost (:meth:`Scheduler.node_lost`: its jobs are requeued, gangs
               whole); ``NODE_UP`` brings it back empty ``mttr`` seconds later.
-``WAKE``      a time at which a decision can change with nothing else happening: a job's
-              requeue backoff ends, or the Backfill head reaches its preemption threshold.
+``WAKE``      a time at which a decision can change with nothing else happening: the last
+              cycle's time horizon (:meth:`~kant.cycle.CycleResult.time_horizon`: a
+              requeue backoff ends, a Backfill head passes its preemption threshold, a
+              preemptor's cascade window closes, a running job passes ``min_runtime``).
 
 **Work after an interruption.** A preempted or lost job is requeued by kant; what it still
 has to run is ``resume`` (the default: it continues where it stopped, as a training job that
@@ -80,13 +82,11 @@ from kant.metrics import (
     jwtd,
 )
 from kant.model import (
-    BLOCKING_CODES,
     MILLI,
     Binding,
     Job,
     NodeSpec,
     PodId,
-    ReasonCode,
     finite_nonneg,
     number,
     one_of,
@@ -582,13 +582,19 @@ class Simulator:
         t0 = time.perf_counter()
         result = self.s.schedule(now)
         report = self.s.apply(result, now)
+        # the first time at which the passing of time alone could change what it decided
+        wake = result.time_horizon()
         self._cycle_s += time.perf_counter() - t0
         self._note("cycle", f"#{self.cycles}", "bound={}", len(report.bound))
         if report.bound:
             self._started(result, set(report.bound))
         if report.terminating:
             self._victims(result, set(report.terminating))
-        self._schedule_wakes(result)
+        # (a horizon at the cycle's own time cannot tell: no wake-up, or a run of tick 0
+        # would wake again and again at the same time)
+        if now < wake < math.inf and wake not in self._wakes:
+            self._wakes.add(wake)
+            self._push(wake, EventKind.WAKE, None)
         if (
             not self.s.preemption.enabled
             and self.cfg.tick == 0  # (else a cycle's time sets the earliest next one)
@@ -646,26 +652,6 @@ class Simulator:
                 self._runs[v.job].preempted += 1
             self._note("preempt", v.job, "for={} reason={}", v.preemptor, v.reason.value)
             self._push(self._now + self.cfg.grace_period, EventKind.EVICT, pods)
-
-    def _schedule_wakes(self, result: CycleResult) -> None:
-        """Times at which a decision can change although nothing else happens."""
-        now = self._now
-        q = self.s.queue
-        times: list[float] = []
-        threshold: float | None = getattr(self.s.policy, "threshold", None)
-        head_seen = threshold is None or not self.s.preemption.backfill
-        if head_seen and not result.stats.backoff_jobs:
-            return  # only backoffs wake, and no job waits out one
-        for jid, reason in result.pending.items():
-            if reason.code is ReasonCode.BACKOFF:
-                times.append(q.entry(jid).backoff_until)
-            elif threshold is not None and not head_seen and reason.code in BLOCKING_CODES:
-                head_seen = True  # the Backfill head: it may preempt once past the threshold
-                times.append(q.entry(jid).pending_since + threshold)
-        for t in times:
-            if t > now and t not in self._wakes:
-                self._wakes.add(t)
-                self._push(t, EventKind.WAKE, None)
 
     def _finish(self, jid: str, pod: PodId | None, run: int) -> None:
         r = self._runs[jid]
