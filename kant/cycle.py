@@ -17,7 +17,7 @@ import itertools
 import math
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any, ClassVar
 
@@ -139,14 +139,17 @@ class CycleResult:
         of the cascade window of a waiting job evicted within it and the first time a running
         unit the victim search read passes ``min_runtime`` (its index's ``time_horizon()``).
 
-        A driver that runs a cycle only when something happens runs one at this time too,
-        and misses nothing a driver calling every instant would decide (the simulator's
-        wake-ups). A result answered again (``stats.reused``) gives the kept cycle's horizon;
-        a result built by hand, ``now``. Derived on the first call and kept: O(1), plus
-        O(jobs the cycle considered) when some of them waited out a backoff
-        (``stats.backoff_jobs``) or preemption is on. It reads the waiting jobs' backoff ends
-        and eviction times as they are at that call: asked after the result is applied, a
-        job it placed (no longer evicted) does not count."""
+        A driver that runs a cycle only when something happens runs one at this time too
+        (the simulator's wake-ups), to decide on time what a cycle run every second would;
+        when the cycle cannot tell, there is no such time. A result answered again
+        (``stats.reused``) gives the kept cycle's horizon; a result built by hand, ``now``.
+
+        Derived on the first call and kept: O(1), plus O(jobs the cycle considered) when
+        some of them waited out a backoff (``stats.backoff_jobs``) or preemption is on. It
+        reads the waiting jobs' backoff ends and eviction times at that call: the same
+        answer before and after the result is applied (a job it placed does not count
+        either way); ask before anything else changes the queue (a job failing or evicted
+        since would count)."""
         h = self._horizon
         return self.now if h is None else h()
 
@@ -1077,9 +1080,10 @@ class _Horizon:
     (the cycle is discarded right after; O(1)), and the horizon once derived
     (:func:`_time_horizon`): the policy run's own (asked now: the run is the cycle's), the
     victim index's, whether any job waited out a backoff, the cascade window (None:
-    preemption off) and the jobs considered, kept only while they may be read."""
+    preemption off), the jobs considered and the jobs placed, kept only while they may be
+    read."""
 
-    __slots__ = ("backoffs", "candidates", "now", "run", "value", "victims", "window")
+    __slots__ = ("backoffs", "candidates", "now", "placed", "run", "value", "victims", "window")
 
     def __init__(self, cyc: _Cycle) -> None:
         now = self.now = cyc.now
@@ -1091,15 +1095,16 @@ class _Horizon:
         self.victims = cyc.pre.index.time_horizon() if on else math.inf
         self.backoffs = cyc.backoffs > 0
         self.candidates: Sequence[Entry] = cyc.candidates if on or self.backoffs else ()
+        self.placed: Sequence[str] = cyc.placed if on else ()
         self.value: float | None = None
 
     def __call__(self) -> float:
         if self.value is None:
             self.value = _time_horizon(
-                self.now, self.run, self.candidates,
-                backoffs=self.backoffs, window=self.window, victims=self.victims,
+                self.now, self.run, self.candidates, backoffs=self.backoffs,
+                window=self.window, victims=self.victims, placed=self.placed,
             )  # fmt: skip
-            self.candidates = ()  # (read once)
+            self.candidates = self.placed = ()  # (read once)
         return self.value
 
 
@@ -1111,6 +1116,7 @@ def _time_horizon(
     backoffs: bool,
     window: float | None,
     victims: float,
+    placed: Sequence[str] = (),
 ) -> float:
     """The first time after ``now`` at which the passing of time alone could change what a
     cycle at ``now`` that considered ``candidates`` decided, ``now`` when it cannot tell,
@@ -1118,9 +1124,11 @@ def _time_horizon(
     run that declares none), the first end of a backoff among the candidates (looked for only
     with ``backoffs``: the cycle counted a job waiting one out, ``CycleStats.backoff_jobs``)
     and, with preemption on (``window``, its cascade window; None: off), the first close of
-    the window of a candidate evicted within it (it may preempt again then) and ``victims``
-    (the victim index's horizon: a running unit passes the minimum runtime). Valid while the
-    candidates' entries are unchanged. O(1), plus O(candidates) with backoffs or preemption."""
+    the window of a candidate evicted within it and not ``placed`` by the cycle (it may
+    preempt again then; a job placed runs again, which ends the window when the result is
+    applied, so the answer is the same before and after) and ``victims`` (the victim index's
+    horizon: a running unit passes the minimum runtime). Valid while the candidates' entries
+    are unchanged but for that. O(1), plus O(candidates) with backoffs or preemption."""
     first = run
     if first <= now:
         return now
@@ -1130,9 +1138,10 @@ def _time_horizon(
             if now < b < first:
                 first = b
     if window is not None:
+        ran: Collection[str] = set(placed) if len(placed) > 8 else placed
         for e in candidates:
             ev = e.evicted_at
-            if ev is not None and now - ev < window and ev + window < first:
+            if ev is not None and now - ev < window and ev + window < first and e.id not in ran:
                 first = ev + window
         first = min(first, victims)
     return first if first > now else now
