@@ -67,8 +67,9 @@ DEFAULT_POLICY = "best-effort-fifo"
 @attrs.frozen(kw_only=True)
 class CycleStats:
     """Counts of one cycle's work, and its timings (excluded from equality).
-    ``backoff_jobs``: the jobs left waiting out a backoff (their pending reasons say until
-    when; a driver may wake then). ``reused``: the cycle was not run; its result is the last
+    ``backoff_jobs``: the jobs left waiting out a backoff, exactly (their pending reasons say
+    until when; the first end is in :meth:`CycleResult.time_horizon`, which looks for it only
+    when there is one). ``reused``: the cycle was not run; its result is the last
     quiet cycle's, which nothing since has changed (see :func:`schedule_cycle`): no placement
     was attempted and no victim searched for."""
 
