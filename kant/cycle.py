@@ -129,7 +129,7 @@ class CycleResult:
     # what time_horizon reads of the cycle (None: a result built by hand)
     _horizon: _Horizon | None = attrs.field(default=None, eq=False, repr=False)
 
-    def time_horizon(self) -> float:
+    def time_horizon(self, *, policy: bool = True) -> float:
         """The first time after ``now`` at which the passing of time alone could change what
         the cycle decided, given the queue as the cycle saw it (the jobs, the cluster, the
         quota and the running jobs staying the same): ``math.inf`` when none; ``now`` when it
@@ -150,9 +150,12 @@ class CycleResult:
         reads the waiting jobs' backoff ends and eviction times at that call: the same
         answer before and after the result is applied (a job it placed does not count
         either way); ask before anything else changes the queue (a job failing or evicted
-        since would count)."""
+        since would count).
+
+        ``policy=False`` leaves the policy run's own horizon out: the first of the other
+        times, which a driver may still wake for when the run cannot tell (EASY)."""
         h = self._horizon
-        return self.now if h is None else h()
+        return self.now if h is None else h(policy)
 
 
 def schedule_cycle(
@@ -1084,7 +1087,7 @@ class _Horizon:
     preemption off), the jobs considered and the jobs placed, kept only while they may be
     read."""
 
-    __slots__ = ("backoffs", "candidates", "now", "placed", "run", "value", "victims", "window")
+    __slots__ = ("backoffs", "candidates", "now", "placed", "run", "values", "victims", "window")
 
     def __init__(self, cyc: _Cycle) -> None:
         now = self.now = cyc.now
@@ -1097,16 +1100,17 @@ class _Horizon:
         self.backoffs = cyc.backoffs > 0
         self.candidates: Sequence[Entry] = cyc.candidates if on or self.backoffs else ()
         self.placed: Sequence[str] = cyc.placed if on else ()
-        self.value: float | None = None
+        self.values: dict[bool, float] = {}  # with the policy run's horizon or without
 
-    def __call__(self) -> float:
-        if self.value is None:
-            self.value = _time_horizon(
-                self.now, self.run, self.candidates, backoffs=self.backoffs,
-                window=self.window, victims=self.victims, placed=self.placed,
+    def __call__(self, policy: bool = True) -> float:
+        got = self.values.get(policy)
+        if got is None:
+            got = self.values[policy] = _time_horizon(
+                self.now, self.run if policy else math.inf, self.candidates,
+                backoffs=self.backoffs, window=self.window, victims=self.victims,
+                placed=self.placed,
             )  # fmt: skip
-            self.candidates = self.placed = ()  # (read once)
-        return self.value
+        return got
 
 
 def _time_horizon(

@@ -584,6 +584,8 @@ class Simulator:
         report = self.s.apply(result, now)
         # the first time at which the passing of time alone could change what it decided
         wake = result.time_horizon()
+        if wake <= now:  # the policy run cannot tell (EASY): still the other times
+            wake = result.time_horizon(policy=False)
         self._cycle_s += time.perf_counter() - t0
         self._note("cycle", f"#{self.cycles}", "bound={}", len(report.bound))
         if report.bound:

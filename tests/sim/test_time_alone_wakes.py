@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
+
 from kant.admission import Admitter, Quota
 from kant.model import Job, PodId
 from kant.preemption import PreemptionPolicy
@@ -63,14 +65,18 @@ def _by_hand(s: Scheduler, jobs: Sequence[Job], until: int) -> Events:
     return out
 
 
-def test_a_preemptor_evicted_within_its_cascade_window_preempts_when_the_window_closes() -> None:
+@pytest.mark.parametrize("policy", ["backfill", "easy-backfill"])
+def test_a_preemptor_evicted_within_its_cascade_window_preempts_when_the_window_closes(
+    policy: str,
+) -> None:
     """``lo`` (A100) and ``mid`` (any model, priority 5) run; ``hi`` (H100, priority 10)
     evicts ``mid`` at 10, gone at 40; ``mid``, evicted within the 100 s window, may evict
-    ``lo`` only from 140, with nothing else happening then."""
+    ``lo`` only from 140, with nothing else happening then. Under EASY too, whose run cannot
+    tell its own horizon: the simulator still wakes at the window's close."""
 
     def scheduler() -> Scheduler:
         c = ClusterBuilder().leaf("h", nodes=1, model="H100").leaf("a", nodes=1, model="A100")
-        return Scheduler(c.build(), preemption=PreemptionPolicy(cascade_window=100))
+        return Scheduler(c.build(), policy=policy, preemption=PreemptionPolicy(cascade_window=100))
 
     jobs = [
         job("lo", gpus=8, models="A100", runtime=100_000, submitted_at=1),
