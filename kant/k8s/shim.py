@@ -14,7 +14,7 @@ import logging
 import queue as queue_mod
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -39,6 +39,7 @@ from kant.k8s.translate import (
     job_id,
     node_facts,
     pod_facts,
+    pod_group_key,
     pod_group_min_member,
     pod_key,
     pod_resources,
@@ -142,20 +143,34 @@ class Shim:
             for g in self.api.get(f"/apis/{PODGROUP_API}/podgroups").get("items", ()):
                 self.handle("PodGroup", "ADDED", g)
         pods = self.api.get("/api/v1/pods").get("items", ())
-        self.adopt(pods)
+        restart = self.adopt(pods)
         for p in pods:
             self.handle("Pod", "ADDED", p)
+        for key in restart:  # (held until they are gone, like every pod kant stops)
+            self._stop(key, "kant restarts the gang: it was bound in part when kant stopped")
 
-    def adopt(self, pods: Iterable[Obj]) -> None:
+    def adopt(self, pods: Iterable[Obj]) -> list[str]:
         """Rebuild kant's jobs from bound pods carrying kant's binding annotations
         (:meth:`Scheduler.restore`). A pod that cannot be taken back (its annotations are
         malformed or name a job of another namespace, or name a pod another pod already
         claims, or its job's recorded bindings no longer fit) is left to :meth:`handle`,
         which holds its requests on its node like a pod of another scheduler: it is never
-        given to another pod while it runs."""
+        given to another pod while it runs. A gang bound in part (fewer pods bound than its
+        PodGroup or Kueue count asks, while others of the group wait: the last shim stopped
+        between its bindings) is not taken back: the keys of its bound pods are returned, to
+        be stopped, so that the gang starts again whole."""
+        pods = sorted(pods, key=pod_key)  # (a pod claimed twice: the first by key wins)
+        waiting_groups: set[str] = set()
+        for p in pods:
+            st = pod_state(p, self.settings)
+            if st.ours and st.node is None and st.phase not in TERMINAL and not st.deleting:
+                g = pod_group_key(p)
+                if g is not None:
+                    waiting_groups.add(g)
         by_job: dict[str, dict[PodId, tuple[PodFacts, Binding]]] = {}
         known = self._known_nodes()
-        for p in sorted(pods, key=pod_key):  # (a pod claimed twice: the first by key wins)
+        restart: list[str] = []
+        for p in pods:
             st = pod_state(p, self.settings)
             if (
                 not st.ours
@@ -198,6 +213,17 @@ class Shim:
             for pid, (f, _) in members.items():
                 roles.setdefault(pid.role, []).append((f, pid))
             lead = min((f for f, _ in members.values()), key=lambda f: f.name)
+            if lead.group is not None and lead.group in waiting_groups:
+                need = self._groups.get(lead.group) or max(
+                    (f.min_member or 0 for f, _ in members.values()), default=0
+                )
+                if len(members) < need:
+                    log.warning(
+                        "not adopting %s: %d of its %d pods are bound, others wait",
+                        jid, len(members), need,
+                    )  # fmt: skip
+                    restart.extend(f.key for f, _ in members.values())
+                    continue
             bindings = tuple(b for _, b in members.values())
             try:
                 job = Job(
@@ -227,6 +253,7 @@ class Shim:
             self._job_of_base[base] = jid
             for pid, (f, _) in members.items():
                 self._id_of[f.key] = (jid, pid)
+        return restart
 
     def _known_nodes(self) -> set[str]:
         return {n.name for n in self.scheduler.cluster.nodes()}
@@ -879,13 +906,28 @@ class Shim:
         evictions to retry; every second while evictions or status writes are left)."""
         self.sync()
         events: queue_mod.Queue[tuple[str, str, Obj]] = queue_mod.Queue()
+        # what sync took in: an object gone before a watcher's first list is DELETED then
+        nodes = {f"default/{n.name}": {"metadata": {"name": n.name}} for n in
+                 self.scheduler.cluster.nodes()}  # fmt: skip
+        pods = {k: obj for k, (obj, _f) in self._pods.items()}
+        groups: dict[str, Obj] = {}
+        for k in (*self._groups, *self._bad_groups):
+            ns, name = k.split("/", 1)
+            groups[k] = {"metadata": {"namespace": ns, "name": name}}
         watchers = [
-            Watcher(self.api, "Node", "/api/v1/nodes", events, stop),
-            Watcher(self.api, "Pod", "/api/v1/pods", events, stop),
+            Watcher(self.api, "Node", "/api/v1/nodes", events, stop, seen=nodes),
+            Watcher(self.api, "Pod", "/api/v1/pods", events, stop, seen=pods),
         ]
         if self.api.has(PODGROUP_API):
             watchers.append(
-                Watcher(self.api, "PodGroup", f"/apis/{PODGROUP_API}/podgroups", events, stop)
+                Watcher(
+                    self.api,
+                    "PodGroup",
+                    f"/apis/{PODGROUP_API}/podgroups",
+                    events,
+                    stop,
+                    seen=groups,
+                )
             )
         for w in watchers:
             w.start()
@@ -926,11 +968,21 @@ class Watcher(threading.Thread):
     ``410 Gone`` or a broken stream (objects seen again come as MODIFIED, objects gone as
     DELETED)."""
 
-    def __init__(self, api: Api, kind: str, path: str, out: queue_mod.Queue[tuple[str, str, Obj]],
-                 stop: threading.Event) -> None:  # fmt: skip
+    def __init__(
+        self,
+        api: Api,
+        kind: str,
+        path: str,
+        out: queue_mod.Queue[tuple[str, str, Obj]],
+        stop: threading.Event,
+        *,
+        seen: Mapping[str, Obj] | None = None,
+    ) -> None:
+        """``seen``: the objects the shim's own list took in (by :func:`pod_key`); one gone by
+        the watcher's first list comes as DELETED."""
         super().__init__(daemon=True, name=f"kant-watch-{kind}")
         self.api, self.kind, self.path, self.out, self._stop_ev = api, kind, path, out, stop
-        self._seen: dict[str, Obj] = {}
+        self._seen: dict[str, Obj] = dict(seen or {})
 
     def stop(self) -> None:
         self._stop_ev.set()
@@ -985,7 +1037,10 @@ class Watcher(threading.Thread):
 
     def _list_quiet(self) -> str:
         doc = self.api.get(self.path)
-        self._seen = {pod_key(o): o for o in doc.get("items", ())}
+        fresh = {pod_key(o): o for o in doc.get("items", ())}
+        for k in sorted(set(self._seen) - set(fresh)):  # gone since the shim's list
+            self.out.put((self.kind, "DELETED", self._seen[k]))
+        self._seen = fresh
         # anything that changed between the shim's list and this one comes as MODIFIED
         for k in sorted(self._seen):
             self.out.put((self.kind, "MODIFIED", self._seen[k]))

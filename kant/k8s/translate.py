@@ -413,6 +413,12 @@ def _topology(ann: Mapping[str, str], settings: K8sSettings, where: str) -> Topo
     return None
 
 
+def pod_group_key(pod: Obj) -> str | None:
+    """The gang key (``namespace/group``) the pod's labels name, as :attr:`PodFacts.group`
+    reads it (None: the pod is its own job); reads nothing else of the pod."""
+    return _group(labels_of(pod), str(_meta(pod).get("namespace", "default")))
+
+
 def _group(lab: Mapping[str, str], ns: str) -> str | None:
     g = lab.get(POD_GROUP_LABEL) or lab.get(KUEUE_GROUP_LABEL)
     return f"{ns}/{g}" if g else None

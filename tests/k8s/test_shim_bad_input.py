@@ -422,3 +422,40 @@ def test_a_huge_number_in_any_pods_annotation_does_not_stop_a_restart(cluster: C
     cluster.pod("mine")
     _waits(cluster, "mine", "insufficient_capacity")  # both nodes are held
     assert _shims_run(cluster)
+
+
+def test_a_gang_a_restart_finds_bound_in_part_starts_again_whole(cluster: Cluster) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    cluster.pod_group("g", 2)
+    # the last shim bound g-0 and stopped before binding g-1
+    _raw_pod(cluster, "g-0", node="n0", labels={"scheduling.x-k8s.io/pod-group": "g"},
+             annotations={"kant.io/pod-id": f"{cluster.ns}.g#1/worker/0",
+                          "kant.io/gpus": "0,1,2,3,4,5,6,7"})  # fmt: skip
+    cluster.pod("g-1", group="g")
+    shim = cluster.start_shim()
+    wait_for(lambda: "g-0" not in cluster.pods(), what="g-0 stopped")
+    assert not shim._jobs  # nothing of the half-bound gang was taken back
+    _waits(cluster, "g-1", "gang_incomplete")
+    cluster.pod("g-2", group="g")  # its controller recreates the pod: the gang starts whole
+    wait_for(lambda: cluster.node_of("g-1") and cluster.node_of("g-2"), what="gang bound")
+    assert not _overbooked(cluster)
+
+
+def test_a_pod_gone_between_the_shims_list_and_its_watchers_first_list_comes_as_deleted() -> None:
+    import queue
+    import threading
+
+    from kant.k8s.shim import Watcher
+
+    class _Api:
+        def get(self, path: str) -> dict[str, Any]:
+            return {"items": [{"metadata": {"namespace": "ns", "name": "b"}}],
+                    "metadata": {"resourceVersion": "7"}}  # fmt: skip
+
+    out: queue.Queue[tuple[str, str, Any]] = queue.Queue()
+    seen = {f"ns/{n}": {"metadata": {"namespace": "ns", "name": n}} for n in ("a", "b")}
+    w = Watcher(_Api(), "Pod", "/api/v1/pods", out, threading.Event(), seen=seen)  # type: ignore[arg-type]
+    assert w._list_quiet() == "7"
+    got = [(ev, o["metadata"]["name"]) for _k, ev, o in list(out.queue)]
+    assert got == [("DELETED", "a"), ("MODIFIED", "b")]
