@@ -117,6 +117,7 @@ class Shim:
         self._pg_status: dict[str, str] = {}
         self._waiting: dict[str, set[str]] = {}  # base -> pending pods not in a kant job
         self._alive: dict[str, bool] = {}  # node -> Ready when last seen
+        self._on_node_pods: dict[str, set[str]] = {}  # node -> keys of the pods bound there
         # node -> what it is now, while kant's pods run there on what it was (see _on_node)
         self._changed: dict[str, NodeFacts] = {}
         self._last_now = 0.0
@@ -353,26 +354,38 @@ class Shim:
 
     def _replay_bound(self, name: str) -> None:
         """The pods bound to node ``name`` that kant knows of and does not hold, looked at
-        again (the node was added, or is Ready again): those that run are held."""
-        settings = self.settings
-        for key, (pobj, _f) in sorted(self._pods.items()):
-            if (
-                key not in self._held
-                and key not in self._id_of
-                and pod_state(pobj, settings).node == name
-            ):
-                self._on_pod("MODIFIED", pobj)
+        again (the node was added, or is Ready again): those that run are held. O(pods
+        bound there)."""
+        for key in sorted(self._on_node_pods.get(name, ())):
+            got = self._pods.get(key)
+            if got is not None and key not in self._held and key not in self._id_of:
+                self._on_pod("MODIFIED", got[0])
+
+    def _unplace(self, key: str, obj: Obj) -> None:
+        """Pod ``key`` (last seen as ``obj``) is gone: out of the index of pods by node."""
+        node = pod_state(obj, self.settings).node
+        if node is None:
+            return
+        keys = self._on_node_pods.get(node)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._on_node_pods[node]
 
     def _on_pod(self, ev: str, obj: Obj) -> None:
         key = pod_key(obj)
         now = self.now()
         if ev == "DELETED":
             old = self._pods.pop(key, None)
+            if old is not None:
+                self._unplace(key, old[0])
             if old is not None and old[1] is not None:
                 self._unwait(key, _base(old[1]))
             self._gone(key, now, finished=False)
             return
         st = pod_state(obj, self.settings)
+        if st.node is not None:
+            self._on_node_pods.setdefault(st.node, set()).add(key)
         if not st.ours:  # (kant's annotations mean nothing on another scheduler's pod)
             self._pods[key] = (obj, None)
             if st.phase in TERMINAL:
@@ -730,6 +743,7 @@ class Shim:
                 st = pod_state(fresh, self.settings) if fresh is not None else None
                 if fresh is not None and st is not None and st.node is not None:
                     self._pods[key] = (fresh, f)
+                    self._on_node_pods.setdefault(st.node, set()).add(key)
                     self._hold(key, fresh, st)  # someone else bound it meanwhile
                 else:
                     self._waiting.setdefault(rec.base, set()).add(key)

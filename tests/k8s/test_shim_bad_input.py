@@ -459,3 +459,21 @@ def test_a_pod_gone_between_the_shims_list_and_its_watchers_first_list_comes_as_
     assert w._list_quiet() == "7"
     got = [(ev, o["metadata"]["name"]) for _k, ev, o in list(out.queue)]
     assert got == [("DELETED", "a"), ("MODIFIED", "b")]
+
+
+def test_the_shim_looks_up_a_returning_nodes_pods_by_node_and_forgets_pods_gone() -> None:
+    from kant.k8s.shim import Shim
+
+    shim = Shim(None)  # type: ignore[arg-type]  # (no call reaches the API here)
+    try:
+        for name, node in (("a", "n0"), ("b", "n1"), ("c", "n0")):
+            pod = {"metadata": {"namespace": "ns", "name": name},
+                   "spec": {"nodeName": node, "schedulerName": "default-scheduler"},
+                   "status": {"phase": "Running"}}  # fmt: skip
+            shim.handle("Pod", "ADDED", pod)
+        assert shim._on_node_pods == {"n0": {"ns/a", "ns/c"}, "n1": {"ns/b"}}
+        shim.handle("Pod", "DELETED", {"metadata": {"namespace": "ns", "name": "b"},
+                                       "spec": {"nodeName": "n1"}})  # fmt: skip
+        assert shim._on_node_pods == {"n0": {"ns/a", "ns/c"}}
+    finally:
+        shim._pool.shutdown()
