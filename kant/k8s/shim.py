@@ -36,6 +36,7 @@ from kant.k8s.translate import (
     annotations_of,
     binding_annotations,
     build_job,
+    is_count,
     job_id,
     node_facts,
     pod_facts,
@@ -54,6 +55,7 @@ log = logging.getLogger(__name__)
 
 PODGROUP_API = "scheduling.x-k8s.io/v1alpha1"
 TERMINAL = ("Succeeded", "Failed")
+_HELD = "external:"  # the job id prefix of the pods whose requests are held (see Shim._hold)
 
 
 def _now_iso() -> str:
@@ -160,10 +162,10 @@ class Shim:
         PodGroup or Kueue count asks, while others of the group wait: the last shim stopped
         between its bindings) is not taken back: the keys of its bound pods are returned, to
         be stopped, so that the gang starts again whole."""
-        pods = sorted(pods, key=pod_key)  # (a pod claimed twice: the first by key wins)
+        # (a pod claimed twice: the first by key wins)
+        states = [(p, pod_state(p, self.settings)) for p in sorted(pods, key=pod_key)]
         waiting_groups: set[str] = set()
-        for p in pods:
-            st = pod_state(p, self.settings)
+        for p, st in states:
             if st.ours and st.node is None and st.phase not in TERMINAL and not st.deleting:
                 g = pod_group_key(p)
                 if g is not None:
@@ -171,8 +173,7 @@ class Shim:
         by_job: dict[str, dict[PodId, tuple[PodFacts, Binding]]] = {}
         known = self._known_nodes()
         restart: list[str] = []
-        for p in pods:
-            st = pod_state(p, self.settings)
+        for p, st in states:
             if (
                 not st.ours
                 or st.node not in known
@@ -245,7 +246,7 @@ class Shim:
                 continue
             base = _base(lead)
             tail = jid.rsplit("#", 1)[1] if "#" in jid else ""
-            self._gen[base] = max(self._gen.get(base, 0), int(tail) if _is_count(tail) else 0)
+            self._gen[base] = max(self._gen.get(base, 0), int(tail) if is_count(tail) else 0)
             rec = _JobRecord(
                 base=base, group=lead.group, pods={pid: f.key for pid, (f, _) in members.items()}
             )
@@ -289,7 +290,7 @@ class Shim:
             self._changed.pop(name, None)
             if self.nodes.has(name):
                 self._after(self.nodes.lost(name, now), now, why=f"node {name} was deleted")
-                self._drop_released_holds()
+                self._drop_released_holds(name)
             return
         try:
             facts = node_facts(obj, self.settings)
@@ -301,9 +302,16 @@ class Shim:
         if not facts.alive:
             if self.nodes.has(name) and was:
                 self._after(self.nodes.not_ready(name, now), now, why=f"node {name} is not Ready")
-                self._drop_released_holds()
+                self._drop_released_holds(name)
             return
         self._changed.pop(name, None)
+        self._take_node(name, facts, was=was)
+
+    def _take_node(self, name: str, facts: NodeFacts, *, was: bool | None) -> None:
+        """Node ``name``, Ready, as ``facts`` say it is now (``was``: Ready when last seen,
+        None: never seen): a changed node is taken afresh unless kant's pods run there (then
+        it takes no new pod until they have ended, :meth:`_take_changed_nodes`); what runs
+        on a node new, Ready again or uncordoned is held."""
         if self.nodes.has(name) and self.nodes.spec(name) != facts.spec:
             if not self._only_holds_on(name):
                 # kant's pods run there on what kant knew: no new pod goes there until they
@@ -315,8 +323,8 @@ class Shim:
                     "kant's pods there have ended", name,
                 )  # fmt: skip
                 return
-            self.scheduler.node_removed(name, now)  # nothing of kant's runs there: take it
-            self._drop_released_holds()  # as it is now
+            self.scheduler.node_removed(name, self.now())  # nothing of kant's runs there:
+            self._drop_released_holds(name)  # take it as it is now
         added = not self.nodes.has(name)
         if added:
             self.nodes.added(facts.spec)
@@ -330,26 +338,23 @@ class Shim:
     def _only_holds_on(self, name: str) -> bool:
         """Whether every pod kant counts on node ``name`` is a held one (:attr:`_held`), none
         a kant job's."""
-        return all(p.job.startswith("external:") for p in self.scheduler.cluster.pods_on(name))
+        return all(p.job.startswith(_HELD) for p in self.scheduler.cluster.pods_on(name))
 
     def _take_changed_nodes(self) -> None:
         """Nodes that changed while kant's pods ran there, taken as they are now once those
         pods have ended (before each cycle)."""
         for name in sorted(self._changed):
             if self.nodes.has(name) and self._only_holds_on(name):
-                facts = self._changed.pop(name)
-                self.scheduler.node_removed(name, self.now())
-                self._drop_released_holds()
-                self.nodes.added(facts.spec)
-                self._replay_bound(name)
-                self.nodes.set_schedulable(name, facts.schedulable)
+                self._take_node(name, self._changed.pop(name), was=True)
 
-    def _drop_released_holds(self) -> None:
-        """Forget the holds a node event released (the node went away or offers nothing):
-        they are held again when it comes back (:meth:`_replay_bound`)."""
+    def _drop_released_holds(self, name: str) -> None:
+        """Forget the holds on node ``name`` that a node event released (the node went away
+        or offers nothing): they are held again when it comes back (:meth:`_replay_bound`).
+        O(pods bound there)."""
         cluster = self.scheduler.cluster
-        for key, pid in list(self._held.items()):
-            if not cluster.has_pod(pid):
+        for key in self._on_node_pods.get(name, ()):
+            pid = self._held.get(key)
+            if pid is not None and not cluster.has_pod(pid):
                 del self._held[key]
 
     def _replay_bound(self, name: str) -> None:
@@ -482,7 +487,7 @@ class Shim:
                 log.warning("%s: its requests are not held: %s", key, e)
                 return
         ns, name = key.split("/", 1)
-        pid = PodId(job=f"external:{ns}..{name}", role="pod", index=0)
+        pid = PodId(job=f"{_HELD}{ns}..{name}", role="pod", index=0)
         if self.nodes.bind_foreign(pid, st.node, r.gpus, r.gpu_milli, r.cpu_milli, r.memory_mib):
             self._held[key] = pid
 
@@ -740,8 +745,8 @@ class Shim:
             obj, f = self._pods.get(key, ({}, None))
             if f is not None and f.node is None and not f.deleting:
                 fresh = self._read_pod(key)  # (its event may not have come yet)
-                st = pod_state(fresh, self.settings) if fresh is not None else None
-                if fresh is not None and st is not None and st.node is not None:
+                st = pod_state(fresh or {}, self.settings)
+                if fresh is not None and st.node is not None:
                     self._pods[key] = (fresh, f)
                     self._on_node_pods.setdefault(st.node, set()).add(key)
                     self._hold(key, fresh, st)  # someone else bound it meanwhile
@@ -1070,12 +1075,6 @@ def _namespace_of(job: str) -> str:
     """The namespace in a kant job id (``namespace.group#n`` or ``namespace..name#n``: a
     namespace has no dot)."""
     return job.split(".", 1)[0]
-
-
-def _is_count(v: str) -> bool:
-    """ASCII digits only (``str.isdigit`` takes other scripts' digits, which ``int``
-    refuses)."""
-    return v.isascii() and v.isdigit()
 
 
 def shim_for(api: Api, config: KantConfig | None = None, **kw: Any) -> Shim:

@@ -70,7 +70,7 @@ MILLI_ANNOTATION: Final = "kant.io/gpu-milli"
 POD_ID_ANNOTATION: Final = "kant.io/pod-id"
 
 
-def _digits(v: object) -> bool:
+def is_count(v: object) -> bool:
     """Is ``v`` a string of one to nine ASCII digits 0-9? (``str.isdigit`` also takes other
     scripts' digits and superscripts, which ``int`` refuses, and ``int`` refuses more than
     4300 digits; no count or index kant reads has more than nine.)"""
@@ -430,7 +430,7 @@ def _total(lab: Mapping[str, str], ann: Mapping[str, str], where: str) -> int | 
     v = ann.get(KUEUE_TOTAL_ANNOTATION)
     if v is None:
         return None
-    if not _digits(v) or not 1 <= int(v) <= MAX_PODS_PER_JOB:
+    if not is_count(v) or not 1 <= int(v) <= MAX_PODS_PER_JOB:
         raise InvalidObjectError(
             KUEUE_TOTAL_ANNOTATION, v, f"must be an integer in 1..{MAX_PODS_PER_JOB}", where=where
         )
@@ -553,18 +553,18 @@ def recorded_binding(pod: Obj) -> tuple[PodId, tuple[int, ...], tuple[int, ...],
         return None
     where = f"Pod {pod_key(pod)}"
     parts = pid.rsplit("/", 2)
-    if len(parts) != 3 or not _digits(parts[2]):
+    if len(parts) != 3 or not is_count(parts[2]):
         raise InvalidObjectError(POD_ID_ANNOTATION, pid, "must be job/role/index", where=where)
 
     def ints(k: str) -> tuple[int, ...]:
         v = ann.get(k, "")
         parts = [x.strip() for x in str(v).split(",") if x.strip()]
-        if not all(_digits(x) for x in parts):
+        if not all(is_count(x) for x in parts):
             raise InvalidObjectError(k, v, "must be comma-separated device indices", where=where)
         return tuple(int(x) for x in parts)
 
     milli = ann.get(MILLI_ANNOTATION)
-    m = int(str(milli)) if _digits(milli) else MILLI
+    m = int(str(milli)) if is_count(milli) else MILLI
     return (
         PodId(job=parts[0], role=parts[1], index=int(parts[2])),
         ints(GPUS_ANNOTATION),
