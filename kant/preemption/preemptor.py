@@ -85,6 +85,8 @@ class Preemption:
         self.search_ms = 0.0
         self.light_checks = 0
         self.hopeless: set[tuple[Any, ...]] = set()
+        self._own: dict[tuple[str, int, int], dict[str, int] | None] = {}  # _own_below's
+        self._own_of: list[VictimRef] | None = None  # the refs self._own was derived from
         # the policy's fixed answers, read once per cycle (the cheap exits run per waiting job)
         self._enabled = policy.enabled
 
@@ -363,23 +365,45 @@ class Preemption:
         job = e.job
         if not pol.priority or not refs or refs[0].priority >= job.priority:
             return False  # (refs are in victim order: nobody runs below its priority)
+        own = self._own_below(e, refs)
+        if own is None:
+            return False
         led = self.ledger
         mark = led.mark()
         try:
-            any_own = False
-            for r in refs:
-                if r.priority >= job.priority:
-                    break  # sorted by priority
-                if r.tenant != job.tenant or r.entry is e:
-                    continue
-                if not self.victim_pods.isdisjoint(r.pods):
-                    continue
-                any_own = True
-                for m, milli in r.usage:
-                    led.add(r.tenant, m, -milli)
-            return any_own and admit_quota(led, job, pods, role_models).within_nominal
+            # (one change per model: the ledger's usage and cohort after a change depend
+            # only on the totals, not on how they were reached)
+            for m, milli in own.items():
+                led.add(job.tenant, m, -milli)
+            return admit_quota(led, job, pods, role_models).within_nominal
         finally:
             led.rollback(mark)
+
+    def _own_below(self, e: Entry, refs: list[VictimRef]) -> dict[str, int] | None:
+        """GPU milli per model that the units of ``e``'s tenant running below its priority
+        use, less ``e``'s own and the victims chosen so far (None: there is no such unit).
+        Kept per tenant, priority and number of victim pods for a job with nothing running
+        (victims are only ever added within a cycle) while ``refs`` is the same list."""
+        job = e.job
+        tenant, prio, chosen = job.tenant, job.priority, self.victim_pods
+        key = (tenant, prio, len(chosen))
+        if self._own_of is not refs:
+            self._own_of, self._own = refs, {}
+        elif not e.assigned and key in self._own:
+            return self._own[key]
+        own: dict[str, int] | None = None  # GPU model -> milli those units use
+        for r in refs:
+            if r.priority >= prio:
+                break  # sorted by priority
+            if r.tenant != tenant or r.entry is e or not chosen.isdisjoint(r.pods):
+                continue
+            if own is None:
+                own = {}
+            for m, milli in r.usage:
+                own[m] = own.get(m, 0) + milli
+        if not e.assigned:
+            self._own[key] = own
+        return own
 
     # ----------------------------------------------------------------- steps
 
