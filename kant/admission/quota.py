@@ -180,6 +180,16 @@ class QuotaTable:
         bl = q.borrowing_limit if q is not None else None
         return INF if bl is None else nom + bl
 
+    def most(self, tenant: str, model: str) -> float:
+        """The most the tenant could ever use on ``model`` (milli; ``inf``: no limit): its
+        ceiling, and for a shared tenant no more than its never-lent part plus the cohort's
+        whole lendable pool (what :meth:`QuotaLedger.headroom` allows with nobody using
+        anything)."""
+        isolated, _nom, ceiling, guaranteed = self.terms(tenant, model)
+        if isolated:
+            return ceiling
+        return min(ceiling, guaranteed + self.pool.get(model, 0))
+
 
 def _mode(v: QuotaMode | str, field: str) -> QuotaMode:
     try:
@@ -397,10 +407,11 @@ def quota_never_fits(
     pods: Sequence[PodId],
     role_models: Mapping[str, tuple[str, ...]],
 ) -> Reason | None:
-    """``UNSATISFIABLE`` when ``pods`` of ``job`` exceed its tenant's quota ceiling
-    (:meth:`QuotaTable.ceiling`: nominal for an isolated tenant, nominal + borrowing limit for
-    a shared one) on every GPU model a role may use, even with the tenant using nothing: a gang
-    role all its pods, a pod-level role one pod. Else None. O(roles x models)."""
+    """``UNSATISFIABLE`` when ``pods`` of ``job`` exceed the most its tenant could ever use
+    (:meth:`QuotaTable.most`: nominal for an isolated tenant; for a shared one nominal +
+    borrowing limit, and at most its never-lent part plus the cohort's lendable pool) on every
+    GPU model a role may use: a gang role all its pods, a pod-level role one pod. Else None.
+    O(roles x models)."""
     if table.unlimited:
         return None
     counts = pods_per_role(job, pods)
@@ -411,7 +422,7 @@ def quota_never_fits(
         if not n or not allowed or not per_pod:
             continue
         demand = per_pod * (n if job.gang else 1)
-        best = max(table.ceiling(job.tenant, m) for m in allowed)
+        best = max(table.most(job.tenant, m) for m in allowed)
         if demand > best:
             return Reason(
                 code=ReasonCode.UNSATISFIABLE,

@@ -225,7 +225,8 @@ def test_a_quota_refusal_shared_by_jobs_alike_is_derived_again_once_the_tenant_u
     )
     s.submit(job("r", gpus=4, tenant="a"), now=0)
     s.step(now=1)
-    for t, (name, gpus, pods) in enumerate((("A", 4, 2), ("B", 1, 1), ("C", 4, 2))):
+    # (a alone lends its 6 to the cohort: 6 GPUs is all it can ever use, A and C ask 6)
+    for t, (name, gpus, pods) in enumerate((("A", 3, 2), ("B", 1, 1), ("C", 3, 2))):
         s.submit(job(name, gpus=gpus, replicas=pods, tenant="a"), now=2 + t)  # in this order
     r = s.step(now=5)
     assert r.placed == ("B",)

@@ -380,6 +380,34 @@ def test_a_job_that_can_never_fit_is_never_the_backfill_head(ghost: Job, policy:
     check_invariants(s)
 
 
+@pytest.mark.parametrize("policy", ["strict-fifo", "backfill", "easy-backfill"])
+def test_a_job_larger_than_its_cohort_could_ever_lend_is_unsatisfiable(policy: str) -> None:
+    """Tenants a and b share 16 H100 of quota (8 each, a may borrow without limit) on a
+    32-GPU cluster: a can never hold more than 16, so a's 24-GPU gang can never be admitted.
+    It is unsatisfiable and does not hold a's 1-GPU job behind it."""
+    cluster = ClusterBuilder().leaf("lf0", nodes=4).build()
+    quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8)]
+    s = scheduler(cluster, policy=policy, quotas=quotas)
+    s.submit(job("big", gpus=8, replicas=3, tenant="a"), now=0)
+    s.submit(job("small", gpus=1, tenant="a", submitted_at=1), now=1)
+    r = s.step(now=10)
+    assert r.pending["big"].code is ReasonCode.UNSATISFIABLE, r.pending["big"]
+    assert "at most 16" in r.pending["big"].message
+    assert s.queue.status("small").phase is JobPhase.RUNNING
+    check_invariants(s)
+
+
+def test_a_job_within_what_its_cohort_lends_is_not_unsatisfiable() -> None:
+    """The same cluster, a's gang of 16 GPUs: all the cohort lends, so it waits for quota."""
+    cluster = ClusterBuilder().leaf("lf0", nodes=4).build()
+    quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8)]
+    s = scheduler(cluster, policy="strict-fifo", quotas=quotas)
+    s.submit(job("hog", gpus=8, tenant="b"), now=0)
+    s.submit(job("big", gpus=8, replicas=2, tenant="a", submitted_at=1), now=1)
+    r = s.step(now=10)
+    assert r.pending["big"].code is ReasonCode.QUOTA_EXCEEDED, r.pending["big"]
+
+
 def test_an_unsatisfiable_job_waits_and_fits_once_the_cluster_grows() -> None:
     s = scheduler(nodes(1))
     s.submit(job("big", gpus=8, replicas=2), now=0)
