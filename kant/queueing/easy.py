@@ -9,7 +9,7 @@ import attrs
 
 from kant.contracts import GO, CandidateView, CycleContext, Gate, PolicyRun, Reservation
 from kant.errors import InvalidConfigError
-from kant.model import BLOCKING_CODES, Reason, ReasonCode
+from kant.model import BLOCKING_CODES, Job, Reason, ReasonCode
 
 _USE_RESERVED = Gate(use_reserved=True)
 """Try the job with the reserved devices too (it ends before they are needed)."""
@@ -24,8 +24,9 @@ class _EasyRun:
         self.reserved = False
         self.made: Reservation | None = None
         self.used_reserved: str | None = None  # the job whose gate last opened the reservation
-        # tenant -> (its first job that quota refused, when quota is expected to admit it)
-        self.quota_heads: dict[str, tuple[str, float | None]] = {}
+        # tenant -> (its first job that quota refused, when quota is expected to admit it,
+        # the GPU models it may use: None, any)
+        self.quota_heads: dict[str, tuple[str, float | None, frozenset[str] | None]] = {}
 
     def gate(self, job: CandidateView) -> Gate:
         qh = self.quota_heads.get(job.job.tenant)
@@ -33,7 +34,7 @@ class _EasyRun:
             est = job.job.runtime_estimate
             if est is None:
                 est = self.default_runtime
-            if est is None or self.ctx.now + est > qh[1]:
+            if (est is None or self.ctx.now + est > qh[1]) and _share_models(qh[2], job.job):
                 return Gate(
                     skip=Reason(
                         code=ReasonCode.RESERVED,
@@ -88,13 +89,34 @@ class _EasyRun:
         tenant = job.job.tenant
         if reason.code is ReasonCode.QUOTA_EXCEEDED and tenant not in self.quota_heads:
             start = self.ctx.quota_start(job, default_runtime=self.default_runtime)
-            self.quota_heads[tenant] = (job.id, start)
+            self.quota_heads[tenant] = (job.id, start, _gpu_models(job.job))
         if self.head is None and reason.code in BLOCKING_CODES:
             self.head = job
         return False
 
     def reservation(self) -> Reservation | None:
         return self.made
+
+
+def _gpu_models(job: Job) -> frozenset[str] | None:
+    """The GPU models the job's GPU roles may use (None: any; empty: it asks no GPU)."""
+    out: set[str] = set()
+    for role in job.roles:
+        if role.resources.total_milli:
+            if not role.gpu_models:
+                return None
+            out.update(role.gpu_models)
+    return frozenset(out)
+
+
+def _share_models(head: frozenset[str] | None, job: Job) -> bool:
+    """May ``job`` use a GPU model the quota head may use (so take quota it waits for)?
+    Quota is per tenant and GPU model, and a cohort lends per model: a job on other models
+    cannot delay the head."""
+    mine = _gpu_models(job)
+    if mine is None:
+        return head is None or bool(head)
+    return bool(mine) and (head is None or not mine.isdisjoint(head))
 
 
 @attrs.frozen(kw_only=True)
@@ -111,9 +133,10 @@ class EasyBackfill:
 
     The same holds within each tenant's quota: a tenant's first job in order that its quota
     refuses holds the quota its running jobs' expected ends will free for it
-    (:meth:`kant.contracts.CycleContext.quota_start`); a later job of that tenant starts only
-    if it ends (its estimate) by then, else it waits as ``RESERVED``. When that time is
-    unknown the tenant's jobs go on as best effort. A job that can never fit
+    (:meth:`kant.contracts.CycleContext.quota_start`); a later job of that tenant that may use
+    one of the head's GPU models starts only if it ends (its estimate) by then, else it waits
+    as ``RESERVED`` (a job on other models, or asking no GPU, takes none of that quota). When
+    that time is unknown the tenant's jobs go on as best effort. A job that can never fit
     (``UNSATISFIABLE``) is never a head.
 
     With ``keep_reservation`` (the default) the head's reservation is kept across cycles

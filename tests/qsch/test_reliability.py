@@ -525,6 +525,33 @@ def test_a_tenants_quota_head_preempts_its_backfilled_small_jobs_past_the_thresh
     assert phases.index("running") + 1 <= 12, "the quota head did not preempt past its threshold"
 
 
+def _held_on_h100(other: Job) -> Scheduler:
+    """Tenant a (isolated: 8 H100, 16 A100) runs an 8-GPU H100 job until t=1000; its next
+    H100 job waits for that quota (a's quota head, 100 s long); ``other`` comes after it."""
+    cluster = ClusterBuilder().leaf("h", nodes=2).leaf("x", nodes=2, model="A100").build()
+    quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 16)]
+    s = scheduler(cluster, policy=EasyBackfill(), quotas=quotas, modes={"a": "isolated"})
+    s.submit(job("run", gpus=8, tenant="a", models="H100", runtime=1000), now=0)
+    s.step(now=0)
+    s.submit(job("head", gpus=8, tenant="a", models="H100", runtime=100, submitted_at=1), now=1)
+    s.submit(other, now=2)
+    return s
+
+
+def test_easy_holds_a_tenants_quota_only_against_jobs_that_could_take_it() -> None:
+    """A long job of the tenant on A100 cannot take the H100 quota its head waits for: it
+    starts; a long job that may use H100 waits behind the head."""
+    s = _held_on_h100(job("other", gpus=8, tenant="a", models="A100", runtime=5000, submitted_at=2))
+    r = s.step(now=3)
+    assert r.placed == ("other",), r.pending
+    s = _held_on_h100(
+        job("other", gpus=4, tenant="a", models="H100|A100", runtime=5000, submitted_at=2)
+    )
+    r = s.step(now=3)
+    assert r.pending["other"].code is ReasonCode.RESERVED, r.pending["other"]
+    assert "first of tenant 'a' waiting for quota" in r.pending["other"].message
+
+
 def test_the_examples_of_the_reliability_docs_run() -> None:
     import doctest
     from pathlib import Path
