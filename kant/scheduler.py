@@ -355,11 +355,16 @@ class Scheduler:
         """The pod could not be bound or started. Its resources are released and the job is
         requeued with backoff (a gang whole: its other pods are released and evicted; a
         pod-level job only that pod). Past the retry limit the job is FAILED and everything
-        it holds is released. Raises UnknownPodError, or InvalidTimeError for a time that is
-        not finite or is before the pod's binding."""
+        it holds is released. A victim's pod being evicted that fails is evicted
+        (:meth:`pod_evicted`: its stop made it fail, no failure is counted). Raises
+        UnknownPodError, or InvalidTimeError for a time that is not finite or is before the
+        pod's binding."""
         e = self._held(pod)
         now = self._pod_time(e, pod, now, "binding_failed")
         self._tick(now, "binding_failed")
+        if pod in e.terminating:
+            logger.info("%s failed while evicted at %g: evicted", pod, now)
+            return self._lost(e, [self.cluster.binding(pod)], now, release=True)
         msg = message or f"binding of {pod} failed"
         logger.info("binding of %s failed at %g: %s", pod, now, msg)
         if self.queue.backoff.exhausted(e.attempts + 1) or e.job.gang:

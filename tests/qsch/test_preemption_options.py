@@ -121,6 +121,27 @@ def test_an_evicted_job_may_preempt_again_once_the_cascade_window_has_passed() -
     assert [(v.job, v.preemptor) for v in r.victims] == [("lo", "mid")]
 
 
+def test_a_victim_whose_pod_fails_while_it_is_evicted_is_preempted_not_failed() -> None:
+    """The orchestrator reports mid's pod, killed as a victim, through binding_failed (it
+    exited with an error on its stop signal): kant counts no failure against mid's retry
+    limit, and mid is a job just evicted, which the cascade guard keeps from preempting."""
+    cluster = ClusterBuilder().leaf("lf0", nodes=1).leaf("lfa", nodes=1, model="A100").build()
+    s = scheduler(cluster, preemption=PreemptionPolicy(cascade_window=100.0))
+    s.submit(job("lo", gpus=8, priority=0, models="A100", submitted_at=0), now=0)
+    s.submit(job("mid", gpus=8, priority=5, models=frozenset({"H100", "A100"}), submitted_at=1))
+    s.step(now=1)
+    s.submit(job("hi", gpus=8, priority=10, models="H100", submitted_at=2), now=2)
+    r = s.step(now=2)
+    assert [v.job for v in r.victims] == ["mid"]
+    rep = s.binding_failed(r.victims[0].pods[0], now=2.5, message="exit code 143")
+    assert rep.requeued == ("mid",) and not rep.failed
+    assert s.queue.entry("mid").attempts == 0
+    r = s.step(now=3)
+    assert r.placed == ("hi",)
+    assert not r.victims  # mid was just evicted: it does not preempt lo
+    check_invariants(s)
+
+
 def test_the_cascade_window_must_be_a_non_negative_number() -> None:
     with pytest.raises(InvalidConfigError, match="cascade_window"):
         PreemptionPolicy(cascade_window=-1)
