@@ -28,6 +28,7 @@ from kant.k8s.client import Api, ApiError, Obj
 from kant.k8s.nodes import NodeAdapter
 from kant.k8s.settings import K8sSettings, parse_settings
 from kant.k8s.translate import (
+    KUEUE_GROUP_PREFIX,
     KUEUE_TOTAL_ANNOTATION,
     POD_ID_ANNOTATION,
     NodeFacts,
@@ -641,6 +642,14 @@ class Shim:
         if bad is not None:
             return f"kant: invalid: {bad}", "invalid"
         if need is None:
+            ns, name = group.split("/", 1)
+            if name.startswith(KUEUE_GROUP_PREFIX):
+                return (
+                    f"kant: gang_incomplete: no pod of Kueue group {ns}/"
+                    f"{name.removeprefix(KUEUE_GROUP_PREFIX)} has a {KUEUE_TOTAL_ANNOTATION} "
+                    "annotation saying how many pods it has",
+                    "gang_incomplete",
+                )
             return (
                 f"kant: gang_incomplete: PodGroup {group} does not exist (nor does a "
                 f"{KUEUE_TOTAL_ANNOTATION} annotation on its pods say how many pods it has)",

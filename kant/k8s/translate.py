@@ -52,6 +52,10 @@ QUEUE_KEYS: Final = (
 POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
 KUEUE_GROUP_LABEL: Final = "kueue.x-k8s.io/pod-group-name"
 KUEUE_TOTAL_ANNOTATION: Final = "kueue.x-k8s.io/pod-group-total-count"
+KUEUE_GROUP_PREFIX: Final = "kueue:"
+"""Before a Kueue group's name in its gang key (``namespace/kueue:name``): a PodGroup's name
+(a DNS subdomain) has no colon, so a Kueue group and a PodGroup of the same name in one
+namespace are two gangs."""
 FRACTION_ANNOTATION: Final = "gpu-fraction"
 REQUIRED_TOPOLOGY: Final = (
     "kant.io/topology-required",
@@ -208,7 +212,7 @@ def _domain(label: str, value: str) -> str:
 
 @attrs.frozen(kw_only=True)
 class PodFacts:
-    """A pod as kant sees it. ``group`` is the gang key (``namespace/group``) or None;
+    """A pod as kant sees it. ``group`` is the gang key (:func:`pod_group_key`) or None;
     ``min_member`` the group's size known from the pod (Kueue's total count), else None."""
 
     key: str
@@ -414,14 +418,18 @@ def _topology(ann: Mapping[str, str], settings: K8sSettings, where: str) -> Topo
 
 
 def pod_group_key(pod: Obj) -> str | None:
-    """The gang key (``namespace/group``) the pod's labels name, as :attr:`PodFacts.group`
-    reads it (None: the pod is its own job); reads nothing else of the pod."""
+    """The gang key the pod's labels name, as :attr:`PodFacts.group` reads it
+    (``namespace/name`` for a PodGroup, ``namespace/kueue:name`` for a Kueue group; None: the
+    pod is its own job); reads nothing else of the pod."""
     return _group(labels_of(pod), str(_meta(pod).get("namespace", "default")))
 
 
 def _group(lab: Mapping[str, str], ns: str) -> str | None:
-    g = lab.get(POD_GROUP_LABEL) or lab.get(KUEUE_GROUP_LABEL)
-    return f"{ns}/{g}" if g else None
+    g = lab.get(POD_GROUP_LABEL)
+    if g:
+        return f"{ns}/{g}"
+    g = lab.get(KUEUE_GROUP_LABEL)
+    return f"{ns}/{KUEUE_GROUP_PREFIX}{g}" if g else None
 
 
 def _total(lab: Mapping[str, str], ann: Mapping[str, str], where: str) -> int | None:

@@ -100,6 +100,23 @@ def test_a_count_written_in_another_scripts_digits_is_refused_on_its_pod_and_the
     assert _shims_run(cluster)
 
 
+def test_a_kueue_group_named_like_a_podgroup_runs_with_its_own_count(cluster: Cluster) -> None:
+    """A PodGroup "train" asks 4 pods; two Kueue pods of a group also named "train" say the
+    group has 2: they are their own gang and run, and the PodGroup's pods still wait for 4."""
+    cluster.node("n0")
+    cluster.node("n1")
+    cluster.pod_group("train", 4)
+    cluster.start_shim()
+    for i in range(2):
+        cluster.pod(f"k{i}", gpus=4, labels={"kueue.x-k8s.io/pod-group-name": "train"},
+                    annotations={"kueue.x-k8s.io/pod-group-total-count": "2"})  # fmt: skip
+    cluster.pod("p0", gpus=1, group="train")
+    wait_for(lambda: cluster.node_of("k0") and cluster.node_of("k1"), what="the Kueue gang bound")
+    cond = _waits(cluster, "p0", "gang_incomplete")
+    assert "1 of the 4 pods" in cond["message"], cond
+    assert _shims_run(cluster)
+
+
 def test_a_restart_that_finds_a_bound_pod_with_unreadable_device_annotations_holds_its_gpus(
     cluster: Cluster,
 ) -> None:

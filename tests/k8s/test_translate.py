@@ -18,6 +18,7 @@ from kant.k8s.translate import (
     job_id,
     node_facts,
     pod_facts,
+    pod_group_key,
     pod_group_min_member,
     pod_state,
     quantity,
@@ -244,9 +245,20 @@ def test_gangs_come_from_the_pod_group_label_then_kueues_pod_group_with_its_tota
     b = pod_facts(load("pod_kueue_group_affinity"), S)
     c = pod_facts(load("pod_fraction_volcano"), S)
     assert (a.group, a.min_member) == ("team-a/llama-70b", None)  # minMember from the PodGroup
-    assert (b.group, b.min_member) == ("serving/infer", 3)
+    assert (b.group, b.min_member) == ("serving/kueue:infer", 3)
     assert (c.group, c.min_member) == (None, None)
     assert pod_group_min_member(load("podgroup")) == 4
+
+
+def test_a_kueue_group_and_a_podgroup_of_the_same_name_are_two_gangs() -> None:
+    """A PodGroup name has no colon, so a Kueue group's key can never be a PodGroup's."""
+    a = load("pod_podgroup_worker")
+    a["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = "infer"
+    a["metadata"]["namespace"] = "serving"
+    b = pod_facts(load("pod_kueue_group_affinity"), S)
+    assert pod_facts(a, S).group == "serving/infer"
+    assert b.group == "serving/kueue:infer" and b.group != pod_facts(a, S).group
+    assert pod_group_key(load("pod_kueue_group_affinity")) == b.group
 
 
 def test_a_bad_pod_group_count_is_refused() -> None:
