@@ -703,9 +703,9 @@ class Simulator:
 
     def _node_fail(self, name: str) -> None:
         if name not in self.s.cluster:
-            return
-        if self._arrived == len(self.jobs) and not self._running_jobs and not self._held:
-            return  # no work left to hurt: let the repairs drain so the run can end
+            return  # down already (its repair re-arms its random failures)
+        # (a failure while jobs only wait still matters: it delays them. Once no job waits,
+        # runs or holds GPUs the run has ended: see _idle_forever)
         now = self._now
         spec = self.s.cluster.node(name)
         report = self.s.node_lost(name, now)
