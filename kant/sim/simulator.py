@@ -34,7 +34,10 @@ What happens, and when:
               (:meth:`Scheduler.pod_evicted`); kant requeues the preempted job.
 ``NODE_FAIL`` with ``mtbf`` set, each node fails after an exponential time (mean ``mtbf``,
               seeded) and is lost (:meth:`Scheduler.node_lost`: its jobs are requeued, gangs
-              whole); ``NODE_UP`` brings it back empty ``mttr`` seconds later.
+              whole); ``NODE_UP`` brings it back empty ``mttr`` seconds later and draws its
+              next failure (one chain per node: the draw replaces a failure still queued
+              from before an explicit one, ``SimConfig.failures``). A failure happens while
+              any job runs, holds GPUs or waits.
 ``WAKE``      a time at which a decision can change with nothing else happening: the last
               cycle's time horizon (:meth:`~kant.cycle.CycleResult.time_horizon`: a
               requeue backoff ends, a Backfill head passes its preemption threshold, a
@@ -400,6 +403,7 @@ class Simulator:
         self._trace: list[TraceEvent] = []
         self._rng = np.random.default_rng(self.cfg.seed)
         self._down: dict[str, NodeSpec] = {}
+        self._chains: dict[str, int] = {}  # node -> number of its live random failure event
         self._pending_recoveries = 0
         self._running_jobs = 0
         self._arrived = 0
@@ -452,9 +456,9 @@ class Simulator:
             self._push(job.submitted_at, EventKind.ARRIVAL, job)
         if cfg.mtbf is not None:
             for spec in s.cluster.nodes():
-                self._push(start + self._draw_uptime(), EventKind.NODE_FAIL, spec.name)
+                self._arm_failure(spec.name)
         for t, name in cfg.failures:
-            self._push(start + t, EventKind.NODE_FAIL, name)
+            self._push(start + t, EventKind.NODE_FAIL, (name, None))
         horizon = math.inf if cfg.horizon is None else start + cfg.horizon
         end = start
         while self._heap:
@@ -533,7 +537,7 @@ class Simulator:
         elif kind is EventKind.EVICT:
             self._evict(payload)
         elif kind is EventKind.NODE_FAIL:
-            self._node_fail(payload)
+            self._node_fail(*payload)
         elif kind is EventKind.NODE_UP:
             self._node_up(payload)
         elif kind is EventKind.WAKE:
@@ -701,7 +705,11 @@ class Simulator:
         self._lost(released, requeued)
         self._changed()
 
-    def _node_fail(self, name: str) -> None:
+    def _node_fail(self, name: str, chain: int | None) -> None:
+        """``name`` fails: an explicit failure (``chain`` None) or the random one its failure
+        chain armed (``chain``: the chain's number then; an older number is stale)."""
+        if chain is not None and chain != self._chains[name]:
+            return  # re-armed since, by a repair: one chain of random failures per node
         if name not in self.s.cluster:
             return  # down already (its repair re-arms its random failures)
         # (a failure while jobs only wait still matters: it delays them. Once no job waits,
@@ -725,12 +733,18 @@ class Simulator:
         self._sor.on_capacity(self.s.cluster.total_gpus(), self._now)
         self._note("node_up", name)
         if self.cfg.mtbf is not None:
-            self._push(self._now + self._draw_uptime(), EventKind.NODE_FAIL, name)
+            self._arm_failure(name)
         self._changed()
 
-    def _draw_uptime(self) -> float:
+    def _arm_failure(self, name: str) -> None:
+        """(With ``mtbf``) the next random failure of ``name``, an uptime drawn from now. It
+        replaces the one armed before, if any (still queued when an explicit failure took the
+        node down): a repair starts the node's one chain again, never a second one."""
         assert self.cfg.mtbf is not None
-        return float(self._rng.exponential(self.cfg.mtbf))
+        chain = self._chains.get(name, 0) + 1
+        self._chains[name] = chain
+        uptime = float(self._rng.exponential(self.cfg.mtbf))
+        self._push(self._now + uptime, EventKind.NODE_FAIL, (name, chain))
 
     # ----------------------------------------------------------------- interruptions
 

@@ -266,6 +266,26 @@ def test_with_mtbf_every_node_keeps_failing_while_a_job_waits_for_a_repair() -> 
         assert fails[node][-1] > end - 4 * 25_000, (node, fails[node], end)
 
 
+def test_explicit_failures_do_not_make_a_node_fail_more_often_under_mtbf() -> None:
+    def failures(explicit: tuple[tuple[float, str], ...], seed: int) -> int:
+        sc = scenario(
+            [job("j", gpus=1, runtime=1_000_000)],
+            mtbf=10_000.0,
+            mttr=1.0,
+            seed=seed,
+            failures=explicit,
+        )
+        return run(sc).summary.node_failures
+
+    three = tuple((t, "lf0-n0") for t in (1.0, 2.0, 3.0))
+    alone = sum(failures((), seed) for seed in range(5))
+    mixed = sum(failures(three, seed) for seed in range(5))
+    # about 100 random failures per run either way, plus the 3 explicit ones: one chain of
+    # random failures per node, however many explicit failures it also has
+    assert 400 < alone < 600
+    assert abs(mixed - (alone + 5 * 3)) < 0.2 * alone, (alone, mixed)
+
+
 # --------------------------------------------------------------------------- accounting
 
 
