@@ -319,7 +319,7 @@ def test_kant_compare_seeds_runs_through_the_sweep_runner_into_a_store(
     assert doc["sets"] == json.loads(json.dumps(seed_sweep(group.by_seed)))["sets"]
     # bad options are refused before anything runs, naming the option
     sets = argv.index("--sets") + 1
-    assert main([*argv[:sets], "backfill+spread,backfill+spread+none", *argv[sets + 1 :]]) == 2
+    assert main([*argv[:sets], "backfill+spread,backfill+spread+auto", *argv[sets + 1 :]]) == 2
     assert "must differ" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_:
         main([*argv, "--load", "-1"])
