@@ -225,8 +225,11 @@ class Summary:
     up to ``end``) and ``jtted`` cover every job; ``wait_mean`` is the mean wait of all
     jobs, ``wait_gpu_weighted`` the mean weighted by each job's GPUs (a GPU-second of waiting
     counts the same whoever waits). ``jobs``: final phase -> count (every
-    submitted job is in exactly one). ``preemptions``: victim units evicted (a gang whole,
-    a pod of a pod-level job); ``preempted_jobs``: distinct jobs preempted at least once.
+    submitted job is in exactly one). ``preemptions``: victim units chosen, i.e. evictions
+    asked (a gang whole, a pod of a pod-level job), counted when a cycle chooses them: a
+    victim whose work ends within its grace period counts though it is never evicted
+    (``evicted_pods`` counts the pods actually evicted); ``preempted_jobs``: distinct jobs
+    chosen as victims at least once.
     ``behind_closed_gate`` and ``too_big_arrivals``: arrivals that scheduled no cycle, the
     job being behind a closed gate or asking for more GPU than was free (see the module
     docstring).

@@ -174,6 +174,9 @@ def test_a_victim_that_finishes_within_the_grace_period_just_finishes() -> None:
     assert res.record("low").requeued == 0
     assert res.summary.evicted_pods == 0
     assert times(res, "high") == (110, 310)
+    # it was chosen as a victim all the same: an eviction asked counts, evicted or not
+    assert (res.summary.preemptions, res.summary.preempted_jobs) == (1, 1)
+    assert res.record("low").preempted == 1
 
 
 def test_the_backfill_head_preempts_at_its_threshold_with_nothing_else_happening() -> None:
