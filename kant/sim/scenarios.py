@@ -661,8 +661,8 @@ def cluster_for_jobs(
 
 def trace_warmup(jobs: Sequence[Job], warmup: float = 0.1) -> float:
     """The warm-up share of a trace's arrival span that starts its observation window
-    ``warmup`` of the way into its busy stretch (:func:`busy_window`), so a sparse lead-in is
-    not measured."""
+    ``warmup`` of the way from the start of its busy stretch (:func:`busy_window`) to its
+    last arrival (the window's end), so a sparse lead-in is not measured; at most 0.9."""
     times = [j.submitted_at for j in jobs]
     first, last = min(times), max(times)
     if last <= first:
