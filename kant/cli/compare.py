@@ -54,8 +54,8 @@ def add_compare_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--sets",
         metavar="LIST",
-        help="comma-separated policy sets (default: strict-fifo+ebinpack, backfill+ebinpack, "
-        "best-effort-fifo+ebinpack, backfill+spread)",
+        help="comma-separated policy sets, QUEUEING+PLACEMENT[+PREEMPTION] (default: "
+        "strict-fifo+ebinpack, backfill+ebinpack, best-effort-fifo+ebinpack, backfill+spread)",
     )
     p.add_argument(
         "--seeds",

@@ -11,7 +11,9 @@ follows, and that the metrics assume, are:
   still running or never started;
 - ``nodes_used`` / ``groups_used``: distinct nodes / leaf groups (NodeNetGroups) the job
   occupied when it started (0 = unknown or never started);
-- ``preempted`` / ``requeued``: how many times it was preempted / put back in the queue;
+- ``preempted`` / ``requeued``: how many times it was chosen as a victim (once per cycle
+  that chose it, evicted or not: kant's simulator counts a victim whose work ends within
+  its grace period too) / put back in the queue;
 - ``state``: a free-form final state such as ``"finished"``, ``"running"``, ``"pending"``,
   ``"failed"``.
 """

@@ -84,7 +84,8 @@ def experiments(
     """The paper's two experiments found among ``runs``: (title, baseline, treatment).
 
     Backfill: ``strict-fifo+P`` vs ``backfill+P``; Best-Effort: ``strict-fifo+P`` vs
-    ``best-effort-fifo+P``; E-Binpack: ``Q+X`` vs ``Q+ebinpack`` for a non-E-Binpack X."""
+    ``best-effort-fifo+P``; E-Binpack: ``Q+X`` vs ``Q+ebinpack`` for a non-E-Binpack X. The
+    two sets of an experiment have the same preemption mode: it differs in one policy only."""
     pols = [p for p, _r in runs]
     out = []
     for p in pols:
@@ -100,7 +101,8 @@ def experiments(
         if p.placement == "ebinpack":
             continue
         for q in pols:
-            if q.placement == "ebinpack" and q.queueing == p.queueing:
+            same = q.queueing == p.queueing and q.preemption == p.preemption
+            if q.placement == "ebinpack" and same:
                 out.append((f"E-Binpack vs {p.placement}", p, q))
     return out
 

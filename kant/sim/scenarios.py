@@ -162,7 +162,7 @@ class PolicySet:
 
     ``threshold``: the Backfill head's preemption threshold in seconds (None: the policy's
     default, 3,600 s). ``label``: how tables and plots name it (default
-    ``"<queueing>+<placement>"``).
+    ``"<queueing>+<placement>"``, then ``"+<preemption>"`` unless it is ``auto``).
     """
 
     queueing: str = attrs.field(default="backfill", validator=_queueing)
@@ -187,22 +187,29 @@ class PolicySet:
 
     @property
     def label(self) -> str:
-        """How tables and plots name it: ``name``, else ``"<queueing>+<placement>"``."""
-        return self.name or f"{self.queueing}+{self.placement}"
+        """How tables and plots name it: ``name``, else ``"<queueing>+<placement>"`` with
+        ``"+<preemption>"`` when that is not ``auto`` (``backfill+spread+none``): what
+        :meth:`parse` reads back, so two sets of a comparison differ in their labels."""
+        if self.name:
+            return self.name
+        label = f"{self.queueing}+{self.placement}"
+        return label if self.preemption == "auto" else f"{label}+{self.preemption}"
 
     @classmethod
     def parse(cls, text: str) -> PolicySet:
-        """``"backfill+ebinpack"`` (queueing + placement, optional ``+preemption``)."""
+        """``"backfill+ebinpack"`` (queueing + placement, optional ``+preemption``: a mode or
+        kinds joined by ``+``, ``backfill+spread+reclaim+backfill``); reads a :attr:`label`
+        back."""
         parts = [p.strip() for p in text.split("+")]
-        if len(parts) not in (2, 3) or not all(parts):
+        if len(parts) < 2 or not all(parts):
             raise ValidationError(
                 "policy set",
                 text,
                 "must be QUEUEING+PLACEMENT[+PREEMPTION], e.g. backfill+ebinpack",
             )
         kw: dict[str, Any] = {"queueing": parts[0], "placement": parts[1]}
-        if len(parts) == 3:
-            kw["preemption"] = parts[2]
+        if len(parts) > 2:
+            kw["preemption"] = "+".join(parts[2:])
         return cls(**kw)
 
     def preemption_policy(self, has_quotas: bool) -> PreemptionPolicy:
@@ -654,8 +661,8 @@ def cluster_for_jobs(
 
 def trace_warmup(jobs: Sequence[Job], warmup: float = 0.1) -> float:
     """The warm-up share of a trace's arrival span that starts its observation window
-    ``warmup`` of the way into its busy stretch (:func:`busy_window`), so a sparse lead-in is
-    not measured."""
+    ``warmup`` of the way from the start of its busy stretch (:func:`busy_window`) to its
+    last arrival (the window's end), so a sparse lead-in is not measured; at most 0.9."""
     times = [j.submitted_at for j in jobs]
     first, last = min(times), max(times)
     if last <= first:

@@ -34,7 +34,10 @@ What happens, and when:
               (:meth:`Scheduler.pod_evicted`); kant requeues the preempted job.
 ``NODE_FAIL`` with ``mtbf`` set, each node fails after an exponential time (mean ``mtbf``,
               seeded) and is lost (:meth:`Scheduler.node_lost`: its jobs are requeued, gangs
-              whole); ``NODE_UP`` brings it back empty ``mttr`` seconds later.
+              whole); ``NODE_UP`` brings it back empty ``mttr`` seconds later and draws its
+              next failure (one chain per node: the draw replaces a failure still queued
+              from before an explicit one, ``SimConfig.failures``). A failure happens while
+              any job runs, holds GPUs or waits.
 ``WAKE``      a time at which a decision can change with nothing else happening: the last
               cycle's time horizon (:meth:`~kant.cycle.CycleResult.time_horizon`: a
               requeue backoff ends, a Backfill head passes its preemption threshold, a
@@ -222,8 +225,11 @@ class Summary:
     up to ``end``) and ``jtted`` cover every job; ``wait_mean`` is the mean wait of all
     jobs, ``wait_gpu_weighted`` the mean weighted by each job's GPUs (a GPU-second of waiting
     counts the same whoever waits). ``jobs``: final phase -> count (every
-    submitted job is in exactly one). ``preemptions``: victim units evicted (a gang whole,
-    a pod of a pod-level job); ``preempted_jobs``: distinct jobs preempted at least once.
+    submitted job is in exactly one). ``preemptions``: victim units chosen, i.e. evictions
+    asked (a gang whole, a pod of a pod-level job), counted when a cycle chooses them: a
+    victim whose work ends within its grace period counts though it is never evicted
+    (``evicted_pods`` counts the pods actually evicted); ``preempted_jobs``: distinct jobs
+    chosen as victims at least once.
     ``behind_closed_gate`` and ``too_big_arrivals``: arrivals that scheduled no cycle, the
     job being behind a closed gate or asking for more GPU than was free (see the module
     docstring).
@@ -400,6 +406,7 @@ class Simulator:
         self._trace: list[TraceEvent] = []
         self._rng = np.random.default_rng(self.cfg.seed)
         self._down: dict[str, NodeSpec] = {}
+        self._chains: dict[str, int] = {}  # node -> number of its live random failure event
         self._pending_recoveries = 0
         self._running_jobs = 0
         self._arrived = 0
@@ -452,9 +459,9 @@ class Simulator:
             self._push(job.submitted_at, EventKind.ARRIVAL, job)
         if cfg.mtbf is not None:
             for spec in s.cluster.nodes():
-                self._push(start + self._draw_uptime(), EventKind.NODE_FAIL, spec.name)
+                self._arm_failure(spec.name)
         for t, name in cfg.failures:
-            self._push(start + t, EventKind.NODE_FAIL, name)
+            self._push(start + t, EventKind.NODE_FAIL, (name, None))
         horizon = math.inf if cfg.horizon is None else start + cfg.horizon
         end = start
         while self._heap:
@@ -533,7 +540,7 @@ class Simulator:
         elif kind is EventKind.EVICT:
             self._evict(payload)
         elif kind is EventKind.NODE_FAIL:
-            self._node_fail(payload)
+            self._node_fail(*payload)
         elif kind is EventKind.NODE_UP:
             self._node_up(payload)
         elif kind is EventKind.WAKE:
@@ -701,11 +708,15 @@ class Simulator:
         self._lost(released, requeued)
         self._changed()
 
-    def _node_fail(self, name: str) -> None:
+    def _node_fail(self, name: str, chain: int | None) -> None:
+        """``name`` fails: an explicit failure (``chain`` None) or the random one its failure
+        chain armed (``chain``: the chain's number then; an older number is stale)."""
+        if chain is not None and chain != self._chains[name]:
+            return  # re-armed since, by a repair: one chain of random failures per node
         if name not in self.s.cluster:
-            return
-        if self._arrived == len(self.jobs) and not self._running_jobs and not self._held:
-            return  # no work left to hurt: let the repairs drain so the run can end
+            return  # down already (its repair re-arms its random failures)
+        # (a failure while jobs only wait still matters: it delays them. Once no job waits,
+        # runs or holds GPUs the run has ended: see _idle_forever)
         now = self._now
         spec = self.s.cluster.node(name)
         report = self.s.node_lost(name, now)
@@ -725,12 +736,18 @@ class Simulator:
         self._sor.on_capacity(self.s.cluster.total_gpus(), self._now)
         self._note("node_up", name)
         if self.cfg.mtbf is not None:
-            self._push(self._now + self._draw_uptime(), EventKind.NODE_FAIL, name)
+            self._arm_failure(name)
         self._changed()
 
-    def _draw_uptime(self) -> float:
+    def _arm_failure(self, name: str) -> None:
+        """(With ``mtbf``) the next random failure of ``name``, an uptime drawn from now. It
+        replaces the one armed before, if any (still queued when an explicit failure took the
+        node down): a repair starts the node's one chain again, never a second one."""
         assert self.cfg.mtbf is not None
-        return float(self._rng.exponential(self.cfg.mtbf))
+        chain = self._chains.get(name, 0) + 1
+        self._chains[name] = chain
+        uptime = float(self._rng.exponential(self.cfg.mtbf))
+        self._push(self._now + uptime, EventKind.NODE_FAIL, (name, chain))
 
     # ----------------------------------------------------------------- interruptions
 

@@ -248,6 +248,7 @@ def write_sweep_report(
     for pg in packing_groups(records):
         sub = out / _slug(pg.title)
         sub.mkdir(parents=True, exist_ok=True)
+        (sub / "packing.png").unlink(missing_ok=True)  # (no earlier run's plot left behind)
         (sub / "packing.txt").write_text(format_packing(pg) + "\n")
         files.append(sub / "packing.txt")
         if plots:

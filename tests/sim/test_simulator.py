@@ -174,6 +174,9 @@ def test_a_victim_that_finishes_within_the_grace_period_just_finishes() -> None:
     assert res.record("low").requeued == 0
     assert res.summary.evicted_pods == 0
     assert times(res, "high") == (110, 310)
+    # it was chosen as a victim all the same: an eviction asked counts, evicted or not
+    assert (res.summary.preemptions, res.summary.preempted_jobs) == (1, 1)
+    assert res.record("low").preempted == 1
 
 
 def test_the_backfill_head_preempts_at_its_threshold_with_nothing_else_happening() -> None:
@@ -225,6 +228,65 @@ def test_random_failures_are_seeded_and_every_job_is_accounted_for() -> None:
     assert a.summary.node_failures > 0
     assert sum(a.summary.jobs.values()) == 150
     assert a.summary.jobs["finished"] == 150
+
+
+def test_a_node_still_fails_while_the_gang_it_would_hold_waits_for_another_repair() -> None:
+    g = job("g", gpus=8, replicas=2, runtime=1000)
+    sc = scenario([g], nodes=2, failures=((300, "lf0-n0"), (400, "lf0-n1")), mttr=500)
+    res = run(sc)
+    # n0 fails at 300 and the gang waits (700 s of work left); n1 fails at 400 all the same,
+    # so the gang starts again only when n1 is back at 900
+    assert events(res, ("start", "node_fail", "node_up", "finish")) == [
+        (0, "start", "g"),
+        (300, "node_fail", "lf0-n0"),
+        (400, "node_fail", "lf0-n1"),
+        (800, "node_up", "lf0-n0"),
+        (900, "node_up", "lf0-n1"),
+        (900, "start", "g"),
+        (1600, "finish", "g"),
+    ]
+    assert res.summary.node_failures == 2
+
+
+def failures_by_node(res: SimResult) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for e in res.trace:
+        if e.kind == "node_fail":
+            out.setdefault(e.subject, []).append(e.t)
+    return out
+
+
+def test_with_mtbf_every_node_keeps_failing_while_a_job_waits_for_a_repair() -> None:
+    g = job("g", gpus=8, replicas=2, runtime=200_000)
+    res = run(scenario([g], nodes=2, mtbf=20_000.0, mttr=5_000.0, seed=3))
+    end = res.summary.end
+    fails = failures_by_node(res)
+    # a node up 20,000 s on average, then 5,000 s in repair: about 10 failures each over the
+    # run; none of its failures is dropped while the gang waits for the other node, so its
+    # chain of failures runs to the end
+    for node in ("lf0-n0", "lf0-n1"):
+        assert len(fails[node]) >= 6, (node, fails[node])
+        assert fails[node][-1] > end - 4 * 25_000, (node, fails[node], end)
+
+
+def test_explicit_failures_do_not_make_a_node_fail_more_often_under_mtbf() -> None:
+    def failures(explicit: tuple[tuple[float, str], ...], seed: int) -> int:
+        sc = scenario(
+            [job("j", gpus=1, runtime=1_000_000)],
+            mtbf=10_000.0,
+            mttr=1.0,
+            seed=seed,
+            failures=explicit,
+        )
+        return run(sc).summary.node_failures
+
+    three = tuple((t, "lf0-n0") for t in (1.0, 2.0, 3.0))
+    alone = sum(failures((), seed) for seed in range(5))
+    mixed = sum(failures(three, seed) for seed in range(5))
+    # about 100 random failures per run either way, plus the 3 explicit ones: one chain of
+    # random failures per node, however many explicit failures it also has
+    assert 400 < alone < 600
+    assert abs(mixed - (alone + 5 * 3)) < 0.2 * alone, (alone, mixed)
 
 
 # --------------------------------------------------------------------------- accounting

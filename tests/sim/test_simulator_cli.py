@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kant.cli import main
+from kant.sim.analysis import experiments
 from kant.sim.scenarios import PolicySet, trace_scenario
 from kant.sim.traces import trace_dir
 
@@ -64,10 +65,41 @@ def test_compare_prints_the_paper_table_and_writes_the_plots(
         assert (tmp_path / name).stat().st_size > 0, name
 
 
-def test_a_policy_set_is_parsed_from_its_label() -> None:
+def test_a_policy_set_is_parsed_from_its_label_which_names_a_preemption_other_than_auto() -> None:
     p = PolicySet.parse("backfill+spread+none")
     assert (p.queueing, p.placement, p.preemption) == ("backfill", "spread", "none")
-    assert p.label == "backfill+spread"
+    assert p.label == "backfill+spread+none"
+    assert PolicySet.parse(p.label) == p
+    assert PolicySet.parse("backfill+spread+reclaim+backfill").label == (
+        "backfill+spread+reclaim+backfill"
+    )
+    assert PolicySet.parse("backfill+spread+auto").label == "backfill+spread"
+    assert PolicySet(queueing="backfill", placement="spread").label == "backfill+spread"
+
+
+def test_compare_runs_two_sets_that_differ_only_in_their_preemption(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sets = "backfill+ebinpack,backfill+ebinpack+none"
+    args = ["compare", "--jobs", "60", "--sets", sets, "--workers", "1", "--quiet", "--no-plots"]
+    assert main([*args, "--out", str(tmp_path), "--json"]) == 0
+    d = last_json(capsys.readouterr().out)
+    assert [r["policy"] for r in d["runs"]] == sets.split(",")
+
+
+def test_an_experiment_pairs_only_policy_sets_with_the_same_preemption() -> None:
+    strict = PolicySet.parse("strict-fifo+ebinpack")
+    backfill = PolicySet.parse("backfill+ebinpack")
+    spread_none = PolicySet.parse("backfill+spread+none")
+    backfill_none = PolicySet.parse("backfill+ebinpack+none")
+    found = experiments([(p, None) for p in (strict, backfill, spread_none)])
+    assert [(t, b.label, x.label) for t, b, x in found] == [
+        ("Backfill vs Strict FIFO", "strict-fifo+ebinpack", "backfill+ebinpack")
+    ]
+    found = experiments([(p, None) for p in (backfill, spread_none, backfill_none)])
+    assert [(t, b.label, x.label) for t, b, x in found] == [
+        ("E-Binpack vs spread", "backfill+spread+none", "backfill+ebinpack+none")
+    ]
 
 
 @pytest.mark.skipif(trace_dir() is None, reason="shared trace folder not available")

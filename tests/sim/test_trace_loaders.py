@@ -365,6 +365,18 @@ def test_a_plain_swf_log_maps_processors_to_gpus(tmp_path: Path) -> None:
     assert c.runtime_estimate is None
 
 
+def test_a_zero_second_swf_job_runs_min_runtime_and_min_runtime_must_be_positive(
+    tmp_path: Path,
+) -> None:
+    f = write(tmp_path, "log.swf", SWF_HEAD + "1 0 -1 0 4 -1 -1 -1 -1 -1 1 3 1 -1 -1 -1 -1 -1\n")
+    assert load_swf_jobs(f, min_runtime=0.5).jobs[0].runtime_estimate == 0.5
+    # 0 would make a 0-second job one of unknown runtime (-1), a negative value the same
+    for bad in (0, 0.0, -1.0, float("nan"), float("inf"), True, "1"):
+        with pytest.raises(ValidationError, match="min_runtime") as exc:
+            load_swf_jobs(f, min_runtime=bad)  # type: ignore[arg-type]
+        assert exc.value.field == "min_runtime"
+
+
 def test_gang_roles_split_jobs_into_pods_of_at_most_8_gpus() -> None:
     def shape(g: int) -> list[tuple[str, int, int]]:
         return [(r.name, r.replicas, r.resources.gpus) for r in gang_roles(g)]

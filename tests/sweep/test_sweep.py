@@ -297,6 +297,34 @@ def test_a_packing_grid_runs_each_seed_and_reports_seed_means(tmp_path: Path) ->
     assert "fgd" in format_report(store.records())
 
 
+def test_a_report_written_without_plots_leaves_no_plot_of_an_earlier_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "cmp"
+    argv = ["compare", "--scenario", "inference", "--jobs", "60", "--seeds", "0-1", "--sets",
+            "strict-fifo+ebinpack,backfill+ebinpack", "--workers", "1", "--quiet",
+            "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    assert {p.name for p in out.glob("*.png")} == {"compare_jwtd.png", "compare_ci.png"}
+    assert main([*argv, "--no-plots"]) == 0
+    assert not list(out.glob("*.png"))
+    # a sweep report's packing groups too
+    pods = tmp_path / "pods.csv"
+    pods.write_text(f"{POD_HEADER}\n" + "".join(f"p{i},1000,1024,1,1000,\n" for i in range(6)))
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text(f"{NODE_HEADER}\nn0,32000,131072,8,A\n")
+    grid = Grid("packing", {"pods": str(pods), "nodes": str(nodes), "policy": "fgd", "seed": 1})
+    store = Store(tmp_path / "p.jsonl")
+    run_sweep(grid.runs(), store, LocalPool(1))
+    rep = tmp_path / "rep"
+    assert main(["sweep", "report", str(store.path), "--out", str(rep)]) == 0
+    assert [p.name for p in rep.rglob("*.png")] == ["packing.png"]
+    assert main(["sweep", "report", str(store.path), "--out", str(rep), "--no-plots"]) == 0
+    assert not list(rep.rglob("*.png"))
+    capsys.readouterr()
+
+
 def test_confidence_intervals_use_students_t() -> None:
     assert t_quantile(0.975, 1) == pytest.approx(12.706, abs=1e-3)
     assert t_quantile(0.975, 9) == pytest.approx(2.262, abs=1e-3)
@@ -319,7 +347,7 @@ def test_kant_compare_seeds_runs_through_the_sweep_runner_into_a_store(
     assert doc["sets"] == json.loads(json.dumps(seed_sweep(group.by_seed)))["sets"]
     # bad options are refused before anything runs, naming the option
     sets = argv.index("--sets") + 1
-    assert main([*argv[:sets], "backfill+spread,backfill+spread+none", *argv[sets + 1 :]]) == 2
+    assert main([*argv[:sets], "backfill+spread,backfill+spread+auto", *argv[sets + 1 :]]) == 2
     assert "must differ" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_:
         main([*argv, "--load", "-1"])

@@ -25,9 +25,11 @@ __all__ = ["write_compare_report", "write_report", "write_seed_sweep_report"]
 PLOT_NAMES: Final = (
     "timeseries.png", "jwtd.png", "jtted.png",
     "compare_gar_sor.png", "compare_gfr.png", "compare_jwtd.png", "compare_jtted.png",
+    "compare_ci.png",
 )  # fmt: skip
-"""Every PNG a report writes. A report folder is cleared of them first, so a run with
-``--no-plots`` (or another command) never leaves an older run's plots beside its results."""
+"""Every PNG a report of this module writes (:mod:`kant.sim.report.plots`). A report folder
+is cleared of them first, so a run with ``--no-plots`` (or another command) never leaves an
+older run's plots beside its results."""
 
 
 def _clear_plots(out: Path) -> None:

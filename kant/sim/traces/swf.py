@@ -7,13 +7,14 @@ Field mapping: ``docs/traces.md``; errors: :mod:`kant.sim.traces.common`.
 from __future__ import annotations
 
 import gzip
+import math
 import re
 import zlib
 from pathlib import Path
 from typing import IO, Final, Literal
 
 from kant.errors import InvalidTraceError, ValidationError
-from kant.model import Job, JobKind
+from kant.model import Job, JobKind, is_number
 from kant.sim.traces.common import (
     ErrorMode,
     JobTrace,
@@ -77,11 +78,19 @@ def load_swf_jobs(
     allocated is -1) times ``gpus_per_processor`` GPUs, split into pods of at most
     ``max_gpus_per_pod`` (:func:`gang_roles`): with the defaults one processor is one GPU and
     a 128-processor job is 16 pods x 8 GPUs. ``submitted_at`` = submit time (seconds from the
-    log start); ``runtime_estimate`` = run time, raised to ``min_runtime`` when 0 (jobs shorter
-    than the log's 1 s resolution), None when -1 (unknown). Tenant: ``user-<id>``,
-    ``group-<id>`` or ``swf`` (``tenant_by``); -1 ids give ``user-unknown``. Header comment
-    lines (``; Key: value``) fill ``meta``.
+    log start); ``runtime_estimate`` = run time, raised to ``min_runtime`` (a finite number
+    > 0, else :class:`~kant.errors.ValidationError`) when shorter (jobs shorter than the
+    log's 1 s resolution), None when -1 (unknown). Tenant: ``user-<id>``, ``group-<id>`` or
+    ``swf`` (``tenant_by``); -1 ids give ``user-unknown``. Header comment lines
+    (``; Key: value``) fill ``meta``.
     """
+    if not is_number(min_runtime) or not 0 < min_runtime < math.inf:
+        raise ValidationError(
+            "min_runtime",
+            min_runtime,
+            "must be a finite number > 0: the runtime of a job the log says ran 0 s "
+            "(an unknown runtime is the log's -1)",
+        )
     p = Path(path)
     col = RowCollector(p, errors)
     meta: dict[str, str] = {}
@@ -199,7 +208,7 @@ def _swf_job(
                 cpu_milli_per_gpu=cpu_milli_per_gpu,
                 memory_mib_per_gpu=memory_mib_per_gpu,
             ),
-            runtime_estimate=runtime if runtime and runtime > 0 else None,
+            runtime_estimate=runtime,
         )
     except ValidationError as e:
         raise as_trace_error(e, where) from e
