@@ -166,6 +166,8 @@ class SimConfig:
     ``sample_interval``: GAR / SOR / GFR sampling period. ``sor_bin``: width of the windows
     whose SOR values give the median SOR. ``on_interrupt``: ``"resume"`` or ``"restart"``
     (see the module docstring). ``mtbf`` / ``mttr``: node failures (None: no failures).
+    ``failures``: explicit ``(time, node)`` failures (the :class:`Simulator` refuses a node
+    its cluster does not have).
     ``horizon``: stop at this time (None: when every job is done or nothing can change).
     ``warmup``: the share of the arrival span, from the first arrival, left out of the
     observation window (the cluster starts empty and takes a while to fill).
@@ -418,6 +420,9 @@ class Simulator:
         self.node_failures = 0
         self._cycle_s = 0.0
         cluster = scheduler.cluster
+        for _t, name in self.cfg.failures:
+            if name not in cluster:
+                raise ValidationError("failures", name, "names no node of the cluster")
         self._leaf_of = {n.name: n.leaf for n in cluster.nodes()}
         self._pool_of = {n.name: n.gpu_model for n in cluster.nodes()}
         self._pool_shape = _pool_shapes(cluster.nodes())

@@ -363,6 +363,14 @@ def test_bad_config_values_are_rejected_with_the_field_name() -> None:
         SimConfig(warmup=1.0)
 
 
+def test_a_failure_naming_a_node_the_cluster_does_not_have_is_refused() -> None:
+    from kant.errors import ValidationError
+
+    sc = scenario([job("g", gpus=8, runtime=10)], nodes=1, failures=((5, "lf0-n9"),))
+    with pytest.raises(ValidationError, match=r"lf0-n9.*names no node"):
+        run(sc)
+
+
 def test_random_failures_never_keep_a_finished_or_stuck_run_going() -> None:
     sc = scenario(
         [
