@@ -171,12 +171,14 @@ def partly_used_best_fit(
     """The fullest partly used node of the pools that still fits the pod (and that
     ``allowed`` accepts: the node filters), from the per-pool sorted index (fewest whole
     free GPUs first), preferring a node that already holds this job's pods at equal
-    fullness. Stops at the first wholly free node: opening a new node is the group level's
-    call. O(log n + nodes looked at), at most :data:`BEST_FIT_LOOKS` nodes."""
+    fullness -- or, for a role with ``spread``, skipping such nodes (its replicas go apart).
+    Stops at the first wholly free node: opening a new node is the group level's call.
+    O(log n + nodes looked at), at most :data:`BEST_FIT_LOOKS` nodes."""
     snap = ctx.snap
     v = snap.cols.views()
     free_gpus = v.free_gpus
     req = ctx.req
+    apart = ctx.role.spread
     streams = [snap.best_fit(p, req.gpus) for p in cand.pools]
     merged = (
         streams[0] if len(streams) == 1 else heapq.merge(*streams, key=lambda s: (free_gpus[s], s))
@@ -197,6 +199,8 @@ def partly_used_best_fit(
             and (allowed is None or allowed(slot))
         ):
             if ctx.on_node.get(slot):
+                if apart:
+                    continue  # a spread role: not next to its own replicas
                 return slot  # co-locate with this job's pods at equal fullness
             if best is None:
                 best = (free, slot)

@@ -290,6 +290,15 @@ def test_a_spread_role_puts_replicas_on_distinct_nodes_even_under_binpack() -> N
     assert sorted(nodes_of(res.bindings)) == ["lf0-n0", "lf0-n1", "lf0-n2"]
 
 
+def test_a_pod_level_spread_service_under_ebinpack_puts_replicas_on_distinct_nodes() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=3).build()
+    hold(st, "lf0-n2", (0, 1, 2, 3), "busy")
+    svc = job("svc", gpus=2, replicas=3, gang=False, spread=True, kind=JobKind.INFERENCE)
+    res = Placer("ebinpack").place(svc, st.snapshot())
+    # the partly used node first (E-Binpack), then nodes without a replica of the service
+    assert nodes_of(res.bindings) == ["lf0-n2", "lf0-n0", "lf0-n1"]
+
+
 # --------------------------------------------------------------------------- pools
 
 
