@@ -263,7 +263,13 @@ class Placer:
         req: PodRequest,
     ) -> list[Binding] | Reason:
         """Place identical ``pods`` among ``cand``: one by one when there is no tier search,
-        else the tiers tightest first, each domain in a transaction of its own."""
+        else the tiers tightest first, each domain in a transaction of its own.
+
+        With a strategy's ``candidate_sets`` the pods' room per domain is known only when the
+        first pod gets one set (the tier search then runs on it); with several (E-Spread's
+        zone, then the general nodes) a role without a wish of its own skips the strategy's
+        default tier, and a preferred tier that finds no domain falls back to the pods one
+        by one, as without a tier search."""
         n = len(pods)
         ctx = PodContext(
             snap=snap, job=job, role=role, req=req, on_node=counts.job, role_on=counts.role
@@ -271,6 +277,13 @@ class Placer:
         filters = self._filters(role)
         filters.blocked = None
         tiers = tiers_for(role, n, self.hooks.topology_default) if n > 1 or role.topology else []
+        search = cand.slots  # the nodes the tier search sums room over
+        if tiers and self.hooks.candidate_sets is not None:
+            sets = self._candidate_sets(ctx, cand.slots)
+            if len(sets) == 1:
+                search = sets[0][0]
+            elif role.topology is None:
+                tiers = []
         if not tiers:
             if self._bulk(ctx, self.hooks, filters) and not self.hooks.two_level:
                 room = fit_count(snap, cand.slots, req)
@@ -279,28 +292,22 @@ class Placer:
                 if taken < n:  # what the pod-by-pod path says once the nodes are full
                     return why_not(snap, cand.slots, req, n - taken, None, taken=taken)
                 return self._fill_bulk(ctx, pods, cand.slots[live], room[live])
-            out: list[Binding] = []
-            for p in pods:
-                b = self._place_pod(ctx, p, cand)
-                if b is None:
-                    return why_not(snap, cand.slots, req, n - len(out), filters.blocked)
-                out.append(b)
-            return out
-        room = np.minimum(fit_count(snap, cand.slots, req), n)
+            return self._one_by_one(ctx, pods, cand, filters)
+        room = np.minimum(fit_count(snap, search, req), n)
         if int(room.sum()) < n:
             return why_not(snap, cand.slots, req, n)
         if role.max_per_node is not None:  # exact room per node, so domains add up right
-            left = role.max_per_node - ctx.role_pods_on(cand.slots)
+            left = role.max_per_node - ctx.role_pods_on(search)
             np.minimum(room, np.maximum(left, 0), out=room)
             if int(room.sum()) < n:
                 return why_not(snap, cand.slots, req, n, MaxPerNode.name)
         if filters.active:
-            filters.restrict_room(ctx, cand.slots, room, n)
+            filters.restrict_room(ctx, search, room, n)
             if int(room.sum()) < n:
                 return why_not(snap, cand.slots, req, n, filters.blocked)
         key = self.hooks.domain_key
         for tier in tiers:
-            for domain in domains(snap, cand.slots, room, tier, n, key, self.group_probe):
+            for domain in domains(snap, search, room, tier, n, key, self.group_probe):
                 before = counts.save()
                 with snap.transaction() as tx:
                     got = self._fill(ctx, pods, domain)
@@ -310,11 +317,34 @@ class Placer:
                 counts.restore(before)  # the attempt was rolled back, so are its pods
         wish = role.topology
         if wish is None or not wish.required:  # the CLUSTER tier fits unless filters say no
+            if self.hooks.candidate_sets is not None:  # (or the sets change pod by pod)
+                before = counts.save()
+                with snap.transaction() as tx:
+                    out = self._one_by_one(ctx, pods, cand, filters)
+                    if not isinstance(out, Reason):
+                        tx.commit()
+                        return out
+                counts.restore(before)
+                return out
             return why_not(snap, cand.slots, req, n, filters.blocked)
         return Reason(
             code=ReasonCode.TOPOLOGY,
             message=f"{n} pods fit in the pool but no single {wish.tier.name.lower()} holds them",
         )
+
+    def _one_by_one(
+        self, ctx: PodContext, pods: list[PodId], cand: Candidates, filters: NodeFilters
+    ) -> list[Binding] | Reason:
+        """Place ``pods`` one after the other among ``cand`` (:meth:`_place_pod`), or say
+        why the first that found no node did not (the pods before it stay placed: the
+        caller's transaction decides)."""
+        out: list[Binding] = []
+        for p in pods:
+            b = self._place_pod(ctx, p, cand)
+            if b is None:
+                return why_not(ctx.snap, cand.slots, ctx.req, len(pods) - len(out), filters.blocked)
+            out.append(b)
+        return out
 
     def _fill(self, ctx: PodContext, pods: list[PodId], domain: IntArray) -> list[Binding] | None:
         """Place identical ``pods`` inside ``domain``, each on the best-scoring node.

@@ -80,7 +80,10 @@ class ESpread(BaseStrategy):
 
     Inference pods asking for fewer GPUs than a node has are spread inside the zone (nodes
     whose ``zone`` is :attr:`zone`), one replica of a job per node; replicas that find no
-    such zone node, and all other pods, are E-Binpacked on the general (non-zone) nodes.
+    such zone node, and all other pods, are E-Binpacked on the general (non-zone) nodes. A
+    gang of such inference pods is placed pod by pod over those two sets (the Placer skips
+    the default tier when a pod has several sets); other gangs search the tiers over the
+    general nodes.
     """
 
     name = "espread"
