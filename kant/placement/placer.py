@@ -503,6 +503,21 @@ class Placer:
         free_gpus[known] = agg[ids[known], snap.AGG_FREE_GPUS]
         free_milli[known] = agg[ids[known], snap.AGG_FREE_MILLI]
         free_nodes[known] = agg[ids[known], snap.AGG_FREE_NODES]
+        mixed = cand.mixed(snap)
+        if mixed is not None:  # leaves with other GPU nodes: their candidates' own sums
+            groups, pos = mixed
+            slots_m = cand.slots[pos]
+            gof = cand.group_of(snap)[pos]
+            cols = snap.cols
+            fg = cols.free_gpus[slots_m]
+            g = cols.gpus[slots_m]
+            k = ids.shape[0]
+            for out, w in (
+                (free_gpus, fg),
+                (free_milli, cols.free_milli[slots_m]),
+                (free_nodes, (fg == g) & (g > 0)),
+            ):
+                out[groups] = np.bincount(gof, weights=w, minlength=k)[groups]
         ok = (free_gpus >= req.gpus) & (free_milli >= req.total_milli) & known
         cand_groups = np.flatnonzero(ok)
         in_use = (free_nodes[cand_groups] < sizes[cand_groups]).astype(np.int64)

@@ -44,6 +44,7 @@ class Candidates:
         self.hbd = hbd
         self._groups: tuple[IntArray, list[IntArray], IntArray] | None = None
         self._group_of: IntArray | None = None
+        self._mixed: tuple[IntArray, IntArray] | bool | None = False
         self._hbd_split: tuple[Candidates, Candidates] | bool | None = False
 
     def hbd_split(self, snap: Snapshot) -> tuple[Candidates, Candidates] | None:
@@ -68,6 +69,31 @@ class Candidates:
             ids = self.groups(snap)[0]
             self._group_of = np.searchsorted(ids, snap.cols.leaf_id[self.slots]).astype(np.int64)
         return self._group_of
+
+    def mixed(self, snap: Snapshot) -> tuple[IntArray, IntArray] | None:
+        """The leaves whose GPU nodes are not all candidates (other GPU models, the other
+        side of an HBD split): their indices in :meth:`groups`' arrays, and the positions in
+        :attr:`slots` of the candidates in them. None when there are none: the snapshot's
+        per-leaf aggregates then describe the candidates exactly. O(n) once, then cached."""
+        if self._mixed is False:
+            ids = self.groups(snap)[0]
+            cols = snap.cols
+            n = snap.num_slots
+            leaf = cols.leaf_id[:n]
+            gpu_nodes = cols.alive[:n] & (cols.gpus[:n] > 0) & (leaf >= 0)
+            width = int(ids.max(initial=-1)) + 1
+            total = np.bincount(leaf[gpu_nodes], minlength=width)[:width]
+            gof = self.group_of(snap)
+            mine = np.bincount(gof[cols.gpus[self.slots] > 0], minlength=ids.shape[0])
+            known = ids >= 0
+            bad = np.zeros(ids.shape[0], dtype=bool)
+            bad[known] = total[ids[known]] != mine[known]
+            if bad.any():
+                groups = np.flatnonzero(bad).astype(np.int64)
+                self._mixed = (groups, np.flatnonzero(bad[gof]).astype(np.int64))
+            else:
+                self._mixed = None
+        return self._mixed  # type: ignore[return-value]
 
     def groups(self, snap: Snapshot) -> tuple[IntArray, list[IntArray], IntArray]:
         """(leaf ids, member slots per leaf, GPU nodes per leaf); nodes without a leaf form

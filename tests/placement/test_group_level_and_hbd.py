@@ -6,12 +6,14 @@ from __future__ import annotations
 from unittest import mock
 
 import hypothesis.strategies as st
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 
 from kant.model import Binding, PodId, Tier
 from kant.placement import Placer
 from kant.placement import placer as placer_mod
-from kant.state import ClusterState
+from kant.placement.search import Candidates
+from kant.state import ClusterState, Snapshot
 from kant.testing import ClusterBuilder, job, node
 from kant.testing.strategies import clusters, jobs
 
@@ -89,3 +91,53 @@ def test_the_group_probe_shortcut_never_changes_where_a_pod_goes(
             return [placer.place(j, snap).bindings for j in work]
 
     assert run(1, probe) == run(10**9, probe)
+
+
+def test_a_leaf_in_use_by_another_gpu_model_is_in_use_for_this_model_too() -> None:
+    b = ClusterBuilder()
+    for i in range(2):
+        b.add(node(f"lf0-h{i}", leaf="lf0", spine="sp0", superspine="ss0"))
+    for i in range(2):
+        b.add(node(f"lf1-h{i}", leaf="lf1", spine="sp0", superspine="ss0"))
+        b.add(node(f"lf1-l{i}", leaf="lf1", spine="sp0", superspine="ss0", model="L40"))
+    state = b.build()
+    _hold(state, "lf1-h0", (0,), "resident")  # lf1's H100 nodes are in use; lf0 is free
+    res = Placer().place(job("one", gpus=8, models="H100"), state.snapshot())
+    assert [b.node for b in res.bindings] == ["lf1-h1"]  # the free L40 nodes do not count
+
+
+def test_a_leaf_in_use_counts_only_the_nodes_outside_hbds_for_a_job_without_an_hbd_wish() -> None:
+    state = _hbd_cluster()  # leaf lf0: HBD nodes a*, b* and plain p0..p3
+    b = ClusterBuilder()
+    for spec in state.nodes():
+        b.add(spec)
+    b.leaf("lf1", nodes=4)  # four plain nodes in a leaf of their own
+    state = b.build()
+    _hold(state, "p0", tuple(range(8)), "resident")  # lf0's plain nodes are in use
+    res = Placer().place(job("one", gpus=8), state.snapshot())
+    assert [b.node for b in res.bindings] == ["p1"]  # lf0, in use, before the free lf1
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(state=clusters(), data=st.data())
+def test_ranking_groups_by_their_candidates_sums_agrees_with_the_snapshots_aggregates(
+    state: ClusterState, data: st.DataObject
+) -> None:
+    """Where a leaf's GPU nodes are all candidates the Placer reads the snapshot's per-leaf
+    aggregates; summing the candidates themselves (what it does for mixed leaves) must give
+    the same bindings."""
+    work = [data.draw(jobs(i)) for i in range(data.draw(st.integers(1, 6)))]
+
+    def every_group(self: Candidates, snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
+        ids = self.groups(snap)[0]
+        return np.arange(ids.shape[0]), np.arange(self.slots.shape[0])
+
+    def run(summed: bool) -> list[tuple[Binding, ...]]:
+        snap = state.snapshot()
+        placer = Placer()
+        if not summed:
+            return [placer.place(j, snap).bindings for j in work]
+        with mock.patch.object(Candidates, "mixed", every_group):
+            return [placer.place(j, snap).bindings for j in work]
+
+    assert run(summed=True) == run(summed=False)
