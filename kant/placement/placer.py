@@ -434,7 +434,8 @@ class Placer:
         self, ctx: PodContext, pod: PodId, cand: Candidates, *, two_level: bool = True
     ) -> Binding | None:
         """Place one pod: for each candidate set in turn, the two-level search (strategies
-        that ask for it, on the role's whole candidate set), else one vectorised pass over
+        that ask for it: on the role's candidates, or on the part of them a strategy's
+        ``candidate_sets`` names, :meth:`Candidates.subset`), else one vectorised pass over
         the nodes that fit and pass the filters; the best score wins. None when no set has a
         node."""
         snap = ctx.snap
@@ -442,8 +443,9 @@ class Placer:
         for slots, strat in self._candidate_sets(ctx, cand.slots):
             if not slots.shape[0]:
                 continue
-            if two_level and strat.two_level and slots is cand.slots:
-                slot = self._two_level(ctx, cand, strat)
+            if two_level and strat.two_level:
+                part = cand if slots is cand.slots else cand.subset(slots)
+                slot = self._two_level(ctx, part, strat)
                 if slot is not None:
                     return self._bind(ctx, pod, slot, strat)
                 continue  # the two-level search is exhaustive: no node of the set fits

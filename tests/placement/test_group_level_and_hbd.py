@@ -141,3 +141,27 @@ def test_ranking_groups_by_their_candidates_sums_agrees_with_the_snapshots_aggre
             return [placer.place(j, snap).bindings for j in work]
 
     assert run(summed=True) == run(summed=False)
+
+
+def _zone_and_leaves(zone_nodes: int = 2) -> ClusterState:
+    """An inference zone of ``zone_nodes`` nodes in leaf ``lfz``, and three general leaves
+    of four nodes, ``lf0..lf2``."""
+    b = ClusterBuilder().leaf("lfz", nodes=zone_nodes, zone="inference")
+    return b.leaf("lf0", nodes=4).leaf("lf1", nodes=4).leaf("lf2", nodes=4).build()
+
+
+def test_espread_puts_a_training_pod_in_the_general_group_already_in_use_as_ebinpack_does() -> None:
+    for zone_nodes in (0, 2):
+        state = _zone_and_leaves(zone_nodes)
+        _hold(state, "lf1-n2", (0,), "resident")
+        for strategy in ("ebinpack", "espread"):
+            (b,) = Placer(strategy).place(job("one", gpus=8), state.snapshot()).bindings
+            assert state.node(b.node).leaf == "lf1", (zone_nodes, strategy)
+
+
+def test_espread_fills_a_partly_used_general_node_but_never_a_zone_node_for_training() -> None:
+    state = _zone_and_leaves()
+    _hold(state, "lfz-n0", (0, 1, 2, 3, 4, 5), "inference")  # the fullest node: in the zone
+    _hold(state, "lf2-n3", (0, 1, 2, 3), "resident")
+    (b,) = Placer("espread").place(job("pair", gpus=2), state.snapshot()).bindings
+    assert b.node == "lf2-n3"
