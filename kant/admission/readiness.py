@@ -192,8 +192,8 @@ def _role_ready(facts: PoolFacts, role: Role, n: int, pools: Sequence[int]) -> R
         if short is not None:
             return short
     topo = role.topology
-    if topo is not None and topo.required and n > 1 and res.gpus:
-        need = res.gpus * n
+    if topo is not None and topo.required and res.gpus and (n > 1 or topo.tier is Tier.HBD):
+        need = res.gpus * n  # (a required HBD means HBD nodes, even for one pod)
         if topo.tier is Tier.NODE:
             if need > MAX_GPUS_PER_NODE or not any(
                 next(iter(snap.best_fit(p, need)), None) is not None for p in pools
@@ -342,17 +342,17 @@ def never_fits(
                 f"role {role.name!r} needs {res.total_milli * n / MILLI:g} GPUs; "
                 f"its pools hold {total}"
             )
+        elif (wish := role.topology) is not None and wish.required and wish.tier is Tier.HBD:
+            most = facts.tier_all_total("hbd", pools)  # HBD nodes only, one HBD or several
+            if res.total_milli * n > most * MILLI:
+                why = (
+                    f"role {role.name!r} needs {res.total_milli * n / MILLI:g} GPUs in hbds; "
+                    f"the hbd nodes of its pools hold {most}"
+                )
         elif role.topology is not None and role.topology.required and n > 1 and res.gpus:
             need = res.gpus * n
             if role.topology.tier is Tier.NODE and need > biggest:
                 why = f"role {role.name!r} needs {need} GPUs on one node; the largest has {biggest}"
-            elif role.topology.tier is Tier.HBD:  # one HBD or several, HBD nodes only
-                most = facts.tier_all_total("hbd", pools)
-                if need > most:
-                    why = (
-                        f"role {role.name!r} needs {need} GPUs in hbds; "
-                        f"the hbd nodes of its pools hold {most}"
-                    )
             elif role.topology.tier in _TIER_LEVEL:
                 level = _TIER_LEVEL[role.topology.tier]
                 most = facts.tier_max_total(level, pools)

@@ -233,13 +233,15 @@ class Placer:
                     message=f"no room in the {wish.tier.name.lower()} of the job's other pods",
                 )
             return got
+        wants_hbd = wish is not None and wish.tier is Tier.HBD
+        if wants_hbd and wish is not None and wish.required:
+            return self._place_in_hbds(job, role, pods, snap, counts, cand, req)
         split = cand.hbd_split(snap)
         if split is None:
             return self._place_in(job, role, pods, snap, counts, cand, req)
-        # HBD granularity: a job asking for an HBD tries the HBD nodes first (and only them
-        # when the wish is required); any other job tries the nodes outside HBDs first
+        # HBD granularity: a job asking for an HBD tries the HBD nodes first; any other job
+        # tries the nodes outside HBDs first
         in_hbd, outside = split
-        wants_hbd = wish is not None and wish.tier is Tier.HBD
         first = in_hbd if wants_hbd else outside
         before = counts.save()
         with snap.transaction() as tx:
@@ -248,9 +250,35 @@ class Placer:
                 tx.commit()
                 return got
         counts.restore(before)
-        if wants_hbd and wish is not None and wish.required:
-            return got
         return self._place_in(job, role, pods, snap, counts, cand, req)
+
+    def _place_in_hbds(
+        self,
+        job: Job,
+        role: Role,
+        pods: list[PodId],
+        snap: Snapshot,
+        counts: Counts,
+        cand: Candidates,
+        req: PodRequest,
+    ) -> list[Binding] | Reason:
+        """A required HBD wish: HBD nodes only (one HBD, else the fewest whole HBDs), however
+        many pods and whatever else the pools hold. When those cannot hold the pods but the
+        pools could, ``TOPOLOGY`` (as for a required leaf); when the pools could not either,
+        their reason."""
+        split = cand.hbd_split(snap)
+        hbd = split[0] if split is not None else cand
+        if split is not None or snap.cols.hbd_id[cand.slots[0]] >= 0:
+            got = self._place_in(job, role, pods, snap, counts, hbd, req)
+            if not isinstance(got, Reason) or got.code is ReasonCode.TOPOLOGY or hbd is cand:
+                return got  # placed, or no HBD holds them, or the pools are all HBD nodes
+            where = "its hbd nodes cannot hold them"
+        else:
+            where = "no node of the allowed pools is in an hbd"
+        n = len(pods)
+        if int(np.minimum(fit_count(snap, cand.slots, req), n).sum()) < n:
+            return why_not(snap, cand.slots, req, n)
+        return Reason(code=ReasonCode.TOPOLOGY, message=f"{n} pods fit in the pool but {where}")
 
     def _place_in(
         self,

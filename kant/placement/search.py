@@ -159,7 +159,8 @@ class Candidates:
 def tiers_for(role: Role, n: int, topology_default: Tier | None) -> list[Tier]:
     """The tiers ``n`` pods of ``role`` search, tightest first; empty: no tier search (one
     pod, or no wish and no strategy default). A spread role never uses the NODE tier; an HBD
-    wish adds the HBD tier below LEAF; a required wish stops at its tier."""
+    wish adds the HBD tier below LEAF; a required wish stops at its tier. (The Placer gives a
+    required HBD wish HBD nodes only, so its NODE tier is one HBD node.)"""
     wish = role.topology
     order = list(TIER_ORDER[1:] if role.spread else TIER_ORDER)  # spread: never one node
     if wish is None:

@@ -9,7 +9,7 @@ import hypothesis.strategies as st
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 
-from kant.model import Binding, PodId, Tier
+from kant.model import Binding, PodId, ReasonCode, Tier
 from kant.placement import Placer
 from kant.placement import placer as placer_mod
 from kant.placement.search import Candidates
@@ -165,3 +165,36 @@ def test_espread_fills_a_partly_used_general_node_but_never_a_zone_node_for_trai
     _hold(state, "lf2-n3", (0, 1, 2, 3), "resident")
     (b,) = Placer("espread").place(job("pair", gpus=2), state.snapshot()).bindings
     assert b.node == "lf2-n3"
+
+
+def _hbd_and_plain_leaves(*, hbd_nodes: int = 4) -> ClusterState:
+    """``hbd_nodes`` nodes ``h*`` of HBD ``hbd0`` in leaf ``lf0``, four plain nodes ``p*``
+    in leaf ``lf1``."""
+    b = ClusterBuilder()
+    for i in range(hbd_nodes):
+        b.add(node(f"h{i}", leaf="lf0", spine="sp0", superspine="ss0", hbd="hbd0"))
+    for i in range(4):
+        b.add(node(f"p{i}", leaf="lf1", spine="sp0", superspine="ss0"))
+    return b.build()
+
+
+def test_a_required_hbd_job_the_hbds_cannot_hold_but_the_pool_could_is_a_topology_failure() -> None:
+    state = _hbd_and_plain_leaves()
+    res = Placer().place(
+        job("ep", gpus=8, replicas=6, tier=Tier.HBD, required=True), state.snapshot()
+    )
+    assert res.reason is not None and res.reason.code is ReasonCode.TOPOLOGY  # as for a leaf
+    _hold(state, "h0", tuple(range(8)), "resident")  # the HBD has 3 free nodes, the pool 7
+    res = Placer().place(
+        job("ep", gpus=8, replicas=4, tier=Tier.HBD, required=True), state.snapshot()
+    )
+    assert res.reason is not None and res.reason.code is ReasonCode.TOPOLOGY
+
+
+def test_a_required_hbd_job_is_never_placed_outside_hbd_nodes_even_when_the_pool_has_none() -> None:
+    for replicas in (1, 2):
+        ep = job("ep", gpus=4, replicas=replicas, tier=Tier.HBD, required=True)
+        for strategy in ("ebinpack", "binpack", "topology"):
+            res = Placer(strategy).place(ep, _hbd_and_plain_leaves(hbd_nodes=0).snapshot())
+            assert not res.ok and res.reason is not None, (replicas, strategy)
+            assert res.reason.code is ReasonCode.TOPOLOGY

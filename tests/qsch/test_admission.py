@@ -210,3 +210,26 @@ def test_a_job_requiring_hbds_waits_for_room_in_the_hbds_not_in_one_hbd() -> Non
     r = s.step(now=3)
     assert r.placed == ("ep5",)
     assert all(s.cluster.node(b.node).hbd is not None for b in r.bindings)
+
+
+def test_a_job_requiring_an_hbd_on_a_pool_without_hbd_nodes_can_never_fit() -> None:
+    s = scheduler(nodes(2))
+    for replicas in (1, 2):
+        ep = job(f"ep{replicas}", gpus=4, replicas=replicas, tier=Tier.HBD, required=True)
+        s.submit(ep, now=0)
+    r = s.step(now=1)
+    assert r.placed == ()  # never on a plain node
+    for jid in ("ep1", "ep2"):
+        assert r.pending[jid].code is ReasonCode.UNSATISFIABLE, jid
+
+
+def test_a_job_requiring_an_hbd_waits_with_a_topology_reason_while_its_hbds_are_full() -> None:
+    cluster = _two_hbds(plain=1).build()
+    for k in range(2):
+        for i in range(4):
+            cluster.bind(Binding(pod=PodId(job="busy", role="w", index=4 * k + i),
+                                 node=f"h{k}-{i}", gpus=tuple(range(8))))  # fmt: skip
+    s = scheduler(cluster)
+    s.submit(job("ep", gpus=4, tier=Tier.HBD, required=True), now=0)
+    r = s.step(now=1)
+    assert r.placed == () and r.pending["ep"].code is ReasonCode.TOPOLOGY  # p0 is free
