@@ -311,7 +311,10 @@ class Strategy(Protocol):
       (default: the fullest that still fits, lowest index on ties);
     - ``candidate_sets(ctx, slots) -> Sequence[tuple[IntArray, Strategy]]``: node sets to
       try in turn, each with the strategy (any strategy) that scores it (default: absent, all
-      candidates scored by this strategy). Asked for every pod, also inside a gang."""
+      candidates scored by this strategy). Asked for every pod, also inside a gang. The
+      arrays are read, never changed (the Placer keeps a set's split by leaf while the same
+      array comes back); a gang role's tier search sums room over the first pod's set when
+      it gets one, and skips the strategy's default tier when it gets several."""
 
     @property
     def name(self) -> str:

@@ -475,7 +475,9 @@ class Role:
     """A homogeneous set of pods of a job (``worker x 64``, ``prefill x 4``...).
 
     ``gpu_models`` are the allowed GPU models (node pools); empty means any model.
-    ``spread`` asks for pods on different nodes (inference availability).
+    ``spread`` asks for pods on different nodes (inference availability); a role of more
+    than one replica that requires one node (``TopologyWish(tier=NODE, required=True)``)
+    cannot ask for it.
     ``max_per_node`` (None: no limit) is a hard cap on this role's pods on any one node,
     counting the ones already running (an inference service's per-node instance limit, the
     ``max_instance_per_node`` of Alibaba's DLRM trace); the Placer never exceeds it.
@@ -516,13 +518,15 @@ class Role:
     def __attrs_post_init__(self) -> None:
         wish = self.topology
         cap = self.max_per_node
-        if (
-            cap is not None
-            and wish is not None
-            and wish.required
-            and wish.tier is Tier.NODE
-            and self.replicas > cap
-        ):
+        one_node = wish is not None and wish.required and wish.tier is Tier.NODE
+        if one_node and self.spread and self.replicas > 1:
+            raise InvalidJobError(
+                "spread",
+                True,
+                f"a role that requires one node for its {self.replicas} replicas cannot "
+                "spread them over nodes",
+            )
+        if one_node and cap is not None and self.replicas > cap:
             raise InvalidJobError(
                 "max_per_node",
                 cap,

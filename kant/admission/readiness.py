@@ -13,7 +13,8 @@ Checks, per role (a gang checks all its pods jointly, a pod-level job one pod pe
   cross-pool job is ready for all its roles or for none;
 - enough nodes that each have room for one pod (``NO_FIT``);
 - with a required topology tier, one group of that tier with enough free GPUs
-  (``TOPOLOGY``).
+  (``TOPOLOGY``); a required HBD may take several whole HBDs (as the Placer does), so there
+  the HBDs' free GPUs together.
 """
 
 from __future__ import annotations
@@ -120,11 +121,27 @@ class PoolFacts:
             self._tier_total[key] = v
         return v
 
+    def tier_all_total(self, level: str, pools: Sequence[int]) -> int:
+        """GPUs of ``pools`` on all nodes that are in some group at ``level`` (cached): what
+        a wish that may take several groups of that level (HBD) can ever use."""
+        key = ("all " + level, tuple(pools))
+        v = self._tier_total.get(key)
+        if v is None:
+            parts = [self.snap.members("pool", p) for p in pools]
+            slots = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            ok = getattr(self.snap.cols, f"{level}_id")[slots] >= 0
+            v = self._tier_total[key] = int(self.snap.cols.gpus[slots][ok].sum())
+        return v
+
     def tier_max_free(self, level: str) -> int:
         """Largest free-GPU count of one group at ``level`` (recomputed each call: it changes
         as the cycle places jobs)."""
         agg = self.snap.agg[level]
         return int(agg[:, Snapshot.AGG_FREE_GPUS].max()) if agg.shape[0] else 0
+
+    def tier_all_free(self, level: str) -> int:
+        """Free GPUs of all groups at ``level`` together (recomputed each call)."""
+        return int(self.snap.agg[level][:, Snapshot.AGG_FREE_GPUS].sum())
 
 
 def _too_little(role: Role, n: int, free: int) -> Reason | None:
@@ -175,8 +192,8 @@ def _role_ready(facts: PoolFacts, role: Role, n: int, pools: Sequence[int]) -> R
         if short is not None:
             return short
     topo = role.topology
-    if topo is not None and topo.required and n > 1 and res.gpus:
-        need = res.gpus * n
+    if topo is not None and topo.required and res.gpus and (n > 1 or topo.tier is Tier.HBD):
+        need = res.gpus * n  # (a required HBD means HBD nodes, even for one pod)
         if topo.tier is Tier.NODE:
             if need > MAX_GPUS_PER_NODE or not any(
                 next(iter(snap.best_fit(p, need)), None) is not None for p in pools
@@ -184,6 +201,13 @@ def _role_ready(facts: PoolFacts, role: Role, n: int, pools: Sequence[int]) -> R
                 return Reason(
                     code=ReasonCode.TOPOLOGY,
                     message=f"role {role.name!r} needs {need} GPUs free on one node",
+                )
+        elif topo.tier is Tier.HBD:  # the fewest whole HBDs: HBD nodes, one HBD or several
+            free = facts.tier_all_free("hbd")
+            if free < need:
+                return Reason(
+                    code=ReasonCode.TOPOLOGY,
+                    message=f"role {role.name!r} needs {need} GPUs in hbds; they have {free} free",
                 )
         elif topo.tier in _TIER_LEVEL:
             level = _TIER_LEVEL[topo.tier]
@@ -295,7 +319,8 @@ def never_fits(
     """``UNSATISFIABLE`` if the pods ``counts`` of ``job`` could not be placed even on empty,
     healthy pools ``role_pools`` (a gang all its pods, a pod-level job one pod of each role):
     one pod needs more GPUs than any node has, or a role more than its pools hold, or a
-    required topology tier more than any one domain of that tier holds. Else None. Static
+    required topology tier more than any one domain of that tier holds (a required HBD: more
+    than all the HBD nodes of its pools, since it may take several HBDs). Else None. Static
     capacity only (cached per cycle): O(roles x pools)."""
     for role in job.roles:
         n = counts.get(role.name, 0)
@@ -317,6 +342,13 @@ def never_fits(
                 f"role {role.name!r} needs {res.total_milli * n / MILLI:g} GPUs; "
                 f"its pools hold {total}"
             )
+        elif (wish := role.topology) is not None and wish.required and wish.tier is Tier.HBD:
+            most = facts.tier_all_total("hbd", pools)  # HBD nodes only, one HBD or several
+            if res.total_milli * n > most * MILLI:
+                why = (
+                    f"role {role.name!r} needs {res.total_milli * n / MILLI:g} GPUs in hbds; "
+                    f"the hbd nodes of its pools hold {most}"
+                )
         elif role.topology is not None and role.topology.required and n > 1 and res.gpus:
             need = res.gpus * n
             if role.topology.tier is Tier.NODE and need > biggest:

@@ -233,13 +233,15 @@ class Placer:
                     message=f"no room in the {wish.tier.name.lower()} of the job's other pods",
                 )
             return got
+        wants_hbd = wish is not None and wish.tier is Tier.HBD
+        if wants_hbd and wish is not None and wish.required:
+            return self._place_in_hbds(job, role, pods, snap, counts, cand, req)
         split = cand.hbd_split(snap)
         if split is None:
             return self._place_in(job, role, pods, snap, counts, cand, req)
-        # HBD granularity: a job asking for an HBD tries the HBD nodes first (and only them
-        # when the wish is required); any other job tries the nodes outside HBDs first
+        # HBD granularity: a job asking for an HBD tries the HBD nodes first; any other job
+        # tries the nodes outside HBDs first
         in_hbd, outside = split
-        wants_hbd = wish is not None and wish.tier is Tier.HBD
         first = in_hbd if wants_hbd else outside
         before = counts.save()
         with snap.transaction() as tx:
@@ -248,9 +250,35 @@ class Placer:
                 tx.commit()
                 return got
         counts.restore(before)
-        if wants_hbd and wish is not None and wish.required:
-            return got
         return self._place_in(job, role, pods, snap, counts, cand, req)
+
+    def _place_in_hbds(
+        self,
+        job: Job,
+        role: Role,
+        pods: list[PodId],
+        snap: Snapshot,
+        counts: Counts,
+        cand: Candidates,
+        req: PodRequest,
+    ) -> list[Binding] | Reason:
+        """A required HBD wish: HBD nodes only (one HBD, else the fewest whole HBDs), however
+        many pods and whatever else the pools hold. When those cannot hold the pods but the
+        pools could, ``TOPOLOGY`` (as for a required leaf); when the pools could not either,
+        their reason."""
+        split = cand.hbd_split(snap)
+        hbd = split[0] if split is not None else cand
+        if split is not None or snap.cols.hbd_id[cand.slots[0]] >= 0:
+            got = self._place_in(job, role, pods, snap, counts, hbd, req)
+            if not isinstance(got, Reason) or got.code is ReasonCode.TOPOLOGY or hbd is cand:
+                return got  # placed, or no HBD holds them, or the pools are all HBD nodes
+            where = "its hbd nodes cannot hold them"
+        else:
+            where = "no node of the allowed pools is in an hbd"
+        n = len(pods)
+        if int(np.minimum(fit_count(snap, cand.slots, req), n).sum()) < n:
+            return why_not(snap, cand.slots, req, n)
+        return Reason(code=ReasonCode.TOPOLOGY, message=f"{n} pods fit in the pool but {where}")
 
     def _place_in(
         self,
@@ -263,7 +291,13 @@ class Placer:
         req: PodRequest,
     ) -> list[Binding] | Reason:
         """Place identical ``pods`` among ``cand``: one by one when there is no tier search,
-        else the tiers tightest first, each domain in a transaction of its own."""
+        else the tiers tightest first, each domain in a transaction of its own.
+
+        With a strategy's ``candidate_sets`` the pods' room per domain is known only when the
+        first pod gets one set (the tier search then runs on it); with several (E-Spread's
+        zone, then the general nodes) a role without a wish of its own skips the strategy's
+        default tier, and a preferred tier that finds no domain falls back to the pods one
+        by one, as without a tier search."""
         n = len(pods)
         ctx = PodContext(
             snap=snap, job=job, role=role, req=req, on_node=counts.job, role_on=counts.role
@@ -271,6 +305,13 @@ class Placer:
         filters = self._filters(role)
         filters.blocked = None
         tiers = tiers_for(role, n, self.hooks.topology_default) if n > 1 or role.topology else []
+        search = cand.slots  # the nodes the tier search sums room over
+        if tiers and self.hooks.candidate_sets is not None:
+            sets = self._candidate_sets(ctx, cand.slots)
+            if len(sets) == 1:
+                search = sets[0][0]
+            elif role.topology is None:
+                tiers = []
         if not tiers:
             if self._bulk(ctx, self.hooks, filters) and not self.hooks.two_level:
                 room = fit_count(snap, cand.slots, req)
@@ -279,28 +320,22 @@ class Placer:
                 if taken < n:  # what the pod-by-pod path says once the nodes are full
                     return why_not(snap, cand.slots, req, n - taken, None, taken=taken)
                 return self._fill_bulk(ctx, pods, cand.slots[live], room[live])
-            out: list[Binding] = []
-            for p in pods:
-                b = self._place_pod(ctx, p, cand)
-                if b is None:
-                    return why_not(snap, cand.slots, req, n - len(out), filters.blocked)
-                out.append(b)
-            return out
-        room = np.minimum(fit_count(snap, cand.slots, req), n)
+            return self._one_by_one(ctx, pods, cand, filters)
+        room = np.minimum(fit_count(snap, search, req), n)
         if int(room.sum()) < n:
             return why_not(snap, cand.slots, req, n)
         if role.max_per_node is not None:  # exact room per node, so domains add up right
-            left = role.max_per_node - ctx.role_pods_on(cand.slots)
+            left = role.max_per_node - ctx.role_pods_on(search)
             np.minimum(room, np.maximum(left, 0), out=room)
             if int(room.sum()) < n:
                 return why_not(snap, cand.slots, req, n, MaxPerNode.name)
         if filters.active:
-            filters.restrict_room(ctx, cand.slots, room, n)
+            filters.restrict_room(ctx, search, room, n)
             if int(room.sum()) < n:
                 return why_not(snap, cand.slots, req, n, filters.blocked)
         key = self.hooks.domain_key
         for tier in tiers:
-            for domain in domains(snap, cand.slots, room, tier, n, key, self.group_probe):
+            for domain in domains(snap, search, room, tier, n, key, self.group_probe):
                 before = counts.save()
                 with snap.transaction() as tx:
                     got = self._fill(ctx, pods, domain)
@@ -310,11 +345,34 @@ class Placer:
                 counts.restore(before)  # the attempt was rolled back, so are its pods
         wish = role.topology
         if wish is None or not wish.required:  # the CLUSTER tier fits unless filters say no
+            if self.hooks.candidate_sets is not None:  # (or the sets change pod by pod)
+                before = counts.save()
+                with snap.transaction() as tx:
+                    out = self._one_by_one(ctx, pods, cand, filters)
+                    if not isinstance(out, Reason):
+                        tx.commit()
+                        return out
+                counts.restore(before)
+                return out
             return why_not(snap, cand.slots, req, n, filters.blocked)
         return Reason(
             code=ReasonCode.TOPOLOGY,
             message=f"{n} pods fit in the pool but no single {wish.tier.name.lower()} holds them",
         )
+
+    def _one_by_one(
+        self, ctx: PodContext, pods: list[PodId], cand: Candidates, filters: NodeFilters
+    ) -> list[Binding] | Reason:
+        """Place ``pods`` one after the other among ``cand`` (:meth:`_place_pod`), or say
+        why the first that found no node did not (the pods before it stay placed: the
+        caller's transaction decides)."""
+        out: list[Binding] = []
+        for p in pods:
+            b = self._place_pod(ctx, p, cand)
+            if b is None:
+                return why_not(ctx.snap, cand.slots, ctx.req, len(pods) - len(out), filters.blocked)
+            out.append(b)
+        return out
 
     def _fill(self, ctx: PodContext, pods: list[PodId], domain: IntArray) -> list[Binding] | None:
         """Place identical ``pods`` inside ``domain``, each on the best-scoring node.
@@ -404,7 +462,8 @@ class Placer:
         self, ctx: PodContext, pod: PodId, cand: Candidates, *, two_level: bool = True
     ) -> Binding | None:
         """Place one pod: for each candidate set in turn, the two-level search (strategies
-        that ask for it, on the role's whole candidate set), else one vectorised pass over
+        that ask for it: on the role's candidates, or on the part of them a strategy's
+        ``candidate_sets`` names, :meth:`Candidates.subset`), else one vectorised pass over
         the nodes that fit and pass the filters; the best score wins. None when no set has a
         node."""
         snap = ctx.snap
@@ -412,8 +471,9 @@ class Placer:
         for slots, strat in self._candidate_sets(ctx, cand.slots):
             if not slots.shape[0]:
                 continue
-            if two_level and strat.two_level and slots is cand.slots:
-                slot = self._two_level(ctx, cand, strat)
+            if two_level and strat.two_level:
+                part = cand if slots is cand.slots else cand.subset(slots)
+                slot = self._two_level(ctx, part, strat)
                 if slot is not None:
                     return self._bind(ctx, pod, slot, strat)
                 continue  # the two-level search is exhaustive: no node of the set fits
@@ -473,6 +533,21 @@ class Placer:
         free_gpus[known] = agg[ids[known], snap.AGG_FREE_GPUS]
         free_milli[known] = agg[ids[known], snap.AGG_FREE_MILLI]
         free_nodes[known] = agg[ids[known], snap.AGG_FREE_NODES]
+        mixed = cand.mixed(snap)
+        if mixed is not None:  # leaves with other GPU nodes: their candidates' own sums
+            groups, pos = mixed
+            slots_m = cand.slots[pos]
+            gof = cand.group_of(snap)[pos]
+            cols = snap.cols
+            fg = cols.free_gpus[slots_m]
+            g = cols.gpus[slots_m]
+            k = ids.shape[0]
+            for out, w in (
+                (free_gpus, fg),
+                (free_milli, cols.free_milli[slots_m]),
+                (free_nodes, (fg == g) & (g > 0)),
+            ):
+                out[groups] = np.bincount(gof, weights=w, minlength=k)[groups]
         ok = (free_gpus >= req.gpus) & (free_milli >= req.total_milli) & known
         cand_groups = np.flatnonzero(ok)
         in_use = (free_nodes[cand_groups] < sizes[cand_groups]).astype(np.int64)

@@ -34,17 +34,56 @@ class Candidates:
     only then may the best-fit index, which is per pool, stand for the slots. ``hbd``: True
     when the slots are the pools' nodes in an HBD, False when they are the pools' other
     nodes (the best-fit index skips the rest), None when they are all of the pools' nodes.
+    ``parent``: the candidates these are a part of (:meth:`subset`, :meth:`hbd_split`): the
+    best-fit index then skips the pools' nodes not in :attr:`slots` (:meth:`member`).
     Cached by the Placer per (GPU models, needs GPU) until nodes come or go."""
 
     def __init__(
-        self, slots: IntArray, pools: tuple[int, ...] = (), *, hbd: bool | None = None
+        self,
+        slots: IntArray,
+        pools: tuple[int, ...] = (),
+        *,
+        hbd: bool | None = None,
+        parent: Candidates | None = None,
     ) -> None:
         self.slots = slots
         self.pools = pools
         self.hbd = hbd
+        self.parent = parent
         self._groups: tuple[IntArray, list[IntArray], IntArray] | None = None
         self._group_of: IntArray | None = None
+        self._mixed: tuple[IntArray, IntArray] | bool | None = False
         self._hbd_split: tuple[Candidates, Candidates] | bool | None = False
+        self._leaf_nodes: IntArray | None = None
+        self._member: np.ndarray | None = None
+        self._subsets: dict[int, tuple[IntArray, Candidates]] = {}
+
+    def subset(self, slots: IntArray) -> Candidates:
+        """``slots``, a part of these candidates (a strategy's ``candidate_sets`` gives it),
+        as candidates of their own, for the two-level search: same pools, the best-fit index
+        limited to them (:meth:`member`). Kept by the array's identity (the array is held,
+        so its id is not reused), a few at a time: a strategy that gives the same array for
+        the same candidates (E-Spread's general nodes) pays for its split by leaf once. The
+        arrays must not change once given. O(1) on a hit."""
+        hit = self._subsets.get(id(slots))
+        if hit is not None and hit[0] is slots:
+            return hit[1]
+        sub = Candidates(slots, self.pools, parent=self)
+        if len(self._subsets) >= 8:  # (fresh arrays for every pod: keep a few)
+            self._subsets.clear()
+        self._subsets[id(slots)] = (slots, sub)
+        return sub
+
+    def member(self, snap: Snapshot) -> np.ndarray | None:
+        """None when :attr:`slots` are all the pools' nodes of their kind (``hbd``), else a
+        bool mask over node slots of the ones they hold. O(n) once, then cached."""
+        if self.parent is None or self.hbd is not None:
+            return None
+        if self._member is None:
+            mask = np.zeros(snap.num_slots, dtype=bool)
+            mask[self.slots] = True
+            self._member = mask
+        return self._member
 
     def hbd_split(self, snap: Snapshot) -> tuple[Candidates, Candidates] | None:
         """(the candidates in an HBD, the others), each keeping the pools (the best-fit
@@ -56,8 +95,8 @@ class Candidates:
                 self._hbd_split = None
             else:
                 self._hbd_split = (
-                    Candidates(self.slots[in_hbd], self.pools, hbd=True),
-                    Candidates(self.slots[~in_hbd], self.pools, hbd=False),
+                    Candidates(self.slots[in_hbd], self.pools, hbd=True, parent=self),
+                    Candidates(self.slots[~in_hbd], self.pools, hbd=False, parent=self),
                 )
         return self._hbd_split  # type: ignore[return-value]
 
@@ -68,6 +107,41 @@ class Candidates:
             ids = self.groups(snap)[0]
             self._group_of = np.searchsorted(ids, snap.cols.leaf_id[self.slots]).astype(np.int64)
         return self._group_of
+
+    def mixed(self, snap: Snapshot) -> tuple[IntArray, IntArray] | None:
+        """The leaves whose GPU nodes are not all candidates (other GPU models, the other
+        side of an HBD split): their indices in :meth:`groups`' arrays, and the positions in
+        :attr:`slots` of the candidates in them. None when there are none: the snapshot's
+        per-leaf aggregates then describe the candidates exactly. O(n) once, then cached."""
+        if self._mixed is False:
+            ids = self.groups(snap)[0]
+            cols = snap.cols
+            total = self.leaf_gpu_nodes(snap)
+            gof = self.group_of(snap)
+            mine = np.bincount(gof[cols.gpus[self.slots] > 0], minlength=ids.shape[0])
+            known = ids >= 0
+            bad = np.zeros(ids.shape[0], dtype=bool)
+            bad[known] = total[ids[known]] != mine[known]
+            if bad.any():
+                groups = np.flatnonzero(bad).astype(np.int64)
+                self._mixed = (groups, np.flatnonzero(bad[gof]).astype(np.int64))
+            else:
+                self._mixed = None
+        return self._mixed  # type: ignore[return-value]
+
+    def leaf_gpu_nodes(self, snap: Snapshot) -> IntArray:
+        """Live GPU nodes per leaf id, every node counted (the parent's, when there is one).
+        O(n) once, then cached."""
+        if self.parent is not None:
+            return self.parent.leaf_gpu_nodes(snap)
+        if self._leaf_nodes is None:
+            cols = snap.cols
+            n = snap.num_slots
+            leaf = cols.leaf_id[:n]
+            gpu_nodes = cols.alive[:n] & (cols.gpus[:n] > 0) & (leaf >= 0)
+            width = int(leaf.max(initial=-1)) + 1
+            self._leaf_nodes = np.bincount(leaf[gpu_nodes], minlength=width).astype(np.int64)
+        return self._leaf_nodes
 
     def groups(self, snap: Snapshot) -> tuple[IntArray, list[IntArray], IntArray]:
         """(leaf ids, member slots per leaf, GPU nodes per leaf); nodes without a leaf form
@@ -85,7 +159,8 @@ class Candidates:
 def tiers_for(role: Role, n: int, topology_default: Tier | None) -> list[Tier]:
     """The tiers ``n`` pods of ``role`` search, tightest first; empty: no tier search (one
     pod, or no wish and no strategy default). A spread role never uses the NODE tier; an HBD
-    wish adds the HBD tier below LEAF; a required wish stops at its tier."""
+    wish adds the HBD tier below LEAF; a required wish stops at its tier. (The Placer gives a
+    required HBD wish HBD nodes only, so its NODE tier is one HBD node.)"""
     wish = role.topology
     order = list(TIER_ORDER[1:] if role.spread else TIER_ORDER)  # spread: never one node
     if wish is None:
@@ -171,12 +246,15 @@ def partly_used_best_fit(
     """The fullest partly used node of the pools that still fits the pod (and that
     ``allowed`` accepts: the node filters), from the per-pool sorted index (fewest whole
     free GPUs first), preferring a node that already holds this job's pods at equal
-    fullness. Stops at the first wholly free node: opening a new node is the group level's
-    call. O(log n + nodes looked at), at most :data:`BEST_FIT_LOOKS` nodes."""
+    fullness -- or, for a role with ``spread``, skipping such nodes (its replicas go apart).
+    Stops at the first wholly free node: opening a new node is the group level's call.
+    O(log n + nodes looked at), at most :data:`BEST_FIT_LOOKS` nodes."""
     snap = ctx.snap
     v = snap.cols.views()
     free_gpus = v.free_gpus
     req = ctx.req
+    apart = ctx.role.spread
+    member = cand.member(snap)
     streams = [snap.best_fit(p, req.gpus) for p in cand.pools]
     merged = (
         streams[0] if len(streams) == 1 else heapq.merge(*streams, key=lambda s: (free_gpus[s], s))
@@ -194,9 +272,12 @@ def partly_used_best_fit(
             and v.mem_free[slot] >= req.mem
             and v.free_nics[slot] >= req.nics
             and (cand.hbd is None or (v.hbd_id[slot] >= 0) == cand.hbd)
+            and (member is None or member[slot])
             and (allowed is None or allowed(slot))
         ):
             if ctx.on_node.get(slot):
+                if apart:
+                    continue  # a spread role: not next to its own replicas
                 return slot  # co-locate with this job's pods at equal fullness
             if best is None:
                 best = (free, slot)

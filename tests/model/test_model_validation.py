@@ -93,6 +93,11 @@ BAD_ROLES = [
     ("resources must be a Resources", {"resources": {"gpus": 1}}, "resources"),
     ("an empty GPU model name is rejected", {"gpu_models": ["H100", ""]}, "gpu_models"),
     ("a topology wish must be a TopologyWish", {"topology": "leaf"}, "topology"),
+    (
+        "a role cannot spread replicas it requires on one node",
+        {"replicas": 2, "spread": True, "topology": TopologyWish(tier=Tier.NODE, required=True)},
+        "spread",
+    ),
 ]
 
 
@@ -172,6 +177,13 @@ def test_value_objects_are_frozen_and_evolve_into_variants() -> None:
     assert attrs.evolve(job, priority=5).priority == 5
     with pytest.raises(InvalidJobError):
         attrs.evolve(job, priority="5")
+
+
+def test_spread_goes_with_a_preferred_node_wish_or_a_single_replica_required_on_one_node() -> None:
+    node = TopologyWish(tier=Tier.NODE, required=True)
+    assert Role(replicas=1, spread=True, topology=node).spread
+    assert Role(replicas=3, spread=True, topology=TopologyWish(tier=Tier.NODE)).spread
+    assert Role(replicas=3, spread=True, topology=TopologyWish(tier=Tier.LEAF, required=True))
 
 
 def test_topology_wish_orders_tiers_from_closest_to_farthest() -> None:

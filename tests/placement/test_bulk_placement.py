@@ -7,7 +7,7 @@ import attrs
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
 
-from kant.model import Binding, Job, Resources, Role
+from kant.model import Binding, Job, Resources, Role, Tier
 from kant.placement import Placer
 from kant.state import ClusterState, Snapshot
 from kant.testing import check_invariants
@@ -32,11 +32,14 @@ def test_the_bulk_path_gives_exactly_the_bindings_and_reasons_of_the_pod_by_pod_
         j = data.draw(jobs(i))
         if data.draw(st.booleans()):  # many pods: where the bulk path matters
             role = j.roles[0]
+            wish = role.topology  # (a role required on one node cannot spread)
+            one_node = wish is not None and wish.required and wish.tier is Tier.NODE
             j = Job(
                 id=j.id, kind=j.kind, gang=j.gang,
                 roles=(Role(replicas=data.draw(st.integers(6, 24)), resources=role.resources,
                             gpu_models=role.gpu_models, topology=role.topology,
-                            max_per_node=role.max_per_node, spread=data.draw(st.booleans())),),
+                            max_per_node=role.max_per_node,
+                            spread=data.draw(st.booleans()) and not one_node),),
             )  # fmt: skip
         snap = state.snapshot()
         with snap.transaction():

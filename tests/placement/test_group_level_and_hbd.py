@@ -6,12 +6,14 @@ from __future__ import annotations
 from unittest import mock
 
 import hypothesis.strategies as st
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 
-from kant.model import Binding, PodId, Tier
+from kant.model import Binding, PodId, ReasonCode, Tier
 from kant.placement import Placer
 from kant.placement import placer as placer_mod
-from kant.state import ClusterState
+from kant.placement.search import Candidates
+from kant.state import ClusterState, Snapshot
 from kant.testing import ClusterBuilder, job, node
 from kant.testing.strategies import clusters, jobs
 
@@ -89,3 +91,110 @@ def test_the_group_probe_shortcut_never_changes_where_a_pod_goes(
             return [placer.place(j, snap).bindings for j in work]
 
     assert run(1, probe) == run(10**9, probe)
+
+
+def test_a_leaf_in_use_by_another_gpu_model_is_in_use_for_this_model_too() -> None:
+    b = ClusterBuilder()
+    for i in range(2):
+        b.add(node(f"lf0-h{i}", leaf="lf0", spine="sp0", superspine="ss0"))
+    for i in range(2):
+        b.add(node(f"lf1-h{i}", leaf="lf1", spine="sp0", superspine="ss0"))
+        b.add(node(f"lf1-l{i}", leaf="lf1", spine="sp0", superspine="ss0", model="L40"))
+    state = b.build()
+    _hold(state, "lf1-h0", (0,), "resident")  # lf1's H100 nodes are in use; lf0 is free
+    res = Placer().place(job("one", gpus=8, models="H100"), state.snapshot())
+    assert [b.node for b in res.bindings] == ["lf1-h1"]  # the free L40 nodes do not count
+
+
+def test_a_leaf_in_use_counts_only_the_nodes_outside_hbds_for_a_job_without_an_hbd_wish() -> None:
+    state = _hbd_cluster()  # leaf lf0: HBD nodes a*, b* and plain p0..p3
+    b = ClusterBuilder()
+    for spec in state.nodes():
+        b.add(spec)
+    b.leaf("lf1", nodes=4)  # four plain nodes in a leaf of their own
+    state = b.build()
+    _hold(state, "p0", tuple(range(8)), "resident")  # lf0's plain nodes are in use
+    res = Placer().place(job("one", gpus=8), state.snapshot())
+    assert [b.node for b in res.bindings] == ["p1"]  # lf0, in use, before the free lf1
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(state=clusters(), data=st.data())
+def test_ranking_groups_by_their_candidates_sums_agrees_with_the_snapshots_aggregates(
+    state: ClusterState, data: st.DataObject
+) -> None:
+    """Where a leaf's GPU nodes are all candidates the Placer reads the snapshot's per-leaf
+    aggregates; summing the candidates themselves (what it does for mixed leaves) must give
+    the same bindings."""
+    work = [data.draw(jobs(i)) for i in range(data.draw(st.integers(1, 6)))]
+
+    def every_group(self: Candidates, snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
+        ids = self.groups(snap)[0]
+        return np.arange(ids.shape[0]), np.arange(self.slots.shape[0])
+
+    def run(summed: bool) -> list[tuple[Binding, ...]]:
+        snap = state.snapshot()
+        placer = Placer()
+        if not summed:
+            return [placer.place(j, snap).bindings for j in work]
+        with mock.patch.object(Candidates, "mixed", every_group):
+            return [placer.place(j, snap).bindings for j in work]
+
+    assert run(summed=True) == run(summed=False)
+
+
+def _zone_and_leaves(zone_nodes: int = 2) -> ClusterState:
+    """An inference zone of ``zone_nodes`` nodes in leaf ``lfz``, and three general leaves
+    of four nodes, ``lf0..lf2``."""
+    b = ClusterBuilder().leaf("lfz", nodes=zone_nodes, zone="inference")
+    return b.leaf("lf0", nodes=4).leaf("lf1", nodes=4).leaf("lf2", nodes=4).build()
+
+
+def test_espread_puts_a_training_pod_in_the_general_group_already_in_use_as_ebinpack_does() -> None:
+    for zone_nodes in (0, 2):
+        state = _zone_and_leaves(zone_nodes)
+        _hold(state, "lf1-n2", (0,), "resident")
+        for strategy in ("ebinpack", "espread"):
+            (b,) = Placer(strategy).place(job("one", gpus=8), state.snapshot()).bindings
+            assert state.node(b.node).leaf == "lf1", (zone_nodes, strategy)
+
+
+def test_espread_fills_a_partly_used_general_node_but_never_a_zone_node_for_training() -> None:
+    state = _zone_and_leaves()
+    _hold(state, "lfz-n0", (0, 1, 2, 3, 4, 5), "inference")  # the fullest node: in the zone
+    _hold(state, "lf2-n3", (0, 1, 2, 3), "resident")
+    (b,) = Placer("espread").place(job("pair", gpus=2), state.snapshot()).bindings
+    assert b.node == "lf2-n3"
+
+
+def _hbd_and_plain_leaves(*, hbd_nodes: int = 4) -> ClusterState:
+    """``hbd_nodes`` nodes ``h*`` of HBD ``hbd0`` in leaf ``lf0``, four plain nodes ``p*``
+    in leaf ``lf1``."""
+    b = ClusterBuilder()
+    for i in range(hbd_nodes):
+        b.add(node(f"h{i}", leaf="lf0", spine="sp0", superspine="ss0", hbd="hbd0"))
+    for i in range(4):
+        b.add(node(f"p{i}", leaf="lf1", spine="sp0", superspine="ss0"))
+    return b.build()
+
+
+def test_a_required_hbd_job_the_hbds_cannot_hold_but_the_pool_could_is_a_topology_failure() -> None:
+    state = _hbd_and_plain_leaves()
+    res = Placer().place(
+        job("ep", gpus=8, replicas=6, tier=Tier.HBD, required=True), state.snapshot()
+    )
+    assert res.reason is not None and res.reason.code is ReasonCode.TOPOLOGY  # as for a leaf
+    _hold(state, "h0", tuple(range(8)), "resident")  # the HBD has 3 free nodes, the pool 7
+    res = Placer().place(
+        job("ep", gpus=8, replicas=4, tier=Tier.HBD, required=True), state.snapshot()
+    )
+    assert res.reason is not None and res.reason.code is ReasonCode.TOPOLOGY
+
+
+def test_a_required_hbd_job_is_never_placed_outside_hbd_nodes_even_when_the_pool_has_none() -> None:
+    for replicas in (1, 2):
+        ep = job("ep", gpus=4, replicas=replicas, tier=Tier.HBD, required=True)
+        for strategy in ("ebinpack", "binpack", "topology"):
+            res = Placer(strategy).place(ep, _hbd_and_plain_leaves(hbd_nodes=0).snapshot())
+            assert not res.ok and res.reason is not None, (replicas, strategy)
+            assert res.reason.code is ReasonCode.TOPOLOGY

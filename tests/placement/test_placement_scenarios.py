@@ -211,6 +211,56 @@ def test_spread_would_have_left_no_full_node_where_espread_keeps_two() -> None:
     assert full_nodes("espread") >= 2
 
 
+def _zone_leaf_and_general(general: int) -> ClusterState:
+    """Three inference-zone nodes ``z0..z2`` in a leaf of their own and ``general`` general
+    nodes ``g0..`` in leaf ``lf0``, under one spine."""
+    b = ClusterBuilder()
+    for i in range(3):
+        b.add(node(f"z{i}", leaf="lfzone", spine="sp0", superspine="ss0", zone="inference"))
+    for i in range(general):
+        b.add(node(f"g{i}", leaf="lf0", spine="sp0", superspine="ss0"))
+    return b.build()
+
+
+def test_an_espread_inference_gang_spans_a_zone_leaf_and_a_general_node_when_that_fits() -> None:
+    st = _zone_leaf_and_general(1)
+    hold(st, "g0", (0, 1, 2, 3), "busy")  # room for two 2-GPU replicas
+    svc = job("svc", gpus=2, replicas=5, kind=JobKind.INFERENCE, gang=True)
+    res = Placer("espread").place(svc, st.snapshot())
+    assert res.ok, res.reason  # one replica per zone node, the other two on g0
+    assert sorted(nodes_of(res.bindings)) == ["g0", "g0", "z0", "z1", "z2"]
+
+
+def test_an_espread_inference_gang_uses_the_zone_first_even_in_a_leaf_of_its_own() -> None:
+    st = _zone_leaf_and_general(3)
+    svc = job("svc", gpus=2, replicas=5, kind=JobKind.INFERENCE, gang=True)
+    where = nodes_of(Placer("espread").place(svc, st.snapshot()).bindings)
+    assert sorted(where[:3]) == ["z0", "z1", "z2"] and set(where[3:]) == {"g0"}
+
+
+def test_a_preferred_leaf_never_turns_an_espread_placement_that_exists_into_no_fit() -> None:
+    st = _zone_leaf_and_general(1)
+    hold(st, "g0", (0, 1, 2, 3), "busy")
+    svc = job("svc", gpus=2, replicas=5, kind=JobKind.INFERENCE, gang=True, tier=Tier.LEAF)
+    res = Placer("espread").place(svc, st.snapshot())
+    assert res.ok, res.reason  # no leaf holds it as E-Spread places: anywhere, then
+    assert sorted(nodes_of(res.bindings)) == ["g0", "g0", "z0", "z1", "z2"]
+
+
+def test_a_gang_of_a_strategy_keeping_to_some_nodes_is_placed_by_the_room_on_those_nodes() -> None:
+    class OddNodesOnly(BaseStrategy):
+        name = "odd-nodes-only"
+        topology_default = Tier.LEAF
+
+        def candidate_sets(self, ctx, slots):  # type: ignore[no-untyped-def]
+            return ((slots[slots % 2 == 1], self),)
+
+    st = ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=2).build()
+    res = Placer(OddNodesOnly()).place(job("g", gpus=8, replicas=2), st.snapshot())
+    assert res.ok, res.reason  # each leaf holds one pod on its odd node: both leaves
+    assert nodes_of(res.bindings) == ["lf0-n1", "lf1-n1"]
+
+
 # --------------------------------------------------------------------------- topology
 
 
@@ -288,6 +338,15 @@ def test_a_spread_role_puts_replicas_on_distinct_nodes_even_under_binpack() -> N
         job("svc", gpus=1, replicas=3, spread=True, gang=True), st.snapshot()
     )
     assert sorted(nodes_of(res.bindings)) == ["lf0-n0", "lf0-n1", "lf0-n2"]
+
+
+def test_a_pod_level_spread_service_under_ebinpack_puts_replicas_on_distinct_nodes() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=3).build()
+    hold(st, "lf0-n2", (0, 1, 2, 3), "busy")
+    svc = job("svc", gpus=2, replicas=3, gang=False, spread=True, kind=JobKind.INFERENCE)
+    res = Placer("ebinpack").place(svc, st.snapshot())
+    # the partly used node first (E-Binpack), then nodes without a replica of the service
+    assert nodes_of(res.bindings) == ["lf0-n2", "lf0-n0", "lf0-n1"]
 
 
 # --------------------------------------------------------------------------- pools

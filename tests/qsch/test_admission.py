@@ -8,7 +8,7 @@ import pytest
 from kant.admission import Quota
 from kant.model import Binding, Job, NodeSpec, PodId, ReasonCode, Resources, Role, Tier
 from kant.queueing import JobPhase
-from kant.testing import ClusterBuilder, job
+from kant.testing import ClusterBuilder, job, node
 
 from .conftest import nodes, scheduler
 
@@ -174,3 +174,62 @@ def test_the_live_pools_follow_nodes_that_come_and_go_between_cycles() -> None:
     s.submit(job("again", gpus=8, models="B200"), now=4)
     s.cluster.remove_node("b0")  # the pool's only node: no such pool any more
     assert s.step(now=5).pending["again"].code is ReasonCode.NO_POOL
+
+
+def _two_hbds(*, plain: int = 0) -> ClusterBuilder:
+    """Two HBDs of four DGX nodes (``h<k>-<i>``, HBD ``hbd<k>`` in leaf ``lf<k>``), and
+    ``plain`` nodes outside any HBD in leaf ``lfp``."""
+    b = ClusterBuilder()
+    for k in range(2):
+        for i in range(4):
+            b.add(node(f"h{k}-{i}", leaf=f"lf{k}", spine="sp0", superspine="ss0", hbd=f"hbd{k}"))
+    for i in range(plain):
+        b.add(node(f"p{i}", leaf="lfp", spine="sp0", superspine="ss0"))
+    return b
+
+
+def test_a_job_requiring_hbds_but_larger_than_one_hbd_is_scheduled_on_two_whole_hbds() -> None:
+    s = scheduler(_two_hbds().build())
+    s.submit(job("ep", gpus=8, replicas=6, tier=Tier.HBD, required=True), now=0)
+    r = s.step(now=1)
+    assert r.placed == ("ep",)
+    assert {s.cluster.node(b.node).hbd for b in r.bindings} == {"hbd0", "hbd1"}
+
+
+def test_a_job_requiring_hbds_waits_for_room_in_the_hbds_not_in_one_hbd() -> None:
+    cluster = _two_hbds(plain=2).build()  # the pool has room for 7 pods, its HBDs for 5
+    for k, name in enumerate(("h0-0", "h1-0", "h1-1")):
+        cluster.bind(Binding(pod=PodId(job="other", role="w", index=k), node=name,
+                             gpus=tuple(range(8))))  # fmt: skip
+    s = scheduler(cluster)
+    s.submit(job("ep", gpus=8, replicas=6, tier=Tier.HBD, required=True), now=0)
+    r = s.step(now=1)
+    assert r.pending["ep"].code is ReasonCode.TOPOLOGY
+    assert r.stats.placement_attempts == 0  # readiness says so: 40 GPUs free in the HBDs
+    s.submit(job("ep5", gpus=8, replicas=5, tier=Tier.HBD, required=True), now=2)
+    r = s.step(now=3)
+    assert r.placed == ("ep5",)
+    assert all(s.cluster.node(b.node).hbd is not None for b in r.bindings)
+
+
+def test_a_job_requiring_an_hbd_on_a_pool_without_hbd_nodes_can_never_fit() -> None:
+    s = scheduler(nodes(2))
+    for replicas in (1, 2):
+        ep = job(f"ep{replicas}", gpus=4, replicas=replicas, tier=Tier.HBD, required=True)
+        s.submit(ep, now=0)
+    r = s.step(now=1)
+    assert r.placed == ()  # never on a plain node
+    for jid in ("ep1", "ep2"):
+        assert r.pending[jid].code is ReasonCode.UNSATISFIABLE, jid
+
+
+def test_a_job_requiring_an_hbd_waits_with_a_topology_reason_while_its_hbds_are_full() -> None:
+    cluster = _two_hbds(plain=1).build()
+    for k in range(2):
+        for i in range(4):
+            cluster.bind(Binding(pod=PodId(job="busy", role="w", index=4 * k + i),
+                                 node=f"h{k}-{i}", gpus=tuple(range(8))))  # fmt: skip
+    s = scheduler(cluster)
+    s.submit(job("ep", gpus=4, tier=Tier.HBD, required=True), now=0)
+    r = s.step(now=1)
+    assert r.placed == () and r.pending["ep"].code is ReasonCode.TOPOLOGY  # p0 is free

@@ -269,11 +269,12 @@ def test_a_failed_nic_costs_a_pod_level_job_only_the_pod_holding_it() -> None:
 
 def test_an_unhealthy_node_requeues_a_gang_whole_and_a_pod_level_job_loses_only_its_pods() -> None:
     s = scheduler(nodes(3))
-    s.submit(job("g", gpus=8, replicas=2), now=0)
+    s.submit(job("g", gpus=4, replicas=2, spread=True), now=0)
     s.submit(job("svc", gpus=1, replicas=8, gang=False, spread=True), now=0)
-    s.step(now=0)
+    s.step(now=0)  # both spread over the nodes: svc has pods next to g's
     sick = s.cluster.binding(pod("g", 0)).node
     on_sick = {b.pod for b in s.cluster.pods() if b.node == sick and b.pod.job == "svc"}
+    assert on_sick
     rep = s.node_unhealthy(sick, now=1)
     assert "g" in rep.requeued
     assert s.queue.status("g").phase is JobPhase.PENDING and s.cluster.job_pods("g") == ()

@@ -80,7 +80,10 @@ class ESpread(BaseStrategy):
 
     Inference pods asking for fewer GPUs than a node has are spread inside the zone (nodes
     whose ``zone`` is :attr:`zone`), one replica of a job per node; replicas that find no
-    such zone node, and all other pods, are E-Binpacked on the general (non-zone) nodes.
+    such zone node, and all other pods, are E-Binpacked on the general (non-zone) nodes. A
+    gang of such inference pods is placed pod by pod over those two sets (the Placer skips
+    the default tier when a pod has several sets); other gangs search the tiers over the
+    general nodes.
     """
 
     name = "espread"
@@ -91,6 +94,8 @@ class ESpread(BaseStrategy):
         self.zone = zone
         self._general = EBinpack()
         self._spread = Spread()
+        # the last split made: (slots, (zone id, state, its nodes' version), general, in zone)
+        self._last: tuple[IntArray, tuple[int, int, int], IntArray, Any] | None = None
 
     def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
         """E-Binpack's score (the general pool's)."""
@@ -98,17 +103,36 @@ class ESpread(BaseStrategy):
 
     def candidate_sets(self, ctx: PodView, slots: IntArray) -> Sequence[tuple[IntArray, Strategy]]:
         """Zone nodes without this job's pods, scored by Spread, for a small inference pod;
-        then (or only) the general nodes, scored by E-Binpack. Asked for every pod.
-        O(len(slots))."""
-        zid = ctx.snap.group_id("zone", self.zone)
-        cols = ctx.snap.cols
-        in_zone = cols.zone_id[slots] == zid if zid >= 0 else np.zeros(slots.shape[0], bool)
-        general = slots[~in_zone]
-        small = ctx.job.kind is JobKind.INFERENCE and ctx.req.gpus < cols.gpus[slots]
+        then (or only) the general nodes, scored by E-Binpack. Asked for every pod. The
+        general nodes are ``slots`` itself when none is in the zone, and the same array
+        while ``slots`` is (so the Placer's two-level search keeps its split by leaf).
+        O(len(slots)) for an inference pod or new ``slots``, else O(1)."""
+        general, in_zone = self._split(ctx, slots)
+        if in_zone is None or ctx.job.kind is not JobKind.INFERENCE:
+            return ((general, self._general),)
+        small = ctx.req.gpus < ctx.snap.cols.gpus[slots]
         zone_ok = in_zone & small & (ctx.job_pods_on(slots) == 0)
         if zone_ok.any():
             return ((slots[zone_ok], self._spread), (general, self._general))
         return ((general, self._general),)
+
+    def _split(self, ctx: PodView, slots: IntArray) -> tuple[IntArray, Any]:
+        """(the general nodes of ``slots``, which of ``slots`` are in the zone): ``slots``
+        and None when none is. Remembered for the last ``slots`` array, while its nodes are
+        the same. O(len(slots)) on a miss."""
+        snap = ctx.snap
+        zid = snap.group_id("zone", self.zone)
+        key = (zid, id(snap.state), snap.state.membership_version)
+        last = self._last
+        if last is not None and last[0] is slots and last[1] == key:
+            return last[2], last[3]
+        in_zone = snap.cols.zone_id[slots] == zid if zid >= 0 else None
+        if in_zone is None or not in_zone.any():
+            general, in_zone = slots, None
+        else:
+            general = slots[~in_zone]
+        self._last = (slots, key, general, in_zone)
+        return general, in_zone
 
 
 class Topology(BaseStrategy):
