@@ -589,26 +589,32 @@ class Placer:
     def _bind(self, ctx: PodContext, pod: PodId, slot: int, strat: StrategyHooks) -> Binding:
         """Bind ``pod`` on node ``slot`` in the snapshot: whole GPUs from the node template's
         best-linked free set, a share on the GPU ``strat.share_device`` names, the NICs
-        nearest the GPUs. Updates ``ctx.on_node`` (and ``ctx.role_on`` for a role with
-        ``max_per_node``). O(GPUs + NICs)."""
+        nearest the GPUs (whole GPUs and NICs chosen together:
+        :meth:`~kant.topology.NodeTemplate.best_devices`). Updates ``ctx.on_node`` (and
+        ``ctx.role_on`` for a role with ``max_per_node``). O(GPUs + NICs)."""
         snap = ctx.snap
         v = snap.cols.views()
         req = ctx.req
         tmpl = self._templates[slot] if slot < len(self._templates) else None
-        gpu_mask = 0
+        gpu_mask = nic_mask = 0
         milli = MILLI
-        if req.gpus:
-            free = v.free_mask[slot]
-            chosen = tmpl.best_gpu_set(free, req.gpus) if tmpl is not None else None
-            gpu_mask = chosen if chosen is not None else _lowest_bits(free, req.gpus)
-        elif req.milli:
-            gpu_mask = 1 << strat.share_device(ctx, slot)
-            milli = req.milli
-        nic_mask = 0
-        if req.nics:
-            free_nics = v.nic_mask[slot]
-            got = tmpl.best_nics(gpu_mask, free_nics, req.nics) if tmpl is not None else None
-            nic_mask = got if got is not None else _lowest_bits(free_nics, req.nics)
+        both = None
+        if req.gpus and req.nics and tmpl is not None:  # chosen together
+            both = tmpl.best_devices(v.free_mask[slot], req.gpus, v.nic_mask[slot], req.nics)
+        if both is not None:
+            gpu_mask, nic_mask = both
+        else:
+            if req.gpus:
+                free = v.free_mask[slot]
+                chosen = tmpl.best_gpu_set(free, req.gpus) if tmpl is not None else None
+                gpu_mask = chosen if chosen is not None else _lowest_bits(free, req.gpus)
+            elif req.milli:
+                gpu_mask = 1 << strat.share_device(ctx, slot)
+                milli = req.milli
+            if req.nics:
+                free_nics = v.nic_mask[slot]
+                got = tmpl.best_nics(gpu_mask, free_nics, req.nics) if tmpl is not None else None
+                nic_mask = got if got is not None else _lowest_bits(free_nics, req.nics)
         snap.allocate(slot, gpu_mask, milli, nic_mask, req.cpu, req.mem)
         ctx.on_node[slot] = ctx.on_node.get(slot, 0) + 1
         if ctx.role.max_per_node is not None:
@@ -665,16 +671,23 @@ class Placer:
         out: list[Binding] = []
         gpu_all = nic_all = 0
         for p in pods:
-            gpu_mask = 0
-            if req.gpus:
-                chosen = tmpl.best_gpu_set(free, req.gpus) if tmpl is not None else None
-                gpu_mask = chosen if chosen is not None else _lowest_bits(free, req.gpus)
-                free &= ~gpu_mask
-            nic_mask = 0
-            if req.nics:
-                got = tmpl.best_nics(gpu_mask, free_nics, req.nics) if tmpl is not None else None
-                nic_mask = got if got is not None else _lowest_bits(free_nics, req.nics)
-                free_nics &= ~nic_mask
+            gpu_mask = nic_mask = 0
+            both = None
+            if req.gpus and req.nics and tmpl is not None:  # chosen together, as in _bind
+                both = tmpl.best_devices(free, req.gpus, free_nics, req.nics)
+            if both is not None:
+                gpu_mask, nic_mask = both
+            else:
+                if req.gpus:
+                    chosen = tmpl.best_gpu_set(free, req.gpus) if tmpl is not None else None
+                    gpu_mask = chosen if chosen is not None else _lowest_bits(free, req.gpus)
+                if req.nics:
+                    got = (
+                        tmpl.best_nics(gpu_mask, free_nics, req.nics) if tmpl is not None else None
+                    )
+                    nic_mask = got if got is not None else _lowest_bits(free_nics, req.nics)
+            free &= ~gpu_mask
+            free_nics &= ~nic_mask
             gpu_all |= gpu_mask
             nic_all |= nic_mask
             out.append(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -118,6 +118,7 @@ class _Derived:
     """
 
     __slots__ = (
+        "dev_memo",
         "gpu_memo",
         "host_rank",
         "host_rows",
@@ -168,6 +169,7 @@ class _Derived:
         self.gpu_memo: dict[tuple[int, int], int | None] = {}
         self.run_memo: dict[tuple[int, int, int], tuple[tuple[int, ...], int] | None] = {}
         self.nic_memo: dict[tuple[int, int, int], int | None] = {}
+        self.dev_memo: dict[tuple[int, int, int, int], tuple[int, int] | None] = {}
 
 
 def _host_kind(numa_a: int, sw_a: int, numa_b: int, sw_b: int) -> int:
@@ -332,12 +334,21 @@ class NodeTemplate:
         return self._greedy_gpu_set(free, k)
 
     def _exhaustive_gpu_set(self, free: Sequence[int], k: int) -> int:
+        best = min(self._gpu_set_keys(free, k), default=None)
+        if best is None:  # 1 <= k < len(free): at least one combination
+            raise InvariantError(f"NodeTemplate {self.name}: no {k}-GPU set of {free} tried")
+        return best[5]
+
+    def _gpu_set_keys(
+        self, free: Sequence[int], k: int
+    ) -> Iterator[tuple[int, int, int, int, int, int]]:
+        """:meth:`best_gpu_set`'s key (smaller is better, the mask last) of every ``k``-GPU
+        set of ``free``."""
         link, host = self._derived.link_rows, self._derived.host_rows
         link_row = {g: sum(link[g][h] for h in free) for g in free}
         host_row = {g: sum(host[g][h] for h in free) for g in free}
         link_total = sum(link_row.values()) // 2
         host_total = sum(host_row.values()) // 2
-        best: tuple[int, int, int, int, int, int] | None = None
         for combo in itertools.combinations(free, k):
             worst = link_sum = host_sum = 0
             for i, a in enumerate(combo):
@@ -352,12 +363,7 @@ class NodeTemplate:
             # sum over the set of its row sums counts inner pairs twice and cross pairs once.
             link_left = link_total + link_sum - sum(link_row[c] for c in combo)
             host_left = host_total + host_sum - sum(host_row[c] for c in combo)
-            cand = (worst, link_sum, host_sum, link_left, host_left, _mask_of(combo))
-            if best is None or cand < best:
-                best = cand
-        if best is None:  # 1 <= k < len(free): at least one combination
-            raise InvariantError(f"NodeTemplate {self.name}: no {k}-GPU set of {free} tried")
-        return best[5]
+            yield (worst, link_sum, host_sum, link_left, host_left, _mask_of(combo))
 
     def _greedy_gpu_set(self, free: Sequence[int], k: int) -> int:
         idx = np.asarray(free, dtype=np.intp)
@@ -412,6 +418,85 @@ class NodeTemplate:
         if best is None:  # at least one seed
             raise InvariantError(f"NodeTemplate {self.name}: no {k}-GPU set of {free} tried")
         return best[5]
+
+    # ----------------------------------------------------------------- GPUs and NICs
+
+    def best_devices(
+        self, free_mask: int, k: int, free_nic_mask: int, n: int
+    ) -> tuple[int, int] | None:
+        """``k`` free GPUs and ``n`` free NICs for one pod, chosen together: the GPU
+        combinations with the best interconnect, paired with the NICs on the best path
+        (the paper's intra-node rule). Of the GPU sets linked as well as the one
+        :meth:`best_gpu_set` picks (the same worst and summed pairwise link rank), the one
+        whose :meth:`best_nics` are nearest to it (the summed rank of each NIC to its
+        nearest chosen GPU, then more of them behind the chosen GPUs' PCIe switches), then
+        :meth:`best_gpu_set`'s order. So a NIC already taken on a switch moves the pod to
+        an equally linked set on a switch whose NICs are free; the GPU links never get
+        worse for it.
+
+        Returns ``(gpu_mask, nic_mask)``, or None when fewer than ``k`` GPUs or ``n`` NICs
+        are free. With ``k == 0`` or ``n == 0``, or more than 512 candidate sets,
+        :meth:`best_gpu_set`'s choice and its :meth:`best_nics`. Memoised per argument
+        quadruple. Raises as :meth:`best_gpu_set` and :meth:`best_nics` do."""
+        memo = self._derived.dev_memo
+        key = (free_mask, k, free_nic_mask, n)
+        hit = memo.get(key, -1)
+        if hit != -1:
+            return hit  # type: ignore[return-value]
+        result = self._compute_devices(free_mask, k, free_nic_mask, n)
+        if len(memo) >= _MEMO_LIMIT:
+            memo.clear()
+        memo[key] = result
+        return result
+
+    def _compute_devices(
+        self, free_mask: int, k: int, free_nic_mask: int, n: int
+    ) -> tuple[int, int] | None:
+        gpus = self.best_gpu_set(free_mask, k)
+        if gpus is None:
+            return None
+        nics = self.best_nics(gpus, free_nic_mask, n)
+        if nics is None:
+            return None
+        free = _bits(free_mask)
+        if not k or not n or k == len(free) or math.comb(len(free), k) > _EXHAUSTIVE_LIMIT:
+            return gpus, nics
+        links = self._link_key(gpus)
+        best: tuple[tuple[int, int], tuple[int, ...], int] | None = None
+        for key in self._gpu_set_keys(free, k):
+            if (key[0], key[1]) != links:
+                continue
+            got = self.best_nics(key[5], free_nic_mask, n)
+            assert got is not None  # (as many NICs are free as for gpus)
+            cand = (self._nic_cost(key[5], got), key, got)
+            if best is None or cand < best:
+                best = cand
+        assert best is not None  # (gpus itself is one of the sets)
+        return best[1][5], best[2]
+
+    def _link_key(self, gpu_mask: int) -> tuple[int, int]:
+        """The worst and the summed pairwise link rank of the GPUs of ``gpu_mask``."""
+        link = self._derived.link_rows
+        combo = _bits(gpu_mask)
+        worst = total = 0
+        for i, a in enumerate(combo):
+            for b in combo[i + 1 :]:
+                r = link[a][b]
+                total += r
+                worst = max(worst, r)
+        return worst, total
+
+    def _nic_cost(self, gpu_mask: int, nic_mask: int) -> tuple[int, int]:
+        """How far the NICs of ``nic_mask`` are from the GPUs of ``gpu_mask`` (smaller is
+        nearer): the summed rank of each NIC to its nearest GPU, then minus how many of the
+        GPUs share each NIC's PCIe switch."""
+        rows, local = self._derived.nic_rows, self._derived.nic_switch_gpus
+        gpus = _bits(gpu_mask)
+        rank = near = 0
+        for j in _bits(nic_mask):
+            rank += min(rows[g][j] for g in gpus)
+            near += (local[j] & gpu_mask).bit_count()
+        return rank, -near
 
     # ----------------------------------------------------------------- NIC choice
 

@@ -68,6 +68,20 @@ def test_a_2_gpu_pod_on_a_pcie_only_node_gets_two_gpus_under_one_pcie_switch() -
     assert b.gpus == (6, 7)  # the only switch with both GPUs free
 
 
+def test_a_pod_asking_gpus_and_nics_gets_gpus_whose_switch_has_the_free_nics() -> None:
+    """A CPU pod took NICs 0 and 1 (switch 0): a pod of 2 GPUs and 2 NICs takes GPUs 2, 3
+    with NICs 2, 3 under one switch, not GPUs 0, 1 with NICs across the host."""
+    st = ClusterState([node("p0", template="pcie-8gpu", nics=8)])
+    placer = Placer()
+    (cpu,) = placer.place(job("cpu", gpus=0, cpu_milli=1000, nics=2), st.snapshot()).bindings
+    st.bind(cpu)
+    assert cpu.nics == (0, 1)
+    (b,) = placer.place(job("pair", gpus=2, nics=2), st.snapshot()).bindings
+    assert (b.gpus, b.nics) == ((2, 3), (2, 3))
+    many = placer.place(job("gang", gpus=2, nics=2, replicas=2), st.snapshot()).bindings
+    assert [(x.gpus, x.nics) for x in many] == [((2, 3), (2, 3)), ((4, 5), (4, 5))]
+
+
 def test_a_one_gpu_pod_takes_a_lone_gpu_rather_than_breaking_a_free_pair() -> None:
     st = ClusterState([node("p0", template="pcie-8gpu", nics=8)])
     hold(st, "p0", (0, 1, 2, 4, 5), "most")  # GPU 3 is alone on switch 1; 6,7 form a pair

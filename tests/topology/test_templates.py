@@ -243,6 +243,33 @@ def test_best_nics_rejects_a_nic_mask_beyond_the_nics():
     assert e.value.field == "free_nic_mask"
 
 
+# --------------------------------------------------------------------------- best_devices
+
+
+@pytest.mark.parametrize(
+    ("free_gpus", "free_nics", "k", "n", "want"),
+    [
+        # NICs 0, 1 taken: of the equally linked pairs, the one whose switch has free NICs
+        (ALL8, 0b11111100, 2, 2, (mask(2, 3), mask(2, 3))),
+        # GPU links come first: a same-switch pair with NICs elsewhere beats a split pair
+        (mask(0, 1, 2, 4), mask(2, 4), 2, 2, (mask(0, 1), mask(2, 4))),
+        # every NIC free: the GPU set best_gpu_set picks, and its NICs
+        (ALL8, ALL8, 2, 2, (mask(0, 1), mask(0, 1))),
+        # no NIC asked: best_gpu_set's choice
+        (ALL8, 0b11111100, 2, 0, (mask(0, 1), 0)),
+    ],
+)
+def test_best_devices_pairs_the_gpus_with_the_nics_on_their_path(free_gpus, free_nics, k, n, want):
+    t = pcie_8gpu()
+    assert t.best_devices(free_gpus, k, free_nics, n) == want
+
+
+def test_best_devices_is_none_when_too_few_gpus_or_nics_are_free():
+    t = pcie_8gpu()
+    assert t.best_devices(mask(0), 2, ALL8, 1) is None
+    assert t.best_devices(ALL8, 2, mask(4), 2) is None
+
+
 # --------------------------------------------------------------------------- validation
 
 
