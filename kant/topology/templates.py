@@ -494,7 +494,7 @@ class NodeTemplate:
         gpus = _bits(gpu_mask)
         rank = near = 0
         for j in _bits(nic_mask):
-            rank += min(rows[g][j] for g in gpus)
+            rank += min((rows[g][j] for g in gpus), default=_WORST)
             near += (local[j] & gpu_mask).bit_count()
         return rank, -near
 

@@ -7,6 +7,8 @@ import time
 import networkx as nx
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kant.errors import DuplicateError, InvalidTopologyError, UnknownTemplateError
 from kant.model import LinkKind
@@ -262,6 +264,32 @@ def test_best_nics_rejects_a_nic_mask_beyond_the_nics():
 def test_best_devices_pairs_the_gpus_with_the_nics_on_their_path(free_gpus, free_nics, k, n, want):
     t = pcie_8gpu()
     assert t.best_devices(free_gpus, k, free_nics, n) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    template=st.sampled_from(["pcie-8gpu", "dgx-8gpu"]),
+    free=st.integers(0, ALL8),
+    free_nics=st.integers(0, ALL8),
+    k=st.integers(0, 5),
+    n=st.integers(0, 4),
+)
+def test_best_devices_never_links_worse_and_never_takes_farther_nics(
+    template: str, free: int, free_nics: int, k: int, n: int
+) -> None:
+    t = get_template(template)
+    alone = t.best_gpu_set(free, k)
+    nics = None if alone is None else t.best_nics(alone, free_nics, n)
+    got = t.best_devices(free, k, free_nics, n)
+    if alone is None or nics is None:
+        assert got is None
+        return
+    assert got is not None
+    gpus, chosen = got
+    assert gpus & ~free == 0 and gpus.bit_count() == k
+    assert chosen & ~free_nics == 0 and chosen.bit_count() == n
+    assert t._link_key(gpus) == t._link_key(alone)  # links never traded for NICs
+    assert t._nic_cost(gpus, chosen) <= t._nic_cost(alone, nics)
 
 
 def test_best_devices_is_none_when_too_few_gpus_or_nics_are_free():
