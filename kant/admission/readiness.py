@@ -55,6 +55,7 @@ class PoolFacts:
         self.version = snap.state.membership_version
         self._max_gpus: dict[int, int] = {}
         self._tier_total: dict[tuple[str, tuple[int, ...]], int] = {}
+        self._tier_slots: dict[tuple[str, tuple[int, ...]], IntArray] = {}
         # the live pools: GPU model -> pool id, pool id -> GPU model, sorted (see live_pools)
         self._live: LivePools | None = None
 
@@ -121,16 +122,35 @@ class PoolFacts:
             self._tier_total[key] = v
         return v
 
-    def tier_all_total(self, level: str, pools: Sequence[int]) -> int:
-        """GPUs of ``pools`` on all nodes that are in some group at ``level`` (cached): what
-        a wish that may take several groups of that level (HBD) can ever use."""
-        key = ("all " + level, tuple(pools))
-        v = self._tier_total.get(key)
+    def tier_slots(self, level: str, pools: Sequence[int]) -> IntArray:
+        """The slots of the nodes of ``pools`` that are in some group at ``level`` (cached):
+        where a wish that may take several groups of that level (HBD) may go."""
+        key = (level, tuple(pools))
+        v = self._tier_slots.get(key)
         if v is None:
             parts = [self.snap.members("pool", p) for p in pools]
             slots = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-            ok = getattr(self.snap.cols, f"{level}_id")[slots] >= 0
-            v = self._tier_total[key] = int(self.snap.cols.gpus[slots][ok].sum())
+            v = self._tier_slots[key] = slots[getattr(self.snap.cols, f"{level}_id")[slots] >= 0]
+        return v
+
+    def tier_all_pods(self, level: str, pools: Sequence[int], gpus: int) -> int:
+        """How many pods of ``gpus`` whole GPUs the nodes of :meth:`tier_slots` could ever
+        hold (each node ``its GPUs // gpus``; cached)."""
+        key = ("pods " + level, (*pools, -gpus))
+        v = self._tier_total.get(key)
+        if v is None:
+            cap = self.snap.cols.gpus[self.tier_slots(level, pools)]
+            v = self._tier_total[key] = int((cap // gpus).sum())
+        return v
+
+    def tier_all_total(self, level: str, pools: Sequence[int]) -> int:
+        """GPUs of :meth:`tier_slots` (cached): what a wish that may take several groups of
+        that level (HBD) can ever use."""
+        key = ("all " + level, tuple(pools))
+        v = self._tier_total.get(key)
+        if v is None:
+            slots = self.tier_slots(level, pools)
+            v = self._tier_total[key] = int(self.snap.cols.gpus[slots].sum())
         return v
 
     def tier_max_free(self, level: str) -> int:
@@ -139,9 +159,13 @@ class PoolFacts:
         agg = self.snap.agg[level]
         return int(agg[:, Snapshot.AGG_FREE_GPUS].max()) if agg.shape[0] else 0
 
-    def tier_all_free(self, level: str) -> int:
-        """Free GPUs of all groups at ``level`` together (recomputed each call)."""
-        return int(self.snap.agg[level][:, Snapshot.AGG_FREE_GPUS].sum())
+    def tier_free_pods(self, level: str, pools: Sequence[int], gpus: int) -> int:
+        """How many pods of ``gpus`` whole GPUs the ready nodes of :meth:`tier_slots` have
+        room for now (recomputed each call: it changes as the cycle places jobs).
+        O(those nodes), in numpy."""
+        slots = self.tier_slots(level, pools)
+        cols = self.snap.cols
+        return int((cols.free_gpus[slots][cols.ready[slots]] // gpus).sum())
 
 
 def _too_little(role: Role, n: int, free: int) -> Reason | None:
@@ -203,11 +227,14 @@ def _role_ready(facts: PoolFacts, role: Role, n: int, pools: Sequence[int]) -> R
                     message=f"role {role.name!r} needs {need} GPUs free on one node",
                 )
         elif topo.tier is Tier.HBD:  # the fewest whole HBDs: HBD nodes, one HBD or several
-            free = facts.tier_all_free("hbd")
-            if free < need:
+            room = facts.tier_free_pods("hbd", pools, res.gpus)
+            if room < n:
                 return Reason(
                     code=ReasonCode.TOPOLOGY,
-                    message=f"role {role.name!r} needs {need} GPUs in hbds; they have {free} free",
+                    message=(
+                        f"role {role.name!r} needs {n} pods of {res.gpus} GPUs on hbd nodes; "
+                        f"they have room for {room}"
+                    ),
                 )
         elif topo.tier in _TIER_LEVEL:
             level = _TIER_LEVEL[topo.tier]
@@ -348,6 +375,12 @@ def never_fits(
                 why = (
                     f"role {role.name!r} needs {res.total_milli * n / MILLI:g} GPUs in hbds; "
                     f"the hbd nodes of its pools hold {most}"
+                )
+            elif res.gpus and facts.tier_all_pods("hbd", pools, res.gpus) < n:
+                pods = facts.tier_all_pods("hbd", pools, res.gpus)
+                why = (
+                    f"role {role.name!r} needs {n} pods of {res.gpus} GPUs on hbd nodes; "
+                    f"the hbd nodes of its pools hold {pods}"
                 )
         elif role.topology is not None and role.topology.required and n > 1 and res.gpus:
             need = res.gpus * n

@@ -223,6 +223,44 @@ def test_a_job_requiring_an_hbd_on_a_pool_without_hbd_nodes_can_never_fit() -> N
         assert r.pending[jid].code is ReasonCode.UNSATISFIABLE, jid
 
 
+def test_a_pod_requiring_an_hbd_but_larger_than_any_hbd_node_can_never_fit() -> None:
+    """HBD nodes of 4 GPUs, plain nodes of 8: an 8-GPU pod (or a gang of two) that must stay
+    on HBD nodes can never run, and does not hold Strict FIFO's line."""
+    b = ClusterBuilder()
+    for i in range(4):
+        b.add(node(f"h{i}", gpus=4, leaf="lf0", spine="sp0", superspine="ss0", hbd="hbd0"))
+    for i in range(4):
+        b.add(node(f"p{i}", gpus=8, leaf="lf1", spine="sp0", superspine="ss0"))
+    s = scheduler(b.build(), policy="strict-fifo")
+    s.submit(job("ep", gpus=8, tier=Tier.HBD, required=True), now=0)
+    s.submit(job("ep2", gpus=8, replicas=2, tier=Tier.HBD, required=True), now=0)
+    s.submit(job("small", gpus=1, submitted_at=1), now=1)
+    r = s.step(now=2)
+    for jid in ("ep", "ep2"):
+        assert r.pending[jid].code is ReasonCode.UNSATISFIABLE, r.pending[jid]
+        assert "hbd" in r.pending[jid].message
+    assert r.placed == ("small",)
+
+
+def test_a_job_requiring_an_hbd_is_not_ready_while_only_another_pools_hbd_is_free() -> None:
+    """The H100 HBD is full and an A100 HBD free: the H100 job waits (TOPOLOGY) without a
+    placement attempt."""
+    b = ClusterBuilder()
+    for i in range(2):
+        b.add(node(f"h{i}", leaf="lf0", spine="sp0", superspine="ss0", hbd="hbdH"))
+        b.add(node(f"a{i}", leaf="lf1", spine="sp0", superspine="ss0", hbd="hbdA", model="A100"))
+        b.add(node(f"p{i}", leaf="lf2", spine="sp0", superspine="ss0"))
+    cluster = b.build()
+    for i in range(2):
+        cluster.bind(Binding(pod=PodId(job="r", role="w", index=i), node=f"h{i}",
+                             gpus=tuple(range(8))))  # fmt: skip
+    s = scheduler(cluster)
+    s.submit(job("ep", gpus=8, replicas=2, tier=Tier.HBD, required=True, models="H100"), now=0)
+    r = s.step(now=1)
+    assert r.pending["ep"].code is ReasonCode.TOPOLOGY
+    assert r.stats.placement_attempts == 0
+
+
 def test_a_job_requiring_an_hbd_waits_with_a_topology_reason_while_its_hbds_are_full() -> None:
     cluster = _two_hbds(plain=1).build()
     for k in range(2):

@@ -57,7 +57,8 @@ class EBinpack(BaseStrategy):
 
 
 class Spread(BaseStrategy):
-    """Spread replicas: most free node first, nodes without this job's pods first."""
+    """Spread replicas: the emptiest NodeNetGroup first (the two-level search), in it the
+    most free node, nodes without this job's pods first."""
 
     name = "spread"
     two_level = True
@@ -79,7 +80,8 @@ class ESpread(BaseStrategy):
     """E-Spread: the inference dedicated zone.
 
     Inference pods asking for fewer GPUs than a node has are spread inside the zone (nodes
-    whose ``zone`` is :attr:`zone`), one replica of a job per node; replicas that find no
+    whose ``zone`` is :attr:`zone`) as :class:`Spread` spreads them (the emptiest zone group
+    first, in it the most free node), one replica of a job per node; replicas that find no
     such zone node, and all other pods, are E-Binpacked on the general (non-zone) nodes. A
     gang of such inference pods is placed pod by pod over those two sets (the Placer skips
     the default tier when a pod has several sets); other gangs search the tiers over the
