@@ -93,7 +93,8 @@ def test_reclaim_takes_other_tenants_borrowed_use_before_the_tenants_own_lower_p
     check_invariants(s)
 
 
-def _cascade(window: float) -> tuple[Scheduler, CycleResult]:
+def _hi_evicts_mid(window: float) -> tuple[Scheduler, CycleResult]:
+    """lo runs on the A100 node, mid on the H100 one; hi (H100 only) evicts mid at t=2."""
     cluster = ClusterBuilder().leaf("lf0", nodes=1).leaf("lfa", nodes=1, model="A100").build()
     s = scheduler(cluster, preemption=PreemptionPolicy(cascade_window=window))
     s.submit(job("lo", gpus=8, priority=0, models="A100", submitted_at=0), now=0)
@@ -102,6 +103,11 @@ def _cascade(window: float) -> tuple[Scheduler, CycleResult]:
     s.submit(job("hi", gpus=8, priority=10, models="H100", submitted_at=2), now=2)
     r = s.step(now=2)
     assert [v.job for v in r.victims] == ["mid"]
+    return s, r
+
+
+def _cascade(window: float) -> tuple[Scheduler, CycleResult]:
+    s, r = _hi_evicts_mid(window)
     evict_victims(s, r, now=2.5)
     r = s.step(now=3)
     assert r.placed == ("hi",)
@@ -125,14 +131,7 @@ def test_a_victim_whose_pod_fails_while_it_is_evicted_is_preempted_not_failed() 
     """The orchestrator reports mid's pod, killed as a victim, through binding_failed (it
     exited with an error on its stop signal): kant counts no failure against mid's retry
     limit, and mid is a job just evicted, which the cascade guard keeps from preempting."""
-    cluster = ClusterBuilder().leaf("lf0", nodes=1).leaf("lfa", nodes=1, model="A100").build()
-    s = scheduler(cluster, preemption=PreemptionPolicy(cascade_window=100.0))
-    s.submit(job("lo", gpus=8, priority=0, models="A100", submitted_at=0), now=0)
-    s.submit(job("mid", gpus=8, priority=5, models=frozenset({"H100", "A100"}), submitted_at=1))
-    s.step(now=1)
-    s.submit(job("hi", gpus=8, priority=10, models="H100", submitted_at=2), now=2)
-    r = s.step(now=2)
-    assert [v.job for v in r.victims] == ["mid"]
+    s, r = _hi_evicts_mid(100.0)
     rep = s.binding_failed(r.victims[0].pods[0], now=2.5, message="exit code 143")
     assert rep.requeued == ("mid",) and not rep.failed
     assert s.queue.entry("mid").attempts == 0
