@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -56,6 +56,7 @@ class PoolFacts:
         self._max_gpus: dict[int, int] = {}
         self._tier_total: dict[tuple[str, tuple[int, ...]], int] = {}
         self._tier_slots: dict[tuple[str, tuple[int, ...]], IntArray] = {}
+        self._lone: dict[tuple[Any, ...], str | None] = {}  # lone_pod's answers
         # the live pools: GPU model -> pool id, pool id -> GPU model, sorted (see live_pools)
         self._live: LivePools | None = None
 
@@ -158,6 +159,40 @@ class PoolFacts:
         as the cycle places jobs)."""
         agg = self.snap.agg[level]
         return int(agg[:, Snapshot.AGG_FREE_GPUS].max()) if agg.shape[0] else 0
+
+    def lone_pod(self, role: Role, pools: Sequence[int] = ()) -> str | None:
+        """Why no node could ever hold one pod of ``role`` (None: some node could): among
+        the nodes of ``pools`` (every node for a role asking no GPU; only HBD nodes for such
+        a role with a required HBD wish), none has the GPUs, CPU, memory and NICs it asks
+        for all at once, whatever runs. Cached per role's resources and wish."""
+        res = role.resources
+        wish = role.topology
+        hbd = not pools and wish is not None and wish.required and wish.tier is Tier.HBD
+        key = (res, tuple(pools), hbd)
+        if key in self._lone:
+            return self._lone[key]
+        cols = self.snap.cols
+        if pools:
+            slots = np.concatenate([self.snap.members("pool", p) for p in pools])
+        else:
+            slots = np.flatnonzero(cols.alive[: self.snap.num_slots])
+        if hbd:
+            slots = slots[cols.hbd_id[slots] >= 0]
+        fits = (
+            (cols.gpus[slots] >= max(res.gpus, 1 if res.gpu_milli else 0))
+            & (cols.cpu_cap[slots] >= res.cpu_milli)
+            & (cols.mem_cap[slots] >= res.memory_mib)
+            & (cols.nics[slots] >= res.rdma_nics)
+        )
+        why = None
+        if not fits.any():
+            where = "an hbd node" if hbd else "a node of its pools" if pools else "a node"
+            asks = f"{res.cpu_milli} mCPU, {res.memory_mib} MiB, {res.rdma_nics} NICs"
+            if res.total_milli:
+                asks = f"{res.total_milli / MILLI:g} GPUs, {asks}"
+            why = f"a pod of role {role.name!r} asks {asks}; no {where} has that much"
+        self._lone[key] = why
+        return why
 
     def tier_free_pods(self, level: str, pools: Sequence[int], gpus: int) -> int:
         """How many pods of ``gpus`` whole GPUs the ready nodes of :meth:`tier_slots` have
@@ -353,7 +388,14 @@ def never_fits(
         n = counts.get(role.name, 0)
         pools = role_pools.get(role.name, ())
         res = role.resources
-        if not n or not pools or not res.total_milli:
+        if not n:
+            continue
+        if not res.total_milli:  # a pod asking no GPU: any node may hold it
+            lone = facts.lone_pod(role)
+            if lone is not None:
+                return Reason(code=ReasonCode.UNSATISFIABLE, message=f"can never fit: {lone}")
+            continue
+        if not pools:
             continue
         if not job.gang:
             n = 1
@@ -364,6 +406,8 @@ def never_fits(
             why = (
                 f"a pod of role {role.name!r} needs {res.gpus} GPUs; the largest node has {biggest}"
             )
+        elif (lone := facts.lone_pod(role, pools)) is not None:
+            why = lone
         elif res.total_milli * n > total * MILLI:
             why = (
                 f"role {role.name!r} needs {res.total_milli * n / MILLI:g} GPUs; "

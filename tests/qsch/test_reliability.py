@@ -408,6 +408,26 @@ def test_a_job_within_what_its_cohort_lends_is_not_unsatisfiable() -> None:
     assert r.pending["big"].code is ReasonCode.QUOTA_EXCEEDED, r.pending["big"]
 
 
+@pytest.mark.parametrize(
+    "ghost",
+    [
+        job("ghost", gpus=0, cpu_milli=10**9),  # more CPU than any node has
+        job("ghost", gpus=1, memory_mib=10**9),  # more memory than any node of its pool has
+        job("ghost", gpus=1, nics=9),  # more NICs than any node has
+        job("ghost", gpus=0, cpu_milli=1000, tier=Tier.HBD, required=True),  # no HBD node
+    ],
+    ids=["cpu", "memory", "nics", "a cpu pod requiring an hbd on a cluster without one"],
+)
+def test_a_pod_no_node_could_ever_hold_is_unsatisfiable_and_blocks_nobody(ghost: Job) -> None:
+    cluster = ClusterBuilder().leaf("lf0", nodes=2).build()
+    s = scheduler(cluster, policy="strict-fifo")
+    s.submit(ghost, now=0)
+    s.submit(job("small", gpus=1, submitted_at=1), now=1)
+    r = s.step(now=2)
+    assert r.pending["ghost"].code is ReasonCode.UNSATISFIABLE, r.pending["ghost"]
+    assert r.placed == ("small",)
+
+
 def test_an_unsatisfiable_job_waits_and_fits_once_the_cluster_grows() -> None:
     s = scheduler(nodes(1))
     s.submit(job("big", gpus=8, replicas=2), now=0)
