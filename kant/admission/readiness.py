@@ -112,8 +112,7 @@ class PoolFacts:
         key = (level, tuple(pools))
         v = self._tier_total.get(key)
         if v is None:
-            parts = [self.snap.members("pool", p) for p in pools]
-            slots = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            slots = self.pool_slots(pools)
             ids = getattr(self.snap.cols, f"{level}_id")[slots]
             ok = ids >= 0
             if ok.any():
@@ -123,14 +122,23 @@ class PoolFacts:
             self._tier_total[key] = v
         return v
 
+    def pool_slots(self, pools: Sequence[int]) -> IntArray:
+        """The slots of the nodes of ``pools`` (cached)."""
+        key = ("pool", tuple(pools))
+        v = self._tier_slots.get(key)
+        if v is None:
+            parts = [self.snap.members("pool", p) for p in pools]
+            v = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            self._tier_slots[key] = v
+        return v
+
     def tier_slots(self, level: str, pools: Sequence[int]) -> IntArray:
         """The slots of the nodes of ``pools`` that are in some group at ``level`` (cached):
         where a wish that may take several groups of that level (HBD) may go."""
         key = (level, tuple(pools))
         v = self._tier_slots.get(key)
         if v is None:
-            parts = [self.snap.members("pool", p) for p in pools]
-            slots = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            slots = self.pool_slots(pools)
             v = self._tier_slots[key] = slots[getattr(self.snap.cols, f"{level}_id")[slots] >= 0]
         return v
 
@@ -173,7 +181,7 @@ class PoolFacts:
             return self._lone[key]
         cols = self.snap.cols
         if pools:
-            slots = np.concatenate([self.snap.members("pool", p) for p in pools])
+            slots = self.pool_slots(pools)
         else:
             slots = np.flatnonzero(cols.alive[: self.snap.num_slots])
         if hbd:
@@ -420,8 +428,7 @@ def never_fits(
                     f"role {role.name!r} needs {res.total_milli * n / MILLI:g} GPUs in hbds; "
                     f"the hbd nodes of its pools hold {most}"
                 )
-            elif res.gpus and facts.tier_all_pods("hbd", pools, res.gpus) < n:
-                pods = facts.tier_all_pods("hbd", pools, res.gpus)
+            elif res.gpus and (pods := facts.tier_all_pods("hbd", pools, res.gpus)) < n:
                 why = (
                     f"role {role.name!r} needs {n} pods of {res.gpus} GPUs on hbd nodes; "
                     f"the hbd nodes of its pools hold {pods}"

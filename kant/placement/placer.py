@@ -596,25 +596,10 @@ class Placer:
         v = snap.cols.views()
         req = ctx.req
         tmpl = self._templates[slot] if slot < len(self._templates) else None
-        gpu_mask = nic_mask = 0
-        milli = MILLI
-        both = None
-        if req.gpus and req.nics and tmpl is not None:  # chosen together
-            both = tmpl.best_devices(v.free_mask[slot], req.gpus, v.nic_mask[slot], req.nics)
-        if both is not None:
-            gpu_mask, nic_mask = both
-        else:
-            if req.gpus:
-                free = v.free_mask[slot]
-                chosen = tmpl.best_gpu_set(free, req.gpus) if tmpl is not None else None
-                gpu_mask = chosen if chosen is not None else _lowest_bits(free, req.gpus)
-            elif req.milli:
-                gpu_mask = 1 << strat.share_device(ctx, slot)
-                milli = req.milli
-            if req.nics:
-                free_nics = v.nic_mask[slot]
-                got = tmpl.best_nics(gpu_mask, free_nics, req.nics) if tmpl is not None else None
-                nic_mask = got if got is not None else _lowest_bits(free_nics, req.nics)
+        milli, share = MILLI, 0
+        if not req.gpus and req.milli:
+            share, milli = 1 << strat.share_device(ctx, slot), req.milli
+        gpu_mask, nic_mask = _devices(tmpl, req, v.free_mask[slot], v.nic_mask[slot], share)
         snap.allocate(slot, gpu_mask, milli, nic_mask, req.cpu, req.mem)
         ctx.on_node[slot] = ctx.on_node.get(slot, 0) + 1
         if ctx.role.max_per_node is not None:
@@ -671,21 +656,7 @@ class Placer:
         out: list[Binding] = []
         gpu_all = nic_all = 0
         for p in pods:
-            gpu_mask = nic_mask = 0
-            both = None
-            if req.gpus and req.nics and tmpl is not None:  # chosen together, as in _bind
-                both = tmpl.best_devices(free, req.gpus, free_nics, req.nics)
-            if both is not None:
-                gpu_mask, nic_mask = both
-            else:
-                if req.gpus:
-                    chosen = tmpl.best_gpu_set(free, req.gpus) if tmpl is not None else None
-                    gpu_mask = chosen if chosen is not None else _lowest_bits(free, req.gpus)
-                if req.nics:
-                    got = (
-                        tmpl.best_nics(gpu_mask, free_nics, req.nics) if tmpl is not None else None
-                    )
-                    nic_mask = got if got is not None else _lowest_bits(free_nics, req.nics)
+            gpu_mask, nic_mask = _devices(tmpl, req, free, free_nics)
             free &= ~gpu_mask
             free_nics &= ~nic_mask
             gpu_all |= gpu_mask
@@ -753,6 +724,29 @@ class Placer:
             pool_ids = ()
         out = self._cand[key] = Candidates(slots, pool_ids)
         return out
+
+
+def _devices(
+    tmpl: NodeTemplate | None, req: PodRequest, free: int, free_nics: int, share: int = 0
+) -> tuple[int, int]:
+    """The devices of one pod on a node with free GPUs ``free`` and free NICs ``free_nics``
+    (masks): (GPU mask, NIC mask). Whole GPUs and NICs are chosen together
+    (:meth:`~kant.topology.NodeTemplate.best_devices`); else whole GPUs from the template's
+    best-linked set (or ``share``, the GPU a fractional pod shares) and the NICs nearest
+    them; the lowest free bits on a node without a template."""
+    if req.gpus and req.nics and tmpl is not None:
+        both = tmpl.best_devices(free, req.gpus, free_nics, req.nics)
+        if both is not None:
+            return both
+    gpu_mask = share
+    if req.gpus:
+        chosen = tmpl.best_gpu_set(free, req.gpus) if tmpl is not None else None
+        gpu_mask = chosen if chosen is not None else _lowest_bits(free, req.gpus)
+    nic_mask = 0
+    if req.nics:
+        got = tmpl.best_nics(gpu_mask, free_nics, req.nics) if tmpl is not None else None
+        nic_mask = got if got is not None else _lowest_bits(free_nics, req.nics)
+    return gpu_mask, nic_mask
 
 
 def _score(strat: StrategyHooks, ctx: PodContext, slots: IntArray) -> Any:
