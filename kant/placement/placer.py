@@ -225,6 +225,8 @@ class Placer:
             return cand
         wish = role.topology
         if wish is not None and wish.required and counts.job and not job.gang:
+            if wish.tier is Tier.HBD:
+                return self._next_to_hbds(job, role, pods, snap, counts, cand, req)
             nearby = near(snap, cand, min(counts.job), wish.tier)
             got = self._place_in(job, role, pods, snap, counts, nearby, req)
             if isinstance(got, Reason) and got.code is not ReasonCode.NO_POOL:
@@ -251,6 +253,34 @@ class Placer:
                 return got
         counts.restore(before)
         return self._place_in(job, role, pods, snap, counts, cand, req)
+
+    def _next_to_hbds(
+        self,
+        job: Job,
+        role: Role,
+        pods: list[PodId],
+        snap: Snapshot,
+        counts: Counts,
+        cand: Candidates,
+        req: PodRequest,
+    ) -> list[Binding] | Reason:
+        """A later pod of a pod-level job with a required HBD wish: in the HBDs the job's
+        pods are in when one has room, else in another HBD, as a gang that outgrows one HBD
+        takes several whole HBDs (never on a node outside an HBD)."""
+        ids = snap.cols.hbd_id
+        mine = np.unique(ids[np.fromiter(counts.job, dtype=np.int64, count=len(counts.job))])
+        mine = mine[mine >= 0]
+        if len(mine):
+            nearby = Candidates(cand.slots[np.isin(ids[cand.slots], mine)])
+            if len(nearby.slots):
+                with snap.transaction() as tx:
+                    before = counts.save()
+                    got = self._place_in(job, role, pods, snap, counts, nearby, req)
+                    if not isinstance(got, Reason):
+                        tx.commit()
+                        return got
+                    counts.restore(before)
+        return self._place_in_hbds(job, role, pods, snap, counts, cand, req)
 
     def _place_in_hbds(
         self,

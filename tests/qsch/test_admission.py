@@ -10,7 +10,7 @@ from kant.model import Binding, Job, NodeSpec, PodId, ReasonCode, Resources, Rol
 from kant.queueing import JobPhase
 from kant.testing import ClusterBuilder, job, node
 
-from .conftest import nodes, scheduler
+from .conftest import nodes, pod, scheduler
 
 
 def _cross_pool(id: str, *, prefill: int, decode: int, tenant: str = "default") -> Job:
@@ -194,6 +194,31 @@ def test_a_job_requiring_hbds_but_larger_than_one_hbd_is_scheduled_on_two_whole_
     r = s.step(now=1)
     assert r.placed == ("ep",)
     assert {s.cluster.node(b.node).hbd for b in r.bindings} == {"hbd0", "hbd1"}
+
+
+def test_a_pod_level_job_requiring_an_hbd_takes_another_hbd_when_its_own_is_full() -> None:
+    """Four 8-GPU pods, pod by pod, on two HBDs of two nodes and two plain nodes: the first
+    HBD first, then the second (as a gang takes several whole HBDs), never a plain node."""
+    b = ClusterBuilder()
+    for k in range(2):
+        for i in range(2):
+            b.add(node(f"h{k}-{i}", leaf=f"lf{k}", spine="sp0", superspine="ss0", hbd=f"hbd{k}"))
+    for i in range(2):
+        b.add(node(f"p{i}", leaf="lfp", spine="sp0", superspine="ss0"))
+    s = scheduler(b.build())
+    s.submit(job("pl", gpus=8, replicas=4, gang=False, tier=Tier.HBD, required=True), now=0)
+    r = s.step(now=1)
+    where = {bb.pod.index: bb.node for bb in r.bindings}
+    assert where == {0: "h0-0", 1: "h0-1", 2: "h1-0", 3: "h1-1"}
+    # and in a later cycle: the first HBD is full, the second busy until "other" ends
+    cluster = b.build()
+    for k, name in enumerate(("h1-0", "h1-1")):
+        cluster.bind(Binding(pod=pod("other", k), node=name, gpus=tuple(range(8))))
+    s = scheduler(cluster)
+    s.submit(job("pl", gpus=8, replicas=4, gang=False, tier=Tier.HBD, required=True), now=0)
+    assert {bb.node for bb in s.step(now=1).bindings} == {"h0-0", "h0-1"}
+    cluster.release_many([pod("other", 0), pod("other", 1)])  # not the scheduler's pods
+    assert {bb.node for bb in s.step(now=3).bindings} == {"h1-0", "h1-1"}
 
 
 def test_a_job_requiring_hbds_waits_for_room_in_the_hbds_not_in_one_hbd() -> None:
