@@ -37,7 +37,8 @@ def apply(
 
     Only what is still current is applied: a job whose entry changed since the cycle (placed,
     requeued, finished, cancelled or resubmitted: its incarnation in ``result.seen`` differs),
-    that is in backoff at ``now``, whose bindings no longer fit the cluster or whose tenant's
+    that is in backoff at ``now``, one of whose nodes was removed and added again since the
+    cycle (``result.membership``), whose bindings no longer fit the cluster or whose tenant's
     quota no longer admits them, is bound not at all and listed in ``stale`` (it stays as it
     is, no failure counted). Victims, nominations and reasons of jobs no longer current are
     skipped, so applying an old result again (an orchestrator retrying) changes nothing it
@@ -64,6 +65,11 @@ def apply(
     ledger = admitter.ledger()
     bound: list[str] = []
     stale: list[str] = []
+    # nodes came or went since the cycle: a binding to a node added since (the same name
+    # again, perhaps another model or leaf than the cycle placed on) is stale
+    since = result.membership
+    if since is None or since == cluster.membership_version:
+        since = None
     # 1. Bindings, job by job: all of a job's bindings or none.
     for jid, bs in by_job.items():
         e = queue.get(jid)
@@ -73,6 +79,10 @@ def apply(
             or not e.schedulable
             or now < e.backoff_until
             or not {b.pod for b in bs} <= set(e.remaining())
+            or (
+                since is not None
+                and any(b.node in cluster and cluster.incarnation(b.node) > since for b in bs)
+            )
             or not quota_admits(ledger, e.job.tenant, bs, cluster)
         ):
             stale.append(jid)

@@ -102,11 +102,15 @@ class CycleResult:
     ``seen`` the incarnation ``(submission sequence number, version)`` of every job the cycle
     considered or chose as a victim, by which :func:`kant.apply.apply` tells a current entry
     from one that changed since (a stale result applied again binds nothing no longer current).
+    ``membership`` the cluster's :attr:`~kant.state.ClusterState.membership_version` the
+    cycle saw: a binding to a node removed and added again since (the same name, perhaps
+    another model or leaf) is not applied (None: a result built by hand, not checked).
     ``closed_after`` the queue order key (:attr:`kant.queueing.Entry.key`) of the last job
     the cycle walked before the queueing policy closed its gate (``PolicyRun.closed``): every
     job later in the order got the gate's skip (None: the gate stayed open). How the cycle
     walked, not what it decided: equality ignores it, as it ignores ``stats`` and the time
-    horizon (:meth:`time_horizon`: until when the passing of time alone changes nothing).
+    horizon (:meth:`time_horizon`: until when the passing of time alone changes nothing),
+    and ``membership``.
 
     A result is read, not changed: the last quiet cycle's is kept, and answered again with
     read-only copies (:class:`~kant.model.ReadOnlyDict`) of its ``pending`` and ``seen``
@@ -126,6 +130,7 @@ class CycleResult:
     stats: CycleStats = attrs.field(eq=False)
     reservations: tuple[Reservation, ...] = ()
     closed_after: tuple[Any, ...] | None = attrs.field(default=None, eq=False)
+    membership: int | None = attrs.field(default=None, eq=False)
     # what time_horizon reads of the cycle (None: a result built by hand)
     _horizon: _Horizon | None = attrs.field(default=None, eq=False, repr=False)
 
@@ -638,6 +643,7 @@ class _Cycle:
             reservations=self.reservations,
             seen=seen,
             closed_after=self.closed_after,
+            membership=self.cluster.membership_version,
             stats=CycleStats(
                 candidates=len(self.candidates),
                 placed_jobs=len(self.placed),

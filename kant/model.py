@@ -182,7 +182,10 @@ def finite_time(now: object, call: str) -> float:
         return now  # the usual call, without the abstract-class check below
     if isinstance(now, bool) or not isinstance(now, numbers.Real):
         raise InvalidTimeError("now", now, f"{call}: must be a finite number of seconds")
-    t = float(now)
+    try:
+        t = float(now)
+    except OverflowError:  # (an int beyond the floats)
+        t = math.inf
     if not math.isfinite(t):
         raise InvalidTimeError("now", now, f"{call}: must be a finite number of seconds")
     return t

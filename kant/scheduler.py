@@ -194,24 +194,35 @@ class Scheduler:
         now: float,
         *,
         finished: Iterable[PodId] = (),
+        started_at: float | None = None,
     ) -> None:
         """Take in a job some of whose pods already run: an orchestrator that restarts
         rebuilds kant's state from the pods it finds bound. ``job`` is submitted and
         ``bindings`` (some of its pods, each once) are bound, charged to its tenant and marked
         as a cycle's placement would have. ``finished``: pods of the job that ended
-        meanwhile. The job's other pods wait as usual; a gang has none (its pods are all bound
-        or finished).
+        meanwhile. ``started_at`` (default ``now``, never later): when those pods were bound,
+        so that the expected ends EASY and conservative backfill reserve by
+        (start + ``runtime_estimate``) are the ones before the restart. The job's other pods
+        wait as usual; a gang has none (its pods are all bound or finished).
 
         All or nothing: raises and changes nothing when a binding is not one of the job's pods
         or a pod is named twice, or a gang's pods are not all bound or finished
         (ValidationError), a binding does not fit the cluster (the errors of
         :meth:`kant.state.ClusterState.bind_many`), the tenant's quota does not admit them
         now (QuotaExceededError: quotas were lowered meanwhile), the job is refused
-        (DuplicateError, InvalidJobError), or ``now`` is not finite or runs backwards
-        (InvalidTimeError)."""
+        (DuplicateError, InvalidJobError), or ``now`` is not finite or runs backwards, or
+        ``started_at`` is not finite or later than ``now`` (InvalidTimeError)."""
         t = self._time(now, "restore")
+        start = t if started_at is None else finite_time(started_at, "restore(started_at)")
+        if start > t:
+            raise InvalidTimeError(
+                "started_at", started_at, f"restore: the pods started after now ({t:g})"
+            )
         if not isinstance(job, Job):
             raise ValidationError("job", job, "must be a kant.model.Job")
+        for name, given in (("bindings", bindings), ("finished", finished)):
+            if isinstance(given, str | bytes) or not isinstance(given, Iterable):
+                raise ValidationError(name, given, "must be an iterable")
         bs = tuple(bindings)
         done = tuple(finished)
         mine = set(job.pods())
@@ -241,7 +252,7 @@ class Scheduler:
         if bs:
             models = [self.cluster.node(b.node).gpu_model for b in bs]
             self.admitter.charge_many(job.tenant, bs, models)
-            self.queue.mark_assigned(job.id, [b.pod for b in bs], t)
+            self.queue.mark_assigned(job.id, [b.pod for b in bs], start)
         if done:
             self.queue.forget_pods(job.id, done, t, finished=True)
         self._tick(t, "restore")
@@ -424,6 +435,7 @@ class Scheduler:
         if len(set(pods)) != len(pods):
             raise UnknownPodError(next(p for i, p in enumerate(pods) if p in pods[:i]))
         if not pods:
+            self._time(now, "pods_finished")  # (nothing to do, but a bad time is still one)
             return EventReport()
         return self._pods_finished(pods, now, entries)
 
@@ -480,8 +492,14 @@ class Scheduler:
 
     def node_removed(self, node: str, now: float) -> EventReport:
         """The node was decommissioned: it is removed, its pods released (quota uncharged) and
-        their jobs requeued (gangs whole). Raises UnknownNodeError or InvalidTimeError."""
+        their jobs requeued (gangs whole). A node reported :meth:`node_lost` may be removed
+        too: it is no longer lost (not in :meth:`lost_nodes`, never :meth:`node_recovered`).
+        Raises UnknownNodeError (neither in the cluster nor lost) or InvalidTimeError."""
         t = self._time(now, "node_removed")
+        if isinstance(node, str) and node in self._lost_nodes and node not in self.cluster:
+            del self._lost_nodes[node]
+            self._tick(t, "node_removed")
+            return EventReport()
         rep = self._remove(node, t, "node_removed")
         self._lost_nodes.pop(node, None)
         return rep
@@ -502,7 +520,7 @@ class Scheduler:
         UnknownNodeError for a node that is not lost (never lost, removed, or already back),
         InvalidTimeError; nothing changes then."""
         t = self._time(now, "node_recovered")
-        spec = self._lost_nodes.get(node)
+        spec = self._lost_nodes.get(node) if isinstance(node, str) else None
         if spec is None or node in self.cluster:
             raise UnknownNodeError(f"{node} (not lost)")
         self.cluster.add_node(spec)

@@ -268,7 +268,7 @@ class Queue:
         """The job's bookkeeping; raises :class:`~kant.errors.UnknownJobError`."""
         try:
             return self._entries[job_id]
-        except KeyError:
+        except (KeyError, TypeError):  # (TypeError: not hashable, so no job's id)
             raise UnknownJobError(job_id) from None
 
     def get(self, job_id: str) -> Entry | None:

@@ -52,6 +52,7 @@ class _NodeRecord:
     cpu_used: int = 0
     mem_used: int = 0
     pods: set[PodId] = attrs.field(factory=set)
+    added: int = 0  # the membership version right after it was added
 
 
 def _check_template(spec: NodeSpec, template: str) -> None:
@@ -225,6 +226,13 @@ class ClusterState:
         caches keyed on the node set compare it."""
         return self._membership_version
 
+    def incarnation(self, name: str) -> int:
+        """The :attr:`membership_version` right after node ``name`` was added: a node removed
+        and added again under the same name has a higher one than any decision taken before
+        (:func:`kant.apply.apply` refuses such a decision's bindings). Raises
+        UnknownNodeError."""
+        return self._record(name).added
+
     def group_id(self, level: str, name: str) -> int:
         """Interned id of a group (``level`` in :data:`LEVELS`), -1 if unknown."""
         return self._ids[level].get(name, -1)
@@ -302,6 +310,7 @@ class ClusterState:
             value = spec.gpu_model if lv == "pool" else getattr(spec, lv)
             getattr(cols, f"{lv}_id")[slot] = -1 if value is None else self._intern(lv, value)
         self._membership_version += 1
+        rec.added = self._membership_version
         self._refresh_row(rec)
 
     def remove_node(self, name: str) -> tuple[Binding, ...]:

@@ -85,6 +85,27 @@ def test_victims_of_an_old_result_never_mark_the_new_incarnation_terminating() -
     assert s.queue.status("low").terminating == ()
 
 
+def test_a_result_is_not_applied_to_a_node_removed_and_added_again_under_its_name() -> None:
+    """The job may run on H100 only; its node is replaced by an A100 node of the same name
+    between the cycle and the apply: the binding is stale, and the next cycle says why."""
+    s = scheduler(nodes(1))
+    s.submit(job("j", gpus=8, models="H100"), now=0)
+    r = s.schedule(1)
+    assert [b.node for b in r.bindings] == ["lf0-n0"]
+    spec = s.cluster.node("lf0-n0")
+    s.node_removed("lf0-n0", 2)
+    s.node_added(NodeSpec(name=spec.name, gpus=8, gpu_model="A100", leaf="lf0"), 3)
+    assert s.apply(r, 4).stale == ("j",)
+    assert s.cluster.num_pods == 0
+    assert s.step(5).pending["j"].code is ReasonCode.NO_POOL
+    # a node added that the result does not use leaves it current
+    s2 = scheduler(nodes(1))
+    s2.submit(job("j", gpus=8), now=0)
+    r = s2.schedule(1)
+    s2.node_added(NodeSpec(name="other", gpus=8, gpu_model="H100", leaf="lf0"), 2)
+    assert s2.apply(r, 3).bound == ("j",)
+
+
 def test_a_fresh_result_still_applies_when_an_unrelated_job_changed_meanwhile() -> None:
     s = scheduler(nodes(2))
     s.submit(job("a", gpus=8), now=0)
@@ -231,6 +252,14 @@ def test_a_lost_node_recovers_with_its_spec_and_a_removed_one_does_not() -> None
     with pytest.raises(UnknownNodeError):
         s.node_recovered("lf0-n1", 5)
     assert len(s.cluster) == 1
+    # a lost node may be decommissioned: it is then neither lost nor recoverable
+    s.node_lost("lf0-n0", 6)
+    s.node_removed("lf0-n0", 7)
+    assert s.lost_nodes() == () and len(s.cluster) == 0
+    with pytest.raises(UnknownNodeError):
+        s.node_recovered("lf0-n0", 8)
+    with pytest.raises(UnknownNodeError):
+        s.node_removed("lf0-n0", 9)
 
 
 def test_removing_a_node_requeues_its_gang_whole() -> None:
@@ -263,14 +292,26 @@ def test_confirming_a_pod_that_holds_nothing_is_an_unknown_pod() -> None:
         lambda s: s.apply("not a result", 1),
         lambda s: s.step(None),
         lambda s: s.step("x"),
+        lambda s: s.step(10**400),  # (beyond the floats)
+        lambda s: s.cancel(["a"], 1),
+        lambda s: s.status(["a"]),
+        lambda s: s.node_recovered(["lf0-n0"], 1),
+        lambda s: s.restore(job("r"), None, 1),
+        lambda s: s.restore(job("r"), [], 1, finished=None),
+        lambda s: s.restore(job("r"), [], 1, started_at=2),  # (after now)
+        lambda s: s.pods_finished([], math.nan),
+        lambda s: s.pods_finished([], -1),  # (before the clock)
     ],
 )
 def test_every_misuse_of_the_facade_is_a_kant_error(call: object) -> None:
     s = scheduler(nodes(1))
     s.submit(job("a", gpus=8), now=0)
     s.step(0)
+    before = s.queue.incarnations()
     with pytest.raises(KantError):
         call(s)  # type: ignore[operator]
+    assert s.queue.incarnations() == before and s.clock == 0
+    check_invariants(s)
 
 
 @pytest.mark.parametrize("index", [True, False, 1.0, "1", None])
