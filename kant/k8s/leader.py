@@ -1,9 +1,12 @@
 """Leader election through a ``coordination.k8s.io/v1`` Lease, as kube-scheduler does: one
 shim schedules; the others wait and take over when the leader stops renewing.
 
-The leader renews every ``duration / 3``; a candidate takes the Lease when its ``renewTime``
-is older than ``leaseDurationSeconds``. Every write carries the ``resourceVersion`` it read,
-so two candidates never both win (the loser gets a 409)."""
+The leader renews every ``duration / 3``; a candidate takes the Lease when it has seen no
+change of the Lease's record (holder, renew time) for ``leaseDurationSeconds`` on its own
+clock, as client-go's leader election does: the ``renewTime`` written by another machine is
+never compared with this machine's clock, so a clock running ahead cannot take a Lease
+renewed a moment ago. Every write carries the ``resourceVersion`` it read, so two
+candidates never both win (the loser gets a 409)."""
 
 from __future__ import annotations
 
@@ -22,12 +25,6 @@ def _micro(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _parse(v: Any) -> float:
-    if not v:
-        return 0.0
-    return datetime.fromisoformat(str(v).replace("Z", "+00:00")).timestamp()
-
-
 class LeaderElector:
     """Acquire and keep the Lease ``namespace/name`` for ``identity``."""
 
@@ -40,10 +37,16 @@ class LeaderElector:
         self.identity = identity
         self.duration = duration
         self.path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        # another holder's record as last seen, and when it was first seen so (local clock)
+        self._observed: tuple[Any, Any, Any] | None = None
+        self._observed_at = 0.0
 
     def try_acquire(self, now: float | None = None) -> bool:
-        """One attempt to take or renew the Lease; True when this identity holds it."""
+        """One attempt to take or renew the Lease; True when this identity holds it.
+        ``now`` (tests): this machine's clock, for the times written and for how long the
+        record has been seen unchanged (default: the wall clock and a monotonic one)."""
         t = time.time() if now is None else now
+        local = time.monotonic() if now is None else now
         spec = {
             "holderIdentity": self.identity,
             "leaseDurationSeconds": max(1, round(self.duration)),
@@ -67,8 +70,10 @@ class LeaderElector:
         cur = lease.get("spec") or {}
         holder = cur.get("holderIdentity")
         if holder and holder != self.identity:
-            expires = _parse(cur.get("renewTime")) + float(cur.get("leaseDurationSeconds") or 0)
-            if t < expires:
+            record = (holder, cur.get("renewTime"), cur.get("leaseDurationSeconds"))
+            if record != self._observed:
+                self._observed, self._observed_at = record, local
+            if local < self._observed_at + float(cur.get("leaseDurationSeconds") or 0):
                 return False
         new = dict(cur, **spec)
         if holder != self.identity:

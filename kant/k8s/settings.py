@@ -51,6 +51,10 @@ class K8sSettings:
     """The extended resource counting whole GPUs (node allocatable, container requests)."""
     nic_resource: str = "rdma/hca"
     """The extended resource counting RDMA NICs."""
+    ignored_resources: tuple[str, ...] = ()
+    """Extended resources (``domain/name``) a kant pod may ask that kant does not count
+    (kube-scheduler's ``NodeResourcesFit`` ``ignoredResources``): a pod asking any other
+    one is refused, since kant could bind it to a node that has none."""
     gpu_model_label: str = "nvidia.com/gpu.product"
     """The node label naming the GPU model (kant's node pool)."""
     default_gpu_model: str = "gpu"
@@ -117,8 +121,15 @@ def parse_settings(raw: Mapping[str, Any] | None, *, source: str = "<config>") -
         if key == "topologyLevels":
             out["topology"] = _levels(value, fail)
             continue
+        if key == "ignoredResources":
+            if not isinstance(value, list) or not all(
+                isinstance(v, str) and "/" in v.strip("/") for v in value
+            ):
+                raise fail(key, value, "must be a list of extended resource names (domain/name)")
+            out["ignored_resources"] = tuple(value)
+            continue
         if key not in _KEYS:
-            known = ", ".join(sorted([*_KEYS, "topologyLevels"]))
+            known = ", ".join(sorted([*_KEYS, "ignoredResources", "topologyLevels"]))
             raise fail(str(key), None, f"unknown key (known: {known})")
         field, kind = _KEYS[key]
         if kind is str:

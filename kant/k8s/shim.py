@@ -49,6 +49,7 @@ from kant.k8s.translate import (
     recorded_binding,
 )
 from kant.model import Binding, Job, PodId, Role
+from kant.preemption import PreemptionPolicy
 from kant.scheduler import EventReport, Scheduler
 from kant.state import ClusterState
 
@@ -128,6 +129,8 @@ class Shim:
         self._inflight: list[tuple[Binding, Future[tuple[str | None, float]]]] = []
         self.bound_total = 0
         self.cycles = 0
+        self._inherited_victims: set[str] = set()
+        self._preemption: PreemptionPolicy | None = None  # the config's, while it is off
 
     # ----------------------------------------------------------------- time
 
@@ -147,6 +150,9 @@ class Shim:
             for g in self.api.get(f"/apis/{PODGROUP_API}/podgroups").get("items", ()):
                 self.handle("PodGroup", "ADDED", g)
         pods = self.api.get("/api/v1/pods").get("items", ())
+        # victims a previous shim chose, still terminating: they are held until gone, and
+        # no victim is chosen meanwhile (see cycle)
+        self._inherited_victims = {pod_key(p) for p in pods if _kant_victim(p, self.settings)}
         restart = self.adopt(pods)
         for p in pods:
             self.handle("Pod", "ADDED", p)
@@ -174,7 +180,13 @@ class Shim:
         by_job: dict[str, dict[PodId, tuple[PodFacts, Binding]]] = {}
         known = self._known_nodes()
         restart: list[str] = []
+        succeeded: set[PodId] = set()  # kant's pods that ended well while no shim ran
         for p, st in states:
+            if st.ours and st.phase == "Succeeded":
+                with contextlib.suppress(KantError):
+                    got = recorded_binding(p)
+                    if got is not None:
+                        succeeded.add(got[0])
             if (
                 not st.ours
                 or st.node not in known
@@ -228,11 +240,15 @@ class Shim:
                     restart.extend(f.key for f, _ in members.values())
                     continue
             bindings = tuple(b for _, b in members.values())
+            runtimes = [f.runtime for f, _ in members.values() if f.runtime is not None]
+            # (its start: when its first pod started, as the last shim's bind was then)
+            started = [f.started for f, _ in members.values() if f.started is not None]
             try:
                 job = Job(
                     id=jid, tenant=lead.tenant, priority=lead.priority,
                     preemptible=lead.preemptible,
                     submitted_at=max(0.0, lead.created),
+                    runtime_estimate=max(runtimes) if runtimes else None,
                     roles=tuple(
                         Role(name=r, replicas=max(pid.index for _, pid in ms) + 1,
                              resources=ms[0][0].resources, gpu_models=ms[0][0].gpu_models,
@@ -241,7 +257,14 @@ class Shim:
                     ),
                 )  # fmt: skip
                 missing = [p for p in job.pods() if p not in members]  # ended while no shim ran
-                self.scheduler.restore(job, bindings, now, finished=missing)
+                if any(p not in succeeded for p in missing):
+                    # a pod that failed or was deleted: with a shim up, the gang would have
+                    # been requeued whole (pod_evicted); it starts again whole
+                    log.warning("not adopting %s: a pod of it failed or is gone", jid)
+                    restart.extend(f.key for f, _ in members.values())
+                    continue
+                start = min(min(started, default=now), now)
+                self.scheduler.restore(job, bindings, now, finished=missing, started_at=start)
             except KantError as e:
                 log.warning("cannot adopt %s: %s", jid, e)
                 continue
@@ -257,6 +280,24 @@ class Shim:
             for pid, (f, _) in members.items():
                 self._id_of[f.key] = (jid, pid)
         return restart
+
+    def _hold_preemption(self) -> None:
+        """No victim is chosen while victims a previous shim chose are still terminating:
+        which preemptor each was for is not known (a nomination lives in the shim that made
+        it), so a preemptor waiting for them would choose others too. kube-scheduler does
+        the same for a pod whose nominated node still has terminating victims. Preemption
+        is back as configured once they are all gone (their grace periods)."""
+        if self._inherited_victims:
+            self._inherited_victims &= self._pods.keys()
+        if self._inherited_victims and self._preemption is None:
+            self._preemption = self.scheduler.preemption
+            self.scheduler.preemption = attrs.evolve(
+                self._preemption, priority=False, reclaim=False, backfill=False
+            )
+            log.info("%d victims of a previous shim are terminating: no preemption until "
+                     "they are gone", len(self._inherited_victims))  # fmt: skip
+        elif not self._inherited_victims and self._preemption is not None:
+            self.scheduler.preemption, self._preemption = self._preemption, None
 
     def _known_nodes(self) -> set[str]:
         return {n.name for n in self.scheduler.cluster.nodes()}
@@ -301,6 +342,9 @@ class Shim:
         was = self._alive.get(name)
         self._alive[name] = facts.alive
         if not facts.alive:
+            # (a change seen while kant's pods ran there is taken when it is Ready again,
+            # as it is then: never now, which would make it take pods)
+            self._changed.pop(name, None)
             if self.nodes.has(name) and was:
                 self._after(self.nodes.not_ready(name, now), now, why=f"node {name} is not Ready")
                 self._drop_released_holds(name)
@@ -381,6 +425,13 @@ class Shim:
     def _on_pod(self, ev: str, obj: Obj) -> None:
         key = pod_key(obj)
         now = self.now()
+        last = self._pods.get(key)
+        if last is not None and _uid(last[0]) and _uid(obj) and _uid(last[0]) != _uid(obj):
+            if ev == "DELETED":
+                return  # (an incarnation kant no longer tracks)
+            # deleted and created again under the same name while the watch was down (a
+            # relist sees only the new one): the old pod is gone, this is a new one
+            self._on_pod("DELETED", last[0])
         if ev == "DELETED":
             old = self._pods.pop(key, None)
             if old is not None:
@@ -671,6 +722,7 @@ class Shim:
             self._take_changed_nodes()
         now = self.now()
         self.cycles += 1
+        self._hold_preemption()
         result = self.scheduler.schedule(now)
         report = self.scheduler.apply(result, now)
         bound = set(report.bound)
@@ -680,8 +732,7 @@ class Shim:
         for b in todo:
             pkey = self._jobs[b.pod.job].pods[b.pod]
             obj = self._pods.get(pkey, ({}, None))[0]
-            uid = str((obj.get("metadata") or {}).get("uid") or "")
-            self._inflight.append((b, self._pool.submit(self._bind, b, pkey, uid)))
+            self._inflight.append((b, self._pool.submit(self._bind, b, pkey, _uid(obj))))
         for jid in bound:
             self._pod_group_status(jid, "Scheduled")
         for v in result.victims:
@@ -1078,6 +1129,27 @@ class Watcher(threading.Thread):
 def _base(f: PodFacts) -> str:
     """The key of what becomes one kant job: a gang, or a lone pod."""
     return f"group:{f.group}" if f.group is not None else f"pod:{f.key}"
+
+
+def _kant_victim(pod: Obj, settings: K8sSettings) -> bool:
+    """Whether ``pod`` is a kant pod a kant shim preempted that is still terminating (its
+    ``DisruptionTarget`` condition says so, :meth:`Shim._disrupt`)."""
+    st = pod_state(pod, settings)
+    if not st.ours or not st.deleting or st.phase in TERMINAL:
+        return False
+    return any(
+        c.get("type") == "DisruptionTarget"
+        and c.get("reason") == "PreemptionByScheduler"
+        and str(c.get("message", "")).startswith("kant: preempted by")
+        for c in (pod.get("status") or {}).get("conditions") or ()
+        if isinstance(c, Mapping)
+    )
+
+
+def _uid(obj: Obj) -> str:
+    """The object's ``metadata.uid`` ("" when absent: objects built by hand, which a
+    change of uid never concerns)."""
+    return str((obj.get("metadata") or {}).get("uid") or "")
 
 
 def _namespace_of(job: str) -> str:

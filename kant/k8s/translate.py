@@ -213,7 +213,9 @@ def _domain(label: str, value: str) -> str:
 @attrs.frozen(kw_only=True)
 class PodFacts:
     """A pod as kant sees it. ``group`` is the gang key (:func:`pod_group_key`) or None;
-    ``min_member`` the group's size known from the pod (Kueue's total count), else None."""
+    ``min_member`` the group's size known from the pod (Kueue's total count), else None;
+    ``created`` and ``started`` (None before the kubelet started it) in seconds since the
+    epoch."""
 
     key: str
     uid: str
@@ -228,6 +230,7 @@ class PodFacts:
     group: str | None
     min_member: int | None
     created: float
+    started: float | None
     runtime: float | None
     node: str | None
     phase: str
@@ -297,12 +300,13 @@ def _pod_facts(pod: Obj, settings: K8sSettings) -> PodFacts:
         tenant=_tenant(lab, ann, ns),
         priority=int(spec.get("priority") or 0),
         preemptible=spec.get("preemptionPolicy") != "Never",
-        resources=pod_resources(pod, settings),
+        resources=_counted(pod, settings, where),
         gpu_models=_models(spec, settings, where),
         topology=_topology(ann, settings, where),
         group=_group(lab, ns),
         min_member=_total(lab, ann, where),
         created=_timestamp(meta.get("creationTimestamp")),
+        started=_timestamp(status.get("startTime")) or None,
         runtime=_runtime(ann, where),
         node=spec.get("nodeName") or None,
         phase=str(status.get("phase") or "Pending"),
@@ -358,6 +362,30 @@ def pod_resources(pod: Obj, settings: K8sSettings, *, shares: bool = True) -> Re
         memory_mib=math.ceil(eff["memory"] / (1 << 20)),
         rdma_nics=int(eff[settings.nic_resource]),
     )
+
+
+def _counted(pod: Obj, settings: K8sSettings, where: str) -> Resources:
+    """:func:`pod_resources` of a kant pod, refused when it asks an extended resource kant
+    does not count (not the GPU or NIC resource, nor in ``ignoredResources``): kant would
+    bind it to a node whether the node has that resource or not."""
+    spec = pod.get("spec") or {}
+    mine = {settings.gpu_resource, settings.nic_resource, *settings.ignored_resources}
+    for part in ("containers", "initContainers"):
+        for c in spec.get(part) or ():
+            res = c.get("resources") or {}
+            for kind in ("requests", "limits"):
+                for r, v in (res.get(kind) or {}).items():
+                    if "/" not in str(r) or r in mine or str(r).startswith("kubernetes.io/"):
+                        continue
+                    if quantity(v, where=where, field=f"{part}.resources.{kind}.{r}") > 0:
+                        raise InvalidObjectError(
+                            f"{part}.resources.{kind}", r,
+                            f"is a resource kant does not count (it counts "
+                            f"{settings.gpu_resource}, {settings.nic_resource}, cpu and "
+                            f"memory; kubernetes.ignoredResources lists those it may ignore)",
+                            where=where,
+                        )  # fmt: skip
+    return pod_resources(pod, settings)
 
 
 def _tenant(lab: Mapping[str, str], ann: Mapping[str, str], ns: str) -> str:

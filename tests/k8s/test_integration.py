@@ -207,9 +207,15 @@ def test_one_shim_holds_the_lease_and_another_takes_it_only_once_it_expires(
     b = LeaderElector(cluster.api, name="kant-test", namespace=cluster.ns, identity="b", duration=2)
     t = time.time()
     assert a.try_acquire(t)
-    assert not b.try_acquire(t + 1)  # a renewed 1 s ago: still a's
+    assert not b.try_acquire(t + 1)  # b sees a's lease for the first time: a's
     assert a.try_acquire(t + 1)
-    assert b.try_acquire(t + 4)  # a stopped renewing for longer than the lease
+    assert not b.try_acquire(t + 1.5)  # a renewed: b counts the lease's time again
+    # a candidate whose clock runs 16 s ahead does not take a lease renewed a moment ago
+    skewed = LeaderElector(cluster.api, name="kant-test", namespace=cluster.ns, identity="c",
+                           duration=2)  # fmt: skip
+    assert not skewed.try_acquire(t + 17.5)
+    assert not b.try_acquire(t + 3.4)  # 1.9 s since b saw a's last renewal
+    assert b.try_acquire(t + 3.6)  # a stopped renewing for longer than the lease
     lease = cluster.api.get(
         f"/apis/coordination.k8s.io/v1/namespaces/{cluster.ns}/leases/kant-test"
     )
@@ -393,3 +399,28 @@ def test_a_cycle_writes_at_most_its_share_of_conditions_and_events_the_head_firs
     assert not shim.status_writes_due
     assert _condition(cluster.get("w2"), "PodScheduled")["reason"] == "Unschedulable"
     assert cycle() == []
+
+
+def test_a_pod_deleted_and_created_again_under_its_name_while_no_watch_ran_is_a_new_pod(
+    cluster: Cluster,
+) -> None:
+    """What a relist after a broken watch gives: the same name, a new uid, no DELETED."""
+    cluster.node("n0")
+    cluster.pod("a")
+    shim = Shim(cluster.api, parse_config({}))
+    try:
+        shim.sync()
+        shim.cycle()
+        shim.reap(wait=True)
+        assert cluster.node_of("a") == "n0"
+        cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/a", {"gracePeriodSeconds": 0})
+        wait_for(lambda: "a" not in cluster.pods(), what="a gone")
+        cluster.pod("a")  # its controller made it again
+        shim.handle("Pod", "MODIFIED", cluster.get("a"))  # (a relist's event)
+        shim.cycle()
+        shim.reap(wait=True)
+        assert cluster.node_of("a") == "n0"  # the old pod's GPUs are free again
+        assert len(shim.scheduler.cluster.pods_on("n0")) == 1
+        shim.scheduler.check_invariants()
+    finally:
+        shim._pool.shutdown()

@@ -494,3 +494,138 @@ def test_the_shim_looks_up_a_returning_nodes_pods_by_node_and_forgets_pods_gone(
         assert shim._on_node_pods == {"n0": {"ns/a", "ns/c"}}
     finally:
         shim._pool.shutdown()
+
+
+def test_a_pod_asking_an_extended_resource_kant_does_not_count_is_refused_on_the_pod(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.start_shim({"kubernetes": {"ignoredResources": ["example.com/license"]}})
+    for name, res in (("amd", "amd.com/gpu"), ("mig", "nvidia.com/mig-1g.10gb"),
+                      ("licensed", "example.com/license")):  # fmt: skip
+        req = {"cpu": "1", res: "1"}
+        body = {"metadata": {"name": name, "namespace": cluster.ns},
+                "spec": {"schedulerName": "kant", "containers": [{"name": "c", "image": "x",
+                         "resources": {"requests": req, "limits": {res: "1"}}}]}}  # fmt: skip
+        cluster.api.post(f"/api/v1/namespaces/{cluster.ns}/pods", body)
+    for name, res in (("amd", "amd.com/gpu"), ("mig", "nvidia.com/mig-1g.10gb")):
+        assert res in _waits(cluster, name, "invalid")["message"]
+    assert wait_for(lambda: cluster.node_of("licensed"), what="licensed bound") == "n0"
+
+
+def test_a_node_changed_under_a_running_pod_then_not_ready_takes_no_pod_while_not_ready(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.start_shim()
+    cluster.pod("a", gpus=4)
+    wait_for(lambda: cluster.get("a")["status"].get("phase") == "Running", what="a running")
+    res = {"cpu": "128", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "6"}
+    cluster.api.patch("/api/v1/nodes/n0/status",
+                      {"status": {"allocatable": res, "capacity": res}}, kind="strategic")  # fmt: skip
+    time.sleep(0.3)
+    set_node_ready(cluster.api, "n0", False)
+    wait_for(lambda: "a" not in cluster.pods(), what="a stopped")  # its gang is requeued
+    cluster.pod("b", gpus=2)
+    _waits(cluster, "b", "")  # (any reason: it is not bound)
+    time.sleep(1.0)
+    assert cluster.node_of("b") is None
+    set_node_ready(cluster.api, "n0", True)
+    assert wait_for(lambda: cluster.node_of("b"), what="b bound once n0 is Ready") == "n0"
+    assert {int(g) for g in cluster.get("b")["metadata"]["annotations"]["kant.io/gpus"].split(
+        ",")} <= set(range(6))  # fmt: skip
+
+
+@pytest.mark.parametrize("lost", ["failed", "deleted"])
+def test_a_gang_that_lost_a_pod_while_no_shim_ran_starts_again_whole(
+    cluster: Cluster, lost: str
+) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    cluster.pod_group("g", 2)
+    cluster.start_shim()
+    for i in range(2):
+        cluster.pod(f"g-{i}", group="g")
+    for i in range(2):
+        wait_for(lambda i=i: cluster.get(f"g-{i}")["status"].get("phase") == "Running",
+                 what=f"g-{i} running")  # fmt: skip
+    cluster.stop_shims()
+    path = f"/api/v1/namespaces/{cluster.ns}/pods/g-0"
+    if lost == "failed":
+        cluster.api.patch(f"{path}/status", {"status": {"phase": "Failed"}})
+    else:
+        cluster.api.delete(path, {"gracePeriodSeconds": 0})
+    shim = cluster.start_shim()
+    wait_for(lambda: "g-1" not in cluster.pods(), what="g-1 stopped")  # as a shim up would
+    assert not shim._jobs
+
+
+def test_a_shim_restart_keeps_a_running_jobs_runtime_and_start_for_easy_backfill(
+    cluster: Cluster,
+) -> None:
+    config = {"queueing": {"policy": "easy-backfill"}}
+    cluster.node("n0")
+    cluster.node("n1")
+    cluster.start_shim(config)
+    cluster.pod("a", annotations={"kant.io/runtime-seconds": "60"})
+    wait_for(lambda: cluster.get("a")["status"].get("phase") == "Running", what="a running")
+    cluster.pod_group("head", 2)
+    for i in range(2):
+        cluster.pod(f"head-{i}", group="head", annotations={"kant.io/runtime-seconds": "10"})
+    _waits(cluster, "head-0", "")
+    time.sleep(1.1)  # (creation times have whole seconds: small comes after the head)
+    cluster.pod("small", annotations={"kant.io/runtime-seconds": "600"})
+    assert "reserved" in _waits(cluster, "small", "reserved")["message"]
+    cluster.stop_shims()
+    shim = cluster.start_shim(config)
+    # the same decision after the restart: a's end (its start + 60 s) is the head's
+    # reservation, which small (600 s) would delay
+    time.sleep(1.5)
+    assert _waits(cluster, "small", "reserved")
+    (jid,) = [j for j in shim._jobs if j.endswith("..a#1")]
+    e = shim.scheduler.queue.entry(jid)
+    assert e.job.runtime_estimate == 60
+    assert e.started_at is not None and e.started_at < shim.scheduler.clock
+
+
+def test_a_restart_while_a_victim_terminates_chooses_no_other_victim(cluster: Cluster) -> None:
+    """kant preempted b for h, and b's grace period (a finalizer here) outlasts the shim: the
+    next shim does not know b was h's, so it preempts nothing until b is gone."""
+    import contextlib
+
+    with contextlib.suppress(ApiError):
+        cluster.api.post("/apis/scheduling.k8s.io/v1/priorityclasses",
+                         {"metadata": {"name": "kant-test-high"}, "value": 1000})  # fmt: skip
+    cluster.node("n0")
+    cluster.node("n1")
+    cluster.start_shim()
+    for name in ("a", "b"):
+        _raw_pod(cluster, name)
+        cluster.api.patch(f"/api/v1/namespaces/{cluster.ns}/pods/{name}",
+                          {"metadata": {"finalizers": ["example.com/grace"]}})  # fmt: skip
+    for name in ("a", "b"):
+        wait_for(lambda n=name: cluster.get(n)["status"].get("phase") == "Running",
+                 what=f"{name} running")  # fmt: skip
+
+    def going() -> list[str]:
+        pods = cluster.pods()
+        return [n for n in ("a", "b") if n in pods and pods[n]["metadata"].get("deletionTimestamp")]
+
+    try:
+        _raw_pod(cluster, "h", spec={"priorityClassName": "kant-test-high"})
+        (victim,) = wait_for(going, what="a victim")
+        cluster.stop_shims()
+        cluster.start_shim()
+        time.sleep(2.0)
+        assert going() == [victim] and cluster.node_of("h") is None
+        where = cluster.node_of(victim)
+        cluster.api.patch(f"/api/v1/namespaces/{cluster.ns}/pods/{victim}",
+                          {"metadata": {"finalizers": None}})  # fmt: skip
+        assert wait_for(lambda: cluster.node_of("h"), what="h bound") == where
+        other = "b" if victim == "a" else "a"
+        assert going() == [] and cluster.get(other)["status"]["phase"] == "Running"
+    finally:
+        for name in ("a", "b"):
+            with contextlib.suppress(ApiError):
+                cluster.api.patch(f"/api/v1/namespaces/{cluster.ns}/pods/{name}",
+                                  {"metadata": {"finalizers": None}})  # fmt: skip
