@@ -203,10 +203,12 @@ def _load_yaml(text: str, source: str) -> Any:
             node = loader.get_single_node()
             if node is None:
                 return None
-            _check_repeated(node, "", source)
+            _check_repeated(node, "", source, set(), set())
             return loader.construct_document(node)
         finally:
             loader.dispose()
+    except RecursionError:
+        raise InvalidConfigFileError("", source, "nested too deeply") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f"line {mark.line + 1}" if mark is not None else "?"
@@ -214,10 +216,18 @@ def _load_yaml(text: str, source: str) -> Any:
         raise InvalidConfigFileError(at, source, f"not valid YAML: {problem}") from None
 
 
-def _check_repeated(node: Any, path: str, source: str) -> None:
-    """Refuse a key given twice in one mapping (PyYAML would keep the last silently)."""
+def _check_repeated(node: Any, path: str, source: str, done: set[int], open_: set[int]) -> None:
+    """Refuse a key given twice in one mapping (PyYAML would keep the last silently), and an
+    alias inside the node it names (a document that contains itself). ``done``: the nodes
+    checked already (an alias to one is not walked again: a file of aliases of aliases
+    costs its size, not their expansion); ``open_``: the nodes being walked."""
     import yaml
 
+    if id(node) in open_:
+        raise InvalidConfigFileError(path or "(top level)", source, "contains itself (an alias)")
+    if id(node) in done or not isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+        return
+    open_.add(id(node))
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         for k, v in node.value:
@@ -228,10 +238,12 @@ def _check_repeated(node: Any, path: str, source: str) -> None:
                     sub, source, f"key given twice (line {k.start_mark.line + 1})"
                 )
             seen.add(key)
-            _check_repeated(v, sub, source)
-    elif isinstance(node, yaml.SequenceNode):
+            _check_repeated(v, sub, source, done, open_)
+    else:
         for i, v in enumerate(node.value):
-            _check_repeated(v, f"{path}[{i}]", source)
+            _check_repeated(v, f"{path}[{i}]", source, done, open_)
+    open_.discard(id(node))
+    done.add(id(node))
 
 
 def _join(path: str, key: str) -> str:
@@ -340,7 +352,7 @@ class _Parser:
             return None
         milli: float | None = None
         if isinstance(v, int | float) and not isinstance(v, bool):
-            milli = float(v) * MILLI
+            milli = float(v) * MILLI if abs(v) < 1e300 else math.inf  # (an int beyond floats)
         elif isinstance(v, str):
             s = v.strip()
             try:

@@ -37,6 +37,9 @@ def _restore(cls: type[KantError], args: tuple[Any, ...], state: dict[str, Any])
     return err
 
 
+_SHOWN = 120  # the longest value an error message shows whole
+
+
 class ValidationError(KantError, ValueError):
     """A value object or input record is malformed.
 
@@ -52,7 +55,10 @@ class ValidationError(KantError, ValueError):
         self.reason = reason
         self.where = where
         loc = f"{where}: " if where else ""
-        super().__init__(f"{loc}invalid {self.what}: field {field!r} = {value!r}: {reason}")
+        shown = repr(value)
+        if len(shown) > _SHOWN:  # (a 5,000-digit cell is named, not printed)
+            shown = f"{shown[: _SHOWN // 2]}...{shown[-8:]} ({len(shown):,} characters)"
+        super().__init__(f"{loc}invalid {self.what}: field {field!r} = {shown}: {reason}")
 
 
 class InvalidResourcesError(ValidationError):

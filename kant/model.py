@@ -274,6 +274,8 @@ def number(
             return
         if not isinstance(value, kinds) or isinstance(value, bool):
             raise err(attribute.name, value, why)
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**1000:
+            raise err(attribute.name, value, why)  # (beyond the floats: isfinite would raise)
         if (
             (check_finite and not math.isfinite(value))
             or (low is not None and not (value >= low if low_inclusive else value > low))

@@ -103,7 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return its exit code. A mistake in the options (a bad value, a missing or unreadable
     file, an unwritable output, options that do not go together) is one line on stderr and
     exit code 2, before any work starts; so is a :class:`~kant.errors.KantError` the command
-    raises. Output cut short by a closed pipe (``kant ... | head``) ends quietly."""
+    raises. Output cut short by a closed pipe (``kant ... | head``) ends quietly; Ctrl-C is
+    one line and exit code 130."""
     from kant.cli.options import UsageError
     from kant.errors import KantError
 
@@ -121,6 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         msg = " ".join(str(e).split())
         print(f"{prog}: {msg}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # (Ctrl-C: the user's choice, not a failure to explain)
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # the reader went away (| head): say nothing, and keep Python from complaining when
         # it flushes stdout at exit

@@ -89,28 +89,38 @@ def _run(args: argparse.Namespace) -> int:
     if args.max_runs is not None:
         todo = min(todo, max(0, args.max_runs))
     bar = None if args.quiet else ProgressBar(todo, label=f"sweep {Path(args.grid).name}")
-    summary = run_sweep(
-        specs,
-        store,
-        backend,
-        max_runs=args.max_runs,
-        retry_failed=args.retry_failed,
-        on_done=None if bar is None else (lambda _s, rec: bar.update(rec["status"] == "ok")),
-    )
+    try:
+        summary = run_sweep(
+            specs,
+            store,
+            backend,
+            max_runs=args.max_runs,
+            retry_failed=args.retry_failed,
+            on_done=None if bar is None else (lambda _s, rec: bar.update(rec["status"] == "ok")),
+        )
+    except KeyboardInterrupt:
+        print(
+            f"kant sweep: interrupted; the runs that ended are in {store.path}: the same command "
+            "goes on from there",
+            file=sys.stderr,
+        )
+        return 130
     where = "ray" if args.ray is not None else f"{backend.workers} local worker(s)"
+    # every run of the grid whose last record in the store failed, this call's or an earlier
+    latest = store.latest()
+    failed = {s.key: s for s in specs if latest.get(s.key, {}).get("status", "ok") != "ok"}
+    before = len(failed) - summary.failed
     print(
         f"{summary.total} runs: {summary.skipped} already in {store.path}, {summary.ran} run on "
         f"{where} ({summary.failed} failed), {summary.left} left; wall {summary.wall_s:.1f} s"
+        + (f"; {before} failed before (--retry-failed runs them again)" if before > 0 else "")
     )
-    if summary.failed:
-        latest = store.latest()
-        for s in specs:
-            rec = latest.get(s.key)
-            if rec is not None and rec["status"] != "ok":
-                print(f"  failed {s.key} {dict(s.params)}: {rec['error']}")
+    for key, s in failed.items():
+        print(f"  failed {key} {dict(s.params)}: {latest[key]['error']}")
     if args.json:
-        print(json.dumps({"store": str(store.path), **_summary_json(summary)}))
-    return 1 if summary.failed else 0
+        out = {"store": str(store.path), **_summary_json(summary), "failed_in_store": len(failed)}
+        print(json.dumps(out))
+    return 1 if failed else 0
 
 
 def _summary_json(summary: Any) -> dict[str, Any]:

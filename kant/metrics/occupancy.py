@@ -215,7 +215,8 @@ class TimeSeries:
     changed since the previous event); at the end, :meth:`advance` with ``inclusive=True``.
     An orchestrator can instead call :meth:`sample` whenever it likes. ``sor`` (optional) is
     the :class:`SorCollector` fed with the same events; without it SOR reads NaN. ``pool``
-    restricts GAR and GFR to one GPU model.
+    restricts GAR and GFR to one GPU model. ``max_samples`` (None: no limit): :meth:`advance`
+    raises ValidationError rather than record more (a run whose times run far away).
     """
 
     def __init__(
@@ -226,7 +227,9 @@ class TimeSeries:
         start: float = 0.0,
         times: Iterable[float] | None = None,
         pool: str | None = None,
+        max_samples: int | None = None,
     ) -> None:
+        self.max_samples = max_samples
         if (interval is None) == (times is None):
             raise ValidationError("interval", interval, "give exactly one of interval / times")
         if interval is not None and not interval > 0:
@@ -269,6 +272,12 @@ class TimeSeries:
             due = self._due()
             if due is None or due > t or (due == t and not inclusive):
                 break
+            if self.max_samples is not None and len(self.samples) >= self.max_samples:
+                raise ValidationError(
+                    "interval", self._interval,
+                    f"more than {self.max_samples:,} samples up to t={t:g}: sample less "
+                    "often, or shorten the run",
+                )  # fmt: skip
             if first is None:
                 first = self.sample(state, due)
             else:

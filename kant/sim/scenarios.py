@@ -50,6 +50,7 @@ from kant.scheduler import Scheduler
 from kant.sim.simulator import SimConfig, SimResult, Simulator
 from kant.state import ClusterState
 from kant.topology import ClusterDescription, fat_tree_for_nodes, load_cluster
+from kant.topology.fabric import MAX_NODES
 from kant.topology.templates import register_template
 
 __all__ = [
@@ -502,6 +503,8 @@ def make_scenario(
         build = SCENARIOS[name]
     except KeyError:
         raise ValidationError("scenario", name, f"must be one of {sorted(SCENARIOS)}") from None
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValidationError("seed", seed, "must be an int >= 0")
     kw: dict[str, Any] = {"seed": seed}
     if jobs is not None:
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
@@ -673,9 +676,17 @@ def trace_warmup(jobs: Sequence[Job], warmup: float = 0.1) -> float:
 
 
 def _max_procs(meta: Mapping[str, str]) -> int:
-    """An SWF header's ``MaxProcs`` (0 when absent or not a positive integer)."""
+    """An SWF header's ``MaxProcs`` (0 when absent or not a positive integer written in
+    ASCII digits); ValidationError when the machine it gives has more than
+    :data:`~kant.topology.fabric.MAX_NODES` 8-GPU nodes."""
     text = meta.get("MaxProcs", "").strip()
-    return int(text) if text.isdigit() else 0
+    if not (text.isascii() and text.isdigit()):
+        return 0
+    if len(text) > 12 or int(text) > 8 * MAX_NODES:
+        raise ValidationError(
+            "MaxProcs", text, f"the log's machine would have more than {MAX_NODES:,} nodes"
+        )
+    return int(text)
 
 
 def _load_cluster_file(path: str | Path) -> ClusterDescription:
@@ -696,7 +707,8 @@ def trace_scenario(
 ) -> Scenario:
     """A trace-driven scenario: ``kind`` in :data:`TRACES`, the jobs from ``path`` (default:
     the shared trace folder's file), the first ``jobs`` of them (by arrival; all if None),
-    on the cluster file ``cluster`` (default: see the module docstring).
+    on the cluster file ``cluster`` (for openb also its node list, a ``.csv`` file; default:
+    see the module docstring).
 
     ``load``: size the default fat tree for that offered load (never smaller than the
     largest job, nor than an SWF log's ``MaxProcs``). None: an SWF log that names its
@@ -717,6 +729,8 @@ def trace_scenario(
 
     if kind not in TRACES:
         raise ValidationError("trace", kind, f"must be one of {list(TRACES)}")
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise ValidationError("jobs", jobs, "must be None (all) or an int >= 1")
     base = trace_dir()
     if path is None:
         if base is None:
@@ -737,7 +751,10 @@ def trace_scenario(
         work = work[:jobs]
     if not work:
         raise ValidationError("trace", str(path), "holds no jobs")
-    if cluster is not None:
+    if cluster is not None and kind == "openb" and str(cluster).endswith(".csv"):
+        desc = openb_nodes(cluster)  # (openb's own node list)
+        where = str(cluster)
+    elif cluster is not None:
         desc = _load_cluster_file(cluster)
         where = str(cluster)
     elif kind == "openb":

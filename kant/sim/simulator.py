@@ -124,6 +124,15 @@ class EventKind(enum.IntEnum):
 RESUME = "resume"
 RESTART = "restart"
 
+MAX_SPAN: float = 20 * 365 * 86400.0
+"""The longest stretch of simulated time a run may cover, in seconds (20 years): the
+submission times of its jobs from the first, a runtime, a repair, a grace period, a mean
+time between failures, a failure's time or a horizon beyond it is refused (a broken
+timestamp in a trace, most likely), since samples are taken every ``sample_interval`` over
+the whole run."""
+MAX_SAMPLES: int = 2_000_000
+"""At most this many samples a run (about 38 years at the default 600 s)."""
+
 
 _nonneg = finite_nonneg(ValidationError)
 
@@ -190,6 +199,40 @@ class SimConfig:
     default_runtime: float = attrs.field(default=3600.0, validator=_pos)
     seed: int = 0
     trace: bool = False
+
+
+def _check_span(jobs: Sequence[Job], cfg: SimConfig) -> None:
+    """Refuse times that would make a run cover more than :data:`MAX_SPAN`, or take more
+    than :data:`MAX_SAMPLES` samples over the span of its submissions (ValidationError)."""
+    years = f"{MAX_SPAN:g} s (20 years)"
+    for name in ("grace_period", "mttr", "mtbf", "horizon", "default_runtime"):
+        v = getattr(cfg, name)
+        if v is not None and v > MAX_SPAN:
+            raise ValidationError(name, v, f"must be at most {years}")
+    for t, node in cfg.failures:
+        if t > MAX_SPAN:
+            raise ValidationError("failures", (t, node), f"times must be at most {years}")
+    if not jobs:
+        return
+    first = jobs[0].submitted_at
+    for j in jobs:
+        if j.submitted_at - first > MAX_SPAN:
+            raise ValidationError(
+                "jobs", j.id,
+                f"submitted {j.submitted_at - first:g} s after the first job, more than "
+                f"{years}: a broken timestamp?",
+            )  # fmt: skip
+        if j.runtime_estimate is not None and j.runtime_estimate > MAX_SPAN:
+            raise ValidationError(
+                "jobs", j.id, f"runtime {j.runtime_estimate:g} s is more than {years}"
+            )
+    span = jobs[-1].submitted_at - first
+    if span / cfg.sample_interval > MAX_SAMPLES:
+        raise ValidationError(
+            "sample_interval", cfg.sample_interval,
+            f"would take more than {MAX_SAMPLES:,} samples over the {span:g} s of the "
+            "submissions",
+        )  # fmt: skip
 
 
 @attrs.frozen(kw_only=True)
@@ -376,6 +419,7 @@ class Simulator:
             raise ValidationError("jobs", "<duplicate ids>", "job ids must be unique")
         if scheduler.cluster.num_pods or len(scheduler.queue):
             raise ValidationError("scheduler", scheduler, "must be fresh (no jobs, no pods)")
+        _check_span(self.jobs, self.cfg)
         history = scheduler.queue.history
         if history is not None and history < len(self.jobs):
             raise ValidationError(
@@ -455,7 +499,7 @@ class Simulator:
         start = self.jobs[0].submitted_at if self.jobs else 0.0
         self._now = start
         sor = SorCollector(start=start, total_gpus=s.cluster.total_gpus())
-        series = TimeSeries(sor, interval=cfg.sample_interval, start=start)
+        series = TimeSeries(sor, interval=cfg.sample_interval, start=start, max_samples=MAX_SAMPLES)
         queue_lengths: list[int] = []
         self._sor = sor
         for job in self.jobs:

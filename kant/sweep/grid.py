@@ -30,6 +30,7 @@ import hashlib
 import itertools
 import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -116,7 +117,13 @@ class Grid:
         if self.command not in COMMANDS:
             raise InvalidGridError("command", self.command, f"must be one of {list(COMMANDS)}")
         allowed = COMMANDS[self.command]
+        named: dict[str, str] = {}
         for name, value in self.options.items():
+            if not isinstance(name, str):
+                raise InvalidGridError("options", name, "option names must be text (quote them)")
+            if _norm(name) in named:
+                raise InvalidGridError(name, value, f"the same option as {named[_norm(name)]!r}")
+            named[_norm(name)] = name
             if _norm(name) not in allowed:
                 raise InvalidGridError(
                     name, value, f"not an option of a {self.command} run; known: {list(allowed)}"
@@ -185,7 +192,7 @@ class Grid:
 
     def resolved(self, base: Path) -> Grid:
         """The grid with its relative file paths (traces, clusters, pods, nodes, the store)
-        taken from ``base`` (the grid file's folder)."""
+        taken from ``base`` (the grid file's folder, made absolute by :func:`load_grid`)."""
 
         def fix(name: str, v: Any) -> Any:
             if isinstance(v, list):
@@ -294,10 +301,10 @@ def load_grid(path: str | Path) -> Grid:
         raise InvalidGridError("file", str(p), f"is not valid YAML or JSON: {e}") from None
     if not isinstance(doc, dict):
         raise InvalidGridError("file", str(p), "must hold a mapping with command and options")
-    extra = set(doc) - {"command", "options", "store"}
+    extra = sorted((k for k in doc if k not in ("command", "options", "store")), key=str)
     if extra:
         raise InvalidGridError(
-            sorted(extra)[0], doc[sorted(extra)[0]], "unknown key (command, options, store)"
+            str(extra[0]), doc[extra[0]], "unknown key (command, options, store)"
         )
     options = doc.get("options") or {}
     if not isinstance(options, dict):
@@ -305,7 +312,8 @@ def load_grid(path: str | Path) -> Grid:
     store = doc.get("store")
     if store is not None and not isinstance(store, str):
         raise InvalidGridError("store", store, "must be a file name")
-    grid = Grid(str(doc.get("command")), options, store).resolved(p.parent)
+    # (absolute: a run's key names the same file from whichever folder the sweep starts)
+    grid = Grid(str(doc.get("command")), options, store).resolved(Path(os.path.abspath(p)).parent)
     if grid.store is None:
         grid = attrs.evolve(grid, store=str(p.with_suffix(".jsonl")))
     return grid

@@ -40,6 +40,7 @@ from kant.topology.templates import (
 
 __all__ = [
     "CLUSTER_FILE_VERSION",
+    "MAX_NODES",
     "ClusterDescription",
     "cluster_from_dict",
     "cluster_to_dict",
@@ -50,6 +51,11 @@ __all__ = [
     "load_cluster",
     "shared_tier",
 ]
+
+MAX_NODES: Final = 250_000
+"""The most nodes a built or loaded fabric may have (two million GPUs of 8-GPU nodes,
+twenty times the paper's 100,000): more is a mistake (a count or a header gone wrong) that
+would exhaust memory before any error."""
 
 CLUSTER_FILE_VERSION: Final = 1
 
@@ -254,6 +260,7 @@ def _fat_tree_nodes(
         ("nodes_per_leaf", nodes_per_leaf),
     ):
         _pos(field, value)
+    _require("nodes", limit, limit <= MAX_NODES, f"a fabric has at most {MAX_NODES:,} nodes")
     if hbd_size is not None:
         _pos("hbd_size", hbd_size)
     _require(
@@ -543,6 +550,9 @@ def cluster_from_dict(data: Any, *, source: str = "<dict>") -> ClusterDescriptio
             if key not in entry:
                 raise _fail(key, None, "required", where)
         count = _int(entry["count"], "count", where, 1)
+        if len(nodes) + count > MAX_NODES:
+            raise _fail("count", count, f"the cluster would have more than {MAX_NODES:,} nodes",
+                        where)  # fmt: skip
         start = _int(entry.get("start", 0), "start", where, 0)
         width = _int(entry.get("width", 0), "width", where, 0)
         prefix = entry["prefix"]

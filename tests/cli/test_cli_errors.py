@@ -7,6 +7,7 @@ import errno
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -276,3 +277,43 @@ def test_a_plot_named_without_an_extension_is_reported_as_the_png_file_written(
 
     assert image_file(str(tmp_path / "curve")) == str(tmp_path / "curve.png")
     assert image_file(str(tmp_path / "curve.svg")) == str(tmp_path / "curve.svg")
+
+
+def _philly(tmp: Path, rows: list[str]) -> str:
+    p = tmp / "philly.csv"
+    p.write_text("timestamp,duration,num_gpus,gpu_time,cluster\n" + "".join(rows))
+    return str(p)
+
+
+GOOD_ROW = "2017-10-03 02:54:00,600,8,4800,vc1\n"
+RUNAWAY = [
+    # one broken timestamp or duration: the run would sample the metrics every 600 s up to
+    # the end of time (it ran for ever, its memory growing)
+    (lambda t: ["--trace", "philly", "--trace-file", _philly(t, [GOOD_ROW, "0001-10-03 02:54:00,600,8,4800,vc1\n"])], "20 years"),
+    (lambda t: ["--trace", "philly", "--trace-file", _philly(t, [GOOD_ROW, "2017-10-03 02:55:00,1e300,8,1,vc1\n"])], "20 years"),
+    (lambda t: ["--scenario", "inference", "--jobs", "20", "--mtbf", "5000", "--mttr", "1e300"], "mttr"),
+    (lambda t: ["--trace", "swf", "--trace-file", _write_swf(t, "; MaxProcs: 99999999999\n")], "MaxProcs"),
+]  # fmt: skip
+
+
+def _write_swf(tmp: Path, header: str) -> str:
+    p = tmp / "log.swf"
+    p.write_text(header + "1 0 0 100 4 -1 -1 4 100 -1 1 1 1 1 1 -1 -1 -1\n")
+    return str(p)
+
+
+@pytest.mark.parametrize(("argv", "named"), RUNAWAY, ids=["year 1", "1e300 s", "mttr", "maxprocs"])
+def test_times_or_sizes_beyond_kants_limits_are_one_line_not_a_run_without_end(
+    argv: Any, named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    code = main(["simulate", *argv(tmp_path), "--no-plots", "--quiet", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and named in err.splitlines()[-1] and "Traceback" not in err
+
+
+def test_an_swf_maxprocs_in_other_digits_is_no_machine_size(tmp_path: Path) -> None:
+    log = _write_swf(tmp_path, "; MaxProcs: \u00b2\n")
+    out = tmp_path / "out"
+    assert main(["simulate", "--trace", "swf", "--trace-file", log, "--no-plots", "--quiet",
+                 "--out", str(out)]) == 0  # fmt: skip

@@ -118,6 +118,34 @@ def test_every_mistake_is_a_typed_error_naming_its_key_path(text: str, path: str
     assert isinstance(ei.value, InvalidConfigError)
 
 
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("a: &x [*x]\n", "contains itself"),
+        ("queueing:\n  options: &o {x: *o}\n", "contains itself"),
+        ("a: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+        ('{"a": ' + "[" * 5000 + "]" * 5000 + "}\n", "nested too deeply"),
+        ("tenants:\n  - name: a\n    quotas: {A100: {nominalQuota: " + "9" * 400 + "}}\n",
+         "nominalQuota"),
+        ("preemption: {minRuntimeSeconds: " + "9" * 400 + "}\n", "min_runtime"),
+    ],
+    ids=["alias in itself", "alias in itself, deeper", "deep YAML", "deep JSON", "huge quota",
+         "huge seconds"],
+)  # fmt: skip
+def test_a_config_that_contains_itself_nests_too_deeply_or_exceeds_floats_is_one_error(
+    text: str, says: str
+) -> None:
+    with pytest.raises(InvalidConfigError, match=says):
+        load_config_text(text, source="kant.yaml")
+
+
+def test_a_config_of_aliases_of_aliases_is_checked_at_its_size_not_its_expansion() -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    with pytest.raises(InvalidConfigFileError, match="unknown key"):  # (10**9 leaves unfolded)
+        load_config_text("\n".join(lines) + "\n", source="kant.yaml")
+
+
 def test_bad_yaml_and_a_missing_file_are_config_errors(tmp_path: object) -> None:
     with pytest.raises(InvalidConfigFileError, match="not valid YAML"):
         load_config_text("tenants: [\n", source="k.yaml")

@@ -130,3 +130,60 @@ def test_a_node_too_large_for_the_columns_in_a_cluster_file_is_refused(tmp_path:
     p = _write(tmp_path, "c.json", text)
     with pytest.raises(InvalidClusterFileError, match="cpu_milli"):
         load_cluster(p)
+
+
+HUGE = b"9" * 5000  # (more digits than Python turns into an int)
+
+
+@pytest.mark.parametrize("mode", ["raise", "skip"])
+@pytest.mark.parametrize(
+    ("name", "data", "load", "field"),
+    [
+        ("gpus.csv", PHILLY_HEAD + PHILLY_ROW + b"2017-10-03 02:54:00,10," + b"9" * 400 + b",1,vc1\n", load_philly_jobs, "num_gpus"),
+        ("gpus2.csv", PHILLY_HEAD + PHILLY_ROW + b"2017-10-03 02:54:00,10," + HUGE + b",1,vc1\n", load_philly_jobs, "num_gpus"),
+        ("cpu.csv", OPENB_HEAD + OPENB_ROW + b"p1," + HUGE + b",1024,1,1000,,LS,Running,0,100,1\n", load_openb_jobs, "cpu_milli"),
+        ("job.swf", _swf(2) + HUGE + b" 0 0 100 4 -1 -1 4 100 -1 1 1 1 1 1 -1 -1 -1\n", load_swf_jobs, "job_number"),
+        ("procs.swf", _swf(2) + b"7 0 0 100 " + b"9" * 400 + b" -1 -1 4 100 -1 1 1 1 1 1 -1 -1 -1\n", load_swf_jobs, "allocated_processors"),
+    ],
+    ids=["philly 400-digit gpus", "philly 5000-digit gpus", "openb 5000-digit cpu",
+         "swf 5000-digit job number", "swf 400-digit processors"],
+)  # fmt: skip
+def test_a_number_too_long_for_any_count_is_a_bad_row(
+    tmp_path: Path, name: str, data: bytes, load: Callable[..., Any], field: str, mode: str
+) -> None:
+    p = _write(tmp_path, name, data)
+    try:
+        trace = load(p, errors=mode)
+    except InvalidTraceError as e:
+        assert e.field == field and len(str(e)) < 400  # (the value is named, not printed)
+        return
+    assert mode == "skip" and len(trace.jobs) == 1 and trace.report.skipped == 1
+
+
+def test_an_swf_line_that_is_not_utf8_is_a_bad_row(tmp_path: Path) -> None:
+    p = _write(
+        tmp_path, "latin.swf", _swf(3) + b"9 0 0 100 4 -1 -1 4 100 -1 1 1 1 \xe9 -1 -1 -1 -1\n"
+    )
+    trace = load_swf_jobs(p, errors="skip")
+    assert len(trace.jobs) == 2 and trace.report.errors[0].where == f"{p}:4"
+
+
+def test_a_philly_header_naming_a_column_twice_is_refused(tmp_path: Path) -> None:
+    p = _write(tmp_path, "dup.csv", PHILLY_HEAD.rstrip(b"\n") + b",duration\n" + PHILLY_ROW)
+    with pytest.raises(InvalidTraceError, match="twice"):
+        load_philly_jobs(p)
+
+
+def test_an_openb_node_list_skips_a_line_of_spaces(tmp_path: Path) -> None:
+    p = _write(tmp_path, "nodes.csv", b"sn,cpu_milli,memory_mib,gpu,model\nn0,1000,1024,0,\n   \n")
+    assert len(openb_nodes(p).nodes) == 1
+
+
+def test_a_cluster_file_group_of_too_many_nodes_is_refused_before_it_is_built(
+    tmp_path: Path,
+) -> None:
+    p = _write(
+        tmp_path, "big.yaml", b"version: 1\ngroups:\n- {count: 100000000, prefix: n, gpus: 0}\n"
+    )
+    with pytest.raises(InvalidClusterFileError, match="250,000"):
+        load_cluster(p)

@@ -217,3 +217,51 @@ def test_a_malformed_seeds_value_is_reported_once() -> None:
     assert str(e.value) == (
         "invalid sweep grid: field 'seeds' = 'x': expected seeds like 42-51 or 42,43"
     )
+
+
+@pytest.mark.parametrize(
+    "options",
+    ["  1: 2\n", "  on: 2\n", "  on-interrupt: resume\n  on_interrupt: restart\n"],
+    ids=["a number", "a bool (on:)", "one option twice"],
+)
+def test_a_grid_option_name_that_is_not_text_or_named_twice_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], options: str
+) -> None:
+    grid = write_grid(tmp_path, GRID + options)
+    with pytest.raises(InvalidGridError):
+        load_grid(grid)
+    assert main(["sweep", str(grid), "--quiet"]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_grid_key_that_is_not_text_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidGridError, match="unknown key"):
+        load_grid(write_grid(tmp_path, GRID + "1: x\nfoo: y\n"))
+
+
+def test_a_grids_runs_have_the_same_keys_from_any_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "g"
+    folder.mkdir()
+    (folder / "c.yaml").write_text("version: 1\nnodes: []\n")
+    grid = folder / "g.yaml"
+    grid.write_text("command: simulate\noptions: {trace: swf, cluster: c.yaml}\n")
+    keys = []
+    for cwd, name in ((folder, "g.yaml"), (tmp_path, "g/g.yaml"), (Path("/"), str(grid))):
+        monkeypatch.chdir(cwd)
+        keys.append([r.key for r in load_grid(name).runs()])
+    assert keys[0] == keys[1] == keys[2]
+
+
+def test_a_sweep_run_again_exits_1_while_a_run_of_its_grid_has_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    grid = write_grid(tmp_path, "command: simulate\noptions: {scenario: nosuch, jobs: 20}\n")
+    assert main(["sweep", str(grid), "--quiet"]) == 1
+    capsys.readouterr()
+    assert main(["sweep", str(grid), "--quiet", "--json"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert "1 failed before" in out[0] and "nosuch" in out[1]
+    summary = json.loads(out[-1])
+    assert summary["failed"] == 0 and summary["failed_in_store"] == 1

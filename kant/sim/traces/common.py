@@ -37,6 +37,7 @@ __all__ = [
     "as_trace_error",
     "gang_roles",
     "parse_number",
+    "parse_scaled",
     "parse_uint",
     "sorted_jobs",
     "trace_dir",
@@ -213,11 +214,27 @@ _UINT: Final = re.compile(r"[0-9]+")
 _NUMBER: Final = re.compile(r"[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?")
 
 
+MAX_DIGITS: Final = 18
+"""Integer cells have at most this many digits (counts, ids; more is a broken row)."""
+
+
 def parse_uint(field: str, text: str, where: str) -> int:
-    """``text`` as an int >= 0 (digits only), else :class:`InvalidTraceError`."""
-    if not _UINT.fullmatch(text):
-        raise InvalidTraceError(field, text, "must be an int >= 0", where=where)
+    """``text`` as an int >= 0 (digits only, at most :data:`MAX_DIGITS`), else
+    :class:`InvalidTraceError`."""
+    if not _UINT.fullmatch(text) or len(text) > MAX_DIGITS:
+        raise InvalidTraceError(
+            field, text, f"must be an int >= 0 of at most {MAX_DIGITS} digits", where=where
+        )
     return int(text)
+
+
+def parse_scaled(field: str, text: str, where: str, scale: float) -> int:
+    """``text`` (:func:`parse_number`) times ``scale``, rounded: an int below 2**62, else
+    :class:`InvalidTraceError`."""
+    v = parse_number(field, text, where) * scale
+    if not v < 2.0**62:
+        raise InvalidTraceError(field, text, "is too large", where=where)
+    return round(v)
 
 
 def parse_number(field: str, text: str, where: str) -> float:
@@ -261,7 +278,7 @@ def gang_roles(
     def res(n: int) -> Resources:
         return Resources(gpus=n, cpu_milli=n * cpu_milli_per_gpu, memory_mib=n * memory_mib_per_gpu)
 
-    pods = math.ceil(gpus / max_gpus_per_pod)
+    pods = -(-gpus // max_gpus_per_pod)  # (integer ceil: any int, no float overflow)
     if gpus % pods == 0:
         return (Role(name="worker", replicas=pods, resources=res(gpus // pods)),)
     full, rest = divmod(gpus, max_gpus_per_pod)

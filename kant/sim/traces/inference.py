@@ -31,6 +31,7 @@ from kant.sim.traces.common import (
     RowCollector,
     TraceReport,
     parse_number,
+    parse_scaled,
     parse_uint,
 )
 
@@ -179,11 +180,9 @@ def load_dlrm_instances(path: PathLike, *, errors: ErrorMode = "raise") -> DlrmT
                         app=app,
                         role=cell["role"],
                         gpus=parse_uint("gpu_request", cell["gpu_request"], where),
-                        cpu_milli=round(
-                            parse_number("cpu_request", cell["cpu_request"], where) * 1000
-                        ),
-                        memory_mib=round(
-                            parse_number("memory_request", cell["memory_request"], where) * _GIB
+                        cpu_milli=parse_scaled("cpu_request", cell["cpu_request"], where, 1000),
+                        memory_mib=parse_scaled(
+                            "memory_request", cell["memory_request"], where, _GIB
                         ),
                         rdma_percent=parse_uint("rdma_request", cell["rdma_request"], where),
                         max_per_node=mpn,

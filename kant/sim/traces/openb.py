@@ -338,7 +338,7 @@ def openb_nodes(path: PathLike) -> ClusterDescription:
             raise InvalidTraceError("header", header, f"expected columns {columns}", where=f"{p}:1")
         for row in reader:
             where = f"{p}:{reader.line_num}"
-            if not row:
+            if not row or (len(row) == 1 and not row[0].strip()):  # (blank, or spaces only)
                 continue
             if len(row) != len(columns):
                 raise InvalidTraceError("row", row, f"expected {len(columns)} columns", where=where)

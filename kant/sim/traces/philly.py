@@ -65,6 +65,9 @@ def load_philly_jobs(
             raise InvalidTraceError(
                 "header", header, f"needs columns {list(PHILLY_COLUMNS)}", where=col.where(1)
             )
+        twice = sorted({c for c in header if c and header.count(c) > 1})
+        if twice:
+            raise InvalidTraceError("header", header, f"names {twice} twice", where=col.where(1))
         ix = {c: header.index(c) for c in PHILLY_COLUMNS}
         for k, where, row in col.csv_rows(reader, len(header), limit):
             try:

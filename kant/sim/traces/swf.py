@@ -49,7 +49,7 @@ SWF_FIELDS: Final = (
 )
 """The 18 fields of a Standard Workload Format (v2.2) record, in order."""
 
-_SWF_INT: Final = re.compile(r"-?[0-9]+")
+_SWF_INT: Final = re.compile(r"-?[0-9]{1,18}")  # (more digits: a broken row)
 _SWF_NUM: Final = re.compile(r"-?[0-9]+(\.[0-9]*)?")
 
 
@@ -111,6 +111,8 @@ def load_swf_jobs(
                 col.rows += 1
                 where = col.where(line_no)
                 try:
+                    if "\ufffd" in text:  # (read with errors="replace": bytes not UTF-8)
+                        raise InvalidTraceError("line", text, "is not UTF-8 text", where=where)
                     job = _swf_job(
                         text.split(),
                         where,
@@ -164,7 +166,9 @@ def _swf_job(
         "group_id",
     ):
         if not _SWF_INT.fullmatch(v[name]):
-            raise InvalidTraceError(name, v[name], "must be an integer", where=where)
+            raise InvalidTraceError(
+                name, v[name], "must be an integer of at most 18 digits", where=where
+            )
     for name in ("submit_time", "run_time"):
         if not _SWF_NUM.fullmatch(v[name]):
             raise InvalidTraceError(name, v[name], "must be a number", where=where)
