@@ -37,7 +37,7 @@ def _restore(cls: type[KantError], args: tuple[Any, ...], state: dict[str, Any])
     return err
 
 
-_SHOWN = 120  # the longest value an error message shows whole
+_SHOWN = 1000  # the longest value an error message shows whole
 
 
 class ValidationError(KantError, ValueError):

@@ -213,11 +213,17 @@ class Scheduler:
         (DuplicateError, InvalidJobError), or ``now`` is not finite or runs backwards, or
         ``started_at`` is not finite or later than ``now`` (InvalidTimeError)."""
         t = self._time(now, "restore")
-        start = t if started_at is None else finite_time(started_at, "restore(started_at)")
-        if start > t:
-            raise InvalidTimeError(
-                "started_at", started_at, f"restore: the pods started after now ({t:g})"
-            )
+        start = t
+        if started_at is not None:
+            try:
+                start = finite_time(started_at, "restore")
+            except InvalidTimeError:
+                start = math.nan
+            if not 0 <= start <= t:
+                raise InvalidTimeError(
+                    "started_at", started_at,
+                    f"restore: must be a finite number of seconds from 0 to now ({t:g})",
+                )  # fmt: skip
         if not isinstance(job, Job):
             raise ValidationError("job", job, "must be a kant.model.Job")
         for name, given in (("bindings", bindings), ("finished", finished)):

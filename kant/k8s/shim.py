@@ -47,6 +47,7 @@ from kant.k8s.translate import (
     pod_resources,
     pod_state,
     recorded_binding,
+    timestamp,
 )
 from kant.model import Binding, Job, PodId, Role
 from kant.preemption import PreemptionPolicy
@@ -129,7 +130,8 @@ class Shim:
         self._inflight: list[tuple[Binding, Future[tuple[str | None, float]]]] = []
         self.bound_total = 0
         self.cycles = 0
-        self._inherited_victims: set[str] = set()
+        # key -> (uid, until when it holds preemption back), see _hold_preemption
+        self._inherited_victims: dict[str, tuple[str, float]] = {}
         self._preemption: PreemptionPolicy | None = None  # the config's, while it is off
 
     # ----------------------------------------------------------------- time
@@ -151,8 +153,12 @@ class Shim:
                 self.handle("PodGroup", "ADDED", g)
         pods = self.api.get("/api/v1/pods").get("items", ())
         # victims a previous shim chose, still terminating: they are held until gone, and
-        # no victim is chosen meanwhile (see cycle)
-        self._inherited_victims = {pod_key(p) for p in pods if _kant_victim(p, self.settings)}
+        # no victim is chosen meanwhile (see _hold_preemption)
+        self._inherited_victims = {
+            pod_key(p): (_uid(p), timestamp(_meta(p).get("deletionTimestamp")) + VICTIM_MARGIN)
+            for p in pods
+            if _kant_victim(p, self.settings)
+        }
         restart = self.adopt(pods)
         for p in pods:
             self.handle("Pod", "ADDED", p)
@@ -180,13 +186,17 @@ class Shim:
         by_job: dict[str, dict[PodId, tuple[PodFacts, Binding]]] = {}
         known = self._known_nodes()
         restart: list[str] = []
-        succeeded: set[PodId] = set()  # kant's pods that ended well while no shim ran
+        failed: set[str] = set()  # jobs a pod of which failed (while no shim ran, maybe)
         for p, st in states:
-            if st.ours and st.phase == "Succeeded":
+            if st.ours and st.phase in TERMINAL:
                 with contextlib.suppress(KantError):
                     got = recorded_binding(p)
-                    if got is not None:
-                        succeeded.add(got[0])
+                    if got is None:
+                        continue
+                    jid = got[0].job
+                    if st.phase == "Failed":
+                        failed.add(jid)
+                    self._count_job(_base(pod_facts(p, self.settings)), jid)  # (never again)
             if (
                 not st.ours
                 or st.node not in known
@@ -239,6 +249,12 @@ class Shim:
                     )  # fmt: skip
                     restart.extend(f.key for f, _ in members.values())
                     continue
+            if jid in failed:
+                # with a shim up, the gang would have been requeued whole (pod_evicted): it
+                # starts again whole
+                log.warning("not adopting %s: a pod of it failed", jid)
+                restart.extend(f.key for f, _ in members.values())
+                continue
             bindings = tuple(b for _, b in members.values())
             runtimes = [f.runtime for f, _ in members.values() if f.runtime is not None]
             # (its start: when its first pod started, as the last shim's bind was then)
@@ -256,21 +272,16 @@ class Shim:
                         for r, ms in sorted(roles.items())
                     ),
                 )  # fmt: skip
-                missing = [p for p in job.pods() if p not in members]  # ended while no shim ran
-                if any(p not in succeeded for p in missing):
-                    # a pod that failed or was deleted: with a shim up, the gang would have
-                    # been requeued whole (pod_evicted); it starts again whole
-                    log.warning("not adopting %s: a pod of it failed or is gone", jid)
-                    restart.extend(f.key for f, _ in members.values())
-                    continue
+                # (a pod gone without a trace: it ended, or it was deleted, which only a
+                # replacement waiting in its group tells, above)
+                missing = [p for p in job.pods() if p not in members]
                 start = min(min(started, default=now), now)
                 self.scheduler.restore(job, bindings, now, finished=missing, started_at=start)
             except KantError as e:
                 log.warning("cannot adopt %s: %s", jid, e)
                 continue
             base = _base(lead)
-            tail = jid.rsplit("#", 1)[1] if "#" in jid else ""
-            self._gen[base] = max(self._gen.get(base, 0), int(tail) if is_count(tail) else 0)
+            self._count_job(base, jid)
             rec = _JobRecord(
                 base=base, group=lead.group, pods={pid: f.key for pid, (f, _) in members.items()}
             )
@@ -281,14 +292,33 @@ class Shim:
                 self._id_of[f.key] = (jid, pid)
         return restart
 
+    def _count_job(self, base: str, jid: str) -> None:
+        """Job ``jid`` of ``base`` existed: the next job of ``base`` gets a later number (a
+        job id is never given twice, even while an ended pod of the old job lingers)."""
+        tail = jid.rsplit("#", 1)[1] if "#" in jid else ""
+        self._gen[base] = max(self._gen.get(base, 0), int(tail) if is_count(tail) else 0)
+
     def _hold_preemption(self) -> None:
         """No victim is chosen while victims a previous shim chose are still terminating:
         which preemptor each was for is not known (a nomination lives in the shim that made
         it), so a preemptor waiting for them would choose others too. kube-scheduler does
         the same for a pod whose nominated node still has terminating victims. Preemption
-        is back as configured once they are all gone (their grace periods)."""
+        is back as configured once each is gone, ended, replaced by a pod of the same name
+        (another uid), or :data:`VICTIM_MARGIN` seconds past the end of its grace period
+        (its ``deletionTimestamp``): a finalizer or a lost node can keep a pod terminating
+        for ever, and the whole cluster would go without preemption."""
         if self._inherited_victims:
-            self._inherited_victims &= self._pods.keys()
+            now = self.now()
+            for key, (uid, until) in list(self._inherited_victims.items()):
+                got = self._pods.get(key)
+                obj = got[0] if got is not None else None
+                if (
+                    obj is None
+                    or _uid(obj) != uid
+                    or pod_state(obj, self.settings).phase in TERMINAL
+                    or now > until
+                ):
+                    del self._inherited_victims[key]
         if self._inherited_victims and self._preemption is None:
             self._preemption = self.scheduler.preemption
             self.scheduler.preemption = attrs.evolve(
@@ -1131,6 +1161,15 @@ def _base(f: PodFacts) -> str:
     return f"group:{f.group}" if f.group is not None else f"pod:{f.key}"
 
 
+VICTIM_MARGIN: float = 30.0
+"""Seconds past the end of a previous shim's victim's grace period after which a restarted
+shim stops holding preemption back for it (:meth:`Shim._hold_preemption`)."""
+
+
+def _meta(obj: Obj) -> Obj:
+    return obj.get("metadata") or {}
+
+
 def _kant_victim(pod: Obj, settings: K8sSettings) -> bool:
     """Whether ``pod`` is a kant pod a kant shim preempted that is still terminating (its
     ``DisruptionTarget`` condition says so, :meth:`Shim._disrupt`)."""
@@ -1149,7 +1188,7 @@ def _kant_victim(pod: Obj, settings: K8sSettings) -> bool:
 def _uid(obj: Obj) -> str:
     """The object's ``metadata.uid`` ("" when absent: objects built by hand, which a
     change of uid never concerns)."""
-    return str((obj.get("metadata") or {}).get("uid") or "")
+    return str(_meta(obj).get("uid") or "")
 
 
 def _namespace_of(job: str) -> str:

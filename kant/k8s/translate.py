@@ -305,8 +305,8 @@ def _pod_facts(pod: Obj, settings: K8sSettings) -> PodFacts:
         topology=_topology(ann, settings, where),
         group=_group(lab, ns),
         min_member=_total(lab, ann, where),
-        created=_timestamp(meta.get("creationTimestamp")),
-        started=_timestamp(status.get("startTime")) or None,
+        created=timestamp(meta.get("creationTimestamp")),
+        started=timestamp(status.get("startTime")) or None,
         runtime=_runtime(ann, where),
         node=spec.get("nodeName") or None,
         phase=str(status.get("phase") or "Pending"),
@@ -488,7 +488,9 @@ def _runtime(ann: Mapping[str, str], where: str) -> float | None:
     return f
 
 
-def _timestamp(v: Any) -> float:
+def timestamp(v: Any) -> float:
+    """A Kubernetes timestamp (RFC 3339) in seconds since the epoch; 0.0 when absent or not
+    one."""
     if not v:
         return 0.0
     from datetime import datetime

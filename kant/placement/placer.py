@@ -245,14 +245,31 @@ class Placer:
         # tries the nodes outside HBDs first
         in_hbd, outside = split
         first = in_hbd if wants_hbd else outside
+        tried = self._try_in(job, role, pods, snap, counts, first, req)
+        if tried is not None:
+            return tried
+        return self._place_in(job, role, pods, snap, counts, cand, req)
+
+    def _try_in(
+        self,
+        job: Job,
+        role: Role,
+        pods: list[PodId],
+        snap: Snapshot,
+        counts: Counts,
+        some: Candidates,
+        req: PodRequest,
+    ) -> list[Binding] | None:
+        """:meth:`_place_in` on ``some`` of the candidates, tried first: its bindings, or
+        None with the snapshot and ``counts`` as they were (the caller tries wider)."""
         before = counts.save()
         with snap.transaction() as tx:
-            got = self._place_in(job, role, pods, snap, counts, first, req)
+            got = self._place_in(job, role, pods, snap, counts, some, req)
             if not isinstance(got, Reason):
                 tx.commit()
                 return got
         counts.restore(before)
-        return self._place_in(job, role, pods, snap, counts, cand, req)
+        return None
 
     def _next_to_hbds(
         self,
@@ -269,17 +286,11 @@ class Placer:
         takes several whole HBDs (never on a node outside an HBD)."""
         ids = snap.cols.hbd_id
         mine = np.unique(ids[np.fromiter(counts.job, dtype=np.int64, count=len(counts.job))])
-        mine = mine[mine >= 0]
-        if len(mine):
-            nearby = Candidates(cand.slots[np.isin(ids[cand.slots], mine)])
-            if len(nearby.slots):
-                with snap.transaction() as tx:
-                    before = counts.save()
-                    got = self._place_in(job, role, pods, snap, counts, nearby, req)
-                    if not isinstance(got, Reason):
-                        tx.commit()
-                        return got
-                    counts.restore(before)
+        nearby = Candidates(cand.slots[np.isin(ids[cand.slots], mine[mine >= 0])])
+        if len(nearby.slots):
+            got = self._try_in(job, role, pods, snap, counts, nearby, req)
+            if got is not None:
+                return got
         return self._place_in_hbds(job, role, pods, snap, counts, cand, req)
 
     def _place_in_hbds(

@@ -89,6 +89,24 @@ class RunSpec:
 
     kind: str
     params: Mapping[str, Any]
+    base: str | None = attrs.field(default=None, eq=False)
+    """The grid file's folder (absolute), which relative file paths of ``params`` are read
+    from (None: the current folder)."""
+
+    @property
+    def inputs(self) -> Mapping[str, Any]:
+        """``params`` with their relative file paths (traces, clusters, pods, nodes) taken
+        from :attr:`base`: what the run reads. The key and the store keep the paths as the
+        grid wrote them, so a run's key is the same from whichever folder the sweep starts,
+        and on any machine the grid's folder is copied to."""
+        if self.base is None:
+            return self.params
+        out = dict(self.params)
+        for name in _PATHS:
+            v = out.get(name)
+            if isinstance(v, str) and not Path(v).is_absolute():
+                out[name] = os.path.join(self.base, v)
+        return out
 
     @property
     def key(self) -> str:
@@ -112,6 +130,8 @@ class Grid:
     command: str
     options: Mapping[str, Any] = attrs.field(factory=dict)
     store: str | None = None
+    base: str | None = None
+    """The folder relative file paths are read from (:attr:`RunSpec.base`)."""
 
     def __attrs_post_init__(self) -> None:
         if self.command not in COMMANDS:
@@ -186,25 +206,19 @@ class Grid:
             for pol in policy:
                 params = {**dict(zip(names, combo, strict=True)), **pol}
                 params = {k: v for k, v in params.items() if v is not None}
-                spec = RunSpec(_KIND[self.command], dict(sorted(params.items())))
+                spec = RunSpec(_KIND[self.command], dict(sorted(params.items())), self.base)
                 out.setdefault(spec.key, spec)
         return list(out.values())
 
     def resolved(self, base: Path) -> Grid:
-        """The grid with its relative file paths (traces, clusters, pods, nodes, the store)
-        taken from ``base`` (the grid file's folder, made absolute by :func:`load_grid`)."""
-
-        def fix(name: str, v: Any) -> Any:
-            if isinstance(v, list):
-                return [fix(name, x) for x in v]
-            if _norm(name) in _PATHS and isinstance(v, str) and not Path(v).is_absolute():
-                return str(base / v)
-            return v
-
+        """The grid whose relative file paths (traces, clusters, pods, nodes, the store) are
+        read from the folder ``base``, made absolute: the runs' inputs
+        (:attr:`RunSpec.inputs`), and the store."""
+        where = os.path.abspath(base)
         store = self.store
         if store is not None and not Path(store).is_absolute():
-            store = str(base / store)
-        return Grid(self.command, {k: fix(k, v) for k, v in self.options.items()}, store)
+            store = os.path.join(where, store)
+        return attrs.evolve(self, store=store, base=where)
 
 
 def _norm(name: str) -> str:
@@ -312,8 +326,7 @@ def load_grid(path: str | Path) -> Grid:
     store = doc.get("store")
     if store is not None and not isinstance(store, str):
         raise InvalidGridError("store", store, "must be a file name")
-    # (absolute: a run's key names the same file from whichever folder the sweep starts)
-    grid = Grid(str(doc.get("command")), options, store).resolved(Path(os.path.abspath(p)).parent)
+    grid = Grid(str(doc.get("command")), options, store).resolved(p.parent)
     if grid.store is None:
         grid = attrs.evolve(grid, store=str(p.with_suffix(".jsonl")))
     return grid

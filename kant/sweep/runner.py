@@ -79,7 +79,7 @@ def run_sweep(
             if spec.group != group:
                 group, shared, error = spec.group, None, None
                 try:
-                    shared = b.share(prepare(spec.kind, spec.params))
+                    shared = b.share(prepare(spec.kind, spec.inputs))
                 except Exception as e:
                     if strict_prepare:
                         raise
@@ -87,7 +87,7 @@ def run_sweep(
             if error is not None:
                 record(spec, {"status": "failed", "metrics": None, "error": error, "wall_s": 0.0})
                 continue
-            yield i, spec.kind, shared, spec.params
+            yield i, spec.kind, shared, spec.inputs
 
     with backend as b:
         for i, outcome in b.run(tasks(b)):

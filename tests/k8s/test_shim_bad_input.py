@@ -536,9 +536,11 @@ def test_a_node_changed_under_a_running_pod_then_not_ready_takes_no_pod_while_no
         ",")} <= set(range(6))  # fmt: skip
 
 
-@pytest.mark.parametrize("lost", ["failed", "deleted"])
+@pytest.mark.parametrize(
+    ("lost", "pod"), [("failed", "g-0"), ("failed", "g-1"), ("deleted and made again", "g-0")]
+)
 def test_a_gang_that_lost_a_pod_while_no_shim_ran_starts_again_whole(
-    cluster: Cluster, lost: str
+    cluster: Cluster, lost: str, pod: str
 ) -> None:
     cluster.node("n0")
     cluster.node("n1")
@@ -550,14 +552,36 @@ def test_a_gang_that_lost_a_pod_while_no_shim_ran_starts_again_whole(
         wait_for(lambda i=i: cluster.get(f"g-{i}")["status"].get("phase") == "Running",
                  what=f"g-{i} running")  # fmt: skip
     cluster.stop_shims()
-    path = f"/api/v1/namespaces/{cluster.ns}/pods/g-0"
+    path = f"/api/v1/namespaces/{cluster.ns}/pods/{pod}"
     if lost == "failed":
         cluster.api.patch(f"{path}/status", {"status": {"phase": "Failed"}})
     else:
         cluster.api.delete(path, {"gracePeriodSeconds": 0})
+        wait_for(lambda: pod not in cluster.pods(), what=f"{pod} gone")
+        cluster.pod(pod, group="g")  # its controller made it again
     shim = cluster.start_shim()
-    wait_for(lambda: "g-1" not in cluster.pods(), what="g-1 stopped")  # as a shim up would
-    assert not shim._jobs
+    other = "g-1" if pod == "g-0" else "g-0"
+    wait_for(lambda: other not in cluster.pods(), what=f"{other} stopped")  # as a shim up would
+    assert not any(j.endswith("#1") for j in shim._jobs)
+
+
+def test_a_restart_takes_back_a_gang_whose_pod_is_gone_without_a_trace(cluster: Cluster) -> None:
+    """A pod deleted with no replacement waiting may have ended (a completed pod removed):
+    the gang is taken back, its other pod runs on."""
+    cluster.node("n0")
+    cluster.node("n1")
+    cluster.pod_group("g", 2)
+    cluster.start_shim()
+    for i in range(2):
+        cluster.pod(f"g-{i}", group="g")
+    for i in range(2):
+        wait_for(lambda i=i: cluster.get(f"g-{i}")["status"].get("phase") == "Running",
+                 what=f"g-{i} running")  # fmt: skip
+    cluster.stop_shims()
+    cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/g-0", {"gracePeriodSeconds": 0})
+    shim = cluster.start_shim()
+    time.sleep(1.0)
+    assert cluster.get("g-1")["status"]["phase"] == "Running" and len(shim._jobs) == 1
 
 
 def test_a_shim_restart_keeps_a_running_jobs_runtime_and_start_for_easy_backfill(
@@ -629,3 +653,50 @@ def test_a_restart_while_a_victim_terminates_chooses_no_other_victim(cluster: Cl
             with contextlib.suppress(ApiError):
                 cluster.api.patch(f"/api/v1/namespaces/{cluster.ns}/pods/{name}",
                                   {"metadata": {"finalizers": None}})  # fmt: skip
+
+
+def test_a_previous_shims_victim_holds_preemption_back_only_while_it_terminates() -> None:
+    """Back on once the victim is gone, ended, made again under its name (a StatefulSet's
+    pod: another uid), or 30 s past the end of its grace period (a finalizer, a lost node)."""
+    from kant.k8s.shim import Shim
+    from kant.k8s.translate import timestamp
+
+    grace_end = "2026-01-01T00:00:00Z"
+    t0 = timestamp(grace_end)
+    now = [t0]
+
+    def victim(uid: str, **status: Any) -> dict[str, Any]:
+        cond = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                "message": "kant: preempted by ns.h#1 (priority)"}  # fmt: skip
+        return {"metadata": {"namespace": "ns", "name": "b", "uid": uid,
+                             "deletionTimestamp": grace_end},
+                "spec": {"schedulerName": "kant", "nodeName": "n0"},
+                "status": {"phase": "Running", "conditions": [cond], **status}}  # fmt: skip
+
+    def held(shim: Shim) -> bool:
+        shim._hold_preemption()
+        return not shim.scheduler.preemption.priority
+
+    for end in ("made again", "ended", "past its grace", "gone"):
+        shim = Shim(None, clock=lambda: now[0])  # type: ignore[arg-type]  # (no API call)
+        try:
+            now[0] = t0
+            first = victim("u1")
+            shim._inherited_victims = {"ns/b": ("u1", t0 + 30)}
+            shim.handle("Pod", "ADDED", first)
+            assert held(shim)
+            if end == "made again":
+                again = {"metadata": {"namespace": "ns", "name": "b", "uid": "u2"},
+                         "spec": {"schedulerName": "kant"}, "status": {"phase": "Pending"}}  # fmt: skip
+                shim.handle("Pod", "MODIFIED", again)
+            elif end == "ended":
+                shim.handle("Pod", "MODIFIED", victim("u1", phase="Failed"))
+            elif end == "past its grace":
+                now[0] = t0 + 29
+                assert held(shim)
+                now[0] = t0 + 31
+            else:
+                shim.handle("Pod", "DELETED", first)
+            assert not held(shim), end
+        finally:
+            shim._pool.shutdown()

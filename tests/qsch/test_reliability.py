@@ -299,6 +299,8 @@ def test_confirming_a_pod_that_holds_nothing_is_an_unknown_pod() -> None:
         lambda s: s.restore(job("r"), None, 1),
         lambda s: s.restore(job("r"), [], 1, finished=None),
         lambda s: s.restore(job("r"), [], 1, started_at=2),  # (after now)
+        lambda s: s.restore(job("r"), [], 1, started_at=-1),
+        lambda s: s.restore(job("r"), [], 1, started_at=math.nan),
         lambda s: s.pods_finished([], math.nan),
         lambda s: s.pods_finished([], -1),  # (before the clock)
     ],

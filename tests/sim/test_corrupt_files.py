@@ -155,7 +155,7 @@ def test_a_number_too_long_for_any_count_is_a_bad_row(
     try:
         trace = load(p, errors=mode)
     except InvalidTraceError as e:
-        assert e.field == field and len(str(e)) < 400  # (the value is named, not printed)
+        assert e.field == field and len(str(e)) < 1500  # (a long value is named, not printed)
         return
     assert mode == "skip" and len(trace.jobs) == 1 and trace.report.skipped == 1
 

@@ -125,7 +125,9 @@ def test_a_grid_file_takes_its_paths_and_store_from_its_folder(tmp_path: Path) -
     )
     grid = load_grid(tmp_path / "g.yaml")
     assert grid.store == str(tmp_path / "g.jsonl")
-    assert {r.params["trace_file"] for r in grid.runs()} == {str(tmp_path / "philly.csv")}
+    runs = grid.runs()
+    assert {r.inputs["trace_file"] for r in runs} == {str(tmp_path / "philly.csv")}
+    assert {r.params["trace_file"] for r in runs} == {"philly.csv"}  # (what the key hashes)
     (tmp_path / "bad.yaml").write_text("command: simulate\nwhat: 1\n")
     with pytest.raises(InvalidGridError):
         load_grid(tmp_path / "bad.yaml")
