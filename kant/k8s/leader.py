@@ -100,7 +100,11 @@ class LeaderElector:
 
     def hold(self, stop: threading.Event, lost: threading.Event) -> None:
         """Block until the Lease is held (or ``stop``), then renew it in a thread; set
-        ``lost`` (and ``stop``) if a renewal fails for a whole lease duration."""
+        ``lost`` (and ``stop``) once no renewal has succeeded for two thirds of the lease
+        duration (client-go's renew deadline, 10 s of 15), checked by a thread of its own: a
+        renewal call that hangs (the API timeout is longer than a lease) cannot keep this
+        shim scheduling while a candidate, a lease duration after the last renewal it saw,
+        takes over."""
         while not stop.is_set():
             try:
                 if self.try_acquire():
@@ -111,20 +115,29 @@ class LeaderElector:
         if stop.is_set():
             return
         log.info("%s leads through Lease %s/%s", self.identity, self.namespace, self.name)
+        last = [time.monotonic()]  # the last renewal that succeeded
 
         def renew() -> None:
-            last = time.monotonic()
             while not stop.wait(self.duration / 3):
                 try:
                     if self.try_acquire():
-                        last = time.monotonic()
-                        continue
+                        last[0] = time.monotonic()
                 except (ApiError, OSError) as e:
                     log.info("lease renewal: %s", e)
-                if time.monotonic() - last >= self.duration:
+
+        def watch() -> None:
+            while not stop.wait(self.duration / 15):
+                if time.monotonic() - last[0] >= self.renew_deadline:
                     log.warning("lost the lease; stopping")
                     lost.set()
                     stop.set()
                     return
 
         threading.Thread(target=renew, daemon=True, name="kant-lease").start()
+        threading.Thread(target=watch, daemon=True, name="kant-lease-deadline").start()
+
+    @property
+    def renew_deadline(self) -> float:
+        """Seconds without a successful renewal after which the leader stops: two thirds of
+        the lease duration."""
+        return self.duration * 2 / 3

@@ -700,3 +700,30 @@ def test_a_previous_shims_victim_holds_preemption_back_only_while_it_terminates(
             assert not held(shim), end
         finally:
             shim._pool.shutdown()
+
+
+def test_a_leader_whose_renewal_hangs_stops_within_its_renew_deadline() -> None:
+    import threading
+
+    from kant.k8s.client import ApiError as _ApiError
+    from kant.k8s.leader import LeaderElector
+
+    class _Api:  # the lease is created, then every read hangs (a network gone quiet)
+        def get(self, path: str) -> dict[str, Any]:
+            if not self.created:
+                raise _ApiError(404, "GET", path, "not found")
+            time.sleep(30)
+            return {}
+
+        def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+            self.created = True
+            return body
+
+        created = False
+
+    e = LeaderElector(_Api(), name="l", namespace="ns", identity="a", duration=0.9)  # type: ignore[arg-type]
+    stop, lost = threading.Event(), threading.Event()
+    t0 = time.monotonic()
+    e.hold(stop, lost)
+    assert lost.wait(5) and stop.is_set()
+    assert time.monotonic() - t0 < 0.9  # before a candidate could take the lease
