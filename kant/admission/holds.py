@@ -46,72 +46,68 @@ def slot_or_none(snap: Snapshot, node: str) -> int | None:
     return snap.slot_if_here(node)
 
 
-def free_part(snap: Snapshot, b: Binding) -> Alloc | None:
-    """The part of ``b`` that is free on the snapshot now (None: nothing of it is)."""
+def free_parts(snap: Snapshot, b: Binding) -> list[Alloc]:
+    """The parts of ``b`` free on the snapshot now (see :func:`_parts`): none when nothing
+    of it is."""
     s = slot_or_none(snap, b.node)
     if s is None:
-        return None
-    cols = snap.cols
-    row = cols.gpu_free[s]
+        return []
+    return _free_parts(snap, s, [b])
+
+
+def _parts(s: int, b: Binding, row: list[int], free: list[int]) -> tuple[Alloc | None, list[Alloc]]:
+    """What of ``b`` is free on slot ``s``, given the free milli of its GPUs (``row``) and
+    its free ``[nic mask, cpu, mem]`` (``free``), both then taken down by it: an
+    :class:`Alloc` of the GPUs that have its share (or whole GPU) free, with its free NICs,
+    CPU and memory; and one per GPU of it only partly free, of what is free of that GPU. A
+    hold takes those too, so that nobody else takes a part of a GPU that a share (or a
+    whole GPU) waits for while the rest of it frees (a victim's share ending)."""
     mask = 0
+    partly: list[Alloc] = []
     for g in b.gpus:
-        if g < row.shape[0] and row[g] >= b.gpu_milli:
+        if g >= len(row) or row[g] <= 0:
+            continue
+        if row[g] >= b.gpu_milli:
             mask |= 1 << g
-    nic = 0
-    free_nic = int(cols.nic_mask[s])
-    for n in b.nics:
-        if free_nic >> n & 1:
-            nic |= 1 << n
-    cpu = min(int(cols.cpu_free[s]), b.cpu_milli)
-    mem = min(int(cols.mem_free[s]), b.memory_mib)
-    if not (mask or nic or cpu or mem):
-        return None
-    return Alloc(s, mask, b.gpu_milli, nic, cpu, mem)
+            row[g] -= b.gpu_milli
+        else:
+            partly.append(Alloc(s, 1 << g, row[g], 0, 0, 0))
+            row[g] = 0
+    nic = free[0] & mask_of(b.nics)
+    cpu = min(free[1], b.cpu_milli)
+    mem = min(free[2], b.memory_mib)
+    free[0] &= ~nic
+    free[1] -= cpu
+    free[2] -= mem
+    whole = Alloc(s, mask, b.gpu_milli, nic, cpu, mem) if mask or nic or cpu or mem else None
+    return whole, partly
 
 
 def _free_parts(snap: Snapshot, s: int, bs: list[Binding]) -> list[Alloc]:
-    """:func:`free_part` of each of ``bs`` (all on slot ``s``) as if each were taken before
-    the next is looked at, merged into one :class:`Alloc` per GPU share while their GPUs
-    are disjoint (then allocating the merged ones changes the row exactly as allocating
-    each part in turn)."""
+    """:func:`_parts` of each of ``bs`` (all on slot ``s``) as if each were taken before the
+    next is looked at, merged into one :class:`Alloc` per GPU share while their GPUs are
+    disjoint (then allocating the merged ones changes the row exactly as allocating each
+    part in turn), and the parts of partly free GPUs apart."""
     cols = snap.cols
-    if len(bs) == 1:
-        a = free_part(snap, bs[0])
-        return [] if a is None else [a]
     row = [int(v) for v in cols.gpu_free[s]]
-    nic_free = int(cols.nic_mask[s])
-    cpu_free, mem_free = int(cols.cpu_free[s]), int(cols.mem_free[s])
+    free = [int(cols.nic_mask[s]), int(cols.cpu_free[s]), int(cols.mem_free[s])]
     merged: dict[int, list[int]] = {}  # GPU milli -> [gpu mask, nic mask, cpu, mem]
     out: list[Alloc] = []
     for b in bs:
-        mask = 0
-        for g in b.gpus:
-            if g < len(row) and row[g] >= b.gpu_milli:
-                mask |= 1 << g
-        nic = 0
-        for n in b.nics:
-            if nic_free >> n & 1:
-                nic |= 1 << n
-        cpu = min(cpu_free, b.cpu_milli)
-        mem = min(mem_free, b.memory_mib)
-        if not (mask or nic or cpu or mem):
+        a, partly = _parts(s, b, row, free)
+        out.extend(partly)
+        if a is None:
             continue
-        for g in b.gpus:
-            if mask >> g & 1:
-                row[g] -= b.gpu_milli
-        nic_free &= ~nic
-        cpu_free -= cpu
-        mem_free -= mem
-        m = merged.get(b.gpu_milli)
+        m = merged.get(a.milli)
         if m is None:
-            merged[b.gpu_milli] = [mask, nic, cpu, mem]
-        elif m[0] & mask:  # one GPU shared twice: a mask cannot say so, keep it apart
-            out.append(Alloc(s, mask, b.gpu_milli, nic, cpu, mem))
+            merged[a.milli] = [a.gpu_mask, a.nic_mask, a.cpu, a.mem]
+        elif m[0] & a.gpu_mask:  # one GPU shared twice: a mask cannot say so, keep it apart
+            out.append(a)
         else:
-            m[0] |= mask
-            m[1] |= nic
-            m[2] += cpu
-            m[3] += mem
+            m[0] |= a.gpu_mask
+            m[1] |= a.nic_mask
+            m[2] += a.cpu
+            m[3] += a.mem
     return [Alloc(s, m[0], milli, m[1], m[2], m[3]) for milli, m in merged.items()] + out
 
 
@@ -235,6 +231,11 @@ class Hold:
             mem = min(v.mem_free[s], mem)
             if mask or nic or cpu or mem:
                 self._take(snap, Alloc(s, mask, MILLI, nic, cpu, mem))
+            if gpu != mask:  # GPUs partly free (a victim's share ending): what is free of them
+                for g in bits(gpu & ~mask):
+                    left = int(snap.cols.gpu_free[s, g])
+                    if left > 0:
+                        self._take(snap, Alloc(s, 1 << g, left, 0, 0, 0))
 
     def give_back(self, snap: Snapshot) -> None:
         """Release what :meth:`take` held. A row that is as the take left it (its row

@@ -3,15 +3,16 @@ bindings, whichever way it is summed."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kant.admission.holds import Hold, free_part
-from kant.model import Binding, PodId
+from kant.admission.holds import Hold, free_parts
+from kant.model import Binding, PodId, ReasonCode
 from kant.state import Snapshot
-from kant.testing import check_invariants
+from kant.testing import ClusterBuilder, check_invariants, job, node
 
-from .conftest import nodes
+from .conftest import evict_victims, nodes, scheduler
 
 _NODES = 3
 
@@ -76,14 +77,12 @@ def test_a_hold_takes_what_taking_each_bindings_free_part_in_turn_takes(
         bindings = kept or bindings[:1]
     with snap.transaction():
         for b in (binding(100 + i, x) for i, x in enumerate(busy)):
-            part = free_part(snap, b)  # something else holds part of the devices
-            if part is not None:
+            for part in free_parts(snap, b):  # something else holds part of the devices
                 part.take(snap)
         before = _rows(snap)
         with snap.transaction():
             for b in bindings:  # the reference: each binding's free part in turn
-                part = free_part(snap, b)
-                if part is not None:
+                for part in free_parts(snap, b):
                     part.take(snap)
             want = _rows(snap)
         assert _rows(snap) == before
@@ -100,8 +99,7 @@ def test_a_hold_takes_what_taking_each_bindings_free_part_in_turn_takes(
             h = Hold(bindings)
             h.take(snap)
             for b in (binding(200 + i, x) for i, x in enumerate(meanwhile)):
-                part = free_part(snap, b)
-                if part is not None:
+                for part in free_parts(snap, b):
                     part.take(snap)
             with snap.transaction():
                 for a in reversed(h.taken):  # the reference: release each allocation
@@ -110,3 +108,42 @@ def test_a_hold_takes_what_taking_each_bindings_free_part_in_turn_takes(
             h.give_back(snap)
             assert _rows(snap) == released
             check_invariants(snap)
+
+
+@pytest.mark.parametrize("shares", [True, False], ids=["shares", "whole GPUs"])
+def test_a_preemptors_nomination_holds_the_free_part_of_a_gpu_its_victim_shares(
+    shares: bool,
+) -> None:
+    """h (800 milli) preempts a (600) on one GPU; while a terminates, x (300) would fit in the
+    400 free: it must wait, or h finds 700 free when a is gone and preempts for ever. With
+    whole GPUs (h asks the GPU a's share is on, and a free one) the same."""
+    b = ClusterBuilder()
+    b.add(node("n0", gpus=1 if shares else 2, leaf="lf0", spine="sp0", superspine="ss0"))
+    s = scheduler(b.build())
+    big = {"gpu_milli": 800} if shares else {"gpus": 2}
+    s.submit(job("a", gpu_milli=600), now=0)
+    s.step(0)
+    s.submit(job("h", priority=5, **big), now=1)
+    r = s.step(1)
+    assert [v.job for v in r.victims] == ["a"]
+    s.submit(job("x", gpu_milli=300), now=2)
+    assert s.step(2).bindings == ()  # a's GPU is h's
+    evict_victims(s, r, 3)
+    assert s.step(3).placed == ("h",)
+    assert s.status("x").reason is not None
+    check_invariants(s)
+
+
+@pytest.mark.parametrize("policy", ["easy-backfill", "conservative-backfill"])
+def test_a_reservation_holds_the_free_part_of_a_gpu_its_head_waits_for(policy: str) -> None:
+    """a (600 milli) runs until 100 on the one GPU; the head h (800) is reserved from 100; x
+    (300, 1000 s) fits in the 400 free now but would delay h: it waits."""
+    b = ClusterBuilder()
+    b.add(node("n0", gpus=1, leaf="lf0", spine="sp0", superspine="ss0"))
+    s = scheduler(b.build(), policy=policy)
+    s.submit(job("a", gpu_milli=600, runtime=100), now=0)
+    s.step(0)
+    s.submit(job("h", gpu_milli=800, runtime=100, submitted_at=1), now=1)
+    s.submit(job("x", gpu_milli=300, runtime=1000, submitted_at=2), now=2)
+    r = s.step(2)
+    assert r.bindings == () and r.pending["x"].code is ReasonCode.RESERVED
