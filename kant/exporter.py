@@ -77,7 +77,9 @@ class MetricsExporter:
         self._total_s = 0.0
         self._last_held = 0.0
         self._last_total = 0.0
-        self._started: dict[str, float] = {}  # job -> started_at already observed
+        # (job, submission number) of the jobs already observed once started: a job counts
+        # once, at its first start (kept for the jobs still in the queue's books)
+        self._started: set[tuple[str, int]] = set()
         self._jtted: dict[str, list[float]] = {}  # bucket -> [node sum, n, group sum, n]
         self._wait = Histogram(
             "kant_job_wait_seconds",
@@ -128,15 +130,18 @@ class MetricsExporter:
 
     def _record_starts(self, result: CycleResult) -> None:
         s = self.scheduler
+        if len(self._started) > 2 * len(s.queue) + 1024:  # (forget the jobs forgotten)
+            self._started = {k for k in self._started if _seq(s, k[0]) == k[1]}
         for jid in result.placed:
             st = s.status(jid)
-            if st.started_at is None or self._started.get(jid) == st.started_at:
-                continue
-            self._started[jid] = st.started_at
+            key = (jid, s.queue.entry(jid).seq)
+            if st.started_at is None or key in self._started:
+                continue  # (a job started again after a requeue is counted at its first)
+            self._started.add(key)
             job = s.queue.status(jid).job
             bucket = size_bucket(job.gpu_units)
-            if st.wait is not None:
-                self._wait.labels(size_bucket=bucket).observe(st.wait)
+            # the wait of JWTD: from its submission to its first start
+            self._wait.labels(size_bucket=bucket).observe(max(0.0, st.started_at - st.submitted_at))
             if job.total_milli <= 0 or not st.bindings:
                 continue
             nodes = {b.node for b in st.bindings}
@@ -255,3 +260,9 @@ class _Snapshot:
 
     def describe(self) -> list[Any]:
         return []
+
+
+def _seq(s: Scheduler, job_id: str) -> int | None:
+    """The submission number of job ``job_id`` in the queue's books (None: not there)."""
+    e = s.queue.get(job_id)
+    return None if e is None else e.seq

@@ -110,3 +110,21 @@ def test_a_cycle_answered_again_is_counted_as_reused() -> None:
     fams = {f.name: f for f in text_string_to_metric_families(ex.exposition().decode())}
     assert _value(fams, "kant_cycles", "kant_cycles_total") == 4
     assert _value(fams, "kant_cycles_reused", "kant_cycles_reused_total") == 2
+
+
+def test_a_job_started_again_after_a_requeue_counts_once_with_its_wait_from_submission() -> None:
+    """JWTD's wait is from the submission to the first start: a job started at 10, requeued
+    when its node is lost at 20 and started again at 100 is one wait of 10, not 10 and 80."""
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=1).build())
+    ex = MetricsExporter(s)
+    s.submit(job("a", gpus=8), now=0)
+    ex.observe(10, s.step(now=10))
+    s.node_lost("lf0-n0", now=20)
+    ex.observe(20)
+    s.node_recovered("lf0-n0", now=90)
+    ex.observe(100, s.step(now=100))
+    text = ex.exposition().decode()
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    wait = "kant_job_wait_seconds"
+    assert _value(fams, wait, f"{wait}_count", size_bucket="2-8") == 1
+    assert _value(fams, wait, f"{wait}_sum", size_bucket="2-8") == 10
