@@ -536,12 +536,8 @@ def test_a_node_changed_under_a_running_pod_then_not_ready_takes_no_pod_while_no
         ",")} <= set(range(6))  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("lost", "pod"), [("failed", "g-0"), ("failed", "g-1"), ("deleted and made again", "g-0")]
-)
-def test_a_gang_that_lost_a_pod_while_no_shim_ran_starts_again_whole(
-    cluster: Cluster, lost: str, pod: str
-) -> None:
+def _gang_running_then_no_shim(cluster: Cluster) -> None:
+    """Gang g (g-0 and g-1, 8 GPUs each) runs on n0 and n1; then no shim runs."""
     cluster.node("n0")
     cluster.node("n1")
     cluster.pod_group("g", 2)
@@ -552,6 +548,15 @@ def test_a_gang_that_lost_a_pod_while_no_shim_ran_starts_again_whole(
         wait_for(lambda i=i: cluster.get(f"g-{i}")["status"].get("phase") == "Running",
                  what=f"g-{i} running")  # fmt: skip
     cluster.stop_shims()
+
+
+@pytest.mark.parametrize(
+    ("lost", "pod"), [("failed", "g-0"), ("failed", "g-1"), ("deleted and made again", "g-0")]
+)
+def test_a_gang_that_lost_a_pod_while_no_shim_ran_starts_again_whole(
+    cluster: Cluster, lost: str, pod: str
+) -> None:
+    _gang_running_then_no_shim(cluster)
     path = f"/api/v1/namespaces/{cluster.ns}/pods/{pod}"
     if lost == "failed":
         cluster.api.patch(f"{path}/status", {"status": {"phase": "Failed"}})
@@ -568,16 +573,7 @@ def test_a_gang_that_lost_a_pod_while_no_shim_ran_starts_again_whole(
 def test_a_restart_takes_back_a_gang_whose_pod_is_gone_without_a_trace(cluster: Cluster) -> None:
     """A pod deleted with no replacement waiting may have ended (a completed pod removed):
     the gang is taken back, its other pod runs on."""
-    cluster.node("n0")
-    cluster.node("n1")
-    cluster.pod_group("g", 2)
-    cluster.start_shim()
-    for i in range(2):
-        cluster.pod(f"g-{i}", group="g")
-    for i in range(2):
-        wait_for(lambda i=i: cluster.get(f"g-{i}")["status"].get("phase") == "Running",
-                 what=f"g-{i} running")  # fmt: skip
-    cluster.stop_shims()
+    _gang_running_then_no_shim(cluster)
     cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/g-0", {"gracePeriodSeconds": 0})
     shim = cluster.start_shim()
     time.sleep(1.0)
@@ -712,8 +708,8 @@ def test_a_leader_whose_renewal_hangs_stops_within_its_renew_deadline() -> None:
         def get(self, path: str) -> dict[str, Any]:
             if not self.created:
                 raise _ApiError(404, "GET", path, "not found")
-            time.sleep(30)
-            return {}
+            time.sleep(3)
+            raise OSError("read timed out")
 
         def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
             self.created = True
