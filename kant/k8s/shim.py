@@ -31,12 +31,15 @@ from kant.k8s.translate import (
     KUEUE_GROUP_PREFIX,
     KUEUE_TOTAL_ANNOTATION,
     POD_ID_ANNOTATION,
+    PREEMPTED_PREFIX,
+    PREEMPTED_REASON,
     NodeFacts,
     PodFacts,
     PodState,
     annotations_of,
     binding_annotations,
     build_job,
+    deletion_deadline,
     is_count,
     job_id,
     node_facts,
@@ -47,7 +50,7 @@ from kant.k8s.translate import (
     pod_resources,
     pod_state,
     recorded_binding,
-    timestamp,
+    uid_of,
 )
 from kant.model import Binding, Job, PodId, Role
 from kant.preemption import PreemptionPolicy
@@ -155,7 +158,7 @@ class Shim:
         # victims a previous shim chose, still terminating: they are held until gone, and
         # no victim is chosen meanwhile (see _hold_preemption)
         self._inherited_victims = {
-            pod_key(p): (_uid(p), timestamp(_meta(p).get("deletionTimestamp")) + VICTIM_MARGIN)
+            pod_key(p): (uid_of(p), deletion_deadline(p) + VICTIM_MARGIN)
             for p in pods
             if _kant_victim(p, self.settings)
         }
@@ -314,7 +317,7 @@ class Shim:
                 obj = got[0] if got is not None else None
                 if (
                     obj is None
-                    or _uid(obj) != uid
+                    or uid_of(obj) != uid
                     or pod_state(obj, self.settings).phase in TERMINAL
                     or now > until
                 ):
@@ -456,7 +459,8 @@ class Shim:
         key = pod_key(obj)
         now = self.now()
         last = self._pods.get(key)
-        if last is not None and _uid(last[0]) and _uid(obj) and _uid(last[0]) != _uid(obj):
+        was = "" if last is None else uid_of(last[0])
+        if last is not None and was and uid_of(obj) not in ("", was):
             if ev == "DELETED":
                 return  # (an incarnation kant no longer tracks)
             # deleted and created again under the same name while the watch was down (a
@@ -762,7 +766,7 @@ class Shim:
         for b in todo:
             pkey = self._jobs[b.pod.job].pods[b.pod]
             obj = self._pods.get(pkey, ({}, None))[0]
-            self._inflight.append((b, self._pool.submit(self._bind, b, pkey, _uid(obj))))
+            self._inflight.append((b, self._pool.submit(self._bind, b, pkey, uid_of(obj))))
         for jid in bound:
             self._pod_group_status(jid, "Scheduled")
         for v in result.victims:
@@ -878,8 +882,8 @@ class Shim:
     def _disrupt(self, key: str, preemptor: str, why: str) -> None:
         """Tell the victim why it goes: a ``DisruptionTarget`` condition and an event."""
         ns, name = key.split("/", 1)
-        msg = f"kant: preempted by {preemptor} ({why})"
-        cond = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+        msg = f"{PREEMPTED_PREFIX} {preemptor} ({why})"
+        cond = {"type": "DisruptionTarget", "status": "True", "reason": PREEMPTED_REASON,
                 "message": msg, "lastTransitionTime": _now_iso()}  # fmt: skip
         try:
             self.api.patch(f"/api/v1/namespaces/{ns}/pods/{name}/status",
@@ -979,7 +983,7 @@ class Shim:
         body = {
             "metadata": {"generateName": f"{name}.", "namespace": ns},
             "involvedObject": {"kind": "Pod", "namespace": ns, "name": name,
-                               "uid": (obj.get("metadata") or {}).get("uid", "")},
+                               "uid": uid_of(obj)},
             "reason": reason, "message": msg[:1024], "type": kind,
             "source": {"component": self.settings.scheduler_name},
             "firstTimestamp": ts, "lastTimestamp": ts, "count": 1,
@@ -1166,10 +1170,6 @@ VICTIM_MARGIN: float = 30.0
 shim stops holding preemption back for it (:meth:`Shim._hold_preemption`)."""
 
 
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
-
-
 def _kant_victim(pod: Obj, settings: K8sSettings) -> bool:
     """Whether ``pod`` is a kant pod a kant shim preempted that is still terminating (its
     ``DisruptionTarget`` condition says so, :meth:`Shim._disrupt`)."""
@@ -1178,17 +1178,11 @@ def _kant_victim(pod: Obj, settings: K8sSettings) -> bool:
         return False
     return any(
         c.get("type") == "DisruptionTarget"
-        and c.get("reason") == "PreemptionByScheduler"
-        and str(c.get("message", "")).startswith("kant: preempted by")
+        and c.get("reason") == PREEMPTED_REASON
+        and str(c.get("message", "")).startswith(PREEMPTED_PREFIX)
         for c in (pod.get("status") or {}).get("conditions") or ()
         if isinstance(c, Mapping)
     )
-
-
-def _uid(obj: Obj) -> str:
-    """The object's ``metadata.uid`` ("" when absent: objects built by hand, which a
-    change of uid never concerns)."""
-    return str(_meta(obj).get("uid") or "")
 
 
 def _namespace_of(job: str) -> str:

@@ -52,6 +52,10 @@ QUEUE_KEYS: Final = (
 POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
 KUEUE_GROUP_LABEL: Final = "kueue.x-k8s.io/pod-group-name"
 KUEUE_TOTAL_ANNOTATION: Final = "kueue.x-k8s.io/pod-group-total-count"
+PREEMPTED_REASON: Final = "PreemptionByScheduler"
+"""The ``reason`` of the ``DisruptionTarget`` condition kant writes on a pod it preempts."""
+PREEMPTED_PREFIX: Final = "kant: preempted by"
+"""How the message of that condition starts."""
 KUEUE_GROUP_PREFIX: Final = "kueue:"
 """Before a Kueue group's name in its gang key (``namespace/kueue:name``): a PodGroup's name
 (a DNS subdomain) has no colon, so a Kueue group and a PodGroup of the same name in one
@@ -119,6 +123,18 @@ def quantity(value: Any, *, where: str = "", field: str = "quantity") -> Decimal
 def _meta(obj: Obj) -> Obj:
     m = obj.get("metadata") or {}
     return m if isinstance(m, Mapping) else {}
+
+
+def uid_of(obj: Obj) -> str:
+    """The object's ``metadata.uid`` ("" when absent: objects built by hand, which a change
+    of uid never concerns)."""
+    return str(_meta(obj).get("uid") or "")
+
+
+def deletion_deadline(obj: Obj) -> float:
+    """When the object's deletion grace period ends (its ``metadata.deletionTimestamp``), in
+    seconds since the epoch; 0.0 when it has none."""
+    return timestamp(_meta(obj).get("deletionTimestamp"))
 
 
 def labels_of(obj: Obj) -> Mapping[str, str]:
