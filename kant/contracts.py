@@ -137,7 +137,12 @@ class CycleContext(Protocol):
         ...
 
     def forecast(
-        self, job: CandidateView, *, default_runtime: float | None, keep: bool = False
+        self,
+        job: CandidateView,
+        *,
+        default_runtime: float | None,
+        keep: bool = False,
+        after: Sequence[Reservation] = (),
     ) -> Reservation | None:
         """The job's earliest start from the running jobs' expected ends (start plus
         ``runtime_estimate``, else ``default_runtime``, else never), and the placement it would
@@ -145,7 +150,9 @@ class CycleContext(Protocol):
         number of placement attempts; changes nothing. With ``keep``, the queue's previous
         forecast is returned when it must give the same answer (the same head and quota
         decision, the same nodes and health, and the same jobs holding devices after now),
-        and this one is kept for the next cycle."""
+        and this one is kept for the next cycle. ``after``: reservations made earlier this
+        cycle (held with :meth:`reserve`); each takes its devices from its start to its job's
+        expected end, so the job is placed around them over time, not only now."""
         ...
 
     def reserve(self, reservation: Reservation) -> None:

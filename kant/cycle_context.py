@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 from kant.admission import forecast as fc
@@ -95,12 +96,19 @@ class PolicyContext:
         return self.holds.is_nominated(job.id)
 
     def forecast(
-        self, job: CandidateView, *, default_runtime: float | None, keep: bool = False
+        self,
+        job: CandidateView,
+        *,
+        default_runtime: float | None,
+        keep: bool = False,
+        after: Sequence[Reservation] = (),
     ) -> Reservation | None:
         """The job's earliest start and placement (:func:`kant.admission.forecast.forecast`);
         None for a nominated job (its nomination already holds its devices). With ``keep``,
         the queue's last forecast when it must give the same answer
-        (:class:`kant.admission.forecast.KeptForecast`), and this one kept."""
+        (:class:`kant.admission.forecast.KeptForecast`), and this one kept. ``after``: the
+        reservations made before it this cycle, each taking its devices from its start to
+        its job's expected end (its estimate, else ``default_runtime``, else never)."""
         if self.is_nominated(job):
             return None
         running = self.queue.running()
@@ -109,11 +117,21 @@ class PolicyContext:
             default_runtime=default_runtime, victim_pods=self.victim_pods, memo=self.memo.ends,
         )  # fmt: skip
         occupancy = self._occupancy(running, ends, default_runtime) if keep else None
+        booked = [
+            fc.Booking(r.start, r.start + self._runtime(r.job, default_runtime), r.bindings)
+            for r in after
+        ]
         return fc.forecast(
             self.queue.entry(job.id), ends, snap=self.snap, ledger=self.ledger,
             pools=self.pools, place=self.place, kept=self.memo.kept if keep else None,
-            occupancy=occupancy,
+            occupancy=occupancy, booked=booked, held=self.holds.reserved,
+            runtime=job.job.runtime_estimate or default_runtime,
         )  # fmt: skip
+
+    def _runtime(self, job_id: str, default_runtime: float | None) -> float:
+        """A waiting job's expected runtime: its estimate, else the default, else inf."""
+        est = self.queue.entry(job_id).job.runtime_estimate or default_runtime
+        return math.inf if est is None else est
 
     def _occupancy(
         self, running: list[Entry], ends: list[fc.Item], default_runtime: float | None

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
 
-from kant.admission.holds import slot_or_none
+from kant.admission.holds import Hold, slot_or_none
 from kant.admission.pools import Pools
 from kant.admission.quota import QuotaLedger, admit_quota
 from kant.contracts import PlaceFn, Reservation
@@ -271,6 +271,48 @@ def _after(items: list[Item], t: float) -> list[Item]:
     return items[i:]
 
 
+@attrs.frozen
+class Booking:
+    """An earlier reservation as a conservative backfill sees it: its devices are taken from
+    its ``start`` to its ``end`` (start plus its job's estimate; ``inf`` when unknown)."""
+
+    start: float
+    end: float
+    bindings: tuple[Binding, ...]
+
+
+class _Booked:
+    """The bookings held on the snapshot at each state a forecast tries: a booking is held
+    at time ``t`` for a job running until ``until`` when their times overlap (it starts
+    before ``until`` and ends after ``t``). A held booking whose nodes freed devices is taken
+    again (its devices busy before may be free now)."""
+
+    def __init__(self, snap: Snapshot, booked: Sequence[Booking]) -> None:
+        self.snap = snap
+        self.booked = booked
+        self.nodes = [frozenset(b.node for b in k.bindings) for k in booked]
+        self.held: dict[int, Hold] = {}
+
+    def at(self, t: float, until: float, freed: set[str]) -> None:
+        """Hold what overlaps ``[t, until)`` (``freed``: the nodes whose devices freed since
+        the last state)."""
+        snap, held = self.snap, self.held
+        want = [k.start < until and k.end > t for k in self.booked]
+        for i in [i for i in held if not want[i]]:  # ended: its devices free for the rest
+            held.pop(i).give_back(snap)
+            freed = freed | self.nodes[i]
+        for i, w in enumerate(want):
+            if not w:
+                continue
+            h = held.get(i)
+            if h is None:
+                h = held[i] = Hold(self.booked[i].bindings)
+                h.take(snap)
+            elif not freed.isdisjoint(self.nodes[i]):
+                h.give_back(snap)
+                h.take(snap)
+
+
 def forecast(
     e: Entry,
     ends: list[tuple[float, int, tuple[Binding, ...]]],
@@ -281,12 +323,20 @@ def forecast(
     place: PlaceFn,
     kept: KeptForecast | None = None,
     occupancy: Occupancy | None = None,
+    booked: Sequence[Booking] = (),
+    held: Hold | None = None,
+    runtime: float | None = None,
 ) -> Reservation | None:
     """The earliest of ``ends`` at which ``e``'s remaining pods pass quota, readiness and
     placement, with the placement then; None if none does within :data:`MAX_PLACEMENTS`
     attempts. Changes nothing. With ``kept`` and ``occupancy`` (what holds devices now), the
     kept forecast when it must give the same answer (:class:`KeptForecast`), and this one
-    kept for next time."""
+    kept for next time.
+
+    With ``booked`` (a conservative backfill's earlier reservations), each state at time
+    ``t`` also holds the bookings that overlap the job's run from ``t`` to ``t`` plus
+    ``runtime`` (its estimate; None: it never ends), and a booking's end is a state tried
+    too; ``held`` (what the cycle holds of those bookings now) is given back first."""
     job = e.job
     pods = e.remaining()
     role_models, no_pool = pools.role_models(job)
@@ -307,9 +357,18 @@ def forecast(
     keep = kept is not None and occupancy is not None
     # does the state before any end (the snapshot now) fail readiness? (for KeptForecast)
     before_failed = keep and pools.ready(job, dec) is not None
+    book: _Booked | None = None
+    length = math.inf if runtime is None else runtime
+    if booked:
+        ends = sorted([*ends, *((k.end, -1, ()) for k in booked if k.end < math.inf)],
+                      key=lambda x: (x[0], x[1]))  # fmt: skip
     # every release and placement below is undone at the end: the sorted index follows
     # them only where read
     with snap.deferred_index(), snap.transaction():
+        if booked:
+            if held is not None:
+                held.give_back(snap)
+            book = _Booked(snap, booked)
         i = 0
         while i < len(ends) and tries < MAX_PLACEMENTS:
             t = ends[i][0]
@@ -318,6 +377,8 @@ def forecast(
                 freed.extend(b for b in ends[i][2] if slot_or_none(snap, b.node) is not None)
                 i += 1
             snap.release_bindings(freed)  # one update per node, however many pods
+            if book is not None:
+                book.at(t, t + length, {b.node for b in freed})
             if pools.ready(job, dec) is not None:
                 continue
             tries += 1

@@ -3,13 +3,13 @@ blocked jobs, and no job starts if it would delay any of them."""
 
 from __future__ import annotations
 
-import math
-
 import attrs
 
 from kant.contracts import GO, CandidateView, CycleContext, Gate, PolicyRun, Reservation
 from kant.errors import InvalidConfigError
 from kant.model import BLOCKING_CODES, Reason, ReasonCode, number
+from kant.queueing.easy import _DEFAULT_RUNTIME
+from kant.queueing.quota_heads import QuotaHeads
 
 
 class _ConservativeRun:
@@ -21,6 +21,7 @@ class _ConservativeRun:
         self.asked = 0  # blocked jobs a reservation was computed for (at most depth)
         self.todo: CandidateView | None = None  # blocked, to reserve for at the next gate
         self.used_reserved: str | None = None
+        self.quota = QuotaHeads(ctx, policy.default_runtime)
 
     def _reserve_pending(self) -> None:
         """Reserve for the last blocked job, lazily: it may have preempted meanwhile (its
@@ -29,12 +30,17 @@ class _ConservativeRun:
         if job is None or self.ctx.is_nominated(job):
             return
         self.asked += 1
-        r = self.ctx.forecast(job, default_runtime=self.default_runtime)
+        # placed around the earlier reservations over time: no two share a device while
+        # both would run
+        r = self.ctx.forecast(job, default_runtime=self.default_runtime, after=self.made)
         if r is not None:
-            self.ctx.reserve(r)  # held from now on: later reservations never share devices
+            self.ctx.reserve(r)  # its free devices held from now on
             self.made.append(r)
 
     def gate(self, job: CandidateView) -> Gate:
+        skip = self.quota.gate(job)
+        if skip is not None:
+            return skip
         self._reserve_pending()
         self.used_reserved = None
         if not self.made:
@@ -66,7 +72,11 @@ class _ConservativeRun:
         return reason
 
     def failed(self, job: CandidateView, reason: Reason) -> bool:
-        if reason.code in BLOCKING_CODES and self.asked < self.depth:
+        self.quota.failed(job, reason)
+        # a job that waits only because it would delay a reservation gets one too
+        if (reason.code in BLOCKING_CODES or reason.code is ReasonCode.RESERVED) and (
+            self.asked < self.depth
+        ):
             self._reserve_pending()
             self.todo = job
         return False
@@ -97,16 +107,9 @@ class ConservativeBackfill:
     running job never ends, such a waiting job never uses reserved devices).
     """
 
-    default_runtime: float | None = attrs.field(default=None)
+    default_runtime: float | None = attrs.field(default=None, validator=_DEFAULT_RUNTIME)
     depth: int = attrs.field(default=16, validator=number(InvalidConfigError, low=1, integer=True))
     name: str = "conservative-backfill"
-
-    def __attrs_post_init__(self) -> None:
-        d = self.default_runtime
-        if d is not None and (
-            not isinstance(d, int | float) or isinstance(d, bool) or not math.isfinite(d) or d <= 0
-        ):
-            raise InvalidConfigError("default_runtime", d, "must be None or a number > 0")
 
     def begin(self, ctx: CycleContext) -> PolicyRun:
         """A run that reserves for each of the first ``depth`` blocked jobs."""

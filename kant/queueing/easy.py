@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import math
 from typing import ClassVar
 
 import attrs
 
 from kant.contracts import GO, CandidateView, CycleContext, Gate, PolicyRun, Reservation
 from kant.errors import InvalidConfigError
-from kant.model import BLOCKING_CODES, Job, Reason, ReasonCode
+from kant.model import BLOCKING_CODES, Reason, ReasonCode, number
+from kant.queueing.quota_heads import QuotaHeads
+
+_DEFAULT_RUNTIME = number(
+    InvalidConfigError, low=0, low_inclusive=False, finite=True, optional=True
+)
+"""A reservation policy's ``default_runtime``: None, or a finite number of seconds > 0."""
 
 _USE_RESERVED = Gate(use_reserved=True)
 """Try the job with the reserved devices too (it ends before they are needed)."""
@@ -24,26 +29,12 @@ class _EasyRun:
         self.reserved = False
         self.made: Reservation | None = None
         self.used_reserved: str | None = None  # the job whose gate last opened the reservation
-        # tenant -> (its first job that quota refused, when quota is expected to admit it,
-        # the GPU models it may use: None, any)
-        self.quota_heads: dict[str, tuple[str, float | None, frozenset[str] | None]] = {}
+        self.quota = QuotaHeads(ctx, policy.default_runtime)
 
     def gate(self, job: CandidateView) -> Gate:
-        qh = self.quota_heads.get(job.job.tenant)
-        if qh is not None and qh[1] is not None and qh[0] != job.id:
-            est = job.job.runtime_estimate
-            if est is None:
-                est = self.default_runtime
-            if (est is None or self.ctx.now + est > qh[1]) and _share_models(qh[2], job.job):
-                return Gate(
-                    skip=Reason(
-                        code=ReasonCode.RESERVED,
-                        message=(
-                            f"would delay {qh[0]}, first of tenant {job.job.tenant!r} waiting "
-                            f"for quota, expected at {qh[1]:g}"
-                        ),
-                    )
-                )
+        skip = self.quota.gate(job)
+        if skip is not None:
+            return skip
         return self._capacity_gate(job)
 
     def _capacity_gate(self, job: CandidateView) -> Gate:
@@ -86,37 +77,13 @@ class _EasyRun:
         return reason
 
     def failed(self, job: CandidateView, reason: Reason) -> bool:
-        tenant = job.job.tenant
-        if reason.code is ReasonCode.QUOTA_EXCEEDED and tenant not in self.quota_heads:
-            start = self.ctx.quota_start(job, default_runtime=self.default_runtime)
-            self.quota_heads[tenant] = (job.id, start, _gpu_models(job.job))
+        self.quota.failed(job, reason)
         if self.head is None and reason.code in BLOCKING_CODES:
             self.head = job
         return False
 
     def reservation(self) -> Reservation | None:
         return self.made
-
-
-def _gpu_models(job: Job) -> frozenset[str] | None:
-    """The GPU models the job's GPU roles may use (None: any; empty: it asks no GPU)."""
-    out: set[str] = set()
-    for role in job.roles:
-        if role.resources.total_milli:
-            if not role.gpu_models:
-                return None
-            out.update(role.gpu_models)
-    return frozenset(out)
-
-
-def _share_models(head: frozenset[str] | None, job: Job) -> bool:
-    """May ``job`` use a GPU model the quota head may use (so take quota it waits for)?
-    Quota is per tenant and GPU model, and a cohort lends per model: a job on other models
-    cannot delay the head."""
-    mine = _gpu_models(job)
-    if mine is None:
-        return head is None or bool(head)
-    return bool(mine) and (head is None or not mine.isdisjoint(head))
 
 
 @attrs.frozen(kw_only=True)
@@ -147,7 +114,7 @@ class EasyBackfill:
     decisions are the same either way.
     """
 
-    default_runtime: float | None = attrs.field(default=None)
+    default_runtime: float | None = attrs.field(default=None, validator=_DEFAULT_RUNTIME)
     keep_reservation: bool = attrs.field(default=True)
     name: str = "easy-backfill"
     # the last job in order changes no head and no reservation; time moves a reservation
@@ -155,11 +122,6 @@ class EasyBackfill:
     arrivals_unblock_none: ClassVar[bool] = True
 
     def __attrs_post_init__(self) -> None:
-        d = self.default_runtime
-        if d is not None and (
-            not isinstance(d, int | float) or isinstance(d, bool) or not math.isfinite(d) or d <= 0
-        ):
-            raise InvalidConfigError("default_runtime", d, "must be None or a number > 0")
         if not isinstance(self.keep_reservation, bool):
             raise InvalidConfigError("keep_reservation", self.keep_reservation, "must be a bool")
 

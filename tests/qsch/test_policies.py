@@ -181,7 +181,8 @@ def test_conservative_backfill_never_delays_any_reserved_job_where_easy_delays_t
     from kant.queueing import ConservativeBackfill
 
     s, r = _two_pools_with_two_blocked_jobs(ConservativeBackfill())
-    assert [(v.job, v.start) for v in r.reservations] == [("h1", 100), ("h2", 200)]
+    # x waits (it would delay h1) and books the A100 node after h2
+    assert [(v.job, v.start) for v in r.reservations] == [("h1", 100), ("h2", 200), ("x", 1200)]
     assert r.reservation == r.reservations[0]
     assert r.placed == ("y",)  # ends at 55, before every reserved start
     assert r.pending["x"].code is ReasonCode.RESERVED and "h1" in r.pending["x"].message
@@ -216,4 +217,7 @@ def test_conservative_backfill_refuses_a_bad_depth_or_runtime() -> None:
         ConservativeBackfill(depth=0)
     with pytest.raises(InvalidConfigError, match="default_runtime"):
         ConservativeBackfill(default_runtime=-1)
+    for policy in (ConservativeBackfill, EasyBackfill):  # beyond the floats: not an OverflowError
+        with pytest.raises(InvalidConfigError, match="default_runtime"):
+            policy(default_runtime=10**400)
     assert make_policy("conservative-backfill", depth=3) == ConservativeBackfill(depth=3)
