@@ -371,9 +371,10 @@ class Scheduler:
     def binding_failed(self, pod: PodId, now: float, message: str = "") -> EventReport:
         """The pod could not be bound or started. Its resources are released and the job is
         requeued with backoff (a gang whole: its other pods are released and evicted; a
-        pod-level job only that pod). Past the retry limit the job is FAILED and everything
-        it holds is released. A victim's pod being evicted that fails is evicted
-        (:meth:`pod_evicted`: its stop made it fail, no failure is counted). Raises
+        pod-level job only that pod; pods of a pod-level job failing while it waits out the
+        backoff of an earlier failure count as that failure). Past the retry limit the job is
+        FAILED and everything it holds is released. A victim's pod being evicted that fails
+        is evicted (:meth:`pod_evicted`: its stop made it fail, no failure is counted). Raises
         UnknownPodError, or InvalidTimeError for a time that is not finite or is before the
         pod's binding."""
         e = self._held(pod)
@@ -384,6 +385,12 @@ class Scheduler:
             return self._lost(e, [self.cluster.binding(pod)], now, release=True)
         msg = message or f"binding of {pod} failed"
         logger.info("binding of %s failed at %g: %s", pod, now, msg)
+        if not e.job.gang and now < e.backoff_until:
+            # a pod-level job already waiting out a failure's backoff (its pods failing
+            # together, as for a bad image): the same failure, counted once
+            self._release(pod, None)
+            self.queue.forget_pods(e.id, [pod], now, finished=False)
+            return EventReport(released=(pod,), requeued=(e.id,))
         if self.queue.backoff.exhausted(e.attempts + 1) or e.job.gang:
             cause = (
                 EvictionCause.JOB_FAILED

@@ -206,6 +206,24 @@ def test_a_failed_binding_of_a_pod_level_pod_requeues_that_pod_with_backoff() ->
     check_invariants(s)
 
 
+def test_pod_level_pods_failing_together_count_as_one_failure() -> None:
+    # six replicas fail to start at once (a bad image): one failure, one backoff, then a
+    # retry of all six; as a gang of six counts one failure
+    s = scheduler(nodes(1))
+    s.submit(job("svc", gpus=1, replicas=6, gang=False), now=0)
+    s.step(now=0)
+    for i in range(6):
+        rep = s.binding_failed(pod("svc", i), now=1, message="ErrImagePull")
+        assert rep.released == (pod("svc", i),) and rep.failed == ()
+    st = s.queue.status("svc")
+    assert st.phase is JobPhase.PENDING and st.attempts == 1 and st.backoff_until == 11
+    assert s.step(now=5).pending["svc"].code is ReasonCode.BACKOFF
+    assert len(s.step(now=11).bindings) == 6
+    rep = s.binding_failed(pod("svc", 0), now=12)  # after the backoff: a new failure
+    assert s.queue.status("svc").attempts == 2
+    check_invariants(s)
+
+
 def test_a_failed_binding_of_a_gang_pod_releases_the_whole_gang() -> None:
     s = scheduler(nodes(2))
     s.submit(job("g", gpus=8, replicas=2), now=0)
