@@ -284,33 +284,52 @@ class Booking:
 class _Booked:
     """The bookings held on the snapshot at each state a forecast tries: a booking is held
     at time ``t`` for a job running until ``until`` when their times overlap (it starts
-    before ``until`` and ends after ``t``). A held booking whose nodes freed devices is taken
-    again (its devices busy before may be free now)."""
+    before ``until`` and ends after ``t``).
+
+    Kept lazily, as placement needs it: a booking whose time is over is given back at once
+    (the state then has what it should have free, or more); one to hold is taken, and one
+    held whose nodes freed devices since it was taken is taken again (devices busy before may
+    be free now), only in :meth:`sync`, when readiness passed on that state (which has at
+    least as much free: readiness compares free amounts with what is needed, so a state it
+    fails on fails with the bookings held too)."""
 
     def __init__(self, snap: Snapshot, booked: Sequence[Booking]) -> None:
         self.snap = snap
         self.booked = booked
         self.nodes = [frozenset(b.node for b in k.bindings) for k in booked]
         self.held: dict[int, Hold] = {}
+        self.want: list[bool] = [False] * len(booked)
+        self.freed: set[str] = set()  # nodes whose devices freed since the last sync
 
-    def at(self, t: float, until: float, freed: set[str]) -> None:
-        """Hold what overlaps ``[t, until)`` (``freed``: the nodes whose devices freed since
-        the last state)."""
-        snap, held = self.snap, self.held
-        want = [k.start < until and k.end > t for k in self.booked]
-        for i in [i for i in held if not want[i]]:  # ended: its devices free for the rest
-            held.pop(i).give_back(snap)
-            freed = freed | self.nodes[i]
-        for i, w in enumerate(want):
+    def at(self, t: float, until: float, freed: Iterable[Binding]) -> None:
+        """Move to the state at ``t`` for a job running until ``until`` (``freed``: the
+        bindings released since the last state): give back the bookings over by then."""
+        self.freed.update(b.node for b in freed)
+        held = self.held
+        want = self.want = [k.start < until and k.end > t for k in self.booked]
+        for i in [i for i in held if not want[i]]:
+            held.pop(i).give_back(self.snap)
+            self.freed |= self.nodes[i]
+
+    def sync(self) -> bool:
+        """Hold every booking of the state exactly; True when that changed the snapshot."""
+        snap, held, freed = self.snap, self.held, self.freed
+        changed = False
+        for i, w in enumerate(self.want):
             if not w:
                 continue
             h = held.get(i)
             if h is None:
                 h = held[i] = Hold(self.booked[i].bindings)
                 h.take(snap)
-            elif not freed.isdisjoint(self.nodes[i]):
-                h.give_back(snap)
-                h.take(snap)
+                changed = changed or bool(h)
+            else:
+                on = freed.intersection(self.nodes[i])
+                if on:
+                    h.retake(snap, on)
+                    changed = True
+        freed.clear()
+        return changed
 
 
 def forecast(
@@ -378,8 +397,10 @@ def forecast(
                 i += 1
             snap.release_bindings(freed)  # one update per node, however many pods
             if book is not None:
-                book.at(t, t + length, {b.node for b in freed})
+                book.at(t, t + length, freed)
             if pools.ready(job, dec) is not None:
+                continue
+            if book is not None and book.sync() and pools.ready(job, dec) is not None:
                 continue
             tries += 1
             with snap.transaction() as tx:

@@ -215,10 +215,26 @@ class Hold:
         each binding's free part in turn holds."""
         self.taken = []
         self._usage = []
+        self._take_parts(snap, None)
+
+    def retake(self, snap: Snapshot, nodes: set[str]) -> None:
+        """Hold again, exactly, what is free of the bindings on ``nodes`` (given back there
+        first, the rest kept): after devices there freed, at the cost of those nodes only."""
+        slots = {s for s in snap.slots_of(tuple(nodes)) if s >= 0}
+        kept = [(a, u) for a, u in zip(self.taken, self._usage, strict=True) if a.slot not in slots]
+        for a in self.taken:
+            if a.slot in slots:
+                a.give(snap)
+        self.taken = [a for a, _u in kept]
+        self._usage = [u for _a, u in kept]
+        self._take_parts(snap, slots)
+
+    def _take_parts(self, snap: Snapshot, only: set[int] | None) -> None:
+        """Take the free part of the bindings (on the slots ``only``; None: everywhere)."""
         v = snap.cols.views()
         nodes, parts = _grouped(self.bindings)
         for s, part in zip(snap.slots_of(nodes), parts, strict=True):
-            if s < 0:
+            if s < 0 or (only is not None and s not in only):
                 continue
             if isinstance(part, list):
                 for a in _free_parts(snap, s, part):
