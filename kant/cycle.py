@@ -214,6 +214,7 @@ def schedule_cycle(
         #    failure the policy explains and decides, and the job may preempt.
         cyc.walk()
         cyc.close_run()
+        cyc.drop_gated_nominations()
         cyc.lap("walk")
     # 5. Report.
     try:
@@ -247,6 +248,7 @@ class _Cycle:
         self.placed: list[str] = []
         self.nominations: list[Nomination] = []
         self.dropped: list[str] = []
+        self.past_gate: set[str] = set()  # nominated jobs the policy's gate let through
         self.pending: dict[str, Reason] = {}
         self.closed_after: tuple[Any, ...] | None = None  # see CycleResult.closed_after
         self.failed_shapes: dict[tuple[Any, ...], Reason] = {}
@@ -332,6 +334,11 @@ class _Cycle:
                 self.holds.nominate(e.id, e.nomination.bindings)
                 self._uncharge(e.nomination.victims)
                 self._hold_quota(e, e.nomination.bindings)
+        # every other pod still to go too (its preemptor placed elsewhere, or its nomination
+        # dropped): the preemption rules count it gone, so must the quota (a tenant it
+        # leaves within its nominal quota is not reclaimed from again)
+        for te in self.queue.terminating():
+            self._uncharge(sorted(te.terminating))
         self.lap("holds")
 
     def _hold_quota(self, e: Entry, bindings: Sequence[Binding]) -> None:
@@ -527,6 +534,8 @@ class _Cycle:
         if gate.skip is not None:
             self.pending[jid] = gate.skip
             return
+        if e.nomination is not None:
+            self.past_gate.add(jid)
         # d. Static quota (the quota held for its nomination is its own; with no quotas, the
         #    job's cached decision), then dynamic readiness, then placement.
         if dec is None:
@@ -601,6 +610,27 @@ class _Cycle:
             e, dec, may_backfill
         ):
             self._preempt(e, dec, facts.role_models, may_backfill)
+
+    def drop_gated_nominations(self) -> None:
+        """End the nomination of every preemptor whose victims are gone but that the
+        queueing policy held back this cycle (a Strict FIFO job behind a head that arrived
+        after it preempted): it could not take its devices, and holding them for it would
+        keep them from the jobs the policy puts first, for ever if the head needs them. It
+        competes again when the policy lets it (and may preempt again then). A job waiting
+        out a backoff, or whose GPU model no pool has, keeps it."""
+        queue = self.queue
+        for jid in [j for j in self.holds.nominated if j not in self.past_gate]:
+            e = queue.entry(jid)
+            nom = e.nomination
+            if (
+                nom is None
+                or self._now < e.backoff_until
+                or self.facts.of(e, self.pools).no_pool is not None
+                or any(_terminating(queue, p) for p in nom.victims)
+            ):
+                continue
+            self.holds.drop(jid)
+            self.dropped.append(jid)
 
     def close_run(self) -> None:
         """Collect the policy run's reservations (inside the cycle's transaction: a run may

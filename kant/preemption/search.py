@@ -34,6 +34,10 @@ def find_victims(
        the job still fits without them; then the others are spared where possible, newest
        choice first, in halving chunks (a whole chunk when the job still fits without it,
        else each half). Every victim left is needed: sparing any one of them breaks the fit.
+       A reclaim makes the fit harder (the preemptor must then end within its nominal
+       quota), so when a reclaim was spared the others are tried again, and when none is
+       left the victims without reclaims are minimised afresh (a lower-priority victim
+       spared under that rule may do alone).
 
     Cost: O(k) removals and O(log k) placements for step 1, O(m log k) placements for step 2
     (k candidates tried, m victims kept)."""
@@ -121,7 +125,33 @@ def _minimise(
         else:
             spared.update(away)
         spare(near, len(spared) == len(away))
+        # Sparing a reclaim victim lifts the rule its eviction imposed (the preemptor must
+        # end within its nominal quota), so a victim kept before may be spared now; without
+        # such a rule the fit only gets easier with more removed, and a victim kept once
+        # stays needed. Again until nothing more is spared.
+        lifted = getattr(whatif, "needs_nominal", None)
+        while lifted is not None and any(lifted(chosen[i][0]) for i in spared):
+            before = len(spared)
+            for i in order:
+                if i not in spared:
+                    spare([i], False)
+            if len(spared) == before:
+                break
         bindings = whatif.place() if whatif.ready() else None
     if bindings is None:  # cannot happen: the same set fitted above
         return None
-    return [cw for i, cw in enumerate(chosen) if i not in spared], bindings
+    kept = [cw for i, cw in enumerate(chosen) if i not in spared]
+    if lifted is not None and not any(lifted(u) for u, _w in kept):
+        # No reclaim is left, but the victims were spared under its rule: a lower-priority
+        # victim spared then may do where a higher one was kept. Minimise again over the
+        # victims without the reclaims (they include the set kept, and without the rule the
+        # fit only gets easier with more removed, so they fit).
+        rest = [cw for cw in chosen if not lifted(cw[0])]
+        if len(rest) < len(chosen):
+            with whatif.scope():
+                for u, _w in rest:
+                    whatif.remove(u)
+                fit2 = whatif.place() if whatif.ready() else None
+            if fit2 is not None:
+                return _minimise(rest, fit2, whatif)
+    return kept, bindings

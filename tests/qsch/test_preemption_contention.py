@@ -1,0 +1,96 @@
+"""Preemption under contention: what a preemptor's nomination may hold from others, which
+victims a reclaim chooses, and whose quota victims still to go count against."""
+
+from __future__ import annotations
+
+from kant.admission import Quota
+from kant.cycle import CycleResult
+from kant.preemption import PreemptionPolicy
+from kant.scheduler import Scheduler
+from kant.testing import ClusterBuilder, check_invariants, job
+
+from .conftest import evict_victims, finish, nodes, scheduler
+
+
+def _start(s: Scheduler, t: float, jid: str, **kw: object) -> None:
+    s.submit(job(jid, submitted_at=t, **kw), now=t)  # type: ignore[arg-type]
+    r = s.step(now=t)
+    assert r.placed == (jid,), r.pending
+
+
+def _victims(r: CycleResult) -> list[tuple[str, str]]:
+    return [(v.job, v.reason.value) for v in r.victims]
+
+
+def test_a_preemptor_held_back_behind_a_new_head_gives_up_its_nomination() -> None:
+    # Strict FIFO: p7 (priority 2) evicts lo and is nominated its GPU; h (priority 3, the
+    # whole node) arrives and heads the queue, so p7 waits behind it. Once f ends, h must
+    # get the node: p7, whose victim is gone and who cannot be placed before h, gives up
+    # its nomination, else its GPU is held from h and nothing ever runs again.
+    s = scheduler(nodes(1), policy="strict-fifo", preemption=PreemptionPolicy())
+    s.submit(job("f", gpus=7, priority=5, preemptible=False), now=0)
+    s.submit(job("lo", gpus=1), now=0)
+    s.step(now=0)
+    s.submit(job("p7", gpus=1, priority=2, submitted_at=1), now=1)
+    r = s.step(now=1)
+    assert _victims(r) == [("lo", "priority")]
+    evict_victims(s, r, now=1.5)
+    s.submit(job("h", gpus=8, priority=3, submitted_at=2), now=2)
+    r = s.step(now=2)
+    assert r.pending["p7"].message == "behind h" and r.dropped_nominations == ("p7",)
+    finish(s, "f", now=3)
+    assert s.step(now=3).placed == ("h",)
+    check_invariants(s)
+
+
+def test_a_reclaim_spared_in_the_end_does_not_leave_a_victim_its_rule_made_needed() -> None:
+    # lf0: c-hi (1 GPU, kept), c19 (2 GPUs, priority 2), c6 (1 GPU, priority 1); lf1: a-x
+    # (2 GPUs, kept) and b14 (2 GPUs, b borrows all). p (c, 1 GPU) fits by evicting c6
+    # alone; the search first evicted b14 too (a reclaim: c must then stay within its
+    # nominal 2) and kept c19 for that rule, then spared b14.
+    cluster = ClusterBuilder().leaf("lf0", nodes=1, gpus=4).leaf("lf1", nodes=1, gpus=4).build()
+    quotas = [Quota.gpus("a", "H100", 6), Quota.gpus("b", "H100", 0), Quota.gpus("c", "H100", 2)]
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
+    _start(s, 0, "c-hi", gpus=1, tenant="c", priority=3, preemptible=False)
+    _start(s, 1, "c19", gpus=2, tenant="c", priority=2)
+    _start(s, 2, "c6", gpus=1, tenant="c", priority=1)
+    _start(s, 3, "a-x", gpus=2, tenant="a", priority=3, preemptible=False)
+    _start(s, 4, "b14", gpus=2, tenant="b", priority=3)
+    s.submit(job("p", gpus=1, tenant="c", priority=3, submitted_at=5), now=5)
+    assert _victims(s.step(now=5)) == [("c6", "priority")]
+
+
+def test_a_lower_priority_victim_is_chosen_once_no_reclaim_is_needed() -> None:
+    # The same with c's nominal 3: the search kept c19 (priority 2) and spared c6
+    # (priority 1) while the reclaim of b14 was in, then spared b14; c6 alone does.
+    cluster = ClusterBuilder().leaf("lf0", nodes=1, gpus=4).leaf("lf1", nodes=1, gpus=4).build()
+    quotas = [Quota.gpus("a", "H100", 5), Quota.gpus("b", "H100", 0), Quota.gpus("c", "H100", 3)]
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
+    _start(s, 0, "c-hi", gpus=1, tenant="c", priority=3, preemptible=False)
+    _start(s, 1, "c19", gpus=2, tenant="c", priority=2)
+    _start(s, 2, "c6", gpus=1, tenant="c", priority=1)
+    _start(s, 3, "a-x", gpus=2, tenant="a", priority=3, preemptible=False)
+    _start(s, 4, "b14", gpus=2, tenant="b", priority=3)
+    s.submit(job("p", gpus=1, tenant="c", priority=3, submitted_at=5), now=5)
+    assert _victims(s.step(now=5)) == [("c6", "priority")]
+
+
+def test_a_victim_whose_preemptor_started_elsewhere_no_longer_counts_as_its_tenants_use() -> None:
+    # b runs 10 GPUs against a nominal of 8; a1 reclaims b4 (2 GPUs) and, before b4 is gone,
+    # starts on GPUs a0 freed. b4 still terminating brings b to its nominal 8: a2 (within
+    # a's nominal) must not reclaim from b a second time.
+    cluster = ClusterBuilder().leaf("lf0", nodes=2, gpus=8).leaf("lf1", nodes=1, gpus=4).build()
+    quotas = [Quota.gpus("a", "H100", 12), Quota.gpus("b", "H100", 8), Quota.gpus("c", "H100", 0)]
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
+    specs = [("c0", "c", 4), ("b1", "b", 4), ("b2", "b", 4), ("a0", "a", 2), ("a00", "a", 2),
+             ("a000", "a", 2), ("b4", "b", 2)]  # fmt: skip
+    for t, (jid, tenant, g) in enumerate(specs):
+        _start(s, t, jid, gpus=g, tenant=tenant, preemptible=jid != "c0")
+    s.submit(job("a1", gpus=2, tenant="a", submitted_at=7), now=7)
+    assert _victims(s.step(now=7)) == [("b4", "reclaim")]
+    finish(s, "a0", now=8)
+    assert s.step(now=8).placed == ("a1",)
+    s.submit(job("a2", gpus=4, tenant="a", submitted_at=9), now=9)
+    r = s.step(now=9)
+    assert r.victims == ()
+    check_invariants(s)
