@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
 from kant.errors import BackendError
@@ -55,7 +56,13 @@ def _crashed(e: BaseException) -> dict[str, Any]:
 
 
 class LocalPool:
-    """``workers`` processes on this machine (``workers=1``: in this process, no pool)."""
+    """``workers`` processes on this machine (``workers=1``: in this process, no pool).
+
+    A worker process that dies (killed, out of memory) breaks a ``ProcessPoolExecutor``:
+    every run in flight comes back with ``BrokenProcessPool``, the one that killed it and
+    the healthy ones alike. The pool is then started again and each of those runs is run
+    again alone: one that breaks the pool alone comes back as a failed record (its worker
+    did not return), the others' outcomes are theirs, and the sweep goes on."""
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = max(1, workers if workers is not None else min(2, os.cpu_count() or 1))
@@ -76,31 +83,94 @@ class LocalPool:
         return obj
 
     def run(self, tasks: Iterable[Task]) -> Iterator[tuple[int, dict[str, Any]]]:
-        """Run the tasks here (one worker) or in the pool (see the module docstring)."""
+        """Run the tasks here (one worker) or in the pool (see the module docstring and the
+        class's: a run whose worker dies is a failed record, the others complete)."""
         if self._pool is None:
             for index, kind, shared, params in tasks:
                 yield index, execute(kind, shared, params)
             return
-        pool = self._pool
         pending: dict[Future[dict[str, Any]], int] = {}
         it = iter(tasks)
-        while _top_up(
-            pending, it, 2 * self.workers, lambda k, sh, pa: pool.submit(execute, k, sh, pa)
-        ):
+        held: dict[int, Task] = {}  # index -> the task, while it is in flight
+        suspects: list[Task] = []  # in flight when the pool broke: each is run again alone
+
+        def submit(task: Task) -> Future[dict[str, Any]]:
+            held[task[0]] = task
+            return self._submit(task)
+
+        while _top_up(pending, it, 2 * self.workers, submit):
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            if any(_broke(f) for f in done):
+                wait(pending)  # (a broken pool fails every run in flight at once)
+                done = set(pending)
             for fut in sorted(done, key=lambda f: pending[f]):
                 index = pending.pop(fut)
+                task = held.pop(index)
+                if _broke(fut):
+                    suspects.append(task)
+                    continue
                 try:
                     yield index, fut.result()
-                except Exception as e:  # the process died or the task could not be pickled
+                except Exception as e:  # the task could not be pickled, ...
                     yield index, _crashed(e)
+            if suspects:
+                self._restart()
+                for task in suspects:
+                    yield task[0], self._alone(task)
+                suspects.clear()
+
+    def _submit(self, task: Task) -> Future[dict[str, Any]]:
+        """The task's future; a pool found broken on submit gives a future that holds the
+        ``BrokenProcessPool`` (dealt with as the runs in flight are)."""
+        assert self._pool is not None
+        _index, kind, shared, params = task
+        try:
+            return self._pool.submit(execute, kind, shared, params)
+        except BrokenProcessPool as e:
+            fut: Future[dict[str, Any]] = Future()
+            fut.set_exception(e)
+            return fut
+
+    def _restart(self) -> None:
+        """A new pool in place of a broken one."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool = ProcessPoolExecutor(max_workers=self.workers)
+
+    def _alone(self, task: Task) -> dict[str, Any]:
+        """Run one task with nothing else in flight: its outcome, or a failed one if it
+        breaks the pool (which is then started again)."""
+        fut = self._submit(task)
+        wait([fut])
+        if _broke(fut):
+            self._restart()
+            return _died()
+        try:
+            return fut.result()
+        except Exception as e:
+            return _crashed(e)
+
+
+def _broke(fut: Future[Any]) -> bool:
+    """Whether a finished future failed because its pool broke (a worker process died)."""
+    return not fut.cancelled() and isinstance(fut.exception(), BrokenProcessPool)
+
+
+def _died() -> dict[str, Any]:
+    return {
+        "status": "failed",
+        "metrics": None,
+        "error": "BrokenProcessPool: the worker process died running this run alone (killed, "
+        "out of memory, or exited; the worker did not return)",
+        "wall_s": None,
+    }
 
 
 def _top_up(
     pending: dict[Any, int],
     tasks: Iterator[Task],
     limit: int,
-    submit: Callable[[str, Any, Mapping[str, Any]], Any],
+    submit: Callable[[Task], Any],
 ) -> bool:
     """Submit tasks until ``limit`` are in flight (``pending``: handle -> task index) or the
     tasks run out; True while anything is in flight."""
@@ -108,8 +178,7 @@ def _top_up(
         task = next(tasks, None)
         if task is None:
             break
-        index, kind, shared, params = task
-        pending[submit(kind, shared, params)] = index
+        pending[submit(task)] = task[0]
     return bool(pending)
 
 
@@ -171,7 +240,7 @@ class RayCluster:
         pending: dict[Any, int] = {}
         it = iter(tasks)
         while _top_up(
-            pending, it, 2 * self.workers, lambda k, sh, pa: remote.remote(k, sh, dict(pa))
+            pending, it, 2 * self.workers, lambda t: remote.remote(t[1], t[2], dict(t[3]))
         ):
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:

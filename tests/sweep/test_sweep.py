@@ -7,6 +7,7 @@ import io
 import itertools
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from kant.sweep import (
 )
 from kant.sweep.progress import format_eta
 from kant.sweep.report import format_report, packing_groups, sim_groups
+from kant.sweep.runs import prepare
 
 # a tiny grid: 2 seeds x 2 placements of the inference scenario with 60 jobs, and one
 # placement that does not exist (its runs raise in the worker)
@@ -188,6 +190,30 @@ def test_local_processes_store_the_metrics_of_a_run_in_this_process(tmp_path: Pa
     pol = PolicySet(queueing="backfill", placement=spec.params["placement"])
     direct = json.loads(json.dumps(run_metrics(sc, pol, run_scenario(sc, pol))))
     assert metrics_by_key(one)[spec.key] == direct
+
+
+class _KillsItsWorker:
+    """A run's input whose unpickling ends the worker process (as an OOM kill would)."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os._exit, (3,))
+
+
+def test_a_worker_process_that_dies_fails_only_its_own_run_and_every_other_run_completes() -> None:
+    specs = Grid("simulate", TINY).runs()
+    tasks = [(i, s.kind, prepare(s.kind, s.inputs), s.inputs) for i, s in enumerate(specs)]
+    killer = (len(tasks), "sim", _KillsItsWorker(), specs[0].inputs)
+    tasks.insert(1, killer)  # in flight with healthy runs, and runs after it
+    with LocalPool(2) as pool:
+        got = dict(pool.run(tasks))
+    assert sorted(got) == list(range(len(tasks)))
+    assert got[killer[0]]["status"] == "failed"
+    assert "worker process died running this run alone" in got[killer[0]]["error"]
+    with LocalPool(1) as one:
+        expected = dict(one.run(t for t in tasks if t is not killer))
+    assert {i: o["metrics"] for i, o in got.items() if i != killer[0]} == {
+        i: o["metrics"] for i, o in expected.items()
+    }
 
 
 def test_a_small_grid_on_ray_stores_the_same_metrics_as_on_local_processes(
