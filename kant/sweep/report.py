@@ -13,8 +13,10 @@ packing curves.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -125,12 +127,23 @@ def packing_groups(records: Sequence[Mapping[str, Any]]) -> list[PackingGroup]:
         k = (p["pods"], p["nodes"], float(p.get("inflate", 1.3)))
         pol = str(p.get("policy", "fgd")).lower()
         groups.setdefault(k, {}).setdefault(pol, {})[int(p.get("seed", 42))] = r["metrics"]
+    pods_name = _names({pods for pods, _n, _i in groups})
+    nodes_name = _names({nodes for _p, nodes, _i in groups})
     out = []
     for (pods, nodes, inflate), runs in sorted(groups.items()):
-        trace = Path(pods).stem
-        title = f"{trace} on {Path(nodes).stem}, inflate {inflate:g}"
+        trace = pods_name[pods]
+        title = f"{trace} on {nodes_name[nodes]}, inflate {inflate:g}"
         out.append(PackingGroup(title=title, trace=trace, inflate=inflate, runs=runs))
     return out
+
+
+def _names(paths: set[str]) -> dict[str, str]:
+    """Each path's name in a title: its file name without the extension, or the path as the
+    grid writes it when another path has the same name (``a/pods.csv``, ``b/pods.csv``)."""
+    stems: dict[str, set[str]] = {}
+    for p in paths:
+        stems.setdefault(Path(p).stem, set()).add(p)
+    return {p: Path(p).stem if len(stems[Path(p).stem]) == 1 else p for p in paths}
 
 
 def packing_result(group: PackingGroup, policy: str) -> PackingResult:
@@ -220,8 +233,32 @@ def format_report(records: Sequence[Mapping[str, Any]]) -> str:
     return "\n\n".join(parts)
 
 
+_SLUG = 80  # the longest group folder name
+
+
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_")[:80]
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_")
+
+
+def _folders(titles: Sequence[str]) -> list[str]:
+    """A folder name per group title, each its own: the title with every character but
+    letters, digits and ``_.=-`` as ``_``; one that would be longer than 80 characters, the
+    same as another group's (case aside) or not a usable name (``..``) is cut to 71 and
+    given ``-`` and 8 hex digits of a hash of the whole title (a second group of the very
+    same title gets ``-2``, and so on)."""
+    slugs = [_slug(t) for t in titles]
+    taken = Counter(s.lower() for s in slugs)  # (a file system may not tell A from a)
+    out: list[str] = []
+    for title, slug in zip(titles, slugs, strict=True):
+        if len(slug) > _SLUG or taken[slug.lower()] > 1 or slug in ("", ".", ".."):
+            digest = hashlib.sha256(title.encode()).hexdigest()[:8]
+            slug = f"{slug[: _SLUG - 9]}-{digest}"
+        name, n = slug, 1
+        while name.lower() in (o.lower() for o in out):
+            n += 1
+            name = f"{slug}-{n}"
+        out.append(name)
+    return out
 
 
 def write_sweep_report(
@@ -237,16 +274,18 @@ def write_sweep_report(
     files = [out / "report.txt"]
     files[0].write_text(format_report(records) + "\n")
     hint = None
-    for g in sim_groups(records):
+    sims, packs = sim_groups(records), packing_groups(records)
+    folders = _folders([g.title for g in sims] + [g.title for g in packs])
+    for g, name in zip(sims, folders[: len(sims)], strict=True):
         if not g.by_seed:
             continue
         got, h = write_seed_sweep_report(
-            out / _slug(g.title), g.title, g.by_seed, None, g.wall_s, plots=plots
+            out / name, g.title, g.by_seed, None, g.wall_s, plots=plots
         )
         files += got
         hint = hint or h
-    for pg in packing_groups(records):
-        sub = out / _slug(pg.title)
+    for pg, name in zip(packs, folders[len(sims) :], strict=True):
+        sub = out / name
         sub.mkdir(parents=True, exist_ok=True)
         (sub / "packing.png").unlink(missing_ok=True)  # (no earlier run's plot left behind)
         (sub / "packing.txt").write_text(format_packing(pg) + "\n")

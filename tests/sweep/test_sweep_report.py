@@ -1,0 +1,49 @@
+"""``kant sweep report``'s folders and files: each group its own folder, files that are strict
+JSON, nothing an earlier report wrote left behind, a default folder that is not the store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kant.sweep import Grid, LocalPool, Store, run_sweep
+from kant.sweep.report import packing_groups, write_sweep_report
+
+POD_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec"
+NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model"
+
+
+def swept(path: Path, command: str, options: dict[str, object]) -> Store:
+    store = Store(path)
+    run_sweep(Grid(command, options).runs(), store, LocalPool(1))
+    return store
+
+
+def test_two_groups_whose_titles_differ_only_after_80_characters_get_folders_of_their_own(
+    tmp_path: Path,
+) -> None:
+    options = {"scenario": "inference", "jobs": 20, "load": 0.9, "grace": 30, "horizon": 200000,
+               "mttr": 3600, "on_interrupt": "resume", "tick": [30, 60]}  # fmt: skip
+    store = swept(tmp_path / "s.jsonl", "simulate", options)
+    write_sweep_report(store.records(), tmp_path / "rep", plots=False)
+    docs = [json.loads(p.read_text()) for p in (tmp_path / "rep").glob("*/compare.json")]
+    assert sorted(d["scenario"][-8:] for d in docs) == ["tick=30)", "tick=60)"]
+    assert all(len(p.name) <= 80 for p in (tmp_path / "rep").iterdir())
+
+
+def test_packing_traces_of_the_same_file_name_in_two_folders_are_told_apart(
+    tmp_path: Path,
+) -> None:
+    for sub, gpus in (("a", 1), ("b", 2)):
+        (tmp_path / sub).mkdir()
+        pods = "".join(f"p{i},1000,1024,{gpus},1000,\n" for i in range(4))
+        (tmp_path / sub / "pods.csv").write_text(f"{POD_HEADER}\n{pods}")
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text(f"{NODE_HEADER}\nn0,32000,131072,8,A\n")
+    pods = [str(tmp_path / "a" / "pods.csv"), str(tmp_path / "b" / "pods.csv")]
+    store = swept(tmp_path / "p.jsonl", "packing", {"pods": pods, "nodes": str(nodes)})
+    titles = [g.title for g in packing_groups(store.records())]
+    assert len(set(titles)) == 2 and all("/pods.csv on nodes" in t for t in titles)
+    write_sweep_report(store.records(), tmp_path / "rep", plots=False)
+    written = sorted(p.read_text() for p in (tmp_path / "rep").glob("*/packing.txt"))
+    assert len(written) == 2 and "/a/pods.csv" in written[0] and "/b/pods.csv" in written[1]
