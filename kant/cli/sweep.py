@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kant.cli.options import number
 from kant.errors import KantError
 
 __all__ = ["add_sweep_parser", "run_sweep_command"]
@@ -44,7 +45,9 @@ def add_sweep_parser(sub: Any) -> argparse.ArgumentParser:
         "$RAY_ADDRESS, else on a new local instance (pip install 'kant[ray]'); put it after "
         "GRID, or write --ray=ADDRESS",
     )
-    p.add_argument("--max-runs", type=int, metavar="N", help="run at most N runs, then stop")
+    p.add_argument(
+        "--max-runs", type=number(int, low=0), metavar="N", help="run at most N runs, then stop"
+    )
     p.add_argument(
         "--retry-failed",
         action="store_true",
@@ -87,7 +90,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     todo = len({s.key for s in specs} - store.done(retry_failed=args.retry_failed))
     if args.max_runs is not None:
-        todo = min(todo, max(0, args.max_runs))
+        todo = min(todo, args.max_runs)
     bar = None if args.quiet else ProgressBar(todo, label=f"sweep {Path(args.grid).name}")
     try:
         summary = run_sweep(

@@ -265,3 +265,14 @@ def test_a_sweep_run_again_exits_1_while_a_run_of_its_grid_has_failed(
     assert "1 failed before" in out[0] and "nosuch" in out[1]
     summary = json.loads(out[-1])
     assert summary["failed"] == 0 and summary["failed_in_store"] == 1
+
+
+def test_a_negative_max_runs_is_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["sweep", str(write_grid(tmp_path)), "--max-runs", "-1", "--quiet"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "--max-runs: must be an int >= 0 (got '-1')" in err and "Traceback" not in err
+    assert not (tmp_path / "g.jsonl").exists()
