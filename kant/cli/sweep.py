@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kant.cli.options import number
+from kant.cli.options import UsageError, number
 from kant.errors import KantError
 
-__all__ = ["add_sweep_parser", "run_sweep_command"]
+__all__ = ["add_sweep_parser", "check_sweep_options", "run_sweep_command"]
 
 
 def add_sweep_parser(sub: Any) -> argparse.ArgumentParser:
@@ -58,8 +58,32 @@ def add_sweep_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--no-plots", action="store_true", help="report: no PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="last line: one JSON object")
-    p.set_defaults(func=run_sweep_command)
+    p.set_defaults(func=run_sweep_command, check=check_sweep_options)
     return p
+
+
+# the options of one mode only, as given on the command line (argparse's defaults: not given)
+_RUN_ONLY = (("--store", "store"), ("--workers", "workers"), ("--ray", "ray"),
+             ("--max-runs", "max_runs"), ("--retry-failed", "retry_failed"))  # fmt: skip
+_REPORT_ONLY = (("--out", "out"), ("--no-plots", "no_plots"))
+
+
+def check_sweep_options(args: argparse.Namespace) -> None:
+    """Refuse an option the mode does not use (:class:`UsageError`, naming it) rather than
+    ignore it: a report runs nothing, and a sweep writes no report."""
+    report = args.grid == "report"
+    for option, name in _RUN_ONLY if report else _REPORT_ONLY:
+        given = getattr(args, name)
+        if given is not None and given is not False:  # (--workers 0 is given)
+            if report:
+                raise UsageError(
+                    f"{option} is an option of kant sweep GRID; kant sweep report STORE runs "
+                    "nothing (it reads the store it is given)"
+                )
+            raise UsageError(
+                f"{option} is an option of kant sweep report STORE; kant sweep GRID writes "
+                "no report (it appends to its store)"
+            )
 
 
 def run_sweep_command(args: argparse.Namespace) -> int:

@@ -276,3 +276,30 @@ def test_a_negative_max_runs_is_refused_before_anything_runs(
     err = capsys.readouterr().err
     assert "--max-runs: must be an int >= 0 (got '-1')" in err and "Traceback" not in err
     assert not (tmp_path / "g.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("mode", "option"),
+    [
+        ("report", ["--ray"]),
+        ("report", ["--workers", "0"]),
+        ("report", ["--max-runs", "1"]),
+        ("report", ["--retry-failed"]),
+        ("report", ["--store", "other.jsonl"]),
+        ("grid", ["--out", "rep"]),
+        ("grid", ["--no-plots"]),
+    ],
+)
+def test_an_option_the_mode_does_not_use_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str, option: list[str]
+) -> None:
+    grid, store = write_grid(tmp_path), tmp_path / "g.jsonl"
+    if mode == "report":
+        store.write_text("")  # (an empty store: its report is written, exit 0)
+    argv = ["sweep", "report", str(store)] if mode == "report" else ["sweep", str(grid)]
+    assert main([*argv, *option, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"kant sweep: {option[0]} is an option of kant sweep ")
+    assert err.count("\n") == 1
+    assert store.read_text() == "" if mode == "report" else not store.exists()
+    assert not (tmp_path / "g").exists() and not (tmp_path / "rep").exists()
