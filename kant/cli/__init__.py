@@ -18,7 +18,6 @@ so ``import kant.cli`` stays light.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -30,13 +29,15 @@ __all__ = ["build_parser", "main", "print_result"]
 
 def print_result(result: dict[str, Any], as_json: bool) -> None:
     """Print ``result`` as aligned ``key  value`` lines, then (``as_json``) one JSON line."""
+    from kant.sim.analysis import json_text
+
     width = max((len(k) for k in result), default=0)
     for k, v in result.items():
         if isinstance(v, dict):
-            v = json.dumps(v)
+            v = json_text(v)
         print(f"{k:<{width}}  {v}")
     if as_json:
-        print(json.dumps(result))
+        print(json_text(result))
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import time
@@ -26,7 +25,7 @@ from kant.cli.simulate import (
     scenario_from_args,
 )
 from kant.errors import KantError, ValidationError
-from kant.sim.analysis import compare_json, seed_sweep
+from kant.sim.analysis import compare_json, json_text, seed_sweep
 from kant.sim.report import (
     format_compare,
     format_seed_sweep,
@@ -128,7 +127,7 @@ def run_compare(args: argparse.Namespace) -> int:
         print(hint, file=sys.stderr)
     print(f"\nreport: {args.out}/ ({', '.join(f.name for f in files)})  wall {wall:.1f} s")
     if args.json:
-        print(json.dumps(compare_json(sc, runs, wall)))
+        print(json_text(compare_json(sc, runs, wall)))
     return 0
 
 
@@ -199,7 +198,7 @@ def _run_seed_sweep(args: argparse.Namespace) -> int:
         print(hint, file=sys.stderr)
     print(f"\nreport: {args.out}/ ({', '.join(f.name for f in files)})  wall {wall:.1f} s")
     if args.json:
-        print(json.dumps({"scenario": name, **seed_sweep(by_seed), "wall_s": round(wall, 3)}))
+        print(json_text({"scenario": name, **seed_sweep(by_seed), "wall_s": round(wall, 3)}))
     return 0
 
 

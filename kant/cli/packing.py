@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Any, Final
@@ -11,6 +10,7 @@ from typing import Any, Final
 from kant.cli.options import UsageError, existing_file, image_file, number, writing
 from kant.errors import KantError
 from kant.placement import strategy_names
+from kant.sim.analysis import json_text
 from kant.sim.packing import MAX_INFLATE, PAPER_POLICIES, format_result, packing
 from kant.sim.report.plots import plot_curves
 from kant.sim.scenarios import parse_seeds
@@ -115,5 +115,5 @@ def run_packing_command(args: Any) -> int:
             plot_curves([result], args.plot)
         print(f"plot: {args.plot}")
     if args.json:
-        print(json.dumps(result.to_json()))
+        print(json_text(result.to_json()))
     return 0

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import json
 import sys
 import time
 from typing import Any, Final, TextIO
@@ -17,7 +16,7 @@ from typing import Any, Final, TextIO
 from kant.cli.options import UsageError, existing_file, number, out_dir, writing
 from kant.config import load_config
 from kant.queueing import policy_names
-from kant.sim.analysis import result_json
+from kant.sim.analysis import json_text, result_json
 from kant.sim.report import format_summary, write_report
 from kant.sim.scenarios import (
     LOAD_RANGE,
@@ -334,5 +333,5 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.json:
         out = result_json(sc, pol, result)
         out["report"] = str(args.out)
-        print(json.dumps(out))
+        print(json_text(out))
     return 0

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -98,6 +97,7 @@ def run_sweep_command(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from kant.sim.analysis import json_text
     from kant.sweep import LocalPool, ProgressBar, RayCluster, Store, load_grid, run_sweep
 
     if args.store_arg is not None:
@@ -146,7 +146,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"  failed {key} {dict(s.params)}: {latest[key]['error']}")
     if args.json:
         out = {"store": str(store.path), **_summary_json(summary), "failed_in_store": len(failed)}
-        print(json.dumps(out))
+        print(json_text(out))
     return 1 if failed else 0
 
 
@@ -162,6 +162,7 @@ def _summary_json(summary: Any) -> dict[str, Any]:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from kant.sim.analysis import json_text
     from kant.sweep import Store
     from kant.sweep.report import format_report, sweep_json, write_sweep_report
 
@@ -182,5 +183,5 @@ def _report(args: argparse.Namespace) -> int:
         print(hint, file=sys.stderr)
     print(f"\nreport: {out}/ ({len(files)} files)")
     if args.json:
-        print(json.dumps(sweep_json(records)))
+        print(json_text(sweep_json(records)))
     return 0

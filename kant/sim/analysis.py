@@ -10,6 +10,7 @@ seed sweep (:func:`seed_sweep`).
 from __future__ import annotations
 
 import functools
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeAlias
@@ -27,10 +28,12 @@ __all__ = [
     "SeedRuns",
     "compare_json",
     "experiments",
+    "json_text",
     "mean_ci",
     "result_json",
     "run_metrics",
     "seed_sweep",
+    "strict_json",
     "t_quantile",
     "wait_by_size",
 ]
@@ -128,15 +131,22 @@ SeedRuns: TypeAlias = Sequence[
 a run is a :class:`SimResult` or its stored :func:`run_metrics`."""
 
 
-def _plain(x: Any) -> Any:
-    """``x`` with NaN as None, tuples as lists, recursively (strict JSON)."""
-    if isinstance(x, float) and math.isnan(x):
+def strict_json(x: Any) -> Any:
+    """``x`` as strict JSON holds it, recursively: a float that is not finite (NaN, an
+    interval over one seed; inf) as None, tuples as lists."""
+    if isinstance(x, float) and not math.isfinite(x):
         return None
     if isinstance(x, Mapping):
-        return {k: _plain(v) for k, v in x.items()}
+        return {k: strict_json(v) for k, v in x.items()}
     if isinstance(x, list | tuple):
-        return [_plain(v) for v in x]
+        return [strict_json(v) for v in x]
     return x
+
+
+def json_text(x: Any, **kw: Any) -> str:
+    """``json.dumps`` of :func:`strict_json` of ``x`` (``kw``: ``indent``, ``sort_keys``):
+    valid JSON, no ``NaN`` token. Every JSON kant prints or writes goes through it."""
+    return json.dumps(strict_json(x), allow_nan=False, **kw)
 
 
 def run_metrics(scenario: Scenario, policy: PolicySet, result: SimResult) -> dict[str, Any]:
@@ -147,7 +157,7 @@ def run_metrics(scenario: Scenario, policy: PolicySet, result: SimResult) -> dic
     out = result_json(scenario, policy, result)
     del out["wall_s"], out["cycle_s"]
     out["waits"] = {k: [n, m] for k, (n, m) in _waits_of(result).items()}
-    return dict(_plain(out))
+    return dict(strict_json(out))
 
 
 def _num(x: Any) -> float:

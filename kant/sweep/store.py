@@ -26,6 +26,7 @@ from typing import Any
 
 from kant.errors import InvalidStoreError
 from kant.model import is_int, is_number
+from kant.sim.analysis import json_text
 from kant.sim.packing import PERCENTS
 
 __all__ = ["Store"]
@@ -149,7 +150,7 @@ class Store:
     def append(self, record: Mapping[str, Any]) -> None:
         """Append one record (a line of its own even after a half-written one)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps(dict(record), sort_keys=True, allow_nan=False)
+        line = json_text(dict(record), sort_keys=True)
         with self.path.open("a+b") as f:
             f.seek(0, os.SEEK_END)
             if f.tell() > 0:

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from kant.cli import main
 from kant.sweep import Grid, LocalPool, Store, run_sweep
 from kant.sweep.report import packing_groups, write_sweep_report
 
@@ -47,3 +51,30 @@ def test_packing_traces_of_the_same_file_name_in_two_folders_are_told_apart(
     write_sweep_report(store.records(), tmp_path / "rep", plots=False)
     written = sorted(p.read_text() for p in (tmp_path / "rep").glob("*/packing.txt"))
     assert len(written) == 2 and "/a/pods.csv" in written[0] and "/b/pods.csv" in written[1]
+
+
+def strict(text: str) -> Any:
+    """``text`` read as strict JSON (``NaN``, ``Infinity``: not JSON)."""
+
+    def refuse(token: str) -> Any:
+        raise ValueError(f"{token} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_single_seed_comparison_and_its_sweep_report_are_strict_json_with_null_intervals(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "cmp"
+    argv = ["compare", "--scenario", "inference", "--jobs", "40", "--seeds", "0", "--sets",
+            "strict-fifo+ebinpack,backfill+ebinpack", "--workers", "1", "--quiet",
+            "--no-plots", "--out", str(out), "--json"]  # fmt: skip
+    assert main(argv) == 0
+    doc = strict(capsys.readouterr().out.splitlines()[-1])
+    assert doc["n_seeds"] == 1 and doc["sets"]["backfill+ebinpack"]["gar_ci"] is None
+    strict((out / "compare.json").read_text())
+    rep = tmp_path / "rep"
+    argv = ["sweep", "report", str(out / "runs.jsonl"), "--out", str(rep), "--no-plots", "--json"]
+    assert main(argv) == 0
+    strict(capsys.readouterr().out.splitlines()[-1])
+    strict((rep / "inference_jobs=40" / "compare.json").read_text())

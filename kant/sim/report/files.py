@@ -7,13 +7,12 @@ matplotlib) the plots of :mod:`kant.sim.report.plots`.
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from kant.metrics import JobRecord
-from kant.sim.analysis import SeedRuns, compare_json, result_json, seed_sweep
+from kant.sim.analysis import SeedRuns, compare_json, json_text, result_json, seed_sweep
 from kant.sim.report.plots import write_compare_plots, write_plots, write_seed_sweep_plots
 from kant.sim.report.text import format_compare, format_seed_sweep, format_summary
 from kant.sim.scenarios import PolicySet, Scenario
@@ -53,7 +52,7 @@ def write_report(
     _clear_plots(out)
     files = []
     p = out / "summary.json"
-    p.write_text(json.dumps(result_json(scenario, policy, result), indent=2) + "\n")
+    p.write_text(json_text(result_json(scenario, policy, result), indent=2) + "\n")
     files.append(p)
     p = out / "summary.txt"
     p.write_text(format_summary(scenario, policy, result) + "\n")
@@ -105,7 +104,7 @@ def write_compare_report(
     _clear_plots(out)
     files = []
     p = out / "compare.json"
-    p.write_text(json.dumps(compare_json(scenario, runs, wall_s), indent=2) + "\n")
+    p.write_text(json_text(compare_json(scenario, runs, wall_s), indent=2) + "\n")
     files.append(p)
     p = out / "compare.txt"
     p.write_text(format_compare(scenario, runs) + "\n")
@@ -145,7 +144,7 @@ def write_seed_sweep_report(
         "wall_s": round(wall_s, 3),
     }
     files = [out / "compare.json", out / "compare.txt"]
-    files[0].write_text(json.dumps(doc, indent=2) + "\n")
+    files[0].write_text(json_text(doc, indent=2) + "\n")
     files[1].write_text(format_seed_sweep(scenario_name, by_seed) + "\n")
     if not plots:
         return files, None
