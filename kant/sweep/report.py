@@ -25,7 +25,7 @@ import attrs
 
 from kant.sim.analysis import mean_ci, seed_sweep
 from kant.sim.packing import PackingResult, mean_curve, seed_text
-from kant.sim.report import format_seed_sweep, write_seed_sweep_report
+from kant.sim.report import clear_seed_sweep_report, format_seed_sweep, write_seed_sweep_report
 from kant.sim.scenarios import PolicySet
 from kant.sweep.grid import POLICY_OPTIONS
 
@@ -267,8 +267,10 @@ def write_sweep_report(
     """Write ``report.txt`` (:func:`format_report`) into ``folder``, and per group a
     folder: a simulation group's ``compare.txt``, ``compare.json``, ``compare_jwtd.png`` and
     ``compare_ci.png`` (as ``kant compare --seeds``), a packing group's ``packing.txt`` and
-    ``packing.png`` (allocation ratio against arrived load, one line per policy). Returns the
-    files and a hint when plots were skipped."""
+    ``packing.png`` (allocation ratio against arrived load, one line per policy). A
+    simulation group with no seed every set finished has no figures: its folder, if an
+    earlier report made it, is cleared of them. Returns the files and a hint when plots were
+    skipped."""
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     files = [out / "report.txt"]
@@ -277,7 +279,8 @@ def write_sweep_report(
     sims, packs = sim_groups(records), packing_groups(records)
     folders = _folders([g.title for g in sims] + [g.title for g in packs])
     for g, name in zip(sims, folders[: len(sims)], strict=True):
-        if not g.by_seed:
+        if not g.by_seed:  # (no seed every set finished: no figures, none of an earlier report)
+            clear_seed_sweep_report(out / name)
             continue
         got, h = write_seed_sweep_report(
             out / name, g.title, g.by_seed, None, g.wall_s, plots=plots

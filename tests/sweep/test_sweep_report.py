@@ -78,3 +78,27 @@ def test_a_single_seed_comparison_and_its_sweep_report_are_strict_json_with_null
     assert main(argv) == 0
     strict(capsys.readouterr().out.splitlines()[-1])
     strict((rep / "inference_jobs=40" / "compare.json").read_text())
+
+
+def test_a_group_left_with_no_complete_seed_keeps_no_figures_of_an_earlier_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "s.jsonl"
+    swept(
+        path,
+        "compare",
+        {"scenario": "inference", "jobs": 20, "seeds": "0", "sets": "backfill+ebinpack"},
+    )
+    rep, folder = tmp_path / "rep", tmp_path / "rep" / "inference_jobs=20"
+    assert main(["sweep", "report", str(path), "--out", str(rep)]) == 0
+    assert {p.name for p in folder.iterdir()} >= {"compare.json", "compare.txt", "compare_jwtd.png"}
+    # another set on another seed: no seed has both sets now
+    swept(
+        path,
+        "compare",
+        {"scenario": "inference", "jobs": 20, "seeds": "1", "sets": "backfill+spread"},
+    )
+    assert main(["sweep", "report", str(path), "--out", str(rep), "--no-plots"]) == 0
+    assert "seeds 0-1 left out" in capsys.readouterr().out
+    assert list(folder.iterdir()) == []

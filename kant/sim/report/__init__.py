@@ -7,7 +7,12 @@
 The figures themselves are computed in :mod:`kant.sim.analysis`.
 """
 
-from kant.sim.report.files import write_compare_report, write_report, write_seed_sweep_report
+from kant.sim.report.files import (
+    clear_seed_sweep_report,
+    write_compare_report,
+    write_report,
+    write_seed_sweep_report,
+)
 from kant.sim.report.plots import (
     MATPLOTLIB_HINT,
     write_compare_plots,
@@ -23,6 +28,7 @@ from kant.sim.report.text import (
 
 __all__ = [
     "MATPLOTLIB_HINT",
+    "clear_seed_sweep_report",
     "format_compare",
     "format_duration",
     "format_seed_sweep",

@@ -18,7 +18,12 @@ from kant.sim.report.text import format_compare, format_seed_sweep, format_summa
 from kant.sim.scenarios import PolicySet, Scenario
 from kant.sim.simulator import SimResult
 
-__all__ = ["write_compare_report", "write_report", "write_seed_sweep_report"]
+__all__ = [
+    "clear_seed_sweep_report",
+    "write_compare_report",
+    "write_report",
+    "write_seed_sweep_report",
+]
 
 
 PLOT_NAMES: Final = (
@@ -151,6 +156,18 @@ def write_seed_sweep_report(
     got, hint = write_seed_sweep_plots(out, scenario_name, [p for p, _r in by_seed[0][1]], sw)
     files.extend(got)
     return files, hint
+
+
+def clear_seed_sweep_report(folder: str | Path) -> None:
+    """Remove from ``folder`` (if it is there) what :func:`write_seed_sweep_report` writes:
+    ``compare.json``, ``compare.txt`` and every plot; for a sweep report's group that has
+    nothing to show now, so an earlier report's figures are not taken for its own."""
+    out = Path(folder)
+    if not out.is_dir():
+        return
+    _clear_plots(out)
+    for name in ("compare.json", "compare.txt"):
+        (out / name).unlink(missing_ok=True)
 
 
 def _run_json(
