@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kant.cli.options import UsageError, number
+from kant.cli.options import UsageError, number, writing
 from kant.errors import KantError
 
 __all__ = ["add_sweep_parser", "check_sweep_options", "run_sweep_command"]
@@ -53,7 +53,11 @@ def add_sweep_parser(sub: Any) -> argparse.ArgumentParser:
         help="run again the runs whose last record failed (default: a re-run skips every "
         "run the store holds)",
     )
-    p.add_argument("--out", metavar="DIR", help="report: folder (default STORE without .jsonl)")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="report: folder (default: STORE without its extension, or STORE-report)",
+    )
     p.add_argument("--no-plots", action="store_true", help="report: no PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="last line: one JSON object")
@@ -161,6 +165,12 @@ def _summary_json(summary: Any) -> dict[str, Any]:
     }
 
 
+def report_folder(store: Path) -> Path:
+    """The default folder of a store's report: the store without its extension
+    (``grid.jsonl``: ``grid``), or ``STORE-report`` for a store without one."""
+    return store.with_suffix("") if store.suffix else store.with_name(f"{store.name}-report")
+
+
 def _report(args: argparse.Namespace) -> int:
     from kant.sim.analysis import json_text
     from kant.sweep import Store
@@ -177,8 +187,11 @@ def _report(args: argparse.Namespace) -> int:
     print(format_report(records))
     if store.unreadable:
         print(f"({store.unreadable} unreadable line(s) skipped)", file=sys.stderr)
-    out = Path(args.out) if args.out else store.path.with_suffix("")
-    files, hint = write_sweep_report(records, out, plots=not args.no_plots)
+    out = Path(args.out) if args.out else report_folder(store.path)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: cannot write the report: a file, not a folder")
+    with writing("--out", out, after_run=False):
+        files, hint = write_sweep_report(records, out, plots=not args.no_plots)
     if hint:
         print(hint, file=sys.stderr)
     print(f"\nreport: {out}/ ({len(files)} files)")

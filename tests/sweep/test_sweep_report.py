@@ -102,3 +102,18 @@ def test_a_group_left_with_no_complete_seed_keeps_no_figures_of_an_earlier_repor
     assert main(["sweep", "report", str(path), "--out", str(rep), "--no-plots"]) == 0
     assert "seeds 0-1 left out" in capsys.readouterr().out
     assert list(folder.iterdir()) == []
+
+
+def test_a_store_without_an_extension_gets_its_report_folder_beside_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = swept(tmp_path / "runs", "simulate", {"scenario": "inference", "jobs": 20})
+    before = store.path.read_text()
+    assert main(["sweep", "report", str(store.path), "--no-plots"]) == 0
+    assert (tmp_path / "runs-report" / "report.txt").exists()
+    assert store.path.read_text() == before
+    # an --out that is a file, or under one, is refused naming --out
+    for out in (store.path, store.path / "rep"):
+        assert main(["sweep", "report", str(store.path), "--out", str(out), "--no-plots"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"kant sweep: --out {out}: cannot write") and err.count("\n") == 1
