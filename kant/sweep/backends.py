@@ -14,6 +14,8 @@ reference and each node fetches the object once).
 from __future__ import annotations
 
 import os
+import re
+import socket
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -182,6 +184,29 @@ def _top_up(
     return bool(pending)
 
 
+_PROBE_S = 3.0  # how long a Ray address given as host:port has to accept a connection
+_HOST_PORT = re.compile(r"(?:ray://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):(?P<port>\d+)")
+
+
+def _probe(address: str | None) -> None:
+    """Raise :class:`BackendError` unless ``address``, when it is a plain ``host:port`` (or
+    ``ray://host:port``), accepts a TCP connection within a few seconds: Ray itself retries
+    an unreachable address for minutes, which looks like a hang. Other addresses (``auto``,
+    none) are left to Ray."""
+    m = _HOST_PORT.fullmatch(address or "")
+    if m is None:
+        return
+    host, port = m["host"], int(m["port"])
+    try:
+        with socket.create_connection((host.strip("[]"), port), timeout=_PROBE_S):
+            pass
+    except (OSError, OverflowError) as e:  # refused, timed out, unknown host; port > 65535
+        raise BackendError(
+            f"cannot start or reach Ray ({address}): cannot connect to {host}:{port} within "
+            f"{_PROBE_S:g} s ({e})"
+        ) from None
+
+
 class RayCluster:
     """One Ray task per run. ``address``: an existing cluster (``auto``, ``ray://host:10001``;
     None: the one Ray is already connected to, else ``$RAY_ADDRESS``, else a new local
@@ -212,6 +237,7 @@ class RayCluster:
                 kw["include_dashboard"] = False
                 if self._asked:
                     kw["num_cpus"] = self._asked
+            _probe(self.address or os.environ.get("RAY_ADDRESS"))
             try:
                 ray.init(**kw)
             except Exception as e:  # connection refused, bad address, ...

@@ -235,6 +235,25 @@ def test_a_small_grid_on_ray_stores_the_same_metrics_as_on_local_processes(
     assert (resumed.skipped, resumed.ran, resumed.failed) == (4, 2, 2)
 
 
+@pytest.mark.parametrize("address", ["127.0.0.1:1", "ray://127.0.0.1:1"])
+def test_a_ray_address_nothing_answers_at_is_refused_in_seconds_without_calling_ray(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    address: str,
+) -> None:
+    ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'kant[ray]'")
+    calls: list[Any] = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kw: calls.append(kw))
+    grid = tmp_path / "g.yaml"
+    grid.write_text("command: simulate\noptions:\n  scenario: inference\n  jobs: 20\n")
+    assert main(["sweep", str(grid), "--quiet", f"--ray={address}"]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot start or reach Ray ({address}): cannot connect to 127.0.0.1:1" in err
+    assert calls == [] and not (tmp_path / "g.jsonl").exists()
+
+
 def test_the_report_of_a_store_is_the_seed_sweep_of_its_runs(tmp_path: Path) -> None:
     specs = Grid(
         "compare",
