@@ -389,3 +389,39 @@ def test_gang_roles_split_jobs_into_pods_of_at_most_8_gpus() -> None:
     assert shape(2048) == [("worker", 256, 8)]
     res = gang_roles(4, cpu_milli_per_gpu=1000, memory_mib_per_gpu=10)[0].resources
     assert (res.cpu_milli, res.memory_mib) == (4000, 40)
+
+
+def test_a_trace_file_that_is_missing_or_a_folder_is_a_trace_error_naming_it(
+    tmp_path: Path,
+) -> None:
+    from kant.sim.traces.inference import load_dlrm_instances, load_vc_gpus
+
+    missing = tmp_path / "philly-pollux-jobs" / "philly.csv"
+    for load, path in (
+        (load_philly_jobs, missing),
+        (load_openb_jobs, tmp_path / "pods.csv"),
+        (load_openb_nodes, tmp_path / "nodes.csv"),
+        (load_swf_jobs, tmp_path / "log.swf.gz"),
+        (load_dlrm_instances, tmp_path / "dlrm.csv"),
+        (load_vc_gpus, tmp_path),  # a folder, not a file
+    ):
+        with pytest.raises(InvalidTraceError, match="cannot be read") as exc:
+            load(path)
+        assert (exc.value.field, exc.value.value) == ("file", str(path))
+
+
+def test_a_trace_folder_without_a_scenarios_files_is_one_line_naming_the_file_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kant.cli import main
+
+    monkeypatch.setenv("KANT_TRACES", str(tmp_path))  # an empty folder
+    for choice, file in (
+        (["--scenario", "inference-paper"], "node_info_df.csv"),
+        (["--trace", "philly"], "philly.csv"),
+    ):
+        assert main(["simulate", *choice, "--out", str(tmp_path / "r"), "--no-plots"]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and len(err.splitlines()) == 1, err
+        assert file in err and "cannot be read" in err
+    assert list(tmp_path.iterdir()) == []  # nothing written

@@ -8,7 +8,9 @@ result's :class:`TraceReport`; every good row is still loaded. A bad *header* (m
 columns) makes the whole file unusable and raises in both modes, and so does a file that is
 corrupt below the row level (malformed CSV quoting, a field over the CSV field limit, a
 truncated or corrupt gzip stream), naming the file and the line reached. A line that is not
-UTF-8 text is a bad row (skipped with ``errors="skip"``). Blank lines are ignored.
+UTF-8 text is a bad row (skipped with ``errors="skip"``). Blank lines are ignored. A file that
+cannot be opened (missing, a folder, unreadable) raises :class:`~kant.errors.InvalidTraceError`
+naming it (field ``file``), not ``OSError``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, BinaryIO, Final, Literal
 
 import attrs
 
@@ -36,6 +38,7 @@ __all__ = [
     "TraceReport",
     "as_trace_error",
     "gang_roles",
+    "open_trace",
     "parse_number",
     "parse_scaled",
     "parse_uint",
@@ -161,6 +164,16 @@ class RowCollector:
                 )
                 continue
             yield k, where, row
+
+
+def open_trace(path: Path) -> BinaryIO:
+    """``path`` opened for reading bytes; a file that cannot be opened (missing, a folder,
+    unreadable) raises :class:`InvalidTraceError` naming it, so a trace folder without a file
+    a reader needs is reported as such, not as an ``OSError``."""
+    try:
+        return path.open("rb")
+    except OSError as e:
+        raise InvalidTraceError("file", str(path), f"cannot be read: {e.strerror or e}") from None
 
 
 class CsvFile:

@@ -30,6 +30,7 @@ from kant.sim.traces.common import (
     PathLike,
     RowCollector,
     TraceReport,
+    open_trace,
     parse_number,
     parse_scaled,
     parse_uint,
@@ -146,7 +147,7 @@ def load_dlrm_instances(path: PathLike, *, errors: ErrorMode = "raise") -> DlrmT
     p = Path(path)
     col = RowCollector(p, errors)
     out: list[DlrmInstance] = []
-    with p.open("rb") as f:
+    with open_trace(p) as f:
         reader = CsvFile(f, p, col)
         idx = _header(col, reader, DLRM_COLUMNS)
         width = len(idx)
@@ -214,7 +215,7 @@ def load_pai_machines(path: PathLike, *, errors: ErrorMode = "raise") -> NodeInv
     p = Path(path)
     col = RowCollector(p, errors)
     found: list[tuple[str, int, int, int | None]] = []
-    with p.open("rb") as f:
+    with open_trace(p) as f:
         for _k, where, row in col.csv_rows(CsvFile(f, p, col), 5):
             try:
                 model = row[1].strip()
@@ -235,7 +236,7 @@ def load_spot_nodes(path: PathLike, *, errors: ErrorMode = "raise") -> NodeInven
     p = Path(path)
     col = RowCollector(p, errors)
     found: list[tuple[str, int, int, int | None]] = []
-    with p.open("rb") as f:
+    with open_trace(p) as f:
         reader = CsvFile(f, p, col)
         idx = _header(col, reader, SPOT_COLUMNS)
         for _k, where, row in col.csv_rows(reader, len(idx)):
@@ -258,7 +259,7 @@ def load_vc_gpus(path: PathLike, *, day: str | None = None) -> dict[str, int]:
     ``file:line`` for a bad cell, or when ``day`` is not in the file."""
     p = Path(path)
     col = RowCollector(p, "raise")
-    with p.open("rb") as f:
+    with open_trace(p) as f:
         reader = CsvFile(f, p, col)
         idx = _header(col, reader, ("date",))
         names = [n for n in idx if n not in ("date", "total")]

@@ -26,6 +26,7 @@ from kant.sim.traces.common import (
     RowCollector,
     TraceReport,
     as_trace_error,
+    open_trace,
     parse_number,
     parse_uint,
     sorted_jobs,
@@ -252,7 +253,7 @@ def _read_openb(path: PathLike, errors: ErrorMode) -> tuple[list[OpenbPod], RowC
     col = RowCollector(p, errors)
     pods: list[OpenbPod] = []
     seen: set[str] = set()
-    with p.open("rb") as f:
+    with open_trace(p) as f:
         reader = CsvFile(f, p, col)
         header = [h.strip() for h in next(reader, [])]
         missing = [c for c in OPENB_REQUIRED if c not in header]
@@ -330,7 +331,7 @@ def openb_nodes(path: PathLike) -> ClusterDescription:
     p = Path(path)
     nodes: list[NodeSpec] = []
     seen: set[str] = set()
-    with p.open("rb") as f:
+    with open_trace(p) as f:
         reader = CsvFile(f, p, None)
         header = next(reader, None)
         columns = list(OPENB_NODE_COLUMNS)

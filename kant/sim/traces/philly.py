@@ -22,6 +22,7 @@ from kant.sim.traces.common import (
     RowCollector,
     as_trace_error,
     gang_roles,
+    open_trace,
     parse_number,
     parse_uint,
     sorted_jobs,
@@ -57,7 +58,7 @@ def load_philly_jobs(
     p = Path(path)
     col = RowCollector(p, errors)
     parsed: list[tuple[int, int, datetime, float, int, str]] = []
-    with p.open("rb") as f:
+    with open_trace(p) as f:
         reader = CsvFile(f, p, col)
         header = [h.strip() for h in next(reader, [])]
         missing = [c for c in PHILLY_COLUMNS if c not in header]

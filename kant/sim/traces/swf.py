@@ -22,6 +22,7 @@ from kant.sim.traces.common import (
     RowCollector,
     as_trace_error,
     gang_roles,
+    open_trace,
     sorted_jobs,
 )
 
@@ -54,7 +55,7 @@ _SWF_NUM: Final = re.compile(r"-?[0-9]+(\.[0-9]*)?")
 
 
 def _open_text(p: Path) -> IO[str]:
-    with p.open("rb") as raw:
+    with open_trace(p) as raw:
         magic = raw.read(2)
     if magic == b"\x1f\x8b":
         return gzip.open(p, "rt", encoding="utf-8", errors="replace")
