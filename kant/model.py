@@ -286,7 +286,15 @@ def number(
     return check
 
 
-_NAME_REASON = "must be a non-empty string without surrounding spaces or '/'"
+NAME_REASON: Final = "must be a non-empty string without surrounding spaces or '/'"
+"""Why a value is no name (:func:`is_name`, :func:`name`)."""
+
+
+def is_name(v: object, *, slash: bool = False, spaces: bool = False) -> bool:
+    """Whether ``v`` is a name: a non-empty ``str`` without surrounding whitespace (unless
+    ``spaces``) and without ``'/'`` (unless ``slash``), as a node's ``zone``, ``leaf`` or
+    ``gpu_model`` must be. O(len(v))."""
+    return isinstance(v, str) and bool(v) and (spaces or v.strip() == v) and (slash or "/" not in v)
 
 
 def name(
@@ -302,15 +310,10 @@ def name(
     whitespace; ``reason`` replaces the default
     ``"must be a non-empty string without surrounding spaces or '/'"``. For an optional
     name wrap it in :func:`attrs.validators.optional`. O(len(value))."""
-    why = reason or _NAME_REASON
+    why = reason or NAME_REASON
 
     def check(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-        if (
-            not isinstance(value, str)
-            or not value
-            or (not spaces and value.strip() != value)
-            or (not slash and "/" in value)
-        ):
+        if not is_name(value, slash=slash, spaces=spaces):
             raise err(attribute.name, value, why)
 
     return check

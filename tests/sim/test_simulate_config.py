@@ -106,3 +106,25 @@ def test_a_missing_config_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "none.yaml" in err[0] and "cannot read" in err[0], err
+
+
+@pytest.mark.parametrize("zone", [["a", "b"], 5, None, "", " inference", "a/b"])
+def test_an_espread_zone_that_is_no_zone_name_is_refused_not_placed_or_ignored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], zone: object
+) -> None:
+    from kant.errors import InvalidConfigError, InvalidConfigFileError
+    from kant.placement import make_strategy
+
+    with pytest.raises(InvalidConfigError) as exc:
+        make_strategy("espread", zone=zone)
+    assert (exc.value.field, exc.value.value) == ("zone", zone)
+    text = f"placement:\n  strategy: espread\n  options: {json.dumps({'zone': zone})}\n"
+    with pytest.raises(InvalidConfigFileError, match=r"kant\.yaml: placement\.options: .*'zone'"):
+        load_config_text(text, source="kant.yaml")
+    f = tmp_path / "kant.yaml"
+    f.write_text(text)
+    argv = ["simulate", "--scenario", "inference", "--jobs", "5", "--config", str(f),
+            "--quiet", "--no-plots", "--out", str(tmp_path / "r")]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "zone" in err[0] and "Traceback" not in err[0], err

@@ -28,7 +28,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from kant.contracts import PodView, Strategy
-from kant.model import JobKind, Tier
+from kant.errors import InvalidConfigError
+from kant.model import NAME_REASON, JobKind, Tier, is_name
 from kant.placement.context import FloatArray, IntArray
 from kant.placement.strategies.base import BaseStrategy
 
@@ -86,6 +87,10 @@ class ESpread(BaseStrategy):
     gang of such inference pods is placed pod by pod over those two sets (the Placer skips
     the default tier when a pod has several sets); other gangs search the tiers over the
     general nodes.
+
+    ``zone`` must be a name a node's ``zone`` can have (a non-empty string without
+    surrounding spaces or ``'/'``), else :class:`~kant.errors.InvalidConfigError`; a name no
+    node has leaves every node general.
     """
 
     name = "espread"
@@ -93,6 +98,8 @@ class ESpread(BaseStrategy):
     topology_default = Tier.LEAF
 
     def __init__(self, zone: str = "inference") -> None:
+        if not is_name(zone):
+            raise InvalidConfigError("zone", zone, f"{NAME_REASON} (a node's zone)")
         self.zone = zone
         self._general = EBinpack()
         self._spread = Spread()
