@@ -35,8 +35,8 @@ from typing import Final
 import numpy as np
 
 from kant.admission import Quota
-from kant.errors import ValidationError
-from kant.model import Job, JobKind, NodeSpec, Resources, Role
+from kant.errors import InvalidTraceError, ValidationError
+from kant.model import Job, JobKind, NodeSpec, Resources, Role, is_int, is_number
 from kant.sim.traces.inference import (
     DlrmInstance,
     load_dlrm_instances,
@@ -115,8 +115,17 @@ def inference_paper_cluster(
 
 def tenant_shares(base: Path, tenants: int = TENANTS) -> dict[str, float]:
     """The ``tenants`` largest Helios Earth VCs on the table's first day -> GPU share (ties
-    by name); tenant names ``t-<vc>``."""
-    vcs = load_vc_gpus(_file(base, "vc"))
+    by name); tenant names ``t-<vc>``. ``tenants`` must be an int >= 1 (else
+    :class:`~kant.errors.ValidationError`); a table whose first day gives no VC any GPU
+    has no tenant to offer (:class:`~kant.errors.InvalidTraceError`)."""
+    if not is_int(tenants) or tenants < 1:
+        raise ValidationError("tenants", tenants, "must be an int >= 1")
+    path = _file(base, "vc")
+    vcs = load_vc_gpus(path)
+    if not vcs:
+        raise InvalidTraceError(
+            "vc", vcs, "no virtual cluster has GPUs on the table's first day", where=str(path)
+        )
     top = sorted(vcs.items(), key=lambda kv: (-kv[1], kv[0]))[:tenants]
     total = sum(g for _, g in top)
     return {f"t-{vc}": g / total for vc, g in top}
@@ -181,16 +190,29 @@ def inference_paper_workload(
     ``nodes``, ``shares`` (tenant -> quota share): each model's peak demand (its sampled
     services plus its large jobs) is at most ``load`` of its GPUs, and as close to it as the
     sample allows. ``host_resources=False`` drops the instances' CPU and memory requests,
-    ``caps=False`` the apps' per-node instance caps."""
-    if not 0.0 < load <= 1.0:
+    ``caps=False`` the apps' per-node instance caps.
+
+    Raises :class:`~kant.errors.ValidationError` before reading the trace for ``nodes``
+    without a GPU node, ``shares`` that name no tenant or give one a share that is not a
+    finite number > 0, a ``seed`` that is not an int >= 0, a ``load`` outside (0, 1]."""
+    if not is_int(seed) or seed < 0:
+        raise ValidationError("seed", seed, "must be an int >= 0")
+    if not is_number(load) or not 0.0 < load <= 1.0:
         raise ValidationError("load", load, "must be in (0, 1]")
-    trace = load_dlrm_instances(_file(base, "dlrm"))
+    if not isinstance(shares, Mapping) or not shares:
+        raise ValidationError("shares", shares, "must map at least one tenant to its share")
+    for tenant, share in shares.items():
+        if not is_number(share) or not 0.0 < share < math.inf:
+            raise ValidationError(f"shares[{tenant!r}]", share, "must be a finite number > 0")
     pools: dict[str, int] = {}
     nodes_of: dict[str, int] = {}
     for n in nodes:
         if n.gpu_model is not None:
             pools[n.gpu_model] = pools.get(n.gpu_model, 0) + n.gpus
             nodes_of[n.gpu_model] = nodes_of.get(n.gpu_model, 0) + 1
+    if not pools:
+        raise ValidationError("nodes", [n.name for n in nodes], "has no GPU node")
+    trace = load_dlrm_instances(_file(base, "dlrm"))
     models = sorted(pools)
     tenants = list(shares)
     rng = np.random.default_rng(seed)

@@ -15,6 +15,7 @@ from kant.sim.traces.inference import (
     load_spot_nodes,
     load_vc_gpus,
 )
+from kant.testing import node
 
 DLRM_HEAD = (
     "instance_sn,role,app_name,cpu_request,cpu_limit,gpu_request,gpu_limit,rdma_request,"
@@ -109,3 +110,63 @@ def test_each_model_is_filled_close_to_its_peak_budget_with_the_apps_per_node_ca
         budget = 0.95 * gpus - 16  # two 8-GPU pods of the model's large jobs
         assert budget - 2 <= _peak(spans) <= budget
     assert any(j.roles[0].max_per_node is not None for j in sc.jobs)
+
+
+def test_a_tenant_table_whose_first_day_gives_no_vc_gpus_is_a_trace_error_not_empty_tenants(
+    tmp_path: Path,
+) -> None:
+    from kant.errors import ValidationError
+    from kant.sim.inference_paper import tenant_shares
+
+    (tmp_path / "helios-acme-summaries").mkdir()
+    table = _write(
+        tmp_path / "helios-acme-summaries",
+        "helios_earth_vc_gpu_number.csv",
+        "date,vcA,vcB,total\n2020-04-01,0,0,0\n2020-04-02,8,4,12\n",
+    )
+    with pytest.raises(InvalidTraceError, match="no virtual cluster has GPUs") as exc:
+        tenant_shares(tmp_path)
+    assert exc.value.where == str(table)
+    table.write_text("date,vcA,vcB,total\n2020-04-01,8,4,12\n")
+    assert tenant_shares(tmp_path) == {"t-vcA": 8 / 12, "t-vcB": 4 / 12}
+    for tenants in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValidationError) as bad:
+            tenant_shares(tmp_path, tenants)  # type: ignore[arg-type]
+        assert bad.value.field == "tenants"  # not {} or a tenant silently dropped
+
+
+NOT_WORKLOAD_ARGUMENTS = [
+    ({"nodes": []}, "nodes"),
+    ({"nodes": [node("cpu0", gpus=0, model=None)]}, "nodes"),
+    ({"shares": {}}, "shares"),
+    ({"shares": {"a": 0.0, "b": 0.0}}, "shares['a']"),
+    ({"shares": {"a": -1.0, "b": 2.0}}, "shares['a']"),
+    ({"shares": {"a": float("nan")}}, "shares['a']"),
+    ({"shares": {"a": "half"}}, "shares['a']"),
+    ({"seed": -1}, "seed"),
+    ({"seed": 1.5}, "seed"),
+    ({"seed": True}, "seed"),
+    ({"load": "x"}, "load"),
+    ({"load": 0}, "load"),
+    ({"load": float("nan")}, "load"),
+    ({"load": 1.5}, "load"),
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "field"), NOT_WORKLOAD_ARGUMENTS, ids=[repr(c) for c, _ in NOT_WORKLOAD_ARGUMENTS]
+)
+def test_a_bad_workload_argument_is_named_before_the_trace_is_read(
+    tmp_path: Path, change: dict[str, object], field: str
+) -> None:
+    from kant.errors import ValidationError
+    from kant.sim.inference_paper import inference_paper_workload
+
+    args: dict[str, object] = {
+        "nodes": [node("a0", model="A100"), node("a1", model="A100")],
+        "shares": {"a": 0.75, "b": 0.25},
+        **change,
+    }
+    with pytest.raises(ValidationError) as exc:  # tmp_path has no trace: not read
+        inference_paper_workload(tmp_path, **args)  # type: ignore[arg-type]
+    assert exc.value.field == field
