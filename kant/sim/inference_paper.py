@@ -83,7 +83,7 @@ def inference_paper_cluster(
 ) -> tuple[NodeSpec, ...]:
     """The nodes of cluster ``size`` (:data:`SIZES`) from the real node shapes under the
     trace folder ``base``; ``zone=False`` leaves out the inference zone."""
-    if size not in SIZES:
+    if not isinstance(size, str) or size not in SIZES:
         raise ValidationError("size", size, f"must be one of {sorted(SIZES)}")
     spot = load_spot_nodes(_file(base, "spot")).shape("A100-SXM4-80GB", 8)
     pai = load_pai_machines(_file(base, "pai")).shape("V100M32", 8)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from os import PathLike
 from pathlib import Path
 from typing import Any, Final
 
@@ -41,7 +42,7 @@ import attrs
 from kant.admission import Admitter, Quota, QuotaMode
 from kant.config import KantConfig
 from kant.errors import ValidationError
-from kant.model import Job, NodeSpec, registered
+from kant.model import Job, NodeSpec, is_int, is_number, registered
 from kant.placement import STRATEGIES, Placer, Strategy, strategy_names
 from kant.preemption import PreemptionPolicy
 from kant.queueing import POLICIES, Queue, make_policy, policy_names
@@ -439,7 +440,10 @@ def inference_paper(
     shapes, Helios tenant quotas; ``size`` in ``i7``, ``i2``, ``a10``; ``zone=False``
     without the E-Spread inference zone; ``caps=False`` without the apps' per-node instance
     caps; ``host_resources=False`` without their CPU and memory requests. Needs the shared
-    trace folder (``traces`` or ``$KANT_TRACES``). Backfill + E-Spread, one cycle per 30 s."""
+    trace folder (``traces`` or ``$KANT_TRACES``). Backfill + E-Spread, one cycle per 30 s.
+    Checks ``jobs``, ``seed`` and ``load`` as :func:`make_scenario` does, and the other
+    arguments, before reading anything: :class:`~kant.errors.ValidationError` naming the
+    argument."""
     from kant.sim.inference_paper import (
         inference_paper_cluster,
         inference_paper_workload,
@@ -449,11 +453,22 @@ def inference_paper(
     )
     from kant.sim.traces import trace_dir
 
+    _check_seed(seed)
+    if jobs is not None:
+        _check_jobs(jobs)
+    _check_load(load)
+    for flag, v in (("zone", zone), ("host_resources", host_resources), ("caps", caps)):
+        if not isinstance(v, bool):
+            raise ValidationError(flag, v, "must be True or False")
+    if traces is not None and not isinstance(traces, str | PathLike):
+        raise ValidationError("traces", traces, "must be the path of the shared trace folder")
     base = Path(traces) if traces is not None else trace_dir()
     if base is None:
         raise ValidationError(
             "scenario", "inference-paper", "needs the shared trace folder: set $KANT_TRACES"
         )
+    if not base.is_dir():
+        raise ValidationError("traces", str(traces), "is not a folder (the shared trace folder)")
     nodes = inference_paper_cluster(base, size, zone=zone)
     shares = tenant_shares(base)
     pools = pools_of(nodes)
@@ -503,18 +518,30 @@ def make_scenario(
         build = SCENARIOS[name]
     except KeyError:
         raise ValidationError("scenario", name, f"must be one of {sorted(SCENARIOS)}") from None
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValidationError("seed", seed, "must be an int >= 0")
+    _check_seed(seed)
     kw: dict[str, Any] = {"seed": seed}
     if jobs is not None:
-        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-            raise ValidationError("jobs", jobs, "must be an int >= 1")
+        _check_jobs(jobs)
         kw["jobs"] = jobs
     if load is not None:
-        if isinstance(load, bool) or not isinstance(load, int | float) or not load > 0:
-            raise ValidationError("load", load, "must be a number > 0")
+        _check_load(load)
         kw["load"] = load
     return build(**kw)
+
+
+def _check_seed(seed: Any) -> None:
+    if not is_int(seed) or seed < 0:
+        raise ValidationError("seed", seed, "must be an int >= 0")
+
+
+def _check_jobs(jobs: Any) -> None:
+    if not is_int(jobs) or jobs < 1:
+        raise ValidationError("jobs", jobs, "must be an int >= 1")
+
+
+def _check_load(load: Any) -> None:
+    if not is_number(load) or not load > 0:
+        raise ValidationError("load", load, "must be a number > 0")
 
 
 SCENARIO_OPTIONS: Final = (

@@ -170,3 +170,38 @@ def test_a_bad_workload_argument_is_named_before_the_trace_is_read(
     with pytest.raises(ValidationError) as exc:  # tmp_path has no trace: not read
         inference_paper_workload(tmp_path, **args)  # type: ignore[arg-type]
     assert exc.value.field == field
+
+
+NOT_SCENARIO_ARGUMENTS = [
+    ({"jobs": -1}, "jobs"),  # was: all jobs but the last
+    ({"jobs": 0}, "jobs"),  # was: an empty scenario
+    ({"jobs": 2.5}, "jobs"),
+    ({"jobs": "3"}, "jobs"),
+    ({"seed": -1}, "seed"),
+    ({"seed": 1.5}, "seed"),
+    ({"load": "x"}, "load"),
+    ({"size": ["i2"]}, "size"),
+    ({"size": "i3"}, "size"),
+    ({"zone": "no"}, "zone"),
+    ({"traces": 123}, "traces"),
+    ({"traces": "/nonexistent/traces"}, "traces"),
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "field"), NOT_SCENARIO_ARGUMENTS, ids=[repr(c) for c, _ in NOT_SCENARIO_ARGUMENTS]
+)
+def test_the_public_inference_paper_builder_checks_its_arguments_as_make_scenario_does(
+    tmp_path: Path, change: dict[str, object], field: str
+) -> None:
+    from kant.errors import ValidationError
+    from kant.sim.scenarios import SCENARIOS
+
+    args = {"traces": tmp_path, **change}  # an empty folder: checked before anything is read
+    with pytest.raises(ValidationError) as exc:
+        SCENARIOS["inference-paper"](**args)
+    assert exc.value.field == field
+    if field in ("jobs", "seed", "load"):
+        with pytest.raises(ValidationError) as same:
+            make_scenario("inference-paper", **change)  # type: ignore[arg-type]
+        assert str(same.value) == str(exc.value)
