@@ -22,7 +22,9 @@
   end with it.
 - **Large distributed inference jobs** (the trace has none; synthetic, as in 5.2's EP
   example): per model, gangs of 2 x 8-GPU pods that need whole nodes, one after another
-  (6 h each, 1 h apart), so demand approaches but never exceeds capacity.
+  (6 h each, 1 h apart), so demand approaches but never exceeds capacity. Their 16 GPUs
+  at a time count within ``load`` of the model's GPUs: a ``load`` below 16 over the
+  smallest pool (:func:`min_load`; 1/3 for ``i2``) is refused.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ __all__ = [
     "ZONE_SHARE",
     "inference_paper_cluster",
     "inference_paper_workload",
+    "min_load",
 ]
 
 SIZES: Final[Mapping[str, tuple[int, int]]] = {"i7": (16, 12), "i2": (8, 6), "a10": (4, 3)}
@@ -65,6 +68,10 @@ WINDOW_START: Final = 10 * DAY
 WINDOW: Final = 2 * DAY
 BIG_LIFETIME: Final = 6 * 3600.0
 BIG_GAP: Final = 3600.0
+BIG_POD: Final = 8
+"""GPUs of each of a large job's two pods."""
+BIG_GPUS: Final = 2 * BIG_POD
+"""GPUs of one model's large jobs at any time (one runs at a time)."""
 
 _FILES: Final = {
     "dlrm": "alibaba-gpu-v2025-dlrm/disaggregated_DLRM_trace.csv",
@@ -176,6 +183,33 @@ def _sample_to_peak(
     return lo
 
 
+def min_load(pools: Mapping[str, int]) -> float:
+    """The smallest ``load`` :func:`inference_paper_workload` takes for these pools (GPU
+    model -> GPUs): each model's large jobs (:data:`BIG_GPUS` at a time) within ``load`` of
+    its GPUs, so ``BIG_GPUS`` over the smallest pool (1/3 for ``i2``: 16 of 48 V100M32
+    GPUs). Above 1 when a pool is smaller than the large jobs."""
+    return max(BIG_GPUS / g for g in pools.values())
+
+
+def _check_room_for_large_jobs(pools: Mapping[str, int], load: float) -> None:
+    """ValidationError unless every model's large jobs fit within ``load`` of its GPUs."""
+    if all(load * g - BIG_GPUS >= 0 for g in pools.values()):
+        return
+    tight = min(pools, key=lambda m: (pools[m], m))
+    gpus = pools[tight]
+    if gpus < BIG_GPUS:
+        raise ValidationError(
+            "nodes", dict(pools), f"{tight} has {gpus} GPUs, too few for its large jobs "
+            f"(2 x {BIG_POD} GPUs at a time) at any load <= 1",
+        )  # fmt: skip
+    lowest = math.ceil(min_load(pools) * 10_000) / 10_000  # (rounded up: itself allowed)
+    raise ValidationError(
+        "load", load, f"must be at least {lowest:g} on this cluster: each model's large jobs, "
+        f"{BIG_GPUS} GPUs at a time, stay within load x its GPUs, and {tight} has only {gpus} "
+        f"({BIG_GPUS}/{gpus})",
+    )  # fmt: skip
+
+
 def inference_paper_workload(
     base: Path,
     nodes: Sequence[NodeSpec],
@@ -194,7 +228,9 @@ def inference_paper_workload(
 
     Raises :class:`~kant.errors.ValidationError` before reading the trace for ``nodes``
     without a GPU node, ``shares`` that name no tenant or give one a share that is not a
-    finite number > 0, a ``seed`` that is not an int >= 0, a ``load`` outside (0, 1]."""
+    finite number > 0, a ``seed`` that is not an int >= 0, a ``load`` outside (0, 1] or
+    below :func:`min_load` (the large jobs alone would pass it), a model with fewer GPUs
+    than its large jobs."""
     if not is_int(seed) or seed < 0:
         raise ValidationError("seed", seed, "must be an int >= 0")
     if not is_number(load) or not 0.0 < load <= 1.0:
@@ -212,6 +248,7 @@ def inference_paper_workload(
             nodes_of[n.gpu_model] = nodes_of.get(n.gpu_model, 0) + 1
     if not pools:
         raise ValidationError("nodes", [n.name for n in nodes], "has no GPU node")
+    _check_room_for_large_jobs(pools, load)
     trace = load_dlrm_instances(_file(base, "dlrm"))
     models = sorted(pools)
     tenants = list(shares)
@@ -230,7 +267,6 @@ def inference_paper_workload(
     app_tenant = {
         a: tenants[int(rng.choice(len(tenants), p=tenant_w / tenant_w.sum()))] for a in apps
     }
-    big_pod = 8
     jobs: list[Job] = []
     for m in models:
         # a uniform sample of the model's instances (seeded keys), as large as the pool holds
@@ -238,7 +274,7 @@ def inference_paper_workload(
         members = [(app, i, a, b) for app in apps if app_model[app] == m for i, a, b in by_app[app]]
         keys = rng.random(len(members))
         spans = [(a, b, i.gpus) for _, i, a, b in members]
-        kept = _sample_to_peak(spans, keys, load * pools[m] - 2 * big_pod)
+        kept = _sample_to_peak(spans, keys, load * pools[m] - BIG_GPUS)
         keep = sorted(np.argsort(keys, kind="stable")[:kept].tolist())
         groups: dict[tuple[str, int, int], list[DlrmInstance]] = {}
         for k in keep:
@@ -290,7 +326,7 @@ def inference_paper_workload(
                         Role(
                             name="expert",
                             replicas=2,
-                            resources=Resources(gpus=big_pod, rdma_nics=8),
+                            resources=Resources(gpus=BIG_POD, rdma_nics=8),
                             gpu_models=frozenset({m}),
                         ),
                     ),

@@ -205,3 +205,46 @@ def test_the_public_inference_paper_builder_checks_its_arguments_as_make_scenari
         with pytest.raises(ValidationError) as same:
             make_scenario("inference-paper", **change)  # type: ignore[arg-type]
         assert str(same.value) == str(exc.value)
+
+
+def test_a_load_too_small_for_the_large_jobs_is_refused_naming_the_smallest_load_allowed(
+    tmp_path: Path,
+) -> None:
+    from kant.errors import ValidationError
+    from kant.sim.inference_paper import inference_paper_workload, min_load
+
+    assert min_load({"A100": 64, "V100M32": 48}) == 16 / 48  # i2: the large jobs' 16 GPUs
+    nodes = [node(f"a{k}", model="A100") for k in range(4)] + [
+        node(f"v{k}", model="V100M32") for k in range(3)
+    ]  # a10: 32 + 24 GPUs
+    with pytest.raises(ValidationError, match=r"at least 0\.6667 .*V100M32 has only 24") as exc:
+        inference_paper_workload(tmp_path, nodes, {"a": 1.0}, load=0.5)
+    assert exc.value.field == "load"
+    with pytest.raises(ValidationError, match="too few for its large jobs") as small:
+        inference_paper_workload(tmp_path, nodes[:1], {"a": 1.0}, load=1.0)  # 8 GPUs
+    assert small.value.field == "nodes"
+
+
+@pytest.mark.skipif(trace_dir() is None, reason="needs the shared trace folder")
+def test_each_models_peak_demand_stays_within_the_load_down_to_the_smallest_load_allowed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kant.cli import main
+    from kant.errors import ValidationError
+    from kant.sim.inference_paper import _peak
+
+    with pytest.raises(ValidationError, match=r"at least 0\.3334 on this cluster"):
+        make_scenario("inference-paper", load=0.2)  # its large jobs alone: 16 of 48 GPUs
+    argv = ["simulate", "--scenario", "inference-paper", "--load", "0.3", "--out", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "at least 0.3334" in err[0], err
+    sc = make_scenario("inference-paper", load=0.3334)
+    for m in ("A100", "V100M32"):
+        gpus = sum(n.gpus for n in sc.nodes if n.gpu_model == m)
+        spans = [
+            (j.submitted_at, j.submitted_at + (j.runtime_estimate or 0.0), j.gpu_units)
+            for j in sc.jobs
+            if m in j.roles[0].gpu_models
+        ]
+        assert _peak(spans) <= 0.3334 * gpus  # the documented promise, large jobs included
