@@ -418,3 +418,19 @@ def test_settings_read_every_key() -> None:
 def test_a_bad_kubernetes_setting_names_its_key_path(raw: dict[str, Any], path: str) -> None:
     with pytest.raises(InvalidConfigFileError, match=path.replace("[", r"\[").replace("]", r"\]")):
         parse_settings(raw, source="kant.yaml")
+
+
+def test_no_node_is_in_an_espread_zone_and_no_job_is_inference_as_kubernetes_md_says() -> None:
+    # docs/kubernetes.md, "Not done yet": E-Spread has no inference zone under the shim.
+    # Mapping a label or annotation to them must update that page (and docs/config.md).
+    from kant.model import JobKind
+
+    node = copy.deepcopy(load("node_h100"))
+    node["metadata"]["labels"].update({"topology.kubernetes.io/zone": "inference",
+                                       "kant.io/zone": "inference"})  # fmt: skip
+    assert node_facts(node, S).spec.zone is None
+    pods = [_worker(i, gpus=2) for i in range(2)]
+    for p in pods:
+        p["metadata"]["annotations"].update({"kant.io/kind": "inference", "kant.io/spread": "true"})
+    job, _ = build_job([pod_facts(p, S) for p in pods], "team-a.svc", 0.0)
+    assert job.kind is JobKind.TRAINING and not any(r.spread for r in job.roles)
