@@ -248,3 +248,27 @@ def test_each_models_peak_demand_stays_within_the_load_down_to_the_smallest_load
             if m in j.roles[0].gpu_models
         ]
         assert _peak(spans) <= 0.3334 * gpus  # the documented promise, large jobs included
+
+
+@pytest.mark.skipif(trace_dir() is None, reason="needs the shared trace folder")
+def test_every_large_job_starts_once_the_services_end_and_espreads_zone_starts_four_later() -> None:
+    # docs/experiments.md, section 5.2: the figures of the large jobs' waits
+    from kant.sim.scenarios import PolicySet, observation_window, run_scenario
+
+    sc = make_scenario("inference-paper")
+    _w0, w1 = observation_window(sc)
+    starts = {}
+    for placement in ("espread", "ebinpack", "spread"):
+        res = run_scenario(sc, PolicySet(queueing="backfill", placement=placement))
+        big = {r.job_id: r for r in res.records if r.job_id.startswith("ep-")}
+        assert len(big) == 12 and all(r.started_at is not None for r in big.values())
+        starts[placement] = {j: (r.started_at or 0.0) / 3600 for j, r in big.items()}
+        waits = [(r.started_at or 0.0) - r.submitted_at for r in big.values()]
+        assert round(max(waits) / 3600, 2) == 43.20
+        mean = round(sum(waits) / len(waits) / 3600, 2)
+        assert mean == (29.95 if placement == "espread" else 27.95)
+    assert all(t * 3600 > w1 for t in starts["espread"].values())  # past the window
+    assert set(starts["espread"].values()) == {48.0, 54.0, 60.0}
+    assert starts["ebinpack"] == starts["spread"]
+    later = {j for j, t in starts["espread"].items() if t == starts["ebinpack"][j] + 6}
+    assert later == {"ep-a100-3", "ep-v100m32-2", "ep-v100m32-4", "ep-v100m32-5"}
