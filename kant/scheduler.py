@@ -494,10 +494,11 @@ class Scheduler:
 
     def node_added(self, spec: NodeSpec, now: float) -> None:
         """A new node joined the cluster (healthy, empty). Raises InvalidNodeError for a
-        malformed spec (a GPU count other than its template's included), UnknownTemplateError
-        for a template that is not registered, DuplicateError for a name already present,
-        InvalidTimeError; nothing changes then. A node that was lost and comes back is
-        :meth:`node_recovered`."""
+        malformed spec (a GPU count other than its template's included) or a place in the
+        fabric that contradicts the nodes present (its leaf under another spine, say: see
+        :meth:`ClusterState.add_node`), UnknownTemplateError for a template that is not
+        registered, DuplicateError for a name already present, InvalidTimeError; nothing
+        changes then. A node that was lost and comes back is :meth:`node_recovered`."""
         t = self._time(now, "node_added")
         self.cluster.add_node(spec)
         self._lost_nodes.pop(spec.name, None)
@@ -531,7 +532,8 @@ class Scheduler:
     def node_recovered(self, node: str, now: float) -> None:
         """A node reported :meth:`node_lost` is back, healthy and empty, as it was. Raises
         UnknownNodeError for a node that is not lost (never lost, removed, or already back),
-        InvalidTimeError; nothing changes then."""
+        InvalidTimeError, InvalidNodeError when the nodes added meanwhile place its fabric
+        names elsewhere (:meth:`ClusterState.add_node`); nothing changes then."""
         t = self._time(now, "node_recovered")
         spec = self._lost_nodes.get(node) if isinstance(node, str) else None
         if spec is None or node in self.cluster:

@@ -32,6 +32,7 @@ from kant.errors import (
 )
 from kant.model import MILLI, Binding, NodeSpec, PodId, is_int
 from kant.state.columns import LEVELS, IntArray, NodeColumns, gpu_counts
+from kant.state.fabric import FabricNames
 from kant.state.snapshot import Snapshot
 from kant.topology.templates import get_template
 
@@ -102,6 +103,7 @@ class ClusterState:
         self._allocated = 0  # GPU milli held by pods
         self._ids: dict[str, dict[str, int]] = {lv: {} for lv in LEVELS}
         self._id_names: dict[str, list[str]] = {lv: [] for lv in LEVELS}
+        self._fabric = FabricNames()  # the nodes' leaves, spines, ... (kept consistent)
         self.columns = NodeColumns()
         self.generation = 0
         self.node_generation = np.zeros(self.columns.capacity, dtype=np.int64)
@@ -270,16 +272,19 @@ class ClusterState:
 
     def add_node(self, spec: NodeSpec) -> None:
         """Register a node (healthy, empty) in the lowest free slot. Raises InvalidNodeError
-        for a non-NodeSpec, a GPU count other than its template's or more NICs than it has,
-        UnknownTemplateError for a template that is neither built in nor registered
-        (:func:`kant.topology.register_template`), DuplicateError if the name exists; nothing
-        changes then. O(1) amortised."""
+        for a non-NodeSpec, a GPU count other than its template's or more NICs than it has, a
+        place in the fabric that contradicts the nodes present (its leaf under another spine,
+        its spine under another superspine, a name naming two kinds of things:
+        :class:`~kant.state.fabric.FabricNames`), UnknownTemplateError for a template that is
+        neither built in nor registered (:func:`kant.topology.register_template`),
+        DuplicateError if the name exists; nothing changes then. O(1) amortised."""
         if not isinstance(spec, NodeSpec):
             raise InvalidNodeError("spec", spec, "must be a NodeSpec")
         if spec.template is not None:
             _check_template(spec, spec.template)
         if spec.name in self._records:
             raise DuplicateError(f"node {spec.name!r} already exists")
+        self._fabric.add(spec, self._records)  # (nothing after it fails)
         if self._free_slots:
             slot = self._free_slots.pop(0)
             self._slot_names[slot] = spec.name
@@ -323,6 +328,7 @@ class ClusterState:
             self._forget(b.pod)
         del self._records[name]
         self._degraded.discard(name)
+        self._fabric.remove(rec.spec)
         slot = rec.slot
         self._slot_names[slot] = None
         self._free_slots.append(slot)
@@ -684,6 +690,8 @@ class ClusterState:
             _write_allocatable(fresh, rec)
         if self._degraded != {n for n, r in self._records.items() if _degraded(r)}:
             errors.append("degraded-node index differs from the records")
+        if self._fabric.differs_from(r.spec for r in self._records.values()):
+            errors.append("fabric names differ from the nodes'")
         bad = fresh.rows_equal(self.columns, self.num_slots)
         if bad:
             errors.append(f"columns differ from records: {bad}")

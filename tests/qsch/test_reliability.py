@@ -102,7 +102,10 @@ def test_a_result_is_not_applied_to_a_node_removed_and_added_again_under_its_nam
     s2 = scheduler(nodes(1))
     s2.submit(job("j", gpus=8), now=0)
     r = s2.schedule(1)
-    s2.node_added(NodeSpec(name="other", gpus=8, gpu_model="H100", leaf="lf0"), 2)
+    s2.node_added(
+        NodeSpec(name="other", gpus=8, gpu_model="H100", leaf="lf0", spine="sp0", superspine="ss0"),
+        2,
+    )
     assert s2.apply(r, 3).bound == ("j",)
 
 

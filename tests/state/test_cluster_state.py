@@ -15,9 +15,11 @@ from kant.errors import (
     UnknownPodError,
     UnknownTemplateError,
 )
-from kant.model import Binding, PodId
+from kant.model import Binding, NodeSpec, PodId, ReasonCode, Tier
+from kant.placement import Placer
+from kant.scheduler import Scheduler
 from kant.state import ClusterState, NodeColumns, Snapshot
-from kant.testing import ClusterBuilder, check_invariants, node
+from kant.testing import ClusterBuilder, check_invariants, job, node
 from kant.topology import pcie_node, register_template
 
 
@@ -184,7 +186,9 @@ def test_a_node_is_degraded_while_it_or_a_gpu_of_it_is_unhealthy(cluster: Cluste
     cluster.set_gpu_health("lf1-n0", 3, True)
     assert cluster.degraded_nodes() == ["lf0-n1"]
     cluster.remove_node("lf0-n1")
-    cluster.add_node(node("lf0-n1", leaf="lf0"))  # back under its name: healthy again
+    cluster.add_node(
+        node("lf0-n1", leaf="lf0", spine="sp0", superspine="ss0")
+    )  # back under its name: healthy again
     assert cluster.degraded_nodes() == []
     check_invariants(cluster)
 
@@ -270,6 +274,58 @@ def test_a_node_with_other_gpu_or_nic_counts_than_its_template_is_refused_naming
     assert "odd" not in cluster and cluster.membership_version == version
     with pytest.raises(InvalidNodeError, match=said):
         ClusterState([odd])
+    check_invariants(cluster)
+
+
+@pytest.mark.parametrize(
+    ("odd", "said"),
+    [
+        (node("odd", leaf="lf0", spine="sp1"), "'spine' = 'sp1': leaf 'lf0' is already under spine 'sp0'"),
+        (node("odd", leaf="lf0"), "'spine' = None: leaf 'lf0' is already under spine 'sp0'"),
+        (node("odd", leaf="lf0", spine="sp0", superspine="ss9"), "'superspine' = 'ss9': spine 'sp0' is already under superspine 'ss0'"),
+        (node("odd", leaf="new", spine="sp0", superspine="ss9"), "'superspine' = 'ss9': spine 'sp0' is already under superspine 'ss0'"),
+        (node("lf1", leaf="new"), "'name' = 'lf1': already names a leaf"),
+        (node("odd", leaf="lf0-n0"), "'leaf' = 'lf0-n0': already names a node"),
+        (node("odd", leaf="new", spine="lf1"), "'spine' = 'lf1': already names a leaf"),
+        (node("odd", leaf="odd"), "'leaf' = 'odd': already names a node"),
+        (node("odd", leaf="x", hbd="x"), "'hbd' = 'x': already names a leaf"),
+    ],
+)  # fmt: skip
+def test_a_node_whose_fabric_place_contradicts_the_clusters_is_refused_changing_nothing(
+    cluster: ClusterState, odd: NodeSpec, said: str
+) -> None:
+    # (as a ClusterDescription refuses it: a leaf under two spines would let a required
+    # SPINE gang straddle two spines)
+    version, before = cluster.membership_version, cluster.full_snapshot()
+    with pytest.raises(InvalidNodeError, match=said):
+        cluster.add_node(odd)
+    assert odd.name not in cluster and cluster.membership_version == version
+    assert cluster.full_snapshot().same_as(before) == []
+    with pytest.raises(InvalidNodeError, match=said):
+        ClusterState([*cluster.nodes(), odd])
+    check_invariants(cluster)
+
+
+def test_a_gang_requiring_one_spine_never_straddles_a_leaf_reported_under_two_spines() -> None:
+    st = ClusterState([node("a", leaf="L", spine="sp0"), node("c", leaf="L2", spine="sp1")])
+    scheduler = Scheduler(st)
+    with pytest.raises(InvalidNodeError, match="leaf 'L' is already under spine 'sp0'"):
+        scheduler.node_added(node("b", leaf="L", spine="sp1"), now=1)
+    assert sorted(n.name for n in st.nodes()) == ["a", "c"]
+    gang = job("J", gpus=8, replicas=2, tier=Tier.SPINE, required=True)
+    res = Placer("ebinpack").place(gang, st.snapshot())
+    assert res.bindings == () and {r.code for r in res.unplaced.values()} == {ReasonCode.TOPOLOGY}
+
+
+def test_a_fabric_name_whose_last_node_left_is_free_for_another_place(
+    cluster: ClusterState,
+) -> None:
+    for name in ("lf1-n0", "lf1-n1"):
+        cluster.remove_node(name)
+    cluster.add_node(node("moved", leaf="lf1", spine="sp0", superspine="ss0"))  # lf1 was sp1's
+    cluster.add_node(node("sp1", leaf="lf2"))  # sp1 no longer names a spine
+    with pytest.raises(InvalidNodeError, match="leaf 'lf1' is already under spine 'sp0'"):
+        cluster.add_node(node("back", leaf="lf1", spine="sp1"))
     check_invariants(cluster)
 
 
@@ -504,6 +560,6 @@ def test_slots_of_names_each_nodes_slot_and_follows_nodes_that_come_and_go(
     cluster.remove_node("lf0-n1")
     snap = cluster.snapshot()
     assert snap.slots_of(nodes) == (cluster.slot_of("lf1-n0"), -1, -1)
-    cluster.add_node(node("ghost", leaf="lf0"))
+    cluster.add_node(node("ghost", leaf="lf0", spine="sp0", superspine="ss0"))
     snap = cluster.snapshot()
     assert snap.slots_of(nodes) == (cluster.slot_of("lf1-n0"), cluster.slot_of("ghost"), -1)
