@@ -389,7 +389,9 @@ class Shim:
         """Node ``name``, Ready, as ``facts`` say it is now (``was``: Ready when last seen,
         None: never seen): a changed node is taken afresh unless kant's pods run there (then
         it takes no new pod until they have ended, :meth:`_take_changed_nodes`); what runs
-        on a node new, Ready again or uncordoned is held."""
+        on a node new, Ready again or uncordoned is held. A node the cluster refuses (its
+        labels contradict the fabric of the nodes taken: a leaf under a second spine) is left
+        out with a warning."""
         if self.nodes.has(name) and self.nodes.spec(name) != facts.spec:
             if not self._only_holds_on(name):
                 # kant's pods run there on what kant knew: no new pod goes there until they
@@ -405,7 +407,11 @@ class Shim:
             self._drop_released_holds(name)  # take it as it is now
         added = not self.nodes.has(name)
         if added:
-            self.nodes.added(facts.spec)
+            try:
+                self.nodes.added(facts.spec)
+            except KantError as e:  # labels placing it where the fabric says it cannot be
+                log.warning("node %s is left out: %s", name, e)
+                return
         if added or was is False or (facts.schedulable and not self.nodes.schedulable(name)):
             # new, Ready again or uncordoned: what runs there and is not held yet is held
             # (taken while the node takes pods: a cordoned node's devices cannot be)

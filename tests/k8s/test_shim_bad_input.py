@@ -723,3 +723,26 @@ def test_a_leader_whose_renewal_hangs_stops_within_its_renew_deadline() -> None:
     e.hold(stop, lost)
     assert lost.wait(5) and stop.is_set()
     assert time.monotonic() - t0 < 0.9  # before a candidate could take the lease
+
+
+def test_a_node_whose_labels_put_its_leaf_under_a_second_spine_is_left_out_not_fatal(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from kant.k8s.kubelet import node_object
+    from kant.k8s.shim import Shim
+
+    def labelled(name: str, spine: str) -> dict[str, Any]:
+        return node_object(name, labels={"network.topology.nvidia.com/leaf": "L",
+                                         "network.topology.nvidia.com/spine": spine})  # fmt: skip
+
+    shim = Shim(None)  # type: ignore[arg-type]  # (no call reaches the API here)
+    try:
+        shim.handle("Node", "ADDED", labelled("n0", "sp0"))
+        shim.handle("Node", "ADDED", labelled("n1", "sp1"))  # leaf L is sp0's
+        assert shim.nodes.has("n0") and not shim.nodes.has("n1")
+        assert "node n1 is left out" in caplog.text
+        assert "leaf 'leaf=L' is already under spine 'spine=sp0'" in caplog.text
+        shim.handle("Node", "MODIFIED", labelled("n1", "sp0"))  # its labels fixed
+        assert shim.nodes.has("n1") and shim.nodes.schedulable("n1")
+    finally:
+        shim._pool.shutdown()
