@@ -55,7 +55,10 @@ class ValidationError(KantError, ValueError):
         self.reason = reason
         self.where = where
         loc = f"{where}: " if where else ""
-        shown = repr(value)
+        try:
+            shown = repr(value)
+        except ValueError:  # (an int beyond Python's 4,300-digit limit for str)
+            shown = f"<{type(value).__name__} too large to print>"
         if len(shown) > _SHOWN:  # (a 5,000-digit cell is named, not printed)
             shown = f"{shown[: _SHOWN // 2]}...{shown[-8:]} ({len(shown):,} characters)"
         super().__init__(f"{loc}invalid {self.what}: field {field!r} = {shown}: {reason}")

@@ -198,6 +198,11 @@ def test_error_messages_name_field_value_and_location() -> None:
     assert str(err) == "jobs.csv:3: invalid job: field 'priority' = 'x': must be an int"
 
 
+def test_an_int_too_long_for_python_to_print_is_refused_naming_its_type_not_printing_it() -> None:
+    with pytest.raises(InvalidNodeError, match="'cpu_milli' = <int too large to print>"):
+        NodeSpec(name="a", cpu_milli=10**5000)  # (the error's repr raised ValueError)
+
+
 @pytest.mark.parametrize(
     "err",
     [
