@@ -40,6 +40,7 @@ from kant.topology.templates import (
 
 __all__ = [
     "CLUSTER_FILE_VERSION",
+    "MAX_GROUP_NAME",
     "MAX_NODES",
     "ClusterDescription",
     "cluster_from_dict",
@@ -58,6 +59,11 @@ twenty times the paper's 100,000): more is a mistake (a count or a header gone w
 would exhaust memory before any error."""
 
 CLUSTER_FILE_VERSION: Final = 1
+
+MAX_GROUP_NAME: Final = 253
+"""The longest node name a ``groups`` entry of a cluster file may make (prefix and padded
+number): Kubernetes' limit for a node name. A wider ``width`` or ``start`` is a mistake that
+would make every node's name as long (a ``width`` of a million: a megabyte per node)."""
 
 DEFAULT_CPU_MILLI: Final = 192_000
 """Default CPU of a synthetic 8-GPU node: 192 cores."""
@@ -558,6 +564,7 @@ def cluster_from_dict(data: Any, *, source: str = "<dict>") -> ClusterDescriptio
         prefix = entry["prefix"]
         if not isinstance(prefix, str):
             raise _fail("prefix", prefix, "must be a string", where)
+        _check_group_names(prefix, start, count, width, where)
         shared = {k: v for k, v in entry.items() if k not in _GROUP_ONLY}
         for j in range(count):
             name = f"{prefix}{start + j:0{width}d}"
@@ -565,6 +572,27 @@ def cluster_from_dict(data: Any, *, source: str = "<dict>") -> ClusterDescriptio
             origins.append(f"{where} (node {name!r})")
     _check(nodes, templates, origins.__getitem__, lambda i: f"{source}:templates[{i}]")
     return ClusterDescription(nodes=tuple(nodes), templates=tuple(templates))
+
+
+def _check_group_names(prefix: str, start: int, count: int, width: int, where: str) -> None:
+    """Raise unless a group's node names, ``prefix`` and the numbers from ``start`` on
+    (``count`` of them) padded to ``width`` digits, have at most :data:`MAX_GROUP_NAME`
+    characters, before any name is made. O(1)."""
+    room = MAX_GROUP_NAME - len(prefix)
+    last = start + count - 1
+    digits = len(str(last)) if last < 10**MAX_GROUP_NAME else MAX_GROUP_NAME + 1
+    if max(width, digits) > room:
+        blame: tuple[str, object] = (
+            ("width", width) if width >= digits
+            else ("start", start) if digits >= MAX_GROUP_NAME
+            else ("prefix", prefix)
+        )  # fmt: skip
+        raise _fail(
+            *blame,
+            f"the group's node names would be longer than {MAX_GROUP_NAME} characters "
+            f"(its prefix has {len(prefix)})",
+            where,
+        )
 
 
 def cluster_to_dict(desc: ClusterDescription) -> dict[str, Any]:
@@ -617,8 +645,9 @@ def load_cluster(path: str | os.PathLike[str]) -> ClusterDescription:
     """Read a cluster file: YAML if the suffix is ``.yaml``/``.yml``, JSON otherwise.
 
     Raises :class:`~kant.errors.InvalidClusterFileError` for a syntax error
-    (``where="<file>:<line>"``), a missing pyyaml, or any malformed entry
-    (``where="<file>:nodes[3]"`` and the field); ``OSError`` if the file cannot be read.
+    (``where="<file>:<line>"``), a value the parser cannot make (an integer of more than
+    4,300 digits), a missing pyyaml, or any malformed entry (``where="<file>:nodes[3]"`` and
+    the field); ``OSError`` if the file cannot be read.
     """
     p = Path(path)
     raw = p.read_bytes()
@@ -647,6 +676,11 @@ def load_cluster(path: str | os.PathLike[str]) -> ClusterDescription:
                 ) from e
     except RecursionError:
         raise _fail("document", str(p), "nested too deeply", str(p)) from None
+    except InvalidClusterFileError:
+        raise
+    except ValueError as e:  # a value the parser cannot make: an int of 5,000 digits, a
+        kind = "YAML" if _is_yaml(p) else "JSON"  # YAML date of month 13
+        raise _fail("document", str(p), f"not valid {kind}: {e}", str(p)) from e
     return cluster_from_dict(data, source=str(p))
 
 

@@ -246,3 +246,44 @@ def test_yaml_without_pyyaml_is_a_clear_error(tmp_path, monkeypatch):
 def test_missing_file_is_an_os_error(tmp_path):
     with pytest.raises(FileNotFoundError):
         load_cluster(Path(tmp_path) / "nope.json")
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_an_integer_too_long_for_python_to_read_is_an_invalid_cluster_file(tmp_path, suffix):
+    file = tmp_path / f"big{suffix}"
+    file.write_text(
+        '{"version": 1, "nodes": [{"name": "a", "cpu_milli": 1' + "0" * 5000 + "}]}"
+    )  # (JSON is YAML too)
+    with pytest.raises(InvalidClusterFileError, match="4300 digits") as e:
+        load_cluster(file)
+    assert e.value.field == "document" and e.value.where == str(file)
+
+
+def test_a_yaml_date_that_does_not_exist_is_an_invalid_cluster_file(tmp_path):
+    file = tmp_path / "date.yaml"
+    file.write_text("version: 1\nnodes:\n  - {name: 2001-13-45}\n")
+    with pytest.raises(InvalidClusterFileError, match="month"):
+        load_cluster(file)
+
+
+@pytest.mark.parametrize(
+    ("group", "field"),
+    [
+        ({"width": 1_000_000_000_000}, "width"),  # (was a MemoryError)
+        ({"width": 1_000_000}, "width"),  # (was two nodes of a million characters each)
+        ({"width": 10**5000}, "width"),
+        ({"start": 10**253}, "start"),
+        ({"start": 10**5000}, "start"),
+        ({"prefix": "g" * 251, "start": 100}, "prefix"),
+    ],
+)
+def test_a_group_whose_node_names_would_exceed_253_characters_is_refused(group, field):
+    doc = {"version": 1, "groups": [{"count": 2, "prefix": "g", **group}]}
+    with pytest.raises(InvalidClusterFileError, match="longer than 253 characters") as e:
+        cluster_from_dict(doc, source="c.yaml")
+    assert e.value.field == field and e.value.where == "c.yaml:groups[0]"
+
+
+def test_a_group_may_make_names_of_exactly_253_characters():
+    doc = {"version": 1, "groups": [{"count": 2, "prefix": "g" * 250, "width": 3}]}
+    assert [len(n.name) for n in cluster_from_dict(doc).nodes] == [253, 253]
