@@ -186,7 +186,9 @@ def domains(
     """Candidate slot sets at ``tier`` that can hold ``n`` pods (``room``: pods each slot can
     take, capped at ``n``), at most ``probe`` of them, best first by ``key`` (the strategy's
     ``domain_key``). Above the leaf tier a domain is the fewest leaves of one parent that
-    hold the pods, largest first. O(len(slots)) numpy plus O(parents) Python per tier."""
+    hold the pods, largest first; at the cluster tier the nodes without a leaf count as one
+    group taken after every leaf (where they sit in the network is not known). O(len(slots))
+    numpy plus O(parents) Python per tier."""
     if tier is Tier.NODE:
         ok = np.flatnonzero(room >= n)
         for i in ok[np.argsort(key(room[ok]), kind="stable")][:probe]:
@@ -211,7 +213,8 @@ def domains(
         return
     # spine / superspine / cluster: fewest leaves inside one domain
     leaf = cols.leaf_id[slots]
-    leaf = np.where(leaf >= 0, leaf, leaf.max(initial=0) + 1)  # leafless nodes: one group
+    leafless = int(leaf.max(initial=0)) + 1  # leafless nodes: one group, after every leaf
+    leaf = np.where(leaf >= 0, leaf, leafless)
     leaf_caps = np.bincount(leaf, weights=room).astype(np.int64)
     if tier is Tier.CLUSTER:
         parent_of_node = np.zeros(slots.shape[0], dtype=np.int64)
@@ -230,7 +233,7 @@ def domains(
         caps = leaf_caps[lids]
         if int(caps.sum()) < n:
             continue
-        order = np.lexsort((lids, -caps))
+        order = np.lexsort((lids, -caps, lids == leafless))
         need = int(np.searchsorted(np.cumsum(caps[order]), n)) + 1
         chosen = lids[order[:need]]
         total = int(caps[order[:need]].sum())

@@ -1,8 +1,9 @@
 """Candidate domains above the leaf tier (:func:`kant.placement.search.domains`): per parent
 (spine, superspine, or the whole cluster), the fewest leaves of that parent that hold the
-pods, roomiest first, ties by leaf id; options by fewest leaves, then the strategy's key,
-then parent id. Checked against that definition read literally, one parent at a time, on
-random fabrics (leafless nodes and parentless leaves included)."""
+pods, roomiest first, ties by leaf id, the leafless nodes (one group) after every leaf; options
+by fewest leaves, then the strategy's key, then parent id. Checked against that definition read
+literally, one parent at a time, on random fabrics (leafless nodes and parentless leaves
+included)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ import numpy as np
 from hypothesis import given, settings
 
 from kant.model import Tier
+from kant.placement import Placer
 from kant.placement.search import LEVEL, domains
 from kant.state import ClusterState, Snapshot
-from kant.testing import node
+from kant.testing import job, node
 
 
 def _by_definition(
@@ -23,7 +25,8 @@ def _by_definition(
 ) -> Iterator[np.ndarray]:
     cols = snap.cols
     leaf = cols.leaf_id[slots]
-    leaf = np.where(leaf >= 0, leaf, leaf.max(initial=0) + 1)  # leafless nodes: one group
+    leafless = int(leaf.max(initial=0)) + 1
+    leaf = np.where(leaf >= 0, leaf, leafless)  # leafless nodes: one group, after every leaf
     caps_of = np.bincount(leaf, weights=room).astype(np.int64)
     if tier is Tier.CLUSTER:
         parent_of = np.zeros(slots.shape[0], dtype=np.int64)
@@ -32,7 +35,7 @@ def _by_definition(
     options = []
     for parent in sorted({int(p) for p in parent_of if p >= 0}):
         lids = sorted({int(x) for x in leaf[parent_of == parent]})
-        ranked = sorted(lids, key=lambda x: (-int(caps_of[x]), x))
+        ranked = sorted(lids, key=lambda x: (x == leafless, -int(caps_of[x]), x))
         if sum(int(caps_of[x]) for x in lids) < n:
             continue
         got, chosen = 0, []
@@ -92,3 +95,13 @@ def test_domains_above_the_leaf_are_the_fewest_leaves_of_one_parent(
     got = [s.tolist() for s in domains(snap, slots, room, tier, n, key, probe)]
     want = [s.tolist() for s in _by_definition(snap, slots, room, tier, n, probe)]
     assert got == want
+
+
+def test_a_gang_takes_whole_leaves_before_nodes_whose_place_in_the_network_is_unknown() -> None:
+    specs = [node(f"{lf}{i}", leaf=f"lf{lf}") for lf in "ab" for i in range(2)]
+    specs += [node(f"x{i}") for i in range(4)]  # four leafless nodes: one group of room 4
+    st_ = ClusterState(specs)
+    res = Placer("ebinpack").place(job("J", gpus=8, replicas=4), st_.snapshot())
+    assert sorted(b.node for b in res.bindings) == ["a0", "a1", "b0", "b1"]
+    res = Placer("ebinpack").place(job("K", gpus=8, replicas=6), st_.snapshot())
+    assert sorted(b.node for b in res.bindings) == ["a0", "a1", "b0", "b1", "x0", "x1"]
