@@ -205,11 +205,10 @@ def domains(
         for d in doms[np.argsort(key(caps[doms]), kind="stable")][:probe]:
             yield slots[ids == d]
         if tier is Tier.HBD and not doms.shape[0] and int(caps.sum()) >= n:
-            # HBD granularity: a job larger than any one HBD takes the fewest whole HBDs
-            # (roomiest first, ties by id), never HBD nodes mixed with other nodes
-            order = np.lexsort((np.arange(caps.shape[0]), -caps))
-            need = int(np.searchsorted(np.cumsum(caps[order]), n)) + 1
-            yield slots[np.isin(ids, order[:need]) & valid]
+            # HBD granularity: a job larger than any one HBD takes the fewest whole HBDs,
+            # never HBD nodes mixed with other nodes
+            chosen = fewest_hbds(snap, slots, room, ids, caps, n, key)
+            yield slots[np.isin(ids, chosen) & valid]
         return
     # spine / superspine / cluster: fewest leaves inside one domain
     leaf = cols.leaf_id[slots]
@@ -241,6 +240,48 @@ def domains(
     options.sort(key=lambda o: (o[0], o[1], o[2]))
     for _need, _k, parent, chosen in options[:probe]:
         yield slots[np.isin(leaf, chosen) & (parent_of_node == parent)]
+
+
+def fewest_hbds(
+    snap: Snapshot,
+    slots: IntArray,
+    room: IntArray,
+    hbd: IntArray,
+    caps: IntArray,
+    n: int,
+    key: Callable[[IntArray], IntArray],
+) -> IntArray:
+    """The ids of the fewest HBDs that hold ``n`` pods, for a job no one HBD holds (``caps``:
+    pods each HBD id can take, the ``room`` of its nodes among ``slots`` summed; ``hbd``:
+    their HBD ids). Of the choices of that few, HBDs sharing a leaf come first, then a
+    spine, then a superspine: at the tightest level where a domain holds the pods in that
+    few HBDs, its roomiest ones (ties by id), the domain first by ``key`` on their room,
+    ties by domain id; with none at any level, the roomiest HBDs of all (ties by id). An
+    HBD is in a domain when all its nodes with room are. O(len(slots) + HBDs log HBDs)."""
+    order = np.lexsort((np.arange(caps.shape[0]), -caps))
+    need = int(np.searchsorted(np.cumsum(caps[order]), n)) + 1
+    live = (hbd >= 0) & (room > 0)
+    h = hbd[live]
+    for tier in (Tier.LEAF, Tier.SPINE, Tier.SUPERSPINE):
+        g = getattr(snap.cols, f"{LEVEL[tier]}_id")[slots[live]]
+        low = np.full(caps.shape[0], np.iinfo(np.int64).max, dtype=np.int64)
+        high = np.full(caps.shape[0], -1, dtype=np.int64)
+        np.minimum.at(low, h, g)
+        np.maximum.at(high, h, g)
+        inside = np.flatnonzero((low == high) & (high >= 0))  # the HBDs in one domain
+        if not inside.shape[0]:
+            continue
+        ranked = inside[np.lexsort((inside, -caps[inside], low[inside]))]  # by domain, roomiest
+        dom = low[ranked]
+        first = np.flatnonzero(np.r_[True, dom[1:] != dom[:-1]])  # each domain's first
+        rank = np.arange(dom.shape[0]) - np.repeat(first, np.diff(np.r_[first, dom.shape[0]]))
+        top = rank < need
+        total = np.bincount(np.searchsorted(dom[first], dom[top]), weights=caps[ranked[top]])
+        fits = np.flatnonzero(total >= n)
+        if fits.shape[0]:
+            best = fits[np.lexsort((dom[first][fits], key(total[fits].astype(np.int64))))[0]]
+            return ranked[first[best] : first[best] + need]
+    return order[:need]
 
 
 def partly_used_best_fit(

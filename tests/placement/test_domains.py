@@ -7,15 +7,16 @@ included)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 import hypothesis.strategies as st
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 
 from kant.model import Tier
 from kant.placement import Placer
-from kant.placement.search import LEVEL, domains
+from kant.placement.search import LEVEL, domains, fewest_hbds
 from kant.state import ClusterState, Snapshot
 from kant.testing import job, node
 
@@ -105,3 +106,53 @@ def test_a_gang_takes_whole_leaves_before_nodes_whose_place_in_the_network_is_un
     assert sorted(b.node for b in res.bindings) == ["a0", "a1", "b0", "b1"]
     res = Placer("ebinpack").place(job("K", gpus=8, replicas=6), st_.snapshot())
     assert sorted(b.node for b in res.bindings) == ["a0", "a1", "b0", "b1", "x0", "x1"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    places=st.lists(st.tuples(st.integers(-1, 3), st.integers(-1, 4)), min_size=2, max_size=14),
+    spine_of_leaf=st.lists(st.integers(-1, 2), min_size=4, max_size=4),
+    rooms=st.lists(st.integers(0, 3), min_size=14, max_size=14),
+    n=st.integers(2, 16),
+)
+def test_several_hbds_are_the_fewest_and_share_the_tightest_domain_any_such_choice_could(
+    places: list[tuple[int, int]], spine_of_leaf: list[int], rooms: list[int], n: int
+) -> None:
+    specs = []
+    for i, (lf, h) in enumerate(places):
+        sp = spine_of_leaf[lf] if lf >= 0 else -1
+        specs.append(
+            node(
+                f"n{i}",
+                leaf=None if lf < 0 else f"lf{lf}",
+                spine=None if sp < 0 else f"sp{sp}",
+                superspine=None if sp < 0 else "ss0",
+                hbd=None if h < 0 else f"h{h}",
+            )
+        )
+    snap = ClusterState(specs).snapshot()
+    slots = np.arange(snap.num_slots, dtype=np.int64)
+    room = np.array(rooms[: slots.shape[0]], dtype=np.int64)
+    hbd = snap.cols.hbd_id[slots]
+    valid = hbd >= 0
+    caps = np.bincount(hbd[valid], weights=room[valid], minlength=5).astype(np.int64)
+    assume(caps.max() < n <= caps.sum())  # (no one HBD holds it: several are needed)
+
+    def tightest(chosen: tuple[int, ...]) -> int:  # 0 leaf, 1 spine, 2 superspine, 3 none
+        with_room = (room > 0) & np.isin(hbd, chosen)
+        for level, name in enumerate(("leaf", "spine", "superspine")):
+            ids = set(getattr(snap.cols, f"{name}_id")[slots[with_room]].tolist())
+            if len(ids) == 1 and min(ids) >= 0:
+                return level
+        return 3
+
+    fits = [
+        c
+        for k in range(2, len(caps) + 1)
+        for c in itertools.combinations(range(len(caps)), k)
+        if caps[list(c)].sum() >= n
+    ]
+    fewest = min(len(c) for c in fits)
+    got = tuple(sorted(fewest_hbds(snap, slots, room, hbd, caps, n, lambda c: c).tolist()))
+    assert len(got) == fewest and caps[list(got)].sum() >= n
+    assert tightest(got) == min(tightest(c) for c in fits if len(c) == fewest)

@@ -198,3 +198,34 @@ def test_a_required_hbd_job_is_never_placed_outside_hbd_nodes_even_when_the_pool
             res = Placer(strategy).place(ep, _hbd_and_plain_leaves(hbd_nodes=0).snapshot())
             assert not res.ok and res.reason is not None, (replicas, strategy)
             assert res.reason.code is ReasonCode.TOPOLOGY
+
+
+def _hbds_under_two_spines() -> ClusterState:
+    """Two-node HBDs: ``h0`` and ``h1`` in leaf ``lfA`` of spine ``sp0``, ``h2`` in ``lfB`` of
+    ``sp0``, ``h3`` in ``lfC`` of ``sp1``."""
+    b = ClusterBuilder()
+    for hbd, leaf, spine in (("h0", "lfA", "sp0"), ("h1", "lfA", "sp0"), ("h2", "lfB", "sp0"),
+                             ("h3", "lfC", "sp1")):  # fmt: skip
+        for k in range(2):
+            b.add(node(f"{hbd}-n{k}", leaf=leaf, spine=spine, superspine="ss0", hbd=hbd))
+    return b.build()
+
+
+def test_a_gang_too_big_for_one_hbd_takes_hbds_of_one_leaf_rather_than_roomier_ones_apart() -> None:
+    state = _hbds_under_two_spines()
+    _hold(state, "h1-n1", tuple(range(8)), "resident")  # h1 has one free node, h2 and h3 two
+    for required in (True, False):
+        res = Placer().place(
+            job("ep", gpus=8, replicas=3, tier=Tier.HBD, required=required), state.snapshot()
+        )
+        # two HBDs either way: h0 + h1 share leaf lfA; the roomier h0 + h2 would not
+        assert sorted(b.node for b in res.bindings) == ["h0-n0", "h0-n1", "h1-n0"], required
+
+
+def test_hbds_under_one_spine_come_before_roomier_hbds_under_two_spines() -> None:
+    state = _hbds_under_two_spines()
+    for k, name in enumerate(("h0-n0", "h1-n0", "h1-n1")):  # lfA keeps one free node
+        _hold(state, name, tuple(range(8)), f"resident{k}")
+    res = Placer().place(job("ep", gpus=8, replicas=3, tier=Tier.HBD), state.snapshot())
+    # no leaf holds it in two HBDs; h0 + h2 under sp0 do, where the roomier h2 + h3 span two
+    assert sorted(b.node for b in res.bindings) == ["h0-n1", "h2-n0", "h2-n1"]
