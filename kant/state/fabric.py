@@ -5,7 +5,7 @@ A :class:`kant.topology.ClusterDescription` refuses a fabric that contradicts it
 under two spines, a spine under two superspines, one name for two kinds of things); a cluster
 state grows node by node, so the same rules are kept here, for the nodes present, in O(1) per
 node: a node in a leaf already known under the same spine and superspine costs two dictionary
-look-ups (its leaf, its HBD), and only a node naming something new is checked level by level.
+look-ups (its leaf, its HBD), and only a node naming a new leaf is checked level by level.
 
 Each name is counted by what is under it: a leaf by its nodes, a spine by its leaves, a
 superspine by its spines, an HBD by its nodes. When the count falls to zero the name is
@@ -64,22 +64,25 @@ class FabricNames:
         taken = names.get(spec.name)
         if taken is not None:
             raise InvalidNodeError("name", spec.name, f"already names a {taken.level}; {_OWN}")
-        leaf = hbd = None
+        leaf = None
         if spec.leaf is not None:
             leaf = names.get(spec.leaf)
             if leaf is None or leaf.level != "leaf" or leaf.up != (spec.spine, spec.superspine):
-                self._add_new(spec, nodes)
+                self._add_new(spec, nodes)  # (a new leaf, or a wrong one)
                 return
+        # no leaf, or a known one whose spine and superspine are known to agree (and count it)
+        hbd = None
         if spec.hbd is not None:
             hbd = names.get(spec.hbd)
-            if hbd is None or hbd.level != "hbd":
-                self._add_new(spec, nodes)
-                return
-        # known names that agree (a known leaf's spine and superspine count it already)
+            if hbd is None:  # new: it cannot be this node's leaf, spine or superspine (known)
+                if spec.hbd in nodes or spec.hbd == spec.name:
+                    raise InvalidNodeError("hbd", spec.hbd, f"already names a node; {_OWN}")
+                hbd = names[spec.hbd] = _Name("hbd", ())
+            elif hbd.level != "hbd":
+                raise InvalidNodeError("hbd", spec.hbd, f"already names a {hbd.level}; {_OWN}")
+            hbd.count += 1
         if leaf is not None:
             leaf.count += 1
-        if hbd is not None:
-            hbd.count += 1
 
     def _add_new(self, spec: NodeSpec, nodes: Mapping[str, object]) -> None:
         """:meth:`add` of a node naming something new (or something wrong)."""

@@ -289,6 +289,10 @@ def test_a_node_with_other_gpu_or_nic_counts_than_its_template_is_refused_naming
         (node("odd", leaf="new", spine="lf1"), "'spine' = 'lf1': already names a leaf"),
         (node("odd", leaf="odd"), "'leaf' = 'odd': already names a node"),
         (node("odd", leaf="x", hbd="x"), "'hbd' = 'x': already names a leaf"),
+        (node("odd", leaf="lf0", spine="sp0", superspine="ss0", hbd="lf0-n0"), "'hbd' = 'lf0-n0': already names a node"),
+        (node("odd", leaf="lf0", spine="sp0", superspine="ss0", hbd="odd"), "'hbd' = 'odd': already names a node"),
+        (node("odd", leaf="lf0", spine="sp0", superspine="ss0", hbd="lf1"), "'hbd' = 'lf1': already names a leaf"),
+        (node("odd", hbd="sp1"), "'hbd' = 'sp1': already names a spine"),
     ],
 )  # fmt: skip
 def test_a_node_whose_fabric_place_contradicts_the_clusters_is_refused_changing_nothing(
