@@ -40,6 +40,7 @@ import numpy as np
 from kant.bits import bits as _bits
 from kant.bits import lowest_bits as _lowest_bits
 from kant.contracts import NodeFilter, Strategy
+from kant.errors import InvalidConfigError
 from kant.model import MILLI, Binding, Job, PodId, Reason, ReasonCode, Role, Tier
 from kant.placement.context import IntArray, PodContext, PodRequest, fit_count, fits
 from kant.placement.filters import MaxPerNode, NodeFilters
@@ -110,7 +111,7 @@ class Placer:
     :class:`~kant.placement.BaseStrategy`'s defaults (:func:`~kant.placement.adapt_strategy`,
     read once here). ``filters``: :class:`kant.contracts.NodeFilter` callables, combined with
     AND. ``group_probe``: how many of the best-ranked NodeNetGroups (or topology domains per
-    tier) are tried before the search widens.
+    tier) are tried before the search widens, an int >= 1 (else ``InvalidConfigError``).
 
     A Placer keeps per-cluster caches (templates, pool candidates) refreshed when nodes come
     or go; it is not thread-safe. Deterministic for a deterministic strategy and filters.
@@ -125,6 +126,8 @@ class Placer:
         bulk: bool = True,
         **kwargs: Any,
     ) -> None:
+        if isinstance(group_probe, bool) or not isinstance(group_probe, int) or group_probe < 1:
+            raise InvalidConfigError("group_probe", group_probe, "must be an int >= 1")
         self.strategy = make_strategy(strategy, **kwargs) if isinstance(strategy, str) else strategy
         self.group_probe = group_probe
         self.bulk = bulk

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 import kant.placement.placer as placer_mod
-from kant.errors import DuplicateError, UnknownPolicyError, UnknownTemplateError
+from kant.errors import (
+    DuplicateError,
+    InvalidConfigError,
+    UnknownPolicyError,
+    UnknownTemplateError,
+)
 from kant.model import Binding, JobKind, PodId, ReasonCode, Tier
 from kant.placement import BaseStrategy, Placer, make_strategy, register_strategy, strategy_names
 from kant.state import ClusterState
@@ -423,3 +428,11 @@ def test_strategies_are_chosen_by_name_and_names_are_unique() -> None:
         Placer("nope")
     with pytest.raises(DuplicateError):
         register_strategy("binpack", BaseStrategy)
+
+
+@pytest.mark.parametrize("probe", [0, -1, "4", 2.0, True, None])
+def test_a_placer_refuses_a_group_probe_that_is_not_an_int_of_at_least_one(probe: object) -> None:
+    with pytest.raises(InvalidConfigError, match="group_probe"):
+        Placer("ebinpack", group_probe=probe)  # type: ignore[arg-type]
+    st = ClusterBuilder().leaf("lf0", nodes=2).build()
+    assert Placer("ebinpack", group_probe=1).place(job("J", gpus=8, replicas=2), st.snapshot()).ok
