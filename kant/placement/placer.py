@@ -178,12 +178,20 @@ class Placer:
         on_node: dict[int, int] = {}  # slot -> pods of this job there
         capped = {r.name for r in job.roles if r.max_per_node is not None}
         role_on: dict[str, dict[int, int]] = {name: {} for name in capped}
+        # a pod-level role with a required wish: the nodes its own pods are on (its anchor)
+        kept: dict[str, set[int]] = (
+            {}
+            if job.gang
+            else {r.name: set() for r in job.roles if r.topology and r.topology.required}
+        )
         for p in state.job_pods(job.id):
             s = snap.slot_of(state.binding(p).node)
             on_node[s] = on_node.get(s, 0) + 1
             if p.role in capped:
                 mine = role_on[p.role]
                 mine[s] = mine.get(s, 0) + 1
+            if p.role in kept:
+                kept[p.role].add(s)
         by_role: dict[str, list[PodId]] = {}
         for p in todo:
             by_role.setdefault(p.role, []).append(p)
@@ -200,12 +208,15 @@ class Placer:
                         return PlacementResult(unplaced=dict.fromkeys(todo, why))
                     placed.extend(out)
                 else:
+                    anchor = kept.get(role_name)
                     for p in role_pods:
-                        one = self._place_role(job, role, [p], snap, counts)
+                        one = self._place_role(job, role, [p], snap, counts, anchor)
                         if isinstance(one, Reason):
                             unplaced[p] = one
                         else:
                             placed.extend(one)
+                            if anchor is not None:
+                                anchor.update(snap.slot_of(b.node) for b in one)
             tx.commit()
         return PlacementResult(bindings=tuple(placed), unplaced=unplaced)
 
@@ -217,25 +228,32 @@ class Placer:
     # ------------------------------------------------------------------ roles
 
     def _place_role(
-        self, job: Job, role: Role, pods: list[PodId], snap: Snapshot, counts: Counts
+        self,
+        job: Job,
+        role: Role,
+        pods: list[PodId],
+        snap: Snapshot,
+        counts: Counts,
+        anchor: set[int] | None = None,
     ) -> list[Binding] | Reason:
         """Place ``pods`` of one role (a gang role's pods together, else one pod): in its
-        candidate nodes, or next to the job's other pods for a required wish of a pod-level
-        job."""
+        candidate nodes, or, for a required wish of a pod-level job, next to the role's own
+        pods already placed (``anchor``: the nodes they are on; a wish is about the pods of
+        one role, so the job's other roles never anchor it)."""
         req = PodRequest.of(role.resources)
         cand = self._candidates(snap, role, req)
         if isinstance(cand, Reason):
             return cand
         wish = role.topology
-        if wish is not None and wish.required and counts.job and not job.gang:
+        if wish is not None and wish.required and anchor:
             if wish.tier is Tier.HBD:
-                return self._next_to_hbds(job, role, pods, snap, counts, cand, req)
-            nearby = near(snap, cand, min(counts.job), wish.tier)
+                return self._next_to_hbds(job, role, pods, snap, counts, cand, req, anchor)
+            nearby = near(snap, cand, min(anchor), wish.tier)
             got = self._place_in(job, role, pods, snap, counts, nearby, req)
             if isinstance(got, Reason) and got.code is not ReasonCode.NO_POOL:
                 return Reason(
                     code=ReasonCode.TOPOLOGY,
-                    message=f"no room in the {wish.tier.name.lower()} of the job's other pods",
+                    message=f"no room in the {wish.tier.name.lower()} of the role's other pods",
                 )
             return got
         wants_hbd = wish is not None and wish.tier is Tier.HBD
@@ -283,12 +301,14 @@ class Placer:
         counts: Counts,
         cand: Candidates,
         req: PodRequest,
+        anchor: set[int],
     ) -> list[Binding] | Reason:
-        """A later pod of a pod-level job with a required HBD wish: in the HBDs the job's
-        pods are in when one has room, else in another HBD, as a gang that outgrows one HBD
-        takes several whole HBDs (never on a node outside an HBD)."""
+        """A later pod of a pod-level role with a required HBD wish: in the HBDs the role's
+        pods are in (on the nodes ``anchor``) when one has room, else in another HBD, as a
+        gang that outgrows one HBD takes several whole HBDs (never on a node outside an
+        HBD)."""
         ids = snap.cols.hbd_id
-        mine = np.unique(ids[np.fromiter(counts.job, dtype=np.int64, count=len(counts.job))])
+        mine = np.unique(ids[np.fromiter(anchor, dtype=np.int64, count=len(anchor))])
         nearby = Candidates(cand.slots[np.isin(ids[cand.slots], mine[mine >= 0])])
         if len(nearby.slots):
             got = self._try_in(job, role, pods, snap, counts, nearby, req)

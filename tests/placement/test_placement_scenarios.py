@@ -11,7 +11,7 @@ from kant.errors import (
     UnknownPolicyError,
     UnknownTemplateError,
 )
-from kant.model import Binding, JobKind, PodId, ReasonCode, Tier
+from kant.model import Binding, Job, JobKind, PodId, ReasonCode, Resources, Role, Tier, TopologyWish
 from kant.placement import BaseStrategy, Placer, make_strategy, register_strategy, strategy_names
 from kant.state import ClusterState
 from kant.testing import ClusterBuilder, job, node
@@ -351,6 +351,29 @@ def test_a_pod_level_job_with_a_required_leaf_keeps_later_pods_in_the_first_pods
     assert why.code is ReasonCode.TOPOLOGY
 
 
+def test_a_pod_level_role_requiring_a_leaf_is_kept_next_to_its_own_pods_not_another_roles() -> None:
+    # prefill (A100, no wish) lands in lfA first; decode's leaf wish is about decode's pods
+    st = ClusterBuilder().leaf("lfA", nodes=1, model="A100").leaf("lfH", nodes=2).build()
+    serve = Job(
+        id="pd",
+        tenant="t",
+        gang=False,
+        roles=(
+            Role(name="prefill", replicas=1, resources=Resources(gpus=8), gpu_models="A100"),
+            Role(
+                name="decode",
+                replicas=2,
+                resources=Resources(gpus=8),
+                gpu_models="H100",
+                topology=TopologyWish(tier=Tier.LEAF, required=True),
+            ),
+        ),
+    )
+    res = Placer().place(serve, st.snapshot())
+    assert res.ok
+    assert leaves_of(st, tuple(b for b in res.bindings if b.pod.role == "decode")) == {"lfH"}
+
+
 def test_a_spread_role_puts_replicas_on_distinct_nodes_even_under_binpack() -> None:
     st = ClusterBuilder().leaf("lf0", nodes=3).build()
     res = Placer("ebinpack").place(
@@ -394,8 +417,6 @@ def test_an_unknown_gpu_model_is_an_unresolvable_reason_not_a_crash() -> None:
 
 
 def test_a_cross_pool_gang_places_every_role_in_its_own_pool_or_nothing() -> None:
-    from kant.model import Job, Resources, Role
-
     st = (
         ClusterBuilder()
         .leaf("lf0", nodes=1, model="H100")
