@@ -45,6 +45,7 @@ from kant.model import MILLI, Binding, Job, PodId, Reason, ReasonCode, Role, Tie
 from kant.placement.context import IntArray, PodContext, PodRequest, fit_count, fits
 from kant.placement.filters import MaxPerNode, NodeFilters
 from kant.placement.search import (
+    LEVEL,
     Candidates,
     domains,
     near,
@@ -209,8 +210,11 @@ class Placer:
                     placed.extend(out)
                 else:
                     anchor = kept.get(role_name)
+                    domain = None
+                    if anchor is not None and not anchor and len(role_pods) > 1:
+                        domain = self._first_domain(job, role, role_pods, snap, counts)
                     for p in role_pods:
-                        one = self._place_role(job, role, [p], snap, counts, anchor)
+                        one = self._place_role(job, role, [p], snap, counts, anchor, domain)
                         if isinstance(one, Reason):
                             unplaced[p] = one
                         else:
@@ -235,20 +239,30 @@ class Placer:
         snap: Snapshot,
         counts: Counts,
         anchor: set[int] | None = None,
+        domain: Candidates | None = None,
     ) -> list[Binding] | Reason:
         """Place ``pods`` of one role (a gang role's pods together, else one pod): in its
-        candidate nodes, or, for a required wish of a pod-level job, next to the role's own
-        pods already placed (``anchor``: the nodes they are on; a wish is about the pods of
-        one role, so the job's other roles never anchor it)."""
+        candidate nodes, or, for a required wish of a pod-level job, in ``domain`` (the one
+        :meth:`_first_domain` chose for the role's pods placed together) or else next to
+        the role's own pods already placed (``anchor``: the nodes they are on; a wish is
+        about the pods of one role, so the job's other roles never anchor it)."""
         req = PodRequest.of(role.resources)
         cand = self._candidates(snap, role, req)
         if isinstance(cand, Reason):
             return cand
         wish = role.topology
-        if wish is not None and wish.required and anchor:
+        if wish is not None and wish.required and (anchor or domain is not None):
             if wish.tier is Tier.HBD:
-                return self._next_to_hbds(job, role, pods, snap, counts, cand, req, anchor)
-            nearby = near(snap, cand, min(anchor), wish.tier)
+                if domain is not None:
+                    tried = self._try_in(job, role, pods, snap, counts, domain, req)
+                    if tried is not None:
+                        return tried
+                return self._next_to_hbds(job, role, pods, snap, counts, cand, req, anchor or set())
+            if domain is not None:
+                nearby = domain
+            else:
+                assert anchor  # (for mypy: the condition above)
+                nearby = near(snap, cand, min(anchor), wish.tier)
             got = self._place_in(job, role, pods, snap, counts, nearby, req)
             if isinstance(got, Reason) and got.code is not ReasonCode.NO_POOL:
                 return Reason(
@@ -270,6 +284,79 @@ class Placer:
         if tried is not None:
             return tried
         return self._place_in(job, role, pods, snap, counts, cand, req)
+
+    def _first_domain(
+        self, job: Job, role: Role, pods: list[PodId], snap: Snapshot, counts: Counts
+    ) -> Candidates | None:
+        """Where the first ``pods`` of a pod-level role with a required wish go, before any
+        of its pods is placed: the domain the tier search picks for all of them, as for a
+        gang (:meth:`_place_in`: tightest tier first, the strategy's order), so that all fit
+        when some domain can hold them; when none can, the domain of the wish's tier that
+        holds the most of them. HBD nodes only for an HBD wish (one HBD, else the fewest
+        whole HBDs). None when no domain has room for a pod (each pod then says why). The
+        pods are then placed one by one inside it. O(candidates) numpy per tier."""
+        wish = role.topology
+        assert wish is not None
+        req = PodRequest.of(role.resources)
+        cand = self._candidates(snap, role, req)
+        if isinstance(cand, Reason):
+            return None
+        if wish.tier is Tier.HBD:
+            split = cand.hbd_split(snap)
+            if split is None and snap.cols.hbd_id[cand.slots[0]] < 0:
+                return None  # no HBD node in the pools
+            cand = split[0] if split is not None else cand
+        n = len(pods)
+        ctx = PodContext(
+            snap=snap, job=job, role=role, req=req, on_node=counts.job, role_on=counts.role
+        )
+        search = cand.slots
+        if self.hooks.candidate_sets is not None:
+            sets = self._candidate_sets(ctx, cand.slots)
+            if len(sets) == 1:
+                search = sets[0][0]
+        filters = self._filters(role)
+        filters.blocked = None
+        room, _ = self._room(ctx, cand, search, n, filters, whole=False)
+        key = self.hooks.domain_key
+        for tier in tiers_for(role, n, self.hooks.topology_default):
+            for domain in domains(snap, search, room, tier, n, key, 1):
+                return Candidates(domain)
+        most = _most_in_one(snap, search, room, wish.tier)
+        for domain in domains(snap, search, room, wish.tier, most, key, 1) if most else ():
+            return Candidates(domain)
+        return None
+
+    def _room(
+        self,
+        ctx: PodContext,
+        cand: Candidates,
+        search: IntArray,
+        n: int,
+        filters: NodeFilters,
+        *,
+        whole: bool = True,
+    ) -> tuple[IntArray, Reason | None]:
+        """How many of ``n`` identical pods each node of ``search`` can take (exact per node,
+        capped at ``n``; a role's ``max_per_node`` and the node filters taken into account),
+        and, when they cannot hold all ``n``, why (the nodes short of resources, the cap or
+        the filter that took the room away). ``whole``: stop at the first of those that
+        leaves less than ``n`` (a gang fails there); else go on and give no reason."""
+        snap, req = ctx.snap, ctx.req
+        room = np.minimum(fit_count(snap, search, req), n)
+        if whole and int(room.sum()) < n:
+            return room, why_not(snap, cand.slots, req, n)
+        cap = ctx.role.max_per_node
+        if cap is not None:  # exact room per node, so domains add up right
+            left = cap - ctx.role_pods_on(search)
+            np.minimum(room, np.maximum(left, 0), out=room)
+            if whole and int(room.sum()) < n:
+                return room, why_not(snap, cand.slots, req, n, MaxPerNode.name)
+        if filters.active:
+            filters.restrict_room(ctx, search, room, n)
+            if whole and int(room.sum()) < n:
+                return room, why_not(snap, cand.slots, req, n, filters.blocked)
+        return room, None
 
     def _try_in(
         self,
@@ -385,18 +472,9 @@ class Placer:
                     return why_not(snap, cand.slots, req, n - taken, None, taken=taken)
                 return self._fill_bulk(ctx, pods, cand.slots[live], room[live])
             return self._one_by_one(ctx, pods, cand, filters)
-        room = np.minimum(fit_count(snap, search, req), n)
-        if int(room.sum()) < n:
-            return why_not(snap, cand.slots, req, n)
-        if role.max_per_node is not None:  # exact room per node, so domains add up right
-            left = role.max_per_node - ctx.role_pods_on(search)
-            np.minimum(room, np.maximum(left, 0), out=room)
-            if int(room.sum()) < n:
-                return why_not(snap, cand.slots, req, n, MaxPerNode.name)
-        if filters.active:
-            filters.restrict_room(ctx, search, room, n)
-            if int(room.sum()) < n:
-                return why_not(snap, cand.slots, req, n, filters.blocked)
+        room, short = self._room(ctx, cand, search, n, filters)
+        if short is not None:
+            return short
         key = self.hooks.domain_key
         for tier in tiers:
             for domain in domains(snap, search, room, tier, n, key, self.group_probe):
@@ -811,6 +889,23 @@ def _devices(
         got = tmpl.best_nics(gpu_mask, free_nics, req.nics) if tmpl is not None else None
         nic_mask = got if got is not None else _lowest_bits(free_nics, req.nics)
     return gpu_mask, nic_mask
+
+
+def _most_in_one(snap: Snapshot, slots: IntArray, room: IntArray, tier: Tier) -> int:
+    """The most pods one ``tier`` domain of ``slots`` can take (``room``: pods per slot):
+    the roomiest node, or the largest per-domain sum (nodes outside any such domain are in
+    none). O(len(slots))."""
+    if not slots.shape[0]:
+        return 0
+    if tier is Tier.NODE:
+        return int(room.max())
+    if tier is Tier.CLUSTER:
+        return int(room.sum())
+    ids = getattr(snap.cols, f"{LEVEL[tier]}_id")[slots]
+    valid = ids >= 0
+    if not valid.any():
+        return 0
+    return int(np.bincount(ids[valid], weights=room[valid]).max())
 
 
 def _score(strat: StrategyHooks, ctx: PodContext, slots: IntArray) -> Any:

@@ -351,6 +351,40 @@ def test_a_pod_level_job_with_a_required_leaf_keeps_later_pods_in_the_first_pods
     assert why.code is ReasonCode.TOPOLOGY
 
 
+def test_a_pod_level_job_requiring_a_leaf_starts_in_a_leaf_holding_all_its_pods() -> None:
+    # lfA's half-used node is the best fit for one pod, but only lfB holds all three
+    st = ClusterBuilder().leaf("lfA", nodes=1).leaf("lfB", nodes=2).build()
+    hold(st, "lfA-n0", (0, 1, 2, 3), "other")
+    res = Placer().place(
+        job("svc", gpus=4, replicas=3, gang=False, tier=Tier.LEAF, required=True), st.snapshot()
+    )
+    assert res.ok and leaves_of(st, res.bindings) == {"lfB"}
+
+
+def test_a_pod_level_job_requiring_a_leaf_none_can_hold_takes_the_leaf_holding_the_most() -> None:
+    st = ClusterBuilder().leaf("lfA", nodes=1).leaf("lfB", nodes=1).build()
+    hold(st, "lfA-n0", (0, 1, 2, 3), "other")  # lfA: room for one 4-GPU pod, lfB for two
+    res = Placer().place(
+        job("svc", gpus=4, replicas=3, gang=False, tier=Tier.LEAF, required=True), st.snapshot()
+    )
+    assert nodes_of(res.bindings) == ["lfB-n0", "lfB-n0"]
+    (why,) = res.unplaced.values()
+    assert why.code is ReasonCode.TOPOLOGY
+
+
+def test_a_pod_level_job_requiring_an_hbd_starts_in_one_hbd_holding_all_its_pods() -> None:
+    b = ClusterBuilder()
+    for k in range(3):
+        hbd = "hbd0" if k < 1 else "hbd1"
+        b.add(node(f"h{k}", leaf="lf0", spine="sp0", superspine="ss0", hbd=hbd))
+    st = b.build()
+    hold(st, "h0", (0, 1, 2, 3), "other")  # hbd0's node: the best fit for one pod only
+    res = Placer().place(
+        job("ep", gpus=4, replicas=3, gang=False, tier=Tier.HBD, required=True), st.snapshot()
+    )
+    assert res.ok and set(nodes_of(res.bindings)) <= {"h1", "h2"}
+
+
 def test_a_pod_level_role_requiring_a_leaf_is_kept_next_to_its_own_pods_not_another_roles() -> None:
     # prefill (A100, no wish) lands in lfA first; decode's leaf wish is about decode's pods
     st = ClusterBuilder().leaf("lfA", nodes=1, model="A100").leaf("lfH", nodes=2).build()
