@@ -19,9 +19,10 @@ placed pod, and a typed :class:`Reason` for every pod it could not place.
   its pods (exact per-node fit counts, summed per domain), in the strategy's order, and above
   the leaf tier the fewest leaves of the domain. A *required* wish stops at its tier.
 * **Devices**: whole GPUs come from the node template's best-linked free set (NVLink > PCIe
-  switch > NUMA > cross-NUMA), NICs are the free ones nearest those GPUs, fractional shares go
-  to the fullest device that still fits. Unhealthy devices are never candidates (the snapshot
-  shows them as not free).
+  switch > NUMA > cross-NUMA), NICs are the free ones nearest those GPUs (a NIC on each of
+  their PCIe switches before a second on one), fractional shares go to the fullest device
+  that still fits. Unhealthy devices are never candidates (the snapshot shows them as not
+  free).
 
 Where the Placer looks (candidate sets, tiers, domains, the best-fit index) is in
 :mod:`kant.placement.search`; the strategy is read through

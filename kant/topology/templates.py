@@ -429,7 +429,8 @@ class NodeTemplate:
         (the paper's intra-node rule). Of the GPU sets linked as well as the one
         :meth:`best_gpu_set` picks (the same worst and summed pairwise link rank), the one
         whose :meth:`best_nics` are nearest to it (the summed rank of each NIC to its
-        nearest chosen GPU, then more of them behind the chosen GPUs' PCIe switches), then
+        nearest chosen GPU, then more of the chosen GPUs with a NIC on their own PCIe
+        switch, then more of them behind the NICs' switches), then
         :meth:`best_gpu_set`'s order. So a NIC already taken on a switch moves the pod to
         an equally linked set on a switch whose NICs are free; the GPU links never get
         worse for it.
@@ -462,7 +463,7 @@ class NodeTemplate:
         if not k or not n or k == len(free) or math.comb(len(free), k) > _EXHAUSTIVE_LIMIT:
             return gpus, nics
         links = self._link_key(gpus)
-        best: tuple[tuple[int, int], tuple[int, ...], int] | None = None
+        best: tuple[tuple[int, int, int], tuple[int, ...], int] | None = None
         for key in self._gpu_set_keys(free, k):
             if (key[0], key[1]) != links:
                 continue
@@ -486,17 +487,20 @@ class NodeTemplate:
                 worst = max(worst, r)
         return worst, total
 
-    def _nic_cost(self, gpu_mask: int, nic_mask: int) -> tuple[int, int]:
+    def _nic_cost(self, gpu_mask: int, nic_mask: int) -> tuple[int, int, int]:
         """How far the NICs of ``nic_mask`` are from the GPUs of ``gpu_mask`` (smaller is
         nearer): the summed rank of each NIC to its nearest GPU, then minus how many of the
-        GPUs share each NIC's PCIe switch."""
+        GPUs have a NIC on their own PCIe switch, then minus how many of the GPUs share each
+        NIC's PCIe switch."""
         rows, local = self._derived.nic_rows, self._derived.nic_switch_gpus
         gpus = _bits(gpu_mask)
-        rank = near = 0
+        rank = near = covered = 0
         for j in _bits(nic_mask):
             rank += min((rows[g][j] for g in gpus), default=_WORST)
-            near += (local[j] & gpu_mask).bit_count()
-        return rank, -near
+            here = local[j] & gpu_mask
+            near += here.bit_count()
+            covered |= here
+        return rank, -covered.bit_count(), -near
 
     # ----------------------------------------------------------------- NIC choice
 
@@ -504,11 +508,14 @@ class NodeTemplate:
         """Choose ``n`` free NICs (set bits of ``free_nic_mask``) nearest the GPUs of
         ``gpu_mask``.
 
-        Each free NIC is ranked by its best :attr:`nic_rank` to any chosen GPU, then by how
-        many chosen GPUs sit behind its PCIe switch (more first), then by index. Returns the
+        NICs are taken one at a time, each the best by: its best :attr:`nic_rank` to any
+        chosen GPU; then, for a NIC on a chosen GPU's PCIe switch, how many NICs were taken
+        on that switch already (fewer first: a switch of the chosen GPUs with no NIC yet
+        gets one before a second NIC goes to one switch); then how many chosen GPUs sit
+        behind its switch (more first); then its index. Returns the
         NIC mask, ``0`` for ``n == 0``, or ``None`` when fewer than ``n`` NICs are free. With
         an empty ``gpu_mask`` the lowest free NICs are taken. Memoised per argument triple;
-        O(NIC · G) on a miss.
+        O(NIC · (G + n)) on a miss.
 
         Raises :class:`~kant.errors.InvalidTopologyError` for masks with bits beyond the
         template's devices or a negative ``n``.
@@ -543,12 +550,24 @@ class NodeTemplate:
         gpus = _bits(gpu_mask)
         rows = self._derived.nic_rows
         local = self._derived.nic_switch_gpus
+        # per free NIC: its rank to the nearest chosen GPU, and the chosen GPUs behind its
+        # switch (0 when none; distinct switches hold distinct GPUs, so it names the switch)
+        left = [
+            (min((rows[g][j] for g in gpus), default=_WORST), local[j] & gpu_mask, j) for j in free
+        ]
+        taken: dict[int, int] = {}  # a chosen GPUs' switch -> NICs taken on it so far
 
-        def rank(j: int) -> tuple[int, int, int]:
-            nearest = min((rows[g][j] for g in gpus), default=_WORST)
-            return (nearest, -(local[j] & gpu_mask).bit_count(), j)
+        def rank(c: tuple[int, int, int]) -> tuple[int, int, int, int]:
+            return c[0], taken.get(c[1], 0), -c[1].bit_count(), c[2]
 
-        return _mask_of(sorted(free, key=rank)[:n])
+        mask = 0
+        for _ in range(n):
+            best = min(left, key=rank)
+            left.remove(best)
+            if best[1]:  # (NICs off the chosen GPUs' switches are not counted)
+                taken[best[1]] = taken.get(best[1], 0) + 1
+            mask |= 1 << best[2]
+        return mask
 
     # ----------------------------------------------------------------- graph
 

@@ -87,6 +87,16 @@ def test_a_pod_asking_gpus_and_nics_gets_gpus_whose_switch_has_the_free_nics() -
     assert [(x.gpus, x.nics) for x in many] == [((2, 3), (2, 3)), ((4, 5), (4, 5))]
 
 
+@pytest.mark.parametrize("template", ["dgx-8gpu", "pcie-8gpu"])
+def test_a_pod_asking_4_gpus_and_2_nics_gets_a_nic_on_each_pcie_switch_of_its_gpus(
+    template: str,
+) -> None:
+    st = ClusterState([node("n0", template=template, nics=8)])
+    (b,) = Placer().place(job("pod", gpus=4, nics=2), st.snapshot()).bindings
+    assert b.gpus == (0, 1, 2, 3)  # PCIe switches 0 and 1
+    assert b.nics == (0, 2)  # NIC 0 on switch 0, NIC 2 on switch 1 (not NICs 0 and 1)
+
+
 def test_a_one_gpu_pod_takes_a_lone_gpu_rather_than_breaking_a_free_pair() -> None:
     st = ClusterState([node("p0", template="pcie-8gpu", nics=8)])
     hold(st, "p0", (0, 1, 2, 4, 5), "most")  # GPU 3 is alone on switch 1; 6,7 form a pair

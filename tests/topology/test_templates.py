@@ -211,8 +211,11 @@ def test_sixty_four_gpu_node_answers_big_requests_quickly():
     [
         (mask(2, 3), 0xFF, 2, mask(2, 3)),
         (mask(2, 3), 0xFF, 1, mask(2)),
-        (mask(0, 2), 0xFF, 2, mask(0, 1)),
-        (mask(0, 2, 3), 0xFF, 2, mask(2, 3)),
+        (mask(0, 2), 0xFF, 2, mask(0, 2)),
+        (mask(0, 2, 3), 0xFF, 1, mask(2)),
+        (mask(0, 2, 3), 0xFF, 2, mask(0, 2)),
+        (mask(0, 2, 3), 0xFF, 3, mask(0, 2, 3)),
+        (mask(0, 1, 2, 3), 0xFF & ~mask(2), 2, mask(0, 3)),
         (mask(2, 3), 0xFF & ~mask(2, 3), 2, mask(0, 1)),
         (mask(6), mask(0, 5), 1, mask(5)),
         (mask(6), mask(0, 1), 1, mask(0)),
@@ -222,8 +225,11 @@ def test_sixty_four_gpu_node_answers_big_requests_quickly():
     ids=[
         "gpus under switch 1 get the nics of switch 1",
         "one nic for gpus under switch 1 is the first of switch 1",
-        "gpus on two switches get the nics of the lower switch first",
+        "gpus on two switches get a nic on each switch",
         "the switch hosting more of the gpus wins",
+        "each switch of the gpus gets a nic before one gets a second",
+        "a second nic goes to the switch hosting more of the gpus",
+        "a switch whose first nic is busy still gets its second",
         "busy switch nics fall back to the same numa domain",
         "a same numa nic beats a cross numa one",
         "a cross numa nic is used when nothing closer is free",
@@ -233,6 +239,30 @@ def test_sixty_four_gpu_node_answers_big_requests_quickly():
 )
 def test_best_nics_scenarios(gpus, free_nics, n, want):
     assert dgx_8gpu().best_nics(gpus, free_nics, n) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    template=st.sampled_from(["pcie-8gpu", "dgx-8gpu"]),
+    gpus=st.integers(1, ALL8),
+    free_nics=st.integers(0, ALL8),
+    n=st.integers(1, 8),
+)
+def test_best_nics_never_puts_two_nics_on_a_switch_of_the_gpus_while_another_has_none_free(
+    template: str, gpus: int, free_nics: int, n: int
+) -> None:
+    t = get_template(template)
+    got = t.best_nics(gpus, free_nics, n)
+    if got is None:
+        assert free_nics.bit_count() < n
+        return
+    switch = [(s.numa, s.pcie_switch) for s in t.nics]
+    mine = {(t.gpus[g].numa, t.gpus[g].pcie_switch) for g in range(8) if gpus >> g & 1}
+    taken = [switch[j] for j in range(8) if got >> j & 1]
+    free_left = {switch[j] for j in range(8) if (free_nics & ~got) >> j & 1}
+    doubled = {sw for sw in mine if taken.count(sw) >= 2}
+    starved = {sw for sw in mine if taken.count(sw) == 0 and sw in free_left}
+    assert not (doubled and starved)
 
 
 def test_best_nics_is_none_when_too_few_nics_are_free():
@@ -257,6 +287,8 @@ def test_best_nics_rejects_a_nic_mask_beyond_the_nics():
         (mask(0, 1, 2, 4), mask(2, 4), 2, 2, (mask(0, 1), mask(2, 4))),
         # every NIC free: the GPU set best_gpu_set picks, and its NICs
         (ALL8, ALL8, 2, 2, (mask(0, 1), mask(0, 1))),
+        # NICs 2, 3 taken: of the equally linked halves, the one where each switch gets a NIC
+        (ALL8, ALL8 & ~mask(2, 3), 4, 2, (mask(4, 5, 6, 7), mask(4, 6))),
         # no NIC asked: best_gpu_set's choice
         (ALL8, 0b11111100, 2, 0, (mask(0, 1), 0)),
     ],
