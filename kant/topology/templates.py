@@ -55,13 +55,18 @@ __all__ = [
 
 _EXHAUSTIVE_LIMIT: Final = 512
 """best_gpu_set enumerates every candidate set when there are at most this many (always the
-case for templates of up to 8 GPUs, C(8, 4) = 70); beyond it a greedy search is used."""
+case for templates of up to 8 GPUs, C(8, 4) = 70); beyond it a dynamic program over the link
+hierarchy (links that nest) or a greedy search is used."""
 
 _MEMO_LIMIT: Final = 1 << 16
 """A memo table is cleared when it reaches this many entries, bounding memory on 64-GPU
 templates; 8-GPU templates never get near it for best_gpu_set."""
 
 _WORST: Final = int(LinkKind.CROSS_NUMA)
+
+_KEY_FIELD: Final = 16
+"""Bits per field of :meth:`NodeTemplate._tree_gpu_set`'s packed key (link sum, host sum and
+the row terms stay below 2**16 for 64 GPUs)."""
 
 
 # --------------------------------------------------------------------------- validators
@@ -129,6 +134,7 @@ class _Derived:
         "nic_rows",
         "nic_switch_gpus",
         "run_memo",
+        "tree",
     )
 
     def __init__(self, gpus: tuple[GpuSlot, ...], nics: tuple[NicSlot, ...]) -> None:
@@ -166,10 +172,64 @@ class _Derived:
             )
             for nj in nics
         ]
+        self.tree = _link_tree(self.link_rows, self.host_rows)
         self.gpu_memo: dict[tuple[int, int], int | None] = {}
         self.run_memo: dict[tuple[int, int, int], tuple[tuple[int, ...], int] | None] = {}
         self.nic_memo: dict[tuple[int, int, int], int | None] = {}
         self.dev_memo: dict[tuple[int, int, int, int], tuple[int, int] | None] = {}
+
+
+_Tree = tuple[tuple[int, tuple[int, ...], int, int], ...]
+"""A template's link hierarchy (:func:`_link_tree`): nodes in post-order (children before
+their parent, the root last), each ``(gpu, children, link, host)``: a leaf is one GPU
+(``gpu`` >= 0, no children); a group (``gpu`` = -1) joins its children, any two GPUs of two
+different children being linked at exactly ``link`` and ``host`` rank."""
+
+
+def _link_tree(link: list[list[int]], host: list[list[int]]) -> _Tree | None:
+    """The GPUs' link hierarchy when their links nest, else None.
+
+    Links nest when, ranking pairs by (link rank, host rank), the GPUs closer than some rank
+    to one GPU are all that close to each other (an ultrametric: PCIe switches inside NUMA
+    domains, NVLink islands made of whole switches or inside one, ...): the GPUs then form a
+    tree of groups, every pair of GPUs from two sibling groups linked alike.
+    O(G² · depth) once per template."""
+    nodes: list[tuple[int, tuple[int, ...], int, int]] = []
+
+    def dist(a: int, b: int) -> int:
+        return link[a][b] * 8 + host[a][b]  # (link, host) in lexicographic order
+
+    def build(members: list[int]) -> int | None:
+        if len(members) == 1:
+            nodes.append((members[0], (), 0, 0))
+            return len(nodes) - 1
+        top = max(dist(a, b) for a, b in itertools.combinations(members, 2))
+        groups: list[list[int]] = []
+        for g in members:
+            for group in groups:
+                if dist(g, group[0]) < top:
+                    group.append(g)
+                    break
+            else:
+                groups.append([g])
+        for i, group in enumerate(groups):
+            if any(dist(a, b) >= top for a, b in itertools.combinations(group, 2)):
+                return None
+            for other in groups[i + 1 :]:
+                if any(dist(a, b) != top for a in group for b in other):
+                    return None
+        children = []
+        for group in groups:
+            child = build(group)
+            if child is None:
+                return None
+            children.append(child)
+        nodes.append((-1, tuple(children), top // 8, top % 8))
+        return len(nodes) - 1
+
+    if not link or build(list(range(len(link)))) is None:
+        return None
+    return tuple(nodes)
 
 
 def _host_kind(numa_a: int, sw_a: int, numa_b: int, sw_b: int) -> int:
@@ -269,11 +329,13 @@ class NodeTemplate:
         6. the mask value.
 
         Exact (every candidate set is scored) when there are at most 512 candidate sets, which
-        is always the case for templates of up to 8 GPUs. Otherwise a greedy search grows a set
-        from every free seed GPU, adding the GPU with the best links to the set so far, and
-        keeps the best grown set by the same criteria: O(F² · k) with F free GPUs, vectorised.
-        Results are memoised per ``(free_mask, k)``, so a repeated question costs one dict
-        lookup.
+        is always the case for templates of up to 8 GPUs. Beyond that, exact too when the
+        template's links nest (:func:`_link_tree`): a dynamic program over its link hierarchy,
+        O(G · k) (:meth:`_tree_gpu_set`). Otherwise a greedy search grows a set from every
+        free seed GPU, adding the GPU with the best links to the set so far, and keeps the
+        best grown set by the same criteria: O(F² · k) with F free GPUs, vectorised, not
+        exact. Results are memoised per ``(free_mask, k)``, so a repeated question costs one
+        dict lookup.
 
         Raises :class:`~kant.errors.InvalidTopologyError` if ``free_mask`` has bits beyond the
         template's GPUs or ``k`` is negative.
@@ -331,6 +393,9 @@ class NodeTemplate:
             return free_mask
         if math.comb(len(free), k) <= _EXHAUSTIVE_LIMIT:
             return self._exhaustive_gpu_set(free, k)
+        tree = self._derived.tree
+        if tree is not None:
+            return self._tree_gpu_set(tree, free, k)
         return self._greedy_gpu_set(free, k)
 
     def _exhaustive_gpu_set(self, free: Sequence[int], k: int) -> int:
@@ -364,6 +429,57 @@ class NodeTemplate:
             link_left = link_total + link_sum - sum(link_row[c] for c in combo)
             host_left = host_total + host_sum - sum(host_row[c] for c in combo)
             yield (worst, link_sum, host_sum, link_left, host_left, _mask_of(combo))
+
+    def _tree_gpu_set(self, tree: _Tree, free: Sequence[int], k: int) -> int:
+        """:meth:`best_gpu_set`'s exact answer on a template whose links nest, by dynamic
+        programming over its link hierarchy: per group, the best key of taking ``j`` of its
+        free GPUs, for every ``j <= k``, from its children's (two children's parts add up,
+        plus ``a * b`` pairs across them at the group's ranks). The key is packed in one int
+        that adds up over disjoint parts: link sum, host sum, the two row-sum terms of
+        criteria 4 and 5 (with the link and host sums fixed, fewer ranks left among the
+        other free GPUs = larger row sums taken), the mask. The worst link of a set is the
+        rank of the lowest group holding it, so each group's best is a candidate with the
+        group's link rank first (a set inside one child is also that child's candidate,
+        with its lower rank). O(G · k) additions."""
+        link, host = self._derived.link_rows, self._derived.host_rows
+        free_set = set(free)
+        w = _KEY_FIELD
+        row_cap = _WORST * len(link) + 1  # > any row sum
+        mask_bits = MAX_GPUS_PER_NODE
+        tables: list[list[int]] = []
+        best: tuple[int, int] | None = None
+        for gpu, children, link_at, host_at in tree:
+            if gpu >= 0:
+                if gpu not in free_set:
+                    table = [0]
+                else:
+                    lrow = sum(link[gpu][h] for h in free)
+                    hrow = sum(host[gpu][h] for h in free)
+                    leaf = ((((row_cap - lrow) << w) + row_cap - hrow) << mask_bits) + (1 << gpu)
+                    table = [0, leaf]
+                    if k == 1 and (best is None or (0, leaf) < best):
+                        best = (0, leaf)  # (one GPU: no link at all)
+                tables.append(table)
+                continue
+            cross = ((link_at << w) + host_at) << (2 * w + mask_bits)
+            table = tables[children[0]]
+            for c in children[1:]:
+                other = tables[c]
+                size = min(k, len(table) + len(other) - 2)
+                merged: list[int | None] = [None] * (size + 1)
+                for a, ka in enumerate(table):
+                    for b in range(min(len(other) - 1, size - a) + 1):
+                        v = ka + other[b] + a * b * cross
+                        cur = merged[a + b]
+                        if cur is None or v < cur:
+                            merged[a + b] = v
+                table = [v for v in merged if v is not None]
+            tables.append(table)
+            if len(table) > k and (best is None or (link_at, table[k]) < best):
+                best = (link_at, table[k])
+        if best is None:  # (1 < k < free GPUs: the root holds k)
+            raise InvariantError(f"NodeTemplate {self.name}: no {k}-GPU set of {free} found")
+        return best[1] & ((1 << mask_bits) - 1)
 
     def _greedy_gpu_set(self, free: Sequence[int], k: int) -> int:
         idx = np.asarray(free, dtype=np.intp)

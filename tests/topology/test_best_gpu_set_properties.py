@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kant.model import LinkKind
-from kant.topology import GpuSlot, NodeTemplate, dgx_8gpu, pcie_8gpu
+from kant.topology import GpuSlot, NodeTemplate, dgx_8gpu, pcie_8gpu, pcie_node
 
 
 def rank(a: GpuSlot, b: GpuSlot, *, nvlink: bool = True) -> int:
@@ -104,6 +104,67 @@ def test_best_gpu_set_on_sixteen_nested_gpus_reaches_the_best_worst_link(nvlink,
     assert got is not None and got & ~free_mask == 0 and got.bit_count() == k
     chosen = tuple(g for g in range(16) if got >> g & 1)
     assert max(pair_ranks(t, chosen), default=0) == best_reachable_worst_link(t, free, k)
+
+
+def nvlink_pairs_of_switches() -> NodeTemplate:
+    """16 GPUs: 2 NUMA domains of 4 PCIe switches (2 GPUs each), an NVLink domain per pair
+    of switches."""
+    return NodeTemplate(
+        name="nvlink-pairs-16gpu",
+        gpus=tuple(
+            GpuSlot(numa=g // 8, pcie_switch=(g % 8) // 2, nvlink_domain=g // 4) for g in range(16)
+        ),
+    )
+
+
+nested_sixteen_gpu_templates = st.sampled_from(
+    [
+        pcie_node("pcie-16gpu", 16),
+        nested_sixteen_gpu_template(True),
+        nested_sixteen_gpu_template(False),
+        nvlink_pairs_of_switches(),
+    ]
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(t=nested_sixteen_gpu_templates, busy=st.sets(st.integers(0, 15), max_size=6), data=st.data())
+def test_best_gpu_set_on_sixteen_nested_gpus_is_the_exhaustive_answer_beyond_512_sets(
+    t: NodeTemplate, busy: set[int], data: st.DataObject
+) -> None:
+    free = [g for g in range(16) if g not in busy]
+    k = data.draw(st.integers(1, len(free)))
+    free_mask = sum(1 << g for g in free)
+    # every documented criterion, the mask included, whichever search answers
+    assert t.best_gpu_set(free_mask, k) == t._exhaustive_gpu_set(free, k)
+
+
+@settings(max_examples=150, deadline=None)
+@given(t=eight_gpu_templates, free_mask=st.integers(0, 0xFF), data=st.data())
+def test_the_search_over_a_link_hierarchy_matches_brute_force_on_any_nested_template(
+    t: NodeTemplate, free_mask: int, data: st.DataObject
+) -> None:
+    # (on 8 GPUs best_gpu_set never needs it: asked directly, on every shape that nests)
+    tree = t._derived.tree
+    free = [g for g in range(8) if free_mask >> g & 1]
+    if tree is None or len(free) < 2:
+        return
+    k = data.draw(st.integers(1, len(free) - 1))
+    assert t._tree_gpu_set(tree, free, k) == brute_force(t, free_mask, k)
+
+
+def test_a_template_whose_links_do_not_nest_still_gets_a_free_set_of_the_size_asked() -> None:
+    # NVLink islands straddling the NUMA domains: no link hierarchy, the greedy search runs
+    t = NodeTemplate(
+        name="straddling-16gpu",
+        gpus=tuple(
+            GpuSlot(numa=g // 8, pcie_switch=g // 2, nvlink_domain=(g + 4) // 8 % 2)
+            for g in range(16)
+        ),
+    )
+    assert t._derived.tree is None
+    got = t.best_gpu_set(0xFFFF & ~0b1001, 6)
+    assert got is not None and got.bit_count() == 6 and got & 0b1001 == 0
 
 
 def best_reachable_worst_link(t: NodeTemplate, free: list[int], k: int) -> int:

@@ -191,6 +191,13 @@ def test_sixteen_gpu_node_keeps_an_eight_gpu_pod_inside_one_nvlink_island():
     assert got & 0x00FF == got or got & 0xFF00 == got
 
 
+def test_a_4_gpu_pod_on_a_16_gpu_pcie_node_takes_two_whole_switches_over_three_partial_ones():
+    # GPUs 4, 6 and 10 busy: 715 candidate sets, beyond the exhaustive search. GPUs 0-3 (two
+    # whole switches, link sum 16) beat 0, 1, 5, 7 (three switches, 17), same worst link.
+    t = pcie_node("pcie-16gpu-test", 16)
+    assert t.best_gpu_set(0xFFFF & ~mask(4, 6, 10), 4) == mask(0, 1, 2, 3)
+
+
 def test_sixty_four_gpu_node_answers_big_requests_quickly():
     t = pcie_node("pcie-64gpu-test", 64, 64)
     start = time.perf_counter()
