@@ -105,6 +105,10 @@ class PlacementResult:
         return next(iter(self.unplaced.values()), None)
 
 
+_NOT_AT_TIER = Reason(code=ReasonCode.TOPOLOGY, message="no domain of the tier holds them")
+"""What a placement restricted to one tier says when it finds nothing (its caller goes on)."""
+
+
 class Placer:
     """Places jobs on a snapshot with one strategy and optional node filters.
 
@@ -278,8 +282,16 @@ class Placer:
         if split is None:
             return self._place_in(job, role, pods, snap, counts, cand, req)
         # HBD granularity: a job asking for an HBD tries the HBD nodes first; any other job
-        # tries the nodes outside HBDs first
+        # tries the nodes outside HBDs first, tier by tier: at each tier but the last, the
+        # nodes outside HBDs, then all of them, before a wider tier (one leaf with HBD nodes
+        # before plain nodes under two spines)
         in_hbd, outside = split
+        if not wants_hbd and (len(pods) > 1 or wish is not None):
+            for tier in tiers_for(role, len(pods), self.hooks.topology_default)[:-1]:
+                for some in (outside, cand):
+                    tried = self._try_in(job, role, pods, snap, counts, some, req, only=tier)
+                    if tried is not None:
+                        return tried
         first = in_hbd if wants_hbd else outside
         tried = self._try_in(job, role, pods, snap, counts, first, req)
         if tried is not None:
@@ -368,12 +380,14 @@ class Placer:
         counts: Counts,
         some: Candidates,
         req: PodRequest,
+        only: Tier | None = None,
     ) -> list[Binding] | None:
-        """:meth:`_place_in` on ``some`` of the candidates, tried first: its bindings, or
-        None with the snapshot and ``counts`` as they were (the caller tries wider)."""
+        """:meth:`_place_in` on ``some`` of the candidates (at the tier ``only``), tried
+        first: its bindings, or None with the snapshot and ``counts`` as they were (the
+        caller tries wider)."""
         before = counts.save()
         with snap.transaction() as tx:
-            got = self._place_in(job, role, pods, snap, counts, some, req)
+            got = self._place_in(job, role, pods, snap, counts, some, req, only)
             if not isinstance(got, Reason):
                 tx.commit()
                 return got
@@ -441,9 +455,12 @@ class Placer:
         counts: Counts,
         cand: Candidates,
         req: PodRequest,
+        only: Tier | None = None,
     ) -> list[Binding] | Reason:
         """Place identical ``pods`` among ``cand``: one by one when there is no tier search,
-        else the tiers tightest first, each domain in a transaction of its own.
+        else the tiers tightest first, each domain in a transaction of its own. With
+        ``only``, that tier's domains alone (a reason when it is not searched or none holds
+        the pods: the caller goes on).
 
         With a strategy's ``candidate_sets`` the pods' room per domain is known only when the
         first pod gets one set (the tier search then runs on it); with several (E-Spread's
@@ -464,6 +481,10 @@ class Placer:
                 search = sets[0][0]
             elif role.topology is None:
                 tiers = []
+        if only is not None:
+            if only not in tiers:
+                return _NOT_AT_TIER
+            tiers = [only]
         if not tiers:
             if self._bulk(ctx, self.hooks, filters) and not self.hooks.two_level:
                 room = fit_count(snap, cand.slots, req)
@@ -486,6 +507,8 @@ class Placer:
                         tx.commit()
                         return got
                 counts.restore(before)  # the attempt was rolled back, so are its pods
+        if only is not None:
+            return _NOT_AT_TIER
         wish = role.topology
         if wish is None or not wish.required:  # the CLUSTER tier fits unless filters say no
             if self.hooks.candidate_sets is not None:  # (or the sets change pod by pod)

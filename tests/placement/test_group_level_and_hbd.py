@@ -74,6 +74,26 @@ def test_jobs_without_an_hbd_wish_stay_off_hbd_nodes_while_other_nodes_can_hold_
     assert res.ok and state.node(res.bindings[0].node).hbd is not None
 
 
+def test_a_gang_without_an_hbd_wish_takes_hbd_nodes_in_one_leaf_before_plain_nodes_apart() -> None:
+    # lfA: two free HBD nodes; lfB (spine sp0) and lfC (spine sp1): one plain node each. A
+    # 2-node gang (E-Binpack's default LEAF tier, or a preferred LEAF wish) belongs in lfA:
+    # a tighter tier comes before keeping HBD nodes free
+    specs = [
+        node("a-n0", leaf="lfA", spine="sp0", superspine="ss0", hbd="h0"),
+        node("a-n1", leaf="lfA", spine="sp0", superspine="ss0", hbd="h0"),
+        node("b-n0", leaf="lfB", spine="sp0", superspine="ss0"),
+        node("c-n0", leaf="lfC", spine="sp1", superspine="ss0"),
+    ]
+    state = ClusterState(specs)
+    for tier in (None, Tier.LEAF):
+        res = Placer().place(job("g", gpus=8, replicas=2, tier=tier), state.snapshot())
+        assert sorted(b.node for b in res.bindings) == ["a-n0", "a-n1"]
+    # a leaf of plain nodes that holds it still comes first
+    specs.append(node("b-n1", leaf="lfB", spine="sp0", superspine="ss0"))
+    res = Placer().place(job("g", gpus=8, replicas=2), ClusterState(specs).snapshot())
+    assert sorted(b.node for b in res.bindings) == ["b-n0", "b-n1"]
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(state=clusters(), data=st.data())
 def test_the_group_probe_shortcut_never_changes_where_a_pod_goes(
