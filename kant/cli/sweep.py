@@ -167,8 +167,12 @@ def _summary_json(summary: Any) -> dict[str, Any]:
 
 def report_folder(store: Path) -> Path:
     """The default folder of a store's report: the store without its extension
-    (``grid.jsonl``: ``grid``), or ``STORE-report`` for a store without one."""
-    return store.with_suffix("") if store.suffix else store.with_name(f"{store.name}-report")
+    (``grid.jsonl``: ``grid``), or ``STORE-report`` for a store without one or when that
+    name is a file already (a grid named ``sweep`` beside its store ``sweep.jsonl``)."""
+    plain = store.with_suffix("")
+    if store.suffix and not (plain.exists() and not plain.is_dir()):
+        return plain
+    return store.with_name(f"{store.name}-report")
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -188,9 +192,10 @@ def _report(args: argparse.Namespace) -> int:
     if store.unreadable:
         print(f"({store.unreadable} unreadable line(s) skipped)", file=sys.stderr)
     out = Path(args.out) if args.out else report_folder(store.path)
+    option = "--out" if args.out else "report folder"
     if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out}: cannot write the report: a file, not a folder")
-    with writing("--out", out, after_run=False):
+        raise UsageError(f"{option} {out}: cannot write the report: a file, not a folder")
+    with writing(option, out, after_run=False):
         files, hint = write_sweep_report(records, out, plots=not args.no_plots)
     if hint:
         print(hint, file=sys.stderr)

@@ -105,6 +105,11 @@ class PlacementResult:
         return next(iter(self.unplaced.values()), None)
 
 
+def _holds(snap: Snapshot, slots: IntArray, req: PodRequest, n: int) -> bool:
+    """Can the nodes ``slots`` take ``n`` pods of ``req`` between them? O(len(slots))."""
+    return int(np.minimum(fit_count(snap, slots, req), n).sum()) >= n
+
+
 _NOT_AT_TIER = Reason(code=ReasonCode.TOPOLOGY, message="no domain of the tier holds them")
 """What a placement restricted to one tier says when it finds nothing (its caller goes on)."""
 
@@ -268,6 +273,11 @@ class Placer:
             else:
                 assert anchor  # (for mypy: the condition above)
                 nearby = near(snap, cand, min(anchor), wish.tier)
+            split = nearby.hbd_split(snap)  # (not an HBD wish: outside HBDs first)
+            if split is not None:
+                tried = self._try_in(job, role, pods, snap, counts, split[1], req)
+                if tried is not None:
+                    return tried
             got = self._place_in(job, role, pods, snap, counts, nearby, req)
             if isinstance(got, Reason) and got.code is not ReasonCode.NO_POOL:
                 return Reason(
@@ -286,12 +296,18 @@ class Placer:
         # nodes outside HBDs, then all of them, before a wider tier (one leaf with HBD nodes
         # before plain nodes under two spines)
         in_hbd, outside = split
-        if not wants_hbd and (len(pods) > 1 or wish is not None):
-            for tier in tiers_for(role, len(pods), self.hooks.topology_default)[:-1]:
-                for some in (outside, cand):
-                    tried = self._try_in(job, role, pods, snap, counts, some, req, only=tier)
-                    if tried is not None:
-                        return tried
+        n = len(pods)
+        if not wants_hbd and n > 1:
+            tiers = tiers_for(role, n, self.hooks.topology_default)[:-1]
+            # (no tier holds them when the candidates together cannot: the calls below
+            # then say why; the nodes outside HBDs are skipped when they cannot)
+            if tiers and _holds(snap, cand.slots, req, n):
+                sets = (outside, cand) if _holds(snap, outside.slots, req, n) else (cand,)
+                for tier in tiers:
+                    for some in sets:
+                        tried = self._try_in(job, role, pods, snap, counts, some, req, only=tier)
+                        if tried is not None:
+                            return tried
         first = in_hbd if wants_hbd else outside
         tried = self._try_in(job, role, pods, snap, counts, first, req)
         if tried is not None:
@@ -332,7 +348,15 @@ class Placer:
         filters.blocked = None
         room, _ = self._room(ctx, cand, search, n, filters, whole=False)
         key = self.hooks.domain_key
+        # a wish other than HBD: at each tier a domain of nodes outside HBDs first, as a
+        # gang role's tier search does (Placer._place_role)
+        plain = snap.cols.hbd_id[search] < 0 if wish.tier is not Tier.HBD else None
+        if plain is not None and plain.all():
+            plain = None
         for tier in tiers_for(role, n, self.hooks.topology_default):
+            if plain is not None:
+                for domain in domains(snap, search[plain], room[plain], tier, n, key, 1):
+                    return Candidates(domain)
             for domain in domains(snap, search, room, tier, n, key, 1):
                 return Candidates(domain)
         most = _most_in_one(snap, search, room, wish.tier)

@@ -40,7 +40,8 @@ def find_victims(
        spared under that rule may do alone).
 
     Cost: O(k) removals and O(log k) placements for step 1, O(m log k) placements for step 2
-    (k candidates tried, m victims kept)."""
+    (k candidates tried, m victims kept), plus, once a reclaim is spared, one placement per
+    kept victim for each pass that spares another reclaim, and one minimisation afresh."""
     chosen = _greedy(candidates, eligible, whatif)
     if chosen is None:
         return None
@@ -130,13 +131,13 @@ def _minimise(
         # such a rule the fit only gets easier with more removed, and a victim kept once
         # stays needed. Again until nothing more is spared.
         lifted = getattr(whatif, "needs_nominal", None)
-        while lifted is not None and any(lifted(chosen[i][0]) for i in spared):
-            before = len(spared)
+        fresh = set(spared)  # spared since the kept victims were last tried
+        while lifted is not None and any(lifted(chosen[i][0]) for i in fresh):
+            before = set(spared)
             for i in order:
                 if i not in spared:
                     spare([i], False)
-            if len(spared) == before:
-                break
+            fresh = spared - before
         bindings = whatif.place() if whatif.ready() else None
     if bindings is None:  # cannot happen: the same set fitted above
         return None

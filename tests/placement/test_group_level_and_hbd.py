@@ -94,6 +94,18 @@ def test_a_gang_without_an_hbd_wish_takes_hbd_nodes_in_one_leaf_before_plain_nod
     assert sorted(b.node for b in res.bindings) == ["b-n0", "b-n1"]
 
 
+def test_a_pod_level_role_requiring_a_leaf_keeps_off_hbd_nodes_while_plain_ones_hold_it() -> None:
+    # one leaf: two free HBD nodes and two free plain ones; the pods of a pod-level role
+    # requiring one leaf go to the plain nodes, as a gang's do
+    specs = [node(f"a-h{i}", leaf="lfA", spine="sp0", superspine="ss0", hbd="h0") for i in range(2)]
+    specs += [node(f"a-p{i}", leaf="lfA", spine="sp0", superspine="ss0") for i in range(2)]
+    state = ClusterState(specs)
+    for gang in (False, True):
+        j = job("q", gpus=8, replicas=2, gang=gang, tier=Tier.LEAF, required=True)
+        res = Placer().place(j, state.snapshot())
+        assert sorted(b.node for b in res.bindings) == ["a-p0", "a-p1"]
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(state=clusters(), data=st.data())
 def test_the_group_probe_shortcut_never_changes_where_a_pod_goes(

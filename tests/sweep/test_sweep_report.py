@@ -112,6 +112,13 @@ def test_a_store_without_an_extension_gets_its_report_folder_beside_it(
     assert main(["sweep", "report", str(store.path), "--no-plots"]) == 0
     assert (tmp_path / "runs-report" / "report.txt").exists()
     assert store.path.read_text() == before
+    # a store whose plain name is a file (the grid "sweep" beside "sweep.jsonl") too
+    grid = tmp_path / "sweep"
+    grid.write_text("not a folder")
+    beside = swept(tmp_path / "sweep.jsonl", "simulate", {"scenario": "inference", "jobs": 20})
+    assert main(["sweep", "report", str(beside.path), "--no-plots"]) == 0
+    assert (tmp_path / "sweep.jsonl-report" / "report.txt").exists()
+    assert grid.read_text() == "not a folder"
     # an --out that is a file, or under one, is refused naming --out
     for out in (store.path, store.path / "rep"):
         assert main(["sweep", "report", str(store.path), "--out", str(out), "--no-plots"]) == 2
