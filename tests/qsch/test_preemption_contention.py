@@ -43,13 +43,12 @@ def test_a_preemptor_held_back_behind_a_new_head_gives_up_its_nomination() -> No
     check_invariants(s)
 
 
-def test_a_reclaim_spared_in_the_end_does_not_leave_a_victim_its_rule_made_needed() -> None:
-    # lf0: c-hi (1 GPU, kept), c19 (2 GPUs, priority 2), c6 (1 GPU, priority 1); lf1: a-x
-    # (2 GPUs, kept) and b14 (2 GPUs, b borrows all). p (c, 1 GPU) fits by evicting c6
-    # alone; the search first evicted b14 too (a reclaim: c must then stay within its
-    # nominal 2) and kept c19 for that rule, then spared b14.
+def _reclaim_or_priority(a_nominal: int, c_nominal: int) -> Scheduler:
+    """lf0: c-hi (1 GPU, kept), c19 (2 GPUs, priority 2), c6 (1 GPU, priority 1); lf1: a-x
+    (2 GPUs, kept) and b14 (2 GPUs, b borrows all). Then p (c, 1 GPU, priority 3) arrives."""
     cluster = ClusterBuilder().leaf("lf0", nodes=1, gpus=4).leaf("lf1", nodes=1, gpus=4).build()
-    quotas = [Quota.gpus("a", "H100", 6), Quota.gpus("b", "H100", 0), Quota.gpus("c", "H100", 2)]
+    quotas = [Quota.gpus("a", "H100", a_nominal), Quota.gpus("b", "H100", 0),
+              Quota.gpus("c", "H100", c_nominal)]  # fmt: skip
     s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
     _start(s, 0, "c-hi", gpus=1, tenant="c", priority=3, preemptible=False)
     _start(s, 1, "c19", gpus=2, tenant="c", priority=2)
@@ -57,21 +56,20 @@ def test_a_reclaim_spared_in_the_end_does_not_leave_a_victim_its_rule_made_neede
     _start(s, 3, "a-x", gpus=2, tenant="a", priority=3, preemptible=False)
     _start(s, 4, "b14", gpus=2, tenant="b", priority=3)
     s.submit(job("p", gpus=1, tenant="c", priority=3, submitted_at=5), now=5)
+    return s
+
+
+def test_a_reclaim_spared_in_the_end_does_not_leave_a_victim_its_rule_made_needed() -> None:
+    # p fits by evicting c6 alone; the search first evicted b14 too (a reclaim: c must then
+    # stay within its nominal 2) and kept c19 for that rule, then spared b14
+    s = _reclaim_or_priority(a_nominal=6, c_nominal=2)
     assert _victims(s.step(now=5)) == [("c6", "priority")]
 
 
 def test_a_lower_priority_victim_is_chosen_once_no_reclaim_is_needed() -> None:
-    # The same with c's nominal 3: the search kept c19 (priority 2) and spared c6
-    # (priority 1) while the reclaim of b14 was in, then spared b14; c6 alone does.
-    cluster = ClusterBuilder().leaf("lf0", nodes=1, gpus=4).leaf("lf1", nodes=1, gpus=4).build()
-    quotas = [Quota.gpus("a", "H100", 5), Quota.gpus("b", "H100", 0), Quota.gpus("c", "H100", 3)]
-    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
-    _start(s, 0, "c-hi", gpus=1, tenant="c", priority=3, preemptible=False)
-    _start(s, 1, "c19", gpus=2, tenant="c", priority=2)
-    _start(s, 2, "c6", gpus=1, tenant="c", priority=1)
-    _start(s, 3, "a-x", gpus=2, tenant="a", priority=3, preemptible=False)
-    _start(s, 4, "b14", gpus=2, tenant="b", priority=3)
-    s.submit(job("p", gpus=1, tenant="c", priority=3, submitted_at=5), now=5)
+    # with c's nominal 3 the search kept c19 (priority 2) and spared c6 (priority 1) while
+    # the reclaim of b14 was in, then spared b14; c6 alone does
+    s = _reclaim_or_priority(a_nominal=5, c_nominal=3)
     assert _victims(s.step(now=5)) == [("c6", "priority")]
 
 
