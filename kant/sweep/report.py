@@ -168,10 +168,15 @@ def _at(curve: Sequence[float | None], p: int) -> float:
 
 
 def _ci_text(values: Sequence[float]) -> str:
+    """The mean ± CI half-width of the values that are numbers, with ``(k/n seeds)`` when
+    only ``k`` of the ``n`` seeds have one (a run whose curve has no value at that load);
+    ``-`` when none has."""
     mean, half = mean_ci(values)
     if math.isnan(mean):
         return "-"
-    return f"{mean:.2f}" + ("" if math.isnan(half) else f" ±{half:.2f}")
+    k = sum(1 for v in values if not math.isnan(v))
+    short = "" if k == len(values) else f" ({k}/{len(values)} seeds)"
+    return f"{mean:.2f}" + ("" if math.isnan(half) else f" ±{half:.2f}") + short
 
 
 def format_packing(group: PackingGroup) -> str:

@@ -11,7 +11,7 @@ import pytest
 
 from kant.cli import main
 from kant.sweep import Grid, LocalPool, Store, run_sweep
-from kant.sweep.report import packing_groups, write_sweep_report
+from kant.sweep.report import PackingGroup, format_packing, packing_groups, write_sweep_report
 
 POD_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec"
 NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model"
@@ -124,3 +124,15 @@ def test_a_store_without_an_extension_gets_its_report_folder_beside_it(
         assert main(["sweep", "report", str(store.path), "--out", str(out), "--no-plots"]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"kant sweep: --out {out}: cannot write") and err.count("\n") == 1
+
+
+def test_a_packing_cell_some_seeds_do_not_reach_says_over_how_many_seeds_it_is() -> None:
+    # seeds 1 and 2 stop before 100% arrived load, seed 3 reaches 130%: the cells at 100 and
+    # 130 are seed 3's value alone, and must say so next to the "1-3 (3)" seeds column
+    full = [50.0] * 131
+    short = [40.0] * 100 + [None] * 31
+    runs = {"fgd": {1: {"alloc": short, "frag": short}, 2: {"alloc": short, "frag": short},
+                    3: {"alloc": full, "frag": full}}}  # fmt: skip
+    text = format_packing(PackingGroup(title="t", trace="t", inflate=1.3, runs=runs))
+    row = next(line for line in text.splitlines() if line.startswith("fgd"))
+    assert "1-3 (3)" in row and row.count("50.00 (1/3 seeds)") == 3
