@@ -274,11 +274,10 @@ class Placer:
                 assert anchor  # (for mypy: the condition above)
                 nearby = near(snap, cand, min(anchor), wish.tier)
             split = nearby.hbd_split(snap)  # (not an HBD wish: outside HBDs first)
-            if split is not None:
-                tried = self._try_in(job, role, pods, snap, counts, split[1], req)
-                if tried is not None:
-                    return tried
-            got = self._place_in(job, role, pods, snap, counts, nearby, req)
+            if split is None:
+                got = self._place_in(job, role, pods, snap, counts, nearby, req)
+            else:
+                got = self._first_in(job, role, pods, snap, counts, split[1], nearby, req)
             if isinstance(got, Reason) and got.code is not ReasonCode.NO_POOL:
                 return Reason(
                     code=ReasonCode.TOPOLOGY,
@@ -309,10 +308,7 @@ class Placer:
                         if tried is not None:
                             return tried
         first = in_hbd if wants_hbd else outside
-        tried = self._try_in(job, role, pods, snap, counts, first, req)
-        if tried is not None:
-            return tried
-        return self._place_in(job, role, pods, snap, counts, cand, req)
+        return self._first_in(job, role, pods, snap, counts, first, cand, req)
 
     def _first_domain(
         self, job: Job, role: Role, pods: list[PodId], snap: Snapshot, counts: Counts
@@ -395,6 +391,24 @@ class Placer:
                 return room, why_not(snap, cand.slots, req, n, filters.blocked)
         return room, None
 
+    def _first_in(
+        self,
+        job: Job,
+        role: Role,
+        pods: list[PodId],
+        snap: Snapshot,
+        counts: Counts,
+        part: Candidates,
+        whole: Candidates,
+        req: PodRequest,
+    ) -> list[Binding] | Reason:
+        """:meth:`_place_in` on ``part`` of the candidates ``whole`` first, then on all of
+        them (their reason when neither holds the pods)."""
+        tried = self._try_in(job, role, pods, snap, counts, part, req)
+        if tried is not None:
+            return tried
+        return self._place_in(job, role, pods, snap, counts, whole, req)
+
     def _try_in(
         self,
         job: Job,
@@ -466,7 +480,7 @@ class Placer:
         else:
             where = "no node of the allowed pools is in an hbd"
         n = len(pods)
-        if int(np.minimum(fit_count(snap, cand.slots, req), n).sum()) < n:
+        if not _holds(snap, cand.slots, req, n):
             return why_not(snap, cand.slots, req, n)
         return Reason(code=ReasonCode.TOPOLOGY, message=f"{n} pods fit in the pool but {where}")
 

@@ -4,8 +4,6 @@
   of static node facts and allocatable capacity.
 - :mod:`kant.state.cluster`: :class:`ClusterState`, the mutable truth, and its change feed
   (:meth:`ClusterState.take_changes`).
-- :mod:`kant.state.fabric`: :class:`~kant.state.fabric.FabricNames`, the fabric names of
-  the nodes present, kept as consistent as a cluster description's.
 - :mod:`kant.state.snapshot`: :class:`Snapshot`, refreshed in O(changed nodes), and
   :class:`Transaction`, its nestable unit of tentative change.
 """

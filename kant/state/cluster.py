@@ -32,8 +32,8 @@ from kant.errors import (
 )
 from kant.model import MILLI, Binding, NodeSpec, PodId, is_int
 from kant.state.columns import LEVELS, IntArray, NodeColumns, gpu_counts
-from kant.state.fabric import FabricNames
 from kant.state.snapshot import Snapshot
+from kant.topology.names import FabricNames
 from kant.topology.templates import get_template
 
 # --------------------------------------------------------------------------- node records
@@ -275,7 +275,7 @@ class ClusterState:
         for a non-NodeSpec, a GPU count other than its template's or more NICs than it has, a
         place in the fabric that contradicts the nodes present (its leaf under another spine,
         its spine under another superspine, a name naming two kinds of things:
-        :class:`~kant.state.fabric.FabricNames`), UnknownTemplateError for a template that is
+        :class:`~kant.topology.names.FabricNames`), UnknownTemplateError for a template that is
         neither built in nor registered (:func:`kant.topology.register_template`),
         DuplicateError if the name exists; nothing changes then. O(1) amortised."""
         if not isinstance(spec, NodeSpec):

@@ -25,11 +25,13 @@ import networkx as nx
 
 from kant.errors import (
     InvalidClusterFileError,
+    InvalidNodeError,
     InvalidTopologyError,
     UnknownTemplateError,
     ValidationError,
 )
 from kant.model import NodeSpec, Tier
+from kant.topology.names import FabricNames
 from kant.topology.templates import (
     BUILTIN_TEMPLATES,
     GpuSlot,
@@ -71,8 +73,6 @@ DEFAULT_CPU_MILLI: Final = 192_000
 DEFAULT_MEMORY_MIB: Final = 2 * 1024 * 1024
 """Default memory of a synthetic 8-GPU node: 2 TiB."""
 
-_FABRIC_FIELDS: Final = ("leaf", "spine", "superspine", "hbd")
-
 
 # --------------------------------------------------------------------------- validation
 
@@ -108,29 +108,21 @@ def _check(
             )
         known[t.name] = t
 
-    kind_of: dict[str, str] = {}  # every fabric or node name -> what it names
-    leaf_spine: dict[str, str | None] = {}
-    spine_superspine: dict[str, str | None] = {}
+    fabric = FabricNames()  # the nodes' fabric names, consistent (as a ClusterState keeps)
+    seen: dict[str, None] = {}  # the node names so far
     for i, node in enumerate(nodes):
         where = node_at(i)
         if not isinstance(node, NodeSpec):
             raise InvalidClusterFileError("nodes", node, "must be a NodeSpec", where=where)
-        if kind_of.get(node.name) == "node":
+        if node.name in seen:
             raise InvalidClusterFileError(
                 "name", node.name, "another node has this name", where=where
             )
-        for field, name in (("name", node.name), *((f, getattr(node, f)) for f in _FABRIC_FIELDS)):
-            if name is None:
-                continue
-            kind = "node" if field == "name" else field
-            prev = kind_of.setdefault(name, kind)
-            if prev != kind:
-                raise InvalidClusterFileError(
-                    field,
-                    name,
-                    f"already names a {prev}; fabric and node names must differ",
-                    where=where,
-                )
+        try:
+            fabric.add(node, seen)
+        except InvalidNodeError as e:
+            raise InvalidClusterFileError(e.field, e.value, e.reason, where=where) from None
+        seen[node.name] = None
         if node.template is not None:
             tmpl = known.get(node.template) or BUILTIN_TEMPLATES.get(node.template)
             if tmpl is None:
@@ -155,29 +147,6 @@ def _check(
                     f"template {tmpl.name!r} has {tmpl.num_nics} NICs",
                     where=where,
                 )
-        _one_parent(leaf_spine, "leaf", node.leaf, "spine", node.spine, where)
-        _one_parent(spine_superspine, "spine", node.spine, "superspine", node.superspine, where)
-
-
-def _one_parent(
-    seen: dict[str, str | None],
-    level: str,
-    child: str | None,
-    parent_level: str,
-    parent: str | None,
-    where: str,
-) -> None:
-    """A switch has one parent: the first node naming ``child`` fixes it in ``seen``."""
-    if child is None:
-        return
-    prev = seen.setdefault(child, parent)
-    if prev != parent:
-        raise InvalidClusterFileError(
-            parent_level,
-            parent,
-            f"{level} {child!r} is already under {parent_level} {prev!r}",
-            where=where,
-        )
 
 
 @attrs.frozen(kw_only=True)

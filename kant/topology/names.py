@@ -1,11 +1,12 @@
-"""FabricNames: the fabric names of the nodes a :class:`~kant.state.ClusterState` holds, kept
-consistent as nodes come and go.
+"""FabricNames: the fabric names of a set of nodes, kept consistent as nodes come and go.
 
-A :class:`kant.topology.ClusterDescription` refuses a fabric that contradicts itself (a leaf
-under two spines, a spine under two superspines, one name for two kinds of things); a cluster
-state grows node by node, so the same rules are kept here, for the nodes present, in O(1) per
-node: a node in a leaf already known under the same spine and superspine costs two dictionary
-look-ups (its leaf, its HBD), and only a node naming a new leaf is checked level by level.
+A fabric must not contradict itself: a leaf under two spines, a spine under two superspines,
+one name for two kinds of things (a leaf and a spine, a fabric name and a node). A
+:class:`kant.topology.ClusterDescription` checks its nodes with it, and a
+:class:`~kant.state.ClusterState` keeps one for the nodes present as it grows node by node, in
+O(1) per node: a node in a leaf already known under the same spine and superspine costs two
+dictionary look-ups (its leaf, its HBD), and only a node naming a new leaf is checked level by
+level.
 
 Each name is counted by what is under it: a leaf by its nodes, a spine by its leaves, a
 superspine by its spines, an HBD by its nodes. When the count falls to zero the name is
