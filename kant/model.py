@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import math
 import numbers
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import attrs
@@ -470,6 +470,309 @@ class TopologyWish:
     )
 
 
+class ReadOnlyDict(dict[str, Any]):
+    """A dict that refuses every change (TypeError), read at a dict's speed: what a kept
+    result shares between the callers it is answered to (see
+    :func:`kant.cycle.schedule_cycle`). Copies and pickles as a read-only dict of the same
+    items; ``dict(d)`` gives a copy to change."""
+
+    __slots__ = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> ReadOnlyDict:
+        self = super().__new__(cls)
+        dict.__init__(self, *args, **kwargs)  # filled once, here
+        return self
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """(Filled by ``__new__``: initialising it again changes nothing.)"""
+
+    def _refuse(self, *args: object, **kwargs: object) -> Any:
+        raise TypeError("a read-only dict: change a copy, dict(d)")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self) -> tuple[type[ReadOnlyDict], tuple[dict[str, Any]]]:
+        return (type(self), (dict(self),))
+
+
+class Labels(ReadOnlyDict):
+    """A node's labels: a read-only ``str -> str`` mapping that hashes (by its items), so a
+    :class:`NodeSpec` stays a hashable value."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(frozenset(self.items()))
+
+
+def _to_labels(v: Any) -> Any:
+    if isinstance(v, Mapping) and not isinstance(v, Labels):
+        return Labels(v)
+    return v
+
+
+# --------------------------------------------------------------------------- node selection
+
+
+def _to_tuple(v: Any) -> Any:
+    return tuple(v) if isinstance(v, list) else v
+
+
+MAX_LABEL_KEY = 317
+"""Longest label key (a 253-character prefix, ``/`` and a 63-character name, as Kubernetes)."""
+MAX_LABEL_VALUE = 253
+"""Longest label, taint or toleration value (Kubernetes allows 63; kant is not stricter than a
+DNS name)."""
+
+
+def _label_key_ok(v: object) -> bool:
+    return is_name(v, slash=True) and len(v) <= MAX_LABEL_KEY  # type: ignore[arg-type]
+
+
+def _label_value_ok(v: object) -> bool:
+    return isinstance(v, str) and v.strip() == v and len(v) <= MAX_LABEL_VALUE
+
+
+class SelectorOp(enum.StrEnum):
+    """How a :class:`NodeRequirement` reads a node's label (Kubernetes' node selector
+    operators)."""
+
+    IN = "In"
+    """The label is set to one of the values."""
+    NOT_IN = "NotIn"
+    """The label is not set, or set to none of the values."""
+    EXISTS = "Exists"
+    """The label is set (no values)."""
+    DOES_NOT_EXIST = "DoesNotExist"
+    """The label is not set (no values)."""
+    GT = "Gt"
+    """The label is an integer greater than the one value."""
+    LT = "Lt"
+    """The label is an integer less than the one value."""
+
+
+_OPS: Final = frozenset(o.value for o in SelectorOp)
+
+NODE_NAME_FIELD: Final = "metadata.name"
+"""The key of a requirement on the node's name instead of a label (``field=True``; Kubernetes'
+``matchFields`` knows only this field)."""
+
+
+def _to_values(v: Any) -> Any:
+    if isinstance(v, str):
+        return (v,)
+    if isinstance(v, Collection):
+        # sorted and without repeats, so equal requirements compare and hash equal
+        return tuple(sorted(set(v))) if all(isinstance(x, str) for x in v) else tuple(v)
+    return v
+
+
+def _to_op(v: Any) -> Any:
+    return SelectorOp(v) if isinstance(v, str) and v in _OPS else v
+
+
+def _as_int(v: str) -> int | None:
+    """A label value read as an integer (Kubernetes' Gt / Lt), None when it is not one."""
+    s = v[1:] if v[:1] in "+-" else v
+    if not s or not s.isascii() or not s.isdigit() or len(s) > 18:
+        return None
+    return int(v)
+
+
+@attrs.frozen(kw_only=True, cache_hash=True)
+class NodeRequirement:
+    """One requirement a node must meet: ``key`` (a label, or the node's name when
+    ``field``) read by ``operator`` against ``values`` (kept sorted, without repeats). ``In``
+    and ``NotIn`` take at least one value, ``Exists`` and ``DoesNotExist`` none, ``Gt`` and
+    ``Lt`` exactly one integer. A requirement on the name (``field=True``, ``key`` must be
+    ``metadata.name``) takes ``In`` or ``NotIn``."""
+
+    key: str = attrs.field(
+        validator=satisfies(InvalidJobError, _label_key_ok, "must be a label key")
+    )
+    operator: SelectorOp = attrs.field(
+        converter=_to_op,
+        validator=instance_of(
+            InvalidJobError, SelectorOp, reason=f"must be one of {[o.value for o in SelectorOp]}"
+        ),
+    )
+    values: tuple[str, ...] = attrs.field(
+        default=(),
+        converter=_to_values,
+        validator=satisfies(
+            InvalidJobError,
+            lambda v: isinstance(v, tuple) and all(_label_value_ok(x) for x in v),
+            "must be label values",
+        ),
+    )
+    field: bool = attrs.field(default=False, validator=instance_of(InvalidJobError, bool))
+
+    def __attrs_post_init__(self) -> None:
+        op, n = self.operator, len(self.values)
+        if op in (SelectorOp.IN, SelectorOp.NOT_IN) and not n:
+            raise InvalidJobError("values", self.values, f"{op.value} needs at least one value")
+        if op in (SelectorOp.EXISTS, SelectorOp.DOES_NOT_EXIST) and n:
+            raise InvalidJobError("values", self.values, f"{op.value} takes no value")
+        if op in (SelectorOp.GT, SelectorOp.LT) and (n != 1 or _as_int(self.values[0]) is None):
+            raise InvalidJobError("values", self.values, f"{op.value} takes one integer")
+        if self.field and (self.key != NODE_NAME_FIELD or n == 0 or op not in (
+            SelectorOp.IN, SelectorOp.NOT_IN
+        )):  # fmt: skip
+            raise InvalidJobError(
+                "field", self.key, f"a field requirement is {NODE_NAME_FIELD} In or NotIn names"
+            )
+
+    def matches(self, node: NodeSpec) -> bool:
+        """Whether ``node`` meets the requirement. O(1)."""
+        v = node.name if self.field else node.labels.get(self.key)
+        op = self.operator
+        if op is SelectorOp.IN:
+            return v is not None and v in self.values
+        if op is SelectorOp.NOT_IN:
+            return v is None or v not in self.values
+        if op is SelectorOp.EXISTS:
+            return v is not None
+        if op is SelectorOp.DOES_NOT_EXIST:
+            return v is None
+        have = None if v is None else _as_int(v)
+        if have is None:
+            return False
+        want = int(self.values[0])
+        return have > want if op is SelectorOp.GT else have < want
+
+
+def _to_terms(v: Any) -> Any:
+    if isinstance(v, NodeRequirement):
+        return ((v,),)
+    if isinstance(v, Collection) and not isinstance(v, str):
+        return tuple(
+            tuple(t) if isinstance(t, Collection) and not isinstance(t, str) else t for t in v
+        )
+    return v
+
+
+def _terms_ok(v: Any) -> bool:
+    return (
+        isinstance(v, tuple)
+        and bool(v)
+        and all(
+            isinstance(t, tuple) and t and all(isinstance(r, NodeRequirement) for r in t) for t in v
+        )
+    )
+
+
+@attrs.frozen(kw_only=True, cache_hash=True)
+class NodeSelector:
+    """The nodes a role may run on: those meeting every requirement of at least one term
+    (Kubernetes' required node affinity; its ``nodeSelector`` map is one more requirement in
+    each term). At least one term, each of at least one requirement."""
+
+    terms: tuple[tuple[NodeRequirement, ...], ...] = attrs.field(
+        converter=_to_terms,
+        validator=satisfies(
+            InvalidJobError, _terms_ok, "must be one or more non-empty tuples of NodeRequirements"
+        ),
+    )
+
+    @property
+    def reads_names(self) -> bool:
+        """Whether a requirement reads the node's name (``field=True``)."""
+        return any(r.field for t in self.terms for r in t)
+
+    def matches(self, node: NodeSpec) -> bool:
+        """Whether ``node`` meets every requirement of some term. O(requirements)."""
+        return any(all(r.matches(node) for r in t) for t in self.terms)
+
+    @classmethod
+    def labels(cls, **labels: str) -> NodeSelector:
+        """Nodes with all these labels set to these values (Kubernetes' ``nodeSelector``)."""
+        return cls(terms=(tuple(NodeRequirement(key=k, operator=SelectorOp.IN, values=(v,))
+                                for k, v in sorted(labels.items())),))  # fmt: skip
+
+
+class TaintEffect(enum.StrEnum):
+    """What a node's :class:`Taint` does to pods that do not tolerate it."""
+
+    NO_SCHEDULE = "NoSchedule"
+    """No new pod is placed on the node."""
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    """A preference only: kant does not read it (it places by its strategy)."""
+    NO_EXECUTE = "NoExecute"
+    """No new pod is placed on the node (running ones are the orchestrator's to evict)."""
+
+
+_EFFECTS: Final = frozenset(e.value for e in TaintEffect)
+
+HARD_EFFECTS: Final = frozenset({TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE})
+"""The taint effects that keep a pod that does not tolerate them off a node."""
+
+
+def _to_effect(v: Any) -> Any:
+    return TaintEffect(v) if isinstance(v, str) and v in _EFFECTS else v
+
+
+_EFFECT_REASON: Final = f"must be one of {[e.value for e in TaintEffect]}"
+
+
+@attrs.frozen(kw_only=True, cache_hash=True)
+class Taint:
+    """A node's taint: pods that do not tolerate it keep off the node when its ``effect`` is
+    ``NoSchedule`` or ``NoExecute``."""
+
+    key: str = attrs.field(
+        validator=satisfies(InvalidNodeError, _label_key_ok, "must be a label key")
+    )
+    value: str = attrs.field(
+        default="", validator=satisfies(InvalidNodeError, _label_value_ok, "must be a label value")
+    )
+    effect: TaintEffect = attrs.field(
+        converter=_to_effect,
+        validator=instance_of(InvalidNodeError, TaintEffect, reason=_EFFECT_REASON),
+    )
+
+
+@attrs.frozen(kw_only=True, cache_hash=True)
+class Toleration:
+    """A role tolerates a taint when the effects agree (``effect`` None: every effect), the
+    keys agree (``key`` empty with ``Exists``: every key) and, with ``Equal``, the values
+    agree (Kubernetes' rule)."""
+
+    key: str = attrs.field(
+        default="",
+        validator=satisfies(
+            InvalidJobError, lambda v: v == "" or _label_key_ok(v), "must be a label key or ''"
+        ),
+    )
+    operator: str = attrs.field(
+        default="Equal", validator=one_of(InvalidJobError, ("Equal", "Exists"))
+    )
+    value: str = attrs.field(
+        default="", validator=satisfies(InvalidJobError, _label_value_ok, "must be a label value")
+    )
+    effect: TaintEffect | None = attrs.field(
+        default=None,
+        converter=_to_effect,
+        validator=instance_of(
+            InvalidJobError, TaintEffect, optional=True, reason=_EFFECT_REASON + " or None"
+        ),
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if self.operator == "Exists" and self.value:
+            raise InvalidJobError("value", self.value, "an Exists toleration takes no value")
+        if not self.key and self.operator != "Exists":
+            raise InvalidJobError("key", "", "an empty key tolerates every taint only with Exists")
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Whether this toleration lets a pod onto a node with ``taint``. O(1)."""
+        if self.effect is not None and self.effect is not taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
+
+
 def _to_models(v: Any) -> frozenset[str]:
     if isinstance(v, str):
         return frozenset(p for p in v.split("|") if p)
@@ -489,6 +792,8 @@ class Role:
     ``max_per_node`` (None: no limit) is a hard cap on this role's pods on any one node,
     counting the ones already running (an inference service's per-node instance limit, the
     ``max_instance_per_node`` of Alibaba's DLRM trace); the Placer never exceeds it.
+    ``node_selector`` (None: any node) and ``tolerations`` restrict the nodes by their labels
+    and taints (:meth:`can_run_on`), as Kubernetes' required node affinity and tolerations do.
     """
 
     name: str = attrs.field(default="worker", validator=name(InvalidJobError))
@@ -522,6 +827,32 @@ class Role:
     max_per_node: int | None = attrs.field(
         default=None, validator=number(InvalidJobError, low=1, integer=True, optional=True)
     )
+    node_selector: NodeSelector | None = attrs.field(
+        default=None, validator=instance_of(InvalidJobError, NodeSelector, optional=True)
+    )
+    tolerations: tuple[Toleration, ...] = attrs.field(
+        default=(),
+        converter=_to_tuple,
+        validator=satisfies(
+            InvalidJobError,
+            lambda v: isinstance(v, tuple) and all(isinstance(t, Toleration) for t in v),
+            "must be a tuple of Tolerations",
+        ),
+    )
+
+    def can_run_on(self, node: NodeSpec) -> bool:
+        """Whether the role's pods may be placed on ``node`` by its labels and taints: the
+        node meets :attr:`node_selector` (if any) and every ``NoSchedule`` / ``NoExecute``
+        taint of the node is tolerated. Models and capacity are not read here.
+        O(requirements + taints x tolerations)."""
+        sel = self.node_selector
+        if sel is not None and not sel.matches(node):
+            return False
+        return all(
+            any(t.tolerates(taint) for t in self.tolerations)
+            for taint in node.taints
+            if taint.effect in HARD_EFFECTS
+        )
 
     def __attrs_post_init__(self) -> None:
         wish = self.topology
@@ -628,10 +959,6 @@ def _to_kind(v: Any) -> Any:
     if isinstance(v, str) and v in JobKind._value2member_map_:
         return JobKind(v)
     return v
-
-
-def _to_tuple(v: Any) -> Any:
-    return tuple(v) if isinstance(v, list) else v
 
 
 def _roles_ok(v: Any) -> bool:
@@ -762,7 +1089,9 @@ class NodeSpec:
     ``gpu_model`` names the node pool (``None`` for CPU-only nodes). ``template`` names the
     intra-node topology (see :mod:`kant.topology.templates`). ``leaf``/``spine``/``superspine``
     place it in the scale-out fabric, ``hbd`` in a scale-up domain; ``zone`` marks special
-    areas such as the inference dedicated zone of E-Spread.
+    areas such as the inference dedicated zone of E-Spread. ``labels`` (a read-only mapping)
+    and ``taints`` are what roles' node selectors and tolerations read
+    (:meth:`Role.can_run_on`).
     """
 
     name: str = attrs.field(validator=name(InvalidNodeError))
@@ -783,6 +1112,34 @@ class NodeSpec:
     superspine: str | None = attrs.field(default=None, validator=_opt_node_name)
     hbd: str | None = attrs.field(default=None, validator=_opt_node_name)
     zone: str | None = attrs.field(default=None, validator=_opt_node_name)
+    labels: Labels = attrs.field(
+        factory=lambda: Labels(),
+        converter=_to_labels,
+        validator=satisfies(
+            InvalidNodeError,
+            lambda v: (
+                isinstance(v, Labels)
+                and all(_label_key_ok(k) and _label_value_ok(x) for k, x in v.items())
+            ),
+            f"must map label keys (at most {MAX_LABEL_KEY} characters) to label values (strings "
+            f"of at most {MAX_LABEL_VALUE}, without surrounding spaces)",
+        ),
+    )
+    taints: tuple[Taint, ...] = attrs.field(
+        default=(),
+        converter=_to_tuple,
+        validator=satisfies(
+            InvalidNodeError,
+            lambda v: isinstance(v, tuple) and all(isinstance(t, Taint) for t in v),
+            "must be a tuple of Taints",
+        ),
+    )
+
+    @property
+    def hard_tainted(self) -> bool:
+        """Whether a ``NoSchedule`` or ``NoExecute`` taint keeps pods that do not tolerate it
+        off the node."""
+        return any(t.effect in HARD_EFFECTS for t in self.taints)
 
     def __attrs_post_init__(self) -> None:
         if self.gpus > MAX_GPUS_PER_NODE:
@@ -905,29 +1262,3 @@ class Victim:
     pods: tuple[PodId, ...]
     reason: VictimReason
     preemptor: str
-
-
-class ReadOnlyDict(dict[str, Any]):
-    """A dict that refuses every change (TypeError), read at a dict's speed: what a kept
-    result shares between the callers it is answered to (see
-    :func:`kant.cycle.schedule_cycle`). Copies and pickles as a read-only dict of the same
-    items; ``dict(d)`` gives a copy to change."""
-
-    __slots__ = ()
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> ReadOnlyDict:
-        self = super().__new__(cls)
-        dict.__init__(self, *args, **kwargs)  # filled once, here
-        return self
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        """(Filled by ``__new__``: initialising it again changes nothing.)"""
-
-    def _refuse(self, *args: object, **kwargs: object) -> Any:
-        raise TypeError("a read-only dict: change a copy, dict(d)")
-
-    __setitem__ = __delitem__ = __ior__ = _refuse
-    clear = pop = popitem = setdefault = update = _refuse
-
-    def __reduce__(self) -> tuple[type[ReadOnlyDict], tuple[dict[str, Any]]]:
-        return (type(self), (dict(self),))

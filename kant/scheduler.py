@@ -7,7 +7,7 @@ import enum
 import logging
 import math
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
@@ -26,7 +26,7 @@ from kant.errors import (
     ValidationError,
     require,
 )
-from kant.model import Binding, Job, NodeSpec, PodId, Reason, finite_time
+from kant.model import Binding, Job, NodeSpec, PodId, Reason, Taint, finite_time
 from kant.preemption.policy import PreemptionPolicy
 from kant.queueing import Entry, JobPhase, Queue, as_policy
 from kant.state import ClusterState
@@ -503,6 +503,18 @@ class Scheduler:
         self.cluster.add_node(spec)
         self._lost_nodes.pop(spec.name, None)
         self._tick(t, "node_added")
+
+    def node_relabelled(
+        self, node: str, labels: Mapping[str, str], taints: Iterable[Taint], now: float
+    ) -> bool:
+        """Node ``node``'s labels and taints are now these (:meth:`ClusterState.relabel`):
+        its pods stay, and placements from now on read them. Returns whether anything
+        changed. Raises UnknownNodeError, InvalidNodeError for a bad label or taint,
+        InvalidTimeError; nothing changes then."""
+        t = self._time(now, "node_relabelled")
+        changed = self.cluster.relabel(node, labels=labels, taints=taints)
+        self._tick(t, "node_relabelled")
+        return changed
 
     def node_removed(self, node: str, now: float) -> EventReport:
         """The node was decommissioned: it is removed, its pods released (quota uncharged) and

@@ -57,6 +57,7 @@ class PoolFacts:
         self._tier_total: dict[tuple[str, tuple[int, ...]], int] = {}
         self._tier_slots: dict[tuple[str, tuple[int, ...]], IntArray] = {}
         self._lone: dict[tuple[Any, ...], str | None] = {}  # lone_pod's answers
+        self._allowed_total: dict[tuple[Any, ...], int] = {}
         # the live pools: GPU model -> pool id, pool id -> GPU model, sorted (see live_pools)
         self._live: LivePools | None = None
 
@@ -176,7 +177,9 @@ class PoolFacts:
         res = role.resources
         wish = role.topology
         hbd = not pools and wish is not None and wish.required and wish.tier is Tier.HBD
-        key = (res, tuple(pools), hbd)
+        allowed = self.snap.state.allowed_slots(role)
+        rules = None if allowed is None else (role.node_selector, role.tolerations)
+        key = (res, tuple(pools), hbd, rules)
         if key in self._lone:
             return self._lone[key]
         cols = self.snap.cols
@@ -186,6 +189,8 @@ class PoolFacts:
             slots = np.flatnonzero(cols.alive[: self.snap.num_slots])
         if hbd:
             slots = slots[cols.hbd_id[slots] >= 0]
+        if allowed is not None:
+            slots = slots[allowed[slots]]
         fits = (
             (cols.gpus[slots] >= max(res.gpus, 1 if res.gpu_milli else 0))
             & (cols.cpu_cap[slots] >= res.cpu_milli)
@@ -195,12 +200,28 @@ class PoolFacts:
         why = None
         if not fits.any():
             where = "an hbd node" if hbd else "a node of its pools" if pools else "a node"
+            if allowed is not None:
+                where += " its node selector and tolerations allow"
             asks = f"{res.cpu_milli} mCPU, {res.memory_mib} MiB, {res.rdma_nics} NICs"
             if res.total_milli:
                 asks = f"{res.total_milli / MILLI:g} GPUs, {asks}"
             why = f"a pod of role {role.name!r} asks {asks}; no {where} has that much"
         self._lone[key] = why
         return why
+
+    def allowed_total(self, role: Role, pools: Sequence[int]) -> int | None:
+        """GPUs on all the nodes of ``pools`` that ``role``'s node selector and tolerations
+        allow (:meth:`ClusterState.allowed_slots`), or None when nothing restricts the role.
+        Cached per (selector, tolerations, pools)."""
+        allowed = self.snap.state.allowed_slots(role)
+        if allowed is None:
+            return None
+        key = (role.node_selector, role.tolerations, tuple(pools))
+        v = self._allowed_total.get(key)
+        if v is None:
+            slots = self.pool_slots(pools)
+            v = self._allowed_total[key] = int(self.snap.cols.gpus[slots[allowed[slots]]].sum())
+        return v
 
     def tier_free_pods(self, level: str, pools: Sequence[int], gpus: int) -> int:
         """How many pods of ``gpus`` whole GPUs the ready nodes of :meth:`tier_slots` have
@@ -420,6 +441,13 @@ def never_fits(
             why = (
                 f"role {role.name!r} needs {res.total_milli * n / MILLI:g} GPUs; "
                 f"its pools hold {total}"
+            )
+        elif (room := facts.allowed_total(role, pools)) is not None and (
+            res.total_milli * n > room * MILLI
+        ):
+            why = (
+                f"role {role.name!r} needs {res.total_milli * n / MILLI:g} GPUs; the nodes of "
+                f"its pools its node selector and tolerations allow hold {room}"
             )
         elif (wish := role.topology) is not None and wish.required and wish.tier is Tier.HBD:
             most = facts.tier_all_total("hbd", pools)  # HBD nodes only, one HBD or several

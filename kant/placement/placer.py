@@ -896,10 +896,16 @@ class Placer:
 
     def _candidates(self, snap: Snapshot, role: Role, req: PodRequest) -> Candidates | Reason:
         """The role's candidate nodes: live nodes of its allowed GPU models (any GPU node
-        when it names none; any node for a CPU-only pod), or ``NO_POOL``. Cached per (models,
-        needs GPU) until nodes come or go: O(1) on a hit, O(nodes) numpy otherwise."""
+        when it names none; any node for a CPU-only pod) that its node selector and
+        tolerations allow (:meth:`Role.can_run_on`), or ``NO_POOL``. Cached per (models,
+        needs GPU, selector, tolerations) until nodes come or go: O(1) on a hit, O(nodes)
+        numpy otherwise, plus O(labelled or tainted nodes) for a role those restrict."""
         models = tuple(sorted(role.gpu_models))
-        key = (models, req.needs_gpu)
+        allowed = snap.state.allowed_slots(role)
+        restricted = allowed is not None
+        key = (models, req.needs_gpu, role.node_selector, role.tolerations) if restricted else (
+            models, req.needs_gpu
+        )  # fmt: skip
         hit = self._cand.get(key)
         if hit is not None:
             return hit
@@ -918,9 +924,17 @@ class Placer:
             mask = (snap.cols.gpus[:n] > 0) & alive
         else:
             mask = alive
+        if allowed is not None:
+            mask = mask & allowed[:n]
         slots = np.flatnonzero(mask).astype(np.int64)
         if not slots.shape[0]:
-            return Reason(code=ReasonCode.NO_POOL, message="no node can run this role")
+            why = "no node can run this role"
+            if restricted:
+                why += " (with its node selector and tolerations)"
+            return Reason(code=ReasonCode.NO_POOL, message=why)
+        if restricted:  # a part of its pools' nodes: the per-pool index cannot stand for it
+            out = self._cand[key] = Candidates(slots, ())
+            return out
         if req.needs_gpu:
             ids = pools if models else np.unique(snap.cols.pool_id[slots]).tolist()
             pool_ids = tuple(sorted(int(p) for p in ids if p >= 0))

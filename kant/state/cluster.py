@@ -15,9 +15,11 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
+from typing import Any
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
 from kant.bits import mask_of as _bits_to_mask
 from kant.bits import popcount as _popcount
@@ -30,11 +32,15 @@ from kant.errors import (
     UnknownPodError,
     UnknownTemplateError,
 )
-from kant.model import MILLI, Binding, NodeSpec, PodId, is_int
+from kant.model import MILLI, Binding, NodeSpec, PodId, Role, Taint, is_int
 from kant.state.columns import LEVELS, IntArray, NodeColumns, gpu_counts
 from kant.state.snapshot import Snapshot
 from kant.topology.names import FabricNames
 from kant.topology.templates import get_template
+
+BoolArray = npt.NDArray[np.bool_]
+_BARE_NODE = NodeSpec(name="-")
+"""What a node without labels or taints is to a node selector that reads no names."""
 
 # --------------------------------------------------------------------------- node records
 
@@ -111,6 +117,12 @@ class ClusterState:
         self._membership_version = 0
         self._health_version = 0
         self._degraded: set[str] = set()  # nodes unhealthy or with an unhealthy GPU
+        self._marked: dict[str, NodeSpec] = {}  # nodes with labels or taints
+        self._hard_tainted = 0  # nodes with a NoSchedule or NoExecute taint
+        self._allowed: dict[
+            tuple[Any, ...], BoolArray
+        ] = {}  # allowed_slots, by (selector, tolerations)
+        self._allowed_version = -1
         self._snapshot: Snapshot | None = None
         self._removal_listeners: list[Callable[[str, tuple[Binding, ...]], None]] = []
         for spec in nodes:
@@ -147,6 +159,49 @@ class ClusterState:
         for name in self._slot_names:
             if name is not None:
                 yield self._records[name].spec
+
+    def marked_nodes(self) -> list[tuple[int, NodeSpec]]:
+        """(slot, spec) of the nodes with labels or taints, in slot order: the only nodes a
+        node selector or a toleration tells apart from a node without either (besides its
+        name). O(marked nodes)."""
+        recs = self._records
+        return sorted((recs[n].slot, spec) for n, spec in self._marked.items())
+
+    def allowed_slots(self, role: Role) -> BoolArray | None:
+        """Per slot, whether ``role`` may run on the node there by its labels and taints
+        (:meth:`~kant.model.Role.can_run_on`; a free slot may be True), or None when nothing
+        restricts the role (no node selector, and no node has a ``NoSchedule`` or
+        ``NoExecute`` taint). Nodes without labels or taints answer as one; a selector that
+        reads names asks every node. Kept per (selector, tolerations) until nodes come or
+        go: read it, never change it. O(slots + marked nodes) the first time."""
+        sel = role.node_selector
+        if sel is None and not self._hard_tainted:
+            return None
+        key = (sel, role.tolerations)
+        if self._allowed_version != self._membership_version:
+            self._allowed.clear()
+            self._allowed_version = self._membership_version
+        hit = self._allowed.get(key)
+        if hit is not None:
+            return hit
+        n = self.num_slots
+        if sel is not None and sel.reads_names:
+            out = np.zeros(n, dtype=bool)
+            for rec in self._records.values():
+                out[rec.slot] = role.can_run_on(rec.spec)
+        else:
+            out = np.full(n, role.can_run_on(_BARE_NODE), dtype=bool)
+            for slot, spec in self.marked_nodes():
+                out[slot] = role.can_run_on(spec)
+        out.flags.writeable = False
+        self._allowed[key] = out
+        return out
+
+    @property
+    def hard_tainted_nodes(self) -> int:
+        """How many nodes have a ``NoSchedule`` or ``NoExecute`` taint (O(1)): while none does,
+        only a node selector restricts where a role may run."""
+        return self._hard_tainted
 
     def slot_of(self, name: str) -> int:
         """The slot (row in :attr:`columns`) of node ``name``, O(1). Raises UnknownNodeError."""
@@ -304,6 +359,9 @@ class ClusterState:
             gpu_used=[0] * spec.gpus,
         )
         self._records[spec.name] = rec
+        if spec.labels or spec.taints:
+            self._marked[spec.name] = spec
+            self._hard_tainted += spec.hard_tainted
         cols = self.columns
         cols.alive[slot] = True
         cols.gpus[slot] = spec.gpus
@@ -328,6 +386,8 @@ class ClusterState:
             self._forget(b.pod)
         del self._records[name]
         self._degraded.discard(name)
+        if self._marked.pop(name, None) is not None:
+            self._hard_tainted -= rec.spec.hard_tainted
         self._fabric.remove(rec.spec)
         slot = rec.slot
         self._slot_names[slot] = None
@@ -339,6 +399,32 @@ class ClusterState:
         for listener in self._removal_listeners:
             listener(name, lost)
         return lost
+
+    def relabel(
+        self, name: str, *, labels: Mapping[str, str], taints: Iterable[Taint] = ()
+    ) -> bool:
+        """Give node ``name`` these labels and taints in place of its own: what runs there
+        stays (selectors and tolerations are read when a pod is placed, as Kubernetes'
+        ``IgnoredDuringExecution``); placements from now on read the new ones. Returns
+        whether anything changed. Raises UnknownNodeError, or InvalidNodeError for a bad
+        label or taint; nothing changes then. Counts as a change of the nodes
+        (:attr:`membership_version`) for what caches per node set, though no node came or
+        went. O(labels + taints)."""
+        rec = self._record(name)
+        if isinstance(taints, str | bytes) or not isinstance(taints, Iterable):
+            raise InvalidNodeError("taints", taints, "must be a tuple of Taints")
+        spec = attrs.evolve(rec.spec, labels=labels, taints=tuple(taints))  # (validates)
+        old = rec.spec
+        if spec == old:
+            return False
+        if self._marked.pop(name, None) is not None:
+            self._hard_tainted -= old.hard_tainted
+        rec.spec = spec
+        if spec.labels or spec.taints:
+            self._marked[name] = spec
+            self._hard_tainted += spec.hard_tainted
+        self._membership_version += 1
+        return True
 
     def set_node_health(self, name: str, healthy: bool) -> None:
         """Mark a whole node (un)schedulable. Running pods stay; nothing new lands on it.
@@ -645,6 +731,11 @@ class ClusterState:
             by_job.setdefault(pod.job, set()).add(pod)
         if self._allocated != sum(b.total_milli for b in self._pods.values()):
             errors.append("allocated milli total differs from the pods")
+        marked = {n: r.spec for n, r in self._records.items() if r.spec.labels or r.spec.taints}
+        if marked != self._marked:
+            errors.append("the index of nodes with labels or taints differs from the nodes")
+        if self._hard_tainted != sum(s.hard_tainted for s in marked.values()):
+            errors.append("the count of hard-tainted nodes differs from the nodes")
         if by_job != self._job_pods:
             errors.append("job -> pods index differs from the pods")
         for pod, b in self._pods.items():

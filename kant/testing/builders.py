@@ -9,15 +9,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kant.model import (
     Job,
     JobKind,
+    NodeSelector,
     NodeSpec,
     Resources,
     Role,
+    Taint,
     Tier,
+    Toleration,
     TopologyWish,
 )
 from kant.state import ClusterState
@@ -40,6 +44,8 @@ def node(
     superspine: str | None = None,
     hbd: str | None = None,
     zone: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    taints: Sequence[Taint] = (),
 ) -> NodeSpec:
     """A node; 8-GPU nodes default to the DGX-like template with 8 NICs."""
     if gpus == 0:
@@ -61,6 +67,8 @@ def node(
         superspine=superspine,
         hbd=hbd,
         zone=zone,
+        labels=labels or {},
+        taints=tuple(taints),
     )
 
 
@@ -86,6 +94,8 @@ def job(
     preemptible: bool = True,
     runtime: float | None = None,
     role: str = "worker",
+    selector: NodeSelector | None = None,
+    tolerations: Sequence[Toleration] = (),
 ) -> Job:
     """A one-role job. ``gang`` defaults to True for more than one replica."""
     res = Resources(
@@ -111,6 +121,8 @@ def job(
                 topology=None if tier is None else TopologyWish(tier=tier, required=required),
                 spread=spread,
                 max_per_node=max_per_node,
+                node_selector=selector,
+                tolerations=tuple(tolerations),
             ),
         ),
         preemptible=preemptible,

@@ -30,7 +30,7 @@ from kant.errors import (
     UnknownTemplateError,
     ValidationError,
 )
-from kant.model import NodeSpec, Tier
+from kant.model import NodeSpec, Taint, Tier
 from kant.topology.names import FabricNames
 from kant.topology.templates import (
     BUILTIN_TEMPLATES,
@@ -435,6 +435,7 @@ _TOP_KEYS: Final = ("version", "templates", "nodes", "groups")
 _TEMPLATE_KEYS: Final = ("name", "gpus", "nics")
 _GPU_KEYS: Final = ("numa", "pcie_switch", "nvlink_domain")
 _NIC_KEYS: Final = ("numa", "pcie_switch")
+_TAINT_KEYS: Final = ("key", "value", "effect")
 
 
 def _fail(field: str, value: Any, reason: str, where: str) -> InvalidClusterFileError:
@@ -515,12 +516,12 @@ def cluster_from_dict(data: Any, *, source: str = "<dict>") -> ClusterDescriptio
     origins: list[str] = []
     for i, raw in enumerate(_list(top.get("nodes", []), "nodes", source)):
         where = f"{source}:nodes[{i}]"
-        entry = _mapping(raw, _NODE_FIELDS, "nodes", where)
+        entry = _taints_read(_mapping(raw, _NODE_FIELDS, "nodes", where), where)
         nodes.append(_build(NodeSpec, entry, where))
         origins.append(where)
     for i, raw in enumerate(_list(top.get("groups", []), "groups", source)):
         where = f"{source}:groups[{i}]"
-        entry = _mapping(raw, _GROUP_KEYS, "groups", where)
+        entry = _taints_read(_mapping(raw, _GROUP_KEYS, "groups", where), where)
         for key in ("count", "prefix"):
             if key not in entry:
                 raise _fail(key, None, "required", where)
@@ -541,6 +542,35 @@ def cluster_from_dict(data: Any, *, source: str = "<dict>") -> ClusterDescriptio
             origins.append(f"{where} (node {name!r})")
     _check(nodes, templates, origins.__getitem__, lambda i: f"{source}:templates[{i}]")
     return ClusterDescription(nodes=tuple(nodes), templates=tuple(templates))
+
+
+def _taints_read(entry: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    """``entry`` with its ``taints`` (a list of ``{key, value, effect}`` mappings) read as
+    :class:`~kant.model.Taint` values."""
+    if "taints" not in entry:
+        return entry
+    taints = tuple(
+        _build(Taint, _mapping(t, _TAINT_KEYS, "taints", f"{where}.taints[{i}]"),
+               f"{where}.taints[{i}]")
+        for i, t in enumerate(_list(entry["taints"], "taints", where))
+    )  # fmt: skip
+    return {**entry, "taints": taints}
+
+
+def _node_dict(n: NodeSpec) -> dict[str, Any]:
+    """A node's cluster-file entry: its fields that differ from the defaults."""
+    out: dict[str, Any] = {}
+    for f in _NODE_FIELDS:
+        v = getattr(n, f)
+        if f == "labels":
+            if v:
+                out[f] = dict(v)
+        elif f == "taints":
+            if v:
+                out[f] = [{"key": t.key, "value": t.value, "effect": t.effect.value} for t in v]
+        elif f == "name" or v != _NODE_DEFAULTS[f]:
+            out[f] = v
+    return out
 
 
 def _check_group_names(prefix: str, start: int, count: int, width: int, where: str) -> None:
@@ -585,14 +615,7 @@ def cluster_to_dict(desc: ClusterDescription) -> dict[str, Any]:
             }
             for t in desc.templates
         ],
-        "nodes": [
-            {
-                f: getattr(n, f)
-                for f in _NODE_FIELDS
-                if f == "name" or getattr(n, f) != _NODE_DEFAULTS[f]
-            }
-            for n in desc.nodes
-        ],
+        "nodes": [_node_dict(n) for n in desc.nodes],
     }
 
 
