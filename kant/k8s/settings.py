@@ -59,6 +59,9 @@ class K8sSettings:
     """The node label naming the GPU model (kant's node pool)."""
     default_gpu_model: str = "gpu"
     """The model of a GPU node without that label."""
+    zone_label: str = "kant.io/zone"
+    """The node label whose value is the node's ``zone`` (E-Spread's inference zone is the
+    nodes labelled ``inference``)."""
     eviction_mode: str = "eviction"
     """``eviction`` (the Eviction API, honouring PodDisruptionBudgets) or ``delete``."""
     debounce_seconds: float = 1.0
@@ -93,6 +96,7 @@ _KEYS: Final = {
     "nicResource": ("nic_resource", str),
     "gpuModelLabel": ("gpu_model_label", str),
     "defaultGpuModel": ("default_gpu_model", str),
+    "zoneLabel": ("zone_label", str),
     "evictionMode": ("eviction_mode", str),
     "debounceSeconds": ("debounce_seconds", float),
     "eventIntervalSeconds": ("event_interval_seconds", float),

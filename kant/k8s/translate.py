@@ -5,13 +5,15 @@ Rules (docs/kubernetes.md, "Labels and annotations"):
 
 - a node: GPUs from ``allocatable[gpuResource]``, model from the ``nvidia.com/gpu.product``
   label, CPU / memory / RDMA NICs from allocatable, fabric place from the ordered topology
-  labels; it takes pods when ``Ready`` is ``True`` and it is not cordoned;
+  labels, its zone from ``kant.io/zone``, its labels and taints as they are; it takes pods
+  when ``Ready`` is ``True`` and it is not cordoned;
 - a pod: the effective request (the sum of its containers, or the largest init container if
   larger), a share of one GPU from the ``gpu-fraction`` annotation, the tenant from the first
   queue label or annotation it carries (kant, Kueue, KAI, Volcano) else its namespace, the
   priority from ``spec.priority``, non-preemptible when ``spec.preemptionPolicy`` is ``Never``,
   allowed GPU models from its nodeSelector or required node affinity on the model label,
-  topology from the Kueue or KAI required / preferred annotations;
+  the rest of both as its node selector, its tolerations, its job's kind from
+  ``kant.io/kind``, topology from the Kueue or KAI required / preferred annotations;
 - a gang: the scheduler-plugins PodGroup label (``minMember`` from the PodGroup), else Kueue's
   pod-group label with its total-count annotation; otherwise the pod is its own job.
 """
@@ -26,17 +28,24 @@ from typing import Any, Final
 
 import attrs
 
-from kant.errors import InvalidObjectError, KantError
+from kant.errors import InvalidObjectError, KantError, ValidationError
 from kant.k8s.settings import K8sSettings
 from kant.model import (
     MAX_PODS_PER_JOB,
     MILLI,
+    NODE_NAME_FIELD,
     Job,
+    JobKind,
+    NodeRequirement,
+    NodeSelector,
     NodeSpec,
     PodId,
     Resources,
     Role,
+    SelectorOp,
+    Taint,
     Tier,
+    Toleration,
     TopologyWish,
 )
 
@@ -76,6 +85,19 @@ GPUS_ANNOTATION: Final = "kant.io/gpus"
 NICS_ANNOTATION: Final = "kant.io/nics"
 MILLI_ANNOTATION: Final = "kant.io/gpu-milli"
 POD_ID_ANNOTATION: Final = "kant.io/pod-id"
+MIRRORED_TAINTS: Final = frozenset({
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+    "node.kubernetes.io/unschedulable",
+})  # fmt: skip
+"""Taints the node lifecycle controller keeps in step with the ``Ready`` condition and
+``spec.unschedulable``, which kant reads itself: not read (a new node has ``not-ready`` until
+that controller sees it Ready, and a cluster without the controller never loses it)."""
+SPREAD_ANNOTATION: Final = "kant.io/spread"
+"""``"true"``: the role's pods go on different nodes (an inference service's replicas)."""
+KIND_KEY: Final = "kant.io/kind"
+"""The pod label (or annotation) naming its job's kind (``training``, ``inference``, ``dev``):
+E-Spread places inference pods in its zone."""
 
 
 def is_count(v: object) -> bool:
@@ -197,24 +219,50 @@ def node_facts(node: Obj, settings: K8sSettings) -> NodeFacts:
         spine = f"{superspine}|{name}"
     if spine and not leaf:
         leaf = f"{spine}|{name}"
-    spec = NodeSpec(
-        name=name,
-        gpu_model=model,
-        gpus=gpus,
-        cpu_milli=int(cpu * 1000),
-        memory_mib=int(mem // (1 << 20)),
-        rdma_nics=count(settings.nic_resource),
-        leaf=leaf,
-        spine=spine,
-        superspine=superspine,
-        hbd=levels.get(Tier.HBD),
-    )
+    zone = lab.get(settings.zone_label) or None
+    try:
+        spec = NodeSpec(
+            name=name,
+            gpu_model=model,
+            gpus=gpus,
+            cpu_milli=int(cpu * 1000),
+            memory_mib=int(mem // (1 << 20)),
+            rdma_nics=count(settings.nic_resource),
+            leaf=leaf,
+            spine=spine,
+            superspine=superspine,
+            hbd=levels.get(Tier.HBD),
+            zone=zone,
+            labels={str(k): str(v) for k, v in lab.items()},
+            taints=_taints(node, where),
+        )
+    except ValidationError as e:
+        raise InvalidObjectError(e.field, e.value, e.reason, where=where) from None
     ready = any(
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in status.get("conditions") or ()
     )
     cordoned = bool((node.get("spec") or {}).get("unschedulable"))
     return NodeFacts(spec=spec, alive=ready, schedulable=ready and not cordoned)
+
+
+def _taints(node: Obj, where: str) -> tuple[Taint, ...]:
+    """The node's ``spec.taints``, but those that only mirror what kant reads from the node
+    itself (:data:`MIRRORED_TAINTS`)."""
+    out = []
+    for i, t in enumerate((node.get("spec") or {}).get("taints") or ()):
+        if not isinstance(t, Mapping):
+            raise InvalidObjectError(f"spec.taints[{i}]", t, "is not a taint", where=where)
+        if t.get("key") in MIRRORED_TAINTS:
+            continue
+        try:
+            out.append(
+                Taint(key=t.get("key") or "", value=t.get("value") or "", effect=t.get("effect"))
+            )
+        except ValidationError as e:
+            raise InvalidObjectError(f"spec.taints[{i}].{e.field}", e.value, e.reason,
+                                     where=where) from None  # fmt: skip
+    return tuple(out)
 
 
 def _domain(label: str, value: str) -> str:
@@ -242,6 +290,10 @@ class PodFacts:
     preemptible: bool
     resources: Resources
     gpu_models: frozenset[str]
+    node_selector: NodeSelector | None
+    tolerations: tuple[Toleration, ...]
+    kind: JobKind
+    spread: bool
     topology: TopologyWish | None
     group: str | None
     min_member: int | None
@@ -256,7 +308,27 @@ class PodFacts:
     @property
     def signature(self) -> tuple[Any, ...]:
         """What makes two pods of a group the same role."""
-        return (self.resources, tuple(sorted(self.gpu_models)), self.topology)
+        return (
+            self.resources,
+            tuple(sorted(self.gpu_models)),
+            self.topology,
+            self.node_selector,
+            self.tolerations,
+            self.spread,
+        )
+
+    def role(self, name: str, replicas: int) -> Role:
+        """The role of ``replicas`` pods like this one, called ``name``."""
+        return Role(
+            name=name,
+            replicas=replicas,
+            resources=self.resources,
+            gpu_models=self.gpu_models,
+            topology=self.topology,
+            node_selector=self.node_selector,
+            tolerations=self.tolerations,
+            spread=self.spread,
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -318,6 +390,10 @@ def _pod_facts(pod: Obj, settings: K8sSettings) -> PodFacts:
         preemptible=spec.get("preemptionPolicy") != "Never",
         resources=_counted(pod, settings, where),
         gpu_models=_models(spec, settings, where),
+        node_selector=_node_selector(spec, settings, where),
+        tolerations=_tolerations(spec, where),
+        kind=_kind(lab, ann, where),
+        spread=_flag(ann, SPREAD_ANNOTATION, where),
         topology=_topology(ann, settings, where),
         group=_group(lab, ns),
         min_member=_total(lab, ann, where),
@@ -445,6 +521,96 @@ def _models(spec: Obj, settings: K8sSettings, where: str) -> frozenset[str]:
     return frozenset(allowed or ())
 
 
+def _node_selector(spec: Obj, settings: K8sSettings, where: str) -> NodeSelector | None:
+    """The pod's ``nodeSelector`` and required node affinity as one selector: each affinity
+    term (terms are ORed) with every ``nodeSelector`` pair added (both must hold). None when
+    nothing is asked beyond the GPU model (:func:`_models` reads that into the role's
+    models), or nothing at all. A term with no requirement matches no node (Kubernetes):
+    it is left out, and a pod left with none is refused."""
+    try:
+        return _read_selector(spec, settings, where)
+    except ValidationError as e:
+        raise InvalidObjectError(e.field, e.value, e.reason, where=where) from None
+
+
+def _read_selector(spec: Obj, settings: K8sSettings, where: str) -> NodeSelector | None:
+    pairs = spec.get("nodeSelector") or {}
+    if not isinstance(pairs, Mapping):
+        raise InvalidObjectError("nodeSelector", pairs, "must be a mapping", where=where)
+    common = tuple(
+        NodeRequirement(key=str(k), operator=SelectorOp.IN, values=(str(v),))
+        for k, v in sorted(pairs.items())
+    )
+    aff = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    raw_terms = aff.get("nodeSelectorTerms") or ()
+    terms: list[tuple[NodeRequirement, ...]] = []
+    for i, t in enumerate(raw_terms):
+        reqs: list[NodeRequirement] = []
+        for part, field in (("matchExpressions", False), ("matchFields", True)):
+            for j, e in enumerate(t.get(part) or ()):
+                key = e.get("key")
+                if field and key != NODE_NAME_FIELD:
+                    raise InvalidObjectError(
+                        f"nodeSelectorTerms[{i}].{part}[{j}].key", key,
+                        f"the only field a node selector reads is {NODE_NAME_FIELD}", where=where,
+                    )  # fmt: skip
+                reqs.append(
+                    NodeRequirement(key=key, operator=e.get("operator"),
+                                    values=tuple(e.get("values") or ()), field=field)
+                )  # fmt: skip
+        if reqs:
+            terms.append((*reqs, *common))
+    if raw_terms and not terms:
+        raise InvalidObjectError(
+            "nodeSelectorTerms", raw_terms, "no term has a requirement: it matches no node",
+            where=where,
+        )  # fmt: skip
+    if not terms and common:
+        terms.append(common)
+    model = settings.gpu_model_label
+    if all(
+        r.key == model and r.operator is SelectorOp.IN and not r.field for t in terms for r in t
+    ):
+        return None  # (only the GPU model, or nothing: the role's models say it exactly)
+    return NodeSelector(terms=tuple(terms))
+
+
+def _tolerations(spec: Obj, where: str) -> tuple[Toleration, ...]:
+    out = []
+    for i, t in enumerate(spec.get("tolerations") or ()):
+        try:
+            out.append(
+                Toleration(key=t.get("key") or "", operator=t.get("operator") or "Equal",
+                           value=t.get("value") or "", effect=t.get("effect") or None)
+            )  # fmt: skip
+        except ValidationError as e:
+            raise InvalidObjectError(f"tolerations[{i}].{e.field}", e.value, e.reason,
+                                     where=where) from None  # fmt: skip
+    # (sorted without repeats: the same tolerations in another order are the same role)
+    return tuple(sorted(set(out), key=repr))
+
+
+def _flag(ann: Mapping[str, str], key: str, where: str) -> bool:
+    v = ann.get(key)
+    if v is None:
+        return False
+    if v not in ("true", "false"):
+        raise InvalidObjectError(key, v, "must be 'true' or 'false'", where=where)
+    return v == "true"
+
+
+def _kind(lab: Mapping[str, str], ann: Mapping[str, str], where: str) -> JobKind:
+    v = lab.get(KIND_KEY) or ann.get(KIND_KEY)
+    if not v:
+        return JobKind.TRAINING
+    if v not in {k.value for k in JobKind}:
+        raise InvalidObjectError(KIND_KEY, v, f"must be one of {[k.value for k in JobKind]}",
+                                 where=where)  # fmt: skip
+    return JobKind(v)
+
+
 def _topology(ann: Mapping[str, str], settings: K8sSettings, where: str) -> TopologyWish | None:
     for keys, required in ((REQUIRED_TOPOLOGY, True), (PREFERRED_TOPOLOGY, False)):
         for k in keys:
@@ -544,9 +710,10 @@ def build_job(
     pods: Sequence[PodFacts], job: str, submitted_at: float
 ) -> tuple[Job, dict[PodId, str]]:
     """A kant Job from the pods of one gang (or one lone pod), with the pod each PodId stands
-    for. Roles are the distinct (resources, models, topology) shapes, in order of their first
-    pod by name; PodIds number each role's pods by name. The tenant, priority and
-    preemptibility are those of the first pod by name (a group shares them)."""
+    for. Roles are the distinct (resources, models, topology, node selector, tolerations)
+    shapes, in order of their first pod by name; PodIds number each role's pods by name. The
+    tenant, priority, preemptibility and kind are those of the first pod by name (a group
+    shares them)."""
     ordered = sorted(pods, key=lambda p: p.name)
     shapes: dict[tuple[Any, ...], list[PodFacts]] = {}
     for p in ordered:
@@ -555,16 +722,7 @@ def build_job(
     ids: dict[PodId, str] = {}
     for i, members in enumerate(shapes.values()):
         name = "worker" if len(shapes) == 1 else f"worker-{i}"
-        p0 = members[0]
-        roles.append(
-            Role(
-                name=name,
-                replicas=len(members),
-                resources=p0.resources,
-                gpu_models=p0.gpu_models,
-                topology=p0.topology,
-            )
-        )
+        roles.append(members[0].role(name, len(members)))
         for k, p in enumerate(members):
             ids[PodId(job=job, role=name, index=k)] = p.key
     lead = ordered[0]
@@ -578,6 +736,7 @@ def build_job(
             roles=tuple(roles),
             preemptible=lead.preemptible,
             runtime_estimate=max(runtimes) if runtimes else None,
+            kind=lead.kind,
         ),
         ids,
     )

@@ -420,17 +420,158 @@ def test_a_bad_kubernetes_setting_names_its_key_path(raw: dict[str, Any], path: 
         parse_settings(raw, source="kant.yaml")
 
 
-def test_no_node_is_in_an_espread_zone_and_no_job_is_inference_as_kubernetes_md_says() -> None:
-    # docs/kubernetes.md, "Not done yet": E-Spread has no inference zone under the shim.
-    # Mapping a label or annotation to them must update that page (and docs/config.md).
+def test_the_espread_zone_kind_and_spread_come_from_kant_labels_not_the_topology_zone() -> None:
     from kant.model import JobKind
 
     node = copy.deepcopy(load("node_h100"))
-    node["metadata"]["labels"].update({"topology.kubernetes.io/zone": "inference",
-                                       "kant.io/zone": "inference"})  # fmt: skip
-    assert node_facts(node, S).spec.zone is None
+    node["metadata"]["labels"]["topology.kubernetes.io/zone"] = "inference"
+    assert node_facts(node, S).spec.zone is None  # a superspine tier, not E-Spread's zone
+    node["metadata"]["labels"]["kant.io/zone"] = "inference"
+    assert node_facts(node, S).spec.zone == "inference"
+    assert node_facts(node, K8sSettings(zone_label="pool")).spec.zone is None
     pods = [_worker(i, gpus=2) for i in range(2)]
-    for p in pods:
-        p["metadata"]["annotations"].update({"kant.io/kind": "inference", "kant.io/spread": "true"})
     job, _ = build_job([pod_facts(p, S) for p in pods], "team-a.svc", 0.0)
     assert job.kind is JobKind.TRAINING and not any(r.spread for r in job.roles)
+    for p in pods:
+        p["metadata"]["labels"]["kant.io/kind"] = "inference"
+        p["metadata"]["annotations"]["kant.io/spread"] = "true"
+    job, _ = build_job([pod_facts(p, S) for p in pods], "team-a.svc", 0.0)
+    assert job.kind is JobKind.INFERENCE and all(r.spread for r in job.roles)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("kant.io/kind", "batch"), ("kant.io/spread", "yes")]
+)  # fmt: skip
+def test_a_bad_kind_or_spread_annotation_is_an_invalid_object(key: str, value: str) -> None:
+    p = _worker(0)
+    p["metadata"]["annotations"][key] = value
+    with pytest.raises(InvalidObjectError, match=key):
+        pod_facts(p, S)
+
+
+# ----------------------------------------------------------------- node selection
+
+
+def test_a_node_brings_its_labels_and_taints() -> None:
+    from kant.model import Taint, TaintEffect
+
+    node = copy.deepcopy(load("node_h100"))
+    node["spec"]["taints"] = [
+        {"key": "dedicated", "value": "inference", "effect": "NoSchedule"},
+        {"key": "spot", "effect": "PreferNoSchedule"},
+    ]
+    spec = node_facts(node, S).spec
+    assert spec.labels == node["metadata"]["labels"]
+    assert spec.taints == (
+        Taint(key="dedicated", value="inference", effect=TaintEffect.NO_SCHEDULE),
+        Taint(key="spot", effect=TaintEffect.PREFER_NO_SCHEDULE),
+    )
+    assert spec.hard_tainted
+
+
+def test_a_malformed_taint_is_an_invalid_object_naming_it() -> None:
+    node = copy.deepcopy(load("node_h100"))
+    node["spec"]["taints"] = [{"key": "dedicated", "effect": "Sometimes"}]
+    with pytest.raises(InvalidObjectError, match=r"spec\.taints\[0\]\.effect"):
+        node_facts(node, S)
+
+
+def _selecting(spec: dict[str, Any]) -> Any:
+    p = _worker(0)
+    p["spec"].pop("nodeSelector", None)
+    p["spec"].pop("affinity", None)
+    p["spec"].update(spec)
+    return pod_facts(p, S)
+
+
+def test_a_pods_node_selector_and_affinity_terms_become_one_selector() -> None:
+    from kant.model import NodeRequirement, NodeSelector
+
+    f = _selecting({
+        "nodeSelector": {"pool": "b"},
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r2", "r1"]}]},
+                {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["bad"]}]},
+                {},  # (matches no node: left out)
+            ]}}},
+    })  # fmt: skip
+    pool = NodeRequirement(key="pool", operator="In", values=("b",))
+    assert f.node_selector == NodeSelector(
+        terms=(
+            (NodeRequirement(key="rack", operator="In", values=("r1", "r2")), pool),
+            (NodeRequirement(key="metadata.name", operator="NotIn", values=("bad",), field=True),
+             pool),
+        )
+    )  # fmt: skip
+
+
+def test_a_selector_on_the_gpu_model_alone_is_the_roles_models_and_no_selector() -> None:
+    f = _selecting({"nodeSelector": {"nvidia.com/gpu.product": "H100"}})
+    assert f.gpu_models == {"H100"} and f.node_selector is None
+    f = _selecting({})
+    assert f.gpu_models == frozenset() and f.node_selector is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{}]}}}}, "nodeSelectorTerms"),
+        ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [
+                {"key": "spec.unschedulable", "operator": "In", "values": ["x"]}]}]}}}},
+         "matchFields"),
+        ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "rank", "operator": "Gt", "values": ["x"]}]}]}}}}, "values"),
+        ({"tolerations": [{"key": "a", "operator": "Exists", "value": "v"}]}, "tolerations"),
+        ({"nodeSelector": ["pool"]}, "malformed"),
+    ],
+)  # fmt: skip
+def test_a_selector_or_toleration_kubernetes_would_refuse_is_an_invalid_object(
+    spec: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(InvalidObjectError, match=field):
+        _selecting(spec)
+
+
+def test_tolerations_are_read_and_two_pods_listing_them_in_another_order_are_one_role() -> None:
+    from kant.model import TaintEffect, Toleration
+
+    tols = [
+        {"key": "dedicated", "operator": "Equal", "value": "inference", "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+         "tolerationSeconds": 300},
+    ]  # fmt: skip
+    a, b = _worker(0), _worker(1)
+    a["spec"]["tolerations"] = tols
+    b["spec"]["tolerations"] = tols[::-1]
+    fa = pod_facts(a, S)
+    assert set(fa.tolerations) == {
+        Toleration(key="dedicated", value="inference", effect=TaintEffect.NO_SCHEDULE),
+        Toleration(key="node.kubernetes.io/not-ready", operator="Exists",
+                   effect=TaintEffect.NO_EXECUTE),
+    }  # fmt: skip
+    job, _ = build_job([fa, pod_facts(b, S)], "team-a.g", 0.0)
+    assert len(job.roles) == 1 and job.roles[0].tolerations == fa.tolerations
+
+
+def test_pods_of_one_gang_with_different_selectors_are_different_roles() -> None:
+    a, b = _worker(0), _worker(1)
+    b["spec"]["nodeSelector"] = {**(b["spec"].get("nodeSelector") or {}), "pool": "b"}
+    job, _ = build_job([pod_facts(a, S), pod_facts(b, S)], "team-a.g", 0.0)
+    assert len(job.roles) == 2
+    assert [r.node_selector is None for r in job.roles] == [True, False]
+
+
+def test_taints_that_mirror_ready_and_cordon_are_not_read_since_kant_reads_those_itself() -> None:
+    node = copy.deepcopy(load("node_h100"))
+    node["spec"]["taints"] = [
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"},
+        {"key": "node.kubernetes.io/memory-pressure", "effect": "NoSchedule"},
+    ]
+    (taint,) = node_facts(node, S).spec.taints
+    assert taint.key == "node.kubernetes.io/memory-pressure"
