@@ -1220,13 +1220,21 @@ class _JobFacts:
         """A small int naming everything the never-fits answer of ``pods`` of ``job`` reads
         besides the static capacity and the quota table (:meth:`kant.admission.Pools.never_fits`,
         :func:`quota_never_fits`): its tenant, whether it is a gang, and per role its name,
-        pods, resources, topology and GPU models."""
+        pods, resources, topology, GPU models, node selector and tolerations."""
         counts = pods_per_role(job, pods)
         shape = (
             job.tenant,
             job.gang,
             tuple(
-                (r.name, counts.get(r.name, 0), r.resources, r.topology, role_models.get(r.name))
+                (
+                    r.name,
+                    counts.get(r.name, 0),
+                    r.resources,
+                    r.topology,
+                    role_models.get(r.name),
+                    r.node_selector,
+                    r.tolerations,
+                )
                 for r in job.roles
             ),
         )
@@ -1324,6 +1332,8 @@ def placement_shape(job: Job, dec: QuotaDecision) -> tuple[Any, ...]:
                 r.topology,
                 r.spread,
                 r.max_per_node,
+                r.node_selector,
+                r.tolerations,
             )
             for r in job.roles
         ),

@@ -431,7 +431,14 @@ class Preemption:
             job.gang,
             job.kind,
             tuple(
-                (counts.get(r.name, 0), r.resources, role_models.get(r.name), r.topology)
+                (
+                    counts.get(r.name, 0),
+                    r.resources,
+                    role_models.get(r.name),
+                    r.topology,
+                    r.node_selector,
+                    r.tolerations,
+                )
                 for r in job.roles
             ),
             len(self.victim_pods),

@@ -378,3 +378,30 @@ def test_a_taint_added_to_a_node_keeps_new_pods_off_it_and_a_bad_one_changes_not
     assert state.hard_tainted_nodes == 0
     assert s.step(now=3).placed == ("a",)
     check_invariants(s)
+
+
+@pytest.mark.parametrize("policy", ["strict-fifo", "best-effort-fifo"])
+def test_a_job_alike_but_for_its_tolerations_is_not_answered_by_the_first_jobs_failure(
+    policy: str,
+) -> None:
+    # the cycle remembers failed placement shapes and never-fit answers for jobs alike:
+    # tolerations and selectors are part of the shape
+    state = ClusterBuilder().leaf("inf", nodes=1, taints=[DEDICATED]).build()
+    s = scheduler(state, policy=policy, preemption=PreemptionPolicy())
+    s.submit(job("plain", gpus=8, priority=1), now=0)
+    s.submit(job("tolerant", gpus=8, tolerations=[Toleration(key="dedicated", operator="Exists")]),
+             now=1)  # fmt: skip
+    r = s.step(now=2)
+    assert r.placed == ("tolerant",)
+    assert r.pending["plain"].code is ReasonCode.NO_POOL  # (and it blocks no Strict FIFO)
+
+
+def test_a_job_alike_but_for_its_selector_is_not_answered_by_the_first_jobs_failure() -> None:
+    s = scheduler(_two_pools())
+    s.submit(job("fill", gpus=8, replicas=2, selector=POOL_B), now=0)
+    assert s.step(now=0).placed == ("fill",)
+    s.submit(job("x", gpus=8, selector=POOL_B), now=1)  # waits: pool b is full
+    s.submit(job("y", gpus=8), now=2)
+    r = s.step(now=2)
+    assert r.placed == ("y",) and r.bindings[0].node.startswith("lf0")
+    assert r.pending["x"].code in {ReasonCode.INSUFFICIENT_CAPACITY, ReasonCode.NO_FIT}
