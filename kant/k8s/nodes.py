@@ -31,6 +31,10 @@ class NodeAdapter:
         """A node joined (or came back): its capacity may be allocated."""
         self._cluster.add_node(spec)
 
+    def relabelled(self, spec: NodeSpec, now: float) -> None:
+        """The node's labels or taints changed (nothing else): in place, its pods stay."""
+        self.scheduler.node_relabelled(spec.name, spec.labels, spec.taints, now)
+
     def lost(self, name: str, now: float) -> EventReport:
         """The node is gone or NotReady: removed; its pods' jobs requeued (gangs whole)."""
         return self.scheduler.node_lost(name, now)

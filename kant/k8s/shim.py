@@ -52,7 +52,7 @@ from kant.k8s.translate import (
     recorded_binding,
     uid_of,
 )
-from kant.model import Binding, Job, PodId, Role
+from kant.model import Binding, Job, PodId
 from kant.preemption import PreemptionPolicy
 from kant.scheduler import EventReport, Scheduler
 from kant.state import ClusterState
@@ -265,13 +265,11 @@ class Shim:
             try:
                 job = Job(
                     id=jid, tenant=lead.tenant, priority=lead.priority,
-                    preemptible=lead.preemptible,
+                    preemptible=lead.preemptible, kind=lead.kind,
                     submitted_at=max(0.0, lead.created),
                     runtime_estimate=max(runtimes) if runtimes else None,
                     roles=tuple(
-                        Role(name=r, replicas=max(pid.index for _, pid in ms) + 1,
-                             resources=ms[0][0].resources, gpu_models=ms[0][0].gpu_models,
-                             topology=ms[0][0].topology)
+                        ms[0][0].role(r, max(pid.index for _, pid in ms) + 1)
                         for r, ms in sorted(roles.items())
                     ),
                 )  # fmt: skip
@@ -387,24 +385,32 @@ class Shim:
 
     def _take_node(self, name: str, facts: NodeFacts, *, was: bool | None) -> None:
         """Node ``name``, Ready, as ``facts`` say it is now (``was``: Ready when last seen,
-        None: never seen): a changed node is taken afresh unless kant's pods run there (then
-        it takes no new pod until they have ended, :meth:`_take_changed_nodes`); what runs
+        None: never seen): a node whose labels or taints alone changed is relabelled in
+        place; one whose capacity, model, fabric place or zone changed is taken afresh unless
+        kant's pods run there (then it takes no new pod until they have ended,
+        :meth:`_take_changed_nodes`); what runs
         on a node new, Ready again or uncordoned is held. A node the cluster refuses (its
         labels contradict the fabric of the nodes taken: a leaf under a second spine) is left
         out with a warning."""
         if self.nodes.has(name) and self.nodes.spec(name) != facts.spec:
-            if not self._only_holds_on(name):
+            old = self.nodes.spec(name)
+            if attrs.evolve(old, labels=facts.spec.labels, taints=facts.spec.taints) == facts.spec:
+                # only its labels or taints: placements read them from now on, what runs
+                # there stays (IgnoredDuringExecution)
+                self.nodes.relabelled(facts.spec, self.now())
+            elif not self._only_holds_on(name):
                 # kant's pods run there on what kant knew: no new pod goes there until they
                 # have ended and the node is taken as it is then (see _take_changed_nodes)
                 self._changed[name] = facts
                 self.nodes.set_schedulable(name, False)
                 log.warning(
-                    "node %s changed (allocatable or labels): it takes no new pods until "
-                    "kant's pods there have ended", name,
+                    "node %s changed (allocatable, model, fabric or zone labels): it takes no "
+                    "new pods until kant's pods there have ended", name,
                 )  # fmt: skip
                 return
-            self.scheduler.node_removed(name, self.now())  # nothing of kant's runs there:
-            self._drop_released_holds(name)  # take it as it is now
+            else:
+                self.scheduler.node_removed(name, self.now())  # nothing of kant's runs there:
+                self._drop_released_holds(name)  # take it as it is now
         added = not self.nodes.has(name)
         if added:
             try:
