@@ -182,6 +182,8 @@ class PoolFacts:
         key = (res, tuple(pools), hbd, rules)
         if key in self._lone:
             return self._lone[key]
+        if rules is not None and len(self._lone) >= 4096:  # (bounded, as allowed_total)
+            self._lone.clear()
         cols = self.snap.cols
         if pools:
             slots = self.pool_slots(pools)
@@ -219,6 +221,8 @@ class PoolFacts:
         key = (role.node_selector, role.tolerations, tuple(pools))
         v = self._allowed_total.get(key)
         if v is None:
+            if len(self._allowed_total) >= 4096:  # (bounded: selectors naming hosts are many)
+                self._allowed_total.clear()
             slots = self.pool_slots(pools)
             v = self._allowed_total[key] = int(self.snap.cols.gpus[slots[allowed[slots]]].sum())
         return v

@@ -110,6 +110,8 @@ def _holds(snap: Snapshot, slots: IntArray, req: PodRequest, n: int) -> bool:
     return int(np.minimum(fit_count(snap, slots, req), n).sum()) >= n
 
 
+_CANDIDATES_KEPT = 512
+"""At most this many candidate sets are kept (per models, selector and tolerations)."""
 _NOT_AT_TIER = Reason(code=ReasonCode.TOPOLOGY, message="no domain of the tier holds them")
 """What a placement restricted to one tier says when it finds nothing (its caller goes on)."""
 
@@ -898,14 +900,36 @@ class Placer:
         """The role's candidate nodes: live nodes of its allowed GPU models (any GPU node
         when it names none; any node for a CPU-only pod) that its node selector and
         tolerations allow (:meth:`Role.can_run_on`), or ``NO_POOL``. Cached per (models,
-        needs GPU, selector, tolerations) until nodes come or go: O(1) on a hit, O(nodes)
-        numpy otherwise, plus O(labelled or tainted nodes) for a role those restrict."""
-        models = tuple(sorted(role.gpu_models))
+        needs GPU, selector, tolerations) until nodes come, go or are relabelled: O(1) on a
+        hit, O(nodes) numpy otherwise. Candidates a selector or taints restrict are a part
+        of their pools' (``parent``), so the per-pool best-fit index still serves them."""
+        base = self._pool_candidates(snap, role, req)
         allowed = snap.state.allowed_slots(role)
-        restricted = allowed is not None
-        key = (models, req.needs_gpu, role.node_selector, role.tolerations) if restricted else (
-            models, req.needs_gpu
-        )  # fmt: skip
+        if allowed is None or isinstance(base, Reason):
+            return base
+        key = (base, role.node_selector, role.tolerations)
+        hit = self._cand.get(key)
+        if hit is not None:
+            return hit
+        keep = allowed[base.slots]
+        if keep.all():
+            out = base
+        elif not keep.any():
+            return Reason(
+                code=ReasonCode.NO_POOL,
+                message="no node can run this role (with its node selector and tolerations)",
+            )
+        else:
+            out = Candidates(base.slots[keep], base.pools, parent=base)
+        if len(self._cand) >= _CANDIDATES_KEPT:  # (bounded: selectors naming hosts are many)
+            self._cand.clear()
+        self._cand[key] = out
+        return out
+
+    def _pool_candidates(self, snap: Snapshot, role: Role, req: PodRequest) -> Candidates | Reason:
+        """:meth:`_candidates` of the role's models alone (no selector, no taints)."""
+        models = tuple(sorted(role.gpu_models))
+        key = (models, req.needs_gpu)
         hit = self._cand.get(key)
         if hit is not None:
             return hit
@@ -924,17 +948,9 @@ class Placer:
             mask = (snap.cols.gpus[:n] > 0) & alive
         else:
             mask = alive
-        if allowed is not None:
-            mask = mask & allowed[:n]
         slots = np.flatnonzero(mask).astype(np.int64)
         if not slots.shape[0]:
-            why = "no node can run this role"
-            if restricted:
-                why += " (with its node selector and tolerations)"
-            return Reason(code=ReasonCode.NO_POOL, message=why)
-        if restricted:  # a part of its pools' nodes: the per-pool index cannot stand for it
-            out = self._cand[key] = Candidates(slots, ())
-            return out
+            return Reason(code=ReasonCode.NO_POOL, message="no node can run this role")
         if req.needs_gpu:
             ids = pools if models else np.unique(snap.cols.pool_id[slots]).tolist()
             pool_ids = tuple(sorted(int(p) for p in ids if p >= 0))

@@ -75,10 +75,12 @@ class Candidates:
         return sub
 
     def member(self, snap: Snapshot) -> np.ndarray | None:
-        """None when :attr:`slots` are all the pools' nodes of their kind (``hbd``), else a
+        """None when :attr:`slots` are all the pools' nodes (of their kind, ``hbd``), else a
         bool mask over node slots of the ones they hold. O(n) once, then cached."""
-        if self.parent is None or self.hbd is not None:
+        if self.parent is None:
             return None
+        if self.hbd is not None and self.parent.member(snap) is None:
+            return None  # an HBD split of all the pools' nodes: all of its kind
         if self._member is None:
             mask = np.zeros(snap.num_slots, dtype=bool)
             mask[self.slots] = True

@@ -39,6 +39,8 @@ from kant.topology.names import FabricNames
 from kant.topology.templates import get_template
 
 BoolArray = npt.NDArray[np.bool_]
+_ALLOWED_KEPT = 256
+"""At most this many (selector, tolerations) keep their :meth:`ClusterState.allowed_slots`."""
 _BARE_NODE = NodeSpec(name="-")
 """What a node without labels or taints is to a node selector that reads no names."""
 
@@ -119,9 +121,8 @@ class ClusterState:
         self._degraded: set[str] = set()  # nodes unhealthy or with an unhealthy GPU
         self._marked: dict[str, NodeSpec] = {}  # nodes with labels or taints
         self._hard_tainted = 0  # nodes with a NoSchedule or NoExecute taint
-        self._allowed: dict[
-            tuple[Any, ...], BoolArray
-        ] = {}  # allowed_slots, by (selector, tolerations)
+        # allowed_slots, by (selector, tolerations)
+        self._allowed: dict[tuple[Any, ...], BoolArray] = {}
         self._allowed_version = -1
         self._snapshot: Snapshot | None = None
         self._removal_listeners: list[Callable[[str, tuple[Binding, ...]], None]] = []
@@ -172,8 +173,9 @@ class ClusterState:
         (:meth:`~kant.model.Role.can_run_on`; a free slot may be True), or None when nothing
         restricts the role (no node selector, and no node has a ``NoSchedule`` or
         ``NoExecute`` taint). Nodes without labels or taints answer as one; a selector that
-        reads names asks every node. Kept per (selector, tolerations) until nodes come or
-        go: read it, never change it. O(slots + marked nodes) the first time."""
+        reads names asks every node. Kept per (selector, tolerations) until nodes come, go or
+        are relabelled (the last 256 or so): read it, never change it. O(slots + marked nodes)
+        the first time."""
         sel = role.node_selector
         if sel is None and not self._hard_tainted:
             return None
@@ -184,6 +186,8 @@ class ClusterState:
         hit = self._allowed.get(key)
         if hit is not None:
             return hit
+        if len(self._allowed) >= _ALLOWED_KEPT:  # (bounded: selectors naming hosts are many)
+            self._allowed.clear()
         n = self.num_slots
         if sel is not None and sel.reads_names:
             out = np.zeros(n, dtype=bool)

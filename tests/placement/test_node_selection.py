@@ -285,7 +285,9 @@ def _labelled_cluster(draw: st.DrawFn) -> ClusterState:
             }
             taints = [DEDICATED] if draw(st.integers(0, 3)) == 0 else []
             b.add(node(f"lf{leaf}-n{k}", gpus=draw(st.sampled_from([2, 4, 8])),
+                       model=draw(st.sampled_from(["H100", "A100"])),
                        template=None, nics=0, leaf=f"lf{leaf}", spine="sp0", superspine="ss0",
+                       hbd=f"h{leaf}" if leaf == 0 and k < 2 else None,
                        labels=labels, taints=taints))  # fmt: skip
     return b.build()
 
@@ -305,28 +307,32 @@ _SELECTORS = st.none() | st.builds(
     terms=st.lists(st.lists(_REQUIREMENTS, min_size=1, max_size=2).map(tuple), min_size=1, max_size=2),
 )  # fmt: skip
 _TOLERATIONS = st.sampled_from([(), (Toleration(key="dedicated", operator="Exists"),)])
+_WISHES = st.sampled_from([None, (Tier.LEAF, True), (Tier.HBD, False), (Tier.LEAF, False)])
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     _labelled_cluster(),
     st.lists(
         st.tuples(st.sampled_from([1, 2, 4]), st.integers(1, 3), st.integers(0, 2), _SELECTORS,
-                  _TOLERATIONS, st.booleans()),
+                  _TOLERATIONS, st.booleans(), _WISHES, st.sampled_from(["", "H100"])),
         min_size=1, max_size=8,
     ),
     st.sampled_from(["strict-fifo", "best-effort-fifo", "easy-backfill"]),
 )  # fmt: skip
 def test_no_pod_ever_runs_on_a_node_its_role_may_not_use(
     state: ClusterState,
-    specs: list[tuple[int, int, int, NodeSelector | None, tuple[Toleration, ...], bool]],
+    specs: list[tuple[int, int, int, NodeSelector | None, tuple[Toleration, ...], bool,
+                      tuple[Tier, bool] | None, str]],
     policy: str,
-) -> None:
+) -> None:  # fmt: skip
     s = scheduler(state, policy=policy, preemption=PreemptionPolicy())
     jobs = {}
-    for t, (gpus, replicas, prio, sel, tol, gang) in enumerate(specs):
+    for t, (gpus, replicas, prio, sel, tol, gang, wish, model) in enumerate(specs):
+        tier, required = wish or (None, False)
         j = job(f"j{t}", gpus=gpus, replicas=replicas, priority=prio, selector=sel,
-                tolerations=tol, gang=gang or replicas == 1, submitted_at=t, runtime=5.0)  # fmt: skip
+                tolerations=tol, gang=gang or replicas == 1, submitted_at=t, runtime=5.0,
+                tier=tier, required=required, models=model or frozenset())  # fmt: skip
         jobs[j.id] = j
         s.submit(j, now=t)
         r = s.step(now=t)
@@ -405,3 +411,32 @@ def test_a_job_alike_but_for_its_selector_is_not_answered_by_the_first_jobs_fail
     r = s.step(now=2)
     assert r.placed == ("y",) and r.bindings[0].node.startswith("lf0")
     assert r.pending["x"].code in {ReasonCode.INSUFFICIENT_CAPACITY, ReasonCode.NO_FIT}
+
+
+def test_many_distinct_selectors_keep_a_bounded_number_of_allowed_node_sets() -> None:
+    # a shim whose pods each name their host would otherwise keep one set per pod forever
+    state = ClusterBuilder().leaf("lf0", nodes=4).build()
+    placer = Placer("ebinpack")
+    snap = state.snapshot()
+    for i in range(700):
+        sel = NodeSelector(terms=((_req("metadata.name", "In", "lf0-n1", f"h{i}", field=True),),))
+        res = placer.place(job(f"j{i}", gpus=1, gpu_milli=1, selector=sel), snap)
+        assert res.ok and res.bindings[0].node == "lf0-n1"
+    assert len(state._allowed) <= 256
+    assert len(placer._cand) <= 512
+
+
+def test_the_best_fit_index_never_offers_a_partly_used_node_the_selector_excludes() -> None:
+    # on a pool large enough for the two-level search, the fullest partly used node outside
+    # HBDs is excluded: the per-pool best-fit index serves the restricted candidates (their
+    # split by HBD included) and must skip it
+    b = ClusterBuilder().leaf("lf0", nodes=100).leaf("lf1", nodes=100, labels={"pool": "b"})
+    b.leaf("lf2", nodes=4, hbd="hbd0", labels={"pool": "b"})
+    state = b.build()
+    placer = Placer("ebinpack")
+    snap = state.snapshot()
+    first = placer.place(job("fill", gpus=6), snap)
+    assert first.bindings[0].node.startswith("lf0")
+    for i in range(3):
+        res = placer.place(job(f"j{i}", gpus=1, selector=POOL_B), snap)
+        assert res.ok and res.bindings[0].node.startswith("lf1"), res
