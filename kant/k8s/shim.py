@@ -108,6 +108,8 @@ class Shim:
         # gang (or lone pod) -> why its pending pods are not submitted (message, code)
         self._gang_wait: dict[str, tuple[str, str]] = {}
         self._jobs: dict[str, _JobRecord] = {}  # kant job id -> record
+        # ended jobs the shim forgot, to acknowledge after the next cycle (see _acknowledge)
+        self._ended: list[str] = []
         self._job_of_base: dict[str, str] = {}  # group or lone pod key -> kant job id
         self._gen: dict[str, int] = {}
         self._id_of: dict[str, tuple[str, PodId]] = {}  # pod key -> (job id, PodId)
@@ -668,6 +670,10 @@ class Shim:
         self._try_submit(rec.base)
 
     def _forget_job(self, jid: str) -> None:
+        """Kant job ``jid`` ended (its last pod finished, or it was cancelled or failed): the
+        shim drops its record, and no pod maps to it any more (its pods still terminating are
+        held like another scheduler's, :meth:`_stop`). Its entry is acknowledged after the
+        next cycle (:meth:`_acknowledge`)."""
         rec = self._jobs.pop(jid, None)
         if rec is None:
             return
@@ -676,6 +682,23 @@ class Shim:
                 self._id_of.pop(key, None)
         if self._job_of_base.get(rec.base) == jid:
             self._job_of_base.pop(rec.base)
+        self._ended.append(jid)
+
+    def _acknowledge(self, jids: Iterable[str]) -> None:
+        """Release the entries of ended jobs the shim has forgotten (``Scheduler.acknowledge``):
+        nothing reads them any more. The shim never gives a job id twice (``_gen``), so a
+        group or pod made again under its name is a new job. Called after a cycle has read the
+        queue since they ended: a job released from the books raises the queue's change-log
+        floor (``Queue.changed_since``), and released before that cycle it would make the
+        cycle derive its kept answers afresh. A job the queue's history released already is
+        skipped."""
+        for jid in jids:
+            if self.scheduler.queue.get(jid) is None:
+                continue
+            try:
+                self.scheduler.acknowledge(jid)
+            except KantError as e:  # (a job not ended: refused, and kept)
+                log.warning("not acknowledging %s: %s", jid, e)
 
     def _bound_node(self, pid: PodId) -> str | None:
         """The node kant bound ``pid`` to (None: it holds no binding)."""
@@ -769,8 +792,10 @@ class Shim:
         now = self.now()
         self.cycles += 1
         self._hold_preemption()
+        ended, self._ended = self._ended, []
         result = self.scheduler.schedule(now)
         report = self.scheduler.apply(result, now)
+        self._acknowledge(ended)
         bound = set(report.bound)
         todo = [b for b in result.bindings if b.pod.job in bound]
         for b in todo:

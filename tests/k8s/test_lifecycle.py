@@ -1,0 +1,123 @@
+"""A long-running shim on a real kube-apiserver: kant's entries of ended jobs are acknowledged
+(the queue holds the live jobs only, and a pod or group made again under its name is a new
+job)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kant.k8s.shim import Shim
+
+from .conftest import Cluster, wait_for
+
+pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+
+RUNTIME = "kant.io/runtime-seconds"
+
+
+def _phase(cluster: Cluster, name: str) -> str | None:
+    return cluster.pods().get(name, {}).get("status", {}).get("phase")
+
+
+def _pod_id(cluster: Cluster, name: str) -> str:
+    return str(cluster.get(name)["metadata"]["annotations"]["kant.io/pod-id"])
+
+
+def _delete(cluster: Cluster, name: str) -> None:
+    cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/{name}", {"gracePeriodSeconds": 0})
+    wait_for(lambda: name not in cluster.pods(), what=f"{name} gone")
+
+
+def _waits(cluster: Cluster, name: str, code: str) -> None:
+    """The pod says it waits for ``code`` (kant's PodScheduled condition) and is not bound."""
+
+    def says() -> bool:
+        for c in cluster.get(name).get("status", {}).get("conditions") or ():
+            if c["type"] == "PodScheduled" and code in c.get("message", ""):
+                return True
+        return False
+
+    wait_for(says, what=f"{name}'s condition to name {code}")
+    assert cluster.node_of(name) is None
+
+
+def _entries(shim: Shim) -> list[str]:
+    """The ids of the jobs kant's queue holds (read with the shim stopped)."""
+    return sorted(e.id for e in shim.scheduler.queue.entries())
+
+
+# ----------------------------------------------------------------- ended jobs
+
+
+def test_a_long_running_shims_queue_holds_only_its_live_jobs(cluster: Cluster) -> None:
+    """Jobs end every way a shim sees: pods and gangs that finish (the gang's group starting
+    a new job after each), a waiting pod deleted, a running pod deleted, a gang that loses a
+    pod. Each ended job's entry is acknowledged; only the job still running is kept."""
+    cluster.node("n0")
+    cluster.node("n1")
+    cluster.pod_group("g", 2)
+    shim = cluster.start_shim()
+    cluster.pod("forever", gpus=2)  # no runtime: it runs until the end of the test
+    wait_for(lambda: cluster.node_of("forever"), what="forever bound")
+    ended = 0
+    for wave in range(4):
+        names = [f"p{wave}-{i}" for i in range(3)] + [f"g{wave}-{i}" for i in range(2)]
+        for name in names:
+            group = "g" if name.startswith("g") else None
+            cluster.pod(name, gpus=2, group=group, annotations={RUNTIME: "0.2"})
+        ended += 4  # three lone pods and the group's next job
+        wait_for(lambda names=names: all(_phase(cluster, n) == "Succeeded" for n in names),
+                 what=f"wave {wave} finished")  # fmt: skip
+        assert _pod_id(cluster, f"g{wave}-0").startswith(f"{cluster.ns}.g#{wave + 1}/")
+    cluster.pod("too-big", gpus=9)  # no node has 9 GPUs: it waits, then is deleted
+    _waits(cluster, "too-big", "kant: ")
+    cluster.pod("running", gpus=2)
+    wait_for(lambda: _phase(cluster, "running") == "Running", what="running runs")
+    cluster.pod_group("h", 2)
+    cluster.pod("h-0", gpus=2, group="h")
+    cluster.pod("h-1", gpus=2, group="h")
+    wait_for(lambda: _phase(cluster, "h-0") == _phase(cluster, "h-1") == "Running",
+             what="gang h running")  # fmt: skip
+    for name in ("too-big", "running", "h-0"):  # h-1 is stopped: the gang is requeued whole
+        _delete(cluster, name)
+    ended += 3
+    wait_for(lambda: "h-1" not in cluster.pods(), what="h-1 stopped")
+    wait_for(lambda: shim.scheduler.queue.released == ended, what="every ended job released")
+    cluster.stop_shims()
+    forever = _pod_id(cluster, "forever").split("/")[0]
+    assert _entries(shim) == [forever] and list(shim._jobs) == [forever]
+    shim.scheduler.check_invariants()
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["same shim", "after a restart"])
+def test_a_pod_and_a_gang_made_again_under_their_names_after_their_jobs_ended_run_as_usual(
+    cluster: Cluster, restart: bool
+) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    cluster.pod_group("g", 2)
+    shim = cluster.start_shim()
+    cluster.pod("a", annotations={RUNTIME: "0.2"})
+    cluster.pod("g-0", gpus=4, group="g", annotations={RUNTIME: "0.2"})
+    cluster.pod("g-1", gpus=4, group="g", annotations={RUNTIME: "0.2"})
+    wait_for(lambda: all(_phase(cluster, n) == "Succeeded" for n in ("a", "g-0", "g-1")),
+             what="a and g finished")  # fmt: skip
+    wait_for(lambda: shim.scheduler.queue.released == 2, what="both jobs released")
+    if restart:
+        cluster.stop_shims()
+        shim = cluster.start_shim()  # (g-0 and g-1, Succeeded, still name job g#1)
+    _delete(cluster, "a")
+    cluster.pod("a")  # the same name, another pod: a new job, bound as any other
+    cluster.pod("g-2", gpus=4, group="g")
+    cluster.pod("g-3", gpus=4, group="g")
+    wait_for(lambda: all(cluster.node_of(n) for n in ("a", "g-2", "g-3")), what="all bound")
+    assert _pod_id(cluster, "a").startswith(f"{cluster.ns}..a#2/")  # (its old pod counted)
+    assert _pod_id(cluster, "g-2").startswith(f"{cluster.ns}.g#2/")
+    # (the fake kubelet runs a pod of a name once: the test finishes the second "a" itself)
+    cluster.api.patch(f"/api/v1/namespaces/{cluster.ns}/pods/a/status",
+                      {"status": {"phase": "Succeeded"}})  # fmt: skip
+    cluster.pod("b")  # the second "a"'s GPUs are free again
+    wait_for(lambda: cluster.node_of("b"), what="b bound")
+    cluster.stop_shims()
+    assert len(_entries(shim)) == 2  # g#2 and b run; the second "a" was acknowledged too
+    shim.scheduler.check_invariants()
