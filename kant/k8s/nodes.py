@@ -27,17 +27,22 @@ class NodeAdapter:
     def spec(self, name: str) -> NodeSpec:
         return self._cluster.node(name)
 
-    def added(self, spec: NodeSpec) -> None:
-        """A node joined (or came back): its capacity may be allocated."""
-        self._cluster.add_node(spec)
+    def added(self, spec: NodeSpec, now: float) -> None:
+        """A node joined (created, or taken again as it is now): its capacity may be
+        allocated (:meth:`Scheduler.node_added`)."""
+        self.scheduler.node_added(spec, now)
 
     def relabelled(self, spec: NodeSpec, now: float) -> None:
         """The node's labels or taints changed (nothing else): in place, its pods stay."""
         self.scheduler.node_relabelled(spec.name, spec.labels, spec.taints, now)
 
-    def lost(self, name: str, now: float) -> EventReport:
-        """The node is gone or NotReady: removed; its pods' jobs requeued (gangs whole)."""
-        return self.scheduler.node_lost(name, now)
+    def removed(self, name: str, now: float) -> EventReport:
+        """The node is deleted (or taken again as it is now): removed; its pods' jobs
+        requeued, gangs whole (:meth:`Scheduler.node_removed`). Not :meth:`Scheduler.node_lost`:
+        a Node object deleted never comes back as it was (one created again under its name is
+        :meth:`added` as it is then), and a lost node's spec would be kept for a
+        ``node_recovered`` that never comes, one for every node ever deleted."""
+        return self.scheduler.node_removed(name, now)
 
     def not_ready(self, name: str, now: float) -> EventReport:
         """The node is NotReady: it stays in the cluster, offers nothing, and its pods are
@@ -48,10 +53,16 @@ class NodeAdapter:
         """Whether the node takes new pods (Ready and not cordoned)."""
         return self._cluster.is_healthy(name)
 
-    def set_schedulable(self, name: str, ok: bool) -> None:
-        """Cordoned (``ok`` False) or uncordoned: running pods stay, nothing new lands."""
-        if self._cluster.is_healthy(name) != ok:
-            self._cluster.set_node_health(name, ok)
+    def set_schedulable(self, name: str, ok: bool, now: float) -> None:
+        """Cordoned (``ok`` False) or uncordoned, or Ready again: running pods stay, nothing
+        new lands while not schedulable (:meth:`Scheduler.node_unhealthy` without eviction,
+        :meth:`Scheduler.node_healthy`)."""
+        if self._cluster.is_healthy(name) == ok:
+            return
+        if ok:
+            self.scheduler.node_healthy(name)
+        else:
+            self.scheduler.node_unhealthy(name, now, evict=False)
 
     def bind_foreign(
         self, pod: PodId, node: str, gpus: int, milli: int, cpu: int, mem: int

@@ -364,7 +364,9 @@ class Shim:
             self._alive.pop(name, None)
             self._changed.pop(name, None)
             if self.nodes.has(name):
-                self._after(self.nodes.lost(name, now), now, why=f"node {name} was deleted")
+                rep = self.nodes.removed(name, now)
+                log.warning("node %s deleted: %d pods were on it", name, len(rep.released))
+                self._after(rep, now, why=f"node {name} was deleted")
                 self._drop_released_holds(name)
             return
         try:
@@ -404,28 +406,28 @@ class Shim:
                 # kant's pods run there on what kant knew: no new pod goes there until they
                 # have ended and the node is taken as it is then (see _take_changed_nodes)
                 self._changed[name] = facts
-                self.nodes.set_schedulable(name, False)
+                self.nodes.set_schedulable(name, False, self.now())
                 log.warning(
                     "node %s changed (allocatable, model, fabric or zone labels): it takes no "
                     "new pods until kant's pods there have ended", name,
                 )  # fmt: skip
                 return
             else:
-                self.scheduler.node_removed(name, self.now())  # nothing of kant's runs there:
+                self.nodes.removed(name, self.now())  # nothing of kant's runs there:
                 self._drop_released_holds(name)  # take it as it is now
         added = not self.nodes.has(name)
         if added:
             try:
-                self.nodes.added(facts.spec)
+                self.nodes.added(facts.spec, self.now())
             except KantError as e:  # labels placing it where the fabric says it cannot be
                 log.warning("node %s is left out: %s", name, e)
                 return
         if added or was is False or (facts.schedulable and not self.nodes.schedulable(name)):
             # new, Ready again or uncordoned: what runs there and is not held yet is held
             # (taken while the node takes pods: a cordoned node's devices cannot be)
-            self.nodes.set_schedulable(name, True)
+            self.nodes.set_schedulable(name, True, self.now())
             self._replay_bound(name)
-        self.nodes.set_schedulable(name, facts.schedulable)
+        self.nodes.set_schedulable(name, facts.schedulable, self.now())
 
     def _only_holds_on(self, name: str) -> bool:
         """Whether every pod kant counts on node ``name`` is a held one (:attr:`_held`), none

@@ -1,11 +1,16 @@
 """A long-running shim on a real kube-apiserver: kant's entries of ended jobs are acknowledged
 (the queue holds the live jobs only, and a pod or group made again under its name is a new
-job)."""
+job), and node events reach the ``Scheduler`` facade (``node_added``, ``node_removed``,
+``node_unhealthy``, ``node_healthy``) with what the docs say each does."""
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 import pytest
 
+from kant.k8s.kubelet import set_node_ready
 from kant.k8s.shim import Shim
 
 from .conftest import Cluster, wait_for
@@ -121,3 +126,98 @@ def test_a_pod_and_a_gang_made_again_under_their_names_after_their_jobs_ended_ru
     cluster.stop_shims()
     assert len(_entries(shim)) == 2  # g#2 and b run; the second "a" was acknowledged too
     shim.scheduler.check_invariants()
+
+
+# ----------------------------------------------------------------- node events
+
+
+def test_a_deleted_node_requeues_its_gang_whole_and_is_not_kept_as_lost(
+    cluster: Cluster,
+) -> None:
+    for n in ("n0", "n1", "n2"):
+        cluster.node(n)
+    cluster.pod_group("g", 2)
+    shim = cluster.start_shim()
+    cluster.pod("g-0", group="g")
+    cluster.pod("g-1", group="g")
+    first = wait_for(lambda: cluster.node_of("g-0") and cluster.node_of("g-1") and
+                     (cluster.node_of("g-0"), cluster.node_of("g-1")), what="gang bound")  # fmt: skip
+    cluster.api.delete(f"/api/v1/nodes/{first[0]}")
+    # both pods go, the one on the node still there too: the gang restarts whole
+    wait_for(lambda: not ({"g-0", "g-1"} & set(cluster.pods())), what="both pods gone")
+    cluster.pod("g-2", group="g")  # the job controller recreates them
+    cluster.pod("g-3", group="g")
+    wait_for(lambda: cluster.node_of("g-2") and cluster.node_of("g-3"), what="gang bound again")
+    assert {cluster.node_of("g-2"), cluster.node_of("g-3")} == {"n0", "n1", "n2"} - {first[0]}
+    cluster.stop_shims()
+    assert shim.scheduler.lost_nodes() == ()  # (node_lost kept every deleted node's spec)
+    assert first[0] not in shim.scheduler.cluster
+    shim.scheduler.check_invariants()
+
+
+def test_a_node_deleted_and_created_again_with_fewer_gpus_is_taken_as_it_is_now(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    shim = cluster.start_shim()
+    cluster.pod("a")
+    wait_for(lambda: cluster.node_of("a"), what="a bound")
+    cluster.api.delete("/api/v1/nodes/n0")
+    wait_for(lambda: "a" not in cluster.pods(), what="a stopped")
+    cluster.node("n0", gpus=4)
+    cluster.pod("b", gpus=4)
+    assert wait_for(lambda: cluster.node_of("b"), what="b bound") == "n0"
+    gpus = cluster.get("b")["metadata"]["annotations"]["kant.io/gpus"]
+    assert {int(g) for g in gpus.split(",")} == {0, 1, 2, 3}
+    cluster.pod("c", gpus=4)
+    _waits(cluster, "c", "kant: ")  # n0 has 4 GPUs now, all b's
+    cluster.stop_shims()
+    assert shim.scheduler.cluster.node("n0").gpus == 4 and shim.scheduler.lost_nodes() == ()
+
+
+def test_a_pod_waiting_while_its_only_node_is_not_ready_is_bound_once_it_is_ready_again(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.start_shim()
+    set_node_ready(cluster.api, "n0", False)
+    time.sleep(0.3)
+    cluster.pod("a")
+    _waits(cluster, "a", "kant: ")
+    set_node_ready(cluster.api, "n0", True)
+    assert wait_for(lambda: cluster.node_of("a"), what="a bound") == "n0"
+
+
+def test_a_cordoned_node_keeps_its_running_pod_and_takes_no_new_one_until_uncordoned(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    shim = cluster.start_shim()
+    cluster.pod("a", gpus=4)
+    wait_for(lambda: _phase(cluster, "a") == "Running", what="a running")
+    cluster.api.patch("/api/v1/nodes/n0", {"spec": {"unschedulable": True}})
+    time.sleep(0.3)
+    cluster.pod("b", gpus=4)
+    _waits(cluster, "b", "kant: ")
+    time.sleep(0.5)
+    assert cluster.node_of("b") is None and _phase(cluster, "a") == "Running"
+    cluster.api.patch("/api/v1/nodes/n0", {"spec": {"unschedulable": False}})
+    assert wait_for(lambda: cluster.node_of("b"), what="b bound once uncordoned") == "n0"
+    assert _phase(cluster, "a") == "Running" and not shim.scheduler.lost_nodes()
+
+
+def test_a_node_relabelled_to_another_gpu_model_takes_pods_of_that_model(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0", model="A")
+    cluster.start_shim()
+    body: dict[str, Any] = {
+        "metadata": {"name": "wants-b", "namespace": cluster.ns},
+        "spec": {"schedulerName": "kant", "nodeSelector": {"nvidia.com/gpu.product": "B"},
+                 "containers": [{"name": "c", "image": "x", "resources": {
+                     "requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}}]},
+    }  # fmt: skip
+    cluster.api.post(f"/api/v1/namespaces/{cluster.ns}/pods", body)
+    _waits(cluster, "wants-b", "kant: ")
+    cluster.api.patch("/api/v1/nodes/n0", {"metadata": {"labels": {"nvidia.com/gpu.product": "B"}}})
+    assert wait_for(lambda: cluster.node_of("wants-b"), what="wants-b bound") == "n0"
