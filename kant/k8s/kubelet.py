@@ -82,7 +82,7 @@ class FakeKubelet(threading.Thread):
         self.poll = poll
         self.runtime_scale = runtime_scale
         self._stop_ev = threading.Event()
-        self._running_pods: set[str] = set()
+        self._running_pods: set[str] = set()  # uids of the pods it started
         self._due: list[tuple[float, str, str]] = []
         self.finished = 0
 
@@ -124,15 +124,20 @@ class FakeKubelet(threading.Thread):
         status: dict[str, Any] = p.get("status") or {}
         key = pod_key(p)
         ns, name = key.split("/", 1)
+        uid = str(meta.get("uid") or "")
         try:
             if meta.get("deletionTimestamp"):
-                self.api.delete(f"/api/v1/namespaces/{ns}/pods/{name}", {"gracePeriodSeconds": 0})
+                # (this pod only, as a kubelet does: not one made again under its name since)
+                opts: dict[str, Any] = {"gracePeriodSeconds": 0}
+                if uid:
+                    opts["preconditions"] = {"uid": uid}
+                self.api.delete(f"/api/v1/namespaces/{ns}/pods/{name}", opts)
                 return
             if not spec.get("nodeName") or status.get("phase", "Pending") != "Pending":
                 return
-            if key in self._running_pods:
+            if (uid or key) in self._running_pods:
                 return
-            self._running_pods.add(key)
+            self._running_pods.add(uid or key)
             self.api.patch(
                 f"/api/v1/namespaces/{ns}/pods/{name}/status",
                 {"status": {"phase": "Running", "startTime": _iso(),
