@@ -111,7 +111,11 @@ class Shim:
         # ended jobs the shim forgot, to acknowledge after the next cycle (see _acknowledge)
         self._ended: list[str] = []
         self._job_of_base: dict[str, str] = {}  # group or lone pod key -> kant job id
+        # group or lone pod key -> the number of its last job, kept while a pod of it exists
+        # (a job id is never given twice then: see _count_job, _drop_base)
         self._gen: dict[str, int] = {}
+        self._bases_of: dict[str, set[str]] = {}  # pod key -> the bases its facts named
+        self._base_pods: dict[str, int] = {}  # base -> how many pods named it (_bases_of)
         self._id_of: dict[str, tuple[str, PodId]] = {}  # pod key -> (job id, PodId)
         # pod key -> the PodId holding its requests: pods bound by others (see _hold)
         self._held: dict[str, PodId] = {}
@@ -297,9 +301,35 @@ class Shim:
 
     def _count_job(self, base: str, jid: str) -> None:
         """Job ``jid`` of ``base`` existed: the next job of ``base`` gets a later number (a
-        job id is never given twice, even while an ended pod of the old job lingers)."""
+        job id is never given twice while a pod of the old job lingers, whose
+        ``kant.io/pod-id`` names it, or kant's queue lists it)."""
         tail = jid.rsplit("#", 1)[1] if "#" in jid else ""
         self._gen[base] = max(self._gen.get(base, 0), int(tail) if is_count(tail) else 0)
+
+    def _name_base(self, key: str, base: str) -> None:
+        """Pod ``key``'s facts name ``base``: it counts for ``base`` until it is deleted (its
+        ``kant.io/pod-id`` may name a job of each base it had)."""
+        bases = self._bases_of.setdefault(key, set())
+        if base not in bases:
+            bases.add(base)
+            self._base_pods[base] = self._base_pods.get(base, 0) + 1
+
+    def _drop_base(self, base: str, *, pod: bool) -> None:
+        """A pod that named ``base`` is deleted (``pod``), or its job ended: once no pod names
+        it, no job of it runs and none of its pods waits, the shim forgets its job number
+        (and why its pods waited): a long-running shim keeps nothing for the pods and groups
+        gone. A job of it made later starts from number 1 again, past the ids kant's queue
+        still lists (:meth:`_try_submit`)."""
+        if pod:
+            n = self._base_pods.get(base, 0) - 1
+            if n > 0:
+                self._base_pods[base] = n
+                return
+            self._base_pods.pop(base, None)
+        if base in self._base_pods or base in self._job_of_base or self._waiting.get(base):
+            return
+        self._gen.pop(base, None)
+        self._gang_wait.pop(base, None)
 
     def _hold_preemption(self) -> None:
         """No victim is chosen while victims a previous shim chose are still terminating:
@@ -345,6 +375,7 @@ class Shim:
             if kind_event == "DELETED":
                 self._groups.pop(key, None)
                 self._bad_groups.pop(key, None)
+                self._pg_status.pop(key, None)  # (one made again has no status yet)
             else:
                 try:
                     self._groups[key] = pod_group_min_member(obj)
@@ -489,6 +520,8 @@ class Shim:
             if old is not None and old[1] is not None:
                 self._unwait(key, _base(old[1]))
             self._gone(key, now, finished=False)
+            for base in sorted(self._bases_of.pop(key, ())):
+                self._drop_base(base, pod=True)
             return
         st = pod_state(obj, self.settings)
         if st.node is not None:
@@ -516,6 +549,7 @@ class Shim:
             return
         assert f is not None
         self._pods[key] = (obj, f)
+        self._name_base(key, _base(f))
         if f.phase in TERMINAL:
             self._unwait(key, _base(f))
             self._gone(key, now, finished=f.phase == "Succeeded")
@@ -685,15 +719,16 @@ class Shim:
         if self._job_of_base.get(rec.base) == jid:
             self._job_of_base.pop(rec.base)
         self._ended.append(jid)
+        self._drop_base(rec.base, pod=False)
 
     def _acknowledge(self, jids: Iterable[str]) -> None:
         """Release the entries of ended jobs the shim has forgotten (``Scheduler.acknowledge``):
-        nothing reads them any more. The shim never gives a job id twice (``_gen``), so a
-        group or pod made again under its name is a new job. Called after a cycle has read the
-        queue since they ended: a job released from the books raises the queue's change-log
-        floor (``Queue.changed_since``), and released before that cycle it would make the
-        cycle derive its kept answers afresh. A job the queue's history released already is
-        skipped."""
+        nothing reads them any more. A group or pod made again under its name is a new job
+        (:meth:`_try_submit` gives no id kant's queue still lists). Called after a cycle has
+        read the queue since they ended: a job released from the books raises the queue's
+        change-log floor (``Queue.changed_since``), and released before that cycle it would
+        make the cycle derive its kept answers afresh. A job the queue's history released
+        already is skipped."""
         for jid in jids:
             if self.scheduler.queue.get(jid) is None:
                 continue
@@ -740,7 +775,10 @@ class Shim:
                 self._gang_wait[base] = self._gang_reason(group, len(pending), need)
                 return
         gen = self._gen.get(base, 0) + 1
-        jid = f"{job_id(pending)}#{gen}"
+        name = job_id(pending)
+        while self.scheduler.queue.get(f"{name}#{gen}") is not None:  # (ended, listed still)
+            gen += 1
+        jid = f"{name}#{gen}"
         now = self.now()
         try:
             job, ids = build_job(pending, jid, max(f.created for f in pending))

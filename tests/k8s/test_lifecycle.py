@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from kant.config import parse_config
 from kant.k8s.kubelet import set_node_ready
 from kant.k8s.shim import Shim
 
@@ -54,10 +55,12 @@ def _entries(shim: Shim) -> list[str]:
 # ----------------------------------------------------------------- ended jobs
 
 
-def test_a_long_running_shims_queue_holds_only_its_live_jobs(cluster: Cluster) -> None:
+def test_a_long_running_shim_keeps_books_only_for_its_live_jobs_and_pods(cluster: Cluster) -> None:
     """Jobs end every way a shim sees: pods and gangs that finish (the gang's group starting
     a new job after each), a waiting pod deleted, a running pod deleted, a gang that loses a
-    pod. Each ended job's entry is acknowledged; only the job still running is kept."""
+    pod. Each ended job's entry is acknowledged; only the job still running is kept. Once
+    the ended pods and the groups are deleted too, the shim keeps no job number or group
+    status for them."""
     cluster.node("n0")
     cluster.node("n1")
     cluster.pod_group("g", 2)
@@ -88,9 +91,26 @@ def test_a_long_running_shims_queue_holds_only_its_live_jobs(cluster: Cluster) -
     ended += 3
     wait_for(lambda: "h-1" not in cluster.pods(), what="h-1 stopped")
     wait_for(lambda: shim.scheduler.queue.released == ended, what="every ended job released")
-    cluster.stop_shims()
     forever = _pod_id(cluster, "forever").split("/")[0]
+    assert len(shim.scheduler.queue) == 1 and forever in shim.scheduler.queue  # (pods linger)
+    gone = sorted(set(cluster.pods()) - {"forever"})  # (a Job's TTL deletes them, say)
+    for name in gone:
+        _delete(cluster, name)
+    for group in ("g", "h"):
+        cluster.api.delete(
+            f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{cluster.ns}/podgroups/{group}"
+        )
+    wait_for(lambda: not any(f"{cluster.ns}/{n}" in shim._pods for n in gone) and
+             f"{cluster.ns}/h" not in shim._groups, what="the shim to see them gone")  # fmt: skip
+    cluster.stop_shims()
+
+    def mine(books: Any) -> list[str]:  # (keys "ns/name", "pod:ns/name", "group:ns/name")
+        return sorted(k for k in books if k.split(":", 1)[-1].startswith(f"{cluster.ns}/"))
+
     assert _entries(shim) == [forever] and list(shim._jobs) == [forever]
+    assert mine(shim._gen) == [f"pod:{cluster.ns}/forever"]
+    assert mine(shim._pg_status) == mine(shim._gang_wait) == []
+    assert mine(shim._bases_of) == [f"{cluster.ns}/forever"]
     shim.scheduler.check_invariants()
 
 
@@ -112,20 +132,48 @@ def test_a_pod_and_a_gang_made_again_under_their_names_after_their_jobs_ended_ru
         cluster.stop_shims()
         shim = cluster.start_shim()  # (g-0 and g-1, Succeeded, still name job g#1)
     _delete(cluster, "a")
-    cluster.pod("a")  # the same name, another pod: a new job, bound as any other
+    cluster.pod("a", annotations={RUNTIME: "0.5"})  # the same name, another pod: a new job
     cluster.pod("g-2", gpus=4, group="g")
     cluster.pod("g-3", gpus=4, group="g")
     wait_for(lambda: all(cluster.node_of(n) for n in ("a", "g-2", "g-3")), what="all bound")
-    assert _pod_id(cluster, "a").startswith(f"{cluster.ns}..a#2/")  # (its old pod counted)
+    # (its old pod is gone, and its job was acknowledged: its number is given again)
+    assert _pod_id(cluster, "a").startswith(f"{cluster.ns}..a#1/")
     assert _pod_id(cluster, "g-2").startswith(f"{cluster.ns}.g#2/")
-    # (the fake kubelet runs a pod of a name once: the test finishes the second "a" itself)
-    cluster.api.patch(f"/api/v1/namespaces/{cluster.ns}/pods/a/status",
-                      {"status": {"phase": "Succeeded"}})  # fmt: skip
-    cluster.pod("b")  # the second "a"'s GPUs are free again
+    cluster.pod("b")  # once the second "a" has finished, its GPUs are free again
     wait_for(lambda: cluster.node_of("b"), what="b bound")
+    assert _phase(cluster, "a") == "Succeeded"
     cluster.stop_shims()
     assert len(_entries(shim)) == 2  # g#2 and b run; the second "a" was acknowledged too
     shim.scheduler.check_invariants()
+
+
+def test_a_pod_made_again_before_the_cycle_that_acknowledges_its_old_job_gets_the_next_number(
+    cluster: Cluster,
+) -> None:
+    """Ended jobs are acknowledged after the next cycle: a pod deleted and made again under
+    its name before that cycle is a new job all the same, not a duplicate of the old one."""
+    cluster.node("n0")
+    cluster.pod("a")
+    shim = Shim(cluster.api, parse_config({}))  # (driven by the test: no watch, no loop)
+    try:
+        shim.sync()
+        shim.cycle()
+        shim.reap(wait=True)
+        assert _pod_id(cluster, "a").startswith(f"{cluster.ns}..a#1/")
+        old = cluster.get("a")
+        _delete(cluster, "a")
+        shim.handle("Pod", "DELETED", old)  # its job is cancelled, and listed until a cycle
+        assert f"{cluster.ns}..a#1" in shim.scheduler.queue
+        cluster.pod("a")
+        shim.handle("Pod", "ADDED", cluster.get("a"))
+        shim.cycle()
+        shim.reap(wait=True)
+        assert cluster.node_of("a") == "n0"
+        assert _pod_id(cluster, "a").startswith(f"{cluster.ns}..a#2/")
+        assert _entries(shim) == [f"{cluster.ns}..a#2"]
+        shim.scheduler.check_invariants()
+    finally:
+        shim._pool.shutdown()
 
 
 # ----------------------------------------------------------------- node events
