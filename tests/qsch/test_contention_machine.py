@@ -3,7 +3,8 @@
 Tenants ``a`` and ``b`` share a cohort (8 GPUs nominal each), ``iso`` is isolated (8 GPUs,
 rarely used), and the cluster has idle capacity outside the cohort (32 GPUs in all). Jobs
 borrow, carry priorities 0-2, are gangs or pod-level; the orchestrator evicts every victim
-right after each cycle. For every run:
+right after each cycle. The two leaves are labelled ``rack: r0`` and ``rack: r1``, and half the
+jobs select one of them. For every run:
 
 - no job is evicted more than twice by the same preemptor;
 - a preemptor whose victims are gone is bound within 3 cycles (for a pod-level preemptor:
@@ -23,7 +24,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from kant.admission import Admitter, Quota
-from kant.model import Binding, Victim
+from kant.model import Binding, NodeSelector, Victim
 from kant.placement import Placer
 from kant.preemption import PreemptionPolicy
 from kant.queueing import JobPhase, Queue
@@ -47,7 +48,12 @@ class ContentionMachine(RuleBasedStateMachine):
 
     @initialize(strategy=st.sampled_from(["ebinpack", "spread"]), others_first=st.booleans())
     def setup(self, strategy: str, others_first: bool) -> None:
-        cluster = ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=2).build()
+        cluster = (
+            ClusterBuilder()
+            .leaf("lf0", nodes=2, labels={"rack": "r0"})
+            .leaf("lf1", nodes=2, labels={"rack": "r1"})
+            .build()
+        )
         self.s = Scheduler(
             cluster,
             queue=Queue(),
@@ -69,12 +75,16 @@ class ContentionMachine(RuleBasedStateMachine):
         gang=st.booleans(),
         tenant=st.sampled_from(["a", "a", "b", "b", "iso"]),
         priority=st.integers(0, 2),
+        rack=st.sampled_from([None, None, "r0", "r1"]),
     )
-    def submit(self, gpus: int, replicas: int, gang: bool, tenant: str, priority: int) -> None:
+    def submit(
+        self, gpus: int, replicas: int, gang: bool, tenant: str, priority: int, rack: str | None
+    ) -> None:
         self.n += 1
+        sel = None if rack is None else NodeSelector.labels(rack=rack)
         self.s.submit(
             job(f"j{self.n}", gpus=gpus, replicas=replicas, gang=gang, tenant=tenant,
-                priority=priority, submitted_at=self.now),
+                priority=priority, submitted_at=self.now, selector=sel),
             now=self.now,
         )  # fmt: skip
 
