@@ -355,6 +355,17 @@ def instance_of(
     return check
 
 
+def tuple_of(err: type[ValidationError], kind: type) -> Validator:
+    """An attrs validator: a tuple of ``kind`` instances (a list is converted before, by
+    the field's converter), else ``err(field, value, "must be a tuple of <kind>s")``.
+    O(items)."""
+    return satisfies(
+        err,
+        lambda v: isinstance(v, tuple) and all(isinstance(x, kind) for x in v),
+        f"must be a tuple of {kind.__name__}s",
+    )
+
+
 def registered(
     kind: str, names: Callable[[], Collection[str]], *, fold_case: bool = False
 ) -> Validator:
@@ -833,11 +844,7 @@ class Role:
     tolerations: tuple[Toleration, ...] = attrs.field(
         default=(),
         converter=_to_tuple,
-        validator=satisfies(
-            InvalidJobError,
-            lambda v: isinstance(v, tuple) and all(isinstance(t, Toleration) for t in v),
-            "must be a tuple of Tolerations",
-        ),
+        validator=tuple_of(InvalidJobError, Toleration),
     )
 
     def can_run_on(self, node: NodeSpec) -> bool:
@@ -1128,11 +1135,7 @@ class NodeSpec:
     taints: tuple[Taint, ...] = attrs.field(
         default=(),
         converter=_to_tuple,
-        validator=satisfies(
-            InvalidNodeError,
-            lambda v: isinstance(v, tuple) and all(isinstance(t, Taint) for t in v),
-            "must be a tuple of Taints",
-        ),
+        validator=tuple_of(InvalidNodeError, Taint),
     )
 
     @property
