@@ -28,7 +28,7 @@ from kant.errors import (
 )
 from kant.model import Binding, Job, NodeSpec, PodId, Reason, Taint, finite_time
 from kant.preemption.policy import PreemptionPolicy
-from kant.queueing import Entry, JobPhase, Queue, as_policy
+from kant.queueing import Entry, JobPhase, JobStatus, Queue, as_policy
 from kant.state import ClusterState
 
 logger = logging.getLogger(__name__)
@@ -178,12 +178,15 @@ class Scheduler:
 
     # ----------------------------------------------------------------- jobs and cycles
 
-    def submit(self, job: Job, now: float | None = None) -> None:
+    def submit(
+        self, job: Job, now: float | None = None, *, history: JobStatus | None = None
+    ) -> None:
         """Queue a job (see :meth:`kant.queueing.Queue.submit`: raises DuplicateError or
         InvalidJobError, or InvalidTimeError for a ``now`` that is not finite or runs
-        backwards, changing nothing); returns None."""
+        backwards, changing nothing); returns None. ``history``: the status of an earlier
+        job this one stands in for, whose failures and backoff it carries on."""
         t = None if now is None else self._time(now, "submit")
-        self.queue.submit(job, t)
+        self.queue.submit(job, t, history=history)
         if t is not None:
             self._tick(t, "submit")
 

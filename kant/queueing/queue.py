@@ -374,10 +374,18 @@ class Queue:
 
     # ----------------------------------------------------------------- submit / cancel
 
-    def submit(self, job: Job, now: float | None = None) -> JobStatus:
+    def submit(
+        self, job: Job, now: float | None = None, *, history: JobStatus | None = None
+    ) -> JobStatus:
         """Add a job (PENDING). A duplicate id raises DuplicateError; a non-Job raises
         InvalidJobError; either way nothing changes. ``now`` (default ``job.submitted_at``)
         starts its wait.
+
+        ``history``: the status of an earlier job this one stands in for (an orchestrator
+        that dropped a job after a failure and submits its pods again as a new job): the job
+        carries on its failures, waiting out the rest of that backoff with its reason, and
+        its next failure counts on from them. A FAILED job (or one past the retry limit) has
+        no retry left: InvalidJobError, as for a ``history`` that is not a JobStatus.
 
         The submit time (what FIFO orders by) is the job's own ``submitted_at`` when it carries
         one, else ``now``: a job left at ``submitted_at=0``, the default, meaning "not given"
@@ -394,6 +402,12 @@ class Queue:
             raise InvalidJobError("now", now, "must be a finite number")
         if now is not None and now < 0:
             raise InvalidJobError("now", now, "must be >= 0 (a submit time)")
+        if history is not None and not isinstance(history, JobStatus):
+            raise InvalidJobError("history", history, "must be a kant.queueing.JobStatus")
+        if history is not None and (
+            history.phase is JobPhase.FAILED or self.backoff.exhausted(history.attempts)
+        ):
+            raise InvalidJobError("history", history.id, "is past the retry limit")
         if now is not None and job.submitted_at == 0 and now != 0:
             job = attrs.evolve(job, submitted_at=float(now))
         self._seq += 1
@@ -404,6 +418,11 @@ class Queue:
             phase=JobPhase.PENDING,
             pending_since=job.submitted_at if now is None else float(now),
         )
+        if history is not None:
+            e.attempts, e.backoff_until = history.attempts, history.backoff_until
+            r = history.reason
+            if r is not None and r.code is ReasonCode.BACKOFF and e.pending_since < e.backoff_until:
+                e.reason = r
         self._entries[job.id] = e
         self._sync(e)
         return e.view()

@@ -117,6 +117,35 @@ def test_a_failed_binding_requeues_with_backoff_then_fails_past_the_retry_limit(
     check_invariants(s)
 
 
+def test_a_job_submitted_with_an_earlier_jobs_history_carries_on_its_failures() -> None:
+    # an orchestrator drops job a#1 after its binding failed and submits its pods as a#2
+    s = scheduler(nodes(1), backoff=Backoff(base=10, factor=2, cap=100, max_retries=2))
+    s.submit(job("a#1", gpus=1), now=0)
+    assert s.step(0).placed == ("a#1",)
+    s.binding_failed(pod("a#1"), 0, "webhook said no")
+    old = s.queue.status("a#1")  # (before the cancel, which clears its reason)
+    s.cancel("a#1", 1)
+    s.submit(job("a#2", gpus=1), now=2, history=old)
+    st = s.queue.status("a#2")
+    assert (st.attempts, st.backoff_until) == (1, 10)
+    r = s.step(5)  # the rest of a#1's backoff, with its reason
+    assert r.placed == () and r.pending["a#2"].code is ReasonCode.BACKOFF
+    assert "webhook said no" in r.pending["a#2"].message
+    assert s.step(10).placed == ("a#2",)
+    s.binding_failed(pod("a#2"), 10, "webhook said no")
+    assert s.queue.status("a#2").backoff_until == 30  # its second failure: 20 s
+    assert s.step(30).placed == ("a#2",)
+    s.binding_failed(pod("a#2"), 30, "webhook said no")
+    failed = s.queue.status("a#2")
+    assert failed.phase is JobPhase.FAILED and failed.attempts == 3
+    # a FAILED job has no retry left to carry on, and history must be a status
+    for bad in (failed, "a#2"):
+        with pytest.raises(InvalidJobError):
+            s.submit(job("a#3", gpus=1), now=31, history=bad)  # type: ignore[arg-type]
+    assert s.queue.get("a#3") is None
+    check_invariants(s)
+
+
 def test_every_submitted_job_is_in_exactly_one_phase_and_none_is_dropped() -> None:
     s = scheduler(nodes(1))
     for i in range(6):
