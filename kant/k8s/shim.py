@@ -52,8 +52,9 @@ from kant.k8s.translate import (
     recorded_binding,
     uid_of,
 )
-from kant.model import Binding, Job, PodId
+from kant.model import Binding, Job, PodId, ReasonCode
 from kant.preemption import PreemptionPolicy
+from kant.queueing import JobPhase, JobStatus
 from kant.scheduler import EventReport, Scheduler
 from kant.state import ClusterState
 
@@ -107,6 +108,9 @@ class Shim:
         self._bad_groups: dict[str, str] = {}  # PodGroup key -> why kant cannot read it
         # gang (or lone pod) -> why its pending pods are not submitted (message, code)
         self._gang_wait: dict[str, tuple[str, str]] = {}
+        # gang (or lone pod) -> the status of its last job, cancelled after failures: its
+        # next job carries them on (see _cancel, _try_submit)
+        self._failures: dict[str, JobStatus] = {}
         self._jobs: dict[str, _JobRecord] = {}  # kant job id -> record
         # ended jobs the shim forgot, to acknowledge after the next cycle (see _acknowledge)
         self._ended: list[str] = []
@@ -317,9 +321,9 @@ class Shim:
     def _drop_base(self, base: str, *, pod: bool) -> None:
         """A pod that named ``base`` is deleted (``pod``), or its job ended: once no pod names
         it, no job of it runs and none of its pods waits, the shim forgets its job number
-        (and why its pods waited): a long-running shim keeps nothing for the pods and groups
-        gone. A job of it made later starts from number 1 again, past the ids kant's queue
-        still lists (:meth:`_try_submit`)."""
+        (and why its pods waited, and their failures): a long-running shim keeps nothing for
+        the pods and groups gone. A job of it made later starts from number 1 again, past
+        the ids kant's queue still lists (:meth:`_try_submit`)."""
         if pod:
             n = self._base_pods.get(base, 0) - 1
             if n > 0:
@@ -330,6 +334,7 @@ class Shim:
             return
         self._gen.pop(base, None)
         self._gang_wait.pop(base, None)
+        self._failures.pop(base, None)
 
     def _hold_preemption(self) -> None:
         """No victim is chosen while victims a previous shim chose are still terminating:
@@ -691,9 +696,17 @@ class Shim:
                 self._cancel(jid, now)
 
     def _cancel(self, jid: str, now: float) -> None:
+        """Drop kant job ``jid``, its pods no longer those it was made of (a pod of it went
+        away or was bound by someone else, its binding failed, a requeued gang's pods were
+        deleted): its pods still waiting are submitted again, as a new job that carries on
+        its failures (its backoff and attempts: a pod whose binding keeps failing is not
+        bound again at once, and past the retry limit is left waiting, failed)."""
         rec = self._jobs.get(jid)
         if rec is None:
             return
+        e = self.scheduler.queue.get(jid)
+        if e is not None and e.attempts:
+            self._failures[rec.base] = e.view()
         rep = self.scheduler.cancel(jid, now)
         for pid in rep.released:
             key = rec.pods.get(pid)
@@ -766,6 +779,11 @@ class Shim:
                 pending.append(f)
         if not pending:
             return
+        failed = self._failures.get(base)
+        if failed is not None and failed.phase is JobPhase.FAILED:
+            # until its pods are deleted (or made again): see _drop_base
+            self._gang_wait[base] = (f"kant: {failed.reason}", ReasonCode.FAILED.value)
+            return
         group = pending[0].group
         if group is not None:
             need = self._groups.get(group)
@@ -782,11 +800,12 @@ class Shim:
         now = self.now()
         try:
             job, ids = build_job(pending, jid, max(f.created for f in pending))
-            self.scheduler.submit(job, now)
+            self.scheduler.submit(job, now, history=failed)
         except KantError as e:
             for f in pending:
                 self._set_unschedulable(f.key, f"kant: invalid: {e}", "invalid", now)
             return
+        self._failures.pop(base, None)
         self._gen[base] = gen
         self._jobs[jid] = _JobRecord(base=base, group=group, pods=ids)
         self._job_of_base[base] = jid

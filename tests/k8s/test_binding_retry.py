@@ -16,11 +16,7 @@ from kant.k8s.shim import Shim
 
 from .conftest import Cluster, wait_for
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
-    # each failure cancels the job and submits its pods again at once as a new job
-    pytest.mark.xfail(strict=True, reason="a failed binding is retried every cycle"),
-]
+pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
 
 # the default backoff (10 s, doubling; backoffLimitCount 5): the failures come at these
 # seconds, and the 6th marks the job FAILED
@@ -112,6 +108,7 @@ def test_a_lone_pod_whose_binding_keeps_failing_is_retried_with_backoff_then_lef
     api.reject.clear()
     cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/p", {"gracePeriodSeconds": 0})
     _relay(shim, cluster)
+    assert not shim._failures  # (forgotten with the pod)
     cluster.pod("p")
     _relay(shim, cluster)
     shim.cycle()
