@@ -517,10 +517,14 @@ class Labels(ReadOnlyDict):
         return hash(frozenset(self.items()))
 
 
+NO_LABELS: Final = Labels()
+"""The labels of a node that has none (one shared, read-only mapping)."""
+
+
 def _to_labels(v: Any) -> Any:
-    if isinstance(v, Mapping) and not isinstance(v, Labels):
-        return Labels(v)
-    return v
+    if type(v) is Labels:
+        return v
+    return Labels(v) if isinstance(v, Mapping) else v
 
 
 # --------------------------------------------------------------------------- node selection
@@ -1120,7 +1124,7 @@ class NodeSpec:
     hbd: str | None = attrs.field(default=None, validator=_opt_node_name)
     zone: str | None = attrs.field(default=None, validator=_opt_node_name)
     labels: Labels = attrs.field(
-        factory=lambda: Labels(),
+        default=NO_LABELS,
         converter=_to_labels,
         validator=satisfies(
             InvalidNodeError,
