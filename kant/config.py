@@ -29,7 +29,7 @@ from typing import Any, Final
 import attrs
 
 from kant.admission.quota import Admitter, Quota, QuotaMode
-from kant.errors import InvalidConfigFileError, KantError
+from kant.errors import InvalidConfigFileError, KantError, ValidationError
 from kant.model import MILLI
 from kant.placement import STRATEGIES, Placer
 from kant.preemption.policy import PreemptionPolicy
@@ -65,6 +65,13 @@ _REQUEUING: Final = (
     "backoffMaxSeconds",
     "backoffLimitCount",
 )
+_QUOTA_FIELDS: Final = {
+    "nominal": "nominalQuota",
+    "borrowing_limit": "borrowingLimit",
+    "lending_limit": "lendingLimit",
+}
+"""The file's key of each :class:`~kant.admission.Quota` amount (a bad GPU model name is
+reported at the quota's own path)."""
 _PLACEMENT: Final = ("strategy", "options", "groupProbe", "seed")
 _PREEMPTION: Final = {
     "priority": "priority",
@@ -334,15 +341,20 @@ class _Parser:
                     f"{qpath}.lendingLimit", d["lendingLimit"], "cannot exceed nominalQuota"
                 )
             assert nominal is not None
-            out.append(
-                Quota(
+            try:
+                quota = Quota(
                     tenant=tenant,
                     gpu_model=model,
                     nominal=nominal,
                     borrowing_limit=borrow,
                     lending_limit=lend,
                 )
-            )
+            except ValidationError as e:  # (what Quota refuses beyond the checks above)
+                key = _QUOTA_FIELDS.get(e.field)
+                raise self.fail(
+                    f"{qpath}.{key}" if key else qpath, d.get(key) if key else model, e.reason
+                ) from None
+            out.append(quota)
         return tuple(out)
 
     def gpus(self, v: Any, path: str, *, optional: bool = False) -> int | None:
@@ -447,7 +459,13 @@ class _Parser:
         x = d.get("minRuntimeSeconds", 0)
         if isinstance(x, bool) or not isinstance(x, int | float) or not (0 <= x < math.inf):
             raise self.fail("preemption.minRuntimeSeconds", x, "must be a finite number >= 0")
-        return PreemptionPolicy(**{_PREEMPTION[k]: x for k, x in d.items()})
+        try:
+            return PreemptionPolicy(**{_PREEMPTION[k]: x for k, x in d.items()})
+        except ValidationError as e:  # (what PreemptionPolicy refuses beyond the checks above)
+            key = next((k for k, f in _PREEMPTION.items() if f == e.field), "")
+            raise self.fail(
+                f"preemption.{key}" if key else "preemption", d.get(key, e.value), e.reason
+            ) from None
 
 
 def _why(e: BaseException, name: str) -> str:

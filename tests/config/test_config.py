@@ -127,7 +127,7 @@ def test_every_mistake_is_a_typed_error_naming_its_key_path(text: str, path: str
         ('{"a": ' + "[" * 5000 + "]" * 5000 + "}\n", "nested too deeply"),
         ("tenants:\n  - name: a\n    quotas: {A100: {nominalQuota: " + "9" * 400 + "}}\n",
          "nominalQuota"),
-        ("preemption: {minRuntimeSeconds: " + "9" * 400 + "}\n", "min_runtime"),
+        ("preemption: {minRuntimeSeconds: " + "9" * 400 + "}\n", "minRuntimeSeconds"),
     ],
     ids=["alias in itself", "alias in itself, deeper", "deep YAML", "deep JSON", "huge quota",
          "huge seconds"],
@@ -137,6 +137,30 @@ def test_a_config_that_contains_itself_nests_too_deeply_or_exceeds_floats_is_one
 ) -> None:
     with pytest.raises(InvalidConfigError, match=says):
         load_config_text(text, source="kant.yaml")
+
+
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        ("tenants:\n  - name: a\n    quotas: {A100: {nominalQuota: 1.0e+300}}\n",
+         "tenants[0].quotas.A100.nominalQuota"),
+        ("tenants:\n  - name: a\n    quotas: {A100: {nominalQuota: 1, borrowingLimit: '1e300'}}\n",
+         "tenants[0].quotas.A100.borrowingLimit"),
+        ("tenants:\n  - name: a\n    quotas: {' A100': {nominalQuota: 1}}\n",
+         "tenants[0].quotas. A100"),
+        ("preemption: {minRuntimeSeconds: " + "9" * 400 + "}\n", "preemption.minRuntimeSeconds"),
+    ],
+    ids=["1e300 GPUs", "1e300 GPUs as a string", "a model in spaces", "seconds beyond floats"],
+)  # fmt: skip
+def test_a_value_the_scheduler_refuses_is_a_config_file_error_naming_the_file_and_key_path(
+    text: str, path: str
+) -> None:
+    # (these passed the file's own checks and were refused by Quota or PreemptionPolicy: the
+    # error named their field, 'nominal' or 'min_runtime', and neither the file nor the key)
+    with pytest.raises(InvalidConfigFileError) as ei:
+        load_config_text(text, source="kant.yaml")
+    assert ei.value.field == path
+    assert str(ei.value).startswith(f"kant.yaml: {path}: ")
 
 
 def test_a_config_of_aliases_of_aliases_is_checked_at_its_size_not_its_expansion() -> None:
