@@ -16,7 +16,7 @@ from kant.cli import print_result
 from kant.cli.options import number
 from kant.placement import strategy_names
 from kant.queueing import policy_names
-from kant.sim.scenarios import MAX_TICK
+from kant.sim.scenarios import MAX_JOBS, MAX_TICK
 
 __all__ = ["add_bench_parser", "run_bench_command"]
 
@@ -52,7 +52,12 @@ def _steady_state_arguments(
     """The options ``kant bench cycle`` and ``kant bench soak`` share (their set-up)."""
     pos = number(int, low=1)
     p.add_argument("--nodes", type=pos, default=nodes, help=f"8-GPU nodes (default {nodes})")
-    p.add_argument("--pending", type=pos, default=pending, help=f"waiting jobs (default {pending})")
+    p.add_argument(
+        "--pending",
+        type=number(int, low=1, high=MAX_JOBS),
+        default=pending,
+        help=f"waiting jobs, at most {MAX_JOBS:,} (default {pending})",
+    )
     p.add_argument(
         "--cycles",
         type=number(int, low=least_cycles),
@@ -125,21 +130,35 @@ def _forward(bench: Callable[..., dict[str, Any]], a: argparse.Namespace) -> dic
 
 def _add_place(sub: Any) -> None:
     p = sub.add_parser("place", help="pods placed one at a time: pods/s and latency")
-    p.add_argument("--nodes", type=number(int, low=1), default=5000)
-    p.add_argument("--pods", type=number(int, low=1), default=10000)
-    p.add_argument("--strategy", default="ebinpack", choices=strategy_names())
+    p.add_argument("--nodes", type=number(int, low=1), default=5000, help="8-GPU nodes")
+    p.add_argument(
+        "--pods",
+        type=number(int, low=1, high=MAX_JOBS),
+        default=10000,
+        help=f"one-pod jobs placed, at most {MAX_JOBS:,}",
+    )
+    p.add_argument(
+        "--strategy", default="ebinpack", choices=strategy_names(), help="placement strategy"
+    )
     p.add_argument("--mixed", action="store_true", help="1/2/4/8-GPU pods instead of 1-GPU")
-    p.add_argument("--seed", type=number(int, low=0), default=3)
+    p.add_argument("--seed", type=number(int, low=0), default=3, help="pod size seed")
     p.set_defaults(run=_run_place)
     g = sub.add_parser("gang", help="8-GPU gang jobs with leaf-or-spine locality: ms per gang")
-    g.add_argument("--nodes", type=number(int, low=1), default=5000)
-    g.add_argument("--replicas", type=number(int, low=1), default=64)
-    g.add_argument("--gangs", type=number(int, low=1), default=30)
-    g.add_argument("--strategy", default="ebinpack", choices=strategy_names())
+    g.add_argument("--nodes", type=number(int, low=1), default=5000, help="8-GPU nodes")
     g.add_argument(
-        "--fill", type=number(float, low=0), default=0.5, help="share of GPUs busy before the gangs"
+        "--replicas", type=number(int, low=1), default=64, help="8-GPU pods of each gang"
     )
-    g.add_argument("--seed", type=number(int, low=0), default=5)
+    g.add_argument("--gangs", type=number(int, low=1), default=30, help="gangs placed")
+    g.add_argument(
+        "--strategy", default="ebinpack", choices=strategy_names(), help="placement strategy"
+    )
+    g.add_argument(
+        "--fill",
+        type=number(float, low=0, high=1),
+        default=0.5,
+        help="share of GPUs busy before the gangs, 0 to 1",
+    )
+    g.add_argument("--seed", type=number(int, low=0), default=5, help="fill seed")
     g.set_defaults(run=_run_gang)
 
 
@@ -165,8 +184,8 @@ def _add_snapshot(sub: Any) -> None:
     p.add_argument(
         "--changed", type=number(int, low=1), default=100, help="nodes changed per refresh"
     )
-    p.add_argument("--repeats", type=number(int, low=1), default=50)
-    p.add_argument("--seed", type=number(int, low=0), default=7)
+    p.add_argument("--repeats", type=number(int, low=1), default=50, help="refreshes measured")
+    p.add_argument("--seed", type=number(int, low=0), default=7, help="allocation seed")
     p.set_defaults(run=_run_snapshot)
 
 

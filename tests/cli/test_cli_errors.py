@@ -108,6 +108,12 @@ BAD: list[tuple[list[str], str]] = [
     (["bench", "place", "--pods", "-5"], "--pods"),
     (["bench", "place", "--strategy", "tetris"], "--strategy"),
     (["bench", "gang", "--replicas", "0"], "--replicas"),
+    (["bench", "gang", "--fill", "1.5"], "--fill"),  # (more than every GPU busy)
+    # sizes that would fill the memory before the first figure (a MemoryError traceback, or
+    # a set-up submitting jobs without end)
+    (["bench", "place", "--pods", "1000000000000"], "--pods"),
+    (["bench", "cycle", "--pending", "1000000000000"], "--pending"),
+    (["bench", "soak", "--pending", "1000000000000"], "--pending"),
     (["bench", "snapshot", "--changed", "x"], "--changed"),
     (["bench", "snapshot", "--nodes", "2", "--changed", "5"], "changed"),  # distinct nodes
     (["bench", "k8s", "--pods", "300", "--nodes", "10"], "pods"),  # (more than fit: no wait)
@@ -248,6 +254,7 @@ def test_output_piped_into_head_ends_quietly() -> None:
         ["bench", "place"],
         ["bench", "gang"],
         ["bench", "snapshot"],
+        ["bench", "soak"],
     ],
 )
 def test_every_option_with_a_default_shows_it_in_help(
@@ -263,10 +270,10 @@ def test_every_option_with_a_default_shows_it_in_help(
     sub = parser._subparsers._group_actions[0].choices[argv[0]]  # type: ignore[union-attr]
     if len(argv) > 1:
         sub = sub._subparsers._group_actions[0].choices[argv[1]]  # type: ignore[union-attr]
-    fmt = sub._get_formatter()
     for action in sub._actions:
         if action.option_strings and action.nargs != 0 and action.default is not None:
-            h = fmt._get_help_string(action) or ""
+            # (what --help prints: argparse shows no default for an option without a help text)
+            h = sub._get_formatter()._format_action(action)
             assert "default" in h, f"{action.option_strings}: {h}"
 
 
