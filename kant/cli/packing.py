@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any, Final
 
 from kant.cli.options import UsageError, existing_file, image_file, number, writing
@@ -73,17 +74,19 @@ def add_packing_parser(sub: Any) -> None:
 
 
 def check_packing_args(args: Any) -> None:
-    """``--pods`` and ``--nodes`` unless ``--list-policies``; ``--seeds`` and ``--policy``
-    well-formed (:class:`UsageError`), before any work."""
+    """``--pods`` and ``--nodes`` unless ``--list-policies``; ``--seeds`` well-formed, each
+    seed once, and ``--policy`` known (:class:`UsageError`), before any work."""
     if args.list_policies:
         return
     for opt, v in (("--pods", args.pods), ("--nodes", args.nodes)):
         if v is None:
             raise UsageError(f"{opt} FILE is required (or --list-policies)")
     try:
-        parse_seeds(args.seeds)
+        seeds = parse_seeds(args.seeds)
     except KantError as e:
         raise UsageError(f"--seeds {args.seeds!r}: {getattr(e, 'reason', e)}") from None
+    if len(set(seeds)) != len(seeds):
+        raise UsageError(f"--seeds {args.seeds!r}: name each seed once")
     if args.policy.lower() not in strategy_names():
         raise UsageError(f"--policy {args.policy!r}: unknown; known: {', '.join(strategy_names())}")
 
@@ -93,8 +96,11 @@ def run_packing_command(args: Any) -> int:
     the files they name raises :class:`~kant.errors.KantError` (:func:`kant.cli.main` prints
     it on one line, exit 2)."""
     if args.list_policies:
-        for name in strategy_names():
-            print(f"{name:<14} {_KIND.get(name, 'kant strategy')}")
+        kinds = {name: _KIND.get(name, "kant strategy") for name in strategy_names()}
+        for name, kind in kinds.items():
+            print(f"{name:<14} {kind}")
+        if args.json:
+            print(json_text({"policies": kinds}))
         return 0
     seeds = parse_seeds(args.seeds)
     try:
@@ -112,6 +118,8 @@ def run_packing_command(args: Any) -> int:
     print(format_result(result))
     if args.plot:
         with writing("--plot", args.plot):
+            # (the check before the run allowed folders still to be made, as --out's)
+            Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
             plot_curves([result], args.plot)
         print(f"plot: {args.plot}")
     if args.json:

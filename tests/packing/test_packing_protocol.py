@@ -280,6 +280,39 @@ def test_list_policies_names_the_baselines_and_kant_strategies(
     assert "binpack" in names
 
 
+def test_list_policies_with_json_ends_with_one_json_object_of_the_names(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # (--json was ignored here: the last line was a table row)
+    assert main(["packing", "--list-policies", "--json"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    doc = json.loads(out[-1])
+    assert list(doc) == ["policies"] and len(doc["policies"]) == len(out) - 1
+    assert doc["policies"]["fgd"] == "FGD paper baseline" and "binpack" in doc["policies"]
+
+
+def test_a_seed_named_twice_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (it ran the seed twice and averaged it with itself, reporting "seeds": [1, 1])
+    pods_csv, nodes_csv = write_trace(tmp_path)
+    base = ["packing", "--pods", str(pods_csv), "--nodes", str(nodes_csv), "--workers", "1"]
+    assert main([*base, "--seeds", "1,1-2", "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--seeds '1,1-2': name each seed once" in err
+
+
+def test_a_plot_in_a_folder_not_made_yet_is_written_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (the check before the run accepted it; the plot then failed after the whole run)
+    pods_csv, nodes_csv = write_trace(tmp_path)
+    png = tmp_path / "plots" / "fgd" / "curve.png"
+    argv = ["packing", "--pods", str(pods_csv), "--nodes", str(nodes_csv), "--seeds", "1"]
+    assert main([*argv, "--workers", "1", "--plot", str(png)]) == 0
+    assert png.is_file() and f"plot: {png}" in capsys.readouterr().out
+
+
 def test_bad_arguments_are_reported_not_raised(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
