@@ -36,6 +36,12 @@ WAIT_BUCKETS: Final = (1, 10, 30, 60, 300, 600, 1800, 3600, 3 * 3600, 6 * 3600, 
 """Upper bounds (seconds) of the job wait histogram: a second to a week."""
 CYCLE_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 """Upper bounds (seconds) of the cycle latency histogram."""
+_GAUGES: Final = ("kant_gpu_allocation_ratio", "kant_scheduling_occupation_ratio",
+                  "kant_gpu_node_fragmentation_ratio", "kant_gpu_node_fragmentation_degree",
+                  "kant_cluster_gpus", "kant_jtted_node_ratio", "kant_jtted_group_ratio",
+                  "kant_quota_gpus", "kant_quota_usage_gpus", "kant_pending_jobs",
+                  "kant_jobs")  # fmt: skip
+"""The gauge families every :meth:`MetricsExporter.observe` keeps, by name."""
 
 
 class MetricsExporter:
@@ -259,7 +265,12 @@ class _Snapshot:
         yield from self.exporter.families()
 
     def describe(self) -> list[Any]:
-        return []
+        """The families' names, registered once: a scrape restricted to some names
+        (``/metrics?name[]=kant_jobs``) finds the collector by them, and the registry
+        refuses another metric of one of these names."""
+        from prometheus_client.core import GaugeMetricFamily
+
+        return [GaugeMetricFamily(name, "") for name in _GAUGES]
 
 
 def _seq(s: Scheduler, job_id: str) -> int | None:

@@ -128,3 +128,33 @@ def test_a_job_started_again_after_a_requeue_counts_once_with_its_wait_from_subm
     wait = "kant_job_wait_seconds"
     assert _value(fams, wait, f"{wait}_count", size_bucket="2-8") == 1
     assert _value(fams, wait, f"{wait}_sum", size_bucket="2-8") == 10
+
+
+def test_a_scrape_restricted_to_some_names_returns_those_gauges() -> None:
+    # (Prometheus' name[] filter, as the endpoint serves it: the gauges' collector declared
+    # no names, so a restricted scrape returned none of them)
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=2).build())
+    ex = MetricsExporter(s)
+    s.submit(job("a", gpus=8), now=0)
+    ex.observe(now=1, result=s.step(now=1))
+    server, thread = ex.serve(port=0)
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/metrics"
+        query = "?name[]=kant_gpu_allocation_ratio&name[]=kant_jobs&name[]=kant_cycles_total"
+        with urllib.request.urlopen(url + query, timeout=10) as r:
+            fams = {f.name: f for f in text_string_to_metric_families(r.read().decode())}
+    finally:
+        server.shutdown()
+        thread.join(timeout=5)
+    assert set(fams) == {"kant_gpu_allocation_ratio", "kant_jobs", "kant_cycles"}
+    assert _value(fams, "kant_gpu_allocation_ratio", "kant_gpu_allocation_ratio") == 0.5
+    assert _value(fams, "kant_jobs", "kant_jobs", phase="running") == 1
+
+
+def test_every_gauge_observed_is_declared_by_name() -> None:
+    from kant.exporter import _GAUGES
+
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=2).build())
+    ex = MetricsExporter(s)
+    ex.observe(now=0)
+    assert sorted(f.name for f in ex.families()) == sorted(_GAUGES)
