@@ -799,6 +799,8 @@ def trace_scenario(
             desc = cluster_for_jobs(work, load=target, min_gpus=procs)
             where = f"fat tree sized for load {target:g} over the busiest 90% of its arrivals"
     gpus = desc.total_gpus
+    if gpus <= 0:  # (no job could start: a run would end at once, every wait "0 s")
+        raise ValidationError("cluster", where, "has no GPUs: no job of the trace can run")
     name = Path(path).name
     return Scenario(
         name=kind,

@@ -309,6 +309,38 @@ def _write_swf(tmp: Path, header: str) -> str:
     return str(p)
 
 
+@pytest.mark.parametrize(
+    ("kind", "name", "text"),
+    [
+        ("swf", "cluster.yaml", "version: 1\nnodes: []\n"),
+        ("swf", "cluster.yaml", "version: 1\n"),
+        ("swf", "cluster.yaml", "version: 1\nnodes: [{name: n0, gpus: 0}]\n"),
+        ("openb", "nodes.csv", "sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,0,\n"),
+    ],
+    ids=["no nodes", "no nodes key", "a CPU node", "openb CPU nodes"],
+)
+def test_a_cluster_without_gpus_is_one_line_not_a_run_where_no_job_starts(
+    kind: str, name: str, text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (the run ended at 0 s with every job pending and reported their waits as 0 s)
+    trace = _write_swf(tmp_path, "")
+    if kind == "openb":
+        trace = str(tmp_path / "pods.csv")
+        Path(trace).write_text(
+            "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+            "deletion_time,scheduled_time\np0,1000,1024,1,1000,,LS,Running,0,100,0\n"
+        )
+    cluster = tmp_path / name
+    cluster.write_text(text)
+    out = tmp_path / "out"
+    argv = ["simulate", "--trace", kind, "--trace-file", trace, "--cluster", str(cluster)]
+    assert main([*argv, "--quiet", "--no-plots", "--out", str(out)]) == 2
+    std, err = capsys.readouterr()
+    assert std == "" and len(err.splitlines()) == 1, err
+    assert str(cluster) in err and "has no GPUs" in err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize(("argv", "named"), RUNAWAY, ids=["year 1", "1e300 s", "mttr", "maxprocs"])
 def test_times_or_sizes_beyond_kants_limits_are_one_line_not_a_run_without_end(
     argv: Any, named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
