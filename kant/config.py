@@ -30,7 +30,7 @@ import attrs
 
 from kant.admission.quota import Admitter, Quota, QuotaMode
 from kant.errors import InvalidConfigFileError, KantError, ValidationError
-from kant.model import MILLI
+from kant.model import MILLI, Job, Resources, Role
 from kant.placement import STRATEGIES, Placer
 from kant.preemption.policy import PreemptionPolicy
 from kant.queueing import ORDER_KEYS, POLICIES, Backoff, Queue
@@ -431,8 +431,11 @@ class _Parser:
         seed = d.get("seed", 0)
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise self.fail("placement.seed", seed, "must be an int >= 0")
+        # (a strategy that tunes itself to the workload, fgd, gets it where the scheduler is
+        # built, kant simulate's jobs: its options are checked against a stand-in)
+        stand_in = _STAND_IN if "workload" in STRATEGIES.uses(strategy) else None
         try:
-            STRATEGIES.build(strategy, BuildContext(seed=seed), **options)
+            STRATEGIES.build(strategy, BuildContext(seed=seed, workload=stand_in), **options)
         except (KantError, TypeError) as e:
             raise self.fail("placement.options", options, _why(e, strategy)) from None
         return PlacementConfig(
@@ -466,6 +469,11 @@ class _Parser:
             raise self.fail(
                 f"preemption.{key}" if key else "preemption", d.get(key, e.value), e.reason
             ) from None
+
+
+_STAND_IN: Final = (Job(id="stand-in", roles=(Role(resources=Resources(gpus=1)),)),)
+"""A workload of one 1-GPU job: what a strategy that takes the workload is built with to
+check its options (:class:`~kant.registry.BuildContext` ``workload``)."""
 
 
 def _why(e: BaseException, name: str) -> str:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from kant.admission import QuotaMode
 from kant.config import load_config, load_config_text, parse_config
-from kant.errors import InvalidConfigError, InvalidConfigFileError
+from kant.errors import InvalidConfigError, InvalidConfigFileError, ValidationError
 from kant.testing import ClusterBuilder, job
 
 FULL = """
@@ -249,3 +249,17 @@ def test_any_valid_file_gives_exactly_the_quotas_it_states(
     table = cfg.admitter().table
     for i, (*_q, mode) in enumerate(rows):
         assert table.mode(f"t{i}") is QuotaMode(mode or "shared")
+
+
+def test_an_fgd_strategy_is_valid_and_built_with_the_workload_the_caller_gives() -> None:
+    from kant.registry import BuildContext
+
+    cfg = load_config_text("placement: {strategy: fgd, options: {ties: first}}")
+    cluster = ClusterBuilder().leaf("lf0", nodes=2).build()
+    with pytest.raises(InvalidConfigError, match="'ties' = 'nope'"):  # (options still checked)
+        load_config_text("placement: {strategy: fgd, options: {ties: nope}}")
+    with pytest.raises(ValidationError, match="needs the target workload"):
+        cfg.scheduler(cluster)  # (no workload to tune to: refused where it is built)
+    s = cfg.scheduler(cluster, BuildContext(workload=[job("w", gpus=2)]))
+    s.submit(job("a", gpus=1), now=0)
+    assert s.placer.hooks.name == "fgd" and len(s.step(now=1).bindings) == 1

@@ -128,3 +128,18 @@ def test_an_espread_zone_that_is_no_zone_name_is_refused_not_placed_or_ignored(
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "zone" in err[0] and "Traceback" not in err[0], err
+
+
+@pytest.mark.parametrize("strategy", ["fgd", "fgdpp"])
+def test_a_config_naming_an_fgd_strategy_runs_with_the_scenarios_jobs_as_its_workload(
+    strategy: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (the file was refused, "placement.options: ... fgd needs the target workload", though
+    # docs/simulator.md says the FGD strategies take it from the scenario)
+    cfg = tmp_path / "kant.yaml"
+    cfg.write_text(f"placement: {{strategy: {strategy}}}\n")
+    out = tmp_path / "out"
+    argv = ["simulate", "--scenario", "inference", "--jobs", "20", "--config", str(cfg)]
+    assert main([*argv, "--quiet", "--no-plots", "--out", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert doc["placement"] == strategy and doc["jobs"]["finished"] > 0
