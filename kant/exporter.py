@@ -139,8 +139,11 @@ class MetricsExporter:
         if len(self._started) > 2 * len(s.queue) + 1024:  # (forget the jobs forgotten)
             self._started = {k for k in self._started if _seq(s, k[0]) == k[1]}
         for jid in result.placed:
+            e = s.queue.get(jid)
+            if e is None:
+                continue  # (it ended and the queue forgot it since: its start is gone)
             st = s.status(jid)
-            key = (jid, s.queue.entry(jid).seq)
+            key = (jid, e.seq)
             if st.started_at is None or key in self._started:
                 continue  # (a job started again after a requeue is counted at its first)
             self._started.add(key)

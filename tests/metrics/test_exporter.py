@@ -158,3 +158,24 @@ def test_every_gauge_observed_is_declared_by_name() -> None:
     ex = MetricsExporter(s)
     ex.observe(now=0)
     assert sorted(f.name for f in ex.families()) == sorted(_GAUGES)
+
+
+def test_a_job_that_ended_and_was_forgotten_before_the_observe_is_skipped_not_an_error() -> None:
+    # (a queue keeping no ended jobs, pods finishing between the cycle and the observe:
+    # observe raised UnknownJobError and kept no figures)
+    from kant.queueing import Queue
+
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=2).build(), queue=Queue(history=0))
+    ex = MetricsExporter(s)
+    s.submit(job("short", gpus=8), now=0)
+    s.submit(job("long", gpus=8), now=0)
+    result = s.step(now=1)
+    for b in s.status("short").bindings:
+        s.pod_finished(b.pod, now=2)
+    assert "short" not in s.queue
+    ex.observe(now=2, result=result)
+    fams = {f.name: f for f in text_string_to_metric_families(ex.exposition().decode())}
+    assert (
+        _value(fams, "kant_job_wait_seconds", "kant_job_wait_seconds_count", size_bucket="2-8") == 1
+    )
+    assert _value(fams, "kant_jobs", "kant_jobs", phase="running") == 1
