@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from kant.cycle import CycleResult
 from kant.metrics import BUCKETS, gar, gfr, optimal_groups, optimal_nodes, size_bucket
-from kant.model import MILLI
+from kant.model import MILLI, finite_time
 from kant.queueing import JobPhase
 from kant.scheduler import Scheduler
 
@@ -112,7 +112,10 @@ class MetricsExporter:
 
     def observe(self, now: float, result: CycleResult | None = None) -> None:
         """Read the scheduler at ``now`` (after ``result``, a cycle it applied, if any): cycle
-        latency, the waits and topology ratios of jobs that started, and every gauge."""
+        latency, the waits and topology ratios of jobs that started, and every gauge.
+        :class:`~kant.errors.InvalidTimeError` for a ``now`` that is not a finite number
+        (it would stop the SOR's clock for good), before anything is read."""
+        now = finite_time(now, "MetricsExporter.observe")
         s = self.scheduler
         cluster = s.cluster
         total = cluster.total_gpus()

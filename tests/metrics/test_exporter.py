@@ -179,3 +179,23 @@ def test_a_job_that_ended_and_was_forgotten_before_the_observe_is_skipped_not_an
         _value(fams, "kant_job_wait_seconds", "kant_job_wait_seconds_count", size_bucket="2-8") == 1
     )
     assert _value(fams, "kant_jobs", "kant_jobs", phase="running") == 1
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), "10", None])
+def test_an_observe_at_a_time_that_is_no_finite_number_is_refused_and_keeps_the_sor_clock(
+    bad: Any,
+) -> None:
+    # (a first observe at NaN set the exporter's clock to NaN: every later observe then
+    # failed its comparisons and SOR stayed 0 for good)
+    from kant.errors import InvalidTimeError
+
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=2).build())
+    ex = MetricsExporter(s)
+    with pytest.raises(InvalidTimeError, match="observe"):
+        ex.observe(now=bad)
+    s.submit(job("a", gpus=8), now=0)
+    ex.observe(now=0, result=s.step(now=0))
+    ex.observe(now=10)
+    fams = {f.name: f for f in text_string_to_metric_families(ex.exposition().decode())}
+    sor = "kant_scheduling_occupation_ratio"
+    assert _value(fams, sor, sor) == 0.5
