@@ -24,8 +24,9 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from kant.cycle import CycleResult
+from kant.errors import InvalidConfigError
 from kant.metrics import BUCKETS, gar, gfr, optimal_groups, optimal_nodes, size_bucket
-from kant.model import MILLI, finite_time
+from kant.model import MILLI, finite_time, is_int
 from kant.queueing import JobPhase
 from kant.scheduler import Scheduler
 
@@ -254,8 +255,12 @@ class MetricsExporter:
     def serve(self, port: int = 9464, addr: str = "127.0.0.1") -> tuple[Any, Any]:
         """Serve ``/metrics`` over HTTP on ``addr:port`` (0: any free port) in a daemon
         thread; returns ``(server, thread)`` (``server.server_port`` is the port,
-        ``server.shutdown()`` stops it)."""
+        ``server.shutdown()`` stops it). :class:`~kant.errors.InvalidConfigError` for a port
+        that is not an int in [0, 65535]; an address that cannot be bound raises ``OSError``."""
         from prometheus_client import start_http_server
+
+        if not is_int(port) or not 0 <= port <= 65535:
+            raise InvalidConfigError("port", port, "must be an int in [0, 65535] (0: any free)")
 
         server, thread = start_http_server(port, addr=addr, registry=self.registry)
         return server, thread

@@ -199,3 +199,14 @@ def test_an_observe_at_a_time_that_is_no_finite_number_is_refused_and_keeps_the_
     fams = {f.name: f for f in text_string_to_metric_families(ex.exposition().decode())}
     sor = "kant_scheduling_occupation_ratio"
     assert _value(fams, sor, sor) == 0.5
+
+
+@pytest.mark.parametrize("port", [70000, -1, "9464", True, 9464.0])
+def test_a_port_that_is_no_tcp_port_is_refused_naming_it(port: Any) -> None:
+    # (an OverflowError, a socket.gaierror, a TypeError or an OSError from deep in the
+    # HTTP server, none naming the port)
+    from kant.errors import InvalidConfigError
+
+    ex = MetricsExporter(Scheduler(ClusterBuilder().leaf("lf0", nodes=2).build()))
+    with pytest.raises(InvalidConfigError, match="field 'port'"):
+        ex.serve(port=port)
