@@ -14,7 +14,7 @@ from typing import Any
 
 from kant.cli import print_result
 from kant.cli.options import number
-from kant.placement import strategy_names
+from kant.placement import STRATEGIES, strategy_names
 from kant.queueing import policy_names
 from kant.sim.scenarios import MAX_JOBS, MAX_TICK
 
@@ -46,6 +46,16 @@ def run_bench_command(args: argparse.Namespace) -> int:
     return 0
 
 
+_STRATEGY_HELP = "placement strategy (not fgd or fgdpp: they need a target workload; kant packing)"
+
+
+def _strategies() -> list[str]:
+    """The placement strategies a benchmark builds by name: every registered one but those
+    that tune themselves to a target workload (fgd, fgdpp), which the benchmarks have none
+    to give (``kant packing`` measures them)."""
+    return [n for n in strategy_names() if "workload" not in STRATEGIES.uses(n)]
+
+
 def _steady_state_arguments(
     p: argparse.ArgumentParser, *, nodes: int, pending: int, cycles: int, least_cycles: int = 1
 ) -> None:
@@ -65,9 +75,7 @@ def _steady_state_arguments(
         help=f"measured cycles (default {cycles}, at least {least_cycles})",
     )
     p.add_argument("--policy", default="backfill", choices=policy_names(), help="queueing policy")
-    p.add_argument(
-        "--strategy", default="ebinpack", choices=strategy_names(), help="placement strategy"
-    )
+    p.add_argument("--strategy", default="ebinpack", choices=_strategies(), help=_STRATEGY_HELP)
     p.add_argument(
         "--interval",
         type=number(float, low=0, low_inclusive=False, high=MAX_TICK),
@@ -137,9 +145,7 @@ def _add_place(sub: Any) -> None:
         default=10000,
         help=f"one-pod jobs placed, at most {MAX_JOBS:,}",
     )
-    p.add_argument(
-        "--strategy", default="ebinpack", choices=strategy_names(), help="placement strategy"
-    )
+    p.add_argument("--strategy", default="ebinpack", choices=_strategies(), help=_STRATEGY_HELP)
     p.add_argument("--mixed", action="store_true", help="1/2/4/8-GPU pods instead of 1-GPU")
     p.add_argument("--seed", type=number(int, low=0), default=3, help="pod size seed")
     p.set_defaults(run=_run_place)
@@ -149,9 +155,7 @@ def _add_place(sub: Any) -> None:
         "--replicas", type=number(int, low=1), default=64, help="8-GPU pods of each gang"
     )
     g.add_argument("--gangs", type=number(int, low=1), default=30, help="gangs placed")
-    g.add_argument(
-        "--strategy", default="ebinpack", choices=strategy_names(), help="placement strategy"
-    )
+    g.add_argument("--strategy", default="ebinpack", choices=_strategies(), help=_STRATEGY_HELP)
     g.add_argument(
         "--fill",
         type=number(float, low=0, high=1),

@@ -109,6 +109,11 @@ BAD: list[tuple[list[str], str]] = [
     (["bench", "place", "--strategy", "tetris"], "--strategy"),
     (["bench", "gang", "--replicas", "0"], "--replicas"),
     (["bench", "gang", "--fill", "1.5"], "--fill"),  # (more than every GPU busy)
+    # offered, then refused by every bench after its set-up: FGD needs a target workload
+    (["bench", "place", "--strategy", "fgd"], "--strategy"),
+    (["bench", "gang", "--strategy", "fgdpp"], "--strategy"),
+    (["bench", "cycle", "--strategy", "fgd"], "--strategy"),
+    (["bench", "soak", "--strategy", "fgd"], "--strategy"),
     # sizes that would fill the memory before the first figure (a MemoryError traceback, or
     # a set-up submitting jobs without end)
     (["bench", "place", "--pods", "1000000000000"], "--pods"),
