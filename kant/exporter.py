@@ -26,7 +26,7 @@ from typing import Any, Final
 from kant.cycle import CycleResult
 from kant.errors import InvalidConfigError
 from kant.metrics import BUCKETS, gar, gfr, optimal_groups, optimal_nodes, size_bucket
-from kant.model import MILLI, finite_time, is_int
+from kant.model import MILLI, ReasonCode, finite_time, is_int
 from kant.queueing import JobPhase
 from kant.scheduler import Scheduler
 
@@ -220,11 +220,14 @@ class MetricsExporter:
         usage = GaugeMetricFamily("kant_quota_usage_gpus",
                                   "GPUs charged per tenant and GPU model.",
                                   labels=["tenant", "gpu_model"])  # fmt: skip
-        for (tenant, model), milli in s.admitter.usage().items():
+        # (every quota's usage, 0 when nothing is charged: a series that vanished instead
+        # would leave usage / quota with no value)
+        charged = dict.fromkeys(s.admitter.table.quotas, 0) | s.admitter.usage()
+        for (tenant, model), milli in sorted(charged.items()):
             usage.add_metric([tenant, model or "none"], milli / MILLI)
         out += [quota, usage]
 
-        pending: dict[str, int] = {}
+        pending = dict.fromkeys(("not_tried", *(c.value for c in ReasonCode)), 0)
         for e in s.queue.candidates():
             code = e.reason.code.value if e.reason is not None else "not_tried"
             pending[code] = pending.get(code, 0) + 1

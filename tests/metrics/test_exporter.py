@@ -210,3 +210,29 @@ def test_a_port_that_is_no_tcp_port_is_refused_naming_it(port: Any) -> None:
     ex = MetricsExporter(Scheduler(ClusterBuilder().leaf("lf0", nodes=2).build()))
     with pytest.raises(InvalidConfigError, match="field 'port'"):
         ex.serve(port=port)
+
+
+def test_a_quota_with_nothing_charged_and_a_reason_no_job_has_read_0_not_vanish() -> None:
+    # (the usage series of a tenant whose last job ended vanished, leaving usage / quota
+    # with no value; so did the count of a pending reason no job had any more)
+    s = Scheduler(
+        ClusterBuilder().leaf("lf0", nodes=2).build(),
+        admitter=Admitter([Quota.gpus("a", "H100", 8), Quota.gpus("idle", "H100", 8)]),
+    )
+    ex = MetricsExporter(s)
+    s.submit(job("j", gpus=8, tenant="a"), now=0)
+    s.submit(job("big", gpus=8, replicas=3, tenant="a"), now=0)  # (beyond a's quota)
+    ex.observe(now=1, result=s.step(now=1))
+    fams = {f.name: f for f in text_string_to_metric_families(ex.exposition().decode())}
+    usage = "kant_quota_usage_gpus"
+    assert _value(fams, usage, usage, tenant="a", gpu_model="H100") == 8
+    assert _value(fams, usage, usage, tenant="idle", gpu_model="H100") == 0
+    assert _value(fams, "kant_pending_jobs", "kant_pending_jobs", reason="unsatisfiable") == 1
+    s.cancel("big", now=2)
+    for b in s.status("j").bindings:
+        s.pod_finished(b.pod, now=2)
+    ex.observe(now=2)
+    fams = {f.name: f for f in text_string_to_metric_families(ex.exposition().decode())}
+    assert _value(fams, usage, usage, tenant="a", gpu_model="H100") == 0
+    assert _value(fams, "kant_pending_jobs", "kant_pending_jobs", reason="unsatisfiable") == 0
+    assert _value(fams, "kant_pending_jobs", "kant_pending_jobs", reason="not_tried") == 0
