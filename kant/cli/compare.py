@@ -115,7 +115,7 @@ def run_compare(args: argparse.Namespace) -> int:
     if note:
         print(f"kant compare: note: {note}", file=sys.stderr)
     t0 = time.perf_counter()
-    results = _run_all(sc, sets, max(1, args.workers), quiet=args.quiet)
+    results = _run_all(sc, sets, max(1, min(args.workers, len(sets))), quiet=args.quiet)
     wall = time.perf_counter() - t0
     runs = list(zip(sets, results, strict=True))
     print(format_compare(sc, runs))
@@ -156,7 +156,7 @@ def _run_seed_sweep(args: argparse.Namespace) -> int:
     if len({p.label for p in sets}) != len(sets):
         raise ValidationError("sets", args.sets, "the policy sets must differ")
     seeds = list(dict.fromkeys(s.params["seed"] for s in specs))
-    workers = max(1, args.workers)
+    workers = max(1, min(args.workers, len(specs)))  # (a process per run at most)
     if not args.quiet:
         _stderr(f"compare: {len(sets)} policy sets x {len(seeds)} seeds, {workers} workers")
     store = Store(Path(args.out) / "runs.jsonl")
@@ -233,7 +233,8 @@ def _run_tasks(
     results: list[SimResult] = []
     with contextlib.ExitStack() as stack:
         if workers > 1 and len(tasks) > 1:
-            pool = stack.enter_context(ProcessPoolExecutor(max_workers=workers))
+            # (a process per task at most: the pool forks all its workers at once)
+            pool = stack.enter_context(ProcessPoolExecutor(max_workers=min(workers, len(tasks))))
             done: Iterator[SimResult] = pool.map(_one, tasks)
         else:
             done = map(_one, tasks)

@@ -113,12 +113,15 @@ def _run(args: argparse.Namespace) -> int:
     grid = load_grid(args.grid)
     specs = grid.runs()
     store = Store(args.store or grid.store or Path(args.grid).with_suffix(".jsonl"))
-    backend = (
-        LocalPool(args.workers) if args.ray is None else RayCluster(args.ray or None, args.workers)
-    )
     todo = len({s.key for s in specs} - store.done(retry_failed=args.retry_failed))
     if args.max_runs is not None:
         todo = min(todo, args.max_runs)
+    if args.ray is None:
+        # (a local process per run to do at most: the pool forks all its workers at once)
+        local = None if args.workers is None else min(args.workers, max(1, todo))
+        backend: LocalPool | RayCluster = LocalPool(local)
+    else:
+        backend = RayCluster(args.ray or None, args.workers)
     bar = None if args.quiet else ProgressBar(todo, label=f"sweep {Path(args.grid).name}")
     try:
         summary = run_sweep(
