@@ -92,6 +92,23 @@ def _config(path: str | None) -> Any:
     return load_config(path) if path else KantConfig()
 
 
+def _shim_can_build(cfg: Any) -> None:
+    """Refuse (:class:`~kant.errors.InvalidConfigFileError`) a placement strategy the shim
+    cannot build: it builds its scheduler with no target workload, which fgd and fgdpp
+    need (a file may name them for ``kant simulate --config``)."""
+    from kant.errors import InvalidConfigFileError
+
+    try:
+        cfg.placer()
+    except KantError as e:
+        raise InvalidConfigFileError(
+            "placement.strategy",
+            cfg.source,
+            f"the Kubernetes shim cannot build it: {getattr(e, 'reason', e)}",
+            value=cfg.placement.strategy,
+        ) from None
+
+
 def _run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
@@ -105,6 +122,7 @@ def _run(args: argparse.Namespace) -> int:
 
         cfg = _config(args.config)
         parse_settings(cfg.kubernetes, source=cfg.source)  # config mistakes before connecting
+        _shim_can_build(cfg)
     except KantError as e:
         print(f"kant k8s run: {e}", file=sys.stderr)
         return 2
@@ -148,7 +166,7 @@ def _demo(args: argparse.Namespace) -> int:
         if args.config:
             import yaml
 
-            _config(args.config)  # validated the same way `run` reads it, before reading it raw
+            _shim_can_build(_config(args.config))  # checked as `run` reads it, then read raw
             with open(args.config, encoding="utf-8") as f:
                 cfg = yaml.safe_load(f) or {}
         result = demo(nodes=args.nodes, jobs=args.jobs, seed=args.seed, speed=args.speed,

@@ -82,3 +82,20 @@ def test_a_demo_speed_that_is_not_a_finite_number_above_0_is_refused_before_star
 
     with pytest.raises(InvalidConfigError, match="speed"):
         demo(nodes=1, jobs=1, speed=speed)
+
+
+@pytest.mark.parametrize("sub", ["run", "demo"])
+def test_a_config_naming_a_strategy_the_shim_cannot_build_is_one_line_before_connecting(
+    sub: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (fgd is a valid strategy of a config file, for kant simulate; the shim has no workload
+    # to give it: run failed with an error naming 'workload' and neither file nor key)
+    cfg = tmp_path / "kant.yaml"
+    cfg.write_text("placement: {strategy: fgd}\n")
+    kc = tmp_path / "kubeconfig"
+    kc.write_text("not read: the config is refused first\n")
+    argv = ["k8s", sub, "--config", str(cfg)]
+    assert main([*argv, "--kubeconfig", str(kc)] if sub == "run" else argv) == 2
+    err = capsys.readouterr().err
+    assert f"{cfg}: placement.strategy: the Kubernetes shim cannot build it" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
