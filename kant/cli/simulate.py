@@ -101,16 +101,18 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--load",
         type=number(float, low=LOAD_RANGE[0], high=LOAD_RANGE[1]),
-        help="offered load of a built-in scenario's workload (default 0.95 training, 0.9 "
-        "inference); with --trace, size the cluster for it (default: an SWF log on its own "
-        f"machine, MaxProcs; other traces 0.8); {LOAD_RANGE[0]:g} to {LOAD_RANGE[1]:g}",
+        help="offered load of a built-in scenario's workload (default 0.95 paper-training and "
+        "inference-paper, 0.9 inference); with --trace, size the cluster for it (default: an "
+        f"SWF log on its own machine, MaxProcs; other traces 0.8); {LOAD_RANGE[0]:g} to "
+        f"{LOAD_RANGE[1]:g}",
     )
     s = p.add_argument_group("simulation")
     s.add_argument(
         "--tick",
         type=number(float, low=0, high=MAX_TICK),
         help="at most one cycle per TICK seconds, 0: at every change, at most "
-        f"{MAX_TICK:g} (default: the scenario's: 60 s, inference 30 s)",
+        f"{MAX_TICK:g} (default: the scenario's: 60 s paper-training, 30 s inference and "
+        "inference-paper)",
     )
     s.add_argument(
         "--grace",

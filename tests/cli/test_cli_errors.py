@@ -361,3 +361,25 @@ def test_an_swf_maxprocs_in_other_digits_is_no_machine_size(tmp_path: Path) -> N
     out = tmp_path / "out"
     assert main(["simulate", "--trace", "swf", "--trace-file", log, "--no-plots", "--quiet",
                  "--out", str(out)]) == 0  # fmt: skip
+
+
+def test_the_help_states_every_built_in_scenarios_default_load_and_tick() -> None:
+    # (it said "default 0.95 training, 0.9 inference" and "60 s, inference 30 s": nothing of
+    # inference-paper, whose load is 0.95, not the inference scenario's 0.9)
+    import inspect
+
+    from kant.cli import build_parser
+    from kant.sim.scenarios import SCENARIOS
+
+    parser = build_parser()
+    sim = parser._subparsers._group_actions[0].choices["simulate"]  # type: ignore[union-attr]
+    helps = {a.dest: a.help or "" for a in sim._actions}
+    by_load: dict[float, list[str]] = {}
+    for name, make in SCENARIOS.items():
+        load = inspect.signature(make).parameters["load"].default
+        by_load.setdefault(load, []).append(name)
+        assert name in helps["tick"], helps["tick"]
+        if name != "inference-paper":  # (built from the shared trace folder)
+            assert f"{make(jobs=1).config.tick:g} s {name}" in helps["tick"], helps["tick"]
+    for load, names in by_load.items():
+        assert f"{load:g} {' and '.join(names)}" in helps["load"], helps["load"]
