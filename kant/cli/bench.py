@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kant.cli import print_result
-from kant.cli.options import number
+from kant.cli.options import UsageError, number
 from kant.placement import STRATEGIES, strategy_names
 from kant.queueing import policy_names
 from kant.sim.scenarios import MAX_JOBS, MAX_TICK
@@ -190,7 +190,15 @@ def _add_snapshot(sub: Any) -> None:
     )
     p.add_argument("--repeats", type=number(int, low=1), default=50, help="refreshes measured")
     p.add_argument("--seed", type=number(int, low=0), default=7, help="allocation seed")
-    p.set_defaults(run=_run_snapshot)
+    p.set_defaults(run=_run_snapshot, check=_check_snapshot)
+
+
+def _check_snapshot(a: argparse.Namespace) -> None:
+    if a.changed > a.nodes:
+        raise UsageError(
+            f"--changed {a.changed} is more than --nodes {a.nodes}: each change is on a "
+            "distinct node"
+        )
 
 
 def _run_snapshot(a: argparse.Namespace) -> dict[str, Any]:
@@ -203,11 +211,23 @@ def _add_k8s(sub: Any) -> None:
     p = sub.add_parser(
         "k8s", help="pods bound per second through a real API server, and creation-to-binding p99"
     )
-    p.add_argument("--pods", type=int, default=1000, help="pods created (default 1000)")
-    p.add_argument("--nodes", type=int, default=500, help="fake 8-GPU nodes (default 500)")
-    p.add_argument("--pod-gpus", type=int, default=2, help="GPUs per pod (default 2)")
-    p.add_argument("--creators", type=int, default=8, help="threads creating pods (default 8)")
-    p.set_defaults(run=_run_k8s)
+    pos = number(int, low=1)
+    p.add_argument("--pods", type=pos, default=1000, help="pods created (default 1000)")
+    p.add_argument("--nodes", type=pos, default=500, help="fake 8-GPU nodes (default 500)")
+    p.add_argument(
+        "--pod-gpus", type=number(int, low=1, high=8), default=2, help="GPUs per pod (default 2)"
+    )
+    p.add_argument("--creators", type=pos, default=8, help="threads creating pods (default 8)")
+    p.set_defaults(run=_run_k8s, check=_check_k8s)
+
+
+def _check_k8s(a: argparse.Namespace) -> None:
+    room = a.nodes * (8 // a.pod_gpus)
+    if a.pods > room:  # (each phase waits for every pod to be bound)
+        raise UsageError(
+            f"--pods {a.pods}: --nodes {a.nodes} hold at most {room} pods of --pod-gpus "
+            f"{a.pod_gpus}"
+        )
 
 
 def _run_k8s(a: argparse.Namespace) -> dict[str, Any]:

@@ -120,10 +120,12 @@ BAD: list[tuple[list[str], str]] = [
     (["bench", "cycle", "--pending", "1000000000000"], "--pending"),
     (["bench", "soak", "--pending", "1000000000000"], "--pending"),
     (["bench", "snapshot", "--changed", "x"], "--changed"),
-    (["bench", "snapshot", "--nodes", "2", "--changed", "5"], "changed"),  # distinct nodes
-    (["bench", "k8s", "--pods", "300", "--nodes", "10"], "pods"),  # (more than fit: no wait)
-    (["bench", "k8s", "--pod-gpus", "9"], "pod_gpus"),
-    (["bench", "k8s", "--creators", "0"], "creators"),
+    # (named the library's field, 'changed', 'pods', 'pod_gpus': now the options)
+    (["bench", "snapshot", "--nodes", "2", "--changed", "5"], "--changed 5 is more than --nodes 2"),
+    (["bench", "k8s", "--pods", "300", "--nodes", "10"], "--pods 300: --nodes 10 hold at most 40"),
+    (["bench", "k8s", "--pod-gpus", "9"], "argument --pod-gpus"),
+    (["bench", "k8s", "--creators", "0"], "argument --creators"),
+    (["bench", "k8s", "--nodes", "-3"], "argument --nodes"),
     # kant k8s
     (["k8s", "demo", "--speed", "0"], "--speed"),
     (["k8s", "demo", "--speed", "-1"], "--speed"),
