@@ -200,6 +200,11 @@ def add_simulate_parser(sub: Any) -> argparse.ArgumentParser:
 
 def check_common_args(args: argparse.Namespace) -> None:
     """Refuse options that do not go together (:class:`UsageError`), before any work."""
+    if args.mttr is not None and args.mtbf is None:
+        raise UsageError(
+            f"--mttr {args.mttr:g} is how long a failed node is away: it goes with --mtbf "
+            "(without it no node fails)"
+        )
     if args.trace is not None:
         if args.load is not None and args.cluster is not None:
             raise UsageError(

@@ -171,6 +171,10 @@ class Grid:
         for v in _values(opts.get("seed")):
             if v is not None and not _seed(v):
                 raise InvalidGridError("seed", v, "must be an int >= 0")
+        # as kant simulate: a repair time goes with failures
+        repairs = [t for t in _values(opts.get("mttr")) if t is not None]
+        if repairs and not [t for t in _values(opts.get("mtbf")) if t is not None]:
+            raise InvalidGridError("mttr", repairs[0], "goes with mtbf (without it no node fails)")
         # as kant simulate: the threshold is the Backfill policy's (the scenarios' default)
         thresholds = [t for t in _values(opts.get("threshold")) if t is not None]
         # (None leaves queueing out: the scenario's own, Backfill)

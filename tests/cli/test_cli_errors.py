@@ -33,6 +33,8 @@ BAD: list[tuple[list[str], str]] = [
     (["simulate", "--grace", "-5"], "--grace"),
     (["simulate", "--mtbf", "0"], "--mtbf"),
     (["simulate", "--horizon", "-1"], "--horizon"),
+    (["simulate", "--mttr", "100"], "--mttr 100"),  # (was ignored: no failures to repair)
+    (["compare", "--mttr", "100", "--seeds", "0-1"], "--mttr 100"),
     (["simulate", "--out", "{tmp}/afile/report"], "--out"),
     (["simulate", "--out", "{tmp}/afile"], "--out"),
     (["simulate", "--queueing", "fifo"], "--queueing"),

@@ -168,6 +168,7 @@ def test_a_grid_with_more_seeds_than_kant_takes_is_refused_naming_the_bound(
     ("options", "said"),
     [
         ("  seed: -1\n", "field 'seed' = -1: must be an int >= 0"),
+        ("  mttr: 100\n", "field 'mttr' = 100: goes with mtbf"),  # (no failure to repair)
         (
             "  threshold: 5\n  queueing: strict-fifo\n",
             "field 'threshold' = 5: is Backfill's; queueing strict-fifo has none",

@@ -27,7 +27,7 @@ def test_two_groups_whose_titles_differ_only_after_80_characters_get_folders_of_
     tmp_path: Path,
 ) -> None:
     options = {"scenario": "inference", "jobs": 20, "load": 0.9, "grace": 30, "horizon": 200000,
-               "mttr": 3600, "on_interrupt": "resume", "tick": [30, 60]}  # fmt: skip
+               "mtbf": 1e8, "mttr": 3600, "on_interrupt": "resume", "tick": [30, 60]}  # fmt: skip
     store = swept(tmp_path / "s.jsonl", "simulate", options)
     write_sweep_report(store.records(), tmp_path / "rep", plots=False)
     docs = [json.loads(p.read_text()) for p in (tmp_path / "rep").glob("*/compare.json")]
