@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from kant.cycle import CycleResult
-from kant.errors import InvalidConfigError
+from kant.errors import DuplicateError, InvalidConfigError
 from kant.metrics import BUCKETS, gar, gfr, optimal_groups, optimal_nodes, size_bucket
 from kant.model import MILLI, ReasonCode, finite_time, is_int
 from kant.queueing import JobPhase
@@ -69,7 +69,8 @@ class MetricsExporter:
                                              cycle's result, not run (``CycleStats.reused``)
 
     ``registry``: a ``prometheus_client.CollectorRegistry`` to register into (default: a new
-    one of its own, so two exporters never clash).
+    one of its own, so two exporters never clash); :class:`~kant.errors.DuplicateError`,
+    nothing registered, when it holds one of these names already.
     """
 
     def __init__(self, scheduler: Scheduler, *, registry: Any = None) -> None:
@@ -93,21 +94,36 @@ class MetricsExporter:
             "Seconds a job waited before it started, by job size bucket (GPUs).",
             ["size_bucket"],
             buckets=WAIT_BUCKETS,
-            registry=self.registry,
+            registry=None,
         )
         self._cycle = Histogram(
             "kant_cycle_duration_seconds",
             "Wall-clock seconds one scheduling cycle took.",
             buckets=CYCLE_BUCKETS,
-            registry=self.registry,
+            registry=None,
         )
-        self._cycles = Counter("kant_cycles", "Scheduling cycles observed.", registry=self.registry)
+        self._cycles = Counter("kant_cycles", "Scheduling cycles observed.", registry=None)
         self._reused = Counter(
             "kant_cycles_reused",
             "Cycles answered with the last quiet cycle's result, without being run.",
-            registry=self.registry,
+            registry=None,
         )
-        self.registry.register(_Snapshot(self))
+        self._register(self._wait, self._cycle, self._cycles, self._reused, _Snapshot(self))
+
+    def _register(self, *collectors: Any) -> None:
+        """Register ``collectors`` into the registry, all or none: DuplicateError when it
+        holds one of their names already (another exporter's, or the application's)."""
+        done: list[Any] = []
+        try:
+            for c in collectors:
+                self.registry.register(c)
+                done.append(c)
+        except ValueError as e:  # (prometheus_client's 'Duplicated timeseries')
+            for c in done:
+                self.registry.unregister(c)
+            raise DuplicateError(
+                f"MetricsExporter: {e} (give each exporter a registry of its own)"
+            ) from None
 
     # ----------------------------------------------------------------- observing
 

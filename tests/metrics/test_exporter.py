@@ -236,3 +236,23 @@ def test_a_quota_with_nothing_charged_and_a_reason_no_job_has_read_0_not_vanish(
     assert _value(fams, usage, usage, tenant="a", gpu_model="H100") == 0
     assert _value(fams, "kant_pending_jobs", "kant_pending_jobs", reason="unsatisfiable") == 0
     assert _value(fams, "kant_pending_jobs", "kant_pending_jobs", reason="not_tried") == 0
+
+
+def test_a_registry_holding_one_of_its_names_is_refused_and_left_as_it_was() -> None:
+    # (a second exporter on one registry raised prometheus_client's ValueError, having
+    # registered its first metrics already)
+    from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+    from kant.errors import DuplicateError
+
+    registry = CollectorRegistry()
+    Gauge("kant_jobs", "The application's own.", registry=registry)
+    before = generate_latest(registry)
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=2).build())
+    with pytest.raises(DuplicateError, match="kant_jobs"):
+        MetricsExporter(s, registry=registry)
+    assert generate_latest(registry) == before
+    shared = CollectorRegistry()
+    MetricsExporter(s, registry=shared)
+    with pytest.raises(DuplicateError, match="a registry of its own"):
+        MetricsExporter(s, registry=shared)
