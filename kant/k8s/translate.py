@@ -501,6 +501,8 @@ def _models(spec: Obj, settings: K8sSettings, where: str) -> frozenset[str]:
     if terms:
         union: set[str] | None = set()  # the terms are ORed
         for t in terms:
+            if not (t.get("matchExpressions") or t.get("matchFields")):
+                continue  # an empty term matches no node (Kubernetes): it allows no model
             vals: set[str] | None = None  # a term's expressions are ANDed
             for e in t.get("matchExpressions") or ():
                 if e.get("key") == key and e.get("operator") == "In":

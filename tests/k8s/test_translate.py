@@ -517,7 +517,7 @@ def test_a_selector_on_the_gpu_model_alone_is_the_roles_models_and_no_selector()
     ("spec", "field"),
     [
         ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{}]}}}}, "nodeSelectorTerms"),
+            "nodeSelectorTerms": [{}]}}}}, "allow no GPU model"),  # (no term matches a node)
         ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchFields": [
                 {"key": "spec.unschedulable", "operator": "In", "values": ["x"]}]}]}}}},
@@ -575,3 +575,11 @@ def test_taints_that_mirror_ready_and_cordon_are_not_read_since_kant_reads_those
     ]
     (taint,) = node_facts(node, S).spec.taints
     assert taint.key == "node.kubernetes.io/memory-pressure"
+
+
+def test_an_empty_affinity_term_allows_no_model_so_a_term_naming_one_still_restricts() -> None:
+    # Kubernetes: an empty term matches no node, and terms are ORed: [{}, model In A] is A
+    f = _selecting({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{}, {"matchExpressions": [
+            {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["A100"]}]}]}}}})  # fmt: skip
+    assert f.gpu_models == {"A100"} and f.node_selector is None
