@@ -1268,12 +1268,17 @@ class _JobFacts:
     ) -> _JobFacts:
         """The facts ``queue``'s previous cycle kept, if its node pools were the same (a
         fresh, unkept set with ``keep=False``). Facts of jobs no longer waiting are dropped
-        once they outnumber the waiting jobs (amortised O(1) per cycle)."""
+        once they outnumber the waiting jobs (amortised O(1) per cycle), and all of them once
+        the shapes interned outnumber the waiting jobs four times and :data:`_SHAPES_KEPT`
+        more."""
         key = pools.key
         if not keep:
             return cls(key)
         cur = cls._KEPT.get(queue)
-        if cur is None or cur.pools_key != key:
+        interned = 0 if cur is None else len(cur.shapes) + len(cur.never_shapes)
+        if cur is None or cur.pools_key != key or interned > 4 * len(candidates) + _SHAPES_KEPT:
+            # (jobs of shapes gone, e.g. a node selector per job naming its host, would keep
+            # their interned shapes for ever: past the bound the facts start afresh)
             cur = cls._KEPT[queue] = cls(key)
         elif len(cur.facts) > 2 * len(candidates) + 64:
             old = cur.facts
@@ -1312,6 +1317,8 @@ class _JobFacts:
 
 
 _REASONS_KEPT = 4096
+_SHAPES_KEPT = 4096
+"""Interned shapes past which (beyond four per waiting job) a queue's kept facts start afresh."""
 
 _NEVER_FIT_CANDIDATES = CAPACITY_CODES | {ReasonCode.QUOTA_EXCEEDED}
 

@@ -588,11 +588,13 @@ def _to_op(v: Any) -> Any:
 
 
 def _as_int(v: str) -> int | None:
-    """A label value read as an integer (Kubernetes' Gt / Lt), None when it is not one."""
+    """A label value read as a 64-bit integer (Kubernetes' Gt / Lt), None when it is not
+    one."""
     s = v[1:] if v[:1] in "+-" else v
-    if not s or not s.isascii() or not s.isdigit() or len(s) > 18:
+    if not s or not s.isascii() or not s.isdigit() or len(s) > 19:
         return None
-    return int(v)
+    n = int(v)
+    return n if -(1 << 63) <= n < 1 << 63 else None
 
 
 @attrs.frozen(kw_only=True, cache_hash=True)

@@ -14,12 +14,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
+import numpy as np
 
 from kant.admission.holds import Hold, slot_or_none
 from kant.admission.pools import Pools
 from kant.admission.quota import QuotaLedger, admit_quota
 from kant.contracts import PlaceFn, Reservation
-from kant.model import Binding, PodId
+from kant.model import Binding, Job, PodId
 from kant.queueing import Entry
 from kant.state import ClusterState, Snapshot
 
@@ -332,6 +333,18 @@ class _Booked:
         return changed
 
 
+def _allowed_any(snap: Snapshot, job: Job) -> np.ndarray | None:
+    """Per slot, whether some role of ``job`` may use the node by its labels and taints
+    (:meth:`ClusterState.allowed_slots`), or None when a role of it may use any node."""
+    out: np.ndarray | None = None
+    for role in job.roles:
+        allowed = snap.state.allowed_slots(role)
+        if allowed is None:
+            return None
+        out = allowed if out is None else out | allowed
+    return out
+
+
 def forecast(
     e: Entry,
     ends: list[tuple[float, int, tuple[Binding, ...]]],
@@ -389,12 +402,21 @@ def forecast(
                 held.give_back(snap)
             book = _Booked(snap, booked)
         i = 0
+        # a job whose roles may use only some nodes (node selectors, taints): after a failed
+        # placement, a state that freed none of those nodes (and ended no booking) fails
+        # again, so it is not tried (nor counted against MAX_PLACEMENTS)
+        allowed = _allowed_any(snap, job)
+        moved = True  # anything the job may use freed since its last failed placement
+        skipped = False
         while i < len(ends) and tries < MAX_PLACEMENTS:
             t = ends[i][0]
             freed: list[Binding] = []
             while i < len(ends) and ends[i][0] == t:
+                moved = moved or ends[i][1] == -1  # (a booking's end)
                 freed.extend(b for b in ends[i][2] if slot_or_none(snap, b.node) is not None)
                 i += 1
+            if not moved and allowed is not None:
+                moved = any(allowed[snap.slot_of(b.node)] for b in freed)
             snap.release_bindings(freed)  # one update per node, however many pods
             if book is not None:
                 book.at(t, t + length, freed)
@@ -402,15 +424,19 @@ def forecast(
                 continue
             if book is not None and book.sync() and pools.ready(job, dec) is not None:
                 continue
+            if not moved:
+                skipped = True  # (a state readiness passed, not tried: no longer clean)
+                continue
             tries += 1
             with snap.transaction() as tx:
                 res = place(narrowed, dec.pods)
                 if res.bindings and not res.unplaced:
                     found = Reservation(job=e.id, start=t, bindings=tuple(res.bindings))
-                    clean = tries == 1
+                    clean = tries == 1 and not skipped
                     # (kept into the outer transaction, which undoes everything at once)
                     tx.commit()
                     break
+            moved = allowed is None  # (a job any node may take: every end may help)
         exhausted = i >= len(ends)
     if kept is not None and occupancy is not None:
         kept.store(

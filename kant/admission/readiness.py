@@ -54,10 +54,10 @@ class PoolFacts:
         self.snap = snap
         self.version = snap.state.membership_version
         self._max_gpus: dict[int, int] = {}
-        self._tier_total: dict[tuple[str, tuple[int, ...]], int] = {}
-        self._tier_slots: dict[tuple[str, tuple[int, ...]], IntArray] = {}
+        self._tier_total: dict[tuple[Any, ...], int] = {}
+        self._tier_slots: dict[tuple[Any, ...], IntArray] = {}
         self._lone: dict[tuple[Any, ...], str | None] = {}  # lone_pod's answers
-        self._allowed_total: dict[tuple[Any, ...], int] = {}
+        self._restricted: set[tuple[Any, ...]] = set()  # the (selector, tolerations) keyed
         # the live pools: GPU model -> pool id, pool id -> GPU model, sorted (see live_pools)
         self._live: LivePools | None = None
 
@@ -108,12 +108,13 @@ class PoolFacts:
             self._max_gpus[key] = v
         return v
 
-    def tier_max_total(self, level: str, pools: Sequence[int]) -> int:
-        """Most GPUs of ``pools`` in one group at ``level``, all nodes counted (cached)."""
-        key = (level, tuple(pools))
+    def tier_max_total(self, level: str, pools: Sequence[int], role: Role | None = None) -> int:
+        """Most GPUs of ``pools`` in one group at ``level``, all nodes counted (only those
+        ``role``'s node selector and tolerations allow, given a role they restrict; cached)."""
+        key = (level, tuple(pools), self._rules(role))
         v = self._tier_total.get(key)
         if v is None:
-            slots = self.pool_slots(pools)
+            slots = self.pool_slots(pools, role)
             ids = getattr(self.snap.cols, f"{level}_id")[slots]
             ok = ids >= 0
             if ok.any():
@@ -123,45 +124,68 @@ class PoolFacts:
             self._tier_total[key] = v
         return v
 
-    def pool_slots(self, pools: Sequence[int]) -> IntArray:
-        """The slots of the nodes of ``pools`` (cached)."""
-        key = ("pool", tuple(pools))
+    def pool_slots(self, pools: Sequence[int], role: Role | None = None) -> IntArray:
+        """The slots of the nodes of ``pools`` (those ``role``'s node selector and
+        tolerations allow, given a role they restrict: :meth:`ClusterState.allowed_slots`;
+        cached)."""
+        allowed = None if role is None else self.snap.state.allowed_slots(role)
+        key = ("pool", tuple(pools), self._rules(role))
         v = self._tier_slots.get(key)
         if v is None:
             parts = [self.snap.members("pool", p) for p in pools]
             v = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            if allowed is not None:
+                v = v[allowed[v]]
             self._tier_slots[key] = v
         return v
 
-    def tier_slots(self, level: str, pools: Sequence[int]) -> IntArray:
-        """The slots of the nodes of ``pools`` that are in some group at ``level`` (cached):
+    def tier_slots(self, level: str, pools: Sequence[int], role: Role | None = None) -> IntArray:
+        """The slots of :meth:`pool_slots` that are in some group at ``level`` (cached):
         where a wish that may take several groups of that level (HBD) may go."""
-        key = (level, tuple(pools))
+        key = (level, tuple(pools), self._rules(role))
         v = self._tier_slots.get(key)
         if v is None:
-            slots = self.pool_slots(pools)
+            slots = self.pool_slots(pools, role)
             v = self._tier_slots[key] = slots[getattr(self.snap.cols, f"{level}_id")[slots] >= 0]
         return v
 
-    def tier_all_pods(self, level: str, pools: Sequence[int], gpus: int) -> int:
+    def tier_all_pods(
+        self, level: str, pools: Sequence[int], gpus: int, role: Role | None = None
+    ) -> int:
         """How many pods of ``gpus`` whole GPUs the nodes of :meth:`tier_slots` could ever
         hold (each node ``its GPUs // gpus``; cached)."""
-        key = ("pods " + level, (*pools, -gpus))
+        key = ("pods " + level, (*pools, -gpus), self._rules(role))
         v = self._tier_total.get(key)
         if v is None:
-            cap = self.snap.cols.gpus[self.tier_slots(level, pools)]
+            cap = self.snap.cols.gpus[self.tier_slots(level, pools, role)]
             v = self._tier_total[key] = int((cap // gpus).sum())
         return v
 
-    def tier_all_total(self, level: str, pools: Sequence[int]) -> int:
+    def tier_all_total(self, level: str, pools: Sequence[int], role: Role | None = None) -> int:
         """GPUs of :meth:`tier_slots` (cached): what a wish that may take several groups of
         that level (HBD) can ever use."""
-        key = ("all " + level, tuple(pools))
+        key = ("all " + level, tuple(pools), self._rules(role))
         v = self._tier_total.get(key)
         if v is None:
-            slots = self.tier_slots(level, pools)
+            slots = self.tier_slots(level, pools, role)
             v = self._tier_total[key] = int(self.snap.cols.gpus[slots].sum())
         return v
+
+    def _rules(self, role: Role | None) -> tuple[Any, ...] | None:
+        """What of ``role`` restricts its nodes, for a cache key: (selector, tolerations), or
+        None when nothing does. Past :data:`_RESTRICTED_KEPT` such keys the caches that take
+        them start afresh (selectors naming hosts are many)."""
+        if role is None or self.snap.state.allowed_slots(role) is None:
+            return None
+        rules = (role.node_selector, role.tolerations)
+        if rules not in self._restricted:
+            if len(self._restricted) >= _RESTRICTED_KEPT:
+                self._restricted.clear()
+                for d in (self._tier_total, self._tier_slots, self._lone):
+                    for k in [k for k in d if k[-1] is not None]:
+                        del d[k]
+            self._restricted.add(rules)
+        return rules
 
     def tier_max_free(self, level: str) -> int:
         """Largest free-GPU count of one group at ``level`` (recomputed each call: it changes
@@ -177,22 +201,20 @@ class PoolFacts:
         res = role.resources
         wish = role.topology
         hbd = not pools and wish is not None and wish.required and wish.tier is Tier.HBD
-        allowed = self.snap.state.allowed_slots(role)
-        rules = None if allowed is None else (role.node_selector, role.tolerations)
+        rules = self._rules(role)
         key = (res, tuple(pools), hbd, rules)
         if key in self._lone:
             return self._lone[key]
-        if rules is not None and len(self._lone) >= 4096:  # (bounded, as allowed_total)
-            self._lone.clear()
         cols = self.snap.cols
+        allowed = None if rules is None else self.snap.state.allowed_slots(role)
         if pools:
-            slots = self.pool_slots(pools)
+            slots = self.pool_slots(pools, role)
         else:
             slots = np.flatnonzero(cols.alive[: self.snap.num_slots])
+            if allowed is not None:
+                slots = slots[allowed[slots]]
         if hbd:
             slots = slots[cols.hbd_id[slots] >= 0]
-        if allowed is not None:
-            slots = slots[allowed[slots]]
         fits = (
             (cols.gpus[slots] >= max(res.gpus, 1 if res.gpu_milli else 0))
             & (cols.cpu_cap[slots] >= res.cpu_milli)
@@ -211,21 +233,20 @@ class PoolFacts:
         self._lone[key] = why
         return why
 
-    def allowed_total(self, role: Role, pools: Sequence[int]) -> int | None:
-        """GPUs on all the nodes of ``pools`` that ``role``'s node selector and tolerations
-        allow (:meth:`ClusterState.allowed_slots`), or None when nothing restricts the role.
-        Cached per (selector, tolerations, pools)."""
-        allowed = self.snap.state.allowed_slots(role)
-        if allowed is None:
+    def restricted_room(self, role: Role, pools: Sequence[int]) -> tuple[int, int] | None:
+        """(most GPUs on one node, GPUs on all nodes) of the nodes of ``pools`` that
+        ``role``'s node selector and tolerations allow, or None when nothing restricts the
+        role. Cached."""
+        rules = self._rules(role)
+        if rules is None:
             return None
-        key = (role.node_selector, role.tolerations, tuple(pools))
-        v = self._allowed_total.get(key)
+        key = ("room", tuple(pools), rules)
+        v = self._tier_total.get(key)
         if v is None:
-            if len(self._allowed_total) >= 4096:  # (bounded: selectors naming hosts are many)
-                self._allowed_total.clear()
-            slots = self.pool_slots(pools)
-            v = self._allowed_total[key] = int(self.snap.cols.gpus[slots[allowed[slots]]].sum())
-        return v
+            gpus = self.snap.cols.gpus[self.pool_slots(pools, role)]
+            v = self._tier_total[key] = int(gpus.max()) if gpus.size else 0
+            self._tier_total[("total", tuple(pools), rules)] = int(gpus.sum())
+        return v, self._tier_total[("total", tuple(pools), rules)]
 
     def tier_free_pods(self, level: str, pools: Sequence[int], gpus: int) -> int:
         """How many pods of ``gpus`` whole GPUs the ready nodes of :meth:`tier_slots` have
@@ -432,54 +453,61 @@ def never_fits(
             continue
         if not job.gang:
             n = 1
-        biggest = max(facts.max_gpus(p) for p in pools)
-        total = sum(facts.pool_total(p) for p in pools)
+        room = facts.restricted_room(role, pools)
+        if room is None:  # (every node of its pools)
+            biggest = max(facts.max_gpus(p) for p in pools)
+            total = sum(facts.pool_total(p) for p in pools)
+            its, hbds, of = "its pools", "the hbd nodes of its pools", ""
+        else:
+            biggest, total = room
+            its = "the nodes of its pools its node selector and tolerations allow"
+            hbds = "the hbd nodes of its pools its node selector and tolerations allow"
+            of = " of those its node selector and tolerations allow"
         why = None
         if res.gpus > biggest:
             why = (
-                f"a pod of role {role.name!r} needs {res.gpus} GPUs; the largest node has {biggest}"
+                f"a pod of role {role.name!r} needs {res.gpus} GPUs; the largest node{of} has "
+                f"{biggest}"
             )
         elif (lone := facts.lone_pod(role, pools)) is not None:
             why = lone
         elif res.total_milli * n > total * MILLI:
             why = (
-                f"role {role.name!r} needs {res.total_milli * n / MILLI:g} GPUs; "
-                f"its pools hold {total}"
-            )
-        elif (room := facts.allowed_total(role, pools)) is not None and (
-            res.total_milli * n > room * MILLI
-        ):
-            why = (
-                f"role {role.name!r} needs {res.total_milli * n / MILLI:g} GPUs; the nodes of "
-                f"its pools its node selector and tolerations allow hold {room}"
+                f"role {role.name!r} needs {res.total_milli * n / MILLI:g} GPUs; {its} hold {total}"
             )
         elif (wish := role.topology) is not None and wish.required and wish.tier is Tier.HBD:
-            most = facts.tier_all_total("hbd", pools)  # HBD nodes only, one HBD or several
+            most = facts.tier_all_total("hbd", pools, role)  # HBD nodes only, one HBD or several
             if res.total_milli * n > most * MILLI:
                 why = (
                     f"role {role.name!r} needs {res.total_milli * n / MILLI:g} GPUs in hbds; "
-                    f"the hbd nodes of its pools hold {most}"
+                    f"{hbds} hold {most}"
                 )
-            elif res.gpus and (pods := facts.tier_all_pods("hbd", pools, res.gpus)) < n:
+            elif res.gpus and (pods := facts.tier_all_pods("hbd", pools, res.gpus, role)) < n:
                 why = (
                     f"role {role.name!r} needs {n} pods of {res.gpus} GPUs on hbd nodes; "
-                    f"the hbd nodes of its pools hold {pods}"
+                    f"{hbds} hold {pods}"
                 )
         elif role.topology is not None and role.topology.required and n > 1 and res.gpus:
             need = res.gpus * n
             if role.topology.tier is Tier.NODE and need > biggest:
-                why = f"role {role.name!r} needs {need} GPUs on one node; the largest has {biggest}"
+                why = (
+                    f"role {role.name!r} needs {need} GPUs on one node; the largest{of} has "
+                    f"{biggest}"
+                )
             elif role.topology.tier in _TIER_LEVEL:
                 level = _TIER_LEVEL[role.topology.tier]
-                most = facts.tier_max_total(level, pools)
+                most = facts.tier_max_total(level, pools, role)
                 if need > most:
                     why = (
                         f"role {role.name!r} needs {need} GPUs in one {level}; "
-                        f"the largest {level} holds {most}"
+                        f"the largest {level}{of} holds {most}"
                     )
         if why is not None:
             return Reason(code=ReasonCode.UNSATISFIABLE, message=f"can never fit: {why}")
     return None
 
+
+_RESTRICTED_KEPT = 1024
+"""At most this many (selector, tolerations) keep their facts in one :class:`PoolFacts`."""
 
 __all__ = ["PoolFacts", "never_fits", "readiness"]

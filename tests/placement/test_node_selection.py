@@ -23,7 +23,7 @@ from kant.preemption import PreemptionPolicy
 from kant.queueing import JobPhase
 from kant.state import ClusterState
 from kant.testing import ClusterBuilder, check_invariants, job, node
-from tests.qsch.conftest import evict_victims, finish, scheduler
+from tests.qsch.conftest import evict_victims, finish, finish_due, scheduler
 
 POOL_B = NodeSelector.labels(pool="b")
 DEDICATED = Taint(key="dedicated", value="inference", effect=TaintEffect.NO_SCHEDULE)
@@ -54,6 +54,10 @@ def _req(key: str, op: str, *values: str, field: bool = False) -> NodeRequiremen
         pytest.param(_req("rank", "Gt", "4"), {"rank": "10"}, "x", True, id="Gt: not as strings"),
         pytest.param(_req("rank", "Lt", "4"), {"rank": "four"}, "x", False, id="Lt: not an integer"),
         pytest.param(_req("rank", "Gt", "-2"), {}, "x", False, id="Gt: an absent label"),
+        pytest.param(_req("rank", "Lt", "9223372036854775807"), {"rank": "9223372036854775806"},
+                     "x", True, id="Lt: any 64-bit integer"),
+        pytest.param(_req("rank", "Gt", "1"), {"rank": "9223372036854775808"}, "x", False,
+                     id="Gt: past 64 bits is no integer"),
         pytest.param(_req("metadata.name", "In", "n1", field=True), {}, "n1", True, id="the name"),
         pytest.param(_req("metadata.name", "NotIn", "n1", field=True), {}, "n1", False, id="not the name"),
     ],
@@ -440,3 +444,101 @@ def test_the_best_fit_index_never_offers_a_partly_used_node_the_selector_exclude
     for i in range(3):
         res = placer.place(job(f"j{i}", gpus=1, selector=POOL_B), snap)
         assert res.ok and res.bindings[0].node.startswith("lf1"), res
+
+
+@pytest.mark.parametrize(
+    "wish",
+    [
+        pytest.param(Tier.LEAF, id="one leaf: each holds 4 allowed GPUs"),
+        pytest.param(Tier.NODE, id="one node: the allowed nodes have 4 GPUs"),
+        pytest.param(Tier.HBD, id="hbd nodes: one allowed, of 4 GPUs"),
+    ],
+)
+def test_a_required_topology_no_allowed_domain_holds_is_unsatisfiable_and_blocks_nothing(
+    wish: Tier,
+) -> None:
+    # per leaf a 4-GPU pool-b node and an 8-GPU other node: two 4-GPU pods fit every tier of
+    # the pool, but no leaf, node or set of HBD nodes that pool b has
+    b = ClusterBuilder()
+    for k, leaf in enumerate(("lf0", "lf1")):
+        place = {"leaf": leaf, "spine": "sp0", "superspine": "ss0"}
+        b.add(node(f"{leaf}-b", gpus=4, template="openb-4gpu", labels={"pool": "b"},
+                   hbd="h0" if k == 0 else None, **place))  # fmt: skip
+        b.add(node(f"{leaf}-x", hbd=f"h{k}", **place))
+    s = scheduler(b.build(), policy="strict-fifo")
+    s.submit(job("big", gpus=4, replicas=2, tier=wish, required=True, selector=POOL_B), now=0)
+    s.submit(job("small", gpus=8), now=1)
+    r = s.step(now=2)
+    assert r.pending["big"].code is ReasonCode.UNSATISFIABLE, r.pending["big"]
+    assert "selector" in r.pending["big"].message
+    assert r.placed == ("small",)
+
+
+def test_jobs_of_ever_new_selectors_do_not_grow_the_queues_kept_shapes_without_bound() -> None:
+    from kant.cycle import _SHAPES_KEPT, _JobFacts
+
+    s = scheduler(ClusterBuilder().leaf("lf0", nodes=2).build())
+    for i in range(_SHAPES_KEPT + 200):
+        sel = NodeSelector(terms=((_req("app", "In", f"v{i}"),),))  # matches no node
+        s.submit(job(f"j{i}", gpus=1, selector=sel), now=i)
+        s.step(now=i)
+        s.cancel(f"j{i}", now=i)
+        s.acknowledge(f"j{i}")
+    kept = _JobFacts._KEPT[s.queue]
+    assert len(kept.shapes) + len(kept.never_shapes) <= _SHAPES_KEPT + 4
+
+
+@pytest.mark.parametrize("policy", ["easy-backfill", "conservative-backfill"])
+def test_a_selected_heads_reservation_is_not_lost_to_ends_on_nodes_it_may_not_use(
+    policy: str,
+) -> None:
+    # two pool-b nodes end at 50 and 100; forty other nodes end at 51..90, before the head's
+    # start: the forecast must not spend its tries on them, or the head loses its reservation
+    # and a long backfilled job takes its node
+    b = ClusterBuilder().leaf("lf0", nodes=40).leaf("lf1", nodes=2, labels={"pool": "b"})
+    s = scheduler(b.build(), policy=policy)
+    ends = {"b1": 50.0, "b2": 100.0} | {f"f{i}": 51.0 + i for i in range(40)}
+    s.submit(job("b1", gpus=8, runtime=50.0, selector=POOL_B), now=0)
+    s.submit(job("b2", gpus=8, runtime=100.0, selector=POOL_B), now=0)
+    unlabelled = NodeSelector(terms=((_req("pool", "DoesNotExist"),),))
+    for i in range(40):
+        s.submit(job(f"f{i}", gpus=8, runtime=51.0 + i, selector=unlabelled), now=0)
+    assert len(s.step(now=0).placed) == 42
+    s.submit(job("head", gpus=8, replicas=2, runtime=10.0, selector=POOL_B), now=0.5)
+    s.submit(job("bf", gpus=8, runtime=200.0, selector=POOL_B), now=0.6)
+    started: dict[str, float] = {}
+    for t in range(1, 130):
+        finish_due(s, ends, now=t)
+        for jid in s.step(now=t).placed:
+            started[jid] = t
+            ends[jid] = t + {"head": 10.0, "bf": 200.0}[jid]
+    assert started == {"head": 100, "bf": 110}
+
+
+def test_a_job_alike_but_for_its_selector_gets_its_own_never_fits_answer() -> None:
+    # x can never fit its 2 pool-b nodes; y, of the same shape, may use all 4 but 2 are busy:
+    # it waits for capacity, it is not unsatisfiable
+    s = scheduler(_two_pools())
+    unlabelled = NodeSelector(terms=((_req("pool", "DoesNotExist"),),))
+    s.submit(job("busy", gpus=8, replicas=2, selector=unlabelled), now=0)
+    assert s.step(now=0).placed == ("busy",)
+    s.submit(job("x", gpus=8, replicas=3, selector=POOL_B), now=1)
+    anywhere = NodeSelector(terms=((_req("pool", "NotIn", "zzz"),),))
+    s.submit(job("y", gpus=8, replicas=3, selector=anywhere), now=2)
+    r = s.step(now=3)
+    assert r.pending["x"].code is ReasonCode.UNSATISFIABLE
+    assert r.pending["y"].code is not ReasonCode.UNSATISFIABLE, r.pending["y"]
+
+
+def test_a_preemptor_alike_but_for_its_selector_is_not_answered_by_a_hopeless_one() -> None:
+    # pool b runs a job that cannot be preempted: a pool-b preemptor is hopeless; the same
+    # request on the unlabelled nodes, where a preemptible job runs, is not
+    s = scheduler(_two_pools(), preemption=PreemptionPolicy())
+    unlabelled = NodeSelector(terms=((_req("pool", "DoesNotExist"),),))
+    s.submit(job("fixed", gpus=8, replicas=2, preemptible=False, selector=POOL_B), now=0)
+    s.submit(job("lo", gpus=8, replicas=2, selector=unlabelled), now=0)
+    assert set(s.step(now=0).placed) == {"fixed", "lo"}
+    s.submit(job("p1", gpus=8, priority=5, selector=POOL_B), now=1)
+    s.submit(job("p2", gpus=8, priority=5, selector=unlabelled), now=2)
+    r = s.step(now=3)
+    assert [(v.job, v.preemptor) for v in r.victims] == [("lo", "p2")]
