@@ -20,7 +20,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -99,13 +101,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Terminated(BaseException):
+    """SIGTERM arrived: unwinds like Ctrl-C, so what a command started (the local etcd and
+    kube-apiserver of ``kant k8s demo`` and ``kant bench k8s``, worker pools) is stopped on
+    the way out instead of outliving it."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (default: ``sys.argv[1:]``), check the options, run the subcommand and
     return its exit code. A mistake in the options (a bad value, a missing or unreadable
     file, an unwritable output, options that do not go together) is one line on stderr and
     exit code 2, before any work starts; so is a :class:`~kant.errors.KantError` the command
     raises. Output cut short by a closed pipe (``kant ... | head``) ends quietly; Ctrl-C is
-    one line and exit code 130."""
+    one line and exit code 130, SIGTERM one line and exit code 143 (both after what the
+    command started is stopped)."""
     from kant.cli.options import UsageError
     from kant.errors import KantError
 
@@ -113,6 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     prog = " ".join(p for p in ("kant", args.command, getattr(args, "bench", None)) if p)
     _log_to_stderr(args.log_level)
+    installed = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if installed else None
     try:
         check = getattr(args, "check", None)
         if check is not None:
@@ -126,12 +141,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # (Ctrl-C: the user's choice, not a failure to explain)
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    except _Terminated:
+        print(f"{prog}: terminated", file=sys.stderr)
+        return 143
     except BrokenPipeError:
         # the reader went away (| head): say nothing, and keep Python from complaining when
         # it flushes stdout at exit
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    finally:
+        if installed:  # (not the main thread: an embedding's own handling applies)
+            signal.signal(signal.SIGTERM, previous)
     return code
 
 

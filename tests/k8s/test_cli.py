@@ -99,3 +99,40 @@ def test_a_config_naming_a_strategy_the_shim_cannot_build_is_one_line_before_con
     err = capsys.readouterr().err
     assert f"{cfg}: placement.strategy: the Kubernetes shim cannot build it" in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_terminated_bench_k8s_stops_its_api_server_and_etcd_on_the_way_out(
+    kube: object, tmp_path: Path
+) -> None:
+    # (the session's ``kube`` fixture skips, or fails under KANT_K8S_REQUIRED, without the
+    # binaries.) SIGTERM unwinds the command like Ctrl-C: its local etcd and kube-apiserver
+    # are stopped and their directory removed, instead of outliving it
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    p = subprocess.Popen(
+        [sys.executable, "-m", "kant", "bench", "k8s", "--pods", "5000", "--nodes", "2500"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not any(tmp_path.glob("kant-kube-*/apiserver.log")):
+        assert p.poll() is None and time.monotonic() < deadline, "the API server never started"
+        time.sleep(0.1)
+    time.sleep(2)  # (well into its run)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "kant bench k8s: terminated"
+    assert not any(tmp_path.glob("kant-kube-*")), "its directory outlived it"
+    left = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if str(tmp_path) in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                left.append(proc.name)
+        except OSError:
+            continue
+    assert not left, f"processes outlived it: {left}"
