@@ -170,20 +170,28 @@ class KantConfig:
 # --------------------------------------------------------------------------- loading
 
 
+MAX_CONFIG_CHARS = 16 << 20
+"""The longest config file read (16 Mi characters; a real one has a few hundred lines)."""
+
+
 def load_config(path: str | os.PathLike[str]) -> KantConfig:
     """Read and validate a YAML (or JSON) config file. A missing or unreadable file, one that
-    is not UTF-8 text, bad YAML, and every invalid key or value raise
-    :class:`~kant.errors.InvalidConfigFileError`."""
+    is not UTF-8 text, one longer than :data:`MAX_CONFIG_CHARS`, bad YAML, and every invalid
+    key or value raise :class:`~kant.errors.InvalidConfigFileError`."""
     where = os.fspath(path)
     try:
         with open(where, encoding="utf-8") as f:
-            text = f.read()
+            text = f.read(MAX_CONFIG_CHARS + 1)  # (bounded: --config /dev/zero never ends)
     except OSError as e:
         raise InvalidConfigFileError("", where, f"cannot read: {e.strerror or e}") from None
     except UnicodeDecodeError as e:
         raise InvalidConfigFileError(
             "", where, f"not UTF-8 text (byte {e.start}), not a YAML config"
         ) from None
+    if len(text) > MAX_CONFIG_CHARS:
+        raise InvalidConfigFileError(
+            "", where, f"longer than {MAX_CONFIG_CHARS:,} characters: not a config file"
+        )
     return load_config_text(text, source=where)
 
 

@@ -633,16 +633,27 @@ def _yaml(path: Path) -> Any:
     return yaml
 
 
+MAX_CLUSTER_BYTES = 1 << 30
+"""The largest cluster file read (1 GiB: a million nodes of 1,000 bytes each)."""
+
+
 def load_cluster(path: str | os.PathLike[str]) -> ClusterDescription:
     """Read a cluster file: YAML if the suffix is ``.yaml``/``.yml``, JSON otherwise.
 
     Raises :class:`~kant.errors.InvalidClusterFileError` for a syntax error
     (``where="<file>:<line>"``), a value the parser cannot make (an integer of more than
-    4,300 digits), a missing pyyaml, or any malformed entry (``where="<file>:nodes[3]"`` and
-    the field); ``OSError`` if the file cannot be read.
+    4,300 digits), a file larger than :data:`MAX_CLUSTER_BYTES`, a missing pyyaml, or any
+    malformed entry (``where="<file>:nodes[3]"`` and the field); ``OSError`` if the file
+    cannot be read.
     """
     p = Path(path)
-    raw = p.read_bytes()
+    with p.open("rb") as f:
+        raw = f.read(MAX_CLUSTER_BYTES + 1)  # (bounded: a device or a pipe may never end)
+    if len(raw) > MAX_CLUSTER_BYTES:
+        raise _fail(
+            "document", str(p), f"larger than {MAX_CLUSTER_BYTES:,} bytes: not a cluster file",
+            str(p),
+        )  # fmt: skip
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

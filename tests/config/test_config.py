@@ -263,3 +263,13 @@ def test_an_fgd_strategy_is_valid_and_built_with_the_workload_the_caller_gives()
     s = cfg.scheduler(cluster, BuildContext(workload=[job("w", gpus=2)]))
     s.submit(job("a", gpus=1), now=0)
     assert s.placer.hooks.name == "fgd" and len(s.step(now=1).bindings) == 1
+
+
+def test_a_config_that_never_ends_is_refused_after_its_bound_not_read_for_ever(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import kant.config
+
+    monkeypatch.setattr(kant.config, "MAX_CONFIG_CHARS", 1 << 16)
+    with pytest.raises(InvalidConfigFileError, match="longer than 65,536 characters"):
+        kant.config.load_config("/dev/zero")

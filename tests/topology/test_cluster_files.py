@@ -287,3 +287,11 @@ def test_a_group_whose_node_names_would_exceed_253_characters_is_refused(group, 
 def test_a_group_may_make_names_of_exactly_253_characters():
     doc = {"version": 1, "groups": [{"count": 2, "prefix": "g" * 250, "width": 3}]}
     assert [len(n.name) for n in cluster_from_dict(doc).nodes] == [253, 253]
+
+
+def test_a_cluster_file_that_never_ends_is_refused_after_its_bound(monkeypatch):
+    import kant.topology.fabric
+
+    monkeypatch.setattr(kant.topology.fabric, "MAX_CLUSTER_BYTES", 1 << 16)
+    with pytest.raises(InvalidClusterFileError, match="larger than 65,536 bytes"):
+        load_cluster("/dev/zero")
