@@ -129,8 +129,8 @@ def arrival_order(
     ``seed``, then clones appended (or pods removed) until the total GPU request is
     ``inflate x capacity_milli`` (see the module docstring). Deterministic. Raises
     :class:`~kant.errors.ValidationError` when no pod asks for GPUs, when ``inflate`` is
-    above :data:`MAX_INFLATE`, or when the target needs more than :data:`MAX_ARRIVALS`
-    arrivals."""
+    above :data:`MAX_INFLATE` or so small that no pod asking for GPUs arrives, or when the
+    target needs more than :data:`MAX_ARRIVALS` arrivals."""
     if not pods:
         raise ValidationError("pods", "<empty>", "nothing to place")
     if not (math.isfinite(inflate) and 0 < inflate <= MAX_INFLATE):
@@ -163,6 +163,12 @@ def arrival_order(
         while total > target and order:
             i = order.pop(int(rng.integers(len(order))))
             total -= pods[i].gpu_request_milli
+    if total <= 0:
+        raise ValidationError(
+            "inflate", inflate,
+            f"{inflate:g} x {capacity_milli} GPU milli is less than any pod asks: no pod "
+            "asking for GPUs arrives",
+        )  # fmt: skip
     return order
 
 

@@ -136,6 +136,15 @@ def test_an_inflate_above_the_bound_is_refused() -> None:
     assert len(arrival_order(pods, seed=1, capacity_milli=20 * MILLI, inflate=MAX_INFLATE)) > 0
 
 
+def test_an_inflate_so_small_that_no_pod_asking_gpus_arrives_is_refused() -> None:
+    # 0.0001 x 20 GPUs is 2 milli: every one-GPU pod is removed, and the curve would be empty
+    pods = [pod(f"p{i}") for i in range(10)] + [pod("cpu", gpus=0)]
+    with fails_within(5), pytest.raises(ValidationError, match="no pod asking for GPUs arrives"):
+        arrival_order(pods, seed=1, capacity_milli=20 * MILLI, inflate=0.0001)
+    order = arrival_order(pods, seed=1, capacity_milli=20 * MILLI, inflate=0.05)
+    assert sum(pods[i].gpu_request_milli for i in order) == MILLI  # one pod: 5% of 20 GPUs
+
+
 def test_the_workload_shuffle_depends_on_the_seed_and_the_pod_names_only() -> None:
     pods = [pod(f"p{i}") for i in range(50)]
     rev = list(reversed(pods))
