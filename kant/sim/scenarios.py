@@ -110,10 +110,11 @@ def parse_seeds(text: str) -> tuple[int, ...]:
             continue
         lo, sep, hi = part.partition("-")
         like = "expected seeds like 42-51 or 42,43"
-        try:
-            a, b = (int(lo), int(hi)) if sep else (int(part), int(part))
-        except ValueError:
-            raise ValidationError("seeds", text, like) from None
+        lo, hi = (lo.strip(), hi.strip()) if sep else (part, part)
+        # (ASCII digits only: int() also takes other scripts' digits and "4_2")
+        if not all(x.isascii() and x.isdigit() and len(x) <= 18 for x in (lo, hi)):
+            raise ValidationError("seeds", text, like)
+        a, b = int(lo), int(hi)
         if b < a:
             raise ValidationError("seeds", text, like)
         if len(out) + b - a + 1 > MAX_SEEDS:
