@@ -14,6 +14,7 @@ from typing import Any
 
 from kant.cli import print_result
 from kant.cli.options import UsageError, number
+from kant.model import MAX_PODS_PER_JOB
 from kant.placement import STRATEGIES, strategy_names
 from kant.queueing import policy_names
 from kant.sim.scenarios import MAX_JOBS, MAX_TICK
@@ -152,7 +153,10 @@ def _add_place(sub: Any) -> None:
     g = sub.add_parser("gang", help="8-GPU gang jobs with leaf-or-spine locality: ms per gang")
     g.add_argument("--nodes", type=number(int, low=1), default=5000, help="8-GPU nodes")
     g.add_argument(
-        "--replicas", type=number(int, low=1), default=64, help="8-GPU pods of each gang"
+        "--replicas",
+        type=number(int, low=1, high=MAX_PODS_PER_JOB),
+        default=64,
+        help=f"8-GPU pods of each gang, at most {MAX_PODS_PER_JOB:,}",
     )
     g.add_argument("--gangs", type=number(int, low=1), default=30, help="gangs placed")
     g.add_argument("--strategy", default="ebinpack", choices=_strategies(), help=_STRATEGY_HELP)

@@ -110,6 +110,7 @@ BAD: list[tuple[list[str], str]] = [
     (["bench", "place", "--pods", "-5"], "--pods"),
     (["bench", "place", "--strategy", "tetris"], "--strategy"),
     (["bench", "gang", "--replicas", "0"], "--replicas"),
+    (["bench", "gang", "--replicas", "200000"], "--replicas"),  # (more than a job may have)
     (["bench", "gang", "--fill", "1.5"], "--fill"),  # (more than every GPU busy)
     # offered, then refused by every bench after its set-up: FGD needs a target workload
     (["bench", "place", "--strategy", "fgd"], "--strategy"),
