@@ -1220,21 +1220,13 @@ class _JobFacts:
         """A small int naming everything the never-fits answer of ``pods`` of ``job`` reads
         besides the static capacity and the quota table (:meth:`kant.admission.Pools.never_fits`,
         :func:`quota_never_fits`): its tenant, whether it is a gang, and per role its name,
-        pods, resources, topology, GPU models, node selector and tolerations."""
+        pods, GPU models and :attr:`~kant.model.Role.placement_key`."""
         counts = pods_per_role(job, pods)
         shape = (
             job.tenant,
             job.gang,
             tuple(
-                (
-                    r.name,
-                    counts.get(r.name, 0),
-                    r.resources,
-                    r.topology,
-                    role_models.get(r.name),
-                    r.node_selector,
-                    r.tolerations,
-                )
+                (r.name, counts.get(r.name, 0), role_models.get(r.name), r.placement_key)
                 for r in job.roles
             ),
         )
@@ -1331,19 +1323,7 @@ def placement_shape(job: Job, dec: QuotaDecision) -> tuple[Any, ...]:
     return (
         job.gang,
         job.kind,
-        tuple(
-            (
-                counts.get(r.name, 0),
-                r.resources,
-                dec.models.get(r.name),
-                r.topology,
-                r.spread,
-                r.max_per_node,
-                r.node_selector,
-                r.tolerations,
-            )
-            for r in job.roles
-        ),
+        tuple((counts.get(r.name, 0), dec.models.get(r.name), r.placement_key) for r in job.roles),
     )
 
 

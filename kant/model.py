@@ -853,6 +853,22 @@ class Role:
         validator=tuple_of(InvalidJobError, Toleration),
     )
 
+    @property
+    def placement_key(self) -> tuple[Any, ...]:
+        """What placing the role's pods reads of it besides its name, replicas and GPU
+        models: two roles with equal keys, models and pod counts place alike on one
+        snapshot. The cycle's memos of jobs alike key on it (failed placement shapes,
+        never-fit answers, hopeless preemption requests), so a field placement comes to
+        read belongs here."""
+        return (
+            self.resources,
+            self.topology,
+            self.spread,
+            self.max_per_node,
+            self.node_selector,
+            self.tolerations,
+        )
+
     def can_run_on(self, node: NodeSpec) -> bool:
         """Whether the role's pods may be placed on ``node`` by its labels and taints: the
         node meets :attr:`node_selector` (if any) and every ``NoSchedule`` / ``NoExecute``

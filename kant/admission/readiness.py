@@ -236,17 +236,12 @@ class PoolFacts:
     def restricted_room(self, role: Role, pools: Sequence[int]) -> tuple[int, int] | None:
         """(most GPUs on one node, GPUs on all nodes) of the nodes of ``pools`` that
         ``role``'s node selector and tolerations allow, or None when nothing restricts the
-        role. Cached."""
-        rules = self._rules(role)
-        if rules is None:
+        role. O(those nodes) numpy on the cached :meth:`pool_slots` (its caller, never-fits,
+        is kept per job shape)."""
+        if self._rules(role) is None:
             return None
-        key = ("room", tuple(pools), rules)
-        v = self._tier_total.get(key)
-        if v is None:
-            gpus = self.snap.cols.gpus[self.pool_slots(pools, role)]
-            v = self._tier_total[key] = int(gpus.max()) if gpus.size else 0
-            self._tier_total[("total", tuple(pools), rules)] = int(gpus.sum())
-        return v, self._tier_total[("total", tuple(pools), rules)]
+        gpus = self.snap.cols.gpus[self.pool_slots(pools, role)]
+        return (int(gpus.max()) if gpus.size else 0), int(gpus.sum())
 
     def tier_free_pods(self, level: str, pools: Sequence[int], gpus: int) -> int:
         """How many pods of ``gpus`` whole GPUs the ready nodes of :meth:`tier_slots` have

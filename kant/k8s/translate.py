@@ -488,21 +488,31 @@ def _tenant(lab: Mapping[str, str], ann: Mapping[str, str], ns: str) -> str:
     return ns
 
 
+def _affinity_terms(spec: Obj) -> Sequence[Obj]:
+    """The pod's required node affinity terms (ORed), as written."""
+    aff = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    return aff.get("nodeSelectorTerms") or ()
+
+
+def _matches_nothing(term: Obj) -> bool:
+    """Whether an affinity term has no requirement: it matches no node (Kubernetes)."""
+    return not (term.get("matchExpressions") or term.get("matchFields"))
+
+
 def _models(spec: Obj, settings: K8sSettings, where: str) -> frozenset[str]:
     key = settings.gpu_model_label
     allowed: set[str] | None = None  # None: every model
     sel = (spec.get("nodeSelector") or {}).get(key)
     if sel:
         allowed = {str(sel)}
-    aff = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
-    terms = aff.get("nodeSelectorTerms") or ()
+    terms = _affinity_terms(spec)
     if terms:
         union: set[str] | None = set()  # the terms are ORed
         for t in terms:
-            if not (t.get("matchExpressions") or t.get("matchFields")):
-                continue  # an empty term matches no node (Kubernetes): it allows no model
+            if _matches_nothing(t):
+                continue  # (it allows no model)
             vals: set[str] | None = None  # a term's expressions are ANDed
             for e in t.get("matchExpressions") or ():
                 if e.get("key") == key and e.get("operator") == "In":
@@ -543,12 +553,11 @@ def _read_selector(spec: Obj, settings: K8sSettings, where: str) -> NodeSelector
         NodeRequirement(key=str(k), operator=SelectorOp.IN, values=(str(v),))
         for k, v in sorted(pairs.items())
     )
-    aff = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
-    raw_terms = aff.get("nodeSelectorTerms") or ()
+    raw_terms = _affinity_terms(spec)
     terms: list[tuple[NodeRequirement, ...]] = []
     for i, t in enumerate(raw_terms):
+        if _matches_nothing(t):
+            continue
         reqs: list[NodeRequirement] = []
         for part, field in (("matchExpressions", False), ("matchFields", True)):
             for j, e in enumerate(t.get(part) or ()):
@@ -562,8 +571,7 @@ def _read_selector(spec: Obj, settings: K8sSettings, where: str) -> NodeSelector
                     NodeRequirement(key=key, operator=e.get("operator"),
                                     values=tuple(e.get("values") or ()), field=field)
                 )  # fmt: skip
-        if reqs:
-            terms.append((*reqs, *common))
+        terms.append((*reqs, *common))
     if raw_terms and not terms:
         raise InvalidObjectError(
             "nodeSelectorTerms", raw_terms, "no term has a requirement: it matches no node",

@@ -431,15 +431,7 @@ class Preemption:
             job.gang,
             job.kind,
             tuple(
-                (
-                    counts.get(r.name, 0),
-                    r.resources,
-                    role_models.get(r.name),
-                    r.topology,
-                    r.node_selector,
-                    r.tolerations,
-                )
-                for r in job.roles
+                (counts.get(r.name, 0), role_models.get(r.name), r.placement_key) for r in job.roles
             ),
             len(self.victim_pods),
             *epoch,
