@@ -64,6 +64,7 @@ _REQUEUING: Final = (
     "backoffFactor",
     "backoffMaxSeconds",
     "backoffLimitCount",
+    "interruptionLimitCount",
 )
 _QUOTA_FIELDS: Final = {
     "nominal": "nominalQuota",
@@ -412,9 +413,12 @@ class _Parser:
             "backoffFactor": "factor",
             "backoffMaxSeconds": "cap",
             "backoffLimitCount": "max_retries",
+            "interruptionLimitCount": "max_interruptions",
         }
         kw = {names[k]: x for k, x in d.items()}
         for k, x in d.items():
+            if x is None and k == "interruptionLimitCount":
+                continue  # no limit, the default
             if isinstance(x, bool) or not isinstance(x, int | float):
                 raise self.fail(f"queueing.requeuing.{k}", x, "must be a number")
         try:

@@ -69,13 +69,15 @@ class EventReport:
 class StatusReport:
     """One job as an orchestrator sees it (:meth:`Scheduler.status`).
 
-    ``phase`` and ``reason`` (why it waits: a typed :class:`~kant.model.Reason`, None once
-    running or done); ``bindings``: where its pods run now (sorted by pod); ``pods_waiting``:
-    pods still to place; ``submitted_at`` (what FIFO orders by), ``pending_since`` (when its
-    current wait began: its submission, or its last requeue) and ``started_at`` (when it last
-    started, None before); ``wait``: seconds it waited before it started, or, still waiting,
-    up to the ``now`` given to :meth:`Scheduler.status` (None without one); ``attempts``:
-    failed bindings or starts so far."""
+    ``phase`` and ``reason`` (why it or pods of it wait, or why it FAILED: a typed
+    :class:`~kant.model.Reason`; None otherwise); ``bindings``: where its pods run now
+    (sorted by pod); ``pods_waiting``: pods still to place; ``submitted_at`` (what FIFO
+    orders by), ``pending_since`` (when its current wait began: its submission, or its last
+    requeue) and ``started_at`` (when it last started, None before); ``wait``: seconds it
+    waited before it started, or, still waiting, up to the ``now`` given to
+    :meth:`Scheduler.status` (None without one); ``attempts``: failed bindings or starts so
+    far; ``interruptions``: times the cluster took running pods from it
+    (:attr:`~kant.queueing.Backoff.max_interruptions`)."""
 
     job_id: str
     phase: JobPhase
@@ -88,6 +90,7 @@ class StatusReport:
     wait: float | None
     attempts: int
     cancelled: bool
+    interruptions: int = 0
 
 
 class Scheduler:
@@ -134,6 +137,7 @@ class Scheduler:
         self._clock_by = ""  # the call that brought it
         self._lost_nodes: dict[str, NodeSpec] = {}  # node_lost and not recovered
         self._removal: EventReport | None = None  # what the last node removal released
+        self._removing = "removed"  # how the node being removed went (lost, removed)
         gone = weakref.WeakMethod(self._node_gone)  # the cluster must not keep us alive
 
         def on_remove(node: str, lost: tuple[Binding, ...]) -> None:
@@ -286,7 +290,7 @@ class Scheduler:
         return StatusReport(
             job_id=e.id,
             phase=e.phase,
-            reason=e.reason if e.schedulable else None,
+            reason=e.reason if e.schedulable or e.phase is JobPhase.FAILED else None,
             bindings=bound,
             pods_waiting=len(e.remaining()) if e.schedulable else 0,
             submitted_at=e.job.submitted_at,
@@ -295,6 +299,7 @@ class Scheduler:
             wait=wait,
             attempts=e.attempts,
             cancelled=e.cancelled,
+            interruptions=e.interruptions,
         )
 
     def schedule(self, now: float) -> CycleResult:
@@ -385,7 +390,7 @@ class Scheduler:
         self._tick(now, "binding_failed")
         if pod in e.terminating:
             logger.info("%s failed while evicted at %g: evicted", pod, now)
-            return self._lost(e, [self.cluster.binding(pod)], now, release=True)
+            return self._lost(e, [self.cluster.binding(pod)], now, "evicted", release=True)
         msg = message or f"binding of {pod} failed"
         logger.info("binding of %s failed at %g: %s", pod, now, msg)
         if not e.job.gang and now < e.backoff_until:
@@ -486,12 +491,13 @@ class Scheduler:
     def pod_evicted(self, pod: PodId, now: float) -> EventReport:
         """The pod was stopped (a victim going away, or killed for any other reason). A victim
         gang is requeued when its last pod is gone; any other gang is requeued whole at once
-        (its other pods evicted); a pod-level pod just waits to be placed again. Raises
+        (its other pods evicted); a pod-level pod just waits to be placed again. A pod that
+        was no victim interrupts its job (:attr:`Backoff.max_interruptions`). Raises
         UnknownPodError, or InvalidTimeError for a time before the pod's binding."""
         e = self._held(pod)
         now = self._pod_time(e, pod, now, "pod_evicted")
         self._tick(now, "pod_evicted")
-        return self._lost(e, [self.cluster.binding(pod)], now, release=True)
+        return self._lost(e, [self.cluster.binding(pod)], now, f"{pod} evicted", release=True)
 
     # ----------------------------------------------------------------- the node lifecycle
 
@@ -566,7 +572,11 @@ class Scheduler:
         self.cluster.node(node)  # UnknownNodeError before anything changes
         self._tick(t, call)
         self._removal = None
-        self.cluster.remove_node(node)  # _node_gone releases and requeues
+        self._removing = "lost" if call == "node_lost" else "removed"
+        try:
+            self.cluster.remove_node(node)  # _node_gone releases and requeues
+        finally:
+            self._removing = "removed"
         rep = self._removal
         self._removal = None
         return rep if rep is not None else EventReport()
@@ -576,9 +586,9 @@ class Scheduler:
         through: the pods on the node lose their quota charges and their jobs are requeued
         (gangs whole) at the last time seen; the report is kept for the facade call that
         removed it."""
-        del node
         now = self._clock if math.isfinite(self._clock) else 0.0
-        self._removal = self._lost_bindings(lost, now, released_already=True)
+        why = f"node {node} {self._removing}"
+        self._removal = self._lost_bindings(lost, now, why, released_already=True)
 
     # ----------------------------------------------------------------- device health
 
@@ -597,7 +607,9 @@ class Scheduler:
             for p in self.cluster.pods_on(node)
             if gpu in self.cluster.binding(p).gpus
         ]
-        return self._lost_bindings(hit, now, released_already=False)
+        return self._lost_bindings(
+            hit, now, f"GPU {gpu} of node {node} unhealthy", released_already=False
+        )
 
     def gpu_healthy(self, node: str, gpu: int) -> None:
         """The GPU works again: it may be allocated. Raises UnknownNodeError, or InvalidNodeError
@@ -619,7 +631,9 @@ class Scheduler:
             for p in self.cluster.pods_on(node)
             if nic in self.cluster.binding(p).nics
         ]
-        return self._lost_bindings(hit, now, released_already=False)
+        return self._lost_bindings(
+            hit, now, f"NIC {nic} of node {node} unhealthy", released_already=False
+        )
 
     def nic_healthy(self, node: str, nic: int) -> None:
         """The NIC works again: it may be allocated. Raises UnknownNodeError, or
@@ -637,7 +651,7 @@ class Scheduler:
         if not evict:
             return EventReport()
         hit = [self.cluster.binding(p) for p in self.cluster.pods_on(node)]
-        return self._lost_bindings(hit, now, released_already=False)
+        return self._lost_bindings(hit, now, f"node {node} unhealthy", released_already=False)
 
     def node_healthy(self, node: str) -> None:
         """The node is healthy again: its healthy devices may be allocated. Raises
@@ -675,8 +689,10 @@ class Scheduler:
         return tuple(released), tuple(ev)
 
     def _lost_bindings(
-        self, lost: Sequence[Binding], now: float, *, released_already: bool
+        self, lost: Sequence[Binding], now: float, why: str, *, released_already: bool
     ) -> EventReport:
+        """The cluster took ``lost`` from their jobs (``why``: how): each job is interrupted
+        once (:meth:`_lost`); pods of jobs kant does not know are just freed."""
         by_job: dict[str, list[Binding]] = {}
         for b in lost:
             by_job.setdefault(b.pod.job, []).append(b)
@@ -693,10 +709,16 @@ class Scheduler:
                 for b in by_job[jid]:
                     if self.admitter.is_charged(b.pod):
                         self.admitter.uncharge(b.pod)
-            reports.append(self._lost(e, by_job[jid], now, release=not released_already))
+            reports.append(self._lost(e, by_job[jid], now, why, release=not released_already))
         return _merge(reports)
 
-    def _lost(self, e: Entry, bs: Sequence[Binding], now: float, *, release: bool) -> EventReport:
+    def _lost(
+        self, e: Entry, bs: Sequence[Binding], now: float, why: str, *, release: bool
+    ) -> EventReport:
+        """Pods ``bs`` of ``e`` are gone (``release``: free them first). Victims being evicted
+        mark the job preempted; any other loss is an interruption of the job, which requeues
+        it (a gang whole, a pod-level job's lost pods only) or, past the interruption limit,
+        fails it and releases the rest of its pods."""
         pods = [b.pod for b in bs]
         if release:
             for p in pods:
@@ -704,6 +726,12 @@ class Scheduler:
         victims = all(p in e.terminating for p in pods)
         if victims and pods:
             self.queue.mark_preempted(e.id, now)
+        elif pods:
+            if self.queue.backoff.interruptions_exhausted(e.interruptions + 1):
+                released, ev = self._release_job(e, skip=None, cause=EvictionCause.JOB_FAILED)
+                self.queue.count_interruption(e.id, now, why)
+                return EventReport(released=(*pods, *released), evictions=ev, failed=(e.id,))
+            self.queue.count_interruption(e.id, now, why)
         if e.job.gang and not victims:
             released, ev = self._release_job(e, skip=None, cause=EvictionCause.GANG_REQUEUED)
             self.queue.requeue(e.id, now, failed=False)

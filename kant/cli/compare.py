@@ -147,7 +147,8 @@ def _run_seed_sweep(args: argparse.Namespace) -> int:
     from kant.sweep import Grid, LocalPool, ProgressBar, Store, run_sweep
 
     names = ("trace", "trace_file", "cluster", "jobs", "load", "tick", "grace",
-             "on_interrupt", "mtbf", "mttr", "horizon", "seeds", "sets")  # fmt: skip
+             "on_interrupt", "mtbf", "mttr", "horizon", "max_interruptions", "seeds",
+             "sets")  # fmt: skip
     options = {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
     if args.trace is None:
         options["scenario"] = args.scenario

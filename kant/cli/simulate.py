@@ -139,6 +139,14 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
         type=number(float, low=0, low_inclusive=False),
         help="stop after this much simulated time in s (default: run until every job ends)",
     )
+    s.add_argument(
+        "--max-interruptions",
+        type=number(int, low=0),
+        metavar="N",
+        help="a job whose nodes failed under it more than N times fails (default: no limit, "
+        "or the --config file's interruptionLimitCount); --on-interrupt restart with --mtbf "
+        "needs this or --horizon",
+    )
     o = p.add_argument_group("output")
     o.add_argument(
         "--out",

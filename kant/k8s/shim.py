@@ -699,13 +699,14 @@ class Shim:
         """Drop kant job ``jid``, its pods no longer those it was made of (a pod of it went
         away or was bound by someone else, its binding failed, a requeued gang's pods were
         deleted): its pods still waiting are submitted again, as a new job that carries on
-        its failures (its backoff and attempts: a pod whose binding keeps failing is not
-        bound again at once, and past the retry limit is left waiting, failed)."""
+        its failures (its backoff, attempts and interruptions: a pod whose binding keeps
+        failing is not bound again at once, and past the retry or interruption limit is
+        left waiting, failed)."""
         rec = self._jobs.get(jid)
         if rec is None:
             return
         e = self.scheduler.queue.get(jid)
-        if e is not None and e.attempts:
+        if e is not None and (e.attempts or e.interruptions or e.phase is JobPhase.FAILED):
             self._failures[rec.base] = e.view()
         rep = self.scheduler.cancel(jid, now)
         for pid in rep.released:

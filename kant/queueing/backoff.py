@@ -1,4 +1,5 @@
-"""Requeue backoff after a failed binding or start (paper 3.2.4)."""
+"""Requeue backoff after a failed binding or start (paper 3.2.4), and the limit of
+interruptions a job may take from the cluster."""
 
 from __future__ import annotations
 
@@ -12,23 +13,33 @@ _nonneg = finite_nonneg(InvalidConfigError)
 
 @attrs.frozen(kw_only=True)
 class Backoff:
-    """Exponential requeue backoff after a failed binding or start.
+    """Exponential requeue backoff after a failed binding or start, and how many
+    interruptions a job may take.
 
     After the ``k``-th failure (``k >= 1``) the job waits ``min(cap, base * factor**(k-1))``
     seconds; the ``max_retries + 1``-th failure marks it FAILED.
+
+    An interruption is the cluster taking running pods from a job: a node lost, removed or
+    unhealthy, or a GPU or NIC failing under it (one per job per event; preemption is never
+    one). It requeues the job at once, with no backoff. ``max_interruptions``: the
+    ``max_interruptions + 1``-th marks the job FAILED; None (the default) never does.
     """
 
     base: float = attrs.field(default=10.0, validator=_nonneg)
     factor: float = attrs.field(default=2.0, validator=_nonneg)
     cap: float = attrs.field(default=600.0, validator=_nonneg)
     max_retries: int = attrs.field(default=5)
+    max_interruptions: int | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.factor < 1:
             raise InvalidConfigError("factor", self.factor, "must be >= 1")
-        mr = self.max_retries
-        if not isinstance(mr, int) or isinstance(mr, bool) or mr < 0:
-            raise InvalidConfigError("max_retries", mr, "must be an int >= 0")
+        for name in ("max_retries", "max_interruptions"):
+            n = getattr(self, name)
+            if n is None and name == "max_interruptions":
+                continue
+            if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+                raise InvalidConfigError(name, n, "must be an int >= 0")
 
     def delay(self, failures: int) -> float:
         """Seconds to wait after the ``failures``-th failure."""
@@ -40,3 +51,7 @@ class Backoff:
     def exhausted(self, failures: int) -> bool:
         """Is ``failures`` past the retry limit (the job is FAILED)?"""
         return failures > self.max_retries
+
+    def interruptions_exhausted(self, interruptions: int) -> bool:
+        """Is ``interruptions`` past the interruption limit (the job is FAILED)?"""
+        return self.max_interruptions is not None and interruptions > self.max_interruptions

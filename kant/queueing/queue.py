@@ -109,6 +109,7 @@ class JobStatus:
     cancelled: bool
     nomination: Nomination | None
     evicted_at: float | None = None
+    interruptions: int = 0
 
     @property
     def id(self) -> str:
@@ -127,6 +128,7 @@ class Entry:
     pending_since: float
     reason: Reason | None = None
     attempts: int = 0
+    interruptions: int = 0  # times the cluster took running pods from it (Backoff)
     backoff_until: float = -math.inf
     started_at: float | None = None
     assigned: dict[PodId, float] = attrs.field(factory=dict)  # pod -> time it was bound
@@ -199,6 +201,7 @@ class Entry:
             cancelled=self.cancelled,
             nomination=self.nomination,
             evicted_at=self.evicted_at,
+            interruptions=self.interruptions,
         )
 
 
@@ -384,8 +387,9 @@ class Queue:
         ``history``: the status of an earlier job this one stands in for (an orchestrator
         that dropped a job after a failure and submits its pods again as a new job): the job
         carries on its failures, waiting out the rest of that backoff with its reason, and
-        its next failure counts on from them. A FAILED job (or one past the retry limit) has
-        no retry left: InvalidJobError, as for a ``history`` that is not a JobStatus.
+        its next failure counts on from them, as its interruptions do. A FAILED job (or one
+        past the retry or interruption limit) has no retry left: InvalidJobError, as for a
+        ``history`` that is not a JobStatus.
 
         The submit time (what FIFO orders by) is the job's own ``submitted_at`` when it carries
         one, else ``now``: a job left at ``submitted_at=0``, the default, meaning "not given"
@@ -405,7 +409,9 @@ class Queue:
         if history is not None and not isinstance(history, JobStatus):
             raise InvalidJobError("history", history, "must be a kant.queueing.JobStatus")
         if history is not None and (
-            history.phase is JobPhase.FAILED or self.backoff.exhausted(history.attempts)
+            history.phase is JobPhase.FAILED
+            or self.backoff.exhausted(history.attempts)
+            or self.backoff.interruptions_exhausted(history.interruptions)
         ):
             raise InvalidJobError("history", history.id, "is past the retry limit")
         if now is not None and job.submitted_at == 0 and now != 0:
@@ -420,6 +426,7 @@ class Queue:
         )
         if history is not None:
             e.attempts, e.backoff_until = history.attempts, history.backoff_until
+            e.interruptions = history.interruptions
             r = history.reason
             if r is not None and r.code is ReasonCode.BACKOFF and e.pending_since < e.backoff_until:
                 e.reason = r
@@ -618,13 +625,7 @@ class Queue:
         (returns False then)."""
         e.attempts += 1
         if self.backoff.exhausted(e.attempts):
-            e.reason = Reason(
-                code=ReasonCode.FAILED,
-                message=f"retry limit {self.backoff.max_retries} reached; last: {message}",
-            )
-            e.nomination = None
-            self._set_phase(e, JobPhase.FAILED)
-            logger.warning("job %s FAILED at %g: %s", e.id, now, e.reason.message)
+            self._fail(e, now, f"retry limit {self.backoff.max_retries} reached; last: {message}")
             return False
         e.backoff_until = now + self.backoff.delay(e.attempts)
         self._changed(e.id)  # (what a closed gate answered it may differ now)
@@ -636,7 +637,30 @@ class Queue:
         )
         return True
 
+    def count_interruption(self, job_id: str, now: float, message: str) -> bool:
+        """Record that the cluster took running pods from the job (``message`` says how:
+        a node lost, a GPU failing; the caller released them). Past
+        :attr:`Backoff.max_interruptions` the job becomes FAILED and returns False: the
+        caller releases what it still holds. Raises :class:`~kant.errors.UnknownJobError`."""
+        e = self.entry(job_id)
+        e.interruptions += 1
+        if not self.backoff.interruptions_exhausted(e.interruptions):
+            return True
+        e.assigned.clear()
+        e.confirmed.clear()
+        e.terminating.clear()
+        e.touch()
+        limit = self.backoff.max_interruptions
+        self._fail(e, now, f"interruption limit {limit} reached; last: {message}")
+        return False
+
     # ----------------------------------------------------------------- internals
+
+    def _fail(self, e: Entry, now: float, message: str) -> None:
+        e.reason = Reason(code=ReasonCode.FAILED, message=message)
+        e.nomination = None
+        self._set_phase(e, JobPhase.FAILED)
+        logger.warning("job %s FAILED at %g: %s", e.id, now, message)
 
     def _to_pending(self, e: Entry, now: float | None, *, keep_nomination: bool = False) -> None:
         if now is not None:

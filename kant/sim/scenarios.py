@@ -45,7 +45,7 @@ from kant.errors import ValidationError
 from kant.model import Job, NodeSpec, is_int, is_number, registered
 from kant.placement import STRATEGIES, Placer, Strategy, strategy_names
 from kant.preemption import PreemptionPolicy
-from kant.queueing import POLICIES, Queue, make_policy, policy_names
+from kant.queueing import POLICIES, Backoff, Queue, make_policy, policy_names
 from kant.registry import BuildContext
 from kant.scheduler import Scheduler
 from kant.sim.simulator import SimConfig, SimResult, Simulator
@@ -243,10 +243,17 @@ Best-Effort FIFO, all with E-Binpack) and its E-Binpack experiment (E-Binpack vs
 spread-like baseline, both with Backfill)."""
 
 
+def _opt_count(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not (is_int(value) and value >= 0):
+        raise ValidationError(attribute.name, value, "must be None or an int >= 0")
+
+
 @attrs.frozen(kw_only=True)
 class Scenario:
     """A cluster, a workload and (optionally) quotas, plus the simulation settings that suit
-    them. ``quotas=None``: no static quota check."""
+    them. ``quotas=None``: no static quota check. ``max_interruptions``: the queue's limit of
+    interruptions per job (:attr:`Backoff.max_interruptions`; None: the policy set's own,
+    no limit unless its config file sets one)."""
 
     name: str
     description: str
@@ -258,6 +265,7 @@ class Scenario:
     config: SimConfig = attrs.field(factory=SimConfig)
     default_policy: PolicySet = attrs.field(factory=PolicySet)
     compare_sets: tuple[PolicySet, ...] = COMPARE_SETS
+    max_interruptions: int | None = attrs.field(default=None, validator=_opt_count)
 
     @property
     def total_gpus(self) -> int:
@@ -290,9 +298,10 @@ class Scenario:
         qopts: dict[str, Any] = {}
         if pol.threshold is not None and pol.queueing == "backfill":
             qopts["threshold"] = pol.threshold
+        backoff = Backoff(max_interruptions=self.max_interruptions)
         return Scheduler(
             ClusterState(self.nodes),
-            queue=Queue(history=None),
+            queue=Queue(backoff=backoff, history=None),
             admitter=self.admitter(),
             placer=Placer(self._strategy(pol.placement)),
             policy=make_policy(pol.queueing, **qopts),
@@ -309,9 +318,12 @@ class Scenario:
         file's seed and the scenario's jobs and nodes (what FGD tunes itself to)."""
         q = cfg.queueing
         context = BuildContext(seed=cfg.placement.seed, workload=self.jobs, cluster=self.nodes)
+        backoff = q.backoff
+        if self.max_interruptions is not None:
+            backoff = attrs.evolve(backoff, max_interruptions=self.max_interruptions)
         return Scheduler(
             ClusterState(self.nodes),
-            queue=Queue(order=q.order, backoff=q.backoff, history=None),
+            queue=Queue(order=q.order, backoff=backoff, history=None),
             admitter=self.with_tenants(cfg).admitter(),
             placer=cfg.placer(context),
             policy=POLICIES.build(q.policy, **q.options),
@@ -547,7 +559,7 @@ def _check_load(load: Any) -> None:
 
 SCENARIO_OPTIONS: Final = (
     "scenario", "trace", "trace_file", "cluster", "jobs", "seed", "load",
-    "tick", "grace", "on_interrupt", "mtbf", "mttr", "horizon",
+    "tick", "grace", "on_interrupt", "mtbf", "mttr", "horizon", "max_interruptions",
 )  # fmt: skip
 """The options :func:`scenario_from_options` reads (``kant simulate``'s workload, cluster and
 simulation options, by their ``argparse`` names)."""
@@ -567,7 +579,8 @@ def scenario_from_options(options: Mapping[str, Any]) -> Scenario:
     and a sweep's ``sim`` runs build it: a built-in ``scenario`` (default
     ``paper-training``) or a ``trace`` (with its ``trace_file``, ``cluster``), its ``jobs``,
     ``seed`` (default 0) and ``load``, and the simulation settings ``tick``, ``grace``,
-    ``on_interrupt``, ``mtbf``, ``mttr``, ``horizon`` over the scenario's own. A missing or
+    ``on_interrupt``, ``mtbf``, ``mttr``, ``horizon`` over the scenario's own, and the
+    queue's ``max_interruptions`` (:attr:`Scenario.max_interruptions`). A missing or
     None option takes its default; an unknown one, options that do not go together and bad
     values raise :class:`~kant.errors.ValidationError`."""
     for k in options:
@@ -597,6 +610,8 @@ def scenario_from_options(options: Mapping[str, Any]) -> Scenario:
     changes = {field: o[k] for k, field in _SIM_CHANGES.items() if k in o}
     if changes:
         sc = attrs.evolve(sc, config=attrs.evolve(sc.config, **changes))
+    if "max_interruptions" in o:
+        sc = attrs.evolve(sc, max_interruptions=o["max_interruptions"])
     return sc
 
 

@@ -46,7 +46,12 @@ What happens, and when:
 **Work after an interruption.** A preempted or lost job is requeued by kant; what it still
 has to run is ``resume`` (the default: it continues where it stopped, as a training job that
 checkpoints would; work done during the grace period counts) or ``restart`` (it runs its whole
-runtime again). Gang jobs resume as a whole, pod-level pods each on their own.
+runtime again). Gang jobs resume as a whole, pod-level pods each on their own. A job the
+cluster interrupted more often than the queue's ``Backoff.max_interruptions`` is FAILED and
+stops (its record's state ``failed``). Under ``restart``, random failures (``mtbf``) need a
+bound: a ``horizon`` or an interruption limit. Without one, a job longer than its nodes' time
+between failures would restart without end, and the :class:`Simulator` refuses the run
+(``ValidationError``).
 
 **Bindings always succeed** and start at once (the simulator never reports
 ``binding_failed``); a job's actual runtime is its ``runtime_estimate`` (``default_runtime``
@@ -235,6 +240,24 @@ def _check_span(jobs: Sequence[Job], cfg: SimConfig) -> None:
         )  # fmt: skip
 
 
+def _check_bounded(scheduler: Scheduler, cfg: SimConfig) -> None:
+    """Refuse a run that may never end: work that restarts after an interruption, random
+    node failures, and neither a horizon nor a limit of interruptions per job."""
+    if (
+        cfg.on_interrupt == RESTART
+        and cfg.mtbf is not None
+        and cfg.horizon is None
+        and scheduler.queue.backoff.max_interruptions is None
+    ):
+        raise ValidationError(
+            "on_interrupt", RESTART,
+            f"with random node failures (mtbf {cfg.mtbf:g} s) needs a horizon or a limit of "
+            "interruptions per job (Backoff.max_interruptions, kant simulate "
+            "--max-interruptions): a job that runs longer than its nodes' time between "
+            "failures would start again for ever",
+        )  # fmt: skip
+
+
 @attrs.frozen(kw_only=True)
 class TraceEvent:
     """One line of the event trace: what happened at ``t`` to ``subject``."""
@@ -420,6 +443,7 @@ class Simulator:
         if scheduler.cluster.num_pods or len(scheduler.queue):
             raise ValidationError("scheduler", scheduler, "must be fresh (no jobs, no pods)")
         _check_span(self.jobs, self.cfg)
+        _check_bounded(scheduler, self.cfg)
         history = scheduler.queue.history
         if history is not None and history < len(self.jobs):
             raise ValidationError(
@@ -774,6 +798,8 @@ class Simulator:
         self._pending_recoveries += 1
         self._note("node_fail", name, "pods={}", len(report.released))
         self._lost(report.released, report.requeued)
+        for jid in report.failed:
+            self._note("fail", jid, "interruptions={}", self.s.queue.entry(jid).interruptions)
         self._sor.on_capacity(self.s.cluster.total_gpus(), now)
         self._push(now + self.cfg.mttr, EventKind.NODE_UP, name)
         self._changed()

@@ -60,7 +60,7 @@ __all__ = [
 
 SCENARIO_OPTIONS: Final = (
     "scenario", "trace", "trace_file", "cluster", "jobs", "load", "tick", "grace",
-    "on_interrupt", "mtbf", "mttr", "horizon", "seed",
+    "on_interrupt", "mtbf", "mttr", "horizon", "max_interruptions", "seed",
 )  # fmt: skip
 """What makes a simulation's scenario (``kant simulate`` / ``kant compare`` options)."""
 
@@ -168,9 +168,22 @@ class Grid:
                 if is_number(v) and not ((lo <= v if lo_in else lo < v) and v <= hi):
                     span = f"{'[' if lo_in else '('}{lo:g}, {hi:g}]"
                     raise InvalidGridError(name, v, f"must be in {span}")
-        for v in _values(opts.get("seed")):
-            if v is not None and not _seed(v):
-                raise InvalidGridError("seed", v, "must be an int >= 0")
+        for name in ("seed", "max_interruptions"):
+            for v in _values(opts.get(name)):
+                if v is not None and not _seed(v):
+                    raise InvalidGridError(name, v, "must be an int >= 0")
+        # as the simulator: work restarted after random failures needs a bound
+        if (
+            "restart" in _values(opts.get("on_interrupt"))
+            and [t for t in _values(opts.get("mtbf")) if t is not None]
+            and None in _values(opts.get("horizon"))
+            and None in _values(opts.get("max_interruptions"))
+        ):
+            raise InvalidGridError(
+                "on_interrupt", "restart",
+                "with mtbf needs horizon or max_interruptions in every run: a job longer than "
+                "its nodes' time between failures would start again for ever",
+            )  # fmt: skip
         # as kant simulate: a repair time goes with failures
         repairs = [t for t in _values(opts.get("mttr")) if t is not None]
         if repairs and not [t for t in _values(opts.get("mtbf")) if t is not None]:
