@@ -321,9 +321,11 @@ class Shim:
     def _drop_base(self, base: str, *, pod: bool) -> None:
         """A pod that named ``base`` is deleted (``pod``), or its job ended: once no pod names
         it, no job of it runs and none of its pods waits, the shim forgets its job number
-        (and why its pods waited, and their failures): a long-running shim keeps nothing for
-        the pods and groups gone. A job of it made later starts from number 1 again, past
-        the ids kant's queue still lists (:meth:`_try_submit`)."""
+        and why its pods waited: a long-running shim keeps nothing for the pods and groups
+        gone. A job of it made later starts from number 1 again, past the ids kant's queue
+        still lists (:meth:`_try_submit`). The failures of a gang (its failed bindings and
+        interruptions) are kept while its PodGroup exists: the pods its controller makes
+        again carry them on, as a Volcano job's retries are counted across its restarts."""
         if pod:
             n = self._base_pods.get(base, 0) - 1
             if n > 0:
@@ -334,7 +336,8 @@ class Shim:
             return
         self._gen.pop(base, None)
         self._gang_wait.pop(base, None)
-        self._failures.pop(base, None)
+        if base.removeprefix("group:") not in self._groups:
+            self._failures.pop(base, None)
 
     def _hold_preemption(self) -> None:
         """No victim is chosen while victims a previous shim chose are still terminating:
@@ -381,6 +384,7 @@ class Shim:
                 self._groups.pop(key, None)
                 self._bad_groups.pop(key, None)
                 self._pg_status.pop(key, None)  # (one made again has no status yet)
+                self._drop_base(f"group:{key}", pod=False)  # (its failures, when no pod is left)
             else:
                 try:
                     self._groups[key] = pod_group_min_member(obj)

@@ -203,6 +203,47 @@ def test_a_deleted_node_requeues_its_gang_whole_and_is_not_kept_as_lost(
     shim.scheduler.check_invariants()
 
 
+def _gang_on_nodes(cluster: Cluster, a: str, b: str) -> tuple[str, str]:
+    cluster.pod(a, group="g")
+    cluster.pod(b, group="g")
+    return wait_for(lambda: cluster.node_of(a) and cluster.node_of(b) and
+                    (cluster.node_of(a), cluster.node_of(b)), what=f"{a}, {b} bound")  # fmt: skip
+
+
+def test_a_gang_interrupted_past_its_limit_fails_and_its_pods_made_again_stay_unbound(
+    cluster: Cluster,
+) -> None:
+    """With ``interruptionLimitCount: 1`` a gang survives one deleted node: its controller's
+    new pods run. Its second interruption fails it, although the pods of its first run were
+    all gone in between (the count lives as long as its PodGroup), and the pods made again
+    then wait, saying why."""
+    for n in ("n0", "n1", "n2", "n3"):
+        cluster.node(n)
+    cluster.pod_group("g", 2)
+    shim = cluster.start_shim({"queueing": {"requeuing": {"interruptionLimitCount": 1}}})
+    first = _gang_on_nodes(cluster, "g-0", "g-1")
+    cluster.api.delete(f"/api/v1/nodes/{first[0]}")
+    wait_for(lambda: not ({"g-0", "g-1"} & set(cluster.pods())), what="both pods gone")
+    second = _gang_on_nodes(cluster, "g-2", "g-3")
+    cluster.api.delete(f"/api/v1/nodes/{second[0]}")
+    wait_for(lambda: not ({"g-2", "g-3"} & set(cluster.pods())), what="both pods gone")
+    cluster.pod("g-4", group="g")
+    cluster.pod("g-5", group="g")
+    _waits(cluster, "g-4", "interruption limit 1 reached; last: node")
+    _waits(cluster, "g-5", "failed")
+    time.sleep(0.5)
+    assert cluster.node_of("g-4") is None and cluster.node_of("g-5") is None
+    # the group deleted and made again is a new job: its count starts from 0
+    _delete(cluster, "g-4")
+    _delete(cluster, "g-5")
+    cluster.api.delete(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{cluster.ns}/podgroups/g")
+    wait_for(lambda: f"{cluster.ns}/g" not in shim._groups, what="group gone")
+    cluster.pod_group("g", 2)
+    _gang_on_nodes(cluster, "g-6", "g-7")
+    cluster.stop_shims()
+    shim.scheduler.check_invariants()
+
+
 def test_a_node_deleted_and_created_again_with_fewer_gpus_is_taken_as_it_is_now(
     cluster: Cluster,
 ) -> None:
