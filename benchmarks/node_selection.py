@@ -1,9 +1,9 @@
-"""What node selectors and taints cost the Placer, as ratios to a cluster and jobs without
-them, measured in one run.
+"""What node selectors, taints and node preferences cost the Placer, as ratios to a cluster
+and jobs without them, measured in one run.
 
     python benchmarks/node_selection.py [--nodes 12500] [--jobs 2000] [--rounds 5] [--json]
 
-The cluster is ``kant bench place``'s 8-GPU fat tree. Four variants, each placing the same
+The cluster is ``kant bench place``'s 8-GPU fat tree. Six variants, each placing the same
 ``--jobs`` jobs (1, 2, 4 or 8 GPUs, drawn with a fixed seed; one in ten a gang of four 8-GPU
 pods that requires one leaf) one at a time on a fresh snapshot of an empty cluster, timed by
 this thread's CPU clock:
@@ -13,7 +13,11 @@ this thread's CPU clock:
   a rack, ...), no role reads them: the decisions must equal ``plain``'s;
 - ``selected``: the same nodes, every role selects ``pool In [b]`` (a quarter of the nodes);
 - ``tainted``: the labelled nodes, one in ten with a ``NoSchedule`` taint, roles without a
-  selector, half of them tolerating it (every role is then restricted by the taints).
+  selector, half of them tolerating it (every role is then restricted by the taints);
+- ``preferring``: the labelled nodes, every role preferring ``pool In [b]`` (weight 50): its
+  pods go there while it has room;
+- ``soft-tainted``: the labelled nodes, one in ten with a ``PreferNoSchedule`` taint, half
+  the roles tolerating it (the others try the untainted nodes first).
 
 A fresh :class:`~kant.placement.Placer` per run, so each run pays the allowed-node mask of
 its (selector, tolerations) once. Rounds alternate the variants; printed are the medians
@@ -33,17 +37,31 @@ import attrs
 import numpy as np
 
 from kant.bench import fat_tree_nodes
-from kant.model import Job, NodeSelector, NodeSpec, Taint, Tier, Toleration
+from kant.model import (
+    Job,
+    NodeRequirement,
+    NodeSelector,
+    NodeSpec,
+    PreferredTerm,
+    Taint,
+    Tier,
+    Toleration,
+)
 from kant.placement import Placer
 from kant.state import ClusterState
 from kant.testing import job
 
 TAINT = Taint(key="dedicated", value="batch", effect="NoSchedule")
+SOFT = Taint(key="dedicated", value="batch", effect="PreferNoSchedule")
 TOLERATE = (Toleration(key="dedicated", operator="Exists"),)
+IN_B = NodeRequirement(key="pool", operator="In", values=("b",))
+PREFER_B = (PreferredTerm(weight=50, requirements=(IN_B,)),)
 
 
-def labelled(specs: list[NodeSpec], *, taint_every: int = 0) -> list[NodeSpec]:
-    """``specs`` with 12 labels each (and a taint on every ``taint_every``-th node)."""
+def labelled(
+    specs: list[NodeSpec], *, taint_every: int = 0, taint: Taint = TAINT
+) -> list[NodeSpec]:
+    """``specs`` with 12 labels each (and ``taint`` on every ``taint_every``-th node)."""
     out = []
     leaves: dict[str | None, int] = {}
     for i, s in enumerate(specs):
@@ -62,23 +80,30 @@ def labelled(specs: list[NodeSpec], *, taint_every: int = 0) -> list[NodeSpec]:
             "feature.node.kubernetes.io/rdma.available": "true",
             "topology.kubernetes.io/region": "r1",
         }
-        taints = (TAINT,) if taint_every and i % taint_every == 0 else ()
+        taints = (taint,) if taint_every and i % taint_every == 0 else ()
         out.append(attrs.evolve(s, labels=labels, taints=taints))
     return out
 
 
-def workload(n: int, seed: int, *, selector: NodeSelector | None, tolerate_half: bool) -> list[Job]:
+def workload(
+    n: int,
+    seed: int,
+    *,
+    selector: NodeSelector | None,
+    tolerate_half: bool,
+    preferred: tuple[PreferredTerm, ...] = (),
+) -> list[Job]:
     rng = np.random.default_rng(seed)
     jobs = []
     for i in range(n):
         tol = TOLERATE if tolerate_half and i % 2 else ()
         if i % 10 == 9:
             jobs.append(job(f"g{i}", gpus=8, replicas=4, tier=Tier.LEAF, required=True,
-                            selector=selector, tolerations=tol))  # fmt: skip
+                            selector=selector, tolerations=tol, preferred=preferred))  # fmt: skip
         else:
             g = int(rng.choice([1, 2, 4, 8]))
             jobs.append(job(f"p{i}", gpus=g, cpu_milli=4000 * g, memory_mib=32768 * g,
-                            selector=selector, tolerations=tol))  # fmt: skip
+                            selector=selector, tolerations=tol, preferred=preferred))  # fmt: skip
     return jobs
 
 
@@ -113,12 +138,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     lab_state = ClusterState(lab)
     build_labelled = time.thread_time() - t0
     tainted_state = ClusterState(labelled(base, taint_every=10))
+    soft_state = ClusterState(labelled(base, taint_every=10, taint=SOFT))
     pool_b = NodeSelector.labels(pool="b")
     variants = {
         "plain": (plain_state, workload(a.jobs, a.seed, selector=None, tolerate_half=False)),
         "labelled": (lab_state, workload(a.jobs, a.seed, selector=None, tolerate_half=False)),
         "selected": (lab_state, workload(a.jobs, a.seed, selector=pool_b, tolerate_half=False)),
         "tainted": (tainted_state, workload(a.jobs, a.seed, selector=None, tolerate_half=True)),
+        "preferring": (
+            lab_state,
+            workload(a.jobs, a.seed, selector=None, tolerate_half=False, preferred=PREFER_B),
+        ),
+        "soft-tainted": (soft_state, workload(a.jobs, a.seed, selector=None, tolerate_half=True)),
     }
     times: dict[str, list[float]] = {k: [] for k in variants}
     decisions: dict[str, list[tuple[str, str]]] = {}
@@ -140,6 +171,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "selected_all_in_pool_b": all(
             lab_state.node(n).labels["pool"] == "b" for _, n in decisions["selected"]
         ),
+        "preferring_all_in_pool_b": all(
+            lab_state.node(n).labels["pool"] == "b" for _, n in decisions["preferring"]
+        ),
+        "soft_tainted_nodes_used_by_intolerant_pods": sum(
+            1
+            for p, n in decisions["soft-tainted"]
+            if soft_state.node(n).taints and int(p.split("/")[0][1:]) % 2 == 0
+        ),
         "build_state_ms": {
             "plain": round(build_plain * 1e3, 1),
             "labelled": round(build_labelled * 1e3, 1),
@@ -149,11 +188,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(json.dumps(out, indent=2))
     else:
         for k in variants:
-            print(f"{k:9s} {out['ms'][k]:9.2f} ms  {out['us_per_job'][k]:7.1f} us/job  "
+            print(f"{k:12s} {out['ms'][k]:9.2f} ms  {out['us_per_job'][k]:7.1f} us/job  "
                   f"x{out['over_plain'][k]:.3f}  {out['placed_pods'][k]} pods placed")  # fmt: skip
         print(
             f"labelled decides as plain: {out['labelled_decides_as_plain']}; "
-            f"selected all in pool b: {out['selected_all_in_pool_b']}"
+            f"selected all in pool b: {out['selected_all_in_pool_b']}; "
+            f"preferring all in pool b: {out['preferring_all_in_pool_b']}; "
+            "soft-tainted nodes used by intolerant pods: "
+            f"{out['soft_tainted_nodes_used_by_intolerant_pods']}"
         )
         print(
             f"building the state: {out['build_state_ms']['plain']} ms plain, "

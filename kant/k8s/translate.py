@@ -40,6 +40,7 @@ from kant.model import (
     NodeSelector,
     NodeSpec,
     PodId,
+    PreferredTerm,
     Resources,
     Role,
     SelectorOp,
@@ -292,6 +293,7 @@ class PodFacts:
     gpu_models: frozenset[str]
     node_selector: NodeSelector | None
     tolerations: tuple[Toleration, ...]
+    preferred: tuple[PreferredTerm, ...]
     kind: JobKind
     spread: bool
     topology: TopologyWish | None
@@ -314,6 +316,7 @@ class PodFacts:
             self.topology,
             self.node_selector,
             self.tolerations,
+            self.preferred,
             self.spread,
         )
 
@@ -327,6 +330,7 @@ class PodFacts:
             topology=self.topology,
             node_selector=self.node_selector,
             tolerations=self.tolerations,
+            preferred=self.preferred,
             spread=self.spread,
         )
 
@@ -392,6 +396,7 @@ def _pod_facts(pod: Obj, settings: K8sSettings) -> PodFacts:
         gpu_models=_models(spec, settings, where),
         node_selector=_node_selector(spec, settings, where),
         tolerations=_tolerations(spec, where),
+        preferred=_preferred(spec, where),
         kind=_kind(lab, ann, where),
         spread=_flag(ann, SPREAD_ANNOTATION, where),
         topology=_topology(ann, settings, where),
@@ -558,20 +563,7 @@ def _read_selector(spec: Obj, settings: K8sSettings, where: str) -> NodeSelector
     for i, t in enumerate(raw_terms):
         if _matches_nothing(t):
             continue
-        reqs: list[NodeRequirement] = []
-        for part, field in (("matchExpressions", False), ("matchFields", True)):
-            for j, e in enumerate(t.get(part) or ()):
-                key = e.get("key")
-                if field and key != NODE_NAME_FIELD:
-                    raise InvalidObjectError(
-                        f"nodeSelectorTerms[{i}].{part}[{j}].key", key,
-                        f"the only field a node selector reads is {NODE_NAME_FIELD}", where=where,
-                    )  # fmt: skip
-                reqs.append(
-                    NodeRequirement(key=key, operator=e.get("operator"),
-                                    values=tuple(e.get("values") or ()), field=field)
-                )  # fmt: skip
-        terms.append((*reqs, *common))
+        terms.append((*_requirements(t, f"nodeSelectorTerms[{i}]", where), *common))
     if raw_terms and not terms:
         raise InvalidObjectError(
             "nodeSelectorTerms", raw_terms, "no term has a requirement: it matches no node",
@@ -585,6 +577,47 @@ def _read_selector(spec: Obj, settings: K8sSettings, where: str) -> NodeSelector
     ):
         return None  # (only the GPU model, or nothing: the role's models say it exactly)
     return NodeSelector(terms=tuple(terms))
+
+
+def _requirements(term: Obj, path: str, where: str) -> list[NodeRequirement]:
+    """The requirements of one node selector term (``matchExpressions`` and ``matchFields``,
+    ANDed); ``path`` names the term in errors. Raises ValidationError for a bad one."""
+    reqs: list[NodeRequirement] = []
+    for part, field in (("matchExpressions", False), ("matchFields", True)):
+        for j, e in enumerate(term.get(part) or ()):
+            key = e.get("key")
+            if field and key != NODE_NAME_FIELD:
+                raise InvalidObjectError(
+                    f"{path}.{part}[{j}].key", key,
+                    f"the only field a node selector reads is {NODE_NAME_FIELD}", where=where,
+                )  # fmt: skip
+            reqs.append(
+                NodeRequirement(key=key, operator=e.get("operator"),
+                                values=tuple(e.get("values") or ()), field=field)
+            )  # fmt: skip
+    return reqs
+
+
+def _preferred(spec: Obj, where: str) -> tuple[PreferredTerm, ...]:
+    """The pod's preferred node affinity terms, each with its weight; a term with no
+    requirement is left out (Kubernetes: it matches every node with weight 0, a no-op).
+    Sorted without repeats: the same terms in another order are the same role."""
+    raw = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ) or ()
+    out = []
+    for i, t in enumerate(raw):
+        path = f"preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+        pref = t.get("preference") or {}
+        if _matches_nothing(pref):
+            continue
+        try:
+            reqs = _requirements(pref, f"{path}.preference", where)
+            out.append(PreferredTerm(weight=t.get("weight"), requirements=tuple(reqs)))
+        except ValidationError as e:
+            field = e.field if e.field.startswith(path) else f"{path}.{e.field}"
+            raise InvalidObjectError(field, e.value, e.reason, where=where) from None
+    return tuple(sorted(set(out), key=repr))
 
 
 def _tolerations(spec: Obj, where: str) -> tuple[Toleration, ...]:

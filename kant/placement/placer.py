@@ -149,6 +149,7 @@ class Placer:
         self._capped = NodeFilters((*self.filters.filters, MaxPerNode()))
         self._adapted: dict[int, StrategyHooks] = {}  # by id: strategies of candidate_sets
         self._cand: dict[tuple[Any, ...], Candidates] = {}
+        self._prefs: dict[tuple[Any, ...], tuple[Candidates, ...]] = {}  # see _preferred
         self._templates: list[NodeTemplate | None] = []
         self._version = -1
         self._state_id = -1
@@ -257,11 +258,40 @@ class Placer:
         candidate nodes, or, for a required wish of a pod-level job, in ``domain`` (the one
         :meth:`_first_domain` chose for the role's pods placed together) or else next to
         the role's own pods already placed (``anchor``: the nodes they are on; a wish is
-        about the pods of one role, so the job's other roles never anchor it)."""
+        about the pods of one role, so the job's other roles never anchor it).
+
+        The nodes the role prefers (:meth:`Role.preference`: its preferred terms, the
+        ``PreferNoSchedule`` taints it does not tolerate) are tried first, best level first
+        and widening level by level, each by every rule below, before all its candidates."""
         req = PodRequest.of(role.resources)
         cand = self._candidates(snap, role, req)
         if isinstance(cand, Reason):
             return cand
+        for better in self._preferred(snap, role, cand):
+            before = counts.save()
+            with snap.transaction() as tx:
+                got = self._place_role_in(
+                    job, role, pods, snap, counts, better, req, anchor, domain
+                )
+                if not isinstance(got, Reason):
+                    tx.commit()
+                    return got
+            counts.restore(before)
+        return self._place_role_in(job, role, pods, snap, counts, cand, req, anchor, domain)
+
+    def _place_role_in(
+        self,
+        job: Job,
+        role: Role,
+        pods: list[PodId],
+        snap: Snapshot,
+        counts: Counts,
+        cand: Candidates,
+        req: PodRequest,
+        anchor: set[int] | None,
+        domain: Candidates | None,
+    ) -> list[Binding] | Reason:
+        """:meth:`_place_role` among the candidates ``cand``."""
         wish = role.topology
         if wish is not None and wish.required and (anchor or domain is not None):
             if wish.tier is Tier.HBD:
@@ -892,6 +922,7 @@ class Placer:
                 t = cache[spec.template] = get_template(spec.template)
             tmpl[state.slot_of(spec.name)] = t
         self._cand.clear()
+        self._prefs.clear()
         self._templates = tmpl
         self._version = state.membership_version
         self._state_id = id(state)
@@ -925,6 +956,33 @@ class Placer:
             self._cand.clear()
         self._cand[key] = out
         return out
+
+    def _preferred(self, snap: Snapshot, role: Role, cand: Candidates) -> tuple[Candidates, ...]:
+        """The parts of ``cand`` the role prefers, best first, each holding the one before
+        (:meth:`ClusterState.preference_levels`), without the empty ones and without
+        ``cand`` itself; each a part of ``cand`` (the best-fit index serves it). Cached with
+        the candidates: O(1) on a hit, O(candidates) numpy per level otherwise."""
+        levels = snap.state.preference_levels(role)
+        if not levels:
+            return ()
+        key = (cand, role.preferred, role.tolerations)
+        hit = self._prefs.get(key)
+        if hit is not None:
+            return hit
+        out: list[Candidates] = []
+        seen = 0
+        for mask in levels:
+            keep = mask[cand.slots]
+            n = int(keep.sum())
+            if n == cand.slots.shape[0]:
+                break  # this level and the wider ones hold every candidate
+            if n > seen:
+                out.append(Candidates(cand.slots[keep], cand.pools, parent=cand))
+                seen = n
+        if len(self._prefs) >= _CANDIDATES_KEPT:
+            self._prefs.clear()
+        got = self._prefs[key] = tuple(out)
+        return got
 
     def _pool_candidates(self, snap: Snapshot, role: Role, req: PodRequest) -> Candidates | Reason:
         """:meth:`_candidates` of the role's models alone (no selector, no taints)."""

@@ -40,6 +40,11 @@ from kant.topology.templates import get_template
 
 BoolArray = npt.NDArray[np.bool_]
 _ALLOWED_KEPT = 256
+
+MAX_PREFERENCE_LEVELS = 4
+"""How many sets of preferred nodes :meth:`ClusterState.preference_levels` gives at most,
+before the whole: a role's nodes past its four best levels of preference are tried together
+with all the others."""
 """At most this many (selector, tolerations) keep their :meth:`ClusterState.allowed_slots`."""
 _BARE_NODE = NodeSpec(name="-")
 """What a node without labels or taints is to a node selector that reads no names."""
@@ -121,9 +126,12 @@ class ClusterState:
         self._degraded: set[str] = set()  # nodes unhealthy or with an unhealthy GPU
         self._marked: dict[str, NodeSpec] = {}  # nodes with labels or taints
         self._hard_tainted = 0  # nodes with a NoSchedule or NoExecute taint
+        self._soft_tainted = 0  # nodes with a PreferNoSchedule taint
         # allowed_slots, by (selector, tolerations)
         self._allowed: dict[tuple[Any, ...], BoolArray] = {}
         self._allowed_version = -1
+        # preference_levels, by (preferred terms, tolerations), with allowed_slots' version
+        self._levels: dict[tuple[Any, ...], tuple[BoolArray, ...]] = {}
         self._snapshot: Snapshot | None = None
         self._removal_listeners: list[Callable[[str, tuple[Binding, ...]], None]] = []
         for spec in nodes:
@@ -180,9 +188,7 @@ class ClusterState:
         if sel is None and not self._hard_tainted:
             return None
         key = (sel, role.tolerations)
-        if self._allowed_version != self._membership_version:
-            self._allowed.clear()
-            self._allowed_version = self._membership_version
+        self._node_caches()
         hit = self._allowed.get(key)
         if hit is not None:
             return hit
@@ -200,6 +206,57 @@ class ClusterState:
         out.flags.writeable = False
         self._allowed[key] = out
         return out
+
+    def preference_levels(self, role: Role) -> tuple[BoolArray, ...]:
+        """The nodes ``role`` prefers (:meth:`~kant.model.Role.preference`), best first, as
+        growing sets: per slot, whether the node is at the best level, then at one of the
+        two best, and so on up to :data:`MAX_PREFERENCE_LEVELS` sets, never the set of all
+        nodes. Empty when every node is alike to the role (no preferred terms and no
+        ``PreferNoSchedule`` taint, or one level over all nodes). Which nodes the role may
+        run on is not read here (:meth:`allowed_slots`). Kept per (preferred terms,
+        tolerations) until nodes come, go or are relabelled: read them, never change them.
+        O(slots + marked nodes) the first time."""
+        if not role.preferred and not self._soft_tainted:
+            return ()
+        key = (role.preferred, role.tolerations)
+        self._node_caches()
+        hit = self._levels.get(key)
+        if hit is not None:
+            return hit
+        if len(self._levels) >= _ALLOWED_KEPT:
+            self._levels.clear()
+        n = self.num_slots
+        by_name = any(r.field for t in role.preferred for r in t.requirements)
+        if by_name:
+            prefs = {rec.slot: role.preference(rec.spec) for rec in self._records.values()}
+        else:
+            bare = role.preference(_BARE_NODE)
+            prefs = {slot: role.preference(spec) for slot, spec in self.marked_nodes()}
+        kinds = sorted(set(prefs.values()) if by_name else {bare, *prefs.values()})
+        out: tuple[BoolArray, ...] = ()
+        if len(kinds) > 1:
+            rank_of = {k: i for i, k in enumerate(kinds)}
+            rank = np.full(n, len(kinds), dtype=np.int64)  # (free slots: never preferred)
+            if not by_name:
+                rank[self.columns.alive[:n]] = rank_of[bare]
+            for slot, k in prefs.items():
+                rank[slot] = rank_of[k]
+            levels = []
+            for i in range(min(len(kinds) - 1, MAX_PREFERENCE_LEVELS)):
+                mask = rank <= i
+                mask.flags.writeable = False
+                levels.append(mask)
+            out = tuple(levels)
+        self._levels[key] = out
+        return out
+
+    def _node_caches(self) -> None:
+        """Forget what :meth:`allowed_slots` and :meth:`preference_levels` keep once nodes
+        came, went or were relabelled."""
+        if self._allowed_version != self._membership_version:
+            self._allowed.clear()
+            self._levels.clear()
+            self._allowed_version = self._membership_version
 
     @property
     def hard_tainted_nodes(self) -> int:
@@ -364,8 +421,7 @@ class ClusterState:
         )
         self._records[spec.name] = rec
         if spec.labels or spec.taints:
-            self._marked[spec.name] = spec
-            self._hard_tainted += spec.hard_tainted
+            self._mark(spec)
         cols = self.columns
         cols.alive[slot] = True
         cols.gpus[slot] = spec.gpus
@@ -390,8 +446,7 @@ class ClusterState:
             self._forget(b.pod)
         del self._records[name]
         self._degraded.discard(name)
-        if self._marked.pop(name, None) is not None:
-            self._hard_tainted -= rec.spec.hard_tainted
+        self._unmark(name)
         self._fabric.remove(rec.spec)
         slot = rec.slot
         self._slot_names[slot] = None
@@ -421,14 +476,25 @@ class ClusterState:
         old = rec.spec
         if spec == old:
             return False
-        if self._marked.pop(name, None) is not None:
-            self._hard_tainted -= old.hard_tainted
+        self._unmark(name)
         rec.spec = spec
         if spec.labels or spec.taints:
-            self._marked[name] = spec
-            self._hard_tainted += spec.hard_tainted
+            self._mark(spec)
         self._membership_version += 1
         return True
+
+    def _mark(self, spec: NodeSpec) -> None:
+        """Index a node with labels or taints (:meth:`marked_nodes`) and count its taints."""
+        self._marked[spec.name] = spec
+        self._hard_tainted += spec.hard_tainted
+        self._soft_tainted += spec.soft_tainted
+
+    def _unmark(self, name: str) -> None:
+        """Undo :meth:`_mark` of node ``name``, if it was marked."""
+        old = self._marked.pop(name, None)
+        if old is not None:
+            self._hard_tainted -= old.hard_tainted
+            self._soft_tainted -= old.soft_tainted
 
     def set_node_health(self, name: str, healthy: bool) -> None:
         """Mark a whole node (un)schedulable. Running pods stay; nothing new lands on it.
@@ -740,6 +806,8 @@ class ClusterState:
             errors.append("the index of nodes with labels or taints differs from the nodes")
         if self._hard_tainted != sum(s.hard_tainted for s in marked.values()):
             errors.append("the count of hard-tainted nodes differs from the nodes")
+        if self._soft_tainted != sum(s.soft_tainted for s in marked.values()):
+            errors.append("the count of soft-tainted nodes differs from the nodes")
         if by_job != self._job_pods:
             errors.append("job -> pods index differs from the pods")
         for pod, b in self._pods.items():

@@ -17,6 +17,7 @@ from kant.model import (
     JobKind,
     NodeSelector,
     NodeSpec,
+    PreferredTerm,
     Resources,
     Role,
     Taint,
@@ -96,6 +97,7 @@ def job(
     role: str = "worker",
     selector: NodeSelector | None = None,
     tolerations: Sequence[Toleration] = (),
+    preferred: Sequence[PreferredTerm] = (),
 ) -> Job:
     """A one-role job. ``gang`` defaults to True for more than one replica."""
     res = Resources(
@@ -123,6 +125,7 @@ def job(
                 max_per_node=max_per_node,
                 node_selector=selector,
                 tolerations=tuple(tolerations),
+                preferred=tuple(preferred),
             ),
         ),
         preemptible=preemptible,

@@ -88,6 +88,28 @@ def test_a_tainted_node_takes_only_pods_that_tolerate_its_taint(cluster: Cluster
     assert cluster.node_of("plain") is None
 
 
+def test_preferred_affinity_and_prefer_no_schedule_taints_order_the_nodes(
+    cluster: Cluster,
+) -> None:
+    """A pod goes to the node its preferred affinity names, and pods keep off a node with a
+    ``PreferNoSchedule`` taint while another node has room, then take it."""
+    _node(cluster, "a-0")
+    _node(cluster, "a-1", taints=[{"key": "spot", "effect": "PreferNoSchedule"}])
+    _node(cluster, "ssd-0", labels={"disk": "ssd"})
+    cluster.start_shim()
+    _pod(cluster, "fast", spec={"affinity": {"nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 50, "preference": {
+            "matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}}]}}})  # fmt: skip
+    wait_for(lambda: cluster.node_of("fast"), what="fast bound")
+    assert cluster.node_of("fast") == "ssd-0"
+    _pod(cluster, "p1")
+    wait_for(lambda: cluster.node_of("p1"), what="p1 bound")
+    assert cluster.node_of("p1") == "a-0"  # not the spot node, though both were free
+    _pod(cluster, "p2")
+    wait_for(lambda: cluster.node_of("p2"), what="p2 bound")
+    assert cluster.node_of("p2") == "a-1"  # the only node with room left
+
+
 def test_a_node_relabelled_while_a_pod_runs_there_keeps_the_pod_and_takes_new_ones(
     cluster: Cluster,
 ) -> None:

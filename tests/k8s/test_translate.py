@@ -13,6 +13,7 @@ import pytest
 from kant.errors import InvalidConfigFileError, InvalidObjectError
 from kant.k8s.settings import DEFAULT_TOPOLOGY, K8sSettings, parse_settings
 from kant.k8s.translate import (
+    PodFacts,
     binding_annotations,
     build_job,
     job_id,
@@ -583,3 +584,60 @@ def test_an_empty_affinity_term_allows_no_model_so_a_term_naming_one_still_restr
         "nodeSelectorTerms": [{}, {"matchExpressions": [
             {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["A100"]}]}]}}}})  # fmt: skip
     assert f.gpu_models == {"A100"} and f.node_selector is None
+
+
+def _preferring(*terms: dict[str, Any]) -> PodFacts:
+    return _selecting(
+        {
+            "affinity": {
+                "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": list(terms)}
+            }
+        }
+    )
+
+
+def test_preferred_affinity_terms_are_read_with_their_weights_in_one_order() -> None:
+    from kant.model import NodeRequirement, PreferredTerm
+
+    ssd = {
+        "weight": 20,
+        "preference": {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]},
+    }
+    named = {
+        "weight": 5,
+        "preference": {
+            "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]
+        },
+    }
+    empty = {"weight": 90, "preference": {}}  # (Kubernetes: a no-op)
+    f = _preferring(ssd, named, empty)
+    assert set(f.preferred) == {
+        PreferredTerm(weight=20, requirements=(
+            NodeRequirement(key="disk", operator="In", values=("ssd",)),)),
+        PreferredTerm(weight=5, requirements=(
+            NodeRequirement(key="metadata.name", operator="In", values=("n1",), field=True),)),
+    }  # fmt: skip
+    assert _preferring(named, ssd).preferred == f.preferred  # another order: the same role
+    job, _ = build_job([f], "team-a..w", 0.0)
+    assert job.roles[0].preferred == f.preferred
+
+
+@pytest.mark.parametrize(
+    ("term", "field"),
+    [
+        ({"weight": 0, "preference": {"matchExpressions": [
+            {"key": "a", "operator": "Exists"}]}}, r"preferredDuringScheduling.*\[0\]\.weight"),
+        ({"weight": 101, "preference": {"matchExpressions": [
+            {"key": "a", "operator": "Exists"}]}}, "weight"),
+        ({"weight": 1, "preference": {"matchExpressions": [
+            {"key": "a", "operator": "Gt", "values": ["x"]}]}}, "values"),
+        ({"weight": 1, "preference": {"matchFields": [
+            {"key": "spec.x", "operator": "In", "values": ["x"]}]}}, r"preference\.matchFields"),
+        ({"weight": 1, "preference": ["a"]}, "malformed"),
+    ],
+)  # fmt: skip
+def test_a_preferred_term_kubernetes_would_refuse_is_an_invalid_object(
+    term: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(InvalidObjectError, match=field):
+        _preferring(term)
