@@ -390,7 +390,7 @@ class Scheduler:
         self._tick(now, "binding_failed")
         if pod in e.terminating:
             logger.info("%s failed while evicted at %g: evicted", pod, now)
-            return self._lost(e, [self.cluster.binding(pod)], now, "evicted", release=True)
+            return self._lost(e, [self.cluster.binding(pod)], now, None, release=True)
         msg = message or f"binding of {pod} failed"
         logger.info("binding of %s failed at %g: %s", pod, now, msg)
         if not e.job.gang and now < e.backoff_until:
@@ -488,16 +488,20 @@ class Scheduler:
         done = tuple(j for j, e in entries.items() if e.phase is JobPhase.FINISHED)
         return EventReport(released=tuple(pods), finished=done)
 
-    def pod_evicted(self, pod: PodId, now: float) -> EventReport:
+    def pod_evicted(self, pod: PodId, now: float, *, interrupted: bool = False) -> EventReport:
         """The pod was stopped (a victim going away, or killed for any other reason). A victim
         gang is requeued when its last pod is gone; any other gang is requeued whole at once
-        (its other pods evicted); a pod-level pod just waits to be placed again. A pod that
-        was no victim interrupts its job (:attr:`Backoff.max_interruptions`). Raises
-        UnknownPodError, or InvalidTimeError for a time before the pod's binding."""
+        (its other pods evicted); a pod-level pod just waits to be placed again.
+        ``interrupted``: the cluster stopped a pod that was no victim (a node-pressure
+        eviction, a drain), an interruption of its job
+        (:attr:`~kant.queueing.Backoff.max_interruptions`); a pod that failed or that a user
+        deleted is not one. Raises UnknownPodError, or InvalidTimeError for a time before
+        the pod's binding."""
         e = self._held(pod)
         now = self._pod_time(e, pod, now, "pod_evicted")
         self._tick(now, "pod_evicted")
-        return self._lost(e, [self.cluster.binding(pod)], now, f"{pod} evicted", release=True)
+        why = f"{pod} evicted" if interrupted else None
+        return self._lost(e, [self.cluster.binding(pod)], now, why, release=True)
 
     # ----------------------------------------------------------------- the node lifecycle
 
@@ -713,11 +717,12 @@ class Scheduler:
         return _merge(reports)
 
     def _lost(
-        self, e: Entry, bs: Sequence[Binding], now: float, why: str, *, release: bool
+        self, e: Entry, bs: Sequence[Binding], now: float, why: str | None, *, release: bool
     ) -> EventReport:
-        """Pods ``bs`` of ``e`` are gone (``release``: free them first). Victims being evicted
-        mark the job preempted; any other loss is an interruption of the job, which requeues
-        it (a gang whole, a pod-level job's lost pods only) or, past the interruption limit,
+        """Pods ``bs`` of ``e`` are gone (``release``: free them first); the job is requeued
+        (a gang whole, a pod-level job's lost pods only). Victims being evicted mark the job
+        preempted; another loss the cluster caused (``why`` says how; None: not the
+        cluster's doing) is an interruption of the job, which past the interruption limit
         fails it and releases the rest of its pods."""
         pods = [b.pod for b in bs]
         if release:
@@ -726,12 +731,11 @@ class Scheduler:
         victims = all(p in e.terminating for p in pods)
         if victims and pods:
             self.queue.mark_preempted(e.id, now)
-        elif pods:
-            if self.queue.backoff.interruptions_exhausted(e.interruptions + 1):
-                released, ev = self._release_job(e, skip=None, cause=EvictionCause.JOB_FAILED)
-                self.queue.count_interruption(e.id, now, why)
-                return EventReport(released=(*pods, *released), evictions=ev, failed=(e.id,))
-            self.queue.count_interruption(e.id, now, why)
+        elif pods and why is not None and not self.queue.count_interruption(e.id):
+            released, ev = self._release_job(e, skip=None, cause=EvictionCause.JOB_FAILED)
+            limit = self.queue.backoff.max_interruptions
+            self.queue.fail(e.id, now, f"interruption limit {limit} reached; last: {why}")
+            return EventReport(released=(*pods, *released), evictions=ev, failed=(e.id,))
         if e.job.gang and not victims:
             released, ev = self._release_job(e, skip=None, cause=EvictionCause.GANG_REQUEUED)
             self.queue.requeue(e.id, now, failed=False)

@@ -55,7 +55,7 @@ from kant.k8s.translate import (
 from kant.model import Binding, Job, PodId, ReasonCode
 from kant.preemption import PreemptionPolicy
 from kant.queueing import JobPhase, JobStatus
-from kant.scheduler import EventReport, Scheduler
+from kant.scheduler import EventReport, EvictionCause, Scheduler
 from kant.state import ClusterState
 
 log = logging.getLogger(__name__)
@@ -690,9 +690,13 @@ class Shim:
                 continue
             self._id_of.pop(key, None)
             if key in self._pods:
-                self._stop(
-                    key, f"kant requeued the gang{because}: {cause.get(pid, 'gang_requeued')}"
+                why = cause.get(pid, EvictionCause.GANG_REQUEUED.value)
+                did = (
+                    "failed the job"
+                    if why == EvictionCause.JOB_FAILED.value
+                    else "requeued the gang"
                 )
+                self._stop(key, f"kant {did}{because}: {why}")
         for jid in (*rep.requeued, *rep.failed):
             rec = self._jobs.get(jid)
             e = self.scheduler.queue.get(jid)

@@ -585,39 +585,50 @@ def _requirements(term: Obj, path: str, where: str) -> list[NodeRequirement]:
     reqs: list[NodeRequirement] = []
     for part, field in (("matchExpressions", False), ("matchFields", True)):
         for j, e in enumerate(term.get(part) or ()):
-            key = e.get("key")
+            at = f"{path}.{part}[{j}]"
+            if not isinstance(e, Mapping):
+                raise InvalidObjectError(at, e, "must be a mapping", where=where)
+            key: Any = e.get("key")
             if field and key != NODE_NAME_FIELD:
                 raise InvalidObjectError(
-                    f"{path}.{part}[{j}].key", key,
-                    f"the only field a node selector reads is {NODE_NAME_FIELD}", where=where,
+                    f"{at}.key", key, f"the only field a node selector reads is {NODE_NAME_FIELD}",
+                    where=where,
                 )  # fmt: skip
-            reqs.append(
-                NodeRequirement(key=key, operator=e.get("operator"),
-                                values=tuple(e.get("values") or ()), field=field)
-            )  # fmt: skip
+            try:
+                reqs.append(
+                    NodeRequirement(key=key, operator=e.get("operator"),
+                                    values=tuple(e.get("values") or ()), field=field)
+                )  # fmt: skip
+            except ValidationError as err:
+                raise InvalidObjectError(
+                    f"{at}.{err.field}", err.value, err.reason, where=where
+                ) from None
     return reqs
 
 
 def _preferred(spec: Obj, where: str) -> tuple[PreferredTerm, ...]:
     """The pod's preferred node affinity terms, each with its weight; a term with no
     requirement is left out (Kubernetes: it matches every node with weight 0, a no-op).
-    Sorted without repeats: the same terms in another order are the same role."""
+    Sorted: the same terms in another order are the same role."""
     raw = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "preferredDuringSchedulingIgnoredDuringExecution"
     ) or ()
     out = []
     for i, t in enumerate(raw):
         path = f"preferredDuringSchedulingIgnoredDuringExecution[{i}]"
-        pref = t.get("preference") or {}
+        pref: Any = t.get("preference") or {} if isinstance(t, Mapping) else None
+        if not isinstance(pref, Mapping):
+            raise InvalidObjectError(path, t, "must be {weight, preference}", where=where)
         if _matches_nothing(pref):
             continue
+        reqs = _requirements(pref, f"{path}.preference", where)
+        weight: Any = t.get("weight")
         try:
-            reqs = _requirements(pref, f"{path}.preference", where)
-            out.append(PreferredTerm(weight=t.get("weight"), requirements=tuple(reqs)))
+            out.append(PreferredTerm(weight=weight, requirements=tuple(reqs)))
         except ValidationError as e:
-            field = e.field if e.field.startswith(path) else f"{path}.{e.field}"
-            raise InvalidObjectError(field, e.value, e.reason, where=where) from None
-    return tuple(sorted(set(out), key=repr))
+            raise InvalidObjectError(f"{path}.{e.field}", e.value, e.reason, where=where) from None
+    # (repeats kept: Kubernetes adds the weight of every term a node meets)
+    return tuple(sorted(out, key=repr))
 
 
 def _tolerations(spec: Obj, where: str) -> tuple[Toleration, ...]:

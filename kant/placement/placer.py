@@ -150,6 +150,10 @@ class Placer:
         self._adapted: dict[int, StrategyHooks] = {}  # by id: strategies of candidate_sets
         self._cand: dict[tuple[Any, ...], Candidates] = {}
         self._prefs: dict[tuple[Any, ...], tuple[Candidates, ...]] = {}  # see _preferred
+        # while a job is placed: whether preferred nodes are tried first, and whether a
+        # placement landed on them (a gang that then fails is placed again without them)
+        self._prefer = True
+        self._preferred_won = False
         self._templates: list[NodeTemplate | None] = []
         self._version = -1
         self._state_id = -1
@@ -183,12 +187,30 @@ class Placer:
         O(pods x candidate nodes) numpy work at worst, far less with the two-level search.
 
         Which of the job's pods already run, and where, is the one thing read from the
-        cluster state's bindings (the snapshot holds no pods)."""
+        cluster state's bindings (the snapshot holds no pods).
+
+        The nodes a role prefers (:meth:`Role.preference`) are tried first wherever nodes
+        are searched (:meth:`_place_in`); a gang that cannot be placed once a role of it
+        took preferred nodes is placed again without preferences, so that a preference never
+        keeps a job waiting (one role's preferred nodes may be those another role needs)."""
         self._sync(snap)
         state = snap.state
         todo = [p for p in job.pods() if not state.has_pod(p)] if pods is None else list(pods)
         if not todo:
             return PlacementResult()
+        self._preferred_won = False
+        out = self._place(job, snap, todo)
+        if job.gang and not out.ok and self._preferred_won:
+            self._prefer = False
+            try:
+                out = self._place(job, snap, todo)
+            finally:
+                self._prefer = True
+        return out
+
+    def _place(self, job: Job, snap: Snapshot, todo: list[PodId]) -> PlacementResult:
+        """:meth:`place` of the pods ``todo``."""
+        state = snap.state
         on_node: dict[int, int] = {}  # slot -> pods of this job there
         capped = {r.name for r in job.roles if r.max_per_node is not None}
         role_on: dict[str, dict[int, int]] = {name: {} for name in capped}
@@ -258,40 +280,11 @@ class Placer:
         candidate nodes, or, for a required wish of a pod-level job, in ``domain`` (the one
         :meth:`_first_domain` chose for the role's pods placed together) or else next to
         the role's own pods already placed (``anchor``: the nodes they are on; a wish is
-        about the pods of one role, so the job's other roles never anchor it).
-
-        The nodes the role prefers (:meth:`Role.preference`: its preferred terms, the
-        ``PreferNoSchedule`` taints it does not tolerate) are tried first, best level first
-        and widening level by level, each by every rule below, before all its candidates."""
+        about the pods of one role, so the job's other roles never anchor it)."""
         req = PodRequest.of(role.resources)
         cand = self._candidates(snap, role, req)
         if isinstance(cand, Reason):
             return cand
-        for better in self._preferred(snap, role, cand):
-            before = counts.save()
-            with snap.transaction() as tx:
-                got = self._place_role_in(
-                    job, role, pods, snap, counts, better, req, anchor, domain
-                )
-                if not isinstance(got, Reason):
-                    tx.commit()
-                    return got
-            counts.restore(before)
-        return self._place_role_in(job, role, pods, snap, counts, cand, req, anchor, domain)
-
-    def _place_role_in(
-        self,
-        job: Job,
-        role: Role,
-        pods: list[PodId],
-        snap: Snapshot,
-        counts: Counts,
-        cand: Candidates,
-        req: PodRequest,
-        anchor: set[int] | None,
-        domain: Candidates | None,
-    ) -> list[Binding] | Reason:
-        """:meth:`_place_role` among the candidates ``cand``."""
         wish = role.topology
         if wish is not None and wish.required and (anchor or domain is not None):
             if wish.tier is Tier.HBD:
@@ -381,7 +374,11 @@ class Placer:
         plain = snap.cols.hbd_id[search] < 0 if wish.tier is not Tier.HBD else None
         if plain is not None and plain.all():
             plain = None
+        better = self._preferred_parts(snap, role, search, room, n)  # (preferred nodes first)
         for tier in tiers_for(role, n, self.hooks.topology_default):
+            for some, some_room in better:
+                for domain in domains(snap, some, some_room, tier, n, key, 1):
+                    return Candidates(domain)
             if plain is not None:
                 for domain in domains(snap, search[plain], room[plain], tier, n, key, 1):
                     return Candidates(domain)
@@ -391,6 +388,26 @@ class Placer:
         for domain in domains(snap, search, room, wish.tier, most, key, 1) if most else ():
             return Candidates(domain)
         return None
+
+    def _preferred_parts(
+        self, snap: Snapshot, role: Role, search: IntArray, room: IntArray, n: int
+    ) -> list[tuple[IntArray, IntArray]]:
+        """The parts of the nodes ``search`` (``room``: pods each can take) the role prefers,
+        best level first, each with room for ``n`` pods in all: (slots, room) pairs, never
+        all of ``search``. Empty while preferences are off for the job being placed."""
+        parts: list[tuple[IntArray, IntArray]] = []
+        if not self._prefer:
+            return parts
+        seen = 0
+        for mask in snap.state.preference_levels(role):  # (growing sets)
+            keep = mask[search]
+            k = int(keep.sum())
+            if k == search.shape[0]:
+                break  # this level and the wider ones are all the nodes
+            if k > seen and int(room[keep].sum()) >= n:  # (else too small to hold them)
+                parts.append((search[keep], room[keep]))
+            seen = k
+        return parts
 
     def _room(
         self,
@@ -536,7 +553,12 @@ class Placer:
         first pod gets one set (the tier search then runs on it); with several (E-Spread's
         zone, then the general nodes) a role without a wish of its own skips the strategy's
         default tier, and a preferred tier that finds no domain falls back to the pods one
-        by one, as without a tier search."""
+        by one, as without a tier search.
+
+        The nodes the role prefers come first (:meth:`Role.preference`, best level first):
+        at each tier its preferred nodes, then all of them, so a preference never costs the
+        pods their tightest domain; without a tier search, each level that can hold all the
+        pods, then all the candidates."""
         n = len(pods)
         ctx = PodContext(
             snap=snap, job=job, role=role, req=req, on_node=counts.job, role_on=counts.role
@@ -556,27 +578,37 @@ class Placer:
                 return _NOT_AT_TIER
             tiers = [only]
         if not tiers:
-            if self._bulk(ctx, self.hooks, filters) and not self.hooks.two_level:
-                room = fit_count(snap, cand.slots, req)
-                live = np.flatnonzero(room > 0)
-                taken = min(int(room.sum()), n)
-                if taken < n:  # what the pod-by-pod path says once the nodes are full
-                    return why_not(snap, cand.slots, req, n - taken, None, taken=taken)
-                return self._fill_bulk(ctx, pods, cand.slots[live], room[live])
-            return self._one_by_one(ctx, pods, cand, filters)
+            for better in self._preferred(snap, role, cand) if self._prefer else ():
+                if n > 1 and not _holds(snap, better.slots, req, n):
+                    continue  # (for one pod the try itself is as quick a test)
+                before = counts.save()
+                with snap.transaction() as tx:
+                    got = self._untiered(ctx, pods, better, filters)
+                    if not isinstance(got, Reason):
+                        tx.commit()
+                        self._preferred_won = True
+                        return got
+                counts.restore(before)
+            return self._untiered(ctx, pods, cand, filters)
         room, short = self._room(ctx, cand, search, n, filters)
         if short is not None:
             return short
         key = self.hooks.domain_key
+        # at each tier, the preferred nodes first (best level first), then all of them: a
+        # preference never costs a job its tightest domain
+        parts = [(*p, True) for p in self._preferred_parts(snap, role, search, room, n)]
+        parts.append((search, room, False))
         for tier in tiers:
-            for domain in domains(snap, search, room, tier, n, key, self.group_probe):
-                before = counts.save()
-                with snap.transaction() as tx:
-                    got = self._fill(ctx, pods, domain)
-                    if got is not None:
-                        tx.commit()
-                        return got
-                counts.restore(before)  # the attempt was rolled back, so are its pods
+            for some, some_room, preferred in parts:
+                for domain in domains(snap, some, some_room, tier, n, key, self.group_probe):
+                    before = counts.save()
+                    with snap.transaction() as tx:
+                        filled = self._fill(ctx, pods, domain)
+                        if filled is not None:
+                            tx.commit()
+                            self._preferred_won |= preferred
+                            return filled
+                    counts.restore(before)  # the attempt was rolled back, so are its pods
         if only is not None:
             return _NOT_AT_TIER
         wish = role.topology
@@ -595,6 +627,21 @@ class Placer:
             code=ReasonCode.TOPOLOGY,
             message=f"{n} pods fit in the pool but no single {wish.tier.name.lower()} holds them",
         )
+
+    def _untiered(
+        self, ctx: PodContext, pods: list[PodId], cand: Candidates, filters: NodeFilters
+    ) -> list[Binding] | Reason:
+        """Place ``pods`` among ``cand`` without a tier search: all at once when the strategy
+        allows bulk placement (:meth:`_fill_bulk`), else one by one."""
+        if self._bulk(ctx, self.hooks, filters) and not self.hooks.two_level:
+            snap, req, n = ctx.snap, ctx.req, len(pods)
+            room = fit_count(snap, cand.slots, req)
+            live = np.flatnonzero(room > 0)
+            taken = min(int(room.sum()), n)
+            if taken < n:  # what the pod-by-pod path says once the nodes are full
+                return why_not(snap, cand.slots, req, n - taken, None, taken=taken)
+            return self._fill_bulk(ctx, pods, cand.slots[live], room[live])
+        return self._one_by_one(ctx, pods, cand, filters)
 
     def _one_by_one(
         self, ctx: PodContext, pods: list[PodId], cand: Candidates, filters: NodeFilters

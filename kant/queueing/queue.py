@@ -413,7 +413,7 @@ class Queue:
             or self.backoff.exhausted(history.attempts)
             or self.backoff.interruptions_exhausted(history.interruptions)
         ):
-            raise InvalidJobError("history", history.id, "is past the retry limit")
+            raise InvalidJobError("history", history.id, "is past its retry or interruption limit")
         if now is not None and job.submitted_at == 0 and now != 0:
             job = attrs.evolve(job, submitted_at=float(now))
         self._seq += 1
@@ -637,22 +637,28 @@ class Queue:
         )
         return True
 
-    def count_interruption(self, job_id: str, now: float, message: str) -> bool:
-        """Record that the cluster took running pods from the job (``message`` says how:
-        a node lost, a GPU failing; the caller released them). Past
-        :attr:`Backoff.max_interruptions` the job becomes FAILED and returns False: the
-        caller releases what it still holds. Raises :class:`~kant.errors.UnknownJobError`."""
+    def count_interruption(self, job_id: str) -> bool:
+        """Record that the cluster took running pods from the job (a node lost, a GPU
+        failing). Returns whether the job may go on: False past
+        :attr:`Backoff.max_interruptions` (the caller releases what it holds, then
+        :meth:`fail`). Raises :class:`~kant.errors.UnknownJobError`."""
         e = self.entry(job_id)
         e.interruptions += 1
-        if not self.backoff.interruptions_exhausted(e.interruptions):
-            return True
+        return not self.backoff.interruptions_exhausted(e.interruptions)
+
+    def fail(self, job_id: str, now: float, message: str) -> JobStatus:
+        """Mark the job FAILED at ``now`` for ``message`` (its reason): it holds nothing any
+        more (the caller released its pods) and is never scheduled again. A job already
+        FINISHED or FAILED is left as it is. Raises :class:`~kant.errors.UnknownJobError`."""
+        e = self.entry(job_id)
+        if e.phase in (JobPhase.FINISHED, JobPhase.FAILED):
+            return e.view()
         e.assigned.clear()
         e.confirmed.clear()
         e.terminating.clear()
         e.touch()
-        limit = self.backoff.max_interruptions
-        self._fail(e, now, f"interruption limit {limit} reached; last: {message}")
-        return False
+        self._fail(e, now, message)
+        return e.view()
 
     # ----------------------------------------------------------------- internals
 

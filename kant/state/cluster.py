@@ -40,12 +40,12 @@ from kant.topology.templates import get_template
 
 BoolArray = npt.NDArray[np.bool_]
 _ALLOWED_KEPT = 256
-
+"""At most this many (selector, tolerations) keep their :meth:`ClusterState.allowed_slots`
+(and as many (preferred terms, tolerations) their :meth:`ClusterState.preference_levels`)."""
 MAX_PREFERENCE_LEVELS = 4
 """How many sets of preferred nodes :meth:`ClusterState.preference_levels` gives at most,
 before the whole: a role's nodes past its four best levels of preference are tried together
 with all the others."""
-"""At most this many (selector, tolerations) keep their :meth:`ClusterState.allowed_slots`."""
 _BARE_NODE = NodeSpec(name="-")
 """What a node without labels or taints is to a node selector that reads no names."""
 

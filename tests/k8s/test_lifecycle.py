@@ -244,6 +244,47 @@ def test_a_gang_interrupted_past_its_limit_fails_and_its_pods_made_again_stay_un
     shim.scheduler.check_invariants()
 
 
+def test_a_pod_that_fails_is_no_interruption_and_its_gang_runs_again(cluster: Cluster) -> None:
+    """With a limit of 0, a gang whose container exits with an error is requeued whole (its
+    other pod deleted) and the pods its controller makes again run: only the cluster's doing
+    (a node deleted or NotReady) is an interruption."""
+    for n in ("n0", "n1", "n2"):
+        cluster.node(n)
+    cluster.pod_group("g", 2)
+    shim = cluster.start_shim({"queueing": {"requeuing": {"interruptionLimitCount": 0}}})
+    _gang_on_nodes(cluster, "g-0", "g-1")
+    wait_for(lambda: _phase(cluster, "g-0") == "Running", what="g-0 running")
+    cluster.api.patch(f"/api/v1/namespaces/{cluster.ns}/pods/g-0/status",
+                      {"status": {"phase": "Failed"}})  # fmt: skip
+    wait_for(lambda: "g-1" not in cluster.pods(), what="g-1 stopped: the gang is requeued")
+    _delete(cluster, "g-0")
+    _gang_on_nodes(cluster, "g-2", "g-3")
+    cluster.stop_shims()
+    shim.scheduler.check_invariants()
+
+
+def test_a_podgroup_made_again_under_its_name_counts_its_interruptions_from_zero(
+    cluster: Cluster,
+) -> None:
+    for n in ("n0", "n1", "n2", "n3", "n4"):
+        cluster.node(n)
+    cluster.pod_group("g", 2)
+    shim = cluster.start_shim({"queueing": {"requeuing": {"interruptionLimitCount": 1}}})
+    first = _gang_on_nodes(cluster, "g-0", "g-1")
+    cluster.api.delete(f"/api/v1/nodes/{first[0]}")  # one interruption
+    wait_for(lambda: not ({"g-0", "g-1"} & set(cluster.pods())), what="both pods gone")
+    group = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{cluster.ns}/podgroups/g"
+    cluster.api.delete(group)  # the user deletes the job and applies it again
+    wait_for(lambda: f"{cluster.ns}/g" not in shim._groups, what="group gone")
+    cluster.pod_group("g", 2)
+    second = _gang_on_nodes(cluster, "g-2", "g-3")
+    cluster.api.delete(f"/api/v1/nodes/{second[0]}")  # its first: the limit is not passed
+    wait_for(lambda: not ({"g-2", "g-3"} & set(cluster.pods())), what="both pods gone")
+    _gang_on_nodes(cluster, "g-4", "g-5")
+    cluster.stop_shims()
+    shim.scheduler.check_invariants()
+
+
 def test_a_node_deleted_and_created_again_with_fewer_gpus_is_taken_as_it_is_now(
     cluster: Cluster,
 ) -> None:

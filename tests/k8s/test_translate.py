@@ -618,6 +618,8 @@ def test_preferred_affinity_terms_are_read_with_their_weights_in_one_order() -> 
             NodeRequirement(key="metadata.name", operator="In", values=("n1",), field=True),)),
     }  # fmt: skip
     assert _preferring(named, ssd).preferred == f.preferred  # another order: the same role
+    # a term written twice counts twice, as kube-scheduler adds every term a node meets
+    assert len(_preferring(ssd, ssd).preferred) == 2
     job, _ = build_job([f], "team-a..w", 0.0)
     assert job.roles[0].preferred == f.preferred
 
@@ -630,10 +632,16 @@ def test_preferred_affinity_terms_are_read_with_their_weights_in_one_order() -> 
         ({"weight": 101, "preference": {"matchExpressions": [
             {"key": "a", "operator": "Exists"}]}}, "weight"),
         ({"weight": 1, "preference": {"matchExpressions": [
-            {"key": "a", "operator": "Gt", "values": ["x"]}]}}, "values"),
+            {"key": "a", "operator": "Gt", "values": ["x"]}]}},
+         r"\[0\]\.preference\.matchExpressions\[0\]\.values"),
         ({"weight": 1, "preference": {"matchFields": [
             {"key": "spec.x", "operator": "In", "values": ["x"]}]}}, r"preference\.matchFields"),
-        ({"weight": 1, "preference": ["a"]}, "malformed"),
+        ({"weight": 1, "preference": ["a"]}, r"Execution\[0\]"),
+        ("ssd", r"Execution\[0\]"),
+        ({"weight": 1, "preference": {"matchExpressions": ["a"]}},
+         r"matchExpressions\[0\]"),
+        ({"weight": "5", "preference": {"matchExpressions": [
+            {"key": "a", "operator": "Exists"}]}}, "weight"),
     ],
 )  # fmt: skip
 def test_a_preferred_term_kubernetes_would_refuse_is_an_invalid_object(

@@ -12,8 +12,12 @@ from hypothesis import HealthCheck, given, settings
 
 from kant.errors import InvalidJobError
 from kant.model import (
+    Job,
     NodeRequirement,
+    NodeSelector,
     PreferredTerm,
+    Resources,
+    Role,
     Taint,
     TaintEffect,
     Tier,
@@ -126,6 +130,56 @@ def test_a_required_leaf_is_taken_among_the_preferred_nodes_first() -> None:
     g = job("g", gpus=8, replicas=2, tier=Tier.LEAF, required=True, preferred=[_pref(5, "z", "a")])
     s = _place(state, g)
     assert _where(s, "g") == ["lf1-n0", "lf1-n1"]
+
+
+def _launcher_and_worker(**launcher: object) -> Job:
+    """A gang of a 4-GPU launcher and an 8-GPU worker that only a ``big=1`` node takes."""
+    return Job(
+        id="mpi",
+        gang=True,
+        roles=(
+            Role(name="launcher", resources=Resources(gpus=4), **launcher),  # type: ignore[arg-type]
+            Role(name="worker", resources=Resources(gpus=8),
+                 node_selector=NodeSelector.labels(big="1")),
+        ),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("labels", "taints", "launcher"),
+    [
+        pytest.param({1: {"big": "1"}}, {}, {"preferred": (_pref(1, "big", "1"),)},
+                     id="the launcher prefers the worker's node"),
+        pytest.param({1: {"big": "1"}}, {0: [SPOT]}, {}, id="the other node is soft-tainted"),
+    ],
+)  # fmt: skip
+def test_a_gang_whose_role_took_another_roles_only_node_by_preference_is_placed_without_it(
+    labels: dict[int, dict[str, str]], taints: dict[int, list[Taint]], launcher: dict[str, object]
+) -> None:
+    s = _place(_cluster(labels, taints, nodes=2), _launcher_and_worker(**launcher))
+    where = {b.pod.role: b.node for b in s.status("mpi").bindings}
+    assert where == {"launcher": "lf0-n0", "worker": "lf0-n1"}
+
+
+def test_a_preference_never_costs_a_gang_the_leaf_that_holds_it() -> None:
+    # the preferred nodes are two in each leaf: no leaf of them holds the gang, lf0 does
+    state = _cluster({i: {"z": "a"} for i in (0, 1, 4, 5)}, nodes=8, leaves=2)
+    g = job("g", gpus=8, replicas=4, tier=Tier.LEAF, preferred=[_pref(1, "z", "a")])
+    assert _where(_place(state, g), "g") == ["lf0-n0", "lf0-n1", "lf0-n2", "lf0-n3"]
+    soft = _cluster({}, {3: [SPOT], 7: [SPOT]}, nodes=8, leaves=2)
+    g = job("g", gpus=8, replicas=4, tier=Tier.LEAF)
+    assert _where(_place(soft, g), "g") == ["lf0-n0", "lf0-n1", "lf0-n2", "lf0-n3"]
+
+
+def test_a_pod_level_job_with_a_required_leaf_takes_the_preferred_leaf_and_nodes() -> None:
+    state = _cluster({2: {"z": "a"}, 3: {"z": "a"}}, nodes=4, leaves=2)
+    p = job("p", gpus=8, replicas=2, gang=False, tier=Tier.LEAF, required=True,
+            preferred=[_pref(5, "z", "a")])  # fmt: skip
+    assert _where(_place(state, p), "p") == ["lf1-n0", "lf1-n1"]
+    one_leaf = _cluster({1: {"z": "a"}}, nodes=2)
+    p = job("p", gpus=4, replicas=2, gang=False, tier=Tier.LEAF, required=True,
+            preferred=[_pref(5, "z", "a")])  # fmt: skip
+    assert _where(_place(one_leaf, p), "p") == ["lf0-n1", "lf0-n1"]
 
 
 def test_a_preference_never_overrides_the_node_selector_or_a_hard_taint() -> None:

@@ -100,11 +100,13 @@ def test_a_pod_level_job_past_the_limit_fails_and_releases_its_pods_on_other_nod
     check_invariants(s)
 
 
-def test_a_pod_stopped_that_was_no_victim_is_an_interruption() -> None:
+def test_a_pod_the_cluster_stopped_is_an_interruption_and_one_that_failed_is_not() -> None:
     s = _limited(0)
     s.submit(job("p", gpus=8, replicas=2, gang=False), now=0)
     s.step(now=1)
-    rep = s.pod_evicted(pod("p", 0), 2)
+    rep = s.pod_evicted(pod("p", 1), 2)  # it failed, or a user deleted it
+    assert rep.failed == () and s.status("p").interruptions == 0
+    rep = s.pod_evicted(pod("p", 0), 3, interrupted=True)  # a drain, a node-pressure eviction
     assert rep.failed == ("p",)
     assert s.status("p").reason.message.endswith("p/worker/0 evicted")  # type: ignore[union-attr]
     check_invariants(s)
