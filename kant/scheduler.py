@@ -28,7 +28,7 @@ from kant.errors import (
 )
 from kant.model import Binding, Job, NodeSpec, PodId, Reason, Taint, finite_time
 from kant.preemption.policy import PreemptionPolicy
-from kant.queueing import Entry, JobPhase, JobStatus, Queue, as_policy
+from kant.queueing import Entry, FailureHistory, JobPhase, JobStatus, Queue, as_policy
 from kant.state import ClusterState
 
 logger = logging.getLogger(__name__)
@@ -183,12 +183,17 @@ class Scheduler:
     # ----------------------------------------------------------------- jobs and cycles
 
     def submit(
-        self, job: Job, now: float | None = None, *, history: JobStatus | None = None
+        self,
+        job: Job,
+        now: float | None = None,
+        *,
+        history: JobStatus | FailureHistory | None = None,
     ) -> None:
         """Queue a job (see :meth:`kant.queueing.Queue.submit`: raises DuplicateError or
         InvalidJobError, or InvalidTimeError for a ``now`` that is not finite or runs
         backwards, changing nothing); returns None. ``history``: the status of an earlier
-        job this one stands in for, whose failures and backoff it carries on."""
+        job this one stands in for, or its :class:`~kant.queueing.FailureHistory`, whose
+        failures and backoff it carries on."""
         t = None if now is None else self._time(now, "submit")
         self.queue.submit(job, t, history=history)
         if t is not None:
@@ -202,6 +207,7 @@ class Scheduler:
         *,
         finished: Iterable[PodId] = (),
         started_at: float | None = None,
+        history: FailureHistory | None = None,
     ) -> None:
         """Take in a job some of whose pods already run: an orchestrator that restarts
         rebuilds kant's state from the pods it finds bound. ``job`` is submitted and
@@ -210,7 +216,9 @@ class Scheduler:
         meanwhile. ``started_at`` (default ``now``, never later): when those pods were bound,
         so that the expected ends EASY and conservative backfill reserve by
         (start + ``runtime_estimate``) are the ones before the restart. The job's other pods
-        wait as usual; a gang has none (its pods are all bound or finished).
+        wait as usual; a gang has none (its pods are all bound or finished). ``history``: the
+        failures and interruptions it had before the restart, which its next ones count on
+        from (as :meth:`submit`'s).
 
         All or nothing: raises and changes nothing when a binding is not one of the job's pods
         or a pod is named twice, or a gang's pods are not all bound or finished
@@ -258,7 +266,7 @@ class Scheduler:
                     f"job {job.id!r}: tenant {job.tenant!r}'s quota does not admit its "
                     f"{len(bs)} running pods"
                 )
-            self.queue.submit(job, t)
+            self.queue.submit(job, t, history=history)
         except KantError:
             self.cluster.release_many([b.pod for b in bs])
             raise

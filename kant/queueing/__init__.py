@@ -9,7 +9,7 @@ from kant.queueing.conservative import ConservativeBackfill
 from kant.queueing.easy import EasyBackfill
 from kant.queueing.order import ORDER_KEYS, larger_first_order, paper_order
 from kant.queueing.policies import POLICIES, as_policy, make_policy, policy_names, register_policy
-from kant.queueing.queue import Entry, JobPhase, JobStatus, Nomination, Queue
+from kant.queueing.queue import Entry, FailureHistory, JobPhase, JobStatus, Nomination, Queue
 from kant.queueing.strict_fifo import StrictFIFO
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "CycleContext",
     "EasyBackfill",
     "Entry",
+    "FailureHistory",
     "Gate",
     "JobPhase",
     "JobStatus",

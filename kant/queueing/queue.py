@@ -49,7 +49,7 @@ from kant.errors import (
     UnknownPodError,
     require,
 )
-from kant.model import Binding, Job, PodId, ReadOnlyDict, Reason, ReasonCode
+from kant.model import Binding, Job, PodId, ReadOnlyDict, Reason, ReasonCode, is_number, number
 from kant.queueing.backoff import Backoff
 from kant.queueing.order import ORDER_KEYS
 
@@ -61,6 +61,25 @@ released)."""
 
 REQUEUE_TIMESTAMPS = ("submission", "eviction")
 """Where a job evicted by preemption goes back in the order (``Queue(requeue_timestamp=)``)."""
+
+
+def _as_float(v: Any) -> Any:
+    return float(v) if is_number(v) else v
+
+
+def _time(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, float) or math.isnan(value):
+        raise InvalidJobError(attribute.name, value, "must be a number (-inf: none)")
+
+
+def _reason(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not isinstance(value, Reason):
+        raise InvalidJobError(attribute.name, value, "must be None or a kant.model.Reason")
+
+
+def _flag(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, bool):
+        raise InvalidJobError(attribute.name, value, "must be a bool")
 
 
 class JobPhase(enum.StrEnum):
@@ -115,6 +134,41 @@ class JobStatus:
     def id(self) -> str:
         """The job's id (``job.id``)."""
         return self.job.id
+
+
+@attrs.frozen(kw_only=True)
+class FailureHistory:
+    """What a job carries on from an earlier job it stands in for (``Queue.submit(history=)``):
+    its failures (``attempts``), when the backoff of the last one ends (``backoff_until``),
+    the cluster's ``interruptions`` of it, its last ``reason`` (a ``backoff`` one is shown
+    while the backoff lasts) and whether it had ``failed`` (no retry left: refused by
+    ``submit``). An orchestrator that keeps these numbers outside kant (the Kubernetes shim
+    stores them on the cluster's objects, across its restarts) builds one from them; one
+    that holds the earlier job's :class:`JobStatus` passes that, or :meth:`of` it."""
+
+    attempts: int = attrs.field(default=0, validator=number(InvalidJobError, low=0, integer=True))
+    interruptions: int = attrs.field(
+        default=0, validator=number(InvalidJobError, low=0, integer=True)
+    )
+    backoff_until: float = attrs.field(default=-math.inf, converter=_as_float, validator=_time)
+    reason: Reason | None = attrs.field(default=None, validator=_reason)
+    failed: bool = attrs.field(default=False, validator=_flag)
+
+    @classmethod
+    def of(cls, status: JobStatus) -> FailureHistory:
+        """The failures ``status``'s job would carry on (its reason, its phase FAILED)."""
+        return cls(
+            attempts=status.attempts,
+            interruptions=status.interruptions,
+            backoff_until=status.backoff_until,
+            reason=status.reason,
+            failed=status.phase is JobPhase.FAILED,
+        )
+
+    @property
+    def empty(self) -> bool:
+        """Whether there is nothing to carry on: no failure, no interruption, not failed."""
+        return not (self.attempts or self.interruptions or self.failed)
 
 
 @attrs.define(eq=False)
@@ -378,18 +432,22 @@ class Queue:
     # ----------------------------------------------------------------- submit / cancel
 
     def submit(
-        self, job: Job, now: float | None = None, *, history: JobStatus | None = None
+        self,
+        job: Job,
+        now: float | None = None,
+        *,
+        history: JobStatus | FailureHistory | None = None,
     ) -> JobStatus:
         """Add a job (PENDING). A duplicate id raises DuplicateError; a non-Job raises
         InvalidJobError; either way nothing changes. ``now`` (default ``job.submitted_at``)
         starts its wait.
 
         ``history``: the status of an earlier job this one stands in for (an orchestrator
-        that dropped a job after a failure and submits its pods again as a new job): the job
-        carries on its failures, waiting out the rest of that backoff with its reason, and
-        its next failure counts on from them, as its interruptions do. A FAILED job (or one
-        past the retry or interruption limit) has no retry left: InvalidJobError, as for a
-        ``history`` that is not a JobStatus.
+        that dropped a job after a failure and submits its pods again as a new job), or the
+        :class:`FailureHistory` of it: the job carries on its failures, waiting out the rest
+        of that backoff with its reason, and its next failure counts on from them, as its
+        interruptions do. A FAILED job (or one past the retry or interruption limit) has no
+        retry left: InvalidJobError, as for a ``history`` that is neither.
 
         The submit time (what FIFO orders by) is the job's own ``submitted_at`` when it carries
         one, else ``now``: a job left at ``submitted_at=0``, the default, meaning "not given"
@@ -406,14 +464,19 @@ class Queue:
             raise InvalidJobError("now", now, "must be a finite number")
         if now is not None and now < 0:
             raise InvalidJobError("now", now, "must be >= 0 (a submit time)")
-        if history is not None and not isinstance(history, JobStatus):
-            raise InvalidJobError("history", history, "must be a kant.queueing.JobStatus")
+        named: object = history
+        if isinstance(history, JobStatus):
+            named, history = history.id, FailureHistory.of(history)
+        elif history is not None and not isinstance(history, FailureHistory):
+            raise InvalidJobError(
+                "history", history, "must be a kant.queueing.JobStatus or FailureHistory"
+            )
         if history is not None and (
-            history.phase is JobPhase.FAILED
+            history.failed
             or self.backoff.exhausted(history.attempts)
             or self.backoff.interruptions_exhausted(history.interruptions)
         ):
-            raise InvalidJobError("history", history.id, "is past its retry or interruption limit")
+            raise InvalidJobError("history", named, "is past its retry or interruption limit")
         if now is not None and job.submitted_at == 0 and now != 0:
             job = attrs.evolve(job, submitted_at=float(now))
         self._seq += 1

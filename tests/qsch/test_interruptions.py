@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from kant.errors import InvalidConfigError, InvalidJobError
-from kant.model import ReasonCode
+from kant.model import Binding, ReasonCode
 from kant.preemption import PreemptionPolicy
-from kant.queueing import Backoff, JobPhase, Queue
+from kant.queueing import Backoff, FailureHistory, JobPhase, Queue
 from kant.scheduler import EvictionCause, Scheduler
 from kant.testing import check_invariants, job
 
@@ -151,6 +151,21 @@ def test_the_count_is_carried_on_by_history_and_a_job_past_the_limit_is_refused(
     q = Queue(backoff=Backoff(max_interruptions=1))
     with pytest.raises(InvalidJobError, match="history"):
         q.submit(job("g3", gpus=8), now=6, history=s.queue.status("g2"))
+
+
+def test_a_job_taken_back_at_a_restart_counts_on_from_the_interruptions_it_had() -> None:
+    # a restarted orchestrator takes back a running gang that one lost node had interrupted
+    # already: the next one fails it, as it would have without the restart
+    s = _limited(1)
+    j = job("g", gpus=8, replicas=2)
+    names = [n.name for n in s.cluster.nodes()][:2]
+    bs = [
+        Binding(pod=p, node=n, gpus=tuple(range(8))) for p, n in zip(j.pods(), names, strict=True)
+    ]
+    s.restore(j, bs, now=5, history=FailureHistory(interruptions=1))
+    assert s.status("g").interruptions == 1
+    assert s.node_lost(names[0], 6).failed == ("g",)
+    check_invariants(s)
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "2"])

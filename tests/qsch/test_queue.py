@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from kant.errors import DuplicateError, InvalidConfigError, InvalidJobError, UnknownJobError
 from kant.model import ReadOnlyDict, Reason, ReasonCode
-from kant.queueing import Backoff, JobPhase, Queue, make_policy, policy_names
+from kant.queueing import Backoff, FailureHistory, JobPhase, Queue, make_policy, policy_names
 from kant.scheduler import Scheduler
 from kant.state import ClusterState
 from kant.testing import check_invariants, job
@@ -144,6 +146,47 @@ def test_a_job_submitted_with_an_earlier_jobs_history_carries_on_its_failures() 
             s.submit(job("a#3", gpus=1), now=31, history=bad)  # type: ignore[arg-type]
     assert s.queue.get("a#3") is None
     check_invariants(s)
+
+
+def test_a_failure_history_kept_outside_kant_carries_on_as_a_status_would() -> None:
+    # an orchestrator that kept only the numbers (across its restart) submits a#2 with them
+    s = scheduler(nodes(1), backoff=Backoff(base=10, factor=2, cap=100, max_retries=2))
+    said = Reason(code=ReasonCode.BACKOFF, message="failure 1 (webhook said no); retry at 10")
+    h = FailureHistory(attempts=1, backoff_until=10, reason=said)
+    s.submit(job("a#2", gpus=1), now=2, history=h)
+    st = s.queue.status("a#2")
+    assert (st.attempts, st.backoff_until, st.interruptions) == (1, 10.0, 0)
+    r = s.step(5)
+    assert r.placed == () and r.pending["a#2"] is said
+    assert s.step(10).placed == ("a#2",)
+    s.binding_failed(pod("a#2"), 10, "webhook said no")
+    assert s.queue.status("a#2").backoff_until == 30  # its second failure: 20 s
+    # what a status says is the same history
+    assert FailureHistory.of(s.queue.status("a#2")).attempts == 2
+    # no retry left: failed, or past the limit under this queue
+    for bad in (FailureHistory(failed=True), FailureHistory(attempts=3)):
+        with pytest.raises(InvalidJobError, match="history"):
+            s.submit(job("a#3", gpus=1), now=31, history=bad)
+    assert s.queue.get("a#3") is None
+    check_invariants(s)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"attempts": -1},
+        {"attempts": 1.5},
+        {"attempts": True},
+        {"interruptions": -2},
+        {"backoff_until": math.nan},
+        {"backoff_until": "10"},
+        {"reason": "backoff"},
+        {"failed": 1},
+    ],
+)
+def test_a_failure_history_of_wrong_values_is_refused(bad: dict[str, object]) -> None:
+    with pytest.raises(InvalidJobError):
+        FailureHistory(**bad)  # type: ignore[arg-type]
 
 
 def test_every_submitted_job_is_in_exactly_one_phase_and_none_is_dropped() -> None:
