@@ -25,6 +25,7 @@ from kant.config import KantConfig
 from kant.cycle import CycleResult
 from kant.errors import InvalidObjectError, KantError
 from kant.k8s.client import Api, ApiError, Obj
+from kant.k8s.failures import FAILURES_ANNOTATION, format_failures, parse_failures, resume
 from kant.k8s.nodes import NodeAdapter
 from kant.k8s.settings import K8sSettings, parse_settings
 from kant.k8s.translate import (
@@ -52,9 +53,9 @@ from kant.k8s.translate import (
     recorded_binding,
     uid_of,
 )
-from kant.model import Binding, Job, PodId, ReasonCode
+from kant.model import Binding, Job, PodId, Reason, ReasonCode
 from kant.preemption import PreemptionPolicy
-from kant.queueing import JobPhase, JobStatus
+from kant.queueing import Entry, FailureHistory, JobPhase
 from kant.scheduler import EventReport, EvictionCause, Scheduler
 from kant.state import ClusterState
 
@@ -108,9 +109,16 @@ class Shim:
         self._bad_groups: dict[str, str] = {}  # PodGroup key -> why kant cannot read it
         # gang (or lone pod) -> why its pending pods are not submitted (message, code)
         self._gang_wait: dict[str, tuple[str, str]] = {}
-        # gang (or lone pod) -> the status of its last job, cancelled after failures: its
-        # next job carries them on (see _cancel, _try_submit)
-        self._failures: dict[str, JobStatus] = {}
+        # gang (or lone pod) -> the failures of its last job, cancelled after failures (or
+        # read from its object by a shim started anew): its next job carries them on (see
+        # _cancel, _try_submit)
+        self._failures: dict[str, FailureHistory] = {}
+        # gang (or lone pod) -> the kant.io/failures value its PodGroup (or pod) holds, as
+        # last read or written by this shim; and the values still to write there (None: the
+        # annotation removed), see _note_history and _write_histories
+        self._stored: dict[str, str] = {}
+        self._store_due: dict[str, str | None] = {}
+        self._group_uid: dict[str, str] = {}  # PodGroup key -> its metadata.uid
         self._jobs: dict[str, _JobRecord] = {}  # kant job id -> record
         # ended jobs the shim forgot, to acknowledge after the next cycle (see _acknowledge)
         self._ended: list[str] = []
@@ -200,6 +208,7 @@ class Shim:
         known = self._known_nodes()
         restart: list[str] = []
         failed: set[str] = set()  # jobs a pod of which failed (while no shim ran, maybe)
+        objs: dict[str, Obj] = {}  # the pods taken back, by key
         for p, st in states:
             if st.ours and st.phase in TERMINAL:
                 with contextlib.suppress(KantError):
@@ -242,6 +251,7 @@ class Shim:
                 )
                 continue
             members[pid] = (f, b)
+            objs[f.key] = p
         now = self.now()
         for jid in sorted(by_job):
             if jid in self._jobs:
@@ -272,6 +282,8 @@ class Shim:
             runtimes = [f.runtime for f, _ in members.values() if f.runtime is not None]
             # (its start: when its first pod started, as the last shim's bind was then)
             started = [f.started for f, _ in members.values() if f.started is not None]
+            base = _base(lead)
+            history = self._adopted_history(base, objs[lead.key], jid)
             try:
                 job = Job(
                     id=jid, tenant=lead.tenant, priority=lead.priority,
@@ -287,11 +299,13 @@ class Shim:
                 # replacement waiting in its group tells, above)
                 missing = [p for p in job.pods() if p not in members]
                 start = min(min(started, default=now), now)
-                self.scheduler.restore(job, bindings, now, finished=missing, started_at=start)
+                self.scheduler.restore(
+                    job, bindings, now, finished=missing, started_at=start, history=history
+                )
             except KantError as e:
                 log.warning("cannot adopt %s: %s", jid, e)
                 continue
-            base = _base(lead)
+            self._failures.pop(base, None)  # (its job carries them now)
             self._count_job(base, jid)
             rec = _JobRecord(
                 base=base, group=lead.group, pods={pid: f.key for pid, (f, _) in members.items()}
@@ -339,6 +353,120 @@ class Shim:
         if base.removeprefix("group:") not in self._groups:
             self._failures.pop(base, None)
 
+    # ----------------------------------------------------------------- stored failures
+
+    def _read_history(self, base: str, obj: Obj, where: str) -> FailureHistory | None:
+        """The failures ``base``'s object ``obj`` (its PodGroup, or the lone pod) holds in
+        its ``kant.io/failures`` annotation, as this shim carries them on
+        (:func:`~kant.k8s.failures.resume`); None when it holds none, or nothing readable
+        (a warning says why: its failures count from 0)."""
+        text = annotations_of(obj).get(FAILURES_ANNOTATION)
+        if not isinstance(text, str):
+            return None
+        self._stored[base] = text
+        try:
+            h = parse_failures(text, where=where)
+        except KantError as e:
+            log.warning("%s; ignored: its failures count from 0", e)
+            return None
+        h = resume(h, self.now(), self.scheduler.queue.backoff)
+        return None if h.empty else h
+
+    def _take_stored(self, base: str, obj: Obj, where: str) -> None:
+        """``base``'s object, seen for the first time: the failures it holds are carried on
+        by its next job, unless this shim has newer ones (its job runs or waits, or its
+        failures are kept from an earlier object of that name)."""
+        h = self._read_history(base, obj, where)
+        if h is not None and base not in self._job_of_base and base not in self._failures:
+            self._failures[base] = h
+
+    def _adopted_history(self, base: str, obj: Obj, jid: str) -> FailureHistory | None:
+        """The failures job ``jid`` (of ``base``), taken back at a start, carries on: those
+        its PodGroup holds (read when the shim took it in) or its lone pod (``obj``) holds.
+        Failures saying it failed are not taken (its pods run: a failed job's are deleted),
+        with a warning."""
+        if base.startswith("pod:"):
+            h = self._read_history(base, obj, f"Pod {pod_key(obj)}")
+        else:
+            h = self._failures.get(base)
+        if h is not None and h.failed:
+            log.warning("%s runs, but %s says it failed (%s): taken back without its failures",
+                        jid, FAILURES_ANNOTATION, h.reason)  # fmt: skip
+            return None
+        return h
+
+    def _stores(self, base: str) -> str | None:
+        """The path of the object ``base``'s failures are stored on: its PodGroup, or the
+        lone pod; None when there is none (a Kueue group, a PodGroup gone or not yet seen, a
+        pod gone)."""
+        if base.startswith("group:"):
+            key = base.removeprefix("group:")
+            if key not in self._groups:
+                return None
+            ns, name = key.split("/", 1)
+            return f"/apis/{PODGROUP_API}/namespaces/{ns}/podgroups/{name}"
+        key = base.removeprefix("pod:")
+        if key not in self._pods:
+            return None
+        ns, name = key.split("/", 1)
+        return f"/api/v1/namespaces/{ns}/pods/{name}"
+
+    def _note_history(self, base: str, h: FailureHistory | None) -> None:
+        """``base``'s failures are now ``h`` (None: none): written on its object by the next
+        cycle, when its object does not say so already (:meth:`_write_histories`)."""
+        if self._stores(base) is None:
+            return
+        text = None if h is None or h.empty else format_failures(h)
+        if text == self._stored.get(base):
+            self._store_due.pop(base, None)
+        else:
+            self._store_due[base] = text
+
+    def _write_histories(self, *, budget: bool) -> None:
+        """Write the failures due on their objects (``budget``: within this cycle's
+        ``statusWritesPerCycle``, the rest left for the next cycles). An object gone or
+        replaced (404, 422) takes its failures with it, as does any write refused (logged); a
+        write answered 429 or 5xx, or not answered, is tried again by the next cycle (and
+        with ``budget=False``, the shim stopping, one not answered ends the writes)."""
+        for base in sorted(self._store_due):
+            path = self._stores(base)
+            if path is None:
+                del self._store_due[base]
+                continue
+            if budget and not self._may_write():
+                return
+            text = self._store_due.pop(base)
+            key = base.split(":", 1)[1]
+            if base.startswith("group:"):
+                uid = self._group_uid.get(key, "")
+            else:
+                uid = uid_of(self._pods[key][0])
+            meta: dict[str, Any] = {"annotations": {FAILURES_ANNOTATION: text}}
+            if uid:
+                meta["uid"] = uid  # (refused on another object of that name)
+            try:
+                self.api.patch(path, {"metadata": meta})
+            except ApiError as e:
+                # (404: gone; 422: another object of that name, its uid is not ours)
+                (log.info if e.status == 404 else log.warning)(
+                    "storing the failures of %s: %s", key, e
+                )
+                if e.status == 429 or e.status >= 500:
+                    self._store_due.setdefault(base, text)
+                    self.status_writes_due = True
+                continue
+            except OSError as e:
+                log.warning("storing the failures of %s: %s", key, e)
+                self._store_due.setdefault(base, text)
+                self.status_writes_due = True
+                if not budget:
+                    return
+                continue
+            if text is None:
+                self._stored.pop(base, None)
+            else:
+                self._stored[base] = text
+
     def _hold_preemption(self) -> None:
         """No victim is chosen while victims a previous shim chose are still terminating:
         which preemptor each was for is not known (a nomination lives in the shim that made
@@ -380,12 +508,26 @@ class Shim:
             self._on_node(kind_event, obj)
         elif kind == "PodGroup":
             key = pod_key(obj)
+            base = f"group:{key}"
             if kind_event == "DELETED":
                 self._groups.pop(key, None)
                 self._bad_groups.pop(key, None)
                 self._pg_status.pop(key, None)  # (one made again has no status yet)
-                self._drop_base(f"group:{key}", pod=False)  # (its failures, when no pod is left)
+                self._group_uid.pop(key, None)
+                self._stored.pop(base, None)  # (the annotation went with it)
+                self._store_due.pop(base, None)
+                self._drop_base(base, pod=False)  # (its failures, when no pod is left)
             else:
+                uid, was = uid_of(obj), self._group_uid.get(key)
+                # (another uid: deleted and made again while a watch was down, and what the
+                # old one held went with it)
+                renewed = bool(was and uid and was != uid)
+                if renewed:
+                    self._stored.pop(base, None)
+                    self._store_due.pop(base, None)
+                if renewed or (key not in self._groups and key not in self._bad_groups):
+                    self._take_stored(base, obj, f"PodGroup {key}")  # (first seen)
+                self._group_uid[key] = uid
                 try:
                     self._groups[key] = pod_group_min_member(obj)
                     self._bad_groups.pop(key, None)
@@ -393,7 +535,7 @@ class Shim:
                     log.warning("%s", e)
                     self._groups.pop(key, None)
                     self._bad_groups[key] = str(e)
-                self._try_submit(f"group:{key}")
+                self._try_submit(base)
         elif kind == "Pod":
             self._on_pod(kind_event, obj)
 
@@ -524,6 +666,8 @@ class Shim:
             self._on_pod("DELETED", last[0])
         if ev == "DELETED":
             old = self._pods.pop(key, None)
+            self._stored.pop(f"pod:{key}", None)  # (a pod's failures go with it)
+            self._store_due.pop(f"pod:{key}", None)
             if old is not None:
                 self._unplace(key, old[0])
             if old is not None and old[1] is not None:
@@ -557,6 +701,13 @@ class Shim:
                 self._set_unschedulable(key, f"kant: invalid: {e}", "invalid", now)
             return
         assert f is not None
+        if (
+            f.group is None
+            and f.phase not in TERMINAL
+            and key not in self._pods
+            and key not in self._id_of
+        ):
+            self._take_stored(_base(f), obj, f"Pod {key}")  # (first seen, not adopted)
         self._pods[key] = (obj, f)
         self._name_base(key, _base(f))
         if f.phase in TERMINAL:
@@ -670,6 +821,9 @@ class Shim:
             return
         self._after(rep, now)
         if jid in rep.finished:
+            if finished and rec.group is not None:
+                # its next job counts from 0 (a lone pod that succeeded never runs again)
+                self._note_history(rec.base, None)
             self._forget_job(jid)
             self._try_submit(rec.base)  # pods of its group that came meanwhile
 
@@ -715,7 +869,9 @@ class Shim:
             return
         e = self.scheduler.queue.get(jid)
         if e is not None and (e.attempts or e.interruptions or e.phase is JobPhase.FAILED):
-            self._failures[rec.base] = e.view()
+            h = _history_of(e)
+            self._failures[rec.base] = h
+            self._note_history(rec.base, h)
         rep = self.scheduler.cancel(jid, now)
         for pid in rep.released:
             key = rec.pods.get(pid)
@@ -789,9 +945,10 @@ class Shim:
         if not pending:
             return
         failed = self._failures.get(base)
-        if failed is not None and failed.phase is JobPhase.FAILED:
+        if failed is not None and failed.failed:
             # until its pods are deleted (or made again): see _drop_base
-            self._gang_wait[base] = (f"kant: {failed.reason}", ReasonCode.FAILED.value)
+            why = failed.reason or Reason(code=ReasonCode.FAILED)
+            self._gang_wait[base] = (f"kant: {why}", ReasonCode.FAILED.value)
             return
         group = pending[0].group
         if group is not None:
@@ -884,6 +1041,8 @@ class Shim:
             self._try_evict(key)
         self._writes_left, self.status_writes_due = self.settings.status_writes_per_cycle, False
         try:
+            if self._store_due:
+                self._write_histories(budget=True)
             for jid, reason in result.pending.items():  # (in queue order: the head first)
                 rec = self._jobs.get(jid)
                 if rec is None:
@@ -1071,7 +1230,7 @@ class Shim:
             self._event(key, "FailedScheduling", msg, "Warning")
 
     def _may_write(self) -> bool:
-        """Whether this cycle may make one more condition or event write (it counts it);
+        """Whether this cycle may make one more condition, event or failures write (it counts it);
         when not, the write is left for the next cycle (``status_writes_due``)."""
         if self._writes_left is None:
             return True
@@ -1178,6 +1337,7 @@ class Shim:
             for w in watchers:
                 w.stop()
             self.reap(wait=True)
+            self._write_histories(budget=False)  # (what the last events changed)
             self._pool.shutdown(wait=True)
 
 
@@ -1263,6 +1423,17 @@ class Watcher(threading.Thread):
         for k in sorted(self._seen):
             self.out.put((self.kind, "MODIFIED", self._seen[k]))
         return str((doc.get("metadata") or {}).get("resourceVersion", ""))
+
+
+def _history_of(e: Entry) -> FailureHistory:
+    """The failures job ``e`` would carry on to a job submitted in its place."""
+    return FailureHistory(
+        attempts=e.attempts,
+        interruptions=e.interruptions,
+        backoff_until=e.backoff_until,
+        reason=e.reason,
+        failed=e.phase is JobPhase.FAILED,
+    )
 
 
 def _base(f: PodFacts) -> str:

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kant.config import parse_config
 from kant.errors import InvalidObjectError
 from kant.k8s.failures import (
+    FAILURES_ANNOTATION,
     MAX_ANNOTATION_BYTES,
     MAX_COUNT,
     MAX_MESSAGE_CHARS,
@@ -22,6 +25,7 @@ from kant.k8s.failures import (
     parse_failures,
     resume,
 )
+from kant.k8s.shim import Shim
 from kant.model import Reason, ReasonCode
 from kant.queueing import Backoff, FailureHistory
 
@@ -196,3 +200,40 @@ def test_a_count_past_the_readers_limits_reads_as_failed_saying_so() -> None:
     assert over.failed and over.reason is not None
     assert over.reason.message.startswith("interruption limit 1 reached")
     assert not resume(FailureHistory(attempts=2, interruptions=1), 0.0, b).failed
+
+
+# ----------------------------------------------------------------- in the shim
+
+
+def _pod(name: str, text: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}",
+                     "annotations": {FAILURES_ANNOTATION: text}},
+        "spec": {"schedulerName": "kant", "containers": [
+            {"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
+        "status": {"phase": "Pending"},
+    }  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(st.text(max_size=200), documents))
+def test_a_shim_taking_in_any_annotation_never_raises_and_keeps_only_valid_failures(
+    text: str,
+) -> None:
+    # a shim starting anew finds the value on a PodGroup and on a lone pod waiting: it takes
+    # both in without an API call, and the failures it keeps (if any) are valid ones
+    shim = Shim(None, parse_config({}), clock=lambda: 1000.0)  # type: ignore[arg-type]
+    try:
+        shim.handle("PodGroup", "ADDED", {
+            "metadata": {"name": "g", "namespace": "ns", "uid": "u-g",
+                         "annotations": {FAILURES_ANNOTATION: text}},
+            "spec": {"minMember": 2}})  # fmt: skip
+        shim.handle("Pod", "ADDED", _pod("p", text))
+        for h in shim._failures.values():
+            _valid(h)
+        queued = list(shim.scheduler.queue.entries())
+        failed = shim._failures.get("pod:ns/p")
+        assert len(queued) == (0 if failed is not None and failed.failed else 1)
+        shim.scheduler.check_invariants()
+    finally:
+        shim._pool.shutdown()
