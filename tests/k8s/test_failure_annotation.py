@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -237,3 +239,13 @@ def test_a_shim_taking_in_any_annotation_never_raises_and_keeps_only_valid_failu
         shim.scheduler.check_invariants()
     finally:
         shim._pool.shutdown()
+
+
+def test_the_values_docs_kubernetes_md_shows_read_as_it_says() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "kubernetes.md").read_text()
+    block = re.search(r"### Failure history.*?```json\n(.*?)```", page, flags=re.S)
+    assert block is not None
+    backoff, failed = (parse_failures(line) for line in block.group(1).splitlines())
+    assert (backoff.attempts, backoff.backoff_until, backoff.failed) == (3, 1718000070.0, False)
+    assert failed.failed and failed.interruptions == 2
+    assert format_failures(failed) == block.group(1).splitlines()[1]
