@@ -360,7 +360,8 @@ class Shim:
         its ``kant.io/failures`` annotation, as this shim carries them on
         (:func:`~kant.k8s.failures.resume`); None when it holds none, or nothing readable
         (a warning says why: its failures count from 0)."""
-        text = annotations_of(obj).get(FAILURES_ANNOTATION)
+        ann = annotations_of(obj)
+        text = ann.get(FAILURES_ANNOTATION) if isinstance(ann, Mapping) else None
         if not isinstance(text, str):
             return None
         self._stored[base] = text

@@ -249,3 +249,15 @@ def test_the_values_docs_kubernetes_md_shows_read_as_it_says() -> None:
     assert (backoff.attempts, backoff.backoff_until, backoff.failed) == (3, 1718000070.0, False)
     assert failed.failed and failed.interruptions == 2
     assert format_failures(failed) == block.group(1).splitlines()[1]
+
+
+def test_a_podgroup_whose_annotations_are_not_a_mapping_is_taken_in_without_failures() -> None:
+    shim = Shim(None, parse_config({}), clock=lambda: 1000.0)  # type: ignore[arg-type]
+    try:
+        for i, ann in enumerate((["kant.io/failures"], "x", 3)):
+            shim.handle("PodGroup", "ADDED", {
+                "metadata": {"name": f"g{i}", "namespace": "ns", "annotations": ann},
+                "spec": {"minMember": 1}})  # fmt: skip
+        assert shim._failures == {} and len(shim._groups) == 3
+    finally:
+        shim._pool.shutdown()
