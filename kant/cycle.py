@@ -492,7 +492,8 @@ class _Cycle:
     @staticmethod
     def _backoff_reason(e: Entry) -> Reason:
         """The reason of a job that waits out its backoff: the one it had, if any."""
-        return e.reason or Reason(code=ReasonCode.BACKOFF, message=f"retry at {e.backoff_until:g}")
+        when = f"retry at {e.backoff_until:.10g}"  # (whole seconds of a wall clock too)
+        return e.reason or Reason(code=ReasonCode.BACKOFF, message=when)
 
     def _consider_deferred(
         self, deferred: Sequence[tuple[Entry, QuotaDecision, _Facts, int]]

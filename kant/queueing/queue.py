@@ -696,7 +696,7 @@ class Queue:
                     message, e.backoff_until)  # fmt: skip
         e.reason = Reason(
             code=ReasonCode.BACKOFF,
-            message=f"failure {e.attempts} ({message}); retry at {e.backoff_until:g}",
+            message=f"failure {e.attempts} ({message}); retry at {e.backoff_until:.10g}",
         )
         return True
 

@@ -625,3 +625,12 @@ def test_the_examples_of_the_reliability_docs_run() -> None:
     doc = Path(__file__).resolve().parents[2] / "docs" / "reliability.md"
     res = doctest.testfile(str(doc), module_relative=False)
     assert res.attempted > 0 and res.failed == 0
+
+
+def test_a_backoff_on_a_wall_clock_says_when_to_the_second() -> None:
+    # (an orchestrator's clock in seconds since the epoch: "retry at 1.718e+09" said nothing)
+    s = scheduler(nodes(1))
+    s.submit(job("a", gpus=8), now=1_718_000_000)
+    s.step(now=1_718_000_001)
+    s.binding_failed(pod("a"), 1_718_000_002, "refused")
+    assert s.status("a").reason.message == "failure 1 (refused); retry at 1718000012"  # type: ignore[union-attr]
