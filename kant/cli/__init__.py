@@ -80,8 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--log-level",
         choices=("debug", "info", "warning", "error"),
-        default="warning",
-        help="show kant's log records of this level and above on stderr (default: warning)",
+        default=None,
+        help="show kant's log records of this level and above on stderr (default: warning; "
+        "error for simulate, compare and sweep, whose lost nodes and failed jobs are "
+        "simulated events the summary counts)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -125,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     prog = " ".join(p for p in ("kant", args.command, getattr(args, "bench", None)) if p)
-    _log_to_stderr(args.log_level)
+    _log_to_stderr(args.log_level or getattr(args, "log_default", "warning"))
     installed = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if installed else None
     try:

@@ -69,7 +69,7 @@ def add_compare_parser(sub: Any) -> argparse.ArgumentParser:
         default=min(2, os.cpu_count() or 1),
         help="runs in parallel (processes; default: the CPUs, at most 2)",
     )
-    p.set_defaults(func=run_compare, check=check_compare_args)
+    p.set_defaults(func=run_compare, check=check_compare_args, log_default="error")
     return p
 
 

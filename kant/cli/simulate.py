@@ -202,7 +202,7 @@ def add_simulate_parser(sub: Any) -> argparse.ArgumentParser:
         "its queueing, placement and preemption sections set the policies (instead of "
         "--queueing, --placement, --preemption, --threshold)",
     )
-    p.set_defaults(func=run_simulate, check=check_simulate_args)
+    p.set_defaults(func=run_simulate, check=check_simulate_args, log_default="error")
     return p
 
 

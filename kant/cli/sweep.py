@@ -61,7 +61,7 @@ def add_sweep_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--no-plots", action="store_true", help="report: no PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="last line: one JSON object")
-    p.set_defaults(func=run_sweep_command, check=check_sweep_options)
+    p.set_defaults(func=run_sweep_command, check=check_sweep_options, log_default="error")
     return p
 
 

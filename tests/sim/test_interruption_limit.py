@@ -118,12 +118,11 @@ def test_a_grid_where_some_run_would_restart_for_ever_is_refused() -> None:
         Grid("simulate", {**base, "max_interruptions": -1}).runs()
 
 
-def _kant(*args: str) -> subprocess.CompletedProcess[str]:
+def _kant(*args: str, level: str | None = "error") -> subprocess.CompletedProcess[str]:
+    """``kant <args>`` in a fresh process (``level``: its ``--log-level``, None: the default)."""
+    opts = ["--log-level", level] if level else []
     return subprocess.run(
-        [sys.executable, "-m", "kant", "--log-level", "error", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [sys.executable, "-m", "kant", *opts, *args], capture_output=True, text=True, timeout=300
     )
 
 
@@ -147,3 +146,13 @@ def test_kant_simulate_with_a_limit_ends_and_reports_the_failed_jobs(tmp_path) -
     assert p.returncode == 0, p.stderr
     jobs = json.loads(p.stdout.strip().splitlines()[-1])["jobs"]
     assert jobs["failed"] > 0 and jobs["total"] == 56 and jobs["pending"] == 0
+
+
+def test_kant_simulate_does_not_print_a_warning_per_simulated_node_failure(tmp_path) -> None:
+    args = ["simulate", "--scenario", "inference", "--jobs", "40", "--mtbf", "20000",
+            "--out", str(tmp_path / "r"), "--quiet", "--no-plots"]  # fmt: skip
+    quiet = _kant(*args, level=None)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "lost at" not in quiet.stderr
+    loud = _kant(*args, level="warning")
+    assert loud.returncode == 0 and "WARNING kant.scheduler: node" in loud.stderr
