@@ -42,7 +42,7 @@ from kant.bits import bits as _bits
 from kant.bits import lowest_bits as _lowest_bits
 from kant.contracts import NodeFilter, Strategy
 from kant.errors import InvalidConfigError
-from kant.model import MILLI, Binding, Job, PodId, Reason, ReasonCode, Role, Tier
+from kant.model import MILLI, Binding, Job, LinkKind, PodId, Reason, ReasonCode, Role, Tier
 from kant.placement.context import IntArray, PodContext, PodRequest, fit_count, fits
 from kant.placement.filters import MaxPerNode, NodeFilters
 from kant.placement.search import (
@@ -155,6 +155,12 @@ class Placer:
         self._prefer = True
         self._preferred_won = False
         self._templates: list[NodeTemplate | None] = []
+        # per slot, the index of its template in _template_list (-1: none); whether the
+        # templates' GPU pairs are linked unevenly (then ties between nodes go to the one
+        # whose best GPU set for the pod is linked best: _pick)
+        self._template_ids: IntArray = np.zeros(0, dtype=np.int64)
+        self._template_list: list[NodeTemplate] = []
+        self._uneven_links = False
         self._version = -1
         self._state_id = -1
 
@@ -688,7 +694,7 @@ class Placer:
         if live.any():
             scores[live] = _score(strat, ctx, domain[live])
         for p in pods:
-            i = int(np.argmax(scores))
+            i = self._pick(ctx, domain, scores)
             if scores[i] == -np.inf:
                 return None
             slot = int(domain[i])
@@ -708,9 +714,11 @@ class Placer:
         that takes a pod), with no candidate sets, no active node filter (they are asked
         again pod by pod), no ``spread`` wish (its penalty drops as pods land) and whole-GPU
         pods (a fractional pod's room on a node depends on which shares earlier pods took,
-        so those go pod by pod). Then the
-        pod-by-pod path takes the best-scoring node until it is full, then the next best,
-        in the order of one score pass: :meth:`_fill_bulk` does exactly that."""
+        so those go pod by pod), unless they are pods of two GPUs or more on templates that
+        link GPUs unevenly (ties go to the best-linked free GPUs, which change as pods land:
+        :meth:`_pick`). Then the pod-by-pod path takes the best-scoring node until it is
+        full, then the next best, in the order of one score pass: :meth:`_fill_bulk` does
+        exactly that."""
         return (
             self.bulk
             and strat.fills_node_first
@@ -718,6 +726,7 @@ class Placer:
             and not filters.active
             and not ctx.role.spread
             and not (ctx.req.milli and not ctx.req.gpus)
+            and not (ctx.req.gpus >= 2 and self._uneven_links)
         )
 
     def _fill_bulk(
@@ -765,7 +774,7 @@ class Placer:
                 feasible = filters.keep(ctx, feasible)
             if feasible.shape[0]:
                 sc = _score(strat, ctx, feasible)
-                return self._bind(ctx, pod, int(feasible[int(np.argmax(sc))]), strat)
+                return self._bind(ctx, pod, int(feasible[self._pick(ctx, feasible, sc)]), strat)
         return None
 
     def _candidate_sets(
@@ -804,7 +813,8 @@ class Placer:
         req = ctx.req
         if strat.fill_partly_used_first and req.gpus and cand.pools:
             allowed = (lambda s: filters.rejected_by(ctx, s) is None) if filters.active else None
-            slot = partly_used_best_fit(ctx, cand, allowed)
+            links = (lambda ss: self._best_linked(ctx, ss)) if self._uneven_links else None
+            slot = partly_used_best_fit(ctx, cand, allowed, links)
             if slot is not None:
                 return slot
         ids, parts, sizes = cand.groups(snap)
@@ -845,7 +855,7 @@ class Placer:
                     feasible = filters.keep(ctx, feasible)
                 if feasible.shape[0]:
                     sc = _score(strat, ctx, feasible)
-                    return int(feasible[int(np.argmax(sc))])
+                    return int(feasible[self._pick(ctx, feasible, sc)])
             probed = min(self.group_probe, order.shape[0])
         # every group not yet looked into, in rank order, in one pass over the candidates
         # (groups the aggregates rule out hold no node that fits; leafless nodes rank last)
@@ -867,7 +877,59 @@ class Placer:
         best = ranks == ranks.min()
         feasible = feasible[best]
         sc = _score(strat, ctx, feasible)
-        return int(feasible[int(np.argmax(sc))])
+        return int(feasible[self._pick(ctx, feasible, sc)])
+
+    def _pick(self, ctx: PodContext, slots: IntArray, sc: Any) -> int:
+        """The index in ``slots`` of the node a pod takes: the best score (``sc``), ties to
+        the node whose best free GPUs for the pod are linked best (:meth:`_link_keys`), then
+        to the first. O(ties) numpy beyond the ``argmax``, and only for a pod of two GPUs or
+        more on a cluster whose templates link their GPUs unevenly."""
+        i = int(np.argmax(sc))
+        if ctx.req.gpus < 2 or not self._uneven_links or sc[i] == -np.inf:
+            return i
+        ties = np.flatnonzero(sc == sc[i])
+        if ties.shape[0] < 2:
+            return i
+        keys = self._link_keys(ctx, slots[ties])
+        if keys is None:
+            return i
+        return int(ties[np.lexsort((ties, keys[1], keys[0]))[0]])
+
+    def _best_linked(self, ctx: PodContext, slots: list[int]) -> int:
+        """Of equally good nodes ``slots`` (in their order of preference), the one whose
+        best free GPUs for the pod are linked best, the first at equal links."""
+        keys = self._link_keys(ctx, np.asarray(slots, dtype=np.int64))
+        if keys is None:
+            return slots[0]
+        return slots[int(np.lexsort((np.arange(len(slots)), keys[1], keys[0]))[0])]
+
+    def _link_keys(self, ctx: PodContext, slots: IntArray) -> tuple[IntArray, IntArray] | None:
+        """Per node of ``slots``, how well the best set of free GPUs its template offers the
+        pod is linked (:meth:`NodeTemplate.best_gpu_set`): the worst link in the set, then
+        the sum of its links (:meth:`NodeTemplate.link_key`, smaller first). None when links
+        tell no node apart: a pod of fewer than two GPUs, templates whose GPU pairs are all
+        linked alike, or a node without a template (its links are unknown). One memoised set
+        per distinct (template, free GPUs) among the nodes."""
+        k = ctx.req.gpus
+        if k < 2 or not self._uneven_links:
+            return None
+        ids = self._template_ids[slots]
+        if (ids < 0).any():
+            return None
+        free = ctx.snap.cols.free_mask[slots]
+        combos, first, inverse = np.unique(
+            np.stack([ids, free.astype(np.int64)]), axis=1, return_index=True, return_inverse=True
+        )
+        n = combos.shape[1]
+        worst = np.full(n, len(LinkKind), dtype=np.int64)  # (no set: after every set)
+        total = np.zeros(n, dtype=np.int64)
+        for c in range(n):
+            tmpl = self._template_list[int(combos[0, c])]
+            chosen = tmpl.best_gpu_set(int(free[first[c]]), k)
+            if chosen is not None:
+                worst[c], total[c] = tmpl.link_key(chosen)
+        at = np.asarray(inverse).reshape(-1)
+        return worst[at], total[at]
 
     def _bind(self, ctx: PodContext, pod: PodId, slot: int, strat: StrategyHooks) -> Binding:
         """Bind ``pod`` on node ``slot`` in the snapshot: whole GPUs from the node template's
@@ -971,6 +1033,16 @@ class Placer:
         self._cand.clear()
         self._prefs.clear()
         self._templates = tmpl
+        index = {id(t): i for i, t in enumerate(cache.values())}
+        self._template_list = list(cache.values())
+        self._template_ids = np.array(
+            [-1 if t is None else index[id(t)] for t in tmpl], dtype=np.int64
+        )
+        kinds = set()
+        for t in self._template_list:
+            ranks = t.link_rank
+            kinds.update(ranks[~np.eye(ranks.shape[0], dtype=bool)].tolist())
+        self._uneven_links = len(kinds) > 1
         self._version = state.membership_version
         self._state_id = id(state)
 

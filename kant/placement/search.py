@@ -287,14 +287,19 @@ def fewest_hbds(
 
 
 def partly_used_best_fit(
-    ctx: PodContext, cand: Candidates, allowed: Callable[[int], bool] | None = None
+    ctx: PodContext,
+    cand: Candidates,
+    allowed: Callable[[int], bool] | None = None,
+    tiebreak: Callable[[list[int]], int] | None = None,
 ) -> int | None:
     """The fullest partly used node of the pools that still fits the pod (and that
     ``allowed`` accepts: the node filters), from the per-pool sorted index (fewest whole
     free GPUs first), preferring a node that already holds this job's pods at equal
-    fullness -- or, for a role with ``spread``, skipping such nodes (its replicas go apart).
-    Stops at the first wholly free node: opening a new node is the group level's call.
-    O(log n + nodes looked at), at most :data:`BEST_FIT_LOOKS` nodes."""
+    fullness -- or, for a role with ``spread``, skipping such nodes (its replicas go apart);
+    among equally full nodes otherwise, the first in the index, or the one ``tiebreak``
+    picks from them (in index order). Stops at the first wholly free node: opening a new
+    node is the group level's call. O(log n + nodes looked at), at most
+    :data:`BEST_FIT_LOOKS` nodes."""
     snap = ctx.snap
     v = snap.cols.views()
     free_gpus = v.free_gpus
@@ -306,6 +311,7 @@ def partly_used_best_fit(
         streams[0] if len(streams) == 1 else heapq.merge(*streams, key=lambda s: (free_gpus[s], s))
     )
     best: tuple[int, int] | None = None  # (free GPUs, slot)
+    alike: list[int] = []  # the nodes as full as best, in index order
     for looked, slot in enumerate(merged):
         free = free_gpus[slot]
         if free >= v.gpus[slot] or looked >= BEST_FIT_LOOKS:
@@ -327,7 +333,11 @@ def partly_used_best_fit(
                 return slot  # co-locate with this job's pods at equal fullness
             if best is None:
                 best = (free, slot)
-    return None if best is None else best[1]
+            if tiebreak is not None:
+                alike.append(slot)
+    if best is None:
+        return None
+    return tiebreak(alike) if tiebreak is not None and len(alike) > 1 else best[1]
 
 
 def near(snap: Snapshot, cand: Candidates, anchor: int, tier: Tier) -> Candidates:

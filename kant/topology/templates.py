@@ -578,7 +578,7 @@ class NodeTemplate:
         free = _bits(free_mask)
         if not k or not n or k == len(free) or math.comb(len(free), k) > _EXHAUSTIVE_LIMIT:
             return gpus, nics
-        links = self._link_key(gpus)
+        links = self.link_key(gpus)
         best: tuple[tuple[int, int, int], tuple[int, ...], int] | None = None
         for key in self._gpu_set_keys(free, k):
             if (key[0], key[1]) != links:
@@ -591,8 +591,9 @@ class NodeTemplate:
         assert best is not None  # (gpus itself is one of the sets)
         return best[1][5], best[2]
 
-    def _link_key(self, gpu_mask: int) -> tuple[int, int]:
-        """The worst and the summed pairwise link rank of the GPUs of ``gpu_mask``."""
+    def link_key(self, gpu_mask: int) -> tuple[int, int]:
+        """The worst and the summed pairwise link rank of the GPUs of ``gpu_mask`` (smaller
+        is better linked; what :meth:`best_gpu_set` ranks sets by first)."""
         link = self._derived.link_rows
         combo = _bits(gpu_mask)
         worst = total = 0
