@@ -55,7 +55,7 @@ from kant.k8s.translate import (
 )
 from kant.model import Binding, Job, PodId, Reason, ReasonCode
 from kant.preemption import PreemptionPolicy
-from kant.queueing import Entry, FailureHistory, JobPhase
+from kant.queueing import FailureHistory, JobPhase
 from kant.scheduler import EventReport, EvictionCause, Scheduler
 from kant.state import ClusterState
 
@@ -870,7 +870,7 @@ class Shim:
             return
         e = self.scheduler.queue.get(jid)
         if e is not None and (e.attempts or e.interruptions or e.phase is JobPhase.FAILED):
-            h = _history_of(e)
+            h = FailureHistory.of(e)
             self._failures[rec.base] = h
             self._note_history(rec.base, h)
         rep = self.scheduler.cancel(jid, now)
@@ -1424,17 +1424,6 @@ class Watcher(threading.Thread):
         for k in sorted(self._seen):
             self.out.put((self.kind, "MODIFIED", self._seen[k]))
         return str((doc.get("metadata") or {}).get("resourceVersion", ""))
-
-
-def _history_of(e: Entry) -> FailureHistory:
-    """The failures job ``e`` would carry on to a job submitted in its place."""
-    return FailureHistory(
-        attempts=e.attempts,
-        interruptions=e.interruptions,
-        backoff_until=e.backoff_until,
-        reason=e.reason,
-        failed=e.phase is JobPhase.FAILED,
-    )
 
 
 def _base(f: PodFacts) -> str:

@@ -155,8 +155,9 @@ class FailureHistory:
     failed: bool = attrs.field(default=False, validator=_flag)
 
     @classmethod
-    def of(cls, status: JobStatus) -> FailureHistory:
-        """The failures ``status``'s job would carry on (its reason, its phase FAILED)."""
+    def of(cls, status: JobStatus | Entry) -> FailureHistory:
+        """The failures the job of ``status`` (or of a queue's entry) would carry on (its
+        reason, its phase FAILED)."""
         return cls(
             attempts=status.attempts,
             interruptions=status.interruptions,
@@ -672,12 +673,7 @@ class Queue:
         e = self.entry(job_id)
         if e.phase in (JobPhase.FINISHED, JobPhase.FAILED):
             return e.view()
-        e.assigned.clear()
-        e.confirmed.clear()
-        e.terminating.clear()
-        if e.job.gang:
-            e.finished.clear()
-        e.touch()
+        self._let_go(e, finished=e.job.gang)
         if failed and not self.count_failure(e, now, message):
             return e.view()
         self._to_pending(e, now)
@@ -716,14 +712,22 @@ class Queue:
         e = self.entry(job_id)
         if e.phase in (JobPhase.FINISHED, JobPhase.FAILED):
             return e.view()
-        e.assigned.clear()
-        e.confirmed.clear()
-        e.terminating.clear()
-        e.touch()
+        self._let_go(e)
         self._fail(e, now, message)
         return e.view()
 
     # ----------------------------------------------------------------- internals
+
+    @staticmethod
+    def _let_go(e: Entry, *, finished: bool = False) -> None:
+        """Forget the pods ``e`` holds (the caller released them), its finished ones too
+        with ``finished`` (a gang starting again from scratch)."""
+        e.assigned.clear()
+        e.confirmed.clear()
+        e.terminating.clear()
+        if finished:
+            e.finished.clear()
+        e.touch()
 
     def _fail(self, e: Entry, now: float, message: str) -> None:
         e.reason = Reason(code=ReasonCode.FAILED, message=message)
