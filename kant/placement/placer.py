@@ -401,19 +401,13 @@ class Placer:
         """The parts of the nodes ``search`` (``room``: pods each can take) the role prefers,
         best level first, each with room for ``n`` pods in all: (slots, room) pairs, never
         all of ``search``. Empty while preferences are off for the job being placed."""
-        parts: list[tuple[IntArray, IntArray]] = []
         if not self._prefer:
-            return parts
-        seen = 0
-        for mask in snap.state.preference_levels(role):  # (growing sets)
-            keep = mask[search]
-            k = int(keep.sum())
-            if k == search.shape[0]:
-                break  # this level and the wider ones are all the nodes
-            if k > seen and int(room[keep].sum()) >= n:  # (else too small to hold them)
-                parts.append((search[keep], room[keep]))
-            seen = k
-        return parts
+            return []
+        return [
+            (search[keep], room[keep])
+            for keep in _level_parts(snap, role, search)
+            if int(room[keep].sum()) >= n  # (else too small to hold them)
+        ]
 
     def _room(
         self,
@@ -1081,26 +1075,18 @@ class Placer:
         (:meth:`ClusterState.preference_levels`), without the empty ones and without
         ``cand`` itself; each a part of ``cand`` (the best-fit index serves it). Cached with
         the candidates: O(1) on a hit, O(candidates) numpy per level otherwise."""
-        levels = snap.state.preference_levels(role)
-        if not levels:
+        if not snap.state.preference_levels(role):
             return ()
         key = (cand, role.preferred, role.tolerations)
         hit = self._prefs.get(key)
         if hit is not None:
             return hit
-        out: list[Candidates] = []
-        seen = 0
-        for mask in levels:
-            keep = mask[cand.slots]
-            n = int(keep.sum())
-            if n == cand.slots.shape[0]:
-                break  # this level and the wider ones hold every candidate
-            if n > seen:
-                out.append(Candidates(cand.slots[keep], cand.pools, parent=cand))
-                seen = n
         if len(self._prefs) >= _CANDIDATES_KEPT:
             self._prefs.clear()
-        got = self._prefs[key] = tuple(out)
+        got = self._prefs[key] = tuple(
+            Candidates(cand.slots[keep], cand.pools, parent=cand)
+            for keep in _level_parts(snap, role, cand.slots)
+        )
         return got
 
     def _pool_candidates(self, snap: Snapshot, role: Role, req: PodRequest) -> Candidates | Reason:
@@ -1135,6 +1121,23 @@ class Placer:
             pool_ids = ()
         out = self._cand[key] = Candidates(slots, pool_ids)
         return out
+
+
+def _level_parts(snap: Snapshot, role: Role, slots: IntArray) -> list[np.ndarray]:
+    """Which of ``slots`` each preference level of ``role`` holds
+    (:meth:`ClusterState.preference_levels`, best first): the levels that tell the slots
+    apart, each holding more of them than the one before, never none and never all."""
+    out = []
+    seen = 0
+    for mask in snap.state.preference_levels(role):  # (growing sets)
+        keep = mask[slots]
+        k = int(keep.sum())
+        if k == slots.shape[0]:
+            break  # this level and the wider ones hold every slot
+        if k > seen:
+            out.append(keep)
+            seen = k
+    return out
 
 
 def _devices(

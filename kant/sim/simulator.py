@@ -72,7 +72,7 @@ import heapq
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import attrs
 import numpy as np
@@ -240,21 +240,37 @@ def _check_span(jobs: Sequence[Job], cfg: SimConfig) -> None:
         )  # fmt: skip
 
 
+UNBOUNDED_RESTART: Final = (
+    "a job that runs longer than its nodes' time between failures would start again for ever"
+)
+"""Why a run that restarts work after random node failures needs a bound
+(:func:`restarts_unbounded`)."""
+
+
+def restarts_unbounded(
+    on_interrupt: str | None,
+    mtbf: float | None,
+    horizon: float | None,
+    max_interruptions: int | None,
+) -> bool:
+    """Whether a run with these settings may never end: work that restarts after an
+    interruption, random node failures, and neither a horizon nor a limit of interruptions
+    per job (the :class:`Simulator` refuses it, and so does a sweep's grid)."""
+    return (
+        on_interrupt == RESTART and mtbf is not None and horizon is None
+        and max_interruptions is None
+    )  # fmt: skip
+
+
 def _check_bounded(scheduler: Scheduler, cfg: SimConfig) -> None:
-    """Refuse a run that may never end: work that restarts after an interruption, random
-    node failures, and neither a horizon nor a limit of interruptions per job."""
-    if (
-        cfg.on_interrupt == RESTART
-        and cfg.mtbf is not None
-        and cfg.horizon is None
-        and scheduler.queue.backoff.max_interruptions is None
-    ):
+    """Refuse a run that may never end (:func:`restarts_unbounded`)."""
+    limit = scheduler.queue.backoff.max_interruptions
+    if restarts_unbounded(cfg.on_interrupt, cfg.mtbf, cfg.horizon, limit):
         raise ValidationError(
             "on_interrupt", RESTART,
             f"with random node failures (mtbf {cfg.mtbf:g} s) needs a horizon or a limit of "
             "interruptions per job (Backoff.max_interruptions, kant simulate "
-            "--max-interruptions): a job that runs longer than its nodes' time between "
-            "failures would start again for ever",
+            f"--max-interruptions): {UNBOUNDED_RESTART}",
         )  # fmt: skip
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import numpy as np
@@ -39,6 +39,8 @@ from kant.topology.names import FabricNames
 from kant.topology.templates import get_template
 
 BoolArray = npt.NDArray[np.bool_]
+_T = TypeVar("_T")
+_V = TypeVar("_V")
 _ALLOWED_KEPT = 256
 """At most this many (selector, tolerations) keep their :meth:`ClusterState.allowed_slots`
 (and as many (preferred terms, tolerations) their :meth:`ClusterState.preference_levels`)."""
@@ -187,24 +189,16 @@ class ClusterState:
         sel = role.node_selector
         if sel is None and not self._hard_tainted:
             return None
-        key = (sel, role.tolerations)
-        self._node_caches()
-        hit = self._allowed.get(key)
-        if hit is not None:
-            return hit
-        if len(self._allowed) >= _ALLOWED_KEPT:  # (bounded: selectors naming hosts are many)
-            self._allowed.clear()
-        n = self.num_slots
-        if sel is not None and sel.reads_names:
-            out = np.zeros(n, dtype=bool)
-            for rec in self._records.values():
-                out[rec.slot] = role.can_run_on(rec.spec)
-        else:
-            out = np.full(n, role.can_run_on(_BARE_NODE), dtype=bool)
-            for slot, spec in self.marked_nodes():
-                out[slot] = role.can_run_on(spec)
+        return self._kept(self._allowed, (sel, role.tolerations), lambda: self._allowed_of(role))
+
+    def _allowed_of(self, role: Role) -> BoolArray:
+        """:meth:`allowed_slots` of ``role``, computed."""
+        sel = role.node_selector
+        bare, told = self._ask_nodes(role.can_run_on, sel is not None and sel.reads_names)
+        out = np.full(self.num_slots, bool(bare), dtype=bool)
+        for slot, ok in told:
+            out[slot] = ok
         out.flags.writeable = False
-        self._allowed[key] = out
         return out
 
     def preference_levels(self, role: Role) -> tuple[BoolArray, ...]:
@@ -219,44 +213,56 @@ class ClusterState:
         if not role.preferred and not self._soft_tainted:
             return ()
         key = (role.preferred, role.tolerations)
-        self._node_caches()
-        hit = self._levels.get(key)
-        if hit is not None:
-            return hit
-        if len(self._levels) >= _ALLOWED_KEPT:
-            self._levels.clear()
+        return self._kept(self._levels, key, lambda: self._levels_of(role))
+
+    def _levels_of(self, role: Role) -> tuple[BoolArray, ...]:
+        """:meth:`preference_levels` of ``role``, computed."""
         n = self.num_slots
         by_name = any(r.field for t in role.preferred for r in t.requirements)
-        if by_name:
-            prefs = {rec.slot: role.preference(rec.spec) for rec in self._records.values()}
-        else:
-            bare = role.preference(_BARE_NODE)
-            prefs = {slot: role.preference(spec) for slot, spec in self.marked_nodes()}
-        kinds = sorted(set(prefs.values()) if by_name else {bare, *prefs.values()})
-        out: tuple[BoolArray, ...] = ()
-        if len(kinds) > 1:
-            rank_of = {k: i for i, k in enumerate(kinds)}
-            rank = np.full(n, len(kinds), dtype=np.int64)  # (free slots: never preferred)
-            if not by_name:
-                rank[self.columns.alive[:n]] = rank_of[bare]
-            for slot, k in prefs.items():
-                rank[slot] = rank_of[k]
-            levels = []
-            for i in range(min(len(kinds) - 1, MAX_PREFERENCE_LEVELS)):
-                mask = rank <= i
-                mask.flags.writeable = False
-                levels.append(mask)
-            out = tuple(levels)
-        self._levels[key] = out
-        return out
+        bare, answers = self._ask_nodes(role.preference, by_name)
+        told = dict(answers)
+        kinds = sorted({*told.values()} | ({bare} if bare is not None else set()))
+        if len(kinds) < 2:
+            return ()
+        rank_of = {k: i for i, k in enumerate(kinds)}
+        rank = np.full(n, len(kinds), dtype=np.int64)  # (free slots: never preferred)
+        if bare is not None:
+            rank[self.columns.alive[:n]] = rank_of[bare]
+        for slot, k in told.items():
+            rank[slot] = rank_of[k]
+        levels = []
+        for i in range(min(len(kinds) - 1, MAX_PREFERENCE_LEVELS)):
+            mask = rank <= i
+            mask.flags.writeable = False
+            levels.append(mask)
+        return tuple(levels)
 
-    def _node_caches(self) -> None:
-        """Forget what :meth:`allowed_slots` and :meth:`preference_levels` keep once nodes
-        came, went or were relabelled."""
+    def _ask_nodes(
+        self, ask: Callable[[NodeSpec], _T], by_name: bool
+    ) -> tuple[_T | None, Iterator[tuple[int, _T]]]:
+        """What ``ask`` answers for the nodes, as (the answer of a node without labels or
+        taints, (slot, answer) of the nodes told apart from it, as they are asked): those
+        with labels or taints, or, ``by_name`` (the question reads node names), every node
+        and no common answer. O(nodes told apart)."""
+        if by_name:
+            return None, ((rec.slot, ask(rec.spec)) for rec in self._records.values())
+        return ask(_BARE_NODE), ((slot, ask(spec)) for slot, spec in self.marked_nodes())
+
+    def _kept(self, store: dict[Any, _V], key: Any, make: Callable[[], _V]) -> _V:
+        """``store[key]``, made by ``make`` if missing: what :meth:`allowed_slots` and
+        :meth:`preference_levels` keep per question, all forgotten once nodes came, went or
+        were relabelled, and at most :data:`_ALLOWED_KEPT` per store (selectors naming hosts
+        are many)."""
         if self._allowed_version != self._membership_version:
             self._allowed.clear()
             self._levels.clear()
             self._allowed_version = self._membership_version
+        hit = store.get(key)
+        if hit is None:
+            if len(store) >= _ALLOWED_KEPT:
+                store.clear()
+            hit = store[key] = make()
+        return hit
 
     @property
     def hard_tainted_nodes(self) -> int:

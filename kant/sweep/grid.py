@@ -49,6 +49,7 @@ from kant.sim.scenarios import (
     PolicySet,
     parse_seeds,
 )
+from kant.sim.simulator import UNBOUNDED_RESTART, restarts_unbounded
 
 __all__ = [
     "COMMANDS",
@@ -173,17 +174,16 @@ class Grid:
                 if v is not None and not _seed(v):
                     raise InvalidGridError(name, v, "must be an int >= 0")
         # as the simulator: work restarted after random failures needs a bound
-        if (
-            "restart" in _values(opts.get("on_interrupt"))
-            and [t for t in _values(opts.get("mtbf")) if t is not None]
-            and None in _values(opts.get("horizon"))
-            and None in _values(opts.get("max_interruptions"))
+        bounds = ("on_interrupt", "mtbf", "horizon", "max_interruptions")
+        if any(
+            restarts_unbounded(*run)
+            for run in itertools.product(*(_values(opts.get(k)) for k in bounds))
         ):
             raise InvalidGridError(
-                "on_interrupt", "restart",
-                "with mtbf needs horizon or max_interruptions in every run: a job longer than "
-                "its nodes' time between failures would start again for ever",
-            )  # fmt: skip
+                "on_interrupt",
+                "restart",
+                f"with mtbf needs horizon or max_interruptions in every run: {UNBOUNDED_RESTART}",
+            )
         # as kant simulate: a repair time goes with failures
         repairs = [t for t in _values(opts.get("mttr")) if t is not None]
         if repairs and not [t for t in _values(opts.get("mtbf")) if t is not None]:
