@@ -92,6 +92,7 @@ def apply(
         except KantError:
             stale.append(jid)
             continue
+        cluster.describe(e.job)  # (its pods' labels and pod terms, for pod affinity)
         models: dict[str, str | None] = {}
         for b in bs:
             if b.node not in models:

@@ -642,7 +642,15 @@ class NodeRequirement:
 
     def matches(self, node: NodeSpec) -> bool:
         """Whether ``node`` meets the requirement. O(1)."""
-        v = node.name if self.field else node.labels.get(self.key)
+        return self._holds(node.name if self.field else node.labels.get(self.key))
+
+    def matches_labels(self, labels: Mapping[str, str]) -> bool:
+        """Whether a set of labels (a pod's, for a :class:`PodAffinityTerm`) meets the
+        requirement, read as a label requirement. O(1)."""
+        return self._holds(labels.get(self.key))
+
+    def _holds(self, v: str | None) -> bool:
+        """Whether the value ``v`` (None: the label is not set) meets the requirement."""
         op = self.operator
         if op is SelectorOp.IN:
             return v is not None and v in self.values
@@ -737,6 +745,62 @@ class PreferredTerm:
     def matches(self, node: NodeSpec) -> bool:
         """Whether ``node`` meets every requirement. O(requirements)."""
         return all(r.matches(node) for r in self.requirements)
+
+
+HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
+"""The topology key of one node: a node without this label answers its name for it (every
+Kubernetes node carries it, set to its name)."""
+
+
+def topology_value(node: NodeSpec, key: str) -> str | None:
+    """The value of ``node`` for the topology key ``key`` (its label; its name for
+    :data:`HOSTNAME_LABEL` when it has no such label), None when it has none. O(1)."""
+    v = node.labels.get(key)
+    if v is None and key == HOSTNAME_LABEL:
+        return node.name
+    return v
+
+
+def _pod_selector_ok(v: Any) -> bool:
+    return isinstance(v, tuple) and all(
+        isinstance(r, NodeRequirement)
+        and not r.field
+        and r.operator not in (SelectorOp.GT, SelectorOp.LT)
+        for r in v
+    )
+
+
+@attrs.frozen(kw_only=True, cache_hash=True)
+class PodAffinityTerm:
+    """A required term of pod affinity or anti-affinity (Kubernetes' ``PodAffinityTerm``):
+    the pods it is about are those whose labels meet every requirement of ``selector``
+    (``In``, ``NotIn``, ``Exists`` or ``DoesNotExist`` on pod labels; an empty selector is
+    about every pod), and ``topology_key`` is the node label whose value makes a domain (the
+    nodes with one value of it; :data:`HOSTNAME_LABEL`, the default, is each node alone).
+
+    In :attr:`Role.pod_affinity` a pod may go only where such a pod runs in the same domain;
+    in :attr:`Role.pod_anti_affinity`, never where one runs in the same domain, and no such
+    pod may come to its domain afterwards. Kubernetes scopes a term to namespaces: kant has
+    labels only, so a namespace is a label too (the Kubernetes shim gives every pod its
+    namespace as the label ``kant.io/namespace`` and every term a requirement on it)."""
+
+    selector: tuple[NodeRequirement, ...] = attrs.field(
+        default=(),
+        converter=_to_tuple,
+        validator=satisfies(
+            InvalidJobError,
+            _pod_selector_ok,
+            "must be a tuple of NodeRequirements on labels (In, NotIn, Exists, DoesNotExist)",
+        ),
+    )
+    topology_key: str = attrs.field(
+        default=HOSTNAME_LABEL,
+        validator=satisfies(InvalidJobError, _label_key_ok, "must be a label key"),
+    )
+
+    def selects(self, labels: Mapping[str, str]) -> bool:
+        """Whether a pod with ``labels`` is one the term is about. O(requirements)."""
+        return all(r.matches_labels(labels) for r in self.selector)
 
 
 class TaintEffect(enum.StrEnum):
@@ -846,6 +910,9 @@ class Role:
     ``preferred`` (Kubernetes' preferred node affinity) and the ``PreferNoSchedule`` taints
     the role does not tolerate order the nodes it may use (:meth:`preference`): the Placer
     tries the most preferred nodes first.
+    ``labels`` are the labels of the role's pods; ``pod_affinity`` and ``pod_anti_affinity``
+    (:class:`PodAffinityTerm`) are Kubernetes' required inter-pod affinity and anti-affinity,
+    read against the pods running and placed before (docs/placement.md, "Pod affinity").
     """
 
     name: str = attrs.field(default="worker", validator=name(InvalidJobError))
@@ -892,6 +959,33 @@ class Role:
         converter=_to_tuple,
         validator=tuple_of(InvalidJobError, PreferredTerm),
     )
+    labels: Labels = attrs.field(
+        default=NO_LABELS,
+        converter=_to_labels,
+        validator=satisfies(
+            InvalidJobError,
+            lambda v: (
+                isinstance(v, Labels)
+                and all(_label_key_ok(k) and _label_value_ok(x) for k, x in v.items())
+            ),
+            "must map label keys to label values",
+        ),
+    )
+    pod_affinity: tuple[PodAffinityTerm, ...] = attrs.field(
+        default=(),
+        converter=_to_tuple,
+        validator=tuple_of(InvalidJobError, PodAffinityTerm),
+    )
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = attrs.field(
+        default=(),
+        converter=_to_tuple,
+        validator=tuple_of(InvalidJobError, PodAffinityTerm),
+    )
+
+    @property
+    def pod_terms(self) -> bool:
+        """Whether the role has pod affinity or anti-affinity terms."""
+        return bool(self.pod_affinity or self.pod_anti_affinity)
 
     @property
     def placement_key(self) -> tuple[Any, ...]:
@@ -908,6 +1002,9 @@ class Role:
             self.node_selector,
             self.tolerations,
             self.preferred,
+            self.labels,
+            self.pod_affinity,
+            self.pod_anti_affinity,
         )
 
     def can_run_on(self, node: NodeSpec) -> bool:
@@ -1095,12 +1192,26 @@ class Job:
         ),
     )
 
+    labelled: bool = attrs.field(init=False, default=False, eq=False, repr=False)
+    """Whether a role's pods have labels or pod terms, so take part in pod affinity (read
+    on every bind: kept, not computed)."""
+    pod_terms: bool = attrs.field(init=False, default=False, eq=False, repr=False)
+    """Whether a role has pod affinity or anti-affinity terms."""
+    anti_terms: bool = attrs.field(init=False, default=False, eq=False, repr=False)
+    """Whether a role has pod anti-affinity terms."""
+
     def __attrs_post_init__(self) -> None:
         n = sum(r.replicas for r in self.roles)
         if n > MAX_PODS_PER_JOB:
             raise InvalidJobError(
                 "roles", f"{n} pods", f"a job has at most {MAX_PODS_PER_JOB} pods"
             )
+        anti = any(r.pod_anti_affinity for r in self.roles)
+        terms = anti or any(r.pod_affinity for r in self.roles)
+        if terms or any(r.labels for r in self.roles):
+            object.__setattr__(self, "labelled", True)
+            object.__setattr__(self, "pod_terms", terms)
+            object.__setattr__(self, "anti_terms", anti)
 
     @property
     def num_pods(self) -> int:

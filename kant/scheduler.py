@@ -271,6 +271,7 @@ class Scheduler:
             self.cluster.release_many([b.pod for b in bs])
             raise
         if bs:
+            self.cluster.describe(job)
             models = [self.cluster.node(b.node).gpu_model for b in bs]
             self.admitter.charge_many(job.tenant, bs, models)
             self.queue.mark_assigned(job.id, [b.pod for b in bs], start)

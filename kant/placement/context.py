@@ -108,6 +108,7 @@ class PodContext:
     req: PodRequest
     on_node: dict[int, int]
     role_on: dict[int, int] = attrs.field(factory=dict)
+    record: bool = False  # the pods placed are noted on the snapshot (Job.labelled)
 
     def job_pods_on(self, slots: IntArray) -> IntArray:
         """Per candidate, pods of this job already on that node."""

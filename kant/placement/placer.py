@@ -43,6 +43,7 @@ from kant.bits import lowest_bits as _lowest_bits
 from kant.contracts import NodeFilter, Strategy
 from kant.errors import InvalidConfigError
 from kant.model import MILLI, Binding, Job, LinkKind, PodId, Reason, ReasonCode, Role, Tier
+from kant.placement.affinity import PodAffinity, PodsOnNodes
 from kant.placement.context import IntArray, PodContext, PodRequest, fit_count, fits
 from kant.placement.filters import MaxPerNode, NodeFilters
 from kant.placement.search import (
@@ -147,6 +148,13 @@ class Placer:
         self.filters = NodeFilters(filters)
         # a role with max_per_node: the user's filters, then the cap (other roles skip it)
         self._capped = NodeFilters((*self.filters.filters, MaxPerNode()))
+        # pod affinity and anti-affinity: where the pods with labels or pod terms are, and
+        # the filter sets of the roles it concerns (see _filters)
+        self._pods_on = PodsOnNodes()
+        self._affinity_on = False  # for the job being placed: whether any pod term is about
+        affinity = PodAffinity(self._pods_on)
+        self._affine = NodeFilters((*self.filters.filters, affinity))
+        self._capped_affine = NodeFilters((*self.filters.filters, MaxPerNode(), affinity))
         self._adapted: dict[int, StrategyHooks] = {}  # by id: strategies of candidate_sets
         self._cand: dict[tuple[Any, ...], Candidates] = {}
         self._prefs: dict[tuple[Any, ...], tuple[Candidates, ...]] = {}  # see _preferred
@@ -205,6 +213,9 @@ class Placer:
         if not todo:
             return PlacementResult()
         self._preferred_won = False
+        self._affinity_on = job.pod_terms or snap.placed_anti or snap.state.anti_terms_kept
+        if self._affinity_on:
+            self._pods_on.use(snap)
         out = self._place(job, snap, todo)
         if job.gang and not out.ok and self._preferred_won:
             self._prefer = False
@@ -267,8 +278,15 @@ class Placer:
 
     def _filters(self, role: Role) -> NodeFilters:
         """The node filters for a pod of ``role``: the user's, plus :class:`MaxPerNode`
-        when the role has ``max_per_node``."""
+        when the role has ``max_per_node``, plus :class:`PodAffinity` when a pod term is
+        about the role (:meth:`PodsOnNodes.applies`)."""
+        if self._affinity_on and self._pods_on.applies(role):
+            return self._affine if role.max_per_node is None else self._capped_affine
         return self.filters if role.max_per_node is None else self._capped
+
+    def _affine_filters(self, filters: NodeFilters) -> bool:
+        """Whether ``filters`` hold the pod affinity filter."""
+        return filters is self._affine or filters is self._capped_affine
 
     # ------------------------------------------------------------------ roles
 
@@ -364,7 +382,13 @@ class Placer:
             cand = split[0] if split is not None else cand
         n = len(pods)
         ctx = PodContext(
-            snap=snap, job=job, role=role, req=req, on_node=counts.job, role_on=counts.role
+            snap=snap,
+            job=job,
+            role=role,
+            req=req,
+            on_node=counts.job,
+            role_on=counts.role,
+            record=job.labelled,
         )
         search = cand.slots
         if self.hooks.candidate_sets is not None:
@@ -434,6 +458,8 @@ class Placer:
             np.minimum(room, np.maximum(left, 0), out=room)
             if whole and int(room.sum()) < n:
                 return room, why_not(snap, cand.slots, req, n, MaxPerNode.name)
+        if ctx.role.pod_anti_affinity and self._affine_filters(filters):
+            self._pods_on.one_per_domain(snap, ctx.role, search, room)
         if filters.active:
             filters.restrict_room(ctx, search, room, n)
             if whole and int(room.sum()) < n:
@@ -561,7 +587,13 @@ class Placer:
         pods, then all the candidates."""
         n = len(pods)
         ctx = PodContext(
-            snap=snap, job=job, role=role, req=req, on_node=counts.job, role_on=counts.role
+            snap=snap,
+            job=job,
+            role=role,
+            req=req,
+            on_node=counts.job,
+            role_on=counts.role,
+            record=job.labelled,
         )
         filters = self._filters(role)
         filters.blocked = None
@@ -675,6 +707,7 @@ class Placer:
                 out.append(b)
             return out
         room = fit_count(ctx.snap, domain, ctx.req)
+        affine = self._affinity_on and self._affine_filters(filters)
         if self._bulk(ctx, strat, filters):
             idx = np.flatnonzero(room > 0)
             if int(room[idx].sum()) < len(pods):
@@ -694,6 +727,11 @@ class Placer:
             slot = int(domain[i])
             out.append(self._bind(ctx, p, slot, strat))
             room[i] -= 1
+            if affine:  # a pod placed may close other nodes' domains: ask every node again
+                idx = np.flatnonzero(room > 0)
+                shut = idx[~filters.mask(ctx, domain[idx])]
+                room[shut] = 0
+                scores[shut] = -np.inf
             if room[i] > 0 and filters.active:
                 dropped = filters.rejected_by(ctx, slot)
                 if dropped is not None:
@@ -943,6 +981,8 @@ class Placer:
         ctx.on_node[slot] = ctx.on_node.get(slot, 0) + 1
         if ctx.role.max_per_node is not None:
             ctx.role_on[slot] = ctx.role_on.get(slot, 0) + 1
+        if ctx.record:
+            snap.record_placed(ctx.job, ((pod, slot),))
         return Binding.trusted(
             pod, snap.name_of(slot), _bits(gpu_mask), milli, _bits(nic_mask), req.cpu, req.mem
         )
@@ -978,6 +1018,8 @@ class Placer:
         ctx.on_node[slot] = ctx.on_node.get(slot, 0) + k
         if ctx.role.max_per_node is not None:
             ctx.role_on[slot] = ctx.role_on.get(slot, 0) + k
+        if ctx.record:
+            snap.record_placed(ctx.job, ((p, slot) for p in pods))
         return out
 
     def _bind_each(

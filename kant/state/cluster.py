@@ -31,8 +31,9 @@ from kant.errors import (
     UnknownNodeError,
     UnknownPodError,
     UnknownTemplateError,
+    ValidationError,
 )
-from kant.model import MILLI, Binding, NodeSpec, PodId, Role, Taint, is_int
+from kant.model import MILLI, Binding, Job, NodeSpec, PodId, Role, Taint, is_int
 from kant.state.columns import LEVELS, IntArray, NodeColumns, gpu_counts
 from kant.state.snapshot import Snapshot
 from kant.topology.names import FabricNames
@@ -134,6 +135,11 @@ class ClusterState:
         self._allowed_version = -1
         # preference_levels, by (preferred terms, tolerations), with allowed_slots' version
         self._levels: dict[tuple[Any, ...], tuple[BoolArray, ...]] = {}
+        # jobs with pods here whose roles have labels or pod terms (describe), and a number
+        # that changes whenever they or their pods do
+        self._described: dict[str, Job] = {}
+        self._anti_jobs = 0  # described jobs with a pod anti-affinity term
+        self._pod_terms_version = 0
         self._snapshot: Snapshot | None = None
         self._removal_listeners: list[Callable[[str, tuple[Binding, ...]], None]] = []
         for spec in nodes:
@@ -315,6 +321,58 @@ class ClusterState:
     def job_pods(self, job: str) -> tuple[PodId, ...]:
         """Running pods of job ``job`` (sorted; empty if none)."""
         return tuple(sorted(self._job_pods.get(job, ())))
+
+    def describe(self, job: Job) -> None:
+        """Keep ``job``'s roles (their pod labels and pod terms) while pods of it run here,
+        for pod affinity and anti-affinity: a pod bound without its job described has no
+        labels and no terms. The Scheduler describes every job it binds; call it for pods
+        bound directly. A job without labels or pod terms is not kept. O(roles)."""
+        if type(job) is not Job and not isinstance(job, Job):
+            raise ValidationError("job", job, "must be a kant.Job")
+        keep = job.labelled
+        if not keep and not self._described:
+            return  # (the usual case: nothing to keep or forget)
+        was = self._described.get(job.id)
+        if keep and was is not job:
+            self._undescribe(job.id)
+            self._described[job.id] = job
+            self._anti_jobs += job.anti_terms
+            self._pod_terms_version += 1
+        elif not keep and was is not None:
+            self._undescribe(job.id)
+
+    def _undescribe(self, job: str) -> None:
+        was = self._described.pop(job, None)
+        if was is not None:
+            self._anti_jobs -= was.anti_terms
+            self._pod_terms_version += 1
+
+    def described(self, job: str) -> Job | None:
+        """The job :meth:`describe` keeps under id ``job``, if any."""
+        return self._described.get(job)
+
+    @property
+    def pod_terms_kept(self) -> bool:
+        """Whether any job with labels or pod terms is described (:meth:`describe`)."""
+        return bool(self._described)
+
+    @property
+    def anti_terms_kept(self) -> bool:
+        """Whether a described job has a pod anti-affinity term."""
+        return self._anti_jobs > 0
+
+    @property
+    def pod_terms_version(self) -> int:
+        """A number that changes whenever the described jobs or their running pods do."""
+        return self._pod_terms_version
+
+    def described_pods(self) -> Iterator[tuple[Job, PodId, str]]:
+        """Every running pod of a described job: (its job, its id, its node), by job id and
+        pod id. O(such pods)."""
+        for jid in sorted(self._described):
+            job = self._described[jid]
+            for pod in sorted(self._job_pods.get(jid, ())):
+                yield job, pod, self._pods[pod].node
 
     def has_pod(self, pod: PodId) -> bool:
         """Whether ``pod`` is running (bound), O(1)."""
@@ -564,6 +622,8 @@ class ClusterState:
         self._pods[b.pod] = b
         self._allocated += b.total_milli
         self._job_pods.setdefault(b.pod.job, set()).add(b.pod)
+        if b.pod.job in self._described:
+            self._pod_terms_version += 1
         self._refresh_row(rec)
 
     def release(self, pod: PodId) -> Binding:
@@ -673,6 +733,8 @@ class ClusterState:
             if mine is None or pod.job != job:
                 job = pod.job
                 mine = job_pods.setdefault(job, set())
+                if job in self._described:
+                    self._pod_terms_version += 1
             mine.add(pod)
         self._allocated += added
 
@@ -717,9 +779,14 @@ class ClusterState:
             freed += b.total_milli
             by_job.setdefault(b.pod.job, []).append(b.pod)
         self._allocated -= freed
+        described = self._described
         for job, mine in by_job.items():
             left = self._job_pods[job]
             left.difference_update(mine)
+            if job in described:
+                self._pod_terms_version += 1
+                if not left:
+                    self._undescribe(job)
             if not left:
                 del self._job_pods[job]
 

@@ -30,7 +30,7 @@ from kant.errors import (
     TransactionError,
     UnknownNodeError,
 )
-from kant.model import MILLI, Binding
+from kant.model import MILLI, Binding, Job, PodId
 from kant.state.columns import LEVELS, IntArray, NodeColumns, gpu_counts
 
 if TYPE_CHECKING:
@@ -450,6 +450,12 @@ class Snapshot:
         self._row_content: dict[int, int] = {}
         self._undo_versions: list[dict[int, int | None]] = []
         self._log_start = 0  # change-log position of _log[0]
+        # pods placed on (slot) or released from (-1) this snapshot since its refresh, for
+        # pod (anti-)affinity (see pod_moves); per open transaction, its length then
+        self.pod_moves: list[tuple[PodId, int]] = []
+        self.placed_jobs: dict[str, Job] = {}
+        self.placed_anti = False  # whether one of placed_jobs has a pod anti-affinity term
+        self._undo_moves: list[int] = []
         self._full_build()
 
     # ----------------------------------------------------------------- building
@@ -468,6 +474,14 @@ class Snapshot:
         self._content = next(_CONTENTS)
         self.generation = st.generation
         self._nodes_seen = st.membership_version
+        self._forget_moves()
+
+    def _forget_moves(self) -> None:
+        """The truth holds every pod again: drop the record of pods moved on this snapshot."""
+        if self.pod_moves or self.placed_jobs:
+            self.pod_moves = []  # (a new list: readers compare what they applied by identity)
+            self.placed_jobs = {}
+            self.placed_anti = False
 
     def refresh(self, changed: IntArray) -> None:
         """Re-sync rows ``changed`` (sorted, unique slots: :meth:`ClusterState.take_changes`)
@@ -509,6 +523,7 @@ class Snapshot:
                 self.names[s] = slot_names[s]
         self.generation = st.generation
         self._nodes_seen = st.membership_version
+        self._forget_moves()
 
     # ----------------------------------------------------------------- reading
 
@@ -615,6 +630,7 @@ class Snapshot:
         self._undo.append({})
         self._undo_content.append(self._content)
         self._undo_versions.append({})
+        self._undo_moves.append(len(self.pod_moves))
         return Transaction(self, len(self._undo), self._end)
 
     # ----------------------------------------------------------------- change log
@@ -685,6 +701,9 @@ class Snapshot:
         frame = self._undo.pop()
         began = self._undo_content.pop()
         versions = self._undo_versions.pop()
+        moves = self._undo_moves.pop()
+        if not commit and len(self.pod_moves) > moves:
+            del self.pod_moves[moves:]
         if commit:
             if self._undo:
                 outer = self._undo[-1]
@@ -794,7 +813,10 @@ class Snapshot:
         AllocationConflictError (changing nothing) if a binding's node is in neither the
         snapshot nor the truth. O(devices of the bindings + nodes x (levels + log n))."""
         per: dict[int, tuple[dict[int, int], list[int]]] = {}  # slot -> (GPU -> milli, nic/cpu/mem)
+        moved: list[tuple[PodId, int]] | None = [] if self._keeps_moves else None
         for b in bindings:
+            if moved is not None:
+                moved.append((b.pod, -1))
             slot = self.slot_of(b.node)
             got = per.get(slot)
             if got is None:
@@ -810,6 +832,8 @@ class Snapshot:
             rest[2] += b.memory_mib
         for slot, (gpu, (nic_mask, cpu_milli, memory_mib)) in per.items():
             self._give_back(slot, gpu, nic_mask, cpu_milli, memory_mib)
+        if moved is not None:
+            self.pod_moves.extend(moved)
 
     def _give_back(
         self, slot: int, gpu: Mapping[int, int], nic_mask: int, cpu_milli: int, memory_mib: int
@@ -864,6 +888,24 @@ class Snapshot:
             b.cpu_milli,
             b.memory_mib,
         )
+        if self._keeps_moves:
+            self.pod_moves.append((b.pod, -1))
+
+    @property
+    def _keeps_moves(self) -> bool:
+        """Whether pods released here are recorded (:attr:`pod_moves`): while some pod of
+        the truth or of this snapshot has labels or pod terms."""
+        return bool(self.placed_jobs) or self.state.pod_terms_kept
+
+    def record_placed(self, job: Job, pods: Iterable[tuple[PodId, int]]) -> None:
+        """Note that ``pods`` of ``job`` were just placed on these slots of the snapshot (the
+        Placer does for a job with labels or pod terms, :attr:`Job.labelled`), so that pod
+        affinity reads them until the next refresh. In a transaction: a rollback forgets
+        them."""
+        if job.id not in self.placed_jobs:
+            self.placed_jobs[job.id] = job
+            self.placed_anti = self.placed_anti or job.anti_terms
+        self.pod_moves.extend(pods)
 
     def _recount(self, s: int) -> None:
         v = self.cols.views()

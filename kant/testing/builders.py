@@ -17,6 +17,7 @@ from kant.model import (
     JobKind,
     NodeSelector,
     NodeSpec,
+    PodAffinityTerm,
     PreferredTerm,
     Resources,
     Role,
@@ -98,6 +99,9 @@ def job(
     selector: NodeSelector | None = None,
     tolerations: Sequence[Toleration] = (),
     preferred: Sequence[PreferredTerm] = (),
+    labels: Mapping[str, str] | None = None,
+    affinity: Sequence[PodAffinityTerm] = (),
+    anti_affinity: Sequence[PodAffinityTerm] = (),
 ) -> Job:
     """A one-role job. ``gang`` defaults to True for more than one replica."""
     res = Resources(
@@ -126,6 +130,9 @@ def job(
                 node_selector=selector,
                 tolerations=tuple(tolerations),
                 preferred=tuple(preferred),
+                labels=labels or {},
+                pod_affinity=tuple(affinity),
+                pod_anti_affinity=tuple(anti_affinity),
             ),
         ),
         preemptible=preemptible,

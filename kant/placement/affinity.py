@@ -1,0 +1,265 @@
+"""Required inter-pod affinity and anti-affinity (Kubernetes' ``InterPodAffinity`` filter).
+
+:class:`PodsOnNodes` knows which pods with labels or pod terms are where on a snapshot: the
+running pods of the jobs the cluster state describes (:meth:`ClusterState.describe`), with
+the pods placed and released on the snapshot since its refresh (:attr:`Snapshot.pod_moves`),
+so a pod placed earlier in the same cycle, or earlier in the same placement, counts, and a
+victim released in a preemption what-if does not. :class:`PodAffinity` is the built-in node
+filter the Placer adds for a role it concerns. A node is kept for a pod of role ``R`` when:
+
+1. for every term of ``R.pod_anti_affinity``, no pod it selects runs in the node's domain
+   (nodes without the term's topology key are kept);
+2. for every pod that runs with an anti-affinity term selecting ``R``'s labels, the node is
+   not in that pod's domain for the term (the rule is symmetric, as in Kubernetes);
+3. for every term of ``R.pod_affinity``, a pod it selects runs in the node's domain (a node
+   without the key is dropped); except that when no pod anywhere matches any of ``R``'s
+   affinity terms and ``R``'s own labels match all of them, the pod is the first of its
+   kind and any node with every key is kept.
+
+>>> from kant.model import NodeRequirement, PodAffinityTerm
+>>> t = PodAffinityTerm(selector=(NodeRequirement(key="app", operator="In", values="db"),))
+>>> t.selects({"app": "db"}), t.selects({"app": "web"}), t.topology_key
+(True, False, 'kubernetes.io/hostname')
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from kant.contracts import PodView
+from kant.model import Labels, PodAffinityTerm, PodId, Role, topology_value
+from kant.placement.context import IntArray
+from kant.state import Snapshot
+
+BoolArray = npt.NDArray[np.bool_]
+_K = TypeVar("_K")
+
+
+_SELECTED_KEPT = 1 << 16
+"""Remembered term selections past which the memo starts afresh (at a rebuild)."""
+
+
+def _bump(index: dict[_K, Counter[int]], key: _K, slot: int, sign: int) -> None:
+    """Count one pod more or fewer on ``slot`` under ``key``; empty entries go."""
+    got = index.get(key)
+    if got is None:
+        got = index[key] = Counter()
+    n = got[slot] + sign
+    if n > 0:
+        got[slot] = n
+    else:
+        del got[slot]
+        if not got:
+            del index[key]
+
+
+class PodsOnNodes:
+    """Which pods with labels or pod terms are where on a snapshot, and what that leaves a
+    pod of a given role (see the module docstring). One per Placer; :meth:`sync` brings it
+    up to date with a snapshot in O(pods moved since), or O(described pods) after a
+    refresh, a rollback or a change of the truth's described pods."""
+
+    def __init__(self) -> None:
+        self._snap: Snapshot | None = None  # the snapshot of the placement under way (use)
+        self._base_key: tuple[int, int, int] | None = None
+        self._moves: list[tuple[PodId, int]] | None = None  # the snapshot's list, as read
+        self._pods: dict[PodId, tuple[int, Role]] = {}  # pod -> (slot, role)
+        # the snapshot's moves applied, each with what it replaced (to undo it)
+        self._done: list[tuple[tuple[PodId, int], tuple[int, Role] | None]] = []
+        self._by_labels: dict[Labels, Counter[int]] = {}  # pod labels -> slot -> pods there
+        self._by_anti: dict[PodAffinityTerm, Counter[int]] = {}  # its holders' slots
+        # (term, id of a label set) -> (whether the term selects it, the label set)
+        self._selected: dict[tuple[PodAffinityTerm, int], tuple[bool, Labels]] = {}
+        self._canon: dict[Labels, Labels] = {}
+        self._domains: dict[str, tuple[IntArray, dict[str, int]]] = {}  # key -> ids, ids by value
+        self._domains_key: tuple[int, int] = (-1, -1)
+
+    # ----------------------------------------------------------------- keeping up
+
+    def use(self, snap: Snapshot) -> None:
+        """The snapshot the next questions are about (read when one is asked)."""
+        self._snap = snap
+
+    def sync(self, snap: Snapshot) -> None:
+        """Bring the view up to date with ``snap`` (and its cluster state): after a refresh
+        or a change of the truth's described pods, O(described pods); otherwise O(log moves
+        + the moves undone by rollbacks and made since)."""
+        st = snap.state
+        base_key = (snap.token, st.pod_terms_version, st.membership_version)
+        moves = snap.pod_moves
+        if base_key != self._base_key or moves is not self._moves:
+            self._pods = {}
+            self._by_labels, self._by_anti = {}, {}
+            if len(self._selected) > _SELECTED_KEPT:
+                self._selected.clear()
+                self._canon.clear()
+            for job, pod, node in st.described_pods():
+                self._put(pod, (snap.slot_of(node), job.role(pod.role)))
+            self._done = []
+            self._base_key, self._moves = base_key, moves
+        done = self._done
+        # the moves applied that the snapshot still has: a prefix (it only appends, and a
+        # rollback cuts its end), found by identity
+        lo, hi = 0, min(len(done), len(moves))
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if done[mid][0] is moves[mid]:
+                lo = mid + 1
+            else:
+                hi = mid
+        while len(done) > lo:  # undo the moves rolled back, last first
+            (pod, _slot), before = done.pop()
+            self._put(pod, before)
+        placed = snap.placed_jobs
+        for move in moves[lo:]:
+            pod, slot = move
+            before = self._pods.get(pod)
+            now = None
+            if slot >= 0:
+                owner = placed.get(pod.job) or st.described(pod.job)
+                now = None if owner is None else (slot, owner.role(pod.role))
+            self._put(pod, now)
+            done.append((move, before))
+
+    def _put(self, pod: PodId, where: tuple[int, Role] | None) -> None:
+        """Pod ``pod`` is now at ``where`` (None: nowhere)."""
+        was = self._pods.pop(pod, None)
+        if was is not None:
+            self._count(was[1], was[0], -1)
+        if where is not None:
+            self._pods[pod] = where
+            self._count(where[1], where[0], +1)
+
+    def _count(self, role: Role, slot: int, sign: int) -> None:
+        """One pod of ``role`` more (``sign`` 1) or fewer (-1) on ``slot``."""
+        _bump(self._by_labels, self._canonical(role.labels), slot, sign)
+        for t in role.pod_anti_affinity:
+            _bump(self._by_anti, t, slot, sign)
+
+    # ----------------------------------------------------------------- answers
+
+    def _canonical(self, labels: Labels) -> Labels:
+        """One object per distinct label set (so :meth:`_selects` remembers by identity)."""
+        return self._canon.setdefault(labels, labels)
+
+    def _selects(self, t: PodAffinityTerm, labels: Labels) -> bool:
+        """``t.selects(labels)``, remembered (terms and label sets repeat across pods)."""
+        key = (t, id(labels))
+        got = self._selected.get(key)
+        if got is None or got[1] is not labels:  # (the id of a label set no longer kept)
+            got = self._selected[key] = (t.selects(labels), labels)
+        return got[0]
+
+    def applies(self, role: Role) -> bool:
+        """Whether the filter has anything to say about pods of ``role``: it has pod terms,
+        or some pod here has an anti-affinity term that selects its labels (on the snapshot
+        of :meth:`use`). O(1) while no pod has an anti-affinity term; else O(distinct anti
+        terms here), each answer remembered."""
+        if role.pod_affinity or role.pod_anti_affinity:
+            return True
+        snap = self._snap
+        if snap is None or not (snap.state.anti_terms_kept or snap.placed_anti):
+            return False
+        self.sync(snap)
+        labels = self._canonical(role.labels)
+        return any(self._selects(t, labels) for t in self._by_anti)
+
+    def mask(self, snap: Snapshot, role: Role, slots: IntArray) -> BoolArray:
+        """True for the nodes of ``slots`` a pod of ``role`` may take (the module docstring's
+        three rules). O(distinct label sets and anti terms here x the role's terms + nodes
+        those pods are on + len(slots)) numpy per term."""
+        self.sync(snap)
+        keep = np.ones(slots.shape[0], dtype=np.bool_)
+        if not slots.shape[0]:
+            return keep
+        labels = self._canonical(role.labels)
+        for t in role.pod_anti_affinity:
+            keep &= ~self._in_domains(snap, t.topology_key, self._slots_selected(t), slots)
+        for t, where in self._by_anti.items():
+            if self._selects(t, labels):
+                keep &= ~self._in_domains(snap, t.topology_key, [where], slots)
+        if role.pod_affinity:
+            found = [self._slots_selected(t) for t in role.pod_affinity]
+            if not any(found) and all(t.selects(labels) for t in role.pod_affinity):
+                for t in role.pod_affinity:  # the first pod of its kind: any node with the keys
+                    keep &= self._ids(snap, t.topology_key)[slots] >= 0
+            else:
+                for t, at in zip(role.pod_affinity, found, strict=True):
+                    keep &= self._in_domains(snap, t.topology_key, at, slots)
+        return keep
+
+    def _slots_selected(self, t: PodAffinityTerm) -> list[Counter[int]]:
+        """Where the pods term ``t`` selects are: per label set it selects, its slots."""
+        return [where for lab, where in self._by_labels.items() if self._selects(t, lab)]
+
+    def _in_domains(
+        self, snap: Snapshot, key: str, where: list[Counter[int]], slots: IntArray
+    ) -> BoolArray:
+        """Per node of ``slots``: whether it has topology key ``key`` and shares its value
+        with a node of ``where``."""
+        ids = self._ids(snap, key)
+        on = [s for w in where for s in w]
+        if not on:
+            return np.zeros(slots.shape[0], dtype=np.bool_)
+        taken = ids[np.array(on, dtype=np.int64)]
+        taken = taken[taken >= 0]
+        if not taken.shape[0]:
+            return np.zeros(slots.shape[0], dtype=np.bool_)
+        return np.isin(ids[slots], taken)
+
+    def _ids(self, snap: Snapshot, key: str) -> IntArray:
+        """Per slot of ``snap``, an int naming its node's value for topology key ``key`` (-1:
+        none, or no node), kept until the nodes change."""
+        st = snap.state
+        version = (snap.token, st.membership_version)
+        if version != self._domains_key:
+            self._domains, self._domains_key = {}, version
+        got = self._domains.get(key)
+        if got is None:
+            by_value: dict[str, int] = {}
+            ids = np.full(max(snap.num_slots, 1), -1, dtype=np.int64)
+            for s, name in enumerate(snap.names):
+                if name is None or name not in st:
+                    continue
+                v = topology_value(st.node(name), key)
+                if v is not None:
+                    ids[s] = by_value.setdefault(v, len(by_value))
+            got = self._domains[key] = (ids, by_value)
+        return got[0]
+
+    def one_per_domain(self, snap: Snapshot, role: Role, slots: IntArray, room: IntArray) -> None:
+        """Cut ``room`` (pods of ``role`` each node of ``slots`` can take), in place, so that
+        no domain of a self-selecting anti-affinity term of the role (a term its own labels
+        match) holds more than one of its pods: the first node with room of each domain
+        keeps one, the others none. So a gang's domains are counted right. O(len(slots))
+        numpy per term."""
+        for t in role.pod_anti_affinity:
+            if not t.selects(role.labels):
+                continue
+            idx = np.flatnonzero(room > 0)
+            ids = self._ids(snap, t.topology_key)[slots[idx]]
+            has = ids >= 0
+            idx, ids = idx[has], ids[has]
+            _, first = np.unique(ids, return_index=True)
+            cut = np.zeros(idx.shape[0], dtype=np.bool_)
+            cut[first] = True
+            room[idx[~cut]] = 0
+            room[idx[cut]] = np.minimum(room[idx[cut]], 1)
+
+
+class PodAffinity:
+    """The built-in node filter of pod affinity and anti-affinity (``name = "pod_affinity"``),
+    asking a :class:`PodsOnNodes`. The Placer adds it, after the user's filters and the
+    per-node cap, for the roles it concerns (:meth:`PodsOnNodes.applies`)."""
+
+    name = "pod_affinity"
+
+    def __init__(self, pods: PodsOnNodes) -> None:
+        self.pods = pods
+
+    def __call__(self, ctx: PodView, slots: IntArray) -> BoolArray:
+        return self.pods.mask(ctx.snap, ctx.role, slots)

@@ -1,0 +1,404 @@
+"""Required pod affinity and anti-affinity: a role's pods go only where the pods its affinity
+terms select run in the same domain, never where the pods its anti-affinity terms select
+run, and never where a running pod's anti-affinity term selects them. Pods placed earlier in
+the same cycle count; pods rolled back or gone do not (docs/placement.md, "Pod affinity")."""
+
+from __future__ import annotations
+
+import attrs
+import hypothesis.strategies as st
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from kant.errors import InvalidJobError
+from kant.model import (
+    HOSTNAME_LABEL,
+    Job,
+    NodeRequirement,
+    PodAffinityTerm,
+    ReasonCode,
+    Resources,
+    Role,
+    Tier,
+    topology_value,
+)
+from kant.preemption import PreemptionPolicy
+from kant.scheduler import Scheduler
+from kant.state import ClusterState
+from kant.testing import ClusterBuilder, check_invariants, job
+
+
+def _sel(**labels: str) -> tuple[NodeRequirement, ...]:
+    return tuple(NodeRequirement(key=k, operator="In", values=v) for k, v in labels.items())
+
+
+def _term(key: str = HOSTNAME_LABEL, **labels: str) -> PodAffinityTerm:
+    return PodAffinityTerm(selector=_sel(**labels), topology_key=key)
+
+
+def _cluster(zones: list[str | None], leaves: int = 1) -> ClusterState:
+    """One node per entry of ``zones`` (``lf<k>-n<i>``), labelled ``zone`` with it (None:
+    no zone label), spread evenly over ``leaves`` leaves."""
+    b = ClusterBuilder()
+    per = len(zones) // leaves
+    for k in range(leaves):
+        b.leaf(f"lf{k}", nodes=per)
+    specs = b.specs()
+    return ClusterState(
+        attrs.evolve(s, labels={} if z is None else {"zone": z})
+        for s, z in zip(specs, zones, strict=True)
+    )
+
+
+def _run(state: ClusterState, *jobs: Job, now: float = 1, s: Scheduler | None = None) -> Scheduler:
+    s = s or Scheduler(state)
+    for j in jobs:
+        s.submit(j, now=now - 1)
+    s.step(now=now)
+    check_invariants(s)
+    return s
+
+
+def _nodes(s: Scheduler, job_id: str) -> list[str]:
+    return sorted(b.node for b in s.status(job_id).bindings)
+
+
+def _zone(s: Scheduler, job_id: str) -> set[str | None]:
+    return {s.cluster.node(n).labels.get("zone") for n in _nodes(s, job_id)}
+
+
+# --------------------------------------------------------------------------- anti-affinity
+
+
+def test_replicas_submitted_together_with_hostname_anti_affinity_take_a_node_each() -> None:
+    # E-Binpack would put all four 1-GPU pods on one node; each replica is its own job and
+    # they are placed in one cycle, so each must see the ones placed before it
+    s = _run(
+        _cluster(["a", "a", "b", "b"]),
+        *(job(f"w{i}", gpus=1, labels={"app": "web"}, anti_affinity=[_term(app="web")])
+          for i in range(4)),
+    )  # fmt: skip
+    assert sorted(n for i in range(4) for n in _nodes(s, f"w{i}")) == [
+        "lf0-n0", "lf0-n1", "lf0-n2", "lf0-n3"
+    ]  # fmt: skip
+
+
+def test_a_fifth_replica_on_four_nodes_waits_and_its_reason_names_pod_affinity() -> None:
+    s = _run(
+        _cluster(["a", "a", "b", "b"]),
+        *(job(f"w{i}", gpus=1, labels={"app": "web"}, anti_affinity=[_term(app="web")])
+          for i in range(5)),
+    )  # fmt: skip
+    st_ = s.status("w4")
+    assert not st_.bindings
+    assert st_.reason is not None and st_.reason.code is ReasonCode.NO_FIT
+    assert "pod_affinity" in st_.reason.message
+
+
+def test_anti_affinity_on_a_zone_keeps_the_second_pod_out_of_the_whole_zone() -> None:
+    anti = _term("zone", app="db")
+    s = _run(
+        _cluster(["a", "a", "b", "b"]),
+        job("db0", gpus=1, labels={"app": "db"}, anti_affinity=[anti]),
+        job("db1", gpus=1, labels={"app": "db"}, anti_affinity=[anti]),
+        job("db2", gpus=1, labels={"app": "db"}, anti_affinity=[anti]),
+    )
+    assert _zone(s, "db0") | _zone(s, "db1") == {"a", "b"}
+    assert not s.status("db2").bindings  # both zones hold a db pod
+
+
+def test_a_pod_without_terms_keeps_out_of_the_domain_of_a_running_pod_that_rejects_it() -> None:
+    # the rule is symmetric: "db" says no other db in its zone; "plain" has no terms but its
+    # labels are selected, so it goes to the other zone (Kubernetes' existing-pod rule)
+    state = _cluster(["a", "a", "b", "b"])
+    s = _run(
+        state, job("db", gpus=1, labels={"app": "db"}, anti_affinity=[_term("zone", app="db")])
+    )
+    assert _zone(s, "db") == {"a"}
+    s = _run(state, job("plain", gpus=1, labels={"app": "db"}), now=2, s=s)
+    assert _zone(s, "plain") == {"b"}
+    s = _run(state, job("other", gpus=1, labels={"app": "web"}), now=3, s=s)
+    assert _zone(s, "other") == {"a"}  # not selected: E-Binpack packs it next to db
+
+
+def test_a_node_without_the_topology_key_is_no_domain_for_anti_affinity() -> None:
+    anti = _term("zone", app="db")
+    s = _run(
+        _cluster(["a", None, None]),
+        *(job(f"db{i}", gpus=1, labels={"app": "db"}, anti_affinity=[anti]) for i in range(3)),
+    )
+    zones = [z for i in range(3) for z in _zone(s, f"db{i}")]
+    assert sorted(zones, key=str) == [None, None, "a"]  # (the two without a zone may share)
+
+
+def test_a_gang_with_hostname_anti_affinity_to_itself_takes_the_leaf_with_enough_nodes() -> None:
+    # lf0 has 2 free nodes and lf1 has 4: three pods, one per node, fit only in lf1 (its
+    # domains are counted one pod per node, not 8)
+    gang = job("g", replicas=3, gpus=1, tier=Tier.LEAF, required=True, labels={"app": "g"},
+               anti_affinity=[_term(app="g")])  # fmt: skip
+    s = _run(_cluster(["a"] * 2 + ["b"] * 4, leaves=1), gang)
+    assert len(set(_nodes(s, "g"))) == 3
+    state = ClusterState(
+        [
+            *ClusterBuilder().leaf("lf0", nodes=2).specs(),
+            *ClusterBuilder().leaf("lf1", nodes=4).specs(),
+        ]
+    )
+    s = _run(state, gang)
+    assert len(_nodes(s, "g")) == 3 and {n.split("-")[0] for n in _nodes(s, "g")} == {"lf1"}
+
+
+def test_a_gang_with_zone_anti_affinity_to_itself_puts_one_pod_in_each_zone() -> None:
+    gang = job("g", replicas=2, gpus=1, labels={"app": "g"}, anti_affinity=[_term("zone", app="g")])
+    s = _run(_cluster(["a", "a", "b", "b"]), gang)
+    assert _zone(s, "g") == {"a", "b"}
+    s = _run(_cluster(["a", "a", "a", "a"]), gang)
+    assert not s.status("g").bindings  # one zone: the gang cannot be placed
+
+
+# --------------------------------------------------------------------------- affinity
+
+
+def test_a_pod_with_affinity_goes_to_the_zone_of_the_pods_it_selects_or_waits() -> None:
+    state = _cluster(["a", "a", "b", "b"])
+    s = _run(state, job("fill", gpus=8), job("db", gpus=8, labels={"app": "db"}))
+    assert _zone(s, "db") == {"a"}  # n0 then n1 (E-Binpack: lowest slot)
+    # zone a is full: the cache pod waits rather than go to zone b
+    s = _run(state, job("cache", gpus=1, affinity=[_term("zone", app="db")]), now=2, s=s)
+    assert not s.status("cache").bindings
+    reason = s.status("cache").reason
+    assert reason is not None and "pod_affinity" in reason.message
+    s.pod_finished(s.status("fill").bindings[0].pod, now=3)
+    s.step(now=4)
+    assert _nodes(s, "cache") == ["lf0-n0"]
+
+
+def test_a_pod_with_affinity_to_pods_that_do_not_run_waits() -> None:
+    s = _run(_cluster(["a", "b"]), job("cache", gpus=1, affinity=[_term("zone", app="db")]))
+    assert not s.status("cache").bindings
+
+
+def test_the_first_pod_of_a_self_affine_group_goes_anywhere_and_the_rest_follow_it() -> None:
+    aff = _term("zone", app="etl")
+    state = _cluster(["a", "a", "b", "b"])
+    s = _run(state, job("fill", gpus=4))  # n0 half full: E-Binpack puts the first etl there
+    s = _run(
+        state,
+        *(job(f"e{i}", gpus=4, labels={"app": "etl"}, affinity=[aff]) for i in range(4)),
+        now=2, s=s,
+    )  # fmt: skip
+    placed = [i for i in range(4) if s.status(f"e{i}").bindings]
+    assert placed == [0, 1, 2]  # zone a holds 12 more GPUs: three of the four
+    assert set().union(*(_zone(s, f"e{i}") for i in placed)) == {"a"}
+
+
+def test_a_node_without_the_topology_key_is_never_a_domain_for_affinity() -> None:
+    state = _cluster([None, "a"])
+    s = _run(state, job("db", gpus=1, labels={"app": "db"}))
+    assert _nodes(s, "db") == ["lf0-n0"]
+    # db runs on the node without a zone: no zone holds it, so the cache pod cannot go
+    s = _run(state, job("cache", gpus=1, affinity=[_term("zone", app="db")]), now=2, s=s)
+    assert not s.status("cache").bindings
+
+
+def test_hostname_is_the_node_name_when_a_node_has_no_such_label() -> None:
+    state = _cluster(["a", "a"])
+    assert topology_value(state.node("lf0-n1"), HOSTNAME_LABEL) == "lf0-n1"
+    s = _run(state, job("fill", gpus=4), job("db", gpus=1, labels={"app": "db"}))
+    s = _run(state, job("side", gpus=1, affinity=[_term(app="db")]), now=2, s=s)
+    assert _nodes(s, "side") == _nodes(s, "db")
+
+
+# --------------------------------------------------------------------------- what counts
+
+
+def test_pods_of_a_gang_rolled_back_in_the_cycle_do_not_count() -> None:
+    # the gang's first role lands, its second cannot: the placement is undone, and the lone
+    # pod after it in the same cycle may take the node the first role had taken
+    gang = Job(
+        id="g",
+        roles=(
+            Role(name="a", resources=Resources(gpus=1), labels={"app": "a"}),
+            Role(name="b", replicas=3, resources=Resources(gpus=8)),
+        ),
+    )
+    s = _run(
+        _cluster(["a", "a"]),
+        gang,
+        job("x", gpus=1, anti_affinity=[_term(app="a")]),
+    )
+    assert not s.status("g").bindings
+    assert _nodes(s, "x") == ["lf0-n0"]
+
+
+def test_a_pod_that_finished_no_longer_keeps_others_away() -> None:
+    state = _cluster(["a"])
+    s = _run(state, job("db", gpus=1, labels={"app": "db"}, anti_affinity=[_term(app="db")]))
+    s = _run(state, job("db2", gpus=1, labels={"app": "db"}), now=2, s=s)
+    assert not s.status("db2").bindings
+    s.pod_finished(s.status("db").bindings[0].pod, now=3)
+    s.step(now=4)
+    assert _nodes(s, "db2") == ["lf0-n0"]
+
+
+def test_pods_bound_by_restore_count_for_anti_affinity() -> None:
+    from kant.model import Binding, PodId
+
+    state = _cluster(["a", "a"])
+    s = Scheduler(state)
+    db = job("db", gpus=1, labels={"app": "db"}, anti_affinity=[_term(app="db")])
+    s.restore(db, [Binding(pod=PodId(job="db", role="worker", index=0), node="lf0-n0", gpus=(0,))],
+              now=0)  # fmt: skip
+    s = _run(state, job("db2", gpus=1, labels={"app": "db"}), now=1, s=s)
+    assert _nodes(s, "db2") == ["lf0-n1"]
+
+
+def test_preemption_evicts_the_pod_that_keeps_a_high_priority_pod_away() -> None:
+    # the node has room for both; only the anti-affinity keeps "high" out, and evicting
+    # "low" lifts it (as kube-scheduler's preemption does)
+    state = _cluster(["a"])
+    s = Scheduler(state, preemption=PreemptionPolicy())
+    s = _run(state, job("low", gpus=1, priority=0, labels={"app": "batch"}), s=s)
+    s.submit(job("high", gpus=1, priority=10, anti_affinity=[_term(app="batch")]), now=1)
+    result = s.step(now=2)
+    assert [v.job for v in result.victims] == ["low"]
+    assert not s.status("high").bindings
+    s.pod_evicted(s.status("low").bindings[0].pod, now=3)
+    s.step(now=4)
+    check_invariants(s)
+    assert _nodes(s, "high") == ["lf0-n0"]
+
+
+def test_jobs_without_labels_or_terms_place_as_before() -> None:
+    state = _cluster(["a", "a"])
+    s = _run(state, job("p", gpus=3), job("q", gpus=3))
+    assert _nodes(s, "p") == _nodes(s, "q") == ["lf0-n0"]
+    assert not state.pod_terms_kept
+
+
+# --------------------------------------------------------------------------- the model
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: PodAffinityTerm(selector=(NodeRequirement(key="a", operator="Gt", values="1"),)),
+        lambda: PodAffinityTerm(
+            selector=(NodeRequirement(key="metadata.name", operator="In", values="x", field=True),)
+        ),
+        lambda: PodAffinityTerm(topology_key=""),
+        lambda: PodAffinityTerm(selector="app=db"),
+        lambda: Role(labels={"": "x"}),
+        lambda: Role(labels={"app": " padded "}),
+        lambda: Role(pod_affinity=("zone",)),
+        lambda: Role(pod_anti_affinity=(_sel(app="x"),)),
+    ],
+)
+def test_a_malformed_term_or_label_is_refused_with_a_typed_error(make: object) -> None:
+    with pytest.raises(InvalidJobError):
+        make()  # type: ignore[operator]
+
+
+def test_an_empty_selector_is_about_every_pod() -> None:
+    everyone = PodAffinityTerm()
+    assert everyone.selects({}) and everyone.selects({"app": "x"})
+    state = _cluster(["a", "a"])
+    s = _run(state, job("x", gpus=1, labels={"k": "v"}), job("y", gpus=1))
+    s = _run(state, job("lonely", gpus=1, anti_affinity=[everyone]), now=2, s=s)
+    assert _nodes(s, "x") == _nodes(s, "y") == ["lf0-n0"]
+    # it keeps away from "x" (labelled); "y" has neither labels nor terms, and kant follows
+    # only pods that have one or the other
+    assert _nodes(s, "lonely") == ["lf0-n1"]
+
+
+# --------------------------------------------------------------------------- the property
+
+_APPS = ("a", "b", "c")
+
+
+@st.composite
+def _jobs(draw: st.DrawFn) -> list[Job]:
+    out = []
+    for i in range(draw(st.integers(1, 14))):
+        app = draw(st.sampled_from(_APPS))
+        anti = [
+            _term(draw(st.sampled_from((HOSTNAME_LABEL, "zone"))), app=draw(st.sampled_from(_APPS)))
+            for _ in range(draw(st.integers(0, 1)))
+        ]
+        aff = [
+            _term(draw(st.sampled_from((HOSTNAME_LABEL, "zone"))), app=draw(st.sampled_from(_APPS)))
+            for _ in range(draw(st.integers(0, 1)))
+        ]
+        reps = draw(st.integers(1, 3))
+        out.append(job(f"j{i}", replicas=reps, gpus=draw(st.sampled_from((1, 2, 4))),
+                       gang=draw(st.booleans()) if reps > 1 else False, labels={"app": app},
+                       anti_affinity=anti, affinity=aff))  # fmt: skip
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=_jobs(), finish=st.lists(st.integers(0, 13), max_size=4))
+def test_no_two_running_pods_ever_break_a_required_anti_affinity_term(
+    jobs: list[Job], finish: list[int]
+) -> None:
+    state = _cluster(["a", "a", "b", "b", None, None])
+    s = Scheduler(state)
+    for j in jobs:
+        s.submit(j, now=0)
+    for t in range(1, 4):
+        s.step(now=t)
+        check_invariants(s)
+        running = [(j.roles[0], b) for j in jobs for b in s.status(j.id).bindings]
+        for role, b in running:
+            for term in role.pod_anti_affinity:
+                mine = topology_value(state.node(b.node), term.topology_key)
+                for other, ob in running:
+                    if ob.pod == b.pod or mine is None or not term.selects(other.labels):
+                        continue
+                    theirs = topology_value(state.node(ob.node), term.topology_key)
+                    assert theirs != mine, (b, ob, term)
+        for k in finish:
+            if k < len(jobs):
+                for b in s.status(jobs[k].id).bindings:
+                    s.pod_finished(b.pod, now=t + 0.5)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from(("place", "release", "begin", "commit", "rollback")),
+                  st.integers(0, 5), st.integers(0, 3)),
+        max_size=40,
+    )
+)  # fmt: skip
+def test_the_kept_view_of_pods_equals_one_built_afresh_after_any_moves_and_rollbacks(
+    steps: list[tuple[str, int, int]],
+) -> None:
+    from kant.model import PodId
+    from kant.placement.affinity import PodsOnNodes
+
+    state = _cluster(["a", "a", "b", "b"])
+    snap = state.snapshot()
+    labelled = job("j", replicas=6, gpus=1, gang=False, labels={"app": "x"},
+                   anti_affinity=[_term(app="x")])  # fmt: skip
+    kept = PodsOnNodes()
+    txs = [snap.transaction()]
+    for op, k, slot in steps:
+        pod = PodId(job="j", role="worker", index=k)
+        if op == "place":
+            snap.record_placed(labelled, [(pod, slot)])
+        elif op == "release":
+            snap.pod_moves.append((pod, -1))
+        elif op == "begin":
+            txs.append(snap.transaction())
+        elif len(txs) > 1:
+            tx = txs.pop()
+            tx.commit() if op == "commit" else tx.rollback()
+        kept.sync(snap)
+        fresh = PodsOnNodes()
+        fresh.sync(snap)
+        assert kept._pods == fresh._pods
+        assert kept._by_labels == fresh._by_labels
+        assert kept._by_anti == fresh._by_anti
+    while txs:
+        txs.pop().rollback()
