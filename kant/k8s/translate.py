@@ -36,9 +36,11 @@ from kant.model import (
     NODE_NAME_FIELD,
     Job,
     JobKind,
+    Labels,
     NodeRequirement,
     NodeSelector,
     NodeSpec,
+    PodAffinityTerm,
     PodId,
     PreferredTerm,
     Resources,
@@ -96,6 +98,9 @@ MIRRORED_TAINTS: Final = frozenset({
 that controller sees it Ready, and a cluster without the controller never loses it)."""
 SPREAD_ANNOTATION: Final = "kant.io/spread"
 """``"true"``: the role's pods go on different nodes (an inference service's replicas)."""
+NAMESPACE_LABEL: Final = "kant.io/namespace"
+"""The label under which every pod's namespace is among its kant labels, so that a pod
+affinity term's namespaces are one more requirement on labels (:func:`_pod_terms`)."""
 KIND_KEY: Final = "kant.io/kind"
 """The pod label (or annotation) naming its job's kind (``training``, ``inference``, ``dev``):
 E-Spread places inference pods in its zone."""
@@ -294,6 +299,9 @@ class PodFacts:
     node_selector: NodeSelector | None
     tolerations: tuple[Toleration, ...]
     preferred: tuple[PreferredTerm, ...]
+    labels: Labels
+    pod_affinity: tuple[PodAffinityTerm, ...]
+    pod_anti_affinity: tuple[PodAffinityTerm, ...]
     kind: JobKind
     spread: bool
     topology: TopologyWish | None
@@ -318,10 +326,13 @@ class PodFacts:
             self.tolerations,
             self.preferred,
             self.spread,
+            self.pod_affinity,
+            self.pod_anti_affinity,
         )
 
-    def role(self, name: str, replicas: int) -> Role:
-        """The role of ``replicas`` pods like this one, called ``name``."""
+    def role(self, name: str, replicas: int, labels: Mapping[str, str] | None = None) -> Role:
+        """The role of ``replicas`` pods like this one, called ``name``, with ``labels``
+        (default: this pod's)."""
         return Role(
             name=name,
             replicas=replicas,
@@ -332,6 +343,9 @@ class PodFacts:
             tolerations=self.tolerations,
             preferred=self.preferred,
             spread=self.spread,
+            labels=self.labels if labels is None else labels,
+            pod_affinity=self.pod_affinity,
+            pod_anti_affinity=self.pod_anti_affinity,
         )
 
 
@@ -397,6 +411,9 @@ def _pod_facts(pod: Obj, settings: K8sSettings) -> PodFacts:
         node_selector=_node_selector(spec, settings, where),
         tolerations=_tolerations(spec, where),
         preferred=_preferred(spec, where),
+        labels=_pod_labels(lab, ns),
+        pod_affinity=_pod_terms(spec, lab, ns, "podAffinity", where),
+        pod_anti_affinity=_pod_terms(spec, lab, ns, "podAntiAffinity", where),
         kind=_kind(lab, ann, where),
         spread=_flag(ann, SPREAD_ANNOTATION, where),
         topology=_topology(ann, settings, where),
@@ -631,6 +648,91 @@ def _preferred(spec: Obj, where: str) -> tuple[PreferredTerm, ...]:
     return tuple(sorted(out, key=repr))
 
 
+def _pod_labels(lab: Mapping[str, str], ns: str) -> Labels:
+    """The pod's labels as kant reads them: its own, and its namespace under
+    :data:`NAMESPACE_LABEL` (values the API server validated; a label kant would refuse is
+    left out, and only a term that reads it can tell)."""
+    out = {str(k): str(v) for k, v in lab.items() if k != NAMESPACE_LABEL}
+    out[NAMESPACE_LABEL] = ns
+    return Labels(out)
+
+
+_NO_POD: Final = NodeRequirement(key=NAMESPACE_LABEL, operator=SelectorOp.DOES_NOT_EXIST)
+"""A requirement no pod meets (every pod has its namespace label): a term whose
+``labelSelector`` is null selects no pod (Kubernetes)."""
+
+
+def _pod_terms(
+    spec: Obj, lab: Mapping[str, str], ns: str, kind: str, where: str
+) -> tuple[PodAffinityTerm, ...]:
+    """The pod's required ``podAffinity`` or ``podAntiAffinity`` terms (``kind``), sorted.
+    Each term's ``labelSelector`` (``matchLabels`` and ``matchExpressions``, ANDed; null
+    selects no pod), its ``matchLabelKeys`` (``In`` the pod's own value of each key it has)
+    and ``mismatchLabelKeys`` (``NotIn`` it), and its namespaces (none listed: the pod's own;
+    an empty ``namespaceSelector``: every namespace) as a requirement on
+    :data:`NAMESPACE_LABEL`. A ``namespaceSelector`` with requirements would need the
+    namespaces' labels, which the shim does not watch: the pod is refused. Preferred terms
+    are not read."""
+    raw = ((spec.get("affinity") or {}).get(kind) or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or ()
+    if not isinstance(raw, Sequence) or isinstance(raw, str):
+        raise InvalidObjectError(kind, raw, "must be a list of terms", where=where)
+    out = []
+    for i, t in enumerate(raw):
+        path = f"{kind}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
+        if not isinstance(t, Mapping):
+            raise InvalidObjectError(path, t, "must be a mapping", where=where)
+        sel = t.get("labelSelector")
+        reqs: list[NodeRequirement] = []
+        try:
+            if sel is None:
+                reqs.append(_NO_POD)
+            elif not isinstance(sel, Mapping):
+                raise InvalidObjectError(f"{path}.labelSelector", sel, "must be a mapping",
+                                         where=where)  # fmt: skip
+            else:
+                reqs.extend(
+                    NodeRequirement(key=str(k), operator=SelectorOp.IN, values=(str(v),))
+                    for k, v in sorted((sel.get("matchLabels") or {}).items())
+                )
+                exprs = _requirements({"matchExpressions": sel.get("matchExpressions")},
+                                      f"{path}.labelSelector", where)  # fmt: skip
+                for j, r in enumerate(exprs):
+                    if r.operator in (SelectorOp.GT, SelectorOp.LT):
+                        raise InvalidObjectError(
+                            f"{path}.labelSelector.matchExpressions[{j}].operator",
+                            r.operator.value,
+                            "a label selector takes In, NotIn, Exists or DoesNotExist",
+                            where=where,
+                        )
+                reqs.extend(exprs)
+            for field, op in (("matchLabelKeys", SelectorOp.IN),
+                              ("mismatchLabelKeys", SelectorOp.NOT_IN)):  # fmt: skip
+                for k in t.get(field) or ():
+                    if k in lab:
+                        reqs.append(NodeRequirement(key=str(k), operator=op, values=(str(lab[k]),)))
+            names = [str(n) for n in t.get("namespaces") or ()]
+            nsel = t.get("namespaceSelector")
+            if nsel is not None and (not isinstance(nsel, Mapping) or nsel.get("matchLabels")
+                                     or nsel.get("matchExpressions")):  # fmt: skip
+                raise InvalidObjectError(
+                    f"{path}.namespaceSelector", nsel,
+                    "a namespace selector with requirements is not supported (kant does not "
+                    "read namespaces' labels); list the namespaces instead", where=where,
+                )  # fmt: skip
+            if nsel is None:  # (an empty selector: every namespace, no requirement)
+                reqs.append(NodeRequirement(key=NAMESPACE_LABEL, operator=SelectorOp.IN,
+                                            values=tuple(names or (ns,))))  # fmt: skip
+            key: Any = t.get("topologyKey")
+            out.append(PodAffinityTerm(selector=tuple(reqs), topology_key=key))
+        except ValidationError as e:
+            if isinstance(e, InvalidObjectError):
+                raise
+            raise InvalidObjectError(f"{path}.{e.field}", e.value, e.reason, where=where) from None
+    return tuple(sorted(out, key=repr))
+
+
 def _tolerations(spec: Obj, where: str) -> tuple[Toleration, ...]:
     out = []
     for i, t in enumerate(spec.get("tolerations") or ()):
@@ -776,7 +878,12 @@ def build_job(
     ids: dict[PodId, str] = {}
     for i, members in enumerate(shapes.values()):
         name = "worker" if len(shapes) == 1 else f"worker-{i}"
-        roles.append(members[0].role(name, len(members)))
+        # a role's labels are those all its pods share (a pod's own name or index is not
+        # the role's; pod affinity reads the rest)
+        common = dict(members[0].labels)
+        for p in members[1:]:
+            common = {k: v for k, v in common.items() if p.labels.get(k) == v}
+        roles.append(members[0].role(name, len(members), common))
         for k, p in enumerate(members):
             ids[PodId(job=job, role=name, index=k)] = p.key
     lead = ordered[0]
