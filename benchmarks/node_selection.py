@@ -1,9 +1,9 @@
 """What node selectors, taints and node preferences cost the Placer, as ratios to a cluster
-and jobs without them, measured in one run.
+and jobs without them, measured in one run (pod labels and pod anti-affinity too).
 
     python benchmarks/node_selection.py [--nodes 12500] [--jobs 2000] [--rounds 5] [--json]
 
-The cluster is ``kant bench place``'s 8-GPU fat tree. Six variants, each placing the same
+The cluster is ``kant bench place``'s 8-GPU fat tree. Eight variants, each placing the same
 ``--jobs`` jobs (1, 2, 4 or 8 GPUs, drawn with a fixed seed; one in ten a gang of four 8-GPU
 pods that requires one leaf) one at a time on a fresh snapshot of an empty cluster, timed by
 this thread's CPU clock:
@@ -17,7 +17,11 @@ this thread's CPU clock:
 - ``preferring``: the labelled nodes, every role preferring ``pool In [b]`` (weight 50): its
   pods go there while it has room;
 - ``soft-tainted``: the labelled nodes, one in ten with a ``PreferNoSchedule`` taint, half
-  the roles tolerating it (the others try the untainted nodes first).
+  the roles tolerating it (the others try the untainted nodes first);
+- ``pod-labelled``: the plain nodes, every job's pods labelled ``app=a<k>`` (50 apps), no pod
+  terms: the snapshot notes every pod placed; the decisions must equal ``plain``'s;
+- ``anti-affine``: the same labels, and every role with a required anti-affinity term on
+  the hostname against its own app: no node holds two pods of one app (a gang's pods too).
 
 A fresh :class:`~kant.placement.Placer` per run, so each run pays the allowed-node mask of
 its (selector, tolerations) once. Rounds alternate the variants; printed are the medians
@@ -42,6 +46,7 @@ from kant.model import (
     NodeRequirement,
     NodeSelector,
     NodeSpec,
+    PodAffinityTerm,
     PreferredTerm,
     Taint,
     Tier,
@@ -56,6 +61,7 @@ SOFT = Taint(key="dedicated", value="batch", effect="PreferNoSchedule")
 TOLERATE = (Toleration(key="dedicated", operator="Exists"),)
 IN_B = NodeRequirement(key="pool", operator="In", values=("b",))
 PREFER_B = (PreferredTerm(weight=50, requirements=(IN_B,)),)
+APPS = 50  # the pod-labelled variants' apps
 
 
 def labelled(
@@ -92,19 +98,38 @@ def workload(
     selector: NodeSelector | None,
     tolerate_half: bool,
     preferred: tuple[PreferredTerm, ...] = (),
+    apps: bool = False,
+    anti: bool = False,
 ) -> list[Job]:
     rng = np.random.default_rng(seed)
     jobs = []
     for i in range(n):
         tol = TOLERATE if tolerate_half and i % 2 else ()
+        app = f"a{i % APPS}"
+        pods: dict[str, Any] = {
+            "labels": {"app": app} if apps else None,
+            "anti_affinity": [PodAffinityTerm(selector=(NodeRequirement(
+                key="app", operator="In", values=(app,)),))] if anti else (),
+        }  # fmt: skip
         if i % 10 == 9:
             jobs.append(job(f"g{i}", gpus=8, replicas=4, tier=Tier.LEAF, required=True,
-                            selector=selector, tolerations=tol, preferred=preferred))  # fmt: skip
+                            selector=selector, tolerations=tol, preferred=preferred,
+                            **pods))  # fmt: skip
         else:
             g = int(rng.choice([1, 2, 4, 8]))
             jobs.append(job(f"p{i}", gpus=g, cpu_milli=4000 * g, memory_mib=32768 * g,
-                            selector=selector, tolerations=tol, preferred=preferred))  # fmt: skip
+                            selector=selector, tolerations=tol, preferred=preferred,
+                            **pods))  # fmt: skip
     return jobs
+
+
+def _doubled(decisions: list[tuple[str, str]]) -> int:
+    """Nodes that hold two pods of one app (``app = a<job number mod APPS>``)."""
+    seen: dict[tuple[str, int], int] = {}
+    for pod, node in decisions:
+        key = (node, int(pod.split("/")[0][1:]) % APPS)
+        seen[key] = seen.get(key, 0) + 1
+    return sum(1 for v in seen.values() if v > 1)
 
 
 def run(state: ClusterState, jobs: list[Job]) -> tuple[float, list[tuple[str, str]]]:
@@ -150,6 +175,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             workload(a.jobs, a.seed, selector=None, tolerate_half=False, preferred=PREFER_B),
         ),
         "soft-tainted": (soft_state, workload(a.jobs, a.seed, selector=None, tolerate_half=True)),
+        "pod-labelled": (
+            plain_state,
+            workload(a.jobs, a.seed, selector=None, tolerate_half=False, apps=True),
+        ),
+        "anti-affine": (
+            plain_state,
+            workload(a.jobs, a.seed, selector=None, tolerate_half=False, apps=True, anti=True),
+        ),
     }
     times: dict[str, list[float]] = {k: [] for k in variants}
     decisions: dict[str, list[tuple[str, str]]] = {}
@@ -179,6 +212,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for p, n in decisions["soft-tainted"]
             if soft_state.node(n).taints and int(p.split("/")[0][1:]) % 2 == 0
         ),
+        "pod_labelled_decides_as_plain": decisions["pod-labelled"] == decisions["plain"],
+        "anti_affine_nodes_with_two_pods_of_an_app": _doubled(decisions["anti-affine"]),
         "build_state_ms": {
             "plain": round(build_plain * 1e3, 1),
             "labelled": round(build_labelled * 1e3, 1),
@@ -188,14 +223,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(json.dumps(out, indent=2))
     else:
         for k in variants:
-            print(f"{k:12s} {out['ms'][k]:9.2f} ms  {out['us_per_job'][k]:7.1f} us/job  "
+            print(f"{k:13s} {out['ms'][k]:9.2f} ms  {out['us_per_job'][k]:7.1f} us/job  "
                   f"x{out['over_plain'][k]:.3f}  {out['placed_pods'][k]} pods placed")  # fmt: skip
         print(
             f"labelled decides as plain: {out['labelled_decides_as_plain']}; "
             f"selected all in pool b: {out['selected_all_in_pool_b']}; "
             f"preferring all in pool b: {out['preferring_all_in_pool_b']}; "
             "soft-tainted nodes used by intolerant pods: "
-            f"{out['soft_tainted_nodes_used_by_intolerant_pods']}"
+            f"{out['soft_tainted_nodes_used_by_intolerant_pods']}; "
+            f"pod-labelled decides as plain: {out['pod_labelled_decides_as_plain']}; "
+            "nodes with two pods of an app under anti-affinity: "
+            f"{out['anti_affine_nodes_with_two_pods_of_an_app']}"
         )
         print(
             f"building the state: {out['build_state_ms']['plain']} ms plain, "
