@@ -331,7 +331,7 @@ class _Cycle:
     def hold_nominations(self) -> None:
         for e in self.candidates:
             if e.nomination is not None:
-                self.holds.nominate(e.id, e.nomination.bindings)
+                self.holds.nominate(e.id, e.nomination.bindings, e.job)
                 self._uncharge(e.nomination.victims)
                 self._hold_quota(e, e.nomination.bindings)
         # every other pod still to go too (its preemptor placed elsewhere, or its nomination
@@ -953,7 +953,7 @@ class _Cycle:
         if e.id in self.dropped:  # its old nomination ended; this one replaces it
             self.dropped.remove(e.id)
         self.nominations.append(nom)
-        self.holds.nominate(e.id, nom.bindings)
+        self.holds.nominate(e.id, nom.bindings, e.job)
         self._uncharge(nom.victims)
         self._hold_quota(e, nom.bindings)
         new = sum(len(v.pods) for v in self.pre.victims[len(self.pre.victims) - units :])
@@ -1066,10 +1066,11 @@ class _Quiet:
         preemption: PreemptionPolicy,
     ) -> tuple[Any, ...]:
         """Everything a cycle reads besides the time: the objects, and the counters of
-        their changes (the cluster's nodes, the queue's entries, the quota's usage)."""
+        their changes (the cluster's nodes and described jobs, the queue's entries, the
+        quota's usage)."""
         return (
-            cluster, cluster.generation, cluster.membership_version, queue.tick, admitter,
-            admitter.table, admitter.version, placer, policy, preemption,
+            cluster, cluster.generation, cluster.membership_version, cluster.pod_terms_version,
+            queue.tick, admitter, admitter.table, admitter.version, placer, policy, preemption,
         )  # fmt: skip
 
     @classmethod

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from kant.bits import bits, mask_of, popcount
-from kant.model import MILLI, Binding
+from kant.model import MILLI, Binding, Job
 from kant.state import Snapshot
 from kant.state.columns import IntArray
 
@@ -194,6 +194,7 @@ class Hold:
 
     def __init__(self, bindings: Sequence[Binding]) -> None:
         self.bindings = tuple(bindings)
+        self.pods_noted = False  # whether its pods were noted on the snapshot (Holds.nominate)
         self.taken: list[Alloc] = []
         # per allocation taken: its row's usage before (NodeColumns.usage) and its row
         # version after (Snapshot.row_version)
@@ -330,11 +331,16 @@ class Holds:
         """Does ``job`` hold devices nominated for it?"""
         return job in self.nominated
 
-    def nominate(self, job: str, bindings: Sequence[Binding]) -> None:
-        """Hold ``bindings`` for the preemptor ``job``."""
+    def nominate(self, job: str, bindings: Sequence[Binding], owner: Job | None = None) -> None:
+        """Hold ``bindings`` for the preemptor ``job``. With ``owner`` (the job) labelled,
+        its pods count for pod affinity where they are nominated, as kube-scheduler counts
+        nominated pods, until the nomination is opened for its placement or dropped."""
         h = Hold(bindings)
         h.take(self.snap)
         self.nominated[job] = h
+        if owner is not None and owner.labelled:
+            h.pods_noted = True
+            self.snap.record_placed(owner, self.snap.here(bindings))
 
     def reserve(self, bindings: Sequence[Binding]) -> None:
         """Hold ``bindings`` for the policy's reservations (a policy may reserve for several
@@ -347,7 +353,10 @@ class Holds:
 
     def drop(self, job: str) -> None:
         """The nomination of ``job`` has served its time: free its devices."""
-        self.nominated.pop(job).give_back(self.snap)
+        h = self.nominated.pop(job)
+        h.give_back(self.snap)
+        if h.pods_noted:
+            self.snap.note_gone(b.pod for b in h.bindings)
         self.epoch += 1
 
     def open_for(self, job: str, *, reserved: bool) -> tuple[Hold | None, Hold | None]:
@@ -358,6 +367,8 @@ class Holds:
         for h in (own, res):
             if h is not None:
                 h.give_back(self.snap)
+        if own is not None and own.pods_noted:  # (its pods are placed anew, or not at all)
+            self.snap.note_gone(b.pod for b in own.bindings)
         return own, res
 
     def placed(self, job: str, opened: tuple[Hold | None, Hold | None]) -> None:

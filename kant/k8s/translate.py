@@ -98,6 +98,16 @@ MIRRORED_TAINTS: Final = frozenset({
 that controller sees it Ready, and a cluster without the controller never loses it)."""
 SPREAD_ANNOTATION: Final = "kant.io/spread"
 """``"true"``: the role's pods go on different nodes (an inference service's replicas)."""
+POD_OWN_LABELS: Final = frozenset({
+    "statefulset.kubernetes.io/pod-name",
+    "apps.kubernetes.io/pod-index",
+    "batch.kubernetes.io/job-completion-index",
+    "training.kubeflow.org/replica-index",
+    "leaderworkerset.sigs.k8s.io/worker-index",
+})  # fmt: skip
+"""Labels that name one pod of a group (its name or index): pods of a gang that differ only
+in these are one role (its labels leave them out); any other label differing makes two
+roles, so that a term selecting it (``replica-type: master``) selects the right pods."""
 NAMESPACE_LABEL: Final = "kant.io/namespace"
 """The label under which every pod's namespace is among its kant labels, so that a pod
 affinity term's namespaces are one more requirement on labels (:func:`_pod_terms`)."""
@@ -328,6 +338,7 @@ class PodFacts:
             self.spread,
             self.pod_affinity,
             self.pod_anti_affinity,
+            tuple(sorted((k, v) for k, v in self.labels.items() if k not in POD_OWN_LABELS)),
         )
 
     def role(self, name: str, replicas: int, labels: Mapping[str, str] | None = None) -> Role:
@@ -878,8 +889,8 @@ def build_job(
     ids: dict[PodId, str] = {}
     for i, members in enumerate(shapes.values()):
         name = "worker" if len(shapes) == 1 else f"worker-{i}"
-        # a role's labels are those all its pods share (a pod's own name or index is not
-        # the role's; pod affinity reads the rest)
+        # a role's labels are those all its pods share (they differ only in the labels
+        # that name one pod, POD_OWN_LABELS, which the role does not carry)
         common = dict(members[0].labels)
         for p in members[1:]:
             common = {k: v for k, v in common.items() if p.labels.get(k) == v}

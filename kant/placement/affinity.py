@@ -182,14 +182,20 @@ class PodsOnNodes:
         for t, where in self._by_anti.items():
             if self._selects(t, labels):
                 keep &= ~self._in_domains(snap, t.topology_key, [where], slots)
-        if role.pod_affinity:
-            found = [self._slots_selected(t) for t in role.pod_affinity]
-            if not any(found) and all(t.selects(labels) for t in role.pod_affinity):
-                for t in role.pod_affinity:  # the first pod of its kind: any node with the keys
+        terms = role.pod_affinity
+        if terms:
+            # the pods that count are those every term selects (Kubernetes), each in the
+            # domain of every term whose key its node has
+            both = [
+                w for lab, w in self._by_labels.items() if all(self._selects(t, lab) for t in terms)
+            ]
+            taken = [self._taken(snap, t.topology_key, both) for t in terms]
+            if not any(d.shape[0] for d in taken) and all(t.selects(labels) for t in terms):
+                for t in terms:  # the first pod of its kind: any node with every key
                     keep &= self._ids(snap, t.topology_key)[slots] >= 0
             else:
-                for t, at in zip(role.pod_affinity, found, strict=True):
-                    keep &= self._in_domains(snap, t.topology_key, at, slots)
+                for t, d in zip(terms, taken, strict=True):
+                    keep &= np.isin(self._ids(snap, t.topology_key)[slots], d)
         return keep
 
     def _slots_selected(self, t: PodAffinityTerm) -> list[Counter[int]]:
@@ -201,15 +207,19 @@ class PodsOnNodes:
     ) -> BoolArray:
         """Per node of ``slots``: whether it has topology key ``key`` and shares its value
         with a node of ``where``."""
-        ids = self._ids(snap, key)
-        on = [s for w in where for s in w]
-        if not on:
-            return np.zeros(slots.shape[0], dtype=np.bool_)
-        taken = ids[np.array(on, dtype=np.int64)]
-        taken = taken[taken >= 0]
+        taken = self._taken(snap, key, where)
         if not taken.shape[0]:
             return np.zeros(slots.shape[0], dtype=np.bool_)
-        return np.isin(ids[slots], taken)
+        return np.isin(self._ids(snap, key)[slots], taken)
+
+    def _taken(self, snap: Snapshot, key: str, where: list[Counter[int]]) -> IntArray:
+        """The values (as :meth:`_ids` names them) of topology key ``key`` of the nodes of
+        ``where`` that have it, with repeats."""
+        on = [s for w in where for s in w]
+        if not on:
+            return np.zeros(0, dtype=np.int64)
+        ids = self._ids(snap, key)[np.array(on, dtype=np.int64)]
+        return ids[ids >= 0]
 
     def _ids(self, snap: Snapshot, key: str) -> IntArray:
         """Per slot of ``snap``, an int naming its node's value for topology key ``key`` (-1:

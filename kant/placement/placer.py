@@ -248,6 +248,8 @@ class Placer:
         by_role: dict[str, list[PodId]] = {}
         for p in todo:
             by_role.setdefault(p.role, []).append(p)
+        if job.pod_terms and len(by_role) > 1:
+            by_role = {r: by_role[r] for r in _affinity_order(job, list(by_role))}
         placed: list[Binding] = []
         unplaced: dict[PodId, Reason] = {}
         with snap.transaction() as tx:
@@ -458,10 +460,14 @@ class Placer:
             np.minimum(room, np.maximum(left, 0), out=room)
             if whole and int(room.sum()) < n:
                 return room, why_not(snap, cand.slots, req, n, MaxPerNode.name)
-        if ctx.role.pod_anti_affinity and self._affine_filters(filters):
-            self._pods_on.one_per_domain(snap, ctx.role, search, room)
         if filters.active:
             filters.restrict_room(ctx, search, room, n)
+            if ctx.role.pod_anti_affinity and self._affine_filters(filters):
+                # (after the filters: a domain's one pod goes to a node they keep)
+                enough = int(room.sum()) >= n
+                self._pods_on.one_per_domain(snap, ctx.role, search, room)
+                if enough and int(room.sum()) < n:
+                    filters.blocked = PodAffinity.name
             if whole and int(room.sum()) < n:
                 return room, why_not(snap, cand.slots, req, n, filters.blocked)
         return room, None
@@ -1179,6 +1185,23 @@ def _level_parts(snap: Snapshot, role: Role, slots: IntArray) -> list[np.ndarray
         if k > seen:
             out.append(keep)
             seen = k
+    return out
+
+
+def _affinity_order(job: Job, names: list[str]) -> list[str]:
+    """The roles ``names`` of ``job`` in an order where a role whose pod affinity selects the
+    pods of another comes after it (so a gang's workers that must run near its launcher are
+    placed once it is), else as given; roles that select each other stay as given."""
+    roles = {n: job.role(n) for n in names}
+    needs = {
+        n: {m for m in names if m != n and any(t.selects(roles[m].labels) for t in r.pod_affinity)}
+        for n, r in roles.items()
+    }
+    out: list[str] = []
+    while len(out) < len(names):
+        left = [n for n in names if n not in out]
+        ready = [n for n in left if needs[n].issubset(out)]
+        out.append(ready[0] if ready else left[0])
     return out
 
 

@@ -51,7 +51,7 @@ class CycleWhatIf:
         self.job = job
         self.pods = pods
         self.role_models = role_models
-        self.freed: dict[tuple[PodId, ...], list[Alloc]] = {}
+        self.freed: dict[tuple[PodId, ...], list[tuple[Alloc, Binding]]] = {}
         self.dec: QuotaDecision | None = None
         # readiness on every allowed model (see ready)
         self.counts = pods_per_role(job, pods)
@@ -81,7 +81,7 @@ class CycleWhatIf:
         for b in unit.bindings:
             a = release_exact(self.snap, b)
             if a is not None:
-                freed.append(a)
+                freed.append((a, b))
         self.freed[unit.pods] = freed
         for m, milli in unit.usage:
             self.ledger.add(unit.tenant, m, -milli)
@@ -90,8 +90,10 @@ class CycleWhatIf:
 
     def restore(self, unit: VictimUnit) -> None:
         """Take back exactly what :meth:`remove` freed."""
-        for a in self.freed.get(unit.pods, ()):
+        back = self.freed.get(unit.pods, ())
+        for a, _b in back:
             a.take(self.snap)
+        self.snap.note_back([b for _a, b in back])  # (its pods run there again: pod affinity)
         for m, milli in unit.usage:
             self.ledger.add(unit.tenant, m, milli)
         if self.needs_nominal is not None and self.needs_nominal(unit):

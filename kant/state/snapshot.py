@@ -907,6 +907,27 @@ class Snapshot:
             self.placed_anti = self.placed_anti or job.anti_terms
         self.pod_moves.extend(pods)
 
+    def here(self, bindings: Iterable[Binding]) -> list[tuple[PodId, int]]:
+        """Each binding's pod and the slot of its node, for the bindings whose node is in
+        the snapshot (for :meth:`record_placed`)."""
+        out = []
+        for b in bindings:
+            s = self.slot_if_here(b.node)
+            if s is not None:
+                out.append((b.pod, s))
+        return out
+
+    def note_gone(self, pods: Iterable[PodId]) -> None:
+        """Note that ``pods`` no longer hold devices here (for pod affinity)."""
+        if self._keeps_moves:
+            self.pod_moves.extend((p, -1) for p in pods)
+
+    def note_back(self, bindings: Iterable[Binding]) -> None:
+        """Note that the pods of ``bindings``, released on the snapshot, hold their devices
+        again (a preemption what-if giving a victim back), for pod affinity."""
+        if self._keeps_moves:
+            self.pod_moves.extend((b.pod, self.slot_of(b.node)) for b in bindings)
+
     def _recount(self, s: int) -> None:
         v = self.cols.views()
         w = v.width

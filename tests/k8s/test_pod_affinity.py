@@ -203,10 +203,38 @@ def test_a_term_kant_cannot_read_refuses_the_pod_naming_the_field(
     assert names in str(e.value)
 
 
+def test_pods_of_a_gang_that_differ_in_a_label_are_two_roles_and_in_a_pod_index_one() -> None:
+    from kant.k8s.translate import build_job
+
+    master = _facts(
+        {}, labels={"replica-type": "master", "statefulset.kubernetes.io/pod-name": "m"}
+    )
+    worker = attrs.evolve(
+        master,
+        name="w",
+        key="ns1/w",
+        labels=Labels(
+            {**master.labels, "replica-type": "worker", "statefulset.kubernetes.io/pod-name": "w"}
+        ),
+    )
+    job, _ = build_job([master, worker], "j", 0.0)
+    assert sorted(r.labels["replica-type"] for r in job.roles) == ["master", "worker"]
+    twin = attrs.evolve(
+        master,
+        name="m2",
+        key="ns1/m2",
+        labels=Labels({**master.labels, "statefulset.kubernetes.io/pod-name": "m2"}),
+    )
+    job, _ = build_job([master, twin], "j", 0.0)
+    (role,) = job.roles
+    assert role.replicas == 2 and "statefulset.kubernetes.io/pod-name" not in role.labels
+
+
 def test_a_gangs_role_has_the_labels_its_pods_share() -> None:
     from kant.k8s.translate import build_job
 
-    a = _facts({}, labels={"app": "train", "index": "0"})
-    b = attrs.evolve(a, name="q", key="ns1/q", labels=Labels({**a.labels, "index": "1"}))
+    a = _facts({}, labels={"app": "train", "apps.kubernetes.io/pod-index": "0"})
+    b = attrs.evolve(a, name="q", key="ns1/q",
+                     labels=Labels({**a.labels, "apps.kubernetes.io/pod-index": "1"}))  # fmt: skip
     job, _ = build_job([a, b], "j", 0.0)
     assert dict(job.roles[0].labels) == {"app": "train", NAMESPACE_LABEL: "ns1"}

@@ -209,6 +209,57 @@ def test_hostname_is_the_node_name_when_a_node_has_no_such_label() -> None:
     assert _nodes(s, "side") == _nodes(s, "db")
 
 
+def test_with_two_affinity_terms_only_a_pod_both_select_counts() -> None:
+    # Kubernetes counts the pods that match all the terms: "a" and "b" each meet one
+    state = _cluster(["z", "z"])
+    s = _run(state, job("a", gpus=1, labels={"app": "a"}), job("b", gpus=1, labels={"tier": "b"}))
+    assert _nodes(s, "a") == _nodes(s, "b") == ["lf0-n0"]
+    both = [_term(app="a"), _term(tier="b")]
+    s = _run(state, job("x", gpus=1, labels={"other": "1"}, affinity=both), now=2, s=s)
+    assert not s.status("x").bindings
+
+
+def test_a_pod_selected_by_one_term_of_two_leaves_a_self_affine_pod_the_first_of_its_kind() -> None:
+    state = _cluster(["z", "z"])
+    s = _run(state, job("a", gpus=1, labels={"app": "a"}))
+    both = [_term(app="a"), _term(tier="b")]
+    s = _run(state, job("x", gpus=1, labels={"app": "a", "tier": "b"}, affinity=both), now=2, s=s)
+    assert len(_nodes(s, "x")) == 1
+
+
+def test_a_matching_pod_on_a_node_without_the_key_does_not_count_for_affinity() -> None:
+    state = _cluster([None, "a"])
+    s = _run(state, job("e0", gpus=8, labels={"app": "etl"}))
+    assert _nodes(s, "e0") == ["lf0-n0"]
+    s = _run(state, job("e1", gpus=1, labels={"app": "etl"}, affinity=[_term("zone", app="etl")]),
+             now=2, s=s)  # fmt: skip
+    assert _nodes(s, "e1") == ["lf0-n1"]  # the first of its kind in a zone
+
+
+def test_a_gangs_role_with_affinity_to_another_role_is_placed_after_it_whatever_their_order() -> (
+    None
+):
+    launcher = Role(name="a", resources=Resources(gpus=1), labels={"app": "launcher"})
+    workers = Role(name="b", replicas=2, resources=Resources(gpus=1), labels={"app": "worker"},
+                   pod_affinity=(_term("zone", app="launcher"),))  # fmt: skip
+    for roles in ((launcher, workers), (workers, launcher)):
+        s = _run(_cluster(["x", "x", "y", "y"]), Job(id="g", roles=roles))
+        assert len(_nodes(s, "g")) == 3
+        assert _zone(s, "g") == {"x"}
+
+
+def test_a_gangs_one_pod_per_zone_goes_to_a_node_the_other_filters_keep() -> None:
+    # zone a is n0 and n1, but n0 runs "blk", which the gang may not share a node with: the
+    # gang's pod for zone a takes n1 (its room is cut to one per zone after the filters)
+    state = _cluster(["a", "a", "b", "b"])
+    s = _run(state, job("blk", gpus=1, labels={"app": "blk"}))
+    gang = job("g", replicas=2, gpus=1, gang=True, labels={"app": "g"},
+               anti_affinity=[_term("zone", app="g"), _term(app="blk")])  # fmt: skip
+    s = _run(state, gang, now=2, s=s)
+    assert len(_nodes(s, "g")) == 2 and "lf0-n0" not in _nodes(s, "g")
+    assert _zone(s, "g") == {"a", "b"}
+
+
 # --------------------------------------------------------------------------- what counts
 
 
@@ -241,6 +292,22 @@ def test_a_pod_that_finished_no_longer_keeps_others_away() -> None:
     assert _nodes(s, "db2") == ["lf0-n0"]
 
 
+def test_a_job_described_after_a_quiet_cycle_is_seen_by_the_next() -> None:
+    # the orchestrator binds "db" itself, then describes it: the next cycle must not reuse
+    # the quiet cycle's answer
+    from kant.model import Binding, PodId
+
+    state = _cluster(["a", "b"])
+    s = Scheduler(state)
+    state.bind(Binding(pod=PodId(job="db", role="worker", index=0), node="lf0-n1", gpus=(0,)))
+    s.submit(job("cache", gpus=1, affinity=[_term("zone", app="db")]), now=0)
+    s.step(now=1)
+    assert not s.status("cache").bindings
+    state.describe(job("db", gpus=1, labels={"app": "db"}))
+    s.step(now=5)
+    assert _nodes(s, "cache") == ["lf0-n1"]
+
+
 def test_pods_bound_by_restore_count_for_anti_affinity() -> None:
     from kant.model import Binding, PodId
 
@@ -267,6 +334,43 @@ def test_preemption_evicts_the_pod_that_keeps_a_high_priority_pod_away() -> None
     s.step(now=4)
     check_invariants(s)
     assert _nodes(s, "high") == ["lf0-n0"]
+
+
+def test_preemption_keeps_the_victim_that_keeps_the_preemptor_out_among_its_victims() -> None:
+    # two pods fill the node; evicting either frees room, but only evicting "blocker" lets
+    # "high" in: the search that spares victims must not spare it
+    state = _cluster(["a"])
+    s = Scheduler(state, preemption=PreemptionPolicy())
+    s = _run(state, job("blocker", gpus=4, priority=1, labels={"app": "batch"}),
+             job("filler", gpus=4, priority=0), s=s)  # fmt: skip
+    s.submit(job("high", gpus=4, priority=10, anti_affinity=[_term(app="batch")]), now=1)
+    result = s.step(now=2)
+    assert "blocker" in {v.job for v in result.victims}
+    for v in result.victims:
+        for p in v.pods:
+            s.pod_evicted(p, now=3)
+    s.step(now=4)
+    assert _nodes(s, "high") == ["lf0-n0"]
+
+
+def test_a_nominated_preemptor_counts_where_it_is_nominated() -> None:
+    # "high" evicts "low" on n1 and waits there for it to go; "x", which must not run next to
+    # "high", keeps off n1 meanwhile (kube-scheduler counts nominated pods too)
+    state = _cluster(["a", "b"])
+    s = Scheduler(state, preemption=PreemptionPolicy())
+    s = _run(state, job("big", gpus=8, priority=20),
+             job("low", gpus=4, priority=0, labels={"app": "batch"}), s=s)  # fmt: skip
+    s.submit(job("high", gpus=2, priority=10, labels={"app": "high"},
+                 anti_affinity=[_term(app="batch")]), now=1)  # fmt: skip
+    result = s.step(now=2)
+    assert {b.node for n in result.nominations for b in n.bindings} == {"lf0-n1"}
+    s.submit(job("x", gpus=2, priority=10, anti_affinity=[_term(app="high")]), now=3)
+    s.step(now=4)
+    assert "lf0-n1" not in _nodes(s, "x")
+    s.pod_evicted(s.status("low").bindings[0].pod, now=5)
+    s.step(now=6)
+    check_invariants(s)
+    assert _nodes(s, "high") == ["lf0-n1"]
 
 
 def test_jobs_without_labels_or_terms_place_as_before() -> None:
