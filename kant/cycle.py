@@ -1320,14 +1320,14 @@ _NEVER_FIT_CANDIDATES = CAPACITY_CODES | {ReasonCode.QUOTA_EXCEEDED}
 def placement_shape(job: Job, dec: QuotaDecision) -> tuple[Any, ...]:
     """Everything a placement of ``dec``'s pods of ``job`` depends on besides the snapshot:
     two jobs of one shape place alike, so a shape that failed fails again while nothing is
-    freed (the cycle's memo of failed shapes). A job with pod affinity is a shape of its own:
-    a pod placed, not only one freed, can let it in."""
+    freed (the cycle's memo of failed shapes). A job with pod terms is a shape of its own: a
+    pod placed, not only one freed, can let it in (affinity)."""
     counts = pods_per_role(job, dec.pods)
     return (
         job.gang,
         job.kind,
         tuple((counts.get(r.name, 0), dec.models.get(r.name), r.placement_key) for r in job.roles),
-        job.id if any(r.pod_affinity for r in job.roles) else None,
+        job.id if job.pod_terms else None,
     )
 
 

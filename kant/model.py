@@ -1002,7 +1002,7 @@ class Role:
             self.node_selector,
             self.tolerations,
             self.preferred,
-            self.labels,
+            self.labels or None,  # (None hashes at once; labels hash by their items)
             self.pod_affinity,
             self.pod_anti_affinity,
         )

@@ -72,9 +72,10 @@ class PodsOnNodes:
         self._done: list[tuple[tuple[PodId, int], tuple[int, Role] | None]] = []
         self._by_labels: dict[Labels, Counter[int]] = {}  # pod labels -> slot -> pods there
         self._by_anti: dict[PodAffinityTerm, Counter[int]] = {}  # its holders' slots
-        # (term, id of a label set) -> (whether the term selects it, the label set)
-        self._selected: dict[tuple[PodAffinityTerm, int], tuple[bool, Labels]] = {}
+        # (id of a term, id of a label set) -> (whether the term selects it, both)
+        self._selected: dict[tuple[int, int], tuple[bool, PodAffinityTerm, Labels]] = {}
         self._canon: dict[Labels, Labels] = {}
+        self._terms: dict[PodAffinityTerm, PodAffinityTerm] = {}
         self._domains: dict[str, tuple[IntArray, dict[str, int]]] = {}  # key -> ids, ids by value
         self._domains_key: tuple[int, int] = (-1, -1)
 
@@ -97,6 +98,7 @@ class PodsOnNodes:
             if len(self._selected) > _SELECTED_KEPT:
                 self._selected.clear()
                 self._canon.clear()
+                self._terms.clear()
             for job, pod, node in st.described_pods():
                 self._put(pod, (snap.slot_of(node), job.role(pod.role)))
             self._done = []
@@ -138,7 +140,7 @@ class PodsOnNodes:
         """One pod of ``role`` more (``sign`` 1) or fewer (-1) on ``slot``."""
         _bump(self._by_labels, self._canonical(role.labels), slot, sign)
         for t in role.pod_anti_affinity:
-            _bump(self._by_anti, t, slot, sign)
+            _bump(self._by_anti, self._term(t), slot, sign)
 
     # ----------------------------------------------------------------- answers
 
@@ -147,12 +149,17 @@ class PodsOnNodes:
         return self._canon.setdefault(labels, labels)
 
     def _selects(self, t: PodAffinityTerm, labels: Labels) -> bool:
-        """``t.selects(labels)``, remembered (terms and label sets repeat across pods)."""
-        key = (t, id(labels))
+        """``t.selects(labels)``, remembered by the identity of both (terms and label sets
+        repeat across pods; the entry keeps both alive, so an id is never another's)."""
+        key = (id(t), id(labels))
         got = self._selected.get(key)
-        if got is None or got[1] is not labels:  # (the id of a label set no longer kept)
-            got = self._selected[key] = (t.selects(labels), labels)
+        if got is None:
+            got = self._selected[key] = (t.selects(labels), t, labels)
         return got[0]
+
+    def _term(self, t: PodAffinityTerm) -> PodAffinityTerm:
+        """One object per distinct term (each job has its own, most of them equal)."""
+        return self._terms.setdefault(t, t)
 
     def applies(self, role: Role) -> bool:
         """Whether the filter has anything to say about pods of ``role``: it has pod terms,
@@ -178,11 +185,12 @@ class PodsOnNodes:
             return keep
         labels = self._canonical(role.labels)
         for t in role.pod_anti_affinity:
+            t = self._term(t)
             keep &= ~self._in_domains(snap, t.topology_key, self._slots_selected(t), slots)
         for t, where in self._by_anti.items():
             if self._selects(t, labels):
                 keep &= ~self._in_domains(snap, t.topology_key, [where], slots)
-        terms = role.pod_affinity
+        terms = tuple(self._term(t) for t in role.pod_affinity)
         if terms:
             # the pods that count are those every term selects (Kubernetes), each in the
             # domain of every term whose key its node has
@@ -195,7 +203,7 @@ class PodsOnNodes:
                     keep &= self._ids(snap, t.topology_key)[slots] >= 0
             else:
                 for t, d in zip(terms, taken, strict=True):
-                    keep &= np.isin(self._ids(snap, t.topology_key)[slots], d)
+                    keep &= self._member(snap, t.topology_key, d, slots)
         return keep
 
     def _slots_selected(self, t: PodAffinityTerm) -> list[Counter[int]]:
@@ -207,10 +215,17 @@ class PodsOnNodes:
     ) -> BoolArray:
         """Per node of ``slots``: whether it has topology key ``key`` and shares its value
         with a node of ``where``."""
-        taken = self._taken(snap, key, where)
+        return self._member(snap, key, self._taken(snap, key, where), slots)
+
+    def _member(self, snap: Snapshot, key: str, taken: IntArray, slots: IntArray) -> BoolArray:
+        """Per node of ``slots``: whether its value of ``key`` is one of ``taken``. O(values
+        + len(slots)) numpy: a lookup table over the key's values."""
         if not taken.shape[0]:
             return np.zeros(slots.shape[0], dtype=np.bool_)
-        return np.isin(self._ids(snap, key)[slots], taken)
+        ids = self._ids(snap, key)
+        table = np.zeros(len(self._domains[key][1]) + 1, dtype=np.bool_)  # (last: no value)
+        table[taken] = True
+        return table[ids[slots]]
 
     def _taken(self, snap: Snapshot, key: str, where: list[Counter[int]]) -> IntArray:
         """The values (as :meth:`_ids` names them) of topology key ``key`` of the nodes of

@@ -433,7 +433,7 @@ class Preemption:
             tuple(
                 (counts.get(r.name, 0), role_models.get(r.name), r.placement_key) for r in job.roles
             ),
-            job.id if any(r.pod_affinity for r in job.roles) else None,  # (see placement_shape)
+            job.id if job.pod_terms else None,  # (see placement_shape)
             len(self.victim_pods),
             *epoch,
         )
