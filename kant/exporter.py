@@ -26,6 +26,7 @@ from typing import Any, Final
 from kant.cycle import CycleResult
 from kant.errors import DuplicateError, InvalidConfigError
 from kant.metrics import BUCKETS, gar, gfr, optimal_groups, optimal_nodes, size_bucket
+from kant.metrics.records import pod_shapes
 from kant.model import MILLI, ReasonCode, finite_time, is_int
 from kant.queueing import JobPhase
 from kant.scheduler import Scheduler
@@ -177,12 +178,13 @@ class MetricsExporter:
             spec = s.cluster.node(next(iter(sorted(nodes))))
             per_node = max(1, spec.gpus)
             row = self._jtted.setdefault(bucket, [0.0, 0.0, 0.0, 0.0])
-            row[0] += len(nodes) / optimal_nodes(job.gpu_units, per_node)
+            shapes = pod_shapes(job)
+            row[0] += len(nodes) / optimal_nodes(job.gpu_units, per_node, shapes)
             row[1] += 1
             leaves = {s.cluster.node(n).leaf for n in nodes} - {None}
             if leaves:
                 per_leaf = self._nodes_per_leaf(spec.leaf)
-                row[2] += len(leaves) / optimal_groups(job.gpu_units, per_node, per_leaf)
+                row[2] += len(leaves) / optimal_groups(job.gpu_units, per_node, per_leaf, shapes)
                 row[3] += 1
 
     def _nodes_per_leaf(self, leaf: str | None) -> int:

@@ -279,7 +279,8 @@ def demo(*, nodes: int = 16, jobs: int = 40, seed: int = 0, speed: float = 1.0,
         p = placed.get(name)
         started = max(sub, p[0]) if p else None
         records.append(JobRecord(job_id=name, gpus=float(size * replicas), gang=True,
-                                 submitted_at=sub, started_at=started,
+                                 pods=((int(replicas), int(size), 0),), submitted_at=sub,
+                                 started_at=started,
                                  nodes_used=len(p[1]) if p else 0,
                                  groups_used=len(p[2]) if p else 0))  # fmt: skip
     return {

@@ -8,7 +8,7 @@ one record, in :data:`~kant.metrics.buckets.BUCKETS` order.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 import numpy as np
@@ -16,6 +16,7 @@ import numpy as np
 from kant.errors import ValidationError
 from kant.metrics.buckets import BUCKETS
 from kant.metrics.records import JobRecord
+from kant.model import MILLI
 
 NAN = float("nan")
 
@@ -80,19 +81,47 @@ def jwtd(records: Iterable[JobRecord], *, now: float | None = None) -> dict[str,
     return out
 
 
-def optimal_nodes(gpus: float, gpus_per_node: int) -> int:
-    """Fewest nodes that can hold ``gpus`` GPUs: ``ceil(gpus / gpus_per_node)``, at least 1."""
+PodShape = tuple[int, int, int]
+"""One role's pods, as JTTED reads them: ``(pods, whole GPUs each, share milli each)`` (a
+share only when no whole GPU: 1..999 milli on one GPU)."""
+
+
+def optimal_nodes(gpus: float, gpus_per_node: int, pods: Sequence[PodShape] = ()) -> int:
+    """Fewest nodes that can hold the job, at least 1: ``ceil(gpus / gpus_per_node)`` from
+    its GPUs alone; with its pods' shapes (``pods``, :data:`PodShape` per role) also no fewer
+    than each role's pods need (``ceil(pods / pods a node holds)``: a node holds
+    ``floor(gpus_per_node / g)`` pods of ``g`` whole GPUs, ``gpus_per_node x floor(1000 /
+    m)`` shares of ``m`` milli) and than the GPUs its roles' shares fill (two shares above
+    500 milli never share a GPU). For a job of one role this is exact; for several, the
+    largest of these bounds."""
     if gpus_per_node < 1:
         raise ValidationError("gpus_per_node", gpus_per_node, "must be >= 1")
-    return max(1, math.ceil(gpus / gpus_per_node - 1e-9))
+    best = max(1, math.ceil(gpus / gpus_per_node - 1e-9))
+    used = 0  # GPUs the pods fill, each role on its own
+    for n, g, m in pods:
+        if n <= 0:
+            continue
+        if g > 0:
+            per = gpus_per_node // g
+            used += n * g
+        elif 0 < m < MILLI:
+            per = gpus_per_node * (MILLI // m)
+            used += math.ceil(n / (MILLI // m))
+        else:
+            continue
+        if per > 0:
+            best = max(best, math.ceil(n / per))
+    return max(best, math.ceil(used / gpus_per_node))
 
 
-def optimal_groups(gpus: float, gpus_per_node: int, nodes_per_leaf: int) -> int:
+def optimal_groups(
+    gpus: float, gpus_per_node: int, nodes_per_leaf: int, pods: Sequence[PodShape] = ()
+) -> int:
     """Fewest leaf groups (NodeNetGroups) for the optimal node count:
     ``ceil(optimal_nodes / nodes_per_leaf)``."""
     if nodes_per_leaf < 1:
         raise ValidationError("nodes_per_leaf", nodes_per_leaf, "must be >= 1")
-    return math.ceil(optimal_nodes(gpus, gpus_per_node) / nodes_per_leaf)
+    return math.ceil(optimal_nodes(gpus, gpus_per_node, pods) / nodes_per_leaf)
 
 
 @attrs.frozen(kw_only=True)
@@ -128,7 +157,8 @@ def jtted(
 ) -> dict[str, JttedRow]:
     """Job Training Time Estimation Distribution: per size bucket, the mean
 
-    - NodeNum deviation ratio ``nodes_used / ceil(gpus / gpus_per_node)``, and
+    - NodeNum deviation ratio ``nodes_used / optimal_nodes`` (:func:`optimal_nodes`: the
+      fewest nodes its GPUs and, when the record has them, its pods' shapes need), and
     - NodeNetGroupNum deviation ratio ``groups_used / ceil(optimal_nodes / nodes_per_leaf)``.
 
     Only jobs that started, request GPUs and have ``nodes_used > 0`` count; the group ratio
@@ -144,9 +174,9 @@ def jtted(
             continue
         b = r.bucket
         per_node = gpn(r)
-        node_r.setdefault(b, []).append(r.nodes_used / optimal_nodes(r.gpus, per_node))
+        node_r.setdefault(b, []).append(r.nodes_used / optimal_nodes(r.gpus, per_node, r.pods))
         if r.groups_used > 0:
-            opt = optimal_groups(r.gpus, per_node, npl(r))
+            opt = optimal_groups(r.gpus, per_node, npl(r), r.pods)
             group_r.setdefault(b, []).append(r.groups_used / opt)
     out: dict[str, JttedRow] = {}
     for b in BUCKETS:

@@ -33,6 +33,33 @@ _opt_time = number(ValidationError, low=0, finite=True, optional=True)
 _count = number(ValidationError, low=0, integer=True)
 
 
+def _to_shapes(v: Any) -> Any:
+    try:
+        return tuple(tuple(x) for x in v)
+    except TypeError:
+        return v  # (the validator names it)
+
+
+def _shapes(_inst: Any, _attr: Any, v: Any) -> None:
+    if not isinstance(v, tuple) or not all(isinstance(x, tuple) for x in v):
+        raise ValidationError("pods", v, "must be (pods, whole GPUs, share milli) triples")
+    for shape in v:
+        if len(shape) != 3 or not all(type(x) is int and x >= 0 for x in shape):
+            raise ValidationError("pods", v, "must be (pods, whole GPUs, share milli) triples")
+        if (shape[1] and shape[2]) or shape[2] >= 1000:
+            raise ValidationError("pods", v, "a pod holds whole GPUs or a share below 1000")
+
+
+def pod_shapes(job: Job) -> tuple[tuple[int, int, int], ...]:
+    """Per role of ``job`` that asks for GPUs: ``(replicas, whole GPUs a pod, share milli a
+    pod)`` (see :attr:`JobRecord.pods`)."""
+    return tuple(
+        (r.replicas, r.resources.gpus, 0 if r.resources.gpus else r.resources.gpu_milli)
+        for r in job.roles
+        if r.resources.gpus or r.resources.gpu_milli
+    )
+
+
 @attrs.frozen(kw_only=True)
 class JobRecord:
     """One job's life, as the metrics need it (see the module docstring for conventions)."""
@@ -54,6 +81,12 @@ class JobRecord:
     preempted: int = attrs.field(default=0, validator=_count)
     requeued: int = attrs.field(default=0, validator=_count)
     state: str = attrs.field(default="pending")
+    pods: tuple[tuple[int, int, int], ...] = attrs.field(
+        default=(), converter=_to_shapes, validator=_shapes
+    )
+    """Per role with GPUs, ``(pods, whole GPUs each, share milli each)``: what JTTED's fewest
+    nodes reads besides ``gpus`` (:func:`kant.metrics.optimal_nodes`); empty: ``gpus``
+    alone."""
 
     def __attrs_post_init__(self) -> None:
         if self.started_at is not None and self.started_at < self.submitted_at:
@@ -78,6 +111,7 @@ class JobRecord:
             "gpus": job.gpu_units,
             "gang": job.gang,
             "submitted_at": job.submitted_at,
+            "pods": pod_shapes(job),
         }
         base.update(fields)
         return cls(**base)

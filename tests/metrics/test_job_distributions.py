@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 
+import hypothesis.strategies as st
 import pytest
+from hypothesis import given, settings
 
 from kant.errors import ValidationError
 from kant.metrics import BUCKETS, JobRecord, jtted, jwtd, optimal_groups, optimal_nodes, size_bucket
@@ -123,3 +125,64 @@ def test_a_record_is_built_from_a_job_and_rejects_impossible_times() -> None:
         JobRecord(job_id="x", finished_at=5)
     with pytest.raises(ValidationError, match="nodes_used"):
         JobRecord(job_id="x", nodes_used=-1)
+
+
+# --------------------------------------------------------------------------- pods' shapes
+
+
+@pytest.mark.parametrize(
+    ("pods", "gpus", "nodes"),
+    [
+        (((10, 0, 800),), 8.0, 2),  # shares above 500 milli never pair: 10 GPUs
+        (((9, 0, 600),), 5.4, 2),
+        (((30, 0, 300),), 9.0, 2),  # three a GPU: 10 GPUs
+        (((5, 3, 0),), 15.0, 3),  # two 3-GPU pods a node
+        (((4, 2, 0),), 8.0, 1),  # as from the GPUs alone
+        (((2, 6, 0), (1, 2, 0)), 14.0, 2),  # two roles: the largest bound
+        ((), 15.0, 2),  # no shapes: the GPUs alone
+    ],
+)
+def test_the_fewest_nodes_read_the_pods_shapes_when_the_record_has_them(
+    pods: tuple[tuple[int, int, int], ...], gpus: float, nodes: int
+) -> None:
+    assert optimal_nodes(gpus, 8, pods) == nodes
+
+
+def test_a_gang_of_large_shares_on_as_few_nodes_as_it_can_is_optimal_for_jtted() -> None:
+    gang = job("g", replicas=10, gpu_milli=800)
+    rec = JobRecord.for_job(gang, started_at=1.0, nodes_used=2, groups_used=1)
+    assert rec.pods == ((10, 0, 800),)
+    row = jtted([rec], nodes_per_leaf=32)[rec.bucket]
+    assert row.node_ratio == 1.0 and row.group_ratio == 1.0  # (it was 2.0 from 8 GPUs alone)
+
+
+@pytest.mark.parametrize(
+    "pods", [((1, 2),), ((1, -1, 0),), ((1, 2, 500),), ((1, 0, 1000),), ("abc",), 3]
+)
+def test_a_record_refuses_pod_shapes_that_cannot_be(pods: object) -> None:
+    with pytest.raises(ValidationError):
+        JobRecord(job_id="j", pods=pods)  # type: ignore[arg-type]
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    n=st.integers(1, 12),
+    gpus=st.sampled_from((0, 1, 2, 3, 4, 5, 8)),
+    milli=st.sampled_from((100, 250, 300, 500, 501, 800)),
+)
+def test_no_placement_ever_uses_fewer_nodes_than_the_optimal_and_binpack_reaches_it(
+    n: int, gpus: int, milli: int
+) -> None:
+    from kant.placement import Placer
+    from kant.state import ClusterState
+    from kant.testing import ClusterBuilder
+
+    j = job("j", replicas=n, gpus=gpus, gpu_milli=0 if gpus else milli, gang=True)
+    state = ClusterState(ClusterBuilder().leaf("lf0", nodes=16).specs())
+    res = Placer("binpack").place(j, state.snapshot())
+    assert res.ok
+    used = len({b.node for b in res.bindings})
+    opt = optimal_nodes(j.gpu_units, 8, JobRecord.for_job(j).pods)
+    assert used >= opt
+    if gpus:
+        assert used == opt  # whole GPUs on an empty cluster: binpack fills node after node
