@@ -803,6 +803,22 @@ class PodAffinityTerm:
         return all(r.matches_labels(labels) for r in self.selector)
 
 
+@attrs.frozen(kw_only=True, cache_hash=True)
+class PreferredPodTerm:
+    """A soft pod affinity (``anti=False``) or anti-affinity (``anti=True``) term
+    (Kubernetes' ``WeightedPodAffinityTerm``): a node gains ``weight`` (1 to 100) for each
+    pod ``term`` selects in its domain, or loses it with ``anti``; a pod placed on its own
+    goes to a node of the best sum among those it may use."""
+
+    weight: int = attrs.field(
+        validator=number(
+            InvalidJobError, low=1, high=MAX_PREFERENCE_WEIGHT, high_inclusive=True, integer=True
+        )
+    )
+    term: PodAffinityTerm = attrs.field(validator=instance_of(InvalidJobError, PodAffinityTerm))
+    anti: bool = attrs.field(default=False, validator=instance_of(InvalidJobError, bool))
+
+
 class TaintEffect(enum.StrEnum):
     """What a node's :class:`Taint` does to pods that do not tolerate it."""
 
@@ -912,7 +928,8 @@ class Role:
     tries the most preferred nodes first.
     ``labels`` are the labels of the role's pods; ``pod_affinity`` and ``pod_anti_affinity``
     (:class:`PodAffinityTerm`) are Kubernetes' required inter-pod affinity and anti-affinity,
-    read against the pods running and placed before (docs/placement.md, "Pod affinity").
+    read against the pods running and placed before, and ``pod_preferences``
+    (:class:`PreferredPodTerm`) its preferred ones (docs/placement.md, "Pod affinity").
     """
 
     name: str = attrs.field(default="worker", validator=name(InvalidJobError))
@@ -981,11 +998,11 @@ class Role:
         converter=_to_tuple,
         validator=tuple_of(InvalidJobError, PodAffinityTerm),
     )
-
-    @property
-    def pod_terms(self) -> bool:
-        """Whether the role has pod affinity or anti-affinity terms."""
-        return bool(self.pod_affinity or self.pod_anti_affinity)
+    pod_preferences: tuple[PreferredPodTerm, ...] = attrs.field(
+        default=(),
+        converter=_to_tuple,
+        validator=tuple_of(InvalidJobError, PreferredPodTerm),
+    )
 
     @property
     def placement_key(self) -> tuple[Any, ...]:
@@ -1005,6 +1022,7 @@ class Role:
             self.labels or None,  # (None hashes at once; labels hash by their items)
             self.pod_affinity,
             self.pod_anti_affinity,
+            self.pod_preferences,
         )
 
     def can_run_on(self, node: NodeSpec) -> bool:
@@ -1196,7 +1214,7 @@ class Job:
     """Whether a role's pods have labels or pod terms, so take part in pod affinity (read
     on every bind: kept, not computed)."""
     pod_terms: bool = attrs.field(init=False, default=False, eq=False, repr=False)
-    """Whether a role has pod affinity or anti-affinity terms."""
+    """Whether a role has pod affinity or anti-affinity terms, required or preferred."""
     anti_terms: bool = attrs.field(init=False, default=False, eq=False, repr=False)
     """Whether a role has pod anti-affinity terms."""
 
@@ -1207,7 +1225,7 @@ class Job:
                 "roles", f"{n} pods", f"a job has at most {MAX_PODS_PER_JOB} pods"
             )
         anti = any(r.pod_anti_affinity for r in self.roles)
-        terms = anti or any(r.pod_affinity for r in self.roles)
+        terms = anti or any(r.pod_affinity or r.pod_preferences for r in self.roles)
         if terms or any(r.labels for r in self.roles):
             object.__setattr__(self, "labelled", True)
             object.__setattr__(self, "pod_terms", terms)

@@ -42,6 +42,7 @@ from kant.model import (
     NodeSpec,
     PodAffinityTerm,
     PodId,
+    PreferredPodTerm,
     PreferredTerm,
     Resources,
     Role,
@@ -312,6 +313,7 @@ class PodFacts:
     labels: Labels
     pod_affinity: tuple[PodAffinityTerm, ...]
     pod_anti_affinity: tuple[PodAffinityTerm, ...]
+    pod_preferences: tuple[PreferredPodTerm, ...]
     kind: JobKind
     spread: bool
     topology: TopologyWish | None
@@ -338,6 +340,7 @@ class PodFacts:
             self.spread,
             self.pod_affinity,
             self.pod_anti_affinity,
+            self.pod_preferences,
             tuple(sorted((k, v) for k, v in self.labels.items() if k not in POD_OWN_LABELS)),
         )
 
@@ -357,6 +360,7 @@ class PodFacts:
             labels=self.labels if labels is None else labels,
             pod_affinity=self.pod_affinity,
             pod_anti_affinity=self.pod_anti_affinity,
+            pod_preferences=self.pod_preferences,
         )
 
 
@@ -425,6 +429,7 @@ def _pod_facts(pod: Obj, settings: K8sSettings) -> PodFacts:
         labels=_pod_labels(lab, ns),
         pod_affinity=_pod_terms(spec, lab, ns, "podAffinity", where),
         pod_anti_affinity=_pod_terms(spec, lab, ns, "podAntiAffinity", where),
+        pod_preferences=_pod_preferences(spec, lab, ns, where),
         kind=_kind(lab, ann, where),
         spread=_flag(ann, SPREAD_ANNOTATION, where),
         topology=_topology(ann, settings, where),
@@ -676,72 +681,103 @@ _NO_POD: Final = NodeRequirement(key=NAMESPACE_LABEL, operator=SelectorOp.DOES_N
 def _pod_terms(
     spec: Obj, lab: Mapping[str, str], ns: str, kind: str, where: str
 ) -> tuple[PodAffinityTerm, ...]:
-    """The pod's required ``podAffinity`` or ``podAntiAffinity`` terms (``kind``), sorted.
-    Each term's ``labelSelector`` (``matchLabels`` and ``matchExpressions``, ANDed; null
-    selects no pod), its ``matchLabelKeys`` (``In`` the pod's own value of each key it has)
-    and ``mismatchLabelKeys`` (``NotIn`` it), and its namespaces (none listed: the pod's own;
-    an empty ``namespaceSelector``: every namespace) as a requirement on
-    :data:`NAMESPACE_LABEL`. A ``namespaceSelector`` with requirements would need the
-    namespaces' labels, which the shim does not watch: the pod is refused. Preferred terms
-    are not read."""
+    """The pod's required ``podAffinity`` or ``podAntiAffinity`` terms (``kind``), sorted
+    (:func:`_pod_term` reads each)."""
     raw = ((spec.get("affinity") or {}).get(kind) or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     ) or ()
+    path = f"{kind}.requiredDuringSchedulingIgnoredDuringExecution"
     if not isinstance(raw, Sequence) or isinstance(raw, str):
         raise InvalidObjectError(kind, raw, "must be a list of terms", where=where)
-    out = []
-    for i, t in enumerate(raw):
-        path = f"{kind}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
-        if not isinstance(t, Mapping):
-            raise InvalidObjectError(path, t, "must be a mapping", where=where)
-        sel = t.get("labelSelector")
-        reqs: list[NodeRequirement] = []
-        try:
-            if sel is None:
-                reqs.append(_NO_POD)
-            elif not isinstance(sel, Mapping):
-                raise InvalidObjectError(f"{path}.labelSelector", sel, "must be a mapping",
-                                         where=where)  # fmt: skip
-            else:
-                reqs.extend(
-                    NodeRequirement(key=str(k), operator=SelectorOp.IN, values=(str(v),))
-                    for k, v in sorted((sel.get("matchLabels") or {}).items())
-                )
-                exprs = _requirements({"matchExpressions": sel.get("matchExpressions")},
-                                      f"{path}.labelSelector", where)  # fmt: skip
-                for j, r in enumerate(exprs):
-                    if r.operator in (SelectorOp.GT, SelectorOp.LT):
-                        raise InvalidObjectError(
-                            f"{path}.labelSelector.matchExpressions[{j}].operator",
-                            r.operator.value,
-                            "a label selector takes In, NotIn, Exists or DoesNotExist",
-                            where=where,
-                        )
-                reqs.extend(exprs)
-            for field, op in (("matchLabelKeys", SelectorOp.IN),
-                              ("mismatchLabelKeys", SelectorOp.NOT_IN)):  # fmt: skip
-                for k in t.get(field) or ():
-                    if k in lab:
-                        reqs.append(NodeRequirement(key=str(k), operator=op, values=(str(lab[k]),)))
-            names = [str(n) for n in t.get("namespaces") or ()]
-            nsel = t.get("namespaceSelector")
-            if nsel is not None and (not isinstance(nsel, Mapping) or nsel.get("matchLabels")
-                                     or nsel.get("matchExpressions")):  # fmt: skip
-                raise InvalidObjectError(
-                    f"{path}.namespaceSelector", nsel,
-                    "a namespace selector with requirements is not supported (kant does not "
-                    "read namespaces' labels); list the namespaces instead", where=where,
-                )  # fmt: skip
-            if nsel is None:  # (an empty selector: every namespace, no requirement)
-                reqs.append(NodeRequirement(key=NAMESPACE_LABEL, operator=SelectorOp.IN,
-                                            values=tuple(names or (ns,))))  # fmt: skip
-            key: Any = t.get("topologyKey")
-            out.append(PodAffinityTerm(selector=tuple(reqs), topology_key=key))
-        except ValidationError as e:
-            if isinstance(e, InvalidObjectError):
-                raise
-            raise InvalidObjectError(f"{path}.{e.field}", e.value, e.reason, where=where) from None
+    out = [_pod_term(t, f"{path}[{i}]", lab, ns, where) for i, t in enumerate(raw)]
     return tuple(sorted(out, key=repr))
+
+
+def _pod_preferences(
+    spec: Obj, lab: Mapping[str, str], ns: str, where: str
+) -> tuple[PreferredPodTerm, ...]:
+    """The pod's preferred ``podAffinity`` and ``podAntiAffinity`` terms (``weight`` and
+    ``podAffinityTerm``, read as :func:`_pod_term` reads a required one), sorted; repeats
+    kept (Kubernetes adds each)."""
+    out = []
+    for kind, anti in (("podAffinity", False), ("podAntiAffinity", True)):
+        raw = ((spec.get("affinity") or {}).get(kind) or {}).get(
+            "preferredDuringSchedulingIgnoredDuringExecution"
+        ) or ()
+        path = f"{kind}.preferredDuringSchedulingIgnoredDuringExecution"
+        if not isinstance(raw, Sequence) or isinstance(raw, str):
+            raise InvalidObjectError(path, raw, "must be a list of weighted terms", where=where)
+        for i, w in enumerate(raw):
+            at = f"{path}[{i}]"
+            if not isinstance(w, Mapping):
+                raise InvalidObjectError(at, w, "must be {weight, podAffinityTerm}", where=where)
+            term = _pod_term(w.get("podAffinityTerm"), f"{at}.podAffinityTerm", lab, ns, where)
+            weight: Any = w.get("weight")
+            try:
+                out.append(PreferredPodTerm(weight=weight, term=term, anti=anti))
+            except ValidationError as e:
+                raise InvalidObjectError(
+                    f"{at}.{e.field}", e.value, e.reason, where=where
+                ) from None
+    return tuple(sorted(out, key=repr))
+
+
+def _pod_term(t: Any, path: str, lab: Mapping[str, str], ns: str, where: str) -> PodAffinityTerm:
+    """One pod affinity term: its ``labelSelector`` (``matchLabels`` and
+    ``matchExpressions``, ANDed; null selects no pod), its ``matchLabelKeys`` (``In`` the
+    pod's own value of each key it has) and ``mismatchLabelKeys`` (``NotIn`` it), and its
+    namespaces (none listed: the pod's own; an empty ``namespaceSelector``: every namespace)
+    as a requirement on :data:`NAMESPACE_LABEL`. A ``namespaceSelector`` with requirements
+    would need the namespaces' labels, which the shim does not watch: the pod is refused."""
+    if not isinstance(t, Mapping):
+        raise InvalidObjectError(path, t, "must be a mapping", where=where)
+    sel = t.get("labelSelector")
+    reqs: list[NodeRequirement] = []
+    try:
+        if sel is None:
+            reqs.append(_NO_POD)
+        elif not isinstance(sel, Mapping):
+            raise InvalidObjectError(f"{path}.labelSelector", sel, "must be a mapping",
+                                     where=where)  # fmt: skip
+        else:
+            reqs.extend(
+                NodeRequirement(key=str(k), operator=SelectorOp.IN, values=(str(v),))
+                for k, v in sorted((sel.get("matchLabels") or {}).items())
+            )
+            exprs = _requirements({"matchExpressions": sel.get("matchExpressions")},
+                                  f"{path}.labelSelector", where)  # fmt: skip
+            for j, r in enumerate(exprs):
+                if r.operator in (SelectorOp.GT, SelectorOp.LT):
+                    raise InvalidObjectError(
+                        f"{path}.labelSelector.matchExpressions[{j}].operator",
+                        r.operator.value,
+                        "a label selector takes In, NotIn, Exists or DoesNotExist",
+                        where=where,
+                    )
+            reqs.extend(exprs)
+        for field, op in (("matchLabelKeys", SelectorOp.IN),
+                          ("mismatchLabelKeys", SelectorOp.NOT_IN)):  # fmt: skip
+            for k in t.get(field) or ():
+                if k in lab:
+                    reqs.append(NodeRequirement(key=str(k), operator=op, values=(str(lab[k]),)))
+        names = [str(n) for n in t.get("namespaces") or ()]
+        nsel = t.get("namespaceSelector")
+        if nsel is not None and (not isinstance(nsel, Mapping) or nsel.get("matchLabels")
+                                 or nsel.get("matchExpressions")):  # fmt: skip
+            raise InvalidObjectError(
+                f"{path}.namespaceSelector", nsel,
+                "a namespace selector with requirements is not supported (kant does not "
+                "read namespaces' labels); list the namespaces instead", where=where,
+            )  # fmt: skip
+        if nsel is None:  # (an empty selector: every namespace, no requirement)
+            reqs.append(NodeRequirement(key=NAMESPACE_LABEL, operator=SelectorOp.IN,
+                                        values=tuple(names or (ns,))))  # fmt: skip
+        key: Any = t.get("topologyKey")
+        return PodAffinityTerm(selector=tuple(reqs), topology_key=key)
+    except ValidationError as e:
+        if isinstance(e, InvalidObjectError):
+            raise
+        raise InvalidObjectError(f"{path}.{e.field}", e.value, e.reason, where=where) from None
 
 
 def _tolerations(spec: Obj, where: str) -> tuple[Toleration, ...]:

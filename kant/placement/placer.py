@@ -43,7 +43,7 @@ from kant.bits import lowest_bits as _lowest_bits
 from kant.contracts import NodeFilter, Strategy
 from kant.errors import InvalidConfigError
 from kant.model import MILLI, Binding, Job, LinkKind, PodId, Reason, ReasonCode, Role, Tier
-from kant.placement.affinity import PodAffinity, PodsOnNodes
+from kant.placement.affinity import PodAffinity, PodPreference, PodsOnNodes
 from kant.placement.context import IntArray, PodContext, PodRequest, fit_count, fits
 from kant.placement.filters import MaxPerNode, NodeFilters
 from kant.placement.search import (
@@ -155,6 +155,19 @@ class Placer:
         affinity = PodAffinity(self._pods_on)
         self._affine = NodeFilters((*self.filters.filters, affinity))
         self._capped_affine = NodeFilters((*self.filters.filters, MaxPerNode(), affinity))
+        # a pod placed on its own with preferred pod terms: the sets above, then the
+        # preference (it keeps the best of what the others keep); by (capped, affine)
+        soft = PodPreference(self._pods_on)
+        self._soft_sets = {
+            (capped, affine): NodeFilters((*base.filters, soft))
+            for (capped, affine), base in {
+                (False, False): self.filters,
+                (True, False): self._capped,
+                (False, True): self._affine,
+                (True, True): self._capped_affine,
+            }.items()
+        }
+        self._soft = False  # while a role's one pod with preferred pod terms is placed
         self._adapted: dict[int, StrategyHooks] = {}  # by id: strategies of candidate_sets
         self._cand: dict[tuple[Any, ...], Candidates] = {}
         self._prefs: dict[tuple[Any, ...], tuple[Candidates, ...]] = {}  # see _preferred
@@ -282,13 +295,21 @@ class Placer:
         """The node filters for a pod of ``role``: the user's, plus :class:`MaxPerNode`
         when the role has ``max_per_node``, plus :class:`PodAffinity` when a pod term is
         about the role (:meth:`PodsOnNodes.applies`)."""
-        if self._affinity_on and self._pods_on.applies(role):
+        affine = self._affinity_on and self._pods_on.applies(role)
+        if self._soft:
+            return self._soft_sets[(role.max_per_node is not None, affine)]
+        if affine:
             return self._affine if role.max_per_node is None else self._capped_affine
         return self.filters if role.max_per_node is None else self._capped
 
     def _affine_filters(self, filters: NodeFilters) -> bool:
         """Whether ``filters`` hold the pod affinity filter."""
-        return filters is self._affine or filters is self._capped_affine
+        return (
+            filters is self._affine
+            or filters is self._capped_affine
+            or (self._soft and filters is self._soft_sets.get((False, True)))
+            or (self._soft and filters is self._soft_sets.get((True, True)))
+        )
 
     # ------------------------------------------------------------------ roles
 
@@ -307,6 +328,23 @@ class Placer:
         :meth:`_first_domain` chose for the role's pods placed together) or else next to
         the role's own pods already placed (``anchor``: the nodes they are on; a wish is
         about the pods of one role, so the job's other roles never anchor it)."""
+        self._soft = len(pods) == 1 and bool(role.pod_preferences)
+        try:
+            return self._place_role_in(job, role, pods, snap, counts, anchor, domain)
+        finally:
+            self._soft = False
+
+    def _place_role_in(
+        self,
+        job: Job,
+        role: Role,
+        pods: list[PodId],
+        snap: Snapshot,
+        counts: Counts,
+        anchor: set[int] | None,
+        domain: Candidates | None,
+    ) -> list[Binding] | Reason:
+        """:meth:`_place_role`, its filters chosen."""
         req = PodRequest.of(role.resources)
         cand = self._candidates(snap, role, req)
         if isinstance(cand, Reason):
@@ -615,6 +653,13 @@ class Placer:
             if only not in tiers:
                 return _NOT_AT_TIER
             tiers = [only]
+        if not tiers and self._soft and n == 1:
+            # preferred pod terms: the best-scored of all the nodes the pod may take now
+            # (asked once over all of them: the search below asks its filters about parts)
+            ok = cand.slots[fits(snap, cand.slots, req)]
+            best = ok[filters.mask(ctx, ok)] if ok.shape[0] else ok
+            if 0 < best.shape[0] < cand.slots.shape[0]:
+                cand = Candidates(best, cand.pools, parent=cand)
         if not tiers:
             for better in self._preferred(snap, role, cand) if self._prefer else ():
                 if n > 1 and not _holds(snap, better.slots, req, n):

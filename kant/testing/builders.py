@@ -18,6 +18,7 @@ from kant.model import (
     NodeSelector,
     NodeSpec,
     PodAffinityTerm,
+    PreferredPodTerm,
     PreferredTerm,
     Resources,
     Role,
@@ -102,6 +103,7 @@ def job(
     labels: Mapping[str, str] | None = None,
     affinity: Sequence[PodAffinityTerm] = (),
     anti_affinity: Sequence[PodAffinityTerm] = (),
+    pod_preferences: Sequence[PreferredPodTerm] = (),
 ) -> Job:
     """A one-role job. ``gang`` defaults to True for more than one replica."""
     res = Resources(
@@ -133,6 +135,7 @@ def job(
                 labels=labels or {},
                 pod_affinity=tuple(affinity),
                 pod_anti_affinity=tuple(anti_affinity),
+                pod_preferences=tuple(pod_preferences),
             ),
         ),
         preemptible=preemptible,

@@ -132,6 +132,19 @@ def test_a_restarted_shim_still_keeps_new_pods_away_from_a_running_pods_anti_aff
     assert noisy != guard
 
 
+def test_replicas_with_preferred_anti_affinity_spread_and_none_waits(cluster: Cluster) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    cluster.start_shim()
+    soft = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "podAffinityTerm": _term(HOST, app="api")}]}}  # fmt: skip
+    for i in range(4):
+        _pod(cluster, f"api-{i}", labels={"app": "api"}, affinity=soft)
+    wait_for(lambda: all(cluster.node_of(f"api-{i}") for i in range(4)), what="all bound")
+    nodes = sorted(str(cluster.node_of(f"api-{i}")) for i in range(4))
+    assert nodes == ["n0", "n0", "n1", "n1"]  # (E-Binpack alone: all four on one node)
+
+
 # --------------------------------------------------------------------------- translation
 
 
@@ -228,6 +241,23 @@ def test_pods_of_a_gang_that_differ_in_a_label_are_two_roles_and_in_a_pod_index_
     job, _ = build_job([master, twin], "j", 0.0)
     (role,) = job.roles
     assert role.replicas == 2 and "statefulset.kubernetes.io/pod-name" not in role.labels
+
+
+def test_preferred_terms_are_read_with_their_weight_and_kind() -> None:
+    soft = {
+        "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 30, "podAffinityTerm": _term("zone", app="db")}]},
+        "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "podAffinityTerm": _term(HOST, app="api")}]},
+    }  # fmt: skip
+    f = _facts(soft, labels={"app": "api"})
+    got = sorted((p.weight, p.anti, p.term.topology_key) for p in f.pod_preferences)
+    assert got == [(30, False, "zone"), (100, True, HOST)]
+    assert not f.pod_affinity and not f.pod_anti_affinity
+    with pytest.raises(InvalidObjectError) as e:
+        _facts({"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 0, "podAffinityTerm": _term(HOST, app="db")}]}})  # fmt: skip
+    assert "preferredDuringSchedulingIgnoredDuringExecution[0].weight" in str(e.value)
 
 
 def test_a_gangs_role_has_the_labels_its_pods_share() -> None:

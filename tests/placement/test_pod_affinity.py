@@ -5,6 +5,8 @@ the same cycle count; pods rolled back or gone do not (docs/placement.md, "Pod a
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import hypothesis.strategies as st
 import pytest
@@ -378,6 +380,66 @@ def test_jobs_without_labels_or_terms_place_as_before() -> None:
     s = _run(state, job("p", gpus=3), job("q", gpus=3))
     assert _nodes(s, "p") == _nodes(s, "q") == ["lf0-n0"]
     assert not state.pod_terms_kept
+
+
+# --------------------------------------------------------------------------- preferred terms
+
+
+def _soft(weight: int, key: str = HOSTNAME_LABEL, anti: bool = False, **labels: str) -> Any:
+    from kant.model import PreferredPodTerm
+
+    return PreferredPodTerm(weight=weight, term=_term(key, **labels), anti=anti)
+
+
+def _soft_job(jid: str, *prefs: Any, gpus: int = 1, **labels: str) -> Job:
+    return Job(id=jid, roles=(Role(resources=Resources(gpus=gpus), labels=labels,
+                                   pod_preferences=prefs),))  # fmt: skip
+
+
+def test_replicas_with_preferred_anti_affinity_spread_evenly_and_all_run() -> None:
+    # E-Binpack would put the six 1-GPU replicas on one node; the soft term spreads them two
+    # a node over three nodes, and never keeps one waiting
+    s = _run(
+        _cluster(["a", "a", "b"]),
+        *(_soft_job(f"w{i}", _soft(100, anti=True, app="web"), app="web") for i in range(6)),
+    )
+    per_node = [sum(1 for i in range(6) if _nodes(s, f"w{i}") == [n]) for n in
+                ("lf0-n0", "lf0-n1", "lf0-n2")]  # fmt: skip
+    assert per_node == [2, 2, 2]
+
+
+def test_a_preferred_affinity_goes_where_it_prefers_while_there_is_room_then_anywhere() -> None:
+    state = _cluster(["a", "b"])
+    s = _run(state, job("fill", gpus=4), job("db", gpus=1, labels={"app": "db"}))
+    assert _zone(s, "db") == {"a"}
+    # the zone of db has 3 GPUs left: three caches there, the fourth elsewhere (not waiting)
+    s = _run(state, *(_soft_job(f"c{i}", _soft(50, "zone", app="db")) for i in range(4)),
+             now=2, s=s)  # fmt: skip
+    zones = sorted(z for i in range(4) for z in _zone(s, f"c{i}"))
+    assert zones == ["a", "a", "a", "b"]
+
+
+def test_preferred_terms_add_up_by_weight_and_by_pods() -> None:
+    # n0 holds two "x" pods, n1 one "y" pod: +10 a pod of x, +30 a pod of y: n1 (30) beats
+    # n0 (20); with +20 for x, n0 (40) wins
+    state = _cluster(["a", "a", "a"])
+    s = _run(state, job("x0", gpus=1, labels={"app": "x"}), job("x1", gpus=1, labels={"app": "x"}))
+    s.submit(job("y", gpus=1, labels={"app": "y"}, anti_affinity=[_term(app="x")]), now=1)
+    s.step(now=2)
+    assert _nodes(s, "x0") == _nodes(s, "x1") == ["lf0-n0"] and _nodes(s, "y") == ["lf0-n1"]
+    s = _run(state, _soft_job("p", _soft(10, app="x"), _soft(30, app="y")), now=3, s=s)
+    assert _nodes(s, "p") == ["lf0-n1"]
+    s = _run(state, _soft_job("q", _soft(20, app="x"), _soft(30, app="y")), now=4, s=s)
+    assert _nodes(s, "q") == ["lf0-n0"]
+
+
+def test_a_gangs_pods_are_placed_as_without_preferred_terms() -> None:
+    gang = Job(id="g", roles=(Role(replicas=3, resources=Resources(gpus=1), labels={"app": "g"},
+                                   pod_preferences=(_soft(100, anti=True, app="g"),)),))  # fmt: skip
+    plain = job("g", replicas=3, gpus=1, labels={"app": "g"})
+    a = _run(_cluster(["a", "a"]), gang)
+    b = _run(_cluster(["a", "a"]), plain)
+    assert [x.node for x in a.status("g").bindings] == [x.node for x in b.status("g").bindings]
 
 
 # --------------------------------------------------------------------------- the model
