@@ -3,7 +3,7 @@ and jobs without them, measured in one run (pod labels and pod anti-affinity too
 
     python benchmarks/node_selection.py [--nodes 12500] [--jobs 2000] [--rounds 5] [--json]
 
-The cluster is ``kant bench place``'s 8-GPU fat tree. Eight variants, each placing the same
+The cluster is ``kant bench place``'s 8-GPU fat tree. Nine variants, each placing the same
 ``--jobs`` jobs (1, 2, 4 or 8 GPUs, drawn with a fixed seed; one in ten a gang of four 8-GPU
 pods that requires one leaf) one at a time on a fresh snapshot of an empty cluster, timed by
 this thread's CPU clock:
@@ -21,7 +21,10 @@ this thread's CPU clock:
 - ``pod-labelled``: the plain nodes, every job's pods labelled ``app=a<k>`` (50 apps), no pod
   terms: the snapshot notes every pod placed; the decisions must equal ``plain``'s;
 - ``anti-affine``: the same labels, and every role with a required anti-affinity term on
-  the hostname against its own app: no node holds two pods of one app (a gang's pods too).
+  the hostname against its own app: no node holds two pods of one app (a gang's pods too);
+- ``soft-spread``: the same labels, every role with a preferred anti-affinity term (weight
+  100) on the hostname against its own app instead: each lone pod goes to a node holding
+  the fewest pods of its app (gangs do not read it).
 
 A fresh :class:`~kant.placement.Placer` per run, so each run pays the allowed-node mask of
 its (selector, tolerations) once. Rounds alternate the variants; printed are the medians
@@ -47,6 +50,7 @@ from kant.model import (
     NodeSelector,
     NodeSpec,
     PodAffinityTerm,
+    PreferredPodTerm,
     PreferredTerm,
     Taint,
     Tier,
@@ -100,6 +104,7 @@ def workload(
     preferred: tuple[PreferredTerm, ...] = (),
     apps: bool = False,
     anti: bool = False,
+    soft: bool = False,
 ) -> list[Job]:
     rng = np.random.default_rng(seed)
     jobs = []
@@ -110,6 +115,9 @@ def workload(
             "labels": {"app": app} if apps else None,
             "anti_affinity": [PodAffinityTerm(selector=(NodeRequirement(
                 key="app", operator="In", values=(app,)),))] if anti else (),
+            "pod_preferences": [PreferredPodTerm(weight=100, anti=True, term=PodAffinityTerm(
+                selector=(NodeRequirement(key="app", operator="In", values=(app,)),)))]
+            if soft else (),
         }  # fmt: skip
         if i % 10 == 9:
             jobs.append(job(f"g{i}", gpus=8, replicas=4, tier=Tier.LEAF, required=True,
@@ -183,6 +191,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             plain_state,
             workload(a.jobs, a.seed, selector=None, tolerate_half=False, apps=True, anti=True),
         ),
+        "soft-spread": (
+            plain_state,
+            workload(a.jobs, a.seed, selector=None, tolerate_half=False, apps=True, soft=True),
+        ),
     }
     times: dict[str, list[float]] = {k: [] for k in variants}
     decisions: dict[str, list[tuple[str, str]]] = {}
@@ -214,6 +226,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ),
         "pod_labelled_decides_as_plain": decisions["pod-labelled"] == decisions["plain"],
         "anti_affine_nodes_with_two_pods_of_an_app": _doubled(decisions["anti-affine"]),
+        "soft_spread_nodes_with_two_pods_of_an_app": _doubled(decisions["soft-spread"]),
         "build_state_ms": {
             "plain": round(build_plain * 1e3, 1),
             "labelled": round(build_labelled * 1e3, 1),

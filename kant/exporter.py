@@ -176,7 +176,7 @@ class MetricsExporter:
                 continue
             nodes = {b.node for b in st.bindings}
             spec = s.cluster.node(next(iter(sorted(nodes))))
-            per_node = max(1, spec.gpus)
+            per_node = max(1, max(s.cluster.node(n).gpus for n in nodes))  # (the largest)
             row = self._jtted.setdefault(bucket, [0.0, 0.0, 0.0, 0.0])
             shapes = pod_shapes(job)
             row[0] += len(nodes) / optimal_nodes(job.gpu_units, per_node, shapes)

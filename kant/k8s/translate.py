@@ -755,6 +755,10 @@ def _pod_term(t: Any, path: str, lab: Mapping[str, str], ns: str, where: str) ->
                         where=where,
                     )
             reqs.extend(exprs)
+        for field in ("matchLabelKeys", "mismatchLabelKeys", "namespaces"):
+            v = t.get(field)
+            if v is not None and (isinstance(v, str) or not isinstance(v, Sequence)):
+                raise InvalidObjectError(f"{path}.{field}", v, "must be a list", where=where)
         for field, op in (("matchLabelKeys", SelectorOp.IN),
                           ("mismatchLabelKeys", SelectorOp.NOT_IN)):  # fmt: skip
             for k in t.get(field) or ():

@@ -87,30 +87,36 @@ share only when no whole GPU: 1..999 milli on one GPU)."""
 
 
 def optimal_nodes(gpus: float, gpus_per_node: int, pods: Sequence[PodShape] = ()) -> int:
-    """Fewest nodes that can hold the job, at least 1: ``ceil(gpus / gpus_per_node)`` from
-    its GPUs alone; with its pods' shapes (``pods``, :data:`PodShape` per role) also no fewer
-    than each role's pods need (``ceil(pods / pods a node holds)``: a node holds
+    """Fewest nodes that can hold the job's GPUs, at least 1: ``ceil(gpus / gpus_per_node)``
+    from its GPUs alone; with its pods' shapes (``pods``, :data:`PodShape` per role) also no
+    fewer than each role's pods need (``ceil(pods / pods a node holds)``: a node holds
     ``floor(gpus_per_node / g)`` pods of ``g`` whole GPUs, ``gpus_per_node x floor(1000 /
-    m)`` shares of ``m`` milli) and than the GPUs its roles' shares fill (two shares above
-    500 milli never share a GPU). For a job of one role this is exact; for several, the
-    largest of these bounds."""
+    m)`` shares of ``m`` milli) and than the GPUs the pods fill: the whole GPUs, plus for the
+    shares the more of their milli together over 1000 (shares of two roles may pair) and of
+    what the most demanding role's shares fill alone (two shares above 500 milli never share
+    a GPU). For a job of one role this is exact in GPUs; for several, the largest of these
+    bounds (a bound: no placement uses fewer)."""
     if gpus_per_node < 1:
         raise ValidationError("gpus_per_node", gpus_per_node, "must be >= 1")
     best = max(1, math.ceil(gpus / gpus_per_node - 1e-9))
-    used = 0  # GPUs the pods fill, each role on its own
+    whole = 0  # GPUs the whole-GPU pods hold
+    share_milli = 0  # what the shares hold, all roles together (shares of roles may pair)
+    share_gpus = 0  # the GPUs the shares of the role that needs most fill on their own
     for n, g, m in pods:
         if n <= 0:
             continue
         if g > 0:
             per = gpus_per_node // g
-            used += n * g
+            whole += n * g
         elif 0 < m < MILLI:
             per = gpus_per_node * (MILLI // m)
-            used += math.ceil(n / (MILLI // m))
+            share_milli += n * m
+            share_gpus = max(share_gpus, math.ceil(n / (MILLI // m)))
         else:
             continue
         if per > 0:
             best = max(best, math.ceil(n / per))
+    used = whole + max(math.ceil(share_milli / MILLI), share_gpus)
     return max(best, math.ceil(used / gpus_per_node))
 
 

@@ -328,7 +328,11 @@ class Placer:
         :meth:`_first_domain` chose for the role's pods placed together) or else next to
         the role's own pods already placed (``anchor``: the nodes they are on; a wish is
         about the pods of one role, so the job's other roles never anchor it)."""
-        self._soft = len(pods) == 1 and bool(role.pod_preferences)
+        # (a gang's pods do not read them: its domains come first, and one pod steered to a
+        # preferred node could be the node another role needs)
+        self._soft = (
+            len(pods) == 1 and bool(role.pod_preferences) and (not job.gang or job.num_pods == 1)
+        )
         try:
             return self._place_role_in(job, role, pods, snap, counts, anchor, domain)
         finally:
@@ -654,12 +658,22 @@ class Placer:
                 return _NOT_AT_TIER
             tiers = [only]
         if not tiers and self._soft and n == 1:
-            # preferred pod terms: the best-scored of all the nodes the pod may take now
-            # (asked once over all of them: the search below asks its filters about parts)
+            # preferred pod terms: first the best-scored of all the nodes the pod may take now
+            # (asked once over all of them: the search below asks its filters about parts),
+            # then, if the strategy's own order finds none there (E-Spread's zone), all of
+            # them, the filter still keeping the best of each part it is asked about
             ok = cand.slots[fits(snap, cand.slots, req)]
             best = ok[filters.mask(ctx, ok)] if ok.shape[0] else ok
             if 0 < best.shape[0] < cand.slots.shape[0]:
-                cand = Candidates(best, cand.pools, parent=cand)
+                before = counts.save()
+                with snap.transaction() as tx:
+                    got = self._untiered(ctx, pods, Candidates(best, cand.pools, parent=cand),
+                                         filters)  # fmt: skip
+                    if not isinstance(got, Reason):
+                        tx.commit()
+                        return got
+                counts.restore(before)
+                filters.blocked = None
         if not tiers:
             for better in self._preferred(snap, role, cand) if self._prefer else ():
                 if n > 1 and not _holds(snap, better.slots, req, n):

@@ -206,6 +206,11 @@ _GT = dict(_term(HOST), labelSelector={"matchExpressions": [{"key": "a", "operat
         (_required("podAffinity", _NO_KEY), "topology_key"),
         (_required("podAffinity", _GT), "labelSelector.matchExpressions[0].operator"),
         ({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": "x"}}, "podAffinity"),
+        (_required("podAffinity", dict(_term(HOST, app="db"), namespaces="ab")), "namespaces"),
+        (
+            _required("podAffinity", dict(_term(HOST, app="db"), matchLabelKeys="ab")),
+            "matchLabelKeys",
+        ),
     ],
 )
 def test_a_term_kant_cannot_read_refuses_the_pod_naming_the_field(

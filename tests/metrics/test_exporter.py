@@ -256,3 +256,24 @@ def test_a_registry_holding_one_of_its_names_is_refused_and_left_as_it_was() -> 
     MetricsExporter(s, registry=shared)
     with pytest.raises(DuplicateError, match="a registry of its own"):
         MetricsExporter(s, registry=shared)
+
+
+def test_jtted_on_nodes_of_two_sizes_counts_the_larger_node() -> None:
+    # three 5-GPU pods on an 8-GPU and a 12-GPU node: 1 + 2, the fewest the larger node
+    # allows; read from the smaller node (the first by name) the optimum would be 3 nodes
+    from kant import Scheduler
+    from kant.exporter import MetricsExporter
+    from kant.state import ClusterState
+    from kant.testing.builders import node
+
+    cluster = ClusterState(
+        [node("a", gpus=8, leaf="lf0"), node("b", gpus=12, template=None, leaf="lf0")]
+    )
+    s = Scheduler(cluster)
+    ex = MetricsExporter(s)
+    s.submit(job("g", gpus=5, replicas=3), now=0)
+    ex.observe(now=0)
+    ex.observe(now=1, result=s.step(now=1))
+    assert len({b.node for b in s.status("g").bindings}) == 2
+    row = ex._jtted["9-64"]
+    assert row[0] / row[1] == 1.0

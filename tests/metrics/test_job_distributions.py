@@ -139,6 +139,8 @@ def test_a_record_is_built_from_a_job_and_rejects_impossible_times() -> None:
         (((5, 3, 0),), 15.0, 3),  # two 3-GPU pods a node
         (((4, 2, 0),), 8.0, 1),  # as from the GPUs alone
         (((2, 6, 0), (1, 2, 0)), 14.0, 2),  # two roles: the largest bound
+        (((8, 0, 600), (8, 0, 400)), 8.0, 1),  # shares of two roles pair: 8 GPUs
+        (((3, 0, 400), (1, 0, 200)), 1.4, 1),
         ((), 15.0, 2),  # no shapes: the GPUs alone
     ],
 )

@@ -442,6 +442,37 @@ def test_a_gangs_pods_are_placed_as_without_preferred_terms() -> None:
     assert [x.node for x in a.status("g").bindings] == [x.node for x in b.status("g").bindings]
 
 
+def test_a_preference_for_nodes_the_strategy_keeps_for_others_does_not_keep_a_pod_waiting() -> None:
+    # E-Spread gives a training pod the general nodes only; the db pod it prefers to be near
+    # runs in the inference zone: the pod goes to a general node
+    from kant.placement import Placer
+    from kant.state import ClusterState
+    from kant.testing import node
+
+    state = ClusterState([node("z0", leaf="lf0", zone="inference"), node("g0", leaf="lf0")])
+    placer, snap = Placer("espread"), state.snapshot()
+    (db,) = placer.place(job("db", gpus=1, labels={"app": "db"}, kind="inference"), snap).bindings
+    assert db.node == "z0"
+    got = placer.place(_soft_job("t", _soft(100, app="db"), app="t"), snap)
+    assert [b.node for b in got.bindings] == ["g0"]
+
+
+def test_a_one_pod_role_of_a_gang_does_not_read_its_preferences() -> None:
+    # the launcher prefers the db's node, which the 7-GPU worker needs: read, the gang would
+    # never start; a gang's pods do not read preferences
+    gang = Job(id="g", roles=(
+        Role(name="launcher", resources=Resources(gpus=1), labels={"app": "g"},
+             pod_preferences=(_soft(100, app="db"),)),
+        Role(name="worker", resources=Resources(gpus=7), labels={"app": "g"}),
+    ))  # fmt: skip
+    state = _cluster(["a", "a"])
+    s = _run(state, job("db", gpus=1, labels={"app": "db"}),
+             job("fill", gpus=4, anti_affinity=[_term(app="db")]))  # fmt: skip
+    assert _nodes(s, "db") == ["lf0-n0"] and _nodes(s, "fill") == ["lf0-n1"]
+    s = _run(state, gang, now=2, s=s)
+    assert len(_nodes(s, "g")) == 2
+
+
 # --------------------------------------------------------------------------- the model
 
 
