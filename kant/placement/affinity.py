@@ -40,7 +40,8 @@ _K = TypeVar("_K")
 
 
 _SELECTED_KEPT = 1 << 16
-"""Remembered term selections past which the memo starts afresh (at a rebuild)."""
+"""Remembered term selections, label sets or terms past which the memos start afresh (at a
+rebuild: every label set ever seen is otherwise kept)."""
 
 
 def _bump(index: dict[_K, Counter[int]], key: _K, slot: int, sign: int) -> None:
@@ -95,7 +96,7 @@ class PodsOnNodes:
         if base_key != self._base_key or moves is not self._moves:
             self._pods = {}
             self._by_labels, self._by_anti = {}, {}
-            if len(self._selected) > _SELECTED_KEPT:
+            if max(len(self._selected), len(self._canon), len(self._terms)) > _SELECTED_KEPT:
                 self._selected.clear()
                 self._canon.clear()
                 self._terms.clear()
