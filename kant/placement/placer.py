@@ -665,14 +665,13 @@ class Placer:
             ok = cand.slots[fits(snap, cand.slots, req)]
             best = ok[filters.mask(ctx, ok)] if ok.shape[0] else ok
             if 0 < best.shape[0] < cand.slots.shape[0]:
-                before = counts.save()
-                with snap.transaction() as tx:
-                    got = self._untiered(ctx, pods, Candidates(best, cand.pools, parent=cand),
-                                         filters)  # fmt: skip
-                    if not isinstance(got, Reason):
-                        tx.commit()
-                        return got
-                counts.restore(before)
+                # (one vectorised pass over them, the node preferences first: a search by
+                # leaf of a set made for this pod alone would cost more than it saves)
+                sub = Candidates(best, cand.pools, parent=cand)
+                for part in (*(self._preferred(snap, role, sub) if self._prefer else ()), sub):
+                    b = self._place_pod(ctx, pods[0], part, two_level=False)
+                    if b is not None:
+                        return [b]
                 filters.blocked = None
         if not tiers:
             for better in self._preferred(snap, role, cand) if self._prefer else ():
