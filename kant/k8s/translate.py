@@ -683,14 +683,19 @@ def _pod_terms(
 ) -> tuple[PodAffinityTerm, ...]:
     """The pod's required ``podAffinity`` or ``podAntiAffinity`` terms (``kind``), sorted
     (:func:`_pod_term` reads each)."""
-    raw = ((spec.get("affinity") or {}).get(kind) or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or ()
-    path = f"{kind}.requiredDuringSchedulingIgnoredDuringExecution"
-    if not isinstance(raw, Sequence) or isinstance(raw, str):
-        raise InvalidObjectError(kind, raw, "must be a list of terms", where=where)
+    raw, path = _affinity_list(spec, kind, "required", where)
     out = [_pod_term(t, f"{path}[{i}]", lab, ns, where) for i, t in enumerate(raw)]
     return tuple(sorted(out, key=repr))
+
+
+def _affinity_list(spec: Obj, kind: str, when: str, where: str) -> tuple[Sequence[Any], str]:
+    """The pod's ``<when>DuringSchedulingIgnoredDuringExecution`` list of ``kind``
+    (``podAffinity`` or ``podAntiAffinity``) and its path; refused unless a list."""
+    path = f"{kind}.{when}DuringSchedulingIgnoredDuringExecution"
+    raw = ((spec.get("affinity") or {}).get(kind) or {}).get(path.split(".")[1]) or ()
+    if not isinstance(raw, Sequence) or isinstance(raw, str):
+        raise InvalidObjectError(path, raw, "must be a list", where=where)
+    return raw, path
 
 
 def _pod_preferences(
@@ -701,12 +706,7 @@ def _pod_preferences(
     kept (Kubernetes adds each)."""
     out = []
     for kind, anti in (("podAffinity", False), ("podAntiAffinity", True)):
-        raw = ((spec.get("affinity") or {}).get(kind) or {}).get(
-            "preferredDuringSchedulingIgnoredDuringExecution"
-        ) or ()
-        path = f"{kind}.preferredDuringSchedulingIgnoredDuringExecution"
-        if not isinstance(raw, Sequence) or isinstance(raw, str):
-            raise InvalidObjectError(path, raw, "must be a list of weighted terms", where=where)
+        raw, path = _affinity_list(spec, kind, "preferred", where)
         for i, w in enumerate(raw):
             at = f"{path}[{i}]"
             if not isinstance(w, Mapping):

@@ -425,15 +425,7 @@ class Placer:
                 return None  # no HBD node in the pools
             cand = split[0] if split is not None else cand
         n = len(pods)
-        ctx = PodContext(
-            snap=snap,
-            job=job,
-            role=role,
-            req=req,
-            on_node=counts.job,
-            role_on=counts.role,
-            record=job.labelled,
-        )
+        ctx = _context(snap, job, role, req, counts)
         search = cand.slots
         if self.hooks.candidate_sets is not None:
             sets = self._candidate_sets(ctx, cand.slots)
@@ -634,15 +626,7 @@ class Placer:
         pods their tightest domain; without a tier search, each level that can hold all the
         pods, then all the candidates."""
         n = len(pods)
-        ctx = PodContext(
-            snap=snap,
-            job=job,
-            role=role,
-            req=req,
-            on_node=counts.job,
-            role_on=counts.role,
-            record=job.labelled,
-        )
+        ctx = _context(snap, job, role, req, counts)
         filters = self._filters(role)
         filters.blocked = None
         tiers = tiers_for(role, n, self.hooks.topology_default) if n > 1 or role.topology else []
@@ -1244,6 +1228,14 @@ def _level_parts(snap: Snapshot, role: Role, slots: IntArray) -> list[np.ndarray
             out.append(keep)
             seen = k
     return out
+
+
+def _context(snap: Snapshot, job: Job, role: Role, req: PodRequest, counts: Counts) -> PodContext:
+    """The placement question of a pod of ``role`` of ``job`` on ``snap``, with the job's
+    (and the role's) pods per node so far; its pods are noted on the snapshot when the job
+    takes part in pod affinity (:attr:`Job.labelled`)."""
+    return PodContext(snap=snap, job=job, role=role, req=req, on_node=counts.job,
+                      role_on=counts.role, record=job.labelled)  # fmt: skip
 
 
 def _affinity_order(job: Job, names: list[str]) -> list[str]:
