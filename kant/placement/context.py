@@ -109,6 +109,7 @@ class PodContext:
     on_node: dict[int, int]
     role_on: dict[int, int] = attrs.field(factory=dict)
     record: bool = False  # the pods placed are noted on the snapshot (Job.labelled)
+    soft: bool = False  # preferred pod terms are read (a pod placed on its own)
 
     def job_pods_on(self, slots: IntArray) -> IntArray:
         """Per candidate, pods of this job already on that node."""

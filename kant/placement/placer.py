@@ -152,7 +152,7 @@ class Placer:
         # the filter sets of the roles it concerns (see _filters)
         self._pods_on = PodsOnNodes()
         self._affinity_on = False  # for the job being placed: whether any pod term is about
-        affinity = PodAffinity(self._pods_on)
+        self._affinity = affinity = PodAffinity(self._pods_on)
         self._affine = NodeFilters((*self.filters.filters, affinity))
         self._capped_affine = NodeFilters((*self.filters.filters, MaxPerNode(), affinity))
         # a pod placed on its own with preferred pod terms: the sets above, then the
@@ -167,7 +167,6 @@ class Placer:
                 (True, True): self._capped_affine,
             }.items()
         }
-        self._soft = False  # while a role's one pod with preferred pod terms is placed
         self._adapted: dict[int, StrategyHooks] = {}  # by id: strategies of candidate_sets
         self._cand: dict[tuple[Any, ...], Candidates] = {}
         self._prefs: dict[tuple[Any, ...], tuple[Candidates, ...]] = {}  # see _preferred
@@ -291,12 +290,14 @@ class Placer:
             tx.commit()
         return PlacementResult(bindings=tuple(placed), unplaced=unplaced)
 
-    def _filters(self, role: Role) -> NodeFilters:
-        """The node filters for a pod of ``role``: the user's, plus :class:`MaxPerNode`
-        when the role has ``max_per_node``, plus :class:`PodAffinity` when a pod term is
-        about the role (:meth:`PodsOnNodes.applies`)."""
+    def _filters(self, ctx: PodContext) -> NodeFilters:
+        """The node filters for a pod of ``ctx``: the user's, plus :class:`MaxPerNode`
+        when its role has ``max_per_node``, plus :class:`PodAffinity` when a pod term is
+        about the role (:meth:`PodsOnNodes.applies`), plus :class:`PodPreference` for a pod
+        placed on its own with preferred pod terms (``ctx.soft``)."""
+        role = ctx.role
         affine = self._affinity_on and self._pods_on.applies(role)
-        if self._soft:
+        if ctx.soft:
             return self._soft_sets[(role.max_per_node is not None, affine)]
         if affine:
             return self._affine if role.max_per_node is None else self._capped_affine
@@ -304,12 +305,7 @@ class Placer:
 
     def _affine_filters(self, filters: NodeFilters) -> bool:
         """Whether ``filters`` hold the pod affinity filter."""
-        return (
-            filters is self._affine
-            or filters is self._capped_affine
-            or (self._soft and filters is self._soft_sets.get((False, True)))
-            or (self._soft and filters is self._soft_sets.get((True, True)))
-        )
+        return self._affinity in filters.filters
 
     # ------------------------------------------------------------------ roles
 
@@ -328,27 +324,6 @@ class Placer:
         :meth:`_first_domain` chose for the role's pods placed together) or else next to
         the role's own pods already placed (``anchor``: the nodes they are on; a wish is
         about the pods of one role, so the job's other roles never anchor it)."""
-        # (a gang's pods do not read them: its domains come first, and one pod steered to a
-        # preferred node could be the node another role needs)
-        self._soft = (
-            len(pods) == 1 and bool(role.pod_preferences) and (not job.gang or job.num_pods == 1)
-        )
-        try:
-            return self._place_role_in(job, role, pods, snap, counts, anchor, domain)
-        finally:
-            self._soft = False
-
-    def _place_role_in(
-        self,
-        job: Job,
-        role: Role,
-        pods: list[PodId],
-        snap: Snapshot,
-        counts: Counts,
-        anchor: set[int] | None,
-        domain: Candidates | None,
-    ) -> list[Binding] | Reason:
-        """:meth:`_place_role`, its filters chosen."""
         req = PodRequest.of(role.resources)
         cand = self._candidates(snap, role, req)
         if isinstance(cand, Reason):
@@ -425,13 +400,13 @@ class Placer:
                 return None  # no HBD node in the pools
             cand = split[0] if split is not None else cand
         n = len(pods)
-        ctx = _context(snap, job, role, req, counts)
+        ctx = _context(snap, job, role, req, counts, n)
         search = cand.slots
         if self.hooks.candidate_sets is not None:
             sets = self._candidate_sets(ctx, cand.slots)
             if len(sets) == 1:
                 search = sets[0][0]
-        filters = self._filters(role)
+        filters = self._filters(ctx)
         filters.blocked = None
         room, _ = self._room(ctx, cand, search, n, filters, whole=False)
         key = self.hooks.domain_key
@@ -626,8 +601,8 @@ class Placer:
         pods their tightest domain; without a tier search, each level that can hold all the
         pods, then all the candidates."""
         n = len(pods)
-        ctx = _context(snap, job, role, req, counts)
-        filters = self._filters(role)
+        ctx = _context(snap, job, role, req, counts, n)
+        filters = self._filters(ctx)
         filters.blocked = None
         tiers = tiers_for(role, n, self.hooks.topology_default) if n > 1 or role.topology else []
         search = cand.slots  # the nodes the tier search sums room over
@@ -641,7 +616,7 @@ class Placer:
             if only not in tiers:
                 return _NOT_AT_TIER
             tiers = [only]
-        if not tiers and self._soft and n == 1:
+        if not tiers and ctx.soft:
             # preferred pod terms: first the best-scored of all the nodes the pod may take now
             # (asked once over all of them: the search below asks its filters about parts),
             # then, if the strategy's own order finds none there (E-Spread's zone), all of
@@ -744,7 +719,7 @@ class Placer:
         each bind only the chosen node is re-scored (and re-filtered): O(domain) numpy once,
         then O(1) numpy calls per pod. A strategy with ``candidate_sets`` places pod by pod."""
         strat = self.hooks
-        filters = self._filters(ctx.role)
+        filters = self._filters(ctx)
         out: list[Binding] = []
         if strat.candidate_sets is not None:  # the sets may change pod by pod: one at a time
             cand = Candidates(domain)
@@ -839,7 +814,7 @@ class Placer:
         the nodes that fit and pass the filters; the best score wins. None when no set has a
         node."""
         snap = ctx.snap
-        filters = self._filters(ctx.role)
+        filters = self._filters(ctx)
         for slots, strat in self._candidate_sets(ctx, cand.slots):
             if not slots.shape[0]:
                 continue
@@ -889,7 +864,7 @@ class Placer:
         and only if none has a node is every remaining candidate ranked in one vectorised
         pass; small pools take that pass at once (it is cheaper than a loop over groups)."""
         snap = ctx.snap
-        filters = self._filters(ctx.role)
+        filters = self._filters(ctx)
         req = ctx.req
         if strat.fill_partly_used_first and req.gpus and cand.pools:
             allowed = (lambda s: filters.rejected_by(ctx, s) is None) if filters.active else None
@@ -1230,12 +1205,17 @@ def _level_parts(snap: Snapshot, role: Role, slots: IntArray) -> list[np.ndarray
     return out
 
 
-def _context(snap: Snapshot, job: Job, role: Role, req: PodRequest, counts: Counts) -> PodContext:
-    """The placement question of a pod of ``role`` of ``job`` on ``snap``, with the job's
-    (and the role's) pods per node so far; its pods are noted on the snapshot when the job
-    takes part in pod affinity (:attr:`Job.labelled`)."""
+def _context(
+    snap: Snapshot, job: Job, role: Role, req: PodRequest, counts: Counts, n: int
+) -> PodContext:
+    """The placement question of ``n`` pods of ``role`` of ``job`` on ``snap``, with the
+    job's (and the role's) pods per node so far; its pods are noted on the snapshot when the
+    job takes part in pod affinity (:attr:`Job.labelled`). Preferred pod terms are read for
+    a pod placed on its own (``soft``), never for a gang's pods: a gang's domains come
+    first, and one pod steered to a preferred node could take the node another role needs."""
+    soft = n == 1 and bool(role.pod_preferences) and (not job.gang or job.num_pods == 1)
     return PodContext(snap=snap, job=job, role=role, req=req, on_node=counts.job,
-                      role_on=counts.role, record=job.labelled)  # fmt: skip
+                      role_on=counts.role, record=job.labelled, soft=soft)  # fmt: skip
 
 
 def _affinity_order(job: Job, names: list[str]) -> list[str]:
