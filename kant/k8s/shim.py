@@ -41,6 +41,7 @@ from kant.k8s.translate import (
     binding_annotations,
     build_job,
     deletion_deadline,
+    held_job,
     is_count,
     job_id,
     node_facts,
@@ -772,8 +773,13 @@ class Shim:
         """Hold the requests of pod ``key``, bound to ``st.node`` by someone other than this
         shim (another scheduler, a user's ``spec.nodeName``, a binding kant lost), on that
         node (nothing while kant does not know the node: :meth:`_replay_bound` holds it when
-        it does). Whole GPUs only when its ``gpu-fraction`` is not readable."""
-        if key in self._held or st.node is None or st.phase in TERMINAL:
+        it does). Whole GPUs only when its ``gpu-fraction`` is not readable. Its labels and
+        required anti-affinity terms count for kant's pod affinity (:func:`held_job`), read
+        again whenever the pod changes."""
+        if st.node is None or st.phase in TERMINAL:
+            return
+        if key in self._held:
+            self._describe_held(key, obj)
             return
         try:
             r = pod_resources(obj, self.settings)
@@ -787,6 +793,19 @@ class Shim:
         pid = PodId(job=f"{_HELD}{ns}..{name}", role="pod", index=0)
         if self.nodes.bind_foreign(pid, st.node, r.gpus, r.gpu_milli, r.cpu_milli, r.memory_mib):
             self._held[key] = pid
+            self._describe_held(key, obj)
+
+    def _describe_held(self, key: str, obj: Obj) -> None:
+        """Describe held pod ``key`` (last seen as ``obj``) to the cluster, for pod affinity,
+        unless it is described as it is already."""
+        pid = self._held[key]
+        job, err = held_job(obj, pid.job)
+        if self.scheduler.cluster.described(pid.job) == job:
+            return
+        if err is not None:
+            log.warning("%s: what kant cannot read of it does not count for pod affinity: %s",
+                        key, err)  # fmt: skip
+        self.scheduler.cluster.describe(job)
 
     def _gone(self, key: str, now: float, *, finished: bool) -> None:
         """A pod ended (finished, failed or deleted)."""

@@ -494,6 +494,37 @@ def pod_resources(pod: Obj, settings: K8sSettings, *, shares: bool = True) -> Re
     )
 
 
+def held_job(pod: Obj, job: str) -> tuple[Job, InvalidObjectError | None]:
+    """What pod affinity reads of a pod kant holds but did not place (another scheduler's, one
+    bound by ``spec.nodeName``, or one of kant's being stopped), as job ``job``: one role
+    ``pod`` of one pod with the pod's labels (its namespace among them) and its required
+    anti-affinity terms, which keep kant's pods out of its domain (Kubernetes' symmetry).
+    Its required affinity and preferred terms are left out: they bind only the pod itself,
+    which is already placed. Terms kant cannot read (a ``namespaceSelector`` with
+    requirements, a malformed term) are left out, and the error is returned with the job.
+    Never raises."""
+    meta = _meta(pod)
+    spec = pod.get("spec") or {}
+    lab = labels_of(pod)
+    ns = str(meta.get("namespace", "default"))
+    where = f"Pod {pod_key(pod)}"
+    labels = _pod_labels(lab, ns)
+    err: InvalidObjectError | None = None
+    anti: tuple[PodAffinityTerm, ...] = ()
+    try:
+        anti = _pod_terms(spec, lab, ns, "podAntiAffinity", where)
+    except InvalidObjectError as e:
+        err = e
+    except (TypeError, ValueError, AttributeError) as e:  # (a field of an unexpected shape)
+        err = InvalidObjectError("pod", pod_key(pod), f"malformed: {e}", where=where)
+    try:
+        role = Role(name="pod", replicas=1, labels=labels, pod_anti_affinity=anti)
+    except ValidationError as e:  # (a label the API server let through and kant refuses)
+        err = InvalidObjectError(f"metadata.{e.field}", e.value, e.reason, where=where)
+        role = Role(name="pod", replicas=1, labels={NAMESPACE_LABEL: ns})
+    return Job(id=job, roles=(role,)), err
+
+
 def _counted(pod: Obj, settings: K8sSettings, where: str) -> Resources:
     """:func:`pod_resources` of a kant pod, refused when it asks an extended resource kant
     does not count (not the GPU or NIC resource, nor in ``ignoredResources``): kant would

@@ -12,7 +12,7 @@ import pytest
 
 from kant.errors import InvalidObjectError
 from kant.k8s.settings import K8sSettings
-from kant.k8s.translate import NAMESPACE_LABEL, PodFacts, pod_facts
+from kant.k8s.translate import NAMESPACE_LABEL, PodFacts, held_job, pod_facts
 from kant.model import Labels, PodAffinityTerm
 
 from .conftest import Cluster, wait_for
@@ -145,6 +145,58 @@ def test_replicas_with_preferred_anti_affinity_spread_and_none_waits(cluster: Cl
     assert nodes == ["n0", "n0", "n1", "n1"]  # (E-Binpack alone: all four on one node)
 
 
+def _foreign(cluster: Cluster, name: str, node: str, *, labels: dict[str, str],
+             affinity: dict[str, Any] | None = None) -> None:  # fmt: skip
+    """A pod of another scheduler, bound to ``node`` at creation (a DaemonSet's, a cache
+    the default scheduler placed)."""
+    spec: dict[str, Any] = {
+        "schedulerName": "default-scheduler", "nodeName": node,
+        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}],
+    }  # fmt: skip
+    if affinity:
+        spec["affinity"] = affinity
+    body = {"metadata": {"name": name, "namespace": cluster.ns, "labels": labels}, "spec": spec}
+    cluster.api.post(f"/api/v1/namespaces/{cluster.ns}/pods", body)
+
+
+def test_a_pod_follows_the_zone_of_a_pod_another_scheduler_placed(cluster: Cluster) -> None:
+    cluster.node("a0", labels={"zone": "a"})
+    cluster.node("b0", labels={"zone": "b"})
+    cluster.node("b1", labels={"zone": "b"})
+    cluster.start_shim()
+    _foreign(cluster, "redis", "b1", labels={"app": "redis"})
+    # (E-Binpack alone would take a0, the first node; without the foreign pod counted the
+    # pod would wait for a redis pod forever)
+    _pod(cluster, "cache", affinity=_required("podAffinity", _term("zone", app="redis")))
+    assert wait_for(lambda: cluster.node_of("cache"), what="cache bound") in ("b0", "b1")
+
+
+def test_a_foreign_pods_anti_affinity_keeps_kants_pods_off_its_node_until_it_goes(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.start_shim()
+    _foreign(cluster, "guard", "n0", labels={"app": "guard"},
+             affinity=_required("podAntiAffinity", _term(HOST, app="noisy")))  # fmt: skip
+    _pod(cluster, "noisy", labels={"app": "noisy"})
+    wait_for(lambda: "pod_affinity" in _message(cluster, "noisy"), what="noisy's reason")
+    assert cluster.node_of("noisy") is None
+    cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/guard", {"gracePeriodSeconds": 0})
+    assert wait_for(lambda: cluster.node_of("noisy"), what="noisy bound") == "n0"
+
+
+def test_a_foreign_pods_new_labels_count_once_it_is_relabelled(cluster: Cluster) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    cluster.start_shim()
+    _foreign(cluster, "db", "n1", labels={"app": "staging"})
+    _pod(cluster, "client", affinity=_required("podAffinity", _term(HOST, app="db")))
+    wait_for(lambda: "pod_affinity" in _message(cluster, "client"), what="client's reason")
+    cluster.api.patch(f"/api/v1/namespaces/{cluster.ns}/pods/db",
+                      {"metadata": {"labels": {"app": "db"}}})  # fmt: skip
+    assert wait_for(lambda: cluster.node_of("client"), what="client bound") == "n1"
+
+
 # --------------------------------------------------------------------------- translation
 
 
@@ -273,3 +325,30 @@ def test_a_gangs_role_has_the_labels_its_pods_share() -> None:
                      labels=Labels({**a.labels, "apps.kubernetes.io/pod-index": "1"}))  # fmt: skip
     job, _ = build_job([a, b], "j", 0.0)
     assert dict(job.roles[0].labels) == {"app": "train", NAMESPACE_LABEL: "ns1"}
+
+
+def test_a_held_pod_is_described_by_its_labels_and_required_anti_affinity_only() -> None:
+    pod = {
+        "metadata": {"name": "p", "namespace": "ns1", "labels": {"app": "db"}},
+        "spec": {"affinity": {
+            **_required("podAntiAffinity", _term(HOST, app="noisy")),
+            **_required("podAffinity", _term("zone", app="x")),
+        }},
+    }  # fmt: skip
+    job, err = held_job(pod, "external:ns1..p")
+    (role,) = job.roles
+    assert err is None and job.id == "external:ns1..p" and role.name == "pod"
+    assert dict(role.labels) == {"app": "db", NAMESPACE_LABEL: "ns1"}
+    assert [t.topology_key for t in role.pod_anti_affinity] == [HOST]
+    assert not role.pod_affinity and not role.pod_preferences
+
+
+def test_a_held_pods_unreadable_terms_are_left_out_with_the_error_and_its_labels_kept() -> None:
+    pod = {
+        "metadata": {"name": "p", "namespace": "ns1", "labels": {"app": "db"}},
+        "spec": {"affinity": _required("podAntiAffinity", _NS_SELECTOR)},
+    }
+    job, err = held_job(pod, "external:ns1..p")
+    assert isinstance(err, InvalidObjectError) and "namespaceSelector" in str(err)
+    assert dict(job.roles[0].labels) == {"app": "db", NAMESPACE_LABEL: "ns1"}
+    assert not job.roles[0].pod_anti_affinity
