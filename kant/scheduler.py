@@ -16,6 +16,7 @@ from kant.apply import ApplyReport, apply, quota_admits
 from kant.contracts import PlacerLike, QueueingPolicy
 from kant.cycle import DEFAULT_POLICY, CycleResult, schedule_cycle
 from kant.errors import (
+    DuplicateError,
     InvalidConfigError,
     InvalidJobError,
     InvalidTimeError,
@@ -191,10 +192,17 @@ class Scheduler:
     ) -> None:
         """Queue a job (see :meth:`kant.queueing.Queue.submit`: raises DuplicateError or
         InvalidJobError, or InvalidTimeError for a ``now`` that is not finite or runs
-        backwards, changing nothing); returns None. ``history``: the status of an earlier
-        job this one stands in for, or its :class:`~kant.queueing.FailureHistory`, whose
-        failures and backoff it carries on."""
+        backwards, changing nothing); returns None. DuplicateError too when pods of that id
+        run in the cluster while the queue has no such job (bound directly: :meth:`restore`
+        takes such a job in). ``history``: the status of an earlier job this one stands in
+        for, or its :class:`~kant.queueing.FailureHistory`, whose failures and backoff it
+        carries on."""
         t = None if now is None else self._time(now, "submit")
+        if isinstance(job, Job) and self.cluster.runs_job(job.id) and job.id not in self.queue:
+            raise DuplicateError(
+                f"job {job.id!r}: pods of that id run in the cluster and kant's queue has no "
+                "such job (bound directly); restore it, or give the new job another id"
+            )
         self.queue.submit(job, t, history=history)
         if t is not None:
             self._tick(t, "submit")

@@ -26,6 +26,7 @@ from kant.bits import popcount as _popcount
 from kant.errors import (
     AllocationConflictError,
     DuplicateError,
+    InvalidJobError,
     InvalidNodeError,
     InvariantError,
     UnknownNodeError,
@@ -318,6 +319,10 @@ class ClusterState:
         except KeyError:
             raise UnknownPodError(pod) from None
 
+    def runs_job(self, job: str) -> bool:
+        """Whether a pod of job ``job`` is running (bound) here. O(1)."""
+        return job in self._job_pods
+
     def job_pods(self, job: str) -> tuple[PodId, ...]:
         """Running pods of job ``job`` (sorted; empty if none)."""
         return tuple(sorted(self._job_pods.get(job, ())))
@@ -326,12 +331,17 @@ class ClusterState:
         """Keep ``job``'s roles (their pod labels and pod terms) while pods of it run here,
         for pod affinity and anti-affinity: a pod bound without its job described has no
         labels and no terms. The Scheduler describes every job it binds; call it for pods
-        bound directly. A job without labels or pod terms is not kept. O(roles)."""
+        bound directly. A job without labels or pod terms is not kept. Raises
+        :class:`~kant.errors.InvalidJobError`, changing nothing, for a job to keep when a pod
+        of its id runs here that is not one of its pods (a role it lacks, an index past the
+        role's replicas). O(roles + running pods of a job kept)."""
         if type(job) is not Job and not isinstance(job, Job):
             raise ValidationError("job", job, "must be a kant.Job")
         keep = job.labelled
         if not keep and not self._described:
             return  # (the usual case: nothing to keep or forget)
+        if keep:
+            _check_owns(job, self._job_pods.get(job.id, ()), "runs here")
         was = self._described.get(job.id)
         if keep and was is not job:
             self._undescribe(job.id)
@@ -604,14 +614,18 @@ class ClusterState:
 
     def check_binding(self, b: Binding) -> None:
         """Raise unless ``b`` can be bound now (node exists and is healthy, devices exist,
-        are healthy and free enough, CPU/memory fit, pod not already bound): UnknownNodeError,
-        DuplicateError or AllocationConflictError. Changes nothing."""
+        are healthy and free enough, CPU/memory fit, pod not already bound, a pod of its job
+        if the job is described): UnknownNodeError, DuplicateError, AllocationConflictError
+        or InvalidJobError. Changes nothing."""
         if not isinstance(b, Binding):
             raise AllocationConflictError(f"not a Binding: {b!r}")
         if b.pod in self._pods:
             raise DuplicateError(f"pod {b.pod} is already bound to {self._pods[b.pod].node!r}")
         rec = self._record(b.node)
         _check_fits(rec, b)
+        described = self._described.get(b.pod.job)
+        if described is not None:
+            _check_owns(described, (b.pod,), "is bound")
 
     def bind(self, b: Binding) -> None:
         """Record that pod ``b.pod`` holds the devices and capacity in ``b``. Raises what
@@ -639,9 +653,14 @@ class ClusterState:
     def bind_many(self, bindings: Sequence[Binding]) -> None:
         """:meth:`bind` every binding of ``bindings``, all or none: each is checked as if
         those before it were bound (the same errors :meth:`check_binding` raises, for the
-        first that does not fit, changing nothing), then each node's record and row is
+        first that does not fit or is not a pod of its described job, changing nothing), then each node's record and row is
         updated once. O(devices of the bindings + nodes they touch)."""
         pod_ids = [b.pod for b in bindings] if all(type(b) is Binding for b in bindings) else []
+        if self._described and pod_ids:
+            for b in bindings:
+                described = self._described.get(b.pod.job)
+                if described is not None:
+                    _check_owns(described, (b.pod,), "is bound")
         # the usual call: Bindings of new pods, each once (checked at once; otherwise each
         # binding is checked in turn, so the first one wrong is named)
         fresh = len(pod_ids) == len(bindings) and len(set(pod_ids)) == len(pod_ids)
@@ -945,6 +964,18 @@ def _degraded(rec: _NodeRecord) -> bool:
 
 def _conflict(b: Binding, spec: NodeSpec, what: str) -> AllocationConflictError:
     return AllocationConflictError(f"binding of {b.pod} on {spec.name!r}: {what}")
+
+
+def _check_owns(job: Job, pods: Iterable[PodId], doing: str) -> None:
+    """Raise :class:`~kant.errors.InvalidJobError` for the first of ``pods`` (of ``job``'s
+    id) that is not one of ``job``'s pods: a role it lacks, an index past the role's
+    replicas."""
+    replicas = {r.name: r.replicas for r in job.roles}
+    for pod in pods:
+        if not 0 <= pod.index < replicas.get(pod.role, 0):
+            raise InvalidJobError(
+                "pod", str(pod), f"pod {pod} {doing} and is not a pod of job {job.id!r}"
+            )
 
 
 def _check_fits(rec: _NodeRecord, b: Binding) -> None:

@@ -310,6 +310,38 @@ def test_a_job_described_after_a_quiet_cycle_is_seen_by_the_next() -> None:
     assert _nodes(s, "cache") == ["lf0-n1"]
 
 
+def test_describing_a_job_that_does_not_own_its_ids_running_pods_is_refused() -> None:
+    from kant.errors import DuplicateError
+    from kant.model import Binding, PodId
+
+    state = _cluster(["a", "a"])
+    s = Scheduler(state)
+    state.bind(Binding(pod=PodId(job="x", role="w", index=0), node="lf0-n0", gpus=(0,)))
+    with pytest.raises(InvalidJobError, match="x/w/0"):
+        state.describe(job("x", gpus=1, labels={"app": "w"}))  # (its role is "worker")
+    assert state.described("x") is None
+    # a job of that id is not queued over pods bound directly: restore takes such a job in
+    with pytest.raises(DuplicateError, match="bound directly"):
+        s.submit(job("x", gpus=1, labels={"app": "v"}), now=0)
+    # the scheduler goes on: a job with an anti-affinity term is placed
+    _run(state, job("z", gpus=1, anti_affinity=[_term(app="q")]), s=s)
+    assert _nodes(s, "z")
+
+
+def test_binding_a_pod_its_described_job_does_not_have_is_refused() -> None:
+    from kant.model import Binding, PodId
+
+    state = _cluster(["a"])
+    state.describe(job("x", gpus=1, labels={"app": "w"}))
+    for bind in (state.bind, lambda b: state.bind_many([b])):
+        for pod in (PodId(job="x", role="w", index=0), PodId(job="x", role="worker", index=1)):
+            with pytest.raises(InvalidJobError, match=str(pod)):
+                bind(Binding(pod=pod, node="lf0-n0", gpus=(0,)))
+    assert not state.runs_job("x")
+    state.bind(Binding(pod=PodId(job="x", role="worker", index=0), node="lf0-n0", gpus=(0,)))
+    assert state.runs_job("x")
+
+
 def test_pods_bound_by_restore_count_for_anti_affinity() -> None:
     from kant.model import Binding, PodId
 
