@@ -9,7 +9,7 @@ import attrs
 from kant.admission.quota import Admitter, QuotaLedger
 from kant.cycle import CycleResult
 from kant.errors import KantError, ValidationError
-from kant.model import Binding, PodId, finite_time
+from kant.model import Binding, Job, PodId, finite_time
 from kant.queueing import Queue
 from kant.state import ClusterState
 
@@ -37,8 +37,9 @@ def apply(
 
     Only what is still current is applied: a job whose entry changed since the cycle (placed,
     requeued, finished, cancelled or resubmitted: its incarnation in ``result.seen`` differs),
-    that is in backoff at ``now``, one of whose nodes was removed and added again since the
-    cycle (``result.membership``), whose bindings no longer fit the cluster or whose tenant's
+    that is in backoff at ``now``, one of whose nodes was removed and added again or
+    relabelled since the cycle (``result.membership``), whose placement read pods with labels
+    or terms that came or went since (``result.pod_terms``), whose bindings no longer fit the cluster or whose tenant's
     quota no longer admits them, is bound not at all and listed in ``stale`` (it stays as it
     is, no failure counted). Victims, nominations and reasons of jobs no longer current are
     skipped, so applying an old result again (an orchestrator retrying) changes nothing it
@@ -70,6 +71,10 @@ def apply(
     since = result.membership
     if since is None or since == cluster.membership_version:
         since = None
+    # pods with labels or pod terms came or went since the cycle: a job whose placement
+    # read them is stale (the cycle's own jobs were placed knowing each other)
+    terms_moved = result.pod_terms is not None and result.pod_terms != cluster.pod_terms_version
+    anti_running = cluster.anti_terms_kept
     # 1. Bindings, job by job: all of a job's bindings or none.
     for jid, bs in by_job.items():
         e = queue.get(jid)
@@ -83,6 +88,7 @@ def apply(
                 since is not None
                 and any(b.node in cluster and cluster.incarnation(b.node) > since for b in bs)
             )
+            or (terms_moved and _reads_pods(e.job, anti_running))
             or not quota_admits(ledger, e.job.tenant, bs, cluster)
         ):
             stale.append(jid)
@@ -121,6 +127,15 @@ def apply(
     # 4. Why the others wait (a job bound in step 1 was current before it changed).
     queue.set_reasons(result.pending, result.seen, current=placed)
     return ApplyReport(bound=tuple(bound), stale=tuple(stale), terminating=tuple(terminating))
+
+
+def _reads_pods(job: Job, anti_running: bool) -> bool:
+    """Whether where ``job``'s pods may run depends on the pods running: it has required pod
+    affinity or anti-affinity terms, or labels while some running pod has an anti-affinity
+    term (``anti_running``; preferred terms only order nodes)."""
+    if job.anti_terms or (job.labelled and anti_running):
+        return True
+    return job.pod_terms and any(r.pod_affinity for r in job.roles)
 
 
 def quota_admits(

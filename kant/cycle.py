@@ -104,13 +104,18 @@ class CycleResult:
     from one that changed since (a stale result applied again binds nothing no longer current).
     ``membership`` the cluster's :attr:`~kant.state.ClusterState.membership_version` the
     cycle saw: a binding to a node removed and added again since (the same name, perhaps
-    another model or leaf) is not applied (None: a result built by hand, not checked).
+    another model or leaf), or relabelled since, is not applied (None: a result built by
+    hand, not checked). ``pod_terms`` the cluster's
+    :attr:`~kant.state.ClusterState.pod_terms_version` the cycle saw: when pods with labels
+    or pod terms came or went since, a job whose placement read them (required pod affinity
+    or anti-affinity of its own, or labels a running pod's anti-affinity may select) is not
+    applied (None: not checked).
     ``closed_after`` the queue order key (:attr:`kant.queueing.Entry.key`) of the last job
     the cycle walked before the queueing policy closed its gate (``PolicyRun.closed``): every
     job later in the order got the gate's skip (None: the gate stayed open). How the cycle
     walked, not what it decided: equality ignores it, as it ignores ``stats`` and the time
     horizon (:meth:`time_horizon`: until when the passing of time alone changes nothing),
-    and ``membership``.
+    ``membership`` and ``pod_terms``.
 
     A result is read, not changed: the last quiet cycle's is kept, and answered again with
     read-only copies (:class:`~kant.model.ReadOnlyDict`) of its ``pending`` and ``seen``
@@ -131,6 +136,7 @@ class CycleResult:
     reservations: tuple[Reservation, ...] = ()
     closed_after: tuple[Any, ...] | None = attrs.field(default=None, eq=False)
     membership: int | None = attrs.field(default=None, eq=False)
+    pod_terms: int | None = attrs.field(default=None, eq=False)
     # what time_horizon reads of the cycle (None: a result built by hand)
     _horizon: _Horizon | None = attrs.field(default=None, eq=False, repr=False)
 
@@ -675,6 +681,7 @@ class _Cycle:
             seen=seen,
             closed_after=self.closed_after,
             membership=self.cluster.membership_version,
+            pod_terms=self.cluster.pod_terms_version,
             stats=CycleStats(
                 candidates=len(self.candidates),
                 placed_jobs=len(self.placed),

@@ -419,8 +419,9 @@ class ClusterState:
         return self._membership_version
 
     def incarnation(self, name: str) -> int:
-        """The :attr:`membership_version` right after node ``name`` was added: a node removed
-        and added again under the same name has a higher one than any decision taken before
+        """The :attr:`membership_version` right after node ``name`` was added or last
+        relabelled (:meth:`relabel`): a node removed and added again under the same name, or
+        given other labels or taints, has a higher one than any decision taken before
         (:func:`kant.apply.apply` refuses such a decision's bindings). Raises
         UnknownNodeError."""
         return self._record(name).added
@@ -555,6 +556,7 @@ class ClusterState:
         if spec.labels or spec.taints:
             self._mark(spec)
         self._membership_version += 1
+        rec.added = self._membership_version  # (a decision taken before read other labels)
         return True
 
     def _mark(self, spec: NodeSpec) -> None:

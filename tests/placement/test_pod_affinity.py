@@ -407,6 +407,48 @@ def test_a_nominated_preemptor_counts_where_it_is_nominated() -> None:
     assert _nodes(s, "high") == ["lf0-n1"]
 
 
+def test_a_result_applied_after_a_newer_one_does_not_break_anti_affinity() -> None:
+    # r1 places A; r2, computed after A's node freed room, places B next to where A would
+    # go; applied out of order, A is stale instead of running next to B
+    state = _cluster(["a"])
+    s = Scheduler(state)
+    s = _run(state, job("X", gpus=4), s=s)
+    web = _term(app="w")
+    s.submit(job("A", gpus=4, labels={"app": "w"}, anti_affinity=[web]), now=2)
+    r1 = s.schedule(now=3)
+    s.pods_finished(list(state.job_pods("X")), now=4)
+    s.submit(job("B", gpus=4, priority=10, labels={"app": "w"}, anti_affinity=[web]), now=5)
+    r2 = s.schedule(now=6)
+    assert [b.pod.job for b in r1.bindings] == ["A"] and [b.pod.job for b in r2.bindings] == ["B"]
+    assert s.apply(r2, now=7).bound == ("B",)
+    assert s.apply(r1, now=8).stale == ("A",)
+    check_invariants(s)
+    assert state.job_pods("A") == () and s.status("A").phase.value == "pending"
+
+
+def test_a_result_applies_as_before_when_no_pod_with_labels_came_or_went() -> None:
+    state = _cluster(["a", "a"])
+    s = _run(state, job("plain", gpus=1))
+    s.submit(job("A", gpus=1, labels={"app": "w"}, anti_affinity=[_term(app="w")]), now=1)
+    r = s.schedule(now=2)
+    s.pods_finished(list(state.job_pods("plain")), now=3)  # (no labels: no pod term reads it)
+    assert s.apply(r, now=4).bound == ("A",)
+
+
+def test_a_binding_to_a_node_relabelled_since_the_cycle_is_stale() -> None:
+    state = _cluster(["a", "b"])
+    s = _run(state, job("W1", gpus=1, labels={"app": "w"}))
+    s.submit(job("W2", gpus=1, labels={"app": "w"}, anti_affinity=[_term("zone", app="w")]),
+             now=2)  # fmt: skip
+    r = s.schedule(now=3)
+    (target,) = {b.node for b in r.bindings}
+    s.node_relabelled(target, {"zone": "a"}, (), now=4)  # (now in W1's zone)
+    assert s.apply(r, now=5).stale == ("W2",)
+    s.step(now=6)
+    check_invariants(s)
+    assert not s.status("W2").bindings
+
+
 def test_jobs_without_labels_or_terms_place_as_before() -> None:
     state = _cluster(["a", "a"])
     s = _run(state, job("p", gpus=3), job("q", gpus=3))
