@@ -334,13 +334,14 @@ class Holds:
     def nominate(self, job: str, bindings: Sequence[Binding], owner: Job | None = None) -> None:
         """Hold ``bindings`` for the preemptor ``job``. With ``owner`` (the job) labelled,
         its pods count for pod affinity where they are nominated, as kube-scheduler counts
-        nominated pods, until the nomination is opened for its placement or dropped."""
+        nominated pods, until the nomination is opened for its placement or dropped: for
+        anti-affinity, and for required affinity only where it is met without them too."""
         h = Hold(bindings)
         h.take(self.snap)
         self.nominated[job] = h
         if owner is not None and owner.labelled:
             h.pods_noted = True
-            self.snap.record_placed(owner, self.snap.here(bindings))
+            self.snap.record_placed(owner, self.snap.here(bindings), nominated=True)
 
     def reserve(self, bindings: Sequence[Binding]) -> None:
         """Hold ``bindings`` for the policy's reservations (a policy may reserve for several

@@ -14,7 +14,9 @@ filter the Placer adds for a role it concerns. A node is kept for a pod of role 
 3. for every term of ``R.pod_affinity``, a pod it selects runs in the node's domain (a node
    without the key is dropped); except that when no pod anywhere matches any of ``R``'s
    affinity terms and ``R``'s own labels match all of them, the pod is the first of its
-   kind and any node with every key is kept.
+   kind and any node with every key is kept. A preemptor's pods where it is nominated
+   count for rules 1 and 2, and rule 3 must hold both with them and without them (as
+   kube-scheduler filters a pod twice when nominated pods are about).
 
 >>> from kant.model import NodeRequirement, PodAffinityTerm
 >>> t = PodAffinityTerm(selector=(NodeRequirement(key="app", operator="In", values="db"),))
@@ -69,8 +71,9 @@ class PodsOnNodes:
         self._base_key: tuple[int, int, int] | None = None
         self._moves: list[tuple[PodId, int]] | None = None  # the snapshot's list, as read
         self._pods: dict[PodId, tuple[int, Role]] = {}  # pod -> (slot, role)
+        self._nominated: set[PodId] = set()  # those of _pods held for a nominated preemptor
         # the snapshot's moves applied, each with what it replaced (to undo it)
-        self._done: list[tuple[tuple[PodId, int], tuple[int, Role] | None]] = []
+        self._done: list[tuple[tuple[PodId, int], tuple[int, Role, bool] | None]] = []
         self._by_labels: dict[Labels, Counter[int]] = {}  # pod labels -> slot -> pods there
         self._by_anti: dict[PodAffinityTerm, Counter[int]] = {}  # its holders' slots
         # (id of a term, id of a label set) -> (whether the term selects it, both)
@@ -94,14 +97,14 @@ class PodsOnNodes:
         base_key = (snap.token, st.pod_terms_version, st.membership_version)
         moves = snap.pod_moves
         if base_key != self._base_key or moves is not self._moves:
-            self._pods = {}
+            self._pods, self._nominated = {}, set()
             self._by_labels, self._by_anti = {}, {}
             if max(len(self._selected), len(self._canon), len(self._terms)) > _SELECTED_KEPT:
                 self._selected.clear()
                 self._canon.clear()
                 self._terms.clear()
             for job, pod, node in st.described_pods():
-                self._put(pod, (snap.slot_of(node), job.role(pod.role)))
+                self._put(pod, (snap.slot_of(node), job.role(pod.role), False))
             self._done = []
             self._base_key, self._moves = base_key, moves
         done = self._done
@@ -120,22 +123,30 @@ class PodsOnNodes:
         placed = snap.placed_jobs
         for move in moves[lo:]:
             pod, slot = move
-            before = self._pods.get(pod)
+            was = self._pods.get(pod)
+            before = None if was is None else (*was, pod in self._nominated)
             now = None
-            if slot >= 0:
+            if slot != -1:
                 owner = placed.get(pod.job) or st.described(pod.job)
-                now = None if owner is None else (slot, owner.role(pod.role))
+                if owner is not None:
+                    held = slot < -1  # (held for a nominated preemptor on slot -2 - slot)
+                    now = (-2 - slot if held else slot, owner.role(pod.role), held)
             self._put(pod, now)
             done.append((move, before))
 
-    def _put(self, pod: PodId, where: tuple[int, Role] | None) -> None:
-        """Pod ``pod`` is now at ``where`` (None: nowhere)."""
+    def _put(self, pod: PodId, where: tuple[int, Role, bool] | None) -> None:
+        """Pod ``pod`` is now at ``where`` (slot, role, whether held for a nominated
+        preemptor; None: nowhere)."""
         was = self._pods.pop(pod, None)
         if was is not None:
             self._count(was[1], was[0], -1)
+            self._nominated.discard(pod)
         if where is not None:
-            self._pods[pod] = where
-            self._count(where[1], where[0], +1)
+            slot, role, held = where
+            self._pods[pod] = (slot, role)
+            self._count(role, slot, +1)
+            if held:
+                self._nominated.add(pod)
 
     def _count(self, role: Role, slot: int, sign: int) -> None:
         """One pod of ``role`` more (``sign`` 1) or fewer (-1) on ``slot``."""
@@ -195,17 +206,52 @@ class PodsOnNodes:
         if terms:
             # the pods that count are those every term selects (Kubernetes), each in the
             # domain of every term whose key its node has
-            both = [
-                w for lab, w in self._by_labels.items() if all(self._selects(t, lab) for t in terms)
-            ]
-            taken = [self._taken(snap, t.topology_key, both) for t in terms]
-            if not any(d.shape[0] for d in taken) and all(t.selects(labels) for t in terms):
-                for t in terms:  # the first pod of its kind: any node with every key
-                    keep &= self._ids(snap, t.topology_key)[slots] >= 0
-            else:
-                for t, d in zip(terms, taken, strict=True):
-                    keep &= self._member(snap, t.topology_key, d, slots)
+            both = {
+                lab: w
+                for lab, w in self._by_labels.items()
+                if all(self._selects(t, lab) for t in terms)
+            }
+            keep &= self._affine(snap, terms, labels, list(both.values()), slots)
+            firm = self._without_nominated(both)
+            if firm is not None:  # (met with the nominated pods, and without them: Kubernetes)
+                keep &= self._affine(snap, terms, labels, firm, slots)
         return keep
+
+    def _affine(
+        self,
+        snap: Snapshot,
+        terms: tuple[PodAffinityTerm, ...],
+        labels: Labels,
+        both: list[Counter[int]],
+        slots: IntArray,
+    ) -> BoolArray:
+        """Rule 3 for a pod with ``labels`` and affinity ``terms``, the pods every term
+        selects being on the slots of ``both``."""
+        keep = np.ones(slots.shape[0], dtype=np.bool_)
+        taken = [self._taken(snap, t.topology_key, both) for t in terms]
+        if not any(d.shape[0] for d in taken) and all(t.selects(labels) for t in terms):
+            for t in terms:  # the first pod of its kind: any node with every key
+                keep &= self._ids(snap, t.topology_key)[slots] >= 0
+        else:
+            for t, d in zip(terms, taken, strict=True):
+                keep &= self._member(snap, t.topology_key, d, slots)
+        return keep
+
+    def _without_nominated(self, both: dict[Labels, Counter[int]]) -> list[Counter[int]] | None:
+        """``both`` without the pods among them held for a nominated preemptor, or None when
+        none of them is. O(such pods)."""
+        out: dict[Labels, Counter[int]] | None = None
+        for pod in sorted(self._nominated):
+            slot, role = self._pods[pod]
+            lab = self._canonical(role.labels)
+            if lab not in both:
+                continue
+            if out is None:
+                out = {k: Counter(w) for k, w in both.items()}
+            out[lab][slot] -= 1
+        if out is None:
+            return None
+        return [+w for w in out.values()]  # (unary +: only the positive counts)
 
     def _slots_selected(self, t: PodAffinityTerm) -> list[Counter[int]]:
         """Where the pods term ``t`` selects are: per label set it selects, its slots."""

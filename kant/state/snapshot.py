@@ -450,8 +450,9 @@ class Snapshot:
         self._row_content: dict[int, int] = {}
         self._undo_versions: list[dict[int, int | None]] = []
         self._log_start = 0  # change-log position of _log[0]
-        # pods placed on (slot) or released from (-1) this snapshot since its refresh, for
-        # pod (anti-)affinity (see pod_moves); per open transaction, its length then
+        # pods placed on (slot), released from (-1) or held for a nominated preemptor on
+        # (-2 - slot) this snapshot since its refresh, for pod (anti-)affinity, in order; per
+        # open transaction, its length then (_undo_moves)
         self.pod_moves: list[tuple[PodId, int]] = []
         self.placed_jobs: dict[str, Job] = {}
         self.placed_anti = False  # whether one of placed_jobs has a pod anti-affinity term
@@ -897,15 +898,21 @@ class Snapshot:
         the truth or of this snapshot has labels or pod terms."""
         return bool(self.placed_jobs) or self.state.pod_terms_kept
 
-    def record_placed(self, job: Job, pods: Iterable[tuple[PodId, int]]) -> None:
+    def record_placed(
+        self, job: Job, pods: Iterable[tuple[PodId, int]], *, nominated: bool = False
+    ) -> None:
         """Note that ``pods`` of ``job`` were just placed on these slots of the snapshot (the
         Placer does for a job with labels or pod terms, :attr:`Job.labelled`), so that pod
-        affinity reads them until the next refresh. In a transaction: a rollback forgets
-        them."""
+        affinity reads them until the next refresh; ``nominated``: held there for a
+        preemptor (recorded as slot ``-2 - slot``, see :attr:`pod_moves`). In a
+        transaction: a rollback forgets them."""
         if job.id not in self.placed_jobs:
             self.placed_jobs[job.id] = job
             self.placed_anti = self.placed_anti or job.anti_terms
-        self.pod_moves.extend(pods)
+        if nominated:
+            self.pod_moves.extend((p, -2 - s) for p, s in pods)
+        else:
+            self.pod_moves.extend(pods)
 
     def here(self, bindings: Iterable[Binding]) -> list[tuple[PodId, int]]:
         """Each binding's pod and the slot of its node, for the bindings whose node is in

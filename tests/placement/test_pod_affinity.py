@@ -449,6 +449,25 @@ def test_a_binding_to_a_node_relabelled_since_the_cycle_is_stale() -> None:
     assert not s.status("W2").bindings
 
 
+def test_a_required_affinity_met_only_by_a_nominated_preemptor_waits() -> None:
+    # P (app=db) evicts M and is nominated while M terminates; Q, which needs a db pod in its
+    # zone, must not start on the strength of a pod that does not run yet (kube-scheduler
+    # filters it with the nominated pods and without them)
+    state = _cluster(["a", "a", "a"])
+    s = Scheduler(state, preemption=PreemptionPolicy())
+    s = _run(state, job("L", gpus=8), job("M", gpus=8), job("N", gpus=7, priority=10), s=s)
+    s.submit(job("P", gpus=8, priority=5, labels={"app": "db"}), now=2)
+    r = s.step(now=3)
+    assert [n.job for n in r.nominations] == ["P"]
+    s.submit(job("Q", gpus=1, affinity=[_term("zone", app="db")]), now=4)
+    s.step(now=5)
+    assert not s.status("Q").bindings
+    s.pod_evicted(s.status("M").bindings[0].pod, now=6)
+    s.step(now=7)
+    assert _nodes(s, "P") and _zone(s, "Q") == _zone(s, "P")
+    check_invariants(s)
+
+
 def test_jobs_without_labels_or_terms_place_as_before() -> None:
     state = _cluster(["a", "a"])
     s = _run(state, job("p", gpus=3), job("q", gpus=3))
@@ -637,7 +656,8 @@ def test_no_two_running_pods_ever_break_a_required_anti_affinity_term(
 @settings(max_examples=80, deadline=None)
 @given(
     steps=st.lists(
-        st.tuples(st.sampled_from(("place", "release", "begin", "commit", "rollback")),
+        st.tuples(st.sampled_from(("place", "nominate", "release", "begin", "commit",
+                                   "rollback")),
                   st.integers(0, 5), st.integers(0, 3)),
         max_size=40,
     )
@@ -656,8 +676,8 @@ def test_the_kept_view_of_pods_equals_one_built_afresh_after_any_moves_and_rollb
     txs = [snap.transaction()]
     for op, k, slot in steps:
         pod = PodId(job="j", role="worker", index=k)
-        if op == "place":
-            snap.record_placed(labelled, [(pod, slot)])
+        if op in ("place", "nominate"):
+            snap.record_placed(labelled, [(pod, slot)], nominated=op == "nominate")
         elif op == "release":
             snap.pod_moves.append((pod, -1))
         elif op == "begin":
@@ -668,7 +688,7 @@ def test_the_kept_view_of_pods_equals_one_built_afresh_after_any_moves_and_rollb
         kept.sync(snap)
         fresh = PodsOnNodes()
         fresh.sync(snap)
-        assert kept._pods == fresh._pods
+        assert kept._pods == fresh._pods and kept._nominated == fresh._nominated
         assert kept._by_labels == fresh._by_labels
         assert kept._by_anti == fresh._by_anti
     while txs:
