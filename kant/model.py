@@ -961,7 +961,15 @@ class Role:
     )
     spread: bool = attrs.field(default=False, validator=instance_of(InvalidJobError, bool))
     max_per_node: int | None = attrs.field(
-        default=None, validator=number(InvalidJobError, low=1, integer=True, optional=True)
+        default=None,
+        validator=number(
+            InvalidJobError,
+            low=1,
+            high=MAX_PODS_PER_JOB,
+            high_inclusive=True,
+            integer=True,
+            optional=True,
+        ),
     )
     node_selector: NodeSelector | None = attrs.field(
         default=None, validator=instance_of(InvalidJobError, NodeSelector, optional=True)

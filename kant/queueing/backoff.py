@@ -43,10 +43,15 @@ class Backoff:
 
     def delay(self, failures: int) -> float:
         """Seconds to wait after the ``failures``-th failure."""
-        if failures <= 0:
+        if failures <= 0 or not self.base:
             return 0.0
-        # cap the exponent: factor**k overflows floats long before it matters
-        return float(min(self.cap, self.base * self.factor ** min(failures - 1, 64)))
+        # the exponent capped: factor**k overflows floats long before it matters, and a
+        # factor large enough to overflow sooner is at the cap anyway
+        try:
+            d = self.base * self.factor ** min(failures - 1, 64)
+        except OverflowError:
+            return float(self.cap)
+        return float(min(self.cap, d))
 
     def exhausted(self, failures: int) -> bool:
         """Is ``failures`` past the retry limit (the job is FAILED)?"""

@@ -85,7 +85,7 @@ def test_the_scheduler_counts_running_replicas_when_a_service_grows_over_several
     s.check_invariants()
 
 
-@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2", 2**63, (1 << 17) + 1])
 def test_a_max_per_node_that_is_not_a_positive_int_is_refused(bad: object) -> None:
     with pytest.raises(InvalidJobError, match="max_per_node"):
         Role(max_per_node=bad)  # type: ignore[arg-type]

@@ -90,6 +90,13 @@ def test_backoff_grows_exponentially_up_to_its_cap() -> None:
         Backoff(max_retries=-1)
 
 
+def test_a_huge_backoff_factor_reaches_the_cap_instead_of_overflowing() -> None:
+    b = Backoff(base=10, factor=1e300, cap=600, max_retries=99)
+    assert [b.delay(k) for k in (1, 2, 3, 70)] == [10, 600, 600, 600]
+    assert Backoff(base=0, factor=1e300).delay(3) == 0
+    assert Backoff(base=1, factor=10**400, cap=5).delay(2) == 5
+
+
 def test_a_failed_binding_requeues_with_backoff_then_fails_past_the_retry_limit() -> None:
     s = scheduler(nodes(1), backoff=Backoff(base=10, factor=2, cap=100, max_retries=2))
     s.submit(job("a", gpus=1), now=0)
