@@ -187,7 +187,10 @@ def schedule_cycle(
 
     ``incremental`` (default) reuses what earlier cycles of the same queue derived and what
     cannot have changed since (``docs/architecture.md``, "The incremental cycle"); False
-    derives everything from scratch. Both make the same decisions. A quiet cycle (no
+    derives everything from scratch. Both make the same decisions, except under a strategy
+    that draws from a seeded generator per call (``random``, a baseline with
+    ``ties="random"``): its draws depend on how many placements were asked, and the
+    incremental cycle asks fewer. A quiet cycle (no
     binding, victim or nomination made or dropped) is kept: until the first time at which
     the passing of time alone could change a decision (its :meth:`CycleResult.time_horizon`:
     a backoff ends, a Backfill head passes its threshold, a preemptor leaves its cascade
