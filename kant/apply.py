@@ -37,15 +37,15 @@ def apply(
 
     Only what is still current is applied: a job whose entry changed since the cycle (placed,
     requeued, finished, cancelled or resubmitted: its incarnation in ``result.seen`` differs),
-    that is in backoff at ``now``, one of whose nodes was removed and added again or
-    relabelled since the cycle (``result.membership``), whose placement read pods with labels
-    or terms that came or went since (``result.pod_terms``), whose bindings no longer fit the cluster or whose tenant's
-    quota no longer admits them, is bound not at all and listed in ``stale`` (it stays as it
-    is, no failure counted). Victims, nominations and reasons of jobs no longer current are
-    skipped, so applying an old result again (an orchestrator retrying) changes nothing it
+    that is in backoff at ``now``, one of whose nodes was removed and added again or relabelled
+    since the cycle (``result.membership``), whose placement read pods with labels or terms that
+    came or went since (``result.pod_terms``), whose bindings no longer fit the cluster or whose
+    tenant's quota no longer admits them, is bound not at all and listed in ``stale`` (it stays
+    as it is, no failure counted). Victims, nominations and reasons of jobs no longer current
+    are skipped, so applying an old result again (an orchestrator retrying) changes nothing it
     should not. Raises :class:`~kant.errors.ValidationError` for a ``result`` that is not a
-    :class:`~kant.cycle.CycleResult`, :class:`~kant.errors.InvalidTimeError` for a ``now``
-    that is not a finite number (nothing changed)."""
+    :class:`~kant.cycle.CycleResult`, :class:`~kant.errors.InvalidTimeError` for a ``now`` that
+    is not a finite number (nothing changed)."""
     if not isinstance(result, CycleResult):
         raise ValidationError("result", result, "must be a kant.cycle.CycleResult")
     now = finite_time(now, "apply")

@@ -41,7 +41,7 @@ import numpy as np
 from kant.bits import bits as _bits
 from kant.bits import lowest_bits as _lowest_bits
 from kant.contracts import NodeFilter, Strategy
-from kant.errors import InvalidConfigError
+from kant.errors import InvalidConfigError, InvalidJobError, ValidationError
 from kant.model import MILLI, Binding, Job, LinkKind, PodId, Reason, ReasonCode, Role, Tier
 from kant.placement.affinity import PodAffinity, PodPreference, PodsOnNodes
 from kant.placement.context import IntArray, PodContext, PodRequest, fit_count, fits
@@ -218,7 +218,34 @@ class Placer:
         The nodes a role prefers (:meth:`Role.preference`) are tried first wherever nodes
         are searched (:meth:`_place_in`); a gang that cannot be placed once a role of it
         took preferred nodes is placed again without preferences, so that a preference never
-        keeps a job waiting (one role's preferred nodes may be those another role needs)."""
+        keeps a job waiting (one role's preferred nodes may be those another role needs).
+
+        Raises :class:`~kant.errors.ValidationError` (changing nothing) for a ``job`` that is
+        not a Job, a ``snap`` that is not a Snapshot, or ``pods`` that are not distinct pods
+        of the job (a role it lacks, an index past the role's replicas, another job's pod)."""
+        if not isinstance(job, Job):
+            raise InvalidJobError("job", job, "must be a kant.Job")
+        if not isinstance(snap, Snapshot):
+            raise ValidationError("snap", snap, "must be a kant.state.Snapshot")
+        if pods is None:
+            return self.place_trusted(job, snap, None)
+        if isinstance(pods, str) or not isinstance(pods, Iterable):
+            raise ValidationError("pods", pods, "must be a sequence of the job's PodIds")
+        todo = list(pods)
+        replicas = {r.name: r.replicas for r in job.roles}
+        for p in todo:
+            if not (isinstance(p, PodId) and p.job == job.id
+                    and 0 <= p.index < replicas.get(p.role, 0)):  # fmt: skip
+                raise ValidationError("pods", p, f"must be pods of job {job.id!r}")
+        if len(set(todo)) != len(todo):
+            raise ValidationError("pods", todo, "must name each pod once")
+        return self.place_trusted(job, snap, todo)
+
+    def place_trusted(
+        self, job: Job, snap: Snapshot, pods: Sequence[PodId] | None
+    ) -> PlacementResult:
+        """:meth:`place` without checking its arguments, for a caller whose ``pods`` are
+        distinct pods of ``job`` by construction (the cycle: a job's pods still to place)."""
         self._sync(snap)
         state = snap.state
         todo = [p for p in job.pods() if not state.has_pod(p)] if pods is None else list(pods)

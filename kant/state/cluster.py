@@ -655,8 +655,9 @@ class ClusterState:
     def bind_many(self, bindings: Sequence[Binding]) -> None:
         """:meth:`bind` every binding of ``bindings``, all or none: each is checked as if
         those before it were bound (the same errors :meth:`check_binding` raises, for the
-        first that does not fit or is not a pod of its described job, changing nothing), then each node's record and row is
-        updated once. O(devices of the bindings + nodes they touch)."""
+        first that does not fit or is not a pod of its described job, changing nothing),
+        then each node's record and row is updated once. O(devices of the bindings + nodes
+        they touch)."""
         pod_ids = [b.pod for b in bindings] if all(type(b) is Binding for b in bindings) else []
         if self._described and pod_ids:
             for b in bindings:

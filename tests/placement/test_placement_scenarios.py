@@ -10,6 +10,7 @@ from kant.errors import (
     InvalidConfigError,
     UnknownPolicyError,
     UnknownTemplateError,
+    ValidationError,
 )
 from kant.model import Binding, Job, JobKind, PodId, ReasonCode, Resources, Role, Tier, TopologyWish
 from kant.placement import BaseStrategy, Placer, make_strategy, register_strategy, strategy_names
@@ -501,3 +502,29 @@ def test_a_placer_refuses_a_group_probe_that_is_not_an_int_of_at_least_one(probe
         Placer("ebinpack", group_probe=probe)  # type: ignore[arg-type]
     st = ClusterBuilder().leaf("lf0", nodes=2).build()
     assert Placer("ebinpack", group_probe=1).place(job("J", gpus=8, replicas=2), st.snapshot()).ok
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (("J", "snap"), "job"),
+        ((None, "state"), "snap"),
+        ((None, "snap", "abc"), "pods"),
+        ((None, "snap", [PodId(job="other", role="worker", index=0)]), "pods"),
+        ((None, "snap", [PodId(job="J", role="nope", index=0)]), "pods"),
+        ((None, "snap", [PodId(job="J", role="worker", index=2)]), "pods"),
+        ((None, "snap", [PodId(job="J", role="worker", index=0)] * 2), "pods"),
+    ],
+)
+def test_placer_place_refuses_what_is_not_a_job_a_snapshot_or_the_jobs_own_pods(
+    args: tuple[object, ...], field: str
+) -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=2).build()
+    snap = st.snapshot()
+    j = job("J", gpus=1, replicas=2)
+    real = {"snap": snap, "state": st}
+    first = j if args[0] is None else args[0]
+    pods = {} if len(args) < 3 else {"pods": args[2]}
+    with pytest.raises(ValidationError, match=field):
+        Placer().place(first, real[str(args[1])], **pods)  # type: ignore[arg-type]
+    assert snap.pod_moves == [] and Placer().place(j, snap).ok
