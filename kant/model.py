@@ -1225,6 +1225,9 @@ class Job:
     """Whether a role has pod affinity or anti-affinity terms, required or preferred."""
     anti_terms: bool = attrs.field(init=False, default=False, eq=False, repr=False)
     """Whether a role has pod anti-affinity terms."""
+    soft_terms: bool = attrs.field(init=False, default=False, eq=False, repr=False)
+    """Whether a role has preferred pod terms or required affinity terms: what a running pod
+    adds to the score of a pod its terms select (Kubernetes' symmetric scoring)."""
 
     def __attrs_post_init__(self) -> None:
         n = sum(r.replicas for r in self.roles)
@@ -1233,11 +1236,13 @@ class Job:
                 "roles", f"{n} pods", f"a job has at most {MAX_PODS_PER_JOB} pods"
             )
         anti = any(r.pod_anti_affinity for r in self.roles)
-        terms = anti or any(r.pod_affinity or r.pod_preferences for r in self.roles)
+        soft = any(r.pod_affinity or r.pod_preferences for r in self.roles)
+        terms = anti or soft
         if terms or any(r.labels for r in self.roles):
             object.__setattr__(self, "labelled", True)
             object.__setattr__(self, "pod_terms", terms)
             object.__setattr__(self, "anti_terms", anti)
+            object.__setattr__(self, "soft_terms", soft)
 
     @property
     def num_pods(self) -> int:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
@@ -497,32 +497,38 @@ def pod_resources(pod: Obj, settings: K8sSettings, *, shares: bool = True) -> Re
 def held_job(pod: Obj, job: str) -> tuple[Job, InvalidObjectError | None]:
     """What pod affinity reads of a pod kant holds but did not place (another scheduler's, one
     bound by ``spec.nodeName``, or one of kant's being stopped), as job ``job``: one role
-    ``pod`` of one pod with the pod's labels (its namespace among them) and its required
-    anti-affinity terms, which keep kant's pods out of its domain (Kubernetes' symmetry).
-    Its required affinity and preferred terms are left out: they bind only the pod itself,
-    which is already placed. Terms kant cannot read (a ``namespaceSelector`` with
-    requirements, a malformed term) are left out, and the error is returned with the job.
-    Never raises."""
+    ``pod`` of one pod with the pod's labels (its namespace among them), its required
+    anti-affinity terms, which keep kant's pods out of its domain (Kubernetes' symmetry), and
+    its required affinity and preferred terms, which weigh in the score of the pods they
+    select. Terms kant cannot read (a ``namespaceSelector`` with requirements, a malformed
+    term) are left out, kind by kind, and the first error is returned with the job. Never
+    raises."""
     meta = _meta(pod)
     spec = pod.get("spec") or {}
     lab = labels_of(pod)
     ns = str(meta.get("namespace", "default"))
     where = f"Pod {pod_key(pod)}"
-    labels = _pod_labels(lab, ns)
-    err: InvalidObjectError | None = None
-    anti: tuple[PodAffinityTerm, ...] = ()
+    errors: list[InvalidObjectError] = []
+
+    def read(f: Callable[[], tuple[Any, ...]]) -> tuple[Any, ...]:
+        try:
+            return f()
+        except InvalidObjectError as e:
+            errors.append(e)
+        except (TypeError, ValueError, AttributeError) as e:  # (a field of an unexpected shape)
+            errors.append(InvalidObjectError("pod", pod_key(pod), f"malformed: {e}", where=where))
+        return ()
+
+    anti = read(lambda: _pod_terms(spec, lab, ns, "podAntiAffinity", where))
+    near = read(lambda: _pod_terms(spec, lab, ns, "podAffinity", where))
+    prefs = read(lambda: _pod_preferences(spec, lab, ns, where))
     try:
-        anti = _pod_terms(spec, lab, ns, "podAntiAffinity", where)
-    except InvalidObjectError as e:
-        err = e
-    except (TypeError, ValueError, AttributeError) as e:  # (a field of an unexpected shape)
-        err = InvalidObjectError("pod", pod_key(pod), f"malformed: {e}", where=where)
-    try:
-        role = Role(name="pod", replicas=1, labels=labels, pod_anti_affinity=anti)
+        role = Role(name="pod", replicas=1, labels=_pod_labels(lab, ns), pod_anti_affinity=anti,
+                    pod_affinity=near, pod_preferences=prefs)  # fmt: skip
     except ValidationError as e:  # (a label the API server let through and kant refuses)
-        err = InvalidObjectError(f"metadata.{e.field}", e.value, e.reason, where=where)
+        errors.append(InvalidObjectError(f"metadata.{e.field}", e.value, e.reason, where=where))
         role = Role(name="pod", replicas=1, labels={NAMESPACE_LABEL: ns})
-    return Job(id=job, roles=(role,)), err
+    return Job(id=job, roles=(role,)), (errors[0] if errors else None)
 
 
 def _counted(pod: Obj, settings: K8sSettings, where: str) -> Resources:

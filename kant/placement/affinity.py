@@ -41,6 +41,10 @@ BoolArray = npt.NDArray[np.bool_]
 _K = TypeVar("_K")
 
 
+HARD_POD_AFFINITY_WEIGHT = 1
+"""What a running pod's required affinity term adds to the score of a node in its domain for
+a pod the term selects (kube-scheduler's ``hardPodAffinityWeight``, default 1)."""
+
 _SELECTED_KEPT = 1 << 16
 """Remembered term selections, label sets or terms past which the memos start afresh (at a
 rebuild: every label set ever seen is otherwise kept)."""
@@ -76,6 +80,9 @@ class PodsOnNodes:
         self._done: list[tuple[tuple[PodId, int], tuple[int, Role, bool] | None]] = []
         self._by_labels: dict[Labels, Counter[int]] = {}  # pod labels -> slot -> pods there
         self._by_anti: dict[PodAffinityTerm, Counter[int]] = {}  # its holders' slots
+        # (term, signed weight) of a preferred term or a required affinity term (weight
+        # HARD_POD_AFFINITY_WEIGHT) -> its holders' slots, for the symmetric score
+        self._by_soft: dict[tuple[PodAffinityTerm, int], Counter[int]] = {}
         # (id of a term, id of a label set) -> (whether the term selects it, both)
         self._selected: dict[tuple[int, int], tuple[bool, PodAffinityTerm, Labels]] = {}
         self._canon: dict[Labels, Labels] = {}
@@ -98,7 +105,7 @@ class PodsOnNodes:
         moves = snap.pod_moves
         if base_key != self._base_key or moves is not self._moves:
             self._pods, self._nominated = {}, set()
-            self._by_labels, self._by_anti = {}, {}
+            self._by_labels, self._by_anti, self._by_soft = {}, {}, {}
             if max(len(self._selected), len(self._canon), len(self._terms)) > _SELECTED_KEPT:
                 self._selected.clear()
                 self._canon.clear()
@@ -153,6 +160,12 @@ class PodsOnNodes:
         _bump(self._by_labels, self._canonical(role.labels), slot, sign)
         for t in role.pod_anti_affinity:
             _bump(self._by_anti, self._term(t), slot, sign)
+        for p in role.pod_preferences:
+            _bump(
+                self._by_soft, (self._term(p.term), -p.weight if p.anti else p.weight), slot, sign
+            )
+        for t in role.pod_affinity:
+            _bump(self._by_soft, (self._term(t), HARD_POD_AFFINITY_WEIGHT), slot, sign)
 
     # ----------------------------------------------------------------- answers
 
@@ -186,6 +199,17 @@ class PodsOnNodes:
         self.sync(snap)
         labels = self._canonical(role.labels)
         return any(self._selects(t, labels) for t in self._by_anti)
+
+    def drawn(self, role: Role) -> bool:
+        """Whether a running pod's preferred term or required affinity term selects the
+        labels of ``role`` (on the snapshot of :meth:`use`), so weighs in where its pods go.
+        O(1) while no pod has such a term; else O(distinct such terms here)."""
+        snap = self._snap
+        if snap is None or not (snap.state.soft_terms_kept or snap.placed_soft):
+            return False
+        self.sync(snap)
+        labels = self._canonical(role.labels)
+        return any(self._selects(t, labels) for t, _ in self._by_soft)
 
     def mask(self, snap: Snapshot, role: Role, slots: IntArray) -> BoolArray:
         """True for the nodes of ``slots`` a pod of ``role`` may take (the module docstring's
@@ -323,32 +347,52 @@ class PodsOnNodes:
             room[idx[cut]] = np.minimum(room[idx[cut]], 1)
 
     def preferred(self, snap: Snapshot, role: Role, slots: IntArray) -> BoolArray:
-        """True for the nodes of ``slots`` of the best sum of ``role``'s preferred pod terms
-        (each pod a term selects in a node's domain adds its weight, or takes it away for an
-        anti term; a node without the key gains nothing): never none of a non-empty
-        ``slots``. O(terms x (label sets here + values of the key) + len(slots)) numpy."""
+        """True for the nodes of ``slots`` of the best score for a pod of ``role``: never
+        none of a non-empty ``slots``. As kube-scheduler's InterPodAffinity score counts it,
+        a node's score is, over the pods in its domain for each term (a node without the
+        term's key gains nothing):
+
+        - for each of ``role``'s preferred terms, the term's weight for each pod it selects
+          (taken away for an anti term);
+        - for each running pod's preferred term that selects ``role``'s labels, that
+          term's weight (taken away for an anti term), and for each of its required
+          affinity terms that does, :data:`HARD_POD_AFFINITY_WEIGHT`.
+
+        O(terms x (label sets here + values of the key) + len(slots)) numpy."""
         self.sync(snap)
         score = np.zeros(slots.shape[0], dtype=np.int64)
         for p in role.pod_preferences:
             t = self._term(p.term)
             where = self._slots_selected(t)
-            if not where:
-                continue
-            ids = self._ids(snap, t.topology_key)
-            on = np.array([s for w in where for s in w], dtype=np.int64)
-            many = np.array([n for w in where for n in w.values()], dtype=np.int64)
-            table = np.zeros(len(self._domains[t.topology_key][1]) + 1, dtype=np.int64)
-            np.add.at(table, ids[on], many)  # (pods on nodes without the key: the last cell)
-            table[-1] = 0
-            score += (-p.weight if p.anti else p.weight) * table[ids[slots]]
+            if where:
+                weight = -p.weight if p.anti else p.weight
+                score += weight * self._per_domain(snap, t.topology_key, where, slots)
+        labels = self._canonical(role.labels)
+        for (t, weight), holders in self._by_soft.items():
+            if self._selects(t, labels):
+                score += weight * self._per_domain(snap, t.topology_key, [holders], slots)
         return score == score.max() if slots.shape[0] else np.ones(0, dtype=np.bool_)
+
+    def _per_domain(
+        self, snap: Snapshot, key: str, where: list[Counter[int]], slots: IntArray
+    ) -> IntArray:
+        """Per node of ``slots``, the pods of ``where`` in its domain of topology key
+        ``key`` (0 for a node without the key). O(values + pods' nodes + len(slots))."""
+        ids = self._ids(snap, key)
+        on = np.array([s for w in where for s in w], dtype=np.int64)
+        many = np.array([n for w in where for n in w.values()], dtype=np.int64)
+        table = np.zeros(len(self._domains[key][1]) + 1, dtype=np.int64)
+        np.add.at(table, ids[on], many)  # (pods on nodes without the key: the last cell)
+        table[-1] = 0
+        return table[ids[slots]]
 
 
 class PodPreference:
     """The built-in node filter of preferred pod terms (``name = "pod_preference"``): keeps
-    the nodes of the best sum among those it is asked about, so it never leaves a pod
-    without a node. The Placer adds it, last, for a pod of a role with preferred pod terms
-    placed on its own (a lone pod, a pod-level job's pod), not for a gang's pods."""
+    the nodes of the best score among those it is asked about (:meth:`PodsOnNodes.preferred`),
+    so it never leaves a pod without a node. The Placer adds it, last, for a pod placed on
+    its own (a lone pod, a pod-level job's pod) whose role has preferred pod terms or is
+    selected by a running pod's (:meth:`PodsOnNodes.drawn`), not for a gang's pods."""
 
     name = "pod_preference"
 

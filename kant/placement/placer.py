@@ -152,6 +152,7 @@ class Placer:
         # the filter sets of the roles it concerns (see _filters)
         self._pods_on = PodsOnNodes()
         self._affinity_on = False  # for the job being placed: whether any pod term is about
+        self._soft_on = False  # ... and whether a running pod's terms may weigh in its score
         self._affinity = affinity = PodAffinity(self._pods_on)
         self._affine = NodeFilters((*self.filters.filters, affinity))
         self._capped_affine = NodeFilters((*self.filters.filters, MaxPerNode(), affinity))
@@ -253,7 +254,9 @@ class Placer:
             return PlacementResult()
         self._preferred_won = False
         self._affinity_on = job.pod_terms or snap.placed_anti or snap.state.anti_terms_kept
-        if self._affinity_on:
+        # (running pods whose terms may weigh in a lone pod's score: PodsOnNodes.drawn)
+        self._soft_on = job.soft_terms or snap.placed_soft or snap.state.soft_terms_kept
+        if self._affinity_on or self._soft_on:
             self._pods_on.use(snap)
         out = self._place(job, snap, todo)
         if job.gang and not out.ok and self._preferred_won:
@@ -427,7 +430,7 @@ class Placer:
                 return None  # no HBD node in the pools
             cand = split[0] if split is not None else cand
         n = len(pods)
-        ctx = _context(snap, job, role, req, counts, n)
+        ctx = _context(snap, job, role, req, counts, n, self._pods_on if self._soft_on else None)
         search = cand.slots
         if self.hooks.candidate_sets is not None:
             sets = self._candidate_sets(ctx, cand.slots)
@@ -628,7 +631,7 @@ class Placer:
         pods their tightest domain; without a tier search, each level that can hold all the
         pods, then all the candidates."""
         n = len(pods)
-        ctx = _context(snap, job, role, req, counts, n)
+        ctx = _context(snap, job, role, req, counts, n, self._pods_on if self._soft_on else None)
         filters = self._filters(ctx)
         filters.blocked = None
         tiers = tiers_for(role, n, self.hooks.topology_default) if n > 1 or role.topology else []
@@ -1233,14 +1236,25 @@ def _level_parts(snap: Snapshot, role: Role, slots: IntArray) -> list[np.ndarray
 
 
 def _context(
-    snap: Snapshot, job: Job, role: Role, req: PodRequest, counts: Counts, n: int
+    snap: Snapshot,
+    job: Job,
+    role: Role,
+    req: PodRequest,
+    counts: Counts,
+    n: int,
+    pods_on: PodsOnNodes | None,
 ) -> PodContext:
     """The placement question of ``n`` pods of ``role`` of ``job`` on ``snap``, with the
     job's (and the role's) pods per node so far; its pods are noted on the snapshot when the
-    job takes part in pod affinity (:attr:`Job.labelled`). Preferred pod terms are read for
-    a pod placed on its own (``soft``), never for a gang's pods: a gang's domains come
-    first, and one pod steered to a preferred node could take the node another role needs."""
-    soft = n == 1 and bool(role.pod_preferences) and (not job.gang or job.num_pods == 1)
+    job takes part in pod affinity (:attr:`Job.labelled`). Preferred pod terms (the role's,
+    and running pods' that select it, asked of ``pods_on`` when given) are read for a pod
+    placed on its own (``soft``), never for a gang's pods: a gang's domains come first, and
+    one pod steered to a preferred node could take the node another role needs."""
+    soft = (
+        n == 1
+        and (not job.gang or job.num_pods == 1)
+        and (bool(role.pod_preferences) or (pods_on is not None and pods_on.drawn(role)))
+    )
     return PodContext(snap=snap, job=job, role=role, req=req, on_node=counts.job,
                       role_on=counts.role, record=job.labelled, soft=soft)  # fmt: skip
 

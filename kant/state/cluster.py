@@ -140,6 +140,7 @@ class ClusterState:
         # that changes whenever they or their pods do
         self._described: dict[str, Job] = {}
         self._anti_jobs = 0  # described jobs with a pod anti-affinity term
+        self._soft_jobs = 0  # described jobs with preferred pod terms or required affinity
         self._pod_terms_version = 0
         self._snapshot: Snapshot | None = None
         self._removal_listeners: list[Callable[[str, tuple[Binding, ...]], None]] = []
@@ -347,6 +348,7 @@ class ClusterState:
             self._undescribe(job.id)
             self._described[job.id] = job
             self._anti_jobs += job.anti_terms
+            self._soft_jobs += job.soft_terms
             self._pod_terms_version += 1
         elif not keep and was is not None:
             self._undescribe(job.id)
@@ -355,6 +357,7 @@ class ClusterState:
         was = self._described.pop(job, None)
         if was is not None:
             self._anti_jobs -= was.anti_terms
+            self._soft_jobs -= was.soft_terms
             self._pod_terms_version += 1
 
     def described(self, job: str) -> Job | None:
@@ -370,6 +373,12 @@ class ClusterState:
     def anti_terms_kept(self) -> bool:
         """Whether a described job has a pod anti-affinity term."""
         return self._anti_jobs > 0
+
+    @property
+    def soft_terms_kept(self) -> bool:
+        """Whether a described job has preferred pod terms or required affinity terms (which
+        weigh in the score of the pods they select)."""
+        return self._soft_jobs > 0
 
     @property
     def pod_terms_version(self) -> int:

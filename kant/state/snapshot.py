@@ -456,6 +456,7 @@ class Snapshot:
         self.pod_moves: list[tuple[PodId, int]] = []
         self.placed_jobs: dict[str, Job] = {}
         self.placed_anti = False  # whether one of placed_jobs has a pod anti-affinity term
+        self.placed_soft = False  # whether one of them has preferred or required affinity
         self._undo_moves: list[int] = []
         self._full_build()
 
@@ -483,6 +484,7 @@ class Snapshot:
             self.pod_moves = []  # (a new list: readers compare what they applied by identity)
             self.placed_jobs = {}
             self.placed_anti = False
+            self.placed_soft = False
 
     def refresh(self, changed: IntArray) -> None:
         """Re-sync rows ``changed`` (sorted, unique slots: :meth:`ClusterState.take_changes`)
@@ -909,6 +911,7 @@ class Snapshot:
         if job.id not in self.placed_jobs:
             self.placed_jobs[job.id] = job
             self.placed_anti = self.placed_anti or job.anti_terms
+            self.placed_soft = self.placed_soft or job.soft_terms
         if nominated:
             self.pod_moves.extend((p, -2 - s) for p, s in pods)
         else:

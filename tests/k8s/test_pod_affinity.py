@@ -146,12 +146,15 @@ def test_replicas_with_preferred_anti_affinity_spread_and_none_waits(cluster: Cl
 
 
 def _foreign(cluster: Cluster, name: str, node: str, *, labels: dict[str, str],
-             affinity: dict[str, Any] | None = None) -> None:  # fmt: skip
+             affinity: dict[str, Any] | None = None, gpus: int = 0) -> None:  # fmt: skip
     """A pod of another scheduler, bound to ``node`` at creation (a DaemonSet's, a cache
     the default scheduler placed)."""
+    req = {"cpu": "1", **({"nvidia.com/gpu": str(gpus)} if gpus else {})}
+    lim = {"nvidia.com/gpu": str(gpus)} if gpus else {}
     spec: dict[str, Any] = {
         "schedulerName": "default-scheduler", "nodeName": node,
-        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}],
+        "containers": [{"name": "c", "image": "x",
+                        "resources": {"requests": req, "limits": lim}}],
     }  # fmt: skip
     if affinity:
         spec["affinity"] = affinity
@@ -183,6 +186,20 @@ def test_a_foreign_pods_anti_affinity_keeps_kants_pods_off_its_node_until_it_goe
     assert cluster.node_of("noisy") is None
     cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/guard", {"gracePeriodSeconds": 0})
     assert wait_for(lambda: cluster.node_of("noisy"), what="noisy bound") == "n0"
+
+
+def test_a_pod_keeps_off_the_node_of_a_foreign_pod_that_would_rather_not_have_it_near(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    cluster.start_shim()
+    soft = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "podAffinityTerm": _term(HOST, app="batch")}]}}  # fmt: skip
+    _foreign(cluster, "latency", "n0", labels={"app": "latency"}, affinity=soft, gpus=4)
+    _pod(cluster, "batch", labels={"app": "batch"})
+    # (E-Binpack alone packs it on n0, next to the foreign pod's 4 GPUs)
+    assert wait_for(lambda: cluster.node_of("batch"), what="batch bound") == "n1"
 
 
 def test_a_foreign_pods_new_labels_count_once_it_is_relabelled(cluster: Cluster) -> None:
@@ -327,7 +344,7 @@ def test_a_gangs_role_has_the_labels_its_pods_share() -> None:
     assert dict(job.roles[0].labels) == {"app": "train", NAMESPACE_LABEL: "ns1"}
 
 
-def test_a_held_pod_is_described_by_its_labels_and_required_anti_affinity_only() -> None:
+def test_a_held_pod_is_described_by_its_labels_and_pod_terms() -> None:
     pod = {
         "metadata": {"name": "p", "namespace": "ns1", "labels": {"app": "db"}},
         "spec": {"affinity": {
@@ -335,12 +352,15 @@ def test_a_held_pod_is_described_by_its_labels_and_required_anti_affinity_only()
             **_required("podAffinity", _term("zone", app="x")),
         }},
     }  # fmt: skip
+    pod["spec"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] = [
+        {"weight": 40, "podAffinityTerm": _term(HOST, app="batch")}]  # fmt: skip
     job, err = held_job(pod, "external:ns1..p")
     (role,) = job.roles
     assert err is None and job.id == "external:ns1..p" and role.name == "pod"
     assert dict(role.labels) == {"app": "db", NAMESPACE_LABEL: "ns1"}
     assert [t.topology_key for t in role.pod_anti_affinity] == [HOST]
-    assert not role.pod_affinity and not role.pod_preferences
+    assert [t.topology_key for t in role.pod_affinity] == ["zone"]
+    assert [(p.weight, p.anti) for p in role.pod_preferences] == [(40, True)]
 
 
 def test_a_held_pods_unreadable_terms_are_left_out_with_the_error_and_its_labels_kept() -> None:
@@ -352,3 +372,6 @@ def test_a_held_pods_unreadable_terms_are_left_out_with_the_error_and_its_labels
     assert isinstance(err, InvalidObjectError) and "namespaceSelector" in str(err)
     assert dict(job.roles[0].labels) == {"app": "db", NAMESPACE_LABEL: "ns1"}
     assert not job.roles[0].pod_anti_affinity
+    pod["spec"]["affinity"].update(_required("podAffinity", _term("zone", app="x")))
+    job, err = held_job(pod, "external:ns1..p")  # (the kind it can read is kept)
+    assert err is not None and [t.topology_key for t in job.roles[0].pod_affinity] == ["zone"]

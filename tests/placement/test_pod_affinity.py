@@ -566,6 +566,57 @@ def test_a_one_pod_role_of_a_gang_does_not_read_its_preferences() -> None:
     assert len(_nodes(s, "g")) == 2
 
 
+def test_a_pod_keeps_away_from_a_running_pod_that_would_rather_not_have_it_near() -> None:
+    # "quiet" would rather not run next to "noisy" pods; a noisy pod with no terms of its
+    # own goes to the other node, where E-Binpack alone would pack it next to "quiet"
+    state = _cluster(["a", "a"])
+    s = _run(state, _soft_job("quiet", _soft(50, anti=True, app="noisy"), gpus=4))
+    (home,) = _nodes(s, "quiet")
+    s = _run(state, job("noisy", gpus=1, labels={"app": "noisy"}), now=2, s=s)
+    assert _nodes(s, "noisy") != [home]
+    # a pod it does not select packs next to it as before
+    s = _run(state, job("calm", gpus=1, labels={"app": "calm"}), now=3, s=s)
+    assert _nodes(s, "calm") == [home]
+
+
+def test_a_pod_goes_where_a_running_pods_preferred_or_required_affinity_wants_it() -> None:
+    # "web" runs in zone b with a preferred affinity to cache pods, "api" in zone a with a
+    # required one to db pods (whose weight is kube-scheduler's hardPodAffinityWeight, 1):
+    # a cache pod goes to zone b, a db pod to zone a, where E-Binpack alone takes lf0-n0
+    from kant.model import Binding, PodId
+
+    state = _cluster(["a", "a", "b", "b"])
+    s = Scheduler(state)
+    web = _soft_job("web", _soft(10, "zone", app="cache"), **{"app": "web"})
+    s.restore(web, [Binding(pod=PodId(job="web", role="worker", index=0), node="lf0-n3",
+                            gpus=(0,))], now=0)  # fmt: skip
+    api = job("api", gpus=1, labels={"app": "api"}, affinity=[_term("zone", app="db")])
+    state.bind(Binding(pod=PodId(job="api", role="worker", index=0), node="lf0-n1", gpus=(0,)))
+    state.describe(api)
+    s = _run(state, job("cache", gpus=1, labels={"app": "cache"}), now=1, s=s)
+    assert _zone(s, "cache") == {"b"}
+    s = _run(state, job("db", gpus=1, labels={"app": "db"}), now=2, s=s)
+    assert _zone(s, "db") == {"a"}
+
+
+def test_a_running_pods_preference_weighs_against_the_pods_own() -> None:
+    # "x" prefers "y" pods' node (weight 30); a "y" pod there would rather not have "x"
+    # pods near (weight 100): the sum keeps x away
+    state = _cluster(["a", "a"])
+    s = _run(state, _soft_job("y", _soft(100, anti=True, app="x"), gpus=1, app="y"))
+    (home,) = _nodes(s, "y")
+    s = _run(state, _soft_job("x", _soft(30, app="y"), gpus=1, app="x"), now=2, s=s)
+    assert _nodes(s, "x") != [home]
+
+
+def test_a_gangs_pods_do_not_read_running_pods_preferences() -> None:
+    state = _cluster(["a", "a"])
+    s = _run(state, _soft_job("quiet", _soft(50, anti=True, app="noisy"), gpus=4))
+    (home,) = _nodes(s, "quiet")
+    s = _run(state, job("g", gpus=2, replicas=2, labels={"app": "noisy"}), now=2, s=s)
+    assert _nodes(s, "g") == [home, home]  # (E-Binpack: next to quiet, as without terms)
+
+
 # --------------------------------------------------------------------------- the model
 
 
