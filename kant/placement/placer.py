@@ -1252,8 +1252,8 @@ def _context(
     one pod steered to a preferred node could take the node another role needs."""
     soft = (
         n == 1
-        and (not job.gang or job.num_pods == 1)
         and (bool(role.pod_preferences) or (pods_on is not None and pods_on.drawn(role)))
+        and (not job.gang or job.num_pods == 1)
     )
     return PodContext(snap=snap, job=job, role=role, req=req, on_node=counts.job,
                       role_on=counts.role, record=job.labelled, soft=soft)  # fmt: skip
