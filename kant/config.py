@@ -37,6 +37,7 @@ from kant.queueing import ORDER_KEYS, POLICIES, Backoff, Queue
 from kant.registry import BuildContext, Registry
 from kant.scheduler import Scheduler
 from kant.state import ClusterState
+from kant.topology.fabric import safe_loader
 
 __all__ = [
     "DEFAULT_PLACEMENT",
@@ -214,7 +215,7 @@ def _load_yaml(text: str, source: str) -> Any:
             "", source, "reading YAML needs PyYAML: pip install 'kant[cli]'"
         ) from None
     try:
-        loader = yaml.SafeLoader(text)
+        loader = safe_loader(yaml)(text)
         try:
             node = loader.get_single_node()
             if node is None:
@@ -230,6 +231,9 @@ def _load_yaml(text: str, source: str) -> Any:
         at = f"line {mark.line + 1}" if mark is not None else "?"
         problem = getattr(e, "problem", None) or str(e)
         raise InvalidConfigFileError(at, source, f"not valid YAML: {problem}") from None
+    except ValueError as e:  # a value PyYAML cannot make: an int of 5,000 digits, a date
+        why = "a number of more than 4,300 digits" if "digits" in str(e) else str(e)
+        raise InvalidConfigFileError("", source, f"not valid YAML: {why}") from None
 
 
 def _check_repeated(node: Any, path: str, source: str, done: set[int], open_: set[int]) -> None:

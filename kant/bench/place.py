@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from kant.bench import fat_tree_nodes, fill_with_placer, percentile
+from kant.errors import ValidationError
 from kant.model import Tier
 from kant.placement import Placer
 from kant.state import ClusterState
@@ -21,12 +22,18 @@ def bench_place(
     """Place ``pods`` one-pod jobs one at a time on an empty ``nodes``-node 8-GPU fat tree.
 
     Single-GPU pods, or (``mixed``) 1/2/4/8-GPU pods drawn uniformly. Each pod is one
-    ``Placer.place`` call on the cycle's snapshot (the bindings accumulate in it)."""
+    ``Placer.place`` call on the cycle's snapshot (the bindings accumulate in it). Raises
+    :class:`~kant.errors.ValidationError` when the pods ask more GPUs than the nodes have
+    (every pod past them would be a failed placement, not a placement measured)."""
     st = ClusterState(fat_tree_nodes(nodes))
     snap = st.snapshot()
     placer = Placer(strategy)
     rng = np.random.default_rng(seed)
     sizes = rng.choice([1, 2, 4, 8], size=pods) if mixed else np.ones(pods, dtype=np.int64)
+    if int(sizes.sum()) > 8 * nodes:  # (the pods past the cluster's GPUs would not place)
+        raise ValidationError(
+            "pods", pods, f"{int(sizes.sum())} GPUs asked; {nodes} nodes have {8 * nodes}"
+        )
     jobs = [
         job(f"p{i}", gpus=int(g), cpu_milli=4000 * int(g), memory_mib=32768 * int(g), nics=0)
         for i, g in enumerate(sizes.tolist())

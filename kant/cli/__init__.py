@@ -18,6 +18,7 @@ so ``import kant.cli`` stays light.
 from __future__ import annotations
 
 import argparse
+import io
 import logging
 import os
 import signal
@@ -124,6 +125,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from kant.cli.options import UsageError
     from kant.errors import KantError
 
+    # a path the file system allows and UTF-8 does not (bytes Python decodes as surrogates)
+    # is shown escaped, not a crash after the run
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
     args = parser.parse_args(argv)
     prog = " ".join(p for p in ("kant", args.command, getattr(args, "bench", None)) if p)

@@ -149,7 +149,7 @@ def _add_place(sub: Any) -> None:
     p.add_argument("--strategy", default="ebinpack", choices=_strategies(), help=_STRATEGY_HELP)
     p.add_argument("--mixed", action="store_true", help="1/2/4/8-GPU pods instead of 1-GPU")
     p.add_argument("--seed", type=number(int, low=0), default=3, help="pod size seed")
-    p.set_defaults(run=_run_place)
+    p.set_defaults(run=_run_place, check=_check_place)
     g = sub.add_parser("gang", help="8-GPU gang jobs with leaf-or-spine locality: ms per gang")
     g.add_argument("--nodes", type=number(int, low=1), default=5000, help="8-GPU nodes")
     g.add_argument(
@@ -162,12 +162,25 @@ def _add_place(sub: Any) -> None:
     g.add_argument("--strategy", default="ebinpack", choices=_strategies(), help=_STRATEGY_HELP)
     g.add_argument(
         "--fill",
-        type=number(float, low=0, high=1),
+        type=number(float, low=0, high=1, high_inclusive=False),
         default=0.5,
-        help="share of GPUs busy before the gangs, 0 to 1",
+        help="share of GPUs busy before the gangs, from 0 to below 1",
     )
     g.add_argument("--seed", type=number(int, low=0), default=5, help="fill seed")
-    g.set_defaults(run=_run_gang)
+    g.set_defaults(run=_run_gang, check=_check_gang)
+
+
+def _check_place(a: argparse.Namespace) -> None:
+    if not a.mixed and a.pods > 8 * a.nodes:  # (mixed sizes: bench_place checks their sum)
+        raise UsageError(f"--pods {a.pods}: --nodes {a.nodes} hold at most {8 * a.nodes} pods")
+
+
+def _check_gang(a: argparse.Namespace) -> None:
+    if a.replicas > a.nodes:
+        raise UsageError(
+            f"--replicas {a.replicas}: a gang of 8-GPU pods takes a node each; --nodes "
+            f"{a.nodes} can never hold one"
+        )
 
 
 def _run_place(a: argparse.Namespace) -> dict[str, Any]:

@@ -82,10 +82,12 @@ def number(
     low: float | None = None,
     low_inclusive: bool = True,
     high: float | None = None,
+    high_inclusive: bool = True,
     allow_inf: bool = False,
 ) -> Callable[[str], Any]:
     """An argparse ``type``: an int or a finite float (``allow_inf``: ``inf`` too) at least
-    ``low`` (above it unless ``low_inclusive``) and at most ``high``."""
+    ``low`` (above it unless ``low_inclusive``) and at most ``high`` (below it unless
+    ``high_inclusive``)."""
     what = "an int" if kind is int else "a number"
 
     def show(v: float) -> str:
@@ -95,7 +97,7 @@ def number(
     if low is not None:
         bounds.append(f"{'>=' if low_inclusive else '>'} {show(low)}")
     if high is not None:
-        bounds.append(f"<= {show(high)}")
+        bounds.append(f"{'<=' if high_inclusive else '<'} {show(high)}")
     bound = f" {' and '.join(bounds)}" if bounds else ""
 
     def parse(text: str) -> Any:
@@ -107,7 +109,7 @@ def number(
         if low is not None and not bad:
             bad = v < low or (v == low and not low_inclusive)
         if high is not None and not bad:
-            bad = v > high
+            bad = v > high or (v == high and not high_inclusive)
         if bad:
             raise argparse.ArgumentTypeError(f"must be {what}{bound} (got {text!r})")
         return v
@@ -116,26 +118,41 @@ def number(
     return parse
 
 
+@contextlib.contextmanager
+def _path_errors(text: str) -> Iterator[Path]:
+    """The path ``text`` names, for a check in the block: an empty name, or an ``OSError``
+    the check raises (a name too long, a name the file system refuses), becomes an argparse
+    error naming the path."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    try:
+        yield Path(text)
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"{text!r}: {e.strerror or e}") from None
+
+
 def existing_file(text: str) -> str:
     """An argparse ``type``: a file that exists and can be read."""
-    p = Path(text)
-    if not p.is_file():
-        raise argparse.ArgumentTypeError(f"no such file: {text!r}")
-    if not os.access(p, os.R_OK):
-        raise argparse.ArgumentTypeError(f"cannot read {text!r}")
+    with _path_errors(text) as p:
+        if not p.is_file():
+            raise argparse.ArgumentTypeError(f"no such file: {text!r}")
+        if not os.access(p, os.R_OK):
+            raise argparse.ArgumentTypeError(f"cannot read {text!r}")
     return text
 
 
 def out_dir(text: str) -> str:
     """An argparse ``type``: a folder kant may create or write into (checked before any
     work; nothing is created here)."""
-    _writable(Path(text), folder=True, text=text)
+    with _path_errors(text) as p:
+        _writable(p, folder=True, text=text)
     return text
 
 
 def out_file(text: str) -> str:
     """An argparse ``type``: a file kant may create or overwrite."""
-    _writable(Path(text), folder=False, text=text)
+    with _path_errors(text) as p:
+        _writable(p, folder=False, text=text)
     return text
 
 

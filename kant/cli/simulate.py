@@ -218,6 +218,10 @@ def check_common_args(args: argparse.Namespace) -> None:
             raise UsageError(
                 f"--load {args.load:g} sizes a trace's own cluster, not the one --cluster gives"
             )
+        if args.load is not None and args.trace == "openb":
+            raise UsageError(
+                f"--load {args.load:g} sizes a trace's own cluster; openb runs on its node list"
+            )
         if args.scenario_given:
             raise UsageError(f"--scenario {args.scenario} and --trace {args.trace}: pick one")
     else:

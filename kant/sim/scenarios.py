@@ -732,6 +732,51 @@ def _max_procs(meta: Mapping[str, str]) -> int:
     return int(text)
 
 
+def _check_every_job_fits(jobs: Sequence[Job], nodes: Sequence[NodeSpec], where: str) -> None:
+    """Refuse a trace with a job that could never start on ``nodes`` (described as
+    ``where``): a pod no node of its GPU models can hold (a model the cluster lacks, more
+    GPUs, CPU, memory or NICs than any such node has), or more GPUs than the cluster has. A
+    run would keep it waiting to the end, its wait counted in JWTD. O(distinct pod shapes x
+    distinct node shapes + jobs)."""
+    shapes: dict[str | None, set[tuple[int, int, int, int]]] = {}
+    for n in nodes:
+        shapes.setdefault(n.gpu_model, set()).add((n.gpus, n.cpu_milli, n.memory_mib, n.rdma_nics))
+    total = sum(n.gpus for n in nodes)
+    verdict: dict[tuple[Any, ...], str | None] = {}
+    for job in jobs:
+        if job.gpu_units > total:
+            raise ValidationError(
+                "trace", job.id,
+                f"job {job.id} could never start: it asks {job.gpu_units:g} GPUs; the cluster "
+                f"({where}) has {total}",
+            )  # fmt: skip
+        for role in job.roles:
+            r = role.resources
+            key = (role.gpu_models, r.gpus, r.gpu_milli, r.cpu_milli, r.memory_mib, r.rdma_nics)
+            if key not in verdict:
+                need = (r.gpus or (1 if r.gpu_milli else 0), r.cpu_milli, r.memory_mib,
+                        r.rdma_nics)  # fmt: skip
+                models = [m for m in shapes if not role.gpu_models or m in role.gpu_models]
+                ok = any(
+                    all(have >= want for have, want in zip(shape, need, strict=True))
+                    for m in models
+                    for shape in shapes[m]
+                )
+                of = f" of model {'/'.join(sorted(role.gpu_models))}" if role.gpu_models else ""
+                verdict[key] = (
+                    None
+                    if ok
+                    else (
+                        f"no node{of} of the cluster ({where}) can hold one of its pods "
+                        f"({r.gpus or r.gpu_milli / 1000:g} GPUs, {r.cpu_milli} CPU milli, "
+                        f"{r.memory_mib} MiB, {r.rdma_nics} NICs)"
+                    )
+                )
+            why = verdict[key]
+            if why is not None:
+                raise ValidationError("trace", job.id, f"job {job.id} could never start: {why}")
+
+
 def _load_cluster_file(path: str | Path) -> ClusterDescription:
     desc = load_cluster(path)
     for t in desc.templates:
@@ -756,12 +801,14 @@ def trace_scenario(
     ``load``: size the default fat tree for that offered load (never smaller than the
     largest job, nor than an SWF log's ``MaxProcs``). None: an SWF log that names its
     ``MaxProcs`` is replayed on its own machine, whatever its load; other traces are sized
-    for :data:`TARGET_LOAD`. Not with ``cluster``."""
+    for :data:`TARGET_LOAD`. Not with ``cluster``, nor for openb (its node list)."""
     if load is not None:
         if isinstance(load, bool) or not isinstance(load, int | float) or not load > 0:
             raise ValidationError("load", load, "must be a number > 0")
         if cluster is not None:
             raise ValidationError("load", load, "sizes the default cluster: not with a cluster")
+        if kind == "openb":
+            raise ValidationError("load", load, "openb runs on its own node list: not with a load")
     from kant.sim.traces import (
         load_openb_jobs,
         load_philly_jobs,
@@ -808,6 +855,14 @@ def trace_scenario(
     else:
         procs = _max_procs(meta) if kind == "swf" else 0
         if procs and load is None:
+            big = max(work, key=lambda j: j.gpu_units)
+            if big.gpu_units > procs:
+                raise ValidationError(
+                    "MaxProcs", procs,
+                    f"job {big.id} asks {big.gpu_units:g} processors, more than the log's "
+                    "machine has (size a cluster for the log with a load, or give a cluster)",
+                    where=str(path),
+                )  # fmt: skip
             desc = cluster_for_jobs(work, load=math.inf, min_gpus=procs)
             where = "the log's own machine, MaxProcs"
         else:
@@ -817,6 +872,7 @@ def trace_scenario(
     gpus = desc.total_gpus
     if gpus <= 0:  # (no job could start: a run would end at once, every wait "0 s")
         raise ValidationError("cluster", where, "has no GPUs: no job of the trace can run")
+    _check_every_job_fits(work, desc.nodes, where)
     name = Path(path).name
     return Scenario(
         name=kind,

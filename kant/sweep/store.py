@@ -117,6 +117,15 @@ class Store:
                     # the start of a record an interrupted sweep did not finish
                     self.unreadable += 1
                     continue
+                except (ValueError, RecursionError) as e:  # an int of 5,000 digits, nesting
+                    why = (
+                        "nested too deeply"
+                        if isinstance(e, RecursionError)
+                        else (
+                            "a number of more than 4,300 digits" if "digits" in str(e) else str(e)
+                        )
+                    )
+                    raise self._not_a_store(n, f"is not a run record: {why}") from None
                 if not isinstance(rec, dict) or any(k not in rec for k in _FIELDS):
                     raise self._not_a_store(
                         n, f"is not a run record (a JSON object with {', '.join(_FIELDS)})"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -696,11 +697,27 @@ def _unique_pairs(pairs: list[tuple[str, Any]], p: Path) -> dict[str, Any]:
     return out
 
 
+_EXPONENT = re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$")
+"""A number with an exponent and no dot (``1e9``, ``5E-3``): a float in YAML 1.2 and JSON,
+a string in PyYAML's YAML 1.1 rules."""
+
+
+def safe_loader(yaml: Any) -> Any:
+    """``yaml.SafeLoader`` reading ``1e9`` and ``1e-9`` as the floats YAML 1.2 and JSON make
+    of them (YAML 1.1 wants a dot: ``1.0e9``), for every file kant reads."""
+
+    class Loader(yaml.SafeLoader):  # type: ignore[misc]
+        pass
+
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT, list("-+0123456789"))
+    return Loader
+
+
 def _unique_key_loader(yaml: Any) -> Any:
-    """A ``yaml.SafeLoader`` that refuses a key given twice in one mapping (the last would
+    """A :func:`safe_loader` that refuses a key given twice in one mapping (the last would
     silently win), naming the key and its line."""
 
-    class UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]
+    class UniqueKeyLoader(safe_loader(yaml)):  # type: ignore[misc]
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             seen: set[Any] = set()
             for key_node, _value in node.value:

@@ -4,6 +4,7 @@ option and the value, no traceback, and nothing run or written."""
 from __future__ import annotations
 
 import errno
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,13 @@ BAD: list[tuple[list[str], str]] = [
     (["simulate", "--trace", "philly", "--trace-file", "{tmp}/missing.csv"], "--trace-file"),
     (["simulate", "--trace", "swf", "--cluster", "{tmp}/missing.yaml"], "--cluster"),
     (["simulate", "--threshold", "-1"], "--threshold"),
+    # a path the file system refuses (a traceback from os.stat), an empty one (the report
+    # written into the current folder)
+    (["simulate", "--out", "{tmp}/" + "a" * 300], "--out"),
+    (["simulate", "--out", ""], "--out"),
+    (["compare", "--out", "{tmp}/" + "a" * 300], "--out"),
+    (["simulate", "--trace", "philly", "--trace-file", "{tmp}/" + "a" * 300], "--trace-file"),
+    (["simulate", "--trace", "openb", "--load", "0.5"], "--load"),  # (was ignored)
     (["simulate", "--seed", "-1"], "--seed"),
     (["simulate", "--jobs", "0"], "--jobs"),
     (["simulate", "--jobs", "many"], "--jobs"),
@@ -112,6 +120,11 @@ BAD: list[tuple[list[str], str]] = [
     (["bench", "gang", "--replicas", "0"], "--replicas"),
     (["bench", "gang", "--replicas", "200000"], "--replicas"),  # (more than a job may have)
     (["bench", "gang", "--fill", "1.5"], "--fill"),  # (more than every GPU busy)
+    # work that cannot be done, measured as if it were (no gang placed, pods left over)
+    (["bench", "gang", "--fill", "1"], "--fill"),
+    (["bench", "gang", "--nodes", "16", "--replicas", "100"], "--replicas 100"),
+    (["bench", "place", "--nodes", "1", "--pods", "1000"], "--pods 1000"),
+    (["bench", "place", "--nodes", "1", "--pods", "3", "--mixed", "--seed", "1"], "pods"),
     # offered, then refused by every bench after its set-up: FGD needs a target workload
     (["bench", "place", "--strategy", "fgd"], "--strategy"),
     (["bench", "gang", "--strategy", "fgdpp"], "--strategy"),
@@ -388,3 +401,71 @@ def test_the_help_states_every_built_in_scenarios_default_load_and_tick() -> Non
             assert f"{make(jobs=1).config.tick:g} s {name}" in helps["tick"], helps["tick"]
     for load, names in by_load.items():
         assert f"{load:g} {' and '.join(names)}" in helps["load"], helps["load"]
+
+
+def test_a_number_too_long_to_read_in_a_config_or_a_sweep_store_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (a ValueError traceback: Python refuses ints of more than 4,300 digits)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("placement: {seed: 1" + "0" * 5000 + "}\n")
+    store = tmp_path / "s.jsonl"
+    store.write_text('{"id": 1' + "0" * 5000 + "}\n")
+    deep = tmp_path / "d.jsonl"
+    deep.write_text("[" * 100_000 + "\n")
+    for argv, named in (
+        (["simulate", "--config", str(cfg), "--out", str(tmp_path / "o")], "4,300 digits"),
+        (["sweep", "report", str(store)], "4,300 digits"),
+        (["sweep", "report", str(deep)], "nested too deeply"),
+    ):
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and len(err.splitlines()) == 1 and named in err, err
+
+
+def test_a_trace_file_name_that_is_not_utf8_is_shown_escaped_in_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (the run finished, then writing summary.txt raised UnicodeEncodeError)
+    log = Path(_write_swf(tmp_path, ""))
+    odd = tmp_path / os.fsdecode(b"log\xff.swf")
+    log.rename(odd)
+    out = tmp_path / "out"
+    code = main(["simulate", "--trace", "swf", "--trace-file", str(odd), "--no-plots",
+                 "--quiet", "--out", str(out)])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    assert "log\\udcff.swf" in (out / "summary.txt").read_text()
+
+
+def test_a_trace_job_no_node_of_the_cluster_can_hold_is_one_line_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (it waited to the end of the run, its wait counted in JWTD)
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,8,V100M16\n")
+    head = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+            "deletion_time,scheduled_time\n")  # fmt: skip
+    for row, named in (
+        ("p0,1000,1024,9,1000,,LS,Running,0,100,0", "9 GPUs"),
+        ("p0,1000,1024,1,1000,A100,LS,Running,0,100,0", "model A100"),
+        ("p0,99000,1024,1,1000,,LS,Running,0,100,0", "99000 CPU milli"),
+    ):
+        pods = tmp_path / "pods.csv"
+        pods.write_text(head + row + "\n")
+        argv = ["simulate", "--trace", "openb", "--trace-file", str(pods), "--cluster", str(nodes)]
+        assert main([*argv, "--quiet", "--no-plots", "--out", str(tmp_path / "o")]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and len(err.splitlines()) == 1, err
+        assert "p0 could never start" in err and named in err
+
+
+def test_an_swf_job_larger_than_the_logs_machine_is_one_line_not_a_bigger_machine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (the machine grew to the job's size and was still called "the log's own machine")
+    log = tmp_path / "log.swf"
+    log.write_text("; MaxProcs: 8\n1 0 0 100 64 -1 -1 64 100 -1 1 1 1 1 1 -1 -1 -1\n")
+    argv = ["simulate", "--trace", "swf", "--trace-file", str(log), "--quiet", "--no-plots"]
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "asks 64 processors" in err and "MaxProcs" in err

@@ -57,10 +57,12 @@ def write_report(
     _clear_plots(out)
     files = []
     p = out / "summary.json"
-    p.write_text(json_text(result_json(scenario, policy, result), indent=2) + "\n")
+    p.write_text(
+        json_text(result_json(scenario, policy, result), indent=2) + "\n", errors="backslashreplace"
+    )
     files.append(p)
     p = out / "summary.txt"
-    p.write_text(format_summary(scenario, policy, result) + "\n")
+    p.write_text(format_summary(scenario, policy, result) + "\n", errors="backslashreplace")
     files.append(p)
     files.append(_jobs_csv(out / "jobs.csv", result.records))
     files.append(_series_csv(out / "timeseries.csv", result))
@@ -76,7 +78,7 @@ def _jobs_csv(path: Path, records: Sequence[JobRecord]) -> Path:
         "job_id", "tenant", "gpus", "gang", "submitted_at", "started_at", "finished_at",
         "nodes_used", "groups_used", "preempted", "requeued", "state",
     )  # fmt: skip
-    with path.open("w", newline="") as f:
+    with path.open("w", newline="", errors="backslashreplace") as f:
         w = csv.writer(f)
         w.writerow(fields)
         for r in records:
@@ -87,7 +89,7 @@ def _jobs_csv(path: Path, records: Sequence[JobRecord]) -> Path:
 def _series_csv(path: Path, result: SimResult) -> Path:
     cols = result.series()
     names = ("t", "gar", "sor", "gfr", "gfr_degree", "pending")
-    with path.open("w", newline="") as f:
+    with path.open("w", newline="", errors="backslashreplace") as f:
         w = csv.writer(f)
         w.writerow(names)
         for i in range(cols["t"].shape[0]):
@@ -109,10 +111,12 @@ def write_compare_report(
     _clear_plots(out)
     files = []
     p = out / "compare.json"
-    p.write_text(json_text(compare_json(scenario, runs, wall_s), indent=2) + "\n")
+    p.write_text(
+        json_text(compare_json(scenario, runs, wall_s), indent=2) + "\n", errors="backslashreplace"
+    )
     files.append(p)
     p = out / "compare.txt"
-    p.write_text(format_compare(scenario, runs) + "\n")
+    p.write_text(format_compare(scenario, runs) + "\n", errors="backslashreplace")
     files.append(p)
     hint = None
     if plots:
@@ -149,8 +153,8 @@ def write_seed_sweep_report(
         "wall_s": round(wall_s, 3),
     }
     files = [out / "compare.json", out / "compare.txt"]
-    files[0].write_text(json_text(doc, indent=2) + "\n")
-    files[1].write_text(format_seed_sweep(scenario_name, by_seed) + "\n")
+    files[0].write_text(json_text(doc, indent=2) + "\n", errors="backslashreplace")
+    files[1].write_text(format_seed_sweep(scenario_name, by_seed) + "\n", errors="backslashreplace")
     if not plots:
         return files, None
     got, hint = write_seed_sweep_plots(out, scenario_name, [p for p, _r in by_seed[0][1]], sw)
