@@ -75,8 +75,16 @@ def _steady_state_arguments(
         default=cycles,
         help=f"measured cycles (default {cycles}, at least {least_cycles})",
     )
-    p.add_argument("--policy", default="backfill", choices=policy_names(), help="queueing policy")
-    p.add_argument("--strategy", default="ebinpack", choices=_strategies(), help=_STRATEGY_HELP)
+    p.add_argument(
+        "--policy",
+        default="backfill",
+        type=str.lower,
+        choices=policy_names(),
+        help="queueing policy",
+    )
+    p.add_argument(
+        "--strategy", default="ebinpack", type=str.lower, choices=_strategies(), help=_STRATEGY_HELP
+    )
     p.add_argument(
         "--interval",
         type=number(float, low=0, low_inclusive=False, high=MAX_TICK),
@@ -146,7 +154,9 @@ def _add_place(sub: Any) -> None:
         default=10000,
         help=f"one-pod jobs placed, at most {MAX_JOBS:,}",
     )
-    p.add_argument("--strategy", default="ebinpack", choices=_strategies(), help=_STRATEGY_HELP)
+    p.add_argument(
+        "--strategy", default="ebinpack", type=str.lower, choices=_strategies(), help=_STRATEGY_HELP
+    )
     p.add_argument("--mixed", action="store_true", help="1/2/4/8-GPU pods instead of 1-GPU")
     p.add_argument("--seed", type=number(int, low=0), default=3, help="pod size seed")
     p.set_defaults(run=_run_place, check=_check_place)
@@ -159,7 +169,9 @@ def _add_place(sub: Any) -> None:
         help=f"8-GPU pods of each gang, at most {MAX_PODS_PER_JOB:,}",
     )
     g.add_argument("--gangs", type=number(int, low=1), default=30, help="gangs placed")
-    g.add_argument("--strategy", default="ebinpack", choices=_strategies(), help=_STRATEGY_HELP)
+    g.add_argument(
+        "--strategy", default="ebinpack", type=str.lower, choices=_strategies(), help=_STRATEGY_HELP
+    )
     g.add_argument(
         "--fill",
         type=number(float, low=0, high=1, high_inclusive=False),

@@ -175,17 +175,20 @@ def add_simulate_parser(sub: Any) -> argparse.ArgumentParser:
     g = p.add_argument_group("policies")
     g.add_argument(
         "--queueing",
+        type=str.lower,
         choices=policy_names(),
         help="queueing policy (default: the scenario's, backfill: the paper's recommendation; "
         "the library's Scheduler defaults to best-effort-fifo, see docs/simulator.md)",
     )
     g.add_argument(
         "--placement",
+        type=str.lower,
         choices=placement_names(),
         help="placement strategy (default: the scenario's, ebinpack)",
     )
     g.add_argument(
         "--preemption",
+        type=str.lower,
         choices=PREEMPTION_MODES,
         help="auto (default): backfill preemption under backfill, quota reclaim where tenants "
         "have quotas, no priority preemption; all: every kind, as the library's default",

@@ -159,18 +159,24 @@ def preemption_name(policy: PreemptionPolicy) -> str:
     return "all" if len(kinds) == len(PREEMPTION_KINDS) else "+".join(kinds)
 
 
+def _lower(v: Any) -> Any:
+    """A name as the registries read it (case-insensitive): lower-case."""
+    return v.lower() if isinstance(v, str) else v
+
+
 @attrs.frozen(kw_only=True)
 class PolicySet:
-    """A queueing policy, a placement strategy and a preemption mode, by name.
+    """A queueing policy, a placement strategy and a preemption mode, by name (any case,
+    kept lower-case, as the registries and config files read names).
 
     ``threshold``: the Backfill head's preemption threshold in seconds (None: the policy's
     default, 3,600 s). ``label``: how tables and plots name it (default
     ``"<queueing>+<placement>"``, then ``"+<preemption>"`` unless it is ``auto``).
     """
 
-    queueing: str = attrs.field(default="backfill", validator=_queueing)
-    placement: str = attrs.field(default="ebinpack", validator=_placement)
-    preemption: str = attrs.field(default="auto", validator=_preemption)
+    queueing: str = attrs.field(default="backfill", converter=_lower, validator=_queueing)
+    placement: str = attrs.field(default="ebinpack", converter=_lower, validator=_placement)
+    preemption: str = attrs.field(default="auto", converter=_lower, validator=_preemption)
     threshold: float | None = None
     name: str | None = None
     config: KantConfig | None = attrs.field(default=None, hash=False)

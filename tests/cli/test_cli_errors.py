@@ -469,3 +469,20 @@ def test_an_swf_job_larger_than_the_logs_machine_is_one_line_not_a_bigger_machin
     assert main([*argv, "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "asks 64 processors" in err and "MaxProcs" in err
+
+
+def test_policy_names_are_read_in_any_case_as_config_files_read_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (a config file's "policy: Backfill" ran; "--queueing Backfill" and "--sets
+    # Backfill+EBinpack" were refused)
+    from kant.sim.scenarios import PolicySet
+
+    assert PolicySet(queueing="Backfill", placement="EBinpack").label == "backfill+ebinpack"
+    assert PolicySet.parse("Strict-FIFO+Spread+NONE").label == "strict-fifo+spread+none"
+    small = ["--scenario", "inference", "--jobs", "5", "--quiet", "--no-plots"]
+    assert main(["simulate", *small, "--queueing", "Backfill", "--placement", "EBinpack",
+                 "--preemption", "Auto", "--out", str(tmp_path / "s")]) == 0  # fmt: skip
+    assert main(["compare", *small, "--sets", "Backfill+EBinpack,strict-fifo+Spread",
+                 "--out", str(tmp_path / "c")]) == 0  # fmt: skip
+    assert "strict-fifo+spread" in (tmp_path / "c" / "compare.txt").read_text()
