@@ -281,9 +281,21 @@ class Scenario:
     def with_tenants(self, config: KantConfig) -> Scenario:
         """The scenario with ``config``'s tenants: its quotas and quota modes replace the
         scenario's when the file has a ``tenants`` section (without one the scenario's quotas
-        stay), and its ``defaultMode`` applies to the tenants it does not list."""
+        stay), and its ``defaultMode`` applies to the tenants it does not list. Raises
+        :class:`~kant.errors.ValidationError` for a quota on a GPU model none of the
+        scenario's nodes has (a typo, or another cluster's model: the tenant's jobs would
+        wait to the end of the run)."""
         if config.tenants is None:
             return attrs.evolve(self, default_mode=config.default_mode)
+        have = {n.gpu_model for n in self.nodes if n.gpus}
+        for q in config.quotas or ():
+            if q.gpu_model not in have:
+                known = ", ".join(sorted(m for m in have if m is not None)) or "none"
+                raise ValidationError(
+                    f"tenants.{q.tenant}.quotas", q.gpu_model,
+                    f"no node of the scenario has this GPU model (it has: {known})",
+                    where=config.source,
+                )  # fmt: skip
         modes = tuple((t.name, t.mode) for t in config.tenants if t.mode is not None)
         return attrs.evolve(
             self,

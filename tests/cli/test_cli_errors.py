@@ -486,3 +486,16 @@ def test_policy_names_are_read_in_any_case_as_config_files_read_them(
     assert main(["compare", *small, "--sets", "Backfill+EBinpack,strict-fifo+Spread",
                  "--out", str(tmp_path / "c")]) == 0  # fmt: skip
     assert "strict-fifo+spread" in (tmp_path / "c" / "compare.txt").read_text()
+
+
+def test_a_quota_on_a_gpu_model_the_scenario_lacks_is_one_line_not_a_run_of_waits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (every job of the tenant waited to the end: GAR 0%, exit 0)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("tenants:\n  - name: a\n    quotas:\n      a100: {nominalQuota: 8}\n")
+    argv = ["simulate", "--scenario", "inference", "--jobs", "5", "--config", str(cfg)]
+    assert main([*argv, "--quiet", "--no-plots", "--out", str(tmp_path / "o")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1
+    assert "'a100'" in err and "A100" in err and str(cfg) in err
