@@ -482,7 +482,7 @@ def inference_paper(
         quotas_for,
         tenant_shares,
     )
-    from kant.sim.traces import trace_dir
+    from kant.sim.traces.common import no_trace_dir, trace_dir
 
     _check_seed(seed)
     if jobs is not None:
@@ -496,7 +496,7 @@ def inference_paper(
     base = Path(traces) if traces is not None else trace_dir()
     if base is None:
         raise ValidationError(
-            "scenario", "inference-paper", "needs the shared trace folder: set $KANT_TRACES"
+            "scenario", "inference-paper", f"needs the shared trace folder: {no_trace_dir()}"
         )
     if not base.is_dir():
         raise ValidationError("traces", str(traces), "is not a folder (the shared trace folder)")
@@ -834,6 +834,7 @@ def trace_scenario(
         openb_nodes,
         trace_dir,
     )
+    from kant.sim.traces.common import no_trace_dir
 
     if kind not in TRACES:
         raise ValidationError("trace", kind, f"must be one of {list(TRACES)}")
@@ -843,7 +844,7 @@ def trace_scenario(
     if path is None:
         if base is None:
             raise ValidationError(
-                "trace", kind, "no trace folder found: set $KANT_TRACES or give a trace file"
+                "trace", kind, f"{no_trace_dir()}, or give a trace file"
             )
         path = base / _TRACE_FILES[kind]
     meta: Mapping[str, str] = {}

@@ -499,3 +499,14 @@ def test_a_quota_on_a_gpu_model_the_scenario_lacks_is_one_line_not_a_run_of_wait
     out, err = capsys.readouterr()
     assert out == "" and len(err.splitlines()) == 1
     assert "'a100'" in err and "A100" in err and str(cfg) in err
+
+
+def test_a_kant_traces_folder_that_does_not_exist_is_named_as_such(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (it said "set $KANT_TRACES", which was set)
+    monkeypatch.setenv("KANT_TRACES", str(tmp_path / "nowhere"))
+    for argv in (["--trace", "philly"], ["--scenario", "inference-paper"]):
+        assert main(["simulate", *argv, "--quiet", "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and "nowhere' is not a folder" in err, err

@@ -313,3 +313,12 @@ def trace_dir() -> Path | None:
     env = os.environ.get("KANT_TRACES")
     p = Path(env) if env else Path(__file__).resolve().parents[3].parent / "shared" / "traces"
     return p if p.is_dir() else None
+
+
+def no_trace_dir() -> str:
+    """Why :func:`trace_dir` found none, for an error message: ``$KANT_TRACES`` names no
+    folder, or it is not set and no shared folder is next to the checkout."""
+    env = os.environ.get("KANT_TRACES")
+    if env:
+        return f"$KANT_TRACES={env!r} is not a folder"
+    return "no trace folder found: set $KANT_TRACES"
