@@ -128,6 +128,9 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     try:
         api = Api.from_kubeconfig(args.kubeconfig, args.context)
+        # the server must answer at start (a wrong address, or credentials it refuses, is
+        # said at once); once running, the shim rides out an outage, trying again
+        api.groups()
         shim = Shim(api, cfg)
     except (KantError, OSError) as e:
         print(f"kant k8s run: {e}", file=sys.stderr)

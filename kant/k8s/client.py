@@ -35,8 +35,48 @@ class ApiError(KantError):
         super().__init__(f"{method} {path}: {status} {self.reason}: {self.message}")
 
 
+class ApiUnreachableError(KantError, ConnectionError):
+    """The API server could not be reached, or did not answer: no connection (refused, a host
+    name that does not resolve, a timeout, TLS refused), or one broken before the answer.
+    ``server`` is the server's URL and ``reason`` says what failed, in a few words.
+
+    It is a :class:`ConnectionError` (an :class:`OSError`), as a network failure of the
+    standard library is: the shim's calls treat it as they treat any, logging it and trying
+    again later, while ``kant k8s run`` refuses to start on it."""
+
+    def __init__(self, server: str, reason: str) -> None:
+        self.server = server
+        self.reason = reason
+        super().__init__(f"cannot reach the API server {server}: {reason}")
+
+
+def _unreachable(server: str, e: urllib3.exceptions.HTTPError) -> ApiUnreachableError:
+    """``e``, a failure of urllib3 to get an answer from ``server``, said in a few words."""
+    x = urllib3.exceptions
+    cause = e.__cause__
+    if isinstance(e, x.NameResolutionError):
+        why = "its host name does not resolve"
+    elif isinstance(e, x.NewConnectionError):  # (before ConnectTimeoutError, its base)
+        why = (cause.strerror or str(cause)) if isinstance(cause, OSError) else str(e)
+        why = why[:1].lower() + why[1:]  # "Connection refused" -> "connection refused"
+    elif isinstance(e, x.ConnectTimeoutError):
+        why = "the connection timed out"
+    elif isinstance(e, x.ReadTimeoutError):
+        why = "no answer in time"
+    elif isinstance(e, x.SSLError):
+        why = f"TLS failed: {e}"
+    elif isinstance(e, x.ProtocolError):
+        why = f"the connection broke: {e.args[-1] if e.args else e}"
+    elif isinstance(e, x.LocationValueError):
+        why = "not a valid URL"
+    else:
+        why = str(e)
+    return ApiUnreachableError(server, " ".join(str(why).split()))
+
+
 class Api:
-    """JSON requests to one API server. Thread-safe."""
+    """JSON requests to one API server. Thread-safe. A request that gets no answer raises
+    :class:`ApiUnreachableError`; one answered with an error status, :class:`ApiError`."""
 
     def __init__(
         self,
@@ -103,14 +143,18 @@ class Api:
         content_type: str = "application/json",
         timeout: float = 30.0,
     ) -> Obj:
-        """One request; the decoded JSON answer. Raises :class:`ApiError` for a status >= 400."""
+        """One request; the decoded JSON answer. Raises :class:`ApiError` for a status >= 400,
+        :class:`ApiUnreachableError` when no answer came."""
         url = self.host + path + (f"?{urlencode(query)}" if query else "")
         headers = dict(self._headers)
         data = None
         if body is not None:
             headers["Content-Type"] = content_type
             data = json.dumps(body).encode()
-        r = self._pool.request(method, url, body=data, headers=headers, timeout=timeout)
+        try:
+            r = self._pool.request(method, url, body=data, headers=headers, timeout=timeout)
+        except urllib3.exceptions.HTTPError as e:
+            raise _unreachable(self.host, e) from e
         text = r.data.decode("utf-8", "replace")
         if r.status >= 400:
             raise ApiError(r.status, method, path, text)
@@ -143,7 +187,8 @@ class Api:
 
     def watch(self, path: str, resource_version: str, *, timeout: int = 300) -> Iterator[Obj]:
         """Stream watch events (``{"type", "object"}``) from ``resource_version`` until the
-        server closes the stream. Raises :class:`ApiError` for an error status."""
+        server closes the stream. Raises :class:`ApiError` for an error status,
+        :class:`ApiUnreachableError` when no answer came or the stream broke."""
         q = {
             "watch": "true",
             "resourceVersion": resource_version,
@@ -151,13 +196,16 @@ class Api:
             "allowWatchBookmarks": "true",
         }
         url = f"{self.host}{path}?{urlencode(q)}"
-        r = self._pool.request(
-            "GET",
-            url,
-            headers=self._headers,
-            preload_content=False,
-            timeout=urllib3.Timeout(connect=10, read=timeout + 30),
-        )
+        try:
+            r = self._pool.request(
+                "GET",
+                url,
+                headers=self._headers,
+                preload_content=False,
+                timeout=urllib3.Timeout(connect=10, read=timeout + 30),
+            )
+        except urllib3.exceptions.HTTPError as e:
+            raise _unreachable(self.host, e) from e
         try:
             if r.status >= 400:
                 raise ApiError(r.status, "GET", path, r.read().decode("utf-8", "replace"))
@@ -168,6 +216,8 @@ class Api:
                     line, buf = buf.split(b"\n", 1)
                     if line.strip():
                         yield json.loads(line)
+        except urllib3.exceptions.HTTPError as e:
+            raise _unreachable(self.host, e) from e
         finally:
             r.release_conn()
 

@@ -38,6 +38,40 @@ def test_a_missing_kubeconfig_is_one_line(
     assert err.startswith("kant k8s run:") and "Traceback" not in err
 
 
+def _kubeconfig(path: Path, server: str) -> Path:
+    """A well-formed kubeconfig at ``path`` for ``server``, with a token."""
+    path.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters: [{{name: c, cluster: {{server: '{server}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("server", "said"),
+    [
+        ("https://127.0.0.1:{port}", "connection refused"),
+        ("https://nosuchhost.invalid:6443", "its host name does not resolve"),
+    ],
+    ids=["refused", "no-such-host"],
+)
+@pytest.mark.parametrize("lease", [True, False], ids=["leader-elect", "no-leader-elect"])
+def test_run_refuses_to_start_on_an_api_server_it_cannot_reach_in_one_line(
+    server: str, said: str, lease: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("kubernetes")
+    from kant.k8s.testenv import free_port
+
+    server = server.format(port=free_port())
+    kc = _kubeconfig(tmp_path / "kc.yaml", server)
+    argv = ["k8s", "run", "--kubeconfig", str(kc)]
+    assert main(argv if lease else [*argv, "--no-leader-elect"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"kant k8s run: cannot reach the API server {server}: {said}\n"
+
+
 @pytest.mark.parametrize(
     ("sub", "content", "said"),
     [
