@@ -135,9 +135,6 @@ def _run(args: argparse.Namespace) -> int:
     except (KantError, OSError) as e:
         print(f"kant k8s run: {e}", file=sys.stderr)
         return 2
-    except Exception as e:  # a kubeconfig the official client cannot read
-        print(f"kant k8s run: cannot read the kubeconfig: {e}", file=sys.stderr)
-        return 2
     stop, lost = threading.Event(), threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

@@ -16,7 +16,8 @@ from urllib.parse import urlencode
 
 import urllib3
 
-from kant.errors import KantError
+from kant.errors import InvalidKubeconfigError, KantError
+from kant.k8s.kubeconfig import check_kubeconfig, one_line
 
 Obj = dict[str, Any]
 
@@ -112,15 +113,34 @@ class Api:
     @classmethod
     def from_kubeconfig(cls, path: str | None = None, context: str | None = None) -> Api:
         """An Api for the kubeconfig at ``path`` (default ``$KUBECONFIG`` or ``~/.kube/config``);
-        needs the ``kubernetes`` package (``pip install 'kant[k8s]'``)."""
+        needs the ``kubernetes`` package (``pip install 'kant[k8s]'``). A kubeconfig that
+        cannot be used (see :func:`~kant.k8s.kubeconfig.check_kubeconfig`; a server that is
+        not an ``https://`` or ``http://`` URL) raises
+        :class:`~kant.errors.InvalidKubeconfigError` naming the file; nothing is sent."""
         try:
             from kubernetes import client, config
         except ImportError as e:  # pragma: no cover - depends on the environment
             raise KantError("the Kubernetes shim needs: pip install 'kant[k8s]'") from e
+        name, where = check_kubeconfig(path, context)
         cfg = client.Configuration()
-        config.load_kube_config(  # type: ignore[no-untyped-call, unused-ignore]
-            config_file=path, context=context, client_configuration=cfg
-        )
+        try:
+            config.load_kube_config(  # type: ignore[no-untyped-call, unused-ignore]
+                config_file=where, context=context, client_configuration=cfg
+            )
+        except Exception as e:  # (the client's failures have no common type: a missing
+            # cluster entry, a certificate file that is not there, an exec plugin that failed)
+            why = one_line(e)
+            for noise in ("Invalid kube-config file. ", "Invalid kube-config. "):
+                why = why.removeprefix(noise)
+            raise InvalidKubeconfigError(name, why[:1].lower() + why[1:]) from None
+        try:
+            url = urllib3.util.parse_url(cfg.host or "")
+        except urllib3.exceptions.LocationValueError:
+            url = None
+        if url is None or url.scheme not in ("https", "http") or not url.host:
+            raise InvalidKubeconfigError(
+                name, f"the server {cfg.host!r} is not an https:// or http:// URL"
+            )
         token = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
         return cls(
             cfg.host,

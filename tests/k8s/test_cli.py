@@ -10,6 +10,8 @@ import pytest
 from kant.cli import main
 from kant.errors import InvalidConfigError
 
+from .conftest import Cluster, wait_for
+
 
 def test_a_bad_kubernetes_setting_in_the_config_is_one_line_naming_the_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -47,6 +49,62 @@ def _kubeconfig(path: Path, server: str) -> Path:
         "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
     )
     return path
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (None, "does not exist"),
+        ("a directory", "is a directory, not a kubeconfig file"),
+        ("a: [1\n", "not valid YAML (line 2): expected ',' or ']', but got '<stream end>'"),
+        ("", "is empty"),
+        ("just words\n", "is a YAML str, not a kubeconfig"),
+        ("apiVersion: v1\nclusters: 5\n", "clusters must be a list of entries, each named"),
+        ("apiVersion: v1\nkind: Config\nclusters: []\n", "sets no current-context"),
+        ("\udcff", "not UTF-8 text (byte 0)"),
+        ("server: notaurl", "the server 'notaurl' is not an https:// or http:// URL"),
+        ("context: nope", "has no context 'nope' (contexts: 'x')"),
+        ("cluster: gone", "expected object with name gone in"),
+    ],
+    ids=["missing", "directory", "bad-yaml", "empty", "a-string", "clusters-5",
+         "no-current-context", "binary", "server-not-a-url", "unknown-context",
+         "context-naming-no-cluster"],
+)  # fmt: skip
+def test_a_kubeconfig_that_cannot_be_used_is_one_line_naming_the_file_and_the_mistake(
+    content: str | None, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("kubernetes")
+    kc = tmp_path / "kc.yaml"
+    argv = ["k8s", "run", "--kubeconfig", str(kc)]
+    if content == "a directory":
+        kc.mkdir()
+    elif content == "server: notaurl":
+        _kubeconfig(kc, "notaurl")
+    elif content == "context: nope":
+        _kubeconfig(kc, "https://127.0.0.1:1")
+        argv += ["--context", "nope"]
+    elif content == "cluster: gone":
+        _kubeconfig(kc, "https://127.0.0.1:1")
+        kc.write_text(kc.read_text().replace("cluster: c,", "cluster: gone,"))
+    elif content is not None:
+        kc.write_bytes(content.encode("utf-8", "surrogateescape"))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"kant k8s run: kubeconfig {kc}: {said}"), err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_kubeconfig_files_of_the_environment_none_of_which_exists_are_named_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("kubernetes")
+    import os
+
+    env = os.pathsep.join([str(tmp_path / "a"), str(tmp_path / "b")])
+    monkeypatch.setenv("KUBECONFIG", env)
+    assert main(["k8s", "run"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"kant k8s run: kubeconfig {env} ($KUBECONFIG): none of these files exists\n"
 
 
 @pytest.mark.parametrize(
@@ -170,3 +228,23 @@ def test_a_terminated_bench_k8s_stops_its_api_server_and_etcd_on_the_way_out(
         except OSError:
             continue
     assert not left, f"processes outlived it: {left}"
+
+
+def test_run_with_the_kubeconfig_of_a_real_server_schedules_and_stops_cleanly_on_sigterm(
+    cluster: Cluster,
+) -> None:
+    # (the kubeconfig's checks and the first call to the server let a good one through)
+    import signal
+    import subprocess
+    import sys
+
+    cluster.node("n0")
+    cluster.pod("p")
+    argv = [sys.executable, "-m", "kant", "k8s", "run", "--kubeconfig", cluster.env.kubeconfig]
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: cluster.node_of("p") == "n0" or p.poll() is not None, timeout=60)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+    assert p.returncode == 0 and cluster.node_of("p") == "n0", err
