@@ -163,12 +163,9 @@ def _demo(args: argparse.Namespace) -> int:
         from kant.k8s.demo import demo
 
         cfg = None
-        if args.config:
-            import yaml
-
-            _shim_can_build(_config(args.config))  # checked as `run` reads it, then read raw
-            with open(args.config, encoding="utf-8") as f:
-                cfg = yaml.safe_load(f) or {}
+        if args.config:  # (read and checked as `run` reads it, before anything starts)
+            cfg = _config(args.config)
+            _shim_can_build(cfg)
         result = demo(nodes=args.nodes, jobs=args.jobs, seed=args.seed, speed=args.speed,
                       config=cfg)  # fmt: skip
     except (KantError, OSError) as e:

@@ -22,6 +22,7 @@ from kant.cycle import CycleResult
 from kant.errors import InvalidConfigError
 from kant.k8s.client import Api
 from kant.k8s.kubelet import FakeKubelet, create_node, node_object
+from kant.k8s.settings import parse_settings
 from kant.k8s.shim import Shim
 from kant.k8s.testenv import KubeTestEnv
 from kant.metrics import JobRecord, gar, gfr, jtted, jwtd
@@ -109,6 +110,7 @@ def bench_k8s(*, pods: int = 1000, nodes: int = 500, pod_gpus: int = 2, creators
     k8s.setdefault("debounceSeconds", 0.2)
     raw["kubernetes"] = k8s
     cfg = parse_config(raw)
+    parse_settings(cfg.kubernetes, source=cfg.source)  # (before the API server starts)
     created: dict[str, float] = {}
     bound: dict[str, float] = {}
     lock = threading.Lock()
@@ -203,20 +205,24 @@ def _bound_in_api(api: Api, ns: str) -> int:
 
 
 def demo(*, nodes: int = 16, jobs: int = 40, seed: int = 0, speed: float = 1.0,
-         config: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+         config: KantConfig | Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     """Replay ``jobs`` random jobs (gangs of 1-4 pods of 1-8 GPUs, 2-12 s each, arriving over
     about 20 s / ``speed``) on ``nodes`` fake 8-GPU nodes through the real API server, and
     return the paper's metrics: GAR (mean, peak), SOR (GPU time allocated / available from the
-    first arrival to the last finish), GFR (mean), JWTD and JTTED per size bucket. A ``speed``
-    that is not a finite number > 0, or ``nodes`` or ``jobs`` not an int >= 1, raises
-    :class:`~kant.errors.InvalidConfigError` before anything starts."""
+    first arrival to the last finish), GFR (mean), JWTD and JTTED per size bucket. ``config``
+    is the kant config (a :class:`~kant.config.KantConfig`, as ``load_config`` reads a file,
+    or a raw mapping). A ``speed`` that is not a finite number > 0, or ``nodes`` or ``jobs``
+    not an int >= 1, raises :class:`~kant.errors.InvalidConfigError`, and a bad config
+    (its ``kubernetes:`` section among the rest) :class:`~kant.errors.InvalidConfigFileError`
+    naming its source, before anything starts."""
     if not (is_number(speed) and 0 < speed < math.inf):
         raise InvalidConfigError("speed", speed, "must be a finite number > 0")
     for name, n in (("nodes", nodes), ("jobs", jobs)):
         if not (is_int(n) and n >= 1):
             raise InvalidConfigError(name, n, "must be an int >= 1")
     rng = random.Random(seed)
-    cfg = parse_config(dict(config or {}))
+    cfg = config if isinstance(config, KantConfig) else parse_config(dict(config or {}))
+    parse_settings(cfg.kubernetes, source=cfg.source)  # (before the API server starts)
     workload = []
     t = 0.0
     for j in range(jobs):

@@ -176,6 +176,48 @@ def test_a_demo_speed_that_is_not_a_finite_number_above_0_is_refused_before_star
         demo(nodes=1, jobs=1, speed=speed)
 
 
+class _NoServer:
+    """Stands for KubeTestEnv where nothing may start."""
+
+    def __init__(self, *args: object, **kw: object) -> None:
+        raise AssertionError("an API server was started")
+
+
+@pytest.mark.parametrize(
+    ("setting", "said"),
+    [("schedulerNmae: kant", "kubernetes.schedulerNmae: unknown key"),
+     ("gpuResource: not a resource", "kubernetes.gpuResource: has no domain"),
+     ("leaseNamespace: Bad Namespace!", "kubernetes.leaseNamespace: a namespace must be")],
+    ids=["misspelt-key", "gpu-resource", "lease-namespace"],
+)  # fmt: skip
+def test_a_demo_config_with_a_bad_kubernetes_setting_is_refused_naming_the_file_before_starting(
+    setting: str,
+    said: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import kant.k8s.demo
+
+    monkeypatch.setattr(kant.k8s.demo, "KubeTestEnv", _NoServer)
+    cfg = tmp_path / "k1.yaml"
+    cfg.write_text(f"kubernetes:\n  {setting}\n")
+    assert main(["k8s", "demo", "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"kant k8s demo: {cfg}: {said}") and len(err.splitlines()) == 1
+
+
+def test_a_benchmark_config_with_a_bad_kubernetes_setting_is_refused_before_starting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import kant.k8s.demo
+    from kant.errors import InvalidConfigFileError
+
+    monkeypatch.setattr(kant.k8s.demo, "KubeTestEnv", _NoServer)
+    with pytest.raises(InvalidConfigFileError, match=r"kubernetes\.gpuResource: has no domain"):
+        kant.k8s.demo.bench_k8s(pods=1, nodes=1, config={"kubernetes": {"gpuResource": "cpu"}})
+
+
 @pytest.mark.parametrize("sub", ["run", "demo"])
 def test_a_config_naming_a_strategy_the_shim_cannot_build_is_one_line_before_connecting(
     sub: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
