@@ -290,3 +290,17 @@ def test_run_with_the_kubeconfig_of_a_real_server_schedules_and_stops_cleanly_on
         p.send_signal(signal.SIGTERM)
         _, err = p.communicate(timeout=60)
     assert p.returncode == 0 and cluster.node_of("p") == "n0", err
+
+
+def test_a_demo_under_a_config_naming_other_resources_and_scheduler_runs_its_pods_under_them(
+    kube: object,
+) -> None:
+    # (the demo's nodes and pods said nvidia.com/gpu and schedulerName kant whatever the
+    # config: under these names it ran its workload to the end scheduling nothing)
+    from kant.k8s.demo import demo
+
+    config = {"kubernetes": {"schedulerName": "kant-2", "gpuResource": "example.com/gpu",
+                             "nicResource": "example.com/hca",
+                             "gpuModelLabel": "example.com/model"}}  # fmt: skip
+    result = demo(nodes=4, jobs=3, speed=10, config=config)
+    assert result["jobs"] == 3 and result["pods_finished"] >= 3
