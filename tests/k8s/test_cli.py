@@ -272,6 +272,7 @@ def test_a_terminated_bench_k8s_stops_its_api_server_and_etcd_on_the_way_out(
     assert not left, f"processes outlived it: {left}"
 
 
+@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
 def test_run_with_the_kubeconfig_of_a_real_server_schedules_and_stops_cleanly_on_sigterm(
     cluster: Cluster,
 ) -> None:
