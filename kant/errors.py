@@ -144,6 +144,19 @@ class InvalidObjectError(ValidationError):
     what = "Kubernetes object"
 
 
+class InvalidKubeconfigError(KantError, ValueError):
+    """A kubeconfig (``kant k8s run --kubeconfig``, ``$KUBECONFIG``, ``~/.kube/config``)
+    cannot be used: missing, a directory, unreadable, not UTF-8 YAML, not a kubeconfig, without
+    the context asked for, or naming a server that is not an ``https://`` or ``http://`` URL.
+    ``path`` names the file (or the files of ``$KUBECONFIG``) and ``reason`` what is wrong;
+    the message reads ``"kubeconfig kc.yaml: does not exist"``."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"kubeconfig {path}: {reason}")
+
+
 class InvalidTraceError(ValidationError):
     """A trace row is malformed; ``where`` is ``file:line``."""
 

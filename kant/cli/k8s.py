@@ -128,12 +128,12 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     try:
         api = Api.from_kubeconfig(args.kubeconfig, args.context)
+        # the server must answer at start (a wrong address, or credentials it refuses, is
+        # said at once); once running, the shim rides out an outage, trying again
+        api.groups()
         shim = Shim(api, cfg)
     except (KantError, OSError) as e:
         print(f"kant k8s run: {e}", file=sys.stderr)
-        return 2
-    except Exception as e:  # a kubeconfig the official client cannot read
-        print(f"kant k8s run: cannot read the kubeconfig: {e}", file=sys.stderr)
         return 2
     stop, lost = threading.Event(), threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -163,12 +163,9 @@ def _demo(args: argparse.Namespace) -> int:
         from kant.k8s.demo import demo
 
         cfg = None
-        if args.config:
-            import yaml
-
-            _shim_can_build(_config(args.config))  # checked as `run` reads it, then read raw
-            with open(args.config, encoding="utf-8") as f:
-                cfg = yaml.safe_load(f) or {}
+        if args.config:  # (read and checked as `run` reads it, before anything starts)
+            cfg = _config(args.config)
+            _shim_can_build(cfg)
         result = demo(nodes=args.nodes, jobs=args.jobs, seed=args.seed, speed=args.speed,
                       config=cfg)  # fmt: skip
     except (KantError, OSError) as e:

@@ -16,7 +16,8 @@ from urllib.parse import urlencode
 
 import urllib3
 
-from kant.errors import KantError
+from kant.errors import InvalidKubeconfigError, KantError
+from kant.k8s.kubeconfig import check_kubeconfig, one_line
 
 Obj = dict[str, Any]
 
@@ -35,8 +36,48 @@ class ApiError(KantError):
         super().__init__(f"{method} {path}: {status} {self.reason}: {self.message}")
 
 
+class ApiUnreachableError(KantError, ConnectionError):
+    """The API server could not be reached, or did not answer: no connection (refused, a host
+    name that does not resolve, a timeout, TLS refused), or one broken before the answer.
+    ``server`` is the server's URL and ``reason`` says what failed, in a few words.
+
+    It is a :class:`ConnectionError` (an :class:`OSError`), as a network failure of the
+    standard library is: the shim's calls treat it as they treat any, logging it and trying
+    again later, while ``kant k8s run`` refuses to start on it."""
+
+    def __init__(self, server: str, reason: str) -> None:
+        self.server = server
+        self.reason = reason
+        super().__init__(f"cannot reach the API server {server}: {reason}")
+
+
+def _unreachable(server: str, e: urllib3.exceptions.HTTPError) -> ApiUnreachableError:
+    """``e``, a failure of urllib3 to get an answer from ``server``, said in a few words."""
+    x = urllib3.exceptions
+    cause = e.__cause__
+    if isinstance(e, x.NameResolutionError):
+        why = "its host name does not resolve"
+    elif isinstance(e, x.NewConnectionError):  # (before ConnectTimeoutError, its base)
+        why = (cause.strerror or str(cause)) if isinstance(cause, OSError) else str(e)
+        why = why[:1].lower() + why[1:]  # "Connection refused" -> "connection refused"
+    elif isinstance(e, x.ConnectTimeoutError):
+        why = "the connection timed out"
+    elif isinstance(e, x.ReadTimeoutError):
+        why = "no answer in time"
+    elif isinstance(e, x.SSLError):
+        why = f"TLS failed: {e}"
+    elif isinstance(e, x.ProtocolError):
+        why = f"the connection broke: {e.args[-1] if e.args else e}"
+    elif isinstance(e, x.LocationValueError):
+        why = "not a valid URL"
+    else:
+        why = str(e)
+    return ApiUnreachableError(server, " ".join(str(why).split()))
+
+
 class Api:
-    """JSON requests to one API server. Thread-safe."""
+    """JSON requests to one API server. Thread-safe. A request that gets no answer raises
+    :class:`ApiUnreachableError`; one answered with an error status, :class:`ApiError`."""
 
     def __init__(
         self,
@@ -72,15 +113,34 @@ class Api:
     @classmethod
     def from_kubeconfig(cls, path: str | None = None, context: str | None = None) -> Api:
         """An Api for the kubeconfig at ``path`` (default ``$KUBECONFIG`` or ``~/.kube/config``);
-        needs the ``kubernetes`` package (``pip install 'kant[k8s]'``)."""
+        needs the ``kubernetes`` package (``pip install 'kant[k8s]'``). A kubeconfig that
+        cannot be used (see :func:`~kant.k8s.kubeconfig.check_kubeconfig`; a server that is
+        not an ``https://`` or ``http://`` URL) raises
+        :class:`~kant.errors.InvalidKubeconfigError` naming the file; nothing is sent."""
         try:
             from kubernetes import client, config
         except ImportError as e:  # pragma: no cover - depends on the environment
             raise KantError("the Kubernetes shim needs: pip install 'kant[k8s]'") from e
+        name, where = check_kubeconfig(path, context)
         cfg = client.Configuration()
-        config.load_kube_config(  # type: ignore[no-untyped-call, unused-ignore]
-            config_file=path, context=context, client_configuration=cfg
-        )
+        try:
+            config.load_kube_config(  # type: ignore[no-untyped-call, unused-ignore]
+                config_file=where, context=context, client_configuration=cfg
+            )
+        except Exception as e:  # (the client's failures have no common type: a missing
+            # cluster entry, a certificate file that is not there, an exec plugin that failed)
+            why = one_line(e)
+            for noise in ("Invalid kube-config file. ", "Invalid kube-config. "):
+                why = why.removeprefix(noise)
+            raise InvalidKubeconfigError(name, why[:1].lower() + why[1:]) from None
+        try:
+            url = urllib3.util.parse_url(cfg.host or "")
+        except urllib3.exceptions.LocationValueError:
+            url = None
+        if url is None or url.scheme not in ("https", "http") or not url.host:
+            raise InvalidKubeconfigError(
+                name, f"the server {cfg.host!r} is not an https:// or http:// URL"
+            )
         token = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
         return cls(
             cfg.host,
@@ -103,14 +163,18 @@ class Api:
         content_type: str = "application/json",
         timeout: float = 30.0,
     ) -> Obj:
-        """One request; the decoded JSON answer. Raises :class:`ApiError` for a status >= 400."""
+        """One request; the decoded JSON answer. Raises :class:`ApiError` for a status >= 400,
+        :class:`ApiUnreachableError` when no answer came."""
         url = self.host + path + (f"?{urlencode(query)}" if query else "")
         headers = dict(self._headers)
         data = None
         if body is not None:
             headers["Content-Type"] = content_type
             data = json.dumps(body).encode()
-        r = self._pool.request(method, url, body=data, headers=headers, timeout=timeout)
+        try:
+            r = self._pool.request(method, url, body=data, headers=headers, timeout=timeout)
+        except urllib3.exceptions.HTTPError as e:
+            raise _unreachable(self.host, e) from e
         text = r.data.decode("utf-8", "replace")
         if r.status >= 400:
             raise ApiError(r.status, method, path, text)
@@ -143,7 +207,8 @@ class Api:
 
     def watch(self, path: str, resource_version: str, *, timeout: int = 300) -> Iterator[Obj]:
         """Stream watch events (``{"type", "object"}``) from ``resource_version`` until the
-        server closes the stream. Raises :class:`ApiError` for an error status."""
+        server closes the stream. Raises :class:`ApiError` for an error status,
+        :class:`ApiUnreachableError` when no answer came or the stream broke."""
         q = {
             "watch": "true",
             "resourceVersion": resource_version,
@@ -151,13 +216,16 @@ class Api:
             "allowWatchBookmarks": "true",
         }
         url = f"{self.host}{path}?{urlencode(q)}"
-        r = self._pool.request(
-            "GET",
-            url,
-            headers=self._headers,
-            preload_content=False,
-            timeout=urllib3.Timeout(connect=10, read=timeout + 30),
-        )
+        try:
+            r = self._pool.request(
+                "GET",
+                url,
+                headers=self._headers,
+                preload_content=False,
+                timeout=urllib3.Timeout(connect=10, read=timeout + 30),
+            )
+        except urllib3.exceptions.HTTPError as e:
+            raise _unreachable(self.host, e) from e
         try:
             if r.status >= 400:
                 raise ApiError(r.status, "GET", path, r.read().decode("utf-8", "replace"))
@@ -168,6 +236,8 @@ class Api:
                     line, buf = buf.split(b"\n", 1)
                     if line.strip():
                         yield json.loads(line)
+        except urllib3.exceptions.HTTPError as e:
+            raise _unreachable(self.host, e) from e
         finally:
             r.release_conn()
 

@@ -22,6 +22,7 @@ from kant.cycle import CycleResult
 from kant.errors import InvalidConfigError
 from kant.k8s.client import Api
 from kant.k8s.kubelet import FakeKubelet, create_node, node_object
+from kant.k8s.settings import K8sSettings, parse_settings
 from kant.k8s.shim import Shim
 from kant.k8s.testenv import KubeTestEnv
 from kant.metrics import JobRecord, gar, gfr, jtted, jwtd
@@ -30,12 +31,15 @@ from kant.model import is_int, is_number
 LEAF_LABEL = "network.topology.nvidia.com/leaf"
 
 
-def create_nodes(api: Api, n: int, *, gpus: int = 8, per_leaf: int = 8, workers: int = 8) -> None:
-    """``n`` fake H100 nodes, ``per_leaf`` per leaf switch."""
+def create_nodes(api: Api, n: int, *, gpus: int = 8, per_leaf: int = 8, workers: int = 8,
+                 settings: K8sSettings | None = None) -> None:  # fmt: skip
+    """``n`` fake H100 nodes, ``per_leaf`` per leaf switch, offering GPUs and NICs under the
+    names ``settings`` gives (see :func:`~kant.k8s.kubelet.node_object`)."""
 
     def one(i: int) -> None:
         create_node(api, node_object(f"gpu-{i:04d}", gpus=gpus, model="H100", nics=gpus,
-                                     labels={LEAF_LABEL: f"leaf-{i // per_leaf}"}))  # fmt: skip
+                                     labels={LEAF_LABEL: f"leaf-{i // per_leaf}"},
+                                     settings=settings))  # fmt: skip
 
     with ThreadPoolExecutor(workers) as ex:
         list(ex.map(one, range(n)))
@@ -49,9 +53,12 @@ def pod_body(
     group: str | None = None,
     runtime: float | None = None,
     tenant: str | None = None,
+    settings: K8sSettings | None = None,
 ) -> dict[str, Any]:
-    """A pod for kant asking ``gpus`` GPUs (and as many NICs)."""
-    req = {"nvidia.com/gpu": str(gpus), "rdma/hca": str(gpus)}
+    """A pod for kant asking ``gpus`` GPUs (and as many NICs), under the names ``settings``
+    gives (``schedulerName``, ``gpuResource``, ``nicResource``; default: the defaults)."""
+    s = settings if settings is not None else K8sSettings()
+    req = {s.gpu_resource: str(gpus), s.nic_resource: str(gpus)}
     labels: dict[str, str] = {}
     if group:
         labels["kueue.x-k8s.io/pod-group-name"] = group
@@ -62,7 +69,7 @@ def pod_body(
         ann["kant.io/runtime-seconds"] = f"{runtime:g}"
     return {
         "metadata": {"name": name, "namespace": ns, "labels": labels, "annotations": ann},
-        "spec": {"schedulerName": "kant",
+        "spec": {"schedulerName": s.scheduler_name,
                  "containers": [{"name": "c", "image": "x",
                                  "resources": {"requests": req, "limits": req}}]},
     }  # fmt: skip
@@ -109,6 +116,7 @@ def bench_k8s(*, pods: int = 1000, nodes: int = 500, pod_gpus: int = 2, creators
     k8s.setdefault("debounceSeconds", 0.2)
     raw["kubernetes"] = k8s
     cfg = parse_config(raw)
+    settings = parse_settings(cfg.kubernetes, source=cfg.source)  # (before the server starts)
     created: dict[str, float] = {}
     bound: dict[str, float] = {}
     lock = threading.Lock()
@@ -119,7 +127,7 @@ def bench_k8s(*, pods: int = 1000, nodes: int = 500, pod_gpus: int = 2, creators
 
     def make(ns: str, i: int) -> None:
         name = f"p-{i:05d}"
-        api.post(f"/api/v1/namespaces/{ns}/pods", pod_body(ns, name, pod_gpus))
+        api.post(f"/api/v1/namespaces/{ns}/pods", pod_body(ns, name, pod_gpus, settings=settings))
         with lock:
             created[f"{ns}/{name}"] = time.time()
 
@@ -135,7 +143,7 @@ def bench_k8s(*, pods: int = 1000, nodes: int = 500, pod_gpus: int = 2, creators
         api = env.api
         for ns in ("stream", "backlog"):
             api.post("/api/v1/namespaces", {"metadata": {"name": ns}})
-        create_nodes(api, nodes)
+        create_nodes(api, nodes, settings=settings)
         # stream
         shim, stop, th = _start(api, cfg, on_bound=on_bound)
         try:
@@ -203,20 +211,24 @@ def _bound_in_api(api: Api, ns: str) -> int:
 
 
 def demo(*, nodes: int = 16, jobs: int = 40, seed: int = 0, speed: float = 1.0,
-         config: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+         config: KantConfig | Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     """Replay ``jobs`` random jobs (gangs of 1-4 pods of 1-8 GPUs, 2-12 s each, arriving over
     about 20 s / ``speed``) on ``nodes`` fake 8-GPU nodes through the real API server, and
     return the paper's metrics: GAR (mean, peak), SOR (GPU time allocated / available from the
-    first arrival to the last finish), GFR (mean), JWTD and JTTED per size bucket. A ``speed``
-    that is not a finite number > 0, or ``nodes`` or ``jobs`` not an int >= 1, raises
-    :class:`~kant.errors.InvalidConfigError` before anything starts."""
+    first arrival to the last finish), GFR (mean), JWTD and JTTED per size bucket. ``config``
+    is the kant config (a :class:`~kant.config.KantConfig`, as ``load_config`` reads a file,
+    or a raw mapping). A ``speed`` that is not a finite number > 0, or ``nodes`` or ``jobs``
+    not an int >= 1, raises :class:`~kant.errors.InvalidConfigError`, and a bad config
+    (its ``kubernetes:`` section among the rest) :class:`~kant.errors.InvalidConfigFileError`
+    naming its source, before anything starts."""
     if not (is_number(speed) and 0 < speed < math.inf):
         raise InvalidConfigError("speed", speed, "must be a finite number > 0")
     for name, n in (("nodes", nodes), ("jobs", jobs)):
         if not (is_int(n) and n >= 1):
             raise InvalidConfigError(name, n, "must be an int >= 1")
     rng = random.Random(seed)
-    cfg = parse_config(dict(config or {}))
+    cfg = config if isinstance(config, KantConfig) else parse_config(dict(config or {}))
+    settings = parse_settings(cfg.kubernetes, source=cfg.source)  # (before the server starts)
     workload = []
     t = 0.0
     for j in range(jobs):
@@ -241,7 +253,7 @@ def demo(*, nodes: int = 16, jobs: int = 40, seed: int = 0, speed: float = 1.0,
     with KubeTestEnv() as env:
         api = env.api
         api.post("/api/v1/namespaces", {"metadata": {"name": "demo"}})
-        create_nodes(api, nodes, per_leaf=4)
+        create_nodes(api, nodes, per_leaf=4, settings=settings)
         kubelet = FakeKubelet(api)
         kubelet.start()
         _, stop, th = _start(api, cfg, on_cycle=on_cycle)
@@ -254,12 +266,19 @@ def demo(*, nodes: int = 16, jobs: int = 40, seed: int = 0, speed: float = 1.0,
                 for r in range(replicas):
                     group = name if replicas > 1 else None
                     if group:
-                        body = pod_body("demo", f"{name}-{r}", size, group=group, runtime=runtime)
+                        body = pod_body(
+                            "demo",
+                            f"{name}-{r}",
+                            size,
+                            group=group,
+                            runtime=runtime,
+                            settings=settings,
+                        )
                         body["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] = (
                             str(replicas)
                         )
                     else:
-                        body = pod_body("demo", name, size, runtime=runtime)
+                        body = pod_body("demo", name, size, runtime=runtime, settings=settings)
                     api.post("/api/v1/namespaces/demo/pods", body)
                 submitted[name] = time.time()
             total = sum(r for _, _, r, _, _ in workload)

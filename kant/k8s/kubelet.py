@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kant.k8s.client import Api, ApiError, Obj
+from kant.k8s.settings import K8sSettings
 from kant.k8s.translate import RUNTIME_ANNOTATION, annotations_of, pod_key
 
 log = logging.getLogger(__name__)
@@ -32,15 +33,18 @@ def node_object(
     memory: str = "1Ti",
     labels: Mapping[str, str] | None = None,
     ready: bool = True,
+    settings: K8sSettings | None = None,
 ) -> Obj:
-    """A Node object with GPU allocatable and the model label."""
-    res = {"cpu": cpu, "memory": memory, "pods": "110", "nvidia.com/gpu": str(gpus)}
+    """A Node object with GPU allocatable and the model label, under the names ``settings``
+    gives (``gpuResource``, ``nicResource``, ``gpuModelLabel``; default: the defaults)."""
+    s = settings if settings is not None else K8sSettings()
+    res = {"cpu": cpu, "memory": memory, "pods": "110", s.gpu_resource: str(gpus)}
     if nics:
-        res["rdma/hca"] = str(nics)
+        res[s.nic_resource] = str(nics)
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": model, **(labels or {})}},
+        "metadata": {"name": name, "labels": {s.gpu_model_label: model, **(labels or {})}},
         "status": {
             "capacity": res,
             "allocatable": res,

@@ -2,19 +2,22 @@
 
 :mod:`kant.config` passes that section through as a raw mapping; :func:`parse_settings` checks
 every key and raises :class:`~kant.errors.InvalidConfigFileError` naming the key path
-(``kubernetes.evictionMode``) for anything it does not accept.
+(``kubernetes.evictionMode``) for anything it does not accept. A name Kubernetes constrains
+is checked as Kubernetes checks it (an extended resource, a label key, the Lease's name and
+namespace): a shim told a name no object can carry would run, and schedule nothing.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
 import attrs
 
 from kant.errors import InvalidConfigFileError
-from kant.model import Tier
+from kant.model import NAME_REASON, Tier, is_name
 
 TIER_NAMES: Final[Mapping[str, Tier]] = {
     "hbd": Tier.HBD,
@@ -90,6 +93,70 @@ class K8sSettings:
         return None
 
 
+_DEFAULTS: Final = K8sSettings()
+
+_LABEL_RE: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_LABEL: Final = re.compile(_LABEL_RE)
+_DNS_SUBDOMAIN: Final = re.compile(rf"{_LABEL_RE}(\.{_LABEL_RE})*")
+_NAME_PART: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+
+DNS_LABEL_REASON: Final = (
+    "must be a DNS-1123 label: at most 63 lowercase letters, digits and '-', starting and "
+    "ending with a letter or digit"
+)
+DNS_SUBDOMAIN_REASON: Final = (
+    "must be a DNS-1123 subdomain: at most 253 lowercase letters, digits, '-' and '.', each "
+    "dot-separated part starting and ending with a letter or digit"
+)
+LABEL_KEY_REASON: Final = (
+    "must be a label key: an optional DNS-1123 subdomain and '/', then a name of at most 63 "
+    "letters, digits, '-', '_' and '.' starting and ending with a letter or digit"
+)
+
+
+def is_dns_label(v: str) -> bool:
+    """Whether ``v`` is a DNS-1123 label (a namespace's name)."""
+    return len(v) <= 63 and _DNS_LABEL.fullmatch(v) is not None
+
+
+def is_dns_subdomain(v: str) -> bool:
+    """Whether ``v`` is a DNS-1123 subdomain (most objects' names, a label key's prefix)."""
+    return len(v) <= 253 and _DNS_SUBDOMAIN.fullmatch(v) is not None
+
+
+def is_label_key(v: str) -> bool:
+    """Whether ``v`` is what Kubernetes calls a qualified name: a label key, an optional
+    DNS-1123 subdomain prefix and ``/`` before a name part of at most 63 characters."""
+    prefix, slash, part = v.rpartition("/")
+    if slash and not is_dns_subdomain(prefix):
+        return False
+    return len(part) <= 63 and _NAME_PART.fullmatch(part) is not None
+
+
+def extended_resource_problem(v: str) -> str | None:
+    """Why ``v`` is not an extended resource name as Kubernetes defines one
+    (``IsExtendedResourceName``), or None: a domain and a name (``nvidia.com/gpu``), the
+    domain not ``kubernetes.io`` (a native resource, as one without a domain: ``cpu``),
+    and ``requests.`` before it a qualified name (the resource quota's name for it)."""
+    if "/" not in v:
+        return (
+            "has no domain: an extended resource is domain/name, as nvidia.com/gpu (one "
+            "without a domain, as cpu, is a native resource)"
+        )
+    if "kubernetes.io/" in v:
+        return (
+            "is in the kubernetes.io domain, of native resources: an extended resource is "
+            "domain/name, as nvidia.com/gpu"
+        )
+    if v.startswith("requests.") or not is_label_key(f"requests.{v}"):
+        return (
+            "must be an extended resource name: a DNS-1123 subdomain of at most 244 characters "
+            "not starting 'requests.', '/', then a name of at most 63 letters, digits, '-', "
+            "'_' and '.' starting and ending with a letter or digit (as nvidia.com/gpu)"
+        )
+    return None
+
+
 _KEYS: Final = {
     "schedulerName": ("scheduler_name", str),
     "gpuResource": ("gpu_resource", str),
@@ -126,10 +193,13 @@ def parse_settings(raw: Mapping[str, Any] | None, *, source: str = "<config>") -
             out["topology"] = _levels(value, fail)
             continue
         if key == "ignoredResources":
-            if not isinstance(value, list) or not all(
-                isinstance(v, str) and "/" in v.strip("/") for v in value
-            ):
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise fail(key, value, "must be a list of extended resource names (domain/name)")
+            for i, v in enumerate(value):
+                if (why := extended_resource_problem(v)) is not None:
+                    raise fail(f"{key}[{i}]", v, why)
+                if v in value[:i]:
+                    raise fail(f"{key}[{i}]", v, "is listed twice")
             out["ignored_resources"] = tuple(value)
             continue
         if key not in _KEYS:
@@ -154,7 +224,37 @@ def parse_settings(raw: Mapping[str, Any] | None, *, source: str = "<config>") -
         raise fail("evictionMode", out["eviction_mode"], f"must be one of {list(EVICTION_MODES)}")
     if out.get("lease_duration_seconds", 15.0) <= 0:
         raise fail("leaseDurationSeconds", out["lease_duration_seconds"], "must be > 0")
+    _names(raw, out, fail)
     return K8sSettings(**out)
+
+
+def _names(raw: Mapping[str, Any], out: Mapping[str, Any], fail: Any) -> None:
+    """Refuse a name Kubernetes would not take where the settings put it (see the module's
+    docstring), a GPU resource that is the NIC resource too, a resource both counted and
+    ignored, and a default GPU model kant cannot name a node pool by."""
+    for key in ("gpuResource", "nicResource"):
+        if key in raw and (why := extended_resource_problem(raw[key])) is not None:
+            raise fail(key, raw[key], why)
+    for key in ("gpuModelLabel", "zoneLabel"):
+        if key in raw and not is_label_key(raw[key]):
+            raise fail(key, raw[key], LABEL_KEY_REASON)
+    if "leaseName" in raw and not is_dns_subdomain(raw["leaseName"]):
+        raise fail("leaseName", raw["leaseName"], f"a Lease's name {DNS_SUBDOMAIN_REASON}")
+    if "leaseNamespace" in raw and not is_dns_label(raw["leaseNamespace"]):
+        raise fail("leaseNamespace", raw["leaseNamespace"], f"a namespace {DNS_LABEL_REASON}")
+    if "defaultGpuModel" in raw and not is_name(raw["defaultGpuModel"]):
+        raise fail("defaultGpuModel", raw["defaultGpuModel"], f"a GPU model {NAME_REASON}")
+    gpu = out.get("gpu_resource", _DEFAULTS.gpu_resource)
+    nic = out.get("nic_resource", _DEFAULTS.nic_resource)
+    if gpu == nic:
+        key, other = ("nicResource", "gpuResource")
+        if key not in raw:
+            key, other = other, key
+        raise fail(key, raw[key], f"must differ from {other}: GPUs and NICs are counted apart")
+    for i, v in enumerate(out.get("ignored_resources", ())):
+        if v in (gpu, nic):
+            what = "gpuResource" if v == gpu else "nicResource"
+            raise fail(f"ignoredResources[{i}]", v, f"is the {what}, which kant counts")
 
 
 def _levels(value: Any, fail: Any) -> tuple[tuple[str, Tier], ...]:
@@ -168,6 +268,8 @@ def _levels(value: Any, fail: Any) -> tuple[tuple[str, Tier], ...]:
         label, tier = item["nodeLabel"], item["tier"]
         if not isinstance(label, str) or not label.strip():
             raise fail(f"{where}.nodeLabel", label, "must be a non-empty string")
+        if not is_label_key(label):
+            raise fail(f"{where}.nodeLabel", label, LABEL_KEY_REASON)
         if tier not in TIER_NAMES:
             raise fail(f"{where}.tier", tier, f"must be one of {list(TIER_NAMES)}")
         if any(lab == label for lab, _ in levels):

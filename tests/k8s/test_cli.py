@@ -10,6 +10,8 @@ import pytest
 from kant.cli import main
 from kant.errors import InvalidConfigError
 
+from .conftest import Cluster, wait_for
+
 
 def test_a_bad_kubernetes_setting_in_the_config_is_one_line_naming_the_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -36,6 +38,96 @@ def test_a_missing_kubeconfig_is_one_line(
     assert main(["k8s", "run", "--kubeconfig", str(tmp_path / "none")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("kant k8s run:") and "Traceback" not in err
+
+
+def _kubeconfig(path: Path, server: str) -> Path:
+    """A well-formed kubeconfig at ``path`` for ``server``, with a token."""
+    path.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters: [{{name: c, cluster: {{server: '{server}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (None, "does not exist"),
+        ("a directory", "is a directory, not a kubeconfig file"),
+        ("a: [1\n", "not valid YAML (line 2): expected ',' or ']', but got '<stream end>'"),
+        ("", "is empty"),
+        ("just words\n", "is a YAML str, not a kubeconfig"),
+        ("apiVersion: v1\nclusters: 5\n", "clusters must be a list of entries, each named"),
+        ("apiVersion: v1\nkind: Config\nclusters: []\n", "sets no current-context"),
+        ("\udcff", "not UTF-8 text (byte 0)"),
+        ("server: notaurl", "the server 'notaurl' is not an https:// or http:// URL"),
+        ("context: nope", "has no context 'nope' (contexts: 'x')"),
+        ("cluster: gone", "expected object with name gone in"),
+    ],
+    ids=["missing", "directory", "bad-yaml", "empty", "a-string", "clusters-5",
+         "no-current-context", "binary", "server-not-a-url", "unknown-context",
+         "context-naming-no-cluster"],
+)  # fmt: skip
+def test_a_kubeconfig_that_cannot_be_used_is_one_line_naming_the_file_and_the_mistake(
+    content: str | None, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("kubernetes")
+    kc = tmp_path / "kc.yaml"
+    argv = ["k8s", "run", "--kubeconfig", str(kc)]
+    if content == "a directory":
+        kc.mkdir()
+    elif content == "server: notaurl":
+        _kubeconfig(kc, "notaurl")
+    elif content == "context: nope":
+        _kubeconfig(kc, "https://127.0.0.1:1")
+        argv += ["--context", "nope"]
+    elif content == "cluster: gone":
+        _kubeconfig(kc, "https://127.0.0.1:1")
+        kc.write_text(kc.read_text().replace("cluster: c,", "cluster: gone,"))
+    elif content is not None:
+        kc.write_bytes(content.encode("utf-8", "surrogateescape"))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"kant k8s run: kubeconfig {kc}: {said}"), err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_kubeconfig_files_of_the_environment_none_of_which_exists_are_named_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("kubernetes")
+    import os
+
+    env = os.pathsep.join([str(tmp_path / "a"), str(tmp_path / "b")])
+    monkeypatch.setenv("KUBECONFIG", env)
+    assert main(["k8s", "run"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"kant k8s run: kubeconfig {env} ($KUBECONFIG): none of these files exists\n"
+
+
+@pytest.mark.parametrize(
+    ("server", "said"),
+    [
+        ("https://127.0.0.1:{port}", "connection refused"),
+        ("https://nosuchhost.invalid:6443", "its host name does not resolve"),
+    ],
+    ids=["refused", "no-such-host"],
+)
+@pytest.mark.parametrize("lease", [True, False], ids=["leader-elect", "no-leader-elect"])
+def test_run_refuses_to_start_on_an_api_server_it_cannot_reach_in_one_line(
+    server: str, said: str, lease: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("kubernetes")
+    from kant.k8s.testenv import free_port
+
+    server = server.format(port=free_port())
+    kc = _kubeconfig(tmp_path / "kc.yaml", server)
+    argv = ["k8s", "run", "--kubeconfig", str(kc)]
+    assert main(argv if lease else [*argv, "--no-leader-elect"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"kant k8s run: cannot reach the API server {server}: {said}\n"
 
 
 @pytest.mark.parametrize(
@@ -82,6 +174,48 @@ def test_a_demo_speed_that_is_not_a_finite_number_above_0_is_refused_before_star
 
     with pytest.raises(InvalidConfigError, match="speed"):
         demo(nodes=1, jobs=1, speed=speed)
+
+
+class _NoServer:
+    """Stands for KubeTestEnv where nothing may start."""
+
+    def __init__(self, *args: object, **kw: object) -> None:
+        raise AssertionError("an API server was started")
+
+
+@pytest.mark.parametrize(
+    ("setting", "said"),
+    [("schedulerNmae: kant", "kubernetes.schedulerNmae: unknown key"),
+     ("gpuResource: not a resource", "kubernetes.gpuResource: has no domain"),
+     ("leaseNamespace: Bad Namespace!", "kubernetes.leaseNamespace: a namespace must be")],
+    ids=["misspelt-key", "gpu-resource", "lease-namespace"],
+)  # fmt: skip
+def test_a_demo_config_with_a_bad_kubernetes_setting_is_refused_naming_the_file_before_starting(
+    setting: str,
+    said: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import kant.k8s.demo
+
+    monkeypatch.setattr(kant.k8s.demo, "KubeTestEnv", _NoServer)
+    cfg = tmp_path / "k1.yaml"
+    cfg.write_text(f"kubernetes:\n  {setting}\n")
+    assert main(["k8s", "demo", "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"kant k8s demo: {cfg}: {said}") and len(err.splitlines()) == 1
+
+
+def test_a_benchmark_config_with_a_bad_kubernetes_setting_is_refused_before_starting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import kant.k8s.demo
+    from kant.errors import InvalidConfigFileError
+
+    monkeypatch.setattr(kant.k8s.demo, "KubeTestEnv", _NoServer)
+    with pytest.raises(InvalidConfigFileError, match=r"kubernetes\.gpuResource: has no domain"):
+        kant.k8s.demo.bench_k8s(pods=1, nodes=1, config={"kubernetes": {"gpuResource": "cpu"}})
 
 
 @pytest.mark.parametrize("sub", ["run", "demo"])
@@ -136,3 +270,38 @@ def test_a_terminated_bench_k8s_stops_its_api_server_and_etcd_on_the_way_out(
         except OSError:
             continue
     assert not left, f"processes outlived it: {left}"
+
+
+@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+def test_run_with_the_kubeconfig_of_a_real_server_schedules_and_stops_cleanly_on_sigterm(
+    cluster: Cluster,
+) -> None:
+    # (the kubeconfig's checks and the first call to the server let a good one through)
+    import signal
+    import subprocess
+    import sys
+
+    cluster.node("n0")
+    cluster.pod("p")
+    argv = [sys.executable, "-m", "kant", "k8s", "run", "--kubeconfig", cluster.env.kubeconfig]
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: cluster.node_of("p") == "n0" or p.poll() is not None, timeout=60)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+    assert p.returncode == 0 and cluster.node_of("p") == "n0", err
+
+
+def test_a_demo_under_a_config_naming_other_resources_and_scheduler_runs_its_pods_under_them(
+    kube: object,
+) -> None:
+    # (the demo's nodes and pods said nvidia.com/gpu and schedulerName kant whatever the
+    # config: under these names it ran its workload to the end scheduling nothing)
+    from kant.k8s.demo import demo
+
+    config = {"kubernetes": {"schedulerName": "kant-2", "gpuResource": "example.com/gpu",
+                             "nicResource": "example.com/hca",
+                             "gpuModelLabel": "example.com/model"}}  # fmt: skip
+    result = demo(nodes=4, jobs=3, speed=10, config=config)
+    assert result["jobs"] == 3 and result["pods_finished"] >= 3

@@ -421,6 +421,66 @@ def test_a_bad_kubernetes_setting_names_its_key_path(raw: dict[str, Any], path: 
         parse_settings(raw, source="kant.yaml")
 
 
+_NAME_244 = ("d" * 59 + ".") * 4 + "abcd"  # (a domain of 244 characters)
+
+
+@pytest.mark.parametrize(
+    ("raw", "path", "said"),
+    [({"gpuResource": "not a resource"}, "gpuResource", "has no domain"),
+     ({"gpuResource": "cpu"}, "gpuResource", "has no domain"),
+     ({"nicResource": "kubernetes.io/hca"}, "nicResource", "kubernetes.io domain"),
+     ({"gpuResource": "example.kubernetes.io/gpu"}, "gpuResource", "kubernetes.io domain"),
+     ({"gpuResource": "requests.example.com/gpu"}, "gpuResource", "extended resource name"),
+     ({"gpuResource": "Example.com/gpu"}, "gpuResource", "extended resource name"),
+     ({"gpuResource": "example.com/gpu/0"}, "gpuResource", "extended resource name"),
+     ({"gpuResource": "example.com/-gpu"}, "gpuResource", "extended resource name"),
+     ({"gpuResource": "example.com/" + "g" * 64}, "gpuResource", "extended resource name"),
+     ({"gpuResource": "e" + _NAME_244 + "/gpu"}, "gpuResource", "extended resource name"),
+     ({"gpuResource": "rdma/hca"}, "gpuResource", "must differ from nicResource"),
+     ({"nicResource": "nvidia.com/gpu"}, "nicResource", "must differ from gpuResource"),
+     ({"gpuResource": "a.com/x", "nicResource": "a.com/x"}, "nicResource", "must differ"),
+     ({"ignoredResources": ["amd.com/gpu", "cpu"]}, "ignoredResources[1]", "has no domain"),
+     ({"ignoredResources": ["nvidia.com/gpu"]}, "ignoredResources[0]", "is the gpuResource"),
+     ({"nicResource": "a.io/n", "ignoredResources": ["a.io/n"]}, "ignoredResources[0]",
+      "is the nicResource"),
+     ({"ignoredResources": ["a.io/x", "a.io/x"]}, "ignoredResources[1]", "listed twice"),
+     ({"leaseName": "UPPER_case"}, "leaseName", "a Lease's name must be a DNS-1123 subdomain"),
+     ({"leaseName": "-kant"}, "leaseName", "DNS-1123 subdomain"),
+     ({"leaseName": "k" * 254}, "leaseName", "DNS-1123 subdomain"),
+     ({"leaseNamespace": "Bad Namespace!"}, "leaseNamespace", "a namespace must be a DNS-1123 "),
+     ({"leaseNamespace": "kube.system"}, "leaseNamespace", "DNS-1123 label"),
+     ({"leaseNamespace": "n" * 64}, "leaseNamespace", "DNS-1123 label"),
+     ({"gpuModelLabel": "gpu model"}, "gpuModelLabel", "must be a label key"),
+     ({"zoneLabel": "a/b/c"}, "zoneLabel", "must be a label key"),
+     ({"zoneLabel": "Example.com/zone"}, "zoneLabel", "must be a label key"),
+     ({"zoneLabel": "/zone"}, "zoneLabel", "must be a label key"),
+     ({"topologyLevels": [{"nodeLabel": "rack id", "tier": "leaf"}]},
+      "topologyLevels[0].nodeLabel", "must be a label key"),
+     ({"defaultGpuModel": "a/b"}, "defaultGpuModel", "a GPU model must be"),
+     ({"defaultGpuModel": " H100"}, "defaultGpuModel", "a GPU model must be")],
+)  # fmt: skip
+def test_a_setting_naming_what_kubernetes_cannot_name_so_is_refused_saying_what_a_name_is(
+    raw: dict[str, Any], path: str, said: str
+) -> None:
+    with pytest.raises(InvalidConfigFileError) as e:
+        parse_settings(raw, source="kant.yaml")
+    assert str(e.value).startswith(f"kant.yaml: kubernetes.{path}: ") and said in str(e.value)
+
+
+def test_settings_take_every_name_kubernetes_takes_there() -> None:
+    s = parse_settings({
+        "gpuResource": "e" * 63 + "." + "x" * 180 + "/" + "G_p-u.0" * 9,
+        "nicResource": "nvidia.com/mig-1g.10gb",
+        "ignoredResources": ["amd.com/gpu", _NAME_244 + "/license"],
+        "gpuModelLabel": "model", "zoneLabel": "example.com/Zone_1",
+        "topologyLevels": [{"nodeLabel": "topology.kubernetes.io/zone", "tier": "leaf"}],
+        "leaseName": "kant-scheduler.v2", "leaseNamespace": "k" * 63,
+        "defaultGpuModel": "NVIDIA H100 80GB", "schedulerName": "Kant Scheduler",
+    })  # fmt: skip
+    assert s.nic_resource == "nvidia.com/mig-1g.10gb" and s.lease_namespace == "k" * 63
+    assert s.ignored_resources == ("amd.com/gpu", _NAME_244 + "/license")
+
+
 def test_the_espread_zone_kind_and_spread_come_from_kant_labels_not_the_topology_zone() -> None:
     from kant.model import JobKind
 
