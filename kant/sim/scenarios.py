@@ -843,9 +843,7 @@ def trace_scenario(
     base = trace_dir()
     if path is None:
         if base is None:
-            raise ValidationError(
-                "trace", kind, f"{no_trace_dir()}, or give a trace file"
-            )
+            raise ValidationError("trace", kind, f"{no_trace_dir()}, or give a trace file")
         path = base / _TRACE_FILES[kind]
     meta: Mapping[str, str] = {}
     if kind == "philly":
