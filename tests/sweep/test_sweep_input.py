@@ -304,3 +304,20 @@ def test_an_option_the_mode_does_not_use_is_refused_naming_it(
     assert err.count("\n") == 1
     assert store.read_text() == "" if mode == "report" else not store.exists()
     assert not (tmp_path / "g").exists() and not (tmp_path / "rep").exists()
+
+
+@pytest.mark.parametrize("seeds", ["1,,2", "0-3,", [0, ",4"]])
+def test_a_seeds_value_with_an_empty_item_is_refused_naming_it_before_any_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], seeds: object
+) -> None:
+    # (the empty item was dropped: "1,,2" ran seeds 1 and 2 as if nothing were amiss)
+    with pytest.raises(InvalidGridError) as e:
+        Grid("compare", {"seeds": seeds}).runs()
+    assert e.value.field == "seeds" and "empty item" in e.value.reason
+    grid = write_grid(
+        tmp_path, f"command: compare\noptions: {{jobs: 20, seeds: {json.dumps(seeds)}}}\n"
+    )
+    assert main(["sweep", str(grid), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "field 'seeds'" in err and "empty item" in err and "Traceback" not in err
+    assert not (tmp_path / "g.jsonl").exists()
