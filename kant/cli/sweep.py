@@ -95,8 +95,8 @@ def run_sweep_command(args: argparse.Namespace) -> int:
         if args.grid == "report":
             return _report(args)
         return _run(args)
-    except (KantError, OSError) as e:
-        print(f"kant sweep: {e}", file=sys.stderr)
+    except (KantError, OSError) as e:  # one line (a YAML error spans several)
+        print(f"kant sweep: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
 
 

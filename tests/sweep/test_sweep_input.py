@@ -321,3 +321,70 @@ def test_a_seeds_value_with_an_empty_item_is_refused_naming_it_before_any_run(
     err = capsys.readouterr().err
     assert "field 'seeds'" in err and "empty item" in err and "Traceback" not in err
     assert not (tmp_path / "g.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("command: simulate\noptions: []\n", "options"),  # (ran the default 20,000 jobs)
+        ("command: simulate\noptions: jobs\n", "options"),
+        ("command: simulate\noptions: 5\n", "options"),
+        ("command: [simulate]\noptions: {jobs: 20}\n", "command"),
+        ("command: packing\noptions: {pods: 5, nodes: n.csv}\n", "pods"),  # (a TypeError run)
+        ("command: simulate\noptions: {trace: swf, cluster: [7, c.yaml]}\n", "cluster"),
+        ("command: compare\noptions: {trace: swf, trace-file: 1.5}\n", "trace_file"),
+    ],
+)
+def test_a_grid_key_of_the_wrong_type_is_refused_naming_it_before_any_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, field: str
+) -> None:
+    grid = write_grid(tmp_path, text)
+    with pytest.raises(InvalidGridError) as e:
+        load_grid(grid)
+    assert e.value.field == field
+    assert main(["sweep", str(grid), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"field {field!r}" in err and "Traceback" not in err
+    assert not (tmp_path / "g.jsonl").exists()
+
+
+def test_a_grid_made_in_code_with_keys_of_the_wrong_type_is_refused_naming_them() -> None:
+    for args, kwargs, field in [
+        (("simulate", []), {}, "options"),
+        ((["simulate"],), {}, "command"),
+        (("simulate",), {"store": 5}, "store"),
+    ]:
+        with pytest.raises(InvalidGridError) as e:
+            Grid(*args, **kwargs)
+        assert e.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "key"),
+    [
+        ("g.yaml", "command: simulate\noptions: {jobs: 10, jobs: 20}\n", "jobs"),
+        ("g.yaml", "command: simulate\noptions:\n  jobs: 10\n  seed: 1\n  jobs: 20\n", "jobs"),
+        ("g.yaml", "command: compare\ncommand: simulate\noptions: {jobs: 20}\n", "command"),
+        ("g.json", '{"command": "simulate", "options": {"jobs": 10, "jobs": 20}}', "jobs"),
+    ],
+)
+def test_a_key_given_twice_in_a_grid_file_is_refused_naming_it_not_taken_last_wins(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, text: str, key: str
+) -> None:
+    grid = tmp_path / name
+    grid.write_text(text)
+    with pytest.raises(InvalidGridError, match=f"'{key}'.* twice"):
+        load_grid(grid)
+    assert main(["sweep", str(grid), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"'{key}'" in err and "Traceback" not in err
+    assert not (tmp_path / "g.jsonl").exists()
+
+
+def test_a_grid_file_that_is_not_valid_yaml_is_one_line_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    grid = write_grid(tmp_path, "command: simulate\noptions: {jobs: [1,\n")
+    assert main(["sweep", str(grid), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(grid) in err and "not valid YAML" in err
