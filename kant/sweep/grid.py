@@ -20,6 +20,9 @@ run per policy set (default: :data:`kant.sim.scenarios.COMPARE_SETS`). A compare
 simulate run with the same options are the same run (kind ``sim``): one scenario under one
 policy set.
 
+``kant sweep`` also gives every run's options to its command's own parser and checks before
+any run starts (:func:`kant.cli.sweep.check_grid`): a grid takes no value the command refuses.
+
 The order puts runs that share an input next to each other (a scenario: every option but the
 policy's; a packing trace: ``pods`` and ``nodes``), so a back-end builds or ships it once.
 """
