@@ -202,8 +202,13 @@ class Grid:
             raise InvalidGridError("mttr", repairs[0], "goes with mtbf (without it no node fails)")
         # as kant simulate: the threshold is the Backfill policy's (the scenarios' default)
         thresholds = [t for t in _values(opts.get("threshold")) if t is not None]
-        # (None leaves queueing out: the scenario's own, Backfill)
-        others = [q for q in _values(opts.get("queueing")) if q not in (None, "backfill")]
+        # (None leaves queueing out: the scenario's own, Backfill; a case variant, Backfill, is
+        # a name kant simulate refuses, and kant sweep's name check says so)
+        others = [
+            q
+            for q in _values(opts.get("queueing"))
+            if q is not None and str(q).lower() != "backfill"
+        ]
         if thresholds and others:
             raise InvalidGridError(
                 "threshold", thresholds[0], f"is Backfill's; queueing {others[0]} has none"

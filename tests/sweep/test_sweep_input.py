@@ -405,6 +405,8 @@ REFUSED_BY_THE_COMMAND = [
     (SIM + "queueing: nosuch}\n", "queueing", "invalid choice: 'nosuch'"),
     (SIM + "queueing: Backfill}\n", "queueing", "invalid choice: 'Backfill'"),
     (SIM + "queueing: [backfill, Backfill]}\n", "queueing", "invalid choice: 'Backfill'"),
+    # (not "threshold 60 is Backfill's; queueing Backfill has none": the name is at fault)
+    (SIM + "queueing: Backfill, threshold: 60}\n", "queueing", "invalid choice: 'Backfill'"),
     (SIM + "preemption: ALL}\n", "preemption", "invalid choice: 'ALL'"),
     (SIM + "grace: -1}\n", "grace", "must be a number >= 0 (got '-1')"),
     (SIM + "mtbf: 0}\n", "mtbf", "must be a number > 0 (got '0')"),
