@@ -1,17 +1,26 @@
 """``kant sweep GRID`` and ``kant sweep report STORE``: argument parsing and the commands
-(the sweep itself is :mod:`kant.sweep`; ``docs/sweeps.md``)."""
+(the sweep itself is :mod:`kant.sweep`; ``docs/sweeps.md``), and :func:`check_grid`, which
+checks a grid's runs with their command's own parser before any of them runs."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
-from kant.cli.options import UsageError, number, writing
-from kant.errors import KantError
+from kant.cli.compare import add_compare_parser
+from kant.cli.options import KantArgumentParser, UsageError, number, writing
+from kant.cli.packing import add_packing_parser
+from kant.cli.simulate import add_simulate_parser
+from kant.errors import InvalidGridError, KantError
 
-__all__ = ["add_sweep_parser", "check_sweep_options", "run_sweep_command"]
+if TYPE_CHECKING:
+    from kant.sweep import Grid
+
+__all__ = ["add_sweep_parser", "check_grid", "check_sweep_options", "run_sweep_command"]
 
 
 def add_sweep_parser(sub: Any) -> argparse.ArgumentParser:
@@ -95,8 +104,8 @@ def run_sweep_command(args: argparse.Namespace) -> int:
         if args.grid == "report":
             return _report(args)
         return _run(args)
-    except (KantError, OSError) as e:
-        print(f"kant sweep: {e}", file=sys.stderr)
+    except (KantError, OSError) as e:  # one line (a YAML error spans several)
+        print(f"kant sweep: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
 
 
@@ -111,6 +120,7 @@ def _run(args: argparse.Namespace) -> int:
         print("kant sweep: --workers must be >= 1", file=sys.stderr)
         return 2
     grid = load_grid(args.grid)
+    check_grid(grid)
     specs = grid.runs()
     store = Store(args.store or grid.store or Path(args.grid).with_suffix(".jsonl"))
     todo = len({s.key for s in specs} - store.done(retry_failed=args.retry_failed))
@@ -155,6 +165,113 @@ def _run(args: argparse.Namespace) -> int:
         out = {"store": str(store.path), **_summary_json(summary), "failed_in_store": len(failed)}
         print(json_text(out))
     return 1 if failed else 0
+
+
+_COMMAND_PARSERS: Final[dict[str, Callable[[Any], Any]]] = {
+    "simulate": add_simulate_parser,
+    "compare": add_compare_parser,
+    "packing": add_packing_parser,
+}
+
+
+class _Refused(Exception):
+    """A command's own parser refused its arguments; the message is the parser's."""
+
+
+class _CheckingParser(KantArgumentParser):
+    """A command's own parser that raises :class:`_Refused` where it would print and exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _Refused(message)
+
+
+def _command_parser(command: str) -> argparse.ArgumentParser:
+    """``kant COMMAND``'s parser, as ``kant`` builds it now (its policy names are those
+    registered in this process by then), raising :class:`_Refused` on a bad argument."""
+    sub = _CheckingParser(prog="kant").add_subparsers(parser_class=_CheckingParser)
+    _COMMAND_PARSERS[command](sub)
+    parser: argparse.ArgumentParser = sub.choices[command]
+    return parser
+
+
+def _flag(name: str) -> str:
+    """The command-line option a run's parameter ``name`` is (``on_interrupt``:
+    ``--on-interrupt``)."""
+    return "--" + name.replace("_", "-")
+
+
+def check_grid(grid: Grid) -> None:
+    """Refuse a grid with a run its command would refuse, before any run starts: each run's
+    options are given, as text, to the command's own parser (``kant simulate``'s for a
+    ``simulate`` grid, ``kant compare``'s, ``kant packing``'s: its types, ranges, choices of
+    names and files that must exist) and then to the command's own check of options that do
+    not go together, so a grid takes no value its command refuses, and says why.
+    Raises :class:`~kant.errors.InvalidGridError` naming the grid option and its value (or,
+    where no one option is at fault, the run's options) with the command's reason.
+
+    Policy names are checked against those registered in this process when it runs: from the
+    shell, kant's own (``kant`` loads no plugins); called in a process that registered a
+    strategy or queueing policy first (``kant.cli.main([...])``, docs/extending.md), that one
+    too. Seeds are not given to the parser: :class:`~kant.sweep.Grid` reads them as the
+    commands do (an int >= 0 each; ``seeds`` by :func:`kant.sim.scenarios.parse_seeds`), and
+    checking each of up to 100,000 seeds alone would cost seconds for nothing. ``sets`` too:
+    the grid reads them with :meth:`~kant.sim.scenarios.PolicySet.parse`, as ``kant compare
+    --sets`` does."""
+    import attrs
+
+    from kant.sweep import RunSpec
+    from kant.sweep.grid import POLICY_OPTIONS
+
+    parser = _command_parser(grid.command)
+    check: Callable[[argparse.Namespace], None] = parser.get_default("check")
+    kind = "packing" if grid.command == "packing" else "sim"
+    # every value alone: the option's type, range, choices, file
+    for written, value in grid.options.items():
+        name = written.replace("-", "_")
+        if name in _NOT_PARSED:
+            continue
+        for v in value if isinstance(value, list) else [value]:
+            if v is None:  # (left at its default)
+                continue
+            given = RunSpec(kind, {name: v}, grid.base).inputs[name]  # (a path: from the grid)
+            try:
+                parser.parse_args([f"{_flag(name)}={given}"])
+            except _Refused as e:
+                raise InvalidGridError(written, v, _reason(grid.command, name, str(e))) from None
+    # every combination of the other options: those that do not go together
+    rest = {k: v for k, v in grid.options.items() if k.replace("-", "_") not in _NOT_PARSED}
+    # (a compare run's policy options come from its sets, which kant compare reads alone)
+    policy = POLICY_OPTIONS if grid.command == "compare" else ()
+    done: set[str] = set()
+    for spec in attrs.evolve(grid, options=rest).runs():
+        params = {k: v for k, v in spec.params.items() if k not in policy}
+        text = json.dumps(params, sort_keys=True)
+        if text in done:
+            continue
+        done.add(text)
+        argv = [f"{_flag(k)}={spec.inputs[k]}" for k in params]
+        try:
+            check(parser.parse_args(argv))
+        except (_Refused, UsageError) as e:
+            msg = " ".join(str(e).split())
+            # the check names the option at fault first (--mttr 60 goes with --mtbf)
+            at = next((k for k in params if msg.startswith(f"{_flag(k)} ")), None)
+            why = f"kant {grid.command} refuses the run {params}: {msg}"
+            if at is None:
+                raise InvalidGridError("options", params, why) from None
+            raise InvalidGridError(at, params[at], why) from None
+
+
+_NOT_PARSED: Final = ("seed", "seeds", "sets")
+"""Grid options :func:`check_grid` gives no parser: the grid reads them as the commands do."""
+
+
+def _reason(command: str, name: str, message: str) -> str:
+    """Why ``kant COMMAND`` refuses a grid option's value: its parser's message, without the
+    ``argument --name:`` the grid error says already."""
+    flag = _flag(name)
+    message = message.removeprefix(f"argument {flag}: ")
+    return f"as kant {command} {flag} refuses it: {message}"
 
 
 def _summary_json(summary: Any) -> dict[str, Any]:

@@ -102,12 +102,16 @@ up to its end, which a tick of years would push out without bound."""
 
 def parse_seeds(text: str) -> tuple[int, ...]:
     """``"42-51"``, ``"42,45"`` or a mix (``"42-44,50"``) -> the seeds, in order given; at
-    most :data:`MAX_SEEDS` of them (more is refused before any list of them is made)."""
+    most :data:`MAX_SEEDS` of them (more is refused before any list of them is made). An
+    empty item (``"1,,2"``, ``"0-9,"``) is refused rather than dropped: it may be a seed left
+    out by mistake, which dropping it would hide."""
     out: list[int] = []
+    if not text.strip():
+        raise ValidationError("seeds", text, "expected at least one seed")
     for part in text.split(","):
         part = part.strip()
         if not part:
-            continue
+            raise ValidationError("seeds", text, "an empty item (two commas, or one at an end)")
         lo, sep, hi = part.partition("-")
         like = "expected seeds like 42-51 or 42,43"
         lo, hi = (lo.strip(), hi.strip()) if sep else (part, part)
@@ -120,8 +124,6 @@ def parse_seeds(text: str) -> tuple[int, ...]:
         if len(out) + b - a + 1 > MAX_SEEDS:
             raise ValidationError("seeds", text, f"at most {MAX_SEEDS:,} seeds")
         out.extend(range(a, b + 1))
-    if not out:
-        raise ValidationError("seeds", text, "expected at least one seed")
     return tuple(out)
 
 

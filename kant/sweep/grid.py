@@ -20,6 +20,9 @@ run per policy set (default: :data:`kant.sim.scenarios.COMPARE_SETS`). A compare
 simulate run with the same options are the same run (kind ``sim``): one scenario under one
 policy set.
 
+``kant sweep`` also gives every run's options to its command's own parser and checks before
+any run starts (:func:`kant.cli.sweep.check_grid`): a grid takes no value the command refuses.
+
 The order puts runs that share an input next to each other (a scenario: every option but the
 policy's; a packing trace: ``pods`` and ``nodes``), so a back-end builds or ships it once.
 """
@@ -50,6 +53,7 @@ from kant.sim.scenarios import (
     parse_seeds,
 )
 from kant.sim.simulator import UNBOUNDED_RESTART, restarts_unbounded
+from kant.topology.fabric import unique_key_loader, unique_pairs
 
 __all__ = [
     "COMMANDS",
@@ -135,8 +139,12 @@ class Grid:
     """The folder relative file paths are read from (:attr:`RunSpec.base`)."""
 
     def __attrs_post_init__(self) -> None:
-        if self.command not in COMMANDS:
+        if not isinstance(self.command, str) or self.command not in COMMANDS:
             raise InvalidGridError("command", self.command, f"must be one of {list(COMMANDS)}")
+        if not isinstance(self.options, Mapping):  # (options: [] ran the default scenario)
+            raise InvalidGridError("options", self.options, "must be a mapping of option to value")
+        if self.store is not None and not isinstance(self.store, str):
+            raise InvalidGridError("store", self.store, "must be a file name")
         allowed = COMMANDS[self.command]
         named: dict[str, str] = {}
         for name, value in self.options.items():
@@ -160,6 +168,10 @@ class Grid:
         if "seed" in self.options and "seeds" in self.options:
             raise InvalidGridError("seeds", self.options["seeds"], "give seed or seeds, not both")
         opts = {_norm(k): v for k, v in self.options.items()}
+        for name in _PATHS:  # (a number was handed to the run as is: a TypeError there)
+            for v in _values(opts.get(name)):
+                if v is not None and not isinstance(v, str):
+                    raise InvalidGridError(name, v, "must be a file name (text)")
         for name in _NUMBERS:  # a run would refuse any other value, or take a bool as 0 or 1
             for v in _values(opts.get(name)):
                 if v is not None and not is_number(v):
@@ -190,8 +202,13 @@ class Grid:
             raise InvalidGridError("mttr", repairs[0], "goes with mtbf (without it no node fails)")
         # as kant simulate: the threshold is the Backfill policy's (the scenarios' default)
         thresholds = [t for t in _values(opts.get("threshold")) if t is not None]
-        # (None leaves queueing out: the scenario's own, Backfill)
-        others = [q for q in _values(opts.get("queueing")) if q not in (None, "backfill")]
+        # (None leaves queueing out: the scenario's own, Backfill; a case variant, Backfill, is
+        # a name kant simulate refuses, and kant sweep's name check says so)
+        others = [
+            q
+            for q in _values(opts.get("queueing"))
+            if q is not None and str(q).lower() != "backfill"
+        ]
         if thresholds and others:
             raise InvalidGridError(
                 "threshold", thresholds[0], f"is Backfill's; queueing {others[0]} has none"
@@ -311,6 +328,15 @@ def _sets(values: Sequence[Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _problem(e: Exception) -> str:
+    """A YAML error as its line and problem (``line 2: found the key 'jobs' twice``), without
+    the excerpts of the text around it; any other error as its message."""
+    mark, problem = getattr(e, "problem_mark", None), getattr(e, "problem", None)
+    if mark is None or not problem:
+        return str(e)
+    return f"line {mark.line + 1}: {problem}"
+
+
 def load_grid(path: str | Path) -> Grid:
     """Read a grid file (YAML or JSON, see the module docstring); relative paths in it are
     taken from its folder, and the store defaults to the grid file with ``.jsonl``."""
@@ -322,14 +348,17 @@ def load_grid(path: str | Path) -> Grid:
     except UnicodeDecodeError:
         raise InvalidGridError("file", str(p), "is not a text file (YAML or JSON)") from None
     try:
+        # a key given twice is refused, as in cluster files (the last would silently win)
         if p.suffix == ".json":
-            doc = json.loads(text)
+            doc = json.loads(text, object_pairs_hook=unique_pairs)
         else:
             import yaml
 
-            doc = yaml.safe_load(text)
+            doc = yaml.load(text, Loader=unique_key_loader(yaml))
     except Exception as e:  # yaml / json syntax errors: one message naming the file
-        raise InvalidGridError("file", str(p), f"is not valid YAML or JSON: {e}") from None
+        raise InvalidGridError(
+            "file", str(p), f"is not valid YAML or JSON: {_problem(e)}"
+        ) from None
     if not isinstance(doc, dict):
         raise InvalidGridError("file", str(p), "must hold a mapping with command and options")
     extra = sorted((k for k in doc if k not in ("command", "options", "store")), key=str)
@@ -337,13 +366,10 @@ def load_grid(path: str | Path) -> Grid:
         raise InvalidGridError(
             str(extra[0]), doc[extra[0]], "unknown key (command, options, store)"
         )
-    options = doc.get("options") or {}
-    if not isinstance(options, dict):
-        raise InvalidGridError("options", options, "must be a mapping of option to value(s)")
-    store = doc.get("store")
-    if store is not None and not isinstance(store, str):
-        raise InvalidGridError("store", store, "must be a file name")
-    grid = Grid(str(doc.get("command")), options, store).resolved(p.parent)
+    command: Any = doc.get("command")  # (Grid refuses one that is not a command's name)
+    options = doc.get("options")  # (left out or empty: no options)
+    grid = Grid(command, {} if options is None else options, doc.get("store"))
+    grid = grid.resolved(p.parent)
     if grid.store is None:
         grid = attrs.evolve(grid, store=str(p.with_suffix(".jsonl")))
     return grid

@@ -54,6 +54,8 @@ __all__ = [
     "fat_tree_for_nodes",
     "load_cluster",
     "shared_tier",
+    "unique_key_loader",
+    "unique_pairs",
 ]
 
 MAX_NODES: Final = 250_000
@@ -666,7 +668,7 @@ def load_cluster(path: str | os.PathLike[str]) -> ClusterDescription:
         if _is_yaml(p):
             yaml = _yaml(p)
             try:
-                data = yaml.load(text, Loader=_unique_key_loader(yaml))
+                data = yaml.load(text, Loader=unique_key_loader(yaml))
             except yaml.YAMLError as e:
                 mark = getattr(e, "problem_mark", None)
                 line = f":{mark.line + 1}" if mark is not None else ""
@@ -688,11 +690,14 @@ def load_cluster(path: str | os.PathLike[str]) -> ClusterDescription:
     return cluster_from_dict(data, source=str(p))
 
 
-def _unique_pairs(pairs: list[tuple[str, Any]], p: Path) -> dict[str, Any]:
+def unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A ``json.loads`` ``object_pairs_hook``: the object as a dict, or ``ValueError`` naming a
+    key given twice in it (``json`` would keep the last silently). Kant's files (cluster
+    files, sweep grids) are read with it."""
     out: dict[str, Any] = {}
     for k, v in pairs:
         if k in out:
-            raise _fail("document", str(p), f"the key {k!r} is given twice in one object", str(p))
+            raise ValueError(f"the key {k!r} is given twice in one object")
         out[k] = v
     return out
 
@@ -713,9 +718,17 @@ def safe_loader(yaml: Any) -> Any:
     return Loader
 
 
-def _unique_key_loader(yaml: Any) -> Any:
+def _unique_pairs(pairs: list[tuple[str, Any]], p: Path) -> dict[str, Any]:
+    try:
+        return unique_pairs(pairs)
+    except ValueError as e:
+        raise _fail("document", str(p), str(e), str(p)) from None
+
+
+def unique_key_loader(yaml: Any) -> Any:
     """A :func:`safe_loader` that refuses a key given twice in one mapping (the last would
-    silently win), naming the key and its line."""
+    silently win), naming the key and its line. Kant's YAML files (cluster files, sweep
+    grids) are read with it."""
 
     class UniqueKeyLoader(safe_loader(yaml)):  # type: ignore[misc]
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:

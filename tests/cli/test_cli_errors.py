@@ -67,6 +67,10 @@ BAD: list[tuple[list[str], str]] = [
     # more seeds than kant takes (MAX_SEEDS): refused before any list of them is made
     (["compare", "--seeds", "0-99999999999"], "--seeds"),
     (["compare", "--seeds", "0-60000,70000-130000"], "--seeds"),
+    # an empty item in a seed list (it was dropped: 1,,2 ran seeds 1 and 2)
+    (["compare", "--scenario", "inference", "--jobs", "20", "--seeds", "1,,2"], "--seeds '1,,2'"),
+    (["compare", "--scenario", "inference", "--jobs", "20", "--seeds", "0-1,"], "--seeds '0-1,'"),
+    (["packing", "--pods", "{tmp}/afile", "--nodes", "{tmp}/afile", "--seeds", ",3"], "--seeds"),
     (
         ["packing", "--pods", "{tmp}/afile", "--nodes", "{tmp}/afile", "--seeds", "0-99999999999"],
         "--seeds",

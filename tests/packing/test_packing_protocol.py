@@ -356,6 +356,12 @@ def test_seed_ranges_and_lists_are_parsed() -> None:
         parse_seeds("x")
 
 
+@pytest.mark.parametrize("text", ["1,,2", "0-3,", ",1", " , "])
+def test_an_empty_item_in_a_seed_list_is_refused_not_dropped(text: str) -> None:
+    with pytest.raises(ValidationError, match="empty item"):
+        parse_seeds(text)
+
+
 @pytest.mark.parametrize("text", ["\u0664\u0662", "4_2", "-1", "1-", "2-1", "9" * 19])
 def test_a_seed_that_is_not_ascii_digits_is_refused_not_read_as_another_number(text: str) -> None:
     # (int() takes Arabic-Indic digits and underscores: "٤٢" was seed 42)

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kant.cli import main
+from kant.cli.sweep import check_grid
 from kant.errors import InvalidGridError, InvalidStoreError
+from kant.placement import STRATEGIES
 from kant.sim.scenarios import MAX_SEEDS, parse_seeds
 from kant.sweep import Grid, LocalPool, Store, load_grid, run_sweep
 
@@ -258,12 +261,16 @@ def test_a_grids_runs_have_the_same_keys_from_any_folder(
 def test_a_sweep_run_again_exits_1_while_a_run_of_its_grid_has_failed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    grid = write_grid(tmp_path, "command: simulate\noptions: {scenario: nosuch, jobs: 20}\n")
+    # a trace file the options' check cannot see into: the run fails reading it
+    (tmp_path / "bad.swf").write_text("not a trace\n")
+    grid = write_grid(
+        tmp_path, "command: simulate\noptions: {trace: swf, trace-file: bad.swf, jobs: 20}\n"
+    )
     assert main(["sweep", str(grid), "--quiet"]) == 1
     capsys.readouterr()
     assert main(["sweep", str(grid), "--quiet", "--json"]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert "1 failed before" in out[0] and "nosuch" in out[1]
+    assert "1 failed before" in out[0] and "InvalidTraceError" in out[1]
     summary = json.loads(out[-1])
     assert summary["failed"] == 0 and summary["failed_in_store"] == 1
 
@@ -304,3 +311,204 @@ def test_an_option_the_mode_does_not_use_is_refused_naming_it(
     assert err.count("\n") == 1
     assert store.read_text() == "" if mode == "report" else not store.exists()
     assert not (tmp_path / "g").exists() and not (tmp_path / "rep").exists()
+
+
+@pytest.mark.parametrize("seeds", ["1,,2", "0-3,", [0, ",4"]])
+def test_a_seeds_value_with_an_empty_item_is_refused_naming_it_before_any_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], seeds: object
+) -> None:
+    # (the empty item was dropped: "1,,2" ran seeds 1 and 2 as if nothing were amiss)
+    with pytest.raises(InvalidGridError) as e:
+        Grid("compare", {"seeds": seeds}).runs()
+    assert e.value.field == "seeds" and "empty item" in e.value.reason
+    grid = write_grid(
+        tmp_path, f"command: compare\noptions: {{jobs: 20, seeds: {json.dumps(seeds)}}}\n"
+    )
+    assert main(["sweep", str(grid), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "field 'seeds'" in err and "empty item" in err and "Traceback" not in err
+    assert not (tmp_path / "g.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("command: simulate\noptions: []\n", "options"),  # (ran the default 20,000 jobs)
+        ("command: simulate\noptions: jobs\n", "options"),
+        ("command: simulate\noptions: 5\n", "options"),
+        ("command: [simulate]\noptions: {jobs: 20}\n", "command"),
+        ("command: packing\noptions: {pods: 5, nodes: n.csv}\n", "pods"),  # (a TypeError run)
+        ("command: simulate\noptions: {trace: swf, cluster: [7, c.yaml]}\n", "cluster"),
+        ("command: compare\noptions: {trace: swf, trace-file: 1.5}\n", "trace_file"),
+    ],
+)
+def test_a_grid_key_of_the_wrong_type_is_refused_naming_it_before_any_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, field: str
+) -> None:
+    grid = write_grid(tmp_path, text)
+    with pytest.raises(InvalidGridError) as e:
+        load_grid(grid)
+    assert e.value.field == field
+    assert main(["sweep", str(grid), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"field {field!r}" in err and "Traceback" not in err
+    assert not (tmp_path / "g.jsonl").exists()
+
+
+def test_a_grid_made_in_code_with_keys_of_the_wrong_type_is_refused_naming_them() -> None:
+    for args, kwargs, field in [
+        (("simulate", []), {}, "options"),
+        ((["simulate"],), {}, "command"),
+        (("simulate",), {"store": 5}, "store"),
+    ]:
+        with pytest.raises(InvalidGridError) as e:
+            Grid(*args, **kwargs)
+        assert e.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "key"),
+    [
+        ("g.yaml", "command: simulate\noptions: {jobs: 10, jobs: 20}\n", "jobs"),
+        ("g.yaml", "command: simulate\noptions:\n  jobs: 10\n  seed: 1\n  jobs: 20\n", "jobs"),
+        ("g.yaml", "command: compare\ncommand: simulate\noptions: {jobs: 20}\n", "command"),
+        ("g.json", '{"command": "simulate", "options": {"jobs": 10, "jobs": 20}}', "jobs"),
+    ],
+)
+def test_a_key_given_twice_in_a_grid_file_is_refused_naming_it_not_taken_last_wins(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, text: str, key: str
+) -> None:
+    grid = tmp_path / name
+    grid.write_text(text)
+    with pytest.raises(InvalidGridError, match=f"'{key}'.* twice"):
+        load_grid(grid)
+    assert main(["sweep", str(grid), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"'{key}'" in err and "Traceback" not in err
+    assert not (tmp_path / "g.jsonl").exists()
+
+
+def test_a_grid_file_that_is_not_valid_yaml_is_one_line_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    grid = write_grid(tmp_path, "command: simulate\noptions: {jobs: [1,\n")
+    assert main(["sweep", str(grid), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(grid) in err and "not valid YAML" in err
+
+
+# a value kant simulate / compare / packing refuses on its command line: the grid ran every
+# other run first, then recorded these as failed (or, pods: 5, failed with a TypeError)
+SIM = "command: simulate\noptions: {scenario: inference, jobs: 20, "
+REFUSED_BY_THE_COMMAND = [
+    (SIM + "seed: [0, 1], placement: [ebinpack, ebinpak]}\n", "placement", "'ebinpak'"),
+    (SIM + "queueing: nosuch}\n", "queueing", "invalid choice: 'nosuch'"),
+    (SIM + "queueing: Backfill}\n", "queueing", "invalid choice: 'Backfill'"),
+    (SIM + "queueing: [backfill, Backfill]}\n", "queueing", "invalid choice: 'Backfill'"),
+    # (not "threshold 60 is Backfill's; queueing Backfill has none": the name is at fault)
+    (SIM + "queueing: Backfill, threshold: 60}\n", "queueing", "invalid choice: 'Backfill'"),
+    (SIM + "preemption: ALL}\n", "preemption", "invalid choice: 'ALL'"),
+    (SIM + "grace: -1}\n", "grace", "must be a number >= 0 (got '-1')"),
+    (SIM + "mtbf: 0}\n", "mtbf", "must be a number > 0 (got '0')"),
+    (SIM + "mtbf: 100, mttr: -5}\n", "mttr", "must be a number >= 0 (got '-5')"),
+    (SIM + "horizon: -5}\n", "horizon", "must be a number > 0 (got '-5')"),
+    (SIM + "on-interrupt: never}\n", "on-interrupt", "invalid choice: 'never'"),
+    ("command: simulate\noptions: {scenario: 5, jobs: 20}\n", "scenario", "invalid choice: '5'"),
+    ("command: compare\noptions: {jobs: 20, grace: -1, seeds: 0-1}\n", "grace", "kant compare"),
+    (
+        "command: packing\noptions: {pods: p.csv, nodes: n.csv, policy: nosuch}\n",
+        "policy",
+        "nosuch",
+    ),
+    ("command: packing\noptions: {pods: none.csv, nodes: n.csv}\n", "pods", "no such file"),
+]
+
+
+@pytest.mark.parametrize(("text", "field", "said"), REFUSED_BY_THE_COMMAND)
+def test_a_grid_value_its_command_refuses_is_refused_naming_it_before_any_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, field: str, said: str
+) -> None:
+    (tmp_path / "p.csv").write_text("name\n")
+    (tmp_path / "n.csv").write_text("sn\n")
+    grid = write_grid(tmp_path, text)
+    with pytest.raises(InvalidGridError) as e:
+        check_grid(load_grid(grid))
+    assert e.value.field == field and said in e.value.reason
+    assert main(["sweep", str(grid), "--quiet", "--workers", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"field {field!r} = " in err and said in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "g.jsonl").exists()  # no run at all, the valid ones neither
+
+
+def test_a_json_grid_value_of_the_wrong_number_type_is_refused_as_the_command_refuses_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    grid = tmp_path / "g.json"
+    grid.write_text('{"command": "simulate", "options": {"scenario": "inference", "jobs": 10.0}}')
+    assert main(["sweep", str(grid), "--quiet", "--workers", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "field 'jobs' = 10.0" in err and "must be an int" in err
+    assert not (tmp_path / "g.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "said"),
+    [
+        (SIM + "trace: swf}\n", "scenario", "--scenario inference and --trace swf: pick one"),
+        (SIM + "cluster: n.csv}\n", "cluster", "goes with --trace"),
+        ("command: packing\noptions: {nodes: n.csv, seeds: 1-2}\n", "options", "--pods FILE"),
+    ],
+)
+def test_grid_options_that_do_not_go_together_are_refused_as_the_command_refuses_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, field: str, said: str
+) -> None:
+    (tmp_path / "n.csv").write_text("sn\n")
+    grid = write_grid(tmp_path, text)
+    with pytest.raises(InvalidGridError) as e:
+        check_grid(load_grid(grid))
+    assert e.value.field == field and said in e.value.reason
+    assert main(["sweep", str(grid), "--quiet", "--workers", "1"]) == 2
+    assert said in capsys.readouterr().err
+    assert not (tmp_path / "g.jsonl").exists()
+
+
+def test_a_grid_takes_a_names_case_variant_exactly_where_its_command_does(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "p.csv").write_text("name\n")
+    # kant compare --sets backfill+EBinpack and kant packing --policy FGD take them
+    check_grid(Grid("compare", {"jobs": 20, "sets": "backfill+EBinpack"}))
+    check_grid(
+        Grid("packing", {"pods": "p.csv", "nodes": "p.csv", "policy": "FGD"}, base=str(tmp_path))
+    )
+    # kant simulate --placement EBinpack does not: its names are exact
+    with pytest.raises(InvalidGridError, match="invalid choice: 'EBinpack'"):
+        check_grid(Grid("simulate", {"jobs": 20, "placement": "EBinpack"}))
+
+
+class LastNodeFirst:
+    """A strategy of the caller's own (docs/extending.md): the highest slot first."""
+
+    name = "test-grid-last-node-first"
+
+    def score(self, ctx: Any, slots: Any) -> Any:
+        return slots.astype(float)
+
+
+def test_a_strategy_registered_in_the_process_that_runs_the_sweep_passes_the_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    grid = write_grid(tmp_path, SIM + f"placement: [ebinpack, {LastNodeFirst.name}]}}\n")
+    with pytest.raises(InvalidGridError, match=LastNodeFirst.name):  # not registered yet
+        check_grid(load_grid(grid))
+    STRATEGIES.register(LastNodeFirst.name, LastNodeFirst)
+    try:
+        assert main(["sweep", str(grid), "--quiet", "--workers", "1"]) == 0
+    finally:
+        STRATEGIES._entries.pop(LastNodeFirst.name)
+    records = Store(tmp_path / "g.jsonl").records()
+    assert sorted(r["params"]["placement"] for r in records if r["status"] == "ok") == [
+        "ebinpack",
+        LastNodeFirst.name,
+    ]
