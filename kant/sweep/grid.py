@@ -202,8 +202,8 @@ class Grid:
             raise InvalidGridError("mttr", repairs[0], "goes with mtbf (without it no node fails)")
         # as kant simulate: the threshold is the Backfill policy's (the scenarios' default)
         thresholds = [t for t in _values(opts.get("threshold")) if t is not None]
-        # (None leaves queueing out: the scenario's own, Backfill; a case variant, Backfill, is
-        # a name kant simulate refuses, and kant sweep's name check says so)
+        # (None leaves queueing out: the scenario's own, Backfill; names in any case, as
+        # kant simulate reads them)
         others = [
             q
             for q in _values(opts.get("queueing"))
