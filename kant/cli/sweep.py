@@ -123,6 +123,7 @@ def _run(args: argparse.Namespace) -> int:
     check_grid(grid)
     specs = grid.runs()
     store = Store(args.store or grid.store or Path(args.grid).with_suffix(".jsonl"))
+    store.check_writable()
     todo = len({s.key for s in specs} - store.done(retry_failed=args.retry_failed))
     if args.max_runs is not None:
         todo = min(todo, args.max_runs)

@@ -156,6 +156,29 @@ class Store:
             return set(latest)
         return {k for k, r in latest.items() if r["status"] == "ok"}
 
+    def check_writable(self) -> None:
+        """Raise :class:`InvalidStoreError` naming the file unless records can be appended
+        to it: an existing regular file kant may write, or a new file in a folder that exists
+        or can be made (checked before any run, so a sweep never runs for a store it cannot
+        write). Creates nothing."""
+        p = self.path
+        try:
+            if p.exists():
+                if not p.is_file():
+                    raise InvalidStoreError("store", str(p), "is not a regular file")
+                if not os.access(p, os.W_OK):
+                    raise InvalidStoreError("store", str(p), "cannot be written")
+                return
+            parent = p.absolute().parent
+            while not parent.exists():
+                parent = parent.parent
+            if not parent.is_dir():
+                raise InvalidStoreError("store", str(p), f"cannot be made: {parent} is a file")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise InvalidStoreError("store", str(p), f"cannot be made: {parent} is read-only")
+        except OSError as e:  # (a name too long, a name the file system refuses)
+            raise InvalidStoreError("store", str(p), e.strerror or str(e)) from None
+
     def append(self, record: Mapping[str, Any]) -> None:
         """Append one record (a line of its own even after a half-written one)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -509,3 +509,20 @@ def test_a_strategy_registered_in_the_process_that_runs_the_sweep_passes_the_che
         "ebinpack",
         LastNodeFirst.name,
     ]
+
+
+@pytest.mark.parametrize(
+    ("store", "said"),
+    [("afile/x.jsonl", "afile is a file"), ("folder", "is not a regular file")],
+)
+def test_a_store_that_cannot_be_written_is_one_line_before_any_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], store: str, said: str
+) -> None:
+    # (an OSError's "[Errno 17] File exists: 'afile'" or "[Errno 22] Invalid argument")
+    (tmp_path / "afile").write_text("x\n")
+    (tmp_path / "folder").mkdir()
+    grid = write_grid(tmp_path, "command: simulate\noptions: {scenario: inference, jobs: 5}\n")
+    assert main(["sweep", str(grid), "--store", str(tmp_path / store), "--quiet"]) == 2
+    out, err = capsys.readouterr()
+    assert len(err.splitlines()) == 1 and said in err and "Errno" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "folder", grid.name]
