@@ -478,10 +478,8 @@ def test_a_grid_takes_a_names_case_variant_as_its_command_does(tmp_path: Path) -
     check_grid(
         Grid("packing", {"pods": "p.csv", "nodes": "p.csv", "policy": "FGD"}, base=str(tmp_path))
     )
-    check_grid(
-        Grid("simulate", {"jobs": 20, "queueing": "Backfill", "placement": "EBinpack",
-                          "preemption": "ALL", "threshold": 60})  # fmt: skip
-    )
+    names = {"queueing": "Backfill", "placement": "EBinpack", "preemption": "ALL"}
+    check_grid(Grid("simulate", {"jobs": 20, **names, "threshold": 60}))
 
 
 class LastNodeFirst:
@@ -523,6 +521,6 @@ def test_a_store_that_cannot_be_written_is_one_line_before_any_run(
     (tmp_path / "folder").mkdir()
     grid = write_grid(tmp_path, "command: simulate\noptions: {scenario: inference, jobs: 5}\n")
     assert main(["sweep", str(grid), "--store", str(tmp_path / store), "--quiet"]) == 2
-    out, err = capsys.readouterr()
+    err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and said in err and "Errno" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "folder", grid.name]
