@@ -32,7 +32,7 @@ from kant.sim.report import (
     write_compare_report,
     write_seed_sweep_report,
 )
-from kant.sim.scenarios import PolicySet, Scenario, parse_seeds, run_scenario
+from kant.sim.scenarios import PolicySet, Scenario, parse_seeds, parse_sets, run_scenario
 from kant.sim.simulator import SimResult
 
 __all__ = ["add_compare_parser", "run_compare"]
@@ -88,7 +88,7 @@ def check_compare_args(args: argparse.Namespace) -> None:
             raise UsageError(f"--seeds {args.seeds!r}: name each seed once")
     if args.sets is not None:
         try:
-            sets = [PolicySet.parse(t) for t in args.sets.split(",") if t.strip()]
+            sets = parse_sets(args.sets)
         except KantError as e:
             raise UsageError(f"--sets {args.sets!r}: {getattr(e, 'reason', e)}") from None
         if not sets:
@@ -132,10 +132,7 @@ def run_compare(args: argparse.Namespace) -> int:
 
 
 def _sets(args: argparse.Namespace, sc: Scenario) -> list[PolicySet]:
-    if args.sets:
-        sets = [PolicySet.parse(t) for t in args.sets.split(",") if t.strip()]
-    else:
-        sets = list(sc.compare_sets)
+    sets = parse_sets(args.sets) if args.sets else list(sc.compare_sets)
     if len({p.label for p in sets}) != len(sets):
         raise UsageError("--sets: the policy sets must differ")
     return sets

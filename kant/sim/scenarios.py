@@ -127,6 +127,20 @@ def parse_seeds(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+def parse_sets(text: str) -> list[PolicySet]:
+    """``"backfill+ebinpack,strict-fifo+spread"`` -> the policy sets (:meth:`PolicySet.parse`
+    each), in order given. An empty item (``"a,,b"``, ``"a,"``) is refused rather than
+    dropped, as :func:`parse_seeds` refuses one."""
+    if not text.strip():
+        raise ValidationError("sets", text, "expected at least one policy set")
+    out = []
+    for part in text.split(","):
+        if not part.strip():
+            raise ValidationError("sets", text, "an empty item (two commas, or one at an end)")
+        out.append(PolicySet.parse(part))
+    return out
+
+
 def placement_names() -> list[str]:
     """Every registered placement strategy (the FGD-paper baselines included: importing
     :mod:`kant.placement` registers them)."""

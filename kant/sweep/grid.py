@@ -51,6 +51,7 @@ from kant.sim.scenarios import (
     MAX_TICK,
     PolicySet,
     parse_seeds,
+    parse_sets,
 )
 from kant.sim.simulator import UNBOUNDED_RESTART, restarts_unbounded
 from kant.topology.fabric import unique_key_loader, unique_pairs
@@ -318,11 +319,10 @@ def _sets(values: Sequence[Any]) -> list[dict[str, Any]]:
     for v in values:
         if not isinstance(v, str):
             raise InvalidGridError("sets", v, "a policy set is text like backfill+ebinpack")
-        for text in (t for t in v.split(",") if t.strip()):
-            try:
-                out.append(_policy_params(PolicySet.parse(text)))
-            except KantError as e:
-                raise InvalidGridError("sets", text, str(e)) from None
+        try:
+            out.extend(_policy_params(p) for p in parse_sets(v))
+        except KantError as e:
+            raise InvalidGridError("sets", v, getattr(e, "reason", str(e))) from None
     if len({json.dumps(p, sort_keys=True) for p in out}) != len(out):
         raise InvalidGridError("sets", values, "the policy sets must differ")
     return out

@@ -60,6 +60,8 @@ BAD: list[tuple[list[str], str]] = [
     (["compare", "--seeds", "1,1"], "--seeds"),
     (["compare", "--seeds", "0-3", "--seed", "2"], "--seeds"),
     (["compare", "--sets", "backfill"], "--sets"),
+    (["compare", "--sets", "backfill+ebinpack,,strict-fifo+ebinpack"], "empty item"),
+    (["compare", "--sets", "backfill+ebinpack,"], "empty item"),
     (["compare", "--sets", "backfill+ebinpack,backfill+ebinpack"], "--sets"),
     (["compare", "--sets", "fifo+ebinpack"], "--sets"),
     (["compare", "--out", "{tmp}/afile/x"], "--out"),

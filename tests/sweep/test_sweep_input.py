@@ -524,3 +524,11 @@ def test_a_store_that_cannot_be_written_is_one_line_before_any_run(
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and said in err and "Errno" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "folder", grid.name]
+
+
+@pytest.mark.parametrize("sets", ["backfill+ebinpack,,strict-fifo+ebinpack", "backfill+spread,"])
+def test_a_sets_value_with_an_empty_item_is_refused_naming_it(sets: str) -> None:
+    # (the empty item was dropped, as an empty seed item was)
+    with pytest.raises(InvalidGridError) as e:
+        Grid("compare", {"sets": sets}).runs()
+    assert e.value.field == "sets" and "empty item" in e.value.reason
