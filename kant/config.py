@@ -231,6 +231,8 @@ def _load_yaml(text: str, source: str) -> Any:
         at = f"line {mark.line + 1}" if mark is not None else "?"
         problem = getattr(e, "problem", None) or str(e)
         raise InvalidConfigFileError(at, source, f"not valid YAML: {problem}") from None
+    except KantError:
+        raise  # (a repeated key: named by _check_repeated)
     except ValueError as e:  # a value PyYAML cannot make: an int of 5,000 digits, a date
         why = "a number of more than 4,300 digits" if "digits" in str(e) else str(e)
         raise InvalidConfigFileError("", source, f"not valid YAML: {why}") from None
