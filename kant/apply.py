@@ -78,6 +78,7 @@ def apply(
     # 1. Bindings, job by job: all of a job's bindings or none.
     for jid, bs in by_job.items():
         e = queue.get(jid)
+        mark = ledger.mark()
         if (
             e is None
             or jid not in current
@@ -96,9 +97,16 @@ def apply(
         try:
             cluster.bind_many(bs)  # all or none, one update per node
         except KantError:
+            ledger.rollback(mark)
             stale.append(jid)
             continue
-        cluster.describe(e.job)  # (its pods' labels and pod terms, for pod affinity)
+        try:
+            cluster.describe(e.job)  # (its pods' labels and pod terms, for pod affinity)
+        except KantError:  # (a pod of its id bound directly that is not one of its pods)
+            cluster.release_many([b.pod for b in bs])
+            ledger.rollback(mark)
+            stale.append(jid)
+            continue
         models: dict[str, str | None] = {}
         for b in bs:
             if b.node not in models:
@@ -131,9 +139,10 @@ def apply(
 
 def _reads_pods(job: Job, anti_running: bool) -> bool:
     """Whether where ``job``'s pods may run depends on the pods running: it has required pod
-    affinity or anti-affinity terms, or labels while some running pod has an anti-affinity
-    term (``anti_running``; preferred terms only order nodes)."""
-    if job.anti_terms or (job.labelled and anti_running):
+    affinity or anti-affinity terms, or some running pod has an anti-affinity term
+    (``anti_running``: a term may select pods without labels, ``NotIn`` or
+    ``DoesNotExist``); preferred terms only order nodes."""
+    if job.anti_terms or anti_running:
         return True
     return job.pod_terms and any(r.pod_affinity for r in job.roles)
 

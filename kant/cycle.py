@@ -53,6 +53,7 @@ from kant.model import (
     finite_time,
     pods_per_role,
 )
+from kant.placement.placer import Placer
 from kant.preemption.candidates import VictimIndex
 from kant.preemption.policy import PreemptionPolicy
 from kant.preemption.preemptor import Preemption
@@ -252,11 +253,11 @@ class _Cycle:
         self.cluster, self.queue, self.admitter = cluster, queue, admitter
         self.placer, self.policy, self.preemption = placer, policy, preemption
         # kant's Placer skips checking the pods the cycle asks for: the job's own, by
-        # construction; any other placer is asked through the protocol
-        trusted = getattr(placer, "place_trusted", None)
+        # construction; any other placer (a subclass overriding place too) is asked through
+        # the protocol
         self._place: Callable[[Job, Any, Sequence[PodId]], PlacementLike] = (
-            trusted
-            if trusted is not None
+            placer.place_trusted
+            if isinstance(placer, Placer) and type(placer).place is Placer.place
             else lambda j, snap, pods: placer.place(j, snap, pods=pods)
         )
         self._now = float(now)

@@ -274,12 +274,13 @@ class Scheduler:
                     f"job {job.id!r}: tenant {job.tenant!r}'s quota does not admit its "
                     f"{len(bs)} running pods"
                 )
+            if bs:  # (refused for a pod of its id bound directly that is not one of its)
+                self.cluster.describe(job)
             self.queue.submit(job, t, history=history)
         except KantError:
-            self.cluster.release_many([b.pod for b in bs])
+            self.cluster.release_many([b.pod for b in bs])  # (its last pod undescribes it)
             raise
         if bs:
-            self.cluster.describe(job)
             models = [self.cluster.node(b.node).gpu_model for b in bs]
             self.admitter.charge_many(job.tenant, bs, models)
             self.queue.mark_assigned(job.id, [b.pod for b in bs], start)

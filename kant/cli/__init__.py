@@ -18,6 +18,7 @@ so ``import kant.cli`` stays light.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import logging
 import os
@@ -121,15 +122,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     exit code 2, before any work starts; so is a :class:`~kant.errors.KantError` the command
     raises. Output cut short by a closed pipe (``kant ... | head``) ends quietly; Ctrl-C is
     one line and exit code 130, SIGTERM one line and exit code 143 (both after what the
-    command started is stopped)."""
+    command started is stopped). A path the file system allows and UTF-8 does not (bytes
+    Python decodes as surrogates) is printed escaped, not a crash after the run: stdout and
+    stderr escape such characters while it runs, and are as they were after."""
+    streams = [(f, f.errors) for f in (sys.stdout, sys.stderr) if isinstance(f, io.TextIOWrapper)]
+    for f, _ in streams:
+        f.reconfigure(errors="backslashreplace")
+    try:
+        return _main(argv)
+    finally:
+        for f, errors in streams:
+            with contextlib.suppress(ValueError):  # (a stream closed meanwhile)
+                f.reconfigure(errors=errors)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     from kant.cli.options import UsageError
     from kant.errors import KantError
 
-    # a path the file system allows and UTF-8 does not (bytes Python decodes as surrogates)
-    # is shown escaped, not a crash after the run
-    for stream in (sys.stdout, sys.stderr):
-        if isinstance(stream, io.TextIOWrapper):
-            stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
     args = parser.parse_args(argv)
     prog = " ".join(p for p in ("kant", args.command, getattr(args, "bench", None)) if p)

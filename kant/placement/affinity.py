@@ -190,26 +190,49 @@ class PodsOnNodes:
         """Whether the filter has anything to say about pods of ``role``: it has pod terms,
         or some pod here has an anti-affinity term that selects its labels (on the snapshot
         of :meth:`use`). O(1) while no pod has an anti-affinity term; else O(distinct anti
-        terms here), each answer remembered."""
+        terms kept), each answer remembered (:meth:`_selected_by`)."""
         if role.pod_affinity or role.pod_anti_affinity:
             return True
         snap = self._snap
         if snap is None or not (snap.state.anti_terms_kept or snap.placed_anti):
             return False
-        self.sync(snap)
-        labels = self._canonical(role.labels)
-        return any(self._selects(t, labels) for t in self._by_anti)
+        return self._selected_by(snap, role, anti=True)
 
     def drawn(self, role: Role) -> bool:
         """Whether a running pod's preferred term or required affinity term selects the
         labels of ``role`` (on the snapshot of :meth:`use`), so weighs in where its pods go.
-        O(1) while no pod has such a term; else O(distinct such terms here)."""
+        O(1) while no pod has such a term; else O(distinct such terms kept)."""
         snap = self._snap
         if snap is None or not (snap.state.soft_terms_kept or snap.placed_soft):
             return False
-        self.sync(snap)
+        return self._selected_by(snap, role, anti=False)
+
+    def _selected_by(self, snap: Snapshot, role: Role, *, anti: bool) -> bool:
+        """Whether an anti-affinity term (``anti``), else a preferred or required affinity
+        term, of a described job or of a job placed on ``snap`` selects ``role``'s labels:
+        read off the terms (:meth:`ClusterState.kept_terms`), not the pods, so no
+        :meth:`sync`; a term whose pods were released on the snapshot still answers (the
+        filter then finds nothing to refuse). O(distinct such terms), each answer kept."""
+        if len(self._canon) > _SELECTED_KEPT or len(self._selected) > _SELECTED_KEPT:
+            self._selected.clear()
+            self._canon.clear()
+            self._terms.clear()
         labels = self._canonical(role.labels)
-        return any(self._selects(t, labels) for t, _ in self._by_soft)
+        for t in snap.state.kept_terms(anti=anti):
+            if self._selects(self._term(t), labels):
+                return True
+        for job in snap.placed_jobs.values():
+            if not (job.anti_terms if anti else job.soft_terms):
+                continue
+            for r in job.roles:
+                terms = (
+                    r.pod_anti_affinity
+                    if anti
+                    else (*r.pod_affinity, *(p.term for p in r.pod_preferences))
+                )
+                if any(self._selects(self._term(t), labels) for t in terms):
+                    return True
+        return False
 
     def mask(self, snap: Snapshot, role: Role, slots: IntArray) -> BoolArray:
         """True for the nodes of ``slots`` a pod of ``role`` may take (the module docstring's

@@ -1250,10 +1250,11 @@ def _context(
     and running pods' that select it, asked of ``pods_on`` when given) are read for a pod
     placed on its own (``soft``), never for a gang's pods: a gang's domains come first, and
     one pod steered to a preferred node could take the node another role needs."""
+    alone = n == 1 and (bool(role.pod_preferences) or pods_on is not None)
     soft = (
-        n == 1
-        and (bool(role.pod_preferences) or (pods_on is not None and pods_on.drawn(role)))
+        alone
         and (not job.gang or job.num_pods == 1)
+        and (bool(role.pod_preferences) or (pods_on is not None and pods_on.drawn(role)))
     )
     return PodContext(snap=snap, job=job, role=role, req=req, on_node=counts.job,
                       role_on=counts.role, record=job.labelled, soft=soft)  # fmt: skip

@@ -13,7 +13,8 @@ allocatable, so readers never need to consult health separately.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -34,7 +35,7 @@ from kant.errors import (
     UnknownTemplateError,
     ValidationError,
 )
-from kant.model import MILLI, Binding, Job, NodeSpec, PodId, Role, Taint, is_int
+from kant.model import MILLI, Binding, Job, NodeSpec, PodAffinityTerm, PodId, Role, Taint, is_int
 from kant.state.columns import LEVELS, IntArray, NodeColumns, gpu_counts
 from kant.state.snapshot import Snapshot
 from kant.topology.names import FabricNames
@@ -139,8 +140,10 @@ class ClusterState:
         # jobs with pods here whose roles have labels or pod terms (describe), and a number
         # that changes whenever they or their pods do
         self._described: dict[str, Job] = {}
-        self._anti_jobs = 0  # described jobs with a pod anti-affinity term
-        self._soft_jobs = 0  # described jobs with preferred pod terms or required affinity
+        # the anti-affinity terms, and the preferred and required affinity terms, of the
+        # described jobs' roles (how many roles hold each): what may select a pod placed
+        self._anti_terms: Counter[PodAffinityTerm] = Counter()
+        self._soft_terms: Counter[PodAffinityTerm] = Counter()
         self._pod_terms_version = 0
         self._snapshot: Snapshot | None = None
         self._removal_listeners: list[Callable[[str, tuple[Binding, ...]], None]] = []
@@ -335,20 +338,18 @@ class ClusterState:
         bound directly. A job without labels or pod terms is not kept. Raises
         :class:`~kant.errors.InvalidJobError`, changing nothing, for a job to keep when a pod
         of its id runs here that is not one of its pods (a role it lacks, an index past the
-        role's replicas). O(roles + running pods of a job kept)."""
+        role's replicas). O(roles + running pods of a job newly kept)."""
         if type(job) is not Job and not isinstance(job, Job):
             raise ValidationError("job", job, "must be a kant.Job")
         keep = job.labelled
         if not keep and not self._described:
             return  # (the usual case: nothing to keep or forget)
-        if keep:
-            _check_owns(job, self._job_pods.get(job.id, ()), "runs here")
         was = self._described.get(job.id)
-        if keep and was is not job:
+        if keep and was is not job:  # (the pods bound since it was described are checked)
+            _check_owns(job, self._job_pods.get(job.id, ()), "runs here")
             self._undescribe(job.id)
             self._described[job.id] = job
-            self._anti_jobs += job.anti_terms
-            self._soft_jobs += job.soft_terms
+            self._count_terms(job, +1)
             self._pod_terms_version += 1
         elif not keep and was is not None:
             self._undescribe(job.id)
@@ -356,9 +357,25 @@ class ClusterState:
     def _undescribe(self, job: str) -> None:
         was = self._described.pop(job, None)
         if was is not None:
-            self._anti_jobs -= was.anti_terms
-            self._soft_jobs -= was.soft_terms
+            self._count_terms(was, -1)
             self._pod_terms_version += 1
+
+    def _count_terms(self, job: Job, sign: int) -> None:
+        """Count ``job``'s roles' terms in (``sign`` 1) or out of (-1) the kept terms."""
+        if not job.pod_terms:
+            return
+        for r in job.roles:
+            for t in r.pod_anti_affinity:
+                _bump_term(self._anti_terms, t, sign)
+            for t in r.pod_affinity:
+                _bump_term(self._soft_terms, t, sign)
+            for p in r.pod_preferences:
+                _bump_term(self._soft_terms, p.term, sign)
+
+    def kept_terms(self, *, anti: bool) -> Collection[PodAffinityTerm]:
+        """The distinct anti-affinity terms (``anti``), else preferred and required affinity
+        terms, of the described jobs: those that may select a pod being placed (read-only)."""
+        return (self._anti_terms if anti else self._soft_terms).keys()
 
     def described(self, job: str) -> Job | None:
         """The job :meth:`describe` keeps under id ``job``, if any."""
@@ -372,13 +389,13 @@ class ClusterState:
     @property
     def anti_terms_kept(self) -> bool:
         """Whether a described job has a pod anti-affinity term."""
-        return self._anti_jobs > 0
+        return bool(self._anti_terms)
 
     @property
     def soft_terms_kept(self) -> bool:
         """Whether a described job has preferred pod terms or required affinity terms (which
         weigh in the score of the pods they select)."""
-        return self._soft_jobs > 0
+        return bool(self._soft_terms)
 
     @property
     def pod_terms_version(self) -> int:
@@ -976,6 +993,14 @@ def _degraded(rec: _NodeRecord) -> bool:
 
 def _conflict(b: Binding, spec: NodeSpec, what: str) -> AllocationConflictError:
     return AllocationConflictError(f"binding of {b.pod} on {spec.name!r}: {what}")
+
+
+def _bump_term(counts: Counter[PodAffinityTerm], t: PodAffinityTerm, sign: int) -> None:
+    n = counts[t] + sign
+    if n > 0:
+        counts[t] = n
+    else:
+        del counts[t]
 
 
 def _check_owns(job: Job, pods: Iterable[PodId], doing: str) -> None:

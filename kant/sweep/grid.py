@@ -71,6 +71,9 @@ SCENARIO_OPTIONS: Final = (
 """What makes a simulation's scenario (``kant simulate`` / ``kant compare`` options)."""
 
 POLICY_OPTIONS: Final = ("queueing", "placement", "preemption", "threshold")
+_NAMES: Final = ("queueing", "placement", "preemption", "policy")
+"""The options that name a policy: lower-cased when runs are made, so ``EBinpack`` and
+``ebinpack`` are one run with one key."""
 """What makes a simulation's policy set."""
 
 PACKING_OPTIONS: Final = ("pods", "nodes", "inflate", "policy", "seed")
@@ -228,6 +231,8 @@ class Grid:
                 dims.append(("seed", _seeds(values)))
             elif name == "sets":
                 policy = _sets(values)
+            elif name in _NAMES:  # (names in any case, as the commands read them: one key)
+                dims.append((name, [v.lower() if isinstance(v, str) else v for v in values]))
             else:
                 dims.append((name, values))
         if self.command == "compare" and "sets" not in opts:

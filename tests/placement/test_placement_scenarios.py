@@ -521,7 +521,7 @@ def test_placer_place_refuses_what_is_not_a_job_a_snapshot_or_the_jobs_own_pods(
 ) -> None:
     st = ClusterBuilder().leaf("lf0", nodes=2).build()
     snap = st.snapshot()
-    j = job("J", gpus=1, replicas=2)
+    j = job("J", gpus=1, replicas=2, labels={"app": "j"})  # (noted on the snapshot if placed)
     real = {"snap": snap, "state": st}
     first = j if args[0] is None else args[0]
     pods = {} if len(args) < 3 else {"pods": args[2]}

@@ -328,6 +328,20 @@ def test_describing_a_job_that_does_not_own_its_ids_running_pods_is_refused() ->
     assert _nodes(s, "z")
 
 
+def test_a_job_that_cannot_be_described_once_bound_is_stale_and_leaves_nothing_bound() -> None:
+    from kant.model import Binding, PodId
+
+    state = _cluster(["a", "a"])
+    s = Scheduler(state)
+    s.submit(job("x", gpus=1, labels={"app": "w"}), now=0)
+    r = s.schedule(now=1)
+    rogue = PodId(job="x", role="other", index=0)  # (bound directly under the job's id)
+    state.bind(Binding(pod=rogue, node="lf0-n1", gpus=(7,)))
+    assert s.apply(r, now=2).stale == ("x",)
+    assert state.job_pods("x") == (rogue,) and state.described("x") is None
+    assert s.status("x").phase.value == "pending" and not s.status("x").bindings
+
+
 def test_binding_a_pod_its_described_job_does_not_have_is_refused() -> None:
     from kant.model import Binding, PodId
 
@@ -721,8 +735,11 @@ def test_the_kept_view_of_pods_equals_one_built_afresh_after_any_moves_and_rollb
 
     state = _cluster(["a", "a", "b", "b"])
     snap = state.snapshot()
+    from kant.model import PreferredPodTerm
+
     labelled = job("j", replicas=6, gpus=1, gang=False, labels={"app": "x"},
-                   anti_affinity=[_term(app="x")])  # fmt: skip
+                   anti_affinity=[_term(app="x")], affinity=[_term("zone", app="x")],
+                   pod_preferences=[PreferredPodTerm(weight=7, term=_term(app="y"))])  # fmt: skip
     kept = PodsOnNodes()
     txs = [snap.transaction()]
     for op, k, slot in steps:
@@ -741,6 +758,6 @@ def test_the_kept_view_of_pods_equals_one_built_afresh_after_any_moves_and_rollb
         fresh.sync(snap)
         assert kept._pods == fresh._pods and kept._nominated == fresh._nominated
         assert kept._by_labels == fresh._by_labels
-        assert kept._by_anti == fresh._by_anti
+        assert kept._by_anti == fresh._by_anti and kept._by_soft == fresh._by_soft
     while txs:
         txs.pop().rollback()

@@ -532,3 +532,14 @@ def test_a_sets_value_with_an_empty_item_is_refused_naming_it(sets: str) -> None
     with pytest.raises(InvalidGridError) as e:
         Grid("compare", {"sets": sets}).runs()
     assert e.value.field == "sets" and "empty item" in e.value.reason
+
+
+def test_a_names_case_variants_are_one_run_with_the_key_of_the_same_run_in_compare() -> None:
+    # (EBinpack and ebinpack were two runs, and neither had the key kant compare gives it)
+    g = Grid("simulate", {"jobs": 5, "placement": ["EBinpack", "ebinpack"]})
+    (run,) = g.runs()
+    assert run.params["placement"] == "ebinpack"
+    (same,) = Grid("compare", {"jobs": 5, "sets": "backfill+EBinpack"}).runs()
+    named = Grid("simulate", {"jobs": 5, "queueing": "Backfill", "placement": "EBinpack",
+                              "preemption": "AUTO"})  # fmt: skip
+    assert named.runs()[0].key == same.key
