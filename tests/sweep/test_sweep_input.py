@@ -426,6 +426,16 @@ def test_a_grid_value_its_command_refuses_is_refused_naming_it_before_any_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, field: str, said: str
 ) -> None:
     (tmp_path / "p.csv").write_text("name\n")
+    err = _refused_before_any_run(tmp_path, capsys, text, field, said)
+    assert err.count("\n") == 1 and f"field {field!r} = " in err
+    assert "Traceback" not in err
+
+
+def _refused_before_any_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, field: str, said: str
+) -> str:
+    """The grid ``text`` is refused for ``field`` (saying ``said``) by check_grid and by
+    kant sweep, before any run (no store, the valid runs neither); kant sweep's stderr."""
     (tmp_path / "n.csv").write_text("sn\n")
     grid = write_grid(tmp_path, text)
     with pytest.raises(InvalidGridError) as e:
@@ -433,9 +443,8 @@ def test_a_grid_value_its_command_refuses_is_refused_naming_it_before_any_run(
     assert e.value.field == field and said in e.value.reason
     assert main(["sweep", str(grid), "--quiet", "--workers", "1"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"field {field!r} = " in err and said in err
-    assert "Traceback" not in err
-    assert not (tmp_path / "g.jsonl").exists()  # no run at all, the valid ones neither
+    assert said in err and not (tmp_path / "g.jsonl").exists()
+    return err
 
 
 def test_a_json_grid_value_of_the_wrong_number_type_is_refused_as_the_command_refuses_it(
@@ -460,14 +469,7 @@ def test_a_json_grid_value_of_the_wrong_number_type_is_refused_as_the_command_re
 def test_grid_options_that_do_not_go_together_are_refused_as_the_command_refuses_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, field: str, said: str
 ) -> None:
-    (tmp_path / "n.csv").write_text("sn\n")
-    grid = write_grid(tmp_path, text)
-    with pytest.raises(InvalidGridError) as e:
-        check_grid(load_grid(grid))
-    assert e.value.field == field and said in e.value.reason
-    assert main(["sweep", str(grid), "--quiet", "--workers", "1"]) == 2
-    assert said in capsys.readouterr().err
-    assert not (tmp_path / "g.jsonl").exists()
+    _refused_before_any_run(tmp_path, capsys, text, field, said)
 
 
 def test_a_grid_takes_a_names_case_variant_as_its_command_does(tmp_path: Path) -> None:
