@@ -303,5 +303,5 @@ def test_a_demo_under_a_config_naming_other_resources_and_scheduler_runs_its_pod
     config = {"kubernetes": {"schedulerName": "kant-2", "gpuResource": "example.com/gpu",
                              "nicResource": "example.com/hca",
                              "gpuModelLabel": "example.com/model"}}  # fmt: skip
-    result = demo(nodes=4, jobs=3, speed=10, config=config)
+    result = demo(nodes=4, jobs=3, speed=100, config=config)
     assert result["jobs"] == 3 and result["pods_finished"] >= 3
