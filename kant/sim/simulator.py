@@ -181,8 +181,10 @@ class SimConfig:
     whose SOR values give the median SOR. ``on_interrupt``: ``"resume"`` or ``"restart"``
     (see the module docstring). ``mtbf`` / ``mttr``: node failures (None: no failures).
     ``failures``: explicit ``(time, node)`` failures (the :class:`Simulator` refuses a node
-    its cluster does not have).
-    ``horizon``: stop at this time (None: when every job is done or nothing can change).
+    its cluster does not have), ``time`` counted from the first submission, as the run's
+    clock starts there.
+    ``horizon``: stop this long after the first submission (None: when every job is done or
+    nothing can change).
     ``warmup``: the share of the arrival span, from the first arrival, left out of the
     observation window (the cluster starts empty and takes a while to fill).
     ``default_runtime``: runtime of jobs without an estimate. ``seed``: failure draws.
@@ -426,6 +428,9 @@ class _Run:
     finished_at: float | None = None
     nodes_used: int = 0
     groups_used: int = 0
+    # a pod-level job: the node each of its pods was first bound to (its pods start in
+    # several cycles: JTTED reads them all, as its optimum does)
+    first_nodes: dict[PodId, str] = attrs.field(factory=dict)
     preempted: int = 0
     requeued: int = 0
 
@@ -721,6 +726,17 @@ class Simulator:
                 leaves.discard(None)
                 r.groups_used = len(leaves)
                 self._job_pool[jid] = self._pool_of.get(bs[0].node)
+            if not job.gang:  # (pods placed in later cycles count too)
+                first = r.first_nodes
+                for b in bs:
+                    first.setdefault(b.pod, b.node)
+                # counted once every pod was bound: JTTED compares a whole job's placement
+                # with its optimum (0 until then: not counted)
+                nodes = set(first.values()) if len(first) == job.num_pods else set()
+                r.nodes_used = len(nodes)
+                leaves = {self._leaf_of.get(n) for n in nodes}
+                leaves.discard(None)
+                r.groups_used = len(leaves)
             if job.gang:
                 r.run += 1
                 r.active = True
@@ -815,6 +831,7 @@ class Simulator:
         self._note("node_fail", name, "pods={}", len(report.released))
         self._lost(report.released, report.requeued)
         for jid in report.failed:
+            self._runs[jid].finished_at = now  # (it ended: failed, its pods released now)
             self._note("fail", jid, "interruptions={}", self.s.queue.entry(jid).interruptions)
         self._sor.on_capacity(self.s.cluster.total_gpus(), now)
         self._push(now + self.cfg.mttr, EventKind.NODE_UP, name)
@@ -910,7 +927,9 @@ class Simulator:
                 JobRecord.for_job(
                     job,
                     started_at=r.started_at,
-                    finished_at=r.finished_at if phase is JobPhase.FINISHED else None,
+                    finished_at=(
+                        r.finished_at if phase in (JobPhase.FINISHED, JobPhase.FAILED) else None
+                    ),
                     nodes_used=r.nodes_used,
                     groups_used=r.groups_used,
                     preempted=r.preempted,
@@ -931,7 +950,10 @@ class Simulator:
         if w1 <= w0:
             w1 = end
         w0 += self.cfg.warmup * (w1 - w0)
-        inside = [x for x in samples if w0 <= x.t <= w1] or list(samples)
+        inside = [x for x in samples if w0 <= x.t <= w1]
+        if not inside:  # (a window shorter than the sampling interval: the last sample
+            before = [x for x in samples if x.t <= w1]  # before its end stands for it)
+            inside = before[-1:] or list(samples)
         gars = np.array([x.gar for x in inside], dtype=np.float64)
         gfrs = np.array([x.gfr for x in inside], dtype=np.float64)
         degs = np.array([x.gfr_degree for x in inside], dtype=np.float64)

@@ -1,0 +1,45 @@
+"""What the simulator reports of a job and of the observation window, on runs small enough to
+work out by hand: a pod-level job's nodes, a failed job's end, a window with no sample."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kant import Scheduler
+from kant.queueing import Backoff, Queue
+from kant.sim import SimConfig, SimResult, Simulator
+from kant.testing import ClusterBuilder, job
+
+
+def _run(jobs: list[Any], nodes: int, queue: Queue | None = None, **cfg: Any) -> SimResult:
+    state = ClusterBuilder().leaf("lf0", nodes=nodes).build()
+    s = Scheduler(state, queue=queue) if queue is not None else Scheduler(state)
+    return Simulator(s, jobs, SimConfig(tick=0, **cfg)).run()
+
+
+def test_a_pod_level_jobs_nodes_count_every_pod_not_only_the_first_cycles() -> None:
+    # svc's first pod starts at t=1 on lf0-n1, its second at t=100 on lf0-n0 when the blocker
+    # ends: two nodes, its optimum (it reported one: a NodeNum ratio of 0.5)
+    res = _run([job("blocker", gpus=8, runtime=100, submitted_at=0),
+                job("svc", gpus=8, replicas=2, gang=False, runtime=1000, submitted_at=1)],
+               nodes=2)  # fmt: skip
+    (svc,) = [r for r in res.records if r.job_id == "svc"]
+    assert svc.nodes_used == 2
+    assert res.summary.jtted["9-64"].node_ratio == 1.0
+
+
+def test_a_job_failed_by_its_interruption_limit_ends_when_its_node_fails() -> None:
+    res = _run([job("a", gpus=8, runtime=1000, submitted_at=0)], nodes=2,
+               queue=Queue(backoff=Backoff(max_interruptions=0)),
+               failures=((100, "lf0-n0"),))  # fmt: skip
+    (a,) = res.records
+    assert (a.state, a.started_at, a.finished_at) == ("failed", 0, 100)
+
+
+def test_a_window_without_a_sample_is_read_from_the_last_sample_before_its_end() -> None:
+    # the window is [50, 100] (half the arrivals' span left out), samples every 600 s: none
+    # inside. The cluster is full throughout it; the drain after (one GPU of eight busy
+    # for 100,000 s) is no part of it (GAR was 0.125, from every sample of the run)
+    res = _run([job("a", gpus=8, runtime=100, submitted_at=0),
+                job("b", gpus=1, runtime=100_000, submitted_at=100)], nodes=1, warmup=0.5)  # fmt: skip
+    assert res.summary.gar == 1.0 and res.summary.sor == 1.0
