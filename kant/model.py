@@ -1047,6 +1047,13 @@ class Role:
             if taint.effect in HARD_EFFECTS
         )
 
+    @property
+    def scoring_terms(self) -> tuple[PodAffinityTerm, ...]:
+        """The terms by which a running pod of this role weighs in the score of the pods they
+        select (Kubernetes' symmetric score): its required affinity terms and its preferred
+        terms'. O(terms)."""
+        return (*self.pod_affinity, *(p.term for p in self.pod_preferences))
+
     def preference(self, node: NodeSpec) -> tuple[int, int]:
         """How much the role prefers ``node``, as a sort key (smaller first): the node's
         ``PreferNoSchedule`` taints the role does not tolerate, then minus the weights of its
@@ -1268,6 +1275,13 @@ class Job:
                 return frozenset()
             out |= r.gpu_models
         return frozenset(out)
+
+    def has_pod(self, pod: PodId) -> bool:
+        """Whether ``pod`` is one of the job's pods: its id, a role it has, an index below that
+        role's replicas. O(roles)."""
+        return pod.job == self.id and any(
+            r.name == pod.role and 0 <= pod.index < r.replicas for r in self.roles
+        )
 
     def role(self, name: str) -> Role:
         """The role called ``name``; raises :class:`~kant.errors.InvalidJobError` if the job has

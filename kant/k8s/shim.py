@@ -774,8 +774,8 @@ class Shim:
         shim (another scheduler, a user's ``spec.nodeName``, a binding kant lost), on that
         node (nothing while kant does not know the node: :meth:`_replay_bound` holds it when
         it does). Whole GPUs only when its ``gpu-fraction`` is not readable. Its labels and
-        required anti-affinity terms count for kant's pod affinity (:func:`held_job`), read
-        again whenever the pod changes."""
+        pod terms count for kant's pod affinity (:func:`held_job`), read again whenever the
+        pod changes."""
         if st.node is None or st.phase in TERMINAL:
             return
         if key in self._held:

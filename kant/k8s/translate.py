@@ -400,9 +400,12 @@ def pod_facts(pod: Obj, settings: K8sSettings) -> PodFacts:
     except KantError:
         raise
     except (TypeError, ValueError, AttributeError) as e:  # (a field of an unexpected shape)
-        raise InvalidObjectError(
-            "pod", pod_key(pod), f"malformed: {e}", where=f"Pod {pod_key(pod)}"
-        ) from None
+        raise _malformed(pod, e) from None
+
+
+def _malformed(pod: Obj, e: Exception) -> InvalidObjectError:
+    """A pod with a field of an unexpected shape (``e``, what reading it raised)."""
+    return InvalidObjectError("pod", pod_key(pod), f"malformed: {e}", where=f"Pod {pod_key(pod)}")
 
 
 def _pod_facts(pod: Obj, settings: K8sSettings) -> PodFacts:
@@ -516,7 +519,7 @@ def held_job(pod: Obj, job: str) -> tuple[Job, InvalidObjectError | None]:
         except InvalidObjectError as e:
             errors.append(e)
         except (TypeError, ValueError, AttributeError) as e:  # (a field of an unexpected shape)
-            errors.append(InvalidObjectError("pod", pod_key(pod), f"malformed: {e}", where=where))
+            errors.append(_malformed(pod, e))
         return ()
 
     anti = read(lambda: _pod_terms(spec, lab, ns, "podAntiAffinity", where))

@@ -225,11 +225,7 @@ class PodsOnNodes:
             if not (job.anti_terms if anti else job.soft_terms):
                 continue
             for r in job.roles:
-                terms = (
-                    r.pod_anti_affinity
-                    if anti
-                    else (*r.pod_affinity, *(p.term for p in r.pod_preferences))
-                )
+                terms = r.pod_anti_affinity if anti else r.scoring_terms
                 if any(self._selects(self._term(t), labels) for t in terms):
                     return True
         return False

@@ -233,10 +233,8 @@ class Placer:
         if isinstance(pods, str) or not isinstance(pods, Iterable):
             raise ValidationError("pods", pods, "must be a sequence of the job's PodIds")
         todo = list(pods)
-        replicas = {r.name: r.replicas for r in job.roles}
         for p in todo:
-            if not (isinstance(p, PodId) and p.job == job.id
-                    and 0 <= p.index < replicas.get(p.role, 0)):  # fmt: skip
+            if not (isinstance(p, PodId) and job.has_pod(p)):
                 raise ValidationError("pods", p, f"must be pods of job {job.id!r}")
         if len(set(todo)) != len(todo):
             raise ValidationError("pods", todo, "must name each pod once")
@@ -1250,12 +1248,11 @@ def _context(
     and running pods' that select it, asked of ``pods_on`` when given) are read for a pod
     placed on its own (``soft``), never for a gang's pods: a gang's domains come first, and
     one pod steered to a preferred node could take the node another role needs."""
-    alone = n == 1 and (bool(role.pod_preferences) or pods_on is not None)
-    soft = (
-        alone
-        and (not job.gang or job.num_pods == 1)
-        and (bool(role.pod_preferences) or (pods_on is not None and pods_on.drawn(role)))
-    )
+    soft = False
+    if n == 1 and (role.pod_preferences or pods_on is not None):  # (else decided at once)
+        soft = (not job.gang or job.num_pods == 1) and (
+            bool(role.pod_preferences) or (pods_on is not None and pods_on.drawn(role))
+        )
     return PodContext(snap=snap, job=job, role=role, req=req, on_node=counts.job,
                       role_on=counts.role, record=job.labelled, soft=soft)  # fmt: skip
 

@@ -719,13 +719,12 @@ class Simulator:
             milli = [b.total_milli for b in bs]
             self._held.update(zip([b.pod for b in bs], milli, strict=True))
             self._sor.on_pods_bound(jid, milli, now, gang=job.gang, job_complete=True)
+            nodes: set[str] | None = None  # (the job's nodes, when they are known anew)
             if r.started_at is None:
                 r.started_at = now
-                r.nodes_used = len({b.node for b in bs})
-                leaves = {self._leaf_of.get(b.node) for b in bs}
-                leaves.discard(None)
-                r.groups_used = len(leaves)
                 self._job_pool[jid] = self._pool_of.get(bs[0].node)
+                if job.gang:
+                    nodes = {b.node for b in bs}
             if not job.gang:  # (pods placed in later cycles count too)
                 first = r.first_nodes
                 for b in bs:
@@ -733,10 +732,10 @@ class Simulator:
                 # counted once every pod was bound: JTTED compares a whole job's placement
                 # with its optimum (0 until then: not counted)
                 nodes = set(first.values()) if len(first) == job.num_pods else set()
-                r.nodes_used = len(nodes)
+            if nodes is not None:
                 leaves = {self._leaf_of.get(n) for n in nodes}
                 leaves.discard(None)
-                r.groups_used = len(leaves)
+                r.nodes_used, r.groups_used = len(nodes), len(leaves)
             if job.gang:
                 r.run += 1
                 r.active = True

@@ -361,16 +361,18 @@ class ClusterState:
             self._pod_terms_version += 1
 
     def _count_terms(self, job: Job, sign: int) -> None:
-        """Count ``job``'s roles' terms in (``sign`` 1) or out of (-1) the kept terms."""
+        """Count ``job``'s roles' terms in (``sign`` 1) or out of (-1) the kept terms (a
+        Counter's ``+=`` / ``-=`` keep the positive counts only)."""
         if not job.pod_terms:
             return
-        for r in job.roles:
-            for t in r.pod_anti_affinity:
-                _bump_term(self._anti_terms, t, sign)
-            for t in r.pod_affinity:
-                _bump_term(self._soft_terms, t, sign)
-            for p in r.pod_preferences:
-                _bump_term(self._soft_terms, p.term, sign)
+        anti = Counter(t for r in job.roles for t in r.pod_anti_affinity)
+        soft = Counter(t for r in job.roles for t in r.scoring_terms)
+        if sign > 0:
+            self._anti_terms += anti
+            self._soft_terms += soft
+        else:
+            self._anti_terms -= anti
+            self._soft_terms -= soft
 
     def kept_terms(self, *, anti: bool) -> Collection[PodAffinityTerm]:
         """The distinct anti-affinity terms (``anti``), else preferred and required affinity
@@ -686,10 +688,13 @@ class ClusterState:
         they touch)."""
         pod_ids = [b.pod for b in bindings] if all(type(b) is Binding for b in bindings) else []
         if self._described and pod_ids:
-            for b in bindings:
-                described = self._described.get(b.pod.job)
+            by_job: dict[str, list[PodId]] = {}
+            for pod in pod_ids:
+                by_job.setdefault(pod.job, []).append(pod)
+            for jid, pods in by_job.items():
+                described = self._described.get(jid)
                 if described is not None:
-                    _check_owns(described, (b.pod,), "is bound")
+                    _check_owns(described, pods, "is bound")
         # the usual call: Bindings of new pods, each once (checked at once; otherwise each
         # binding is checked in turn, so the first one wrong is named)
         fresh = len(pod_ids) == len(bindings) and len(set(pod_ids)) == len(pod_ids)
@@ -995,21 +1000,11 @@ def _conflict(b: Binding, spec: NodeSpec, what: str) -> AllocationConflictError:
     return AllocationConflictError(f"binding of {b.pod} on {spec.name!r}: {what}")
 
 
-def _bump_term(counts: Counter[PodAffinityTerm], t: PodAffinityTerm, sign: int) -> None:
-    n = counts[t] + sign
-    if n > 0:
-        counts[t] = n
-    else:
-        del counts[t]
-
-
 def _check_owns(job: Job, pods: Iterable[PodId], doing: str) -> None:
-    """Raise :class:`~kant.errors.InvalidJobError` for the first of ``pods`` (of ``job``'s
-    id) that is not one of ``job``'s pods: a role it lacks, an index past the role's
-    replicas."""
-    replicas = {r.name: r.replicas for r in job.roles}
+    """Raise :class:`~kant.errors.InvalidJobError` for the first of ``pods`` that is not one
+    of ``job``'s pods (:meth:`Job.has_pod`)."""
     for pod in pods:
-        if not 0 <= pod.index < replicas.get(pod.role, 0):
+        if not job.has_pod(pod):
             raise InvalidJobError(
                 "pod", str(pod), f"pod {pod} {doing} and is not a pod of job {job.id!r}"
             )

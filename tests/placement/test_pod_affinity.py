@@ -15,9 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from kant.errors import InvalidJobError
 from kant.model import (
     HOSTNAME_LABEL,
+    Binding,
     Job,
     NodeRequirement,
     PodAffinityTerm,
+    PodId,
     ReasonCode,
     Resources,
     Role,
@@ -67,6 +69,12 @@ def _nodes(s: Scheduler, job_id: str) -> list[str]:
 
 def _zone(s: Scheduler, job_id: str) -> set[str | None]:
     return {s.cluster.node(n).labels.get("zone") for n in _nodes(s, job_id)}
+
+
+def _on(job_id: str, node: str, *, role: str = "worker", gpu: int = 0) -> Binding:
+    """A one-GPU binding of pod 0 of ``role`` of ``job_id`` on ``node`` (bound or restored
+    directly, as an orchestrator does)."""
+    return Binding(pod=PodId(job=job_id, role=role, index=0), node=node, gpus=(gpu,))
 
 
 # --------------------------------------------------------------------------- anti-affinity
@@ -297,11 +305,9 @@ def test_a_pod_that_finished_no_longer_keeps_others_away() -> None:
 def test_a_job_described_after_a_quiet_cycle_is_seen_by_the_next() -> None:
     # the orchestrator binds "db" itself, then describes it: the next cycle must not reuse
     # the quiet cycle's answer
-    from kant.model import Binding, PodId
-
     state = _cluster(["a", "b"])
     s = Scheduler(state)
-    state.bind(Binding(pod=PodId(job="db", role="worker", index=0), node="lf0-n1", gpus=(0,)))
+    state.bind(_on("db", "lf0-n1"))
     s.submit(job("cache", gpus=1, affinity=[_term("zone", app="db")]), now=0)
     s.step(now=1)
     assert not s.status("cache").bindings
@@ -312,11 +318,10 @@ def test_a_job_described_after_a_quiet_cycle_is_seen_by_the_next() -> None:
 
 def test_describing_a_job_that_does_not_own_its_ids_running_pods_is_refused() -> None:
     from kant.errors import DuplicateError
-    from kant.model import Binding, PodId
 
     state = _cluster(["a", "a"])
     s = Scheduler(state)
-    state.bind(Binding(pod=PodId(job="x", role="w", index=0), node="lf0-n0", gpus=(0,)))
+    state.bind(_on("x", "lf0-n0", role="w"))
     with pytest.raises(InvalidJobError, match="x/w/0"):
         state.describe(job("x", gpus=1, labels={"app": "w"}))  # (its role is "worker")
     assert state.described("x") is None
@@ -329,22 +334,18 @@ def test_describing_a_job_that_does_not_own_its_ids_running_pods_is_refused() ->
 
 
 def test_a_job_that_cannot_be_described_once_bound_is_stale_and_leaves_nothing_bound() -> None:
-    from kant.model import Binding, PodId
-
     state = _cluster(["a", "a"])
     s = Scheduler(state)
     s.submit(job("x", gpus=1, labels={"app": "w"}), now=0)
     r = s.schedule(now=1)
-    rogue = PodId(job="x", role="other", index=0)  # (bound directly under the job's id)
-    state.bind(Binding(pod=rogue, node="lf0-n1", gpus=(7,)))
+    rogue = _on("x", "lf0-n1", role="other", gpu=7)  # (bound directly under the job's id)
+    state.bind(rogue)
     assert s.apply(r, now=2).stale == ("x",)
-    assert state.job_pods("x") == (rogue,) and state.described("x") is None
+    assert state.job_pods("x") == (rogue.pod,) and state.described("x") is None
     assert s.status("x").phase.value == "pending" and not s.status("x").bindings
 
 
 def test_binding_a_pod_its_described_job_does_not_have_is_refused() -> None:
-    from kant.model import Binding, PodId
-
     state = _cluster(["a"])
     state.describe(job("x", gpus=1, labels={"app": "w"}))
     for bind in (state.bind, lambda b: state.bind_many([b])):
@@ -352,18 +353,15 @@ def test_binding_a_pod_its_described_job_does_not_have_is_refused() -> None:
             with pytest.raises(InvalidJobError, match=str(pod)):
                 bind(Binding(pod=pod, node="lf0-n0", gpus=(0,)))
     assert not state.runs_job("x")
-    state.bind(Binding(pod=PodId(job="x", role="worker", index=0), node="lf0-n0", gpus=(0,)))
+    state.bind(_on("x", "lf0-n0"))
     assert state.runs_job("x")
 
 
 def test_pods_bound_by_restore_count_for_anti_affinity() -> None:
-    from kant.model import Binding, PodId
-
     state = _cluster(["a", "a"])
     s = Scheduler(state)
     db = job("db", gpus=1, labels={"app": "db"}, anti_affinity=[_term(app="db")])
-    s.restore(db, [Binding(pod=PodId(job="db", role="worker", index=0), node="lf0-n0", gpus=(0,))],
-              now=0)  # fmt: skip
+    s.restore(db, [_on("db", "lf0-n0")], now=0)
     s = _run(state, job("db2", gpus=1, labels={"app": "db"}), now=1, s=s)
     assert _nodes(s, "db2") == ["lf0-n1"]
 
@@ -597,15 +595,12 @@ def test_a_pod_goes_where_a_running_pods_preferred_or_required_affinity_wants_it
     # "web" runs in zone b with a preferred affinity to cache pods, "api" in zone a with a
     # required one to db pods (whose weight is kube-scheduler's hardPodAffinityWeight, 1):
     # a cache pod goes to zone b, a db pod to zone a, where E-Binpack alone takes lf0-n0
-    from kant.model import Binding, PodId
-
     state = _cluster(["a", "a", "b", "b"])
     s = Scheduler(state)
     web = _soft_job("web", _soft(10, "zone", app="cache"), **{"app": "web"})
-    s.restore(web, [Binding(pod=PodId(job="web", role="worker", index=0), node="lf0-n3",
-                            gpus=(0,))], now=0)  # fmt: skip
+    s.restore(web, [_on("web", "lf0-n3")], now=0)
     api = job("api", gpus=1, labels={"app": "api"}, affinity=[_term("zone", app="db")])
-    state.bind(Binding(pod=PodId(job="api", role="worker", index=0), node="lf0-n1", gpus=(0,)))
+    state.bind(_on("api", "lf0-n1"))
     state.describe(api)
     s = _run(state, job("cache", gpus=1, labels={"app": "cache"}), now=1, s=s)
     assert _zone(s, "cache") == {"b"}
