@@ -753,12 +753,18 @@ def trace_warmup(jobs: Sequence[Job], warmup: float = 0.1) -> float:
 
 
 def _max_procs(meta: Mapping[str, str]) -> int:
-    """An SWF header's ``MaxProcs`` (0 when absent or not a positive integer written in
-    ASCII digits); ValidationError when the machine it gives has more than
-    :data:`~kant.topology.fabric.MAX_NODES` 8-GPU nodes."""
+    """An SWF header's ``MaxProcs``: 0 when absent, empty or ``-1`` (SWF's "unknown"), else a
+    positive integer written in ASCII digits. ValidationError for any other value (``0``,
+    ``-5``, ``abc``, ``1.5``: the log's machine cannot be known, and guessing one would
+    replay the log on another machine without a word) and when the machine it gives has
+    more than :data:`~kant.topology.fabric.MAX_NODES` 8-GPU nodes."""
     text = meta.get("MaxProcs", "").strip()
-    if not (text.isascii() and text.isdigit()):
+    if text in ("", "-1"):
         return 0
+    if not (text.isascii() and text.isdigit()) or not text.strip("0"):
+        raise ValidationError(
+            "MaxProcs", text, "must be a positive integer, or -1 when the log's machine is unknown"
+        )
     if len(text) > 12 or int(text) > 8 * MAX_NODES:
         raise ValidationError(
             "MaxProcs", text, f"the log's machine would have more than {MAX_NODES:,} nodes"

@@ -329,6 +329,11 @@ RUNAWAY = [
     (lambda t: ["--trace", "philly", "--trace-file", _philly(t, [GOOD_ROW, "2017-10-03 02:55:00,1e300,8,1,vc1\n"])], "20 years"),
     (lambda t: ["--scenario", "inference", "--jobs", "20", "--mtbf", "5000", "--mttr", "1e300"], "mttr"),
     (lambda t: ["--trace", "swf", "--trace-file", _write_swf(t, "; MaxProcs: 99999999999\n")], "MaxProcs"),
+    # a header kant cannot read was taken as absent: the log ran on a machine sized for it
+    (lambda t: ["--trace", "swf", "--trace-file", _write_swf(t, "; MaxProcs: -5\n")], "MaxProcs"),
+    (lambda t: ["--trace", "swf", "--trace-file", _write_swf(t, "; MaxProcs: abc\n")], "MaxProcs"),
+    (lambda t: ["--trace", "swf", "--trace-file", _write_swf(t, "; MaxProcs: 0\n")], "MaxProcs"),
+    (lambda t: ["--trace", "swf", "--trace-file", _write_swf(t, "; MaxProcs: 12.5\n")], "MaxProcs"),
 ]  # fmt: skip
 
 
@@ -370,7 +375,7 @@ def test_a_cluster_without_gpus_is_one_line_not_a_run_where_no_job_starts(
     assert not out.exists()
 
 
-@pytest.mark.parametrize(("argv", "named"), RUNAWAY, ids=["year 1", "1e300 s", "mttr", "maxprocs"])
+@pytest.mark.parametrize(("argv", "named"), RUNAWAY, ids=["year 1", "1e300 s", "mttr", "maxprocs", "maxprocs -5", "maxprocs abc", "maxprocs 0", "maxprocs 12.5"])
 def test_times_or_sizes_beyond_kants_limits_are_one_line_not_a_run_without_end(
     argv: Any, named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -380,8 +385,21 @@ def test_times_or_sizes_beyond_kants_limits_are_one_line_not_a_run_without_end(
     assert code == 2 and named in err.splitlines()[-1] and "Traceback" not in err
 
 
-def test_an_swf_maxprocs_in_other_digits_is_no_machine_size(tmp_path: Path) -> None:
+def test_an_swf_maxprocs_in_other_digits_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (str.isdigit says yes to a superscript two, int() says no)
     log = _write_swf(tmp_path, "; MaxProcs: \u00b2\n")
+    out = tmp_path / "out"
+    assert main(["simulate", "--trace", "swf", "--trace-file", log, "--no-plots", "--quiet",
+                 "--out", str(out)]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "MaxProcs" in err and "positive integer" in err
+
+
+def test_an_swf_maxprocs_of_minus_one_is_an_unknown_machine(tmp_path: Path) -> None:
+    # SWF writes -1 for what it does not know: the run sizes a machine for the log
+    log = _write_swf(tmp_path, "; MaxProcs: -1\n")
     out = tmp_path / "out"
     assert main(["simulate", "--trace", "swf", "--trace-file", log, "--no-plots", "--quiet",
                  "--out", str(out)]) == 0  # fmt: skip
