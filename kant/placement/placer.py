@@ -32,7 +32,7 @@ Where the Placer looks (candidate sets, tiers, domains, the best-fit index) is i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -415,7 +415,13 @@ class Placer:
         when some domain can hold them; when none can, the domain of the wish's tier that
         holds the most of them. HBD nodes only for an HBD wish (one HBD, else the fewest
         whole HBDs). None when no domain has room for a pod (each pod then says why). The
-        pods are then placed one by one inside it. O(candidates) numpy per tier."""
+        pods are then placed one by one inside it. O(candidates) numpy per tier.
+
+        With several candidate sets (E-Spread: the zone, one replica a node, then the
+        general nodes) the room per node is only a bound, so each domain is tried as the
+        pods would be placed in it, up to ``group_probe`` domains per tier (as a gang's
+        domains are, :meth:`_place_in`); the fallback is then the tried domain of the
+        wish's tier where most of them go."""
         wish = role.topology
         assert wish is not None
         req = PodRequest.of(role.resources)
@@ -430,14 +436,25 @@ class Placer:
         n = len(pods)
         ctx = _context(snap, job, role, req, counts, n, self._pods_on if self._soft_on else None)
         search = cand.slots
+        several = False  # (the room per node is then a bound: each domain is tried)
         if self.hooks.candidate_sets is not None:
             sets = self._candidate_sets(ctx, cand.slots)
             if len(sets) == 1:
                 search = sets[0][0]
+            else:
+                several = True
         filters = self._filters(ctx)
         filters.blocked = None
         room, _ = self._room(ctx, cand, search, n, filters, whole=False)
         key = self.hooks.domain_key
+        probe = self.group_probe if several else 1
+
+        def holding(found: Iterator[IntArray]) -> Candidates | None:
+            for domain in found:
+                if not several or self._fills(ctx, pods, domain, counts) == n:
+                    return Candidates(domain)
+            return None
+
         # a wish other than HBD: at each tier a domain of nodes outside HBDs first, as a
         # gang role's tier search does (Placer._place_role)
         plain = snap.cols.hbd_id[search] < 0 if wish.tier is not Tier.HBD else None
@@ -446,17 +463,40 @@ class Placer:
         better = self._preferred_parts(snap, role, search, room, n)  # (preferred nodes first)
         for tier in tiers_for(role, n, self.hooks.topology_default):
             for some, some_room in better:
-                for domain in domains(snap, some, some_room, tier, n, key, 1):
-                    return Candidates(domain)
+                if got := holding(domains(snap, some, some_room, tier, n, key, probe)):
+                    return got
             if plain is not None:
-                for domain in domains(snap, search[plain], room[plain], tier, n, key, 1):
-                    return Candidates(domain)
-            for domain in domains(snap, search, room, tier, n, key, 1):
-                return Candidates(domain)
+                got = holding(domains(snap, search[plain], room[plain], tier, n, key, probe))
+                if got:
+                    return got
+            if got := holding(domains(snap, search, room, tier, n, key, probe)):
+                return got
+        if several:  # the tried domain of the wish's tier where most of them go
+            best: tuple[int, IntArray | None] = (0, None)
+            for domain in domains(snap, search, room, wish.tier, 1, key, probe):
+                k = self._fills(ctx, pods, domain, counts)
+                if k > best[0]:
+                    best = (k, domain)
+            return Candidates(best[1]) if best[1] is not None else None
         most = _most_in_one(snap, search, room, wish.tier)
         for domain in domains(snap, search, room, wish.tier, most, key, 1) if most else ():
             return Candidates(domain)
         return None
+
+    def _fills(self, ctx: PodContext, pods: list[PodId], domain: IntArray, counts: Counts) -> int:
+        """How many of ``pods`` go into ``domain`` placed one by one, as :meth:`_fill` places
+        them for a strategy with candidate sets: a what-if, the snapshot and ``counts`` left
+        as they were. O(pods) placements."""
+        before = counts.save()
+        done = 0
+        some = Candidates(domain)
+        with ctx.snap.transaction():  # (never committed: rolled back on leaving)
+            for p in pods:
+                if self._place_pod(ctx, p, some, two_level=False) is None:
+                    break
+                done += 1
+        counts.restore(before)
+        return done
 
     def _preferred_parts(
         self, snap: Snapshot, role: Role, search: IntArray, room: IntArray, n: int

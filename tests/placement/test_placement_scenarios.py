@@ -277,6 +277,39 @@ def test_a_preferred_leaf_never_turns_an_espread_placement_that_exists_into_no_f
     assert sorted(nodes_of(res.bindings)) == ["g0", "g0", "z0", "z1", "z2"]
 
 
+def _zone_and_general_leaves() -> ClusterState:
+    return ClusterBuilder().leaf("z", nodes=2, zone="inference").leaf("g", nodes=2).build()
+
+
+@pytest.mark.parametrize("replicas", [2, 4, 8, 9])
+@pytest.mark.parametrize("tier", [Tier.NODE, Tier.LEAF, Tier.SPINE], ids=lambda t: t.name)
+def test_an_espread_pod_level_service_with_a_required_wish_goes_where_its_gang_form_would(
+    tier: Tier, replicas: int
+) -> None:
+    # one replica per zone node: the zone's leaf holds two 2-GPU replicas, leaf g eight.
+    # The domain was chosen as if a zone node took several: one replica went to z-n0 and
+    # the others waited for good (TOPOLOGY), where the gang form starts whole on leaf g
+    st = _zone_and_general_leaves()
+    make = dict(gpus=2, replicas=replicas, kind=JobKind.INFERENCE, tier=tier, required=True)
+    gang = Placer("espread").place(job("svc", gang=True, **make), st.snapshot())  # type: ignore[arg-type]
+    res = Placer("espread").place(job("svc", gang=False, **make), st.snapshot())  # type: ignore[arg-type]
+    if gang.ok:
+        assert res.ok, res.unplaced
+        assert nodes_of(res.bindings) == nodes_of(gang.bindings)
+    else:  # (no domain of the tier holds them all: the one that holds the most)
+        assert len(res.bindings) == (4 if tier is Tier.NODE else 8)
+
+
+def test_an_espread_pod_level_service_with_a_required_leaf_runs_whole_under_the_scheduler() -> None:
+    from kant import Scheduler
+
+    s = Scheduler(_zone_and_general_leaves(), placer=Placer("espread"))
+    s.submit(job("svc", gpus=2, replicas=4, gang=False, kind=JobKind.INFERENCE, tier=Tier.LEAF,
+                 required=True), now=0)  # fmt: skip
+    assert len(s.step(now=1).bindings) == 4
+    assert [b.node for b in s.status("svc").bindings] == ["g-n0"] * 4
+
+
 def test_a_gang_of_a_strategy_keeping_to_some_nodes_is_placed_by_the_room_on_those_nodes() -> None:
     class OddNodesOnly(BaseStrategy):
         name = "odd-nodes-only"
