@@ -88,7 +88,9 @@ def measure(
     svc = [r for r in res.records if not r.gang]
 
     def wait(r: Any) -> float:
-        return (r.started_at if r.started_at is not None else s.end) - r.submitted_at
+        """Until every pod first ran (a service: its last replica; a gang: its start), the
+        end of the run for a job with a pod that never did."""
+        return (r.all_started_at if r.all_started_at is not None else s.end) - r.submitted_at
 
     model = {j.id: next(iter(j.roles[0].gpu_models)) for j in sc.jobs}
     used: dict[tuple[str, str], float] = {}

@@ -87,6 +87,10 @@ class JobRecord:
     """Per role with GPUs, ``(pods, whole GPUs each, share milli each)``: what JTTED's fewest
     nodes reads besides ``gpus`` (:func:`kant.metrics.optimal_nodes`); empty: ``gpus``
     alone."""
+    all_started_at: float | None = attrs.field(default=None, validator=_opt_time)
+    """When every pod of the job had been bound at least once: ``started_at`` for a gang; for
+    a pod-level job, when its last pod first ran (None while some pod never has). A service's
+    replicas can wait long after its first one started (:attr:`replica_wait`)."""
 
     def __attrs_post_init__(self) -> None:
         if self.started_at is not None and self.started_at < self.submitted_at:
@@ -100,6 +104,12 @@ class JobRecord:
                 raise ValidationError(
                     "finished_at", self.finished_at, f"is before started_at={self.started_at}"
                 )
+        if self.all_started_at is not None and (
+            self.started_at is None or self.all_started_at < self.started_at
+        ):
+            raise ValidationError(
+                "all_started_at", self.all_started_at, f"is before started_at={self.started_at}"
+            )
 
     @classmethod
     def for_job(cls, job: Job, **fields: Any) -> JobRecord:
@@ -126,6 +136,12 @@ class JobRecord:
         """Waiting time ``started_at - submitted_at`` (queueing plus scheduling decision
         time), ``None`` if the job never started."""
         return None if self.started_at is None else self.started_at - self.submitted_at
+
+    @property
+    def replica_wait(self) -> float | None:
+        """``all_started_at - submitted_at``: how long its last pod waited to first run (the
+        same as :attr:`wait` for a gang), ``None`` while some pod never ran."""
+        return None if self.all_started_at is None else self.all_started_at - self.submitted_at
 
     @property
     def runtime(self) -> float | None:

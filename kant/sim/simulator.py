@@ -431,6 +431,7 @@ class _Run:
     # a pod-level job: the node each of its pods was first bound to (its pods start in
     # several cycles: JTTED reads them all, as its optimum does)
     first_nodes: dict[PodId, str] = attrs.field(factory=dict)
+    all_started_at: float | None = None  # (every pod bound at least once)
     preempted: int = 0
     requeued: int = 0
 
@@ -725,13 +726,18 @@ class Simulator:
                 self._job_pool[jid] = self._pool_of.get(bs[0].node)
                 if job.gang:
                     nodes = {b.node for b in bs}
+                    r.all_started_at = now
             if not job.gang:  # (pods placed in later cycles count too)
                 first = r.first_nodes
                 for b in bs:
                     first.setdefault(b.pod, b.node)
                 # counted once every pod was bound: JTTED compares a whole job's placement
                 # with its optimum (0 until then: not counted)
-                nodes = set(first.values()) if len(first) == job.num_pods else set()
+                nodes = set()
+                if len(first) == job.num_pods:
+                    nodes = set(first.values())
+                    if r.all_started_at is None:
+                        r.all_started_at = now
             if nodes is not None:
                 leaves = {self._leaf_of.get(n) for n in nodes}
                 leaves.discard(None)
@@ -926,6 +932,7 @@ class Simulator:
                 JobRecord.for_job(
                     job,
                     started_at=r.started_at,
+                    all_started_at=r.all_started_at,
                     finished_at=(
                         r.finished_at if phase in (JobPhase.FINISHED, JobPhase.FAILED) else None
                     ),

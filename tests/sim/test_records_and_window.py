@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kant import Scheduler
 from kant.queueing import Backoff, Queue
 from kant.sim import SimConfig, SimResult, Simulator
@@ -43,3 +45,33 @@ def test_a_window_without_a_sample_is_read_from_the_last_sample_before_its_end()
     res = _run([job("a", gpus=8, runtime=100, submitted_at=0),
                 job("b", gpus=1, runtime=100_000, submitted_at=100)], nodes=1, warmup=0.5)  # fmt: skip
     assert res.summary.gar == 1.0 and res.summary.sor == 1.0
+
+
+def test_a_services_last_replica_wait_is_recorded_beside_its_first_pods() -> None:
+    # svc's first replica starts at t=1, its second at t=100 when the blocker ends: its wait
+    # is 0 (JWTD reads the first pod), its replicas' 99 (the experiment's service waits)
+    res = _run([job("blocker", gpus=8, runtime=100, submitted_at=0),
+                job("svc", gpus=8, replicas=2, gang=False, runtime=1000, submitted_at=1),
+                job("g", gpus=8, runtime=10, submitted_at=2)], nodes=2)  # fmt: skip
+    rec = {r.job_id: r for r in res.records}
+    assert (rec["svc"].started_at, rec["svc"].all_started_at) == (1, 100)
+    assert (rec["svc"].wait, rec["svc"].replica_wait) == (0, 99)
+    assert rec["blocker"].all_started_at == rec["blocker"].started_at == 0  # a gang: its start
+    assert rec["g"].replica_wait == rec["g"].wait
+
+
+def test_a_service_whose_last_replica_never_ran_has_no_replica_wait() -> None:
+    res = _run([job("svc", gpus=8, replicas=3, gang=False, runtime=50, submitted_at=0)],
+               nodes=2, horizon=40)  # fmt: skip
+    (svc,) = res.records
+    assert svc.started_at == 0 and svc.all_started_at is None and svc.replica_wait is None
+
+
+def test_a_record_whose_pods_all_ran_before_its_first_one_is_refused() -> None:
+    from kant.errors import ValidationError
+    from kant.metrics import JobRecord
+
+    with pytest.raises(ValidationError, match="all_started_at"):
+        JobRecord(job_id="a", submitted_at=0, started_at=5, all_started_at=4)
+    with pytest.raises(ValidationError, match="all_started_at"):
+        JobRecord(job_id="a", submitted_at=0, all_started_at=4)

@@ -76,7 +76,7 @@ def write_report(
 def _jobs_csv(path: Path, records: Sequence[JobRecord]) -> Path:
     fields = (
         "job_id", "tenant", "gpus", "gang", "submitted_at", "started_at", "finished_at",
-        "nodes_used", "groups_used", "preempted", "requeued", "state",
+        "nodes_used", "groups_used", "preempted", "requeued", "state", "all_started_at",
     )  # fmt: skip
     with path.open("w", newline="", errors="backslashreplace") as f:
         w = csv.writer(f)
