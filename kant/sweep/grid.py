@@ -16,7 +16,8 @@ Option names are those of the command's long options (``trace-file`` or ``trace_
 options that only shape the output (``--out``, ``--workers``, ``--json``...) belong to
 ``kant sweep`` itself, not to a run. ``seeds`` (compare, packing) is read like the command's
 ``--seeds`` (``0-9``, ``1,4``) and becomes one run per seed; ``sets`` (compare) becomes one
-run per policy set (default: :data:`kant.sim.scenarios.COMPARE_SETS`). A compare run and a
+run per policy set (default: the scenario's own, as ``kant compare`` runs them:
+:func:`kant.sim.scenarios.compare_sets_for`). A compare run and a
 simulate run with the same options are the same run (kind ``sim``): one scenario under one
 policy set.
 
@@ -44,12 +45,12 @@ from kant.errors import InvalidGridError, KantError, ValidationError
 from kant.model import is_int, is_number
 from kant.sim.packing import MAX_INFLATE
 from kant.sim.scenarios import (
-    COMPARE_SETS,
     LOAD_RANGE,
     MAX_JOBS,
     MAX_SEEDS,
     MAX_TICK,
     PolicySet,
+    compare_sets_for,
     parse_seeds,
     parse_sets,
 )
@@ -235,16 +236,20 @@ class Grid:
                 dims.append((name, [v.lower() if isinstance(v, str) else v for v in values]))
             else:
                 dims.append((name, values))
-        if self.command == "compare" and "sets" not in opts:
-            policy = [_policy_params(p) for p in COMPARE_SETS]
+        own_sets = self.command == "compare" and "sets" not in opts  # (per scenario)
         # scenario dimensions outermost, policy dimensions innermost: runs sharing a
         # scenario are adjacent
         dims.sort(key=lambda d: d[0] in POLICY_OPTIONS)
         out: dict[str, RunSpec] = {}
         names = [n for n, _v in dims]
         for combo in itertools.product(*(v for _n, v in dims)):
+            scenario = dict(zip(names, combo, strict=True))
+            if own_sets:
+                which = scenario.get("scenario")
+                sets = compare_sets_for(which if isinstance(which, str) else None)
+                policy = [_policy_params(p) for p in sets]
             for pol in policy:
-                params = {**dict(zip(names, combo, strict=True)), **pol}
+                params = {**scenario, **pol}
                 params = {k: v for k, v in params.items() if v is not None}
                 spec = RunSpec(_KIND[self.command], dict(sorted(params.items())), self.base)
                 out.setdefault(spec.key, spec)

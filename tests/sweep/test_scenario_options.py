@@ -63,3 +63,31 @@ def test_kant_simulate_options_and_sweep_params_give_the_same_scenario(argv: lis
 def test_a_sweep_run_refuses_a_cluster_without_a_trace() -> None:
     with pytest.raises(ValidationError, match="goes with a trace"):
         scenario_from_params({"scenario": "inference", "cluster": "c.yaml"})
+
+
+@pytest.mark.parametrize("scenario", ["paper-training", "inference", "inference-paper"])
+def test_a_compare_grid_without_sets_runs_the_scenarios_own_sets_as_kant_compare_does(
+    scenario: str,
+) -> None:
+    # inference-paper compares its own three (E-Spread first); the grid, and so
+    # `kant compare --seeds`, ran the training scenario's four, E-Spread left out
+    from kant.sim.scenarios import make_scenario
+    from kant.sweep import Grid
+
+    runs = Grid("compare", {"scenario": scenario, "jobs": 20, "seeds": "0"}).runs()
+    got = [(r.params["queueing"], r.params["placement"]) for r in runs]
+    want = [(p.queueing, p.placement) for p in make_scenario(scenario, jobs=20).compare_sets]
+    assert got == want
+
+
+def test_a_compare_grid_over_scenarios_runs_each_ones_own_sets() -> None:
+    from kant.sweep import Grid
+
+    runs = Grid("compare", {"scenario": ["inference", "inference-paper"], "jobs": 20}).runs()
+    by = {}
+    for r in runs:
+        by.setdefault(r.params["scenario"], []).append(r.params["placement"])
+    assert by == {
+        "inference": ["ebinpack", "ebinpack", "ebinpack", "spread"],
+        "inference-paper": ["espread", "ebinpack", "spread"],
+    }
