@@ -297,6 +297,8 @@ class _Parser:
         if "tenants" in d:
             tenants = self.tenants(d["tenants"])
         default_mode = self.mode(d.get("defaultMode", "shared"), "defaultMode")
+        for i, t in enumerate(tenants or ()):
+            self.isolated_limits(t, i, default_mode, d["tenants"][i])
         k8s = d.get("kubernetes")
         if k8s is not None and not isinstance(k8s, Mapping):
             raise self.fail("kubernetes", k8s, "must be a mapping")
@@ -330,6 +332,26 @@ class _Parser:
             quotas = self.quotas(d.get("quotas", {}), f"{path}.quotas", name)
             out.append(TenantConfig(name=name, mode=mode, quotas=quotas))
         return tuple(out)
+
+    def isolated_limits(
+        self, t: TenantConfig, i: int, default_mode: QuotaMode, raw: Mapping[str, Any]
+    ) -> None:
+        """An isolated tenant (its own mode, or ``defaultMode``) neither borrows nor lends: a
+        ``borrowingLimit`` or ``lendingLimit`` on it is refused, as Kueue refuses both on a
+        ClusterQueue without a cohort (it was accepted and then ignored)."""
+        if (t.mode or default_mode) is not QuotaMode.ISOLATED:
+            return
+        why = "an isolated tenant neither borrows nor lends" + (
+            "" if t.mode is not None else " (defaultMode: isolated)"
+        )
+        for q in t.quotas:
+            for key, value in (
+                ("borrowingLimit", q.borrowing_limit),
+                ("lendingLimit", q.lending_limit),
+            ):
+                if value is not None:
+                    path = f"tenants[{i}].quotas.{q.gpu_model}.{key}"
+                    raise self.fail(path, raw["quotas"][q.gpu_model][key], why)
 
     def mode(self, v: Any, path: str) -> QuotaMode:
         try:

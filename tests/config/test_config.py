@@ -91,6 +91,15 @@ def test_an_empty_config_is_the_library_defaults_with_no_quota_check() -> None:
             "tenants:\n  - name: a\n    quotas:\n      A100: {borrowingLimit: 1}\n",
             "tenants[0].quotas.A100.nominalQuota",
         ),
+        # Kueue refuses both on a ClusterQueue without a cohort; kant took them and ignored them
+        (
+            "tenants:\n  - name: a\n    mode: isolated\n    quotas:\n      A100: {nominalQuota: 8, borrowingLimit: 16}\n",
+            "tenants[0].quotas.A100.borrowingLimit",
+        ),
+        (
+            "defaultMode: isolated\ntenants:\n  - name: a\n  - name: b\n    quotas:\n      A100: {nominalQuota: 8, lendingLimit: 4}\n",
+            "tenants[1].quotas.A100.lendingLimit",
+        ),
         ("tenants:\n  - name: a\n  - name: a\n", "tenants[1].name"),
         ("tenants:\n  - name: a\n    mode: private\n", "tenants[0].mode"),
         ("queueing: {policy: fifo}\n", "queueing.policy"),
@@ -232,6 +241,8 @@ def test_any_valid_file_gives_exactly_the_quotas_it_states(
     tenants = []
     want = []
     for i, (nom, bor, lend_share, mode) in enumerate(rows):
+        if mode == "isolated":  # (neither borrows nor lends: limits are refused)
+            bor = lend_share = None
         lend = None if lend_share is None else int(nom * lend_share) / 2
         q: dict[str, object] = {"nominalQuota": nom / 2}
         if bor is not None:
