@@ -54,10 +54,19 @@ def _problem(rec: Mapping[str, Any]) -> str | None:
     if not _num(rec.get("wall_s")):
         return f"wall_s {rec.get('wall_s')!r} is not a number"
     if rec["status"] != "ok":
-        return None  # a failed run's parameters may be what made it fail: kept as they are
-    for name in ("seed", "threshold", "inflate"):
-        if name in p and not (is_int(p[name]) if name == "seed" else _num(p[name])):
-            return f"params.{name} {p[name]!r} is not {'an int' if name == 'seed' else 'a number'}"
+        # a failed run's parameters may be what made it fail: kept as they are; its error
+        # is what the sweep and the report print
+        if not isinstance(rec.get("error"), str):
+            return f"a failed run's error {rec.get('error')!r} is not text"
+        return None
+    # (a threshold may be None: no threshold; a packing run always has an inflate)
+    for name, check, what in (
+        ("seed", is_int, "an int"),
+        ("threshold", _num, "a number"),
+        ("inflate", is_number, "a number"),
+    ):
+        if name in p and not check(p[name]):
+            return f"params.{name} {p[name]!r} is not {what}"
     if not isinstance(m, dict):
         return f"an ok run's metrics are {m!r}, not an object"
     if rec["kind"] == "packing":
@@ -162,6 +171,8 @@ class Store:
         or can be made (checked before any run, so a sweep never runs for a store it cannot
         write). Creates nothing."""
         p = self.path
+        if "\0" in str(p):  # (the file system refuses it; Path.exists says False)
+            raise InvalidStoreError("store", str(p), "a file name cannot hold a NUL character")
         try:
             if p.exists():
                 if not p.is_file():

@@ -121,13 +121,22 @@ OK_SIM = (
             '"status": "ok", "error": null, "wall_s": 1, "metrics": {"alloc": [1.0]}}\n',
             "alloc",
         ),
+        # both passed the check, then the sweep and the report raised (KeyError, TypeError)
+        ('{"key": "g", "kind": "sim", "params": {}, "status": "failed"}\n', "error"),
+        (
+            '{"key": "k", "kind": "packing", "params": {"pods": "p.csv", "nodes": "n.csv", '
+            '"inflate": null}, "status": "ok", "error": null, "wall_s": 1, "metrics": {}}\n',
+            "inflate",
+        ),
     ],
 )
 def test_a_record_the_report_cannot_read_is_refused_naming_the_file_and_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, reason: str
 ) -> None:
     store = tmp_path / "s.jsonl"
-    store.write_text('{"key": "f", "kind": "sim", "params": {}, "status": "failed"}\n' + line)
+    store.write_text(
+        '{"key": "f", "kind": "sim", "params": {}, "status": "failed", "error": "E: x"}\n' + line
+    )
     with pytest.raises(InvalidStoreError) as e:
         Store(store).records()
     assert e.value.where == f"{store}:2" and reason in str(e.value)
@@ -513,7 +522,11 @@ def test_a_strategy_registered_in_the_process_that_runs_the_sweep_passes_the_che
 
 @pytest.mark.parametrize(
     ("store", "said"),
-    [("afile/x.jsonl", "afile is a file"), ("folder", "is not a regular file")],
+    [
+        ("afile/x.jsonl", "afile is a file"),
+        ("folder", "is not a regular file"),
+        ("a\0b", "NUL"),  # (it ran, then its record could not be written: the run lost)
+    ],
 )
 def test_a_store_that_cannot_be_written_is_one_line_before_any_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], store: str, said: str
