@@ -77,6 +77,12 @@ class LocalPool:
 
     def __exit__(self, *exc: object) -> None:
         if self._pool is not None:
+            if exc and exc[0] is KeyboardInterrupt:
+                # stopped (SIGINT to this process alone: ``kill -INT``, a notebook's stop):
+                # the runs in flight are given up at once, as a terminal's Ctrl-C, which
+                # reaches the workers too, gives them up; waiting for them only to drop their
+                # records took as long as the longest run
+                _terminate_workers(self._pool)
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
@@ -151,6 +157,15 @@ class LocalPool:
             return fut.result()
         except Exception as e:
             return _crashed(e)
+
+
+def _terminate_workers(pool: ProcessPoolExecutor) -> None:
+    """Stop the pool's worker processes now (the executor has no public way before Python
+    3.14's ``terminate_workers``; its process table is read, and nothing if it is gone)."""
+    procs = getattr(pool, "_processes", None) or {}
+    for proc in list(procs.values()):
+        if proc.is_alive():
+            proc.terminate()
 
 
 def _broke(fut: Future[Any]) -> bool:

@@ -435,6 +435,35 @@ def test_the_progress_bar_shows_runs_failures_and_an_eta() -> None:
     assert format_eta(3725) == "1h02m" and format_eta(65) == "1m05s"
 
 
+def test_a_sweep_whose_process_alone_is_interrupted_stops_at_once(tmp_path: Path) -> None:
+    # SIGINT to the sweep's own process only (kill -INT, a notebook's stop), two runs of
+    # about ten seconds in its two workers: it waited for both to end, then dropped them
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    grid = tmp_path / "long.yaml"
+    grid.write_text(
+        "command: simulate\n"
+        "options: {scenario: paper-training, jobs: 20000, placement: [ebinpack, spread]}\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kant", "sweep", str(grid), "--workers", "2", "--quiet"],
+        stderr=subprocess.PIPE, text=True, env=env, start_new_session=True,
+        # (a process started in the background inherits SIGINT ignored: Python keeps it so)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    time.sleep(4)  # (the workers are running by then)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
+    assert time.monotonic() - t0 < 5
+    assert not (tmp_path / "long.jsonl").exists() or Store(tmp_path / "long.jsonl").done() == set()
+
+
 def test_a_sweep_stopped_by_ctrl_c_keeps_its_finished_runs_and_resumes_from_there(
     tmp_path: Path,
 ) -> None:
