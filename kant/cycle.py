@@ -984,6 +984,16 @@ class _Cycle:
                 else f"waiting for {len(nom.victims)} pods already being evicted"
             ),
         )
+        # victims earlier preemptors chose that these made needless are given back
+        for k, n in self.pre.spare_needless(self.nominations) if units else ():
+            self.nominations[k] = n
+            mine = [v for v in self.pre.victims if v.preemptor == n.job]
+            self.pending[n.job] = Reason(
+                code=ReasonCode.PREEMPTING,
+                message=f"evicting {sum(len(v.pods) for v in mine)} pods of {len(mine)} victims"
+                if mine
+                else f"waiting for {len(n.victims)} pods already being evicted",
+            )
 
 
 class _Facts:

@@ -1,8 +1,9 @@
 """QSCH preemption control (paper 3.2.3): who may be evicted for whom, the one victim order,
 the minimal victim search and the preemptor that runs it. See ``docs/qsch.md``.
 
-The cycle reaches preemption through one call, :meth:`Preemption.preempt`; a user adds a rule
-through :class:`PreemptionPolicy` ``rules`` (:class:`kant.contracts.VictimRule`).
+The cycle reaches preemption through one call, :meth:`Preemption.preempt` (and, after each
+preemption, :meth:`Preemption.spare_needless`, which gives back victims it made needless); a
+user adds a rule through :class:`PreemptionPolicy` ``rules`` (:class:`kant.contracts.VictimRule`).
 """
 
 from kant.preemption.candidates import VictimIndex, VictimRef, victim_order

@@ -1,4 +1,5 @@
-"""The preemptor: one cycle's preemption engine, reached by the cycle through one call.
+"""The preemptor: one cycle's preemption engine, reached by the cycle through one call per
+preempting job (and one after each preemption that chose victims).
 
 :meth:`Preemption.preempt` takes a job that failed for a reason preemption may resolve and
 returns a :class:`~kant.queueing.Nomination` (its victims and the placement they free) or
@@ -10,18 +11,23 @@ None. In between, in order of cost:
    exact check (:mod:`kant.preemption.rules`);
 3. a light replay on the quota ledger and per-node GPU counts (:meth:`Preemption._reachable`);
 4. the minimal victim search with real placements (:func:`kant.preemption.search.find_victims`).
+
+After a preemption, :meth:`Preemption.spare_needless` keeps the cycle's victims minimal
+together: a victim an earlier preemptor of the cycle took for quota, which the new victims
+made needless, is given back.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import attrs
 import numpy as np
 
-from kant.admission.holds import Hold, Holds, slot_or_none
+from kant.admission.holds import Hold, Holds, release_exact, slot_or_none
 from kant.admission.pools import Pools
 from kant.admission.quota import QuotaDecision, QuotaLedger, admit_quota
 from kant.contracts import PlaceFn
@@ -64,7 +70,7 @@ class Preemption:
         place: PlaceFn,
         now: float,
         holds: Holds | None = None,
-        uncharged: Mapping[PodId, object] | None = None,
+        uncharged: dict[PodId, tuple[str, str, int]] | None = None,
     ) -> None:
         self.policy = policy
         self.holds = holds
@@ -85,6 +91,7 @@ class Preemption:
         self.search_ms = 0.0
         self.light_checks = 0
         self.hopeless: set[tuple[Any, ...]] = set()
+        self.given_back = 0  # victims given back this cycle (spare_needless)
         self._own: dict[tuple[str, int, int], dict[str, int] | None] = {}  # _own_below's
         self._own_of: list[VictimRef] | None = None  # the refs self._own was derived from
         # the policy's fixed answers, read once per cycle (the cheap exits run per waiting job)
@@ -250,6 +257,162 @@ class Preemption:
             created_at=self.now,
         )
         return nom, len(chosen)
+
+    def spare_needless(self, nominations: Sequence[Nomination]) -> list[tuple[int, Nomination]]:
+        """Give back the victims that earlier preemptors of this cycle chose and the last
+        preemption (``nominations[-1]``; ``nominations``: this cycle's, in order) made
+        needless, so that the cycle's victims stay minimal together. A unit is taken whole,
+        so a reclaim may free more quota than its preemptor needs (an 8-GPU gang taken for 4
+        GPUs): a victim an earlier preemptor took for quota is then not needed any more.
+
+        A victim (its job's units, newest choice first) is given back when, charged to its
+        tenant again, the cycle's ledger still holds every quota (the tenant within its
+        ceiling, the cohort within its lendable pool), no other nomination of the cycle uses
+        its nodes, its preemptor still fits with it running (placed again, with its other
+        victims gone, when its nomination uses the victim's nodes; on the same GPU models),
+        neither its job nor a nominated job has pod affinity terms, and its tenant has no
+        nominated preemptor (whose own quota rules would read its use). Then it is off the
+        cycle's victims and charged again (``uncharged`` forgets its pods), and its
+        preemptor's nomination (its devices held anew if it was placed again) waits for the
+        last preemption's victims instead, whose quota it now shares.
+
+        Returns the nominations that changed: (position in ``nominations``, new value).
+        O(victims of the cycle x their pods), one ledger check per victim tried and at most
+        one placement."""
+        if self.ledger.table.unlimited or len(nominations) < 2 or not self.victims:
+            return []
+        noms = list(nominations)
+        last = noms[-1]
+        queue = self.index.queue
+        nominated = [queue.get(n.job) for n in noms]
+        if any(e is None or e.job.pod_terms for e in nominated):
+            return []
+        tenants = {e.job.tenant for e in nominated if e is not None}
+        for j in self.holds.nominated if self.holds is not None else ():
+            he = queue.get(j)
+            if he is not None:
+                tenants.add(he.job.tenant)
+        at = {n.job: k for k, n in enumerate(noms)}
+        spared: set[int] = set()
+        changed: set[int] = set()
+        for i in range(len(self.victims) - 1, -1, -1):
+            v = self.victims[i]
+            k = at.get(v.preemptor)
+            if k is None or v.preemptor == last.job:
+                continue
+            others = [u for j, u in enumerate(self.victims) if j != i and j not in spared]
+            got = self._give_back(v, noms, k, tenants, others)
+            if got is not None:
+                noms[k] = got
+                spared.add(i)
+                changed.add(k)
+        if not spared:
+            return []
+        self.given_back += len(spared)
+        gone = {p for i in spared for p in self.victims[i].pods}
+        self.victims = [v for i, v in enumerate(self.victims) if i not in spared]
+        # (victims are no longer only ever added: forget what was kept per number of them)
+        self._going_list = None
+        self._own, self._own_of = {}, None
+        out = []
+        for k in sorted(changed):
+            n = noms[k]
+            left = tuple(p for p in n.victims if p not in gone)
+            waits = tuple(p for p in last.victims if p not in left)
+            out.append((k, attrs.evolve(n, victims=left + waits)))
+        return out
+
+    def _give_back(
+        self,
+        v: Victim,
+        noms: list[Nomination],
+        k: int,
+        tenants: set[str],
+        others: list[Victim],
+    ) -> Nomination | None:
+        """:meth:`spare_needless` for one victim of the preemptor nominated ``noms[k]``
+        (``tenants``: those of nominated preemptors; ``others``: the victims still chosen):
+        the preemptor's nomination if the victim is given back (charged again, its
+        preemptor placed again if needed), else None (nothing changed)."""
+        queue = self.index.queue
+        ve = queue.get(v.job)
+        if ve is None or ve.job.pod_terms or ve.job.tenant in tenants:
+            return None
+        parts = []
+        nodes = set()
+        for p in v.pods:
+            part = self.uncharged.get(p)
+            if part is None:
+                return None  # (not taken off its tenant: it was not a victim for quota)
+            parts.append(part)
+            nodes.add(self.index.cluster.binding(p).node)
+        if any(b.node in nodes for j, n in enumerate(noms) if j != k for b in n.bindings):
+            return None
+        led = self.ledger
+        mark = led.mark()
+        for t, m, milli in parts:
+            led.add(t, m, milli)
+        nom = noms[k]
+        if not all(self._quota_holds(t, m) for t, m, _milli in parts):
+            led.rollback(mark)
+            return None
+        if any(b.node in nodes for b in nom.bindings):
+            again = self._place_again(nom, [u for u in others if u.preemptor == nom.job])
+            if again is None:
+                led.rollback(mark)
+                return None
+            if self.holds is not None:
+                self.holds.drop(nom.job)
+                self.holds.nominate(nom.job, again, queue.entry(nom.job).job)
+            nom = attrs.evolve(nom, bindings=again)
+        for p in v.pods:
+            del self.uncharged[p]
+        self.victim_pods.difference_update(v.pods)
+        return nom
+
+    def _place_again(self, nom: Nomination, kept: list[Victim]) -> tuple[Binding, ...] | None:
+        """The pods of ``nom`` placed again on the snapshot as it is (every victim running)
+        but for its own devices and its victims ``kept`` (rolled back): on the GPU models of
+        its bindings, holding as much of each (its quota held stays exact); else None."""
+        job = self.index.queue.entry(nom.job).job
+        pods = tuple(b.pod for b in nom.bindings)
+        models: dict[str, set[str]] = {}
+        need: dict[str, int] = {}
+        for b in nom.bindings:
+            m = self.pools.model_of(b)
+            models.setdefault(b.pod.role, set()).add(m)
+            need[m] = need.get(m, 0) + b.total_milli
+        dec = QuotaDecision(
+            ok=True,
+            pods=pods,
+            models={r: tuple(sorted(ms)) for r, ms in models.items()},
+            within_nominal=False,
+        )
+        hold = self.holds.nominated.get(nom.job) if self.holds is not None else None
+        with self.snap.transaction():  # (rolled back)
+            if hold is not None:
+                hold.give_back(self.snap)
+            for u in kept:
+                for p in u.pods:
+                    release_exact(self.snap, self.index.cluster.binding(p))
+            res = self.place(self.pools.restricted(job, dec), pods)
+            if not res.bindings or res.unplaced:
+                return None
+            again = tuple(res.bindings)
+        got: dict[str, int] = {}
+        for b in again:
+            m = self.pools.model_of(b)
+            got[m] = got.get(m, 0) + b.total_milli
+        return again if got == need else None
+
+    def _quota_holds(self, tenant: str, model: str) -> bool:
+        """Does the cycle's ledger hold the quota of ``tenant`` on ``model``: its use within
+        its ceiling and, when shared, its cohort's within the lendable pool?"""
+        led = self.ledger
+        isolated, _nom, ceiling, _g = led.table.terms(tenant, model)
+        if led.used(tenant, model) > ceiling:
+            return False
+        return isolated or led.cohort.get(model, 0) <= led.table.pool.get(model, 0)
 
     def _being_evicted(self, e: Entry) -> bool:
         """Are pods of ``e`` (a pod-level job, partly running) victims still to go, chosen
@@ -435,6 +598,7 @@ class Preemption:
             ),
             job.id if job.pod_terms else None,  # (see placement_shape)
             len(self.victim_pods),
+            self.given_back,
             *epoch,
         )
 

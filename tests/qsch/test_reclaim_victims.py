@@ -1,0 +1,135 @@
+"""Reclaim victims: where a reclaim's units count (quota anywhere, room only on the nodes the
+preemptor may use), and the victims of one cycle minimal together (a later reclaim that
+frees more quota than it needs gives back what an earlier one took for quota)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from kant.admission import Quota
+from kant.cycle import CycleResult
+from kant.model import NodeSelector, ReasonCode
+from kant.preemption import PreemptionPolicy
+from kant.queueing import JobPhase
+from kant.scheduler import Scheduler
+from kant.testing import ClusterBuilder, check_invariants, job
+
+from .conftest import evict_victims, scheduler
+
+R0 = NodeSelector.labels(rack="r0")
+R1 = NodeSelector.labels(rack="r1")
+
+
+def _racks(r0_nodes: int = 2) -> Scheduler:
+    """Rack r0 (leaf lf0) and rack r1 (leaf lf1, 2 nodes) of 8-GPU nodes; tenants a and b
+    with 8 GPUs nominal each (one cohort of 16)."""
+    cluster = (
+        ClusterBuilder()
+        .leaf("lf0", nodes=r0_nodes, labels={"rack": "r0"})
+        .leaf("lf1", nodes=2, labels={"rack": "r1"})
+        .build()
+    )
+    quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8)]
+    return scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
+
+
+def _start(s: Scheduler, t: float, jid: str, **kw: object) -> None:
+    s.submit(job(jid, submitted_at=t, **kw), now=t)  # type: ignore[arg-type]
+    r = s.step(now=t)
+    assert r.placed == (jid,), r.pending
+
+
+def _victims(r: CycleResult) -> list[tuple[str, str, str]]:
+    return [(v.job, v.reason.value, v.preemptor) for v in r.victims]
+
+
+def _nodes(r: CycleResult, jid: str) -> set[str]:
+    return {b.node for n in r.nominations if n.job == jid for b in n.bindings}
+
+
+@pytest.mark.parametrize(
+    ("r0_nodes", "victims"),
+    [
+        pytest.param(
+            2, [("a-small", "reclaim", "p")],
+            id="a reclaim held to one rack takes a small unit on another rack for quota "
+            "alone rather than the large unit on its own rack",
+        ),
+        pytest.param(
+            1, [("a-big", "reclaim", "p")],
+            id="room still comes only from the nodes the preemptor may use: the unit on "
+            "another rack frees quota but no room there, and is spared",
+        ),
+    ],
+)  # fmt: skip
+def test_a_reclaim_counts_units_anywhere_toward_quota_and_on_its_nodes_toward_room(
+    r0_nodes: int, victims: list[tuple[str, str, str]]
+) -> None:
+    # b runs 4 GPUs on r1; a runs 2 GPUs on r1, an 8-GPU gang on r0 and, newest (first in
+    # victim order), 2 more GPUs on r1: the cohort's 16 are in use, a borrows 4 (and still
+    # does once its newest unit is gone). p (b, held to r0) needs 2 GPUs of quota; with two
+    # r0 nodes the second has room for it, with one it has none
+    s = _racks(r0_nodes)
+    _start(s, 0, "b0", gpus=4, tenant="b", selector=R1)
+    _start(s, 1, "a-old", gpus=2, tenant="a", selector=R1)
+    _start(s, 2, "a-big", gpus=4, replicas=2, tenant="a", selector=R0)
+    _start(s, 3, "a-small", gpus=2, tenant="a", selector=R1)
+    s.submit(job("p", gpus=2, tenant="b", selector=R0, submitted_at=4), now=4)
+    r = s.step(now=4)
+    assert _victims(r) == victims
+    assert _nodes(r, "p") <= {f"lf0-n{i}" for i in range(r0_nodes)}
+    evict_victims(s, r, now=5)
+    assert s.step(now=6).placed == ("p",)
+    check_invariants(s)
+
+
+def _two_reclaims(b2_unit: Sequence[tuple[str, int]]) -> tuple[Scheduler, CycleResult]:
+    """a uses the whole cohort: ``b2_unit`` (one-pod jobs on r0, as (id, GPUs)), a-pods (two
+    2-GPU pods on r1, newer) and 4 GPUs at priority 1 on r1 (last in victim order); then
+    b1 (2 GPUs, any node) and b2 (two 2-GPU pods, held to r0) arrive in one cycle. b1
+    reclaims a-pods' first pod; b2 needs 4 GPUs of quota, and a-pods' second pod alone
+    does not free them."""
+    s = _racks()
+    t = 0
+    for jid, gpus in b2_unit:
+        _start(s, t, jid, gpus=gpus, tenant="a", selector=R0)
+        t += 1
+    _start(s, t, "a-pods", gpus=2, replicas=2, gang=False, tenant="a", selector=R1)
+    _start(s, t + 1, "a-hi", gpus=4, priority=1, tenant="a", selector=R1)
+    if sum(g for _j, g in b2_unit) < 8:
+        _start(s, t + 2, "a-x", gpus=4, priority=1, tenant="a", selector=R1)
+    now = t + 3
+    s.submit(job("b1", gpus=2, tenant="b", submitted_at=now), now=now)
+    s.submit(job("b2", gpus=2, replicas=2, gang=False, tenant="b", selector=R0,
+                 submitted_at=now), now=now)  # fmt: skip
+    return s, s.step(now=now)
+
+
+def test_a_reclaim_that_frees_more_than_it_needs_gives_back_what_an_earlier_one_took() -> None:
+    # b2 must take a-big (8 GPUs for 4): a is left below its nominal quota with
+    # a-pods' first pod running again, so b1's victim is needless. It is given back, and b1
+    # (placed again away from it) waits for a-big's pods, whose quota it now shares.
+    s, r = _two_reclaims([("a-big", 8)])
+    assert _victims(r) == [("a-big", "reclaim", "b2")]
+    assert r.pending["b1"].code is ReasonCode.PREEMPTING
+    assert r.pending["b1"].message == "waiting for 1 pods already being evicted"
+    (nom,) = [n for n in r.nominations if n.job == "b1"]
+    assert set(nom.victims) == set(s.queue.status("a-big").running)
+    assert "lf1-n0" not in _nodes(r, "b1")  # (a-pods' node)
+    evict_victims(s, r, now=5)
+    assert sorted(s.step(now=6).placed) == ["b1", "b2"]
+    assert len(s.queue.status("a-pods").running) == 2
+    assert s.queue.status("a-big").phase is JobPhase.PENDING
+    check_invariants(s)
+
+
+def test_an_earlier_reclaims_victim_stays_when_the_later_frees_no_more_than_it_needs() -> None:
+    # a 4-GPU gang on r0 instead: b2 takes it and frees exactly its 4 GPUs, so b1's
+    # victim is still needed for b1's quota
+    s, r = _two_reclaims([("a-mid", 4)])
+    assert _victims(r) == [("a-pods", "reclaim", "b1"), ("a-mid", "reclaim", "b2")]
+    evict_victims(s, r, now=5)
+    assert sorted(s.step(now=6).placed) == ["b1", "b2"]
+    check_invariants(s)
