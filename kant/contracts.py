@@ -94,11 +94,15 @@ class CandidateView(Protocol):
 @attrs.frozen(kw_only=True)
 class Gate:
     """A policy's answer before a job is tried: ``skip`` it with that reason, or try it;
-    ``use_reserved`` lets it use the devices the policy reserved (it ends before they are
-    needed)."""
+    ``use_reserved`` lets it use every device the policy reserved (it ends before any of
+    them is needed); ``until`` (the job's expected end) lets it use the reserved devices
+    that no reservation needs before that time: a device is open to it when every
+    reservation booking it starts at or after ``until`` (conservative backfill, where each
+    reservation books its own devices from its own start)."""
 
     skip: Reason | None = None
     use_reserved: bool = False
+    until: float | None = None
 
 
 GO = Gate()
@@ -157,7 +161,8 @@ class CycleContext(Protocol):
 
     def reserve(self, reservation: Reservation) -> None:
         """Hold the reservation's free devices out of placement for the rest of the cycle;
-        a job whose gate says ``use_reserved`` may use them."""
+        a job whose gate says ``use_reserved`` may use them, and one whose gate says
+        ``until=t`` those of them that no reservation starting before ``t`` books too."""
         ...
 
     def fits_unreserved(self, job: CandidateView) -> bool:

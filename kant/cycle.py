@@ -572,21 +572,23 @@ class _Cycle:
             # holds.epoch), so a failed shape fails again this cycle. None: not cacheable
             # (pods already running, or devices nominated for it).
             holds = self.holds
+            # what of the reservations it may use (False: none, True: all, else which)
+            opens = gate.use_reserved or (gate.until is not None and holds.opens(gate.until))
             shape: tuple[Any, ...] | None = None
             if e.assigned or jid in holds.nominated:
                 pass
             elif dec is facts.unlimited_decision:
                 # the job's cached decision: its shape is cached too (interned as one int)
                 sid = facts.shape if facts.shape is not None else self.facts.shape_id(facts)
-                shape = (sid, gate.use_reserved, holds.epoch)
+                shape = (sid, opens, holds.epoch)
             else:
-                shape = (self.facts.decided_shape_id(facts, dec), gate.use_reserved, holds.epoch)
+                shape = (self.facts.decided_shape_id(facts, dec), opens, holds.epoch)
             if shape is not None and self.incremental:
                 failed = self.failed_shapes.get(shape)
                 if failed is not None:
                     self._blocked(e, dec, failed, facts)
                     return
-            placed, reason, freeing = self._admit_and_place(e, dec, gate, facts, shape)
+            placed, reason, freeing = self._admit_and_place(e, dec, opens, facts, shape)
         if placed:
             self._commit_placed(e, placed)
         if reason is None:
@@ -734,10 +736,16 @@ class _Cycle:
         return k
 
     def _admit_and_place(
-        self, e: Entry, dec: QuotaDecision, gate: Gate, facts: _Facts, shape: tuple[Any, ...] | None
+        self,
+        e: Entry,
+        dec: QuotaDecision,
+        opens: bool | tuple[int, ...],
+        facts: _Facts,
+        shape: tuple[Any, ...] | None,
     ) -> tuple[tuple[Binding, ...], Reason | None, bool]:
         """Readiness and placement of the quota-admitted pods (``shape``: their placement
-        shape, see :meth:`consider`). Returns the bindings made (committed to the snapshot),
+        shape, see :meth:`consider`; ``opens``: what of the reservations the job may use,
+        :meth:`Holds.opens`). Returns the bindings made (committed to the snapshot),
         why the job's remaining pods are not all placed, and whether that is only the quota
         that victims still to go hold (it frees itself: the cycle's ledger no longer charges
         them, the live usage still does)."""
@@ -745,7 +753,8 @@ class _Cycle:
         if shape is not None and shape in self.failed_shapes:
             return (), self.failed_shapes[shape], False
         holds = self.holds
-        reserved = holds.reserved if gate.use_reserved and e.id not in holds.nominated else None
+        opening = holds.opening(opens) if opens else None
+        reserved = opening if e.id not in holds.nominated else None
         before = self.snap.content_version
         # a job that may use the reservation alone may be refused without opening it
         refused = self._refused_with(reserved, job, dec) if reserved is not None else None
@@ -758,7 +767,7 @@ class _Cycle:
             else:
                 # the job's own nominated devices (and, if it ends in time, the
                 # reservation) are open to it
-                opened = holds.open_for(e.id, reserved=gate.use_reserved)
+                opened = holds.open_for(e.id, reserved=opening)
                 if reserved is not None:
                     pool_agg = self.snap.agg["pool"].copy()
                     self._reserved_opened = (before, reserved, reserved.taken, pool_agg)

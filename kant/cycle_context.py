@@ -196,8 +196,9 @@ class PolicyContext:
             led.rollback(mark)
 
     def reserve(self, reservation: Reservation) -> None:
-        """Hold the reservation's free devices for the rest of the cycle."""
-        self.holds.reserve(reservation.bindings)
+        """Hold the reservation's free devices for the rest of the cycle (from its start:
+        :meth:`kant.admission.holds.Holds.reserve`)."""
+        self.holds.reserve(reservation.bindings, reservation.start)
 
     def fits_unreserved(self, job: CandidateView) -> bool:
         """Would the job being considered pass readiness with the reservation free? (False

@@ -9,6 +9,7 @@ rolled back with the cycle.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from typing import Any
 
@@ -194,6 +195,9 @@ class Hold:
 
     def __init__(self, bindings: Sequence[Binding]) -> None:
         self.bindings = tuple(bindings)
+        # the holds it joins (:meth:`joined`), each taken again on its own; () for a hold of
+        # its own
+        self.parts: tuple[Hold, ...] = ()
         self.pods_noted = False  # whether its pods were noted on the snapshot (Holds.nominate)
         self.taken: list[Alloc] = []
         # per allocation taken: its row's usage before (NodeColumns.usage) and its row
@@ -305,12 +309,23 @@ class Hold:
             out[pool, Snapshot.AGG_FREE_MILLI] += MILLI * k
         return out
 
-    def joined(self, other: Hold) -> Hold:
-        """One hold of both (taken already): giving it back gives back both."""
-        both = Hold(self.bindings + other.bindings)
-        both.taken = self.taken + other.taken
-        both._usage = self._usage + other._usage
-        return both
+    @staticmethod
+    def joined(holds: Sequence[Hold]) -> Hold:
+        """One hold of ``holds`` (taken already, in that order): giving it back gives back
+        each (last taken first); :meth:`Holds.placed` takes each again in turn. The hold
+        itself when there is one."""
+        if len(holds) == 1:
+            return holds[0]
+        out = Hold(tuple(b for h in holds for b in h.bindings))
+        for part in holds:
+            out._adopt(part)
+        out.parts = tuple(holds)
+        return out
+
+    def _adopt(self, other: Hold) -> None:
+        """Count what ``other`` took as taken by this hold too (given back with it)."""
+        self.taken.extend(other.taken)
+        self._usage.extend(other._usage)
 
     def __bool__(self) -> bool:
         return bool(self.taken)
@@ -318,13 +333,26 @@ class Hold:
 
 class Holds:
     """Every hold of one cycle: the devices nominated for each preemptor, and the queueing
-    policy's reservation. ``epoch`` counts the times held devices were freed within the cycle
-    (a placement that failed before may succeed after)."""
+    policy's reservations. ``epoch`` counts the times held devices were freed within the
+    cycle (a placement that failed before may succeed after).
+
+    Each reservation is held with its start: the holds are taken soonest start first (a
+    later one, when it starts earlier, is taken before them again), so a device several
+    reservations book is held by the one that starts first. Then a job that ends by time
+    ``t`` may use what the reservations starting at or after ``t`` hold (:meth:`opens`):
+    exactly the devices no reservation needs before ``t``."""
 
     def __init__(self, snap: Snapshot) -> None:
         self.snap = snap
         self.nominated: dict[str, Hold] = {}
+        # every reservation's hold as one (None: nothing reserved)
         self.reserved: Hold | None = None
+        # (start, number, hold) per reservation, soonest start first (ties: first reserved
+        # first), each taken after those before it
+        self.booked: list[tuple[float, int, Hold]] = []
+        # the holds opened together (see opens), joined, by their numbers; valid while the
+        # holds stay as they are
+        self._joins: dict[tuple[int, ...], Hold] = {}
         self.epoch = 0
 
     def is_nominated(self, job: str) -> bool:
@@ -343,14 +371,54 @@ class Holds:
             h.pods_noted = True
             self.snap.record_placed(owner, self.snap.here(bindings), nominated=True)
 
-    def reserve(self, bindings: Sequence[Binding]) -> None:
-        """Hold ``bindings`` for the policy's reservations (a policy may reserve for several
-        jobs; the holds add up)."""
+    def reserve(self, bindings: Sequence[Binding], start: float) -> None:
+        """Hold ``bindings`` for a reservation starting at ``start`` (a policy may reserve
+        for several jobs; the holds add up). The holds of reservations starting later are
+        given back and taken again after it, so that each device is held by the earliest
+        reservation booking it (what all of them hold together is the same in any order:
+        the free part of every binding)."""
         h = Hold(bindings)
+        booked = self.booked
+        i = bisect.bisect_right(booked, start, key=lambda x: x[0])
+        later = booked[i:]
+        for _s, _n, lh in reversed(later):
+            lh.give_back(self.snap)
         h.take(self.snap)
-        if self.reserved is not None:
-            h = self.reserved.joined(h)
-        self.reserved = h
+        for _s, _n, lh in later:
+            lh.take(self.snap)
+        booked.insert(i, (start, len(booked), h))
+        self._rejoin()
+
+    def _rejoin(self) -> None:
+        """The holds changed: join them again."""
+        self.reserved = Hold.joined([h for _s, _n, h in self.booked]) if self.booked else None
+        self._joins.clear()
+
+    def opens(self, until: float) -> bool | tuple[int, ...]:
+        """What a job expected to end at ``until`` may use of the reservations: the holds of
+        those starting at or after it (each holds only devices no earlier-starting
+        reservation books). False: none; True: all; else their numbers (a key: the same
+        numbers open the same devices, or fewer once more is reserved)."""
+        booked = self.booked
+        if not booked or booked[-1][0] < until:
+            return False
+        if booked[0][0] >= until:
+            return True
+        i = bisect.bisect_left(booked, until, key=lambda x: x[0])
+        return tuple(n for _s, n, _h in booked[i:])
+
+    def opening(self, opens: bool | tuple[int, ...]) -> Hold | None:
+        """The reservation holds ``opens`` (:meth:`opens`; True: all) names, as one hold
+        (None: none)."""
+        if opens is True:
+            return self.reserved
+        if not opens:
+            return None
+        got = self._joins.get(opens)
+        if got is None:
+            want = set(opens)
+            got = self._joins[opens] = Hold.joined([h for _s, n, h in self.booked if n in want])
+        return got
 
     def drop(self, job: str) -> None:
         """The nomination of ``job`` has served its time: free its devices."""
@@ -360,25 +428,29 @@ class Holds:
             self.snap.note_gone(b.pod for b in h.bindings)
         self.epoch += 1
 
-    def open_for(self, job: str, *, reserved: bool) -> tuple[Hold | None, Hold | None]:
-        """Give the job's own nomination (and, with ``reserved``, the reservation) back to
-        the snapshot for its placement attempt; returns them for :meth:`placed`."""
+    def open_for(self, job: str, *, reserved: Hold | None) -> tuple[Hold | None, Hold | None]:
+        """Give the job's own nomination (and ``reserved``, what it may use of the
+        reservations: :meth:`opening`) back to the snapshot for its placement attempt;
+        returns them for :meth:`placed`."""
         own = self.nominated.get(job)
-        res = self.reserved if reserved else None
-        for h in (own, res):
+        for h in (own, reserved):
             if h is not None:
                 h.give_back(self.snap)
         if own is not None and own.pods_noted:  # (its pods are placed anew, or not at all)
             self.snap.note_gone(b.pod for b in own.bindings)
-        return own, res
+        return own, reserved
 
     def placed(self, job: str, opened: tuple[Hold | None, Hold | None]) -> None:
         """After the job was placed with what :meth:`open_for` opened: its nomination ends,
-        and the reservation is held again (on what is still free)."""
+        and the reservations opened are held again (on what is still free), each in turn
+        (those starting later than them were opened too, so the order holds)."""
         own, res = opened
         if own is not None:
             del self.nominated[job]
             self.epoch += 1
         if res is not None:
-            res.take(self.snap)
+            for h in res.parts or (res,):
+                h.take(self.snap)
+            if res.parts or len(self.booked) > 1:
+                self._rejoin()
             self.epoch += 1

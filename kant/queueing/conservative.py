@@ -1,14 +1,17 @@
 """Conservative backfill (Slurm's backfill): a reservation for each of the first ``depth``
-blocked jobs, and no job starts if it would delay any of them."""
+blocked jobs, and no job starts if it would delay any of them: a job uses a reserved device
+only when every reservation booking it starts at or after the job's expected end."""
 
 from __future__ import annotations
+
+import math
 
 import attrs
 
 from kant.contracts import GO, CandidateView, CycleContext, Gate, PolicyRun, Reservation
 from kant.errors import InvalidConfigError
 from kant.model import BLOCKING_CODES, Reason, ReasonCode, number
-from kant.queueing.easy import _DEFAULT_RUNTIME
+from kant.queueing.easy import _DEFAULT_RUNTIME, _USE_RESERVED
 from kant.queueing.quota_heads import QuotaHeads
 
 
@@ -18,6 +21,8 @@ class _ConservativeRun:
         self.default_runtime = policy.default_runtime
         self.depth = policy.depth
         self.made: list[Reservation] = []
+        self.first = math.inf  # the earliest and the latest reserved start
+        self.last = -math.inf
         self.asked = 0  # blocked jobs a reservation was computed for (at most depth)
         self.todo: CandidateView | None = None  # blocked, to reserve for at the next gate
         self.used_reserved: str | None = None
@@ -36,6 +41,8 @@ class _ConservativeRun:
         if r is not None:
             self.ctx.reserve(r)  # its free devices held from now on
             self.made.append(r)
+            self.first = min(self.first, r.start)
+            self.last = max(self.last, r.start)
 
     def gate(self, job: CandidateView) -> Gate:
         skip = self.quota.gate(job)
@@ -45,14 +52,23 @@ class _ConservativeRun:
         self.used_reserved = None
         if not self.made:
             return GO
+        end = self._end(job)
+        # it may use a reserved device only if every reservation booking it starts at or
+        # after the job's expected end (one with no known end uses none)
+        if end is None or end > self.last:
+            return GO
+        if end <= self.first:
+            self.used_reserved = job.id  # every reserved device is open to it
+            return _USE_RESERVED
+        return Gate(until=end)
+
+    def _end(self, job: CandidateView) -> float | None:
+        """The job's expected end if it started now (its estimate, else the default); None
+        when unknown."""
         est = job.job.runtime_estimate
         if est is None:
             est = self.default_runtime
-        # it may use reserved devices only if it ends before every reservation starts
-        if est is not None and self.ctx.now + est <= min(r.start for r in self.made):
-            self.used_reserved = job.id
-            return Gate(use_reserved=True)
-        return GO
+        return None if est is None else self.ctx.now + est
 
     def explain(self, job: CandidateView, reason: Reason) -> Reason:
         if (
@@ -61,14 +77,17 @@ class _ConservativeRun:
             and reason.code in BLOCKING_CODES
             and self.ctx.fits_unreserved(job)
         ):
-            first = min(self.made, key=lambda r: (r.start, r.job))
-            return Reason(
-                code=ReasonCode.RESERVED,
-                message=(
-                    f"would delay {len(self.made)} reserved jobs, the first {first.job} "
-                    f"reserved to start at {first.start:g}"
-                ),
-            )
+            end = self._end(job)
+            delayed = [r for r in self.made if end is None or r.start < end]
+            if delayed:
+                first = min(delayed, key=lambda r: (r.start, r.job))
+                return Reason(
+                    code=ReasonCode.RESERVED,
+                    message=(
+                        f"would delay {len(delayed)} reserved jobs, the first {first.job} "
+                        f"reserved to start at {first.start:g}"
+                    ),
+                )
         return reason
 
     def failed(self, job: CandidateView, reason: Reason) -> bool:
@@ -96,9 +115,12 @@ class ConservativeBackfill:
     """Conservative backfill, as Slurm's backfill scheduler does it. Each of the first
     ``depth`` jobs in order that does not fit (blocked for resources) gets a reservation: the
     placement it would get at the earliest time the running jobs' expected ends (start +
-    ``runtime_estimate``) free enough resources, on devices no earlier reservation holds. A
-    later job may start only if it delays none of them: it fits without the reserved
-    devices, or it ends (its own estimate) before the earliest reserved start.
+    ``runtime_estimate``) free enough resources, around the earlier reservations over time:
+    each books its devices from its start to its expected end. A later job may start only if
+    it delays none of them: it may use a reserved device only when every reservation booking
+    that device starts at or after the job's expected end (now plus its estimate, else
+    ``default_runtime``; a job with neither uses no reserved device). A job that would fit
+    with every reserved device free but waits by this rule is ``RESERVED``.
 
     Compared with :class:`~kant.queueing.EasyBackfill` (only the head has a reservation),
     more jobs are protected from being pushed back, at the cost of fewer backfilled jobs and

@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kant.admission import Quota
 from kant.contracts import Reservation
@@ -17,7 +19,7 @@ from kant.queueing import ConservativeBackfill, EasyBackfill
 from kant.scheduler import Scheduler
 from kant.testing import ClusterBuilder, check_invariants, job
 
-from .conftest import finish_due, nodes, scheduler
+from .conftest import finish, finish_due, nodes, scheduler
 
 
 def _replay(s: Scheduler, r: CycleResult, now: float, ends: dict[str, float]) -> dict[str, float]:
@@ -149,3 +151,152 @@ def test_no_two_bookings_of_a_cycle_share_a_gpu_over_time(seed: int) -> None:
             assert s1 >= t
             for s2, e2, g2 in booked[:i]:
                 assert not (g1 & g2 and s1 < e2 and s2 < e1), (t, booked)
+
+
+def _three_pools() -> Scheduler:
+    """Three 8-GPU nodes: A (H100) free at 10, B (A100) at 30, C (L40) at 15. Z (2 x 8 GPUs
+    on H100 or A100, 100 s) is reserved both A and B at 30, X (8 L40 GPUs, 100 s) C at 15,
+    and Y (4 H100 GPUs, 15 s), submitted at 3, A at 10."""
+    c = (
+        ClusterBuilder()
+        .leaf("A", nodes=1, model="H100")
+        .leaf("B", nodes=1, model="A100")
+        .leaf("C", nodes=1, model="L40")
+        .build()
+    )
+    s = scheduler(c, policy=ConservativeBackfill())
+    for j, m, rt in (("rA", "H100", 10), ("rB", "A100", 30), ("rC", "L40", 15)):
+        s.submit(job(j, gpus=8, models=m, runtime=rt), now=0)
+    s.step(now=0)
+    s.submit(job("Z", gpus=8, replicas=2, models="H100|A100", runtime=100), now=1)
+    s.submit(job("X", gpus=8, models="L40", runtime=100), now=2)
+    s.submit(job("Y", gpus=4, models="H100", runtime=15), now=3)
+    r = s.step(now=3)
+    assert [(v.job, v.start) for v in r.reservations] == [("Z", 30), ("X", 15), ("Y", 10)]
+    finish(s, "rA", now=10)
+    return s
+
+
+def test_a_job_reserved_to_start_now_starts_on_devices_whose_bookings_begin_after_it_ends() -> None:
+    # at 10, Y would end at 25: after X's start at 15, but X books only C; A's bookings (Z
+    # at 30) begin after it ends. W (4 H100 GPUs, 4 s) ends at 14, before every booking of
+    # A: it takes A's other half
+    s = _three_pools()
+    s.submit(job("W", gpus=4, models="H100", runtime=4), now=10)
+    r = s.step(now=10)
+    assert r.placed == ("Y", "W")
+    assert [(v.job, v.start) for v in r.reservations] == [("Z", 30), ("X", 15)]
+    assert {b.node for b in r.bindings} == {"A-n0"}
+    started = _replay(s, r, 10, {"rB": 30, "rC": 15})
+    assert started == {"Y": 10, "W": 10, "X": 15, "Z": 30}
+    check_invariants(s)
+
+
+def test_a_later_job_that_would_hold_a_device_past_its_booked_start_waits() -> None:
+    # W (4 H100 GPUs, 25 s) would hold A's other half until 35, past Z's start at 30
+    s = _three_pools()
+    s.submit(job("W", gpus=4, models="H100", runtime=25), now=10)
+    r = s.step(now=10)
+    assert r.placed == ("Y",)
+    assert r.pending["W"].code is ReasonCode.RESERVED
+    assert r.pending["W"].message.startswith("would delay 2 reserved jobs, the first X")
+    started = _replay(s, r, 10, {"rB": 30, "rC": 15})
+    assert started == {"Y": 10, "X": 15, "Z": 30, "W": 130}
+
+
+def _two_bookings(
+    x_runtime: float | None, policy: ConservativeBackfill
+) -> tuple[Scheduler, CycleResult]:
+    """n0 runs r1 (8 GPUs) until 50, n1 runs r2 (4 GPUs) until 100 with 4 free; h1 and h2
+    (8 GPUs, 1000 s) are reserved n0 at 50 and n1 at 100; then x (4 GPUs) arrives at 5."""
+    s = scheduler(nodes(2), policy=policy)
+    s.submit(job("r1", gpus=8, runtime=50), now=0)
+    s.submit(job("r2", gpus=4, runtime=100), now=0)
+    s.step(now=0)
+    s.submit(job("h1", gpus=8, runtime=1000, submitted_at=1), now=1)
+    s.submit(job("h2", gpus=8, runtime=1000, submitted_at=2), now=2)
+    s.submit(job("x", gpus=4, runtime=x_runtime, submitted_at=3), now=3)
+    return s, s.step(now=5)
+
+
+@pytest.mark.parametrize(("runtime", "starts"), [(95, True), (96, False)])
+def test_a_job_ending_exactly_at_a_reserved_start_may_use_that_reservations_devices(
+    runtime: float, starts: bool
+) -> None:
+    # x ends at 100 (h2's start, on n1) or 1 s later; h1 starts at 50 but books only n0
+    s, r = _two_bookings(runtime, ConservativeBackfill())
+    assert [(v.job, v.start) for v in r.reservations][:2] == [("h1", 50), ("h2", 100)]
+    if starts:
+        assert r.placed == ("x",)
+        assert {b.node for b in r.bindings} == {
+            s.cluster.binding(p).node for p in s.queue.status("r2").running
+        }
+    else:
+        assert r.placed == ()
+        assert r.pending["x"].code is ReasonCode.RESERVED
+    started = _replay(s, r, 5, {"r1": 50, "r2": 100})
+    assert started["h1"] == 50 and started["h2"] == 100
+    check_invariants(s)
+
+
+@pytest.mark.parametrize(("default_runtime", "starts"), [(None, False), (95, True)])
+def test_a_job_with_no_estimate_uses_reserved_devices_only_by_the_default_runtime(
+    default_runtime: float | None, starts: bool
+) -> None:
+    # no estimate and no default: x might run for ever, so it may use no reserved device
+    _s, r = _two_bookings(None, ConservativeBackfill(default_runtime=default_runtime))
+    assert r.placed == (("x",) if starts else ())
+    if not starts:
+        assert r.pending["x"].code is ReasonCode.RESERVED
+
+
+_JOB = st.tuples(
+    st.sampled_from([1, 2, 4, 8]),  # GPUs per pod
+    st.sampled_from([1, 1, 2]),  # pods (a gang of two)
+    st.integers(1, 60),  # runtime, exact
+    st.sampled_from(["", "H100", "A100"]),  # GPU models
+    st.integers(0, 30),  # arrival
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(specs=st.lists(_JOB, min_size=6, max_size=14))
+def test_no_job_started_ahead_delays_a_reservation(
+    specs: list[tuple[int, int, int, str, int]],
+) -> None:
+    """Jobs arrive over time on two H100 nodes and an A100 node, every estimate exact, a
+    cycle at every arrival and end. In each cycle no job placed holds a GPU that a
+    reservation of the cycle books while both would run, and every job starts no later
+    than the first start reserved for it (first-fit placement, so that a job backfilled on
+    devices no reservation needs does not move the others' placements)."""
+    cluster = ClusterBuilder().leaf("A", nodes=2).leaf("B", nodes=1, model="A100").build()
+    s = scheduler(cluster, policy=ConservativeBackfill(), strategy="firstfit")
+    est = {f"j{i}": float(rt) for i, (_g, _n, rt, _m, _a) in enumerate(specs)}
+    ends: dict[str, float] = {}
+    promised: dict[str, float] = {}
+    started: dict[str, float] = {}
+    t = 0.0
+    while True:
+        finish_due(s, ends, t)
+        for i, (g, n, rt, m, a) in enumerate(specs):
+            if a == t:
+                s.submit(job(f"j{i}", gpus=g, replicas=n, runtime=float(rt), models=m,
+                             submitted_at=t), now=t)  # fmt: skip
+        r = s.step(now=t)
+        booked = [(v.job, *_booked(v, s)) for v in r.reservations]
+        for jid in r.placed:
+            started[jid] = t
+            ends[jid] = t + est[jid]
+            mine = {(b.node, g) for b in r.bindings if b.pod.job == jid for g in b.gpus}
+            for other, start, end, gpus in booked:
+                assert not (mine & gpus and start < ends[jid] and t < end), (t, jid, other)
+        for other, start, _end, _gpus in booked:
+            assert start >= t
+            promised.setdefault(other, start)
+        later = [e for e in ends.values() if e > t] + [a for *_x, a in specs if a > t]
+        if not later:
+            break
+        t = min(later)
+    for jid, when in promised.items():
+        assert started[jid] <= when, (jid, started[jid], when)
+    check_invariants(s)

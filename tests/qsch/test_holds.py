@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kant.admission.holds import Hold, free_parts
+from kant.admission.holds import Hold, Holds, free_parts
 from kant.model import Binding, PodId, ReasonCode
 from kant.state import Snapshot
 from kant.testing import ClusterBuilder, check_invariants, job, node
@@ -147,3 +147,83 @@ def test_a_reservation_holds_the_free_part_of_a_gpu_its_head_waits_for(policy: s
     s.submit(job("x", gpu_milli=300, runtime=1000, submitted_at=2), now=2)
     r = s.step(2)
     assert r.bindings == () and r.pending["x"].code is ReasonCode.RESERVED
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    busy=st.lists(_BINDING, max_size=6),
+    reservations=st.lists(
+        st.tuples(st.integers(0, 4), st.lists(_BINDING, min_size=1, max_size=4)),
+        min_size=1,
+        max_size=5,
+    ),
+    until=st.integers(0, 5),
+    placed=st.lists(_BINDING, max_size=2),
+)
+def test_a_job_ending_by_t_gets_back_what_no_reservation_starting_before_t_holds(
+    busy: list[tuple[int, set[int], int, set[int], int, int]],
+    reservations: list[tuple[int, list[tuple[int, set[int], int, set[int], int, int]]]],
+    until: int,
+    placed: list[tuple[int, set[int], int, set[int], int, int]],
+) -> None:
+    """Reservations held in any order (each with its start) hold together the free part of
+    every binding; those a job ending at ``until`` may not use (starting before it) hold
+    exactly what taking their bindings' free parts soonest start first holds; and after the
+    job is placed on what it got back, the others are held again on what is still free."""
+    cluster = nodes(_NODES)
+    names = sorted(cluster.slot_names)
+    snap = cluster.snapshot()
+    n = iter(range(10_000))
+
+    def binding(spec: tuple[int, set[int], int, set[int], int, int]) -> Binding:
+        node, gpus, milli, nics, cpu, mem = spec
+        if milli < 1000:  # a share is held on one GPU
+            gpus = {min(gpus, default=0)}
+        return Binding(
+            pod=PodId(job="j", role="w", index=next(n)), node=names[node],
+            gpus=tuple(sorted(gpus)), gpu_milli=milli, nics=tuple(sorted(nics)),
+            cpu_milli=cpu, memory_mib=mem,
+        )  # fmt: skip
+
+    booked = [(start, [binding(b) for b in bs]) for start, bs in reservations]
+    mine = [binding(b) for b in placed]
+    by_start = sorted(booked, key=lambda r: r[0])  # (stable: ties in the order reserved)
+
+    def take_in_turn(bs: list[Binding]) -> None:
+        for b in bs:
+            for part in free_parts(snap, b):
+                part.take(snap)
+
+    with snap.transaction():
+        take_in_turn([binding(b) for b in busy])  # something else holds part of the devices
+        before = _rows(snap)
+        with snap.transaction():  # the references
+            take_in_turn([b for _s, bs in by_start for b in bs])
+            everything = _rows(snap)
+        with snap.transaction():
+            take_in_turn([b for s, bs in by_start if s < until for b in bs])
+            closed = _rows(snap)
+            take_in_turn(mine)
+            take_in_turn([b for s, bs in by_start if s >= until for b in bs])
+            after = _rows(snap)
+        holds = Holds(snap)
+        for start, bs in booked:
+            holds.reserve(bs, start)
+        assert _rows(snap) == everything
+        opens = holds.opens(until)
+        if all(s < until for s, _b in booked):
+            assert opens is False
+        elif all(s >= until for s, _b in booked):
+            assert opens is True
+        else:
+            assert isinstance(opens, tuple)
+        with snap.transaction():
+            assert holds.reserved is not None
+            holds.reserved.give_back(snap)
+            assert _rows(snap) == before
+        opened = holds.open_for("x", reserved=holds.opening(opens) if opens else None)
+        assert _rows(snap) == closed
+        take_in_turn(mine)  # the job's placement, on what it got back
+        holds.placed("x", opened)
+        assert _rows(snap) == after
+        check_invariants(snap)
