@@ -32,7 +32,7 @@ Where the Placer looks (candidate sets, tiers, domains, the best-fit index) is i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -417,11 +417,13 @@ class Placer:
         whole HBDs). None when no domain has room for a pod (each pod then says why). The
         pods are then placed one by one inside it. O(candidates) numpy per tier.
 
-        With several candidate sets (E-Spread: the zone, one replica a node, then the
-        general nodes) the room per node is only a bound, so each domain is tried as the
-        pods would be placed in it, up to ``group_probe`` domains per tier (as a gang's
-        domains are, :meth:`_place_in`); the fallback is then the tried domain of the
-        wish's tier where most of them go."""
+        With several candidate sets (E-Spread: its zone, then the general nodes) a node
+        the pods may take only from a set before the last holds one of them (the sets are
+        asked again for each pod, and a zone node holding a pod of the job leaves the zone's
+        set: one replica a zone node), a node of the last set its room, a node of no set
+        none: the room E-Spread places by, so the domain found holds them all. (A strategy
+        whose earlier sets take several pods a node is counted short: its pods may then go
+        to a wider domain than they need, never to one that cannot hold them.)"""
         wish = role.topology
         assert wish is not None
         req = PodRequest.of(role.resources)
@@ -436,25 +438,19 @@ class Placer:
         n = len(pods)
         ctx = _context(snap, job, role, req, counts, n, self._pods_on if self._soft_on else None)
         search = cand.slots
-        several = False  # (the room per node is then a bound: each domain is tried)
+        sets = None
         if self.hooks.candidate_sets is not None:
             sets = self._candidate_sets(ctx, cand.slots)
             if len(sets) == 1:
-                search = sets[0][0]
-            else:
-                several = True
+                search, sets = sets[0][0], None
         filters = self._filters(ctx)
         filters.blocked = None
         room, _ = self._room(ctx, cand, search, n, filters, whole=False)
+        if sets is not None:  # (see the docstring: one pod a node of an earlier set)
+            last = np.isin(search, sets[-1][0])
+            earlier = np.isin(search, np.concatenate([part for part, _s in sets[:-1]]))
+            room = np.where(last, room, np.where(earlier, np.minimum(room, 1), 0))
         key = self.hooks.domain_key
-        probe = self.group_probe if several else 1
-
-        def holding(found: Iterator[IntArray]) -> Candidates | None:
-            for domain in found:
-                if not several or self._fills(ctx, pods, domain, counts) == n:
-                    return Candidates(domain)
-            return None
-
         # a wish other than HBD: at each tier a domain of nodes outside HBDs first, as a
         # gang role's tier search does (Placer._place_role)
         plain = snap.cols.hbd_id[search] < 0 if wish.tier is not Tier.HBD else None
@@ -463,40 +459,17 @@ class Placer:
         better = self._preferred_parts(snap, role, search, room, n)  # (preferred nodes first)
         for tier in tiers_for(role, n, self.hooks.topology_default):
             for some, some_room in better:
-                if got := holding(domains(snap, some, some_room, tier, n, key, probe)):
-                    return got
+                for domain in domains(snap, some, some_room, tier, n, key, 1):
+                    return Candidates(domain)
             if plain is not None:
-                got = holding(domains(snap, search[plain], room[plain], tier, n, key, probe))
-                if got:
-                    return got
-            if got := holding(domains(snap, search, room, tier, n, key, probe)):
-                return got
-        if several:  # the tried domain of the wish's tier where most of them go
-            best: tuple[int, IntArray | None] = (0, None)
-            for domain in domains(snap, search, room, wish.tier, 1, key, probe):
-                k = self._fills(ctx, pods, domain, counts)
-                if k > best[0]:
-                    best = (k, domain)
-            return Candidates(best[1]) if best[1] is not None else None
+                for domain in domains(snap, search[plain], room[plain], tier, n, key, 1):
+                    return Candidates(domain)
+            for domain in domains(snap, search, room, tier, n, key, 1):
+                return Candidates(domain)
         most = _most_in_one(snap, search, room, wish.tier)
         for domain in domains(snap, search, room, wish.tier, most, key, 1) if most else ():
             return Candidates(domain)
         return None
-
-    def _fills(self, ctx: PodContext, pods: list[PodId], domain: IntArray, counts: Counts) -> int:
-        """How many of ``pods`` go into ``domain`` placed one by one, as :meth:`_fill` places
-        them for a strategy with candidate sets: a what-if, the snapshot and ``counts`` left
-        as they were. O(pods) placements."""
-        before = counts.save()
-        done = 0
-        some = Candidates(domain)
-        with ctx.snap.transaction():  # (never committed: rolled back on leaving)
-            for p in pods:
-                if self._place_pod(ctx, p, some, two_level=False) is None:
-                    break
-                done += 1
-        counts.restore(before)
-        return done
 
     def _preferred_parts(
         self, snap: Snapshot, role: Role, search: IntArray, room: IntArray, n: int

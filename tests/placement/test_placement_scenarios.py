@@ -281,7 +281,7 @@ def _zone_and_general_leaves() -> ClusterState:
     return ClusterBuilder().leaf("z", nodes=2, zone="inference").leaf("g", nodes=2).build()
 
 
-@pytest.mark.parametrize("replicas", [2, 4, 8, 9])
+@pytest.mark.parametrize("replicas", [2, 4, 8, 9, 11])
 @pytest.mark.parametrize("tier", [Tier.NODE, Tier.LEAF, Tier.SPINE], ids=lambda t: t.name)
 def test_an_espread_pod_level_service_with_a_required_wish_goes_where_its_gang_form_would(
     tier: Tier, replicas: int
@@ -296,8 +296,23 @@ def test_an_espread_pod_level_service_with_a_required_wish_goes_where_its_gang_f
     if gang.ok:
         assert res.ok, res.unplaced
         assert nodes_of(res.bindings) == nodes_of(gang.bindings)
-    else:  # (no domain of the tier holds them all: the one that holds the most)
-        assert len(res.bindings) == (4 if tier is Tier.NODE else 8)
+    else:  # (no domain of the tier holds them all: the one that holds the most, g-n0, leaf
+        # g, or the spine: all 8 GPUs of both zone nodes, one replica each, and leaf g)
+        most = {Tier.NODE: 4, Tier.LEAF: 8, Tier.SPINE: 10}[tier]
+        assert len(res.bindings) == min(replicas, most)
+
+
+def test_an_espread_pod_level_service_finds_the_general_leaf_behind_many_zone_leaves() -> None:
+    # four zone leaves rank first by their room if a zone node took several replicas; only
+    # leaf g holds all four (the gang form, which tries group_probe=4 domains a tier, fails)
+    b = ClusterBuilder()
+    for z in range(4):
+        b.leaf(f"z{z}", nodes=2, gpus=4, zone="inference")
+    st = b.leaf("g", nodes=4, gpus=4).build()
+    svc = job("svc", gpus=2, replicas=4, gang=False, kind=JobKind.INFERENCE, tier=Tier.LEAF,
+              required=True)  # fmt: skip
+    res = Placer("espread").place(svc, st.snapshot())
+    assert res.ok and {st.node(b.node).leaf for b in res.bindings} == {"g"}
 
 
 def test_an_espread_pod_level_service_with_a_required_leaf_runs_whole_under_the_scheduler() -> None:
