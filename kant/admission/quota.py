@@ -137,6 +137,15 @@ class QuotaTable:
             self.quotas[key] = q
         self.default_mode = _mode(default_mode, "default_mode")
         self.modes = {t: _mode(m, f"modes[{t!r}]") for t, m in (modes or {}).items()}
+        for (t, model), q in self.quotas.items():
+            # (Kueue refuses both on a ClusterQueue without a cohort; kant ignored them)
+            if self.mode(t) is QuotaMode.ISOLATED and (
+                q.borrowing_limit is not None or q.lending_limit is not None
+            ):
+                raise InvalidConfigError(
+                    "quotas", f"{t}/{model}", "an isolated tenant neither borrows nor lends: "
+                    "a borrowing or lending limit on its quota is refused",
+                )  # fmt: skip
         self.pool: dict[str, int] = {}
         for (t, model), q in self.quotas.items():
             if self.mode(t) is QuotaMode.SHARED:
