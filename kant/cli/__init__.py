@@ -124,16 +124,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     one line and exit code 130, SIGTERM one line and exit code 143 (both after what the
     command started is stopped). A path the file system allows and UTF-8 does not (bytes
     Python decodes as surrogates) is printed escaped, not a crash after the run: stdout and
-    stderr escape such characters while it runs, and are as they were after."""
+    stderr escape such characters while it runs, and are as they were after. So is the
+    ``kant`` logger (its level and handlers: a caller that runs a command in its own process,
+    a notebook or a test, keeps its logging as it set it)."""
     streams = [(f, f.errors) for f in (sys.stdout, sys.stderr) if isinstance(f, io.TextIOWrapper)]
     for f, _ in streams:
         f.reconfigure(errors="backslashreplace")
+    logger = logging.getLogger("kant")
+    level, handlers = logger.level, list(logger.handlers)
     try:
         return _main(argv)
     finally:
         for f, errors in streams:
             with contextlib.suppress(ValueError):  # (a stream closed meanwhile)
                 f.reconfigure(errors=errors)
+        logger.setLevel(level)
+        logger.handlers[:] = handlers
 
 
 def _main(argv: Sequence[str] | None) -> int:

@@ -531,3 +531,20 @@ def test_a_kant_traces_folder_that_does_not_exist_is_named_as_such(
         assert main(["simulate", *argv, "--quiet", "--out", str(tmp_path / "o")]) == 2
         err = capsys.readouterr().err
         assert len(err.splitlines()) == 1 and "nowhere' is not a folder" in err, err
+
+
+def test_a_command_leaves_the_kant_logger_as_the_caller_set_it(tmp_path: Path) -> None:
+    # a command run in the caller's process set the logger's level (warning, or error for a
+    # sweep) and kept it: a warning logged after it, by the shim in a test, went nowhere
+    import logging
+
+    lg = logging.getLogger("kant")
+    before = (lg.level, list(lg.handlers))
+    lg.setLevel(logging.DEBUG)
+    try:
+        out = tmp_path / "out"
+        assert main(["--log-level", "error", "simulate", "--scenario", "inference", "--jobs",
+                     "20", "--no-plots", "--quiet", "--out", str(out)]) == 0  # fmt: skip
+        assert lg.level == logging.DEBUG and lg.handlers == before[1]
+    finally:
+        lg.setLevel(before[0])
