@@ -163,3 +163,20 @@ def test_charging_a_job_at_once_is_all_or_none_and_uncharging_skips_pods_not_cha
     a.uncharge_charged([b(1).pod])
     assert a.usage() == {}
     check_invariants(a)
+
+
+@pytest.mark.parametrize(
+    "quota",
+    [
+        Quota.gpus("iso", "H100", 8, borrowing_limit=8),
+        Quota.gpus("iso", "H100", 8, lending_limit=2),
+    ],
+)
+def test_an_isolated_tenants_borrowing_or_lending_limit_is_refused_not_ignored(
+    quota: Quota,
+) -> None:
+    with pytest.raises(InvalidConfigError, match="isolated tenant neither borrows nor lends"):
+        Admitter([quota], modes={"iso": "isolated"})
+    with pytest.raises(InvalidConfigError, match="iso/H100"):
+        Admitter([quota], default_mode="isolated")
+    assert Admitter([quota]).table.ceiling("iso", "H100") > 0  # (shared: the limit holds)
