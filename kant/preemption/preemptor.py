@@ -276,9 +276,12 @@ class Preemption:
         preemptor's nomination (its devices held anew if it was placed again) waits for the
         last preemption's victims instead, whose quota it now shares.
 
-        Returns the nominations that changed: (position in ``nominations``, new value).
-        O(victims of the cycle x their pods), one ledger check per victim tried and at most
-        one placement."""
+        Returns the nominations that changed: (position in ``nominations``, new value);
+        besides the spared victims' preemptors, any other that waited for a pod given back
+        (a nomination found in the future of the pods going) waits for it no more.
+        O(V x (V + P + B)) for V victims of the cycle, P of their pods and B bindings of its
+        nominations, one ledger check per victim tried and at most one placement per
+        victim (the per-cycle search cap bounds V)."""
         if self.ledger.table.unlimited or len(nominations) < 2 or not self.victims:
             return []
         noms = list(nominations)
@@ -315,11 +318,13 @@ class Preemption:
         self._going_list = None
         self._own, self._own_of = {}, None
         out = []
-        for k in sorted(changed):
-            n = noms[k]
+        for k, n in enumerate(noms):
             left = tuple(p for p in n.victims if p not in gone)
-            waits = tuple(p for p in last.victims if p not in left)
-            out.append((k, attrs.evolve(n, victims=left + waits)))
+            if k in changed:
+                waits = tuple(p for p in last.victims if p not in left)
+                out.append((k, attrs.evolve(n, victims=left + waits)))
+            elif len(left) < len(n.victims):
+                out.append((k, attrs.evolve(n, victims=left)))
         return out
 
     def _give_back(
