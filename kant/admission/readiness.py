@@ -20,9 +20,8 @@ Checks, per role (a gang checks all its pods jointly, a pod-level job one pod pe
 from __future__ import annotations
 
 import itertools
-import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -46,9 +45,9 @@ class PoolFacts:
     the GPUs of a pool or of one topology group, all nodes counted. They read only which
     nodes are there and how many GPUs each has, so they hold while no node comes or goes
     (the state's ``membership_version``): :meth:`of` keeps one set per snapshot across
-    cycles, each fact computed the first time it is asked."""
-
-    _KEPT: ClassVar[weakref.WeakKeyDictionary[Snapshot, PoolFacts]] = weakref.WeakKeyDictionary()
+    cycles, each fact computed the first time it is asked (in ``Snapshot.kept``: a table
+    of snapshots, weak or not, would keep every snapshot and its cluster alive, the facts
+    naming their snapshot)."""
 
     def __init__(self, snap: Snapshot) -> None:
         self.snap = snap
@@ -65,9 +64,9 @@ class PoolFacts:
     def of(cls, snap: Snapshot) -> PoolFacts:
         """``snap``'s facts: the ones an earlier cycle derived while its nodes are the same,
         else a new, empty set. O(1)."""
-        kept = cls._KEPT.get(snap)
+        kept: PoolFacts | None = snap.kept.get("pool_facts")
         if kept is None or kept.version != snap.state.membership_version:
-            kept = cls._KEPT[snap] = cls(snap)
+            kept = snap.kept["pool_facts"] = cls(snap)
         return kept
 
     def live_pools(self) -> LivePools:

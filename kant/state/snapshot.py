@@ -443,6 +443,10 @@ class Snapshot:
         self._slots_of_version: tuple[int, int] = (-1, -1)
         self.generation = -1
         self.token = next(_SNAPSHOT_TOKENS)  # unique per snapshot object (id() is reused)
+        # what other layers derive from this snapshot and keep across cycles (the node
+        # pools' facts): kept here, it lives and dies with the snapshot (a table keyed by
+        # snapshot whose values name their snapshot keeps every snapshot alive)
+        self.kept: dict[str, Any] = {}
         # slots whose rows may have changed, in order (see rows_changed_since)
         self._log: list[int] = []
         # slot -> its row version (see row_version); per open transaction, the versions the
