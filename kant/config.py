@@ -28,7 +28,7 @@ from typing import Any, Final
 
 import attrs
 
-from kant.admission.quota import Admitter, Quota, QuotaMode
+from kant.admission.quota import ISOLATED_LIMITS, Admitter, Quota, QuotaMode
 from kant.errors import InvalidConfigFileError, KantError, ValidationError
 from kant.model import MILLI, Job, Resources, Role
 from kant.placement import STRATEGIES, Placer
@@ -341,9 +341,7 @@ class _Parser:
         ClusterQueue without a cohort (it was accepted and then ignored)."""
         if (t.mode or default_mode) is not QuotaMode.ISOLATED:
             return
-        why = "an isolated tenant neither borrows nor lends" + (
-            "" if t.mode is not None else " (defaultMode: isolated)"
-        )
+        why = ISOLATED_LIMITS + ("" if t.mode is not None else " (defaultMode: isolated)")
         for q in t.quotas:
             for key, value in (
                 ("borrowingLimit", q.borrowing_limit),

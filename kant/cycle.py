@@ -984,25 +984,23 @@ class _Cycle:
         self.holds.nominate(e.id, nom.bindings, e.job)
         self._uncharge(nom.victims)
         self._hold_quota(e, nom.bindings)
-        new = sum(len(v.pods) for v in self.pre.victims[len(self.pre.victims) - units :])
-        self.pending[e.id] = Reason(
-            code=ReasonCode.PREEMPTING,
-            message=(
-                f"evicting {new} pods of {units} victims"
-                if units
-                else f"waiting for {len(nom.victims)} pods already being evicted"
-            ),
-        )
+        self.pending[e.id] = _preempting(self.pre.victims[len(self.pre.victims) - units :], nom)
         # victims earlier preemptors chose that these made needless are given back
         for k, n in self.pre.spare_needless(self.nominations) if units else ():
             self.nominations[k] = n
             mine = [v for v in self.pre.victims if v.preemptor == n.job]
-            self.pending[n.job] = Reason(
-                code=ReasonCode.PREEMPTING,
-                message=f"evicting {sum(len(v.pods) for v in mine)} pods of {len(mine)} victims"
-                if mine
-                else f"waiting for {len(n.victims)} pods already being evicted",
-            )
+            self.pending[n.job] = _preempting(mine, n)
+
+
+def _preempting(victims: Sequence[Victim], nom: Nomination) -> Reason:
+    """A preemptor's reason: the victims it chose this cycle are being evicted, or (none)
+    it waits for the pods of its nomination already going."""
+    if victims:
+        pods = sum(len(v.pods) for v in victims)
+        message = f"evicting {pods} pods of {len(victims)} victims"
+    else:
+        message = f"waiting for {len(nom.victims)} pods already being evicted"
+    return Reason(code=ReasonCode.PREEMPTING, message=message)
 
 
 class _Facts:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
 
 import attrs
 
@@ -117,6 +118,11 @@ class Quota:
         return self.nominal - self.lendable
 
 
+ISOLATED_LIMITS: Final = "an isolated tenant neither borrows nor lends"
+"""Why a borrowing or lending limit on an isolated tenant's quota is refused (Kueue refuses
+both on a ClusterQueue without a cohort): by :class:`QuotaTable` and by a config file."""
+
+
 class QuotaTable:
     """Immutable quota configuration: quotas, modes, and each model's lendable pool."""
 
@@ -143,8 +149,8 @@ class QuotaTable:
                 q.borrowing_limit is not None or q.lending_limit is not None
             ):
                 raise InvalidConfigError(
-                    "quotas", f"{t}/{model}", "an isolated tenant neither borrows nor lends: "
-                    "a borrowing or lending limit on its quota is refused",
+                    "quotas", f"{t}/{model}",
+                    f"{ISOLATED_LIMITS}: a borrowing or lending limit on its quota is refused",
                 )  # fmt: skip
         self.pool: dict[str, int] = {}
         for (t, model), q in self.quotas.items():

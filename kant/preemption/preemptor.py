@@ -279,9 +279,9 @@ class Preemption:
         Returns the nominations that changed: (position in ``nominations``, new value);
         besides the spared victims' preemptors, any other that waited for a pod given back
         (a nomination found in the future of the pods going) waits for it no more.
-        O(V x (V + P + B)) for V victims of the cycle, P of their pods and B bindings of its
-        nominations, one ledger check per victim tried and at most one placement per
-        victim (the per-cycle search cap bounds V)."""
+        O(V x (P + B)) for V victims of the cycle, P pods of a victim and B bindings of its
+        nominations, one ledger check per victim tried and at most one placement (then
+        O(V) more) per victim (the per-cycle search cap bounds V)."""
         if self.ledger.table.unlimited or len(nominations) < 2 or not self.victims:
             return []
         noms = list(nominations)
@@ -303,8 +303,7 @@ class Preemption:
             k = at.get(v.preemptor)
             if k is None or v.preemptor == last.job:
                 continue
-            others = [u for j, u in enumerate(self.victims) if j != i and j not in spared]
-            got = self._give_back(v, noms, k, tenants, others)
+            got = self._give_back(i, noms, k, tenants, spared)
             if got is not None:
                 noms[k] = got
                 spared.add(i)
@@ -329,16 +328,18 @@ class Preemption:
 
     def _give_back(
         self,
-        v: Victim,
+        i: int,
         noms: list[Nomination],
         k: int,
         tenants: set[str],
-        others: list[Victim],
+        spared: set[int],
     ) -> Nomination | None:
-        """:meth:`spare_needless` for one victim of the preemptor nominated ``noms[k]``
-        (``tenants``: those of nominated preemptors; ``others``: the victims still chosen):
-        the preemptor's nomination if the victim is given back (charged again, its
-        preemptor placed again if needed), else None (nothing changed)."""
+        """:meth:`spare_needless` for the victim ``self.victims[i]`` of the preemptor
+        nominated ``noms[k]`` (``tenants``: those of nominated preemptors; ``spared``: the
+        positions of the victims given back already): the preemptor's nomination if the
+        victim is given back (charged again, its preemptor placed again if needed), else
+        None (nothing changed)."""
+        v = self.victims[i]
         queue = self.index.queue
         ve = queue.get(v.job)
         if ve is None or ve.job.pod_terms or ve.job.tenant in tenants:
@@ -362,7 +363,12 @@ class Preemption:
             led.rollback(mark)
             return None
         if any(b.node in nodes for b in nom.bindings):
-            again = self._place_again(nom, [u for u in others if u.preemptor == nom.job])
+            kept = [
+                u
+                for j, u in enumerate(self.victims)
+                if j != i and j not in spared and u.preemptor == nom.job
+            ]
+            again = self._place_again(nom, kept)
             if again is None:
                 led.rollback(mark)
                 return None
