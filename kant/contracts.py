@@ -326,7 +326,14 @@ class Strategy(Protocol):
       candidates scored by this strategy). Asked for every pod, also inside a gang. The
       arrays are read, never changed (the Placer keeps a set's split by leaf while the same
       array comes back); a gang role's tier search sums room over the first pod's set when
-      it gets one, and skips the strategy's default tier when it gets several."""
+      it gets one, and skips the strategy's default tier when it gets several;
+    - ``reach(job, role) -> Reach | None``: the nodes this strategy may ever place a pod of
+      ``role`` of ``job`` on, whatever runs (default: absent, every node), when
+      ``candidate_sets`` keeps some pods off some nodes for good. The never-fits test reads
+      it: a job that only nodes outside its reach could hold is ``UNSATISFIABLE`` (it waits
+      without blocking a Strict FIFO queue) rather than ``NO_FIT`` for ever. It may say more
+      nodes than the strategy uses (the test then finds fewer jobs that never fit), never
+      fewer. Asked once per job shape while the nodes are the same: O(1)."""
 
     @property
     def name(self) -> str:
@@ -335,6 +342,20 @@ class Strategy(Protocol):
 
     def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
         """One float per slot in ``slots`` (higher is better); node-local, changes nothing."""
+        ...
+
+
+class Reach(Protocol):
+    """What a strategy's ``reach`` hook returns: which nodes it may ever use for a kind of
+    pod. Hashable, equal for equal reaches (it keys the never-fits test's caches); ``str``
+    says in a few words which nodes those are (it ends up in an ``UNSATISFIABLE`` reason).
+
+    ``allows(snap)`` returns, per slot of ``snap``'s columns, whether the node there is in
+    reach; it reads only what does not change while no node comes or goes (its GPUs, zone,
+    pool, topology), so its answer is kept until one does. O(slots) numpy; changes nothing."""
+
+    def allows(self, snap: Snapshot) -> BoolArray:
+        """Per slot of ``snap``, whether the node there is in reach."""
         ...
 
 

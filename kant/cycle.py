@@ -38,6 +38,7 @@ from kant.contracts import (
     PlacementLike,
     PlacerLike,
     QueueingPolicy,
+    Reach,
     Reservation,
 )
 from kant.cycle_context import PolicyContext
@@ -49,6 +50,7 @@ from kant.model import (
     ReadOnlyDict,
     Reason,
     ReasonCode,
+    Role,
     Victim,
     finite_time,
     pods_per_role,
@@ -63,6 +65,13 @@ from kant.state.columns import IntArray
 
 DEFAULT_POLICY = "best-effort-fifo"
 """The queueing policy when none is given (the library's default; see ``docs/qsch.md``)."""
+
+
+def strategy_of(placer: PlacerLike) -> object:
+    """What names the strategy ``placer`` places by, for the keys of what cycles keep:
+    kant's Placer's adapted hooks (new each time its ``strategy`` is set), else the placer
+    itself. O(1)."""
+    return placer.hooks if isinstance(placer, Placer) else placer
 
 
 @attrs.frozen(kw_only=True)
@@ -260,6 +269,8 @@ class _Cycle:
             if isinstance(placer, Placer) and type(placer).place is Placer.place
             else lambda j, snap, pods: placer.place(j, snap, pods=pods)
         )
+        # the nodes the placer's strategy may ever use per role (optional on a PlacerLike)
+        self.reach: Callable[[Job, Role], Reach | None] | None = getattr(placer, "reach", None)
         self._now = float(now)
         self.ledger = admitter.ledger()
         self.bindings: list[Binding] = []
@@ -332,8 +343,14 @@ class _Cycle:
             heads_may_preempt=pol.enabled and (pol.backfill or bool(pol.rules)),
         )  # fmt: skip
         self.run = self.policy.begin(self.ctx)
-        # what a job's never-fits answer depends on besides the job (see _never_fits)
-        self.never_key = (self.cluster, self.cluster.membership_version, self.ledger.table)
+        # what a job's never-fits answer depends on besides the job (see _never_fits): the
+        # nodes, the quota table and the strategy (its reach)
+        self.never_key = (
+            self.cluster,
+            self.cluster.membership_version,
+            self.ledger.table,
+            strategy_of(self.placer),
+        )
         self.facts = _JobFacts.for_cycle(
             self.queue, self.pools, self.candidates, keep=self.incremental
         )
@@ -905,25 +922,28 @@ class _Cycle:
     def _never_fits(
         self, e: Entry, role_models: dict[str, tuple[str, ...]], facts: _Facts
     ) -> Reason | None:
-        """``UNSATISFIABLE`` when the job's remaining pods could never fit its pools even empty,
-        or never within its tenant's quota ceiling; else None. The answer depends only on the
-        job's remaining pods (its entry's version), the cluster's nodes (their static
-        capacity: ``membership_version``) and the quota table, so it is kept in the job's
-        facts across cycles until one of them changes."""
+        """``UNSATISFIABLE`` when the job's remaining pods could never fit its pools even empty
+        (on the nodes the strategy may use), or never within its tenant's quota ceiling; else
+        None. The answer depends only on the job's remaining pods (its entry's version), the
+        cluster's nodes (their static capacity: ``membership_version``), the quota table and
+        the strategy, so it is kept in the job's facts across cycles until one of them
+        changes."""
         key = self.never_key
         if facts.never is not None and facts.never[0] == key:
             return facts.never[1]
         known = self.facts.never_answers(key)  # per never shape, for jobs alike
         sid = facts.never_shape
         if sid is None:
-            sid = facts.never_shape = self.facts.never_shape_id(e.job, e.remaining(), role_models)
+            sid = facts.never_shape = self.facts.never_shape_id(
+                e.job, e.remaining(), role_models, self.reach
+            )
         if sid in known:
             why = known[sid]
         else:
             pods = e.remaining()
-            why = known[sid] = self.pools.never_fits(e.job, pods, role_models) or quota_never_fits(
-                self.ledger.table, e.job, pods, role_models
-            )
+            why = known[sid] = self.pools.never_fits(
+                e.job, pods, role_models, self.reach
+            ) or quota_never_fits(self.ledger.table, e.job, pods, role_models)
         facts.never = (key, why)
         return why
 
@@ -1106,7 +1126,8 @@ class _Quiet:
         quota's usage)."""
         return (
             cluster, cluster.generation, cluster.membership_version, cluster.pod_terms_version,
-            queue.tick, admitter, admitter.table, admitter.version, placer, policy, preemption,
+            queue.tick, admitter, admitter.table, admitter.version, placer, strategy_of(placer),
+            policy, preemption,
         )  # fmt: skip
 
     @classmethod
@@ -1253,18 +1274,29 @@ class _JobFacts:
         self.tail: _Tail | None = None  # the last closed gate's answers
 
     def never_shape_id(
-        self, job: Job, pods: Sequence[PodId], role_models: Mapping[str, tuple[str, ...]]
+        self,
+        job: Job,
+        pods: Sequence[PodId],
+        role_models: Mapping[str, tuple[str, ...]],
+        reach: Callable[[Job, Role], Reach | None] | None = None,
     ) -> int:
         """A small int naming everything the never-fits answer of ``pods`` of ``job`` reads
         besides the static capacity and the quota table (:meth:`kant.admission.Pools.never_fits`,
         :func:`quota_never_fits`): its tenant, whether it is a gang, and per role its name,
-        pods, GPU models and :attr:`~kant.model.Role.placement_key`."""
+        pods, GPU models, :attr:`~kant.model.Role.placement_key` and the strategy's
+        ``reach`` (:meth:`kant.placement.Placer.reach`, given one)."""
         counts = pods_per_role(job, pods)
         shape = (
             job.tenant,
             job.gang,
             tuple(
-                (r.name, counts.get(r.name, 0), role_models.get(r.name), r.placement_key)
+                (
+                    r.name,
+                    counts.get(r.name, 0),
+                    role_models.get(r.name),
+                    r.placement_key,
+                    None if reach is None else reach(job, r),
+                )
                 for r in job.roles
             ),
         )

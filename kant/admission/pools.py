@@ -9,14 +9,15 @@ cycles until a node comes or goes (:meth:`kant.admission.readiness.PoolFacts.of`
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import attrs
 
 from kant.admission.holds import slot_or_none
 from kant.admission.quota import QuotaDecision
 from kant.admission.readiness import PoolFacts, never_fits, readiness, refusal_from_aggregates
-from kant.model import Binding, Job, PodId, Reason, ReasonCode, pods_per_role
+from kant.contracts import Reach
+from kant.model import Binding, Job, PodId, Reason, ReasonCode, Role, pods_per_role
 from kant.state import Snapshot
 from kant.state.columns import IntArray
 
@@ -85,12 +86,19 @@ class Pools:
         )
 
     def never_fits(
-        self, job: Job, pods: Sequence[PodId], role_models: Mapping[str, tuple[str, ...]]
+        self,
+        job: Job,
+        pods: Sequence[PodId],
+        role_models: Mapping[str, tuple[str, ...]],
+        reach: Callable[[Job, Role], Reach | None] | None = None,
     ) -> Reason | None:
         """``UNSATISFIABLE`` if ``pods`` of ``job`` could never fit the live pools of
-        ``role_models`` (:meth:`role_models`) even when empty and healthy
+        ``role_models`` (:meth:`role_models`) even when empty and healthy, on the nodes the
+        placer's strategy may use (``reach``: :meth:`kant.placement.Placer.reach`)
         (:func:`kant.admission.readiness.never_fits`), else None."""
-        return never_fits(self.facts, job, pods_per_role(job, pods), self.role_pools(role_models))
+        return never_fits(
+            self.facts, job, pods_per_role(job, pods), self.role_pools(role_models), reach
+        )
 
     def restricted(self, job: Job, dec: QuotaDecision) -> Job:
         """:func:`restricted` on this cycle's live GPU models."""

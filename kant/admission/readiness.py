@@ -20,13 +20,15 @@ Checks, per role (a gang checks all its pods jointly, a pod-level job one pod pe
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from kant.contracts import Reach
 from kant.model import MAX_GPUS_PER_NODE, MILLI, Job, Reason, ReasonCode, Role, Tier
 from kant.state import Snapshot
+from kant.state.cluster import BoolArray
 from kant.state.columns import IntArray
 
 LivePools = tuple[dict[str, int], dict[int, str], tuple[tuple[str, int], ...]]
@@ -56,7 +58,8 @@ class PoolFacts:
         self._tier_total: dict[tuple[Any, ...], int] = {}
         self._tier_slots: dict[tuple[Any, ...], IntArray] = {}
         self._lone: dict[tuple[Any, ...], str | None] = {}  # lone_pod's answers
-        self._restricted: set[tuple[Any, ...]] = set()  # the (selector, tolerations) keyed
+        self._restricted: set[tuple[Any, ...]] = set()  # the keys _rules gave so far
+        self._reach: dict[Reach, BoolArray] = {}  # per strategy reach, its nodes
         # the live pools: GPU model -> pool id, pool id -> GPU model, sorted (see live_pools)
         self._live: LivePools | None = None
 
@@ -107,13 +110,15 @@ class PoolFacts:
             self._max_gpus[key] = v
         return v
 
-    def tier_max_total(self, level: str, pools: Sequence[int], role: Role | None = None) -> int:
+    def tier_max_total(
+        self, level: str, pools: Sequence[int], role: Role | None = None, reach: Reach | None = None
+    ) -> int:
         """Most GPUs of ``pools`` in one group at ``level``, all nodes counted (only those
-        ``role``'s node selector and tolerations allow, given a role they restrict; cached)."""
-        key = (level, tuple(pools), self._rules(role))
+        :meth:`pool_slots` keeps, given a role or reach that restricts them; cached)."""
+        key = (level, tuple(pools), self._rules(role, reach))
         v = self._tier_total.get(key)
         if v is None:
-            slots = self.pool_slots(pools, role)
+            slots = self.pool_slots(pools, role, reach)
             ids = getattr(self.snap.cols, f"{level}_id")[slots]
             ok = ids >= 0
             if ok.any():
@@ -123,12 +128,14 @@ class PoolFacts:
             self._tier_total[key] = v
         return v
 
-    def pool_slots(self, pools: Sequence[int], role: Role | None = None) -> IntArray:
+    def pool_slots(
+        self, pools: Sequence[int], role: Role | None = None, reach: Reach | None = None
+    ) -> IntArray:
         """The slots of the nodes of ``pools`` (those ``role``'s node selector and
         tolerations allow, given a role they restrict: :meth:`ClusterState.allowed_slots`;
-        cached)."""
-        allowed = None if role is None else self.snap.state.allowed_slots(role)
-        key = ("pool", tuple(pools), self._rules(role))
+        and of those the ``reach`` of a strategy allows, given one; cached)."""
+        allowed = self._allowed(role, reach)
+        key = ("pool", tuple(pools), self._rules(role, reach))
         v = self._tier_slots.get(key)
         if v is None:
             parts = [self.snap.members("pool", p) for p in pools]
@@ -138,53 +145,91 @@ class PoolFacts:
             self._tier_slots[key] = v
         return v
 
-    def tier_slots(self, level: str, pools: Sequence[int], role: Role | None = None) -> IntArray:
+    def tier_slots(
+        self, level: str, pools: Sequence[int], role: Role | None = None, reach: Reach | None = None
+    ) -> IntArray:
         """The slots of :meth:`pool_slots` that are in some group at ``level`` (cached):
         where a wish that may take several groups of that level (HBD) may go."""
-        key = (level, tuple(pools), self._rules(role))
+        key = (level, tuple(pools), self._rules(role, reach))
         v = self._tier_slots.get(key)
         if v is None:
-            slots = self.pool_slots(pools, role)
+            slots = self.pool_slots(pools, role, reach)
             v = self._tier_slots[key] = slots[getattr(self.snap.cols, f"{level}_id")[slots] >= 0]
         return v
 
     def tier_all_pods(
-        self, level: str, pools: Sequence[int], gpus: int, role: Role | None = None
+        self,
+        level: str,
+        pools: Sequence[int],
+        gpus: int,
+        role: Role | None = None,
+        reach: Reach | None = None,
     ) -> int:
         """How many pods of ``gpus`` whole GPUs the nodes of :meth:`tier_slots` could ever
         hold (each node ``its GPUs // gpus``; cached)."""
-        key = ("pods " + level, (*pools, -gpus), self._rules(role))
+        key = ("pods " + level, (*pools, -gpus), self._rules(role, reach))
         v = self._tier_total.get(key)
         if v is None:
-            cap = self.snap.cols.gpus[self.tier_slots(level, pools, role)]
+            cap = self.snap.cols.gpus[self.tier_slots(level, pools, role, reach)]
             v = self._tier_total[key] = int((cap // gpus).sum())
         return v
 
-    def tier_all_total(self, level: str, pools: Sequence[int], role: Role | None = None) -> int:
+    def tier_all_total(
+        self, level: str, pools: Sequence[int], role: Role | None = None, reach: Reach | None = None
+    ) -> int:
         """GPUs of :meth:`tier_slots` (cached): what a wish that may take several groups of
         that level (HBD) can ever use."""
-        key = ("all " + level, tuple(pools), self._rules(role))
+        key = ("all " + level, tuple(pools), self._rules(role, reach))
         v = self._tier_total.get(key)
         if v is None:
-            slots = self.tier_slots(level, pools, role)
+            slots = self.tier_slots(level, pools, role, reach)
             v = self._tier_total[key] = int(self.snap.cols.gpus[slots].sum())
         return v
 
-    def _rules(self, role: Role | None) -> tuple[Any, ...] | None:
-        """What of ``role`` restricts its nodes, for a cache key: (selector, tolerations), or
-        None when nothing does. Past :data:`_RESTRICTED_KEPT` such keys the caches that take
-        them start afresh (selectors naming hosts are many)."""
+    def _rules(self, role: Role | None, reach: Reach | None = None) -> tuple[Any, ...] | None:
+        """What restricts the nodes of ``role``, for a cache key: (selector, tolerations,
+        reach), or None when nothing does (neither the role's selector and tolerations nor
+        a strategy's ``reach``). Past :data:`_RESTRICTED_KEPT` such keys the caches that
+        take them start afresh (selectors naming hosts are many)."""
         if role is None or self.snap.state.allowed_slots(role) is None:
-            return None
-        rules = (role.node_selector, role.tolerations)
+            if reach is None:
+                return None
+            rules: tuple[Any, ...] = (None, (), reach)
+        else:
+            rules = (role.node_selector, role.tolerations, reach)
         if rules not in self._restricted:
             if len(self._restricted) >= _RESTRICTED_KEPT:
                 self._restricted.clear()
+                self._reach.clear()
                 for d in (self._tier_total, self._tier_slots, self._lone):
                     for k in [k for k in d if k[-1] is not None]:
                         del d[k]
             self._restricted.add(rules)
         return rules
+
+    def allowing(self, role: Role | None, reach: Reach | None) -> str:
+        """What restricts the nodes of ``role`` (:meth:`_rules`, given something does), as
+        words that end a phrase such as "the nodes of its pools ...": "its node selector and
+        tolerations allow", "its placement strategy (espread: ...) allows", or both."""
+        by_rules = role is not None and self.snap.state.allowed_slots(role) is not None
+        if reach is None:
+            return "its node selector and tolerations allow"
+        if by_rules:
+            return f"its node selector, tolerations and placement strategy ({reach}) allow"
+        return f"its placement strategy ({reach}) allows"
+
+    def _allowed(self, role: Role | None, reach: Reach | None) -> BoolArray | None:
+        """Per slot, whether a pod of ``role`` may use the node there: by the role's node
+        selector and tolerations (:meth:`ClusterState.allowed_slots`) and by ``reach``; None
+        when neither restricts. A reach's nodes are kept while the facts hold."""
+        allowed = None if role is None else self.snap.state.allowed_slots(role)
+        if reach is None:
+            return allowed
+        mask = self._reach.get(reach)
+        if mask is None:
+            n = self.snap.num_slots
+            mask = self._reach[reach] = np.asarray(reach.allows(self.snap), dtype=bool)[:n]
+        return mask if allowed is None else mask & allowed[: mask.shape[0]]
 
     def tier_max_free(self, level: str) -> int:
         """Largest free-GPU count of one group at ``level`` (recomputed each call: it changes
@@ -192,22 +237,25 @@ class PoolFacts:
         agg = self.snap.agg[level]
         return int(agg[:, Snapshot.AGG_FREE_GPUS].max()) if agg.shape[0] else 0
 
-    def lone_pod(self, role: Role, pools: Sequence[int] = ()) -> str | None:
+    def lone_pod(
+        self, role: Role, pools: Sequence[int] = (), reach: Reach | None = None
+    ) -> str | None:
         """Why no node could ever hold one pod of ``role`` (None: some node could): among
         the nodes of ``pools`` (every node for a role asking no GPU; only HBD nodes for such
-        a role with a required HBD wish), none has the GPUs, CPU, memory and NICs it asks
-        for all at once, whatever runs. Cached per role's resources and wish."""
+        a role with a required HBD wish; of those, the ones ``reach`` allows, given one),
+        none has the GPUs, CPU, memory and NICs it asks for all at once, whatever runs.
+        Cached per role's resources and wish."""
         res = role.resources
         wish = role.topology
         hbd = not pools and wish is not None and wish.required and wish.tier is Tier.HBD
-        rules = self._rules(role)
+        rules = self._rules(role, reach)
         key = (res, tuple(pools), hbd, rules)
         if key in self._lone:
             return self._lone[key]
         cols = self.snap.cols
-        allowed = None if rules is None else self.snap.state.allowed_slots(role)
+        allowed = None if rules is None else self._allowed(role, reach)
         if pools:
-            slots = self.pool_slots(pools, role)
+            slots = self.pool_slots(pools, role, reach)
         else:
             slots = np.flatnonzero(cols.alive[: self.snap.num_slots])
             if allowed is not None:
@@ -222,9 +270,9 @@ class PoolFacts:
         )
         why = None
         if not fits.any():
-            where = "an hbd node" if hbd else "a node of its pools" if pools else "a node"
+            where = "hbd node" if hbd else "node of its pools" if pools else "node"
             if allowed is not None:
-                where += " its node selector and tolerations allow"
+                where += " " + self.allowing(role, reach)
             asks = f"{res.cpu_milli} mCPU, {res.memory_mib} MiB, {res.rdma_nics} NICs"
             if res.total_milli:
                 asks = f"{res.total_milli / MILLI:g} GPUs, {asks}"
@@ -232,14 +280,16 @@ class PoolFacts:
         self._lone[key] = why
         return why
 
-    def restricted_room(self, role: Role, pools: Sequence[int]) -> tuple[int, int] | None:
+    def restricted_room(
+        self, role: Role, pools: Sequence[int], reach: Reach | None = None
+    ) -> tuple[int, int] | None:
         """(most GPUs on one node, GPUs on all nodes) of the nodes of ``pools`` that
-        ``role``'s node selector and tolerations allow, or None when nothing restricts the
-        role. O(those nodes) numpy on the cached :meth:`pool_slots` (its caller, never-fits,
-        is kept per job shape)."""
-        if self._rules(role) is None:
+        ``role``'s node selector and tolerations and ``reach`` allow, or None when nothing
+        restricts the role. O(those nodes) numpy on the cached :meth:`pool_slots` (its
+        caller, never-fits, is kept per job shape)."""
+        if self._rules(role, reach) is None:
             return None
-        gpus = self.snap.cols.gpus[self.pool_slots(pools, role)]
+        gpus = self.snap.cols.gpus[self.pool_slots(pools, role, reach)]
         return (int(gpus.max()) if gpus.size else 0), int(gpus.sum())
 
     def tier_free_pods(self, level: str, pools: Sequence[int], gpus: int) -> int:
@@ -425,9 +475,12 @@ def never_fits(
     job: Job,
     counts: Mapping[str, int],
     role_pools: Mapping[str, Sequence[int]],
+    reach: Callable[[Job, Role], Reach | None] | None = None,
 ) -> Reason | None:
     """``UNSATISFIABLE`` if the pods ``counts`` of ``job`` could not be placed even on empty,
-    healthy pools ``role_pools`` (a gang all its pods, a pod-level job one pod of each role):
+    healthy pools ``role_pools`` (a gang all its pods, a pod-level job one pod of each role;
+    of the nodes the role's node selector and tolerations allow and, given ``reach`` (the
+    placer's :meth:`~kant.placement.Placer.reach`), the strategy may ever use):
     one pod needs more GPUs than any node has, or a role more than its pools hold, or a
     required topology tier more than any one domain of that tier holds (a required HBD: more
     than all the HBD nodes of its pools, since it may take several HBDs). Else None. Static
@@ -438,8 +491,9 @@ def never_fits(
         res = role.resources
         if not n:
             continue
+        within = None if reach is None else reach(job, role)
         if not res.total_milli:  # a pod asking no GPU: any node may hold it
-            lone = facts.lone_pod(role)
+            lone = facts.lone_pod(role, reach=within)
             if lone is not None:
                 return Reason(code=ReasonCode.UNSATISFIABLE, message=f"can never fit: {lone}")
             continue
@@ -447,36 +501,40 @@ def never_fits(
             continue
         if not job.gang:
             n = 1
-        room = facts.restricted_room(role, pools)
+        room = facts.restricted_room(role, pools, within)
         if room is None:  # (every node of its pools)
             biggest = max(facts.max_gpus(p) for p in pools)
             total = sum(facts.pool_total(p) for p in pools)
             its, hbds, of = "its pools", "the hbd nodes of its pools", ""
         else:
             biggest, total = room
-            its = "the nodes of its pools its node selector and tolerations allow"
-            hbds = "the hbd nodes of its pools its node selector and tolerations allow"
-            of = " of those its node selector and tolerations allow"
+            allowing = facts.allowing(role, within)
+            its = f"the nodes of its pools {allowing}"
+            hbds = f"the hbd nodes of its pools {allowing}"
+            of = f" of those {allowing}"
         why = None
         if res.gpus > biggest:
             why = (
                 f"a pod of role {role.name!r} needs {res.gpus} GPUs; the largest node{of} has "
                 f"{biggest}"
             )
-        elif (lone := facts.lone_pod(role, pools)) is not None:
+        elif (lone := facts.lone_pod(role, pools, within)) is not None:
             why = lone
         elif res.total_milli * n > total * MILLI:
             why = (
                 f"role {role.name!r} needs {res.total_milli * n / MILLI:g} GPUs; {its} hold {total}"
             )
         elif (wish := role.topology) is not None and wish.required and wish.tier is Tier.HBD:
-            most = facts.tier_all_total("hbd", pools, role)  # HBD nodes only, one HBD or several
+            # HBD nodes only, one HBD or several
+            most = facts.tier_all_total("hbd", pools, role, within)
             if res.total_milli * n > most * MILLI:
                 why = (
                     f"role {role.name!r} needs {res.total_milli * n / MILLI:g} GPUs in hbds; "
                     f"{hbds} hold {most}"
                 )
-            elif res.gpus and (pods := facts.tier_all_pods("hbd", pools, res.gpus, role)) < n:
+            elif res.gpus and (
+                (pods := facts.tier_all_pods("hbd", pools, res.gpus, role, within)) < n
+            ):
                 why = (
                     f"role {role.name!r} needs {n} pods of {res.gpus} GPUs on hbd nodes; "
                     f"{hbds} hold {pods}"
@@ -490,7 +548,7 @@ def never_fits(
                 )
             elif role.topology.tier in _TIER_LEVEL:
                 level = _TIER_LEVEL[role.topology.tier]
-                most = facts.tier_max_total(level, pools, role)
+                most = facts.tier_max_total(level, pools, role, within)
                 if need > most:
                     why = (
                         f"role {role.name!r} needs {need} GPUs in one {level}; "
@@ -502,6 +560,7 @@ def never_fits(
 
 
 _RESTRICTED_KEPT = 1024
-"""At most this many (selector, tolerations) keep their facts in one :class:`PoolFacts`."""
+"""At most this many (selector, tolerations, reach) keep their facts in one
+:class:`PoolFacts`."""
 
 __all__ = ["PoolFacts", "never_fits", "readiness"]

@@ -40,7 +40,7 @@ import numpy as np
 
 from kant.bits import bits as _bits
 from kant.bits import lowest_bits as _lowest_bits
-from kant.contracts import NodeFilter, Strategy
+from kant.contracts import NodeFilter, Reach, Strategy
 from kant.errors import InvalidConfigError, InvalidJobError, ValidationError
 from kant.model import MILLI, Binding, Job, LinkKind, PodId, Reason, ReasonCode, Role, Tier
 from kant.placement.affinity import PodAffinity, PodPreference, PodsOnNodes
@@ -195,6 +195,12 @@ class Placer:
     def strategy(self, strategy: Strategy) -> None:
         self.hooks = adapt_strategy(strategy)
         self._strategy = strategy
+
+    def reach(self, job: Job, role: Role) -> Reach | None:
+        """The nodes the strategy may ever place a pod of ``role`` of ``job`` on (its
+        ``reach`` hook, :class:`kant.contracts.Reach`), or None: every node. O(1)."""
+        reach = self.hooks.reach
+        return None if reach is None else reach(job, role)
 
     def __repr__(self) -> str:
         if self.filters.active:

@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from kant.contracts import PodView, Strategy
+from kant.contracts import PodView, Reach, Strategy
 from kant.errors import ValidationError
-from kant.model import MILLI, Tier
+from kant.model import MILLI, Job, Role, Tier
 from kant.placement.context import FloatArray, IntArray
 
 CandidateSets = Callable[[PodView, IntArray], Sequence[tuple[IntArray, Strategy]]]
@@ -102,7 +102,8 @@ class StrategyHooks:
 
     ``strategy`` is the object adapted; ``score``, ``group_key``, ``domain_key`` and
     ``share_device`` are its bound methods or the defaults; ``candidate_sets`` is None when
-    the strategy has none (all candidates, scored by ``score``). Built once per strategy by
+    the strategy has none (all candidates, scored by ``score``), and ``reach`` when it has
+    none (every node in reach). Built once per strategy by
     :func:`adapt_strategy`; immutable."""
 
     strategy: Strategy
@@ -116,6 +117,7 @@ class StrategyHooks:
     domain_key: Callable[[IntArray], IntArray]
     share_device: Callable[[PodView, int], int]
     candidate_sets: CandidateSets | None
+    reach: Callable[[Job, Role], Reach | None] | None
 
 
 def adapt_strategy(strategy: Strategy | StrategyHooks) -> StrategyHooks:
@@ -147,4 +149,5 @@ def adapt_strategy(strategy: Strategy | StrategyHooks) -> StrategyHooks:
         domain_key=domain_key if domain_key is not None else default_domain_key,
         share_device=share_device if share_device is not None else best_fit_share,
         candidate_sets=getattr(strategy, "candidate_sets", None),
+        reach=getattr(strategy, "reach", None),
     )

@@ -25,13 +25,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+import attrs
 import numpy as np
 
 from kant.contracts import PodView, Strategy
 from kant.errors import InvalidConfigError
-from kant.model import NAME_REASON, JobKind, Tier, is_name
+from kant.model import NAME_REASON, Job, JobKind, Role, Tier, is_name
 from kant.placement.context import FloatArray, IntArray
 from kant.placement.strategies.base import BaseStrategy
+from kant.state import Snapshot
+from kant.state.cluster import BoolArray
 
 
 class Binpack(BaseStrategy):
@@ -125,6 +128,13 @@ class ESpread(BaseStrategy):
             return ((slots[zone_ok], self._spread), (general, self._general))
         return ((general, self._general),)
 
+    def reach(self, job: Job, role: Role) -> ZoneReach:
+        """The nodes :meth:`candidate_sets` may ever give a pod of ``role`` of ``job``: the
+        general ones, and for an inference job's pod the zone nodes with more GPUs than it
+        asks (:class:`ZoneReach`). O(1)."""
+        below = role.resources.gpus if job.kind is JobKind.INFERENCE else None
+        return ZoneReach(strategy=self.name, zone=self.zone, below=below)
+
     def _split(self, ctx: PodView, slots: IntArray) -> tuple[IntArray, Any]:
         """(the general nodes of ``slots``, which of ``slots`` are in the zone): ``slots``
         and None when none is. Remembered for the last ``slots`` array, while its nodes are
@@ -142,6 +152,35 @@ class ESpread(BaseStrategy):
             general = slots[~in_zone]
         self._last = (slots, key, general, in_zone)
         return general, in_zone
+
+
+@attrs.frozen
+class ZoneReach:
+    """E-Spread's reach (:class:`kant.contracts.Reach`): the nodes outside zone ``zone``,
+    and with ``below`` set (an inference pod of that many GPUs) the zone nodes with more
+    GPUs than ``below``. Every node when no node is in the zone. ``strategy`` names the
+    strategy in the reason it gives."""
+
+    strategy: str
+    zone: str
+    below: int | None = None
+
+    def allows(self, snap: Snapshot) -> BoolArray:
+        """Per slot of ``snap``, whether the node there is in reach. O(slots)."""
+        cols = snap.cols
+        zid = snap.group_id("zone", self.zone)
+        if zid < 0:
+            return np.ones(cols.zone_id.shape, dtype=bool)
+        out: BoolArray = cols.zone_id != zid
+        if self.below is not None:
+            out |= cols.gpus > self.below
+        return out
+
+    def __str__(self) -> str:
+        outside = f"{self.strategy}: the nodes outside zone {self.zone!r}"
+        if self.below is None:
+            return outside
+        return f"{outside} and those in it with more than {self.below} GPUs"
 
 
 class Topology(BaseStrategy):
