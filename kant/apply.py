@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import attrs
 
 from kant.admission.quota import Admitter, QuotaLedger
-from kant.cycle import CycleResult
+from kant.cycle import CycleResult, origin_of
 from kant.errors import KantError, ValidationError
 from kant.model import Binding, Job, PodId, finite_time
 from kant.queueing import Queue
@@ -44,10 +44,17 @@ def apply(
     as it is, no failure counted). Victims, nominations and reasons of jobs no longer current
     are skipped, so applying an old result again (an orchestrator retrying) changes nothing it
     should not. Raises :class:`~kant.errors.ValidationError` for a ``result`` that is not a
-    :class:`~kant.cycle.CycleResult`, :class:`~kant.errors.InvalidTimeError` for a ``now`` that
+    :class:`~kant.cycle.CycleResult` or that another queue or cluster computed (its
+    ``origin``), :class:`~kant.errors.InvalidTimeError` for a ``now`` that
     is not a finite number (nothing changed)."""
     if not isinstance(result, CycleResult):
         raise ValidationError("result", result, "must be a kant.cycle.CycleResult")
+    if result.origin is not None and result.origin != origin_of(queue, cluster):
+        raise ValidationError(
+            "result",
+            f"the result of the cycle at {result.now:g}",
+            "was computed by another scheduler (on another queue or cluster)",
+        )
     now = finite_time(now, "apply")
     seen = result.seen
 

@@ -67,6 +67,23 @@ DEFAULT_POLICY = "best-effort-fifo"
 """The queueing policy when none is given (the library's default; see ``docs/qsch.md``)."""
 
 
+_ORIGINS: weakref.WeakKeyDictionary[object, int] = weakref.WeakKeyDictionary()
+_ORIGIN_IDS = itertools.count(1)
+
+
+def origin_of(queue: Queue, cluster: ClusterState) -> tuple[int, int]:
+    """Numbers naming ``queue`` and ``cluster`` for as long as they live, never two alike
+    in one process (unlike ``id``, never reused): what a :class:`CycleResult` records of
+    where it was computed. O(1)."""
+    out = []
+    for obj in (queue, cluster):
+        n = _ORIGINS.get(obj)
+        if n is None:
+            n = _ORIGINS[obj] = next(_ORIGIN_IDS)
+        out.append(n)
+    return out[0], out[1]
+
+
 def strategy_of(placer: PlacerLike) -> object:
     """What names the strategy ``placer`` places by, for the keys of what cycles keep:
     kant's Placer's adapted hooks (new each time its ``strategy`` is set), else the placer
@@ -125,7 +142,8 @@ class CycleResult:
     job later in the order got the gate's skip (None: the gate stayed open). How the cycle
     walked, not what it decided: equality ignores it, as it ignores ``stats`` and the time
     horizon (:meth:`time_horizon`: until when the passing of time alone changes nothing),
-    ``membership`` and ``pod_terms``.
+    ``membership``, ``pod_terms`` and ``origin`` (which queue and cluster it was computed
+    on: :func:`origin_of`; :func:`kant.apply.apply` refuses it on others).
 
     A result is read, not changed: the last quiet cycle's is kept, and answered again with
     read-only copies (:class:`~kant.model.ReadOnlyDict`) of its ``pending`` and ``seen``
@@ -147,6 +165,7 @@ class CycleResult:
     closed_after: tuple[Any, ...] | None = attrs.field(default=None, eq=False)
     membership: int | None = attrs.field(default=None, eq=False)
     pod_terms: int | None = attrs.field(default=None, eq=False)
+    origin: tuple[int, int] | None = attrs.field(default=None, eq=False)
     # what time_horizon reads of the cycle (None: a result built by hand)
     _horizon: _Horizon | None = attrs.field(default=None, eq=False, repr=False)
 
@@ -713,6 +732,7 @@ class _Cycle:
             closed_after=self.closed_after,
             membership=self.cluster.membership_version,
             pod_terms=self.cluster.pod_terms_version,
+            origin=origin_of(self.queue, self.cluster),
             stats=CycleStats(
                 candidates=len(self.candidates),
                 placed_jobs=len(self.placed),

@@ -93,7 +93,9 @@ class _Pair:
             assert [getattr(ra.stats, k) for k in kept] == [getattr(rb.stats, k) for k in kept]
         else:
             assert ra.stats == rb.stats
-        self.both("apply", ra, now)
+        # (each its own result: a result applies only to the scheduler that computed it)
+        got = self.inc.apply(ra, now)
+        assert got == self.ref.apply(rb, now), f"apply at {now}: {got} differs"
 
     def step(self, op: str, r: int, n: int, draw_job: object) -> None:
         s = self.ref

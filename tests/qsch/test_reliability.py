@@ -85,6 +85,28 @@ def test_victims_of_an_old_result_never_mark_the_new_incarnation_terminating() -
     assert s.queue.status("low").terminating == ()
 
 
+def test_a_result_of_another_scheduler_is_refused_and_changes_nothing() -> None:
+    """Two schedulers with the same job and node names; the node is an A100 on the second.
+    The first's result, applied to the second, bound its H100-only job on the A100 node."""
+    s1 = scheduler(ClusterBuilder().leaf("lf0", nodes=1, model="H100").build())
+    s2 = scheduler(ClusterBuilder().leaf("lf0", nodes=1, model="A100").build())
+    for s in (s1, s2):
+        s.submit(job("a", gpus=8, models="H100"), now=0)
+    r1 = s1.schedule(1)
+    assert s2.schedule(1).pending["a"].code is ReasonCode.NO_POOL
+    with pytest.raises(Invalid, match="another scheduler"):
+        s2.apply(r1, 1)
+    assert s2.cluster.num_pods == 0 and not s2.admitter.usage()
+    check_invariants(s2)
+    # a result of the same queue on another cluster is refused too
+    from kant.apply import apply
+
+    other = ClusterBuilder().leaf("lf0", nodes=1, model="H100").build()
+    with pytest.raises(Invalid, match="another scheduler"):
+        apply(r1, other, s1.queue, s1.admitter, 1)
+    assert other.num_pods == 0 and s1.apply(r1, 1).bound == ("a",)
+
+
 def test_a_result_is_not_applied_to_a_node_removed_and_added_again_under_its_name() -> None:
     """The job may run on H100 only; its node is replaced by an A100 node of the same name
     between the cycle and the apply: the binding is stale, and the next cycle says why."""
