@@ -31,6 +31,7 @@ from kant.admission.quota import (
     QuotaLedger,
     admit_quota,
     admit_without_quotas,
+    quota_models,
     quota_never_fits,
 )
 from kant.contracts import (
@@ -82,6 +83,17 @@ def origin_of(queue: Queue, cluster: ClusterState) -> tuple[int, int]:
             n = _ORIGINS[obj] = next(_ORIGIN_IDS)
         out.append(n)
     return out[0], out[1]
+
+
+def _quota_capped(
+    why: Reason, role_models: Mapping[str, tuple[str, ...]], capped: Mapping[str, tuple[str, ...]]
+) -> Reason:
+    """``why`` (a never-fits answer on the GPU models ``capped`` of ``role_models``) saying
+    which models its tenant's quota could never admit it on."""
+    out = sorted({m for r, ms in role_models.items() for m in ms if m not in capped.get(r, ())})
+    return attrs.evolve(
+        why, message=f"{why.message} (its tenant's quota could never admit it on {'|'.join(out)})"
+    )
 
 
 def strategy_of(placer: PlacerLike) -> object:
@@ -916,12 +928,13 @@ class _Cycle:
                 whole is not None
                 and whole.within_nominal == alike.within_nominal
                 and whole.models == alike.models
+                and whole.nominal_models == alike.nominal_models
             ):
                 dec = whole  # all its pods, as in an earlier cycle: the same decision
             else:
                 dec = QuotaDecision(
                     ok=True, pods=rem[: len(alike.pods)], models=alike.models,
-                    within_nominal=alike.within_nominal,
+                    within_nominal=alike.within_nominal, nominal_models=alike.nominal_models,
                 )  # fmt: skip
                 if all_pods:
                     facts.whole = dec
@@ -961,9 +974,18 @@ class _Cycle:
             why = known[sid]
         else:
             pods = e.remaining()
-            why = known[sid] = self.pools.never_fits(
-                e.job, pods, role_models, self.reach
-            ) or quota_never_fits(self.ledger.table, e.job, pods, role_models)
+            table = self.ledger.table
+            why = self.pools.never_fits(e.job, pods, role_models, self.reach) or quota_never_fits(
+                table, e.job, pods, role_models
+            )
+            capped = (
+                role_models if why is not None else quota_models(table, e.job, pods, role_models)
+            )
+            if capped is not role_models:  # (the pools quota could ever admit it on)
+                why = self.pools.never_fits(e.job, pods, capped, self.reach)
+                if why is not None:
+                    why = _quota_capped(why, role_models, capped)
+            known[sid] = why
         facts.never = (key, why)
         return why
 

@@ -300,8 +300,10 @@ class QuotaDecision:
 
     ``pods``: the pods admitted (all asked for a gang, or none; a prefix per role for a
     pod-level job). ``models``: per role, the GPU models its pods may use without exceeding
-    quota. ``within_nominal``: the request fits in the tenant's own nominal quota, so
-    reclaiming what others borrowed is legitimate.
+    quota. ``within_nominal``: the request fits in the tenant's own nominal quota on some
+    model of each role, so reclaiming what others borrowed is legitimate; ``nominal_models``:
+    per role, the models of ``models`` where it does (where a reclaimer may run: on the
+    others its tenant would borrow). Empty unless ``within_nominal``.
     """
 
     ok: bool
@@ -309,6 +311,7 @@ class QuotaDecision:
     models: Mapping[str, tuple[str, ...]]
     within_nominal: bool
     reason: Reason | None = None
+    nominal_models: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
 
 
 def admit_quota(
@@ -334,6 +337,7 @@ def admit_quota(
             by_role.setdefault(p.role, []).append(p)
     extra: dict[str, int] = {}
     models_out: dict[str, tuple[str, ...]] = {}
+    nominal: dict[str, tuple[str, ...]] = {}
     admitted: list[PodId] = []
     within = True
     failure: Reason | None = None
@@ -344,11 +348,14 @@ def admit_quota(
         per_pod = role.resources.total_milli
         allowed = role_models.get(role.name, ())
         if per_pod == 0 or not allowed:
-            models_out[role.name] = allowed
+            models_out[role.name] = nominal[role.name] = allowed
             admitted.extend(rpods)
             continue
         demand = per_pod * len(rpods)
-        if not any(ledger.within_nominal(tenant, m, extra.get(m, 0) + demand) for m in allowed):
+        mine = tuple(
+            m for m in allowed if ledger.within_nominal(tenant, m, extra.get(m, 0) + demand)
+        )
+        if not mine:
             within = False
         room = {m: ledger.headroom(tenant, m) - extra.get(m, 0) for m in allowed}
         if job.gang:
@@ -373,12 +380,19 @@ def admit_quota(
                 )
             continue
         models_out[role.name] = ok
+        nominal[role.name] = tuple(m for m in ok if m in mine)
         admitted.extend(rpods[:count])
         for m in ok:
             extra[m] = extra.get(m, 0) + per_pod * count
     if not admitted:
         return QuotaDecision(ok=False, pods=(), models={}, within_nominal=within, reason=failure)
-    return QuotaDecision(ok=True, pods=tuple(admitted), models=models_out, within_nominal=within)
+    return QuotaDecision(
+        ok=True,
+        pods=tuple(admitted),
+        models=models_out,
+        within_nominal=within,
+        nominal_models=nominal if within else {},
+    )
 
 
 def admit_without_quotas(
@@ -448,6 +462,31 @@ def quota_never_fits(
                 ),
             )
     return None
+
+
+def quota_models(
+    table: QuotaTable,
+    job: Job,
+    pods: Sequence[PodId],
+    role_models: Mapping[str, tuple[str, ...]],
+) -> Mapping[str, tuple[str, ...]]:
+    """Per role, the GPU models of ``role_models`` on which ``pods`` of ``job`` do not exceed
+    the most its tenant could ever use (:meth:`QuotaTable.most`; a gang role all its pods, a
+    pod-level role one pod): where it could ever run. ``role_models`` itself when quota
+    excludes none. O(roles x models)."""
+    if table.unlimited:
+        return role_models
+    counts = pods_per_role(job, pods)
+    out = dict(role_models)
+    for role in job.roles:
+        n = counts.get(role.name, 0)
+        allowed = role_models.get(role.name, ())
+        per_pod = role.resources.total_milli
+        if not n or not allowed or not per_pod:
+            continue
+        demand = per_pod * (n if job.gang else 1)
+        out[role.name] = tuple(m for m in allowed if demand <= table.most(job.tenant, m))
+    return role_models if out == role_models else out
 
 
 def _floor_div(a: float, b: int) -> int:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import attrs
+
 from kant.admission.holds import Alloc, release_exact
 from kant.admission.pools import Pools
 from kant.admission.quota import QuotaDecision, QuotaLedger, admit_quota
@@ -101,7 +103,8 @@ class CycleWhatIf:
 
     def ready(self) -> bool:
         """Free milli, then quota for every pod (within nominal while a reclaimed unit is
-        removed), then readiness (cheap, necessary) on the models quota admits.
+        removed, on the models where it is: a reclaimer never borrows), then readiness
+        (cheap, necessary) on the models quota admits.
 
         Readiness on every allowed model is tested before quota: it is necessary for
         readiness on the admitted ones (fewer pools only make it harder), and it is what
@@ -115,8 +118,11 @@ class CycleWhatIf:
         dec = admit_quota(self.ledger, self.job, self.pods, self.role_models)
         if not dec.ok or len(dec.pods) != len(self.pods):
             return False
-        if self.reclaimed and not dec.within_nominal:
-            return False
+        if self.reclaimed:  # a reclaimer runs where its tenant stays within nominal
+            if not dec.within_nominal:
+                return False
+            if dec.nominal_models != dec.models:
+                dec = attrs.evolve(dec, models=dec.nominal_models)
         self.dec = dec
         # (every pod admitted: the same counts as above, so the same pools, the same answer)
         return dec.models == self.role_models or self.pools.ready(self.job, dec) is None

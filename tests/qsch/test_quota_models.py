@@ -1,0 +1,93 @@
+"""A job allowed on several GPU models: quota and capacity judged on the same model. A
+reclaim ends with its tenant within nominal on the model it runs on, and a job whose quota
+admits it only on a pool too small for it can never fit."""
+
+from __future__ import annotations
+
+from kant import Admitter, Quota, Scheduler
+from kant.model import ReasonCode
+from kant.testing import ClusterBuilder, check_invariants, job
+
+from .conftest import evict_victims
+
+
+def _h100_and_a100() -> ClusterBuilder:
+    return ClusterBuilder().leaf("h", nodes=1, model="H100").leaf("x", nodes=1, model="A100")
+
+
+def test_a_reclaimer_nominal_on_one_model_never_reclaims_on_another_where_it_would_borrow() -> None:
+    # b's nominal is on A100 only, and the A100 node is full with an isolated tenant's job
+    # no one may take; on H100, a borrows 4 of what d lends. b1 (4 GPUs, any model) fits
+    # b's nominal on A100, but evicting a's borrowed job would run it on H100, where b
+    # has no nominal: a reclaim would end with b borrowing
+    adm = Admitter(
+        [
+            Quota.gpus("a", "H100", 4),
+            Quota.gpus("d", "H100", 8),
+            Quota.gpus("b", "A100", 8),
+            Quota.gpus("c", "A100", 8),
+        ],
+        modes={"c": "isolated"},
+    )
+    s = Scheduler(_h100_and_a100().build(), admitter=adm)
+    s.submit(job("c-fill", gpus=8, tenant="c", models="A100", preemptible=False), now=0)
+    s.submit(job("a1", gpus=4, tenant="a", models="H100"), now=0)
+    s.submit(job("a2", gpus=4, tenant="a", models="H100"), now=0)
+    assert len(s.step(now=1).placed) == 3
+    s.submit(job("b1", gpus=4, tenant="b"), now=2)
+    r = s.step(now=3)
+    assert r.victims == () and r.nominations == ()
+    assert r.pending["b1"].code is not ReasonCode.PREEMPTING
+    evict_victims(s, r, now=4)
+    s.step(now=5)
+    assert adm.used("b", "H100") == 0
+    check_invariants(s)
+
+
+def test_a_reclaimer_takes_back_on_the_model_where_it_is_within_nominal() -> None:
+    # the same, but a borrows on A100 (from b's unused nominal): b1 reclaims there
+    adm = Admitter(
+        [Quota.gpus("a", "A100", 0), Quota.gpus("b", "A100", 8), Quota.gpus("e", "H100", 8)]
+    )
+    s = Scheduler(_h100_and_a100().build(), admitter=adm)
+    s.submit(job("h-fill", gpus=8, tenant="e", models="H100", preemptible=False), now=0)
+    s.submit(job("a1", gpus=8, tenant="a", models="A100"), now=0)
+    assert len(s.step(now=1).placed) == 2
+    s.submit(job("b1", gpus=4, tenant="b"), now=2)
+    r = s.step(now=3)
+    assert [v.job for v in r.victims] == ["a1"]
+    evict_victims(s, r, now=4)
+    assert s.step(now=5).placed == ("b1",)
+    assert adm.used("b", "A100") == 4000 and adm.used("b", "H100") == 0
+
+
+def test_a_gang_quota_admits_only_on_a_pool_too_small_for_it_never_fits() -> None:
+    # b may use 16 GPUs of H100 and none of A100; the two pools hold 16 together, but
+    # the H100 pool holds 8: the gang of two 8-GPU pods can never run, and under Strict
+    # FIFO it must not keep small (which fits now) waiting for ever
+    adm = Admitter([Quota.gpus("b", "H100", 16), Quota.gpus("b", "A100", 0)])
+    s = Scheduler(_h100_and_a100().build(), admitter=adm, policy="strict-fifo")
+    s.submit(job("big", gpus=8, replicas=2, tenant="b"), now=0)
+    s.submit(job("small", gpus=1, tenant="b", models="H100"), now=1)
+    r = s.step(now=2)
+    assert r.placed == ("small",)
+    why = r.pending["big"]
+    assert why.code is ReasonCode.UNSATISFIABLE, why
+    assert "quota could never admit it on A100" in why.message, why.message
+
+
+def test_a_gang_quota_admits_on_a_pool_large_enough_is_not_called_unsatisfiable() -> None:
+    # (the same, with two H100 nodes, one of them busy: big waits for capacity)
+    adm = Admitter(
+        [Quota.gpus("b", "H100", 16), Quota.gpus("b", "A100", 0), Quota.gpus("e", "H100", 8)]
+    )
+    s = Scheduler(
+        ClusterBuilder().leaf("h", nodes=2, model="H100").leaf("x", nodes=1, model="A100").build(),
+        admitter=adm,
+        policy="strict-fifo",
+    )
+    s.submit(job("fill", gpus=8, tenant="e", models="H100"), now=0)
+    assert s.step(now=1).placed == ("fill",)
+    s.submit(job("big", gpus=8, replicas=2, tenant="b"), now=1)
+    r = s.step(now=2)
+    assert r.pending["big"].code is not ReasonCode.UNSATISFIABLE
