@@ -453,9 +453,7 @@ class Placer:
         filters.blocked = None
         room, _ = self._room(ctx, cand, search, n, filters, whole=False)
         if sets is not None:  # (see the docstring: one pod a node of an earlier set)
-            last = np.isin(search, sets[-1][0])
-            earlier = np.isin(search, np.concatenate([part for part, _s in sets[:-1]]))
-            room = np.where(last, room, np.where(earlier, np.minimum(room, 1), 0))
+            room = _room_over_sets(search, room, sets)
         key = self.hooks.domain_key
         # a wish other than HBD: at each tier a domain of nodes outside HBDs first, as a
         # gang role's tier search does (Placer._place_role)
@@ -501,19 +499,23 @@ class Placer:
         *,
         whole: bool = True,
     ) -> tuple[IntArray, Reason | None]:
-        """How many of ``n`` identical pods each node of ``search`` can take (exact per node,
-        capped at ``n``; a role's ``max_per_node`` and the node filters taken into account),
+        """How many identical pods each node of ``search`` can take (exact per node, not
+        capped at ``n``: the tier search orders domains by the room they have left; a role's
+        ``max_per_node`` where it leaves fewer than ``n`` and the node filters taken into
+        account),
         and, when they cannot hold all ``n``, why (the nodes short of resources, the cap or
         the filter that took the room away). ``whole``: stop at the first of those that
         leaves less than ``n`` (a gang fails there); else go on and give no reason."""
         snap, req = ctx.snap, ctx.req
-        room = np.minimum(fit_count(snap, search, req), n)
+        room = fit_count(snap, search, req)
         if whole and int(room.sum()) < n:
             return room, why_not(snap, cand.slots, req, n)
         cap = ctx.role.max_per_node
         if cap is not None:  # exact room per node, so domains add up right
             left = cap - ctx.role_pods_on(search)
-            np.minimum(room, np.maximum(left, 0), out=room)
+            # (where the cap leaves n pods or more it takes nothing from the n: the room
+            # stays as without it, so a cap no smaller than the pods changes no placement)
+            np.minimum(room, np.where(left < n, np.maximum(left, 0), room), out=room)
             if whole and int(room.sum()) < n:
                 return room, why_not(snap, cand.slots, req, n, MaxPerNode.name)
         if filters.active:
@@ -653,10 +655,11 @@ class Placer:
         filters.blocked = None
         tiers = tiers_for(role, n, self.hooks.topology_default) if n > 1 or role.topology else []
         search = cand.slots  # the nodes the tier search sums room over
+        sets = None
         if tiers and self.hooks.candidate_sets is not None:
             sets = self._candidate_sets(ctx, cand.slots)
             if len(sets) == 1:
-                search = sets[0][0]
+                search, sets = sets[0][0], None
             elif role.topology is None:
                 tiers = []
         if only is not None:
@@ -695,6 +698,8 @@ class Placer:
         room, short = self._room(ctx, cand, search, n, filters)
         if short is not None:
             return short
+        if sets is not None:  # (several sets: a node of an earlier one takes one pod)
+            room = _room_over_sets(search, room, sets)
         key = self.hooks.domain_key
         # at each tier, the preferred nodes first (best level first), then all of them: a
         # preference never costs a job its tightest domain
@@ -1249,6 +1254,18 @@ def _level_parts(snap: Snapshot, role: Role, slots: IntArray) -> list[np.ndarray
         if k > seen:
             out.append(keep)
             seen = k
+    return out
+
+
+def _room_over_sets(
+    search: IntArray, room: IntArray, sets: Sequence[tuple[IntArray, Any]]
+) -> IntArray:
+    """``room`` (pods each node of ``search`` can take) as a strategy's several candidate
+    ``sets`` allow it: a node of the last set its room, a node only in an earlier one (E-Spread's
+    zone: one replica a node) at most one pod, any other none. O(len(search))."""
+    last = np.isin(search, sets[-1][0])
+    earlier = np.isin(search, np.concatenate([part for part, _s in sets[:-1]]))
+    out: IntArray = np.where(last, room, np.where(earlier, np.minimum(room, 1), 0))
     return out
 
 

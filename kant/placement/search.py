@@ -186,11 +186,12 @@ def domains(
     probe: int,
 ) -> Iterator[IntArray]:
     """Candidate slot sets at ``tier`` that can hold ``n`` pods (``room``: pods each slot can
-    take, capped at ``n``), at most ``probe`` of them, best first by ``key`` (the strategy's
-    ``domain_key``). Above the leaf tier a domain is the fewest leaves of one parent that
-    hold the pods, largest first; at the cluster tier the nodes without a leaf count as one
-    group taken after every leaf (where they sit in the network is not known). O(len(slots))
-    numpy plus O(parents) Python per tier."""
+    take, not capped at ``n``, so a domain's room is what it has left), at most ``probe`` of
+    them, best first by ``key`` (the strategy's ``domain_key``) on their room. Above the
+    leaf tier a domain is the fewest leaves of one parent that hold the pods, largest first;
+    at the cluster tier the nodes without a leaf count as one group taken after every leaf
+    (where they sit in the network is not known). O(len(slots)) numpy plus O(parents)
+    Python per tier."""
     if tier is Tier.NODE:
         ok = np.flatnonzero(room >= n)
         for i in ok[np.argsort(key(room[ok]), kind="stable")][:probe]:
