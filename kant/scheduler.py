@@ -267,6 +267,9 @@ class Scheduler:
                 "bindings", [str(p) for p in named],
                 f"must bind or finish every pod of the gang {job.id!r}",
             )  # fmt: skip
+        # what the queue would refuse (an id already queued: the job there runs, described)
+        # is refused before anything is bound or described
+        self.queue.check_submit(job, t, history=history)
         self.cluster.bind_many(bs)  # (all or none)
         try:
             if not quota_admits(self.admitter.ledger(), job.tenant, bs, self.cluster):

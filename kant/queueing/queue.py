@@ -455,6 +455,38 @@ class Queue:
         (as Kubernetes reads a zero timestamp), is stored with ``submitted_at=now``. When both
         are given and differ, the job's wins (an orchestrator resubmitting after a restart
         keeps the job's place); its wait still starts at ``now``."""
+        history = self.check_submit(job, now, history=history)
+        if now is not None and job.submitted_at == 0 and now != 0:
+            job = attrs.evolve(job, submitted_at=float(now))
+        self._seq += 1
+        e = Entry(
+            job=job,
+            seq=self._seq,
+            key=self.order(job, self._seq),
+            phase=JobPhase.PENDING,
+            pending_since=job.submitted_at if now is None else float(now),
+        )
+        if history is not None:
+            e.attempts, e.backoff_until = history.attempts, history.backoff_until
+            e.interruptions = history.interruptions
+            r = history.reason
+            if r is not None and r.code is ReasonCode.BACKOFF and e.pending_since < e.backoff_until:
+                e.reason = r
+        self._entries[job.id] = e
+        self._sync(e)
+        return e.view()
+
+    def check_submit(
+        self,
+        job: Job,
+        now: float | None = None,
+        *,
+        history: JobStatus | FailureHistory | None = None,
+    ) -> FailureHistory | None:
+        """Raise what :meth:`submit` would raise for these arguments (DuplicateError,
+        InvalidJobError), changing nothing; else return ``history`` as a FailureHistory (or
+        None). For a caller that must know the job is accepted before it changes anything else
+        (:meth:`kant.scheduler.Scheduler.restore`). O(1)."""
         if not isinstance(job, Job):
             raise InvalidJobError("job", job, "must be a kant.model.Job")
         if job.id in self._entries:
@@ -478,25 +510,7 @@ class Queue:
             or self.backoff.interruptions_exhausted(history.interruptions)
         ):
             raise InvalidJobError("history", named, "is past its retry or interruption limit")
-        if now is not None and job.submitted_at == 0 and now != 0:
-            job = attrs.evolve(job, submitted_at=float(now))
-        self._seq += 1
-        e = Entry(
-            job=job,
-            seq=self._seq,
-            key=self.order(job, self._seq),
-            phase=JobPhase.PENDING,
-            pending_since=job.submitted_at if now is None else float(now),
-        )
-        if history is not None:
-            e.attempts, e.backoff_until = history.attempts, history.backoff_until
-            e.interruptions = history.interruptions
-            r = history.reason
-            if r is not None and r.code is ReasonCode.BACKOFF and e.pending_since < e.backoff_until:
-                e.reason = r
-        self._entries[job.id] = e
-        self._sync(e)
-        return e.view()
+        return history
 
     def forget(self, job_id: str) -> None:
         """Release a FINISHED or FAILED job from the books now (the orchestrator acknowledged
