@@ -30,6 +30,7 @@ from kant.errors import (
     InvalidJobError,
     InvalidNodeError,
     InvariantError,
+    TransactionError,
     UnknownNodeError,
     UnknownPodError,
     UnknownTemplateError,
@@ -852,15 +853,19 @@ class ClusterState:
         """The state's snapshot, refreshed to the current truth in O(changed nodes).
 
         There is one snapshot per state, refreshed in place from :meth:`take_changes`; it
-        must not have an open transaction (TransactionError). Rows a previous cycle changed
+        must not have an open transaction (TransactionError, checked before the change feed
+        is taken: the changes wait for the next call). Rows a previous cycle changed
         tentatively are re-synced too. The first call builds it in O(cluster).
         """
-        if self._snapshot is None:
+        snap = self._snapshot
+        if snap is None:
             self._changed.clear()
-            self._snapshot = Snapshot(self)
+            snap = self._snapshot = Snapshot(self)
+        elif snap.in_transaction:
+            raise TransactionError("snapshot refreshed while a transaction is open")
         else:
-            self._snapshot.refresh(self.take_changes())
-        return self._snapshot
+            snap.refresh(self.take_changes())
+        return snap
 
     def full_snapshot(self) -> Snapshot:
         """A brand-new snapshot built from scratch (O(cluster)); for tests and checks."""

@@ -631,6 +631,11 @@ class Snapshot:
             if not groups.deferred:
                 groups.settle()
 
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open (then :meth:`refresh` is refused). O(1)."""
+        return bool(self._undo)
+
     def transaction(self) -> Transaction:
         """Open a (possibly nested) transaction. Use as a context manager: it rolls back on
         exception or when left without :meth:`Transaction.commit`."""

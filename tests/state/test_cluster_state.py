@@ -554,6 +554,19 @@ def test_a_snapshot_cannot_refresh_under_an_open_transaction(cluster: ClusterSta
     assert cluster.snapshot() is snap
 
 
+def test_a_refresh_refused_under_an_open_transaction_keeps_the_changes_for_the_next_one(
+    cluster: ClusterState,
+) -> None:
+    snap = cluster.snapshot()
+    tx = snap.transaction()
+    cluster.bind(Binding(pod=pod("a"), node="lf0-n0", gpus=tuple(range(8))))
+    with pytest.raises(TransactionError):
+        cluster.snapshot()
+    tx.rollback()
+    assert cluster.snapshot().free_gpus[cluster.slot_of("lf0-n0")] == 0
+    snapshot_matches_truth(cluster, snap)
+
+
 def test_slots_of_names_each_nodes_slot_and_follows_nodes_that_come_and_go(
     cluster: ClusterState,
 ) -> None:
