@@ -30,7 +30,13 @@ from typing import Final
 
 import attrs
 
-from kant.errors import DuplicateError, InvalidConfigError, UnknownPodError, require
+from kant.errors import (
+    DuplicateError,
+    InvalidConfigError,
+    UnknownPodError,
+    ValidationError,
+    require,
+)
 from kant.model import (
     MILLI,
     Binding,
@@ -514,10 +520,21 @@ class Admitter:
         self, tenant: str, bindings: Sequence[Binding], models: Sequence[str | None]
     ) -> None:
         """:meth:`charge` each of ``bindings`` (on a node of ``models[i]``), all or none
-        (DuplicateError for a pod already charged or named twice, nothing changed); usage
-        moves once per GPU model. O(bindings)."""
+        (DuplicateError for a pod already charged or named twice, ValidationError for
+        ``bindings`` that are not a sequence of Bindings or ``models`` that is not a sequence
+        of as many; nothing changed); usage moves once per GPU model. O(bindings)."""
         by_pod = self._by_pod
-        fresh = {b.pod for b in bindings}
+        try:
+            fresh = {b.pod for b in bindings}
+            n = len(bindings)
+        except (AttributeError, TypeError):
+            raise ValidationError(
+                "bindings", bindings, "must be a sequence of kant.model.Binding"
+            ) from None
+        if not isinstance(models, Sequence) or isinstance(models, str) or len(models) != n:
+            raise ValidationError(
+                "models", models, f"must be a sequence of one GPU model (or None) per binding ({n})"
+            )
         if len(fresh) != len(bindings) or not by_pod.keys().isdisjoint(fresh):
             seen: set[PodId] = set()
             for b in bindings:

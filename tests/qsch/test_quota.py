@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kant.admission import Admitter, Quota, QuotaLedger, QuotaTable
-from kant.errors import DuplicateError, InvalidConfigError
+from kant.errors import DuplicateError, InvalidConfigError, ValidationError
 from kant.model import MILLI, Binding, PodId, ReasonCode, VictimReason
 from kant.queueing import JobPhase
 from kant.testing import check_invariants, job
@@ -162,6 +162,18 @@ def test_charging_a_job_at_once_is_all_or_none_and_uncharging_skips_pods_not_cha
     assert a.charged() == [b(1).pod]
     a.uncharge_charged([b(1).pod])
     assert a.usage() == {}
+    check_invariants(a)
+
+
+def test_charging_a_job_with_fewer_models_than_bindings_is_refused_and_charges_nothing() -> None:
+    bs = [Binding(pod=PodId(job="j", role="w", index=i), node="n0", gpus=(i,)) for i in range(3)]
+    a = Admitter([Quota.gpus("a", "H100", 8)])
+    for models in (["H100", "H100"], ["H100"] * 4, "A10", None):
+        with pytest.raises(ValidationError, match="'models'"):
+            a.charge_many("a", bs, models)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="'bindings'"):
+        a.charge_many("a", [bs[0], "j/w/1"], ["H100", "H100"])  # type: ignore[list-item]
+    assert a.charged() == [] and a.usage() == {} and a.version == 0
     check_invariants(a)
 
 
