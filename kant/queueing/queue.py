@@ -273,7 +273,8 @@ class Queue:
     the order: ``"submission"`` (default: by its original submission time, so a victim that
     already waited keeps its place) or ``"eviction"`` (as if submitted when it was evicted,
     Kueue's ``requeuingStrategy.timestamp: Eviction``). All reads are deterministic (order
-    keys end with a unique sequence number).
+    keys end with a unique sequence number). A setting that cannot work (an ``order`` neither
+    a name nor callable, a ``backoff`` not a Backoff) raises InvalidConfigError at once.
     """
 
     def __init__(
@@ -288,6 +289,10 @@ class Queue:
             not isinstance(history, int) or isinstance(history, bool) or history < 0
         ):
             raise InvalidConfigError("history", history, "must be None or an int >= 0")
+        if not isinstance(order, str) and not callable(order):
+            raise InvalidConfigError("order", order, "must be an order key name or an OrderKey")
+        if backoff is not None and not isinstance(backoff, Backoff):
+            raise InvalidConfigError("backoff", backoff, "must be None or a Backoff")
         self.order: OrderKey = ORDER_KEYS.build(order) if isinstance(order, str) else order
         self.backoff = backoff if backoff is not None else Backoff()
         self.history = history
