@@ -130,7 +130,11 @@ both on a ClusterQueue without a cohort): by :class:`QuotaTable` and by a config
 
 
 class QuotaTable:
-    """Immutable quota configuration: quotas, modes, and each model's lendable pool."""
+    """Immutable quota configuration: quotas, modes, and each model's lendable pool.
+
+    Raises InvalidConfigError for ``quotas`` that is not None or an iterable of Quota values,
+    ``modes`` that is not None or a mapping of tenant to mode, or a mode that is not
+    ``"shared"`` or ``"isolated"``; DuplicateError for two quotas of one tenant and model."""
 
     def __init__(
         self,
@@ -138,6 +142,12 @@ class QuotaTable:
         modes: Mapping[str, QuotaMode | str] | None = None,
         default_mode: QuotaMode | str = QuotaMode.SHARED,
     ) -> None:
+        if quotas is not None and (isinstance(quotas, str) or not isinstance(quotas, Iterable)):
+            raise InvalidConfigError("quotas", quotas, "must be None or an iterable of Quota")
+        if modes is not None and not isinstance(modes, Mapping):
+            raise InvalidConfigError(
+                "modes", modes, "must be None or a mapping of tenant to 'shared' or 'isolated'"
+            )
         self.unlimited = quotas is None
         self.quotas: dict[tuple[str, str], Quota] = {}
         for q in quotas or ():

@@ -260,6 +260,11 @@ class Entry:
         )
 
 
+def _not_an_id(field: str, value: object) -> InvalidJobError:
+    """The error for a job id or tenant that is not hashable, so no job's."""
+    return InvalidJobError(field, value, "must be a str (an id)")
+
+
 # --------------------------------------------------------------------------- the queue
 
 
@@ -325,7 +330,10 @@ class Queue:
         return len(self._entries)
 
     def __contains__(self, job_id: object) -> bool:
-        return job_id in self._entries
+        try:
+            return job_id in self._entries
+        except TypeError:
+            raise _not_an_id("job_id", job_id) from None
 
     def entry(self, job_id: str) -> Entry:
         """The job's bookkeeping; raises :class:`~kant.errors.UnknownJobError`."""
@@ -335,8 +343,12 @@ class Queue:
             raise UnknownJobError(job_id) from None
 
     def get(self, job_id: str) -> Entry | None:
-        """The job's bookkeeping, or None for a job never submitted or released from the books."""
-        return self._entries.get(job_id)
+        """The job's bookkeeping, or None for a job never submitted or released from the books.
+        Raises InvalidJobError for a ``job_id`` that cannot be an id (not hashable)."""
+        try:
+            return self._entries.get(job_id)
+        except TypeError:
+            raise _not_an_id("job_id", job_id) from None
 
     def entries(self) -> Iterator[Entry]:
         """Every job's bookkeeping, in submission order."""
@@ -376,8 +388,12 @@ class Queue:
         return dict(self._inc)
 
     def tenant_queue(self, tenant: str) -> list[str]:
-        """The job ids waiting in ``tenant``'s queue, in order."""
-        sl = self._tenants.get(tenant)
+        """The job ids waiting in ``tenant``'s queue, in order. Raises InvalidJobError for a
+        ``tenant`` that cannot be a name (not hashable)."""
+        try:
+            sl = self._tenants.get(tenant)
+        except TypeError:
+            raise _not_an_id("tenant", tenant) from None
         return [jid for _key, jid in sl] if sl is not None else []
 
     def tenants(self) -> list[str]:
@@ -616,8 +632,12 @@ class Queue:
 
     def set_reason(self, job_id: str, reason: Reason | None) -> None:
         """Set (None: clear) why the job is not (fully) placed; ignored for an unknown job or one
-        that is not PENDING or RUNNING."""
-        e = self._entries.get(job_id)
+        that is not PENDING or RUNNING. Raises InvalidJobError for a ``job_id`` that cannot be
+        an id (not hashable)."""
+        try:
+            e = self._entries.get(job_id)
+        except TypeError:
+            raise _not_an_id("job_id", job_id) from None
         if e is not None and e.phase in (JobPhase.PENDING, JobPhase.RUNNING):
             e.reason = reason
             self._reasons_done = None  # (a reason set_reasons gave may differ now)

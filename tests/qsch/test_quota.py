@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kant.admission import Admitter, Quota, QuotaLedger, QuotaTable
@@ -142,6 +144,27 @@ def test_quota_configuration_is_validated() -> None:
         Admitter([Quota.gpus("a", "H100", 4), Quota.gpus("a", "H100", 8)])
     with pytest.raises(InvalidConfigError):
         Admitter([Quota.gpus("a", "H100", 4)], modes={"a": "hermit"})
+
+
+@pytest.mark.parametrize(
+    ("field", "kw"),
+    [
+        ("quotas", {"quotas": 5}),
+        ("quotas", {"quotas": "a"}),
+        ("quotas", {"quotas": [5]}),
+        ("modes", {"quotas": [], "modes": ["a"]}),
+        ("modes", {"quotas": [], "modes": "isolated"}),
+        ("modes['a']", {"quotas": [], "modes": {"a": ["isolated"]}}),
+    ],
+)
+def test_a_quota_table_of_something_that_is_not_quotas_or_modes_is_refused_naming_it(
+    field: str, kw: dict[str, object]
+) -> None:
+    named = re.escape(f"field {field!r}")
+    with pytest.raises(InvalidConfigError, match=named):
+        QuotaTable(**kw)  # type: ignore[arg-type]
+    with pytest.raises(InvalidConfigError, match=named):
+        Admitter(**kw)  # type: ignore[arg-type]
 
 
 def test_charging_a_job_at_once_is_all_or_none_and_uncharging_skips_pods_not_charged() -> None:
