@@ -102,8 +102,10 @@ class InvalidBindingError(ValidationError):
 
 class InvalidConfigError(ValidationError):
     """A policy or scheduler setting is malformed: a quota, quota mode, backoff, preemption or
-    queueing-policy parameter, a registry factory declaring a context field that does not
-    exist, or :func:`kant.testing.check_invariants` given nothing it can check."""
+    queueing-policy parameter, a part given to a :class:`kant.scheduler.Scheduler` or
+    :class:`kant.queueing.Queue` that cannot work (``field`` names the argument), a registry
+    factory declaring a context field that does not exist, or
+    :func:`kant.testing.check_invariants` given nothing it can check."""
 
     what = "configuration"
 

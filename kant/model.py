@@ -1278,10 +1278,13 @@ class Job:
 
     def has_pod(self, pod: PodId) -> bool:
         """Whether ``pod`` is one of the job's pods: its id, a role it has, an index below that
-        role's replicas. O(roles)."""
-        return pod.job == self.id and any(
-            r.name == pod.role and 0 <= pod.index < r.replicas for r in self.roles
-        )
+        role's replicas. O(roles). Raises InvalidJobError for a ``pod`` that is not a PodId."""
+        try:
+            return pod.job == self.id and any(
+                r.name == pod.role and 0 <= pod.index < r.replicas for r in self.roles
+            )
+        except (AttributeError, TypeError):
+            raise InvalidJobError("pod", pod, "must be a kant.model.PodId") from None
 
     def role(self, name: str) -> Role:
         """The role called ``name``; raises :class:`~kant.errors.InvalidJobError` if the job has

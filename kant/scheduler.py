@@ -107,6 +107,11 @@ class Scheduler:
     ``incremental`` (default True) lets each cycle reuse what earlier cycles derived and
     what cannot have changed since; False derives everything afresh (the same decisions,
     slower; see :func:`kant.cycle.schedule_cycle`).
+
+    A part that cannot work is refused at once with InvalidConfigError naming the argument:
+    a ``cluster`` that is not a ClusterState, a ``queue``, ``admitter`` or ``preemption`` not
+    of its class, a ``placer`` without ``place``, a ``policy`` neither a registered name
+    (UnknownPolicyError) nor a QueueingPolicy.
     """
 
     def __init__(
@@ -120,14 +125,26 @@ class Scheduler:
         preemption: PreemptionPolicy | None = None,
         incremental: bool = True,
     ) -> None:
+        for field, given, cls in (
+            ("cluster", cluster, ClusterState),
+            ("queue", queue, Queue),
+            ("admitter", admitter, Admitter),
+            ("preemption", preemption, PreemptionPolicy),
+        ):
+            if not isinstance(given, cls) and (given is not None or field == "cluster"):
+                raise InvalidConfigError(field, given, f"must be a {cls.__name__}")
+        if placer is not None and not callable(getattr(placer, "place", None)):
+            raise InvalidConfigError("placer", placer, "must have a place(job, snap, pods=) method")
         self.cluster = cluster
         self.incremental = bool(incremental)  # see schedule_cycle
         self.queue = queue if queue is not None else Queue()
         self.admitter = admitter if admitter is not None else Admitter()
         self.policy: QueueingPolicy = as_policy(policy)
+        if not isinstance(self.policy, QueueingPolicy):  # (a name and begin())
+            raise InvalidConfigError(
+                "policy", policy, "must be a registered policy name or a QueueingPolicy"
+            )
         self.preemption = preemption if preemption is not None else PreemptionPolicy()
-        if not isinstance(self.preemption, PreemptionPolicy):
-            raise InvalidConfigError("preemption", preemption, "must be a PreemptionPolicy")
         if placer is None:
             from kant.placement import Placer
 
@@ -267,6 +284,9 @@ class Scheduler:
                 "bindings", [str(p) for p in named],
                 f"must bind or finish every pod of the gang {job.id!r}",
             )  # fmt: skip
+        # what the queue would refuse (an id already queued: the job there runs, described)
+        # is refused before anything is bound or described
+        self.queue.check_submit(job, t, history=history)
         self.cluster.bind_many(bs)  # (all or none)
         try:
             if not quota_admits(self.admitter.ledger(), job.tenant, bs, self.cluster):

@@ -30,7 +30,13 @@ from typing import Final
 
 import attrs
 
-from kant.errors import DuplicateError, InvalidConfigError, UnknownPodError, require
+from kant.errors import (
+    DuplicateError,
+    InvalidConfigError,
+    UnknownPodError,
+    ValidationError,
+    require,
+)
 from kant.model import (
     MILLI,
     Binding,
@@ -124,7 +130,11 @@ both on a ClusterQueue without a cohort): by :class:`QuotaTable` and by a config
 
 
 class QuotaTable:
-    """Immutable quota configuration: quotas, modes, and each model's lendable pool."""
+    """Immutable quota configuration: quotas, modes, and each model's lendable pool.
+
+    Raises InvalidConfigError for ``quotas`` that is not None or an iterable of Quota values,
+    ``modes`` that is not None or a mapping of tenant to mode, or a mode that is not
+    ``"shared"`` or ``"isolated"``; DuplicateError for two quotas of one tenant and model."""
 
     def __init__(
         self,
@@ -132,6 +142,12 @@ class QuotaTable:
         modes: Mapping[str, QuotaMode | str] | None = None,
         default_mode: QuotaMode | str = QuotaMode.SHARED,
     ) -> None:
+        if quotas is not None and (isinstance(quotas, str) or not isinstance(quotas, Iterable)):
+            raise InvalidConfigError("quotas", quotas, "must be None or an iterable of Quota")
+        if modes is not None and not isinstance(modes, Mapping):
+            raise InvalidConfigError(
+                "modes", modes, "must be None or a mapping of tenant to 'shared' or 'isolated'"
+            )
         self.unlimited = quotas is None
         self.quotas: dict[tuple[str, str], Quota] = {}
         for q in quotas or ():
@@ -553,10 +569,21 @@ class Admitter:
         self, tenant: str, bindings: Sequence[Binding], models: Sequence[str | None]
     ) -> None:
         """:meth:`charge` each of ``bindings`` (on a node of ``models[i]``), all or none
-        (DuplicateError for a pod already charged or named twice, nothing changed); usage
-        moves once per GPU model. O(bindings)."""
+        (DuplicateError for a pod already charged or named twice, ValidationError for
+        ``bindings`` that are not a sequence of Bindings or ``models`` that is not a sequence
+        of as many; nothing changed); usage moves once per GPU model. O(bindings)."""
         by_pod = self._by_pod
-        fresh = {b.pod for b in bindings}
+        try:
+            fresh = {b.pod for b in bindings}
+            n = len(bindings)
+        except (AttributeError, TypeError):
+            raise ValidationError(
+                "bindings", bindings, "must be a sequence of kant.model.Binding"
+            ) from None
+        if not isinstance(models, Sequence) or isinstance(models, str) or len(models) != n:
+            raise ValidationError(
+                "models", models, f"must be a sequence of one GPU model (or None) per binding ({n})"
+            )
         if len(fresh) != len(bindings) or not by_pod.keys().isdisjoint(fresh):
             seen: set[PodId] = set()
             for b in bindings:

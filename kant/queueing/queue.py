@@ -260,6 +260,11 @@ class Entry:
         )
 
 
+def _not_an_id(field: str, value: object) -> InvalidJobError:
+    """The error for a job id or tenant that is not hashable, so no job's."""
+    return InvalidJobError(field, value, "must be a str (an id)")
+
+
 # --------------------------------------------------------------------------- the queue
 
 
@@ -273,7 +278,8 @@ class Queue:
     the order: ``"submission"`` (default: by its original submission time, so a victim that
     already waited keeps its place) or ``"eviction"`` (as if submitted when it was evicted,
     Kueue's ``requeuingStrategy.timestamp: Eviction``). All reads are deterministic (order
-    keys end with a unique sequence number).
+    keys end with a unique sequence number). A setting that cannot work (an ``order`` neither
+    a name nor callable, a ``backoff`` not a Backoff) raises InvalidConfigError at once.
     """
 
     def __init__(
@@ -288,6 +294,10 @@ class Queue:
             not isinstance(history, int) or isinstance(history, bool) or history < 0
         ):
             raise InvalidConfigError("history", history, "must be None or an int >= 0")
+        if not isinstance(order, str) and not callable(order):
+            raise InvalidConfigError("order", order, "must be an order key name or an OrderKey")
+        if backoff is not None and not isinstance(backoff, Backoff):
+            raise InvalidConfigError("backoff", backoff, "must be None or a Backoff")
         self.order: OrderKey = ORDER_KEYS.build(order) if isinstance(order, str) else order
         self.backoff = backoff if backoff is not None else Backoff()
         self.history = history
@@ -320,7 +330,10 @@ class Queue:
         return len(self._entries)
 
     def __contains__(self, job_id: object) -> bool:
-        return job_id in self._entries
+        try:
+            return job_id in self._entries
+        except TypeError:
+            raise _not_an_id("job_id", job_id) from None
 
     def entry(self, job_id: str) -> Entry:
         """The job's bookkeeping; raises :class:`~kant.errors.UnknownJobError`."""
@@ -330,8 +343,12 @@ class Queue:
             raise UnknownJobError(job_id) from None
 
     def get(self, job_id: str) -> Entry | None:
-        """The job's bookkeeping, or None for a job never submitted or released from the books."""
-        return self._entries.get(job_id)
+        """The job's bookkeeping, or None for a job never submitted or released from the books.
+        Raises InvalidJobError for a ``job_id`` that cannot be an id (not hashable)."""
+        try:
+            return self._entries.get(job_id)
+        except TypeError:
+            raise _not_an_id("job_id", job_id) from None
 
     def entries(self) -> Iterator[Entry]:
         """Every job's bookkeeping, in submission order."""
@@ -371,8 +388,12 @@ class Queue:
         return dict(self._inc)
 
     def tenant_queue(self, tenant: str) -> list[str]:
-        """The job ids waiting in ``tenant``'s queue, in order."""
-        sl = self._tenants.get(tenant)
+        """The job ids waiting in ``tenant``'s queue, in order. Raises InvalidJobError for a
+        ``tenant`` that cannot be a name (not hashable)."""
+        try:
+            sl = self._tenants.get(tenant)
+        except TypeError:
+            raise _not_an_id("tenant", tenant) from None
         return [jid for _key, jid in sl] if sl is not None else []
 
     def tenants(self) -> list[str]:
@@ -455,6 +476,38 @@ class Queue:
         (as Kubernetes reads a zero timestamp), is stored with ``submitted_at=now``. When both
         are given and differ, the job's wins (an orchestrator resubmitting after a restart
         keeps the job's place); its wait still starts at ``now``."""
+        history = self.check_submit(job, now, history=history)
+        if now is not None and job.submitted_at == 0 and now != 0:
+            job = attrs.evolve(job, submitted_at=float(now))
+        self._seq += 1
+        e = Entry(
+            job=job,
+            seq=self._seq,
+            key=self.order(job, self._seq),
+            phase=JobPhase.PENDING,
+            pending_since=job.submitted_at if now is None else float(now),
+        )
+        if history is not None:
+            e.attempts, e.backoff_until = history.attempts, history.backoff_until
+            e.interruptions = history.interruptions
+            r = history.reason
+            if r is not None and r.code is ReasonCode.BACKOFF and e.pending_since < e.backoff_until:
+                e.reason = r
+        self._entries[job.id] = e
+        self._sync(e)
+        return e.view()
+
+    def check_submit(
+        self,
+        job: Job,
+        now: float | None = None,
+        *,
+        history: JobStatus | FailureHistory | None = None,
+    ) -> FailureHistory | None:
+        """Raise what :meth:`submit` would raise for these arguments (DuplicateError,
+        InvalidJobError), changing nothing; else return ``history`` as a FailureHistory (or
+        None). For a caller that must know the job is accepted before it changes anything else
+        (:meth:`kant.scheduler.Scheduler.restore`). O(1)."""
         if not isinstance(job, Job):
             raise InvalidJobError("job", job, "must be a kant.model.Job")
         if job.id in self._entries:
@@ -478,25 +531,7 @@ class Queue:
             or self.backoff.interruptions_exhausted(history.interruptions)
         ):
             raise InvalidJobError("history", named, "is past its retry or interruption limit")
-        if now is not None and job.submitted_at == 0 and now != 0:
-            job = attrs.evolve(job, submitted_at=float(now))
-        self._seq += 1
-        e = Entry(
-            job=job,
-            seq=self._seq,
-            key=self.order(job, self._seq),
-            phase=JobPhase.PENDING,
-            pending_since=job.submitted_at if now is None else float(now),
-        )
-        if history is not None:
-            e.attempts, e.backoff_until = history.attempts, history.backoff_until
-            e.interruptions = history.interruptions
-            r = history.reason
-            if r is not None and r.code is ReasonCode.BACKOFF and e.pending_since < e.backoff_until:
-                e.reason = r
-        self._entries[job.id] = e
-        self._sync(e)
-        return e.view()
+        return history
 
     def forget(self, job_id: str) -> None:
         """Release a FINISHED or FAILED job from the books now (the orchestrator acknowledged
@@ -597,8 +632,12 @@ class Queue:
 
     def set_reason(self, job_id: str, reason: Reason | None) -> None:
         """Set (None: clear) why the job is not (fully) placed; ignored for an unknown job or one
-        that is not PENDING or RUNNING."""
-        e = self._entries.get(job_id)
+        that is not PENDING or RUNNING. Raises InvalidJobError for a ``job_id`` that cannot be
+        an id (not hashable)."""
+        try:
+            e = self._entries.get(job_id)
+        except TypeError:
+            raise _not_an_id("job_id", job_id) from None
         if e is not None and e.phase in (JobPhase.PENDING, JobPhase.RUNNING):
             e.reason = reason
             self._reasons_done = None  # (a reason set_reasons gave may differ now)

@@ -30,6 +30,7 @@ from kant.errors import (
     InvalidJobError,
     InvalidNodeError,
     InvariantError,
+    TransactionError,
     UnknownNodeError,
     UnknownPodError,
     UnknownTemplateError,
@@ -286,10 +287,14 @@ class ClusterState:
         return self._record(name).slot
 
     def name_of(self, slot: int) -> str:
-        """The node in ``slot``, O(1). Raises UnknownNodeError for a free or unknown slot."""
-        name = self._slot_names[slot] if 0 <= slot < len(self._slot_names) else None
+        """The node in ``slot``, O(1). Raises UnknownNodeError for a free or unknown slot (or
+        one that is not an int)."""
+        try:
+            name = self._slot_names[slot] if 0 <= slot < len(self._slot_names) else None
+        except TypeError:  # (not a number: no slot)
+            name = None
         if name is None:
-            raise UnknownNodeError(f"<slot {slot}>")
+            raise UnknownNodeError(f"<slot {slot!r}>")
         return name
 
     def is_healthy(self, name: str) -> bool:
@@ -320,7 +325,7 @@ class ClusterState:
         """The binding of running pod ``pod``, O(1). Raises UnknownPodError."""
         try:
             return self._pods[pod]
-        except KeyError:
+        except (KeyError, TypeError):  # (TypeError: not hashable, so no pod's id)
             raise UnknownPodError(pod) from None
 
     def runs_job(self, job: str) -> bool:
@@ -328,8 +333,12 @@ class ClusterState:
         return job in self._job_pods
 
     def job_pods(self, job: str) -> tuple[PodId, ...]:
-        """Running pods of job ``job`` (sorted; empty if none)."""
-        return tuple(sorted(self._job_pods.get(job, ())))
+        """Running pods of job ``job`` (sorted; empty if none). Raises InvalidJobError for a
+        ``job`` that cannot be a job id (not hashable)."""
+        try:
+            return tuple(sorted(self._job_pods.get(job, ())))
+        except TypeError:
+            raise InvalidJobError("job", job, "must be a job id (a str)") from None
 
     def describe(self, job: Job) -> None:
         """Keep ``job``'s roles (their pod labels and pod terms) while pods of it run here,
@@ -413,8 +422,12 @@ class ClusterState:
                 yield job, pod, self._pods[pod].node
 
     def has_pod(self, pod: PodId) -> bool:
-        """Whether ``pod`` is running (bound), O(1)."""
-        return pod in self._pods
+        """Whether ``pod`` is running (bound), O(1). Raises InvalidJobError for a ``pod`` that
+        cannot be a PodId (not hashable)."""
+        try:
+            return pod in self._pods
+        except TypeError:
+            raise InvalidJobError("pod", pod, "must be a kant.model.PodId") from None
 
     def bindings(self) -> Iterator[Binding]:
         """The binding of every running pod, sorted by pod id."""
@@ -455,16 +468,28 @@ class ClusterState:
         return self._record(name).added
 
     def group_id(self, level: str, name: str) -> int:
-        """Interned id of a group (``level`` in :data:`LEVELS`), -1 if unknown."""
-        return self._ids[level].get(name, -1)
+        """Interned id of a group (``level`` in :data:`LEVELS`), -1 if unknown. Raises
+        ValidationError for a ``level`` not in :data:`LEVELS`."""
+        try:
+            return self._ids[level].get(name, -1)
+        except (KeyError, TypeError):
+            raise _unknown_level(level) from None
 
     def group_names(self, level: str) -> list[str]:
-        """Names of the groups interned at ``level``, indexed by group id (a copy)."""
-        return list(self._id_names[level])
+        """Names of the groups interned at ``level``, indexed by group id (a copy). Raises
+        ValidationError for a ``level`` not in :data:`LEVELS`."""
+        try:
+            return list(self._id_names[level])
+        except (KeyError, TypeError):
+            raise _unknown_level(level) from None
 
     def group_count(self, level: str) -> int:
-        """Groups interned so far at ``level`` (ids are ``0 .. group_count - 1``), O(1)."""
-        return len(self._id_names[level])
+        """Groups interned so far at ``level`` (ids are ``0 .. group_count - 1``), O(1).
+        Raises ValidationError for a ``level`` not in :data:`LEVELS`."""
+        try:
+            return len(self._id_names[level])
+        except (KeyError, TypeError):
+            raise _unknown_level(level) from None
 
     @property
     def slot_names(self) -> Sequence[str | None]:
@@ -680,12 +705,14 @@ class ClusterState:
         self._refresh_row(rec)
         return b
 
-    def bind_many(self, bindings: Sequence[Binding]) -> None:
+    def bind_many(self, bindings: Iterable[Binding]) -> None:
         """:meth:`bind` every binding of ``bindings``, all or none: each is checked as if
         those before it were bound (the same errors :meth:`check_binding` raises, for the
         first that does not fit or is not a pod of its described job, changing nothing),
-        then each node's record and row is updated once. O(devices of the bindings + nodes
-        they touch)."""
+        then each node's record and row is updated once. ``bindings`` may be any iterable
+        (a generator is read once); ValidationError for one that is not. O(devices of the
+        bindings + nodes they touch)."""
+        bindings = _sequence(bindings, "bindings", "kant.model.Binding")
         pod_ids = [b.pod for b in bindings] if all(type(b) is Binding for b in bindings) else []
         if self._described and pod_ids:
             by_job: dict[str, list[PodId]] = {}
@@ -791,10 +818,13 @@ class ClusterState:
             mine.add(pod)
         self._allocated += added
 
-    def release_many(self, pods: Sequence[PodId]) -> tuple[Binding, ...]:
+    def release_many(self, pods: Iterable[PodId]) -> tuple[Binding, ...]:
         """:meth:`release` every pod of ``pods``, all or none (UnknownPodError, changing
         nothing, if one is not running or is named twice); each node's row is updated once.
-        Returns their bindings, in order. O(devices of the bindings + nodes they touch)."""
+        ``pods`` may be any iterable (a generator is read once); ValidationError for one that
+        is not. Returns their bindings, in order. O(devices of the bindings + nodes they
+        touch)."""
+        pods = _sequence(pods, "pods", "kant.model.PodId")
         try:
             out = tuple(map(self._pods.__getitem__, pods))
         except (KeyError, TypeError):
@@ -852,15 +882,19 @@ class ClusterState:
         """The state's snapshot, refreshed to the current truth in O(changed nodes).
 
         There is one snapshot per state, refreshed in place from :meth:`take_changes`; it
-        must not have an open transaction (TransactionError). Rows a previous cycle changed
+        must not have an open transaction (TransactionError, checked before the change feed
+        is taken: the changes wait for the next call). Rows a previous cycle changed
         tentatively are re-synced too. The first call builds it in O(cluster).
         """
-        if self._snapshot is None:
+        snap = self._snapshot
+        if snap is None:
             self._changed.clear()
-            self._snapshot = Snapshot(self)
+            snap = self._snapshot = Snapshot(self)
+        elif snap.in_transaction:
+            raise TransactionError("snapshot refreshed while a transaction is open")
         else:
-            self._snapshot.refresh(self.take_changes())
-        return self._snapshot
+            snap.refresh(self.take_changes())
+        return snap
 
     def full_snapshot(self) -> Snapshot:
         """A brand-new snapshot built from scratch (O(cluster)); for tests and checks."""
@@ -998,6 +1032,21 @@ def _degraded(rec: _NodeRecord) -> bool:
 
 def _conflict(b: Binding, spec: NodeSpec, what: str) -> AllocationConflictError:
     return AllocationConflictError(f"binding of {b.pod} on {spec.name!r}: {what}")
+
+
+def _sequence(given: Iterable[_V], field: str, what: str) -> Sequence[_V]:
+    """``given`` as a sequence: a list or tuple as it is (the usual call, O(1)), another
+    iterable read once into a tuple; ValidationError for a str or what is not iterable."""
+    if type(given) is list or type(given) is tuple:
+        return given
+    if isinstance(given, str | bytes) or not isinstance(given, Iterable):
+        raise ValidationError(field, given, f"must be an iterable of {what}")
+    return given if isinstance(given, Sequence) else tuple(given)
+
+
+def _unknown_level(level: object) -> ValidationError:
+    """The error for a group level that is not one of :data:`LEVELS`."""
+    return ValidationError("level", level, f"must be one of {', '.join(LEVELS)}")
 
 
 def _check_owns(job: Job, pods: Iterable[PodId], doing: str) -> None:

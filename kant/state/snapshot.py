@@ -26,9 +26,11 @@ from kant.bits import mask_of as _bits_to_mask
 from kant.bits import popcount as _popcount
 from kant.errors import (
     AllocationConflictError,
+    InvalidResourcesError,
     InvariantError,
     TransactionError,
     UnknownNodeError,
+    ValidationError,
 )
 from kant.model import MILLI, Binding, Job, PodId
 from kant.state.columns import LEVELS, IntArray, NodeColumns, gpu_counts
@@ -551,10 +553,13 @@ class Snapshot:
 
     def name_of(self, slot: int) -> str:
         """The node in ``slot`` as of the last refresh. Raises UnknownNodeError for a free or
-        unknown slot."""
-        name = self.names[slot] if 0 <= slot < len(self.names) else None
+        unknown slot (or one that is not an int)."""
+        try:
+            name = self.names[slot] if 0 <= slot < len(self.names) else None
+        except TypeError:  # (not a number: no slot)
+            name = None
         if name is None:
-            raise UnknownNodeError(f"<slot {slot}>")
+            raise UnknownNodeError(f"<slot {slot!r}>")
         return name
 
     def slot_if_here(self, node: str) -> int | None:
@@ -599,6 +604,8 @@ class Snapshot:
         key = (level, gid)
         arr = self._members.get(key)
         if arr is None:
+            if level not in LEVELS:
+                raise ValidationError("level", level, f"must be one of {', '.join(LEVELS)}")
             ids = getattr(self.cols, f"{level}_id")[: self.num_slots]
             arr = np.flatnonzero((ids == gid) & self.cols.alive[: self.num_slots]).astype(np.int64)
             self._members[key] = arr
@@ -630,6 +637,11 @@ class Snapshot:
             groups.deferred -= 1
             if not groups.deferred:
                 groups.settle()
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open (then :meth:`refresh` is refused). O(1)."""
+        return bool(self._undo)
 
     def transaction(self) -> Transaction:
         """Open a (possibly nested) transaction. Use as a context manager: it rolls back on
@@ -748,18 +760,28 @@ class Snapshot:
         memory_mib: int = 0,
     ) -> None:
         """Take ``milli`` on each GPU of ``gpu_mask``, the NICs of ``nic_mask``, CPU and memory
-        on node ``slot``. Raises AllocationConflictError (changing nothing) if any is not free,
+        on node ``slot``. Raises AllocationConflictError (changing nothing) if any is not free
+        (or the slot or a GPU does not exist), InvalidResourcesError for a negative amount,
         TransactionError outside a transaction. O(levels + log n)."""
         v = self.cols.views()
         bits = _mask_bits(gpu_mask)
         gf = v.gpu_free
-        if not v.alive[slot]:
-            raise AllocationConflictError(f"slot {slot} holds no node")
-        for g in bits:
-            if gf[slot, g] < milli:
-                raise AllocationConflictError(
-                    f"{self.names[slot]}: GPU {g} has {gf[slot, g]} milli free, needs {milli}"
-                )
+        if milli < 0 or cpu_milli < 0 or memory_mib < 0:  # (would add to what is free)
+            amounts = {"milli": milli, "cpu_milli": cpu_milli, "memory_mib": memory_mib}
+            field = next(f for f, n in amounts.items() if n < 0)
+            raise InvalidResourcesError(field, amounts[field], "must be >= 0")
+        try:
+            if slot < 0 or not v.alive[slot]:
+                raise AllocationConflictError(f"slot {slot} holds no node")
+            for g in bits:
+                if gf[slot, g] < milli:
+                    raise AllocationConflictError(
+                        f"{self.names[slot]}: GPU {g} has {gf[slot, g]} milli free, needs {milli}"
+                    )
+        except (IndexError, TypeError):  # (a slot or GPU past the arrays: no such device)
+            raise AllocationConflictError(
+                f"slot {slot!r}: no such node, or no GPU of mask {gpu_mask:#b} on it"
+            ) from None
         if v.nic_mask[slot] & nic_mask != nic_mask:
             raise AllocationConflictError(f"{self.names[slot]}: NICs {nic_mask:b} not free")
         if v.cpu_free[slot] < cpu_milli or v.mem_free[slot] < memory_mib:
@@ -808,7 +830,7 @@ class Snapshot:
         Devices that are unhealthy in the truth stay unallocatable (nothing comes back on an
         unhealthy node). Raises AllocationConflictError if the slot holds no node in the
         snapshot or the truth, TransactionError outside a transaction. O(levels + log n)."""
-        name = self.names[slot]
+        name = self.names[slot] if 0 <= slot < len(self.names) else None
         if name is None or name not in self.state:
             raise AllocationConflictError(f"slot {slot} holds no node")
         gpu = dict.fromkeys(_mask_bits(gpu_mask), milli)

@@ -166,6 +166,15 @@ def test_a_job_lists_its_pods_role_by_role_and_sums_its_gpus() -> None:
     assert job.role("decode").resources.is_shared
 
 
+def test_asking_a_job_whether_something_that_is_not_a_pod_id_is_its_pod_names_it() -> None:
+    j = _job()
+    assert j.has_pod(PodId(job="j1", role="worker", index=0))
+    assert not j.has_pod(PodId(job="j1", role="worker", index=1))
+    for bad in ("j1/worker/0", None, ("j1", "worker", 0)):
+        with pytest.raises(InvalidJobError, match="field 'pod'"):
+            j.has_pod(bad)  # type: ignore[arg-type]
+
+
 def test_gpu_models_accept_the_openb_pipe_syntax() -> None:
     assert Role(gpu_models="V100M16|V100M32").gpu_models == {"V100M16", "V100M32"}
 

@@ -171,6 +171,28 @@ def test_a_restore_that_does_not_fit_the_cluster_changes_nothing() -> None:
     s.check_invariants()
 
 
+def test_restoring_a_job_id_already_running_leaves_its_pods_labels_as_they_were() -> None:
+    import attrs
+
+    from kant.errors import DuplicateError
+    from kant.model import Binding
+
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=1).build())
+    web = job("a", gpus=8, replicas=2, gang=False, labels={"app": "web"})
+    s.submit(web, now=0)
+    s.step(now=1)  # a/worker/0 runs, a/worker/1 waits for a node
+    s.node_added(attrs.evolve(s.cluster.node("lf0-n0"), name="lf0-n1"), now=1)
+    waiting = next(p for p in web.pods() if not s.cluster.has_pod(p))
+    terms = s.cluster.pod_terms_version
+    for other in (job("a", gpus=8, replicas=2, gang=False),
+                  job("a", gpus=8, replicas=2, gang=False, labels={"app": "x"})):  # fmt: skip
+        with pytest.raises(DuplicateError, match="'a'"):
+            s.restore(other, [Binding(pod=waiting, node="lf0-n1", gpus=tuple(range(8)))], now=2)
+        assert s.cluster.described("a") is web and s.cluster.pod_terms_version == terms
+        assert not s.cluster.has_pod(waiting)
+    s.check_invariants()
+
+
 def test_a_gangs_restore_must_bind_or_finish_every_pod() -> None:
     from kant.errors import ValidationError
 

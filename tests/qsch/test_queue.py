@@ -342,3 +342,23 @@ def test_set_reasons_gives_a_reason_only_to_a_live_job_still_as_the_cycle_saw_it
     assert q.entry("same").reason is same
     assert q.get("gone") is None
     check_invariants(q)
+
+
+def test_a_queue_asked_about_what_cannot_be_a_job_id_or_tenant_says_so_with_a_typed_error() -> None:
+    q = Queue()
+    q.submit(job("a"), now=0)
+    before = q.statuses()
+    for ask in (
+        lambda: q.get([1]),  # type: ignore[arg-type]
+        lambda: [1] in q,
+        lambda: q.set_reason([1], None),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(InvalidJobError, match="field 'job_id' = \\[1\\]"):
+            ask()
+    with pytest.raises(InvalidJobError, match="field 'tenant'"):
+        q.tenant_queue([1])  # type: ignore[arg-type]
+    with pytest.raises(UnknownJobError):
+        q.entry([1])  # type: ignore[arg-type]
+    assert q.get("a") is not None and "a" in q and q.get("b") is None and "b" not in q
+    assert q.statuses() == before
+    check_invariants(q)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kant.admission import Admitter, Quota, QuotaLedger, QuotaTable
-from kant.errors import DuplicateError, InvalidConfigError
+from kant.errors import DuplicateError, InvalidConfigError, ValidationError
 from kant.model import MILLI, Binding, PodId, ReasonCode, VictimReason
 from kant.queueing import JobPhase
 from kant.testing import check_invariants, job
@@ -144,6 +146,27 @@ def test_quota_configuration_is_validated() -> None:
         Admitter([Quota.gpus("a", "H100", 4)], modes={"a": "hermit"})
 
 
+@pytest.mark.parametrize(
+    ("field", "kw"),
+    [
+        ("quotas", {"quotas": 5}),
+        ("quotas", {"quotas": "a"}),
+        ("quotas", {"quotas": [5]}),
+        ("modes", {"quotas": [], "modes": ["a"]}),
+        ("modes", {"quotas": [], "modes": "isolated"}),
+        ("modes['a']", {"quotas": [], "modes": {"a": ["isolated"]}}),
+    ],
+)
+def test_a_quota_table_of_something_that_is_not_quotas_or_modes_is_refused_naming_it(
+    field: str, kw: dict[str, object]
+) -> None:
+    named = re.escape(f"field {field!r}")
+    with pytest.raises(InvalidConfigError, match=named):
+        QuotaTable(**kw)  # type: ignore[arg-type]
+    with pytest.raises(InvalidConfigError, match=named):
+        Admitter(**kw)  # type: ignore[arg-type]
+
+
 def test_charging_a_job_at_once_is_all_or_none_and_uncharging_skips_pods_not_charged() -> None:
     def b(i: int, node: str = "n0") -> Binding:
         return Binding(pod=PodId(job="j", role="w", index=i), node=node, gpus=(i,))
@@ -162,6 +185,18 @@ def test_charging_a_job_at_once_is_all_or_none_and_uncharging_skips_pods_not_cha
     assert a.charged() == [b(1).pod]
     a.uncharge_charged([b(1).pod])
     assert a.usage() == {}
+    check_invariants(a)
+
+
+def test_charging_a_job_with_fewer_models_than_bindings_is_refused_and_charges_nothing() -> None:
+    bs = [Binding(pod=PodId(job="j", role="w", index=i), node="n0", gpus=(i,)) for i in range(3)]
+    a = Admitter([Quota.gpus("a", "H100", 8)])
+    for models in (["H100", "H100"], ["H100"] * 4, "A10", None):
+        with pytest.raises(ValidationError, match="'models'"):
+            a.charge_many("a", bs, models)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="'bindings'"):
+        a.charge_many("a", [bs[0], "j/w/1"], ["H100", "H100"])  # type: ignore[list-item]
+    assert a.charged() == [] and a.usage() == {} and a.version == 0
     check_invariants(a)
 
 

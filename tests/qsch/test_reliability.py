@@ -10,6 +10,7 @@ import pytest
 
 from kant.admission import Quota
 from kant.errors import (
+    InvalidConfigError,
     InvalidJobError,
     InvalidNodeError,
     KantError,
@@ -339,6 +340,31 @@ def test_every_misuse_of_the_facade_is_a_kant_error(call: object) -> None:
         call(s)  # type: ignore[operator]
     assert s.queue.incarnations() == before and s.clock == 0
     check_invariants(s)
+
+
+@pytest.mark.parametrize(
+    ("field", "make"),
+    [
+        ("cluster", lambda c: Scheduler(None)),  # type: ignore[arg-type]
+        ("cluster", lambda c: Scheduler("lf0")),  # type: ignore[arg-type]
+        ("admitter", lambda c: Scheduler(c, admitter="a")),  # type: ignore[arg-type]
+        ("queue", lambda c: Scheduler(c, queue=[])),  # type: ignore[arg-type]
+        ("placer", lambda c: Scheduler(c, placer="ebinpack")),  # type: ignore[arg-type]
+        ("policy", lambda c: Scheduler(c, policy=5)),  # type: ignore[arg-type]
+        ("backoff", lambda c: Queue(backoff="x")),  # type: ignore[arg-type]
+        ("backoff", lambda c: Queue(backoff=10)),  # type: ignore[arg-type]
+        ("order", lambda c: Queue(order=5)),  # type: ignore[arg-type]
+    ],
+)
+def test_a_scheduler_or_queue_given_a_part_that_cannot_work_is_refused_naming_it(
+    field: str, make: object
+) -> None:
+    cluster = ClusterBuilder().leaf("lf0", nodes=1).build()
+    with pytest.raises(InvalidConfigError, match=f"field '{field}'"):
+        make(cluster)  # type: ignore[operator]
+    s = Scheduler(cluster)  # the cluster is as it was: a scheduler still takes it
+    s.submit(job("a", gpus=8), now=0)
+    assert s.step(now=1).placed == ("a",)
 
 
 @pytest.mark.parametrize("index", [True, False, 1.0, "1", None])

@@ -13,6 +13,7 @@ from kant.errors import (
     InvalidJobError,
     InvalidTimeError,
     UnknownPodError,
+    ValidationError,
 )
 from kant.model import Binding, PodId
 from kant.placement import Placer
@@ -92,6 +93,24 @@ def test_a_bulk_bind_that_does_not_fit_changes_nothing() -> None:
     with pytest.raises(UnknownPodError):
         state.release_many([ok.pod, ok.pod])
     assert state.has_pod(ok.pod)
+    check_invariants(state)
+
+
+def test_binding_and_releasing_many_take_any_iterable_and_refuse_what_is_not_one() -> None:
+    state = ClusterState([node("n0", gpus=4)])
+    bs = [Binding(pod=PodId(job="a", role="w", index=i), node="n0", gpus=(i,)) for i in range(3)]
+    state.bind_many(b for b in bs)  # a generator is read once
+    assert state.num_pods == 3
+    for bad in (None, 5, "a/w/0"):
+        with pytest.raises(ValidationError, match="'bindings'"):
+            state.bind_many(bad)  # type: ignore[arg-type]
+        with pytest.raises(ValidationError, match="'pods'"):
+            state.release_many(bad)  # type: ignore[arg-type]
+    ghost = PodId(job="ghost", role="w", index=0)
+    with pytest.raises(UnknownPodError, match="ghost"):  # (the pods after it were released)
+        state.release_many(p for p in [bs[0].pod, ghost, bs[1].pod])
+    assert state.num_pods == 3
+    assert state.release_many(b.pod for b in bs[:2]) == tuple(bs[:2])
     check_invariants(state)
 
 

@@ -9,11 +9,14 @@ import pytest
 from kant.errors import (
     AllocationConflictError,
     DuplicateError,
+    InvalidJobError,
     InvalidNodeError,
+    InvalidResourcesError,
     TransactionError,
     UnknownNodeError,
     UnknownPodError,
     UnknownTemplateError,
+    ValidationError,
 )
 from kant.model import Binding, NodeSpec, PodId, ReasonCode, Tier
 from kant.placement import Placer
@@ -239,6 +242,30 @@ def test_unknown_names_raise_typed_errors(cluster: ClusterState) -> None:
         cluster.add_node(node("lf0-n0"))
     with pytest.raises(InvalidNodeError, match="'gpu' = 9"):
         cluster.set_gpu_health("lf0-n0", 9, False)
+
+
+def test_a_lookup_given_what_cannot_be_a_slot_level_or_id_raises_a_typed_error(
+    cluster: ClusterState,
+) -> None:
+    snap = cluster.snapshot()
+    for where in (cluster, snap):
+        with pytest.raises(UnknownNodeError, match="slot 'x'"):
+            where.name_of("x")  # type: ignore[arg-type]
+    for ask in (
+        lambda: cluster.group_id("rack", "r0"),
+        lambda: cluster.group_names("rack"),
+        lambda: cluster.group_count("rack"),
+        lambda: snap.members("rack", 0),
+    ):
+        with pytest.raises(ValidationError, match="field 'level' = 'rack'"):
+            ask()
+    with pytest.raises(UnknownPodError):
+        cluster.binding([1])  # type: ignore[arg-type]
+    with pytest.raises(InvalidJobError, match="'pod'"):
+        cluster.has_pod([1])  # type: ignore[arg-type]
+    with pytest.raises(InvalidJobError, match="'job'"):
+        cluster.job_pods([1])  # type: ignore[arg-type]
+    snapshot_matches_truth(cluster, snap)
 
 
 def test_a_node_naming_an_unknown_template_is_refused_and_the_cluster_is_left_as_it_was(
@@ -535,6 +562,28 @@ def test_snapshot_changes_need_a_transaction_and_a_conflicting_one_changes_nothi
         tx.commit()
 
 
+def test_an_allocation_past_the_snapshots_rows_or_of_a_negative_amount_changes_nothing(
+    cluster: ClusterState,
+) -> None:
+    snap = cluster.snapshot()
+    free_milli = snap.cols.views().free_milli[0]
+    with snap.transaction() as tx:
+        version = snap.content_version
+        with pytest.raises(AllocationConflictError, match="slot 99"):
+            snap.allocate(99, 0b1)
+        with pytest.raises(AllocationConflictError, match="no GPU"):
+            snap.allocate(0, 1 << 40)
+        for amount in ("milli", "cpu_milli", "memory_mib"):
+            with pytest.raises(InvalidResourcesError, match=f"'{amount}' = -5"):
+                snap.allocate(0, 0b1, **{amount: -5})  # type: ignore[arg-type]
+        with pytest.raises(AllocationConflictError, match="slot 99"):
+            snap.release(99, 0b1)
+        assert snap.content_version == version
+        assert snap.cols.views().free_milli[0] == free_milli
+        tx.commit()
+    snapshot_matches_truth(cluster, snap)
+
+
 def test_best_fit_lists_the_fullest_nodes_that_still_fit_first(cluster: ClusterState) -> None:
     cluster.bind(Binding(pod=pod("a"), node="lf0-n1", gpus=(0, 1, 2, 3, 4)))
     cluster.bind(Binding(pod=pod("b"), node="lf0-n0", gpus=(0, 1)))
@@ -552,6 +601,19 @@ def test_a_snapshot_cannot_refresh_under_an_open_transaction(cluster: ClusterSta
         cluster.snapshot()
     tx.rollback()
     assert cluster.snapshot() is snap
+
+
+def test_a_refresh_refused_under_an_open_transaction_keeps_the_changes_for_the_next_one(
+    cluster: ClusterState,
+) -> None:
+    snap = cluster.snapshot()
+    tx = snap.transaction()
+    cluster.bind(Binding(pod=pod("a"), node="lf0-n0", gpus=tuple(range(8))))
+    with pytest.raises(TransactionError):
+        cluster.snapshot()
+    tx.rollback()
+    assert cluster.snapshot().free_gpus[cluster.slot_of("lf0-n0")] == 0
+    snapshot_matches_truth(cluster, snap)
 
 
 def test_slots_of_names_each_nodes_slot_and_follows_nodes_that_come_and_go(
