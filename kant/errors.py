@@ -236,6 +236,16 @@ class InvalidStoreError(ValidationError):
     what = "sweep store"
 
 
+class ChangedInputError(InvalidStoreError):
+    """A sweep's input file (``field``: the run parameter, ``value``: its path as the grid
+    writes it) holds other content than the file the store's records of its runs were made
+    from (their ``inputs`` digests, :mod:`kant.sweep.store`); ``where`` is the store. Raised
+    before any run: the sweep would take those runs as done and report the other file's
+    results."""
+
+    what = "sweep input"
+
+
 class UnknownPolicyError(_LookupError):
     """No policy of that kind registered under that name (a :class:`kant.registry.Registry`
     lookup, or a scenario's policy set); ``name`` is the name asked for and the message lists

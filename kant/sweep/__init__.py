@@ -7,6 +7,8 @@ runner, one result store per sweep (``docs/sweeps.md``; the command line is ``ka
   it, a failure returned as a value);
 - :mod:`kant.sweep.store`: the JSON-lines result store (:class:`Store`), which makes a sweep
   resumable;
+- :mod:`kant.sweep.inputs`: the digests of the runs' input files a store keeps, which a sweep
+  compares with the files before it takes a stored run as done;
 - :mod:`kant.sweep.backends`: local processes (:class:`LocalPool`) or Ray
   (:class:`RayCluster`, ``pip install 'kant[ray]'``);
 - :mod:`kant.sweep.runner`: :func:`run_sweep`;

@@ -119,8 +119,18 @@ class RunSpec:
         return out
 
     @property
+    def files(self) -> dict[str, str]:
+        """The input files the run reads, parameter -> path (from :attr:`base`, as in
+        :attr:`inputs`): its ``trace_file``, ``cluster``, ``pods`` and ``nodes``. A store
+        records their content's digests (:mod:`kant.sweep.inputs`), which the key, naming
+        the paths as the grid writes them, does not tell apart."""
+        inputs = self.inputs
+        return {n: inputs[n] for n in _PATHS if isinstance(self.params.get(n), str)}
+
+    @property
     def key(self) -> str:
-        """16 hex digits of the SHA-256 of the kind and parameters (canonical JSON)."""
+        """16 hex digits of the SHA-256 of the kind and parameters (canonical JSON): file
+        parameters as the grid writes them, not their content (see :attr:`files`)."""
         text = json.dumps({"kind": self.kind, "params": dict(self.params)}, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -11,6 +11,7 @@ import attrs
 
 from kant.sweep.backends import Backend, Task
 from kant.sweep.grid import RunSpec
+from kant.sweep.inputs import InputDigests, check_inputs
 from kant.sweep.runs import prepare
 from kant.sweep.store import Store
 
@@ -43,14 +44,25 @@ def run_sweep(
 ) -> SweepSummary:
     """Run every run of ``specs`` that ``store`` holds no record of (``retry_failed``: no
     ``ok`` record of; at most ``max_runs`` of them) on ``backend`` (entered here), appending
-    one record per run as it finishes and calling ``on_done(spec, record)``.
+    one record per run as it finishes and calling ``on_done(spec, record)``. Each record
+    carries the SHA-256 of every input file its run reads (``inputs``), each distinct file
+    read once per call.
+
+    Before any run, the runs it skips (in the store already) are compared with their input
+    files as they are now (:func:`kant.sweep.inputs.check_inputs`): a file whose content
+    differs from that the run's last record was made from raises
+    :class:`~kant.errors.ChangedInputError` and nothing runs. The runs ``retry_failed`` runs
+    again are not compared: their new record replaces the old.
 
     Each group's shared input (:func:`kant.sweep.runs.prepare`) is built once, when its first
     run is submitted, and handed to the back-end's ``share``. If building it raises, every run
     of the group is recorded as failed with that error (``strict_prepare``: the error is
     raised instead, for a command that checks its options this way)."""
     t0 = time.perf_counter()
-    done = store.done(retry_failed=retry_failed)
+    latest = store.latest()
+    done = store.done(retry_failed=retry_failed, latest=latest)
+    digests = InputDigests()
+    check_inputs([s for s in specs if s.key in done], latest, digests, str(store.path))
     todo = [s for s in specs if s.key not in done]
     skipped = len(specs) - len(todo)
     order: dict[tuple[Any, ...], int] = {}
@@ -65,7 +77,13 @@ def run_sweep(
 
     def record(spec: RunSpec, outcome: dict[str, Any]) -> None:
         nonlocal failed
-        rec = {"key": spec.key, "kind": spec.kind, "params": dict(spec.params), **outcome}
+        rec = {
+            "key": spec.key,
+            "kind": spec.kind,
+            "params": dict(spec.params),
+            "inputs": digests.of(spec),
+            **outcome,
+        }
         failed += rec["status"] != "ok"
         store.append(rec)
         if on_done is not None:
@@ -78,6 +96,7 @@ def run_sweep(
         for i, spec in enumerate(todo):
             if spec.group != group:
                 group, shared, error = spec.group, None, None
+                digests.of(spec)  # (the group's files, as prepare reads them: one digest each)
                 try:
                     shared = b.share(prepare(spec.kind, spec.inputs))
                 except Exception as e:

@@ -3,17 +3,23 @@ finish (flushed and synced, so an interrupted sweep loses at most the line being
 
 A record::
 
-    {"key": "3f2a...", "kind": "sim", "params": {"scenario": "inference", "seed": 3, ...},
+    {"key": "3f2a...", "kind": "packing", "params": {"pods": "pods.csv", "seed": 3, ...},
+     "inputs": {"nodes": "9c41...", "pods": "e07b..."},
      "status": "ok", "metrics": {...}, "error": null, "wall_s": 12.3}
 
 ``status`` is ``ok`` or ``failed`` (``error``: the exception's type, message and where it was
-raised; ``metrics``: null). A run may appear more than once (it failed, then was run again):
-the last record of a key is the one that counts. A line that starts like a record but is not
-JSON (the half written line of an interrupted sweep) is skipped and counted in
-:attr:`Store.unreadable`; any other line that is not a record means the file is not a store,
-and it is refused (:class:`~kant.errors.InvalidStoreError`) before anything is appended to
-it. So is a record the report could not read (an unknown kind or status, an ``ok`` run
-without the metrics of its kind). An empty file is an empty store.
+raised; ``metrics``: null). ``inputs``: the SHA-256 (64 hex digits) of each input file the
+run read, by parameter (``trace_file``, ``cluster``, ``pods``, ``nodes``; ``{}`` for a run of
+no file, and a file that could not be read left out), which the key, naming the paths as the
+grid writes them, does not tell apart (:mod:`kant.sweep.inputs`); a record written before
+stores kept them has none. A run may appear more than once (it failed, then was run again):
+the last record of a key is the one that counts, its ``inputs`` too. A line that starts
+like a record but is not JSON (the half written line of an interrupted sweep) is skipped and
+counted in :attr:`Store.unreadable`; any other line that is not a record means the file is
+not a store, and it is refused (:class:`~kant.errors.InvalidStoreError`) before anything is
+appended to it. So is a record the report could not read (an unknown kind or status, an
+``ok`` run without the metrics of its kind, ``inputs`` that are not digests). An empty file
+is an empty store.
 """
 
 from __future__ import annotations
@@ -51,6 +57,11 @@ def _problem(rec: Mapping[str, Any]) -> str | None:
         return f"status {rec['status']!r} is not ok or failed"
     if not isinstance(p, dict):
         return "params is not an object"
+    inputs = rec.get("inputs")
+    if inputs is not None and not (
+        isinstance(inputs, dict) and all(isinstance(d, str) for d in inputs.values())
+    ):
+        return "inputs is not an object of parameter to digest (text)"
     if not _num(rec.get("wall_s")):
         return f"wall_s {rec.get('wall_s')!r} is not a number"
     if rec["status"] != "ok":
@@ -157,10 +168,16 @@ class Store:
         """key -> the last record of that run."""
         return {r["key"]: r for r in self.records()}
 
-    def done(self, *, retry_failed: bool = False) -> set[str]:
+    def done(
+        self,
+        *,
+        retry_failed: bool = False,
+        latest: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> set[str]:
         """The keys of the runs a re-run skips: every run with a record (``retry_failed``:
-        only those whose last record is ``ok``)."""
-        latest = self.latest()
+        only those whose last record is ``ok``). ``latest``: :meth:`latest`, read already."""
+        if latest is None:
+            latest = self.latest()
         if not retry_failed:
             return set(latest)
         return {k for k, r in latest.items() if r["status"] == "ok"}
