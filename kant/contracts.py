@@ -333,7 +333,8 @@ class Strategy(Protocol):
       it: a job that only nodes outside its reach could hold is ``UNSATISFIABLE`` (it waits
       without blocking a Strict FIFO queue) rather than ``NO_FIT`` for ever. It may say more
       nodes than the strategy uses (the test then finds fewer jobs that never fit), never
-      fewer. Asked once per job shape while the nodes are the same: O(1)."""
+      fewer. Asked for each role of a job when a cycle first meets it (or a new version of
+      it, or another strategy): O(1)."""
 
     @property
     def name(self) -> str:

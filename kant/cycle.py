@@ -965,11 +965,11 @@ class _Cycle:
         if facts.never is not None and facts.never[0] == key:
             return facts.never[1]
         known = self.facts.never_answers(key)  # per never shape, for jobs alike
-        sid = facts.never_shape
-        if sid is None:
-            sid = facts.never_shape = self.facts.never_shape_id(
-                e.job, e.remaining(), role_models, self.reach
-            )
+        strategy = key[-1]  # (the shape holds the strategy's reach: found again for another)
+        if facts.never_shape is None or facts.never_shape[0] is not strategy:
+            sid = self.facts.never_shape_id(e.job, e.remaining(), role_models, self.reach)
+            facts.never_shape = (strategy, sid)
+        sid = facts.never_shape[1]
         if sid in known:
             why = known[sid]
         else:
@@ -1087,7 +1087,8 @@ class _Facts:
             self.unlimited_decision = admit_without_quotas(job, e.remaining(), self.role_models)
         self.shape: int | None = None
         self.never: tuple[tuple[Any, ...], Reason | None] | None = None
-        self.never_shape: int | None = None  # what the never answer reads of the job (interned)
+        # what the never answer reads of the job (interned), for the strategy it was found for
+        self.never_shape: tuple[object, int] | None = None
         self.quota_key: int | None = None  # what its quota decision depends on (interned)
         self.restricted: Job | None = None  # the job narrowed to its cached decision's models
         # with quotas: the decision admitting every remaining pod (alike jobs' decisions

@@ -319,7 +319,8 @@ class QuotaDecision:
     quota. ``within_nominal``: the request fits in the tenant's own nominal quota on some
     model of each role, so reclaiming what others borrowed is legitimate; ``nominal_models``:
     per role, the models of ``models`` where it does (where a reclaimer may run: on the
-    others its tenant would borrow). Empty unless ``within_nominal``.
+    others its tenant would borrow; none for a role whose nominal models quota does not
+    admit now, where a reclaim has not freed enough yet). Empty unless ``within_nominal``.
     """
 
     ok: bool
@@ -328,6 +329,15 @@ class QuotaDecision:
     within_nominal: bool
     reason: Reason | None = None
     nominal_models: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
+
+    @property
+    def places_within_nominal(self) -> bool:
+        """Not within nominal anywhere, or each role asking GPUs admitted on a model where
+        it is (a reclaimer may run then; else its nominal models need more victims first)."""
+        if not self.within_nominal:
+            return True
+        nominal = self.nominal_models
+        return all(nominal.get(r) for r, ms in self.models.items() if ms)
 
 
 def admit_quota(

@@ -56,6 +56,23 @@ LIGHT_CHECKS_PER_SEARCH = 4
 decide whether a search is worth it (``max_searches_per_cycle`` times this, per cycle)."""
 
 
+def _admits_all(
+    dec: QuotaDecision,
+    led: QuotaLedger,
+    job: Job,
+    pods: tuple[PodId, ...],
+    role_models: dict[str, tuple[str, ...]],
+) -> bool:
+    """Does quota admit every pod of ``pods`` on ``led`` (``dec``: its decision before any
+    victim went), on a model of each role where its tenant stays within nominal when it is
+    within nominal somewhere (where a reclaimer may run: :attr:`QuotaDecision.nominal_models`)?
+    A few quota checks."""
+    if dec.ok and dec.places_within_nominal:
+        return True
+    full = admit_quota(led, job, pods, role_models)
+    return full.ok and len(full.pods) == len(pods) and full.places_within_nominal
+
+
 class Preemption:
     """Preemption for one cycle: its limits, its memo, and the victims chosen so far."""
 
@@ -601,7 +618,7 @@ class Preemption:
             prio,
             reclaim,
             (e.key, e.pending_since) if backfill else None,
-            dec.ok,
+            dec.ok and dec.places_within_nominal,
             job.gang,
             job.kind,
             tuple(
@@ -765,12 +782,10 @@ class Preemption:
         if pos is None:
             return self._reachable_walk(e, dec, pods, pools, picked, role_models, g)
         led = self.ledger
+        quota_fine = dec.ok and dec.places_within_nominal  # (nothing to replay on the ledger)
 
         def quota_ok() -> bool:
-            if dec.ok:
-                return True
-            full = admit_quota(led, e.job, pods, role_models)
-            return full.ok and len(full.pods) == len(pods)
+            return _admits_all(dec, led, e.job, pods, role_models)
 
         def room_slots() -> np.ndarray:
             best = [s for pool in sorted(pools) for s in self.snap.best_fit(pool, g)]
@@ -780,7 +795,7 @@ class Preemption:
         try:
             got = light_replay(
                 cols=self.index.columns(), pos=pos, tenant=e.job.tenant,
-                ledger=led, quota_ok=quota_ok, dec_ok=dec.ok, g=g, need_pods=len(pods),
+                ledger=led, quota_ok=quota_ok, dec_ok=quota_fine, g=g, need_pods=len(pods),
                 free=self.snap.cols.free_gpus, room_slots=room_slots,
             )  # fmt: skip
         finally:
@@ -801,7 +816,8 @@ class Preemption:
     ) -> Sequence[VictimRef]:
         """:meth:`_reachable` one candidate at a time (``g``: GPUs per pod, 0 if mixed)."""
         free = self.snap.cols.free_gpus
-        if g > 1 and dec.ok:
+        quota_fine = dec.ok and dec.places_within_nominal  # (nothing to replay on the ledger)
+        if g > 1 and quota_fine:
             potential: dict[int, int] = {}
             for r in picked:
                 for slot, n in r.slots:
@@ -825,10 +841,7 @@ class Preemption:
             return room >= len(pods)
 
         def quota_ok() -> bool:
-            if dec.ok:
-                return True
-            full = admit_quota(led, e.job, pods, role_models)
-            return full.ok and len(full.pods) == len(pods)
+            return _admits_all(dec, led, e.job, pods, role_models)
 
         led = self.ledger
         tenant = e.job.tenant
@@ -843,7 +856,7 @@ class Preemption:
                         continue
                     for m, milli in r.usage:
                         led.add(t, m, -milli)
-                elif not dec.ok:
+                elif not quota_fine:
                     for m, milli in r.usage:
                         led.add(t, m, -milli)
                 kept.append(r)

@@ -121,6 +121,8 @@ class CycleWhatIf:
         if self.reclaimed:  # a reclaimer runs where its tenant stays within nominal
             if not dec.within_nominal:
                 return False
+            if not dec.places_within_nominal:
+                return False  # (its nominal models need more victims first)
             if dec.nominal_models != dec.models:
                 dec = attrs.evolve(dec, models=dec.nominal_models)
         self.dec = dec

@@ -190,3 +190,23 @@ def test_what_espread_calls_unsatisfiable_it_cannot_place_even_on_the_empty_clus
 def _one_pod(j: Job) -> Job:
     """A pod-level job's first pod alone (never-fits asks whether one pod of it fits)."""
     return attrs.evolve(j, roles=(attrs.evolve(j.roles[0], replicas=1),))
+
+
+def test_two_jobs_alike_but_for_their_kind_get_their_own_answers_after_the_strategy_changes() -> (
+    None
+):
+    # under ebinpack a training and an inference job of one role shape were one never
+    # shape; after the switch to espread the training job's answer (the zone is out of its
+    # reach) was given to the inference job too, which the zone could hold
+    st = ClusterBuilder().leaf("z", nodes=1, gpus=8, zone="inference").leaf("g", nodes=1, gpus=2)
+    placer = Placer("ebinpack")
+    s = Scheduler(st.build(), placer=placer)
+    s.submit(job("fill", gpus=8, kind=JobKind.INFERENCE), now=0)
+    assert s.step(now=1).placed == ("fill",)
+    s.submit(job("T", gpus=4), now=2)
+    s.submit(job("I", gpus=4, kind=JobKind.INFERENCE), now=2)
+    s.step(now=3)
+    placer.strategy = make_strategy("espread")
+    r = s.step(now=4)
+    assert r.pending["T"].code is ReasonCode.UNSATISFIABLE
+    assert r.pending["I"].code is not ReasonCode.UNSATISFIABLE, r.pending["I"]

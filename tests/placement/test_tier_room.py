@@ -32,20 +32,24 @@ def test_a_gang_fills_the_partly_used_node_that_fits_it_exactly_not_an_empty_one
 
 
 def test_a_gang_takes_the_leaf_with_least_room_left_that_holds_it() -> None:
-    # leaf a: two empty nodes; leaf b: one node with 4 GPUs left and one empty. A gang of
-    # three 4-GPU pods fits both leaves; b has less room left (12 against 16)
-    st = ClusterBuilder().leaf("a", nodes=2).leaf("b", nodes=2).build()
-    st.bind(Binding(pod=PodId(job="x", role="w", index=0), node="b-n0", gpus=(0, 1, 2, 3)))
-    res = Placer("ebinpack").place(job("g", gpus=4, replicas=3), st.snapshot())
-    assert {st.node(b.node).leaf for b in res.bindings} == {"b"}
+    # leaf a: one empty node (room for 8 one-GPU pods); leaf b: one node with 3 GPUs left.
+    # Both hold the two pods; b has less left. Capped at the 2 pods, they tied and a won
+    st = ClusterBuilder().leaf("a", nodes=1).leaf("b", nodes=1).build()
+    st.bind(Binding(pod=PodId(job="x", role="w", index=0), node="b-n0", gpus=tuple(range(5))))
+    res = Placer("ebinpack").place(
+        job("g", gpus=1, replicas=2, tier=Tier.LEAF, required=True), st.snapshot()
+    )
+    assert [b.node for b in res.bindings] == ["b-n0", "b-n0"]
 
 
 def test_spread_takes_the_emptiest_node_that_holds_a_gang() -> None:
+    # lf0-n0 (the first slot) is half used, lf0-n1 empty: Spread's domains go emptiest first
+    st = ClusterBuilder().leaf("lf0", nodes=2).build()
+    st.bind(Binding(pod=PodId(job="a", role="w", index=0), node="lf0-n0", gpus=(0, 1, 2, 3)))
     res = Placer("spread").place(
-        job("g", gpus=2, replicas=2, tier=Tier.NODE, required=True), _one_half_used().snapshot()
+        job("g", gpus=2, replicas=2, tier=Tier.NODE, required=True), st.snapshot()
     )
-    assert {b.node for b in res.bindings} <= {"lf0-n0", "lf0-n2"}
-    assert len({b.node for b in res.bindings}) == 1
+    assert [b.node for b in res.bindings] == ["lf0-n1", "lf0-n1"]
 
 
 @pytest.mark.parametrize("probe", [1, 4, 5, 6, 100])

@@ -91,3 +91,36 @@ def test_a_gang_quota_admits_on_a_pool_large_enough_is_not_called_unsatisfiable(
     s.submit(job("big", gpus=8, replicas=2, tenant="b"), now=1)
     r = s.step(now=2)
     assert r.pending["big"].code is not ReasonCode.UNSATISFIABLE
+
+
+def test_a_reclaimer_on_any_model_takes_back_all_it_needs_of_its_nominal_model() -> None:
+    # b's nominal is 8 A100, all borrowed by a (two 4-GPU jobs); H100 is full of work no
+    # one may take. b1 (8 GPUs, any model) must reclaim both of a's jobs and run on A100:
+    # quota admitted it on H100 only (no A100 headroom left), so the search stopped at the
+    # first victim, whose eviction left b short on A100, and reclaimed nothing
+    adm = Admitter(
+        [
+            Quota.gpus("b", "A100", 8),
+            Quota.gpus("a", "A100", 0),
+            Quota.gpus("e", "H100", 8),
+            Quota.gpus("d", "H100", 16),
+            Quota.gpus("c", "A100", 4),
+        ],
+        modes={"e": "isolated", "c": "isolated"},
+    )
+    cluster = ClusterBuilder().leaf("h", nodes=1, model="H100").leaf("x", nodes=2, model="A100")
+    s = Scheduler(cluster.build(), admitter=adm)
+    s.submit(job("e-fill", gpus=8, tenant="e", models="H100", preemptible=False), now=0)
+    s.submit(job("a1", gpus=4, tenant="a", models="A100"), now=0)
+    s.step(now=1)
+    s.submit(job("c-fill", gpus=4, tenant="c", models="A100", preemptible=False), now=1)
+    s.submit(job("a2", gpus=4, tenant="a", models="A100"), now=1)
+    s.step(now=2)
+    assert adm.used("a", "A100") == 8000
+    s.submit(job("b1", gpus=8, tenant="b"), now=3)
+    r = s.step(now=3)
+    assert sorted(v.job for v in r.victims) == ["a1", "a2"]
+    evict_victims(s, r, now=4)
+    assert s.step(now=5).placed == ("b1",)
+    assert adm.used("b", "A100") == 8000 and adm.used("b", "H100") == 0
+    check_invariants(s)
