@@ -710,8 +710,18 @@ class Shim:
             and key not in self._id_of
         ):
             self._take_stored(_base(f), obj, f"Pod {key}")  # (first seen, not adopted)
+        prev = self._pods.get(key, ({}, None))[1]
+        left = _base(prev) if prev is not None and key not in self._id_of else _base(f)
+        if left != _base(f):
+            # relabelled to another group (or out of one, or into one) while it waited: it
+            # waits no more for the old one, whose pods say why they wait again now, and
+            # its condition is written for the new one at once
+            self._unwait(key, left)
+            self._condition.pop(key, None)
         self._pods[key] = (obj, f)
         self._name_base(key, _base(f))
+        if left != _base(f):
+            self._try_submit(left)
         if f.phase in TERMINAL:
             self._unwait(key, _base(f))
             self._gone(key, now, finished=f.phase == "Succeeded")
@@ -898,10 +908,22 @@ class Shim:
             if key is not None:
                 self._stop(key, "kant cancelled the job")
         self._forget_job(jid)
+        bases = {rec.base}
         for key in rec.pods.values():
             if key in self._pods and key not in self._dying:
-                self._waiting.setdefault(rec.base, set()).add(key)
-        self._try_submit(rec.base)
+                bases.add(self._rewait(key, rec.base))
+        for base in sorted(bases):
+            self._try_submit(base)
+
+    def _rewait(self, key: str, base: str) -> str:
+        """Pod ``key``, in a kant job of ``base`` that is dropped, waits again: for the group
+        its labels name now (relabelled while it was in the job: only waiting now, it follows
+        them), or ``base`` when kant cannot read it. Returns the base it waits for."""
+        f = self._pods[key][1]
+        if f is not None:
+            base = _base(f)
+        self._waiting.setdefault(base, set()).add(key)
+        return base
 
     def _forget_job(self, jid: str) -> None:
         """Kant job ``jid`` ended (its last pod finished, or it was cancelled or failed): the
@@ -960,7 +982,12 @@ class Shim:
         pending = []
         for key in sorted(self._waiting.get(base, ())):
             f = self._pods[key][1] if key in self._pods else None
-            if f is not None and key not in self._id_of and key not in self._dying:
+            if (
+                f is not None
+                and _base(f) == base  # (a pod relabelled to another group counts there)
+                and key not in self._id_of
+                and key not in self._dying
+            ):
                 pending.append(f)
         if not pending:
             return
@@ -1114,6 +1141,7 @@ class Shim:
             return
         rec.bound.discard(b.pod)
         key = rec.pods.pop(b.pod, None)
+        waits: str | None = None  # the base the pod waits for again
         try:
             rep = self.scheduler.binding_failed(b.pod, now, err)
         except KantError:
@@ -1129,12 +1157,14 @@ class Shim:
                     self._on_node_pods.setdefault(st.node, set()).add(key)
                     self._hold(key, fresh, st)  # someone else bound it meanwhile
                 else:
-                    self._waiting.setdefault(rec.base, set()).add(key)
+                    waits = self._rewait(key, rec.base)
             elif key in self._pods:
                 st = pod_state(obj, self.settings)
                 if st.node is not None:
                     self._hold(key, obj, st)  # someone else bound it meanwhile
         self._after(rep, now)
+        if waits is not None and waits != rec.base:
+            self._try_submit(waits)  # (relabelled to another group meanwhile)
 
     def _read_pod(self, key: str) -> Obj | None:
         """The pod as the API server has it now (None: gone, or the server did not answer)."""
