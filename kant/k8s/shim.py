@@ -743,7 +743,8 @@ class Shim:
     def _known_pod(self, key: str, obj: Obj, st: PodState, now: float) -> None:
         """A pod of a kant job changed: running where kant bound it, it is confirmed; bound by
         someone else while it waited, it leaves the job (submitted again without it) and its
-        requests are held where it runs."""
+        requests are held where it runs; deleted while it waited (terminating, a finalizer
+        keeping it), it leaves the job as a pending pod deleted does (:meth:`_gone`)."""
         jid, pid = self._id_of[key]
         rec = self._jobs.get(jid)
         if rec is None:
@@ -754,6 +755,13 @@ class Shim:
             rec.pods.pop(pid, None)
             self._cancel(jid, now)
             self._hold(key, obj, st)
+            return
+        if st.node is None and st.deleting and pid not in rec.bound:
+            # deleted before kant bound it, kept terminating by a finalizer: it went away,
+            # as a pending pod deleted has (kube-scheduler skips a pod being deleted too)
+            self._id_of.pop(key, None)
+            rec.pods.pop(pid, None)
+            self._cancel(jid, now)
             return
         if (
             st.phase == "Running"

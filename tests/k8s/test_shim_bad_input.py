@@ -166,6 +166,39 @@ def test_a_waiting_kant_pod_that_another_binder_binds_leaves_its_job_and_holds_i
     assert not _overbooked(cluster)
 
 
+def test_a_waiting_gang_pod_deleted_but_kept_by_a_finalizer_leaves_its_job_unbound(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.start_shim()
+    cluster.pod("blk")
+    wait_for(lambda: cluster.node_of("blk"), what="blk bound")
+    cluster.pod_group("g", 2)
+    cluster.pod("g-0", gpus=4, group="g")
+    cluster.pod("g-1", gpus=4, group="g")
+    for name in ("g-0", "g-1"):
+        _waits(cluster, name, "insufficient_capacity")  # submitted, no room while blk runs
+    g1 = f"/api/v1/namespaces/{cluster.ns}/pods/g-1"
+    cluster.api.patch(g1, {"metadata": {"finalizers": ["example.com/hold"]}})
+    try:
+        cluster.api.delete(g1)  # terminating until its finalizer goes
+        _waits(cluster, "g-0", "gang_incomplete")  # its gang lost g-1, as if it were gone
+        cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/blk", {"gracePeriodSeconds": 0})
+        wait_for(lambda: "blk" not in cluster.pods(), what="blk gone")
+        time.sleep(1.0)
+        # nothing is bound, so no binding fails and g-0 is not deleted for a failed gang
+        assert cluster.node_of("g-0") is None and cluster.node_of("g-1") is None
+        pg = cluster.api.get(
+            f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{cluster.ns}/podgroups/g"
+        )
+        assert "kant.io/failures" not in (pg["metadata"].get("annotations") or {})
+        cluster.pod("g-2", gpus=4, group="g")  # its controller makes the pod again
+        wait_for(lambda: cluster.node_of("g-0") and cluster.node_of("g-2"), what="gang bound")
+        assert cluster.node_of("g-1") is None
+    finally:
+        cluster.api.patch(g1, {"metadata": {"finalizers": None}})
+
+
 def test_a_restart_while_a_node_is_not_ready_holds_its_pods_once_it_is_ready_again(
     cluster: Cluster,
 ) -> None:
