@@ -167,7 +167,8 @@ class Shim:
 
     def sync(self) -> None:
         """List nodes, PodGroups and pods and take them in, adopting every binding a previous
-        shim recorded on bound pods (a restart loses no binding and double-books nothing)."""
+        shim recorded on bound pods, cordoned nodes' too (a restart loses no binding and
+        double-books nothing)."""
         for n in self.api.get("/api/v1/nodes").get("items", ()):
             self.handle("Node", "ADDED", n)
         if self.api.has(PODGROUP_API):
@@ -181,9 +182,21 @@ class Shim:
             for p in pods
             if _kant_victim(p, self.settings)
         }
+        # a cordoned node keeps its pods: what runs there is taken in as on any node (kant's
+        # jobs taken back and charged, others' pods held: a node that takes no new pods
+        # takes no binding), and only then is the node cordoned again
+        cordoned = [
+            n.name
+            for n in self.scheduler.cluster.nodes()
+            if self._alive.get(n.name) and not self.nodes.schedulable(n.name)
+        ]
+        for name in cordoned:
+            self.nodes.set_schedulable(name, True, self.now())
         restart = self.adopt(pods)
         for p in pods:
             self.handle("Pod", "ADDED", p)
+        for name in cordoned:
+            self.nodes.set_schedulable(name, False, self.now())
         for key in restart:  # (held until they are gone, like every pod kant stops)
             self._stop(key, "kant restarts the gang: it was bound in part when kant stopped")
 

@@ -262,6 +262,36 @@ def test_a_restart_after_a_quota_was_lowered_holds_the_running_pods_it_cannot_ta
     assert not _overbooked(cluster)
 
 
+def test_a_restart_while_a_node_is_cordoned_takes_back_and_charges_the_gang_running_there(
+    cluster: Cluster,
+) -> None:
+    for n in ("n0", "n1", "n2"):
+        cluster.node(n)
+    quota = {"tenants": [{"name": "team-a", "quotas": {"H100": {"nominalQuota": 16}}}],
+             "defaultMode": "isolated"}  # fmt: skip
+    cluster.pod_group("g", 2)
+    cluster.start_shim(quota)
+    for i in range(2):
+        cluster.pod(f"g-{i}", group="g", labels={"kant.io/queue": "team-a"})
+    wait_for(lambda: cluster.node_of("g-0") and cluster.node_of("g-1"), what="gang bound")
+    where = {n: cluster.node_of(n) for n in ("g-0", "g-1")}
+    cluster.pod("a", labels={"kant.io/queue": "team-a"})
+    _waits(cluster, "a", "quota_exceeded")
+    cluster.stop_shims()
+    cordoned = where["g-0"]
+    cluster.api.patch(f"/api/v1/nodes/{cordoned}", {"spec": {"unschedulable": True}})
+    shim = cluster.start_shim(quota)
+    # the gang is taken back whole, its pod on the cordoned node too, and charged to team-a
+    assert {f"{cluster.ns}/g-0", f"{cluster.ns}/g-1"} <= set(shim._id_of)
+    time.sleep(1.0)
+    assert cluster.node_of("a") is None  # a third node is free, but team-a's quota is not
+    _waits(cluster, "a", "quota_exceeded")
+    assert {n: cluster.node_of(n) for n in ("g-0", "g-1")} == where  # neither was stopped
+    assert not shim.nodes.schedulable(cordoned)  # and the node is still cordoned
+    cluster.stop_shims()
+    shim.scheduler.check_invariants()
+
+
 def test_another_schedulers_pod_with_kants_annotations_is_held_and_left_alone(
     cluster: Cluster,
 ) -> None:
