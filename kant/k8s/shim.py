@@ -52,6 +52,7 @@ from kant.k8s.translate import (
     pod_resources,
     pod_state,
     recorded_binding,
+    recorded_tenant,
     uid_of,
 )
 from kant.model import Binding, Job, PodId, Reason, ReasonCode
@@ -78,6 +79,7 @@ class _JobRecord:
     base: str
     group: str | None
     pods: dict[PodId, str]
+    tenant: str  # the tenant the job is charged to (recorded on its pods when they are bound)
     bound: set[PodId] = attrs.field(factory=set)
     confirmed: set[PodId] = attrs.field(factory=set)
 
@@ -298,9 +300,12 @@ class Shim:
             started = [f.started for f, _ in members.values() if f.started is not None]
             base = _base(lead)
             history = self._adopted_history(base, objs[lead.key], jid)
+            # the tenant it was charged to when it was bound, whatever its queue label or
+            # annotation says now (a pod bound by a kant that recorded none: what it says)
+            tenant = recorded_tenant(objs[lead.key]) or lead.tenant
             try:
                 job = Job(
-                    id=jid, tenant=lead.tenant, priority=lead.priority,
+                    id=jid, tenant=tenant, priority=lead.priority,
                     preemptible=lead.preemptible, kind=lead.kind,
                     submitted_at=max(0.0, lead.created),
                     runtime_estimate=max(runtimes) if runtimes else None,
@@ -322,7 +327,10 @@ class Shim:
             self._failures.pop(base, None)  # (its job carries them now)
             self._count_job(base, jid)
             rec = _JobRecord(
-                base=base, group=lead.group, pods={pid: f.key for pid, (f, _) in members.items()}
+                base=base,
+                group=lead.group,
+                pods={pid: f.key for pid, (f, _) in members.items()},
+                tenant=tenant,
             )
             rec.bound = set(members)
             self._jobs[jid] = rec
@@ -1041,7 +1049,7 @@ class Shim:
             return
         self._failures.pop(base, None)
         self._gen[base] = gen
-        self._jobs[jid] = _JobRecord(base=base, group=group, pods=ids)
+        self._jobs[jid] = _JobRecord(base=base, group=group, pods=ids, tenant=job.tenant)
         self._job_of_base[base] = jid
         for pid, key in ids.items():
             self._id_of[key] = (jid, pid)
@@ -1094,9 +1102,11 @@ class Shim:
         for b in todo:
             self._jobs[b.pod.job].bound.add(b.pod)
         for b in todo:
-            pkey = self._jobs[b.pod.job].pods[b.pod]
+            job = self._jobs[b.pod.job]
+            pkey = job.pods[b.pod]
             obj = self._pods.get(pkey, ({}, None))[0]
-            self._inflight.append((b, self._pool.submit(self._bind, b, pkey, uid_of(obj))))
+            call = self._pool.submit(self._bind, b, pkey, uid_of(obj), job.tenant)
+            self._inflight.append((b, call))
         for jid in bound:
             self._pod_group_status(jid, "Scheduled")
         for v in result.victims:
@@ -1195,13 +1205,14 @@ class Shim:
         except (ApiError, OSError):
             return None
 
-    def _bind(self, b: Binding, key: str, uid: str) -> tuple[str | None, float]:
-        """One binding call (on the pool): (None or the error, when it was answered)."""
+    def _bind(self, b: Binding, key: str, uid: str, tenant: str) -> tuple[str | None, float]:
+        """One binding call (on the pool): (None or the error, when it was answered).
+        ``tenant``: the one its job is charged to, recorded on the pod."""
         ns, name = key.split("/", 1)
+        ann = binding_annotations(b.pod, b.gpus, b.nics, b.gpu_milli, tenant=tenant)
         body: dict[str, Any] = {
             "apiVersion": "v1", "kind": "Binding",
-            "metadata": {"name": name, "namespace": ns,
-                         "annotations": binding_annotations(b.pod, b.gpus, b.nics, b.gpu_milli)},
+            "metadata": {"name": name, "namespace": ns, "annotations": ann},
             "target": {"apiVersion": "v1", "kind": "Node", "name": b.node},
         }  # fmt: skip
         if uid:

@@ -344,6 +344,56 @@ def test_an_edit_of_a_running_pods_annotation_changes_nothing_and_its_gpus_come_
     assert cond is None or "invalid" not in cond.get("message", "")
 
 
+QUEUES: dict[str, Any] = {
+    "tenants": [{"name": "team-a", "quotas": {"H100": {"nominalQuota": 8}}},
+                {"name": "team-b", "quotas": {"H100": {"nominalQuota": 8}}}],
+    "defaultMode": "isolated",
+}  # fmt: skip
+
+
+def test_an_edit_of_a_running_pods_queue_moves_it_to_no_other_tenant_across_a_restart(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    cluster.start_shim(QUEUES)
+    cluster.pod("a", annotations={"kant.io/queue": "team-a"})
+    wait_for(lambda: cluster.node_of("a"), what="a bound")
+    assert cluster.get("a")["metadata"]["annotations"]["kant.io/tenant"] == "team-a"
+    cluster.api.patch(f"/api/v1/namespaces/{cluster.ns}/pods/a",
+                      {"metadata": {"annotations": {"kant.io/queue": "team-b"}}})  # fmt: skip
+    cluster.pod("a2", annotations={"kant.io/queue": "team-a"})
+    _waits(cluster, "a2", "quota_exceeded")
+    cluster.stop_shims()
+    shim = cluster.start_shim(QUEUES)  # a is still team-a's: the tenant its binding recorded
+    time.sleep(1.0)
+    assert cluster.node_of("a2") is None
+    _waits(cluster, "a2", "quota_exceeded")
+    cluster.pod("b", annotations={"kant.io/queue": "team-b"})  # team-b's quota is all free
+    wait_for(lambda: cluster.node_of("b"), what="b bound")
+    cluster.stop_shims()
+    assert dict(shim.scheduler.admitter.ledger().usage) == {
+        ("team-a", "H100"): 8000,
+        ("team-b", "H100"): 8000,
+    }
+
+
+def test_a_pod_bound_by_a_kant_that_recorded_no_tenant_is_charged_to_the_queue_it_names(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    _raw_pod(cluster, "old", node="n0", annotations={
+        "kant.io/queue": "team-b", "kant.io/pod-id": f"{cluster.ns}..old#1/worker/0",
+        "kant.io/gpus": "0,1,2,3,4,5,6,7", "kant.io/nics": ""})  # fmt: skip
+    shim = cluster.start_shim(QUEUES)
+    assert f"{cluster.ns}/old" in shim._id_of  # taken back, charged to team-b
+    cluster.pod("b", annotations={"kant.io/queue": "team-b"})
+    _waits(cluster, "b", "quota_exceeded")
+    cluster.pod("a", annotations={"kant.io/queue": "team-a"})
+    assert wait_for(lambda: cluster.node_of("a"), what="a bound") == "n1"
+
+
 def test_gpu_model_constraints_that_allow_no_model_are_refused_on_the_pod(
     cluster: Cluster,
 ) -> None:
