@@ -52,6 +52,7 @@ from kant.k8s.translate import (
     pod_resources,
     pod_state,
     recorded_binding,
+    recorded_tenant,
     uid_of,
 )
 from kant.model import Binding, Job, PodId, Reason, ReasonCode
@@ -78,6 +79,7 @@ class _JobRecord:
     base: str
     group: str | None
     pods: dict[PodId, str]
+    tenant: str  # the tenant the job is charged to (recorded on its pods when they are bound)
     bound: set[PodId] = attrs.field(factory=set)
     confirmed: set[PodId] = attrs.field(factory=set)
 
@@ -167,7 +169,8 @@ class Shim:
 
     def sync(self) -> None:
         """List nodes, PodGroups and pods and take them in, adopting every binding a previous
-        shim recorded on bound pods (a restart loses no binding and double-books nothing)."""
+        shim recorded on bound pods, cordoned nodes' too (a restart loses no binding and
+        double-books nothing)."""
         for n in self.api.get("/api/v1/nodes").get("items", ()):
             self.handle("Node", "ADDED", n)
         if self.api.has(PODGROUP_API):
@@ -181,9 +184,21 @@ class Shim:
             for p in pods
             if _kant_victim(p, self.settings)
         }
+        # a cordoned node keeps its pods: what runs there is taken in as on any node (kant's
+        # jobs taken back and charged, others' pods held: a node that takes no new pods
+        # takes no binding), and only then is the node cordoned again
+        cordoned = [
+            n.name
+            for n in self.scheduler.cluster.nodes()
+            if self._alive.get(n.name) and not self.nodes.schedulable(n.name)
+        ]
+        for name in cordoned:
+            self.nodes.set_schedulable(name, True, self.now())
         restart = self.adopt(pods)
         for p in pods:
             self.handle("Pod", "ADDED", p)
+        for name in cordoned:
+            self.nodes.set_schedulable(name, False, self.now())
         for key in restart:  # (held until they are gone, like every pod kant stops)
             self._stop(key, "kant restarts the gang: it was bound in part when kant stopped")
 
@@ -285,9 +300,12 @@ class Shim:
             started = [f.started for f, _ in members.values() if f.started is not None]
             base = _base(lead)
             history = self._adopted_history(base, objs[lead.key], jid)
+            # the tenant it was charged to when it was bound, whatever its queue label or
+            # annotation says now (a pod bound by a kant that recorded none: what it says)
+            tenant = recorded_tenant(objs[lead.key]) or lead.tenant
             try:
                 job = Job(
-                    id=jid, tenant=lead.tenant, priority=lead.priority,
+                    id=jid, tenant=tenant, priority=lead.priority,
                     preemptible=lead.preemptible, kind=lead.kind,
                     submitted_at=max(0.0, lead.created),
                     runtime_estimate=max(runtimes) if runtimes else None,
@@ -309,7 +327,10 @@ class Shim:
             self._failures.pop(base, None)  # (its job carries them now)
             self._count_job(base, jid)
             rec = _JobRecord(
-                base=base, group=lead.group, pods={pid: f.key for pid, (f, _) in members.items()}
+                base=base,
+                group=lead.group,
+                pods={pid: f.key for pid, (f, _) in members.items()},
+                tenant=tenant,
             )
             rec.bound = set(members)
             self._jobs[jid] = rec
@@ -710,8 +731,18 @@ class Shim:
             and key not in self._id_of
         ):
             self._take_stored(_base(f), obj, f"Pod {key}")  # (first seen, not adopted)
+        prev = self._pods.get(key, ({}, None))[1]
+        left = _base(prev) if prev is not None and key not in self._id_of else _base(f)
+        if left != _base(f):
+            # relabelled to another group (or out of one, or into one) while it waited: it
+            # waits no more for the old one, whose pods say why they wait again now, and
+            # its condition is written for the new one at once
+            self._unwait(key, left)
+            self._condition.pop(key, None)
         self._pods[key] = (obj, f)
         self._name_base(key, _base(f))
+        if left != _base(f):
+            self._try_submit(left)
         if f.phase in TERMINAL:
             self._unwait(key, _base(f))
             self._gone(key, now, finished=f.phase == "Succeeded")
@@ -733,7 +764,8 @@ class Shim:
     def _known_pod(self, key: str, obj: Obj, st: PodState, now: float) -> None:
         """A pod of a kant job changed: running where kant bound it, it is confirmed; bound by
         someone else while it waited, it leaves the job (submitted again without it) and its
-        requests are held where it runs."""
+        requests are held where it runs; deleted while it waited (terminating, a finalizer
+        keeping it), it leaves the job as a pending pod deleted does (:meth:`_gone`)."""
         jid, pid = self._id_of[key]
         rec = self._jobs.get(jid)
         if rec is None:
@@ -744,6 +776,13 @@ class Shim:
             rec.pods.pop(pid, None)
             self._cancel(jid, now)
             self._hold(key, obj, st)
+            return
+        if st.node is None and st.deleting and pid not in rec.bound:
+            # deleted before kant bound it, kept terminating by a finalizer: it went away,
+            # as a pending pod deleted has (kube-scheduler skips a pod being deleted too)
+            self._id_of.pop(key, None)
+            rec.pods.pop(pid, None)
+            self._cancel(jid, now)
             return
         if (
             st.phase == "Running"
@@ -898,10 +937,22 @@ class Shim:
             if key is not None:
                 self._stop(key, "kant cancelled the job")
         self._forget_job(jid)
+        bases = {rec.base}
         for key in rec.pods.values():
             if key in self._pods and key not in self._dying:
-                self._waiting.setdefault(rec.base, set()).add(key)
-        self._try_submit(rec.base)
+                bases.add(self._rewait(key, rec.base))
+        for base in sorted(bases):
+            self._try_submit(base)
+
+    def _rewait(self, key: str, base: str) -> str:
+        """Pod ``key``, in a kant job of ``base`` that is dropped, waits again: for the group
+        its labels name now (relabelled while it was in the job: only waiting now, it follows
+        them), or ``base`` when kant cannot read it. Returns the base it waits for."""
+        f = self._pods[key][1]
+        if f is not None:
+            base = _base(f)
+        self._waiting.setdefault(base, set()).add(key)
+        return base
 
     def _forget_job(self, jid: str) -> None:
         """Kant job ``jid`` ended (its last pod finished, or it was cancelled or failed): the
@@ -960,7 +1011,12 @@ class Shim:
         pending = []
         for key in sorted(self._waiting.get(base, ())):
             f = self._pods[key][1] if key in self._pods else None
-            if f is not None and key not in self._id_of and key not in self._dying:
+            if (
+                f is not None
+                and _base(f) == base  # (a pod relabelled to another group counts there)
+                and key not in self._id_of
+                and key not in self._dying
+            ):
                 pending.append(f)
         if not pending:
             return
@@ -993,7 +1049,7 @@ class Shim:
             return
         self._failures.pop(base, None)
         self._gen[base] = gen
-        self._jobs[jid] = _JobRecord(base=base, group=group, pods=ids)
+        self._jobs[jid] = _JobRecord(base=base, group=group, pods=ids, tenant=job.tenant)
         self._job_of_base[base] = jid
         for pid, key in ids.items():
             self._id_of[key] = (jid, pid)
@@ -1046,9 +1102,11 @@ class Shim:
         for b in todo:
             self._jobs[b.pod.job].bound.add(b.pod)
         for b in todo:
-            pkey = self._jobs[b.pod.job].pods[b.pod]
+            job = self._jobs[b.pod.job]
+            pkey = job.pods[b.pod]
             obj = self._pods.get(pkey, ({}, None))[0]
-            self._inflight.append((b, self._pool.submit(self._bind, b, pkey, uid_of(obj))))
+            call = self._pool.submit(self._bind, b, pkey, uid_of(obj), job.tenant)
+            self._inflight.append((b, call))
         for jid in bound:
             self._pod_group_status(jid, "Scheduled")
         for v in result.victims:
@@ -1114,6 +1172,7 @@ class Shim:
             return
         rec.bound.discard(b.pod)
         key = rec.pods.pop(b.pod, None)
+        waits: str | None = None  # the base the pod waits for again
         try:
             rep = self.scheduler.binding_failed(b.pod, now, err)
         except KantError:
@@ -1129,12 +1188,14 @@ class Shim:
                     self._on_node_pods.setdefault(st.node, set()).add(key)
                     self._hold(key, fresh, st)  # someone else bound it meanwhile
                 else:
-                    self._waiting.setdefault(rec.base, set()).add(key)
+                    waits = self._rewait(key, rec.base)
             elif key in self._pods:
                 st = pod_state(obj, self.settings)
                 if st.node is not None:
                     self._hold(key, obj, st)  # someone else bound it meanwhile
         self._after(rep, now)
+        if waits is not None and waits != rec.base:
+            self._try_submit(waits)  # (relabelled to another group meanwhile)
 
     def _read_pod(self, key: str) -> Obj | None:
         """The pod as the API server has it now (None: gone, or the server did not answer)."""
@@ -1144,13 +1205,14 @@ class Shim:
         except (ApiError, OSError):
             return None
 
-    def _bind(self, b: Binding, key: str, uid: str) -> tuple[str | None, float]:
-        """One binding call (on the pool): (None or the error, when it was answered)."""
+    def _bind(self, b: Binding, key: str, uid: str, tenant: str) -> tuple[str | None, float]:
+        """One binding call (on the pool): (None or the error, when it was answered).
+        ``tenant``: the one its job is charged to, recorded on the pod."""
         ns, name = key.split("/", 1)
+        ann = binding_annotations(b.pod, b.gpus, b.nics, b.gpu_milli, tenant=tenant)
         body: dict[str, Any] = {
             "apiVersion": "v1", "kind": "Binding",
-            "metadata": {"name": name, "namespace": ns,
-                         "annotations": binding_annotations(b.pod, b.gpus, b.nics, b.gpu_milli)},
+            "metadata": {"name": name, "namespace": ns, "annotations": ann},
             "target": {"apiVersion": "v1", "kind": "Node", "name": b.node},
         }  # fmt: skip
         if uid:

@@ -89,6 +89,9 @@ GPUS_ANNOTATION: Final = "kant.io/gpus"
 NICS_ANNOTATION: Final = "kant.io/nics"
 MILLI_ANNOTATION: Final = "kant.io/gpu-milli"
 POD_ID_ANNOTATION: Final = "kant.io/pod-id"
+TENANT_ANNOTATION: Final = "kant.io/tenant"
+"""The tenant a bound pod's job was charged to, as kant wrote it at binding time: a restart
+charges the job to it whatever the pod's queue label or annotation says by then."""
 MIRRORED_TAINTS: Final = frozenset({
     "node.kubernetes.io/not-ready",
     "node.kubernetes.io/unreachable",
@@ -995,10 +998,10 @@ def build_job(
 
 
 def binding_annotations(
-    pod: PodId, gpus: Iterable[int], nics: Iterable[int], milli: int
+    pod: PodId, gpus: Iterable[int], nics: Iterable[int], milli: int, *, tenant: str | None = None
 ) -> dict[str, str]:
-    """The annotations a binding carries onto its pod: devices, share, and the PodId (so a
-    restarted shim rebuilds its state from bound pods)."""
+    """The annotations a binding carries onto its pod: devices, share, the PodId and the
+    tenant its job is charged to (so a restarted shim rebuilds its state from bound pods)."""
     ann = {
         GPUS_ANNOTATION: ",".join(str(g) for g in gpus),
         NICS_ANNOTATION: ",".join(str(n) for n in nics),
@@ -1006,7 +1009,16 @@ def binding_annotations(
     }
     if milli < MILLI:
         ann[MILLI_ANNOTATION] = str(milli)
+    if tenant:
+        ann[TENANT_ANNOTATION] = tenant
     return ann
+
+
+def recorded_tenant(pod: Obj) -> str | None:
+    """The tenant kant recorded on a bound pod when it bound it (:data:`TENANT_ANNOTATION`),
+    or None when the pod carries none (bound by a kant that recorded none)."""
+    v = annotations_of(pod).get(TENANT_ANNOTATION)
+    return v if isinstance(v, str) and v else None
 
 
 def recorded_binding(pod: Obj) -> tuple[PodId, tuple[int, ...], tuple[int, ...], int] | None:

@@ -76,6 +76,42 @@ def test_a_pod_group_short_of_min_member_waits_and_none_of_its_pods_is_bound(
     wait_for(lambda: cluster.node_of("g-0") and cluster.node_of("g-1"), what="both bound")
 
 
+def _says(cluster: Cluster, name: str, text: str) -> bool:
+    cond = _condition(cluster.get(name), "PodScheduled")
+    return cond is not None and text in cond.get("message", "")
+
+
+def test_a_waiting_pod_relabelled_to_another_group_counts_for_that_group_only(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    cluster.pod_group("ga", 3)  # (no PodGroup gb yet)
+    cluster.start_shim()
+    cluster.pod("a-1", gpus=1, group="ga")
+    cluster.pod("x", gpus=1, group="ga")
+    wait_for(lambda: _says(cluster, "x", f"2 of the 3 pods of {cluster.ns}/ga"), what="x waits")
+    label = {"scheduling.x-k8s.io/pod-group": "gb"}
+    cluster.api.patch(f"/api/v1/namespaces/{cluster.ns}/pods/x", {"metadata": {"labels": label}})
+    cluster.pod("a-2", gpus=1, group="ga")  # ga has 2 pods of its 3, x is not one
+    wait_for(lambda: _says(cluster, "a-2", f"2 of the 3 pods of {cluster.ns}/ga"),
+             what="a-2 waiting for its gang")  # fmt: skip
+    # (its condition is written for its new group at once, not after conditionIntervalSeconds)
+    wait_for(lambda: _says(cluster, "x", f"PodGroup {cluster.ns}/gb does not exist"),
+             what="x waiting for its new group")  # fmt: skip
+    time.sleep(0.5)
+    assert _says(cluster, "a-1", f"2 of the 3 pods of {cluster.ns}/ga")
+    assert [cluster.node_of(n) for n in ("a-1", "a-2", "x")] == [None, None, None]
+    cluster.pod_group("gb", 1)
+    wait_for(lambda: cluster.node_of("x"), what="x bound as gang gb")
+    cluster.pod("a-3", gpus=1, group="ga")
+    wait_for(lambda: all(cluster.node_of(f"a-{i}") for i in (1, 2, 3)), what="gang ga bound")
+    ids = {n: cluster.get(n)["metadata"]["annotations"]["kant.io/pod-id"]
+           for n in ("a-1", "a-2", "a-3", "x")}  # fmt: skip
+    assert ids["x"].startswith(f"{cluster.ns}.gb#1/")
+    assert all(ids[f"a-{i}"].startswith(f"{cluster.ns}.ga#1/") for i in (1, 2, 3))
+
+
 def test_bound_pods_carry_their_gpu_and_nic_annotations(cluster: Cluster) -> None:
     cluster.node("n0", nics=8)
     cluster.start_shim()

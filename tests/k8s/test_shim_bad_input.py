@@ -166,6 +166,39 @@ def test_a_waiting_kant_pod_that_another_binder_binds_leaves_its_job_and_holds_i
     assert not _overbooked(cluster)
 
 
+def test_a_waiting_gang_pod_deleted_but_kept_by_a_finalizer_leaves_its_job_unbound(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.start_shim()
+    cluster.pod("blk")
+    wait_for(lambda: cluster.node_of("blk"), what="blk bound")
+    cluster.pod_group("g", 2)
+    cluster.pod("g-0", gpus=4, group="g")
+    cluster.pod("g-1", gpus=4, group="g")
+    for name in ("g-0", "g-1"):
+        _waits(cluster, name, "insufficient_capacity")  # submitted, no room while blk runs
+    g1 = f"/api/v1/namespaces/{cluster.ns}/pods/g-1"
+    cluster.api.patch(g1, {"metadata": {"finalizers": ["example.com/hold"]}})
+    try:
+        cluster.api.delete(g1)  # terminating until its finalizer goes
+        _waits(cluster, "g-0", "gang_incomplete")  # its gang lost g-1, as if it were gone
+        cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/blk", {"gracePeriodSeconds": 0})
+        wait_for(lambda: "blk" not in cluster.pods(), what="blk gone")
+        time.sleep(1.0)
+        # nothing is bound, so no binding fails and g-0 is not deleted for a failed gang
+        assert cluster.node_of("g-0") is None and cluster.node_of("g-1") is None
+        pg = cluster.api.get(
+            f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{cluster.ns}/podgroups/g"
+        )
+        assert "kant.io/failures" not in (pg["metadata"].get("annotations") or {})
+        cluster.pod("g-2", gpus=4, group="g")  # its controller makes the pod again
+        wait_for(lambda: cluster.node_of("g-0") and cluster.node_of("g-2"), what="gang bound")
+        assert cluster.node_of("g-1") is None
+    finally:
+        cluster.api.patch(g1, {"metadata": {"finalizers": None}})
+
+
 def test_a_restart_while_a_node_is_not_ready_holds_its_pods_once_it_is_ready_again(
     cluster: Cluster,
 ) -> None:
@@ -229,6 +262,36 @@ def test_a_restart_after_a_quota_was_lowered_holds_the_running_pods_it_cannot_ta
     assert not _overbooked(cluster)
 
 
+def test_a_restart_while_a_node_is_cordoned_takes_back_and_charges_the_gang_running_there(
+    cluster: Cluster,
+) -> None:
+    for n in ("n0", "n1", "n2"):
+        cluster.node(n)
+    quota = {"tenants": [{"name": "team-a", "quotas": {"H100": {"nominalQuota": 16}}}],
+             "defaultMode": "isolated"}  # fmt: skip
+    cluster.pod_group("g", 2)
+    cluster.start_shim(quota)
+    for i in range(2):
+        cluster.pod(f"g-{i}", group="g", labels={"kant.io/queue": "team-a"})
+    wait_for(lambda: cluster.node_of("g-0") and cluster.node_of("g-1"), what="gang bound")
+    where = {n: cluster.node_of(n) for n in ("g-0", "g-1")}
+    cluster.pod("a", labels={"kant.io/queue": "team-a"})
+    _waits(cluster, "a", "quota_exceeded")
+    cluster.stop_shims()
+    cordoned = where["g-0"]
+    cluster.api.patch(f"/api/v1/nodes/{cordoned}", {"spec": {"unschedulable": True}})
+    shim = cluster.start_shim(quota)
+    # the gang is taken back whole, its pod on the cordoned node too, and charged to team-a
+    assert {f"{cluster.ns}/g-0", f"{cluster.ns}/g-1"} <= set(shim._id_of)
+    time.sleep(1.0)
+    assert cluster.node_of("a") is None  # a third node is free, but team-a's quota is not
+    _waits(cluster, "a", "quota_exceeded")
+    assert {n: cluster.node_of(n) for n in ("g-0", "g-1")} == where  # neither was stopped
+    assert not shim.nodes.schedulable(cordoned)  # and the node is still cordoned
+    cluster.stop_shims()
+    shim.scheduler.check_invariants()
+
+
 def test_another_schedulers_pod_with_kants_annotations_is_held_and_left_alone(
     cluster: Cluster,
 ) -> None:
@@ -279,6 +342,56 @@ def test_an_edit_of_a_running_pods_annotation_changes_nothing_and_its_gpus_come_
     assert wait_for(lambda: cluster.node_of("b"), what="b bound after a ends") == "n0"
     cond = _condition(cluster.get("a"))
     assert cond is None or "invalid" not in cond.get("message", "")
+
+
+QUEUES: dict[str, Any] = {
+    "tenants": [{"name": "team-a", "quotas": {"H100": {"nominalQuota": 8}}},
+                {"name": "team-b", "quotas": {"H100": {"nominalQuota": 8}}}],
+    "defaultMode": "isolated",
+}  # fmt: skip
+
+
+def test_an_edit_of_a_running_pods_queue_moves_it_to_no_other_tenant_across_a_restart(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    cluster.start_shim(QUEUES)
+    cluster.pod("a", annotations={"kant.io/queue": "team-a"})
+    wait_for(lambda: cluster.node_of("a"), what="a bound")
+    assert cluster.get("a")["metadata"]["annotations"]["kant.io/tenant"] == "team-a"
+    cluster.api.patch(f"/api/v1/namespaces/{cluster.ns}/pods/a",
+                      {"metadata": {"annotations": {"kant.io/queue": "team-b"}}})  # fmt: skip
+    cluster.pod("a2", annotations={"kant.io/queue": "team-a"})
+    _waits(cluster, "a2", "quota_exceeded")
+    cluster.stop_shims()
+    shim = cluster.start_shim(QUEUES)  # a is still team-a's: the tenant its binding recorded
+    time.sleep(1.0)
+    assert cluster.node_of("a2") is None
+    _waits(cluster, "a2", "quota_exceeded")
+    cluster.pod("b", annotations={"kant.io/queue": "team-b"})  # team-b's quota is all free
+    wait_for(lambda: cluster.node_of("b"), what="b bound")
+    cluster.stop_shims()
+    assert dict(shim.scheduler.admitter.ledger().usage) == {
+        ("team-a", "H100"): 8000,
+        ("team-b", "H100"): 8000,
+    }
+
+
+def test_a_pod_bound_by_a_kant_that_recorded_no_tenant_is_charged_to_the_queue_it_names(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    _raw_pod(cluster, "old", node="n0", annotations={
+        "kant.io/queue": "team-b", "kant.io/pod-id": f"{cluster.ns}..old#1/worker/0",
+        "kant.io/gpus": "0,1,2,3,4,5,6,7", "kant.io/nics": ""})  # fmt: skip
+    shim = cluster.start_shim(QUEUES)
+    assert f"{cluster.ns}/old" in shim._id_of  # taken back, charged to team-b
+    cluster.pod("b", annotations={"kant.io/queue": "team-b"})
+    _waits(cluster, "b", "quota_exceeded")
+    cluster.pod("a", annotations={"kant.io/queue": "team-a"})
+    assert wait_for(lambda: cluster.node_of("a"), what="a bound") == "n1"
 
 
 def test_gpu_model_constraints_that_allow_no_model_are_refused_on_the_pod(

@@ -24,6 +24,7 @@ from kant.k8s.translate import (
     pod_state,
     quantity,
     recorded_binding,
+    recorded_tenant,
 )
 from kant.model import PodId, Resources, Tier, TopologyWish
 
@@ -347,6 +348,18 @@ def test_binding_annotations_round_trip_through_a_bound_pod() -> None:
     share = binding_annotations(pid, (3,), (), 250)
     assert share["kant.io/gpu-milli"] == "250"
     assert recorded_binding(load("pod_podgroup_worker")) is None
+
+
+def test_the_tenant_a_binding_records_is_read_back_and_none_when_an_older_kant_wrote_none() -> None:
+    pid = PodId(job="team-a.llama-70b#2", role="worker", index=0)
+    ann = binding_annotations(pid, (0,), (), 1000, tenant="research")
+    assert ann["kant.io/tenant"] == "research"
+    pod = load("pod_bound_by_kant")
+    pod["metadata"]["annotations"] = ann | {"kant.io/queue": "serving"}  # (edited since)
+    assert recorded_tenant(pod) == "research"
+    assert recorded_binding(pod) == (pid, (0,), (), 1000)
+    assert recorded_tenant(load("pod_bound_by_kant")) is None
+    assert "kant.io/tenant" not in binding_annotations(pid, (0,), (), 1000)
 
 
 def test_a_malformed_recorded_binding_is_refused() -> None:
