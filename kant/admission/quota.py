@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Final
 
 import attrs
@@ -44,6 +44,7 @@ from kant.model import (
     PodId,
     Reason,
     ReasonCode,
+    Role,
     name,
     number,
     pods_per_role,
@@ -469,14 +470,7 @@ def quota_never_fits(
     O(roles x models)."""
     if table.unlimited:
         return None
-    counts = pods_per_role(job, pods)
-    for role in job.roles:
-        n = counts.get(role.name, 0)
-        allowed = role_models.get(role.name, ())
-        per_pod = role.resources.total_milli
-        if not n or not allowed or not per_pod:
-            continue
-        demand = per_pod * (n if job.gang else 1)
+    for role, allowed, demand in _demands(job, pods, role_models):
         best = max(table.most(job.tenant, m) for m in allowed)
         if demand > best:
             return Reason(
@@ -502,17 +496,25 @@ def quota_models(
     excludes none. O(roles x models)."""
     if table.unlimited:
         return role_models
-    counts = pods_per_role(job, pods)
     out = dict(role_models)
+    for role, allowed, demand in _demands(job, pods, role_models):
+        out[role.name] = tuple(m for m in allowed if demand <= table.most(job.tenant, m))
+    return role_models if out == role_models else out
+
+
+def _demands(
+    job: Job, pods: Sequence[PodId], role_models: Mapping[str, tuple[str, ...]]
+) -> Iterator[tuple[Role, tuple[str, ...], int]]:
+    """Per role of ``job`` with GPU pods among ``pods`` and GPU models in ``role_models``:
+    the role, those models, and the GPU milli it must find on one of them (a gang role all
+    its pods, a pod-level role one pod)."""
+    counts = pods_per_role(job, pods)
     for role in job.roles:
         n = counts.get(role.name, 0)
         allowed = role_models.get(role.name, ())
         per_pod = role.resources.total_milli
-        if not n or not allowed or not per_pod:
-            continue
-        demand = per_pod * (n if job.gang else 1)
-        out[role.name] = tuple(m for m in allowed if demand <= table.most(job.tenant, m))
-    return role_models if out == role_models else out
+        if n and allowed and per_pod:
+            yield role, allowed, per_pod * (n if job.gang else 1)
 
 
 def _floor_div(a: float, b: int) -> int:
