@@ -143,6 +143,8 @@ def _replays(draw: Any) -> dict[str, Any]:
         free=free, pool_of=pool_of, refs=refs, picked=picked, usage=usage_of,
         nominal=draw(st.integers(0, 8)), limit=draw(st.one_of(st.none(), st.integers(0, 8))),
         unlimited=draw(st.integers(0, 4)) == 0, dec_ok=draw(st.booleans()),
+        # (quota admitted it, but not yet where its tenant is within nominal: a reclaimer)
+        nominal_ok=draw(st.booleans()),
         gpus=draw(st.sampled_from((0, 1, 2, 4, 8))), replicas=draw(st.integers(1, 3)),
         pools=draw(st.sampled_from(({0}, {1}, {0, 1}))),
     )  # fmt: skip
@@ -176,7 +178,7 @@ def test_the_light_replay_over_columns_answers_as_the_walk_on_any_candidates(
     j = job("p", gpus=case["gpus"], replicas=case["replicas"], tenant="a")
     e = cast(Any, SimpleNamespace(job=j))
     pods = tuple(j.pods())
-    dec = cast(Any, SimpleNamespace(ok=case["dec_ok"]))
+    dec = cast(Any, SimpleNamespace(ok=case["dec_ok"], places_within_nominal=case["nominal_ok"]))
     role_models = {"worker": ("H100", "A100")}
     picked = [refs[i] for i in picked_at]
     before = dict(ledger.usage)
