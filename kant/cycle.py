@@ -376,11 +376,12 @@ class _Cycle:
         self.run = self.policy.begin(self.ctx)
         # what a job's never-fits answer depends on besides the job (see _never_fits): the
         # nodes, the quota table and the strategy (its reach)
+        self.strategy = strategy_of(self.placer)
         self.never_key = (
             self.cluster,
             self.cluster.membership_version,
             self.ledger.table,
-            strategy_of(self.placer),
+            self.strategy,
         )
         self.facts = _JobFacts.for_cycle(
             self.queue, self.pools, self.candidates, keep=self.incremental
@@ -965,10 +966,10 @@ class _Cycle:
         if facts.never is not None and facts.never[0] == key:
             return facts.never[1]
         known = self.facts.never_answers(key)  # per never shape, for jobs alike
-        strategy = key[-1]  # (the shape holds the strategy's reach: found again for another)
-        if facts.never_shape is None or facts.never_shape[0] is not strategy:
+        # (the shape holds the strategy's reach: found again for another strategy)
+        if facts.never_shape is None or facts.never_shape[0] is not self.strategy:
             sid = self.facts.never_shape_id(e.job, e.remaining(), role_models, self.reach)
-            facts.never_shape = (strategy, sid)
+            facts.never_shape = (self.strategy, sid)
         sid = facts.never_shape[1]
         if sid in known:
             why = known[sid]

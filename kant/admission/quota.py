@@ -340,6 +340,12 @@ class QuotaDecision:
         nominal = self.nominal_models
         return all(nominal.get(r) for r, ms in self.models.items() if ms)
 
+    @property
+    def clears_quota(self) -> bool:
+        """Admitted, and where a reclaimer may run (:attr:`places_within_nominal`): quota
+        asks nothing more of preemption."""
+        return self.ok and self.places_within_nominal
+
 
 def admit_quota(
     ledger: QuotaLedger,

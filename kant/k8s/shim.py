@@ -79,7 +79,6 @@ class _JobRecord:
     base: str
     group: str | None
     pods: dict[PodId, str]
-    tenant: str  # the tenant the job is charged to (recorded on its pods when they are bound)
     bound: set[PodId] = attrs.field(factory=set)
     confirmed: set[PodId] = attrs.field(factory=set)
 
@@ -330,7 +329,6 @@ class Shim:
                 base=base,
                 group=lead.group,
                 pods={pid: f.key for pid, (f, _) in members.items()},
-                tenant=tenant,
             )
             rec.bound = set(members)
             self._jobs[jid] = rec
@@ -1049,7 +1047,7 @@ class Shim:
             return
         self._failures.pop(base, None)
         self._gen[base] = gen
-        self._jobs[jid] = _JobRecord(base=base, group=group, pods=ids, tenant=job.tenant)
+        self._jobs[jid] = _JobRecord(base=base, group=group, pods=ids)
         self._job_of_base[base] = jid
         for pid, key in ids.items():
             self._id_of[key] = (jid, pid)
@@ -1102,10 +1100,10 @@ class Shim:
         for b in todo:
             self._jobs[b.pod.job].bound.add(b.pod)
         for b in todo:
-            job = self._jobs[b.pod.job]
-            pkey = job.pods[b.pod]
+            pkey = self._jobs[b.pod.job].pods[b.pod]
             obj = self._pods.get(pkey, ({}, None))[0]
-            call = self._pool.submit(self._bind, b, pkey, uid_of(obj), job.tenant)
+            tenant = self.scheduler.queue.entry(b.pod.job).job.tenant  # (the one charged)
+            call = self._pool.submit(self._bind, b, pkey, uid_of(obj), tenant)
             self._inflight.append((b, call))
         for jid in bound:
             self._pod_group_status(jid, "Scheduled")

@@ -67,10 +67,10 @@ def _admits_all(
     victim went), on a model of each role where its tenant stays within nominal when it is
     within nominal somewhere (where a reclaimer may run: :attr:`QuotaDecision.nominal_models`)?
     A few quota checks."""
-    if dec.ok and dec.places_within_nominal:
+    if dec.clears_quota:
         return True
     full = admit_quota(led, job, pods, role_models)
-    return full.ok and len(full.pods) == len(pods) and full.places_within_nominal
+    return full.clears_quota and len(full.pods) == len(pods)
 
 
 class Preemption:
@@ -618,7 +618,7 @@ class Preemption:
             prio,
             reclaim,
             (e.key, e.pending_since) if backfill else None,
-            dec.ok and dec.places_within_nominal,
+            dec.clears_quota,
             job.gang,
             job.kind,
             tuple(
@@ -782,7 +782,6 @@ class Preemption:
         if pos is None:
             return self._reachable_walk(e, dec, pods, pools, picked, role_models, g)
         led = self.ledger
-        quota_fine = dec.ok and dec.places_within_nominal  # (nothing to replay on the ledger)
 
         def quota_ok() -> bool:
             return _admits_all(dec, led, e.job, pods, role_models)
@@ -795,7 +794,7 @@ class Preemption:
         try:
             got = light_replay(
                 cols=self.index.columns(), pos=pos, tenant=e.job.tenant,
-                ledger=led, quota_ok=quota_ok, dec_ok=quota_fine, g=g, need_pods=len(pods),
+                ledger=led, quota_ok=quota_ok, dec_ok=dec.clears_quota, g=g, need_pods=len(pods),
                 free=self.snap.cols.free_gpus, room_slots=room_slots,
             )  # fmt: skip
         finally:
@@ -816,8 +815,7 @@ class Preemption:
     ) -> Sequence[VictimRef]:
         """:meth:`_reachable` one candidate at a time (``g``: GPUs per pod, 0 if mixed)."""
         free = self.snap.cols.free_gpus
-        quota_fine = dec.ok and dec.places_within_nominal  # (nothing to replay on the ledger)
-        if g > 1 and quota_fine:
+        if g > 1 and dec.clears_quota:
             potential: dict[int, int] = {}
             for r in picked:
                 for slot, n in r.slots:
@@ -856,7 +854,7 @@ class Preemption:
                         continue
                     for m, milli in r.usage:
                         led.add(t, m, -milli)
-                elif not quota_fine:
+                elif not dec.clears_quota:
                     for m, milli in r.usage:
                         led.add(t, m, -milli)
                 kept.append(r)

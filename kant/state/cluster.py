@@ -37,7 +37,7 @@ from kant.errors import (
     ValidationError,
 )
 from kant.model import MILLI, Binding, Job, NodeSpec, PodAffinityTerm, PodId, Role, Taint, is_int
-from kant.state.columns import LEVELS, IntArray, NodeColumns, gpu_counts
+from kant.state.columns import LEVELS, IntArray, NodeColumns, gpu_counts, unknown_level
 from kant.state.snapshot import Snapshot
 from kant.topology.names import FabricNames
 from kant.topology.templates import get_template
@@ -473,7 +473,7 @@ class ClusterState:
         try:
             return self._ids[level].get(name, -1)
         except (KeyError, TypeError):
-            raise _unknown_level(level) from None
+            raise unknown_level(level) from None
 
     def group_names(self, level: str) -> list[str]:
         """Names of the groups interned at ``level``, indexed by group id (a copy). Raises
@@ -481,7 +481,7 @@ class ClusterState:
         try:
             return list(self._id_names[level])
         except (KeyError, TypeError):
-            raise _unknown_level(level) from None
+            raise unknown_level(level) from None
 
     def group_count(self, level: str) -> int:
         """Groups interned so far at ``level`` (ids are ``0 .. group_count - 1``), O(1).
@@ -489,7 +489,7 @@ class ClusterState:
         try:
             return len(self._id_names[level])
         except (KeyError, TypeError):
-            raise _unknown_level(level) from None
+            raise unknown_level(level) from None
 
     @property
     def slot_names(self) -> Sequence[str | None]:
@@ -1042,11 +1042,6 @@ def _sequence(given: Iterable[_V], field: str, what: str) -> Sequence[_V]:
     if isinstance(given, str | bytes) or not isinstance(given, Iterable):
         raise ValidationError(field, given, f"must be an iterable of {what}")
     return given if isinstance(given, Sequence) else tuple(given)
-
-
-def _unknown_level(level: object) -> ValidationError:
-    """The error for a group level that is not one of :data:`LEVELS`."""
-    return ValidationError("level", level, f"must be one of {', '.join(LEVELS)}")
 
 
 def _check_owns(job: Job, pods: Iterable[PodId], doing: str) -> None:

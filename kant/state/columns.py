@@ -8,12 +8,18 @@ import numpy as np
 import numpy.typing as npt
 
 from kant.bits import popcount
+from kant.errors import ValidationError
 from kant.model import MILLI
 
 IntArray = npt.NDArray[np.int64]
 
 LEVELS: tuple[str, ...] = ("pool", "leaf", "spine", "superspine", "hbd", "zone")
 """Group levels with interned ids and aggregates. ``pool`` is the GPU model (node pool)."""
+
+
+def unknown_level(level: object) -> ValidationError:
+    """The error for a group level that is not one of :data:`LEVELS`."""
+    return ValidationError("level", level, f"must be one of {', '.join(LEVELS)}")
 
 
 class NodeColumns:

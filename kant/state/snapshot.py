@@ -30,10 +30,9 @@ from kant.errors import (
     InvariantError,
     TransactionError,
     UnknownNodeError,
-    ValidationError,
 )
 from kant.model import MILLI, Binding, Job, PodId
-from kant.state.columns import LEVELS, IntArray, NodeColumns, gpu_counts
+from kant.state.columns import LEVELS, IntArray, NodeColumns, gpu_counts, unknown_level
 
 if TYPE_CHECKING:
     from kant.state.cluster import ClusterState
@@ -605,7 +604,7 @@ class Snapshot:
         arr = self._members.get(key)
         if arr is None:
             if level not in LEVELS:
-                raise ValidationError("level", level, f"must be one of {', '.join(LEVELS)}")
+                raise unknown_level(level)
             ids = getattr(self.cols, f"{level}_id")[: self.num_slots]
             arr = np.flatnonzero((ids == gid) & self.cols.alive[: self.num_slots]).astype(np.int64)
             self._members[key] = arr

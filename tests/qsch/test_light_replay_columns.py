@@ -178,7 +178,9 @@ def test_the_light_replay_over_columns_answers_as_the_walk_on_any_candidates(
     j = job("p", gpus=case["gpus"], replicas=case["replicas"], tenant="a")
     e = cast(Any, SimpleNamespace(job=j))
     pods = tuple(j.pods())
-    dec = cast(Any, SimpleNamespace(ok=case["dec_ok"], places_within_nominal=case["nominal_ok"]))
+    ok, nominal_ok = case["dec_ok"], case["nominal_ok"]
+    dec = cast(Any, SimpleNamespace(ok=ok, places_within_nominal=nominal_ok,
+                                    clears_quota=ok and nominal_ok))  # fmt: skip
     role_models = {"worker": ("H100", "A100")}
     picked = [refs[i] for i in picked_at]
     before = dict(ledger.usage)
