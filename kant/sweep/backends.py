@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -72,7 +73,7 @@ class LocalPool:
 
     def __enter__(self) -> LocalPool:
         if self.workers > 1:
-            self._pool = ProcessPoolExecutor(max_workers=self.workers)
+            self._pool = _new_pool(self.workers)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -143,7 +144,7 @@ class LocalPool:
         """A new pool in place of a broken one."""
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
-        self._pool = ProcessPoolExecutor(max_workers=self.workers)
+        self._pool = _new_pool(self.workers)
 
     def _alone(self, task: Task) -> dict[str, Any]:
         """Run one task with nothing else in flight: its outcome, or a failed one if it
@@ -157,6 +158,21 @@ class LocalPool:
             return fut.result()
         except Exception as e:
             return _crashed(e)
+
+
+def _new_pool(workers: int) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(max_workers=workers, initializer=_worker_signals)
+
+
+def _worker_signals() -> None:
+    """A worker leaves stopping to the sweep's process: SIGTERM ends it at once, as
+    :func:`_terminate_workers` means it to, and SIGINT (a terminal's Ctrl-C reaches the
+    whole process group) is ignored, the sweep's process terminating its workers itself.
+    A forked worker would otherwise keep the handlers of the process that forked it (the
+    CLI's, which turn SIGTERM into an exception): a worker stopped while it read its next
+    task printed that exception's traceback under the sweep's one-line message."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _terminate_workers(pool: ProcessPoolExecutor) -> None:

@@ -216,6 +216,56 @@ def test_a_worker_process_that_dies_fails_only_its_own_run_and_every_other_run_c
     }
 
 
+class _SignalsItsWorker:
+    """A run's input whose unpickling sends its worker process a signal (``kill`` from
+    outside, a terminal's Ctrl-C reaching the process group), then is the input itself."""
+
+    def __init__(self, signum: int, inputs: Any) -> None:
+        self.signum, self.inputs = signum, inputs
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_signal_self, (self.signum, self.inputs))
+
+
+def _signal_self(signum: int, inputs: Any) -> Any:
+    import time
+
+    os.kill(os.getpid(), signum)
+    time.sleep(0.5)  # (SIGTERM ends the worker here; SIGINT is to change nothing)
+    return inputs
+
+
+class _Raised(BaseException):
+    pass
+
+
+def _raise(signum: int, frame: object) -> None:
+    raise _Raised
+
+
+def test_a_worker_ends_quietly_on_sigterm_and_ignores_sigint_whatever_its_parents_handlers(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # the CLI turns SIGTERM into an exception, and a forked worker kept that handler: a sweep
+    # stopped while a worker read its next task printed the worker's traceback under its
+    # one-line "interrupted"
+    import signal
+
+    specs = Grid("simulate", TINY).runs()[:2]
+    tasks = [(i, s.kind, prepare(s.kind, s.inputs), s.inputs) for i, s in enumerate(specs)]
+    term = (0, tasks[0][1], _SignalsItsWorker(signal.SIGTERM, tasks[0][2]), tasks[0][3])
+    interrupt = (1, tasks[1][1], _SignalsItsWorker(signal.SIGINT, tasks[1][2]), tasks[1][3])
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        with LocalPool(2) as pool:
+            got = dict(pool.run([term, interrupt]))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert got[0]["status"] == "failed" and "worker process died" in got[0]["error"]
+    assert got[1]["status"] == "ok", got[1]
+    assert "Traceback" not in capfd.readouterr().err
+
+
 def test_a_small_grid_on_ray_stores_the_same_metrics_as_on_local_processes(
     tmp_path: Path, ray_instance: Any
 ) -> None:
