@@ -323,6 +323,7 @@ class Placer:
         """:meth:`place` of the pods ``todo``, the roles in ``order`` (None: as declared,
         a role after the roles its pod affinity selects). A gang that fails notes in
         ``_failed_after`` how many of its roles were placed before the one that failed."""
+        self._failed_after = 0
         state = snap.state
         on_node: dict[int, int] = {}  # slot -> pods of this job there
         capped = {r.name for r in job.roles if r.max_per_node is not None}
