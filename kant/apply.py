@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import attrs
 
 from kant.admission.quota import Admitter, QuotaLedger
-from kant.cycle import CycleResult, origin_of
+from kant.cycle import CycleResult, nomination_outlived, origin_of
 from kant.errors import KantError, ValidationError
 from kant.model import Binding, Job, PodId, finite_time
 from kant.queueing import Queue
@@ -41,9 +41,12 @@ def apply(
     since the cycle (``result.membership``), whose placement read pods with labels or terms that
     came or went since (``result.pod_terms``), whose bindings no longer fit the cluster or whose
     tenant's quota no longer admits them, is bound not at all and listed in ``stale`` (it stays
-    as it is, no failure counted). Victims, nominations and reasons of jobs no longer current
-    are skipped, so applying an old result again (an orchestrator retrying) changes nothing it
-    should not. Raises :class:`~kant.errors.ValidationError` for a ``result`` that is not a
+    as it is, no failure counted). A nomination naming a node removed, or added again or
+    relabelled, since the cycle is not kept (:func:`kant.cycle.nomination_outlived`): its job
+    competes again at the next cycle, and preempts again if it must. Victims, nominations
+    and reasons of jobs no longer current are skipped, so applying an old result again (an
+    orchestrator retrying) changes nothing it should not. Raises
+    :class:`~kant.errors.ValidationError` for a ``result`` that is not a
     :class:`~kant.cycle.CycleResult` or that another queue or cluster computed (its
     ``origin``), :class:`~kant.errors.InvalidTimeError` for a ``now`` that
     is not a finite number (nothing changed)."""
@@ -134,7 +137,13 @@ def apply(
     placed = set(bound)
     for nom in result.nominations:
         pe = queue.get(nom.job)
-        if pe is not None and nom.job in current and pe.schedulable and nom.job not in placed:
+        if (
+            pe is not None
+            and nom.job in current
+            and pe.schedulable
+            and nom.job not in placed
+            and not nomination_outlived(cluster, nom)
+        ):
             queue.set_nomination(nom, nom.job)
     for jid in result.dropped_nominations:
         if jid in current and jid not in placed:

@@ -150,7 +150,8 @@ class CycleContext(Protocol):
     ) -> Reservation | None:
         """The job's earliest start from the running jobs' expected ends (start plus
         ``runtime_estimate``, else ``default_runtime``, else never), and the placement it would
-        get then; None when quota or the known ends never make room. Costs up to a bounded
+        get then, of its pods still to place (not those placed earlier in the cycle); None
+        when quota or the known ends never make room. Costs up to a bounded
         number of placement attempts; changes nothing. With ``keep``, the queue's previous
         forecast is returned when it must give the same answer (the same head and quota
         decision, the same nodes and health, and the same jobs holding devices after now),
@@ -171,7 +172,8 @@ class CycleContext(Protocol):
 
     def quota_start(self, job: CandidateView, *, default_runtime: float | None) -> float | None:
         """The earliest time the running jobs' expected ends (as in :meth:`forecast`) give the
-        job's tenant quota enough for its remaining pods (``now`` if it has it already); None
+        job's tenant quota enough for its pods still to place (not those placed earlier in
+        the cycle, which the quota already holds; ``now`` if it has it already); None
         when the known ends never do. Changes nothing."""
         ...
 

@@ -131,9 +131,11 @@ class CycleResult:
     ``bindings`` in placement order; ``placed`` the jobs that got pods; ``victims`` to evict
     (whole gang jobs, single pods otherwise); ``nominations`` new this cycle;
     ``dropped_nominations`` preemptors whose nomination ends without placement (victims gone,
-    still no fit); ``pending`` a reason for every job left with pods to place, in the order the
-    cycle answered them (the queue's, except that a job that must borrow quota is answered
-    after the jobs of its priority walked with it that need not: see ``_Cycle.walk``);
+    still no fit; made for a node gone, or added again or relabelled, since:
+    :func:`nomination_outlived`; or its job's GPU models have no pool any more); ``pending``
+    a reason for every job left with pods to place, in the order the cycle answered them (the
+    queue's, except that a job that must borrow quota is answered after the jobs of its
+    priority walked with it that need not: see ``_Cycle.walk``);
     ``reservation`` the queueing policy's (first) reservation, if it made one;
     ``reservations`` every reservation it made, in queue order (a conservative backfill
     reserves for several jobs; a policy run lists them with an optional ``reservations()``
@@ -396,11 +398,26 @@ class _Cycle:
         self.lap("close")
 
     def hold_nominations(self) -> None:
+        """Hold the devices and the quota of every nomination still valid. A nomination
+        made for nodes no longer there as they were (:func:`nomination_outlived`: a node it
+        names gone, or added again under its name or relabelled since), or whose job's GPU
+        models no pool has any more, is dropped instead (``dropped_nominations``): it would
+        hold what another node now offers, for a job that may never take it. The job
+        competes again and preempts again if it still needs to (its victims still going
+        count as going)."""
+        cluster = self.cluster
         for e in self.candidates:
-            if e.nomination is not None:
-                self.holds.nominate(e.id, e.nomination.bindings, e.job)
-                self._uncharge(e.nomination.victims)
-                self._hold_quota(e, e.nomination.bindings)
+            nom = e.nomination
+            if nom is not None:
+                if (
+                    nomination_outlived(cluster, nom)
+                    or self.facts.of(e, self.pools).no_pool is not None
+                ):
+                    self.dropped.append(e.id)
+                    continue
+                self.holds.nominate(e.id, nom.bindings, e.job)
+                self._uncharge(nom.victims)
+                self._hold_quota(e, nom.bindings)
         # every other pod still to go too (its preemptor placed elsewhere, or its nomination
         # dropped): the preemption rules count it gone, so must the quota (a tenant it
         # leaves within its nominal quota is not reclaimed from again)
@@ -687,7 +704,8 @@ class _Cycle:
         after it preempted): it could not take its devices, and holding them for it would
         keep them from the jobs the policy puts first, for ever if the head needs them. It
         competes again when the policy lets it (and may preempt again then). A job waiting
-        out a backoff, or whose GPU model no pool has, keeps it."""
+        out a backoff keeps it (one whose GPU model no pool has lost it already:
+        :meth:`hold_nominations`)."""
         queue = self.queue
         for jid in [j for j in self.holds.nominated if j not in self.past_gate]:
             e = queue.entry(jid)
@@ -695,7 +713,6 @@ class _Cycle:
             if (
                 nom is None
                 or self._now < e.backoff_until
-                or self.facts.of(e, self.pools).no_pool is not None
                 or any(_terminating(queue, p) for p in nom.victims)
             ):
                 continue
@@ -1006,6 +1023,8 @@ class _Cycle:
         self.bindings.extend(bindings)
         self.placed.append(e.id)
         self.ctx.placed.append((e, bindings))
+        if e.nomination is not None and e.id in self.dropped:
+            self.dropped.remove(e.id)  # (dropped as outlived: its placement ends it)
 
     def _explain(self, e: Entry, reason: Reason, *, freeing: bool = False) -> Reason:
         """The reason users should read: a preemptor waits for its victims (or its nomination
@@ -1053,6 +1072,21 @@ class _Cycle:
             self.nominations[k] = n
             mine = [v for v in self.pre.victims if v.preemptor == n.job]
             self.pending[n.job] = _preempting(mine, n)
+
+
+def nomination_outlived(cluster: ClusterState, nom: Nomination) -> bool:
+    """Was ``nom`` made for nodes no longer there as they were: a node it names removed, or
+    added again under its name or relabelled after the nomination was made (its
+    :meth:`~kant.state.ClusterState.incarnation` later than ``nom.membership``)? A decision
+    taken against an earlier incarnation of a node does not apply to the node there now.
+    O(1) while no node came, went or was relabelled since; else O(its bindings)."""
+    since = nom.membership
+    if since is not None and since == cluster.membership_version:
+        return False
+    for b in nom.bindings:
+        if b.node not in cluster or (since is not None and cluster.incarnation(b.node) > since):
+            return True
+    return False
 
 
 def _preempting(victims: Sequence[Victim], nom: Nomination) -> Reason:

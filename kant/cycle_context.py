@@ -121,12 +121,23 @@ class PolicyContext:
             fc.Booking(r.start, r.start + self._runtime(r.job, default_runtime), r.bindings)
             for r in after
         ]
+        e = self.queue.entry(job.id)
         return fc.forecast(
-            self.queue.entry(job.id), ends, snap=self.snap, ledger=self.ledger,
+            e, ends, snap=self.snap, ledger=self.ledger,
             pools=self.pools, place=self.place, kept=self.memo.kept if keep else None,
             occupancy=occupancy, booked=booked, held=self.holds.reserved,
-            runtime=job.job.runtime_estimate or default_runtime,
+            runtime=job.job.runtime_estimate or default_runtime, pods=self.unplaced(e),
         )  # fmt: skip
+
+    def unplaced(self, e: Entry) -> tuple[PodId, ...]:
+        """The pods of ``e`` still to place: :meth:`Entry.remaining` without those placed
+        earlier in this cycle (:attr:`placed`: the queue learns of them only when the result
+        is applied, and the ledger and the snapshot already hold them). A pod-level job
+        placed in part is forecast, and waits for quota, for the rest only. O(jobs placed
+        this cycle)."""
+        pods = e.remaining()
+        got = {b.pod for pe, bs in self.placed if pe is e for b in bs}
+        return tuple(p for p in pods if p not in got) if got else pods
 
     def _runtime(self, job_id: str, default_runtime: float | None) -> float:
         """A waiting job's expected runtime: its estimate, else the default, else inf."""
@@ -162,14 +173,14 @@ class PolicyContext:
 
     def quota_start(self, job: CandidateView, *, default_runtime: float | None) -> float | None:
         """The earliest expected end (:func:`kant.admission.forecast.expected_ends`) after
-        which quota admits the job's remaining pods (every tenant's ends count: shared tenants
-        lend to each other); ``now`` if it already does; None if no known end does. O(running
-        pods x roles x models); changes nothing."""
+        which quota admits the job's pods still to place (:meth:`unplaced`; every tenant's
+        ends count: shared tenants lend to each other); ``now`` if it already does; None if no
+        known end does. O(running pods x roles x models); changes nothing."""
         e = self.queue.entry(job.id)
         models, no_pool = self.pools.role_models(e.job)
         if no_pool is not None:
             return None
-        pods = e.remaining()
+        pods = self.unplaced(e)
         led = self.ledger
 
         def admitted() -> bool:

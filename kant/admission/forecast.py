@@ -358,19 +358,24 @@ def forecast(
     booked: Sequence[Booking] = (),
     held: Hold | None = None,
     runtime: float | None = None,
+    pods: tuple[PodId, ...] | None = None,
 ) -> Reservation | None:
-    """The earliest of ``ends`` at which ``e``'s remaining pods pass quota, readiness and
-    placement, with the placement then; None if none does within :data:`MAX_PLACEMENTS`
-    attempts. Changes nothing. With ``kept`` and ``occupancy`` (what holds devices now), the
-    kept forecast when it must give the same answer (:class:`KeptForecast`), and this one
-    kept for next time.
+    """The earliest of ``ends`` at which ``e``'s pods still to place (``pods``, default
+    ``e.remaining()``; a cycle passes them without those it placed already) pass quota,
+    readiness and placement, with the placement then; None if none does within
+    :data:`MAX_PLACEMENTS` attempts, or when no pod is left. Changes nothing. With ``kept``
+    and ``occupancy`` (what holds devices now), the kept forecast when it must give the same
+    answer (:class:`KeptForecast`), and this one kept for next time.
 
     With ``booked`` (a conservative backfill's earlier reservations), each state at time
     ``t`` also holds the bookings that overlap the job's run from ``t`` to ``t`` plus
     ``runtime`` (its estimate; None: it never ends), and a booking's end is a state tried
     too; ``held`` (what the cycle holds of those bookings now) is given back first."""
     job = e.job
-    pods = e.remaining()
+    if pods is None:
+        pods = e.remaining()
+    if not pods:
+        return None
     role_models, no_pool = pools.role_models(job)
     if no_pool is not None:
         return None

@@ -175,6 +175,8 @@ class Placer:
         # placement landed on them (a gang that then fails is placed again without them)
         self._prefer = True
         self._preferred_won = False
+        # a gang that failed: how many of its roles were placed before the one that failed
+        self._failed_after = 0
         self._templates: list[NodeTemplate | None] = []
         # per slot, the index of its template in _template_list (-1: none); whether the
         # templates' GPU pairs are linked unevenly (then ties between nodes go to the one
@@ -262,17 +264,66 @@ class Placer:
         self._soft_on = job.soft_terms or snap.placed_soft or snap.state.soft_terms_kept
         if self._affinity_on or self._soft_on:
             self._pods_on.use(snap)
-        out = self._place(job, snap, todo)
+        out = self._attempt(job, snap, todo, None)
+        if job.gang and not out.ok and self._failed_after:
+            # the roles in the order declared failed at a role placed after others of the
+            # job: they may have taken what it needed (a role of any GPU model best-fitting
+            # the only pool of an A100-only role); place them once more, most constrained
+            # first, and keep the reason of the try whose failing role came earlier
+            order = self._constrained_order(job, snap, todo)
+            if order is not None:
+                first, after = out, self._failed_after
+                out = self._attempt(job, snap, todo, order)
+                if not out.ok and self._failed_after >= after:
+                    out = first
+        return out
+
+    def _attempt(
+        self, job: Job, snap: Snapshot, todo: list[PodId], order: list[str] | None
+    ) -> PlacementResult:
+        """:meth:`_place` with the roles in ``order``; a gang that fails once a role of it
+        took preferred nodes is placed again without preferences."""
+        self._preferred_won = False
+        out = self._place(job, snap, todo, order)
         if job.gang and not out.ok and self._preferred_won:
             self._prefer = False
             try:
-                out = self._place(job, snap, todo)
+                out = self._place(job, snap, todo, order)
             finally:
                 self._prefer = True
         return out
 
-    def _place(self, job: Job, snap: Snapshot, todo: list[PodId]) -> PlacementResult:
-        """:meth:`place` of the pods ``todo``."""
+    def _constrained_order(self, job: Job, snap: Snapshot, todo: list[PodId]) -> list[str] | None:
+        """The roles of ``todo`` most constrained first: fewest candidate nodes (allowed GPU
+        models, node selector and tolerations), then the most GPUs asked in all, then as
+        declared; pod affinity between roles still places a role after the one it selects.
+        None when that is the order already tried or a role has no candidates (no order
+        helps). Read on a failed gang only: O(roles) cached candidate lookups."""
+        names = list(dict.fromkeys(p.role for p in todo))
+        if len(names) < 2:
+            return None
+        keys: dict[str, tuple[int, int, int]] = {}
+        for i, name in enumerate(names):
+            role = job.role(name)
+            req = PodRequest.of(role.resources)
+            cand = self._candidates(snap, role, req)
+            if isinstance(cand, Reason):
+                return None
+            asked = req.total_milli * sum(1 for p in todo if p.role == name)
+            keys[name] = (int(cand.slots.shape[0]), -asked, i)
+        order = sorted(names, key=keys.__getitem__)
+        if job.pod_terms:
+            order = _affinity_order(job, order)
+            names = _affinity_order(job, names)
+        return None if order == names else order
+
+    def _place(
+        self, job: Job, snap: Snapshot, todo: list[PodId], order: list[str] | None = None
+    ) -> PlacementResult:
+        """:meth:`place` of the pods ``todo``, the roles in ``order`` (None: as declared,
+        a role after the roles its pod affinity selects). A gang that fails notes in
+        ``_failed_after`` how many of its roles were placed before the one that failed."""
+        self._failed_after = 0
         state = snap.state
         on_node: dict[int, int] = {}  # slot -> pods of this job there
         capped = {r.name for r in job.roles if r.max_per_node is not None}
@@ -294,19 +345,23 @@ class Placer:
         by_role: dict[str, list[PodId]] = {}
         for p in todo:
             by_role.setdefault(p.role, []).append(p)
-        if job.pod_terms and len(by_role) > 1:
+        if order is not None:
+            by_role = {r: by_role[r] for r in order}
+        elif job.pod_terms and len(by_role) > 1:
             by_role = {r: by_role[r] for r in _affinity_order(job, list(by_role))}
         placed: list[Binding] = []
         unplaced: dict[PodId, Reason] = {}
         with snap.transaction() as tx:
-            for role_name, role_pods in by_role.items():
+            for k, (role_name, role_pods) in enumerate(by_role.items()):
                 role = job.role(role_name)
                 counts = Counts(on_node, role_on.get(role_name, {}))
                 if job.gang:
                     out = self._place_role(job, role, role_pods, snap, counts)
                     if isinstance(out, Reason):
-                        why = Reason(code=out.code, message=f"role {role.name!r}: {out.message}")
-                        return PlacementResult(unplaced=dict.fromkeys(todo, why))
+                        self._failed_after = k
+                        return PlacementResult(
+                            unplaced=dict.fromkeys(todo, _role_reason(role, out, list(by_role)[:k]))
+                        )
                     placed.extend(out)
                 else:
                     anchor = kept.get(role_name)
@@ -1291,6 +1346,17 @@ def _context(
         )
     return PodContext(snap=snap, job=job, role=role, req=req, on_node=counts.job,
                       role_on=counts.role, record=job.labelled, soft=soft)  # fmt: skip
+
+
+def _role_reason(role: Role, why: Reason, before: list[str]) -> Reason:
+    """``why`` a gang's ``role`` was refused, for the whole gang: naming the role and, when
+    roles of the job were placed before it in this try (``before``), saying so, since what
+    it found free is what they left."""
+    if not before:
+        return Reason(code=why.code, message=f"role {role.name!r}: {why.message}")
+    them = ", ".join(repr(r) for r in before)
+    after = f"placed after role{'s' if len(before) > 1 else ''} {them}"
+    return Reason(code=why.code, message=f"role {role.name!r} ({after}): {why.message}")
 
 
 def _affinity_order(job: Job, names: list[str]) -> list[str]:

@@ -272,6 +272,7 @@ class Preemption:
             bindings=bindings,
             victims=tuple(victim_pods) + tuple(p for p in waits if p not in victim_pods),
             created_at=self.now,
+            membership=self.index.cluster.membership_version,
         )
         return nom, len(chosen)
 

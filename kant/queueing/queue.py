@@ -101,12 +101,19 @@ class Nomination:
     ``bindings`` is the placement found on the snapshot with the victims removed; each cycle
     holds the free part of it out of placement for other jobs, until the preemptor is placed
     or the nomination is dropped. ``victims`` are the victim pods still to go.
+    ``membership`` is the cluster's :attr:`~kant.state.ClusterState.membership_version` the
+    nomination was made at: a node it names whose
+    :meth:`~kant.state.ClusterState.incarnation` is later (removed and added again under
+    its name, perhaps as another GPU model, or relabelled) is not the node it was made for,
+    and a cycle drops the nomination, as it does one naming a node gone (None: a nomination
+    built by hand; only that its nodes exist is checked).
     """
 
     job: str
     bindings: tuple[Binding, ...]
     victims: tuple[PodId, ...]
     created_at: float
+    membership: int | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -532,6 +532,79 @@ def test_a_cross_pool_gang_places_every_role_in_its_own_pool_or_nothing() -> Non
     assert not again.ok and again.bindings == ()
 
 
+def _mixed_pools() -> ClusterState:
+    kw = dict(leaf="lf0", spine="sp0", superspine="ss0", template=None, nics=0)
+    return ClusterState(
+        [node("h100", gpus=8, model="H100", **kw), node("a100", gpus=4, model="A100", **kw)]
+    )
+
+
+def _any_then_a100(a100_pods: int = 3) -> Job:
+    return Job(
+        id="j",
+        roles=(
+            Role(name="any", replicas=3, resources=Resources(gpus=1)),
+            Role(
+                name="a100only", replicas=a100_pods, resources=Resources(gpus=1), gpu_models="A100"
+            ),
+        ),
+    )
+
+
+def test_a_gang_is_placed_though_its_first_role_would_take_its_second_roles_pool() -> None:
+    # declared first, role 'any' best-fits the 4-GPU A100 node and leaves role 'a100only' 1
+    # GPU; the roles placed most constrained first fit: the gang is placed, not refused
+    st = _mixed_pools()
+    snap = st.snapshot()
+    res = Placer().place(_any_then_a100(), snap)
+    assert res.ok
+    where = {(b.pod.role, st.node(b.node).gpu_model) for b in res.bindings}
+    assert where == {("a100only", "A100"), ("any", "H100")}
+
+
+def test_a_gang_placed_in_the_order_its_roles_are_declared_keeps_that_placement() -> None:
+    # both orders fit: the declared order's placement is kept (role 'any' first, best fit)
+    st = _mixed_pools()
+    snap = st.snapshot()
+    two = Job(
+        id="j",
+        roles=(
+            Role(name="any", replicas=2, resources=Resources(gpus=1)),
+            Role(name="a100only", replicas=2, resources=Resources(gpus=1), gpu_models="A100"),
+        ),
+    )
+    res = Placer().place(two, snap)
+    assert res.ok
+    assert sorted((b.pod.role, b.node) for b in res.bindings) == [
+        ("a100only", "a100"), ("a100only", "a100"), ("any", "a100"), ("any", "a100"),
+    ]  # fmt: skip
+
+
+def test_a_gang_no_order_of_its_roles_fits_says_what_its_pools_hold() -> None:
+    # 5 A100-only pods and an A100 pool of 4: the reason is about the pool (4 free), not
+    # the 1 GPU role 'any' would have left it
+    st = _mixed_pools()
+    snap = st.snapshot()
+    res = Placer().place(_any_then_a100(a100_pods=5), snap)
+    assert not res.ok and res.bindings == ()
+    assert res.reason is not None
+    assert res.reason.code is ReasonCode.INSUFFICIENT_CAPACITY
+    assert res.reason.message == "role 'a100only': needs 5 GPUs; the allowed pools have 4 free"
+    assert snap.same_as(st.full_snapshot()) == []
+
+
+def test_a_gang_role_refused_after_others_of_its_job_says_they_were_placed_first() -> None:
+    # 1 H100 GPU and 4 A100 GPUs free for 6 pods: in either order the second role is short,
+    # and its reason says the free GPUs it counts are what the job's other role left
+    st = _mixed_pools()
+    hold(st, "h100", (0, 1, 2, 3, 4, 5, 6), "busy")
+    res = Placer().place(_any_then_a100(), st.snapshot())
+    assert res.reason is not None
+    assert res.reason.message == (
+        "role 'a100only' (placed after role 'any'): needs 3 GPUs; the allowed pools have 1 free"
+    )
+
+
 # --------------------------------------------------------------------------- registry
 
 

@@ -14,12 +14,15 @@ from hypothesis import strategies as st
 from kant.admission import Quota
 from kant.contracts import Reservation
 from kant.cycle import CycleResult
-from kant.model import ReasonCode
+from kant.model import Job, ReasonCode, Resources, Role
+from kant.preemption import PreemptionPolicy
 from kant.queueing import ConservativeBackfill, EasyBackfill
 from kant.scheduler import Scheduler
 from kant.testing import ClusterBuilder, check_invariants, job
 
 from .conftest import finish, finish_due, nodes, scheduler
+
+_NO_PREEMPTION = PreemptionPolicy(priority=False, reclaim=False, backfill=False)
 
 
 def _replay(s: Scheduler, r: CycleResult, now: float, ends: dict[str, float]) -> dict[str, float]:
@@ -111,6 +114,54 @@ def test_a_tenants_first_job_refused_by_quota_is_not_delayed_by_its_later_jobs(
     assert "a-big" in r.pending["a-long"].message
     started = _replay(s, r, 5, {"a-run": 100})
     assert started == {"a-big": 100, "a-long": 200}
+
+
+@pytest.mark.parametrize("policy", [EasyBackfill(), ConservativeBackfill()], ids=lambda p: p.name)
+def test_a_pod_level_job_placed_in_part_reserves_only_its_pods_still_waiting(
+    policy: EasyBackfill | ConservativeBackfill,
+) -> None:
+    # p (3 x 8 GPUs) gets two free nodes; its third pod waits for run (4 GPUs of lf0-n0)
+    # to end at 100. Its reservation is that pod on lf0-n0 from 100, not all three pods
+    # re-placed after its own two end (1002), so q (4 GPUs until 502) must not take lf0-n0
+    s = scheduler(nodes(3), policy=policy, preemption=_NO_PREEMPTION)
+    s.submit(job("run", gpus=4, runtime=100), now=0)
+    s.step(now=0)
+    s.submit(job("p", gpus=8, replicas=3, gang=False, runtime=1000, submitted_at=1), now=1)
+    s.submit(job("q", gpus=4, runtime=500, submitted_at=2), now=2)
+    r = s.step(now=2)
+    assert sorted(b.pod.index for b in r.bindings if b.pod.job == "p") == [0, 1]
+    assert r.reservation is not None and r.reservation.job == "p"
+    assert r.reservation.start == 100
+    assert [(b.pod.index, b.node) for b in r.reservation.bindings] == [(2, "lf0-n0")]
+    assert r.pending["q"].code is ReasonCode.RESERVED
+    assert _replay(s, r, 2, {"run": 100})["p"] == 100  # (its last pod)
+
+
+@pytest.mark.parametrize("policy", [EasyBackfill(), ConservativeBackfill()], ids=lambda p: p.name)
+def test_a_pod_level_quota_head_placed_in_part_waits_for_the_quota_of_its_unplaced_pods(
+    policy: EasyBackfill | ConservativeBackfill,
+) -> None:
+    # p's H100 pod fits tenant a's quota and is placed; its A100 pod waits for the A100
+    # quota a-run frees at 100. A 10 s H100 job behind it ends long before: it runs.
+    # (Counting p's H100 pod twice, quota admitted p once that job ends: it waited.)
+    cluster = ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=1, model="A100", gpus=4)
+    quotas = [Quota.gpus("a", "H100", 16), Quota.gpus("a", "A100", 4)]
+    s = scheduler(cluster.build(), policy=policy, quotas=quotas, modes={"a": "isolated"})
+    s.submit(job("a-run", gpus=4, tenant="a", models="A100", runtime=100), now=0)
+    s.step(now=0)
+    roles = (
+        Role(name="h", replicas=1, resources=Resources(gpus=8), gpu_models="H100"),
+        Role(name="a", replicas=1, resources=Resources(gpus=4), gpu_models="A100"),
+    )
+    p = Job(
+        id="p", tenant="a", priority=1, gang=False, roles=roles, runtime_estimate=1000,
+        submitted_at=1,
+    )  # fmt: skip
+    s.submit(p, now=1)
+    s.submit(job("short", gpus=1, tenant="a", models="H100", runtime=10, submitted_at=2), now=2)
+    r = s.step(now=5)
+    assert r.pending["p"].code is ReasonCode.QUOTA_EXCEEDED
+    assert set(r.placed) == {"p", "short"}
 
 
 def _random_run(seed: int) -> list[tuple[float, list[tuple[float, float, set[tuple[str, int]]]]]]:

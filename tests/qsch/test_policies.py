@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
-from kant.model import ReasonCode, VictimReason
+from kant.model import Job, ReasonCode, Resources, Role, VictimReason
 from kant.queueing import Backfill, EasyBackfill, JobPhase
 from kant.scheduler import Scheduler
-from kant.testing import check_invariants, job
+from kant.state import ClusterState
+from kant.testing import check_invariants, job, node
 
 from .conftest import evict_victims, finish, nodes, pod, scheduler
 
@@ -23,6 +26,53 @@ def test_strict_fifo_blocks_everyone_behind_a_blocked_head() -> None:
     assert r.placed == ()
     assert r.pending["head"].code is ReasonCode.INSUFFICIENT_CAPACITY
     assert r.pending["small"].code is ReasonCode.BLOCKED and "head" in r.pending["small"].message
+
+
+def _h100_and_a100() -> ClusterState:
+    kw: dict[str, Any] = dict(leaf="lf0", spine="sp0", superspine="ss0", template=None, nics=0)
+    return ClusterState(
+        [node("h100", gpus=8, model="H100", **kw), node("a100", gpus=4, model="A100", **kw)]
+    )
+
+
+def _any_then_a100_only(name: str, submitted_at: float) -> Job:
+    """A gang of 3 one-GPU pods of any model, then 3 of A100 only, 50 s long."""
+    return Job(
+        id=name,
+        submitted_at=submitted_at,
+        runtime_estimate=50.0,
+        roles=(
+            Role(name="any", replicas=3, resources=Resources(gpus=1)),
+            Role(name="a100only", replicas=3, resources=Resources(gpus=1), gpu_models="A100"),
+        ),
+    )
+
+
+def test_strict_fifo_places_a_gang_head_whose_roles_fit_only_the_most_constrained_first() -> None:
+    # role 'any' declared first would take the A100 node the A100-only role needs; the head
+    # is placed (its A100-only role on the A100 node) and the job behind it runs too
+    st = _h100_and_a100()
+    s = scheduler(st, policy="strict-fifo")
+    s.submit(_any_then_a100_only("head", submitted_at=0), now=0)
+    s.submit(job("next", gpus=4, submitted_at=1), now=1)
+    r = s.step(now=2)
+    assert set(r.placed) == {"head", "next"}
+    assert {b.node for b in s.status("head").bindings if b.pod.role == "a100only"} == {"a100"}
+
+
+def test_easy_reserves_for_a_gang_head_whose_roles_fit_only_most_constrained_first() -> None:
+    # at t=100 the A100 node is free and the H100 node has 5 GPUs: role 'any' declared first
+    # would best-fit the A100 node for ever; the head's reservation starts at t=100
+    st = _h100_and_a100()
+    s = scheduler(st, policy=EasyBackfill())
+    s.submit(job("on-a100", gpus=4, models="A100", runtime=100.0), now=0)
+    s.submit(job("on-h100", gpus=3, models="H100", runtime=500.0), now=0)
+    s.step(now=0)
+    s.submit(_any_then_a100_only("head", submitted_at=1), now=1)
+    s.submit(job("later", gpus=1, submitted_at=2, runtime=10.0), now=2)
+    r = s.step(now=2)
+    assert r.reservation is not None and r.reservation.job == "head"
+    assert r.reservation.start == 100.0
 
 
 def test_strict_fifo_quota_failure_blocks_only_that_tenants_queue() -> None:

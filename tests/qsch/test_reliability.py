@@ -24,6 +24,7 @@ from kant.model import Job, NodeSpec, ReasonCode, Tier
 from kant.preemption import PreemptionPolicy
 from kant.queueing import Backfill, Backoff, EasyBackfill, JobPhase, Queue
 from kant.scheduler import Scheduler
+from kant.state import ClusterState
 from kant.testing import ClusterBuilder, check_invariants, job, node
 
 from .conftest import nodes, pod, scheduler
@@ -130,6 +131,55 @@ def test_a_result_is_not_applied_to_a_node_removed_and_added_again_under_its_nam
         2,
     )
     assert s2.apply(r, 3).bound == ("j",)
+
+
+def _nominated_on_x() -> Scheduler:
+    """``high`` (8 H100 GPUs) preempted ``low`` and holds a nomination on node x."""
+    s = Scheduler(ClusterState([node("x", gpus=8, model="H100", leaf="lf0")]))
+    s.submit(job("low", gpus=8, models="H100"), now=0)
+    s.step(now=0)
+    s.submit(job("high", gpus=8, priority=5, models="H100"), now=1)
+    r = s.step(now=1)
+    assert [(n.job, [b.node for b in n.bindings]) for n in r.nominations] == [("high", ["x"])]
+    return s
+
+
+def test_a_nomination_does_not_hold_a_node_removed_and_added_again_under_its_name() -> None:
+    # x is lost with high's victim on it and comes back as an A100 node: high's nomination
+    # was for the H100 node, so it ends (high has no pool now) and an A100 job takes x
+    s = _nominated_on_x()
+    s.node_lost("x", 2)
+    s.node_added(node("x", gpus=8, model="A100", leaf="lf0"), 3)
+    s.submit(job("a100", gpus=8, models="A100"), now=4)
+    r = s.step(now=4)
+    assert r.dropped_nominations == ("high",)
+    assert r.placed == ("a100",) and r.pending["high"].code is ReasonCode.NO_POOL
+    assert s.queue.entry("high").nomination is None
+    check_invariants(s)
+
+
+def test_a_preemptor_whose_nominated_node_came_back_is_placed_on_the_node_there_now() -> None:
+    # the same model again: the nomination ends all the same, and high, which the victims'
+    # going left room for, is placed on x as on any free node
+    s = _nominated_on_x()
+    s.node_removed("x", 2)
+    s.node_added(node("x", gpus=8, model="H100", leaf="lf0"), 3)
+    r = s.step(now=4)
+    assert r.dropped_nominations == () and r.placed == ("high",)
+    assert [b.node for b in r.bindings] == ["x"]
+
+
+def test_a_nomination_is_not_kept_from_a_result_applied_after_its_node_came_back() -> None:
+    s = Scheduler(ClusterState([node("x", gpus=8, model="H100", leaf="lf0")]))
+    s.submit(job("low", gpus=8, models="H100"), now=0)
+    s.step(now=0)
+    s.submit(job("high", gpus=8, priority=5, models="H100"), now=1)
+    r = s.schedule(1)
+    assert [n.job for n in r.nominations] == ["high"]
+    s.node_lost("x", 2)
+    s.node_added(node("x", gpus=8, model="A100", leaf="lf0"), 3)
+    s.apply(r, 4)
+    assert s.queue.entry("high").nomination is None
 
 
 def test_a_fresh_result_still_applies_when_an_unrelated_job_changed_meanwhile() -> None:
