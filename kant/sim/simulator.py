@@ -561,10 +561,10 @@ class Simulator:
         end = start
         while self._heap:
             t, kind, _seq, payload = self._heap[0]
+            if self._idle_forever():  # (before the horizon: events left are dead ones)
+                break
             if t > horizon:
                 end = horizon
-                break
-            if self._idle_forever():
                 break
             heapq.heappop(self._heap)
             n = series.advance(s.cluster, t)
@@ -597,15 +597,17 @@ class Simulator:
 
     def _idle_forever(self) -> bool:
         """True when nothing can happen to a job any more: every arrival was processed,
-        nothing runs, and either no job waits or only node failures are left (no tick, wake
-        or repair due). Node failures alone never keep a finished simulation going."""
+        nothing runs or holds GPUs, and either no job waits or no tick, wake-up or repair is
+        due. The events left then change nothing: node failures (no job runs to interrupt,
+        and a waiting job waits on) and dead finishes and evictions (of runs that ended:
+        interrupted, failed, or finished within a grace period), whose times are no moment
+        of the run. Node failures alone never keep a finished simulation going."""
         if self._arrived < len(self.jobs) or self._running_jobs or self._held:
             return False
         if not self._pending_count():
             return True
-        if self._pending_recoveries or self._tick_at is not None or self._wakes:
-            return False
-        return all(item[1] == EventKind.NODE_FAIL for item in self._heap)
+        # (a live finish or eviction needs a running pod or one holding GPUs: none here)
+        return not (self._pending_recoveries or self._tick_at is not None or self._wakes)
 
     def _push(self, t: float, kind: EventKind, payload: Any) -> None:
         self._seq += 1
