@@ -89,6 +89,7 @@ from kant.metrics import (
     jtted,
     jwtd,
 )
+from kant.metrics.records import leaf_groups, placed_nodes
 from kant.model import (
     MILLI,
     Binding,
@@ -726,24 +727,16 @@ class Simulator:
             if r.started_at is None:
                 r.started_at = now
                 self._job_pool[jid] = self._pool_of.get(bs[0].node)
-                if job.gang:
-                    nodes = {b.node for b in bs}
+                if job.gang:  # (bound whole: no pod to remember)
+                    nodes = placed_nodes({}, bs, job.num_pods)
                     r.all_started_at = now
-            if not job.gang:  # (pods placed in later cycles count too)
-                first = r.first_nodes
-                for b in bs:
-                    first.setdefault(b.pod, b.node)
-                # counted once every pod was bound: JTTED compares a whole job's placement
-                # with its optimum (0 until then: not counted)
-                nodes = set()
-                if len(first) == job.num_pods:
-                    nodes = set(first.values())
-                    if r.all_started_at is None:
-                        r.all_started_at = now
+            if not job.gang:  # (pods placed in later cycles count too: 0 until all were)
+                nodes = placed_nodes(r.first_nodes, bs, job.num_pods)
+                if nodes is not None and r.all_started_at is None:
+                    r.all_started_at = now
             if nodes is not None:
-                leaves = {self._leaf_of.get(n) for n in nodes}
-                leaves.discard(None)
-                r.nodes_used, r.groups_used = len(nodes), len(leaves)
+                r.nodes_used = len(nodes)
+                r.groups_used = leaf_groups(nodes, self._leaf_of.get)
             if job.gang:
                 r.run += 1
                 r.active = True
