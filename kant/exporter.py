@@ -26,6 +26,7 @@ from typing import Any, Final
 from kant.cycle import CycleResult
 from kant.errors import DuplicateError, InvalidConfigError
 from kant.metrics import BUCKETS, gar, gfr, optimal_groups, optimal_nodes, size_bucket
+from kant.metrics.jobs import pool_shapes
 from kant.metrics.records import leaf_groups, placed_nodes, pod_shapes
 from kant.model import MILLI, Job, NodeSpec, PodId, ReasonCode, finite_time, is_int
 from kant.queueing import JobPhase
@@ -93,6 +94,10 @@ class MetricsExporter:
         # bound to, until every pod has been (a pod-level job's pods start in several cycles)
         self._placing: dict[tuple[str, int], dict[PodId, str]] = {}
         self._specs: dict[str, NodeSpec] = {}  # the nodes jobs were bound to (may be lost since)
+        # GPU model -> (GPUs per node, nodes per leaf) of the cluster's pools, as of the
+        # cluster's membership_version
+        self._shapes: dict[str | None, tuple[int, int]] = {}
+        self._shapes_version = -1
         self._jtted: dict[str, list[float]] = {}  # bucket -> [node sum, n, group sum, n]
         self._wait = Histogram(
             "kant_job_wait_seconds",
@@ -193,18 +198,25 @@ class MetricsExporter:
                 self._count_jtted(job, nodes)
 
     def _count_jtted(self, job: Job, nodes: set[str]) -> None:
-        s = self.scheduler
+        """Count ``job``'s JTTED, placed on ``nodes``, against the optimum of the pool it ran
+        in (its largest node, its largest leaf: the simulator's)."""
         specs = self._specs
-        bucket = size_bucket(job.gpu_units)
-        spec = specs[min(nodes)]
-        per_node = max(1, max(specs[n].gpus for n in nodes))  # (the largest)
-        row = self._jtted.setdefault(bucket, [0.0, 0.0, 0.0, 0.0])
+        cluster = self.scheduler.cluster
+        if self._shapes_version != cluster.membership_version:  # (once per node change)
+            self._shapes = pool_shapes(cluster.nodes())
+            self._shapes_version = cluster.membership_version
+        per_node, per_leaf = 1, 1
+        for n in nodes:  # (one pool, as a rule; its nodes count too, though lost since)
+            spec = specs[n]
+            g, leaf = self._shapes.get(spec.gpu_model, (spec.gpus, 1))
+            per_node = max(per_node, g, spec.gpus)
+            per_leaf = max(per_leaf, leaf)
+        row = self._jtted.setdefault(size_bucket(job.gpu_units), [0.0, 0.0, 0.0, 0.0])
         shapes = pod_shapes(job)
         row[0] += len(nodes) / optimal_nodes(job.gpu_units, per_node, shapes)
         row[1] += 1
         groups = leaf_groups(nodes, lambda n: specs[n].leaf)
         if groups:
-            per_leaf = max(1, sum(1 for n in s.cluster.nodes() if n.leaf == spec.leaf))
             row[2] += groups / optimal_groups(job.gpu_units, per_node, per_leaf, shapes)
             row[3] += 1
 

@@ -16,7 +16,7 @@ import numpy as np
 from kant.errors import ValidationError
 from kant.metrics.buckets import BUCKETS
 from kant.metrics.records import JobRecord
-from kant.model import MILLI
+from kant.model import MILLI, NodeSpec
 
 NAN = float("nan")
 
@@ -128,6 +128,26 @@ def optimal_groups(
     if nodes_per_leaf < 1:
         raise ValidationError("nodes_per_leaf", nodes_per_leaf, "must be >= 1")
     return math.ceil(optimal_nodes(gpus, gpus_per_node, pods) / nodes_per_leaf)
+
+
+def pool_shapes(nodes: Iterable[NodeSpec]) -> dict[str | None, tuple[int, int]]:
+    """GPU model -> (GPUs per node, nodes per leaf) for JTTED's optimal counts of a job that
+    runs in that pool: its largest node and its largest leaf (1 if its nodes have no leaf),
+    so the optimum is the fewest nodes and groups the pool allows (paper, section 4.5),
+    whatever the job's nodes or their names. Nodes without GPUs are left out."""
+    gpus: dict[str | None, int] = {}
+    leaves: dict[tuple[str | None, str], int] = {}
+    for n in nodes:
+        if not n.gpus:
+            continue
+        gpus[n.gpu_model] = max(gpus.get(n.gpu_model, 0), n.gpus)
+        if n.leaf is not None:
+            key = (n.gpu_model, n.leaf)
+            leaves[key] = leaves.get(key, 0) + 1
+    largest: dict[str | None, int] = {}
+    for (model, _leaf), count in leaves.items():
+        largest[model] = max(largest.get(model, 0), count)
+    return {model: (g, largest.get(model, 1)) for model, g in gpus.items()}
 
 
 @attrs.frozen(kw_only=True)

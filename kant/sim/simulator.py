@@ -89,6 +89,7 @@ from kant.metrics import (
     jtted,
     jwtd,
 )
+from kant.metrics.jobs import pool_shapes
 from kant.metrics.records import leaf_groups, placed_nodes
 from kant.model import (
     MILLI,
@@ -516,7 +517,7 @@ class Simulator:
                 raise ValidationError("failures", name, "names no node of the cluster")
         self._leaf_of = {n.name: n.leaf for n in cluster.nodes()}
         self._pool_of = {n.name: n.gpu_model for n in cluster.nodes()}
-        self._pool_shape = _pool_shapes(cluster.nodes())
+        self._pool_shape = pool_shapes(cluster.nodes())
         self._job_pool: dict[str, str | None] = {}
 
     # ----------------------------------------------------------------- the loop
@@ -1023,22 +1024,3 @@ def _least_start_milli(job: Job) -> int:
     if job.gang:
         return job.total_milli
     return min((r.resources.total_milli for r in job.roles if r.replicas), default=0)
-
-
-def _pool_shapes(nodes: Iterable[NodeSpec]) -> dict[str | None, tuple[int, int]]:
-    """GPU model -> (GPUs per node, nodes per leaf) for JTTED's optimal counts: the largest
-    node of the pool and its largest leaf (1 if its nodes have no leaf)."""
-    gpus: dict[str | None, int] = {}
-    leaves: dict[tuple[str | None, str], int] = {}
-    for n in nodes:
-        if not n.gpus:
-            continue
-        gpus[n.gpu_model] = max(gpus.get(n.gpu_model, 0), n.gpus)
-        if n.leaf is not None:
-            key = (n.gpu_model, n.leaf)
-            leaves[key] = leaves.get(key, 0) + 1
-    out: dict[str | None, tuple[int, int]] = {}
-    for model, g in gpus.items():
-        sizes = [c for (m, _leaf), c in leaves.items() if m == model]
-        out[model] = (g, max(sizes) if sizes else 1)
-    return out

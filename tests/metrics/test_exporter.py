@@ -311,3 +311,32 @@ def test_a_services_pods_started_in_two_cycles_count_both_nodes_as_the_simulator
         _value(fams, "kant_job_wait_seconds", "kant_job_wait_seconds_count", size_bucket="9-64")
         == 1
     )
+
+
+@pytest.mark.parametrize(("small", "big"), [("a", "b"), ("b", "a")])
+def test_a_gang_spanning_two_leaves_reads_the_same_group_ratio_whatever_the_leaves_names(
+    small: str, big: str
+) -> None:
+    # a leaf of 2 nodes and one of 4, 2 of whose nodes are taken: a 4-node gang spans both
+    # leaves, where the big leaf alone could hold it: 2 groups of an optimum of 1, as the
+    # simulator's JTTED reads it (the pool's largest leaf). The exporter read the leaf of the
+    # job's first node by name: 1.0 when the small leaf's name sorted first
+    from kant.metrics import jtted
+    from kant.metrics.records import JobRecord
+    from kant.model import Binding, PodId
+
+    state = ClusterBuilder().leaf(small, nodes=2).leaf(big, nodes=4).build()
+    for k in (2, 3):
+        pod = PodId(job="other", role="w", index=k)
+        state.bind(Binding(pod=pod, node=f"{big}-n{k}", gpus=range(8)))
+    s = Scheduler(state)
+    ex = MetricsExporter(s)
+    g = job("g", gpus=8, replicas=4, submitted_at=1, runtime=100)
+    s.submit(g, now=1)
+    ex.observe(1, s.step(now=1))
+    nodes = {b.node for b in s.status("g").bindings}
+    assert len({n.split("-")[0] for n in nodes}) == 2
+    fams = {f.name: f for f in text_string_to_metric_families(ex.exposition().decode())}
+    ratio = _value(fams, "kant_jtted_group_ratio", "kant_jtted_group_ratio", size_bucket="9-64")
+    rec = JobRecord.for_job(g, started_at=1, nodes_used=4, groups_used=2)
+    assert ratio == jtted([rec], nodes_per_leaf=4)["9-64"].group_ratio == 2.0
