@@ -13,7 +13,8 @@ follows, and that the metrics assume, are:
   occupied when it started (0 = unknown or never started);
 - ``preempted`` / ``requeued``: how many times it was chosen as a victim (once per cycle
   that chose it, evicted or not: kant's simulator counts a victim whose work ends within
-  its grace period too) / put back in the queue;
+  its grace period too) / put back in the queue (once per interruption: one cycle's
+  evictions of its pods, or one node failure under it, however many pods it took);
 - ``state``: a free-form final state such as ``"finished"``, ``"running"``, ``"pending"``,
   ``"failed"``.
 """

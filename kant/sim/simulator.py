@@ -436,6 +436,7 @@ class _Run:
     all_started_at: float | None = None  # (every pod bound at least once)
     preempted: int = 0
     requeued: int = 0
+    evicted_in: int = 0  # the cycle whose evictions last requeued it (one interruption)
 
 
 class Simulator:
@@ -637,7 +638,7 @@ class Simulator:
         elif kind is EventKind.FINISH:
             self._finish(*payload)
         elif kind is EventKind.EVICT:
-            self._evict(payload)
+            self._evict(*payload)
         elif kind is EventKind.NODE_FAIL:
             self._node_fail(*payload)
         elif kind is EventKind.NODE_UP:
@@ -766,7 +767,7 @@ class Simulator:
                 hit.add(v.job)
                 self._runs[v.job].preempted += 1
             self._note("preempt", v.job, "for={} reason={}", v.preemptor, v.reason.value)
-            self._push(self._now + self.cfg.grace_period, EventKind.EVICT, pods)
+            self._push(self._now + self.cfg.grace_period, EventKind.EVICT, (pods, self.cycles))
 
     def _finish(self, jid: str, pod: PodId | None, run: int) -> None:
         r = self._runs[jid]
@@ -795,7 +796,8 @@ class Simulator:
             self._note("finish", jid)
         self._changed()
 
-    def _evict(self, pods: Sequence[PodId]) -> None:
+    def _evict(self, pods: Sequence[PodId], cycle: int) -> None:
+        """The grace period of victim ``pods`` chosen by cycle number ``cycle`` ended."""
         q = self.s.queue
         now = self._now
         released: list[PodId] = []
@@ -809,9 +811,14 @@ class Simulator:
             self._note("evict", p)
             released.extend(report.released)
             requeued.update(dict.fromkeys(report.requeued))
-        # one eviction event is one interruption of each job it hits (kant reports the job
-        # as requeued with each of a gang's pods)
-        self._lost(released, requeued)
+        # one cycle's evictions are one interruption of each job they hit, however many
+        # victim units (a pod-level job's pods are one each) and events they took (kant
+        # reports the job as requeued with each of a gang's pods, and with each eviction)
+        runs = self._runs
+        again = [j for j in requeued if runs[j].evicted_in != cycle]
+        for j in again:
+            runs[j].evicted_in = cycle
+        self._lost(released, again)
         self._changed()
 
     def _node_fail(self, name: str, chain: int | None) -> None:
