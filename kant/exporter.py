@@ -26,8 +26,9 @@ from typing import Any, Final
 from kant.cycle import CycleResult
 from kant.errors import DuplicateError, InvalidConfigError
 from kant.metrics import BUCKETS, gar, gfr, optimal_groups, optimal_nodes, size_bucket
-from kant.metrics.records import pod_shapes
-from kant.model import MILLI, ReasonCode, finite_time, is_int
+from kant.metrics.jobs import pool_shapes
+from kant.metrics.records import leaf_groups, placed_nodes, pod_shapes
+from kant.model import MILLI, Job, NodeSpec, PodId, ReasonCode, finite_time, is_int
 from kant.queueing import JobPhase
 from kant.scheduler import Scheduler
 
@@ -89,6 +90,14 @@ class MetricsExporter:
         # (job, submission number) of the jobs already observed once started: a job counts
         # once, at its first start (kept for the jobs still in the queue's books)
         self._started: set[tuple[str, int]] = set()
+        # of those, the jobs whose JTTED is not counted yet: the node each pod was first
+        # bound to, until every pod has been (a pod-level job's pods start in several cycles)
+        self._placing: dict[tuple[str, int], dict[PodId, str]] = {}
+        self._specs: dict[str, NodeSpec] = {}  # the nodes jobs were bound to (may be lost since)
+        # GPU model -> (GPUs per node, nodes per leaf) of the cluster's pools, as of the
+        # cluster's membership_version
+        self._shapes: dict[str | None, tuple[int, int]] = {}
+        self._shapes_version = -1
         self._jtted: dict[str, list[float]] = {}  # bucket -> [node sum, n, group sum, n]
         self._wait = Histogram(
             "kant_job_wait_seconds",
@@ -159,36 +168,57 @@ class MetricsExporter:
         s = self.scheduler
         if len(self._started) > 2 * len(s.queue) + 1024:  # (forget the jobs forgotten)
             self._started = {k for k in self._started if _seq(s, k[0]) == k[1]}
+            self._placing = {k: v for k, v in self._placing.items() if k in self._started}
         for jid in result.placed:
             e = s.queue.get(jid)
             if e is None:
                 continue  # (it ended and the queue forgot it since: its start is gone)
             st = s.status(jid)
-            key = (jid, e.seq)
-            if st.started_at is None or key in self._started:
-                continue  # (a job started again after a requeue is counted at its first)
-            self._started.add(key)
-            job = s.queue.status(jid).job
-            bucket = size_bucket(job.gpu_units)
-            # the wait of JWTD: from its submission to its first start
-            self._wait.labels(size_bucket=bucket).observe(max(0.0, st.started_at - st.submitted_at))
-            if job.total_milli <= 0 or not st.bindings:
+            if st.started_at is None:
                 continue
-            nodes = {b.node for b in st.bindings}
-            spec = s.cluster.node(next(iter(sorted(nodes))))
-            per_node = max(1, max(s.cluster.node(n).gpus for n in nodes))  # (the largest)
-            row = self._jtted.setdefault(bucket, [0.0, 0.0, 0.0, 0.0])
-            shapes = pod_shapes(job)
-            row[0] += len(nodes) / optimal_nodes(job.gpu_units, per_node, shapes)
-            row[1] += 1
-            leaves = {s.cluster.node(n).leaf for n in nodes} - {None}
-            if leaves:
-                per_leaf = self._nodes_per_leaf(spec.leaf)
-                row[2] += len(leaves) / optimal_groups(job.gpu_units, per_node, per_leaf, shapes)
-                row[3] += 1
+            key = (jid, e.seq)
+            job = e.job
+            if key not in self._started:  # (a job started again after a requeue is counted
+                self._started.add(key)  # at its first start)
+                # the wait of JWTD: from its submission to its first start
+                wait = max(0.0, st.started_at - st.submitted_at)
+                self._wait.labels(size_bucket=size_bucket(job.gpu_units)).observe(wait)
+                if job.total_milli > 0:
+                    self._placing[key] = {}
+            first = self._placing.get(key)
+            if first is None:
+                continue  # (counted already, or no GPU job)
+            for b in st.bindings:
+                if b.node not in self._specs:
+                    self._specs[b.node] = s.cluster.node(b.node)
+            # JTTED counts the node each pod was first bound to, once every pod was bound
+            nodes = placed_nodes(first, st.bindings, job.num_pods)
+            if nodes is not None:
+                del self._placing[key]
+                self._count_jtted(job, nodes)
 
-    def _nodes_per_leaf(self, leaf: str | None) -> int:
-        return max(1, sum(1 for n in self.scheduler.cluster.nodes() if n.leaf == leaf))
+    def _count_jtted(self, job: Job, nodes: set[str]) -> None:
+        """Count ``job``'s JTTED, placed on ``nodes``, against the optimum of the pool it ran
+        in (its largest node, its largest leaf: the simulator's)."""
+        specs = self._specs
+        cluster = self.scheduler.cluster
+        if self._shapes_version != cluster.membership_version:  # (once per node change)
+            self._shapes = pool_shapes(cluster.nodes())
+            self._shapes_version = cluster.membership_version
+        per_node, per_leaf = 1, 1
+        for n in nodes:  # (one pool, as a rule; its nodes count too, though lost since)
+            spec = specs[n]
+            g, leaf = self._shapes.get(spec.gpu_model, (spec.gpus, 1))
+            per_node = max(per_node, g, spec.gpus)
+            per_leaf = max(per_leaf, leaf)
+        row = self._jtted.setdefault(size_bucket(job.gpu_units), [0.0, 0.0, 0.0, 0.0])
+        shapes = pod_shapes(job)
+        row[0] += len(nodes) / optimal_nodes(job.gpu_units, per_node, shapes)
+        row[1] += 1
+        groups = leaf_groups(nodes, lambda n: specs[n].leaf)
+        if groups:
+            row[2] += groups / optimal_groups(job.gpu_units, per_node, per_leaf, shapes)
+            row[3] += 1
 
     def _gauges(self, now: float) -> list[Any]:
         from prometheus_client.core import GaugeMetricFamily

@@ -191,6 +191,28 @@ def finite_time(now: object, call: str) -> float:
     return t
 
 
+_FLOAT_INT: Final = 2**1000  # (ints below it in size are finite floats)
+
+
+def finite_number(v: object, field: str, reason: str = "must be a finite number") -> float:
+    """``v`` as a float if it is a finite real number (bools refused), else
+    :class:`~kant.errors.ValidationError` naming ``field`` with ``reason`` (a caller checking
+    a range too gives the same reason for both). For the arguments of the metrics' API."""
+    if type(v) is float and math.isfinite(v):
+        return v
+    if type(v) is int and -_FLOAT_INT < v < _FLOAT_INT:
+        return float(v)
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise ValidationError(field, v, reason)
+    try:
+        f = float(v)
+    except OverflowError:  # (an int beyond the floats)
+        f = math.inf
+    if not math.isfinite(f):
+        raise ValidationError(field, v, reason)
+    return f
+
+
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 """An attrs field validator: ``check(instance, attribute, value)``, raising on a bad value."""
 

@@ -16,7 +16,7 @@ import numpy as np
 from kant.errors import ValidationError
 from kant.metrics.buckets import BUCKETS
 from kant.metrics.records import JobRecord
-from kant.model import MILLI
+from kant.model import MAX_GPUS_PER_NODE, MILLI, NodeSpec, finite_number, is_int
 
 NAN = float("nan")
 
@@ -45,8 +45,11 @@ def jwtd(records: Iterable[JobRecord], *, now: float | None = None) -> dict[str,
     Jobs that never started are left out of the statistics, unless ``now`` is given: then they
     count with the censored wait ``now - submitted_at`` (a lower bound; use it so that jobs a
     policy starves are not silently dropped). Percentiles interpolate linearly
-    (``numpy.percentile``'s default).
+    (``numpy.percentile``'s default). A ``now`` that is no finite number is refused
+    (:class:`~kant.errors.ValidationError`).
     """
+    if now is not None:
+        now = finite_number(now, "now")
     waits: dict[str, list[float]] = {}
     unstarted: dict[str, int] = {}
     for r in records:
@@ -96,8 +99,13 @@ def optimal_nodes(gpus: float, gpus_per_node: int, pods: Sequence[PodShape] = ()
     what the most demanding role's shares fill alone (two shares above 500 milli never share
     a GPU). For a job of one role this is exact in GPUs; for several, the largest of these
     bounds (a bound: no placement uses fewer)."""
-    if gpus_per_node < 1:
-        raise ValidationError("gpus_per_node", gpus_per_node, "must be >= 1")
+    why = "must be a finite number >= 0"
+    if finite_number(gpus, "gpus", why) < 0:
+        raise ValidationError("gpus", gpus, why)
+    if not is_int(gpus_per_node) or not 1 <= gpus_per_node <= MAX_GPUS_PER_NODE:
+        raise ValidationError(
+            "gpus_per_node", gpus_per_node, f"must be an int in [1, {MAX_GPUS_PER_NODE}]"
+        )
     best = max(1, math.ceil(gpus / gpus_per_node - 1e-9))
     whole = 0  # GPUs the whole-GPU pods hold
     share_milli = 0  # what the shares hold, all roles together (shares of roles may pair)
@@ -125,9 +133,29 @@ def optimal_groups(
 ) -> int:
     """Fewest leaf groups (NodeNetGroups) for the optimal node count:
     ``ceil(optimal_nodes / nodes_per_leaf)``."""
-    if nodes_per_leaf < 1:
-        raise ValidationError("nodes_per_leaf", nodes_per_leaf, "must be >= 1")
+    if not is_int(nodes_per_leaf) or nodes_per_leaf < 1:
+        raise ValidationError("nodes_per_leaf", nodes_per_leaf, "must be an int >= 1")
     return math.ceil(optimal_nodes(gpus, gpus_per_node, pods) / nodes_per_leaf)
+
+
+def pool_shapes(nodes: Iterable[NodeSpec]) -> dict[str | None, tuple[int, int]]:
+    """GPU model -> (GPUs per node, nodes per leaf) for JTTED's optimal counts of a job that
+    runs in that pool: its largest node and its largest leaf (1 if its nodes have no leaf),
+    so the optimum is the fewest nodes and groups the pool allows (paper, section 4.5),
+    whatever the job's nodes or their names. Nodes without GPUs are left out."""
+    gpus: dict[str | None, int] = {}
+    leaves: dict[tuple[str | None, str], int] = {}
+    for n in nodes:
+        if not n.gpus:
+            continue
+        gpus[n.gpu_model] = max(gpus.get(n.gpu_model, 0), n.gpus)
+        if n.leaf is not None:
+            key = (n.gpu_model, n.leaf)
+            leaves[key] = leaves.get(key, 0) + 1
+    largest: dict[str | None, int] = {}
+    for (model, _leaf), count in leaves.items():
+        largest[model] = max(largest.get(model, 0), count)
+    return {model: (g, largest.get(model, 1)) for model, g in gpus.items()}
 
 
 @attrs.frozen(kw_only=True)

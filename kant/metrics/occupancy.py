@@ -38,8 +38,17 @@ import numpy.typing as npt
 
 from kant.errors import InvariantError, ValidationError
 from kant.metrics.allocation import gar, gfr
-from kant.model import MILLI
+from kant.model import MILLI, finite_number, is_int
 from kant.state import ClusterState
+
+
+def _gpus(v: object) -> float:
+    """A GPU count: a finite number >= 0, else ValidationError naming ``total_gpus``."""
+    why = "must be a finite number >= 0"
+    total = finite_number(v, "total_gpus", why)
+    if total < 0:
+        raise ValidationError("total_gpus", v, why)
+    return total
 
 
 def _milli(v: int | Iterable[int]) -> int:
@@ -54,14 +63,16 @@ class SorCollector:
 
     ``start`` is the beginning of the measured window; ``total_gpus`` the capacity then.
     Times are seconds (any epoch). An event earlier than the previous one raises
-    :class:`~kant.errors.ValidationError`, as does releasing more than a job holds.
+    :class:`~kant.errors.ValidationError`, as does releasing more than a job holds, and so
+    does a time or a GPU count that is no finite number (here, in an event or in a query),
+    naming it: nothing is changed then.
     """
 
     def __init__(self, *, start: float = 0.0, total_gpus: float = 0.0) -> None:
-        self.start = float(start)
+        self.start = finite_number(start, "start")
         self._t = self.start
         self._alloc_milli = 0
-        self._total = float(total_gpus)
+        self._total = _gpus(total_gpus)
         self._counted: dict[str, int] = {}
         self._pending: dict[str, int] = {}
         # Breakpoints: time, cumulative allocated milli-seconds, cumulative GPU-seconds, and
@@ -76,10 +87,9 @@ class SorCollector:
 
     def on_capacity(self, total_gpus: float, t: float) -> None:
         """From ``t`` on the cluster has ``total_gpus`` GPUs."""
-        if not (isinstance(total_gpus, int | float) and total_gpus >= 0):
-            raise ValidationError("total_gpus", total_gpus, "must be a number >= 0")
+        total = _gpus(total_gpus)
         self._advance(t)
-        self._total = float(total_gpus)
+        self._total = total
         self._mark()
 
     def on_pods_bound(
@@ -147,9 +157,12 @@ class SorCollector:
     def gpu_seconds(self, until: float | None = None) -> tuple[float, float]:
         """``(allocated GPU-seconds, available GPU-seconds)`` from ``start`` to ``until``
         (default: the latest event; a later time extends the current rates)."""
-        t = self._t if until is None else float(until)
+        return self._seconds(until, "until")
+
+    def _seconds(self, until: float | None, field: str) -> tuple[float, float]:
+        t = self._t if until is None else finite_number(until, field)
         if t < self.start:
-            raise ValidationError("until", until, f"is before start={self.start}")
+            raise ValidationError(field, until, f"is before start={self.start}")
         i = bisect.bisect_right(self._bt, t) - 1
         dt = t - self._bt[i]
         return (
@@ -160,8 +173,8 @@ class SorCollector:
     def sor(self, until: float | None = None, since: float | None = None) -> float:
         """SOR over ``[since, until]`` (default: ``start`` to the latest event); 0.0 when no
         GPU-time was available."""
-        a1, c1 = self.gpu_seconds(until)
-        a0, c0 = (0.0, 0.0) if since is None else self.gpu_seconds(since)
+        a1, c1 = self._seconds(until, "until")
+        a0, c0 = (0.0, 0.0) if since is None else self._seconds(since, "since")
         avail = c1 - c0
         return (a1 - a0) / avail if avail > 0 else 0.0
 
@@ -172,8 +185,8 @@ class SorCollector:
     # ----------------------------------------------------------------- internals
 
     def _advance(self, t: float) -> None:
-        if not (isinstance(t, int | float) and math.isfinite(t)):
-            raise ValidationError("t", t, "must be a finite number")
+        if type(t) is not float or not math.isfinite(t):  # (a float: every simulator event)
+            t = finite_number(t, "t")
         if t < self._t:
             raise ValidationError("t", t, f"events must not go back in time (last {self._t})")
         self._t = float(t)
@@ -216,7 +229,9 @@ class TimeSeries:
     An orchestrator can instead call :meth:`sample` whenever it likes. ``sor`` (optional) is
     the :class:`SorCollector` fed with the same events; without it SOR reads NaN. ``pool``
     restricts GAR and GFR to one GPU model. ``max_samples`` (None: no limit): :meth:`advance`
-    raises ValidationError rather than record more (a run whose times run far away).
+    raises ValidationError rather than record more (a run whose times run far away). An
+    ``interval``, ``start``, sample time or ``t`` that is no finite number is refused with a
+    ValidationError naming it (an infinite one would never be reached, or sampled for ever).
     """
 
     def __init__(
@@ -229,16 +244,30 @@ class TimeSeries:
         pool: str | None = None,
         max_samples: int | None = None,
     ) -> None:
+        if max_samples is not None and (not is_int(max_samples) or max_samples < 0):
+            raise ValidationError("max_samples", max_samples, "must be None or an int >= 0")
         self.max_samples = max_samples
         if (interval is None) == (times is None):
             raise ValidationError("interval", interval, "give exactly one of interval / times")
-        if interval is not None and not interval > 0:
-            raise ValidationError("interval", interval, "must be > 0")
+        if interval is not None:
+            why = "must be a finite number > 0"
+            if not finite_number(interval, "interval", why) > 0:
+                raise ValidationError("interval", interval, why)
+        start = finite_number(start, "start")
+        sample_times = None
+        if times is not None:
+            try:
+                given = list(times)
+            except TypeError:
+                raise ValidationError("times", times, "must be finite numbers") from None
+            sample_times = sorted(
+                finite_number(x, "times", "must be finite numbers") for x in given
+            )
         self.sor = sor
         self.pool = pool
         self._interval = interval
-        self._start = float(start)
-        self._times = None if times is None else sorted(float(x) for x in times)
+        self._start = start
+        self._times = sample_times
         self._k = 0
         self.samples: list[Sample] = []
 
@@ -251,9 +280,10 @@ class TimeSeries:
 
     def sample(self, state: ClusterState, t: float) -> Sample:
         """Measure ``state`` now, record it as time ``t`` and return it."""
+        t = finite_number(t, "t")
         g = gfr(state, self.pool)
         s = Sample(
-            t=float(t),
+            t=t,
             gar=gar(state, self.pool),
             sor=self.sor.sor(until=t) if self.sor is not None else math.nan,
             gfr=g.ratio,
@@ -266,6 +296,8 @@ class TimeSeries:
         """Record every due sample time before ``t`` (up to and including ``t`` if
         ``inclusive``) with the current state; returns how many were recorded. GAR and GFR are
         measured once per call."""
+        if type(t) is not float or not math.isfinite(t):  # (a float: every simulator event)
+            t = finite_number(t, "t")
         first: Sample | None = None
         n = 0
         while True:

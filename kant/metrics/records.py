@@ -13,20 +13,22 @@ follows, and that the metrics assume, are:
   occupied when it started (0 = unknown or never started);
 - ``preempted`` / ``requeued``: how many times it was chosen as a victim (once per cycle
   that chose it, evicted or not: kant's simulator counts a victim whose work ends within
-  its grace period too) / put back in the queue;
+  its grace period too) / put back in the queue (once per interruption: one cycle's
+  evictions of its pods, or one node failure under it, however many pods it took);
 - ``state``: a free-form final state such as ``"finished"``, ``"running"``, ``"pending"``,
   ``"failed"``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
 
 from kant.errors import ValidationError
 from kant.metrics.buckets import size_bucket
-from kant.model import Job, name, number
+from kant.model import Binding, Job, PodId, name, number
 
 _time = number(ValidationError, low=0, finite=True)
 _opt_time = number(ValidationError, low=0, finite=True, optional=True)
@@ -58,6 +60,31 @@ def pod_shapes(job: Job) -> tuple[tuple[int, int, int], ...]:
         for r in job.roles
         if r.resources.gpus or r.resources.gpu_milli
     )
+
+
+def placed_nodes(
+    first: dict[PodId, str], bindings: Iterable[Binding], num_pods: int
+) -> set[str] | None:
+    """The nodes a job's ``nodes_used`` / ``groups_used`` count: the node each of its
+    ``num_pods`` pods was first bound to, once every one has been bound (None before).
+
+    ``first`` is what earlier calls noted for the job (pod -> node; the caller keeps one per
+    job, empty at first); ``bindings`` are bindings of the job's pods made since (a cycle's,
+    or all it holds now): they are noted in ``first``, a pod already there keeping its node.
+    A gang, bound whole, is placed at its first start; a pod-level job's pods may start in
+    several cycles, and its optimum reads them all (counting the first cycle's pods only
+    read ratios below the optimum). The simulator and the exporter both count so."""
+    for b in bindings:
+        first.setdefault(b.pod, b.node)
+    return set(first.values()) if len(first) >= num_pods else None
+
+
+def leaf_groups(nodes: Iterable[str], leaf_of: Callable[[str], str | None]) -> int:
+    """The leaf groups (NodeNetGroups) ``nodes`` span: the distinct leaves ``leaf_of`` gives
+    them, nodes without a leaf left out (0: no leaf information)."""
+    leaves = {leaf_of(n) for n in nodes}
+    leaves.discard(None)
+    return len(leaves)
 
 
 @attrs.frozen(kw_only=True)

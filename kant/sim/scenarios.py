@@ -16,8 +16,9 @@ Built-in scenarios, by name (:func:`make_scenario`):
 
 Trace scenarios (:func:`trace_scenario`): ``philly``, ``openb`` or ``swf`` jobs from the
 shared trace folder (or a given file), on a cluster file (``--cluster``) or a default cluster:
-openb's own node list; an SWF log that names its ``MaxProcs`` on its own machine (that many
-GPUs, 8 per node; resizing is explicit: ``load=``, ``kant simulate --trace swf --load L``);
+openb's own node list; an SWF log that names its ``MaxProcs`` on its own machine (exactly
+that many GPUs, 8 per node, the last node holding the rest: :func:`swf_machine`; resizing
+is explicit: ``load=``, ``kant simulate --trace swf --load L``);
 Philly (and an SWF log without ``MaxProcs``) a fat tree of 8-GPU nodes sized so that the
 largest job fits and the offered load is about 0.8.
 
@@ -76,6 +77,7 @@ __all__ = [
     "preemption_name",
     "run_scenario",
     "scenario_from_options",
+    "swf_machine",
     "trace_scenario",
     "trace_warmup",
 ]
@@ -745,6 +747,24 @@ def cluster_for_jobs(
     return fat_tree_for_nodes(nodes, nodes_per_leaf=min(nodes_per_leaf, nodes))
 
 
+def swf_machine(procs: int, *, nodes_per_leaf: int = 32) -> ClusterDescription:
+    """An SWF log's own machine of ``procs`` processors: exactly ``procs`` GPUs, one per
+    processor, as the fat tree of DGX-like 8-GPU nodes :func:`cluster_for_jobs` builds, its
+    last node holding the rest when ``procs`` is no multiple of 8 (``MaxProcs`` 100: 12 nodes
+    of 8 and one of 4, in the same leaf). That node has as many NICs as GPUs and no node
+    template (a template is per node shape, and a shape made for one log would have to be
+    registered in every process that runs it): placement sees its GPUs without their links."""
+    if not is_int(procs) or procs < 1:
+        raise ValidationError("MaxProcs", procs, "must be an int >= 1")
+    n = -(-procs // 8)
+    desc = fat_tree_for_nodes(n, nodes_per_leaf=min(nodes_per_leaf, n))
+    rest = procs % 8
+    if not rest:
+        return desc
+    last = attrs.evolve(desc.nodes[-1], gpus=rest, rdma_nics=rest, template=None)
+    return ClusterDescription(nodes=(*desc.nodes[:-1], last), templates=desc.templates)
+
+
 def trace_warmup(jobs: Sequence[Job], warmup: float = 0.1) -> float:
     """The warm-up share of a trace's arrival span that starts its observation window
     ``warmup`` of the way from the start of its busy stretch (:func:`busy_window`) to its
@@ -908,7 +928,7 @@ def trace_scenario(
                     "machine has (size a cluster for the log with a load, or give a cluster)",
                     where=str(path),
                 )  # fmt: skip
-            desc = cluster_for_jobs(work, load=math.inf, min_gpus=procs)
+            desc = swf_machine(procs)
             where = "the log's own machine, MaxProcs"
         else:
             target = TARGET_LOAD if load is None else float(load)

@@ -89,6 +89,8 @@ from kant.metrics import (
     jtted,
     jwtd,
 )
+from kant.metrics.jobs import pool_shapes
+from kant.metrics.records import leaf_groups, placed_nodes
 from kant.model import (
     MILLI,
     Binding,
@@ -434,6 +436,7 @@ class _Run:
     all_started_at: float | None = None  # (every pod bound at least once)
     preempted: int = 0
     requeued: int = 0
+    evicted_in: int = 0  # the cycle whose evictions last requeued it (one interruption)
 
 
 class Simulator:
@@ -515,7 +518,7 @@ class Simulator:
                 raise ValidationError("failures", name, "names no node of the cluster")
         self._leaf_of = {n.name: n.leaf for n in cluster.nodes()}
         self._pool_of = {n.name: n.gpu_model for n in cluster.nodes()}
-        self._pool_shape = _pool_shapes(cluster.nodes())
+        self._pool_shape = pool_shapes(cluster.nodes())
         self._job_pool: dict[str, str | None] = {}
 
     # ----------------------------------------------------------------- the loop
@@ -561,10 +564,10 @@ class Simulator:
         end = start
         while self._heap:
             t, kind, _seq, payload = self._heap[0]
+            if self._idle_forever():  # (before the horizon: events left are dead ones)
+                break
             if t > horizon:
                 end = horizon
-                break
-            if self._idle_forever():
                 break
             heapq.heappop(self._heap)
             n = series.advance(s.cluster, t)
@@ -597,15 +600,17 @@ class Simulator:
 
     def _idle_forever(self) -> bool:
         """True when nothing can happen to a job any more: every arrival was processed,
-        nothing runs, and either no job waits or only node failures are left (no tick, wake
-        or repair due). Node failures alone never keep a finished simulation going."""
+        nothing runs or holds GPUs, and either no job waits or no tick, wake-up or repair is
+        due. The events left then change nothing: node failures (no job runs to interrupt,
+        and a waiting job waits on) and dead finishes and evictions (of runs that ended:
+        interrupted, failed, or finished within a grace period), whose times are no moment
+        of the run. Node failures alone never keep a finished simulation going."""
         if self._arrived < len(self.jobs) or self._running_jobs or self._held:
             return False
         if not self._pending_count():
             return True
-        if self._pending_recoveries or self._tick_at is not None or self._wakes:
-            return False
-        return all(item[1] == EventKind.NODE_FAIL for item in self._heap)
+        # (a live finish or eviction needs a running pod or one holding GPUs: none here)
+        return not (self._pending_recoveries or self._tick_at is not None or self._wakes)
 
     def _push(self, t: float, kind: EventKind, payload: Any) -> None:
         self._seq += 1
@@ -633,7 +638,7 @@ class Simulator:
         elif kind is EventKind.FINISH:
             self._finish(*payload)
         elif kind is EventKind.EVICT:
-            self._evict(payload)
+            self._evict(*payload)
         elif kind is EventKind.NODE_FAIL:
             self._node_fail(*payload)
         elif kind is EventKind.NODE_UP:
@@ -724,24 +729,16 @@ class Simulator:
             if r.started_at is None:
                 r.started_at = now
                 self._job_pool[jid] = self._pool_of.get(bs[0].node)
-                if job.gang:
-                    nodes = {b.node for b in bs}
+                if job.gang:  # (bound whole: no pod to remember)
+                    nodes = placed_nodes({}, bs, job.num_pods)
                     r.all_started_at = now
-            if not job.gang:  # (pods placed in later cycles count too)
-                first = r.first_nodes
-                for b in bs:
-                    first.setdefault(b.pod, b.node)
-                # counted once every pod was bound: JTTED compares a whole job's placement
-                # with its optimum (0 until then: not counted)
-                nodes = set()
-                if len(first) == job.num_pods:
-                    nodes = set(first.values())
-                    if r.all_started_at is None:
-                        r.all_started_at = now
+            if not job.gang:  # (pods placed in later cycles count too: 0 until all were)
+                nodes = placed_nodes(r.first_nodes, bs, job.num_pods)
+                if nodes is not None and r.all_started_at is None:
+                    r.all_started_at = now
             if nodes is not None:
-                leaves = {self._leaf_of.get(n) for n in nodes}
-                leaves.discard(None)
-                r.nodes_used, r.groups_used = len(nodes), len(leaves)
+                r.nodes_used = len(nodes)
+                r.groups_used = leaf_groups(nodes, self._leaf_of.get)
             if job.gang:
                 r.run += 1
                 r.active = True
@@ -770,7 +767,7 @@ class Simulator:
                 hit.add(v.job)
                 self._runs[v.job].preempted += 1
             self._note("preempt", v.job, "for={} reason={}", v.preemptor, v.reason.value)
-            self._push(self._now + self.cfg.grace_period, EventKind.EVICT, pods)
+            self._push(self._now + self.cfg.grace_period, EventKind.EVICT, (pods, self.cycles))
 
     def _finish(self, jid: str, pod: PodId | None, run: int) -> None:
         r = self._runs[jid]
@@ -799,7 +796,8 @@ class Simulator:
             self._note("finish", jid)
         self._changed()
 
-    def _evict(self, pods: Sequence[PodId]) -> None:
+    def _evict(self, pods: Sequence[PodId], cycle: int) -> None:
+        """The grace period of victim ``pods`` chosen by cycle number ``cycle`` ended."""
         q = self.s.queue
         now = self._now
         released: list[PodId] = []
@@ -813,9 +811,14 @@ class Simulator:
             self._note("evict", p)
             released.extend(report.released)
             requeued.update(dict.fromkeys(report.requeued))
-        # one eviction event is one interruption of each job it hits (kant reports the job
-        # as requeued with each of a gang's pods)
-        self._lost(released, requeued)
+        # one cycle's evictions are one interruption of each job they hit, however many
+        # victim units (a pod-level job's pods are one each) and events they took (kant
+        # reports the job as requeued with each of a gang's pods, and with each eviction)
+        runs = self._runs
+        again = [j for j in requeued if runs[j].evicted_in != cycle]
+        for j in again:
+            runs[j].evicted_in = cycle
+        self._lost(released, again)
         self._changed()
 
     def _node_fail(self, name: str, chain: int | None) -> None:
@@ -1028,22 +1031,3 @@ def _least_start_milli(job: Job) -> int:
     if job.gang:
         return job.total_milli
     return min((r.resources.total_milli for r in job.roles if r.replicas), default=0)
-
-
-def _pool_shapes(nodes: Iterable[NodeSpec]) -> dict[str | None, tuple[int, int]]:
-    """GPU model -> (GPUs per node, nodes per leaf) for JTTED's optimal counts: the largest
-    node of the pool and its largest leaf (1 if its nodes have no leaf)."""
-    gpus: dict[str | None, int] = {}
-    leaves: dict[tuple[str | None, str], int] = {}
-    for n in nodes:
-        if not n.gpus:
-            continue
-        gpus[n.gpu_model] = max(gpus.get(n.gpu_model, 0), n.gpus)
-        if n.leaf is not None:
-            key = (n.gpu_model, n.leaf)
-            leaves[key] = leaves.get(key, 0) + 1
-    out: dict[str | None, tuple[int, int]] = {}
-    for model, g in gpus.items():
-        sizes = [c for (m, _leaf), c in leaves.items() if m == model]
-        out[model] = (g, max(sizes) if sizes else 1)
-    return out

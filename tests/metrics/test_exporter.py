@@ -277,3 +277,66 @@ def test_jtted_on_nodes_of_two_sizes_counts_the_larger_node() -> None:
     assert len({b.node for b in s.status("g").bindings}) == 2
     row = ex._jtted["9-64"]
     assert row[0] / row[1] == 1.0
+
+
+def test_a_services_pods_started_in_two_cycles_count_both_nodes_as_the_simulator_does() -> None:
+    # svc's first pod starts at t=1 on the free node, its second at t=100 when the blocker
+    # ends: two nodes, its optimum (the exporter counted the first cycle's node only: a
+    # NodeNum ratio of 0.5, better than the optimum, where the simulator reads 1.0)
+    from kant.sim import SimConfig, Simulator
+
+    def jobs() -> list[Any]:
+        return [job("blocker", gpus=8, submitted_at=0, runtime=100),
+                job("svc", gpus=8, replicas=2, gang=False, submitted_at=1, runtime=1000)]  # fmt: skip
+
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=2).build())
+    ex = MetricsExporter(s)
+    blocker, svc = jobs()
+    s.submit(blocker, now=0)
+    ex.observe(0, s.step(now=0))
+    s.submit(svc, now=1)
+    ex.observe(1, s.step(now=1))
+    assert len(s.status("svc").bindings) == 1
+    for b in s.status("blocker").bindings:
+        s.pod_finished(b.pod, 100)
+    ex.observe(100, s.step(now=100))
+    assert len({b.node for b in s.status("svc").bindings}) == 2
+    fams = {f.name: f for f in text_string_to_metric_families(ex.exposition().decode())}
+    ratio = _value(fams, "kant_jtted_node_ratio", "kant_jtted_node_ratio", size_bucket="9-64")
+    sim = Scheduler(ClusterBuilder().leaf("lf0", nodes=2).build())
+    res = Simulator(sim, jobs(), SimConfig(tick=0)).run()
+    assert ratio == res.summary.jtted["9-64"].node_ratio == 1.0
+    # and its wait is counted once, at its first start
+    assert (
+        _value(fams, "kant_job_wait_seconds", "kant_job_wait_seconds_count", size_bucket="9-64")
+        == 1
+    )
+
+
+@pytest.mark.parametrize(("small", "big"), [("a", "b"), ("b", "a")])
+def test_a_gang_spanning_two_leaves_reads_the_same_group_ratio_whatever_the_leaves_names(
+    small: str, big: str
+) -> None:
+    # a leaf of 2 nodes and one of 4, 2 of whose nodes are taken: a 4-node gang spans both
+    # leaves, where the big leaf alone could hold it: 2 groups of an optimum of 1, as the
+    # simulator's JTTED reads it (the pool's largest leaf). The exporter read the leaf of the
+    # job's first node by name: 1.0 when the small leaf's name sorted first
+    from kant.metrics import jtted
+    from kant.metrics.records import JobRecord
+    from kant.model import Binding, PodId
+
+    state = ClusterBuilder().leaf(small, nodes=2).leaf(big, nodes=4).build()
+    for k in (2, 3):
+        pod = PodId(job="other", role="w", index=k)
+        state.bind(Binding(pod=pod, node=f"{big}-n{k}", gpus=range(8)))
+    s = Scheduler(state)
+    ex = MetricsExporter(s)
+    g = job("g", gpus=8, replicas=4, submitted_at=1, runtime=100)
+    s.submit(g, now=1)
+    ex.observe(1, s.step(now=1))
+    nodes = {b.node for b in s.status("g").bindings}
+    assert len({n.split("-")[0] for n in nodes}) == 2
+    fams = {f.name: f for f in text_string_to_metric_families(ex.exposition().decode())}
+    ratio = _value(fams, "kant_jtted_group_ratio", "kant_jtted_group_ratio", size_bucket="9-64")
+    rec = JobRecord.for_job(g, started_at=1, nodes_used=4, groups_used=2)
+    assert ratio == jtted([rec], nodes_per_leaf=4)["9-64"].group_ratio == 2.0

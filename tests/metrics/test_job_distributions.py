@@ -188,3 +188,23 @@ def test_no_placement_ever_uses_fewer_nodes_than_the_optimal_and_binpack_reaches
     assert used >= opt
     if gpus:
         assert used == opt  # whole GPUs on an empty cluster: binpack fills node after node
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [math.inf, math.nan, -math.inf, 10**400, "10", True],
+    ids=["inf", "nan", "-inf", "10**400", "str", "bool"],
+)
+def test_jwtd_and_the_fewest_nodes_refuse_a_value_that_is_no_finite_number(bad: object) -> None:
+    # (jwtd(now=nan) counted the unstarted job with a wait of 0; optimal_nodes(nan) raised
+    # a builtin ValueError)
+    recs = [JobRecord(job_id="a", gpus=1, submitted_at=10.0)]
+    with pytest.raises(ValidationError) as exc:
+        jwtd(recs, now=bad)  # type: ignore[arg-type]
+    assert exc.value.field == "now"
+    with pytest.raises(ValidationError) as exc:
+        optimal_nodes(bad, 8)  # type: ignore[arg-type]
+    assert exc.value.field == "gpus"
+    with pytest.raises(ValidationError) as exc:
+        optimal_groups(16, bad, 4)  # type: ignore[arg-type]
+    assert exc.value.field == "gpus_per_node"

@@ -109,3 +109,47 @@ def test_a_time_series_with_explicit_times_and_no_sor_collector() -> None:
         TimeSeries()
     with pytest.raises(ValidationError):
         TimeSeries(interval=0)
+
+
+NOT_FINITE = [math.inf, -math.inf, math.nan, 10**400, "10", None, True]
+
+
+@pytest.mark.parametrize(
+    "bad", NOT_FINITE, ids=["inf", "-inf", "nan", "10**400", "str", "None", "bool"]
+)
+def test_a_time_or_amount_that_is_no_finite_number_is_refused_naming_it_and_changes_nothing(
+    bad: object,
+) -> None:
+    # (accepted before: a collector of inf GPUs read SOR 0, a sample interval of inf recorded
+    # a sample at t=nan, a NaN sample time was kept, sor(until=nan) read 0)
+    st = ClusterBuilder().leaf("lf", nodes=1).build()
+    sor = SorCollector(total_gpus=8)
+    sor.on_pods_bound("a", 8000, 10, gang=False, job_complete=False)
+    calls: list[tuple[str, object]] = [
+        ("total_gpus", lambda: SorCollector(total_gpus=bad)),
+        ("start", lambda: SorCollector(start=bad)),
+        ("total_gpus", lambda: sor.on_capacity(bad, 20)),
+        ("t", lambda: sor.on_capacity(4, bad)),
+        ("until", lambda: sor.gpu_seconds(bad)),
+        ("until", lambda: sor.sor(until=bad)),
+        ("since", lambda: sor.sor(until=10, since=bad)),
+        ("interval", lambda: TimeSeries(interval=bad)),
+        ("start", lambda: TimeSeries(interval=10, start=bad)),
+        ("times", lambda: TimeSeries(times=[0.0, bad, 50.0])),
+    ]
+    if bad is not None:  # (None: the default, no bound)
+        calls.append(("t", lambda: TimeSeries(sor, interval=10).advance(st, bad)))
+        calls.append(("t", lambda: TimeSeries(sor, interval=10).sample(st, bad)))
+    for field, call in calls:
+        if bad is None and field in ("until", "since"):
+            continue  # (None: the latest event / the start)
+        with pytest.raises(ValidationError) as exc:
+            call()  # type: ignore[operator]
+        assert exc.value.field == field, (field, exc.value)
+    assert sor.total_gpus == 8 and sor.now == 10 and sor.sor(until=20) == 0.5
+
+
+def test_a_time_series_refuses_a_sample_time_that_is_no_number_before_recording_any() -> None:
+    with pytest.raises(ValidationError) as exc:
+        TimeSeries(times=[0.0, math.nan, 50.0])
+    assert exc.value.field == "times" and math.isnan(exc.value.value)

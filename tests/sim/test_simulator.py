@@ -402,6 +402,42 @@ def test_an_evicted_gang_is_one_preemption_and_one_requeue_whatever_its_pods() -
     assert low.finished_at == 330 + 870
 
 
+@pytest.mark.parametrize("cause", ["preemption", "node failure"])
+def test_one_interruption_of_a_services_two_pods_counts_one_requeue_whatever_caused_it(
+    cause: str,
+) -> None:
+    # both pods of svc lose their GPUs at the same instant and it goes back to the queue
+    # once: one requeue (a preemption of the two pods in one cycle counted 2, one per victim
+    # pod, where a node failure counted 1)
+    svc = job("svc", gpus=4, replicas=2, gang=False, submitted_at=0, runtime=1000)
+    if cause == "preemption":
+        hi = job("hi", gpus=8, submitted_at=100, runtime=50, priority=10)
+        res = run(scenario([svc, hi], grace=10.0), PRIORITY)
+        assert res.summary.preemptions == 2 and res.summary.evicted_pods == 2
+        assert [e.t for e in res.trace if e.kind == "evict"] == [110, 110]
+    else:
+        res = run(scenario([svc], failures=((100.0, "lf0-n0"),), mttr=10.0))
+    r = res.record("svc")
+    assert r.requeued == 1 and r.preempted == (cause == "preemption")
+    assert [e.t for e in res.trace if e.kind == "requeue"] == [
+        110 if cause == "preemption" else 100
+    ]
+
+
+def test_a_services_pods_evicted_by_two_cycles_are_two_requeues() -> None:
+    # two preemptions, at 100 and 200, each of one pod: two interruptions
+    sc = scenario(
+        [
+            job("svc", gpus=4, replicas=2, gang=False, submitted_at=0, runtime=1000),
+            job("h1", gpus=4, submitted_at=100, runtime=1000, priority=10),
+            job("h2", gpus=4, submitted_at=200, runtime=1000, priority=10),
+        ],
+        grace=10.0,
+    )
+    r = run(sc, PRIORITY).record("svc")
+    assert (r.preempted, r.requeued) == (2, 2)
+
+
 def test_a_simulator_refuses_a_queue_that_would_forget_jobs_it_must_report() -> None:
     from kant import Scheduler
     from kant.errors import ValidationError

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from kant.sim.scenarios import trace_scenario
+from kant.sim.scenarios import run_scenario, trace_scenario
 from kant.sim.traces import trace_dir
 
 NASA = "pwa-nasa-ipsc-1993/NASA-iPSC-1993-3.1-cln.swf.gz"
 
-pytestmark = pytest.mark.skipif(
+needs_nasa = pytest.mark.skipif(
     trace_dir() is None or not (trace_dir() / NASA).exists(),  # type: ignore[operator]
     reason="the shared NASA iPSC log is not here",
 )
@@ -38,6 +38,7 @@ def _loaded(tmp: Path) -> Path:
     return p
 
 
+@needs_nasa
 def test_an_swf_log_above_the_target_load_is_replayed_on_its_own_machine_by_default(
     tmp_path: Path,
 ) -> None:
@@ -46,6 +47,36 @@ def test_an_swf_log_above_the_target_load_is_replayed_on_its_own_machine_by_defa
     assert sum(n.gpus for n in sc.nodes) == 128
 
 
+@needs_nasa
 def test_an_swf_log_is_resized_for_an_offered_load_only_when_asked(tmp_path: Path) -> None:
     sc = trace_scenario("swf", path=_loaded(tmp_path), load=0.5)
     assert sum(n.gpus for n in sc.nodes) > 128
+
+
+@needs_nasa
+def test_the_nasa_log_runs_on_its_128_processors_as_16_whole_8_gpu_nodes() -> None:
+    sc = trace_scenario("swf")
+    assert sc.total_gpus == 128 and [n.gpus for n in sc.nodes] == [8] * 16
+    assert {n.template for n in sc.nodes} == {"dgx-8gpu"}
+
+
+def test_a_log_whose_maxprocs_is_no_multiple_of_8_runs_on_exactly_that_many_gpus(
+    tmp_path: Path,
+) -> None:
+    # MaxProcs 100: 12 nodes of 8 GPUs and a last one of 4 (it ran on 13 nodes of 8, 104
+    # GPUs: 4 the log's machine never had)
+    rows = "".join(
+        f"{i} {i * 10} -1 100 {p} -1 -1 -1 -1 -1 1 1 1 -1 -1 -1 -1 -1\n"
+        for i, p in enumerate([100, 4, 4, 4], start=1)
+    )
+    log = tmp_path / "m100.swf"
+    log.write_text("; MaxProcs: 100\n" + rows)
+    sc = trace_scenario("swf", path=log)
+    assert sc.total_gpus == 100
+    assert [n.gpus for n in sc.nodes] == [8] * 12 + [4]
+    assert "100 GPUs" in sc.description
+    last = sc.nodes[-1]
+    assert last.leaf == sc.nodes[0].leaf and last.rdma_nics == 4
+    # the 100-processor job fills the machine: it starts at once and ends
+    res = run_scenario(sc)
+    assert res.record("swf-1").started_at == 10 and res.summary.jobs["finished"] == 4

@@ -425,3 +425,84 @@ def test_a_trace_folder_without_a_scenarios_files_is_one_line_naming_the_file_no
         assert out == "" and len(err.splitlines()) == 1, err
         assert file in err and "cannot be read" in err
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+_UTC_EPOCH = __import__("datetime").datetime(2017, 1, 1, tzinfo=__import__("datetime").UTC)
+_BAD_ARGUMENTS: list[tuple[str, dict[str, object], str]] = [
+    # (loader, a bad argument, the argument named)
+    ("swf", {"gpus_per_processor": 0}, "gpus_per_processor"),
+    ("swf", {"gpus_per_processor": 1.5}, "gpus_per_processor"),
+    ("swf", {"gpus_per_processor": True}, "gpus_per_processor"),
+    ("swf", {"max_gpus_per_pod": 0}, "max_gpus_per_pod"),
+    ("swf", {"max_gpus_per_pod": 65}, "max_gpus_per_pod"),  # (a pod holds at most 64)
+    ("swf", {"tenant_by": "users"}, "tenant_by"),
+    ("swf", {"cpu_milli_per_gpu": -1}, "cpu_milli_per_gpu"),
+    ("swf", {"memory_mib_per_gpu": 2**40}, "memory_mib_per_gpu"),  # (x 8 GPUs: too much)
+    ("swf", {"path": None}, "path"),
+    ("philly", {"max_gpus_per_pod": 0}, "max_gpus_per_pod"),
+    ("philly", {"cpu_milli_per_gpu": -1}, "cpu_milli_per_gpu"),
+    ("philly", {"memory_mib_per_gpu": "1"}, "memory_mib_per_gpu"),
+    ("philly", {"epoch": _UTC_EPOCH}, "epoch"),  # (the file's times have no zone)
+    ("philly", {"epoch": "2017-01-01"}, "epoch"),
+    ("philly", {"limit": -1}, "limit"),
+    ("philly", {"path": 3}, "path"),
+    ("openb", {"tenant": ""}, "tenant"),
+    ("openb", {"tenant": "a/b"}, "tenant"),
+    ("openb", {"kind": "batch"}, "kind"),
+    ("openb", {"qos_priority": {"LS": "high"}}, "qos_priority"),
+    ("openb", {"qos_priority": ["LS"]}, "qos_priority"),
+    ("vc", {"day": "2020/09/01"}, "day"),
+    ("vc", {"day": 20200901}, "day"),
+]
+
+
+@pytest.mark.parametrize(("loader", "bad", "field"), _BAD_ARGUMENTS)
+def test_a_bad_loader_argument_is_refused_naming_it_before_any_row_is_read(
+    tmp_path: Path, loader: str, bad: dict[str, object], field: str
+) -> None:
+    # (with errors="skip" such an argument made every row of a good file a bad row: the
+    # trace loaded empty, no error; with "raise" the error blamed the file's first row)
+    from kant.sim.traces.inference import load_vc_gpus
+
+    good = {
+        "swf": (load_swf_jobs, "log.swf", SWF_HEAD + SWF_OK),
+        "philly": (load_philly_jobs, "philly.csv", PHILLY_HEADER + "2017-10-09 07:01:55,6.0,1,6.0,a\n"),
+        "openb": (load_openb_jobs, "pods.csv", OPENB_HEADER + GOOD_POD),
+        "vc": (load_vc_gpus, "vc.csv", "date,vc1,total\n2020-09-01,8,8\n"),
+    }  # fmt: skip
+    fn, name, text = good[loader]
+    path = write(tmp_path, name, text)
+    kwargs = dict(bad)
+    args = (kwargs.pop("path"),) if "path" in kwargs else (path,)
+    modes: list[dict[str, object]] = [{}] if loader == "vc" else [{"errors": "raise"},
+                                                                  {"errors": "skip"}]  # fmt: skip
+    for mode in modes:
+        with pytest.raises(ValidationError) as exc:
+            fn(*args, **mode, **kwargs)  # type: ignore[operator]
+        assert type(exc.value) is ValidationError and exc.value.field == field
+        assert exc.value.value is next(iter(bad.values()))
+    if "path" not in bad:  # (checked before the file is opened: a missing one is not named)
+        with pytest.raises(ValidationError) as exc:
+            fn(tmp_path / "missing", **kwargs)  # type: ignore[operator]
+        assert exc.value.field == field
+    fn(path)  # (the file itself is good)
+
+
+def test_every_trace_reader_refuses_a_path_that_is_no_path_naming_it() -> None:
+    # (a builtin TypeError from pathlib before)
+    from kant.sim.traces import openb_nodes
+    from kant.sim.traces.inference import (
+        load_dlrm_instances,
+        load_pai_machines,
+        load_spot_nodes,
+        load_vc_gpus,
+    )
+
+    readers = (load_swf_jobs, load_philly_jobs, load_openb_jobs, load_openb_pods,
+               load_openb_nodes, openb_nodes, load_dlrm_instances, load_pai_machines,
+               load_spot_nodes, load_vc_gpus)  # fmt: skip
+    for reader in readers:
+        for bad in (None, 3, b"pods.csv"):
+            with pytest.raises(ValidationError) as exc:
+                reader(bad)  # type: ignore[operator]
+            assert type(exc.value) is ValidationError and exc.value.field == "path", reader

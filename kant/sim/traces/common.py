@@ -27,7 +27,16 @@ from typing import Any, BinaryIO, Final, Literal
 import attrs
 
 from kant.errors import InvalidTraceError, ValidationError
-from kant.model import MILLI, Job, Resources, Role
+from kant.model import (
+    MAX_CPU_MILLI,
+    MAX_GPUS_PER_NODE,
+    MAX_MEMORY_MIB,
+    MILLI,
+    Job,
+    Resources,
+    Role,
+    is_int,
+)
 
 __all__ = [
     "CsvFile",
@@ -37,6 +46,8 @@ __all__ = [
     "RowCollector",
     "TraceReport",
     "as_trace_error",
+    "check_errors",
+    "check_pod_split",
     "gang_roles",
     "open_trace",
     "parse_number",
@@ -44,6 +55,7 @@ __all__ = [
     "parse_uint",
     "sorted_jobs",
     "trace_dir",
+    "trace_path",
 ]
 
 ErrorMode = Literal["raise", "skip"]
@@ -110,6 +122,56 @@ class JobTrace:
         return sum(j.total_milli for j in self.jobs) / MILLI
 
 
+# --------------------------------------------------------------------------- arguments
+#
+# A loader checks every argument before it opens the file: an argument no row could be read
+# with (a pod of 0 GPUs, a negative CPU per GPU) would otherwise make every row of a good
+# file a bad row, skipped with errors="skip" (an empty trace, no error) or blamed on the
+# first row with errors="raise".
+
+
+def trace_path(path: object) -> Path:
+    """``path`` (a ``str`` or ``os.PathLike``) as a :class:`Path`, else
+    :class:`ValidationError` naming ``path``."""
+    if isinstance(path, str | os.PathLike):
+        try:
+            return Path(path)
+        except TypeError:  # (a PathLike of bytes)
+            pass
+    raise ValidationError("path", path, "must be a file path (a str or an os.PathLike of str)")
+
+
+def check_errors(errors: object) -> None:
+    """:class:`ValidationError` unless ``errors`` is an :data:`ErrorMode`."""
+    if not isinstance(errors, str) or errors not in ("raise", "skip"):
+        raise ValidationError("errors", errors, "must be 'raise' or 'skip'")
+
+
+def check_pod_split(max_gpus_per_pod: int, cpu_milli_per_gpu: int, memory_mib_per_gpu: int) -> None:
+    """The arguments of :func:`gang_roles` a loader passes on, checked: ``max_gpus_per_pod``
+    an int in [1, MAX_GPUS_PER_NODE] (a pod runs on one node), the CPU and memory per GPU
+    ints >= 0 that a pod of ``max_gpus_per_pod`` GPUs may ask (``MAX_CPU_MILLI``,
+    ``MAX_MEMORY_MIB``); else :class:`ValidationError` naming the argument."""
+    if not is_int(max_gpus_per_pod) or not 1 <= max_gpus_per_pod <= MAX_GPUS_PER_NODE:
+        raise ValidationError(
+            "max_gpus_per_pod",
+            max_gpus_per_pod,
+            f"must be an int in [1, {MAX_GPUS_PER_NODE}] (a pod runs on one node)",
+        )
+    for field, v, cap in (
+        ("cpu_milli_per_gpu", cpu_milli_per_gpu, MAX_CPU_MILLI),
+        ("memory_mib_per_gpu", memory_mib_per_gpu, MAX_MEMORY_MIB),
+    ):
+        most = cap // max_gpus_per_pod
+        if not is_int(v) or not 0 <= v <= most:
+            raise ValidationError(
+                field,
+                v,
+                f"must be an int in [0, {most}] (a pod of max_gpus_per_pod={max_gpus_per_pod} "
+                f"GPUs asks at most {cap})",
+            )
+
+
 # --------------------------------------------------------------------------- helpers
 
 
@@ -118,8 +180,7 @@ class RowCollector:
     rows (``rows``) for the :class:`TraceReport`."""
 
     def __init__(self, path: Path, errors: ErrorMode) -> None:
-        if errors not in ("raise", "skip"):
-            raise ValidationError("errors", errors, "must be 'raise' or 'skip'")
+        check_errors(errors)
         self.path = path
         self.mode = errors
         self.errors: list[InvalidTraceError] = []

@@ -17,13 +17,14 @@ the other readers of :mod:`kant.sim.traces`. Column mappings: ``docs/traces.md``
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from pathlib import Path
+from datetime import date
 from typing import Final
 
 import attrs
 
-from kant.errors import InvalidTraceError
+from kant.errors import InvalidTraceError, ValidationError
 from kant.sim.traces.common import (
     CsvFile,
     ErrorMode,
@@ -34,6 +35,7 @@ from kant.sim.traces.common import (
     parse_number,
     parse_scaled,
     parse_uint,
+    trace_path,
 )
 
 __all__ = [
@@ -66,6 +68,7 @@ SPOT_COLUMNS: Final = ("gpu_model", "gpu_capacity_num", "cpu_num", "node_name")
 """The columns of the spot-GPU node list."""
 
 _GIB: Final = 1024
+_DAY: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 @attrs.frozen(kw_only=True)
@@ -144,7 +147,7 @@ def load_dlrm_instances(path: PathLike, *, errors: ErrorMode = "raise") -> DlrmT
     """Read the DLRM instance table. Memory is in GiB (kept as MiB), CPU in cores (kept as
     milli-cores), ``rdma_request`` in percent of one NIC. A row whose deletion precedes its
     creation is an error."""
-    p = Path(path)
+    p = trace_path(path)
     col = RowCollector(p, errors)
     out: list[DlrmInstance] = []
     with open_trace(p) as f:
@@ -212,7 +215,7 @@ def load_pai_machines(path: PathLike, *, errors: ErrorMode = "raise") -> NodeInv
     """Read PAI 2020's machine spec (no header; ``machine, gpu_type, cap_cpu, cap_mem,
     cap_gpu``, memory in GB kept as GiB x 1024 MiB) as node shapes. CPU-only machines
     (``cap_gpu`` 0) are kept with model ``CPU``."""
-    p = Path(path)
+    p = trace_path(path)
     col = RowCollector(p, errors)
     found: list[tuple[str, int, int, int | None]] = []
     with open_trace(p) as f:
@@ -233,7 +236,7 @@ def load_pai_machines(path: PathLike, *, errors: ErrorMode = "raise") -> NodeInv
 def load_spot_nodes(path: PathLike, *, errors: ErrorMode = "raise") -> NodeInventory:
     """Read the spot-GPU cluster's node list (``gpu_model, gpu_capacity_num, cpu_num,
     node_name``) as node shapes; the file gives no memory (``memory_mib`` None)."""
-    p = Path(path)
+    p = trace_path(path)
     col = RowCollector(p, errors)
     found: list[tuple[str, int, int, int | None]] = []
     with open_trace(p) as f:
@@ -256,8 +259,17 @@ def load_vc_gpus(path: PathLike, *, day: str | None = None) -> dict[str, int]:
     """GPUs per virtual cluster on ``day`` (``YYYY-MM-DD``; default: the first row) of the
     Helios Earth VC table (``date, <vc>..., total``), VCs with 0 GPUs left out, the
     ``total`` column dropped. Raises :class:`~kant.errors.InvalidTraceError` at
-    ``file:line`` for a bad cell, or when ``day`` is not in the file."""
-    p = Path(path)
+    ``file:line`` for a bad cell, or when ``day`` is not in the file; ``day`` is checked
+    before the file is opened (:class:`~kant.errors.ValidationError` for anything but None
+    or a date ``YYYY-MM-DD``)."""
+    p = trace_path(path)
+    if day is not None:
+        try:
+            if not isinstance(day, str) or not _DAY.fullmatch(day):
+                raise ValueError(day)
+            date.fromisoformat(day)
+        except ValueError:
+            raise ValidationError("day", day, "must be None or a date 'YYYY-MM-DD'") from None
     col = RowCollector(p, "raise")
     with open_trace(p) as f:
         reader = CsvFile(f, p, col)

@@ -11,13 +11,22 @@ Column mappings: ``docs/traces.md``; errors: :mod:`kant.sim.traces.common`.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any, Final
 
 import attrs
 
 from kant.errors import InvalidTraceError, ValidationError
-from kant.model import MILLI, Job, JobKind, NodeSpec, Resources, Role
+from kant.model import (
+    MILLI,
+    NAME_REASON,
+    Job,
+    JobKind,
+    NodeSpec,
+    Resources,
+    Role,
+    is_int,
+    is_name,
+)
 from kant.sim.traces.common import (
     CsvFile,
     ErrorMode,
@@ -26,10 +35,12 @@ from kant.sim.traces.common import (
     RowCollector,
     TraceReport,
     as_trace_error,
+    check_errors,
     open_trace,
     parse_number,
     parse_uint,
     sorted_jobs,
+    trace_path,
 )
 from kant.topology import ClusterDescription
 from kant.topology.templates import openb_template_name
@@ -249,7 +260,7 @@ def _openb_times(
 
 
 def _read_openb(path: PathLike, errors: ErrorMode) -> tuple[list[OpenbPod], RowCollector]:
-    p = Path(path)
+    p = trace_path(path)
     col = RowCollector(p, errors)
     pods: list[OpenbPod] = []
     seen: set[str] = set()
@@ -301,7 +312,27 @@ def load_openb_jobs(
     ``runtime_estimate`` = ``deletion_time - scheduled_time`` (``creation_time`` for pods never
     scheduled) when positive, else None; ``gpu_spec`` -> the role's ``gpu_models``.
     ``qos_priority`` maps the ``qos`` column to priorities (default: all 0).
+
+    Every argument is checked before the file is opened (:class:`~kant.errors.ValidationError`
+    naming it): ``tenant`` a name (non-empty, no ``/``, no surrounding spaces), ``kind`` a
+    :class:`~kant.model.JobKind` or its value, ``qos_priority`` None or a mapping of ``str``
+    to ``int``.
     """
+    trace_path(path)
+    check_errors(errors)
+    if not is_name(tenant):
+        raise ValidationError("tenant", tenant, NAME_REASON)
+    if isinstance(kind, str) and kind in JobKind._value2member_map_:
+        kind = JobKind(kind)
+    if not isinstance(kind, JobKind):
+        raise ValidationError("kind", kind, f"must be one of {[k.value for k in JobKind]}")
+    if qos_priority is not None and (
+        not isinstance(qos_priority, Mapping)
+        or not all(isinstance(q, str) and is_int(v) for q, v in qos_priority.items())
+    ):
+        raise ValidationError(
+            "qos_priority", qos_priority, "must be None or a mapping of qos (str) to priority (int)"
+        )
     pods, col = _read_openb(path, errors)
     jobs: list[Job] = []
     for pod in pods:
@@ -328,7 +359,7 @@ def openb_nodes(path: PathLike) -> ClusterDescription:
     template), no NICs and no fabric placement. Blank lines are skipped. A bad header or row
     raises :class:`~kant.errors.InvalidTraceError` with the field and ``where="<file>:<line>"``.
     """
-    p = Path(path)
+    p = trace_path(path)
     nodes: list[NodeSpec] = []
     seen: set[str] = set()
     with open_trace(p) as f:

@@ -9,11 +9,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import datetime
-from pathlib import Path
 from typing import Final
 
 from kant.errors import InvalidTraceError, ValidationError
-from kant.model import Job, JobKind
+from kant.model import Job, JobKind, is_int
 from kant.sim.traces.common import (
     CsvFile,
     ErrorMode,
@@ -21,11 +20,14 @@ from kant.sim.traces.common import (
     PathLike,
     RowCollector,
     as_trace_error,
+    check_errors,
+    check_pod_split,
     gang_roles,
     open_trace,
     parse_number,
     parse_uint,
     sorted_jobs,
+    trace_path,
 )
 
 __all__ = ["PHILLY_COLUMNS", "load_philly_jobs"]
@@ -54,8 +56,22 @@ def load_philly_jobs(
     seconds from ``epoch`` (default: the earliest timestamp of the loaded rows, so the first
     job arrives at 0), ``runtime_estimate`` = ``duration``. ``limit`` reads only the first
     ``limit`` data rows.
+
+    Every argument is checked before the file is opened (:class:`~kant.errors.ValidationError`
+    naming it): ``epoch`` None or a naive ``datetime`` (the file's timestamps have no time
+    zone), ``limit`` None or an int >= 0, and the pod split as :func:`check_pod_split` says.
     """
-    p = Path(path)
+    p = trace_path(path)
+    check_errors(errors)
+    check_pod_split(max_gpus_per_pod, cpu_milli_per_gpu, memory_mib_per_gpu)
+    if epoch is not None and (not isinstance(epoch, datetime) or epoch.utcoffset() is not None):
+        raise ValidationError(
+            "epoch",
+            epoch,
+            "must be None or a datetime without a time zone (the file's timestamps have none)",
+        )
+    if limit is not None and (not is_int(limit) or limit < 0):
+        raise ValidationError("limit", limit, "must be None or an int >= 0")
     col = RowCollector(p, errors)
     parsed: list[tuple[int, int, datetime, float, int, str]] = []
     with open_trace(p) as f:

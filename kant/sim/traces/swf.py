@@ -14,16 +14,19 @@ from pathlib import Path
 from typing import IO, Final, Literal
 
 from kant.errors import InvalidTraceError, ValidationError
-from kant.model import Job, JobKind, is_number
+from kant.model import Job, JobKind, is_int, is_number
 from kant.sim.traces.common import (
     ErrorMode,
     JobTrace,
     PathLike,
     RowCollector,
     as_trace_error,
+    check_errors,
+    check_pod_split,
     gang_roles,
     open_trace,
     sorted_jobs,
+    trace_path,
 )
 
 __all__ = ["SWF_FIELDS", "load_swf_jobs"]
@@ -50,6 +53,7 @@ SWF_FIELDS: Final = (
 )
 """The 18 fields of a Standard Workload Format (v2.2) record, in order."""
 
+_TENANT_BY: Final = ("user", "group", "none")
 _SWF_INT: Final = re.compile(r"-?[0-9]{1,18}")  # (more digits: a broken row)
 _SWF_NUM: Final = re.compile(r"-?[0-9]+(\.[0-9]*)?")
 
@@ -84,7 +88,18 @@ def load_swf_jobs(
     log's 1 s resolution), None when -1 (unknown). Tenant: ``user-<id>``, ``group-<id>`` or
     ``swf`` (``tenant_by``); -1 ids give ``user-unknown``. Header comment lines
     (``; Key: value``) fill ``meta``.
+
+    Every argument is checked before the file is opened (:class:`~kant.errors.ValidationError`
+    naming it): ``gpus_per_processor`` an int >= 1, ``tenant_by`` one of ``"user"``,
+    ``"group"``, ``"none"``, and the pod split as :func:`check_pod_split` says.
     """
+    p = trace_path(path)
+    check_errors(errors)
+    if not is_int(gpus_per_processor) or gpus_per_processor < 1:
+        raise ValidationError("gpus_per_processor", gpus_per_processor, "must be an int >= 1")
+    check_pod_split(max_gpus_per_pod, cpu_milli_per_gpu, memory_mib_per_gpu)
+    if not isinstance(tenant_by, str) or tenant_by not in _TENANT_BY:
+        raise ValidationError("tenant_by", tenant_by, f"must be one of {list(_TENANT_BY)}")
     if not is_number(min_runtime) or not 0 < min_runtime < math.inf:
         raise ValidationError(
             "min_runtime",
@@ -92,7 +107,6 @@ def load_swf_jobs(
             "must be a finite number > 0: the runtime of a job the log says ran 0 s "
             "(an unknown runtime is the log's -1)",
         )
-    p = Path(path)
     col = RowCollector(p, errors)
     meta: dict[str, str] = {}
     jobs: list[Job] = []
