@@ -78,11 +78,12 @@ class LocalPool:
 
     def __exit__(self, *exc: object) -> None:
         if self._pool is not None:
-            if exc and exc[0] is KeyboardInterrupt:
-                # stopped (SIGINT to this process alone: ``kill -INT``, a notebook's stop):
-                # the runs in flight are given up at once, as a terminal's Ctrl-C, which
-                # reaches the workers too, gives them up; waiting for them only to drop their
-                # records took as long as the longest run
+            stop = exc[0] if exc else None
+            if isinstance(stop, type) and not issubclass(stop, Exception):
+                # stopped (Ctrl-C, SIGINT to this process alone: ``kill -INT``, a notebook's
+                # stop; SIGTERM, which the CLI raises as an exception that is no Exception;
+                # sys.exit): the runs in flight are given up at once; waiting for them only
+                # to drop their records took as long as the longest run
                 _terminate_workers(self._pool)
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None

@@ -485,9 +485,15 @@ def test_the_progress_bar_shows_runs_failures_and_an_eta() -> None:
     assert format_eta(3725) == "1h02m" and format_eta(65) == "1m05s"
 
 
-def test_a_sweep_whose_process_alone_is_interrupted_stops_at_once(tmp_path: Path) -> None:
-    # SIGINT to the sweep's own process only (kill -INT, a notebook's stop), two runs of
-    # about ten seconds in its two workers: it waited for both to end, then dropped them
+@pytest.mark.parametrize(
+    ("signame", "code", "word"), [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated")]
+)
+def test_a_sweep_whose_process_alone_is_interrupted_stops_at_once(
+    tmp_path: Path, signame: str, code: int, word: str
+) -> None:
+    # SIGINT to the sweep's own process only (kill -INT, a notebook's stop), or SIGTERM (a
+    # service manager's stop), two runs of about ten seconds in its two workers: it waited
+    # for both to end, then dropped them
     import signal
     import subprocess
     import sys
@@ -507,9 +513,9 @@ def test_a_sweep_whose_process_alone_is_interrupted_stops_at_once(tmp_path: Path
     )  # fmt: skip
     time.sleep(4)  # (the workers are running by then)
     t0 = time.monotonic()
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(getattr(signal, signame))
     _out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
+    assert proc.returncode == code and word in err and "Traceback" not in err
     assert time.monotonic() - t0 < 5
     assert not (tmp_path / "long.jsonl").exists() or Store(tmp_path / "long.jsonl").done() == set()
 
