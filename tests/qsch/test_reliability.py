@@ -158,15 +158,121 @@ def test_a_nomination_does_not_hold_a_node_removed_and_added_again_under_its_nam
     check_invariants(s)
 
 
-def test_a_preemptor_whose_nominated_node_came_back_is_placed_on_the_node_there_now() -> None:
-    # the same model again: the nomination ends all the same, and high, which the victims'
-    # going left room for, is placed on x as on any free node
+def test_a_higher_priority_job_takes_a_node_that_came_back_instead_of_a_stale_hold_on_it() -> None:
+    # x is removed with high's victim on it and added again as the same H100 node; top
+    # (priority 9) arrives: high's nomination was for the node that went, so it holds nothing
+    # now and top, first in the order, takes x (it waited behind the stale hold before)
+    s = _nominated_on_x()
+    s.node_removed("x", 2)
+    s.node_added(node("x", gpus=8, model="H100", leaf="lf0"), 3)
+    s.submit(job("top", gpus=8, priority=9, models="H100"), now=4)
+    r = s.step(now=4)
+    assert r.placed == ("top",) and [b.node for b in r.bindings] == ["x"]
+    assert r.dropped_nominations == ("high",) and r.nominations == () and r.victims == ()
+    assert r.pending["high"].code is ReasonCode.INSUFFICIENT_CAPACITY
+    assert s.queue.entry("high").nomination is None
+    check_invariants(s)
+
+
+def test_a_preemptor_alone_is_placed_on_its_node_come_back_and_not_listed_as_dropped() -> None:
+    # (a control: the code before the fix places it too, holding the old nomination) the
+    # nomination ends with the node that went, and high, the victims' going having left
+    # room, is placed on x as on any free node: a placement is no dropped nomination
     s = _nominated_on_x()
     s.node_removed("x", 2)
     s.node_added(node("x", gpus=8, model="H100", leaf="lf0"), 3)
     r = s.step(now=4)
     assert r.dropped_nominations == () and r.placed == ("high",)
     assert [b.node for b in r.bindings] == ["x"]
+    assert s.queue.entry("high").nomination is None
+    check_invariants(s)
+
+
+def test_a_victim_first_in_submission_order_takes_back_its_node_come_back_as_it_was() -> None:
+    # the queue orders by submission time alone: low, requeued when x was removed, comes
+    # before its preemptor high; x is added again as the same H100 node, which high's
+    # nomination was not made for, so nothing holds it from low. The next cycle high
+    # preempts low again, on the node there now
+    s = Scheduler(
+        ClusterState([node("x", gpus=8, model="H100", leaf="lf0")]),
+        queue=Queue(order=lambda j, seq: (j.submitted_at, seq)),
+    )
+    s.submit(job("low", gpus=8, models="H100"), now=0)
+    s.step(now=0)
+    s.submit(job("high", gpus=8, priority=5, models="H100"), now=1)
+    assert [n.job for n in s.step(now=1).nominations] == ["high"]
+    assert s.node_removed("x", 2).requeued == ("low",)
+    s.node_added(node("x", gpus=8, model="H100", leaf="lf0"), 3)
+    r = s.step(now=4)
+    assert r.placed == ("low",) and [b.node for b in r.bindings] == ["x"]
+    assert r.dropped_nominations == ("high",) and r.nominations == ()
+    assert s.queue.entry("high").nomination is None
+    r = s.step(now=5)
+    assert [v.job for v in r.victims] == ["low"]
+    assert [(n.job, n.created_at, n.membership) for n in r.nominations] == [
+        ("high", 5.0, s.cluster.membership_version)
+    ]
+    check_invariants(s)
+
+
+def test_a_preemptor_whose_node_came_back_is_nominated_again_without_new_victims() -> None:
+    # high (16 GPUs) preempted lx on x and ly on y; x is removed (lx requeued) and added
+    # again as the same H100 node while ly is still going: the nomination made for the x
+    # that went is dropped, and high is nominated again at once on x and y, waiting for ly
+    # only, evicting nothing more
+    s = Scheduler(
+        ClusterState(
+            [
+                node("x", gpus=8, model="H100", leaf="lf0"),
+                node("y", gpus=8, model="H100", leaf="lf0"),
+            ]
+        )
+    )
+    s.submit(job("lx", gpus=8, models="H100"), now=0)
+    s.submit(job("ly", gpus=8, models="H100"), now=0)
+    s.step(now=0)
+    s.submit(job("high", gpus=8, replicas=2, priority=5, models="H100"), now=1)
+    first = s.step(now=1).nominations[0]
+    assert sorted(v.job for v in first.victims) == ["lx", "ly"]
+    s.node_removed("x", 2)
+    s.node_added(node("x", gpus=8, model="H100", leaf="lf0"), 3)
+    r = s.step(now=4)
+    assert r.victims == () and r.dropped_nominations == () and r.placed == ()
+    [nom] = r.nominations
+    assert nom.job == "high" and nom.created_at == 4.0
+    assert sorted(b.node for b in nom.bindings) == ["x", "y"]
+    assert nom.victims == (pod("ly"),)
+    assert nom.membership == s.cluster.membership_version > first.membership
+    assert s.queue.entry("high").nomination == nom
+    assert r.pending["high"].code is ReasonCode.PREEMPTING
+    s.pod_evicted(pod("ly"), 5)
+    r = s.step(now=5)
+    assert r.placed == ("high",) and sorted(b.node for b in r.bindings) == ["x", "y"]
+    check_invariants(s)
+
+
+def test_a_relabelled_node_ends_a_nomination_and_its_preemptor_is_nominated_again_at_once() -> None:
+    # x keeps its model and its pods, only a label is added: high's nomination was made
+    # for x as it was, so the cycle drops it and nominates high again in the same cycle,
+    # on x, waiting for low already going (no new victims), at the membership now
+    s = _nominated_on_x()
+    old = s.queue.entry("high").nomination
+    assert s.node_relabelled("x", {"feature.node/x": "1"}, (), now=2)
+    r = s.step(now=3)
+    assert r.victims == () and r.dropped_nominations == () and r.placed == ()
+    [nom] = r.nominations
+    assert nom.job == "high" and [b.node for b in nom.bindings] == ["x"]
+    assert nom.victims == (pod("low"),) and nom.created_at == 3.0
+    assert nom.membership == s.cluster.membership_version > old.membership
+    assert s.queue.entry("high").nomination == nom
+    assert r.pending["high"].code is ReasonCode.PREEMPTING
+    # the new nomination is current: the next cycle keeps it, nominating nothing
+    r = s.step(now=4)
+    assert r.nominations == () and r.dropped_nominations == ()
+    assert s.queue.entry("high").nomination == nom
+    s.pod_evicted(pod("low"), 5)
+    assert s.step(now=5).placed == ("high",)
+    check_invariants(s)
 
 
 def test_a_nomination_is_not_kept_from_a_result_applied_after_its_node_came_back() -> None:
