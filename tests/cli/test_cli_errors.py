@@ -548,3 +548,37 @@ def test_a_command_leaves_the_kant_logger_as_the_caller_set_it(tmp_path: Path) -
         assert lg.level == logging.DEBUG and lg.handlers == before[1]
     finally:
         lg.setLevel(before[0])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["packing", "--list-policies"],
+        ["simulate", "--scenario", "inference", "--jobs", "5", "--no-plots", "--quiet"],
+        ["bench", "place", "--nodes", "2", "--pods", "3"],
+    ],
+    ids=["packing", "simulate", "bench place"],
+)
+def test_a_stdout_that_cannot_be_written_is_one_line_and_exit_code_2(
+    argv: list[str], tmp_path: Path
+) -> None:
+    # (a full disk behind stdout was an OSError traceback, exit code 1)
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    if argv[0] == "simulate":
+        argv = [*argv, "--out", str(tmp_path / "o")]
+    with open("/dev/full", "w") as full:
+        r = subprocess.run(
+            [sys.executable, "-m", "kant", *argv],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+        )
+    lines = r.stderr.splitlines()
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and "Exception ignored" not in r.stderr
+    assert lines[-1].startswith(f"kant {argv[0]}") and "No space left on device" in lines[-1]
+    assert len([ln for ln in lines if "note:" not in ln]) == 1, r.stderr
