@@ -11,13 +11,22 @@ import argparse
 import inspect
 import sys
 import time
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Final, TextIO
 
-from kant.cli.options import UsageError, existing_file, number, out_dir, writing
+from kant.cli.options import (
+    UsageError,
+    existing_file,
+    number,
+    out_dir,
+    refuse_own_input,
+    writing,
+)
 from kant.config import load_config
 from kant.queueing import policy_names
 from kant.sim.analysis import json_text, result_json
-from kant.sim.report import format_summary, write_report
+from kant.sim.report import PLOT_NAMES, REPORT_FILES, format_summary, write_report
 from kant.sim.scenarios import (
     LOAD_RANGE,
     MAX_JOBS,
@@ -42,6 +51,7 @@ __all__ = [
     "add_common_arguments",
     "add_simulate_parser",
     "check_common_args",
+    "check_own_inputs",
     "check_simulate_args",
     "run_simulate",
     "scenario_from_args",
@@ -249,6 +259,15 @@ def check_simulate_args(args: argparse.Namespace) -> None:
         )
 
 
+def check_own_inputs(args: argparse.Namespace, names: Sequence[str]) -> None:
+    """Refuse (:class:`UsageError`) an ``--out`` folder where one of the files ``names`` the
+    command writes or removes there is one of the run's input files (``--trace-file``,
+    ``--cluster``, ``--config``): the report would replace what it was made from."""
+    inputs = [(f"--{k.replace('_', '-')}", getattr(args, k, None))
+              for k in ("trace_file", "cluster", "config")]  # fmt: skip
+    refuse_own_input("--out", args.out, [Path(args.out) / n for n in names], inputs)
+
+
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
     """The scenario the common options name (a built-in scenario or a trace, with the
     simulation options applied; options checked by :func:`check_common_args`), built by
@@ -324,6 +343,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     line). A bad value in the options or the files they name raises
     :class:`~kant.errors.KantError` before the run (:func:`kant.cli.main` prints it on one
     line, exit 2)."""
+    check_own_inputs(args, (*REPORT_FILES, *PLOT_NAMES))
     sc = scenario_from_args(args)
     if args.config is not None:
         cfg = load_config(args.config)

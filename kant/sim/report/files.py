@@ -28,6 +28,9 @@ from kant.sim.scenarios import PolicySet, Scenario
 from kant.sim.simulator import SimResult
 
 __all__ = [
+    "COMPARE_FILES",
+    "PLOT_NAMES",
+    "REPORT_FILES",
     "clear_seed_sweep_report",
     "write_compare_report",
     "write_report",
@@ -43,6 +46,14 @@ PLOT_NAMES: Final = (
 """Every PNG a report of this module writes (:mod:`kant.sim.report.plots`). A report folder
 is cleared of them first, so a run with ``--no-plots`` (or another command) never leaves an
 older run's plots beside its results."""
+
+
+REPORT_FILES: Final = ("summary.json", "summary.txt", "jobs.csv", "timeseries.csv")
+"""The files :func:`write_report` writes besides its plots."""
+
+COMPARE_FILES: Final = ("compare.json", "compare.txt")
+"""The files :func:`write_compare_report` and :func:`write_seed_sweep_report` write besides
+their plots."""
 
 
 def _clear_plots(out: Path) -> None:
@@ -220,7 +231,7 @@ def clear_seed_sweep_report(folder: str | Path) -> None:
     if not out.is_dir():
         return
     _clear_plots(out)
-    for name in ("compare.json", "compare.txt"):
+    for name in COMPARE_FILES:
         (out / name).unlink(missing_ok=True)
 
 
