@@ -143,3 +143,19 @@ def test_a_config_naming_an_fgd_strategy_runs_with_the_scenarios_jobs_as_its_wor
     assert main([*argv, "--quiet", "--no-plots", "--out", str(out), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert doc["placement"] == strategy and doc["jobs"]["finished"] > 0
+
+
+@pytest.mark.parametrize("config", [True, False], ids=["config", "no config"])
+def test_the_policy_line_names_the_interruption_limit_the_run_used(
+    config: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (the line showed the file's interruptionLimitCount, 3, while --max-interruptions 5 ran)
+    f = tmp_path / "kant.yaml"
+    f.write_text("queueing:\n  requeuing: {interruptionLimitCount: 3}\n")
+    argv = ["simulate", "--scenario", "inference", "--jobs", "10", "--mtbf", "3000",
+            "--mttr", "10", "--max-interruptions", "5", "--quiet", "--no-plots",
+            "--out", str(tmp_path / "r")]  # fmt: skip
+    assert main([*argv, *(["--config", str(f)] if config else [])]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("policy"))
+    assert "max_interruptions=5" in line and "max_interruptions=3" not in line, line
+    assert (tmp_path / "r" / "summary.txt").read_text().count(line) == 1
