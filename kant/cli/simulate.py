@@ -43,7 +43,7 @@ from kant.sim.scenarios import (
     run_scenario,
     scenario_from_options,
 )
-from kant.sim.simulator import RESTART, RESUME, Progress
+from kant.sim.simulator import MIN_MTBF, RESTART, RESUME, Progress
 
 __all__ = [
     "DEFAULT_OUT",
@@ -136,8 +136,9 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     )
     s.add_argument(
         "--mtbf",
-        type=number(float, low=0, low_inclusive=False),
-        help="mean time between failures of a node in s (default: no failures)",
+        type=number(float, low=MIN_MTBF),
+        help=f"mean time between failures of a node in s, at least {MIN_MTBF:g} (default: no "
+        "failures)",
     )
     s.add_argument(
         "--mttr",

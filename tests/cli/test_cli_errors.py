@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from kant.cli import main
+from kant.cli.sweep import check_grid
 
 BAD: list[tuple[list[str], str]] = [
     # kant simulate
@@ -661,3 +662,31 @@ def test_an_output_that_is_one_of_the_commands_own_inputs_is_refused_before_any_
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
         p.name for p in files.values() if p.parent.name == "out"
     )
+
+
+@pytest.mark.parametrize("mtbf", ["1e-300", "1e-6", "0.5"])
+def test_a_failure_model_under_which_time_cannot_advance_is_refused_not_run_for_ever(
+    mtbf: str, tmp_path: Path
+) -> None:
+    # (--mtbf 1e-300 --mttr 0: each node failed, came back and failed again at the same
+    # instant, and the run never ended)
+    from kant.errors import InvalidGridError, ValidationError
+    from kant.sim.simulator import MIN_MTBF, SimConfig
+    from kant.sweep import Grid
+
+    argv = ["simulate", "--scenario", "inference", "--jobs", "5", "--mtbf", mtbf, "--mttr", "0",
+            "--horizon", "100", "--no-plots", "--quiet", "--out", str(tmp_path / "o")]  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "kant", *argv],
+        capture_output=True, text=True, check=False, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+    )  # fmt: skip
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+    assert f"--mtbf: must be a number >= {MIN_MTBF:g} (got '{mtbf}')" in r.stderr
+    with pytest.raises(ValidationError, match="mtbf"):
+        SimConfig(mtbf=float(mtbf), mttr=0.0)
+    grid = Grid("simulate", {"scenario": "inference", "jobs": 5, "mtbf": [3600, float(mtbf)]})
+    with pytest.raises(InvalidGridError, match="mtbf"):
+        check_grid(grid)
+    check_grid(Grid("simulate", {"scenario": "inference", "jobs": 5, "mtbf": MIN_MTBF}))
+    SimConfig(mtbf=MIN_MTBF, mttr=0.0)
