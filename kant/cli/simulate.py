@@ -212,6 +212,7 @@ def add_simulate_parser(sub: Any) -> argparse.ArgumentParser:
     g.add_argument(
         "--config",
         metavar="FILE",
+        type=existing_file,
         help="a config file (docs/config.md): its tenants and quotas replace the scenario's, "
         "its queueing, placement and preemption sections set the policies (instead of "
         "--queueing, --placement, --preemption, --threshold)",
@@ -343,11 +344,11 @@ def run_simulate(args: argparse.Namespace) -> int:
     """``kant simulate``: run, print the table, write the report folder (and print the JSON
     line). A bad value in the options or the files they name raises
     :class:`~kant.errors.KantError` before the run (:func:`kant.cli.main` prints it on one
-    line, exit 2)."""
+    line, exit 2); a mistake in the ``--config`` file before the workload is built."""
     check_own_inputs(args, (*REPORT_FILES, *PLOT_NAMES))
+    cfg = load_config(args.config) if args.config is not None else None
     sc = scenario_from_args(args)
-    if args.config is not None:
-        cfg = load_config(args.config)
+    if cfg is not None:
         sc = sc.with_tenants(cfg)
         pol = PolicySet.from_config(cfg)
     else:
