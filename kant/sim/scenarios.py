@@ -846,7 +846,8 @@ def trace_scenario(
 ) -> Scenario:
     """A trace-driven scenario: ``kind`` in :data:`TRACES`, the jobs from ``path`` (default:
     the shared trace folder's file), the first ``jobs`` of them (by arrival; all if None),
-    on the cluster file ``cluster`` (for openb also its node list, a ``.csv`` file; default:
+    on the cluster file ``cluster`` (for openb also its node list, a ``.csv`` file in any
+    case, as ``.YAML`` is YAML; default:
     see the module docstring).
 
     ``load``: size the default fat tree for that offered load (never smaller than the
@@ -891,7 +892,7 @@ def trace_scenario(
         work = work[:jobs]
     if not work:
         raise ValidationError("trace", str(path), "holds no jobs")
-    if cluster is not None and kind == "openb" and str(cluster).endswith(".csv"):
+    if cluster is not None and kind == "openb" and Path(cluster).suffix.lower() == ".csv":
         desc = openb_nodes(cluster)  # (openb's own node list)
         where = str(cluster)
     elif cluster is not None:
