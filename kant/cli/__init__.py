@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import io
 import logging
 import os
@@ -26,7 +27,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 __all__ = ["build_parser", "main", "print_result"]
 
@@ -120,11 +121,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return its exit code. A mistake in the options (a bad value, a missing or unreadable
     file, an unwritable output, options that do not go together) is one line on stderr and
     exit code 2, before any work starts; so is a :class:`~kant.errors.KantError` the command
-    raises. Output cut short by a closed pipe (``kant ... | head``) ends quietly; Ctrl-C is
-    one line and exit code 130, SIGTERM one line and exit code 143 (both after what the
-    command started is stopped). A path the file system allows and UTF-8 does not (bytes
-    Python decodes as surrogates) is printed escaped, not a crash after the run: stdout and
-    stderr escape such characters while it runs, and are as they were after. So is the
+    raises. Output cut short by a closed pipe (``kant ... | head``) ends quietly; a stdout
+    that cannot be written (a full disk) is one line and exit code 2, as is any other
+    ``OSError`` the command meets (naming its path). Ctrl-C is one line and exit code 130,
+    SIGTERM one line and exit code 143 (both after what the command started is stopped). A
+    path the file system allows and UTF-8 does not (bytes Python decodes as surrogates) is
+    printed escaped, not a crash after the run: stdout and stderr escape such characters
+    while it runs, and are as they were after. So is the
     ``kant`` logger (its level and handlers: a caller that runs a command in its own process,
     a notebook or a test, keeps its logging as it set it)."""
     streams = [(f, f.errors) for f in (sys.stdout, sys.stderr) if isinstance(f, io.TextIOWrapper)]
@@ -171,13 +174,44 @@ def _main(argv: Sequence[str] | None) -> int:
     except BrokenPipeError:
         # the reader went away (| head): say nothing, and keep Python from complaining when
         # it flushes stdout at exit
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _drop_stdout()
         return 141
+    except OSError as e:
+        # what no option's check could see: a full disk or a failing device behind stdout
+        # (kant ... > /dev/full; a file the command writes is named by its option, see
+        # kant.cli.options.writing), or a file system error
+        why = e.strerror or str(e)
+        if e.filename is None and e.errno in _WRITE_ERRNOS:
+            _drop_stdout()  # (its unwritten buffer would fail again at exit)
+            print(f"{prog}: cannot write the output: {why}", file=sys.stderr)
+        else:
+            where = "" if e.filename is None else f"{os.fsdecode(e.filename)}: "
+            print(f"{prog}: {where}{' '.join(why.split())}", file=sys.stderr)
+        return 2
     finally:
         if installed:  # (not the main thread: an embedding's own handling applies)
             signal.signal(signal.SIGTERM, previous)
     return code
+
+
+_WRITE_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+"""The errors of a write to a stream (stdout) that no path names: a full disk or quota, a
+file too large, a failing device."""
+
+
+def _drop_stdout() -> None:
+    """Point stdout's file descriptor at the null device, so that Python's flush of what is
+    left in its buffer, at exit, neither fails nor prints a complaint (a stdout that is no
+    file, a test's capture, is left as it is)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # (io.UnsupportedOperation is an OSError)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 if __name__ == "__main__":

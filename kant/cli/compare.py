@@ -21,12 +21,15 @@ from kant.cli.options import UsageError, number, writing
 from kant.cli.simulate import (
     add_common_arguments,
     check_common_args,
+    check_own_inputs,
     load_warning,
     scenario_from_args,
 )
 from kant.errors import KantError, ValidationError
 from kant.sim.analysis import compare_json, json_text, seed_sweep
 from kant.sim.report import (
+    COMPARE_FILES,
+    PLOT_NAMES,
     format_compare,
     format_seed_sweep,
     write_compare_report,
@@ -107,6 +110,9 @@ def run_compare(args: argparse.Namespace) -> int:
     comparison, write the report folder (and print the JSON line). A bad value in the options
     or the files they name raises :class:`~kant.errors.KantError` before any run
     (:func:`kant.cli.main` prints it on one line, exit 2)."""
+    # (--seeds: the runs' store too, written afresh before the first run)
+    store = ("runs.jsonl",) if getattr(args, "seeds", None) else ()
+    check_own_inputs(args, (*COMPARE_FILES, *PLOT_NAMES, *store))
     if getattr(args, "seeds", None):
         return _run_seed_sweep(args)
     sc = scenario_from_args(args)

@@ -12,7 +12,7 @@ import argparse
 import contextlib
 import math
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -24,6 +24,7 @@ __all__ = [
     "number",
     "out_dir",
     "out_file",
+    "refuse_own_input",
     "writing",
 ]
 
@@ -49,6 +50,35 @@ def writing(option: str, path: str | os.PathLike[str], *, after_run: bool = True
         raise UsageError(
             f"{option} {os.fspath(path)}: cannot write: {e.strerror or e}{done}"
         ) from None
+
+
+def refuse_own_input(
+    option: str,
+    given: str | os.PathLike[str],
+    outputs: Iterable[str | os.PathLike[str]],
+    inputs: Iterable[tuple[str, str | os.PathLike[str] | None]],
+) -> None:
+    """Raise :class:`UsageError` when a file the command would write, replace or remove
+    (``outputs``: the paths the output ``option`` ``given`` leads to) is the same file as one
+    of its ``inputs`` (option, path; None: not given): a hard link or a symbolic link to it
+    too (``os.path.samefile``). A report would otherwise replace the trace, cluster or config
+    file it was made from. Only ``stat`` calls: checked before any work."""
+    named = [(opt, p) for opt, p in inputs if p is not None]
+    if not named:
+        return
+    for out in outputs:
+        for opt, p in named:
+            try:
+                same = os.path.samefile(out, p)
+            except OSError:  # (no such output yet: it is no input)
+                continue
+            if same:
+                part = Path(out).relative_to(given) if Path(out) != Path(given) else None
+                what = f"its {part}" if part is not None else "it"
+                raise UsageError(
+                    f"{option} {os.fspath(given)}: writing {what} would replace {opt} "
+                    f"{os.fspath(p)}, the run's own input; write to another {option}"
+                )
 
 
 class KantArgumentParser(argparse.ArgumentParser):

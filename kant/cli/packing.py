@@ -8,7 +8,14 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-from kant.cli.options import UsageError, existing_file, image_file, number, writing
+from kant.cli.options import (
+    UsageError,
+    existing_file,
+    image_file,
+    number,
+    refuse_own_input,
+    writing,
+)
 from kant.errors import KantError
 from kant.placement import strategy_names
 from kant.sim.analysis import json_text
@@ -89,6 +96,10 @@ def check_packing_args(args: Any) -> None:
         raise UsageError(f"--seeds {args.seeds!r}: name each seed once")
     if args.policy.lower() not in strategy_names():
         raise UsageError(f"--policy {args.policy!r}: unknown; known: {', '.join(strategy_names())}")
+    if args.plot is not None:
+        refuse_own_input(
+            "--plot", args.plot, [args.plot], [("--pods", args.pods), ("--nodes", args.nodes)]
+        )
 
 
 def run_packing_command(args: Any) -> int:

@@ -11,13 +11,22 @@ import argparse
 import inspect
 import sys
 import time
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Final, TextIO
 
-from kant.cli.options import UsageError, existing_file, number, out_dir, writing
+from kant.cli.options import (
+    UsageError,
+    existing_file,
+    number,
+    out_dir,
+    refuse_own_input,
+    writing,
+)
 from kant.config import load_config
 from kant.queueing import policy_names
 from kant.sim.analysis import json_text, result_json
-from kant.sim.report import format_summary, write_report
+from kant.sim.report import PLOT_NAMES, REPORT_FILES, format_summary, write_report
 from kant.sim.scenarios import (
     LOAD_RANGE,
     MAX_JOBS,
@@ -34,7 +43,7 @@ from kant.sim.scenarios import (
     run_scenario,
     scenario_from_options,
 )
-from kant.sim.simulator import RESTART, RESUME, Progress
+from kant.sim.simulator import MIN_MTBF, RESTART, RESUME, Progress
 
 __all__ = [
     "DEFAULT_OUT",
@@ -42,6 +51,7 @@ __all__ = [
     "add_common_arguments",
     "add_simulate_parser",
     "check_common_args",
+    "check_own_inputs",
     "check_simulate_args",
     "run_simulate",
     "scenario_from_args",
@@ -126,8 +136,9 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     )
     s.add_argument(
         "--mtbf",
-        type=number(float, low=0, low_inclusive=False),
-        help="mean time between failures of a node in s (default: no failures)",
+        type=number(float, low=MIN_MTBF),
+        help=f"mean time between failures of a node in s, at least {MIN_MTBF:g} (default: no "
+        "failures)",
     )
     s.add_argument(
         "--mttr",
@@ -201,6 +212,7 @@ def add_simulate_parser(sub: Any) -> argparse.ArgumentParser:
     g.add_argument(
         "--config",
         metavar="FILE",
+        type=existing_file,
         help="a config file (docs/config.md): its tenants and quotas replace the scenario's, "
         "its queueing, placement and preemption sections set the policies (instead of "
         "--queueing, --placement, --preemption, --threshold)",
@@ -247,6 +259,15 @@ def check_simulate_args(args: argparse.Namespace) -> None:
         raise UsageError(
             f"--threshold {args.threshold:g} is Backfill's; --queueing {args.queueing} has none"
         )
+
+
+def check_own_inputs(args: argparse.Namespace, names: Sequence[str]) -> None:
+    """Refuse (:class:`UsageError`) an ``--out`` folder where one of the files ``names`` the
+    command writes or removes there is one of the run's input files (``--trace-file``,
+    ``--cluster``, ``--config``): the report would replace what it was made from."""
+    inputs = [(f"--{k.replace('_', '-')}", getattr(args, k, None))
+              for k in ("trace_file", "cluster", "config")]  # fmt: skip
+    refuse_own_input("--out", args.out, [Path(args.out) / n for n in names], inputs)
 
 
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
@@ -323,10 +344,11 @@ def run_simulate(args: argparse.Namespace) -> int:
     """``kant simulate``: run, print the table, write the report folder (and print the JSON
     line). A bad value in the options or the files they name raises
     :class:`~kant.errors.KantError` before the run (:func:`kant.cli.main` prints it on one
-    line, exit 2)."""
+    line, exit 2); a mistake in the ``--config`` file before the workload is built."""
+    check_own_inputs(args, (*REPORT_FILES, *PLOT_NAMES))
+    cfg = load_config(args.config) if args.config is not None else None
     sc = scenario_from_args(args)
-    if args.config is not None:
-        cfg = load_config(args.config)
+    if cfg is not None:
         sc = sc.with_tenants(cfg)
         pol = PolicySet.from_config(cfg)
     else:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from kant.cli.compare import add_compare_parser
-from kant.cli.options import KantArgumentParser, UsageError, number, writing
+from kant.cli.options import KantArgumentParser, UsageError, number, refuse_own_input, writing
 from kant.cli.packing import add_packing_parser
 from kant.cli.simulate import add_simulate_parser
 from kant.errors import InvalidGridError, KantError
@@ -296,6 +296,19 @@ def report_folder(store: Path) -> Path:
     return store.with_name(f"{store.name}-report")
 
 
+def _report_outputs(out: Path) -> list[Path]:
+    """The files a sweep report into ``out`` may write, replace or remove that are there now:
+    ``report.txt`` and, in each folder of ``out`` (a group's), its report's files."""
+    from kant.sim.report import COMPARE_FILES, PLOT_NAMES
+
+    files = [out / "report.txt"]
+    if out.is_dir():
+        names = (*COMPARE_FILES, *PLOT_NAMES, "packing.txt", "packing.png")
+        for sub in sorted(p for p in out.iterdir() if p.is_dir()):
+            files += [sub / n for n in names]
+    return files
+
+
 def _report(args: argparse.Namespace) -> int:
     from kant.sim.analysis import json_text
     from kant.sweep import Store
@@ -308,14 +321,15 @@ def _report(args: argparse.Namespace) -> int:
     if not store.path.is_file():
         print(f"kant sweep report: no store at {store.path}", file=sys.stderr)
         return 2
-    records = store.records()
-    print(format_report(records))
-    if store.unreadable:
-        print(f"({store.unreadable} unreadable line(s) skipped)", file=sys.stderr)
     out = Path(args.out) if args.out else report_folder(store.path)
     option = "--out" if args.out else "report folder"
     if out.exists() and not out.is_dir():
         raise UsageError(f"{option} {out}: cannot write the report: a file, not a folder")
+    refuse_own_input(option, out, _report_outputs(out), [("STORE", store.path)])
+    records = store.records()
+    print(format_report(records))
+    if store.unreadable:
+        print(f"({store.unreadable} unreadable line(s) skipped)", file=sys.stderr)
     with writing(option, out, after_run=False):
         files, hint = write_sweep_report(records, out, plots=not args.no_plots)
     if hint:

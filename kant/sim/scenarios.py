@@ -349,10 +349,9 @@ class Scenario:
         qopts: dict[str, Any] = {}
         if pol.threshold is not None and pol.queueing == "backfill":
             qopts["threshold"] = pol.threshold
-        backoff = Backoff(max_interruptions=self.max_interruptions)
         return Scheduler(
             ClusterState(self.nodes),
-            queue=Queue(backoff=backoff, history=None),
+            queue=Queue(backoff=self.backoff(), history=None),
             admitter=self.admitter(),
             placer=Placer(self._strategy(pol.placement)),
             policy=make_policy(pol.queueing, **qopts),
@@ -363,18 +362,24 @@ class Scenario:
         """A fresh admitter with the scenario's quotas and quota modes."""
         return Admitter(self.quotas, modes=dict(self.modes), default_mode=self.default_mode)
 
+    def backoff(self, base: Backoff | None = None) -> Backoff:
+        """The requeue backoff a run of this scenario uses: ``base`` (a config file's; None:
+        the library's) with the scenario's :attr:`max_interruptions` when it sets one (it
+        overrides the file's ``interruptionLimitCount``)."""
+        backoff = Backoff() if base is None else base
+        if self.max_interruptions is None:
+            return backoff
+        return attrs.evolve(backoff, max_interruptions=self.max_interruptions)
+
     def _configured(self, cfg: KantConfig) -> Scheduler:
         """The scheduler of a config file on this scenario: the simulator keeps every ended
         job (``history=None``, for its records); the placement strategy is built with the
         file's seed and the scenario's jobs and nodes (what FGD tunes itself to)."""
         q = cfg.queueing
         context = BuildContext(seed=cfg.placement.seed, workload=self.jobs, cluster=self.nodes)
-        backoff = q.backoff
-        if self.max_interruptions is not None:
-            backoff = attrs.evolve(backoff, max_interruptions=self.max_interruptions)
         return Scheduler(
             ClusterState(self.nodes),
-            queue=Queue(order=q.order, backoff=backoff, history=None),
+            queue=Queue(order=q.order, backoff=self.backoff(q.backoff), history=None),
             admitter=self.with_tenants(cfg).admitter(),
             placer=cfg.placer(context),
             policy=POLICIES.build(q.policy, **q.options),
@@ -861,7 +866,8 @@ def trace_scenario(
 ) -> Scenario:
     """A trace-driven scenario: ``kind`` in :data:`TRACES`, the jobs from ``path`` (default:
     the shared trace folder's file), the first ``jobs`` of them (by arrival; all if None),
-    on the cluster file ``cluster`` (for openb also its node list, a ``.csv`` file; default:
+    on the cluster file ``cluster`` (for openb also its node list, a ``.csv`` file in any
+    case, as ``.YAML`` is YAML; default:
     see the module docstring).
 
     ``load``: size the default fat tree for that offered load (never smaller than the
@@ -906,7 +912,7 @@ def trace_scenario(
         work = work[:jobs]
     if not work:
         raise ValidationError("trace", str(path), "holds no jobs")
-    if cluster is not None and kind == "openb" and str(cluster).endswith(".csv"):
+    if cluster is not None and kind == "openb" and Path(cluster).suffix.lower() == ".csv":
         desc = openb_nodes(cluster)  # (openb's own node list)
         where = str(cluster)
     elif cluster is not None:

@@ -139,12 +139,25 @@ timestamp in a trace, most likely), since samples are taken every ``sample_inter
 the whole run."""
 MAX_SAMPLES: int = 2_000_000
 """At most this many samples a run (about 38 years at the default 600 s)."""
+MIN_MTBF: float = 1.0
+"""The shortest mean time between failures of a node, in seconds. Below it a run's clock
+may not advance: a failure draw shorter than the clock's resolution (``--mtbf 1e-300``)
+lands at the same instant, and with ``mttr`` 0 the node fails, comes back and fails again
+there for ever (or, ``1e-6``, a million events a simulated second per node)."""
 
 
 _nonneg = finite_nonneg(ValidationError)
 
 
 _opt_pos = number(ValidationError, low=0, low_inclusive=False, finite=True, optional=True)
+_mtbf = number(
+    ValidationError,
+    low=MIN_MTBF,
+    finite=True,
+    optional=True,
+    reason=f"must be None (no failures) or a finite number of seconds >= {MIN_MTBF:g} "
+    "(shorter times between failures make a run whose clock cannot advance)",
+)
 _pos = number(ValidationError, low=0, low_inclusive=False, finite=True)
 _fraction = number(ValidationError, low=0, high=1)
 
@@ -181,7 +194,8 @@ class SimConfig:
     something changed). ``grace_period``: how long victims keep their devices.
     ``sample_interval``: GAR / SOR / GFR sampling period. ``sor_bin``: width of the windows
     whose SOR values give the median SOR. ``on_interrupt``: ``"resume"`` or ``"restart"``
-    (see the module docstring). ``mtbf`` / ``mttr``: node failures (None: no failures).
+    (see the module docstring). ``mtbf`` / ``mttr``: node failures (None: no failures;
+    ``mtbf`` at least :data:`MIN_MTBF`, a second).
     ``failures``: explicit ``(time, node)`` failures (the :class:`Simulator` refuses a node
     its cluster does not have), ``time`` counted from the first submission, as the run's
     clock starts there.
@@ -198,7 +212,7 @@ class SimConfig:
     sample_interval: float = attrs.field(default=600.0, validator=_pos)
     sor_bin: float = attrs.field(default=3600.0, validator=_pos)
     on_interrupt: str = attrs.field(default=RESUME, validator=_on_interrupt)
-    mtbf: float | None = attrs.field(default=None, validator=_opt_pos)
+    mtbf: float | None = attrs.field(default=None, validator=_mtbf)
     mttr: float = attrs.field(default=3600.0, validator=_nonneg)
     failures: tuple[tuple[float, str], ...] = attrs.field(
         default=(), converter=_to_failures, validator=_failures_ok

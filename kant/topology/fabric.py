@@ -702,19 +702,28 @@ def unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-_EXPONENT = re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$")
-"""A number with an exponent and no dot (``1e9``, ``5E-3``): a float in YAML 1.2 and JSON,
-a string in PyYAML's YAML 1.1 rules."""
+_YAML12_FLOAT = re.compile(
+    r"""^(?:[-+]?(?:\.[0-9][0-9_]*|[0-9][0-9_]*(?:\.[0-9_]*)?)[eE][-+]?[0-9]+
+         |[-+]\.[0-9][0-9_]*)$""",
+    re.VERBOSE,
+)
+"""The floats of YAML 1.2 (its core schema) and JSON that PyYAML's YAML 1.1 rules read as
+strings: a number with an exponent whose sign is left out or whose mantissa has no dot or
+nothing before or after it (``1e9``, ``5E-3``, ``1.5e3``, ``1.e3``, ``.5e3``), and a signed
+one that starts with its dot (``-.5``). The digits may hold ``_`` as YAML 1.1 allows (not
+the exponent's). The floats YAML 1.1 reads already (``1.5``, ``.5``, ``1.5e+3``, ``.inf``)
+are its own resolver's; a quoted scalar is never resolved: ``'1e3'`` stays a string."""
 
 
 def safe_loader(yaml: Any) -> Any:
-    """``yaml.SafeLoader`` reading ``1e9`` and ``1e-9`` as the floats YAML 1.2 and JSON make
-    of them (YAML 1.1 wants a dot: ``1.0e9``), for every file kant reads."""
+    """``yaml.SafeLoader`` reading every float of YAML 1.2 and JSON as a float
+    (:data:`_YAML12_FLOAT`: ``1e9``, ``1.5e3``, ``.5e3``, which YAML 1.1 reads as strings),
+    for every file kant reads."""
 
     class Loader(yaml.SafeLoader):  # type: ignore[misc]
         pass
 
-    Loader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT, list("-+0123456789"))
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML12_FLOAT, list("-+.0123456789"))
     return Loader
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from kant.cli import main
+from kant.cli.sweep import check_grid
 
 BAD: list[tuple[list[str], str]] = [
     # kant simulate
@@ -548,3 +549,144 @@ def test_a_command_leaves_the_kant_logger_as_the_caller_set_it(tmp_path: Path) -
         assert lg.level == logging.DEBUG and lg.handlers == before[1]
     finally:
         lg.setLevel(before[0])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["packing", "--list-policies"],
+        ["simulate", "--scenario", "inference", "--jobs", "5", "--no-plots", "--quiet"],
+        ["bench", "place", "--nodes", "2", "--pods", "3"],
+    ],
+    ids=["packing", "simulate", "bench place"],
+)
+def test_a_stdout_that_cannot_be_written_is_one_line_and_exit_code_2(
+    argv: list[str], tmp_path: Path
+) -> None:
+    # (a full disk behind stdout was an OSError traceback, exit code 1)
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    if argv[0] == "simulate":
+        argv = [*argv, "--out", str(tmp_path / "o")]
+    with open("/dev/full", "w") as full:
+        r = subprocess.run(
+            [sys.executable, "-m", "kant", *argv],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+        )
+    lines = r.stderr.splitlines()
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and "Exception ignored" not in r.stderr
+    assert lines[-1].startswith(f"kant {argv[0]}") and "No space left on device" in lines[-1]
+    assert len([ln for ln in lines if "note:" not in ln]) == 1, r.stderr
+
+
+def _inputs(tmp: Path) -> dict[str, Path]:
+    """A philly trace, a cluster file, a config file, an openb pod and node list, a sweep
+    store, each where a report would write one of its own files."""
+    out = tmp / "out"
+    out.mkdir()
+    files = {
+        "trace": out / "jobs.csv",
+        "cluster": out / "summary.json",
+        "config": out / "summary.txt",
+        "compare": out / "compare.json",
+        "runs": out / "runs.jsonl",
+        "pods": tmp / "pods.png",
+        "nodes": tmp / "nodes.csv",
+        "store": out / "report.txt",
+    }
+    files["trace"].write_text("timestamp,duration,num_gpus,gpu_time,cluster\n" + GOOD_ROW)
+    for name in ("compare", "runs"):
+        files[name].write_text(files["trace"].read_text())
+    files["cluster"].write_text(
+        '{"version": 1, "nodes": [{"name": "n0", "gpus": 8, "gpu_model": "A100"}]}\n'
+    )
+    files["config"].write_text("queueing: {policy: backfill}\n")
+    files["pods"].write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\np0,1000,100,1,1000,\n"
+    )
+    files["nodes"].write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\n")
+    files["store"].write_text(
+        '{"key": "x", "kind": "sim", "params": {"seed": 0}, "status": "failed", '
+        '"error": "boom", "wall_s": 1.0}\n'
+    )
+    return files
+
+
+OWN_INPUT = [
+    (["simulate", "--trace", "philly", "--trace-file", "{trace}", "--out", "{tmp}/out"],
+     "--trace-file"),
+    (["simulate", "--scenario", "inference", "--jobs", "5", "--config", "{config}", "--out",
+      "{tmp}/out"], "--config"),
+    (["simulate", "--trace", "philly", "--trace-file", "{tmp}/link.csv", "--out", "{tmp}/out"],
+     "--trace-file"),
+    (["simulate", "--trace", "swf", "--trace-file", "{tmp}/log.swf", "--cluster", "{cluster}",
+      "--out", "{tmp}/out"], "--cluster"),
+    (["compare", "--trace", "philly", "--trace-file", "{compare}", "--out", "{tmp}/out"],
+     "--trace-file"),
+    (["compare", "--trace", "philly", "--trace-file", "{runs}", "--seeds", "0-1", "--out",
+      "{tmp}/out"], "--trace-file"),
+    (["packing", "--pods", "{pods}", "--nodes", "{nodes}", "--seeds", "1", "--workers", "1",
+      "--plot", "{pods}"], "--pods"),
+    (["sweep", "report", "{store}", "--out", "{tmp}/out"], "STORE"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    OWN_INPUT,
+    ids=["trace", "config", "symlink", "cluster", "compare", "seeds", "plot", "report"],
+)
+def test_an_output_that_is_one_of_the_commands_own_inputs_is_refused_before_any_work(
+    argv: list[str], named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (kant simulate --trace-file o5/jobs.csv --out o5 replaced the trace with the results)
+    files = _inputs(tmp_path)
+    (tmp_path / "link.csv").symlink_to(files["trace"])
+    (tmp_path / "log.swf").write_text("1 0 0 100 4 -1 -1 4 100 -1 1 1 1 1 1 -1 -1 -1\n")
+    before = {p: p.read_bytes() for p in files.values()}
+    names = {k: str(v) for k, v in files.items()} | {"tmp": str(tmp_path)}
+    args = [a.format(**names) for a in argv]
+    if args[0] in ("simulate", "compare"):
+        args.append("--quiet")
+    assert main(args) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1, err
+    assert named in err and "own input" in err, err
+    assert {p: p.read_bytes() for p in files.values()} == before
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
+        p.name for p in files.values() if p.parent.name == "out"
+    )
+
+
+@pytest.mark.parametrize("mtbf", ["1e-300", "1e-6", "0.5"])
+def test_a_failure_model_under_which_time_cannot_advance_is_refused_not_run_for_ever(
+    mtbf: str, tmp_path: Path
+) -> None:
+    # (--mtbf 1e-300 --mttr 0: each node failed, came back and failed again at the same
+    # instant, and the run never ended)
+    from kant.errors import InvalidGridError, ValidationError
+    from kant.sim.simulator import MIN_MTBF, SimConfig
+    from kant.sweep import Grid
+
+    argv = ["simulate", "--scenario", "inference", "--jobs", "5", "--mtbf", mtbf, "--mttr", "0",
+            "--horizon", "100", "--no-plots", "--quiet", "--out", str(tmp_path / "o")]  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "kant", *argv],
+        capture_output=True, text=True, check=False, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+    )  # fmt: skip
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+    assert f"--mtbf: must be a number >= {MIN_MTBF:g} (got '{mtbf}')" in r.stderr
+    with pytest.raises(ValidationError, match="mtbf"):
+        SimConfig(mtbf=float(mtbf), mttr=0.0)
+    grid = Grid("simulate", {"scenario": "inference", "jobs": 5, "mtbf": [3600, float(mtbf)]})
+    with pytest.raises(InvalidGridError, match="mtbf"):
+        check_grid(grid)
+    check_grid(Grid("simulate", {"scenario": "inference", "jobs": 5, "mtbf": MIN_MTBF}))
+    SimConfig(mtbf=MIN_MTBF, mttr=0.0)

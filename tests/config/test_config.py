@@ -284,3 +284,38 @@ def test_a_config_that_never_ends_is_refused_after_its_bound_not_read_for_ever(
     monkeypatch.setattr(kant.config, "MAX_CONFIG_CHARS", 1 << 16)
     with pytest.raises(InvalidConfigFileError, match="longer than 65,536 characters"):
         kant.config.load_config("/dev/zero")
+
+
+@pytest.mark.parametrize(
+    ("written", "value"),
+    [("1.5e3", 1500.0), ("2.5e2", 250.0), ("1.e3", 1000.0), (".5e3", 500.0), ("1e3", 1000.0),
+     ("-1.5E-3", -0.0015), ("1.5e+3", 1500.0), ("-.5", -0.5), ("+.5", 0.5), ("1_000.5e1", 10005.0)],
+)  # fmt: skip
+def test_a_number_written_as_yaml_1_2_and_json_write_it_is_read_as_that_number(
+    written: str, value: float
+) -> None:
+    # (a JSON config's threshold 1.5e3 was refused: "must be a number >= 0 (got '1.5e3')":
+    # PyYAML's YAML 1.1 rules read an exponent after a dot, or without a sign, as a string)
+    import yaml
+
+    from kant.topology.fabric import safe_loader
+
+    assert yaml.load(f"x: {written}", Loader=safe_loader(yaml)) == {"x": value}
+    if not written.startswith(("-", "+")):
+        text = '{"queueing": {"policy": "backfill", "options": {"threshold": WRITTEN}}}'
+        text = text.replace("WRITTEN", written)
+        assert load_config_text(text).queueing.options == {"threshold": value}
+
+
+@pytest.mark.parametrize(
+    "written",
+    ['"1.5e3"', "'1e3'", '"1.10"', "1.5e3.2", "1e", ".e3", "e3", "1.5e3x", "v1.10", "0x1p3",
+     "1e_3"],
+)  # fmt: skip
+def test_text_that_only_looks_like_a_number_or_is_quoted_stays_text(written: str) -> None:
+    import yaml
+
+    from kant.topology.fabric import safe_loader
+
+    got = yaml.load(f"x: {written}", Loader=safe_loader(yaml))["x"]
+    assert isinstance(got, str) and got == written.strip("'\"")

@@ -187,3 +187,27 @@ def test_a_cluster_file_group_of_too_many_nodes_is_refused_before_it_is_built(
     )
     with pytest.raises(InvalidClusterFileError, match="250,000"):
         load_cluster(p)
+
+
+@pytest.mark.parametrize("mode", ["raise", "skip"])
+@pytest.mark.parametrize("end", [b"\n", b""], ids=["newline", "no newline"])
+@pytest.mark.parametrize("after", [0, 1, 30], ids=["last line", "one line after", "30 lines after"])
+def test_a_quote_left_open_to_the_end_of_a_short_file_is_an_error_naming_its_line(
+    tmp_path: Path, mode: str, end: bytes, after: int
+) -> None:
+    # (under the 128 KiB field limit, skip mode read the rest of the file as one bad row and
+    # loaded the jobs before it only: 5 jobs of 30, silently)
+    bad = b'2017-10-03 02:54:00,1,"8,1,vc\n'
+    data = PHILLY_HEAD + PHILLY_ROW * 5 + bad + PHILLY_ROW * after
+    p = _write(tmp_path, "philly.csv", data[:-1] + end)
+    with pytest.raises(InvalidTraceError, match="quote") as e:
+        load_philly_jobs(p, errors=mode)
+    assert e.value.where == f"{p}:7", e.value
+
+
+@pytest.mark.parametrize("end", [b"\n", b""], ids=["newline", "no newline"])
+def test_quotes_that_close_are_read_to_the_last_line(tmp_path: Path, end: bytes) -> None:
+    last = b'2017-10-03 02:55:00,10,8,80,"vc2"' + end
+    p = _write(tmp_path, "philly.csv", PHILLY_HEAD + b'"2017-10-03 02:54:00",10,8,80,vc1\n' + last)
+    trace = load_philly_jobs(p)
+    assert len(trace.jobs) == 2 and trace.report.rows == 2

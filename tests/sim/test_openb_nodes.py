@@ -96,3 +96,21 @@ def test_a_wrong_header_is_rejected(tmp_path):
         openb_nodes(f)
     assert e.value.field == "header"
     assert e.value.where == f"{f}:1"
+
+
+@pytest.mark.parametrize("name", ["nodes.csv", "nodes.CSV", "Nodes.Csv"])
+def test_an_openb_node_list_is_read_as_one_whatever_the_case_of_its_extension(
+    tmp_path: Path, name: str
+) -> None:
+    # (nodes.CSV was read as a JSON cluster file: "not valid JSON", while .YAML is YAML)
+    from kant.sim.scenarios import trace_scenario
+
+    pods = tmp_path / "pods.csv"
+    pods.write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+        "deletion_time,scheduled_time\np0,1000,1024,1,1000,,LS,Running,0,100,0\n"
+    )
+    nodes = tmp_path / name
+    nodes.write_text(HEADER + "a,64000,262144,2,T4\nb,64000,262144,8,V100M16\n")
+    sc = trace_scenario("openb", path=pods, cluster=nodes)
+    assert [n.name for n in sc.nodes] == ["a", "b"] and sc.total_gpus == 10

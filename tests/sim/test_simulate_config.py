@@ -103,9 +103,11 @@ def test_a_bad_config_file_exits_2_with_one_line_naming_the_key(
 def test_a_missing_config_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["simulate", "--jobs", "5", "--config", str(tmp_path / "none.yaml"), "--quiet",
             "--no-plots", "--out", str(tmp_path / "r")]  # fmt: skip
-    assert main(argv) == 2
+    with pytest.raises(SystemExit) as exit_:  # (refused by --config's own check, as --cluster)
+        main(argv)
+    assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "none.yaml" in err[0] and "cannot read" in err[0], err
+    assert len(err) == 1 and "none.yaml" in err[0] and "no such file" in err[0], err
 
 
 @pytest.mark.parametrize("zone", [["a", "b"], 5, None, "", " inference", "a/b"])
@@ -143,3 +145,44 @@ def test_a_config_naming_an_fgd_strategy_runs_with_the_scenarios_jobs_as_its_wor
     assert main([*argv, "--quiet", "--no-plots", "--out", str(out), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert doc["placement"] == strategy and doc["jobs"]["finished"] > 0
+
+
+@pytest.mark.parametrize("config", [True, False], ids=["config", "no config"])
+def test_the_policy_line_names_the_interruption_limit_the_run_used(
+    config: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (the line showed the file's interruptionLimitCount, 3, while --max-interruptions 5 ran)
+    f = tmp_path / "kant.yaml"
+    f.write_text("queueing:\n  requeuing: {interruptionLimitCount: 3}\n")
+    argv = ["simulate", "--scenario", "inference", "--jobs", "10", "--mtbf", "3000",
+            "--mttr", "10", "--max-interruptions", "5", "--quiet", "--no-plots",
+            "--out", str(tmp_path / "r")]  # fmt: skip
+    assert main([*argv, *(["--config", str(f)] if config else [])]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("policy"))
+    assert "max_interruptions=5" in line and "max_interruptions=3" not in line, line
+    assert (tmp_path / "r" / "summary.txt").read_text().count(line) == 1
+
+
+@pytest.mark.parametrize("kind", ["bad key", "missing"])
+def test_a_mistake_in_the_config_file_stops_the_run_before_the_workload_is_built(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (kant simulate --config bad.yaml --jobs 200000 built the 200,000 jobs, seconds, before
+    # it read the file)
+    def built(*_a: object, **_k: object) -> None:
+        raise AssertionError("the workload was built before the config file was read")
+
+    monkeypatch.setattr("kant.cli.simulate.scenario_from_options", built)
+    f = tmp_path / "bad.yaml"
+    if kind == "bad key":
+        f.write_text("queueing: {polcy: x}\n")
+    argv = ["simulate", "--jobs", "200000", "--config", str(f), "--quiet", "--no-plots",
+            "--out", str(tmp_path / "r")]  # fmt: skip
+    try:
+        code = main(argv)
+    except SystemExit as e:  # (a missing file: refused by the option's own check)
+        code = e.code
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(f) in err[0], err
+    assert ("queueing.polcy: unknown key" if kind == "bad key" else "--config") in err[0]

@@ -121,3 +121,46 @@ def test_trace_scenarios_size_a_default_cluster_for_the_jobs() -> None:
     sc = trace_scenario("philly", jobs=300)
     assert sc.total_gpus >= max(j.gpu_units for j in sc.jobs)
     assert sc.nodes[0].leaf is not None
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["simulate", "--no-plots"],
+        ["compare", "--sets", "backfill+ebinpack,strict-fifo+ebinpack", "--workers", "1"],
+    ],
+    ids=["simulate", "compare"],
+)
+def test_a_report_cut_short_by_a_full_disk_leaves_the_earlier_report_whole(
+    argv: list[str], tmp_path: Path
+) -> None:
+    # (timeseries.csv was left cut mid-row beside the new summary.json; the earlier run's
+    # files were overwritten one by one)
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    small = ["--scenario", "inference", "--jobs", "20", "--quiet", "--out", str(out)]
+    assert main([*argv, *small, "--seed", "1"]) == 0
+    before = _files(out)
+
+    def small_files() -> None:  # (a file may grow to 4 KiB: the report fails half-way)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    for folder in (out, tmp_path / "fresh"):
+        given = [a if a != str(out) else str(folder) for a in small]
+        r = subprocess.run(
+            [sys.executable, "-m", "kant", *argv, *given, "--seed", "2"],
+            capture_output=True, text=True, check=False, env=env, preexec_fn=small_files,
+        )  # fmt: skip
+        assert r.returncode == 2, r.stderr
+        assert "cannot write" in r.stderr.splitlines()[-1] and "Traceback" not in r.stderr
+    assert _files(out) == before  # the earlier report, every file as it was
+    assert not (tmp_path / "fresh").exists() or not any((tmp_path / "fresh").iterdir())

@@ -506,3 +506,38 @@ def test_every_trace_reader_refuses_a_path_that_is_no_path_naming_it() -> None:
             with pytest.raises(ValidationError) as exc:
                 reader(bad)  # type: ignore[operator]
             assert type(exc.value) is ValidationError and exc.value.field == "path", reader
+
+
+def _repeated_column_tables() -> list[tuple[str, str, str, str]]:
+    from kant.sim.traces.inference import DLRM_COLUMNS
+
+    dlrm = ",".join(DLRM_COLUMNS)
+    row = "i0,worker,app,4,1,0,16,-1,0,100"
+    return [
+        ("dlrm", f"{dlrm},role\n{row},worker\n", "role", "load_dlrm_instances"),
+        ("spot", "gpu_model,gpu_capacity_num,cpu_num,node_name,cpu_num\nA10,1,8,n0,8\n",
+         "cpu_num", "load_spot_nodes"),
+        ("vc", "date,vc1,vc2,vc1,total\n2020-04-01,8,16,8,32\n", "vc1", "load_vc_gpus"),
+        ("vc spaced", "date,vc1, vc1,total\n2020-04-01,8,8,16\n", "vc1", "load_vc_gpus"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["raise", "skip"])
+@pytest.mark.parametrize(
+    ("name", "text", "column", "loader"),
+    _repeated_column_tables(),
+    ids=[t[0] for t in _repeated_column_tables()],
+)
+def test_a_table_header_naming_a_column_twice_is_refused_naming_the_column(
+    tmp_path: Path, name: str, text: str, column: str, loader: str, mode: str
+) -> None:
+    # (every row then failed with "has 10 columns, the header 9": the header's {name: index}
+    # kept one of the two; or the VC table read the second vc1 as the first's GPUs)
+    from kant.sim.traces import inference
+
+    p = tmp_path / f"{name}.csv"
+    p.write_text(text)
+    load = getattr(inference, loader)
+    with pytest.raises(InvalidTraceError, match=f"'{column}'.*(twice|more than once)") as e:
+        load(p) if loader == "load_vc_gpus" else load(p, errors=mode)
+    assert (e.value.field, e.value.where) == ("header", f"{p}:1")

@@ -8,6 +8,9 @@ The figures themselves are computed in :mod:`kant.sim.analysis`.
 """
 
 from kant.sim.report.files import (
+    COMPARE_FILES,
+    PLOT_NAMES,
+    REPORT_FILES,
     clear_seed_sweep_report,
     write_compare_report,
     write_report,
@@ -27,7 +30,10 @@ from kant.sim.report.text import (
 )
 
 __all__ = [
+    "COMPARE_FILES",
     "MATPLOTLIB_HINT",
+    "PLOT_NAMES",
+    "REPORT_FILES",
     "clear_seed_sweep_report",
     "format_compare",
     "format_duration",

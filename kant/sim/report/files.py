@@ -2,12 +2,21 @@
 (:func:`write_compare_report`) and ``kant compare --seeds`` (:func:`write_seed_sweep_report`):
 JSON summaries, the printed tables as text, per-job and time-series CSV, and (with
 matplotlib) the plots of :mod:`kant.sim.report.plots`.
+
+A report is written whole or not at all: its files are written into a temporary folder
+inside the report folder and moved into place together once every one is complete
+(:func:`_staged`); a write that fails (a full disk, a file size limit) removes what it wrote
+and leaves the folder as it was, an earlier report in it whole.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
-from collections.abc import Mapping, Sequence
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -19,6 +28,9 @@ from kant.sim.scenarios import PolicySet, Scenario
 from kant.sim.simulator import SimResult
 
 __all__ = [
+    "COMPARE_FILES",
+    "PLOT_NAMES",
+    "REPORT_FILES",
     "clear_seed_sweep_report",
     "write_compare_report",
     "write_report",
@@ -36,9 +48,57 @@ is cleared of them first, so a run with ``--no-plots`` (or another command) neve
 older run's plots beside its results."""
 
 
+REPORT_FILES: Final = ("summary.json", "summary.txt", "jobs.csv", "timeseries.csv")
+"""The files :func:`write_report` writes besides its plots."""
+
+COMPARE_FILES: Final = ("compare.json", "compare.txt")
+"""The files :func:`write_compare_report` and :func:`write_seed_sweep_report` write besides
+their plots."""
+
+
 def _clear_plots(out: Path) -> None:
     for name in PLOT_NAMES:
         (out / name).unlink(missing_ok=True)
+
+
+class _Staging:
+    """The temporary folder of :func:`_staged` (``folder``) and the report folder its files go
+    to (``out``); :meth:`final` is where a file written into ``folder`` ends up."""
+
+    def __init__(self, folder: Path, out: Path) -> None:
+        self.folder = folder
+        self.out = out
+
+    def final(self, paths: Sequence[Path]) -> list[Path]:
+        """The paths in ``out`` of files written into ``folder``."""
+        return [self.out / p.name for p in paths]
+
+
+@contextlib.contextmanager
+def _staged(folder: str | Path, *, replaces: Sequence[str] = ()) -> Iterator[_Staging]:
+    """Write a report's files into a temporary folder inside ``folder`` (created if need
+    be); when the block ends without error, move every file it holds into ``folder``
+    (``os.replace``: each file is the old one or the new one, never a part) and remove the
+    files named in ``replaces`` that the new report lacks (an older run's plots). When the
+    block fails (an ``OSError``, Ctrl-C), remove the temporary folder with what it holds, and
+    ``folder`` if this call created it and it is empty: ``folder`` is as it was."""
+    out = Path(folder)
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".kant-report-", dir=out))
+    try:
+        yield _Staging(tmp, out)
+        names = sorted(p.name for p in tmp.iterdir())
+        for name in names:
+            os.replace(tmp / name, out / name)
+        for name in replaces:
+            if name not in names:
+                (out / name).unlink(missing_ok=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if created:
+            with contextlib.suppress(OSError):  # (not empty: the report is in it)
+                out.rmdir()
 
 
 def write_report(
@@ -52,25 +112,25 @@ def write_report(
     """Write ``summary.json``, ``summary.txt``, ``jobs.csv``, ``timeseries.csv`` and (with
     matplotlib) ``timeseries.png``, ``jwtd.png``, ``jtted.png`` into ``folder``. Returns the
     files written and a hint when plots were skipped."""
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    _clear_plots(out)
-    files = []
-    p = out / "summary.json"
-    p.write_text(
-        json_text(result_json(scenario, policy, result), indent=2) + "\n", errors="backslashreplace"
-    )
-    files.append(p)
-    p = out / "summary.txt"
-    p.write_text(format_summary(scenario, policy, result) + "\n", errors="backslashreplace")
-    files.append(p)
-    files.append(_jobs_csv(out / "jobs.csv", result.records))
-    files.append(_series_csv(out / "timeseries.csv", result))
     hint = None
-    if plots:
-        got, hint = write_plots(out, result, title=f"{scenario.name}: {policy.label}")
-        files.extend(got)
-    return files, hint
+    with _staged(folder, replaces=PLOT_NAMES) as st:
+        tmp = st.folder
+        files = []
+        p = tmp / "summary.json"
+        p.write_text(
+            json_text(result_json(scenario, policy, result), indent=2) + "\n",
+            errors="backslashreplace",
+        )
+        files.append(p)
+        p = tmp / "summary.txt"
+        p.write_text(format_summary(scenario, policy, result) + "\n", errors="backslashreplace")
+        files.append(p)
+        files.append(_jobs_csv(tmp / "jobs.csv", result.records))
+        files.append(_series_csv(tmp / "timeseries.csv", result))
+        if plots:
+            got, hint = write_plots(tmp, result, title=f"{scenario.name}: {policy.label}")
+            files.extend(got)
+    return st.final(files), hint
 
 
 def _jobs_csv(path: Path, records: Sequence[JobRecord]) -> Path:
@@ -106,23 +166,23 @@ def write_compare_report(
     plots: bool = True,
 ) -> tuple[list[Path], str | None]:
     """Write ``compare.json``, ``compare.txt`` and (with matplotlib) the comparison plots."""
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    _clear_plots(out)
-    files = []
-    p = out / "compare.json"
-    p.write_text(
-        json_text(compare_json(scenario, runs, wall_s), indent=2) + "\n", errors="backslashreplace"
-    )
-    files.append(p)
-    p = out / "compare.txt"
-    p.write_text(format_compare(scenario, runs) + "\n", errors="backslashreplace")
-    files.append(p)
     hint = None
-    if plots:
-        got, hint = write_compare_plots(out, runs, title=scenario.name)
-        files.extend(got)
-    return files, hint
+    with _staged(folder, replaces=PLOT_NAMES) as st:
+        tmp = st.folder
+        files = []
+        p = tmp / "compare.json"
+        p.write_text(
+            json_text(compare_json(scenario, runs, wall_s), indent=2) + "\n",
+            errors="backslashreplace",
+        )
+        files.append(p)
+        p = tmp / "compare.txt"
+        p.write_text(format_compare(scenario, runs) + "\n", errors="backslashreplace")
+        files.append(p)
+        if plots:
+            got, hint = write_compare_plots(tmp, runs, title=scenario.name)
+            files.extend(got)
+    return st.final(files), hint
 
 
 def write_seed_sweep_report(
@@ -139,9 +199,6 @@ def write_seed_sweep_report(
     pooled mean waits by job size. A run is a :class:`SimResult` (its JSON object made with
     the seed's scenario from ``scenarios``) or the stored
     :func:`~kant.sim.analysis.run_metrics` of one (``scenarios`` may then be None)."""
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    _clear_plots(out)
     sw = seed_sweep(by_seed)
     doc = {
         "scenario": scenario_name,
@@ -152,14 +209,18 @@ def write_seed_sweep_report(
         ],
         "wall_s": round(wall_s, 3),
     }
-    files = [out / "compare.json", out / "compare.txt"]
-    files[0].write_text(json_text(doc, indent=2) + "\n", errors="backslashreplace")
-    files[1].write_text(format_seed_sweep(scenario_name, by_seed) + "\n", errors="backslashreplace")
-    if not plots:
-        return files, None
-    got, hint = write_seed_sweep_plots(out, scenario_name, [p for p, _r in by_seed[0][1]], sw)
-    files.extend(got)
-    return files, hint
+    hint = None
+    with _staged(folder, replaces=PLOT_NAMES) as st:
+        tmp = st.folder
+        files = [tmp / "compare.json", tmp / "compare.txt"]
+        files[0].write_text(json_text(doc, indent=2) + "\n", errors="backslashreplace")
+        text = format_seed_sweep(scenario_name, by_seed)
+        files[1].write_text(text + "\n", errors="backslashreplace")
+        if plots:
+            sets = [p for p, _r in by_seed[0][1]]
+            got, hint = write_seed_sweep_plots(tmp, scenario_name, sets, sw)
+            files.extend(got)
+    return st.final(files), hint
 
 
 def clear_seed_sweep_report(folder: str | Path) -> None:
@@ -170,7 +231,7 @@ def clear_seed_sweep_report(folder: str | Path) -> None:
     if not out.is_dir():
         return
     _clear_plots(out)
-    for name in ("compare.json", "compare.txt"):
+    for name in COMPARE_FILES:
         (out / name).unlink(missing_ok=True)
 
 

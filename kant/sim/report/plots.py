@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import secrets
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -371,5 +372,17 @@ def plot_curves(
     inset.tick_params(labelsize=6)
     inset.grid(True, linewidth=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    _save_replacing(fig, Path(path), dpi=120)
     plt.close(fig)
+
+
+def _save_replacing(fig: Any, path: Path, *, dpi: int) -> None:
+    """Save ``fig`` to a new file beside ``path`` (same extension, so the same format) and
+    move it onto ``path`` once complete: ``path`` is the old file or the new one, never a
+    part; a save that fails removes the new file."""
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}-{secrets.token_hex(4)}{path.suffix}")
+    try:
+        fig.savefig(tmp, dpi=dpi)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -82,18 +82,29 @@ def _options(d: Mapping[str, Any]) -> str:
 
 def policy_line(scenario: Scenario, policy: PolicySet) -> str:
     """``queueing Q, placement P, preemption K``: the kinds of preemption on (``none``,
-    ``priority``, ``reclaim+backfill``, ...); a config file's settings that are not the
-    library's defaults follow their part in brackets, and its name ends the line."""
+    ``priority``, ``reclaim+backfill``, ...); the settings of the run that are not the
+    library's defaults follow their part in brackets (a config file's, ``--threshold``, the
+    scenario's interruption limit, which overrides the file's), and the file's name ends
+    the line: what ran."""
     pre = policy.preemption_policy(scenario.quotas is not None)
     kinds = "+".join(k for k in PREEMPTION_KINDS if getattr(pre, k)) or "none"
     cfg = policy.config
     if cfg is None:
-        return f"queueing {policy.queueing}, placement {policy.placement}, preemption {kinds}"
+        opts: dict[str, Any] = {}
+        if policy.threshold is not None and policy.queueing == "backfill":
+            opts["threshold"] = f"{policy.threshold:g}"
+        if scenario.max_interruptions is not None:
+            opts["max_interruptions"] = scenario.max_interruptions
+        return (
+            f"queueing {policy.queueing}{_options(opts)}, placement {policy.placement}, "
+            f"preemption {kinds}"
+        )
     base = KantConfig()
     q, p = cfg.queueing, cfg.placement
     qo = {**q.options, **({"order": q.order} if q.order != base.queueing.order else {})}
-    if q.backoff != base.queueing.backoff:
-        qo["backoff"] = q.backoff
+    backoff = scenario.backoff(q.backoff)  # (what ran: --max-interruptions over the file's)
+    if backoff != base.queueing.backoff:
+        qo["backoff"] = backoff
     po = dict(p.options)
     if p.group_probe != base.placement.group_probe:
         po["group_probe"] = p.group_probe

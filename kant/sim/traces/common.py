@@ -6,8 +6,9 @@ the value and ``where="<file>:<line>"`` (1-based physical line numbers, the head
 1). With ``errors="skip"`` bad rows are left out instead and collected, in file order, in the
 result's :class:`TraceReport`; every good row is still loaded. A bad *header* (missing
 columns) makes the whole file unusable and raises in both modes, and so does a file that is
-corrupt below the row level (malformed CSV quoting, a field over the CSV field limit, a
-truncated or corrupt gzip stream), naming the file and the line reached. A line that is not
+corrupt below the row level (a quote left open to the end of the file, named at its row's
+line; a field over the CSV field limit; a truncated or corrupt gzip stream), naming the file
+and the line reached. A line that is not
 UTF-8 text is a bad row (skipped with ``errors="skip"``). Blank lines are ignored. A file that
 cannot be opened (missing, a folder, unreadable) raises :class:`~kant.errors.InvalidTraceError`
 naming it (field ``file``), not ``OSError``.
@@ -237,20 +238,34 @@ def open_trace(path: Path) -> BinaryIO:
         raise InvalidTraceError("file", str(path), f"cannot be read: {e.strerror or e}") from None
 
 
+_END: Final = "\ufffe\uffffkant-end-of-file"
+"""The line :class:`CsvFile` gives its reader after the file's last: two Unicode
+noncharacters and a name, which no trace holds. Read as a row of its own, the file ended
+between rows; read inside a row's last field, a quote ran to the end of the file."""
+
+
 class CsvFile:
     """A ``csv.reader`` over the lines of a binary file that reports corruption as
     :class:`InvalidTraceError`: a line that is not UTF-8 is a bad row of ``col`` (raised, or
-    skipped and collected; with no collector it raises), and a CSV error (an unbalanced quote,
-    a field over the limit) raises naming the file and line. Iterate it for rows;
-    ``line_num`` is the physical line reached."""
+    skipped and collected; with no collector it raises), and a CSV error (a field over the
+    limit) or a quote left open to the end of the file (which the reader would return as one
+    row of every line after it) raises naming the file and line, the quote's row's. Iterate
+    it for rows; ``line_num`` is the physical line reached.
+
+    The open quote is found at no cost per line: after the file's last line the reader is
+    given one more, :data:`_END`, and the row it comes back in tells whether a quote was
+    open."""
 
     def __init__(self, lines: Iterable[bytes], path: Path, col: RowCollector | None) -> None:
         self.path = path
         self.col = col
         self._n = 0
+        self._ended = False
+        self._newline = True  # (the last line ends with one)
         self.reader = csv.reader(self._decode(lines))
 
     def _decode(self, lines: Iterable[bytes]) -> Iterator[str]:
+        raw = b"\n"
         for raw in lines:
             self._n += 1
             try:
@@ -265,23 +280,41 @@ class CsvFile:
                 self.col.rows += 1
                 self.col.fail(err)
                 yield "\n"  # a blank line in its place keeps the line numbers
+        self._ended = True
+        self._newline = raw.endswith(b"\n")
+        yield _END
 
     @property
     def line_num(self) -> int:
         """Physical lines read so far."""
-        return self.reader.line_num
+        return min(self.reader.line_num, self._n)
 
     def __iter__(self) -> Iterator[list[str]]:
         return self
 
     def __next__(self) -> list[str]:
         try:
-            return next(self.reader)
+            row = next(self.reader)
         except csv.Error as e:
             raise InvalidTraceError(
                 "file", str(self.path), f"not valid CSV: {e}",
-                where=f"{self.path}:{max(1, self.reader.line_num)}",
+                where=f"{self.path}:{max(1, self.line_num)}",
             ) from None  # fmt: skip
+        if self._ended:  # (the row _END came in: one check a row)
+            if row == [_END]:
+                raise StopIteration
+            if row and row[-1].endswith(_END):
+                # the quote's row began as many lines before _END as its fields hold line
+                # ends (the file's last line, without one, was joined to _END)
+                ends = sum(c.count("\n") for c in row) + (not self._newline)
+                first = self._n + 1 - ends
+                raise InvalidTraceError(
+                    "file", str(self.path),
+                    "not valid CSV: a quote opened in this row is never closed (it runs to "
+                    "the end of the file)",
+                    where=f"{self.path}:{first}",
+                )  # fmt: skip
+        return row
 
 
 _UINT: Final = re.compile(r"[0-9]+")

@@ -132,7 +132,16 @@ def _header(col: RowCollector, reader: object, want: tuple[str, ...]) -> dict[st
     header = next(iter(reader), None)  # type: ignore[call-overload]
     if header is None:
         raise InvalidTraceError("header", None, "the file is empty", where=col.where(1))
-    where = {name.strip(): i for i, name in enumerate(header)}
+    where: dict[str, int] = {}
+    for i, name in enumerate(header):
+        first = where.setdefault(name.strip(), i)
+        if first != i:  # (a {name: index} would keep one: every row one column too many)
+            raise InvalidTraceError(
+                "header", header,
+                f"names the column {name.strip()!r} twice (columns {first + 1} and {i + 1}): "
+                "each column once",
+                where=col.where(1),
+            )  # fmt: skip
     missing = [c for c in want if c not in where]
     if missing:
         raise InvalidTraceError("header", header, f"lacks columns {missing}", where=col.where(1))
