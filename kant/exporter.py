@@ -25,7 +25,15 @@ from typing import Any, Final
 
 from kant.cycle import CycleResult
 from kant.errors import DuplicateError, InvalidConfigError
-from kant.metrics import BUCKETS, gar, gfr, optimal_groups, optimal_nodes, size_bucket
+from kant.metrics import (
+    BUCKETS,
+    gar,
+    gfr,
+    optimal_groups,
+    optimal_nodes,
+    optimum_shape,
+    size_bucket,
+)
 from kant.metrics.jobs import pool_shapes
 from kant.metrics.records import leaf_groups, placed_nodes, pod_shapes
 from kant.model import MILLI, Job, NodeSpec, PodId, ReasonCode, finite_time, is_int
@@ -207,12 +215,7 @@ class MetricsExporter:
         if self._shapes_version != cluster.membership_version:  # (once per node change)
             self._shapes = pool_shapes(cluster.nodes())
             self._shapes_version = cluster.membership_version
-        per_node, per_leaf = 1, 1
-        for n in nodes:  # (one pool, as a rule; its nodes count too, though lost since)
-            spec = specs[n]
-            g, leaf = self._shapes.get(spec.gpu_model, (spec.gpus, 1))
-            per_node = max(per_node, g, spec.gpus)
-            per_leaf = max(per_leaf, leaf)
+        per_node, per_leaf = optimum_shape(self._shapes, (specs[n] for n in nodes))
         row = self._jtted.setdefault(size_bucket(job.gpu_units), [0.0, 0.0, 0.0, 0.0])
         shapes = pod_shapes(job)
         row[0] += len(nodes) / optimal_nodes(job.gpu_units, per_node, shapes)

@@ -370,3 +370,40 @@ def test_a_node_re_added_under_its_name_in_another_leaf_counts_with_its_new_leaf
     ratio = _value(fams, "kant_jtted_group_ratio", "kant_jtted_group_ratio", size_bucket="9-64")
     assert ratio == 1.0
     assert ex._placing == {}  # (nothing of a counted job's nodes is kept)
+
+
+@pytest.mark.parametrize("a100_first", [False, True])
+def test_a_gang_spanning_two_gpu_pools_reads_the_same_jtted_in_the_exporter_and_simulator(
+    a100_first: bool,
+) -> None:
+    # 2 pods of 8 on H100 nodes (a leaf of 2) and one of 4 on A100 nodes (4 GPUs, a leaf of
+    # 4): both read the optimum of the larger of the two pools, 8 GPUs per node and 4 nodes
+    # per leaf, whatever the roles' order. The simulator read the pool of the job's first
+    # binding (group ratio 1.0), the exporter the largest over its nodes' pools (2.0)
+    from kant.model import Job, Resources, Role
+    from kant.sim import SimConfig, Simulator
+    from kant.state import ClusterState
+    from kant.testing import node
+
+    kw = {"spine": "sp0", "superspine": "ss0"}
+
+    def cluster() -> ClusterState:
+        ns = [node(f"h{i}", leaf="lh", **kw) for i in range(2)]
+        return ClusterState(ns + [node(f"a{i}", gpus=4, model="A100", leaf="la", template=None,
+                                       **kw) for i in range(4)])  # fmt: skip
+
+    roles = (Role(name="h", replicas=2, resources=Resources(gpus=8), gpu_models="H100"),
+             Role(name="a", replicas=1, resources=Resources(gpus=4), gpu_models="A100"))  # fmt: skip
+    x = Job(
+        id="x", submitted_at=0, runtime_estimate=100, roles=roles[::-1] if a100_first else roles
+    )
+    s = Scheduler(cluster())
+    ex = MetricsExporter(s)
+    s.submit(x, now=0)
+    ex.observe(0, s.step(now=0))
+    assert len(s.status("x").bindings) == 3
+    fams = {f.name: f for f in text_string_to_metric_families(ex.exposition().decode())}
+    got = (_value(fams, "kant_jtted_node_ratio", "kant_jtted_node_ratio", size_bucket="9-64"),
+           _value(fams, "kant_jtted_group_ratio", "kant_jtted_group_ratio", size_bucket="9-64"))  # fmt: skip
+    row = Simulator(Scheduler(cluster()), [x], SimConfig(tick=0)).run().summary.jtted["9-64"]
+    assert got == (row.node_ratio, row.group_ratio) == (1.0, 2.0)
