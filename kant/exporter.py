@@ -25,7 +25,15 @@ from typing import Any, Final
 
 from kant.cycle import CycleResult
 from kant.errors import DuplicateError, InvalidConfigError
-from kant.metrics import BUCKETS, gar, gfr, optimal_groups, optimal_nodes, size_bucket
+from kant.metrics import (
+    BUCKETS,
+    gar,
+    gfr,
+    optimal_groups,
+    optimal_nodes,
+    optimum_shape,
+    size_bucket,
+)
 from kant.metrics.jobs import pool_shapes
 from kant.metrics.records import leaf_groups, placed_nodes, pod_shapes
 from kant.model import MILLI, Job, NodeSpec, PodId, ReasonCode, finite_time, is_int
@@ -90,10 +98,11 @@ class MetricsExporter:
         # (job, submission number) of the jobs already observed once started: a job counts
         # once, at its first start (kept for the jobs still in the queue's books)
         self._started: set[tuple[str, int]] = set()
-        # of those, the jobs whose JTTED is not counted yet: the node each pod was first
-        # bound to, until every pod has been (a pod-level job's pods start in several cycles)
-        self._placing: dict[tuple[str, int], dict[PodId, str]] = {}
-        self._specs: dict[str, NodeSpec] = {}  # the nodes jobs were bound to (may be lost since)
+        # of those, the jobs whose JTTED is not counted yet, until every pod has been bound
+        # (a pod-level job's pods start in several cycles): the node each pod was first bound
+        # to, and that node's details as they were then (it may be lost since, or added
+        # again under its name in another leaf or with another model)
+        self._placing: dict[tuple[str, int], tuple[dict[PodId, str], dict[str, NodeSpec]]] = {}
         # GPU model -> (GPUs per node, nodes per leaf) of the cluster's pools, as of the
         # cluster's membership_version
         self._shapes: dict[str | None, tuple[int, int]] = {}
@@ -184,33 +193,29 @@ class MetricsExporter:
                 wait = max(0.0, st.started_at - st.submitted_at)
                 self._wait.labels(size_bucket=size_bucket(job.gpu_units)).observe(wait)
                 if job.total_milli > 0:
-                    self._placing[key] = {}
-            first = self._placing.get(key)
-            if first is None:
+                    self._placing[key] = ({}, {})
+            placing = self._placing.get(key)
+            if placing is None:
                 continue  # (counted already, or no GPU job)
+            first, specs = placing
             for b in st.bindings:
-                if b.node not in self._specs:
-                    self._specs[b.node] = s.cluster.node(b.node)
+                if b.pod not in first and b.node not in specs:
+                    specs[b.node] = s.cluster.node(b.node)
             # JTTED counts the node each pod was first bound to, once every pod was bound
             nodes = placed_nodes(first, st.bindings, job.num_pods)
             if nodes is not None:
                 del self._placing[key]
-                self._count_jtted(job, nodes)
+                self._count_jtted(job, nodes, specs)
 
-    def _count_jtted(self, job: Job, nodes: set[str]) -> None:
-        """Count ``job``'s JTTED, placed on ``nodes``, against the optimum of the pool it ran
-        in (its largest node, its largest leaf: the simulator's)."""
-        specs = self._specs
+    def _count_jtted(self, job: Job, nodes: set[str], specs: dict[str, NodeSpec]) -> None:
+        """Count ``job``'s JTTED, placed on ``nodes`` (``specs``: their details when its
+        pods were bound), against the optimum of the pool it ran in (its largest node, its
+        largest leaf: the simulator's)."""
         cluster = self.scheduler.cluster
         if self._shapes_version != cluster.membership_version:  # (once per node change)
             self._shapes = pool_shapes(cluster.nodes())
             self._shapes_version = cluster.membership_version
-        per_node, per_leaf = 1, 1
-        for n in nodes:  # (one pool, as a rule; its nodes count too, though lost since)
-            spec = specs[n]
-            g, leaf = self._shapes.get(spec.gpu_model, (spec.gpus, 1))
-            per_node = max(per_node, g, spec.gpus)
-            per_leaf = max(per_leaf, leaf)
+        per_node, per_leaf = optimum_shape(self._shapes, (specs[n] for n in nodes))
         row = self._jtted.setdefault(size_bucket(job.gpu_units), [0.0, 0.0, 0.0, 0.0])
         shapes = pod_shapes(job)
         row[0] += len(nodes) / optimal_nodes(job.gpu_units, per_node, shapes)

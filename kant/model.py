@@ -173,24 +173,6 @@ def is_number(v: object) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
-def finite_time(now: object, call: str) -> float:
-    """``now`` as a float if it is a finite real number (bools refused), else
-    :class:`~kant.errors.InvalidTimeError` naming ``call``. Every timestamp kant stores passes
-    through this (or :meth:`kant.scheduler.Scheduler` 's clock, which also refuses a time
-    earlier than the last one seen)."""
-    if type(now) is float and math.isfinite(now):
-        return now  # the usual call, without the abstract-class check below
-    if isinstance(now, bool) or not isinstance(now, numbers.Real):
-        raise InvalidTimeError("now", now, f"{call}: must be a finite number of seconds")
-    try:
-        t = float(now)
-    except OverflowError:  # (an int beyond the floats)
-        t = math.inf
-    if not math.isfinite(t):
-        raise InvalidTimeError("now", now, f"{call}: must be a finite number of seconds")
-    return t
-
-
 _FLOAT_INT: Final = 2**1000  # (ints below it in size are finite floats)
 
 
@@ -211,6 +193,20 @@ def finite_number(v: object, field: str, reason: str = "must be a finite number"
     if not math.isfinite(f):
         raise ValidationError(field, v, reason)
     return f
+
+
+def finite_time(now: object, call: str) -> float:
+    """``now`` as a float if it is a finite real number (bools refused), else
+    :class:`~kant.errors.InvalidTimeError` naming ``call``: :func:`finite_number`'s check,
+    its error as a time's. Every timestamp kant stores passes through this (or
+    :meth:`kant.scheduler.Scheduler` 's clock, which also refuses a time earlier than the last
+    one seen)."""
+    if type(now) is float and math.isfinite(now):
+        return now  # the usual call, without a try block
+    try:
+        return finite_number(now, "now", f"{call}: must be a finite number of seconds")
+    except ValidationError as e:
+        raise InvalidTimeError(e.field, now, e.reason) from None
 
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]

@@ -36,6 +36,7 @@ from kant.metrics.jobs import (
     jwtd,
     optimal_groups,
     optimal_nodes,
+    optimum_shape,
 )
 from kant.metrics.occupancy import Sample, SorCollector, TimeSeries
 from kant.metrics.records import JobRecord
@@ -65,6 +66,7 @@ __all__ = [
     "node_fragmentation_degree",
     "optimal_groups",
     "optimal_nodes",
+    "optimum_shape",
     "size_bucket",
     "task_classes",
     "workload_from_jobs",

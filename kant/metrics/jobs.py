@@ -8,7 +8,7 @@ one record, in :data:`~kant.metrics.buckets.BUCKETS` order.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import attrs
 import numpy as np
@@ -156,6 +156,24 @@ def pool_shapes(nodes: Iterable[NodeSpec]) -> dict[str | None, tuple[int, int]]:
     for (model, _leaf), count in leaves.items():
         largest[model] = max(largest.get(model, 0), count)
     return {model: (g, largest.get(model, 1)) for model, g in gpus.items()}
+
+
+def optimum_shape(
+    pools: Mapping[str | None, tuple[int, int]], nodes: Iterable[NodeSpec]
+) -> tuple[int, int]:
+    """(GPUs per node, nodes per leaf) of the optimum JTTED reads a job against, from
+    ``pools`` (:func:`pool_shapes` of the cluster) and the ``nodes`` it ran on: the largest
+    over the pools of those nodes, whatever their order (a job spanning two pools, a role on
+    H100 nodes and one on A100, reads the larger of each), so the optimum is the fewest nodes
+    and groups any of its pools allows. A node counts at least its own GPUs; one whose pool
+    ``pools`` lacks (no GPUs, or its pool gone since) a leaf of 1. (1, 1) for no node. The
+    simulator and the :class:`~kant.exporter.MetricsExporter` both read it."""
+    per_node, per_leaf = 1, 1
+    for n in nodes:
+        g, leaf = pools.get(n.gpu_model, (n.gpus, 1))
+        per_node = max(per_node, g, n.gpus)
+        per_leaf = max(per_leaf, leaf)
+    return per_node, per_leaf
 
 
 @attrs.frozen(kw_only=True)

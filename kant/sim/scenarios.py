@@ -17,8 +17,9 @@ Built-in scenarios, by name (:func:`make_scenario`):
 Trace scenarios (:func:`trace_scenario`): ``philly``, ``openb`` or ``swf`` jobs from the
 shared trace folder (or a given file), on a cluster file (``--cluster``) or a default cluster:
 openb's own node list; an SWF log that names its ``MaxProcs`` on its own machine (exactly
-that many GPUs, 8 per node, the last node holding the rest: :func:`swf_machine`; resizing
-is explicit: ``load=``, ``kant simulate --trace swf --load L``);
+that many GPUs, 8 per node, the last node holding the rest: :func:`swf_machine`; whole
+8-GPU nodes when a job's pods cannot all run at once on those; resizing is explicit:
+``load=``, ``kant simulate --trace swf --load L``);
 Philly (and an SWF log without ``MaxProcs``) a fat tree of 8-GPU nodes sized so that the
 largest job fits and the offered load is about 0.8.
 
@@ -33,6 +34,7 @@ its nominal quota reclaims what others borrowed. Priority preemption is off unle
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
@@ -43,7 +45,7 @@ import attrs
 from kant.admission import Admitter, Quota, QuotaMode
 from kant.config import KantConfig
 from kant.errors import ValidationError
-from kant.model import Job, NodeSpec, is_int, is_number, registered
+from kant.model import MILLI, Job, NodeSpec, Role, is_int, is_number, registered
 from kant.placement import STRATEGIES, Placer, Strategy, strategy_names
 from kant.preemption import PreemptionPolicy
 from kant.queueing import POLICIES, Backoff, Queue, make_policy, policy_names
@@ -803,49 +805,98 @@ def _max_procs(meta: Mapping[str, str]) -> int:
     return int(text)
 
 
-def _check_every_job_fits(jobs: Sequence[Job], nodes: Sequence[NodeSpec], where: str) -> None:
-    """Refuse a trace with a job that could never start on ``nodes`` (described as
-    ``where``): a pod no node of its GPU models can hold (a model the cluster lacks, more
-    GPUs, CPU, memory or NICs than any such node has), or more GPUs than the cluster has. A
-    run would keep it waiting to the end, its wait counted in JWTD. O(distinct pod shapes x
-    distinct node shapes + jobs)."""
-    shapes: dict[str | None, set[tuple[int, int, int, int]]] = {}
+_NodeShape = tuple[int, int, int, int]
+"""A node's GPUs, CPU milli, memory MiB and NICs."""
+
+
+def _room(role: Role, have: _NodeShape) -> int:
+    """At most how many pods of ``role`` one node of ``have`` holds at once, counting its
+    GPUs (a GPU share: that many shares per GPU), CPU, memory and NICs; -1 when the pod asks
+    none of them (no bound)."""
+    r = role.resources
+    bounds = [
+        h // w for h, w in zip(have[1:], (r.cpu_milli, r.memory_mib, r.rdma_nics), strict=True) if w
+    ]
+    if r.gpus:
+        bounds.append(have[0] // r.gpus)
+    elif r.gpu_milli:
+        bounds.append(have[0] * (MILLI // r.gpu_milli))
+    return min(bounds) if bounds else -1
+
+
+def _why_never_fits(
+    job: Job, shapes: Mapping[str | None, Counter[_NodeShape]], where: str
+) -> str | None:
+    """Why ``job`` could never start on the nodes of ``shapes`` (by GPU model: each node
+    shape with its count), or None when it may. Refused: a role none of whose nodes can hold
+    one pod; for a gang, whose pods must all run at once, a role with more pods than its
+    nodes can hold together (each node holding :func:`_room` of them), or more GPUs than the
+    nodes its roles may use have. Only certain misfits: a job these counts let through may
+    still wait for its topology, labels or the other roles on the same nodes."""
+    pool: set[str | None] = set()
+    for role in job.roles:
+        r = role.resources
+        models = [m for m in shapes if not role.gpu_models or m in role.gpu_models]
+        pool.update(models)
+        rooms = [(_room(role, shape), k) for m in models for shape, k in shapes[m].items()]
+        of = f" of model {'/'.join(sorted(role.gpu_models))}" if role.gpu_models else ""
+        size = (f"{r.gpus or r.gpu_milli / 1000:g} GPUs, {r.cpu_milli} CPU milli, "
+                f"{r.memory_mib} MiB, {r.rdma_nics} NICs")  # fmt: skip
+        if not any(room for room, _ in rooms):
+            return f"no node{of} of the cluster ({where}) can hold one of its pods ({size})"
+        if job.gang and role.replicas > 1 and all(room >= 0 for room, _ in rooms):
+            most = sum(room * k for room, k in rooms)
+            if most < role.replicas:
+                return (
+                    f"its {role.replicas} {role.name} pods ({size}) must run at once, and the "
+                    f"nodes{of} of the cluster ({where}) hold at most {most} of them"
+                )
+    if job.gang:
+        gpus = sum(shape[0] * k for m in pool for shape, k in shapes[m].items())
+        if job.total_milli > gpus * MILLI:
+            return (
+                f"its pods ask {job.gpu_units:g} GPUs at once; the nodes of the GPU models they "
+                f"may use ({where}) have {gpus}"
+            )
+    return None
+
+
+def _first_misfit(
+    jobs: Sequence[Job], nodes: Sequence[NodeSpec], where: str
+) -> tuple[Job, str] | None:
+    """The first of ``jobs`` that could never start on ``nodes`` (described as ``where``),
+    and why; None when there is none. Each distinct job shape is judged once
+    (:func:`_why_never_fits`): O(distinct job shapes x their roles x distinct node shapes +
+    jobs)."""
+    shapes: dict[str | None, Counter[_NodeShape]] = {}
     for n in nodes:
-        shapes.setdefault(n.gpu_model, set()).add((n.gpus, n.cpu_milli, n.memory_mib, n.rdma_nics))
+        shapes.setdefault(n.gpu_model, Counter())[
+            (n.gpus, n.cpu_milli, n.memory_mib, n.rdma_nics)
+        ] += 1
     total = sum(n.gpus for n in nodes)
     verdict: dict[tuple[Any, ...], str | None] = {}
     for job in jobs:
         if job.gpu_units > total:
-            raise ValidationError(
-                "trace", job.id,
-                f"job {job.id} could never start: it asks {job.gpu_units:g} GPUs; the cluster "
-                f"({where}) has {total}",
-            )  # fmt: skip
-        for role in job.roles:
-            r = role.resources
-            key = (role.gpu_models, r.gpus, r.gpu_milli, r.cpu_milli, r.memory_mib, r.rdma_nics)
-            if key not in verdict:
-                need = (r.gpus or (1 if r.gpu_milli else 0), r.cpu_milli, r.memory_mib,
-                        r.rdma_nics)  # fmt: skip
-                models = [m for m in shapes if not role.gpu_models or m in role.gpu_models]
-                ok = any(
-                    all(have >= want for have, want in zip(shape, need, strict=True))
-                    for m in models
-                    for shape in shapes[m]
-                )
-                of = f" of model {'/'.join(sorted(role.gpu_models))}" if role.gpu_models else ""
-                verdict[key] = (
-                    None
-                    if ok
-                    else (
-                        f"no node{of} of the cluster ({where}) can hold one of its pods "
-                        f"({r.gpus or r.gpu_milli / 1000:g} GPUs, {r.cpu_milli} CPU milli, "
-                        f"{r.memory_mib} MiB, {r.rdma_nics} NICs)"
-                    )
-                )
-            why = verdict[key]
-            if why is not None:
-                raise ValidationError("trace", job.id, f"job {job.id} could never start: {why}")
+            return job, f"it asks {job.gpu_units:g} GPUs; the cluster ({where}) has {total}"
+        key = (job.gang, *((r.name, r.replicas, r.gpu_models, r.resources) for r in job.roles))
+        if key not in verdict:
+            verdict[key] = _why_never_fits(job, shapes, where)
+        why = verdict[key]
+        if why is not None:
+            return job, why
+    return None
+
+
+def _check_every_job_fits(jobs: Sequence[Job], nodes: Sequence[NodeSpec], where: str) -> None:
+    """Refuse a trace with a job that could never start on ``nodes`` (described as
+    ``where``): a pod no node of its GPU models can hold (a model the cluster lacks, more
+    GPUs, CPU, memory or NICs than any such node has), more GPUs than the cluster has, or a
+    gang whose pods the nodes cannot hold all at once (:func:`_why_never_fits`). A run would
+    keep it waiting to the end, its wait counted in JWTD."""
+    misfit = _first_misfit(jobs, nodes, where)
+    if misfit is not None:
+        job, why = misfit
+        raise ValidationError("trace", job.id, f"job {job.id} could never start: {why}")
 
 
 def _load_cluster_file(path: str | Path) -> ClusterDescription:
@@ -872,8 +923,13 @@ def trace_scenario(
 
     ``load``: size the default fat tree for that offered load (never smaller than the
     largest job, nor than an SWF log's ``MaxProcs``). None: an SWF log that names its
-    ``MaxProcs`` is replayed on its own machine, whatever its load; other traces are sized
-    for :data:`TARGET_LOAD`. Not with ``cluster``, nor for openb (its node list)."""
+    ``MaxProcs`` is replayed on its own machine, whatever its load: :func:`swf_machine`, or
+    when ``MaxProcs`` is no multiple of 8 and a job's pods cannot all run at once on those
+    nodes (MaxProcs 21: 8 + 8 + 5 GPUs, and a 21-processor job is 3 pods of 7), the same
+    machine rounded up to whole 8-GPU nodes, the description saying so and naming the job. (On
+    that machine the loader's pods, all equal or 8s and one rest, fit exactly when
+    :func:`_why_never_fits` finds no misfit.) Other traces are sized for :data:`TARGET_LOAD`.
+    Not with ``cluster``, nor for openb (its node list)."""
     if load is not None:
         if isinstance(load, bool) or not isinstance(load, int | float) or not load > 0:
             raise ValidationError("load", load, "must be a number > 0")
@@ -936,6 +992,13 @@ def trace_scenario(
                 )  # fmt: skip
             desc = swf_machine(procs)
             where = "the log's own machine, MaxProcs"
+            misfit = _first_misfit(work, desc.nodes, where) if procs % 8 else None
+            if misfit is not None:  # (a job's pods do not pack onto exactly MaxProcs GPUs)
+                desc = swf_machine(-(-procs // 8) * 8)
+                where = (
+                    f"the log's own machine, MaxProcs {procs} rounded up to whole 8-GPU nodes: "
+                    f"on exactly {procs} GPUs job {misfit[0].id} could never start"
+                )
         else:
             target = TARGET_LOAD if load is None else float(load)
             desc = cluster_for_jobs(work, load=target, min_gpus=procs)

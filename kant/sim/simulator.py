@@ -89,7 +89,7 @@ from kant.metrics import (
     jtted,
     jwtd,
 )
-from kant.metrics.jobs import pool_shapes
+from kant.metrics.jobs import optimum_shape, pool_shapes
 from kant.metrics.records import leaf_groups, placed_nodes
 from kant.model import (
     MILLI,
@@ -531,9 +531,10 @@ class Simulator:
             if name not in cluster:
                 raise ValidationError("failures", name, "names no node of the cluster")
         self._leaf_of = {n.name: n.leaf for n in cluster.nodes()}
-        self._pool_of = {n.name: n.gpu_model for n in cluster.nodes()}
+        self._spec_of = {n.name: n for n in cluster.nodes()}
         self._pool_shape = pool_shapes(cluster.nodes())
-        self._job_pool: dict[str, str | None] = {}
+        # job -> (GPUs per node, nodes per leaf) of its JTTED optimum, once its nodes are known
+        self._job_shape: dict[str, tuple[int, int]] = {}
 
     # ----------------------------------------------------------------- the loop
 
@@ -742,7 +743,6 @@ class Simulator:
             nodes: set[str] | None = None  # (the job's nodes, when they are known anew)
             if r.started_at is None:
                 r.started_at = now
-                self._job_pool[jid] = self._pool_of.get(bs[0].node)
                 if job.gang:  # (bound whole: no pod to remember)
                     nodes = placed_nodes({}, bs, job.num_pods)
                     r.all_started_at = now
@@ -753,6 +753,8 @@ class Simulator:
             if nodes is not None:
                 r.nodes_used = len(nodes)
                 r.groups_used = leaf_groups(nodes, self._leaf_of.get)
+                specs = (self._spec_of[n] for n in nodes)
+                self._job_shape[jid] = optimum_shape(self._pool_shape, specs)
             if job.gang:
                 r.run += 1
                 r.active = True
@@ -984,13 +986,13 @@ class Simulator:
         sor = self._sor.sor(until=w1, since=w0) if w1 > w0 else nan
         bins = [v for _t, v in self._sor_bins(w0, w1)]
         sor_median = float(np.median(bins)) if bins else sor
-        shape = self._pool_shape
+        shape = self._job_shape  # (jtted reads it only for jobs whose nodes are known)
 
         def per_node(rec: JobRecord) -> int:
-            return shape.get(self._job_pool.get(rec.job_id), (8, 1))[0]
+            return shape[rec.job_id][0]
 
         def per_leaf(rec: JobRecord) -> int:
-            return shape.get(self._job_pool.get(rec.job_id), (8, 1))[1]
+            return shape[rec.job_id][1]
 
         waits = np.array(
             [(r.started_at if r.started_at is not None else end) - r.submitted_at for r in records],

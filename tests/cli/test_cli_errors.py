@@ -690,3 +690,25 @@ def test_a_failure_model_under_which_time_cannot_advance_is_refused_not_run_for_
         check_grid(grid)
     check_grid(Grid("simulate", {"scenario": "inference", "jobs": 5, "mtbf": MIN_MTBF}))
     SimConfig(mtbf=MIN_MTBF, mttr=0.0)
+
+
+def test_a_gang_job_whose_pods_cannot_all_be_held_at_once_is_one_line_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 3 pods of 7 GPUs on nodes of 8, 8 and 5: each pod fits a node, the 21 GPUs fit the 21
+    # of the cluster, but only two pods can run at once (the job waited to the end of the run)
+    import attrs
+
+    from kant.topology import dump_cluster, fat_tree_for_nodes
+
+    desc = fat_tree_for_nodes(3)
+    last = attrs.evolve(desc.nodes[-1], gpus=5, rdma_nics=5, template=None)
+    cluster = tmp_path / "c.yaml"
+    dump_cluster(attrs.evolve(desc, nodes=(*desc.nodes[:-1], last)), cluster)
+    log = tmp_path / "log.swf"
+    log.write_text("1 0 0 100 21 -1 -1 21 100 -1 1 1 1 1 1 -1 -1 -1\n")
+    argv = ["simulate", "--trace", "swf", "--trace-file", str(log), "--cluster", str(cluster)]
+    assert main([*argv, "--quiet", "--no-plots", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "swf-1 could never start" in err, err
+    assert "at most 2 of them" in err, err

@@ -340,3 +340,70 @@ def test_a_gang_spanning_two_leaves_reads_the_same_group_ratio_whatever_the_leav
     ratio = _value(fams, "kant_jtted_group_ratio", "kant_jtted_group_ratio", size_bucket="9-64")
     rec = JobRecord.for_job(g, started_at=1, nodes_used=4, groups_used=2)
     assert ratio == jtted([rec], nodes_per_leaf=4)["9-64"].group_ratio == 2.0
+
+
+def test_a_node_re_added_under_its_name_in_another_leaf_counts_with_its_new_leaf() -> None:
+    # x (leaf lf0) runs a job, is removed and added again in lf1; y (lf0) is removed: a
+    # 2-node gang on x and z spans lf1 only, one group of an optimum of one. The exporter
+    # kept every node it ever saw by name and read x in lf0: 2 groups, a ratio of 2.0 (and
+    # its memory of nodes grew with every name seen)
+    from kant.state import ClusterState
+    from kant.testing import node
+
+    kw = {"spine": "sp0", "superspine": "ss0"}
+    s = Scheduler(ClusterState([node("x", leaf="lf0", **kw), node("y", leaf="lf0", **kw),
+                                node("z", leaf="lf1", **kw)]))  # fmt: skip
+    ex = MetricsExporter(s)
+    for j in ("fy", "fz", "j1"):
+        s.submit(job(j, gpus=8, submitted_at=0), now=0)
+    ex.observe(0, s.step(now=0))
+    for j in ("fy", "fz", "j1"):
+        for b in s.status(j).bindings:
+            s.pod_finished(b.pod, 10)
+    s.node_removed("x", 11)
+    s.node_added(node("x", leaf="lf1", **kw), 12)
+    s.node_removed("y", 13)
+    s.submit(job("g", gpus=8, replicas=2, submitted_at=14, runtime=100), now=14)
+    ex.observe(14, s.step(now=14))
+    assert {b.node for b in s.status("g").bindings} == {"x", "z"}
+    fams = {f.name: f for f in text_string_to_metric_families(ex.exposition().decode())}
+    ratio = _value(fams, "kant_jtted_group_ratio", "kant_jtted_group_ratio", size_bucket="9-64")
+    assert ratio == 1.0
+    assert ex._placing == {}  # (nothing of a counted job's nodes is kept)
+
+
+@pytest.mark.parametrize("a100_first", [False, True])
+def test_a_gang_spanning_two_gpu_pools_reads_the_same_jtted_in_the_exporter_and_simulator(
+    a100_first: bool,
+) -> None:
+    # 2 pods of 8 on H100 nodes (a leaf of 2) and one of 4 on A100 nodes (4 GPUs, a leaf of
+    # 4): both read the optimum of the larger of the two pools, 8 GPUs per node and 4 nodes
+    # per leaf, whatever the roles' order. The simulator read the pool of the job's first
+    # binding (group ratio 1.0), the exporter the largest over its nodes' pools (2.0)
+    from kant.model import Job, Resources, Role
+    from kant.sim import SimConfig, Simulator
+    from kant.state import ClusterState
+    from kant.testing import node
+
+    kw = {"spine": "sp0", "superspine": "ss0"}
+
+    def cluster() -> ClusterState:
+        ns = [node(f"h{i}", leaf="lh", **kw) for i in range(2)]
+        return ClusterState(ns + [node(f"a{i}", gpus=4, model="A100", leaf="la", template=None,
+                                       **kw) for i in range(4)])  # fmt: skip
+
+    roles = (Role(name="h", replicas=2, resources=Resources(gpus=8), gpu_models="H100"),
+             Role(name="a", replicas=1, resources=Resources(gpus=4), gpu_models="A100"))  # fmt: skip
+    x = Job(
+        id="x", submitted_at=0, runtime_estimate=100, roles=roles[::-1] if a100_first else roles
+    )
+    s = Scheduler(cluster())
+    ex = MetricsExporter(s)
+    s.submit(x, now=0)
+    ex.observe(0, s.step(now=0))
+    assert len(s.status("x").bindings) == 3
+    fams = {f.name: f for f in text_string_to_metric_families(ex.exposition().decode())}
+    got = (_value(fams, "kant_jtted_node_ratio", "kant_jtted_node_ratio", size_bucket="9-64"),
+           _value(fams, "kant_jtted_group_ratio", "kant_jtted_group_ratio", size_bucket="9-64"))  # fmt: skip
+    row = Simulator(Scheduler(cluster()), [x], SimConfig(tick=0)).run().summary.jtted["9-64"]
+    assert got == (row.node_ratio, row.group_ratio) == (1.0, 2.0)

@@ -3,10 +3,14 @@ typed error that names the field and the value."""
 
 from __future__ import annotations
 
+import math
 import pickle
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import attrs
+import numpy as np
 import pytest
 
 from kant.errors import (
@@ -17,6 +21,7 @@ from kant.errors import (
     InvalidResourcesError,
     KantError,
     UnknownNodeError,
+    ValidationError,
 )
 from kant.model import Binding, Job, JobKind, NodeSpec, PodId, Resources, Role, Tier, TopologyWish
 
@@ -263,3 +268,46 @@ def test_pod_ids_sort_by_job_role_index_and_survive_pickling_and_copies() -> Non
     assert str(p) == "j/w/3" and repr(p) == "PodId(job='j', role='w', index=3)"
     job_id, role, index = p
     assert (job_id, role, index) == (p.job, p.role, p.index)
+
+
+@pytest.mark.parametrize(
+    "v",
+    [
+        0,
+        -3,
+        1.5,
+        2**1000,
+        2**1024,
+        -(10**400),
+        math.nan,
+        math.inf,
+        -math.inf,
+        True,
+        False,
+        "1",
+        None,
+        Fraction(1, 3),
+        Decimal("1"),
+        np.float64(2.0),
+        np.float64(math.nan),
+        np.int64(7),
+    ],
+)
+def test_a_time_and_a_metric_number_accept_and_refuse_the_same_values(v: object) -> None:
+    # (finite_time and finite_number were two copies of one check, free to drift apart)
+    from kant.errors import InvalidTimeError
+    from kant.model import finite_number, finite_time
+
+    try:
+        want: float | None = finite_number(v, "x")
+    except ValidationError:
+        want = None
+    if want is None:
+        with pytest.raises(
+            InvalidTimeError,
+            match=r"^invalid time: field .now. = .*: step: must be a finite number of seconds$",
+        ):
+            finite_time(v, "step")
+    else:
+        got = finite_time(v, "step")
+        assert type(got) is float and got == want

@@ -80,3 +80,34 @@ def test_a_log_whose_maxprocs_is_no_multiple_of_8_runs_on_exactly_that_many_gpus
     # the 100-processor job fills the machine: it starts at once and ends
     res = run_scenario(sc)
     assert res.record("swf-1").started_at == 10 and res.summary.jobs["finished"] == 4
+
+
+def _swf(tmp: Path, maxprocs: int, procs: list[int]) -> Path:
+    rows = "".join(
+        f"{i} {i * 10} -1 100 {p} -1 -1 -1 -1 -1 1 1 1 -1 -1 -1 -1 -1\n"
+        for i, p in enumerate(procs, start=1)
+    )
+    log = tmp / f"m{maxprocs}.swf"
+    log.write_text(f"; MaxProcs: {maxprocs}\n" + rows)
+    return log
+
+
+@pytest.mark.parametrize(
+    ("maxprocs", "big", "nodes"),
+    [(21, 21, 3), (54, 49, 7)],  # 3 pods of 7 on 8+8+5; 7 pods of 7 on 6 x 8 + 6
+)
+def test_a_log_whose_job_cannot_be_packed_on_exactly_maxprocs_runs_on_whole_8_gpu_nodes(
+    tmp_path: Path, maxprocs: int, big: int, nodes: int
+) -> None:
+    # (the exact machine kept the job waiting to the end of the run, never started)
+    sc = trace_scenario("swf", path=_swf(tmp_path, maxprocs, [big, 4]))
+    assert [n.gpus for n in sc.nodes] == [8] * nodes
+    assert "rounded up to whole 8-GPU nodes" in sc.description and "swf-1" in sc.description
+    res = run_scenario(sc)
+    assert res.record("swf-1").started_at == 10 and res.summary.jobs["finished"] == 2
+
+
+def test_a_log_whose_jobs_all_pack_on_exactly_maxprocs_keeps_its_machine(tmp_path: Path) -> None:
+    # 23 processors are 8 + 8 + 7: they fill 8 + 8 + 7 exactly
+    sc = trace_scenario("swf", path=_swf(tmp_path, 23, [23, 4, 16]))
+    assert [n.gpus for n in sc.nodes] == [8, 8, 7] and "rounded" not in sc.description
