@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -46,6 +47,7 @@ def writing(option: str, path: str | os.PathLike[str], *, after_run: bool = True
     except BrokenPipeError:
         raise
     except OSError as e:
+        logging.getLogger("kant").debug("%s %s: %s", option, path, e, exc_info=True)
         done = " (the run finished; its results are printed above)" if after_run else ""
         raise UsageError(
             f"{option} {os.fspath(path)}: cannot write: {e.strerror or e}{done}"
