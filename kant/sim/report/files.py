@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -79,26 +81,75 @@ def _staged(folder: str | Path, *, replaces: Sequence[str] = ()) -> Iterator[_St
     """Write a report's files into a temporary folder inside ``folder`` (created if need
     be); when the block ends without error, move every file it holds into ``folder``
     (``os.replace``: each file is the old one or the new one, never a part) and remove the
-    files named in ``replaces`` that the new report lacks (an older run's plots). When the
+    files named in ``replaces`` that the new report lacks (an older run's plots), all or
+    nothing (:func:`_commit`: a folder where a file goes is refused first). When the
     block fails (an ``OSError``, Ctrl-C), remove the temporary folder with what it holds, and
     ``folder`` if this call created it and it is empty: ``folder`` is as it was."""
     out = Path(folder)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".kant-report-", dir=out))
+    done = False
     try:
         yield _Staging(tmp, out)
         names = sorted(p.name for p in tmp.iterdir())
-        for name in names:
-            os.replace(tmp / name, out / name)
-        for name in replaces:
-            if name not in names:
-                (out / name).unlink(missing_ok=True)
+        _commit(tmp, out, names, [n for n in replaces if n not in names])
+        done = True
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        aside = tmp / _ASIDE
+        if done or not (aside.is_dir() and any(aside.iterdir())):
+            shutil.rmtree(tmp, ignore_errors=True)
+        # (else an old file could not be put back: it is left there, not deleted)
         if created:
             with contextlib.suppress(OSError):  # (not empty: the report is in it)
                 out.rmdir()
+
+
+_ASIDE: Final = ".old"
+"""The folder inside a staging folder that the files a report replaces are moved into."""
+
+
+def _commit(tmp: Path, out: Path, names: Sequence[str], removed: Sequence[str]) -> None:
+    """Move the files ``names`` of ``tmp`` into ``out`` and remove ``removed`` from it, all
+    or nothing. Every target is checked first: one that is there and is neither a file nor a
+    symbolic link (a folder) raises ``OSError`` naming it before anything moves. Then the
+    files there are moved aside into ``tmp`` and the new ones in; on any error or
+    interruption (Ctrl-C, SIGTERM) the new ones are taken out and the old ones put back (one
+    that cannot be is left in ``tmp``'s :data:`_ASIDE`), and the error goes on."""
+    for name in (*names, *removed):
+        target = out / name
+        try:
+            mode = os.lstat(target).st_mode
+        except FileNotFoundError:
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            what = "a folder" if stat.S_ISDIR(mode) else "not a file"
+            raise OSError(
+                errno.EISDIR if stat.S_ISDIR(mode) else errno.EEXIST,
+                f"{target} is {what}, which a report does not replace (nothing was written)",
+                str(target),
+            )
+    aside = tmp / _ASIDE
+    aside.mkdir()
+    moved: list[str] = []  # (old files moved aside)
+    placed: list[str] = []  # (new files moved in)
+    try:
+        for name in (*names, *removed):
+            if os.path.lexists(out / name):
+                os.replace(out / name, aside / name)
+                moved.append(name)
+        for name in names:
+            os.replace(tmp / name, out / name)
+            placed.append(name)
+    except BaseException:
+        for name in placed:
+            if name not in moved:
+                with contextlib.suppress(OSError):
+                    os.unlink(out / name)
+        for name in moved:
+            with contextlib.suppress(OSError):
+                os.replace(aside / name, out / name)
+        raise
 
 
 def write_report(
