@@ -25,6 +25,7 @@ __all__ = [
     "number",
     "out_dir",
     "out_file",
+    "readable_input",
     "refuse_own_input",
     "writing",
 ]
@@ -168,6 +169,19 @@ def existing_file(text: str) -> str:
     with _path_errors(text) as p:
         if not p.is_file():
             raise argparse.ArgumentTypeError(f"no such file: {text!r}")
+        if not os.access(p, os.R_OK):
+            raise argparse.ArgumentTypeError(f"cannot read {text!r}")
+    return text
+
+
+def readable_input(text: str) -> str:
+    """An argparse ``type``: anything there to be read that is not a folder: a file, a pipe
+    (``--config <(...)``, ``/dev/stdin``), a device. (:func:`existing_file` wants a file.)"""
+    with _path_errors(text) as p:
+        if not p.exists():
+            raise argparse.ArgumentTypeError(f"no such file: {text!r}")
+        if p.is_dir():
+            raise argparse.ArgumentTypeError(f"{text!r} is a folder, not a file")
         if not os.access(p, os.R_OK):
             raise argparse.ArgumentTypeError(f"cannot read {text!r}")
     return text

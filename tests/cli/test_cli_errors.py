@@ -738,3 +738,28 @@ def test_a_failure_model_under_which_time_cannot_advance_is_refused_not_run_for_
         check_grid(grid)
     check_grid(Grid("simulate", {"scenario": "inference", "jobs": 5, "mtbf": MIN_MTBF}))
     SimConfig(mtbf=MIN_MTBF, mttr=0.0)
+
+
+def test_a_config_given_as_a_pipe_is_read(tmp_path: Path) -> None:
+    # (--config <(cat cfg.yaml) and --config /dev/stdin were refused as "no such file")
+    import threading
+
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no named pipes")
+    fifo = tmp_path / "cfg.yaml"
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        with fifo.open("w") as f:
+            f.write("queueing: {policy: strict-fifo}\n")
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    out = tmp_path / "out"
+    argv = ["simulate", "--scenario", "inference", "--jobs", "20", "--no-plots", "--quiet"]
+    assert main([*argv, "--config", str(fifo), "--out", str(out)]) == 0
+    writer.join(timeout=10)
+    assert "strict-fifo" in (out / "summary.txt").read_text()
+    with pytest.raises(SystemExit) as e:  # (a folder is still refused by the parser)
+        main([*argv, "--config", str(tmp_path), "--out", str(out)])
+    assert e.value.code == 2
