@@ -230,6 +230,7 @@ class CsvFile:
                         raise err from None
                     self.col.rows += 1
                     self.col.fail(err)
+                    raw = b"\n"  # (what the reader got: the last line's end is this one's)
                     yield "\n"  # a blank line in its place keeps the line numbers
         except OSError as e:  # (a read that fails: a device error, a file that is no file)
             raise read_error(self.path, e, self._n + 1) from e
