@@ -210,7 +210,7 @@ def test_a_move_that_fails_half_way_puts_the_earlier_report_back(
         real(src, dst)
 
     monkeypatch.setattr(files.os, "replace", replace)
-    with pytest.raises(KeyboardInterrupt), files._staged(out, replaces=["old.png"]) as st:
+    with pytest.raises(KeyboardInterrupt), files.staged(out, replaces=["old.png"]) as st:
         for name in ("a.txt", "b.txt", "c.txt"):
             (st.folder / name).write_text("new " + name)
     assert moved_in and _files_and_folders(out) == {

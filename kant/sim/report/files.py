@@ -5,7 +5,7 @@ matplotlib) the plots of :mod:`kant.sim.report.plots`.
 
 A report is written whole or not at all: its files are written into a temporary folder
 inside the report folder and moved into place together once every one is complete
-(:func:`_staged`); a write that fails (a full disk, a file size limit) removes what it wrote
+(:func:`staged`); a write that fails (a full disk, a file size limit) removes what it wrote
 and leaves the folder as it was, an earlier report in it whole.
 """
 
@@ -34,6 +34,7 @@ __all__ = [
     "PLOT_NAMES",
     "REPORT_FILES",
     "clear_seed_sweep_report",
+    "staged",
     "write_compare_report",
     "write_report",
     "write_seed_sweep_report",
@@ -64,7 +65,7 @@ def _clear_plots(out: Path) -> None:
 
 
 class _Staging:
-    """The temporary folder of :func:`_staged` (``folder``) and the report folder its files go
+    """The temporary folder of :func:`staged` (``folder``) and the report folder its files go
     to (``out``); :meth:`final` is where a file written into ``folder`` ends up."""
 
     def __init__(self, folder: Path, out: Path) -> None:
@@ -77,7 +78,7 @@ class _Staging:
 
 
 @contextlib.contextmanager
-def _staged(folder: str | Path, *, replaces: Sequence[str] = ()) -> Iterator[_Staging]:
+def staged(folder: str | Path, *, replaces: Sequence[str] = ()) -> Iterator[_Staging]:
     """Write a report's files into a temporary folder inside ``folder`` (created if need
     be); when the block ends without error, move every file it holds into ``folder``
     (``os.replace``: each file is the old one or the new one, never a part) and remove the
@@ -164,7 +165,7 @@ def write_report(
     matplotlib) ``timeseries.png``, ``jwtd.png``, ``jtted.png`` into ``folder``. Returns the
     files written and a hint when plots were skipped."""
     hint = None
-    with _staged(folder, replaces=PLOT_NAMES) as st:
+    with staged(folder, replaces=PLOT_NAMES) as st:
         tmp = st.folder
         files = []
         p = tmp / "summary.json"
@@ -218,7 +219,7 @@ def write_compare_report(
 ) -> tuple[list[Path], str | None]:
     """Write ``compare.json``, ``compare.txt`` and (with matplotlib) the comparison plots."""
     hint = None
-    with _staged(folder, replaces=PLOT_NAMES) as st:
+    with staged(folder, replaces=PLOT_NAMES) as st:
         tmp = st.folder
         files = []
         p = tmp / "compare.json"
@@ -261,7 +262,7 @@ def write_seed_sweep_report(
         "wall_s": round(wall_s, 3),
     }
     hint = None
-    with _staged(folder, replaces=PLOT_NAMES) as st:
+    with staged(folder, replaces=PLOT_NAMES) as st:
         tmp = st.folder
         files = [tmp / "compare.json", tmp / "compare.txt"]
         files[0].write_text(json_text(doc, indent=2) + "\n", errors="backslashreplace")
