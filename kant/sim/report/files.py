@@ -85,11 +85,20 @@ def staged(folder: str | Path, *, replaces: Sequence[str] = ()) -> Iterator[_Sta
     files named in ``replaces`` that the new report lacks (an older run's plots), all or
     nothing (:func:`_commit`: a folder where a file goes is refused first). When the
     block fails (an ``OSError``, Ctrl-C), remove the temporary folder with what it holds, and
-    ``folder`` if this call created it and it is empty: ``folder`` is as it was."""
+    ``folder`` and its parents that this call created, if empty: the file system is as it
+    was."""
     out = Path(folder)
-    created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".kant-report-", dir=out))
+    created: list[Path] = []  # (the folders this call creates, the deepest first)
+    up = out
+    while not up.exists() and up.parent != up:
+        created.append(up)
+        up = up.parent
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".kant-report-", dir=out))
+    except BaseException:
+        _remove_empty(created)
+        raise
     done = False
     try:
         yield _Staging(tmp, out)
@@ -101,9 +110,17 @@ def staged(folder: str | Path, *, replaces: Sequence[str] = ()) -> Iterator[_Sta
         if done or not (aside.is_dir() and any(aside.iterdir())):
             shutil.rmtree(tmp, ignore_errors=True)
         # (else an old file could not be put back: it is left there, not deleted)
-        if created:
-            with contextlib.suppress(OSError):  # (not empty: the report is in it)
-                out.rmdir()
+        _remove_empty(created)
+
+
+def _remove_empty(folders: Sequence[Path]) -> None:
+    """Remove ``folders`` in order (the deepest first) until one is not there or not empty
+    (the report is in it)."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            break
 
 
 _ASIDE: Final = ".old"
