@@ -65,7 +65,11 @@ def refuse_own_input(
     (``outputs``: the paths the output ``option`` ``given`` leads to) is the same file as one
     of its ``inputs`` (option, path; None: not given): a hard link or a symbolic link to it
     too (``os.path.samefile``). A report would otherwise replace the trace, cluster or config
-    file it was made from. Only ``stat`` calls: checked before any work."""
+    file it was made from. Only ``stat`` calls: checked before any work.
+
+    Conservative: a symbolic link inside the output folder that points at an input is
+    refused too, though the report would not write through it (``os.replace`` replaces the
+    link, not its target)."""
     named = [(opt, p) for opt, p in inputs if p is not None]
     if not named:
         return
