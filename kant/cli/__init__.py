@@ -179,10 +179,12 @@ def _main(argv: Sequence[str] | None) -> int:
     except OSError as e:
         # what no option's check could see: a full disk or a failing device behind stdout
         # (kant ... > /dev/full; a file the command writes is named by its option, see
-        # kant.cli.options.writing), or a file system error
+        # kant.cli.options.writing), or a file system error; --log-level debug shows where
+        logging.getLogger("kant").debug("%s: %s", prog, e, exc_info=True)
         why = e.strerror or str(e)
-        if e.filename is None and e.errno in _WRITE_ERRNOS:
-            _drop_stdout()  # (its unwritten buffer would fail again at exit)
+        if e.filename is None and e.errno in _WRITE_ERRNOS and _stdout_fails():
+            if sys.stdout is sys.__stdout__:  # (not a caller's own stream)
+                _drop_stdout()  # (its unwritten buffer would fail again at exit)
             print(f"{prog}: cannot write the output: {why}", file=sys.stderr)
         else:
             where = "" if e.filename is None else f"{os.fsdecode(e.filename)}: "
@@ -197,6 +199,18 @@ def _main(argv: Sequence[str] | None) -> int:
 _WRITE_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 """The errors of a write to a stream (stdout) that no path names: a full disk or quota, a
 file too large, a failing device."""
+
+
+def _stdout_fails() -> bool:
+    """Whether flushing stdout fails (again): the ``OSError`` at hand was stdout's, not an
+    input's read error or a file's that happens to carry no name."""
+    try:
+        sys.stdout.flush()
+    except OSError:
+        return True
+    except ValueError:  # (closed)
+        return False
+    return False
 
 
 def _drop_stdout() -> None:

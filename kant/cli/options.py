@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -24,6 +25,7 @@ __all__ = [
     "number",
     "out_dir",
     "out_file",
+    "readable_input",
     "refuse_own_input",
     "writing",
 ]
@@ -46,6 +48,7 @@ def writing(option: str, path: str | os.PathLike[str], *, after_run: bool = True
     except BrokenPipeError:
         raise
     except OSError as e:
+        logging.getLogger("kant").debug("%s %s: %s", option, path, e, exc_info=True)
         done = " (the run finished; its results are printed above)" if after_run else ""
         raise UsageError(
             f"{option} {os.fspath(path)}: cannot write: {e.strerror or e}{done}"
@@ -62,7 +65,11 @@ def refuse_own_input(
     (``outputs``: the paths the output ``option`` ``given`` leads to) is the same file as one
     of its ``inputs`` (option, path; None: not given): a hard link or a symbolic link to it
     too (``os.path.samefile``). A report would otherwise replace the trace, cluster or config
-    file it was made from. Only ``stat`` calls: checked before any work."""
+    file it was made from. Only ``stat`` calls: checked before any work.
+
+    Conservative: a symbolic link inside the output folder that points at an input is
+    refused too, though the report would not write through it (``os.replace`` replaces the
+    link, not its target)."""
     named = [(opt, p) for opt, p in inputs if p is not None]
     if not named:
         return
@@ -166,6 +173,19 @@ def existing_file(text: str) -> str:
     with _path_errors(text) as p:
         if not p.is_file():
             raise argparse.ArgumentTypeError(f"no such file: {text!r}")
+        if not os.access(p, os.R_OK):
+            raise argparse.ArgumentTypeError(f"cannot read {text!r}")
+    return text
+
+
+def readable_input(text: str) -> str:
+    """An argparse ``type``: anything there to be read that is not a folder: a file, a pipe
+    (``--config <(...)``, ``/dev/stdin``), a device. (:func:`existing_file` wants a file.)"""
+    with _path_errors(text) as p:
+        if not p.exists():
+            raise argparse.ArgumentTypeError(f"no such file: {text!r}")
+        if p.is_dir():
+            raise argparse.ArgumentTypeError(f"{text!r} is a folder, not a file")
         if not os.access(p, os.R_OK):
             raise argparse.ArgumentTypeError(f"cannot read {text!r}")
     return text

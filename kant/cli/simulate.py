@@ -20,6 +20,7 @@ from kant.cli.options import (
     existing_file,
     number,
     out_dir,
+    readable_input,
     refuse_own_input,
     writing,
 )
@@ -212,7 +213,7 @@ def add_simulate_parser(sub: Any) -> argparse.ArgumentParser:
     g.add_argument(
         "--config",
         metavar="FILE",
-        type=existing_file,
+        type=readable_input,
         help="a config file (docs/config.md): its tenants and quotas replace the scenario's, "
         "its queueing, placement and preemption sections set the policies (instead of "
         "--queueing, --placement, --preemption, --threshold)",

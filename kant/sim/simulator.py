@@ -143,7 +143,9 @@ MIN_MTBF: float = 1.0
 """The shortest mean time between failures of a node, in seconds. Below it a run's clock
 may not advance: a failure draw shorter than the clock's resolution (``--mtbf 1e-300``)
 lands at the same instant, and with ``mttr`` 0 the node fails, comes back and fails again
-there for ever (or, ``1e-6``, a million events a simulated second per node)."""
+there for ever (or, ``1e-6``, a million events a simulated second per node). At or above
+it the clock always advances, but a run still has about nodes x span / ``mtbf`` failures:
+a short ``mtbf`` makes a long run, not an endless one."""
 
 
 _nonneg = finite_nonneg(ValidationError)

@@ -25,7 +25,12 @@ import attrs
 
 from kant.sim.analysis import mean_ci, seed_sweep
 from kant.sim.packing import PackingResult, mean_curve, seed_text
-from kant.sim.report import clear_seed_sweep_report, format_seed_sweep, write_seed_sweep_report
+from kant.sim.report import (
+    clear_seed_sweep_report,
+    format_seed_sweep,
+    staged,
+    write_seed_sweep_report,
+)
 from kant.sim.scenarios import PolicySet
 from kant.sweep.grid import POLICY_OPTIONS
 
@@ -277,9 +282,9 @@ def write_sweep_report(
     earlier report made it, is cleared of them. Returns the files and a hint when plots were
     skipped."""
     out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
+    with staged(out) as st:  # (whole or not at all, as every report file)
+        (st.folder / "report.txt").write_text(format_report(records) + "\n")
     files = [out / "report.txt"]
-    files[0].write_text(format_report(records) + "\n")
     hint = None
     sims, packs = sim_groups(records), packing_groups(records)
     folders = _folders([g.title for g in sims] + [g.title for g in packs])
@@ -294,18 +299,20 @@ def write_sweep_report(
         hint = hint or h
     for pg, name in zip(packs, folders[len(sims) :], strict=True):
         sub = out / name
-        sub.mkdir(parents=True, exist_ok=True)
-        (sub / "packing.png").unlink(missing_ok=True)  # (no earlier run's plot left behind)
-        (sub / "packing.txt").write_text(format_packing(pg) + "\n")
-        files.append(sub / "packing.txt")
-        if plots:
-            try:
-                from kant.sim.report.plots import plot_curves
+        # (whole or not at all; no earlier run's plot left behind)
+        with staged(sub, replaces=("packing.png",)) as st:
+            (st.folder / "packing.txt").write_text(format_packing(pg) + "\n")
+            got = [sub / "packing.txt"]
+            if plots:
+                try:
+                    from kant.sim.report.plots import plot_curves
 
-                plot_curves([packing_result(pg, p) for p in sorted(pg.runs)], sub / "packing.png")
-                files.append(sub / "packing.png")
-            except Exception as e:  # matplotlib missing: say so, keep the tables
-                hint = hint or f"plots skipped: {e}"
+                    runs = [packing_result(pg, p) for p in sorted(pg.runs)]
+                    plot_curves(runs, st.folder / "packing.png")
+                    got.append(sub / "packing.png")
+                except Exception as e:  # matplotlib missing: say so, keep the tables
+                    hint = hint or f"plots skipped: {e}"
+        files += got
     return files, hint
 
 

@@ -568,6 +568,7 @@ def test_a_stdout_that_cannot_be_written_is_one_line_and_exit_code_2(
         pytest.skip("no /dev/full")
     if argv[0] == "simulate":
         argv = [*argv, "--out", str(tmp_path / "o")]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     with open("/dev/full", "w") as full:
         r = subprocess.run(
             [sys.executable, "-m", "kant", *argv],
@@ -576,13 +577,60 @@ def test_a_stdout_that_cannot_be_written_is_one_line_and_exit_code_2(
             text=True,
             check=False,
             cwd=tmp_path,
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+            env={**env, "PYTHONPATH": str(Path(__file__).parents[2])},
         )
     lines = r.stderr.splitlines()
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr and "Exception ignored" not in r.stderr
-    assert lines[-1].startswith(f"kant {argv[0]}") and "No space left on device" in lines[-1]
+    assert lines[-1].startswith(f"kant {argv[0]}")
+    assert "cannot write the output: No space left on device" in lines[-1]
     assert len([ln for ln in lines if "note:" not in ln]) == 1, r.stderr
+
+
+def test_an_error_with_no_path_while_stdout_is_fine_is_not_called_an_output_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (any nameless ENOSPC/EIO was "cannot write the output", and its traceback was lost)
+    def broken(*_a: object, **_k: object) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr("kant.cli.simulate.run_scenario", broken)
+    argv = ["simulate", "--scenario", "inference", "--jobs", "20", "--quiet", "--no-plots"]
+    assert main(["--log-level", "debug", *argv, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write the output" not in err and "Input/output error" in err
+    assert "Traceback" in err and "in broken" in err  # (--log-level debug: where it came from)
+
+
+_EMBEDDED = """
+import sys
+from kant.cli import main
+print("before", flush=True)
+rc = main(["simulate", "--trace", "swf", "--trace-file", sys.argv[1], "--quiet",
+           "--no-plots", "--out", sys.argv[2]])
+print("after", rc, flush=True)
+"""
+
+
+def test_an_input_that_fails_to_be_read_is_named_and_a_callers_stdout_is_kept(
+    tmp_path: Path,
+) -> None:
+    # (reading /proc/self/mem fails with EIO: it was "cannot write the output", and stdout
+    # was sent to /dev/null, the caller's own prints after main() lost)
+    mem = Path("/proc/self/mem")
+    if not mem.exists():
+        pytest.skip("no /proc/self/mem")
+    r = subprocess.run(
+        [sys.executable, "-c", _EMBEDDED, str(mem), str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["before", "after", "2"], r.stdout
+    assert r.stderr.startswith(f"kant simulate: {mem}:1: ") and "cannot be read" in r.stderr
+    assert "cannot write the output" not in r.stderr and len(r.stderr.splitlines()) == 1
 
 
 def _inputs(tmp: Path) -> dict[str, Path]:
@@ -712,3 +760,28 @@ def test_a_gang_job_whose_pods_cannot_all_be_held_at_once_is_one_line_naming_it(
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "swf-1 could never start" in err, err
     assert "at most 2 of them" in err, err
+
+
+def test_a_config_given_as_a_pipe_is_read(tmp_path: Path) -> None:
+    # (--config <(cat cfg.yaml) and --config /dev/stdin were refused as "no such file")
+    import threading
+
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no named pipes")
+    fifo = tmp_path / "cfg.yaml"
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        with fifo.open("w") as f:
+            f.write("queueing: {policy: strict-fifo}\n")
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    out = tmp_path / "out"
+    argv = ["simulate", "--scenario", "inference", "--jobs", "20", "--no-plots", "--quiet"]
+    assert main([*argv, "--config", str(fifo), "--out", str(out)]) == 0
+    writer.join(timeout=10)
+    assert "strict-fifo" in (out / "summary.txt").read_text()
+    with pytest.raises(SystemExit) as e:  # (a folder is still refused by the parser)
+        main([*argv, "--config", str(tmp_path), "--out", str(out)])
+    assert e.value.code == 2

@@ -3,6 +3,7 @@ items 7, 8 and 10), in both error modes."""
 
 from __future__ import annotations
 
+import errno
 import gzip
 from collections.abc import Callable
 from pathlib import Path
@@ -206,8 +207,42 @@ def test_a_quote_left_open_to_the_end_of_a_short_file_is_an_error_naming_its_lin
 
 
 @pytest.mark.parametrize("end", [b"\n", b""], ids=["newline", "no newline"])
+def test_an_open_quotes_line_is_right_when_the_last_line_is_not_utf8(
+    tmp_path: Path, end: bytes
+) -> None:
+    # (skipping a last line that is not UTF-8 without a newline, the quote's line was one off:
+    # the line read in its place ends with one)
+    bad = b'2017-10-03 02:54:00,1,"8,1,vc\n'
+    p = _write(
+        tmp_path, "philly.csv", PHILLY_HEAD + PHILLY_ROW + bad + PHILLY_ROW + b"\xff\xfe" + end
+    )
+    with pytest.raises(InvalidTraceError, match="quote") as e:
+        load_philly_jobs(p, errors="skip")
+    assert e.value.where == f"{p}:3", e.value
+
+
+@pytest.mark.parametrize("end", [b"\n", b""], ids=["newline", "no newline"])
 def test_quotes_that_close_are_read_to_the_last_line(tmp_path: Path, end: bytes) -> None:
     last = b'2017-10-03 02:55:00,10,8,80,"vc2"' + end
     p = _write(tmp_path, "philly.csv", PHILLY_HEAD + b'"2017-10-03 02:54:00",10,8,80,vc1\n' + last)
     trace = load_philly_jobs(p)
     assert len(trace.jobs) == 2 and trace.report.rows == 2
+
+
+def test_a_read_that_fails_midway_is_a_trace_error_naming_the_file_and_line(
+    tmp_path: Path,
+) -> None:
+    # (an OSError while reading, EIO from a failing device, reached the command line as a
+    # nameless "cannot write the output")
+    from kant.sim.traces.common import CsvFile
+
+    p = tmp_path / "t.csv"
+
+    def lines() -> Any:
+        yield PHILLY_HEAD
+        yield PHILLY_ROW
+        raise OSError(errno.EIO, "Input/output error")
+
+    with pytest.raises(InvalidTraceError, match="cannot be read: Input/output error") as e:
+        list(CsvFile(lines(), p, None))
+    assert e.value.where == f"{p}:3"

@@ -154,7 +154,7 @@ def test_a_report_cut_short_by_a_full_disk_leaves_the_earlier_report_whole(
         resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
 
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
-    for folder in (out, tmp_path / "fresh"):
+    for folder in (out, tmp_path / "fresh" / "b" / "c"):
         given = [a if a != str(out) else str(folder) for a in small]
         r = subprocess.run(
             [sys.executable, "-m", "kant", *argv, *given, "--seed", "2"],
@@ -163,4 +163,56 @@ def test_a_report_cut_short_by_a_full_disk_leaves_the_earlier_report_whole(
         assert r.returncode == 2, r.stderr
         assert "cannot write" in r.stderr.splitlines()[-1] and "Traceback" not in r.stderr
     assert _files(out) == before  # the earlier report, every file as it was
-    assert not (tmp_path / "fresh").exists() or not any((tmp_path / "fresh").iterdir())
+    assert not (tmp_path / "fresh").exists()  # (nor the folders above the new one: fresh/b)
+
+
+def test_a_folder_where_a_report_file_goes_is_refused_before_any_file_moves(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (files were moved in one by one: summary.txt a folder, the run failed half-way and left
+    # a mix of the seed 1 and seed 2 reports)
+    out = tmp_path / "out"
+    small = ["simulate", "--scenario", "inference", "--jobs", "20", "--no-plots", "--quiet"]
+    assert main([*small, "--seed", "1", "--out", str(out)]) == 0
+    (out / "summary.txt").unlink()
+    (out / "summary.txt").mkdir()
+    before = _files_and_folders(out)
+    capsys.readouterr()
+    assert main([*small, "--seed", "2", "--out", str(out)]) == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert f"{out / 'summary.txt'} is a folder" in last, last
+    assert _files_and_folders(out) == before  # every file the seed 1 run's, nothing left over
+
+
+def _files_and_folders(folder: Path) -> dict[str, bytes | None]:
+    return {p.name: p.read_bytes() if p.is_file() else None for p in sorted(folder.iterdir())}
+
+
+def test_a_move_that_fails_half_way_puts_the_earlier_report_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from kant.sim.report import files
+
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("a.txt", "b.txt", "old.png"):
+        (out / name).write_text("old " + name)
+    real = os.replace
+    moved_in: list[str] = []
+
+    def replace(src: str | Path, dst: str | Path) -> None:
+        if Path(dst).parent == out and Path(src).parent.name != files._ASIDE:
+            if moved_in:  # (the second new file: the disk fails, or Ctrl-C)
+                raise KeyboardInterrupt
+            moved_in.append(str(dst))
+        real(src, dst)
+
+    monkeypatch.setattr(files.os, "replace", replace)
+    with pytest.raises(KeyboardInterrupt), files.staged(out, replaces=["old.png"]) as st:
+        for name in ("a.txt", "b.txt", "c.txt"):
+            (st.folder / name).write_text("new " + name)
+    assert moved_in and _files_and_folders(out) == {
+        n: b"old " + n.encode() for n in ("a.txt", "b.txt", "old.png")
+    }

@@ -136,3 +136,42 @@ def test_a_packing_cell_some_seeds_do_not_reach_says_over_how_many_seeds_it_is()
     text = format_packing(PackingGroup(title="t", trace="t", inflate=1.3, runs=runs))
     row = next(line for line in text.splitlines() if line.startswith("fgd"))
     assert "1-3 (3)" in row and row.count("50.00 (1/3 seeds)") == 3
+
+
+def test_a_report_txt_cut_short_by_a_full_disk_leaves_the_earlier_one_whole(
+    tmp_path: Path,
+) -> None:
+    # (report.txt and packing.txt were written in place: a failed write left them cut short)
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    store = tmp_path / "s.jsonl"
+
+    def fill(error: str) -> None:  # (300 failed runs: a report.txt of some 35 KB)
+        rec = {"kind": "sim", "status": "failed", "error": error, "wall_s": 1.0}
+        store.write_text(
+            "".join(
+                json.dumps({**rec, "key": f"k{i}", "params": {"seed": i}}) + "\n"
+                for i in range(300)
+            )
+        )
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    out = tmp_path / "rep"
+    fill("first " * 20)
+    cmd = [sys.executable, "-m", "kant", "sweep", "report", str(store), "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    assert subprocess.run(cmd, capture_output=True, check=False, env=env).returncode == 0
+    before = (out / "report.txt").read_bytes()
+    assert len(before) > 4096
+    fill("second " * 20)
+    r = subprocess.run(
+        cmd, capture_output=True, text=True, check=False, env=env, preexec_fn=small_files
+    )
+    assert r.returncode == 2 and "cannot write" in r.stderr, r.stderr
+    assert (out / "report.txt").read_bytes() == before
+    assert [p.name for p in out.iterdir()] == ["report.txt"]

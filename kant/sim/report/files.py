@@ -5,7 +5,7 @@ matplotlib) the plots of :mod:`kant.sim.report.plots`.
 
 A report is written whole or not at all: its files are written into a temporary folder
 inside the report folder and moved into place together once every one is complete
-(:func:`_staged`); a write that fails (a full disk, a file size limit) removes what it wrote
+(:func:`staged`); a write that fails (a full disk, a file size limit) removes what it wrote
 and leaves the folder as it was, an earlier report in it whole.
 """
 
@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -32,6 +34,7 @@ __all__ = [
     "PLOT_NAMES",
     "REPORT_FILES",
     "clear_seed_sweep_report",
+    "staged",
     "write_compare_report",
     "write_report",
     "write_seed_sweep_report",
@@ -62,7 +65,7 @@ def _clear_plots(out: Path) -> None:
 
 
 class _Staging:
-    """The temporary folder of :func:`_staged` (``folder``) and the report folder its files go
+    """The temporary folder of :func:`staged` (``folder``) and the report folder its files go
     to (``out``); :meth:`final` is where a file written into ``folder`` ends up."""
 
     def __init__(self, folder: Path, out: Path) -> None:
@@ -75,30 +78,96 @@ class _Staging:
 
 
 @contextlib.contextmanager
-def _staged(folder: str | Path, *, replaces: Sequence[str] = ()) -> Iterator[_Staging]:
+def staged(folder: str | Path, *, replaces: Sequence[str] = ()) -> Iterator[_Staging]:
     """Write a report's files into a temporary folder inside ``folder`` (created if need
     be); when the block ends without error, move every file it holds into ``folder``
     (``os.replace``: each file is the old one or the new one, never a part) and remove the
-    files named in ``replaces`` that the new report lacks (an older run's plots). When the
+    files named in ``replaces`` that the new report lacks (an older run's plots), all or
+    nothing (:func:`_commit`: a folder where a file goes is refused first). When the
     block fails (an ``OSError``, Ctrl-C), remove the temporary folder with what it holds, and
-    ``folder`` if this call created it and it is empty: ``folder`` is as it was."""
+    ``folder`` and its parents that this call created, if empty: the file system is as it
+    was."""
     out = Path(folder)
-    created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".kant-report-", dir=out))
+    created: list[Path] = []  # (the folders this call creates, the deepest first)
+    up = out
+    while not up.exists() and up.parent != up:
+        created.append(up)
+        up = up.parent
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".kant-report-", dir=out))
+    except BaseException:
+        _remove_empty(created)
+        raise
+    done = False
     try:
         yield _Staging(tmp, out)
         names = sorted(p.name for p in tmp.iterdir())
+        _commit(tmp, out, names, [n for n in replaces if n not in names])
+        done = True
+    finally:
+        aside = tmp / _ASIDE
+        if done or not (aside.is_dir() and any(aside.iterdir())):
+            shutil.rmtree(tmp, ignore_errors=True)
+        # (else an old file could not be put back: it is left there, not deleted)
+        _remove_empty(created)
+
+
+def _remove_empty(folders: Sequence[Path]) -> None:
+    """Remove ``folders`` in order (the deepest first) until one is not there or not empty
+    (the report is in it)."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            break
+
+
+_ASIDE: Final = ".old"
+"""The folder inside a staging folder that the files a report replaces are moved into."""
+
+
+def _commit(tmp: Path, out: Path, names: Sequence[str], removed: Sequence[str]) -> None:
+    """Move the files ``names`` of ``tmp`` into ``out`` and remove ``removed`` from it, all
+    or nothing. Every target is checked first: one that is there and is neither a file nor a
+    symbolic link (a folder) raises ``OSError`` naming it before anything moves. Then the
+    files there are moved aside into ``tmp`` and the new ones in; on any error or
+    interruption (Ctrl-C, SIGTERM) the new ones are taken out and the old ones put back (one
+    that cannot be is left in ``tmp``'s :data:`_ASIDE`), and the error goes on."""
+    for name in (*names, *removed):
+        target = out / name
+        try:
+            mode = os.lstat(target).st_mode
+        except FileNotFoundError:
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            what = "a folder" if stat.S_ISDIR(mode) else "not a file"
+            raise OSError(
+                errno.EISDIR if stat.S_ISDIR(mode) else errno.EEXIST,
+                f"{target} is {what}, which a report does not replace (nothing was written)",
+                str(target),
+            )
+    aside = tmp / _ASIDE
+    aside.mkdir()
+    moved: list[str] = []  # (old files moved aside)
+    placed: list[str] = []  # (new files moved in)
+    try:
+        for name in (*names, *removed):
+            if os.path.lexists(out / name):
+                os.replace(out / name, aside / name)
+                moved.append(name)
         for name in names:
             os.replace(tmp / name, out / name)
-        for name in replaces:
-            if name not in names:
-                (out / name).unlink(missing_ok=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if created:
-            with contextlib.suppress(OSError):  # (not empty: the report is in it)
-                out.rmdir()
+            placed.append(name)
+    except BaseException:
+        for name in placed:
+            if name not in moved:
+                with contextlib.suppress(OSError):
+                    os.unlink(out / name)
+        for name in moved:
+            with contextlib.suppress(OSError):
+                os.replace(aside / name, out / name)
+        raise
 
 
 def write_report(
@@ -113,7 +182,7 @@ def write_report(
     matplotlib) ``timeseries.png``, ``jwtd.png``, ``jtted.png`` into ``folder``. Returns the
     files written and a hint when plots were skipped."""
     hint = None
-    with _staged(folder, replaces=PLOT_NAMES) as st:
+    with staged(folder, replaces=PLOT_NAMES) as st:
         tmp = st.folder
         files = []
         p = tmp / "summary.json"
@@ -167,7 +236,7 @@ def write_compare_report(
 ) -> tuple[list[Path], str | None]:
     """Write ``compare.json``, ``compare.txt`` and (with matplotlib) the comparison plots."""
     hint = None
-    with _staged(folder, replaces=PLOT_NAMES) as st:
+    with staged(folder, replaces=PLOT_NAMES) as st:
         tmp = st.folder
         files = []
         p = tmp / "compare.json"
@@ -210,7 +279,7 @@ def write_seed_sweep_report(
         "wall_s": round(wall_s, 3),
     }
     hint = None
-    with _staged(folder, replaces=PLOT_NAMES) as st:
+    with staged(folder, replaces=PLOT_NAMES) as st:
         tmp = st.folder
         files = [tmp / "compare.json", tmp / "compare.txt"]
         files[0].write_text(json_text(doc, indent=2) + "\n", errors="backslashreplace")

@@ -54,6 +54,7 @@ __all__ = [
     "parse_number",
     "parse_scaled",
     "parse_uint",
+    "read_error",
     "sorted_jobs",
     "trace_dir",
     "trace_path",
@@ -235,7 +236,17 @@ def open_trace(path: Path) -> BinaryIO:
     try:
         return path.open("rb")
     except OSError as e:
-        raise InvalidTraceError("file", str(path), f"cannot be read: {e.strerror or e}") from None
+        raise read_error(path, e) from None
+
+
+def read_error(path: Path, e: OSError, line: int | None = None) -> InvalidTraceError:
+    """The :class:`InvalidTraceError` of a read of ``path`` that failed (at ``line``, if
+    known) with ``e``: the file named, not an ``OSError`` without a name."""
+    why = " ".join((e.strerror or str(e)).split())
+    return InvalidTraceError(
+        "file", str(path), f"cannot be read: {why}",
+        where=None if line is None else f"{path}:{line}",
+    )  # fmt: skip
 
 
 _END: Final = "\ufffe\uffffkant-end-of-file"
@@ -266,20 +277,24 @@ class CsvFile:
 
     def _decode(self, lines: Iterable[bytes]) -> Iterator[str]:
         raw = b"\n"
-        for raw in lines:
-            self._n += 1
-            try:
-                yield raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                err = InvalidTraceError(
-                    "line", raw[:40], f"is not UTF-8 text ({e.reason} at byte {e.start})",
-                    where=f"{self.path}:{self._n}",
-                )  # fmt: skip
-                if self.col is None:
-                    raise err from None
-                self.col.rows += 1
-                self.col.fail(err)
-                yield "\n"  # a blank line in its place keeps the line numbers
+        try:
+            for raw in lines:
+                self._n += 1
+                try:
+                    yield raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    err = InvalidTraceError(
+                        "line", raw[:40], f"is not UTF-8 text ({e.reason} at byte {e.start})",
+                        where=f"{self.path}:{self._n}",
+                    )  # fmt: skip
+                    if self.col is None:
+                        raise err from None
+                    self.col.rows += 1
+                    self.col.fail(err)
+                    raw = b"\n"  # (what the reader got: the last line's end is this one's)
+                    yield "\n"  # a blank line in its place keeps the line numbers
+        except OSError as e:  # (a read that fails: a device error, a file that is no file)
+            raise read_error(self.path, e, self._n + 1) from e
         self._ended = True
         self._newline = raw.endswith(b"\n")
         yield _END

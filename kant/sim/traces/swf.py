@@ -25,6 +25,7 @@ from kant.sim.traces.common import (
     check_pod_split,
     gang_roles,
     open_trace,
+    read_error,
     sorted_jobs,
     trace_path,
 )
@@ -155,6 +156,8 @@ def load_swf_jobs(
             "file", str(p), f"truncated or corrupt compressed data: {e}",
             where=col.where(line_no + 1),
         ) from None  # fmt: skip
+    except OSError as e:  # (a read that fails: a device error, a file that is no file)
+        raise read_error(p, e, line_no + 1) from e
     return JobTrace(jobs=sorted_jobs(jobs), report=col.report(len(jobs)), meta=meta)
 
 
