@@ -162,6 +162,14 @@ def test_a_quota_reclaim_evicts_the_borrower_through_the_eviction_api_and_binds_
     cluster.pod("b-0", labels=b)
     cluster.pod("b-1", labels=b)  # team-b borrows team-a's idle 8 GPUs
     wait_for(lambda: cluster.node_of("b-0") and cluster.node_of("b-1"), what="team-b bound")
+
+    def ready(name: str) -> bool:
+        cond = _condition(cluster.get(name), "Ready")
+        return cond is not None and cond["status"] == "True"
+
+    # (the eviction API lets an unready pod go whatever the budget allows: on a loaded
+    # machine the fake kubelet had not yet made the victim ready, and the test failed)
+    wait_for(lambda: ready("b-0") and ready("b-1"), what="team-b ready")
     # a PodDisruptionBudget that allows no disruption yet; the test is the disruption controller
     pv = "policy/v1" if cluster.api.has("policy/v1") else "policy/v1beta1"
     base = f"/apis/{pv}/namespaces/{cluster.ns}/poddisruptionbudgets"
