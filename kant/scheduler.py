@@ -786,7 +786,9 @@ class Scheduler:
     def check_invariants(self) -> None:
         """Every invariant across cluster, queue and admitter: each one's own
         ``check_invariants()``, then that assigned pods are bound and charged, gangs are
-        bound whole (unless being evicted) and every bound pod of a known job is assigned.
+        bound whole (unless being evicted), every bound pod of a known job is assigned and
+        on a node of a GPU model its role allows (taints and selectors are not checked: a
+        node relabelled after keeps what runs there).
         Raises :class:`~kant.errors.InvariantError` at the first difference.
 
         O(everything): for tests and debugging (:func:`kant.testing.check_invariants`)."""
@@ -804,6 +806,12 @@ class Scheduler:
             owner = self.queue.get(b.pod.job)
             if owner is not None:
                 require(b.pod in owner.assigned, f"Scheduler: {b.pod} bound but not assigned")
+                models = owner.job.role(b.pod.role).gpu_models
+                model = self.cluster.node(b.node).gpu_model
+                require(
+                    not models or model in models,
+                    f"Scheduler: {b.pod} bound on {b.node}, a {model} node its role does not allow",
+                )
         for p in self.admitter.charged():
             require(self.cluster.has_pod(p), f"Scheduler: {p} charged but not bound")
 

@@ -169,6 +169,7 @@ class Placer:
             }.items()
         }
         self._adapted: dict[int, StrategyHooks] = {}  # by id: strategies of candidate_sets
+        self._last_inside: tuple[IntArray, IntArray, IntArray] | None = None  # (_inside)
         self._cand: dict[tuple[Any, ...], Candidates] = {}
         self._prefs: dict[tuple[Any, ...], tuple[Candidates, ...]] = {}  # see _preferred
         # while a job is placed: whether preferred nodes are tried first, and whether a
@@ -944,12 +945,14 @@ class Placer:
     ) -> Sequence[tuple[IntArray, StrategyHooks]]:
         """The node sets a pod tries in turn, each with the (adapted) strategy scoring it:
         all of ``slots`` with this strategy unless it has ``candidate_sets``. Strategies the
-        hook returns are adapted once and remembered (by identity)."""
+        hook returns are adapted once and remembered (by identity). A set is kept to its
+        nodes in ``slots`` (:meth:`_inside`): the hook cannot widen the pod's candidates."""
         h = self.hooks
         if h.candidate_sets is None:
             return ((slots, h),)
         out: list[tuple[IntArray, StrategyHooks]] = []
         for part, strat in h.candidate_sets(ctx, slots):
+            part = self._inside(part, slots)
             hit = self._adapted.get(id(strat))
             if hit is None or hit.strategy is not strat:
                 if len(self._adapted) >= 64:  # a strategy making new ones each time
@@ -957,6 +960,30 @@ class Placer:
                 hit = self._adapted[id(strat)] = adapt_strategy(strat)
             out.append((part, hit))
         return out
+
+    def _inside(self, part: IntArray, slots: IntArray) -> IntArray:
+        """``part`` (a set a strategy's ``candidate_sets`` gave) without the nodes that are
+        not in ``slots`` (the pod's candidates, ascending): other GPU models, nodes its
+        selector or taints keep it off. ``part`` itself (the same array, so the two-level
+        search keeps its split by leaf) when all of its nodes are candidates, in its order.
+        One ``searchsorted`` over ``part``; O(1) for the array checked last against the same
+        ``slots`` (the arrays must not change once given)."""
+        if part is slots:
+            return part
+        last = self._last_inside
+        if last is not None and last[0] is part and last[1] is slots:
+            return last[2]
+        arr = np.asarray(part, dtype=np.int64).reshape(-1)
+        if slots.shape[0] and arr.shape[0]:
+            pos = np.minimum(np.searchsorted(slots, arr), slots.shape[0] - 1)
+            keep = slots[pos] == arr
+            got = arr if keep.all() else arr[keep]
+        else:
+            got = arr[:0]
+        if got is arr and isinstance(part, np.ndarray) and part.dtype == np.int64:
+            got = part
+        self._last_inside = (part, slots, got)
+        return got
 
     def _two_level(self, ctx: PodContext, cand: Candidates, strat: StrategyHooks) -> int | None:
         """The group-level answer for one pod: packing strategies first take the fullest

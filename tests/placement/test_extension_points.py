@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from kant import Scheduler
 from kant.contracts import PodView, Strategy
-from kant.errors import DuplicateError, UnknownPolicyError, ValidationError
-from kant.model import Binding, Job, JobKind, PodId, ReasonCode, Tier
+from kant.errors import DuplicateError, InvariantError, UnknownPolicyError, ValidationError
+from kant.model import Binding, Job, JobKind, PodId, ReasonCode, Taint, Tier
 from kant.placement import (
     STRATEGIES,
     BaseStrategy,
@@ -27,7 +28,7 @@ from kant.placement import (
 from kant.placement.fragmentation import TaskClass, workload_from_jobs
 from kant.registry import BuildContext
 from kant.state import ClusterState
-from kant.testing import ClusterBuilder, job, node
+from kant.testing import ClusterBuilder, check_invariants, job, node
 
 FloatArray = Any
 IntArray = Any
@@ -90,6 +91,47 @@ def test_candidate_sets_may_return_plain_strategies() -> None:
     res = Placer(OddNodesFirst()).place(job("g", gpus=8, replicas=3, tier=Tier.LEAF), st.snapshot())
     # the odd nodes (n1, n3) first, highest slot first, then the rest by binpack
     assert [b.node for b in res.bindings] == ["lf0-n3", "lf0-n1", "lf0-n0"]
+
+
+class Everywhere:
+    """A strategy whose candidate sets ignore the pod's candidates: every node of the cluster."""
+
+    name = "everywhere"
+
+    def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
+        return slots.astype(np.float64)
+
+    def candidate_sets(self, ctx: PodView, slots: IntArray) -> Sequence[tuple[IntArray, Any]]:
+        return ((np.arange(ctx.snap.num_slots, dtype=np.int64), self),)
+
+
+def test_candidate_sets_naming_nodes_outside_the_pods_candidates_cannot_widen_them() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=2, model="H100").leaf("lf1", nodes=2, model="A100")
+    st = st.build()
+    res = Placer(Everywhere()).place(job("a", gpus=1, models="H100"), st.snapshot())
+    assert [st.node(b.node).gpu_model for b in res.bindings] == ["H100"]
+    res = Placer(Everywhere()).place(job("g", gpus=8, replicas=2, models="A100"), st.snapshot())
+    assert {st.node(b.node).gpu_model for b in res.bindings} == {"A100"}
+
+
+def test_candidate_sets_naming_a_tainted_node_do_not_put_an_untolerating_pod_there() -> None:
+    taint = Taint(key="k", value="v", effect="NoSchedule")
+    st = ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=2, taints=[taint]).build()
+    res = Placer(Everywhere()).place(job("t", gpus=1), st.snapshot())
+    assert [b.node for b in res.bindings] == ["lf0-n1"]
+
+
+def test_check_invariants_notices_a_pod_bound_on_a_gpu_model_its_role_does_not_allow() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=1, model="H100").leaf("lf1", nodes=1, model="A100")
+    s = Scheduler(st.build())
+    s.submit(job("a", gpus=1, models="H100"), now=0)
+    s.step(now=1)
+    check_invariants(s)
+    pod = PodId(job="a", role="worker", index=0)
+    s.cluster.release(pod)
+    s.cluster.bind(Binding(pod=pod, node="lf1-n0", gpus=(0,)))
+    with pytest.raises(InvariantError, match="A100 node its role does not allow"):
+        check_invariants(s)
 
 
 def test_an_object_without_a_score_is_refused_with_a_clear_error() -> None:
