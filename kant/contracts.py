@@ -418,7 +418,10 @@ class VictimRule(Protocol):
     """A victim rule: may ``unit`` be evicted for ``preemptor``?
 
     Return a :class:`~kant.model.VictimReason` (eligible, for that reason), ``False`` (never:
-    protected, stop asking), or ``None`` (no opinion: ask the next rule). The rules of a
+    protected, stop asking; numpy's ``False_`` and ``0`` too), or ``None`` (no opinion: ask
+    the next rule; ``True``, numpy's ``True_`` and ``1`` too: not protected, the next rules
+    say whether and why it is eligible). Any other answer raises
+    :class:`~kant.errors.ValidationError` naming the rule. The rules of a
     :class:`kant.preemption.PreemptionPolicy` are asked in order, user rules before the
     built-in ones (guaranteed share, reclaim, priority, backfill). Called per candidate unit
     per preemptor: keep it O(1); it reads only its arguments."""
