@@ -4,7 +4,7 @@ are honoured on every search path, and the registry builds every strategy from o
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import hypothesis.strategies as hst
 import numpy as np
@@ -13,7 +13,13 @@ from hypothesis import HealthCheck, given, settings
 
 from kant import Scheduler
 from kant.contracts import PodView, Strategy
-from kant.errors import DuplicateError, InvariantError, UnknownPolicyError, ValidationError
+from kant.errors import (
+    DuplicateError,
+    InvalidConfigError,
+    InvariantError,
+    UnknownPolicyError,
+    ValidationError,
+)
 from kant.model import Binding, Job, JobKind, PodId, ReasonCode, Taint, Tier
 from kant.placement import (
     STRATEGIES,
@@ -324,3 +330,21 @@ def test_register_strategy_refuses_a_duplicate_name_and_passes_uses() -> None:
         assert make_strategy("test-seeded-highest", seed=2).seed == 2  # type: ignore[attr-defined]
     finally:
         STRATEGIES._entries.pop("test-seeded-highest")
+
+
+@pytest.mark.parametrize("bad", [None, b"bs", "", "my+plug", "a,b", " pad", "a b", 3])
+def test_a_name_a_policy_set_label_could_not_name_is_refused_and_the_registry_unchanged(
+    bad: Any,
+) -> None:
+    before = strategy_names()
+    with pytest.raises(InvalidConfigError) as err:
+        register_strategy(bad, HighestSlot)
+    assert err.value.field == "name"
+    assert strategy_names() == before
+
+
+def test_a_factory_that_is_not_callable_is_refused_and_the_registry_unchanged() -> None:
+    with pytest.raises(InvalidConfigError) as err:
+        register_strategy("not-a-factory", cast(Any, 3))
+    assert err.value.field == "factory"
+    assert "not-a-factory" not in STRATEGIES
