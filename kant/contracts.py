@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
-from kant.model import Binding, Job, PodId, Reason, VictimReason
+from kant.errors import ValidationError
+from kant.model import Binding, Job, PodId, Reason, VictimReason, instance_of, number
 
 if TYPE_CHECKING:
     import numpy as np
@@ -98,11 +99,17 @@ class Gate:
     them is needed); ``until`` (the job's expected end) lets it use the reserved devices
     that no reservation needs before that time: a device is open to it when every
     reservation booking it starts at or after ``until`` (conservative backfill, where each
-    reservation books its own devices from its own start)."""
+    reservation books its own devices from its own start). Each field is checked: a ``skip``
+    that is not a :class:`~kant.model.Reason`, a ``use_reserved`` that is not a bool or an
+    ``until`` that is not a number raises :class:`~kant.errors.ValidationError`."""
 
-    skip: Reason | None = None
-    use_reserved: bool = False
-    until: float | None = None
+    skip: Reason | None = attrs.field(
+        default=None, validator=instance_of(ValidationError, Reason, optional=True)
+    )
+    use_reserved: bool = attrs.field(default=False, validator=instance_of(ValidationError, bool))
+    until: float | None = attrs.field(
+        default=None, validator=number(ValidationError, optional=True)
+    )
 
 
 GO = Gate()

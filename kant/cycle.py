@@ -43,6 +43,7 @@ from kant.contracts import (
     Reservation,
 )
 from kant.cycle_context import PolicyContext
+from kant.errors import ValidationError
 from kant.model import (
     CAPACITY_CODES,
     Binding,
@@ -616,6 +617,12 @@ class _Cycle:
             return
         # c. The queueing policy may hold it back.
         gate = self.run.gate(e)
+        if gate.__class__ is not Gate and not isinstance(gate, Gate):
+            raise ValidationError(
+                "policy",
+                getattr(self.policy, "name", type(self.policy).__name__),
+                f"gate({jid!r}) returned {gate!r}: it must return a Gate (GO to try the job)",
+            )
         if gate.skip is not None:
             self.pending[jid] = gate.skip
             return

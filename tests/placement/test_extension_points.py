@@ -348,3 +348,55 @@ def test_a_factory_that_is_not_callable_is_refused_and_the_registry_unchanged() 
         register_strategy("not-a-factory", cast(Any, 3))
     assert err.value.field == "factory"
     assert "not-a-factory" not in STRATEGIES
+
+
+class Scores:
+    """A strategy whose score is ``answer(slots)``."""
+
+    def __init__(self, name: str, answer: Any) -> None:
+        self.name = name
+        self.answer = answer
+
+    def score(self, ctx: PodView, slots: IntArray) -> Any:
+        return self.answer(slots)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda s: np.arange(s.shape[0] + 5, dtype=np.float64),
+        lambda s: s[:-1].astype(np.float64),
+        lambda s: None,
+        lambda s: 1.0,
+    ],
+    ids=["too-long", "too-short", "none", "scalar"],
+)
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_a_strategy_giving_other_than_one_score_per_slot_is_refused_naming_it(
+    answer: Any, replicas: int
+) -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=2).build()
+    with pytest.raises(ValidationError, match="odd-scores") as err:
+        Placer(Scores("odd-scores", answer)).place(
+            job("a", gpus=2, replicas=replicas), st.snapshot()
+        )
+    assert err.value.field == "strategy"
+
+
+@pytest.mark.parametrize("bulk", [True, False])
+def test_a_strategy_scoring_a_node_nan_is_refused_not_given_the_pod(bulk: bool) -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=2).build()
+    nan = Scores("nan-scores", lambda s: np.where(s == 3, np.nan, s.astype(np.float64)))
+    nan.fills_node_first = bulk  # type: ignore[attr-defined]  # (True: the bulk fill)
+    with pytest.raises(ValidationError, match="NaN"):
+        Placer(nan).place(job("a", gpus=2, replicas=2), st.snapshot())
+    with pytest.raises(ValidationError, match="NaN"):
+        Placer(nan).place(job("b", gpus=2), st.snapshot())
+
+
+def test_a_strategy_giving_a_list_of_one_score_per_slot_is_read_as_an_array() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=2).build()
+    listed = Scores("listed", lambda s: [float(x) for x in s])
+    assert [b.node for b in Placer(listed).place(job("a", gpus=8), st.snapshot()).bindings] == [
+        "lf0-n1"
+    ]
