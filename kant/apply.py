@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import attrs
 
 from kant.admission.quota import Admitter, QuotaLedger
-from kant.cycle import CycleResult, nomination_outlived, origin_of
+from kant.cycle import CycleResult, check_parts, nomination_outlived, origin_of
 from kant.errors import KantError, ValidationError
 from kant.model import Binding, Job, PodId, finite_time
 from kant.queueing import Queue
@@ -48,10 +48,13 @@ def apply(
     orchestrator retrying) changes nothing it should not. Raises
     :class:`~kant.errors.ValidationError` for a ``result`` that is not a
     :class:`~kant.cycle.CycleResult` or that another queue or cluster computed (its
-    ``origin``), :class:`~kant.errors.InvalidTimeError` for a ``now`` that
-    is not a finite number (nothing changed)."""
+    ``origin``), :class:`~kant.errors.InvalidConfigError` naming the argument for a
+    ``cluster``, ``queue`` or ``admitter`` of another kind (:func:`kant.cycle.check_parts`),
+    :class:`~kant.errors.InvalidTimeError` for a ``now`` that is not a finite number
+    (nothing changed)."""
     if not isinstance(result, CycleResult):
         raise ValidationError("result", result, "must be a kant.cycle.CycleResult")
+    check_parts(cluster, queue, admitter)
     if result.origin is not None and result.origin != origin_of(queue, cluster):
         raise ValidationError(
             "result",

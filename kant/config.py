@@ -152,8 +152,15 @@ class KantConfig:
 
     def placer(self, context: BuildContext | None = None) -> Placer:
         """A fresh :class:`~kant.placement.Placer`; ``context`` gives the strategies that tune
-        themselves to a workload or cluster what they use (default: the configured seed)."""
-        ctx = context if context is not None else BuildContext(seed=self.placement.seed)
+        themselves to a workload or cluster what they use. The seed is the context's when it
+        gives one (not 0, its default), else the configured ``placement.seed``, as a run of
+        the simulator on this config is built."""
+        if context is None:
+            ctx = BuildContext(seed=self.placement.seed)
+        elif context.seed == 0:
+            ctx = attrs.evolve(context, seed=self.placement.seed)
+        else:
+            ctx = context
         strategy = STRATEGIES.build(self.placement.strategy, ctx, **self.placement.options)
         return Placer(strategy, group_probe=self.placement.group_probe)
 

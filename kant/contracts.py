@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
-from kant.model import Binding, Job, PodId, Reason, VictimReason
+from kant.errors import ValidationError
+from kant.model import Binding, Job, PodId, Reason, VictimReason, instance_of, number
 
 if TYPE_CHECKING:
     import numpy as np
@@ -98,11 +99,17 @@ class Gate:
     them is needed); ``until`` (the job's expected end) lets it use the reserved devices
     that no reservation needs before that time: a device is open to it when every
     reservation booking it starts at or after ``until`` (conservative backfill, where each
-    reservation books its own devices from its own start)."""
+    reservation books its own devices from its own start). Each field is checked: a ``skip``
+    that is not a :class:`~kant.model.Reason`, a ``use_reserved`` that is not a bool or an
+    ``until`` that is not a number raises :class:`~kant.errors.ValidationError`."""
 
-    skip: Reason | None = None
-    use_reserved: bool = False
-    until: float | None = None
+    skip: Reason | None = attrs.field(
+        default=None, validator=instance_of(ValidationError, Reason, optional=True)
+    )
+    use_reserved: bool = attrs.field(default=False, validator=instance_of(ValidationError, bool))
+    until: float | None = attrs.field(
+        default=None, validator=number(ValidationError, optional=True)
+    )
 
 
 GO = Gate()
@@ -418,7 +425,10 @@ class VictimRule(Protocol):
     """A victim rule: may ``unit`` be evicted for ``preemptor``?
 
     Return a :class:`~kant.model.VictimReason` (eligible, for that reason), ``False`` (never:
-    protected, stop asking), or ``None`` (no opinion: ask the next rule). The rules of a
+    protected, stop asking; numpy's ``False_`` and ``0`` too), or ``None`` (no opinion: ask
+    the next rule; ``True``, numpy's ``True_`` and ``1`` too: not protected, the next rules
+    say whether and why it is eligible). Any other answer raises
+    :class:`~kant.errors.ValidationError` naming the rule. The rules of a
     :class:`kant.preemption.PreemptionPolicy` are asked in order, user rules before the
     built-in ones (guaranteed share, reclaim, priority, backfill). Called per candidate unit
     per preemptor: keep it O(1); it reads only its arguments."""

@@ -43,6 +43,7 @@ from kant.contracts import (
     Reservation,
 )
 from kant.cycle_context import PolicyContext
+from kant.errors import InvalidConfigError, ValidationError
 from kant.model import (
     CAPACITY_CODES,
     Binding,
@@ -212,6 +213,49 @@ class CycleResult:
         return self.now if h is None else h(policy)
 
 
+_ABSENT: Any = object()  # (check_parts: a part the call does not take)
+
+
+def check_parts(
+    cluster: object,
+    queue: object,
+    admitter: object,
+    *,
+    placer: object = _ABSENT,
+    preemption: object = None,
+    policy: object = _ABSENT,
+    defaults: bool = False,
+) -> QueueingPolicy | None:
+    """Check the parts a cycle is run or applied with, before anything is done with them:
+    ``cluster`` a ClusterState, ``queue`` a Queue, ``admitter`` an Admitter, ``preemption``
+    a PreemptionPolicy or None, and when given ``placer`` an object with ``place`` and
+    ``policy`` a registered name or a :class:`~kant.contracts.QueueingPolicy`.
+    ``defaults``: None stands for the default queue, admitter and placer (the
+    :class:`~kant.scheduler.Scheduler`'s constructor). Returns the policy object (None when
+    none was given). Raises :class:`~kant.errors.InvalidConfigError` naming the argument
+    (an unknown policy name: :class:`~kant.errors.UnknownPolicyError`). O(1)."""
+    for field, given, cls, optional in (
+        ("cluster", cluster, ClusterState, False),
+        ("queue", queue, Queue, defaults),
+        ("admitter", admitter, Admitter, defaults),
+        ("preemption", preemption, PreemptionPolicy, True),
+    ):
+        if not isinstance(given, cls) and not (optional and given is None):
+            raise InvalidConfigError(field, given, f"must be a {cls.__name__}")
+    wants_placer = placer is not _ABSENT and not (defaults and placer is None)
+    if wants_placer and not callable(getattr(placer, "place", None)):
+        raise InvalidConfigError("placer", placer, "must have a place(job, snap, pods=) method")
+    if policy is _ABSENT:
+        return None
+    pol = as_policy(policy) if isinstance(policy, str) else policy
+    # (QueueingPolicy's members, without the cost of a Protocol isinstance every cycle)
+    if not (hasattr(pol, "name") and callable(getattr(pol, "begin", None))):
+        raise InvalidConfigError(
+            "policy", policy, "must be a registered policy name or a QueueingPolicy"
+        )
+    return pol  # type: ignore[return-value]
+
+
 def schedule_cycle(
     cluster: ClusterState,
     queue: Queue,
@@ -226,7 +270,8 @@ def schedule_cycle(
     """Run one scheduling cycle at time ``now`` under the queueing ``policy`` (an object or a
     registered name) and the ``preemption`` rules (default :class:`PreemptionPolicy()`), and
     return what to do; changes nothing. Raises :class:`~kant.errors.InvalidTimeError` for a
-    ``now`` that is not a finite number.
+    ``now`` that is not a finite number, :class:`~kant.errors.InvalidConfigError` naming the
+    argument for a part of another kind (:func:`check_parts`, as ``Scheduler`` refuses it).
 
     ``incremental`` (default) reuses what earlier cycles of the same queue derived and what
     cannot have changed since (``docs/architecture.md``, "The incremental cycle"); False
@@ -247,8 +292,9 @@ def schedule_cycle(
     the cycle), and the victim searches of the (few) jobs that preempt."""
     t0 = time.perf_counter()
     now = finite_time(now, "schedule_cycle")
+    pol = check_parts(cluster, queue, admitter, placer=placer, preemption=preemption, policy=policy)
+    assert pol is not None  # (for mypy: a policy was given)
     pre = preemption if preemption is not None else PreemptionPolicy()
-    pol = as_policy(policy)
     quiet = _Quiet.key(cluster, queue, admitter, placer, pol, pre) if incremental else None
     if quiet is not None:
         again = _Quiet.again(queue, quiet, now, t0)
@@ -616,6 +662,12 @@ class _Cycle:
             return
         # c. The queueing policy may hold it back.
         gate = self.run.gate(e)
+        if gate.__class__ is not Gate and not isinstance(gate, Gate):
+            raise ValidationError(
+                "policy",
+                getattr(self.policy, "name", type(self.policy).__name__),
+                f"gate({jid!r}) returned {gate!r}: it must return a Gate (GO to try the job)",
+            )
         if gate.skip is not None:
             self.pending[jid] = gate.skip
             return

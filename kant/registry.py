@@ -20,8 +20,9 @@ face (the FGD baselines) says so, and every caller builds it the same way.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 import attrs
 
@@ -54,6 +55,16 @@ class _Entry(Generic[T]):
     uses: tuple[str, ...]
 
 
+NAME_PATTERN: Final = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}"
+"""A registered name: up to 100 ASCII letters, digits, ``-``, ``_`` and ``.``, starting with a
+letter or digit (no ``+`` or ``,``, which join names in policy set labels and lists)."""
+_NAME = re.compile(NAME_PATTERN)
+NAME_REASON: Final = (
+    "must be a str of 1 to 100 ASCII letters, digits, '-', '_' or '.', starting with a letter "
+    "or digit (a policy set label joins names with '+', a list of them with ',')"
+)
+
+
 class Registry(Generic[T]):
     """Factories of one extension point (``kind``, e.g. ``"placement"``) by unique name.
 
@@ -67,7 +78,17 @@ class Registry(Generic[T]):
 
     def register(self, name: str, factory: Callable[..., T], *, uses: Iterable[str] = ()) -> None:
         """Add ``factory`` under ``name``; ``uses`` names the :class:`BuildContext` fields it
-        takes as keyword arguments."""
+        takes as keyword arguments. A ``name`` that is not a registry name
+        (:data:`NAME_PATTERN`: what a policy set's label, ``queueing+placement``, a list of
+        them, a config file and the command line can all name) or a ``factory`` that is not
+        callable raises :class:`~kant.errors.InvalidConfigError` naming it; the registry is
+        then unchanged."""
+        if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+            raise InvalidConfigError("name", name, NAME_REASON)
+        if not callable(factory):
+            raise InvalidConfigError(
+                "factory", factory, f"must be callable: it builds the {self.kind} policy {name!r}"
+            )
         key = name.lower()
         if key in self._entries:
             raise DuplicateError(f"{self.kind} policy {name!r} is already registered")

@@ -14,10 +14,9 @@ import attrs
 from kant.admission.quota import Admitter
 from kant.apply import ApplyReport, apply, quota_admits
 from kant.contracts import PlacerLike, QueueingPolicy
-from kant.cycle import DEFAULT_POLICY, CycleResult, schedule_cycle
+from kant.cycle import DEFAULT_POLICY, CycleResult, check_parts, schedule_cycle
 from kant.errors import (
     DuplicateError,
-    InvalidConfigError,
     InvalidJobError,
     InvalidTimeError,
     KantError,
@@ -29,7 +28,7 @@ from kant.errors import (
 )
 from kant.model import Binding, Job, NodeSpec, PodId, Reason, Taint, finite_time
 from kant.preemption.policy import PreemptionPolicy
-from kant.queueing import Entry, FailureHistory, JobPhase, JobStatus, Queue, as_policy
+from kant.queueing import Entry, FailureHistory, JobPhase, JobStatus, Queue
 from kant.state import ClusterState
 
 logger = logging.getLogger(__name__)
@@ -125,25 +124,21 @@ class Scheduler:
         preemption: PreemptionPolicy | None = None,
         incremental: bool = True,
     ) -> None:
-        for field, given, cls in (
-            ("cluster", cluster, ClusterState),
-            ("queue", queue, Queue),
-            ("admitter", admitter, Admitter),
-            ("preemption", preemption, PreemptionPolicy),
-        ):
-            if not isinstance(given, cls) and (given is not None or field == "cluster"):
-                raise InvalidConfigError(field, given, f"must be a {cls.__name__}")
-        if placer is not None and not callable(getattr(placer, "place", None)):
-            raise InvalidConfigError("placer", placer, "must have a place(job, snap, pods=) method")
+        pol = check_parts(
+            cluster,
+            queue,
+            admitter,
+            placer=placer,
+            preemption=preemption,
+            policy=policy,
+            defaults=True,
+        )
+        assert pol is not None  # (for mypy: a policy was given)
         self.cluster = cluster
         self.incremental = bool(incremental)  # see schedule_cycle
         self.queue = queue if queue is not None else Queue()
         self.admitter = admitter if admitter is not None else Admitter()
-        self.policy: QueueingPolicy = as_policy(policy)
-        if not isinstance(self.policy, QueueingPolicy):  # (a name and begin())
-            raise InvalidConfigError(
-                "policy", policy, "must be a registered policy name or a QueueingPolicy"
-            )
+        self.policy: QueueingPolicy = pol
         self.preemption = preemption if preemption is not None else PreemptionPolicy()
         if placer is None:
             from kant.placement import Placer
@@ -786,7 +781,9 @@ class Scheduler:
     def check_invariants(self) -> None:
         """Every invariant across cluster, queue and admitter: each one's own
         ``check_invariants()``, then that assigned pods are bound and charged, gangs are
-        bound whole (unless being evicted) and every bound pod of a known job is assigned.
+        bound whole (unless being evicted), every bound pod of a known job is assigned and
+        on a node of a GPU model its role allows (taints and selectors are not checked: a
+        node relabelled after keeps what runs there).
         Raises :class:`~kant.errors.InvariantError` at the first difference.
 
         O(everything): for tests and debugging (:func:`kant.testing.check_invariants`)."""
@@ -804,6 +801,12 @@ class Scheduler:
             owner = self.queue.get(b.pod.job)
             if owner is not None:
                 require(b.pod in owner.assigned, f"Scheduler: {b.pod} bound but not assigned")
+                models = owner.job.role(b.pod.role).gpu_models
+                model = self.cluster.node(b.node).gpu_model
+                require(
+                    not models or model in models,
+                    f"Scheduler: {b.pod} bound on {b.node}, a {model} node its role does not allow",
+                )
         for p in self.admitter.charged():
             require(self.cluster.has_pod(p), f"Scheduler: {p} charged but not bound")
 

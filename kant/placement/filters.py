@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kant.contracts import NodeFilter, PodView
-from kant.errors import ValidationError
+from kant.errors import InvalidConfigError, ValidationError
 from kant.placement.context import IntArray
 
 BoolArray = npt.NDArray[np.bool_]
@@ -58,10 +58,18 @@ class NodeFilters:
     False and the Placer skips every call: no cost without filters."""
 
     def __init__(self, filters: Iterable[NodeFilter] = ()) -> None:
+        if (
+            callable(filters)
+            or isinstance(filters, str | bytes)
+            or not isinstance(filters, Iterable)
+        ):
+            raise InvalidConfigError(
+                "filters", filters, "must be a sequence of node filters (one filter goes in a list)"
+            )
         self.filters = tuple(filters)
-        for f in self.filters:
+        for i, f in enumerate(self.filters):
             if not callable(f):
-                raise ValidationError("filters", f, "a node filter must be callable")
+                raise InvalidConfigError(f"filters[{i}]", f, "a node filter must be callable")
         self.names = tuple(filter_name(f) for f in self.filters)
         self.active = bool(self.filters)  # a plain attribute: the Placer checks it per pod
         self.blocked: str | None = None

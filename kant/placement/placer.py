@@ -169,6 +169,7 @@ class Placer:
             }.items()
         }
         self._adapted: dict[int, StrategyHooks] = {}  # by id: strategies of candidate_sets
+        self._last_inside: tuple[IntArray, IntArray, IntArray] | None = None  # (_inside)
         self._cand: dict[tuple[Any, ...], Candidates] = {}
         self._prefs: dict[tuple[Any, ...], tuple[Candidates, ...]] = {}  # see _preferred
         # while a job is placed: whether preferred nodes are tried first, and whether a
@@ -851,7 +852,7 @@ class Placer:
         if live.any():
             scores[live] = _score(strat, ctx, domain[live])
         for p in pods:
-            i = self._pick(ctx, domain, scores)
+            i = self._pick(ctx, domain, scores, strat)
             if scores[i] == -np.inf:
                 return None
             slot = int(domain[i])
@@ -898,8 +899,10 @@ class Placer:
         the strategy's order: one score pass, nodes sorted best first (ties by position, as
         ``argmax`` breaks them), each filled to its room before the next. O(len(slots)) numpy
         once, then O(pods) Python for devices and one snapshot update per node used."""
-        sc = _score(self.hooks, ctx, slots)
-        order = np.argsort(-np.asarray(sc, dtype=np.float64), kind="stable")
+        neg = -np.asarray(_score(self.hooks, ctx, slots), dtype=np.float64)
+        order = np.argsort(neg, kind="stable")
+        if neg[order[-1]] != neg[order[-1]]:  # (NaNs sort last: O(1))
+            raise _nan_score(self.hooks)
         out: list[Binding] = []
         left = len(pods)
         for i in order.tolist():
@@ -936,7 +939,9 @@ class Placer:
                 feasible = filters.keep(ctx, feasible)
             if feasible.shape[0]:
                 sc = _score(strat, ctx, feasible)
-                return self._bind(ctx, pod, int(feasible[self._pick(ctx, feasible, sc)]), strat)
+                return self._bind(
+                    ctx, pod, int(feasible[self._pick(ctx, feasible, sc, strat)]), strat
+                )
         return None
 
     def _candidate_sets(
@@ -944,12 +949,14 @@ class Placer:
     ) -> Sequence[tuple[IntArray, StrategyHooks]]:
         """The node sets a pod tries in turn, each with the (adapted) strategy scoring it:
         all of ``slots`` with this strategy unless it has ``candidate_sets``. Strategies the
-        hook returns are adapted once and remembered (by identity)."""
+        hook returns are adapted once and remembered (by identity). A set is kept to its
+        nodes in ``slots`` (:meth:`_inside`): the hook cannot widen the pod's candidates."""
         h = self.hooks
         if h.candidate_sets is None:
             return ((slots, h),)
         out: list[tuple[IntArray, StrategyHooks]] = []
         for part, strat in h.candidate_sets(ctx, slots):
+            part = self._inside(part, slots)
             hit = self._adapted.get(id(strat))
             if hit is None or hit.strategy is not strat:
                 if len(self._adapted) >= 64:  # a strategy making new ones each time
@@ -957,6 +964,30 @@ class Placer:
                 hit = self._adapted[id(strat)] = adapt_strategy(strat)
             out.append((part, hit))
         return out
+
+    def _inside(self, part: IntArray, slots: IntArray) -> IntArray:
+        """``part`` (a set a strategy's ``candidate_sets`` gave) without the nodes that are
+        not in ``slots`` (the pod's candidates, ascending): other GPU models, nodes its
+        selector or taints keep it off. ``part`` itself (the same array, so the two-level
+        search keeps its split by leaf) when all of its nodes are candidates, in its order.
+        One ``searchsorted`` over ``part``; O(1) for the array checked last against the same
+        ``slots`` (the arrays must not change once given)."""
+        if part is slots:
+            return part
+        last = self._last_inside
+        if last is not None and last[0] is part and last[1] is slots:
+            return last[2]
+        arr = np.asarray(part, dtype=np.int64).reshape(-1)
+        if slots.shape[0] and arr.shape[0]:
+            pos = np.minimum(np.searchsorted(slots, arr), slots.shape[0] - 1)
+            keep = slots[pos] == arr
+            got = arr if keep.all() else arr[keep]
+        else:
+            got = arr[:0]
+        if got is arr and isinstance(part, np.ndarray) and part.dtype == np.int64:
+            got = part
+        self._last_inside = (part, slots, got)
+        return got
 
     def _two_level(self, ctx: PodContext, cand: Candidates, strat: StrategyHooks) -> int | None:
         """The group-level answer for one pod: packing strategies first take the fullest
@@ -1017,7 +1048,7 @@ class Placer:
                     feasible = filters.keep(ctx, feasible)
                 if feasible.shape[0]:
                     sc = _score(strat, ctx, feasible)
-                    return int(feasible[self._pick(ctx, feasible, sc)])
+                    return int(feasible[self._pick(ctx, feasible, sc, strat)])
             probed = min(self.group_probe, order.shape[0])
         # every group not yet looked into, in rank order, in one pass over the candidates
         # (groups the aggregates rule out hold no node that fits; leafless nodes rank last)
@@ -1039,14 +1070,16 @@ class Placer:
         best = ranks == ranks.min()
         feasible = feasible[best]
         sc = _score(strat, ctx, feasible)
-        return int(feasible[self._pick(ctx, feasible, sc)])
+        return int(feasible[self._pick(ctx, feasible, sc, strat)])
 
-    def _pick(self, ctx: PodContext, slots: IntArray, sc: Any) -> int:
+    def _pick(self, ctx: PodContext, slots: IntArray, sc: Any, strat: StrategyHooks) -> int:
         """The index in ``slots`` of the node a pod takes: the best score (``sc``), ties to
         the node whose best free GPUs for the pod are linked best (:meth:`_link_keys`), then
         to the first. O(ties) numpy beyond the ``argmax``, and only for a pod of two GPUs or
         more on a cluster whose templates link their GPUs unevenly."""
         i = int(np.argmax(sc))
+        if sc[i] != sc[i]:  # NaN: argmax returns the first NaN when there is one (O(1))
+            raise _nan_score(strat)
         if ctx.req.gpus < 2 or not self._uneven_links or sc[i] == -np.inf:
             return i
         ties = np.flatnonzero(sc == sc[i])
@@ -1420,6 +1453,32 @@ def _score(strat: StrategyHooks, ctx: PodContext, slots: IntArray) -> Any:
     """The strategy's score, with a role's ``spread`` wish as a hard-to-beat penalty for
     nodes that already hold pods of the job (replicas apart whatever the strategy)."""
     sc = strat.score(ctx, slots)
+    if getattr(sc, "shape", None) != slots.shape:  # (an array of the right shape: O(1))
+        sc = _scores_of(strat, sc, slots)
     if ctx.role.spread:
         sc = sc - 100.0 * ctx.job_pods_on(slots)
     return sc
+
+
+def _scores_of(strat: StrategyHooks, sc: Any, slots: IntArray) -> Any:
+    """A strategy's answer that is not an array of one score per slot: as a float array
+    when it is one score per slot (a list), else ValidationError naming the strategy."""
+    try:
+        arr = np.asarray(sc, dtype=np.float64)
+    except (TypeError, ValueError):
+        arr = None
+    if arr is None or arr.shape != slots.shape:
+        got = type(sc).__name__ if arr is None or sc is None else f"shape {arr.shape}"
+        raise ValidationError(
+            "strategy",
+            strat.name,
+            f"score returned {got} for {slots.shape[0]} slots: it must return one score per slot",
+        )
+    return arr
+
+
+def _nan_score(strat: StrategyHooks) -> ValidationError:
+    """The error for a strategy that scored a node NaN (found where it would win)."""
+    return ValidationError(
+        "strategy", strat.name, "score returned NaN: scores must be numbers (-inf for the worst)"
+    )

@@ -6,9 +6,10 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+import numpy as np
 
 from kant.contracts import VictimRule
-from kant.errors import InvalidConfigError
+from kant.errors import InvalidConfigError, ValidationError
 from kant.model import (
     VictimReason,
     finite_nonneg,
@@ -18,6 +19,33 @@ from kant.model import (
     opt_pos_int,
 )
 from kant.preemption.rules import Preemptor, VictimView, builtin_reason
+
+
+def _to_rules(v: Any) -> Any:
+    """A sequence of rules as a tuple; anything else (one rule, a string) as given, for
+    :func:`_check_rules` to refuse."""
+    if callable(v) or isinstance(v, str | bytes):
+        return v
+    try:
+        return tuple(v)
+    except TypeError:
+        return v
+
+
+def _check_rules(_inst: Any, _attr: Any, v: Any) -> None:
+    """``rules`` must be a sequence of callables: InvalidConfigError naming the first that
+    is not (``rules[i]``), or ``rules`` itself when it is not a sequence."""
+    if not isinstance(v, tuple):
+        raise InvalidConfigError(
+            "rules", v, "must be a sequence of victim rules (a single rule goes in a list)"
+        )
+    for i, rule in enumerate(v):
+        if not callable(rule):
+            raise InvalidConfigError(
+                f"rules[{i}]",
+                rule,
+                "must be a victim rule: a callable (preemptor, unit, borrowing)",
+            )
 
 
 @attrs.frozen(kw_only=True)
@@ -32,8 +60,10 @@ class PreemptionPolicy:
     ``max_candidates``: consider at most this many victim units per preemptor (the first ones
     in victim order); bounds the search on huge clusters (None: all).
     ``rules``: extra :class:`kant.contracts.VictimRule` callables, asked before the built-in
-    rules (a rule returning ``False`` protects a unit; one returning a reason makes it
-    eligible; ``None`` defers).
+    rules (a rule returning ``False`` -- or numpy's ``False_``, or ``0`` -- protects a unit;
+    one returning a reason makes it eligible; ``None`` or ``True`` -- ``True_``, ``1`` --
+    defers to the next rule; any other answer raises ValidationError naming the rule). A
+    rule that is not callable is refused here (InvalidConfigError naming ``rules[i]``).
 
     Options users of the peers expect (``docs/qsch.md`` has a table with examples):
 
@@ -65,7 +95,9 @@ class PreemptionPolicy:
     max_candidates: int | None = attrs.field(
         default=None, validator=opt_pos_int(InvalidConfigError)
     )
-    rules: tuple[VictimRule, ...] = attrs.field(default=(), converter=tuple)
+    rules: tuple[VictimRule, ...] = attrs.field(
+        default=(), converter=_to_rules, validator=_check_rules
+    )
     borrow_within_cohort: bool = attrs.field(
         default=False, validator=instance_of(InvalidConfigError, bool)
     )
@@ -106,8 +138,31 @@ class PreemptionPolicy:
         unit's tenant borrows (uses more than its nominal quota) where it matters."""
         for rule in self.rules:
             verdict: Any = rule(pre, unit, borrowing)
+            if verdict is None or verdict is True:
+                continue
             if verdict is False:
                 return None
             if isinstance(verdict, VictimReason):
                 return verdict
+            if _bool_like(verdict):  # numpy's bools, 0 and 1
+                if not verdict:
+                    return None
+                continue
+            raise ValidationError(
+                "rules",
+                _rule_name(rule),
+                f"a victim rule returned {verdict!r}: it must return a VictimReason "
+                "(eligible), False (protected), True or None (ask the next rule)",
+            )
         return builtin_reason(self, pre, unit, exposed=exposed)
+
+
+def _bool_like(v: Any) -> bool:
+    """Is ``v`` a boolean other than Python's: a numpy bool, or an integer 0 or 1?"""
+    if isinstance(v, np.bool_):
+        return True
+    return isinstance(v, int | np.integer) and not isinstance(v, bool) and v in (0, 1)
+
+
+def _rule_name(rule: Any) -> str:
+    return str(getattr(rule, "__qualname__", None) or type(rule).__name__)

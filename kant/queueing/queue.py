@@ -486,11 +486,11 @@ class Queue:
         history = self.check_submit(job, now, history=history)
         if now is not None and job.submitted_at == 0 and now != 0:
             job = attrs.evolve(job, submitted_at=float(now))
-        self._seq += 1
+        seq = self._seq + 1
         e = Entry(
             job=job,
-            seq=self._seq,
-            key=self.order(job, self._seq),
+            seq=seq,
+            key=self.order(job, seq),
             phase=JobPhase.PENDING,
             pending_since=job.submitted_at if now is None else float(now),
         )
@@ -500,8 +500,9 @@ class Queue:
             r = history.reason
             if r is not None and r.code is ReasonCode.BACKOFF and e.pending_since < e.backoff_until:
                 e.reason = r
+        self._sync(e)  # (first: an order key that cannot be compared changes nothing)
+        self._seq = seq
         self._entries[job.id] = e
-        self._sync(e)
         return e.view()
 
     def check_submit(
@@ -823,12 +824,15 @@ class Queue:
 
     def _sync(self, e: Entry) -> None:
         """Follow a change of ``e`` (every change of an entry ends here): the order indices,
-        the jobs with victim pods, the change log."""
+        the jobs with victim pods, the change log. Raises InvalidConfigError naming the order
+        key, before anything changes, when ``e``'s key cannot be compared with the keys it
+        goes among (:meth:`_place_of`)."""
+        want = e.schedulable
+        have = e.id in self._in_order
+        pos = self._place_of(e) if want and not have else -1
         self._changed(e.id)
         if e.id in self._terminating and not e.terminating:
             self._terminating.discard(e.id)
-        want = e.schedulable
-        have = e.id in self._in_order
         if want == have:
             if have:  # every change of an entry (touch) is followed by a sync
                 self._inc[e.id] = (e.seq, e.version)
@@ -838,7 +842,7 @@ class Queue:
         if want:
             self._order.add(item)
             if self._cands is not None:
-                self._cands.insert(self._order.index(item), e)
+                self._cands.insert(pos, e)
             self._in_order.add(e.id)
             self._inc[e.id] = (e.seq, e.version)
             if tq is None:
@@ -854,6 +858,28 @@ class Queue:
             tq.remove(item)
             if not tq:
                 del self._tenants[e.job.tenant]
+
+    def _place_of(self, e: Entry) -> int:
+        """Where ``e`` goes in the global order: its index once added. Makes the comparisons
+        adding it to the order and to its tenant's queue make (``bisect_right``, as
+        ``SortedList.add`` does), so that a key that cannot be compared with its neighbours'
+        raises InvalidConfigError naming the order key here, before anything changes, not a
+        TypeError half-way through. O(log jobs)."""
+        item = (e.key, e.id)
+        try:
+            pos = int(self._order.bisect_right(item))
+            tq = self._tenants.get(e.job.tenant)
+            if tq is not None:
+                tq.bisect_right(item)
+        except TypeError as err:
+            name = getattr(self.order, "__name__", type(self.order).__name__)
+            raise InvalidConfigError(
+                "order",
+                name,
+                f"the order key's result for job {e.id!r}, {e.key!r}, cannot be compared with "
+                f"the keys of the jobs queued ({err}): an order key must give keys that compare",
+            ) from None
+        return pos
 
     def check_invariants(self) -> None:
         """Recompute the indices (global order, per-tenant queues, running set) from the

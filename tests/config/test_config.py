@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from kant.admission import QuotaMode
 from kant.config import load_config, load_config_text, parse_config
 from kant.errors import InvalidConfigError, InvalidConfigFileError, ValidationError
+from kant.registry import BuildContext
 from kant.testing import ClusterBuilder, job
 
 FULL = """
@@ -319,3 +320,12 @@ def test_text_that_only_looks_like_a_number_or_is_quoted_stays_text(written: str
 
     got = yaml.load(f"x: {written}", Loader=safe_loader(yaml))["x"]
     assert isinstance(got, str) and got == written.strip("'\"")
+
+
+def test_a_scheduler_built_with_a_workload_context_keeps_the_files_placement_seed() -> None:
+    cfg = load_config_text("placement:\n  strategy: fgd\n  seed: 7\n")
+    cluster = ClusterBuilder().leaf("lf0", nodes=1).build()
+    s = cfg.scheduler(cluster, BuildContext(workload=[job("a")]))
+    assert s.placer.strategy.seed == 7  # type: ignore[attr-defined]
+    s = cfg.scheduler(cluster, BuildContext(seed=3, workload=[job("a")]))
+    assert s.placer.strategy.seed == 3  # type: ignore[attr-defined]

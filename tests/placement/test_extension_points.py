@@ -4,16 +4,23 @@ are honoured on every search path, and the registry builds every strategy from o
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import hypothesis.strategies as hst
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from kant import Scheduler
 from kant.contracts import PodView, Strategy
-from kant.errors import DuplicateError, UnknownPolicyError, ValidationError
-from kant.model import Binding, Job, JobKind, PodId, ReasonCode, Tier
+from kant.errors import (
+    DuplicateError,
+    InvalidConfigError,
+    InvariantError,
+    UnknownPolicyError,
+    ValidationError,
+)
+from kant.model import Binding, Job, JobKind, PodId, ReasonCode, Taint, Tier
 from kant.placement import (
     STRATEGIES,
     BaseStrategy,
@@ -27,7 +34,7 @@ from kant.placement import (
 from kant.placement.fragmentation import TaskClass, workload_from_jobs
 from kant.registry import BuildContext
 from kant.state import ClusterState
-from kant.testing import ClusterBuilder, job, node
+from kant.testing import ClusterBuilder, check_invariants, job, node
 
 FloatArray = Any
 IntArray = Any
@@ -90,6 +97,47 @@ def test_candidate_sets_may_return_plain_strategies() -> None:
     res = Placer(OddNodesFirst()).place(job("g", gpus=8, replicas=3, tier=Tier.LEAF), st.snapshot())
     # the odd nodes (n1, n3) first, highest slot first, then the rest by binpack
     assert [b.node for b in res.bindings] == ["lf0-n3", "lf0-n1", "lf0-n0"]
+
+
+class Everywhere:
+    """A strategy whose candidate sets ignore the pod's candidates: every node of the cluster."""
+
+    name = "everywhere"
+
+    def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
+        return slots.astype(np.float64)
+
+    def candidate_sets(self, ctx: PodView, slots: IntArray) -> Sequence[tuple[IntArray, Any]]:
+        return ((np.arange(ctx.snap.num_slots, dtype=np.int64), self),)
+
+
+def test_candidate_sets_naming_nodes_outside_the_pods_candidates_cannot_widen_them() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=2, model="H100").leaf("lf1", nodes=2, model="A100")
+    st = st.build()
+    res = Placer(Everywhere()).place(job("a", gpus=1, models="H100"), st.snapshot())
+    assert [st.node(b.node).gpu_model for b in res.bindings] == ["H100"]
+    res = Placer(Everywhere()).place(job("g", gpus=8, replicas=2, models="A100"), st.snapshot())
+    assert {st.node(b.node).gpu_model for b in res.bindings} == {"A100"}
+
+
+def test_candidate_sets_naming_a_tainted_node_do_not_put_an_untolerating_pod_there() -> None:
+    taint = Taint(key="k", value="v", effect="NoSchedule")
+    st = ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=2, taints=[taint]).build()
+    res = Placer(Everywhere()).place(job("t", gpus=1), st.snapshot())
+    assert [b.node for b in res.bindings] == ["lf0-n1"]
+
+
+def test_check_invariants_notices_a_pod_bound_on_a_gpu_model_its_role_does_not_allow() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=1, model="H100").leaf("lf1", nodes=1, model="A100")
+    s = Scheduler(st.build())
+    s.submit(job("a", gpus=1, models="H100"), now=0)
+    s.step(now=1)
+    check_invariants(s)
+    pod = PodId(job="a", role="worker", index=0)
+    s.cluster.release(pod)
+    s.cluster.bind(Binding(pod=pod, node="lf1-n0", gpus=(0,)))
+    with pytest.raises(InvariantError, match="A100 node its role does not allow"):
+        check_invariants(s)
 
 
 def test_an_object_without_a_score_is_refused_with_a_clear_error() -> None:
@@ -282,3 +330,73 @@ def test_register_strategy_refuses_a_duplicate_name_and_passes_uses() -> None:
         assert make_strategy("test-seeded-highest", seed=2).seed == 2  # type: ignore[attr-defined]
     finally:
         STRATEGIES._entries.pop("test-seeded-highest")
+
+
+@pytest.mark.parametrize("bad", [None, b"bs", "", "my+plug", "a,b", " pad", "a b", 3])
+def test_a_name_a_policy_set_label_could_not_name_is_refused_and_the_registry_unchanged(
+    bad: Any,
+) -> None:
+    before = strategy_names()
+    with pytest.raises(InvalidConfigError) as err:
+        register_strategy(bad, HighestSlot)
+    assert err.value.field == "name"
+    assert strategy_names() == before
+
+
+def test_a_factory_that_is_not_callable_is_refused_and_the_registry_unchanged() -> None:
+    with pytest.raises(InvalidConfigError) as err:
+        register_strategy("not-a-factory", cast(Any, 3))
+    assert err.value.field == "factory"
+    assert "not-a-factory" not in STRATEGIES
+
+
+class Scores:
+    """A strategy whose score is ``answer(slots)``."""
+
+    def __init__(self, name: str, answer: Any) -> None:
+        self.name = name
+        self.answer = answer
+
+    def score(self, ctx: PodView, slots: IntArray) -> Any:
+        return self.answer(slots)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda s: np.arange(s.shape[0] + 5, dtype=np.float64),
+        lambda s: s[:-1].astype(np.float64),
+        lambda s: None,
+        lambda s: 1.0,
+    ],
+    ids=["too-long", "too-short", "none", "scalar"],
+)
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_a_strategy_giving_other_than_one_score_per_slot_is_refused_naming_it(
+    answer: Any, replicas: int
+) -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=2).build()
+    with pytest.raises(ValidationError, match="odd-scores") as err:
+        Placer(Scores("odd-scores", answer)).place(
+            job("a", gpus=2, replicas=replicas), st.snapshot()
+        )
+    assert err.value.field == "strategy"
+
+
+@pytest.mark.parametrize("bulk", [True, False])
+def test_a_strategy_scoring_a_node_nan_is_refused_not_given_the_pod(bulk: bool) -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=2).build()
+    nan = Scores("nan-scores", lambda s: np.where(s == 3, np.nan, s.astype(np.float64)))
+    nan.fills_node_first = bulk  # type: ignore[attr-defined]  # (True: the bulk fill)
+    with pytest.raises(ValidationError, match="NaN"):
+        Placer(nan).place(job("a", gpus=2, replicas=2), st.snapshot())
+    with pytest.raises(ValidationError, match="NaN"):
+        Placer(nan).place(job("b", gpus=2), st.snapshot())
+
+
+def test_a_strategy_giving_a_list_of_one_score_per_slot_is_read_as_an_array() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=2).build()
+    listed = Scores("listed", lambda s: [float(x) for x in s])
+    assert [b.node for b in Placer(listed).place(job("a", gpus=8), st.snapshot()).bindings] == [
+        "lf0-n1"
+    ]

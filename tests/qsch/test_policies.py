@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from kant.contracts import Gate
+from kant.errors import ValidationError
 from kant.model import Job, ReasonCode, Resources, Role, VictimReason
 from kant.queueing import Backfill, EasyBackfill, JobPhase
 from kant.scheduler import Scheduler
@@ -271,3 +273,52 @@ def test_conservative_backfill_refuses_a_bad_depth_or_runtime() -> None:
         with pytest.raises(InvalidConfigError, match="default_runtime"):
             policy(default_runtime=10**400)
     assert make_policy("conservative-backfill", depth=3) == ConservativeBackfill(depth=3)
+
+
+class _Answers:
+    """A policy whose run answers every gate() with ``answer``."""
+
+    name = "answers"
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+
+    def begin(self, ctx: Any) -> Any:
+        answer = self.answer
+
+        class Run:
+            def gate(self, j: Any) -> Any:
+                return answer
+
+            def explain(self, j: Any, r: Any) -> Any:
+                return r
+
+            def failed(self, j: Any, r: Any) -> bool:
+                return False
+
+            def reservation(self) -> None:
+                return None
+
+        return Run()
+
+
+@pytest.mark.parametrize("answer", [None, True, "skip"])
+def test_a_policy_whose_gate_answers_something_else_than_a_gate_is_refused_naming_it(
+    answer: Any,
+) -> None:
+    s = Scheduler(nodes(1), policy=_Answers(answer))
+    s.submit(job("a", gpus=1), now=0)
+    with pytest.raises(ValidationError, match="answers") as err:
+        s.step(now=1)
+    assert err.value.field == "policy"
+
+
+@pytest.mark.parametrize(
+    "fields", [{"skip": "not now"}, {"use_reserved": 1}, {"until": "soon"}, {"until": True}]
+)
+def test_a_gate_with_a_field_of_the_wrong_kind_is_refused_when_it_is_made(
+    fields: dict[str, Any],
+) -> None:
+    with pytest.raises(ValidationError) as err:
+        Gate(**fields)
+    assert err.value.field == next(iter(fields))

@@ -4,11 +4,14 @@ queue's requeue_timestamp."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pytest
 
 from kant.admission import Quota
 from kant.cycle import CycleResult
-from kant.errors import InvalidConfigError
+from kant.errors import InvalidConfigError, ValidationError
 from kant.model import VictimReason
 from kant.preemption import PreemptionPolicy
 from kant.queueing import Backoff, Queue
@@ -181,3 +184,55 @@ def test_an_evicted_job_goes_back_in_the_queue_by_the_requeue_timestamp(
 def test_an_unknown_requeue_timestamp_is_refused() -> None:
     with pytest.raises(InvalidConfigError, match="requeue_timestamp"):
         Queue(requeue_timestamp="creation")
+
+
+# --------------------------------------------------------------------------- victim rules
+
+
+def _evicted(rules: Any) -> list[str]:
+    s = Scheduler(
+        ClusterBuilder().leaf("lf0", nodes=1).build(), preemption=PreemptionPolicy(rules=rules)
+    )
+    s.submit(job("batch", gpus=8, tenant="prod", priority=0), now=0)
+    s.step(now=1)
+    s.submit(job("urgent", gpus=8, tenant="research", priority=9), now=2)
+    return [v.job for v in s.step(now=3).victims]
+
+
+@pytest.mark.parametrize("protected", [False, np.False_, 0, np.int64(0)])
+def test_a_victim_rule_protects_a_job_with_any_boolean_false_numpy_and_zero_included(
+    protected: Any,
+) -> None:
+    assert (
+        _evicted([lambda pre, unit, borrowing: protected if unit.tenant == "prod" else None]) == []
+    )
+
+
+@pytest.mark.parametrize("defer", [None, True, np.True_, 1])
+def test_a_victim_rule_answering_none_or_true_leaves_the_job_to_the_next_rules(defer: Any) -> None:
+    assert _evicted([lambda pre, unit, borrowing: defer]) == ["batch"]
+
+
+def test_a_victim_rule_answering_anything_else_is_refused_naming_the_rule() -> None:
+    def sloppy(pre: Any, unit: Any, borrowing: Any) -> Any:
+        return "protected"
+
+    with pytest.raises(ValidationError, match="sloppy") as err:
+        _evicted([sloppy])
+    assert err.value.field == "rules"
+
+
+@pytest.mark.parametrize(("rules", "field"), [([3], "rules[0]"), ((len, None), "rules[1]")])
+def test_a_victim_rule_that_is_not_callable_is_refused_when_the_policy_is_built(
+    rules: Any, field: str
+) -> None:
+    with pytest.raises(InvalidConfigError) as err:
+        PreemptionPolicy(rules=rules)
+    assert err.value.field == field
+
+
+def test_a_single_victim_rule_not_in_a_sequence_is_refused_naming_rules() -> None:
+    with pytest.raises(InvalidConfigError, match="single rule goes in a list") as err:
+        PreemptionPolicy(rules=len)
+    assert err.value.field == "rules"
+    assert PreemptionPolicy(rules=(r for r in [len])).rules == (len,)

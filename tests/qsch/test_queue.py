@@ -34,6 +34,24 @@ def test_larger_first_flips_only_the_size_tiebreak() -> None:
     assert [e.id for e in q.candidates()] == ["early", "big", "small"]
 
 
+def test_an_order_key_whose_keys_cannot_be_compared_is_refused_at_submit_changing_nothing() -> None:
+    def by_estimate(j, seq):  # None for a job without an estimate: not comparable with 60.0
+        return (j.runtime_estimate, seq)
+
+    q = Queue(order=by_estimate)
+    q.submit(job("a", gpus=1, runtime=60), now=0)
+    q.candidates()  # (the kept candidates list is built)
+    with pytest.raises(InvalidConfigError, match="by_estimate") as err:
+        q.submit(job("b", gpus=1), now=0)
+    assert err.value.field == "order"
+    with pytest.raises(UnknownJobError):
+        q.status("b")
+    check_invariants(q)
+    q.submit(job("b", gpus=1, runtime=5), now=0)  # the same id, with a key that compares
+    assert [e.id for e in q.candidates()] == ["b", "a"]
+    check_invariants(q)
+
+
 def test_each_tenant_has_its_own_queue_in_global_order() -> None:
     q = Queue()
     q.submit(job("a1", tenant="a", submitted_at=2))

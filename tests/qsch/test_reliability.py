@@ -8,7 +8,9 @@ import math
 
 import pytest
 
-from kant.admission import Quota
+from kant.admission import Admitter, Quota
+from kant.apply import apply
+from kant.cycle import schedule_cycle
 from kant.errors import (
     InvalidConfigError,
     InvalidJobError,
@@ -21,6 +23,7 @@ from kant.errors import (
 )
 from kant.errors import ValidationError as Invalid
 from kant.model import Job, NodeSpec, ReasonCode, Tier
+from kant.placement import Placer
 from kant.preemption import PreemptionPolicy
 from kant.queueing import Backfill, Backoff, EasyBackfill, JobPhase, Queue
 from kant.scheduler import Scheduler
@@ -521,6 +524,42 @@ def test_a_scheduler_or_queue_given_a_part_that_cannot_work_is_refused_naming_it
     s = Scheduler(cluster)  # the cluster is as it was: a scheduler still takes it
     s.submit(job("a", gpus=8), now=0)
     assert s.step(now=1).placed == ("a",)
+
+
+def _parts() -> tuple[ClusterState, Queue, Admitter, Placer]:
+    cluster = ClusterBuilder().leaf("lf0", nodes=1).build()
+    q = Queue()
+    q.submit(job("a", gpus=1), now=0)
+    return cluster, q, Admitter(), Placer("ebinpack")
+
+
+@pytest.mark.parametrize(
+    ("field", "call"),
+    [
+        ("policy", lambda c, q, a, p: schedule_cycle(c, q, a, p, 1, policy=3)),
+        ("placer", lambda c, q, a, p: schedule_cycle(c, q, a, "ebinpack", 1)),
+        ("preemption", lambda c, q, a, p: schedule_cycle(c, q, a, p, 1, preemption="all")),
+        ("cluster", lambda c, q, a, p: schedule_cycle(None, q, a, p, 1)),
+        ("queue", lambda c, q, a, p: schedule_cycle(c, None, a, p, 1)),
+        ("admitter", lambda c, q, a, p: schedule_cycle(c, q, None, p, 1)),
+        ("cluster", lambda c, q, a, p: apply(schedule_cycle(c, q, a, p, 1), None, q, a, 2)),
+        ("admitter", lambda c, q, a, p: apply(schedule_cycle(c, q, a, p, 1), c, q, None, 2)),
+        ("rules", lambda c, q, a, p: PreemptionPolicy(rules=lambda pre, u, b: None)),
+        ("filters", lambda c, q, a, p: Placer("ebinpack", filters=lambda ctx, s: s > 0)),
+        ("filters[0]", lambda c, q, a, p: Placer("ebinpack", filters=[3])),
+    ],
+)
+def test_a_cycle_or_apply_given_a_part_that_cannot_work_is_refused_naming_it_changing_nothing(
+    field: str, call: object
+) -> None:
+    c, q, a, p = _parts()
+    with pytest.raises(InvalidConfigError) as err:
+        call(c, q, a, p)  # type: ignore[operator]
+    assert err.value.field == field
+    assert c.num_pods == 0 and q.status("a").phase is JobPhase.PENDING
+    check_invariants(c, q, a)
+    apply(schedule_cycle(c, q, a, p, 1), c, q, a, 2)  # the parts still work
+    assert q.status("a").phase is JobPhase.RUNNING
 
 
 @pytest.mark.parametrize("index", [True, False, 1.0, "1", None])
