@@ -30,12 +30,12 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
+import numpy as np
 
 from kant.errors import ValidationError
 from kant.model import Binding, Job, PodId, Reason, VictimReason, instance_of, number
 
 if TYPE_CHECKING:
-    import numpy as np
     import numpy.typing as npt
 
     from kant.model import Role
@@ -92,6 +92,17 @@ class CandidateView(Protocol):
         ...
 
 
+def _plain_bool(v: Any) -> Any:
+    """A numpy bool as the bool it is (a policy computing ``mask.any()``); else as given."""
+    return bool(v) if isinstance(v, np.bool_) else v
+
+
+def _plain_number(v: Any) -> Any:
+    """A numpy number as the Python number it is (a policy reading a numpy column); else as
+    given (a bool stays a bool, for the check to refuse)."""
+    return v.item() if isinstance(v, np.integer | np.floating) else v
+
+
 @attrs.frozen(kw_only=True)
 class Gate:
     """A policy's answer before a job is tried: ``skip`` it with that reason, or try it;
@@ -101,14 +112,19 @@ class Gate:
     reservation booking it starts at or after ``until`` (conservative backfill, where each
     reservation books its own devices from its own start). Each field is checked: a ``skip``
     that is not a :class:`~kant.model.Reason`, a ``use_reserved`` that is not a bool or an
-    ``until`` that is not a number raises :class:`~kant.errors.ValidationError`."""
+    ``until`` that is not a number raises :class:`~kant.errors.ValidationError` (numpy bools
+    and numbers are taken as the Python values they are)."""
 
     skip: Reason | None = attrs.field(
         default=None, validator=instance_of(ValidationError, Reason, optional=True)
     )
-    use_reserved: bool = attrs.field(default=False, validator=instance_of(ValidationError, bool))
+    use_reserved: bool = attrs.field(
+        default=False,
+        converter=_plain_bool,
+        validator=instance_of(ValidationError, bool),
+    )
     until: float | None = attrs.field(
-        default=None, validator=number(ValidationError, optional=True)
+        default=None, converter=_plain_number, validator=number(ValidationError, optional=True)
     )
 
 

@@ -313,6 +313,15 @@ def test_a_policy_whose_gate_answers_something_else_than_a_gate_is_refused_namin
     assert err.value.field == "policy"
 
 
+def test_a_gate_takes_numpy_bools_and_numbers_as_the_values_they_are() -> None:
+    # a policy computing use_reserved=mask.any() or until from a numpy column was refused
+    import numpy as np
+
+    g = Gate(use_reserved=np.True_, until=np.float32(5.0))
+    assert g.use_reserved is True and g.until == 5.0 and type(g.until) is float
+    assert Gate(until=np.int64(7)).until == 7
+
+
 @pytest.mark.parametrize(
     "fields", [{"skip": "not now"}, {"use_reserved": 1}, {"until": "soon"}, {"until": True}]
 )
