@@ -967,11 +967,11 @@ class Placer:
 
     def _inside(self, part: IntArray, slots: IntArray) -> IntArray:
         """``part`` (a set a strategy's ``candidate_sets`` gave) without the nodes that are
-        not in ``slots`` (the pod's candidates, ascending): other GPU models, nodes its
+        not in ``slots`` (the pod's candidates, in any order): other GPU models, nodes its
         selector or taints keep it off. ``part`` itself (the same array, so the two-level
         search keeps its split by leaf) when all of its nodes are candidates, in its order.
-        One ``searchsorted`` over ``part``; O(1) for the array checked last against the same
-        ``slots`` (the arrays must not change once given)."""
+        O(len(part) + the highest slot); O(1) for a read-only array checked last against the
+        same ``slots`` (a writeable one may have been changed since, so it is checked again)."""
         if part is slots:
             return part
         last = self._last_inside
@@ -979,14 +979,19 @@ class Placer:
             return last[2]
         arr = np.asarray(part, dtype=np.int64).reshape(-1)
         if slots.shape[0] and arr.shape[0]:
-            pos = np.minimum(np.searchsorted(slots, arr), slots.shape[0] - 1)
-            keep = slots[pos] == arr
+            size = int(slots.max()) + 1
+            member = np.zeros(size, dtype=bool)
+            member[slots] = True
+            ok = (arr >= 0) & (arr < size)
+            keep = np.zeros(arr.shape[0], dtype=bool)
+            keep[ok] = member[arr[ok]]
             got = arr if keep.all() else arr[keep]
         else:
             got = arr[:0]
         if got is arr and isinstance(part, np.ndarray) and part.dtype == np.int64:
             got = part
-        self._last_inside = (part, slots, got)
+        if isinstance(part, np.ndarray) and not part.flags.writeable:
+            self._last_inside = (part, slots, got)
         return got
 
     def _two_level(self, ctx: PodContext, cand: Candidates, strat: StrategyHooks) -> int | None:

@@ -127,6 +127,65 @@ def test_candidate_sets_naming_a_tainted_node_do_not_put_an_untolerating_pod_the
     assert [b.node for b in res.bindings] == ["lf0-n1"]
 
 
+class HighestFirst:
+    """A strategy whose one candidate set is the pod's candidates in its own order: the
+    highest slot first (a gang's topology search then hands it domains in that order)."""
+
+    name = "highest-first"
+    topology_default = Tier.LEAF
+
+    def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
+        return slots.astype(np.float64)
+
+    def candidate_sets(self, ctx: PodView, slots: IntArray) -> Sequence[tuple[IntArray, Any]]:
+        return ((np.ascontiguousarray(np.sort(slots)[::-1]), self),)
+
+
+def test_candidate_sets_in_their_own_order_keep_every_candidate_node() -> None:
+    # the sets were kept to the candidates by a binary search that took the candidates as
+    # ascending; a leaf handed over highest first lost its nodes, and a gang that fits in a
+    # leaf was refused with TOPOLOGY
+    st = ClusterBuilder().leaf("lf0", nodes=3).leaf("lf1", nodes=3).build()
+    g = job("g", gpus=8, replicas=2, tier=Tier.LEAF, required=True)
+    res = Placer(HighestFirst()).place(g, st.snapshot())
+    assert res.ok and len({st.node(b.node).leaf for b in res.bindings}) == 1
+
+
+class OneBuffer:
+    """A strategy that reuses one array for its candidate set, rewriting it for each pod:
+    the pod's candidates the first time, every node of the cluster after."""
+
+    name = "one-buffer"
+
+    def __init__(self) -> None:
+        self.buf: IntArray | None = None
+
+    def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
+        return slots.astype(np.float64)  # (the highest slot wins)
+
+    def candidate_sets(self, ctx: PodView, slots: IntArray) -> Sequence[tuple[IntArray, Any]]:
+        n = ctx.snap.num_slots
+        if self.buf is None:
+            self.buf = np.resize(slots, n).astype(np.int64)  # (only candidates)
+        else:
+            self.buf[:] = np.arange(n)  # every node, in place
+        return ((self.buf, self),)
+
+
+def test_a_candidate_set_rewritten_in_place_is_kept_to_the_candidates_each_time() -> None:
+    # the set checked last was remembered by identity: the same array, found inside the
+    # candidates once and then rewritten to name every node, came back as it was checked,
+    # and an H100-only pod went to an A100 node
+    st = ClusterBuilder().leaf("lf0", nodes=2, model="H100").leaf("lf1", nodes=2, model="A100")
+    st = st.build()
+    placer = Placer(OneBuffer())
+    snap = st.snapshot()
+    first = placer.place(job("h1", gpus=1, models="H100"), snap)
+    second = placer.place(job("h2", gpus=1, models="H100"), snap)
+    assert [st.node(b.node).gpu_model for b in first.bindings] == ["H100"]
+    assert [st.node(b.node).gpu_model for b in second.bindings] == ["H100"]
+
+
 def test_check_invariants_notices_a_pod_bound_on_a_gpu_model_its_role_does_not_allow() -> None:
     st = ClusterBuilder().leaf("lf0", nodes=1, model="H100").leaf("lf1", nodes=1, model="A100")
     s = Scheduler(st.build())

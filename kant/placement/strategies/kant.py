@@ -150,6 +150,7 @@ class ESpread(BaseStrategy):
             general, in_zone = slots, None
         else:
             general = slots[~in_zone]
+            general.flags.writeable = False  # (kept: the Placer checks it once, see _inside)
         self._last = (slots, key, general, in_zone)
         return general, in_zone
 
