@@ -184,22 +184,25 @@ def write_report(
     hint = None
     with staged(folder, replaces=PLOT_NAMES) as st:
         tmp = st.folder
-        files = []
-        p = tmp / "summary.json"
-        p.write_text(
-            json_text(result_json(scenario, policy, result), indent=2) + "\n",
-            errors="backslashreplace",
+        files = _json_and_text(
+            tmp / "summary",
+            result_json(scenario, policy, result),
+            format_summary(scenario, policy, result),
         )
-        files.append(p)
-        p = tmp / "summary.txt"
-        p.write_text(format_summary(scenario, policy, result) + "\n", errors="backslashreplace")
-        files.append(p)
         files.append(_jobs_csv(tmp / "jobs.csv", result.records))
         files.append(_series_csv(tmp / "timeseries.csv", result))
         if plots:
             got, hint = write_plots(tmp, result, title=f"{scenario.name}: {policy.label}")
             files.extend(got)
     return st.final(files), hint
+
+
+def _json_and_text(stem: Path, doc: Any, text: str) -> list[Path]:
+    """Write ``doc`` as ``<stem>.json`` and ``text`` as ``<stem>.txt``; both paths."""
+    out = [stem.with_suffix(".json"), stem.with_suffix(".txt")]
+    out[0].write_text(json_text(doc, indent=2) + "\n", errors="backslashreplace")
+    out[1].write_text(text + "\n", errors="backslashreplace")
+    return out
 
 
 def _jobs_csv(path: Path, records: Sequence[JobRecord]) -> Path:
@@ -238,16 +241,9 @@ def write_compare_report(
     hint = None
     with staged(folder, replaces=PLOT_NAMES) as st:
         tmp = st.folder
-        files = []
-        p = tmp / "compare.json"
-        p.write_text(
-            json_text(compare_json(scenario, runs, wall_s), indent=2) + "\n",
-            errors="backslashreplace",
+        files = _json_and_text(
+            tmp / "compare", compare_json(scenario, runs, wall_s), format_compare(scenario, runs)
         )
-        files.append(p)
-        p = tmp / "compare.txt"
-        p.write_text(format_compare(scenario, runs) + "\n", errors="backslashreplace")
-        files.append(p)
         if plots:
             got, hint = write_compare_plots(tmp, runs, title=scenario.name)
             files.extend(got)
@@ -281,10 +277,7 @@ def write_seed_sweep_report(
     hint = None
     with staged(folder, replaces=PLOT_NAMES) as st:
         tmp = st.folder
-        files = [tmp / "compare.json", tmp / "compare.txt"]
-        files[0].write_text(json_text(doc, indent=2) + "\n", errors="backslashreplace")
-        text = format_seed_sweep(scenario_name, by_seed)
-        files[1].write_text(text + "\n", errors="backslashreplace")
+        files = _json_and_text(tmp / "compare", doc, format_seed_sweep(scenario_name, by_seed))
         if plots:
             sets = [p for p, _r in by_seed[0][1]]
             got, hint = write_seed_sweep_plots(tmp, scenario_name, sets, sw)
