@@ -84,9 +84,10 @@ def jwtd(records: Iterable[JobRecord], *, now: float | None = None) -> dict[str,
     return out
 
 
-PodShape = tuple[int, int, int]
+PodShape = tuple[int, ...]
 """One role's pods, as JTTED reads them: ``(pods, whole GPUs each, share milli each)`` (a
-share only when no whole GPU: 1..999 milli on one GPU)."""
+share only when no whole GPU: 1..999 milli on one GPU), and a fourth element when the role
+caps its pods on a node (``max_per_node``)."""
 
 
 def optimal_nodes(gpus: float, gpus_per_node: int, pods: Sequence[PodShape] = ()) -> int:
@@ -94,7 +95,8 @@ def optimal_nodes(gpus: float, gpus_per_node: int, pods: Sequence[PodShape] = ()
     from its GPUs alone; with its pods' shapes (``pods``, :data:`PodShape` per role) also no
     fewer than each role's pods need (``ceil(pods / pods a node holds)``: a node holds
     ``floor(gpus_per_node / g)`` pods of ``g`` whole GPUs, ``gpus_per_node x floor(1000 /
-    m)`` shares of ``m`` milli) and than the GPUs the pods fill: the whole GPUs, plus for the
+    m)`` shares of ``m`` milli, or the role's cap if it is lower) and than the GPUs the pods
+    fill: the whole GPUs, plus for the
     shares the more of their milli together over 1000 (shares of two roles may pair) and of
     what the most demanding role's shares fill alone (two shares above 500 milli never share
     a GPU). For a job of one role this is exact in GPUs; for several, the largest of these
@@ -110,7 +112,7 @@ def optimal_nodes(gpus: float, gpus_per_node: int, pods: Sequence[PodShape] = ()
     whole = 0  # GPUs the whole-GPU pods hold
     share_milli = 0  # what the shares hold, all roles together (shares of roles may pair)
     share_gpus = 0  # the GPUs the shares of the role that needs most fill on their own
-    for n, g, m in pods:
+    for n, g, m, *cap in pods:
         if n <= 0:
             continue
         if g > 0:
@@ -122,6 +124,8 @@ def optimal_nodes(gpus: float, gpus_per_node: int, pods: Sequence[PodShape] = ()
             share_gpus = max(share_gpus, math.ceil(n / (MILLI // m)))
         else:
             continue
+        if cap and per > 0:  # (a role's max_per_node: no node holds more of its pods)
+            per = min(per, cap[0])
         if per > 0:
             best = max(best, math.ceil(n / per))
     used = whole + max(math.ceil(share_milli / MILLI), share_gpus)

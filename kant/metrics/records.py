@@ -43,20 +43,24 @@ def _to_shapes(v: Any) -> Any:
 
 
 def _shapes(_inst: Any, _attr: Any, v: Any) -> None:
+    what = "must be (pods, whole GPUs, share milli[, pods per node at most]) tuples"
     if not isinstance(v, tuple) or not all(isinstance(x, tuple) for x in v):
-        raise ValidationError("pods", v, "must be (pods, whole GPUs, share milli) triples")
+        raise ValidationError("pods", v, what)
     for shape in v:
-        if len(shape) != 3 or not all(type(x) is int and x >= 0 for x in shape):
-            raise ValidationError("pods", v, "must be (pods, whole GPUs, share milli) triples")
+        if len(shape) not in (3, 4) or not all(type(x) is int and x >= 0 for x in shape):
+            raise ValidationError("pods", v, what)
         if (shape[1] and shape[2]) or shape[2] >= 1000:
             raise ValidationError("pods", v, "a pod holds whole GPUs or a share below 1000")
+        if len(shape) == 4 and shape[3] < 1:
+            raise ValidationError("pods", v, "a role's pods per node at most must be >= 1")
 
 
-def pod_shapes(job: Job) -> tuple[tuple[int, int, int], ...]:
+def pod_shapes(job: Job) -> tuple[tuple[int, ...], ...]:
     """Per role of ``job`` that asks for GPUs: ``(replicas, whole GPUs a pod, share milli a
-    pod)`` (see :attr:`JobRecord.pods`)."""
+    pod)``, and its ``max_per_node`` fourth when it has one (see :attr:`JobRecord.pods`)."""
     return tuple(
         (r.replicas, r.resources.gpus, 0 if r.resources.gpus else r.resources.gpu_milli)
+        + (() if r.max_per_node is None else (r.max_per_node,))
         for r in job.roles
         if r.resources.gpus or r.resources.gpu_milli
     )
@@ -108,12 +112,12 @@ class JobRecord:
     preempted: int = attrs.field(default=0, validator=_count)
     requeued: int = attrs.field(default=0, validator=_count)
     state: str = attrs.field(default="pending")
-    pods: tuple[tuple[int, int, int], ...] = attrs.field(
+    pods: tuple[tuple[int, ...], ...] = attrs.field(
         default=(), converter=_to_shapes, validator=_shapes
     )
-    """Per role with GPUs, ``(pods, whole GPUs each, share milli each)``: what JTTED's fewest
-    nodes reads besides ``gpus`` (:func:`kant.metrics.optimal_nodes`); empty: ``gpus``
-    alone."""
+    """Per role with GPUs, ``(pods, whole GPUs each, share milli each)``, with a fourth
+    element, the role's ``max_per_node``, when it has one: what JTTED's fewest nodes reads
+    besides ``gpus`` (:func:`kant.metrics.optimal_nodes`); empty: ``gpus`` alone."""
     all_started_at: float | None = attrs.field(default=None, validator=_opt_time)
     """When every pod of the job had been bound at least once: ``started_at`` for a gang; for
     a pod-level job, when its last pod first ran (None while some pod never has). A service's

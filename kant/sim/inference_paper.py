@@ -263,6 +263,9 @@ def inference_paper_workload(
     apps = sorted(by_app, key=lambda a: int(a.split("_")[-1]) if a.split("_")[-1].isdigit() else 0)
     model_w = np.array([pools[m] for m in models], dtype=np.float64)
     tenant_w = np.array([shares[t] for t in tenants], dtype=np.float64)
+    with np.errstate(over="ignore"):
+        if not math.isfinite(tenant_w.sum()):  # (finite shares whose sum is not: scaled)
+            tenant_w = tenant_w / tenant_w.max()
     app_model = {a: models[int(rng.choice(len(models), p=model_w / model_w.sum()))] for a in apps}
     app_tenant = {
         a: tenants[int(rng.choice(len(tenants), p=tenant_w / tenant_w.sum()))] for a in apps

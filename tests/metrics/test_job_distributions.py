@@ -10,7 +10,8 @@ from hypothesis import given, settings
 
 from kant.errors import ValidationError
 from kant.metrics import BUCKETS, JobRecord, jtted, jwtd, optimal_groups, optimal_nodes, size_bucket
-from kant.testing import job
+from kant.placement import Placer
+from kant.testing import ClusterBuilder, job
 
 
 @pytest.mark.parametrize(
@@ -148,6 +149,38 @@ def test_the_fewest_nodes_read_the_pods_shapes_when_the_record_has_them(
     pods: tuple[tuple[int, int, int], ...], gpus: float, nodes: int
 ) -> None:
     assert optimal_nodes(gpus, 8, pods) == nodes
+
+
+def test_a_service_capped_at_one_replica_a_node_on_as_many_nodes_is_optimal_for_jtted() -> None:
+    # (four 1-GPU replicas fit one node's GPUs, but max_per_node=1 allows no fewer than 4
+    # nodes: the optimum read 1 and the only legal placement counted as 4x it)
+    svc = job("svc", gpus=1, replicas=4, gang=False, kind="inference", max_per_node=1)
+    cluster = ClusterBuilder().leaf("lf0", nodes=4).build()
+    placed = {b.node for b in Placer("ebinpack").place(svc, cluster.snapshot()).bindings}
+    rec = JobRecord.for_job(svc, started_at=0.0, nodes_used=len(placed), groups_used=1)
+    assert len(placed) == 4 and rec.pods == ((4, 1, 0, 1),)
+    row = jtted([rec], nodes_per_leaf=4)[rec.bucket]
+    assert row.node_ratio == 1.0 and row.max_node_ratio == 1.0
+
+
+@pytest.mark.parametrize(
+    ("pods", "nodes"),
+    [
+        (((6, 1, 0, 4),), 2),  # 6 pods, at most 4 a node
+        (((6, 1, 0, 8),), 1),  # a cap above what a node holds changes nothing
+        (((3, 0, 250, 1), (4, 1, 0)), 3),  # the capped role of two sets the bound
+    ],
+)
+def test_a_roles_cap_on_pods_a_node_raises_the_fewest_nodes(
+    pods: tuple[tuple[int, ...], ...], nodes: int
+) -> None:
+    assert optimal_nodes(sum(p[0] * (p[1] or p[2] / 1000) for p in pods), 8, pods) == nodes
+
+
+@pytest.mark.parametrize("bad", [((4, 1, 0, 0),), ((4, 1, 0, 1, 1),), ((4, 1),)])
+def test_a_record_refuses_pod_shapes_that_are_not_three_or_four_counts(bad: object) -> None:
+    with pytest.raises(ValidationError, match="pods"):
+        JobRecord(job_id="j", pods=bad)  # type: ignore[arg-type]
 
 
 def test_a_gang_of_large_shares_on_as_few_nodes_as_it_can_is_optimal_for_jtted() -> None:

@@ -272,3 +272,18 @@ def test_every_large_job_starts_once_the_services_end_and_espreads_zone_starts_f
     assert starts["ebinpack"] == starts["spread"]
     later = {j for j, t in starts["espread"].items() if t == starts["ebinpack"][j] + 6}
     assert later == {"ep-a100-3", "ep-v100m32-2", "ep-v100m32-4", "ep-v100m32-5"}
+
+
+@pytest.mark.skipif(trace_dir() is None, reason="needs the shared trace folder")
+def test_finite_shares_too_large_to_add_up_draw_the_tenants_as_their_ratio_does() -> None:
+    # (1e308 each passed the check of each share, then their sum overflowed to inf and
+    # numpy's choice raised an untyped ValueError)
+    from kant.sim.inference_paper import inference_paper_cluster, inference_paper_workload
+
+    base = trace_dir()
+    assert base is not None
+    nodes = inference_paper_cluster(base)
+    huge = inference_paper_workload(base, nodes, {"a": 1e308, "b": 1e308})
+    even = inference_paper_workload(base, nodes, {"a": 1.0, "b": 1.0})
+    assert [(j.id, j.tenant) for j in huge] == [(j.id, j.tenant) for j in even]
+    assert {j.tenant for j in huge} == {"a", "b"}
