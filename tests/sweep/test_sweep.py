@@ -266,6 +266,44 @@ def test_a_worker_ends_quietly_on_sigterm_and_ignores_sigint_whatever_its_parent
     assert "Traceback" not in capfd.readouterr().err
 
 
+def test_a_worker_terminated_before_its_first_task_ends_quietly_under_a_raising_parents_handler(
+    tmp_path: Path,
+) -> None:
+    # a worker just forked ran with its parent's handlers until its initializer reset them:
+    # terminated then (its sibling died and the broken pool terminated the rest; the sweep
+    # was stopped), it printed the parent's exception's traceback from its start-up. Here
+    # each worker waits a second right after its fork and is terminated in that second (in
+    # a process of its own: pytest's capture does not see a forked worker's sys.stderr)
+    import subprocess
+    import sys
+
+    script = tmp_path / "race.py"
+    script.write_text(
+        "import os, signal, time\n"
+        "from kant.sweep import Grid\n"
+        "from kant.sweep.backends import LocalPool, _terminate_workers\n"
+        "from kant.sweep.runs import prepare\n"
+        "class Raised(BaseException): pass\n"
+        "def handler(signum, frame): raise Raised\n"
+        "slow = [False]\n"
+        "os.register_at_fork(after_in_child=lambda: slow[0] and time.sleep(1.0))\n"
+        f"spec = Grid('simulate', {TINY!r}).runs()[0]\n"
+        "task = (0, spec.kind, prepare(spec.kind, spec.inputs), spec.inputs)\n"
+        "signal.signal(signal.SIGTERM, handler)\n"
+        "slow[0] = True\n"
+        "with LocalPool(2) as pool:\n"
+        "    pool._submit(task)  # (the workers are forked here)\n"
+        "    _terminate_workers(pool._pool)  # (at once: in their first second)\n"
+        "print('stopped')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0 and "stopped" in proc.stdout, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 def test_a_small_grid_on_ray_stores_the_same_metrics_as_on_local_processes(
     tmp_path: Path, ray_instance: Any
 ) -> None:
