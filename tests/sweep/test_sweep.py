@@ -549,13 +549,26 @@ def test_a_sweep_whose_process_alone_is_interrupted_stops_at_once(
         # (a process started in the background inherits SIGINT ignored: Python keeps it so)
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
-    time.sleep(4)  # (the workers are running by then)
+    _wait_for_children(proc.pid, 2)  # (its workers: the sweep has begun, handlers in place)
+    time.sleep(1)
     t0 = time.monotonic()
     proc.send_signal(getattr(signal, signame))
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == code and word in err and "Traceback" not in err
     assert time.monotonic() - t0 < 5
     assert not (tmp_path / "long.jsonl").exists() or Store(tmp_path / "long.jsonl").done() == set()
+
+
+def _wait_for_children(pid: int, count: int) -> None:
+    """Until process ``pid`` has ``count`` child processes (a fixed sleep was too short
+    on a loaded machine: the signal came while the sweep was still importing kant)."""
+    import time
+
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    deadline = time.monotonic() + 120
+    while len(children.read_text().split()) < count:
+        assert time.monotonic() < deadline, f"process {pid} never had {count} children"
+        time.sleep(0.1)
 
 
 def test_a_sweep_stopped_by_ctrl_c_keeps_its_finished_runs_and_resumes_from_there(
