@@ -20,6 +20,7 @@ import socket
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from kant.errors import BackendError
@@ -135,7 +136,8 @@ class LocalPool:
         assert self._pool is not None
         _index, kind, shared, params = task
         try:
-            return self._pool.submit(execute, kind, shared, params)
+            with _stops_held():  # (a submit may fork the workers)
+                return self._pool.submit(execute, kind, shared, params)
         except BrokenProcessPool as e:
             fut: Future[dict[str, Any]] = Future()
             fut.set_exception(e)
@@ -165,15 +167,33 @@ def _new_pool(workers: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=workers, initializer=_worker_signals)
 
 
+_STOPS = {signal.SIGTERM, signal.SIGINT}
+
+
+@contextmanager
+def _stops_held() -> Iterator[None]:
+    """SIGTERM and SIGINT held back from this thread meanwhile (delivered when it ends): a
+    worker forked meanwhile starts with them held too, until :func:`_worker_signals` has
+    put its own handlers in place of its parent's."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
 def _worker_signals() -> None:
     """A worker leaves stopping to the sweep's process: SIGTERM ends it at once, as
     :func:`_terminate_workers` means it to, and SIGINT (a terminal's Ctrl-C reaches the
     whole process group) is ignored, the sweep's process terminating its workers itself.
     A forked worker would otherwise keep the handlers of the process that forked it (the
     CLI's, which turn SIGTERM into an exception): a worker stopped while it read its next
-    task printed that exception's traceback under the sweep's one-line message."""
+    task printed that exception's traceback under the sweep's one-line message. It is
+    forked with both signals held (:func:`_stops_held`), so one sent before this ran (the
+    pool terminating a worker just started) is acted on only now, by these handlers."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
 
 
 def _terminate_workers(pool: ProcessPoolExecutor) -> None:

@@ -266,6 +266,44 @@ def test_a_worker_ends_quietly_on_sigterm_and_ignores_sigint_whatever_its_parent
     assert "Traceback" not in capfd.readouterr().err
 
 
+def test_a_worker_terminated_before_its_first_task_ends_quietly_under_a_raising_parents_handler(
+    tmp_path: Path,
+) -> None:
+    # a worker just forked ran with its parent's handlers until its initializer reset them:
+    # terminated then (its sibling died and the broken pool terminated the rest; the sweep
+    # was stopped), it printed the parent's exception's traceback from its start-up. Here
+    # each worker waits a second right after its fork and is terminated in that second (in
+    # a process of its own: pytest's capture does not see a forked worker's sys.stderr)
+    import subprocess
+    import sys
+
+    script = tmp_path / "race.py"
+    script.write_text(
+        "import os, signal, time\n"
+        "from kant.sweep import Grid\n"
+        "from kant.sweep.backends import LocalPool, _terminate_workers\n"
+        "from kant.sweep.runs import prepare\n"
+        "class Raised(BaseException): pass\n"
+        "def handler(signum, frame): raise Raised\n"
+        "slow = [False]\n"
+        "os.register_at_fork(after_in_child=lambda: slow[0] and time.sleep(1.0))\n"
+        f"spec = Grid('simulate', {TINY!r}).runs()[0]\n"
+        "task = (0, spec.kind, prepare(spec.kind, spec.inputs), spec.inputs)\n"
+        "signal.signal(signal.SIGTERM, handler)\n"
+        "slow[0] = True\n"
+        "with LocalPool(2) as pool:\n"
+        "    pool._submit(task)  # (the workers are forked here)\n"
+        "    _terminate_workers(pool._pool)  # (at once: in their first second)\n"
+        "print('stopped')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0 and "stopped" in proc.stdout, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 def test_a_small_grid_on_ray_stores_the_same_metrics_as_on_local_processes(
     tmp_path: Path, ray_instance: Any
 ) -> None:
@@ -511,13 +549,26 @@ def test_a_sweep_whose_process_alone_is_interrupted_stops_at_once(
         # (a process started in the background inherits SIGINT ignored: Python keeps it so)
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
-    time.sleep(4)  # (the workers are running by then)
+    _wait_for_children(proc.pid, 2)  # (its workers: the sweep has begun, handlers in place)
+    time.sleep(1)
     t0 = time.monotonic()
     proc.send_signal(getattr(signal, signame))
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == code and word in err and "Traceback" not in err
     assert time.monotonic() - t0 < 5
     assert not (tmp_path / "long.jsonl").exists() or Store(tmp_path / "long.jsonl").done() == set()
+
+
+def _wait_for_children(pid: int, count: int) -> None:
+    """Until process ``pid`` has ``count`` child processes (a fixed sleep was too short
+    on a loaded machine: the signal came while the sweep was still importing kant)."""
+    import time
+
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    deadline = time.monotonic() + 120
+    while len(children.read_text().split()) < count:
+        assert time.monotonic() < deadline, f"process {pid} never had {count} children"
+        time.sleep(0.1)
 
 
 def test_a_sweep_stopped_by_ctrl_c_keeps_its_finished_runs_and_resumes_from_there(
