@@ -1154,22 +1154,36 @@ class Shim:
         for b, fut in done:
             err, t_done = fut.result()
             if err is None:
-                self.bound_total += 1
-                rec = self._jobs.get(b.pod.job)
-                if self.on_bound is not None and rec is not None and b.pod in rec.pods:
-                    self.on_bound(rec.pods[b.pod], t_done)
+                self._bound(b, t_done)
             else:
                 self._binding_failed(b, err, now)
 
+    def _bound(self, b: Binding, when: float) -> None:
+        """Binding ``b`` was made (at ``when``, by the wall clock)."""
+        self.bound_total += 1
+        rec = self._jobs.get(b.pod.job)
+        if self.on_bound is not None and rec is not None and b.pod in rec.pods:
+            self.on_bound(rec.pods[b.pod], when)
+
     def _binding_failed(self, b: Binding, err: str, now: float) -> None:
         """A binding call failed: ``binding_failed`` (the gang's other pods are released and
-        deleted); the pod itself, if it still waits, may join a new submission."""
-        log.warning("%s", err)
+        deleted); the pod itself, if it still waits, may join a new submission. A call whose
+        answer was lost (a timeout, a broken connection) or that a retry of it found done
+        (409) may have bound the pod: when the pod as the API server has it now runs on
+        the binding's node with this binding's ``kant.io/pod-id``, the binding succeeded."""
         rec = self._jobs.get(b.pod.job)
         if rec is None or b.pod not in rec.bound:
+            log.warning("%s", err)
             return
+        key = rec.pods.get(b.pod)
+        fresh = self._read_pod(key) if key is not None else None
+        if fresh is not None and _bound_by(fresh, b, self.settings):
+            log.warning("%s; but the pod is bound to %s as asked: bound", err, b.node)
+            self._bound(b, time.time())
+            return
+        log.warning("%s", err)
         rec.bound.discard(b.pod)
-        key = rec.pods.pop(b.pod, None)
+        rec.pods.pop(b.pod, None)
         waits: str | None = None  # the base the pod waits for again
         try:
             rep = self.scheduler.binding_failed(b.pod, now, err)
@@ -1179,8 +1193,7 @@ class Shim:
             self._id_of.pop(key, None)
             obj, f = self._pods.get(key, ({}, None))
             if f is not None and f.node is None and not f.deleting:
-                fresh = self._read_pod(key)  # (its event may not have come yet)
-                st = pod_state(fresh or {}, self.settings)
+                st = pod_state(fresh or {}, self.settings)  # (its event may not have come)
                 if fresh is not None and st.node is not None:
                     self._pods[key] = (fresh, f)
                     self._on_node_pods.setdefault(st.node, set()).add(key)
@@ -1527,6 +1540,17 @@ def _kant_victim(pod: Obj, settings: K8sSettings) -> bool:
         and str(c.get("message", "")).startswith(PREEMPTED_PREFIX)
         for c in (pod.get("status") or {}).get("conditions") or ()
         if isinstance(c, Mapping)
+    )
+
+
+def _bound_by(pod: Obj, b: Binding, settings: K8sSettings) -> bool:
+    """Whether ``pod`` (as the API server has it) is bound by binding ``b``: on its node,
+    carrying its ``kant.io/pod-id``, not ended."""
+    st = pod_state(pod, settings)
+    return (
+        st.node == b.node
+        and st.phase not in TERMINAL
+        and annotations_of(pod).get(POD_ID_ANNOTATION) == str(b.pod)
     )
 
 
