@@ -1113,6 +1113,7 @@ class Shim:
                 if key is not None and key not in self._evict:
                     self._evict[key] = v.preemptor
                     self._disrupt(key, v.preemptor, v.reason.value)
+        self._spare_victims()
         for key in sorted(self._evict):
             self._try_evict(key)
         self._writes_left, self.status_writes_due = self.settings.status_writes_per_cycle, False
@@ -1248,6 +1249,40 @@ class Shim:
         except (ApiError, OSError) as e:
             log.info("condition on %s: %s", key, e)
         self._event(key, "Preempted", msg, "Normal")
+
+    def _spare_victims(self) -> None:
+        """Give up the evictions left (a PodDisruptionBudget refused them) whose preemptor no
+        longer waits for them: its job was deleted, cancelled or bound by someone else, or it
+        runs. The victim runs on, charged as before (``Scheduler.victims_spared``), and its
+        ``DisruptionTarget`` condition is set back to False."""
+        queue = self.scheduler.queue
+        spared: list[tuple[str, str]] = []
+        for key, preemptor in sorted(self._evict.items()):
+            e = queue.get(preemptor)
+            if preemptor not in self._jobs or e is None or e.phase is not JobPhase.PENDING:
+                spared.append((key, preemptor))
+        if not spared:
+            return
+        self.scheduler.victims_spared(
+            known[1] for key, _ in spared if (known := self._id_of.get(key)) is not None
+        )
+        for key, preemptor in spared:
+            del self._evict[key]
+            log.info("not evicting %s: its preemptor %s no longer waits for it", key, preemptor)
+            self._undisrupt(key, preemptor)
+
+    def _undisrupt(self, key: str, preemptor: str) -> None:
+        """Tell a victim it no longer goes: its ``DisruptionTarget`` condition set to False
+        (as Kubernetes' disruption controller does for a pod marked that was not deleted)."""
+        ns, name = key.split("/", 1)
+        msg = f"kant: eviction abandoned: {preemptor} no longer waits for it"
+        cond = {"type": "DisruptionTarget", "status": "False", "reason": SPARED_REASON,
+                "message": msg, "lastTransitionTime": _now_iso()}  # fmt: skip
+        try:
+            self.api.patch(f"/api/v1/namespaces/{ns}/pods/{name}/status",
+                           {"status": {"conditions": [cond]}}, kind="strategic")  # fmt: skip
+        except (ApiError, OSError) as e:
+            log.info("condition on %s: %s", key, e)
 
     def _try_evict(self, key: str) -> None:
         ns, name = key.split("/", 1)
@@ -1523,6 +1558,10 @@ def _base(f: PodFacts) -> str:
     return f"group:{f.group}" if f.group is not None else f"pod:{f.key}"
 
 
+SPARED_REASON = "PreemptionAbandoned"
+"""The ``reason`` of a victim's ``DisruptionTarget`` condition set back to False: kant gave
+its eviction up (:meth:`Shim._spare_victims`)."""
+
 VICTIM_MARGIN: float = 30.0
 """Seconds past the end of a previous shim's victim's grace period after which a restarted
 shim stops holding preemption back for it (:meth:`Shim._hold_preemption`)."""
@@ -1536,6 +1575,7 @@ def _kant_victim(pod: Obj, settings: K8sSettings) -> bool:
         return False
     return any(
         c.get("type") == "DisruptionTarget"
+        and c.get("status") == "True"
         and c.get("reason") == PREEMPTED_REASON
         and str(c.get("message", "")).startswith(PREEMPTED_PREFIX)
         for c in (pod.get("status") or {}).get("conditions") or ()
