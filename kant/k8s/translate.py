@@ -934,8 +934,16 @@ def timestamp(v: Any) -> float:
 
 
 def pod_group_min_member(group: Obj) -> int:
-    """``spec.minMember`` of a scheduler-plugins PodGroup (at least 1)."""
-    v = (group.get("spec") or {}).get("minMember", 1)
+    """``spec.minMember`` of a scheduler-plugins PodGroup (at least 1). Raises
+    :class:`~kant.errors.InvalidObjectError` for a ``spec`` that is not a mapping (a CRD
+    keeping unknown fields lets any value through) or a count that is not an integer in
+    range."""
+    spec = group.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        raise InvalidObjectError(
+            "spec", spec, "must be a mapping (with minMember)", where=f"PodGroup {pod_key(group)}"
+        )
+    v = spec.get("minMember", 1)
     if type(v) is not int or not 1 <= v <= MAX_PODS_PER_JOB:
         raise InvalidObjectError(
             "spec.minMember", v, f"must be an integer in 1..{MAX_PODS_PER_JOB}",

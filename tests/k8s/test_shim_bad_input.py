@@ -430,6 +430,27 @@ def test_gang_pods_whose_pod_group_is_missing_invalid_or_short_say_why_they_wait
     wait_for(lambda: cluster.node_of("m-0"), what="m-0 bound")
 
 
+def test_a_pod_group_whose_spec_is_not_a_mapping_is_refused_on_its_pods_and_the_rest_run(
+    cluster: Cluster,
+) -> None:
+    """The tests' PodGroup CRD keeps any field as given (as a CRD without a schema does): a
+    ``spec`` that is a string or a list reaches the shim."""
+    cluster.node("n0")
+    cluster.start_shim()
+    for name, spec in (("word", "oops"), ("list", [1, 2])):
+        cluster.api.post(
+            f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{cluster.ns}/podgroups",
+            {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+             "metadata": {"name": name, "namespace": cluster.ns}, "spec": spec},
+        )  # fmt: skip
+        cluster.pod(f"{name}-0", gpus=1, group=name)
+    for name in ("word", "list"):
+        assert "'spec'" in _waits(cluster, f"{name}-0", "invalid")["message"]
+    assert _shims_run(cluster)
+    cluster.pod("after", gpus=1)
+    wait_for(lambda: cluster.node_of("after"), what="a later pod bound")
+
+
 def test_a_node_ready_again_with_fewer_gpus_is_taken_as_it_is_now(cluster: Cluster) -> None:
     cluster.node("n0")
     cluster.start_shim()

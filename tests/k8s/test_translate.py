@@ -275,6 +275,10 @@ def test_a_bad_pod_group_count_is_refused() -> None:
     g["spec"]["minMember"] = 10**9  # more pods than a job may have
     with pytest.raises(InvalidObjectError, match="minMember"):
         pod_group_min_member(g)
+    for spec in ("oops", [1, 2], 3):  # (a CRD keeping unknown fields lets any spec through)
+        g["spec"] = spec
+        with pytest.raises(InvalidObjectError, match=r"'spec'.*must be a mapping"):
+            pod_group_min_member(g)
 
 
 @pytest.mark.parametrize("count", ["\u00b2", "\u0663", "99999999999999999999", " 3", ""])
