@@ -750,6 +750,13 @@ class Shim:
             return
         base = _base(f)
         if f.node is None and not f.deleting and key not in self._dying:
+            if f.gated:
+                # not to be scheduled until its gates are removed (a MODIFIED event then):
+                # it neither waits nor counts toward its group (kube-scheduler, Volcano)
+                if key in self._waiting.get(base, ()):
+                    self._unwait(key, base)
+                    self._try_submit(base)
+                return
             self._waiting.setdefault(base, set()).add(key)
             self._try_submit(base)
             return

@@ -299,7 +299,8 @@ class PodFacts:
     """A pod as kant sees it. ``group`` is the gang key (:func:`pod_group_key`) or None;
     ``min_member`` the group's size known from the pod (Kueue's total count), else None;
     ``created`` and ``started`` (None before the kubelet started it) in seconds since the
-    epoch."""
+    epoch; ``gated``: it has scheduling gates (``spec.schedulingGates``), and is not to be
+    scheduled until they are removed."""
 
     key: str
     uid: str
@@ -329,6 +330,7 @@ class PodFacts:
     phase: str
     deleting: bool
     ours: bool
+    gated: bool = False
 
     @property
     def signature(self) -> tuple[Any, ...]:
@@ -448,7 +450,23 @@ def _pod_facts(pod: Obj, settings: K8sSettings) -> PodFacts:
         phase=str(status.get("phase") or "Pending"),
         deleting=bool(meta.get("deletionTimestamp")),
         ours=spec.get("schedulerName", "default-scheduler") == settings.scheduler_name,
+        gated=_gated(spec, where),
     )
+
+
+def _gated(spec: Obj, where: str) -> bool:
+    """Whether the pod has scheduling gates: ``spec.schedulingGates`` is a non-empty list
+    (each ``{"name": ...}``, as the API server checks)."""
+    gates = spec.get("schedulingGates")
+    if gates is None:
+        return False
+    if not isinstance(gates, list) or not all(
+        isinstance(g, Mapping) and isinstance(g.get("name"), str) and g["name"] for g in gates
+    ):
+        raise InvalidObjectError(
+            "spec.schedulingGates", gates, "must be a list of {name: <gate>}", where=where
+        )
+    return bool(gates)
 
 
 def pod_resources(pod: Obj, settings: K8sSettings, *, shares: bool = True) -> Resources:

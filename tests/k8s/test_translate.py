@@ -263,6 +263,19 @@ def test_a_kueue_group_and_a_podgroup_of_the_same_name_are_two_gangs() -> None:
     assert pod_group_key(load("pod_kueue_group_affinity")) == b.group
 
 
+def test_a_pod_with_scheduling_gates_is_gated_and_malformed_gates_are_refused() -> None:
+    p = load("pod_podgroup_worker")
+    assert not pod_facts(p, S).gated
+    p["spec"]["schedulingGates"] = []
+    assert not pod_facts(p, S).gated
+    p["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    assert pod_facts(p, S).gated
+    for bad in ("kueue.x-k8s.io/admission", [{"name": ""}], ["x"], {"name": "x"}):
+        p["spec"]["schedulingGates"] = bad
+        with pytest.raises(InvalidObjectError, match="schedulingGates"):
+            pod_facts(p, S)
+
+
 def test_a_bad_pod_group_count_is_refused() -> None:
     p = load("pod_kueue_group_affinity")
     p["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] = "three"
