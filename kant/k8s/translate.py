@@ -556,17 +556,20 @@ def held_job(pod: Obj, job: str) -> tuple[Job, InvalidObjectError | None]:
 
 
 def _counted(pod: Obj, settings: K8sSettings, where: str) -> Resources:
-    """:func:`pod_resources` of a kant pod, refused when it asks an extended resource kant
-    does not count (not the GPU or NIC resource, nor in ``ignoredResources``): kant would
-    bind it to a node whether the node has that resource or not."""
+    """:func:`pod_resources` of a kant pod, refused when it asks a resource kant does not
+    count (an extended resource other than the GPU or NIC resource, or a native one other
+    than cpu and memory: ``hugepages-<size>``, ``ephemeral-storage``), unless
+    ``ignoredResources`` lists it: kant would bind it to a node whether the node has that
+    resource or not."""
     spec = pod.get("spec") or {}
-    mine = {settings.gpu_resource, settings.nic_resource, *settings.ignored_resources}
+    mine = {settings.gpu_resource, settings.nic_resource, "cpu", "memory",
+            *settings.ignored_resources}  # fmt: skip
     for part in ("containers", "initContainers"):
         for c in spec.get(part) or ():
             res = c.get("resources") or {}
             for kind in ("requests", "limits"):
                 for r, v in (res.get(kind) or {}).items():
-                    if "/" not in str(r) or r in mine or str(r).startswith("kubernetes.io/"):
+                    if r in mine or str(r).startswith("kubernetes.io/"):
                         continue
                     if quantity(v, where=where, field=f"{part}.resources.{kind}.{r}") > 0:
                         raise InvalidObjectError(

@@ -647,6 +647,28 @@ def test_a_pod_asking_an_extended_resource_kant_does_not_count_is_refused_on_the
     assert wait_for(lambda: cluster.node_of("licensed"), what="licensed bound") == "n0"
 
 
+def test_a_pod_asking_hugepages_or_ephemeral_storage_is_refused_unless_they_are_ignored(
+    cluster: Cluster,
+) -> None:
+    """kant does not count nodes' hugepages nor ephemeral storage: a pod asking them could be
+    bound to a node without them (the node here has no hugepages and 10Gi of storage)."""
+    cluster.node("n0", gpus=8)
+    cluster.start_shim({"kubernetes": {"ignoredResources": ["hugepages-1Gi"]}})
+    for name, res in (("huge", {"hugepages-2Mi": "1Gi"}), ("disk", {"ephemeral-storage": "500Gi"}),
+                      ("ignored", {"hugepages-1Gi": "2Gi"})):  # fmt: skip
+        req = {"nvidia.com/gpu": "1", "cpu": "1", "memory": "1Gi", **res}
+        body = {"metadata": {"name": name, "namespace": cluster.ns},
+                "spec": {"schedulerName": "kant", "containers": [{"name": "c", "image": "x",
+                         "resources": {"requests": req,
+                                       "limits": {"nvidia.com/gpu": "1", **res}}}]}}  # fmt: skip
+        cluster.api.post(f"/api/v1/namespaces/{cluster.ns}/pods", body)
+    for name, res in (("huge", "hugepages-2Mi"), ("disk", "ephemeral-storage")):
+        msg = _waits(cluster, name, "invalid")["message"]
+        assert res in msg and "does not count" in msg, msg
+    assert wait_for(lambda: cluster.node_of("ignored"), what="ignored bound") == "n0"
+    assert _shims_run(cluster)
+
+
 def test_a_node_changed_under_a_running_pod_then_not_ready_takes_no_pod_while_not_ready(
     cluster: Cluster,
 ) -> None:

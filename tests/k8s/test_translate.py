@@ -470,6 +470,8 @@ _NAME_244 = ("d" * 59 + ".") * 4 + "abcd"  # (a domain of 244 characters)
      ({"nicResource": "nvidia.com/gpu"}, "nicResource", "must differ from gpuResource"),
      ({"gpuResource": "a.com/x", "nicResource": "a.com/x"}, "nicResource", "must differ"),
      ({"ignoredResources": ["amd.com/gpu", "cpu"]}, "ignoredResources[1]", "has no domain"),
+     ({"ignoredResources": ["hugepages-"]}, "ignoredResources[0]", "has no domain"),
+     ({"ignoredResources": ["hugepages-0Mi"]}, "ignoredResources[0]", "has no domain"),
      ({"ignoredResources": ["nvidia.com/gpu"]}, "ignoredResources[0]", "is the gpuResource"),
      ({"nicResource": "a.io/n", "ignoredResources": ["a.io/n"]}, "ignoredResources[0]",
       "is the nicResource"),
@@ -501,14 +503,16 @@ def test_settings_take_every_name_kubernetes_takes_there() -> None:
     s = parse_settings({
         "gpuResource": "e" * 63 + "." + "x" * 180 + "/" + "G_p-u.0" * 9,
         "nicResource": "nvidia.com/mig-1g.10gb",
-        "ignoredResources": ["amd.com/gpu", _NAME_244 + "/license"],
+        "ignoredResources": ["amd.com/gpu", _NAME_244 + "/license", "ephemeral-storage",
+                             "hugepages-2Mi", "hugepages-1Gi"],
         "gpuModelLabel": "model", "zoneLabel": "example.com/Zone_1",
         "topologyLevels": [{"nodeLabel": "topology.kubernetes.io/zone", "tier": "leaf"}],
         "leaseName": "kant-scheduler.v2", "leaseNamespace": "k" * 63,
         "defaultGpuModel": "NVIDIA H100 80GB", "schedulerName": "Kant Scheduler",
     })  # fmt: skip
     assert s.nic_resource == "nvidia.com/mig-1g.10gb" and s.lease_namespace == "k" * 63
-    assert s.ignored_resources == ("amd.com/gpu", _NAME_244 + "/license")
+    assert s.ignored_resources[:2] == ("amd.com/gpu", _NAME_244 + "/license")
+    assert s.ignored_resources[2:] == ("ephemeral-storage", "hugepages-2Mi", "hugepages-1Gi")
 
 
 def test_the_espread_zone_kind_and_spread_come_from_kant_labels_not_the_topology_zone() -> None:
