@@ -471,8 +471,10 @@ def _gated(spec: Obj, where: str) -> bool:
 
 def pod_resources(pod: Obj, settings: K8sSettings, *, shares: bool = True) -> Resources:
     """The pod's effective request: for each resource the larger of the containers' sum and
-    the largest init container (the Kubernetes rule), a GPU share from ``gpu-fraction``
-    (unless ``shares`` is False: whole GPUs only, the annotation not read)."""
+    the largest init container, plus the pod's ``spec.overhead`` (what its RuntimeClass
+    costs: the Kubernetes rule, as kube-scheduler counts it), a GPU share from
+    ``gpu-fraction`` (unless ``shares`` is False: whole GPUs only, the annotation not
+    read)."""
     spec = pod.get("spec") or {}
     where = f"Pod {pod_key(pod)}"
     names = ("cpu", "memory", settings.gpu_resource, settings.nic_resource)
@@ -489,6 +491,12 @@ def pod_resources(pod: Obj, settings: K8sSettings, *, shares: bool = True) -> Re
                 q = quantity(v, where=where, field=f"{part}.resources.requests.{r}")
                 acc[r] = acc[r] + q if add else max(acc[r], q)
     eff = {r: max(total[r], init[r]) for r in names}
+    overhead = spec.get("overhead") or {}
+    if not isinstance(overhead, Mapping):
+        raise InvalidObjectError("spec.overhead", overhead, "must be a mapping", where=where)
+    for r in names:
+        if r in overhead:
+            eff[r] += quantity(overhead[r], where=where, field=f"spec.overhead.{r}")
     gpus = int(eff[settings.gpu_resource])
     milli = 0
     frac = annotations_of(pod).get(FRACTION_ANNOTATION) if shares else None

@@ -669,6 +669,38 @@ def test_a_pod_asking_hugepages_or_ephemeral_storage_is_refused_unless_they_are_
     assert _shims_run(cluster)
 
 
+def test_a_pods_overhead_counts_with_its_requests_for_kants_pods_and_for_others(
+    cluster: Cluster,
+) -> None:
+    """A RuntimeClass's ``overhead.podFixed`` is copied onto its pods' ``spec.overhead`` by
+    the API server's admission: kube-scheduler adds it to their requests, and so does kant."""
+    rc = "/apis/node.k8s.io/v1/runtimeclasses"
+    cluster.api.post(rc, {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                          "metadata": {"name": f"kata-{cluster.ns}"}, "handler": "kata",
+                          "overhead": {"podFixed": {"cpu": "20", "memory": "1Gi"}}})  # fmt: skip
+    try:
+        cluster.node("n0", gpus=8, cpu="128")
+        cluster.node("n1", gpus=8, cpu="128")
+
+        def pod(name: str, cpu: str, **spec: Any) -> None:
+            req = {"nvidia.com/gpu": "1", "cpu": cpu, "memory": "1Gi"}
+            body = {"metadata": {"name": name, "namespace": cluster.ns},
+                    "spec": {"runtimeClassName": f"kata-{cluster.ns}", "containers": [
+                        {"name": "c", "image": "x", "resources": {
+                            "requests": req, "limits": {"nvidia.com/gpu": "1"}}}], **spec}}  # fmt: skip
+            made = cluster.api.post(f"/api/v1/namespaces/{cluster.ns}/pods", body)
+            assert made["spec"]["overhead"] == {"cpu": "20", "memory": "1Gi"}
+
+        pod("other", "100", nodeName="n1")  # another scheduler's: 120 CPUs of n1 held
+        cluster.start_shim()
+        pod("big", "120", schedulerName="kant")  # 140 CPUs with its overhead: fits nowhere
+        pod("small", "100", schedulerName="kant")  # 120: n0 only
+        assert wait_for(lambda: cluster.node_of("small"), what="small bound") == "n0"
+        assert "140000 mCPU" in _waits(cluster, "big", "unsatisfiable")["message"]
+    finally:
+        cluster.api.delete(f"{rc}/kata-{cluster.ns}")
+
+
 def test_a_node_changed_under_a_running_pod_then_not_ready_takes_no_pod_while_not_ready(
     cluster: Cluster,
 ) -> None:

@@ -276,6 +276,19 @@ def test_a_pod_with_scheduling_gates_is_gated_and_malformed_gates_are_refused() 
             pod_facts(p, S)
 
 
+def test_a_pods_overhead_is_added_to_its_requests() -> None:
+    p = load("pod_podgroup_worker")
+    base = pod_facts(p, S).resources
+    p["spec"]["overhead"] = {"cpu": "250m", "memory": "64Mi"}
+    r = pod_facts(p, S).resources
+    assert (r.cpu_milli, r.memory_mib) == (base.cpu_milli + 250, base.memory_mib + 64)
+    assert r.gpus == base.gpus
+    for bad in ("1", {"cpu": "lots"}):
+        p["spec"]["overhead"] = bad
+        with pytest.raises(InvalidObjectError, match="overhead"):
+            pod_facts(p, S)
+
+
 def test_a_bad_pod_group_count_is_refused() -> None:
     p = load("pod_kueue_group_affinity")
     p["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] = "three"
