@@ -409,6 +409,12 @@ class Scheduler:
         self.queue.mark_confirmed(pod)
         self._tick(t, "confirm")
 
+    def victims_spared(self, pods: Iterable[PodId]) -> None:
+        """The orchestrator gave up evicting these victim pods (their preemptor went away while
+        a disruption budget kept them): they run on, charged to their tenant, and may be
+        chosen as victims again. Pods not being evicted are skipped."""
+        self.queue.unmark_terminating(pods)
+
     def binding_failed(self, pod: PodId, now: float, message: str = "") -> EventReport:
         """The pod could not be bound or started. Its resources are released and the job is
         requeued with backoff (a gang whole: its other pods are released and evicted; a

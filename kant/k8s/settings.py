@@ -56,8 +56,9 @@ class K8sSettings:
     """The extended resource counting RDMA NICs."""
     ignored_resources: tuple[str, ...] = ()
     """Extended resources (``domain/name``) a kant pod may ask that kant does not count
-    (kube-scheduler's ``NodeResourcesFit`` ``ignoredResources``): a pod asking any other
-    one is refused, since kant could bind it to a node that has none."""
+    (kube-scheduler's ``NodeResourcesFit`` ``ignoredResources``), and the native ones kant
+    does not count either (``ephemeral-storage``, ``hugepages-<size>``): a pod asking any
+    other one is refused, since kant could bind it to a node that has none."""
     gpu_model_label: str = "nvidia.com/gpu.product"
     """The node label naming the GPU model (kant's node pool)."""
     default_gpu_model: str = "gpu"
@@ -133,6 +134,17 @@ def is_label_key(v: str) -> bool:
     return len(part) <= 63 and _NAME_PART.fullmatch(part) is not None
 
 
+_UNCOUNTED_NATIVE = re.compile(r"ephemeral-storage|hugepages-[1-9][0-9]*(?:[KMGTPE]i|[kMGTPE])?")
+"""The native resources a container may ask that kant does not count (cpu and memory it
+does): a pod asking them is refused unless ``ignoredResources`` lists them."""
+
+
+def uncounted_native(v: str) -> bool:
+    """Whether ``v`` names a native resource kant does not count (``ephemeral-storage``,
+    ``hugepages-2Mi``)."""
+    return _UNCOUNTED_NATIVE.fullmatch(v) is not None
+
+
 def extended_resource_problem(v: str) -> str | None:
     """Why ``v`` is not an extended resource name as Kubernetes defines one
     (``IsExtendedResourceName``), or None: a domain and a name (``nvidia.com/gpu``), the
@@ -194,9 +206,13 @@ def parse_settings(raw: Mapping[str, Any] | None, *, source: str = "<config>") -
             continue
         if key == "ignoredResources":
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise fail(key, value, "must be a list of extended resource names (domain/name)")
+                raise fail(
+                    key, value,
+                    "must be a list of extended resource names (domain/name), "
+                    "ephemeral-storage or hugepages-<size>",
+                )  # fmt: skip
             for i, v in enumerate(value):
-                if (why := extended_resource_problem(v)) is not None:
+                if not uncounted_native(v) and (why := extended_resource_problem(v)) is not None:
                     raise fail(f"{key}[{i}]", v, why)
                 if v in value[:i]:
                     raise fail(f"{key}[{i}]", v, "is listed twice")

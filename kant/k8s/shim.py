@@ -750,6 +750,13 @@ class Shim:
             return
         base = _base(f)
         if f.node is None and not f.deleting and key not in self._dying:
+            if f.gated:
+                # not to be scheduled until its gates are removed (a MODIFIED event then):
+                # it neither waits nor counts toward its group (kube-scheduler, Volcano)
+                if key in self._waiting.get(base, ()):
+                    self._unwait(key, base)
+                    self._try_submit(base)
+                return
             self._waiting.setdefault(base, set()).add(key)
             self._try_submit(base)
             return
@@ -1113,6 +1120,7 @@ class Shim:
                 if key is not None and key not in self._evict:
                     self._evict[key] = v.preemptor
                     self._disrupt(key, v.preemptor, v.reason.value)
+        self._spare_victims()
         for key in sorted(self._evict):
             self._try_evict(key)
         self._writes_left, self.status_writes_due = self.settings.status_writes_per_cycle, False
@@ -1154,22 +1162,36 @@ class Shim:
         for b, fut in done:
             err, t_done = fut.result()
             if err is None:
-                self.bound_total += 1
-                rec = self._jobs.get(b.pod.job)
-                if self.on_bound is not None and rec is not None and b.pod in rec.pods:
-                    self.on_bound(rec.pods[b.pod], t_done)
+                self._bound(b, t_done)
             else:
                 self._binding_failed(b, err, now)
 
+    def _bound(self, b: Binding, when: float) -> None:
+        """Binding ``b`` was made (at ``when``, by the wall clock)."""
+        self.bound_total += 1
+        rec = self._jobs.get(b.pod.job)
+        if self.on_bound is not None and rec is not None and b.pod in rec.pods:
+            self.on_bound(rec.pods[b.pod], when)
+
     def _binding_failed(self, b: Binding, err: str, now: float) -> None:
         """A binding call failed: ``binding_failed`` (the gang's other pods are released and
-        deleted); the pod itself, if it still waits, may join a new submission."""
-        log.warning("%s", err)
+        deleted); the pod itself, if it still waits, may join a new submission. A call whose
+        answer was lost (a timeout, a broken connection) or that a retry of it found done
+        (409) may have bound the pod: when the pod as the API server has it now runs on
+        the binding's node with this binding's ``kant.io/pod-id``, the binding succeeded."""
         rec = self._jobs.get(b.pod.job)
         if rec is None or b.pod not in rec.bound:
+            log.warning("%s", err)
             return
+        key = rec.pods.get(b.pod)
+        fresh = self._read_pod(key) if key is not None else None
+        if fresh is not None and _bound_by(fresh, b, self.settings):
+            log.warning("%s; but the pod is bound to %s as asked: bound", err, b.node)
+            self._bound(b, time.time())
+            return
+        log.warning("%s", err)
         rec.bound.discard(b.pod)
-        key = rec.pods.pop(b.pod, None)
+        rec.pods.pop(b.pod, None)
         waits: str | None = None  # the base the pod waits for again
         try:
             rep = self.scheduler.binding_failed(b.pod, now, err)
@@ -1179,8 +1201,7 @@ class Shim:
             self._id_of.pop(key, None)
             obj, f = self._pods.get(key, ({}, None))
             if f is not None and f.node is None and not f.deleting:
-                fresh = self._read_pod(key)  # (its event may not have come yet)
-                st = pod_state(fresh or {}, self.settings)
+                st = pod_state(fresh or {}, self.settings)  # (its event may not have come)
                 if fresh is not None and st.node is not None:
                     self._pods[key] = (fresh, f)
                     self._on_node_pods.setdefault(st.node, set()).add(key)
@@ -1235,6 +1256,40 @@ class Shim:
         except (ApiError, OSError) as e:
             log.info("condition on %s: %s", key, e)
         self._event(key, "Preempted", msg, "Normal")
+
+    def _spare_victims(self) -> None:
+        """Give up the evictions left (a PodDisruptionBudget refused them) whose preemptor no
+        longer waits for them: its job was deleted, cancelled or bound by someone else, or it
+        runs. The victim runs on, charged as before (``Scheduler.victims_spared``), and its
+        ``DisruptionTarget`` condition is set back to False."""
+        queue = self.scheduler.queue
+        spared: list[tuple[str, str]] = []
+        for key, preemptor in sorted(self._evict.items()):
+            e = queue.get(preemptor)
+            if preemptor not in self._jobs or e is None or e.phase is not JobPhase.PENDING:
+                spared.append((key, preemptor))
+        if not spared:
+            return
+        self.scheduler.victims_spared(
+            known[1] for key, _ in spared if (known := self._id_of.get(key)) is not None
+        )
+        for key, preemptor in spared:
+            del self._evict[key]
+            log.info("not evicting %s: its preemptor %s no longer waits for it", key, preemptor)
+            self._undisrupt(key, preemptor)
+
+    def _undisrupt(self, key: str, preemptor: str) -> None:
+        """Tell a victim it no longer goes: its ``DisruptionTarget`` condition set to False
+        (as Kubernetes' disruption controller does for a pod marked that was not deleted)."""
+        ns, name = key.split("/", 1)
+        msg = f"kant: eviction abandoned: {preemptor} no longer waits for it"
+        cond = {"type": "DisruptionTarget", "status": "False", "reason": SPARED_REASON,
+                "message": msg, "lastTransitionTime": _now_iso()}  # fmt: skip
+        try:
+            self.api.patch(f"/api/v1/namespaces/{ns}/pods/{name}/status",
+                           {"status": {"conditions": [cond]}}, kind="strategic")  # fmt: skip
+        except (ApiError, OSError) as e:
+            log.info("condition on %s: %s", key, e)
 
     def _try_evict(self, key: str) -> None:
         ns, name = key.split("/", 1)
@@ -1510,6 +1565,10 @@ def _base(f: PodFacts) -> str:
     return f"group:{f.group}" if f.group is not None else f"pod:{f.key}"
 
 
+SPARED_REASON = "PreemptionAbandoned"
+"""The ``reason`` of a victim's ``DisruptionTarget`` condition set back to False: kant gave
+its eviction up (:meth:`Shim._spare_victims`)."""
+
 VICTIM_MARGIN: float = 30.0
 """Seconds past the end of a previous shim's victim's grace period after which a restarted
 shim stops holding preemption back for it (:meth:`Shim._hold_preemption`)."""
@@ -1523,10 +1582,22 @@ def _kant_victim(pod: Obj, settings: K8sSettings) -> bool:
         return False
     return any(
         c.get("type") == "DisruptionTarget"
+        and c.get("status") == "True"
         and c.get("reason") == PREEMPTED_REASON
         and str(c.get("message", "")).startswith(PREEMPTED_PREFIX)
         for c in (pod.get("status") or {}).get("conditions") or ()
         if isinstance(c, Mapping)
+    )
+
+
+def _bound_by(pod: Obj, b: Binding, settings: K8sSettings) -> bool:
+    """Whether ``pod`` (as the API server has it) is bound by binding ``b``: on its node,
+    carrying its ``kant.io/pod-id``, not ended."""
+    st = pod_state(pod, settings)
+    return (
+        st.node == b.node
+        and st.phase not in TERMINAL
+        and annotations_of(pod).get(POD_ID_ANNOTATION) == str(b.pod)
     )
 
 

@@ -299,7 +299,8 @@ class PodFacts:
     """A pod as kant sees it. ``group`` is the gang key (:func:`pod_group_key`) or None;
     ``min_member`` the group's size known from the pod (Kueue's total count), else None;
     ``created`` and ``started`` (None before the kubelet started it) in seconds since the
-    epoch."""
+    epoch; ``gated``: it has scheduling gates (``spec.schedulingGates``), and is not to be
+    scheduled until they are removed."""
 
     key: str
     uid: str
@@ -329,6 +330,7 @@ class PodFacts:
     phase: str
     deleting: bool
     ours: bool
+    gated: bool = False
 
     @property
     def signature(self) -> tuple[Any, ...]:
@@ -448,13 +450,31 @@ def _pod_facts(pod: Obj, settings: K8sSettings) -> PodFacts:
         phase=str(status.get("phase") or "Pending"),
         deleting=bool(meta.get("deletionTimestamp")),
         ours=spec.get("schedulerName", "default-scheduler") == settings.scheduler_name,
+        gated=_gated(spec, where),
     )
+
+
+def _gated(spec: Obj, where: str) -> bool:
+    """Whether the pod has scheduling gates: ``spec.schedulingGates`` is a non-empty list
+    (each ``{"name": ...}``, as the API server checks)."""
+    gates = spec.get("schedulingGates")
+    if gates is None:
+        return False
+    if not isinstance(gates, list) or not all(
+        isinstance(g, Mapping) and isinstance(g.get("name"), str) and g["name"] for g in gates
+    ):
+        raise InvalidObjectError(
+            "spec.schedulingGates", gates, "must be a list of {name: <gate>}", where=where
+        )
+    return bool(gates)
 
 
 def pod_resources(pod: Obj, settings: K8sSettings, *, shares: bool = True) -> Resources:
     """The pod's effective request: for each resource the larger of the containers' sum and
-    the largest init container (the Kubernetes rule), a GPU share from ``gpu-fraction``
-    (unless ``shares`` is False: whole GPUs only, the annotation not read)."""
+    the largest init container, plus the pod's ``spec.overhead`` (what its RuntimeClass
+    costs: the Kubernetes rule, as kube-scheduler counts it), a GPU share from
+    ``gpu-fraction`` (unless ``shares`` is False: whole GPUs only, the annotation not
+    read)."""
     spec = pod.get("spec") or {}
     where = f"Pod {pod_key(pod)}"
     names = ("cpu", "memory", settings.gpu_resource, settings.nic_resource)
@@ -471,6 +491,12 @@ def pod_resources(pod: Obj, settings: K8sSettings, *, shares: bool = True) -> Re
                 q = quantity(v, where=where, field=f"{part}.resources.requests.{r}")
                 acc[r] = acc[r] + q if add else max(acc[r], q)
     eff = {r: max(total[r], init[r]) for r in names}
+    overhead = spec.get("overhead") or {}
+    if not isinstance(overhead, Mapping):
+        raise InvalidObjectError("spec.overhead", overhead, "must be a mapping", where=where)
+    for r in names:
+        if r in overhead:
+            eff[r] += quantity(overhead[r], where=where, field=f"spec.overhead.{r}")
     gpus = int(eff[settings.gpu_resource])
     milli = 0
     frac = annotations_of(pod).get(FRACTION_ANNOTATION) if shares else None
@@ -538,17 +564,20 @@ def held_job(pod: Obj, job: str) -> tuple[Job, InvalidObjectError | None]:
 
 
 def _counted(pod: Obj, settings: K8sSettings, where: str) -> Resources:
-    """:func:`pod_resources` of a kant pod, refused when it asks an extended resource kant
-    does not count (not the GPU or NIC resource, nor in ``ignoredResources``): kant would
-    bind it to a node whether the node has that resource or not."""
+    """:func:`pod_resources` of a kant pod, refused when it asks a resource kant does not
+    count (an extended resource other than the GPU or NIC resource, or a native one other
+    than cpu and memory: ``hugepages-<size>``, ``ephemeral-storage``), unless
+    ``ignoredResources`` lists it: kant would bind it to a node whether the node has that
+    resource or not."""
     spec = pod.get("spec") or {}
-    mine = {settings.gpu_resource, settings.nic_resource, *settings.ignored_resources}
+    mine = {settings.gpu_resource, settings.nic_resource, "cpu", "memory",
+            *settings.ignored_resources}  # fmt: skip
     for part in ("containers", "initContainers"):
         for c in spec.get(part) or ():
             res = c.get("resources") or {}
             for kind in ("requests", "limits"):
                 for r, v in (res.get(kind) or {}).items():
-                    if "/" not in str(r) or r in mine or str(r).startswith("kubernetes.io/"):
+                    if r in mine or str(r).startswith("kubernetes.io/"):
                         continue
                     if quantity(v, where=where, field=f"{part}.resources.{kind}.{r}") > 0:
                         raise InvalidObjectError(
@@ -934,8 +963,16 @@ def timestamp(v: Any) -> float:
 
 
 def pod_group_min_member(group: Obj) -> int:
-    """``spec.minMember`` of a scheduler-plugins PodGroup (at least 1)."""
-    v = (group.get("spec") or {}).get("minMember", 1)
+    """``spec.minMember`` of a scheduler-plugins PodGroup (at least 1). Raises
+    :class:`~kant.errors.InvalidObjectError` for a ``spec`` that is not a mapping (a CRD
+    keeping unknown fields lets any value through) or a count that is not an integer in
+    range."""
+    spec = group.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        raise InvalidObjectError(
+            "spec", spec, "must be a mapping (with minMember)", where=f"PodGroup {pod_key(group)}"
+        )
+    v = spec.get("minMember", 1)
     if type(v) is not int or not 1 <= v <= MAX_PODS_PER_JOB:
         raise InvalidObjectError(
             "spec.minMember", v, f"must be an integer in 1..{MAX_PODS_PER_JOB}",

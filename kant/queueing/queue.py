@@ -612,6 +612,16 @@ class Queue:
                 self._terminating.add(e.id)
                 self._changed(e.id)
 
+    def unmark_terminating(self, pods: Iterable[PodId]) -> None:
+        """These victim pods are not going after all (the orchestrator gave up evicting them):
+        they hold their resources for their job as before. Pods not marked are skipped."""
+        for p in pods:
+            e = self._entries.get(p.job)
+            if e is not None and e.terminating.pop(p, None) is not None:
+                if not e.terminating:
+                    self._terminating.discard(e.id)
+                self._changed(e.id)
+
     def mark_preempted(self, job_id: str, now: float) -> None:
         """Pods of the job were evicted by preemption at ``now``: remember when (a job evicted
         a moment ago does not preempt in turn, :attr:`PreemptionPolicy.cascade_window`) and,

@@ -1,7 +1,8 @@
 """A pod whose binding keeps failing (an admission webhook on ``pods/binding`` rejecting it,
 say), against the real API server: kant retries it with the backoff of its failures, and past
-the retry limit leaves it unbound, saying it failed, until it is deleted or made again. The
-shim is driven by the test (no watch, no loop) with its own clock."""
+the retry limit leaves it unbound, saying it failed, until it is deleted or made again; a
+binding the server applied but whose answer was lost is a binding made. The shim is driven by
+the test (no watch, no loop) with its own clock."""
 
 from __future__ import annotations
 
@@ -145,3 +146,85 @@ def test_a_gang_whose_binding_keeps_failing_keeps_its_failures_across_its_recrea
     for name in pods:
         assert _says(cluster, name).startswith("kant: failed: retry limit 5 reached")
     shim.scheduler.check_invariants()
+
+
+class _LostAnswer:
+    """The cluster's Api, except that the answer to the binding of a pod named in ``lose`` is
+    lost: the API server binds the pod, and the call raises :class:`OSError` as a read
+    timeout does."""
+
+    def __init__(self, api: Api, lose: set[str]) -> None:
+        self.api = api
+        self.lose = lose
+
+    def post(self, path: str, body: Any) -> Any:
+        out = self.api.post(path, body)
+        if path.endswith("/binding") and path.split("/pods/")[1].split("/")[0] in self.lose:
+            raise OSError("read timed out")
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.api, name)
+
+
+def _held_in(shim: Shim, cluster: Cluster) -> list[str]:
+    """The pods of the test's namespace the shim holds like another scheduler's."""
+    return [k for k in shim._held if k.startswith(f"{cluster.ns}/")]
+
+
+def test_a_gang_pod_bound_by_a_call_whose_answer_was_lost_counts_as_bound_and_the_gang_runs(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    cluster.pod_group("g", 2)
+    cluster.pod("g-0", group="g")
+    cluster.pod("g-1", group="g")
+    shim = Shim(cluster.api, parse_config({}))
+    shim.sync()
+    shim.api = _LostAnswer(cluster.api, {"g-1"})  # type: ignore[assignment]
+    shim.cycle()
+    shim.reap(wait=True)
+    _relay(shim, cluster)
+    shim.cycle()
+    shim.reap(wait=True)
+    # the server bound g-1 for kant: the gang runs whole, nothing is stopped or held
+    pods = cluster.pods()
+    assert sorted(pods) == ["g-0", "g-1"]
+    assert not any(p["metadata"].get("deletionTimestamp") for p in pods.values())
+    assert {cluster.node_of("g-0"), cluster.node_of("g-1")} == {"n0", "n1"}
+    assert not _held_in(shim, cluster) and shim.bound_total == 2
+    (jid,) = shim._jobs
+    assert shim.scheduler.queue.entry(jid).phase.value == "running"
+    assert shim.scheduler.cluster.num_pods == 2
+    shim.scheduler.check_invariants()
+    shim._pool.shutdown()
+
+
+def test_a_lone_pod_bound_by_a_call_whose_answer_was_lost_stays_charged_to_its_tenant(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0", model="H100")
+    cluster.node("n1", model="H100")
+    quotas = {"tenants": [{"name": "team-a", "quotas": {"H100": {"nominalQuota": 8}}},
+                          {"name": "team-b", "quotas": {"H100": {"nominalQuota": 8}}}],
+              "defaultMode": "isolated"}  # fmt: skip
+    cluster.pod("a-0", labels={"kant.io/queue": "team-a"})
+    shim = Shim(cluster.api, parse_config(quotas))
+    shim.sync()
+    shim.api = _LostAnswer(cluster.api, {"a-0"})  # type: ignore[assignment]
+    shim.cycle()
+    shim.reap(wait=True)
+    _relay(shim, cluster)
+    assert cluster.node_of("a-0") is not None
+    # team-a's 8 GPUs are a-0's: a second pod of team-a waits for its quota
+    cluster.pod("a-1", labels={"kant.io/queue": "team-a"})
+    _relay(shim, cluster)
+    for _ in range(2):
+        shim.cycle()
+        shim.reap(wait=True)
+    assert cluster.node_of("a-1") is None
+    assert "quota" in _says(cluster, "a-1")
+    assert not _held_in(shim, cluster)
+    shim.scheduler.check_invariants()
+    shim._pool.shutdown()

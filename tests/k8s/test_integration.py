@@ -152,12 +152,14 @@ def test_a_pending_pods_condition_names_kants_reason_and_an_event_says_failed_sc
     wait_for(failed_scheduling, what="a FailedScheduling event")
 
 
-def test_a_quota_reclaim_evicts_the_borrower_through_the_eviction_api_and_binds_the_reclaimer(
-    cluster: Cluster,
-) -> None:
+def _reclaim_held_by_a_budget(cluster: Cluster) -> tuple[Shim, str, str, dict[str, Any]]:
+    """team-b borrows team-a's 8 idle GPUs (b-0 and b-1, one per node), a PodDisruptionBudget
+    allows no disruption of them, and team-a's a-0 reclaims: returns the shim, the victim
+    marked (its eviction refused), the budget's status path and status. The test is the
+    disruption controller."""
     cluster.node("n0", model="H100")
     cluster.node("n1", model="H100")
-    cluster.start_shim(QUOTAS)
+    shim = cluster.start_shim(QUOTAS)
     b = {"kant.io/queue": "team-b", "app": "b"}
     cluster.pod("b-0", labels=b)
     cluster.pod("b-1", labels=b)  # team-b borrows team-a's idle 8 GPUs
@@ -170,7 +172,6 @@ def test_a_quota_reclaim_evicts_the_borrower_through_the_eviction_api_and_binds_
     # (the eviction API lets an unready pod go whatever the budget allows: on a loaded
     # machine the fake kubelet had not yet made the victim ready, and the test failed)
     wait_for(lambda: ready("b-0") and ready("b-1"), what="team-b ready")
-    # a PodDisruptionBudget that allows no disruption yet; the test is the disruption controller
     pv = "policy/v1" if cluster.api.has("policy/v1") else "policy/v1beta1"
     base = f"/apis/{pv}/namespaces/{cluster.ns}/poddisruptionbudgets"
     pdb = cluster.api.post(base, {"apiVersion": pv, "kind": "PodDisruptionBudget",
@@ -186,15 +187,59 @@ def test_a_quota_reclaim_evicts_the_borrower_through_the_eviction_api_and_binds_
         ),
         what="a victim marked",
     )
+    return shim, victim, f"{base}/b/status", status
+
+
+def test_a_quota_reclaim_evicts_the_borrower_through_the_eviction_api_and_binds_the_reclaimer(
+    cluster: Cluster,
+) -> None:
+    _shim, victim, path, status = _reclaim_held_by_a_budget(cluster)
     time.sleep(1.0)  # the shim retries; the budget answers 429 and the victim stays
     assert cluster.node_of(victim) is not None and cluster.node_of("a-0") is None
-    cluster.api.patch(
-        f"{base}/b/status", {"status": dict(status, disruptionsAllowed=1, desiredHealthy=1)}
-    )
+    cluster.api.patch(path, {"status": dict(status, disruptionsAllowed=1, desiredHealthy=1)})
     node = wait_for(lambda: cluster.node_of("a-0"), what="the reclaimer bound")
     assert victim not in cluster.pods()
     other = "b-1" if victim == "b-0" else "b-0"
     assert cluster.node_of(other) is not None and cluster.node_of(other) != node
+
+
+@pytest.mark.parametrize("gone", ["deleted", "bound by another binder"])
+def test_a_victim_a_budget_kept_is_spared_once_its_preemptor_no_longer_needs_it(
+    cluster: Cluster, gone: str
+) -> None:
+    shim, victim, path, status = _reclaim_held_by_a_budget(cluster)
+    if gone == "deleted":
+        cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/a-0", {"gracePeriodSeconds": 0})
+        wait_for(lambda: "a-0" not in cluster.pods(), what="a-0 gone")
+    else:
+        cluster.node("n2", model="H100")
+        cluster.api.post(
+            f"/api/v1/namespaces/{cluster.ns}/pods/a-0/binding",
+            {"apiVersion": "v1", "kind": "Binding",
+             "metadata": {"name": "a-0", "namespace": cluster.ns},
+             "target": {"apiVersion": "v1", "kind": "Node", "name": "n2"}},
+        )  # fmt: skip
+    # the eviction is abandoned: the victim is told so, and runs on, charged as before
+    cond = wait_for(
+        lambda: (
+            (c := _condition(cluster.get(victim), "DisruptionTarget"))
+            and c["status"] == "False"
+            and c
+        ),
+        what="the victim's DisruptionTarget set back",
+    )
+    assert "a-0" in cond["message"]
+    victim_job = shim.scheduler.queue.get(f"{cluster.ns}..{victim}#1")
+    assert victim_job is not None
+    wait_for(
+        lambda: not shim._evict and not victim_job.terminating,
+        what="no eviction left to retry, the victim running in kant's books",
+    )
+    # the budget allows a disruption now: nothing is evicted for a preemptor gone
+    cluster.api.patch(path, {"status": dict(status, disruptionsAllowed=1, desiredHealthy=1)})
+    time.sleep(2.0)
+    assert {"b-0", "b-1"} <= set(cluster.pods())
+    assert cluster.node_of(victim) is not None
 
 
 def test_a_node_going_not_ready_requeues_its_gang_whole(cluster: Cluster) -> None:

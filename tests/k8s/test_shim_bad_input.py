@@ -430,6 +430,27 @@ def test_gang_pods_whose_pod_group_is_missing_invalid_or_short_say_why_they_wait
     wait_for(lambda: cluster.node_of("m-0"), what="m-0 bound")
 
 
+def test_a_pod_group_whose_spec_is_not_a_mapping_is_refused_on_its_pods_and_the_rest_run(
+    cluster: Cluster,
+) -> None:
+    """The tests' PodGroup CRD keeps any field as given (as a CRD without a schema does): a
+    ``spec`` that is a string or a list reaches the shim."""
+    cluster.node("n0")
+    cluster.start_shim()
+    for name, spec in (("word", "oops"), ("list", [1, 2])):
+        cluster.api.post(
+            f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{cluster.ns}/podgroups",
+            {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+             "metadata": {"name": name, "namespace": cluster.ns}, "spec": spec},
+        )  # fmt: skip
+        cluster.pod(f"{name}-0", gpus=1, group=name)
+    for name in ("word", "list"):
+        assert "'spec'" in _waits(cluster, f"{name}-0", "invalid")["message"]
+    assert _shims_run(cluster)
+    cluster.pod("after", gpus=1)
+    wait_for(lambda: cluster.node_of("after"), what="a later pod bound")
+
+
 def test_a_node_ready_again_with_fewer_gpus_is_taken_as_it_is_now(cluster: Cluster) -> None:
     cluster.node("n0")
     cluster.start_shim()
@@ -624,6 +645,60 @@ def test_a_pod_asking_an_extended_resource_kant_does_not_count_is_refused_on_the
     for name, res in (("amd", "amd.com/gpu"), ("mig", "nvidia.com/mig-1g.10gb")):
         assert res in _waits(cluster, name, "invalid")["message"]
     assert wait_for(lambda: cluster.node_of("licensed"), what="licensed bound") == "n0"
+
+
+def test_a_pod_asking_hugepages_or_ephemeral_storage_is_refused_unless_they_are_ignored(
+    cluster: Cluster,
+) -> None:
+    """kant does not count nodes' hugepages nor ephemeral storage: a pod asking them could be
+    bound to a node without them (the node here has no hugepages and 10Gi of storage)."""
+    cluster.node("n0", gpus=8)
+    cluster.start_shim({"kubernetes": {"ignoredResources": ["hugepages-1Gi"]}})
+    for name, res in (("huge", {"hugepages-2Mi": "1Gi"}), ("disk", {"ephemeral-storage": "500Gi"}),
+                      ("ignored", {"hugepages-1Gi": "2Gi"})):  # fmt: skip
+        req = {"nvidia.com/gpu": "1", "cpu": "1", "memory": "1Gi", **res}
+        body = {"metadata": {"name": name, "namespace": cluster.ns},
+                "spec": {"schedulerName": "kant", "containers": [{"name": "c", "image": "x",
+                         "resources": {"requests": req,
+                                       "limits": {"nvidia.com/gpu": "1", **res}}}]}}  # fmt: skip
+        cluster.api.post(f"/api/v1/namespaces/{cluster.ns}/pods", body)
+    for name, res in (("huge", "hugepages-2Mi"), ("disk", "ephemeral-storage")):
+        msg = _waits(cluster, name, "invalid")["message"]
+        assert res in msg and "does not count" in msg, msg
+    assert wait_for(lambda: cluster.node_of("ignored"), what="ignored bound") == "n0"
+    assert _shims_run(cluster)
+
+
+def test_a_pods_overhead_counts_with_its_requests_for_kants_pods_and_for_others(
+    cluster: Cluster,
+) -> None:
+    """A RuntimeClass's ``overhead.podFixed`` is copied onto its pods' ``spec.overhead`` by
+    the API server's admission: kube-scheduler adds it to their requests, and so does kant."""
+    rc = "/apis/node.k8s.io/v1/runtimeclasses"
+    cluster.api.post(rc, {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                          "metadata": {"name": f"kata-{cluster.ns}"}, "handler": "kata",
+                          "overhead": {"podFixed": {"cpu": "20", "memory": "1Gi"}}})  # fmt: skip
+    try:
+        cluster.node("n0", gpus=8, cpu="128")
+        cluster.node("n1", gpus=8, cpu="128")
+
+        def pod(name: str, cpu: str, **spec: Any) -> None:
+            req = {"nvidia.com/gpu": "1", "cpu": cpu, "memory": "1Gi"}
+            body = {"metadata": {"name": name, "namespace": cluster.ns},
+                    "spec": {"runtimeClassName": f"kata-{cluster.ns}", "containers": [
+                        {"name": "c", "image": "x", "resources": {
+                            "requests": req, "limits": {"nvidia.com/gpu": "1"}}}], **spec}}  # fmt: skip
+            made = cluster.api.post(f"/api/v1/namespaces/{cluster.ns}/pods", body)
+            assert made["spec"]["overhead"] == {"cpu": "20", "memory": "1Gi"}
+
+        pod("other", "100", nodeName="n1")  # another scheduler's: 120 CPUs of n1 held
+        cluster.start_shim()
+        pod("big", "120", schedulerName="kant")  # 140 CPUs with its overhead: fits nowhere
+        pod("small", "100", schedulerName="kant")  # 120: n0 only
+        assert wait_for(lambda: cluster.node_of("small"), what="small bound") == "n0"
+        assert "140000 mCPU" in _waits(cluster, "big", "unsatisfiable")["message"]
+    finally:
+        cluster.api.delete(f"{rc}/kata-{cluster.ns}")
 
 
 def test_a_node_changed_under_a_running_pod_then_not_ready_takes_no_pod_while_not_ready(

@@ -263,6 +263,32 @@ def test_a_kueue_group_and_a_podgroup_of_the_same_name_are_two_gangs() -> None:
     assert pod_group_key(load("pod_kueue_group_affinity")) == b.group
 
 
+def test_a_pod_with_scheduling_gates_is_gated_and_malformed_gates_are_refused() -> None:
+    p = load("pod_podgroup_worker")
+    assert not pod_facts(p, S).gated
+    p["spec"]["schedulingGates"] = []
+    assert not pod_facts(p, S).gated
+    p["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    assert pod_facts(p, S).gated
+    for bad in ("kueue.x-k8s.io/admission", [{"name": ""}], ["x"], {"name": "x"}):
+        p["spec"]["schedulingGates"] = bad
+        with pytest.raises(InvalidObjectError, match="schedulingGates"):
+            pod_facts(p, S)
+
+
+def test_a_pods_overhead_is_added_to_its_requests() -> None:
+    p = load("pod_podgroup_worker")
+    base = pod_facts(p, S).resources
+    p["spec"]["overhead"] = {"cpu": "250m", "memory": "64Mi"}
+    r = pod_facts(p, S).resources
+    assert (r.cpu_milli, r.memory_mib) == (base.cpu_milli + 250, base.memory_mib + 64)
+    assert r.gpus == base.gpus
+    for bad in ("1", {"cpu": "lots"}):
+        p["spec"]["overhead"] = bad
+        with pytest.raises(InvalidObjectError, match="overhead"):
+            pod_facts(p, S)
+
+
 def test_a_bad_pod_group_count_is_refused() -> None:
     p = load("pod_kueue_group_affinity")
     p["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] = "three"
@@ -275,6 +301,10 @@ def test_a_bad_pod_group_count_is_refused() -> None:
     g["spec"]["minMember"] = 10**9  # more pods than a job may have
     with pytest.raises(InvalidObjectError, match="minMember"):
         pod_group_min_member(g)
+    for spec in ("oops", [1, 2], 3):  # (a CRD keeping unknown fields lets any spec through)
+        g["spec"] = spec
+        with pytest.raises(InvalidObjectError, match=r"'spec'.*must be a mapping"):
+            pod_group_min_member(g)
 
 
 @pytest.mark.parametrize("count", ["\u00b2", "\u0663", "99999999999999999999", " 3", ""])
@@ -453,6 +483,8 @@ _NAME_244 = ("d" * 59 + ".") * 4 + "abcd"  # (a domain of 244 characters)
      ({"nicResource": "nvidia.com/gpu"}, "nicResource", "must differ from gpuResource"),
      ({"gpuResource": "a.com/x", "nicResource": "a.com/x"}, "nicResource", "must differ"),
      ({"ignoredResources": ["amd.com/gpu", "cpu"]}, "ignoredResources[1]", "has no domain"),
+     ({"ignoredResources": ["hugepages-"]}, "ignoredResources[0]", "has no domain"),
+     ({"ignoredResources": ["hugepages-0Mi"]}, "ignoredResources[0]", "has no domain"),
      ({"ignoredResources": ["nvidia.com/gpu"]}, "ignoredResources[0]", "is the gpuResource"),
      ({"nicResource": "a.io/n", "ignoredResources": ["a.io/n"]}, "ignoredResources[0]",
       "is the nicResource"),
@@ -484,14 +516,16 @@ def test_settings_take_every_name_kubernetes_takes_there() -> None:
     s = parse_settings({
         "gpuResource": "e" * 63 + "." + "x" * 180 + "/" + "G_p-u.0" * 9,
         "nicResource": "nvidia.com/mig-1g.10gb",
-        "ignoredResources": ["amd.com/gpu", _NAME_244 + "/license"],
+        "ignoredResources": ["amd.com/gpu", _NAME_244 + "/license", "ephemeral-storage",
+                             "hugepages-2Mi", "hugepages-1Gi"],
         "gpuModelLabel": "model", "zoneLabel": "example.com/Zone_1",
         "topologyLevels": [{"nodeLabel": "topology.kubernetes.io/zone", "tier": "leaf"}],
         "leaseName": "kant-scheduler.v2", "leaseNamespace": "k" * 63,
         "defaultGpuModel": "NVIDIA H100 80GB", "schedulerName": "Kant Scheduler",
     })  # fmt: skip
     assert s.nic_resource == "nvidia.com/mig-1g.10gb" and s.lease_namespace == "k" * 63
-    assert s.ignored_resources == ("amd.com/gpu", _NAME_244 + "/license")
+    assert s.ignored_resources[:2] == ("amd.com/gpu", _NAME_244 + "/license")
+    assert s.ignored_resources[2:] == ("ephemeral-storage", "hugepages-2Mi", "hugepages-1Gi")
 
 
 def test_the_espread_zone_kind_and_spread_come_from_kant_labels_not_the_topology_zone() -> None:

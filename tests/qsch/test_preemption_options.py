@@ -144,6 +144,21 @@ def test_a_victim_whose_pod_fails_while_it_is_evicted_is_preempted_not_failed() 
     check_invariants(s)
 
 
+def test_a_victim_spared_after_its_preemptor_is_cancelled_runs_on_and_may_be_chosen_again() -> None:
+    """The orchestrator could not evict mid (a disruption budget) and hi was cancelled: mid is
+    spared, holds its node as before, and a later preemptor may choose it again."""
+    s, r = _hi_evicts_mid(0.0)
+    victim = r.victims[0].pods[0]
+    s.cancel("hi", now=2.5)
+    s.victims_spared([victim, victim])  # (a pod not being evicted is skipped)
+    assert not s.queue.entry("mid").terminating and not s.queue.terminating()
+    check_invariants(s)
+    assert not s.step(now=3).victims  # mid runs on, nothing to do
+    s.submit(job("hi2", gpus=8, priority=10, models="H100", submitted_at=4), now=4)
+    assert [v.pods for v in s.step(now=4).victims] == [(victim,)]
+    check_invariants(s)
+
+
 def test_the_cascade_window_must_be_a_non_negative_number() -> None:
     with pytest.raises(InvalidConfigError, match="cascade_window"):
         PreemptionPolicy(cascade_window=-1)
