@@ -24,9 +24,12 @@ class QuotaHeads:
         self.heads: dict[str, tuple[str, float | None, frozenset[str] | None]] = {}
 
     def gate(self, job: CandidateView) -> Gate | None:
-        """The skip for a job that would take quota its tenant's head waits for, else None."""
+        """The skip for a job that would take quota its tenant's head waits for, else None.
+        A job holding a nomination is never skipped: the quota it needs is held for it
+        already (its hold may even be what made the head wait), and gating it would drop
+        the nomination once its victims left, to preempt for it again the next cycle."""
         qh = self.heads.get(job.job.tenant)
-        if qh is None or qh[1] is None or qh[0] == job.id:
+        if qh is None or qh[1] is None or qh[0] == job.id or self.ctx.is_nominated(job):
             return None
         est = job.job.runtime_estimate
         if est is None:

@@ -861,6 +861,52 @@ def test_easy_holds_a_tenants_quota_only_against_jobs_that_could_take_it() -> No
     assert "first of tenant 'a' waiting for quota" in r.pending["other"].message
 
 
+@pytest.mark.parametrize("policy", [EasyBackfill(default_runtime=20), "conservative-backfill"])
+def test_a_preemptor_whose_victims_left_starts_though_its_own_hold_made_a_quota_head(
+    policy: object,
+) -> None:
+    # a-small reclaims a borrowed GPU of tenant c on n3; the quota held for it leaves tenant
+    # a 12 of its 24, so a-big (16, higher priority) is refused by quota and becomes a's
+    # quota head, expected at once (a-run is past its expected end): a-small was gated as
+    # RESERVED behind it, its nomination dropped once its victim left, c took n3 back, and
+    # a-small evicted again, one pod more each round, for ever
+    cluster = ClusterBuilder().leaf("lf0", nodes=4).build()
+    s = Scheduler(
+        cluster,
+        admitter=Admitter(
+            [
+                Quota.gpus("a", "H100", 24),
+                Quota.gpus("b", "H100", 24),
+                Quota.gpus("idle", "H100", 8),
+            ],
+            modes={"a": "isolated"},
+        ),
+        policy=policy,  # type: ignore[arg-type]
+        preemption=PreemptionPolicy(min_runtime=0),
+    )
+    s.submit(job("b1", tenant="b", gpus=8, replicas=2, priority=5, preemptible=False), now=0)
+    s.submit(job("b2", tenant="b", gpus=4, priority=5, preemptible=False), now=0)
+    s.submit(job("a-run", tenant="a", gpus=4, priority=5, preemptible=False, runtime=3), now=0)
+    s.step(0)
+    s.submit(job("a-big", tenant="a", gpus=8, replicas=2, priority=2), now=5)
+    s.submit(job("a-small", tenant="a", gpus=8, priority=1), now=5)
+    s.submit(job("c0", tenant="c", gpus=1, priority=9), now=5)
+    evicted: list[str] = []
+    t = 5.0
+    for k in range(8):
+        if k in (3, 6):
+            s.submit(job(f"c{k}", tenant="c", gpus=1, priority=9), now=t)
+        r = s.step(t)
+        check_invariants(s)
+        for v in r.victims:
+            for p in v.pods:
+                s.pod_evicted(p, t + 0.5)
+                evicted.append(str(p))
+        t += 1
+    assert s.status("a-small").phase is JobPhase.RUNNING
+    assert len(evicted) == len(set(evicted)) == 1, evicted  # c0, once
+
+
 def test_the_examples_of_the_reliability_docs_run() -> None:
     import doctest
     from pathlib import Path
