@@ -73,6 +73,31 @@ def _admits_all(
     return full.clears_quota and len(full.pods) == len(pods)
 
 
+def _nominal_room(
+    led: QuotaLedger, job: Job, pods: tuple[PodId, ...], role_models: dict[str, tuple[str, ...]]
+) -> frozenset[str]:
+    """The GPU models, over the roles of ``pods`` that ask GPUs, on which ``job``'s tenant
+    stays within its nominal quota on ``led`` with that role's pods (an earlier role counted
+    on the models where it does, as :func:`~kant.admission.quota.admit_quota` counts it)."""
+    counts = pods_per_role(job, pods)
+    extra: dict[str, int] = {}
+    out: set[str] = set()
+    for role in job.roles:
+        n = counts.get(role.name, 0)
+        demand = role.resources.total_milli * n
+        if not demand:
+            continue
+        mine = [
+            m
+            for m in role_models.get(role.name, ())
+            if led.within_nominal(job.tenant, m, extra.get(m, 0) + demand)
+        ]
+        out.update(mine)
+        for m in mine:
+            extra[m] = extra.get(m, 0) + demand
+    return frozenset(out)
+
+
 class Preemption:
     """Preemption for one cycle: its limits, its memo, and the victims chosen so far."""
 
@@ -218,6 +243,9 @@ class Preemption:
             order_key=e.key,
             borrowing=quotas and not within,
             cascade=cascade,
+            reclaim_models=self._reclaim_models(e, dec, pods, role_models, refs)
+            if reclaim and quotas
+            else None,
         )
         models = {m for ms in role_models.values() for m in ms}
         pools = {self.pools.models[m] for m in models}
@@ -467,7 +495,7 @@ class Preemption:
         (``pos``: the positions of ``picked`` in the index's columns, when known)."""
         if not picked or self.snap.pools_free_milli(pools) + held < pods_milli(e.job, pods):
             return None  # necessary: free GPU milli plus what the candidates hold
-        picked = self._reachable(e, dec, pods, pools, picked, role_models, pos)
+        picked = self._reachable(e, dec, pods, pools, picked, role_models, pos, pre.reclaim_models)
         if not picked:
             return None
         return self._search(pre, e, pods, role_models, picked, pools)
@@ -597,6 +625,28 @@ class Preemption:
             self._own[key] = own
         return own
 
+    def _reclaim_models(
+        self,
+        e: Entry,
+        dec: QuotaDecision,
+        pods: tuple[PodId, ...],
+        role_models: dict[str, tuple[str, ...]],
+        refs: list[VictimRef],
+    ) -> frozenset[str]:
+        """The GPU models a reclaim by ``e`` is for (:attr:`Preemptor.reclaim_models`): those
+        where its tenant stays within nominal with the job, judged on the ledger as it
+        judged "within nominal" (once its own lower-priority units are gone, when that was
+        needed: :meth:`_within_after_own`). A few ledger reads per role and model."""
+        own = None if dec.within_nominal else self._own_below(e, refs)
+        led = self.ledger
+        mark = led.mark()
+        try:
+            for m, milli in (own or {}).items():
+                led.add(e.job.tenant, m, -milli)
+            return _nominal_room(led, e.job, pods, role_models)
+        finally:
+            led.rollback(mark)
+
     # ----------------------------------------------------------------- steps
 
     def _memo(
@@ -641,11 +691,13 @@ class Preemption:
         only_priority: bool,
     ) -> tuple[Sequence[VictimRef], int, np.ndarray | None]:
         """The candidates the rules allow (with each other tenant's exposure judged over the
+        GPU models a reclaim is for, :attr:`Preemptor.reclaim_models`, else over the
         preemptor's GPU models), in victim order, the GPU milli they hold and (with the
         built-in rules only) their positions in the index's columns."""
         pol = self.policy
         borrowing = self.ledger.borrowing
-        exposed = {t: any(borrowing(t, m) for m in models) for t in self.index.tenants}
+        on = models if pre.reclaim_models is None else pre.reclaim_models
+        exposed = {t: any(borrowing(t, m) for m in on) for t in self.index.tenants}
         if not pol.rules:
             return self._prefilter_builtin(pre, e, exposed)
         stop_at_priority = only_priority and not pol.rules and pol.priority
@@ -727,9 +779,14 @@ class Preemption:
         """The minimal victim search over ``picked`` (units in the preemptor's pools)."""
         pol = self.policy
         borrowing = self.ledger.borrowing
+        on = pre.reclaim_models
 
         def eligible(u: VictimUnit, _chosen: Sequence[VictimUnit]) -> VictimReason | None:
-            exposed = u.tenant == pre.tenant or any(borrowing(u.tenant, m) for m, _ in u.usage)
+            # (another tenant's unit: while that tenant borrows on a model it uses, one a
+            # reclaim is for when it is one)
+            exposed = u.tenant == pre.tenant or any(
+                borrowing(u.tenant, m) for m, _ in u.usage if on is None or m in on
+            )
             return pol.reason(pre, u, exposed=exposed, borrowing=borrowing)
 
         cands = (u for u in map(self.index.unit, picked) if u.pools & pools)
@@ -761,12 +818,14 @@ class Preemption:
         picked: Sequence[VictimRef],
         role_models: dict[str, tuple[str, ...]],
         pos: np.ndarray | None = None,
+        on: frozenset[str] | None = None,
     ) -> Sequence[VictimRef]:
         """The candidates worth a search, or [] when it would be hopeless. A light replay of
         the search on the quota ledger and per-node GPU counts, no snapshot work:
 
         1. walk the candidates in victim order; another tenant's unit counts only while that
-           tenant still borrows (as in the search);
+           tenant still borrows on a GPU model it uses (one of ``on``, the models a reclaim
+           is for, unless None), as in the search;
         2. at geometrically spaced points, and at the end: does the job fit its quota with
            them gone, and, for whole-GPU pods of ``g`` GPUs, do enough nodes reach ``g`` free
            GPUs to hold its pods? Both: worth a search (stop here). Never: hopeless.
@@ -781,7 +840,7 @@ class Preemption:
         gs = {r.resources.gpus for r in e.job.roles if r.resources.total_milli}
         g = gs.pop() if len(gs) == 1 else 0
         if pos is None:
-            return self._reachable_walk(e, dec, pods, pools, picked, role_models, g)
+            return self._reachable_walk(e, dec, pods, pools, picked, role_models, g, on)
         led = self.ledger
 
         def quota_ok() -> bool:
@@ -796,13 +855,13 @@ class Preemption:
             got = light_replay(
                 cols=self.index.columns(), pos=pos, tenant=e.job.tenant,
                 ledger=led, quota_ok=quota_ok, dec_ok=dec.clears_quota, g=g, need_pods=len(pods),
-                free=self.snap.cols.free_gpus, room_slots=room_slots,
+                free=self.snap.cols.free_gpus, room_slots=room_slots, on=on,
             )  # fmt: skip
         finally:
             led.rollback(mark)
         if got is not None:
             return got
-        return self._reachable_walk(e, dec, pods, pools, picked, role_models, g)
+        return self._reachable_walk(e, dec, pods, pools, picked, role_models, g, on)
 
     def _reachable_walk(
         self,
@@ -813,6 +872,7 @@ class Preemption:
         picked: Sequence[VictimRef],
         role_models: dict[str, tuple[str, ...]],
         g: int,
+        on: frozenset[str] | None = None,
     ) -> Sequence[VictimRef]:
         """:meth:`_reachable` one candidate at a time (``g``: GPUs per pod, 0 if mixed)."""
         free = self.snap.cols.free_gpus
@@ -851,7 +911,7 @@ class Preemption:
             for i, r in enumerate(picked):
                 t = r.tenant
                 if t != tenant and not led.table.unlimited:
-                    if not any(led.borrowing(t, m) for m, _ in r.usage):
+                    if not any(led.borrowing(t, m) for m, _ in r.usage if on is None or m in on):
                         continue
                     for m, milli in r.usage:
                         led.add(t, m, -milli)

@@ -3,13 +3,14 @@ as a few numpy passes over the cycle's candidate records instead of a Python ste
 quota-ledger changes) per candidate.
 
 The replay walks the candidates in the preemptor's order; another tenant's unit counts only
-while that tenant still borrows on its GPU model. With one model per unit, a tenant's units
-on one model count as a prefix of them: those before which the usage removed so far (an
-exclusive running sum) is below the tenant's usage beyond its nominal quota. The checks at
-1, 2, 4... counted units then need only the ledger changes of each step (summed per tenant
-and model: the ledger's arithmetic telescopes) and per-node GPU counts summed by slot; the
-nodes of the preemptor's pools that reach ``g`` free GPUs are read once per call (more
-room is never less: the walk's early stop gives the same answer as the full count).
+while that tenant still borrows on its GPU model (for a reclaim, only on a model the reclaim
+is for). With one model per unit, a tenant's units on one model count as a prefix of them:
+those before which the usage removed so far (an exclusive running sum) is below the
+tenant's usage beyond its nominal quota. The checks at 1, 2, 4... counted units then need
+only the ledger changes of each step (summed per tenant and model: the ledger's arithmetic
+telescopes) and per-node GPU counts summed by slot; the nodes of the preemptor's pools that
+reach ``g`` free GPUs are read once per call (more room is never less: the walk's early stop
+gives the same answer as the full count).
 """
 
 from __future__ import annotations
@@ -144,13 +145,15 @@ def light_replay(
     need_pods: int,
     free: np.ndarray,
     room_slots: Callable[[], np.ndarray],
+    on: frozenset[str] | None = None,
 ) -> Sequence[VictimRef] | None:
     """The answer of the replay for the candidates at positions ``pos`` of ``cols``, in
     that order (see the module docstring), as a view (:class:`RefsAt`), or None when a
     candidate holds on several GPU models (the caller walks them one by one). ``quota_ok()``
     asks quota on the ledger as it is; ``room_slots()``: every node slot of the preemptor's
     pools with at least ``g`` free GPUs (asked at most once, and only when the candidates'
-    own nodes do not make room)."""
+    own nodes do not make room). ``on``: the GPU models a reclaim is for (another tenant's
+    unit on any other model never counts), None for any."""
     flat = cols.flat()
     model = flat.model[pos]
     if len(pos) and int(model.min()) < 0:
@@ -181,6 +184,11 @@ def light_replay(
     nm = max(1, len(flat.models))
     if not unlimited:
         other = tid != own
+        if on is not None and other.any():  # (another tenant's unit off the reclaim's models)
+            off = np.array([m not in on for m in flat.models], dtype=bool)
+            away = other & off[model]
+            counted[away] = False
+            other &= ~away
         if other.any():
             group = tid * nm + model
             idx = np.flatnonzero(other)
@@ -197,8 +205,8 @@ def light_replay(
                 gid = int(gs[s])
                 t, m = tenants[gid // nm], flat.models[gid % nm]
                 excess[j] = ledger.used(t, m) - ledger.table.terms(t, m)[1]
-            on = (cs - base) < np.repeat(excess, lens)
-            counted[idx[order]] = on
+            still = (cs - base) < np.repeat(excess, lens)
+            counted[idx[order]] = still
     kept_at = np.flatnonzero(counted)  # places in picked of the counted units, in order
     total = len(kept_at)
     rank = np.full(k, total, dtype=np.int64)

@@ -37,12 +37,12 @@ def _compared() -> Iterator[list[int]]:
     seen = [0]
 
     def both(self: Preemption, e: Any, dec: Any, pods: Any, pools: Any, picked: Any,
-             role_models: Any, pos: Any = None) -> Any:  # fmt: skip
-        got = _reachable(self, e, dec, pods, pools, picked, role_models, pos)
+             role_models: Any, pos: Any = None, on: Any = None) -> Any:  # fmt: skip
+        got = _reachable(self, e, dec, pods, pools, picked, role_models, pos, on)
         if pos is not None:
             gs = {r.resources.gpus for r in e.job.roles if r.resources.total_milli}
             g = gs.pop() if len(gs) == 1 else 0
-            want = self._reachable_walk(e, dec, pods, pools, picked, role_models, g)
+            want = self._reachable_walk(e, dec, pods, pools, picked, role_models, g, on)
             assert [r.pods for r in got] == [r.pods for r in want]
             seen[0] += 1
         return got
@@ -147,6 +147,9 @@ def _replays(draw: Any) -> dict[str, Any]:
         nominal_ok=draw(st.booleans()),
         gpus=draw(st.sampled_from((0, 1, 2, 4, 8))), replicas=draw(st.integers(1, 3)),
         pools=draw(st.sampled_from(({0}, {1}, {0, 1}))),
+        # (a reclaim's models: another tenant's unit counts only while it borrows on them)
+        on=draw(st.sampled_from((None, frozenset({"H100"}), frozenset({"A100"}),
+                                 frozenset({"H100", "A100"})))),
     )  # fmt: skip
 
 
@@ -185,9 +188,9 @@ def test_the_light_replay_over_columns_answers_as_the_walk_on_any_candidates(
     picked = [refs[i] for i in picked_at]
     before = dict(ledger.usage)
     got = p._reachable(e, dec, pods, case["pools"], picked, role_models,
-                       np.array(picked_at, dtype=np.int64))  # fmt: skip
+                       np.array(picked_at, dtype=np.int64), case["on"])  # fmt: skip
     gs = {r.resources.gpus for r in j.roles if r.resources.total_milli}
     g = gs.pop() if len(gs) == 1 else 0
-    want = p._reachable_walk(e, dec, pods, case["pools"], picked, role_models, g)
+    want = p._reachable_walk(e, dec, pods, case["pools"], picked, role_models, g, case["on"])
     assert [r.pods for r in got] == [r.pods for r in want]
     assert ledger.usage == before  # rolled back

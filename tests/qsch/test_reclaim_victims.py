@@ -10,7 +10,7 @@ import pytest
 
 from kant.admission import Quota
 from kant.cycle import CycleResult
-from kant.model import NodeSelector, ReasonCode
+from kant.model import Job, NodeSelector, ReasonCode, Resources, Role
 from kant.preemption import PreemptionPolicy
 from kant.queueing import JobPhase
 from kant.scheduler import Scheduler
@@ -132,4 +132,40 @@ def test_an_earlier_reclaims_victim_stays_when_the_later_frees_no_more_than_it_n
     assert _victims(r) == [("a-pods", "reclaim", "b1"), ("a-mid", "reclaim", "b2")]
     evict_victims(s, r, now=5)
     assert sorted(s.step(now=6).placed) == ["b1", "b2"]
+    check_invariants(s)
+
+
+def test_a_reclaim_takes_from_the_tenant_borrowing_on_the_model_it_needs_not_on_another() -> None:
+    # H100 (2 nodes): a and b 8 GPUs nominal each; A100 (1 node): c 8 nominal. e (no quota)
+    # borrows 8 H100; b's gang X holds 8 H100 (exactly b's nominal) and 4 A100 (borrowed).
+    # a (8 GPUs, H100 or A100) stays within its nominal quota on H100 only: the reclaim is
+    # of H100, where e borrows and b does not, so e's job goes and X keeps running (it was
+    # taken, since b borrows on A100, and then waited at quota left 0 on H100)
+    cluster = (
+        ClusterBuilder()
+        .leaf("lf0", nodes=2, model="H100")
+        .leaf("lf1", nodes=1, model="A100")
+        .build()
+    )
+    quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8), Quota.gpus("c", "A100", 8)]
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
+    _start(s, 0, "e-run", gpus=8, tenant="e", models="H100")
+    x = Job(
+        id="X",
+        tenant="b",
+        gang=True,
+        submitted_at=1,
+        roles=(
+            Role(name="h", replicas=1, resources=Resources(gpus=8), gpu_models="H100"),
+            Role(name="g", replicas=1, resources=Resources(gpus=4), gpu_models="A100"),
+        ),
+    )
+    s.submit(x, now=1)
+    assert s.step(now=1).placed == ("X",)
+    s.submit(job("a1", gpus=8, tenant="a", models="H100|A100", submitted_at=2), now=2)
+    r = s.step(now=2)
+    assert _victims(r) == [("e-run", "reclaim", "a1")]
+    evict_victims(s, r, now=3)
+    assert s.step(now=3).placed == ("a1",)
+    assert s.queue.status("X").phase is JobPhase.RUNNING
     check_invariants(s)
