@@ -12,6 +12,11 @@ None. In between, in order of cost:
 3. a light replay on the quota ledger and per-node GPU counts (:meth:`Preemption._reachable`);
 4. the minimal victim search with real placements (:func:`kant.preemption.search.find_victims`).
 
+Steps 3 and 4 walk the candidates in victim order; a reclaim whose walk failed because a
+borrower's units taken first brought it back within nominal (so its other units were
+skipped) walks once more, the units that free the most on one node first
+(:meth:`Preemption._find`).
+
 After a preemption, :meth:`Preemption.spare_needless` keeps the cycle's victims minimal
 together: a victim an earlier preemptor of the cycle took for quota, which the new victims
 made needless, is given back.
@@ -44,7 +49,7 @@ from kant.model import (
 )
 from kant.preemption.candidates import VictimIndex, VictimRef
 from kant.preemption.policy import PreemptionPolicy
-from kant.preemption.replay import RefsAt, light_replay
+from kant.preemption.replay import RefsAt, light_replay, room_after
 from kant.preemption.rules import Preemptor, VictimUnit, builtin_reason
 from kant.preemption.search import find_victims
 from kant.preemption.whatif import CycleWhatIf
@@ -120,6 +125,9 @@ class Preemption:
         self._terminating: list[tuple[Binding, str]] | None = None
         self._going_list: tuple[int, list[tuple[Binding, str]]] | None = None
         self._searched = False
+        # the last attempt of _find skipped a unit of another tenant because that tenant's
+        # units taken before it had brought it back within its nominal quota
+        self._cut = False
         self.snap = snap
         self.ledger = ledger
         self.pools = pools
@@ -495,10 +503,70 @@ class Preemption:
         (``pos``: the positions of ``picked`` in the index's columns, when known)."""
         if not picked or self.snap.pools_free_milli(pools) + held < pods_milli(e.job, pods):
             return None  # necessary: free GPU milli plus what the candidates hold
+        self._cut = False
+        found = self._attempt(pre, e, dec, pods, role_models, picked, pools, pos)
+        if found is not None or not self._cut or pre.reclaim_models is None:
+            return found
+        # A reclaim that failed after skipping a borrower's units because its units taken
+        # before (first in victim order) had brought it back within its nominal quota:
+        # another order may take other units of it, so once more with the units that free
+        # the most GPUs on one node first (in victim order among equals)
+        again = self._room_first(pre, picked, pos)
+        if again is None:
+            return None
+        return self._attempt(pre, e, dec, pods, role_models, again[0], pools, again[1])
+
+    def _attempt(
+        self,
+        pre: Preemptor,
+        e: Entry,
+        dec: QuotaDecision,
+        pods: tuple[PodId, ...],
+        role_models: dict[str, tuple[str, ...]],
+        picked: Sequence[VictimRef],
+        pools: set[int],
+        pos: np.ndarray | None,
+    ) -> tuple[list[tuple[VictimUnit, VictimReason]], tuple[Binding, ...]] | None:
+        """:meth:`_find`'s light replay and search over ``picked`` in that order."""
         picked = self._reachable(e, dec, pods, pools, picked, role_models, pos, pre.reclaim_models)
         if not picked:
             return None
         return self._search(pre, e, pods, role_models, picked, pools)
+
+    def _room_first(
+        self, pre: Preemptor, picked: Sequence[VictimRef], pos: np.ndarray | None
+    ) -> tuple[Sequence[VictimRef], np.ndarray | None] | None:
+        """``picked`` (and its positions ``pos``) reordered for a reclaim's second attempt:
+        the units that leave the most free GPUs on one of their nodes once gone first, the
+        victim order (``picked``'s) among equals, and with ``reclaim_others_first`` other
+        tenants' units still before its own tenant's. None: the same order. O(candidate
+        pods), numpy over the columns."""
+        free = self.snap.cols.free_gpus
+        others_first = self.policy.reclaim_others_first
+        if pos is not None:
+            cols = self.index.columns()
+            best = room_after(cols.flat(), pos, free)
+            own = cols.tenant[pos] == cols.tenant_of.get(pre.tenant, -1)
+            if not others_first:
+                own = np.zeros(len(pos), dtype=bool)
+            order = np.lexsort((np.arange(len(pos)), -best, own))
+            if bool((order == np.arange(len(pos))).all()):
+                return None
+            moved = pos[order]
+            return RefsAt(cols.refs, moved), moved
+
+        def key(i: int) -> tuple[bool, int, int]:
+            r = picked[i]
+            on: dict[int, int] = {}
+            for slot, n in r.slots:
+                on[slot] = on.get(slot, 0) + n
+            most = max((int(free[s]) + n for s, n in on.items()), default=-1)
+            return (others_first and r.tenant == pre.tenant, -most, i)
+
+        order_l = sorted(range(len(picked)), key=key)
+        if order_l == list(range(len(picked))):
+            return None
+        return [picked[i] for i in order_l], None
 
     def _fit_now(
         self, e: Entry, pods: tuple[PodId, ...], role_models: dict[str, tuple[str, ...]]
@@ -780,13 +848,20 @@ class Preemption:
         pol = self.policy
         borrowing = self.ledger.borrowing
         on = pre.reclaim_models
+        taken: set[str] = set()  # the tenants of the units chosen so far
+        seen = [0]  # how many of them are in taken
 
-        def eligible(u: VictimUnit, _chosen: Sequence[VictimUnit]) -> VictimReason | None:
+        def eligible(u: VictimUnit, chosen: Sequence[VictimUnit]) -> VictimReason | None:
             # (another tenant's unit: while that tenant borrows on a model it uses, one a
             # reclaim is for when it is one)
             exposed = u.tenant == pre.tenant or any(
                 borrowing(u.tenant, m) for m, _ in u.usage if on is None or m in on
             )
+            if not exposed:
+                taken.update(c.tenant for c in chosen[seen[0] :])
+                seen[0] = len(chosen)
+                if u.tenant in taken:
+                    self._cut = True  # (its units chosen before brought it within nominal)
             return pol.reason(pre, u, exposed=exposed, borrowing=borrowing)
 
         cands = (u for u in map(self.index.unit, picked) if u.pools & pools)
@@ -852,7 +927,7 @@ class Preemption:
 
         mark = led.mark()
         try:
-            got = light_replay(
+            got, cut = light_replay(
                 cols=self.index.columns(), pos=pos, tenant=e.job.tenant,
                 ledger=led, quota_ok=quota_ok, dec_ok=dec.clears_quota, g=g, need_pods=len(pods),
                 free=self.snap.cols.free_gpus, room_slots=room_slots, on=on,
@@ -860,6 +935,7 @@ class Preemption:
         finally:
             led.rollback(mark)
         if got is not None:
+            self._cut |= cut
             return got
         return self._reachable_walk(e, dec, pods, pools, picked, role_models, g, on)
 
@@ -905,14 +981,19 @@ class Preemption:
         led = self.ledger
         tenant = e.job.tenant
         kept: list[VictimRef] = []
+        counted: set[tuple[str, str]] = set()  # (tenant, model) of the others counted so far
         mark = led.mark()
         try:
             check_at = 1
             for i, r in enumerate(picked):
                 t = r.tenant
                 if t != tenant and not led.table.unlimited:
-                    if not any(led.borrowing(t, m) for m, _ in r.usage if on is None or m in on):
+                    ms = [m for m, _ in r.usage if on is None or m in on]
+                    if not any(led.borrowing(t, m) for m in ms):
+                        if any((t, m) in counted for m in ms):
+                            self._cut = True  # (its units counted before brought it within)
                         continue
+                    counted.update((t, m) for m in ms)
                     for m, milli in r.usage:
                         led.add(t, m, -milli)
                 elif not dec.clears_quota:

@@ -146,18 +146,21 @@ def light_replay(
     free: np.ndarray,
     room_slots: Callable[[], np.ndarray],
     on: frozenset[str] | None = None,
-) -> Sequence[VictimRef] | None:
+) -> tuple[Sequence[VictimRef] | None, bool]:
     """The answer of the replay for the candidates at positions ``pos`` of ``cols``, in
     that order (see the module docstring), as a view (:class:`RefsAt`), or None when a
-    candidate holds on several GPU models (the caller walks them one by one). ``quota_ok()``
-    asks quota on the ledger as it is; ``room_slots()``: every node slot of the preemptor's
-    pools with at least ``g`` free GPUs (asked at most once, and only when the candidates'
-    own nodes do not make room). ``on``: the GPU models a reclaim is for (another tenant's
-    unit on any other model never counts), None for any."""
+    candidate holds on several GPU models (the caller walks them one by one); and whether
+    the order cut a tenant's units (a unit of another tenant did not count because that
+    tenant's earlier units had brought it back within its nominal quota: in another order
+    other units of it would count). ``quota_ok()`` asks quota on the ledger as it is;
+    ``room_slots()``: every node slot of the preemptor's pools with at least ``g`` free GPUs
+    (asked at most once, and only when the candidates' own nodes do not make room). ``on``:
+    the GPU models a reclaim is for (another tenant's unit on any other model never counts),
+    None for any."""
     flat = cols.flat()
     model = flat.model[pos]
     if len(pos) and int(model.min()) < 0:
-        return None
+        return None, False
     milli = flat.milli[pos]
     entries, owner = _segments(flat.ptr[:-1], np.diff(flat.ptr), pos)
     slot = flat.slot[entries]
@@ -180,6 +183,7 @@ def light_replay(
     own = cols.tenant_of.get(tenant, -1)
     unlimited = ledger.table.unlimited
     counted = np.ones(k, dtype=bool)
+    cut = False
     tenants = sorted(cols.tenant_of, key=cols.tenant_of.__getitem__)
     nm = max(1, len(flat.models))
     if not unlimited:
@@ -205,8 +209,10 @@ def light_replay(
                 gid = int(gs[s])
                 t, m = tenants[gid // nm], flat.models[gid % nm]
                 excess[j] = ledger.used(t, m) - ledger.table.terms(t, m)[1]
-            still = (cs - base) < np.repeat(excess, lens)
+            borrowed = np.repeat(excess, lens)
+            still = (cs - base) < borrowed
             counted[idx[order]] = still
+            cut = bool((~still & (borrowed > 0)).any())
     kept_at = np.flatnonzero(counted)  # places in picked of the counted units, in order
     total = len(kept_at)
     rank = np.full(k, total, dtype=np.int64)
@@ -253,11 +259,28 @@ def light_replay(
         take_off(check)
         if quota_ok() and room_ok(check):
             i = int(kept_at[check - 1])
-            return RefsAt(cols.refs, np.concatenate((pos[kept_at[:check]], pos[i + 1 :])))
+            return RefsAt(cols.refs, np.concatenate((pos[kept_at[:check]], pos[i + 1 :]))), cut
         check *= 2
     if not total:
-        return []
+        return [], cut
     take_off(total)
     if quota_ok() and room_ok(total):
-        return RefsAt(cols.refs, pos[kept_at])
-    return []
+        return RefsAt(cols.refs, pos[kept_at]), cut
+    return [], cut
+
+
+def room_after(flat: Flat, pos: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Per candidate at positions ``pos`` (of :meth:`VictimColumns.flat`'s records): the most
+    free whole GPUs one of its nodes has once it is gone (``free``: per node slot). O(pods of
+    the candidates), numpy."""
+    entries, owner = _segments(flat.ptr[:-1], np.diff(flat.ptr), pos)
+    best = np.full(len(pos), -1, dtype=np.int64)
+    if not len(entries):
+        return best
+    slot = flat.slot[entries]
+    width = int(slot.max()) + 1
+    # (a unit's pods on one node free what they hold there together)
+    uniq, inv = np.unique(owner * width + slot, return_inverse=True)
+    held = np.bincount(inv, weights=flat.n[entries]).astype(np.int64)
+    np.maximum.at(best, uniq // width, free[uniq % width].astype(np.int64) + held)
+    return best

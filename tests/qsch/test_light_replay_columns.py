@@ -150,6 +150,7 @@ def _replays(draw: Any) -> dict[str, Any]:
         # (a reclaim's models: another tenant's unit counts only while it borrows on them)
         on=draw(st.sampled_from((None, frozenset({"H100"}), frozenset({"A100"}),
                                  frozenset({"H100", "A100"})))),
+        others_first=draw(st.booleans()),
     )  # fmt: skip
 
 
@@ -178,6 +179,7 @@ def test_the_light_replay_over_columns_answers_as_the_walk_on_any_candidates(
     p = Preemption.__new__(Preemption)
     p.snap = cast(Any, _Snap(case["free"], case["pool_of"]))
     p.ledger, p.index = ledger, cast(Any, index)
+    p._cut = False
     j = job("p", gpus=case["gpus"], replicas=case["replicas"], tenant="a")
     e = cast(Any, SimpleNamespace(job=j))
     pods = tuple(j.pods())
@@ -194,3 +196,11 @@ def test_the_light_replay_over_columns_answers_as_the_walk_on_any_candidates(
     want = p._reachable_walk(e, dec, pods, case["pools"], picked, role_models, g, case["on"])
     assert [r.pods for r in got] == [r.pods for r in want]
     assert ledger.usage == before  # rolled back
+    # a reclaim's second walk orders them alike over columns and one by one
+    p.policy = PreemptionPolicy(reclaim_others_first=case["others_first"])
+    pre = cast(Any, SimpleNamespace(tenant="a"))
+    fast = p._room_first(pre, picked, np.array(picked_at, dtype=np.int64))
+    slow = p._room_first(pre, picked, None)
+    assert (fast is None) == (slow is None)
+    if fast is not None and slow is not None:
+        assert [r.pods for r in fast[0]] == [r.pods for r in slow[0]]
