@@ -12,6 +12,11 @@ None. In between, in order of cost:
 3. a light replay on the quota ledger and per-node GPU counts (:meth:`Preemption._reachable`);
 4. the minimal victim search with real placements (:func:`kant.preemption.search.find_victims`).
 
+Steps 3 and 4 walk the candidates in victim order; a reclaim whose walk failed because a
+borrower's units taken first brought it back within nominal (so its other units were
+skipped) walks once more, the units that free the most on one node first
+(:meth:`Preemption._find`).
+
 After a preemption, :meth:`Preemption.spare_needless` keeps the cycle's victims minimal
 together: a victim an earlier preemptor of the cycle took for quota, which the new victims
 made needless, is given back.
@@ -44,7 +49,7 @@ from kant.model import (
 )
 from kant.preemption.candidates import VictimIndex, VictimRef
 from kant.preemption.policy import PreemptionPolicy
-from kant.preemption.replay import RefsAt, light_replay
+from kant.preemption.replay import RefsAt, light_replay, room_after
 from kant.preemption.rules import Preemptor, VictimUnit, builtin_reason
 from kant.preemption.search import find_victims
 from kant.preemption.whatif import CycleWhatIf
@@ -73,6 +78,31 @@ def _admits_all(
     return full.clears_quota and len(full.pods) == len(pods)
 
 
+def _nominal_room(
+    led: QuotaLedger, job: Job, pods: tuple[PodId, ...], role_models: dict[str, tuple[str, ...]]
+) -> frozenset[str]:
+    """The GPU models, over the roles of ``pods`` that ask GPUs, on which ``job``'s tenant
+    stays within its nominal quota on ``led`` with that role's pods (an earlier role counted
+    on the models where it does, as :func:`~kant.admission.quota.admit_quota` counts it)."""
+    counts = pods_per_role(job, pods)
+    extra: dict[str, int] = {}
+    out: set[str] = set()
+    for role in job.roles:
+        n = counts.get(role.name, 0)
+        demand = role.resources.total_milli * n
+        if not demand:
+            continue
+        mine = [
+            m
+            for m in role_models.get(role.name, ())
+            if led.within_nominal(job.tenant, m, extra.get(m, 0) + demand)
+        ]
+        out.update(mine)
+        for m in mine:
+            extra[m] = extra.get(m, 0) + demand
+    return frozenset(out)
+
+
 class Preemption:
     """Preemption for one cycle: its limits, its memo, and the victims chosen so far."""
 
@@ -95,6 +125,9 @@ class Preemption:
         self._terminating: list[tuple[Binding, str]] | None = None
         self._going_list: tuple[int, list[tuple[Binding, str]]] | None = None
         self._searched = False
+        # the last attempt of _find skipped a unit of another tenant because that tenant's
+        # units taken before it had brought it back within its nominal quota
+        self._cut = False
         self.snap = snap
         self.ledger = ledger
         self.pools = pools
@@ -218,6 +251,9 @@ class Preemption:
             order_key=e.key,
             borrowing=quotas and not within,
             cascade=cascade,
+            reclaim_models=self._reclaim_models(e, dec, pods, role_models, refs)
+            if reclaim and quotas
+            else None,
         )
         models = {m for ms in role_models.values() for m in ms}
         pools = {self.pools.models[m] for m in models}
@@ -467,10 +503,70 @@ class Preemption:
         (``pos``: the positions of ``picked`` in the index's columns, when known)."""
         if not picked or self.snap.pools_free_milli(pools) + held < pods_milli(e.job, pods):
             return None  # necessary: free GPU milli plus what the candidates hold
-        picked = self._reachable(e, dec, pods, pools, picked, role_models, pos)
+        self._cut = False
+        found = self._attempt(pre, e, dec, pods, role_models, picked, pools, pos)
+        if found is not None or not self._cut or pre.reclaim_models is None:
+            return found
+        # A reclaim that failed after skipping a borrower's units because its units taken
+        # before (first in victim order) had brought it back within its nominal quota:
+        # another order may take other units of it, so once more with the units that free
+        # the most GPUs on one node first (in victim order among equals)
+        again = self._room_first(pre, picked, pos)
+        if again is None:
+            return None
+        return self._attempt(pre, e, dec, pods, role_models, again[0], pools, again[1])
+
+    def _attempt(
+        self,
+        pre: Preemptor,
+        e: Entry,
+        dec: QuotaDecision,
+        pods: tuple[PodId, ...],
+        role_models: dict[str, tuple[str, ...]],
+        picked: Sequence[VictimRef],
+        pools: set[int],
+        pos: np.ndarray | None,
+    ) -> tuple[list[tuple[VictimUnit, VictimReason]], tuple[Binding, ...]] | None:
+        """:meth:`_find`'s light replay and search over ``picked`` in that order."""
+        picked = self._reachable(e, dec, pods, pools, picked, role_models, pos, pre.reclaim_models)
         if not picked:
             return None
         return self._search(pre, e, pods, role_models, picked, pools)
+
+    def _room_first(
+        self, pre: Preemptor, picked: Sequence[VictimRef], pos: np.ndarray | None
+    ) -> tuple[Sequence[VictimRef], np.ndarray | None] | None:
+        """``picked`` (and its positions ``pos``) reordered for a reclaim's second attempt:
+        the units that leave the most free GPUs on one of their nodes once gone first, the
+        victim order (``picked``'s) among equals, and with ``reclaim_others_first`` other
+        tenants' units still before its own tenant's. None: the same order. O(candidate
+        pods), numpy over the columns."""
+        free = self.snap.cols.free_gpus
+        others_first = self.policy.reclaim_others_first
+        if pos is not None:
+            cols = self.index.columns()
+            best = room_after(cols.flat(), pos, free)
+            own = cols.tenant[pos] == cols.tenant_of.get(pre.tenant, -1)
+            if not others_first:
+                own = np.zeros(len(pos), dtype=bool)
+            order = np.lexsort((np.arange(len(pos)), -best, own))
+            if bool((order == np.arange(len(pos))).all()):
+                return None
+            moved = pos[order]
+            return RefsAt(cols.refs, moved), moved
+
+        def key(i: int) -> tuple[bool, int, int]:
+            r = picked[i]
+            on: dict[int, int] = {}
+            for slot, n in r.slots:
+                on[slot] = on.get(slot, 0) + n
+            most = max((int(free[s]) + n for s, n in on.items()), default=-1)
+            return (others_first and r.tenant == pre.tenant, -most, i)
+
+        order_l = sorted(range(len(picked)), key=key)
+        if order_l == list(range(len(picked))):
+            return None
+        return [picked[i] for i in order_l], None
 
     def _fit_now(
         self, e: Entry, pods: tuple[PodId, ...], role_models: dict[str, tuple[str, ...]]
@@ -597,6 +693,28 @@ class Preemption:
             self._own[key] = own
         return own
 
+    def _reclaim_models(
+        self,
+        e: Entry,
+        dec: QuotaDecision,
+        pods: tuple[PodId, ...],
+        role_models: dict[str, tuple[str, ...]],
+        refs: list[VictimRef],
+    ) -> frozenset[str]:
+        """The GPU models a reclaim by ``e`` is for (:attr:`Preemptor.reclaim_models`): those
+        where its tenant stays within nominal with the job, judged on the ledger as it
+        judged "within nominal" (once its own lower-priority units are gone, when that was
+        needed: :meth:`_within_after_own`). A few ledger reads per role and model."""
+        own = None if dec.within_nominal else self._own_below(e, refs)
+        led = self.ledger
+        mark = led.mark()
+        try:
+            for m, milli in (own or {}).items():
+                led.add(e.job.tenant, m, -milli)
+            return _nominal_room(led, e.job, pods, role_models)
+        finally:
+            led.rollback(mark)
+
     # ----------------------------------------------------------------- steps
 
     def _memo(
@@ -641,11 +759,13 @@ class Preemption:
         only_priority: bool,
     ) -> tuple[Sequence[VictimRef], int, np.ndarray | None]:
         """The candidates the rules allow (with each other tenant's exposure judged over the
+        GPU models a reclaim is for, :attr:`Preemptor.reclaim_models`, else over the
         preemptor's GPU models), in victim order, the GPU milli they hold and (with the
         built-in rules only) their positions in the index's columns."""
         pol = self.policy
         borrowing = self.ledger.borrowing
-        exposed = {t: any(borrowing(t, m) for m in models) for t in self.index.tenants}
+        on = models if pre.reclaim_models is None else pre.reclaim_models
+        exposed = {t: any(borrowing(t, m) for m in on) for t in self.index.tenants}
         if not pol.rules:
             return self._prefilter_builtin(pre, e, exposed)
         stop_at_priority = only_priority and not pol.rules and pol.priority
@@ -727,9 +847,21 @@ class Preemption:
         """The minimal victim search over ``picked`` (units in the preemptor's pools)."""
         pol = self.policy
         borrowing = self.ledger.borrowing
+        on = pre.reclaim_models
+        taken: set[str] = set()  # the tenants of the units chosen so far
+        seen = [0]  # how many of them are in taken
 
-        def eligible(u: VictimUnit, _chosen: Sequence[VictimUnit]) -> VictimReason | None:
-            exposed = u.tenant == pre.tenant or any(borrowing(u.tenant, m) for m, _ in u.usage)
+        def eligible(u: VictimUnit, chosen: Sequence[VictimUnit]) -> VictimReason | None:
+            # (another tenant's unit: while that tenant borrows on a model it uses, one a
+            # reclaim is for when it is one)
+            exposed = u.tenant == pre.tenant or any(
+                borrowing(u.tenant, m) for m, _ in u.usage if on is None or m in on
+            )
+            if not exposed:
+                taken.update(c.tenant for c in chosen[seen[0] :])
+                seen[0] = len(chosen)
+                if u.tenant in taken:
+                    self._cut = True  # (its units chosen before brought it within nominal)
             return pol.reason(pre, u, exposed=exposed, borrowing=borrowing)
 
         cands = (u for u in map(self.index.unit, picked) if u.pools & pools)
@@ -761,12 +893,14 @@ class Preemption:
         picked: Sequence[VictimRef],
         role_models: dict[str, tuple[str, ...]],
         pos: np.ndarray | None = None,
+        on: frozenset[str] | None = None,
     ) -> Sequence[VictimRef]:
         """The candidates worth a search, or [] when it would be hopeless. A light replay of
         the search on the quota ledger and per-node GPU counts, no snapshot work:
 
         1. walk the candidates in victim order; another tenant's unit counts only while that
-           tenant still borrows (as in the search);
+           tenant still borrows on a GPU model it uses (one of ``on``, the models a reclaim
+           is for, unless None), as in the search;
         2. at geometrically spaced points, and at the end: does the job fit its quota with
            them gone, and, for whole-GPU pods of ``g`` GPUs, do enough nodes reach ``g`` free
            GPUs to hold its pods? Both: worth a search (stop here). Never: hopeless.
@@ -781,7 +915,7 @@ class Preemption:
         gs = {r.resources.gpus for r in e.job.roles if r.resources.total_milli}
         g = gs.pop() if len(gs) == 1 else 0
         if pos is None:
-            return self._reachable_walk(e, dec, pods, pools, picked, role_models, g)
+            return self._reachable_walk(e, dec, pods, pools, picked, role_models, g, on)
         led = self.ledger
 
         def quota_ok() -> bool:
@@ -793,16 +927,17 @@ class Preemption:
 
         mark = led.mark()
         try:
-            got = light_replay(
+            got, cut = light_replay(
                 cols=self.index.columns(), pos=pos, tenant=e.job.tenant,
                 ledger=led, quota_ok=quota_ok, dec_ok=dec.clears_quota, g=g, need_pods=len(pods),
-                free=self.snap.cols.free_gpus, room_slots=room_slots,
+                free=self.snap.cols.free_gpus, room_slots=room_slots, on=on,
             )  # fmt: skip
         finally:
             led.rollback(mark)
         if got is not None:
+            self._cut |= cut
             return got
-        return self._reachable_walk(e, dec, pods, pools, picked, role_models, g)
+        return self._reachable_walk(e, dec, pods, pools, picked, role_models, g, on)
 
     def _reachable_walk(
         self,
@@ -813,6 +948,7 @@ class Preemption:
         picked: Sequence[VictimRef],
         role_models: dict[str, tuple[str, ...]],
         g: int,
+        on: frozenset[str] | None = None,
     ) -> Sequence[VictimRef]:
         """:meth:`_reachable` one candidate at a time (``g``: GPUs per pod, 0 if mixed)."""
         free = self.snap.cols.free_gpus
@@ -845,14 +981,19 @@ class Preemption:
         led = self.ledger
         tenant = e.job.tenant
         kept: list[VictimRef] = []
+        counted: set[tuple[str, str]] = set()  # (tenant, model) of the others counted so far
         mark = led.mark()
         try:
             check_at = 1
             for i, r in enumerate(picked):
                 t = r.tenant
                 if t != tenant and not led.table.unlimited:
-                    if not any(led.borrowing(t, m) for m, _ in r.usage):
+                    ms = [m for m, _ in r.usage if on is None or m in on]
+                    if not any(led.borrowing(t, m) for m in ms):
+                        if any((t, m) in counted for m in ms):
+                            self._cut = True  # (its units counted before brought it within)
                         continue
+                    counted.update((t, m) for m in ms)
                     for m, milli in r.usage:
                         led.add(t, m, -milli)
                 elif not dec.clears_quota:

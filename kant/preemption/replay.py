@@ -3,13 +3,14 @@ as a few numpy passes over the cycle's candidate records instead of a Python ste
 quota-ledger changes) per candidate.
 
 The replay walks the candidates in the preemptor's order; another tenant's unit counts only
-while that tenant still borrows on its GPU model. With one model per unit, a tenant's units
-on one model count as a prefix of them: those before which the usage removed so far (an
-exclusive running sum) is below the tenant's usage beyond its nominal quota. The checks at
-1, 2, 4... counted units then need only the ledger changes of each step (summed per tenant
-and model: the ledger's arithmetic telescopes) and per-node GPU counts summed by slot; the
-nodes of the preemptor's pools that reach ``g`` free GPUs are read once per call (more
-room is never less: the walk's early stop gives the same answer as the full count).
+while that tenant still borrows on its GPU model (for a reclaim, only on a model the reclaim
+is for). With one model per unit, a tenant's units on one model count as a prefix of them:
+those before which the usage removed so far (an exclusive running sum) is below the
+tenant's usage beyond its nominal quota. The checks at 1, 2, 4... counted units then need
+only the ledger changes of each step (summed per tenant and model: the ledger's arithmetic
+telescopes) and per-node GPU counts summed by slot; the nodes of the preemptor's pools that
+reach ``g`` free GPUs are read once per call (more room is never less: the walk's early stop
+gives the same answer as the full count).
 """
 
 from __future__ import annotations
@@ -144,17 +145,22 @@ def light_replay(
     need_pods: int,
     free: np.ndarray,
     room_slots: Callable[[], np.ndarray],
-) -> Sequence[VictimRef] | None:
+    on: frozenset[str] | None = None,
+) -> tuple[Sequence[VictimRef] | None, bool]:
     """The answer of the replay for the candidates at positions ``pos`` of ``cols``, in
     that order (see the module docstring), as a view (:class:`RefsAt`), or None when a
-    candidate holds on several GPU models (the caller walks them one by one). ``quota_ok()``
-    asks quota on the ledger as it is; ``room_slots()``: every node slot of the preemptor's
-    pools with at least ``g`` free GPUs (asked at most once, and only when the candidates'
-    own nodes do not make room)."""
+    candidate holds on several GPU models (the caller walks them one by one); and whether
+    the order cut a tenant's units (a unit of another tenant did not count because that
+    tenant's earlier units had brought it back within its nominal quota: in another order
+    other units of it would count). ``quota_ok()`` asks quota on the ledger as it is;
+    ``room_slots()``: every node slot of the preemptor's pools with at least ``g`` free GPUs
+    (asked at most once, and only when the candidates' own nodes do not make room). ``on``:
+    the GPU models a reclaim is for (another tenant's unit on any other model never counts),
+    None for any."""
     flat = cols.flat()
     model = flat.model[pos]
     if len(pos) and int(model.min()) < 0:
-        return None
+        return None, False
     milli = flat.milli[pos]
     entries, owner = _segments(flat.ptr[:-1], np.diff(flat.ptr), pos)
     slot = flat.slot[entries]
@@ -177,10 +183,16 @@ def light_replay(
     own = cols.tenant_of.get(tenant, -1)
     unlimited = ledger.table.unlimited
     counted = np.ones(k, dtype=bool)
+    cut = False
     tenants = sorted(cols.tenant_of, key=cols.tenant_of.__getitem__)
     nm = max(1, len(flat.models))
     if not unlimited:
         other = tid != own
+        if on is not None and other.any():  # (another tenant's unit off the reclaim's models)
+            off = np.array([m not in on for m in flat.models], dtype=bool)
+            away = other & off[model]
+            counted[away] = False
+            other &= ~away
         if other.any():
             group = tid * nm + model
             idx = np.flatnonzero(other)
@@ -197,8 +209,10 @@ def light_replay(
                 gid = int(gs[s])
                 t, m = tenants[gid // nm], flat.models[gid % nm]
                 excess[j] = ledger.used(t, m) - ledger.table.terms(t, m)[1]
-            on = (cs - base) < np.repeat(excess, lens)
-            counted[idx[order]] = on
+            borrowed = np.repeat(excess, lens)
+            still = (cs - base) < borrowed
+            counted[idx[order]] = still
+            cut = bool((~still & (borrowed > 0)).any())
     kept_at = np.flatnonzero(counted)  # places in picked of the counted units, in order
     total = len(kept_at)
     rank = np.full(k, total, dtype=np.int64)
@@ -245,11 +259,28 @@ def light_replay(
         take_off(check)
         if quota_ok() and room_ok(check):
             i = int(kept_at[check - 1])
-            return RefsAt(cols.refs, np.concatenate((pos[kept_at[:check]], pos[i + 1 :])))
+            return RefsAt(cols.refs, np.concatenate((pos[kept_at[:check]], pos[i + 1 :]))), cut
         check *= 2
     if not total:
-        return []
+        return [], cut
     take_off(total)
     if quota_ok() and room_ok(total):
-        return RefsAt(cols.refs, pos[kept_at])
-    return []
+        return RefsAt(cols.refs, pos[kept_at]), cut
+    return [], cut
+
+
+def room_after(flat: Flat, pos: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Per candidate at positions ``pos`` (of :meth:`VictimColumns.flat`'s records): the most
+    free whole GPUs one of its nodes has once it is gone (``free``: per node slot). O(pods of
+    the candidates), numpy."""
+    entries, owner = _segments(flat.ptr[:-1], np.diff(flat.ptr), pos)
+    best = np.full(len(pos), -1, dtype=np.int64)
+    if not len(entries):
+        return best
+    slot = flat.slot[entries]
+    width = int(slot.max()) + 1
+    # (a unit's pods on one node free what they hold there together)
+    uniq, inv = np.unique(owner * width + slot, return_inverse=True)
+    held = np.bincount(inv, weights=flat.n[entries]).astype(np.int64)
+    np.maximum.at(best, uniq // width, free[uniq % width].astype(np.int64) + held)
+    return best

@@ -4,8 +4,9 @@ Three kinds, each a :class:`kant.model.VictimReason`:
 
 ``RECLAIM``   the preemptor's tenant stays within its *nominal* quota with this job, so it may
               take back what other tenants borrowed: victims are jobs of tenants that use more
-              than their nominal quota of that GPU model (any priority). The lender's own jobs
-              are never reclaim victims.
+              than their nominal quota of a GPU model the reclaim is for (one where the
+              preemptor's tenant stays within nominal: :attr:`Preemptor.reclaim_models`), any
+              priority. The lender's own jobs are never reclaim victims.
 ``PRIORITY``  victims have a strictly lower priority than the preemptor. Another tenant's
               borrowed use is a priority victim only of a preemptor that stays within its
               nominal quota (then it is a reclaim), or with ``borrow_within_cohort``.
@@ -73,6 +74,12 @@ class Preemptor:
     order_key: tuple[Any, ...]
     borrowing: bool = False  # quotas apply and the tenant ends above its nominal quota
     cascade: bool = False  # evicted within cascade_window: no priority or reclaim victims
+    # A reclaim (quotas apply): the GPU models it is for, where its tenant stays within its
+    # nominal quota with the job (the only ones it may run on while it reclaims). Another
+    # tenant's unit is then exposed only while that tenant borrows on one of them (Kueue: a
+    # preemptee's ClusterQueue is above nominal for a resource the preemptor requires).
+    # None: exposure is judged on any model (not a reclaim).
+    reclaim_models: frozenset[str] | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -37,12 +37,12 @@ def _compared() -> Iterator[list[int]]:
     seen = [0]
 
     def both(self: Preemption, e: Any, dec: Any, pods: Any, pools: Any, picked: Any,
-             role_models: Any, pos: Any = None) -> Any:  # fmt: skip
-        got = _reachable(self, e, dec, pods, pools, picked, role_models, pos)
+             role_models: Any, pos: Any = None, on: Any = None) -> Any:  # fmt: skip
+        got = _reachable(self, e, dec, pods, pools, picked, role_models, pos, on)
         if pos is not None:
             gs = {r.resources.gpus for r in e.job.roles if r.resources.total_milli}
             g = gs.pop() if len(gs) == 1 else 0
-            want = self._reachable_walk(e, dec, pods, pools, picked, role_models, g)
+            want = self._reachable_walk(e, dec, pods, pools, picked, role_models, g, on)
             assert [r.pods for r in got] == [r.pods for r in want]
             seen[0] += 1
         return got
@@ -147,6 +147,10 @@ def _replays(draw: Any) -> dict[str, Any]:
         nominal_ok=draw(st.booleans()),
         gpus=draw(st.sampled_from((0, 1, 2, 4, 8))), replicas=draw(st.integers(1, 3)),
         pools=draw(st.sampled_from(({0}, {1}, {0, 1}))),
+        # (a reclaim's models: another tenant's unit counts only while it borrows on them)
+        on=draw(st.sampled_from((None, frozenset({"H100"}), frozenset({"A100"}),
+                                 frozenset({"H100", "A100"})))),
+        others_first=draw(st.booleans()),
     )  # fmt: skip
 
 
@@ -175,6 +179,7 @@ def test_the_light_replay_over_columns_answers_as_the_walk_on_any_candidates(
     p = Preemption.__new__(Preemption)
     p.snap = cast(Any, _Snap(case["free"], case["pool_of"]))
     p.ledger, p.index = ledger, cast(Any, index)
+    p._cut = False
     j = job("p", gpus=case["gpus"], replicas=case["replicas"], tenant="a")
     e = cast(Any, SimpleNamespace(job=j))
     pods = tuple(j.pods())
@@ -185,9 +190,17 @@ def test_the_light_replay_over_columns_answers_as_the_walk_on_any_candidates(
     picked = [refs[i] for i in picked_at]
     before = dict(ledger.usage)
     got = p._reachable(e, dec, pods, case["pools"], picked, role_models,
-                       np.array(picked_at, dtype=np.int64))  # fmt: skip
+                       np.array(picked_at, dtype=np.int64), case["on"])  # fmt: skip
     gs = {r.resources.gpus for r in j.roles if r.resources.total_milli}
     g = gs.pop() if len(gs) == 1 else 0
-    want = p._reachable_walk(e, dec, pods, case["pools"], picked, role_models, g)
+    want = p._reachable_walk(e, dec, pods, case["pools"], picked, role_models, g, case["on"])
     assert [r.pods for r in got] == [r.pods for r in want]
     assert ledger.usage == before  # rolled back
+    # a reclaim's second walk orders them alike over columns and one by one
+    p.policy = PreemptionPolicy(reclaim_others_first=case["others_first"])
+    pre = cast(Any, SimpleNamespace(tenant="a"))
+    fast = p._room_first(pre, picked, np.array(picked_at, dtype=np.int64))
+    slow = p._room_first(pre, picked, None)
+    assert (fast is None) == (slow is None)
+    if fast is not None and slow is not None:
+        assert [r.pods for r in fast[0]] == [r.pods for r in slow[0]]

@@ -1,6 +1,8 @@
 """Reclaim victims: where a reclaim's units count (quota anywhere, room only on the nodes the
-preemptor may use), and the victims of one cycle minimal together (a later reclaim that
-frees more quota than it needs gives back what an earlier one took for quota)."""
+preemptor may use), the victims of one cycle minimal together (a later reclaim that frees
+more quota than it needs gives back what an earlier one took for quota), whose units a
+reclaim takes (of tenants borrowing on the GPU models it is for) and which of a borrower's
+units (a second walk when victim order takes the ones that free no room first)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import pytest
 
 from kant.admission import Quota
 from kant.cycle import CycleResult
-from kant.model import NodeSelector, ReasonCode
+from kant.model import Job, NodeSelector, ReasonCode, Resources, Role
 from kant.preemption import PreemptionPolicy
 from kant.queueing import JobPhase
 from kant.scheduler import Scheduler
@@ -132,4 +134,63 @@ def test_an_earlier_reclaims_victim_stays_when_the_later_frees_no_more_than_it_n
     assert _victims(r) == [("a-pods", "reclaim", "b1"), ("a-mid", "reclaim", "b2")]
     evict_victims(s, r, now=5)
     assert sorted(s.step(now=6).placed) == ["b1", "b2"]
+    check_invariants(s)
+
+
+def test_a_reclaim_takes_from_the_tenant_borrowing_on_the_model_it_needs_not_on_another() -> None:
+    # H100 (2 nodes): a and b 8 GPUs nominal each; A100 (1 node): c 8 nominal. e (no quota)
+    # borrows 8 H100; b's gang X holds 8 H100 (exactly b's nominal) and 4 A100 (borrowed).
+    # a (8 GPUs, H100 or A100) stays within its nominal quota on H100 only: the reclaim is
+    # of H100, where e borrows and b does not, so e's job goes and X keeps running (it was
+    # taken, since b borrows on A100, and then waited at quota left 0 on H100)
+    cluster = (
+        ClusterBuilder()
+        .leaf("lf0", nodes=2, model="H100")
+        .leaf("lf1", nodes=1, model="A100")
+        .build()
+    )
+    quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8), Quota.gpus("c", "A100", 8)]
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
+    _start(s, 0, "e-run", gpus=8, tenant="e", models="H100")
+    x = Job(
+        id="X",
+        tenant="b",
+        gang=True,
+        submitted_at=1,
+        roles=(
+            Role(name="h", replicas=1, resources=Resources(gpus=8), gpu_models="H100"),
+            Role(name="g", replicas=1, resources=Resources(gpus=4), gpu_models="A100"),
+        ),
+    )
+    s.submit(x, now=1)
+    assert s.step(now=1).placed == ("X",)
+    s.submit(job("a1", gpus=8, tenant="a", models="H100|A100", submitted_at=2), now=2)
+    r = s.step(now=2)
+    assert _victims(r) == [("e-run", "reclaim", "a1")]
+    evict_victims(s, r, now=3)
+    assert s.step(now=3).placed == ("a1",)
+    assert s.queue.status("X").phase is JobPhase.RUNNING
+    check_invariants(s)
+
+
+def test_a_reclaim_takes_a_borrowers_units_that_free_room_when_victim_order_cannot() -> None:
+    # Two 8-GPU nodes; a, c and x have 8 GPUs nominal each. c runs two 4-GPU jobs on n0 and,
+    # at priority 5, three 1-GPU pods on n1: it borrows 3. a (using nothing) needs one
+    # 8-GPU pod. Taking c's newest priority-0 job first (victim order) leaves c within its
+    # nominal quota, so nothing else of c's may go and n0 is not freed: the search gave up.
+    # Reclaim is of any priority: c's three pods on n1 bring c back to its nominal quota and
+    # free n1, and they are the victims
+    cluster = ClusterBuilder().leaf("lf0", nodes=2).build()
+    quotas = [Quota.gpus(t, "H100", 8) for t in ("a", "c", "x")]
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
+    _start(s, 0, "c-old1", gpus=4, tenant="c")
+    _start(s, 1, "c-old2", gpus=4, tenant="c")
+    _start(s, 2, "c-hi", gpus=1, replicas=3, gang=False, tenant="c", priority=5)
+    s.submit(job("a1", gpus=8, tenant="a", submitted_at=3), now=3)
+    r = s.step(now=3)
+    assert _victims(r) == [("c-hi", "reclaim", "a1")] * 3
+    assert _nodes(r, "a1") == {"lf0-n1"}
+    evict_victims(s, r, now=4)
+    assert s.step(now=4).placed == ("a1",)
+    assert s.admitter.usage() == {("a", "H100"): 8000, ("c", "H100"): 8000}
     check_invariants(s)
