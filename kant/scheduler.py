@@ -409,11 +409,40 @@ class Scheduler:
         self.queue.mark_confirmed(pod)
         self._tick(t, "confirm")
 
-    def victims_spared(self, pods: Iterable[PodId]) -> None:
-        """The orchestrator gave up evicting these victim pods (their preemptor went away while
-        a disruption budget kept them): they run on, charged to their tenant, and may be
-        chosen as victims again. Pods not being evicted are skipped."""
-        self.queue.unmark_terminating(pods)
+    def victims_spared(self, pods: Iterable[PodId]) -> tuple[PodId, ...]:
+        """The orchestrator would give up evicting these victim pods (their preemptor went
+        away while a disruption budget kept them): those it may spare run on, charged to
+        their tenant, and may be chosen as victims again. Returns them, in pod order; the
+        others are still to be evicted. Not spared: a pod not being evicted; a pod that a
+        waiting job's nomination still counts on (another preemptor waits for it too); a
+        gang's pod unless the gang still holds all its pods and every one of them being
+        evicted is spared in this call (a gang that lost a pod to the eviction already, or
+        kept half its pods going, would run on partly bound)."""
+        queue = self.queue
+        asked: dict[str, set[PodId]] = {}
+        for p in pods:
+            e = queue.get(p.job)
+            if e is not None and p in e.terminating:
+                asked.setdefault(p.job, set()).add(p)
+        if not asked:
+            return ()
+        awaited = {
+            v
+            for w in queue.entries()
+            if w.phase is JobPhase.PENDING and w.nomination is not None
+            for v in w.nomination.victims
+        }
+        spared: list[PodId] = []
+        for jid in sorted(asked):
+            e = queue.entry(jid)
+            mine = asked[jid] - awaited
+            if e.job.gang and (
+                mine != set(e.terminating) or len(e.assigned) + len(e.finished) < e.job.num_pods
+            ):
+                continue
+            spared.extend(sorted(mine))
+        queue.unmark_terminating(spared)
+        return tuple(spared)
 
     def binding_failed(self, pod: PodId, now: float, message: str = "") -> EventReport:
         """The pod could not be bound or started. Its resources are released and the job is

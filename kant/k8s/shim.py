@@ -1270,10 +1270,11 @@ class Shim:
                 spared.append((key, preemptor))
         if not spared:
             return
-        self.scheduler.victims_spared(
-            known[1] for key, _ in spared if (known := self._id_of.get(key)) is not None
-        )
+        ids = {key: known[1] for key, _ in spared if (known := self._id_of.get(key)) is not None}
+        kept = set(self.scheduler.victims_spared(ids.values()))
         for key, preemptor in spared:
+            if key in ids and ids[key] not in kept:
+                continue  # (still to go: another preemptor waits for it, or its gang goes)
             del self._evict[key]
             log.info("not evicting %s: its preemptor %s no longer waits for it", key, preemptor)
             self._undisrupt(key, preemptor)

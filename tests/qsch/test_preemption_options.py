@@ -150,12 +150,81 @@ def test_a_victim_spared_after_its_preemptor_is_cancelled_runs_on_and_may_be_cho
     s, r = _hi_evicts_mid(0.0)
     victim = r.victims[0].pods[0]
     s.cancel("hi", now=2.5)
-    s.victims_spared([victim, victim])  # (a pod not being evicted is skipped)
+    assert s.victims_spared([victim, victim]) == (victim,)  # (a pod not going is skipped)
     assert not s.queue.entry("mid").terminating and not s.queue.terminating()
     check_invariants(s)
     assert not s.step(now=3).victims  # mid runs on, nothing to do
     s.submit(job("hi2", gpus=8, priority=10, models="H100", submitted_at=4), now=4)
     assert [v.pods for v in s.step(now=4).victims] == [(victim,)]
+    check_invariants(s)
+
+
+def _lone_preemption(cluster_nodes: int) -> Scheduler:
+    from kant.admission import Admitter
+    from kant.placement import Placer
+
+    cluster = ClusterBuilder().leaf("lf0", nodes=cluster_nodes).build()
+    return Scheduler(
+        cluster,
+        queue=Queue(),
+        admitter=Admitter(None),
+        placer=Placer("ebinpack"),
+        policy="best-effort-fifo",
+        preemption=PreemptionPolicy(min_runtime=0),
+    )
+
+
+def test_a_gang_victim_that_lost_a_pod_already_is_not_spared_and_its_other_pods_still_go() -> None:
+    """A budget let one pod of gang v go and kept the other; hi is then cancelled. Sparing the
+    pod left would leave v running on half its pods, never requeued: it is not spared, and
+    once that pod is evicted too v waits again, whole."""
+    s = _lone_preemption(2)
+    s.submit(job("v", gpus=8, replicas=2, submitted_at=0), now=0)
+    s.step(now=0)
+    s.submit(job("hi", gpus=8, replicas=2, priority=10, submitted_at=1), now=1)
+    pods = [p for v in s.step(now=1).victims for p in v.pods]
+    s.pod_evicted(pods[0], now=2)
+    s.cancel("hi", now=3)
+    assert s.victims_spared([pods[1]]) == ()
+    assert pods[1] in s.queue.entry("v").terminating
+    check_invariants(s)
+    s.pod_evicted(pods[1], now=4)
+    assert s.queue.status("v").phase.value == "pending"
+    assert s.step(now=5).placed == ("v",)
+    check_invariants(s)
+
+
+def test_a_gang_victim_is_spared_only_whole() -> None:
+    s = _lone_preemption(2)
+    s.submit(job("v", gpus=8, replicas=2, submitted_at=0), now=0)
+    s.step(now=0)
+    s.submit(job("hi", gpus=8, replicas=2, priority=10, submitted_at=1), now=1)
+    pods = sorted(p for v in s.step(now=1).victims for p in v.pods)
+    s.cancel("hi", now=2)
+    assert s.victims_spared(pods[:1]) == ()  # (half of it would still be going)
+    assert s.victims_spared(pods) == tuple(pods)
+    assert not s.queue.entry("v").terminating
+    check_invariants(s)
+
+
+def test_a_victim_another_preemptor_waits_for_is_not_spared_when_the_first_goes_away() -> None:
+    """v goes for A; B, placed in what v frees beyond A's need, waits for v too. A is
+    cancelled: v is not spared, B's nomination holds, and nothing is preempted again."""
+    s = _lone_preemption(1)
+    s.submit(job("v", gpus=8, submitted_at=0), now=0)
+    s.step(now=0)
+    s.submit(job("A", gpus=4, priority=10, submitted_at=1), now=1)
+    r = s.step(now=1)
+    (victim,) = [p for v in r.victims for p in v.pods]
+    s.submit(job("B", gpus=4, priority=10, submitted_at=2), now=2)
+    r = s.step(now=2)
+    assert [(n.job, n.victims) for n in r.nominations] == [("B", (victim,))]
+    s.cancel("A", now=3)
+    assert s.victims_spared([victim]) == ()
+    r = s.step(now=4)
+    assert not r.victims and not r.dropped_nominations
+    s.pod_evicted(victim, now=5)
+    assert s.step(now=6).placed == ("B",)
     check_invariants(s)
 
 
