@@ -255,6 +255,10 @@ def tenant_quotas(
         if not holders:
             continue
         total = sum(s for _, s in holders)
+        if not math.isfinite(total):  # (finite shares whose sum is not: scaled down)
+            top = max(s for _, s in holders)
+            holders = [(t, s / top) for t, s in holders]
+            total = sum(s for _, s in holders)
         exact = [(t, size * s / total) for t, s in holders]
         base = {t: math.floor(x) for t, x in exact}
         left = size - sum(base.values())

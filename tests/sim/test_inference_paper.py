@@ -287,3 +287,12 @@ def test_finite_shares_too_large_to_add_up_draw_the_tenants_as_their_ratio_does(
     even = inference_paper_workload(base, nodes, {"a": 1.0, "b": 1.0})
     assert [(j.id, j.tenant) for j in huge] == [(j.id, j.tenant) for j in even]
     assert {j.tenant for j in huge} == {"a", "b"}
+
+
+def test_finite_shares_too_large_to_add_up_split_each_pool_as_their_ratio_does() -> None:
+    # (the quotas of the same shares: their sum was inf and each quota NaN, a ValueError)
+    from kant.sim.workloads import tenant_quotas
+
+    huge = tenant_quotas({"H100": 16}, {"a": {"H100": 1e308}, "b": {"H100": 1e308}})
+    assert huge == tenant_quotas({"H100": 16}, {"a": {"H100": 1.0}, "b": {"H100": 1.0}})
+    assert huge == {"a": {"H100": 8}, "b": {"H100": 8}}
