@@ -1246,15 +1246,8 @@ class Shim:
 
     def _disrupt(self, key: str, preemptor: str, why: str) -> None:
         """Tell the victim why it goes: a ``DisruptionTarget`` condition and an event."""
-        ns, name = key.split("/", 1)
         msg = f"{PREEMPTED_PREFIX} {preemptor} ({why})"
-        cond = {"type": "DisruptionTarget", "status": "True", "reason": PREEMPTED_REASON,
-                "message": msg, "lastTransitionTime": _now_iso()}  # fmt: skip
-        try:
-            self.api.patch(f"/api/v1/namespaces/{ns}/pods/{name}/status",
-                           {"status": {"conditions": [cond]}}, kind="strategic")  # fmt: skip
-        except (ApiError, OSError) as e:
-            log.info("condition on %s: %s", key, e)
+        self._disruption_target(key, "True", PREEMPTED_REASON, msg)
         self._event(key, "Preempted", msg, "Normal")
 
     def _spare_victims(self) -> None:
@@ -1282,9 +1275,14 @@ class Shim:
     def _undisrupt(self, key: str, preemptor: str) -> None:
         """Tell a victim it no longer goes: its ``DisruptionTarget`` condition set to False
         (as Kubernetes' disruption controller does for a pod marked that was not deleted)."""
-        ns, name = key.split("/", 1)
         msg = f"kant: eviction abandoned: {preemptor} no longer waits for it"
-        cond = {"type": "DisruptionTarget", "status": "False", "reason": SPARED_REASON,
+        self._disruption_target(key, "False", SPARED_REASON, msg)
+
+    def _disruption_target(self, key: str, status: str, reason: str, msg: str) -> None:
+        """Set the pod's ``DisruptionTarget`` condition (a failure is logged: the condition
+        only tells; kant's books do not read it back but at a restart)."""
+        ns, name = key.split("/", 1)
+        cond = {"type": "DisruptionTarget", "status": status, "reason": reason,
                 "message": msg, "lastTransitionTime": _now_iso()}  # fmt: skip
         try:
             self.api.patch(f"/api/v1/namespaces/{ns}/pods/{name}/status",
