@@ -472,10 +472,12 @@ def quota_never_fits(
     """``UNSATISFIABLE`` when ``pods`` of ``job`` exceed the most its tenant could ever use
     (:meth:`QuotaTable.most`: nominal for an isolated tenant; for a shared one nominal +
     borrowing limit, and at most its never-lent part plus the cohort's lendable pool) on every
-    GPU model a role may use: a gang role all its pods, a pod-level role one pod. Else None.
-    O(roles x models)."""
+    GPU model a role may use: a gang role all its pods, a pod-level role one pod; or, for a
+    gang, when the roles that may use one GPU model only exceed it on that model together
+    (they run at once). Else None. O(roles x models)."""
     if table.unlimited:
         return None
+    alone: dict[str, tuple[int, list[str]]] = {}  # model -> a gang's one-model roles on it
     for role, allowed, demand in _demands(job, pods, role_models):
         best = max(table.most(job.tenant, m) for m in allowed)
         if demand > best:
@@ -485,6 +487,20 @@ def quota_never_fits(
                     f"can never fit: tenant {job.tenant!r} needs {_gpus(demand)} GPUs of "
                     f"{'|'.join(allowed)} for role {role.name!r}; its quota allows at most "
                     f"{_gpus(best)}"
+                ),
+            )
+        if job.gang and len(allowed) == 1:
+            total, names = alone.get(allowed[0], (0, []))
+            alone[allowed[0]] = (total + demand, [*names, role.name])
+    for m, (total, names) in alone.items():
+        best = table.most(job.tenant, m)
+        if len(names) > 1 and total > best:
+            return Reason(
+                code=ReasonCode.UNSATISFIABLE,
+                message=(
+                    f"can never fit: tenant {job.tenant!r} needs {_gpus(total)} GPUs of {m} "
+                    f"for roles {', '.join(repr(n) for n in names)} together; its quota "
+                    f"allows at most {_gpus(best)}"
                 ),
             )
     return None

@@ -4,8 +4,10 @@ admits it only on a pool too small for it can never fit."""
 
 from __future__ import annotations
 
+import pytest
+
 from kant import Admitter, Quota, Scheduler
-from kant.model import ReasonCode
+from kant.model import Job, ReasonCode, Resources, Role
 from kant.testing import ClusterBuilder, check_invariants, job
 
 from .conftest import evict_victims
@@ -74,6 +76,46 @@ def test_a_gang_quota_admits_only_on_a_pool_too_small_for_it_never_fits() -> Non
     why = r.pending["big"]
     assert why.code is ReasonCode.UNSATISFIABLE, why
     assert "quota could never admit it on A100" in why.message, why.message
+
+
+@pytest.mark.parametrize("mode", ["isolated", "shared"])
+def test_a_gang_whose_one_model_roles_together_exceed_its_quota_never_fits(mode: str) -> None:
+    # two roles of 8 H100 GPUs each, a tenant allowed at most 8 H100 GPUs: each role alone
+    # fits, the gang never does. It read QUOTA_EXCEEDED for ever and, under Strict FIFO,
+    # kept its tenant's small job waiting behind it
+    roles = tuple(
+        Role(name=n, replicas=1, resources=Resources(gpus=8), gpu_models="H100")
+        for n in ("r1", "r2")
+    )
+    s = Scheduler(
+        ClusterBuilder().leaf("lf0", nodes=4).build(),
+        admitter=Admitter([Quota.gpus("a", "H100", 8)], modes={"a": mode}),
+        policy="strict-fifo",
+    )
+    s.submit(Job(id="two-roles", tenant="a", roles=roles, submitted_at=1), now=1)
+    s.submit(job("small", gpus=1, tenant="a", submitted_at=2), now=2)
+    r = s.step(now=2)
+    assert r.placed == ("small",)
+    why = r.pending["two-roles"]
+    assert why.code is ReasonCode.UNSATISFIABLE, why
+    assert "roles 'r1', 'r2' together" in why.message, why.message
+
+
+def test_a_gang_whose_one_model_roles_fit_its_quota_together_is_not_called_unsatisfiable() -> None:
+    # (the same gang under a quota of 16: admitted; a role on several models is not summed)
+    roles = (
+        Role(name="r1", replicas=1, resources=Resources(gpus=8), gpu_models="H100"),
+        Role(name="r2", replicas=1, resources=Resources(gpus=8), gpu_models="H100"),
+        Role(name="any", replicas=1, resources=Resources(gpus=8)),
+    )
+    s = Scheduler(
+        ClusterBuilder().leaf("lf0", nodes=3).leaf("x", nodes=1, model="A100").build(),
+        admitter=Admitter([Quota.gpus("a", "H100", 16), Quota.gpus("a", "A100", 8)]),
+        policy="strict-fifo",
+    )
+    s.submit(Job(id="three-roles", tenant="a", roles=roles, submitted_at=1), now=1)
+    assert s.step(now=2).placed == ("three-roles",)
+    check_invariants(s)
 
 
 def test_a_gang_quota_admits_on_a_pool_large_enough_is_not_called_unsatisfiable() -> None:
