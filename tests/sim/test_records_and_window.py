@@ -77,15 +77,21 @@ def test_a_record_whose_pods_all_ran_before_its_first_one_is_refused() -> None:
         JobRecord(job_id="a", submitted_at=0, all_started_at=4)
 
 
+def _failed_and_stuck(**cfg: Any) -> SimResult:
+    """a (8 GPUs, ends at t=1000) fails with its node at t=10, never to run again; stuck
+    (16 GPUs on one 8-GPU node) never starts; the node is repaired at t=30."""
+    return _run([job("a", gpus=8, runtime=1000, submitted_at=0),
+                 job("stuck", gpus=8, replicas=2, runtime=10, submitted_at=0)], nodes=1,
+                queue=Queue(backoff=Backoff(max_interruptions=0)),
+                failures=((10, "lf0-n0"),), mttr=20.0, **cfg)  # fmt: skip
+
+
 def test_a_run_with_a_failed_job_and_a_stuck_one_ends_when_nothing_more_can_happen() -> None:
     # a fails when its node does at t=10 (its finish at t=1000 will never come); stuck needs
     # 16 GPUs of 8 and never starts. After the repair at t=30 nothing can change: the run
     # ends there (it ended at the dead finish, t=1000, stretching stuck's censored wait,
     # the window and SOR over 970 s of nothing)
-    res = _run([job("a", gpus=8, runtime=1000, submitted_at=0),
-                job("stuck", gpus=8, replicas=2, runtime=10, submitted_at=0)], nodes=1,
-               queue=Queue(backoff=Backoff(max_interruptions=0)),
-               failures=((10, "lf0-n0"),), mttr=20.0, sample_interval=100.0)  # fmt: skip
+    res = _failed_and_stuck(sample_interval=100.0)
     assert res.summary.end == 30
     assert res.summary.jwtd["9-64"].max == 30 and res.summary.jwtd["9-64"].unstarted == 1
     assert (res.summary.window_start, res.summary.window_end) == (0, 30)
@@ -95,8 +101,5 @@ def test_a_run_with_a_failed_job_and_a_stuck_one_ends_when_nothing_more_can_happ
 
 
 def test_a_horizon_past_the_last_possible_change_does_not_stretch_the_run() -> None:
-    res = _run([job("a", gpus=8, runtime=1000, submitted_at=0),
-                job("stuck", gpus=8, replicas=2, runtime=10, submitted_at=0)], nodes=1,
-               queue=Queue(backoff=Backoff(max_interruptions=0)),
-               failures=((10, "lf0-n0"),), mttr=20.0, horizon=500.0)  # fmt: skip
+    res = _failed_and_stuck(horizon=500.0)
     assert res.summary.end == 30
