@@ -135,6 +135,9 @@ class Shim:
         self._held: dict[str, PodId] = {}
         self._dying: set[str] = set()  # pods kant released and asked to stop
         self._evict: dict[str, str] = {}  # victim pod key -> preemptor, until the call succeeds
+        # pod key -> the DisruptionTarget condition still to write there (status, reason,
+        # message): the last one meant, until the API server takes it (see _write_disruptions)
+        self._disruption_due: dict[str, tuple[str, str, str]] = {}
         # pod key -> the PodScheduled condition written: (message, reason code, when)
         self._condition: dict[str, tuple[str, str, float]] = {}
         self._event_at: dict[str, float] = {}
@@ -859,6 +862,7 @@ class Shim:
         self._condition.pop(key, None)
         self._event_at.pop(key, None)
         self._evict.pop(key, None)
+        self._disruption_due.pop(key, None)
         known = self._id_of.pop(key, None)
         if key in self._dying:
             self._dying.discard(key)
@@ -1121,9 +1125,12 @@ class Shim:
                     self._evict[key] = v.preemptor
                     self._disrupt(key, v.preemptor, v.reason.value)
         self._spare_victims()
+        self.status_writes_due = False
+        self._write_disruptions()
         for key in sorted(self._evict):
-            self._try_evict(key)
-        self._writes_left, self.status_writes_due = self.settings.status_writes_per_cycle, False
+            if key not in self._disruption_due:  # (its DisruptionTarget=True written first)
+                self._try_evict(key)
+        self._writes_left = self.settings.status_writes_per_cycle
         try:
             if self._store_due:
                 self._write_histories(budget=True)
@@ -1245,9 +1252,10 @@ class Shim:
         return None, time.time()
 
     def _disrupt(self, key: str, preemptor: str, why: str) -> None:
-        """Tell the victim why it goes: a ``DisruptionTarget`` condition and an event."""
+        """Tell the victim why it goes: a ``DisruptionTarget`` condition (written before the
+        eviction is asked, see :meth:`_write_disruptions`) and an event."""
         msg = f"{PREEMPTED_PREFIX} {preemptor} ({why})"
-        self._disruption_target(key, "True", PREEMPTED_REASON, msg)
+        self._disruption_due[key] = ("True", PREEMPTED_REASON, msg)
         self._event(key, "Preempted", msg, "Normal")
 
     def _spare_victims(self) -> None:
@@ -1276,19 +1284,48 @@ class Shim:
         """Tell a victim it no longer goes: its ``DisruptionTarget`` condition set to False
         (as Kubernetes' disruption controller does for a pod marked that was not deleted)."""
         msg = f"kant: eviction abandoned: {preemptor} no longer waits for it"
-        self._disruption_target(key, "False", SPARED_REASON, msg)
+        self._disruption_due[key] = ("False", SPARED_REASON, msg)
 
-    def _disruption_target(self, key: str, status: str, reason: str, msg: str) -> None:
-        """Set the pod's ``DisruptionTarget`` condition (a failure is logged: the condition
-        only tells; kant's books do not read it back but at a restart)."""
+    def _write_disruptions(self) -> None:
+        """Write the ``DisruptionTarget`` conditions due, in pod key order, each once per
+        cycle: the last status meant for a pod (a victim spared before its True was written
+        gets False) until the API server takes it. A write answered 409, 429 or 5xx, or not
+        answered, stays due for the next cycle (``status_writes_due``: the loop comes back a
+        second later), and a victim is not evicted meanwhile (kube-scheduler deletes a victim
+        only once its condition is written: a Job's ``podFailurePolicy`` reads it to tell a
+        preemption from a failure). A pod gone (404), or a write refused for good (another
+        pod of that name, 422; no right to, 403), takes it away: logged, and the eviction
+        goes on without it. The set holds one entry per pod at most, and a pod's leaves with
+        the pod (:meth:`_gone`)."""
+        for key in sorted(self._disruption_due):
+            status, reason, msg = self._disruption_due[key]
+            if self._disruption_target(key, status, reason, msg):
+                self._disruption_due.pop(key, None)
+            else:
+                self.status_writes_due = True
+
+    def _disruption_target(self, key: str, status: str, reason: str, msg: str) -> bool:
+        """Set the pod's ``DisruptionTarget`` condition, carrying the pod's uid (refused on
+        another pod of that name). Whether the write is done with: made, or refused for good
+        (logged); False when it is to be tried again (409, 429, 5xx, no answer)."""
         ns, name = key.split("/", 1)
         cond = {"type": "DisruptionTarget", "status": status, "reason": reason,
                 "message": msg, "lastTransitionTime": _now_iso()}  # fmt: skip
+        body: dict[str, Any] = {"status": {"conditions": [cond]}}
+        uid = uid_of(self._pods.get(key, ({}, None))[0])
+        if uid:
+            body["metadata"] = {"uid": uid}
         try:
-            self.api.patch(f"/api/v1/namespaces/{ns}/pods/{name}/status",
-                           {"status": {"conditions": [cond]}}, kind="strategic")  # fmt: skip
-        except (ApiError, OSError) as e:
-            log.info("condition on %s: %s", key, e)
+            self.api.patch(f"/api/v1/namespaces/{ns}/pods/{name}/status", body, kind="strategic")
+        except ApiError as e:
+            if e.status in (409, 429) or e.status >= 500:
+                log.info("condition on %s: %s; tried again by the next cycle", key, e)
+                return False
+            (log.info if e.status == 404 else log.warning)("condition on %s: %s", key, e)
+        except OSError as e:
+            log.info("condition on %s: %s; tried again by the next cycle", key, e)
+            return False
+        return True
 
     def _try_evict(self, key: str) -> None:
         ns, name = key.split("/", 1)

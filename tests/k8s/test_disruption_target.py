@@ -1,0 +1,266 @@
+"""The ``DisruptionTarget`` condition kant writes on a victim tells what really happens to
+it, against the real API server, when the condition writes fail and when the shim restarts:
+a victim kant gives up is told so (``False``) once the server takes the write, a victim is
+evicted only once it carries ``True`` (as kube-scheduler does), and a restarted shim sets
+back the condition of every running pod a previous shim marked that it does not evict.
+
+The shim is driven by the test (no watch, no loop). A PodDisruptionBudget that allows no
+disruption is played by the wrapping Api (the eviction answered ``429``), as are the failed
+condition writes (``500``, ``409``, or no answer)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kant.config import parse_config
+from kant.k8s.client import Api, ApiError
+from kant.k8s.shim import Shim
+
+from .conftest import Cluster, wait_for
+from .test_binding_retry import _relay
+
+pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+
+HIGH = "kant-test-high"  # a PriorityClass: the preemptor's
+
+
+class _Flaky:
+    """The cluster's Api, except that evictions are refused (``429``, a budget) while
+    ``budget`` is set, and ``DisruptionTarget`` writes fail as ``fail`` says (an HTTP status,
+    ``"no answer"``, or None: they go through). Every eviction and ``DisruptionTarget``
+    write is noted, in order: (the pod, ``"evict"`` or the condition's status, went through)."""
+
+    def __init__(self, api: Api) -> None:
+        self.api = api
+        self.budget = False
+        self.fail: int | str | None = None
+        self.calls: list[tuple[str, str, bool]] = []
+
+    def post(self, path: str, body: Any) -> Any:
+        if path.endswith("/eviction"):
+            name = path.split("/pods/")[1].split("/")[0]
+            self.calls.append((name, "evict", not self.budget))
+            if self.budget:
+                msg = "Cannot evict pod as it would violate the pod's disruption budget."
+                raise ApiError(429, "POST", path, json.dumps({"reason": "TooManyRequests",
+                                                              "message": msg}))  # fmt: skip
+        return self.api.post(path, body)
+
+    def patch(self, path: str, body: Any, *, kind: str = "merge") -> Any:
+        conds = (body.get("status") or {}).get("conditions") or ()
+        if path.endswith("/status") and any(c["type"] == "DisruptionTarget" for c in conds):
+            name = path.split("/pods/")[1].split("/")[0]
+            (cond,) = conds
+            self.calls.append((name, cond["status"], self.fail is None))
+            if self.fail == "no answer":
+                raise ConnectionResetError(104, "Connection reset by peer")
+            if self.fail is not None:
+                raise ApiError(int(self.fail), "PATCH", path, json.dumps({"message": "no"}))
+        return self.api.patch(path, body, kind=kind)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.api, name)
+
+
+def _disruption(cluster: Cluster, name: str) -> tuple[str, str] | None:
+    """The pod's ``DisruptionTarget`` (status, reason) as the API server has it."""
+    for c in cluster.get(name).get("status", {}).get("conditions") or ():
+        if c["type"] == "DisruptionTarget":
+            return str(c["status"]), str(c.get("reason", ""))
+    return None
+
+
+def _shim(cluster: Cluster, api: _Flaky) -> Shim:
+    shim = Shim(cluster.api, parse_config({}))
+    shim.sync()
+    shim.api = api  # type: ignore[assignment]
+    return shim
+
+
+def _cycle(shim: Shim, cluster: Cluster) -> None:
+    shim.cycle()
+    shim.reap(wait=True)
+
+
+def _low_running(cluster: Cluster) -> None:
+    """One 8-GPU node, ``low`` running there, and the PriorityClass of the preemptor."""
+    with contextlib.suppress(ApiError):  # (shared by the tests of the session)
+        cluster.api.post("/apis/scheduling.k8s.io/v1/priorityclasses",
+                         {"metadata": {"name": HIGH}, "value": 1000})  # fmt: skip
+    cluster.node("n0")
+    cluster.pod("low")
+
+
+def _high(cluster: Cluster) -> None:
+    body = {"metadata": {"name": "high", "namespace": cluster.ns},
+            "spec": {"schedulerName": "kant", "priorityClassName": HIGH,
+                     "containers": [{"name": "c", "image": "x", "resources": {
+                         "requests": {"nvidia.com/gpu": "8", "cpu": "1", "memory": "1Gi"},
+                         "limits": {"nvidia.com/gpu": "8"}}}]}}  # fmt: skip
+    cluster.api.post(f"/api/v1/namespaces/{cluster.ns}/pods", body)
+
+
+def _victim_held_by_a_budget(cluster: Cluster, api: _Flaky) -> Shim:
+    """``low`` runs; ``high`` preempts it, and a budget refuses the eviction: ``low`` carries
+    ``DisruptionTarget=True`` and runs on, its eviction retried every cycle."""
+    _low_running(cluster)
+    shim = _shim(cluster, api)
+    _cycle(shim, cluster)
+    wait_for(lambda: cluster.get("low")["status"].get("phase") == "Running", what="low running")
+    _relay(shim, cluster)
+    _high(cluster)
+    _relay(shim, cluster)
+    api.budget = True
+    _cycle(shim, cluster)
+    assert _disruption(cluster, "low") == ("True", "PreemptionByScheduler")
+    assert api.calls == [("low", "True", True), ("low", "evict", False)]
+    return shim
+
+
+@pytest.mark.parametrize("failure", [500, 409, "no answer"])
+def test_a_spared_victims_condition_is_set_back_once_the_server_takes_the_write(
+    cluster: Cluster, failure: int | str
+) -> None:
+    api = _Flaky(cluster.api)
+    shim = _victim_held_by_a_budget(cluster, api)
+    # the preemptor is deleted: its victim is spared, but the write of False fails
+    cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/high", {"gracePeriodSeconds": 0})
+    _relay(shim, cluster)
+    api.fail = failure
+    api.calls.clear()
+    for _ in range(3):
+        _cycle(shim, cluster)
+    # tried again by each cycle, once each, with no eviction meanwhile
+    assert api.calls == [("low", "False", False)] * 3
+    assert _disruption(cluster, "low") == ("True", "PreemptionByScheduler")
+    assert shim.status_writes_due  # (the loop comes back a second later, not at once)
+    api.fail = None
+    _cycle(shim, cluster)
+    assert _disruption(cluster, "low") == ("False", "PreemptionAbandoned")
+    api.calls.clear()
+    _cycle(shim, cluster)
+    assert api.calls == []  # (written once: nothing left to write)
+    assert cluster.get("low")["status"]["phase"] == "Running"
+    assert not shim._evict
+
+
+def test_a_victim_is_evicted_only_once_its_condition_says_it_goes(cluster: Cluster) -> None:
+    """kube-scheduler deletes a victim only once its ``DisruptionTarget=True`` is written:
+    a Job's ``podFailurePolicy`` reads it to tell a preempted pod from a failed one."""
+    api = _Flaky(cluster.api)
+    _low_running(cluster)
+    shim = _shim(cluster, api)
+    _cycle(shim, cluster)
+    wait_for(lambda: cluster.get("low")["status"].get("phase") == "Running", what="low running")
+    _relay(shim, cluster)
+    _high(cluster)
+    _relay(shim, cluster)
+    api.fail = 503
+    _cycle(shim, cluster)
+    _cycle(shim, cluster)
+    assert api.calls == [("low", "True", False)] * 2  # (and no eviction)
+    assert not cluster.get("low")["metadata"].get("deletionTimestamp")
+    api.fail = None
+    _cycle(shim, cluster)
+    assert api.calls[2:] == [("low", "True", True), ("low", "evict", True)]
+    _relay(shim, cluster)  # (low gone)
+    _cycle(shim, cluster)
+    wait_for(lambda: cluster.node_of("high") == "n0", what="high bound")
+
+
+def test_a_victim_spared_before_its_condition_was_written_ends_with_it_false(
+    cluster: Cluster,
+) -> None:
+    """True and False both wait to be written: the last one meant is the one written."""
+    api = _Flaky(cluster.api)
+    _low_running(cluster)
+    shim = _shim(cluster, api)
+    _cycle(shim, cluster)
+    wait_for(lambda: cluster.get("low")["status"].get("phase") == "Running", what="low running")
+    _relay(shim, cluster)
+    _high(cluster)
+    _relay(shim, cluster)
+    api.fail, api.budget = 500, True
+    _cycle(shim, cluster)
+    cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/high", {"gracePeriodSeconds": 0})
+    _relay(shim, cluster)
+    api.fail = None
+    _cycle(shim, cluster)
+    assert api.calls == [("low", "True", False), ("low", "False", True)]
+    assert _disruption(cluster, "low") == ("False", "PreemptionAbandoned")
+    assert cluster.get("low")["status"]["phase"] == "Running"
+
+
+class _Server:
+    """The status writes of an API server, without a server: the ``DisruptionTarget``
+    status each pod has, and each write in order; ``answer`` says how the next writes are
+    answered (None: taken)."""
+
+    def __init__(self) -> None:
+        self.status: dict[str, str] = {}
+        self.writes: list[str] = []
+        self.answer: int | str | None = None
+
+    def patch(self, path: str, body: Any, *, kind: str = "merge") -> Any:
+        name = path.split("/pods/")[1].split("/")[0]
+        self.writes.append(name)
+        if self.answer == "no answer":
+            raise TimeoutError("no answer in time")
+        if self.answer is not None:
+            raise ApiError(int(self.answer), "PATCH", path, "{}")
+        self.status[name] = body["status"]["conditions"][0]["status"]
+        return {}
+
+    def post(self, path: str, body: Any) -> Any:
+        return {}  # (the Preempted event)
+
+
+_STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from(["disrupt", "spare"]), st.sampled_from(["a", "b", "c"])),
+        st.tuples(st.just("cycle"), st.sampled_from([None, 500, 409, 429, "no answer"])),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=_STEPS)
+def test_whatever_writes_fail_a_pods_condition_ends_as_last_meant_written_once_per_cycle(
+    steps: list[tuple[str, Any]],
+) -> None:
+    server = _Server()
+    shim = Shim(server)  # type: ignore[arg-type]
+    try:
+        meant: dict[str, str] = {}
+        for op, arg in steps:
+            if op == "cycle":
+                server.answer, server.writes = arg, []
+                due = [k.split("/")[1] for k in sorted(shim._disruption_due)]
+                shim._write_disruptions()
+                assert server.writes == due  # (each due pod once, in key order)
+                assert shim.status_writes_due == (arg is not None and bool(due))
+                shim.status_writes_due = False
+                continue
+            key = f"ns/{arg}"
+            if op == "disrupt":
+                shim._disrupt(key, "ns.h#1", "priority")
+                meant[arg] = "True"
+            else:
+                shim._undisrupt(key, "ns.h#1")
+                meant[arg] = "False"
+        server.answer = None
+        shim._write_disruptions()
+        assert not shim._disruption_due
+        assert server.status == meant
+        server.writes = []
+        shim._write_disruptions()
+        assert server.writes == []  # (nothing written twice)
+    finally:
+        shim._pool.shutdown()
