@@ -201,6 +201,15 @@ class Shim:
             self.handle("Pod", "ADDED", p)
         for name in cordoned:
             self.nodes.set_schedulable(name, False, self.now())
+        # running pods a previous shim marked as its victims and did not evict (a budget
+        # held them; it stopped before writing False, or its write failed): which preemptor
+        # each was for lived in that shim, so this one evicts none of them and tells them
+        # they stay (its first cycle writes it, unless it chooses one again: True then)
+        stopped = set(restart)
+        for p in pods:
+            key = pod_key(p)
+            if key not in stopped and _kant_spared(p, self.settings):
+                self._disruption_due[key] = ("False", SPARED_REASON, RESTART_SPARED_MESSAGE)
         for key in restart:  # (held until they are gone, like every pod kant stops)
             self._stop(key, "kant restarts the gang: it was bound in part when kant stopped")
 
@@ -1610,12 +1619,28 @@ VICTIM_MARGIN: float = 30.0
 shim stops holding preemption back for it (:meth:`Shim._hold_preemption`)."""
 
 
+RESTART_SPARED_MESSAGE = "kant: eviction abandoned: the scheduler restarted and does not evict it"
+"""The message of the ``DisruptionTarget=False`` a shim starting writes on a running pod a
+previous shim marked as its victim and did not evict (:meth:`Shim.sync`)."""
+
+
 def _kant_victim(pod: Obj, settings: K8sSettings) -> bool:
     """Whether ``pod`` is a kant pod a kant shim preempted that is still terminating (its
     ``DisruptionTarget`` condition says so, :meth:`Shim._disrupt`)."""
     st = pod_state(pod, settings)
-    if not st.ours or not st.deleting or st.phase in TERMINAL:
-        return False
+    return st.ours and st.deleting and st.phase not in TERMINAL and _kant_marked(pod)
+
+
+def _kant_spared(pod: Obj, settings: K8sSettings) -> bool:
+    """Whether ``pod`` is a kant pod that a kant shim marked as its victim
+    (``DisruptionTarget=True``) and that runs on, not being deleted."""
+    st = pod_state(pod, settings)
+    return st.ours and not st.deleting and st.phase not in TERMINAL and _kant_marked(pod)
+
+
+def _kant_marked(pod: Obj) -> bool:
+    """Whether ``pod``'s ``DisruptionTarget`` condition is True as kant writes it for a
+    victim (:meth:`Shim._disrupt`)."""
     return any(
         c.get("type") == "DisruptionTarget"
         and c.get("status") == "True"

@@ -197,6 +197,75 @@ def test_a_victim_spared_before_its_condition_was_written_ends_with_it_false(
     assert cluster.get("low")["status"]["phase"] == "Running"
 
 
+@pytest.mark.parametrize("when", ["its preemptor was deleted", "its False was not written"])
+def test_a_restarted_shim_sets_back_the_condition_of_a_running_victim_it_does_not_evict(
+    cluster: Cluster, when: str
+) -> None:
+    """A shim stopped while its victim ran on (a budget held it): the next shim does not
+    know its preemptor and evicts nothing for it, so it tells the pod it stays."""
+    api = _Flaky(cluster.api)
+    old = _victim_held_by_a_budget(cluster, api)
+    cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/high", {"gracePeriodSeconds": 0})
+    if when == "its False was not written":
+        _relay(old, cluster)
+        api.fail = 500
+        _cycle(old, cluster)  # spared, and the write of False fails
+    old._pool.shutdown()  # (stopped: no cycle of it runs again)
+    assert _disruption(cluster, "low") == ("True", "PreemptionByScheduler")
+    new_api = _Flaky(cluster.api)
+    new = _shim(cluster, new_api)
+    _cycle(new, cluster)
+    assert _disruption(cluster, "low") == ("False", "PreemptionAbandoned")
+    assert new_api.calls == [("low", "False", True)]
+    assert cluster.get("low")["status"]["phase"] == "Running"
+    _cycle(new, cluster)
+    assert new_api.calls == [("low", "False", True)]  # (once)
+
+
+def test_a_restarted_shim_that_preempts_the_same_victim_again_evicts_it_and_keeps_it_true(
+    cluster: Cluster,
+) -> None:
+    """The preemptor still waits after the restart: the new shim chooses the victim again,
+    its condition stays True (never set back to False in between) and it is evicted."""
+    api = _Flaky(cluster.api)
+    old = _victim_held_by_a_budget(cluster, api)
+    old._pool.shutdown()
+    new_api = _Flaky(cluster.api)
+    new = _shim(cluster, new_api)
+    _cycle(new, cluster)
+    assert new_api.calls == [("low", "True", True), ("low", "evict", True)]
+    _relay(new, cluster)
+    _cycle(new, cluster)
+    wait_for(lambda: cluster.node_of("high") == "n0", what="high bound")
+
+
+def test_a_restarted_shim_leaves_a_terminating_victims_condition_true(cluster: Cluster) -> None:
+    """A victim being evicted (a finalizer keeps it terminating) goes: it stays marked."""
+    api = _Flaky(cluster.api)
+    _low_running(cluster)
+    cluster.api.patch(f"/api/v1/namespaces/{cluster.ns}/pods/low",
+                      {"metadata": {"finalizers": ["example.com/grace"]}})  # fmt: skip
+    try:
+        old = _shim(cluster, api)
+        _cycle(old, cluster)
+        wait_for(lambda: cluster.get("low")["status"].get("phase") == "Running", what="running")
+        _relay(old, cluster)
+        _high(cluster)
+        _relay(old, cluster)
+        _cycle(old, cluster)
+        assert api.calls == [("low", "True", True), ("low", "evict", True)]
+        old._pool.shutdown()
+        new_api = _Flaky(cluster.api)
+        new = _shim(cluster, new_api)
+        _cycle(new, cluster)
+        _cycle(new, cluster)
+        assert new_api.calls == []
+        assert _disruption(cluster, "low") == ("True", "PreemptionByScheduler")
+    finally:
+        cluster.api.patch(f"/api/v1/namespaces/{cluster.ns}/pods/low",
+                          {"metadata": {"finalizers": None}})  # fmt: skip
+
+
 class _Server:
     """The status writes of an API server, without a server: the ``DisruptionTarget``
     status each pod has, and each write in order; ``answer`` says how the next writes are
