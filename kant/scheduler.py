@@ -413,11 +413,14 @@ class Scheduler:
         """The orchestrator would give up evicting these victim pods (their preemptor went
         away while a disruption budget kept them): those it may spare run on, charged to
         their tenant, and may be chosen as victims again. Returns them, in pod order; the
-        others are still to be evicted. Not spared: a pod not being evicted; a pod that a
-        waiting job's nomination still counts on (another preemptor waits for it too); a
-        gang's pod unless the gang still holds all its pods and every one of them being
-        evicted is spared in this call (a gang that lost a pod to the eviction already, or
-        kept half its pods going, would run on partly bound)."""
+        others are still to be evicted. Not spared: a pod not being evicted; a pod that the
+        nomination of a job still waiting for it counts on
+        (:attr:`~kant.queueing.queue.Entry.waits_for_nomination`: it has pods to place, a
+        pod-level job running some of its pods included; its own preemptor, or another
+        preemptor waiting for it too); a gang's pod unless the gang still holds all its pods
+        and every one of them being evicted is spared in this call (a gang that lost a pod to
+        the eviction already, or kept half its pods going, would run on partly bound).
+        O(pods asked + victims of the nominations held), not O(jobs)."""
         queue = self.queue
         asked: dict[str, set[PodId]] = {}
         for p in pods:
@@ -426,10 +429,12 @@ class Scheduler:
                 asked.setdefault(p.job, set()).add(p)
         if not asked:
             return ()
+        # (the jobs holding a nomination, not every job: a preemptor waits for its victims
+        # while it has pods to place, a pod-level job running some of its pods too)
         awaited = {
             v
-            for w in queue.entries()
-            if w.phase is JobPhase.PENDING and w.nomination is not None
+            for w in queue.nominated()
+            if w.nomination is not None and w.waits_for_nomination
             for v in w.nomination.victims
         }
         spared: list[PodId] = []

@@ -245,6 +245,17 @@ class Entry:
             return bool(self.remaining())
         return False
 
+    @property
+    def waits_for_nomination(self) -> bool:
+        """Holds a nomination and has pods to place: PENDING (in backoff too), or a pod-level
+        job RUNNING with pods left. Such a nomination is live: every cycle holds its devices
+        (its job is a candidate) until the job is placed or the nomination dropped, and the
+        job waits for the nomination's ``victims`` to go. The one test of "its preemptor
+        still waits for it" (:meth:`kant.scheduler.Scheduler.victims_spared`, the
+        Kubernetes shim's evictions a budget holds back). O(1), but O(pods) once after a
+        change of the pods a running pod-level job holds (:meth:`remaining`)."""
+        return self.nomination is not None and self.schedulable
+
     def view(self) -> JobStatus:
         """A frozen :class:`JobStatus` of the job now (pod sets sorted). O(pods held)."""
         return JobStatus(
@@ -321,6 +332,7 @@ class Queue:
         self._tenants: dict[str, SortedList] = {}  # tenant -> (key, job id) of schedulable jobs
         self._running: dict[str, Entry] = {}  # RUNNING jobs, in the order they started
         self._terminating: set[str] = set()  # jobs with victim pods still to go
+        self._nominated: dict[str, Entry] = {}  # jobs holding a nomination (see nominated)
         # job id -> the tick of its entry's last change, oldest first (see changed_since)
         self._changes: dict[str, int] = {}
         self._tick = 0
@@ -415,6 +427,12 @@ class Queue:
     def running(self) -> list[Entry]:
         """RUNNING jobs, in the order they started (ties: submission order). A new list."""
         return list(self._running.values())
+
+    def nominated(self) -> list[Entry]:
+        """Jobs holding a nomination, in the order they came to hold one (a new list).
+        O(nominations): an index kept where nominations are set and ended. Those whose
+        job still waits for it: :attr:`Entry.waits_for_nomination`."""
+        return list(self._nominated.values())
 
     def terminating(self) -> list[Entry]:
         """RUNNING jobs with victim pods still to go, in the order they started. O(1) when
@@ -556,6 +574,7 @@ class Queue:
 
     def _release(self, job_id: str) -> None:
         del self._entries[job_id]
+        self._nominated.pop(job_id, None)  # (an ended job holds none: kept so)
         t = self._changes.pop(job_id, None)
         if t is not None and t > self._floor:
             self._floor = t
@@ -574,7 +593,7 @@ class Queue:
         e.confirmed.clear()
         e.terminating.clear()
         e.cancelled = True
-        e.nomination = None
+        self._nominate(e, None)
         e.reason = None
         e.touch()
         self._set_phase(e, JobPhase.FINISHED)
@@ -589,7 +608,7 @@ class Queue:
         if e.phase is JobPhase.PENDING:
             e.started_at = now
         e.evicted_at = None
-        e.nomination = None
+        self._nominate(e, None)
         e.reason = None
         e.touch()
         self._set_phase(e, JobPhase.RUNNING)
@@ -645,7 +664,7 @@ class Queue:
         :class:`~kant.errors.UnknownJobError`."""
         e = self.entry(job_id)
         if e.nomination is not nom:
-            e.nomination = nom
+            self._nominate(e, nom)
             self._changed(e.id)  # (a quiet cycle's result no longer holds, see kant.cycle)
 
     def set_reason(self, job_id: str, reason: Reason | None) -> None:
@@ -713,7 +732,7 @@ class Queue:
         e.touch()
         if len(e.finished) == e.job.num_pods:
             e.reason = None
-            e.nomination = None
+            self._nominate(e, None)
             self._set_phase(e, JobPhase.FINISHED)
         elif not e.assigned and e.phase is JobPhase.RUNNING:
             # a nomination is for pods still to place: it outlives the pods that went
@@ -788,7 +807,7 @@ class Queue:
 
     def _fail(self, e: Entry, now: float, message: str) -> None:
         e.reason = Reason(code=ReasonCode.FAILED, message=message)
-        e.nomination = None
+        self._nominate(e, None)
         self._set_phase(e, JobPhase.FAILED)
         logger.warning("job %s FAILED at %g: %s", e.id, now, message)
 
@@ -797,8 +816,17 @@ class Queue:
             e.pending_since = now
         e.started_at = None
         if not keep_nomination:
-            e.nomination = None
+            self._nominate(e, None)
         self._set_phase(e, JobPhase.PENDING)
+
+    def _nominate(self, e: Entry, nom: Nomination | None) -> None:
+        """Set (None: end) ``e``'s nomination and follow it in the index of jobs holding
+        one (:meth:`nominated`): every change of a nomination goes through here."""
+        e.nomination = nom
+        if nom is None:
+            self._nominated.pop(e.id, None)
+        else:
+            self._nominated[e.id] = e
 
     def _set_phase(self, e: Entry, phase: JobPhase) -> None:
         e.phase = phase
@@ -920,6 +948,12 @@ class Queue:
         )
         term = {e.id for e in self._entries.values() if e.terminating}
         require(self._terminating == term, "Queue: jobs with victim pods to go differ")
+        noms = {e.id for e in self._entries.values() if e.nomination is not None}
+        require(set(self._nominated) == noms, "Queue: jobs holding a nomination differ")
+        require(
+            all(self._entries.get(j) is e for j, e in self._nominated.items()),
+            "Queue: nomination index holds a stale entry",
+        )
         require(
             set(self._entries) <= set(self._changes),
             "Queue: a job is missing from the change log",

@@ -4,14 +4,20 @@ and a restart of the shim."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
+import attrs
 import pytest
 
 from kant.config import parse_config
+from kant.k8s import shim as shim_module
+from kant.k8s.client import ApiError
 from kant.k8s.kubelet import set_node_ready
 from kant.k8s.shim import Shim
+from kant.k8s.translate import build_job
+from kant.model import Job, PodId
 
 from .conftest import Cluster, wait_for
 
@@ -169,21 +175,7 @@ def _reclaim_held_by_a_budget(cluster: Cluster) -> tuple[Shim, str, str, dict[st
     cluster.pod("b-1", labels=b)  # team-b borrows team-a's idle 8 GPUs
     wait_for(lambda: cluster.node_of("b-0") and cluster.node_of("b-1"), what="team-b bound")
 
-    def ready(name: str) -> bool:
-        cond = _condition(cluster.get(name), "Ready")
-        return cond is not None and cond["status"] == "True"
-
-    # (the eviction API lets an unready pod go whatever the budget allows: on a loaded
-    # machine the fake kubelet had not yet made the victim ready, and the test failed)
-    wait_for(lambda: ready("b-0") and ready("b-1"), what="team-b ready")
-    pv = "policy/v1" if cluster.api.has("policy/v1") else "policy/v1beta1"
-    base = f"/apis/{pv}/namespaces/{cluster.ns}/poddisruptionbudgets"
-    pdb = cluster.api.post(base, {"apiVersion": pv, "kind": "PodDisruptionBudget",
-                                  "metadata": {"name": "b", "namespace": cluster.ns},
-                                  "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "b"}}}})  # fmt: skip
-    status = {"observedGeneration": pdb["metadata"].get("generation", 1), "disruptionsAllowed": 0,
-              "currentHealthy": 2, "desiredHealthy": 2, "expectedPods": 2}  # fmt: skip
-    cluster.api.patch(f"{base}/b/status", {"status": status})
+    path, status = _budget_allowing_no_disruption(cluster, ["b-0", "b-1"])
     cluster.pod("a-0", labels={"kant.io/queue": "team-a"})
     victim = wait_for(
         lambda: next(
@@ -191,7 +183,31 @@ def _reclaim_held_by_a_budget(cluster: Cluster) -> tuple[Shim, str, str, dict[st
         ),
         what="a victim marked",
     )
-    return shim, victim, f"{base}/b/status", status
+    return shim, victim, path, status
+
+
+def _budget_allowing_no_disruption(cluster: Cluster, pods: list[str]) -> tuple[str, dict[str, Any]]:
+    """A PodDisruptionBudget over the pods labelled ``app: b`` (``pods``, bound), whose
+    status allows no disruption: returns its status path and status. The test is the
+    disruption controller."""
+
+    def ready(name: str) -> bool:
+        cond = _condition(cluster.get(name), "Ready")
+        return cond is not None and cond["status"] == "True"
+
+    # (the eviction API lets an unready pod go whatever the budget allows: on a loaded
+    # machine the fake kubelet had not yet made the victim ready, and the test failed)
+    wait_for(lambda: all(ready(n) for n in pods), what=f"{', '.join(pods)} ready")
+    n = len(pods)
+    pv = "policy/v1" if cluster.api.has("policy/v1") else "policy/v1beta1"
+    base = f"/apis/{pv}/namespaces/{cluster.ns}/poddisruptionbudgets"
+    pdb = cluster.api.post(base, {"apiVersion": pv, "kind": "PodDisruptionBudget",
+                                  "metadata": {"name": "b", "namespace": cluster.ns},
+                                  "spec": {"minAvailable": n, "selector": {"matchLabels": {"app": "b"}}}})  # fmt: skip
+    status = {"observedGeneration": pdb["metadata"].get("generation", 1), "disruptionsAllowed": 0,
+              "currentHealthy": n, "desiredHealthy": n, "expectedPods": n}  # fmt: skip
+    cluster.api.patch(f"{base}/b/status", {"status": status})
+    return f"{base}/b/status", status
 
 
 def test_a_quota_reclaim_evicts_the_borrower_through_the_eviction_api_and_binds_the_reclaimer(
@@ -244,6 +260,55 @@ def test_a_victim_a_budget_kept_is_spared_once_its_preemptor_no_longer_needs_it(
     time.sleep(2.0)
     assert {"b-0", "b-1"} <= set(cluster.pods())
     assert cluster.node_of(victim) is not None
+
+
+def test_a_victim_a_budget_kept_is_still_evicted_while_a_partly_running_pod_level_preemptor_waits(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """g, pod-level (two 8-GPU pods at priority 1000), places one pod on the free node and
+    preempts b-0 for the other; a budget refuses the eviction. g runs (RUNNING) yet still
+    waits for b-0's node: the eviction is retried, b-0 stays marked (its DisruptionTarget
+    never set back) and goes once the budget allows, and g's second pod takes its node.
+    (Kubernetes objects make only gangs and lone pods: the pod group is submitted
+    pod-level here, as an orchestrator embedding the shim's loop may submit its jobs.)"""
+
+    def pod_level(*args: Any, **kw: Any) -> tuple[Job, dict[PodId, str]]:
+        job, ids = build_job(*args, **kw)
+        return (attrs.evolve(job, gang=False) if job.num_pods > 1 else job), ids
+
+    monkeypatch.setattr(shim_module, "build_job", pod_level)
+    cluster.node("n0")
+    cluster.node("n1")
+    shim = cluster.start_shim()
+    cluster.pod("b-0", labels={"app": "b"})
+    held = wait_for(lambda: cluster.node_of("b-0"), what="b-0 bound")
+    path, status = _budget_allowing_no_disruption(cluster, ["b-0"])
+    with contextlib.suppress(ApiError):  # (cluster-wide: another test may have made it)
+        cluster.api.post("/apis/scheduling.k8s.io/v1/priorityclasses",
+                         {"metadata": {"name": "kant-test-high"}, "value": 1000})  # fmt: skip
+    cluster.pod_group("g", 2)
+    cluster.pod("g-0", group="g", priority_class="kant-test-high")
+    cluster.pod("g-1", group="g", priority_class="kant-test-high")
+    wait_for(lambda: cluster.node_of("g-0") or cluster.node_of("g-1"), what="one pod of g bound")
+    first = "g-0" if cluster.node_of("g-0") else "g-1"
+    second = "g-1" if first == "g-0" else "g-0"
+    wait_for(lambda: _condition(cluster.get("b-0"), "DisruptionTarget"), what="b-0 marked")
+    g = shim.scheduler.queue.get(f"{cluster.ns}.g#1")
+    assert g is not None and g.phase.value == "running" and not g.job.gang
+    victim = shim.scheduler.queue.get(f"{cluster.ns}..b-0#1")
+    assert victim is not None
+    deadline = time.monotonic() + 3.0  # several retries: the budget answers 429 to each
+    while time.monotonic() < deadline:
+        cond = _condition(cluster.get("b-0"), "DisruptionTarget")
+        assert cond is not None and cond["status"] == "True", cond
+        assert victim.terminating, "b-0 spared in kant's books while g waits for it"
+        assert cluster.node_of("b-0") == held and cluster.node_of(second) is None
+        time.sleep(0.1)
+    assert g.waits_for_nomination
+    cluster.api.patch(path, {"status": dict(status, disruptionsAllowed=1, desiredHealthy=0)})
+    node = wait_for(lambda: cluster.node_of(second), what=f"{second} bound")
+    assert node == held and "b-0" not in cluster.pods()
+    assert cluster.node_of(first) not in (None, held)
 
 
 def test_a_node_going_not_ready_requeues_its_gang_whole(cluster: Cluster) -> None:

@@ -12,9 +12,9 @@ import pytest
 from kant.admission import Quota
 from kant.cycle import CycleResult
 from kant.errors import InvalidConfigError, ValidationError
-from kant.model import VictimReason
+from kant.model import PodId, VictimReason
 from kant.preemption import PreemptionPolicy
-from kant.queueing import Backoff, Queue
+from kant.queueing import Backoff, JobPhase, Queue
 from kant.scheduler import Scheduler
 from kant.testing import ClusterBuilder, check_invariants, job
 
@@ -225,6 +225,49 @@ def test_a_victim_another_preemptor_waits_for_is_not_spared_when_the_first_goes_
     assert not r.victims and not r.dropped_nominations
     s.pod_evicted(victim, now=5)
     assert s.step(now=6).placed == ("B",)
+    check_invariants(s)
+
+
+def _partly_running_preemptor() -> tuple[Scheduler, PodId]:
+    """One 8-GPU node: v (4 GPUs) runs; hi, pod-level, two 4-GPU pods at priority 10,
+    places its first pod in the free half at t=1 and preempts v for its second at t=2.
+    Returns the scheduler and v's pod, being evicted, that hi (RUNNING) waits for."""
+    s = _lone_preemption(1)
+    s.submit(job("v", gpus=4, submitted_at=0), now=0)
+    s.step(now=0)
+    s.submit(job("hi", gpus=4, replicas=2, gang=False, priority=10, submitted_at=1), now=1)
+    assert s.step(now=1).placed == ("hi",)
+    r = s.step(now=2)
+    (victim,) = [p for v in r.victims for p in v.pods]
+    assert [(n.job, n.victims) for n in r.nominations] == [("hi", (victim,))]
+    hi = s.queue.entry("hi")
+    assert hi.phase is JobPhase.RUNNING and hi.nomination is not None and hi.remaining()
+    return s, victim
+
+
+def test_a_victim_a_partly_running_pod_level_preemptor_waits_for_is_not_spared() -> None:
+    """hi runs one pod and waits for v's pod to go for its second (its nomination holds v's
+    devices). The orchestrator asks to spare v (a budget keeps it): hi still waits for
+    exactly that room, so v is not spared; once v goes, hi's second pod is placed."""
+    s, victim = _partly_running_preemptor()
+    assert s.victims_spared([victim]) == ()
+    assert victim in s.queue.entry("v").terminating
+    check_invariants(s)
+    r = s.step(now=3)
+    assert not r.victims and not r.dropped_nominations
+    assert s.queue.entry("hi").nomination is not None
+    s.pod_evicted(victim, now=4)
+    assert s.step(now=5).placed == ("hi",)
+    assert not s.queue.entry("hi").remaining()
+    check_invariants(s)
+
+
+def test_a_victim_of_a_partly_running_preemptor_is_spared_once_it_is_cancelled() -> None:
+    """The same hi cancelled: nobody waits for v any more, and v runs on."""
+    s, victim = _partly_running_preemptor()
+    s.cancel("hi", now=3)
+    assert s.victims_spared([victim]) == (victim,)
+    assert not s.queue.entry("v").terminating and not s.queue.nominated()
     check_invariants(s)
 
 

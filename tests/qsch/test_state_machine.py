@@ -1,6 +1,6 @@
 """Hypothesis stateful test of the whole QSCH loop: submit / cycle / apply / finish / evict /
-binding failure / node loss / GPU health / cancel, with the design invariants checked after
-every step:
+binding failure / node loss / GPU health / cancel / victims spared, with the design invariants
+checked after every step:
 
 - no GPU (or share) allocated twice, every index consistent (``check_invariants(scheduler)``);
 - a gang is fully bound or not at all (unless its eviction is in progress);
@@ -255,6 +255,32 @@ class QSCHMachine(RuleBasedStateMachine):
             for p in sorted(e.terminating):
                 if p in e.assigned:
                     self.s.pod_evicted(p, self.now)
+
+    @precondition(lambda self: any(e.terminating for e in self.s.queue.running()))
+    @rule(data=st.data())
+    def victims_spared(self, data: st.DataObject) -> None:
+        """The orchestrator gives up evicting some victims (a budget kept them): none that
+        a job still waiting for its nomination counts on (pending, or pod-level and running
+        with pods left: read here from the phases, not from the queue's index) is spared,
+        and the pods spared run on."""
+        q = self.s.queue
+        going = sorted(p for e in q.running() for p in e.terminating)
+        asked = data.draw(st.lists(st.sampled_from(going), min_size=1, unique=True))
+        awaited = {
+            v
+            for w in q.entries()
+            if w.nomination is not None
+            and (
+                w.phase is JobPhase.PENDING
+                or (w.phase is JobPhase.RUNNING and not w.job.gang and w.remaining())
+            )
+            for v in w.nomination.victims
+        }
+        spared = self.s.victims_spared(asked)
+        assert not set(spared) & awaited
+        assert set(spared) <= set(asked)
+        for p in asked:
+            assert (p in q.entry(p.job).terminating) is (p not in spared)
 
     @precondition(lambda self: self.s.queue.running())
     @rule(data=st.data())
