@@ -1270,13 +1270,17 @@ class Shim:
     def _spare_victims(self) -> None:
         """Give up the evictions left (a PodDisruptionBudget refused them) whose preemptor no
         longer waits for them: its job was deleted, cancelled or bound by someone else, or it
-        runs. The victim runs on, charged as before (``Scheduler.victims_spared``), and its
+        no longer waits for its nomination (``Entry.waits_for_nomination``, the test
+        ``Scheduler.victims_spared`` makes: it has no pods left to place, a pod-level job
+        running some of its pods and waiting for room for the others still waits, or its
+        nomination ended). The victim runs on, charged as before (unless another waiting
+        preemptor counts on it, or its gang goes: ``Scheduler.victims_spared``), and its
         ``DisruptionTarget`` condition is set back to False."""
         queue = self.scheduler.queue
         spared: list[tuple[str, str]] = []
         for key, preemptor in sorted(self._evict.items()):
             e = queue.get(preemptor)
-            if preemptor not in self._jobs or e is None or e.phase is not JobPhase.PENDING:
+            if preemptor not in self._jobs or e is None or not e.waits_for_nomination:
                 spared.append((key, preemptor))
         if not spared:
             return

@@ -79,7 +79,8 @@ class Cluster:
     def pod(self, name: str, *, gpus: int = 8, nics: int = 0, group: str | None = None,
             labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
             priority: int | None = None,
-            priority_class: str | None = None) -> dict[str, Any]:  # fmt: skip
+            priority_class: str | None = None,
+            node_selector: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
         req = {"nvidia.com/gpu": str(gpus), "cpu": "1", "memory": "1Gi"}
         if nics:
             req["rdma/hca"] = str(nics)
@@ -95,6 +96,8 @@ class Cluster:
             spec["priority"] = priority
         if priority_class is not None:
             spec["priorityClassName"] = priority_class
+        if node_selector is not None:
+            spec["nodeSelector"] = dict(node_selector)
         body = {"metadata": {"name": name, "namespace": self.ns, "labels": lab,
                              "annotations": dict(annotations or {})}, "spec": spec}  # fmt: skip
         return self.api.post(f"/api/v1/namespaces/{self.ns}/pods", body)

@@ -311,6 +311,47 @@ def test_a_victim_a_budget_kept_is_still_evicted_while_a_partly_running_pod_leve
     assert cluster.node_of(first) not in (None, held)
 
 
+def test_a_victim_a_budget_kept_is_spared_once_its_pending_preemptor_lost_its_nomination(
+    cluster: Cluster,
+) -> None:
+    """h (priority 1000, only for nodes labelled pool=x) preempts b-0 on n0; a budget refuses
+    the eviction. n0 is then relabelled out of pool x: h's nomination was made for the node
+    as it was, so it ends, and h, still pending, fits nowhere and waits for nothing. The
+    eviction is given up (b-0's DisruptionTarget set back to False), and once the budget
+    allows a disruption nothing is evicted for h."""
+    with contextlib.suppress(ApiError):  # (cluster-wide: another test may have made it)
+        cluster.api.post("/apis/scheduling.k8s.io/v1/priorityclasses",
+                         {"metadata": {"name": "kant-test-high"}, "value": 1000})  # fmt: skip
+    cluster.node("n0", labels={"example.com/pool": "x"})
+    shim = cluster.start_shim()
+    cluster.pod("b-0", labels={"app": "b"})
+    wait_for(lambda: cluster.node_of("b-0"), what="b-0 bound")
+    path, status = _budget_allowing_no_disruption(cluster, ["b-0"])
+    cluster.pod("h", priority_class="kant-test-high", node_selector={"example.com/pool": "x"})
+    wait_for(lambda: _condition(cluster.get("b-0"), "DisruptionTarget"), what="b-0 marked")
+    time.sleep(1.0)  # retried: the budget answers 429, and h waits for b-0's node
+    cond = _condition(cluster.get("b-0"), "DisruptionTarget")
+    assert cond is not None and cond["status"] == "True"
+    cluster.api.patch("/api/v1/nodes/n0", {"metadata": {"labels": {"example.com/pool": None}}})
+    cond = wait_for(
+        lambda: (
+            (c := _condition(cluster.get("b-0"), "DisruptionTarget"))
+            and c["status"] == "False"
+            and c
+        ),
+        what="b-0's DisruptionTarget set back",
+    )
+    assert "h" in cond["message"]
+    h = shim.scheduler.queue.get(f"{cluster.ns}..h#1")
+    victim = shim.scheduler.queue.get(f"{cluster.ns}..b-0#1")
+    assert h is not None and h.phase.value == "pending" and not h.waits_for_nomination
+    assert victim is not None
+    wait_for(lambda: not shim._evict and not victim.terminating, what="no eviction left")
+    cluster.api.patch(path, {"status": dict(status, disruptionsAllowed=1, desiredHealthy=0)})
+    time.sleep(2.0)
+    assert cluster.node_of("b-0") == "n0" and cluster.node_of("h") is None
+
+
 def test_a_node_going_not_ready_requeues_its_gang_whole(cluster: Cluster) -> None:
     for n in ("n0", "n1", "n2"):
         cluster.node(n)
