@@ -356,11 +356,39 @@ def admit_quota(
     """Static admission of ``pods`` of ``job``: gang jobs all or nothing, pod-level jobs as
     many pods (in order, per role) as quota allows. ``role_models`` gives each role's allowed
     GPU models that exist in the cluster (empty for a CPU-only role). A role that may use
-    several models is admitted on those where its whole request fits; earlier roles count
-    against every model they may use (so a cross-pool job is admitted for all roles or none).
-    O(roles x models)."""
+    several models is admitted on those where its whole request fits, and counts against
+    every model it is admitted on (its pods may land on any of them), so a cross-pool job is
+    admitted for all roles or none and every model's roles fit it wherever their pods land.
+
+    The roles are taken in order (:func:`_admit_in_order`), each admitted where it fits
+    beside the earlier ones. A gang of several roles asking GPUs, one of them on several
+    models, that this leaves refused, or not within nominal (or within nominal but not on
+    models where a reclaimer may run), is decided by one GPU model per role instead
+    (:func:`_admit_one_model_each`, as Kueue gives each pod set one flavor): admitted if one
+    fits the tenant's headroom, within nominal if one fits its nominal quota left (or if it
+    was in role order). O(roles x models), and for such a gang a bounded search more."""
     if ledger.table.unlimited:
         return admit_without_quotas(job, pods, role_models)
+    dec = _admit_in_order(ledger, job, pods, role_models)
+    if (
+        len(job.roles) == 1
+        or not job.gang
+        or (dec.ok and dec.within_nominal and dec.places_within_nominal)
+    ):
+        return dec
+    return _admit_one_model_each(ledger, job, pods, role_models, dec)
+
+
+def _admit_in_order(
+    ledger: QuotaLedger,
+    job: Job,
+    pods: Sequence[PodId],
+    role_models: Mapping[str, tuple[str, ...]],
+) -> QuotaDecision:
+    """:func:`admit_quota` taking the roles in order: each role is admitted on the models
+    where its request fits once the earlier roles count against every model they were
+    admitted on, and is within nominal if it is on one of its models with the earlier roles
+    counted so. O(roles x models)."""
     tenant = job.tenant
     by_role: dict[str, list[PodId]] = {}
     if len(job.roles) == 1:
@@ -426,6 +454,212 @@ def admit_quota(
         within_nominal=within,
         nominal_models=nominal if within else {},
     )
+
+
+def _admit_one_model_each(
+    ledger: QuotaLedger,
+    job: Job,
+    pods: Sequence[PodId],
+    role_models: Mapping[str, tuple[str, ...]],
+    in_order: QuotaDecision,
+) -> QuotaDecision:
+    """:func:`admit_quota` of a gang by one GPU model per role, when ``in_order`` (the
+    decision in role order) refused it, or is not within nominal, or is within nominal but
+    not on models where a reclaimer may run.
+
+    - Admitted in role order: the same models; within nominal, on the nominal models found
+      below, when one model per role among them fits the nominal quota left (else within
+      nominal as ``in_order`` says, or as one model per role among all says).
+    - Refused in role order: admitted if one model per role fits the headroom, preferring
+      one that fits the nominal quota left too. Each role is admitted on its model and,
+      roles in order, on each other model of its own where its whole request still fits
+      with every role counted on every model it has; its nominal models likewise, among
+      those, within the nominal quota left. Within nominal if that preferred fit was found,
+      or as ``in_order`` says, or as one model per role among all says.
+
+    Never less within nominal than ``in_order`` (its right to reclaim is kept). A search
+    that gives up (:data:`_SEARCH_STEPS`) finds nothing: the decision in role order stands.
+    A job whose GPU roles each have one model is decided in role order exactly."""
+    needs = list(_demands(job, pods, role_models))
+    if len(needs) < 2 or all(len(ms) == 1 for _r, ms, _d in needs):
+        return in_order
+    tenant = job.tenant
+    table = ledger.table
+    shapes = [(d, ms) for _r, ms, d in needs]
+    room: dict[str, float] = {}
+    left: dict[str, float] = {}
+    for _r, ms, _d in needs:
+        for m in ms:
+            if m not in room:
+                room[m] = ledger.headroom(tenant, m)
+                left[m] = table.terms(tenant, m)[1] - ledger.used(tenant, m)
+    if in_order.ok:
+        opened = [in_order.models[r.name] for r, _ms, _d in needs]
+        among = [(d, o) for (d, _ms), o in zip(shapes, opened, strict=True)]
+        mine, _done = _one_model_each(among, left)
+        if mine is not None:
+            nominal = _widen(shapes, mine, left, opened)
+            return _jointly(job, pods, role_models, needs, opened, nominal, within=True)
+        if in_order.within_nominal or _one_model_each(shapes, left)[0] is None:
+            return in_order
+        return _jointly(job, pods, role_models, needs, opened, None, within=True)
+    both = {m: min(room[m], left[m]) for m in room}
+    base, _done = _one_model_each(shapes, both)
+    if base is not None:
+        opened = _widen(shapes, base, room)
+        nominal = _widen(shapes, base, left, opened)
+        return _jointly(job, pods, role_models, needs, opened, nominal, within=True)
+    within = in_order.within_nominal or _one_model_each(shapes, left)[0] is not None
+    base, _done = _one_model_each(shapes, room)
+    if base is None:
+        if within == in_order.within_nominal:
+            return in_order
+        return attrs.evolve(in_order, within_nominal=within)
+    opened = _widen(shapes, base, room)
+    return _jointly(job, pods, role_models, needs, opened, None, within=within)
+
+
+def _jointly(
+    job: Job,
+    pods: Sequence[PodId],
+    role_models: Mapping[str, tuple[str, ...]],
+    needs: Sequence[tuple[Role, tuple[str, ...], int]],
+    opened: Sequence[tuple[str, ...]],
+    nominal: Sequence[tuple[str, ...]] | None,
+    *,
+    within: bool,
+) -> QuotaDecision:
+    """Every pod of ``pods`` admitted, each role of ``needs`` on its ``opened`` models and,
+    within nominal, on its ``nominal`` models as a reclaimer (None: on none yet); a role
+    asking no GPU, or no model, on its models of ``role_models``."""
+    at = {r.name: k for k, (r, _ms, _d) in enumerate(needs)}
+    counts = pods_per_role(job, pods)
+    models_out: dict[str, tuple[str, ...]] = {}
+    nominal_out: dict[str, tuple[str, ...]] = {}
+    for role in job.roles:
+        if not counts.get(role.name):
+            continue
+        k = at.get(role.name)
+        if k is None:
+            models_out[role.name] = nominal_out[role.name] = role_models.get(role.name, ())
+        else:
+            models_out[role.name] = opened[k]
+            nominal_out[role.name] = nominal[k] if nominal is not None else ()
+    admitted: list[PodId] = []
+    by_role: dict[str, list[PodId]] = {}
+    for p in pods:
+        by_role.setdefault(p.role, []).append(p)
+    for role in job.roles:
+        admitted.extend(by_role.get(role.name, ()))
+    return QuotaDecision(
+        ok=True,
+        pods=tuple(admitted),
+        models=models_out,
+        within_nominal=within,
+        nominal_models=nominal_out if within else {},
+    )
+
+
+def _widen(
+    needs: Sequence[tuple[int, tuple[str, ...]]],
+    base: Sequence[str],
+    cap: Mapping[str, float],
+    among: Sequence[tuple[str, ...]] | None = None,
+) -> list[tuple[str, ...]]:
+    """Per need (GPU milli, its models), its model in ``base`` and, needs in order, every
+    other of its models (of ``among``'s, given) where its milli still fits ``cap`` with every
+    need counted against each model it has: so every model's needs together fit it,
+    wherever their pods land. The models in the need's own order. O(needs x models)."""
+    charged: dict[str, float] = {}
+    for (d, _ms), m in zip(needs, base, strict=True):
+        charged[m] = charged.get(m, 0) + d
+    out: list[tuple[str, ...]] = []
+    for k, (d, ms) in enumerate(needs):
+        have = {base[k]}
+        for m in ms if among is None else among[k]:
+            if m not in have and cap[m] - charged.get(m, 0) >= d:
+                have.add(m)
+                charged[m] = charged.get(m, 0) + d
+        out.append(tuple(m for m in ms if m in have))
+    return out
+
+
+_SEARCH_STEPS: Final = 10_000
+"""How many choices :func:`_one_model_each` makes before it gives up (undecided)."""
+
+
+def _one_model_each(
+    needs: Sequence[tuple[int, tuple[str, ...]]],
+    cap: Mapping[str, float],
+) -> tuple[list[str] | None, bool]:
+    """One GPU model per need (GPU milli, the models it may use) such that every model's
+    needs together fit its ``cap``; deterministic.
+
+    Needs alike (the same milli and models) are interchangeable, so the search chooses how
+    many of them go to each model, not which (13 alike needs on two models: at most 14
+    choices, not 2**13): a depth-first search over the classes of alike needs, those with
+    the fewest models that fit one of them first (then the largest), each putting as many
+    as fit on its first model, then fewer. A class that cannot fit in what its models have
+    left is refused at once.
+
+    Returns the models found, per need (None: there is none), and whether the search was
+    complete: False when it gave up after :data:`_SEARCH_STEPS` choices (None then does not
+    mean there is none). O(needs x models) without backtracking."""
+    classes: dict[tuple[int, tuple[str, ...]], list[int]] = {}
+    for i, need in enumerate(needs):
+        classes.setdefault(need, []).append(i)
+    items: list[tuple[int, tuple[str, ...], list[int]]] = []
+    for (d, ms), idx in classes.items():
+        opts = tuple(m for m in ms if cap[m] >= d)
+        if sum(_floor_div(cap[m], d) for m in opts) < len(idx):
+            return None, True
+        items.append((d, opts, idx))
+    items.sort(key=lambda it: (len(it[1]), -it[0], it[2][0]))
+    left = {m: cap[m] for _d, opts, _idx in items for m in opts}
+    slots = [(k, j) for k, (_d, opts, _idx) in enumerate(items) for j in range(len(opts))]
+    took = [0] * len(slots)  # per slot (a class and one of its models), how many it put there
+    rem = [0] * len(slots)  # per slot, how many of its class were left for it and the next
+    low = [0] * len(slots)
+    entered = [False] * len(slots)
+    steps = 0
+    p = 0
+    while p < len(slots):
+        k, j = slots[p]
+        d, opts, idx = items[k]
+        m = opts[j]
+        if not entered[p]:
+            rem[p] = len(idx) if j == 0 else rem[p - 1] - took[p - 1]
+            if sum(_floor_div(left[o], d) for o in opts[j:]) < rem[p]:
+                p -= 1  # (what is left of its models cannot hold the rest of its class)
+                if p < 0:
+                    return None, True
+                continue
+            entered[p] = True
+            last = j == len(opts) - 1
+            low[p] = rem[p] if last else 0
+            took[p] = min(rem[p], _floor_div(left[m], d)) + 1
+        else:
+            left[m] += took[p] * d  # (back here: undo the last choice, try one fewer)
+        took[p] -= 1
+        if took[p] < low[p]:
+            entered[p] = False
+            took[p] = 0
+            p -= 1
+            if p < 0:
+                return None, True
+            continue
+        steps += 1
+        if steps > _SEARCH_STEPS:
+            return None, False
+        left[m] -= took[p] * d
+        p += 1
+    pick = [""] * len(needs)
+    for p, (k, j) in enumerate(slots):
+        _d, opts, idx = items[k]
+        first = len(idx) - rem[p]
+        for i in idx[first : first + took[p]]:
+            pick[i] = opts[j]
+    return pick, True
 
 
 def admit_without_quotas(

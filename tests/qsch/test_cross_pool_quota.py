@@ -1,0 +1,295 @@
+"""A gang whose roles may use several GPU models: quota admits it when one GPU model per role
+fits (as Kueue gives each pod set one flavor), whatever the order of its roles; it is
+within nominal when one model per role fits its tenant's nominal quota left (or when it was
+so in role order)."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Mapping, Sequence
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kant import Admitter, Quota, Scheduler
+from kant.admission.quota import (
+    _SEARCH_STEPS,
+    QuotaDecision,
+    QuotaLedger,
+    QuotaTable,
+    _admit_in_order,
+    _one_model_each,
+    admit_quota,
+)
+from kant.model import MILLI, Job, Resources, Role
+from kant.testing import ClusterBuilder, check_invariants, job
+
+from .conftest import evict_victims
+
+MODELS = ("A100", "H100", "L40")
+
+
+def _gang(*roles: tuple[str, int, str], tenant: str = "a", replicas: int = 1) -> Job:
+    """A gang of one pod per role (``(name, GPUs, "H100|A100")``) unless ``replicas``."""
+    return Job(
+        id="g",
+        tenant=tenant,
+        roles=tuple(
+            Role(name=n, replicas=replicas, resources=Resources(gpus=g), gpu_models=ms)
+            for n, g, ms in roles
+        ),
+    )
+
+
+def _role_models(j: Job) -> dict[str, tuple[str, ...]]:
+    return {r.name: tuple(sorted(r.gpu_models)) for r in j.roles}
+
+
+def _admit(led: QuotaLedger, j: Job) -> QuotaDecision:
+    return admit_quota(led, j, tuple(j.pods()), _role_models(j))
+
+
+def _ledger(quotas: Sequence[Quota], mode: str = "shared", usage: Mapping | None = None):
+    modes = {q.tenant: mode for q in quotas} if mode == "isolated" else None
+    return QuotaLedger(QuotaTable(quotas, modes), dict(usage or {}))
+
+
+def _h100_and_a100(nodes: int = 1) -> ClusterBuilder:
+    return (
+        ClusterBuilder().leaf("h", nodes=nodes, model="H100").leaf("x", nodes=nodes, model="A100")
+    )
+
+
+# --------------------------------------------------------------------------- defect A
+
+
+@pytest.mark.parametrize("mode", ["isolated", "shared"])
+@pytest.mark.parametrize("flex_first", [True, False])
+def test_a_gang_with_a_role_on_two_models_is_admitted_whichever_role_comes_first(
+    mode: str, flex_first: bool
+) -> None:
+    # flex may use H100 or A100, a100 only A100; a has 4 GPUs on each. flex first was
+    # counted against both models, leaving a100 "quota left 0" for ever
+    roles = [("flex", 4, "H100|A100"), ("a100", 4, "A100")]
+    j = _gang(*(roles if flex_first else roles[::-1]))
+    adm = Admitter([Quota.gpus("a", "H100", 4), Quota.gpus("a", "A100", 4)], modes={"a": mode})
+    s = Scheduler(_h100_and_a100().build(), admitter=adm)
+    s.submit(j, now=0)
+    assert s.step(now=1).placed == ("g",)
+    assert adm.used("a", "H100") == 4 * MILLI and adm.used("a", "A100") == 4 * MILLI
+    check_invariants(s)
+
+
+@pytest.mark.parametrize("mode", ["isolated", "shared"])
+def test_three_roles_in_a_ring_of_models_are_admitted_within_nominal_in_every_order(
+    mode: str,
+) -> None:
+    ring = [("r1", 4, "H100|A100"), ("r2", 4, "A100|L40"), ("r3", 4, "L40|H100")]
+    quotas = [Quota.gpus("a", m, 4) for m in MODELS]
+    for order in itertools.permutations(ring):
+        dec = _admit(_ledger(quotas, mode), _gang(*order))
+        assert dec.ok and dec.within_nominal and dec.clears_quota, (order, dec)
+        # every model holds all the roles that may land on it
+        for m in MODELS:
+            assert sum(4 * MILLI for r, ms in dec.models.items() if m in ms) <= 4 * MILLI
+
+
+def test_a_gang_with_its_flexible_role_first_reclaims_its_nominal_from_a_borrower() -> None:
+    # b borrows a's 4 A100 (b runs 8 A100, 4 of its own). a's gang, flex (H100 or A100)
+    # then a100, is within a's nominal 4 + 4 with flex on H100: it reclaims b's job. It was
+    # refused ("quota left 0" for a100) and judged beyond nominal, so it never reclaimed
+    adm = Admitter([Quota.gpus(t, m, 4) for t in ("a", "b") for m in ("H100", "A100")])
+    s = Scheduler(_h100_and_a100().build(), admitter=adm)
+    s.submit(job("b-big", gpus=8, tenant="b", models="A100"), now=0)
+    assert s.step(now=1).placed == ("b-big",)
+    s.submit(_gang(("flex", 4, "H100|A100"), ("a100", 4, "A100")), now=2)
+    r = s.step(now=3)
+    assert [(v.job, v.reason.value) for v in r.victims] == [("b-big", "reclaim")], r.pending
+    evict_victims(s, r, now=4)
+    assert s.step(now=5).placed == ("g",)
+    assert adm.used("a", "H100") == 4 * MILLI and adm.used("a", "A100") == 4 * MILLI
+    check_invariants(s)
+
+
+def test_a_gang_within_nominal_in_role_order_stays_within_nominal_when_it_may_borrow() -> None:
+    # a: 8 H100 nominal, none on A100; b borrows 4 of a's H100. In role order, flex
+    # (H100 or A100) is counted on both and the H100 role finds no H100 headroom left: refused,
+    # but within nominal (a may reclaim its H100). One model per role admits it now, flex
+    # borrowing A100: it stays within nominal, so if it does not fit it may still reclaim
+    quotas = [
+        Quota.gpus("a", "H100", 8),
+        Quota.gpus("a", "A100", 0),
+        Quota.gpus("b", "H100", 0),
+        Quota.gpus("b", "A100", 8),
+    ]
+    led = _ledger(quotas, usage={("b", "H100"): 4 * MILLI})
+    dec = _admit(led, _gang(("flex", 4, "H100|A100"), ("h100", 4, "H100")))
+    assert dec.ok and dec.within_nominal
+    assert dec.models == {"flex": ("A100",), "h100": ("H100",)}
+    # (not where a reclaimer may run: the H100 borrowed from a must come back first)
+    assert not dec.places_within_nominal
+    # b's borrowed H100 gone, it is admitted within nominal on H100 alone
+    led.add("b", "H100", -4 * MILLI)
+    dec = _admit(led, _gang(("flex", 4, "H100|A100"), ("h100", 4, "H100")))
+    assert dec.ok and dec.clears_quota
+    assert dec.nominal_models == {"flex": ("H100",), "h100": ("H100",)}
+
+
+@pytest.mark.parametrize("roles", [13, 40])
+def test_many_identical_roles_on_two_models_are_decided_at_once(roles: int) -> None:
+    # identical roles are interchangeable: the search assigns how many go to each model,
+    # not which. 13 roles of 1 GPU on H100|A100, quota 7 + 6: admitted; 6 + 6: refused
+    half = roles // 2
+    names = [(f"w{i:02d}", 1, "H100|A100") for i in range(roles)]
+    j = _gang(*names)
+    for h100, ok in ((roles - half, True), (roles - half - 1, False)):
+        quotas = [Quota.gpus("a", "H100", h100), Quota.gpus("a", "A100", half)]
+        start = time.perf_counter()
+        dec = _admit(_ledger(quotas, "isolated"), j)
+        assert time.perf_counter() - start < 0.5
+        assert dec.ok is ok and dec.within_nominal is ok, dec
+        if ok:
+            assert sorted(ms for ms in dec.models.values()) == sorted(
+                [("A100",)] * half + [("H100",)] * (roles - half)
+            )
+
+
+def test_a_job_of_one_model_roles_or_of_one_role_is_decided_as_before() -> None:
+    # (the fast path: roles in order, nothing else looked at)
+    quotas = [Quota.gpus("a", "H100", 4), Quota.gpus("a", "A100", 4)]
+    dec = _admit(_ledger(quotas), _gang(("r1", 4, "H100"), ("r2", 4, "A100")))
+    assert dec.ok and dec.models == {"r1": ("H100",), "r2": ("A100",)}
+    one = _gang(("w", 4, "H100|A100"), replicas=2)
+    dec = _admit(_ledger(quotas, "isolated"), one)
+    assert not dec.ok and dec.reason is not None
+    assert dec.reason.message == "tenant 'a' needs 8 GPUs of A100|H100 for role 'w'; quota left 4"
+
+
+def test_a_search_too_large_gives_up_and_the_decision_in_role_order_stands() -> None:
+    # 24 roles of different sizes on three models, quota one GPU short of all of them: no
+    # fit exists, and proving it takes more than the search may try
+    roles = [(f"r{i:02d}", i + 1, "H100|A100|L40") for i in range(24)]
+    total = sum(g for _n, g, _m in roles)
+    quotas = [Quota.gpus("a", m, total // 3) for m in ("H100", "A100")]
+    quotas.append(Quota.gpus("a", "L40", total - 2 * (total // 3) - 1))
+    j = _gang(*roles)
+    needs = [(g * MILLI, ("A100", "H100", "L40")) for _n, g, _m in roles]
+    cap = {q.gpu_model: q.nominal for q in quotas}
+    start = time.perf_counter()
+    pick, complete = _one_model_each(needs, cap)  # (gave up: undecided)
+    assert time.perf_counter() - start < 2.0
+    assert pick is None
+    led = _ledger(quotas, "isolated")
+    dec = _admit(led, j)
+    assert dec == _admit_in_order(led, j, tuple(j.pods()), _role_models(j))
+    assert not dec.ok
+    assert not complete and _SEARCH_STEPS == 10_000
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 4), st.sampled_from(MODELS)), min_size=1, max_size=4),
+    st.lists(st.integers(0, 8), min_size=3, max_size=3),
+    st.booleans(),
+)
+def test_a_job_of_one_model_roles_one_role_or_pods_is_decided_in_role_order(
+    roles: list[tuple[int, str]], nominal: list[int], gang: bool
+) -> None:
+    quotas = [Quota.gpus("a", m, n) for m, n in zip(MODELS, nominal, strict=True)]
+    led = _ledger(quotas, "isolated")
+    one_model = _gang(*((f"r{i}", g, m) for i, (g, m) in enumerate(roles)))
+    one_role = _gang(("w", roles[0][0], "|".join(MODELS)), replicas=len(roles))
+    pod_level = Job(
+        id="p", tenant="a", gang=False,
+        roles=tuple(
+            Role(name=f"r{i}", replicas=2, resources=Resources(gpus=g), gpu_models="H100|L40")
+            for i, (g, _m) in enumerate(roles)
+        ),
+    )  # fmt: skip
+    for j in (one_model, one_role, pod_level) if gang else (pod_level,):
+        rm = _role_models(j)
+        assert _admit(led, j) == _admit_in_order(led, j, tuple(j.pods()), rm)
+
+
+# --------------------------------------------------------------------------- properties
+
+
+def _fits(needs: Sequence[tuple[int, tuple[str, ...]]], cap: Mapping[str, float]) -> bool:
+    """Brute force: some GPU model per need with every model's needs within ``cap``."""
+    for pick in itertools.product(*(ms for _d, ms in needs)):
+        used: dict[str, int] = {}
+        for (d, _ms), m in zip(needs, pick, strict=True):
+            used[m] = used.get(m, 0) + d
+        if all(u <= cap[m] for m, u in used.items()):
+            return True
+    return False
+
+
+_model_sets = st.sets(st.sampled_from(MODELS), min_size=1).map(lambda s: "|".join(sorted(s)))
+_roles = st.lists(st.tuples(st.integers(1, 4), _model_sets), min_size=1, max_size=4)
+_quota = st.integers(0, 8)
+
+
+@st.composite
+def _cases(draw: st.DrawFn) -> tuple[QuotaLedger, Job]:
+    mode = draw(st.sampled_from(["isolated", "shared"]))
+    quotas = [Quota.gpus(t, m, draw(_quota)) for t in ("a", "b") for m in MODELS]
+    usage = {}
+    for t, m in itertools.product(("a", "b"), MODELS):
+        u = draw(st.integers(0, 10))
+        if u:
+            usage[(t, m)] = u * MILLI
+    led = _ledger(quotas, mode)
+    # (only usage the quotas allow: what the admitter could have charged)
+    for (t, m), u in usage.items():
+        led.add(t, m, min(u, int(min(led.headroom(t, m), 10 * MILLI))))
+    roles = draw(_roles)
+    j = _gang(*((f"r{i}", g, ms) for i, (g, ms) in enumerate(roles)))
+    return led, j
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_cases())
+def test_a_gang_is_admitted_iff_one_model_per_role_fits_its_headroom(
+    case: tuple[QuotaLedger, Job],
+) -> None:
+    led, j = case
+    rm = _role_models(j)
+    needs = [(r.resources.total_milli, rm[r.name]) for r in j.roles]
+    models = {m for _d, ms in needs for m in ms}
+    room = {m: led.headroom("a", m) for m in models}
+    left = {m: led.table.nominal("a", m) - led.used("a", m) for m in models}
+    dec = _admit(led, j)
+    assert dec.ok is _fits(needs, room), dec
+    if _fits(needs, left):
+        assert dec.within_nominal
+    # never less than in role order: admitted there, on the same models; within nominal
+    # there (its right to reclaim), within nominal still
+    in_order = _admit_in_order(led, j, tuple(j.pods()), rm)
+    if in_order.ok:
+        assert dec.models == in_order.models
+    if in_order.within_nominal:
+        assert dec.within_nominal
+    # the same whatever the order of the roles
+    for order in itertools.permutations(j.roles):
+        other = admit_quota(led, _gang(*((r.name, r.resources.gpus, "|".join(
+            sorted(r.gpu_models))) for r in order)), tuple(j.pods()), rm)  # fmt: skip
+        assert other.ok is dec.ok
+    if not dec.ok:
+        return
+    demand = {r.name: r.resources.total_milli for r in j.roles}
+    # every model holds all the roles that may land on it, and within nominal where a
+    # reclaimer may run, the same on its nominal models
+    for m in models:
+        assert sum(demand[r] for r, ms in dec.models.items() if m in ms) <= room[m]
+    assert all(dec.models[r.name] for r in j.roles)
+    if dec.within_nominal:
+        for r, ms in dec.nominal_models.items():
+            assert set(ms) <= set(dec.models[r])
+        if dec.places_within_nominal:
+            for m in models:
+                on = sum(demand[r] for r, ms in dec.nominal_models.items() if m in ms)
+                assert on == 0 or on <= left[m]
+    assert _admit(led, j) == dec  # (deterministic)
