@@ -587,10 +587,14 @@ def _widen(
 _SEARCH_STEPS: Final = 10_000
 """How many choices :func:`_one_model_each` makes before it gives up (undecided)."""
 
+_NARROW_STEPS: Final = 1_000
+"""The same for each of :func:`quota_models`' searches (one per role and model)."""
+
 
 def _one_model_each(
     needs: Sequence[tuple[int, tuple[str, ...]]],
     cap: Mapping[str, float],
+    limit: int = _SEARCH_STEPS,
 ) -> tuple[list[str] | None, bool]:
     """One GPU model per need (GPU milli, the models it may use) such that every model's
     needs together fit its ``cap``; deterministic.
@@ -603,8 +607,8 @@ def _one_model_each(
     left is refused at once.
 
     Returns the models found, per need (None: there is none), and whether the search was
-    complete: False when it gave up after :data:`_SEARCH_STEPS` choices (None then does not
-    mean there is none). O(needs x models) without backtracking."""
+    complete: False when it gave up after ``limit`` choices (None then does not mean there
+    is none). O(needs x models) without backtracking."""
     classes: dict[tuple[int, tuple[str, ...]], list[int]] = {}
     for i, need in enumerate(needs):
         classes.setdefault(need, []).append(i)
@@ -649,7 +653,7 @@ def _one_model_each(
                 return None, True
             continue
         steps += 1
-        if steps > _SEARCH_STEPS:
+        if steps > limit:
             return None, False
         left[m] -= took[p] * d
         p += 1
@@ -708,7 +712,10 @@ def quota_never_fits(
     borrowing limit, and at most its never-lent part plus the cohort's lendable pool) on every
     GPU model a role may use: a gang role all its pods, a pod-level role one pod; or, for a
     gang, when the roles that may use one GPU model only exceed it on that model together
-    (they run at once). Else None. O(roles x models)."""
+    (they run at once), or when no GPU model per role fits the most on every model, as
+    :func:`admit_quota` admits a gang on an empty ledger. Else None. O(roles x models), and
+    for a gang of several roles, one of them on several models, a bounded search (None when
+    it gives up: undecided)."""
     if table.unlimited:
         return None
     alone: dict[str, tuple[int, list[str]]] = {}  # model -> a gang's one-model roles on it
@@ -737,7 +744,37 @@ def quota_never_fits(
                     f"allows at most {_gpus(best)}"
                 ),
             )
-    return None
+    demands = _joint(job, pods, role_models)
+    if demands is None:
+        return None
+    most = {m: table.most(job.tenant, m) for _r, allowed, _d in demands for m in allowed}
+    fit, complete = _one_model_each([(d, allowed) for _r, allowed, d in demands], most)
+    if fit is not None or not complete:
+        return None
+    models = sorted(most)
+    return Reason(
+        code=ReasonCode.UNSATISFIABLE,
+        message=(
+            f"can never fit: tenant {job.tenant!r} needs {_gpus(sum(d for *_x, d in demands))} "
+            f"GPUs of {'|'.join(models)} for roles "
+            f"{', '.join(repr(r.name) for r, _a, _d in demands)} together, one GPU model per "
+            f"role; its quota allows at most "
+            f"{', '.join(f'{_gpus(most[m])} of {m}' for m in models)}"
+        ),
+    )
+
+
+def _joint(
+    job: Job, pods: Sequence[PodId], role_models: Mapping[str, tuple[str, ...]]
+) -> list[tuple[Role, tuple[str, ...], int]] | None:
+    """:func:`_demands` of a gang whose roles are judged together by one GPU model per role
+    (two roles or more ask GPUs, one of them on several models), else None."""
+    if not job.gang or len(job.roles) == 1:
+        return None
+    demands = list(_demands(job, pods, role_models))
+    if len(demands) < 2 or all(len(allowed) == 1 for _r, allowed, _d in demands):
+        return None
+    return demands
 
 
 def quota_models(
@@ -748,13 +785,32 @@ def quota_models(
 ) -> Mapping[str, tuple[str, ...]]:
     """Per role, the GPU models of ``role_models`` on which ``pods`` of ``job`` do not exceed
     the most its tenant could ever use (:meth:`QuotaTable.most`; a gang role all its pods, a
-    pod-level role one pod): where it could ever run. ``role_models`` itself when quota
-    excludes none. O(roles x models)."""
+    pod-level role one pod): where it could ever run. For a gang judged by one GPU model per
+    role (:func:`quota_never_fits`), a role keeps a model only if the other roles can then
+    have one each within the most (kept when that search gives up: undecided).
+    ``role_models`` itself when quota excludes none. O(roles x models), and for such a gang
+    roles x models bounded searches."""
     if table.unlimited:
         return role_models
     out = dict(role_models)
     for role, allowed, demand in _demands(job, pods, role_models):
         out[role.name] = tuple(m for m in allowed if demand <= table.most(job.tenant, m))
+    demands = _joint(job, pods, role_models)
+    if demands is not None:
+        most = {m: table.most(job.tenant, m) for _r, allowed, _d in demands for m in allowed}
+        needs = [(d, out[r.name]) for r, _a, d in demands]
+        for k, (role, _a, d) in enumerate(demands):
+            if len(needs[k][1]) < 2:
+                continue
+            keep = []
+            for m in needs[k][1]:
+                fit, complete = _one_model_each(
+                    [*needs[:k], (d, (m,)), *needs[k + 1 :]], most, _NARROW_STEPS
+                )
+                if fit is not None or not complete:
+                    keep.append(m)
+            out[role.name] = tuple(keep)
+            needs[k] = (d, out[role.name])
     return role_models if out == role_models else out
 
 

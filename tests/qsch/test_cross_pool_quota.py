@@ -1,7 +1,8 @@
 """A gang whose roles may use several GPU models: quota admits it when one GPU model per role
 fits (as Kueue gives each pod set one flavor), whatever the order of its roles; it is
 within nominal when one model per role fits its tenant's nominal quota left (or when it was
-so in role order)."""
+so in role order); it can never fit when no model per role fits the most its tenant could
+ever use."""
 
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ from kant.admission.quota import (
     _admit_in_order,
     _one_model_each,
     admit_quota,
+    quota_models,
+    quota_never_fits,
 )
-from kant.model import MILLI, Job, Resources, Role
+from kant.model import MILLI, Job, ReasonCode, Resources, Role
 from kant.testing import ClusterBuilder, check_invariants, job
 
 from .conftest import evict_victims
@@ -293,3 +296,84 @@ def test_a_gang_is_admitted_iff_one_model_per_role_fits_its_headroom(
                 on = sum(demand[r] for r, ms in dec.nominal_models.items() if m in ms)
                 assert on == 0 or on <= left[m]
     assert _admit(led, j) == dec  # (deterministic)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_cases())
+def test_a_gang_never_fits_iff_no_model_per_role_fits_the_most_its_tenant_could_use(
+    case: tuple[QuotaLedger, Job],
+) -> None:
+    led, j = case
+    table = led.table
+    rm = _role_models(j)
+    pods = tuple(j.pods())
+    needs = [(r.resources.total_milli, rm[r.name]) for r in j.roles]
+    most = {m: table.most("a", m) for _d, ms in needs for m in ms}
+    never = quota_never_fits(table, j, pods, rm)
+    assert (never is None) is _fits(needs, most), never
+    if never is not None:
+        assert never.code is ReasonCode.UNSATISFIABLE
+        return
+    capped = quota_models(table, j, pods, rm)
+    for k, r in enumerate(j.roles):
+        want = tuple(
+            m for m in rm[r.name] if _fits([*needs[:k], (needs[k][0], (m,)), *needs[k + 1 :]], most)
+        )
+        assert capped[r.name] == want
+    # an empty ledger admits it
+    assert _admit(QuotaLedger(table, {}), j).ok
+
+
+# --------------------------------------------------------------------------- defect B
+
+
+@pytest.mark.parametrize("mode", ["isolated", "shared"])
+def test_a_gang_whose_roles_on_several_models_together_exceed_its_quota_never_fits(
+    mode: str,
+) -> None:
+    # flex (8 GPUs, H100 or A100), h100 (8, H100), a100 (8, A100): 24 GPUs, a tenant that may
+    # use at most 8 of each. Each role alone fits, and the one-model roles fit their models:
+    # the gang read QUOTA_EXCEEDED for ever and, under Strict FIFO, kept small waiting
+    adm = Admitter([Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 8)], modes={"a": mode})
+    s = Scheduler(_h100_and_a100(nodes=2).build(), admitter=adm, policy="strict-fifo")
+    big = _gang(("flex", 8, "H100|A100"), ("h100", 8, "H100"), ("a100", 8, "A100"))
+    s.submit(big, now=1)
+    s.submit(job("small", gpus=1, tenant="a", submitted_at=2), now=2)
+    r = s.step(now=2)
+    assert r.placed == ("small",)
+    why = r.pending["g"]
+    assert why.code is ReasonCode.UNSATISFIABLE, why
+    assert why.message == (
+        "can never fit: tenant 'a' needs 24 GPUs of A100|H100 for roles 'flex', 'h100', "
+        "'a100' together, one GPU model per role; its quota allows at most 8 of A100, 8 of H100"
+    )
+
+
+def test_a_gang_whose_other_role_takes_a_model_it_needs_never_fits_a_pool_too_small() -> None:
+    # flex (2 x 8 GPUs, H100 or A100) and a100 (8 GPUs, A100 only), a tenant allowed 16 of
+    # each, one H100 node and three A100 nodes. Quota admits flex on H100 only (on A100 the
+    # two roles are 24), where one node cannot hold 16: the gang can never run
+    adm = Admitter([Quota.gpus("a", "H100", 16), Quota.gpus("a", "A100", 16)])
+    cluster = ClusterBuilder().leaf("h", nodes=1, model="H100").leaf("x", nodes=3, model="A100")
+    s = Scheduler(cluster.build(), admitter=adm, policy="strict-fifo")
+    roles = (
+        Role(name="flex", replicas=2, resources=Resources(gpus=8), gpu_models="H100|A100"),
+        Role(name="a100", replicas=1, resources=Resources(gpus=8), gpu_models="A100"),
+    )
+    s.submit(Job(id="g", tenant="a", roles=roles), now=1)
+    s.submit(job("small", gpus=1, tenant="a", submitted_at=2), now=2)
+    r = s.step(now=2)
+    assert r.placed == ("small",)
+    why = r.pending["g"]
+    assert why.code is ReasonCode.UNSATISFIABLE, why
+    assert "quota could never admit it on A100" in why.message, why.message
+
+
+@pytest.mark.parametrize("roles", [13, 40])
+def test_many_identical_roles_on_two_models_never_fit_only_beyond_the_quota(roles: int) -> None:
+    half = roles // 2
+    j = _gang(*((f"w{i:02d}", 1, "H100|A100") for i in range(roles)))
+    for h100, fits in ((roles - half, True), (roles - half - 1, False)):
+        table = QuotaTable([Quota.gpus("a", "H100", h100), Quota.gpus("a", "A100", half)])
+        never = quota_never_fits(table, j, tuple(j.pods()), _role_models(j))
+        assert (never is None) is fits, never
