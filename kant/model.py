@@ -49,6 +49,11 @@ and small enough that sums over a million nodes stay within the 64-bit columns."
 MAX_MEMORY_MIB = 1 << 40
 """Most memory (MiB) one node offers or one pod asks (1 EiB), for the same reason."""
 
+MAX_PODS_PER_NODE = 1 << 20
+"""Most pods a node's ``max_pods`` may allow (about a million: the kubelet's default is 110);
+a larger limit is no limit in practice, and the bound keeps the limit far below the value
+that stands for "no limit" in the columns."""
+
 
 # --------------------------------------------------------------------------- enums
 
@@ -1353,7 +1358,10 @@ class NodeSpec:
     place it in the scale-out fabric, ``hbd`` in a scale-up domain; ``zone`` marks special
     areas such as the inference dedicated zone of E-Spread. ``labels`` (a read-only mapping)
     and ``taints`` are what roles' node selectors and tolerations read
-    (:meth:`Role.can_run_on`).
+    (:meth:`Role.can_run_on`). ``max_pods`` is how many pods the node runs at most (the
+    Kubernetes ``status.allocatable.pods``, the kubelet's ``maxPods``), whoever placed them:
+    every pod takes one of these slots, whatever it asks for; ``None`` (the default) sets no
+    limit.
     """
 
     name: str = attrs.field(validator=name(InvalidNodeError))
@@ -1368,6 +1376,17 @@ class NodeSpec:
         validator=_upto(InvalidNodeError, MAX_MEMORY_MIB),
     )
     rdma_nics: int = attrs.field(default=0, validator=number(InvalidNodeError, low=0, integer=True))
+    max_pods: int | None = attrs.field(
+        default=None,
+        validator=number(
+            InvalidNodeError,
+            low=0,
+            high=MAX_PODS_PER_NODE,
+            high_inclusive=True,
+            integer=True,
+            optional=True,
+        ),
+    )
     template: str | None = attrs.field(default=None, validator=_opt_node_name)
     leaf: str | None = attrs.field(default=None, validator=_opt_node_name)
     spine: str | None = attrs.field(default=None, validator=_opt_node_name)

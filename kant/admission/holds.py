@@ -23,7 +23,8 @@ from kant.state.columns import IntArray
 
 @attrs.frozen
 class Alloc:
-    """An exact amount of one node row: GPUs (mask, milli each), NICs, CPU, memory."""
+    """An exact amount of one node row: GPUs (mask, milli each), NICs, CPU, memory and pod
+    slots (``pods``: one per pod whose free part it holds, see ``NodeSpec.max_pods``)."""
 
     slot: int
     gpu_mask: int
@@ -31,14 +32,19 @@ class Alloc:
     nic_mask: int
     cpu: int
     mem: int
+    pods: int = 0
 
     def take(self, snap: Snapshot) -> None:
         """Allocate it on ``snap``."""
-        snap.allocate(self.slot, self.gpu_mask, self.milli, self.nic_mask, self.cpu, self.mem)
+        snap.allocate(
+            self.slot, self.gpu_mask, self.milli, self.nic_mask, self.cpu, self.mem, self.pods
+        )
 
     def give(self, snap: Snapshot) -> None:
         """Release it on ``snap`` (the inverse of :meth:`take`)."""
-        snap.release(self.slot, self.gpu_mask, self.milli, self.nic_mask, self.cpu, self.mem)
+        snap.release(
+            self.slot, self.gpu_mask, self.milli, self.nic_mask, self.cpu, self.mem, self.pods
+        )
 
 
 def slot_or_none(snap: Snapshot, node: str) -> int | None:
@@ -58,9 +64,9 @@ def free_parts(snap: Snapshot, b: Binding) -> list[Alloc]:
 
 def _parts(s: int, b: Binding, row: list[int], free: list[int]) -> tuple[Alloc | None, list[Alloc]]:
     """What of ``b`` is free on slot ``s``, given the free milli of its GPUs (``row``) and
-    its free ``[nic mask, cpu, mem]`` (``free``), both then taken down by it: an
+    its free ``[nic mask, cpu, mem, pod slots]`` (``free``), both then taken down by it: an
     :class:`Alloc` of the GPUs that have its share (or whole GPU) free, with its free NICs,
-    CPU and memory; and one per GPU of it only partly free, of what is free of that GPU. A
+    CPU, memory and pod slot; and one per GPU of it only partly free, of what is free of that GPU. A
     hold takes those too, so that nobody else takes a part of a GPU that a share (or a
     whole GPU) waits for while the rest of it frees (a victim's share ending)."""
     mask = 0
@@ -77,10 +83,16 @@ def _parts(s: int, b: Binding, row: list[int], free: list[int]) -> tuple[Alloc |
     nic = free[0] & mask_of(b.nics)
     cpu = min(free[1], b.cpu_milli)
     mem = min(free[2], b.memory_mib)
+    pod = min(free[3], 1)
     free[0] &= ~nic
     free[1] -= cpu
     free[2] -= mem
-    whole = Alloc(s, mask, b.gpu_milli, nic, cpu, mem) if mask or nic or cpu or mem else None
+    free[3] -= pod
+    whole = (
+        Alloc(s, mask, b.gpu_milli, nic, cpu, mem, pod)
+        if mask or nic or cpu or mem or pod
+        else None
+    )
     return whole, partly
 
 
@@ -91,8 +103,13 @@ def _free_parts(snap: Snapshot, s: int, bs: list[Binding]) -> list[Alloc]:
     part in turn), and the parts of partly free GPUs apart."""
     cols = snap.cols
     row = [int(v) for v in cols.gpu_free[s]]
-    free = [int(cols.nic_mask[s]), int(cols.cpu_free[s]), int(cols.mem_free[s])]
-    merged: dict[int, list[int]] = {}  # GPU milli -> [gpu mask, nic mask, cpu, mem]
+    free = [
+        int(cols.nic_mask[s]),
+        int(cols.cpu_free[s]),
+        int(cols.mem_free[s]),
+        int(cols.pod_free[s]),
+    ]
+    merged: dict[int, list[int]] = {}  # GPU milli -> [gpu mask, nic mask, cpu, mem, pods]
     out: list[Alloc] = []
     for b in bs:
         a, partly = _parts(s, b, row, free)
@@ -101,7 +118,7 @@ def _free_parts(snap: Snapshot, s: int, bs: list[Binding]) -> list[Alloc]:
             continue
         m = merged.get(a.milli)
         if m is None:
-            merged[a.milli] = [a.gpu_mask, a.nic_mask, a.cpu, a.mem]
+            merged[a.milli] = [a.gpu_mask, a.nic_mask, a.cpu, a.mem, a.pods]
         elif m[0] & a.gpu_mask:  # one GPU shared twice: a mask cannot say so, keep it apart
             out.append(a)
         else:
@@ -109,7 +126,8 @@ def _free_parts(snap: Snapshot, s: int, bs: list[Binding]) -> list[Alloc]:
             m[1] |= a.nic_mask
             m[2] += a.cpu
             m[3] += a.mem
-    return [Alloc(s, m[0], milli, m[1], m[2], m[3]) for milli, m in merged.items()] + out
+            m[4] += a.pods
+    return [Alloc(s, m[0], milli, m[1], m[2], m[3], m[4]) for milli, m in merged.items()] + out
 
 
 def release_exact(snap: Snapshot, b: Binding) -> Alloc | None:
@@ -121,6 +139,7 @@ def release_exact(snap: Snapshot, b: Binding) -> Alloc | None:
     cols = snap.cols
     before = [int(cols.gpu_free[s, g]) for g in b.gpus]
     nic0, cpu0, mem0 = int(cols.nic_mask[s]), int(cols.cpu_free[s]), int(cols.mem_free[s])
+    pods0 = int(cols.pod_free[s])
     snap.release_binding(b)
     mask = 0
     for g, v in zip(b.gpus, before, strict=True):
@@ -133,11 +152,12 @@ def release_exact(snap: Snapshot, b: Binding) -> Alloc | None:
         int(cols.nic_mask[s]) & ~nic0,
         int(cols.cpu_free[s]) - cpu0,
         int(cols.mem_free[s]) - mem0,
+        int(cols.pod_free[s]) - pods0,
     )
 
 
-_Whole = tuple[int, int, int, int]
-"""A node's whole-GPU bindings added up: (GPU mask, NIC mask, CPU milli, memory MiB)."""
+_Whole = tuple[int, int, int, int, int]
+"""A node's whole-GPU bindings added up: (GPU mask, NIC mask, CPU milli, memory MiB, pods)."""
 
 
 _Grouped = tuple[tuple[str, ...], list[_Whole | list[Binding]]]
@@ -168,7 +188,7 @@ def _by_node(bindings: tuple[Binding, ...]) -> _Grouped:
             cpu += b.cpu_milli
             mem += b.memory_mib
         else:
-            parts.append((gpu, nic, cpu, mem))
+            parts.append((gpu, nic, cpu, mem, len(bs)))
     return tuple(per), parts
 
 
@@ -217,7 +237,7 @@ class Hold:
         pods). A node whose bindings hold whole GPUs, none twice, is summed once per
         binding tuple (kept for the next take): its free part is then the free GPUs and NICs
         of the sum, and as much CPU and memory as is free up to the sum, exactly what taking
-        each binding's free part in turn holds."""
+        each binding's free part in turn holds (pod slots alike: one per binding)."""
         self.taken = []
         self._usage = []
         self._take_parts(snap, None)
@@ -245,13 +265,14 @@ class Hold:
                 for a in _free_parts(snap, s, part):
                     self._take(snap, a)
                 continue
-            gpu, nic, cpu, mem = part
+            gpu, nic, cpu, mem, pods = part
             mask = gpu & v.free_mask[s]  # GPUs wholly free
             nic &= v.nic_mask[s]
             cpu = min(v.cpu_free[s], cpu)
             mem = min(v.mem_free[s], mem)
-            if mask or nic or cpu or mem:
-                self._take(snap, Alloc(s, mask, MILLI, nic, cpu, mem))
+            pods = min(v.pod_free[s], pods)
+            if mask or nic or cpu or mem or pods:
+                self._take(snap, Alloc(s, mask, MILLI, nic, cpu, mem, pods))
             if gpu != mask:  # GPUs partly free (a victim's share ending): what is free of them
                 for g in bits(gpu & ~mask):
                     left = int(snap.cols.gpu_free[s, g])

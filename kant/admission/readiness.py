@@ -243,8 +243,8 @@ class PoolFacts:
         """Why no node could ever hold one pod of ``role`` (None: some node could): among
         the nodes of ``pools`` (every node for a role asking no GPU; only HBD nodes for such
         a role with a required HBD wish; of those, the ones ``reach`` allows, given one),
-        none has the GPUs, CPU, memory and NICs it asks for all at once, whatever runs.
-        Cached per role's resources and wish."""
+        none has the GPUs, CPU, memory and NICs it asks for all at once, whatever runs, and
+        room for a pod (a ``max_pods`` above 0). Cached per role's resources and wish."""
         res = role.resources
         wish = role.topology
         hbd = not pools and wish is not None and wish.required and wish.tier is Tier.HBD
@@ -269,7 +269,10 @@ class PoolFacts:
             & (cols.nics[slots] >= res.rdma_nics)
         )
         why = None
-        if not fits.any():
+        if fits.any() and not (cols.pod_cap[slots[fits]] > 0).any():
+            where = "hbd node" if hbd else "node of its pools" if pools else "node"
+            why = f"a pod of role {role.name!r} fits no {where} that admits a pod (max_pods 0)"
+        elif not fits.any():
             where = "hbd node" if hbd else "node of its pools" if pools else "node"
             if allowed is not None:
                 where += " " + self.allowing(role, reach)

@@ -56,8 +56,9 @@ def fit_count(snap: Snapshot, slots: IntArray, req: PodRequest) -> IntArray:
     """How many pods of ``req`` each node in ``slots`` can still take (0 = infeasible).
 
     Exact for identical pods: whole-GPU pods count whole free GPUs, fractional pods count
-    shares per device (a share never spans devices), then CPU, memory and NICs cap it.
-    Nodes that are not ready (unhealthy) get 0. O(len(slots) * W) numpy work."""
+    shares per device (a share never spans devices), then CPU, memory, NICs and the node's
+    pod slots (its ``max_pods``, read only while a node has one) cap it. Nodes that are not
+    ready (unhealthy) get 0. O(len(slots) * W) numpy work."""
     cols = snap.cols
     n = np.full(slots.shape[0], UNBOUNDED, dtype=np.int64)
     if req.gpus:
@@ -70,6 +71,8 @@ def fit_count(snap: Snapshot, slots: IntArray, req: PodRequest) -> IntArray:
         np.minimum(n, cols.mem_free[slots] // req.mem, out=n)
     if req.nics:
         np.minimum(n, cols.free_nics[slots] // req.nics, out=n)
+    if snap.pods_capped:
+        np.minimum(n, cols.pod_free[slots], out=n)
     n[~cols.ready[slots]] = 0
     return n
 
@@ -89,6 +92,8 @@ def fits(snap: Snapshot, slots: IntArray, req: PodRequest) -> npt.NDArray[np.boo
         ok &= cols.mem_free[slots] >= req.mem
     if req.nics:
         ok &= cols.free_nics[slots] >= req.nics
+    if snap.pods_capped:
+        ok &= cols.pod_free[slots] > 0
     return ok
 
 

@@ -1182,7 +1182,7 @@ class Placer:
             nic_all = 0
         else:
             out, gpu_all, nic_all = self._bind_each(ctx, pods, node, tmpl, free, free_nics)
-        snap.allocate(slot, gpu_all, MILLI, nic_all, req.cpu * k, req.mem * k)
+        snap.allocate(slot, gpu_all, MILLI, nic_all, req.cpu * k, req.mem * k, k)
         ctx.on_node[slot] = ctx.on_node.get(slot, 0) + k
         if ctx.role.max_per_node is not None:
             ctx.role_on[slot] = ctx.role_on.get(slot, 0) + k

@@ -324,6 +324,7 @@ def partly_used_best_fit(
             and v.cpu_free[slot] >= req.cpu
             and v.mem_free[slot] >= req.mem
             and v.free_nics[slot] >= req.nics
+            and v.pod_free[slot] > 0
             and (cand.hbd is None or (v.hbd_id[slot] >= 0) == cand.hbd)
             and (member is None or member[slot])
             and (allowed is None or allowed(slot))
@@ -378,6 +379,14 @@ def why_not(
             code=ReasonCode.INSUFFICIENT_CAPACITY,
             message=f"needs {need / MILLI:g} GPUs; the allowed pools have {free / MILLI:g} free",
         )
+    if snap.pods_capped:
+        room = int(cols.pod_free[slots][cols.ready[slots]].sum()) - taken
+        if room < n:
+            return Reason(
+                code=ReasonCode.NO_FIT,
+                message=f"{n} pod(s) of {describe(req)}: the nodes have room for "
+                f"{max(room, 0)} more pod(s) (their max_pods)",
+            )
     if blocked is not None:
         return Reason(
             code=ReasonCode.NO_FIT,

@@ -37,7 +37,14 @@ from kant.errors import (
     ValidationError,
 )
 from kant.model import MILLI, Binding, Job, NodeSpec, PodAffinityTerm, PodId, Role, Taint, is_int
-from kant.state.columns import LEVELS, IntArray, NodeColumns, gpu_counts, unknown_level
+from kant.state.columns import (
+    LEVELS,
+    NO_POD_LIMIT,
+    IntArray,
+    NodeColumns,
+    gpu_counts,
+    unknown_level,
+)
 from kant.state.snapshot import Snapshot
 from kant.topology.names import FabricNames
 from kant.topology.templates import get_template
@@ -133,6 +140,7 @@ class ClusterState:
         self._marked: dict[str, NodeSpec] = {}  # nodes with labels or taints
         self._hard_tainted = 0  # nodes with a NoSchedule or NoExecute taint
         self._soft_tainted = 0  # nodes with a PreferNoSchedule taint
+        self._pod_capped = 0  # nodes with a pod limit (NodeSpec.max_pods)
         # allowed_slots, by (selector, tolerations)
         self._allowed: dict[tuple[Any, ...], BoolArray] = {}
         self._allowed_version = -1
@@ -275,6 +283,12 @@ class ClusterState:
                 store.clear()
             hit = store[key] = make()
         return hit
+
+    @property
+    def pod_capped_nodes(self) -> int:
+        """How many nodes have a pod limit (``NodeSpec.max_pods``), O(1): while none does,
+        placement never reads the pod columns."""
+        return self._pod_capped
 
     @property
     def hard_tainted_nodes(self) -> int:
@@ -557,6 +571,8 @@ class ClusterState:
         cols.cpu_cap[slot] = spec.cpu_milli
         cols.mem_cap[slot] = spec.memory_mib
         cols.nics[slot] = spec.rdma_nics
+        cols.pod_cap[slot] = NO_POD_LIMIT if spec.max_pods is None else spec.max_pods
+        self._pod_capped += spec.max_pods is not None
         for lv in LEVELS:
             value = spec.gpu_model if lv == "pool" else getattr(spec, lv)
             getattr(cols, f"{lv}_id")[slot] = -1 if value is None else self._intern(lv, value)
@@ -573,6 +589,7 @@ class ClusterState:
         for b in lost:
             self._forget(b.pod)
         del self._records[name]
+        self._pod_capped -= rec.spec.max_pods is not None
         self._degraded.discard(name)
         self._unmark(name)
         self._fabric.remove(rec.spec)
@@ -744,11 +761,13 @@ class ClusterState:
             tmp = scratch.get(b.node)
             if tmp is None:
                 rec = self._record(b.node)
+                # (a node with a pod limit starts from its pods: _check_fits counts them)
                 tmp = scratch[b.node] = _NodeRecord(
                     spec=rec.spec, slot=rec.slot, healthy=rec.healthy,
                     gpu_healthy=rec.gpu_healthy, nic_healthy=rec.nic_healthy,
                     gpu_used=list(rec.gpu_used), nic_used=rec.nic_used, cpu_used=rec.cpu_used,
-                    mem_used=rec.mem_used, pods=set(),
+                    mem_used=rec.mem_used,
+                    pods=set() if rec.spec.max_pods is None else set(rec.pods),
                 )  # fmt: skip
             _check_fits(tmp, b)
             _hold(tmp, b, +1)
@@ -791,6 +810,9 @@ class ClusterState:
                 cpu += b.cpu_milli
                 mem += b.memory_mib
             if cpu > rec.spec.cpu_milli or mem > rec.spec.memory_mib:
+                return False
+            cap = rec.spec.max_pods
+            if cap is not None and len(rec.pods) + len(bs) > cap:
                 return False
             held.append((rec, used, cpu, mem, bs))
         for rec, used, cpu, mem, bs in held:
@@ -968,6 +990,8 @@ class ClusterState:
             errors.append("the count of hard-tainted nodes differs from the nodes")
         if self._soft_tainted != sum(s.soft_tainted for s in marked.values()):
             errors.append("the count of soft-tainted nodes differs from the nodes")
+        if self._pod_capped != sum(r.spec.max_pods is not None for r in self._records.values()):
+            errors.append("the count of nodes with a pod limit differs from the nodes")
         if by_job != self._job_pods:
             errors.append("job -> pods index differs from the pods")
         for pod, b in self._pods.items():
@@ -1001,12 +1025,16 @@ class ClusterState:
                 errors.append(f"{name}: CPU or memory over-allocated")
             if rec.pods != pods_by_node[name]:
                 errors.append(f"{name}: pod set mismatch")
+            cap = rec.spec.max_pods
+            if cap is not None and len(pods_by_node[name]) > cap:
+                errors.append(f"{name}: {len(pods_by_node[name])} pods, above its max_pods {cap}")
             fresh.alive[rec.slot] = True
             fresh.gpus[rec.slot] = rec.spec.gpus
             fresh.gpu_cap_mask[rec.slot] = (1 << rec.spec.gpus) - 1
             fresh.cpu_cap[rec.slot] = rec.spec.cpu_milli
             fresh.mem_cap[rec.slot] = rec.spec.memory_mib
             fresh.nics[rec.slot] = rec.spec.rdma_nics
+            fresh.pod_cap[rec.slot] = NO_POD_LIMIT if cap is None else cap
             for lv in LEVELS:
                 value = rec.spec.gpu_model if lv == "pool" else getattr(rec.spec, lv)
                 getattr(fresh, f"{lv}_id")[rec.slot] = -1 if value is None else self._ids[lv][value]
@@ -1081,6 +1109,8 @@ def _check_fits(rec: _NodeRecord, b: Binding) -> None:
     if rec.mem_used + b.memory_mib > spec.memory_mib:
         free = spec.memory_mib - rec.mem_used
         raise _conflict(b, spec, f"needs {b.memory_mib} MiB, {free} free")
+    if spec.max_pods is not None and len(rec.pods) >= spec.max_pods:
+        raise _conflict(b, spec, f"runs {len(rec.pods)} pods, its max_pods is {spec.max_pods}")
 
 
 def _hold(rec: _NodeRecord, b: Binding, sign: int) -> None:
@@ -1155,3 +1185,5 @@ def _write_allocatable(cols: NodeColumns, rec: _NodeRecord) -> None:
     v.mem_free[s] = spec.memory_mib - rec.mem_used if ok else 0
     v.nic_mask[s] = nic_mask
     v.free_nics[s] = _popcount(nic_mask)
+    cap = spec.max_pods
+    v.pod_free[s] = ((NO_POD_LIMIT if cap is None else cap) - len(rec.pods)) if ok else 0

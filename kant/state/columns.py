@@ -13,6 +13,12 @@ from kant.model import MILLI
 
 IntArray = npt.NDArray[np.int64]
 
+NO_POD_LIMIT = 1 << 40
+"""``pod_cap`` of a node without a pod limit (``NodeSpec.max_pods`` None): far above any
+count of pods, so its ``pod_free`` (this less the pods there) never runs out and never caps
+a fit count (:data:`kant.placement.context.UNBOUNDED` is below it; so is
+:data:`kant.model.MAX_PODS_PER_NODE`)."""
+
 LEVELS: tuple[str, ...] = ("pool", "leaf", "spine", "superspine", "hbd", "zone")
 """Group levels with interned ids and aggregates. ``pool`` is the GPU model (node pool)."""
 
@@ -27,18 +33,20 @@ class NodeColumns:
 
     Static: ``alive`` (slot holds a node), ``ready`` (alive and healthy: may take new
     pods), ``gpus`` (device count), ``gpu_cap_mask`` (all device bits), ``cpu_cap``,
-    ``mem_cap``, ``nics`` (capacities), group ids per level (``-1`` = none).
+    ``mem_cap``, ``nics``, ``pod_cap`` (capacities; ``pod_cap`` is the node's ``max_pods``,
+    :data:`NO_POD_LIMIT` without one), group ids per level (``-1`` = none).
     Allocatable: ``gpu_free`` [slot, W] (free milli per device, 0 when unhealthy),
     ``free_mask`` (uint64, bit g = device g wholly free and healthy), ``free_gpus``
     (popcount of it), ``free_milli`` (sum of ``gpu_free``), ``max_share`` (the largest
     free milli on one device: a fractional pod of up to this fits), ``cpu_free``,
-    ``mem_free``, ``nic_mask`` (free healthy NICs), ``free_nics``.
+    ``mem_free``, ``nic_mask`` (free healthy NICs), ``free_nics``, ``pod_free`` (pods the
+    node may still take: ``pod_cap`` less the pods there, 0 when unhealthy).
     """
 
     SCALARS: tuple[str, ...] = (
-        "alive", "ready", "gpus", "gpu_cap_mask", "cpu_cap", "mem_cap", "nics",
+        "alive", "ready", "gpus", "gpu_cap_mask", "cpu_cap", "mem_cap", "nics", "pod_cap",
         "free_mask", "free_gpus", "free_milli", "max_share", "cpu_free", "mem_free",
-        "nic_mask", "free_nics",
+        "nic_mask", "free_nics", "pod_free",
         *(f"{lv}_id" for lv in LEVELS),
     )  # fmt: skip
 
@@ -53,6 +61,7 @@ class NodeColumns:
         self.cpu_cap = np.zeros(capacity, dtype=np.int64)
         self.mem_cap = np.zeros(capacity, dtype=np.int64)
         self.nics = np.zeros(capacity, dtype=np.int64)
+        self.pod_cap = np.zeros(capacity, dtype=np.int64)
         self.free_mask = np.zeros(capacity, dtype=np.uint64)
         self.free_gpus = np.zeros(capacity, dtype=np.int64)
         self.free_milli = np.zeros(capacity, dtype=np.int64)
@@ -61,6 +70,7 @@ class NodeColumns:
         self.mem_free = np.zeros(capacity, dtype=np.int64)
         self.nic_mask = np.zeros(capacity, dtype=np.uint64)
         self.free_nics = np.zeros(capacity, dtype=np.int64)
+        self.pod_free = np.zeros(capacity, dtype=np.int64)
         for lv in LEVELS:
             setattr(self, f"{lv}_id", np.full(capacity, -1, dtype=np.int64))
         self.gpu_free = np.zeros((capacity, width), dtype=np.int64)
@@ -158,7 +168,7 @@ class NodeColumns:
 
     USAGE: tuple[str, ...] = (
         "free_mask", "free_gpus", "free_milli", "max_share", "cpu_free", "mem_free",
-        "nic_mask", "free_nics",
+        "nic_mask", "free_nics", "pod_free",
     )  # fmt: skip
     """The scalar columns an allocation or a release changes (with ``gpu_free``)."""
 
@@ -249,6 +259,7 @@ class RowViews:
     cpu_cap: memoryview
     mem_cap: memoryview
     nics: memoryview
+    pod_cap: memoryview
     free_mask: memoryview
     free_gpus: memoryview
     free_milli: memoryview
@@ -257,6 +268,7 @@ class RowViews:
     mem_free: memoryview
     nic_mask: memoryview
     free_nics: memoryview
+    pod_free: memoryview
     pool_id: memoryview
     leaf_id: memoryview
     spine_id: memoryview

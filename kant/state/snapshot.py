@@ -407,6 +407,7 @@ class Snapshot:
     cpu_cap = _Column()
     mem_cap = _Column()
     nics = _Column()
+    pod_cap = _Column()
     free_mask = _Column()
     free_gpus = _Column()
     free_milli = _Column()
@@ -415,6 +416,7 @@ class Snapshot:
     mem_free = _Column()
     nic_mask = _Column()
     free_nics = _Column()
+    pod_free = _Column()
     pool_id = _Column()
     leaf_id = _Column()
     spine_id = _Column()
@@ -463,6 +465,9 @@ class Snapshot:
         self.placed_anti = False  # whether one of placed_jobs has a pod anti-affinity term
         self.placed_soft = False  # whether one of them has preferred or required affinity
         self._undo_moves: list[int] = []
+        # whether a node of the last refresh has a pod limit (NodeSpec.max_pods): only then
+        # does placement read pod_free (nodes without one never run out of pod slots)
+        self.pods_capped = False
         self._full_build()
 
     # ----------------------------------------------------------------- building
@@ -481,6 +486,7 @@ class Snapshot:
         self._content = next(_CONTENTS)
         self.generation = st.generation
         self._nodes_seen = st.membership_version
+        self.pods_capped = st.pod_capped_nodes > 0
         self._forget_moves()
 
     def _forget_moves(self) -> None:
@@ -531,6 +537,7 @@ class Snapshot:
                 self.names[s] = slot_names[s]
         self.generation = st.generation
         self._nodes_seen = st.membership_version
+        self.pods_capped = st.pod_capped_nodes > 0
         self._forget_moves()
 
     # ----------------------------------------------------------------- reading
@@ -757,16 +764,23 @@ class Snapshot:
         nic_mask: int = 0,
         cpu_milli: int = 0,
         memory_mib: int = 0,
+        pods: int = 1,
     ) -> None:
-        """Take ``milli`` on each GPU of ``gpu_mask``, the NICs of ``nic_mask``, CPU and memory
-        on node ``slot``. Raises AllocationConflictError (changing nothing) if any is not free
-        (or the slot or a GPU does not exist), InvalidResourcesError for a negative amount,
-        TransactionError outside a transaction. O(levels + log n)."""
+        """Take ``milli`` on each GPU of ``gpu_mask``, the NICs of ``nic_mask``, CPU, memory
+        and ``pods`` pod slots (one per pod the allocation is for) on node ``slot``. Raises
+        AllocationConflictError (changing nothing) if any is not free (or the slot or a GPU
+        does not exist), InvalidResourcesError for a negative amount, TransactionError
+        outside a transaction. O(levels + log n)."""
         v = self.cols.views()
         bits = _mask_bits(gpu_mask)
         gf = v.gpu_free
-        if milli < 0 or cpu_milli < 0 or memory_mib < 0:  # (would add to what is free)
-            amounts = {"milli": milli, "cpu_milli": cpu_milli, "memory_mib": memory_mib}
+        if milli < 0 or cpu_milli < 0 or memory_mib < 0 or pods < 0:  # (would add to the free)
+            amounts = {
+                "milli": milli,
+                "cpu_milli": cpu_milli,
+                "memory_mib": memory_mib,
+                "pods": pods,
+            }
             field = next(f for f, n in amounts.items() if n < 0)
             raise InvalidResourcesError(field, amounts[field], "must be >= 0")
         try:
@@ -785,6 +799,10 @@ class Snapshot:
             raise AllocationConflictError(f"{self.names[slot]}: NICs {nic_mask:b} not free")
         if v.cpu_free[slot] < cpu_milli or v.mem_free[slot] < memory_mib:
             raise AllocationConflictError(f"{self.names[slot]}: not enough CPU or memory")
+        if v.pod_free[slot] < pods:
+            raise AllocationConflictError(
+                f"{self.names[slot]}: room for {v.pod_free[slot]} more pods, needs {pods}"
+            )
         before = self._save(slot)
         if milli == MILLI:
             # whole GPUs, each wholly free before (the check above) and now taken: the row's
@@ -813,6 +831,7 @@ class Snapshot:
             v.free_nics[slot] = _popcount(nics)
         v.cpu_free[slot] -= cpu_milli
         v.mem_free[slot] -= memory_mib
+        v.pod_free[slot] -= pods
         self._groups.shift(slot, before)
 
     def release(
@@ -823,8 +842,10 @@ class Snapshot:
         nic_mask: int = 0,
         cpu_milli: int = 0,
         memory_mib: int = 0,
+        pods: int = 1,
     ) -> None:
-        """Give back what :meth:`allocate` took (e.g. a preemption what-if).
+        """Give back what :meth:`allocate` took (e.g. a preemption what-if), ``pods`` pod
+        slots included.
 
         Devices that are unhealthy in the truth stay unallocatable (nothing comes back on an
         unhealthy node). Raises AllocationConflictError if the slot holds no node in the
@@ -833,14 +854,15 @@ class Snapshot:
         if name is None or name not in self.state:
             raise AllocationConflictError(f"slot {slot} holds no node")
         gpu = dict.fromkeys(_mask_bits(gpu_mask), milli)
-        self._give_back(slot, gpu, nic_mask, cpu_milli, memory_mib)
+        self._give_back(slot, gpu, nic_mask, cpu_milli, memory_mib, pods)
 
     def release_bindings(self, bindings: Iterable[Binding]) -> None:
         """:meth:`release` what every binding of ``bindings`` holds, one row update per node
         (the same rows, aggregates and index entries as releasing them one by one). Raises
         AllocationConflictError (changing nothing) if a binding's node is in neither the
         snapshot nor the truth. O(devices of the bindings + nodes x (levels + log n))."""
-        per: dict[int, tuple[dict[int, int], list[int]]] = {}  # slot -> (GPU -> milli, nic/cpu/mem)
+        # slot -> (GPU -> milli, [nic mask, cpu, mem, pods])
+        per: dict[int, tuple[dict[int, int], list[int]]] = {}
         moved: list[tuple[PodId, int]] | None = [] if self._keeps_moves else None
         for b in bindings:
             if moved is not None:
@@ -851,23 +873,31 @@ class Snapshot:
                 name = self.names[slot] if slot < len(self.names) else None
                 if name is None or name not in self.state:
                     raise AllocationConflictError(f"slot {slot} holds no node")
-                got = per[slot] = ({}, [0, 0, 0])
+                got = per[slot] = ({}, [0, 0, 0, 0])
             gpu, rest = got
             for g in b.gpus:
                 gpu[g] = gpu.get(g, 0) + b.gpu_milli
             rest[0] |= _bits_to_mask(b.nics)
             rest[1] += b.cpu_milli
             rest[2] += b.memory_mib
-        for slot, (gpu, (nic_mask, cpu_milli, memory_mib)) in per.items():
-            self._give_back(slot, gpu, nic_mask, cpu_milli, memory_mib)
+            rest[3] += 1
+        for slot, (gpu, (nic_mask, cpu_milli, memory_mib, pods)) in per.items():
+            self._give_back(slot, gpu, nic_mask, cpu_milli, memory_mib, pods)
         if moved is not None:
             self.pod_moves.extend(moved)
 
     def _give_back(
-        self, slot: int, gpu: Mapping[int, int], nic_mask: int, cpu_milli: int, memory_mib: int
+        self,
+        slot: int,
+        gpu: Mapping[int, int],
+        nic_mask: int,
+        cpu_milli: int,
+        memory_mib: int,
+        pods: int,
     ) -> None:
-        """Return ``gpu`` (GPU index -> milli), NICs, CPU and memory to the row of ``slot``, a
-        node of the truth: devices unhealthy in the truth stay unallocatable."""
+        """Return ``gpu`` (GPU index -> milli), NICs, CPU, memory and ``pods`` pod slots to
+        the row of ``slot``, a node of the truth: devices unhealthy in the truth stay
+        unallocatable."""
         v = self.cols.views()
         ok, gpu_healthy, nic_healthy = self.state.health_masks(self.names[slot] or "")
         before = self._save(slot)
@@ -896,6 +926,8 @@ class Snapshot:
             v.free_nics[slot] = _popcount(nics)
             v.cpu_free[slot] += cpu_milli
             v.mem_free[slot] += memory_mib
+            if pods:  # (never above the limit: what was not taken does not come back)
+                v.pod_free[slot] = min(v.pod_cap[slot], v.pod_free[slot] + pods)
         self._groups.shift(slot, before)
 
     def restore_usage(self, slot: int, usage: tuple[Any, ...]) -> None:
@@ -996,6 +1028,8 @@ class Snapshot:
                 errors.append(f"slot {s}: max_share inconsistent")
             if _popcount(int(cols.nic_mask[s])) != cols.free_nics[s]:
                 errors.append(f"slot {s}: free_nics inconsistent")
+            if not 0 <= cols.pod_free[s] <= cols.pod_cap[s]:
+                errors.append(f"slot {s}: pod_free {cols.pod_free[s]} outside [0, pod_cap]")
         if errors:
             raise InvariantError("\n".join(f"Snapshot: {e}" for e in errors))
 

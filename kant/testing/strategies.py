@@ -25,7 +25,11 @@ MODELS = ("H100", "A100")
 
 @st.composite
 def clusters(
-    draw: st.DrawFn, *, max_nodes: int = 8, models: Sequence[str] = MODELS
+    draw: st.DrawFn,
+    *,
+    max_nodes: int = 8,
+    models: Sequence[str] = MODELS,
+    pod_caps: bool = False,
 ) -> ClusterState:
     """A :class:`~kant.state.ClusterState` of 1 to ``max_nodes`` nodes named ``n<i>``, each
     of 2, 4 or 8 GPUs of one of ``models`` (8-GPU nodes: the DGX template with 8 NICs; the
@@ -34,6 +38,7 @@ def clusters(
     Fabric: node ``i`` is on leaf ``lf<i % 3>`` (leaves 0 and 1 under spine ``sp0``, leaf 2
     under ``sp1``), HBD ``h<i // 2>``, superspine ``ss0``; node ``n0`` is in zone
     ``inference``. No pods; about one GPU in ten and one node in fifteen are unhealthy.
+    ``pod_caps``: each node may also have a pod limit (``max_pods`` of 0 to 5, or none).
     """
     n = draw(st.integers(1, max_nodes))
     specs = []
@@ -53,6 +58,7 @@ def clusters(
                 superspine="ss0",
                 hbd=f"h{i // 2}",
                 zone="inference" if i == 0 else None,
+                max_pods=draw(st.sampled_from([None, None, 0, 1, 2, 3, 5])) if pod_caps else None,
             )
         )
     state = ClusterState(specs)

@@ -382,7 +382,8 @@ def fabric_graph(desc: ClusterDescription) -> nx.DiGraph:
     description's invariants). Every vertex has ``kind`` in ``{"superspine", "spine",
     "leaf", "node", "hbd"}``; node vertices also carry every :class:`~kant.model.NodeSpec`
     field as an attribute (``name``, ``gpu_model``, ``gpus``, ``cpu_milli``, ``memory_mib``,
-    ``rdma_nics``, ``template``, ``leaf``, ``spine``, ``superspine``, ``hbd``, ``zone``).
+    ``rdma_nics``, ``max_pods``, ``template``, ``leaf``, ``spine``, ``superspine``, ``hbd``,
+    ``zone``).
 
     Edges point from the wider element to the narrower one: superspine → spine, spine →
     leaf, leaf → node, and hbd → node. Each edge has ``tier``, the name of the

@@ -21,7 +21,7 @@ STRATEGIES = [(n, {}) for n in standalone_placement_strategies()] + [
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(state=clusters(), pick=st.sampled_from(STRATEGIES), data=st.data())
+@given(state=clusters(pod_caps=True), pick=st.sampled_from(STRATEGIES), data=st.data())
 def test_the_bulk_path_gives_exactly_the_bindings_and_reasons_of_the_pod_by_pod_path(
     state: ClusterState, pick: tuple[str, dict[str, str]], data: st.DataObject
 ) -> None:

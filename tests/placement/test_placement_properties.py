@@ -1,5 +1,6 @@
 """Hypothesis: whatever the cluster, jobs and strategy, no GPU or milli share is allocated
-twice, gangs are all-or-nothing, and only allowed GPU models and healthy devices are used."""
+twice, no node gets more pods than its ``max_pods``, gangs are all-or-nothing, and only
+allowed GPU models and healthy devices are used."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ STRATEGIES = standalone_placement_strategies()
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    state=clusters(),
+    state=clusters(pod_caps=True),
     strategy=st.sampled_from(STRATEGIES),
     data=st.data(),
 )
@@ -56,7 +57,7 @@ def test_placements_respect_devices_gangs_models_and_health(
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(state=clusters(), data=st.data())
+@given(state=clusters(pod_caps=True), data=st.data())
 def test_the_placers_feasibility_test_agrees_with_the_fit_count(
     state: ClusterState, data: st.DataObject
 ) -> None:

@@ -21,7 +21,7 @@ def _rows(snap: Snapshot) -> list[tuple[object, ...]]:
     c = snap.cols
     return [
         (tuple(int(v) for v in c.gpu_free[s]), int(c.nic_mask[s]), int(c.cpu_free[s]),
-         int(c.mem_free[s]))
+         int(c.mem_free[s]), int(c.pod_free[s]))
         for s in range(snap.num_slots)
     ]  # fmt: skip
 
@@ -42,17 +42,21 @@ _BINDING = st.tuples(
     held=st.lists(_BINDING, min_size=1, max_size=10),
     disjoint=st.booleans(),
     meanwhile=st.lists(_BINDING, max_size=3),
+    max_pods=st.sampled_from([None, 1, 3]),
 )
 def test_a_hold_takes_what_taking_each_bindings_free_part_in_turn_takes(
     busy: list[tuple[int, set[int], int, set[int], int, int]],
     held: list[tuple[int, set[int], int, set[int], int, int]],
     disjoint: bool,
     meanwhile: list[tuple[int, set[int], int, set[int], int, int]],
+    max_pods: int | None,
 ) -> None:
     """... and gives back what releasing each allocation it took gives back, whether its
     rows are as it left them (their usage before is put back) or something took more of
-    them meanwhile (``meanwhile``: then they are released)."""
-    cluster = nodes(_NODES)
+    them meanwhile (``meanwhile``: then they are released). Pod slots alike, on nodes with
+    a pod limit (``max_pods``): a binding's free part holds its pod's slot while one is
+    free."""
+    cluster = ClusterBuilder().leaf("lf0", nodes=_NODES, max_pods=max_pods).build()
     names = sorted(cluster.slot_names)
     snap = cluster.snapshot()
 

@@ -2,7 +2,8 @@
 binding failure / node loss / GPU health / cancel / victims spared, with the design invariants
 checked after every step:
 
-- no GPU (or share) allocated twice, every index consistent (``check_invariants(scheduler)``);
+- no GPU (or share) allocated twice, no node above its pod capacity (``max_pods``, drawn),
+  every index consistent (``check_invariants(scheduler)``);
 - a gang is fully bound or not at all (unless its eviction is in progress);
 - isolated quota is never exceeded, usage equals what the pods hold;
 - victims were running, preemptible, and allowed by their reason;
@@ -62,13 +63,17 @@ class QSCHMachine(RuleBasedStateMachine):
         self.old_results: list[CycleResult] = []
         self.released = 0
 
-    @initialize(policy=st.sampled_from(POLICIES), strategy=st.sampled_from(["ebinpack", "spread"]))
-    def setup(self, policy: str, strategy: str) -> None:
+    @initialize(
+        policy=st.sampled_from(POLICIES),
+        strategy=st.sampled_from(["ebinpack", "spread"]),
+        max_pods=st.sampled_from([None, None, 1, 2, 4]),
+    )
+    def setup(self, policy: str, strategy: str, max_pods: int | None) -> None:
         cluster = (
             ClusterBuilder()
-            .leaf("lf0", nodes=1)
+            .leaf("lf0", nodes=1, max_pods=max_pods)
             .leaf("lf1", nodes=1)
-            .leaf("lfa", nodes=1, model="A100")
+            .leaf("lfa", nodes=1, model="A100", max_pods=max_pods)
             .build()
         )
         pol = {

@@ -36,7 +36,7 @@ def _twin(state: ClusterState) -> ClusterState:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(state=clusters(), data=st.data())
+@given(state=clusters(pod_caps=True), data=st.data())
 def test_bulk_bind_and_release_match_one_by_one(state: ClusterState, data: st.DataObject) -> None:
     bulk = _twin(state)
     placer = Placer("binpack")

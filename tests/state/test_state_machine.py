@@ -1,4 +1,5 @@
-"""Hypothesis stateful test: random add / remove / bind / release / health changes,
+"""Hypothesis stateful test: random add / remove / bind / release / health changes (on nodes
+with and without a pod limit, ``max_pods``),
 interleaved with snapshots and rolled-back transactions, keep ``check_invariants`` passing,
 every snapshot equals a fresh full rebuild of the state at that moment, and the snapshot's
 change log names every row that changed since a reader last looked; a snapshot that shows a
@@ -39,12 +40,16 @@ class StateMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------- nodes
 
     @rule(
-        name=st.sampled_from(NAMES), leaf=st.sampled_from(LEAVES), gpus=st.sampled_from([0, 2, 8])
+        name=st.sampled_from(NAMES),
+        leaf=st.sampled_from(LEAVES),
+        gpus=st.sampled_from([0, 2, 8]),
+        max_pods=st.sampled_from([None, None, 0, 1, 2, 3]),
     )
-    def add_node(self, name: str, leaf: str, gpus: int) -> None:
+    def add_node(self, name: str, leaf: str, gpus: int, max_pods: int | None) -> None:
         spec = node(
             name,
             gpus=gpus,
+            max_pods=max_pods,
             leaf=leaf,
             spine=f"sp-{leaf}",
             superspine="ss0",
@@ -205,14 +210,22 @@ class StateMachine(RuleBasedStateMachine):
         s = data.draw(st.sampled_from(slots))
         free = int(snap.free_mask[s])
         mask = data.draw(st.integers(0, free)) & free
+        pods = data.draw(st.integers(0, 2))
         with contextlib.suppress(AllocationConflictError):
-            snap.allocate(s, mask, MILLI, 0, 0, 0)
+            snap.allocate(s, mask, MILLI, 0, 0, 0, pods)
         if data.draw(st.booleans()):
-            snap.release(s, data.draw(st.integers(0, (1 << int(snap.gpus[s])) - 1)), 250)
+            gpus = data.draw(st.integers(0, (1 << int(snap.gpus[s])) - 1))
+            snap.release(s, gpus, 250, 0, 0, 0, data.draw(st.integers(0, 2)))
 
     @invariant()
     def state_is_consistent(self) -> None:
         check_invariants(self.st)
+
+    @invariant()
+    def no_node_runs_more_pods_than_its_max_pods(self) -> None:
+        for spec in self.st.nodes():
+            if spec.max_pods is not None:
+                assert len(self.st.pods_on(spec.name)) <= spec.max_pods
 
     @invariant()
     def held_milli_is_what_the_bindings_hold(self) -> None:
