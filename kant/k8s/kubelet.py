@@ -31,14 +31,16 @@ def node_object(
     nics: int = 0,
     cpu: str = "128",
     memory: str = "1Ti",
+    pods: int = 110,
     labels: Mapping[str, str] | None = None,
     ready: bool = True,
     settings: K8sSettings | None = None,
 ) -> Obj:
     """A Node object with GPU allocatable and the model label, under the names ``settings``
-    gives (``gpuResource``, ``nicResource``, ``gpuModelLabel``; default: the defaults)."""
+    gives (``gpuResource``, ``nicResource``, ``gpuModelLabel``; default: the defaults), and
+    room for ``pods`` pods (``allocatable.pods``: the kubelet's default ``maxPods`` is 110)."""
     s = settings if settings is not None else K8sSettings()
-    res = {"cpu": cpu, "memory": memory, "pods": "110", s.gpu_resource: str(gpus)}
+    res = {"cpu": cpu, "memory": memory, "pods": str(pods), s.gpu_resource: str(gpus)}
     if nics:
         res[s.nic_resource] = str(nics)
     return {

@@ -4,9 +4,9 @@ annotations. Pure functions, no API calls: every rule is unit-tested on recorded
 Rules (docs/kubernetes.md, "Labels and annotations"):
 
 - a node: GPUs from ``allocatable[gpuResource]``, model from the ``nvidia.com/gpu.product``
-  label, CPU / memory / RDMA NICs from allocatable, fabric place from the ordered topology
-  labels, its zone from ``kant.io/zone``, its labels and taints as they are; it takes pods
-  when ``Ready`` is ``True`` and it is not cordoned;
+  label, CPU / memory / RDMA NICs / pods (its pod capacity, ``max_pods``) from allocatable,
+  fabric place from the ordered topology labels, its zone from ``kant.io/zone``, its labels
+  and taints as they are; it takes pods when ``Ready`` is ``True`` and it is not cordoned;
 - a pod: the effective request (the sum of its containers, or the largest init container if
   larger), a share of one GPU from the ``gpu-fraction`` annotation, the tenant from the first
   queue label or annotation it carries (kant, Kueue, KAI, Volcano) else its namespace, the
@@ -224,6 +224,7 @@ def node_facts(node: Obj, settings: K8sSettings) -> NodeFacts:
     model = (lab.get(settings.gpu_model_label) or settings.default_gpu_model) if gpus else None
     cpu = quantity(alloc.get("cpu", 0), where=where, field="allocatable.cpu")
     mem = quantity(alloc.get("memory", 0), where=where, field="allocatable.memory")
+    max_pods = count("pods") if "pods" in alloc else None  # (absent: no limit known)
     levels: dict[Tier, str] = {}
     for label, tier in settings.topology:
         if tier not in levels and lab.get(label):
@@ -248,6 +249,7 @@ def node_facts(node: Obj, settings: K8sSettings) -> NodeFacts:
             cpu_milli=int(cpu * 1000),
             memory_mib=int(mem // (1 << 20)),
             rdma_nics=count(settings.nic_resource),
+            max_pods=max_pods,
             leaf=leaf,
             spine=spine,
             superspine=superspine,

@@ -440,6 +440,28 @@ def test_pods_of_other_schedulers_hold_their_nodes_capacity(cluster: Cluster) ->
     assert cluster.node_of("more") is None
 
 
+def test_a_node_admitting_two_pods_gets_two_one_of_another_scheduler_and_the_third_waits(
+    cluster: Cluster,
+) -> None:
+    # allocatable pods 2 (the kubelet's maxPods): six of n0's eight GPUs stay free
+    cluster.node("n0", pods=2)
+    foreign = {
+        "metadata": {"name": "daemon", "namespace": cluster.ns},
+        "spec": {"nodeName": "n0", "containers": [{"name": "c", "image": "x", "resources": {
+            "requests": {"cpu": "100m"}}}]},
+    }  # fmt: skip
+    cluster.api.post(f"/api/v1/namespaces/{cluster.ns}/pods", foreign)
+    cluster.start_shim()
+    cluster.pod("first", gpus=1)
+    assert wait_for(lambda: cluster.node_of("first"), what="first bound") == "n0"
+    cluster.pod("second", gpus=1)
+    cond = wait_for(lambda: _condition(cluster.get("second"), "PodScheduled"), what="second waits")
+    assert cluster.node_of("second") is None
+    assert "max_pods" in cond.get("message", ""), cond
+    cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/daemon", {"gracePeriodSeconds": 0})
+    assert wait_for(lambda: cluster.node_of("second"), what="second bound") == "n0"
+
+
 def test_a_binding_answered_404_calls_binding_failed_and_releases_the_rest_of_the_gang(
     cluster: Cluster,
 ) -> None:

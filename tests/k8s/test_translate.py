@@ -113,6 +113,18 @@ def test_configured_topology_levels_replace_the_defaults() -> None:
     assert (s.leaf, s.spine, s.hbd) == ("zone=zone-a", None, None)
 
 
+def test_a_nodes_allocatable_pods_is_its_pod_capacity_and_none_without_it() -> None:
+    n = load("node_h100")
+    assert node_facts(n, S).spec.max_pods == 110
+    n["status"]["allocatable"]["pods"] = "2"
+    assert node_facts(n, S).spec.max_pods == 2
+    del n["status"]["allocatable"]["pods"]
+    assert node_facts(n, S).spec.max_pods is None
+    n["status"]["allocatable"]["pods"] = "-3"
+    with pytest.raises(InvalidObjectError, match="max_pods"):
+        node_facts(n, S)
+
+
 def test_a_malformed_node_allocatable_names_the_node() -> None:
     n = load("node_h100")
     n["status"]["allocatable"]["nvidia.com/gpu"] = "lots"
