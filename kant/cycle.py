@@ -999,12 +999,14 @@ class _Cycle:
                 and whole.within_nominal == alike.within_nominal
                 and whole.models == alike.models
                 and whole.nominal_models == alike.nominal_models
+                and whole.nominal_pods == alike.nominal_pods
             ):
                 dec = whole  # all its pods, as in an earlier cycle: the same decision
             else:
                 dec = QuotaDecision(
                     ok=True, pods=rem[: len(alike.pods)], models=alike.models,
                     within_nominal=alike.within_nominal, nominal_models=alike.nominal_models,
+                    nominal_pods=alike.nominal_pods,
                 )  # fmt: skip
                 if all_pods:
                     facts.whole = dec

@@ -322,6 +322,10 @@ class QuotaDecision:
     per role, the models of ``models`` where it does (where a reclaimer may run: on the
     others its tenant would borrow; none for a role whose nominal models quota does not
     admit now, where a reclaim has not freed enough yet). Empty unless ``within_nominal``.
+    ``nominal_pods``: for a pod-level job not within nominal as a whole, how many of the
+    pods asked (the first ones, roles in order) are: what its tenant's nominal quota left
+    holds (:func:`nominal_prefix`), whatever the headroom for borrowing admits now. 0 for a
+    request within nominal, a gang, or one pod.
     """
 
     ok: bool
@@ -330,6 +334,7 @@ class QuotaDecision:
     within_nominal: bool
     reason: Reason | None = None
     nominal_models: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
+    nominal_pods: int = 0
 
     @property
     def places_within_nominal(self) -> bool:
@@ -445,14 +450,23 @@ def _admit_in_order(
         admitted.extend(rpods[:count])
         for m in ok:
             extra[m] = extra.get(m, 0) + per_pod * count
+    first = 0
+    if not within and not job.gang:
+        # (at most all but one: a multi-role request counted on the models quota admits it
+        # on may not be within nominal where the nominal ledger alone would hold it)
+        first = min(nominal_prefix(ledger, job, by_role, role_models), len(pods) - 1)
     if not admitted:
-        return QuotaDecision(ok=False, pods=(), models={}, within_nominal=within, reason=failure)
+        return QuotaDecision(
+            ok=False, pods=(), models={}, within_nominal=within, reason=failure,
+            nominal_pods=first,
+        )  # fmt: skip
     return QuotaDecision(
         ok=True,
         pods=tuple(admitted),
         models=models_out,
         within_nominal=within,
         nominal_models=nominal if within else {},
+        nominal_pods=first,
     )
 
 
@@ -664,6 +678,43 @@ def _one_model_each(
         for i in idx[first : first + took[p]]:
             pick[i] = opts[j]
     return pick, True
+
+
+def nominal_prefix(
+    ledger: QuotaLedger,
+    job: Job,
+    by_role: Mapping[str, Sequence[PodId]],
+    role_models: Mapping[str, tuple[str, ...]],
+) -> int:
+    """How many of a pod-level job's pods (``by_role``: per role, in the job's pod order),
+    the first ones with roles in order, fit its tenant's nominal quota left: on one GPU model
+    of each role, the tenant's use on ``ledger`` (its running pods, what the cycle admitted
+    or holds for it) plus an earlier role's pods (counted on each model where they fit)
+    within nominal. The tenant's nominal ledger only: the headroom for borrowing (what
+    others borrow of that quota) does not enter; a reclaim takes that back. Pods asking no
+    GPU, or of a role with no GPU model, count. O(roles x models)."""
+    tenant = job.tenant
+    nominal_of, used = ledger.table.nominal, ledger.used
+    extra: dict[str, int] = {}
+    first = 0
+    for role in job.roles:
+        rpods = by_role.get(role.name)
+        if not rpods:
+            continue
+        per_pod = role.resources.total_milli
+        allowed = role_models.get(role.name, ())
+        if per_pod == 0 or not allowed:
+            first += len(rpods)
+            continue
+        left = {m: nominal_of(tenant, m) - used(tenant, m) - extra.get(m, 0) for m in allowed}
+        fits = min(len(rpods), max(_floor_div(v, per_pod) for v in left.values()))
+        first += fits
+        if fits < len(rpods):
+            return first
+        for m, v in left.items():
+            if v >= per_pod * fits:
+                extra[m] = extra.get(m, 0) + per_pod * fits
+    return first
 
 
 def admit_without_quotas(

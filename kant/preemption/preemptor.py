@@ -162,8 +162,9 @@ class Preemption:
         priority running), so this is the test a waiting job that cannot preempt costs.
 
         Priority preemption is closed to a job when nobody runs below its priority; then
-        reclaim is open only to a job already within its nominal quota (preempting its own
-        tenant's lower-priority units, :meth:`_within_after_own`, finds nobody either)."""
+        reclaim is open only to a job already within its nominal quota, or a pod-level job
+        whose first pods are (:attr:`QuotaDecision.nominal_pods`; preempting its own
+        tenant's lower-priority units, :meth:`_nominal_after_own`, finds nobody either)."""
         pol = self.policy
         cap = pol.max_searches_per_cycle
         if cap is not None and (
@@ -181,7 +182,7 @@ class Preemption:
             refs = self.index.refs()
             if refs and refs[0].priority < e.job.priority:
                 return False  # someone runs below it
-        if pol.reclaim and dec.within_nominal:
+        if pol.reclaim and (dec.within_nominal or dec.nominal_pods):
             return False
         return not self._anything_going()
 
@@ -211,7 +212,10 @@ class Preemption:
         preemption within ``cascade_window``, or whose pods are being evicted, does not
         preempt by priority or reclaim (no cascades); as a Backfill head it may still take
         back what backfilled past it. A pod-level job that cannot be placed whole preempts
-        for as many of its pods as preemption can place."""
+        for as many of its pods as preemption can place; when the whole request would
+        borrow, its first pods within its tenant's nominal quota (once the tenant's own
+        lower-priority units are gone, as for a whole request) reclaim for themselves, and
+        that many are tried first."""
         # The cheap exits first (each returns None and changes nothing, so their order is
         # free): most would-be preemptors of a busy cycle stop here, before the victim index.
         if self.closed(e, dec, may_backfill):
@@ -225,19 +229,17 @@ class Preemption:
         quotas = not self.ledger.table.unlimited
         pods = e.remaining()
         refs = self.index.refs()
-        within = dec.within_nominal or (
-            quotas
-            and pol.reclaim
-            and not cascade
-            and self._within_after_own(e, pods, role_models, refs)
-        )
+        within, nominal = dec.within_nominal, 0
+        if not within and quotas and pol.reclaim and not cascade:
+            # (nominal: a pod-level job's first pods within nominal, its whole request not)
+            within, nominal = self._nominal_after_own(e, dec, pods, role_models, refs)
         reclaim = pol.reclaim and within and not cascade
         backfill = pol.backfill and may_backfill
         prio = job.priority if pol.priority and not cascade else None
         # (past closed, some kind of preemption is open to the job: a rule, backfill,
         # reclaim, someone running below its priority, or victims still to go)
         going = self._going()
-        memo = self._memo(e, pods, role_models, prio, reclaim, backfill, dec, epoch)
+        memo = (*self._memo(e, pods, role_models, prio, reclaim, backfill, dec, epoch), nominal)
         if memo in self.hopeless:
             return None  # (most would-be preemptors of a busy cycle stop here)
         self.light_checks += 1
@@ -265,24 +267,29 @@ class Preemption:
                 found = self._fit_now(e, pods, role_models)
         if found is None:
             going = []  # the search proper: what runs now, with the victims still there
-            picked_all, held, pos = self._prefilter(
-                pre, e, refs, models, only_priority=not (reclaim or backfill)
-            )
-            if reclaim and pol.reclaim_others_first:
-                if pos is None:
-                    first = [r for r in picked_all if r.tenant != pre.tenant]
-                    picked_all = first + [r for r in picked_all if r.tenant == pre.tenant]
-                else:
-                    cols = self.index.columns()
-                    other = cols.tenant[pos] != cols.tenant_of.get(pre.tenant, -1)
-                    pos = np.concatenate((pos[other], pos[~other]))
-                    picked_all = RefsAt(cols.refs, pos)
-            found = self._find(pre, e, dec, pods, role_models, picked_all, held, pools, pos)
+            picked, held, pos = self._candidates(pre, e, refs, models, reclaim, backfill)
+            whole = (pre, dec, picked, held, pos)
+            found = self._find(pre, e, dec, pods, role_models, picked, held, pools, pos)
             if found is None and not job.gang and len(pods) > 1:
-                lo, hi = 0, len(pods) - 1  # the most pods preemption can place, by bisection
+                # the most pods preemption can place, by bisection on the number of pods;
+                # up to ``nominal`` pods with a reclaimer's rules, beyond with the whole
+                # request's (a borrower's): that many are tried first
+                lo, hi = 0, len(pods) - 1
+                part = whole
+                if nominal:
+                    part = self._nominal_part(
+                        pre, e, pods[:nominal], role_models, refs, models, backfill
+                    )
+                    p, d, picked, held, pos = part
+                    f = self._find(p, e, d, pods[:nominal], role_models, picked, held, pools, pos)
+                    if f is None:
+                        hi = nominal - 1
+                    else:
+                        found, lo = f, nominal
                 while lo < hi:
                     k = (lo + hi + 1) // 2
-                    f = self._find(pre, e, dec, pods[:k], role_models, picked_all, held, pools, pos)
+                    p, d, picked, held, pos = part if k <= nominal else whole
+                    f = self._find(p, e, d, pods[:k], role_models, picked, held, pools, pos)
                     if f is None:
                         hi = k - 1
                     else:
@@ -640,22 +647,25 @@ class Preemption:
         finally:
             self.ledger.rollback(mark)
 
-    def _within_after_own(
+    def _nominal_after_own(
         self,
         e: Entry,
+        dec: QuotaDecision,
         pods: tuple[PodId, ...],
         role_models: dict[str, tuple[str, ...]],
         refs: list[VictimRef],
-    ) -> bool:
-        """Would the job be within its tenant's nominal quota once every unit of its own
-        tenant that it may priority-preempt is gone? (Kueue judges reclaim so.)"""
+    ) -> tuple[bool, int]:
+        """For a job whose ``pods`` are not within its tenant's nominal quota (``dec``):
+        would they be once every unit of its own tenant that it may priority-preempt is
+        gone (Kueue judges reclaim so), and if not, how many of its first pods would be (a
+        pod-level job's, :attr:`QuotaDecision.nominal_pods`; at least as many as now)?"""
         pol = self.policy
         job = e.job
         if not pol.priority or not refs or refs[0].priority >= job.priority:
-            return False  # (refs are in victim order: nobody runs below its priority)
+            return False, dec.nominal_pods  # (refs in victim order: nobody runs below it)
         own = self._own_below(e, refs)
         if own is None:
-            return False
+            return False, dec.nominal_pods
         led = self.ledger
         mark = led.mark()
         try:
@@ -663,9 +673,58 @@ class Preemption:
             # only on the totals, not on how they were reached)
             for m, milli in own.items():
                 led.add(job.tenant, m, -milli)
-            return admit_quota(led, job, pods, role_models).within_nominal
+            after = admit_quota(led, job, pods, role_models)
+            return after.within_nominal, max(dec.nominal_pods, after.nominal_pods)
         finally:
             led.rollback(mark)
+
+    def _nominal_part(
+        self,
+        pre: Preemptor,
+        e: Entry,
+        pods: tuple[PodId, ...],
+        role_models: dict[str, tuple[str, ...]],
+        refs: list[VictimRef],
+        models: set[str],
+        backfill: bool,
+    ) -> tuple[Preemptor, QuotaDecision, Sequence[VictimRef], int, np.ndarray | None]:
+        """The preemptor, quota decision and candidates (:meth:`_candidates`) of a pod-level
+        job's first ``pods``, within its tenant's nominal quota (once its own lower-priority
+        units are gone) where its whole request is not: a reclaimer, on the models where
+        those pods are within nominal."""
+        dec = admit_quota(self.ledger, e.job, pods, role_models)
+        mine = attrs.evolve(
+            pre,
+            within_nominal=True,
+            borrowing=False,
+            reclaim_models=self._reclaim_models(e, dec, pods, role_models, refs),
+        )
+        return (mine, dec, *self._candidates(mine, e, refs, models, True, backfill))
+
+    def _candidates(
+        self,
+        pre: Preemptor,
+        e: Entry,
+        refs: list[VictimRef],
+        models: set[str],
+        reclaim: bool,
+        backfill: bool,
+    ) -> tuple[Sequence[VictimRef], int, np.ndarray | None]:
+        """:meth:`_prefilter` for ``pre``; for a reclaim with ``reclaim_others_first``, the
+        other tenants' candidates first (Kueue's candidate order)."""
+        picked, held, pos = self._prefilter(
+            pre, e, refs, models, only_priority=not (reclaim or backfill)
+        )
+        if reclaim and self.policy.reclaim_others_first:
+            if pos is None:
+                first = [r for r in picked if r.tenant != pre.tenant]
+                picked = first + [r for r in picked if r.tenant == pre.tenant]
+            else:
+                cols = self.index.columns()
+                other = cols.tenant[pos] != cols.tenant_of.get(pre.tenant, -1)
+                pos = np.concatenate((pos[other], pos[~other]))
+                picked = RefsAt(cols.refs, pos)
+        return picked, held, pos
 
     def _own_below(self, e: Entry, refs: list[VictimRef]) -> dict[str, int] | None:
         """GPU milli per model that the units of ``e``'s tenant running below its priority
@@ -704,7 +763,7 @@ class Preemption:
         """The GPU models a reclaim by ``e`` is for (:attr:`Preemptor.reclaim_models`): those
         where its tenant stays within nominal with the job, judged on the ledger as it
         judged "within nominal" (once its own lower-priority units are gone, when that was
-        needed: :meth:`_within_after_own`). A few ledger reads per role and model."""
+        needed: :meth:`_nominal_after_own`). A few ledger reads per role and model."""
         own = None if dec.within_nominal else self._own_below(e, refs)
         led = self.ledger
         mark = led.mark()

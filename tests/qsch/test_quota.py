@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import re
 
+import hypothesis.strategies as st
 import pytest
+from hypothesis import given, settings
 
 from kant.admission import Admitter, Quota, QuotaLedger, QuotaTable
+from kant.admission.quota import QuotaDecision, admit_quota
 from kant.errors import DuplicateError, InvalidConfigError, ValidationError
-from kant.model import MILLI, Binding, PodId, ReasonCode, VictimReason
+from kant.model import MILLI, Binding, Job, PodId, ReasonCode, Resources, Role, VictimReason
 from kant.queueing import JobPhase
 from kant.testing import check_invariants, job
 
@@ -215,3 +218,165 @@ def test_an_isolated_tenants_borrowing_or_lending_limit_is_refused_not_ignored(
     with pytest.raises(InvalidConfigError, match="iso/H100"):
         Admitter([quota], default_mode="isolated")
     assert Admitter([quota]).table.ceiling("iso", "H100") > 0  # (shared: the limit holds)
+
+
+# --------------------------------------------------------------------------- pod-level jobs
+# beyond their tenant's nominal quota: the nominal share of their first pods
+
+
+def _decide(
+    usage: dict[tuple[str, str], int],
+    quotas: list[Quota],
+    j: Job,
+    models: tuple[str, ...] = ("H100",),
+) -> QuotaDecision:
+    led = QuotaLedger(QuotaTable(quotas), usage)
+    return admit_quota(led, j, tuple(j.pods()), {j.roles[0].name: models})
+
+
+@pytest.mark.parametrize(
+    ("usage", "quotas", "asked", "models", "want"),
+    [
+        pytest.param(
+            {}, [Quota.gpus("a", "H100", 8)], 9, ("H100",), 8,
+            id="nine pods on eight GPUs of nominal quota: the first eight",
+        ),
+        pytest.param(
+            {("a", "H100"): 5 * G}, [Quota.gpus("a", "H100", 8)], 9, ("H100",), 3,
+            id="what the tenant's running pods use is not counted again",
+        ),
+        pytest.param(
+            {("a", "H100"): 8 * G}, [Quota.gpus("a", "H100", 8)], 9, ("H100",), 0,
+            id="a tenant at its nominal quota has no nominal share left",
+        ),
+        pytest.param(
+            {}, [Quota.gpus("a", "H100", 4), Quota.gpus("a", "A100", 4)], 9,
+            ("H100", "A100"), 4,
+            id="two models of four each: four pods, the most one model holds, not their sum",
+        ),
+        pytest.param(
+            {("b", "H100"): 16 * G}, [Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8)],
+            9, ("H100",), 8,
+            id="what another tenant borrows of the nominal quota does not count against it",
+        ),
+    ],
+)  # fmt: skip
+def test_nominal_pods_counts_a_pod_level_jobs_first_pods_within_its_tenants_nominal_quota_left(
+    usage: dict[tuple[str, str], int],
+    quotas: list[Quota],
+    asked: int,
+    models: tuple[str, ...],
+    want: int,
+) -> None:
+    j = job("a1", gpus=1, replicas=asked, gang=False, tenant="a", models=frozenset(models))
+    dec = _decide(usage, quotas, j, models)
+    assert not dec.within_nominal
+    assert dec.nominal_pods == want
+
+
+def test_nominal_pods_is_zero_for_a_request_within_nominal_a_gang_and_one_pod() -> None:
+    q = [Quota.gpus("a", "H100", 8)]
+    assert _decide({}, q, job("p", gpus=1, replicas=8, gang=False, tenant="a")).nominal_pods == 0
+    gang = _decide({}, q, job("g", gpus=1, replicas=9, gang=True, tenant="a"))
+    assert not gang.within_nominal and gang.nominal_pods == 0
+    one = _decide({}, q, job("o", gpus=9, tenant="a"))
+    assert not one.within_nominal and one.nominal_pods == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    nominal=st.lists(st.integers(0, 12), min_size=2, max_size=2),
+    used=st.lists(st.integers(0, 14), min_size=2, max_size=2),
+    per_pod=st.integers(1, 3),
+    first=st.integers(1, 6),
+    second=st.integers(0, 6),
+    models=st.sampled_from([("H100",), ("A100",), ("H100", "A100")]),
+)
+def test_nominal_pods_is_the_longest_prefix_of_the_request_within_nominal(
+    nominal: list[int],
+    used: list[int],
+    per_pod: int,
+    first: int,
+    second: int,
+    models: tuple[str, ...],
+) -> None:
+    # a pod-level job of one or two roles; its first k pods (roles in order) are within
+    # its tenant's nominal quota, its first k + 1 are not
+    table = QuotaTable(
+        [Quota.gpus("a", m, n) for m, n in zip(("H100", "A100"), nominal, strict=True)]
+    )
+    led = QuotaLedger(table, {("a", m): u * G for m, u in zip(("H100", "A100"), used, strict=True)})
+    roles = [
+        Role(
+            name="r0",
+            replicas=first,
+            resources=Resources(gpus=per_pod),
+            gpu_models=frozenset(models),
+        )
+    ]
+    if second:
+        roles.append(
+            Role(
+                name="r1",
+                replicas=second,
+                resources=Resources(gpus=1),
+                gpu_models=frozenset({"H100"}),
+            )
+        )
+    j = Job(id="j", tenant="a", roles=tuple(roles), gang=False)
+    role_models = {"r0": models, "r1": ("H100",)}
+    pods = tuple(j.pods())
+    before = dict(led.usage)
+    dec = admit_quota(led, j, pods, role_models)
+    assert led.usage == before  # (a decision changes nothing)
+    if dec.within_nominal:
+        assert dec.nominal_pods == 0
+        return
+    k = dec.nominal_pods
+    assert 0 <= k < len(pods)
+    assert k == 0 or admit_quota(led, j, pods[:k], role_models).within_nominal
+    assert not admit_quota(led, j, pods[: k + 1], role_models).within_nominal
+
+
+@pytest.mark.parametrize("asked", [8, 9, 16])
+def test_a_pod_level_job_asking_more_than_its_nominal_quota_reclaims_its_nominal_share(
+    asked: int,
+) -> None:
+    # a and b have 8 GPUs nominal each; b's pod-level job of 16 one-GPU pods borrows all of
+    # a's. a's pod-level job reclaims 8 pods, however many it asks: with 9 it reclaimed
+    # nothing, ever (the whole request was judged, and the whole request borrows)
+    s = scheduler(nodes(2), quotas=[Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8)])
+    s.submit(job("b1", gpus=1, replicas=16, gang=False, tenant="b"), now=0)
+    s.step(now=0)
+    assert s.admitter.used("b", "H100") == 16 * G
+    s.submit(job("a1", gpus=1, replicas=asked, gang=False, tenant="a", submitted_at=10), now=10)
+    r = s.step(now=10)
+    assert [(v.job, v.reason) for v in r.victims] == [("b1", VictimReason.RECLAIM)] * 8
+    assert r.pending["a1"].code is ReasonCode.PREEMPTING
+    evict_victims(s, r, now=11)
+    r = s.step(now=20)
+    assert r.placed == ("a1",)
+    for t in (30, 40):  # and no more: the rest of a1 would borrow, and b is within nominal
+        r = s.step(now=t)
+        assert r.victims == ()
+        assert s.admitter.used("a", "H100") == 8 * G and s.admitter.used("b", "H100") == 8 * G
+    check_invariants(s)
+
+
+def test_two_pod_level_jobs_of_one_tenant_reclaim_its_nominal_share_once_between_them() -> None:
+    # a's first job reclaims 5 pods in the cycle; the second job's nominal share is the 3
+    # GPUs left of a's 8, not 8 again: the quota held for the first one counts
+    s = scheduler(nodes(2), quotas=[Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8)])
+    s.submit(job("b1", gpus=1, replicas=16, gang=False, tenant="b"), now=0)
+    s.step(now=0)
+    s.submit(job("a1", gpus=1, replicas=5, gang=False, tenant="a", submitted_at=10), now=10)
+    s.submit(job("a2", gpus=1, replicas=9, gang=False, tenant="a", submitted_at=11), now=11)
+    r = s.step(now=12)
+    by = {p: sum(len(v.pods) for v in r.victims if v.preemptor == p) for p in ("a1", "a2")}
+    assert by == {"a1": 5, "a2": 3}
+    assert {v.reason for v in r.victims} == {VictimReason.RECLAIM}
+    evict_victims(s, r, now=13)
+    s.step(now=20)
+    s.step(now=30)
+    assert s.admitter.used("a", "H100") == 8 * G and s.admitter.used("b", "H100") == 8 * G
+    check_invariants(s)

@@ -194,3 +194,31 @@ def test_a_reclaim_takes_a_borrowers_units_that_free_room_when_victim_order_cann
     assert s.step(now=4).placed == ("a1",)
     assert s.admitter.usage() == {("a", "H100"): 8000, ("c", "H100"): 8000}
     check_invariants(s)
+
+
+def test_a_pod_level_job_beyond_its_nominal_quota_reclaims_for_its_first_pods_once_its_own_lower_priority_pods_are_gone() -> (
+    None
+):
+    # a and b have 8 GPUs nominal on 16. a runs a-lo (4 pods, priority -1), b runs 12 pods
+    # (borrowing 4). a-hi (9 pods) is within a's nominal quota for 4 pods as a uses it now,
+    # and for 8 once a-lo is gone: it takes b's 4 borrowed pods (RECLAIM) and a-lo's 4
+    # (PRIORITY), and no more: its ninth pod would borrow
+    s = scheduler(
+        ClusterBuilder().leaf("lf0", nodes=2).build(),
+        quotas=[Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8)],
+        preemption=PreemptionPolicy(),
+    )
+    s.submit(job("a-lo", gpus=1, replicas=4, gang=False, tenant="a", priority=-1), now=0)
+    s.submit(job("b1", gpus=1, replicas=12, gang=False, tenant="b"), now=0)
+    assert set(s.step(now=0).placed) == {"a-lo", "b1"}
+    s.submit(job("a-hi", gpus=1, replicas=9, gang=False, tenant="a", submitted_at=5), now=5)
+    r = s.step(now=5)
+    got = sorted((v.job, v.reason.value, len(v.pods)) for v in r.victims)
+    assert got == [("a-lo", "priority", 1)] * 4 + [("b1", "reclaim", 1)] * 4
+    evict_victims(s, r, now=6)
+    s.step(now=10)
+    r = s.step(now=20)
+    assert r.victims == ()
+    assert s.admitter.used("a", "H100") == 8000 and s.admitter.used("b", "H100") == 8000
+    assert s.status("a-hi").pods_waiting == 1
+    check_invariants(s)
