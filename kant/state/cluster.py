@@ -166,6 +166,12 @@ class ClusterState:
         the removal came through."""
         self._removal_listeners.append(listener)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Everything but the :meth:`on_remove` listeners: a copy (``copy.deepcopy``,
+        pickling) belongs to no one yet, and the listeners would tell the original's owner
+        of the copy's removals. Whoever takes the copy registers its own."""
+        return {**self.__dict__, "_removal_listeners": []}
+
     # ----------------------------------------------------------------- queries
 
     def __len__(self) -> int:
