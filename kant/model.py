@@ -14,7 +14,7 @@ import enum
 import math
 import numbers
 from collections.abc import Callable, Collection, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 import attrs
 
@@ -154,9 +154,22 @@ PREEMPTIBLE_CODES = CAPACITY_CODES | {ReasonCode.QUOTA_EXCEEDED}
 again)."""
 
 
+_V = TypeVar("_V")
+
+
+def _shared(self: _V, memo: object = None) -> _V:
+    """``copy.copy`` and ``copy.deepcopy`` of an immutable value object: the object itself
+    (nothing in it can change, so a copy of whatever holds it may share it; a deep copy of a
+    scheduler's state would otherwise rebuild every job, pod id and binding it holds)."""
+    return self
+
+
 @attrs.frozen(kw_only=True)
 class Reason:
     """A typed, readable explanation: ``code`` for programs, ``message`` for people."""
+
+    __copy__ = _shared
+    __deepcopy__ = _shared
 
     code: ReasonCode
     message: str = ""
@@ -439,6 +452,9 @@ class Resources:
     ``gpus`` whole GPUs, or a share of one GPU: ``gpu_milli`` in 1..999 with ``gpus == 0``
     (a fractional pod never spans devices). ``rdma_nics`` RDMA NICs, placed next to the GPUs.
     """
+
+    __copy__ = _shared
+    __deepcopy__ = _shared
 
     gpus: int = attrs.field(default=0, validator=number(InvalidResourcesError, low=0, integer=True))
     gpu_milli: int = attrs.field(
@@ -955,6 +971,9 @@ class Role:
     (:class:`PreferredPodTerm`) its preferred ones (docs/placement.md, "Pod affinity").
     """
 
+    __copy__ = _shared
+    __deepcopy__ = _shared
+
     name: str = attrs.field(default="worker", validator=name(InvalidJobError))
     replicas: int = attrs.field(
         default=1,
@@ -1146,6 +1165,9 @@ class PodId(_PodFields):
     and pod ids are dict keys, set members and sort keys on every hot path of a cycle.
     Read it by field name; it also unpacks as ``job, role, index``."""
 
+    __copy__ = _shared
+    __deepcopy__ = _shared
+
     __slots__ = ()
 
     if TYPE_CHECKING:
@@ -1213,6 +1235,9 @@ class Job:
     ``gang=True``: all pods are placed together or none (job-level admission and preemption).
     ``runtime_estimate`` (seconds) feeds EASY backfill and the simulator; ``None`` = unknown.
     """
+
+    __copy__ = _shared
+    __deepcopy__ = _shared
 
     id: str = attrs.field(validator=name(InvalidJobError))
     tenant: str = attrs.field(default="default", validator=name(InvalidJobError))
@@ -1364,6 +1389,9 @@ class NodeSpec:
     limit.
     """
 
+    __copy__ = _shared
+    __deepcopy__ = _shared
+
     name: str = attrs.field(validator=name(InvalidNodeError))
     gpu_model: str | None = attrs.field(default=None, validator=_opt_node_name)
     gpus: int = attrs.field(default=0, validator=number(InvalidNodeError, low=0, integer=True))
@@ -1465,6 +1493,9 @@ class Binding:
     (1000 for whole GPUs, 1..999 for a fractional pod, which holds exactly one device).
     """
 
+    __copy__ = _shared
+    __deepcopy__ = _shared
+
     pod: PodId = attrs.field(validator=instance_of(InvalidBindingError, PodId))
     node: str = attrs.field(validator=name(InvalidBindingError))
     gpus: tuple[int, ...] = attrs.field(
@@ -1540,6 +1571,9 @@ a binding, measured with timeit)."""
 @attrs.frozen(kw_only=True)
 class Victim:
     """Pods to evict so that ``preemptor`` can run. For a gang job ``pods`` is the whole job."""
+
+    __copy__ = _shared
+    __deepcopy__ = _shared
 
     job: str
     pods: tuple[PodId, ...]
