@@ -38,6 +38,7 @@ from kant.errors import (
     UnknownTemplateError,
     ValidationError,
 )
+from kant.estimates import EstimateStatus, StartEstimate
 from kant.model import (
     MILLI,
     Binding,
@@ -79,6 +80,7 @@ __all__ = [
     "CycleResult",
     "CycleStats",
     "DuplicateError",
+    "EstimateStatus",
     "EventReport",
     "Eviction",
     "EvictionCause",
@@ -121,6 +123,7 @@ __all__ = [
     "Role",
     "Scheduler",
     "Snapshot",
+    "StartEstimate",
     "Strategy",
     "Tier",
     "TopologyWish",

@@ -3,6 +3,7 @@ orchestrator observed (the events), each event with its :class:`EventReport`."""
 
 from __future__ import annotations
 
+import copy
 import enum
 import logging
 import math
@@ -26,7 +27,8 @@ from kant.errors import (
     ValidationError,
     require,
 )
-from kant.model import Binding, Job, NodeSpec, PodId, Reason, Taint, finite_time
+from kant.estimates import EstimateStatus, StartEstimate, play
+from kant.model import Binding, Job, NodeSpec, PodId, Reason, Taint, finite_time, is_int, is_number
 from kant.preemption.policy import PreemptionPolicy
 from kant.queueing import Entry, FailureHistory, JobPhase, JobStatus, Queue
 from kant.state import ClusterState
@@ -334,6 +336,108 @@ class Scheduler:
             cancelled=e.cancelled,
             interruptions=e.interruptions,
         )
+
+    def start_estimates(
+        self,
+        now: float,
+        *,
+        jobs: Iterable[str] | None = None,
+        horizon: float | None = None,
+        max_cycles: int | None = None,
+        grace_period: float = 30.0,
+        default_runtime: float | None = None,
+        tick: float = 0.0,
+        first_cycle: float | None = None,
+    ) -> dict[str, StartEstimate]:
+        """When would waiting jobs start? For each job of ``jobs`` (default: every PENDING
+        job), a :class:`~kant.estimates.StartEstimate`: the time of the first cycle that
+        would bind a pod of it if the running jobs end at their expected ends and nothing
+        else happens (no job arrives, is cancelled or fails; no node comes or goes).
+
+        The estimate plays this scheduler's own cycles forward on a copy of its state
+        (:func:`kant.estimates.play`: its queueing policy, quotas, placer and preemption
+        included): a running pod ends at its bind time + its job's ``runtime_estimate``,
+        else ``default_runtime`` (default: the queueing policy's ``default_runtime``, if it
+        has one), at ``now`` if that is past, never without either; victims chosen go
+        ``grace_period`` seconds after the cycle that chose them (pods already being evicted:
+        ``grace_period`` after ``now``) and their jobs are requeued, to run their whole
+        estimate again; a cycle runs at every instant something changes (at most one per
+        ``tick`` seconds; the first at ``first_cycle``, default ``now``) and when the passing
+        of time alone can change a decision (:meth:`CycleResult.time_horizon`). The
+        scheduler itself is not changed in any way (not even its :attr:`clock`).
+
+        The mapping lists the jobs asked (each once) in the queue's global order, then the
+        jobs that wait for nothing (RUNNING, FINISHED, FAILED) in submission order. A job
+        without a start says why (:class:`~kant.estimates.EstimateStatus`): NEVER, nothing
+        left to happen starts it; UNKNOWN_END, it waits on pods without an expected end;
+        BEYOND_HORIZON, it had not started ``horizon`` seconds after ``now`` or after
+        ``max_cycles`` cycles. ``horizon`` and ``max_cycles`` bound the work, which is one
+        copy of the state (O(nodes + pods + jobs)) and one cycle per distinct event time
+        until the last job asked starts.
+
+        Raises UnknownJobError for a job never submitted, InvalidJobError for ``jobs`` that
+        is a string or not an iterable, InvalidTimeError for a ``now`` that is not finite or
+        runs backwards (or a ``first_cycle`` that is not finite), ValidationError for a
+        ``horizon``, ``grace_period``, ``default_runtime`` or ``tick`` that is not a finite
+        number in range (positive; >= 0; positive; >= 0) or a ``max_cycles`` that is not an
+        int >= 1; nothing is changed then."""
+        t = self._time(now, "start_estimates")
+        _seconds("horizon", horizon, positive=True, optional=True)
+        _seconds("grace_period", grace_period, positive=False, optional=False)
+        _seconds("default_runtime", default_runtime, positive=True, optional=True)
+        _seconds("tick", tick, positive=False, optional=False)
+        if max_cycles is not None and not (is_int(max_cycles) and max_cycles >= 1):
+            raise ValidationError("max_cycles", max_cycles, "must be None or an int >= 1")
+        first = None if first_cycle is None else finite_time(first_cycle, "start_estimates")
+        q = self.queue
+        if jobs is None:
+            asked = [e for e in q.candidates() if e.phase is JobPhase.PENDING]
+        else:
+            if isinstance(jobs, str | bytes) or not isinstance(jobs, Iterable):
+                raise InvalidJobError("jobs", jobs, "must be None or an iterable of job ids")
+            given = {id(e): e for e in (q.entry(j) for j in jobs)}  # UnknownJobError first
+            waiting = {e.id for e in given.values() if e.phase is JobPhase.PENDING}
+            asked = [e for e in q.candidates() if e.id in waiting] if waiting else []
+            asked += sorted((e for e in given.values() if e.id not in waiting), key=_seq)
+        targets = [e.id for e in asked if e.phase is JobPhase.PENDING]
+        found: dict[str, StartEstimate] = {}
+        if targets:
+            if default_runtime is None:
+                default_runtime = getattr(self.policy, "default_runtime", None)
+            twin = self._twin()
+            found, _stats = play(
+                twin, t, targets, until=math.inf if horizon is None else t + horizon,
+                max_cycles=max_cycles, grace_period=float(grace_period),
+                default_runtime=default_runtime, tick=float(tick), first_cycle=first,
+            )  # fmt: skip
+        out: dict[str, StartEstimate] = {}
+        for e in asked:
+            if e.id in found:
+                out[e.id] = found[e.id]
+            elif e.phase is JobPhase.RUNNING:
+                out[e.id] = StartEstimate(
+                    job_id=e.id, status=EstimateStatus.RUNNING, start=e.started_at, made_at=t
+                )
+            else:
+                out[e.id] = StartEstimate(
+                    job_id=e.id, status=EstimateStatus.ENDED, start=None, made_at=t
+                )
+        return out
+
+    def _twin(self) -> Scheduler:
+        """A scheduler on a copy of this one's state and policies (one ``copy.deepcopy`` of
+        them all, so what they share stays shared), at the same clock: what a what-if may
+        change freely. O(nodes + pods + jobs)."""
+        parts = (self.cluster, self.queue, self.admitter, self.placer, self.policy,
+                 self.preemption)  # fmt: skip
+        cluster, queue, admitter, placer, policy, preemption = copy.deepcopy(parts)
+        twin = Scheduler(
+            cluster, queue=queue, admitter=admitter, placer=placer, policy=policy,
+            preemption=preemption, incremental=self.incremental,
+        )  # fmt: skip
+        twin._clock, twin._clock_by = self._clock, self._clock_by
+        twin._lost_nodes = dict(self._lost_nodes)
+        return twin
 
     def schedule(self, now: float) -> CycleResult:
         """Run one cycle at ``now`` (:func:`kant.schedule_cycle`): a :class:`CycleResult` of
@@ -849,6 +953,22 @@ class Scheduler:
                 )
         for p in self.admitter.charged():
             require(self.cluster.has_pod(p), f"Scheduler: {p} charged but not bound")
+
+
+def _seq(e: Entry) -> int:
+    return e.seq
+
+
+def _seconds(name: str, v: object, *, positive: bool, optional: bool) -> None:
+    """ValidationError naming ``name`` unless ``v`` is a finite number of seconds, > 0
+    (``positive``) or >= 0, or None (``optional``)."""
+    if v is None and optional:
+        return
+    ok = is_number(v) and math.isfinite(v) and (v > 0 if positive else v >= 0)  # type: ignore[operator, arg-type]
+    if not ok:
+        low = "> 0" if positive else ">= 0"
+        none = "None or " if optional else ""
+        raise ValidationError(name, v, f"must be {none}a finite number of seconds {low}")
 
 
 def _merge(reports: Sequence[EventReport]) -> EventReport:
