@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import math
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final, TextIO
+
+import attrs
 
 from kant.cli.options import (
     UsageError,
@@ -44,7 +47,15 @@ from kant.sim.scenarios import (
     run_scenario,
     scenario_from_options,
 )
-from kant.sim.simulator import MIN_MTBF, RESTART, RESUME, Progress
+from kant.sim.simulator import (
+    MIN_MTBF,
+    RESTART,
+    RESUME,
+    EstimateAccuracy,
+    Progress,
+    SimResult,
+    estimate_accuracy,
+)
 
 __all__ = [
     "DEFAULT_OUT",
@@ -218,6 +229,17 @@ def add_simulate_parser(sub: Any) -> argparse.ArgumentParser:
         "its queueing, placement and preemption sections set the policies (instead of "
         "--queueing, --placement, --preemption, --threshold)",
     )
+    e = p.add_argument_group("start-time estimates")
+    e.add_argument(
+        "--estimates",
+        type=number(int, low=0),
+        default=0,
+        metavar="N",
+        help="give every N-th arriving job its start-time estimate at its arrival and report "
+        "how close they came to the real starts (default 0: none; each estimate plays the "
+        "scheduler's cycles forward on a copy of its state, so this costs time; decisions "
+        "are the same)",
+    )
     p.set_defaults(func=run_simulate, check=check_simulate_args, log_default="error")
     return p
 
@@ -363,11 +385,17 @@ def run_simulate(args: argparse.Namespace) -> int:
     note = load_warning(args, sc)
     if note:
         print(f"kant simulate: note: {note}", file=sys.stderr)
+    every = getattr(args, "estimates", 0) or 0
+    if every:
+        sc = attrs.evolve(sc, config=attrs.evolve(sc.config, estimate_every=every))
     bar = None if args.quiet else ProgressLine(f"simulate {sc.name} {pol.label}")
     result = run_scenario(sc, pol, progress=bar)
     if bar is not None:
         bar.done()
     print(format_summary(sc, pol, result))
+    acc = estimate_accuracy(result) if every else None
+    if acc is not None:
+        print(format_estimates(acc, result))
     if note:
         print(f"\nnote: {note}")
     with writing("--out", args.out):
@@ -378,5 +406,28 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.json:
         out = result_json(sc, pol, result)
         out["report"] = str(args.out)
+        if acc is not None:
+            out["estimates"] = {
+                k: (None if isinstance(v, float) and math.isnan(v) else v)
+                for k, v in attrs.asdict(acc).items()
+            }
         print(json_text(out))
     return 0
+
+
+def format_estimates(acc: EstimateAccuracy, result: SimResult) -> str:
+    """The start-time estimates of a run against the real starts, a few lines."""
+    by_status: dict[str, int] = {}
+    for est in result.estimates:
+        by_status[est.status.value] = by_status.get(est.status.value, 0) + 1
+    kinds = ", ".join(f"{n:,} {k}" for k, n in sorted(by_status.items()))
+    lines = [f"\nstart-time estimates at arrival: {acc.made:,} made ({kinds})"]
+    if acc.compared:
+        lines.append(
+            f"  vs real start ({acc.compared:,} started): {acc.exact:,} exact, {acc.late:,} "
+            f"later, {acc.early:,} earlier; |error| mean {acc.mean_abs_error:,.0f} s, median "
+            f"{acc.median_abs_error:,.0f} s, p90 {acc.p90_abs_error:,.0f} s"
+        )
+    if acc.no_start_but_started:
+        lines.append(f"  {acc.no_start_but_started:,} estimated with no start did start")
+    return "\n".join(lines)

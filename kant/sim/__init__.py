@@ -28,6 +28,7 @@ from kant.sim.scenarios import (
     trace_scenario,
 )
 from kant.sim.simulator import (
+    EstimateAccuracy,
     EventKind,
     Progress,
     SimConfig,
@@ -35,6 +36,7 @@ from kant.sim.simulator import (
     Simulator,
     Summary,
     TraceEvent,
+    estimate_accuracy,
 )
 from kant.sim.traces import (
     JobTrace,
@@ -68,6 +70,7 @@ __all__ = [
     "INFERENCE_TENANTS",
     "SCENARIOS",
     "TRAINING_SIZES",
+    "EstimateAccuracy",
     "EventKind",
     "JobTrace",
     "OpenbPod",
@@ -83,6 +86,7 @@ __all__ = [
     "TraceReport",
     "WorkloadStats",
     "describe_workload",
+    "estimate_accuracy",
     "gang_roles",
     "inference_cluster_nodes",
     "inference_workload",

@@ -43,6 +43,14 @@ What happens, and when:
               requeue backoff ends, a Backfill head passes its preemption threshold, a
               preemptor's cascade window closes, a running job passes ``min_runtime``).
 
+**Start-time estimates.** With ``estimate_every`` n > 0, every n-th arriving job is given
+its start-time estimate right after its submission
+(:meth:`Scheduler.start_estimates`, with the run's ``grace_period``, ``default_runtime``,
+``tick``, the time of the next cycle and the horizon left); the result keeps them
+(``SimResult.estimates``) and :func:`estimate_accuracy` compares each with the job's real
+start. Off by default: each estimate copies the scheduler's state and plays its cycles
+forward, and the run's own decisions are the same with or without them.
+
 **Work after an interruption.** A preempted or lost job is requeued by kant; what it still
 has to run is ``resume`` (the default: it continues where it stopped, as a training job that
 checkpoints would; work done during the grace period counts) or ``restart`` (it runs its whole
@@ -79,6 +87,7 @@ import numpy as np
 
 from kant.cycle import CycleResult
 from kant.errors import ValidationError
+from kant.estimates import EstimateStatus, StartEstimate
 from kant.metrics import (
     JobRecord,
     JttedRow,
@@ -105,6 +114,7 @@ from kant.queueing import JobPhase
 from kant.scheduler import Scheduler
 
 __all__ = [
+    "EstimateAccuracy",
     "EventKind",
     "Progress",
     "SimConfig",
@@ -112,6 +122,7 @@ __all__ = [
     "Simulator",
     "Summary",
     "TraceEvent",
+    "estimate_accuracy",
 ]
 
 
@@ -162,6 +173,7 @@ _mtbf = number(
 )
 _pos = number(ValidationError, low=0, low_inclusive=False, finite=True)
 _fraction = number(ValidationError, low=0, high=1)
+_count = number(ValidationError, low=0, integer=True)
 
 
 def _to_failures(v: Any) -> Any:
@@ -207,6 +219,8 @@ class SimConfig:
     observation window (the cluster starts empty and takes a while to fill).
     ``default_runtime``: runtime of jobs without an estimate. ``seed``: failure draws.
     ``trace``: keep the event trace in the result (tests read it).
+    ``estimate_every``: give every n-th arriving job its start-time estimate at its
+    arrival (0, the default: none; see the module docstring).
     """
 
     tick: float = attrs.field(default=60.0, validator=_nonneg)
@@ -224,6 +238,7 @@ class SimConfig:
     default_runtime: float = attrs.field(default=3600.0, validator=_pos)
     seed: int = 0
     trace: bool = False
+    estimate_every: int = attrs.field(default=0, validator=_count)
 
 
 def _check_span(jobs: Sequence[Job], cfg: SimConfig) -> None:
@@ -400,7 +415,8 @@ class Summary:
 @attrs.frozen(kw_only=True)
 class SimResult:
     """Everything a run produced. Equality ignores ``wall_s`` and ``cycle_ms``, so two runs
-    with the same inputs compare equal."""
+    with the same inputs compare equal. ``estimates``: the start-time estimates made at
+    arrivals (``SimConfig.estimate_every``), in arrival order."""
 
     summary: Summary
     records: tuple[JobRecord, ...]
@@ -408,6 +424,7 @@ class SimResult:
     queue_lengths: tuple[int, ...]
     sor_bins: tuple[tuple[float, float], ...] = ()
     trace: tuple[TraceEvent, ...] = ()
+    estimates: tuple[StartEstimate, ...] = ()
     wall_s: float = attrs.field(default=0.0, eq=False)
     cycle_ms: float = attrs.field(default=0.0, eq=False)
 
@@ -515,6 +532,8 @@ class Simulator:
         self.behind_closed_gate = 0
         self.too_big_arrivals = 0
         self._trace: list[TraceEvent] = []
+        self._estimates: list[StartEstimate] = []
+        self._start = 0.0  # the first submission (the clock's start)
         self._rng = np.random.default_rng(self.cfg.seed)
         self._down: dict[str, NodeSpec] = {}
         self._chains: dict[str, int] = {}  # node -> number of its live random failure event
@@ -564,6 +583,7 @@ class Simulator:
         s = self.s
         start = self.jobs[0].submitted_at if self.jobs else 0.0
         self._now = start
+        self._start = start
         sor = SorCollector(start=start, total_gpus=s.cluster.total_gpus())
         series = TimeSeries(sor, interval=cfg.sample_interval, start=start, max_samples=MAX_SAMPLES)
         queue_lengths: list[int] = []
@@ -611,6 +631,7 @@ class Simulator:
             queue_lengths=tuple(queue_lengths),
             sor_bins=tuple(self._sor_bins(start, end)),
             trace=tuple(self._trace),
+            estimates=tuple(self._estimates),
             wall_s=time.perf_counter() - t_wall,
             cycle_ms=self._cycle_s * 1000,
         )
@@ -679,6 +700,9 @@ class Simulator:
         self.s.submit(job, now=self._now)
         self._arrived += 1
         self._note("arrival", job.id)
+        every = self.cfg.estimate_every
+        if every and self._arrived % every == 0:
+            self._estimate(job.id)
         if self._quiet:  # a cycle now would decide nothing if:
             closed = self._closed_after
             if closed is not None and self.s.queue.entry(job.id).key > closed:
@@ -693,6 +717,23 @@ class Simulator:
                 self.too_big_arrivals += 1  # it cannot start, nor make another start
                 return
         self._changed()
+
+    def _estimate(self, jid: str) -> None:
+        """Keep job ``jid``'s start-time estimate, made now, as this run would start it: the
+        next cycle when one is due (else now, or a ``tick`` after the last), the run's grace
+        period, default runtime and tick, and the horizon left."""
+        cfg = self.cfg
+        now = self._now
+        first = self._tick_at if self._tick_at is not None else self._last_cycle + cfg.tick
+        horizon = None if cfg.horizon is None else self._start + cfg.horizon - now
+        if horizon is not None and horizon <= 0:
+            return
+        got = self.s.start_estimates(
+            now, jobs=(jid,), horizon=horizon, grace_period=cfg.grace_period,
+            default_runtime=cfg.default_runtime, tick=cfg.tick,
+            first_cycle=max(now, first),
+        )  # fmt: skip
+        self._estimates.append(got[jid])
 
     def _free_milli_bound(self) -> int:
         """At least the GPU milli free in the cluster (unhealthy devices count as free)."""
@@ -1041,6 +1082,58 @@ class Simulator:
             out.append((a, self._sor.sor(until=a + width, since=a)))
             k += 1
         return out
+
+
+@attrs.frozen(kw_only=True)
+class EstimateAccuracy:
+    """How the start-time estimates of a run compare with the real starts
+    (:func:`estimate_accuracy`). ``made``: estimates made; ``expected``: those that named a
+    start (the others: never, unknown end, beyond the horizon); ``compared``: expected
+    ones whose job started; ``exact``: of those, started within 1 ms of the estimate;
+    ``late`` / ``early``: started after / before it; ``mean_abs_error``,
+    ``median_abs_error``, ``p90_abs_error``: seconds between estimate and start (NaN when
+    none compared); ``no_start_but_started``: estimates with no start whose job did
+    start."""
+
+    made: int
+    expected: int
+    compared: int
+    exact: int
+    late: int
+    early: int
+    mean_abs_error: float
+    median_abs_error: float
+    p90_abs_error: float
+    no_start_but_started: int
+
+
+def estimate_accuracy(result: SimResult) -> EstimateAccuracy:
+    """Compare ``result.estimates`` with the records' real starts. O(estimates + records)."""
+    started = {r.job_id: r.started_at for r in result.records}
+    errors: list[float] = []
+    expected = no_start = 0
+    for est in result.estimates:
+        real = started.get(est.job_id)
+        if est.status is EstimateStatus.EXPECTED and est.start is not None:
+            expected += 1
+            if real is not None:
+                errors.append(real - est.start)
+        elif real is not None:
+            no_start += 1
+    err = np.abs(np.array(errors, dtype=np.float64))
+    nan = float("nan")
+    return EstimateAccuracy(
+        made=len(result.estimates),
+        expected=expected,
+        compared=len(errors),
+        exact=int((err <= 1e-3).sum()),
+        late=sum(1 for e in errors if e > 1e-3),
+        early=sum(1 for e in errors if e < -1e-3),
+        mean_abs_error=float(err.mean()) if err.size else nan,
+        median_abs_error=float(np.median(err)) if err.size else nan,
+        p90_abs_error=float(np.percentile(err, 90)) if err.size else nan,
+        no_start_but_started=no_start,
+    )
 
 
 def _least_start_milli(job: Job) -> int:

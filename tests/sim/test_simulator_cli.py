@@ -216,3 +216,25 @@ def test_a_move_that_fails_half_way_puts_the_earlier_report_back(
     assert moved_in and _files_and_folders(out) == {
         n: b"old " + n.encode() for n in ("a.txt", "b.txt", "old.png")
     }
+
+
+def test_simulate_with_estimates_reports_their_accuracy_and_decides_the_same(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["simulate", "--jobs", "60", "--json", "--quiet", "--no-plots"]
+    assert main([*base, "--out", str(tmp_path / "a"), "--estimates", "10"]) == 0
+    text = capsys.readouterr().out
+    assert "start-time estimates at arrival: 6 made" in text
+    d = last_json(text)
+    assert d["estimates"]["made"] == 6
+    assert d["estimates"]["compared"] <= d["estimates"]["expected"] <= 6
+    assert main([*base, "--out", str(tmp_path / "b")]) == 0
+    plain = last_json(capsys.readouterr().out)
+    assert "estimates" not in plain
+    drop = ("wall_s", "cycle_s", "report", "estimates")
+    assert {k: v for k, v in d.items() if k not in drop} == {
+        k: v for k, v in plain.items() if k not in drop
+    }
+    with pytest.raises(SystemExit) as bad:
+        main([*base, "--out", str(tmp_path / "c"), "--estimates", "-1"])
+    assert bad.value.code == 2
