@@ -1273,14 +1273,23 @@ class Shim:
         no longer waits for its nomination (``Entry.waits_for_nomination``, the test
         ``Scheduler.victims_spared`` makes: it has no pods left to place, a pod-level job
         running some of its pods and waiting for room for the others still waits, or its
-        nomination ended). The victim runs on, charged as before (unless another waiting
+        nomination ended), or its nomination no longer counts the victim (one made elsewhere
+        replaced it). The victim runs on, charged as before (unless another waiting
         preemptor counts on it, or its gang goes: ``Scheduler.victims_spared``), and its
         ``DisruptionTarget`` condition is set back to False."""
         queue = self.scheduler.queue
         spared: list[tuple[str, str]] = []
         for key, preemptor in sorted(self._evict.items()):
             e = queue.get(preemptor)
-            if preemptor not in self._jobs or e is None or not e.waits_for_nomination:
+            known = self._id_of.get(key)
+            if (
+                preemptor not in self._jobs
+                or e is None
+                or not e.waits_for_nomination
+                or e.nomination is None
+                # (its nomination replaced within a cycle by one elsewhere: cycle._preempt)
+                or (known is not None and known[1] not in e.nomination.victims)
+            ):
                 spared.append((key, preemptor))
         if not spared:
             return

@@ -333,3 +333,57 @@ def test_whatever_writes_fail_a_pods_condition_ends_as_last_meant_written_once_p
         assert server.writes == []  # (nothing written twice)
     finally:
         shim._pool.shutdown()
+
+
+def test_a_victim_is_spared_once_its_preemptor_nominates_another_node_in_its_place(
+    cluster: Cluster,
+) -> None:
+    """``high`` (for nodes of pool x) preempts ``b-0`` on n0 and a budget holds ``b-0``;
+    then n0 leaves pool x and n1 joins it before a cycle: ``high`` preempts ``c-0`` on n1
+    in place of its old nomination. ``high`` still waits for a nomination, but not for
+    ``b-0``: its eviction is given up (False), and the budget allowing it later evicts
+    nothing."""
+    with contextlib.suppress(ApiError):
+        cluster.api.post("/apis/scheduling.k8s.io/v1/priorityclasses",
+                         {"metadata": {"name": HIGH}, "value": 1000})  # fmt: skip
+    pool = {"example.com/pool": "x"}
+    cluster.node("n0", labels=pool)
+    cluster.node("n1")
+    api = _Flaky(cluster.api)
+    cluster.pod("b-0", node_selector=pool)
+    cluster.pod("c-0")
+    shim = _shim(cluster, api)
+    _cycle(shim, cluster)
+    wait_for(
+        lambda: all(cluster.get(n)["status"].get("phase") == "Running" for n in ("b-0", "c-0")),
+        what="b-0 and c-0 running",
+    )
+    assert (cluster.node_of("b-0"), cluster.node_of("c-0")) == ("n0", "n1")
+    _relay(shim, cluster)
+    cluster.pod("h", priority_class=HIGH, node_selector=pool)
+    _relay(shim, cluster)
+    api.budget = True
+    _cycle(shim, cluster)
+    assert api.calls == [("b-0", "True", True), ("b-0", "evict", False)]
+    for name, label in (("n0", None), ("n1", "x")):
+        node = cluster.api.patch(f"/api/v1/nodes/{name}",
+                                 {"metadata": {"labels": {"example.com/pool": label}}})  # fmt: skip
+        shim.handle("Node", "MODIFIED", node)
+    api.calls.clear()
+    _cycle(shim, cluster)
+    h = shim.scheduler.queue.entry(f"{cluster.ns}..h#1")
+    assert h.waits_for_nomination and h.nomination is not None
+    assert h.nomination.bindings[0].node == "n1"
+    assert [v.job for v in h.nomination.victims] == [f"{cluster.ns}..c-0#1"]
+    assert f"{cluster.ns}/b-0" not in shim._evict
+    assert ("b-0", "False", True) in api.calls
+    assert _disruption(cluster, "b-0") == ("False", "PreemptionAbandoned")
+    api.budget = False
+    api.calls.clear()
+    _cycle(shim, cluster)
+    assert [c for c in api.calls if c[1] == "evict"] == [("c-0", "evict", True)]
+    assert not cluster.get("b-0")["metadata"].get("deletionTimestamp")
+    _relay(shim, cluster)  # (c-0 gone)
+    _cycle(shim, cluster)
+    wait_for(lambda: cluster.node_of("h") == "n1", what="h bound to n1")
+    assert cluster.get("b-0")["status"]["phase"] == "Running"
