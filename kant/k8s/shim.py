@@ -201,17 +201,17 @@ class Shim:
             self.handle("Pod", "ADDED", p)
         for name in cordoned:
             self.nodes.set_schedulable(name, False, self.now())
+        for key in restart:  # (held until they are gone, like every pod kant stops)
+            self._stop(key, "kant restarts the gang: it was bound in part when kant stopped")
         # running pods a previous shim marked as its victims and did not evict (a budget
         # held them; it stopped before writing False, or its write failed): which preemptor
         # each was for lived in that shim, so this one evicts none of them and tells them
-        # they stay (its first cycle writes it, unless it chooses one again: True then)
-        stopped = set(restart)
+        # they stay (its first cycle writes it, unless it chooses one again: True then).
+        # Not the pods this shim stops (a gang started again whole: they go)
         for p in pods:
             key = pod_key(p)
-            if key not in stopped and _kant_spared(p, self.settings):
+            if key not in self._dying and _kant_spared(p, self.settings):
                 self._disruption_due[key] = ("False", SPARED_REASON, RESTART_SPARED_MESSAGE)
-        for key in restart:  # (held until they are gone, like every pod kant stops)
-            self._stop(key, "kant restarts the gang: it was bound in part when kant stopped")
 
     def adopt(self, pods: Iterable[Obj]) -> list[str]:
         """Rebuild kant's jobs from bound pods carrying kant's binding annotations
@@ -222,7 +222,10 @@ class Shim:
         given to another pod while it runs. A gang bound in part (fewer pods bound than its
         PodGroup or Kueue count asks, while others of the group wait: the last shim stopped
         between its bindings) is not taken back: the keys of its bound pods are returned, to
-        be stopped, so that the gang starts again whole."""
+        be stopped, so that the gang starts again whole. So is a gang a pod of which failed,
+        or a pod of which a previous shim evicted and is still terminating
+        (:func:`_kant_victim`: a budget held back the eviction of the others): with a shim
+        up, either would have requeued the gang whole."""
         # (a pod claimed twice: the first by key wins)
         states = [(p, pod_state(p, self.settings)) for p in sorted(pods, key=pod_key)]
         waiting_groups: set[str] = set()
@@ -235,8 +238,16 @@ class Shim:
         known = self._known_nodes()
         restart: list[str] = []
         failed: set[str] = set()  # jobs a pod of which failed (while no shim ran, maybe)
+        # jobs a pod of which a previous shim evicted and is still terminating (its others
+        # were not evicted yet: a budget held them)
+        preempted: set[str] = set()
         objs: dict[str, Obj] = {}  # the pods taken back, by key
         for p, st in states:
+            if _kant_victim(p, self.settings):
+                with contextlib.suppress(KantError):
+                    got = recorded_binding(p)
+                    if got is not None:
+                        preempted.add(got[0].job)
             if st.ours and st.phase in TERMINAL:
                 with contextlib.suppress(KantError):
                     got = recorded_binding(p)
@@ -299,10 +310,11 @@ class Shim:
                     )  # fmt: skip
                     restart.extend(f.key for f, _ in members.values())
                     continue
-            if jid in failed:
+            if jid in failed or jid in preempted:
                 # with a shim up, the gang would have been requeued whole (pod_evicted): it
                 # starts again whole
-                log.warning("not adopting %s: a pod of it failed", jid)
+                what = "failed" if jid in failed else "was evicted and is terminating"
+                log.warning("not adopting %s: a pod of it %s", jid, what)
                 restart.extend(f.key for f, _ in members.values())
                 continue
             bindings = tuple(b for _, b in members.values())

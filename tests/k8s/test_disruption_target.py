@@ -387,3 +387,59 @@ def test_a_victim_is_spared_once_its_preemptor_nominates_another_node_in_its_pla
     _cycle(shim, cluster)
     wait_for(lambda: cluster.node_of("h") == "n1", what="h bound to n1")
     assert cluster.get("b-0")["status"]["phase"] == "Running"
+
+
+def test_a_restarted_shim_stops_the_rest_of_a_gang_a_previous_shim_evicted_in_part(
+    cluster: Cluster,
+) -> None:
+    """Gang g (g-0 on n0, g-1 on n1, minMember 2) is preempted: g-0 is evicted (a finalizer
+    keeps it terminating), a budget refuses g-1; the shim stops. The next shim does not take
+    g back as running with g-1 alone (g-0 counted as ended): a gang that lost a pod to an
+    eviction is started again whole, so g-1 is stopped, and keeps its True (it goes)."""
+    with contextlib.suppress(ApiError):
+        cluster.api.post("/apis/scheduling.k8s.io/v1/priorityclasses",
+                         {"metadata": {"name": HIGH}, "value": 1000})  # fmt: skip
+    cluster.node("n0")
+    cluster.node("n1")
+    cluster.pod_group("g", 2)
+    cluster.pod("g-0", group="g")
+    cluster.pod("g-1", group="g")
+    g0 = f"/api/v1/namespaces/{cluster.ns}/pods/g-0"
+    cluster.api.patch(g0, {"metadata": {"finalizers": ["example.com/grace"]}})
+    try:
+        api = _Flaky(cluster.api)
+        old = _shim(cluster, api)
+        _cycle(old, cluster)
+        wait_for(
+            lambda: all(cluster.get(n)["status"].get("phase") == "Running" for n in ("g-0", "g-1")),
+            what="g running",
+        )
+        _relay(old, cluster)
+        _high(cluster)
+        _relay(old, cluster)
+        refused = {"g-1"}
+        post = api.post
+
+        def budget(path: str, body: Any) -> Any:  # (g-1's budget refuses, g-0's allows)
+            api.budget = (
+                path.endswith("/eviction") and path.split("/pods/")[1].split("/")[0] in refused
+            )
+            return post(path, body)
+
+        api.post = budget  # type: ignore[method-assign]
+        _cycle(old, cluster)
+        assert sorted(api.calls) == [("g-0", "True", True), ("g-0", "evict", True),
+                                     ("g-1", "True", True), ("g-1", "evict", False)]  # fmt: skip
+        assert cluster.get("g-0")["metadata"].get("deletionTimestamp")
+        old._pool.shutdown()  # (stopped)
+        new_api = _Flaky(cluster.api)
+        new = _shim(cluster, new_api)
+        assert not any(r.group == f"{cluster.ns}/g" for r in new._jobs.values())
+        _cycle(new, cluster)
+        _cycle(new, cluster)
+        assert ("g-1", "False", True) not in new_api.calls
+        gone = cluster.pods().get("g-1")
+        assert gone is None or gone["metadata"].get("deletionTimestamp"), "g-1 runs alone"
+        assert _disruption(cluster, "g-0") == ("True", "PreemptionByScheduler")
+    finally:
+        cluster.api.patch(g0, {"metadata": {"finalizers": None}})
