@@ -1333,15 +1333,21 @@ class Shim:
         the pod (:meth:`_gone`)."""
         for key in sorted(self._disruption_due):
             status, reason, msg = self._disruption_due[key]
-            if self._disruption_target(key, status, reason, msg):
-                self._disruption_due.pop(key, None)
-            else:
+            done = self._disruption_target(key, status, reason, msg)
+            if done is None:
                 self.status_writes_due = True
+                continue
+            self._disruption_due.pop(key, None)
+            if done == "replaced":
+                # (another pod of that name: the victim is gone, and its eviction, asked by
+                # name, would fall on the new pod)
+                self._evict.pop(key, None)
 
-    def _disruption_target(self, key: str, status: str, reason: str, msg: str) -> bool:
+    def _disruption_target(self, key: str, status: str, reason: str, msg: str) -> str | None:
         """Set the pod's ``DisruptionTarget`` condition, carrying the pod's uid (refused on
-        another pod of that name). Whether the write is done with: made, or refused for good
-        (logged); False when it is to be tried again (409, 429, 5xx, no answer)."""
+        another pod of that name). Whether the write is done with: ``"done"`` made, or
+        refused for good (logged), ``"replaced"`` refused because another pod has that name
+        now (422); None when it is to be tried again (409, 429, 5xx, no answer)."""
         ns, name = key.split("/", 1)
         cond = {"type": "DisruptionTarget", "status": status, "reason": reason,
                 "message": msg, "lastTransitionTime": _now_iso()}  # fmt: skip
@@ -1354,30 +1360,38 @@ class Shim:
         except ApiError as e:
             if e.status in (409, 429) or e.status >= 500:
                 log.info("condition on %s: %s; tried again by the next cycle", key, e)
-                return False
+                return None
             (log.info if e.status == 404 else log.warning)("condition on %s: %s", key, e)
+            return "replaced" if e.status == 422 else "done"
         except OSError as e:
             log.info("condition on %s: %s; tried again by the next cycle", key, e)
-            return False
-        return True
+            return None
+        return "done"
 
     def _try_evict(self, key: str) -> None:
+        """Ask the eviction of victim ``key`` (or delete it), carrying its uid as a
+        precondition: a pod made again under its name since (a StatefulSet's) is not the
+        victim, and the API server refuses the call (409) as it would for a victim gone
+        (404): either way the victim is gone, and so is its eviction."""
         ns, name = key.split("/", 1)
+        uid = uid_of(self._pods.get(key, ({}, None))[0])
+        options: dict[str, Any] = {"preconditions": {"uid": uid}} if uid else {}
         try:
             if self.settings.eviction_mode == "delete":
-                self.api.delete(f"/api/v1/namespaces/{ns}/pods/{name}")
+                self.api.delete(f"/api/v1/namespaces/{ns}/pods/{name}", options or None)
             else:
                 gv = self.api.policy_version()
-                self.api.post(
-                    f"/api/v1/namespaces/{ns}/pods/{name}/eviction",
-                    {
-                        "apiVersion": gv,
-                        "kind": "Eviction",
-                        "metadata": {"name": name, "namespace": ns},
-                    },
-                )
+                body: dict[str, Any] = {
+                    "apiVersion": gv,
+                    "kind": "Eviction",
+                    "metadata": {"name": name, "namespace": ns},
+                }
+                if options:
+                    body["deleteOptions"] = options
+                self.api.post(f"/api/v1/namespaces/{ns}/pods/{name}/eviction", body)
         except ApiError as e:
-            if e.status == 404:
+            if e.status == 404 or _uid_mismatch(e):
+                log.info("evicting %s: %s; the victim is gone", key, e)
                 self._evict.pop(key, None)
             elif e.status != 429:  # a PodDisruptionBudget says not now: retry next cycle
                 log.warning("evicting %s: %s", key, e)
@@ -1674,6 +1688,12 @@ def _kant_marked(pod: Obj) -> bool:
         for c in (pod.get("status") or {}).get("conditions") or ()
         if isinstance(c, Mapping)
     )
+
+
+def _uid_mismatch(e: ApiError) -> bool:
+    """Whether ``e`` refuses a call whose uid precondition names another pod than the one
+    under that name now (409: the pod was deleted and made again)."""
+    return e.status == 409 and "precondition" in e.message.lower() and "uid" in e.message.lower()
 
 
 def _bound_by(pod: Obj, b: Binding, settings: K8sSettings) -> bool:

@@ -76,8 +76,8 @@ def _disruption(cluster: Cluster, name: str) -> tuple[str, str] | None:
     return None
 
 
-def _shim(cluster: Cluster, api: _Flaky) -> Shim:
-    shim = Shim(cluster.api, parse_config({}))
+def _shim(cluster: Cluster, api: _Flaky, *, mode: str = "eviction") -> Shim:
+    shim = Shim(cluster.api, parse_config({"kubernetes": {"evictionMode": mode}}))
     shim.sync()
     shim.api = api  # type: ignore[assignment]
     return shim
@@ -443,3 +443,72 @@ def test_a_restarted_shim_stops_the_rest_of_a_gang_a_previous_shim_evicted_in_pa
         assert _disruption(cluster, "g-0") == ("True", "PreemptionByScheduler")
     finally:
         cluster.api.patch(g0, {"metadata": {"finalizers": None}})
+
+
+def _replace(cluster: Cluster, name: str) -> str:
+    """Pod ``name`` deleted and made again under its name (a StatefulSet's pod), unseen by
+    the shim: the new pod's uid."""
+    cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/{name}", {"gracePeriodSeconds": 0})
+    wait_for(lambda: name not in cluster.pods(), what=f"{name} gone")
+    return str(cluster.pod(name)["metadata"]["uid"])
+
+
+@pytest.mark.parametrize("mode", ["eviction", "delete"])
+def test_a_victim_replaced_under_its_name_after_its_condition_was_written_takes_no_eviction(
+    cluster: Cluster, mode: str
+) -> None:
+    """The victim is deleted and made again under its name between the write of its True
+    and its eviction (or delete): the call carries the victim's uid as a precondition, the
+    API server refuses it (409) and the pod now called ``low`` is left alone, as a victim
+    gone."""
+    api = _Flaky(cluster.api)
+    _low_running(cluster)
+    shim = _shim(cluster, api, mode=mode)
+    _cycle(shim, cluster)
+    wait_for(lambda: cluster.get("low")["status"].get("phase") == "Running", what="low running")
+    _relay(shim, cluster)
+    _high(cluster)
+    _relay(shim, cluster)
+    patch = api.patch
+    new: list[str] = []
+
+    def then_replace(path: str, body: Any, *, kind: str = "merge") -> Any:
+        out = patch(path, body, kind=kind)
+        if path.endswith("/pods/low/status") and not new:
+            new.append(_replace(cluster, "low"))
+        return out
+
+    api.patch = then_replace  # type: ignore[method-assign]
+    _cycle(shim, cluster)
+    assert new and cluster.get("low")["metadata"]["uid"] == new[0]
+    assert not cluster.get("low")["metadata"].get("deletionTimestamp"), "the new low evicted"
+    assert f"{cluster.ns}/low" not in shim._evict
+
+
+@pytest.mark.parametrize("mode", ["eviction", "delete"])
+def test_a_victim_replaced_under_its_name_before_its_condition_was_written_takes_no_eviction(
+    cluster: Cluster, mode: str
+) -> None:
+    """The victim is made again under its name before its True is written: the write
+    carries the victim's uid and is refused (422), and no eviction is asked for that name."""
+    api = _Flaky(cluster.api)
+    _low_running(cluster)
+    shim = _shim(cluster, api, mode=mode)
+    _cycle(shim, cluster)
+    wait_for(lambda: cluster.get("low")["status"].get("phase") == "Running", what="low running")
+    _relay(shim, cluster)
+    _high(cluster)
+    _relay(shim, cluster)
+    api.fail = 500
+    _cycle(shim, cluster)  # (True not written: no eviction)
+    uid = _replace(cluster, "low")
+    api.fail = None
+    api.calls.clear()
+    _cycle(shim, cluster)
+    assert api.calls == [("low", "True", True)]  # (refused: 422)
+    assert f"{cluster.ns}/low" not in shim._evict
+    assert f"{cluster.ns}/low" not in shim._disruption_due
+    _cycle(shim, cluster)
+    got = cluster.get("low")
+    assert got["metadata"]["uid"] == uid and not got["metadata"].get("deletionTimestamp")
+    assert _disruption(cluster, "low") is None
