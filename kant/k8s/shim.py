@@ -135,6 +135,9 @@ class Shim:
         self._held: dict[str, PodId] = {}
         self._dying: set[str] = set()  # pods kant released and asked to stop
         self._evict: dict[str, str] = {}  # victim pod key -> preemptor, until the call succeeds
+        # victim pod key (in _evict) -> the message of its DisruptionTarget=True, written
+        # again when the pod is seen without it (see _remark)
+        self._mark: dict[str, str] = {}
         # pod key -> the DisruptionTarget condition still to write there (status, reason,
         # message): the last one meant, until the API server takes it (see _write_disruptions)
         self._disruption_due: dict[str, tuple[str, str, str]] = {}
@@ -724,6 +727,8 @@ class Shim:
         st = pod_state(obj, self.settings)
         if st.node is not None:
             self._on_node_pods.setdefault(st.node, set()).add(key)
+        if key in self._evict:
+            self._remark(key, obj, st)
         if not st.ours:  # (kant's annotations mean nothing on another scheduler's pod)
             self._pods[key] = (obj, None)
             if st.phase in TERMINAL:
@@ -882,7 +887,7 @@ class Shim:
             self.nodes.release_foreign(held)
         self._condition.pop(key, None)
         self._event_at.pop(key, None)
-        self._evict.pop(key, None)
+        self._drop_eviction(key)
         self._disruption_due.pop(key, None)
         known = self._id_of.pop(key, None)
         if key in self._dying:
@@ -1277,6 +1282,8 @@ class Shim:
         eviction is asked, see :meth:`_write_disruptions`) and an event."""
         msg = f"{PREEMPTED_PREFIX} {preemptor} ({why})"
         self._disruption_due[key] = ("True", PREEMPTED_REASON, msg)
+        if key in self._evict:
+            self._mark[key] = msg
         self._event(key, "Preempted", msg, "Normal")
 
     def _spare_victims(self) -> None:
@@ -1310,7 +1317,7 @@ class Shim:
         for key, preemptor in spared:
             if key in ids and ids[key] not in kept:
                 continue  # (still to go: another preemptor waits for it, or its gang goes)
-            del self._evict[key]
+            self._drop_eviction(key)
             log.info("not evicting %s: its preemptor %s no longer waits for it", key, preemptor)
             self._undisrupt(key, preemptor)
 
@@ -1341,7 +1348,7 @@ class Shim:
             if done == "replaced":
                 # (another pod of that name: the victim is gone, and its eviction, asked by
                 # name, would fall on the new pod)
-                self._evict.pop(key, None)
+                self._drop_eviction(key)
 
     def _disruption_target(self, key: str, status: str, reason: str, msg: str) -> str | None:
         """Set the pod's ``DisruptionTarget`` condition, carrying the pod's uid (refused on
@@ -1392,14 +1399,36 @@ class Shim:
         except ApiError as e:
             if e.status == 404 or _uid_mismatch(e):
                 log.info("evicting %s: %s; the victim is gone", key, e)
-                self._evict.pop(key, None)
+                self._drop_eviction(key)
             elif e.status != 429:  # a PodDisruptionBudget says not now: retry next cycle
                 log.warning("evicting %s: %s", key, e)
             return
         except OSError as e:
             log.warning("evicting %s: %s", key, e)
             return
+        self._drop_eviction(key)
+
+    def _drop_eviction(self, key: str) -> None:
+        """Victim ``key`` is evicted, gone or spared: no eviction of it is left to ask."""
         self._evict.pop(key, None)
+        self._mark.pop(key, None)
+
+    def _remark(self, key: str, obj: Obj, st: PodState) -> None:
+        """Victim ``key``, still to be evicted, seen (``obj``) running without the
+        ``DisruptionTarget=True`` kant wrote: Kubernetes' disruption controller sets it back
+        to False on a pod not deleted within 2 minutes (a budget held it longer). True is
+        written again, and the eviction waits for it as for any True."""
+        msg = self._mark.get(key)
+        if (
+            msg is None
+            or key in self._disruption_due
+            or st.deleting
+            or st.phase in TERMINAL
+            or _kant_marked(obj)
+        ):
+            return
+        log.info("%s no longer carries DisruptionTarget=True: written again", key)
+        self._disruption_due[key] = ("True", PREEMPTED_REASON, msg)
 
     def _stop(self, key: str, why: str) -> None:
         """Stop a pod kant released (not a preemption victim): delete it. It runs until it

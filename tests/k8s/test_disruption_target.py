@@ -512,3 +512,26 @@ def test_a_victim_replaced_under_its_name_before_its_condition_was_written_takes
     got = cluster.get("low")
     assert got["metadata"]["uid"] == uid and not got["metadata"].get("deletionTimestamp")
     assert _disruption(cluster, "low") is None
+
+
+def test_a_victim_whose_condition_was_reset_is_marked_again_before_it_is_evicted(
+    cluster: Cluster,
+) -> None:
+    """Kubernetes' disruption controller (1.26+) sets a ``DisruptionTarget=True`` back to
+    False on a pod not deleted within 2 minutes: a victim a budget holds longer would go
+    carrying False. The test plays the controller (no controller-manager runs): kant sees the
+    reset, writes True again, and evicts only then."""
+    api = _Flaky(cluster.api)
+    shim = _victim_held_by_a_budget(cluster, api)
+    cond = {"type": "DisruptionTarget", "status": "False", "reason": "PreemptionByScheduler",
+            "message": "reset by the disruption controller"}  # fmt: skip
+    cluster.api.patch(f"/api/v1/namespaces/{cluster.ns}/pods/low/status",
+                      {"status": {"conditions": [cond]}}, kind="strategic")  # fmt: skip
+    _relay(shim, cluster)
+    api.budget = False
+    api.calls.clear()
+    _cycle(shim, cluster)
+    assert api.calls == [("low", "True", True), ("low", "evict", True)]
+    _relay(shim, cluster)  # (low gone)
+    _cycle(shim, cluster)
+    wait_for(lambda: cluster.node_of("high") == "n0", what="high bound")
