@@ -1152,10 +1152,12 @@ class Shim:
                     self._disrupt(key, v.preemptor, v.reason.value)
         self._spare_victims()
         self.status_writes_due = False
-        self._write_disruptions()
-        for key in sorted(self._evict):
-            if key not in self._disruption_due:  # (its DisruptionTarget=True written first)
-                self._try_evict(key)
+        if self._write_disruptions():
+            for key in sorted(self._evict):
+                # (its DisruptionTarget=True written first; a call not answered ends them)
+                if key not in self._disruption_due and not self._try_evict(key):
+                    self.status_writes_due = True
+                    break
         self._writes_left = self.settings.status_writes_per_cycle
         try:
             if self._store_due:
@@ -1327,7 +1329,7 @@ class Shim:
         msg = f"kant: eviction abandoned: {preemptor} no longer waits for it"
         self._disruption_due[key] = ("False", SPARED_REASON, msg)
 
-    def _write_disruptions(self) -> None:
+    def _write_disruptions(self) -> bool:
         """Write the ``DisruptionTarget`` conditions due, in pod key order, each once per
         cycle: the last status meant for a pod (a victim spared before its True was written
         gets False) until the API server takes it. A write answered 409, 429 or 5xx, or not
@@ -1337,10 +1339,19 @@ class Shim:
         preemption from a failure). A pod gone (404), or a write refused for good (another
         pod of that name, 422; no right to, 403), takes it away: logged, and the eviction
         goes on without it. The set holds one entry per pod at most, and a pod's leaves with
-        the pod (:meth:`_gone`)."""
+        the pod (:meth:`_gone`). A write not answered (a timeout, a connection refused or
+        reset) ends the pass, the rest left due: a server down would otherwise cost the
+        cycle the client's timeout once per write. False then (the cycle asks no eviction).
+        These writes do not count against ``statusWritesPerCycle``: each victim's eviction
+        waits for its ``True``, and the budget, spent first on the pending pods' conditions
+        of a large backlog, would hold preemption back; their number is bounded by the
+        victims chosen and spared, which a cycle's preemptions bound."""
         for key in sorted(self._disruption_due):
             status, reason, msg = self._disruption_due[key]
             done = self._disruption_target(key, status, reason, msg)
+            if done == "no answer":
+                self.status_writes_due = True
+                return False
             if done is None:
                 self.status_writes_due = True
                 continue
@@ -1349,12 +1360,14 @@ class Shim:
                 # (another pod of that name: the victim is gone, and its eviction, asked by
                 # name, would fall on the new pod)
                 self._drop_eviction(key)
+        return True
 
     def _disruption_target(self, key: str, status: str, reason: str, msg: str) -> str | None:
         """Set the pod's ``DisruptionTarget`` condition, carrying the pod's uid (refused on
         another pod of that name). Whether the write is done with: ``"done"`` made, or
         refused for good (logged), ``"replaced"`` refused because another pod has that name
-        now (422); None when it is to be tried again (409, 429, 5xx, no answer)."""
+        now (422); None when it is to be tried again (409, 429, 5xx), ``"no answer"`` when
+        none came (tried again too)."""
         ns, name = key.split("/", 1)
         cond = {"type": "DisruptionTarget", "status": status, "reason": reason,
                 "message": msg, "lastTransitionTime": _now_iso()}  # fmt: skip
@@ -1372,14 +1385,15 @@ class Shim:
             return "replaced" if e.status == 422 else "done"
         except OSError as e:
             log.info("condition on %s: %s; tried again by the next cycle", key, e)
-            return None
+            return "no answer"
         return "done"
 
-    def _try_evict(self, key: str) -> None:
+    def _try_evict(self, key: str) -> bool:
         """Ask the eviction of victim ``key`` (or delete it), carrying its uid as a
         precondition: a pod made again under its name since (a StatefulSet's) is not the
         victim, and the API server refuses the call (409) as it would for a victim gone
-        (404): either way the victim is gone, and so is its eviction."""
+        (404): either way the victim is gone, and so is its eviction. False when the call
+        got no answer (the server may be down: the cycle asks no more evictions)."""
         ns, name = key.split("/", 1)
         uid = uid_of(self._pods.get(key, ({}, None))[0])
         options: dict[str, Any] = {"preconditions": {"uid": uid}} if uid else {}
@@ -1402,11 +1416,12 @@ class Shim:
                 self._drop_eviction(key)
             elif e.status != 429:  # a PodDisruptionBudget says not now: retry next cycle
                 log.warning("evicting %s: %s", key, e)
-            return
+            return True
         except OSError as e:
             log.warning("evicting %s: %s", key, e)
-            return
+            return False
         self._drop_eviction(key)
+        return True
 
     def _drop_eviction(self, key: str) -> None:
         """Victim ``key`` is evicted, gone or spared: no eviction of it is left to ask."""

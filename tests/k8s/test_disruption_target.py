@@ -39,13 +39,16 @@ class _Flaky:
     def __init__(self, api: Api) -> None:
         self.api = api
         self.budget = False
+        self.evict_fail: str | None = None  # "no answer": evictions get none
         self.fail: int | str | None = None
         self.calls: list[tuple[str, str, bool]] = []
 
     def post(self, path: str, body: Any) -> Any:
         if path.endswith("/eviction"):
             name = path.split("/pods/")[1].split("/")[0]
-            self.calls.append((name, "evict", not self.budget))
+            self.calls.append((name, "evict", not self.budget and self.evict_fail is None))
+            if self.evict_fail == "no answer":
+                raise TimeoutError("no answer in time")
             if self.budget:
                 msg = "Cannot evict pod as it would violate the pod's disruption budget."
                 raise ApiError(429, "POST", path, json.dumps({"reason": "TooManyRequests",
@@ -313,7 +316,9 @@ def test_whatever_writes_fail_a_pods_condition_ends_as_last_meant_written_once_p
                 server.answer, server.writes = arg, []
                 due = [k.split("/")[1] for k in sorted(shim._disruption_due)]
                 shim._write_disruptions()
-                assert server.writes == due  # (each due pod once, in key order)
+                # each due pod once, in key order; a write not answered ends the pass (the
+                # server is down: each write would wait out the client's timeout)
+                assert server.writes == (due[:1] if arg == "no answer" else due)
                 assert shim.status_writes_due == (arg is not None and bool(due))
                 shim.status_writes_due = False
                 continue
@@ -533,5 +538,48 @@ def test_a_victim_whose_condition_was_reset_is_marked_again_before_it_is_evicted
     _cycle(shim, cluster)
     assert api.calls == [("low", "True", True), ("low", "evict", True)]
     _relay(shim, cluster)  # (low gone)
+    _cycle(shim, cluster)
+    wait_for(lambda: cluster.node_of("high") == "n0", what="high bound")
+
+
+def test_condition_writes_and_evictions_stop_at_the_first_the_server_does_not_answer(
+    cluster: Cluster,
+) -> None:
+    """``high`` preempts ``low-a`` and ``low-b``: while the server answers no condition write,
+    each cycle tries one (the first in pod order) and no eviction; while it answers no
+    eviction, each cycle asks one. An unresponsive server costs a cycle one timeout, not
+    one per victim."""
+    with contextlib.suppress(ApiError):
+        cluster.api.post("/apis/scheduling.k8s.io/v1/priorityclasses",
+                         {"metadata": {"name": HIGH}, "value": 1000})  # fmt: skip
+    cluster.node("n0")
+    cluster.pod("low-a", gpus=4)
+    cluster.pod("low-b", gpus=4)
+    api = _Flaky(cluster.api)
+    shim = _shim(cluster, api)
+    _cycle(shim, cluster)
+    wait_for(
+        lambda: all(cluster.get(n)["status"].get("phase") == "Running" for n in ("low-a", "low-b")),
+        what="low-a and low-b running",
+    )
+    _relay(shim, cluster)
+    _high(cluster)
+    _relay(shim, cluster)
+    api.fail = "no answer"
+    _cycle(shim, cluster)
+    _cycle(shim, cluster)
+    assert api.calls == [("low-a", "True", False)] * 2
+    assert sorted(shim._disruption_due) == [f"{cluster.ns}/low-a", f"{cluster.ns}/low-b"]
+    assert shim.status_writes_due
+    api.fail, api.evict_fail = None, "no answer"
+    api.calls.clear()
+    _cycle(shim, cluster)
+    assert api.calls == [("low-a", "True", True), ("low-b", "True", True),
+                         ("low-a", "evict", False)]  # fmt: skip
+    api.evict_fail = None
+    api.calls.clear()
+    _cycle(shim, cluster)
+    assert api.calls == [("low-a", "evict", True), ("low-b", "evict", True)]
+    _relay(shim, cluster)
     _cycle(shim, cluster)
     wait_for(lambda: cluster.node_of("high") == "n0", what="high bound")
