@@ -1330,22 +1330,24 @@ class Shim:
         self._disruption_due[key] = ("False", SPARED_REASON, msg)
 
     def _write_disruptions(self) -> bool:
-        """Write the ``DisruptionTarget`` conditions due, in pod key order, each once per
-        cycle: the last status meant for a pod (a victim spared before its True was written
-        gets False) until the API server takes it. A write answered 409, 429 or 5xx, or not
-        answered, stays due for the next cycle (``status_writes_due``: the loop comes back a
-        second later), and a victim is not evicted meanwhile (kube-scheduler deletes a victim
-        only once its condition is written: a Job's ``podFailurePolicy`` reads it to tell a
-        preemption from a failure). A pod gone (404), or a write refused for good (another
-        pod of that name, 422; no right to, 403), takes it away: logged, and the eviction
-        goes on without it. The set holds one entry per pod at most, and a pod's leaves with
-        the pod (:meth:`_gone`). A write not answered (a timeout, a connection refused or
-        reset) ends the pass, the rest left due: a server down would otherwise cost the
-        cycle the client's timeout once per write. False then (the cycle asks no eviction).
-        These writes do not count against ``statusWritesPerCycle``: each victim's eviction
-        waits for its ``True``, and the budget, spent first on the pending pods' conditions
-        of a large backlog, would hold preemption back; their number is bounded by the
-        victims chosen and spared, which a cycle's preemptions bound."""
+        """Write the ``DisruptionTarget`` conditions due, in pod key order, each once per cycle: the
+        last status meant for a pod (a victim spared before its True was written gets False)
+        until the API server takes it. A write answered as :data:`RETRIED_STATUS` says (401,
+        408, 409, 429) or 5xx, or not answered, stays due for the next cycle
+        (``status_writes_due``: the loop comes back a second later), and a victim is not
+        evicted meanwhile (kube-scheduler deletes a victim only once its condition is
+        written: a Job's ``podFailurePolicy`` reads it to tell a preemption from a failure).
+        A pod gone (404), or a write refused for good (no right to, 403; 400, 405 or any
+        other answer), takes it away: logged, and the eviction goes on without it; another
+        pod of that name (422) takes the eviction away too. The set holds one entry per pod
+        at most, and a pod's leaves with the pod (:meth:`_gone`). A write not answered (a
+        timeout, a connection refused or reset) ends the pass, the rest left due: a server
+        down would otherwise cost the cycle the client's timeout once per write. False then
+        (the cycle asks no eviction). These writes do not count against
+        ``statusWritesPerCycle``: each victim's eviction waits for its ``True``, and the
+        budget, spent first on the pending pods' conditions of a large backlog, would hold
+        preemption back; their number is bounded by the victims chosen and spared, which a
+        cycle's preemptions bound."""
         for key in sorted(self._disruption_due):
             status, reason, msg = self._disruption_due[key]
             done = self._disruption_target(key, status, reason, msg)
@@ -1366,8 +1368,8 @@ class Shim:
         """Set the pod's ``DisruptionTarget`` condition, carrying the pod's uid (refused on
         another pod of that name). Whether the write is done with: ``"done"`` made, or
         refused for good (logged), ``"replaced"`` refused because another pod has that name
-        now (422); None when it is to be tried again (409, 429, 5xx), ``"no answer"`` when
-        none came (tried again too)."""
+        now (422); None when it is to be tried again (:data:`RETRIED_STATUS`, 5xx),
+        ``"no answer"`` when none came (tried again too)."""
         ns, name = key.split("/", 1)
         cond = {"type": "DisruptionTarget", "status": status, "reason": reason,
                 "message": msg, "lastTransitionTime": _now_iso()}  # fmt: skip
@@ -1378,9 +1380,11 @@ class Shim:
         try:
             self.api.patch(f"/api/v1/namespaces/{ns}/pods/{name}/status", body, kind="strategic")
         except ApiError as e:
-            if e.status in (409, 429) or e.status >= 500:
+            if e.status in RETRIED_STATUS or e.status >= 500:
                 log.info("condition on %s: %s; tried again by the next cycle", key, e)
                 return None
+            # (404: gone; 403: no right to; 422: another pod of that name; 400, 405 and any
+            # other: a request this server will never take, dropped with a warning)
             (log.info if e.status == 404 else log.warning)("condition on %s: %s", key, e)
             return "replaced" if e.status == 422 else "done"
         except OSError as e:
@@ -1696,6 +1700,14 @@ def _base(f: PodFacts) -> str:
 SPARED_REASON = "PreemptionAbandoned"
 """The ``reason`` of a victim's ``DisruptionTarget`` condition set back to False: kant gave
 its eviction up (:meth:`Shim._spare_victims`)."""
+
+RETRIED_STATUS: frozenset[int] = frozenset({401, 408, 409, 429})
+"""The answers below 500 to a ``DisruptionTarget`` write that leave it due, tried again by the
+next cycle: 401 (the request was not authenticated: an authentication webhook down, a token
+being rotated; every call fails then, and the write waits with the rest), 408 (a timeout), 409
+(a conflict), 429 (the server is busy). Every 5xx too; any other answer drops the write
+(404, 403, 422, and with a warning 400, 405 and the rest: a request the server will not
+take however often it is sent)."""
 
 VICTIM_MARGIN: float = 30.0
 """Seconds past the end of a previous shim's victim's grace period after which a restarted

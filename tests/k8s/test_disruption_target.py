@@ -126,7 +126,7 @@ def _victim_held_by_a_budget(cluster: Cluster, api: _Flaky) -> Shim:
     return shim
 
 
-@pytest.mark.parametrize("failure", [500, 409, "no answer"])
+@pytest.mark.parametrize("failure", [500, 409, 401, 408, "no answer"])
 def test_a_spared_victims_condition_is_set_back_once_the_server_takes_the_write(
     cluster: Cluster, failure: int | str
 ) -> None:
@@ -293,10 +293,13 @@ class _Server:
         return {}  # (the Preempted event)
 
 
+RETRIED = (401, 408, 409, 429, 500, 503)  # (401: credentials may be refreshed meanwhile)
+DROPPED = (400, 403, 404, 405, 422)
+
 _STEPS = st.lists(
     st.one_of(
         st.tuples(st.sampled_from(["disrupt", "spare"]), st.sampled_from(["a", "b", "c"])),
-        st.tuples(st.just("cycle"), st.sampled_from([None, 500, 409, 429, "no answer"])),
+        st.tuples(st.just("cycle"), st.sampled_from([None, *RETRIED, *DROPPED, "no answer"])),
     ),
     max_size=30,
 )
@@ -307,10 +310,13 @@ _STEPS = st.lists(
 def test_whatever_writes_fail_a_pods_condition_ends_as_last_meant_written_once_per_cycle(
     steps: list[tuple[str, Any]],
 ) -> None:
+    """A write answered as RETRIED says, or not answered, stays due (the last status meant);
+    one refused for good (DROPPED) is dropped, the pod keeping what the server had."""
     server = _Server()
     shim = Shim(server)  # type: ignore[arg-type]
     try:
-        meant: dict[str, str] = {}
+        due_meant: dict[str, str] = {}  # what is due, by pod
+        has: dict[str, str] = {}  # what the server has, by pod
         for op, arg in steps:
             if op == "cycle":
                 server.answer, server.writes = arg, []
@@ -319,20 +325,30 @@ def test_whatever_writes_fail_a_pods_condition_ends_as_last_meant_written_once_p
                 # each due pod once, in key order; a write not answered ends the pass (the
                 # server is down: each write would wait out the client's timeout)
                 assert server.writes == (due[:1] if arg == "no answer" else due)
-                assert shim.status_writes_due == (arg is not None and bool(due))
+                retried = arg == "no answer" or arg in RETRIED
+                assert shim.status_writes_due == (retried and bool(due))
                 shim.status_writes_due = False
+                if arg is None:
+                    has.update(due_meant)
+                if not retried:
+                    due_meant.clear()
+                assert {k.split("/")[1]: v[0] for k, v in shim._disruption_due.items()} == (
+                    due_meant
+                )
+                assert server.status == has
                 continue
             key = f"ns/{arg}"
             if op == "disrupt":
                 shim._disrupt(key, "ns.h#1", "priority")
-                meant[arg] = "True"
+                due_meant[arg] = "True"
             else:
                 shim._undisrupt(key, "ns.h#1")
-                meant[arg] = "False"
+                due_meant[arg] = "False"
         server.answer = None
         shim._write_disruptions()
+        has.update(due_meant)
         assert not shim._disruption_due
-        assert server.status == meant
+        assert server.status == has
         server.writes = []
         shim._write_disruptions()
         assert server.writes == []  # (nothing written twice)
