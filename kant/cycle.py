@@ -559,8 +559,9 @@ class _Cycle:
                 self.consider(e, facts=facts)
                 continue
             dec = self._admit_quota(e, facts)
-            if dec.ok and not dec.within_nominal:
-                deferred.append((e, dec, facts, led.version))  # it must borrow
+            if dec.ok and not (dec.within_nominal and dec.places_within_nominal):
+                # it must borrow: beyond nominal, or within it only where borrowers must go
+                deferred.append((e, dec, facts, led.version))
             else:
                 self.consider(e, dec, facts)  # the ledger is unchanged until its quota check
         self._consider_deferred(deferred)

@@ -10,6 +10,7 @@ import itertools
 import time
 from collections.abc import Mapping, Sequence
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -377,3 +378,35 @@ def test_many_identical_roles_on_two_models_never_fit_only_beyond_the_quota(role
         table = QuotaTable([Quota.gpus("a", "H100", h100), Quota.gpus("a", "A100", half)])
         never = quota_never_fits(table, j, tuple(j.pods()), _role_models(j))
         assert (never is None) is fits, never
+
+
+# --------------------------------------------------------------------------- review fixes
+
+
+def test_a_gang_that_must_borrow_to_run_now_waits_behind_a_job_within_nominal() -> None:
+    # a: 8 H100, no A100; b: no H100, 8 A100, and b-h borrows 4 of a's H100. a's gang g
+    # (flex on H100|A100, h100 on H100) is within a's nominal only on H100 (b-h must go
+    # first), so admitted now it borrows A100. b-a (8 A100, b's own) comes next at the same
+    # priority: g must wait behind it (and reclaim b-h), not take b's A100 to be reclaimed
+    # at once and then be held off by the reclaim window
+    adm = Admitter(
+        [
+            Quota.gpus("a", "H100", 8),
+            Quota.gpus("a", "A100", 0),
+            Quota.gpus("b", "H100", 0),
+            Quota.gpus("b", "A100", 8),
+        ]
+    )
+    s = Scheduler(_h100_and_a100().build(), admitter=adm)
+    s.submit(job("b-h", gpus=4, tenant="b", models="H100"), now=0)
+    assert s.step(now=1).placed == ("b-h",)
+    g = _gang(("flex", 4, "H100|A100"), ("h100", 4, "H100"))
+    s.submit(attrs.evolve(g, submitted_at=2), now=2)
+    s.submit(job("b-a", gpus=8, tenant="b", models="A100", submitted_at=3), now=3)
+    r = s.step(now=4)
+    assert r.placed == ("b-a",), r.pending
+    assert [(v.job, v.reason.value) for v in r.victims] == [("b-h", "reclaim")]
+    evict_victims(s, r, now=5)
+    assert s.step(now=6).placed == ("g",)
+    assert adm.used("a", "H100") == 8 * MILLI and adm.used("b", "A100") == 8 * MILLI
+    check_invariants(s)
