@@ -370,8 +370,9 @@ def admit_quota(
     models, that this leaves refused, or not within nominal (or within nominal but not on
     models where a reclaimer may run), is decided by one GPU model per role instead
     (:func:`_admit_one_model_each`, as Kueue gives each pod set one flavor): admitted if one
-    fits the tenant's headroom, within nominal if one fits its nominal quota left (or if it
-    was in role order). O(roles x models), and for such a gang a bounded search more."""
+    fits the tenant's headroom, within nominal iff one fits its nominal quota left (as in
+    role order when that search gives up). O(roles x models), and for such a gang a bounded
+    search more."""
     if ledger.table.unlimited:
         return admit_without_quotas(job, pods, role_models)
     dec = _admit_in_order(ledger, job, pods, role_models)
@@ -441,6 +442,8 @@ def _admit_in_order(
                 ),
             )
             if job.gang:
+                if within:  # (so far: the roles after this one must be within it too)
+                    within = _gang_within_nominal(ledger, job, by_role, role_models)
                 return QuotaDecision(
                     ok=False, pods=(), models={}, within_nominal=within, reason=failure
                 )
@@ -470,6 +473,24 @@ def _admit_in_order(
     )
 
 
+def _gang_within_nominal(
+    ledger: QuotaLedger,
+    job: Job,
+    by_role: Mapping[str, Sequence[PodId]],
+    role_models: Mapping[str, tuple[str, ...]],
+) -> bool:
+    """A gang refused in role order: is it within its tenant's nominal quota left, every role
+    counted? Exactly so when its GPU roles each have one model; a role on several models is
+    counted on none (a gang with one is judged by :func:`_admit_one_model_each`). O(roles)."""
+    need: dict[str, int] = {}
+    for role in job.roles:
+        ms = role_models.get(role.name, ())
+        n = len(by_role.get(role.name, ()))
+        if len(ms) == 1 and n and role.resources.total_milli:
+            need[ms[0]] = need.get(ms[0], 0) + role.resources.total_milli * n
+    return all(ledger.within_nominal(job.tenant, m, d) for m, d in need.items())
+
+
 def _admit_one_model_each(
     ledger: QuotaLedger,
     job: Job,
@@ -481,19 +502,21 @@ def _admit_one_model_each(
     decision in role order) refused it, or is not within nominal, or is within nominal but
     not on models where a reclaimer may run.
 
+    Within nominal (it may reclaim) iff one model per role fits the nominal quota left; when
+    that search gives up, as ``in_order`` says (which, over-counting or stopping at a
+    refused role, may differ).
+
     - Admitted in role order: the same models; within nominal, on the nominal models found
-      below, when one model per role among them fits the nominal quota left (else within
-      nominal as ``in_order`` says, or as one model per role among all says).
+      below when one model per role among them fits the nominal quota left (else on none
+      yet, or on ``in_order``'s when it was within nominal too).
     - Refused in role order: admitted if one model per role fits the headroom, preferring
       one that fits the nominal quota left too. Each role is admitted on its model and,
       roles in order, on each other model of its own where its whole request still fits
       with every role counted on every model it has; its nominal models likewise, among
-      those, within the nominal quota left. Within nominal if that preferred fit was found,
-      or as ``in_order`` says, or as one model per role among all says.
+      those, within the nominal quota left (on none yet unless that preferred fit was found).
 
-    Never less within nominal than ``in_order`` (its right to reclaim is kept). A search
-    that gives up (:data:`_SEARCH_STEPS`) finds nothing: the decision in role order stands.
-    A job whose GPU roles each have one model is decided in role order exactly."""
+    A search that gives up (:data:`_SEARCH_STEPS`) finds nothing: the decision in role order
+    stands. A job whose GPU roles each have one model is decided in role order exactly."""
     needs = list(_demands(job, pods, role_models))
     if len(needs) < 2 or all(len(ms) == 1 for _r, ms, _d in needs):
         return in_order
@@ -507,23 +530,29 @@ def _admit_one_model_each(
             if m not in room:
                 room[m] = ledger.headroom(tenant, m)
                 left[m] = table.terms(tenant, m)[1] - ledger.used(tenant, m)
+    fit, done = _one_model_each(shapes, left)
+    within = fit is not None if done else in_order.within_nominal
     if in_order.ok:
+        if not within:
+            if not in_order.within_nominal:
+                return in_order
+            return attrs.evolve(in_order, within_nominal=False, nominal_models={})
         opened = [in_order.models[r.name] for r, _ms, _d in needs]
         among = [(d, o) for (d, _ms), o in zip(shapes, opened, strict=True)]
         mine, _done = _one_model_each(among, left)
         if mine is not None:
             nominal = _widen(shapes, mine, left, opened)
             return _jointly(job, pods, role_models, needs, opened, nominal, within=True)
-        if in_order.within_nominal or _one_model_each(shapes, left)[0] is None:
+        if in_order.within_nominal:
             return in_order
         return _jointly(job, pods, role_models, needs, opened, None, within=True)
-    both = {m: min(room[m], left[m]) for m in room}
-    base, _done = _one_model_each(shapes, both)
-    if base is not None:
-        opened = _widen(shapes, base, room)
-        nominal = _widen(shapes, base, left, opened)
-        return _jointly(job, pods, role_models, needs, opened, nominal, within=True)
-    within = in_order.within_nominal or _one_model_each(shapes, left)[0] is not None
+    if within:
+        both = {m: min(room[m], left[m]) for m in room}
+        base, _done = _one_model_each(shapes, both)
+        if base is not None:
+            opened = _widen(shapes, base, room)
+            nominal = _widen(shapes, base, left, opened)
+            return _jointly(job, pods, role_models, needs, opened, nominal, within=True)
     base, _done = _one_model_each(shapes, room)
     if base is None:
         if within == in_order.within_nominal:

@@ -267,15 +267,13 @@ def test_a_gang_is_admitted_iff_one_model_per_role_fits_its_headroom(
     left = {m: led.table.nominal("a", m) - led.used("a", m) for m in models}
     dec = _admit(led, j)
     assert dec.ok is _fits(needs, room), dec
-    if _fits(needs, left):
-        assert dec.within_nominal
-    # never less than in role order: admitted there, on the same models; within nominal
-    # there (its right to reclaim), within nominal still
+    # within nominal (it may reclaim) iff one model per role fits the nominal quota left
+    # (the search completes on these small gangs)
+    assert dec.within_nominal is _fits(needs, left), dec
+    # admitted in role order: on the same models
     in_order = _admit_in_order(led, j, tuple(j.pods()), rm)
     if in_order.ok:
         assert dec.models == in_order.models
-    if in_order.within_nominal:
-        assert dec.within_nominal
     # the same whatever the order of the roles
     for order in itertools.permutations(j.roles):
         other = admit_quota(led, _gang(*((r.name, r.resources.gpus, "|".join(
@@ -410,3 +408,50 @@ def test_a_gang_that_must_borrow_to_run_now_waits_behind_a_job_within_nominal() 
     assert s.step(now=6).placed == ("g",)
     assert adm.used("a", "H100") == 8 * MILLI and adm.used("b", "A100") == 8 * MILLI
     check_invariants(s)
+
+
+def test_a_gang_is_not_within_nominal_when_no_model_per_role_fits_its_nominal_quota_left() -> None:
+    # a: no H100, 8 L40 (b borrows 1 of them); b lends a 4 H100. r0 and r1 (4 GPUs, H100|L40)
+    # and r2 (1 GPU, L40) fit the headroom (r0 on H100) but not the nominal 8 L40 left
+    # (9 GPUs). In role order r1 was refused before r2 was looked at, "within nominal" so far
+    quotas = [
+        Quota.gpus("a", "H100", 0),
+        Quota.gpus("a", "L40", 8),
+        Quota.gpus("b", "H100", 4),
+        Quota.gpus("b", "L40", 0),
+    ]
+    led = _ledger(quotas, usage={("b", "L40"): 1 * MILLI})
+    j = _gang(("r0", 4, "H100|L40"), ("r1", 4, "H100|L40"), ("r2", 1, "L40"))
+    assert _admit_in_order(led, j, tuple(j.pods()), _role_models(j)).within_nominal
+    dec = _admit(led, j)
+    assert dec.ok and not dec.within_nominal and dec.nominal_models == {}
+    # admitted in role order on H100 (b borrows all 3 of a's L40): r0 and r1 (2 GPUs each,
+    # H100|L40) were each within a's 3 L40 left, the other not counted there; together no
+    quotas = [
+        Quota.gpus("a", "H100", 0),
+        Quota.gpus("a", "L40", 3),
+        Quota.gpus("b", "H100", 8),
+        Quota.gpus("b", "L40", 0),
+    ]
+    led = _ledger(quotas, usage={("b", "L40"): 3 * MILLI})
+    j = _gang(("r0", 2, "H100|L40"), ("r1", 2, "H100|L40"))
+    in_order = _admit_in_order(led, j, tuple(j.pods()), _role_models(j))
+    assert in_order.ok and in_order.within_nominal and in_order.models["r0"] == ("H100",)
+    dec = _admit(led, j)
+    assert dec.ok and not dec.within_nominal and dec.models == in_order.models
+
+
+def test_a_gang_refused_at_its_first_role_is_judged_within_nominal_on_all_its_roles() -> None:
+    # r0 (4 H100) is within a's nominal 8 H100 but b borrows 6 of them; r1 (4 A100) is
+    # beyond a's nominal 0 A100. Refused at r0, the gang was "within nominal" (r1 unread)
+    quotas = [
+        Quota.gpus("a", "H100", 8),
+        Quota.gpus("a", "A100", 0),
+        Quota.gpus("b", "H100", 0),
+        Quota.gpus("b", "A100", 8),
+    ]
+    led = _ledger(quotas, usage={("b", "H100"): 6 * MILLI})
+    dec = _admit(led, _gang(("r0", 4, "H100"), ("r1", 4, "A100")))
+    assert not dec.ok and not dec.within_nominal
+    dec = _admit(led, _gang(("r0", 4, "H100"), ("r1", 4, "H100")))
+    assert not dec.ok and dec.within_nominal  # (8 H100: a reclaims b's 6)
