@@ -23,6 +23,7 @@ An :class:`Admitter` built with ``quotas=None`` does no static quota check at al
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -627,11 +628,23 @@ def _widen(
     return out
 
 
-_SEARCH_STEPS: Final = 10_000
+_SEARCH_STEPS: Final = 2_000
 """How many choices :func:`_one_model_each` makes before it gives up (undecided)."""
 
-_NARROW_STEPS: Final = 1_000
-"""The same for each of :func:`quota_models`' searches (one per role and model)."""
+_NARROW_STEPS: Final = 2_000
+"""How many choices :func:`quota_models`' searches (one per role and model) make in all
+before it keeps every model left (undecided)."""
+
+_HALL_MODELS: Final = 10
+"""Up to how many GPU models :func:`_one_model_each` checks every set of them first (2**n)."""
+
+_GAVE_UP: dict[tuple[object, ...], tuple[list[str] | None, bool, int]] = {}
+"""The searches of :func:`_one_model_each` that took many choices (or gave up), by their
+exact inputs: the same search is not made again (a job refused every cycle on an unchanged
+quota). At most :data:`_GAVE_UP_SIZE`, the oldest dropped first."""
+
+_GAVE_UP_SIZE: Final = 256
+_REMEMBERED_STEPS: Final = 500
 
 
 def _one_model_each(
@@ -646,12 +659,79 @@ def _one_model_each(
     many of them go to each model, not which (13 alike needs on two models: at most 14
     choices, not 2**13): a depth-first search over the classes of alike needs, those with
     the fewest models that fit one of them first (then the largest), each putting as many
-    as fit on its first model, then fewer. A class that cannot fit in what its models have
-    left is refused at once.
+    as fit on its first model, then fewer. Refused at once, without a search: a class that
+    cannot fit in what its models have, or a set of models (each set, up to
+    :data:`_HALL_MODELS` models) smaller than the needs that may use only models of it;
+    during the search, the classes left asking more than their models have left.
 
     Returns the models found, per need (None: there is none), and whether the search was
     complete: False when it gave up after ``limit`` choices (None then does not mean there
-    is none). O(needs x models) without backtracking."""
+    is none). A search of many choices is remembered by its inputs (:data:`_GAVE_UP`).
+    O(needs x models + models x 2**models) without backtracking."""
+    pick, complete, _steps = _one_model_each_counted(needs, cap, limit)
+    return pick, complete
+
+
+def _one_model_each_counted(
+    needs: Sequence[tuple[int, tuple[str, ...]]],
+    cap: Mapping[str, float],
+    limit: int,
+) -> tuple[list[str] | None, bool, int]:
+    """:func:`_one_model_each`, and how many choices it made."""
+    key = (tuple(needs), tuple(sorted((m, cap[m]) for _d, ms in needs for m in ms)), limit)
+    got = _GAVE_UP.get(key)
+    if got is not None:
+        pick, complete, _steps = got
+        return (None if pick is None else list(pick)), complete, 0
+    pick, complete, steps = _search(needs, cap, limit)
+    if steps > _REMEMBERED_STEPS:
+        if len(_GAVE_UP) >= _GAVE_UP_SIZE:
+            # (emptied or changed by another thread meanwhile: nothing to drop)
+            with contextlib.suppress(StopIteration, RuntimeError):
+                _GAVE_UP.pop(next(iter(_GAVE_UP)), None)
+        _GAVE_UP[key] = (None if pick is None else list(pick)), complete, steps
+    return pick, complete, steps
+
+
+def _hall_violated(
+    items: Sequence[tuple[int, tuple[str, ...], list[int]]], cap: Mapping[str, float]
+) -> bool:
+    """Is there a set of models whose ``cap`` together is less than what the classes of
+    ``items`` (milli, models that fit one, needs) that may use only models of it ask? (Then
+    no model per need fits.) Every set, when there are at most :data:`_HALL_MODELS` models;
+    O(models x 2**models)."""
+    models = sorted({m for _d, opts, _idx in items for m in opts})
+    n = len(models)
+    if n > _HALL_MODELS:
+        return False
+    bit = {m: 1 << i for i, m in enumerate(models)}
+    need = [0.0] * (1 << n)
+    for d, opts, idx in items:
+        mask = 0
+        for m in opts:
+            mask |= bit[m]
+        need[mask] += d * len(idx)
+    for i in range(n):  # (each set: what the classes on its subsets ask)
+        b = 1 << i
+        for s in range(1 << n):
+            if s & b:
+                need[s] += need[s ^ b]
+    room = [0.0] * (1 << n)
+    for s in range(1, 1 << n):
+        low = s & -s
+        room[s] = room[s ^ low] + cap[models[low.bit_length() - 1]]
+        if need[s] > room[s]:
+            return True
+    return False
+
+
+def _search(
+    needs: Sequence[tuple[int, tuple[str, ...]]],
+    cap: Mapping[str, float],
+    limit: int,
+) -> tuple[list[str] | None, bool, int]:
+    """The search of :func:`_one_model_each`, and how many choices it made."""
+    steps = 0
     classes: dict[tuple[int, tuple[str, ...]], list[int]] = {}
     for i, need in enumerate(needs):
         classes.setdefault(need, []).append(i)
@@ -659,27 +739,42 @@ def _one_model_each(
     for (d, ms), idx in classes.items():
         opts = tuple(m for m in ms if cap[m] >= d)
         if sum(_floor_div(cap[m], d) for m in opts) < len(idx):
-            return None, True
+            return None, True, steps
         items.append((d, opts, idx))
     items.sort(key=lambda it: (len(it[1]), -it[0], it[2][0]))
+    if _hall_violated(items, cap):
+        return None, True, steps
     left = {m: cap[m] for _d, opts, _idx in items for m in opts}
+    # per class, what it and the classes after it ask, and the models they may use
+    rest_need = [0] * (len(items) + 1)
+    rest_models: list[tuple[str, ...]] = [()] * (len(items) + 1)
+    for k in range(len(items) - 1, -1, -1):
+        d, opts, idx = items[k]
+        rest_need[k] = rest_need[k + 1] + d * len(idx)
+        rest_models[k] = tuple(sorted({*opts, *rest_models[k + 1]}))
     slots = [(k, j) for k, (_d, opts, _idx) in enumerate(items) for j in range(len(opts))]
     took = [0] * len(slots)  # per slot (a class and one of its models), how many it put there
     rem = [0] * len(slots)  # per slot, how many of its class were left for it and the next
     low = [0] * len(slots)
     entered = [False] * len(slots)
-    steps = 0
     p = 0
     while p < len(slots):
+        steps += 1
+        if steps > limit:
+            return None, False, steps
         k, j = slots[p]
         d, opts, idx = items[k]
         m = opts[j]
         if not entered[p]:
             rem[p] = len(idx) if j == 0 else rem[p - 1] - took[p - 1]
-            if sum(_floor_div(left[o], d) for o in opts[j:]) < rem[p]:
-                p -= 1  # (what is left of its models cannot hold the rest of its class)
+            if sum(_floor_div(left[o], d) for o in opts[j:]) < rem[p] or (
+                j == 0 and k and sum(left[o] for o in rest_models[k]) < rest_need[k]
+            ):
+                # (what is left of its models cannot hold the rest of its class, or of
+                # all the models of the classes left, what these ask)
+                p -= 1
                 if p < 0:
-                    return None, True
+                    return None, True, steps
                 continue
             entered[p] = True
             last = j == len(opts) - 1
@@ -693,11 +788,8 @@ def _one_model_each(
             took[p] = 0
             p -= 1
             if p < 0:
-                return None, True
+                return None, True, steps
             continue
-        steps += 1
-        if steps > limit:
-            return None, False
         left[m] -= took[p] * d
         p += 1
     pick = [""] * len(needs)
@@ -706,7 +798,7 @@ def _one_model_each(
         first = len(idx) - rem[p]
         for i in idx[first : first + took[p]]:
             pick[i] = opts[j]
-    return pick, True
+    return pick, True, steps
 
 
 def nominal_prefix(
@@ -867,7 +959,8 @@ def quota_models(
     the most its tenant could ever use (:meth:`QuotaTable.most`; a gang role all its pods, a
     pod-level role one pod): where it could ever run. For a gang judged by one GPU model per
     role (:func:`quota_never_fits`), a role keeps a model only if the other roles can then
-    have one each within the most (kept when that search gives up: undecided).
+    have one each within the most (kept when that search gives up, or once these searches
+    made :data:`_NARROW_STEPS` choices in all: undecided).
     ``role_models`` itself when quota excludes none. O(roles x models), and for such a gang
     roles x models bounded searches."""
     if table.unlimited:
@@ -879,14 +972,22 @@ def quota_models(
     if demands is not None:
         most = {m: table.most(job.tenant, m) for _r, allowed, _d in demands for m in allowed}
         needs = [(d, out[r.name]) for r, _a, d in demands]
+        budget = _NARROW_STEPS
+        seen: set[tuple[int, str]] = set()  # (role, model) of a fit found: kept, no search
         for k, (role, _a, d) in enumerate(demands):
             if len(needs[k][1]) < 2:
                 continue
             keep = []
             for m in needs[k][1]:
-                fit, complete = _one_model_each(
-                    [*needs[:k], (d, (m,)), *needs[k + 1 :]], most, _NARROW_STEPS
+                if budget <= 0 or (k, m) in seen:  # (undecided, or a fit has it: kept)
+                    keep.append(m)
+                    continue
+                fit, complete, steps = _one_model_each_counted(
+                    [*needs[:k], (d, (m,)), *needs[k + 1 :]], most, budget
                 )
+                budget -= steps + len(needs)  # (and what setting it up costs)
+                if fit is not None:
+                    seen.update(enumerate(fit))
                 if fit is not None or not complete:
                     keep.append(m)
             out[role.name] = tuple(keep)

@@ -171,13 +171,20 @@ def test_a_job_of_one_model_roles_or_of_one_role_is_decided_as_before() -> None:
     assert dec.reason.message == "tenant 'a' needs 8 GPUs of A100|H100 for role 'w'; quota left 4"
 
 
-def test_a_search_too_large_gives_up_and_the_decision_in_role_order_stands() -> None:
-    # 24 roles of different sizes on three models, quota one GPU short of all of them: no
-    # fit exists, and proving it takes more than the search may try
-    roles = [(f"r{i:02d}", i + 1, "H100|A100|L40") for i in range(24)]
+def _even_roles_odd_quota() -> tuple[list[tuple[str, int, str]], dict[str, int]]:
+    """24 roles of 2, 4, .., 48 GPUs on three models, and a quota of exactly as many GPUs,
+    odd on two models: no fit, and nothing but trying shows it."""
+    roles = [(f"r{i:02d}", 2 * (i + 1), "H100|A100|L40") for i in range(24)]
     total = sum(g for _n, g, _m in roles)
-    quotas = [Quota.gpus("a", m, total // 3) for m in ("H100", "A100")]
-    quotas.append(Quota.gpus("a", "L40", total - 2 * (total // 3) - 1))
+    odd = total // 3 | 1
+    return roles, {"H100": odd, "A100": odd, "L40": total - 2 * odd}
+
+
+def test_a_search_too_large_gives_up_and_the_decision_in_role_order_stands() -> None:
+    # 24 roles of different sizes on three models, quota exactly all of them but odd: no
+    # fit exists, and proving it takes more than the search may try
+    roles, caps = _even_roles_odd_quota()
+    quotas = [Quota.gpus("a", m, c) for m, c in caps.items()]
     j = _gang(*roles)
     needs = [(g * MILLI, ("A100", "H100", "L40")) for _n, g, _m in roles]
     cap = {q.gpu_model: q.nominal for q in quotas}
@@ -189,7 +196,7 @@ def test_a_search_too_large_gives_up_and_the_decision_in_role_order_stands() -> 
     dec = _admit(led, j)
     assert dec == _admit_in_order(led, j, tuple(j.pods()), _role_models(j))
     assert not dec.ok
-    assert not complete and _SEARCH_STEPS == 10_000
+    assert not complete and _SEARCH_STEPS == 2_000
 
 
 @settings(max_examples=100, deadline=None)
@@ -455,3 +462,73 @@ def test_a_gang_refused_at_its_first_role_is_judged_within_nominal_on_all_its_ro
     assert not dec.ok and not dec.within_nominal
     dec = _admit(led, _gang(("r0", 4, "H100"), ("r1", 4, "H100")))
     assert not dec.ok and dec.within_nominal  # (8 H100: a reclaims b's 6)
+
+
+_FOUR = ("A100", "B200", "H100", "L40")
+_SUBSETS = [c for k in (2, 3, 4) for c in itertools.combinations(_FOUR, k)]
+
+
+def _distinct_roles(n: int) -> list[tuple[str, int, str]]:
+    """``n`` roles of 1..n GPUs, each on two to four of four models."""
+    return [(f"r{i:02d}", i + 1, "|".join(_SUBSETS[i % len(_SUBSETS)])) for i in range(n)]
+
+
+def test_a_gang_one_gpu_short_of_its_quota_on_all_its_models_is_refused_without_a_search() -> None:
+    # 30 roles of 1..30 GPUs on two to four of four models, quota one GPU short of all of
+    # them together: no search needed (the search gave up after 10,000 choices, 0.2 s)
+    roles = _distinct_roles(30)
+    total = sum(g for _n, g, _m in roles)
+    caps = {m: total // 4 for m in _FOUR}
+    caps["L40"] = total - 3 * (total // 4) - 1
+    needs = [(g * MILLI, tuple(sorted(ms.split("|")))) for _n, g, ms in roles]
+    cap = {m: c * MILLI for m, c in caps.items()}
+    assert _one_model_each(needs, cap) == (None, True)
+    # nor when a set of models is short: the roles on A100|B200 only ask more than both have
+    two = [(d, ms) for d, ms in needs if set(ms) <= {"A100", "B200"}]
+    tight = dict(cap, A100=sum(d for d, _ms in two) // 2, B200=sum(d for d, _ms in two) // 2 - 1)
+    assert _one_model_each(needs, tight) == (None, True)
+    j = _gang(*roles)
+    quotas = [Quota.gpus("a", m, c) for m, c in caps.items()]
+    table = QuotaTable(quotas, {"a": "isolated"})
+    start = time.perf_counter()
+    dec = admit_quota(QuotaLedger(table, {}), j, tuple(j.pods()), _role_models(j))
+    never = quota_never_fits(table, j, tuple(j.pods()), _role_models(j))
+    assert time.perf_counter() - start < 0.1
+    assert not dec.ok and never is not None
+
+
+def test_a_search_that_gave_up_is_not_repeated_for_the_same_gang_and_quota(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import kant.admission.quota as quota
+
+    roles, caps = _even_roles_odd_quota()
+    needs = [(g * MILLI, ("A100", "H100", "L40")) for _n, g, _m in roles]
+    cap = {m: c * MILLI for m, c in caps.items()}
+    calls: list[int] = []
+    search = quota._search
+
+    def counted(*args: object) -> object:
+        calls.append(1)
+        return search(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(quota, "_search", counted)
+    monkeypatch.setattr(quota, "_GAVE_UP", {})
+    first = _one_model_each(needs, cap)
+    assert first[1] is False  # (gave up)
+    assert _one_model_each(needs, cap) == first and len(calls) == 1
+    assert _one_model_each(needs, dict(cap, L40=cap["L40"] + MILLI)) == first  # (new quota)
+    assert len(calls) == 2
+
+
+def test_narrowing_a_gang_whose_searches_give_up_stays_cheap() -> None:
+    # quota_models tried up to 1,000 choices per role and model: 0.4 s and more for 30 roles
+    roles = _distinct_roles(30)
+    total = sum(g for _n, g, _m in roles)
+    caps = {m: total // 4 for m in _FOUR}
+    caps["L40"] = total - 3 * (total // 4)
+    j = _gang(*roles)
+    table = QuotaTable([Quota.gpus("a", m, c) for m, c in caps.items()], {"a": "isolated"})
+    start = time.perf_counter()
+    quota_models(table, j, tuple(j.pods()), _role_models(j))
+    assert time.perf_counter() - start < 0.15
