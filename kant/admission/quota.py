@@ -370,7 +370,8 @@ def admit_quota(
     beside the earlier ones. A gang of several roles asking GPUs, one of them on several
     models, that this leaves refused, or not within nominal (or within nominal but not on
     models where a reclaimer may run), is decided by one GPU model per role instead
-    (:func:`_admit_one_model_each`, as Kueue gives each pod set one flavor): admitted if one
+    (:func:`_admit_one_model_each`; searched, where Kueue takes pod sets greedily in order,
+    see docs/qsch.md): admitted if one
     fits the tenant's headroom, within nominal iff one fits its nominal quota left (as in
     role order when that search gives up). O(roles x models), and for such a gang a bounded
     search more."""

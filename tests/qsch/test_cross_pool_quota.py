@@ -1,7 +1,7 @@
 """A gang whose roles may use several GPU models: quota admits it when one GPU model per role
-fits (as Kueue gives each pod set one flavor), whatever the order of its roles; it is
-within nominal when one model per role fits its tenant's nominal quota left (or when it was
-so in role order); it can never fit when no model per role fits the most its tenant could
+fits, whatever the order of its roles (Kueue gives each pod set one flavor too, but greedily
+in order); it is within nominal iff one model per role fits its tenant's nominal quota left;
+it can never fit when no model per role fits the most its tenant could
 ever use."""
 
 from __future__ import annotations
@@ -532,3 +532,39 @@ def test_narrowing_a_gang_whose_searches_give_up_stays_cheap() -> None:
     start = time.perf_counter()
     quota_models(table, j, tuple(j.pods()), _role_models(j))
     assert time.perf_counter() - start < 0.15
+
+
+def test_the_model_per_role_is_chosen_by_quota_alone_and_restricting_a_role_works_around_it() -> (
+    None
+):
+    # (a documented limitation) a: 8 H100 + 8 A100, isolated; two 4-GPU H100 nodes and one
+    # 8-GPU A100 node. f2 (2 x 4 GPUs) and f1 (1 x 8 GPUs), both H100|A100: quota alone
+    # picks f2 on A100 and f1 on H100, which no H100 node can hold, every cycle
+    def run(f1_models: str) -> tuple[tuple[str, ...], dict[str, str]]:
+        adm = Admitter(
+            [Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 8)], modes={"a": "isolated"}
+        )
+        cl = (
+            ClusterBuilder()
+            .leaf("h", nodes=2, model="H100", gpus=4)
+            .leaf("x", nodes=1, model="A100", gpus=8)
+            .build()
+        )
+        s = Scheduler(cl, admitter=adm)
+        g = Job(
+            id="g",
+            tenant="a",
+            roles=(
+                Role(name="f2", replicas=2, resources=Resources(gpus=4), gpu_models="H100|A100"),
+                Role(name="f1", replicas=1, resources=Resources(gpus=8), gpu_models=f1_models),
+            ),
+        )
+        s.submit(g, now=0)
+        r = s.step(now=1)
+        if not r.placed:
+            r = s.step(now=100)
+        return r.placed, {k: v.code.value for k, v in r.pending.items()}
+
+    assert run("H100|A100") == ((), {"g": "no_fit"})
+    # the workaround: f1 restricted to the model whose nodes can hold its pod
+    assert run("A100") == (("g",), {})
