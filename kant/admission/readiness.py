@@ -58,6 +58,7 @@ class PoolFacts:
         self._tier_total: dict[tuple[Any, ...], int] = {}
         self._tier_slots: dict[tuple[Any, ...], IntArray] = {}
         self._lone: dict[tuple[Any, ...], str | None] = {}  # lone_pod's answers
+        self._pod_room: dict[tuple[Any, ...], tuple[IntArray, IntArray]] = {}  # pod_room's
         self._restricted: set[tuple[Any, ...]] = set()  # the keys _rules gave so far
         self._reach: dict[Reach, BoolArray] = {}  # per strategy reach, its nodes
         # the live pools: GPU model -> pool id, pool id -> GPU model, sorted (see live_pools)
@@ -201,7 +202,7 @@ class PoolFacts:
             if len(self._restricted) >= _RESTRICTED_KEPT:
                 self._restricted.clear()
                 self._reach.clear()
-                for d in (self._tier_total, self._tier_slots, self._lone):
+                for d in (self._tier_total, self._tier_slots, self._lone, self._pod_room):
                     for k in [k for k in d if k[-1] is not None]:
                         del d[k]
             self._restricted.add(rules)
@@ -254,14 +255,7 @@ class PoolFacts:
             return self._lone[key]
         cols = self.snap.cols
         allowed = None if rules is None else self._allowed(role, reach)
-        if pools:
-            slots = self.pool_slots(pools, role, reach)
-        else:
-            slots = np.flatnonzero(cols.alive[: self.snap.num_slots])
-            if allowed is not None:
-                slots = slots[allowed[slots]]
-        if hbd:
-            slots = slots[cols.hbd_id[slots] >= 0]
+        slots = self._role_slots(role, pools, reach, hbd)
         fits = (
             (cols.gpus[slots] >= max(res.gpus, 1 if res.gpu_milli else 0))
             & (cols.cpu_cap[slots] >= res.cpu_milli)
@@ -282,6 +276,55 @@ class PoolFacts:
             why = f"a pod of role {role.name!r} asks {asks}; no {where} has that much"
         self._lone[key] = why
         return why
+
+    def _role_slots(
+        self, role: Role, pools: Sequence[int], reach: Reach | None, hbd: bool
+    ) -> IntArray:
+        """The nodes of ``pools`` (every live node without pools: a role asking no GPU) that
+        ``role``'s selector, tolerations and ``reach`` allow; only HBD nodes given ``hbd``."""
+        cols = self.snap.cols
+        if pools:
+            slots = self.pool_slots(pools, role, reach)
+        else:
+            slots = np.flatnonzero(cols.alive[: self.snap.num_slots])
+            allowed = self._allowed(role, reach)
+            if allowed is not None:
+                slots = slots[allowed[slots]]
+        if hbd:
+            slots = slots[cols.hbd_id[slots] >= 0]
+        return slots
+
+    def pod_room(
+        self, role: Role, pools: Sequence[int] = (), reach: Reach | None = None
+    ) -> tuple[IntArray, IntArray]:
+        """(slots, pods): the nodes of ``pools`` (every live node without pools) that ``role``
+        may use (HBD nodes only for a required HBD wish) and how many of its
+        pods each could ever hold, empty and healthy: its pod capacity (``max_pods``) capped
+        by what its GPUs, CPU, memory and NICs hold of such pods. Read only while a node has
+        a pod limit (:attr:`Snapshot.pods_capped`): without one a node's count is about
+        :data:`~kant.state.columns.NO_POD_LIMIT`. Cached per role's resources, wish and
+        nodes (read them, never change them)."""
+        res = role.resources
+        wish = role.topology
+        hbd = wish is not None and wish.required and wish.tier is Tier.HBD
+        key = ("pod room", res, tuple(pools), hbd, self._rules(role, reach))
+        got = self._pod_room.get(key)
+        if got is None:
+            cols = self.snap.cols
+            slots = self._role_slots(role, pools, reach, hbd)
+            pods = cols.pod_cap[slots].copy()
+            if res.gpus:
+                np.minimum(pods, cols.gpus[slots] // res.gpus, out=pods)
+            elif res.gpu_milli:
+                np.minimum(pods, cols.gpus[slots] * (MILLI // res.gpu_milli), out=pods)
+            if res.cpu_milli:
+                np.minimum(pods, cols.cpu_cap[slots] // res.cpu_milli, out=pods)
+            if res.memory_mib:
+                np.minimum(pods, cols.mem_cap[slots] // res.memory_mib, out=pods)
+            if res.rdma_nics:
+                np.minimum(pods, cols.nics[slots] // res.rdma_nics, out=pods)
+            got = self._pod_room[key] = (slots, pods)
+        return got
 
     def restricted_room(
         self, role: Role, pools: Sequence[int], reach: Reach | None = None
@@ -488,6 +531,7 @@ def never_fits(
     required topology tier more than any one domain of that tier holds (a required HBD: more
     than all the HBD nodes of its pools, since it may take several HBDs). Else None. Static
     capacity only (cached per cycle): O(roles x pools)."""
+    capped = facts.snap.state.pod_capped_nodes > 0  # (else no pod slot ever runs out)
     for role in job.roles:
         n = counts.get(role.name, 0)
         pools = role_pools.get(role.name, ())
@@ -497,6 +541,8 @@ def never_fits(
         within = None if reach is None else reach(job, role)
         if not res.total_milli:  # a pod asking no GPU: any node may hold it
             lone = facts.lone_pod(role, reach=within)
+            if lone is None and capped and job.gang:
+                lone = _too_few_slots(facts, role, n, (), within)
             if lone is not None:
                 return Reason(code=ReasonCode.UNSATISFIABLE, message=f"can never fit: {lone}")
             continue
@@ -557,8 +603,89 @@ def never_fits(
                         f"role {role.name!r} needs {need} GPUs in one {level}; "
                         f"the largest {level}{of} holds {most}"
                     )
+        if why is None and capped and job.gang:
+            why = _too_few_slots(facts, role, n, pools, within)
         if why is not None:
             return Reason(code=ReasonCode.UNSATISFIABLE, message=f"can never fit: {why}")
+    if capped and job.gang and len(job.roles) > 1:
+        why = _too_few_slots_together(facts, job, counts, role_pools, reach)
+        if why is not None:
+            return Reason(code=ReasonCode.UNSATISFIABLE, message=f"can never fit: {why}")
+    return None
+
+
+def _too_few_slots(
+    facts: PoolFacts, role: Role, n: int, pools: Sequence[int], within: Reach | None
+) -> str | None:
+    """Why the nodes ``role`` may use could never hold ``n`` of its pods at once for their
+    pod capacity (``max_pods``), each node as many as its capacity and its devices allow
+    (:meth:`PoolFacts.pod_room`): all of them together, on one node for a required node
+    tier, in one group for a required leaf, spine or superspine (several HBDs for a
+    required HBD, as the Placer takes them). None when they could. O(those nodes) numpy,
+    cached per role's shape (:meth:`PoolFacts.pod_room`)."""
+    slots, room = facts.pod_room(role, pools, within)
+    room = np.minimum(room, n)  # (a node without a limit: about 2**40 each, never summed)
+    total = int(room.sum())
+    wish = role.topology
+    tier = wish.tier if wish is not None and wish.required and n > 1 else None
+    where = "hbd nodes" if wish is not None and wish.required and wish.tier is Tier.HBD else "nodes"
+    if total < n:
+        return (
+            f"role {role.name!r} needs {n} pods at once; the {where} it may use admit "
+            f"{total} of them (their max_pods)"
+        )
+    if tier is Tier.NODE:
+        best = int(room.max()) if room.size else 0
+        if best < n:
+            return (
+                f"role {role.name!r} needs {n} pods on one node; the node it may use admitting "
+                f"most admits {best} of them (its max_pods)"
+            )
+    elif tier is not None and tier is not Tier.HBD and tier in _TIER_LEVEL:
+        level = _TIER_LEVEL[tier]
+        ids = getattr(facts.snap.cols, f"{level}_id")[slots]
+        ok = ids >= 0
+        best = int(np.bincount(ids[ok], weights=room[ok]).max()) if ok.any() else 0
+        if best < n:
+            return (
+                f"role {role.name!r} needs {n} pods in one {level}; the {level} it may use "
+                f"admitting most admits {best} of them (their max_pods)"
+            )
+    return None
+
+
+def _too_few_slots_together(
+    facts: PoolFacts,
+    job: Job,
+    counts: Mapping[str, int],
+    role_pools: Mapping[str, Sequence[int]],
+    reach: Callable[[Job, Role], Reach | None] | None,
+) -> str | None:
+    """Why a gang's roles could never hold all their pods at once for the pod capacity of
+    the nodes they share: each node holds at most its ``max_pods`` and at most what the
+    roles may put there together (:meth:`PoolFacts.pod_room` per role), so fewer such
+    slots over all nodes than pods means it never fits. A necessary condition only (it
+    never refuses what could run). O(nodes) numpy."""
+    snap = facts.snap
+    acc = np.zeros(snap.num_slots, dtype=np.int64)
+    need = 0
+    for role in job.roles:
+        n = counts.get(role.name, 0)
+        if not n:
+            continue
+        pools = role_pools.get(role.name, ())
+        if role.resources.total_milli and not pools:
+            return None  # (a role of no pool: placement says why)
+        within = None if reach is None else reach(job, role)
+        slots, room = facts.pod_room(role, pools if role.resources.total_milli else (), within)
+        np.add.at(acc, slots, np.minimum(room, n))
+        need += n
+    have = int(np.minimum(acc, snap.cols.pod_cap[: snap.num_slots]).sum())
+    if have < need:
+        return (
+            f"its roles need {need} pods at once; the nodes they may use admit {have} of "
+            "them (their max_pods)"
+        )
     return None
 
 

@@ -7,15 +7,19 @@ from __future__ import annotations
 
 from collections import Counter
 
+import attrs
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kant.errors import AllocationConflictError, InvalidNodeError
-from kant.model import Binding, NodeSpec, PodId, ReasonCode
+from kant.model import Binding, NodeSpec, PodId, ReasonCode, Tier
 from kant.placement import Placer
 from kant.preemption import PreemptionPolicy
 from kant.scheduler import Scheduler
 from kant.state import ClusterState
 from kant.testing import ClusterBuilder, check_invariants, job, node
+from kant.testing.strategies import clusters, jobs
 
 
 def _per_node(bindings: tuple[Binding, ...] | list[Binding]) -> Counter[str]:
@@ -128,3 +132,98 @@ def test_a_job_whose_only_nodes_admit_no_pod_is_unsatisfiable_and_says_why() -> 
     s.submit(job("a", gpus=1), now=0)
     why = s.step(now=0).pending["a"]
     assert why.code is ReasonCode.UNSATISFIABLE and "max_pods" in why.message, why
+
+
+# ------------------------------------------------ a gang that no pod capacity could ever hold
+
+
+def _unsatisfiable(s: Scheduler, jid: str) -> str:
+    why = s.step(now=0).pending.get(jid)
+    assert why is not None and why.code is ReasonCode.UNSATISFIABLE, why
+    assert "max_pods" in why.message, why
+    return why.message
+
+
+def test_a_gang_needing_more_pod_slots_than_its_nodes_will_ever_have_is_unsatisfiable() -> None:
+    # two nodes admitting two pods each: a gang of five 1-GPU pods can never run; under
+    # strict FIFO it must not block the small job behind it for ever
+    s = Scheduler(
+        ClusterState([node("n0", max_pods=2), node("n1", max_pods=2)]), policy="strict-fifo"
+    )
+    s.submit(job("big", gpus=1, replicas=5), now=0)
+    s.submit(job("small", gpus=1, submitted_at=1), now=0)
+    r = s.step(now=0)
+    assert r.pending["big"].code is ReasonCode.UNSATISFIABLE, r.pending["big"]
+    assert "max_pods" in r.pending["big"].message and "4" in r.pending["big"].message
+    assert "small" in r.placed
+    check_invariants(s)
+
+
+def test_a_gang_that_fits_the_pod_slots_exactly_is_not_called_unsatisfiable() -> None:
+    s = Scheduler(ClusterState([node("n0", max_pods=2), node("n1", max_pods=2)]))
+    s.submit(job("g", gpus=1, replicas=4), now=0)
+    assert "g" in s.step(now=0).placed
+
+
+def test_pod_slots_count_only_as_far_as_the_nodes_devices_hold_pods() -> None:
+    # 8 GPUs and 10 slots per node: 4-GPU pods take two slots' worth of a node at most
+    s = Scheduler(ClusterState([node("n0", max_pods=10), node("n1", max_pods=1)]))
+    s.submit(job("g", gpus=4, replicas=4), now=0)
+    assert "3" in _unsatisfiable(s, "g")
+
+
+def test_a_cpu_only_gang_needing_more_pod_slots_than_the_cluster_has_is_unsatisfiable() -> None:
+    s = Scheduler(ClusterState([node("n0", max_pods=2), node("n1", max_pods=1)]))
+    s.submit(job("cpu", gpus=0, cpu_milli=100, replicas=4), now=0)
+    _unsatisfiable(s, "cpu")
+
+
+def test_a_required_same_node_gang_larger_than_any_nodes_pod_capacity_is_unsatisfiable() -> None:
+    s = Scheduler(ClusterState([node("n0", max_pods=2), node("n1", max_pods=2)]))
+    s.submit(job("g", gpus=1, replicas=3, tier=Tier.NODE, required=True), now=0)
+    _unsatisfiable(s, "g")
+
+
+def test_a_required_leaf_gang_larger_than_any_leafs_pod_slots_is_unsatisfiable() -> None:
+    state = ClusterBuilder().leaf("lf0", nodes=2, max_pods=1).leaf("lf1", nodes=2, max_pods=1)
+    s = Scheduler(state.build())
+    s.submit(job("g", gpus=1, replicas=3, tier=Tier.LEAF, required=True), now=0)
+    _unsatisfiable(s, "g")
+    s2 = Scheduler(
+        ClusterBuilder().leaf("lf0", nodes=2, max_pods=1).leaf("lf1", nodes=2, max_pods=1).build()
+    )
+    s2.submit(job("g", gpus=1, replicas=2, tier=Tier.LEAF, required=True), now=0)
+    assert "g" in s2.step(now=0).placed
+
+
+def test_roles_sharing_nodes_need_their_pod_slots_together() -> None:
+    base = job("g", gpus=1, replicas=3)
+    worker = base.roles[0]
+    ps = attrs.evolve(worker, name="ps", replicas=2)
+    s = Scheduler(ClusterState([node("n0", max_pods=2), node("n1", max_pods=2)]))
+    s.submit(attrs.evolve(base, roles=(worker, ps)), now=0)
+    _unsatisfiable(s, "g")
+    fits = attrs.evolve(base, id="h", roles=(attrs.evolve(worker, replicas=2), ps))
+    s2 = Scheduler(ClusterState([node("n0", max_pods=2), node("n1", max_pods=2)]))
+    s2.submit(fits, now=0)
+    assert "h" in s2.step(now=0).placed
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_job_called_unsatisfiable_is_one_no_strategy_places_on_the_empty_healthy_cluster(
+    data: st.DataObject,
+) -> None:
+    state = data.draw(clusters(pod_caps=True))
+    for spec in list(state.nodes()):
+        state.set_node_health(spec.name, True)
+        for g in range(spec.gpus):
+            state.set_gpu_health(spec.name, g, True)
+    j = data.draw(jobs(0, capped=True))
+    s = Scheduler(state)
+    s.submit(j, now=0)
+    why = s.step(now=0).pending.get(j.id)
+    if why is None or why.code is not ReasonCode.UNSATISFIABLE:
+        return
+    for strategy in ("ebinpack", "espread", "binpack", "spread", "topology", "firstfit"):
+        assert not Placer(strategy).place(j, state.snapshot()).ok, (strategy, why)
