@@ -133,6 +133,10 @@ class Shim:
         self._id_of: dict[str, tuple[str, PodId]] = {}  # pod key -> (job id, PodId)
         # pod key -> the PodId holding its requests: pods bound by others (see _hold)
         self._held: dict[str, PodId] = {}
+        # pod key -> (node, the node's generation then): pods bound by others that found no
+        # room there (its max_pods taken, e.g. by a pod of kant's the kubelet then rejects),
+        # held again once something on that node has changed (see _hold_left_out)
+        self._left_out: dict[str, tuple[str, int]] = {}
         self._dying: set[str] = set()  # pods kant released and asked to stop
         self._evict: dict[str, str] = {}  # victim pod key -> preemptor, until the call succeeds
         # victim pod key (in _evict) -> the message of its DisruptionTarget=True, written
@@ -864,9 +868,38 @@ class Shim:
                 return
         ns, name = key.split("/", 1)
         pid = PodId(job=f"{_HELD}{ns}..{name}", role="pod", index=0)
+        self._left_out.pop(key, None)
         if self.nodes.bind_foreign(pid, st.node, r.gpus, r.gpu_milli, r.cpu_milli, r.memory_mib):
             self._held[key] = pid
             self._describe_held(key, obj)
+        elif self.nodes.has(st.node):
+            cluster = self.scheduler.cluster
+            gen = int(cluster.node_generation[cluster.slot_of(st.node)])
+            self._left_out[key] = (st.node, gen)
+            log.warning(
+                "%s: no room for it on node %s (its max_pods taken): its requests are held "
+                "once something there ends", key, st.node,
+            )  # fmt: skip
+
+    def _hold_left_out(self) -> None:
+        """Hold again the pods bound by others that found no room on their node
+        (:attr:`_left_out`), on the nodes where something changed since (a pod released:
+        gone, a binding failed, evicted; the node changed), before a cycle places anything:
+        by node, then pod key. O(those pods)."""
+        cluster = self.scheduler.cluster
+        for key, (node, gen) in sorted(self._left_out.items(), key=lambda kv: (kv[1][0], kv[0])):
+            if node not in cluster:
+                del self._left_out[key]  # (held when the node comes: _replay_bound)
+                continue
+            if int(cluster.node_generation[cluster.slot_of(node)]) == gen:
+                continue
+            del self._left_out[key]
+            got = self._pods.get(key)
+            if got is None or key in self._held:
+                continue
+            st = pod_state(got[0], self.settings)
+            if st.node == node:
+                self._hold(key, got[0], st)
 
     def _describe_held(self, key: str, obj: Obj) -> None:
         """Describe held pod ``key`` (last seen as ``obj``) to the cluster, for pod affinity,
@@ -885,6 +918,7 @@ class Shim:
         held = self._held.pop(key, None)
         if held is not None:
             self.nodes.release_foreign(held)
+        self._left_out.pop(key, None)
         self._condition.pop(key, None)
         self._event_at.pop(key, None)
         self._drop_eviction(key)
@@ -1125,6 +1159,8 @@ class Shim:
         self.reap()
         if self._changed:
             self._take_changed_nodes()
+        if self._left_out:
+            self._hold_left_out()
         now = self.now()
         self.cycles += 1
         self._hold_preemption()

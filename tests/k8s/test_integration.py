@@ -462,6 +462,34 @@ def test_a_node_admitting_two_pods_gets_two_one_of_another_scheduler_and_the_thi
     assert wait_for(lambda: cluster.node_of("second"), what="second bound") == "n0"
 
 
+def test_another_schedulers_pod_the_kubelet_admitted_in_kants_last_slot_is_held_once_kants_pod_fails(
+    cluster: Cluster,
+) -> None:
+    # n0 admits one pod; kant binds p (4 GPUs) to it, but the kubelet admits another
+    # scheduler's pod q (4 GPUs) first and rejects p: q finds no slot while p counts, and
+    # must be held once p has failed, so that r (8 GPUs) does not go to n0 while q runs
+    cluster.node("n0", pods=1)
+    cluster.start_shim()
+    cluster.pod("p", gpus=4)
+    assert wait_for(lambda: cluster.node_of("p"), what="p bound") == "n0"
+    foreign = {
+        "metadata": {"name": "q", "namespace": cluster.ns},
+        "spec": {"nodeName": "n0", "containers": [{"name": "c", "image": "x", "resources": {
+            "requests": {"nvidia.com/gpu": "4"}, "limits": {"nvidia.com/gpu": "4"}}}]},
+    }  # fmt: skip
+    cluster.api.post(f"/api/v1/namespaces/{cluster.ns}/pods", foreign)
+    wait_for(lambda: cluster.get("q").get("status", {}).get("phase") == "Running", what="q runs")
+    time.sleep(0.5)  # (the shim has seen q and found no slot for it)
+    status = {"phase": "Failed", "reason": "OutOfpods", "message": "Pod was rejected"}
+    cluster.api.patch(f"/api/v1/namespaces/{cluster.ns}/pods/p/status", {"status": status})
+    cluster.pod("r", gpus=8)
+    wait_for(lambda: _condition(cluster.get("r"), "PodScheduled"), what="r waits")
+    time.sleep(1.0)
+    assert cluster.node_of("r") is None
+    cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/q", {"gracePeriodSeconds": 0})
+    assert wait_for(lambda: cluster.node_of("r"), what="r bound") == "n0"
+
+
 def test_a_binding_answered_404_calls_binding_failed_and_releases_the_rest_of_the_gang(
     cluster: Cluster,
 ) -> None:
