@@ -706,6 +706,17 @@ class Scheduler:
         self._tick(t, "node_relabelled")
         return changed
 
+    def node_max_pods(self, node: str, max_pods: int | None, now: float) -> bool:
+        """Node ``node``'s pod capacity is now ``max_pods`` (None: no limit;
+        :meth:`ClusterState.set_max_pods`): its pods stay, those above a lowered capacity
+        included, and placements from now on read it. Returns whether anything changed.
+        Raises UnknownNodeError, InvalidNodeError for a bad value, InvalidTimeError;
+        nothing changes then."""
+        t = self._time(now, "node_max_pods")
+        changed = self.cluster.set_max_pods(node, max_pods)
+        self._tick(t, "node_max_pods")
+        return changed
+
     def node_removed(self, node: str, now: float) -> EventReport:
         """The node was decommissioned: it is removed, its pods released (quota uncharged) and
         their jobs requeued (gangs whole). A node reported :meth:`node_lost` may be removed

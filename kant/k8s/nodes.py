@@ -33,8 +33,13 @@ class NodeAdapter:
         self.scheduler.node_added(spec, now)
 
     def relabelled(self, spec: NodeSpec, now: float) -> None:
-        """The node's labels or taints changed (nothing else): in place, its pods stay."""
-        self.scheduler.node_relabelled(spec.name, spec.labels, spec.taints, now)
+        """The node's labels, taints or pod capacity (``max_pods``) changed (nothing else):
+        in place, its pods stay (above a lowered pod capacity too)."""
+        old = self._cluster.node(spec.name)
+        if (old.labels, old.taints) != (spec.labels, spec.taints):
+            self.scheduler.node_relabelled(spec.name, spec.labels, spec.taints, now)
+        if old.max_pods != spec.max_pods:
+            self.scheduler.node_max_pods(spec.name, spec.max_pods, now)
 
     def removed(self, name: str, now: float) -> EventReport:
         """The node is deleted (or taken again as it is now): removed; its pods' jobs

@@ -623,18 +623,21 @@ class Shim:
 
     def _take_node(self, name: str, facts: NodeFacts, *, was: bool | None) -> None:
         """Node ``name``, Ready, as ``facts`` say it is now (``was``: Ready when last seen,
-        None: never seen): a node whose labels or taints alone changed is relabelled in
-        place; one whose capacity, model, fabric place or zone changed is taken afresh unless
-        kant's pods run there (then it takes no new pod until they have ended,
+        None: never seen): a node whose labels, taints or pod capacity alone changed is
+        changed in place; one whose other capacity, model, fabric place or zone changed is
+        taken afresh unless kant's pods run there (then it takes no new pod until they have ended,
         :meth:`_take_changed_nodes`); what runs
         on a node new, Ready again or uncordoned is held. A node the cluster refuses (its
         labels contradict the fabric of the nodes taken: a leaf under a second spine) is left
         out with a warning."""
         if self.nodes.has(name) and self.nodes.spec(name) != facts.spec:
             old = self.nodes.spec(name)
-            if attrs.evolve(old, labels=facts.spec.labels, taints=facts.spec.taints) == facts.spec:
-                # only its labels or taints: placements read them from now on, what runs
-                # there stays (IgnoredDuringExecution)
+            new = facts.spec
+            same = attrs.evolve(old, labels=new.labels, taints=new.taints, max_pods=new.max_pods)
+            if same == new:
+                # only its labels, taints or pod capacity (allocatable.pods): placements read
+                # them from now on, what runs there stays (IgnoredDuringExecution; pods above
+                # a lowered capacity too, none is added until they are below it)
                 self.nodes.relabelled(facts.spec, self.now())
             elif not self._only_holds_on(name):
                 # kant's pods run there on what kant knew: no new pod goes there until they

@@ -80,6 +80,8 @@ class _NodeRecord:
     mem_used: int = 0
     pods: set[PodId] = attrs.field(factory=set)
     added: int = 0  # the membership version right after it was added
+    # pods above max_pods when it was lowered (set_max_pods): they stay, none is added
+    over: int = 0
 
 
 def _check_template(spec: NodeSpec, template: str) -> None:
@@ -635,6 +637,29 @@ class ClusterState:
         rec.added = self._membership_version  # (a decision taken before read other labels)
         return True
 
+    def set_max_pods(self, name: str, max_pods: int | None) -> bool:
+        """Give node ``name`` this pod capacity (``NodeSpec.max_pods``, None: no limit) in
+        place of its own: what runs there stays, pods above a lowered capacity included
+        (none is added until the pods there are below it: its free slots are
+        ``max(0, max_pods - pods)``); placements from now on read it. Returns whether
+        anything changed. Raises UnknownNodeError, or InvalidNodeError for a bad value;
+        nothing changes then. Counts as a change of the nodes (:attr:`membership_version`)
+        for what caches static capacity. O(1) plus the row's refresh."""
+        rec = self._record(name)
+        spec = attrs.evolve(rec.spec, max_pods=max_pods)  # (validates)
+        old = rec.spec
+        if spec == old:
+            return False
+        self._pod_capped += (spec.max_pods is not None) - (old.max_pods is not None)
+        rec.spec = spec
+        rec.over = max(0, len(rec.pods) - (NO_POD_LIMIT if max_pods is None else max_pods))
+        if name in self._marked:
+            self._marked[name] = spec
+        self.columns.pod_cap[rec.slot] = NO_POD_LIMIT if max_pods is None else max_pods
+        self._membership_version += 1
+        self._refresh_row(rec)
+        return True
+
     def _mark(self, spec: NodeSpec) -> None:
         """Index a node with labels or taints (:meth:`marked_nodes`) and count its taints."""
         self._marked[spec.name] = spec
@@ -1032,7 +1057,7 @@ class ClusterState:
             if rec.pods != pods_by_node[name]:
                 errors.append(f"{name}: pod set mismatch")
             cap = rec.spec.max_pods
-            if cap is not None and len(pods_by_node[name]) > cap:
+            if cap is not None and len(pods_by_node[name]) > cap + rec.over:
                 errors.append(f"{name}: {len(pods_by_node[name])} pods, above its max_pods {cap}")
             fresh.alive[rec.slot] = True
             fresh.gpus[rec.slot] = rec.spec.gpus
@@ -1192,4 +1217,5 @@ def _write_allocatable(cols: NodeColumns, rec: _NodeRecord) -> None:
     v.nic_mask[s] = nic_mask
     v.free_nics[s] = _popcount(nic_mask)
     cap = spec.max_pods
-    v.pod_free[s] = ((NO_POD_LIMIT if cap is None else cap) - len(rec.pods)) if ok else 0
+    # (pods above a lowered max_pods stay: no slot is free until they are below it)
+    v.pod_free[s] = max(0, (NO_POD_LIMIT if cap is None else cap) - len(rec.pods)) if ok else 0

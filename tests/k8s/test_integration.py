@@ -462,6 +462,31 @@ def test_a_node_admitting_two_pods_gets_two_one_of_another_scheduler_and_the_thi
     assert wait_for(lambda: cluster.node_of("second"), what="second bound") == "n0"
 
 
+def test_a_nodes_pod_capacity_changed_while_kants_pods_run_there_is_read_in_place(
+    cluster: Cluster,
+) -> None:
+    # n0 admits one pod and runs a; its allocatable.pods becomes 3: b and c go there at
+    # once (before, the node counted as changed and took no pod until a had ended)
+    cluster.node("n0", pods=1)
+    shim = cluster.start_shim()
+    cluster.pod("a", gpus=1)
+    assert wait_for(lambda: cluster.node_of("a"), what="a bound") == "n0"
+    cluster.api.patch("/api/v1/nodes/n0/status", {"status": {"allocatable": {"pods": "3"}}})
+    wait_for(lambda: shim.scheduler.cluster.node("n0").max_pods == 3, what="pods 3 read")
+    cluster.pod("b", gpus=1)
+    cluster.pod("c", gpus=1)
+    assert wait_for(lambda: cluster.node_of("b"), what="b bound") == "n0"
+    assert wait_for(lambda: cluster.node_of("c"), what="c bound") == "n0"
+    # lowered to 2 while 3 run: they stay, d waits naming max_pods
+    cluster.api.patch("/api/v1/nodes/n0/status", {"status": {"allocatable": {"pods": "2"}}})
+    wait_for(lambda: shim.scheduler.cluster.node("n0").max_pods == 2, what="pods 2 read")
+    cluster.pod("d", gpus=1)
+    cond = wait_for(lambda: _condition(cluster.get("d"), "PodScheduled"), what="d waits")
+    assert "max_pods" in cond.get("message", ""), cond
+    assert all(cluster.get(p)["status"].get("phase") == "Running" for p in "abc")
+    assert cluster.node_of("d") is None
+
+
 def test_another_schedulers_pod_the_kubelet_admitted_in_kants_last_slot_is_held_once_kants_pod_fails(
     cluster: Cluster,
 ) -> None:

@@ -227,3 +227,57 @@ def test_a_job_called_unsatisfiable_is_one_no_strategy_places_on_the_empty_healt
         return
     for strategy in ("ebinpack", "espread", "binpack", "spread", "topology", "firstfit"):
         assert not Placer(strategy).place(j, state.snapshot()).ok, (strategy, why)
+
+
+# ------------------------------------------------ a node's pod capacity changed in place
+
+
+def test_a_lowered_pod_capacity_keeps_the_pods_above_it_and_adds_none() -> None:
+    s = Scheduler(ClusterState([node("n0", max_pods=4)]))
+    s.submit(job("a", gpus=1, replicas=4, gang=False), now=0)
+    assert "a" in s.step(now=0).placed
+    assert s.node_max_pods("n0", 2, now=1)
+    assert len(s.cluster.pods_on("n0")) == 4  # (nothing is evicted)
+    check_invariants(s)
+    s.submit(job("b", gpus=1, submitted_at=1), now=1)
+    why = s.step(now=1).pending["b"]
+    assert why.code is ReasonCode.NO_FIT and "max_pods" in why.message, why
+    s.pod_finished(_pod("a", 0), now=2)
+    s.pod_finished(_pod("a", 1), now=2)
+    assert "b" not in s.step(now=2).placed  # two pods left: the new capacity is full
+    s.pod_finished(_pod("a", 2), now=3)
+    assert "b" in s.step(now=3).placed
+    assert len(s.cluster.pods_on("n0")) == 2
+    check_invariants(s)
+
+
+def test_a_raised_or_removed_pod_capacity_is_seen_by_the_next_placement() -> None:
+    s = Scheduler(ClusterState([node("n0", max_pods=1), node("n1", max_pods=1)]))
+    s.submit(job("a", gpus=1), now=0)
+    assert "a" in s.step(now=0).placed
+    s.submit(job("g", gpus=1, replicas=3, submitted_at=1), now=1)
+    assert s.step(now=1).pending["g"].code is ReasonCode.UNSATISFIABLE  # 2 slots in all
+    assert s.node_max_pods("n0", 3, now=2)
+    assert "g" in s.step(now=2).placed  # 2 slots left on n0, 1 on n1
+    check_invariants(s)
+
+
+def test_a_pod_capacity_changed_to_none_lifts_the_limit() -> None:
+    s = Scheduler(ClusterState([node("n0", max_pods=1)]))
+    s.submit(job("a", gpus=1), now=0)
+    assert "a" in s.step(now=0).placed
+    assert s.node_max_pods("n0", None, now=1)
+    assert s.cluster.pod_capped_nodes == 0
+    s.submit(job("b", gpus=1, replicas=3, gang=False, submitted_at=1), now=1)
+    assert "b" in s.step(now=1).placed
+    assert not s.node_max_pods("n0", None, now=2)  # nothing changed
+    check_invariants(s)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "3", True, 2**21])
+def test_a_bad_pod_capacity_change_is_refused_and_changes_nothing(bad: object) -> None:
+    s = Scheduler(ClusterState([node("n0", max_pods=2)]))
+    with pytest.raises(InvalidNodeError, match="max_pods"):
+        s.node_max_pods("n0", bad, now=0)  # type: ignore[arg-type]
+    assert s.cluster.node("n0").max_pods == 2
+    check_invariants(s)
