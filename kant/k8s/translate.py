@@ -32,6 +32,7 @@ from kant.errors import InvalidObjectError, KantError, ValidationError
 from kant.k8s.settings import K8sSettings
 from kant.model import (
     MAX_PODS_PER_JOB,
+    MAX_PODS_PER_NODE,
     MILLI,
     NODE_NAME_FIELD,
     Job,
@@ -208,6 +209,18 @@ class NodeFacts:
     schedulable: bool
 
 
+def _pod_count(value: Any, where: str) -> int | None:
+    """A node's ``allocatable.pods`` as its ``max_pods``: a whole number of pods (anything
+    else, ``"500m"``, is InvalidObjectError naming the field); one above
+    :data:`~kant.model.MAX_PODS_PER_NODE` is no limit (None). A negative count is left to
+    ``NodeSpec`` to refuse (naming ``max_pods``)."""
+    q = quantity(value, where=where, field="allocatable.pods")
+    if q != q.to_integral_value():
+        raise InvalidObjectError("allocatable.pods", value, "is not a whole number of pods",
+                                 where=where)  # fmt: skip
+    return None if q > MAX_PODS_PER_NODE else int(q)
+
+
 def node_facts(node: Obj, settings: K8sSettings) -> NodeFacts:
     """Translate a Node. Raises :class:`~kant.errors.InvalidObjectError` for a malformed
     allocatable quantity."""
@@ -224,7 +237,7 @@ def node_facts(node: Obj, settings: K8sSettings) -> NodeFacts:
     model = (lab.get(settings.gpu_model_label) or settings.default_gpu_model) if gpus else None
     cpu = quantity(alloc.get("cpu", 0), where=where, field="allocatable.cpu")
     mem = quantity(alloc.get("memory", 0), where=where, field="allocatable.memory")
-    max_pods = count("pods") if "pods" in alloc else None  # (absent: no limit known)
+    max_pods = _pod_count(alloc["pods"], where) if "pods" in alloc else None  # (absent: none)
     levels: dict[Tier, str] = {}
     for label, tier in settings.topology:
         if tier not in levels and lab.get(label):

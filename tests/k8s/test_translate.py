@@ -125,6 +125,25 @@ def test_a_nodes_allocatable_pods_is_its_pod_capacity_and_none_without_it() -> N
         node_facts(n, S)
 
 
+@pytest.mark.parametrize("bad", ["500m", "1.5", "1500m"])
+def test_a_pod_count_that_is_not_a_whole_number_is_refused_naming_allocatable_pods(
+    bad: str,
+) -> None:
+    n = load("node_h100")
+    n["status"]["allocatable"]["pods"] = bad  # (was read as max_pods 0 or 1: silently)
+    with pytest.raises(InvalidObjectError, match=r"allocatable\.pods"):
+        node_facts(n, S)
+
+
+@pytest.mark.parametrize("big", [str(2**20 + 1), "2M", "1e9"])
+def test_a_pod_count_above_max_pods_per_node_is_no_limit(big: str) -> None:
+    n = load("node_h100")
+    n["status"]["allocatable"]["pods"] = big
+    assert node_facts(n, S).spec.max_pods is None
+    n["status"]["allocatable"]["pods"] = str(2**20)
+    assert node_facts(n, S).spec.max_pods == 2**20
+
+
 def test_a_malformed_node_allocatable_names_the_node() -> None:
     n = load("node_h100")
     n["status"]["allocatable"]["nvidia.com/gpu"] = "lots"
