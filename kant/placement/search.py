@@ -380,7 +380,10 @@ def why_not(
             message=f"needs {need / MILLI:g} GPUs; the allowed pools have {free / MILLI:g} free",
         )
     if snap.pods_capped:
-        room = int(cols.pod_free[slots][cols.ready[slots]].sum()) - taken
+        # (each node counted up to the pods asked: a node without a limit has about 2**40
+        # slots, and millions of them would overflow the sum)
+        free_slots = cols.pod_free[slots][cols.ready[slots]]
+        room = int(np.minimum(free_slots, n + taken).sum()) - taken
         if room < n:
             return Reason(
                 code=ReasonCode.NO_FIT,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 import attrs
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -15,6 +16,8 @@ from hypothesis import strategies as st
 from kant.errors import AllocationConflictError, InvalidNodeError
 from kant.model import Binding, NodeSpec, PodId, ReasonCode, Tier
 from kant.placement import Placer
+from kant.placement.context import PodRequest
+from kant.placement.search import why_not
 from kant.preemption import PreemptionPolicy
 from kant.scheduler import Scheduler
 from kant.state import ClusterState
@@ -281,3 +284,15 @@ def test_a_bad_pod_capacity_change_is_refused_and_changes_nothing(bad: object) -
         s.node_max_pods("n0", bad, now=0)  # type: ignore[arg-type]
     assert s.cluster.node("n0").max_pods == 2
     check_invariants(s)
+
+
+def test_why_not_counts_the_slots_of_millions_of_nodes_without_a_limit_without_overflow() -> None:
+    # one node with a limit makes placement read pod slots; the candidates without a limit
+    # (about 2**40 slots each) number 2**23 + 1 (one node repeated: the sum of their slots
+    # overflowed int64 and read as no room at all, blaming max_pods)
+    state = ClusterState([node("capped", max_pods=1), node("free")])
+    snap = state.snapshot()
+    assert snap.pods_capped
+    slots = np.full((1 << 23) + 1, state.slot_of("free"), dtype=np.int64)
+    why = why_not(snap, slots, PodRequest(gpus=1, milli=0, cpu=0, mem=0, nics=0), 2)
+    assert why.code is ReasonCode.NO_FIT and "max_pods" not in why.message, why
