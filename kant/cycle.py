@@ -680,8 +680,12 @@ class _Cycle:
             if self.quota_held:
                 self._release_quota(e)
             dec = facts.unlimited_decision if self.ledger.table.unlimited else None
+        rest = 0  # pods beyond the nominal part placed now, left to a later cycle
         if dec is None:
             dec = self._admit_quota(e, facts)
+            if dec.nominal_pods and dec.ok and jid in self.holds.nominated:
+                rest = len(e.remaining()) - dec.nominal_pods
+                dec = self._nominal_part(e, dec, facts)
         self.ctx.current = (jid, dec)
         reason = dec.reason if not dec.ok else None
         placed: tuple[Binding, ...] = ()
@@ -708,6 +712,14 @@ class _Cycle:
                     self._blocked(e, dec, failed, facts)
                     return
             placed, reason, freeing = self._admit_and_place(e, dec, opens, facts, shape)
+            if rest and len(placed) + rest == len(e.remaining()):
+                reason = Reason(
+                    code=ReasonCode.QUOTA_EXCEEDED,
+                    message=(
+                        f"{rest} pods beyond the tenant's nominal quota wait for their turn "
+                        "among the borrowers"
+                    ),
+                )
         if placed:
             self._commit_placed(e, placed)
         if reason is None:
@@ -726,6 +738,24 @@ class _Cycle:
             reason, partly_placed=bool(placed), nominated=nominated
         ):
             self._preempt(e, dec, role_models, may_backfill)
+
+    def _nominal_part(self, e: Entry, dec: QuotaDecision, facts: _Facts) -> QuotaDecision:
+        """The quota decision for the nominal part of a preemptor's request (``dec``: its
+        whole request's, not within nominal, its first ``nominal_pods`` pods are): those
+        pods, on the GPU models where its tenant stays within nominal with them. The
+        nominated job starts them at its place in the order; its borrowed rest is a borrower
+        at a later cycle, in its order among the borrowers of its priority (:meth:`walk`),
+        so it passes no earlier borrower. Its one placement attempt of the cycle is for
+        these pods, so ``max_per_node`` and topology wishes are judged as for any attempt."""
+        part = admit_quota(self.ledger, e.job, e.remaining()[: dec.nominal_pods], facts.role_models)
+        if (
+            part.ok
+            and part.within_nominal
+            and part.places_within_nominal
+            and part.nominal_models != part.models
+        ):
+            part = attrs.evolve(part, models=part.nominal_models)
+        return part
 
     def _blocked(self, e: Entry, dec: QuotaDecision, failed: Reason, facts: _Facts) -> None:
         """The rest of :meth:`consider` for a job whose placement shape already failed this

@@ -380,3 +380,69 @@ def test_two_pod_level_jobs_of_one_tenant_reclaim_its_nominal_share_once_between
     s.step(now=30)
     assert s.admitter.used("a", "H100") == 8 * G and s.admitter.used("b", "H100") == 8 * G
     check_invariants(s)
+
+
+@pytest.mark.parametrize("policy", ["best-effort-fifo", "strict-fifo", "easy-backfill"])
+def test_a_reclaimers_nominal_part_starts_at_its_place_and_its_borrowed_rest_waits_its_turn_among_the_borrowers(
+    policy: str,
+) -> None:
+    # four 8-GPU nodes; quotas a 8, b 8, e 16. b1 borrows 8 GPUs of e's; d (tenant c, no
+    # quota, 8 GPUs, t=1) and n (tenant a, 12 one-GPU pods, t=2) wait. n reclaims 8 of b1's
+    # pods; once they are gone and 8 more GPUs free up, n starts its nominal part (8) with
+    # its nomination, and its 4 borrowed pods wait behind b1's requeued pods (t=0) and d (t=1):
+    # they passed both, and d stayed QUOTA_EXCEEDED
+    s = scheduler(
+        nodes(4),
+        quotas=[
+            Quota.gpus("a", "H100", 8),
+            Quota.gpus("b", "H100", 8),
+            Quota.gpus("e", "H100", 16),
+        ],
+    )
+    s.submit(job("e1", gpus=8, replicas=2, gang=False, tenant="e"), now=0)
+    s.submit(job("b1", gpus=1, replicas=16, gang=False, tenant="b"), now=0)
+    assert s.step(now=0).placed == ("e1", "b1")
+    s.submit(job("d", gpus=8, tenant="c", submitted_at=1), now=1)
+    s.submit(job("n", gpus=1, replicas=12, gang=False, tenant="a", submitted_at=2), now=2)
+    r = s.step(now=3)
+    assert [(v.job, v.reason) for v in r.victims] == [("b1", VictimReason.RECLAIM)] * 8
+    assert r.pending["n"].code is ReasonCode.PREEMPTING
+    evict_victims(s, r, now=4)
+    s.pod_finished(PodId(job="e1", role="worker", index=1), now=4)
+    r = s.step(now=5)
+    placed = {j: sum(1 for b in r.bindings if b.pod.job == j) for j in r.placed}
+    assert placed == {"n": 8, "b1": 8}  # n's nominal part, then the first borrower
+    assert r.pending["n"].code is ReasonCode.QUOTA_EXCEEDED
+    assert r.pending["d"].code is ReasonCode.QUOTA_EXCEEDED
+    assert {t: s.admitter.used(t, "H100") // G for t in "abce"} == {"a": 8, "b": 16, "c": 0, "e": 8}
+    assert s.step(now=6).placed == ()  # n's rest borrows, behind d
+    s.pod_finished(PodId(job="e1", role="worker", index=0), now=7)
+    r = s.step(now=8)
+    assert r.placed == ("d",)
+    assert s.status("n").pods_waiting == 4
+    check_invariants(s)
+
+
+def test_a_partly_nominal_pod_level_job_is_a_borrower_as_a_whole_and_then_reclaims_its_nominal_part() -> (
+    None
+):
+    # b (8 nominal) is the only tenant with quota on 24 GPUs. b1 (12 pods) would borrow as a
+    # whole, so it goes after c1 (4 pods, smaller), which takes 4 of b's 8 GPUs; at the next
+    # cycle b1's first 4 remaining pods are within b's nominal quota and reclaim c1's 4 pods;
+    # once they are gone b1 starts those 4 (no more: the rest would borrow, from nobody)
+    s = scheduler(nodes(3), quotas=[Quota.gpus("b", "H100", 8)])
+    s.submit(job("b1", gpus=1, replicas=12, gang=False, tenant="b"), now=0)
+    s.submit(job("c1", gpus=1, replicas=4, gang=False, tenant="c"), now=0)
+    assert s.step(now=0).placed == ("c1", "b1")
+    assert s.admitter.used("b", "H100") == 4 * G and s.admitter.used("c", "H100") == 4 * G
+    r = s.step(now=1)
+    assert [(v.job, v.reason, v.preemptor) for v in r.victims] == [
+        ("c1", VictimReason.RECLAIM, "b1")
+    ] * 4
+    evict_victims(s, r, now=2)
+    r = s.step(now=3)
+    assert r.placed == ("b1",) and len(r.bindings) == 4
+    assert r.pending["b1"].code is ReasonCode.QUOTA_EXCEEDED
+    assert s.step(now=4).victims == ()
+    assert s.admitter.used("b", "H100") == 8 * G and s.admitter.used("c", "H100") == 0
+    check_invariants(s)
