@@ -152,6 +152,11 @@ class CycleResult:
     or pod terms came or went since, a job whose placement read them (required pod affinity
     or anti-affinity of its own, or labels a running pod's anti-affinity may select) is not
     applied (None: not checked).
+    ``again``: a cycle run at once after this one is applied would place more: a reclaiming
+    pod-level job started only its nominal part, and its borrowed rest is decided by the
+    next cycle, in its order among the borrowers. A driver that runs a cycle only when
+    something happens runs one more (the simulator does, and the Kubernetes shim's loop runs
+    one within seconds anyway); the time horizon does not say so.
     ``closed_after`` the queue order key (:attr:`kant.queueing.Entry.key`) of the last job
     the cycle walked before the queueing policy closed its gate (``PolicyRun.closed``): every
     job later in the order got the gate's skip (None: the gate stayed open). How the cycle
@@ -178,6 +183,7 @@ class CycleResult:
     stats: CycleStats = attrs.field(eq=False)
     reservations: tuple[Reservation, ...] = ()
     closed_after: tuple[Any, ...] | None = attrs.field(default=None, eq=False)
+    again: bool = False
     membership: int | None = attrs.field(default=None, eq=False)
     pod_terms: int | None = attrs.field(default=None, eq=False)
     origin: tuple[int, int] | None = attrs.field(default=None, eq=False)
@@ -356,6 +362,8 @@ class _Cycle:
         self.placed: list[str] = []
         self.nominations: list[Nomination] = []
         self.dropped: list[str] = []
+        # a job started its nominal part and left its borrowed rest to a later cycle
+        self.again = False
         self.past_gate: set[str] = set()  # nominated jobs the policy's gate let through
         self.pending: dict[str, Reason] = {}
         self.closed_after: tuple[Any, ...] | None = None  # see CycleResult.closed_after
@@ -713,6 +721,7 @@ class _Cycle:
                     return
             placed, reason, freeing = self._admit_and_place(e, dec, opens, facts, shape)
             if rest and len(placed) + rest == len(e.remaining()):
+                self.again = bool(placed)
                 reason = Reason(
                     code=ReasonCode.QUOTA_EXCEEDED,
                     message=(
@@ -843,6 +852,7 @@ class _Cycle:
             reservations=self.reservations,
             seen=seen,
             closed_after=self.closed_after,
+            again=self.again,
             membership=self.cluster.membership_version,
             pod_terms=self.cluster.pod_terms_version,
             origin=origin_of(self.queue, self.cluster),

@@ -186,6 +186,8 @@ def play(
                     gone = tuple(p for p in v.pods if p in hit)
                     if gone:
                         push(t + grace_period, _EVICT, gone)
+            if result.again and bound:  # (as the simulator: a nominal part started)
+                changed(t)
             wake = result.time_horizon()
             if wake <= t:  # the policy run cannot tell (EASY): still the other times
                 wake = result.time_horizon(policy=False)

@@ -757,6 +757,8 @@ class Simulator:
             self._started(result, set(report.bound))
         if report.terminating:
             self._victims(result, set(report.terminating))
+        if result.again and report.bound:  # (a nominal part started: its rest next)
+            self._changed()
         # (a horizon at the cycle's own time cannot tell: no wake-up, or a run of tick 0
         # would wake again and again at the same time)
         if now < wake < math.inf and wake not in self._wakes:

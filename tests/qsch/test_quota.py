@@ -12,8 +12,12 @@ from kant.admission import Admitter, Quota, QuotaLedger, QuotaTable
 from kant.admission.quota import QuotaDecision, admit_quota
 from kant.errors import DuplicateError, InvalidConfigError, ValidationError
 from kant.model import MILLI, Binding, Job, PodId, ReasonCode, Resources, Role, VictimReason
-from kant.queueing import JobPhase
-from kant.testing import check_invariants, job
+from kant.placement import Placer
+from kant.preemption import PreemptionPolicy
+from kant.queueing import JobPhase, Queue
+from kant.scheduler import Scheduler
+from kant.sim.simulator import SimConfig, Simulator
+from kant.testing import ClusterBuilder, check_invariants, job
 
 from .conftest import evict_victims, nodes, scheduler
 
@@ -413,13 +417,45 @@ def test_a_reclaimers_nominal_part_starts_at_its_place_and_its_borrowed_rest_wai
     placed = {j: sum(1 for b in r.bindings if b.pod.job == j) for j in r.placed}
     assert placed == {"n": 8, "b1": 8}  # n's nominal part, then the first borrower
     assert r.pending["n"].code is ReasonCode.QUOTA_EXCEEDED
+    assert r.again  # (a cycle at once may place n's rest: a driver on events runs one)
     assert r.pending["d"].code is ReasonCode.QUOTA_EXCEEDED
     assert {t: s.admitter.used(t, "H100") // G for t in "abce"} == {"a": 8, "b": 16, "c": 0, "e": 8}
-    assert s.step(now=6).placed == ()  # n's rest borrows, behind d
+    r = s.step(now=6)
+    assert r.placed == () and not r.again  # n's rest borrows, behind d
     s.pod_finished(PodId(job="e1", role="worker", index=0), now=7)
     r = s.step(now=8)
     assert r.placed == ("d",)
     assert s.status("n").pods_waiting == 4
+    check_invariants(s)
+
+
+def test_a_reclaimers_borrowed_rest_starts_in_the_simulator_though_nothing_happens_after_its_nominal_part() -> (
+    None
+):
+    # 40 GPUs; quotas a 8, b 8, e 24. n (tenant a, 12 pods) reclaims 8 of b1's pods at t=1;
+    # at t=31 b1's victims are gone and e1 ends: n starts its nominal part (8) and its rest
+    # (4) is left to the next cycle. No event follows until t=100000: the simulator runs that
+    # cycle at once (CycleResult.again), so the rest starts at t=31, not when others end
+    s = Scheduler(
+        ClusterBuilder().leaf("lf0", nodes=5, model="H100", gpus=8).build(),
+        queue=Queue(history=None),
+        admitter=Admitter(
+            [Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8), Quota.gpus("e", "H100", 24)]
+        ),
+        placer=Placer("ebinpack"),
+        policy="best-effort-fifo",
+        preemption=PreemptionPolicy(),
+    )
+    jobs = [
+        job("e1", gpus=1, replicas=12, gang=False, tenant="e", runtime=31, submitted_at=0),
+        job("e2", gpus=1, replicas=12, gang=False, tenant="e", runtime=1e5, submitted_at=0),
+        job("b1", gpus=1, replicas=16, gang=False, tenant="b", runtime=1e5, submitted_at=0),
+        job("n", gpus=1, replicas=12, gang=False, tenant="a", runtime=1e5, submitted_at=1),
+    ]
+    res = Simulator(s, jobs, SimConfig(tick=0, grace_period=30, horizon=5e4)).run()
+    n = next(r for r in res.records if r.job_id == "n")
+    assert n.started_at == 31.0 and n.all_started_at == 31.0
+    assert s.status("n").pods_waiting == 0
     check_invariants(s)
 
 
