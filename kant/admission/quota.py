@@ -682,8 +682,8 @@ def _one_model_each_counted(
     key = (tuple(needs), tuple(sorted((m, cap[m]) for _d, ms in needs for m in ms)), limit)
     got = _GAVE_UP.get(key)
     if got is not None:
-        pick, complete, _steps = got
-        return (None if pick is None else list(pick)), complete, 0
+        pick, complete, steps = got  # (its own count: a caller's budget is spent the same)
+        return (None if pick is None else list(pick)), complete, steps
     pick, complete, steps = _search(needs, cap, limit)
     if steps > _REMEMBERED_STEPS:
         if len(_GAVE_UP) >= _GAVE_UP_SIZE:

@@ -519,6 +519,13 @@ def test_a_search_that_gave_up_is_not_repeated_for_the_same_gang_and_quota(
     assert _one_model_each(needs, cap) == first and len(calls) == 1
     assert _one_model_each(needs, dict(cap, L40=cap["L40"] + MILLI)) == first  # (new quota)
     assert len(calls) == 2
+    # a remembered search counts the choices it made, as when it was made: a caller spending
+    # a budget of choices over several searches (quota_models) decides the same whether or
+    # not the process made that search before
+    monkeypatch.setattr(quota, "_GAVE_UP", {})
+    made = quota._one_model_each_counted(needs, cap, quota._SEARCH_STEPS)
+    assert made[2] > 0
+    assert quota._one_model_each_counted(needs, cap, quota._SEARCH_STEPS) == made
 
 
 def test_narrowing_a_gang_whose_searches_give_up_stays_cheap() -> None:
