@@ -198,9 +198,9 @@ def play(
             jid, at, pods = payload
             owner = q.get(jid)
             mine = [p for p in pods if owner is not None and owner.assigned.get(p) == at]
-            if mine:  # (a run requeued since is a stale one)
-                twin.pods_finished(mine, t)
-            changed(t)
+            if mine:  # (the end of a run requeued since is stale: nothing happens then, no
+                twin.pods_finished(mine, t)  # cycle either, as in the simulator)
+                changed(t)
         elif kind == _EVICT:
             for p in payload:
                 owner = q.get(p.job)

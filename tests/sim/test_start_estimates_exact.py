@@ -31,29 +31,30 @@ CFG = SimConfig(
 
 
 class _AskAtLastArrival(Scheduler):
-    """A scheduler that, when the job ``last`` is submitted, asks for the start estimates of
-    every waiting job (and checks its invariants before and after)."""
+    """A scheduler that, when the simulator asks for the start estimate of its last arrival
+    (``estimate_every``: with the run's next cycle and tick), also asks, with the same
+    settings, for the estimates of every waiting job (and checks its invariants before and
+    after)."""
 
-    last = ""
     seen: dict[str, StartEstimate] | None = None
 
-    def submit(self, job: Job, now: float | None = None, **kw: Any) -> None:
-        super().submit(job, now, **kw)
-        if job.id == self.last:
-            assert now is not None
-            check_invariants(self)
-            self.seen = self.start_estimates(now, grace_period=CFG.grace_period)
-            check_invariants(self)
+    def start_estimates(self, now: float, **kw: Any) -> dict[str, StartEstimate]:
+        check_invariants(self)
+        got = super().start_estimates(now, **kw)
+        self.seen = super().start_estimates(now, **{**kw, "jobs": None})
+        check_invariants(self)
+        assert got.items() <= self.seen.items()  # (one job's estimate: the same alone)
+        return got
 
 
 def _run(cluster: ClusterState, jobs_: list[Job], policy: str, rules: PreemptionPolicy,
-         *, ask: bool) -> tuple[Any, Scheduler]:  # fmt: skip
+         *, ask: bool, tick: float) -> tuple[Any, Scheduler]:  # fmt: skip
+    """One run (the last job arrives alone, after the others); asked (``ask``): the
+    simulator estimates its last arrival, the scheduler every waiting job then."""
     cls = _AskAtLastArrival if ask else Scheduler
     s = cls(copy.deepcopy(cluster), policy=policy, preemption=rules)
-    if ask:
-        assert isinstance(s, _AskAtLastArrival)
-        s.last = max(jobs_, key=lambda j: j.submitted_at).id  # (unique latest time)
-    return Simulator(s, jobs_, CFG).run(), s
+    cfg = attrs.evolve(CFG, tick=tick, estimate_every=len(jobs_) if ask else 0)
+    return Simulator(s, jobs_, cfg).run(), s
 
 
 def _timed(j: Job, submitted_at: float, runtime: float, priority: int) -> Job:
@@ -64,11 +65,14 @@ def _timed(j: Job, submitted_at: float, runtime: float, priority: int) -> Job:
 @given(
     cluster=clusters(max_nodes=4),
     stream=st.lists(
-        st.tuples(st.integers(0, 5), st.integers(1, 40), st.integers(0, 2)), min_size=1, max_size=10
+        st.tuples(st.integers(0, 5), st.integers(1, 150), st.integers(0, 2)),
+        min_size=1,
+        max_size=10,
     ),
     data=st.data(),
     policy=st.sampled_from(POLICIES),
     preempt=st.booleans(),
+    tick=st.sampled_from([0.0, 7.5, 60.0]),
 )
 def test_with_no_later_arrival_each_waiting_job_starts_when_its_estimate_said(
     cluster: ClusterState,
@@ -76,6 +80,7 @@ def test_with_no_later_arrival_each_waiting_job_starts_when_its_estimate_said(
     data: st.DataObject,
     policy: str,
     preempt: bool,
+    tick: float,
 ) -> None:
     # random jobs (gangs or not, whole or shared GPUs, GPU models, topology wishes, three
     # priorities) arriving in bursts on a random cluster with unhealthy devices; the last
@@ -86,18 +91,64 @@ def test_with_no_later_arrival_each_waiting_job_starts_when_its_estimate_said(
         t += gap
         made.append(_timed(data.draw(jobs(i)), t, float(runtime), prio))
     made[-1] = attrs.evolve(made[-1], submitted_at=t + 1.0)
-    rules = PreemptionPolicy() if preempt else OFF
-    asked, s = _run(cluster, made, policy, rules, ask=True)
-    plain, _ = _run(cluster, made, policy, rules, ask=False)
+    _assert_exact(cluster, made, policy, PreemptionPolicy() if preempt else OFF, tick)
+
+
+TICKS = st.sampled_from([0.0, 7.5, 60.0])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    nodes=st.integers(1, 3),
+    stream=st.lists(
+        st.tuples(
+            st.integers(0, 5),
+            st.sampled_from([2, 4, 8, 16]),
+            st.integers(1, 300),
+            st.integers(0, 3),
+        ),
+        min_size=2,
+        max_size=8,
+    ),
+    policy=st.sampled_from(POLICIES),
+    tick=TICKS,
+)
+def test_with_preemption_and_a_tick_each_waiting_job_starts_when_its_estimate_said(
+    nodes: int, stream: list[tuple[int, int, int, int]], policy: str, tick: float
+) -> None:
+    # plain jobs of 2 to 16 GPUs (16: a gang of two 8-GPU pods) with four priorities on a
+    # few 8-GPU nodes, with preemption: victims preempted in the play, whose runs would
+    # have ended later (a stale end, which must not run a cycle: the tick's grid would move)
+    t = 0.0
+    made: list[Job] = []
+    for i, (gap, gpus, runtime, prio) in enumerate(stream):
+        t += gap
+        made.append(
+            job(f"j{i}", gpus=min(gpus, 8), replicas=max(1, gpus // 8), submitted_at=t,
+                runtime=float(runtime), priority=prio)
+        )  # fmt: skip
+    made[-1] = attrs.evolve(made[-1], submitted_at=t + 1.0)
+    cluster = ClusterBuilder().leaf("lf0", nodes=nodes, gpus=8).build()
+    _assert_exact(cluster, made, policy, PreemptionPolicy(), tick)
+
+
+def _assert_exact(
+    cluster: ClusterState, made: list[Job], policy: str, rules: PreemptionPolicy, tick: float
+) -> None:
+    """The last of ``made`` arrives alone, after the others; then every waiting job is
+    estimated, and starts (from then on) when its estimate said."""
+    asked, s = _run(cluster, made, policy, rules, ask=True, tick=tick)
+    plain, _ = _run(cluster, made, policy, rules, ask=False, tick=tick)
     assert asked.records == plain.records  # asking changed no decision
     assert asked.summary.to_dict() == plain.summary.to_dict()
-    assert isinstance(s, _AskAtLastArrival)
-    assert s.seen is not None
     t_ask = made[-1].submitted_at
     starts: dict[str, float] = {}  # each job's first start from then on (it may have run
     for e in asked.trace:  # before, and been preempted)
         if e.kind == "start" and e.t >= t_ask:
             starts.setdefault(e.subject, e.t)
+    assert [e.job_id for e in asked.estimates] == [made[-1].id]
+    assert isinstance(s, _AskAtLastArrival)
+    assert s.seen is not None
     for jid, est in s.seen.items():
         if est.status is EstimateStatus.EXPECTED:
             assert starts[jid] == est.start, (jid, est)
@@ -159,3 +210,20 @@ def test_every_nth_arrival_only_is_estimated() -> None:
     res = Simulator(s, jobs_, cfg).run()
     assert [e.job_id for e in res.estimates] == ["j2", "j5"]
     assert estimate_accuracy(res).exact == 2
+
+
+def test_the_stale_end_of_a_preempted_run_runs_no_cycle_in_the_play_as_in_the_simulator() -> None:
+    # tick 60: a starts at 0 (ends at 200), hi preempts it at 60 and starts at 120; a's
+    # first run would have ended at 200, but it was requeued: the simulator runs no cycle
+    # then, so hi's end at 250 runs one at once (a starts again, c after it, at 450). A
+    # cycle at the stale end (200) would have put the next at 260, and c at 460
+    jobs_ = [
+        job("a", gpus=8, submitted_at=0, runtime=200),
+        job("hi", gpus=8, submitted_at=1, runtime=130, priority=5),
+        job("c", gpus=8, submitted_at=2, runtime=10),  # estimated at its arrival
+    ]
+    cfg = attrs.evolve(CFG, tick=60.0, estimate_every=3)
+    for policy in POLICIES:
+        res = Simulator(Scheduler(_one_node(), policy=policy), jobs_, cfg).run()
+        assert [(e.job_id, e.start) for e in res.estimates] == [("c", 450.0)], policy
+        assert res.record("c").started_at == 450.0
