@@ -9,6 +9,7 @@ import logging
 import math
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
@@ -153,6 +154,11 @@ class Scheduler:
         self._lost_nodes: dict[str, NodeSpec] = {}  # node_lost and not recovered
         self._removal: EventReport | None = None  # what the last node removal released
         self._removing = "removed"  # how the node being removed went (lost, removed)
+        self._listen()
+
+    def _listen(self) -> None:
+        """Hear every node removal of :attr:`cluster` (:meth:`_node_gone`), whichever door
+        it came through."""
         gone = weakref.WeakMethod(self._node_gone)  # the cluster must not keep us alive
 
         def on_remove(node: str, lost: tuple[Binding, ...]) -> None:
@@ -160,7 +166,14 @@ class Scheduler:
             if handler is not None:
                 handler(node, lost)
 
-        cluster.on_remove(on_remove)
+        self.cluster.on_remove(on_remove)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A copy (``copy.deepcopy``, unpickling) is a scheduler of its own: its cluster
+        (a copy, which carries no listener: :meth:`ClusterState.__getstate__`) reports its
+        node removals to it, and nothing of it reaches the original."""
+        self.__dict__.update(state)
+        self._listen()
 
     # ----------------------------------------------------------------- time
 

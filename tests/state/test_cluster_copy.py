@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import copy
 import pickle
+from collections.abc import Callable
+
+import pytest
 
 from kant.scheduler import Scheduler
 from kant.testing import ClusterBuilder, check_invariants, job
@@ -34,3 +37,41 @@ def test_a_cluster_state_owned_by_a_scheduler_can_be_pickled() -> None:
     clone = pickle.loads(pickle.dumps(s.cluster))  # before: its listener could not be
     assert clone.num_pods == s.cluster.num_pods
     clone.check_invariants()
+
+
+def _pickled(s: Scheduler) -> Scheduler:
+    out = pickle.loads(pickle.dumps(s))
+    assert isinstance(out, Scheduler)
+    return out
+
+
+@pytest.mark.parametrize("how", [copy.deepcopy, _pickled], ids=["deepcopy", "pickle"])
+@pytest.mark.parametrize("event", ["node_lost", "node_removed"])
+def test_a_copied_scheduler_works_on_its_own_and_leaves_the_original_as_it_was(
+    how: Callable[[Scheduler], Scheduler], event: str
+) -> None:
+    # a whole scheduler copied (deep copy, pickle round trip) hears its own cluster's node
+    # removals: before, the copy's cluster had no listener, so losing a node left the
+    # copy's pods assigned but unbound ("a/worker/0 assigned but not bound")
+    s = _running()
+    s.submit(job("b", gpus=8, replicas=2, runtime=100), now=1)
+    s.step(1)
+    pod = next(iter(s.queue.entry("a").assigned))
+    node = s.cluster.binding(pod).node
+    twin = how(s)
+    check_invariants(twin)
+    getattr(twin, event)(node, 5)
+    check_invariants(twin)
+    assert twin.status("a").phase.value == "pending"  # released and requeued
+    assert not twin.admitter.is_charged(pod)
+    assert node not in twin.cluster
+    twin.step(6)
+    check_invariants(twin)
+    # the original heard nothing of it
+    check_invariants(s)
+    assert s.status("a").phase.value == "running"
+    assert s.admitter.is_charged(pod)
+    assert node in s.cluster
+    s.node_lost(node, 7)  # and still hears its own cluster, once
+    check_invariants(s)
+    assert s.status("a").phase.value == "pending"
