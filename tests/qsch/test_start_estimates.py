@@ -212,7 +212,7 @@ def test_bad_input_is_refused_with_a_typed_error_and_changes_nothing(kw: Any, er
 @given(
     ops=st.lists(
         st.tuples(
-            st.sampled_from(["submit", "step", "finish", "ask"]),
+            st.sampled_from(["submit", "step", "finish", "ask", "lose", "recover", "remove"]),
             st.integers(1, 8),
             st.integers(0, 2),
         ),
@@ -247,9 +247,23 @@ def test_a_scheduler_asked_for_estimates_decides_as_one_that_was_not(
                 for e in s.queue.terminating():
                     for p in sorted(e.terminating):
                         s.pod_evicted(p, now)
+        elif op in ("lose", "remove"):  # a node, lost (it may come back) or removed
+            nodes = sorted(n.name for n in asked.cluster.nodes())
+            if not nodes:
+                continue
+            node = nodes[gpus % len(nodes)]
+            event = "node_lost" if op == "lose" else "node_removed"
+            rep1, rep2 = (getattr(s, event)(node, now) for s in (asked, plain))
+            assert rep1 == rep2
+        elif op == "recover":
+            lost = asked.lost_nodes()
+            if lost:
+                for s in (asked, plain):
+                    s.node_recovered(lost[gpus % len(lost)], now)
         else:
             asked.start_estimates(now)
             check_invariants(asked)
+        check_invariants(plain)
         assert asked.queue.statuses() == plain.queue.statuses()
         assert tuple(asked.cluster.pods()) == tuple(plain.cluster.pods())
     check_invariants(asked)
