@@ -213,16 +213,17 @@ def finite_number(v: object, field: str, reason: str = "must be a finite number"
     return f
 
 
-def finite_time(now: object, call: str) -> float:
+def finite_time(now: object, call: str, field: str = "now") -> float:
     """``now`` as a float if it is a finite real number (bools refused), else
-    :class:`~kant.errors.InvalidTimeError` naming ``call``: :func:`finite_number`'s check,
+    :class:`~kant.errors.InvalidTimeError` naming ``call`` (and ``field``, the argument's
+    name): :func:`finite_number`'s check,
     its error as a time's. Every timestamp kant stores passes through this (or
     :meth:`kant.scheduler.Scheduler` 's clock, which also refuses a time earlier than the last
     one seen)."""
     if type(now) is float and math.isfinite(now):
         return now  # the usual call, without a try block
     try:
-        return finite_number(now, "now", f"{call}: must be a finite number of seconds")
+        return finite_number(now, field, f"{call}: must be a finite number of seconds")
     except ValidationError as e:
         raise InvalidTimeError(e.field, now, e.reason) from None
 

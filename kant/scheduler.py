@@ -401,7 +401,9 @@ class Scheduler:
         _seconds("tick", tick, positive=False, optional=False)
         if max_cycles is not None and not (is_int(max_cycles) and max_cycles >= 1):
             raise ValidationError("max_cycles", max_cycles, "must be None or an int >= 1")
-        first = None if first_cycle is None else finite_time(first_cycle, "start_estimates")
+        first = None
+        if first_cycle is not None:
+            first = finite_time(first_cycle, "start_estimates", "first_cycle")
         q = self.queue
         if jobs is None:
             asked = [e for e in q.candidates() if e.phase is JobPhase.PENDING]

@@ -395,7 +395,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     print(format_summary(sc, pol, result))
     acc = estimate_accuracy(result) if every else None
     if acc is not None:
-        print(format_estimates(acc, result))
+        print(format_estimates(acc, result, every))
     if note:
         print(f"\nnote: {note}")
     with writing("--out", args.out):
@@ -415,8 +415,14 @@ def run_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def format_estimates(acc: EstimateAccuracy, result: SimResult) -> str:
-    """The start-time estimates of a run against the real starts, a few lines."""
+def format_estimates(acc: EstimateAccuracy, result: SimResult, every: int) -> str:
+    """The start-time estimates of a run (of every ``every``-th arrival) against the real
+    starts, a few lines."""
+    if not acc.made:
+        return (
+            f"\nstart-time estimates at arrival: none made (every {every:,}-th arrival; the "
+            f"workload has {len(result.records):,} jobs)"
+        )
     by_status: dict[str, int] = {}
     for est in result.estimates:
         by_status[est.status.value] = by_status.get(est.status.value, 0) + 1

@@ -152,10 +152,16 @@ class _GroupIndex:
         return out
 
     def __getstate__(self) -> dict[str, Any]:
-        """Everything but the cached views (memoryviews do not pickle), the index settled:
-        a copy is not inside the original's deferrals."""
-        self.settle()
+        """Everything but the cached views (memoryviews do not pickle), outside any
+        deferral: a copy is not inside the original's deferrals (:meth:`__setstate__`
+        settles the copy's index). The original is not touched: its pending moves stay
+        pending until its own next read."""
         return {**self.__dict__, "_flat": {}, "_cells": {}, "deferred": 0}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A copy: the moves the original had pending are made in the copy's index."""
+        self.__dict__.update(state)
+        self.settle()
 
     def build(self, n: int) -> None:
         """Add the contributions of the live rows among the first ``n`` slots."""

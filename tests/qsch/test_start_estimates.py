@@ -267,3 +267,14 @@ def test_a_scheduler_asked_for_estimates_decides_as_one_that_was_not(
         assert asked.queue.statuses() == plain.queue.statuses()
         assert tuple(asked.cluster.pods()) == tuple(plain.cluster.pods())
     check_invariants(asked)
+
+
+def test_a_first_cycle_that_is_not_finite_is_refused_under_its_own_name() -> None:
+    s = _sched()
+    s.submit(job("a", gpus=8, runtime=10), now=0)
+    with pytest.raises(InvalidTimeError) as err:
+        s.start_estimates(1.0, first_cycle=math.inf)
+    assert err.value.field == "first_cycle"  # (before: "now", which was fine)
+    with pytest.raises(InvalidTimeError) as err:
+        s.start_estimates(math.nan)
+    assert err.value.field == "now"

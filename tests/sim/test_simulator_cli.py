@@ -238,3 +238,14 @@ def test_simulate_with_estimates_reports_their_accuracy_and_decides_the_same(
     with pytest.raises(SystemExit) as bad:
         main([*base, "--out", str(tmp_path / "c"), "--estimates", "-1"])
     assert bad.value.code == 2
+
+
+def test_simulate_with_fewer_jobs_than_the_estimates_step_says_none_was_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["simulate", "--jobs", "6", "--quiet", "--no-plots", "--estimates", "10"]
+    assert main([*args, "--out", str(tmp_path / "a")]) == 0
+    text = capsys.readouterr().out
+    # (before: "0 made ()")
+    assert "start-time estimates at arrival: none made (every 10-th arrival; the workload " \
+        "has 6 jobs)" in text  # fmt: skip
