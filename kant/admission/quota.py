@@ -371,10 +371,9 @@ def admit_quota(
     models, that this leaves refused, or not within nominal (or within nominal but not on
     models where a reclaimer may run), is decided by one GPU model per role instead
     (:func:`_admit_one_model_each`; searched, where Kueue takes pod sets greedily in order,
-    see docs/qsch.md): admitted if one
-    fits the tenant's headroom, within nominal iff one fits its nominal quota left (as in
-    role order when that search gives up). O(roles x models), and for such a gang a bounded
-    search more."""
+    see docs/qsch.md): admitted if one fits the tenant's headroom, within nominal iff one
+    fits its nominal quota left (as in role order when that search gives up).
+    O(roles x models), and for such a gang a bounded search more."""
     if ledger.table.unlimited:
         return admit_without_quotas(job, pods, role_models)
     dec = _admit_in_order(ledger, job, pods, role_models)

@@ -109,16 +109,26 @@ def _high(cluster: Cluster) -> None:
     cluster.api.post(f"/api/v1/namespaces/{cluster.ns}/pods", body)
 
 
+def _preempting(cluster: Cluster, api: _Flaky, *running: str, mode: str = "eviction") -> Shim:
+    """A shim on ``api`` that has bound ``running`` (seen running) and then seen ``high``
+    created: its next cycle preempts for it."""
+    shim = _shim(cluster, api, mode=mode)
+    _cycle(shim, cluster)
+    wait_for(
+        lambda: all(cluster.get(n)["status"].get("phase") == "Running" for n in running),
+        what=f"{', '.join(running)} running",
+    )
+    _relay(shim, cluster)
+    _high(cluster)
+    _relay(shim, cluster)
+    return shim
+
+
 def _victim_held_by_a_budget(cluster: Cluster, api: _Flaky) -> Shim:
     """``low`` runs; ``high`` preempts it, and a budget refuses the eviction: ``low`` carries
     ``DisruptionTarget=True`` and runs on, its eviction retried every cycle."""
     _low_running(cluster)
-    shim = _shim(cluster, api)
-    _cycle(shim, cluster)
-    wait_for(lambda: cluster.get("low")["status"].get("phase") == "Running", what="low running")
-    _relay(shim, cluster)
-    _high(cluster)
-    _relay(shim, cluster)
+    shim = _preempting(cluster, api, "low")
     api.budget = True
     _cycle(shim, cluster)
     assert _disruption(cluster, "low") == ("True", "PreemptionByScheduler")
@@ -158,12 +168,7 @@ def test_a_victim_is_evicted_only_once_its_condition_says_it_goes(cluster: Clust
     a Job's ``podFailurePolicy`` reads it to tell a preempted pod from a failed one."""
     api = _Flaky(cluster.api)
     _low_running(cluster)
-    shim = _shim(cluster, api)
-    _cycle(shim, cluster)
-    wait_for(lambda: cluster.get("low")["status"].get("phase") == "Running", what="low running")
-    _relay(shim, cluster)
-    _high(cluster)
-    _relay(shim, cluster)
+    shim = _preempting(cluster, api, "low")
     api.fail = 503
     _cycle(shim, cluster)
     _cycle(shim, cluster)
@@ -183,12 +188,7 @@ def test_a_victim_spared_before_its_condition_was_written_ends_with_it_false(
     """True and False both wait to be written: the last one meant is the one written."""
     api = _Flaky(cluster.api)
     _low_running(cluster)
-    shim = _shim(cluster, api)
-    _cycle(shim, cluster)
-    wait_for(lambda: cluster.get("low")["status"].get("phase") == "Running", what="low running")
-    _relay(shim, cluster)
-    _high(cluster)
-    _relay(shim, cluster)
+    shim = _preempting(cluster, api, "low")
     api.fail, api.budget = 500, True
     _cycle(shim, cluster)
     cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/high", {"gracePeriodSeconds": 0})
@@ -249,12 +249,7 @@ def test_a_restarted_shim_leaves_a_terminating_victims_condition_true(cluster: C
     cluster.api.patch(f"/api/v1/namespaces/{cluster.ns}/pods/low",
                       {"metadata": {"finalizers": ["example.com/grace"]}})  # fmt: skip
     try:
-        old = _shim(cluster, api)
-        _cycle(old, cluster)
-        wait_for(lambda: cluster.get("low")["status"].get("phase") == "Running", what="running")
-        _relay(old, cluster)
-        _high(cluster)
-        _relay(old, cluster)
+        old = _preempting(cluster, api, "low")
         _cycle(old, cluster)
         assert api.calls == [("low", "True", True), ("low", "evict", True)]
         old._pool.shutdown()
@@ -429,15 +424,7 @@ def test_a_restarted_shim_stops_the_rest_of_a_gang_a_previous_shim_evicted_in_pa
     cluster.api.patch(g0, {"metadata": {"finalizers": ["example.com/grace"]}})
     try:
         api = _Flaky(cluster.api)
-        old = _shim(cluster, api)
-        _cycle(old, cluster)
-        wait_for(
-            lambda: all(cluster.get(n)["status"].get("phase") == "Running" for n in ("g-0", "g-1")),
-            what="g running",
-        )
-        _relay(old, cluster)
-        _high(cluster)
-        _relay(old, cluster)
+        old = _preempting(cluster, api, "g-0", "g-1")
         refused = {"g-1"}
         post = api.post
 
@@ -484,12 +471,7 @@ def test_a_victim_replaced_under_its_name_after_its_condition_was_written_takes_
     gone."""
     api = _Flaky(cluster.api)
     _low_running(cluster)
-    shim = _shim(cluster, api, mode=mode)
-    _cycle(shim, cluster)
-    wait_for(lambda: cluster.get("low")["status"].get("phase") == "Running", what="low running")
-    _relay(shim, cluster)
-    _high(cluster)
-    _relay(shim, cluster)
+    shim = _preempting(cluster, api, "low", mode=mode)
     patch = api.patch
     new: list[str] = []
 
@@ -514,12 +496,7 @@ def test_a_victim_replaced_under_its_name_before_its_condition_was_written_takes
     carries the victim's uid and is refused (422), and no eviction is asked for that name."""
     api = _Flaky(cluster.api)
     _low_running(cluster)
-    shim = _shim(cluster, api, mode=mode)
-    _cycle(shim, cluster)
-    wait_for(lambda: cluster.get("low")["status"].get("phase") == "Running", what="low running")
-    _relay(shim, cluster)
-    _high(cluster)
-    _relay(shim, cluster)
+    shim = _preempting(cluster, api, "low", mode=mode)
     api.fail = 500
     _cycle(shim, cluster)  # (True not written: no eviction)
     uid = _replace(cluster, "low")
@@ -572,15 +549,7 @@ def test_condition_writes_and_evictions_stop_at_the_first_the_server_does_not_an
     cluster.pod("low-a", gpus=4)
     cluster.pod("low-b", gpus=4)
     api = _Flaky(cluster.api)
-    shim = _shim(cluster, api)
-    _cycle(shim, cluster)
-    wait_for(
-        lambda: all(cluster.get(n)["status"].get("phase") == "Running" for n in ("low-a", "low-b")),
-        what="low-a and low-b running",
-    )
-    _relay(shim, cluster)
-    _high(cluster)
-    _relay(shim, cluster)
+    shim = _preempting(cluster, api, "low-a", "low-b")
     api.fail = "no answer"
     _cycle(shim, cluster)
     _cycle(shim, cluster)

@@ -423,15 +423,23 @@ def test_one_shim_holds_the_lease_and_another_takes_it_only_once_it_expires(
     assert a.try_acquire(t + 4.5)  # released: taken at once
 
 
+def _foreign_pod(cluster: Cluster, name: str, node: str, *, gpus: int = 0, cpu: str = "") -> None:
+    """A pod of another scheduler, bound to ``node`` by its ``spec.nodeName``, asking
+    ``gpus`` GPUs (requests and limits) or ``cpu``."""
+    res: dict[str, Any] = {"requests": {"cpu": cpu}} if cpu else {}
+    if gpus:
+        res = {"requests": {"nvidia.com/gpu": str(gpus)}, "limits": {"nvidia.com/gpu": str(gpus)}}
+    body = {
+        "metadata": {"name": name, "namespace": cluster.ns},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x", "resources": res}]},
+    }
+    cluster.api.post(f"/api/v1/namespaces/{cluster.ns}/pods", body)
+
+
 def test_pods_of_other_schedulers_hold_their_nodes_capacity(cluster: Cluster) -> None:
     cluster.node("n0")
     cluster.node("n1")
-    foreign = {
-        "metadata": {"name": "other", "namespace": cluster.ns},
-        "spec": {"nodeName": "n0", "containers": [{"name": "c", "image": "x", "resources": {
-            "requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}}]},
-    }  # fmt: skip
-    cluster.api.post(f"/api/v1/namespaces/{cluster.ns}/pods", foreign)
+    _foreign_pod(cluster, "other", "n0", gpus=8)
     cluster.start_shim()
     cluster.pod("mine")
     assert wait_for(lambda: cluster.node_of("mine"), what="bound") == "n1"
@@ -445,12 +453,7 @@ def test_a_node_admitting_two_pods_gets_two_one_of_another_scheduler_and_the_thi
 ) -> None:
     # allocatable pods 2 (the kubelet's maxPods): six of n0's eight GPUs stay free
     cluster.node("n0", pods=2)
-    foreign = {
-        "metadata": {"name": "daemon", "namespace": cluster.ns},
-        "spec": {"nodeName": "n0", "containers": [{"name": "c", "image": "x", "resources": {
-            "requests": {"cpu": "100m"}}}]},
-    }  # fmt: skip
-    cluster.api.post(f"/api/v1/namespaces/{cluster.ns}/pods", foreign)
+    _foreign_pod(cluster, "daemon", "n0", cpu="100m")
     cluster.start_shim()
     cluster.pod("first", gpus=1)
     assert wait_for(lambda: cluster.node_of("first"), what="first bound") == "n0"
@@ -497,12 +500,7 @@ def test_another_schedulers_pod_the_kubelet_admitted_in_kants_last_slot_is_held_
     cluster.start_shim()
     cluster.pod("p", gpus=4)
     assert wait_for(lambda: cluster.node_of("p"), what="p bound") == "n0"
-    foreign = {
-        "metadata": {"name": "q", "namespace": cluster.ns},
-        "spec": {"nodeName": "n0", "containers": [{"name": "c", "image": "x", "resources": {
-            "requests": {"nvidia.com/gpu": "4"}, "limits": {"nvidia.com/gpu": "4"}}}]},
-    }  # fmt: skip
-    cluster.api.post(f"/api/v1/namespaces/{cluster.ns}/pods", foreign)
+    _foreign_pod(cluster, "q", "n0", gpus=4)
     wait_for(lambda: cluster.get("q").get("status", {}).get("phase") == "Running", what="q runs")
     time.sleep(0.5)  # (the shim has seen q and found no slot for it)
     status = {"phase": "Failed", "reason": "OutOfpods", "message": "Pod was rejected"}
