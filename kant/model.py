@@ -191,6 +191,18 @@ def is_number(v: object) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
+def is_finite_number(v: object) -> bool:
+    """Whether ``v`` is a finite ``int`` or ``float`` and not a bool: NaN, the infinities
+    and an int too large for a float (``10**400``, which ``math.isfinite`` cannot even
+    take: it raises OverflowError) are not."""
+    if not is_number(v):
+        return False
+    try:
+        return math.isfinite(v)  # type: ignore[arg-type]
+    except OverflowError:  # (an int beyond the floats)
+        return False
+
+
 _FLOAT_INT: Final = 2**1000  # (ints below it in size are finite floats)
 
 

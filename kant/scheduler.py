@@ -29,7 +29,17 @@ from kant.errors import (
     require,
 )
 from kant.estimates import EstimateStatus, StartEstimate, play
-from kant.model import Binding, Job, NodeSpec, PodId, Reason, Taint, finite_time, is_int, is_number
+from kant.model import (
+    Binding,
+    Job,
+    NodeSpec,
+    PodId,
+    Reason,
+    Taint,
+    finite_time,
+    is_finite_number,
+    is_int,
+)
 from kant.preemption.policy import PreemptionPolicy
 from kant.queueing import Entry, FailureHistory, JobPhase, JobStatus, Queue
 from kant.state import ClusterState
@@ -990,7 +1000,7 @@ def _seconds(name: str, v: object, *, positive: bool, optional: bool) -> None:
     (``positive``) or >= 0, or None (``optional``)."""
     if v is None and optional:
         return
-    ok = is_number(v) and math.isfinite(v) and (v > 0 if positive else v >= 0)  # type: ignore[operator, arg-type]
+    ok = is_finite_number(v) and (v > 0 if positive else v >= 0)  # type: ignore[operator]
     if not ok:
         low = "> 0" if positive else ">= 0"
         none = "None or " if optional else ""

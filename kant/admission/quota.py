@@ -46,6 +46,7 @@ from kant.model import (
     Reason,
     ReasonCode,
     Role,
+    is_finite_number,
     name,
     number,
     pods_per_role,
@@ -99,7 +100,7 @@ class Quota:
         def m(v: float | None, field: str) -> int | None:
             if v is None:
                 return None
-            if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
+            if not is_finite_number(v):
                 raise InvalidConfigError(field, v, "must be a finite number of GPUs")
             return round(v * MILLI)
 

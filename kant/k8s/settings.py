@@ -9,7 +9,6 @@ namespace): a shim told a name no object can carry would run, and schedule nothi
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from typing import Any, Final
@@ -17,7 +16,7 @@ from typing import Any, Final
 import attrs
 
 from kant.errors import InvalidConfigFileError
-from kant.model import NAME_REASON, Tier, is_name
+from kant.model import NAME_REASON, Tier, is_finite_number, is_name
 
 TIER_NAMES: Final[Mapping[str, Tier]] = {
     "hbd": Tier.HBD,
@@ -228,12 +227,7 @@ def parse_settings(raw: Mapping[str, Any] | None, *, source: str = "<config>") -
         elif kind is int:
             if type(value) is not int or value < 1:
                 raise fail(key, value, "must be an integer >= 1")
-        elif (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or value < 0
-        ):
+        elif not is_finite_number(value) or value < 0:
             raise fail(key, value, "must be a finite number >= 0")
         out[field] = kind(value)
     if out.get("eviction_mode", "eviction") not in EVICTION_MODES:

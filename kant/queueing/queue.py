@@ -49,7 +49,17 @@ from kant.errors import (
     UnknownPodError,
     require,
 )
-from kant.model import Binding, Job, PodId, ReadOnlyDict, Reason, ReasonCode, is_number, number
+from kant.model import (
+    Binding,
+    Job,
+    PodId,
+    ReadOnlyDict,
+    Reason,
+    ReasonCode,
+    is_finite_number,
+    is_number,
+    number,
+)
 from kant.queueing.backoff import Backoff
 from kant.queueing.order import ORDER_KEYS
 
@@ -538,9 +548,7 @@ class Queue:
             raise InvalidJobError("job", job, "must be a kant.model.Job")
         if job.id in self._entries:
             raise DuplicateError(f"job {job.id!r} was already submitted")
-        if now is not None and not (
-            isinstance(now, int | float) and not isinstance(now, bool) and math.isfinite(now)
-        ):
+        if now is not None and not is_finite_number(now):
             raise InvalidJobError("now", now, "must be a finite number")
         if now is not None and now < 0:
             raise InvalidJobError("now", now, "must be >= 0 (a submit time)")

@@ -53,7 +53,7 @@ from kant.metrics.fragmentation import (
     compile_workload,
     node_fragmentation,
 )
-from kant.model import MILLI, Job, JobKind, NodeSpec, PodId, Resources, Role
+from kant.model import MILLI, Job, JobKind, NodeSpec, PodId, Resources, Role, is_finite_number
 from kant.placement import STRATEGIES, FragmentationTarget, Placer, make_strategy, strategy_names
 from kant.registry import BuildContext
 from kant.sim.traces import OpenbPod, load_openb_pods, openb_nodes
@@ -133,7 +133,7 @@ def arrival_order(
     target needs more than :data:`MAX_ARRIVALS` arrivals."""
     if not pods:
         raise ValidationError("pods", "<empty>", "nothing to place")
-    if not (math.isfinite(inflate) and 0 < inflate <= MAX_INFLATE):
+    if not (is_finite_number(inflate) and 0 < inflate <= MAX_INFLATE):
         raise ValidationError("inflate", inflate, f"must be a number in (0, {MAX_INFLATE:g}]")
     total = sum(p.gpu_request_milli for p in pods)
     if total <= 0:

@@ -107,6 +107,7 @@ from kant.model import (
     NodeSpec,
     PodId,
     finite_nonneg,
+    is_finite_number,
     number,
     one_of,
 )
@@ -186,9 +187,7 @@ def _failures_ok(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> Non
     ok = isinstance(value, tuple) and all(
         isinstance(x, tuple)
         and len(x) == 2
-        and isinstance(x[0], int | float)
-        and not isinstance(x[0], bool)
-        and math.isfinite(x[0])
+        and is_finite_number(x[0])
         and x[0] >= 0
         and isinstance(x[1], str)
         for x in value

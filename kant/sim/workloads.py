@@ -26,7 +26,17 @@ import numpy as np
 import numpy.typing as npt
 
 from kant.errors import ValidationError
-from kant.model import MILLI, Job, JobKind, NodeSpec, Resources, Role, Tier, TopologyWish
+from kant.model import (
+    MILLI,
+    Job,
+    JobKind,
+    NodeSpec,
+    Resources,
+    Role,
+    Tier,
+    TopologyWish,
+    is_finite_number,
+)
 from kant.sim.traces import gang_roles
 
 FloatArray = npt.NDArray[np.float64]
@@ -78,7 +88,7 @@ def _check_probs(name: str, table: Mapping[K, float]) -> tuple[list[K], FloatArr
 def _positive(name: str, value: float) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise ValidationError(name, value, "must be a number > 0")
-    if not math.isfinite(value):
+    if not is_finite_number(value):
         raise ValidationError(name, value, "must be finite")
 
 

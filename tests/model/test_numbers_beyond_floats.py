@@ -1,0 +1,98 @@
+"""An int too large for a float (``10**400``: ``math.isfinite`` raises OverflowError on it)
+given where a finite number is expected is refused with a typed KantError naming the
+argument, never an OverflowError, and changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kant.admission.quota import Quota
+from kant.errors import InvalidConfigFileError, KantError, ValidationError
+from kant.k8s.settings import parse_settings
+from kant.model import is_finite_number
+from kant.queueing import Queue
+from kant.scheduler import Scheduler
+from kant.sim.packing import arrival_order
+from kant.sim.simulator import SimConfig
+from kant.sim.traces import OpenbPod
+from kant.sim.workloads import paper_training_workload
+from kant.testing import ClusterBuilder, check_invariants, job
+
+HUGE = 10**400
+PODS = [OpenbPod(name="p", cpu_milli=1000, memory_mib=0, num_gpu=1, gpu_milli=1000)]
+
+
+def _waiting() -> Scheduler:
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=1).build())
+    s.submit(job("a", gpus=8, runtime=100), now=0)
+    s.submit(job("b", gpus=8), now=0)
+    s.step(1)
+    return s
+
+
+@pytest.mark.parametrize("arg", ["horizon", "grace_period", "default_runtime", "tick"])
+def test_a_start_estimate_asked_with_seconds_beyond_the_floats_is_refused_naming_them(
+    arg: str,
+) -> None:
+    s = _waiting()
+    with pytest.raises(ValidationError) as e:
+        s.start_estimates(2, **{arg: HUGE})
+    assert e.value.field == arg
+    assert s.start_estimates(2)["b"].start == 101.0
+    check_invariants(s)
+
+
+DOORS: list[tuple[str, Callable[[], Any], str]] = [
+    ("a queue's submit time", lambda: Queue().submit(job("a"), HUGE), "now"),
+    ("a quota's nominal GPUs", lambda: Quota.gpus("t", "H100", HUGE), "nominal"),
+    (
+        "a quota's borrowing limit",
+        lambda: Quota.gpus("t", "H100", 1, borrowing_limit=HUGE),
+        "borrowing_limit",
+    ),
+    ("a simulated failure's time", lambda: SimConfig(failures=((HUGE, "n0"),)), "failures"),
+    (
+        "the packing protocol's inflation",
+        lambda: arrival_order(PODS, seed=0, capacity_milli=1000, inflate=HUGE),
+        "inflate",
+    ),
+    (
+        "a Kubernetes setting's seconds",
+        lambda: parse_settings({"debounceSeconds": HUGE}),
+        "kubernetes.debounceSeconds",
+    ),
+    ("a training workload's load", lambda: paper_training_workload(10, load=HUGE), "load"),
+]
+
+
+@pytest.mark.parametrize(("door", "call", "field"), DOORS, ids=[d[0] for d in DOORS])
+def test_a_number_beyond_the_floats_is_refused_with_a_typed_error_naming_its_field(
+    door: str, call: Callable[[], Any], field: str
+) -> None:
+    with pytest.raises(KantError) as e:
+        call()
+    assert getattr(e.value, "field", None) == field, door
+
+
+def test_the_packing_protocol_refuses_an_inflation_that_is_not_a_number() -> None:
+    with pytest.raises(ValidationError, match="inflate"):
+        arrival_order(PODS, seed=0, capacity_milli=1000, inflate="1.3")  # type: ignore[arg-type]
+
+
+def test_a_kubernetes_setting_beyond_the_floats_in_a_config_file_names_its_key() -> None:
+    with pytest.raises(InvalidConfigFileError, match="debounceSeconds"):
+        parse_settings({"leaseDurationSeconds": 15, "debounceSeconds": -HUGE})
+
+
+@pytest.mark.parametrize(
+    ("v", "finite"),
+    [(1, True), (1.5, True), (2**1023, True), (HUGE, False), (-HUGE, False),
+     (float("nan"), False), (float("inf"), False), (True, False), ("1", False), (None, False)],
+)  # fmt: skip
+def test_is_finite_number_says_whether_a_value_is_a_finite_int_or_float(
+    v: object, finite: bool
+) -> None:
+    assert is_finite_number(v) is finite
