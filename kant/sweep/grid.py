@@ -362,7 +362,7 @@ def load_grid(path: str | Path) -> Grid:
     taken from its folder, and the store defaults to the grid file with ``.jsonl``."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8-sig")  # (a byte order mark starting it is skipped)
     except OSError as e:
         raise InvalidGridError("file", str(p), f"cannot be read: {e.strerror or e}") from None
     except UnicodeDecodeError:

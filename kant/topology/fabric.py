@@ -13,6 +13,7 @@ clusters), :func:`load_cluster` / :func:`dump_cluster` (JSON or YAML cluster fil
 
 from __future__ import annotations
 
+import codecs
 import itertools
 import json
 import os
@@ -658,12 +659,14 @@ def load_cluster(path: str | os.PathLike[str]) -> ClusterDescription:
             "document", str(p), f"larger than {MAX_CLUSTER_BYTES:,} bytes: not a cluster file",
             str(p),
         )  # fmt: skip
+    bom = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
     try:
-        text = raw.decode("utf-8")
+        text = raw[bom:].decode("utf-8")  # (a byte order mark starting the file is skipped)
     except UnicodeDecodeError as e:
-        bad_line = raw.count(b"\n", 0, e.start) + 1
+        at = bom + e.start
+        bad_line = raw.count(b"\n", 0, at) + 1
         raise _fail(
-            "document", str(p), f"not UTF-8 text (byte {e.start}: {e.reason})", f"{p}:{bad_line}"
+            "document", str(p), f"not UTF-8 text (byte {at}: {e.reason})", f"{p}:{bad_line}"
         ) from None
     try:
         if _is_yaml(p):

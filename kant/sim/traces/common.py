@@ -280,8 +280,8 @@ class CsvFile:
         try:
             for raw in lines:
                 self._n += 1
-                try:
-                    yield raw.decode("utf-8")
+                try:  # (a byte order mark starting the file is no part of its first line)
+                    yield raw.decode("utf-8-sig" if self._n == 1 else "utf-8")
                 except UnicodeDecodeError as e:
                     err = InvalidTraceError(
                         "line", raw[:40], f"is not UTF-8 text ({e.reason} at byte {e.start})",

@@ -63,8 +63,8 @@ def _open_text(p: Path) -> IO[str]:
     with open_trace(p) as raw:
         magic = raw.read(2)
     if magic == b"\x1f\x8b":
-        return gzip.open(p, "rt", encoding="utf-8", errors="replace")
-    return p.open(encoding="utf-8", errors="replace")
+        return gzip.open(p, "rt", encoding="utf-8-sig", errors="replace")
+    return p.open(encoding="utf-8-sig", errors="replace")  # (a byte order mark is skipped)
 
 
 def load_swf_jobs(
