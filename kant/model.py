@@ -958,7 +958,10 @@ def _to_models(v: Any) -> frozenset[str]:
     if isinstance(v, str):
         return frozenset(p for p in v.split("|") if p)
     if isinstance(v, frozenset | set | list | tuple):
-        return frozenset(v)
+        try:
+            return frozenset(v)
+        except TypeError:  # (a list or dict among them: not hashable, and no name either)
+            pass
     return v  # type: ignore[no-any-return]  # the validator rejects it with a clear message
 
 

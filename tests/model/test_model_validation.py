@@ -97,6 +97,8 @@ BAD_ROLES = [
     ("a role name with spaces around it is rejected", {"name": " w"}, "name"),
     ("resources must be a Resources", {"resources": {"gpus": 1}}, "resources"),
     ("an empty GPU model name is rejected", {"gpu_models": ["H100", ""]}, "gpu_models"),
+    ("a list of GPU models inside the list is rejected", {"gpu_models": [["H100"]]}, "gpu_models"),
+    ("a set of GPU models holding a dict is rejected", {"gpu_models": ("H100", {})}, "gpu_models"),
     ("a topology wish must be a TopologyWish", {"topology": "leaf"}, "topology"),
     (
         "a role cannot spread replicas it requires on one node",
