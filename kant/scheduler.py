@@ -549,10 +549,15 @@ class Scheduler:
         preemptor waiting for it too); a gang's pod unless the gang still holds all its pods
         and every one of them being evicted is spared in this call (a gang that lost a pod to
         the eviction already, or kept half its pods going, would run on partly bound).
-        O(pods asked + victims of the nominations held), not O(jobs)."""
+        Raises InvalidJobError for ``pods`` that is a string or not an iterable of PodId,
+        sparing nothing. O(pods asked + victims of the nominations held), not O(jobs)."""
+        if isinstance(pods, str | bytes) or not isinstance(pods, Iterable):
+            raise InvalidJobError("pods", pods, "must be an iterable of kant.model.PodId")
         queue = self.queue
         asked: dict[str, set[PodId]] = {}
         for p in pods:
+            if not isinstance(p, PodId):  # (before anything is spared)
+                raise InvalidJobError("pod", p, "must be a kant.model.PodId")
             e = queue.get(p.job)
             if e is not None and p in e.terminating:
                 asked.setdefault(p.job, set()).add(p)

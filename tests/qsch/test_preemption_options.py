@@ -11,7 +11,7 @@ import pytest
 
 from kant.admission import Quota
 from kant.cycle import CycleResult
-from kant.errors import InvalidConfigError, ValidationError
+from kant.errors import InvalidConfigError, InvalidJobError, ValidationError
 from kant.model import PodId, VictimReason
 from kant.preemption import PreemptionPolicy
 from kant.queueing import Backoff, JobPhase, Queue
@@ -363,3 +363,25 @@ def test_a_single_victim_rule_not_in_a_sequence_is_refused_naming_rules() -> Non
         PreemptionPolicy(rules=len)
     assert err.value.field == "rules"
     assert PreemptionPolicy(rules=(r for r in [len])).rules == (len,)
+
+
+@pytest.mark.parametrize(
+    "given",
+    [["junk"], [("mid", "worker", 0)], "mid/worker/0", 5],
+    ids=["a string among the pods", "a tuple in a PodId's place", "a string of pods",
+         "a number"],
+)  # fmt: skip
+def test_victims_spared_given_what_is_not_pod_ids_is_refused_and_spares_nothing(
+    given: object,
+) -> None:
+    """victims_spared([victim, "junk"]) raised AttributeError; now InvalidJobError, before
+    anything is spared: the victim named first is still being evicted."""
+    s, r = _hi_evicts_mid(0.0)
+    victim = r.victims[0].pods[0]
+    s.cancel("hi", now=2.5)
+    asked = [victim, *given] if isinstance(given, list) else given
+    with pytest.raises(InvalidJobError):
+        s.victims_spared(asked)  # type: ignore[arg-type]
+    assert victim in s.queue.entry("mid").terminating
+    check_invariants(s)
+    assert s.victims_spared([victim]) == (victim,)
