@@ -40,6 +40,14 @@ class Alloc:
             self.slot, self.gpu_mask, self.milli, self.nic_mask, self.cpu, self.mem, self.pods
         )
 
+    def take_back(self, snap: Snapshot) -> None:
+        """Allocate it on ``snap`` where :func:`release_exact` freed it: its pods run there
+        again, above a lowered ``max_pods`` too (``Snapshot.allocate``'s ``back``)."""
+        snap.allocate(
+            self.slot, self.gpu_mask, self.milli, self.nic_mask, self.cpu, self.mem, self.pods,
+            back=True,
+        )  # fmt: skip
+
     def give(self, snap: Snapshot) -> None:
         """Release it on ``snap`` (the inverse of :meth:`take`)."""
         snap.release(
@@ -83,7 +91,7 @@ def _parts(s: int, b: Binding, row: list[int], free: list[int]) -> tuple[Alloc |
     nic = free[0] & mask_of(b.nics)
     cpu = min(free[1], b.cpu_milli)
     mem = min(free[2], b.memory_mib)
-    pod = min(free[3], 1)
+    pod = 1 if free[3] > 0 else 0  # (below 0: pods above a lowered capacity stay)
     free[0] &= ~nic
     free[1] -= cpu
     free[2] -= mem
@@ -270,7 +278,7 @@ class Hold:
             nic &= v.nic_mask[s]
             cpu = min(v.cpu_free[s], cpu)
             mem = min(v.mem_free[s], mem)
-            pods = min(v.pod_free[s], pods)
+            pods = max(0, min(v.pod_free[s], pods))
             if mask or nic or cpu or mem or pods:
                 self._take(snap, Alloc(s, mask, MILLI, nic, cpu, mem, pods))
             if gpu != mask:  # GPUs partly free (a victim's share ending): what is free of them

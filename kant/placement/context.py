@@ -71,8 +71,8 @@ def fit_count(snap: Snapshot, slots: IntArray, req: PodRequest) -> IntArray:
         np.minimum(n, cols.mem_free[slots] // req.mem, out=n)
     if req.nics:
         np.minimum(n, cols.free_nics[slots] // req.nics, out=n)
-    if snap.pods_capped:
-        np.minimum(n, cols.pod_free[slots], out=n)
+    if snap.pods_capped:  # (below 0 on a node above a lowered capacity: no slot)
+        np.minimum(n, np.maximum(cols.pod_free[slots], 0), out=n)
     n[~cols.ready[slots]] = 0
     return n
 

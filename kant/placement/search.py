@@ -382,7 +382,7 @@ def why_not(
     if snap.pods_capped:
         # (each node counted up to the pods asked: a node without a limit has about 2**40
         # slots, and millions of them would overflow the sum)
-        free_slots = cols.pod_free[slots][cols.ready[slots]]
+        free_slots = np.maximum(cols.pod_free[slots][cols.ready[slots]], 0)
         room = int(np.minimum(free_slots, n + taken).sum()) - taken
         if room < n:
             return Reason(

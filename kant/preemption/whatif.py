@@ -94,7 +94,7 @@ class CycleWhatIf:
         """Take back exactly what :meth:`remove` freed."""
         back = self.freed.get(unit.pods, ())
         for a, _b in back:
-            a.take(self.snap)
+            a.take_back(self.snap)
         self.snap.note_back([b for _a, b in back])  # (its pods run there again: pod affinity)
         for m, milli in unit.usage:
             self.ledger.add(unit.tenant, m, milli)

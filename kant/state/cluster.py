@@ -1217,5 +1217,6 @@ def _write_allocatable(cols: NodeColumns, rec: _NodeRecord) -> None:
     v.nic_mask[s] = nic_mask
     v.free_nics[s] = _popcount(nic_mask)
     cap = spec.max_pods
-    # (pods above a lowered max_pods stay: no slot is free until they are below it)
-    v.pod_free[s] = max(0, (NO_POD_LIMIT if cap is None else cap) - len(rec.pods)) if ok else 0
+    # (pods above a lowered max_pods stay: pod_free is below 0 by as many, and no slot is
+    # free until as many have gone, in the truth and in a snapshot's what-if alike)
+    v.pod_free[s] = (NO_POD_LIMIT if cap is None else cap) - len(rec.pods) if ok else 0

@@ -40,7 +40,9 @@ class NodeColumns:
     (popcount of it), ``free_milli`` (sum of ``gpu_free``), ``max_share`` (the largest
     free milli on one device: a fractional pod of up to this fits), ``cpu_free``,
     ``mem_free``, ``nic_mask`` (free healthy NICs), ``free_nics``, ``pod_free`` (pods the
-    node may still take: ``pod_cap`` less the pods there, 0 when unhealthy).
+    node may still take: ``pod_cap`` less the pods there, 0 when unhealthy; below 0 while
+    pods above a lowered ``max_pods`` stay, so that a release gives back a slot only once
+    they are gone: readers take ``max(0, pod_free)`` as the slots free).
     """
 
     SCALARS: tuple[str, ...] = (

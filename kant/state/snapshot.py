@@ -771,12 +771,16 @@ class Snapshot:
         cpu_milli: int = 0,
         memory_mib: int = 0,
         pods: int = 1,
+        *,
+        back: bool = False,
     ) -> None:
         """Take ``milli`` on each GPU of ``gpu_mask``, the NICs of ``nic_mask``, CPU, memory
         and ``pods`` pod slots (one per pod the allocation is for) on node ``slot``. Raises
         AllocationConflictError (changing nothing) if any is not free (or the slot or a GPU
         does not exist), InvalidResourcesError for a negative amount, TransactionError
-        outside a transaction. O(levels + log n)."""
+        outside a transaction. ``back``: pods a what-if released run there again, so their
+        slots are taken even above a lowered ``max_pods`` (``pod_free`` below 0, as it was);
+        the devices are checked as always. O(levels + log n)."""
         v = self.cols.views()
         bits = _mask_bits(gpu_mask)
         gf = v.gpu_free
@@ -805,7 +809,7 @@ class Snapshot:
             raise AllocationConflictError(f"{self.names[slot]}: NICs {nic_mask:b} not free")
         if v.cpu_free[slot] < cpu_milli or v.mem_free[slot] < memory_mib:
             raise AllocationConflictError(f"{self.names[slot]}: not enough CPU or memory")
-        if v.pod_free[slot] < pods:
+        if v.pod_free[slot] < pods and not back:
             raise AllocationConflictError(
                 f"{self.names[slot]}: room for {v.pod_free[slot]} more pods, needs {pods}"
             )
@@ -1034,8 +1038,8 @@ class Snapshot:
                 errors.append(f"slot {s}: max_share inconsistent")
             if _popcount(int(cols.nic_mask[s])) != cols.free_nics[s]:
                 errors.append(f"slot {s}: free_nics inconsistent")
-            if not 0 <= cols.pod_free[s] <= cols.pod_cap[s]:
-                errors.append(f"slot {s}: pod_free {cols.pod_free[s]} outside [0, pod_cap]")
+            if not cols.pod_free[s] <= cols.pod_cap[s]:  # (below 0: pods above the cap)
+                errors.append(f"slot {s}: pod_free {cols.pod_free[s]} above pod_cap")
         if errors:
             raise InvariantError("\n".join(f"Snapshot: {e}" for e in errors))
 

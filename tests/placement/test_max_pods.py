@@ -296,3 +296,46 @@ def test_why_not_counts_the_slots_of_millions_of_nodes_without_a_limit_without_o
     slots = np.full((1 << 23) + 1, state.slot_of("free"), dtype=np.int64)
     why = why_not(snap, slots, PodRequest(gpus=1, milli=0, cpu=0, mem=0, nics=0), 2)
     assert why.code is ReasonCode.NO_FIT and "max_pods" not in why.message, why
+
+
+def test_a_preemptor_evicts_at_once_what_makes_room_on_a_node_above_its_lowered_capacity() -> None:
+    """n1 runs lo's 8 one-GPU pods and its capacity is lowered to 1 pod; n0 runs big. hi (one
+    GPU) must preempt. Removing one pod from n1 frees a GPU but no pod slot (7 pods stay above
+    the capacity of 1): the what-if counted it as a slot, so each cycle evicted one of lo's
+    pods, named as enough, and hi waited 8 cycles. The victims one cycle picks now make room:
+    once they are gone, hi starts."""
+    s = Scheduler(
+        ClusterBuilder().leaf("lf0", nodes=2).build(),
+        preemption=PreemptionPolicy(min_runtime=0),
+    )
+    s.submit(job("lo", gpus=1, replicas=8, gang=False), now=0)
+    s.submit(job("big", gpus=8, priority=5), now=0)
+    s.step(now=1)
+    lo_node = s.cluster.binding(_pod("lo")).node
+    s.node_max_pods(lo_node, 1, now=2)
+    s.submit(job("hi", gpus=1, priority=10), now=2)
+    r = s.step(now=3)
+    assert r.victims
+    for v in r.victims:
+        for p in v.pods:
+            s.pod_evicted(p, now=3.5)
+    check_invariants(s)
+    assert s.step(now=4).placed == ("hi",)
+    check_invariants(s)
+
+
+def test_releasing_one_pod_of_a_node_above_its_capacity_frees_no_pod_slot_in_a_snapshot() -> None:
+    state = ClusterState([node("n0")])
+    for i in range(4):
+        state.bind(Binding(pod=_pod("lo", i), node="n0", gpus=(i,)))
+    state.set_max_pods("n0", 1)
+    snap = state.snapshot()
+    slot = snap.slot_of("n0")
+    with snap.transaction() as tx:
+        snap.release_bindings([state.binding(_pod("lo", 0))])
+        assert not Placer("ebinpack").place(job("hi"), snap).ok  # 3 pods, 1 slot: no room
+        snap.release_bindings([state.binding(_pod("lo", i)) for i in (1, 2, 3)])
+        assert Placer("ebinpack").place(job("hi"), snap).ok  # no pod left: one slot
+        tx.rollback()
+    assert snap.cols.pod_free[slot] <= 0
+    check_invariants(state)
