@@ -778,8 +778,11 @@ class Snapshot:
         and ``pods`` pod slots (one per pod the allocation is for) on node ``slot``. Raises
         AllocationConflictError (changing nothing) if any is not free (or the slot or a GPU
         does not exist), InvalidResourcesError for a negative amount, TransactionError
-        outside a transaction. ``back``: pods a what-if released run there again, so their
-        slots are taken even above a lowered ``max_pods`` (``pod_free`` below 0, as it was);
+        outside a transaction. ``pods=0`` takes no pod slot, so it is never refused for pod
+        slots, even on a node above a lowered ``max_pods``. ``back``: pods a what-if released
+        run there again, so their slots are taken even above a lowered ``max_pods``
+        (``pod_free`` below 0, as it was), though never below the truth's ``pod_free``: a
+        restore never counts more pods on the node than ``max(max_pods, pods running there)``;
         the devices are checked as always. O(levels + log n)."""
         v = self.cols.views()
         bits = _mask_bits(gpu_mask)
@@ -809,10 +812,17 @@ class Snapshot:
             raise AllocationConflictError(f"{self.names[slot]}: NICs {nic_mask:b} not free")
         if v.cpu_free[slot] < cpu_milli or v.mem_free[slot] < memory_mib:
             raise AllocationConflictError(f"{self.names[slot]}: not enough CPU or memory")
-        if v.pod_free[slot] < pods and not back:
-            raise AllocationConflictError(
-                f"{self.names[slot]}: room for {v.pod_free[slot]} more pods, needs {pods}"
-            )
+        # (an allocation asking no pod slot -- a hold's share of a node -- takes none, so it
+        # fits a node still above a lowered max_pods too, whose pod_free is below 0)
+        if pods and v.pod_free[slot] < pods:
+            # a restore may go below 0, but only as far as the truth is: no more pods than
+            # max(max_pods, the pods running there) are ever counted on the node
+            floor = min(0, int(self.state.columns.pod_free[slot])) if back else 0
+            if v.pod_free[slot] - pods < floor:
+                raise AllocationConflictError(
+                    f"{self.names[slot]}: room for {max(0, v.pod_free[slot])} more pods, "
+                    f"needs {pods}"
+                )
         before = self._save(slot)
         if milli == MILLI:
             # whole GPUs, each wholly free before (the check above) and now taken: the row's
@@ -1024,6 +1034,12 @@ class Snapshot:
         cols = self.cols
         live = np.flatnonzero(cols.alive[:n])
         errors = self._groups.errors(live.tolist())
+        st = self.state
+        truth = st.columns
+        # rows the truth changed since the refresh are stale (the next refresh copies them);
+        # rows this snapshot changed (committed or in an open transaction) are its own
+        mine = set(self._local).union(*self._undo)
+        gens = st.node_generation
         for s in live.tolist():
             row = cols.gpu_free[s]
             g = int(cols.gpus[s])
@@ -1040,6 +1056,13 @@ class Snapshot:
                 errors.append(f"slot {s}: free_nics inconsistent")
             if not cols.pod_free[s] <= cols.pod_cap[s]:  # (below 0: pods above the cap)
                 errors.append(f"slot {s}: pod_free {cols.pod_free[s]} above pod_cap")
+            if s >= truth.capacity or not truth.alive[s] or gens[s] > self.generation:
+                continue
+            real = int(truth.pod_free[s])  # pod_cap less the pods there (0 when unhealthy)
+            if s not in mine and cols.pod_free[s] != real:
+                errors.append(f"slot {s}: pod_free {cols.pod_free[s]}, the truth's is {real}")
+            elif cols.pod_free[s] < min(0, real):  # (more pods than max(max_pods, running))
+                errors.append(f"slot {s}: pod_free {cols.pod_free[s]} below the truth's {real}")
         if errors:
             raise InvariantError("\n".join(f"Snapshot: {e}" for e in errors))
 

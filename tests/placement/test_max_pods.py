@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kant.errors import AllocationConflictError, InvalidNodeError
+from kant.errors import AllocationConflictError, InvalidNodeError, InvariantError
 from kant.model import Binding, NodeSpec, PodId, ReasonCode, Tier
 from kant.placement import Placer
 from kant.placement.context import PodRequest
@@ -339,3 +339,151 @@ def test_releasing_one_pod_of_a_node_above_its_capacity_frees_no_pod_slot_in_a_s
         tx.rollback()
     assert snap.cols.pod_free[slot] <= 0
     check_invariants(state)
+
+
+def _lowered() -> Scheduler:
+    """lo's 8 one-GPU pods on one node whose capacity is then lowered to 1 pod (its pod_free
+    is -7); big fills the other node."""
+    s = Scheduler(
+        ClusterBuilder().leaf("lf0", nodes=2).build(),
+        preemption=PreemptionPolicy(min_runtime=0),
+    )
+    s.submit(job("lo", gpus=1, replicas=8, gang=False), now=0)
+    s.submit(job("big", gpus=8, priority=5), now=0)
+    s.step(now=1)
+    s.node_max_pods(s.cluster.binding(_pod("lo")).node, 1, now=2)
+    return s
+
+
+def test_a_cycle_after_some_victims_above_a_lowered_capacity_went_does_not_crash() -> None:
+    """hi's victims are lo's 8 pods; 3 go, and the next cycle holds what is free for hi on a
+    node still 4 pods above its capacity (a hold asking no pod slot there): it holds, it does
+    not raise AllocationConflictError ("room for -4 more pods, needs 0")."""
+    s = _lowered()
+    s.submit(job("hi", gpus=1, priority=10), now=2)
+    r = s.step(now=3)
+    assert r.victims
+    pods = [p for v in r.victims for p in v.pods]
+    for p in pods[:3]:
+        s.pod_evicted(p, now=3.5)
+    s.step(now=4)
+    check_invariants(s)
+    for p in pods[3:]:
+        s.pod_evicted(p, now=4.5)
+    assert s.step(now=5).placed == ("hi",)
+    check_invariants(s)
+
+
+def test_a_cycle_with_a_nomination_asking_cpu_on_a_node_above_its_lowered_capacity_does_not_crash() -> (
+    None
+):
+    s = _lowered()
+    s.submit(job("hi", gpus=1, priority=10, cpu_milli=1000), now=2)
+    assert s.step(now=3).victims
+    s.step(now=4)
+    check_invariants(s)
+
+
+def test_a_snapshot_allocation_asking_no_pod_slot_fits_on_a_node_above_its_capacity() -> None:
+    state = ClusterState([node("n0")])
+    for i in range(4):
+        state.bind(Binding(pod=_pod("lo", i), node="n0", gpus=(i,)))
+    state.set_max_pods("n0", 1)
+    snap = state.snapshot()
+    slot = snap.slot_of("n0")
+    with snap.transaction() as tx:
+        snap.allocate(slot, gpu_mask=0b10000, pods=0)  # a hold's share of a free GPU
+        assert snap.cols.pod_free[slot] == -3
+        with pytest.raises(AllocationConflictError, match="more pods"):
+            snap.allocate(slot, gpu_mask=0b100000, pods=1)
+        tx.rollback()
+    check_invariants(state)
+
+
+def test_an_easy_reservation_on_a_node_above_its_lowered_capacity_does_not_crash() -> None:
+    """wide (8 GPUs, some CPU) waits for the node where lo's 8 pods run above a capacity of 1
+    and end first: EASY backfill reserves that node's free CPU for it (a hold asking no pod
+    slot), which raised AllocationConflictError ("room for -7 more pods, needs 0")."""
+    s = Scheduler(
+        ClusterBuilder().leaf("lf0", nodes=2).build(),
+        policy="easy-backfill",
+        preemption=PreemptionPolicy(priority=False, reclaim=False, backfill=False),
+    )
+    s.submit(job("lo", gpus=1, replicas=8, gang=False, runtime=100), now=0)
+    s.submit(job("big", gpus=8, runtime=1000), now=0)
+    s.step(now=1)
+    lo_node = s.cluster.binding(_pod("lo")).node
+    s.node_max_pods(lo_node, 1, now=2)
+    s.submit(job("wide", gpus=8, cpu_milli=1000, runtime=10, submitted_at=2), now=2)
+    s.submit(job("small", gpus=1, runtime=5, submitted_at=3), now=3)
+    r = s.step(now=3)
+    assert r.reservation is not None and r.reservation.job == "wide"
+    assert r.reservation.start == 101.0
+    assert {b.node for b in r.reservation.bindings} == {lo_node}
+    check_invariants(s)
+    for i in range(8):
+        s.pod_finished(_pod("lo", i), now=101)
+    assert s.step(now=101).placed == ("wide",)
+    assert s.cluster.binding(PodId(job="wide", role="worker", index=0)).node == lo_node
+    check_invariants(s)
+
+
+def _above(pods: int, cap: int) -> tuple[ClusterState, int]:
+    state = ClusterState([node("n0")])
+    for i in range(pods):
+        state.bind(Binding(pod=_pod("lo", i), node="n0", gpus=(i,)))
+    state.set_max_pods("n0", cap)
+    return state, state.snapshot().slot_of("n0")
+
+
+def test_a_what_if_puts_back_every_pod_it_released_on_a_node_above_its_capacity() -> None:
+    # 2 pods under a capacity of 1: pod_free -1; both released (1), both put back: -1 again
+    # (the second restore starts from pod_free 0, and is legitimate)
+    state, slot = _above(2, 1)
+    snap = state.snapshot()
+    with snap.transaction() as tx:
+        snap.release_bindings([state.binding(_pod("lo", i)) for i in (0, 1)])
+        assert snap.cols.pod_free[slot] == 1
+        for i in (0, 1):
+            snap.allocate(slot, 1 << i, back=True)
+        assert snap.cols.pod_free[slot] == -1
+        check_invariants(snap)
+        tx.rollback()
+
+
+@pytest.mark.parametrize(("pods", "cap"), [(2, 1), (2, 2), (4, 2)])
+def test_a_restore_never_counts_more_pods_than_the_capacity_or_the_pods_running_there(
+    pods: int, cap: int
+) -> None:
+    # every pod released, a new pod placed in one of the freed slots: putting every pod back
+    # would count pods + 1 on the node, above both its capacity and the pods that run there
+    state, slot = _above(pods, cap)
+    snap = state.snapshot()
+    with snap.transaction() as tx:
+        snap.release_bindings([state.binding(_pod("lo", i)) for i in range(pods)])
+        snap.allocate(slot, 1 << 7)  # the new pod
+        for i in range(pods - 1):  # (all but one back: pods in all, as many as run there)
+            snap.allocate(slot, 1 << i, back=True)
+        before = snap.cols.usage(slot)
+        with pytest.raises(AllocationConflictError, match="more pods"):
+            snap.allocate(slot, 1 << (pods - 1), back=True)
+        assert snap.cols.usage(slot) == before
+        tx.rollback()
+    check_invariants(state)
+
+
+def test_the_snapshot_invariants_catch_a_pod_count_that_is_not_the_truths() -> None:
+    state, slot = _above(4, 1)
+    snap = state.snapshot()
+    check_invariants(snap)
+    snap.cols.pod_free[slot] = 0  # as if the 3 pods above the capacity were gone
+    with pytest.raises(InvariantError, match="the truth's is -3"):
+        check_invariants(snap)
+    snap = state.full_snapshot()
+    with snap.transaction() as tx:  # a what-if's own row may count fewer pods, not more
+        snap.release_bindings([state.binding(_pod("lo", 0))])
+        check_invariants(snap)
+        snap.cols.pod_free[slot] = -4
+        with pytest.raises(InvariantError, match="below the truth's -3"):
+            check_invariants(snap)
+        tx.rollback()
