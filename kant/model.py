@@ -192,14 +192,17 @@ def is_number(v: object) -> bool:
 
 
 def is_finite_number(v: object) -> bool:
-    """Whether ``v`` is a finite ``int`` or ``float`` and not a bool: NaN, the infinities
-    and an int too large for a float (``10**400``, which ``math.isfinite`` cannot even
-    take: it raises OverflowError) are not."""
-    if not is_number(v):
+    """Whether ``v`` is a finite real number (a :class:`numbers.Real`: ``int``, ``float``,
+    NumPy's ints and floats, ``Fraction``) and not a bool: NaN, the infinities and a value
+    too large for a float (``10**400``, on which ``math.isfinite`` raises OverflowError) are
+    not. What :func:`finite_number` accepts; a caller keeping the value takes ``float(v)``."""
+    if type(v) is float:
+        return math.isfinite(v)  # the usual call, without a try block
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
         return False
     try:
-        return math.isfinite(v)  # type: ignore[arg-type]
-    except OverflowError:  # (an int beyond the floats)
+        return math.isfinite(float(v))
+    except OverflowError:  # (an int or a fraction beyond the floats)
         return False
 
 

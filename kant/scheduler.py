@@ -405,10 +405,10 @@ class Scheduler:
         number in range (positive; >= 0; positive; >= 0) or a ``max_cycles`` that is not an
         int >= 1; nothing is changed then."""
         t = self._time(now, "start_estimates")
-        _seconds("horizon", horizon, positive=True, optional=True)
-        _seconds("grace_period", grace_period, positive=False, optional=False)
-        _seconds("default_runtime", default_runtime, positive=True, optional=True)
-        _seconds("tick", tick, positive=False, optional=False)
+        horizon = _seconds("horizon", horizon, positive=True, optional=True)
+        grace_period = _seconds("grace_period", grace_period, positive=False, optional=False)
+        default_runtime = _seconds("default_runtime", default_runtime, positive=True, optional=True)
+        tick = _seconds("tick", tick, positive=False, optional=False)
         if max_cycles is not None and not (is_int(max_cycles) and max_cycles >= 1):
             raise ValidationError("max_cycles", max_cycles, "must be None or an int >= 1")
         first = None
@@ -1000,16 +1000,17 @@ def _seq(e: Entry) -> int:
     return e.seq
 
 
-def _seconds(name: str, v: object, *, positive: bool, optional: bool) -> None:
-    """ValidationError naming ``name`` unless ``v`` is a finite number of seconds, > 0
-    (``positive``) or >= 0, or None (``optional``)."""
+def _seconds(name: str, v: object, *, positive: bool, optional: bool) -> Any:
+    """``v`` as a float (None kept when ``optional``), or ValidationError naming ``name``
+    unless it is a finite number of seconds, > 0 (``positive``) or >= 0."""
     if v is None and optional:
-        return
+        return None
     ok = is_finite_number(v) and (v > 0 if positive else v >= 0)  # type: ignore[operator]
     if not ok:
         low = "> 0" if positive else ">= 0"
         none = "None or " if optional else ""
         raise ValidationError(name, v, f"must be {none}a finite number of seconds {low}")
+    return float(v)  # type: ignore[arg-type]
 
 
 def _merge(reports: Sequence[EventReport]) -> EventReport:

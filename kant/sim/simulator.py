@@ -179,8 +179,17 @@ _count = number(ValidationError, low=0, integer=True)
 
 def _to_failures(v: Any) -> Any:
     if isinstance(v, list | tuple):
-        return tuple(tuple(x) if isinstance(x, list) else x for x in v)
+        return tuple(_failure(tuple(x) if isinstance(x, list) else x) for x in v)
     return v
+
+
+def _failure(x: Any) -> Any:
+    """A ``(time, node)`` pair whose time is a NumPy number or a Fraction with that time as
+    a float (an int or a float is kept as it is); anything else as it is, for the check."""
+    numpy_or_fraction = isinstance(x, tuple) and len(x) == 2 and type(x[0]) not in (int, float)
+    if numpy_or_fraction and is_finite_number(x[0]):
+        return (float(x[0]), x[1])
+    return x
 
 
 def _failures_ok(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:

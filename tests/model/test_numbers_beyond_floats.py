@@ -5,8 +5,10 @@ argument, never an OverflowError, and changes nothing."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
+import numpy as np
 import pytest
 
 from kant.admission.quota import Quota
@@ -90,9 +92,33 @@ def test_a_kubernetes_setting_beyond_the_floats_in_a_config_file_names_its_key()
 @pytest.mark.parametrize(
     ("v", "finite"),
     [(1, True), (1.5, True), (2**1023, True), (HUGE, False), (-HUGE, False),
-     (float("nan"), False), (float("inf"), False), (True, False), ("1", False), (None, False)],
+     (float("nan"), False), (float("inf"), False), (True, False), ("1", False), (None, False),
+     (np.float32(1.3), True), (np.int64(1), True), (np.float64("nan"), False),
+     (np.float32("inf"), False), (np.bool_(True), False), (Fraction(13, 10), True),
+     (Fraction(HUGE, 1), False), (Fraction(1, HUGE), True), (1 + 0j, False)],
 )  # fmt: skip
-def test_is_finite_number_says_whether_a_value_is_a_finite_int_or_float(
+def test_is_finite_number_says_whether_a_value_is_a_finite_real_number(
     v: object, finite: bool
 ) -> None:
     assert is_finite_number(v) is finite
+
+
+@pytest.mark.parametrize("inflate", [np.float32(1.3), np.int64(1), Fraction(13, 10), 1.3], ids=repr)
+def test_the_packing_protocol_takes_an_inflation_of_any_real_number_type(inflate: Any) -> None:
+    want = arrival_order(PODS, seed=0, capacity_milli=1000, inflate=float(inflate))
+    assert arrival_order(PODS, seed=0, capacity_milli=1000, inflate=inflate) == want
+
+
+@pytest.mark.parametrize("seconds", [np.float32(50), np.int64(50), Fraction(50)], ids=repr)
+def test_a_start_estimate_takes_seconds_of_any_real_number_type_as_floats(seconds: Any) -> None:
+    s = _waiting()
+    got = s.start_estimates(2, horizon=seconds, default_runtime=seconds, tick=seconds)
+    want = s.start_estimates(2, horizon=50.0, default_runtime=50.0, tick=50.0)
+    assert got == want
+    assert all(type(e.start) is float for e in got.values() if e.start is not None)
+
+
+def test_a_simulated_failure_time_of_any_real_number_type_is_kept_as_a_float() -> None:
+    cfg = SimConfig(failures=((np.float32(5), "n0"), (Fraction(7, 2), "n1"), (3, "n2")))
+    assert cfg.failures == ((5.0, "n0"), (3.5, "n1"), (3, "n2"))
+    assert [type(t) for t, _n in cfg.failures] == [float, float, int]
