@@ -117,3 +117,16 @@ def test_a_byte_order_mark_after_the_first_line_is_still_a_bad_row(tmp_path: Pat
     )
     with pytest.raises(InvalidTraceError, match=r":2: .*timestamp"):
         load_philly_jobs(p)
+
+
+@pytest.mark.parametrize("mark", [BOM, b""], ids=["marked", "plain"])
+def test_a_csv_files_bad_byte_on_its_first_line_is_named_by_its_offset_in_the_line(
+    tmp_path: Path, mark: bytes
+) -> None:
+    # "name,cpu" is 8 bytes: the bad byte is byte 11 of the marked line, as the file has it
+    line = mark + b"name,cpu\xff\n"
+    p = tmp_path / "openb.csv"
+    p.write_bytes(line)
+    at = line.index(b"\xff")
+    with pytest.raises(InvalidTraceError, match=rf":1: .*at byte {at}\)"):
+        load_openb_jobs(p)

@@ -21,6 +21,7 @@ import functools
 import math
 import os
 import re
+from codecs import BOM_UTF8
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, Final, Literal
@@ -280,11 +281,15 @@ class CsvFile:
         try:
             for raw in lines:
                 self._n += 1
-                try:  # (a byte order mark starting the file is no part of its first line)
-                    yield raw.decode("utf-8-sig" if self._n == 1 else "utf-8")
+                # (a byte order mark starting the file is no part of its first line, though
+                # a bad byte's offset counts it: it is the byte's place in the file's line)
+                mark = len(BOM_UTF8) if self._n == 1 and raw.startswith(BOM_UTF8) else 0
+                try:
+                    yield raw[mark:].decode("utf-8") if mark else raw.decode("utf-8")
                 except UnicodeDecodeError as e:
                     err = InvalidTraceError(
-                        "line", raw[:40], f"is not UTF-8 text ({e.reason} at byte {e.start})",
+                        "line", raw[:40],
+                        f"is not UTF-8 text ({e.reason} at byte {mark + e.start})",
                         where=f"{self.path}:{self._n}",
                     )  # fmt: skip
                     if self.col is None:
