@@ -549,8 +549,13 @@ class Scheduler:
         preemptor waiting for it too); a gang's pod unless the gang still holds all its pods
         and every one of them being evicted is spared in this call (a gang that lost a pod to
         the eviction already, or kept half its pods going, would run on partly bound).
-        Raises InvalidJobError for ``pods`` that is a string or not an iterable of PodId,
-        sparing nothing. O(pods asked + victims of the nominations held), not O(jobs)."""
+        Raises InvalidJobError for ``pods`` that is a string, one bare PodId or not an
+        iterable of PodId, sparing nothing. O(pods asked + victims of the nominations held),
+        not O(jobs)."""
+        if isinstance(pods, PodId):  # (itself a tuple: its fields are no pods)
+            raise InvalidJobError(
+                "pods", pods, "must be an iterable of kant.model.PodId, not one PodId: pass [pod]"
+            )
         if isinstance(pods, str | bytes) or not isinstance(pods, Iterable):
             raise InvalidJobError("pods", pods, "must be an iterable of kant.model.PodId")
         queue = self.queue

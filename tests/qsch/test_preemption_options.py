@@ -385,3 +385,17 @@ def test_victims_spared_given_what_is_not_pod_ids_is_refused_and_spares_nothing(
     assert victim in s.queue.entry("mid").terminating
     check_invariants(s)
     assert s.victims_spared([victim]) == (victim,)
+
+
+def test_victims_spared_given_one_bare_pod_id_says_to_pass_it_in_a_list() -> None:
+    """A PodId is itself a tuple: victims_spared(victim) walked its fields and refused the job
+    name as "not a PodId"; it now names the mistake, and spares nothing."""
+    s, r = _hi_evicts_mid(0.0)
+    victim = r.victims[0].pods[0]
+    s.cancel("hi", now=2.5)
+    with pytest.raises(InvalidJobError, match=r"not one PodId: pass \[pod\]") as err:
+        s.victims_spared(victim)
+    assert err.value.field == "pods"
+    assert victim in s.queue.entry("mid").terminating
+    check_invariants(s)
+    assert s.victims_spared([victim]) == (victim,)
