@@ -3,10 +3,12 @@
 pod capacities, bad start-estimate arguments, stale results, junk given as victims) leaves
 the scheduler exactly as a twin that saw only the calls the first one accepted: the same
 jobs, bindings, quota charges, node specs and clock, and the same next decisions. Every
-refusal is a KantError; nothing else escapes."""
+refusal is a validation or lookup error (an AllocationConflictError or InvariantError is a
+crash, not a refusal), and a cycle at a valid time is never refused."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +18,14 @@ from hypothesis import HealthCheck, given, settings
 
 from kant.admission import Admitter, Quota
 from kant.cycle import CycleResult
-from kant.errors import KantError
+from kant.errors import (
+    DuplicateError,
+    UnknownGpuModelError,
+    UnknownJobError,
+    UnknownNodeError,
+    UnknownPodError,
+    ValidationError,
+)
 from kant.model import PodId
 from kant.placement import Placer
 from kant.preemption import PreemptionPolicy
@@ -26,6 +35,17 @@ from kant.testing import ClusterBuilder, check_invariants, job, node
 
 Call = Callable[[Scheduler, list[CycleResult]], Any]
 """A call on a scheduler, given the results its own cycles returned so far."""
+
+REFUSALS = (
+    ValidationError,
+    UnknownJobError,
+    UnknownPodError,
+    UnknownNodeError,
+    UnknownGpuModelError,
+    DuplicateError,
+)
+"""What a refusal of bad input raises. Anything else (AllocationConflictError,
+InvariantError, TransactionError, a TypeError) is a crash, never a refusal."""
 
 
 def _scheduler() -> Scheduler:
@@ -65,6 +85,7 @@ def _call(draw: st.DrawFn, s: Scheduler, now: float, n: int, results: int) -> Ca
     bound = sorted(b.pod for b in s.cluster.bindings())
     ids = sorted(e.id for e in s.queue.entries())
     t = draw(st.sampled_from([now, now, now, now - 5.0, *BAD_TIMES]))
+    valid_time = type(t) is float and math.isfinite(t) and t >= s.clock
     kind = draw(
         st.sampled_from(
             ["submit", "submit", "step", "step", "finish", "evict", "fail", "max_pods",
@@ -81,11 +102,13 @@ def _call(draw: st.DrawFn, s: Scheduler, now: float, n: int, results: int) -> Ca
         models = draw(st.sampled_from(["", "H100", "A100", "H100|A100", "B200"]))
         tenant = draw(st.sampled_from(["a", "b", "c"]))
         replicas = draw(st.integers(1, 3))
+        priority = draw(st.sampled_from([0, 0, 5, 10]))
+        gang = draw(st.booleans())
 
         def submit(x: Scheduler, _r: list[CycleResult]) -> None:
             x.submit(
                 job(jid, gpus=gpus, models=models, tenant=tenant, replicas=replicas,
-                    runtime=10.0, submitted_at=now),
+                    runtime=10.0, submitted_at=now, priority=priority, gang=gang),
                 now=t,
             )  # fmt: skip
 
@@ -97,6 +120,7 @@ def _call(draw: st.DrawFn, s: Scheduler, now: float, n: int, results: int) -> Ca
             res.append(r)
             x.apply(r, t)
 
+        step.must_succeed = valid_time  # type: ignore[attr-defined]
         return step
     if kind == "finish":
         return lambda x, _r: x.pod_finished(pod, t)
@@ -153,15 +177,87 @@ def test_refused_calls_leave_the_scheduler_as_a_twin_that_never_saw_them(
     now = 0.0
     for n in range(data.draw(st.integers(5, 30), label="calls")):
         now += data.draw(st.sampled_from([0.0, 1.0, 7.0]), label="dt")
-        call = data.draw(_call(seen, now, n, len(mine)), label="call")
-        try:
-            call(seen, mine)
-        except KantError:
-            pass
-        else:
-            call(twin, theirs)  # what the first accepted, the twin accepts
-        check_invariants(seen)
-        assert _fingerprint(seen) == _fingerprint(twin)
+        _run(seen, twin, data.draw(_call(seen, now, n, len(mine)), label="call"), mine, theirs)
+    _same_next_cycle(seen, twin, now)
+
+
+def _run(seen: Scheduler, twin: Scheduler, call: Call, mine: list[CycleResult],
+         theirs: list[CycleResult]) -> bool:  # fmt: skip
+    """Make ``call`` on ``seen``, and on ``twin`` if ``seen`` accepted it; whether it did. A
+    refusal must be one of :data:`REFUSALS`, and a cycle at a valid time is never refused."""
+    try:
+        call(seen, mine)
+    except REFUSALS:
+        if getattr(call, "must_succeed", False):
+            raise  # (a cycle at a valid time: a crash, not a refusal)
+        accepted = False
+    else:
+        call(twin, theirs)  # what the first accepted, the twin accepts
+        accepted = True
+    check_invariants(seen)
+    assert _fingerprint(seen) == _fingerprint(twin)
+    return accepted
+
+
+def _same_next_cycle(seen: Scheduler, twin: Scheduler, now: float) -> None:
     later = max(seen.clock, now) + 1.0
     a, b = seen.step(later), twin.step(later)
     assert (a.bindings, a.victims, a.pending) == (b.bindings, b.victims, b.pending)
+    check_invariants(seen, twin)
+
+
+def _do(do: Callable[[Scheduler], Any]) -> Call:
+    """A scripted call other than a cycle: ``do(scheduler)``."""
+
+    def call(x: Scheduler, _res: list[CycleResult]) -> None:
+        do(x)
+
+    return call
+
+
+def _cycle(t: float) -> Call:
+    """A scripted cycle at ``t``, a valid time: it must run."""
+
+    def step(x: Scheduler, res: list[CycleResult]) -> None:
+        r = x.schedule(t)
+        res.append(r)
+        x.apply(r, t)
+
+    step.must_succeed = True  # type: ignore[attr-defined]
+    return step
+
+
+def test_preempting_on_a_node_whose_capacity_was_lowered_below_its_pods_crashes_no_cycle() -> None:
+    """lo's 3 pods run on an lf0 node (capacity 3), lowered to 1; hi, above lo, preempts there and
+    waits while its victims go one by one, then starts. Every cycle runs (a hold asking no pod
+    slot on the node used to raise AllocationConflictError, which this test once counted as a
+    refusal), a bad call in between changes nothing, and both schedulers decide alike."""
+    seen, twin = _scheduler(), _scheduler()
+    mine: list[CycleResult] = []
+    theirs: list[CycleResult] = []
+
+    def run(call: Call) -> bool:
+        return _run(seen, twin, call, mine, theirs)
+
+    lo = job("lo", gpus=1, tenant="a", replicas=3, gang=False, runtime=100.0)
+    big = job("big", gpus=8, tenant="b", priority=20, runtime=100.0)
+    hi = job("hi", gpus=1, cpu_milli=1000, tenant="a", priority=10, runtime=10.0)
+    run(_do(lambda x: x.submit(lo, now=0.0)))
+    run(_do(lambda x: x.submit(big, now=0.0)))
+    run(_cycle(1.0))
+    where = seen.cluster.binding(PodId(job="lo", role="worker", index=0)).node
+    assert {seen.cluster.binding(PodId(job="lo", role="worker", index=i)).node
+            for i in range(3)} == {where}  # fmt: skip
+    assert run(_do(lambda x: x.node_max_pods(where, 1, 2.0)))
+    run(_do(lambda x: x.submit(hi, now=2.0)))
+    run(_cycle(3.0))
+    victims = sorted(p for v in mine[-1].victims for p in v.pods)
+    assert victims and {seen.cluster.binding(p).node for p in victims} == {where}
+    assert not run(_do(lambda x: x.node_max_pods(where, -1, 3.0)))  # refused
+    for i, p in enumerate(victims):
+        t = 4.0 + i
+        run(_do(lambda x, p=p, t=t: x.pod_evicted(p, t)))
+        run(_cycle(t + 0.5))
+    assert seen.queue.entry("hi").started_at is not None
+    assert seen.cluster.binding(PodId(job="hi", role="worker", index=0)).node == where
+    _same_next_cycle(seen, twin, 10.0)
