@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import math
+import numbers
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Final
 
@@ -102,7 +103,12 @@ class Quota:
                 return None
             if not is_finite_number(v):
                 raise InvalidConfigError(field, v, "must be a finite number of GPUs")
-            return round(v * MILLI)
+            # counted on the number, not in its own type: a NumPy number multiplies in its
+            # type (np.int16(70) * 1000 wraps around to 4464, np.uint8(8) * 1000 overflows)
+            milli = (int(v) if isinstance(v, numbers.Integral) else float(v)) * MILLI
+            if not is_finite_number(milli):  # (1e306 GPUs: beyond the floats in milli)
+                raise InvalidConfigError(field, v, "must be a finite number of GPUs")
+            return round(milli)
 
         nom = m(nominal, "nominal")
         if nom is None:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from kant.admission.quota import Quota
-from kant.errors import InvalidConfigFileError, KantError, ValidationError
+from kant.errors import InvalidConfigError, InvalidConfigFileError, KantError, ValidationError
 from kant.k8s.settings import parse_settings
 from kant.model import is_finite_number
 from kant.queueing import Queue
@@ -122,3 +122,40 @@ def test_a_simulated_failure_time_of_any_real_number_type_is_kept_as_a_float() -
     cfg = SimConfig(failures=((np.float32(5), "n0"), (Fraction(7, 2), "n1"), (3, "n2")))
     assert cfg.failures == ((5.0, "n0"), (3.5, "n1"), (3, "n2"))
     assert [type(t) for t, _n in cfg.failures] == [float, float, int]
+
+
+NUMPY_GPUS = [
+    *(t(100) for t in (np.int8, np.int16, np.int32, np.int64)),
+    *(t(100) for t in (np.uint8, np.uint16, np.uint32, np.uint64)),
+    np.int16(70), np.uint8(8), np.int32(5_000_000), np.float16(100), np.float32(0.5),
+]  # fmt: skip
+LIMITS = ["nominal", "borrowing_limit", "lending_limit"]
+
+
+def _quota(field: str, gpus: Any) -> Quota:
+    """A quota whose ``field`` is ``gpus`` GPUs (the nominal 10**7 GPUs when it is a limit)."""
+    if field == "nominal":
+        return Quota.gpus("t", "H100", gpus)
+    return Quota.gpus("t", "H100", 10**7, **{field: gpus})
+
+
+@pytest.mark.parametrize("gpus", NUMPY_GPUS, ids=repr)
+@pytest.mark.parametrize("field", LIMITS)
+def test_a_quota_in_gpus_of_a_small_numpy_type_is_that_number_of_gpus_in_milli(
+    gpus: Any, field: str
+) -> None:
+    # the milli are counted on the number, not in its NumPy type (np.int16(70) * 1000 wraps
+    # around to 4464, np.uint8(8) * 1000 overflows)
+    got = getattr(_quota(field, gpus), field)
+    assert got == round(float(gpus) * 1000)
+    assert type(got) is int
+
+
+@pytest.mark.parametrize("gpus", [1e306, -1e306, np.float64(1e306), 10**306], ids=repr)
+@pytest.mark.parametrize("field", LIMITS)
+def test_a_quota_whose_gpus_in_milli_are_beyond_the_floats_is_refused_naming_the_field(
+    gpus: Any, field: str
+) -> None:
+    with pytest.raises(InvalidConfigError, match="must be a finite number of GPUs") as e:
+        _quota(field, gpus)
+    assert e.value.field == field
