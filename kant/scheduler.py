@@ -1006,16 +1006,18 @@ def _seq(e: Entry) -> int:
 
 
 def _seconds(name: str, v: object, *, positive: bool, optional: bool) -> Any:
-    """``v`` as a float (None kept when ``optional``), or ValidationError naming ``name``
-    unless it is a finite number of seconds, > 0 (``positive``) or >= 0."""
+    """``v`` as a float (None kept when ``optional``), or ValidationError naming ``name`` (and
+    the value given) unless it is a finite number of seconds whose float is > 0
+    (``positive``) or >= 0."""
     if v is None and optional:
         return None
-    ok = is_finite_number(v) and (v > 0 if positive else v >= 0)  # type: ignore[operator]
-    if not ok:
+    # the range is checked on the float kept (Fraction(1, 10**400) > 0, but its float is 0.0)
+    f = float(v) if is_finite_number(v) else math.nan  # type: ignore[arg-type]
+    if not (f > 0 if positive else f >= 0):  # (NaN: not a finite number)
         low = "> 0" if positive else ">= 0"
         none = "None or " if optional else ""
         raise ValidationError(name, v, f"must be {none}a finite number of seconds {low}")
-    return float(v)  # type: ignore[arg-type]
+    return f
 
 
 def _merge(reports: Sequence[EventReport]) -> EventReport:

@@ -133,9 +133,11 @@ def arrival_order(
     target needs more than :data:`MAX_ARRIVALS` arrivals."""
     if not pods:
         raise ValidationError("pods", "<empty>", "nothing to place")
-    if not (is_finite_number(inflate) and 0 < inflate <= MAX_INFLATE):
+    # (a NumPy number or a Fraction: the same arrivals as its float, whose range is checked)
+    f = float(inflate) if is_finite_number(inflate) else math.nan
+    if not 0 < f <= MAX_INFLATE:
         raise ValidationError("inflate", inflate, f"must be a number in (0, {MAX_INFLATE:g}]")
-    inflate = float(inflate)  # (a NumPy number or a Fraction: the same arrivals as its float)
+    inflate = f
     total = sum(p.gpu_request_milli for p in pods)
     if total <= 0:
         raise ValidationError("pods", len(pods), "no pod asks for GPUs: nothing to pack")

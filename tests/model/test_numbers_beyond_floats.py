@@ -159,3 +159,37 @@ def test_a_quota_whose_gpus_in_milli_are_beyond_the_floats_is_refused_naming_the
     with pytest.raises(InvalidConfigError, match="must be a finite number of GPUs") as e:
         _quota(field, gpus)
     assert e.value.field == field
+
+
+TINY = Fraction(1, 10**400)  # > 0, but its float is 0.0
+
+
+@pytest.mark.parametrize("field", ["horizon", "default_runtime"])
+def test_a_positive_number_of_seconds_whose_float_is_zero_is_refused_as_zero_is(
+    field: str,
+) -> None:
+    s = _waiting()
+    for zero in (0.0, TINY):
+        with pytest.raises(ValidationError, match=r"must be None or a finite number") as e:
+            s.start_estimates(2, **{field: zero})
+        assert (e.value.field, e.value.value) == (field, zero)  # (the value given, named)
+    assert s.start_estimates(2, **{field: Fraction(1, 10)}) == s.start_estimates(2, **{field: 0.1})
+
+
+@pytest.mark.parametrize("field", ["grace_period", "tick"])
+def test_a_number_of_seconds_that_may_be_zero_takes_one_whose_float_is_zero_as_zero(
+    field: str,
+) -> None:
+    s = _waiting()
+    assert s.start_estimates(2, **{field: TINY}) == s.start_estimates(2, **{field: 0.0})
+
+
+def test_an_inflation_whose_float_is_zero_is_refused_naming_the_value_given() -> None:
+    with pytest.raises(ValidationError, match=r"must be a number in \(0, 10\]") as e:
+        arrival_order(PODS, seed=0, capacity_milli=1000, inflate=TINY)
+    assert (e.value.field, e.value.value) == ("inflate", TINY)
+
+
+def test_an_inflation_just_above_the_largest_whose_float_is_the_largest_is_taken_as_it() -> None:
+    want = arrival_order(PODS, seed=0, capacity_milli=1000, inflate=10.0)
+    assert arrival_order(PODS, seed=0, capacity_milli=1000, inflate=10 + TINY) == want
