@@ -50,6 +50,7 @@ def _entry(s: int, free_gpus: int, pool: int) -> int:
 
 _SNAPSHOT_TOKENS: Final = itertools.count()
 _CONTENTS: Final = itertools.count()  # content versions (one counter for every snapshot)
+_POD_FREE: Final = NodeColumns.USAGE.index("pod_free")  # (its place in an undo record's row)
 _CHANGE_LOG_KEEP: Final = 1 << 16
 """Entries of a snapshot's change log kept before the older half is dropped."""
 _FEW_ROWS: Final = 24
@@ -724,6 +725,17 @@ class Snapshot:
         self._row_content[s] = self._content
         return before
 
+    def _restore_floor(self, s: int) -> int:
+        """How low a restore may take row ``s``'s ``pod_free``: what it was before the
+        outermost open transaction first changed the row (its frame keeps it; a committed
+        inner frame's rows move to the outer one), capped at 0, or 0 when no open
+        transaction changed the row. Reads only this snapshot. O(open transactions)."""
+        for frame in self._undo:  # outermost first
+            saved = frame.get(s)
+            if saved is not None:
+                return min(0, int(saved[0][_POD_FREE]))
+        return 0
+
     def _end(self, depth: int, commit: bool) -> None:
         if len(self._undo) != depth:
             raise TransactionError(
@@ -781,9 +793,11 @@ class Snapshot:
         outside a transaction. ``pods=0`` takes no pod slot, so it is never refused for pod
         slots, even on a node above a lowered ``max_pods``. ``back``: pods a what-if released
         run there again, so their slots are taken even above a lowered ``max_pods``
-        (``pod_free`` below 0, as it was), though never below the truth's ``pod_free``: a
-        restore never counts more pods on the node than ``max(max_pods, pods running there)``;
-        the devices are checked as always. O(levels + log n)."""
+        (``pod_free`` below 0, as it was), though never below the ``pod_free`` the row had
+        before the outermost open transaction first changed it (0 when none did): a restore
+        never counts more pods on the node than ``max(max_pods, the pods the snapshot counted
+        there before its what-ifs)``, whatever the truth did since the refresh; the devices
+        are checked as always. O(levels + log n)."""
         v = self.cols.views()
         bits = _mask_bits(gpu_mask)
         gf = v.gpu_free
@@ -815,9 +829,9 @@ class Snapshot:
         # (an allocation asking no pod slot -- a hold's share of a node -- takes none, so it
         # fits a node still above a lowered max_pods too, whose pod_free is below 0)
         if pods and v.pod_free[slot] < pods:
-            # a restore may go below 0, but only as far as the truth is: no more pods than
-            # max(max_pods, the pods running there) are ever counted on the node
-            floor = min(0, int(self.state.columns.pod_free[slot])) if back else 0
+            # a restore may go below 0, but only as far as the snapshot was before its
+            # what-ifs: no more pods than max(max_pods, the pods it counted there)
+            floor = self._restore_floor(slot) if back else 0
             if v.pod_free[slot] - pods < floor:
                 raise AllocationConflictError(
                     f"{self.names[slot]}: room for {max(0, v.pod_free[slot])} more pods, "

@@ -472,6 +472,57 @@ def test_a_restore_never_counts_more_pods_than_the_capacity_or_the_pods_running_
     check_invariants(state)
 
 
+def test_a_restore_on_a_snapshot_not_refreshed_since_a_pod_ended_puts_back_what_it_released() -> (
+    None
+):
+    # the snapshot counts 2 pods on a node of capacity 1 (pod_free -1); one ends in the truth
+    # (its pod_free 0) before the next refresh. A what-if on the snapshot releases both and
+    # puts both back: it returns to the snapshot's own count, whatever the truth is now
+    state, slot = _above(2, 1)
+    snap = state.snapshot()
+    bs = [state.binding(_pod("lo", i)) for i in (0, 1)]
+    state.release(_pod("lo", 1))
+    with snap.transaction() as tx:
+        snap.release_bindings(bs)
+        for i in (0, 1):
+            snap.allocate(slot, 1 << i, back=True)
+        assert snap.cols.pod_free[slot] == -1
+        with pytest.raises(AllocationConflictError, match="more pods"):
+            snap.allocate(slot, 1 << 2, back=True)  # (one more than it counted)
+        tx.rollback()
+    assert state.snapshot() is snap
+    check_invariants(snap)
+
+
+def test_a_restore_in_a_nested_what_if_takes_its_floor_from_the_outermost_one() -> None:
+    # the outer what-if releases both pods, an inner one (committed into it) puts one back
+    # and releases it again: the outer's restores still go back to the snapshot's -1
+    state, slot = _above(2, 1)
+    snap = state.snapshot()
+    with snap.transaction() as tx:
+        snap.release_bindings([state.binding(_pod("lo", i)) for i in (0, 1)])
+        with snap.transaction() as inner:
+            snap.allocate(slot, 1 << 0, back=True)
+            snap.release(slot, 1 << 0)
+            inner.commit()
+        with snap.transaction():  # (a frame that holds the slot first at pod_free 1)
+            for i in (0, 1):
+                snap.allocate(slot, 1 << i, back=True)
+            assert snap.cols.pod_free[slot] == -1
+        tx.rollback()
+    check_invariants(snap)
+
+
+def test_a_restore_on_a_row_no_open_what_if_changed_goes_no_lower_than_zero() -> None:
+    state, slot = _above(0, 1)
+    snap = state.snapshot()
+    with snap.transaction() as tx:
+        snap.allocate(slot, 1 << 0, back=True)
+        with pytest.raises(AllocationConflictError, match="more pods"):
+            snap.allocate(slot, 1 << 1, back=True)
+        tx.rollback()
+
+
 def test_the_snapshot_invariants_catch_a_pod_count_that_is_not_the_truths() -> None:
     state, slot = _above(4, 1)
     snap = state.snapshot()
