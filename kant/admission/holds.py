@@ -42,7 +42,10 @@ class Alloc:
 
     def take_back(self, snap: Snapshot) -> None:
         """Allocate it on ``snap`` where :func:`release_exact` freed it: its pods run there
-        again, above a lowered ``max_pods`` too (``Snapshot.allocate``'s ``back``)."""
+        again, above a lowered ``max_pods`` too (``Snapshot.allocate``'s ``back``). Only with
+        no new pod's allocation open on the node since the release: the restore would count
+        that pod and these above the capacity (a what-if places after its restores, and
+        rolls the placement back)."""
         snap.allocate(
             self.slot, self.gpu_mask, self.milli, self.nic_mask, self.cpu, self.mem, self.pods,
             back=True,

@@ -797,7 +797,11 @@ class Snapshot:
         before the outermost open transaction first changed it (0 when none did): a restore
         never counts more pods on the node than ``max(max_pods, the pods the snapshot counted
         there before its what-ifs)``, whatever the truth did since the refresh; the devices
-        are checked as always. O(levels + log n)."""
+        are checked as always. A restore does not look at what else the what-if placed, so
+        no allocation of a new pod may stay open across one: releasing a node's pods,
+        placing a new pod in a slot they freed and putting them back could count the new pod
+        and the old ones above the capacity. (The preemption what-if restores victims before
+        it places, and rolls each placement back.) O(levels + log n)."""
         v = self.cols.views()
         bits = _mask_bits(gpu_mask)
         gf = v.gpu_free
