@@ -197,7 +197,9 @@ def is_finite_number(v: object) -> bool:
     too large for a float (``10**400``, on which ``math.isfinite`` raises OverflowError) are
     not. What :func:`finite_number` accepts; a caller keeping the value takes ``float(v)``."""
     if type(v) is float:
-        return math.isfinite(v)  # the usual call, without a try block
+        return math.isfinite(v)  # the usual calls, without a try block or an isinstance
+    if type(v) is int and -_FLOAT_INT < v < _FLOAT_INT:
+        return True
     if isinstance(v, bool) or not isinstance(v, numbers.Real):
         return False
     try:

@@ -92,6 +92,7 @@ def test_a_kubernetes_setting_beyond_the_floats_in_a_config_file_names_its_key()
 @pytest.mark.parametrize(
     ("v", "finite"),
     [(1, True), (1.5, True), (2**1023, True), (HUGE, False), (-HUGE, False),
+     (2**1000, True), (-(2**1000), True), (2**1000 - 1, True), (2**1024, False), (-(2**1024), False),
      (float("nan"), False), (float("inf"), False), (True, False), ("1", False), (None, False),
      (np.float32(1.3), True), (np.int64(1), True), (np.float64("nan"), False),
      (np.float32("inf"), False), (np.bool_(True), False), (Fraction(13, 10), True),
