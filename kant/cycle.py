@@ -31,6 +31,7 @@ from kant.admission.quota import (
     QuotaLedger,
     admit_quota,
     admit_without_quotas,
+    one_model_each,
     quota_models,
     quota_never_fits,
 )
@@ -932,6 +933,8 @@ class _Cycle:
                     pool_agg = self.snap.agg["pool"].copy()
                     self._reserved_opened = (before, reserved, reserved.taken, pool_agg)
                 reason = self.pools.ready(job, dec)
+                if reason is not None and one_model_each(job, dec.pods, facts.role_models):
+                    dec, reason = self._fit_the_nodes(e, dec, facts, reason)
             if reason is None:
                 res = self.place_pods(self._restricted(job, dec, facts), dec.pods)
                 bindings = res.bindings
@@ -976,6 +979,23 @@ class _Cycle:
             # is applied (Queue.set_reasons)
             reason = self.failed_shapes[shape] = self.facts.intern_reason(reason)
         return (), reason, False
+
+    def _fit_the_nodes(
+        self, e: Entry, dec: QuotaDecision, facts: _Facts, refused: Reason
+    ) -> tuple[QuotaDecision, Reason | None]:
+        """A gang decided by one GPU model per role whose decision ``dec`` readiness
+        ``refused`` on the snapshot now (what the job may use of it opened): the decision
+        :func:`admit_quota` gives on the same ledger with the live nodes in view (another
+        fit of one model per role, which readiness passes), and None; else ``dec`` and
+        ``refused`` (no fit readiness passes: the reason of the first fit quota found
+        stands). Decided afresh each time (what the nodes hold changes as the cycle
+        places jobs): only for such a gang readiness refused, whose shape did not fail
+        already this cycle."""
+        alt = admit_quota(self.ledger, e.job, dec.pods, facts.role_models, nodes=self.pools)
+        if not alt.ok or alt.models == dec.models or len(alt.pods) != len(dec.pods):
+            return dec, refused
+        self.ctx.current = (e.job.id, alt)
+        return alt, None
 
     def _refused_with(self, reserved: Hold, job: Job, dec: QuotaDecision) -> Reason | None:
         """Readiness's refusal of ``job`` with the reservation alone opened (it ends before

@@ -18,9 +18,9 @@ import numpy as np
 
 from kant.admission.holds import Hold, slot_or_none
 from kant.admission.pools import Pools
-from kant.admission.quota import QuotaLedger, admit_quota
+from kant.admission.quota import QuotaDecision, QuotaLedger, admit_quota, one_model_each
 from kant.contracts import PlaceFn, Reservation
-from kant.model import Binding, Job, PodId
+from kant.model import Binding, Job, PodId, pods_per_role
 from kant.queueing import Entry
 from kant.state import ClusterState, Snapshot
 
@@ -383,6 +383,27 @@ def forecast(
     if not dec.ok or len(dec.pods) != len(pods):
         return None
     dec_key = (tuple(dec.pods), tuple(sorted(dec.models.items())))
+    # a gang decided by one GPU model per role: at a state readiness refuses its decision,
+    # the one quota gives with the nodes of that state in view (as a cycle then would).
+    # Its answer depends on the ledger beyond dec_key: not kept
+    refit = one_model_each(job, pods, role_models)
+    if refit:
+        kept = None
+    all_pools = pools.role_pools(role_models) if refit else {}
+    counts = pods_per_role(job, pods)
+
+    def ready() -> QuotaDecision | None:
+        """``dec`` if readiness passes it on the state now, else such a gang's decision
+        with the nodes in view if readiness passes it, else None."""
+        if pools.ready(job, dec) is None:
+            return dec
+        if not refit or pools.ready_on(job, counts, all_pools) is not None:
+            return None  # (no model of some role holds it: no fit the nodes pass either)
+        alt = admit_quota(ledger, job, pods, role_models, nodes=pools)
+        if alt.ok and alt.models != dec.models and len(alt.pods) == len(pods):
+            return alt
+        return None
+
     if kept is not None and occupancy is not None:
         hit, r = kept.lookup(e, pods, dec_key, occupancy)
         if hit:
@@ -425,16 +446,17 @@ def forecast(
             snap.release_bindings(freed)  # one update per node, however many pods
             if book is not None:
                 book.at(t, t + length, freed)
-            if pools.ready(job, dec) is not None:
+            cur = ready()
+            if cur is None:
                 continue
-            if book is not None and book.sync() and pools.ready(job, dec) is not None:
+            if book is not None and book.sync() and (cur := ready()) is None:
                 continue
             if not moved:
                 skipped = True  # (a state readiness passed, not tried: no longer clean)
                 continue
             tries += 1
             with snap.transaction() as tx:
-                res = place(narrowed, dec.pods)
+                res = place(narrowed if cur is dec else pools.restricted(job, cur), cur.pods)
                 if res.bindings and not res.unplaced:
                     found = Reservation(job=e.id, start=t, bindings=tuple(res.bindings))
                     clean = tries == 1 and not skipped

@@ -28,7 +28,7 @@ import enum
 import math
 import numbers
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Final
+from typing import Final, Protocol
 
 import attrs
 
@@ -360,11 +360,36 @@ class QuotaDecision:
         return self.ok and self.places_within_nominal
 
 
+class NodesNow(Protocol):
+    """What the live nodes can hold now, as the readiness check reads it (the cycle's
+    :class:`~kant.admission.pools.Pools` on its snapshot): given to :func:`admit_quota`, a
+    gang decided by one GPU model per role takes, of the fits quota allows, one these pass.
+    Read only; each answer from the aggregates, O(pools + log n)."""
+
+    def fits(
+        self, job: Job, counts: Mapping[str, int], models: Mapping[str, tuple[str, ...]]
+    ) -> bool:
+        """Would readiness pass ``counts`` pods per role of ``job``, each role on ``models``?"""
+        ...
+
+    def role_fits(self, role: Role, pods: int, model: str) -> bool:
+        """Would readiness pass ``pods`` pods of ``role`` (together: a gang role) alone on the
+        nodes of ``model``?"""
+        ...
+
+    def free(self, model: str, whole: bool) -> int:
+        """GPU milli free now on the nodes of ``model``: whole free GPUs only, given
+        ``whole``."""
+        ...
+
+
 def admit_quota(
     ledger: QuotaLedger,
     job: Job,
     pods: Sequence[PodId],
     role_models: Mapping[str, tuple[str, ...]],
+    *,
+    nodes: NodesNow | None = None,
 ) -> QuotaDecision:
     """Static admission of ``pods`` of ``job``: gang jobs all or nothing, pod-level jobs as
     many pods (in order, per role) as quota allows. ``role_models`` gives each role's allowed
@@ -380,7 +405,13 @@ def admit_quota(
     (:func:`_admit_one_model_each`; searched, where Kueue takes pod sets greedily in order,
     see docs/qsch.md): admitted if one fits the tenant's headroom, within nominal iff one
     fits its nominal quota left (as in role order when that search gives up).
-    O(roles x models), and for such a gang a bounded search more."""
+
+    ``nodes``: what the live nodes hold now (:class:`NodesNow`). When the decision such a
+    gang gets readiness would refuse there, a fit of one model per role the nodes pass is
+    taken instead, if there is one (within nominal still first: :func:`_admit_one_model_each`).
+    Without ``nodes``, quota alone decides.
+    O(roles x models), and for such a gang a bounded search more (with ``nodes``, and
+    readiness refusing, roles x models readiness reads and another bounded search)."""
     if ledger.table.unlimited:
         return admit_without_quotas(job, pods, role_models)
     dec = _admit_in_order(ledger, job, pods, role_models)
@@ -390,7 +421,16 @@ def admit_quota(
         or (dec.ok and dec.within_nominal and dec.places_within_nominal)
     ):
         return dec
-    return _admit_one_model_each(ledger, job, pods, role_models, dec)
+    return _admit_one_model_each(ledger, job, pods, role_models, dec, nodes)
+
+
+def one_model_each(
+    job: Job, pods: Sequence[PodId], role_models: Mapping[str, tuple[str, ...]]
+) -> bool:
+    """Is ``job`` a gang whose ``pods`` quota may decide by one GPU model per role (two
+    roles or more ask GPUs, one of them on several models), so that which models it gets
+    may depend on what the nodes hold (:func:`admit_quota`'s ``nodes``)? O(roles)."""
+    return _joint(job, pods, role_models) is not None
 
 
 def _admit_in_order(
@@ -505,6 +545,7 @@ def _admit_one_model_each(
     pods: Sequence[PodId],
     role_models: Mapping[str, tuple[str, ...]],
     in_order: QuotaDecision,
+    nodes: NodesNow | None = None,
 ) -> QuotaDecision:
     """:func:`admit_quota` of a gang by one GPU model per role, when ``in_order`` (the
     decision in role order) refused it, or is not within nominal, or is within nominal but
@@ -523,6 +564,9 @@ def _admit_one_model_each(
       with every role counted on every model it has; its nominal models likewise, among
       those, within the nominal quota left (on none yet unless that preferred fit was found).
 
+    Given ``nodes``, a decision that readiness would refuse there is replaced by one from a
+    fit the nodes pass (:func:`_fit_the_nodes`), if there is one.
+
     A search that gives up (:data:`_SEARCH_STEPS`) finds nothing: the decision in role order
     stands. A job whose GPU roles each have one model is decided in role order exactly."""
     needs = list(_demands(job, pods, role_models))
@@ -540,6 +584,29 @@ def _admit_one_model_each(
                 left[m] = table.terms(tenant, m)[1] - ledger.used(tenant, m)
     fit, done = _one_model_each(shapes, left)
     within = fit is not None if done else in_order.within_nominal
+    dec = _by_quota(job, pods, role_models, in_order, needs, shapes, room, left, within)
+    if nodes is None or not dec.ok:
+        return dec
+    counts = pods_per_role(job, pods)
+    if nodes.fits(job, counts, dec.models):
+        return dec
+    return _fit_the_nodes(job, pods, role_models, needs, room, left, within, dec, nodes)
+
+
+def _by_quota(
+    job: Job,
+    pods: Sequence[PodId],
+    role_models: Mapping[str, tuple[str, ...]],
+    in_order: QuotaDecision,
+    needs: Sequence[tuple[Role, tuple[str, ...], int]],
+    shapes: Sequence[tuple[int, tuple[str, ...]]],
+    room: Mapping[str, float],
+    left: Mapping[str, float],
+    within: bool,
+) -> QuotaDecision:
+    """The decision of :func:`_admit_one_model_each` by quota alone (``room``: the tenant's
+    headroom per model, ``left``: its nominal quota left, ``within``: whether one model per
+    role fits ``left``)."""
     if in_order.ok:
         if not within:
             if not in_order.within_nominal:
@@ -568,6 +635,67 @@ def _admit_one_model_each(
         return attrs.evolve(in_order, within_nominal=within)
     opened = _widen(shapes, base, room)
     return _jointly(job, pods, role_models, needs, opened, None, within=within)
+
+
+def _fit_the_nodes(
+    job: Job,
+    pods: Sequence[PodId],
+    role_models: Mapping[str, tuple[str, ...]],
+    needs: Sequence[tuple[Role, tuple[str, ...], int]],
+    room: Mapping[str, float],
+    left: Mapping[str, float],
+    within: bool,
+    dec: QuotaDecision,
+    nodes: NodesNow,
+) -> QuotaDecision:
+    """``dec`` (admitted by quota alone, readiness refuses it on ``nodes``), or the decision
+    from a fit of one model per role that ``nodes`` pass, in this order of preference:
+
+    1. a fit of the nominal quota left (``left``) and the headroom (``room``) the nodes
+       pass, when one model per role fits the nominal quota left (``within``);
+    2. ``dec`` itself when it places within nominal (a fit of the nominal quota left that
+       the nodes do not pass beats one that borrows: it would be reclaimed);
+    3. a fit of the headroom the nodes pass;
+    4. ``dec``.
+
+    A fit the nodes pass: each role on a model where readiness passes its pods alone
+    (:meth:`NodesNow.role_fits`), and the roles on one model together within what it has
+    free (whole GPUs, given a role of whole GPUs there) besides quota: the same search
+    (:func:`_one_model_each`, bounded and remembered by its inputs, what the nodes said
+    included) on those models and the lower caps. The decision from it is as by quota
+    alone (each role also on its other models quota still admits), kept only when
+    readiness passes it (:meth:`NodesNow.fits`). O(roles x models) readiness reads and at
+    most two bounded searches."""
+    counts = pods_per_role(job, pods)
+    held: list[tuple[int, tuple[str, ...]]] = []
+    whole: dict[str, bool] = {}
+    for role, ms, d in needs:
+        ok = tuple(m for m in ms if nodes.role_fits(role, counts[role.name], m))
+        if not ok:
+            return dec  # (no model of this role holds its pods now)
+        held.append((d, ok))
+        for m in ok:
+            whole[m] = whole.get(m, False) or bool(role.resources.gpus)
+    free = {m: nodes.free(m, w) for m, w in whole.items()}
+    shapes = [(d, ms) for _r, ms, d in needs]
+    if within:
+        cap = {m: min(room[m], left[m], f) for m, f in free.items()}
+        base, _done = _one_model_each(held, cap)
+        if base is not None:
+            opened = _widen(shapes, base, room)
+            nominal = _widen(shapes, base, left, opened)
+            alt = _jointly(job, pods, role_models, needs, opened, nominal, within=True)
+            if nodes.fits(job, counts, alt.models):
+                return alt
+    if dec.within_nominal and dec.places_within_nominal:
+        return dec
+    cap = {m: min(room[m], f) for m, f in free.items()}
+    base, _done = _one_model_each(held, cap)
+    if base is None:
+        return dec
+    opened = _widen(shapes, base, room)
+    alt = _jointly(job, pods, role_models, needs, opened, None, within=within)
+    return alt if nodes.fits(job, counts, alt.models) else dec
 
 
 def _jointly(

@@ -115,7 +115,7 @@ class CycleWhatIf:
             return False
         if self.pools.ready_on(self.job, self.counts, self.role_pools) is not None:
             return False
-        dec = admit_quota(self.ledger, self.job, self.pods, self.role_models)
+        dec = admit_quota(self.ledger, self.job, self.pods, self.role_models, nodes=self.pools)
         if not dec.ok or len(dec.pods) != len(self.pods):
             return False
         if self.reclaimed:  # a reclaimer runs where its tenant stays within nominal

@@ -2,7 +2,7 @@
 fits, whatever the order of its roles (Kueue gives each pod set one flavor too, but greedily
 in order); it is within nominal iff one model per role fits its tenant's nominal quota left;
 it can never fit when no model per role fits the most its tenant could
-ever use."""
+ever use; of several fits, it takes one the live nodes can hold (within nominal first)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kant import Admitter, Quota, Scheduler
@@ -28,7 +28,8 @@ from kant.admission.quota import (
     quota_never_fits,
 )
 from kant.model import MILLI, Job, ReasonCode, Resources, Role
-from kant.testing import ClusterBuilder, check_invariants, job
+from kant.queueing import EasyBackfill
+from kant.testing import ClusterBuilder, check_invariants, job, node
 
 from .conftest import evict_victims
 
@@ -541,37 +542,342 @@ def test_narrowing_a_gang_whose_searches_give_up_stays_cheap() -> None:
     assert time.perf_counter() - start < 0.15
 
 
-def test_the_model_per_role_is_chosen_by_quota_alone_and_restricting_a_role_works_around_it() -> (
+def _f2_f1(f1_models: str = "H100|A100", f2_models: str = "H100|A100") -> Job:
+    """Gang ``g`` of tenant ``a``: ``f2`` (2 pods of 4 GPUs) then ``f1`` (1 pod of 8 GPUs)."""
+    return Job(
+        id="g",
+        tenant="a",
+        roles=(
+            Role(name="f2", replicas=2, resources=Resources(gpus=4), gpu_models=f2_models),
+            Role(name="f1", replicas=1, resources=Resources(gpus=8), gpu_models=f1_models),
+        ),
+    )
+
+
+def _isolated_8_and_8(cluster: ClusterBuilder) -> Scheduler:
+    """Tenant ``a`` (isolated) with 8 H100 and 8 A100 on ``cluster``; ``b`` with 8 A100."""
+    adm = Admitter(
+        [Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 8), Quota.gpus("b", "A100", 8)],
+        modes={"a": "isolated", "b": "isolated"},
+    )
+    return Scheduler(cluster.build(), admitter=adm)
+
+
+def _models_of(s: Scheduler, r: object) -> dict[str, set[str]]:
+    """Per role of the placed gang, the GPU models of the nodes its pods were bound to."""
+    out: dict[str, set[str]] = {}
+    for b in r.bindings:  # type: ignore[attr-defined]
+        out.setdefault(b.pod.role, set()).add(s.cluster.node(b.node).gpu_model)
+    return out
+
+
+def test_a_gang_whose_first_quota_fit_no_node_can_hold_runs_at_once_on_a_fit_the_nodes_hold() -> (
     None
 ):
-    # (a documented limitation) a: 8 H100 + 8 A100, isolated; two 4-GPU H100 nodes and one
-    # 8-GPU A100 node. f2 (2 x 4 GPUs) and f1 (1 x 8 GPUs), both H100|A100: quota alone
-    # picks f2 on A100 and f1 on H100, which no H100 node can hold, every cycle
-    def run(f1_models: str) -> tuple[tuple[str, ...], dict[str, str]]:
-        adm = Admitter(
-            [Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 8)], modes={"a": "isolated"}
-        )
-        cl = (
-            ClusterBuilder()
-            .leaf("h", nodes=2, model="H100", gpus=4)
-            .leaf("x", nodes=1, model="A100", gpus=8)
-            .build()
-        )
-        s = Scheduler(cl, admitter=adm)
-        g = Job(
-            id="g",
-            tenant="a",
-            roles=(
-                Role(name="f2", replicas=2, resources=Resources(gpus=4), gpu_models="H100|A100"),
-                Role(name="f1", replicas=1, resources=Resources(gpus=8), gpu_models=f1_models),
-            ),
-        )
-        s.submit(g, now=0)
-        r = s.step(now=1)
-        if not r.placed:
-            r = s.step(now=100)
-        return r.placed, {k: v.code.value for k, v in r.pending.items()}
+    # a: 8 H100 + 8 A100, isolated; two 4-GPU H100 nodes and one 8-GPU A100 node. Quota
+    # alone found f2 on A100 and f1 on H100 first (16 GPUs fit either way), and no H100 node
+    # holds an 8-GPU pod: g waited NO_FIT for ever. f1 on A100 and f2 on H100 run now
+    s = _isolated_8_and_8(
+        ClusterBuilder()
+        .leaf("h", nodes=2, model="H100", gpus=4)
+        .leaf("x", nodes=1, model="A100", gpus=8)
+    )
+    s.submit(_f2_f1(), now=0)
+    r = s.step(now=1)
+    assert r.placed == ("g",) and not r.pending
+    assert _models_of(s, r) == {"f2": {"H100"}, "f1": {"A100"}}
+    s.check_invariants()
+    # the role order does not matter (f1 first was admitted in role order on A100 only)
+    s2 = _isolated_8_and_8(
+        ClusterBuilder()
+        .leaf("h", nodes=2, model="H100", gpus=4)
+        .leaf("x", nodes=1, model="A100", gpus=8)
+    )
+    g = _f2_f1()
+    s2.submit(attrs.evolve(g, roles=g.roles[::-1]), now=0)
+    assert s2.step(now=1).placed == ("g",)
 
-    assert run("H100|A100") == ((), {"g": "no_fit"})
-    # the workaround: f1 restricted to the model whose nodes can hold its pod
-    assert run("A100") == (("g",), {})
+
+def _busy_a100(tenant: str = "b") -> Scheduler:
+    """Two 4-GPU H100 nodes and one 8-GPU A100 node that ``tenant``'s job ``busy`` fills: f2
+    fits only H100, f1 nowhere now."""
+    s = _isolated_8_and_8(
+        ClusterBuilder()
+        .leaf("h", nodes=2, model="H100", gpus=4)
+        .leaf("x", nodes=1, model="A100", gpus=8)
+    )
+    s.submit(job("busy", tenant=tenant, gpus=8, models="A100"), now=0)
+    assert s.step(now=0).placed == ("busy",)
+    return s
+
+
+def test_a_gang_no_fit_of_which_the_nodes_can_hold_keeps_the_reason_of_the_first_quota_fit() -> (
+    None
+):
+    s = _busy_a100()
+    s.submit(_f2_f1(), now=0)
+    r = s.step(now=1)
+    assert r.placed == ()
+    # quota's first fit is f2 on A100, f1 on H100: readiness refuses f2 first, as before
+    assert r.pending["g"].code is ReasonCode.INSUFFICIENT_CAPACITY
+    assert r.pending["g"].message == "role 'f2' needs 8 GPUs, 0 free in its pools"
+
+
+def test_a_node_added_changes_the_model_per_role_on_the_next_cycle() -> None:
+    s = _busy_a100()
+    s.submit(_f2_f1(), now=0)
+    assert s.step(now=1).placed == ()
+    assert s.step(now=2).placed == ()  # (decided again on the same nodes: the same answer)
+    s.node_added(node("x-n1", model="A100", gpus=8, leaf="x", spine="sp0", superspine="ss0"), now=3)
+    r = s.step(now=4)
+    # quota's first fit (f2 on A100, f1 on H100) still has no H100 node for f1; the other
+    # fit has an A100 node for f1 now
+    assert r.placed == ("g",)
+    assert _models_of(s, r) == {"f2": {"H100"}, "f1": {"A100"}}
+
+
+def test_a_gang_preempts_for_the_fit_the_nodes_hold_and_runs_there_once_its_victim_is_gone() -> (
+    None
+):
+    # a's low-priority job fills the 8-GPU A100 node (and a's A100 quota). g (priority 10)
+    # fits no node now; with that job gone, f1 on A100 and f2 on H100 run. The preemption
+    # what-if judged quota's first fit only (f1 on H100, which no node holds): it found no
+    # victims, and g waited for ever ("quota left 0" for f1)
+    s = _busy_a100("a")
+    s.submit(attrs.evolve(_f2_f1(), priority=10), now=1)
+    r = s.step(now=2)
+    assert [v.job for v in r.victims] == ["busy"], r.pending
+    evict_victims(s, r, now=3)
+    r = s.step(now=4)
+    assert r.placed == ("g",) and _models_of(s, r) == {"f2": {"H100"}, "f1": {"A100"}}
+    check_invariants(s)
+
+
+def test_a_backfill_reservation_is_made_for_the_fit_the_nodes_will_hold() -> None:
+    # b's job fills the A100 node until 100. EASY's forecast for g judged quota's first fit
+    # only (f1 on H100, which no node ever holds): no reservation, and b's 500-second job
+    # took the H100 nodes g needs at 100. Now g is reserved f2 on H100 and f1 on A100 at
+    # 100, the long job waits, and g runs at 100
+    adm = Admitter(
+        [Quota.gpus(t, m, 8) for t in ("a", "b") for m in ("H100", "A100")],
+        modes={"a": "isolated", "b": "isolated"},
+    )
+    cl = (
+        ClusterBuilder()
+        .leaf("h", nodes=2, model="H100", gpus=4)
+        .leaf("x", nodes=1, model="A100", gpus=8)
+        .build()
+    )
+    s = Scheduler(cl, admitter=adm, policy=EasyBackfill())
+    s.submit(job("busy", tenant="b", gpus=8, models="A100", runtime=100), now=0)
+    busy = s.step(now=0)
+    s.submit(attrs.evolve(_f2_f1(), runtime_estimate=10, submitted_at=1), now=1)
+    s.submit(job("long", tenant="b", gpus=4, models="H100", runtime=500, submitted_at=2), now=2)
+    r = s.step(now=3)
+    assert r.placed == () and r.reservation is not None and r.reservation.start == 100
+    assert r.pending["long"].code is ReasonCode.RESERVED
+    s.pods_finished([b.pod for b in busy.bindings], now=100)
+    r = s.step(now=100)
+    assert r.placed[0] == "g" and _models_of(s, r)["f1"] == {"A100"}
+    check_invariants(s)
+
+
+def test_a_node_removed_changes_the_model_per_role_on_the_next_cycle() -> None:
+    # an 8-GPU node of each model: quota's first fit (f2 on A100, f1 on H100) runs. With the
+    # H100 node replaced by two 4-GPU ones, the next gang alike takes the other fit
+    s = _isolated_8_and_8(
+        ClusterBuilder()
+        .leaf("h", nodes=1, model="H100", gpus=8)
+        .leaf("x", nodes=1, model="A100", gpus=8)
+    )
+    s.submit(_f2_f1(), now=0)
+    r = s.step(now=1)
+    assert r.placed == ("g",) and _models_of(s, r) == {"f2": {"A100"}, "f1": {"H100"}}
+    s.pods_finished([b.pod for b in r.bindings], now=2)
+    s.node_removed("h-n0", now=3)
+    s.node_added(node("h-n1", model="H100", gpus=4, leaf="h", spine="sp0", superspine="ss0"), now=3)
+    s.node_added(node("h-n2", model="H100", gpus=4, leaf="h", spine="sp0", superspine="ss0"), now=3)
+    s.submit(attrs.evolve(_f2_f1(), id="g2"), now=4)
+    r = s.step(now=5)
+    assert r.placed == ("g2",) and _models_of(s, r) == {"f2": {"H100"}, "f1": {"A100"}}
+
+
+def test_a_gang_within_nominal_where_no_node_holds_it_waits_rather_than_borrow_where_they_do() -> (
+    None
+):
+    # a (shared): 16 H100 nominal, no A100; b lends 8 A100. Four 4-GPU H100 nodes, one 8-GPU
+    # A100 node. Within nominal, g runs all on H100, where no node holds f1's 8-GPU pod; on
+    # A100 f1 runs now, but borrowing (it would be reclaimed): g waits within nominal
+    adm = Admitter([Quota.gpus("a", "H100", 16), Quota.gpus("b", "A100", 8)])
+    cl = (
+        ClusterBuilder()
+        .leaf("h", nodes=4, model="H100", gpus=4)
+        .leaf("x", nodes=1, model="A100", gpus=8)
+        .build()
+    )
+    s = Scheduler(cl, admitter=adm)
+    s.submit(_f2_f1(), now=0)
+    r = s.step(now=1)
+    assert r.placed == () and r.pending["g"].code is ReasonCode.NO_FIT
+
+
+class _Nodes:
+    """What the nodes hold, for :func:`admit_quota`: per role, the models readiness passes
+    it alone on; per model, the GPUs free."""
+
+    def __init__(self, ready: Mapping[str, str], free: Mapping[str, int]) -> None:
+        self.ready, self.free_gpus = ready, free
+        self.asked = 0
+
+    def role_fits(self, role: Role, pods: int, model: str) -> bool:
+        self.asked += 1
+        return model in self.ready.get(role.name, "").split("|")
+
+    def free(self, model: str, whole: bool) -> int:
+        return self.free_gpus[model] * MILLI
+
+    def fits(
+        self, job: Job, counts: Mapping[str, int], models: Mapping[str, tuple[str, ...]]
+    ) -> bool:
+        on: dict[str, int] = {}
+        for r in job.roles:
+            ms = models.get(r.name, ())
+            if not any(self.role_fits(r, counts[r.name], m) for m in ms):
+                return False
+            if len(ms) == 1:
+                on[ms[0]] = on.get(ms[0], 0) + r.resources.gpus * counts[r.name]
+        return all(n <= self.free_gpus[m] for m, n in on.items())
+
+
+def _decide(led: QuotaLedger, j: Job, nodes: _Nodes | None) -> QuotaDecision:
+    return admit_quota(led, j, tuple(j.pods()), _role_models(j), nodes=nodes)
+
+
+def test_of_the_fits_within_nominal_the_one_the_nodes_hold_is_taken() -> None:
+    led = _ledger([Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 8)], "isolated")
+    j = _f2_f1()
+    alone = _decide(led, j, None)
+    assert alone.models == {"f2": ("A100",), "f1": ("H100",)}
+    nodes = _Nodes({"f2": "H100|A100", "f1": "A100"}, {"H100": 8, "A100": 8})
+    dec = _decide(led, j, nodes)
+    assert dec.models == {"f2": ("H100",), "f1": ("A100",)}
+    assert dec.within_nominal and dec.nominal_models == dec.models
+    # nodes that hold quota's first fit: it is kept, and nothing more is read
+    held = _Nodes({"f2": "A100", "f1": "H100"}, {"H100": 8, "A100": 8})
+    assert _decide(led, j, held) == alone
+
+
+def test_a_gang_that_borrows_anyway_takes_a_borrowing_fit_the_nodes_hold() -> None:
+    # a (shared): 8 H100 nominal, 8 A100 nominal all in use; b lends 16 L40. f2 and f1 (8
+    # GPUs each) on H100|L40: no fit within nominal (16 > 8 H100); quota alone puts f1 on
+    # L40, where the nodes hold only f2 (and f1 on H100 only)
+    quotas = [
+        Quota.gpus("a", "H100", 8),
+        Quota.gpus("a", "A100", 8),
+        Quota.gpus("b", "L40", 16),
+    ]
+    led = _ledger(quotas, usage={("a", "A100"): 8 * MILLI})
+    j = _f2_f1(f1_models="H100|L40", f2_models="H100|L40")
+    alone = _decide(led, j, None)
+    assert alone.ok and not alone.within_nominal
+    nodes = _Nodes({"f2": "L40", "f1": "H100"}, {"H100": 8, "A100": 0, "L40": 16})
+    assert not nodes.fits(j, {"f2": 2, "f1": 1}, alone.models)
+    dec = _decide(led, j, nodes)
+    assert dec.ok and not dec.within_nominal
+    assert dec.models == {"f2": ("L40",), "f1": ("H100", "L40")}
+    assert nodes.fits(j, {"f2": 2, "f1": 1}, dec.models)
+
+
+def test_a_remembered_search_is_not_reused_once_what_the_nodes_hold_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import kant.admission.quota as quota
+
+    monkeypatch.setattr(quota, "_REMEMBERED_STEPS", -1)  # (every search remembered)
+    monkeypatch.setattr(quota, "_GAVE_UP", {})
+    led = _ledger([Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 8)], "isolated")
+    j = _f2_f1()
+    on_a100 = _Nodes({"f2": "H100|A100", "f1": "A100"}, {"H100": 8, "A100": 8})
+    on_h100 = _Nodes({"f2": "A100", "f1": "H100"}, {"H100": 8, "A100": 8})
+    for _cycle in range(2):
+        assert _decide(led, j, on_a100).models == {"f2": ("H100",), "f1": ("A100",)}
+        assert _decide(led, j, on_h100).models == {"f2": ("A100",), "f1": ("H100",)}
+    # the same readiness, less free: f2 no longer fits H100 beside nothing else
+    less = _Nodes({"f2": "H100|A100", "f1": "A100"}, {"H100": 4, "A100": 8})
+    assert _decide(led, j, less).models == {"f2": ("A100",), "f1": ("H100",)}
+
+
+@st.composite
+def _clusters_and_gangs(
+    draw: st.DrawFn,
+) -> tuple[list[tuple[str, int]], list[tuple[int, int, str]], dict[str, int]]:
+    """Nodes (model, GPUs: 4 or 8), a gang's roles (pods, GPUs per pod: 4 or 8, models) and
+    an isolated tenant's quota per model (GPUs)."""
+    nodes = draw(
+        st.lists(
+            st.tuples(st.sampled_from(("A100", "H100")), st.sampled_from((4, 8))),
+            min_size=2,
+            max_size=5,
+        )
+    )
+    roles = draw(
+        st.lists(
+            st.tuples(
+                st.integers(1, 2),
+                st.sampled_from((4, 8)),
+                st.sampled_from(("A100", "H100", "A100|H100")),
+            ),
+            min_size=2,
+            max_size=3,
+        )
+    )
+    quota = {m: draw(st.sampled_from((0, 8, 16, 24))) for m in ("A100", "H100")}
+    return nodes, roles, quota
+
+
+def _modelfit_run(
+    nodes: Sequence[tuple[str, int]],
+    roles: Sequence[tuple[int, int, str]],
+    quota: Mapping[str, int],
+) -> bool:
+    """Is the gang placed in the first cycle on an empty cluster of ``nodes``?"""
+    b = ClusterBuilder()
+    for k, (m, g) in enumerate(nodes):
+        b.add(node(f"n{k}", model=m, gpus=g, leaf="l0"))
+    adm = Admitter([Quota.gpus("a", m, q) for m, q in quota.items()], modes={"a": "isolated"})
+    s = Scheduler(b.build(), admitter=adm)
+    g = Job(
+        id="g",
+        tenant="a",
+        roles=tuple(
+            Role(name=f"r{i}", replicas=n, resources=Resources(gpus=gp), gpu_models=ms)
+            for i, (n, gp, ms) in enumerate(roles)
+        ),
+    )
+    s.submit(g, now=0)
+    return s.step(now=1).placed == ("g",)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_clusters_and_gangs())
+@example(
+    (
+        [("H100", 4), ("H100", 4), ("A100", 8)],
+        [(2, 4, "A100|H100"), (1, 8, "A100|H100")],
+        {"A100": 8, "H100": 8},
+    )
+)
+def test_a_gang_is_placed_at_once_whenever_one_model_per_role_fits_quota_and_the_empty_nodes(
+    case: tuple[list[tuple[str, int]], list[tuple[int, int, str]], dict[str, int]],
+) -> None:
+    nodes, roles, quota = case
+    live = {m for m, _g in nodes}
+    choices = [[m for m in ms.split("|") if m in live] for _n, _g, ms in roles]
+    if not all(choices):
+        return
+    some = any(
+        _modelfit_run(nodes, [(n, g, m) for (n, g, _ms), m in zip(roles, pick, strict=True)], quota)
+        for pick in itertools.product(*choices)
+    )
+    if some:
+        assert _modelfit_run(nodes, roles, quota)
