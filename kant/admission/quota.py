@@ -415,12 +415,18 @@ def admit_quota(
     if ledger.table.unlimited:
         return admit_without_quotas(job, pods, role_models)
     dec = _admit_in_order(ledger, job, pods, role_models)
-    if (
-        len(job.roles) == 1
-        or not job.gang
-        or (dec.ok and dec.within_nominal and dec.places_within_nominal)
-    ):
+    if len(job.roles) == 1 or not job.gang:
         return dec
+    if dec.ok and dec.within_nominal and dec.places_within_nominal:
+        # (within nominal in role order: kept, unless the nodes given do not hold it)
+        if nodes is None or nodes.fits(job, pods_per_role(job, pods), dec.models):
+            return dec
+        needs = _joint(job, pods, role_models)
+        if needs is None:
+            return dec
+        room = {m: ledger.headroom(job.tenant, m) for _r, ms, _d in needs for m in ms}
+        left = {m: ledger.table.terms(job.tenant, m)[1] - ledger.used(job.tenant, m) for m in room}
+        return _fit_the_nodes(job, pods, role_models, needs, room, left, True, dec, nodes)
     return _admit_one_model_each(ledger, job, pods, role_models, dec, nodes)
 
 

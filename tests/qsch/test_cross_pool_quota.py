@@ -858,13 +858,40 @@ def _modelfit_run(
     return s.step(now=1).placed == ("g",)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_a_gang_admitted_in_role_order_where_no_node_holds_a_role_takes_a_fit_the_nodes_hold() -> (
+    None
+):
+    # a: 16 H100 + 8 A100, isolated; two 4-GPU H100 nodes and one 8-GPU A100 node. In role
+    # order f2 is admitted on both models and f1 (beside it) on H100 only, within nominal:
+    # that decision was kept without a look at the nodes, and no H100 node holds f1's
+    # 8-GPU pod: g waited NO_FIT for ever, though f2 on H100 and f1 on A100 run now
+    nodes = [("H100", 4), ("H100", 4), ("A100", 8)]
+    quota = {"A100": 8, "H100": 16}
+    assert _modelfit_run(nodes, [(2, 4, "H100"), (1, 8, "A100")], quota)
+    assert _modelfit_run(nodes, [(2, 4, "A100|H100"), (1, 8, "A100|H100")], quota)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_clusters_and_gangs())
 @example(
     (
         [("H100", 4), ("H100", 4), ("A100", 8)],
         [(2, 4, "A100|H100"), (1, 8, "A100|H100")],
         {"A100": 8, "H100": 8},
+    )
+)
+@example(  # (admitted in role order within nominal on a fit no node holds)
+    (
+        [("H100", 4), ("H100", 4), ("A100", 8)],
+        [(2, 4, "A100|H100"), (1, 8, "A100|H100")],
+        {"A100": 8, "H100": 16},
+    )
+)
+@example(
+    (
+        [("A100", 4), ("A100", 8), ("A100", 8), ("H100", 8), ("H100", 4)],
+        [(1, 4, "H100"), (1, 4, "A100|H100"), (2, 8, "A100|H100")],
+        {"A100": 16, "H100": 24},
     )
 )
 def test_a_gang_is_placed_at_once_whenever_one_model_per_role_fits_quota_and_the_empty_nodes(
@@ -881,3 +908,49 @@ def test_a_gang_is_placed_at_once_whenever_one_model_per_role_fits_quota_and_the
     )
     if some:
         assert _modelfit_run(nodes, roles, quota)
+
+
+@st.composite
+def _with_nodes(draw: st.DrawFn) -> tuple[QuotaLedger, Job, _Nodes]:
+    """A case of :func:`_cases` and what the nodes hold: per role the models it passes
+    alone on, per model the GPUs free."""
+    led, j = draw(_cases())
+    ready = {r.name: "|".join(sorted(draw(st.sets(st.sampled_from(MODELS))))) for r in j.roles}
+    free = {m: draw(st.integers(0, 12)) for m in MODELS}
+    return led, j, _Nodes(ready, free)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_with_nodes())
+def test_the_nodes_change_which_fit_is_taken_never_what_quota_allows(
+    case: tuple[QuotaLedger, Job, _Nodes],
+) -> None:
+    led, j, nodes = case
+    rm = _role_models(j)
+    pods = tuple(j.pods())
+    alone = admit_quota(led, j, pods, rm)
+    dec = admit_quota(led, j, pods, rm, nodes=nodes)
+    assert dec.ok is alone.ok and dec.within_nominal is alone.within_nominal
+    if not dec.ok:
+        assert dec == alone
+        return
+    demand = {r.name: r.resources.total_milli for r in j.roles}
+    models = {m for ms in rm.values() for m in ms}
+    room = {m: led.headroom("a", m) for m in models}
+    left = {m: led.table.nominal("a", m) - led.used("a", m) for m in models}
+    # every model holds all the roles that may land on it; where a reclaimer may run, the
+    # same within the nominal quota left
+    for m in models:
+        assert sum(demand[r] for r, ms in dec.models.items() if m in ms) <= room[m]
+    if dec.within_nominal and dec.places_within_nominal:
+        for m in models:
+            on = sum(demand[r] for r, ms in dec.nominal_models.items() if m in ms)
+            assert on == 0 or on <= left[m]
+    # a decision that places within nominal is never traded for one that borrows
+    if alone.within_nominal and alone.places_within_nominal:
+        assert dec.places_within_nominal
+    # the decision quota alone gives is kept whenever the nodes hold it
+    counts = {r.name: r.replicas for r in j.roles}
+    if nodes.fits(j, counts, alone.models):
+        assert dec == alone
+    assert admit_quota(led, j, pods, rm, nodes=nodes) == dec  # (deterministic)
