@@ -917,8 +917,12 @@ class _Cycle:
         opening = holds.opening(opens) if opens else None
         reserved = opening if e.id not in holds.nominated else None
         before = self.snap.content_version
-        # a job that may use the reservation alone may be refused without opening it
+        # a job that may use the reservation alone may be refused without opening it (not a
+        # gang with a choice of model per role: those totals judge quota's first fit only,
+        # where opening it lets another fit the nodes hold be taken)
         refused = self._refused_with(reserved, job, dec) if reserved is not None else None
+        if refused is not None and self._may_refit(job, dec, facts):
+            refused = None
         # (an attempt with the reservation given back is mostly rolled back, and the
         # reservation taken again: the sorted index follows only where read)
         deferred = self.snap.deferred_index() if reserved is not None else nullcontext()
@@ -933,7 +937,7 @@ class _Cycle:
                     pool_agg = self.snap.agg["pool"].copy()
                     self._reserved_opened = (before, reserved, reserved.taken, pool_agg)
                 reason = self.pools.ready(job, dec)
-                if reason is not None and one_model_each(job, dec.pods, facts.role_models):
+                if reason is not None and self._may_refit(job, dec, facts):
                     dec, reason = self._fit_the_nodes(e, dec, facts, reason)
             if reason is None:
                 res = self.place_pods(self._restricted(job, dec, facts), dec.pods)
@@ -979,6 +983,12 @@ class _Cycle:
             # is applied (Queue.set_reasons)
             reason = self.failed_shapes[shape] = self.facts.intern_reason(reason)
         return (), reason, False
+
+    def _may_refit(self, job: Job, dec: QuotaDecision, facts: _Facts) -> bool:
+        """Is ``job`` a gang that quota decides by one GPU model per role, so that another
+        fit than ``dec``'s may be taken with the nodes in view? (Never without quotas: no
+        choice to make.) O(roles)."""
+        return not self.ledger.table.unlimited and one_model_each(job, dec.pods, facts.role_models)
 
     def _fit_the_nodes(
         self, e: Entry, dec: QuotaDecision, facts: _Facts, refused: Reason

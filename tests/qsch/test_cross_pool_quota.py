@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from kant import Admitter, Quota, Scheduler
+from kant import Admitter, CycleResult, Quota, Scheduler
 from kant.admission.quota import (
     _SEARCH_STEPS,
     QuotaDecision,
@@ -680,6 +680,46 @@ def test_a_backfill_reservation_is_made_for_the_fit_the_nodes_will_hold() -> Non
     r = s.step(now=100)
     assert r.placed[0] == "g" and _models_of(s, r)["f1"] == {"A100"}
     check_invariants(s)
+
+
+def _backfill_beside(reserve: bool) -> CycleResult:
+    """Two 4-GPU H100 nodes, one 8-GPU A100 node, b's 4-GPU job on the A100 node until 100;
+    with ``reserve``, b's 8-GPU A100 job ``head`` (1000 s) waits first and is reserved the
+    A100 node. Then a's gang g: f2 (2 pods of 4 GPUs) and f1 (1 pod of 4 GPUs), both
+    H100|A100, 10 seconds. The result of the cycle at 3."""
+    adm = Admitter(
+        [Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 8), Quota.gpus("b", "A100", 32)],
+        modes={"a": "isolated", "b": "isolated"},
+    )
+    cl = (
+        ClusterBuilder()
+        .leaf("h", nodes=2, model="H100", gpus=4)
+        .leaf("x", nodes=1, model="A100", gpus=8)
+        .build()
+    )
+    s = Scheduler(cl, admitter=adm, policy=EasyBackfill())
+    s.submit(job("busy", tenant="b", gpus=4, models="A100", runtime=100), now=0)
+    assert s.step(now=0).placed == ("busy",)
+    if reserve:
+        s.submit(
+            job("head", tenant="b", gpus=8, models="A100", runtime=1000, submitted_at=1), now=1
+        )
+    f2 = Role(name="f2", replicas=2, resources=Resources(gpus=4), gpu_models="H100|A100")
+    f1 = Role(name="f1", replicas=1, resources=Resources(gpus=4), gpu_models="H100|A100")
+    s.submit(Job(id="g", tenant="a", roles=(f2, f1), runtime_estimate=10, submitted_at=2), now=2)
+    return s.step(now=3)
+
+
+def test_a_gang_that_may_use_a_reservation_takes_the_fit_the_nodes_hold_too() -> None:
+    # quota's first fit puts f2 on A100 (4 GPUs free, beside busy) and f1 on H100; the
+    # nodes hold f2 on the two H100 nodes and f1 on A100. Without a reservation g runs so.
+    # With head reserved the A100 node at 100, g (ending at 13) may use it: it was refused
+    # from the pool totals on quota's first fit before the other fit was looked at, and
+    # waited behind a reservation it did not delay
+    assert _backfill_beside(reserve=False).placed == ("g",)
+    r = _backfill_beside(reserve=True)
+    assert r.reservation is not None and r.reservation.job == "head"
+    assert "g" in r.placed, r.pending
 
 
 def test_a_node_removed_changes_the_model_per_role_on_the_next_cycle() -> None:
