@@ -31,6 +31,7 @@ from kant.admission.quota import (
     QuotaLedger,
     admit_quota,
     admit_without_quotas,
+    fits_to_try,
     one_model_each,
     quota_models,
     quota_never_fits,
@@ -994,18 +995,19 @@ class _Cycle:
         self, e: Entry, dec: QuotaDecision, facts: _Facts, refused: Reason
     ) -> tuple[QuotaDecision, Reason | None]:
         """A gang decided by one GPU model per role whose decision ``dec`` readiness
-        ``refused`` on the snapshot now (what the job may use of it opened): the decision
-        :func:`admit_quota` gives on the same ledger with the live nodes in view (another
-        fit of one model per role, which readiness passes), and None; else ``dec`` and
-        ``refused`` (no fit readiness passes: the reason of the first fit quota found
-        stands). Decided afresh each time (what the nodes hold changes as the cycle
-        places jobs): only for such a gang readiness refused, whose shape did not fail
-        already this cycle."""
-        alt = admit_quota(self.ledger, e.job, dec.pods, facts.role_models, nodes=self.pools)
-        if not alt.ok or alt.models == dec.models or len(alt.pods) != len(dec.pods):
-            return dec, refused
-        self.ctx.current = (e.job.id, alt)
-        return alt, None
+        ``refused`` on the snapshot now (what the job may use of it opened): the first of the
+        other decisions :func:`admit_quota` chooses among given the live nodes
+        (:func:`fits_to_try`, in their order of preference) that readiness passes, and None;
+        else ``dec`` and ``refused`` (the reason of the first fit quota found stands).
+        Decided afresh each time (what the nodes hold changes as the cycle places jobs):
+        only for such a gang readiness refused, whose shape did not fail already this
+        cycle. O(fits x readiness)."""
+        job = e.job
+        for alt in fits_to_try(self.ledger, job, dec.pods, facts.role_models, dec)[1:]:
+            if self.pools.ready(job, alt) is None:
+                self.ctx.current = (job.id, alt)
+                return alt, None
+        return dec, refused
 
     def _refused_with(self, reserved: Hold, job: Job, dec: QuotaDecision) -> Reason | None:
         """Readiness's refusal of ``job`` with the reservation alone opened (it ends before

@@ -18,9 +18,15 @@ import numpy as np
 
 from kant.admission.holds import Hold, slot_or_none
 from kant.admission.pools import Pools
-from kant.admission.quota import QuotaDecision, QuotaLedger, admit_quota, one_model_each
+from kant.admission.quota import (
+    QuotaDecision,
+    QuotaLedger,
+    admit_quota,
+    fits_to_try,
+    one_model_each,
+)
 from kant.contracts import PlaceFn, Reservation
-from kant.model import Binding, Job, PodId, pods_per_role
+from kant.model import Binding, Job, PodId
 from kant.queueing import Entry
 from kant.state import ClusterState, Snapshot
 
@@ -382,26 +388,22 @@ def forecast(
     dec = admit_quota(ledger, job, pods, role_models)
     if not dec.ok or len(dec.pods) != len(pods):
         return None
-    dec_key = (tuple(dec.pods), tuple(sorted(dec.models.items())))
     # a gang decided by one GPU model per role: at a state readiness refuses its decision,
-    # the one quota gives with the nodes of that state in view (as a cycle then would).
-    # Its answer depends on the ledger beyond dec_key: not kept
-    refit = one_model_each(job, pods, role_models)
-    if refit:
-        kept = None
-    all_pools = pools.role_pools(role_models) if refit else {}
-    counts = pods_per_role(job, pods)
+    # the first other decision quota allows that readiness passes there (as a cycle then
+    # would). The ledger is fixed during the forecast: those decisions are found once, and
+    # the answer depends on them, not on the rest of the ledger (the kept forecast's key)
+    if not ledger.table.unlimited and one_model_each(job, pods, role_models):
+        fits = fits_to_try(ledger, job, pods, role_models, dec)
+    else:
+        fits = (dec,)
+    dec_key = (tuple(dec.pods), *(tuple(sorted(f.models.items())) for f in fits))
 
     def ready() -> QuotaDecision | None:
-        """``dec`` if readiness passes it on the state now, else such a gang's decision
-        with the nodes in view if readiness passes it, else None."""
-        if pools.ready(job, dec) is None:
-            return dec
-        if not refit or pools.ready_on(job, counts, all_pools) is not None:
-            return None  # (no model of some role holds it: no fit the nodes pass either)
-        alt = admit_quota(ledger, job, pods, role_models, nodes=pools)
-        if alt.ok and alt.models != dec.models and len(alt.pods) == len(pods):
-            return alt
+        """The first of ``fits`` (``dec`` first) readiness passes on the state now, or
+        None. O(fits x readiness)."""
+        for f in fits:
+            if pools.ready(job, f) is None:
+                return f
         return None
 
     if kept is not None and occupancy is not None:
@@ -414,7 +416,7 @@ def forecast(
     clean = False  # placed at the first state that passed readiness
     keep = kept is not None and occupancy is not None
     # does the state before any end (the snapshot now) fail readiness? (for KeptForecast)
-    before_failed = keep and pools.ready(job, dec) is not None
+    before_failed = keep and ready() is None
     book: _Booked | None = None
     length = math.inf if runtime is None else runtime
     if booked:

@@ -15,15 +15,9 @@ import attrs
 
 from kant.admission.holds import slot_or_none
 from kant.admission.quota import QuotaDecision
-from kant.admission.readiness import (
-    PoolFacts,
-    never_fits,
-    readiness,
-    refusal_from_aggregates,
-    role_ready,
-)
+from kant.admission.readiness import PoolFacts, never_fits, readiness, refusal_from_aggregates
 from kant.contracts import Reach
-from kant.model import MILLI, Binding, Job, PodId, Reason, ReasonCode, Role, pods_per_role
+from kant.model import Binding, Job, PodId, Reason, ReasonCode, Role, pods_per_role
 from kant.state import Snapshot
 from kant.state.columns import IntArray
 
@@ -89,19 +83,6 @@ class Pools:
     ) -> bool:
         """Would readiness pass ``counts`` pods per role of ``job`` on ``models`` now?"""
         return readiness(self.facts, job, counts, self.role_pools(models)) is None
-
-    def role_fits(self, role: Role, pods: int, model: str) -> bool:
-        """Would readiness pass ``pods`` pods of ``role`` (together) alone on the pool of
-        ``model`` now? O(log n) aggregate reads."""
-        return role_ready(self.facts, role, pods, (self.models[model],)) is None
-
-    def free(self, model: str, whole: bool) -> int:
-        """GPU milli free now in the pool of ``model`` (whole free GPUs only, given
-        ``whole``). O(1)."""
-        row = self.snap.agg["pool"][self.models[model]]
-        if whole:
-            return int(row[Snapshot.AGG_FREE_GPUS]) * MILLI
-        return int(row[Snapshot.AGG_FREE_MILLI])
 
     def refused_by_aggregates(
         self, job: Job, dec: QuotaDecision, pool_agg: IntArray

@@ -364,22 +364,12 @@ class NodesNow(Protocol):
     """What the live nodes can hold now, as the readiness check reads it (the cycle's
     :class:`~kant.admission.pools.Pools` on its snapshot): given to :func:`admit_quota`, a
     gang decided by one GPU model per role takes, of the fits quota allows, one these pass.
-    Read only; each answer from the aggregates, O(pools + log n)."""
+    Read only; each answer from the aggregates, O(roles x pools + log n)."""
 
     def fits(
         self, job: Job, counts: Mapping[str, int], models: Mapping[str, tuple[str, ...]]
     ) -> bool:
         """Would readiness pass ``counts`` pods per role of ``job``, each role on ``models``?"""
-        ...
-
-    def role_fits(self, role: Role, pods: int, model: str) -> bool:
-        """Would readiness pass ``pods`` pods of ``role`` (together: a gang role) alone on the
-        nodes of ``model``?"""
-        ...
-
-    def free(self, model: str, whole: bool) -> int:
-        """GPU milli free now on the nodes of ``model``: whole free GPUs only, given
-        ``whole``."""
         ...
 
 
@@ -406,28 +396,159 @@ def admit_quota(
     see docs/qsch.md): admitted if one fits the tenant's headroom, within nominal iff one
     fits its nominal quota left (as in role order when that search gives up).
 
-    ``nodes``: what the live nodes hold now (:class:`NodesNow`). When the decision such a
-    gang gets readiness would refuse there, a fit of one model per role the nodes pass is
-    taken instead, if there is one (within nominal still first: :func:`_admit_one_model_each`).
-    Without ``nodes``, quota alone decides.
-    O(roles x models), and for such a gang a bounded search more (with ``nodes``, and
-    readiness refusing, roles x models readiness reads and another bounded search)."""
+    ``nodes``: what the live nodes hold now (:class:`NodesNow`). When the nodes do not hold
+    the decision such a gang gets by quota alone, the first of the other fits quota allows
+    (:func:`fits_to_try`, in their order of preference) the nodes hold is taken instead, if
+    there is one. Without ``nodes``, quota alone decides.
+    O(roles x models), and for such a gang a bounded search more (with ``nodes``, and the
+    nodes not holding that decision, :func:`fits_to_try` and a readiness read per fit)."""
+    dec = _by_quota_alone(ledger, job, pods, role_models)
+    if nodes is None or not dec.ok:
+        return dec
+    fits = fits_to_try(ledger, job, pods, role_models, dec)
+    if len(fits) == 1:
+        return dec
+    counts = pods_per_role(job, pods)
+    for alt in fits:
+        if nodes.fits(job, counts, alt.models):
+            return alt
+    return dec
+
+
+def _by_quota_alone(
+    ledger: QuotaLedger,
+    job: Job,
+    pods: Sequence[PodId],
+    role_models: Mapping[str, tuple[str, ...]],
+) -> QuotaDecision:
+    """:func:`admit_quota` without the nodes."""
     if ledger.table.unlimited:
         return admit_without_quotas(job, pods, role_models)
     dec = _admit_in_order(ledger, job, pods, role_models)
-    if len(job.roles) == 1 or not job.gang:
+    if (
+        len(job.roles) == 1
+        or not job.gang
+        or (dec.ok and dec.within_nominal and dec.places_within_nominal)
+    ):
         return dec
-    if dec.ok and dec.within_nominal and dec.places_within_nominal:
-        # (within nominal in role order: kept, unless the nodes given do not hold it)
-        if nodes is None or nodes.fits(job, pods_per_role(job, pods), dec.models):
-            return dec
-        needs = _joint(job, pods, role_models)
-        if needs is None:
-            return dec
-        room = {m: ledger.headroom(job.tenant, m) for _r, ms, _d in needs for m in ms}
-        left = {m: ledger.table.terms(job.tenant, m)[1] - ledger.used(job.tenant, m) for m in room}
-        return _fit_the_nodes(job, pods, role_models, needs, room, left, True, dec, nodes)
-    return _admit_one_model_each(ledger, job, pods, role_models, dec, nodes)
+    return _admit_one_model_each(ledger, job, pods, role_models, dec)
+
+
+_FITS_TRIED: Final = 8
+"""At most this many fits of one model per role of each kind (within the nominal quota
+left; of the headroom) :func:`fits_to_try` gives."""
+
+_FIT_STEPS: Final = 500
+"""How many choices the search of :func:`fits_to_try` makes, of each kind, before it stops
+with the fits found."""
+
+
+def fits_to_try(
+    ledger: QuotaLedger,
+    job: Job,
+    pods: Sequence[PodId],
+    role_models: Mapping[str, tuple[str, ...]],
+    dec: QuotaDecision,
+) -> tuple[QuotaDecision, ...]:
+    """The decisions :func:`admit_quota` chooses among given the live nodes: ``dec`` (its
+    decision by quota alone) first, then, for a gang quota decides by one GPU model per role
+    (:func:`one_model_each`), the decisions from other fits quota allows, in order of
+    preference:
+
+    1. fits of the nominal quota left and the headroom, when one model per role fits the
+       nominal quota left (``dec`` is within nominal);
+    2. unless ``dec`` places within nominal (a fit within nominal that the nodes do not
+       hold beats one that borrows: it would be reclaimed), fits of the headroom.
+
+    Of each kind, the fit the bounded search of :func:`_one_model_each` finds, then those a
+    depth-first search in role order (each role's models in its own order) finds, at most
+    :data:`_FITS_TRIED` and :data:`_FIT_STEPS` choices. The decision from a fit is as by
+    quota alone (each role also on its other models quota still admits); decisions on the
+    same models as an earlier one are left out. ``(dec,)`` for any other job, ``dec``
+    refused, or no quotas. Depends only on the ledger (the tenant's headroom and nominal
+    quota left on the job's models), the job's shape and ``dec``. O(fits x roles x
+    models) and the bounded searches."""
+    if ledger.table.unlimited or not dec.ok:
+        return (dec,)
+    needs = _joint(job, pods, role_models)
+    if needs is None:
+        return (dec,)
+    tenant = job.tenant
+    room: dict[str, float] = {}
+    left: dict[str, float] = {}
+    for _r, ms, _d in needs:
+        for m in ms:
+            if m not in room:
+                room[m] = ledger.headroom(tenant, m)
+                left[m] = ledger.table.terms(tenant, m)[1] - ledger.used(tenant, m)
+    shapes = [(d, ms) for _r, ms, d in needs]
+    out = [dec]
+    seen = {tuple(sorted(dec.models.items()))}
+
+    def add(alt: QuotaDecision) -> None:
+        key = tuple(sorted(alt.models.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append(alt)
+
+    if dec.within_nominal:
+        both = {m: min(room[m], left[m]) for m in room}
+        first, _done = _one_model_each(shapes, both)
+        for base in _fits_in_order(shapes, both, first):
+            opened = _widen(shapes, base, room)
+            nominal = _widen(shapes, base, left, opened)
+            add(_jointly(job, pods, role_models, needs, opened, nominal, within=True))
+    if not (dec.within_nominal and dec.places_within_nominal):
+        first, _done = _one_model_each(shapes, room)
+        for base in _fits_in_order(shapes, room, first):
+            opened = _widen(shapes, base, room)
+            add(_jointly(job, pods, role_models, needs, opened, None, within=dec.within_nominal))
+    return tuple(out)
+
+
+def _fits_in_order(
+    shapes: Sequence[tuple[int, tuple[str, ...]]],
+    cap: Mapping[str, float],
+    first: Sequence[str] | None,
+) -> list[list[str]]:
+    """Up to :data:`_FITS_TRIED` choices of one model per need (GPU milli, its models), every
+    model's needs within ``cap``: ``first`` (given), then those a depth-first search in the
+    needs' order finds (each need's models in its own order), within :data:`_FIT_STEPS`
+    choices. Deterministic. O(_FIT_STEPS)."""
+    out: list[list[str]] = []
+    seen: set[tuple[str, ...]] = set()
+    if first is not None:
+        out.append(list(first))
+        seen.add(tuple(first))
+    n = len(shapes)
+    used = {m: 0.0 for _d, ms in shapes for m in ms}
+    pick: list[str] = []
+    nxt = [0]  # per depth: the next of its models to try
+    steps = 0
+    while nxt and len(out) < _FITS_TRIED and steps < _FIT_STEPS:
+        k = len(pick)
+        if k == n:
+            if tuple(pick) not in seen:
+                seen.add(tuple(pick))
+                out.append(list(pick))
+            nxt.pop()
+            used[pick.pop()] -= shapes[k - 1][0]
+            continue
+        d, ms = shapes[k]
+        i = nxt[-1]
+        if i >= len(ms):
+            nxt.pop()
+            if pick:
+                used[pick.pop()] -= shapes[k - 1][0]
+            continue
+        nxt[-1] = i + 1
+        steps += 1
+        m = ms[i]
+        if used[m] + d <= cap[m]:
+            used[m] += d
+            pick.append(m)
+            nxt.append(0)
+    return out
 
 
 def one_model_each(
@@ -551,7 +672,6 @@ def _admit_one_model_each(
     pods: Sequence[PodId],
     role_models: Mapping[str, tuple[str, ...]],
     in_order: QuotaDecision,
-    nodes: NodesNow | None = None,
 ) -> QuotaDecision:
     """:func:`admit_quota` of a gang by one GPU model per role, when ``in_order`` (the
     decision in role order) refused it, or is not within nominal, or is within nominal but
@@ -570,9 +690,6 @@ def _admit_one_model_each(
       with every role counted on every model it has; its nominal models likewise, among
       those, within the nominal quota left (on none yet unless that preferred fit was found).
 
-    Given ``nodes``, a decision that readiness would refuse there is replaced by one from a
-    fit the nodes pass (:func:`_fit_the_nodes`), if there is one.
-
     A search that gives up (:data:`_SEARCH_STEPS`) finds nothing: the decision in role order
     stands. A job whose GPU roles each have one model is decided in role order exactly."""
     needs = list(_demands(job, pods, role_models))
@@ -590,13 +707,7 @@ def _admit_one_model_each(
                 left[m] = table.terms(tenant, m)[1] - ledger.used(tenant, m)
     fit, done = _one_model_each(shapes, left)
     within = fit is not None if done else in_order.within_nominal
-    dec = _by_quota(job, pods, role_models, in_order, needs, shapes, room, left, within)
-    if nodes is None or not dec.ok:
-        return dec
-    counts = pods_per_role(job, pods)
-    if nodes.fits(job, counts, dec.models):
-        return dec
-    return _fit_the_nodes(job, pods, role_models, needs, room, left, within, dec, nodes)
+    return _by_quota(job, pods, role_models, in_order, needs, shapes, room, left, within)
 
 
 def _by_quota(
@@ -641,67 +752,6 @@ def _by_quota(
         return attrs.evolve(in_order, within_nominal=within)
     opened = _widen(shapes, base, room)
     return _jointly(job, pods, role_models, needs, opened, None, within=within)
-
-
-def _fit_the_nodes(
-    job: Job,
-    pods: Sequence[PodId],
-    role_models: Mapping[str, tuple[str, ...]],
-    needs: Sequence[tuple[Role, tuple[str, ...], int]],
-    room: Mapping[str, float],
-    left: Mapping[str, float],
-    within: bool,
-    dec: QuotaDecision,
-    nodes: NodesNow,
-) -> QuotaDecision:
-    """``dec`` (admitted by quota alone, readiness refuses it on ``nodes``), or the decision
-    from a fit of one model per role that ``nodes`` pass, in this order of preference:
-
-    1. a fit of the nominal quota left (``left``) and the headroom (``room``) the nodes
-       pass, when one model per role fits the nominal quota left (``within``);
-    2. ``dec`` itself when it places within nominal (a fit of the nominal quota left that
-       the nodes do not pass beats one that borrows: it would be reclaimed);
-    3. a fit of the headroom the nodes pass;
-    4. ``dec``.
-
-    A fit the nodes pass: each role on a model where readiness passes its pods alone
-    (:meth:`NodesNow.role_fits`), and the roles on one model together within what it has
-    free (whole GPUs, given a role of whole GPUs there) besides quota: the same search
-    (:func:`_one_model_each`, bounded and remembered by its inputs, what the nodes said
-    included) on those models and the lower caps. The decision from it is as by quota
-    alone (each role also on its other models quota still admits), kept only when
-    readiness passes it (:meth:`NodesNow.fits`). O(roles x models) readiness reads and at
-    most two bounded searches."""
-    counts = pods_per_role(job, pods)
-    held: list[tuple[int, tuple[str, ...]]] = []
-    whole: dict[str, bool] = {}
-    for role, ms, d in needs:
-        ok = tuple(m for m in ms if nodes.role_fits(role, counts[role.name], m))
-        if not ok:
-            return dec  # (no model of this role holds its pods now)
-        held.append((d, ok))
-        for m in ok:
-            whole[m] = whole.get(m, False) or bool(role.resources.gpus)
-    free = {m: nodes.free(m, w) for m, w in whole.items()}
-    shapes = [(d, ms) for _r, ms, d in needs]
-    if within:
-        cap = {m: min(room[m], left[m], f) for m, f in free.items()}
-        base, _done = _one_model_each(held, cap)
-        if base is not None:
-            opened = _widen(shapes, base, room)
-            nominal = _widen(shapes, base, left, opened)
-            alt = _jointly(job, pods, role_models, needs, opened, nominal, within=True)
-            if nodes.fits(job, counts, alt.models):
-                return alt
-    if dec.within_nominal and dec.places_within_nominal:
-        return dec
-    cap = {m: min(room[m], f) for m, f in free.items()}
-    base, _done = _one_model_each(held, cap)
-    if base is None:
-        return dec
-    opened = _widen(shapes, base, room)
-    alt = _jointly(job, pods, role_models, needs, opened, None, within=within)
-    return alt if nodes.fits(job, counts, alt.models) else dec
 
 
 def _jointly(

@@ -361,10 +361,7 @@ def _too_little(role: Role, n: int, free: int) -> Reason | None:
     return Reason(code=ReasonCode.INSUFFICIENT_CAPACITY, message=message)
 
 
-def role_ready(facts: PoolFacts, role: Role, n: int, pools: Sequence[int]) -> Reason | None:
-    """Why ``n`` pods of ``role`` (together) cannot be placed on ``pools`` now, by the
-    aggregates (readiness's checks of one role, the roles sharing a pool not counted
-    together), or None."""
+def _role_ready(facts: PoolFacts, role: Role, n: int, pools: Sequence[int]) -> Reason | None:
     snap = facts.snap
     res = role.resources
     if res.total_milli == 0 or not pools:
@@ -447,14 +444,14 @@ def readiness(
         for role in job.roles:
             n = counts.get(role.name, 0)
             if n:
-                r = role_ready(facts, role, n, role_pools.get(role.name, ()))
+                r = _role_ready(facts, role, n, role_pools.get(role.name, ()))
                 if r is not None:
                     return r
         return _joint_ready(facts, job, counts, role_pools)
     first: Reason | None = None
     for role in job.roles:
         if counts.get(role.name, 0):
-            r = role_ready(facts, role, 1, role_pools.get(role.name, ()))
+            r = _role_ready(facts, role, 1, role_pools.get(role.name, ()))
             if r is None:
                 return None
             first = first or r
@@ -696,4 +693,4 @@ _RESTRICTED_KEPT = 1024
 """At most this many (selector, tolerations, reach) keep their facts in one
 :class:`PoolFacts`."""
 
-__all__ = ["PoolFacts", "never_fits", "readiness", "role_ready"]
+__all__ = ["PoolFacts", "never_fits", "readiness"]

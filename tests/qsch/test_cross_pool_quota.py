@@ -27,6 +27,7 @@ from kant.admission.quota import (
     quota_models,
     quota_never_fits,
 )
+from kant.cycle_context import kept_forecast
 from kant.model import MILLI, Job, ReasonCode, Resources, Role
 from kant.queueing import EasyBackfill
 from kant.testing import ClusterBuilder, check_invariants, job, node
@@ -722,6 +723,82 @@ def test_a_gang_that_may_use_a_reservation_takes_the_fit_the_nodes_hold_too() ->
     assert "g" in r.placed, r.pending
 
 
+def _reserved_gang(quotas: bool = True) -> Scheduler:
+    """b's job fills the 8-GPU A100 node until 100 (two 4-GPU H100 nodes beside it); a's
+    gang g (f2 2x4, f1 1x8, both H100|A100) waits, and b's 500-second job ``long`` (4 H100
+    GPUs) behind it: EASY reserves f2 on H100 and f1 on A100 at 100 for g."""
+    adm = (
+        Admitter(
+            [Quota.gpus(t, m, 8) for t in ("a", "b") for m in ("H100", "A100")],
+            modes={"a": "isolated", "b": "isolated"},
+        )
+        if quotas
+        else Admitter(None)
+    )
+    cl = (
+        ClusterBuilder()
+        .leaf("h", nodes=2, model="H100", gpus=4)
+        .leaf("x", nodes=1, model="A100", gpus=8)
+        .build()
+    )
+    s = Scheduler(cl, admitter=adm, policy=EasyBackfill())
+    s.submit(job("busy", tenant="b", gpus=8, models="A100", runtime=100), now=0)
+    s.step(now=0)
+    s.submit(attrs.evolve(_f2_f1(), runtime_estimate=10, submitted_at=1), now=1)
+    # (a job behind it that would take the H100 nodes: the reservation gates it)
+    s.submit(job("long", tenant="b", gpus=4, models="H100", runtime=500, submitted_at=2), now=2)
+    return s
+
+
+def test_a_waiting_gang_with_a_choice_of_model_per_role_keeps_its_reservation_across_cycles(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # its forecast was computed afresh every cycle, with a quota search at every future
+    # state: now the fits quota allows are found once per forecast (the ledger is fixed
+    # meanwhile), each state only checks readiness on them, and the forecast is kept while
+    # they and what holds devices are unchanged
+    import kant.admission.forecast as forecast
+
+    s = _reserved_gang()
+    first = s.step(now=3).reservation
+    assert first is not None and first.job == "g" and first.start == 100
+    calls = {"admit_quota": 0, "fits_to_try": 0}
+    for name in calls:
+        real = getattr(forecast, name)
+
+        def counted(*a: object, _real: object = real, _name: str = name, **k: object) -> object:
+            calls[_name] += 1
+            return _real(*a, **k)  # type: ignore[operator]
+
+        monkeypatch.setattr(forecast, name, counted)
+    kept = kept_forecast(s.queue)
+    hits = kept.hits
+    for t in range(4, 9):  # jobs that cannot start arrive; nothing ends
+        s.submit(job(f"big{t}", tenant="b", gpus=8, models="A100", submitted_at=t), now=t)
+        assert s.step(now=t).reservation == first
+    assert kept.hits == hits + 5
+    assert calls == {"admit_quota": 5, "fits_to_try": 5}  # (one each per cycle)
+
+
+def test_without_quotas_a_gang_with_a_choice_of_model_per_role_is_never_decided_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # no quotas: every role is on every model it has, no fit of quota to choose (each cycle
+    # and forecast asked quota again for nothing)
+    import kant.admission.forecast as forecast
+    import kant.cycle as cycle
+
+    def never(*_a: object, **_k: object) -> object:
+        raise AssertionError("decided again without quotas")
+
+    monkeypatch.setattr(forecast, "fits_to_try", never)
+    monkeypatch.setattr(cycle, "fits_to_try", never)
+    s = _reserved_gang(quotas=False)
+    assert "g" in s.step(now=3).pending
+    s.submit(job("big", tenant="b", gpus=8, models="A100", submitted_at=4), now=4)
+    assert "g" in s.step(now=4).pending
+
+
 def test_a_node_removed_changes_the_model_per_role_on_the_next_cycle() -> None:
     # an 8-GPU node of each model: quota's first fit (f2 on A100, f1 on H100) runs. With the
     # H100 node replaced by two 4-GPU ones, the next gang alike takes the other fit
@@ -828,7 +905,7 @@ def test_a_gang_that_borrows_anyway_takes_a_borrowing_fit_the_nodes_hold() -> No
     assert nodes.fits(j, {"f2": 2, "f1": 1}, dec.models)
 
 
-def test_a_remembered_search_is_not_reused_once_what_the_nodes_hold_changed(
+def test_with_every_search_remembered_the_fit_taken_follows_what_the_nodes_hold(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import kant.admission.quota as quota
