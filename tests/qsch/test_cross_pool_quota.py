@@ -25,6 +25,7 @@ from kant.admission.quota import (
     _admit_in_order,
     _one_model_each,
     admit_quota,
+    fits_to_try,
     quota_models,
     quota_never_fits,
 )
@@ -840,19 +841,11 @@ def test_a_gang_within_nominal_where_no_node_holds_it_waits_rather_than_borrow_w
 
 
 class _Nodes:
-    """What the nodes hold, for :func:`admit_quota`: per role, the models readiness passes
-    it alone on; per model, the GPUs free."""
+    """What the nodes hold, for :func:`admit_quota` (:class:`NodesNow`): per role, the
+    models readiness passes it alone on; per model, the GPUs free."""
 
     def __init__(self, ready: Mapping[str, str], free: Mapping[str, int]) -> None:
         self.ready, self.free_gpus = ready, free
-        self.asked = 0
-
-    def role_fits(self, role: Role, pods: int, model: str) -> bool:
-        self.asked += 1
-        return model in self.ready.get(role.name, "").split("|")
-
-    def free(self, model: str, whole: bool) -> int:
-        return self.free_gpus[model] * MILLI
 
     def fits(
         self, job: Job, counts: Mapping[str, int], models: Mapping[str, tuple[str, ...]]
@@ -860,7 +853,7 @@ class _Nodes:
         on: dict[str, int] = {}
         for r in job.roles:
             ms = models.get(r.name, ())
-            if not any(self.role_fits(r, counts[r.name], m) for m in ms):
+            if not set(ms) & set(self.ready.get(r.name, "").split("|")):
                 return False
             if len(ms) == 1:
                 on[ms[0]] = on.get(ms[0], 0) + r.resources.gpus * counts[r.name]
@@ -1126,3 +1119,89 @@ def test_the_nodes_change_which_fit_is_taken_never_what_quota_allows(
     if nodes.fits(j, counts, alone.models):
         assert dec == alone
     assert admit_quota(led, j, pods, rm, nodes=nodes) == dec  # (deterministic)
+
+
+_some_models = st.sets(st.sampled_from(MODELS), min_size=1).map(lambda s: "|".join(sorted(s)))
+
+
+@st.composite
+def _tenants_and_gang(draw: st.DrawFn) -> tuple[QuotaLedger, Job]:
+    """Three tenants, each isolated or shared (with or without borrowing and lending
+    limits), usage the quotas allow, and a gang of tenant ``a`` of 2 to 4 roles."""
+    modes = {t: draw(st.sampled_from(["isolated", "shared"])) for t in ("a", "b", "c")}
+    quotas = []
+    for t in ("a", "b", "c"):
+        for m in MODELS:
+            nom = draw(st.integers(0, 8))
+            shared = modes[t] == "shared"
+            bl = draw(st.one_of(st.none(), st.integers(0, 8))) if shared else None
+            ll = draw(st.one_of(st.none(), st.integers(0, nom))) if shared else None
+            quotas.append(Quota.gpus(t, m, nom, borrowing_limit=bl, lending_limit=ll))
+    led = QuotaLedger(QuotaTable(quotas, modes), {})
+    for t, m in itertools.product(("b", "c", "a"), MODELS):
+        u = draw(st.integers(0, 12))
+        if u:
+            led.add(t, m, min(u * MILLI, int(min(led.headroom(t, m), 12 * MILLI))))
+    roles = draw(
+        st.lists(
+            st.tuples(st.integers(1, 4), st.integers(1, 2), _some_models), min_size=2, max_size=4
+        )
+    )
+    j = Job(
+        id="g",
+        tenant="a",
+        roles=tuple(
+            Role(name=f"r{i}", replicas=n, resources=Resources(gpus=g), gpu_models=ms)
+            for i, (g, n, ms) in enumerate(roles)
+        ),
+    )
+    return led, j
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_tenants_and_gang())
+def test_every_fit_the_nodes_may_choose_is_one_quota_allows_as_it_allows_its_own_decision(
+    case: tuple[QuotaLedger, Job],
+) -> None:
+    led, j = case
+    rm = _role_models(j)
+    pods = tuple(j.pods())
+    dec = admit_quota(led, j, pods, rm)
+    fits = fits_to_try(led, j, pods, rm, dec)
+    assert fits[0] == dec
+    assert fits == fits_to_try(led, j, pods, rm, dec)  # (deterministic)
+    if not dec.ok:
+        assert fits == (dec,)
+        return
+    demand = {r.name: r.resources.total_milli * r.replicas for r in j.roles}
+    models = {m for ms in rm.values() for m in ms}
+    room = {m: led.headroom("a", m) for m in models}
+    left = {m: led.table.terms("a", m)[1] - led.used("a", m) for m in models}
+    keys = set()
+    for f in fits:
+        k = tuple(sorted(f.models.items()))
+        assert k not in keys  # (no two fits on the same models)
+        keys.add(k)
+        assert f.ok and set(f.pods) == set(pods) and len(f.pods) == len(pods)
+        assert f.within_nominal is dec.within_nominal, (f, dec)
+        for r, ms in f.models.items():
+            assert ms and set(ms) <= set(rm[r])
+        # every model holds all the roles that may land on it, within the headroom
+        for m in models:
+            assert sum(demand[r] for r, ms in f.models.items() if m in ms) <= room[m], (m, f)
+        if f.within_nominal:
+            # where a reclaimer may run, within the nominal quota left
+            for r, ms in f.nominal_models.items():
+                assert set(ms) <= set(f.models[r])
+            for m in models:
+                on = sum(demand[r] for r, ms in f.nominal_models.items() if m in ms)
+                assert on == 0 or on <= left[m], (m, f)
+        if dec.within_nominal and dec.places_within_nominal:
+            assert f.places_within_nominal, (f, dec)
+    # wherever each role's pods land among its models, every model's charge fits
+    for f in fits:
+        for pick in itertools.product(*(f.models[r] for r in f.models)):
+            used: dict[str, int] = {}
+            for r, m in zip(f.models, pick, strict=True):
+                used[m] = used.get(m, 0) + demand[r]
+            assert all(u <= room[m] for m, u in used.items())
