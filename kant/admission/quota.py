@@ -462,12 +462,14 @@ def fits_to_try(
 
     Of each kind, the fit the bounded search of :func:`_one_model_each` finds, then those a
     depth-first search in role order (each role's models in its own order) finds, at most
-    :data:`_FITS_TRIED` and :data:`_FIT_STEPS` choices. The decision from a fit is as by
-    quota alone (each role also on its other models quota still admits); decisions on the
-    same models as an earlier one are left out. ``(dec,)`` for any other job, ``dec``
-    refused, or no quotas. Depends only on the ledger (the tenant's headroom and nominal
-    quota left on the job's models), the job's shape and ``dec``. O(fits x roles x
-    models) and the bounded searches."""
+    :data:`_FITS_TRIED` and :data:`_FIT_STEPS` choices. Roles alike but for their names
+    count as one class: which of them has which models matters neither to quota nor to
+    the nodes, so the search gives each split of a class among its models once. The
+    decision from a fit is as by quota alone (each role also on its other models quota
+    still admits); decisions on the same models as an earlier one (up to such a swap) are
+    left out. ``(dec,)`` for any other job, ``dec`` refused, or no quotas. Depends only on
+    the ledger (the tenant's headroom and nominal quota left on the job's models), the
+    job's shape and ``dec``. O(fits x roles x models) and the bounded searches."""
     if ledger.table.unlimited or not dec.ok:
         return (dec,)
     needs = _joint(job, pods, role_models)
@@ -482,25 +484,41 @@ def fits_to_try(
                 room[m] = ledger.headroom(tenant, m)
                 left[m] = ledger.table.terms(tenant, m)[1] - ledger.used(tenant, m)
     shapes = [(d, ms) for _r, ms, d in needs]
+    # roles alike but for their names (and their pods asked, models) are interchangeable:
+    # to quota and to the nodes, a fit is which models each class of them has, not which
+    # of them has which
+    counts = pods_per_role(job, pods)
+    classes: dict[object, int] = {}
+    alike = [
+        classes.setdefault((attrs.evolve(r, name="x"), counts.get(r.name, 0), ms), len(classes))
+        for r, ms, _d in needs
+    ]
+    of_role = {r.name: alike[k] for k, (r, _ms, _d) in enumerate(needs)}
+    for role in job.roles:
+        of_role.setdefault(role.name, len(classes) + len(of_role))
     out = [dec]
-    seen = {tuple(sorted(dec.models.items()))}
+
+    def key(alt: QuotaDecision) -> tuple[tuple[int, tuple[str, ...]], ...]:
+        return tuple(sorted((of_role[r], ms) for r, ms in alt.models.items()))
+
+    seen = {key(dec)}
 
     def add(alt: QuotaDecision) -> None:
-        key = tuple(sorted(alt.models.items()))
-        if key not in seen:
-            seen.add(key)
+        k = key(alt)
+        if k not in seen:
+            seen.add(k)
             out.append(alt)
 
     if dec.within_nominal:
         both = {m: min(room[m], left[m]) for m in room}
         first, _done = _one_model_each(shapes, both)
-        for base in _fits_in_order(shapes, both, first):
+        for base in _fits_in_order(shapes, both, first, alike):
             opened = _widen(shapes, base, room)
             nominal = _widen(shapes, base, left, opened)
             add(_jointly(job, pods, role_models, needs, opened, nominal, within=True))
     if not (dec.within_nominal and dec.places_within_nominal):
         first, _done = _one_model_each(shapes, room)
-        for base in _fits_in_order(shapes, room, first):
+        for base in _fits_in_order(shapes, room, first, alike):
             opened = _widen(shapes, base, room)
             add(_jointly(job, pods, role_models, needs, opened, None, within=dec.within_nominal))
     return tuple(out)
@@ -510,17 +528,30 @@ def _fits_in_order(
     shapes: Sequence[tuple[int, tuple[str, ...]]],
     cap: Mapping[str, float],
     first: Sequence[str] | None,
+    alike: Sequence[int],
 ) -> list[list[str]]:
     """Up to :data:`_FITS_TRIED` choices of one model per need (GPU milli, its models), every
     model's needs within ``cap``: ``first`` (given), then those a depth-first search in the
     needs' order finds (each need's models in its own order), within :data:`_FIT_STEPS`
-    choices. Deterministic. O(_FIT_STEPS)."""
+    choices. Needs of the same class in ``alike`` (one per need) are interchangeable: the
+    search gives each split of a class among its models once (its needs' models in their
+    order, as the first in depth-first order), and no choice that is another's up to such
+    a swap. Deterministic. O(_FIT_STEPS)."""
+    n = len(shapes)
+    before = []  # per need: the need of its class just before it (-1: none)
+    last: dict[int, int] = {}
+    for k, c in enumerate(alike):
+        before.append(last.get(c, -1))
+        last[c] = k
+
+    def canonical(p: Sequence[str]) -> tuple[tuple[int, str], ...]:
+        return tuple(sorted(zip(alike, p, strict=True)))
+
     out: list[list[str]] = []
-    seen: set[tuple[str, ...]] = set()
+    seen: set[tuple[tuple[int, str], ...]] = set()
     if first is not None:
         out.append(list(first))
-        seen.add(tuple(first))
-    n = len(shapes)
+        seen.add(canonical(first))
     used = {m: 0.0 for _d, ms in shapes for m in ms}
     pick: list[str] = []
     nxt = [0]  # per depth: the next of its models to try
@@ -528,8 +559,9 @@ def _fits_in_order(
     while nxt and len(out) < _FITS_TRIED and steps < _FIT_STEPS:
         k = len(pick)
         if k == n:
-            if tuple(pick) not in seen:
-                seen.add(tuple(pick))
+            got = canonical(pick)
+            if got not in seen:
+                seen.add(got)
                 out.append(list(pick))
             nxt.pop()
             used[pick.pop()] -= shapes[k - 1][0]
@@ -547,7 +579,10 @@ def _fits_in_order(
         if used[m] + d <= cap[m]:
             used[m] += d
             pick.append(m)
-            nxt.append(0)
+            # (a need of a class takes no model before the one its class's need before it
+            # took: each split of the class once)
+            j = before[k + 1] if k + 1 < n else -1
+            nxt.append(shapes[k + 1][1].index(pick[j]) if j >= 0 else 0)
     return out
 
 

@@ -1205,3 +1205,24 @@ def test_every_fit_the_nodes_may_choose_is_one_quota_allows_as_it_allows_its_own
             for r, m in zip(f.models, pick, strict=True):
                 used[m] = used.get(m, 0) + demand[r]
             assert all(u <= room[m] for m, u in used.items())
+
+
+def test_identical_roles_give_each_split_of_them_among_their_models_once() -> None:
+    # two 8-GPU roles and four 4-GPU roles, all on A100|H100; 16 + 16 GPUs (isolated), all
+    # of it asked: the fits are 2, 1 or 0 of the 8-GPU roles on A100 (with 0, 2 or 4 of the
+    # 4-GPU ones). Which of identical roles goes where matters neither to quota nor to the
+    # nodes, so each split is one fit to try: the depth-first search gave orderings of the
+    # same splits (7 of its 8 fits) and never the third
+    led = _ledger([Quota.gpus("a", "A100", 16), Quota.gpus("a", "H100", 16)], "isolated")
+    big = [(f"b{i}", 8, "A100|H100") for i in range(2)]
+    small = [(f"s{i}", 4, "A100|H100") for i in range(4)]
+    j = _gang(*big, *small)
+    rm = _role_models(j)
+    pods = tuple(j.pods())
+    dec = admit_quota(led, j, pods, rm)
+    fits = fits_to_try(led, j, pods, rm, dec)
+    splits = [
+        tuple(sum(f.models[n] == ("A100",) for n, _g, _ms in roles) for roles in (big, small))
+        for f in fits
+    ]
+    assert sorted(splits) == [(0, 4), (1, 2), (2, 0)], splits
