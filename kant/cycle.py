@@ -694,8 +694,7 @@ class _Cycle:
         if dec is None:
             dec = self._admit_quota(e, facts)
             if dec.nominal_pods and dec.ok and jid in self.holds.nominated:
-                rest = len(e.remaining()) - dec.nominal_pods
-                dec = self._nominal_part(e, dec, facts)
+                dec, rest = self._nominal_part(e, dec, facts)
         self.ctx.current = (jid, dec)
         reason = dec.reason if not dec.ok else None
         placed: tuple[Binding, ...] = ()
@@ -750,15 +749,33 @@ class _Cycle:
         ):
             self._preempt(e, dec, role_models, may_backfill)
 
-    def _nominal_part(self, e: Entry, dec: QuotaDecision, facts: _Facts) -> QuotaDecision:
-        """The quota decision for the nominal part of a preemptor's request (``dec``: its
-        whole request's, not within nominal, its first ``nominal_pods`` pods are): those
-        pods, on the GPU models where its tenant stays within nominal with them. The
-        nominated job starts them at its place in the order; its borrowed rest is a borrower
-        at a later cycle, in its order among the borrowers of its priority (:meth:`walk`),
-        so it passes no earlier borrower. Its one placement attempt of the cycle is for
-        these pods, so ``max_per_node`` and topology wishes are judged as for any attempt."""
-        part = admit_quota(self.ledger, e.job, e.remaining()[: dec.nominal_pods], facts.role_models)
+    def _nominal_part(
+        self, e: Entry, dec: QuotaDecision, facts: _Facts
+    ) -> tuple[QuotaDecision, int]:
+        """The quota decision for the part of a nominated preemptor's request it starts now
+        (``dec``: its whole request's, not within nominal, its first ``nominal_pods`` pods
+        are), and how many pods are left to a later cycle.
+
+        The part is its nominal part: those pods, on the GPU models where its tenant stays
+        within nominal with them. The nominated job starts them at its place in the order;
+        its borrowed rest is a borrower at a later cycle, in its order among the borrowers
+        of its priority (:meth:`walk`), so it passes no earlier borrower. Its one placement
+        attempt of the cycle is for these pods, so ``max_per_node`` and topology wishes are
+        judged as for any attempt. A nomination won partly by priority or backfill
+        preemption (:attr:`Nomination.by_priority`) starts every pod it holds devices for:
+        its victims were evicted for them, and if those pods waited, the victims, requeued
+        ahead of them in submission order, would start again on the quota the preemption
+        freed and be evicted a second time."""
+        remaining = e.remaining()
+        nom = e.nomination
+        if nom is not None and nom.by_priority and len(nom.bindings) > dec.nominal_pods:
+            if len(nom.bindings) >= len(remaining):
+                return dec, 0
+            k = len(nom.bindings)
+            return admit_quota(self.ledger, e.job, remaining[:k], facts.role_models), len(
+                remaining
+            ) - k
+        part = admit_quota(self.ledger, e.job, remaining[: dec.nominal_pods], facts.role_models)
         if (
             part.ok
             and part.within_nominal
@@ -766,7 +783,7 @@ class _Cycle:
             and part.nominal_models != part.models
         ):
             part = attrs.evolve(part, models=part.nominal_models)
-        return part
+        return part, len(remaining) - dec.nominal_pods
 
     def _blocked(self, e: Entry, dec: QuotaDecision, failed: Reason, facts: _Facts) -> None:
         """The rest of :meth:`consider` for a job whose placement shape already failed this

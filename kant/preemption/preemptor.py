@@ -316,6 +316,7 @@ class Preemption:
             victims=tuple(victim_pods) + tuple(p for p in waits if p not in victim_pods),
             created_at=self.now,
             membership=self.index.cluster.membership_version,
+            by_priority=any(why is not VictimReason.RECLAIM for _u, why in chosen),
         )
         return nom, len(chosen)
 

@@ -116,7 +116,10 @@ class Nomination:
     :meth:`~kant.state.ClusterState.incarnation` is later (removed and added again under
     its name, perhaps as another GPU model, or relabelled) is not the node it was made for,
     and a cycle drops the nomination, as it does one naming a node gone (None: a nomination
-    built by hand; only that its nodes exist is checked).
+    built by hand; only that its nodes exist is checked). ``by_priority`` says that some of
+    its victims were chosen by a rule other than reclaim (priority or backfill preemption):
+    a pod-level preemptor whose request borrows then starts every pod it holds devices for,
+    not only its nominal part (its victims were evicted for all of them).
     """
 
     job: str
@@ -124,6 +127,7 @@ class Nomination:
     victims: tuple[PodId, ...]
     created_at: float
     membership: int | None = None
+    by_priority: bool = False
 
 
 @attrs.frozen(kw_only=True)

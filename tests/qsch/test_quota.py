@@ -482,3 +482,43 @@ def test_a_partly_nominal_pod_level_job_is_a_borrower_as_a_whole_and_then_reclai
     assert s.step(now=4).victims == ()
     assert s.admitter.used("b", "H100") == 8 * G and s.admitter.used("c", "H100") == 0
     check_invariants(s)
+
+
+def test_a_pod_level_preemptor_that_won_its_whole_request_by_priority_starts_it_whole_and_evicts_no_victim_twice() -> (
+    None
+):
+    # Found by the contention machine. Tenant a (8 nominal, borrowing up to 16 from b's
+    # share) runs j1 (2 GPUs) and the pod-level j2 (2 x 4 GPUs): 10 GPUs. j3 (priority 1,
+    # pod-level, 2 x 8 GPUs) needs all 16, takes them by priority and is nominated for both
+    # pods. Once its victims are gone it used to start only its nominal part (8 GPUs): its
+    # victims, requeued ahead of it in submission order, started again on the rest of the
+    # quota, and the next cycle j3 evicted them a second time.
+    cluster = ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=2).build()
+    s = Scheduler(
+        cluster,
+        admitter=Admitter(
+            [Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8), Quota.gpus("iso", "H100", 8)],
+            modes={"iso": "isolated"},
+        ),
+        placer=Placer("ebinpack"),
+    )
+    s.submit(job("j1", gpus=2, tenant="a", submitted_at=0), now=0)
+    s.step(now=1)
+    s.submit(job("j2", gpus=4, replicas=2, gang=False, tenant="a", submitted_at=1), now=1)
+    s.step(now=2)
+    s.submit(
+        job("j3", gpus=8, replicas=2, gang=False, tenant="a", priority=1, submitted_at=2), now=2
+    )
+    evicted: dict[str, int] = {}
+    for t in range(3, 9):
+        r = s.step(now=t)
+        for v in r.victims:
+            evicted[v.job] = evicted.get(v.job, 0) + 1
+            for p in v.pods:
+                s.pod_evicted(p, now=t)
+        if t == 4:
+            assert r.placed[0] == "j3"
+            assert len(s.queue.get("j3").assigned) == 2  # its whole request, at once
+    assert evicted == {"j1": 1, "j2": 2}  # each victim pod once
+    assert sorted(b.total_milli for b in s.cluster.pods() if b.pod.job == "j3") == [8000, 8000]
+    check_invariants(s)
