@@ -154,11 +154,13 @@ class CycleResult:
     or pod terms came or went since, a job whose placement read them (required pod affinity
     or anti-affinity of its own, or labels a running pod's anti-affinity may select) is not
     applied (None: not checked).
-    ``again``: a cycle run at once after this one is applied would place more: a reclaiming
+    ``again``: a cycle run at once after this one is applied may place more: a reclaiming
     pod-level job started only its nominal part, and its borrowed rest is decided by the
-    next cycle, in its order among the borrowers. A driver that runs a cycle only when
-    something happens runs one more (the simulator does, and the Kubernetes shim's loop runs
-    one within seconds anyway); the time horizon does not say so.
+    next cycle, in its order among the borrowers; or a pod-level job on several GPU models
+    placed some pods and left others that quota counted on every model they may use (see
+    :func:`_more_may_pass`). Set only by a cycle that placed pods. A driver that runs a
+    cycle only when something happens runs one more (the simulator does, and the Kubernetes
+    shim's loop runs one within seconds anyway); the time horizon does not say so.
     ``closed_after`` the queue order key (:attr:`kant.queueing.Entry.key`) of the last job
     the cycle walked before the queueing policy closed its gate (``PolicyRun.closed``): every
     job later in the order got the gate's skip (None: the gate stayed open). How the cycle
@@ -975,6 +977,10 @@ class _Cycle:
                         left = len(e.remaining()) - k
                         if not left:
                             return bindings, None, False
+                        if _more_may_pass(
+                            self.ledger, job, dec, facts.role_models, cut=k == len(dec.pods)
+                        ):
+                            self.again = True
                         return (
                             bindings,
                             _first_reason(res.unplaced)
@@ -1623,6 +1629,34 @@ def placement_shape(job: Job, dec: QuotaDecision) -> tuple[Any, ...]:
 
 def _first_reason(unplaced: Mapping[PodId, Reason]) -> Reason | None:
     return unplaced[min(unplaced)] if unplaced else None
+
+
+def _more_may_pass(
+    ledger: QuotaLedger,
+    job: Job,
+    dec: QuotaDecision,
+    role_models: Mapping[str, tuple[str, ...]],
+    *,
+    cut: bool,
+) -> bool:
+    """Whether a pod-level job placed in part may have more pods pass a cycle run at once
+    (``dec``: its quota decision, on ``ledger`` as it was then; ``cut``: quota admitted fewer
+    pods than it has left, and all were placed). Quota admits a role's pods on the GPU models
+    where most of them fit and counts them on each of those; placed, they count on their own
+    model only. So a cycle at once admits more of a role that quota cut when two of its
+    models had room for a pod (the pods take one, the other still has it), or admits the
+    rest on a model with room that quota left out this time (where placement may find
+    GPUs or pod slots the admitted models had not). O(roles x models)."""
+    tenant = job.tenant
+    for role in job.roles:
+        models = role_models.get(role.name, ())
+        per_pod = role.resources.total_milli
+        if len(models) < 2 or not per_pod:
+            continue
+        room = [m for m in models if ledger.headroom(tenant, m) >= per_pod]
+        if len(room) >= 2 if cut else any(m not in dec.models.get(role.name, ()) for m in room):
+            return True
+    return False
 
 
 def _terminating(queue: Queue, pod: PodId) -> bool:

@@ -8,9 +8,13 @@ import pytest
 
 from kant import Admitter, Quota, Scheduler
 from kant.model import Job, ReasonCode, Resources, Role
+from kant.preemption import PreemptionPolicy
+from kant.sim import SimConfig, Simulator
 from kant.testing import ClusterBuilder, check_invariants, job
 
 from .conftest import evict_victims
+
+OFF = PreemptionPolicy(priority=False, reclaim=False, backfill=False)
 
 
 def _h100_and_a100() -> ClusterBuilder:
@@ -166,3 +170,79 @@ def test_a_reclaimer_on_any_model_takes_back_all_it_needs_of_its_nominal_model()
     assert s.step(now=5).placed == ("b1",)
     assert adm.used("b", "A100") == 8000 and adm.used("b", "H100") == 0
     check_invariants(s)
+
+
+def _two_models_4_each() -> Scheduler:
+    cluster = ClusterBuilder().leaf("h", nodes=1, model="H100", gpus=4)
+    cluster = cluster.leaf("a", nodes=1, model="A100", gpus=4).build()
+    quotas = [Quota.gpus("a", "H100", 4), Quota.gpus("a", "A100", 4)]
+    return Scheduler(cluster, admitter=Admitter(quotas), preemption=OFF)
+
+
+def test_a_pod_level_job_on_two_models_cut_by_quota_asks_for_a_cycle_at_once_for_its_rest() -> None:
+    # w (3 pods of 2 GPUs) may run on H100 or A100, 4 GPUs of quota each: quota admits 2 pods,
+    # counted on both models, since they may land on either. Once they are placed (on one
+    # model) the third fits the other model's quota: the cycle asks for another at once,
+    # which places it
+    s = _two_models_4_each()
+    s.submit(job("w", gpus=2, replicas=3, gang=False, tenant="a"), now=0)
+    r = s.step(now=0)
+    assert len(r.bindings) == 2 and r.pending["w"].code is ReasonCode.QUOTA_EXCEEDED
+    assert r.again
+    r = s.step(now=0)
+    assert len(r.bindings) == 1 and not r.again
+    assert s.status("w").pods_waiting == 0
+    check_invariants(s)
+
+
+def test_a_pod_level_job_on_two_models_cut_by_quota_starts_whole_in_the_simulator_with_nothing_else_happening() -> (
+    None
+):
+    # x holds one H100 for 1000 s; w's 3 pods (2 GPUs each, H100 or A100): quota admits 2
+    # (3 H100 GPUs left, 4 A100), placed on A100 at t=0; the third fits the H100 quota
+    # left. No event follows until w's pods end at 50: its third pod must start at 0
+    jobs = [
+        job("x", gpus=1, models="H100", tenant="a", runtime=1000.0),
+        job("w", gpus=2, replicas=3, gang=False, tenant="a", runtime=50.0),
+    ]
+    res = Simulator(_two_models_4_each(), jobs, SimConfig(tick=0.0)).run()
+    assert res.record("w").all_started_at == 0.0
+
+
+def test_a_pod_level_job_whose_admitted_model_ran_out_of_pod_slots_asks_for_a_cycle_at_once_for_the_other_model() -> (
+    None
+):
+    # j0 (tenant c, no quota of its own: it borrows) has 4 one-GPU pods, H100 or A100; 2 H100
+    # GPUs of quota are lendable, 4 A100: quota admits all 4 on A100 only, whose one node
+    # takes 3 pods (max_pods). Placed, they leave 1 A100 GPU of quota: the last pod is then
+    # admitted on either model, and the H100 node has a pod slot. The cycle asks for
+    # another at once, which places it there
+    cluster = ClusterBuilder().leaf("h", nodes=1, model="H100", gpus=4, max_pods=1)
+    cluster = cluster.leaf("a", nodes=1, model="A100", gpus=8, max_pods=3).build()
+    quotas = [Quota.gpus("a", "H100", 2), Quota.gpus("b", "A100", 4)]
+    s = Scheduler(cluster, admitter=Admitter(quotas), preemption=OFF)
+    s.submit(job("j0", gpus=1, replicas=4, gang=False, tenant="c"), now=0)
+    r = s.step(now=0)
+    assert {b.node for b in r.bindings} == {"a-n0"} and len(r.bindings) == 3
+    assert r.again
+    r = s.step(now=0)
+    assert [b.node for b in r.bindings] == ["h-n0"] and not r.again
+    check_invariants(s)
+
+
+def test_a_pod_level_job_on_two_models_asks_for_no_other_cycle_when_one_model_alone_has_quota_left() -> (
+    None
+):
+    # the A100 quota is used up (x): w's pods are admitted on H100 only, two of three; once
+    # placed, no model has quota left for the third, so no cycle is asked for; and without
+    # quotas a job placed in part (no room left anywhere) asks for none either
+    s = _two_models_4_each()
+    s.submit(job("x", gpus=4, models="A100", tenant="a"), now=0)
+    s.submit(job("w", gpus=2, replicas=3, gang=False, tenant="a"), now=0)
+    r = s.step(now=0)
+    assert [b.pod.job for b in r.bindings] == ["x", "w", "w"] and not r.again
+    cluster = ClusterBuilder().leaf("h", nodes=1, model="H100", gpus=4)
+    s = Scheduler(cluster.leaf("a", nodes=1, model="A100", gpus=4).build(), preemption=OFF)
+    s.submit(job("w", gpus=2, replicas=5, gang=False), now=0)
+    r = s.step(now=0)
+    assert len(r.bindings) == 4 and not r.again
