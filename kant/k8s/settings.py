@@ -81,6 +81,16 @@ class K8sSettings:
     apart while some are left (the scheduling loop is not held up by thousands of writes)."""
     bind_workers: int = 16
     """Concurrent binding calls."""
+    estimate_interval_seconds: float = 0.0
+    """How often (seconds) the shim computes the start-time estimates of waiting jobs and
+    writes them on their pods (``kant.io/expected-start``); 0: never (the default)."""
+    estimate_max_jobs: int = 50
+    """At most this many waiting jobs are estimated, the first in queue order."""
+    estimate_horizon_seconds: float = 86400.0
+    """The estimates look this far ahead; a job not started by then is ``beyond_horizon``."""
+    estimate_max_cycles: int = 100
+    """The estimates play at most this many cycles (a job not started by then is
+    ``beyond_horizon``): with the jobs and the horizon, what bounds their cost."""
     lease_name: str = "kant-scheduler"
     lease_namespace: str = "kube-system"
     lease_duration_seconds: float = 15.0
@@ -181,6 +191,10 @@ _KEYS: Final = {
     "conditionIntervalSeconds": ("condition_interval_seconds", float),
     "statusWritesPerCycle": ("status_writes_per_cycle", int),
     "bindWorkers": ("bind_workers", int),
+    "estimateIntervalSeconds": ("estimate_interval_seconds", float),
+    "estimateMaxJobs": ("estimate_max_jobs", int),
+    "estimateHorizonSeconds": ("estimate_horizon_seconds", float),
+    "estimateMaxCycles": ("estimate_max_cycles", int),
     "leaseName": ("lease_name", str),
     "leaseNamespace": ("lease_namespace", str),
     "leaseDurationSeconds": ("lease_duration_seconds", float),
@@ -234,6 +248,8 @@ def parse_settings(raw: Mapping[str, Any] | None, *, source: str = "<config>") -
         raise fail("evictionMode", out["eviction_mode"], f"must be one of {list(EVICTION_MODES)}")
     if out.get("lease_duration_seconds", 15.0) <= 0:
         raise fail("leaseDurationSeconds", out["lease_duration_seconds"], "must be > 0")
+    if out.get("estimate_horizon_seconds", 1.0) <= 0:
+        raise fail("estimateHorizonSeconds", out["estimate_horizon_seconds"], "must be > 0")
     _names(raw, out, fail)
     return K8sSettings(**out)
 

@@ -1,6 +1,6 @@
 """The Kubernetes shim: informer events feed the :class:`~kant.scheduler.Scheduler` facade,
 and every cycle's decisions go back to the API server (bindings, evictions, conditions,
-events, PodGroup status).
+events, PodGroup status, and, when configured, start-time estimates on waiting pods).
 
 One thread owns kant's state: :meth:`Shim.handle` (an informer event) and :meth:`Shim.cycle`
 (one scheduling cycle and its writes) are called from :meth:`Shim.run`'s loop, or directly by
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import queue as queue_mod
 import threading
 import time
@@ -24,6 +25,7 @@ import attrs
 from kant.config import KantConfig
 from kant.cycle import CycleResult
 from kant.errors import InvalidObjectError, KantError
+from kant.estimates import EstimateStatus, StartEstimate
 from kant.k8s.client import Api, ApiError, Obj
 from kant.k8s.failures import FAILURES_ANNOTATION, format_failures, parse_failures, resume
 from kant.k8s.nodes import NodeAdapter
@@ -68,8 +70,35 @@ TERMINAL = ("Succeeded", "Failed")
 _HELD = "external:"  # the job id prefix of the pods whose requests are held (see Shim._hold)
 
 
+EXPECTED_START_ANNOTATION = "kant.io/expected-start"
+"""On a waiting pod: when its job is expected to start (RFC 3339, UTC), or why there is no
+time (``never``, ``unknown_end``, ``beyond_horizon``); see docs/kubernetes.md."""
+EXPECTED_START_MADE_AT_ANNOTATION = "kant.io/expected-start-made-at"
+"""On a waiting pod, with :data:`EXPECTED_START_ANNOTATION`: when that value was computed."""
+
+
 def _now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def rfc3339(t: float) -> str | None:
+    """Time ``t`` (seconds since the Unix epoch, the shim's clock) as an RFC 3339 UTC time to
+    the second (rounded down), ``2026-11-30T12:00:00Z``; None when no such time exists (past
+    the year 9999, or not finite)."""
+    try:
+        return datetime.fromtimestamp(math.floor(t), UTC).isoformat().replace("+00:00", "Z")
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def expected_start_value(est: StartEstimate) -> str:
+    """The ``kant.io/expected-start`` value of an estimate: the expected start as
+    :func:`rfc3339` writes it, else the status (``never``, ``unknown_end``,
+    ``beyond_horizon``; an expected start past what RFC 3339 can write is beyond any
+    horizon too)."""
+    if est.status is EstimateStatus.EXPECTED and est.start is not None:
+        return rfc3339(est.start) or EstimateStatus.BEYOND_HORIZON.value
+    return est.status.value
 
 
 @attrs.define
@@ -166,6 +195,15 @@ class Shim:
         # key -> (uid, until when it holds preemption back), see _hold_preemption
         self._inherited_victims: dict[str, tuple[str, float]] = {}
         self._preemption: PreemptionPolicy | None = None  # the config's, while it is off
+        # pod key -> the kant.io/expected-start value the pod carries, as this shim wrote it
+        # or read it when it took the pod in; and the writes due there, in the order they
+        # are made: (value, made at), or None for the annotations removed (see _estimate,
+        # _write_expected)
+        self._expect_on: dict[str, str] = {}
+        self._expect_due: dict[str, tuple[str, str] | None] = {}
+        self._estimated_at: float | None = None  # the shim's time of the last estimates
+        self.estimate_seconds = 0.0
+        """What the last estimates cost, in seconds of the loop (wall clock)."""
 
     # ----------------------------------------------------------------- time
 
@@ -743,6 +781,8 @@ class Shim:
             elif st.node is not None:
                 self._hold(key, obj, st)
             return
+        if key not in self._pods:
+            self._take_expected(key, obj, st)
         try:
             f: PodFacts | None = pod_facts(obj, self.settings)
         except KantError as e:
@@ -926,6 +966,8 @@ class Shim:
         self._event_at.pop(key, None)
         self._drop_eviction(key)
         self._disruption_due.pop(key, None)
+        self._expect_on.pop(key, None)
+        self._expect_due.pop(key, None)
         known = self._id_of.pop(key, None)
         if key in self._dying:
             self._dying.discard(key)
@@ -1175,6 +1217,8 @@ class Shim:
         todo = [b for b in result.bindings if b.pod.job in bound]
         for b in todo:
             self._jobs[b.pod.job].bound.add(b.pod)
+        if self._expect_on or self._expect_due:
+            self._unexpect(self._jobs[b.pod.job].pods[b.pod] for b in todo)
         for b in todo:
             pkey = self._jobs[b.pod.job].pods[b.pod]
             obj = self._pods.get(pkey, ({}, None))[0]
@@ -1214,11 +1258,169 @@ class Shim:
                 for key in sorted(self._waiting.get(base, ())):
                     if key in self._pods and key not in self._id_of:
                         self._set_unschedulable(key, msg, code, now)
+            # (after the evictions and conditions, which a long estimate would delay)
+            self._estimate(now)
+            if self._expect_due:
+                self._write_expected()
         finally:
             self._writes_left = None
         if self.on_cycle is not None:
             self.on_cycle(self, result)
         return result
+
+    def _estimate(self, now: float) -> None:
+        """Every ``estimateIntervalSeconds`` (from the first cycle on; never when 0): the
+        start-time estimates (:meth:`Scheduler.start_estimates`, on a copy of kant's state)
+        of the first ``estimateMaxJobs`` waiting jobs in queue order, ``estimateHorizonSeconds``
+        and ``estimateMaxCycles`` ahead at most, become the ``kant.io/expected-start`` writes
+        due on their waiting pods, the values that changed only; the pods that carry one and
+        are not among them (bound, or their job no longer estimated) have it removed. An
+        error in the estimates is logged and changes nothing: scheduling goes on, and the
+        pods keep the values they carry (their ``made-at`` says how old). Cost: the
+        estimates' (a copy of the state plus the cycles played), and O(the pods annotated
+        and the pods of the jobs estimated)."""
+        s = self.settings
+        if s.estimate_interval_seconds <= 0:
+            return
+        last = self._estimated_at
+        if last is not None and now - last < s.estimate_interval_seconds:
+            return
+        self._estimated_at = now
+        jobs: list[str] = []
+        for e in self.scheduler.queue.candidates():  # (the global order: the head first)
+            if len(jobs) >= s.estimate_max_jobs:
+                break
+            if e.phase is JobPhase.PENDING and e.id in self._jobs:
+                jobs.append(e.id)
+        t0 = time.monotonic()
+        try:
+            found: dict[str, StartEstimate] = {}
+            if jobs:
+                found = self.scheduler.start_estimates(
+                    now, jobs=jobs, horizon=s.estimate_horizon_seconds,
+                    max_cycles=s.estimate_max_cycles,
+                )  # fmt: skip
+        except Exception:  # (an estimate is advice: it never stops the scheduling)
+            log.exception("start-time estimates failed; scheduling goes on, the pods keep "
+                          "the kant.io/expected-start they carry")  # fmt: skip
+            return
+        finally:
+            self.estimate_seconds = time.monotonic() - t0
+        if self.estimate_seconds > s.estimate_interval_seconds / 10:
+            log.warning(
+                "start-time estimates of %d jobs took %.1f s of the scheduling loop (every "
+                "%g s): raise estimateIntervalSeconds or lower estimateMaxJobs or "
+                "estimateMaxCycles", len(jobs), self.estimate_seconds,
+                s.estimate_interval_seconds,
+            )  # fmt: skip
+        made = rfc3339(now) or ""
+        want: dict[str, str] = {}  # (in queue order, each job's pods in its pod order)
+        for jid, est in found.items():
+            rec = self._jobs.get(jid)
+            if rec is None or est.status not in _WRITTEN:
+                continue
+            value = expected_start_value(est)
+            for pid, key in rec.pods.items():
+                if pid not in rec.bound and key in self._pods:
+                    want[key] = value
+        due: dict[str, tuple[str, str] | None] = {}
+        for key in sorted(self._expect_on):  # (removals first: a bound pod's is confusing)
+            if key not in want:
+                due[key] = None
+        for key, value in want.items():
+            if self._expect_on.get(key) != value:
+                due[key] = (value, made)
+        self._expect_due = due
+
+    def _unexpect(self, keys: Iterable[str]) -> None:
+        """Pods ``keys`` are being bound: the expected start they carry is removed by this
+        cycle (its writes, within their budget, go first), while the binding calls run: a
+        running pod is not left saying when it should start."""
+        gone: dict[str, tuple[str, str] | None] = {}
+        for key in keys:
+            self._expect_due.pop(key, None)
+            if key in self._expect_on:
+                gone[key] = None
+        if gone:
+            self._expect_due = {**gone, **self._expect_due}
+
+    def _take_expected(self, key: str, obj: Obj, st: PodState) -> None:
+        """Pod ``key`` of kant's, first seen (the shim starting, or a pod made since): the
+        ``kant.io/expected-start`` it carries (an earlier shim's) is noted, and removed by
+        the next cycle when the pod runs, or when this shim makes no estimates; a pod
+        that waits gets the value of this shim's estimates, when they differ."""
+        ann = annotations_of(obj)
+        if not isinstance(ann, Mapping) or not (
+            EXPECTED_START_ANNOTATION in ann or EXPECTED_START_MADE_AT_ANNOTATION in ann
+        ):
+            return
+        value = ann.get(EXPECTED_START_ANNOTATION)
+        self._expect_on[key] = value if isinstance(value, str) else ""
+        if st.deleting or st.phase in TERMINAL:
+            return  # (it goes, its annotations with it)
+        if st.node is not None or self.settings.estimate_interval_seconds <= 0:
+            self._expect_due[key] = None
+
+    def _write_expected(self) -> None:
+        """Write the ``kant.io/expected-start`` values (and ``-made-at``) due, in order, within
+        this cycle's ``statusWritesPerCycle``, the rest left for the next cycles: a merge
+        patch of the pod's annotations carrying its uid (refused on another pod of that
+        name), ``null`` to remove them. A value for a pod bound (or no longer in a waiting
+        job) since it was computed is not written: the annotations are removed instead, if
+        the pod carries them. Errors as for the ``kant.io/failures`` writes: a pod gone
+        (404) or another pod of that name (422), or a write refused for good (logged), drops
+        the write; 429 or 5xx keeps it due for the next cycle; no answer keeps it due and
+        ends the pass (a server down would otherwise cost the client's timeout per pod)."""
+        for key in list(self._expect_due):
+            if key not in self._expect_due:
+                continue
+            want = self._expect_due[key]
+            if want is not None and not self._waits(key):
+                if key not in self._expect_on:
+                    del self._expect_due[key]
+                    continue
+                want = None
+            if not self._may_write():
+                return
+            del self._expect_due[key]
+            ns, name = key.split("/", 1)
+            ann: dict[str, str | None] = {
+                EXPECTED_START_ANNOTATION: None if want is None else want[0],
+                EXPECTED_START_MADE_AT_ANNOTATION: None if want is None else want[1],
+            }
+            meta: dict[str, Any] = {"annotations": ann}
+            uid = uid_of(self._pods.get(key, ({}, None))[0])
+            if uid:
+                meta["uid"] = uid  # (refused on another pod of that name)
+            try:
+                self.api.patch(f"/api/v1/namespaces/{ns}/pods/{name}", {"metadata": meta})
+            except ApiError as e:
+                if e.status == 429 or e.status >= 500:
+                    log.info("expected start on %s: %s; tried again by the next cycle", key, e)
+                    self._expect_due.setdefault(key, want)
+                    self.status_writes_due = True
+                    continue
+                # (404: gone; 422: another pod of that name; 403 and others: refused)
+                (log.info if e.status == 404 else log.warning)("expected start on %s: %s", key, e)
+                self._expect_on.pop(key, None)
+                continue
+            except OSError as e:
+                log.info("expected start on %s: %s; tried again by the next cycle", key, e)
+                self._expect_due[key] = want
+                self.status_writes_due = True
+                return
+            if want is None:
+                self._expect_on.pop(key, None)
+            else:
+                self._expect_on[key] = want[0]
+
+    def _waits(self, key: str) -> bool:
+        """Whether pod ``key`` is a pod of a kant job that kant has not bound."""
+        known = self._id_of.get(key)
+        if known is None or key not in self._pods:
+            return False
+        rec = self._jobs.get(known[0])
+        return rec is not None and known[1] not in rec.bound
 
     def reap(self, *, wait: bool = False) -> None:
         """Take the answers of the binding calls made so far (all of them with ``wait``): count
@@ -1729,6 +1931,12 @@ class Watcher(threading.Thread):
         for k in sorted(self._seen):
             self.out.put((self.kind, "MODIFIED", self._seen[k]))
         return str((doc.get("metadata") or {}).get("resourceVersion", ""))
+
+
+_WRITTEN = frozenset({EstimateStatus.EXPECTED, EstimateStatus.NEVER,
+                      EstimateStatus.UNKNOWN_END, EstimateStatus.BEYOND_HORIZON})  # fmt: skip
+"""The statuses written on a waiting pod (a job asked for is PENDING: never RUNNING nor
+ENDED)."""
 
 
 def _base(f: PodFacts) -> str:

@@ -476,6 +476,45 @@ def test_settings_read_every_key() -> None:
     ) == ("kant-2", "delete", 0.2, 4, "nvidia.com/hca", 5.0, 7)
 
 
+def test_start_time_estimates_are_off_by_default_and_bounded_when_on() -> None:
+    s = parse_settings(None)
+    assert s.estimate_interval_seconds == 0.0  # (off: no estimate, no annotation written)
+    assert (s.estimate_max_jobs, s.estimate_horizon_seconds, s.estimate_max_cycles) == (
+        50, 86400.0, 100,
+    )  # fmt: skip
+    s = parse_settings({"estimateIntervalSeconds": 60, "estimateMaxJobs": 10,
+                        "estimateHorizonSeconds": 3600, "estimateMaxCycles": 20})  # fmt: skip
+    assert (
+        s.estimate_interval_seconds,
+        s.estimate_max_jobs,
+        s.estimate_horizon_seconds,
+        s.estimate_max_cycles,
+    ) == (60.0, 10, 3600.0, 20)
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [({"estimateIntervalSeconds": -1}, "must be a finite number >= 0"),
+     ({"estimateIntervalSeconds": "60s"}, "must be a finite number >= 0"),
+     ({"estimateIntervalSeconds": float("nan")}, "must be a finite number >= 0"),
+     ({"estimateIntervalSeconds": True}, "must be a finite number >= 0"),
+     ({"estimateMaxJobs": 0}, "must be an integer >= 1"),
+     ({"estimateMaxJobs": 2.5}, "must be an integer >= 1"),
+     ({"estimateMaxJobs": True}, "must be an integer >= 1"),
+     ({"estimateMaxCycles": 0}, "must be an integer >= 1"),
+     ({"estimateMaxCycles": "100"}, "must be an integer >= 1"),
+     ({"estimateHorizonSeconds": 0}, "must be > 0"),
+     ({"estimateHorizonSeconds": float("inf")}, "must be a finite number >= 0"),
+     ({"estimateHorizonSeconds": -5}, "must be a finite number >= 0")],
+)  # fmt: skip
+def test_a_bad_estimate_setting_is_refused_naming_its_key_and_why(
+    raw: dict[str, Any], why: str
+) -> None:
+    (key,) = raw
+    with pytest.raises(InvalidConfigFileError, match=rf"kubernetes\.{key}: {why}"):
+        parse_settings(raw, source="kant.yaml")
+
+
 @pytest.mark.parametrize(
     ("raw", "path"),
     [({"evictionMode": "kill"}, "kubernetes.evictionMode"),

@@ -1,0 +1,328 @@
+"""Start-time estimates shown in Kubernetes, against the real API server: with
+``estimateIntervalSeconds`` set, the shim writes on each waiting pod of the first jobs in
+queue order when its job is expected to start (``kant.io/expected-start``, RFC 3339 UTC, or
+why there is no time) and when that was computed (``kant.io/expected-start-made-at``), only
+when the value changed, within the cycle's status writes, and removes both once the pod is
+bound. Off by default: no write. An error inside the estimates never stops scheduling."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from datetime import datetime
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kant.config import parse_config
+from kant.estimates import EstimateStatus, StartEstimate
+from kant.k8s.client import ApiError
+from kant.k8s.shim import (
+    EXPECTED_START_ANNOTATION,
+    EXPECTED_START_MADE_AT_ANNOTATION,
+    Shim,
+    expected_start_value,
+    rfc3339,
+)
+
+from .conftest import Cluster, wait_for
+
+pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+
+RUNTIME = "kant.io/runtime-seconds"
+
+
+def _at(t: float) -> str:
+    """Shim time ``t`` (seconds since the epoch) as the annotation writes it."""
+    got = rfc3339(t)
+    assert got is not None
+    return got
+
+
+class _Driven:
+    """A shim driven by the test (no watch, no loop) on ``clock``, noting its writes of the
+    expected-start annotations: (pod name, value written, None for a removal)."""
+
+    def __init__(self, cluster: Cluster, config: dict[str, Any], clock: float = 1000.0) -> None:
+        self.cluster = cluster
+        self.clock = [clock]
+        self.writes: list[tuple[str, str | None]] = []
+        self.fail_next: list[int] = []  # statuses to answer the next annotation writes with
+        patch = cluster.api.patch
+
+        def noted(path: str, body: Any, **kw: Any) -> Any:
+            ann = (body.get("metadata") or {}).get("annotations") or {}
+            if EXPECTED_START_ANNOTATION in ann:
+                if self.fail_next:
+                    status = self.fail_next.pop(0)
+                    raise ApiError(status, "PATCH", path, '{"reason": "test"}')
+                self.writes.append((path.rsplit("/", 1)[1], ann[EXPECTED_START_ANNOTATION]))
+            return patch(path, body, **kw)
+
+        cluster.api.patch = noted  # type: ignore[method-assign]
+        self.shim = Shim(cluster.api, parse_config(config), clock=lambda: self.clock[0])
+        self.shim.sync()
+
+    def cycle(self, advance: float = 1.0) -> list[tuple[str, str | None]]:
+        """One cycle ``advance`` seconds later, its bindings answered: the writes it made."""
+        self.clock[0] += advance
+        self.writes.clear()
+        self.shim.cycle()
+        self.shim.reap(wait=True)
+        return list(self.writes)
+
+    def finish(self, name: str) -> None:
+        """Pod ``name`` ended (as the watch would tell the shim)."""
+        self.shim.handle("Pod", "DELETED", self.cluster.get(name))
+
+
+def _estimates(interval: float = 10.0, **more: Any) -> dict[str, Any]:
+    return {"kubernetes": {"estimateIntervalSeconds": interval, **more}}
+
+
+def _shown(cluster: Cluster, name: str) -> tuple[str | None, str | None]:
+    ann = cluster.get(name)["metadata"].get("annotations") or {}
+    return ann.get(EXPECTED_START_ANNOTATION), ann.get(EXPECTED_START_MADE_AT_ANNOTATION)
+
+
+# ----------------------------------------------------------------- values
+
+
+def test_an_expected_start_is_written_as_an_rfc3339_utc_time_to_the_second() -> None:
+    assert rfc3339(0) == "1970-01-01T00:00:00Z"
+    assert rfc3339(1_795_000_000.9) == "2026-11-18T11:06:40Z"
+    assert rfc3339(float("inf")) is None and rfc3339(1e20) is None
+    est = StartEstimate(job_id="j", status=EstimateStatus.EXPECTED, start=1100.5, made_at=1000)
+    assert expected_start_value(est) == "1970-01-01T00:18:20Z"
+
+
+@given(st.floats(min_value=-62135596800, max_value=253402300799.9))
+def test_a_written_time_reads_back_as_the_second_it_falls_in(t: float) -> None:
+    text = rfc3339(t)
+    assert text is not None and text.endswith("Z") and len(text) == 20
+    assert datetime.fromisoformat(text).timestamp() == math.floor(t)
+
+
+@pytest.mark.parametrize(
+    "status", [EstimateStatus.NEVER, EstimateStatus.UNKNOWN_END, EstimateStatus.BEYOND_HORIZON]
+)
+def test_an_estimate_without_a_time_is_written_as_its_status(status: EstimateStatus) -> None:
+    est = StartEstimate(job_id="j", status=status, start=None, made_at=1000)
+    assert expected_start_value(est) == status.value
+
+
+def test_an_expected_start_past_what_rfc3339_can_write_is_beyond_the_horizon() -> None:
+    est = StartEstimate(job_id="j", status=EstimateStatus.EXPECTED, start=1e20, made_at=1000)
+    assert expected_start_value(est) == "beyond_horizon"
+
+
+# ----------------------------------------------------------------- against the API server
+
+
+def test_estimates_are_off_by_default_and_nothing_is_written(cluster: Cluster) -> None:
+    cluster.node("n0", model="H100")
+    cluster.pod("run", gpus=8, annotations={RUNTIME: "100"})
+    cluster.pod("w", gpus=8)
+    d = _Driven(cluster, {})
+    assert d.cycle() == [] and d.cycle(60) == []
+    assert cluster.node_of("run") == "n0" and d.shim.estimate_seconds == 0.0
+    assert _shown(cluster, "w") == (None, None)
+
+
+def test_a_job_waiting_behind_a_running_one_is_told_when_it_ends(cluster: Cluster) -> None:
+    # one 8-GPU node; "run" takes it for 100 s from 1001, "w" waits for it: expected at 1101
+    cluster.node("n0", model="H100")
+    cluster.pod("run", gpus=8, annotations={RUNTIME: "100"})
+    cluster.pod("w", gpus=8)
+    d = _Driven(cluster, _estimates())
+    assert d.cycle() == [("w", _at(1101))]
+    assert cluster.node_of("run") == "n0"
+    assert _shown(cluster, "w") == ("1970-01-01T00:18:21Z", "1970-01-01T00:16:41Z")
+    assert _shown(cluster, "run") == (None, None)
+    # the next estimates (10 s later) say the same: nothing is written again
+    assert [d.cycle() for _ in range(12)] == [[]] * 12
+    assert _shown(cluster, "w")[1] == _at(1001)
+
+
+def test_the_annotation_follows_the_running_jobs_and_goes_once_the_job_binds(
+    cluster: Cluster,
+) -> None:
+    # "r1" runs for 100 s and "r2" for 300 s on one 8-GPU node; "w" needs all of it: 1301.
+    # "r2" ends early: "w" now waits for "r1" alone, 1101, written by the next estimates.
+    # Once "r1" ends too, "w" binds, and the cycle that binds it removes its annotations
+    cluster.node("n0", model="H100")
+    cluster.pod("r1", gpus=4, annotations={RUNTIME: "100"})
+    cluster.pod("r2", gpus=4, annotations={RUNTIME: "300"})
+    cluster.pod("w", gpus=8)
+    d = _Driven(cluster, _estimates())
+    assert d.cycle() == [("w", _at(1301))]
+    d.finish("r2")
+    assert d.cycle(5) == []  # (the interval is not over)
+    assert d.cycle(5) == [("w", _at(1101))]
+    assert _shown(cluster, "w") == (_at(1101), _at(1011))
+    d.finish("r1")
+    assert d.cycle() == [("w", None)]
+    assert cluster.node_of("w") == "n0"
+    assert _shown(cluster, "w") == (None, None)
+    assert d.cycle(10) == []
+
+
+@pytest.mark.parametrize(
+    ("running", "waiting", "more", "shown"),
+    [
+        ({}, 16, {}, "never"),  # more GPUs than the cluster has
+        ({"gpus": 8}, 8, {}, "unknown_end"),  # behind a pod without a runtime estimate
+        ({"gpus": 8, "annotations": {RUNTIME: "100000"}}, 8,
+         {"estimateHorizonSeconds": 3600}, "beyond_horizon"),
+    ],
+)  # fmt: skip
+def test_a_job_without_an_expected_start_is_told_why(
+    cluster: Cluster, running: dict[str, Any], waiting: int, more: dict[str, Any], shown: str
+) -> None:
+    cluster.node("n0", model="H100")
+    if running:
+        cluster.pod("run", **running)
+    cluster.pod("w", gpus=waiting)
+    d = _Driven(cluster, _estimates(**more))
+    assert d.cycle() == [("w", shown)]
+    assert _shown(cluster, "w") == (shown, _at(1001))
+
+
+def test_only_the_first_jobs_in_queue_order_are_estimated_and_written_within_the_budget(
+    cluster: Cluster,
+) -> None:
+    # "run" holds the node for 100 s; w0..w3 (8 GPUs each) wait in that order. Three jobs
+    # are estimated (w3 is not); each waiting pod also needs a condition and an event: with
+    # 9 writes a cycle, the first cycle writes those 8 and w0's estimate, the next the rest
+    cluster.node("n0", model="H100")
+    cluster.pod("run", gpus=8, annotations={RUNTIME: "100"})
+    for i in range(4):
+        cluster.pod(f"w{i}", gpus=8, annotations={RUNTIME: "100"})
+    d = _Driven(cluster, _estimates(estimateMaxJobs=3, statusWritesPerCycle=9))
+    assert d.cycle() == [("w0", _at(1101))]
+    assert d.shim.status_writes_due
+    assert d.cycle() == [("w1", _at(1201)), ("w2", _at(1301))]
+    assert _shown(cluster, "w3") == (None, None)
+    assert d.cycle() == []
+
+
+def test_a_job_no_longer_among_the_first_estimated_loses_its_annotation(
+    cluster: Cluster,
+) -> None:
+    # one job is estimated: "w1" first, then "w0", of a higher priority, comes ahead of it
+    # (no preemption: it waits for "run" to end too)
+    with contextlib.suppress(ApiError):  # (shared by the tests of the session)
+        cluster.api.post("/apis/scheduling.k8s.io/v1/priorityclasses",
+                         {"metadata": {"name": "kant-expected-high"}, "value": 10})  # fmt: skip
+    cluster.node("n0", model="H100")
+    cluster.pod("run", gpus=8, annotations={RUNTIME: "100"})
+    cluster.pod("w1", gpus=8)
+    d = _Driven(cluster, {**_estimates(estimateMaxJobs=1), "preemption": {"priority": False}})
+    assert d.cycle() == [("w1", _at(1101))]
+
+    def high() -> bool:  # (the API server's admission may not know the class at once)
+        with contextlib.suppress(ApiError):
+            return bool(cluster.pod("w0", gpus=8, priority_class="kant-expected-high"))
+        return False
+
+    wait_for(high, what="w0 created")
+    d.shim.handle("Pod", "ADDED", cluster.get("w0"))
+    assert d.cycle(10) == [("w1", None), ("w0", _at(1101))]
+    assert _shown(cluster, "w1") == (None, None)
+
+
+def test_an_error_inside_the_estimates_is_logged_and_scheduling_goes_on(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    cluster.node("n0", model="H100")
+    cluster.pod("run", gpus=8, annotations={RUNTIME: "100"})
+    cluster.pod("w", gpus=8)
+    d = _Driven(cluster, _estimates())
+    real = d.shim.scheduler.start_estimates
+
+    def broken(*a: Any, **kw: Any) -> Any:
+        raise RuntimeError("a bug in the estimates")
+
+    d.shim.scheduler.start_estimates = broken  # type: ignore[method-assign]
+    with caplog.at_level(logging.ERROR, logger="kant.k8s.shim"):
+        assert d.cycle() == []
+    assert "start-time estimates failed" in caplog.text and "a bug" in caplog.text
+    assert cluster.node_of("run") == "n0"  # (the cycle bound it, and wrote the conditions)
+    assert cluster.get("w")["status"]["conditions"][0]["reason"] == "Unschedulable"
+    d.shim.scheduler.start_estimates = real  # type: ignore[method-assign]
+    assert d.cycle(10) == [("w", _at(1101))]
+    d.shim.scheduler.check_invariants()
+
+
+def test_a_write_answered_503_is_made_again_by_the_next_cycle(cluster: Cluster) -> None:
+    cluster.node("n0", model="H100")
+    cluster.pod("run", gpus=8, annotations={RUNTIME: "100"})
+    cluster.pod("w", gpus=8)
+    d = _Driven(cluster, _estimates())
+    d.fail_next = [503]
+    assert d.cycle() == [] and d.shim.status_writes_due
+    assert d.cycle() == [("w", _at(1101))]
+    assert _shown(cluster, "w") == (_at(1101), _at(1001))
+
+
+def test_a_write_refused_for_good_is_dropped_and_logged(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    cluster.node("n0", model="H100")
+    cluster.pod("run", gpus=8, annotations={RUNTIME: "100"})
+    cluster.pod("w", gpus=8)
+    d = _Driven(cluster, _estimates())
+    d.fail_next = [403]
+    with caplog.at_level(logging.WARNING, logger="kant.k8s.shim"):
+        assert d.cycle() == []
+    assert "expected start on" in caplog.text and not d.shim.status_writes_due
+    assert d.cycle() == []  # (not tried again before the next estimates)
+    assert d.cycle(10) == [("w", _at(1101))]
+
+
+def test_annotations_an_earlier_shim_left_are_removed_from_bound_pods_and_when_off(
+    cluster: Cluster,
+) -> None:
+    # "run" carries a stale expected start when the shim binds it; "w" carries one while
+    # this shim makes no estimates: both are removed, once each, and nothing else written
+    stale = {EXPECTED_START_ANNOTATION: "1970-01-01T00:00:00Z",
+             EXPECTED_START_MADE_AT_ANNOTATION: "1970-01-01T00:00:00Z"}  # fmt: skip
+    cluster.node("n0", model="H100")
+    cluster.pod("run", gpus=8, annotations={RUNTIME: "100", **stale})
+    cluster.pod("w", gpus=8, annotations=stale)
+    d = _Driven(cluster, {})
+    assert sorted(d.cycle()) == [("run", None), ("w", None)]
+    assert cluster.node_of("run") == "n0"
+    assert _shown(cluster, "run") == _shown(cluster, "w") == (None, None)
+    assert d.cycle(60) == []
+
+
+def test_a_restarted_shim_does_not_write_again_the_value_a_pod_carries(cluster: Cluster) -> None:
+    cluster.node("n0", model="H100")
+    cluster.pod("w", gpus=16)
+    d = _Driven(cluster, _estimates())
+    assert d.cycle() == [("w", "never")]
+    d.shim._pool.shutdown(wait=True)
+    again = _Driven(cluster, _estimates(), clock=d.clock[0] + 30)
+    assert again.cycle() == []
+    assert _shown(cluster, "w") == ("never", _at(1001))
+
+
+def test_the_running_shim_shows_the_expected_start_and_removes_it_once_the_pod_runs(
+    cluster: Cluster,
+) -> None:
+    # the shim's own loop, the wall clock, and the fake kubelet ending "run" after 6 s
+    cluster.node("n0", model="H100")
+    cluster.pod("run", gpus=8, annotations={RUNTIME: "6"})
+    cluster.start_shim(_estimates(1.0))
+    wait_for(lambda: cluster.node_of("run") == "n0", what="run bound")
+    cluster.pod("w", gpus=8)
+    shown = wait_for(lambda: _shown(cluster, "w")[0], what="w's expected start")
+    at = datetime.strptime(shown, "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    started = cluster.get("run")["metadata"]["creationTimestamp"]
+    assert 5 <= at - datetime.strptime(started, "%Y-%m-%dT%H:%M:%S%z").timestamp() <= 30
+    wait_for(lambda: cluster.node_of("w") == "n0", what="w bound")
+    wait_for(lambda: _shown(cluster, "w") == (None, None), what="w's annotations removed")
