@@ -781,8 +781,7 @@ class Shim:
             elif st.node is not None:
                 self._hold(key, obj, st)
             return
-        if key not in self._pods:
-            self._take_expected(key, obj, st)
+        self._sync_expected(key, obj, st, first=key not in self._pods)
         try:
             f: PodFacts | None = pod_facts(obj, self.settings)
         except KantError as e:
@@ -1344,21 +1343,30 @@ class Shim:
         if gone:
             self._expect_due = {**gone, **self._expect_due}
 
-    def _take_expected(self, key: str, obj: Obj, st: PodState) -> None:
-        """Pod ``key`` of kant's, first seen (the shim starting, or a pod made since): the
-        ``kant.io/expected-start`` it carries (an earlier shim's) is noted, and removed by
-        the next cycle when the pod runs, or when this shim makes no estimates; a pod
-        that waits gets the value of this shim's estimates, when they differ."""
+    def _sync_expected(self, key: str, obj: Obj, st: PodState, *, first: bool) -> None:
+        """Pod ``key`` of kant's, as the watch delivers it (``first``: first seen, the shim
+        starting or a pod made since): the ``kant.io/expected-start`` it carries is what
+        this shim holds it carries (an earlier shim's value, a hand edit, this shim's own
+        writes coming back), so that a removal is never skipped for a pod that carries one,
+        nor a value taken as written that is not. A pod that carries one and is bound has it
+        removed by the next cycle when first seen, and so has any pod first seen while this shim
+        makes no estimates; a pod that waits gets the value of this shim's estimates, when they
+        differ. A pod terminating or ended is left alone: its annotations go with it."""
+        if st.deleting or st.phase in TERMINAL:
+            self._expect_on.pop(key, None)
+            self._expect_due.pop(key, None)
+            return
         ann = annotations_of(obj)
         if not isinstance(ann, Mapping) or not (
             EXPECTED_START_ANNOTATION in ann or EXPECTED_START_MADE_AT_ANNOTATION in ann
         ):
+            self._expect_on.pop(key, None)
+            if self._expect_due.get(key, 0) is None:
+                del self._expect_due[key]  # (a removal due of annotations no longer there)
             return
         value = ann.get(EXPECTED_START_ANNOTATION)
         self._expect_on[key] = value if isinstance(value, str) else ""
-        if st.deleting or st.phase in TERMINAL:
-            return  # (it goes, its annotations with it)
-        if st.node is not None or self.settings.estimate_interval_seconds <= 0:
+        if first and (st.node is not None or self.settings.estimate_interval_seconds <= 0):
             self._expect_due[key] = None
 
     def _write_expected(self) -> None:
@@ -1367,10 +1375,12 @@ class Shim:
         patch of the pod's annotations carrying its uid (refused on another pod of that
         name), ``null`` to remove them. A value for a pod bound (or no longer in a waiting
         job) since it was computed is not written: the annotations are removed instead, if
-        the pod carries them. Errors as for the ``kant.io/failures`` writes: a pod gone
-        (404) or another pod of that name (422), or a write refused for good (logged), drops
-        the write; 429 or 5xx keeps it due for the next cycle; no answer keeps it due and
-        ends the pass (a server down would otherwise cost the client's timeout per pod)."""
+        the pod carries them. Errors as for the ``DisruptionTarget`` writes: a pod gone
+        (404) or another pod of that name (422) drops the write and what the pod carried; a
+        write refused for good (403, 400 and any other: logged) drops the write, the pod
+        still carrying what it carried (the next estimates write again); :data:`RETRIED_STATUS`
+        or 5xx keeps it due for the next cycle; no answer keeps it due and ends the pass (a
+        server down would otherwise cost the client's timeout per pod)."""
         for key in list(self._expect_due):
             if key not in self._expect_due:
                 continue
@@ -1395,14 +1405,17 @@ class Shim:
             try:
                 self.api.patch(f"/api/v1/namespaces/{ns}/pods/{name}", {"metadata": meta})
             except ApiError as e:
-                if e.status == 429 or e.status >= 500:
+                if e.status in RETRIED_STATUS or e.status >= 500:
                     log.info("expected start on %s: %s; tried again by the next cycle", key, e)
                     self._expect_due.setdefault(key, want)
                     self.status_writes_due = True
                     continue
-                # (404: gone; 422: another pod of that name; 403 and others: refused)
+                # (404: gone; 422: another pod of that name, which carries nothing of this
+                # shim's; 403 and any other: refused, the pod still carries what it carried,
+                # and the next estimates, or the cycle that binds it, write again)
                 (log.info if e.status == 404 else log.warning)("expected start on %s: %s", key, e)
-                self._expect_on.pop(key, None)
+                if e.status in (404, 422):
+                    self._expect_on.pop(key, None)
                 continue
             except OSError as e:
                 log.info("expected start on %s: %s; tried again by the next cycle", key, e)

@@ -51,7 +51,7 @@ class _Driven:
         self.clock = [clock]
         self.writes: list[tuple[str, str | None]] = []
         self.fail_next: list[int] = []  # statuses to answer the next annotation writes with
-        patch = cluster.api.patch
+        patch = self.raw_patch = cluster.api.patch  # (raw_patch: a write of someone else's)
 
         def noted(path: str, body: Any, **kw: Any) -> Any:
             ann = (body.get("metadata") or {}).get("annotations") or {}
@@ -281,6 +281,96 @@ def test_a_write_refused_for_good_is_dropped_and_logged(
     assert "expected start on" in caplog.text and not d.shim.status_writes_due
     assert d.cycle() == []  # (not tried again before the next estimates)
     assert d.cycle(10) == [("w", _at(1101))]
+
+
+def test_a_pod_whose_new_value_was_refused_does_not_keep_its_old_one_once_bound(
+    cluster: Cluster,
+) -> None:
+    # w is told 1301 (r1 100 s, r2 300 s); r2 ends early: the new value (1101) is refused
+    # once (403, say an admission policy); then r1 ends and w is bound. The pod still
+    # carries 1301 (the refused write changed nothing), so the bind cycle removes it
+    cluster.node("n0", model="H100")
+    cluster.pod("r1", gpus=4, annotations={RUNTIME: "100"})
+    cluster.pod("r2", gpus=4, annotations={RUNTIME: "300"})
+    cluster.pod("w", gpus=8)
+    d = _Driven(cluster, _estimates())
+    assert d.cycle() == [("w", _at(1301))]
+    d.finish("r2")
+    d.fail_next = [403]
+    assert d.cycle(10) == []  # (refused)
+    assert _shown(cluster, "w")[0] == _at(1301)
+    d.finish("r1")
+    assert d.cycle() == [("w", None)]
+    assert cluster.node_of("w") == "n0"
+    assert _shown(cluster, "w") == (None, None)
+
+
+@pytest.mark.parametrize("status", [403, 400, 401, 408, 409, 429, 500])
+def test_a_removal_refused_or_not_taken_is_made_again(cluster: Cluster, status: int) -> None:
+    # the bind cycle's removal is refused (403, 400: by the next estimates) or not taken
+    # (401, 408, 409, 429, 5xx: by the next cycle); a running pod never keeps its value
+    cluster.node("n0", model="H100")
+    cluster.pod("run", gpus=8, annotations={RUNTIME: "100"})
+    cluster.pod("w", gpus=8)
+    d = _Driven(cluster, _estimates())
+    assert d.cycle() == [("w", _at(1101))]
+    d.finish("run")
+    d.fail_next = [status]
+    assert d.cycle() == []
+    assert cluster.node_of("w") == "n0"
+    again = d.cycle() + d.cycle(10)
+    assert again == [("w", None)]
+    assert _shown(cluster, "w") == (None, None)
+
+
+def test_what_the_watch_shows_a_pod_carries_is_what_the_shim_holds_it_carries(
+    cluster: Cluster,
+) -> None:
+    # someone removes w's annotations by hand: the next estimates write them again; someone
+    # writes another value: the next estimates write theirs over it
+    cluster.node("n0", model="H100")
+    cluster.pod("run", gpus=8, annotations={RUNTIME: "100"})
+    cluster.pod("w", gpus=8)
+    d = _Driven(cluster, _estimates())
+    assert d.cycle() == [("w", _at(1101))]
+    path = f"/api/v1/namespaces/{cluster.ns}/pods/w"
+    d.raw_patch(
+        path,
+        {
+            "metadata": {
+                "annotations": {
+                    EXPECTED_START_ANNOTATION: None,
+                    EXPECTED_START_MADE_AT_ANNOTATION: None,
+                }
+            }
+        },
+    )
+    d.shim.handle("Pod", "MODIFIED", cluster.get("w"))
+    assert d.cycle(10) == [("w", _at(1101))]
+    d.raw_patch(path, {"metadata": {"annotations": {EXPECTED_START_ANNOTATION: "soon"}}})
+    d.shim.handle("Pod", "MODIFIED", cluster.get("w"))
+    assert d.cycle(10) == [("w", _at(1101))]
+    assert _shown(cluster, "w") == (_at(1101), _at(1021))
+
+
+def test_a_terminating_pod_found_at_startup_is_not_written(cluster: Cluster) -> None:
+    # "w" carries an earlier shim's value and is being deleted (a finalizer keeps it): its
+    # annotations go with it, no removal is written
+    stale = {EXPECTED_START_ANNOTATION: "1970-01-01T00:00:00Z",
+             EXPECTED_START_MADE_AT_ANNOTATION: "1970-01-01T00:00:00Z"}  # fmt: skip
+    cluster.node("n0", model="H100")
+    cluster.pod("w", gpus=8, annotations=stale)
+    path = f"/api/v1/namespaces/{cluster.ns}/pods/w"
+    cluster.api.patch(path, {"metadata": {"finalizers": ["example.com/grace"]}})
+    cluster.api.delete(path)
+    try:
+        for config in ({}, _estimates()):
+            d = _Driven(cluster, config)
+            assert d.cycle() == [] and d.cycle(10) == []
+            d.shim._pool.shutdown(wait=True)
+            cluster.api.patch = d.raw_patch  # type: ignore[method-assign]
+    finally:
+        cluster.api.patch(path, {"metadata": {"finalizers": None}})
 
 
 def test_annotations_an_earlier_shim_left_are_removed_from_bound_pods_and_when_off(
