@@ -1056,6 +1056,9 @@ class Shim:
                 bases.add(self._rewait(key, rec.base))
         for base in sorted(bases):
             self._try_submit(base)
+        for key in rec.pods.values():
+            if key in self._expect_on and key not in self._id_of and key not in self._dying:
+                self._remove_expected(key)  # (waiting for no kant job now: nothing expected)
 
     def _rewait(self, key: str, base: str) -> str:
         """Pod ``key``, in a kant job of ``base`` that is dropped, waits again: for the group
@@ -1348,9 +1351,9 @@ class Shim:
         starting or a pod made since): the ``kant.io/expected-start`` it carries is what
         this shim holds it carries (an earlier shim's value, a hand edit, this shim's own
         writes coming back), so that a removal is never skipped for a pod that carries one,
-        nor a value taken as written that is not. A pod that carries one and is bound has it
-        removed by the next cycle when first seen, and so has any pod first seen while this shim
-        makes no estimates; a pod that waits gets the value of this shim's estimates, when they
+        nor a value taken as written that is not. A pod that carries one and is bound (by kant,
+        another binder, its ``spec.nodeName``) has it removed by the next cycle, and so has any
+        pod first seen while this shim makes no estimates; a pod that waits gets the value of this shim's estimates, when they
         differ. A pod terminating or ended is left alone: its annotations go with it."""
         if st.deleting or st.phase in TERMINAL:
             self._expect_on.pop(key, None)
@@ -1366,8 +1369,15 @@ class Shim:
             return
         value = ann.get(EXPECTED_START_ANNOTATION)
         self._expect_on[key] = value if isinstance(value, str) else ""
-        if first and (st.node is not None or self.settings.estimate_interval_seconds <= 0):
-            self._expect_due[key] = None
+        if st.node is not None or (first and self.settings.estimate_interval_seconds <= 0):
+            self._remove_expected(key)  # (bound by anyone: kant, another binder, nodeName)
+
+    def _remove_expected(self, key: str) -> None:
+        """Pod ``key``, which carries a ``kant.io/expected-start``, no longer waits: its
+        removal is due (ahead of the values due)."""
+        if self._expect_due.get(key, 0) is not None:
+            self._expect_due.pop(key, None)
+            self._expect_due = {key: None, **self._expect_due}
 
     def _write_expected(self) -> None:
         """Write the ``kant.io/expected-start`` values (and ``-made-at``) due, in order, within

@@ -373,6 +373,50 @@ def test_a_terminating_pod_found_at_startup_is_not_written(cluster: Cluster) -> 
         cluster.api.patch(path, {"metadata": {"finalizers": None}})
 
 
+def test_a_pod_bound_by_someone_else_loses_its_annotation_before_the_next_estimates(
+    cluster: Cluster,
+) -> None:
+    # w is told 1101; then someone else binds it (a binding not kant's): the shim holds it
+    # as another scheduler's pod, and the next cycle removes its annotation (the next
+    # estimates are an hour away)
+    cluster.node("n0", model="H100")
+    cluster.pod("run", gpus=8, annotations={RUNTIME: "100"})
+    cluster.pod("w", gpus=8)
+    d = _Driven(cluster, _estimates(3600))
+    assert d.cycle() == [("w", _at(1101))]
+    cluster.api.post(
+        f"/api/v1/namespaces/{cluster.ns}/pods/w/binding",
+        {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "w"},
+         "target": {"apiVersion": "v1", "kind": "Node", "name": "n0"}},
+    )  # fmt: skip
+    d.shim.handle("Pod", "MODIFIED", cluster.get("w"))
+    assert d.cycle() == [("w", None)]
+    assert _shown(cluster, "w") == (None, None)
+
+
+def test_the_pods_of_a_cancelled_job_that_wait_for_no_job_lose_their_annotation(
+    cluster: Cluster,
+) -> None:
+    # gang g (minMember 2) is told 1101; g1 is deleted: the job is cancelled, g0 waits for
+    # its controller to make g1 again (no kant job, nothing to expect): the next cycle removes
+    # g0's annotation; once g1 is back, the next estimates write it again
+    cluster.node("n0", model="H100")
+    cluster.pod("run", gpus=8, annotations={RUNTIME: "100"})
+    d = _Driven(cluster, _estimates())
+    assert d.cycle() == [] and cluster.node_of("run") == "n0"
+    cluster.pod_group("g", 2)
+    group = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{cluster.ns}/podgroups/g"
+    d.shim.handle("PodGroup", "ADDED", cluster.api.get(group))
+    for name in ("g0", "g1"):
+        d.shim.handle("Pod", "ADDED", cluster.pod(name, gpus=4, group="g"))
+    assert sorted(d.cycle(10)) == [("g0", _at(1101)), ("g1", _at(1101))]
+    d.finish("g1")
+    cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/g1", {"gracePeriodSeconds": 0})
+    assert d.cycle() == [("g0", None)]
+    d.shim.handle("Pod", "ADDED", cluster.pod("g1", gpus=4, group="g"))
+    assert sorted(d.cycle(10)) == [("g0", _at(1101)), ("g1", _at(1101))]
+
+
 def test_annotations_an_earlier_shim_left_are_removed_from_bound_pods_and_when_off(
     cluster: Cluster,
 ) -> None:
