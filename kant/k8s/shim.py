@@ -77,6 +77,11 @@ EXPECTED_START_MADE_AT_ANNOTATION = "kant.io/expected-start-made-at"
 """On a waiting pod, with :data:`EXPECTED_START_ANNOTATION`: when that value was computed."""
 
 
+EXPECTED_START_SLACK_SECONDS = 60.0
+"""A pod's expected start is written again only when it moves by at least this, or by
+``estimateIntervalSeconds`` when longer (see :func:`_steady`)."""
+
+
 def _now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -1316,21 +1321,24 @@ class Shim:
                 s.estimate_interval_seconds,
             )  # fmt: skip
         made = rfc3339(now) or ""
-        want: dict[str, str] = {}  # (in queue order, each job's pods in its pod order)
+        want: dict[str, tuple[str, float | None]] = {}  # (in queue order, each job's pods
+        # in its pod order: the value, and the time it says, if any)
         for jid, est in found.items():
             rec = self._jobs.get(jid)
             if rec is None or est.status not in _WRITTEN:
                 continue
             value = expected_start_value(est)
+            at = est.start if est.status is EstimateStatus.EXPECTED else None
             for pid, key in rec.pods.items():
                 if pid not in rec.bound and key in self._pods:
-                    want[key] = value
+                    want[key] = (value, at)
+        slack = max(s.estimate_interval_seconds, EXPECTED_START_SLACK_SECONDS)
         due: dict[str, tuple[str, str] | None] = {}
         for key in sorted(self._expect_on):  # (removals first: a bound pod's is confusing)
             if key not in want:
                 due[key] = None
-        for key, value in want.items():
-            if self._expect_on.get(key) != value:
+        for key, (value, at) in want.items():
+            if not _steady(self._expect_on.get(key), value, at, now, slack):
                 due[key] = (value, made)
         self._expect_due = due
 
@@ -1960,6 +1968,26 @@ _WRITTEN = frozenset({EstimateStatus.EXPECTED, EstimateStatus.NEVER,
                       EstimateStatus.UNKNOWN_END, EstimateStatus.BEYOND_HORIZON})  # fmt: skip
 """The statuses written on a waiting pod (a job asked for is PENDING: never RUNNING nor
 ENDED)."""
+
+
+def _steady(carried: str | None, value: str, at: float | None, now: float, slack: float) -> bool:
+    """Whether a pod that carries ``carried`` keeps it, the estimates of time ``now`` giving
+    ``value`` (time ``at``, None for a status): the same value; or both times, the new one
+    less than ``slack`` seconds from the carried one, either way; or the carried time past
+    (the job is late: what it waits for runs past its expected end) and the new one less
+    than ``slack`` ahead of now (it says "now" again, at every estimates). A change of
+    ``slack`` or more, or to or from a status, is written."""
+    if carried == value:
+        return True
+    if carried is None or at is None:
+        return False
+    try:
+        was = datetime.fromisoformat(carried).timestamp()
+    except ValueError:
+        return False  # (not a time: a status, or a hand edit)
+    if abs(at - was) < slack:
+        return True
+    return was <= now and at < now + slack
 
 
 def _base(f: PodFacts) -> str:

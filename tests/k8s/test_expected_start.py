@@ -24,6 +24,7 @@ from kant.k8s.shim import (
     EXPECTED_START_ANNOTATION,
     EXPECTED_START_MADE_AT_ANNOTATION,
     Shim,
+    _steady,
     expected_start_value,
     rfc3339,
 )
@@ -255,6 +256,72 @@ def test_an_error_inside_the_estimates_is_logged_and_scheduling_goes_on(
     d.shim.scheduler.start_estimates = real  # type: ignore[method-assign]
     assert d.cycle(10) == [("w", _at(1101))]
     d.shim.scheduler.check_invariants()
+
+
+def test_a_queue_where_nothing_happens_is_not_written_at_every_estimates_once_a_job_is_late(
+    cluster: Cluster,
+) -> None:
+    # "run" was expected to end at 1101; it still runs at 1200 and on: w, behind it, is
+    # expected "now" at every estimates (every 10 s), and w2, behind w, 100 s later. w keeps
+    # 1101 (past: late) and is not written again; w2 moves with the clock, written once a
+    # minute (the slack), not at every estimates
+    cluster.node("n0", model="H100")
+    cluster.pod("run", gpus=8, annotations={RUNTIME: "100"})
+    cluster.pod("w", gpus=8, annotations={RUNTIME: "100"})
+    cluster.pod("w2", gpus=8)
+    d = _Driven(cluster, _estimates())
+    assert d.cycle() == [("w", _at(1101)), ("w2", _at(1201))]
+    assert d.cycle(199) == [("w2", _at(1300))]  # (at 1200: a move of 99 s)
+    writes = [w for _ in range(12) for w in d.cycle(10)]  # (1210 to 1320)
+    assert writes == [("w2", _at(1360)), ("w2", _at(1420))], writes
+    assert _shown(cluster, "w")[0] == _at(1101)
+
+
+def test_a_small_move_of_the_expected_start_is_not_written_and_a_large_one_is(
+    cluster: Cluster,
+) -> None:
+    # r1 and r2 (4 GPUs each) end at 1301 and 1331: w (8 GPUs) is expected at 1331. r2 is
+    # deleted at 1300 and r3 takes its place until 1321: w is expected at 1321, 10 s earlier,
+    # under the 60 s slack: not written. r3 is deleted and r4 takes its place until 1451:
+    # 120 s later, written
+    cluster.node("n0", model="H100")
+    cluster.pod("r1", gpus=4, annotations={RUNTIME: "300"})
+    cluster.pod("r2", gpus=4, annotations={RUNTIME: "330"})
+    cluster.pod("w", gpus=8)
+    d = _Driven(cluster, _estimates())
+    assert d.cycle() == [("w", _at(1331))]
+    d.finish("r2")
+    d.clock[0] = 1300
+    d.shim.handle("Pod", "ADDED", cluster.pod("r3", gpus=4, annotations={RUNTIME: "20"}))
+    assert d.cycle() == []  # (r3 bound at 1301)
+    assert cluster.node_of("r3") == "n0"
+    assert d.cycle(10) == []
+    assert _shown(cluster, "w")[0] == _at(1331)
+    d.finish("r3")
+    d.shim.handle("Pod", "ADDED", cluster.pod("r4", gpus=4, annotations={RUNTIME: "130"}))
+    assert d.cycle(10) == [("w", _at(1451))]  # (r4 bound at 1321)
+
+
+@given(
+    st.floats(min_value=1, max_value=3600),
+    st.lists(st.floats(min_value=0, max_value=10_000), min_size=1, max_size=30),
+    st.floats(min_value=0, max_value=100),
+)
+def test_a_pod_s_expected_start_is_within_the_slack_of_the_estimate_or_late(
+    slack: float, starts: list[float], step: float
+) -> None:
+    # whatever the estimates say, pass after pass, what a pod carries is within the slack
+    # of the last estimate, or a past time while the estimate says about now
+    carried: str | None = None
+    for i, at in enumerate(starts):
+        now = 1000 + i * step
+        start = max(at, now)  # (an estimate is never before its own time)
+        value = _at(start)
+        if not _steady(carried, value, start, now, slack):
+            carried = value
+        assert carried is not None
+        was = datetime.fromisoformat(carried).timestamp()
+        assert abs(was - start) < slack + 1 or (was <= now and start < now + slack)
 
 
 def test_a_write_answered_503_is_made_again_by_the_next_cycle(cluster: Cluster) -> None:
