@@ -200,12 +200,13 @@ class Shim:
         # key -> (uid, until when it holds preemption back), see _hold_preemption
         self._inherited_victims: dict[str, tuple[str, float]] = {}
         self._preemption: PreemptionPolicy | None = None  # the config's, while it is off
-        # pod key -> the kant.io/expected-start value the pod carries, as this shim wrote it
-        # or read it when it took the pod in; and the writes due there, in the order they
-        # are made: (value, made at), or None for the annotations removed (see _estimate,
-        # _write_expected)
+        # pod key -> the kant.io/expected-start value the pod carries, as the watch last
+        # showed it or this shim wrote it; the removals due (True: of a pod this shim binds,
+        # made by the cycle that binds it, outside statusWritesPerCycle), made before the
+        # values due, (value, made at), in queue order (see _estimate, _write_expected)
         self._expect_on: dict[str, str] = {}
-        self._expect_due: dict[str, tuple[str, str] | None] = {}
+        self._expect_gone: dict[str, bool] = {}
+        self._expect_due: dict[str, tuple[str, str]] = {}
         self._estimated_at: float | None = None  # the shim's time of the last estimates
         self.estimate_seconds = 0.0
         """What the last estimates cost, in seconds of the loop (wall clock)."""
@@ -971,6 +972,7 @@ class Shim:
         self._drop_eviction(key)
         self._disruption_due.pop(key, None)
         self._expect_on.pop(key, None)
+        self._expect_gone.pop(key, None)
         self._expect_due.pop(key, None)
         known = self._id_of.pop(key, None)
         if key in self._dying:
@@ -1224,7 +1226,7 @@ class Shim:
         todo = [b for b in result.bindings if b.pod.job in bound]
         for b in todo:
             self._jobs[b.pod.job].bound.add(b.pod)
-        if self._expect_on or self._expect_due:
+        if self._expect_on:
             self._unexpect(self._jobs[b.pod.job].pods[b.pod] for b in todo)
         for b in todo:
             pkey = self._jobs[b.pod.job].pods[b.pod]
@@ -1242,12 +1244,15 @@ class Shim:
                     self._disrupt(key, v.preemptor, v.reason.value)
         self._spare_victims()
         self.status_writes_due = False
-        if self._write_disruptions():
+        answered = self._write_disruptions()
+        if answered:
             for key in sorted(self._evict):
                 # (its DisruptionTarget=True written first; a call not answered ends them)
                 if key not in self._disruption_due and not self._try_evict(key):
                     self.status_writes_due = True
                     break
+        if answered and self._expect_gone:
+            answered = self._write_expected(bound=True)  # (the pods bound just now)
         self._writes_left = self.settings.status_writes_per_cycle
         try:
             if self._store_due:
@@ -1267,8 +1272,8 @@ class Shim:
                         self._set_unschedulable(key, msg, code, now)
             # (after the evictions and conditions, which a long estimate would delay)
             self._estimate(now)
-            if self._expect_due:
-                self._write_expected()
+            if answered and (self._expect_gone or self._expect_due):
+                self._write_expected(bound=False)
         finally:
             self._writes_left = None
         if self.on_cycle is not None:
@@ -1333,26 +1338,25 @@ class Shim:
                 if pid not in rec.bound and key in self._pods:
                     want[key] = (value, at)
         slack = max(s.estimate_interval_seconds, EXPECTED_START_SLACK_SECONDS)
-        due: dict[str, tuple[str, str] | None] = {}
-        for key in sorted(self._expect_on):  # (removals first: a bound pod's is confusing)
+        for key in sorted(self._expect_on):
             if key not in want:
-                due[key] = None
+                self._expect_gone.setdefault(key, False)
+        due: dict[str, tuple[str, str]] = {}
         for key, (value, at) in want.items():
+            self._expect_gone.pop(key, None)  # (it waits: its value, if any, is written)
             if not _steady(self._expect_on.get(key), value, at, now, slack):
                 due[key] = (value, made)
         self._expect_due = due
 
     def _unexpect(self, keys: Iterable[str]) -> None:
         """Pods ``keys`` are being bound: the expected start they carry is removed by this
-        cycle (its writes, within their budget, go first), while the binding calls run: a
-        running pod is not left saying when it should start."""
-        gone: dict[str, tuple[str, str] | None] = {}
+        cycle, while the binding calls run, outside ``statusWritesPerCycle`` (these writes
+        are bounded by the cycle's bindings): a running pod is not left saying when it
+        should start."""
         for key in keys:
             self._expect_due.pop(key, None)
             if key in self._expect_on:
-                gone[key] = None
-        if gone:
-            self._expect_due = {**gone, **self._expect_due}
+                self._expect_gone[key] = True
 
     def _sync_expected(self, key: str, obj: Obj, st: PodState, *, first: bool) -> None:
         """Pod ``key`` of kant's, as the watch delivers it (``first``: first seen, the shim
@@ -1360,11 +1364,13 @@ class Shim:
         this shim holds it carries (an earlier shim's value, a hand edit, this shim's own
         writes coming back), so that a removal is never skipped for a pod that carries one,
         nor a value taken as written that is not. A pod that carries one and is bound (by kant,
-        another binder, its ``spec.nodeName``) has it removed by the next cycle, and so has any
-        pod first seen while this shim makes no estimates; a pod that waits gets the value of this shim's estimates, when they
-        differ. A pod terminating or ended is left alone: its annotations go with it."""
+        another binder, its ``spec.nodeName``) has it removed by the next cycle, and so has
+        any pod first seen while this shim makes no estimates; a pod that waits gets the
+        value of this shim's estimates, when they differ. A pod terminating or ended is left
+        alone: its annotations go with it."""
         if st.deleting or st.phase in TERMINAL:
             self._expect_on.pop(key, None)
+            self._expect_gone.pop(key, None)
             self._expect_due.pop(key, None)
             return
         ann = annotations_of(obj)
@@ -1372,8 +1378,7 @@ class Shim:
             EXPECTED_START_ANNOTATION in ann or EXPECTED_START_MADE_AT_ANNOTATION in ann
         ):
             self._expect_on.pop(key, None)
-            if self._expect_due.get(key, 0) is None:
-                del self._expect_due[key]  # (a removal due of annotations no longer there)
+            self._expect_gone.pop(key, None)  # (a removal of annotations no longer there)
             return
         value = ann.get(EXPECTED_START_ANNOTATION)
         self._expect_on[key] = value if isinstance(value, str) else ""
@@ -1383,67 +1388,92 @@ class Shim:
     def _remove_expected(self, key: str) -> None:
         """Pod ``key``, which carries a ``kant.io/expected-start``, no longer waits: its
         removal is due (ahead of the values due)."""
-        if self._expect_due.get(key, 0) is not None:
-            self._expect_due.pop(key, None)
-            self._expect_due = {key: None, **self._expect_due}
+        self._expect_due.pop(key, None)
+        self._expect_gone.setdefault(key, False)
 
-    def _write_expected(self) -> None:
-        """Write the ``kant.io/expected-start`` values (and ``-made-at``) due, in order, within
-        this cycle's ``statusWritesPerCycle``, the rest left for the next cycles: a merge
+    def _write_expected(self, *, bound: bool) -> bool:
+        """Write what is due of ``kant.io/expected-start`` (and ``-made-at``): with ``bound``,
+        the removals from the pods this shim binds, outside ``statusWritesPerCycle`` (bounded
+        by the bindings; the cycle makes them after its evictions); else the other removals,
+        then the values in queue order, within this cycle's ``statusWritesPerCycle`` (after
+        the conditions and events), the rest left for the next cycles. Each is a merge
         patch of the pod's annotations carrying its uid (refused on another pod of that
-        name), ``null`` to remove them. A value for a pod bound (or no longer in a waiting
-        job) since it was computed is not written: the annotations are removed instead, if
-        the pod carries them. Errors as for the ``DisruptionTarget`` writes: a pod gone
-        (404) or another pod of that name (422) drops the write and what the pod carried; a
-        write refused for good (403, 400 and any other: logged) drops the write, the pod
-        still carrying what it carried (the next estimates write again); :data:`RETRIED_STATUS`
-        or 5xx keeps it due for the next cycle; no answer keeps it due and ends the pass (a
-        server down would otherwise cost the client's timeout per pod)."""
-        for key in list(self._expect_due):
-            if key not in self._expect_due:
-                continue
-            want = self._expect_due[key]
-            if want is not None and not self._waits(key):
-                if key not in self._expect_on:
+        name), ``null`` to remove them. A value for a pod bound (or no
+        longer in a waiting job) since it was computed is not written: the annotations are
+        removed instead, if the pod carries them. Errors as for the ``DisruptionTarget``
+        writes: a pod gone (404) or another pod of that name (422) drops the write and what
+        the pod carried; a write refused for good (403, 400 and any other: logged) drops the
+        write, the pod still carrying what it carried (the next estimates write again);
+        :data:`RETRIED_STATUS` or 5xx keeps it due, in its place (removals stay ahead), for
+        the next cycle; no answer keeps it due and ends the pass (a server down would
+        otherwise cost the client's timeout per pod): False then."""
+        keys = [key for key, free in self._expect_gone.items() if free is bound]
+        if not bound:
+            keys += list(self._expect_due)
+        for key in keys:
+            free = self._expect_gone.get(key)
+            want: tuple[str, str] | None = None
+            if free is None:
+                got = self._expect_due.get(key)
+                if got is None:
+                    continue  # (done with since the pass began)
+                free = False
+                if self._waits(key):
+                    want = got
+                else:
                     del self._expect_due[key]
-                    continue
-                want = None
-            if not self._may_write():
-                return
-            del self._expect_due[key]
-            ns, name = key.split("/", 1)
-            ann: dict[str, str | None] = {
-                EXPECTED_START_ANNOTATION: None if want is None else want[0],
-                EXPECTED_START_MADE_AT_ANNOTATION: None if want is None else want[1],
-            }
-            meta: dict[str, Any] = {"annotations": ann}
-            uid = uid_of(self._pods.get(key, ({}, None))[0])
-            if uid:
-                meta["uid"] = uid  # (refused on another pod of that name)
-            try:
-                self.api.patch(f"/api/v1/namespaces/{ns}/pods/{name}", {"metadata": meta})
-            except ApiError as e:
-                if e.status in RETRIED_STATUS or e.status >= 500:
-                    log.info("expected start on %s: %s; tried again by the next cycle", key, e)
-                    self._expect_due.setdefault(key, want)
-                    self.status_writes_due = True
-                    continue
-                # (404: gone; 422: another pod of that name, which carries nothing of this
-                # shim's; 403 and any other: refused, the pod still carries what it carried,
-                # and the next estimates, or the cycle that binds it, write again)
-                (log.info if e.status == 404 else log.warning)("expected start on %s: %s", key, e)
-                if e.status in (404, 422):
-                    self._expect_on.pop(key, None)
-                continue
-            except OSError as e:
-                log.info("expected start on %s: %s; tried again by the next cycle", key, e)
-                self._expect_due[key] = want
+                    if key not in self._expect_on:
+                        continue
+                    self._expect_gone[key] = False
+            if not free and not self._may_write():
+                return True
+            done = self._patch_expected(key, want)
+            if done == "no answer":
                 self.status_writes_due = True
-                return
+                return False
+            if done == "again":
+                self.status_writes_due = True
+                continue
             if want is None:
-                self._expect_on.pop(key, None)
+                self._expect_gone.pop(key, None)
             else:
-                self._expect_on[key] = want[0]
+                self._expect_due.pop(key, None)
+        return True
+
+    def _patch_expected(self, key: str, want: tuple[str, str] | None) -> str:
+        """Write ``want`` (value, made at; None: remove both) on pod ``key``: ``"done"`` (made,
+        or dropped: see :meth:`_write_expected`), ``"again"`` (to be tried again), ``"no
+        answer"``."""
+        ns, name = key.split("/", 1)
+        ann: dict[str, str | None] = {
+            EXPECTED_START_ANNOTATION: None if want is None else want[0],
+            EXPECTED_START_MADE_AT_ANNOTATION: None if want is None else want[1],
+        }
+        meta: dict[str, Any] = {"annotations": ann}
+        uid = uid_of(self._pods.get(key, ({}, None))[0])
+        if uid:
+            meta["uid"] = uid  # (refused on another pod of that name)
+        try:
+            self.api.patch(f"/api/v1/namespaces/{ns}/pods/{name}", {"metadata": meta})
+        except ApiError as e:
+            if e.status in RETRIED_STATUS or e.status >= 500:
+                log.info("expected start on %s: %s; tried again by the next cycle", key, e)
+                return "again"
+            # (404: gone; 422: another pod of that name, which carries nothing of this
+            # shim's; 403 and any other: refused, the pod still carries what it carried,
+            # and the next estimates, or the cycle that binds it, write again)
+            (log.info if e.status == 404 else log.warning)("expected start on %s: %s", key, e)
+            if e.status in (404, 422):
+                self._expect_on.pop(key, None)
+            return "done"
+        except OSError as e:
+            log.info("expected start on %s: %s; tried again by the next cycle", key, e)
+            return "no answer"
+        if want is None:
+            self._expect_on.pop(key, None)
+        else:
+            self._expect_on[key] = want[0]
+        return "done"
 
     def _waits(self, key: str) -> bool:
         """Whether pod ``key`` is a pod of a kant job that kant has not bound."""

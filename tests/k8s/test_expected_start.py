@@ -52,6 +52,7 @@ class _Driven:
         self.clock = [clock]
         self.writes: list[tuple[str, str | None]] = []
         self.fail_next: list[int] = []  # statuses to answer the next annotation writes with
+        # (0: no answer)
         patch = self.raw_patch = cluster.api.patch  # (raw_patch: a write of someone else's)
 
         def noted(path: str, body: Any, **kw: Any) -> Any:
@@ -59,6 +60,8 @@ class _Driven:
             if EXPECTED_START_ANNOTATION in ann:
                 if self.fail_next:
                     status = self.fail_next.pop(0)
+                    if status == 0:
+                        raise ConnectionRefusedError("no answer (test)")
                     raise ApiError(status, "PATCH", path, '{"reason": "test"}')
                 self.writes.append((path.rsplit("/", 1)[1], ann[EXPECTED_START_ANNOTATION]))
             return patch(path, body, **kw)
@@ -215,22 +218,13 @@ def test_a_job_no_longer_among_the_first_estimated_loses_its_annotation(
 ) -> None:
     # one job is estimated: "w1" first, then "w0", of a higher priority, comes ahead of it
     # (no preemption: it waits for "run" to end too)
-    with contextlib.suppress(ApiError):  # (shared by the tests of the session)
-        cluster.api.post("/apis/scheduling.k8s.io/v1/priorityclasses",
-                         {"metadata": {"name": "kant-expected-high"}, "value": 10})  # fmt: skip
+    _priority_class(cluster)
     cluster.node("n0", model="H100")
     cluster.pod("run", gpus=8, annotations={RUNTIME: "100"})
     cluster.pod("w1", gpus=8)
     d = _Driven(cluster, {**_estimates(estimateMaxJobs=1), "preemption": {"priority": False}})
     assert d.cycle() == [("w1", _at(1101))]
-
-    def high() -> bool:  # (the API server's admission may not know the class at once)
-        with contextlib.suppress(ApiError):
-            return bool(cluster.pod("w0", gpus=8, priority_class="kant-expected-high"))
-        return False
-
-    wait_for(high, what="w0 created")
-    d.shim.handle("Pod", "ADDED", cluster.get("w0"))
+    d.shim.handle("Pod", "ADDED", _high(cluster, "w0"))
     assert d.cycle(10) == [("w1", None), ("w0", _at(1101))]
     assert _shown(cluster, "w1") == (None, None)
 
@@ -322,6 +316,107 @@ def test_a_pod_s_expected_start_is_within_the_slack_of_the_estimate_or_late(
         assert carried is not None
         was = datetime.fromisoformat(carried).timestamp()
         assert abs(was - start) < slack + 1 or (was <= now and start < now + slack)
+
+
+def test_the_bind_cycle_removes_the_annotation_even_when_conditions_take_the_budget(
+    cluster: Cluster,
+) -> None:
+    # two writes a cycle; when "run" ends, "w" is bound while "y" (16 GPUs) needs a condition
+    # and an event: the removal from w is made by the cycle that binds it all the same
+    cluster.node("n0", model="H100")
+    cluster.pod("run", gpus=8, annotations={RUNTIME: "100"})
+    cluster.pod("w", gpus=8)
+    d = _Driven(cluster, _estimates(statusWritesPerCycle=2))
+    d.cycle()
+    d.cycle()
+    assert _shown(cluster, "w")[0] == _at(1101)
+    d.finish("run")
+    d.shim.handle("Pod", "ADDED", cluster.pod("y", gpus=16))  # (a condition and an event)
+    assert d.cycle() == [("w", None)]
+    assert cluster.node_of("w") == "n0"
+
+
+def test_every_pod_of_a_gang_is_told_and_loses_it_when_bound(cluster: Cluster) -> None:
+    cluster.node("n0", model="H100")
+    cluster.node("n1", model="H100")
+    cluster.pod("r0", gpus=8, annotations={RUNTIME: "100"})
+    cluster.pod("r1", gpus=8, annotations={RUNTIME: "200"})
+    cluster.pod_group("g", 2)
+    cluster.pod("g0", gpus=8, group="g")
+    cluster.pod("g1", gpus=8, group="g")
+    d = _Driven(cluster, _estimates())
+    assert sorted(d.cycle()) == [("g0", _at(1201)), ("g1", _at(1201))]
+    d.finish("r0")
+    d.finish("r1")
+    assert sorted(d.cycle()) == [("g0", None), ("g1", None)]
+
+
+def test_a_pod_made_again_under_its_name_before_the_write_is_not_written(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0", model="H100")
+    cluster.pod("run", gpus=8, annotations={RUNTIME: "100"})
+    cluster.pod("w", gpus=8)
+    d = _Driven(cluster, _estimates(statusWritesPerCycle=2))
+    d.cycle()  # w's condition and event: its estimate is left due
+    assert d.shim._expect_due
+    cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/w")
+    cluster.pod("w", gpus=8)  # (the shim has not seen either event)
+    d.cycle()
+    assert _shown(cluster, "w") == (None, None)
+
+
+def _priority_class(cluster: Cluster) -> None:
+    with contextlib.suppress(ApiError):  # (shared by the tests of the session)
+        cluster.api.post("/apis/scheduling.k8s.io/v1/priorityclasses",
+                         {"metadata": {"name": "kant-expected-high"}, "value": 10})  # fmt: skip
+
+
+def _high(cluster: Cluster, name: str) -> dict[str, Any]:
+    """Pod ``name`` (8 GPUs) of the high class, once admission knows the class."""
+
+    def made() -> dict[str, Any] | None:
+        with contextlib.suppress(ApiError):
+            return cluster.pod(name, gpus=8, priority_class="kant-expected-high")
+        return None
+
+    return wait_for(made, what=f"{name} created")
+
+
+@pytest.mark.parametrize("answers", [[0], [429, 503]])
+def test_removals_stay_ahead_of_values_when_they_are_made_again(
+    cluster: Cluster, answers: list[int]
+) -> None:
+    # one job is estimated: "w1", then "w0" (higher priority) comes ahead: w1's removal and
+    # w0's value are due; the removal is not answered (the pass ends), or both are answered
+    # 429 and 503: the next cycle makes them, the removal first
+    _priority_class(cluster)
+    cluster.node("n0", model="H100")
+    cluster.pod("run", gpus=8, annotations={RUNTIME: "100"})
+    cluster.pod("w1", gpus=8)
+    d = _Driven(cluster, {**_estimates(estimateMaxJobs=1), "preemption": {"priority": False}})
+    assert d.cycle() == [("w1", _at(1101))]
+    d.shim.handle("Pod", "ADDED", _high(cluster, "w0"))
+    d.fail_next = list(answers)
+    assert d.cycle(10) == [] and d.shim.status_writes_due
+    assert d.cycle() == [("w1", None), ("w0", _at(1101))]
+
+
+def test_a_write_not_answered_ends_the_pass_and_is_made_by_the_next_cycle(
+    cluster: Cluster,
+) -> None:
+    # w0 and w1 wait behind "run": w0's write gets no answer, w1's is not tried (a server
+    # down would cost a timeout per pod); the next cycle makes both, in queue order
+    cluster.node("n0", model="H100")
+    cluster.pod("run", gpus=8, annotations={RUNTIME: "100"})
+    cluster.pod("w0", gpus=8, annotations={RUNTIME: "100"})
+    cluster.pod("w1", gpus=8)
+    d = _Driven(cluster, _estimates())
+    d.fail_next = [0, 0]
+    assert d.cycle() == [] and d.shim.status_writes_due
+    assert d.fail_next == [0]  # (w1's was not tried)
+    d.fail_next = []
+    assert d.cycle() == [("w0", _at(1101)), ("w1", _at(1201))]
 
 
 def test_a_write_answered_503_is_made_again_by_the_next_cycle(cluster: Cluster) -> None:
