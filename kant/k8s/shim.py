@@ -210,6 +210,9 @@ class Shim:
         self._estimated_at: float | None = None  # the shim's time of the last estimates
         self.estimate_seconds = 0.0
         """What the last estimates cost, in seconds of the loop (wall clock)."""
+        self.estimate_failures = 0
+        """How many estimates passes in a row failed (0 once one works)."""
+        self._estimated_ok_at: float | None = None  # the shim's time of the last that worked
 
     # ----------------------------------------------------------------- time
 
@@ -1313,11 +1316,18 @@ class Shim:
                     max_cycles=s.estimate_max_cycles,
                 )  # fmt: skip
         except Exception:  # (an estimate is advice: it never stops the scheduling)
-            log.exception("start-time estimates failed; scheduling goes on, the pods keep "
-                          "the kant.io/expected-start they carry")  # fmt: skip
+            self.estimate_failures += 1
+            last = self._estimated_ok_at
+            log.exception(
+                "start-time estimates failed (%d passes in a row; the last that worked: %s); "
+                "scheduling goes on, the pods keep the kant.io/expected-start they carry",
+                self.estimate_failures, "none" if last is None else rfc3339(last),
+            )  # fmt: skip
             return
         finally:
             self.estimate_seconds = time.monotonic() - t0
+        self.estimate_failures = 0
+        self._estimated_ok_at = now
         if self.estimate_seconds > s.estimate_interval_seconds / 10:
             log.warning(
                 "start-time estimates of %d jobs took %.1f s of the scheduling loop (every "

@@ -244,12 +244,25 @@ def test_an_error_inside_the_estimates_is_logged_and_scheduling_goes_on(
     d.shim.scheduler.start_estimates = broken  # type: ignore[method-assign]
     with caplog.at_level(logging.ERROR, logger="kant.k8s.shim"):
         assert d.cycle() == []
-    assert "start-time estimates failed" in caplog.text and "a bug" in caplog.text
+        assert d.cycle(10) == []
+    assert "start-time estimates failed (2 passes in a row; the last that worked: none)" in (
+        caplog.text
+    )
+    assert "a bug" in caplog.text and d.shim.estimate_failures == 2
     assert cluster.node_of("run") == "n0"  # (the cycle bound it, and wrote the conditions)
     assert cluster.get("w")["status"]["conditions"][0]["reason"] == "Unschedulable"
     d.shim.scheduler.start_estimates = real  # type: ignore[method-assign]
     assert d.cycle(10) == [("w", _at(1101))]
+    assert d.shim.estimate_failures == 0
     d.shim.scheduler.check_invariants()
+    # it fails again: the log says when the estimates last worked (the pod's made-at is when
+    # its value was first computed, not when it was last checked)
+    d.shim.scheduler.start_estimates = broken  # type: ignore[method-assign]
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="kant.k8s.shim"):
+        assert d.cycle(10) == []
+    assert f"(1 passes in a row; the last that worked: {_at(1021)})" in caplog.text
+    assert _shown(cluster, "w") == (_at(1101), _at(1021))
 
 
 def test_a_queue_where_nothing_happens_is_not_written_at_every_estimates_once_a_job_is_late(
