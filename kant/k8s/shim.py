@@ -1288,10 +1288,11 @@ class Shim:
         start-time estimates (:meth:`Scheduler.start_estimates`, on a copy of kant's state)
         of the first ``estimateMaxJobs`` waiting jobs in queue order, ``estimateHorizonSeconds``
         and ``estimateMaxCycles`` ahead at most, become the ``kant.io/expected-start`` writes
-        due on their waiting pods, the values that changed only; the pods that carry one and
-        are not among them (bound, or their job no longer estimated) have it removed. An
-        error in the estimates is logged and changes nothing: scheduling goes on, and the
-        pods keep the values they carry (their ``made-at`` says how old). Cost: the
+        due on their waiting pods, the values that changed only (a time by the slack or
+        more, see :func:`_steady`); the pods that carry one and are not among them (bound,
+        or their job no longer estimated) have it removed. An error in the estimates is
+        logged (with the passes failed in a row) and changes nothing: scheduling goes on,
+        and the pods keep the values they carry. Cost: the
         estimates' (a copy of the state plus the cycles played), and O(the pods annotated
         and the pods of the jobs estimated)."""
         s = self.settings
