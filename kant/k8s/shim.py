@@ -78,8 +78,8 @@ EXPECTED_START_MADE_AT_ANNOTATION = "kant.io/expected-start-made-at"
 
 
 EXPECTED_START_SLACK_SECONDS = 60.0
-"""A pod's expected start is written again only when it moves by at least this, or by
-``estimateIntervalSeconds`` when longer (see :func:`_steady`)."""
+"""A pod's expected start is written again only when it moves by at least this, whatever
+``estimateIntervalSeconds`` (see :func:`_steady`)."""
 
 
 def _now_iso() -> str:
@@ -1348,14 +1348,13 @@ class Shim:
             for pid, key in rec.pods.items():
                 if pid not in rec.bound and key in self._pods:
                     want[key] = (value, at)
-        slack = max(s.estimate_interval_seconds, EXPECTED_START_SLACK_SECONDS)
         for key in sorted(self._expect_on):
             if key not in want:
                 self._expect_gone.setdefault(key, False)
         due: dict[str, tuple[str, str]] = {}
         for key, (value, at) in want.items():
             self._expect_gone.pop(key, None)  # (it waits: its value, if any, is written)
-            if not _steady(self._expect_on.get(key), value, at, now, slack):
+            if not _steady(self._expect_on.get(key), value, at, now):
                 due[key] = (value, made)
         self._expect_due = due
 
@@ -2011,13 +2010,15 @@ _WRITTEN = frozenset({EstimateStatus.EXPECTED, EstimateStatus.NEVER,
 ENDED)."""
 
 
-def _steady(carried: str | None, value: str, at: float | None, now: float, slack: float) -> bool:
+def _steady(carried: str | None, value: str, at: float | None, now: float) -> bool:
     """Whether a pod that carries ``carried`` keeps it, the estimates of time ``now`` giving
     ``value`` (time ``at``, None for a status): the same value; or both times, the new one
-    less than ``slack`` seconds from the carried one, either way; or the carried time past
-    (the job is late: what it waits for runs past its expected end) and the new one less
-    than ``slack`` ahead of now (it says "now" again, at every estimates). A change of
-    ``slack`` or more, or to or from a status, is written."""
+    less than the slack (:data:`EXPECTED_START_SLACK_SECONDS`) from the carried one, either
+    way; or the carried time past while the new one is less than the slack ahead of now (the
+    estimate says "now": a job waiting on pods that run past their expected end is expected
+    "now" again at every estimates). A change of the slack or more, or to or from a status,
+    is written."""
+    slack = EXPECTED_START_SLACK_SECONDS
     if carried == value:
         return True
     if carried is None or at is None:
