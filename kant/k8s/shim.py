@@ -201,11 +201,12 @@ class Shim:
         self._inherited_victims: dict[str, tuple[str, float]] = {}
         self._preemption: PreemptionPolicy | None = None  # the config's, while it is off
         # pod key -> the kant.io/expected-start value the pod carries, as the watch last
-        # showed it or this shim wrote it; the removals due (True: of a pod this shim binds,
-        # made by the cycle that binds it, outside statusWritesPerCycle), made before the
-        # values due, (value, made at), in queue order (see _estimate, _write_expected)
+        # showed it or this shim wrote it; the removals due (in order; those of the pods a
+        # cycle binds are tried first by that cycle, outside statusWritesPerCycle), made
+        # before the values due, (value, made at), in queue order (see _estimate,
+        # _write_expected)
         self._expect_on: dict[str, str] = {}
-        self._expect_gone: dict[str, bool] = {}
+        self._expect_gone: dict[str, None] = {}
         self._expect_due: dict[str, tuple[str, str]] = {}
         self._estimated_at: float | None = None  # the shim's time of the last estimates
         self.estimate_seconds = 0.0
@@ -1229,8 +1230,7 @@ class Shim:
         todo = [b for b in result.bindings if b.pod.job in bound]
         for b in todo:
             self._jobs[b.pod.job].bound.add(b.pod)
-        if self._expect_on:
-            self._unexpect(self._jobs[b.pod.job].pods[b.pod] for b in todo)
+        binding = self._unexpect(self._jobs[b.pod.job].pods[b.pod] for b in todo)
         for b in todo:
             pkey = self._jobs[b.pod.job].pods[b.pod]
             obj = self._pods.get(pkey, ({}, None))[0]
@@ -1254,8 +1254,8 @@ class Shim:
                 if key not in self._disruption_due and not self._try_evict(key):
                     self.status_writes_due = True
                     break
-        if answered and self._expect_gone:
-            answered = self._write_expected(bound=True)  # (the pods bound just now)
+        if answered and binding:
+            answered = self._write_expected(binding)  # (the pods bound just now)
         self._writes_left = self.settings.status_writes_per_cycle
         try:
             if self._store_due:
@@ -1276,7 +1276,7 @@ class Shim:
             # (after the evictions and conditions, which a long estimate would delay)
             self._estimate(now)
             if answered and (self._expect_gone or self._expect_due):
-                self._write_expected(bound=False)
+                self._write_expected(skip=binding)
         finally:
             self._writes_left = None
         if self.on_cycle is not None:
@@ -1350,7 +1350,7 @@ class Shim:
                     want[key] = (value, at)
         for key in sorted(self._expect_on):
             if key not in want:
-                self._expect_gone.setdefault(key, False)
+                self._expect_gone.setdefault(key)
         due: dict[str, tuple[str, str]] = {}
         for key, (value, at) in want.items():
             self._expect_gone.pop(key, None)  # (it waits: its value, if any, is written)
@@ -1358,15 +1358,22 @@ class Shim:
                 due[key] = (value, made)
         self._expect_due = due
 
-    def _unexpect(self, keys: Iterable[str]) -> None:
-        """Pods ``keys`` are being bound: the expected start they carry is removed by this
-        cycle, while the binding calls run, outside ``statusWritesPerCycle`` (these writes
-        are bounded by the cycle's bindings): a running pod is not left saying when it
-        should start."""
+    def _unexpect(self, keys: Iterable[str]) -> list[str]:
+        """Pods ``keys`` are being bound: the removal of the expected start they carry is due;
+        those that carry one are returned, for this cycle to make their removals while the
+        binding calls run, outside ``statusWritesPerCycle`` (these writes are bounded by the
+        cycle's bindings): a running pod is not left saying when it should start. A removal
+        that cycle could not make is one of the others (within the budget, ahead of the
+        values)."""
+        if not self._expect_on:
+            return []
+        binding: list[str] = []
         for key in keys:
             self._expect_due.pop(key, None)
             if key in self._expect_on:
-                self._expect_gone[key] = True
+                self._expect_gone.setdefault(key)
+                binding.append(key)
+        return binding
 
     def _sync_expected(self, key: str, obj: Obj, st: PodState, *, first: bool) -> None:
         """Pod ``key`` of kant's, as the watch delivers it (``first``: first seen, the shim
@@ -1399,12 +1406,13 @@ class Shim:
         """Pod ``key``, which carries a ``kant.io/expected-start``, no longer waits: its
         removal is due (ahead of the values due)."""
         self._expect_due.pop(key, None)
-        self._expect_gone.setdefault(key, False)
+        self._expect_gone.setdefault(key)
 
-    def _write_expected(self, *, bound: bool) -> bool:
-        """Write what is due of ``kant.io/expected-start`` (and ``-made-at``): with ``bound``,
-        the removals from the pods this shim binds, outside ``statusWritesPerCycle`` (bounded
-        by the bindings; the cycle makes them after its evictions); else the other removals,
+    def _write_expected(self, binding: list[str] | None = None, skip: Iterable[str] = ()) -> bool:
+        """Write what is due of ``kant.io/expected-start`` (and ``-made-at``): with
+        ``binding``, the removals from the pods this cycle binds, outside
+        ``statusWritesPerCycle`` (bounded by the bindings; the cycle makes them after its
+        evictions); else the removals (but those of ``skip``, tried by this cycle already),
         then the values in queue order, within this cycle's ``statusWritesPerCycle`` (after
         the conditions and events), the rest left for the next cycles. Each is a merge
         patch of the pod's annotations carrying its uid (refused on another pod of that
@@ -1415,27 +1423,30 @@ class Shim:
         the pod carried; a write refused for good (403, 400 and any other: logged) drops the
         write, the pod still carrying what it carried (the next estimates write again);
         :data:`RETRIED_STATUS` or 5xx keeps it due, in its place (removals stay ahead), for
-        the next cycle; no answer keeps it due and ends the pass (a server down would
-        otherwise cost the client's timeout per pod): False then."""
-        keys = [key for key, free in self._expect_gone.items() if free is bound]
-        if not bound:
-            keys += list(self._expect_due)
+        the next cycle (a removal of the pods bound, as one of the others); 429 (the server
+        is busy) or no answer keeps it due and ends the pass (a server down would otherwise
+        cost the client's timeout per pod): False then."""
+        budget = binding is None
+        if binding is None:
+            done_with = set(skip)
+            keys = [key for key in self._expect_gone if key not in done_with]
+            keys += self._expect_due
+        else:
+            keys = binding
         for key in keys:
-            free = self._expect_gone.get(key)
             want: tuple[str, str] | None = None
-            if free is None:
+            if key not in self._expect_gone:
                 got = self._expect_due.get(key)
                 if got is None:
                     continue  # (done with since the pass began)
-                free = False
                 if self._waits(key):
                     want = got
                 else:
                     del self._expect_due[key]
                     if key not in self._expect_on:
                         continue
-                    self._expect_gone[key] = False
-            if not free and not self._may_write():
+                    self._expect_gone[key] = None
+            if budget and not self._may_write():
                 return True
             done = self._patch_expected(key, want)
             if done == "no answer":
@@ -1453,7 +1464,7 @@ class Shim:
     def _patch_expected(self, key: str, want: tuple[str, str] | None) -> str:
         """Write ``want`` (value, made at; None: remove both) on pod ``key``: ``"done"`` (made,
         or dropped: see :meth:`_write_expected`), ``"again"`` (to be tried again), ``"no
-        answer"``."""
+        answer"`` (none, or 429: the server is busy; the pass ends)."""
         ns, name = key.split("/", 1)
         ann: dict[str, str | None] = {
             EXPECTED_START_ANNOTATION: None if want is None else want[0],
@@ -1468,7 +1479,7 @@ class Shim:
         except ApiError as e:
             if e.status in RETRIED_STATUS or e.status >= 500:
                 log.info("expected start on %s: %s; tried again by the next cycle", key, e)
-                return "again"
+                return "no answer" if e.status == 429 else "again"  # (busy: the pass ends)
             # (404: gone; 422: another pod of that name, which carries nothing of this
             # shim's; 403 and any other: refused, the pod still carries what it carried,
             # and the next estimates, or the cycle that binds it, write again)

@@ -426,13 +426,14 @@ def _high(cluster: Cluster, name: str, annotations: dict[str, str] | None = None
     return wait_for(made, what=f"{name} created")
 
 
-@pytest.mark.parametrize("answers", [[0], [429, 503]])
+@pytest.mark.parametrize("answers", [[0], [429], [503, 503], [503, 429]])
 def test_removals_stay_ahead_of_values_when_they_are_made_again(
     cluster: Cluster, answers: list[int]
 ) -> None:
     # one job is estimated: "w1", then "w0" (higher priority) comes ahead: w1's removal and
-    # w0's value are due; the removal is not answered (the pass ends), or both are answered
-    # 429 and 503: the next cycle makes them, the removal first
+    # w0's value are due; the removal is not answered or answered 429 (either ends the
+    # pass), or both are answered 503, or 503 then 429: the next cycle makes them, the
+    # removal first
     _priority_class(cluster)
     cluster.node("n0", model="H100")
     cluster.pod("run", gpus=8, annotations={RUNTIME: "100"})
@@ -526,6 +527,45 @@ def test_a_removal_refused_or_not_taken_is_made_again(cluster: Cluster, status: 
     again = d.cycle() + d.cycle(10)
     assert again == [("w", None)]
     assert _shown(cluster, "w") == (None, None)
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_bind_removals_not_taken_are_made_again_within_the_budget_and_do_not_pile_up(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch, status: int
+) -> None:
+    # one write a cycle; w0..w3 carry their values and bind one a cycle while the server
+    # answers every expected-start write 429 (busy) or 503: each cycle tries its own
+    # binding's removal and, within the budget, one other (429 ends the pass at the first)
+    monkeypatch.setattr(cluster.api, "patch", cluster.api.patch)  # (restored after)
+    for i in range(4):
+        cluster.node(f"n{i}", model="H100")
+        cluster.pod(f"r{i}", gpus=8, annotations={RUNTIME: str(100 * (i + 1))})
+    for i in range(4):
+        cluster.pod(f"w{i}", gpus=8)
+    d = _Driven(cluster, _estimates(3600, statusWritesPerCycle=1))
+    for _ in range(30):
+        d.cycle()
+    assert all(_shown(cluster, f"w{i}")[0] for i in range(4))
+    tried: list[str] = []
+    noted = cluster.api.patch
+
+    def counted(path: str, body: Any, **kw: Any) -> Any:
+        if EXPECTED_START_ANNOTATION in body["metadata"].get("annotations", {}):
+            tried.append(path.rsplit("/", 1)[1])
+        return noted(path, body, **kw)
+
+    cluster.api.patch = counted  # type: ignore[method-assign]
+    per_cycle = []
+    for i in range(4):
+        d.finish(f"r{i}")
+        d.fail_next = [status] * 50
+        tried.clear()
+        assert d.cycle() == []
+        assert cluster.node_of(f"w{i}") == f"n{i}"
+        per_cycle.append(len(tried))
+    assert per_cycle == ([1] * 4 if status == 429 else [1, 2, 2, 2]), per_cycle
+    d.fail_next = []
+    assert sorted(w for _ in range(4) for w in d.cycle()) == [(f"w{i}", None) for i in range(4)]
 
 
 def test_what_the_watch_shows_a_pod_carries_is_what_the_shim_holds_it_carries(
