@@ -207,6 +207,7 @@ class Shim:
         # _write_expected)
         self._expect_on: dict[str, str] = {}
         self._expect_gone: dict[str, None] = {}
+        self._expect_stalled: set[str] = set()  # (writes that got no answer: tried last)
         self._expect_due: dict[str, tuple[str, str]] = {}
         self._estimated_at: float | None = None  # the shim's time of the last estimates
         self.estimate_seconds = 0.0
@@ -978,6 +979,7 @@ class Shim:
         self._expect_on.pop(key, None)
         self._expect_gone.pop(key, None)
         self._expect_due.pop(key, None)
+        self._expect_stalled.discard(key)
         known = self._id_of.pop(key, None)
         if key in self._dying:
             self._dying.discard(key)
@@ -1389,6 +1391,7 @@ class Shim:
             self._expect_on.pop(key, None)
             self._expect_gone.pop(key, None)
             self._expect_due.pop(key, None)
+            self._expect_stalled.discard(key)
             return
         ann = annotations_of(obj)
         if not isinstance(ann, Mapping) or not (
@@ -1414,7 +1417,9 @@ class Shim:
         ``statusWritesPerCycle`` (bounded by the bindings; the cycle makes them after its
         evictions); else the removals (but those of ``skip``, tried by this cycle already),
         then the values in queue order, within this cycle's ``statusWritesPerCycle`` (after
-        the conditions and events), the rest left for the next cycles. Each is a merge
+        the conditions and events), the rest left for the next cycles; the writes that got
+        no answer last come after all the others (one pod that never answers holds the others
+        back one cycle at most). Each is a merge
         patch of the pod's annotations carrying its uid (refused on another pod of that
         name), ``null`` to remove them. A value for a pod bound (or no
         longer in a waiting job) since it was computed is not written: the annotations are
@@ -1425,12 +1430,15 @@ class Shim:
         :data:`RETRIED_STATUS` or 5xx keeps it due, in its place (removals stay ahead), for
         the next cycle (a removal of the pods bound, as one of the others); 429 (the server
         is busy) or no answer keeps it due and ends the pass (a server down would otherwise
-        cost the client's timeout per pod): False then."""
+        cost the client's timeout per pod): False then, a write not answered going behind
+        the others."""
         budget = binding is None
         if binding is None:
             done_with = set(skip)
             keys = [key for key in self._expect_gone if key not in done_with]
             keys += self._expect_due
+            if self._expect_stalled:
+                keys.sort(key=self._expect_stalled.__contains__)  # (stable: in order)
         else:
             keys = binding
         for key in keys:
@@ -1449,9 +1457,12 @@ class Shim:
             if budget and not self._may_write():
                 return True
             done = self._patch_expected(key, want)
-            if done == "no answer":
+            if done != "done" and done != "again":  # (busy, or no answer: the pass ends)
                 self.status_writes_due = True
+                if done == "no answer" and (key in self._expect_gone or key in self._expect_due):
+                    self._expect_stalled.add(key)  # (the others go first from now on)
                 return False
+            self._expect_stalled.discard(key)
             if done == "again":
                 self.status_writes_due = True
                 continue
@@ -1463,8 +1474,8 @@ class Shim:
 
     def _patch_expected(self, key: str, want: tuple[str, str] | None) -> str:
         """Write ``want`` (value, made at; None: remove both) on pod ``key``: ``"done"`` (made,
-        or dropped: see :meth:`_write_expected`), ``"again"`` (to be tried again), ``"no
-        answer"`` (none, or 429: the server is busy; the pass ends)."""
+        or dropped: see :meth:`_write_expected`), ``"again"`` (to be tried again), ``"busy"``
+        (429: to be tried again, the pass ends), ``"no answer"`` (the pass ends)."""
         ns, name = key.split("/", 1)
         ann: dict[str, str | None] = {
             EXPECTED_START_ANNOTATION: None if want is None else want[0],
@@ -1479,7 +1490,7 @@ class Shim:
         except ApiError as e:
             if e.status in RETRIED_STATUS or e.status >= 500:
                 log.info("expected start on %s: %s; tried again by the next cycle", key, e)
-                return "no answer" if e.status == 429 else "again"  # (busy: the pass ends)
+                return "busy" if e.status == 429 else "again"
             # (404: gone; 422: another pod of that name, which carries nothing of this
             # shim's; 403 and any other: refused, the pod still carries what it carried,
             # and the next estimates, or the cycle that binds it, write again)

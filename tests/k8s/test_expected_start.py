@@ -431,9 +431,9 @@ def test_removals_stay_ahead_of_values_when_they_are_made_again(
     cluster: Cluster, answers: list[int]
 ) -> None:
     # one job is estimated: "w1", then "w0" (higher priority) comes ahead: w1's removal and
-    # w0's value are due; the removal is not answered or answered 429 (either ends the
-    # pass), or both are answered 503, or 503 then 429: the next cycle makes them, the
-    # removal first
+    # w0's value are due; the removal is answered 429 (the pass ends), or both are answered
+    # 503, or 503 then 429: the next cycle makes them, the removal first. A removal not
+    # answered (the pass ends too) is tried after the others: the value first
     _priority_class(cluster)
     cluster.node("n0", model="H100")
     cluster.pod("run", gpus=8, annotations={RUNTIME: "100"})
@@ -443,14 +443,16 @@ def test_removals_stay_ahead_of_values_when_they_are_made_again(
     d.shim.handle("Pod", "ADDED", _high(cluster, "w0"))
     d.fail_next = list(answers)
     assert d.cycle(10) == [] and d.shim.status_writes_due
-    assert d.cycle() == [("w1", None), ("w0", _at(1101))]
+    both = [("w1", None), ("w0", _at(1101))]
+    assert d.cycle() == (both[::-1] if answers == [0] else both)
 
 
 def test_a_write_not_answered_ends_the_pass_and_is_made_by_the_next_cycle(
     cluster: Cluster,
 ) -> None:
     # w0 and w1 wait behind "run": w0's write gets no answer, w1's is not tried (a server
-    # down would cost a timeout per pod); the next cycle makes both, in queue order
+    # down would cost a timeout per pod); the next cycle makes both, w0's (not answered)
+    # last
     cluster.node("n0", model="H100")
     cluster.pod("run", gpus=8, annotations={RUNTIME: "100"})
     cluster.pod("w0", gpus=8, annotations={RUNTIME: "100"})
@@ -460,7 +462,43 @@ def test_a_write_not_answered_ends_the_pass_and_is_made_by_the_next_cycle(
     assert d.cycle() == [] and d.shim.status_writes_due
     assert d.fail_next == [0]  # (w1's was not tried)
     d.fail_next = []
-    assert d.cycle() == [("w0", _at(1101)), ("w1", _at(1201))]
+    assert d.cycle() == [("w1", _at(1201)), ("w0", _at(1101))]
+
+
+def test_a_pod_whose_writes_get_no_answer_holds_the_others_back_one_cycle_at_most(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # w0's writes never get an answer (say a webhook on it slower than the client's
+    # timeout), every other write does: the cycle that binds w0 ends its writes at w0's
+    # removal; from then on w0's removal is tried after the others, and w1, which came
+    # since, is told 2001 by the next estimates all the same
+    monkeypatch.setattr(cluster.api, "patch", cluster.api.patch)  # (restored after)
+    cluster.node("n0", model="H100")
+    cluster.node("n1", model="H100")
+    cluster.pod("run0", gpus=8, annotations={RUNTIME: "100"})
+    cluster.pod("run1", gpus=8, annotations={RUNTIME: "1000"})
+    cluster.pod("w0", gpus=8)
+    d = _Driven(cluster, _estimates())
+    assert d.cycle() == [("w0", _at(1101))]
+    noted = cluster.api.patch
+
+    def hangs_on_w0(path: str, body: Any, **kw: Any) -> Any:
+        if path.endswith("/w0") and EXPECTED_START_ANNOTATION in body["metadata"].get(
+            "annotations", {}
+        ):
+            raise ConnectionRefusedError("no answer (test)")
+        return noted(path, body, **kw)
+
+    cluster.api.patch = hangs_on_w0  # type: ignore[method-assign]
+    d.finish("run0")
+    assert d.cycle() == [] and d.shim.status_writes_due
+    assert cluster.node_of("w0") == "n0"
+    d.shim.handle("Pod", "ADDED", cluster.pod("w1", gpus=8))
+    assert d.cycle(10) == [("w1", _at(2001))]
+    assert d.shim.status_writes_due  # (w0's removal, tried last)
+    cluster.api.patch = noted  # type: ignore[method-assign]
+    assert d.cycle() == [("w0", None)]
+    assert _shown(cluster, "w0") == (None, None)
 
 
 def test_a_write_answered_503_is_made_again_by_the_next_cycle(cluster: Cluster) -> None:
