@@ -208,6 +208,9 @@ class Shim:
         self._expect_on: dict[str, str] = {}
         self._expect_gone: dict[str, None] = {}
         self._expect_stalled: set[str] = set()  # (writes that got no answer: tried last)
+        # the pods whose last kant.io/expected-start write by this shim was a value: they
+        # may carry it though the watch shows them without (an event older than the write)
+        self._expect_wrote: set[str] = set()
         self._expect_due: dict[str, tuple[str, str]] = {}
         self._estimated_at: float | None = None  # the shim's time of the last estimates
         self.estimate_seconds = 0.0
@@ -980,6 +983,7 @@ class Shim:
         self._expect_gone.pop(key, None)
         self._expect_due.pop(key, None)
         self._expect_stalled.discard(key)
+        self._expect_wrote.discard(key)
         known = self._id_of.pop(key, None)
         if key in self._dying:
             self._dying.discard(key)
@@ -1070,7 +1074,7 @@ class Shim:
         for base in sorted(bases):
             self._try_submit(base)
         for key in rec.pods.values():
-            if key in self._expect_on and key not in self._id_of and key not in self._dying:
+            if self._carries(key) and key not in self._id_of and key not in self._dying:
                 self._remove_expected(key)  # (waiting for no kant job now: nothing expected)
 
     def _rewait(self, key: str, base: str) -> str:
@@ -1350,7 +1354,7 @@ class Shim:
             for pid, key in rec.pods.items():
                 if pid not in rec.bound and key in self._pods:
                     want[key] = (value, at)
-        for key in sorted(self._expect_on):
+        for key in sorted(self._expect_on.keys() | self._expect_wrote):
             if key not in want:
                 self._expect_gone.setdefault(key)
         due: dict[str, tuple[str, str]] = {}
@@ -1367,12 +1371,12 @@ class Shim:
         cycle's bindings): a running pod is not left saying when it should start. A removal
         that cycle could not make is one of the others (within the budget, ahead of the
         values)."""
-        if not self._expect_on:
+        if not self._expect_on and not self._expect_wrote:
             return []
         binding: list[str] = []
         for key in keys:
             self._expect_due.pop(key, None)
-            if key in self._expect_on:
+            if self._carries(key):
                 self._expect_gone.setdefault(key)
                 binding.append(key)
         return binding
@@ -1382,28 +1386,38 @@ class Shim:
         starting or a pod made since): the ``kant.io/expected-start`` it carries is what
         this shim holds it carries (an earlier shim's value, a hand edit, this shim's own
         writes coming back), so that a removal is never skipped for a pod that carries one,
-        nor a value taken as written that is not. A pod that carries one and is bound (by kant,
-        another binder, its ``spec.nodeName``) has it removed by the next cycle, and so has
-        any pod first seen while this shim makes no estimates; a pod that waits gets the
-        value of this shim's estimates, when they differ. A pod terminating or ended is left
-        alone: its annotations go with it."""
+        nor a value taken as written that is not. A pod this shim last wrote a value on is
+        held to carry one too (the event may be older than the write): it is removed when
+        the pod stops waiting. A pod that carries one and is bound (by kant, another binder,
+        its ``spec.nodeName``) has it removed by the next cycle, and so has any pod first
+        seen while this shim makes no estimates; a pod that waits gets the value of this
+        shim's estimates, when they differ. A pod terminating or ended is left alone: its
+        annotations go with it."""
         if st.deleting or st.phase in TERMINAL:
             self._expect_on.pop(key, None)
             self._expect_gone.pop(key, None)
             self._expect_due.pop(key, None)
             self._expect_stalled.discard(key)
+            self._expect_wrote.discard(key)
             return
         ann = annotations_of(obj)
-        if not isinstance(ann, Mapping) or not (
+        if isinstance(ann, Mapping) and (
             EXPECTED_START_ANNOTATION in ann or EXPECTED_START_MADE_AT_ANNOTATION in ann
         ):
+            value = ann.get(EXPECTED_START_ANNOTATION)
+            self._expect_on[key] = value if isinstance(value, str) else ""
+        else:
             self._expect_on.pop(key, None)
-            self._expect_gone.pop(key, None)  # (a removal of annotations no longer there)
-            return
-        value = ann.get(EXPECTED_START_ANNOTATION)
-        self._expect_on[key] = value if isinstance(value, str) else ""
+            if key not in self._expect_wrote:
+                self._expect_gone.pop(key, None)  # (a removal of annotations no longer there)
+                return
         if st.node is not None or (first and self.settings.estimate_interval_seconds <= 0):
             self._remove_expected(key)  # (bound by anyone: kant, another binder, nodeName)
+
+    def _carries(self, key: str) -> bool:
+        """Whether pod ``key`` may carry a ``kant.io/expected-start``: the watch last showed
+        one on it, or this shim's last write on it was a value."""
+        return key in self._expect_on or key in self._expect_wrote
 
     def _remove_expected(self, key: str) -> None:
         """Pod ``key``, which carries a ``kant.io/expected-start``, no longer waits: its
@@ -1451,7 +1465,7 @@ class Shim:
                     want = got
                 else:
                     del self._expect_due[key]
-                    if key not in self._expect_on:
+                    if not self._carries(key):
                         continue
                     self._expect_gone[key] = None
             if budget and not self._may_write():
@@ -1497,14 +1511,17 @@ class Shim:
             (log.info if e.status == 404 else log.warning)("expected start on %s: %s", key, e)
             if e.status in (404, 422):
                 self._expect_on.pop(key, None)
+                self._expect_wrote.discard(key)
             return "done"
         except OSError as e:
             log.info("expected start on %s: %s; tried again by the next cycle", key, e)
             return "no answer"
         if want is None:
             self._expect_on.pop(key, None)
+            self._expect_wrote.discard(key)
         else:
             self._expect_on[key] = want[0]
+            self._expect_wrote.add(key)
         return "done"
 
     def _waits(self, key: str) -> bool:

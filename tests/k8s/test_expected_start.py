@@ -8,6 +8,7 @@ bound. Off by default: no write. An error inside the estimates never stops sched
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import math
 from datetime import datetime
@@ -634,6 +635,41 @@ def test_what_the_watch_shows_a_pod_carries_is_what_the_shim_holds_it_carries(
     d.shim.handle("Pod", "MODIFIED", cluster.get("w"))
     assert d.cycle(10) == [("w", _at(1101))]
     assert _shown(cluster, "w") == (_at(1101), _at(1021))
+
+
+def test_a_watch_event_older_than_the_shim_s_write_does_not_skip_the_bind_removal(
+    cluster: Cluster,
+) -> None:
+    # w is told 1101; then an event from before that write (w without the annotation)
+    # reaches the shim; the next cycle binds w: it removes the annotation all the same
+    cluster.node("n0", model="H100")
+    cluster.pod("run", gpus=8, annotations={RUNTIME: "100"})
+    before = copy.deepcopy(cluster.pod("w", gpus=8))
+    d = _Driven(cluster, _estimates())
+    assert d.cycle() == [("w", _at(1101))]
+    d.shim.handle("Pod", "MODIFIED", before)
+    d.finish("run")
+    assert d.cycle() == [("w", None)]
+    assert cluster.node_of("w") == "n0" and _shown(cluster, "w") == (None, None)
+
+
+def test_a_stale_event_followed_by_the_current_one_costs_no_write(cluster: Cluster) -> None:
+    # after the bind cycle removed w's annotation, an event from before the removal (w bound
+    # and carrying 1101) comes, then the current one (bound, nothing): nothing is written
+    cluster.node("n0", model="H100")
+    cluster.pod("run", gpus=8, annotations={RUNTIME: "100"})
+    cluster.pod("w", gpus=8)
+    d = _Driven(cluster, _estimates())
+    assert d.cycle() == [("w", _at(1101))]
+    carried = copy.deepcopy(cluster.get("w")["metadata"]["annotations"])
+    d.finish("run")
+    assert d.cycle() == [("w", None)]
+    current = cluster.get("w")
+    stale = copy.deepcopy(current)
+    stale["metadata"]["annotations"] = carried
+    d.shim.handle("Pod", "MODIFIED", stale)
+    d.shim.handle("Pod", "MODIFIED", current)
+    assert d.cycle() == [] and d.cycle(10) == []
 
 
 def test_a_terminating_pod_found_at_startup_is_not_written(cluster: Cluster) -> None:
