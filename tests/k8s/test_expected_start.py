@@ -338,6 +338,15 @@ def test_a_past_time_means_the_job_is_expected_about_now_not_that_it_is_late() -
     assert _steady(_at(1101), _at(1200), 1200, 1141)  # (late: it says "now" again)
 
 
+def test_a_value_changed_by_hand_is_written_over_only_when_it_is_off_by_the_slack() -> None:
+    # the estimate is 1101 at 1050: a hand edit to 1130 stays, to 1200 or "soon" is
+    # written over (a made-at changed alone is not compared: it stays too)
+    assert _steady(_at(1130), _at(1101), 1101, 1050)
+    assert not _steady(_at(1200), _at(1101), 1101, 1050)
+    assert not _steady("soon", _at(1101), 1101, 1050)
+    assert not _steady(None, _at(1101), 1101, 1050)  # (removed by hand)
+
+
 @given(
     st.lists(st.floats(min_value=0, max_value=10_000), min_size=1, max_size=30),
     st.floats(min_value=0, max_value=3600),
