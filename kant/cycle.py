@@ -366,7 +366,8 @@ class _Cycle:
         self.placed: list[str] = []
         self.nominations: list[Nomination] = []
         self.dropped: list[str] = []
-        # a job started its nominal part and left its borrowed rest to a later cycle
+        # a job started its nominal part (or the pods its nomination won by priority) and
+        # left its borrowed rest to a later cycle
         self.again = False
         self.past_gate: set[str] = set()  # nominated jobs the policy's gate let through
         self.pending: dict[str, Reason] = {}
@@ -693,10 +694,11 @@ class _Cycle:
                 self._release_quota(e)
             dec = facts.unlimited_decision if self.ledger.table.unlimited else None
         rest = 0  # pods beyond the nominal part placed now, left to a later cycle
+        why_rest = ""
         if dec is None:
             dec = self._admit_quota(e, facts)
             if dec.nominal_pods and dec.ok and jid in self.holds.nominated:
-                dec, rest = self._nominal_part(e, dec, facts)
+                dec, rest, why_rest = self._nominal_part(e, dec, facts)
         self.ctx.current = (jid, dec)
         reason = dec.reason if not dec.ok else None
         placed: tuple[Binding, ...] = ()
@@ -728,8 +730,7 @@ class _Cycle:
                 reason = Reason(
                     code=ReasonCode.QUOTA_EXCEEDED,
                     message=(
-                        f"{rest} pods beyond the tenant's nominal quota wait for their turn "
-                        "among the borrowers"
+                        f"{rest} pods beyond {why_rest} wait for their turn among the borrowers"
                     ),
                 )
         if placed:
@@ -753,10 +754,11 @@ class _Cycle:
 
     def _nominal_part(
         self, e: Entry, dec: QuotaDecision, facts: _Facts
-    ) -> tuple[QuotaDecision, int]:
+    ) -> tuple[QuotaDecision, int, str]:
         """The quota decision for the part of a nominated preemptor's request it starts now
         (``dec``: its whole request's, not within nominal, its first ``nominal_pods`` pods
-        are), and how many pods are left to a later cycle.
+        are), how many pods are left to a later cycle, and what they are beyond (for their
+        reason).
 
         The part is its nominal part: those pods, on the GPU models where its tenant stays
         within nominal with them. The nominated job starts them at its place in the order;
@@ -771,12 +773,11 @@ class _Cycle:
         remaining = e.remaining()
         nom = e.nomination
         if nom is not None and nom.by_priority and len(nom.bindings) > dec.nominal_pods:
-            if len(nom.bindings) >= len(remaining):
-                return dec, 0
             k = len(nom.bindings)
-            return admit_quota(self.ledger, e.job, remaining[:k], facts.role_models), len(
-                remaining
-            ) - k
+            if k >= len(remaining):
+                return dec, 0, ""
+            part = admit_quota(self.ledger, e.job, remaining[:k], facts.role_models)
+            return part, len(remaining) - k, "its nomination"
         part = admit_quota(self.ledger, e.job, remaining[: dec.nominal_pods], facts.role_models)
         if (
             part.ok
@@ -785,7 +786,7 @@ class _Cycle:
             and part.nominal_models != part.models
         ):
             part = attrs.evolve(part, models=part.nominal_models)
-        return part, len(remaining) - dec.nominal_pods
+        return part, len(remaining) - dec.nominal_pods, "the tenant's nominal quota"
 
     def _blocked(self, e: Entry, dec: QuotaDecision, failed: Reason, facts: _Facts) -> None:
         """The rest of :meth:`consider` for a job whose placement shape already failed this

@@ -381,11 +381,15 @@ class Preemption:
         out = []
         for k, n in enumerate(noms):
             left = tuple(p for p in n.victims if p not in gone)
+            # (a victim given back may have been its only one taken by priority)
+            prio = n.by_priority and any(
+                v.preemptor == n.job and v.reason is not VictimReason.RECLAIM for v in self.victims
+            )
             if k in changed:
                 waits = tuple(p for p in last.victims if p not in left)
-                out.append((k, attrs.evolve(n, victims=left + waits)))
-            elif len(left) < len(n.victims):
-                out.append((k, attrs.evolve(n, victims=left)))
+                out.append((k, attrs.evolve(n, victims=left + waits, by_priority=prio)))
+            elif len(left) < len(n.victims) or prio != n.by_priority:
+                out.append((k, attrs.evolve(n, victims=left, by_priority=prio)))
         return out
 
     def _give_back(
