@@ -155,8 +155,9 @@ class CycleResult:
     or anti-affinity of its own, or labels a running pod's anti-affinity may select) is not
     applied (None: not checked).
     ``again``: a cycle run at once after this one is applied may place more: a reclaiming
-    pod-level job started only its nominal part, and its borrowed rest is decided by the
-    next cycle, in its order among the borrowers; or a pod-level job on several GPU models
+    pod-level job started only its nominal part (or the pods its nomination won by
+    priority), and its borrowed rest is decided by the next cycle, in its order among the
+    borrowers; or a pod-level job on several GPU models
     placed some pods and left others that quota counted on every model they may use (see
     :func:`_more_may_pass`). Set only by a cycle that placed pods. A driver that runs a
     cycle only when something happens runs one more (the simulator does, and the Kubernetes
