@@ -157,11 +157,11 @@ class CycleResult:
     ``again``: a cycle run at once after this one is applied may place more: a reclaiming
     pod-level job started only its nominal part (or the pods its nomination won by
     priority), and its borrowed rest is decided by the next cycle, in its order among the
-    borrowers; or a pod-level job on several GPU models
-    placed some pods and left others that quota counted on every model they may use (see
-    :func:`_more_may_pass`). Set only by a cycle that placed pods. A driver that runs a
-    cycle only when something happens runs one more (the simulator does, and the Kubernetes
-    shim's loop runs one within seconds anyway); the time horizon does not say so.
+    borrowers; or a pod-level job on several GPU models placed some pods and left others
+    that quota counted on every model they may use (see :func:`_more_may_pass`). Set only
+    by a cycle that placed pods. A driver that runs a cycle only when something happens runs
+    one more (the simulator does, and the Kubernetes shim's loop runs one within seconds
+    anyway); the time horizon does not say so.
     ``closed_after`` the queue order key (:attr:`kant.queueing.Entry.key`) of the last job
     the cycle walked before the queueing policy closed its gate (``PolicyRun.closed``): every
     job later in the order got the gate's skip (None: the gate stayed open). How the cycle

@@ -484,15 +484,10 @@ def test_a_partly_nominal_pod_level_job_is_a_borrower_as_a_whole_and_then_reclai
     check_invariants(s)
 
 
-def test_a_pod_level_preemptor_that_won_its_whole_request_by_priority_starts_it_whole_and_evicts_no_victim_twice() -> (
-    None
-):
-    # Found by the contention machine. Tenant a (8 nominal, may borrow 8 of b's: 16 in
-    # all) runs j1 (2 GPUs) and the pod-level j2 (2 x 4 GPUs): 10 GPUs. j3 (priority 1,
-    # pod-level, 2 x 8 GPUs) needs all 16, takes them by priority and is nominated for both
-    # pods. Once its victims are gone it used to start only its nominal part (8 GPUs): its
-    # victims, requeued ahead of it in submission order, started again on the rest of the
-    # quota, and the next cycle j3 evicted them a second time.
+def _borrowing_j1_j2_then_j3(replicas: int) -> Scheduler:
+    """Tenant a (8 nominal, may borrow 8 of b's: 16 in all) runs j1 (2 GPUs) and the
+    pod-level j2 (2 x 4 GPUs): 10 GPUs; then j3 (priority 1, pod-level, ``replicas`` x 8
+    GPUs) arrives."""
     cluster = ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=2).build()
     s = Scheduler(
         cluster,
@@ -507,8 +502,21 @@ def test_a_pod_level_preemptor_that_won_its_whole_request_by_priority_starts_it_
     s.submit(job("j2", gpus=4, replicas=2, gang=False, tenant="a", submitted_at=1), now=1)
     s.step(now=2)
     s.submit(
-        job("j3", gpus=8, replicas=2, gang=False, tenant="a", priority=1, submitted_at=2), now=2
+        job("j3", gpus=8, replicas=replicas, gang=False, tenant="a", priority=1, submitted_at=2),
+        now=2,
     )
+    return s
+
+
+def test_a_pod_level_preemptor_that_won_its_whole_request_by_priority_starts_it_whole_and_evicts_no_victim_twice() -> (
+    None
+):
+    # Found by the contention machine. j3 (2 x 8 GPUs) needs all 16 GPUs a may use, takes
+    # them by priority and is nominated for both pods. Once its victims were gone it used to
+    # start only its nominal part (8 GPUs): its victims, requeued ahead of it in submission
+    # order, started again on the rest of the quota, and the next cycle j3 evicted them a
+    # second time.
+    s = _borrowing_j1_j2_then_j3(2)
     evicted: dict[str, int] = {}
     for t in range(3, 9):
         r = s.step(now=t)
@@ -527,22 +535,7 @@ def test_a_pod_level_preemptor_that_won_its_whole_request_by_priority_starts_it_
 def test_a_priority_preemptor_nominated_for_part_of_its_request_says_its_rest_is_beyond_its_nomination() -> (
     None
 ):
-    cluster = ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=2).build()
-    s = Scheduler(
-        cluster,
-        admitter=Admitter(
-            [Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8), Quota.gpus("iso", "H100", 8)],
-            modes={"iso": "isolated"},
-        ),
-        placer=Placer("ebinpack"),
-    )
-    s.submit(job("j1", gpus=2, tenant="a", submitted_at=0), now=0)
-    s.step(now=1)
-    s.submit(job("j2", gpus=4, replicas=2, gang=False, tenant="a", submitted_at=1), now=1)
-    s.step(now=2)
-    s.submit(
-        job("j3", gpus=8, replicas=3, gang=False, tenant="a", priority=1, submitted_at=2), now=2
-    )
+    s = _borrowing_j1_j2_then_j3(3)
     r = s.step(now=3)
     (nom,) = r.nominations
     assert nom.by_priority and len(nom.bindings) == 2
