@@ -577,8 +577,11 @@ class Simulator:
         frozen out of the garbage collector's reach for its duration (``gc.freeze``): the
         oldest generation's collections would otherwise walk them again and again while
         the run allocates (about a fifth of a long replay's CPU). Nothing is disabled:
-        cycles created during the run are still collected."""
-        gc.collect()
+        cycles created during the run are still collected. Only the young generations are
+        collected before the freeze: a full collection costs as much as the process is
+        large (in a test run or a long-lived embedding process, more than a short replay),
+        and cyclic garbage already old waits for the first collection after the run."""
+        gc.collect(1)
         gc.freeze()
         try:
             return self._run()
