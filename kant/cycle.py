@@ -135,7 +135,8 @@ class CycleResult:
     (whole gang jobs, single pods otherwise); ``nominations`` new this cycle;
     ``dropped_nominations`` preemptors whose nomination ends without placement (victims gone,
     still no fit; made for a node gone, or added again or relabelled, since:
-    :func:`nomination_outlived`; or its job's GPU models have no pool any more); ``pending``
+    :func:`nomination_outlived`; or its job's GPU models have no pool any more; or quota
+    admits none of its pods on the GPU models it names any more); ``pending``
     a reason for every job left with pods to place, in the order the cycle answered them (the
     queue's, except that a job that must borrow quota is answered after the jobs of its
     priority walked with it that need not: see ``_Cycle.walk``);
@@ -158,7 +159,9 @@ class CycleResult:
     pod-level job started only its nominal part (or the pods its nomination won by
     priority), and its borrowed rest is decided by the next cycle, in its order among the
     borrowers; or a pod-level job on several GPU models placed some pods and left others
-    that quota counted on every model they may use (see :func:`_more_may_pass`). Set only
+    that quota counted on every model they may use (see :func:`_more_may_pass`), or left
+    the pods beyond what quota admits on its nomination's GPU models to a cycle deciding
+    them on every model while another has room for one. Set only
     by a cycle that placed pods. A driver that runs a cycle only when something happens runs
     one more (the simulator does, and the Kubernetes shim's loop runs one within seconds
     anyway); the time horizon does not say so.
@@ -696,10 +699,15 @@ class _Cycle:
             dec = facts.unlimited_decision if self.ledger.table.unlimited else None
         rest = 0  # pods beyond the nominal part placed now, left to a later cycle
         why_rest = ""
+        narrowed = False  # decided on its nomination's GPU models only
+        gave_up = ""  # why its nomination was dropped here (quota left its models out)
         if dec is None:
             dec = self._admit_quota(e, facts)
-            if dec.nominal_pods and dec.ok and jid in self.holds.nominated:
-                dec, rest, why_rest = self._nominal_part(e, dec, facts)
+            if jid in self.holds.nominated:  # (only a job holding a nomination pays)
+                dec, models, gave_up = self._on_nomination(e, dec, facts)
+                narrowed = models is not facts.role_models
+                if dec.nominal_pods and dec.ok and jid in self.holds.nominated:
+                    dec, rest, why_rest = self._nominal_part(e, dec, models)
         self.ctx.current = (jid, dec)
         reason = dec.reason if not dec.ok else None
         placed: tuple[Binding, ...] = ()
@@ -726,6 +734,19 @@ class _Cycle:
                     self._blocked(e, dec, failed, facts)
                     return
             placed, reason, freeing = self._admit_and_place(e, dec, opens, facts, shape)
+            left = len(e.remaining()) - len(placed)
+            if narrowed and placed and left and len(placed) == len(dec.pods):
+                # the pods its nomination's models had no quota for: decided on every model
+                # of theirs at once, in a cycle of their own
+                self.again = self.again or _more_may_pass(
+                    self.ledger, job, dec, role_models, cut=False
+                )
+                reason = Reason(
+                    code=ReasonCode.QUOTA_EXCEEDED,
+                    message=(
+                        f"{left} pods beyond its nomination's GPU models wait for a later cycle"
+                    ),
+                )
             if rest and len(placed) + rest == len(e.remaining()):
                 self.again = bool(placed)
                 reason = Reason(
@@ -743,6 +764,8 @@ class _Cycle:
         if not placed and reason.code in _NEVER_FIT_CANDIDATES:
             reason = self._never_fits(e, role_models, facts) or reason
         reason = self._explain(e, reason, freeing=freeing)
+        if gave_up:
+            reason = attrs.evolve(reason, message=f"{reason.message}; {gave_up}")
         nominated = jid in self.holds.nominated
         if nominated and e.nomination is not None:
             self._hold_quota(e, e.nomination.bindings)  # still waiting for its victims
@@ -753,8 +776,46 @@ class _Cycle:
         ):
             self._preempt(e, dec, role_models, may_backfill)
 
-    def _nominal_part(
+    def _on_nomination(
         self, e: Entry, dec: QuotaDecision, facts: _Facts
+    ) -> tuple[QuotaDecision, Mapping[str, tuple[str, ...]], str]:
+        """The quota decision of a job holding a nomination (``dec``: its decision on every
+        GPU model of its roles), the GPU models per role it was taken on, and why the
+        nomination was dropped ("" if it stands).
+
+        Its nomination holds devices on some GPU models of a role allowed on several. When
+        ``dec`` lets each such role use them, it stands. Otherwise (the ledger changed since
+        the preemption: quota now finds more room on another model, where the job would be
+        refused on what it holds and preempt again) the job is decided on its nominated
+        models alone, as :func:`fits_to_try` lets the nodes pick a gang's fit: what it holds
+        changes which fit is taken, never whether quota admits it. If quota admits none of
+        its pods there any more, the nomination is dropped (``dropped_nominations``), its
+        devices go back to the others, and the job is decided by ``dec`` as any job (its
+        victims still going count as going). O(bindings of the nomination + roles x
+        models), and a quota decision more when ``dec`` leaves a nominated model out."""
+        nom, role_models = e.nomination, facts.role_models
+        if nom is None or not dec.ok:
+            return dec, role_models, ""
+        held: dict[str, set[str]] = {}
+        for b in nom.bindings:
+            r = b.pod.role
+            if b.total_milli and len(role_models.get(r, ())) > 1:
+                held.setdefault(r, set()).add(self.pools.model_of(b))
+        if all(ms.issubset(dec.models.get(r, ())) for r, ms in held.items()):
+            return dec, role_models, ""
+        on = {r: tuple(m for m in ms if m in held[r]) if r in held else ms
+              for r, ms in role_models.items()}  # fmt: skip
+        mine = admit_quota(self.ledger, e.job, e.remaining(), on)
+        if mine.ok:
+            return mine, on, ""
+        self.holds.drop(e.id)
+        self.dropped.append(e.id)
+        names = "|".join(sorted({m for ms in held.values() for m in ms}))
+        why = mine.reason.message if mine.reason is not None else "no quota left"
+        return dec, role_models, f"its nomination on {names} was dropped: {why}"
+
+    def _nominal_part(
+        self, e: Entry, dec: QuotaDecision, role_models: Mapping[str, tuple[str, ...]]
     ) -> tuple[QuotaDecision, int, str]:
         """The quota decision for the part of a nominated preemptor's request it starts now
         (``dec``: its whole request's, not within nominal, its first ``nominal_pods`` pods
@@ -777,9 +838,9 @@ class _Cycle:
             k = len(nom.bindings)
             if k >= len(remaining):
                 return dec, 0, ""
-            part = admit_quota(self.ledger, e.job, remaining[:k], facts.role_models)
+            part = admit_quota(self.ledger, e.job, remaining[:k], role_models)
             return part, len(remaining) - k, "its nomination"
-        part = admit_quota(self.ledger, e.job, remaining[: dec.nominal_pods], facts.role_models)
+        part = admit_quota(self.ledger, e.job, remaining[: dec.nominal_pods], role_models)
         if (
             part.ok
             and part.within_nominal

@@ -1,0 +1,199 @@
+"""A nominated preemptor allowed on several GPU models: quota decides it on the models its
+nomination holds devices on first, so a change of the quota ledger while its victims
+terminate (another tenant's borrow reclaimed, a job ending) cannot send it to another model,
+where it would be refused on what it holds and preempt again, cycle after cycle."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import hypothesis.strategies as st
+from hypothesis import HealthCheck, example, given, settings
+
+from kant.admission import Quota
+from kant.cycle import CycleResult
+from kant.model import Binding, PodId
+from kant.preemption import PreemptionPolicy
+from kant.queueing import Nomination
+from kant.scheduler import Scheduler
+from kant.testing import ClusterBuilder, check_invariants, job
+
+from .conftest import evict_victims, scheduler
+
+
+def _borrowing_preemptor() -> tuple[Scheduler, CycleResult]:
+    """One 4-GPU A100 node and two 8-GPU H100 nodes. Quotas (one cohort): ``d`` lends 4 A100,
+    ``b`` has 8 H100 nominal, ``c`` 16 (8 never lent); ``a`` has none and borrows. ``b1``
+    (16 pods of 1 GPU) borrows all of the H100 pool, ``lo`` (``a``, 4 pods) all of the A100
+    one. ``p`` (``a``, priority 10, 8 pods on A100|H100) evicts ``lo`` (priority) and is
+    nominated the 4 A100 GPUs; ``lo``'s pods then take their time to go."""
+    cluster = (
+        ClusterBuilder()
+        .leaf("lfa", nodes=1, model="A100", gpus=4)
+        .leaf("lfh", nodes=2, model="H100", gpus=8)
+        .build()
+    )
+    quotas = [
+        Quota.gpus("d", "A100", 4),
+        Quota.gpus("b", "H100", 8),
+        Quota.gpus("c", "H100", 16, lending_limit=8),
+    ]
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
+    s.submit(job("b1", gpus=1, replicas=16, gang=False, tenant="b", models="H100"), now=0)
+    s.submit(job("lo", gpus=1, replicas=4, gang=False, tenant="a", models="A100"), now=0)
+    assert set(s.step(now=0).placed) == {"b1", "lo"}
+    p = job("p", gpus=1, replicas=8, gang=False, tenant="a", priority=10,
+            models="A100|H100", submitted_at=1)  # fmt: skip
+    s.submit(p, now=1)
+    r = s.step(now=1)
+    assert [(v.job, v.reason.value) for v in r.victims] == [("lo", "priority")] * 4
+    (nom,) = r.nominations
+    assert {b.node for b in nom.bindings} == {"lfa-n0"}
+    return s, r
+
+
+def test_a_nominated_job_quota_would_send_elsewhere_starts_on_its_nominated_devices() -> None:
+    # c reclaims 8 of b1's borrowed H100 pods: b borrows less, so a may now borrow 8 H100
+    # GPUs, more than the 4 A100 ones p holds, though no H100 GPU is free (b1's pods going
+    # are held for c1). Before, quota sent p to H100 only: refused there once lo was gone, p
+    # gave up its nomination, lo started again on the A100 GPUs and p evicted it again, at
+    # every event, for as long as the ledger stayed so.
+    s, r1 = _borrowing_preemptor()
+    nominated = {(b.node, b.gpus) for b in r1.nominations[0].bindings}
+    s.submit(job("c1", gpus=1, replicas=8, gang=False, tenant="c", models="H100",
+                 submitted_at=2), now=2)  # fmt: skip
+    r = s.step(now=2)
+    assert {v.job for v in r.victims} == {"b1"}  # (b1's pods stay terminating throughout)
+    evicted: Counter[PodId] = Counter(p for v in r1.victims for p in v.pods)
+    r = s.step(now=3)
+    assert r.victims == () and r.pending["p"].code.value == "preempting"
+    evict_victims(s, r1, now=4)  # lo's pods are gone; b1's still going
+    r = s.step(now=4)
+    assert r.placed == ("p",) and r.dropped_nominations == () and r.again
+    assert {(b.node, b.gpus) for b in r.bindings if b.pod.job == "p"} == nominated
+    assert r.victims == ()
+    for t in range(5, 12):  # p's other 4 pods wait for H100 GPUs; nobody is evicted again
+        r = s.step(now=t)
+        evicted.update(p for v in r.victims if v.job != "b1" for p in v.pods)
+        assert "lo" not in r.placed
+    assert max(evicted.values()) == 1 and set(evicted) == {
+        PodId(job="lo", role="worker", index=i) for i in range(4)
+    }
+    assert len(s.queue.status("p").running) == 4
+    check_invariants(s)
+
+
+def test_a_nomination_on_a_model_quota_no_longer_admits_is_dropped_with_a_reason() -> None:
+    # p's nomination (built by hand, as an orchestrator restoring its state may hand one
+    # over) holds 2 A100 GPUs, but its tenant a has no A100 quota (isolated, H100 only), and
+    # the H100 node is full with c's job, which a may not evict. The nomination is dropped at
+    # once, with a reason that says why; its GPUs go to z's job behind p in the order.
+    cluster = (
+        ClusterBuilder()
+        .leaf("lfa", nodes=1, model="A100", gpus=4)
+        .leaf("lfh", nodes=1, model="H100", gpus=8)
+        .build()
+    )
+    quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("c", "H100", 8), Quota.gpus("z", "A100", 4)]
+    s = scheduler(cluster, quotas=quotas, modes={"a": "isolated", "c": "isolated"},
+                  preemption=PreemptionPolicy())  # fmt: skip
+    s.submit(job("c8", gpus=8, tenant="c", models="H100", preemptible=False), now=0)
+    assert s.step(now=0).placed == ("c8",)
+    s.submit(job("p", gpus=1, replicas=2, gang=False, tenant="a", priority=5,
+                 models="A100|H100", submitted_at=1), now=1)  # fmt: skip
+    s.submit(job("z4", gpus=4, tenant="z", models="A100", submitted_at=2), now=2)
+    held = tuple(Binding(pod=PodId(job="p", role="worker", index=i), node="lfa-n0", gpus=(i,))
+                 for i in range(2))  # fmt: skip
+    s.queue.set_nomination(Nomination(job="p", bindings=held, victims=(), created_at=1), "p")
+    r = s.step(now=2)
+    assert r.dropped_nominations == ("p",) and r.placed == ("z4",) and r.victims == ()
+    assert r.pending["p"].message.endswith(
+        "its nomination on A100 was dropped: tenant 'a' needs 1 GPUs of A100 for role "
+        "'worker'; quota left 0"
+    ), r.pending["p"]
+    assert s.queue.status("p").nomination is None
+    check_invariants(s)
+
+
+_EVENT = st.one_of(
+    st.tuples(st.just("go"), st.integers(0, 7)),  # a victim job's pods end their grace period
+    st.tuples(
+        st.just("submit"),
+        st.sampled_from(
+            [("a", "A100"), ("a", "A100|H100"), ("c", "H100"), ("c", "H100"), ("d", "A100")]
+        ),
+        st.integers(1, 8),
+        st.integers(0, 2),
+    ),
+    st.tuples(st.just("finish"), st.integers(0, 20)),  # a job other than p and b1 ends
+)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(  # the first scenario: c reclaims 8 of b1's H100 pods, then lo's pods go
+    p_pods=8, d_nominal=4, a_nominal=0,
+    events=[("submit", ("c", "H100"), 8, 0), ("go", 1), ("finish", 0), ("go", 0)],
+)  # fmt: skip
+@given(
+    p_pods=st.integers(2, 8),
+    d_nominal=st.sampled_from([2, 4]),
+    a_nominal=st.sampled_from([0, 2]),
+    events=st.lists(_EVENT, min_size=4, max_size=30),
+)
+def test_a_nominated_preemptor_chooses_no_more_victims_until_it_starts_whatever_the_ledger_does(
+    p_pods: int, d_nominal: int, a_nominal: int, events: list[tuple[object, ...]]
+) -> None:
+    # Under any run of arrivals, job ends and victims ending their grace period (a cycle
+    # after each), the priority-10 pod-level job p (A100|H100) chooses victims at most once
+    # between being nominated and placing pods: its nomination is what it starts on,
+    # whatever quota would now choose for it. Nothing here drops a nomination for a node
+    # change or a quota change (no node is lost, the quotas stay), so no second round is
+    # ever due.
+    cluster = (
+        ClusterBuilder()
+        .leaf("lfa", nodes=1, model="A100", gpus=4)
+        .leaf("lfh", nodes=2, model="H100", gpus=8)
+        .build()
+    )
+    quotas = [
+        Quota.gpus("d", "A100", d_nominal),
+        Quota.gpus("a", "A100", a_nominal),
+        Quota.gpus("b", "H100", 8),
+        Quota.gpus("c", "H100", 16, lending_limit=8),
+    ]
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
+    s.submit(job("b1", gpus=1, replicas=16, gang=False, tenant="b", models="H100"), now=0)
+    s.submit(job("lo", gpus=1, replicas=4, gang=False, tenant="a", models="A100"), now=0)
+    s.step(now=0)
+    s.submit(job("p", gpus=1, replicas=p_pods, gang=False, tenant="a", priority=10,
+                 models="A100|H100", submitted_at=1), now=1)  # fmt: skip
+    waiting = False  # p holds a nomination and placed no pod since
+    now, n = 1.0, 0
+    for ev in [("start",), *events, ("step",)]:  # a cycle after each event, as a driver runs
+        now += 1
+        if ev[0] == "go":
+            going = sorted(s.queue.terminating(), key=lambda e: e.id)
+            if going:
+                for pod in sorted(going[int(ev[1]) % len(going)].terminating):  # type: ignore[call-overload]
+                    s.pod_evicted(pod, now)
+        elif ev[0] == "submit":
+            n += 1
+            _, (tenant, models), pods, prio = ev
+            s.submit(job(f"j{n}", gpus=1, replicas=pods, gang=False, tenant=tenant,  # type: ignore[arg-type]
+                         models=models, priority=prio, submitted_at=now), now=now)  # type: ignore[arg-type]  # fmt: skip
+        elif ev[0] == "finish":
+            running = sorted(e.id for e in s.queue.entries() if e.id not in ("p", "b1")
+                             and e.assigned)  # fmt: skip
+            if running:
+                jid = running[int(ev[1]) % len(running)]  # type: ignore[call-overload]
+                for pod in s.queue.status(jid).running:
+                    s.pod_finished(pod, now)
+        if ev[0] != "start":
+            r = s.step(now=now)
+            mine = [v for v in r.victims if v.preemptor == "p"]
+            assert not (waiting and mine), (now, mine)
+            if any(b.pod.job == "p" for b in r.bindings):
+                waiting = False
+            if any(nom.job == "p" for nom in r.nominations):
+                waiting = True
+    check_invariants(s)

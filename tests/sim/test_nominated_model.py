@@ -1,0 +1,47 @@
+"""The simulator with a grace period: a nominated preemptor allowed on several GPU models
+starts on what its victims freed, though quota would now send it to another model."""
+
+from __future__ import annotations
+
+from kant.admission import Admitter, Quota
+from kant.placement import Placer
+from kant.preemption import PreemptionPolicy
+from kant.queueing import Queue
+from kant.scheduler import Scheduler
+from kant.sim import SimConfig, Simulator
+from kant.testing import ClusterBuilder, job
+
+
+def test_a_multi_model_preemptor_starts_when_its_victims_are_gone_and_evicts_each_once() -> None:
+    # The scenario of tests/qsch/test_nomination_models.py, simulated with victims keeping
+    # their GPUs 30 s: p (priority 10, 8 pods on A100|H100) evicts lo's 4 A100 pods at 10;
+    # c1's reclaim of 8 of b1's H100 pods at 20 leaves a room to borrow 8 H100 GPUs, none
+    # free. Before, p, sent to H100 by quota, gave up the A100 GPUs at 40, lo started again
+    # there and p evicted it a second time, then waited until 3000 (b1 and lo ending); now p
+    # starts 4 pods at 40 on the GPUs lo freed and lo is evicted once.
+    cluster = (
+        ClusterBuilder()
+        .leaf("lfa", nodes=1, model="A100", gpus=4)
+        .leaf("lfh", nodes=2, model="H100", gpus=8)
+        .build()
+    )
+    quotas = [
+        Quota.gpus("d", "A100", 4),
+        Quota.gpus("b", "H100", 8),
+        Quota.gpus("c", "H100", 16, lending_limit=8),
+    ]
+    s = Scheduler(cluster, queue=Queue(), admitter=Admitter(quotas), placer=Placer("ebinpack"),
+                  preemption=PreemptionPolicy())  # fmt: skip
+    jobs = [
+        job("b1", gpus=1, replicas=16, gang=False, tenant="b", models="H100", runtime=3000),
+        job("lo", gpus=1, replicas=4, gang=False, tenant="a", models="A100", runtime=3000),
+        job("p", gpus=1, replicas=8, gang=False, tenant="a", priority=10, models="A100|H100",
+            submitted_at=10, runtime=500),
+        job("c1", gpus=1, replicas=8, gang=False, tenant="c", models="H100", submitted_at=20,
+            runtime=3000),
+    ]  # fmt: skip
+    res = Simulator(s, jobs, SimConfig(tick=0.0, grace_period=30.0)).run()
+    assert res.record("lo").preempted == 1
+    assert res.record("p").started_at == 40.0
+    assert res.summary.evicted_pods == 4 + 8  # lo's pods once, 8 of b1's for c1
+    assert res.summary.jobs["finished"] == 4
