@@ -161,7 +161,7 @@ class CycleResult:
     borrowers; or a pod-level job on several GPU models placed some pods and left others
     that quota counted on every model they may use (see :func:`_more_may_pass`), or left
     the pods beyond what quota admits on its nomination's GPU models to a cycle deciding
-    them on every model while another has room for one. Set only
+    them on every model while another of their models has quota headroom for one. Set only
     by a cycle that placed pods. A driver that runs a cycle only when something happens runs
     one more (the simulator does, and the Kubernetes shim's loop runs one within seconds
     anyway); the time horizon does not say so.
@@ -701,13 +701,15 @@ class _Cycle:
         why_rest = ""
         narrowed = False  # decided on its nomination's GPU models only
         gave_up = ""  # why its nomination was dropped here (quota left its models out)
+        # the decision on its nomination's GPU models, tried when quota's own choice (which
+        # leaves one of them out) starts none of its pods now
+        alt: tuple[QuotaDecision, Mapping[str, tuple[str, ...]]] | None = None
         if dec is None:
             dec = self._admit_quota(e, facts)
             if jid in self.holds.nominated:  # (only a job holding a nomination pays)
-                dec, models, gave_up = self._on_nomination(e, dec, facts)
-                narrowed = models is not facts.role_models
+                dec, alt, gave_up = self._on_nomination(e, dec, facts)
                 if dec.nominal_pods and dec.ok and jid in self.holds.nominated:
-                    dec, rest, why_rest = self._nominal_part(e, dec, models)
+                    dec, rest, why_rest = self._nominal_part(e, dec, role_models)
         self.ctx.current = (jid, dec)
         reason = dec.reason if not dec.ok else None
         placed: tuple[Binding, ...] = ()
@@ -733,7 +735,22 @@ class _Cycle:
                 if failed is not None:
                     self._blocked(e, dec, failed, facts)
                     return
-            placed, reason, freeing = self._admit_and_place(e, dec, opens, facts, shape)
+            placed, reason, freeing = self._admit_and_place(
+                e, dec, opens, facts, shape, whole=alt is not None
+            )
+            if alt is not None and not placed and not freeing:
+                # quota's own choice starts none of its pods now: its nomination's models
+                # (where it would otherwise be refused on what it holds and preempt again)
+                dec, models = alt
+                rest, why_rest, narrowed = 0, "", True
+                if dec.nominal_pods:
+                    dec, rest, why_rest = self._nominal_part(e, dec, models)
+                self.ctx.current = (jid, dec)
+                reason = dec.reason if not dec.ok else None
+                if reason is None:
+                    placed, reason, freeing = self._admit_and_place(
+                        e, dec, opens, facts, None, models=models
+                    )
             left = len(e.remaining()) - len(placed)
             if narrowed and placed and left and len(placed) == len(dec.pods):
                 # the pods its nomination's models had no quota for: decided on every model
@@ -778,41 +795,44 @@ class _Cycle:
 
     def _on_nomination(
         self, e: Entry, dec: QuotaDecision, facts: _Facts
-    ) -> tuple[QuotaDecision, Mapping[str, tuple[str, ...]], str]:
-        """The quota decision of a job holding a nomination (``dec``: its decision on every
-        GPU model of its roles), the GPU models per role it was taken on, and why the
-        nomination was dropped ("" if it stands).
+    ) -> tuple[QuotaDecision, tuple[QuotaDecision, Mapping[str, tuple[str, ...]]] | None, str]:
+        """For a job holding a nomination (``dec``: quota's own decision, on every GPU model
+        of its roles): ``dec``, tried first; the decision on its nomination's GPU models and
+        those models per role, tried when ``dec`` starts none of its pods (None: there is none
+        to fall back on); and why the nomination was dropped ("" if it stands).
 
         Its nomination holds devices on some GPU models of a role allowed on several. When
-        ``dec`` lets each such role use them, it stands. Otherwise (the ledger changed since
-        the preemption: quota now finds more room on another model, where the job would be
-        refused on what it holds and preempt again) the job is decided on its nominated
-        models alone, as :func:`fits_to_try` lets the nodes pick a gang's fit: what it holds
-        changes which fit is taken, never whether quota admits it. If quota admits none of
-        its pods there any more, the nomination is dropped (``dropped_nominations``), its
-        devices go back to the others, and the job is decided by ``dec`` as any job (its
-        victims still going count as going). O(bindings of the nomination + roles x
-        models), and a quota decision more when ``dec`` leaves a nominated model out."""
+        ``dec`` lets each such role use them, there is nothing to fall back on. Otherwise (the
+        ledger changed since the preemption) :meth:`consider` takes ``dec`` when the nodes
+        place every pod it admits now, and else decides the job on its nominated models
+        alone, where it would otherwise be refused on what it holds and preempt again. As
+        with the fits the nodes pick for a gang (:func:`fits_to_try`), quota's own choice
+        comes first, and what the job holds changes which fit is taken, never whether quota
+        admits it. If quota admits none of its pods on its nominated models any more, the
+        nomination is dropped (``dropped_nominations``), its devices go back to the others,
+        and the job is decided by ``dec`` as any job (its victims still going count as
+        going). O(bindings of the nomination + roles x models), and a quota decision more
+        when ``dec`` leaves a nominated model out."""
         nom, role_models = e.nomination, facts.role_models
         if nom is None or not dec.ok:
-            return dec, role_models, ""
+            return dec, None, ""
         held: dict[str, set[str]] = {}
         for b in nom.bindings:
             r = b.pod.role
             if b.total_milli and len(role_models.get(r, ())) > 1:
                 held.setdefault(r, set()).add(self.pools.model_of(b))
         if all(ms.issubset(dec.models.get(r, ())) for r, ms in held.items()):
-            return dec, role_models, ""
+            return dec, None, ""
         on = {r: tuple(m for m in ms if m in held[r]) if r in held else ms
               for r, ms in role_models.items()}  # fmt: skip
         mine = admit_quota(self.ledger, e.job, e.remaining(), on)
         if mine.ok:
-            return mine, on, ""
+            return dec, (mine, on), ""
         self.holds.drop(e.id)
         self.dropped.append(e.id)
         names = "|".join(sorted({m for ms in held.values() for m in ms}))
         why = mine.reason.message if mine.reason is not None else "no quota left"
-        return dec, role_models, f"its nomination on {names} was dropped: {why}"
+        return dec, None, f"its nomination on {names} was dropped: {why}"
 
     def _nominal_part(
         self, e: Entry, dec: QuotaDecision, role_models: Mapping[str, tuple[str, ...]]
@@ -986,16 +1006,24 @@ class _Cycle:
         opens: bool | tuple[int, ...],
         facts: _Facts,
         shape: tuple[Any, ...] | None,
+        *,
+        whole: bool = False,
+        models: Mapping[str, tuple[str, ...]] | None = None,
     ) -> tuple[tuple[Binding, ...], Reason | None, bool]:
         """Readiness and placement of the quota-admitted pods (``shape``: their placement
         shape, see :meth:`consider`; ``opens``: what of the reservations the job may use,
-        :meth:`Holds.opens`). Returns the bindings made (committed to the snapshot),
+        :meth:`Holds.opens`; ``whole``: place all of ``dec.pods`` or none, as for a gang;
+        ``models``: the GPU models per role ``dec`` was decided on, if not every model of
+        the job's roles: another fit the nodes pick stays on them). Returns the bindings
+        made (committed to the snapshot),
         why the job's remaining pods are not all placed, and whether that is only the quota
         that victims still to go hold (it frees itself: the cycle's ledger no longer charges
         them, the live usage still does)."""
         job = e.job
         if shape is not None and shape in self.failed_shapes:
             return (), self.failed_shapes[shape], False
+        role_models = facts.role_models if models is None else models
+        all_or_none = job.gang or whole
         holds = self.holds
         opening = holds.opening(opens) if opens else None
         reserved = opening if e.id not in holds.nominated else None
@@ -1004,7 +1032,7 @@ class _Cycle:
         # gang with a choice of model per role: those totals judge quota's first fit only,
         # where opening it lets another fit the nodes hold be taken)
         refused = self._refused_with(reserved, job, dec) if reserved is not None else None
-        if refused is not None and self._may_refit(job, dec, facts):
+        if refused is not None and self._may_refit(job, dec, role_models):
             refused = None
         # (an attempt with the reservation given back is mostly rolled back, and the
         # reservation taken again: the sorted index follows only where read)
@@ -1020,18 +1048,18 @@ class _Cycle:
                     pool_agg = self.snap.agg["pool"].copy()
                     self._reserved_opened = (before, reserved, reserved.taken, pool_agg)
                 reason = self.pools.ready(job, dec)
-                if reason is not None and self._may_refit(job, dec, facts):
-                    dec, reason = self._fit_the_nodes(e, dec, facts, reason)
+                if reason is not None and self._may_refit(job, dec, role_models):
+                    dec, reason = self._fit_the_nodes(e, dec, role_models, reason)
             if reason is None:
                 res = self.place_pods(self._restricted(job, dec, facts), dec.pods)
                 bindings = res.bindings
-                if bindings and (not job.gang or not res.unplaced):
+                if bindings and (not all_or_none or not res.unplaced):
                     k = (
                         len(bindings)
                         if self.live is None
                         else self._live_prefix(job.tenant, bindings)
                     )
-                    if k and (k == len(bindings) or not job.gang):
+                    if k and (k == len(bindings) or not all_or_none):
                         for b in bindings[k:]:
                             self.snap.release_binding(b)
                         bindings = bindings[:k]
@@ -1041,7 +1069,7 @@ class _Cycle:
                         if not left:
                             return bindings, None, False
                         if _more_may_pass(
-                            self.ledger, job, dec, facts.role_models, cut=k == len(dec.pods)
+                            self.ledger, job, dec, role_models, cut=k == len(dec.pods)
                         ):
                             self.again = True
                         return (
@@ -1071,14 +1099,20 @@ class _Cycle:
             reason = self.failed_shapes[shape] = self.facts.intern_reason(reason)
         return (), reason, False
 
-    def _may_refit(self, job: Job, dec: QuotaDecision, facts: _Facts) -> bool:
-        """Is ``job`` a gang that quota decides by one GPU model per role, so that another
-        fit than ``dec``'s may be taken with the nodes in view? (Never without quotas: no
-        choice to make.) O(roles)."""
-        return not self.ledger.table.unlimited and one_model_each(job, dec.pods, facts.role_models)
+    def _may_refit(
+        self, job: Job, dec: QuotaDecision, role_models: Mapping[str, tuple[str, ...]]
+    ) -> bool:
+        """Is ``job`` a gang that quota decides by one GPU model per role (of
+        ``role_models``), so that another fit than ``dec``'s may be taken with the nodes in
+        view? (Never without quotas: no choice to make.) O(roles)."""
+        return not self.ledger.table.unlimited and one_model_each(job, dec.pods, role_models)
 
     def _fit_the_nodes(
-        self, e: Entry, dec: QuotaDecision, facts: _Facts, refused: Reason
+        self,
+        e: Entry,
+        dec: QuotaDecision,
+        role_models: Mapping[str, tuple[str, ...]],
+        refused: Reason,
     ) -> tuple[QuotaDecision, Reason | None]:
         """A gang decided by one GPU model per role whose decision ``dec`` readiness
         ``refused`` on the snapshot now (what the job may use of it opened): the first of the
@@ -1089,7 +1123,7 @@ class _Cycle:
         only for such a gang readiness refused, whose shape did not fail already this
         cycle. O(fits x readiness)."""
         job = e.job
-        for alt in fits_to_try(self.ledger, job, dec.pods, facts.role_models, dec)[1:]:
+        for alt in fits_to_try(self.ledger, job, dec.pods, role_models, dec)[1:]:
             if self.pools.ready(job, alt) is None:
                 self.ctx.current = (job.id, alt)
                 return alt, None

@@ -83,6 +83,48 @@ def test_a_nominated_job_quota_would_send_elsewhere_starts_on_its_nominated_devi
     check_invariants(s)
 
 
+def test_a_nominated_job_starts_at_once_where_quota_chooses_when_the_nodes_hold_it_now() -> None:
+    # One 4-GPU A100 node, one 8-GPU H100 node; d lends 4 A100 GPUs, a has 8 H100 nominal.
+    # a's h (priority 10) holds the H100 node, a's lo borrows the A100 one. p (a, priority
+    # 10, 8 pods on A100|H100) evicts lo and is nominated the 4 A100 GPUs. Then h ends
+    # while lo's pods still terminate: quota's own choice for p is now H100, within a's
+    # nominal quota, and the 8 H100 GPUs are free. p starts there at once, all 8 pods (its
+    # nomination ends with that placement). Holding p on its nominated A100 GPUs instead
+    # left the H100 GPUs idle for the victims' grace period, then started half of p on
+    # A100, borrowed, where d's own job later reclaimed them.
+    cluster = (
+        ClusterBuilder()
+        .leaf("lfa", nodes=1, model="A100", gpus=4)
+        .leaf("lfh", nodes=1, model="H100", gpus=8)
+        .build()
+    )
+    quotas = [Quota.gpus("d", "A100", 4), Quota.gpus("a", "H100", 8)]
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
+    s.submit(job("h", gpus=1, replicas=8, gang=False, tenant="a", models="H100", priority=10),
+             now=0)  # fmt: skip
+    s.submit(job("lo", gpus=1, replicas=4, gang=False, tenant="a", models="A100"), now=0)
+    assert set(s.step(now=0).placed) == {"h", "lo"}
+    s.submit(job("p", gpus=1, replicas=8, gang=False, tenant="a", priority=10,
+                 models="A100|H100", submitted_at=1), now=1)  # fmt: skip
+    r1 = s.step(now=1)
+    assert {v.job for v in r1.victims} == {"lo"}
+    assert {b.node for b in r1.nominations[0].bindings} == {"lfa-n0"}
+    for pod in s.queue.status("h").running:
+        s.pod_finished(pod, 2)
+    r = s.step(now=2)
+    assert r.placed == ("p",) and r.victims == () and "p" not in r.pending
+    assert sorted(b.node for b in r.bindings) == ["lfh-n0"] * 8
+    assert s.queue.status("p").nomination is None
+    evict_victims(s, r1, now=40)  # lo's pods go; lo may start again on the A100 GPUs
+    s.step(now=40)
+    s.submit(job("dj", gpus=1, replicas=4, gang=False, tenant="d", models="A100",
+                 submitted_at=50), now=50)  # fmt: skip
+    r = s.step(now=50)
+    assert "p" not in {v.job for v in r.victims}  # d reclaims from lo, never from p
+    assert len(s.queue.status("p").running) == 8
+    check_invariants(s)
+
+
 def test_a_nomination_on_a_model_quota_no_longer_admits_is_dropped_with_a_reason() -> None:
     # p's nomination (built by hand, as an orchestrator restoring its state may hand one
     # over) holds 2 A100 GPUs, but its tenant a has no A100 quota (isolated, H100 only), and
