@@ -802,17 +802,18 @@ class _Cycle:
         to fall back on); and why the nomination was dropped ("" if it stands).
 
         Its nomination holds devices on some GPU models of a role allowed on several. When
-        ``dec`` lets each such role use them, there is nothing to fall back on. Otherwise (the
-        ledger changed since the preemption) :meth:`consider` takes ``dec`` when the nodes
-        place every pod it admits now, and else decides the job on its nominated models
-        alone, where it would otherwise be refused on what it holds and preempt again. As
-        with the fits the nodes pick for a gang (:func:`fits_to_try`), quota's own choice
-        comes first, and what the job holds changes which fit is taken, never whether quota
-        admits it. If quota admits none of its pods on its nominated models any more, the
-        nomination is dropped (``dropped_nominations``), its devices go back to the others,
-        and the job is decided by ``dec`` as any job (its victims still going count as
-        going). O(bindings of the nomination + roles x models), and a quota decision more
-        when ``dec`` leaves a nominated model out."""
+        ``dec`` lets each such role use them, or the nomination holds devices on every model
+        of each such role, there is nothing to fall back on. Otherwise (the ledger changed
+        since the preemption) :meth:`consider` takes ``dec`` when the nodes place every pod
+        it admits now, and else decides the job on its nominated models alone, where it
+        would otherwise be refused on what it holds and preempt again. As with the fits the
+        nodes pick for a gang (:func:`fits_to_try`), quota's own choice comes first, and
+        what the job holds changes which fit is taken, never whether quota admits it. If
+        quota admits none of its pods on its nominated models any more, the nomination is
+        dropped (``dropped_nominations``), its devices go back to the others, and the job is
+        decided by ``dec`` as any job (its victims still going count as going). O(bindings
+        of the nomination + roles x models), and a quota decision more when ``dec`` leaves
+        a nominated model out."""
         nom, role_models = e.nomination, facts.role_models
         if nom is None or not dec.ok:
             return dec, None, ""
@@ -825,6 +826,8 @@ class _Cycle:
             return dec, None, ""
         on = {r: tuple(m for m in ms if m in held[r]) if r in held else ms
               for r, ms in role_models.items()}  # fmt: skip
+        if on == role_models:  # it holds devices on every model of those roles: no narrowing
+            return dec, None, ""
         mine = admit_quota(self.ledger, e.job, e.remaining(), on)
         if mine.ok:
             return dec, (mine, on), ""

@@ -125,6 +125,62 @@ def test_a_nominated_job_starts_at_once_where_quota_chooses_when_the_nodes_hold_
     check_invariants(s)
 
 
+def test_a_nominated_job_whose_nomination_covers_quotas_choice_gets_the_plain_reason() -> None:
+    # p (a, no quota, 10 pods on A100|H100) is handed a nomination on both models; quota's
+    # own choice (6 pods: e lends 6 H100 GPUs, d 2 A100) leaves A100 out, and placing it
+    # starts 6 pods on H100. The other 4 are beyond the tenant's quota, as without a
+    # nomination: no word about "its nomination's GPU models", which it was never narrowed to.
+    cluster = (
+        ClusterBuilder()
+        .leaf("lfa", nodes=1, model="A100", gpus=4)
+        .leaf("lfh", nodes=1, model="H100", gpus=8)
+        .build()
+    )
+    quotas = [Quota.gpus("d", "A100", 2), Quota.gpus("e", "H100", 6)]
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
+    s.submit(job("p", gpus=1, replicas=10, gang=False, tenant="a", priority=5,
+                 models="A100|H100"), now=0)  # fmt: skip
+    nodes = [("lfa-n0", 0), ("lfa-n0", 1), ("lfh-n0", 0), ("lfh-n0", 1)]
+    held = tuple(Binding(pod=PodId(job="p", role="worker", index=i), node=n, gpus=(g,))
+                 for i, (n, g) in enumerate(nodes))  # fmt: skip
+    s.queue.set_nomination(Nomination(job="p", bindings=held, victims=(), created_at=0), "p")
+    r = s.step(now=1)
+    assert len(r.bindings) == 6 and {b.node for b in r.bindings} == {"lfh-n0"}
+    assert r.pending["p"].message == "4 pods beyond the tenant's quota", r.pending["p"]
+    check_invariants(s)
+
+
+def test_a_nomination_on_every_model_of_its_role_costs_one_placement_attempt() -> None:
+    # As above, but f's 6 non-preemptible pods fill the H100 node but for p's 2 nominated
+    # GPUs: quota's own choice (6 pods on H100, lent by e) leaves A100 out and starts 2. The
+    # nomination, on both models, narrows nothing, so that decision is the only one tried:
+    # one placement attempt, 2 pods on H100, and the plain reason for the others.
+    cluster = (
+        ClusterBuilder()
+        .leaf("lfa", nodes=1, model="A100", gpus=4)
+        .leaf("lfh", nodes=1, model="H100", gpus=8)
+        .build()
+    )
+    quotas = [Quota.gpus("d", "A100", 2), Quota.gpus("e", "H100", 6), Quota.gpus("f", "H100", 6)]
+    s = scheduler(cluster, quotas=quotas, modes={"f": "isolated"}, preemption=PreemptionPolicy())
+    s.submit(job("f6", gpus=1, replicas=6, gang=False, tenant="f", models="H100",
+                 preemptible=False), now=0)  # fmt: skip
+    assert s.step(now=0).placed == ("f6",)
+    s.submit(job("p", gpus=1, replicas=10, gang=False, tenant="a", priority=5,
+                 models="A100|H100", submitted_at=1), now=1)  # fmt: skip
+    taken = {g for pod in s.queue.status("f6").running for g in s.cluster.binding(pod).gpus}
+    h0, h1 = sorted(set(range(8)) - taken)
+    nodes = [("lfa-n0", 0), ("lfa-n0", 1), ("lfh-n0", h0), ("lfh-n0", h1)]
+    held = tuple(Binding(pod=PodId(job="p", role="worker", index=i), node=n, gpus=(g,))
+                 for i, (n, g) in enumerate(nodes))  # fmt: skip
+    s.queue.set_nomination(Nomination(job="p", bindings=held, victims=(), created_at=1), "p")
+    r = s.step(now=2)
+    assert r.stats.placement_attempts == 1
+    assert {(b.node, b.gpus) for b in r.bindings} == {("lfh-n0", (h0,)), ("lfh-n0", (h1,))}
+    assert "nomination" not in r.pending["p"].message
+    check_invariants(s)
+
+
 def test_a_nomination_on_a_model_quota_no_longer_admits_is_dropped_with_a_reason() -> None:
     # p's nomination (built by hand, as an orchestrator restoring its state may hand one
     # over) holds 2 A100 GPUs, but its tenant a has no A100 quota (isolated, H100 only), and
