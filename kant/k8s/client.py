@@ -8,9 +8,11 @@ server has it, else ``policy/v1beta1``), so the shim works from v1.20 to current
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlencode
 
@@ -49,6 +51,18 @@ class ApiUnreachableError(KantError, ConnectionError):
         self.server = server
         self.reason = reason
         super().__init__(f"cannot reach the API server {server}: {reason}")
+
+
+def _cut(r: urllib3.BaseHTTPResponse) -> None:
+    """Shut down the socket a streamed answer ``r`` is read from, so that a read waiting on it
+    in another thread returns (the stream then ends as broken)."""
+    shutdown = getattr(r, "shutdown", None)  # (urllib3 >= 2.3)
+    sock = getattr(getattr(r, "connection", None), "sock", None)
+    with contextlib.suppress(OSError, ValueError, RuntimeError):
+        if shutdown is not None:
+            shutdown()
+        elif sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def _unreachable(server: str, e: urllib3.exceptions.HTTPError) -> ApiUnreachableError:
@@ -205,10 +219,20 @@ class Api:
         }[kind]
         return self.request("PATCH", path, body, content_type=ct)
 
-    def watch(self, path: str, resource_version: str, *, timeout: int = 300) -> Iterator[Obj]:
+    def watch(
+        self,
+        path: str,
+        resource_version: str,
+        *,
+        timeout: int = 300,
+        opened: Callable[[Callable[[], None]], None] | None = None,
+    ) -> Iterator[Obj]:
         """Stream watch events (``{"type", "object"}``) from ``resource_version`` until the
         server closes the stream. Raises :class:`ApiError` for an error status,
-        :class:`ApiUnreachableError` when no answer came or the stream broke."""
+        :class:`ApiUnreachableError` when no answer came or the stream broke. ``opened``, if
+        given, is called once the stream is open with a function that closes it from any
+        thread (a read waiting on it then ends as a broken stream); a call after the stream
+        ended does nothing."""
         q = {
             "watch": "true",
             "resourceVersion": resource_version,
@@ -226,7 +250,17 @@ class Api:
             )
         except urllib3.exceptions.HTTPError as e:
             raise _unreachable(self.host, e) from e
+        guard = threading.Lock()
+        reading = True  # (once False, the connection may serve another request: never cut)
+
+        def close() -> None:
+            with guard:
+                if reading:
+                    _cut(r)
+
         try:
+            if opened is not None:
+                opened(close)
             if r.status >= 400:
                 raise ApiError(r.status, "GET", path, r.read().decode("utf-8", "replace"))
             buf = b""
@@ -239,6 +273,8 @@ class Api:
         except urllib3.exceptions.HTTPError as e:
             raise _unreachable(self.host, e) from e
         finally:
+            with guard:
+                reading = False
             r.release_conn()
 
     # ----------------------------------------------------------------- discovery

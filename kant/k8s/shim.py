@@ -1979,9 +1979,24 @@ class Watcher(threading.Thread):
         super().__init__(daemon=True, name=f"kant-watch-{kind}")
         self.api, self.kind, self.path, self.out, self._stop_ev = api, kind, path, out, stop
         self._seen: dict[str, Obj] = dict(seen or {})
+        self._lock = threading.Lock()
+        self._close: Callable[[], None] | None = None  # closes the stream being read
 
     def stop(self) -> None:
+        """Stop, closing the stream being read: an open watch would otherwise last until
+        its timeout (and an API server being stopped waits for its open watches)."""
         self._stop_ev.set()
+        with self._lock:
+            close = self._close
+        if close is not None:
+            close()
+
+    def _opened(self, close: Callable[[], None]) -> None:
+        with self._lock:
+            self._close = close
+            stopped = self._stop_ev.is_set()
+        if stopped:  # (stopped while this stream was being opened)
+            close()
 
     def _relist(self) -> str:
         doc = self.api.get(self.path)
@@ -2002,7 +2017,7 @@ class Watcher(threading.Thread):
                     # the shim's sync() took the first list; start from its resourceVersion
                     rv = self._relist() if not first else self._list_quiet()
                     first = False
-                for ev in self.api.watch(self.path, rv, timeout=60):
+                for ev in self.api.watch(self.path, rv, timeout=60, opened=self._opened):
                     if self._stop_ev.is_set():
                         return
                     typ, obj = ev.get("type"), ev.get("object") or {}

@@ -5,6 +5,7 @@ job), and node events reach the ``Scheduler`` facade (``node_added``, ``node_rem
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -351,3 +352,21 @@ def test_a_node_relabelled_to_another_gpu_model_takes_pods_of_that_model(
     _waits(cluster, "wants-b", "kant: ")
     cluster.api.patch("/api/v1/nodes/n0", {"metadata": {"labels": {"nvidia.com/gpu.product": "B"}}})
     assert wait_for(lambda: cluster.node_of("wants-b"), what="wants-b bound") == "n0"
+
+
+def test_a_stopped_shim_closes_its_watch_streams_at_once(cluster: Cluster) -> None:
+    """The shim's watchers end with it: their open streams (60 s each) are closed, not left
+    until the server's timeout. (An API server being stopped waits for its open watches: a
+    demo or a test environment stopping after a shim waited 10 s for nothing.)"""
+    cluster.node("n0")
+    before = set(threading.enumerate())
+    cluster.start_shim()
+    watchers = [
+        t for t in threading.enumerate() if t not in before and t.name.startswith("kant-watch-")
+    ]
+    assert {t.name for t in watchers} >= {"kant-watch-Node", "kant-watch-Pod"}
+    time.sleep(0.3)  # (their streams are open)
+    cluster.stop_shims()
+    for t in watchers:
+        t.join(5)
+    assert not [t.name for t in watchers if t.is_alive()]
