@@ -20,10 +20,9 @@ import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
-import networkx as nx
 
 from kant.errors import (
     InvalidClusterFileError,
@@ -41,6 +40,9 @@ from kant.topology.templates import (
     NodeTemplate,
     get_template,
 )
+
+if TYPE_CHECKING:  # (networkx is imported by the functions that make a graph)
+    import networkx as nx
 
 __all__ = [
     "CLUSTER_FILE_VERSION",
@@ -391,6 +393,8 @@ def fabric_graph(desc: ClusterDescription) -> nx.DiGraph:
     :class:`~kant.model.Tier` its source stands for (``"SUPERSPINE"``, ``"SPINE"``,
     ``"LEAF"``, ``"HBD"``). Nodes without a leaf are isolated vertices.
     """
+    import networkx as nx  # (imported when first used: it is a fifth of kant's start-up)
+
     g = nx.DiGraph()
     for node in desc.nodes:
         g.add_node(node.name, kind="node", **attrs.asdict(node))

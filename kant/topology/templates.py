@@ -22,10 +22,9 @@ import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
-import networkx as nx
 import numpy as np
 import numpy.typing as npt
 
@@ -38,6 +37,9 @@ from kant.errors import (
     UnknownTemplateError,
 )
 from kant.model import MAX_GPUS_PER_NODE, MAX_NICS_PER_NODE, LinkKind, is_int, name, number
+
+if TYPE_CHECKING:  # (networkx is imported by the functions that make a graph)
+    import networkx as nx
 
 __all__ = [
     "BUILTIN_TEMPLATES",
@@ -706,6 +708,8 @@ class NodeTemplate:
         NUMA–NUMA (every pair) ``"CROSS_NUMA"``. ``graph.graph["name"]`` is the template
         name. :meth:`from_graph` reads such a graph back.
         """
+        import networkx as nx  # (imported when first used: it is a fifth of kant's start-up)
+
         g = nx.Graph(name=self.name)
         numas = sorted({s.numa for s in self.gpus} | {s.numa for s in self.nics})
         for n in numas:
