@@ -40,7 +40,7 @@ SMALL = {
     ("bench", "gang"): ["--nodes", "64", "--replicas", "4", "--gangs", "2"],
     ("bench", "snapshot"): ["--nodes", "128", "--changed", "8", "--repeats", "2"],
     ("kant", "packing"): ["--seeds", "42", "--workers", "1", "--inflate", "0.3"],
-    ("kant", "k8s"): ["--nodes", "4", "--jobs", "3", "--speed", "4"],
+    ("kant", "k8s"): ["--nodes", "4", "--jobs", "3", "--speed", "100"],
     ("bench", "k8s"): ["--pods", "20", "--nodes", "10"],
     ("benchmarks/packing_sweep.py", ""): ["--seeds", "42", "--workers", "1",
                                          "--policies", "fgd", "--traces", "default"],
