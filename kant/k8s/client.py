@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -55,14 +54,13 @@ class ApiUnreachableError(KantError, ConnectionError):
 
 def _cut(r: urllib3.BaseHTTPResponse) -> None:
     """Shut down the socket a streamed answer ``r`` is read from, so that a read waiting on it
-    in another thread returns (the stream then ends as broken)."""
-    shutdown = getattr(r, "shutdown", None)  # (urllib3 >= 2.3)
-    sock = getattr(getattr(r, "connection", None), "sock", None)
-    with contextlib.suppress(OSError, ValueError, RuntimeError):
-        if shutdown is not None:
+    in another thread returns (the stream then ends as broken). Needs urllib3 2.3 or later
+    (``HTTPResponse.shutdown``); with an older one it does nothing, and the stream ends when
+    the server ends it (``timeoutSeconds``)."""
+    shutdown = getattr(r, "shutdown", None)
+    if shutdown is not None:
+        with contextlib.suppress(OSError, ValueError, RuntimeError):
             shutdown()
-        elif sock is not None:
-            sock.shutdown(socket.SHUT_RDWR)
 
 
 def _unreachable(server: str, e: urllib3.exceptions.HTTPError) -> ApiUnreachableError:
@@ -244,14 +242,16 @@ class Api:
             r = self._pool.request(
                 "GET",
                 url,
-                headers=self._headers,
+                # its own connection, closed when the stream ends: never back in the pool,
+                # so the closer below can never cut a connection serving another request
+                headers={**self._headers, "Connection": "close"},
                 preload_content=False,
                 timeout=urllib3.Timeout(connect=10, read=timeout + 30),
             )
         except urllib3.exceptions.HTTPError as e:
             raise _unreachable(self.host, e) from e
         guard = threading.Lock()
-        reading = True  # (once False, the connection may serve another request: never cut)
+        reading = True  # (once False, the stream has ended: nothing left to cut)
 
         def close() -> None:
             with guard:
