@@ -32,6 +32,7 @@ from kant.admission.quota import (
     admit_quota,
     admit_without_quotas,
     fits_to_try,
+    narrowed_fits,
     one_model_each,
     quota_models,
     quota_never_fits,
@@ -729,7 +730,11 @@ class _Cycle:
                 sid = facts.shape if facts.shape is not None else self.facts.shape_id(facts)
                 shape = (sid, opens, holds.epoch)
             else:
-                shape = (self.facts.decided_shape_id(facts, dec), opens, holds.epoch)
+                # (a gang of several roles may take another fit, or be placed again with one
+                # model per role: those follow its tenant's quota, not only its shape)
+                many = job.gang and len(job.roles) > 1
+                sid = self.facts.decided_shape_id(facts, dec)
+                shape = (sid, opens, holds.epoch, job.tenant if many else None)
             if shape is not None and self.incremental:
                 failed = self.failed_shapes.get(shape)
                 if failed is not None:
@@ -1055,6 +1060,10 @@ class _Cycle:
                     dec, reason = self._fit_the_nodes(e, dec, role_models, reason)
             if reason is None:
                 res = self.place_pods(self._restricted(job, dec, facts), dec.pods)
+                if job.gang and (res.unplaced or not res.bindings):
+                    got = self._place_narrowed(job, dec, role_models)
+                    if got is not None:
+                        dec, res = got
                 bindings = res.bindings
                 if bindings and (not all_or_none or not res.unplaced):
                     k = (
@@ -1101,6 +1110,23 @@ class _Cycle:
             # is applied (Queue.set_reasons)
             reason = self.failed_shapes[shape] = self.facts.intern_reason(reason)
         return (), reason, False
+
+    def _place_narrowed(
+        self, job: Job, dec: QuotaDecision, role_models: Mapping[str, tuple[str, ...]]
+    ) -> tuple[QuotaDecision, PlacementLike] | None:
+        """A gang whose placement with ``dec`` failed, placed with one GPU model per role
+        (of ``role_models``): the first of :func:`narrowed_fits` (the fits quota allows, in
+        its order of preference, at most 8) that readiness passes and placement places
+        whole, and its placement (committed to the snapshot); None when none does, or the
+        job has no role on several models (:func:`one_model_each`: nothing to narrow). Only
+        for a gang whose placement failed; each attempt is counted in the stats."""
+        if not one_model_each(job, dec.pods, role_models):
+            return None
+        fits = narrowed_fits(self.ledger, job, dec.pods, role_models, dec)
+        got = self.pools.place_narrowed(job, fits, self.place_pods) if fits else None
+        if got is not None:
+            self.ctx.current = (job.id, got[0])
+        return got
 
     def _may_refit(
         self, job: Job, dec: QuotaDecision, role_models: Mapping[str, tuple[str, ...]]

@@ -23,6 +23,7 @@ from kant.admission.quota import (
     QuotaLedger,
     admit_quota,
     fits_to_try,
+    narrowed_fits,
     one_model_each,
 )
 from kant.contracts import PlaceFn, Reservation
@@ -391,12 +392,28 @@ def forecast(
     # a gang decided by one GPU model per role: at a state readiness refuses its decision,
     # the first other decision quota allows that readiness passes there (as a cycle then
     # would). The ledger is fixed during the forecast: those decisions are found once, and
-    # the answer depends on them, not on the rest of the ledger (the kept forecast's key)
-    if not ledger.table.unlimited and one_model_each(job, pods, role_models):
+    # the answer depends on them, not on the rest of the ledger (the kept forecast's key).
+    # A gang with a role on several models whose placement fails at a state is placed
+    # again there with one model per role (narrowed_fits of the decision it was placed
+    # with, as a cycle then would): those follow from the fits and their nominal models
+    # (in the key too)
+    multi = one_model_each(job, pods, role_models)
+    if not ledger.table.unlimited and multi:
         fits = fits_to_try(ledger, job, pods, role_models, dec)
     else:
         fits = (dec,)
-    dec_key = (tuple(dec.pods), *(tuple(sorted(f.models.items())) for f in fits))
+    dec_key = (
+        tuple(dec.pods),
+        *((tuple(sorted(f.models.items())), tuple(sorted(f.nominal_models.items()))) for f in fits),
+    )
+    narrowings: dict[int, tuple[QuotaDecision, ...]] = {}  # per fit placed with (its index)
+
+    def narrowed(cur: QuotaDecision) -> tuple[QuotaDecision, ...]:
+        k = next(i for i, f in enumerate(fits) if f is cur)
+        got = narrowings.get(k)
+        if got is None:
+            got = narrowings[k] = narrowed_fits(ledger, job, pods, role_models, cur)
+        return got
 
     def ready() -> QuotaDecision | None:
         """The first of ``fits`` (``dec`` first) readiness passes on the state now, or
@@ -410,7 +427,7 @@ def forecast(
         hit, r = kept.lookup(e, pods, dec_key, occupancy)
         if hit:
             return r
-    narrowed = pools.restricted(job, dec)
+    restricted = pools.restricted(job, dec)
     tries = 0
     found: Reservation | None = None
     clean = False  # placed at the first state that passed readiness
@@ -458,8 +475,13 @@ def forecast(
                 continue
             tries += 1
             with snap.transaction() as tx:
-                res = place(narrowed if cur is dec else pools.restricted(job, cur), cur.pods)
-                if res.bindings and not res.unplaced:
+                res = place(restricted if cur is dec else pools.restricted(job, cur), cur.pods)
+                placed = res.bindings and not res.unplaced
+                if not placed and multi and (alts := narrowed(cur)):
+                    got = pools.place_narrowed(job, alts, place)
+                    if got is not None:
+                        res, placed = got[1], True
+                if placed:
                     found = Reservation(job=e.id, start=t, bindings=tuple(res.bindings))
                     clean = tries == 1 and not skipped
                     # (kept into the outer transaction, which undoes everything at once)

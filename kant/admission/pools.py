@@ -16,7 +16,7 @@ import attrs
 from kant.admission.holds import slot_or_none
 from kant.admission.quota import QuotaDecision
 from kant.admission.readiness import PoolFacts, never_fits, readiness, refusal_from_aggregates
-from kant.contracts import Reach
+from kant.contracts import PlaceFn, PlacementLike, Reach
 from kant.model import Binding, Job, PodId, Reason, ReasonCode, Role, pods_per_role
 from kant.state import Snapshot
 from kant.state.columns import IntArray
@@ -108,6 +108,24 @@ class Pools:
         return never_fits(
             self.facts, job, pods_per_role(job, pods), self.role_pools(role_models), reach
         )
+
+    def place_narrowed(
+        self, job: Job, fits: Sequence[QuotaDecision], place: PlaceFn
+    ) -> tuple[QuotaDecision, PlacementLike] | None:
+        """The first of ``fits`` (a gang's decisions of one GPU model per role,
+        :func:`kant.admission.quota.narrowed_fits`) that readiness passes and ``place``
+        places whole on the snapshot now, and its placement (committed into the caller's
+        open transaction); None when none does (the snapshot as it was: each attempt is
+        all-or-nothing in a transaction of its own). O(fits x (readiness + a placement))."""
+        for alt in fits:
+            if self.ready(job, alt) is not None:
+                continue
+            with self.snap.transaction() as tx:
+                res = place(self.restricted(job, alt), alt.pods)
+                if res.bindings and not res.unplaced:
+                    tx.commit()
+                    return alt, res
+        return None
 
     def restricted(self, job: Job, dec: QuotaDecision) -> Job:
         """:func:`restricted` on this cycle's live GPU models."""

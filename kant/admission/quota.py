@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import itertools
 import math
 import numbers
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -521,6 +522,85 @@ def fits_to_try(
         for base in _fits_in_order(shapes, room, first, alike):
             opened = _widen(shapes, base, room)
             add(_jointly(job, pods, role_models, needs, opened, None, within=dec.within_nominal))
+    return tuple(out)
+
+
+_NARROWED_TRIED: Final = 8
+"""At most this many decisions of one GPU model per role :func:`narrowed_fits` gives (the
+placement attempts a gang that failed to place may make more in one cycle)."""
+
+_NARROWED_PICKS: Final = 256
+"""How many choices of one model per role :func:`narrowed_fits` looks at in all before it
+stops with the decisions found."""
+
+
+def narrowed_fits(
+    ledger: QuotaLedger,
+    job: Job,
+    pods: Sequence[PodId],
+    role_models: Mapping[str, tuple[str, ...]],
+    dec: QuotaDecision,
+) -> tuple[QuotaDecision, ...]:
+    """The decisions of one GPU model per role to place a gang with when its placement with
+    ``dec`` failed (``dec``: the decision it was placed with, admitted; a role of it may be
+    on several models, and placement, taking the roles in order, each on the nodes it
+    prefers among all its models, may give the first role the nodes the next one needs).
+
+    For each decision of :func:`fits_to_try` (``dec`` first; ``(dec,)`` without quotas), in
+    that order, each choice of one of its models per GPU role (the roles in order, each
+    role's models in its own order): first those where every role is on a model where it
+    is within nominal (``nominal_models``), then the others. Each such choice is one quota
+    allows as it allows that decision (its pods may land on any of its models: every
+    model's roles fit the headroom, and the nominal quota left on the nominal models), so
+    placing the gang on it charges the tenant within what quota admits. A choice giving
+    the models ``dec`` already gives, or the same as an earlier one up to swapping roles
+    alike but for their names, is left out. At most :data:`_NARROWED_TRIED` decisions,
+    within :data:`_NARROWED_PICKS` choices; ``()`` for a job that is not a gang with two
+    roles or more asking GPUs, one of them on several models (:func:`one_model_each`), or
+    ``dec`` refused. Each decision is ``dec``'s pods, within nominal as the decision of
+    :func:`fits_to_try` it narrows, its nominal models the roles' models where they are
+    within nominal there. Deterministic. O(fits_to_try) and O(_NARROWED_PICKS x roles)."""
+    needs = _joint(job, pods, role_models)
+    if needs is None or not dec.ok:
+        return ()
+    counts = pods_per_role(job, pods)
+    classes: dict[object, int] = {}
+    alike = [
+        classes.setdefault((attrs.evolve(r, name="x"), counts.get(r.name, 0), ms), len(classes))
+        for r, ms, _d in needs
+    ]
+    tried = tuple(dec.models.get(r.name, ()) for r, _ms, _d in needs)
+    seen: set[tuple[tuple[int, str], ...]] = set()
+    out: list[QuotaDecision] = []
+    picks = 0
+    for fit in fits_to_try(ledger, job, pods, role_models, dec):
+        per = [fit.models.get(r.name, ()) for r, _ms, _d in needs]
+        nominal = [
+            fit.nominal_models.get(r.name, ()) if fit.within_nominal else () for r, _m, _d in needs
+        ]
+        rounds = [[tuple(m for m in ms if m in nom) for ms, nom in zip(per, nominal, strict=True)]]
+        rounds.append(per)  # (the choices already given in the first round are seen)
+        for choice in rounds:
+            for pick in itertools.product(*choice):
+                picks += 1
+                if picks > _NARROWED_PICKS:
+                    return tuple(out)
+                key = tuple(sorted(zip(alike, pick, strict=True)))
+                if key in seen:
+                    continue
+                seen.add(key)
+                if all(t == (m,) for t, m in zip(tried, pick, strict=True)):
+                    continue  # (what the placement that failed was given)
+                on = [(m,) for m in pick]
+                mine = [(m,) if m in nom else () for m, nom in zip(pick, nominal, strict=True)]
+                out.append(
+                    _jointly(
+                        job, pods, role_models, needs, on,
+                        mine if fit.within_nominal else None, within=fit.within_nominal,
+                    )
+                )  # fmt: skip
+                if len(out) >= _NARROWED_TRIED:
+                    return tuple(out)
     return tuple(out)
 
 

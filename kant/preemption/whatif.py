@@ -10,7 +10,7 @@ import attrs
 
 from kant.admission.holds import Alloc, release_exact
 from kant.admission.pools import Pools
-from kant.admission.quota import QuotaDecision, QuotaLedger, admit_quota
+from kant.admission.quota import QuotaDecision, QuotaLedger, admit_quota, narrowed_fits
 from kant.contracts import PlaceFn
 from kant.model import Binding, Job, PodId, pods_milli, pods_per_role
 from kant.preemption.rules import VictimUnit
@@ -130,11 +130,23 @@ class CycleWhatIf:
         return dec.models == self.role_models or self.pools.ready(self.job, dec) is None
 
     def place(self) -> tuple[Binding, ...] | None:
-        """The real placement of every pod (undone afterwards), or None."""
+        """The real placement of every pod (undone afterwards), or None. A gang whose
+        placement fails is placed again with one GPU model per role, as the cycle places it
+        (:func:`kant.admission.quota.narrowed_fits`; a reclaimer only where its tenant stays
+        within nominal), so victims are chosen for a placement the cycle makes once they are
+        gone."""
         dec = self.dec
         if dec is None:
             return None
+        job = self.job
         with self.snap.transaction():
-            res = self._place(self.pools.restricted(self.job, dec), dec.pods)
-            ok = bool(res.bindings) and not res.unplaced
-            return tuple(res.bindings) if ok else None
+            res = self._place(self.pools.restricted(job, dec), dec.pods)
+            if res.bindings and not res.unplaced:
+                return tuple(res.bindings)
+            if not job.gang:
+                return None
+            fits = narrowed_fits(self.ledger, job, dec.pods, self.role_models, dec)
+            if self.reclaimed:
+                fits = tuple(f for f in fits if f.places_within_nominal)
+            got = self.pools.place_narrowed(job, fits, self._place) if fits else None
+            return None if got is None else tuple(got[1].bindings)

@@ -9,13 +9,14 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from kant import Admitter, CycleResult, Quota, Scheduler
+from kant import Admitter, CycleResult, PreemptionPolicy, Quota, Scheduler
 from kant.admission.pools import Pools
 from kant.admission.quota import (
     _SEARCH_STEPS,
@@ -30,7 +31,7 @@ from kant.admission.quota import (
     quota_never_fits,
 )
 from kant.cycle_context import kept_forecast
-from kant.model import MILLI, Job, ReasonCode, Resources, Role, pods_per_role
+from kant.model import MILLI, Job, PodId, ReasonCode, Resources, Role, pods_per_role
 from kant.queueing import EasyBackfill
 from kant.testing import ClusterBuilder, check_invariants, job, node
 
@@ -1058,21 +1059,134 @@ def test_a_gang_takes_a_fit_readiness_passes_whenever_one_model_per_role_fits_qu
         assert admitted and ready
 
 
-def test_a_widened_fit_readiness_passes_may_not_place_when_a_role_takes_the_node_the_next_needs() -> (
+def _modelfit_scheduler(
+    nodes: Sequence[tuple[str, int]], quota: Mapping[str, int] | None, **kw: Any
+) -> Scheduler:
+    """A scheduler (``kw``: its other arguments) on an empty cluster of ``nodes`` (model,
+    GPUs), tenant ``a`` isolated with ``quota`` GPUs per model (None: no quotas)."""
+    b = ClusterBuilder()
+    for k, (m, g) in enumerate(nodes):
+        b.add(node(f"n{k}", model=m, gpus=g, leaf="l0"))
+    if quota is None:
+        return Scheduler(b.build(), **kw)
+    adm = Admitter([Quota.gpus("a", m, q) for m, q in quota.items()], modes={"a": "isolated"})
+    return Scheduler(b.build(), admitter=adm, **kw)
+
+
+@pytest.mark.parametrize("quotas", [True, False], ids=["with quotas", "without quotas"])
+def test_a_gang_whose_first_role_takes_the_node_the_next_needs_runs_at_once_on_one_model_per_role(
+    quotas: bool,
+) -> None:
+    # two 4-GPU A100 nodes and one 8-GPU H100 node, 16 + 16 GPUs of quota: every fit puts
+    # both roles on both models and readiness passes it; placement put r0's two 4-GPU pods
+    # (first) on the H100 node, r1's 8-GPU pod had no node, and g waited NO_FIT for ever.
+    # Placement is now tried again with one model per role: r0 on A100, r1 on H100
+    nodes = [("A100", 4), ("A100", 4), ("H100", 8)]
+    quota = {"A100": 16, "H100": 16} if quotas else None
+    s = _modelfit_scheduler(nodes, quota)
+    s.submit(_modelfit_gang([(2, 4, "A100|H100"), (1, 8, "A100|H100")]), now=0)
+    r = s.step(now=1)
+    assert r.placed == ("g",)
+    model = {"n0": "A100", "n1": "A100", "n2": "H100"}
+    assert {(b.pod.role, model[b.node]) for b in r.bindings} == {("r0", "A100"), ("r1", "H100")}
+    if quotas:
+        # charged where the pods landed: exactly the fit quota allowed
+        assert s.admitter.used("a", "A100") == 8 * MILLI
+        assert s.admitter.used("a", "H100") == 8 * MILLI
+    check_invariants(s)
+
+
+def _rolefit_busy(*, runtime: float | None = None, **kw: Any) -> Scheduler:
+    """Two 4-GPU A100 nodes and one 8-GPU H100 node, a (isolated) with 24 A100 + 16 H100 (``kw``:
+    the scheduler's other arguments); a's job ``busy`` (2 pods of 4 GPUs, A100, priority 0)
+    runs on the A100 nodes."""
+    nodes = [("A100", 4), ("A100", 4), ("H100", 8)]
+    s = _modelfit_scheduler(nodes, {"A100": 24, "H100": 16}, **kw)
+    s.submit(job("busy", tenant="a", gpus=4, replicas=2, models="A100", runtime=runtime), now=0)
+    assert s.step(now=0).placed == ("busy",)
+    return s
+
+
+def test_a_gang_preempts_for_one_model_per_role_when_its_first_role_would_take_the_node_the_next_needs() -> (
     None
 ):
-    # two 4-GPU A100 nodes and one 8-GPU H100 node, 16 + 16 GPUs of quota: every fit puts
-    # both roles on both models; readiness passes it; placement puts r0's pods (first) on
-    # the H100 node, and r1's 8-GPU pod has no node. With r0 on A100, r1 on H100 it runs.
-    # Known and documented (docs/qsch.md, "Left"): this pins what happens now
-    nodes = [("A100", 4), ("A100", 4), ("H100", 8)]
-    quota = {"A100": 16, "H100": 16}
-    assert _modelfit_run(nodes, [(2, 4, "A100"), (1, 8, "H100")], quota)
-    assert _modelfit_decision(nodes, [(2, 4, "A100|H100"), (1, 8, "A100|H100")], quota) == (
-        True,
-        True,
+    # g (priority 10): r0 2 pods of 4 GPUs, r1 1 pod of 8, both A100|H100; busy fills the
+    # A100 nodes. With busy gone, placement of the widened fit puts r0 on the H100 node and
+    # r1 has none: the what-if found no victims (placement failed with every unit removed)
+    # and g waited for ever behind a lower-priority job. The what-if now places as the
+    # cycle does, one model per role: it evicts busy, and g runs r0 on A100, r1 on H100
+    s = _rolefit_busy(preemption=PreemptionPolicy(min_runtime=0.0))
+    g = attrs.evolve(_modelfit_gang([(2, 4, "A100|H100"), (1, 8, "A100|H100")]), priority=10)
+    s.submit(g, now=1)
+    r = s.step(now=2)
+    assert [v.job for v in r.victims] == ["busy"], r.pending
+    evict_victims(s, r, now=3)
+    r = s.step(now=4)
+    model = {"n0": "A100", "n1": "A100", "n2": "H100"}
+    assert r.placed == ("g",)
+    assert {(b.pod.role, model[b.node]) for b in r.bindings} == {("r0", "A100"), ("r1", "H100")}
+    check_invariants(s)
+
+
+def test_a_backfill_reservation_is_made_where_one_model_per_role_places() -> None:
+    # busy holds the A100 nodes until 100. EASY's forecast placed g's widened fit at 100
+    # (r0 on the H100 node first, r1 on none): no reservation, so a later 8-GPU H100 job of
+    # 500 seconds ran at once and g waited until 500. Now g is reserved at 100 (r0 on A100,
+    # r1 on H100) and the long job, which would delay it, waits
+    s = _rolefit_busy(runtime=100, policy=EasyBackfill())
+    g = attrs.evolve(
+        _modelfit_gang([(2, 4, "A100|H100"), (1, 8, "A100|H100")]),
+        runtime_estimate=10,
+        submitted_at=1,
     )
-    assert not _modelfit_run(nodes, [(2, 4, "A100|H100"), (1, 8, "A100|H100")], quota)
+    s.submit(g, now=1)
+    s.submit(job("long", tenant="a", gpus=8, models="H100", runtime=500, submitted_at=2), now=2)
+    r = s.step(now=3)
+    assert r.placed == () and r.reservation is not None and r.reservation.start == 100
+    assert r.pending["long"].code is ReasonCode.RESERVED
+    s.pods_finished([PodId(job="busy", role="worker", index=k) for k in range(2)], now=100)
+    r = s.step(now=100)
+    assert r.placed[0] == "g"
+    check_invariants(s)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_clusters_and_gangs(), st.booleans())
+@example(
+    (
+        [("A100", 4), ("A100", 4), ("H100", 8)],
+        [(2, 4, "A100|H100"), (1, 8, "A100|H100")],
+        {"A100": 16, "H100": 16},
+    ),
+    True,
+)
+def test_a_gang_places_whenever_some_one_model_per_role_places_when_given_alone(
+    case: tuple[list[tuple[str, int]], list[tuple[int, int, str]], dict[str, int]],
+    quotas: bool,
+) -> None:
+    # brute force: every assignment of one model per role, each given alone to a fresh
+    # scheduler (so within what quota allows, and readiness, and placement); when one runs,
+    # the gang with its roles on their models runs in its first cycle too
+    nodes, roles, quota = case
+    live = {m for m, _g in nodes}
+    choices = [[m for m in ms.split("|") if m in live] for _n, _g, ms in roles]
+    if not all(choices):
+        return
+    q = quota if quotas else None
+
+    def runs(rs: Sequence[tuple[int, int, str]]) -> bool:
+        s = _modelfit_scheduler(nodes, q)
+        s.submit(_modelfit_gang(rs), now=0)
+        r = s.step(now=1)
+        check_invariants(s)
+        return r.placed == ("g",)
+
+    alone = any(
+        runs([(n, g, m) for (n, g, _ms), m in zip(roles, pick, strict=True)])
+        for pick in itertools.product(*choices)
+    )
+    if alone:
+        assert runs(roles)
 
 
 @st.composite
