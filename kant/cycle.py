@@ -1115,15 +1115,16 @@ class _Cycle:
         self, job: Job, dec: QuotaDecision, role_models: Mapping[str, tuple[str, ...]]
     ) -> tuple[QuotaDecision, PlacementLike] | None:
         """A gang whose placement with ``dec`` failed, placed with one GPU model per role
-        (of ``role_models``): the first of :func:`narrowed_fits` (the fits quota allows, in
-        its order of preference, at most 8) that readiness passes and placement places
-        whole, and its placement (committed to the snapshot); None when none does, or the
-        job has no role on several models (:func:`one_model_each`: nothing to narrow). Only
-        for a gang whose placement failed; each attempt is counted in the stats."""
+        (of ``role_models``): the first of :func:`narrowed_fits` (one model per role of the
+        fits quota allows, those within nominal first, at most 8; not ``dec``'s models
+        again) that readiness passes and placement places whole, and its placement
+        (committed to the snapshot); None when none does, or the job has no role on several
+        models (:func:`one_model_each`: nothing to narrow). Only for a gang whose placement
+        failed; each attempt is counted in the stats."""
         if not one_model_each(job, dec.pods, role_models):
             return None
-        fits = narrowed_fits(self.ledger, job, dec.pods, role_models, dec)
-        got = self.pools.place_narrowed(job, fits, self.place_pods) if fits else None
+        fits = narrowed_fits(self.ledger, job, dec.pods, role_models)
+        got = self.pools.place_narrowed(job, fits, self.place_pods, dec.models) if fits else None
         if got is not None:
             self.ctx.current = (job.id, got[0])
         return got

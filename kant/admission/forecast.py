@@ -394,26 +394,31 @@ def forecast(
     # would). The ledger is fixed during the forecast: those decisions are found once, and
     # the answer depends on them, not on the rest of the ledger (the kept forecast's key).
     # A gang with a role on several models whose placement fails at a state is placed
-    # again there with one model per role (narrowed_fits of the decision it was placed
-    # with, as a cycle then would): those follow from the fits and their nominal models
-    # (in the key too)
+    # again there with one model per role (narrowed_fits, the list a cycle then places
+    # from): it follows from the fits, whether the gang is within nominal and the
+    # tenant's nominal quota left on its models (in the key too)
     multi = one_model_each(job, pods, role_models)
     if not ledger.table.unlimited and multi:
         fits = fits_to_try(ledger, job, pods, role_models, dec)
+        left = tuple(
+            (m, ledger.table.terms(job.tenant, m)[1] - ledger.used(job.tenant, m))
+            for m in sorted({m for ms in role_models.values() for m in ms})
+        )
     else:
         fits = (dec,)
+        left = ()
     dec_key = (
         tuple(dec.pods),
+        dec.within_nominal,
+        left,
         *((tuple(sorted(f.models.items())), tuple(sorted(f.nominal_models.items()))) for f in fits),
     )
-    narrowings: dict[int, tuple[QuotaDecision, ...]] = {}  # per fit placed with (its index)
+    narrowings: list[tuple[QuotaDecision, ...]] = []  # (found once, at the first need)
 
-    def narrowed(cur: QuotaDecision) -> tuple[QuotaDecision, ...]:
-        k = next(i for i, f in enumerate(fits) if f is cur)
-        got = narrowings.get(k)
-        if got is None:
-            got = narrowings[k] = narrowed_fits(ledger, job, pods, role_models, cur)
-        return got
+    def narrowed() -> tuple[QuotaDecision, ...]:
+        if not narrowings:
+            narrowings.append(narrowed_fits(ledger, job, pods, role_models, fits))
+        return narrowings[0]
 
     def ready() -> QuotaDecision | None:
         """The first of ``fits`` (``dec`` first) readiness passes on the state now, or
@@ -477,8 +482,8 @@ def forecast(
             with snap.transaction() as tx:
                 res = place(restricted if cur is dec else pools.restricted(job, cur), cur.pods)
                 placed = res.bindings and not res.unplaced
-                if not placed and multi and (alts := narrowed(cur)):
-                    got = pools.place_narrowed(job, alts, place)
+                if not placed and multi and (alts := narrowed()):
+                    got = pools.place_narrowed(job, alts, place, cur.models)
                     if got is not None:
                         res, placed = got[1], True
                 if placed:

@@ -110,15 +110,21 @@ class Pools:
         )
 
     def place_narrowed(
-        self, job: Job, fits: Sequence[QuotaDecision], place: PlaceFn
+        self,
+        job: Job,
+        fits: Sequence[QuotaDecision],
+        place: PlaceFn,
+        tried: Mapping[str, tuple[str, ...]] | None = None,
     ) -> tuple[QuotaDecision, PlacementLike] | None:
         """The first of ``fits`` (a gang's decisions of one GPU model per role,
         :func:`kant.admission.quota.narrowed_fits`) that readiness passes and ``place``
         places whole on the snapshot now, and its placement (committed into the caller's
         open transaction); None when none does (the snapshot as it was: each attempt is
-        all-or-nothing in a transaction of its own). O(fits x (readiness + a placement))."""
+        all-or-nothing in a transaction of its own). A decision on the models ``tried``
+        (what the placement that failed was given) is skipped.
+        O(fits x (readiness + a placement))."""
         for alt in fits:
-            if self.ready(job, alt) is not None:
+            if alt.models == tried or self.ready(job, alt) is not None:
                 continue
             with self.snap.transaction() as tx:
                 res = place(self.restricted(job, alt), alt.pods)

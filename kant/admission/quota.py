@@ -539,68 +539,82 @@ def narrowed_fits(
     job: Job,
     pods: Sequence[PodId],
     role_models: Mapping[str, tuple[str, ...]],
-    dec: QuotaDecision,
+    fits: Sequence[QuotaDecision] | None = None,
 ) -> tuple[QuotaDecision, ...]:
-    """The decisions of one GPU model per role to place a gang with when its placement with
-    ``dec`` failed (``dec``: the decision it was placed with, admitted; a role of it may be
-    on several models, and placement, taking the roles in order, each on the nodes it
-    prefers among all its models, may give the first role the nodes the next one needs).
+    """The decisions of one GPU model per role to place a gang with when its placement
+    failed (a role of its decision on several models: placement, taking the roles in
+    order, each on the nodes it prefers among all its models, may give the first role the
+    nodes the next one needs). One list for the gang on the ledger now, whichever decision
+    was placed: the cycle, the preemption what-if and the reservation forecast try the same.
 
-    For each decision of :func:`fits_to_try` (``dec`` first; ``(dec,)`` without quotas), in
-    that order, each choice of one of its models per GPU role (the roles in order, each
-    role's models in its own order): first those where every role is on a model where it
-    is within nominal (``nominal_models``), then the others. Each such choice is one quota
-    allows as it allows that decision (its pods may land on any of its models: every
-    model's roles fit the headroom, and the nominal quota left on the nominal models), so
-    placing the gang on it charges the tenant within what quota admits. A choice giving
-    the models ``dec`` already gives, or the same as an earlier one up to swapping roles
-    alike but for their names, is left out. At most :data:`_NARROWED_TRIED` decisions,
-    within :data:`_NARROWED_PICKS` choices; ``()`` for a job that is not a gang with two
-    roles or more asking GPUs, one of them on several models (:func:`one_model_each`), or
-    ``dec`` refused. Each decision is ``dec``'s pods, within nominal as the decision of
-    :func:`fits_to_try` it narrows, its nominal models the roles' models where they are
-    within nominal there. Deterministic. O(fits_to_try) and O(_NARROWED_PICKS x roles)."""
+    The choices: for each decision of :func:`fits_to_try` of the decision by quota alone
+    (``fits``, given: that tuple), in that order, each choice of one of its models per GPU
+    role (the roles in order, each role's models in its own order); one that is an earlier
+    one up to swapping roles alike but for their names is left out. A choice is *within
+    nominal* when every model's roles on it together fit the tenant's nominal quota left
+    (:meth:`QuotaLedger.within_nominal`) and the gang is within nominal: its decision has
+    ``nominal_models`` its models (a reclaimer may run on it), else none (borrowing:
+    ``places_within_nominal`` False). Every choice within nominal comes first, then the
+    others, each in the order found; at most :data:`_NARROWED_TRIED` in all, within
+    :data:`_NARROWED_PICKS` choices looked at. Each choice is one quota allows: it is one
+    model per role of a decision quota allows, whose pods may land on any of its models
+    (every model's roles fit the headroom), so placing the gang on it charges the tenant
+    within what quota admits. Each decision: ``pods``, ``within_nominal`` as the gang's
+    (the decision by quota alone's).
+
+    ``()`` for a job that is not a gang with two roles or more asking GPUs, one of them on
+    several models (:func:`one_model_each`), or refused. Depends only on the ledger (the
+    tenant's headroom and nominal quota left on the job's models), the job's shape and
+    ``pods``. Deterministic. O(fits_to_try) and O(_NARROWED_PICKS x roles)."""
     needs = _joint(job, pods, role_models)
-    if needs is None or not dec.ok:
+    if needs is None:
         return ()
+    if fits is None:
+        dec = _by_quota_alone(ledger, job, pods, role_models)
+        if not dec.ok:
+            return ()
+        fits = fits_to_try(ledger, job, pods, role_models, dec)
+    if not fits or not fits[0].ok:
+        return ()
+    within = fits[0].within_nominal
+    tenant = job.tenant
     counts = pods_per_role(job, pods)
     classes: dict[object, int] = {}
     alike = [
         classes.setdefault((attrs.evolve(r, name="x"), counts.get(r.name, 0), ms), len(classes))
         for r, ms, _d in needs
     ]
-    tried = tuple(dec.models.get(r.name, ()) for r, _ms, _d in needs)
     seen: set[tuple[tuple[int, str], ...]] = set()
-    out: list[QuotaDecision] = []
+    mine: list[tuple[str, ...]] = []
+    borrowing: list[tuple[str, ...]] = []
     picks = 0
-    for fit in fits_to_try(ledger, job, pods, role_models, dec):
-        per = [fit.models.get(r.name, ()) for r, _ms, _d in needs]
-        nominal = [
-            fit.nominal_models.get(r.name, ()) if fit.within_nominal else () for r, _m, _d in needs
-        ]
-        rounds = [[tuple(m for m in ms if m in nom) for ms, nom in zip(per, nominal, strict=True)]]
-        rounds.append(per)  # (the choices already given in the first round are seen)
-        for choice in rounds:
-            for pick in itertools.product(*choice):
-                picks += 1
-                if picks > _NARROWED_PICKS:
-                    return tuple(out)
-                key = tuple(sorted(zip(alike, pick, strict=True)))
-                if key in seen:
-                    continue
-                seen.add(key)
-                if all(t == (m,) for t, m in zip(tried, pick, strict=True)):
-                    continue  # (what the placement that failed was given)
-                on = [(m,) for m in pick]
-                mine = [(m,) if m in nom else () for m, nom in zip(pick, nominal, strict=True)]
-                out.append(
-                    _jointly(
-                        job, pods, role_models, needs, on,
-                        mine if fit.within_nominal else None, within=fit.within_nominal,
-                    )
-                )  # fmt: skip
-                if len(out) >= _NARROWED_TRIED:
-                    return tuple(out)
+    for fit in fits:
+        choice = [fit.models.get(r.name, ()) for r, _ms, _d in needs]
+        for pick in itertools.product(*choice):
+            picks += 1
+            if picks > _NARROWED_PICKS:
+                break
+            key = tuple(sorted(zip(alike, pick, strict=True)))
+            if key in seen:
+                continue
+            seen.add(key)
+            on: dict[str, int] = {}
+            for (_r, _ms, d), m in zip(needs, pick, strict=True):
+                on[m] = on.get(m, 0) + d
+            own = within and all(ledger.within_nominal(tenant, m, d) for m, d in on.items())
+            (mine if own else borrowing).append(pick)
+        if picks > _NARROWED_PICKS or len(mine) >= _NARROWED_TRIED:
+            break
+    out: list[QuotaDecision] = []
+    for group, own in ((mine, True), (borrowing, False)):
+        for chosen in group[: _NARROWED_TRIED - len(out)]:
+            on_one = [(m,) for m in chosen]
+            out.append(
+                _jointly(
+                    job, pods, role_models, needs, on_one, on_one if own else None,
+                    within=within,
+                )
+            )  # fmt: skip
     return tuple(out)
 
 

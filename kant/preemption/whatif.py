@@ -55,6 +55,9 @@ class CycleWhatIf:
         self.role_models = role_models
         self.freed: dict[tuple[PodId, ...], list[tuple[Alloc, Binding]]] = {}
         self.dec: QuotaDecision | None = None
+        # a reclaimer's choices of one model per role within nominal readiness passes one
+        # of, when its decision narrowed to its nominal models it refuses (see ready)
+        self.alts: tuple[QuotaDecision, ...] = ()
         # readiness on every allowed model (see ready)
         self.counts = pods_per_role(job, pods)
         self.role_pools = pools.role_pools(role_models)
@@ -110,7 +113,14 @@ class CycleWhatIf:
         readiness on the admitted ones (fewer pools only make it harder), and it is what
         fails while a search frees capacity scattered over many nodes (a job of one 8-GPU
         pod waits for some node to have 8 free GPUs), so the quota decision is not made at
-        every step of it. When quota admits every model, that test is the last one."""
+        every step of it. When quota admits every model, that test is the last one.
+
+        A reclaimer's decision narrowed to its nominal models that readiness refuses is
+        not the end for a gang with a role on several models: its choices of one model per
+        role within nominal (:func:`kant.admission.quota.narrowed_fits`, the list the
+        cycle places from) are read too, and it is ready when readiness passes one."""
+        self.dec = None
+        self.alts = ()
         if self.snap.pools_free_milli(self.pool_ids) < self.need:
             return False
         if self.pools.ready_on(self.job, self.counts, self.role_pools) is not None:
@@ -125,28 +135,46 @@ class CycleWhatIf:
                 return False  # (its nominal models need more victims first)
             if dec.nominal_models != dec.models:
                 dec = attrs.evolve(dec, models=dec.nominal_models)
+                if self.pools.ready(self.job, dec) is not None:
+                    # (none of its choices within nominal passes either: nothing to place)
+                    alts = self._narrowed()
+                    if not any(self.pools.ready(self.job, a) is None for a in alts):
+                        return False
+                    self.alts = alts
+                    return True
         self.dec = dec
         # (every pod admitted: the same counts as above, so the same pools, the same answer)
         return dec.models == self.role_models or self.pools.ready(self.job, dec) is None
 
+    def _narrowed(self) -> tuple[QuotaDecision, ...]:
+        """The gang's choices of one model per role the cycle would place from once its
+        placement failed (:func:`kant.admission.quota.narrowed_fits` on the ledger now);
+        while a reclaimed unit is removed, only those within nominal (they come first)."""
+        fits = narrowed_fits(self.ledger, self.job, self.pods, self.role_models)
+        if self.reclaimed:
+            fits = tuple(f for f in fits if f.within_nominal and f.places_within_nominal)
+        return fits
+
     def place(self) -> tuple[Binding, ...] | None:
         """The real placement of every pod (undone afterwards), or None. A gang whose
-        placement fails is placed again with one GPU model per role, as the cycle places it
-        (:func:`kant.admission.quota.narrowed_fits`; a reclaimer only where its tenant stays
-        within nominal), so victims are chosen for a placement the cycle makes once they are
-        gone."""
-        dec = self.dec
-        if dec is None:
-            return None
+        placement fails (or, a reclaimer, whose decision narrowed to its nominal models
+        readiness refused) is placed with one GPU model per role, as the cycle places it:
+        the same list (:func:`kant.admission.quota.narrowed_fits`; a reclaimer only its
+        choices within nominal), so victims are chosen for a placement the cycle makes
+        once they are gone."""
         job = self.job
+        dec = self.dec
+        if dec is None and not self.alts:
+            return None
         with self.snap.transaction():
-            res = self._place(self.pools.restricted(job, dec), dec.pods)
-            if res.bindings and not res.unplaced:
-                return tuple(res.bindings)
-            if not job.gang:
-                return None
-            fits = narrowed_fits(self.ledger, job, dec.pods, self.role_models, dec)
-            if self.reclaimed:
-                fits = tuple(f for f in fits if f.places_within_nominal)
-            got = self.pools.place_narrowed(job, fits, self._place) if fits else None
+            tried = None
+            if dec is not None:
+                res = self._place(self.pools.restricted(job, dec), dec.pods)
+                if res.bindings and not res.unplaced:
+                    return tuple(res.bindings)
+                if not job.gang:
+                    return None
+                tried = dec.models
+            fits = self.alts if dec is None else self._narrowed()
+            got = self.pools.place_narrowed(job, fits, self._place, tried) if fits else None
             return None if got is None else tuple(got[1].bindings)

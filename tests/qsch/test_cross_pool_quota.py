@@ -27,6 +27,7 @@ from kant.admission.quota import (
     _one_model_each,
     admit_quota,
     fits_to_try,
+    narrowed_fits,
     quota_models,
     quota_never_fits,
 )
@@ -1148,6 +1149,73 @@ def test_a_backfill_reservation_is_made_where_one_model_per_role_places() -> Non
     r = s.step(now=100)
     assert r.placed[0] == "g"
     check_invariants(s)
+
+
+def test_a_gang_reclaiming_its_nominal_quota_evicts_the_borrowers_where_only_one_model_per_role_places() -> (
+    None
+):
+    # a has 8 A100 + 8 H100 of nominal quota, all lent to b (bA on the 8-GPU A100 node, bH
+    # on the two 4-GPU H100 nodes); c lends 16 + 16 more. g (a): r0 2 pods of 4 GPUs, r1 1
+    # pod of 8, both A100|H100: only r0 on H100 and r1 on A100 places, within a's nominal.
+    # The what-if narrowed a reclaimer's decision to the nominal models quota found first
+    # (r0 on A100, r1 on H100), readiness refused it (no H100 node holds 8), and the
+    # choices of one model per role were never tried: no victims, g waited for ever
+    b = ClusterBuilder()
+    b.add(node("nA", model="A100", gpus=8, leaf="l0"))
+    b.add(node("nH0", model="H100", gpus=4, leaf="l0"))
+    b.add(node("nH1", model="H100", gpus=4, leaf="l0"))
+    adm = Admitter(
+        [Quota.gpus("a", "A100", 8), Quota.gpus("a", "H100", 8)]
+        + [Quota.gpus("b", m, 0) for m in ("A100", "H100")]
+        + [Quota.gpus("c", m, 16) for m in ("A100", "H100")]
+    )
+    s = Scheduler(b.build(), admitter=adm, preemption=PreemptionPolicy(min_runtime=0.0))
+    s.submit(job("bA", tenant="b", gpus=8, models="A100"), now=0)
+    s.submit(job("bH", tenant="b", gpus=4, replicas=2, models="H100"), now=0)
+    assert s.step(now=0).placed == ("bA", "bH")
+    s.submit(
+        attrs.evolve(_modelfit_gang([(2, 4, "A100|H100"), (1, 8, "A100|H100")]), submitted_at=1),
+        now=1,
+    )
+    r = s.step(now=2)
+    assert sorted({v.job for v in r.victims}) == ["bA", "bH"], r.pending
+    evict_victims(s, r, now=3)
+    r = s.step(now=4)
+    assert r.placed == ("g",)
+    model = {"nA": "A100", "nH0": "H100", "nH1": "H100"}
+    assert {(x.pod.role, model[x.node]) for x in r.bindings} == {("r0", "H100"), ("r1", "A100")}
+    # within its nominal quota, as the reclaim promised
+    assert adm.used("a", "A100") == 8 * MILLI and adm.used("a", "H100") == 8 * MILLI
+    check_invariants(s)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_cases())
+def test_a_choice_of_one_model_per_role_is_within_nominal_iff_its_roles_fit_the_nominal_quota_left_and_those_come_first(
+    case: tuple[QuotaLedger, Job],
+) -> None:
+    # each choice narrowed_fits gives is labelled within nominal (a reclaimer may take it)
+    # exactly when every model's roles on it fit the tenant's nominal quota left, whichever
+    # fit it came from, and every such choice comes before every choice that borrows
+    led, j = case
+    rm = _role_models(j)
+    pods = tuple(j.pods())
+    got = narrowed_fits(led, j, pods, rm)
+    dec = admit_quota(led, j, pods, rm)
+    labels = []
+    for f in got:
+        assert all(len(ms) == 1 for ms in f.models.values())
+        assert f.within_nominal == dec.within_nominal and f.pods == dec.pods
+        used: dict[str, int] = {}
+        for role in j.roles:
+            (m,) = f.models[role.name]
+            used[m] = used.get(m, 0) + role.resources.total_milli * role.replicas
+        mine = all(led.within_nominal("a", m, u) for m, u in used.items())
+        nominal = f.within_nominal and f.places_within_nominal
+        assert nominal == (mine and dec.within_nominal)
+        labels.append(nominal)
+    assert labels == sorted(labels, reverse=True)
+    assert len({tuple(sorted(f.models.items())) for f in got}) == len(got)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
