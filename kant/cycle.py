@@ -730,11 +730,14 @@ class _Cycle:
                 sid = facts.shape if facts.shape is not None else self.facts.shape_id(facts)
                 shape = (sid, opens, holds.epoch)
             else:
-                # (a gang of several roles may take another fit, or be placed again with one
-                # model per role: those follow its tenant's quota, not only its shape)
-                many = job.gang and len(job.roles) > 1
+                # (a gang quota may decide by one GPU model per role may take another fit,
+                # and be placed again with one model per role: with quotas, those follow
+                # its tenant's quota, not only its shape. Any other job's failure is shared)
                 sid = self.facts.decided_shape_id(facts, dec)
-                shape = (sid, opens, holds.epoch, job.tenant if many else None)
+                own = not self.ledger.table.unlimited and one_model_each(
+                    job, dec.pods, facts.role_models
+                )
+                shape = (sid, opens, holds.epoch, job.tenant if own else None)
             if shape is not None and self.incremental:
                 failed = self.failed_shapes.get(shape)
                 if failed is not None:

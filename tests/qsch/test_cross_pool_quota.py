@@ -1218,6 +1218,72 @@ def test_a_choice_of_one_model_per_role_is_within_nominal_iff_its_roles_fit_the_
     assert len({tuple(sorted(f.models.items())) for f in got}) == len(got)
 
 
+def test_gangs_of_one_model_per_role_of_many_tenants_that_fail_alike_are_placed_once_a_cycle() -> (
+    None
+):
+    # six tenants' gangs of one shape (r0: 1 GPU of H100, r1: 2 pods of 3 GPUs of A100;
+    # each role on one model: no other fit, nothing to place again) pass readiness and do
+    # not place (the A100 nodes keep 4 and 2 free GPUs). The failed shape is shared: one
+    # placement attempt in the cycle, not one per tenant
+    n = 6
+    b = ClusterBuilder()
+    b.add(node("h0", model="H100", gpus=8, leaf="l0"))
+    b.add(node("a0", model="A100", gpus=8, leaf="l0"))
+    b.add(node("a1", model="A100", gpus=8, leaf="l0"))
+    qs = [Quota.gpus("f", "A100", 16)]
+    for t in range(n):
+        qs += [Quota.gpus(f"t{t}", "H100", 8), Quota.gpus(f"t{t}", "A100", 16)]
+    modes = {q.tenant: "isolated" for q in qs}
+    s = Scheduler(b.build(), admitter=Admitter(qs, modes=modes))
+    s.submit(job("fill0", tenant="f", gpus=4, models="A100"), now=0)
+    s.submit(job("fill1", tenant="f", gpus=6, models="A100"), now=0)
+    assert s.step(now=0).placed == ("fill0", "fill1")
+    for t in range(n):
+        roles = (
+            Role(name="r0", replicas=1, resources=Resources(gpus=1), gpu_models=("H100",)),
+            Role(name="r1", replicas=2, resources=Resources(gpus=3), gpu_models=("A100",)),
+        )
+        s.submit(Job(id=f"g{t}", tenant=f"t{t}", submitted_at=1 + t, roles=roles), now=1)
+    r = s.step(now=2)
+    assert r.placed == ()
+    assert r.stats.placement_attempts == 1
+    assert {r.pending[f"g{t}"].code for t in range(n)} == {ReasonCode.NO_FIT}
+    check_invariants(s)
+
+
+def test_a_gang_of_another_tenant_of_the_same_shape_takes_the_fit_its_own_quota_allows() -> None:
+    # two 4-GPU A100 nodes, one 8-GPU H100 node; ga (tenant a) and gb (tenant b) have one
+    # shape: r0 2 pods of 4 GPUs, r1 1 pod of 8, both A100|H100. Both have 16 A100 and 8
+    # H100 of headroom, so quota decides both r0 A100|H100, r1 A100 (no A100 node holds 8).
+    # a is within nominal (16 A100 of its own): it keeps to its fits within nominal, all
+    # on A100, and waits. b owns nothing and borrows anyway: its fit r0 A100, r1 A100|H100
+    # places. ga fails first (b must borrow: it comes after); had the failed shape been
+    # shared across tenants, gb would have waited with ga's reason
+    b = ClusterBuilder()
+    b.add(node("nA0", model="A100", gpus=4, leaf="l0"))
+    b.add(node("nA1", model="A100", gpus=4, leaf="l0"))
+    b.add(node("nH", model="H100", gpus=8, leaf="l0"))
+    adm = Admitter(
+        [
+            Quota.gpus("a", "A100", 16),
+            Quota.gpus("a", "H100", 0),
+            Quota.gpus("b", "A100", 0),
+            Quota.gpus("b", "H100", 0),
+            Quota.gpus("l", "H100", 8),
+        ]
+    )
+    s = Scheduler(b.build(), admitter=adm)
+    gang = _modelfit_gang([(2, 4, "A100|H100"), (1, 8, "A100|H100")])
+    s.submit(attrs.evolve(gang, id="ga", tenant="a", submitted_at=0), now=0)
+    s.submit(attrs.evolve(gang, id="gb", tenant="b", submitted_at=1), now=1)
+    r = s.step(now=2)
+    assert r.placed == ("gb",), r.pending
+    model = {"nA0": "A100", "nA1": "A100", "nH": "H100"}
+    assert {(x.pod.role, model[x.node]) for x in r.bindings} == {("r0", "A100"), ("r1", "H100")}
+    assert "ga" in r.pending
+    check_invariants(s)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_clusters_and_gangs(), st.booleans())
 @example(
