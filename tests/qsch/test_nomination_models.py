@@ -16,9 +16,20 @@ from kant.model import Binding, PodId
 from kant.preemption import PreemptionPolicy
 from kant.queueing import Nomination
 from kant.scheduler import Scheduler
+from kant.state import ClusterState
 from kant.testing import ClusterBuilder, check_invariants, job
 
 from .conftest import evict_victims, scheduler
+
+
+def _a100_and_h100(h100_nodes: int) -> ClusterState:
+    """One 4-GPU A100 node (``lfa-n0``) and ``h100_nodes`` 8-GPU H100 nodes (``lfh-n*``)."""
+    return (
+        ClusterBuilder()
+        .leaf("lfa", nodes=1, model="A100", gpus=4)
+        .leaf("lfh", nodes=h100_nodes, model="H100", gpus=8)
+        .build()
+    )
 
 
 def _borrowing_preemptor() -> tuple[Scheduler, CycleResult]:
@@ -27,12 +38,7 @@ def _borrowing_preemptor() -> tuple[Scheduler, CycleResult]:
     (16 pods of 1 GPU) borrows all of the H100 pool, ``lo`` (``a``, 4 pods) all of the A100
     one. ``p`` (``a``, priority 10, 8 pods on A100|H100) evicts ``lo`` (priority) and is
     nominated the 4 A100 GPUs; ``lo``'s pods then take their time to go."""
-    cluster = (
-        ClusterBuilder()
-        .leaf("lfa", nodes=1, model="A100", gpus=4)
-        .leaf("lfh", nodes=2, model="H100", gpus=8)
-        .build()
-    )
+    cluster = _a100_and_h100(h100_nodes=2)
     quotas = [
         Quota.gpus("d", "A100", 4),
         Quota.gpus("b", "H100", 8),
@@ -92,12 +98,7 @@ def test_a_nominated_job_starts_at_once_where_quota_chooses_when_the_nodes_hold_
     # nomination ends with that placement). Holding p on its nominated A100 GPUs instead
     # left the H100 GPUs idle for the victims' grace period, then started half of p on
     # A100, borrowed, where d's own job later reclaimed them.
-    cluster = (
-        ClusterBuilder()
-        .leaf("lfa", nodes=1, model="A100", gpus=4)
-        .leaf("lfh", nodes=1, model="H100", gpus=8)
-        .build()
-    )
+    cluster = _a100_and_h100(h100_nodes=1)
     quotas = [Quota.gpus("d", "A100", 4), Quota.gpus("a", "H100", 8)]
     s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
     s.submit(job("h", gpus=1, replicas=8, gang=False, tenant="a", models="H100", priority=10),
@@ -130,12 +131,7 @@ def test_a_nominated_job_whose_nomination_covers_quotas_choice_gets_the_plain_re
     # own choice (6 pods: e lends 6 H100 GPUs, d 2 A100) leaves A100 out, and placing it
     # starts 6 pods on H100. The other 4 are beyond the tenant's quota, as without a
     # nomination: no word about "its nomination's GPU models", which it was never narrowed to.
-    cluster = (
-        ClusterBuilder()
-        .leaf("lfa", nodes=1, model="A100", gpus=4)
-        .leaf("lfh", nodes=1, model="H100", gpus=8)
-        .build()
-    )
+    cluster = _a100_and_h100(h100_nodes=1)
     quotas = [Quota.gpus("d", "A100", 2), Quota.gpus("e", "H100", 6)]
     s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
     s.submit(job("p", gpus=1, replicas=10, gang=False, tenant="a", priority=5,
@@ -155,12 +151,7 @@ def test_a_nomination_on_every_model_of_its_role_costs_one_placement_attempt() -
     # GPUs: quota's own choice (6 pods on H100, lent by e) leaves A100 out and starts 2. The
     # nomination, on both models, narrows nothing, so that decision is the only one tried:
     # one placement attempt, 2 pods on H100, and the plain reason for the others.
-    cluster = (
-        ClusterBuilder()
-        .leaf("lfa", nodes=1, model="A100", gpus=4)
-        .leaf("lfh", nodes=1, model="H100", gpus=8)
-        .build()
-    )
+    cluster = _a100_and_h100(h100_nodes=1)
     quotas = [Quota.gpus("d", "A100", 2), Quota.gpus("e", "H100", 6), Quota.gpus("f", "H100", 6)]
     s = scheduler(cluster, quotas=quotas, modes={"f": "isolated"}, preemption=PreemptionPolicy())
     s.submit(job("f6", gpus=1, replicas=6, gang=False, tenant="f", models="H100",
@@ -186,12 +177,7 @@ def test_a_nomination_on_a_model_quota_no_longer_admits_is_dropped_with_a_reason
     # over) holds 2 A100 GPUs, but its tenant a has no A100 quota (isolated, H100 only), and
     # the H100 node is full with c's job, which a may not evict. The nomination is dropped at
     # once, with a reason that says why; its GPUs go to z's job behind p in the order.
-    cluster = (
-        ClusterBuilder()
-        .leaf("lfa", nodes=1, model="A100", gpus=4)
-        .leaf("lfh", nodes=1, model="H100", gpus=8)
-        .build()
-    )
+    cluster = _a100_and_h100(h100_nodes=1)
     quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("c", "H100", 8), Quota.gpus("z", "A100", 4)]
     s = scheduler(cluster, quotas=quotas, modes={"a": "isolated", "c": "isolated"},
                   preemption=PreemptionPolicy())  # fmt: skip
@@ -247,12 +233,7 @@ def test_a_nominated_preemptor_chooses_no_more_victims_until_it_starts_whatever_
     # whatever quota would now choose for it. Nothing here drops a nomination for a node
     # change or a quota change (no node is lost, the quotas stay), so no second round is
     # ever due.
-    cluster = (
-        ClusterBuilder()
-        .leaf("lfa", nodes=1, model="A100", gpus=4)
-        .leaf("lfh", nodes=2, model="H100", gpus=8)
-        .build()
-    )
+    cluster = _a100_and_h100(h100_nodes=2)
     quotas = [
         Quota.gpus("d", "A100", d_nominal),
         Quota.gpus("a", "A100", a_nominal),

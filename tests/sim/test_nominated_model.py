@@ -12,6 +12,19 @@ from kant.sim import SimConfig, Simulator
 from kant.testing import ClusterBuilder, job
 
 
+def _scheduler(h100_nodes: int, quotas: list[Quota]) -> Scheduler:
+    """One 4-GPU A100 node and ``h100_nodes`` 8-GPU H100 nodes under ``quotas``, with
+    preemption."""
+    cluster = (
+        ClusterBuilder()
+        .leaf("lfa", nodes=1, model="A100", gpus=4)
+        .leaf("lfh", nodes=h100_nodes, model="H100", gpus=8)
+        .build()
+    )
+    return Scheduler(cluster, queue=Queue(), admitter=Admitter(quotas),
+                     placer=Placer("ebinpack"), preemption=PreemptionPolicy())  # fmt: skip
+
+
 def test_a_multi_model_preemptor_starts_when_its_victims_are_gone_and_evicts_each_once() -> None:
     # The scenario of tests/qsch/test_nomination_models.py, simulated with victims keeping
     # their GPUs 30 s: p (priority 10, 8 pods on A100|H100) evicts lo's 4 A100 pods at 10;
@@ -19,19 +32,12 @@ def test_a_multi_model_preemptor_starts_when_its_victims_are_gone_and_evicts_eac
     # free. Before, p, sent to H100 by quota, gave up the A100 GPUs at 40, lo started again
     # there and p evicted it a second time, then waited until 3000 (b1 and lo ending); now p
     # starts 4 pods at 40 on the GPUs lo freed and lo is evicted once.
-    cluster = (
-        ClusterBuilder()
-        .leaf("lfa", nodes=1, model="A100", gpus=4)
-        .leaf("lfh", nodes=2, model="H100", gpus=8)
-        .build()
-    )
     quotas = [
         Quota.gpus("d", "A100", 4),
         Quota.gpus("b", "H100", 8),
         Quota.gpus("c", "H100", 16, lending_limit=8),
     ]
-    s = Scheduler(cluster, queue=Queue(), admitter=Admitter(quotas), placer=Placer("ebinpack"),
-                  preemption=PreemptionPolicy())  # fmt: skip
+    s = _scheduler(h100_nodes=2, quotas=quotas)
     jobs = [
         job("b1", gpus=1, replicas=16, gang=False, tenant="b", models="H100", runtime=3000),
         job("lo", gpus=1, replicas=4, gang=False, tenant="a", models="A100", runtime=3000),
@@ -54,15 +60,7 @@ def test_a_multi_model_preemptor_starts_at_once_where_quota_chooses_when_gpus_fr
     # H100 at 20, within a's nominal quota, and d's dj later reclaims its A100 GPUs from lo,
     # never from p. Holding p on its nominated A100 GPUs instead left the H100 GPUs idle
     # until 40, started half of p borrowed on A100, and dj's reclaim evicted p there.
-    cluster = (
-        ClusterBuilder()
-        .leaf("lfa", nodes=1, model="A100", gpus=4)
-        .leaf("lfh", nodes=1, model="H100", gpus=8)
-        .build()
-    )
-    quotas = [Quota.gpus("d", "A100", 4), Quota.gpus("a", "H100", 8)]
-    s = Scheduler(cluster, queue=Queue(), admitter=Admitter(quotas), placer=Placer("ebinpack"),
-                  preemption=PreemptionPolicy())  # fmt: skip
+    s = _scheduler(h100_nodes=1, quotas=[Quota.gpus("d", "A100", 4), Quota.gpus("a", "H100", 8)])
     jobs = [
         job("h", gpus=1, replicas=8, gang=False, tenant="a", models="H100", priority=10,
             runtime=20),
