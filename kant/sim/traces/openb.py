@@ -24,8 +24,12 @@ from kant.model import (
     NodeSpec,
     Resources,
     Role,
+    is_finite_number,
     is_int,
     is_name,
+    name,
+    number,
+    satisfies,
 )
 from kant.sim.traces.common import (
     CsvFile,
@@ -69,10 +73,30 @@ OPENB_OPTIONAL: Final = (
 )
 
 
-def _models(v: Any) -> frozenset[str]:
+def _models(v: Any) -> Any:
     if isinstance(v, str):
         return frozenset(p for p in v.split("|") if p)
-    return frozenset(v)
+    if isinstance(v, frozenset | set | list | tuple):
+        try:
+            return frozenset(v)
+        except TypeError:  # (an unhashable entry: no model name either)
+            pass
+    return v  # (the validator refuses it, naming the field)
+
+
+def _time(v: Any) -> Any:
+    """A finite real number as a float; anything else as given, for the validator."""
+    return float(v) if is_finite_number(v) and type(v) is not float else v
+
+
+_POD_NAME_REASON: Final = "must be a non-empty name without spaces around or '/'"
+_COUNT: Final = number(InvalidTraceError, low=0, integer=True)
+_TIME: Final = number(InvalidTraceError, low=0, finite=True, optional=True)
+_LABEL: Final = satisfies(
+    InvalidTraceError,
+    lambda v: v is None or (isinstance(v, str) and bool(v)),
+    "must be None or a non-empty string",
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -82,19 +106,64 @@ class OpenbPod:
     ``num_gpu``/``gpu_milli`` keep the trace's encoding (``gpu_milli`` is the per-GPU share;
     1000 for whole GPUs). Times are ``None`` when the file has no such column or the cell is
     empty (``scheduled_time`` of pending pods).
+
+    A record is checked as the loader checks a file row, whether it comes from a file or is
+    built by hand: a bad value raises :class:`~kant.errors.InvalidTraceError` naming the
+    field and value (from a file, also ``where="<file>:<line>"``). ``name`` is a name
+    (non-empty, no ``/``, no surrounding spaces); the counts are ints >= 0 (bools refused);
+    ``gpu_milli`` is 0 exactly when ``num_gpu`` is, at most 1000, and below 1000 only with
+    ``num_gpu == 1``; the request fits a node (:class:`~kant.model.Resources`); times are
+    None or finite numbers >= 0 (kept as floats), ``deletion_time`` and ``scheduled_time`` not
+    before ``creation_time``; ``qos`` and ``phase`` None or non-empty strings; ``gpu_models``
+    non-empty model names.
     """
 
-    name: str
-    cpu_milli: int
-    memory_mib: int
-    num_gpu: int
-    gpu_milli: int
-    gpu_models: frozenset[str] = attrs.field(factory=frozenset, converter=_models)
-    qos: str | None = None
-    phase: str | None = None
-    creation_time: float | None = None
-    deletion_time: float | None = None
-    scheduled_time: float | None = None
+    name: str = attrs.field(validator=name(InvalidTraceError, reason=_POD_NAME_REASON))
+    cpu_milli: int = attrs.field(validator=_COUNT)
+    memory_mib: int = attrs.field(validator=_COUNT)
+    num_gpu: int = attrs.field(validator=_COUNT)
+    gpu_milli: int = attrs.field(
+        validator=number(InvalidTraceError, low=0, high=MILLI, high_inclusive=True, integer=True)
+    )
+    gpu_models: frozenset[str] = attrs.field(
+        factory=frozenset,
+        converter=_models,
+        validator=satisfies(
+            InvalidTraceError,
+            lambda v: (
+                isinstance(v, frozenset)
+                and all(isinstance(m, str) and m and m.strip() == m for m in v)
+            ),
+            "must be a set of non-empty GPU model names",
+        ),
+    )
+    qos: str | None = attrs.field(default=None, validator=_LABEL)
+    phase: str | None = attrs.field(default=None, validator=_LABEL)
+    creation_time: float | None = attrs.field(default=None, converter=_time, validator=_TIME)
+    deletion_time: float | None = attrs.field(default=None, converter=_time, validator=_TIME)
+    scheduled_time: float | None = attrs.field(default=None, converter=_time, validator=_TIME)
+
+    def __attrs_post_init__(self) -> None:
+        n, milli = self.num_gpu, self.gpu_milli
+        if n == 0 and milli:
+            raise InvalidTraceError("gpu_milli", milli, "a pod without GPUs must have gpu_milli 0")
+        if n and not milli:
+            raise InvalidTraceError("gpu_milli", milli, f"num_gpu={n} needs gpu_milli > 0")
+        if n > 1 and milli < MILLI:
+            raise InvalidTraceError(
+                "gpu_milli", milli, f"a share below 1000 must be on one GPU (num_gpu={n})"
+            )
+        created = self.creation_time
+        if created is not None:
+            for f in ("deletion_time", "scheduled_time"):
+                t = getattr(self, f)
+                if t is not None and t < created:
+                    raise InvalidTraceError(f, t, f"is before creation_time={created:g}")
+        try:
+            self.resources  # noqa: B018 - the request must fit a node
+        except ValidationError as e:
+            field = {"gpus": "num_gpu"}.get(e.field, e.field)
+            raise InvalidTraceError(field, e.value, e.reason) from e
 
     @property
     def resources(self) -> Resources:
@@ -192,8 +261,7 @@ def _parse_openb_row(cells: Mapping[str, str], where: str) -> OpenbPod:
             creation_time=created,
             deletion_time=deleted,
             scheduled_time=scheduled,
-        )
-        pod.resources  # noqa: B018 - validates the request (e.g. more GPUs than a node has)
+        )  # (it checks the rest, e.g. more GPUs than a node has)
     except ValidationError as e:
         raise as_trace_error(e, where, {"gpus": "num_gpu"}) from e
     return pod
