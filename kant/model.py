@@ -959,9 +959,30 @@ class Toleration:
         return self.operator == "Exists" or self.value == taint.value
 
 
+GPU_MODELS_REASON: Final = (
+    "must be a set of non-empty GPU model names, or a string of them joined by '|' "
+    "('' means any model)"
+)
+"""Why a value is no ``gpu_models`` (:func:`split_gpu_models`)."""
+
+
+def split_gpu_models(text: str) -> frozenset[str] | None:
+    """The GPU models an openb-style string names: ``"A100|H100"`` -> ``{"A100", "H100"}``,
+    ``""`` -> none (any model). None when a name between the pipes is empty or has
+    surrounding spaces (``"|"``, ``" | "``, ``"A100||H100"``, ``"A100|"``): such a string is
+    refused, not read as any model or as the names that are left. O(len(text))."""
+    if not text:
+        return frozenset()
+    parts = text.split("|")
+    if not all(p and p.strip() == p for p in parts):
+        return None
+    return frozenset(parts)
+
+
 def _to_models(v: Any) -> frozenset[str]:
     if isinstance(v, str):
-        return frozenset(p for p in v.split("|") if p)
+        models = split_gpu_models(v)
+        return v if models is None else models  # type: ignore[return-value]  # (refused)
     if isinstance(v, frozenset | set | list | tuple):
         try:
             return frozenset(v)
@@ -974,7 +995,9 @@ def _to_models(v: Any) -> frozenset[str]:
 class Role:
     """A homogeneous set of pods of a job (``worker x 64``, ``prefill x 4``...).
 
-    ``gpu_models`` are the allowed GPU models (node pools); empty means any model.
+    ``gpu_models`` are the allowed GPU models (node pools); empty means any model. A string
+    is read in the openb syntax (:func:`split_gpu_models`): ``"A100|H100"``, ``""`` for any;
+    one with an empty or space-padded name (``"|"``, ``"A100||H100"``) is refused.
     ``spread`` asks for pods on different nodes (inference availability); a role of more
     than one replica that requires one node (``TopologyWish(tier=NODE, required=True)``)
     cannot ask for it.
@@ -1015,7 +1038,7 @@ class Role:
                 isinstance(v, frozenset)
                 and all(isinstance(m, str) and m and m.strip() == m for m in v)
             ),
-            "must be a set of non-empty GPU model names",
+            GPU_MODELS_REASON,
         ),
     )
     topology: TopologyWish | None = attrs.field(

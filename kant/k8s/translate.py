@@ -626,11 +626,14 @@ def _matches_nothing(term: Obj) -> bool:
     return not (term.get("matchExpressions") or term.get("matchFields"))
 
 
+_NO_MODEL: Final = "an empty GPU model name matches no GPU node (leave the label out for any model)"
+
+
 def _models(spec: Obj, settings: K8sSettings, where: str) -> frozenset[str]:
     key = settings.gpu_model_label
     allowed: set[str] | None = None  # None: every model
     sel = (spec.get("nodeSelector") or {}).get(key)
-    if sel:
+    if sel is not None:
         allowed = {str(sel)}
     terms = _affinity_terms(spec)
     if terms:
@@ -642,6 +645,8 @@ def _models(spec: Obj, settings: K8sSettings, where: str) -> frozenset[str]:
             for e in t.get("matchExpressions") or ():
                 if e.get("key") == key and e.get("operator") == "In":
                     vs = {str(x) for x in e.get("values") or ()}
+                    if "" in vs:
+                        raise InvalidObjectError(key, e.get("values"), _NO_MODEL, where=where)
                     vals = vs if vals is None else vals & vs
             if vals is None or union is None:  # a term without a model constraint: any
                 union = None
@@ -649,6 +654,8 @@ def _models(spec: Obj, settings: K8sSettings, where: str) -> frozenset[str]:
             union |= vals
         if union is not None:
             allowed = union if allowed is None else allowed & union
+    if "" in (allowed or ()):  # (the nodeSelector's value)
+        raise InvalidObjectError(key, sel, _NO_MODEL, where=where)
     if allowed is not None and not allowed:
         # (an empty set would read as "any model": say that none is allowed instead)
         raise InvalidObjectError(

@@ -42,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kant.errors import ValidationError
-from kant.model import MILLI, Job, Resources
+from kant.model import GPU_MODELS_REASON, MILLI, Job, Resources, split_gpu_models
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -50,7 +50,8 @@ FloatArray = npt.NDArray[np.float64]
 
 def _to_models(v: Any) -> Any:
     if isinstance(v, str):
-        return frozenset(p for p in v.split("|") if p)
+        models = split_gpu_models(v)
+        return v if models is None else models  # (a refused string: the validator names it)
     if isinstance(v, frozenset | set | list | tuple):
         return frozenset(v)
     return v
@@ -70,7 +71,7 @@ def _is_resources(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> No
 def _model_names(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     ok = isinstance(value, frozenset) and all(isinstance(m, str) and m for m in value)
     if not ok:
-        raise ValidationError(attribute.name, value, "must be a set of GPU model names")
+        raise ValidationError(attribute.name, value, GPU_MODELS_REASON)
 
 
 @attrs.frozen(kw_only=True)

@@ -826,3 +826,18 @@ def test_a_preferred_term_kubernetes_would_refuse_is_an_invalid_object(
 ) -> None:
     with pytest.raises(InvalidObjectError, match=field):
         _preferring(term)
+
+
+@pytest.mark.parametrize("values", [[""], ["H100", ""]])
+def test_an_empty_gpu_model_in_a_pods_affinity_is_an_invalid_object_not_any_model(
+    values: list[str],
+) -> None:
+    with pytest.raises(InvalidObjectError, match=r"nvidia\.com/gpu\.product"):
+        _selecting({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "nvidia.com/gpu.product", "operator": "In", "values": values}]}]}}}})  # fmt: skip
+
+
+def test_an_empty_gpu_model_in_a_pods_node_selector_is_an_invalid_object_not_any_model() -> None:
+    with pytest.raises(InvalidObjectError, match="matches no GPU node"):
+        _selecting({"nodeSelector": {"nvidia.com/gpu.product": ""}})

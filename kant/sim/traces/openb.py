@@ -17,6 +17,7 @@ import attrs
 
 from kant.errors import InvalidTraceError, ValidationError
 from kant.model import (
+    GPU_MODELS_REASON,
     MILLI,
     NAME_REASON,
     Job,
@@ -30,6 +31,7 @@ from kant.model import (
     name,
     number,
     satisfies,
+    split_gpu_models,
 )
 from kant.sim.traces.common import (
     CsvFile,
@@ -75,7 +77,8 @@ OPENB_OPTIONAL: Final = (
 
 def _models(v: Any) -> Any:
     if isinstance(v, str):
-        return frozenset(p for p in v.split("|") if p)
+        models = split_gpu_models(v)
+        return v if models is None else models  # (a refused string: the validator names it)
     if isinstance(v, frozenset | set | list | tuple):
         try:
             return frozenset(v)
@@ -134,7 +137,7 @@ class OpenbPod:
                 isinstance(v, frozenset)
                 and all(isinstance(m, str) and m and m.strip() == m for m in v)
             ),
-            "must be a set of non-empty GPU model names",
+            GPU_MODELS_REASON,
         ),
     )
     qos: str | None = attrs.field(default=None, validator=_LABEL)
@@ -245,9 +248,15 @@ def _parse_openb_row(cells: Mapping[str, str], where: str) -> OpenbPod:
     num_gpu, milli = _openb_gpus(cells, where)
     created, deleted, scheduled = _openb_times(cells, where)
     spec = cells.get("gpu_spec", "")
-    models = frozenset(p for p in spec.split("|") if p)
-    if any(m.strip() != m for m in models):
-        raise InvalidTraceError("gpu_spec", spec, "model names must not have spaces", where=where)
+    models = split_gpu_models(spec)
+    if models is None:
+        parts = spec.split("|")
+        why = (
+            "model names must not have spaces"
+            if all(parts)
+            else "model names must not be empty (an empty cell means any model)"
+        )
+        raise InvalidTraceError("gpu_spec", spec, why, where=where)
     try:
         pod = OpenbPod(
             name=name,
