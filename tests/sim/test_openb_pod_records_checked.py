@@ -7,8 +7,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kant.errors import InvalidTraceError, KantError
@@ -142,3 +143,38 @@ def test_any_pod_record_either_holds_finite_in_range_values_or_raises_the_trace_
     if pod.creation_time is not None and pod.deletion_time is not None:
         assert pod.deletion_time >= pod.creation_time
     pod.resources  # noqa: B018 - a constructed record always converts
+
+
+COLUMNS = (
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+    "creation_time,deletion_time,scheduled_time"
+)
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    row=st.tuples(
+        st.sampled_from(["p", "pod-7"]),
+        st.sampled_from(["0", "1", "1000", "64000"]),
+        st.sampled_from(["0", "1", "1024"]),
+        st.sampled_from(["0,0", "1,250", "1,999", "1,1000", "2,1000", "8,1000"]),
+        st.sampled_from(["", "A100", "A100|H100"]),
+        st.sampled_from(["", "LS", "BE"]),
+        st.sampled_from(["", "Running"]),
+        st.sampled_from(["", "0", "10"]),
+        st.sampled_from(["", "10", "1e3", "5.5e2"]),
+        st.sampled_from(["", "10", "1e3", "5.5e2"]),
+    )
+)
+def test_a_loaded_record_is_the_one_the_checked_constructor_builds(
+    tmp_path: Path, row: tuple[str, ...]
+) -> None:
+    # The loader builds its records from checked cells without re-running the validators:
+    # the public constructor accepts each one and builds the same record (values and types).
+    f = tmp_path / "pods.csv"
+    f.write_text(f"{COLUMNS}\n{','.join(row)}\n")
+    (pod,) = load_openb_pods(f).pods
+    again = OpenbPod(**attrs.asdict(pod, recurse=False))
+    assert again == pod and repr(again) == repr(pod) and hash(again) == hash(pod)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        pod.num_gpu = 2  # type: ignore[misc]

@@ -4,7 +4,7 @@ packing protocol, openb pods and nodes). One module per trace family (column map
 
 - :mod:`kant.sim.traces.openb`: Alibaba ``cluster-trace-gpu-v2023`` ("openb") pod lists,
   :func:`load_openb_jobs` (one pod-level, one-pod job per row) and :func:`load_openb_pods`
-  (light :class:`OpenbPod` records), and node lists, :func:`openb_nodes` (a cluster
+  (checked :class:`OpenbPod` records), and node lists, :func:`openb_nodes` (a cluster
   description) and :func:`load_openb_nodes` (its nodes);
 - :mod:`kant.sim.traces.philly`: the Microsoft Philly per-job table as extracted by Pollux,
   :func:`load_philly_jobs`;

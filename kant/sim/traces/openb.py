@@ -1,6 +1,6 @@
 """Alibaba ``cluster-trace-gpu-v2023`` ("openb"): pod lists and node lists.
 
-- :func:`load_openb_pods`: light :class:`OpenbPod` records (the FGD packing protocol);
+- :func:`load_openb_pods`: checked :class:`OpenbPod` records (the FGD packing protocol);
 - :func:`load_openb_jobs`: one pod-level, one-pod job per pod (the simulator);
 - :func:`openb_nodes` / :func:`load_openb_nodes`: the node list
   (``openb_node_list_*.csv``) as a cluster description / a node list.
@@ -237,6 +237,39 @@ class OpenbPodList:
         return sum(p.gpu_request_milli for p in self.pods)
 
 
+def _checked_pod(
+    name: str,
+    cpu_milli: int,
+    memory_mib: int,
+    num_gpu: int,
+    gpu_milli: int,
+    gpu_models: frozenset[str],
+    qos: str | None,
+    phase: str | None,
+    creation_time: float | None,
+    deletion_time: float | None,
+    scheduled_time: float | None,
+) -> OpenbPod:
+    """An :class:`OpenbPod` from values :func:`_parse_openb_row` has already checked (the
+    name, the counts, the GPU encoding, the times as floats, the models, qos and phase),
+    built without running the record's validators again. Only the loader uses it; any other
+    record goes through the checked constructor."""
+    pod = object.__new__(OpenbPod)
+    put = object.__setattr__
+    put(pod, "name", name)
+    put(pod, "cpu_milli", cpu_milli)
+    put(pod, "memory_mib", memory_mib)
+    put(pod, "num_gpu", num_gpu)
+    put(pod, "gpu_milli", gpu_milli)
+    put(pod, "gpu_models", gpu_models)
+    put(pod, "qos", qos)
+    put(pod, "phase", phase)
+    put(pod, "creation_time", creation_time)
+    put(pod, "deletion_time", deletion_time)
+    put(pod, "scheduled_time", scheduled_time)
+    return pod
+
+
 def _parse_openb_row(cells: Mapping[str, str], where: str) -> OpenbPod:
     name = cells["name"]
     if not name or name.strip() != name or "/" in name:
@@ -257,20 +290,23 @@ def _parse_openb_row(cells: Mapping[str, str], where: str) -> OpenbPod:
             else "model names must not be empty (an empty cell means any model)"
         )
         raise InvalidTraceError("gpu_spec", spec, why, where=where)
+    # Every field is checked above (qos and phase: a stripped cell, None when empty), so the
+    # record is built without its validators; only the request is left to check.
+    pod = _checked_pod(
+        name,
+        cpu,
+        mem,
+        num_gpu,
+        milli,
+        models,
+        cells.get("qos") or None,
+        cells.get("pod_phase") or None,
+        created,
+        deleted,
+        scheduled,
+    )
     try:
-        pod = OpenbPod(
-            name=name,
-            cpu_milli=cpu,
-            memory_mib=mem,
-            num_gpu=num_gpu,
-            gpu_milli=milli,
-            gpu_models=models,
-            qos=cells.get("qos") or None,
-            phase=cells.get("pod_phase") or None,
-            creation_time=created,
-            deletion_time=deleted,
-            scheduled_time=scheduled,
-        )  # (it checks the rest, e.g. more GPUs than a node has)
+        pod.resources  # noqa: B018 - validates the request (e.g. more GPUs than a node has)
     except ValidationError as e:
         raise as_trace_error(e, where, {"gpus": "num_gpu"}) from e
     return pod
