@@ -53,8 +53,11 @@ def _to_models(v: Any) -> Any:
         models = split_gpu_models(v)
         return v if models is None else models  # (a refused string: the validator names it)
     if isinstance(v, frozenset | set | list | tuple):
-        return frozenset(v)
-    return v
+        try:
+            return frozenset(v)
+        except TypeError:  # (an unhashable entry: no model name either)
+            pass
+    return v  # (the validator refuses it, naming the field)
 
 
 def _positive_weight(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -69,7 +72,9 @@ def _is_resources(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> No
 
 
 def _model_names(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    ok = isinstance(value, frozenset) and all(isinstance(m, str) and m for m in value)
+    ok = isinstance(value, frozenset) and all(
+        isinstance(m, str) and m and m.strip() == m for m in value
+    )
     if not ok:
         raise ValidationError(attribute.name, value, GPU_MODELS_REASON)
 

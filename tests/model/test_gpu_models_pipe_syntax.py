@@ -54,3 +54,24 @@ def test_a_gpu_models_string_is_either_refused_or_names_exactly_its_nonempty_par
         return
     assert models == (frozenset(text.split("|")) if text else frozenset())
     assert all(m and m.strip() == m for m in models)
+
+
+@pytest.mark.parametrize(
+    "models",
+    [[["a"]], [{"A100": 1}], {"A100", " A100"}, [" A100"], ["A100 "], [""], ("A100", 7)],
+)
+def test_a_packing_task_class_refuses_a_collection_of_bad_names_as_role_does(
+    models: object,
+) -> None:
+    # A list inside the list used to escape as a bare TypeError, and a padded name was kept.
+    with pytest.raises(InvalidJobError):
+        Role(gpu_models=models)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError) as exc:
+        TaskClass(resources=Resources(gpus=1), gpu_models=models)  # type: ignore[arg-type]
+    assert exc.value.field == "gpu_models"
+
+
+def test_a_packing_task_class_keeps_good_model_collections() -> None:
+    tc = TaskClass(resources=Resources(gpus=1), gpu_models=["A100", "H100", "A100"])
+    assert tc.gpu_models == {"A100", "H100"}
+    assert TaskClass(resources=Resources(gpus=1), gpu_models=()).gpu_models == frozenset()
