@@ -634,7 +634,9 @@ def _models(spec: Obj, settings: K8sSettings, where: str) -> frozenset[str]:
     allowed: set[str] | None = None  # None: every model
     sel = (spec.get("nodeSelector") or {}).get(key)
     if sel is not None:
-        allowed = {str(sel)}
+        if not isinstance(sel, str):  # (the API server takes only strings: 0 is no model "0")
+            raise InvalidObjectError(key, sel, "a GPU model must be a string", where=where)
+        allowed = {sel}
     terms = _affinity_terms(spec)
     if terms:
         union: set[str] | None = set()  # the terms are ORed

@@ -841,3 +841,13 @@ def test_an_empty_gpu_model_in_a_pods_affinity_is_an_invalid_object_not_any_mode
 def test_an_empty_gpu_model_in_a_pods_node_selector_is_an_invalid_object_not_any_model() -> None:
     with pytest.raises(InvalidObjectError, match="matches no GPU node"):
         _selecting({"nodeSelector": {"nvidia.com/gpu.product": ""}})
+
+
+@pytest.mark.parametrize("value", [0, 1, False, ["H100"], {"H100": 1}])
+def test_a_non_string_gpu_model_in_a_pods_node_selector_is_an_invalid_object_naming_the_label(
+    value: object,
+) -> None:
+    # (0 used to read as any model, 1 as a model called "1")
+    with pytest.raises(InvalidObjectError, match=r"nvidia\.com/gpu\.product") as exc:
+        _selecting({"nodeSelector": {"nvidia.com/gpu.product": value}})
+    assert exc.value.value == value
