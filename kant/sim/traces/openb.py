@@ -116,7 +116,8 @@ class OpenbPod:
     (non-empty, no ``/``, no surrounding spaces); the counts are ints >= 0 (bools refused);
     ``gpu_milli`` is 0 exactly when ``num_gpu`` is, at most 1000, and below 1000 only with
     ``num_gpu == 1``; the request fits a node (:class:`~kant.model.Resources`); times are
-    None or finite numbers >= 0 (kept as floats), ``deletion_time`` and ``scheduled_time`` not
+    None or finite real numbers >= 0 (``int``, ``float``, NumPy's, ``Fraction``; stored as
+    floats; a ``Decimal`` is refused), ``deletion_time`` and ``scheduled_time`` not
     before ``creation_time``; ``qos`` and ``phase`` None or non-empty strings; ``gpu_models``
     non-empty model names.
     """
