@@ -979,7 +979,11 @@ def split_gpu_models(text: str) -> frozenset[str] | None:
     return frozenset(parts)
 
 
-def _to_models(v: Any) -> frozenset[str]:
+def to_gpu_models(v: Any) -> frozenset[str]:
+    """The converter of a ``gpu_models`` field (a :class:`Role`'s, a packing task class's,
+    an openb record's): a string of names joined by ``|`` (:func:`split_gpu_models`) or a
+    collection of names, as a frozenset. Anything else, a refused string or an unhashable
+    entry included, is returned as given, for the field's validator to refuse naming it."""
     if isinstance(v, str):
         models = split_gpu_models(v)
         return v if models is None else models  # type: ignore[return-value]  # (refused)
@@ -1031,7 +1035,7 @@ class Role:
     )
     gpu_models: frozenset[str] = attrs.field(
         factory=frozenset,
-        converter=_to_models,
+        converter=to_gpu_models,
         validator=satisfies(
             InvalidJobError,
             lambda v: (

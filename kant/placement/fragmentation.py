@@ -42,22 +42,10 @@ import numpy as np
 import numpy.typing as npt
 
 from kant.errors import ValidationError
-from kant.model import GPU_MODELS_REASON, MILLI, Job, Resources, split_gpu_models
+from kant.model import GPU_MODELS_REASON, MILLI, Job, Resources, to_gpu_models
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
-
-
-def _to_models(v: Any) -> Any:
-    if isinstance(v, str):
-        models = split_gpu_models(v)
-        return v if models is None else models  # (a refused string: the validator names it)
-    if isinstance(v, frozenset | set | list | tuple):
-        try:
-            return frozenset(v)
-        except TypeError:  # (an unhashable entry: no model name either)
-            pass
-    return v  # (the validator refuses it, naming the field)
 
 
 def _positive_weight(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -87,7 +75,7 @@ class TaskClass:
     resources: Resources = attrs.field(validator=_is_resources)
     weight: float = attrs.field(default=1.0, validator=_positive_weight)
     gpu_models: frozenset[str] = attrs.field(
-        factory=frozenset, converter=_to_models, validator=_model_names
+        factory=frozenset, converter=to_gpu_models, validator=_model_names
     )
 
 

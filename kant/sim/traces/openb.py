@@ -32,6 +32,7 @@ from kant.model import (
     number,
     satisfies,
     split_gpu_models,
+    to_gpu_models,
 )
 from kant.sim.traces.common import (
     CsvFile,
@@ -73,18 +74,6 @@ OPENB_OPTIONAL: Final = (
     "deletion_time",
     "scheduled_time",
 )
-
-
-def _models(v: Any) -> Any:
-    if isinstance(v, str):
-        models = split_gpu_models(v)
-        return v if models is None else models  # (a refused string: the validator names it)
-    if isinstance(v, frozenset | set | list | tuple):
-        try:
-            return frozenset(v)
-        except TypeError:  # (an unhashable entry: no model name either)
-            pass
-    return v  # (the validator refuses it, naming the field)
 
 
 def _time(v: Any) -> Any:
@@ -131,7 +120,7 @@ class OpenbPod:
     )
     gpu_models: frozenset[str] = attrs.field(
         factory=frozenset,
-        converter=_models,
+        converter=to_gpu_models,
         validator=satisfies(
             InvalidTraceError,
             lambda v: (
