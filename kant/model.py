@@ -351,6 +351,21 @@ def is_name(v: object, *, slash: bool = False, spaces: bool = False) -> bool:
     return isinstance(v, str) and bool(v) and (spaces or v.strip() == v) and (slash or "/" not in v)
 
 
+GPU_MODEL_REASON: Final = (
+    "must be a non-empty string without surrounding spaces, '/' or '|' ('|' joins GPU "
+    "models, as in 'A100|H100')"
+)
+"""Why a value is no GPU model name (:func:`is_gpu_model`)."""
+
+
+def is_gpu_model(v: object, *, slash: bool = False) -> bool:
+    """Whether ``v`` can name a GPU model (a node pool): a name (:func:`is_name`; ``'/'``
+    allowed when ``slash``) without ``'|'``, which joins models in their string form
+    (:func:`split_gpu_models`, trace files, the CLI, Kubernetes selectors): a model
+    ``"A|B"`` would be read back there as two models ``A`` and ``B``. O(len(v))."""
+    return is_name(v, slash=slash) and "|" not in v  # type: ignore[operator]
+
+
 def name(
     err: type[ValidationError],
     *,
@@ -960,10 +975,18 @@ class Toleration:
 
 
 GPU_MODELS_REASON: Final = (
-    "must be a set of non-empty GPU model names, or a string of them joined by '|' "
-    "('' means any model)"
+    "must be a set of GPU model names (non-empty, without surrounding spaces or '|'), or a "
+    "string of them joined by '|' ('' means any model)"
 )
-"""Why a value is no ``gpu_models`` (:func:`split_gpu_models`)."""
+"""Why a value is no ``gpu_models`` (:func:`split_gpu_models`, :func:`are_gpu_models`)."""
+
+
+def are_gpu_models(v: object) -> bool:
+    """Whether ``v`` is a ``gpu_models`` value as the fields keep it (after
+    :func:`to_gpu_models`): a frozenset of GPU model names (:func:`is_gpu_model`, ``'/'``
+    allowed). A name holding ``'|'`` is refused: its string form (``"A|B"``) names two
+    models. O(total length of the names)."""
+    return isinstance(v, frozenset) and all(is_gpu_model(m, slash=True) for m in v)
 
 
 def split_gpu_models(text: str) -> frozenset[str] | None:
@@ -1036,14 +1059,7 @@ class Role:
     gpu_models: frozenset[str] = attrs.field(
         factory=frozenset,
         converter=to_gpu_models,
-        validator=satisfies(
-            InvalidJobError,
-            lambda v: (
-                isinstance(v, frozenset)
-                and all(isinstance(m, str) and m and m.strip() == m for m in v)
-            ),
-            GPU_MODELS_REASON,
-        ),
+        validator=satisfies(InvalidJobError, are_gpu_models, GPU_MODELS_REASON),
     )
     topology: TopologyWish | None = attrs.field(
         default=None,
@@ -1441,7 +1457,12 @@ class NodeSpec:
     __deepcopy__ = _shared
 
     name: str = attrs.field(validator=name(InvalidNodeError))
-    gpu_model: str | None = attrs.field(default=None, validator=_opt_node_name)
+    gpu_model: str | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(
+            satisfies(InvalidNodeError, is_gpu_model, GPU_MODEL_REASON)
+        ),
+    )
     gpus: int = attrs.field(default=0, validator=number(InvalidNodeError, low=0, integer=True))
     cpu_milli: int = attrs.field(
         default=0,

@@ -49,9 +49,11 @@ from kant.model import (
     ReasonCode,
     Role,
     is_finite_number,
+    is_gpu_model,
     name,
     number,
     pods_per_role,
+    satisfies,
 )
 
 INF = math.inf
@@ -69,6 +71,12 @@ class QuotaMode(enum.StrEnum):
 _milli = number(InvalidConfigError, low=0, integer=True, unit="GPU milli")
 _opt_milli = number(InvalidConfigError, low=0, integer=True, optional=True, unit="GPU milli")
 _name = name(InvalidConfigError, slash=True, reason="must be a non-empty name")
+_model = satisfies(
+    InvalidConfigError,
+    lambda v: is_gpu_model(v, slash=True),
+    "must be a GPU model name: non-empty, without surrounding spaces or '|' ('|' joins "
+    "GPU models, as in 'A100|H100')",
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -76,7 +84,7 @@ class Quota:
     """One tenant's quota for one GPU model, in GPU milli. See the module docstring."""
 
     tenant: str = attrs.field(validator=_name)
-    gpu_model: str = attrs.field(validator=_name)
+    gpu_model: str = attrs.field(validator=_model)
     nominal: int = attrs.field(validator=_milli)
     borrowing_limit: int | None = attrs.field(default=None, validator=_opt_milli)
     lending_limit: int | None = attrs.field(default=None, validator=_opt_milli)

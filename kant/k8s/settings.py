@@ -16,7 +16,7 @@ from typing import Any, Final
 import attrs
 
 from kant.errors import InvalidConfigFileError
-from kant.model import NAME_REASON, Tier, is_finite_number, is_name
+from kant.model import GPU_MODEL_REASON, Tier, is_finite_number, is_gpu_model
 
 TIER_NAMES: Final[Mapping[str, Tier]] = {
     "hbd": Tier.HBD,
@@ -268,8 +268,8 @@ def _names(raw: Mapping[str, Any], out: Mapping[str, Any], fail: Any) -> None:
         raise fail("leaseName", raw["leaseName"], f"a Lease's name {DNS_SUBDOMAIN_REASON}")
     if "leaseNamespace" in raw and not is_dns_label(raw["leaseNamespace"]):
         raise fail("leaseNamespace", raw["leaseNamespace"], f"a namespace {DNS_LABEL_REASON}")
-    if "defaultGpuModel" in raw and not is_name(raw["defaultGpuModel"]):
-        raise fail("defaultGpuModel", raw["defaultGpuModel"], f"a GPU model {NAME_REASON}")
+    if "defaultGpuModel" in raw and not is_gpu_model(raw["defaultGpuModel"]):
+        raise fail("defaultGpuModel", raw["defaultGpuModel"], f"a GPU model {GPU_MODEL_REASON}")
     gpu = out.get("gpu_resource", _DEFAULTS.gpu_resource)
     nic = out.get("nic_resource", _DEFAULTS.nic_resource)
     if gpu == nic:

@@ -627,6 +627,7 @@ def _matches_nothing(term: Obj) -> bool:
 
 
 _NO_MODEL: Final = "an empty GPU model name matches no GPU node (leave the label out for any model)"
+_PIPED_MODEL: Final = "a GPU model name has no '|' (kant reads 'A|B' as two models A and B)"
 
 
 def _models(spec: Obj, settings: K8sSettings, where: str) -> frozenset[str]:
@@ -636,6 +637,8 @@ def _models(spec: Obj, settings: K8sSettings, where: str) -> frozenset[str]:
     if sel is not None:
         if not isinstance(sel, str):  # (the API server takes only strings: 0 is no model "0")
             raise InvalidObjectError(key, sel, "a GPU model must be a string", where=where)
+        if "|" in sel:
+            raise InvalidObjectError(key, sel, _PIPED_MODEL, where=where)
         allowed = {sel}
     terms = _affinity_terms(spec)
     if terms:
@@ -649,6 +652,8 @@ def _models(spec: Obj, settings: K8sSettings, where: str) -> frozenset[str]:
                     vs = {str(x) for x in e.get("values") or ()}
                     if "" in vs:
                         raise InvalidObjectError(key, e.get("values"), _NO_MODEL, where=where)
+                    if any("|" in v for v in vs):
+                        raise InvalidObjectError(key, e.get("values"), _PIPED_MODEL, where=where)
                     vals = vs if vals is None else vals & vs
             if vals is None or union is None:  # a term without a model constraint: any
                 union = None

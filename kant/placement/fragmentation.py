@@ -42,7 +42,14 @@ import numpy as np
 import numpy.typing as npt
 
 from kant.errors import ValidationError
-from kant.model import GPU_MODELS_REASON, MILLI, Job, Resources, to_gpu_models
+from kant.model import (
+    GPU_MODELS_REASON,
+    MILLI,
+    Job,
+    Resources,
+    are_gpu_models,
+    to_gpu_models,
+)
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -60,10 +67,7 @@ def _is_resources(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> No
 
 
 def _model_names(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    ok = isinstance(value, frozenset) and all(
-        isinstance(m, str) and m and m.strip() == m for m in value
-    )
-    if not ok:
+    if not are_gpu_models(value):
         raise ValidationError(attribute.name, value, GPU_MODELS_REASON)
 
 

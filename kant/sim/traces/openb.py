@@ -25,6 +25,7 @@ from kant.model import (
     NodeSpec,
     Resources,
     Role,
+    are_gpu_models,
     is_finite_number,
     is_int,
     is_name,
@@ -121,14 +122,7 @@ class OpenbPod:
     gpu_models: frozenset[str] = attrs.field(
         factory=frozenset,
         converter=to_gpu_models,
-        validator=satisfies(
-            InvalidTraceError,
-            lambda v: (
-                isinstance(v, frozenset)
-                and all(isinstance(m, str) and m and m.strip() == m for m in v)
-            ),
-            GPU_MODELS_REASON,
-        ),
+        validator=satisfies(InvalidTraceError, are_gpu_models, GPU_MODELS_REASON),
     )
     qos: str | None = attrs.field(default=None, validator=_LABEL)
     phase: str | None = attrs.field(default=None, validator=_LABEL)
