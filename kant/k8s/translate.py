@@ -626,6 +626,27 @@ def _matches_nothing(term: Obj) -> bool:
     return not (term.get("matchExpressions") or term.get("matchFields"))
 
 
+def _strings(v: Any, path: str, where: str) -> tuple[str, ...]:
+    """A list of strings as a pod writes it (a requirement's ``values``, a term's
+    ``namespaces`` or label keys; None: none). Anything else is refused with an
+    :class:`~kant.errors.InvalidObjectError` naming ``path``: a number or null among them
+    (never read as the string ``"8"`` or ``"None"``), and a bare string or a mapping (never
+    read as its characters or its keys)."""
+    if v is None:
+        return ()
+    if isinstance(v, str) or not isinstance(v, Sequence) or not all(isinstance(x, str) for x in v):
+        raise InvalidObjectError(path, v, "must be a list of strings", where=where)
+    return tuple(v)
+
+
+def _label_value(v: Any, path: str, where: str) -> str:
+    """One label value a selector names (a ``nodeSelector`` or ``matchLabels`` entry): a
+    string, else an :class:`~kant.errors.InvalidObjectError` naming ``path``."""
+    if not isinstance(v, str):
+        raise InvalidObjectError(path, v, "must be a string (a label value)", where=where)
+    return v
+
+
 _NO_MODEL: Final = "an empty GPU model name matches no GPU node (leave the label out for any model)"
 _PIPED_MODEL: Final = "a GPU model name has no '|' (kant reads 'A|B' as two models A and B)"
 
@@ -643,18 +664,22 @@ def _models(spec: Obj, settings: K8sSettings, where: str) -> frozenset[str]:
     terms = _affinity_terms(spec)
     if terms:
         union: set[str] | None = set()  # the terms are ORed
-        for t in terms:
+        for i, t in enumerate(terms):
             if _matches_nothing(t):
                 continue  # (it allows no model)
             vals: set[str] | None = None  # a term's expressions are ANDed
-            for e in t.get("matchExpressions") or ():
-                if e.get("key") == key and e.get("operator") == "In":
-                    vs = {str(x) for x in e.get("values") or ()}
-                    if "" in vs:
-                        raise InvalidObjectError(key, e.get("values"), _NO_MODEL, where=where)
-                    if any("|" in v for v in vs):
-                        raise InvalidObjectError(key, e.get("values"), _PIPED_MODEL, where=where)
-                    vals = vs if vals is None else vals & vs
+            for j, e in enumerate(t.get("matchExpressions") or ()):
+                if e.get("key") != key or e.get("operator") not in ("In", "NotIn"):
+                    continue
+                at = f"nodeSelectorTerms[{i}].matchExpressions[{j}].values"
+                vs = set(_strings(e.get("values"), at, where))  # (never 8 read as "8")
+                if e.get("operator") == "NotIn":
+                    continue  # (a requirement of the node selector, _node_selector)
+                if "" in vs:
+                    raise InvalidObjectError(key, e.get("values"), _NO_MODEL, where=where)
+                if any("|" in v for v in vs):
+                    raise InvalidObjectError(key, e.get("values"), _PIPED_MODEL, where=where)
+                vals = vs if vals is None else vals & vs
             if vals is None or union is None:  # a term without a model constraint: any
                 union = None
                 break
@@ -689,7 +714,11 @@ def _read_selector(spec: Obj, settings: K8sSettings, where: str) -> NodeSelector
     if not isinstance(pairs, Mapping):
         raise InvalidObjectError("nodeSelector", pairs, "must be a mapping", where=where)
     common = tuple(
-        NodeRequirement(key=str(k), operator=SelectorOp.IN, values=(str(v),))
+        NodeRequirement(
+            key=str(k),
+            operator=SelectorOp.IN,
+            values=(_label_value(v, f"nodeSelector.{k}", where),),
+        )
         for k, v in sorted(pairs.items())
     )
     raw_terms = _affinity_terms(spec)
@@ -728,10 +757,11 @@ def _requirements(term: Obj, path: str, where: str) -> list[NodeRequirement]:
                     f"{at}.key", key, f"the only field a node selector reads is {NODE_NAME_FIELD}",
                     where=where,
                 )  # fmt: skip
+            values = _strings(e.get("values"), f"{at}.values", where)
             try:
                 reqs.append(
-                    NodeRequirement(key=key, operator=e.get("operator"),
-                                    values=tuple(e.get("values") or ()), field=field)
+                    NodeRequirement(key=key, operator=e.get("operator"), values=values,
+                                    field=field)
                 )  # fmt: skip
             except ValidationError as err:
                 raise InvalidObjectError(
@@ -842,7 +872,11 @@ def _pod_term(t: Any, path: str, lab: Mapping[str, str], ns: str, where: str) ->
                                      where=where)  # fmt: skip
         else:
             reqs.extend(
-                NodeRequirement(key=str(k), operator=SelectorOp.IN, values=(str(v),))
+                NodeRequirement(
+                    key=str(k),
+                    operator=SelectorOp.IN,
+                    values=(_label_value(v, f"{path}.labelSelector.matchLabels.{k}", where),),
+                )
                 for k, v in sorted((sel.get("matchLabels") or {}).items())
             )
             exprs = _requirements({"matchExpressions": sel.get("matchExpressions")},
@@ -856,16 +890,14 @@ def _pod_term(t: Any, path: str, lab: Mapping[str, str], ns: str, where: str) ->
                         where=where,
                     )
             reqs.extend(exprs)
-        for field in ("matchLabelKeys", "mismatchLabelKeys", "namespaces"):
-            v = t.get(field)
-            if v is not None and (isinstance(v, str) or not isinstance(v, Sequence)):
-                raise InvalidObjectError(f"{path}.{field}", v, "must be a list", where=where)
+        lists = {f: _strings(t.get(f), f"{path}.{f}", where)
+                 for f in ("matchLabelKeys", "mismatchLabelKeys", "namespaces")}  # fmt: skip
         for field, op in (("matchLabelKeys", SelectorOp.IN),
                           ("mismatchLabelKeys", SelectorOp.NOT_IN)):  # fmt: skip
-            for k in t.get(field) or ():
+            for k in lists[field]:
                 if k in lab:
-                    reqs.append(NodeRequirement(key=str(k), operator=op, values=(str(lab[k]),)))
-        names = [str(n) for n in t.get("namespaces") or ()]
+                    reqs.append(NodeRequirement(key=k, operator=op, values=(str(lab[k]),)))
+        names = list(lists["namespaces"])
         nsel = t.get("namespaceSelector")
         if nsel is not None and (not isinstance(nsel, Mapping) or nsel.get("matchLabels")
                                  or nsel.get("matchExpressions")):  # fmt: skip

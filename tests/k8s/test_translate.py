@@ -851,3 +851,73 @@ def test_a_non_string_gpu_model_in_a_pods_node_selector_is_an_invalid_object_nam
     with pytest.raises(InvalidObjectError, match=r"nvidia\.com/gpu\.product") as exc:
         _selecting({"nodeSelector": {"nvidia.com/gpu.product": value}})
     assert exc.value.value == value
+
+
+def _model_affinity(op: str, values: Any, key: str = "nvidia.com/gpu.product") -> dict[str, Any]:
+    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kant.io/any", "operator": "Exists"},
+            {"key": key, "operator": op, "values": values}]}]}}}}  # fmt: skip
+
+
+_LIST_PATH = r"nodeSelectorTerms\[0\]\.matchExpressions\[1\]\.values"
+
+
+@pytest.mark.parametrize("op", ["In", "NotIn"])
+@pytest.mark.parametrize("values", [[8], [None], ["H100", 8], [True], [["H100"]], "H100", 8,
+                                    {"H100": 1}])  # fmt: skip
+@pytest.mark.parametrize("key", ["nvidia.com/gpu.product", "rack"])
+def test_a_node_affinity_value_that_is_no_string_is_refused_naming_the_field(
+    op: str, values: Any, key: str
+) -> None:
+    # (8 used to read as a model "8" and "H100" as the models H, 1 and 0, {"H100": 1} as "H100")
+    with pytest.raises(InvalidObjectError, match=_LIST_PATH) as exc:
+        _selecting(_model_affinity(op, values, key))
+    assert exc.value.value == values and "must be a list of strings" in str(exc.value)
+
+
+@pytest.mark.parametrize("value", [8, None, True, ["a"]])
+def test_a_node_selector_value_that_is_no_string_is_refused_naming_its_key(value: Any) -> None:
+    # (rack: 8 used to select the nodes labelled rack=8, rack: None those labelled "None")
+    with pytest.raises(InvalidObjectError, match=r"nodeSelector\.rack") as exc:
+        _selecting({"nodeSelector": {"rack": value}})
+    assert exc.value.value == value
+
+
+def _pod_affinity(term: dict[str, Any]) -> dict[str, Any]:
+    return {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname", **term}]}}}  # fmt: skip
+
+
+_TERM = r"podAffinity\.requiredDuringSchedulingIgnoredDuringExecution\[0\]"
+
+
+@pytest.mark.parametrize(
+    ("term", "field"),
+    [({"labelSelector": {"matchLabels": {"app": 8}}}, r"\.labelSelector\.matchLabels\.app"),
+     ({"labelSelector": {"matchLabels": {"app": None}}}, r"\.labelSelector\.matchLabels\.app"),
+     ({"labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": [8]}]}},
+      r"\.labelSelector\.matchExpressions\[0\]\.values"),
+     ({"labelSelector": {"matchExpressions": [{"key": "app", "operator": "In",
+                                               "values": "web"}]}},
+      r"\.labelSelector\.matchExpressions\[0\]\.values"),
+     ({"labelSelector": {}, "namespaces": [8]}, r"\.namespaces"),
+     ({"labelSelector": {}, "namespaces": ["a", None]}, r"\.namespaces"),
+     ({"labelSelector": {}, "matchLabelKeys": [8]}, r"\.matchLabelKeys"),
+     ({"labelSelector": {}, "mismatchLabelKeys": [None]}, r"\.mismatchLabelKeys")],
+)  # fmt: skip
+def test_a_pod_affinity_selector_value_that_is_no_string_is_refused_naming_the_field(
+    term: dict[str, Any], field: str
+) -> None:
+    # (matchLabels app: 8 used to select pods labelled app=8, namespaces [8] a namespace "8",
+    # matchLabelKeys [8] was dropped)
+    with pytest.raises(InvalidObjectError, match=_TERM + field):
+        _selecting(_pod_affinity(term))
+
+
+def test_string_selector_values_are_read_as_before() -> None:
+    f = _selecting({"nodeSelector": {"rack": "r1"}, **_model_affinity("In", ["H100", "A100"])})
+    assert f.gpu_models == {"H100", "A100"} and f.node_selector is not None
+    f = _selecting(_pod_affinity({"labelSelector": {"matchLabels": {"app": "web"}},
+                                  "namespaces": ["a"], "matchLabelKeys": ["app"]}))  # fmt: skip
+    assert len(f.pod_affinity) == 1
