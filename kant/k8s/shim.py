@@ -47,6 +47,7 @@ from kant.k8s.translate import (
     is_count,
     job_id,
     node_facts,
+    node_ready,
     pod_facts,
     pod_group_key,
     pod_group_min_member,
@@ -192,6 +193,9 @@ class Shim:
         self._on_node_pods: dict[str, set[str]] = {}  # node -> keys of the pods bound there
         # node -> what it is now, while kant's pods run there on what it was (see _on_node)
         self._changed: dict[str, NodeFacts] = {}
+        # node -> why kant leaves it out (what node_facts refused: more than 64 GPUs...),
+        # until an event finds it valid; one kant had taken leaves once its pods have ended
+        self._bad_nodes: dict[str, str] = {}
         self._last_now = 0.0
         self._pool = ThreadPoolExecutor(max_workers=self.settings.bind_workers)
         self._inflight: list[tuple[Binding, Future[tuple[str | None, float]]]] = []
@@ -649,6 +653,7 @@ class Shim:
         if ev == "DELETED":
             self._alive.pop(name, None)
             self._changed.pop(name, None)
+            self._bad_nodes.pop(name, None)
             if self.nodes.has(name):
                 rep = self.nodes.removed(name, now)
                 log.warning("node %s deleted: %d pods were on it", name, len(rep.released))
@@ -658,8 +663,10 @@ class Shim:
         try:
             facts = node_facts(obj, self.settings)
         except KantError as e:
-            log.warning("%s", e)
+            self._leave_out(name, obj, str(e), now)
             return
+        if self._bad_nodes.pop(name, None) is not None:
+            log.info("node %s is valid again: taken as it is now", name)
         was = self._alive.get(name)
         self._alive[name] = facts.alive
         if not facts.alive:
@@ -672,6 +679,34 @@ class Shim:
             return
         self._changed.pop(name, None)
         self._take_node(name, facts, was=was)
+
+    def _leave_out(self, name: str, obj: Obj, why: str, now: float) -> None:
+        """Node ``name`` is one kant cannot take (``why``: what :func:`node_facts` refused,
+        such as more than ``MAX_GPUS_PER_NODE`` GPUs): left out, with a warning the first
+        time for each reason (not at every status update). One kant had taken is left out
+        too, never kept as it was: at once when none of kant's pods runs there (what others
+        run there is held again when it comes back), else it takes no new pod and leaves
+        once they have ended (:meth:`_take_changed_nodes`); one that is not Ready loses its
+        pods as any node does. The next event that finds it valid takes it as it is then.
+        O(pods on the node)."""
+        if self._bad_nodes.get(name) != why:
+            self._bad_nodes[name] = why
+            log.warning("node %s is left out until kant can take it: %s", name, why)
+        self._changed.pop(name, None)
+        if not self.nodes.has(name):
+            return
+        alive, was = node_ready(obj), self._alive.get(name)
+        self._alive[name] = alive
+        if not alive:
+            if was:
+                self._after(self.nodes.not_ready(name, now), now, why=f"node {name} is not Ready")
+                self._drop_released_holds(name)
+            return
+        if self._only_holds_on(name):
+            self.nodes.removed(name, now)
+            self._drop_released_holds(name)
+        elif self.nodes.schedulable(name):
+            self.nodes.set_schedulable(name, False, now)
 
     def _take_node(self, name: str, facts: NodeFacts, *, was: bool | None) -> None:
         """Node ``name``, Ready, as ``facts`` say it is now (``was``: Ready when last seen,
@@ -725,10 +760,15 @@ class Shim:
 
     def _take_changed_nodes(self) -> None:
         """Nodes that changed while kant's pods ran there, taken as they are now once those
-        pods have ended (before each cycle)."""
+        pods have ended, and nodes left out (:meth:`_leave_out`) removed once they have
+        (before each cycle; O(such nodes))."""
         for name in sorted(self._changed):
             if self.nodes.has(name) and self._only_holds_on(name):
                 self._take_node(name, self._changed.pop(name), was=True)
+        for name in sorted(self._bad_nodes):  # (left out: see _leave_out)
+            if self.nodes.has(name) and self._alive.get(name) and self._only_holds_on(name):
+                self.nodes.removed(name, self.now())
+                self._drop_released_holds(name)
 
     def _drop_released_holds(self, name: str) -> None:
         """Forget the holds on node ``name`` that a node event released (the node went away
@@ -1221,7 +1261,7 @@ class Shim:
         Binding calls run on the pool while the loop goes on; :meth:`reap` takes their
         answers (the loop calls it all the time)."""
         self.reap()
-        if self._changed:
+        if self._changed or self._bad_nodes:
             self._take_changed_nodes()
         if self._left_out:
             self._hold_left_out()

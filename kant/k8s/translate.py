@@ -272,13 +272,26 @@ def node_facts(node: Obj, settings: K8sSettings) -> NodeFacts:
             taints=_taints(node, where),
         )
     except ValidationError as e:
-        raise InvalidObjectError(e.field, e.value, e.reason, where=where) from None
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or ()
-    )
+        # (a count kant refuses, 72 GPUs, is named by the allocatable it was read from)
+        field = {
+            "gpus": f"allocatable.{settings.gpu_resource}",
+            "rdma_nics": f"allocatable.{settings.nic_resource}",
+        }.get(e.field, e.field)
+        raise InvalidObjectError(field, e.value, e.reason, where=where) from None
+    ready = node_ready(node)
     cordoned = bool((node.get("spec") or {}).get("unschedulable"))
     return NodeFacts(spec=spec, alive=ready, schedulable=ready and not cordoned)
+
+
+def node_ready(node: Obj) -> bool:
+    """Whether the Node's ``Ready`` condition is ``True`` (read even of a node
+    :func:`node_facts` refuses). Never raises."""
+    status = node.get("status") or {}
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    return isinstance(conditions, Sequence) and any(
+        isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"
+        for c in conditions
+    )
 
 
 def _taints(node: Obj, where: str) -> tuple[Taint, ...]:

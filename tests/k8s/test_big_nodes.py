@@ -1,0 +1,131 @@
+"""Nodes kant cannot take (more than 64 GPUs or NICs, ``MAX_GPUS_PER_NODE`` and
+``MAX_NICS_PER_NODE``; or any other node value kant refuses) under the shim: the node is
+left out with one warning naming it and the limit, the other nodes go on taking pods, and
+the node comes in once it reports what kant can take. A node kant already took that turns
+into one it cannot take is left out too, never kept as it was: once kant's pods there have
+ended, or at once when none runs."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kant.errors import InvalidObjectError
+from kant.k8s.kubelet import node_object
+from kant.k8s.settings import K8sSettings
+from kant.k8s.shim import Shim
+from kant.k8s.translate import node_facts
+
+from .conftest import Cluster, wait_for
+
+pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+
+
+@pytest.fixture
+def shim() -> Iterator[Shim]:
+    s = Shim(None)  # type: ignore[arg-type]  # (no call reaches the API here)
+    try:
+        yield s
+    finally:
+        s._pool.shutdown()
+
+
+def _warnings(caplog: pytest.LogCaptureFixture, node: str) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and f"node {node} is left out" in r.getMessage()
+    ]
+
+
+def test_a_node_of_72_gpus_is_an_invalid_object_naming_its_allocatable_and_the_limit() -> None:
+    s = K8sSettings()
+    with pytest.raises(InvalidObjectError, match=r"allocatable\.nvidia\.com/gpu.*72.*at most 64"):
+        node_facts(node_object("big", gpus=72), s)
+    with pytest.raises(InvalidObjectError, match=r"allocatable\.rdma/hca.*128.*at most 64"):
+        node_facts(node_object("wide", gpus=8, nics=128), s)
+
+
+@pytest.mark.parametrize("kw", [{"gpus": 72}, {"gpus": 128}, {"gpus": 8, "nics": 128}])
+def test_a_node_beyond_the_limit_is_left_out_with_one_warning_and_comes_in_once_valid(
+    shim: Shim, caplog: pytest.LogCaptureFixture, kw: dict[str, Any]
+) -> None:
+    shim.handle("Node", "ADDED", node_object("n0"))
+    shim.handle("Node", "ADDED", node_object("big", **kw))
+    shim.handle("Node", "MODIFIED", node_object("big", **kw))  # (a status update: no new line)
+    assert shim.nodes.has("n0") and shim.nodes.schedulable("n0")
+    assert not shim.nodes.has("big")
+    (warning,) = _warnings(caplog, "big")
+    assert "at most 64" in warning
+    shim.handle("Node", "MODIFIED", node_object("big", gpus=8))  # its capacity valid now
+    assert shim.nodes.has("big") and shim.nodes.schedulable("big")
+    assert shim.nodes.spec("big").gpus == 8
+
+
+def test_a_taken_node_that_grows_past_the_limit_is_left_out_not_kept_as_it_was(
+    shim: Shim, caplog: pytest.LogCaptureFixture
+) -> None:
+    # (it used to stay in kant's cluster as the 8-GPU node it was, taking pods)
+    shim.handle("Node", "ADDED", node_object("n0"))
+    shim.handle("Node", "MODIFIED", node_object("n0", gpus=72))
+    assert not shim.nodes.has("n0")
+    assert len(_warnings(caplog, "n0")) == 1
+    shim.handle("Node", "MODIFIED", node_object("n0", gpus=8))
+    assert shim.nodes.has("n0") and shim.nodes.schedulable("n0")
+
+
+def test_a_left_out_node_that_is_deleted_is_forgotten(shim: Shim) -> None:
+    shim.handle("Node", "ADDED", node_object("big", gpus=72))
+    shim.handle("Node", "DELETED", node_object("big", gpus=72))
+    assert not shim.nodes.has("big") and "big" not in shim._bad_nodes
+
+
+def _status(cluster: Cluster, node: str, gpus: int) -> None:
+    res = {"cpu": "128", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": str(gpus)}
+    cluster.api.patch(f"/api/v1/nodes/{node}/status",
+                      {"status": {"allocatable": res, "capacity": res}}, kind="strategic")  # fmt: skip
+
+
+def test_a_node_of_72_gpus_is_left_out_and_the_other_nodes_keep_scheduling(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    cluster.node("n0")
+    cluster.node("big", gpus=72)
+    cluster.start_shim()
+    for name in ("a", "b"):
+        cluster.pod(name, gpus=8)
+    assert wait_for(lambda: cluster.node_of("a") or cluster.node_of("b"), what="one bound") == "n0"
+    time.sleep(0.5)
+    assert [cluster.node_of("a"), cluster.node_of("b")].count(None) == 1  # none went to big
+    assert any("node big is left out" in m and "at most 64" in m for m in caplog.messages)
+    _status(cluster, "big", 8)  # the device plugin fixed: it comes in
+    wait_for(lambda: cluster.node_of("a") and cluster.node_of("b"), what="both bound")
+    assert {cluster.node_of("a"), cluster.node_of("b")} == {"n0", "big"}
+    assert all(t.is_alive() for _stop, t in cluster._stops)
+
+
+def test_a_node_that_grows_past_the_limit_under_a_running_pod_takes_no_new_pod(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    cluster.start_shim()
+    cluster.pod("a", gpus=8, annotations={"kant.io/runtime-seconds": "2"})
+    wait_for(lambda: cluster.get("a")["status"].get("phase") == "Running", what="a running")
+    there = cluster.node_of("a")
+    other = "n1" if there == "n0" else "n0"
+    _status(cluster, str(there), 72)
+    time.sleep(0.3)
+    for name in ("b", "c"):
+        cluster.pod(name, gpus=8)
+    wait_for(lambda: cluster.node_of("b") or cluster.node_of("c"), what="one bound")
+    time.sleep(3.0)  # a has ended: its node stays out while it reports 72 GPUs
+    assert cluster.get("a")["status"].get("phase") == "Succeeded"
+    assert sorted(str(cluster.node_of(n)) for n in ("b", "c")) == sorted([other, "None"])
+    _status(cluster, str(there), 8)
+    wait_for(lambda: cluster.node_of("b") and cluster.node_of("c"), what="both bound")
+    assert all(t.is_alive() for _stop, t in cluster._stops)
