@@ -357,6 +357,13 @@ GPU_MODEL_REASON: Final = (
 )
 """Why a value is no GPU model name (:func:`is_gpu_model`)."""
 
+GPU_MODEL_SLASH_REASON: Final = (
+    "must be a GPU model name: non-empty, without surrounding spaces or '|' ('|' joins "
+    "GPU models, as in 'A100|H100')"
+)
+"""Why a value is no GPU model name where ``'/'`` is allowed (``is_gpu_model(v, slash=True)``:
+a quota's model, a trace inventory's)."""
+
 
 def is_gpu_model(v: object, *, slash: bool = False) -> bool:
     """Whether ``v`` can name a GPU model (a node pool): a name (:func:`is_name`; ``'/'``

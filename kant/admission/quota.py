@@ -41,6 +41,7 @@ from kant.errors import (
     require,
 )
 from kant.model import (
+    GPU_MODEL_SLASH_REASON,
     MILLI,
     Binding,
     Job,
@@ -74,8 +75,7 @@ _name = name(InvalidConfigError, slash=True, reason="must be a non-empty name")
 _model = satisfies(
     InvalidConfigError,
     lambda v: is_gpu_model(v, slash=True),
-    "must be a GPU model name: non-empty, without surrounding spaces or '|' ('|' joins "
-    "GPU models, as in 'A100|H100')",
+    GPU_MODEL_SLASH_REASON,
 )
 
 

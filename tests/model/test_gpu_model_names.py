@@ -149,3 +149,13 @@ def test_a_node_model_is_kept_exactly_when_it_is_one_model_in_the_string_form(mo
         assert split_gpu_models(model) != {model} or "/" in model
         return
     assert split_gpu_models(spec.gpu_model or "") == {model}
+
+
+def test_trace_inventories_keep_a_model_with_a_slash_as_before(tmp_path: Path) -> None:
+    # (a vendor-prefixed name, NVIDIA/A10, was always taken there; only '|' is refused)
+    pai = tmp_path / "pai.csv"
+    pai.write_text("m0,NVIDIA/A10,96,384,8\n")
+    assert [s.model for s in load_pai_machines(pai).shapes] == ["NVIDIA/A10"]
+    spot = tmp_path / "spot.csv"
+    spot.write_text("gpu_model,gpu_capacity_num,cpu_num,node_name\nNVIDIA/A10,1,8,n0\n")
+    assert [s.model for s in load_spot_nodes(spot).shapes] == ["NVIDIA/A10"]

@@ -25,7 +25,7 @@ from typing import Final
 import attrs
 
 from kant.errors import InvalidTraceError, ValidationError
-from kant.model import GPU_MODEL_REASON, is_gpu_model
+from kant.model import GPU_MODEL_SLASH_REASON, is_gpu_model
 from kant.sim.traces.common import (
     CsvFile,
     ErrorMode,
@@ -232,8 +232,8 @@ def load_pai_machines(path: PathLike, *, errors: ErrorMode = "raise") -> NodeInv
         for _k, where, row in col.csv_rows(CsvFile(f, p, col), 5):
             try:
                 model = row[1].strip()
-                if not is_gpu_model(model):
-                    raise InvalidTraceError("gpu_type", model, GPU_MODEL_REASON, where=where)
+                if not is_gpu_model(model, slash=True):  # ('/' as before: NVIDIA/A10)
+                    raise InvalidTraceError("gpu_type", model, GPU_MODEL_SLASH_REASON, where=where)
                 cpu = parse_uint("cap_cpu", row[2].strip(), where)
                 mem = parse_uint("cap_mem", row[3].strip(), where)
                 gpus = parse_uint("cap_gpu", row[4].strip(), where)
@@ -255,8 +255,8 @@ def load_spot_nodes(path: PathLike, *, errors: ErrorMode = "raise") -> NodeInven
         for _k, where, row in col.csv_rows(reader, len(idx)):
             try:
                 model = row[idx["gpu_model"]].strip()
-                if not is_gpu_model(model):
-                    raise InvalidTraceError("gpu_model", model, GPU_MODEL_REASON, where=where)
+                if not is_gpu_model(model, slash=True):  # ('/' as before: NVIDIA/A10)
+                    raise InvalidTraceError("gpu_model", model, GPU_MODEL_SLASH_REASON, where=where)
                 gpus = parse_uint("gpu_capacity_num", row[idx["gpu_capacity_num"]].strip(), where)
                 cpu = parse_uint("cpu_num", row[idx["cpu_num"]].strip(), where)
                 found.append((model, gpus, cpu * 1000, None))
