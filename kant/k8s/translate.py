@@ -652,12 +652,25 @@ def _strings(v: Any, path: str, where: str) -> tuple[str, ...]:
     return tuple(v)
 
 
-def _label_value(v: Any, path: str, where: str) -> str:
-    """One label value a selector names (a ``nodeSelector`` or ``matchLabels`` entry): a
-    string, else an :class:`~kant.errors.InvalidObjectError` naming ``path``."""
-    if not isinstance(v, str):
-        raise InvalidObjectError(path, v, "must be a string (a label value)", where=where)
-    return v
+def _label_pairs(m: Any, path: str, where: str) -> list[NodeRequirement]:
+    """The requirements a ``nodeSelector`` or ``matchLabels`` mapping writes (``In`` its one
+    value), by key. A key or a value that is not a string (``{8: "x"}``, ``{"rack": 8}``,
+    ``null``) is refused with an :class:`~kant.errors.InvalidObjectError` naming ``path``
+    and the key, never read as its string; so is ``m`` not a mapping (None: empty)."""
+    if m is None:
+        return []
+    if not isinstance(m, Mapping):
+        raise InvalidObjectError(path, m, "must be a mapping", where=where)
+    for k, v in m.items():
+        if not isinstance(k, str):
+            raise InvalidObjectError(f"{path} key", k, "must be a string (a label key)",
+                                     where=where)  # fmt: skip
+        if not isinstance(v, str):
+            raise InvalidObjectError(f"{path}.{k}", v, "must be a string (a label value)",
+                                     where=where)  # fmt: skip
+    return [
+        NodeRequirement(key=k, operator=SelectorOp.IN, values=(v,)) for k, v in sorted(m.items())
+    ]
 
 
 _NO_MODEL: Final = "an empty GPU model name matches no GPU node (leave the label out for any model)"
@@ -686,12 +699,12 @@ def _models(spec: Obj, settings: K8sSettings, where: str) -> frozenset[str]:
                     continue
                 at = f"nodeSelectorTerms[{i}].matchExpressions[{j}].values"
                 vs = set(_strings(e.get("values"), at, where))  # (never 8 read as "8")
+                if any("|" in v for v in vs):  # (In and NotIn alike)
+                    raise InvalidObjectError(at, e.get("values"), _PIPED_MODEL, where=where)
                 if e.get("operator") == "NotIn":
                     continue  # (a requirement of the node selector, _node_selector)
                 if "" in vs:
                     raise InvalidObjectError(key, e.get("values"), _NO_MODEL, where=where)
-                if any("|" in v for v in vs):
-                    raise InvalidObjectError(key, e.get("values"), _PIPED_MODEL, where=where)
                 vals = vs if vals is None else vals & vs
             if vals is None or union is None:  # a term without a model constraint: any
                 union = None
@@ -723,17 +736,7 @@ def _node_selector(spec: Obj, settings: K8sSettings, where: str) -> NodeSelector
 
 
 def _read_selector(spec: Obj, settings: K8sSettings, where: str) -> NodeSelector | None:
-    pairs = spec.get("nodeSelector") or {}
-    if not isinstance(pairs, Mapping):
-        raise InvalidObjectError("nodeSelector", pairs, "must be a mapping", where=where)
-    common = tuple(
-        NodeRequirement(
-            key=str(k),
-            operator=SelectorOp.IN,
-            values=(_label_value(v, f"nodeSelector.{k}", where),),
-        )
-        for k, v in sorted(pairs.items())
-    )
+    common = tuple(_label_pairs(spec.get("nodeSelector"), "nodeSelector", where))
     raw_terms = _affinity_terms(spec)
     terms: list[tuple[NodeRequirement, ...]] = []
     for i, t in enumerate(raw_terms):
@@ -885,12 +888,7 @@ def _pod_term(t: Any, path: str, lab: Mapping[str, str], ns: str, where: str) ->
                                      where=where)  # fmt: skip
         else:
             reqs.extend(
-                NodeRequirement(
-                    key=str(k),
-                    operator=SelectorOp.IN,
-                    values=(_label_value(v, f"{path}.labelSelector.matchLabels.{k}", where),),
-                )
-                for k, v in sorted((sel.get("matchLabels") or {}).items())
+                _label_pairs(sel.get("matchLabels"), f"{path}.labelSelector.matchLabels", where)
             )
             exprs = _requirements({"matchExpressions": sel.get("matchExpressions")},
                                   f"{path}.labelSelector", where)  # fmt: skip

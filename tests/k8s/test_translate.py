@@ -921,3 +921,31 @@ def test_string_selector_values_are_read_as_before() -> None:
     f = _selecting(_pod_affinity({"labelSelector": {"matchLabels": {"app": "web"}},
                                   "namespaces": ["a"], "matchLabelKeys": ["app"]}))  # fmt: skip
     assert len(f.pod_affinity) == 1
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [({"nodeSelector": {8: "x"}}, r"nodeSelector key"),
+     ({"nodeSelector": {8: "x", "rack": "r1"}}, r"nodeSelector key"),
+     ({"nodeSelector": {None: "x"}}, r"nodeSelector key"),
+     (_pod_affinity({"labelSelector": {"matchLabels": {8: "web"}}}),
+      _TERM + r"\.labelSelector\.matchLabels key"),
+     (_pod_affinity({"labelSelector": {"matchLabels": {8: "web", "app": "db"}}}),
+      _TERM + r"\.labelSelector\.matchLabels key"),
+     (_pod_affinity({"labelSelector": {"matchLabels": ["app"]}}),
+      _TERM + r"\.labelSelector\.matchLabels")],
+)  # fmt: skip
+def test_a_selector_key_that_is_no_string_is_refused_naming_the_field(
+    spec: dict[str, Any], field: str
+) -> None:
+    # (a key 8 used to select the nodes or pods labelled "8"; next to a string key, sorting
+    # the keys raised a TypeError, not an InvalidObjectError)
+    with pytest.raises(InvalidObjectError, match=field):
+        _selecting(spec)
+
+
+@pytest.mark.parametrize("op", ["In", "NotIn"])
+def test_a_model_with_a_pipe_is_refused_under_in_and_not_in_alike(op: str) -> None:
+    # (NotIn ["A100|H100"] used to be taken while In ["A100|H100"] was refused)
+    with pytest.raises(InvalidObjectError, match=_LIST_PATH + r".*has no '\|'"):
+        _selecting(_model_affinity(op, ["H100", "A100|H100"]))
