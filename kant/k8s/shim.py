@@ -196,6 +196,10 @@ class Shim:
         # node -> why kant leaves it out (what node_facts refused: more than 64 GPUs...),
         # until an event finds it valid; one kant had taken leaves once its pods have ended
         self._bad_nodes: dict[str, str] = {}
+        # the left-out nodes still in kant's cluster while kant's pods run there (cordoned by
+        # _leave_out), removed once those have ended: what _take_changed_nodes walks, never
+        # every left-out node
+        self._draining: set[str] = set()
         self._last_now = 0.0
         self._pool = ThreadPoolExecutor(max_workers=self.settings.bind_workers)
         self._inflight: list[tuple[Binding, Future[tuple[str | None, float]]]] = []
@@ -654,6 +658,7 @@ class Shim:
             self._alive.pop(name, None)
             self._changed.pop(name, None)
             self._bad_nodes.pop(name, None)
+            self._draining.discard(name)
             if self.nodes.has(name):
                 rep = self.nodes.removed(name, now)
                 log.warning("node %s deleted: %d pods were on it", name, len(rep.released))
@@ -667,6 +672,7 @@ class Shim:
             return
         if self._bad_nodes.pop(name, None) is not None:
             log.info("node %s is valid again: taken as it is now", name)
+        self._draining.discard(name)
         was = self._alive.get(name)
         self._alive[name] = facts.alive
         if not facts.alive:
@@ -694,6 +700,7 @@ class Shim:
             log.warning("node %s is left out until kant can take it: %s", name, why)
         self._changed.pop(name, None)
         if not self.nodes.has(name):
+            self._draining.discard(name)
             return
         alive, was = node_ready(obj), self._alive.get(name)
         self._alive[name] = alive
@@ -703,10 +710,11 @@ class Shim:
                 self._drop_released_holds(name)
             return
         if self._only_holds_on(name):
-            self.nodes.removed(name, now)
-            self._drop_released_holds(name)
-        elif self.nodes.schedulable(name):
-            self.nodes.set_schedulable(name, False, now)
+            self._remove_left_out(name, now)
+        else:
+            self._draining.add(name)
+            if self.nodes.schedulable(name):
+                self.nodes.set_schedulable(name, False, now)
 
     def _take_node(self, name: str, facts: NodeFacts, *, was: bool | None) -> None:
         """Node ``name``, Ready, as ``facts`` say it is now (``was``: Ready when last seen,
@@ -760,15 +768,23 @@ class Shim:
 
     def _take_changed_nodes(self) -> None:
         """Nodes that changed while kant's pods ran there, taken as they are now once those
-        pods have ended, and nodes left out (:meth:`_leave_out`) removed once they have
-        (before each cycle; O(such nodes))."""
+        pods have ended, and nodes left out (:meth:`_leave_out`) while kant's pods ran there
+        removed once they have (before each cycle; O(such nodes), not O(nodes left out))."""
         for name in sorted(self._changed):
             if self.nodes.has(name) and self._only_holds_on(name):
                 self._take_node(name, self._changed.pop(name), was=True)
-        for name in sorted(self._bad_nodes):  # (left out: see _leave_out)
-            if self.nodes.has(name) and self._alive.get(name) and self._only_holds_on(name):
-                self.nodes.removed(name, self.now())
-                self._drop_released_holds(name)
+        for name in sorted(self._draining):  # (left out while kant's pods ran there)
+            if not self.nodes.has(name):
+                self._draining.discard(name)
+            elif self._alive.get(name) and self._only_holds_on(name):
+                self._remove_left_out(name, self.now())
+
+    def _remove_left_out(self, name: str, now: float) -> None:
+        """Node ``name``, left out (:meth:`_leave_out`) with none of kant's pods there, leaves
+        kant's cluster (what others run there is held again when it comes back)."""
+        self._draining.discard(name)
+        self.nodes.removed(name, now)
+        self._drop_released_holds(name)
 
     def _drop_released_holds(self, name: str) -> None:
         """Forget the holds on node ``name`` that a node event released (the node went away
@@ -1261,7 +1277,7 @@ class Shim:
         Binding calls run on the pool while the loop goes on; :meth:`reap` takes their
         answers (the loop calls it all the time)."""
         self.reap()
-        if self._changed or self._bad_nodes:
+        if self._changed or self._draining:
             self._take_changed_nodes()
         if self._left_out:
             self._hold_left_out()
