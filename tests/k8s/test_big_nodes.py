@@ -14,11 +14,13 @@ from typing import Any
 
 import pytest
 
+from kant.config import parse_config
 from kant.errors import InvalidObjectError
 from kant.k8s.kubelet import node_object
 from kant.k8s.settings import K8sSettings
 from kant.k8s.shim import Shim
-from kant.k8s.translate import node_facts
+from kant.k8s.translate import binding_annotations, node_facts
+from kant.model import PodId
 
 from .conftest import Cluster, wait_for
 
@@ -84,6 +86,89 @@ def test_a_left_out_node_that_is_deleted_is_forgotten(shim: Shim) -> None:
     assert not shim.nodes.has("big") and "big" not in shim._bad_nodes
 
 
+class _Listed:
+    """What a restarted shim lists (nodes, pods); the pods it deletes (those it stops)."""
+
+    def __init__(self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
+        self.items = {"/api/v1/nodes": nodes, "/api/v1/pods": pods}
+        self.deleted: list[str] = []
+
+    def delete(self, path: str, **_kw: Any) -> dict[str, Any]:
+        self.deleted.append(path)
+        return {}
+
+    def post(self, _path: str, _body: Any, **_kw: Any) -> dict[str, Any]:
+        return {}  # (an event)
+
+    def get(self, path: str) -> dict[str, Any]:
+        return {"items": self.items.get(path, [])}
+
+    def has(self, _api: str) -> bool:
+        return False
+
+
+def _kant_pod(name: str, node: str, *, gpus: int = 8, phase: str = "Running",
+              tenant: str = "team-a") -> dict[str, Any]:  # fmt: skip
+    """Pod ``name`` of kant's, bound to ``node`` on GPUs 0.. by a shim before (its binding
+    annotations), charged to ``tenant``."""
+    pid = PodId(job=f"ns..{name}#1", role="pod", index=0)
+    ann = binding_annotations(pid, range(gpus), (), 1000, tenant=tenant)
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}", "annotations": ann,
+                     "labels": {"kant.io/queue": tenant}},
+        "spec": {"schedulerName": "kant", "nodeName": node, "containers": [
+            {"name": "c", "resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}]},
+        "status": {"phase": phase},
+    }  # fmt: skip
+
+
+_QUOTA = {"tenants": [{"name": "team-a", "quotas": {"H100": {"nominalQuota": 8}}}],
+          "defaultMode": "isolated"}  # fmt: skip
+
+
+def _restarted(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> Shim:
+    shim = Shim(_Listed(nodes, pods), parse_config(_QUOTA))  # type: ignore[arg-type]
+    shim.sync()
+    return shim
+
+
+def test_a_taken_node_past_the_limit_leaves_once_kants_pods_there_have_ended() -> None:
+    shim = _restarted([node_object("n0"), node_object("n1")], [_kant_pod("a", "n0")])
+    try:
+        assert shim.scheduler.cluster.pods_on("n0")  # (a taken back on n0)
+        shim.handle("Node", "MODIFIED", node_object("n0", gpus=72))
+        assert shim.nodes.has("n0") and not shim.nodes.schedulable("n0")  # a runs: cordoned
+        shim._take_changed_nodes()  # (a cycle: a still runs, n0 stays)
+        assert shim.nodes.has("n0")
+        shim.handle("Pod", "MODIFIED", _kant_pod("a", "n0", phase="Succeeded"))
+        shim._take_changed_nodes()  # (the next cycle)
+        assert not shim.nodes.has("n0") and not shim._draining
+        shim.handle("Node", "MODIFIED", node_object("n0", gpus=8))
+        assert shim.nodes.has("n0") and shim.nodes.schedulable("n0")
+    finally:
+        shim._pool.shutdown()
+
+
+def test_a_draining_node_not_ready_loses_its_pods_and_ready_but_still_past_the_limit_leaves(
+) -> None:  # fmt: skip
+    shim = _restarted([node_object("n0"), node_object("n1")], [_kant_pod("a", "n0")])
+    try:
+        shim.handle("Node", "MODIFIED", node_object("n0", gpus=72))
+        assert "n0" in shim._draining
+        shim.handle("Node", "MODIFIED", node_object("n0", gpus=72, ready=False))
+        assert shim.api.deleted == ["/api/v1/namespaces/ns/pods/a"]  # a lost, as on any node
+        assert shim.nodes.has("n0") and not shim.nodes.schedulable("n0")
+        shim.handle("Node", "MODIFIED", node_object("n0", gpus=72))  # Ready, still 72
+        assert not shim.nodes.has("n0") and not shim._draining
+        shim._take_changed_nodes()
+        assert not shim.nodes.has("n0")
+        shim.handle("Node", "MODIFIED", node_object("n0", gpus=8))
+        assert shim.nodes.has("n0") and shim.nodes.schedulable("n0")
+        assert shim.nodes.spec("n0").gpus == 8
+    finally:
+        shim._pool.shutdown()
+
+
 def test_a_cycle_looks_at_no_left_out_node_where_none_of_kants_pods_runs(
     shim: Shim, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -127,18 +212,19 @@ def test_a_node_that_grows_past_the_limit_under_a_running_pod_takes_no_new_pod(
 ) -> None:
     cluster.node("n0")
     cluster.node("n1")
-    cluster.start_shim()
+    shim = cluster.start_shim()
     cluster.pod("a", gpus=8, annotations={"kant.io/runtime-seconds": "2"})
     wait_for(lambda: cluster.get("a")["status"].get("phase") == "Running", what="a running")
-    there = cluster.node_of("a")
+    there = str(cluster.node_of("a"))
     other = "n1" if there == "n0" else "n0"
-    _status(cluster, str(there), 72)
-    time.sleep(0.3)
+    _status(cluster, there, 72)
+    wait_for(lambda: not shim.nodes.schedulable(there), what=f"{there} cordoned")
     for name in ("b", "c"):
         cluster.pod(name, gpus=8)
     wait_for(lambda: cluster.node_of("b") or cluster.node_of("c"), what="one bound")
-    time.sleep(3.0)  # a has ended: its node stays out while it reports 72 GPUs
-    assert cluster.get("a")["status"].get("phase") == "Succeeded"
+    wait_for(lambda: cluster.get("a")["status"].get("phase") == "Succeeded", what="a ended")
+    # a has ended: its node leaves kant's cluster while it reports 72 GPUs
+    wait_for(lambda: not shim.nodes.has(there), what=f"{there} removed")
     assert sorted(str(cluster.node_of(n)) for n in ("b", "c")) == sorted([other, "None"])
     _status(cluster, str(there), 8)
     wait_for(lambda: cluster.node_of("b") and cluster.node_of("c"), what="both bound")
