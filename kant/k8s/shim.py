@@ -58,7 +58,7 @@ from kant.k8s.translate import (
     recorded_tenant,
     uid_of,
 )
-from kant.model import Binding, Job, PodId, Reason, ReasonCode
+from kant.model import MAX_GPUS_PER_NODE, Binding, Job, PodId, Reason, ReasonCode
 from kant.preemption import PreemptionPolicy
 from kant.queueing import FailureHistory, JobPhase
 from kant.scheduler import EventReport, EvictionCause, Scheduler
@@ -240,7 +240,8 @@ class Shim:
         """List nodes, PodGroups and pods and take them in, adopting every binding a previous
         shim recorded on bound pods, cordoned nodes' too (a restart loses no binding and
         double-books nothing)."""
-        for n in self.api.get("/api/v1/nodes").get("items", ()):
+        nodes = self.api.get("/api/v1/nodes").get("items", ())
+        for n in nodes:
             self.handle("Node", "ADDED", n)
         if self.api.has(PODGROUP_API):
             for g in self.api.get(f"/apis/{PODGROUP_API}/podgroups").get("items", ()):
@@ -253,6 +254,7 @@ class Shim:
             for p in pods
             if _kant_victim(p, self.settings)
         }
+        self._take_left_out_with_kants_pods(nodes, pods)
         # a cordoned node keeps its pods: what runs there is taken in as on any node (kant's
         # jobs taken back and charged, others' pods held: a node that takes no new pods
         # takes no binding), and only then is the node cordoned again
@@ -279,6 +281,49 @@ class Shim:
             key = pod_key(p)
             if key not in self._dying and _kant_spared(p, self.settings):
                 self._disruption_due[key] = ("False", SPARED_REASON, RESTART_SPARED_MESSAGE)
+
+    def _take_left_out_with_kants_pods(self, nodes: Iterable[Obj], pods: Iterable[Obj]) -> None:
+        """At :meth:`sync`: a Ready node left out (:meth:`_leave_out`) for more than
+        ``MAX_GPUS_PER_NODE`` GPUs or ``MAX_NICS_PER_NODE`` NICs, where pods a previous shim
+        bound run (the node grew past the limit under them, as under a running shim), is
+        taken in cordoned, its counts read as the limit (``node_facts(cap=True)``): those
+        pods' jobs are taken back and charged to their tenants' quotas (:meth:`adopt`),
+        others' pods there are held, nothing new is placed there, and the node leaves once
+        kant's pods there have ended (:attr:`_draining`), as it would have under that shim.
+        A node refused for any other reason stays out, its pods not taken back (they are held
+        as others' pods once it is valid). O(pods) when such a node exists, else O(1)."""
+        if not self._bad_nodes:
+            return
+        wanted: set[str] = set()
+        for p in pods:
+            st = pod_state(p, self.settings)
+            if (
+                st.ours
+                and st.node in self._bad_nodes
+                and st.phase not in TERMINAL
+                and not st.deleting
+                and POD_ID_ANNOTATION in annotations_of(p)
+            ):
+                wanted.add(st.node)
+        for n in nodes:
+            name = str((n.get("metadata") or {}).get("name"))
+            if name not in wanted or self.nodes.has(name) or not node_ready(n):
+                continue
+            try:
+                facts = node_facts(n, self.settings, cap=True)
+                self.nodes.added(facts.spec, self.now())
+            except KantError as e:
+                log.warning("node %s is left out and the pods kant bound there are not taken "
+                            "back: %s", name, e)  # fmt: skip
+                continue
+            self._alive[name] = True
+            self.nodes.set_schedulable(name, False, self.now())
+            self._draining.add(name)
+            log.warning(
+                "node %s is left out but kant's pods run there: it is taken in cordoned (its "
+                "GPU and NIC counts read as at most %d) to count them, and leaves once they "
+                "have ended", name, MAX_GPUS_PER_NODE,
+            )  # fmt: skip
 
     def adopt(self, pods: Iterable[Obj]) -> list[str]:
         """Rebuild kant's jobs from bound pods carrying kant's binding annotations

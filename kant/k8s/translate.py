@@ -31,6 +31,8 @@ import attrs
 from kant.errors import InvalidObjectError, KantError, ValidationError
 from kant.k8s.settings import K8sSettings
 from kant.model import (
+    MAX_GPUS_PER_NODE,
+    MAX_NICS_PER_NODE,
     MAX_PODS_PER_JOB,
     MAX_PODS_PER_NODE,
     MILLI,
@@ -221,18 +223,22 @@ def _pod_count(value: Any, where: str) -> int | None:
     return None if q > MAX_PODS_PER_NODE else int(q)
 
 
-def node_facts(node: Obj, settings: K8sSettings) -> NodeFacts:
+def node_facts(node: Obj, settings: K8sSettings, *, cap: bool = False) -> NodeFacts:
     """Translate a Node. Raises :class:`~kant.errors.InvalidObjectError` for a malformed
-    allocatable quantity."""
+    allocatable quantity, or any value :class:`~kant.model.NodeSpec` refuses (more than
+    ``MAX_GPUS_PER_NODE`` GPUs). ``cap``: a GPU or NIC count above its limit is read as the
+    limit (only to count what kant's pods hold on a node kant cannot take, never to place
+    anything there: see ``Shim.sync``)."""
     name = str(_meta(node).get("name"))
     where = f"Node {name}"
     status = node.get("status") or {}
     alloc = status.get("allocatable") or {}
 
-    def count(res: str) -> int:
-        return int(quantity(alloc.get(res, 0), where=where, field=f"allocatable.{res}"))
+    def count(res: str, most: int) -> int:
+        n = int(quantity(alloc.get(res, 0), where=where, field=f"allocatable.{res}"))
+        return min(n, most) if cap else n
 
-    gpus = count(settings.gpu_resource)
+    gpus = count(settings.gpu_resource, MAX_GPUS_PER_NODE)
     lab = labels_of(node)
     model = (lab.get(settings.gpu_model_label) or settings.default_gpu_model) if gpus else None
     cpu = quantity(alloc.get("cpu", 0), where=where, field="allocatable.cpu")
@@ -261,7 +267,7 @@ def node_facts(node: Obj, settings: K8sSettings) -> NodeFacts:
             gpus=gpus,
             cpu_milli=int(cpu * 1000),
             memory_mib=int(mem // (1 << 20)),
-            rdma_nics=count(settings.nic_resource),
+            rdma_nics=count(settings.nic_resource, MAX_NICS_PER_NODE),
             max_pods=max_pods,
             leaf=leaf,
             spine=spine,

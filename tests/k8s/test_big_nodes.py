@@ -169,6 +169,40 @@ def test_a_draining_node_not_ready_loses_its_pods_and_ready_but_still_past_the_l
         shim._pool.shutdown()
 
 
+def test_a_restarted_shim_charges_kants_pods_on_a_node_past_the_limit_and_places_nothing_there(
+) -> None:  # fmt: skip
+    # (a shim that restarted while n0 reported 72 GPUs under pod a did not take a's job back:
+    # team-a's quota was free again, and it could run twice its 8 GPUs)
+    nodes = [node_object("n0", gpus=72), node_object("n1")]
+    shim = _restarted(nodes, [_kant_pod("a", "n0"), _kant_pod("b", "n1", phase="Succeeded")])
+    try:
+        assert "ns..a#1" in shim._jobs
+        assert shim.scheduler.admitter.used("team-a", "H100") == 8000  # a's 8 GPUs
+        assert shim.nodes.has("n0") and not shim.nodes.schedulable("n0")  # nothing goes there
+        assert shim.nodes.spec("n0").gpus == 64  # (72 read as the limit, only to count a)
+        shim.handle("Node", "MODIFIED", node_object("n0", gpus=72))  # (a status update)
+        assert shim.nodes.has("n0") and not shim.nodes.schedulable("n0")
+        shim.handle("Pod", "MODIFIED", _kant_pod("a", "n0", phase="Succeeded"))
+        assert shim.scheduler.admitter.used("team-a", "H100") == 0
+        shim._take_changed_nodes()  # (the next cycle)
+        assert not shim.nodes.has("n0") and not shim._draining
+        shim.handle("Node", "MODIFIED", node_object("n0", gpus=8))
+        assert shim.nodes.has("n0") and shim.nodes.schedulable("n0")
+        assert shim.nodes.spec("n0").gpus == 8
+        shim.scheduler.check_invariants()
+    finally:
+        shim._pool.shutdown()
+
+
+def test_a_restarted_shim_takes_no_node_past_the_limit_where_none_of_kants_pods_runs() -> None:
+    shim = _restarted([node_object("n0", gpus=72), node_object("n1", gpus=8, nics=128)],
+                      [_kant_pod("a", "n0", phase="Succeeded")])  # fmt: skip
+    try:
+        assert not shim.nodes.has("n0") and not shim.nodes.has("n1") and not shim._draining
+    finally:
+        shim._pool.shutdown()
+
+
 def test_a_cycle_looks_at_no_left_out_node_where_none_of_kants_pods_runs(
     shim: Shim, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -229,3 +263,30 @@ def test_a_node_that_grows_past_the_limit_under_a_running_pod_takes_no_new_pod(
     _status(cluster, str(there), 8)
     wait_for(lambda: cluster.node_of("b") and cluster.node_of("c"), what="both bound")
     assert all(t.is_alive() for _stop, t in cluster._stops)
+
+
+def test_a_shim_restarted_while_a_node_past_the_limit_runs_a_pod_of_kants_keeps_its_quota(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    quota = dict(_QUOTA)
+    shim = cluster.start_shim(quota)
+    cluster.pod("a", labels={"kant.io/queue": "team-a"},
+                annotations={"kant.io/runtime-seconds": "60"})  # fmt: skip
+    wait_for(lambda: cluster.get("a")["status"].get("phase") == "Running", what="a running")
+    there = str(cluster.node_of("a"))
+    _status(cluster, there, 72)
+    wait_for(lambda: not shim.nodes.schedulable(there), what=f"{there} cordoned")
+    cluster.pod("p", labels={"kant.io/queue": "team-a"})
+    cycles = shim.cycles
+    wait_for(lambda: shim.cycles > cycles + 2, what="cycles")
+    assert cluster.node_of("p") is None  # a holds team-a's 8 GPUs
+    cluster.stop_shims()
+    again = cluster.start_shim(quota)
+    wait_for(lambda: again.cycles > 3, what="cycles of the restarted shim")
+    # (it used to forget a, bound on a node it left out: p went to the other node, and team-a
+    # ran 16 GPUs on a quota of 8)
+    assert cluster.node_of("p") is None
+    assert again.scheduler.admitter.used("team-a", "H100") == 8000
+    assert again.nodes.has(there) and not again.nodes.schedulable(there)
