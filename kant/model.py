@@ -368,8 +368,9 @@ a quota's model, a trace inventory's)."""
 def is_gpu_model(v: object, *, slash: bool = False) -> bool:
     """Whether ``v`` can name a GPU model (a node pool): a name (:func:`is_name`; ``'/'``
     allowed when ``slash``) without ``'|'``, which joins models in their string form
-    (:func:`split_gpu_models`, trace files, the CLI, Kubernetes selectors): a model
-    ``"A|B"`` would be read back there as two models ``A`` and ``B``. O(len(v))."""
+    (:func:`split_gpu_models`: a role's ``gpu_models`` given as a string, the openb
+    ``gpu_spec`` cell): a model ``"A|B"`` would be read back there as two models ``A`` and
+    ``B``. O(len(v))."""
     return is_name(v, slash=slash) and "|" not in v  # type: ignore[operator]
 
 

@@ -739,27 +739,36 @@ class Shim:
         run there is held again when it comes back), else it takes no new pod and leaves
         once they have ended (:meth:`_take_changed_nodes`); one that is not Ready loses its
         pods as any node does. The next event that finds it valid takes it as it is then.
-        O(pods on the node)."""
-        if self._bad_nodes.get(name) != why:
-            self._bad_nodes[name] = why
-            log.warning("node %s is left out until kant can take it: %s", name, why)
+        The log says which: left out, or cordoned until kant's pods there have ended (and
+        its removal then, :meth:`_remove_left_out`). O(pods on the node)."""
+        new = self._bad_nodes.get(name) != why
+        self._bad_nodes[name] = why
         self._changed.pop(name, None)
         if not self.nodes.has(name):
             self._draining.discard(name)
-            return
-        alive, was = node_ready(obj), self._alive.get(name)
-        self._alive[name] = alive
-        if not alive:
-            if was:
-                self._after(self.nodes.not_ready(name, now), now, why=f"node {name} is not Ready")
-                self._drop_released_holds(name)
-            return
-        if self._only_holds_on(name):
-            self._remove_left_out(name, now)
         else:
-            self._draining.add(name)
-            if self.nodes.schedulable(name):
-                self.nodes.set_schedulable(name, False, now)
+            alive, was = node_ready(obj), self._alive.get(name)
+            self._alive[name] = alive
+            if not alive:
+                if was:
+                    self._after(self.nodes.not_ready(name, now), now,
+                                why=f"node {name} is not Ready")  # fmt: skip
+                    self._drop_released_holds(name)
+            elif self._only_holds_on(name):
+                self._remove_left_out(name, now, say=not new)
+            else:
+                self._draining.add(name)
+                if self.nodes.schedulable(name):
+                    self.nodes.set_schedulable(name, False, now)
+                if new:
+                    log.warning(
+                        "node %s is cordoned: kant takes no new pod there, and it leaves "
+                        "kant's cluster once kant's pods there have ended, until kant can "
+                        "take it: %s", name, why,
+                    )  # fmt: skip
+                return
+        if new:
+            log.warning("node %s is left out until kant can take it: %s", name, why)
 
     def _take_node(self, name: str, facts: NodeFacts, *, was: bool | None) -> None:
         """Node ``name``, Ready, as ``facts`` say it is now (``was``: Ready when last seen,
@@ -824,9 +833,15 @@ class Shim:
             elif self._alive.get(name) and self._only_holds_on(name):
                 self._remove_left_out(name, self.now())
 
-    def _remove_left_out(self, name: str, now: float) -> None:
+    def _remove_left_out(self, name: str, now: float, *, say: bool = True) -> None:
         """Node ``name``, left out (:meth:`_leave_out`) with none of kant's pods there, leaves
-        kant's cluster (what others run there is held again when it comes back)."""
+        kant's cluster (what others run there is held again when it comes back); ``say``:
+        logged (not when :meth:`_leave_out` says it is left out)."""
+        if say:
+            log.warning(
+                "node %s left kant's cluster: none of kant's pods runs there; it comes back "
+                "once kant can take it: %s", name, self._bad_nodes.get(name),
+            )  # fmt: skip
         self._draining.discard(name)
         self.nodes.removed(name, now)
         self._drop_released_holds(name)

@@ -680,7 +680,10 @@ def _label_pairs(m: Any, path: str, where: str) -> list[NodeRequirement]:
 
 
 _NO_MODEL: Final = "an empty GPU model name matches no GPU node (leave the label out for any model)"
-_PIPED_MODEL: Final = "a GPU model name has no '|' (kant reads 'A|B' as two models A and B)"
+_PIPED_MODEL: Final = (
+    "a GPU model name has no '|': kant's model names may not hold it, and no node's label "
+    "value can (a label value is letters, digits, '-', '_' and '.')"
+)
 
 
 def _models(spec: Obj, settings: K8sSettings, where: str) -> frozenset[str]:

@@ -169,6 +169,29 @@ def test_a_draining_node_not_ready_loses_its_pods_and_ready_but_still_past_the_l
         shim._pool.shutdown()
 
 
+def test_the_log_says_a_taken_node_past_the_limit_is_cordoned_and_then_that_it_left(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # (it used to say "left out until kant can take it" of a node kept, cordoned, under a,
+    # and nothing when it left)
+    shim = _restarted([node_object("n0"), node_object("n1")], [_kant_pod("a", "n0")])
+    try:
+        shim.handle("Node", "MODIFIED", node_object("n0", gpus=80))
+        shim.handle("Node", "MODIFIED", node_object("n0", gpus=80))  # (no new line)
+        said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert not _warnings(caplog, "n0")
+        (cordoned,) = [m for m in said if m.startswith("node n0 is cordoned")]
+        assert "once kant's pods there have ended" in cordoned and "= 80: at most 64" in cordoned
+        shim.handle("Pod", "MODIFIED", _kant_pod("a", "n0", phase="Succeeded"))
+        shim._take_changed_nodes()
+        assert any(
+            r.getMessage().startswith("node n0 left kant's cluster: none of kant's pods")
+            for r in caplog.records
+        )
+    finally:
+        shim._pool.shutdown()
+
+
 def test_a_restarted_shim_charges_kants_pods_on_a_node_past_the_limit_and_places_nothing_there(
 ) -> None:  # fmt: skip
     # (a shim that restarted while n0 reported 72 GPUs under pod a did not take a's job back:

@@ -1,5 +1,5 @@
-"""A GPU model's name is written joined by ``|`` wherever its string form is used (trace
-files, the CLI, Kubernetes selectors): ``"A100|H100"`` is two models. So a name holding
+"""A GPU model's name is written joined by ``|`` wherever its string form is used (a role's
+``gpu_models`` given as a string, the openb ``gpu_spec`` cell): ``"A100|H100"`` is two models. So a name holding
 ``|`` (or empty, or space-padded) is refused with a typed error naming it, wherever a model
 name enters: a role's or task class's set of models, an openb record, a node, a quota, a
 config or cluster file, a node list of a trace, the Kubernetes settings and pods."""
