@@ -200,6 +200,10 @@ class Shim:
         # _leave_out), removed once those have ended: what _take_changed_nodes walks, never
         # every left-out node
         self._draining: set[str] = set()
+        # the nodes taken in at a made-up capacity (:meth:`_take_left_out_with_kants_pods`),
+        # while kant knows them as that: whatever they report next is a change, taken as it
+        # is once kant's pods there have ended (see _take_node)
+        self._capped: set[str] = set()
         self._last_now = 0.0
         self._pool = ThreadPoolExecutor(max_workers=self.settings.bind_workers)
         self._inflight: list[tuple[Binding, Future[tuple[str | None, float]]]] = []
@@ -319,6 +323,7 @@ class Shim:
             self._alive[name] = True
             self.nodes.set_schedulable(name, False, self.now())
             self._draining.add(name)
+            self._capped.add(name)
             log.warning(
                 "node %s is left out but kant's pods run there: it is taken in cordoned (its "
                 "GPU and NIC counts read as at most %d) to count them, and leaves once they "
@@ -704,6 +709,7 @@ class Shim:
             self._changed.pop(name, None)
             self._bad_nodes.pop(name, None)
             self._draining.discard(name)
+            self._capped.discard(name)
             if self.nodes.has(name):
                 rep = self.nodes.removed(name, now)
                 log.warning("node %s deleted: %d pods were on it", name, len(rep.released))
@@ -746,6 +752,7 @@ class Shim:
         self._changed.pop(name, None)
         if not self.nodes.has(name):
             self._draining.discard(name)
+            self._capped.discard(name)
         else:
             alive, was = node_ready(obj), self._alive.get(name)
             self._alive[name] = alive
@@ -778,12 +785,14 @@ class Shim:
         :meth:`_take_changed_nodes`); what runs
         on a node new, Ready again or uncordoned is held. A node the cluster refuses (its
         labels contradict the fabric of the nodes taken: a leaf under a second spine) is left
-        out with a warning."""
-        if self.nodes.has(name) and self.nodes.spec(name) != facts.spec:
+        out with a warning. A node taken in at a made-up capacity (:attr:`_capped`) has
+        changed whatever it reports, the very counts it was read as too."""
+        capped = name in self._capped
+        if self.nodes.has(name) and (capped or self.nodes.spec(name) != facts.spec):
             old = self.nodes.spec(name)
             new = facts.spec
             same = attrs.evolve(old, labels=new.labels, taints=new.taints, max_pods=new.max_pods)
-            if same == new:
+            if same == new and not capped:
                 # only its labels, taints or pod capacity (allocatable.pods): placements read
                 # them from now on, what runs there stays (IgnoredDuringExecution; pods above
                 # a lowered capacity too, none is added until they are below it)
@@ -801,6 +810,7 @@ class Shim:
             else:
                 self.nodes.removed(name, self.now())  # nothing of kant's runs there:
                 self._drop_released_holds(name)  # take it as it is now
+                self._capped.discard(name)
         added = not self.nodes.has(name)
         if added:
             try:
@@ -843,6 +853,7 @@ class Shim:
                 "once kant can take it: %s", name, self._bad_nodes.get(name),
             )  # fmt: skip
         self._draining.discard(name)
+        self._capped.discard(name)
         self.nodes.removed(name, now)
         self._drop_released_holds(name)
 

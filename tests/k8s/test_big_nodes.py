@@ -226,6 +226,46 @@ def test_a_restarted_shim_takes_no_node_past_the_limit_where_none_of_kants_pods_
         shim._pool.shutdown()
 
 
+def test_a_restarted_shim_keeps_a_capped_node_cordoned_when_it_reports_what_kant_read_it_as(
+) -> None:  # fmt: skip
+    # (n0, 72 GPUs, was taken in at what a restarted shim read it as; when it then reported
+    # that very count, kant took it as valid and unchanged: uncordoned while a ran on
+    # devices numbered on the 72, and p went there at once. A running shim keeps it
+    # cordoned until a has ended: the capacity changed under kant's pods)
+    shim = _restarted([node_object("n0", gpus=72), node_object("n1")], [_kant_pod("a", "n0")])
+    try:
+        made_up = shim.nodes.spec("n0").gpus
+        shim.handle("Node", "MODIFIED", node_object("n0", gpus=made_up))
+        assert shim.nodes.has("n0") and not shim.nodes.schedulable("n0")
+        shim.handle("Node", "MODIFIED", node_object("n0", gpus=made_up))  # (a status update)
+        assert not shim.nodes.schedulable("n0")
+        shim._take_changed_nodes()  # (a cycle: a still runs)
+        assert not shim.nodes.schedulable("n0")
+        shim.handle("Pod", "MODIFIED", _kant_pod("a", "n0", phase="Succeeded"))
+        shim._take_changed_nodes()  # a has ended: n0 is taken as it is now
+        assert shim.nodes.has("n0") and shim.nodes.schedulable("n0")
+        assert shim.nodes.spec("n0").gpus == made_up
+        shim.scheduler.check_invariants()
+    finally:
+        shim._pool.shutdown()
+
+
+@pytest.mark.parametrize("gpus", [64, 8])
+def test_a_restarted_shim_keeps_a_capped_node_that_turns_valid_cordoned_while_kants_pods_run(
+    gpus: int,
+) -> None:
+    shim = _restarted([node_object("n0", gpus=72), node_object("n1")], [_kant_pod("a", "n0")])
+    try:
+        shim.handle("Node", "MODIFIED", node_object("n0", gpus=gpus))  # 72 -> valid, a runs
+        assert shim.nodes.has("n0") and not shim.nodes.schedulable("n0")
+        shim.handle("Pod", "MODIFIED", _kant_pod("a", "n0", phase="Succeeded"))
+        shim._take_changed_nodes()
+        assert shim.nodes.schedulable("n0") and shim.nodes.spec("n0").gpus == gpus
+        shim.scheduler.check_invariants()
+    finally:
+        shim._pool.shutdown()
+
+
 def test_a_cycle_looks_at_no_left_out_node_where_none_of_kants_pods_runs(
     shim: Shim, monkeypatch: pytest.MonkeyPatch
 ) -> None:
