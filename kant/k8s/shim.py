@@ -58,7 +58,7 @@ from kant.k8s.translate import (
     recorded_tenant,
     uid_of,
 )
-from kant.model import MAX_GPUS_PER_NODE, Binding, Job, PodId, Reason, ReasonCode
+from kant.model import Binding, Job, PodId, Reason, ReasonCode
 from kant.preemption import PreemptionPolicy
 from kant.queueing import FailureHistory, JobPhase
 from kant.scheduler import EventReport, EvictionCause, Scheduler
@@ -290,15 +290,18 @@ class Shim:
         """At :meth:`sync`: a Ready node left out (:meth:`_leave_out`) for more than
         ``MAX_GPUS_PER_NODE`` GPUs or ``MAX_NICS_PER_NODE`` NICs, where pods a previous shim
         bound run (the node grew past the limit under them, as under a running shim), is
-        taken in cordoned, its counts read as the limit (``node_facts(cap=True)``): those
-        pods' jobs are taken back and charged to their tenants' quotas (:meth:`adopt`),
-        others' pods there are held, nothing new is placed there, and the node leaves once
-        kant's pods there have ended (:attr:`_draining`), as it would have under that shim.
-        A node refused for any other reason stays out, its pods not taken back (they are held
-        as others' pods once it is valid). O(pods) when such a node exists, else O(1)."""
+        taken in cordoned, a count past its limit read as what kant's pods there need
+        (:func:`_needs`; ``node_facts(cap=...)``, never more than the limit): those pods' jobs
+        are taken back and charged to their tenants' quotas (:meth:`adopt`), others' pods
+        there are held (on what is left of those counts), nothing new is placed there, and
+        the node leaves once kant's pods there have ended (:attr:`_draining`), as it would
+        have under that shim. Read so, the node adds no capacity that waiting pods would be
+        told of (a running shim keeps such a node as it was before it grew). A node refused
+        for any other reason stays out, its pods not taken back (they are held as others'
+        pods once it is valid). O(pods) when such a node exists, else O(1)."""
         if not self._bad_nodes:
             return
-        wanted: set[str] = set()
+        wanted: dict[str, tuple[int, int, int, int]] = {}  # node -> _needs
         for p in pods:
             st = pod_state(p, self.settings)
             if (
@@ -308,13 +311,15 @@ class Shim:
                 and not st.deleting
                 and POD_ID_ANNOTATION in annotations_of(p)
             ):
-                wanted.add(st.node)
+                wanted[st.node] = _needs(p, self.settings, wanted.get(st.node, (0, 0, 0, 0)))
         for n in nodes:
             name = str((n.get("metadata") or {}).get("name"))
             if name not in wanted or self.nodes.has(name) or not node_ready(n):
                 continue
             try:
-                facts = node_facts(n, self.settings, cap=True)
+                gpus, nics, asked_gpus, asked_nics = wanted[name]
+                cap = (max(gpus, asked_gpus), max(nics, asked_nics))
+                facts = node_facts(n, self.settings, cap=cap)
                 self.nodes.added(facts.spec, self.now())
             except KantError as e:
                 log.warning("node %s is left out and the pods kant bound there are not taken "
@@ -325,9 +330,9 @@ class Shim:
             self._draining.add(name)
             self._capped.add(name)
             log.warning(
-                "node %s is left out but kant's pods run there: it is taken in cordoned (its "
-                "GPU and NIC counts read as at most %d) to count them, and leaves once they "
-                "have ended", name, MAX_GPUS_PER_NODE,
+                "node %s is left out but kant's pods run there: it is taken in cordoned, read "
+                "as %d GPUs and %d NICs, to count them, and leaves once they have ended",
+                name, facts.spec.gpus, facts.spec.rdma_nics,
             )  # fmt: skip
 
     def adopt(self, pods: Iterable[Obj]) -> list[str]:
@@ -2238,6 +2243,31 @@ shim stops holding preemption back for it (:meth:`Shim._hold_preemption`)."""
 RESTART_SPARED_MESSAGE = "kant: eviction abandoned: the scheduler restarted and does not evict it"
 """The message of the ``DisruptionTarget=False`` a shim starting writes on a running pod a
 previous shim marked as its victim and did not evict (:meth:`Shim.sync`)."""
+
+
+def _needs(
+    pod: Obj, settings: K8sSettings, so_far: tuple[int, int, int, int]
+) -> tuple[int, int, int, int]:
+    """``so_far`` with pod ``pod``, one of kant's bound to a node a restarted shim takes in
+    capped: (one more than the highest GPU index, the same of NICs, the GPUs requested, the
+    NICs requested), of kant's pods there. The node needs, of each, the larger of the index
+    and the request: the devices a binding recorded (where it is taken back), and room for
+    what they all request (a pod whose binding cannot be taken back is held with its
+    requests; a shared GPU counted as one). What is not readable adds nothing. Never
+    raises."""
+    gpus, nics, asked_gpus, asked_nics = so_far
+    try:
+        rec = recorded_binding(pod)
+    except KantError:
+        rec = None
+    if rec is not None:
+        gpus = max([gpus, *(g + 1 for g in rec[1])])
+        nics = max([nics, *(n + 1 for n in rec[2])])
+    try:
+        r = pod_resources(pod, settings, shares=False)
+    except KantError:
+        return gpus, nics, asked_gpus, asked_nics
+    return gpus, nics, asked_gpus + r.gpus, asked_nics + r.rdma_nics
 
 
 def _kant_victim(pod: Obj, settings: K8sSettings) -> bool:

@@ -223,22 +223,25 @@ def _pod_count(value: Any, where: str) -> int | None:
     return None if q > MAX_PODS_PER_NODE else int(q)
 
 
-def node_facts(node: Obj, settings: K8sSettings, *, cap: bool = False) -> NodeFacts:
+def node_facts(
+    node: Obj, settings: K8sSettings, *, cap: tuple[int, int] | None = None
+) -> NodeFacts:
     """Translate a Node. Raises :class:`~kant.errors.InvalidObjectError` for a malformed
     allocatable quantity, or any value :class:`~kant.model.NodeSpec` refuses (more than
-    ``MAX_GPUS_PER_NODE`` GPUs). ``cap``: a GPU or NIC count above its limit is read as the
-    limit (only to count what kant's pods hold on a node kant cannot take, never to place
-    anything there: see ``Shim.sync``)."""
+    ``MAX_GPUS_PER_NODE`` GPUs). ``cap`` (GPUs, NICs): a GPU or NIC count above its limit
+    is read as that count instead, at most the limit (what kant's pods there need: only to
+    count them on a node kant cannot take, never to place anything there: see
+    ``Shim.sync``); a count within its limit is read as it is."""
     name = str(_meta(node).get("name"))
     where = f"Node {name}"
     status = node.get("status") or {}
     alloc = status.get("allocatable") or {}
 
-    def count(res: str, most: int) -> int:
+    def count(res: str, most: int, instead: int | None) -> int:
         n = int(quantity(alloc.get(res, 0), where=where, field=f"allocatable.{res}"))
-        return min(n, most) if cap else n
+        return min(max(instead, 0), most) if instead is not None and n > most else n
 
-    gpus = count(settings.gpu_resource, MAX_GPUS_PER_NODE)
+    gpus = count(settings.gpu_resource, MAX_GPUS_PER_NODE, None if cap is None else cap[0])
     lab = labels_of(node)
     model = (lab.get(settings.gpu_model_label) or settings.default_gpu_model) if gpus else None
     cpu = quantity(alloc.get("cpu", 0), where=where, field="allocatable.cpu")
@@ -267,7 +270,9 @@ def node_facts(node: Obj, settings: K8sSettings, *, cap: bool = False) -> NodeFa
             gpus=gpus,
             cpu_milli=int(cpu * 1000),
             memory_mib=int(mem // (1 << 20)),
-            rdma_nics=count(settings.nic_resource, MAX_NICS_PER_NODE),
+            rdma_nics=count(
+                settings.nic_resource, MAX_NICS_PER_NODE, None if cap is None else cap[1]
+            ),
             max_pods=max_pods,
             leaf=leaf,
             spine=spine,

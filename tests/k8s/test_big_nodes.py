@@ -108,11 +108,12 @@ class _Listed:
 
 
 def _kant_pod(name: str, node: str, *, gpus: int = 8, phase: str = "Running",
-              tenant: str = "team-a") -> dict[str, Any]:  # fmt: skip
-    """Pod ``name`` of kant's, bound to ``node`` on GPUs 0.. by a shim before (its binding
-    annotations), charged to ``tenant``."""
+              tenant: str = "team-a", first: int = 0,
+              nics: tuple[int, ...] = ()) -> dict[str, Any]:  # fmt: skip
+    """Pod ``name`` of kant's, bound to ``node`` on GPUs ``first``.. (and NICs ``nics``) by a
+    shim before (its binding annotations), charged to ``tenant``."""
     pid = PodId(job=f"ns..{name}#1", role="pod", index=0)
-    ann = binding_annotations(pid, range(gpus), (), 1000, tenant=tenant)
+    ann = binding_annotations(pid, range(first, first + gpus), nics, 1000, tenant=tenant)
     return {
         "metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}", "annotations": ann,
                      "labels": {"kant.io/queue": tenant}},
@@ -124,6 +125,8 @@ def _kant_pod(name: str, node: str, *, gpus: int = 8, phase: str = "Running",
 
 _QUOTA = {"tenants": [{"name": "team-a", "quotas": {"H100": {"nominalQuota": 8}}}],
           "defaultMode": "isolated"}  # fmt: skip
+_QUOTA_64 = {"tenants": [{"name": "team-a", "quotas": {"H100": {"nominalQuota": 64}}}],
+             "defaultMode": "isolated"}  # fmt: skip
 
 
 def _restarted(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> Shim:
@@ -202,7 +205,7 @@ def test_a_restarted_shim_charges_kants_pods_on_a_node_past_the_limit_and_places
         assert "ns..a#1" in shim._jobs
         assert shim.scheduler.admitter.used("team-a", "H100") == 8000  # a's 8 GPUs
         assert shim.nodes.has("n0") and not shim.nodes.schedulable("n0")  # nothing goes there
-        assert shim.nodes.spec("n0").gpus == 64  # (72 read as the limit, only to count a)
+        assert shim.nodes.spec("n0").gpus == 8  # (72 read as what a needs, only to count a)
         shim.handle("Node", "MODIFIED", node_object("n0", gpus=72))  # (a status update)
         assert shim.nodes.has("n0") and not shim.nodes.schedulable("n0")
         shim.handle("Pod", "MODIFIED", _kant_pod("a", "n0", phase="Succeeded"))
@@ -264,6 +267,65 @@ def test_a_restarted_shim_keeps_a_capped_node_that_turns_valid_cordoned_while_ka
         shim.scheduler.check_invariants()
     finally:
         shim._pool.shutdown()
+
+
+def test_a_restarted_shim_reads_a_capped_node_as_what_kants_pods_there_need() -> None:
+    # (it read 72 GPUs as 64: the made-up 56 GPUs counted as capacity in what a waiting pod
+    # is told, "8 free" where a running shim says "the largest node has 8")
+    pods = [_kant_pod("a", "n0"), _kant_pod("b", "n2", gpus=2, first=20, nics=(3,))]
+    nodes = [node_object("n0", gpus=72), node_object("n1"), node_object("n2", gpus=80, nics=4)]
+    shim = Shim(_Listed(nodes, pods), parse_config(_QUOTA_64))  # type: ignore[arg-type]
+    try:
+        shim.sync()
+        assert shim.nodes.spec("n0").gpus == 8  # a's GPUs 0-7
+        assert shim.nodes.spec("n2").gpus == 22  # b's GPUs 20, 21
+        assert shim.nodes.spec("n2").rdma_nics == 4  # (a count within its limit: as it is)
+        assert shim.scheduler.admitter.used("team-a", "H100") == 10_000
+    finally:
+        shim._pool.shutdown()
+
+
+def test_a_capped_node_reads_at_least_the_gpus_kants_pods_there_request(
+) -> None:  # fmt: skip
+    # (a pod whose recorded binding is not readable is held with what it requests)
+    odd = _kant_pod("a", "n0", gpus=4)
+    odd["metadata"]["annotations"]["kant.io/gpus"] = "x"
+    shim = _restarted([node_object("n0", gpus=72), node_object("n1")], [odd])
+    try:
+        assert shim.nodes.spec("n0").gpus == 4
+    finally:
+        shim._pool.shutdown()
+
+
+def test_a_restarted_and_a_running_shim_tell_a_pod_too_big_for_any_node_the_same(
+) -> None:  # fmt: skip
+    said: dict[str, str] = {}
+
+    class Told(_Listed):
+        def patch(self, path: str, body: Any, **_kw: Any) -> dict[str, Any]:
+            for c in (body.get("status") or {}).get("conditions", ()):
+                if c.get("type") == "PodScheduled":
+                    said[path.split("/")[-2]] = c.get("message")
+            return {}
+
+    big = _kant_pod("p", "", gpus=32)
+    del big["spec"]["nodeName"], big["metadata"]["annotations"]
+    big["status"]["phase"] = "Pending"
+    big["metadata"]["creationTimestamp"] = "2024-01-01T00:00:00Z"
+    told = []
+    for first in (72, 8):  # restarted with n0 at 72 under a; running, n0 going 8 -> 72
+        said.clear()
+        listed = Told([node_object("n0", gpus=first), node_object("n1")],
+                      [_kant_pod("a", "n0"), big])  # fmt: skip
+        shim = Shim(listed, parse_config(_QUOTA_64))  # type: ignore[arg-type]
+        try:
+            shim.sync()
+            shim.handle("Node", "MODIFIED", node_object("n0", gpus=72))
+            shim.cycle()
+            told.append(said["p"])
+        finally:
+            shim._pool.shutdown()
+    assert told[0] == told[1] and "the largest node has 8" in told[0]
 
 
 def test_a_cycle_looks_at_no_left_out_node_where_none_of_kants_pods_runs(
