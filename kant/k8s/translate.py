@@ -694,7 +694,8 @@ _PIPED_MODEL: Final = (
 def _models(spec: Obj, settings: K8sSettings, where: str) -> frozenset[str]:
     key = settings.gpu_model_label
     allowed: set[str] | None = None  # None: every model
-    sel = (spec.get("nodeSelector") or {}).get(key)
+    pairs = spec.get("nodeSelector")  # (not a mapping: refused by _read_selector)
+    sel = pairs.get(key) if isinstance(pairs, Mapping) else None
     if sel is not None:
         if not isinstance(sel, str):  # (the API server takes only strings: 0 is no model "0")
             raise InvalidObjectError(key, sel, "a GPU model must be a string", where=where)

@@ -704,7 +704,7 @@ def test_a_selector_on_the_gpu_model_alone_is_the_roles_models_and_no_selector()
             "nodeSelectorTerms": [{"matchExpressions": [
                 {"key": "rank", "operator": "Gt", "values": ["x"]}]}]}}}}, "values"),
         ({"tolerations": [{"key": "a", "operator": "Exists", "value": "v"}]}, "tolerations"),
-        ({"nodeSelector": ["pool"]}, "malformed"),
+        ({"nodeSelector": ["pool"]}, "nodeSelector.*must be a mapping"),
     ],
 )  # fmt: skip
 def test_a_selector_or_toleration_kubernetes_would_refuse_is_an_invalid_object(
@@ -882,6 +882,18 @@ def test_a_node_selector_value_that_is_no_string_is_refused_naming_its_key(value
     with pytest.raises(InvalidObjectError, match=r"nodeSelector\.rack") as exc:
         _selecting({"nodeSelector": {"rack": value}})
     assert exc.value.value == value
+
+
+@pytest.mark.parametrize("value", ["", [], "rack=a"])
+def test_a_node_selector_or_match_labels_that_is_no_mapping_is_refused_even_empty(
+    value: Any,
+) -> None:
+    # (the API server never sends these; "" and [] used to read as no selector)
+    with pytest.raises(InvalidObjectError, match=r"'nodeSelector'.*must be a mapping"):
+        _selecting({"nodeSelector": value})
+    with pytest.raises(InvalidObjectError, match=r"labelSelector\.matchLabels'.*must be a mapping"):
+        _selecting(_pod_affinity({"labelSelector": {"matchLabels": value}}))
+    assert _selecting({"nodeSelector": None}).node_selector is None  # (null: none)
 
 
 def _pod_affinity(term: dict[str, Any]) -> dict[str, Any]:
