@@ -120,7 +120,16 @@ class _JobRecord:
 
 class Shim:
     """kant scheduling the pods of one cluster. ``config`` is the kant config (its
-    ``kubernetes:`` section gives the :class:`~kant.k8s.settings.K8sSettings`)."""
+    ``kubernetes:`` section gives the :class:`~kant.k8s.settings.K8sSettings`).
+
+    Hooks for a caller running the shim's loop (:meth:`run`) in its own process, called on
+    the loop's thread: ``on_bound(pod key, when)`` for each binding the API server took,
+    ``on_cycle(shim, result)`` at the end of each cycle, ``on_event(kind, event type,
+    object)`` once each watch event is taken in (:meth:`handle`). A change the shim took in
+    before a cycle began is one that cycle decided on: waiting for ``on_event`` to show the
+    object's version, then for the end of the next cycle (and for
+    :attr:`bindings_in_flight` to be 0), tells that the shim has looked at it, so that what
+    it did not do, it decided not to do."""
 
     def __init__(
         self,
@@ -130,6 +139,7 @@ class Shim:
         clock: Callable[[], float] = time.time,
         on_bound: Callable[[str, float], None] | None = None,
         on_cycle: Callable[[Shim, CycleResult], None] | None = None,
+        on_event: Callable[[str, str, Obj], None] | None = None,
     ) -> None:
         self.api = api
         self.config = config if config is not None else KantConfig()
@@ -141,6 +151,7 @@ class Shim:
         self.clock = clock
         self.on_bound = on_bound
         self.on_cycle = on_cycle
+        self.on_event = on_event
         self._pods: dict[str, tuple[Obj, PodFacts | None]] = {}
         self._groups: dict[str, int] = {}  # PodGroup key -> minMember
         self._bad_groups: dict[str, str] = {}  # PodGroup key -> why kant cannot read it
@@ -230,6 +241,12 @@ class Shim:
         self.estimate_failures = 0
         """How many estimates passes in a row failed (0 once one works)."""
         self._estimated_ok_at: float | None = None  # the shim's time of the last that worked
+
+    @property
+    def bindings_in_flight(self) -> int:
+        """How many binding calls the cycles sent whose answers :meth:`reap` has not taken
+        yet (the loop takes them as they come)."""
+        return len(self._inflight)
 
     # ----------------------------------------------------------------- time
 
@@ -705,6 +722,8 @@ class Shim:
                 self._try_submit(base)
         elif kind == "Pod":
             self._on_pod(kind_event, obj)
+        if self.on_event is not None:
+            self.on_event(kind, kind_event, obj)
 
     def _on_node(self, ev: str, obj: Obj) -> None:
         name = str((obj.get("metadata") or {}).get("name"))

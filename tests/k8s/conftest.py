@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 
 from kant.config import parse_config
+from kant.cycle import CycleResult
 from kant.k8s.client import Api, ApiError
 from kant.k8s.kubelet import FakeKubelet, create_node, node_object
 from kant.k8s.shim import Shim
 from kant.k8s.testenv import KubeTestEnv, find_binaries
+from kant.k8s.translate import Obj, pod_key
 
 PODGROUP_CRD: dict[str, Any] = {
     "apiVersion": "apiextensions.k8s.io/v1",
@@ -60,6 +62,30 @@ def kube() -> Iterator[KubeTestEnv]:
 _ns = itertools.count()
 
 
+class ShimProbe:
+    """What a shim running in the test's process has taken in and done, through its hooks
+    (``on_event``, ``on_cycle``): per object, the last watch event it took in (its type, its
+    resourceVersion, and how many cycles had ended then), and the cycles ended.
+
+    resourceVersions are compared as integers: kube-apiserver over etcd gives each write the
+    etcd revision, which only grows (clients must not rely on it; these tests run against
+    that server only)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.cycles = 0
+        self.seen: dict[tuple[str, str], tuple[str, int, int]] = {}
+
+    def on_cycle(self, shim: Shim, result: CycleResult) -> None:
+        with self._lock:
+            self.cycles += 1
+
+    def on_event(self, kind: str, event: str, obj: Obj) -> None:
+        rv = int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+        with self._lock:
+            self.seen[(kind, pod_key(obj))] = (event, rv, self.cycles)
+
+
 class Cluster:
     """One test's view of the shared API server: its own namespace, nodes it creates (all
     nodes are removed afterwards), shims and a fake kubelet it starts."""
@@ -70,6 +96,7 @@ class Cluster:
         self.ns = f"t{next(_ns)}"
         self.api.post("/api/v1/namespaces", {"metadata": {"name": self.ns}})
         self._stops: list[tuple[threading.Event, threading.Thread]] = []
+        self._probes: list[tuple[Shim, ShimProbe]] = []
         self.kubelet = FakeKubelet(self.api)
         self.kubelet.start()
 
@@ -127,13 +154,62 @@ class Cluster:
         k8s = dict(raw.get("kubernetes") or {})
         k8s.setdefault("debounceSeconds", 0.05)
         raw["kubernetes"] = k8s
-        shim = Shim(self.api, parse_config(raw))
+        probe = ShimProbe()
+        shim = Shim(self.api, parse_config(raw), on_cycle=probe.on_cycle, on_event=probe.on_event)
+        self._probes.append((shim, probe))
         stop, ready = threading.Event(), threading.Event()
         t = threading.Thread(target=shim.run, args=(stop,), kwargs={"ready": ready}, daemon=True)
         t.start()
         assert ready.wait(30)
         self._stops.append((stop, t))
         return shim
+
+    def looked(self, *pods: str, nodes: tuple[str, ...] = (), gone: tuple[str, ...] = (),
+               gone_nodes: tuple[str, ...] = (), poke: bool = False,
+               shim: Shim | None = None) -> None:  # fmt: skip
+        """Wait until the shim (the last one started, or ``shim``) has decided on the objects
+        as they are now: it has taken in the current version of each of ``pods`` and
+        ``nodes`` (and the deletion of each of the pods ``gone`` and the nodes
+        ``gone_nodes``), a cycle has begun and ended since,
+        and the answers of that cycle's binding calls have come. Whatever the shim has not
+        done then, it decided not to do (a bare sleep passes as well when the shim has
+        simply not got to it yet). ``poke``: first touch the first of ``pods`` (a test
+        annotation, which kant does not read on a pod it has taken in), for a cycle to come
+        at once after a change the shim does not watch (a PodDisruptionBudget's)."""
+        if shim is None:
+            shim, probe = self._probes[-1]
+        else:
+            probe = next(p for s, p in self._probes if s is shim)
+        if poke:
+            self.api.patch(f"/api/v1/namespaces/{self.ns}/pods/{pods[0]}",
+                           {"metadata": {"annotations": {"kant-test/poke": str(time.monotonic())}}})  # fmt: skip
+        want: dict[tuple[str, str], int] = {}
+        for name in pods:
+            want[("Pod", f"{self.ns}/{name}")] = int(self.get(name)["metadata"]["resourceVersion"])
+        for name in nodes:
+            node = self.api.get(f"/api/v1/nodes/{name}")
+            want[("Node", pod_key(node))] = int(node["metadata"]["resourceVersion"])
+
+        def taken() -> int | None:
+            with probe._lock:
+                seen = dict(probe.seen)
+            at = []
+            for k, rv in want.items():
+                if k not in seen or seen[k][1] < rv:
+                    return None
+                at.append(seen[k][2])
+            for k in [("Pod", f"{self.ns}/{n}") for n in gone] + [
+                ("Node", f"default/{n}") for n in gone_nodes
+            ]:
+                got = seen.get(k)
+                if got is None or got[0] != "DELETED":
+                    return None
+                at.append(got[2])
+            return max(at, default=probe.cycles) + 1  # (0 is a valid answer: offset by 1)
+
+        after = wait_for(taken, what="the shim to take the objects in") - 1
+        wait_for(lambda: probe.cycles > after, what="a cycle of the shim after them")
+        wait_for(lambda: shim.bindings_in_flight == 0, what="the cycle's bindings answered")
 
     def stop_shims(self) -> None:
         for stop, t in self._stops:
