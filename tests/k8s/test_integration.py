@@ -51,7 +51,7 @@ def test_a_gang_is_bound_all_at_once_or_not_at_all(cluster: Cluster) -> None:
         lambda: all(_condition(p, "PodScheduled") for p in cluster.pods().values()),
         what="conditions",
     )
-    time.sleep(0.5)
+    cluster.looked("big-0", "big-1", "big-2")
     assert [cluster.node_of(f"big-{i}") for i in range(3)] == [None, None, None]
     cluster.node("n2")
     nodes = wait_for(lambda: all(cluster.node_of(f"big-{i}") for i in range(3)) and
@@ -76,7 +76,7 @@ def test_a_pod_group_short_of_min_member_waits_and_none_of_its_pods_is_bound(
     cluster.pod_group("g", 2)
     cluster.start_shim()
     cluster.pod("g-0", gpus=4, group="g")
-    time.sleep(1.0)
+    cluster.looked("g-0")
     assert cluster.node_of("g-0") is None
     cluster.pod("g-1", gpus=4, group="g")
     wait_for(lambda: cluster.node_of("g-0") and cluster.node_of("g-1"), what="both bound")
@@ -105,7 +105,7 @@ def test_a_waiting_pod_relabelled_to_another_group_counts_for_that_group_only(
     # (its condition is written for its new group at once, not after conditionIntervalSeconds)
     wait_for(lambda: _says(cluster, "x", f"PodGroup {cluster.ns}/gb does not exist"),
              what="x waiting for its new group")  # fmt: skip
-    time.sleep(0.5)
+    cluster.looked("a-1", "a-2", "x")
     # (a-1's condition says 2 of ga's 3, or 1 if a cycle ran between the relabelling and
     # a-2's creation: a count that drops and comes back is rewritten only after
     # conditionIntervalSeconds; never 3, x being no longer one of them)
@@ -214,7 +214,8 @@ def test_a_quota_reclaim_evicts_the_borrower_through_the_eviction_api_and_binds_
     cluster: Cluster,
 ) -> None:
     _shim, victim, path, status = _reclaim_held_by_a_budget(cluster)
-    time.sleep(1.0)  # the shim retries; the budget answers 429 and the victim stays
+    cluster.looked(victim, poke=True)  # the shim retries; the budget answers 429
+    assert not cluster.get(victim)["metadata"].get("deletionTimestamp"), "evicted past the budget"
     assert cluster.node_of(victim) is not None and cluster.node_of("a-0") is None
     cluster.api.patch(path, {"status": dict(status, disruptionsAllowed=1, desiredHealthy=1)})
     node = wait_for(lambda: cluster.node_of("a-0"), what="the reclaimer bound")
@@ -257,8 +258,9 @@ def test_a_victim_a_budget_kept_is_spared_once_its_preemptor_no_longer_needs_it(
     )
     # the budget allows a disruption now: nothing is evicted for a preemptor gone
     cluster.api.patch(path, {"status": dict(status, disruptionsAllowed=1, desiredHealthy=1)})
-    time.sleep(2.0)
+    cluster.looked(victim, poke=True)
     assert {"b-0", "b-1"} <= set(cluster.pods())
+    assert not cluster.get(victim)["metadata"].get("deletionTimestamp")
     assert cluster.node_of(victim) is not None
 
 
@@ -297,13 +299,12 @@ def test_a_victim_a_budget_kept_is_still_evicted_while_a_partly_running_pod_leve
     assert g is not None and g.phase.value == "running" and not g.job.gang
     victim = shim.scheduler.queue.get(f"{cluster.ns}..b-0#1")
     assert victim is not None
-    deadline = time.monotonic() + 3.0  # several retries: the budget answers 429 to each
-    while time.monotonic() < deadline:
+    for _ in range(3):  # several cycles, each retrying: the budget answers 429 to each
+        cluster.looked("b-0", poke=True)
         cond = _condition(cluster.get("b-0"), "DisruptionTarget")
         assert cond is not None and cond["status"] == "True", cond
         assert victim.terminating, "b-0 spared in kant's books while g waits for it"
         assert cluster.node_of("b-0") == held and cluster.node_of(second) is None
-        time.sleep(0.1)
     assert g.waits_for_nomination
     cluster.api.patch(path, {"status": dict(status, disruptionsAllowed=1, desiredHealthy=0)})
     node = wait_for(lambda: cluster.node_of(second), what=f"{second} bound")
@@ -329,7 +330,7 @@ def test_a_victim_a_budget_kept_is_spared_once_its_pending_preemptor_lost_its_no
     path, status = _budget_allowing_no_disruption(cluster, ["b-0"])
     cluster.pod("h", priority_class="kant-test-high", node_selector={"example.com/pool": "x"})
     wait_for(lambda: _condition(cluster.get("b-0"), "DisruptionTarget"), what="b-0 marked")
-    time.sleep(1.0)  # retried: the budget answers 429, and h waits for b-0's node
+    cluster.looked("b-0", poke=True)  # retried: the budget answers 429, and h waits for b-0's node
     cond = _condition(cluster.get("b-0"), "DisruptionTarget")
     assert cond is not None and cond["status"] == "True"
     cluster.api.patch("/api/v1/nodes/n0", {"metadata": {"labels": {"example.com/pool": None}}})
@@ -348,7 +349,8 @@ def test_a_victim_a_budget_kept_is_spared_once_its_pending_preemptor_lost_its_no
     assert victim is not None
     wait_for(lambda: not shim._evict and not victim.terminating, what="no eviction left")
     cluster.api.patch(path, {"status": dict(status, disruptionsAllowed=1, desiredHealthy=0)})
-    time.sleep(2.0)
+    cluster.looked("b-0", poke=True)
+    assert not cluster.get("b-0")["metadata"].get("deletionTimestamp")
     assert cluster.node_of("b-0") == "n0" and cluster.node_of("h") is None
 
 
@@ -388,7 +390,7 @@ def test_a_shim_restart_loses_no_binding_and_double_books_nothing(cluster: Clust
     cluster.pod("b-1", group="b")
     cluster.pod("c", gpus=8)
     wait_for(lambda: cluster.node_of("c"), what="c bound")
-    time.sleep(0.5)
+    cluster.looked("b-0", "b-1", "c")
     assert cluster.node_of("b-0") is None and cluster.node_of("b-1") is None
     used = {cluster.node_of("a-0"), cluster.node_of("a-1"), cluster.node_of("c")}
     assert used == {"n0", "n1", "n2"}
@@ -502,12 +504,12 @@ def test_another_schedulers_pod_the_kubelet_admitted_in_kants_last_slot_is_held_
     assert wait_for(lambda: cluster.node_of("p"), what="p bound") == "n0"
     _foreign_pod(cluster, "q", "n0", gpus=4)
     wait_for(lambda: cluster.get("q").get("status", {}).get("phase") == "Running", what="q runs")
-    time.sleep(0.5)  # (the shim has seen q and found no slot for it)
+    cluster.looked("q")  # (the shim has seen q and found no slot for it)
     status = {"phase": "Failed", "reason": "OutOfpods", "message": "Pod was rejected"}
     cluster.api.patch(f"/api/v1/namespaces/{cluster.ns}/pods/p/status", {"status": status})
     cluster.pod("r", gpus=8)
     wait_for(lambda: _condition(cluster.get("r"), "PodScheduled"), what="r waits")
-    time.sleep(1.0)
+    cluster.looked("p", "r")
     assert cluster.node_of("r") is None
     cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/q", {"gracePeriodSeconds": 0})
     assert wait_for(lambda: cluster.node_of("r"), what="r bound") == "n0"
