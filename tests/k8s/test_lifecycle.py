@@ -6,7 +6,6 @@ job), and node events reach the ``Scheduler`` facade (``node_added``, ``node_rem
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -232,7 +231,7 @@ def test_a_gang_interrupted_past_its_limit_fails_and_its_pods_made_again_stay_un
     cluster.pod("g-5", group="g")
     _waits(cluster, "g-4", "interruption limit 1 reached; last: node")
     _waits(cluster, "g-5", "failed")
-    time.sleep(0.5)
+    cluster.looked("g-4", "g-5")
     assert cluster.node_of("g-4") is None and cluster.node_of("g-5") is None
     # the group deleted and made again is a new job: its count starts from 0
     _delete(cluster, "g-4")
@@ -312,7 +311,7 @@ def test_a_pod_waiting_while_its_only_node_is_not_ready_is_bound_once_it_is_read
     cluster.node("n0")
     cluster.start_shim()
     set_node_ready(cluster.api, "n0", False)
-    time.sleep(0.3)
+    cluster.looked(nodes=("n0",))  # (the shim has seen it not ready)
     cluster.pod("a")
     _waits(cluster, "a", "kant: ")
     set_node_ready(cluster.api, "n0", True)
@@ -327,10 +326,10 @@ def test_a_cordoned_node_keeps_its_running_pod_and_takes_no_new_one_until_uncord
     cluster.pod("a", gpus=4)
     wait_for(lambda: _phase(cluster, "a") == "Running", what="a running")
     cluster.api.patch("/api/v1/nodes/n0", {"spec": {"unschedulable": True}})
-    time.sleep(0.3)
+    cluster.looked(nodes=("n0",))  # (the shim has seen it cordoned)
     cluster.pod("b", gpus=4)
     _waits(cluster, "b", "kant: ")
-    time.sleep(0.5)
+    cluster.looked("a", "b")
     assert cluster.node_of("b") is None and _phase(cluster, "a") == "Running"
     cluster.api.patch("/api/v1/nodes/n0", {"spec": {"unschedulable": False}})
     assert wait_for(lambda: cluster.node_of("b"), what="b bound once uncordoned") == "n0"
@@ -365,7 +364,7 @@ def test_a_stopped_shim_closes_its_watch_streams_at_once(cluster: Cluster) -> No
         t for t in threading.enumerate() if t not in before and t.name.startswith("kant-watch-")
     ]
     assert {t.name for t in watchers} >= {"kant-watch-Node", "kant-watch-Pod"}
-    time.sleep(0.3)  # (their streams are open)
+    wait_for(lambda: all(getattr(t, "_close", None) for t in watchers), what="their streams open")
     cluster.stop_shims()
     for t in watchers:
         t.join(5)

@@ -4,7 +4,6 @@ namespaces as Kubernetes scopes it, across a restart of the shim."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import attrs
@@ -106,7 +105,7 @@ def test_affinity_reads_only_the_pods_own_namespace_unless_it_lists_others(
         _pod(cluster, "theirs", affinity=_required("podAffinity", theirs))
         wait_for(lambda: cluster.node_of("theirs"), what="theirs bound")
         wait_for(lambda: _message(cluster, "mine"), what="mine's condition")
-        time.sleep(0.3)
+        cluster.looked("mine", "theirs")
         assert cluster.node_of("mine") is None
         db = cluster.api.get(f"/api/v1/namespaces/{other}/pods/db")["spec"]["nodeName"]
         assert cluster.node_of("theirs") == db

@@ -6,6 +6,7 @@ another pod."""
 
 from __future__ import annotations
 
+import datetime
 import time
 from typing import Any
 
@@ -185,7 +186,7 @@ def test_a_waiting_gang_pod_deleted_but_kept_by_a_finalizer_leaves_its_job_unbou
         _waits(cluster, "g-0", "gang_incomplete")  # its gang lost g-1, as if it were gone
         cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/blk", {"gracePeriodSeconds": 0})
         wait_for(lambda: "blk" not in cluster.pods(), what="blk gone")
-        time.sleep(1.0)
+        cluster.looked("g-0", gone=("blk",))
         # nothing is bound, so no binding fails and g-0 is not deleted for a failed gang
         assert cluster.node_of("g-0") is None and cluster.node_of("g-1") is None
         pg = cluster.api.get(
@@ -283,7 +284,7 @@ def test_a_restart_while_a_node_is_cordoned_takes_back_and_charges_the_gang_runn
     shim = cluster.start_shim(quota)
     # the gang is taken back whole, its pod on the cordoned node too, and charged to team-a
     assert {f"{cluster.ns}/g-0", f"{cluster.ns}/g-1"} <= set(shim._id_of)
-    time.sleep(1.0)
+    cluster.looked("a", "g-0", "g-1", nodes=(cordoned,))
     assert cluster.node_of("a") is None  # a third node is free, but team-a's quota is not
     _waits(cluster, "a", "quota_exceeded")
     assert {n: cluster.node_of(n) for n in ("g-0", "g-1")} == where  # neither was stopped
@@ -301,7 +302,7 @@ def test_another_schedulers_pod_with_kants_annotations_is_held_and_left_alone(
     cluster.start_shim()
     cluster.pod("mine")
     _waits(cluster, "mine", "insufficient_capacity")
-    time.sleep(0.3)
+    cluster.looked("mine", "theirs")
     assert _condition(cluster.get("theirs")) is None  # kant writes nothing on it
     assert not _overbooked(cluster)
 
@@ -316,13 +317,13 @@ def test_another_schedulers_pod_is_held_again_when_its_node_comes_back(
     wait_for(lambda: cluster.get("theirs")["status"].get("phase") == "Running", what="running")
     if how == "not ready and back":
         set_node_ready(cluster.api, "n0", False)
-        time.sleep(0.3)
+        cluster.looked(nodes=("n0",))  # (the shim has seen it not ready)
         set_node_ready(cluster.api, "n0", True)
     else:
         cluster.api.delete("/api/v1/nodes/n0")
-        time.sleep(0.3)
+        cluster.looked(gone_nodes=("n0",))  # (the shim has seen it go)
         cluster.node("n0")
-    time.sleep(0.3)
+    cluster.looked("theirs", nodes=("n0",))  # (and come back)
     cluster.pod("mine")
     _waits(cluster, "mine", "insufficient_capacity")
 
@@ -366,7 +367,7 @@ def test_an_edit_of_a_running_pods_queue_moves_it_to_no_other_tenant_across_a_re
     _waits(cluster, "a2", "quota_exceeded")
     cluster.stop_shims()
     shim = cluster.start_shim(QUEUES)  # a is still team-a's: the tenant its binding recorded
-    time.sleep(1.0)
+    cluster.looked("a", "a2")
     assert cluster.node_of("a2") is None
     _waits(cluster, "a2", "quota_exceeded")
     cluster.pod("b", annotations={"kant.io/queue": "team-b"})  # team-b's quota is all free
@@ -455,7 +456,7 @@ def test_a_node_ready_again_with_fewer_gpus_is_taken_as_it_is_now(cluster: Clust
     cluster.node("n0")
     cluster.start_shim()
     set_node_ready(cluster.api, "n0", False)
-    time.sleep(0.3)
+    cluster.looked(nodes=("n0",))  # (the shim has seen it not ready)
     res = {"cpu": "128", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "4"}
     try:
         cluster.api.patch("/api/v1/nodes/n0/status",
@@ -463,7 +464,7 @@ def test_a_node_ready_again_with_fewer_gpus_is_taken_as_it_is_now(cluster: Clust
     except ApiError as e:  # pragma: no cover - the API server refused the patch
         pytest.fail(f"patching the node: {e}")
     set_node_ready(cluster.api, "n0", True)
-    time.sleep(0.5)
+    cluster.looked(nodes=("n0",))  # (and ready again, with 4 GPUs)
     cluster.pod("first", gpus=4)
     assert wait_for(lambda: cluster.node_of("first"), what="first bound") == "n0"
     ann = cluster.get("first")["metadata"]["annotations"]
@@ -481,9 +482,9 @@ def test_another_schedulers_pod_on_a_cordoned_node_is_held_once_the_node_is_unco
     cluster.start_shim()
     _raw_pod(cluster, "theirs", node="n0", scheduler="default-scheduler")
     wait_for(lambda: cluster.get("theirs")["status"].get("phase") == "Running", what="running")
-    time.sleep(0.3)
+    cluster.looked("theirs")  # (the shim has seen it on the cordoned node)
     cluster.api.patch("/api/v1/nodes/n0", {"spec": {"unschedulable": False}})
-    time.sleep(0.3)
+    cluster.looked(nodes=("n0",))  # (and the node uncordoned)
     cluster.pod("mine")
     _waits(cluster, "mine", "insufficient_capacity")
 
@@ -536,9 +537,10 @@ def test_a_node_that_shrinks_under_a_running_pod_takes_no_new_pod_until_it_ends(
     res = {"cpu": "128", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "4"}
     cluster.api.patch("/api/v1/nodes/n0/status",
                       {"status": {"allocatable": res, "capacity": res}}, kind="strategic")  # fmt: skip
-    time.sleep(0.3)
+    cluster.looked(nodes=("n0",))  # (the shim has seen it shrink)
     cluster.pod("b", gpus=4)
-    time.sleep(1.0)
+    cluster.looked("a", "b")
+    assert cluster.get("a")["status"].get("phase") == "Running"  # (not ended yet: 3 s)
     assert cluster.node_of("b") is None  # kant knew 8 GPUs; n0 has 4, all a's
     assert wait_for(lambda: cluster.node_of("b"), what="b bound once a ended") == "n0"
     ann = cluster.get("b")["metadata"]["annotations"]
@@ -711,12 +713,12 @@ def test_a_node_changed_under_a_running_pod_then_not_ready_takes_no_pod_while_no
     res = {"cpu": "128", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "6"}
     cluster.api.patch("/api/v1/nodes/n0/status",
                       {"status": {"allocatable": res, "capacity": res}}, kind="strategic")  # fmt: skip
-    time.sleep(0.3)
+    cluster.looked(nodes=("n0",))  # (the shim has seen it change under a)
     set_node_ready(cluster.api, "n0", False)
     wait_for(lambda: "a" not in cluster.pods(), what="a stopped")  # its gang is requeued
     cluster.pod("b", gpus=2)
     _waits(cluster, "b", "")  # (any reason: it is not bound)
-    time.sleep(1.0)
+    cluster.looked("b", nodes=("n0",))
     assert cluster.node_of("b") is None
     set_node_ready(cluster.api, "n0", True)
     assert wait_for(lambda: cluster.node_of("b"), what="b bound once n0 is Ready") == "n0"
@@ -764,7 +766,7 @@ def test_a_restart_takes_back_a_gang_whose_pod_is_gone_without_a_trace(cluster: 
     _gang_running_then_no_shim(cluster)
     cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/g-0", {"gracePeriodSeconds": 0})
     shim = cluster.start_shim()
-    time.sleep(1.0)
+    cluster.looked("g-1")
     assert cluster.get("g-1")["status"]["phase"] == "Running" and len(shim._jobs) == 1
 
 
@@ -781,15 +783,19 @@ def test_a_shim_restart_keeps_a_running_jobs_runtime_and_start_for_easy_backfill
     for i in range(2):
         cluster.pod(f"head-{i}", group="head", annotations={"kant.io/runtime-seconds": "10"})
     _waits(cluster, "head-0", "")
-    time.sleep(1.1)  # (creation times have whole seconds: small comes after the head)
+    # creation times have whole seconds: small must come after the head, a second later
+    created = cluster.get("head-1")["metadata"]["creationTimestamp"]
+    second = datetime.datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+    time.sleep(max(0.0, second + 1.05 - time.time()))
     cluster.pod("small", annotations={"kant.io/runtime-seconds": "600"})
     assert "reserved" in _waits(cluster, "small", "reserved")["message"]
     cluster.stop_shims()
     shim = cluster.start_shim(config)
     # the same decision after the restart: a's end (its start + 60 s) is the head's
     # reservation, which small (600 s) would delay
-    time.sleep(1.5)
+    cluster.looked("a", "head-0", "head-1", "small")
     assert _waits(cluster, "small", "reserved")
+    assert cluster.node_of("small") is None
     (jid,) = [j for j in shim._jobs if j.endswith("..a#1")]
     e = shim.scheduler.queue.entry(jid)
     assert e.job.runtime_estimate == 60
@@ -824,7 +830,7 @@ def test_a_restart_while_a_victim_terminates_chooses_no_other_victim(cluster: Cl
         (victim,) = wait_for(going, what="a victim")
         cluster.stop_shims()
         cluster.start_shim()
-        time.sleep(2.0)
+        cluster.looked("a", "b", "h")
         assert going() == [victim] and cluster.node_of("h") is None
         where = cluster.node_of(victim)
         cluster.api.patch(f"/api/v1/namespaces/{cluster.ns}/pods/{victim}",
