@@ -235,6 +235,7 @@ def test_a_config_naming_a_strategy_the_shim_cannot_build_is_one_line_before_con
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
 def test_a_terminated_bench_k8s_stops_its_api_server_and_etcd_on_the_way_out(
     kube: object, tmp_path: Path
 ) -> None:
@@ -256,7 +257,24 @@ def test_a_terminated_bench_k8s_stops_its_api_server_and_etcd_on_the_way_out(
     while not any(tmp_path.glob("kant-kube-*/apiserver.log")):
         assert p.poll() is None and time.monotonic() < deadline, "the API server never started"
         time.sleep(0.1)
-    time.sleep(2)  # (well into its run)
+    # well into its run: its API server answers and it has begun making its nodes
+    import yaml
+
+    from kant.k8s.client import Api, ApiError
+
+    (kc,) = wait_for(lambda: list(tmp_path.glob("kant-kube-*/kubeconfig")), timeout=60)
+    doc = yaml.safe_load(kc.read_text())
+    api = Api(doc["clusters"][0]["cluster"]["server"], token=doc["users"][0]["user"]["token"],
+              verify=False)  # fmt: skip
+
+    def nodes_made() -> bool:
+        assert p.poll() is None, "the bench ended before its run"
+        try:
+            return bool(api.get("/api/v1/nodes", limit=1).get("items"))
+        except (ApiError, OSError):
+            return False  # (not ready yet)
+
+    wait_for(nodes_made, timeout=60, what="the bench's first nodes")
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 143, err
