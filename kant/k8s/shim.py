@@ -1899,14 +1899,34 @@ class Shim:
         precondition: a pod made again under its name since (a StatefulSet's) is not the
         victim, and the API server refuses the call (409) as it would for a victim gone
         (404): either way the victim is gone, and so is its eviction. False when the call
-        got no answer (the server may be down: the cycle asks no more evictions)."""
+        got no answer (the server may be down: the cycle asks no more evictions).
+
+        An eviction first reads the pod: one of another uid under the victim's name is not
+        asked at all, and the call carries the resourceVersion read as a precondition too.
+        kube-apiserver's eviction handler retries a refused precondition for 10 s (20 times,
+        half a second apart) when the pod under that name may be deleted without asking its
+        budget (pending, as a replacement is until kant binds it, or ended, or being
+        deleted), unless the call names a resourceVersion: without these, the loop would
+        wait 10 s for a ``409`` on such a pod. A pod changed between the read and the call
+        (``409`` on the resourceVersion) is tried again by the next cycle."""
         ns, name = key.split("/", 1)
+        path = f"/api/v1/namespaces/{ns}/pods/{name}"
         uid = uid_of(self._pods.get(key, ({}, None))[0])
         options: dict[str, Any] = {"preconditions": {"uid": uid}} if uid else {}
         try:
             if self.settings.eviction_mode == "delete":
-                self.api.delete(f"/api/v1/namespaces/{ns}/pods/{name}", options or None)
+                self.api.delete(path, options or None)
             else:
+                if uid:
+                    now = self.api.get(path)
+                    if uid_of(now) != uid:
+                        log.info("evicting %s: another pod has its name now; the victim is gone",
+                                 key)  # fmt: skip
+                        self._drop_eviction(key)
+                        return True
+                    rv = str((now.get("metadata") or {}).get("resourceVersion") or "")
+                    if rv:
+                        options["preconditions"]["resourceVersion"] = rv
                 gv = self.api.policy_version()
                 body: dict[str, Any] = {
                     "apiVersion": gv,
@@ -1915,11 +1935,13 @@ class Shim:
                 }
                 if options:
                     body["deleteOptions"] = options
-                self.api.post(f"/api/v1/namespaces/{ns}/pods/{name}/eviction", body)
+                self.api.post(f"{path}/eviction", body)
         except ApiError as e:
             if e.status == 404 or _uid_mismatch(e):
                 log.info("evicting %s: %s; the victim is gone", key, e)
                 self._drop_eviction(key)
+            elif _version_mismatch(e):
+                log.info("evicting %s: %s; changed since read, tried again", key, e)
             elif e.status != 429:  # a PodDisruptionBudget says not now: retry next cycle
                 log.warning("evicting %s: %s", key, e)
             return True
@@ -2319,7 +2341,25 @@ def _kant_marked(pod: Obj) -> bool:
 def _uid_mismatch(e: ApiError) -> bool:
     """Whether ``e`` refuses a call whose uid precondition names another pod than the one
     under that name now (409: the pod was deleted and made again)."""
-    return e.status == 409 and "precondition" in e.message.lower() and "uid" in e.message.lower()
+    return _precondition_refused(e, "uid")
+
+
+def _version_mismatch(e: ApiError) -> bool:
+    """Whether ``e`` refuses a call whose resourceVersion precondition names another version
+    of the object than the one stored now (409: it changed since it was read)."""
+    return _precondition_refused(e, "resourceversion")
+
+
+def _precondition_refused(e: ApiError, field: str) -> bool:
+    """Whether ``e`` is the API server's 409 for a ``field`` precondition (``uid`` or
+    ``resourceversion``) that the object does not meet. Its registry words it "the UID in
+    the precondition (...) does not match the UID in record (...)", its storage layer
+    "Precondition failed: UID in precondition: ...": a name merely containing the field's
+    name (a pod called ``fluid-0``) is not read as one."""
+    msg = e.message.lower()
+    return e.status == 409 and (
+        f"{field} in the precondition" in msg or f"{field} in precondition" in msg
+    )
 
 
 def _bound_by(pod: Obj, b: Binding, settings: K8sSettings) -> bool:

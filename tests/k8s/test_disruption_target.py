@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kant.config import parse_config
+from kant.k8s import shim as shim_module
 from kant.k8s.client import Api, ApiError
 from kant.k8s.shim import Shim
 
@@ -486,6 +488,104 @@ def test_a_victim_replaced_under_its_name_after_its_condition_was_written_takes_
     assert new and cluster.get("low")["metadata"]["uid"] == new[0]
     assert not cluster.get("low")["metadata"].get("deletionTimestamp"), "the new low evicted"
     assert f"{cluster.ns}/low" not in shim._evict
+
+
+@pytest.mark.parametrize("when", ["before the shim reads it", "between its read and the call"])
+def test_an_eviction_of_a_victim_replaced_under_its_name_is_refused_at_once_not_after_10_s(
+    cluster: Cluster, when: str
+) -> None:
+    """The victim is replaced under its name by a pending pod (a StatefulSet's, which waits
+    for kant) just before its eviction. kube-apiserver's eviction handler deletes a pending
+    pod without asking its budget, and retries that delete for 10 s (20 times) when it is
+    refused for a precondition, unless the eviction names a resourceVersion: the shim reads
+    the pod first, asks nothing of a pod of another uid, and otherwise names the
+    resourceVersion it read, so that a replacement made after the read is refused at once.
+    The cycle is not held 10 s, and the new pod is left alone."""
+    api = _Flaky(cluster.api)
+    _low_running(cluster)
+    shim = _preempting(cluster, api, "low")
+    new: list[str] = []
+    if when == "before the shim reads it":
+        patch = api.patch
+
+        def then_replace(path: str, body: Any, *, kind: str = "merge") -> Any:
+            out = patch(path, body, kind=kind)
+            if path.endswith("/pods/low/status") and not new:
+                new.append(_replace(cluster, "low"))
+            return out
+
+        api.patch = then_replace  # type: ignore[method-assign]
+    else:
+        get = cluster.api.get
+
+        def read_then_replace(path: str, **query: Any) -> Any:
+            out = get(path, **query)
+            if path.endswith("/pods/low") and not new:
+                new.append(_replace(cluster, "low"))
+            return out
+
+        api.get = read_then_replace  # type: ignore[attr-defined]
+    t = time.monotonic()
+    _cycle(shim, cluster)
+    took = time.monotonic() - t
+    assert took < 5.0, f"the cycle waited {took:.1f} s for the eviction's answer"
+    assert new and cluster.get("low")["metadata"]["uid"] == new[0]
+    assert not cluster.get("low")["metadata"].get("deletionTimestamp"), "the new low evicted"
+    assert f"{cluster.ns}/low" not in shim._evict
+    evictions = [c for c in api.calls if c[1] == "evict"]
+    assert evictions == ([] if when == "before the shim reads it" else [("low", "evict", True)])
+
+
+def test_a_victim_changed_between_the_shims_read_and_its_eviction_is_evicted_by_the_next_cycle(
+    cluster: Cluster,
+) -> None:
+    """The eviction names the resourceVersion the shim read: the victim changed meanwhile
+    (a label here; a status update of its kubelet as well), the API server refuses the call
+    (409), and the next cycle reads it again and evicts it."""
+    api = _Flaky(cluster.api)
+    _low_running(cluster)
+    shim = _preempting(cluster, api, "low")
+    get = cluster.api.get
+    touched: list[bool] = []
+
+    def read_then_touch(path: str, **query: Any) -> Any:
+        out = get(path, **query)
+        if path.endswith("/pods/low") and not touched:
+            touched.append(True)
+            cluster.api.patch(path, {"metadata": {"labels": {"example.com/touched": "1"}}})
+        return out
+
+    api.get = read_then_touch  # type: ignore[attr-defined]
+    _cycle(shim, cluster)
+    assert touched and api.calls == [("low", "True", True), ("low", "evict", True)]
+    assert not cluster.get("low")["metadata"].get("deletionTimestamp")
+    assert f"{cluster.ns}/low" in shim._evict  # (tried again)
+    _cycle(shim, cluster)
+    assert api.calls[2:] == [("low", "evict", True)]
+    assert f"{cluster.ns}/low" not in shim._evict
+    _relay(shim, cluster)  # (low gone)
+    _cycle(shim, cluster)
+    wait_for(lambda: cluster.node_of("high") == "n0", what="high bound")
+
+
+@pytest.mark.parametrize("name", ["low", "fluid-0", "uid"])
+def test_a_409_on_the_resource_version_is_never_read_as_the_victim_gone_whatever_its_name(
+    name: str,
+) -> None:
+    """The API server's words for each refused precondition, as it answers an eviction: a
+    victim whose name contains ``uid`` changed since the shim read it is tried again, not
+    taken as replaced (its eviction dropped while kant counts it as going)."""
+    path = f"/api/v1/namespaces/t/pods/{name}/eviction"
+
+    def refused(field: str, was: str, now: str) -> ApiError:
+        msg = (f'Operation cannot be fulfilled on Pod "{name}": the {field} in the precondition '
+               f"({was}) does not match the {field} in record ({now}). The object might have "
+               "been modified")  # fmt: skip
+        return ApiError(409, "POST", path, json.dumps({"reason": "Conflict", "message": msg}))
+
+    version, uid = refused("ResourceVersion", "97", "98"), refused("UID", "a-1", "b-2")
+    assert shim_module._version_mismatch(version) and not shim_module._uid_mismatch(version)
+    assert shim_module._uid_mismatch(uid) and not shim_module._version_mismatch(uid)
 
 
 @pytest.mark.parametrize("mode", ["eviction", "delete"])
