@@ -1902,13 +1902,18 @@ class Shim:
         got no answer (the server may be down: the cycle asks no more evictions).
 
         An eviction first reads the pod: one of another uid under the victim's name is not
-        asked at all, and the call carries the resourceVersion read as a precondition too.
-        kube-apiserver's eviction handler retries a refused precondition for 10 s (20 times,
-        half a second apart) when the pod under that name may be deleted without asking its
-        budget (pending, as a replacement is until kant binds it, or ended, or being
-        deleted), unless the call names a resourceVersion: without these, the loop would
-        wait 10 s for a ``409`` on such a pod. A pod changed between the read and the call
-        (``409`` on the resourceVersion) is tried again by the next cycle."""
+        asked at all. kube-apiserver's eviction handler deletes a pod that may go without
+        asking its budget (:func:`_budget_skipped`: pending, ended, or being deleted) and
+        retries that delete for 10 s (20 times, half a second apart) when a precondition
+        refuses it, unless the call names a resourceVersion; for any other pod it takes one
+        disruption from the pod's budget *before* the delete checks the preconditions, so a
+        delete refused then spends the budget without evicting (until Kubernetes' disruption
+        controller forgets it, 2 minutes later). So the call carries the resourceVersion read
+        only when the pod as read is one the handler deletes without its budget: a
+        replacement made after the read is refused at once, and a victim of that kind changed
+        after the read (``409`` on the resourceVersion) is tried again by the next cycle. A
+        running victim's call carries its uid alone: a write to it after the read (its
+        kubelet's status update) does not refuse the eviction."""
         ns, name = key.split("/", 1)
         path = f"/api/v1/namespaces/{ns}/pods/{name}"
         uid = uid_of(self._pods.get(key, ({}, None))[0])
@@ -1925,7 +1930,7 @@ class Shim:
                         self._drop_eviction(key)
                         return True
                     rv = str((now.get("metadata") or {}).get("resourceVersion") or "")
-                    if rv:
+                    if rv and _budget_skipped(now):
                         options["preconditions"]["resourceVersion"] = rv
                 gv = self.api.policy_version()
                 body: dict[str, Any] = {
@@ -2336,6 +2341,17 @@ def _kant_marked(pod: Obj) -> bool:
         for c in (pod.get("status") or {}).get("conditions") or ()
         if isinstance(c, Mapping)
     )
+
+
+def _budget_skipped(pod: Obj) -> bool:
+    """Whether kube-apiserver's eviction handler deletes ``pod`` (as read) without asking its
+    PodDisruptionBudget: its phase is Pending, Succeeded or Failed, or it has a
+    deletionTimestamp. Only for such a pod does the handler retry a refused delete, and
+    only for it is a resourceVersion precondition free: for any other pod the handler spends
+    the budget before the delete checks the preconditions."""
+    phase = (pod.get("status") or {}).get("phase")
+    deleting = (pod.get("metadata") or {}).get("deletionTimestamp")
+    return phase in ("Pending", "Succeeded", "Failed") or bool(deleting)
 
 
 def _uid_mismatch(e: ApiError) -> bool:

@@ -490,7 +490,24 @@ def test_a_victim_replaced_under_its_name_after_its_condition_was_written_takes_
     assert f"{cluster.ns}/low" not in shim._evict
 
 
-@pytest.mark.parametrize("when", ["before the shim reads it", "between its read and the call"])
+def _read_as_pending(api: _Flaky, then: Any) -> None:
+    """The shim's read of ``low`` answers the pod as it was while bound and not yet started
+    (phase ``Pending``; the test's kubelet starts a pod at once), then ``then()`` runs."""
+    get = api.api.get
+
+    def read(path: str, **query: Any) -> Any:
+        out = get(path, **query)
+        if path.endswith("/pods/low") and out.get("status", {}).get("phase") == "Running":
+            out = {**out, "status": {**out["status"], "phase": "Pending"}}
+            then()
+        return out
+
+    api.get = read  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "when", ["before the shim reads it", "between its read and the call, read as pending"]
+)
 def test_an_eviction_of_a_victim_replaced_under_its_name_is_refused_at_once_not_after_10_s(
     cluster: Cluster, when: str
 ) -> None:
@@ -498,9 +515,10 @@ def test_an_eviction_of_a_victim_replaced_under_its_name_is_refused_at_once_not_
     for kant) just before its eviction. kube-apiserver's eviction handler deletes a pending
     pod without asking its budget, and retries that delete for 10 s (20 times) when it is
     refused for a precondition, unless the eviction names a resourceVersion: the shim reads
-    the pod first, asks nothing of a pod of another uid, and otherwise names the
-    resourceVersion it read, so that a replacement made after the read is refused at once.
-    The cycle is not held 10 s, and the new pod is left alone."""
+    the pod first and asks nothing of a pod of another uid; a victim it read as one the
+    handler deletes without its budget (here: pending, bound but not yet started) gets the
+    resourceVersion read as a precondition, so that a replacement made after the read is
+    refused at once. The cycle is not held 10 s, and the new pod is left alone."""
     api = _Flaky(cluster.api)
     _low_running(cluster)
     shim = _preempting(cluster, api, "low")
@@ -516,15 +534,7 @@ def test_an_eviction_of_a_victim_replaced_under_its_name_is_refused_at_once_not_
 
         api.patch = then_replace  # type: ignore[method-assign]
     else:
-        get = cluster.api.get
-
-        def read_then_replace(path: str, **query: Any) -> Any:
-            out = get(path, **query)
-            if path.endswith("/pods/low") and not new:
-                new.append(_replace(cluster, "low"))
-            return out
-
-        api.get = read_then_replace  # type: ignore[attr-defined]
+        _read_as_pending(api, lambda: new or new.append(_replace(cluster, "low")))
     t = time.monotonic()
     _cycle(shim, cluster)
     took = time.monotonic() - t
@@ -536,15 +546,42 @@ def test_an_eviction_of_a_victim_replaced_under_its_name_is_refused_at_once_not_
     assert evictions == ([] if when == "before the shim reads it" else [("low", "evict", True)])
 
 
-def test_a_victim_changed_between_the_shims_read_and_its_eviction_is_evicted_by_the_next_cycle(
+def _budget(cluster: Cluster, allowed: int) -> str:
+    """A PodDisruptionBudget over ``app=low`` whose status allows ``allowed`` disruptions
+    (the test server runs no disruption controller: the test writes its status): its
+    path."""
+    base = f"/apis/policy/v1beta1/namespaces/{cluster.ns}/poddisruptionbudgets"
+    pdb = cluster.api.post(base, {"metadata": {"name": "budget"}, "spec": {
+        "minAvailable": 0, "selector": {"matchLabels": {"app": "low"}}}})  # fmt: skip
+    cluster.api.patch(f"{base}/budget/status", {"status": {
+        "observedGeneration": pdb["metadata"].get("generation", 1),
+        "disruptionsAllowed": allowed, "currentHealthy": 1, "desiredHealthy": 0,
+        "expectedPods": 1}})  # fmt: skip
+    return f"{base}/budget"
+
+
+def test_a_running_victim_written_just_before_its_eviction_is_evicted_within_its_budget(
     cluster: Cluster,
 ) -> None:
-    """The eviction names the resourceVersion the shim read: the victim changed meanwhile
-    (a label here; a status update of its kubelet as well), the API server refuses the call
-    (409), and the next cycle reads it again and evicts it."""
+    """``low`` runs under a PodDisruptionBudget that allows one disruption, and another
+    writer (its kubelet's status update, a controller's annotation) changes it between the
+    shim's read and its eviction. kube-apiserver's eviction handler takes the disruption
+    from the budget before the delete checks the call's preconditions: had the call named
+    the resourceVersion read, the delete would be refused (409) with the budget spent, and
+    every later eviction refused (429) until the disruption controller forgets it (2
+    minutes; never here). The call names the uid alone, and the victim is evicted in that
+    cycle, the budget spent on it."""
+    with contextlib.suppress(ApiError):
+        cluster.api.post("/apis/scheduling.k8s.io/v1/priorityclasses",
+                         {"metadata": {"name": HIGH}, "value": 1000})  # fmt: skip
+    cluster.node("n0")
+    cluster.pod("low", labels={"app": "low"})
     api = _Flaky(cluster.api)
-    _low_running(cluster)
     shim = _preempting(cluster, api, "low")
+    wait_for(lambda: any(c["type"] == "Ready" and c["status"] == "True"
+                         for c in cluster.get("low")["status"].get("conditions") or ()),
+             what="low ready")  # fmt: skip
+    budget = _budget(cluster, 1)
     get = cluster.api.get
     touched: list[bool] = []
 
@@ -552,20 +589,59 @@ def test_a_victim_changed_between_the_shims_read_and_its_eviction_is_evicted_by_
         out = get(path, **query)
         if path.endswith("/pods/low") and not touched:
             touched.append(True)
-            cluster.api.patch(path, {"metadata": {"labels": {"example.com/touched": "1"}}})
+            cluster.api.patch(path, {"metadata": {"annotations": {"example.com/x": "1"}}})
         return out
 
     api.get = read_then_touch  # type: ignore[attr-defined]
     _cycle(shim, cluster)
     assert touched and api.calls == [("low", "True", True), ("low", "evict", True)]
+    assert "low" not in cluster.pods() or cluster.get("low")["metadata"].get("deletionTimestamp")
+    assert f"{cluster.ns}/low" not in shim._evict
+    status = cluster.api.get(budget)["status"]
+    assert status["disruptionsAllowed"] == 0 and list(status["disruptedPods"]) == ["low"]
+    _relay(shim, cluster)  # (low gone)
+    _cycle(shim, cluster)
+    wait_for(lambda: cluster.node_of("high") == "n0", what="high bound")
+
+
+def test_a_victim_read_as_pending_and_changed_before_its_eviction_is_evicted_by_the_next_cycle(
+    cluster: Cluster,
+) -> None:
+    """A victim the shim read as pending (bound, not yet started) gets the resourceVersion
+    read as a precondition: it changed meanwhile (started, as here, or written by another),
+    the API server refuses the call (409), and the next cycle reads it again and evicts it."""
+    api = _Flaky(cluster.api)
+    _low_running(cluster)
+    shim = _preempting(cluster, api, "low")
+    path = f"/api/v1/namespaces/{cluster.ns}/pods/low"
+    touched: list[bool] = []
+    _read_as_pending(api, lambda: touched or touched.append(bool(cluster.api.patch(
+        path, {"metadata": {"labels": {"example.com/touched": "1"}}}))))  # fmt: skip
+    _cycle(shim, cluster)
+    assert touched and api.calls == [("low", "True", True), ("low", "evict", True)]
     assert not cluster.get("low")["metadata"].get("deletionTimestamp")
     assert f"{cluster.ns}/low" in shim._evict  # (tried again)
+    api.get = cluster.api.get  # type: ignore[attr-defined]
     _cycle(shim, cluster)
     assert api.calls[2:] == [("low", "evict", True)]
     assert f"{cluster.ns}/low" not in shim._evict
     _relay(shim, cluster)  # (low gone)
     _cycle(shim, cluster)
     wait_for(lambda: cluster.node_of("high") == "n0", what="high bound")
+
+
+@pytest.mark.parametrize(
+    ("phase", "deleting", "skipped"),
+    [("Pending", False, True), ("Running", False, False), ("Succeeded", False, True),
+     ("Failed", False, True), ("Unknown", False, False), ("Running", True, True)],
+)  # fmt: skip
+def test_the_resource_version_is_named_only_for_a_pod_the_eviction_handler_deletes_without_its_budget(
+    phase: str, deleting: bool, skipped: bool
+) -> None:
+    """kube-apiserver's eviction handler skips the budget (and retries a refused delete)
+    for a pod pending, ended or being deleted, and for no other."""
+    meta = {"name": "p", "deletionTimestamp": "2026-01-01T00:00:00Z"} if deleting else {}
+    assert shim_module._budget_skipped({"metadata": meta, "status": {"phase": phase}}) is skipped
 
 
 @pytest.mark.parametrize("name", ["low", "fluid-0", "uid"])
