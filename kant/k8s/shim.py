@@ -218,6 +218,7 @@ class Shim:
         self._last_now = 0.0
         self._pool = ThreadPoolExecutor(max_workers=self.settings.bind_workers)
         self._inflight: list[tuple[Binding, Future[tuple[str | None, float]]]] = []
+        self._taking = 0  # answers reap has taken off _inflight and not yet acted on
         self.bound_total = 0
         self.cycles = 0
         # key -> (uid, until when it holds preemption back), see _hold_preemption
@@ -245,8 +246,10 @@ class Shim:
     @property
     def bindings_in_flight(self) -> int:
         """How many binding calls the cycles sent whose answers :meth:`reap` has not taken
-        yet (the loop takes them as they come)."""
-        return len(self._inflight)
+        yet (the loop takes them as they come). An answer counts until :meth:`reap` has
+        acted on it (a failure's gang released, its pods deleted), so 0 read from another
+        thread means every binding sent so far is fully dealt with."""
+        return self._taking + len(self._inflight)
 
     # ----------------------------------------------------------------- time
 
@@ -1694,14 +1697,19 @@ class Shim:
             (done if wait or x[1].done() else still).append(x)
         if not done:
             return
+        self._taking = len(done)  # (counted before they leave _inflight: never both low)
         self._inflight = still
         now = self.now()
-        for b, fut in done:
-            err, t_done = fut.result()
-            if err is None:
-                self._bound(b, t_done)
-            else:
-                self._binding_failed(b, err, now)
+        try:
+            for b, fut in done:
+                err, t_done = fut.result()
+                if err is None:
+                    self._bound(b, t_done)
+                else:
+                    self._binding_failed(b, err, now)
+                self._taking -= 1
+        finally:
+            self._taking = 0  # (an exception from a hook ends the loop: none is left to take)
 
     def _bound(self, b: Binding, when: float) -> None:
         """Binding ``b`` was made (at ``when``, by the wall clock)."""

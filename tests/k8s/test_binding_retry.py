@@ -228,3 +228,24 @@ def test_a_lone_pod_bound_by_a_call_whose_answer_was_lost_stays_charged_to_its_t
     assert not _held_in(shim, cluster)
     shim.scheduler.check_invariants()
     shim._pool.shutdown()
+
+
+def test_a_binding_answer_counts_as_in_flight_until_the_shim_has_acted_on_it() -> None:
+    """``bindings_in_flight`` tells a caller on another thread when every binding sent is
+    dealt with: an answer still being acted on (a failure's gang being released, a bound
+    pod being counted) counts, and once all are, none does."""
+    from concurrent.futures import Future
+
+    shim = Shim(None)  # type: ignore[arg-type]  # (reap asks the API server nothing here)
+    seen: list[tuple[str, int]] = []
+    answers = [("binding ns/a to n0: 409 Conflict", 1.0), (None, 2.0), (None, 3.0)]
+    for i, answer in enumerate(answers):
+        fut: Future[tuple[str | None, float]] = Future()
+        fut.set_result(answer)
+        shim._inflight.append((f"b{i}", fut))  # type: ignore[arg-type]
+    shim._binding_failed = lambda b, err, now: seen.append((b, shim.bindings_in_flight))  # type: ignore[assignment,method-assign]
+    shim._bound = lambda b, when: seen.append((b, shim.bindings_in_flight))  # type: ignore[assignment,method-assign]
+    assert shim.bindings_in_flight == 3
+    shim.reap()
+    assert seen == [("b0", 3), ("b1", 2), ("b2", 1)]
+    assert shim.bindings_in_flight == 0
