@@ -11,7 +11,7 @@ import math
 import random
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -41,8 +41,24 @@ def create_nodes(api: Api, n: int, *, gpus: int = 8, per_leaf: int = 8, workers:
                                      labels={LEAF_LABEL: f"leaf-{i // per_leaf}"},
                                      settings=settings))  # fmt: skip
 
-    with ThreadPoolExecutor(workers) as ex:
-        list(ex.map(one, range(n)))
+    run_all(one, n, workers)
+
+
+def run_all(fn: Callable[[int], object], n: int, workers: int) -> None:
+    """``fn(i)`` for each ``i`` in ``range(n)``, on ``workers`` threads, raising the first
+    error. Whatever ends it early (a call's error, Ctrl-C, SIGTERM) cancels the calls not
+    started yet and waits only for those running: a ``with ThreadPoolExecutor`` block would
+    run every call still queued before unwinding whenever the exception is raised outside
+    ``Executor.map``'s iterator (a SIGTERM while the calls are being queued), thousands of
+    API calls, minutes under load."""
+    ex = ThreadPoolExecutor(workers)
+    try:
+        for _ in ex.map(fn, range(n)):
+            pass
+    except BaseException:
+        ex.shutdown(wait=True, cancel_futures=True)
+        raise
+    ex.shutdown(wait=True)
 
 
 def pod_body(
@@ -148,8 +164,7 @@ def bench_k8s(*, pods: int = 1000, nodes: int = 500, pod_gpus: int = 2, creators
         shim, stop, th = _start(api, cfg, on_bound=on_bound)
         try:
             t0 = time.time()
-            with ThreadPoolExecutor(creators) as ex:
-                list(ex.map(lambda i: make("stream", i), range(pods)))
+            run_all(lambda i: make("stream", i), pods, creators)
             t_created = time.time()
             wait_bound(pods)
         finally:
@@ -166,8 +181,7 @@ def bench_k8s(*, pods: int = 1000, nodes: int = 500, pod_gpus: int = 2, creators
         while api.get("/api/v1/namespaces/stream/pods").get("items"):
             time.sleep(0.1)
         # backlog
-        with ThreadPoolExecutor(creators) as ex:
-            list(ex.map(lambda i: make("backlog", i), range(pods)))
+        run_all(lambda i: make("backlog", i), pods, creators)
         t1 = time.time()
         shim, stop, th = _start(api, cfg, on_bound=on_bound)
         try:
