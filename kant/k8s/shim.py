@@ -125,9 +125,12 @@ class Shim:
     Hooks for a caller running the shim's loop (:meth:`run`) in its own process, called on
     the loop's thread: ``on_bound(pod key, when)`` for each binding the API server took,
     ``on_cycle(shim, result)`` at the end of each cycle, ``on_event(kind, event type,
-    object)`` once each watch event is taken in (:meth:`handle`). A change the shim took in
-    before a cycle began is one that cycle decided on: waiting for ``on_event`` to show the
-    object's version, then for the end of the next cycle (and for
+    object)`` once each event is taken in (:meth:`handle`): each watch event, and each
+    object of :meth:`sync`'s first list (as ``ADDED``). The object ``on_event`` gets is the
+    one the shim keeps (no copy is made): the caller must not change it. An exception from
+    any hook ends the loop (it propagates out of :meth:`run`, or of :meth:`sync`). A change
+    the shim took in before a cycle began is one that cycle decided on: waiting for
+    ``on_event`` to show the object's version, then for the end of the next cycle (and for
     :attr:`bindings_in_flight` to be 0), tells that the shim has looked at it, so that what
     it did not do, it decided not to do."""
 
@@ -690,7 +693,8 @@ class Shim:
 
     def handle(self, kind: str, kind_event: str, obj: Obj) -> None:
         """Take one informer event (``kind`` Node, Pod or PodGroup; ``kind_event`` ADDED,
-        MODIFIED or DELETED)."""
+        MODIFIED or DELETED), then call ``on_event`` with it (``obj`` itself, which the shim
+        may keep: see :class:`Shim`)."""
         if kind == "Node":
             self._on_node(kind_event, obj)
         elif kind == "PodGroup":
