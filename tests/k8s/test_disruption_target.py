@@ -644,19 +644,26 @@ def test_the_resource_version_is_named_only_for_a_pod_the_eviction_handler_delet
     assert shim_module._budget_skipped({"metadata": meta, "status": {"phase": phase}}) is skipped
 
 
+@pytest.mark.parametrize("layer", ["registry", "storage"])
 @pytest.mark.parametrize("name", ["low", "fluid-0", "uid"])
 def test_a_409_on_the_resource_version_is_never_read_as_the_victim_gone_whatever_its_name(
-    name: str,
+    name: str, layer: str
 ) -> None:
-    """The API server's words for each refused precondition, as it answers an eviction: a
-    victim whose name contains ``uid`` changed since the shim read it is tried again, not
-    taken as replaced (its eviction dropped while kant counts it as going)."""
+    """The API server's words for each refused precondition, as it answers an eviction (its
+    registry's check before the delete, or its storage layer's, when the object changed
+    after that check): a victim whose name contains ``uid`` changed since the shim read it
+    is tried again, not taken as replaced (its eviction dropped while kant counts it as
+    going)."""
     path = f"/api/v1/namespaces/t/pods/{name}/eviction"
 
     def refused(field: str, was: str, now: str) -> ApiError:
-        msg = (f'Operation cannot be fulfilled on Pod "{name}": the {field} in the precondition '
-               f"({was}) does not match the {field} in record ({now}). The object might have "
-               "been modified")  # fmt: skip
+        if layer == "registry":
+            why = (f"the {field} in the precondition ({was}) does not match the {field} in "
+                   f"record ({now}). The object might have been modified")  # fmt: skip
+        else:
+            why = (f"Precondition failed: {field} in precondition: {was}, {field} in object "
+                   f"meta: {now}")  # fmt: skip
+        msg = f'Operation cannot be fulfilled on pods "{name}": {why}'
         return ApiError(409, "POST", path, json.dumps({"reason": "Conflict", "message": msg}))
 
     version, uid = refused("ResourceVersion", "97", "98"), refused("UID", "a-1", "b-2")
