@@ -1,9 +1,12 @@
 """The real API server for the integration tests: one etcd + kube-apiserver per session
 (kant.k8s.testenv), skipped with the reason when the binaries are absent
-(scripts/kube-testenv provision builds them)."""
+(scripts/kube-testenv provision builds them). The tests of a session share it, and a
+shim reads every namespace: the ``cluster`` fixture removes the pods, PodGroups and nodes a
+test made, and fails the test if any is left (see :class:`Cluster`)."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import threading
@@ -87,18 +90,32 @@ class ShimProbe:
 
 
 class Cluster:
-    """One test's view of the shared API server: its own namespace, nodes it creates (all
-    nodes are removed afterwards), shims and a fake kubelet it starts."""
+    """One test's view of the shared API server: its own namespace (and any other it makes
+    with :meth:`namespace`), nodes it creates, shims and a fake kubelet it starts.
+
+    The API server is shared by the tests of a session, and a shim reads every namespace:
+    :meth:`close` removes what a shim would take in (the pods and PodGroups of the test's
+    namespaces, finalizers or not, and every node), so that no test sees another's objects,
+    whatever ran before it."""
 
     def __init__(self, env: KubeTestEnv) -> None:
         self.env = env
         self.api: Api = env.api
         self.ns = f"t{next(_ns)}"
-        self.api.post("/api/v1/namespaces", {"metadata": {"name": self.ns}})
+        self._namespaces: list[str] = []
+        self.namespace("")
         self._stops: list[tuple[threading.Event, threading.Thread]] = []
         self._probes: list[tuple[Shim, ShimProbe]] = []
         self.kubelet = FakeKubelet(self.api)
         self.kubelet.start()
+
+    def namespace(self, suffix: str) -> str:
+        """Make namespace ``<the test's namespace><suffix>``; its pods and PodGroups are
+        removed with the test's."""
+        ns = f"{self.ns}{suffix}"
+        self.api.post("/api/v1/namespaces", {"metadata": {"name": ns}})
+        self._namespaces.append(ns)
+        return ns
 
     def node(self, name: str, **kw: Any) -> None:
         create_node(self.api, node_object(name, **kw))
@@ -220,8 +237,25 @@ class Cluster:
     def close(self) -> None:
         self.stop_shims()
         self.kubelet.stop()
-        self.api.delete(f"/api/v1/namespaces/{self.ns}/pods", {"gracePeriodSeconds": 0})
+        for ns in self._namespaces:
+            self.api.delete(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups")
+            pods = f"/api/v1/namespaces/{ns}/pods"
+            self.api.delete(pods, {"gracePeriodSeconds": 0})
+            for p in self.api.get(pods).get("items", ()):  # (held by a finalizer)
+                with contextlib.suppress(ApiError):
+                    self.api.patch(
+                        f"{pods}/{p['metadata']['name']}", {"metadata": {"finalizers": None}}
+                    )
         self.api.delete("/api/v1/nodes")
+
+    def leftovers(self) -> list[str]:
+        """What the API server still holds that a shim would take in: pods, PodGroups and
+        nodes, of any namespace."""
+        out = []
+        for kind, path in (("Pod", "/api/v1/pods"), ("Node", "/api/v1/nodes"),
+                           ("PodGroup", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups")):  # fmt: skip
+            out += [f"{kind} {pod_key(o)}" for o in self.api.get(path).get("items", ())]
+        return out
 
 
 def wait_for(pred: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
@@ -242,3 +276,5 @@ def cluster(kube: KubeTestEnv) -> Iterator[Cluster]:
         yield c
     finally:
         c.close()
+    left = c.leftovers()
+    assert not left, f"the test left objects a later test's shim would take in: {left}"

@@ -93,24 +93,20 @@ def test_affinity_reads_only_the_pods_own_namespace_unless_it_lists_others(
 ) -> None:
     cluster.node("a0", labels={"zone": "a"})
     cluster.node("b0", labels={"zone": "b"})
-    other = f"{cluster.ns}o"
-    cluster.api.post("/api/v1/namespaces", {"metadata": {"name": other}})
-    try:
-        cluster.start_shim()
-        _pod(cluster, "db", labels={"app": "db"}, ns=other)
-        # (the db pod is in another namespace: the first term sees no db pod, the second,
-        # naming that namespace, sees it)
-        _pod(cluster, "mine", affinity=_required("podAffinity", _term("zone", app="db")))
-        theirs = dict(_term("zone", app="db"), namespaces=[other])
-        _pod(cluster, "theirs", affinity=_required("podAffinity", theirs))
-        wait_for(lambda: cluster.node_of("theirs"), what="theirs bound")
-        wait_for(lambda: _message(cluster, "mine"), what="mine's condition")
-        cluster.looked("mine", "theirs")
-        assert cluster.node_of("mine") is None
-        db = cluster.api.get(f"/api/v1/namespaces/{other}/pods/db")["spec"]["nodeName"]
-        assert cluster.node_of("theirs") == db
-    finally:
-        cluster.api.delete(f"/api/v1/namespaces/{other}/pods", {"gracePeriodSeconds": 0})
+    other = cluster.namespace("o")
+    cluster.start_shim()
+    _pod(cluster, "db", labels={"app": "db"}, ns=other)
+    # (the db pod is in another namespace: the first term sees no db pod, the second,
+    # naming that namespace, sees it)
+    _pod(cluster, "mine", affinity=_required("podAffinity", _term("zone", app="db")))
+    theirs = dict(_term("zone", app="db"), namespaces=[other])
+    _pod(cluster, "theirs", affinity=_required("podAffinity", theirs))
+    wait_for(lambda: cluster.node_of("theirs"), what="theirs bound")
+    wait_for(lambda: _message(cluster, "mine"), what="mine's condition")
+    cluster.looked("mine", "theirs")
+    assert cluster.node_of("mine") is None
+    db = cluster.api.get(f"/api/v1/namespaces/{other}/pods/db")["spec"]["nodeName"]
+    assert cluster.node_of("theirs") == db
 
 
 def test_a_restarted_shim_still_keeps_new_pods_away_from_a_running_pods_anti_affinity(

@@ -227,18 +227,13 @@ def test_a_pod_copying_another_namespaces_pod_id_is_held_and_the_owner_is_still_
     other = "n1" if node == "n0" else "n0"
     cluster.stop_shims()
     ann = cluster.get("legit")["metadata"]["annotations"]
-    spoof_ns = f"{cluster.ns}x"
-    cluster.api.post("/api/v1/namespaces", {"metadata": {"name": spoof_ns}})
-    try:
-        _raw_pod(cluster, "legit", ns=spoof_ns, node=other, annotations=dict(ann))
-        shim = cluster.start_shim()
-        assert f"{cluster.ns}/legit" in shim._id_of  # the owner is kant's again
-        cluster.pod("new")
-        _waits(cluster, "new", "insufficient_capacity")  # both nodes are taken
-        assert not _overbooked(cluster)
-    finally:
-        cluster.stop_shims()
-        cluster.api.delete(f"/api/v1/namespaces/{spoof_ns}/pods", {"gracePeriodSeconds": 0})
+    spoof_ns = cluster.namespace("x")
+    _raw_pod(cluster, "legit", ns=spoof_ns, node=other, annotations=dict(ann))
+    shim = cluster.start_shim()
+    assert f"{cluster.ns}/legit" in shim._id_of  # the owner is kant's again
+    cluster.pod("new")
+    _waits(cluster, "new", "insufficient_capacity")  # both nodes are taken
+    assert not _overbooked(cluster)
 
 
 def test_a_restart_after_a_quota_was_lowered_holds_the_running_pods_it_cannot_take_back(
