@@ -54,6 +54,7 @@ from kant.k8s.translate import (
     pod_key,
     pod_resources,
     pod_state,
+    reads_namespace_labels,
     recorded_binding,
     recorded_tenant,
     uid_of,
@@ -156,6 +157,11 @@ class Shim:
         self.on_cycle = on_cycle
         self.on_event = on_event
         self._pods: dict[str, tuple[Obj, PodFacts | None]] = {}
+        # namespace -> its labels (the watch of Namespaces): what pod affinity terms'
+        # namespaceSelectors select among; and the pods whose terms have such a selector,
+        # read again when a namespace is created, deleted or relabelled (_on_namespace)
+        self._ns_labels: dict[str, dict[str, str]] = {}
+        self._ns_pods: set[str] = set()
         self._groups: dict[str, int] = {}  # PodGroup key -> minMember
         self._bad_groups: dict[str, str] = {}  # PodGroup key -> why kant cannot read it
         # gang (or lone pod) -> why its pending pods are not submitted (message, code)
@@ -264,9 +270,11 @@ class Shim:
     # ----------------------------------------------------------------- sync and events
 
     def sync(self) -> None:
-        """List nodes, PodGroups and pods and take them in, adopting every binding a previous
-        shim recorded on bound pods, cordoned nodes' too (a restart loses no binding and
-        double-books nothing)."""
+        """List namespaces, nodes, PodGroups and pods and take them in, adopting every binding
+        a previous shim recorded on bound pods, cordoned nodes' too (a restart loses no
+        binding and double-books nothing)."""
+        for ns in self.api.get("/api/v1/namespaces").get("items", ()):
+            self.handle("Namespace", "ADDED", ns)
         nodes = self.api.get("/api/v1/nodes").get("items", ())
         for n in nodes:
             self.handle("Node", "ADDED", n)
@@ -401,7 +409,8 @@ class Shim:
                     jid = got[0].job
                     if st.phase == "Failed":
                         failed.add(jid)
-                    self._count_job(_base(pod_facts(p, self.settings)), jid)  # (never again)
+                    f = pod_facts(p, self.settings, namespaces=self._ns_labels)
+                    self._count_job(_base(f), jid)  # (never again)
             if (
                 not st.ours
                 or st.node not in known
@@ -411,7 +420,7 @@ class Shim:
             ):
                 continue  # (another scheduler's pod is never read for kant's annotations)
             try:
-                f = pod_facts(p, self.settings)
+                f = pod_facts(p, self.settings, namespaces=self._ns_labels)
                 recorded = recorded_binding(p)
                 if recorded is None or f.node is None:
                     continue
@@ -692,11 +701,13 @@ class Shim:
         return {n.name for n in self.scheduler.cluster.nodes()}
 
     def handle(self, kind: str, kind_event: str, obj: Obj) -> None:
-        """Take one informer event (``kind`` Node, Pod or PodGroup; ``kind_event`` ADDED,
-        MODIFIED or DELETED), then call ``on_event`` with it (``obj`` itself, which the shim
-        may keep: see :class:`Shim`)."""
+        """Take one informer event (``kind`` Node, Pod, PodGroup or Namespace; ``kind_event``
+        ADDED, MODIFIED or DELETED), then call ``on_event`` with it (``obj`` itself, which the
+        shim may keep: see :class:`Shim`)."""
         if kind == "Node":
             self._on_node(kind_event, obj)
+        elif kind == "Namespace":
+            self._on_namespace(kind_event, obj)
         elif kind == "PodGroup":
             key = pod_key(obj)
             base = f"group:{key}"
@@ -731,6 +742,94 @@ class Shim:
             self._on_pod(kind_event, obj)
         if self.on_event is not None:
             self.on_event(kind, kind_event, obj)
+
+    def _on_namespace(self, ev: str, obj: Obj) -> None:
+        """A namespace created, changed or deleted: when its labels are not what the shim
+        knew (created, deleted, relabelled), the pods whose pod affinity terms select
+        namespaces by their labels (:attr:`_ns_pods`) are read again
+        (:meth:`_reread_namespaced`). O(1) for an event that changes no label."""
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name"))
+        if ev == "DELETED":
+            if self._ns_labels.pop(name, None) is None:
+                return
+        else:
+            lab = meta.get("labels") or {}
+            labels = {str(k): str(v) for k, v in lab.items()} if isinstance(lab, Mapping) else {}
+            if self._ns_labels.get(name) == labels:
+                return
+            self._ns_labels[name] = labels
+        if self._ns_pods:
+            self._reread_namespaced()
+
+    def _reread_namespaced(self) -> None:
+        """Read again, with the namespaces' labels as they are now, the pods whose pod
+        affinity terms select namespaces by their labels, in key order: a pod of another
+        scheduler kant holds is described again (:meth:`_describe_held`); a pending pod of
+        kant's not in a job yet is taken as a changed pod; a kant job whose waiting pods'
+        terms now read other namespaces is submitted again (:meth:`_cancel`: the same pods,
+        its failures carried on), and a running one is described again, so that its pods'
+        anti-affinity keeps the pods of the namespaces selected now out of their domain.
+        O(those pods)."""
+        waiting: set[str] = set()
+        running: set[str] = set()
+        for key in sorted(self._ns_pods):
+            got = self._pods.get(key)
+            if got is None:
+                continue
+            obj, old = got
+            st = pod_state(obj, self.settings)
+            if st.phase in TERMINAL:
+                continue
+            if not st.ours or old is None:
+                if key in self._held:
+                    self._describe_held(key, obj)
+                continue
+            try:
+                new = pod_facts(obj, self.settings, namespaces=self._ns_labels)
+            except KantError:
+                continue  # (what made it readable does not depend on namespaces)
+            if _terms(new) == _terms(old):
+                continue
+            known = self._id_of.get(key)
+            if known is None:
+                if key in self._held:
+                    self._pods[key] = (obj, new)
+                    self._describe_held(key, obj)
+                else:
+                    self._on_pod("MODIFIED", obj)
+                continue
+            self._pods[key] = (obj, new)
+            rec = self._jobs.get(known[0])
+            if rec is not None:
+                (running if rec.bound else waiting).add(known[0])
+        now = self.now()
+        for jid in sorted(waiting):
+            self._cancel(jid, now)
+        for jid in sorted(running):
+            self._describe_running(jid)
+
+    def _describe_running(self, jid: str) -> None:
+        """Describe kant job ``jid``, whose pods run, with the pod terms its pods' facts give
+        now (each role's, from a pod of it), for the pods placed from now on."""
+        cluster = self.scheduler.cluster
+        job, rec = cluster.described(jid), self._jobs.get(jid)
+        if job is None or rec is None:
+            return
+        facts: dict[str, PodFacts] = {}
+        for pid, key in sorted(rec.pods.items()):
+            f = self._pods.get(key, ({}, None))[1]
+            if f is not None:
+                facts.setdefault(pid.role, f)
+        roles = tuple(
+            attrs.evolve(r, pod_affinity=f.pod_affinity, pod_anti_affinity=f.pod_anti_affinity,
+                         pod_preferences=f.pod_preferences)
+            if (f := facts.get(r.name)) is not None
+            else r
+            for r in job.roles
+        )  # fmt: skip
+        if roles != job.roles:
+            cluster.describe(attrs.evolve(job, roles=roles))
 
     def _on_node(self, ev: str, obj: Obj) -> None:
         name = str((obj.get("metadata") or {}).get("name"))
@@ -930,6 +1029,7 @@ class Shim:
             # relist sees only the new one): the old pod is gone, this is a new one
             self._on_pod("DELETED", last[0])
         if ev == "DELETED":
+            self._ns_pods.discard(key)
             old = self._pods.pop(key, None)
             self._stored.pop(f"pod:{key}", None)  # (a pod's failures go with it)
             self._store_due.pop(f"pod:{key}", None)
@@ -942,6 +1042,10 @@ class Shim:
                 self._drop_base(base, pod=True)
             return
         st = pod_state(obj, self.settings)
+        if reads_namespace_labels(obj):
+            self._ns_pods.add(key)
+        else:
+            self._ns_pods.discard(key)
         if st.node is not None:
             self._on_node_pods.setdefault(st.node, set()).add(key)
         if key in self._evict:
@@ -955,7 +1059,7 @@ class Shim:
             return
         self._sync_expected(key, obj, st, first=key not in self._pods)
         try:
-            f: PodFacts | None = pod_facts(obj, self.settings)
+            f: PodFacts | None = pod_facts(obj, self.settings, namespaces=self._ns_labels)
         except KantError as e:
             self._unwait(key)  # (from the facts last read of it)
             self._pods[key] = (obj, None)
@@ -1119,7 +1223,7 @@ class Shim:
         """Describe held pod ``key`` (last seen as ``obj``) to the cluster, for pod affinity,
         unless it is described as it is already."""
         pid = self._held[key]
-        job, err = held_job(obj, pid.job)
+        job, err = held_job(obj, pid.job, namespaces=self._ns_labels)
         if self.scheduler.cluster.described(pid.job) == job:
             return
         if err is not None:
@@ -2095,6 +2199,7 @@ class Shim:
         nodes = {f"default/{n.name}": {"metadata": {"name": n.name}} for n in
                  self.scheduler.cluster.nodes()}  # fmt: skip
         pods = {k: obj for k, (obj, _f) in self._pods.items()}
+        namespaces = {f"default/{n}": {"metadata": {"name": n}} for n in self._ns_labels}
         groups: dict[str, Obj] = {}
         for k in (*self._groups, *self._bad_groups):
             ns, name = k.split("/", 1)
@@ -2102,6 +2207,7 @@ class Shim:
         watchers = [
             Watcher(self.api, "Node", "/api/v1/nodes", events, stop, seen=nodes),
             Watcher(self.api, "Pod", "/api/v1/pods", events, stop, seen=pods),
+            Watcher(self.api, "Namespace", "/api/v1/namespaces", events, stop, seen=namespaces),
         ]
         if self.api.has(PODGROUP_API):
             watchers.append(
@@ -2279,6 +2385,11 @@ def _steady(carried: str | None, value: str, at: float | None, now: float) -> bo
 def _base(f: PodFacts) -> str:
     """The key of what becomes one kant job: a gang, or a lone pod."""
     return f"group:{f.group}" if f.group is not None else f"pod:{f.key}"
+
+
+def _terms(f: PodFacts) -> tuple[Any, ...]:
+    """The pod terms of a pod's facts: what the namespaces' labels change."""
+    return (f.pod_affinity, f.pod_anti_affinity, f.pod_preferences)
 
 
 SPARED_REASON = "PreemptionAbandoned"

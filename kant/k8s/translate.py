@@ -118,6 +118,15 @@ roles, so that a term selecting it (``replica-type: master``) selects the right 
 NAMESPACE_LABEL: Final = "kant.io/namespace"
 """The label under which every pod's namespace is among its kant labels, so that a pod
 affinity term's namespaces are one more requirement on labels (:func:`_pod_terms`)."""
+NamespaceLabels = Mapping[str, Mapping[str, str]]
+"""The namespaces of the cluster, each with its labels (the shim's watch of Namespaces): a
+pod affinity term's ``namespaceSelector`` selects among them."""
+_NO_NAMESPACES: Final[NamespaceLabels] = {}
+_TERM_LISTS: Final = tuple(
+    (kind, when)
+    for kind in ("podAffinity", "podAntiAffinity")
+    for when in ("required", "preferred")
+)
 KIND_KEY: Final = "kant.io/kind"
 """The pod label (or annotation) naming its job's kind (``training``, ``inference``, ``dev``):
 E-Spread places inference pods in its zone."""
@@ -436,11 +445,15 @@ def pod_state(pod: Obj, settings: K8sSettings) -> PodState:
     )
 
 
-def pod_facts(pod: Obj, settings: K8sSettings) -> PodFacts:
-    """Translate a Pod. Raises :class:`~kant.errors.InvalidObjectError` for a malformed request,
+def pod_facts(
+    pod: Obj, settings: K8sSettings, *, namespaces: NamespaceLabels = _NO_NAMESPACES
+) -> PodFacts:
+    """Translate a Pod; ``namespaces``: the cluster's namespaces and their labels, which a
+    pod affinity term's ``namespaceSelector`` selects among (none given: it selects none).
+    Raises :class:`~kant.errors.InvalidObjectError` for a malformed request,
     ``gpu-fraction``, topology annotation or group count, or a field of an unexpected type."""
     try:
-        return _pod_facts(pod, settings)
+        return _pod_facts(pod, settings, namespaces)
     except KantError:
         raise
     except (TypeError, ValueError, AttributeError) as e:  # (a field of an unexpected shape)
@@ -452,7 +465,7 @@ def _malformed(pod: Obj, e: Exception) -> InvalidObjectError:
     return InvalidObjectError("pod", pod_key(pod), f"malformed: {e}", where=f"Pod {pod_key(pod)}")
 
 
-def _pod_facts(pod: Obj, settings: K8sSettings) -> PodFacts:
+def _pod_facts(pod: Obj, settings: K8sSettings, namespaces: NamespaceLabels) -> PodFacts:
     meta = _meta(pod)
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
@@ -474,9 +487,9 @@ def _pod_facts(pod: Obj, settings: K8sSettings) -> PodFacts:
         tolerations=_tolerations(spec, where),
         preferred=_preferred(spec, where),
         labels=_pod_labels(lab, ns),
-        pod_affinity=_pod_terms(spec, lab, ns, "podAffinity", where),
-        pod_anti_affinity=_pod_terms(spec, lab, ns, "podAntiAffinity", where),
-        pod_preferences=_pod_preferences(spec, lab, ns, where),
+        pod_affinity=_pod_terms(spec, lab, ns, "podAffinity", where, namespaces),
+        pod_anti_affinity=_pod_terms(spec, lab, ns, "podAntiAffinity", where, namespaces),
+        pod_preferences=_pod_preferences(spec, lab, ns, where, namespaces),
         kind=_kind(lab, ann, where),
         spread=_flag(ann, SPREAD_ANNOTATION, where),
         topology=_topology(ann, settings, where),
@@ -565,15 +578,17 @@ def pod_resources(pod: Obj, settings: K8sSettings, *, shares: bool = True) -> Re
     )
 
 
-def held_job(pod: Obj, job: str) -> tuple[Job, InvalidObjectError | None]:
+def held_job(
+    pod: Obj, job: str, *, namespaces: NamespaceLabels = _NO_NAMESPACES
+) -> tuple[Job, InvalidObjectError | None]:
     """What pod affinity reads of a pod kant holds but did not place (another scheduler's, one
     bound by ``spec.nodeName``, or one of kant's being stopped), as job ``job``: one role
     ``pod`` of one pod with the pod's labels (its namespace among them), its required
     anti-affinity terms, which keep kant's pods out of its domain (Kubernetes' symmetry), and
     its required affinity and preferred terms, which weigh in the score of the pods they
-    select. Terms kant cannot read (a ``namespaceSelector`` with requirements, a malformed
-    term) are left out, kind by kind, and the first error is returned with the job. Never
-    raises."""
+    select; a term's ``namespaceSelector`` selects among ``namespaces`` (as
+    :func:`pod_facts`). Terms kant cannot read (a malformed term) are left out, kind by kind,
+    and the first error is returned with the job. Never raises."""
     meta = _meta(pod)
     spec = pod.get("spec") or {}
     lab = labels_of(pod)
@@ -590,9 +605,9 @@ def held_job(pod: Obj, job: str) -> tuple[Job, InvalidObjectError | None]:
             errors.append(_malformed(pod, e))
         return ()
 
-    anti = read(lambda: _pod_terms(spec, lab, ns, "podAntiAffinity", where))
-    near = read(lambda: _pod_terms(spec, lab, ns, "podAffinity", where))
-    prefs = read(lambda: _pod_preferences(spec, lab, ns, where))
+    anti = read(lambda: _pod_terms(spec, lab, ns, "podAntiAffinity", where, namespaces))
+    near = read(lambda: _pod_terms(spec, lab, ns, "podAffinity", where, namespaces))
+    prefs = read(lambda: _pod_preferences(spec, lab, ns, where, namespaces))
     try:
         role = Role(name="pod", replicas=1, labels=_pod_labels(lab, ns), pod_anti_affinity=anti,
                     pod_affinity=near, pod_preferences=prefs)  # fmt: skip
@@ -841,12 +856,12 @@ _NO_POD: Final = NodeRequirement(key=NAMESPACE_LABEL, operator=SelectorOp.DOES_N
 
 
 def _pod_terms(
-    spec: Obj, lab: Mapping[str, str], ns: str, kind: str, where: str
+    spec: Obj, lab: Mapping[str, str], ns: str, kind: str, where: str, namespaces: NamespaceLabels
 ) -> tuple[PodAffinityTerm, ...]:
     """The pod's required ``podAffinity`` or ``podAntiAffinity`` terms (``kind``), sorted
     (:func:`_pod_term` reads each)."""
     raw, path = _affinity_list(spec, kind, "required", where)
-    out = [_pod_term(t, f"{path}[{i}]", lab, ns, where) for i, t in enumerate(raw)]
+    out = [_pod_term(t, f"{path}[{i}]", lab, ns, where, namespaces) for i, t in enumerate(raw)]
     return tuple(sorted(out, key=repr))
 
 
@@ -861,7 +876,7 @@ def _affinity_list(spec: Obj, kind: str, when: str, where: str) -> tuple[Sequenc
 
 
 def _pod_preferences(
-    spec: Obj, lab: Mapping[str, str], ns: str, where: str
+    spec: Obj, lab: Mapping[str, str], ns: str, where: str, namespaces: NamespaceLabels
 ) -> tuple[PreferredPodTerm, ...]:
     """The pod's preferred ``podAffinity`` and ``podAntiAffinity`` terms (``weight`` and
     ``podAffinityTerm``, read as :func:`_pod_term` reads a required one), sorted; repeats
@@ -873,7 +888,9 @@ def _pod_preferences(
             at = f"{path}[{i}]"
             if not isinstance(w, Mapping):
                 raise InvalidObjectError(at, w, "must be {weight, podAffinityTerm}", where=where)
-            term = _pod_term(w.get("podAffinityTerm"), f"{at}.podAffinityTerm", lab, ns, where)
+            term = _pod_term(
+                w.get("podAffinityTerm"), f"{at}.podAffinityTerm", lab, ns, where, namespaces
+            )
             weight: Any = w.get("weight")
             try:
                 out.append(PreferredPodTerm(weight=weight, term=term, anti=anti))
@@ -884,13 +901,17 @@ def _pod_preferences(
     return tuple(sorted(out, key=repr))
 
 
-def _pod_term(t: Any, path: str, lab: Mapping[str, str], ns: str, where: str) -> PodAffinityTerm:
+def _pod_term(
+    t: Any, path: str, lab: Mapping[str, str], ns: str, where: str, namespaces: NamespaceLabels
+) -> PodAffinityTerm:
     """One pod affinity term: its ``labelSelector`` (``matchLabels`` and
     ``matchExpressions``, ANDed; null selects no pod), its ``matchLabelKeys`` (``In`` the
     pod's own value of each key it has) and ``mismatchLabelKeys`` (``NotIn`` it), and its
-    namespaces (none listed: the pod's own; an empty ``namespaceSelector``: every namespace)
-    as a requirement on :data:`NAMESPACE_LABEL`. A ``namespaceSelector`` with requirements
-    would need the namespaces' labels, which the shim does not watch: the pod is refused."""
+    namespaces as a requirement on :data:`NAMESPACE_LABEL`: those the term lists (its
+    ``namespaces`` field) and those of the cluster (the ``namespaces`` argument) whose
+    labels its ``namespaceSelector`` matches now (kube-scheduler's InterPodAffinity); an
+    empty selector, every namespace (no requirement); neither, the pod's own. A selector
+    with requirements that selects no namespace, with none listed, selects no pod."""
     if not isinstance(t, Mapping):
         raise InvalidObjectError(path, t, "must be a mapping", where=where)
     sel = t.get("labelSelector")
@@ -925,22 +946,118 @@ def _pod_term(t: Any, path: str, lab: Mapping[str, str], ns: str, where: str) ->
                     reqs.append(NodeRequirement(key=k, operator=op, values=(str(lab[k]),)))
         names = list(lists["namespaces"])
         nsel = t.get("namespaceSelector")
-        if nsel is not None and (not isinstance(nsel, Mapping) or nsel.get("matchLabels")
-                                 or nsel.get("matchExpressions")):  # fmt: skip
-            raise InvalidObjectError(
-                f"{path}.namespaceSelector", nsel,
-                "a namespace selector with requirements is not supported (kant does not "
-                "read namespaces' labels); list the namespaces instead", where=where,
-            )  # fmt: skip
-        if nsel is None:  # (an empty selector: every namespace, no requirement)
+        if nsel is None:
             reqs.append(NodeRequirement(key=NAMESPACE_LABEL, operator=SelectorOp.IN,
                                         values=tuple(names or (ns,))))  # fmt: skip
+        else:
+            need = namespace_selector(nsel, f"{path}.namespaceSelector", where)
+            if need:  # (an empty selector: every namespace, no requirement)
+                chosen = set(names)
+                chosen.update(n for n, nl in namespaces.items()
+                              if all(r.matches_labels(nl) for r in need))  # fmt: skip
+                reqs.append(
+                    NodeRequirement(key=NAMESPACE_LABEL, operator=SelectorOp.IN,
+                                    values=tuple(sorted(chosen)))
+                    if chosen
+                    else _NO_POD
+                )  # fmt: skip
         key: Any = t.get("topologyKey")
         return PodAffinityTerm(selector=tuple(reqs), topology_key=key)
     except ValidationError as e:
         if isinstance(e, InvalidObjectError):
             raise
         raise InvalidObjectError(f"{path}.{e.field}", e.value, e.reason, where=where) from None
+
+
+_LABEL_SELECTOR_OPS: Final = frozenset(
+    {SelectorOp.IN, SelectorOp.NOT_IN, SelectorOp.EXISTS, SelectorOp.DOES_NOT_EXIST}
+)
+
+
+def namespace_selector(nsel: Any, path: str, where: str) -> tuple[NodeRequirement, ...]:
+    """A pod affinity term's ``namespaceSelector`` (at ``path``) as requirements on a
+    namespace's labels, ANDed: each ``matchLabels`` pair ``In`` its value, and each of its
+    ``matchExpressions`` (``In`` and ``NotIn`` with a list of one value or more,
+    ``Exists`` and ``DoesNotExist`` with none); () for an empty selector (every namespace).
+    Raises :class:`~kant.errors.InvalidObjectError` naming the field for anything else (an
+    unknown operator, ``In`` without values, a value that is not a string)."""
+    if not isinstance(nsel, Mapping):
+        raise InvalidObjectError(path, nsel, "must be a label selector (a mapping)", where=where)
+    out: list[NodeRequirement] = []
+    pairs = nsel.get("matchLabels")
+    if pairs is not None:
+        if not isinstance(pairs, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in pairs.items()
+        ):
+            raise InvalidObjectError(
+                f"{path}.matchLabels", pairs, "must map label keys to string values", where=where
+            )
+        for k, v in sorted(pairs.items()):
+            out.append(_label_requirement(f"{path}.matchLabels", k, SelectorOp.IN, [v], where))
+    exprs = nsel.get("matchExpressions")
+    if exprs is not None:
+        if isinstance(exprs, str) or not isinstance(exprs, Sequence):
+            raise InvalidObjectError(f"{path}.matchExpressions", exprs, "must be a list",
+                                     where=where)  # fmt: skip
+        for j, e in enumerate(exprs):
+            at = f"{path}.matchExpressions[{j}]"
+            if not isinstance(e, Mapping):
+                raise InvalidObjectError(at, e, "must be {key, operator, values}", where=where)
+            op = e.get("operator")
+            if op not in {o.value for o in _LABEL_SELECTOR_OPS}:
+                raise InvalidObjectError(f"{at}.operator", op,
+                                         "a label selector takes In, NotIn, Exists or "
+                                         "DoesNotExist", where=where)  # fmt: skip
+            values = e.get("values")
+            if values is None:
+                values = []
+            if (
+                isinstance(values, str)
+                or not isinstance(values, Sequence)
+                or not all(isinstance(v, str) for v in values)
+            ):
+                raise InvalidObjectError(f"{at}.values", values, "must be a list of strings",
+                                         where=where)  # fmt: skip
+            out.append(_label_requirement(at, e.get("key"), SelectorOp(op), values, where))
+    return tuple(out)
+
+
+def _label_requirement(
+    at: str, key: Any, op: SelectorOp, values: Sequence[str], where: str
+) -> NodeRequirement:
+    try:
+        return NodeRequirement(key=key, operator=op, values=tuple(values))
+    except ValidationError as e:
+        raise InvalidObjectError(f"{at}.{e.field}", e.value, e.reason, where=where) from None
+
+
+def reads_namespace_labels(pod: Obj) -> bool:
+    """Whether one of the pod's pod affinity terms (required or preferred, affinity or
+    anti-affinity) has a ``namespaceSelector`` other than null or empty: what the term is
+    about then changes with the namespaces' labels. Never raises (a malformed term that
+    has one counts)."""
+    spec = pod.get("spec")
+    aff = spec.get("affinity") if isinstance(spec, Mapping) else None
+    if not isinstance(aff, Mapping):
+        return False
+    for kind, when in _TERM_LISTS:
+        group = aff.get(kind)
+        if not isinstance(group, Mapping):
+            continue
+        raw = group.get(f"{when}DuringSchedulingIgnoredDuringExecution")
+        if isinstance(raw, str) or not isinstance(raw, Sequence):
+            continue
+        for t in raw:
+            if when == "preferred" and isinstance(t, Mapping):
+                t = t.get("podAffinityTerm")
+            nsel = t.get("namespaceSelector") if isinstance(t, Mapping) else None
+            if nsel is not None and (
+                not isinstance(nsel, Mapping)
+                or nsel.get("matchLabels")
+                or nsel.get("matchExpressions")
+            ):
+                return True
+    return False
 
 
 def _tolerations(spec: Obj, where: str) -> tuple[Toleration, ...]:

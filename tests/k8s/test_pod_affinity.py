@@ -257,7 +257,8 @@ def test_expressions_label_keys_and_a_null_selector_are_read_as_kubernetes_reads
     assert not none.selects({NAMESPACE_LABEL: "ns1"}) and not none.selects({})
 
 
-_NS_SELECTOR = dict(_term(HOST, app="db"), namespaceSelector={"matchLabels": {"team": "x"}})
+_NS_SELECTOR = dict(_term(HOST, app="db"), namespaceSelector={
+    "matchExpressions": [{"key": "team", "operator": "Near", "values": ["x"]}]})  # fmt: skip
 _NO_KEY = {"labelSelector": {"matchLabels": {"app": "db"}}}
 _GT = dict(_term(HOST), labelSelector={"matchExpressions": [{"key": "a", "operator": "Gt",
                                                              "values": ["1"]}]})  # fmt: skip
@@ -266,7 +267,7 @@ _GT = dict(_term(HOST), labelSelector={"matchExpressions": [{"key": "a", "operat
 @pytest.mark.parametrize(
     ("affinity", "names"),
     [
-        (_required("podAntiAffinity", _NS_SELECTOR), "namespaceSelector"),
+        (_required("podAntiAffinity", _NS_SELECTOR), "namespaceSelector.matchExpressions[0]"),
         (_required("podAffinity", _NO_KEY), "topology_key"),
         (_required("podAffinity", _GT), "labelSelector.matchExpressions[0].operator"),
         ({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": "x"}}, "podAffinity"),
