@@ -500,6 +500,17 @@ class Scheduler:
                          result.stats.elapsed_ms)  # fmt: skip
         return result
 
+    def redescribe(self, job: Job) -> JobStatus:
+        """Replace the description of the pending job ``job.id`` with ``job``, which has the
+        same pods: it keeps its place in the order, its wait, its failures and its
+        nomination, which cancelling it and submitting ``job`` would lose (a Backfill head
+        would wait out its threshold again, and a job tied with it in the order would go
+        first). The next cycle places it as ``job`` asks. See
+        :meth:`kant.queueing.Queue.redescribe`: raises, changing nothing, UnknownJobError
+        for a job not listed, InvalidJobError for a job not pending (field ``phase``) or
+        whose pods differ (field ``pods``)."""
+        return self.queue.redescribe(job)
+
     def cancel(self, job_id: str, now: float) -> EventReport:
         """Cancel a job: it is FINISHED (cancelled); the pods it held are released and
         reported for eviction. Cancelling a job already FINISHED or FAILED changes nothing and

@@ -767,8 +767,8 @@ class Shim:
         affinity terms select namespaces by their labels, in key order: a pod of another
         scheduler kant holds is described again (:meth:`_describe_held`); a pending pod of
         kant's not in a job yet is taken as a changed pod; a kant job whose waiting pods'
-        terms now read other namespaces is submitted again (:meth:`_cancel`: the same pods,
-        its failures carried on), and a running one is described again, so that its pods'
+        terms now read other namespaces is described again in place
+        (:meth:`_describe_waiting`), and a running one is described again, so that its pods'
         anti-affinity keeps the pods of the namespaces selected now out of their domain.
         O(those pods)."""
         waiting: set[str] = set()
@@ -803,11 +803,33 @@ class Shim:
             rec = self._jobs.get(known[0])
             if rec is not None:
                 (running if rec.bound else waiting).add(known[0])
-        now = self.now()
         for jid in sorted(waiting):
-            self._cancel(jid, now)
+            self._describe_waiting(jid)
         for jid in sorted(running):
             self._describe_running(jid)
+
+    def _describe_waiting(self, jid: str) -> None:
+        """Describe waiting kant job ``jid`` again from its pods' facts now
+        (:meth:`~kant.scheduler.Scheduler.redescribe`): it keeps its place in the order,
+        its wait, its failures and its nomination. Pods that no longer make the same pods of
+        it (two of its pods whose terms read the same namespaces before now read different
+        ones, so they are two roles, or the reverse) make it a new job
+        (:meth:`_cancel`)."""
+        rec = self._jobs.get(jid)
+        e = self.scheduler.queue.get(jid)
+        if rec is None or e is None:
+            return
+        facts = [self._pods.get(key, ({}, None))[1] for _pid, key in sorted(rec.pods.items())]
+        if e.phase is JobPhase.PENDING and all(f is not None for f in facts):
+            job, ids = build_job([f for f in facts if f is not None], jid, e.job.submitted_at)
+            if ids == rec.pods:
+                try:
+                    self.scheduler.redescribe(job)
+                    return
+                except KantError as err:  # (not expected: the same pods, pending)
+                    log.warning("job %s cannot be described again (%s): submitted again",
+                                jid, err)  # fmt: skip
+        self._cancel(jid, self.now())
 
     def _describe_running(self, jid: str) -> None:
         """Describe kant job ``jid``, whose pods run, with the pod terms its pods' facts give

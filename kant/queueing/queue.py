@@ -45,6 +45,7 @@ from kant.errors import (
     InvalidConfigError,
     InvalidJobError,
     InvariantError,
+    KantError,
     UnknownJobError,
     UnknownPodError,
     require,
@@ -570,6 +571,60 @@ class Queue:
         ):
             raise InvalidJobError("history", named, "is past its retry or interruption limit")
         return history
+
+    def redescribe(self, job: Job) -> JobStatus:
+        """Replace the description of the PENDING job ``job.id`` with ``job``, which has the
+        same pods (``job.pods()``, in the same order): what an orchestrator does when what
+        a waiting job asks changes but its pods do not (a Kubernetes pod's affinity terms
+        that select namespaces by their labels, when a namespace is relabelled). The job
+        keeps its place in the order (its sequence number; its order key is computed again
+        from ``job`` with it, the same key unless ``job`` changes what the order reads, such
+        as its priority), its wait (``pending_since``), its failures, backoff and reason,
+        and its nomination: a cycle places it against ``job`` (a nomination whose devices
+        no longer suit it is dropped once its victims are gone, as one that no longer fits,
+        :mod:`kant.cycle`). A ``job`` that leaves ``submitted_at`` at 0 keeps the submit
+        time stored. Cancelling and submitting it again would lose all of that.
+
+        Raises, changing nothing: :class:`~kant.errors.InvalidJobError` for a ``job`` that is
+        not a Job (field ``job``), a job that is not PENDING (field ``phase``), or one whose
+        pods differ (field ``pods``); :class:`~kant.errors.UnknownJobError` for an id not
+        listed; InvalidConfigError when the new order key cannot be compared with the
+        others' (:meth:`submit`). O(log jobs + pods of the job)."""
+        if not isinstance(job, Job):
+            raise InvalidJobError("job", job, "must be a kant.model.Job")
+        e = self.entry(job.id)
+        if e.phase is not JobPhase.PENDING:
+            raise InvalidJobError(
+                "phase", e.phase.value,
+                f"job {job.id!r} is not pending: only a waiting job is described again",
+            )  # fmt: skip
+        if tuple(job.pods()) != e.pods():
+            raise InvalidJobError(
+                "pods", [str(p) for p in job.pods()],
+                f"must be the pods of job {job.id!r} as queued "
+                f"({[str(p) for p in e.pods()]}): cancel it and submit the new job instead",
+            )  # fmt: skip
+        if job.submitted_at == 0 and e.job.submitted_at != 0:
+            job = attrs.evolve(job, submitted_at=e.job.submitted_at)
+        if job == e.job:
+            return e.view()
+        old_job, old_key = e.job, e.key
+        key = self.order(job, e.seq)
+        inside = e.id in self._in_order  # (always, for a pending job)
+        if inside:
+            self._unsync(e)
+        e.job, e.key = job, key
+        try:
+            self._sync(e)  # (raises before it changes anything: see _place_of)
+        except KantError:  # (an order key whose keys do not compare: InvalidConfigError)
+            e.job, e.key = old_job, old_key
+            if inside:
+                self._sync(e)
+            raise
+        e.drop_caches()
+        e.touch()
+        self._sync(e)  # (its new version, in the change log and the kept incarnations)
+        return e.view()
 
     def forget(self, job_id: str) -> None:
         """Release a FINISHED or FAILED job from the books now (the orchestrator acknowledged

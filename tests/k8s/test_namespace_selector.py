@@ -32,6 +32,7 @@ from kant.k8s.translate import (
     reads_namespace_labels,
 )
 from kant.model import PodAffinityTerm
+from kant.queueing import JobPhase
 
 from .conftest import Cluster, wait_for
 
@@ -320,22 +321,66 @@ def test_a_namespace_event_reads_again_only_the_pods_whose_terms_read_namespaces
         shim._pool.shutdown()
 
 
-def test_a_waiting_job_is_submitted_again_with_the_namespaces_its_selector_reads_now() -> None:
+def test_a_waiting_job_is_described_again_in_place_with_the_namespaces_its_selector_reads_now() -> (
+    None
+):
     shim = _shim()
     try:
         shim.handle("Namespace", "ADDED", _ns("red", team="x"))
         shim.handle("Pod", "ADDED", _pod(_anti(_term({"matchLabels": {"team": "x"}}))))
         jid, _ = shim._id_of["ns1/p"]
-        (t,) = shim.scheduler.queue.entry(jid).job.roles[0].pod_anti_affinity
+        e = shim.scheduler.queue.entry(jid)
+        seq, since = e.seq, e.pending_since
+        (t,) = e.job.roles[0].pod_anti_affinity
         assert _namespaces_of(t) == ("red",)
         shim.handle("Namespace", "ADDED", _ns("blue", team="x"))
-        again, _ = shim._id_of["ns1/p"]
-        assert again != jid
-        (t,) = shim.scheduler.queue.entry(again).job.roles[0].pod_anti_affinity
+        # the same job, its place and its wait kept: a new job would start its wait again
+        assert shim._id_of["ns1/p"][0] == jid
+        e = shim.scheduler.queue.entry(jid)
+        assert (e.seq, e.pending_since, e.phase) == (seq, since, JobPhase.PENDING)
+        (t,) = e.job.roles[0].pod_anti_affinity
         assert _namespaces_of(t) == ("blue", "red")
-        # (a change that leaves the set as it was submits nothing again)
+        # (a change that leaves the set as it was changes nothing)
+        version = e.version
         shim.handle("Namespace", "ADDED", _ns("green", team="y"))
-        assert shim._id_of["ns1/p"][0] == again
+        assert shim._id_of["ns1/p"][0] == jid and e.version == version
+    finally:
+        shim._pool.shutdown()
+
+
+def test_a_waiting_pod_whose_namespaces_change_keeps_its_place_before_a_pod_of_the_same_second() -> (
+    None
+):
+    shim = Shim(None, parse_config({"queueing": {"policy": "strict-fifo"}}))  # type: ignore[arg-type]
+    try:
+        shim.handle("Namespace", "ADDED", _ns("ns1"))
+        shim.handle("Node", "ADDED", _node("n0"))
+        first = _pod(_anti(_term({"matchLabels": {"team": "x"}})), name="a")
+        second = _pod({}, name="b")  # (created in the same second: a is first by arrival)
+        shim.handle("Pod", "ADDED", first)
+        shim.handle("Pod", "ADDED", second)
+        shim.handle("Namespace", "ADDED", _ns("new", team="x"))
+        order = [e.id for e in shim.scheduler.queue.candidates()]
+        assert order == [shim._id_of["ns1/a"][0], shim._id_of["ns1/b"][0]]
+    finally:
+        shim._pool.shutdown()
+
+
+def test_a_backfill_head_reading_namespaces_by_notin_keeps_its_wait_as_namespaces_come() -> None:
+    config = {"queueing": {"policy": "backfill", "options": {"threshold": 600}}}
+    clock = [1000.0]
+    shim = Shim(None, parse_config(config), clock=lambda: clock[0])  # type: ignore[arg-type]
+    try:
+        shim.handle("Namespace", "ADDED", _ns("ns1"))
+        notin = {"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["x"]}]}
+        shim.handle("Pod", "ADDED", _pod(_anti(_term(notin))))
+        jid, _ = shim._id_of["ns1/p"]
+        since = shim.scheduler.queue.entry(jid).pending_since
+        for i in range(1, 6):  # (a namespace made every 300 s, as CI does)
+            clock[0] = 1000.0 + 300 * i
+            shim.handle("Namespace", "ADDED", _ns(f"ci-{i}"))
+            assert shim._id_of["ns1/p"][0] == jid
+            assert shim.scheduler.queue.entry(jid).pending_since == since
     finally:
         shim._pool.shutdown()
 
