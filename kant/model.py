@@ -677,6 +677,10 @@ def _as_int(v: str) -> int | None:
     return n if -(1 << 63) <= n < 1 << 63 else None
 
 
+_SHORT_VALUES: Final = 8
+"""The longest value list a :class:`NodeRequirement` reads as it is (a set beyond)."""
+
+
 @attrs.frozen(kw_only=True, cache_hash=True)
 class NodeRequirement:
     """One requirement a node must meet: ``key`` (a label, or the node's name when
@@ -704,9 +708,15 @@ class NodeRequirement:
         ),
     )
     field: bool = attrs.field(default=False, validator=instance_of(InvalidJobError, bool))
+    value_set: frozenset[str] | None = attrs.field(init=False, default=None, eq=False, repr=False)
+    """The values as a set when there are more than a few (a pod affinity term about the
+    pods of thousands of namespaces): :meth:`matches` and :meth:`matches_labels` stay O(1)
+    (kept, not computed; None for a short list, read as it is)."""
 
     def __attrs_post_init__(self) -> None:
         op, n = self.operator, len(self.values)
+        if n > _SHORT_VALUES:
+            object.__setattr__(self, "value_set", frozenset(self.values))
         if op in (SelectorOp.IN, SelectorOp.NOT_IN) and not n:
             raise InvalidJobError("values", self.values, f"{op.value} needs at least one value")
         if op in (SelectorOp.EXISTS, SelectorOp.DOES_NOT_EXIST) and n:
@@ -733,9 +743,9 @@ class NodeRequirement:
         """Whether the value ``v`` (None: the label is not set) meets the requirement."""
         op = self.operator
         if op is SelectorOp.IN:
-            return v is not None and v in self.values
+            return v is not None and v in (self.value_set or self.values)
         if op is SelectorOp.NOT_IN:
-            return v is None or v not in self.values
+            return v is None or v not in (self.value_set or self.values)
         if op is SelectorOp.EXISTS:
             return v is not None
         if op is SelectorOp.DOES_NOT_EXIST:

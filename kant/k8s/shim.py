@@ -36,6 +36,7 @@ from kant.k8s.translate import (
     POD_ID_ANNOTATION,
     PREEMPTED_PREFIX,
     PREEMPTED_REASON,
+    NamespaceIndex,
     NodeFacts,
     PodFacts,
     PodState,
@@ -46,6 +47,7 @@ from kant.k8s.translate import (
     held_job,
     is_count,
     job_id,
+    namespace_selectors,
     node_facts,
     node_ready,
     pod_facts,
@@ -54,7 +56,6 @@ from kant.k8s.translate import (
     pod_key,
     pod_resources,
     pod_state,
-    reads_namespace_labels,
     recorded_binding,
     recorded_tenant,
     uid_of,
@@ -160,8 +161,7 @@ class Shim:
         # namespace -> its labels (the watch of Namespaces): what pod affinity terms'
         # namespaceSelectors select among; and the pods whose terms have such a selector,
         # read again when a namespace is created, deleted or relabelled (_on_namespace)
-        self._ns_labels: dict[str, dict[str, str]] = {}
-        self._ns_pods: set[str] = set()
+        self._namespaces = NamespaceIndex()
         self._groups: dict[str, int] = {}  # PodGroup key -> minMember
         self._bad_groups: dict[str, str] = {}  # PodGroup key -> why kant cannot read it
         # gang (or lone pod) -> why its pending pods are not submitted (message, code)
@@ -409,7 +409,7 @@ class Shim:
                     jid = got[0].job
                     if st.phase == "Failed":
                         failed.add(jid)
-                    f = pod_facts(p, self.settings, namespaces=self._ns_labels)
+                    f = pod_facts(p, self.settings, namespaces=self._namespaces)
                     self._count_job(_base(f), jid)  # (never again)
             if (
                 not st.ours
@@ -420,7 +420,7 @@ class Shim:
             ):
                 continue  # (another scheduler's pod is never read for kant's annotations)
             try:
-                f = pod_facts(p, self.settings, namespaces=self._ns_labels)
+                f = pod_facts(p, self.settings, namespaces=self._namespaces)
                 recorded = recorded_binding(p)
                 if recorded is None or f.node is None:
                     continue
@@ -745,26 +745,29 @@ class Shim:
 
     def _on_namespace(self, ev: str, obj: Obj) -> None:
         """A namespace created, changed or deleted: when its labels are not what the shim
-        knew (created, deleted, relabelled), the pods whose pod affinity terms select
-        namespaces by their labels (:attr:`_ns_pods`) are read again
-        (:meth:`_reread_namespaced`). O(1) for an event that changes no label."""
+        knew (created, deleted, relabelled), the pods one of whose terms' namespace selectors
+        selects it now and did not before, or the reverse (:class:`NamespaceIndex`), are
+        read again (:meth:`_reread_namespaced`). O(1) for an event that changes no label,
+        else O(distinct selectors + the pods read again)."""
         meta = obj.get("metadata") or {}
         name = str(meta.get("name"))
+        index = self._namespaces
         if ev == "DELETED":
-            if self._ns_labels.pop(name, None) is None:
+            if name not in index:
                 return
+            keys = index.update(name, None)
         else:
             lab = meta.get("labels") or {}
             labels = {str(k): str(v) for k, v in lab.items()} if isinstance(lab, Mapping) else {}
-            if self._ns_labels.get(name) == labels:
+            if index.get(name) == labels:
                 return
-            self._ns_labels[name] = labels
-        if self._ns_pods:
-            self._reread_namespaced()
+            keys = index.update(name, labels)
+        if keys:
+            self._reread_namespaced(keys)
 
-    def _reread_namespaced(self) -> None:
-        """Read again, with the namespaces' labels as they are now, the pods whose pod
-        affinity terms select namespaces by their labels, in key order: a pod of another
+    def _reread_namespaced(self, keys: Iterable[str]) -> None:
+        """Read again, with the namespaces' labels as they are now, pods ``keys`` (sorted),
+        whose pod affinity terms select namespaces by their labels: a pod of another
         scheduler kant holds is described again (:meth:`_describe_held`); a pending pod of
         kant's not in a job yet is taken as a changed pod; a kant job whose waiting pods'
         terms now read other namespaces is described again in place
@@ -773,7 +776,7 @@ class Shim:
         O(those pods)."""
         waiting: set[str] = set()
         running: set[str] = set()
-        for key in sorted(self._ns_pods):
+        for key in keys:
             got = self._pods.get(key)
             if got is None:
                 continue
@@ -786,7 +789,7 @@ class Shim:
                     self._describe_held(key, obj)
                 continue
             try:
-                new = pod_facts(obj, self.settings, namespaces=self._ns_labels)
+                new = pod_facts(obj, self.settings, namespaces=self._namespaces)
             except KantError:
                 continue  # (what made it readable does not depend on namespaces)
             if _terms(new) == _terms(old):
@@ -1051,7 +1054,7 @@ class Shim:
             # relist sees only the new one): the old pod is gone, this is a new one
             self._on_pod("DELETED", last[0])
         if ev == "DELETED":
-            self._ns_pods.discard(key)
+            self._namespaces.watch(key, frozenset())
             old = self._pods.pop(key, None)
             self._stored.pop(f"pod:{key}", None)  # (a pod's failures go with it)
             self._store_due.pop(f"pod:{key}", None)
@@ -1064,10 +1067,7 @@ class Shim:
                 self._drop_base(base, pod=True)
             return
         st = pod_state(obj, self.settings)
-        if reads_namespace_labels(obj):
-            self._ns_pods.add(key)
-        else:
-            self._ns_pods.discard(key)
+        self._namespaces.watch(key, namespace_selectors(obj))
         if st.node is not None:
             self._on_node_pods.setdefault(st.node, set()).add(key)
         if key in self._evict:
@@ -1081,7 +1081,7 @@ class Shim:
             return
         self._sync_expected(key, obj, st, first=key not in self._pods)
         try:
-            f: PodFacts | None = pod_facts(obj, self.settings, namespaces=self._ns_labels)
+            f: PodFacts | None = pod_facts(obj, self.settings, namespaces=self._namespaces)
         except KantError as e:
             self._unwait(key)  # (from the facts last read of it)
             self._pods[key] = (obj, None)
@@ -1245,7 +1245,7 @@ class Shim:
         """Describe held pod ``key`` (last seen as ``obj``) to the cluster, for pod affinity,
         unless it is described as it is already."""
         pid = self._held[key]
-        job, err = held_job(obj, pid.job, namespaces=self._ns_labels)
+        job, err = held_job(obj, pid.job, namespaces=self._namespaces)
         if self.scheduler.cluster.described(pid.job) == job:
             return
         if err is not None:
@@ -2221,7 +2221,7 @@ class Shim:
         nodes = {f"default/{n.name}": {"metadata": {"name": n.name}} for n in
                  self.scheduler.cluster.nodes()}  # fmt: skip
         pods = {k: obj for k, (obj, _f) in self._pods.items()}
-        namespaces = {f"default/{n}": {"metadata": {"name": n}} for n in self._ns_labels}
+        namespaces = {f"default/{n}": {"metadata": {"name": n}} for n in self._namespaces}
         groups: dict[str, Obj] = {}
         for k in (*self._groups, *self._bad_groups):
             ns, name = k.split("/", 1)

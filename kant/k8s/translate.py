@@ -855,6 +855,12 @@ _NO_POD: Final = NodeRequirement(key=NAMESPACE_LABEL, operator=SelectorOp.DOES_N
 ``labelSelector`` is null selects no pod (Kubernetes)."""
 
 
+def _sorted_terms(out: list[Any]) -> tuple[Any, ...]:
+    """Pod terms in a stable order (by their text); one alone is not written out (a term
+    about the pods of thousands of namespaces has a long text)."""
+    return tuple(out) if len(out) < 2 else tuple(sorted(out, key=repr))
+
+
 def _pod_terms(
     spec: Obj, lab: Mapping[str, str], ns: str, kind: str, where: str, namespaces: NamespaceLabels
 ) -> tuple[PodAffinityTerm, ...]:
@@ -862,7 +868,7 @@ def _pod_terms(
     (:func:`_pod_term` reads each)."""
     raw, path = _affinity_list(spec, kind, "required", where)
     out = [_pod_term(t, f"{path}[{i}]", lab, ns, where, namespaces) for i, t in enumerate(raw)]
-    return tuple(sorted(out, key=repr))
+    return _sorted_terms(out)
 
 
 def _affinity_list(spec: Obj, kind: str, when: str, where: str) -> tuple[Sequence[Any], str]:
@@ -898,7 +904,7 @@ def _pod_preferences(
                 raise InvalidObjectError(
                     f"{at}.{e.field}", e.value, e.reason, where=where
                 ) from None
-    return tuple(sorted(out, key=repr))
+    return _sorted_terms(out)
 
 
 def _pod_term(
@@ -952,15 +958,11 @@ def _pod_term(
         else:
             need = namespace_selector(nsel, f"{path}.namespaceSelector", where)
             if need:  # (an empty selector: every namespace, no requirement)
-                chosen = set(names)
-                chosen.update(n for n, nl in namespaces.items()
-                              if all(r.matches_labels(nl) for r in need))  # fmt: skip
-                reqs.append(
-                    NodeRequirement(key=NAMESPACE_LABEL, operator=SelectorOp.IN,
-                                    values=tuple(sorted(chosen)))
-                    if chosen
-                    else _NO_POD
-                )  # fmt: skip
+                if isinstance(namespaces, NamespaceIndex):
+                    reqs.append(namespaces.requirement(need, names))
+                else:
+                    reqs.append(_in_namespaces([*names, *(
+                        n for n, nl in namespaces.items() if _selects(need, nl))]))  # fmt: skip
         key: Any = t.get("topologyKey")
         return PodAffinityTerm(selector=tuple(reqs), topology_key=key)
     except ValidationError as e:
@@ -1031,15 +1033,23 @@ def _label_requirement(
         raise InvalidObjectError(f"{at}.{e.field}", e.value, e.reason, where=where) from None
 
 
-def reads_namespace_labels(pod: Obj) -> bool:
-    """Whether one of the pod's pod affinity terms (required or preferred, affinity or
-    anti-affinity) has a ``namespaceSelector`` other than null or empty: what the term is
-    about then changes with the namespaces' labels. Never raises (a malformed term that
-    has one counts)."""
+NamespaceSelector = tuple[NodeRequirement, ...]
+"""A ``namespaceSelector`` with requirements, read (:func:`namespace_selector`): requirements
+on a namespace's labels, ANDed."""
+
+
+def namespace_selectors(pod: Obj) -> frozenset[NamespaceSelector]:
+    """The selectors with requirements of the pod's pod affinity terms' ``namespaceSelector``
+    (required or preferred, affinity or anti-affinity), each read as
+    :func:`namespace_selector` reads it: what the pod's terms are about changes with the
+    namespaces these select. Empty for a pod whose terms select namespaces by name only.
+    Never raises: a malformed selector is left out (it refuses the pod, or leaves its term
+    out of a held pod, whatever the namespaces' labels)."""
     spec = pod.get("spec")
     aff = spec.get("affinity") if isinstance(spec, Mapping) else None
     if not isinstance(aff, Mapping):
-        return False
+        return frozenset()
+    out: set[NamespaceSelector] = set()
     for kind, when in _TERM_LISTS:
         group = aff.get(kind)
         if not isinstance(group, Mapping):
@@ -1051,13 +1061,137 @@ def reads_namespace_labels(pod: Obj) -> bool:
             if when == "preferred" and isinstance(t, Mapping):
                 t = t.get("podAffinityTerm")
             nsel = t.get("namespaceSelector") if isinstance(t, Mapping) else None
-            if nsel is not None and (
-                not isinstance(nsel, Mapping)
-                or nsel.get("matchLabels")
-                or nsel.get("matchExpressions")
-            ):
-                return True
-    return False
+            if nsel is None:
+                continue
+            try:
+                need = namespace_selector(nsel, "namespaceSelector", "")
+            except KantError:
+                continue
+            if need:
+                out.add(need)
+    return frozenset(out)
+
+
+def reads_namespace_labels(pod: Obj) -> bool:
+    """Whether one of the pod's pod affinity terms has a well-formed ``namespaceSelector``
+    with requirements (:func:`namespace_selectors`). Never raises."""
+    return bool(namespace_selectors(pod))
+
+
+def _selects(need: NamespaceSelector, labels: Mapping[str, str]) -> bool:
+    return all(r.matches_labels(labels) for r in need)
+
+
+def _in_namespaces(chosen: Iterable[str]) -> NodeRequirement:
+    """The requirement on :data:`NAMESPACE_LABEL` of a term about the pods of ``chosen``
+    (none: no pod)."""
+    values = tuple(sorted(set(chosen)))
+    if not values:
+        return _NO_POD
+    return NodeRequirement(key=NAMESPACE_LABEL, operator=SelectorOp.IN, values=values)
+
+
+class NamespaceIndex(Mapping[str, Mapping[str, str]]):
+    """The cluster's namespaces and their labels (the shim's watch of Namespaces), read as a
+    mapping ``{name: labels}``, with what makes a namespace event cheap with many namespaces
+    and many pods whose pod affinity terms select namespaces by their labels.
+
+    The pods that use a selector are told to the index (:meth:`watch`); for each distinct
+    selector they use it keeps the namespaces it selects now, and the requirement on
+    :data:`NAMESPACE_LABEL` a term with it (and a list of names) translates into
+    (:meth:`requirement`, which :func:`pod_facts` and :func:`held_job` call when given an
+    index): translating a pod costs its terms, not the namespaces. A namespace created,
+    deleted or relabelled (:meth:`update`) tests each distinct selector against the
+    namespace's old and new labels only, and returns the pods whose selectors' choice changed:
+    O(distinct selectors + those pods), whatever the number of namespaces and of pods whose
+    choice did not change. A selector no watched pod uses is not kept (a pod no longer
+    watched drops what only it used)."""
+
+    def __init__(self) -> None:
+        self._labels: dict[str, dict[str, str]] = {}
+        self._chosen: dict[NamespaceSelector, set[str]] = {}  # watched selector -> names now
+        # watched selector -> {names the term lists: the requirement} (made on demand)
+        self._reqs: dict[NamespaceSelector, dict[tuple[str, ...], NodeRequirement]] = {}
+        self._users: dict[NamespaceSelector, set[str]] = {}  # selector -> pod keys
+        self._of_pod: dict[str, frozenset[NamespaceSelector]] = {}
+
+    def __getitem__(self, name: str) -> Mapping[str, str]:
+        return self._labels[name]
+
+    def __iter__(self) -> Any:
+        return iter(self._labels)
+
+    def __len__(self) -> int:
+        return len(self._labels)
+
+    def pods(self) -> list[str]:
+        """The keys of the pods watched (:meth:`watch`), sorted."""
+        return sorted(self._of_pod)
+
+    def watch(self, key: str, selectors: frozenset[NamespaceSelector]) -> None:
+        """Pod ``key``'s terms use ``selectors`` now (:func:`namespace_selectors`; empty:
+        none, or the pod is gone). O(namespaces) for a selector no other pod uses, else
+        O(its selectors)."""
+        old = self._of_pod.get(key, frozenset())
+        if old == selectors:
+            return
+        for need in old - selectors:
+            users = self._users[need]
+            users.discard(key)
+            if not users:
+                del self._users[need], self._chosen[need]
+                self._reqs.pop(need, None)
+        for need in selectors - old:
+            if need not in self._users:
+                self._users[need] = set()
+                self._chosen[need] = {n for n, nl in self._labels.items() if _selects(need, nl)}
+            self._users[need].add(key)
+        if selectors:
+            self._of_pod[key] = selectors
+        else:
+            self._of_pod.pop(key, None)
+
+    def update(self, name: str, labels: Mapping[str, str] | None) -> list[str]:
+        """Namespace ``name`` now has ``labels`` (None: it is deleted). Returns the keys of
+        the watched pods one of whose selectors selects it now and did not before, or the
+        reverse, sorted: those whose terms read other namespaces now. O(distinct selectors
+        watched + the pods returned)."""
+        old = self._labels.get(name)
+        new = None if labels is None else {str(k): str(v) for k, v in labels.items()}
+        if new is None:
+            self._labels.pop(name, None)
+        else:
+            self._labels[name] = new
+        if old == new:
+            return []
+        hit: set[str] = set()
+        for need, chosen in self._chosen.items():
+            was = old is not None and _selects(need, old)
+            now = new is not None and _selects(need, new)
+            if was != now:
+                if now:
+                    chosen.add(name)
+                else:
+                    chosen.discard(name)
+                self._reqs.pop(need, None)
+                hit |= self._users[need]
+        return sorted(hit)
+
+    def requirement(self, need: NamespaceSelector, names: Iterable[str]) -> NodeRequirement:
+        """The requirement on :data:`NAMESPACE_LABEL` of a term that lists ``names`` and whose
+        ``namespaceSelector`` is ``need``: ``In`` those and the namespaces ``need`` selects
+        now (:data:`_NO_POD` for none). Made once for a watched selector until the
+        namespaces it selects change; O(namespaces) for one not watched."""
+        listed = tuple(sorted(set(names)))
+        chosen = self._chosen.get(need)
+        if chosen is None:
+            return _in_namespaces([*listed, *(n for n, nl in self._labels.items()
+                                              if _selects(need, nl))])  # fmt: skip
+        made = self._reqs.setdefault(need, {})
+        req = made.get(listed)
+        if req is None:
+            req = made[listed] = _in_namespaces([*listed, *chosen])
+        return req
 
 
 def _tolerations(spec: Obj, where: str) -> tuple[Toleration, ...]:

@@ -26,12 +26,14 @@ from kant.k8s.settings import K8sSettings
 from kant.k8s.shim import Shim
 from kant.k8s.translate import (
     NAMESPACE_LABEL,
+    NamespaceIndex,
     PodFacts,
     held_job,
+    namespace_selectors,
     pod_facts,
     reads_namespace_labels,
 )
-from kant.model import PodAffinityTerm
+from kant.model import NodeRequirement, PodAffinityTerm
 from kant.queueing import JobPhase
 
 from .conftest import Cluster, wait_for
@@ -251,6 +253,96 @@ def test_a_term_is_about_the_pods_of_exactly_the_namespaces_kube_scheduler_reads
         assert t.selects({"app": "db", NAMESPACE_LABEL: ns}) == want, (ns, nsel, names)
 
 
+_events = st.lists(
+    st.one_of(
+        st.tuples(st.just("ns"), st.sampled_from(["a", "b", "c", "d"]),
+                  st.one_of(st.none(), _ns_labels)),
+        st.tuples(st.just("pod"), st.sampled_from(["p", "q", "r"]),
+                  st.lists(_selector, max_size=2)),
+    ),
+    max_size=14,
+)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(_namespaces, _events, st.lists(st.sampled_from(["a", "x"]), max_size=2))
+def test_the_namespace_index_keeps_each_selectors_choice_and_names_exactly_the_pods_it_changes(
+    start: dict[str, dict[str, str]], events: list[tuple[str, str, Any]], names: list[str]
+) -> None:
+    index = NamespaceIndex()
+    for n, labels in start.items():
+        assert index.update(n, labels) == []  # (no pod watched yet)
+    uses: dict[str, frozenset[Any]] = {}
+
+    def brute(need: Any, listed: list[str]) -> NodeRequirement:  # (by a scan)
+        return held_requirement(need, listed, dict(index))
+
+    def choices() -> dict[str, list[NodeRequirement]]:  # (each selector's own choice)
+        return {k: sorted((brute(n, []) for n in needs), key=repr) for k, needs in uses.items()}
+
+    for kind, name, arg in events:
+        if kind == "pod":
+            nsels = [sel for sel in arg if sel.get("matchLabels") or sel.get("matchExpressions")]
+            needs = namespace_selectors(_pod(_anti(*(_term(sel) for sel in nsels))))
+            index.watch(name, needs)
+            if needs:
+                uses[name] = needs
+            else:
+                uses.pop(name, None)
+            assert index.pods() == sorted(uses)
+        else:
+            before = choices()
+            got = index.update(name, arg)
+            after = choices()
+            assert got == sorted(k for k in uses if before[k] != after[k]), (name, arg)
+        for needs in uses.values():
+            for need in needs:
+                assert index.requirement(need, names) == brute(need, names)
+
+
+def held_requirement(need: Any, names: list[str], namespaces: dict[str, Any]) -> NodeRequirement:
+    """The namespace requirement of a term with selector ``need``, read from a plain mapping
+    of the namespaces (a scan of them all)."""
+    nsel = {"matchExpressions": [
+        {"key": r.key, "operator": r.operator.value, "values": list(r.values)} for r in need
+    ]}  # fmt: skip
+    (t,) = _facts(_anti(_term(nsel, names=names)), namespaces).pod_anti_affinity
+    (req,) = [r for r in t.selector if r.key == NAMESPACE_LABEL]
+    return req
+
+
+def test_a_namespace_event_reads_again_only_the_pods_whose_selectors_choice_it_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import kant.k8s.shim as shim_module
+
+    shim = _shim()
+    try:
+        shim.handle("Namespace", "ADDED", _ns("red", team="x"))
+        shim.handle("Pod", "ADDED", _pod(_anti(_term({"matchLabels": {"team": "x"}})), name="x"))
+        shim.handle("Pod", "ADDED", _pod(_anti(_term({"matchLabels": {"team": "y"}})), name="y"))
+        notin = {"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["z"]}]}
+        shim.handle("Pod", "ADDED", _pod(_anti(_term(notin)), name="n"))
+        read: list[str] = []
+        real = shim_module.pod_facts
+
+        def spy(pod: Any, *a: Any, **kw: Any) -> PodFacts:
+            read.append(pod["metadata"]["name"])
+            return real(pod, *a, **kw)
+
+        monkeypatch.setattr(shim_module, "pod_facts", spy)
+        shim.handle("Namespace", "MODIFIED", _ns("red", team="y"))  # (x loses it, y gains it)
+        assert read == ["x", "y"]
+        read.clear()
+        shim.handle("Namespace", "ADDED", _ns("blue", team="w"))  # (only n's NotIn selects it)
+        assert read == ["n"]
+        read.clear()
+        shim.handle("Namespace", "MODIFIED", _ns("blue", team="v"))  # (no choice changes)
+        assert read == []
+    finally:
+        shim._pool.shutdown()
+
+
 # --------------------------------------------------------------------------- the shim
 
 
@@ -300,7 +392,7 @@ def test_a_namespace_event_reads_again_only_the_pods_whose_terms_read_namespaces
         shim.handle("Pod", "ADDED", _pod(_anti(_term({"matchLabels": {"team": "x"}})), name="s"))
         for i in range(5):
             shim.handle("Pod", "ADDED", _pod(_anti(_term()), name=f"plain-{i}"))
-        assert shim._ns_pods == {"ns1/s"}
+        assert shim._namespaces.pods() == ["ns1/s"]
         read: list[str] = []
         real = shim_module.pod_facts
 
@@ -316,7 +408,7 @@ def test_a_namespace_event_reads_again_only_the_pods_whose_terms_read_namespaces
         shim.handle("Namespace", "MODIFIED", {**_ns("red", team="y"), "status": {"phase": "x"}})
         assert read == []
         shim.handle("Pod", "DELETED", _pod({}, name="s"))
-        assert not shim._ns_pods
+        assert not shim._namespaces.pods()
     finally:
         shim._pool.shutdown()
 
@@ -491,8 +583,8 @@ def test_a_pod_stays_off_the_node_of_a_pod_of_a_selected_namespace_and_a_later_o
         assert wait_for(lambda: cluster.node_of("first"), what="first bound") == "n1"
         _relabel(cluster, red, {"team": None})
         _relabel(cluster, blue, {"team": team})
-        wait_for(lambda: shim._ns_labels.get(blue) == {"team": team}
-                 and shim._ns_labels.get(red) == {}, what="the shim sees the new labels")  # fmt: skip
+        wait_for(lambda: shim._namespaces.get(blue) == {"team": team}
+                 and shim._namespaces.get(red) == {}, what="the shim sees the new labels")  # fmt: skip
         _kant_pod(cluster, api, "later", team)
         assert wait_for(lambda: cluster.node_of("later"), what="later bound") == "n0"
         assert cluster.node_of("first") == "n1"  # (IgnoredDuringExecution)
