@@ -162,6 +162,9 @@ class Shim:
         # namespaceSelectors select among; and the pods whose terms have such a selector,
         # read again when a namespace is created, deleted or relabelled (_on_namespace)
         self._namespaces = NamespaceIndex()
+        # what pod terms' namespace selectors read: the index, or None when the API server
+        # refuses the shim the namespaces (an older ClusterRole): such selectors are unread
+        self._ns_read: NamespaceIndex | None = self._namespaces
         self._groups: dict[str, int] = {}  # PodGroup key -> minMember
         self._bad_groups: dict[str, str] = {}  # PodGroup key -> why kant cannot read it
         # gang (or lone pod) -> why its pending pods are not submitted (message, code)
@@ -273,7 +276,21 @@ class Shim:
         """List namespaces, nodes, PodGroups and pods and take them in, adopting every binding
         a previous shim recorded on bound pods, cordoned nodes' too (a restart loses no
         binding and double-books nothing)."""
-        for ns in self.api.get("/api/v1/namespaces").get("items", ()):
+        try:
+            namespaces = self.api.get("/api/v1/namespaces").get("items", ())
+        except ApiError as e:
+            if e.status != 403:
+                raise
+            namespaces = ()
+            if self._ns_read is not None:
+                self._ns_read = None
+                log.error(
+                    "the API server refuses the shim the namespaces (%s): pods whose pod "
+                    "affinity terms select namespaces by their labels are refused, and such "
+                    "terms of pods kant holds are left out, until the shim is granted get, "
+                    "list, watch on namespaces (its ClusterRole) and restarted", e.message
+                )  # fmt: skip
+        for ns in namespaces:
             self.handle("Namespace", "ADDED", ns)
         nodes = self.api.get("/api/v1/nodes").get("items", ())
         for n in nodes:
@@ -409,7 +426,7 @@ class Shim:
                     jid = got[0].job
                     if st.phase == "Failed":
                         failed.add(jid)
-                    f = pod_facts(p, self.settings, namespaces=self._namespaces)
+                    f = pod_facts(p, self.settings, namespaces=self._ns_read)
                     self._count_job(_base(f), jid)  # (never again)
             if (
                 not st.ours
@@ -420,7 +437,7 @@ class Shim:
             ):
                 continue  # (another scheduler's pod is never read for kant's annotations)
             try:
-                f = pod_facts(p, self.settings, namespaces=self._namespaces)
+                f = pod_facts(p, self.settings, namespaces=self._ns_read)
                 recorded = recorded_binding(p)
                 if recorded is None or f.node is None:
                     continue
@@ -789,7 +806,7 @@ class Shim:
                     self._describe_held(key, obj)
                 continue
             try:
-                new = pod_facts(obj, self.settings, namespaces=self._namespaces)
+                new = pod_facts(obj, self.settings, namespaces=self._ns_read)
             except KantError:
                 continue  # (what made it readable does not depend on namespaces)
             if _terms(new) == _terms(old):
@@ -1081,7 +1098,7 @@ class Shim:
             return
         self._sync_expected(key, obj, st, first=key not in self._pods)
         try:
-            f: PodFacts | None = pod_facts(obj, self.settings, namespaces=self._namespaces)
+            f: PodFacts | None = pod_facts(obj, self.settings, namespaces=self._ns_read)
         except KantError as e:
             self._unwait(key)  # (from the facts last read of it)
             self._pods[key] = (obj, None)
@@ -1245,7 +1262,7 @@ class Shim:
         """Describe held pod ``key`` (last seen as ``obj``) to the cluster, for pod affinity,
         unless it is described as it is already."""
         pid = self._held[key]
-        job, err = held_job(obj, pid.job, namespaces=self._namespaces)
+        job, err = held_job(obj, pid.job, namespaces=self._ns_read)
         if self.scheduler.cluster.described(pid.job) == job:
             return
         if err is not None:
@@ -2229,8 +2246,10 @@ class Shim:
         watchers = [
             Watcher(self.api, "Node", "/api/v1/nodes", events, stop, seen=nodes),
             Watcher(self.api, "Pod", "/api/v1/pods", events, stop, seen=pods),
-            Watcher(self.api, "Namespace", "/api/v1/namespaces", events, stop, seen=namespaces),
         ]
+        if self._ns_read is not None:  # (else refused: see sync)
+            path = "/api/v1/namespaces"
+            watchers.append(Watcher(self.api, "Namespace", path, events, stop, seen=namespaces))
         if self.api.has(PODGROUP_API):
             watchers.append(
                 Watcher(

@@ -446,10 +446,11 @@ def pod_state(pod: Obj, settings: K8sSettings) -> PodState:
 
 
 def pod_facts(
-    pod: Obj, settings: K8sSettings, *, namespaces: NamespaceLabels = _NO_NAMESPACES
+    pod: Obj, settings: K8sSettings, *, namespaces: NamespaceLabels | None = _NO_NAMESPACES
 ) -> PodFacts:
     """Translate a Pod; ``namespaces``: the cluster's namespaces and their labels, which a
-    pod affinity term's ``namespaceSelector`` selects among (none given: it selects none).
+    pod affinity term's ``namespaceSelector`` selects among (none given: it selects none;
+    None: they cannot be read, so a selector with requirements refuses the pod).
     Raises :class:`~kant.errors.InvalidObjectError` for a malformed request,
     ``gpu-fraction``, topology annotation or group count, or a field of an unexpected type."""
     try:
@@ -465,7 +466,7 @@ def _malformed(pod: Obj, e: Exception) -> InvalidObjectError:
     return InvalidObjectError("pod", pod_key(pod), f"malformed: {e}", where=f"Pod {pod_key(pod)}")
 
 
-def _pod_facts(pod: Obj, settings: K8sSettings, namespaces: NamespaceLabels) -> PodFacts:
+def _pod_facts(pod: Obj, settings: K8sSettings, namespaces: NamespaceLabels | None) -> PodFacts:
     meta = _meta(pod)
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
@@ -579,7 +580,7 @@ def pod_resources(pod: Obj, settings: K8sSettings, *, shares: bool = True) -> Re
 
 
 def held_job(
-    pod: Obj, job: str, *, namespaces: NamespaceLabels = _NO_NAMESPACES
+    pod: Obj, job: str, *, namespaces: NamespaceLabels | None = _NO_NAMESPACES
 ) -> tuple[Job, InvalidObjectError | None]:
     """What pod affinity reads of a pod kant holds but did not place (another scheduler's, one
     bound by ``spec.nodeName``, or one of kant's being stopped), as job ``job``: one role
@@ -587,7 +588,8 @@ def held_job(
     anti-affinity terms, which keep kant's pods out of its domain (Kubernetes' symmetry), and
     its required affinity and preferred terms, which weigh in the score of the pods they
     select; a term's ``namespaceSelector`` selects among ``namespaces`` (as
-    :func:`pod_facts`). Terms kant cannot read (a malformed term) are left out, kind by kind,
+    :func:`pod_facts`). Terms kant cannot read (a malformed term, a selector with requirements
+    when ``namespaces`` is None) are left out, kind by kind,
     and the first error is returned with the job. Never raises."""
     meta = _meta(pod)
     spec = pod.get("spec") or {}
@@ -862,7 +864,12 @@ def _sorted_terms(out: list[Any]) -> tuple[Any, ...]:
 
 
 def _pod_terms(
-    spec: Obj, lab: Mapping[str, str], ns: str, kind: str, where: str, namespaces: NamespaceLabels
+    spec: Obj,
+    lab: Mapping[str, str],
+    ns: str,
+    kind: str,
+    where: str,
+    namespaces: NamespaceLabels | None,
 ) -> tuple[PodAffinityTerm, ...]:
     """The pod's required ``podAffinity`` or ``podAntiAffinity`` terms (``kind``), sorted
     (:func:`_pod_term` reads each)."""
@@ -882,7 +889,7 @@ def _affinity_list(spec: Obj, kind: str, when: str, where: str) -> tuple[Sequenc
 
 
 def _pod_preferences(
-    spec: Obj, lab: Mapping[str, str], ns: str, where: str, namespaces: NamespaceLabels
+    spec: Obj, lab: Mapping[str, str], ns: str, where: str, namespaces: NamespaceLabels | None
 ) -> tuple[PreferredPodTerm, ...]:
     """The pod's preferred ``podAffinity`` and ``podAntiAffinity`` terms (``weight`` and
     ``podAffinityTerm``, read as :func:`_pod_term` reads a required one), sorted; repeats
@@ -908,7 +915,12 @@ def _pod_preferences(
 
 
 def _pod_term(
-    t: Any, path: str, lab: Mapping[str, str], ns: str, where: str, namespaces: NamespaceLabels
+    t: Any,
+    path: str,
+    lab: Mapping[str, str],
+    ns: str,
+    where: str,
+    namespaces: NamespaceLabels | None,
 ) -> PodAffinityTerm:
     """One pod affinity term: its ``labelSelector`` (``matchLabels`` and
     ``matchExpressions``, ANDed; null selects no pod), its ``matchLabelKeys`` (``In`` the
@@ -957,12 +969,20 @@ def _pod_term(
                                         values=tuple(names or (ns,))))  # fmt: skip
         else:
             need = namespace_selector(nsel, f"{path}.namespaceSelector", where)
-            if need:  # (an empty selector: every namespace, no requirement)
-                if isinstance(namespaces, NamespaceIndex):
-                    reqs.append(namespaces.requirement(need, names))
-                else:
-                    reqs.append(_in_namespaces([*names, *(
-                        n for n, nl in namespaces.items() if _selects(need, nl))]))  # fmt: skip
+            if not need:
+                pass  # (an empty selector: every namespace, no requirement)
+            elif namespaces is None:
+                raise InvalidObjectError(
+                    f"{path}.namespaceSelector", nsel,
+                    "a namespace selector with requirements needs the namespaces' labels "
+                    "(the shim may not list namespaces: grant get, list, watch on "
+                    "namespaces)", where=where,
+                )  # fmt: skip
+            elif isinstance(namespaces, NamespaceIndex):
+                reqs.append(namespaces.requirement(need, names))
+            else:
+                reqs.append(_in_namespaces([*names, *(
+                    n for n, nl in namespaces.items() if _selects(need, nl))]))  # fmt: skip
         key: Any = t.get("topologyKey")
         return PodAffinityTerm(selector=tuple(reqs), topology_key=key)
     except ValidationError as e:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from kant.config import parse_config
 from kant.errors import InvalidObjectError
-from kant.k8s.client import Api
+from kant.k8s.client import Api, ApiError
 from kant.k8s.settings import K8sSettings
 from kant.k8s.shim import Shim
 from kant.k8s.translate import (
@@ -473,6 +473,70 @@ def test_a_backfill_head_reading_namespaces_by_notin_keeps_its_wait_as_namespace
             shim.handle("Namespace", "ADDED", _ns(f"ci-{i}"))
             assert shim._id_of["ns1/p"][0] == jid
             assert shim.scheduler.queue.entry(jid).pending_since == since
+    finally:
+        shim._pool.shutdown()
+
+
+class _OldRole:
+    """An API server whose ClusterRole for the shim predates namespaces: 403 on them (no
+    call other than the lists sync makes and the condition writes reaches it)."""
+
+    def __init__(self, pods: list[dict[str, Any]]) -> None:
+        self.pods = pods
+        self.writes: list[tuple[str, Any]] = []
+
+    def has(self, api: str) -> bool:
+        return False
+
+    def policy_version(self) -> str:
+        return "v1"
+
+    def get(self, path: str, **query: Any) -> Any:
+        if path == "/api/v1/namespaces":
+            body = '{"reason": "Forbidden", "message": "namespaces is forbidden"}'
+            raise ApiError(403, "GET", path, body)
+        if path == "/api/v1/nodes":
+            return {"items": [_node("n0")]}
+        if path == "/api/v1/pods":
+            return {"items": self.pods}
+        return {"items": []}
+
+    def patch(self, path: str, body: Any = None, **kw: Any) -> Any:
+        self.writes.append((path, body))
+        return {}
+
+    def post(self, path: str, body: Any = None, **kw: Any) -> Any:
+        self.writes.append((path, body))
+        return {}
+
+
+def test_a_shim_refused_the_namespaces_starts_and_reads_no_namespace_selector(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sel = _anti(_term({"matchLabels": {"team": "x"}}))
+    held = _pod(sel, name="held", node="n0", scheduler="default-scheduler")
+    held["metadata"]["labels"] = {"app": "cache"}
+    api = _OldRole([_pod(sel, name="selects"), _pod({}, name="plain"), held])
+    shim = Shim(api, parse_config({}))  # type: ignore[arg-type]
+    try:
+        with caplog.at_level("WARNING", logger="kant.k8s.shim"):
+            shim.sync()  # (before: ApiError 403, and the shim did not start)
+            shim.sync()
+        errors = [r for r in caplog.records if r.levelname == "ERROR"]
+        assert len(errors) == 1 and "get, list, watch on namespaces" in errors[0].getMessage()
+        # a kant pod whose term selects namespaces by their labels is refused, saying why
+        assert "ns1/selects" not in shim._id_of
+        shim.cycle()
+        shim.reap(wait=True)
+        written = [str(body) for path, body in api.writes if "/pods/selects/" in path]
+        assert any("kant: invalid:" in w and "the shim may not list namespaces: grant get, "
+                   "list, watch on namespaces" in w for w in written), written  # fmt: skip
+        # the others are scheduled as ever; the held pod's term is left out, with a warning
+        assert "ns1/plain" in shim._id_of
+        job = shim.scheduler.cluster.described(shim._held["ns1/held"].job)
+        assert job is not None and not job.roles[0].pod_anti_affinity
+        assert any("ns1/held" in r.getMessage() for r in caplog.records
+                   if r.levelname == "WARNING")  # fmt: skip
     finally:
         shim._pool.shutdown()
 
