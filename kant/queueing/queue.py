@@ -217,6 +217,9 @@ class Entry:
     _remaining: tuple[PodId, ...] | None = None
     _pods: tuple[PodId, ...] | None = None  # every pod of the job, made once (see pods)
     evicted_at: float | None = None  # last eviction by preemption, until it runs again
+    # the submit time its order key reads when not its job's own (Queue._key_of): with
+    # requeue_timestamp="eviction", when it was last evicted by preemption
+    ordered_at: float | None = None
     version: int = 0  # bumped by touch(): caches of what the job holds compare it
 
     @property
@@ -579,11 +582,13 @@ class Queue:
         that select namespaces by their labels, when a namespace is relabelled). The job
         keeps its place in the order (its sequence number; its order key is computed again
         from ``job`` with it, the same key unless ``job`` changes what the order reads, such
-        as its priority), its wait (``pending_since``), its failures, backoff and reason,
-        and its nomination: a cycle places it against ``job`` (a nomination whose devices
-        no longer suit it is dropped once its victims are gone, as one that no longer fits,
-        :mod:`kant.cycle`). A ``job`` that leaves ``submitted_at`` at 0 keeps the submit
-        time stored. Cancelling and submitting it again would lose all of that.
+        as its priority; a job requeued as of its eviction, ``requeue_timestamp="eviction"``,
+        stays ordered by that eviction time, not by ``job.submitted_at``), its wait
+        (``pending_since``), its failures, backoff and reason, and its nomination: a cycle
+        places it against ``job`` (a nomination whose devices no longer suit it is dropped
+        once its victims are gone, as one that no longer fits, :mod:`kant.cycle`). A
+        ``job`` that leaves ``submitted_at`` at 0 keeps the submit time stored. Cancelling
+        and submitting it again would lose all of that.
 
         Raises, changing nothing: :class:`~kant.errors.InvalidJobError` for a ``job`` that is
         not a Job (field ``job``), a job that is not PENDING (field ``phase``), or one whose
@@ -609,7 +614,7 @@ class Queue:
         if job == e.job:
             return e.view()
         old_job, old_key = e.job, e.key
-        key = self.order(job, e.seq)
+        key = self._key_of(e, job)
         inside = e.id in self._in_order  # (always, for a pending job)
         if inside:
             self._unsync(e)
@@ -717,7 +722,8 @@ class Queue:
         e.evicted_at = float(now)
         self._changed(e.id)
         if self.requeue_timestamp == "eviction":
-            key = self.order(attrs.evolve(e.job, submitted_at=float(now)), e.seq)
+            e.ordered_at = float(now)
+            key = self._key_of(e, e.job)
             if key != e.key:
                 inside = e.id in self._in_order
                 if inside:
@@ -860,6 +866,15 @@ class Queue:
         return e.view()
 
     # ----------------------------------------------------------------- internals
+
+    def _key_of(self, e: Entry, job: Job) -> tuple[Any, ...]:
+        """The order key of ``e`` described by ``job``: the one place a key is computed
+        again for a queued job, so that what :meth:`mark_preempted` did to it (an eviction
+        time read as its submit time, :attr:`Entry.ordered_at`) holds through any later
+        change (:meth:`redescribe`)."""
+        if e.ordered_at is not None:
+            job = attrs.evolve(job, submitted_at=e.ordered_at)
+        return self.order(job, e.seq)
 
     @staticmethod
     def _let_go(e: Entry, *, finished: bool = False) -> None:

@@ -111,26 +111,65 @@ def test_an_order_key_that_cannot_compare_the_new_description_changes_nothing() 
     check_invariants(q)
 
 
-@settings(max_examples=60, deadline=None)
+def _evict(q: Queue, jid: str, now: float) -> None:
+    """Job ``jid`` runs, then is evicted by preemption at ``now`` and waits again."""
+    q.mark_assigned(jid, q.entry(jid).pods(), now=now)
+    q.mark_preempted(jid, now=now)
+    q.requeue(jid, now=now, failed=False)
+
+
+def test_a_job_requeued_as_of_its_eviction_keeps_that_place_when_described_again() -> None:
+    q = Queue(requeue_timestamp="eviction")
+    q.submit(job("v", gpus=1, submitted_at=1), now=1)
+    q.submit(job("w", gpus=1, submitted_at=50), now=50)
+    _evict(q, "v", now=100)  # (v goes back as if submitted at 100: after w)
+    assert [e.id for e in q.candidates()] == ["w", "v"]
+    q.redescribe(attrs.evolve(q.entry("v").job, roles=(
+        attrs.evolve(q.entry("v").job.roles[0], pod_anti_affinity=(_DB,)),)))  # fmt: skip
+    assert [e.id for e in q.candidates()] == ["w", "v"]
+    assert q.entry("v").job.submitted_at == 1  # (its own submit time is kept, as shown)
+    check_invariants(q)
+    # and a later eviction moves it again, from its new description
+    q.submit(job("x", gpus=1, submitted_at=150), now=150)
+    _evict(q, "v", now=200)
+    assert [e.id for e in q.candidates()] == ["w", "x", "v"]
+    check_invariants(q)
+
+
+@settings(max_examples=100, deadline=None)
 @given(
-    prios=st.lists(st.integers(0, 2), min_size=1, max_size=6),
-    changes=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2)), max_size=8),
+    prios=st.lists(st.integers(0, 2), min_size=1, max_size=5),
+    changes=st.lists(
+        st.tuples(st.integers(0, 4), st.integers(0, 2), st.sampled_from([None, 3.0, 4.0])),
+        max_size=8,
+    ),
+    requeue_timestamp=st.sampled_from(["submission", "eviction"]),
 )
 def test_a_job_described_again_stands_where_it_would_had_it_been_submitted_so(
-    prios: list[int], changes: list[tuple[int, int]]
+    prios: list[int], changes: list[tuple[int, int, float | None]], requeue_timestamp: str
 ) -> None:
-    q = Queue()
+    """Descriptions changed (priority, estimate) and evictions (at 3 or 4, later than every submit),
+    in any order: the order is the one of a queue given the final descriptions and the last
+    eviction of each job."""
+    q = Queue(requeue_timestamp=requeue_timestamp)
     for i, p in enumerate(prios):
         q.submit(job(f"j{i}", gpus=1 + i % 3, priority=p, submitted_at=i % 2 + 1))
     q.candidates()  # (the kept candidates list follows every change)
     final = {e.id: e.job for e in q.entries()}
-    for i, p in changes:
+    evicted: dict[str, float] = {}
+    for step, (i, p, evict_at) in enumerate(changes):
         jid = f"j{i % len(prios)}"
-        final[jid] = attrs.evolve(final[jid], priority=p)
-        q.redescribe(final[jid])
+        if evict_at is not None:
+            _evict(q, jid, evict_at)
+            evicted[jid] = evict_at
+        else:  # (an estimate the order does not read: described again, if at the same place)
+            final[jid] = attrs.evolve(final[jid], priority=p, runtime_estimate=step + 1.0)
+            q.redescribe(final[jid])
         check_invariants(q)
-    fresh = Queue()
+    fresh = Queue(requeue_timestamp=requeue_timestamp)
     for jid in sorted(final, key=lambda j: int(j[1:])):
         fresh.submit(final[jid])
+    for jid, t in evicted.items():
+        _evict(fresh, jid, t)
     assert [e.id for e in q.candidates()] == [e.id for e in fresh.candidates()]
     assert [e.seq for e in q.entries()] == [e.seq for e in fresh.entries()]
