@@ -623,8 +623,8 @@ class Queue:
             self._sync(e)  # (raises before it changes anything: see _place_of)
         except KantError:  # (an order key whose keys do not compare: InvalidConfigError)
             e.job, e.key = old_job, old_key
-            if inside:
-                self._sync(e)
+            if inside:  # (back where it was: its old key compared there; no change logged)
+                self._sync(e, log=False)
             raise
         e.drop_caches()
         e.touch()
@@ -942,15 +942,18 @@ class Queue:
         if not tq:
             del self._tenants[e.job.tenant]
 
-    def _sync(self, e: Entry) -> None:
+    def _sync(self, e: Entry, *, log: bool = True) -> None:
         """Follow a change of ``e`` (every change of an entry ends here): the order indices,
         the jobs with victim pods, the change log. Raises InvalidConfigError naming the order
         key, before anything changes, when ``e``'s key cannot be compared with the keys it
-        goes among (:meth:`_place_of`)."""
+        goes among (:meth:`_place_of`). ``log=False``: ``e`` did not change (it is put back
+        as it was after a refused change, :meth:`redescribe`), so the change log and
+        :attr:`tick` are left as they are."""
         want = e.schedulable
         have = e.id in self._in_order
         pos = self._place_of(e) if want and not have else -1
-        self._changed(e.id)
+        if log:
+            self._changed(e.id)
         if e.id in self._terminating and not e.terminating:
             self._terminating.discard(e.id)
         if want == have:

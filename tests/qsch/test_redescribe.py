@@ -103,10 +103,14 @@ def test_an_order_key_that_cannot_compare_the_new_description_changes_nothing() 
     q.submit(job("a", gpus=1, runtime=60), now=0)
     q.submit(job("b", gpus=1, runtime=30), now=0)
     q.candidates()
+    before, tick, version = q.statuses(), q.tick, q.entry("a").version
     with pytest.raises(InvalidConfigError) as err:
         q.redescribe(job("a", gpus=1))  # (no estimate: None does not compare with 30.0)
     assert err.value.field == "order"
     assert q.entry("a").job.runtime_estimate == 60
+    # nothing changed: not its job's tick nor the change log a quiet cycle reads
+    assert q.statuses() == before and q.entry("a").version == version
+    assert q.tick == tick and q.changed_since(tick) == []
     assert [e.id for e in q.candidates()] == ["b", "a"]
     check_invariants(q)
 
