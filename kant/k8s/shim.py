@@ -47,7 +47,7 @@ from kant.k8s.translate import (
     held_job,
     is_count,
     job_id,
-    namespace_selectors,
+    namespace_uses,
     node_facts,
     node_ready,
     pod_facts,
@@ -1084,7 +1084,7 @@ class Shim:
                 self._drop_base(base, pod=True)
             return
         st = pod_state(obj, self.settings)
-        self._namespaces.watch(key, namespace_selectors(obj))
+        self._namespaces.watch(key, namespace_uses(obj))
         if st.node is not None:
             self._on_node_pods.setdefault(st.node, set()).add(key)
         if key in self._evict:

@@ -1058,6 +1058,12 @@ NamespaceSelector = tuple[NodeRequirement, ...]
 on a namespace's labels, ANDed."""
 
 
+NamespaceUse = tuple[NamespaceSelector, tuple[str, ...]]
+"""A pod affinity term's ``namespaceSelector`` with requirements, read, and the names its
+``namespaces`` field lists (sorted, each once): what its requirement on
+:data:`NAMESPACE_LABEL` is made of (:meth:`NamespaceIndex.requirement`)."""
+
+
 def namespace_selectors(pod: Obj) -> frozenset[NamespaceSelector]:
     """The selectors with requirements of the pod's pod affinity terms' ``namespaceSelector``
     (required or preferred, affinity or anti-affinity), each read as
@@ -1065,11 +1071,19 @@ def namespace_selectors(pod: Obj) -> frozenset[NamespaceSelector]:
     namespaces these select. Empty for a pod whose terms select namespaces by name only.
     Never raises: a malformed selector is left out (it refuses the pod, or leaves its term
     out of a held pod, whatever the namespaces' labels)."""
+    return frozenset(need for need, _names in namespace_uses(pod))
+
+
+def namespace_uses(pod: Obj) -> frozenset[NamespaceUse]:
+    """Each of the pod's pod affinity terms with a ``namespaceSelector`` with requirements,
+    as the selector and the names the term lists (:data:`NamespaceUse`), what
+    :meth:`NamespaceIndex.watch` is told. Never raises: a malformed selector or list of
+    names is left out (it refuses the pod, or leaves its term out of a held pod)."""
     spec = pod.get("spec")
     aff = spec.get("affinity") if isinstance(spec, Mapping) else None
     if not isinstance(aff, Mapping):
         return frozenset()
-    out: set[NamespaceSelector] = set()
+    out: set[NamespaceUse] = set()
     for kind, when in _TERM_LISTS:
         group = aff.get(kind)
         if not isinstance(group, Mapping):
@@ -1087,9 +1101,16 @@ def namespace_selectors(pod: Obj) -> frozenset[NamespaceSelector]:
                 need = namespace_selector(nsel, "namespaceSelector", "")
             except KantError:
                 continue
+            names = t.get("namespaces")  # (read as pod_term reads it)
+            if names is not None and (isinstance(names, str) or not isinstance(names, Sequence)):
+                continue
             if need:
-                out.add(need)
+                out.add((need, _listed(str(n) for n in names or ())))
     return frozenset(out)
+
+
+def _listed(names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted(set(names)))
 
 
 def reads_namespace_labels(pod: Obj) -> bool:
@@ -1116,24 +1137,27 @@ class NamespaceIndex(Mapping[str, Mapping[str, str]]):
     mapping ``{name: labels}``, with what makes a namespace event cheap with many namespaces
     and many pods whose pod affinity terms select namespaces by their labels.
 
-    The pods that use a selector are told to the index (:meth:`watch`); for each distinct
-    selector they use it keeps the namespaces it selects now, and the requirement on
-    :data:`NAMESPACE_LABEL` a term with it (and a list of names) translates into
+    The pods that use a selector are told to the index with their terms' uses of it
+    (:meth:`watch`, :func:`namespace_uses`); for each distinct selector they use it keeps the
+    namespaces it selects now, and for each distinct use (selector and names listed) the
+    requirement on :data:`NAMESPACE_LABEL` it translates into, made on demand
     (:meth:`requirement`, which :func:`pod_facts` and :func:`held_job` call when given an
     index): translating a pod costs its terms, not the namespaces. A namespace created,
     deleted or relabelled (:meth:`update`) tests each distinct selector against the
     namespace's old and new labels only, and returns the pods whose selectors' choice changed:
     O(distinct selectors + those pods), whatever the number of namespaces and of pods whose
-    choice did not change. A selector no watched pod uses is not kept (a pod no longer
-    watched drops what only it used)."""
+    choice did not change. What the index keeps follows the pods watched: a selector, or a
+    use, no watched pod has any more is dropped with its last pod (:meth:`kept`)."""
 
     def __init__(self) -> None:
         self._labels: dict[str, dict[str, str]] = {}
         self._chosen: dict[NamespaceSelector, set[str]] = {}  # watched selector -> names now
-        # watched selector -> {names the term lists: the requirement} (made on demand)
+        # watched selector -> {names listed by a watched pod's term: how many pods}
+        self._listed: dict[NamespaceSelector, dict[tuple[str, ...], int]] = {}
+        # watched selector -> {names listed (watched): the requirement} (made on demand)
         self._reqs: dict[NamespaceSelector, dict[tuple[str, ...], NodeRequirement]] = {}
         self._users: dict[NamespaceSelector, set[str]] = {}  # selector -> pod keys
-        self._of_pod: dict[str, frozenset[NamespaceSelector]] = {}
+        self._of_pod: dict[str, frozenset[NamespaceUse]] = {}
 
     def __getitem__(self, name: str) -> Mapping[str, str]:
         return self._labels[name]
@@ -1148,26 +1172,44 @@ class NamespaceIndex(Mapping[str, Mapping[str, str]]):
         """The keys of the pods watched (:meth:`watch`), sorted."""
         return sorted(self._of_pod)
 
-    def watch(self, key: str, selectors: frozenset[NamespaceSelector]) -> None:
-        """Pod ``key``'s terms use ``selectors`` now (:func:`namespace_selectors`; empty:
-        none, or the pod is gone). O(namespaces) for a selector no other pod uses, else
-        O(its selectors)."""
+    def kept(self) -> int:
+        """How many requirements the index keeps made: at most one per distinct use
+        (selector and names listed) of the pods watched. O(distinct selectors)."""
+        return sum(len(made) for made in self._reqs.values())
+
+    def watch(self, key: str, uses: frozenset[NamespaceUse]) -> None:
+        """Pod ``key``'s terms use ``uses`` now (:func:`namespace_uses`; empty: none, or the
+        pod is gone). O(namespaces) for a selector no other pod uses, else O(its uses)."""
         old = self._of_pod.get(key, frozenset())
-        if old == selectors:
+        if old == uses:
             return
-        for need in old - selectors:
+        for need, listed in old - uses:
+            counts = self._listed[need]
+            counts[listed] -= 1
+            if not counts[listed]:
+                del counts[listed]
+                made = self._reqs.get(need)
+                if made is not None:
+                    made.pop(listed, None)
+        had = {need for need, _names in old}
+        needs = {need for need, _names in uses}
+        for need in had - needs:
             users = self._users[need]
             users.discard(key)
             if not users:
-                del self._users[need], self._chosen[need]
+                del self._users[need], self._chosen[need], self._listed[need]
                 self._reqs.pop(need, None)
-        for need in selectors - old:
+        for need in needs - had:
             if need not in self._users:
                 self._users[need] = set()
+                self._listed[need] = {}
                 self._chosen[need] = {n for n, nl in self._labels.items() if _selects(need, nl)}
             self._users[need].add(key)
-        if selectors:
-            self._of_pod[key] = selectors
+        for need, listed in uses - old:
+            counts = self._listed[need]
+            counts[listed] = counts.get(listed, 0) + 1
+        if uses:
+            self._of_pod[key] = uses
         else:
             self._of_pod.pop(key, None)
 
@@ -1200,13 +1242,16 @@ class NamespaceIndex(Mapping[str, Mapping[str, str]]):
     def requirement(self, need: NamespaceSelector, names: Iterable[str]) -> NodeRequirement:
         """The requirement on :data:`NAMESPACE_LABEL` of a term that lists ``names`` and whose
         ``namespaceSelector`` is ``need``: ``In`` those and the namespaces ``need`` selects
-        now (:data:`_NO_POD` for none). Made once for a watched selector until the
-        namespaces it selects change; O(namespaces) for one not watched."""
-        listed = tuple(sorted(set(names)))
+        now (:data:`_NO_POD` for none). Made once for a use a watched pod has (:meth:`watch`)
+        until the namespaces its selector selects change; else made each time: O(the
+        namespaces ``need`` selects) for a watched selector, O(namespaces) for one not."""
+        listed = _listed(names)
         chosen = self._chosen.get(need)
         if chosen is None:
             return _in_namespaces([*listed, *(n for n, nl in self._labels.items()
                                               if _selects(need, nl))])  # fmt: skip
+        if listed not in self._listed[need]:  # (no pod watched has this term: not kept)
+            return _in_namespaces([*listed, *chosen])
         made = self._reqs.setdefault(need, {})
         req = made.get(listed)
         if req is None:

@@ -30,6 +30,7 @@ from kant.k8s.translate import (
     PodFacts,
     held_job,
     namespace_selectors,
+    namespace_uses,
     pod_facts,
     reads_namespace_labels,
 )
@@ -272,7 +273,8 @@ def test_the_namespace_index_keeps_each_selectors_choice_and_names_exactly_the_p
     index = NamespaceIndex()
     for n, labels in start.items():
         assert index.update(n, labels) == []  # (no pod watched yet)
-    uses: dict[str, frozenset[Any]] = {}
+    uses: dict[str, frozenset[Any]] = {}  # pod -> its selectors
+    listed: dict[str, frozenset[Any]] = {}  # pod -> its uses (selector, names listed)
 
     def brute(need: Any, listed: list[str]) -> NodeRequirement:  # (by a scan)
         return held_requirement(need, listed, dict(index))
@@ -283,12 +285,16 @@ def test_the_namespace_index_keeps_each_selectors_choice_and_names_exactly_the_p
     for kind, name, arg in events:
         if kind == "pod":
             nsels = [sel for sel in arg if sel.get("matchLabels") or sel.get("matchExpressions")]
-            needs = namespace_selectors(_pod(_anti(*(_term(sel) for sel in nsels))))
-            index.watch(name, needs)
+            pod = _pod(_anti(*(_term(sel, names=names[: i % 2 + 1]) for i, sel in
+                               enumerate(nsels))))  # fmt: skip
+            index.watch(name, namespace_uses(pod))
+            needs = namespace_selectors(pod)
             if needs:
                 uses[name] = needs
+                listed[name] = namespace_uses(pod)
             else:
                 uses.pop(name, None)
+                listed.pop(name, None)
             assert index.pods() == sorted(uses)
         else:
             before = choices()
@@ -298,6 +304,44 @@ def test_the_namespace_index_keeps_each_selectors_choice_and_names_exactly_the_p
         for needs in uses.values():
             for need in needs:
                 assert index.requirement(need, names) == brute(need, names)
+        for pod_uses in listed.values():
+            for need, names_of in pod_uses:
+                assert index.requirement(need, names_of) == brute(need, list(names_of))
+        # (kept: at most one per distinct use of the pods watched, whatever was asked)
+        assert index.kept() <= len(set().union(*listed.values()))
+
+
+def test_the_namespace_index_keeps_a_requirement_only_while_a_pod_watched_has_that_term() -> None:
+    """Short-lived pods whose terms list other namespaces beside a selector leave nothing
+    behind: the requirements kept follow the terms of the pods watched, not every list of
+    names ever seen."""
+    index = NamespaceIndex()
+    for i in range(50):
+        index.update(f"ns{i}", {"team": "y"})
+    sel = {"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["x"]}]}
+
+    def take(name: str, names: list[str] | None) -> PodAffinityTerm:
+        pod = _pod(_anti(_term(sel, names=names)), name=name)
+        index.watch(name, namespace_uses(pod))
+        (t,) = pod_facts(pod, S, namespaces=index).pod_anti_affinity
+        return t
+
+    assert len(_namespaces_of(take("keeper", None)) or ()) == 50
+    assert index.kept() == 1
+    for i in range(20):
+        assert len(_namespaces_of(take(f"p{i}", [f"other{i}"])) or ()) == 51
+        assert index.kept() == 2
+        index.watch(f"p{i}", frozenset())  # (the pod is gone)
+        assert index.kept() == 1
+    # two pods with the same term share one requirement, kept until the last of them goes
+    a, b = take("a", ["x1"]), take("b", ["x1"])
+    assert a.selector[-1] is b.selector[-1] and index.kept() == 2
+    index.watch("a", frozenset())
+    assert index.kept() == 2
+    index.watch("b", frozenset())
+    assert index.kept() == 1
+    index.watch("keeper", frozenset())
+    assert index.kept() == 0 and index.pods() == []
 
 
 def held_requirement(need: Any, names: list[str], namespaces: dict[str, Any]) -> NodeRequirement:
