@@ -19,7 +19,7 @@ import time
 import weakref
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import attrs
 
@@ -705,12 +705,18 @@ class _Cycle:
         # the decision on its nomination's GPU models, tried when quota's own choice (which
         # leaves one of them out) starts none of its pods now
         alt: tuple[QuotaDecision, Mapping[str, tuple[str, ...]]] | None = None
+        # a reclaimer holding its nomination: the decision it is placed with, narrowed to
+        # the models where its tenant stays within nominal, and the decision it came from
+        reclaiming: tuple[QuotaDecision, QuotaDecision] | None = None
         if dec is None:
             dec = self._admit_quota(e, facts)
             if jid in self.holds.nominated:  # (only a job holding a nomination pays)
                 dec, alt, gave_up = self._on_nomination(e, dec, facts)
                 if dec.nominal_pods and dec.ok and jid in self.holds.nominated:
                     dec, rest, why_rest = self._nominal_part(e, dec, role_models)
+                reclaiming = self._as_reclaimer(e, dec)
+                if reclaiming is not None:
+                    dec = reclaiming[0]
         self.ctx.current = (jid, dec)
         reason = dec.reason if not dec.ok else None
         placed: tuple[Binding, ...] = ()
@@ -744,8 +750,9 @@ class _Cycle:
                     self._blocked(e, dec, failed, facts)
                     return
             placed, reason, freeing = self._admit_and_place(
-                e, dec, opens, facts, shape, whole=alt is not None
-            )
+                e, dec, opens, facts, shape, whole=alt is not None,
+                nominal_only=reclaiming is not None,
+            )  # fmt: skip
             if alt is not None and not placed and not freeing:
                 # quota's own choice starts none of its pods now: its nomination's models
                 # (where it would otherwise be refused on what it holds and preempt again)
@@ -753,12 +760,16 @@ class _Cycle:
                 rest, why_rest, narrowed = 0, "", True
                 if dec.nominal_pods:
                     dec, rest, why_rest = self._nominal_part(e, dec, models)
+                reclaiming = self._as_reclaimer(e, dec)
+                if reclaiming is not None:
+                    dec = reclaiming[0]
                 self.ctx.current = (jid, dec)
                 reason = dec.reason if not dec.ok else None
                 if reason is None:
                     placed, reason, freeing = self._admit_and_place(
-                        e, dec, opens, facts, None, models=models
-                    )
+                        e, dec, opens, facts, None, models=models,
+                        nominal_only=reclaiming is not None,
+                    )  # fmt: skip
             left = len(e.remaining()) - len(placed)
             if narrowed and placed and left and len(placed) == len(dec.pods):
                 # the pods its nomination's models had no quota for: decided on every model
@@ -799,7 +810,37 @@ class _Cycle:
         if not freeing and self.pre.may_preempt(
             reason, partly_placed=bool(placed), nominated=nominated
         ):
+            if reclaiming is not None and dec is reclaiming[0]:
+                dec = reclaiming[1]  # (it preempts as any job: on quota's own decision)
             self._preempt(e, dec, role_models, may_backfill)
+
+    def _as_reclaimer(
+        self, e: Entry, dec: QuotaDecision
+    ) -> tuple[QuotaDecision, QuotaDecision] | None:
+        """For a job holding a nomination won by reclaim (:attr:`Nomination.reclaim`)
+        whose decision ``dec`` is within nominal where it runs
+        (:attr:`QuotaDecision.places_within_nominal`): ``dec`` narrowed to its nominal
+        models (where its tenant stays within nominal), and ``dec``; None for any other
+        job (placed with ``dec``).
+
+        The what-if that chose its victims placed it only there (a reclaimer never
+        borrows: :class:`kant.preemption.whatif.CycleWhatIf`), so the cycle places it there
+        too, and a gang's other fits and choices of one model per role are its choices
+        within nominal alone. Placed on all of ``dec``'s models, it started wherever
+        placement preferred, a model where its tenant borrows included: its victims were
+        evicted for nothing, and it was reclaimed there in turn. O(1)."""
+        nom = e.nomination
+        if (
+            nom is None
+            or not nom.reclaim
+            or not dec.ok
+            or not dec.within_nominal
+            or not dec.places_within_nominal
+        ):
+            return None
+        if dec.nominal_models == dec.models:
+            return dec, dec
+        return attrs.evolve(dec, models=dec.nominal_models), dec
 
     def _on_nomination(
         self, e: Entry, dec: QuotaDecision, facts: _Facts
@@ -1020,12 +1061,16 @@ class _Cycle:
         *,
         whole: bool = False,
         models: Mapping[str, tuple[str, ...]] | None = None,
+        nominal_only: bool = False,
     ) -> tuple[tuple[Binding, ...], Reason | None, bool]:
         """Readiness and placement of the quota-admitted pods (``shape``: their placement
         shape, see :meth:`consider`; ``opens``: what of the reservations the job may use,
         :meth:`Holds.opens`; ``whole``: place all of ``dec.pods`` or none, as for a gang;
         ``models``: the GPU models per role ``dec`` was decided on, if not every model of
-        the job's roles: another fit the nodes pick stays on them). Returns the bindings
+        the job's roles: another fit the nodes pick stays on them; ``nominal_only``: a
+        reclaimer holding its nomination, ``dec`` narrowed to its nominal models, whose other
+        fits and choices of one model per role are those within nominal, narrowed alike,
+        :meth:`_as_reclaimer`). Returns the bindings
         made (committed to the snapshot),
         why the job's remaining pods are not all placed, and whether that is only the quota
         that victims still to go hold (it frees itself: the cycle's ledger no longer charges
@@ -1060,13 +1105,23 @@ class _Cycle:
                     self._reserved_opened = (before, reserved, reserved.taken, pool_agg)
                 reason = self.pools.ready(job, dec)
                 if reason is not None and self._may_refit(job, dec, role_models):
-                    dec, reason = self._fit_the_nodes(e, dec, role_models, reason)
+                    dec, reason = self._fit_the_nodes(
+                        e, dec, role_models, reason, nominal_only=nominal_only
+                    )
+            res: PlacementLike | None = None
+            if reason is not None and nominal_only and job.gang:
+                # (as in the what-if: its choices within nominal, when readiness refuses
+                # its decision narrowed to its nominal models)
+                got = self._place_narrowed(job, dec, role_models, nominal_only=True, tried=None)
+                if got is not None:
+                    (dec, res), reason = got, None
             if reason is None:
-                res = self.place_pods(self._restricted(job, dec, facts), dec.pods)
-                if job.gang and (res.unplaced or not res.bindings):
-                    got = self._place_narrowed(job, dec, role_models)
-                    if got is not None:
-                        dec, res = got
+                if res is None:
+                    res = self.place_pods(self._restricted(job, dec, facts), dec.pods)
+                    if job.gang and (res.unplaced or not res.bindings):
+                        got = self._place_narrowed(job, dec, role_models, nominal_only=nominal_only)
+                        if got is not None:
+                            dec, res = got
                 bindings = res.bindings
                 if bindings and (not all_or_none or not res.unplaced):
                     k = (
@@ -1115,7 +1170,13 @@ class _Cycle:
         return (), reason, False
 
     def _place_narrowed(
-        self, job: Job, dec: QuotaDecision, role_models: Mapping[str, tuple[str, ...]]
+        self,
+        job: Job,
+        dec: QuotaDecision,
+        role_models: Mapping[str, tuple[str, ...]],
+        *,
+        nominal_only: bool = False,
+        tried: Mapping[str, tuple[str, ...]] | Literal[True] | None = True,
     ) -> tuple[QuotaDecision, PlacementLike] | None:
         """A gang whose placement with ``dec`` failed, placed with one GPU model per role
         (of ``role_models``): the first of :func:`narrowed_fits` (one model per role of the
@@ -1123,11 +1184,17 @@ class _Cycle:
         again) that readiness passes and placement places whole, and its placement
         (committed to the snapshot); None when none does, or the job has no role on several
         models (:func:`one_model_each`: nothing to narrow). Only for a gang whose placement
-        failed; each attempt is counted in the stats."""
+        failed; each attempt is counted in the stats. ``nominal_only``: a reclaimer holding
+        its nomination, placed from the choices within nominal alone (as the preemption
+        what-if did); ``tried``: the models of the placement that failed (True: ``dec``'s;
+        None: ``dec`` was not placed, readiness refused it)."""
         if not one_model_each(job, dec.pods, role_models):
             return None
         fits = narrowed_fits(self.ledger, job, dec.pods, role_models)
-        got = self.pools.place_narrowed(job, fits, self.place_pods, dec.models) if fits else None
+        if nominal_only:
+            fits = tuple(f for f in fits if f.within_nominal and f.places_within_nominal)
+        skip = dec.models if tried is True else tried
+        got = self.pools.place_narrowed(job, fits, self.place_pods, skip) if fits else None
         if got is not None:
             self.ctx.current = (job.id, got[0])
         return got
@@ -1146,6 +1213,8 @@ class _Cycle:
         dec: QuotaDecision,
         role_models: Mapping[str, tuple[str, ...]],
         refused: Reason,
+        *,
+        nominal_only: bool = False,
     ) -> tuple[QuotaDecision, Reason | None]:
         """A gang decided by one GPU model per role whose decision ``dec`` readiness
         ``refused`` on the snapshot now (what the job may use of it opened): the first of the
@@ -1154,9 +1223,15 @@ class _Cycle:
         else ``dec`` and ``refused`` (the reason of the first fit quota found stands).
         Decided afresh each time (what the nodes hold changes as the cycle places jobs):
         only for such a gang readiness refused, whose shape did not fail already this
-        cycle. O(fits x readiness)."""
+        cycle. ``nominal_only``: a reclaimer holding its nomination (``dec`` narrowed to
+        its nominal models, :meth:`_as_reclaimer`): only the fits within nominal where it
+        runs, each narrowed alike. O(fits x readiness)."""
         job = e.job
         for alt in fits_to_try(self.ledger, job, dec.pods, role_models, dec)[1:]:
+            if nominal_only:
+                if not (alt.ok and alt.within_nominal and alt.places_within_nominal):
+                    continue
+                alt = attrs.evolve(alt, models=alt.nominal_models)
             if self.pools.ready(job, alt) is None:
                 self.ctx.current = (job.id, alt)
                 return alt, None

@@ -317,6 +317,12 @@ class Preemption:
             created_at=self.now,
             membership=self.index.cluster.membership_version,
             by_priority=any(why is not VictimReason.RECLAIM for _u, why in chosen),
+            # (the units the what-if held the job within nominal for: CycleWhatIf.needs_nominal)
+            reclaim=quotas
+            and any(
+                why is VictimReason.RECLAIM and not pol.may_borrow_from(job.priority, u.priority)
+                for u, why in chosen
+            ),
         )
         return nom, len(chosen)
 

@@ -120,7 +120,12 @@ class Nomination:
     built by hand; only that its nodes exist is checked). ``by_priority`` says that some of
     its victims were chosen by a rule other than reclaim (priority or backfill preemption):
     a pod-level preemptor whose request borrows then starts every pod it holds devices for,
-    not only its nominal part (its victims were evicted for all of them).
+    not only its nominal part (its victims were evicted for all of them). ``reclaim`` says
+    that some of its victims were taken by reclaim, which holds the preemptor's tenant
+    within its nominal quota: the what-if that found ``bindings`` placed the job only on the
+    GPU models where its tenant stays within nominal, and until it starts the cycle places
+    it only there too (a reclaimer never borrows; its victims were evicted for a placement
+    there).
     """
 
     job: str
@@ -129,6 +134,7 @@ class Nomination:
     created_at: float
     membership: int | None = None
     by_priority: bool = False
+    reclaim: bool = False
 
 
 @attrs.frozen(kw_only=True)
