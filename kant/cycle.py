@@ -819,16 +819,22 @@ class _Cycle:
     ) -> tuple[QuotaDecision, QuotaDecision] | None:
         """For a job holding a nomination won by reclaim (:attr:`Nomination.reclaim`)
         whose decision ``dec`` is within nominal where it runs
-        (:attr:`QuotaDecision.places_within_nominal`): ``dec`` narrowed to its nominal
-        models (where its tenant stays within nominal), and ``dec``; None for any other
-        job (placed with ``dec``).
+        (:attr:`QuotaDecision.places_within_nominal`), and whose nominal models still
+        include, for each role, every GPU model its nomination holds devices on: ``dec``
+        narrowed to its nominal models (where its tenant stays within nominal), and
+        ``dec``; None for any other job (placed with ``dec``).
 
-        The what-if that chose its victims placed it only there (a reclaimer never
-        borrows: :class:`kant.preemption.whatif.CycleWhatIf`), so the cycle places it there
-        too, and a gang's other fits and choices of one model per role are its choices
-        within nominal alone. Placed on all of ``dec``'s models, it started wherever
-        placement preferred, a model where its tenant borrows included: its victims were
-        evicted for nothing, and it was reclaimed there in turn. O(1)."""
+        The what-if that chose its victims placed it only where its tenant stayed within
+        nominal (a reclaimer never borrows: :class:`kant.preemption.whatif.CycleWhatIf`),
+        so while that still holds where its nomination is, the cycle places it on its
+        nominal models too, and a gang's other fits and choices of one model per role are
+        its choices within nominal alone. Placed on all of ``dec``'s models, it started
+        wherever placement preferred, a model where its tenant borrows included: its
+        victims were evicted for nothing, and it was reclaimed there in turn. When its
+        tenant's use changed since (its higher-priority job took the nominated model's
+        nominal share), narrowing it would move it off the devices its victims free, onto
+        models they do not: it would lose its nomination there and preempt again, so it is
+        placed with ``dec``, as any job. O(bindings of the nomination)."""
         nom = e.nomination
         if (
             nom is None
@@ -838,6 +844,12 @@ class _Cycle:
             or not dec.places_within_nominal
         ):
             return None
+        held: dict[str, set[str]] = {}
+        for b in nom.bindings:
+            if b.total_milli:
+                held.setdefault(b.pod.role, set()).add(self.pools.model_of(b))
+        if any(not ms.issubset(dec.nominal_models.get(r, ())) for r, ms in held.items()):
+            return None  # (the what-if's premise is gone: where it holds devices, it borrows)
         if dec.nominal_models == dec.models:
             return dec, dec
         return attrs.evolve(dec, models=dec.nominal_models), dec

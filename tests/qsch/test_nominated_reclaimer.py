@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections import Counter
 
 from kant.admission import Quota
-from kant.model import MILLI, PodId
-from kant.preemption import PreemptionPolicy
+from kant.cycle import CycleResult
+from kant.model import MILLI, PodId, VictimReason
+from kant.preemption import PreemptionPolicy, Preemptor, VictimView
 from kant.scheduler import Scheduler
 from kant.testing import ClusterBuilder, check_invariants, job
 
@@ -84,4 +85,115 @@ def test_a_reclaimer_starts_where_its_victims_left_room_though_placement_prefers
     r = s.step(now=2)
     assert r.placed == ("p",) and {b.node for b in r.bindings} == {"lfh-n0"}
     assert s.admitter.used("a", "A100") == 0
+    check_invariants(s)
+
+
+def _own_job_takes_the_nominated_model() -> tuple[Scheduler, CycleResult]:
+    """Two 8-GPU H100 nodes, one 8-GPU A100 node. ``a`` has 8 GPUs nominal of each model,
+    ``e`` 8 H100, ``d`` 8 A100 (unused: it lends them), ``c`` none. ``ej`` (e) fills one
+    H100 node, ``cb`` (c, eight 1-GPU pods) borrows a's H100 share on the other, and ``dj``
+    (c, priority 1) borrows on the A100 node.
+    p (a, 8 GPUs, H100|A100, priority 1) reclaims cb's pods: H100 comes first."""
+    cluster = (
+        ClusterBuilder()
+        .leaf("lh0", nodes=1, model="H100", gpus=8)
+        .leaf("lh1", nodes=1, model="H100", gpus=8)
+        .leaf("la", nodes=1, model="A100", gpus=8)
+        .build()
+    )
+    quotas = [
+        Quota.gpus("a", "H100", 8),
+        Quota.gpus("a", "A100", 8),
+        Quota.gpus("e", "H100", 8),
+        Quota.gpus("d", "A100", 8),
+    ]
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
+    s.submit(job("cb", gpus=1, replicas=8, gang=False, tenant="c", models="H100"), now=0)
+    s.submit(job("ej", gpus=8, tenant="e", models="H100"), now=0)
+    s.submit(job("dj", gpus=8, tenant="c", priority=1, models="A100"), now=0)
+    r = s.step(now=0)
+    assert {(b.pod.job, b.node) for b in r.bindings} == {
+        ("cb", "lh1-n0"), ("ej", "lh0-n0"), ("dj", "la-n0"),
+    }  # fmt: skip
+    s.submit(job("p", gpus=8, tenant="a", priority=1, models="H100|A100", submitted_at=1), now=1)
+    r1 = s.step(now=1)
+    assert {(v.job, v.reason.value) for v in r1.victims} == {("cb", "reclaim")}
+    (nom,) = r1.nominations
+    assert {b.node for b in nom.bindings} == {"lh1-n0"}
+    return s, r1
+
+
+def test_a_reclaimer_whose_own_tenant_took_its_nominated_models_nominal_share_starts_there_and_evicts_no_more() -> (
+    None
+):
+    # While cb's pods terminate, ej ends and r (a, priority 5, H100) starts on its node,
+    # taking a's 8 H100 GPUs of nominal quota: p on H100 now borrows (e lends its 8), and a
+    # is within nominal on A100 only, which dj fills. Before, p was narrowed to A100 once its
+    # victims were gone, did not fit there, lost its nomination and reclaimed dj too: two
+    # rounds of evictions for one job, and cb started again on the H100 GPUs it had left. The
+    # what-if's premise (a within nominal where it holds devices) is gone, so p is placed as
+    # any job: it starts on the H100 GPUs its victims freed, and nobody else is evicted.
+    s, r1 = _own_job_takes_the_nominated_model()
+    finish(s, "ej", now=2)
+    s.submit(job("r", gpus=8, tenant="a", priority=5, models="H100", submitted_at=2), now=2)
+    r = s.step(now=2)
+    assert r.placed == ("r",) and r.pending["p"].code.value == "preempting", r.pending
+    evict_victims(s, r1, now=3)
+    r = s.step(now=3)
+    assert r.placed == ("p",) and {b.node for b in r.bindings} == {"lh1-n0"}
+    assert r.victims == () and r.dropped_nominations == ()
+    for t in range(4, 8):
+        r = s.step(now=t)
+        assert r.victims == ()
+    assert s.queue.status("dj").running and not s.queue.status("cb").running
+    check_invariants(s)
+
+
+def _own_lower_is_reclaim(
+    pre: Preemptor, unit: VictimView, borrowing: object
+) -> VictimReason | None:
+    """A user rule: the preemptor's own tenant's lower-priority units are taken as RECLAIM."""
+    if unit.tenant == pre.tenant and unit.priority < pre.priority:
+        return VictimReason.RECLAIM
+    return None
+
+
+def test_a_user_rule_calling_an_own_tenant_unit_a_reclaim_does_not_move_its_preemptor_off_its_nomination() -> (
+    None
+):
+    # a has 8 H100 GPUs nominal, which ej (e, within its own nominal) fills; la (a, 4 GPUs)
+    # borrows A100 from d. p (a, priority 5, H100|A100) takes la by the user rule, which
+    # calls it a reclaim: the what-if placed p anywhere quota admits (taking its own
+    # tenant's unit holds it within nominal nowhere), on la's A100 GPUs. Before, the cycle
+    # narrowed p to H100 (full) once la was gone: its nomination was dropped, la started
+    # again, p took it again, and so on (la evicted every second cycle). p now starts on
+    # the A100 GPUs la left.
+    cluster = (
+        ClusterBuilder()
+        .leaf("lfh", nodes=1, model="H100", gpus=8)
+        .leaf("lfa", nodes=1, model="A100", gpus=8)
+        .build()
+    )
+    quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("e", "H100", 8), Quota.gpus("d", "A100", 16)]
+    policy = PreemptionPolicy(rules=(_own_lower_is_reclaim,))
+    s = scheduler(cluster, quotas=quotas, preemption=policy)
+    s.submit(job("ej", gpus=8, tenant="e", models="H100"), now=0)
+    s.submit(job("la", gpus=4, tenant="a", models="A100"), now=0)
+    s.submit(job("dj", gpus=4, tenant="d", models="A100"), now=0)
+    assert sorted(s.step(now=0).placed) == ["dj", "ej", "la"]
+    s.submit(job("p", gpus=4, tenant="a", priority=5, models="H100|A100", submitted_at=1), now=1)
+    r1 = s.step(now=1)
+    assert {(v.job, v.reason.value) for v in r1.victims} == {("la", "reclaim")}
+    (nom,) = r1.nominations
+    assert {b.node for b in nom.bindings} == {"lfa-n0"}
+    evicted = Counter(p for v in r1.victims for p in v.pods)
+    evict_victims(s, r1, now=2)
+    for t in range(2, 10):
+        r = s.step(now=t)
+        evicted.update(p for v in r.victims for p in v.pods)
+        for v in r.victims:
+            s.pod_evicted(v.pods[0], t)
+    assert max(evicted.values()) == 1
+    assert len(s.queue.status("p").running) == 1
+    assert {s.cluster.binding(p).node for p in s.queue.status("p").running} == {"lfa-n0"}
     check_invariants(s)
