@@ -817,9 +817,10 @@ class _Cycle:
     def _as_reclaimer(
         self, e: Entry, dec: QuotaDecision
     ) -> tuple[QuotaDecision, QuotaDecision] | None:
-        """For a job holding a nomination won by reclaim (:attr:`Nomination.reclaim`)
-        whose decision ``dec`` is within nominal where it runs
-        (:attr:`QuotaDecision.places_within_nominal`), and whose nominal models still
+        """For a job holding a nomination its victim search found held within nominal (a
+        reclaimer, :attr:`Nomination.within_nominal`) whose decision ``dec`` is within
+        nominal where it runs (:attr:`QuotaDecision.places_within_nominal`), and whose
+        nominal models still
         include, for each role, every GPU model its nomination holds devices on: ``dec``
         narrowed to its nominal models (where its tenant stays within nominal), and
         ``dec``; None for any other job (placed with ``dec``).
@@ -838,7 +839,7 @@ class _Cycle:
         nom = e.nomination
         if (
             nom is None
-            or not nom.reclaim
+            or not nom.within_nominal
             or not dec.ok
             or not dec.within_nominal
             or not dec.places_within_nominal

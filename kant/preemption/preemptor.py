@@ -25,7 +25,7 @@ made needless, is given back.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -317,12 +317,9 @@ class Preemption:
             created_at=self.now,
             membership=self.index.cluster.membership_version,
             by_priority=any(why is not VictimReason.RECLAIM for _u, why in chosen),
-            # (the units the what-if held the job within nominal for: CycleWhatIf.needs_nominal)
-            reclaim=quotas
-            and any(
-                why is VictimReason.RECLAIM and not pol.may_borrow_from(job.priority, u.priority)
-                for u, why in chosen
-            ),
+            # (the what-if placed it with exactly these units removed: held within nominal
+            # when one of them needs it, CycleWhatIf.needs_nominal)
+            within_nominal=any(map(self._needs_nominal(job), (u for u, _why in chosen))),
         )
         return nom, len(chosen)
 
@@ -937,22 +934,27 @@ class Preemption:
         cands = (u for u in map(self.index.unit, picked) if u.pools & pools)
         self._searched = True
         t = time.perf_counter()
-        tenant, unlimited = pre.tenant, self.ledger.table.unlimited
-
-        def needs_nominal(u: VictimUnit) -> bool:
-            return (
-                not unlimited
-                and u.tenant != tenant
-                and not pol.may_borrow_from(pre.priority, u.priority)
-            )
-
         whatif = CycleWhatIf(
             self.snap, self.ledger, self.pools, self.place, e.job, pods, role_models,
-            needs_nominal,
+            self._needs_nominal(e.job),
         )  # fmt: skip
         found = find_victims(cands, eligible, whatif)
         self.search_ms += (time.perf_counter() - t) * 1000
         return found
+
+    def _needs_nominal(self, job: Job) -> Callable[[VictimUnit], bool]:
+        """The rule the what-if holds ``job`` by (:class:`CycleWhatIf`'s ``needs_nominal``):
+        evicting a unit of another tenant that ``job`` may not take while borrowing
+        (:meth:`PreemptionPolicy.may_borrow_from`) holds it within its tenant's nominal
+        quota, whatever the reason the unit was taken for (reclaim, priority, a user
+        rule). Never with no quotas. Also what :attr:`Nomination.within_nominal` is
+        computed by, over the victims kept: exactly whether the placement found was held
+        within nominal."""
+        pol = self.policy
+        tenant, priority = job.tenant, job.priority
+        if self.ledger.table.unlimited:
+            return lambda _u: False
+        return lambda u: u.tenant != tenant and not pol.may_borrow_from(priority, u.priority)
 
     def _reachable(
         self,

@@ -120,12 +120,17 @@ class Nomination:
     built by hand; only that its nodes exist is checked). ``by_priority`` says that some of
     its victims were chosen by a rule other than reclaim (priority or backfill preemption):
     a pod-level preemptor whose request borrows then starts every pod it holds devices for,
-    not only its nominal part (its victims were evicted for all of them). ``reclaim`` says
-    that some of its victims were taken by reclaim, which holds the preemptor's tenant
-    within its nominal quota: the what-if that found ``bindings`` placed the job only on the
-    GPU models where its tenant stays within nominal, and until it starts the cycle places
-    it only there too (a reclaimer never borrows; its victims were evicted for a placement
-    there).
+    not only its nominal part (its victims were evicted for all of them).
+    ``within_nominal`` says exactly whether the victim search found ``bindings`` with the
+    job held within its tenant's nominal quota, on the GPU models where its tenant stays
+    within nominal: whether some victim taken for it is a unit of another tenant that a
+    borrowing job of its priority may not take
+    (:meth:`~kant.preemption.PreemptionPolicy.may_borrow_from`), whatever rule took the unit
+    (reclaim, priority with reclaim off, a user rule); taking its own tenant's units holds
+    it nowhere. While it holds the nomination, and its tenant's nominal models still include
+    the GPU models of ``bindings``, the cycle places it on those nominal models too.
+    Recomputed over the victims still its own when a victim is given back, as
+    ``by_priority`` is.
     """
 
     job: str
@@ -134,7 +139,7 @@ class Nomination:
     created_at: float
     membership: int | None = None
     by_priority: bool = False
-    reclaim: bool = False
+    within_nominal: bool = False
 
 
 @attrs.frozen(kw_only=True)

@@ -18,7 +18,9 @@ from kant.testing import ClusterBuilder, check_invariants, job
 from .conftest import evict_victims, finish, scheduler
 
 
-def _borrowed_h100(h100_gpus: int, *, a100_jobs: tuple[int, ...]) -> Scheduler:
+def _borrowed_h100(
+    h100_gpus: int, *, a100_jobs: tuple[int, ...], policy: PreemptionPolicy | None = None
+) -> Scheduler:
     """One H100 node of ``h100_gpus`` GPUs, one 8-GPU A100 node. ``a`` has 8 H100 GPUs
     nominal, ``d`` 16 A100 (it lends what it does not use); ``c`` has no quota and borrows.
     ``c``'s ``cb`` (one 1-GPU pod per H100 GPU) borrows a's H100 share, ``d``'s jobs of
@@ -30,7 +32,7 @@ def _borrowed_h100(h100_gpus: int, *, a100_jobs: tuple[int, ...]) -> Scheduler:
         .build()
     )
     quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("d", "A100", 16)]
-    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
+    s = scheduler(cluster, quotas=quotas, preemption=policy or PreemptionPolicy())
     s.submit(job("cb", gpus=1, replicas=h100_gpus, gang=False, tenant="c", models="H100"), now=0)
     for k, gpus in enumerate(a100_jobs):
         s.submit(job(f"d{k}", gpus=gpus, tenant="d", models="A100"), now=0)
@@ -50,7 +52,7 @@ def test_a_reclaimer_waits_for_its_victims_rather_than_start_borrowing_where_gpu
     r1 = s.step(now=1)
     assert {(v.job, v.reason.value) for v in r1.victims} == {("cb", "reclaim")}
     (nom,) = r1.nominations
-    assert nom.reclaim and {b.node for b in nom.bindings} == {"lfh-n0"}
+    assert nom.within_nominal and {b.node for b in nom.bindings} == {"lfh-n0"}
     finish(s, "d0", now=2)
     r = s.step(now=2)
     assert r.placed == () and r.pending["p"].code.value == "preempting", r.pending
@@ -66,6 +68,31 @@ def test_a_reclaimer_waits_for_its_victims_rather_than_start_borrowing_where_gpu
         evicted.update(p for v in r.victims for p in v.pods)
     assert max(evicted.values()) == 1 and len(evicted) == 4  # cb's pods, once
     assert len(s.queue.status("p").running) == 1
+    check_invariants(s)
+
+
+def test_a_preemptor_held_within_nominal_by_priority_victims_waits_for_them_as_a_reclaimer_does() -> (
+    None
+):
+    # Reclaim off: p (a, priority 5, 4 GPUs, H100|A100) takes 4 of cb's borrowed H100 pods
+    # by priority. The victim search held it within a's nominal quota all the same (a
+    # borrowing job may not take another tenant's unit), and placed it on H100. Before, its
+    # nomination did not say so (only victims taken by reclaim did): when d's job ended, p
+    # started at once on the free A100 GPUs, borrowed, and cb's 4 pods were evicted for
+    # nothing. It now waits for them and starts on H100.
+    s = _borrowed_h100(8, a100_jobs=(8,), policy=PreemptionPolicy(reclaim=False))
+    s.submit(job("p", gpus=4, tenant="a", priority=5, models="H100|A100", submitted_at=1), now=1)
+    r1 = s.step(now=1)
+    assert {(v.job, v.reason.value) for v in r1.victims} == {("cb", "priority")}
+    (nom,) = r1.nominations
+    assert nom.within_nominal and {b.node for b in nom.bindings} == {"lfh-n0"}
+    finish(s, "d0", now=2)
+    r = s.step(now=2)
+    assert r.placed == () and r.pending["p"].code.value == "preempting", r.pending
+    evict_victims(s, r1, now=3)
+    r = s.step(now=3)
+    assert r.placed == ("p",) and {b.node for b in r.bindings} == {"lfh-n0"}
+    assert s.admitter.used("a", "A100") == 0
     check_invariants(s)
 
 
@@ -186,6 +213,7 @@ def test_a_user_rule_calling_an_own_tenant_unit_a_reclaim_does_not_move_its_pree
     assert {(v.job, v.reason.value) for v in r1.victims} == {("la", "reclaim")}
     (nom,) = r1.nominations
     assert {b.node for b in nom.bindings} == {"lfa-n0"}
+    assert not nom.within_nominal  # (the search held it nowhere: la is a's own)
     evicted = Counter(p for v in r1.victims for p in v.pods)
     evict_victims(s, r1, now=2)
     for t in range(2, 10):

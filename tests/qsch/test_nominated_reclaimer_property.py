@@ -102,7 +102,7 @@ def test_a_reclaimer_never_starts_borrowing_and_no_preemptor_evicts_a_unit_twice
         for v in r.victims:
             for p in v.pods:
                 evicted[(v.preemptor, left[v.preemptor], p)] += 1
-        for n in r.nominations:  # (its victims taken by reclaim: Nomination.reclaim)
+        for n in r.nominations:  # (its victims taken by reclaim)
             reclaims[n.job] = any(
                 v.reason is VictimReason.RECLAIM for v in r.victims if v.preemptor == n.job
             )
