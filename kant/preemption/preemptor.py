@@ -339,7 +339,8 @@ class Preemption:
         nominated preemptor (whose own quota rules would read its use). Then it is off the
         cycle's victims and charged again (``uncharged`` forgets its pods), and its
         preemptor's nomination (its devices held anew if it was placed again) waits for the
-        last preemption's victims instead, whose quota it now shares.
+        last preemption's victims instead, whose quota it now shares; every nomination's
+        ``by_priority`` and ``within_nominal`` are recomputed over the victims still its own.
 
         Returns the nominations that changed: (position in ``nominations``, new value);
         besides the spared victims' preemptors, any other that waited for a pod given back
@@ -384,16 +385,34 @@ class Preemption:
         out = []
         for k, n in enumerate(noms):
             left = tuple(p for p in n.victims if p not in gone)
-            # (a victim given back may have been its only one taken by priority)
+            # (a victim given back may have been its only one taken by priority, or the
+            # only one that held it within nominal)
             prio = n.by_priority and any(
                 v.preemptor == n.job and v.reason is not VictimReason.RECLAIM for v in self.victims
             )
+            within = n.within_nominal and self._holds_within(n.job)
             if k in changed:
                 waits = tuple(p for p in last.victims if p not in left)
-                out.append((k, attrs.evolve(n, victims=left + waits, by_priority=prio)))
-            elif len(left) < len(n.victims) or prio != n.by_priority:
-                out.append((k, attrs.evolve(n, victims=left, by_priority=prio)))
+                n = attrs.evolve(n, victims=left + waits, by_priority=prio, within_nominal=within)
+                out.append((k, n))
+            elif len(left) < len(n.victims) or (prio, within) != (n.by_priority, n.within_nominal):
+                n = attrs.evolve(n, victims=left, by_priority=prio, within_nominal=within)
+                out.append((k, n))
         return out
+
+    def _holds_within(self, jid: str) -> bool:
+        """Does some victim of the cycle still taken for the preemptor ``jid`` hold it
+        within its tenant's nominal quota (:meth:`_needs_nominal`)? O(victims)."""
+        queue = self.index.queue
+        pe = queue.get(jid)
+        if pe is None:
+            return False
+        held = self._needs_nominal(pe.job)
+        for v in self.victims:
+            ve = queue.get(v.job) if v.preemptor == jid else None
+            if ve is not None and held(ve.job):
+                return True
+        return False
 
     def _give_back(
         self,
@@ -942,14 +961,14 @@ class Preemption:
         self.search_ms += (time.perf_counter() - t) * 1000
         return found
 
-    def _needs_nominal(self, job: Job) -> Callable[[VictimUnit], bool]:
+    def _needs_nominal(self, job: Job) -> Callable[[VictimUnit | Job], bool]:
         """The rule the what-if holds ``job`` by (:class:`CycleWhatIf`'s ``needs_nominal``):
         evicting a unit of another tenant that ``job`` may not take while borrowing
         (:meth:`PreemptionPolicy.may_borrow_from`) holds it within its tenant's nominal
         quota, whatever the reason the unit was taken for (reclaim, priority, a user
         rule). Never with no quotas. Also what :attr:`Nomination.within_nominal` is
         computed by, over the victims kept: exactly whether the placement found was held
-        within nominal."""
+        within nominal. (A unit or its job: the same tenant and priority.)"""
         pol = self.policy
         tenant, priority = job.tenant, job.priority
         if self.ledger.table.unlimited:

@@ -127,11 +127,25 @@ def test_a_reclaim_that_frees_more_than_it_needs_gives_back_what_an_earlier_one_
     check_invariants(s)
 
 
+def test_a_nomination_whose_only_victim_is_given_back_is_no_longer_held_within_nominal() -> None:
+    # b1's one victim (a-pods' first pod, another tenant's: the search held b1 within b's
+    # nominal quota for it) is given back; b1 now only waits for b2's victims, and nothing
+    # holds it within nominal any more, as nothing was taken for it by priority (its
+    # nomination says neither). Before, within_nominal stayed set while by_priority was
+    # recomputed.
+    _s, r = _two_reclaims([("a-big", 8)])
+    assert _victims(r) == [("a-big", "reclaim", "b2")]
+    noms = {n.job: n for n in r.nominations}
+    assert not noms["b1"].within_nominal and not noms["b1"].by_priority
+    assert noms["b2"].within_nominal
+
+
 def test_an_earlier_reclaims_victim_stays_when_the_later_frees_no_more_than_it_needs() -> None:
     # a 4-GPU gang on r0 instead: b2 takes it and frees exactly its 4 GPUs, so b1's
     # victim is still needed for b1's quota
     s, r = _two_reclaims([("a-mid", 4)])
     assert _victims(r) == [("a-pods", "reclaim", "b1"), ("a-mid", "reclaim", "b2")]
+    assert all(n.within_nominal for n in r.nominations)
     evict_victims(s, r, now=5)
     assert sorted(s.step(now=6).placed) == ["b1", "b2"]
     check_invariants(s)
