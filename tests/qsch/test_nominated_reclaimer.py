@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections import Counter
 
+import attrs
+
 from kant.admission import Quota
 from kant.cycle import CycleResult
-from kant.model import MILLI, PodId, VictimReason
+from kant.model import MILLI, PodId, Resources, Role, VictimReason
 from kant.preemption import PreemptionPolicy, Preemptor, VictimView
 from kant.scheduler import Scheduler
 from kant.testing import ClusterBuilder, check_invariants, job
@@ -112,6 +114,44 @@ def test_a_reclaimer_starts_where_its_victims_left_room_though_placement_prefers
     r = s.step(now=2)
     assert r.placed == ("p",) and {b.node for b in r.bindings} == {"lfh-n0"}
     assert s.admitter.used("a", "A100") == 0
+    check_invariants(s)
+
+
+def test_a_reclaiming_gang_starts_each_role_where_its_tenant_stays_within_nominal_though_a_borrowed_gpu_is_free() -> (
+    None
+):
+    # a has 8 A100 GPUs nominal and no H100; c borrows them all (eight 1-GPU pods), e runs 7
+    # of its 8 H100 GPUs. g (a, a gang of two 1-GPU roles on H100|A100) reclaims two of c's
+    # pods and is nominated both its pods on A100. Before, once the victims were gone, it
+    # was placed on every model quota admits and started one role on the free H100 GPU,
+    # borrowed from e. It now starts both on A100, within a's nominal quota.
+    cluster = (
+        ClusterBuilder()
+        .leaf("lfh", nodes=1, model="H100", gpus=8)
+        .leaf("lfa", nodes=1, model="A100", gpus=8)
+        .build()
+    )
+    quotas = [Quota.gpus("a", "A100", 8), Quota.gpus("e", "H100", 8)]
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
+    s.submit(job("cb", gpus=1, replicas=8, gang=False, tenant="c", models="A100"), now=0)
+    s.submit(job("eh", gpus=7, tenant="e", models="H100"), now=0)
+    assert sorted(s.step(now=0).placed) == ["cb", "eh"]
+    g = job("g", gpus=1, gang=True, tenant="a", models="H100|A100", submitted_at=1)
+    second = Role(name="s", replicas=1, resources=Resources(gpus=1), gpu_models="H100|A100")
+    s.submit(attrs.evolve(g, roles=(*g.roles, second)), now=1)
+    r1 = s.step(now=1)
+    assert r1.placed == ()
+    assert [(v.job, v.reason.value) for v in r1.victims] == [("cb", "reclaim")] * 2
+    (nom,) = r1.nominations
+    assert nom.within_nominal
+    assert {(b.pod.role, b.node) for b in nom.bindings} == {("worker", "lfa-n0"), ("s", "lfa-n0")}
+    evict_victims(s, r1, now=2)
+    r = s.step(now=2)
+    assert r.placed == ("g",)
+    assert {(b.pod.role, b.node) for b in r.bindings if b.pod.job == "g"} == {
+        ("worker", "lfa-n0"), ("s", "lfa-n0"),
+    }  # fmt: skip
+    assert s.admitter.used("a", "H100") == 0 and s.admitter.used("a", "A100") == 2 * MILLI
     check_invariants(s)
 
 
