@@ -820,22 +820,23 @@ class _Cycle:
         """For a job holding a nomination its victim search found held within nominal (a
         reclaimer, :attr:`Nomination.within_nominal`) whose decision ``dec`` is within
         nominal where it runs (:attr:`QuotaDecision.places_within_nominal`), and whose
-        nominal models still
-        include, for each role, every GPU model its nomination holds devices on: ``dec``
-        narrowed to its nominal models (where its tenant stays within nominal), and
-        ``dec``; None for any other job (placed with ``dec``).
+        nominal models still include, for each role, every GPU model its nomination holds
+        devices on: ``dec`` narrowed to its nominal models (where its tenant stays within
+        nominal), and ``dec``; None for any other job (placed with ``dec``).
 
         The what-if that chose its victims placed it only where its tenant stayed within
         nominal (a reclaimer never borrows: :class:`kant.preemption.whatif.CycleWhatIf`),
         so while that still holds where its nomination is, the cycle places it on its
-        nominal models too, and a gang's other fits and choices of one model per role are
-        its choices within nominal alone. Placed on all of ``dec``'s models, it started
-        wherever placement preferred, a model where its tenant borrows included: its
-        victims were evicted for nothing, and it was reclaimed there in turn. When its
-        tenant's use changed since (its higher-priority job took the nominated model's
-        nominal share), narrowing it would move it off the devices its victims free, onto
-        models they do not: it would lose its nomination there and preempt again, so it is
-        placed with ``dec``, as any job. O(bindings of the nomination)."""
+        nominal models too (those of ``dec``, at this cycle: the one its nomination holds
+        devices on among them, not necessarily the one it starts on), and a gang's other
+        fits and choices of one model per role are its choices within nominal alone.
+        Placed on all of ``dec``'s models, it started wherever placement preferred, a
+        model where its tenant borrows included: its victims were evicted for nothing, and
+        it was reclaimed there in turn. When its tenant's use changed since (its
+        higher-priority job took the nominated model's nominal share), narrowing it would
+        move it off the devices its victims free, onto models they do not: it would lose
+        its nomination there and preempt again, so it is placed with ``dec``, as any job.
+        O(bindings of the nomination)."""
         nom = e.nomination
         if (
             nom is None
@@ -1123,7 +1124,7 @@ class _Cycle:
                     )
             res: PlacementLike | None = None
             if reason is not None and nominal_only and job.gang:
-                # (as in the what-if: its choices within nominal, when readiness refuses
+                # (the what-if's rule: its choices within nominal, when readiness refuses
                 # its decision narrowed to its nominal models)
                 got = self._place_narrowed(job, dec, role_models, nominal_only=True, tried=None)
                 if got is not None:
@@ -1198,8 +1199,8 @@ class _Cycle:
         (committed to the snapshot); None when none does, or the job has no role on several
         models (:func:`one_model_each`: nothing to narrow). Only for a gang whose placement
         failed; each attempt is counted in the stats. ``nominal_only``: a reclaimer holding
-        its nomination, placed from the choices within nominal alone (as the preemption
-        what-if did); ``tried``: the models of the placement that failed (True: ``dec``'s;
+        its nomination, placed from the choices within nominal alone (the preemption
+        what-if's rule); ``tried``: the models of the placement that failed (True: ``dec``'s;
         None: ``dec`` was not placed, readiness refused it)."""
         if not one_model_each(job, dec.pods, role_models):
             return None

@@ -128,7 +128,9 @@ class Nomination:
     (:meth:`~kant.preemption.PreemptionPolicy.may_borrow_from`), whatever rule took the unit
     (reclaim, priority with reclaim off, a user rule); taking its own tenant's units holds
     it nowhere. While it holds the nomination, and its tenant's nominal models still include
-    the GPU models of ``bindings``, the cycle places it on those nominal models too.
+    the GPU models of ``bindings``, the cycle places it on its nominal models too (all of
+    them at that cycle: it never starts where its tenant borrows, but may start on a
+    nominal model other than that of ``bindings`` when room frees up there first).
     Recomputed over the victims still its own when a victim is given back, as
     ``by_priority`` is.
     """

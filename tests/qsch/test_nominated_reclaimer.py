@@ -1,8 +1,11 @@
-"""A reclaimer holding its nomination is placed where its what-if placed it: on the GPU
-models where its tenant stays within its nominal quota. Placed on every model quota
-admits, it started wherever placement preferred, on a model where its tenant borrows too:
-its victims were evicted for nothing, the borrowers took their GPUs back, and the reclaimer
-was reclaimed in turn."""
+"""A reclaimer holding its nomination is placed by its what-if's rule: on the GPU models
+where its tenant stays within its nominal quota (at that cycle: not necessarily the model
+its nomination holds devices on, when it has several). Placed on every model quota admits,
+it started wherever placement preferred, on a model where its tenant borrows too: its
+victims were evicted for nothing, the borrowers took their GPUs back, and the reclaimer was
+reclaimed in turn. When its tenant's use changed so that it borrows where its nomination
+holds devices, or the victim search did not hold it within nominal, it is placed as any
+job."""
 
 from __future__ import annotations
 
