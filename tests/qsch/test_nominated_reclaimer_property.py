@@ -1,7 +1,11 @@
 """A Hypothesis search over small two-model clusters with quotas and preemption on: a
-reclaimer holding its nomination never starts borrowing, and no preemptor evicts a unit
-twice for one need (a pod-level job that started some pods may preempt again for the next
-ones, and a borrower's unit started again may then be reclaimed again)."""
+reclaimer holding its nomination (``Nomination.within_nominal``) never takes its tenant's
+use over nominal on a model it starts on, and no preemptor evicts a unit twice for one
+need, nor in two cycles (a pod-level job that started some pods, or lost some to
+preemption, may preempt again for the next ones). The reclaimer's tenant may also submit a
+higher-priority job that takes the nominal share its nomination holds devices on: the
+reclaimer is then placed as any job, may start borrowing, and must still evict for one
+need once."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, example, given, settings
 
 from kant.admission import Quota
-from kant.model import PodId, Resources, Role, VictimReason
+from kant.model import PodId, Resources, Role
 from kant.preemption import PreemptionPolicy
 from kant.scheduler import Scheduler
 from kant.testing import ClusterBuilder, check_invariants, job
@@ -41,12 +45,17 @@ def _worlds(draw: Any) -> dict[str, Any]:
     second = st.none() | st.tuples(
         st.sampled_from((1, 2, 4)), st.integers(1, 2), st.sampled_from(("H100|A100", "A100"))
     )
-    # one later job, of tenant a alone: what a uses is its own (its other jobs taking a's
-    # nominal quota first would leave it no longer within nominal, placed as any job)
+    # one later job of tenant a, and maybe a rival: a's 1-pod priority-5 job submitted
+    # before the given event's step (event index, GPUs, model), which may take a's nominal
+    # share where the later job's nomination holds devices
     shape = draw(shapes)
     later = [(("a", *shape[1:]), draw(second))]
+    rival = draw(
+        st.none() | st.tuples(st.integers(0, 3), st.sampled_from((4, 8)), st.sampled_from(MODELS))
+    )
     events = draw(st.lists(st.tuples(st.booleans(), st.integers(0, 7)), min_size=4, max_size=8))
-    return {"nodes": nodes, "nominal": nominal, "first": first, "later": later, "events": events}
+    return {"nodes": nodes, "nominal": nominal, "first": first, "later": later,
+            "rival": rival, "events": events}  # fmt: skip
 
 
 def _build(w: dict[str, Any]) -> Scheduler:
@@ -79,7 +88,23 @@ def _submit(s: Scheduler, jid: str, shape: tuple[Any, ...], t: float, second: An
         | {("a", "H100"): 4, ("c", "A100"): 8},
         "first": [("b", 0, 1, 4, False, "H100"), ("c", 0, 4, 1, True, "A100")],
         "later": [(("a", 0, 4, 1, True, "H100|A100"), None)],
+        "rival": None,
         "events": [(False, 1), (False, 0), (True, 0), (False, 0)],
+    }
+)
+@example(  # ..._own_tenant_took_its_nominated_models_nominal_share_starts_there_and_evicts_no_more
+    {
+        "nodes": {"H100": [8, 8], "A100": [8]},
+        "nominal": {(t, m): 0 for t in TENANTS for m in MODELS}
+        | {("a", "H100"): 8, ("a", "A100"): 8, ("b", "H100"): 8, ("b", "A100"): 8},
+        "first": [
+            ("c", 0, 1, 8, False, "H100"),
+            ("b", 0, 8, 1, True, "H100"),
+            ("c", 1, 8, 1, True, "A100"),
+        ],
+        "later": [(("a", 1, 8, 1, True, "H100|A100"), None)],
+        "rival": (1, 8, "H100"),
+        "events": [(False, 1), (True, 0), (False, 7), (False, 7)],
     }
 )
 def test_a_reclaimer_never_starts_borrowing_and_no_preemptor_evicts_a_unit_twice(
@@ -91,32 +116,54 @@ def test_a_reclaimer_never_starts_borrowing_and_no_preemptor_evicts_a_unit_twice
     s.step(now=0)
     for k, (shape, second) in enumerate(w["later"]):
         _submit(s, f"p{k}", shape, 1, second)
-    evicted: Counter[tuple[str, int, PodId]] = Counter()
-    reclaims: dict[str, bool] = {}
+    # a need: a job, the pods it has left to place, and how many of its own pods it has lost
+    # to preemption (a job that lost a started pod needs it again)
+    evicted: Counter[tuple[str, int, int, PodId]] = Counter()
+    rounds: Counter[tuple[str, int, int]] = Counter()  # cycles in which it evicted, a need
+    lost: Counter[str] = Counter()
     t = 1.0
-    for go, pick in w["events"]:
+    for k, (go, pick) in enumerate(w["events"]):
+        if w["rival"] is not None and w["rival"][0] == k:
+            _, gpus, model = w["rival"]
+            s.submit(
+                job("r", tenant="a", priority=5, gpus=gpus, models=model, submitted_at=t), now=t
+            )
         noms = {j: s.queue.status(j).nomination for j in s.queue.jobs()}
+        # while a's rival holds no GPUs, p0 is a's only job: a stays within nominal where
+        # p0's nomination holds devices (a reclaimer is narrowed onto its nominal models)
+        alone = "r" not in noms or not s.queue.status("r").running
         # (a pod-level job that started some pods may preempt again for the next ones)
-        left = {j: len(s.queue.entry(j).remaining()) for j in s.queue.jobs()}
+        need = {j: (j, len(s.queue.entry(j).remaining()), lost[j]) for j in s.queue.jobs()}
         r = s.step(now=t)
         for v in r.victims:
             for p in v.pods:
-                evicted[(v.preemptor, left[v.preemptor], p)] += 1
-        for n in r.nominations:  # (its victims taken by reclaim)
-            reclaims[n.job] = any(
-                v.reason is VictimReason.RECLAIM for v in r.victims if v.preemptor == n.job
-            )
-        for jid in r.placed:
-            if noms.get(jid) is None or not reclaims.get(jid) or jid != "p0":
-                continue
-            # it lands only where its tenant's nominal quota holds what it places there
-            tenant = s.queue.status(jid).job.tenant
-            got: Counter[str] = Counter()
-            for b in r.bindings:
-                if b.pod.job == jid:
-                    got[s.cluster.node(b.node).gpu_model] += b.total_milli
-            for m, milli in got.items():
-                assert milli <= s.admitter.table.nominal(tenant, m), (jid, m, r)
+                evicted[(*need[v.preemptor], p)] += 1
+            lost[v.job] += len(v.pods)
+        rounds.update({need[v.preemptor] for v in r.victims})
+        nom = noms.get("p0")
+        mine = [i for i, b in enumerate(r.bindings) if b.pod.job == "p0"]
+        # (nor has it started before p0 in this cycle)
+        alone = alone and not any(b.pod.job == "r" for b in r.bindings[: mine[0] if mine else 0])
+        if mine and nom is not None and nom.within_nominal and alone:
+            # a's use stays within nominal on each model p0 starts on: a's pods running
+            # there (p0's, started now or before), less its pods still terminating
+            # (victims, charged until they go) and the rival's pods bound
+            # after p0's in this cycle
+            last = mine[-1]
+            models = {s.cluster.node(b.node).gpu_model for b in r.bindings if b.pod.job == "p0"}
+            use: Counter[str] = Counter()
+            for j in s.queue.jobs():
+                status = s.queue.status(j)
+                if status.job.tenant == "a":
+                    for p in status.running:
+                        if p not in status.terminating:
+                            b = s.cluster.binding(p)
+                            use[s.cluster.node(b.node).gpu_model] += b.total_milli
+            for b in r.bindings[last + 1 :]:
+                if b.pod.job == "r":
+                    use[s.cluster.node(b.node).gpu_model] -= b.total_milli
+            for m in models:
+                assert use[m] <= s.admitter.table.nominal("a", m), (m, use, r)
         t += 1
         if go:  # the victims go
             for te in s.queue.terminating():
@@ -136,4 +183,5 @@ def test_a_reclaimer_never_starts_borrowing_and_no_preemptor_evicts_a_unit_twice
                         s.pod_finished(p, t)
         t += 1
     assert max(evicted.values(), default=0) <= 1, evicted
+    assert max(rounds.values(), default=0) <= 1, rounds
     check_invariants(s)
