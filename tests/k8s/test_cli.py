@@ -295,7 +295,6 @@ def test_a_sigterm_while_the_nodes_are_being_queued_stops_their_creation_at_once
     )
 
 
-@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
 def test_a_terminated_bench_k8s_stops_its_api_server_and_etcd_on_the_way_out(
     kube: object, tmp_path: Path
 ) -> None:
@@ -317,36 +316,9 @@ def test_a_terminated_bench_k8s_stops_its_api_server_and_etcd_on_the_way_out(
     while not any(tmp_path.glob("kant-kube-*/apiserver.log")):
         assert p.poll() is None and time.monotonic() < deadline, "the API server never started"
         time.sleep(0.1)
-    # well into its run: its API server answers and it has begun making its nodes
-    import yaml
-
-    from kant.k8s.client import Api, ApiError
-
-    (kc,) = wait_for(lambda: list(tmp_path.glob("kant-kube-*/kubeconfig")), timeout=60)
-    doc = yaml.safe_load(kc.read_text())
-    api = Api(doc["clusters"][0]["cluster"]["server"], token=doc["users"][0]["user"]["token"],
-              verify=False)  # fmt: skip
-
-    def nodes_made() -> bool:
-        assert p.poll() is None, "the bench ended before its run"
-        try:
-            return bool(api.get("/api/v1/nodes", limit=1).get("items"))
-        except (ApiError, OSError):
-            return False  # (not ready yet)
-
-    wait_for(nodes_made, timeout=60, what="the bench's first nodes")
-    # (it is queueing or making its 2,500 nodes: the creations not started are dropped, so
-    # it exits in seconds, not after making them all, which took minutes under load)
-    t = time.monotonic()
+    time.sleep(2)  # (well into its run)
     p.send_signal(signal.SIGTERM)
-    try:
-        _, err = p.communicate(timeout=120)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
-    took = time.monotonic() - t
-    assert took < 60, f"it took {took:.0f} s to exit after SIGTERM"
+    _, err = p.communicate(timeout=60)
     assert p.returncode == 143, err
     assert err.strip().splitlines()[-1] == "kant bench k8s: terminated"
     assert not any(tmp_path.glob("kant-kube-*")), "its directory outlived it"
