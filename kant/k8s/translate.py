@@ -937,24 +937,8 @@ def _pod_term(
     try:
         if sel is None:
             reqs.append(_NO_POD)
-        elif not isinstance(sel, Mapping):
-            raise InvalidObjectError(f"{path}.labelSelector", sel, "must be a mapping",
-                                     where=where)  # fmt: skip
         else:
-            reqs.extend(
-                _label_pairs(sel.get("matchLabels"), f"{path}.labelSelector.matchLabels", where)
-            )
-            exprs = _requirements({"matchExpressions": sel.get("matchExpressions")},
-                                  f"{path}.labelSelector", where)  # fmt: skip
-            for j, r in enumerate(exprs):
-                if r.operator in (SelectorOp.GT, SelectorOp.LT):
-                    raise InvalidObjectError(
-                        f"{path}.labelSelector.matchExpressions[{j}].operator",
-                        r.operator.value,
-                        "a label selector takes In, NotIn, Exists or DoesNotExist",
-                        where=where,
-                    )
-            reqs.extend(exprs)
+            reqs.extend(_label_selector(sel, f"{path}.labelSelector", where))
         lists = {f: _strings(t.get(f), f"{path}.{f}", where)
                  for f in ("matchLabelKeys", "mismatchLabelKeys", "namespaces")}  # fmt: skip
         for field, op in (("matchLabelKeys", SelectorOp.IN),
@@ -991,66 +975,35 @@ def _pod_term(
         raise InvalidObjectError(f"{path}.{e.field}", e.value, e.reason, where=where) from None
 
 
-_LABEL_SELECTOR_OPS: Final = frozenset(
-    {SelectorOp.IN, SelectorOp.NOT_IN, SelectorOp.EXISTS, SelectorOp.DOES_NOT_EXIST}
-)
+def _label_selector(sel: Any, path: str, where: str) -> list[NodeRequirement]:
+    """A label selector at ``path`` (a pod affinity term's ``labelSelector`` or
+    ``namespaceSelector``) as requirements on labels, ANDed: each ``matchLabels`` pair
+    ``In`` its value (:func:`_label_pairs`), then each of its ``matchExpressions`` (``In``
+    and ``NotIn`` with a list of one value or more, ``Exists`` and ``DoesNotExist`` with
+    none, :func:`_requirements`); [] for an empty selector. Raises
+    :class:`~kant.errors.InvalidObjectError` naming the field for anything else (not a
+    mapping, an unknown operator or ``Gt`` / ``Lt``, ``In`` without values, a value that is
+    not a string)."""
+    if not isinstance(sel, Mapping):
+        raise InvalidObjectError(path, sel, "must be a mapping", where=where)
+    reqs = _label_pairs(sel.get("matchLabels"), f"{path}.matchLabels", where)
+    exprs = _requirements({"matchExpressions": sel.get("matchExpressions")}, path, where)
+    for j, r in enumerate(exprs):
+        if r.operator in (SelectorOp.GT, SelectorOp.LT):
+            raise InvalidObjectError(
+                f"{path}.matchExpressions[{j}].operator",
+                r.operator.value,
+                "a label selector takes In, NotIn, Exists or DoesNotExist",
+                where=where,
+            )
+    return reqs + exprs
 
 
 def namespace_selector(nsel: Any, path: str, where: str) -> tuple[NodeRequirement, ...]:
     """A pod affinity term's ``namespaceSelector`` (at ``path``) as requirements on a
-    namespace's labels, ANDed: each ``matchLabels`` pair ``In`` its value, and each of its
-    ``matchExpressions`` (``In`` and ``NotIn`` with a list of one value or more,
-    ``Exists`` and ``DoesNotExist`` with none); () for an empty selector (every namespace).
-    Raises :class:`~kant.errors.InvalidObjectError` naming the field for anything else (an
-    unknown operator, ``In`` without values, a value that is not a string)."""
-    if not isinstance(nsel, Mapping):
-        raise InvalidObjectError(path, nsel, "must be a label selector (a mapping)", where=where)
-    out: list[NodeRequirement] = []
-    pairs = nsel.get("matchLabels")
-    if pairs is not None:
-        if not isinstance(pairs, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in pairs.items()
-        ):
-            raise InvalidObjectError(
-                f"{path}.matchLabels", pairs, "must map label keys to string values", where=where
-            )
-        for k, v in sorted(pairs.items()):
-            out.append(_label_requirement(f"{path}.matchLabels", k, SelectorOp.IN, [v], where))
-    exprs = nsel.get("matchExpressions")
-    if exprs is not None:
-        if isinstance(exprs, str) or not isinstance(exprs, Sequence):
-            raise InvalidObjectError(f"{path}.matchExpressions", exprs, "must be a list",
-                                     where=where)  # fmt: skip
-        for j, e in enumerate(exprs):
-            at = f"{path}.matchExpressions[{j}]"
-            if not isinstance(e, Mapping):
-                raise InvalidObjectError(at, e, "must be {key, operator, values}", where=where)
-            op = e.get("operator")
-            if op not in {o.value for o in _LABEL_SELECTOR_OPS}:
-                raise InvalidObjectError(f"{at}.operator", op,
-                                         "a label selector takes In, NotIn, Exists or "
-                                         "DoesNotExist", where=where)  # fmt: skip
-            values = e.get("values")
-            if values is None:
-                values = []
-            if (
-                isinstance(values, str)
-                or not isinstance(values, Sequence)
-                or not all(isinstance(v, str) for v in values)
-            ):
-                raise InvalidObjectError(f"{at}.values", values, "must be a list of strings",
-                                         where=where)  # fmt: skip
-            out.append(_label_requirement(at, e.get("key"), SelectorOp(op), values, where))
-    return tuple(out)
-
-
-def _label_requirement(
-    at: str, key: Any, op: SelectorOp, values: Sequence[str], where: str
-) -> NodeRequirement:
-    try:
-        return NodeRequirement(key=key, operator=op, values=tuple(values))
-    except ValidationError as e:
-        raise InvalidObjectError(f"{at}.{e.field}", e.value, e.reason, where=where) from None
+    namespace's labels, ANDed, read as any label selector (:func:`_label_selector`); () for
+    an empty selector (every namespace)."""
+    return tuple(_label_selector(nsel, path, where))
 
 
 NamespaceSelector = tuple[NodeRequirement, ...]
