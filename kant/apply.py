@@ -10,7 +10,7 @@ from kant.admission.quota import Admitter, QuotaLedger
 from kant.cycle import CycleResult, check_parts, nomination_outlived, origin_of
 from kant.errors import KantError, ValidationError
 from kant.model import Binding, Job, PodId, finite_time
-from kant.queueing import Queue
+from kant.queueing import Entry, Nomination, Queue
 from kant.state import ClusterState
 
 
@@ -144,7 +144,8 @@ def apply(
             pe is not None
             and nom.job in current
             and pe.schedulable
-            and nom.job not in placed
+            # (a pod-level job bound in part this cycle may have preempted for the rest)
+            and (nom.job not in placed or _for_pods_left(pe, nom))
             and not nomination_outlived(cluster, nom)
         ):
             queue.set_nomination(nom, nom.job)
@@ -154,6 +155,12 @@ def apply(
     # 4. Why the others wait (a job bound in step 1 was current before it changed).
     queue.set_reasons(result.pending, result.seen, current=placed)
     return ApplyReport(bound=tuple(bound), stale=tuple(stale), terminating=tuple(terminating))
+
+
+def _for_pods_left(e: Entry, nom: Nomination) -> bool:
+    """Is ``nom`` for pods of ``e`` still to place (none of them bound)?"""
+    left = set(e.remaining())
+    return all(b.pod in left for b in nom.bindings)
 
 
 def _reads_pods(job: Job, anti_running: bool) -> bool:

@@ -699,6 +699,7 @@ class _Cycle:
                 self._release_quota(e)
             dec = facts.unlimited_decision if self.ledger.table.unlimited else None
         rest = 0  # pods beyond the nominal part placed now, left to a later cycle
+        deferred = False  # its pods not placed now wait for a later cycle by rule
         why_rest = ""
         narrowed = False  # decided on its nomination's GPU models only
         gave_up = ""  # why its nomination was dropped here (quota left its models out)
@@ -772,6 +773,7 @@ class _Cycle:
                     )  # fmt: skip
             left = len(e.remaining()) - len(placed)
             if narrowed and placed and left and len(placed) == len(dec.pods):
+                deferred = True
                 # the pods its nomination's models had no quota for: decided on every model
                 # of theirs at once, in a cycle of their own
                 self.again = self.again or _more_may_pass(
@@ -784,6 +786,7 @@ class _Cycle:
                     ),
                 )
             if rest and len(placed) + rest == len(e.remaining()):
+                deferred = True
                 self.again = bool(placed)
                 reason = Reason(
                     code=ReasonCode.QUOTA_EXCEEDED,
@@ -807,12 +810,24 @@ class _Cycle:
             self._hold_quota(e, e.nomination.bindings)  # still waiting for its victims
         self.pending[jid] = reason
         may_backfill = self.run.failed(e, reason)
+        # A pod-level job placed in part may preempt for the pods it could not place, in
+        # the same cycle (as Volcano's preempt action follows its allocate action), unless
+        # those pods wait for a later cycle by rule (its borrowed rest, or the pods beyond
+        # its nomination's models). Left to the next cycle, the quota or devices they need
+        # would go to the jobs behind it first (its own victims requeued among them), and
+        # be taken back from them: the same pods evicted twice by one preemptor.
         if not freeing and self.pre.may_preempt(
-            reason, partly_placed=bool(placed), nominated=nominated
+            reason, partly_placed=bool(placed) and (job.gang or deferred), nominated=nominated
         ):
-            if reclaiming is not None and dec is reclaiming[0]:
+            pods: tuple[PodId, ...] | None = None
+            if placed:
+                done = {b.pod for b in placed}
+                pods = tuple(p for p in e.remaining() if p not in done)
+                # (quota's word on the pods left, on the ledger that charges those placed)
+                dec = admit_quota(self.ledger, job, pods, role_models)
+            elif reclaiming is not None and dec is reclaiming[0]:
                 dec = reclaiming[1]  # (it preempts as any job: on quota's own decision)
-            self._preempt(e, dec, role_models, may_backfill)
+            self._preempt(e, dec, role_models, may_backfill, pods=pods)
 
     def _as_reclaimer(
         self, e: Entry, dec: QuotaDecision
@@ -1423,9 +1438,14 @@ class _Cycle:
         dec: QuotaDecision,
         role_models: dict[str, tuple[str, ...]],
         may_backfill: bool,
+        *,
+        pods: tuple[PodId, ...] | None = None,
     ) -> None:
+        """Search victims for ``e`` (for ``pods``, those of its pods it still waits to
+        place: :meth:`Entry.remaining` unless some were placed this cycle) and record what
+        was found: its nomination, held, and its victims' quota, released."""
         epoch = (len(self.bindings), self.holds.epoch)
-        found = self.pre.preempt(e, dec, role_models, may_backfill, epoch=epoch)
+        found = self.pre.preempt(e, dec, role_models, may_backfill, epoch=epoch, pods=pods)
         if found is None:
             return
         nom, units = found

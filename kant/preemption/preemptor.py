@@ -148,8 +148,10 @@ class Preemption:
         self._enabled = policy.enabled
 
     def may_preempt(self, reason: Reason, *, partly_placed: bool, nominated: bool) -> bool:
-        """May a job that failed for ``reason`` try to preempt now? Not when part of it was
-        placed this cycle, when it already holds a nomination, or past the per-cycle cap."""
+        """May a job that failed for ``reason`` try to preempt now? Not when
+        ``partly_placed`` (part of it was placed this cycle and the rest must wait for a
+        later cycle: the cycle says which, see :meth:`kant.cycle._Cycle.consider`), when it
+        already holds a nomination, or past the per-cycle cap."""
         if not self._enabled or partly_placed or nominated:
             return False
         cap = self.policy.max_preemptors_per_cycle
@@ -199,8 +201,10 @@ class Preemption:
         may_backfill: bool,
         *,
         epoch: tuple[int, ...],
+        pods: tuple[PodId, ...] | None = None,
     ) -> tuple[Nomination, int] | None:
-        """Search victims for ``e`` (its remaining pods, quota decision ``dec``, the GPU
+        """Search victims for ``e`` (``pods``, or else its remaining pods; quota decision
+        ``dec`` on them, on the cycle's ledger; the GPU
         models each role may use, :meth:`kant.admission.Pools.role_models`); ``epoch``
         identifies what the cycle changed so far (a hopeless answer holds while it is the
         same). Returns the nomination and the number of victim units, or None.
@@ -227,7 +231,8 @@ class Preemption:
         ) or self._being_evicted(e)
         job = e.job
         quotas = not self.ledger.table.unlimited
-        pods = e.remaining()
+        if pods is None:
+            pods = e.remaining()
         refs = self.index.refs()
         within, nominal = dec.within_nominal, 0
         if not within and quotas and pol.reclaim and not cascade:

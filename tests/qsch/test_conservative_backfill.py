@@ -144,10 +144,11 @@ def test_a_pod_level_quota_head_placed_in_part_waits_for_the_quota_of_its_unplac
     # p's H100 pod fits tenant a's quota and is placed; its A100 pod waits for the A100
     # quota a-run frees at 100. A 10 s H100 job behind it ends long before: it runs.
     # (Counting p's H100 pod twice, quota admitted p once that job ends: it waited.)
+    # a-run has p's priority: p does not preempt it.
     cluster = ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=1, model="A100", gpus=4)
     quotas = [Quota.gpus("a", "H100", 16), Quota.gpus("a", "A100", 4)]
     s = scheduler(cluster.build(), policy=policy, quotas=quotas, modes={"a": "isolated"})
-    s.submit(job("a-run", gpus=4, tenant="a", models="A100", runtime=100), now=0)
+    s.submit(job("a-run", gpus=4, tenant="a", models="A100", runtime=100, priority=1), now=0)
     s.step(now=0)
     roles = (
         Role(name="h", replicas=1, resources=Resources(gpus=8), gpu_models="H100"),

@@ -218,8 +218,8 @@ def test_a_preemptor_keeps_its_nomination_when_its_own_running_pods_are_evicted(
     s.submit(job("lo", gpus=8, priority=0, submitted_at=0), now=0)
     assert s.step(now=0).placed == ("lo",)
     s.submit(job("p", gpus=8, replicas=2, gang=False, priority=5, submitted_at=1), now=1)
-    assert [b.node for b in s.step(now=1).bindings] == ["lf0-n1"]  # one pod; the other waits
-    r = s.step(now=2)
+    r = s.step(now=1)
+    assert [b.node for b in r.bindings] == ["lf0-n1"]  # one pod; for the other it preempts
     assert [(v.job, v.preemptor) for v in r.victims] == [("lo", "p")]  # lo terminates slowly
     s.submit(job("q", gpus=8, priority=10, submitted_at=3), now=3)
     r3 = s.step(now=3)

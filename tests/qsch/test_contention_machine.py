@@ -20,12 +20,11 @@ from __future__ import annotations
 import os
 
 import hypothesis.strategies as st
-import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from kant.admission import Admitter, Quota
-from kant.model import Binding, NodeSelector, Victim
+from kant.model import Binding, NodeSelector, PodId, Victim
 from kant.placement import Placer
 from kant.preemption import PreemptionPolicy
 from kant.queueing import JobPhase, Queue
@@ -197,17 +196,13 @@ def _finish(m: ContentionMachine, jid: str) -> None:
     m.changed.update(m.waiting)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect (present since before 2026-11-30): a pod-level preemptor that starts "
-    "a pod elsewhere ends its nomination, its victim's pod starts again on the devices it was "
-    "evicted from, and the preemptor evicts it again for its next pod",
-)
 def test_a_pod_level_preemptor_does_not_evict_the_same_pod_again_for_its_next_pod() -> None:
-    # Found by this machine in CI: j5 (a, priority 1, two 8-GPU pods) evicts a pod of a's
-    # j4 (priority 0, two 4-GPU pods); b's j3 then ends, j5 starts its first pod on the GPUs
-    # j3 freed, j4's pod starts again where it was, and j5 evicts both of j4's pods there for
-    # its second pod: j4's first pod is evicted twice by one preemptor.
+    # Found by this machine in CI: j5 (a, priority 1, two 8-GPU pods) evicts the first pod
+    # of a's j4 (priority 0, two 4-GPU pods) for quota, nominated for its own first pod on a
+    # free node (its second would still borrow too much). b's j3 then ends; j5 starts its
+    # first pod, and used to wait a cycle to preempt for its second: j4's evicted pod started
+    # again on the quota left, and j5 evicted both of j4's pods the next cycle (j4's first pod
+    # twice). Now j5 takes j4's second pod in the cycle its first pod starts.
     m = ContentionMachine()
     m.setup(strategy="ebinpack", others_first=False)
     m.submit(gang=False, gpus=2, priority=0, rack=None, replicas=1, tenant="a")
@@ -222,3 +217,8 @@ def test_a_pod_level_preemptor_does_not_evict_the_same_pod_again_for_its_next_po
     _finish(m, "j3")
     m.cycle_and_evict(dt=1.0)
     m.cycle_and_evict(dt=1.0)  # (asserts: no job evicted more than twice by one preemptor)
+    assert m.evictions == {("j4", "j5"): 2}  # each of j4's pods once
+    assert m.s.queue.status("j5").running == tuple(
+        PodId(job="j5", role="worker", index=i) for i in (0, 1)
+    )
+    assert m.s.queue.status("j4").running == ()

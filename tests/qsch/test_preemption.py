@@ -117,6 +117,51 @@ def test_gang_victims_are_whole_jobs_and_pod_level_victims_single_pods() -> None
     assert [(v.job, v.pods) for v in r.victims] == [("gang", (pod("gang", 0), pod("gang", 1)))]
 
 
+def test_a_pod_level_job_placed_in_part_preempts_for_its_other_pods_in_the_same_cycle() -> None:
+    # Two nodes: lo (priority 0) runs on one, the other is free. hi (priority 1, two 8-GPU
+    # pods) starts its first pod on the free node and, in the same cycle, evicts lo for its
+    # second (as Volcano's preempt action follows its allocate action); before, it waited a
+    # cycle to preempt, and what it needed could go to the jobs behind it first.
+    s = scheduler(nodes(2))
+    _fill(s, [("lo", 8, 0)])
+    s.submit(job("hi", gpus=8, replicas=2, gang=False, priority=1, submitted_at=10), now=10)
+    r = s.step(now=10)
+    assert r.placed == ("hi",)
+    assert [b.pod for b in r.bindings] == [pod("hi", 0)]
+    assert [(v.job, v.preemptor) for v in r.victims] == [("lo", "hi")]
+    (nom,) = r.nominations
+    assert [b.pod for b in nom.bindings] == [pod("hi", 1)]
+    st = s.queue.status("hi")
+    assert st.phase is JobPhase.RUNNING and st.running == (pod("hi", 0),)
+    assert st.nomination == nom  # (kept for the pod still to place)
+    assert r.pending["hi"].code is ReasonCode.PREEMPTING
+    # a job behind it does not take the devices lo frees
+    s.submit(job("lo2", gpus=8, submitted_at=11), now=11)
+    evict_victims(s, r, now=11)
+    r = s.step(now=12)
+    assert r.placed == ("hi",) and [b.pod for b in r.bindings] == [pod("hi", 1)]
+    assert r.bindings[0].node == nom.bindings[0].node
+    assert r.pending["lo"].code is ReasonCode.INSUFFICIENT_CAPACITY
+    assert s.queue.status("hi").nomination is None
+    check_invariants(s)
+
+
+def test_a_pod_level_job_placed_in_part_preempts_for_no_pod_it_has_already_placed() -> None:
+    # a and b fill node 0, c half of node 1. hi's first 4-GPU pod starts on node 1's free
+    # half; its victims are for its two other pods only (c, then b: 8 GPUs), not for all
+    # three (which would take a too).
+    s = scheduler(nodes(2))
+    _fill(s, [("a", 4, 0), ("b", 4, 0), ("c", 4, 0)])
+    s.submit(job("hi", gpus=4, replicas=3, gang=False, priority=1, submitted_at=10), now=10)
+    r = s.step(now=10)
+    assert [b.pod for b in r.bindings] == [pod("hi", 0)]
+    assert [v.job for v in r.victims] == ["c", "b"]
+    (nom,) = r.nominations
+    assert [b.pod for b in nom.bindings] == [pod("hi", 1), pod("hi", 2)]
+    assert s.queue.status("a").phase is JobPhase.RUNNING
+    check_invariants(s)
+
+
 def test_a_preemptor_preempts_once_and_victims_are_not_shared() -> None:
     s = scheduler(nodes(2))
     _fill(s, [("lo0", 8, 0), ("lo1", 8, 0)])

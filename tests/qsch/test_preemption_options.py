@@ -230,14 +230,14 @@ def test_a_victim_another_preemptor_waits_for_is_not_spared_when_the_first_goes_
 
 def _partly_running_preemptor() -> tuple[Scheduler, PodId]:
     """One 8-GPU node: v (4 GPUs) runs; hi, pod-level, two 4-GPU pods at priority 10,
-    places its first pod in the free half at t=1 and preempts v for its second at t=2.
-    Returns the scheduler and v's pod, being evicted, that hi (RUNNING) waits for."""
+    places its first pod in the free half at t=1 and, in the same cycle, preempts v for its
+    second. Returns the scheduler and v's pod, being evicted, that hi (RUNNING) waits for."""
     s = _lone_preemption(1)
     s.submit(job("v", gpus=4, submitted_at=0), now=0)
     s.step(now=0)
     s.submit(job("hi", gpus=4, replicas=2, gang=False, priority=10, submitted_at=1), now=1)
-    assert s.step(now=1).placed == ("hi",)
-    r = s.step(now=2)
+    r = s.step(now=1)
+    assert r.placed == ("hi",)
     (victim,) = [p for v in r.victims for p in v.pods]
     assert [(n.job, n.victims) for n in r.nominations] == [("hi", (victim,))]
     hi = s.queue.entry("hi")
