@@ -58,6 +58,7 @@ from kant.model import (
     Role,
     Victim,
     finite_time,
+    placed_by_own_pods,
     pods_per_role,
 )
 from kant.placement.placer import Placer
@@ -813,11 +814,15 @@ class _Cycle:
         # A pod-level job placed in part may preempt for the pods it could not place, in
         # the same cycle (as Volcano's preempt action follows its allocate action), unless
         # those pods wait for a later cycle by rule (its borrowed rest, or the pods beyond
-        # its nomination's models). Left to the next cycle, the quota or devices they need
-        # would go to the jobs behind it first (its own victims requeued among them), and
-        # be taken back from them: the same pods evicted twice by one preemptor.
+        # its nomination's models), or where they may go depends on the pods just placed
+        # (the victim search, as placement, counts the job's running pods only:
+        # placed_by_own_pods). Left to the next cycle, the quota or devices they need would
+        # go to the jobs behind it first (its own victims requeued among them), and be
+        # taken back from them: the same pods evicted twice by one preemptor.
         if not freeing and self.pre.may_preempt(
-            reason, partly_placed=bool(placed) and (job.gang or deferred), nominated=nominated
+            reason,
+            partly_placed=bool(placed) and (deferred or job.gang or placed_by_own_pods(job)),
+            nominated=nominated,
         ):
             pods: tuple[PodId, ...] | None = None
             if placed:

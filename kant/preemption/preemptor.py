@@ -44,6 +44,7 @@ from kant.model import (
     Reason,
     Victim,
     VictimReason,
+    placed_by_own_pods,
     pods_milli,
     pods_per_role,
 )
@@ -834,7 +835,8 @@ class Preemption:
             tuple(
                 (counts.get(r.name, 0), role_models.get(r.name), r.placement_key) for r in job.roles
             ),
-            job.id if job.pod_terms else None,  # (see placement_shape)
+            # (see placement_shape; and where its pods run bounds where the others may go)
+            job.id if job.pod_terms or (e.assigned and placed_by_own_pods(job)) else None,
             len(self.victim_pods),
             self.given_back,
             *epoch,

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from kant.model import ReasonCode, Tier, VictimReason
+from kant.model import Job, NodeSelector, ReasonCode, Resources, Role, Tier, VictimReason
 from kant.preemption import PreemptionPolicy
 from kant.queueing import JobPhase
 from kant.scheduler import Scheduler
-from kant.testing import check_invariants, job
+from kant.testing import ClusterBuilder, check_invariants, job
 
-from .conftest import evict_victims, nodes, pod, scheduler
+from .conftest import evict_victims, finish, nodes, pod, scheduler
 
 
 def _fill(s: Scheduler, specs: list[tuple[str, int, int]], *, gang: bool = True) -> None:
@@ -159,6 +159,53 @@ def test_a_pod_level_job_placed_in_part_preempts_for_no_pod_it_has_already_place
     (nom,) = r.nominations
     assert [b.pod for b in nom.bindings] == [pod("hi", 1), pod("hi", 2)]
     assert s.queue.status("a").phase is JobPhase.RUNNING
+    check_invariants(s)
+
+
+def test_a_job_placed_in_part_with_one_pod_per_node_preempts_a_cycle_later() -> None:
+    # hi's role allows one pod per node. Its first pod starts beside lo (node 1); the victim
+    # search counts the job's running pods only, so in the same cycle it would nominate the
+    # second pod on node 1 too, by evicting lo (the newest): wrong. It waits for the first
+    # pod to run, then takes lo2's node (node 0), and lo runs on.
+    s = scheduler(nodes(2))
+    _fill(s, [("lo2", 8, 0), ("lo", 4, 0)])
+    role = Role(name="w", replicas=2, resources=Resources(gpus=4), max_per_node=1)
+    s.submit(Job(id="hi", priority=1, gang=False, roles=(role,), submitted_at=10), now=10)
+    r = s.step(now=10)
+    assert [(b.pod, b.node) for b in r.bindings] == [(pod("hi", 0, "w"), "lf0-n1")]
+    assert r.victims == () and r.nominations == ()
+    r = s.step(now=11)
+    assert [v.job for v in r.victims] == ["lo2"]
+    assert [b.node for n in r.nominations for b in n.bindings] == ["lf0-n0"]
+    assert s.queue.status("lo").phase is JobPhase.RUNNING
+    check_invariants(s)
+
+
+def test_a_hopeless_search_held_by_where_its_job_runs_does_not_answer_another_job() -> None:
+    # X (pod-level, two 8-GPU pods, one leaf required) runs its first pod in lf0, where no
+    # victim can make room for its second: hopeless. Y, one pod of the same shape, tenant
+    # and priority, is held by no pod of its own: it evicts lo1 in lf1. It used to be given
+    # X's cached answer (the same kind of request) and never preempted.
+    c = (
+        ClusterBuilder()
+        .leaf("lf0", nodes=2, labels={"rack": "r0"})
+        .leaf("lf1", nodes=2, labels={"rack": "r1"})
+        .build()
+    )
+    s = scheduler(c)
+    for jid, prio, rack in [("hi0", 9, "r0"), ("f", 0, "r0"), ("hi1", 9, "r1"), ("lo1", 0, "r1")]:
+        sel = NodeSelector.labels(rack=rack)
+        s.submit(job(jid, gpus=8, priority=prio, submitted_at=0, selector=sel), now=0)
+    s.step(now=0)
+    finish(s, "f", now=0.5)
+    wish = {"tier": Tier.LEAF, "required": True}
+    s.submit(job("X", gpus=8, replicas=2, gang=False, priority=5, submitted_at=1, **wish), now=1)
+    r = s.step(now=1)
+    assert [b.pod for b in r.bindings] == [pod("X", 0)] and r.victims == ()
+    s.submit(job("Y", gpus=8, priority=5, submitted_at=2, **wish), now=2)
+    r = s.step(now=2)
+    assert [(v.job, v.preemptor) for v in r.victims] == [("lo1", "Y")]
+    assert r.pending["X"].code is ReasonCode.INSUFFICIENT_CAPACITY
     check_invariants(s)
 
 
