@@ -7,12 +7,13 @@ and measures bindings through the API server."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,8 @@ from kant.model import is_int, is_number
 
 LEAF_LABEL = "network.topology.nvidia.com/leaf"
 
+log = logging.getLogger(__name__)
+
 
 def create_nodes(api: Api, n: int, *, gpus: int = 8, per_leaf: int = 8, workers: int = 8,
                  settings: K8sSettings | None = None) -> None:  # fmt: skip
@@ -46,19 +49,47 @@ def create_nodes(api: Api, n: int, *, gpus: int = 8, per_leaf: int = 8, workers:
 
 def run_all(fn: Callable[[int], object], n: int, workers: int) -> None:
     """``fn(i)`` for each ``i`` in ``range(n)``, on ``workers`` threads, raising the first
-    error. Whatever ends it early (a call's error, Ctrl-C, SIGTERM) cancels the calls not
-    started yet and waits only for those running: a ``with ThreadPoolExecutor`` block would
-    run every call still queued before unwinding whenever the exception is raised outside
-    ``Executor.map``'s iterator (a SIGTERM while the calls are being queued), thousands of
-    API calls, minutes under load."""
-    ex = ThreadPoolExecutor(workers)
+    error. Whatever ends it early (a call's error, Ctrl-C, SIGTERM) ends it at once: no call
+    starts after, and the calls running are not waited for (daemon threads, each ending with
+    its call, its answer or error dropped): an API server too loaded to answer would hold the
+    way out for a call's whole timeout, and a pool's own exit would even run every call
+    still queued, thousands of API calls, minutes under load. The caller then stops the
+    server (:class:`~kant.k8s.testenv.KubeTestEnv`), which ends the calls left."""
+    lock = threading.Lock()
+    todo = iter(range(n))
+    errors: list[BaseException] = []
+    over = threading.Event()  # (an error, or the caller gave up: take no more)
+
+    def work() -> None:
+        while not over.is_set():
+            with lock:
+                i = next(todo, None)
+            if i is None:
+                return
+            try:
+                fn(i)
+            except BaseException as e:  # (the first one is raised by the caller)
+                with lock:
+                    errors.append(e)
+                over.set()
+                return
+
+    threads = [
+        threading.Thread(target=work, daemon=True, name=f"kant-run-all-{k}")
+        for k in range(min(workers, n))
+    ]
     try:
-        for _ in ex.map(fn, range(n)):
-            pass
-    except BaseException:
-        ex.shutdown(wait=True, cancel_futures=True)
-        raise
-    ex.shutdown(wait=True)
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                # (a timeout: the main thread looks at its signals at least this often, even
+                # one the system delivered to a worker)
+                t.join(0.1)
+    finally:
+        over.set()
+    if errors:
+        raise errors[0]
 
 
 def pod_body(
@@ -91,16 +122,71 @@ def pod_body(
     }  # fmt: skip
 
 
-def _start(
-    api: Api, config: KantConfig, **kw: Any
-) -> tuple[Shim, threading.Event, threading.Thread]:
-    shim = Shim(api, config, **kw)
-    stop, ready = threading.Event(), threading.Event()
-    t = threading.Thread(target=shim.run, args=(stop,), kwargs={"ready": ready}, daemon=True)
-    t.start()
-    if not ready.wait(60):
-        raise RuntimeError("the shim did not start")
-    return shim, stop, t
+class _Helpers:
+    """The threads a bench or demo runs beside its own (shims, the fake kubelet), each with
+    the function that tells it to stop. :meth:`end` stops them and waits for them, for up
+    to 30 s at a phase's normal end; a run cut short (an error, Ctrl-C, SIGTERM) waits
+    :data:`_ABANDON_SECONDS` for them, stops the API server under those left, then waits
+    as long again (with no server, what they have left to do fails at once): a shim's
+    bindings queued to a server too loaded to answer would hold the way out for minutes."""
+
+    def __init__(self) -> None:
+        self._running: list[tuple[Callable[[], None], threading.Thread]] = []
+
+    def add(self, stop: Callable[[], None], thread: threading.Thread) -> None:
+        self._running.append((stop, thread))
+
+    def end(self, wait: float) -> None:
+        """Tell each to stop, then wait up to ``wait`` seconds in all for them to end."""
+        for stop, _ in self._running:
+            stop()
+        deadline = time.monotonic() + wait
+        for _, t in self._running:
+            t.join(max(0.0, deadline - time.monotonic()))
+        self._running = [(stop, t) for stop, t in self._running if t.is_alive()]
+
+    def start_shim(self, api: Api, config: KantConfig, **kw: Any) -> Shim:
+        """A :class:`~kant.k8s.shim.Shim` running in a thread, once it listed the cluster."""
+        shim = Shim(api, config, **kw)
+        stop, ready = threading.Event(), threading.Event()
+
+        def run() -> None:
+            try:
+                shim.run(stop, ready=ready)
+            except Exception:
+                if not stop.is_set():
+                    raise
+                # (a run cut short: the API server was stopped under it)
+                log.debug("the shim ended with its API server stopped", exc_info=True)
+
+        t = threading.Thread(target=run, daemon=True, name="kant-shim")
+        self.add(stop.set, t)
+        t.start()
+        if not ready.wait(60):
+            raise RuntimeError("the shim did not start")
+        return shim
+
+
+_ABANDON_SECONDS = 2.0
+"""How long a bench or demo cut short waits for its helper threads, before and after it
+stops the API server (see :class:`_Helpers`)."""
+
+
+@contextlib.contextmanager
+def _server(helpers: _Helpers) -> Iterator[KubeTestEnv]:
+    """The local API server (:class:`~kant.k8s.testenv.KubeTestEnv`) for a run whose helper
+    threads are ``helpers``: whatever ends the run early (an error, Ctrl-C, SIGTERM) gives
+    them :data:`_ABANDON_SECONDS` to end, kills the server and etcd at once, then waits as
+    long again for those left; none of them is waited for longer."""
+    try:
+        with KubeTestEnv() as env:
+            try:
+                yield env
+            except BaseException:
+                helpers.end(_ABANDON_SECONDS)
+                raise
+    finally:
+        helpers.end(_ABANDON_SECONDS)
 
 
 # --------------------------------------------------------------------------- benchmark
@@ -155,21 +241,19 @@ def bench_k8s(*, pods: int = 1000, nodes: int = 500, pod_gpus: int = 2, creators
                     return
             time.sleep(0.02)
 
-    with KubeTestEnv() as env:
+    helpers = _Helpers()
+    with _server(helpers) as env:
         api = env.api
         for ns in ("stream", "backlog"):
             api.post("/api/v1/namespaces", {"metadata": {"name": ns}})
         create_nodes(api, nodes, settings=settings)
         # stream
-        shim, stop, th = _start(api, cfg, on_bound=on_bound)
-        try:
-            t0 = time.time()
-            run_all(lambda i: make("stream", i), pods, creators)
-            t_created = time.time()
-            wait_bound(pods)
-        finally:
-            stop.set()
-            th.join(30)
+        shim = helpers.start_shim(api, cfg, on_bound=on_bound)
+        t0 = time.time()
+        run_all(lambda i: make("stream", i), pods, creators)
+        t_created = time.time()
+        wait_bound(pods)
+        helpers.end(30)
         with lock:
             s_bound = len(bound)
             lat = [bound[k] - created[k] for k in bound if k in created]
@@ -183,12 +267,9 @@ def bench_k8s(*, pods: int = 1000, nodes: int = 500, pod_gpus: int = 2, creators
         # backlog
         run_all(lambda i: make("backlog", i), pods, creators)
         t1 = time.time()
-        shim, stop, th = _start(api, cfg, on_bound=on_bound)
-        try:
-            wait_bound(pods)
-        finally:
-            stop.set()
-            th.join(30)
+        shim = helpers.start_shim(api, cfg, on_bound=on_bound)
+        wait_bound(pods)
+        helpers.end(30)
         with lock:
             b_bound = len(bound)
             b_last = max(bound.values()) if bound else t1
@@ -264,13 +345,15 @@ def demo(*, nodes: int = 16, jobs: int = 40, seed: int = 0, speed: float = 1.0,
             ls_.add(spec.leaf if spec is not None and spec.leaf else b.node)
 
     submitted: dict[str, float] = {}
-    with KubeTestEnv() as env:
+    helpers = _Helpers()
+    with _server(helpers) as env:
         api = env.api
         api.post("/api/v1/namespaces", {"metadata": {"name": "demo"}})
         create_nodes(api, nodes, per_leaf=4, settings=settings)
         kubelet = FakeKubelet(api)
+        helpers.add(kubelet.stop_soon, kubelet)
         kubelet.start()
-        _, stop, th = _start(api, cfg, on_cycle=on_cycle)
+        helpers.start_shim(api, cfg, on_cycle=on_cycle)
         start = time.time()
         try:
             for at, name, replicas, size, runtime in workload:
@@ -301,9 +384,7 @@ def demo(*, nodes: int = 16, jobs: int = 40, seed: int = 0, speed: float = 1.0,
                 time.sleep(0.2)
         finally:
             end = time.time()
-            stop.set()
-            th.join(30)
-            kubelet.stop()
+        helpers.end(30)
     records = []
     for _, name, replicas, size, _ in workload:
         sub = submitted.get(name)

@@ -93,8 +93,12 @@ class FakeKubelet(threading.Thread):
         self.finished = 0
 
     def stop(self) -> None:
-        self._stop_ev.set()
+        self.stop_soon()
         self.join(10)
+
+    def stop_soon(self) -> None:
+        """Tell it to stop (it ends after the call it is making), without waiting."""
+        self._stop_ev.set()
 
     def run(self) -> None:
         rv = ""

@@ -10,6 +10,7 @@ they are missing, so tests can skip with that reason.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -64,11 +65,18 @@ class KubeTestEnv:
     """etcd + kube-apiserver in a temporary directory; ``start()`` waits for ``/readyz``,
     ``stop()`` (or leaving the ``with`` block) stops both and removes the directory.
 
+    ``stop()`` gives each process ``grace`` seconds to exit on SIGTERM, then kills it;
+    leaving the ``with`` block on an exception (Ctrl-C, SIGTERM), or a ``start()`` that
+    fails, kills them at once: their data is thrown away, and a server too loaded to answer
+    would otherwise hold the way out for its grace period. A ``stop()`` itself cut short (a
+    signal while it waits) still kills both and removes the directory.
+
     ``api`` is an :class:`~kant.k8s.client.Api` with an admin token; ``kubeconfig`` a file
     for ``kant k8s run --kubeconfig``."""
 
-    def __init__(self, *, ready_timeout: float = 60.0) -> None:
+    def __init__(self, *, ready_timeout: float = 60.0, grace: float = 10.0) -> None:
         self.ready_timeout = ready_timeout
+        self.grace = grace
         self.dir: Path | None = None
         self._procs: list[subprocess.Popen[bytes]] = []
         self.port = 0
@@ -85,8 +93,11 @@ class KubeTestEnv:
         self.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: Any) -> None:
+        # (left on an exception, Ctrl-C or SIGTERM among them: what the run left running is
+        # thrown away, so nothing is waited for: a server too loaded to answer would hold
+        # the way out for its whole grace period)
+        self.stop(grace=self.grace if exc_type is None else 0.0)
 
     def start(self) -> None:
         apiserver, etcd, why = find_binaries()
@@ -97,7 +108,7 @@ class KubeTestEnv:
         try:
             self._start(apiserver, etcd, d)
         except BaseException:
-            self.stop()
+            self.stop(grace=0.0)
             raise
 
     def _start(self, apiserver: str, etcd: str, d: Path) -> None:
@@ -176,17 +187,26 @@ class KubeTestEnv:
                 if e.status != 409:
                     raise
 
-    def stop(self) -> None:
-        for p in reversed(self._procs):
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
-        self._procs.clear()
+    def stop(self, *, grace: float | None = None) -> None:
+        """Stop the API server, then etcd (SIGTERM, then SIGKILL after ``grace`` seconds,
+        default :attr:`grace`; 0: SIGKILL at once), and remove the directory (unless
+        ``$KANT_KUBE_KEEP`` is set). Whatever interrupts it (a signal raising while it waits)
+        still kills the processes left and removes the directory before it propagates."""
+        wait = self.grace if grace is None else grace
+        procs, self._procs = list(reversed(self._procs)), []
         self._api = None
-        if self.dir is not None and not os.environ.get("KANT_KUBE_KEEP"):
-            shutil.rmtree(self.dir, ignore_errors=True)
-        self.dir = None
+        try:
+            for p in procs:
+                if wait > 0 and p.poll() is None:
+                    p.terminate()
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        p.wait(wait)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+            for p in procs:
+                p.wait()  # (killed: at once)
+            if self.dir is not None and not os.environ.get("KANT_KUBE_KEEP"):
+                shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
