@@ -48,9 +48,11 @@ def create_nodes(api: Api, n: int, *, gpus: int = 8, per_leaf: int = 8, workers:
 
 
 def run_all(fn: Callable[[int], object], n: int, workers: int) -> None:
-    """``fn(i)`` for each ``i`` in ``range(n)``, on ``workers`` threads, raising the first
-    error. Whatever ends it early (a call's error, Ctrl-C, SIGTERM) ends it at once: no call
-    starts after, and the calls running are not waited for (daemon threads, each ending with
+    """``fn(i)`` for each ``i`` in ``range(n)``, on ``workers`` threads. If calls fail, the
+    error raised is the one that came first in time (not the one of the lowest ``i``); the
+    others are dropped. Whatever ends it early (a call's error, Ctrl-C, SIGTERM) ends it at
+    once: at most one call per thread may still start (a thread that had looked just
+    before), no more, and the calls running are not waited for (daemon threads, each ending with
     its call, its answer or error dropped): an API server too loaded to answer would hold the
     way out for a call's whole timeout, and a pool's own exit would even run every call
     still queued, thousands of API calls, minutes under load. The caller then stops the
@@ -82,7 +84,7 @@ def run_all(fn: Callable[[int], object], n: int, workers: int) -> None:
         for t in threads:
             t.start()
         for t in threads:
-            while t.is_alive():
+            while t.is_alive() and not over.is_set():
                 # (a timeout: the main thread looks at its signals at least this often, even
                 # one the system delivered to a worker)
                 t.join(0.1)

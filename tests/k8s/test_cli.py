@@ -315,6 +315,53 @@ def test_run_all_calls_each_number_once_or_raises_the_error_of_a_call(
         assert sorted(calls) == list(range(n))
 
 
+def test_a_call_that_fails_ends_run_all_at_once_without_waiting_for_the_calls_running() -> None:
+    """A node or pod creation that fails ends ``run_all`` at once, with its error: the
+    other calls running (each up to a 30 s timeout against an API server too loaded to
+    answer) are not waited for. Before, the error was raised once they all had ended."""
+    import threading
+    import time
+
+    from kant.k8s.demo import run_all
+
+    release = threading.Event()
+
+    def fn(i: int) -> None:
+        if i == 0:
+            time.sleep(0.1)
+            raise ValueError("the first call failed")
+        release.wait(3)  # (a call that would take 3 s)
+
+    t = time.monotonic()
+    try:
+        with pytest.raises(ValueError, match="the first call failed"):
+            run_all(fn, 100, 8)
+        took = time.monotonic() - t
+    finally:
+        release.set()
+    assert took < 1.5, f"it took {took:.1f} s to raise"
+
+
+def test_run_all_raises_the_error_that_came_first_in_time_not_in_call_order() -> None:
+    import threading
+
+    from kant.k8s.demo import run_all
+
+    first = threading.Event()
+
+    def fn(i: int) -> None:
+        if i == 0:
+            first.wait(5)  # (fails only once call 1 has failed)
+            raise ValueError("call 0")
+        if i == 1:
+            first.set()
+            raise ValueError("call 1")
+        first.wait(5)
+
+    with pytest.raises(ValueError, match=r"^call 1$"):
+        run_all(fn, 2, 2)
+
+
 def _processes_of(where: Path) -> list[int]:
     """The processes whose command line names ``where``."""
     out = []
