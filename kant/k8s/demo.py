@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 def create_nodes(api: Api, n: int, *, gpus: int = 8, per_leaf: int = 8, workers: int = 8,
                  settings: K8sSettings | None = None) -> None:  # fmt: skip
     """``n`` fake H100 nodes, ``per_leaf`` per leaf switch, offering GPUs and NICs under the
-    names ``settings`` gives (see :func:`~kant.k8s.kubelet.node_object`)."""
+    names ``settings`` gives (see :func:`~kant.k8s.kubelet.node_object`), on ``workers``
+    threads (see :func:`run_all`)."""
 
     def one(i: int) -> None:
         create_node(api, node_object(f"gpu-{i:04d}", gpus=gpus, model="H100", nics=gpus,
@@ -56,7 +57,10 @@ def run_all(fn: Callable[[int], object], n: int, workers: int) -> None:
     its call, its answer or error dropped): an API server too loaded to answer would hold the
     way out for a call's whole timeout, and a pool's own exit would even run every call
     still queued, thousands of API calls, minutes under load. The caller then stops the
-    server (:class:`~kant.k8s.testenv.KubeTestEnv`), which ends the calls left."""
+    server (:class:`~kant.k8s.testenv.KubeTestEnv`), which ends the calls left. ``workers``
+    not an int >= 1 raises :class:`~kant.errors.InvalidConfigError` (no call is made)."""
+    if not is_int(workers) or workers < 1:
+        raise InvalidConfigError("workers", workers, "must be an int >= 1")
     lock = threading.Lock()
     todo = iter(range(n))
     errors: list[BaseException] = []

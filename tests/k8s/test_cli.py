@@ -362,6 +362,21 @@ def test_run_all_raises_the_error_that_came_first_in_time_not_in_call_order() ->
         run_all(fn, 2, 2)
 
 
+@pytest.mark.parametrize("workers", [0, -1])
+def test_run_all_and_create_nodes_on_no_threads_are_refused_instead_of_doing_nothing(
+    workers: int,
+) -> None:
+    from kant.k8s.demo import create_nodes, run_all
+
+    calls: list[int] = []
+    with pytest.raises(InvalidConfigError, match="workers"):
+        run_all(calls.append, 5, workers)
+    with pytest.raises(InvalidConfigError, match="workers"):
+        create_nodes(object(), 5, workers=workers)  # type: ignore[arg-type]
+    assert not calls
+    assert issubclass(InvalidConfigError, ValueError)  # (as the thread pool raised before)
+
+
 def _processes_of(where: Path) -> list[int]:
     """The processes whose command line names ``where``."""
     out = []
