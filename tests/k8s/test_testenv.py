@@ -76,9 +76,9 @@ def test_a_stop_cut_short_by_a_signal_still_kills_both_and_removes_the_directory
         raise _Terminated
 
     previous = signal.signal(signal.SIGALRM, terminate)
-    signal.setitimer(signal.ITIMER_REAL, 0.3)
     try:
         with pytest.raises(_Terminated):
+            signal.setitimer(signal.ITIMER_REAL, 0.3)  # (while stop() waits)
             env.stop()
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
