@@ -143,9 +143,13 @@ class _Helpers:
         self._running.append((stop, thread))
 
     def end(self, wait: float) -> None:
-        """Tell each to stop, then wait up to ``wait`` seconds in all for them to end."""
+        """Tell each to stop, then wait up to ``wait`` seconds in all for them to end. A
+        thread never started (a signal, or a failing ``Thread.start()``, between :meth:`add`
+        and its start) is told to stop and left: there is nothing to wait for."""
         for stop, _ in self._running:
             stop()
+        # (a thread's ident is set once it started)
+        self._running = [(stop, t) for stop, t in self._running if t.ident is not None]
         deadline = time.monotonic() + wait
         for _, t in self._running:
             t.join(max(0.0, deadline - time.monotonic()))

@@ -220,6 +220,46 @@ def test_a_benchmark_config_with_a_bad_kubernetes_setting_is_refused_before_star
         kant.k8s.demo.bench_k8s(pods=1, nodes=1, config={"kubernetes": {"gpuResource": "cpu"}})
 
 
+class _SilentServer:
+    """Stands for KubeTestEnv: a server that takes every call and answers nothing."""
+
+    class _Api:
+        def post(self, path: str, body: object) -> None:
+            pass
+
+        def patch(self, path: str, body: object, **kw: object) -> None:
+            pass
+
+    def __enter__(self) -> _SilentServer:
+        self.api = self._Api()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def test_a_sigterm_before_the_fake_kubelet_thread_started_ends_the_demo_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A SIGTERM (or a failing ``Thread.start()``) between the moment a demo counts its fake
+    kubelet among the threads to stop on the way out and the moment it starts it: the way
+    out still ends in ``terminated`` and exit code 143. Before, it tried to join the thread
+    never started, and ``RuntimeError: cannot join thread before it is started`` was a
+    traceback."""
+    import kant.cli
+    import kant.k8s.demo
+    from kant.k8s.kubelet import FakeKubelet
+
+    def start(self: FakeKubelet) -> None:
+        raise kant.cli._Terminated
+
+    monkeypatch.setattr(kant.k8s.demo, "KubeTestEnv", _SilentServer)
+    monkeypatch.setattr(FakeKubelet, "start", start)
+    assert main(["k8s", "demo", "--nodes", "4", "--jobs", "2"]) == 143
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == "kant k8s: terminated"
+
+
 @pytest.mark.parametrize("sub", ["run", "demo"])
 def test_a_config_naming_a_strategy_the_shim_cannot_build_is_one_line_before_connecting(
     sub: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
