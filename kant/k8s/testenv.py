@@ -191,7 +191,8 @@ class KubeTestEnv:
         """Stop the API server, then etcd (SIGTERM, then SIGKILL after ``grace`` seconds,
         default :attr:`grace`; 0: SIGKILL at once), and remove the directory (unless
         ``$KANT_KUBE_KEEP`` is set). Whatever interrupts it (a signal raising while it waits)
-        still kills the processes left and removes the directory before it propagates."""
+        still kills the processes left and removes the directory before it propagates, and
+        so does a second one while it waits for the processes killed."""
         wait = self.grace if grace is None else grace
         procs, self._procs = list(reversed(self._procs)), []
         self._api = None
@@ -202,11 +203,14 @@ class KubeTestEnv:
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         p.wait(wait)
         finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-            for p in procs:
-                p.wait()  # (killed: at once)
-            if self.dir is not None and not os.environ.get("KANT_KUBE_KEEP"):
-                shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir = None
+            try:
+                for p in procs:
+                    if p.poll() is None:
+                        p.kill()
+                for p in procs:
+                    p.wait()  # (killed: at once)
+            finally:
+                # (even when a second signal lands while it waits for the processes killed)
+                if self.dir is not None and not os.environ.get("KANT_KUBE_KEEP"):
+                    shutil.rmtree(self.dir, ignore_errors=True)
+                self.dir = None

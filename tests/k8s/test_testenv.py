@@ -87,6 +87,33 @@ def test_a_stop_cut_short_by_a_signal_still_kills_both_and_removes_the_directory
     assert not where.exists() and env.dir is None
 
 
+def test_a_second_signal_while_stop_waits_for_the_processes_killed_still_removes_the_directory(
+    env: KubeTestEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (Ctrl-C pressed twice: the second lands while stop(), cleaning up after the first,
+    # waits for the killed processes; before, the directory was left behind)
+    procs = list(env._procs)
+    where = env.dir
+    assert where is not None
+    wait = subprocess.Popen.wait
+    raised: list[bool] = []
+
+    def wait_once_interrupted(self: subprocess.Popen[bytes], timeout: float | None = None) -> int:
+        if not raised:
+            raised.append(True)
+            raise KeyboardInterrupt
+        return wait(self, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", wait_once_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        env.stop(grace=0.0)
+    assert raised
+    assert not where.exists() and env.dir is None
+    monkeypatch.undo()
+    for p in procs:
+        assert p.wait(5) is not None, "a process outlived it"
+
+
 def test_a_normal_stop_gives_each_process_its_grace_period_then_kills_it(
     env: KubeTestEnv,
 ) -> None:
