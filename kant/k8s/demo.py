@@ -157,7 +157,8 @@ class _Helpers:
 
     def start_shim(self, api: Api, config: KantConfig, **kw: Any) -> Shim:
         """A :class:`~kant.k8s.shim.Shim` running in a thread, once it listed the cluster."""
-        shim = Shim(api, config, **kw)
+        # (a run cut short stops the API server under it: what fails then is no news)
+        shim = Shim(api, config, quiet_once_stopped=True, **kw)
         stop, ready = threading.Event(), threading.Event()
 
         def run() -> None:

@@ -68,6 +68,25 @@ from kant.state import ClusterState
 
 log = logging.getLogger(__name__)
 
+_QUIET: dict[int, threading.Event] = {}
+"""The threads running a shim made with ``quiet_once_stopped``, each with its stop event."""
+
+
+class _QuietOnceStopped(logging.Filter):
+    """Turns what such a shim logs once it was told to stop into debug records: a bench or
+    demo cut short stops its API server under it, and what fails then is no news."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        thread = record.thread if record.levelno > logging.DEBUG else None
+        stop = _QUIET.get(thread) if thread is not None else None
+        if stop is None or not stop.is_set():
+            return True
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        return log.isEnabledFor(logging.DEBUG)
+
+
+log.addFilter(_QuietOnceStopped())
+
 PODGROUP_API = "scheduling.x-k8s.io/v1alpha1"
 TERMINAL = ("Succeeded", "Failed")
 _HELD = "external:"  # the job id prefix of the pods whose requests are held (see Shim._hold)
@@ -145,8 +164,11 @@ class Shim:
         on_bound: Callable[[str, float], None] | None = None,
         on_cycle: Callable[[Shim, CycleResult], None] | None = None,
         on_event: Callable[[str, str, Obj], None] | None = None,
+        quiet_once_stopped: bool = False,
     ) -> None:
         self.api = api
+        # (what run() logs once its stop event is set is logged at debug level)
+        self.quiet_once_stopped = quiet_once_stopped
         self.config = config if config is not None else KantConfig()
         self.settings: K8sSettings = parse_settings(
             self.config.kubernetes, source=self.config.source
@@ -2231,7 +2253,18 @@ class Shim:
     def run(self, stop: threading.Event, *, ready: threading.Event | None = None) -> None:
         """List, then watch and schedule until ``stop`` is set: a cycle runs once events have
         been gathered for ``debounceSeconds`` (and at least every 5 s, for backoffs and
-        evictions to retry; every second while evictions or status writes are left)."""
+        evictions to retry; every second while evictions or status writes are left). A shim
+        made with ``quiet_once_stopped`` logs what happens in this thread once ``stop`` is
+        set at debug level (the failures of a server stopped under it)."""
+        me = threading.get_ident()
+        if self.quiet_once_stopped:
+            _QUIET[me] = stop
+        try:
+            self._run(stop, ready)
+        finally:
+            _QUIET.pop(me, None)
+
+    def _run(self, stop: threading.Event, ready: threading.Event | None) -> None:
         self.sync()
         events: queue_mod.Queue[tuple[str, str, Obj]] = queue_mod.Queue()
         # what sync took in: an object gone before a watcher's first list is DELETED then
