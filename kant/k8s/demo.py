@@ -138,6 +138,9 @@ class _Helpers:
 
     def __init__(self) -> None:
         self._running: list[tuple[Callable[[], None], threading.Thread]] = []
+        # set once the run is cut short: its shims log what fails from then on at debug
+        # level (the server is stopped under them); at a normal end they warn as ever
+        self.abandoned = threading.Event()
 
     def add(self, stop: Callable[[], None], thread: threading.Thread) -> None:
         self._running.append((stop, thread))
@@ -158,14 +161,14 @@ class _Helpers:
     def start_shim(self, api: Api, config: KantConfig, **kw: Any) -> Shim:
         """A :class:`~kant.k8s.shim.Shim` running in a thread, once it listed the cluster."""
         # (a run cut short stops the API server under it: what fails then is no news)
-        shim = Shim(api, config, quiet_once_stopped=True, **kw)
+        shim = Shim(api, config, quiet=self.abandoned, **kw)
         stop, ready = threading.Event(), threading.Event()
 
         def run() -> None:
             try:
                 shim.run(stop, ready=ready)
             except Exception:
-                if not stop.is_set():
+                if not self.abandoned.is_set():
                     raise
                 # (a run cut short: the API server was stopped under it)
                 log.debug("the shim ended with its API server stopped", exc_info=True)
@@ -194,6 +197,7 @@ def _server(helpers: _Helpers) -> Iterator[KubeTestEnv]:
             try:
                 yield env
             except BaseException:
+                helpers.abandoned.set()
                 helpers.end(_ABANDON_SECONDS)
                 raise
     finally:

@@ -69,23 +69,24 @@ from kant.state import ClusterState
 log = logging.getLogger(__name__)
 
 _QUIET: dict[int, threading.Event] = {}
-"""The threads running a shim made with ``quiet_once_stopped``, each with its stop event."""
+"""The threads running a shim made with a ``quiet`` event, each with that event."""
 
 
-class _QuietOnceStopped(logging.Filter):
-    """Turns what such a shim logs once it was told to stop into debug records: a bench or
-    demo cut short stops its API server under it, and what fails then is no news."""
+class _QuietOnceAbandoned(logging.Filter):
+    """Turns what such a shim logs once its ``quiet`` event is set into debug records: a
+    bench or demo cut short sets it and stops its API server under the shim, and what fails
+    then is no news."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         thread = record.thread if record.levelno > logging.DEBUG else None
-        stop = _QUIET.get(thread) if thread is not None else None
-        if stop is None or not stop.is_set():
+        quiet = _QUIET.get(thread) if thread is not None else None
+        if quiet is None or not quiet.is_set():
             return True
         record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
         return log.isEnabledFor(logging.DEBUG)
 
 
-log.addFilter(_QuietOnceStopped())
+log.addFilter(_QuietOnceAbandoned())
 
 PODGROUP_API = "scheduling.x-k8s.io/v1alpha1"
 TERMINAL = ("Succeeded", "Failed")
@@ -164,11 +165,11 @@ class Shim:
         on_bound: Callable[[str, float], None] | None = None,
         on_cycle: Callable[[Shim, CycleResult], None] | None = None,
         on_event: Callable[[str, str, Obj], None] | None = None,
-        quiet_once_stopped: bool = False,
+        quiet: threading.Event | None = None,
     ) -> None:
         self.api = api
-        # (what run() logs once its stop event is set is logged at debug level)
-        self.quiet_once_stopped = quiet_once_stopped
+        # (what run() logs once this event is set is logged at debug level)
+        self.quiet = quiet
         self.config = config if config is not None else KantConfig()
         self.settings: K8sSettings = parse_settings(
             self.config.kubernetes, source=self.config.source
@@ -2254,11 +2255,11 @@ class Shim:
         """List, then watch and schedule until ``stop`` is set: a cycle runs once events have
         been gathered for ``debounceSeconds`` (and at least every 5 s, for backoffs and
         evictions to retry; every second while evictions or status writes are left). A shim
-        made with ``quiet_once_stopped`` logs what happens in this thread once ``stop`` is
-        set at debug level (the failures of a server stopped under it)."""
+        made with a ``quiet`` event logs what happens in this thread once that event is set
+        at debug level (a run cut short: the failures of a server stopped under it)."""
         me = threading.get_ident()
-        if self.quiet_once_stopped:
-            _QUIET[me] = stop
+        if self.quiet is not None:
+            _QUIET[me] = self.quiet
         try:
             self._run(stop, ready)
         finally:

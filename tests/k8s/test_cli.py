@@ -419,35 +419,41 @@ def test_run_all_and_create_nodes_on_no_threads_are_refused_instead_of_doing_not
     assert issubclass(InvalidConfigError, ValueError)  # (as the thread pool raised before)
 
 
-@pytest.mark.parametrize("quiet", [True, False])
-def test_a_shim_made_quiet_once_stopped_logs_what_it_meets_after_its_stop_at_debug_level(
-    quiet: bool, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+def test_a_shim_made_quiet_logs_what_it_meets_once_its_run_is_abandoned_at_debug_level(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """(the shim of a bench or demo cut short: the server is stopped under it, and its
-    bindings failing then are no news; a shim of ``kant k8s run`` still warns)"""
+    bindings failing then are no news; at a normal stop, or with no ``quiet`` event, as for
+    ``kant k8s run``'s shim, it still warns)"""
     import logging
     import threading
 
     from kant.k8s import shim as shim_mod
     from kant.k8s.shim import Shim
 
+    quiet = threading.Event()
+
     def run(self: Shim, stop: threading.Event, ready: object) -> None:
         shim_mod.log.warning("before the stop")
         stop.set()
-        shim_mod.log.warning("binding p: connection refused")
+        shim_mod.log.warning("a normal stop: binding p failed")
+        quiet.set()
+        shim_mod.log.warning("cut short: binding p: connection refused")
 
     monkeypatch.setattr(Shim, "_run", run)
-    shim = Shim.__new__(Shim)
-    shim.quiet_once_stopped = quiet
     caplog.set_level(logging.DEBUG, logger="kant.k8s.shim")
-    shim.run(threading.Event())
-    seen = [(r.levelname, r.getMessage()) for r in caplog.records]
-    after = "DEBUG" if quiet else "WARNING"
-    assert seen == [("WARNING", "before the stop"), (after, "binding p: connection refused")]
-    caplog.clear()
-    caplog.set_level(logging.INFO, logger="kant.k8s.shim")
-    shim.run(threading.Event())
-    assert len(caplog.records) == (1 if quiet else 2)
+    for q in (quiet, None):
+        quiet.clear()
+        caplog.clear()
+        shim = Shim.__new__(Shim)
+        shim.quiet = q
+        shim.run(threading.Event())
+        last = "DEBUG" if q is not None else "WARNING"
+        assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+            ("WARNING", "before the stop"),
+            ("WARNING", "a normal stop: binding p failed"),
+            (last, "cut short: binding p: connection refused"),
+        ]
     shim_mod.log.warning("another thread, after")  # (only the shim's thread, while it runs)
     assert caplog.records[-1].levelname == "WARNING"
 
