@@ -934,14 +934,18 @@ class _Cycle:
         of its priority (:meth:`walk`), so it passes no earlier borrower. Its one placement
         attempt of the cycle is for these pods, so ``max_per_node`` and topology wishes are
         judged as for any attempt. A nomination won partly by priority or backfill
-        preemption (:attr:`Nomination.by_priority`) starts every pod quota admits (``dec``,
-        nothing left to a later cycle): its victims, of lower priority or backfilled past
-        it, would otherwise start again at this cycle, behind it in the order but before its
-        later turn, on the quota the preemption freed, and be evicted a second time."""
+        preemption (:attr:`Nomination.by_priority`) starts every pod it holds devices for:
+        its victims were evicted for them, and if those pods waited, the victims, requeued
+        ahead of them in submission order, would start again on the quota the preemption
+        freed and be evicted a second time."""
         remaining = e.remaining()
         nom = e.nomination
-        if nom is not None and nom.by_priority:
-            return dec, 0, ""
+        if nom is not None and nom.by_priority and len(nom.bindings) > dec.nominal_pods:
+            k = len(nom.bindings)
+            if k >= len(remaining):
+                return dec, 0, ""
+            part = admit_quota(self.ledger, e.job, remaining[:k], role_models)
+            return part, len(remaining) - k, "its nomination"
         part = admit_quota(self.ledger, e.job, remaining[: dec.nominal_pods], role_models)
         if (
             part.ok

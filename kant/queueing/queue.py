@@ -119,9 +119,8 @@ class Nomination:
     and a cycle drops the nomination, as it does one naming a node gone (None: a nomination
     built by hand; only that its nodes exist is checked). ``by_priority`` says that some of
     its victims were chosen by a rule other than reclaim (priority or backfill preemption):
-    a pod-level preemptor whose request borrows then starts every pod quota admits, not
-    only its nominal part (its victims, requeued, would otherwise take the room its
-    borrowed pods wait for and be evicted again).
+    a pod-level preemptor whose request borrows then starts every pod it holds devices for,
+    not only its nominal part (its victims were evicted for all of them).
     ``within_nominal`` says exactly whether the victim search found ``bindings`` with the
     job held within its tenant's nominal quota, on the GPU models where its tenant stays
     within nominal: whether some victim taken for it is a unit of another tenant that a

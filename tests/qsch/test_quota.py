@@ -532,10 +532,9 @@ def test_a_pod_level_preemptor_that_won_its_whole_request_by_priority_starts_it_
     check_invariants(s)
 
 
-def test_a_priority_preemptor_nominated_for_part_of_its_request_starts_what_quota_admits() -> None:
-    # j3 (3 x 8 GPUs) may use 16 GPUs of quota: it is nominated for 2 pods, starts both once
-    # its victims are gone, and its third pod is beyond its tenant's quota (its own pods
-    # hold it: nothing to preempt)
+def test_a_priority_preemptor_nominated_for_part_of_its_request_says_its_rest_is_beyond_its_nomination() -> (
+    None
+):
     s = _borrowing_j1_j2_then_j3(3)
     r = s.step(now=3)
     (nom,) = r.nominations
@@ -543,6 +542,7 @@ def test_a_priority_preemptor_nominated_for_part_of_its_request_starts_what_quot
     evict_victims(s, r, now=3)
     r = s.step(now=4)
     assert r.placed == ("j3",) and len(s.queue.get("j3").assigned) == 2
-    assert r.pending["j3"].message == "1 pods beyond the tenant's quota"
-    assert r.victims == () and r.nominations == ()
+    assert r.pending["j3"].message == (
+        "1 pods beyond its nomination wait for their turn among the borrowers"
+    )
     check_invariants(s)
