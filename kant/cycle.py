@@ -819,15 +819,17 @@ class _Cycle:
         # placed_by_own_pods). Left to the next cycle, the quota or devices they need would
         # go to the jobs behind it first (its own victims requeued among them), and be
         # taken back from them: the same pods evicted twice by one preemptor.
+        pods: tuple[PodId, ...] | None = None  # (None: its remaining pods)
+        if placed:
+            done = {b.pod for b in placed}
+            pods = tuple(p for p in e.remaining() if p not in done)
         if not freeing and self.pre.may_preempt(
             reason,
-            partly_placed=bool(placed) and (deferred or job.gang or placed_by_own_pods(job)),
+            partly_placed=pods is not None
+            and (deferred or job.gang or placed_by_own_pods(job, {p.role for p in pods})),
             nominated=nominated,
         ):
-            pods: tuple[PodId, ...] | None = None
-            if placed:
-                done = {b.pod for b in placed}
-                pods = tuple(p for p in e.remaining() if p not in done)
+            if pods is not None:
                 # (quota's word on the pods left, on the ledger that charges those placed)
                 dec = admit_quota(self.ledger, job, pods, role_models)
             elif reclaiming is not None and dec is reclaiming[0]:

@@ -181,6 +181,26 @@ def test_a_job_placed_in_part_with_one_pod_per_node_preempts_a_cycle_later() -> 
     check_invariants(s)
 
 
+def test_a_job_placed_in_part_preempts_at_once_for_pods_of_a_role_free_of_such_rules() -> None:
+    # hi's head (one pod per node) starts beside lo; its two workers, a role with no such
+    # rule, do not fit: they preempt in the same cycle (lo2's node holds both), whatever the
+    # head's role asks.
+    s = scheduler(nodes(2))
+    _fill(s, [("lo2", 8, 0), ("lo", 4, 0)])
+    head = Role(name="head", replicas=1, resources=Resources(gpus=4), max_per_node=1)
+    workers = Role(name="w", replicas=2, resources=Resources(gpus=4))
+    s.submit(Job(id="hi", priority=1, gang=False, roles=(head, workers), submitted_at=10), now=10)
+    r = s.step(now=10)
+    assert [b.pod for b in r.bindings] == [pod("hi", 0, "head")]
+    assert [v.job for v in r.victims] == ["lo2"]
+    (nom,) = r.nominations
+    assert [(b.pod, b.node) for b in nom.bindings] == [
+        (pod("hi", 0, "w"), "lf0-n0"),
+        (pod("hi", 1, "w"), "lf0-n0"),
+    ]
+    check_invariants(s)
+
+
 def test_a_hopeless_search_held_by_where_its_job_runs_does_not_answer_another_job() -> None:
     # X (pod-level, two 8-GPU pods, one leaf required) runs its first pod in lf0, where no
     # victim can make room for its second: hopeless. Y, one pod of the same shape, tenant
