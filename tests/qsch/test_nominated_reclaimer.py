@@ -18,9 +18,20 @@ from kant.cycle import CycleResult
 from kant.model import MILLI, PodId, Resources, Role, VictimReason
 from kant.preemption import PreemptionPolicy, Preemptor, VictimView
 from kant.scheduler import Scheduler
+from kant.state import ClusterState
 from kant.testing import ClusterBuilder, check_invariants, job
 
 from .conftest import evict_victims, finish, scheduler
+
+
+def _h100_and_a100(h100_gpus: int = 8) -> ClusterState:
+    """One H100 node (leaf ``lfh``) of ``h100_gpus`` GPUs and one 8-GPU A100 node (``lfa``)."""
+    return (
+        ClusterBuilder()
+        .leaf("lfh", nodes=1, model="H100", gpus=h100_gpus)
+        .leaf("lfa", nodes=1, model="A100", gpus=8)
+        .build()
+    )
 
 
 def _borrowed_h100(
@@ -30,12 +41,7 @@ def _borrowed_h100(
     nominal, ``d`` 16 A100 (it lends what it does not use); ``c`` has no quota and borrows.
     ``c``'s ``cb`` (one 1-GPU pod per H100 GPU) borrows a's H100 share, ``d``'s jobs of
     ``a100_jobs`` GPUs fill the A100 node."""
-    cluster = (
-        ClusterBuilder()
-        .leaf("lfh", nodes=1, model="H100", gpus=h100_gpus)
-        .leaf("lfa", nodes=1, model="A100", gpus=8)
-        .build()
-    )
+    cluster = _h100_and_a100(h100_gpus)
     quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("d", "A100", 16)]
     s = scheduler(cluster, quotas=quotas, preemption=policy or PreemptionPolicy())
     s.submit(job("cb", gpus=1, replicas=h100_gpus, gang=False, tenant="c", models="H100"), now=0)
@@ -128,12 +134,7 @@ def test_a_reclaiming_gang_starts_each_role_where_its_tenant_stays_within_nomina
     # pods and is nominated both its pods on A100. Before, once the victims were gone, it
     # was placed on every model quota admits and started one role on the free H100 GPU,
     # borrowed from e. It now starts both on A100, within a's nominal quota.
-    cluster = (
-        ClusterBuilder()
-        .leaf("lfh", nodes=1, model="H100", gpus=8)
-        .leaf("lfa", nodes=1, model="A100", gpus=8)
-        .build()
-    )
+    cluster = _h100_and_a100()
     quotas = [Quota.gpus("a", "A100", 8), Quota.gpus("e", "H100", 8)]
     s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
     s.submit(job("cb", gpus=1, replicas=8, gang=False, tenant="c", models="A100"), now=0)
@@ -238,12 +239,7 @@ def test_a_user_rule_calling_an_own_tenant_unit_a_reclaim_does_not_move_its_pree
     # narrowed p to H100 (full) once la was gone: its nomination was dropped, la started
     # again, p took it again, and so on (la evicted every second cycle). p now starts on
     # the A100 GPUs la left.
-    cluster = (
-        ClusterBuilder()
-        .leaf("lfh", nodes=1, model="H100", gpus=8)
-        .leaf("lfa", nodes=1, model="A100", gpus=8)
-        .build()
-    )
+    cluster = _h100_and_a100()
     quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("e", "H100", 8), Quota.gpus("d", "A100", 16)]
     policy = PreemptionPolicy(rules=(_own_lower_is_reclaim,))
     s = scheduler(cluster, quotas=quotas, preemption=policy)
