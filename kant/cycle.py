@@ -159,8 +159,10 @@ class CycleResult:
     applied (None: not checked).
     ``again``: a cycle run at once after this one is applied may place more: a reclaiming
     pod-level job started only its nominal part (or the pods its nomination won by
-    priority), and its borrowed rest is decided by the next cycle, in its order among the
-    borrowers; or a pod-level job on several GPU models placed some pods and left others
+    priority), and its borrowed rest, which a placer other than kant's cannot place in the
+    same cycle as pods it does not see (a role with ``max_per_node`` or a required topology
+    wish), is decided by the next cycle, in its order among the borrowers; or a pod-level
+    job on several GPU models placed some pods and left others
     that quota counted on every model they may use (see :func:`_more_may_pass`), or left
     the pods beyond what quota admits on its nomination's GPU models to a cycle deciding
     them on every model while another of their models has quota headroom for one. Set only
@@ -359,11 +361,14 @@ class _Cycle:
         # kant's Placer skips checking the pods the cycle asks for: the job's own, by
         # construction; any other placer (a subclass overriding place too) is asked through
         # the protocol
-        self._place: Callable[[Job, Any, Sequence[PodId]], PlacementLike] = (
-            placer.place_trusted
-            if isinstance(placer, Placer) and type(placer).place is Placer.place
-            else lambda j, snap, pods: placer.place(j, snap, pods=pods)
-        )
+        self._place: Callable[[Job, Any, Sequence[PodId]], PlacementLike]
+        # kant's Placer also counts a job's pods placed earlier in the cycle (a borrowed
+        # rest's turn, _rest_turn); another placer reads the job's running pods alone
+        self._place_after: Callable[..., PlacementLike] | None = None
+        if isinstance(placer, Placer) and type(placer).place is Placer.place:
+            self._place = self._place_after = placer.place_trusted
+        else:
+            self._place = lambda j, snap, pods: placer.place(j, snap, pods=pods)
         # the nodes the placer's strategy may ever use per role (optional on a PlacerLike)
         self.reach: Callable[[Job, Role], Reach | None] | None = getattr(placer, "reach", None)
         self._now = float(now)
@@ -372,9 +377,12 @@ class _Cycle:
         self.placed: list[str] = []
         self.nominations: list[Nomination] = []
         self.dropped: list[str] = []
-        # a job started its nominal part (or the pods its nomination won by priority) and
-        # left its borrowed rest to a later cycle
+        # a job started a part of its pods and left the rest to a later cycle, which may
+        # start them
         self.again = False
+        # nominated jobs that started their nominal part: their borrowed rest has a second
+        # turn in this cycle, among the borrowers of their priority (walk, _rest_turn)
+        self.rest_turns: list[Entry] = []
         self.past_gate: set[str] = set()  # nominated jobs the policy's gate let through
         self.pending: dict[str, Reason] = {}
         self.closed_after: tuple[Any, ...] | None = None  # see CycleResult.closed_after
@@ -548,6 +556,9 @@ class _Cycle:
         if self.ledger.table.unlimited:
             for i, e in enumerate(cands):
                 self.consider(e)
+                while self.rest_turns:  # (only with quotas; taken at once if ever)
+                    t = self.rest_turns.pop(0)
+                    self._rest_turn(t, self.facts.of(t, self.pools))
                 if closed is not None and (gate := closed()) is not None:
                     self.closed_after = e.key
                     self._skip_all(cands[i + 1 :], gate)
@@ -557,7 +568,7 @@ class _Cycle:
         led = self.ledger
         # jobs that must borrow, with their decision and the ledger's version it was made at
         # (still theirs while the ledger is unchanged, else decided again)
-        deferred: list[tuple[Entry, QuotaDecision, _Facts, int]] = []
+        deferred: list[tuple[Entry, QuotaDecision | None, _Facts, int]] = []
         band: int | None = None
         for i, e in enumerate(cands):
             if closed is not None and (gate := closed()) is not None:
@@ -572,6 +583,7 @@ class _Cycle:
             band = prio
             if self._now < e.backoff_until or e.id in self.quota_held:
                 self.consider(e)  # waits, or takes what is held for it
+                self._take_rest_turns(deferred)
                 continue
             facts = self.facts.of(e, self.pools)
             if facts.no_pool is not None:
@@ -645,18 +657,36 @@ class _Cycle:
         when = f"retry at {e.backoff_until:.10g}"  # (whole seconds of a wall clock too)
         return e.reason or Reason(code=ReasonCode.BACKOFF, message=when)
 
+    def _take_rest_turns(
+        self, deferred: list[tuple[Entry, QuotaDecision | None, _Facts, int]]
+    ) -> None:
+        """Put the borrowed rest of each job that just started its nominal part
+        (:attr:`rest_turns`) after the borrowers of its priority walked so far: its turn
+        among them (None: no quota decision, :meth:`_rest_turn` decides)."""
+        for t in self.rest_turns:
+            deferred.append((t, None, self.facts.of(t, self.pools), self.ledger.version))
+        self.rest_turns.clear()
+
     def _consider_deferred(
-        self, deferred: Sequence[tuple[Entry, QuotaDecision, _Facts, int]]
+        self, deferred: list[tuple[Entry, QuotaDecision | None, _Facts, int]]
     ) -> None:
         """Consider the jobs the walk put after the others of their priority, each with the
         quota decision it had if the ledger is unchanged since (the same decision
-        :meth:`_admit_quota` would give), else deciding again."""
+        :meth:`_admit_quota` would give), else deciding again; a borrowed rest
+        (:meth:`_take_rest_turns`, also one a job considered here leaves) has its turn."""
         led = self.ledger
-        for e, dec, facts, version in deferred:
-            if led.version == version:
+        i = 0
+        while i < len(deferred):
+            e, dec, facts, version = deferred[i]
+            i += 1
+            if dec is None:
+                self._rest_turn(e, facts)
+            elif led.version == version:
                 self.consider(e, dec, facts)
             else:
                 self.consider(e, facts=facts)
+            if self.rest_turns:
+                self._take_rest_turns(deferred)
 
     def consider(
         self, e: Entry, dec: QuotaDecision | None = None, facts: _Facts | None = None
@@ -787,21 +817,85 @@ class _Cycle:
                     ),
                 )
             if rest and len(placed) + rest == len(e.remaining()):
+                # its nominal part started: the rest is a borrower, with a turn among the
+                # borrowers of its priority in this cycle when placement can count the
+                # pods just placed (else at a later cycle's)
+                if self._place_after is not None or not placed_by_own_pods(job):
+                    self._commit_placed(e, placed)
+                    self.rest_turns.append(e)
+                    return
                 deferred = True
-                self.again = bool(placed)
+                self.again = True
                 reason = Reason(
                     code=ReasonCode.QUOTA_EXCEEDED,
                     message=(
                         f"{rest} pods beyond {why_rest} wait for their turn among the borrowers"
                     ),
                 )
+        preempt_dec = reclaiming[1] if reclaiming is not None and dec is reclaiming[0] else dec
+        self._settle(
+            e, placed, reason, facts, preempt_dec,
+            freeing=freeing, gave_up=gave_up, deferred=deferred,
+        )  # fmt: skip
+
+    def _rest_turn(self, e: Entry, facts: _Facts) -> None:
+        """The borrowed rest of a nominated job that started its nominal part earlier in
+        this cycle (:meth:`_nominal_part`): its turn among the borrowers of its priority
+        (:meth:`walk`), in the same cycle. The quota left decides it, and placement counts
+        the pods of the first turn as the job's own (``max_per_node``, topology wishes). If
+        it waited for a later cycle, the jobs behind it (its own victims, requeued, among
+        them) would take the room it needs first, and be evicted again for it. Not placed
+        whole, it is any job that waits: explained, the policy told, and it may preempt for
+        the pods left, in this cycle."""
+        job, jid = e.job, e.job.id
+        gate = self.run.gate(e)
+        if gate.skip is not None:
+            self.pending[jid] = gate.skip
+            return
+        earlier = tuple(b for pe, bs in self.ctx.placed if pe is e for b in bs)
+        done = {b.pod for b in earlier}
+        todo = tuple(p for p in e.remaining() if p not in done)
+        dec = admit_quota(self.ledger, job, todo, facts.role_models)
+        self.ctx.current = (jid, dec)
+        reason = dec.reason if not dec.ok else None
+        placed: tuple[Binding, ...] = ()
+        freeing = False
+        if reason is None:
+            holds = self.holds
+            opens = gate.use_reserved or (gate.until is not None and holds.opens(gate.until))
+            placed, reason, freeing = self._admit_and_place(
+                e, dec, opens, facts, None, earlier=earlier
+            )
+        self._settle(e, placed, reason, facts, dec, freeing=freeing, todo=todo)
+
+    def _settle(
+        self,
+        e: Entry,
+        placed: tuple[Binding, ...],
+        reason: Reason | None,
+        facts: _Facts,
+        dec: QuotaDecision,
+        *,
+        freeing: bool = False,
+        gave_up: str = "",
+        deferred: bool = False,
+        todo: tuple[PodId, ...] | None = None,
+    ) -> None:
+        """The end of a job's turn (:meth:`consider`, :meth:`_rest_turn`): ``placed``
+        committed; if ``reason``, why the rest waits, the policy told, and maybe a
+        preemption (with ``dec``, quota's decision on the pods tried, unless some were
+        placed). ``todo``: the pods tried, when some of the job's pods were placed earlier
+        in the cycle (None: :meth:`Entry.remaining`); ``deferred``: the pods not placed wait
+        for a later cycle by rule; ``freeing``, ``gave_up``: see :meth:`consider`."""
+        job, jid = e.job, e.job.id
+        role_models = facts.role_models
         if placed:
-            self._commit_placed(e, placed)
+            self._commit_placed(e, placed, first=todo is None)
         if reason is None:
             return
         # e. Not (fully) placed: a job that could never fit says so (and blocks nobody);
         #    otherwise explain, let the policy react, maybe preempt.
-        if not placed and reason.code in _NEVER_FIT_CANDIDATES:
+        if not placed and todo is None and reason.code in _NEVER_FIT_CANDIDATES:
             reason = self._never_fits(e, role_models, facts) or reason
         reason = self._explain(e, reason, freeing=freeing)
         if gave_up:
@@ -813,27 +907,26 @@ class _Cycle:
         may_backfill = self.run.failed(e, reason)
         # A pod-level job placed in part may preempt for the pods it could not place, in
         # the same cycle (as Volcano's preempt action follows its allocate action), unless
-        # those pods wait for a later cycle by rule (its borrowed rest, or the pods beyond
-        # its nomination's models), or where they may go depends on the pods just placed
+        # those pods wait for a later cycle by rule (the pods beyond its nomination's
+        # models, or a borrowed rest another placer cannot place with the pods just
+        # placed), or where they may go depends on the pods just placed
         # (the victim search, as placement, counts the job's running pods only:
         # placed_by_own_pods). Left to the next cycle, the quota or devices they need would
         # go to the jobs behind it first (its own victims requeued among them), and be
         # taken back from them: the same pods evicted twice by one preemptor.
-        pods: tuple[PodId, ...] | None = None  # (None: its remaining pods)
+        pods = todo  # (None: its remaining pods)
         if placed:
             done = {b.pod for b in placed}
-            pods = tuple(p for p in e.remaining() if p not in done)
+            pods = tuple(p for p in (e.remaining() if todo is None else todo) if p not in done)
         if not freeing and self.pre.may_preempt(
             reason,
             partly_placed=pods is not None
             and (deferred or job.gang or placed_by_own_pods(job, {p.role for p in pods})),
             nominated=nominated,
         ):
-            if pods is not None:
+            if placed:
                 # (quota's word on the pods left, on the ledger that charges those placed)
-                dec = admit_quota(self.ledger, job, pods, role_models)
-            elif reclaiming is not None and dec is reclaiming[0]:
-                dec = reclaiming[1]  # (it preempts as any job: on quota's own decision)
+                dec = admit_quota(self.ledger, job, pods or (), role_models)
             self._preempt(e, dec, role_models, may_backfill, pods=pods)
 
     def _as_reclaimer(
@@ -927,15 +1020,14 @@ class _Cycle:
     ) -> tuple[QuotaDecision, int, str]:
         """The quota decision for the part of a nominated preemptor's request it starts now
         (``dec``: its whole request's, not within nominal, its first ``nominal_pods`` pods
-        are), how many pods are left to a later cycle, and what they are beyond (for their
-        reason).
+        are), how many pods are left to its borrowed rest, and what they are beyond (for
+        their reason).
 
         The part is its nominal part: those pods, on the GPU models where its tenant stays
         within nominal with them. The nominated job starts them at its place in the order;
-        its borrowed rest is a borrower at a later cycle, in its order among the borrowers
-        of its priority (:meth:`walk`), so it passes no earlier borrower. Its one placement
-        attempt of the cycle is for these pods, so ``max_per_node`` and topology wishes are
-        judged as for any attempt. A nomination won partly by priority or backfill
+        its borrowed rest is a borrower, with its turn among the borrowers of its priority
+        (:meth:`walk`, :meth:`_rest_turn`), so it passes no earlier borrower. A nomination
+        won partly by priority or backfill
         preemption (:attr:`Nomination.by_priority`) starts every pod it holds devices for:
         its victims were evicted for them, and if those pods waited, the victims, requeued
         ahead of them in submission order, would start again on the quota the preemption
@@ -1063,9 +1155,14 @@ class _Cycle:
 
     # ----------------------------------------------------------------- admission + placement
 
-    def place_pods(self, job: Job, pods: Sequence[PodId]) -> PlacementLike:
-        """One placement attempt on the snapshot (counted in the stats)."""
+    def place_pods(
+        self, job: Job, pods: Sequence[PodId], earlier: Sequence[Binding] = ()
+    ) -> PlacementLike:
+        """One placement attempt on the snapshot (counted in the stats); ``earlier``: the
+        job's pods placed earlier in this cycle (kant's Placer counts them as its own)."""
         self.attempts += 1
+        if earlier and self._place_after is not None:
+            return self._place_after(job, self.snap, pods, earlier=earlier)
         return self._place(job, self.snap, pods)
 
     def _live_prefix(self, tenant: str, bindings: Sequence[Binding]) -> int:
@@ -1098,6 +1195,7 @@ class _Cycle:
         whole: bool = False,
         models: Mapping[str, tuple[str, ...]] | None = None,
         nominal_only: bool = False,
+        earlier: tuple[Binding, ...] = (),
     ) -> tuple[tuple[Binding, ...], Reason | None, bool]:
         """Readiness and placement of the quota-admitted pods (``shape``: their placement
         shape, see :meth:`consider`; ``opens``: what of the reservations the job may use,
@@ -1106,8 +1204,8 @@ class _Cycle:
         the job's roles: another fit the nodes pick stays on them; ``nominal_only``: a
         reclaimer holding its nomination, ``dec`` narrowed to its nominal models, whose other
         fits and choices of one model per role are those within nominal, narrowed alike,
-        :meth:`_as_reclaimer`). Returns the bindings
-        made (committed to the snapshot),
+        :meth:`_as_reclaimer`; ``earlier``: the job's pods placed earlier in this cycle,
+        :meth:`place_pods`). Returns the bindings made (committed to the snapshot),
         why the job's remaining pods are not all placed, and whether that is only the quota
         that victims still to go hold (it frees itself: the cycle's ledger no longer charges
         them, the live usage still does)."""
@@ -1153,7 +1251,7 @@ class _Cycle:
                     (dec, res), reason = got, None
             if reason is None:
                 if res is None:
-                    res = self.place_pods(self._restricted(job, dec, facts), dec.pods)
+                    res = self.place_pods(self._restricted(job, dec, facts), dec.pods, earlier)
                     if job.gang and (res.unplaced or not res.bindings):
                         got = self._place_narrowed(job, dec, role_models, nominal_only=nominal_only)
                         if got is not None:
@@ -1171,7 +1269,7 @@ class _Cycle:
                         bindings = bindings[:k]
                         tx.commit()
                         holds.placed(e.id, opened)
-                        left = len(e.remaining()) - k
+                        left = len(e.remaining()) - len(earlier) - k
                         if not left:
                             return bindings, None, False
                         if _more_may_pass(
@@ -1398,7 +1496,11 @@ class _Cycle:
         facts.never = (key, why)
         return why
 
-    def _commit_placed(self, e: Entry, bindings: tuple[Binding, ...]) -> None:
+    def _commit_placed(
+        self, e: Entry, bindings: tuple[Binding, ...], *, first: bool = True
+    ) -> None:
+        """Charge ``bindings`` of ``e``, placed on the snapshot, and record them in the
+        result; ``first``: the job's first bindings of the cycle (not its rest's turn)."""
         by_model: dict[str, int] = {}  # one ledger change per GPU model (the same usage)
         models: dict[str, str] = {}
         for b in bindings:
@@ -1412,7 +1514,8 @@ class _Cycle:
             if self.live is not None:
                 self.live.add(tenant, m, milli)
         self.bindings.extend(bindings)
-        self.placed.append(e.id)
+        if first:
+            self.placed.append(e.id)
         self.ctx.placed.append((e, bindings))
         if e.nomination is not None and e.id in self.dropped:
             self.dropped.remove(e.id)  # (dropped as outlived: its placement ends it)

@@ -176,6 +176,8 @@ class Placer:
         # placement landed on them (a gang that then fails is placed again without them)
         self._prefer = True
         self._preferred_won = False
+        # while a job is placed: its pods placed earlier in the cycle (place_trusted)
+        self._earlier: Sequence[Binding] = ()
         # a gang that failed: how many of its roles were placed before the one that failed
         self._failed_after = 0
         self._templates: list[NodeTemplate | None] = []
@@ -250,10 +252,18 @@ class Placer:
         return self.place_trusted(job, snap, todo)
 
     def place_trusted(
-        self, job: Job, snap: Snapshot, pods: Sequence[PodId] | None
+        self,
+        job: Job,
+        snap: Snapshot,
+        pods: Sequence[PodId] | None,
+        *,
+        earlier: Sequence[Binding] = (),
     ) -> PlacementResult:
         """:meth:`place` without checking its arguments, for a caller whose ``pods`` are
-        distinct pods of ``job`` by construction (the cycle: a job's pods still to place)."""
+        distinct pods of ``job`` by construction (the cycle: a job's pods still to place).
+        ``earlier``: bindings of the job's other pods placed on ``snap`` since its refresh
+        (earlier in the same cycle), counted as its running pods are: for ``max_per_node``
+        and for the domain a pod-level role's required topology wish keeps its pods in."""
         self._sync(snap)
         state = snap.state
         todo = [p for p in job.pods() if not state.has_pod(p)] if pods is None else list(pods)
@@ -265,6 +275,7 @@ class Placer:
         self._soft_on = job.soft_terms or snap.placed_soft or snap.state.soft_terms_kept
         if self._affinity_on or self._soft_on:
             self._pods_on.use(snap)
+        self._earlier = earlier
         out = self._attempt(job, snap, todo, None)
         if job.gang and not out.ok and self._failed_after:
             # the roles in the order declared failed at a role placed after others of the
@@ -335,8 +346,10 @@ class Placer:
             if job.gang
             else {r.name: set() for r in job.roles if r.topology and r.topology.required}
         )
-        for p in state.job_pods(job.id):
-            s = snap.slot_of(state.binding(p).node)
+        own = [(p, state.binding(p).node) for p in state.job_pods(job.id)]
+        own.extend((b.pod, b.node) for b in self._earlier)
+        for p, node in own:
+            s = snap.slot_of(node)
             on_node[s] = on_node.get(s, 0) + 1
             if p.role in capped:
                 mine = role_on[p.role]

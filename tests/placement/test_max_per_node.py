@@ -58,6 +58,34 @@ def test_replicas_already_running_count_against_the_cap() -> None:
     assert later.ok and set(_per_node(later.bindings)) == {"lf0-n0", "lf0-n1"} - {node}
 
 
+def test_pods_placed_earlier_on_the_same_snapshot_count_against_the_cap() -> None:
+    # the cycle places a job's pods in two turns on one snapshot (a borrowed rest): the
+    # second counts the first turn's pods, which the cluster state does not hold yet
+    state = ClusterBuilder().leaf("lf0", nodes=2).build()
+    svc = job("svc", gpus=1, replicas=3, gang=False, max_per_node=1)
+    pods = list(svc.pods())
+    placer = Placer("ebinpack")
+    snap = state.snapshot()
+    with snap.transaction() as tx:
+        first = placer.place_trusted(svc, snap, pods[:1])
+        tx.commit()
+    (node,) = _per_node(first.bindings)
+    rest = placer.place_trusted(svc, snap, pods[1:], earlier=first.bindings)
+    assert set(_per_node(rest.bindings)) == {"lf0-n0", "lf0-n1"} - {node}
+    assert list(rest.unplaced) == [pods[2]]  # (two nodes, one pod each)
+    # a required wish: the rest stays in the domain of the first turn's pods
+    two = ClusterBuilder().leaf("lf0", nodes=1).leaf("lf1", nodes=1).build()
+    leafy = job("leafy", gpus=6, replicas=2, gang=False, tier=Tier.LEAF, required=True)
+    snap = two.snapshot()
+    with snap.transaction() as tx:
+        first = placer.place_trusted(leafy, snap, list(leafy.pods())[:1])
+        tx.commit()
+    rest = placer.place_trusted(leafy, snap, list(leafy.pods())[1:], earlier=first.bindings)
+    assert not rest.bindings and rest.unplaced  # (its leaf has 2 GPUs left; the other 8)
+    alone = placer.place_trusted(leafy, snap, list(leafy.pods())[1:])
+    assert alone.bindings  # (not told of the first pod, it starts a domain of its own)
+
+
 def test_a_role_with_no_node_left_under_its_cap_is_refused_naming_the_cap() -> None:
     state = ClusterBuilder().leaf("lf0", nodes=2).build()
     res = Placer().place(job("g", gpus=1, replicas=3, max_per_node=1), state.snapshot())

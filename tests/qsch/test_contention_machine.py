@@ -6,8 +6,7 @@ borrow, carry priorities 0-2, are gangs or pod-level; the orchestrator evicts ev
 right after each cycle. The two leaves are labelled ``rack: r0`` and ``rack: r1``, and half the
 jobs select one of them. For every run:
 
-- no job is evicted more than twice by the same preemptor (but by one whose borrowed rest
-  waited for its turn: a known defect, with a strict-xfail scenario below);
+- no job is evicted more than twice by the same preemptor;
 - a preemptor whose victims are gone is bound within 3 cycles (for a pod-level preemptor:
   it places pods), unless it was cancelled;
 - no eviction frees capacity that sits unused while its preemptor is bound: when a
@@ -21,7 +20,6 @@ from __future__ import annotations
 import os
 
 import hypothesis.strategies as st
-import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -35,7 +33,6 @@ from kant.testing import ClusterBuilder, check_invariants, job
 
 BIND_WITHIN = 3
 SAME_PREEMPTOR_EVICTIONS = 2
-_REST_WAITS = "wait for their turn among the borrowers"  # (the reason of a borrowed rest)
 
 
 class ContentionMachine(RuleBasedStateMachine):
@@ -96,13 +93,6 @@ class ContentionMachine(RuleBasedStateMachine):
         self.now += dt
         self.cycle += 1
         s = self.s
-        # the known defect (docs/qsch.md, "Placed in part"): a preemptor whose borrowed rest
-        # waited for its turn among the borrowers may evict its victims again; its
-        # strict-xfail scenario is below, so a run meeting it is not counted as a failure
-        rest_waited = {
-            e.id for e in s.queue.running()
-            if e.reason is not None and e.reason.message.endswith(_REST_WAITS)
-        }  # fmt: skip
         r = s.schedule(self.now)
         held = {
             v.pods: tuple(s.cluster.binding(p) for p in v.pods) for v in r.victims
@@ -117,9 +107,7 @@ class ContentionMachine(RuleBasedStateMachine):
         for v in r.victims:
             k = (v.job, v.preemptor)
             self.evictions[k] = self.evictions.get(k, 0) + 1
-            assert self.evictions[k] <= SAME_PREEMPTOR_EVICTIONS or v.preemptor in rest_waited, (
-                f"{k} evicted again and again"
-            )
+            assert self.evictions[k] <= SAME_PREEMPTOR_EVICTIONS, f"{k} evicted again and again"
             _c, vs = self.waiting.setdefault(v.preemptor, (self.cycle, []))
             vs.append((v, held[v.pods]))
         for v in r.victims:  # the orchestrator stops every victim at once
@@ -236,17 +224,13 @@ def test_a_pod_level_preemptor_does_not_evict_the_same_pod_again_for_its_next_po
     assert m.s.queue.status("j4").running == ()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect: a nominated preemptor's borrowed rest waits for a later cycle, and "
-    "its priority victims start again on the room it needs (docs/qsch.md, Placed in part)",
-)
 def test_a_priority_preemptor_starts_its_borrowed_rest_before_its_victims_start_again() -> None:
     # Found by this machine: b's j4 (priority 1, two 8-GPU pods) evicts b's j2 (priority 0,
     # two 2-GPU pods) by priority, nominated for its first pod (within b's nominal 8). Once
-    # a's j3 ends, j4's second pod fits too, borrowing 8 of a's. It starts its nominal pod
-    # only, its borrowed rest left to a later cycle: j2, requeued, starts again on that room
-    # and is evicted again the next cycle.
+    # a's j3 ends, j4's second pod fits too, borrowing 8 of a's. It used to start its
+    # nominal pod only, its borrowed rest left to a later cycle: j2, requeued, started again
+    # on that room and was evicted again the next cycle. Now the rest has its turn among
+    # the borrowers of priority 1 in the same cycle, before j2's turn.
     m = ContentionMachine()
     m.setup(strategy="ebinpack", others_first=False)
     m.submit(gang=False, gpus=2, priority=0, rack=None, replicas=1, tenant="a")
@@ -258,5 +242,6 @@ def test_a_priority_preemptor_starts_its_borrowed_rest_before_its_victims_start_
     m.cycle_and_evict(dt=1.0)
     _finish(m, "j3")
     m.cycle_and_evict(dt=1.0)
+    assert len(m.s.queue.entry("j4").assigned) == 2  # both pods, in the one cycle
     m.cycle_and_evict(dt=1.0)  # (asserts: no job evicted more than twice by one preemptor)
     assert m.evictions == {("j2", "j4"): 2}  # each of j2's pods once

@@ -393,8 +393,9 @@ def test_a_reclaimers_nominal_part_starts_at_its_place_and_its_borrowed_rest_wai
     # four 8-GPU nodes; quotas a 8, b 8, e 16. b1 borrows 8 GPUs of e's; d (tenant c, no
     # quota, 8 GPUs, t=1) and n (tenant a, 12 one-GPU pods, t=2) wait. n reclaims 8 of b1's
     # pods; once they are gone and 8 more GPUs free up, n starts its nominal part (8) with
-    # its nomination, and its 4 borrowed pods wait behind b1's requeued pods (t=0) and d (t=1):
-    # they passed both, and d stayed QUOTA_EXCEEDED
+    # its nomination, and its 4 borrowed pods have their turn in the same cycle, behind
+    # b1's requeued pods (t=0) and d (t=1), the earlier borrowers: before, they passed both,
+    # and d stayed QUOTA_EXCEEDED
     s = scheduler(
         nodes(4),
         quotas=[
@@ -416,8 +417,8 @@ def test_a_reclaimers_nominal_part_starts_at_its_place_and_its_borrowed_rest_wai
     r = s.step(now=5)
     placed = {j: sum(1 for b in r.bindings if b.pod.job == j) for j in r.placed}
     assert placed == {"n": 8, "b1": 8}  # n's nominal part, then the first borrower
-    assert r.pending["n"].code is ReasonCode.QUOTA_EXCEEDED
-    assert r.again  # (a cycle at once may place n's rest: a driver on events runs one)
+    assert r.pending["n"].code is ReasonCode.QUOTA_EXCEEDED  # (its rest, after d's turn)
+    assert not r.again  # (its rest had its turn: no cycle at once is needed for it)
     assert r.pending["d"].code is ReasonCode.QUOTA_EXCEEDED
     assert {t: s.admitter.used(t, "H100") // G for t in "abce"} == {"a": 8, "b": 16, "c": 0, "e": 8}
     r = s.step(now=6)
@@ -426,6 +427,44 @@ def test_a_reclaimers_nominal_part_starts_at_its_place_and_its_borrowed_rest_wai
     r = s.step(now=8)
     assert r.placed == ("d",)
     assert s.status("n").pods_waiting == 4
+    check_invariants(s)
+
+
+def test_a_reclaimers_borrowed_rest_has_its_turn_in_the_same_cycle_counting_the_pods_just_placed() -> (
+    None
+):
+    # quotas a 4, b 4, c 16; a 16-GPU node and an 8-GPU one. b1 (8 one-GPU pods) borrows 4
+    # of a's; n (tenant a, 2 x 4 GPUs, at most one per node) reclaims 4 of b1's pods for its
+    # nominal pod. Once they are gone and c1 (8 GPUs, on the big node) ends, n starts its
+    # nominal pod there, b1's requeued pods (the earlier borrower) take 4 GPUs there, and
+    # n's borrowed pod has its turn in the same cycle: the 4 GPUs left are on the node of
+    # its first pod, which the cap rules out (the cluster state does not hold that pod yet:
+    # placement counts it as the job's own). Before, the rest waited for a later cycle
+    cluster = ClusterBuilder().leaf("l0", nodes=1, gpus=16).leaf("l1", nodes=1).build()
+    s = scheduler(
+        cluster,
+        quotas=[
+            Quota.gpus("a", "H100", 4),
+            Quota.gpus("b", "H100", 4),
+            Quota.gpus("c", "H100", 16),
+        ],
+    )
+    s.submit(job("c2", gpus=8, tenant="c"), now=0)
+    s.submit(job("b1", gpus=1, replicas=8, gang=False, tenant="b"), now=0)
+    s.submit(job("c1", gpus=8, tenant="c"), now=0)
+    r = s.step(now=0)
+    assert {b.pod.job: b.node for b in r.bindings} == {"c2": "l1-n0", "c1": "l0-n0", "b1": "l0-n0"}
+    s.submit(job("n", gpus=4, replicas=2, gang=False, tenant="a", max_per_node=1), now=1)
+    r = s.step(now=2)
+    assert [(v.job, v.reason) for v in r.victims] == [("b1", VictimReason.RECLAIM)] * 4
+    evict_victims(s, r, now=3)
+    for p in s.queue.status("c1").running:
+        s.pod_finished(p, now=3)
+    r = s.step(now=4)
+    assert [(b.pod.job, b.node) for b in r.bindings] == [("n", "l0-n0")] + [("b1", "l0-n0")] * 4
+    why = r.pending["n"]
+    assert why.code is ReasonCode.NO_FIT and "max_per_node" in why.message
+    assert not r.again and r.victims == ()
     check_invariants(s)
 
 
@@ -532,9 +571,12 @@ def test_a_pod_level_preemptor_that_won_its_whole_request_by_priority_starts_it_
     check_invariants(s)
 
 
-def test_a_priority_preemptor_nominated_for_part_of_its_request_says_its_rest_is_beyond_its_nomination() -> (
+def test_a_priority_preemptor_nominated_for_part_of_its_request_tries_its_rest_in_the_same_cycle() -> (
     None
 ):
+    # j3 (3 x 8 GPUs) is nominated for 2 pods by priority; once its victims are gone it
+    # starts those 2, and its third pod has its turn among the borrowers of priority 1 in
+    # the same cycle: quota refuses it (a may use 16 GPUs in all)
     s = _borrowing_j1_j2_then_j3(3)
     r = s.step(now=3)
     (nom,) = r.nominations
@@ -542,7 +584,9 @@ def test_a_priority_preemptor_nominated_for_part_of_its_request_says_its_rest_is
     evict_victims(s, r, now=3)
     r = s.step(now=4)
     assert r.placed == ("j3",) and len(s.queue.get("j3").assigned) == 2
+    assert r.pending["j3"].code is ReasonCode.QUOTA_EXCEEDED
     assert r.pending["j3"].message == (
-        "1 pods beyond its nomination wait for their turn among the borrowers"
+        "tenant 'a' needs 8 GPUs of H100 for role 'worker'; quota left 0"
     )
+    assert not r.again and r.victims == ()  # (all 16 GPUs a may use are j3's own now)
     check_invariants(s)
