@@ -383,6 +383,9 @@ class _Cycle:
         # nominated jobs that started their nominal part: their borrowed rest has a second
         # turn in this cycle, among the borrowers of their priority (walk, _rest_turn)
         self.rest_turns: list[Entry] = []
+        # job id -> its bindings placed this cycle, for a job with pods left to place:
+        # every later placement of its pods in the cycle counts them (place_pods)
+        self.earlier_of: dict[str, tuple[Binding, ...]] = {}
         self.past_gate: set[str] = set()  # nominated jobs the policy's gate let through
         self.pending: dict[str, Reason] = {}
         self.closed_after: tuple[Any, ...] | None = None  # see CycleResult.closed_after
@@ -852,7 +855,7 @@ class _Cycle:
         if gate.skip is not None:
             self.pending[jid] = gate.skip
             return
-        earlier = tuple(b for pe, bs in self.ctx.placed if pe is e for b in bs)
+        earlier = self.earlier_of.get(jid, ())
         done = {b.pod for b in earlier}
         todo = tuple(p for p in e.remaining() if p not in done)
         dec = admit_quota(self.ledger, job, todo, facts.role_models)
@@ -864,7 +867,7 @@ class _Cycle:
             holds = self.holds
             opens = gate.use_reserved or (gate.until is not None and holds.opens(gate.until))
             placed, reason, freeing = self._admit_and_place(
-                e, dec, opens, facts, None, earlier=earlier
+                e, dec, opens, facts, None, earlier=len(earlier)
             )
         self._settle(e, placed, reason, facts, dec, freeing=freeing, todo=todo)
 
@@ -909,11 +912,12 @@ class _Cycle:
         # the same cycle (as Volcano's preempt action follows its allocate action), unless
         # those pods wait for a later cycle by rule (the pods beyond its nomination's
         # models, or a borrowed rest another placer cannot place with the pods just
-        # placed), or where they may go depends on the pods just placed
-        # (the victim search, as placement, counts the job's running pods only:
-        # placed_by_own_pods). Left to the next cycle, the quota or devices they need would
-        # go to the jobs behind it first (its own victims requeued among them), and be
-        # taken back from them: the same pods evicted twice by one preemptor.
+        # placed), or, with a placer other than kant's (which counts the job's running pods
+        # only, not those placed earlier in the cycle: place_pods), where they may go
+        # depends on the pods just placed (placed_by_own_pods). Left to the next cycle, the
+        # quota or devices they need would go to the jobs behind it first (its own victims
+        # requeued among them), and be taken back from them: the same pods evicted twice by
+        # one preemptor.
         pods = todo  # (None: its remaining pods)
         if placed:
             done = {b.pod for b in placed}
@@ -921,7 +925,11 @@ class _Cycle:
         if not freeing and self.pre.may_preempt(
             reason,
             partly_placed=pods is not None
-            and (deferred or job.gang or placed_by_own_pods(job, {p.role for p in pods})),
+            and (
+                deferred
+                or job.gang
+                or (self._place_after is None and placed_by_own_pods(job, {p.role for p in pods}))
+            ),
             nominated=nominated,
         ):
             if placed:
@@ -1155,14 +1163,15 @@ class _Cycle:
 
     # ----------------------------------------------------------------- admission + placement
 
-    def place_pods(
-        self, job: Job, pods: Sequence[PodId], earlier: Sequence[Binding] = ()
-    ) -> PlacementLike:
-        """One placement attempt on the snapshot (counted in the stats); ``earlier``: the
-        job's pods placed earlier in this cycle (kant's Placer counts them as its own)."""
+    def place_pods(self, job: Job, pods: Sequence[PodId]) -> PlacementLike:
+        """One placement attempt on the snapshot (counted in the stats). kant's Placer
+        counts the job's pods placed earlier in this cycle as its own (:attr:`earlier_of`),
+        wherever they are placed from: the cycle, the victim search, a forecast."""
         self.attempts += 1
-        if earlier and self._place_after is not None:
-            return self._place_after(job, self.snap, pods, earlier=earlier)
+        if self.earlier_of and self._place_after is not None:
+            earlier = self.earlier_of.get(job.id)
+            if earlier is not None:
+                return self._place_after(job, self.snap, pods, earlier=earlier)
         return self._place(job, self.snap, pods)
 
     def _live_prefix(self, tenant: str, bindings: Sequence[Binding]) -> int:
@@ -1195,7 +1204,7 @@ class _Cycle:
         whole: bool = False,
         models: Mapping[str, tuple[str, ...]] | None = None,
         nominal_only: bool = False,
-        earlier: tuple[Binding, ...] = (),
+        earlier: int = 0,
     ) -> tuple[tuple[Binding, ...], Reason | None, bool]:
         """Readiness and placement of the quota-admitted pods (``shape``: their placement
         shape, see :meth:`consider`; ``opens``: what of the reservations the job may use,
@@ -1204,8 +1213,8 @@ class _Cycle:
         the job's roles: another fit the nodes pick stays on them; ``nominal_only``: a
         reclaimer holding its nomination, ``dec`` narrowed to its nominal models, whose other
         fits and choices of one model per role are those within nominal, narrowed alike,
-        :meth:`_as_reclaimer`; ``earlier``: the job's pods placed earlier in this cycle,
-        :meth:`place_pods`). Returns the bindings made (committed to the snapshot),
+        :meth:`_as_reclaimer`; ``earlier``: how many of the job's pods were placed earlier
+        in this cycle). Returns the bindings made (committed to the snapshot),
         why the job's remaining pods are not all placed, and whether that is only the quota
         that victims still to go hold (it frees itself: the cycle's ledger no longer charges
         them, the live usage still does)."""
@@ -1251,7 +1260,7 @@ class _Cycle:
                     (dec, res), reason = got, None
             if reason is None:
                 if res is None:
-                    res = self.place_pods(self._restricted(job, dec, facts), dec.pods, earlier)
+                    res = self.place_pods(self._restricted(job, dec, facts), dec.pods)
                     if job.gang and (res.unplaced or not res.bindings):
                         got = self._place_narrowed(job, dec, role_models, nominal_only=nominal_only)
                         if got is not None:
@@ -1269,7 +1278,7 @@ class _Cycle:
                         bindings = bindings[:k]
                         tx.commit()
                         holds.placed(e.id, opened)
-                        left = len(e.remaining()) - len(earlier) - k
+                        left = len(e.remaining()) - earlier - k
                         if not left:
                             return bindings, None, False
                         if _more_may_pass(
@@ -1516,6 +1525,11 @@ class _Cycle:
         self.bindings.extend(bindings)
         if first:
             self.placed.append(e.id)
+        before = self.earlier_of.get(e.id, ())
+        if len(before) + len(bindings) < len(e.remaining()):  # (pods left: they count them)
+            self.earlier_of[e.id] = before + bindings
+        elif before:
+            del self.earlier_of[e.id]
         self.ctx.placed.append((e, bindings))
         if e.nomination is not None and e.id in self.dropped:
             self.dropped.remove(e.id)  # (dropped as outlived: its placement ends it)

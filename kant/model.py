@@ -1448,8 +1448,9 @@ def pods_per_role(job: Job, pods: Collection[PodId]) -> dict[str, int]:
 def placed_by_own_pods(job: Job, roles: Collection[str] | None = None) -> bool:
     """Whether where ``job``'s next pods (of ``roles``; None: of any role) may go depends on
     where its other pods are: a role with ``max_per_node``, or one with a required topology
-    wish (a pod-level role's pods stay in the domain its first pods are in). Placement
-    counts the job's running pods for these, not pods placed earlier in the same cycle."""
+    wish (a pod-level role's pods stay in the domain its first pods are in). kant's Placer
+    counts the job's running pods for these, and the pods placed earlier in the same cycle
+    when told of them (``Placer.place_trusted(..., earlier=...)``, as the cycle does)."""
     return any(
         (r.max_per_node is not None or (r.topology is not None and r.topology.required))
         and (roles is None or r.name in roles)

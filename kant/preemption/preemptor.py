@@ -204,7 +204,8 @@ class Preemption:
         epoch: tuple[int, ...],
         pods: tuple[PodId, ...] | None = None,
     ) -> tuple[Nomination, int] | None:
-        """Search victims for ``e`` (``pods``, or else its remaining pods; quota decision
+        """Search victims for ``e`` (``pods``: those left of a job placed in part this
+        cycle, whose placement counts the pods placed, or else its remaining pods; quota decision
         ``dec`` on them, on the cycle's ledger; the GPU
         models each role may use, :meth:`kant.admission.Pools.role_models`); ``epoch``
         identifies what the cycle changed so far (a hopeless answer holds while it is the
@@ -232,6 +233,7 @@ class Preemption:
         ) or self._being_evicted(e)
         job = e.job
         quotas = not self.ledger.table.unlimited
+        placed_in_part = pods is not None
         if pods is None:
             pods = e.remaining()
         refs = self.index.refs()
@@ -245,7 +247,10 @@ class Preemption:
         # (past closed, some kind of preemption is open to the job: a rule, backfill,
         # reclaim, someone running below its priority, or victims still to go)
         going = self._going()
-        memo = (*self._memo(e, pods, role_models, prio, reclaim, backfill, dec, epoch), nominal)
+        memo = (
+            *self._memo(e, pods, role_models, prio, reclaim, backfill, dec, epoch, placed_in_part),
+            nominal,
+        )
         if memo in self.hopeless:
             return None  # (most would-be preemptors of a busy cycle stop here)
         self.light_checks += 1
@@ -819,9 +824,11 @@ class Preemption:
         backfill: bool,
         dec: QuotaDecision,
         epoch: tuple[int, ...],
+        placed_in_part: bool = False,
     ) -> tuple[Any, ...]:
         """The same kind of request from the same kind of preemptor, with nothing changed
-        since, has the same (hopeless) answer."""
+        since, has the same (hopeless) answer. ``placed_in_part``: some of its pods were
+        placed earlier in this cycle (where its others may go may depend on them)."""
         job = e.job
         counts = pods_per_role(job, pods)
         return (
@@ -836,7 +843,9 @@ class Preemption:
                 (counts.get(r.name, 0), role_models.get(r.name), r.placement_key) for r in job.roles
             ),
             # (see placement_shape; and where its pods run bounds where the others may go)
-            job.id if job.pod_terms or (e.assigned and placed_by_own_pods(job)) else None,
+            job.id
+            if job.pod_terms or ((e.assigned or placed_in_part) and placed_by_own_pods(job))
+            else None,
             len(self.victim_pods),
             self.given_back,
             *epoch,

@@ -162,22 +162,28 @@ def test_a_pod_level_job_placed_in_part_preempts_for_no_pod_it_has_already_place
     check_invariants(s)
 
 
-def test_a_job_placed_in_part_with_one_pod_per_node_preempts_a_cycle_later() -> None:
-    # hi's role allows one pod per node. Its first pod starts beside lo (node 1); the victim
-    # search counts the job's running pods only, so in the same cycle it would nominate the
-    # second pod on node 1 too, by evicting lo (the newest): wrong. It waits for the first
-    # pod to run, then takes lo2's node (node 0), and lo runs on.
+def test_a_job_placed_in_part_with_one_pod_per_node_preempts_in_the_same_cycle_away_from_its_first_pod() -> (
+    None
+):
+    # hi's role allows one pod per node. Its first pod starts beside lo (node 1); in the same
+    # cycle the victim search, as placement, counts that pod (the cluster state does not
+    # hold it yet), so it takes lo2's node (node 0) for the second, and lo runs on. It used
+    # to wait a cycle: a search counting the running pods only would have evicted lo (the
+    # newest) for a second pod on node 1.
     s = scheduler(nodes(2))
     _fill(s, [("lo2", 8, 0), ("lo", 4, 0)])
     role = Role(name="w", replicas=2, resources=Resources(gpus=4), max_per_node=1)
     s.submit(Job(id="hi", priority=1, gang=False, roles=(role,), submitted_at=10), now=10)
     r = s.step(now=10)
     assert [(b.pod, b.node) for b in r.bindings] == [(pod("hi", 0, "w"), "lf0-n1")]
-    assert r.victims == () and r.nominations == ()
-    r = s.step(now=11)
     assert [v.job for v in r.victims] == ["lo2"]
-    assert [b.node for n in r.nominations for b in n.bindings] == ["lf0-n0"]
+    assert [(b.pod, b.node) for n in r.nominations for b in n.bindings] == [
+        (pod("hi", 1, "w"), "lf0-n0")
+    ]
     assert s.queue.status("lo").phase is JobPhase.RUNNING
+    evict_victims(s, r, now=11)
+    r = s.step(now=12)
+    assert [(b.pod, b.node) for b in r.bindings] == [(pod("hi", 1, "w"), "lf0-n0")]
     check_invariants(s)
 
 
@@ -198,6 +204,26 @@ def test_a_job_placed_in_part_preempts_at_once_for_pods_of_a_role_free_of_such_r
         (pod("hi", 0, "w"), "lf0-n0"),
         (pod("hi", 1, "w"), "lf0-n0"),
     ]
+    check_invariants(s)
+
+
+def test_a_hopeless_search_held_by_pods_placed_earlier_in_the_cycle_does_not_answer_another_job() -> (
+    None
+):
+    # x (two 8-GPU pods, at most one per node) starts its first pod beside lo on the 16-GPU
+    # node; its second has nowhere to go (hi, priority 5, holds the other node): hopeless.
+    # y, one pod of the same role, tenant and priority, is held by no pod of its own: it
+    # evicts lo on the big node. Searched with x's answer (the same kind of request, the
+    # cycle unchanged since), it would never preempt.
+    s = scheduler(ClusterBuilder().leaf("lf0", nodes=1, gpus=16).leaf("lf1", nodes=1).build())
+    _fill(s, [("hi", 8, 5), ("lo", 8, 0)])
+    w = {n: Role(name="w", replicas=n, resources=Resources(gpus=8), max_per_node=1) for n in (1, 2)}
+    s.submit(Job(id="x", priority=1, gang=False, roles=(w[2],), submitted_at=10), now=10)
+    s.submit(Job(id="y", priority=1, gang=False, roles=(w[1],), submitted_at=11), now=11)
+    r = s.step(now=12)
+    assert [(b.pod.job, b.node) for b in r.bindings] == [("x", "lf0-n0")]
+    assert [(v.job, v.preemptor) for v in r.victims] == [("lo", "y")]
+    assert r.pending["x"].code is ReasonCode.INSUFFICIENT_CAPACITY
     check_invariants(s)
 
 
