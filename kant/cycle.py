@@ -362,11 +362,13 @@ class _Cycle:
         # construction; any other placer (a subclass overriding place too) is asked through
         # the protocol
         self._place: Callable[[Job, Any, Sequence[PodId]], PlacementLike]
-        # kant's Placer also counts a job's pods placed earlier in the cycle (a borrowed
-        # rest's turn, _rest_turn); another placer reads the job's running pods alone
+        # kant's Placer also counts a job's pods placed earlier in the cycle (place_pods);
+        # another placer (or one overriding place_trusted) reads the job's running pods alone
         self._place_after: Callable[..., PlacementLike] | None = None
         if isinstance(placer, Placer) and type(placer).place is Placer.place:
-            self._place = self._place_after = placer.place_trusted
+            self._place = placer.place_trusted
+            if type(placer).place_trusted is Placer.place_trusted:
+                self._place_after = placer.place_trusted
         else:
             self._place = lambda j, snap, pods: placer.place(j, snap, pods=pods)
         # the nodes the placer's strategy may ever use per role (optional on a PlacerLike)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import hypothesis.strategies as st
 import pytest
@@ -430,24 +431,19 @@ def test_a_reclaimers_nominal_part_starts_at_its_place_and_its_borrowed_rest_wai
     check_invariants(s)
 
 
-def test_a_reclaimers_borrowed_rest_has_its_turn_in_the_same_cycle_counting_the_pods_just_placed() -> (
-    None
-):
-    # quotas a 4, b 4, c 16; a 16-GPU node and an 8-GPU one. b1 (8 one-GPU pods) borrows 4
-    # of a's; n (tenant a, 2 x 4 GPUs, at most one per node) reclaims 4 of b1's pods for its
-    # nominal pod. Once they are gone and c1 (8 GPUs, on the big node) ends, n starts its
-    # nominal pod there, b1's requeued pods (the earlier borrower) take 4 GPUs there, and
-    # n's borrowed pod has its turn in the same cycle: the 4 GPUs left are on the node of
-    # its first pod, which the cap rules out (the cluster state does not hold that pod yet:
-    # placement counts it as the job's own). Before, the rest waited for a later cycle
+def _capped_reclaimer_whose_victims_are_gone(placer: Placer) -> Scheduler:
+    """Quotas a 4, b 4, c 16; a 16-GPU node and an 8-GPU one. b1 (8 one-GPU pods) borrows 4
+    of a's; n (tenant a, 2 x 4 GPUs, at most one per node) reclaims 4 of b1's pods on the
+    big node for its nominal pod; then those pods are gone and c1 (8 GPUs, on the big node)
+    ends: the big node has 12 GPUs free, the other none."""
     cluster = ClusterBuilder().leaf("l0", nodes=1, gpus=16).leaf("l1", nodes=1).build()
-    s = scheduler(
+    s = Scheduler(
         cluster,
-        quotas=[
-            Quota.gpus("a", "H100", 4),
-            Quota.gpus("b", "H100", 4),
-            Quota.gpus("c", "H100", 16),
-        ],
+        queue=Queue(),
+        admitter=Admitter(
+            [Quota.gpus("a", "H100", 4), Quota.gpus("b", "H100", 4), Quota.gpus("c", "H100", 16)]
+        ),
+        placer=placer,
     )
     s.submit(job("c2", gpus=8, tenant="c"), now=0)
     s.submit(job("b1", gpus=1, replicas=8, gang=False, tenant="b"), now=0)
@@ -460,6 +456,18 @@ def test_a_reclaimers_borrowed_rest_has_its_turn_in_the_same_cycle_counting_the_
     evict_victims(s, r, now=3)
     for p in s.queue.status("c1").running:
         s.pod_finished(p, now=3)
+    return s
+
+
+def test_a_reclaimers_borrowed_rest_has_its_turn_in_the_same_cycle_counting_the_pods_just_placed() -> (
+    None
+):
+    # n starts its nominal pod on the big node, b1's requeued pods (the earlier borrower)
+    # take 4 GPUs there, and n's borrowed pod has its turn in the same cycle: the 4 GPUs
+    # left are on the node of its first pod, which the cap rules out (the cluster state does
+    # not hold that pod yet: placement counts it as the job's own). Before, the rest waited
+    # for a later cycle
+    s = _capped_reclaimer_whose_victims_are_gone(Placer("ebinpack"))
     r = s.step(now=4)
     assert [(b.pod.job, b.node) for b in r.bindings] == [("n", "l0-n0")] + [("b1", "l0-n0")] * 4
     why = r.pending["n"]
@@ -468,13 +476,39 @@ def test_a_reclaimers_borrowed_rest_has_its_turn_in_the_same_cycle_counting_the_
     check_invariants(s)
 
 
+class _PlacerOfItsOwn(Placer):
+    """A placer overriding ``place``: the cycle asks it through the protocol, which tells
+    it nothing of the pods placed earlier in the cycle."""
+
+    def place(self, job: Job, snap: Any, pods: Any = None) -> Any:
+        return super().place(job, snap, pods=pods)
+
+
+def test_a_rest_a_placer_other_than_kants_cannot_place_with_its_first_pods_waits_a_cycle() -> None:
+    # the same, with a placer that reads only the running pods: n's rest waits for the next
+    # cycle (which the result asks for at once), where its first pod runs and the cap holds
+    s = _capped_reclaimer_whose_victims_are_gone(_PlacerOfItsOwn("ebinpack"))
+    r = s.step(now=4)
+    assert [(b.pod.job, b.node) for b in r.bindings] == [("n", "l0-n0")] + [("b1", "l0-n0")] * 4
+    assert r.pending["n"].message == (
+        "1 pods beyond the tenant's nominal quota wait for their turn among the borrowers"
+    )
+    assert r.again
+    r = s.step(now=4)
+    why = r.pending["n"]
+    assert why.code is ReasonCode.NO_FIT and "max_per_node" in why.message
+    check_invariants(s)
+
+
 def test_a_reclaimers_borrowed_rest_starts_in_the_simulator_though_nothing_happens_after_its_nominal_part() -> (
     None
 ):
     # 40 GPUs; quotas a 8, b 8, e 24. n (tenant a, 12 pods) reclaims 8 of b1's pods at t=1;
-    # at t=31 b1's victims are gone and e1 ends: n starts its nominal part (8) and its rest
-    # (4) is left to the next cycle. No event follows until t=100000: the simulator runs that
-    # cycle at once (CycleResult.again), so the rest starts at t=31, not when others end
+    # at t=31 b1's victims are gone and e1 ends: n starts its nominal part (8), and its rest
+    # (4) has its turn in the same cycle. No event follows until t=100000: the rest starts
+    # at t=31, not when others end (it was left to a cycle the simulator ran at once, on
+    # CycleResult.again; with a placer that does not count the pods just placed it still is:
+    # test_a_rest_a_placer_other_than_kants_cannot_place_with_its_first_pods_waits_a_cycle)
     s = Scheduler(
         ClusterBuilder().leaf("lf0", nodes=5, model="H100", gpus=8).build(),
         queue=Queue(history=None),
