@@ -248,6 +248,37 @@ def test_a_priority_preemptor_starts_its_borrowed_rest_before_its_victims_start_
     assert m.evictions == {("j2", "j4"): 2}  # each of j2's pods once
 
 
+def test_a_borrowed_rest_refused_at_its_turn_preempts_in_that_turn() -> None:
+    # Found by a search of this machine for a rest's turn that preempts. a's j5 (priority 1,
+    # two 4-GPU pods) evicts a's j4 pod for its nominal pod. Once it is gone, j5 starts that
+    # pod, and its borrowed rest has its turn among the borrowers of priority 1: no room,
+    # so it evicts a's lower-priority pods there and then (j4's other pod and j1), and
+    # starts on them a cycle later.
+    m = ContentionMachine()
+    m.setup(strategy="ebinpack", others_first=False)
+    m.submit(gang=False, gpus=2, priority=0, rack=None, replicas=1, tenant="a")
+    m.submit(gang=False, gpus=2, priority=0, rack=None, replicas=2, tenant="b")
+    m.submit(gang=False, gpus=4, priority=0, rack=None, replicas=2, tenant="b")
+    m.cycle_and_evict(dt=1.0)
+    m.submit(gang=False, gpus=2, priority=0, rack=None, replicas=2, tenant="a")
+    m.cycle_and_evict(dt=1.0)
+    m.submit(gang=False, gpus=4, priority=1, rack=None, replicas=2, tenant="a")
+    m.cycle_and_evict(dt=1.0)
+    assert m.evictions == {("j3", "j4"): 1, ("j4", "j5"): 1}
+    s = m.s
+    r = s.schedule(m.now + 1.0)
+    assert [(b.pod.job, b.pod.index) for b in r.bindings] == [("j5", 0)]
+    assert [(v.job, v.pods[0].index, v.preemptor, v.reason.value) for v in r.victims] == [
+        ("j4", 1, "j5", "priority"),
+        ("j1", 0, "j5", "priority"),
+    ]
+    assert [[b.pod.index for b in n.bindings] for n in r.nominations] == [[1]]
+    m.cycle_and_evict(dt=1.0)  # (that cycle again, applied; its victims go)
+    m.cycle_and_evict(dt=1.0)
+    assert len(s.queue.entry("j5").assigned) == 2
+    check_invariants(s)
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="known defect: a preemptor reclaimed in the cycle it preempts starts its requeued "
