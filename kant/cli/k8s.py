@@ -109,11 +109,22 @@ def _shim_can_build(cfg: Any) -> None:
         ) from None
 
 
+def _log_with_times(verbose: bool) -> None:
+    """``kant k8s run`` logs kant's records once each, on stderr, each with its time (a
+    scheduler's log); ``-v``: its decisions too (INFO), unless ``--log-level`` shows more.
+    :func:`kant.cli.main` puts the ``kant`` logger back as it was afterwards."""
+    from kant.cli import _StderrHandler
+
+    lg = logging.getLogger("kant")
+    if verbose and not lg.isEnabledFor(logging.INFO):
+        lg.setLevel(logging.INFO)
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    lg.handlers[:] = [handler]  # (not also the root logger's: each record once)
+
+
 def _run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-    )
+    _log_with_times(args.verbose)
     try:
         from kant.k8s.client import Api
         from kant.k8s.leader import LeaderElector

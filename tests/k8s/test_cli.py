@@ -132,6 +132,40 @@ def test_run_refuses_to_start_on_an_api_server_it_cannot_reach_in_one_line(
     assert err == f"kant k8s run: cannot reach the API server {server}: {said}\n"
 
 
+def test_run_prints_each_log_record_once_with_its_time() -> None:
+    """Before, ``kant k8s run`` gave the root logger a handler of its own while the ``kant``
+    logger had kant's: every warning of the shim came twice on stderr."""
+    import re
+    import subprocess
+    import sys
+
+    code = (
+        "import logging, sys\n"
+        "import kant.cli.k8s as k\n"
+        "from kant.errors import KantError\n"
+        "def config(path):\n"
+        "    logging.getLogger('kant.k8s.shim').warning('a warning of the shim')\n"
+        "    logging.getLogger('kant.k8s.shim').info('a decision')\n"
+        "    raise KantError('stopped here')\n"
+        "k._config = config\n"
+        "from kant.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    for verbose in (False, True):
+        argv = [sys.executable, "-c", code, "k8s", "run", *(["-v"] if verbose else [])]
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2, p.stderr
+        lines = p.stderr.splitlines()
+        assert lines[-1] == "kant k8s run: stopped here", p.stderr
+        stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} kant\.k8s\.shim"
+        want = [f"{stamp} WARNING a warning of the shim"]
+        if verbose:
+            want.append(f"{stamp} INFO a decision")
+        assert len(lines[:-1]) == len(want), p.stderr
+        for line, pattern in zip(lines[:-1], want, strict=True):
+            assert re.fullmatch(pattern, line), p.stderr
+
+
 @pytest.mark.parametrize(
     ("sub", "content", "said"),
     [
