@@ -36,6 +36,15 @@ def add_k8s_parser(sub: Any) -> argparse.ArgumentParser:
     run.add_argument("--config", default=None, help="the kant config file (YAML)")
     run.add_argument("--identity", default=None, help="leader-election identity (default: host)")
     run.add_argument("--no-leader-elect", action="store_true", help="do not take the Lease")
+    run.add_argument(
+        "--shutdown-grace",
+        type=number(float, low=0),
+        default=None,
+        metavar="SECONDS",
+        help="once stopped (SIGTERM, Ctrl-C), at most this long for the bindings sent to be "
+        "answered, the failure histories written and the Lease released, then exit "
+        "(default: the config's kubernetes.shutdownGraceSeconds, 10)",
+    )
     run.add_argument("-v", "--verbose", action="store_true", help="log every decision")
     run.set_defaults(func=_run)
     demo = ksub.add_parser("demo", help="start a local API server and watch kant schedule it")
@@ -130,6 +139,7 @@ def _run(args: argparse.Namespace) -> int:
         from kant.k8s.leader import LeaderElector
         from kant.k8s.settings import parse_settings
         from kant.k8s.shim import Shim
+        from kant.k8s.shutdown import serve
 
         cfg = _config(args.config)
         parse_settings(cfg.kubernetes, source=cfg.source)  # config mistakes before connecting
@@ -142,31 +152,52 @@ def _run(args: argparse.Namespace) -> int:
         # the server must answer at start (a wrong address, or credentials it refuses, is
         # said at once); once running, the shim rides out an outage, trying again
         api.groups()
-        shim = Shim(api, cfg)
+        # (quiet: what it meets once its way out has been given up is no news)
+        shim = Shim(api, cfg, quiet=threading.Event())
     except (KantError, OSError) as e:
         print(f"kant k8s run: {e}", file=sys.stderr)
         return 2
-    stop, lost = threading.Event(), threading.Event()
+    stop, lost, hurry = threading.Event(), threading.Event(), threading.Event()
+    signals: list[int] = []
+
+    def stopping(signum: int, frame: object) -> None:
+        if stop.is_set():
+            hurry.set()  # (a second signal: what is left is given up at once)
+        signals.append(signum)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, stopping)
+    s = shim.settings
+    grace = s.shutdown_grace_seconds if args.shutdown_grace is None else args.shutdown_grace
     elector = None
     if not args.no_leader_elect:
-        s = shim.settings
         identity = args.identity or f"{socket.gethostname()}-{os.getpid()}"
         elector = LeaderElector(api, name=s.lease_name, namespace=s.lease_namespace,
                                 identity=identity, duration=s.lease_duration_seconds)  # fmt: skip
         elector.hold(stop, lost)
         if stop.is_set():
             return 0
+
+    def release(timeout: float) -> None:
+        if elector is not None and not lost.is_set():
+            elector.release(timeout=timeout)
+
     try:
-        shim.run(stop)
+        stopped = serve(shim, stop, grace=grace, hurry=hurry,
+                        release=release if elector is not None else None)  # fmt: skip
     except KantError as e:
         print(f"kant k8s run: {e}", file=sys.stderr)
         return 1
-    finally:
-        if elector is not None and not lost.is_set():
-            elector.release()
-    return 3 if lost.is_set() else 0
+    if not stopped.in_time:
+        logging.getLogger("kant.k8s").warning("%s", stopped.abandoned())
+    if lost.is_set():
+        return 3
+    if not stopped.in_time:
+        # (cut short, as every kant command a signal cuts short: 130 after Ctrl-C, 143 after
+        # SIGTERM)
+        return 130 if signals and signals[0] == signal.SIGINT else 143
+    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -88,13 +88,15 @@ class LeaderElector:
                 return False
             raise
 
-    def release(self) -> None:
-        """Give the Lease up (an orderly stop lets another shim take over at once)."""
+    def release(self, *, timeout: float = 30.0) -> None:
+        """Give the Lease up (an orderly stop lets another shim take over at once), its two
+        calls (read, write) given ``timeout`` seconds each to be answered."""
+        path = f"{self.path}/{self.name}"
         try:
-            lease = self.api.get(f"{self.path}/{self.name}")
+            lease = self.api.request("GET", path, timeout=timeout)
             if (lease.get("spec") or {}).get("holderIdentity") == self.identity:
                 lease["spec"]["holderIdentity"] = None
-                self.api.put(f"{self.path}/{self.name}", lease)
+                self.api.request("PUT", path, lease, timeout=timeout)
         except (ApiError, OSError) as e:
             log.info("releasing the lease: %s", e)
 

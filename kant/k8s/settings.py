@@ -39,6 +39,12 @@ the node carries gives its domain (NVIDIA's GPU clique and Topograph's labels, t
 
 EVICTION_MODES: Final = ("eviction", "delete")
 
+DEFAULT_SHUTDOWN_GRACE_SECONDS: Final = 10.0
+"""``shutdownGraceSeconds``: a third of a Kubernetes Deployment's default
+``terminationGracePeriodSeconds`` (30 s), so that the shim is done (or has said what it
+abandons) well before the kubelet kills it, and long enough for a server that answers at all
+(a binding is answered in milliseconds)."""
+
 
 @attrs.frozen(kw_only=True)
 class K8sSettings:
@@ -94,6 +100,10 @@ class K8sSettings:
     lease_name: str = "kant-scheduler"
     lease_namespace: str = "kube-system"
     lease_duration_seconds: float = 15.0
+    shutdown_grace_seconds: float = DEFAULT_SHUTDOWN_GRACE_SECONDS
+    """Once told to stop (SIGTERM, Ctrl-C), ``kant k8s run`` gives the answers of the
+    bindings it sent, the failure histories due and the Lease's release at most this long,
+    then exits whatever is still pending (see :mod:`kant.k8s.shutdown`)."""
 
     def tier_of_label(self, label: str) -> Tier | None:
         """The tier a topology label stands for, or None when it is not configured."""
@@ -198,6 +208,7 @@ _KEYS: Final = {
     "leaseName": ("lease_name", str),
     "leaseNamespace": ("lease_namespace", str),
     "leaseDurationSeconds": ("lease_duration_seconds", float),
+    "shutdownGraceSeconds": ("shutdown_grace_seconds", float),
 }
 
 

@@ -16,7 +16,7 @@ import queue as queue_mod
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,6 +29,7 @@ from kant.estimates import EstimateStatus, StartEstimate
 from kant.k8s.client import Api, ApiError, Obj
 from kant.k8s.failures import FAILURES_ANNOTATION, format_failures, parse_failures, resume
 from kant.k8s.nodes import NodeAdapter
+from kant.k8s.pool import CallPool
 from kant.k8s.settings import K8sSettings, parse_settings
 from kant.k8s.translate import (
     KUEUE_GROUP_PREFIX,
@@ -251,9 +252,11 @@ class Shim:
         # is once kant's pods there have ended (see _take_node)
         self._capped: set[str] = set()
         self._last_now = 0.0
-        self._pool = ThreadPoolExecutor(max_workers=self.settings.bind_workers)
+        # (daemon threads: a run that gives up on its bindings exits without their answers)
+        self._pool = CallPool(self.settings.bind_workers, name="kant-bind")
         self._inflight: list[tuple[Binding, Future[tuple[str | None, float]]]] = []
         self._taking = 0  # answers reap has taken off _inflight and not yet acted on
+        self._reaping: list[tuple[Binding, Future[tuple[str | None, float]]]] = []  # (those)
         self.bound_total = 0
         self.cycles = 0
         # key -> (uid, until when it holds preemption back), see _hold_preemption
@@ -285,6 +288,19 @@ class Shim:
         acted on it (a failure's gang released, its pods deleted), so 0 read from another
         thread means every binding sent so far is fully dealt with."""
         return self._taking + len(self._inflight)
+
+    @property
+    def bindings_unanswered(self) -> int:
+        """How many binding calls the cycles sent have no answer yet (queued or waiting for
+        the API server); safe to read from another thread."""
+        calls = [*self._reaping, *self._inflight]  # (reap moves them from one to the other)
+        return sum(1 for _, call in calls if not call.done())
+
+    @property
+    def histories_due(self) -> int:
+        """How many failure histories (``kant.io/failures``) are still to write on their
+        PodGroups or pods (the writes not yet made, or not answered)."""
+        return len(self._store_due)
 
     # ----------------------------------------------------------------- time
 
@@ -1868,6 +1884,7 @@ class Shim:
         if not done:
             return
         self._taking = len(done)  # (counted before they leave _inflight: never both low)
+        self._reaping = done
         self._inflight = still
         now = self.now()
         try:
@@ -1880,6 +1897,7 @@ class Shim:
                 self._taking -= 1
         finally:
             self._taking = 0  # (an exception from a hook ends the loop: none is left to take)
+            self._reaping = []
 
     def _bound(self, b: Binding, when: float) -> None:
         """Binding ``b`` was made (at ``when``, by the wall clock)."""

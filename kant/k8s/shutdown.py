@@ -1,0 +1,139 @@
+"""``kant k8s run``'s way out, bounded in time: :func:`serve`.
+
+Told to stop (SIGTERM, Ctrl-C, or the Lease lost), the shim closes its watches at once, then
+takes the answers of the bindings it sent and writes the failure histories due; the Lease is
+released after (never before: a successor must not list the cluster while this shim may still
+bind). All of that gets ``grace`` seconds from the stop (``shutdownGraceSeconds``, 10 s by
+default), as controller-runtime's manager gives its runnables ``GracefulShutdownTimeout``:
+with an API server that answers nothing each call would otherwise wait for its timeout (30 s),
+and a Deployment's kubelet kills the process 30 s after its SIGTERM (its default
+``terminationGracePeriodSeconds``), the Lease held. Once the grace has run out, what is still
+pending is abandoned: :class:`Stopped` says what, in one line. A shim started again reconciles
+it as after a crash: a binding the API server applied is taken back from the pod's
+annotations, one it did not leaves the pod waiting (a gang bound in part is started again
+whole), and the Lease, left held, expires after ``leaseDurationSeconds``."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import attrs
+
+from kant.errors import InvalidConfigError
+from kant.k8s.shim import Shim
+from kant.model import is_finite_number
+
+__all__ = ["Stopped", "check_grace", "serve"]
+
+
+@attrs.frozen(kw_only=True)
+class Stopped:
+    """How a shim served by :func:`serve` ended."""
+
+    in_time: bool
+    """Whether its way out (bindings answered, histories written, the Lease released when
+    there is one) ended within the grace."""
+    grace: float
+    """The grace it had, in seconds."""
+    bindings_unanswered: int = 0
+    """Binding calls without an answer when the grace ran out."""
+    histories_unwritten: int = 0
+    """Failure histories (``kant.io/failures``) not written when the grace ran out."""
+    lease_released: bool | None = None
+    """Whether the Lease was released (None: no Lease was held)."""
+
+    def abandoned(self) -> str:
+        """What it abandoned, one line (for a stop not :attr:`in_time`)."""
+        lease = {
+            None: "",
+            True: "",
+            False: ", the Lease not released (it expires after leaseDurationSeconds)",
+        }[self.lease_released]
+        return (
+            f"the shutdown grace of {self.grace:g} s ran out: exiting with "
+            f"{self.bindings_unanswered} bindings without an answer, "
+            f"{self.histories_unwritten} failure histories not written{lease}; a shim started "
+            "again takes each pod as the API server has it (a binding it applied is taken back, "
+            "a pod it did not bind is scheduled again), as after a crash"
+        )
+
+
+def check_grace(value: object, *, field: str = "shutdown_grace") -> float:
+    """``value`` as a grace in seconds: a finite number >= 0, else
+    :class:`~kant.errors.InvalidConfigError`."""
+    if not is_finite_number(value) or not value >= 0:  # type: ignore[operator]
+        raise InvalidConfigError(field, value, "must be a finite number of seconds >= 0")
+    return float(value)  # type: ignore[arg-type]
+
+
+def serve(
+    shim: Shim,
+    stop: threading.Event,
+    *,
+    grace: float,
+    release: Callable[[float], None] | None = None,
+    hurry: threading.Event | None = None,
+) -> Stopped:
+    """Run ``shim`` (in a thread of its own) until ``stop`` is set or it ends, then give its
+    way out and ``release`` (the Lease's, called with how long its calls may wait, once the
+    shim has ended) ``grace`` seconds in all; ``hurry`` set gives up what is left at once (a
+    second signal). An exception the shim raised is raised again, after the release. Once
+    the grace has run out the shim's thread is left running (a daemon, as are its binding
+    calls': the process may exit), its ``quiet`` event set, if it has one: what it meets
+    from then on is no news. ``grace`` not a finite number >= 0 raises
+    :class:`~kant.errors.InvalidConfigError` before the shim starts."""
+    grace = check_grace(grace)
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            shim.run(stop)
+        except BaseException as e:  # (raised again by serve, in its caller's thread)
+            failed.append(e)
+
+    thread = threading.Thread(target=run, daemon=True, name="kant-shim")
+    thread.start()
+    while thread.is_alive() and not stop.is_set():
+        stop.wait(0.1)  # (the caller's thread: a signal's handler runs there)
+    stop.set()  # (the shim ended on its own: the Lease's renewals stop too)
+    deadline = time.monotonic() + grace
+
+    def left() -> float:
+        return 0.0 if hurry is not None and hurry.is_set() else deadline - time.monotonic()
+
+    _join(thread, left)
+    ended = not thread.is_alive()
+    released: bool | None = None
+    if release is not None:
+        released = False
+        if ended and left() > 0:
+            call = threading.Thread(
+                target=release, args=(max(left(), 0.1),), daemon=True, name="kant-release"
+            )
+            call.start()
+            _join(call, left)
+            released = not call.is_alive()
+    if not ended:
+        if shim.quiet is not None:
+            shim.quiet.set()
+        return Stopped(
+            in_time=False,
+            grace=grace,
+            bindings_unanswered=shim.bindings_unanswered,
+            histories_unwritten=shim.histories_due,
+            lease_released=released,
+        )
+    if failed:
+        raise failed[0]
+    return Stopped(in_time=released is not False, grace=grace, lease_released=released)
+
+
+def _join(thread: threading.Thread, left: Callable[[], float]) -> None:
+    """Wait for ``thread`` while ``left()`` is above 0, looking every 0.1 s."""
+    while thread.is_alive():
+        t = left()
+        if t <= 0:
+            return
+        thread.join(min(t, 0.1))
