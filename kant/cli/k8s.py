@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import signal
 import socket
@@ -179,19 +180,25 @@ def _run(args: argparse.Namespace) -> int:
         if stop.is_set():
             return 0
 
-    def release(timeout: float) -> None:
-        if elector is not None and not lost.is_set():
-            elector.release(timeout=timeout)
+    def release(timeout: float) -> bool:
+        return elector is not None and not lost.is_set() and elector.release(timeout=timeout)
+
+    def expires() -> float:  # (renewed meanwhile; once lost, the way out ends by then)
+        return math.inf if elector is None else elector.expires
 
     try:
-        stopped = serve(shim, stop, grace=grace, hurry=hurry,
-                        release=release if elector is not None else None)  # fmt: skip
+        held = elector is not None
+        stopped = serve(shim, stop, grace=grace, hurry=hurry, release=release if held else None,
+                        lease_expires=expires if held else None)  # fmt: skip
     except KantError as e:
         print(f"kant k8s run: {e}", file=sys.stderr)
         return 1
+    finally:
+        if elector is not None:
+            elector.abandon()  # (the renewals end, released or not)
     if not stopped.in_time:
         logging.getLogger("kant.k8s").warning("%s", stopped.abandoned())
-    if lost.is_set():
+    if lost.is_set() or stopped.lease_expired:
         return 3
     if not stopped.in_time:
         # (cut short, as every kant command a signal cuts short: 130 after Ctrl-C, 143 after

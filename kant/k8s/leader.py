@@ -11,6 +11,7 @@ candidates never both win (the loser gets a 409)."""
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from datetime import UTC, datetime
@@ -40,6 +41,10 @@ class LeaderElector:
         # another holder's record as last seen, and when it was first seen so (local clock)
         self._observed: tuple[Any, Any, Any] | None = None
         self._observed_at = 0.0
+        self.done = threading.Event()
+        """Set by :meth:`release` or :meth:`abandon`: the renewals :meth:`hold` started end."""
+        self._lock = threading.Lock()  # (a renewal and the release, one at a time)
+        self._renewed_at = -math.inf  # when the last take or renewal that succeeded began
 
     def try_acquire(self, now: float | None = None) -> bool:
         """One attempt to take or renew the Lease; True when this identity holds it.
@@ -88,28 +93,58 @@ class LeaderElector:
                 return False
             raise
 
-    def release(self, *, timeout: float = 30.0) -> None:
+    def release(self, *, timeout: float = 30.0) -> bool:
         """Give the Lease up (an orderly stop lets another shim take over at once), its two
-        calls (read, write) given ``timeout`` seconds each to be answered."""
+        calls (read, write) given ``timeout`` seconds each to be answered; True once it is
+        released, False when it was not (not held by this identity, or a call failed or got
+        no answer: it then expires after ``leaseDurationSeconds``). The renewals end first
+        (:attr:`done`): none can take the Lease again after."""
+        self.done.set()
+        if not self._lock.acquire(timeout=max(timeout, 0.0)):  # (a renewal gets no answer)
+            log.warning("the Lease was not released: its renewal gets no answer")
+            return False
         path = f"{self.path}/{self.name}"
         try:
             lease = self.api.request("GET", path, timeout=timeout)
-            if (lease.get("spec") or {}).get("holderIdentity") == self.identity:
-                lease["spec"]["holderIdentity"] = None
-                self.api.request("PUT", path, lease, timeout=timeout)
+            if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                log.info("the Lease is not held by %s: not released", self.identity)
+                return False
+            lease["spec"]["holderIdentity"] = None
+            self.api.request("PUT", path, lease, timeout=timeout)
+            return True
         except (ApiError, OSError) as e:
-            log.info("releasing the lease: %s", e)
+            log.warning("the Lease was not released: %s", e)
+            return False
+        finally:
+            self._lock.release()
+
+    def abandon(self) -> None:
+        """End the renewals without releasing the Lease (it expires after
+        ``leaseDurationSeconds``, as after a crash)."""
+        self.done.set()
+
+    @property
+    def expires(self) -> float:
+        """When (``time.monotonic``) a candidate may take the Lease unless it is renewed
+        again: the start of the last take or renewal that succeeded (it cannot have been
+        written before), plus ``leaseDurationSeconds``; -inf before the first."""
+        return self._renewed_at + self.duration
 
     def hold(self, stop: threading.Event, lost: threading.Event) -> None:
-        """Block until the Lease is held (or ``stop``), then renew it in a thread; set
-        ``lost`` (and ``stop``) once no renewal has succeeded for two thirds of the lease
-        duration (client-go's renew deadline, 10 s of 15), checked by a thread of its own: a
-        renewal call that hangs (the API timeout is longer than a lease) cannot keep this
-        shim scheduling while a candidate, a lease duration after the last renewal it saw,
-        takes over."""
+        """Block until the Lease is held (or ``stop``), then renew it in a thread until
+        :attr:`done` (:meth:`release`, :meth:`abandon`): not at ``stop``, as
+        controller-runtime ends its leader election only once its runnables have stopped,
+        for no successor to lead while this shim's last bindings may still land. Set
+        ``lost`` (and ``stop``), and end the renewals, once no renewal has succeeded for two
+        thirds of the lease duration (client-go's renew deadline, 10 s of 15), checked by a
+        thread of its own: a renewal call that hangs (the API timeout is longer than a
+        lease) cannot keep this shim scheduling while a candidate, a lease duration after
+        the last renewal it saw, takes over (:attr:`expires` says when)."""
         while not stop.is_set():
+            t = time.monotonic()
             try:
                 if self.try_acquire():
+                    self._renewed_at = t
                     break
             except (ApiError, OSError) as e:
                 log.info("lease: %s", e)
@@ -117,19 +152,22 @@ class LeaderElector:
         if stop.is_set():
             return
         log.info("%s leads through Lease %s/%s", self.identity, self.namespace, self.name)
-        last = [time.monotonic()]  # the last renewal that succeeded
 
         def renew() -> None:
-            while not stop.wait(self.duration / 3):
-                try:
-                    if self.try_acquire():
-                        last[0] = time.monotonic()
-                except (ApiError, OSError) as e:
-                    log.info("lease renewal: %s", e)
+            while not self.done.wait(self.duration / 3) and not lost.is_set():
+                with self._lock:
+                    if self.done.is_set():
+                        return  # (released meanwhile: never taken again)
+                    t = time.monotonic()
+                    try:
+                        if self.try_acquire():
+                            self._renewed_at = t
+                    except (ApiError, OSError) as e:
+                        log.info("lease renewal: %s", e)
 
         def watch() -> None:
-            while not stop.wait(self.duration / 15):
-                if time.monotonic() - last[0] >= self.renew_deadline:
+            while not self.done.wait(self.duration / 15):
+                if time.monotonic() - self._renewed_at >= self.renew_deadline:
                     log.warning("lost the lease; stopping")
                     lost.set()
                     stop.set()

@@ -3,15 +3,18 @@
 Told to stop (SIGTERM, Ctrl-C, or the Lease lost), the shim closes its watches at once, then
 takes the answers of the bindings it sent and writes the failure histories due; the Lease is
 released after (never before: a successor must not list the cluster while this shim may still
-bind). All of that gets ``grace`` seconds from the stop (``shutdownGraceSeconds``, 10 s by
-default), as controller-runtime's manager gives its runnables ``GracefulShutdownTimeout``:
-with an API server that answers nothing each call would otherwise wait for its timeout (30 s),
-and a Deployment's kubelet kills the process 30 s after its SIGTERM (its default
+bind), and renewed until then (:meth:`~kant.k8s.leader.LeaderElector.hold`). All of that gets
+``grace`` seconds from the stop (``shutdownGraceSeconds``, 10 s by default), as
+controller-runtime's manager gives its runnables ``GracefulShutdownTimeout``: with an API
+server that answers nothing each call would otherwise wait for its timeout (30 s), and a
+Deployment's kubelet kills the process 30 s after its SIGTERM (its default
 ``terminationGracePeriodSeconds``), the Lease held. Once the grace has run out, what is still
-pending is abandoned: :class:`Stopped` says what, in one line. A shim started again reconciles
-it as after a crash: a binding the API server applied is taken back from the pod's
-annotations, one it did not leaves the pod waiting (a gang bound in part is started again
-whole), and the Lease, left held, expires after ``leaseDurationSeconds``."""
+pending is abandoned: :class:`Stopped` says what, in one line; so it is, whatever is left of
+the grace, once the Lease has expired (lost: its renewals unanswered; a successor may lead).
+A shim started again reconciles it as after a crash: a binding the API server applied is
+taken back from the pod's annotations, one it did not leaves the pod waiting (a gang bound in
+part is started again whole), and the Lease, left held, expires after
+``leaseDurationSeconds``."""
 
 from __future__ import annotations
 
@@ -33,27 +36,35 @@ class Stopped:
     """How a shim served by :func:`serve` ended."""
 
     in_time: bool
-    """Whether its way out (bindings answered, histories written, the Lease released when
-    there is one) ended within the grace."""
+    """Whether its way out (bindings answered, histories written, then the Lease's release
+    tried, when there is a Lease) ended before it was given up."""
     grace: float
     """The grace it had, in seconds."""
     bindings_unanswered: int = 0
-    """Binding calls without an answer when the grace ran out."""
+    """Binding calls without an answer when the way out was given up."""
     histories_unwritten: int = 0
-    """Failure histories (``kant.io/failures``) not written when the grace ran out."""
+    """Failure histories (``kant.io/failures``) not written when the way out was given up."""
     lease_released: bool | None = None
-    """Whether the Lease was released (None: no Lease was held)."""
+    """Whether the Lease was released (None: no Lease was held; False: not released, it
+    expires after leaseDurationSeconds)."""
+    lease_expired: bool = False
+    """Whether the way out was given up because the Lease expired (lost: no renewal for
+    leaseDurationSeconds, a successor may lead from then on) before the grace ran out."""
 
     def abandoned(self) -> str:
         """What it abandoned, one line (for a stop not :attr:`in_time`)."""
-        lease = {
-            None: "",
-            True: "",
-            False: ", the Lease not released (it expires after leaseDurationSeconds)",
-        }[self.lease_released]
+        if self.lease_expired:
+            why = (
+                f"the Lease expired before the shutdown grace of {self.grace:g} s ran out "
+                "(lost: a successor may lead from now on)"
+            )
+        else:
+            why = f"the shutdown grace of {self.grace:g} s ran out"
+        lease = ""
+        if self.lease_released is False and not self.lease_expired:
+            lease = ", the Lease not released (it expires after leaseDurationSeconds)"
         return (
-            f"the shutdown grace of {self.grace:g} s ran out: exiting with "
-            f"{self.bindings_unanswered} bindings without an answer, "
+            f"{why}: exiting with {self.bindings_unanswered} bindings without an answer, "
             f"{self.histories_unwritten} failure histories not written{lease}; a shim started "
             "again takes each pod as the API server has it (a binding it applied is taken back, "
             "a pod it did not bind is scheduled again), as after a crash"
@@ -73,17 +84,21 @@ def serve(
     stop: threading.Event,
     *,
     grace: float,
-    release: Callable[[float], None] | None = None,
+    release: Callable[[float], bool] | None = None,
     hurry: threading.Event | None = None,
+    lease_expires: Callable[[], float] | None = None,
 ) -> Stopped:
     """Run ``shim`` (in a thread of its own) until ``stop`` is set or it ends, then give its
     way out and ``release`` (the Lease's, called with how long its calls may wait, once the
-    shim has ended) ``grace`` seconds in all; ``hurry`` set gives up what is left at once (a
-    second signal). An exception the shim raised is raised again, after the release. Once
-    the grace has run out the shim's thread is left running (a daemon, as are its binding
-    calls': the process may exit), its ``quiet`` event set, if it has one: what it meets
-    from then on is no news. ``grace`` not a finite number >= 0 raises
-    :class:`~kant.errors.InvalidConfigError` before the shim starts."""
+    shim has ended; it says whether the Lease was released) ``grace`` seconds in all;
+    ``hurry`` set gives up what is left at once (a second signal). ``lease_expires`` (the
+    Lease held, renewed meanwhile): when (``time.monotonic``) a successor may take it; the
+    way out is given up then at the latest, the grace notwithstanding (the Lease lost). An
+    exception the shim raised is raised again, after the release. Once the way out is given
+    up the shim's thread is left running (a daemon, as are its binding calls': the process
+    may exit), its ``quiet`` event set, if it has one: what it meets from then on is no
+    news. ``grace`` not a finite number >= 0 raises :class:`~kant.errors.InvalidConfigError`
+    before the shim starts."""
     grace = check_grace(grace)
     failed: list[BaseException] = []
 
@@ -97,24 +112,38 @@ def serve(
     thread.start()
     while thread.is_alive() and not stop.is_set():
         stop.wait(0.1)  # (the caller's thread: a signal's handler runs there)
-    stop.set()  # (the shim ended on its own: the Lease's renewals stop too)
+    stop.set()  # (the shim ended on its own)
     deadline = time.monotonic() + grace
 
     def left() -> float:
-        return 0.0 if hurry is not None and hurry.is_set() else deadline - time.monotonic()
+        if hurry is not None and hurry.is_set():
+            return 0.0
+        end = deadline if lease_expires is None else min(deadline, lease_expires())
+        return end - time.monotonic()
 
     _join(thread, left)
     ended = not thread.is_alive()
     released: bool | None = None
+    in_time = ended
     if release is not None:
         released = False
         if ended and left() > 0:
+            answer: list[bool] = []
             call = threading.Thread(
-                target=release, args=(max(left(), 0.1),), daemon=True, name="kant-release"
+                target=lambda: answer.append(release(max(left(), 0.1))),
+                daemon=True,
+                name="kant-release",
             )
             call.start()
             _join(call, left)
-            released = not call.is_alive()
+            in_time = not call.is_alive()
+            released = bool(answer and answer[0])
+    expired = (
+        not in_time
+        and lease_expires is not None
+        and lease_expires() < deadline
+        and time.monotonic() >= lease_expires()
+    )
     if not ended:
         if shim.quiet is not None:
             shim.quiet.set()
@@ -124,10 +153,11 @@ def serve(
             bindings_unanswered=shim.bindings_unanswered,
             histories_unwritten=shim.histories_due,
             lease_released=released,
+            lease_expired=expired,
         )
     if failed:
         raise failed[0]
-    return Stopped(in_time=released is not False, grace=grace, lease_released=released)
+    return Stopped(in_time=in_time, grace=grace, lease_released=released, lease_expired=expired)
 
 
 def _join(thread: threading.Thread, left: Callable[[], float]) -> None:
