@@ -69,6 +69,9 @@ from kant.state import ClusterState
 
 log = logging.getLogger(__name__)
 
+_Call = tuple[Binding, "Future[tuple[str | None, float]]"]
+"""A binding call sent: the binding, and its answer to come (an error or None, and when)."""
+
 _QUIET: dict[int, threading.Event] = {}
 """The threads running a shim made with a ``quiet`` event, each with that event."""
 
@@ -254,9 +257,10 @@ class Shim:
         self._last_now = 0.0
         # (daemon threads: a run that gives up on its bindings exits without their answers)
         self._pool = CallPool(self.settings.bind_workers, name="kant-bind")
-        self._inflight: list[tuple[Binding, Future[tuple[str | None, float]]]] = []
-        self._taking = 0  # answers reap has taken off _inflight and not yet acted on
-        self._reaping: list[tuple[Binding, Future[tuple[str | None, float]]]] = []  # (those)
+        self._inflight: list[_Call] = []
+        # what another thread reads, in one assignment: the answers reap has taken off
+        # _inflight, how many of them it has acted on, and _inflight
+        self._calls: tuple[list[_Call], int, list[_Call]] = ([], 0, self._inflight)
         self.bound_total = 0
         self.cycles = 0
         # key -> (uid, until when it holds preemption back), see _hold_preemption
@@ -283,18 +287,12 @@ class Shim:
 
     @property
     def bindings_in_flight(self) -> int:
-        """How many binding calls the cycles sent whose answers :meth:`reap` has not taken
-        yet (the loop takes them as they come). An answer counts until :meth:`reap` has
-        acted on it (a failure's gang released, its pods deleted), so 0 read from another
-        thread means every binding sent so far is fully dealt with."""
-        return self._taking + len(self._inflight)
-
-    @property
-    def bindings_unanswered(self) -> int:
-        """How many binding calls the cycles sent have no answer yet (queued or waiting for
-        the API server); safe to read from another thread."""
-        calls = [*self._reaping, *self._inflight]  # (reap moves them from one to the other)
-        return sum(1 for _, call in calls if not call.done())
+        """How many binding calls the cycles sent are not fully dealt with: no answer yet,
+        or an answer :meth:`reap` has not acted on yet (a failure's pod being looked up, its
+        gang released, its pods deleted; a bound pod counted). Read from another thread, it
+        is one consistent count (0: every binding sent so far is dealt with)."""
+        taken, acted, inflight = self._calls
+        return len(taken) - acted + len(inflight)
 
     @property
     def histories_due(self) -> int:
@@ -690,7 +688,7 @@ class Shim:
                 continue
             if budget and not self._may_write():
                 return
-            text = self._store_due.pop(base)
+            text = self._store_due[base]  # (due until written: counted while in flight)
             key = base.split(":", 1)[1]
             if base.startswith("group:"):
                 uid = self._group_uid.get(key, "")
@@ -707,16 +705,17 @@ class Shim:
                     "storing the failures of %s: %s", key, e
                 )
                 if e.status == 429 or e.status >= 500:
-                    self._store_due.setdefault(base, text)
-                    self.status_writes_due = True
+                    self.status_writes_due = True  # (still due)
+                else:
+                    del self._store_due[base]
                 continue
             except OSError as e:
                 log.warning("storing the failures of %s: %s", key, e)
-                self._store_due.setdefault(base, text)
-                self.status_writes_due = True
+                self.status_writes_due = True  # (still due)
                 if not budget:
                     return
                 continue
+            del self._store_due[base]
             if text is None:
                 self._stored.pop(base, None)
             else:
@@ -1877,27 +1876,26 @@ class Shim:
         the bound pods, and ``binding_failed`` for each failure."""
         if not self._inflight:
             return
-        done: list[tuple[Binding, Future[tuple[str | None, float]]]] = []
-        still: list[tuple[Binding, Future[tuple[str | None, float]]]] = []
+        done: list[_Call] = []
+        still: list[_Call] = []
         for x in self._inflight:  # one look per call: a call ending meanwhile waits its turn
             (done if wait or x[1].done() else still).append(x)
         if not done:
             return
-        self._taking = len(done)  # (counted before they leave _inflight: never both low)
-        self._reaping = done
+        self._calls = (done, 0, still)  # (one assignment: never counted in neither, or both)
         self._inflight = still
         now = self.now()
         try:
-            for b, fut in done:
+            for i, (b, fut) in enumerate(done, 1):
                 err, t_done = fut.result()
                 if err is None:
                     self._bound(b, t_done)
                 else:
                     self._binding_failed(b, err, now)
-                self._taking -= 1
+                self._calls = (done, i, still)
         finally:
-            self._taking = 0  # (an exception from a hook ends the loop: none is left to take)
-            self._reaping = []
+            # (an exception from a hook ends the loop: none is left to take)
+            self._calls = ([], 0, self._inflight)
 
     def _bound(self, b: Binding, when: float) -> None:
         """Binding ``b`` was made (at ``when``, by the wall clock)."""

@@ -40,8 +40,9 @@ class Stopped:
     tried, when there is a Lease) ended before it was given up."""
     grace: float
     """The grace it had, in seconds."""
-    bindings_unanswered: int = 0
-    """Binding calls without an answer when the way out was given up."""
+    bindings_pending: int = 0
+    """Binding calls not dealt with when the way out was given up: without an answer, or
+    answered and not yet acted on (a failure's pod being looked up: did it land?)."""
     histories_unwritten: int = 0
     """Failure histories (``kant.io/failures``) not written when the way out was given up."""
     lease_released: bool | None = None
@@ -64,7 +65,8 @@ class Stopped:
         if self.lease_released is False and not self.lease_expired:
             lease = ", the Lease not released (it expires after leaseDurationSeconds)"
         return (
-            f"{why}: exiting with {self.bindings_unanswered} bindings without an answer, "
+            f"{why}: exiting with {self.bindings_pending} bindings not dealt with (no answer, "
+            "or the pod of a failed one not yet looked at), "
             f"{self.histories_unwritten} failure histories not written{lease}; a shim started "
             "again takes each pod as the API server has it (a binding it applied is taken back, "
             "a pod it did not bind is scheduled again), as after a crash"
@@ -150,7 +152,7 @@ def serve(
         return Stopped(
             in_time=False,
             grace=grace,
-            bindings_unanswered=shim.bindings_unanswered,
+            bindings_pending=shim.bindings_in_flight,
             histories_unwritten=shim.histories_due,
             lease_released=released,
             lease_expired=expired,
