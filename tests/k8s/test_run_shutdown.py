@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kant.cli import main
@@ -38,6 +38,7 @@ from .conftest import Cluster, wait_for
 pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
 
 PODS = 4
+DEBOUNCE = 1.5  # the runs' debounceSeconds
 
 
 def _apiserver_pid(cluster: Cluster) -> int:
@@ -52,9 +53,9 @@ class _Run:
                  argv: tuple[str, ...] = ()) -> None:  # fmt: skip
         self.lease = f"kant-{cluster.ns}"
         k8s: dict[str, object] = {
-            # (a cycle comes 3 s after the pods' events: time for the test to stall the
+            # (a cycle comes 1.5 s after the pods' events: time for the test to stall the
             # server once the shim has seen them, before it binds them)
-            "debounceSeconds": 3,
+            "debounceSeconds": DEBOUNCE,
             "leaseName": self.lease,
             "leaseDurationSeconds": 60,  # (its renewals failing while stalled: not lost)
         }
@@ -119,9 +120,9 @@ def _bindings_in_flight_when_the_server_stalls(cluster: Cluster, run: _Run) -> N
     assert run.p.poll() is None, run.p.communicate()[1]
     for i in range(PODS):
         cluster.pod(f"p{i}")
-    time.sleep(1.0)  # (the watch events reach the shim; its cycle comes 3 s after them)
+    time.sleep(DEBOUNCE / 3)  # (the watch events reach the shim; its cycle comes later)
     _stall(cluster, True)
-    time.sleep(3.5)  # (the cycle sends the bindings: no answer)
+    time.sleep(DEBOUNCE)  # (the cycle sends the bindings: no answer)
 
 
 def _warnings(err: str) -> list[str]:
@@ -133,19 +134,19 @@ def test_a_run_stopped_while_the_api_server_answers_nothing_exits_within_its_gra
 ) -> None:
     """Before, it waited for each binding's timeout (30 s), then for a look at each pod
     (30 s more each), then for the Lease's release: minutes, where a Deployment's
-    terminationGracePeriodSeconds (30 s) kills it first. Now it gives them its grace (3 s
+    terminationGracePeriodSeconds (30 s) kills it first. Now it gives them its grace (2 s
     here), says in one warning line what it abandons, and exits 143 (cut short by SIGTERM).
     A shim started again then takes each pod as the API server has it: bound by a binding
     the server applied after all (taken back), or still pending (bound now); none twice."""
     # (--shutdown-grace over the config's 60 s)
-    run = _Run(cluster, tmp_path, grace=60, argv=("--shutdown-grace", "3"))
+    run = _Run(cluster, tmp_path, grace=60, argv=("--shutdown-grace", "2"))
     try:
         _bindings_in_flight_when_the_server_stalls(cluster, run)
         took = run.terminate(timeout=45)
     finally:
         run.kill()
         _stall(cluster, False)
-    assert took < 3 + 4, f"it took {took:.1f} s to exit after SIGTERM: {run.err}"
+    assert took < 2 + 4, f"it took {took:.1f} s to exit after SIGTERM: {run.err}"
     assert run.p.returncode == 143, run.err
     (line,) = _warnings(run.err)
     assert f"{PODS} bindings not dealt with" in line, line
@@ -162,14 +163,14 @@ def test_a_run_whose_api_server_answers_within_the_grace_gets_every_binding_answ
     cluster: Cluster, tmp_path: Path, resumed: None
 ) -> None:
     """The grace is a bound, not a wait: the server stalled when the SIGTERM comes and
-    answers 1 s later, the run takes every answer, releases the Lease and exits 0, with no
+    answers 0.5 s later, the run takes every answer, releases the Lease and exits 0, with no
     warning."""
     run = _Run(cluster, tmp_path, grace=20)
     try:
         _bindings_in_flight_when_the_server_stalls(cluster, run)
         t = time.monotonic()
         run.p.send_signal(signal.SIGTERM)
-        time.sleep(1.0)
+        time.sleep(0.5)
         _stall(cluster, False)
         _, run.err = run.p.communicate(timeout=40)
         took = time.monotonic() - t
@@ -212,6 +213,7 @@ _NOT_A_GRACE = st.one_of(
 )
 
 
+@settings(deadline=None)
 @given(_NOT_A_GRACE)
 def test_a_shutdown_grace_that_is_negative_or_not_finite_is_a_config_error_naming_the_key(
     value: object,
@@ -223,6 +225,7 @@ def test_a_shutdown_grace_that_is_negative_or_not_finite_is_a_config_error_namin
         check_grace(value)
 
 
+@settings(deadline=None)
 @given(st.floats(min_value=0, max_value=1e9) | st.integers(min_value=0, max_value=10**9))
 def test_a_shutdown_grace_of_any_finite_number_of_seconds_from_0_is_taken(value: float) -> None:
     assert parse_settings({"shutdownGraceSeconds": value}).shutdown_grace_seconds == value
@@ -293,10 +296,10 @@ def _releasing(released: list[float]) -> Callable[[float], bool]:
 
 def _serve(shim: _SlowShim, grace: float, **kw: object) -> tuple[Stopped, float]:
     stop = threading.Event()
-    threading.Timer(0.2, stop.set).start()
+    threading.Timer(0.05, stop.set).start()
     t = time.monotonic()
     out = serve(shim, stop, grace=grace, **kw)  # type: ignore[arg-type]
-    return out, time.monotonic() - t - 0.2
+    return out, time.monotonic() - t - 0.05
 
 
 def test_serve_gives_a_way_out_longer_than_the_grace_up_and_says_what_it_left() -> None:
