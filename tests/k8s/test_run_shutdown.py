@@ -334,6 +334,14 @@ def test_serve_bounds_a_lease_release_that_gets_no_answer() -> None:
     assert out == Stopped(in_time=False, grace=0.5, lease_released=False)
 
 
+def test_a_grace_of_0_gives_up_at_once_even_with_nothing_pending_and_keeps_the_lease() -> None:
+    """(documented: no floor; an operator asking for 0 gets the fastest exit)"""
+    released: list[float] = []
+    out, took = _serve(_SlowShim(0), 0, release=_releasing(released))
+    assert not out.in_time and out.lease_released is False
+    assert not released and took < 0.5, took
+
+
 def test_serve_says_the_lease_was_not_released_when_its_release_failed() -> None:
     """(before, a release that failed, its error logged, counted as released)"""
     out, took = _serve(_SlowShim(0), 5, release=lambda timeout: False)
