@@ -1,8 +1,9 @@
 """How often one preemptor evicts the same pod again, in the built-in inference scenario.
 
 A preemptor that evicts a pod, lets it start again and evicts it again has wasted the pod's
-work twice. This runs ``kant simulate --scenario inference`` (the default policies, seed 0,
-as ``benchmarks/decision_digest.py`` does) and counts, from every cycle's victims:
+work twice. This runs ``kant simulate --scenario inference`` (the default policies; seed 0,
+as ``benchmarks/decision_digest.py`` does, unless ``--seed`` says otherwise) and counts, from
+every cycle's victims:
 
 - ``victim_units``: victim units chosen in the run;
 - ``victim_pods``: pods in them;
@@ -13,7 +14,7 @@ as ``benchmarks/decision_digest.py`` does) and counts, from every cycle's victim
 
 Usage, on two trees (e.g. before and after a change)::
 
-    PYTHONPATH=. python benchmarks/repeat_evictions.py
+    PYTHONPATH=. python benchmarks/repeat_evictions.py [--seed N]
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from collections import defaultdict
 from typing import Any
 
 
-def count(scenario: str) -> dict[str, Any]:
+def count(scenario: str, seed: int = 0) -> dict[str, Any]:
     import kant
     from kant.sim import make_scenario, run_scenario
 
@@ -46,13 +47,14 @@ def count(scenario: str) -> dict[str, Any]:
 
     kant.Scheduler.schedule = recording  # type: ignore[method-assign]
     try:
-        run_scenario(make_scenario(scenario, jobs=None, seed=0, load=None))
+        run_scenario(make_scenario(scenario, jobs=None, seed=seed, load=None))
     finally:
         kant.Scheduler.schedule = orig  # type: ignore[method-assign]
     again = {k: ts for k, ts in times.items() if len(ts) > 1}
     gaps = [b - a for ts in again.values() for a, b in itertools.pairwise(ts)]
     return {
         "scenario": scenario,
+        "seed": seed,
         "victim_units": units,
         "victim_pods": sum(len(ts) for ts in times.values()),
         "pods_evicted_again": len(again),
@@ -63,8 +65,9 @@ def count(scenario: str) -> dict[str, Any]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scenario", default="inference")
+    ap.add_argument("--seed", type=int, default=0, help="the scenario's seed (default 0)")
     args = ap.parse_args()
-    json.dump(count(args.scenario), sys.stdout)
+    json.dump(count(args.scenario, args.seed), sys.stdout)
     print()
     return 0
 
