@@ -124,12 +124,16 @@ def serve(
         return end - time.monotonic()
 
     _join(thread, left)
+    # (the time left read first: a shim that ends as the grace runs out, or at once with a
+    # grace of 0, is not in time; read after, it would be, the release skipped for want of
+    # time all the same)
+    timely = left() > 0
     ended = not thread.is_alive()
+    in_time = ended and timely
     released: bool | None = None
-    in_time = ended
     if release is not None:
         released = False
-        if ended and left() > 0:
+        if in_time:
             answer: list[bool] = []
             call = threading.Thread(
                 target=lambda: answer.append(release(max(left(), 0.1))),
@@ -138,6 +142,7 @@ def serve(
             )
             call.start()
             _join(call, left)
+            # (in time only once the release was tried and answered within the bound)
             in_time = not call.is_alive()
             released = bool(answer and answer[0])
     expired = (
@@ -159,7 +164,16 @@ def serve(
         )
     if failed:
         raise failed[0]
-    return Stopped(in_time=in_time, grace=grace, lease_released=released, lease_expired=expired)
+    if in_time:
+        return Stopped(in_time=True, grace=grace, lease_released=released)
+    return Stopped(
+        in_time=False,
+        grace=grace,
+        bindings_pending=shim.bindings_in_flight,
+        histories_unwritten=shim.histories_due,
+        lease_released=released,
+        lease_expired=expired,
+    )
 
 
 def _join(thread: threading.Thread, left: Callable[[], float]) -> None:

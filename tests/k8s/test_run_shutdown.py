@@ -342,6 +342,32 @@ def test_a_grace_of_0_gives_up_at_once_even_with_nothing_pending_and_keeps_the_l
     assert not released and took < 0.5, took
 
 
+class _IdleShim:
+    """Stands in for a Shim with nothing pending: its way out ends as soon as it is
+    stopped."""
+
+    quiet = None
+    bindings_in_flight = 0
+    histories_due = 0
+
+    def run(self, stop: threading.Event) -> None:
+        stop.wait()
+
+
+def test_a_grace_of_0_never_counts_as_in_time_even_when_the_shim_ends_at_once() -> None:
+    """A shim that ends the moment it is stopped, a grace of 0, the Lease's release given:
+    every time the way out is given up, the release never tried, the Lease kept (exit 143).
+    (Before, about one run in six said in time, exit 0, no warning, although the release
+    was skipped for want of time: the shim's end was read before the time left.)"""
+    for _ in range(50):
+        released: list[float] = []
+        stop = threading.Event()
+        threading.Timer(0.005, stop.set).start()
+        out = serve(_IdleShim(), stop, grace=0, release=_releasing(released))  # type: ignore[arg-type]
+        assert out == Stopped(in_time=False, grace=0, lease_released=False)
+        assert not released
+
+
 def test_serve_says_the_lease_was_not_released_when_its_release_failed() -> None:
     """(before, a release that failed, its error logged, counted as released)"""
     out, took = _serve(_SlowShim(0), 5, release=lambda timeout: False)
