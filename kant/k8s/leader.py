@@ -1,12 +1,15 @@
 """Leader election through a ``coordination.k8s.io/v1`` Lease, as kube-scheduler does: one
 shim schedules; the others wait and take over when the leader stops renewing.
 
-The leader renews every ``duration / 3``; a candidate takes the Lease when it has seen no
-change of the Lease's record (holder, renew time) for ``leaseDurationSeconds`` on its own
-clock, as client-go's leader election does: the ``renewTime`` written by another machine is
-never compared with this machine's clock, so a clock running ahead cannot take a Lease
-renewed a moment ago. Every write carries the ``resourceVersion`` it read, so two
-candidates never both win (the loser gets a 409)."""
+The leader renews every ``duration / 3``, and after a renewal that failed tries again every
+``duration * 2 / 15`` (client-go's retryPeriod, 2 s of a 15 s Lease); it stops leading once
+no renewal has succeeded for ``duration * 2 / 3`` (client-go's renewDeadline, 10 s of 15),
+timed from when the last one that succeeded was answered. A candidate takes the Lease when
+it has seen no change of the Lease's record (holder, renew time) for
+``leaseDurationSeconds`` on its own clock, as client-go's leader election does: the
+``renewTime`` written by another machine is never compared with this machine's clock, so a
+clock running ahead cannot take a Lease renewed a moment ago. Every write carries the
+``resourceVersion`` it read, so two candidates never both win (the loser gets a 409)."""
 
 from __future__ import annotations
 
@@ -44,7 +47,9 @@ class LeaderElector:
         self.done = threading.Event()
         """Set by :meth:`release` or :meth:`abandon`: the renewals :meth:`hold` started end."""
         self._lock = threading.Lock()  # (a renewal and the release, one at a time)
-        self._renewed_at = -math.inf  # when the last take or renewal that succeeded began
+        # when the last take or renewal that succeeded began, and when it was answered
+        # (one tuple: read in one go by the thread that watches the renew deadline)
+        self._renewed: tuple[float, float] = (-math.inf, -math.inf)
 
     def try_acquire(self, now: float | None = None) -> bool:
         """One attempt to take or renew the Lease; True when this identity holds it.
@@ -128,7 +133,7 @@ class LeaderElector:
         """When (``time.monotonic``) a candidate may take the Lease unless it is renewed
         again: the start of the last take or renewal that succeeded (it cannot have been
         written before), plus ``leaseDurationSeconds``; -inf before the first."""
-        return self._renewed_at + self.duration
+        return self._renewed[0] + self.duration
 
     def hold(self, stop: threading.Event, lost: threading.Event) -> None:
         """Block until the Lease is held (or ``stop``), then renew it in a thread until
@@ -139,12 +144,19 @@ class LeaderElector:
         thirds of the lease duration (client-go's renew deadline, 10 s of 15), checked by a
         thread of its own: a renewal call that hangs (the API timeout is longer than a
         lease) cannot keep this shim scheduling while a candidate, a lease duration after
-        the last renewal it saw, takes over (:attr:`expires` says when)."""
+        the last renewal it saw, takes over (:attr:`expires` says when).
+
+        The renewals come every ``duration / 3`` from the start of the last one; after one
+        that failed, every :attr:`retry_period`. The renew deadline is timed, as client-go
+        times it, from when the last renewal that succeeded was answered (renewals that all
+        succeed, however slowly, or one that fails and is tried again, do not lose the
+        Lease), and comes no later than :attr:`expires` (a renewal slower than a third of
+        the duration: a candidate may take the Lease then)."""
         while not stop.is_set():
             t = time.monotonic()
             try:
                 if self.try_acquire():
-                    self._renewed_at = t
+                    self._renewed = (t, time.monotonic())
                     break
             except (ApiError, OSError) as e:
                 log.info("lease: %s", e)
@@ -154,20 +166,30 @@ class LeaderElector:
         log.info("%s leads through Lease %s/%s", self.identity, self.namespace, self.name)
 
         def renew() -> None:
-            while not self.done.wait(self.duration / 3) and not lost.is_set():
+            start, ok = self._renewed[0], True
+            while True:
+                period = self.duration / 3 if ok else self.retry_period
+                if self.done.wait(max(0.0, start + period - time.monotonic())):
+                    return
+                if lost.is_set():
+                    return
                 with self._lock:
                     if self.done.is_set():
                         return  # (released meanwhile: never taken again)
-                    t = time.monotonic()
+                    start = time.monotonic()
                     try:
-                        if self.try_acquire():
-                            self._renewed_at = t
+                        ok = self.try_acquire()
                     except (ApiError, OSError) as e:
                         log.info("lease renewal: %s", e)
+                        ok = False
+                    if ok:
+                        self._renewed = (start, time.monotonic())
 
         def watch() -> None:
             while not self.done.wait(self.duration / 15):
-                if time.monotonic() - self._renewed_at >= self.renew_deadline:
+                began, answered = self._renewed
+                now = time.monotonic()
+                if now >= min(answered + self.renew_deadline, began + self.duration):
                     log.warning("lost the lease; stopping")
                     lost.set()
                     stop.set()
@@ -178,6 +200,12 @@ class LeaderElector:
 
     @property
     def renew_deadline(self) -> float:
-        """Seconds without a successful renewal after which the leader stops: two thirds of
-        the lease duration."""
+        """Seconds without a successful renewal (from when the last one was answered) after
+        which the leader stops: two thirds of the lease duration."""
         return self.duration * 2 / 3
+
+    @property
+    def retry_period(self) -> float:
+        """Seconds between tries after a renewal that failed: two fifteenths of the lease
+        duration (client-go's retryPeriod, 2 s of 15), five tries before the deadline."""
+        return self.duration * 2 / 15

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from kant.cli import main
 from kant.config import parse_config
 from kant.errors import InvalidConfigError, InvalidConfigFileError, KantError
-from kant.k8s.client import Api
+from kant.k8s.client import Api, ApiError
 from kant.k8s.leader import LeaderElector
 from kant.k8s.settings import parse_settings
 from kant.k8s.shim import Shim
@@ -458,16 +458,16 @@ def _leader(api: Any, lease: str, identity: str) -> LeaderElector:
                          duration=LEASE)  # fmt: skip
 
 
-LEASE = 2.0  # leaseDurationSeconds of the tests below
+LEASE = 3.0  # leaseDurationSeconds of the tests below (renewed every 1 s, lost after 2 s)
 
 
 def test_a_stopping_shim_renews_its_lease_until_its_last_binding_has_landed_then_releases_it(
     cluster: Cluster,
 ) -> None:
-    """A binding answered 3.5 s after the stop (longer than the Lease's 2 s): a successor
+    """A binding answered 4.5 s after the stop (longer than the Lease's 3 s): a successor
     trying all along takes the Lease only once the binding has landed and the Lease was
     released, at once then. Before, the renewals stopped at the stop: the successor took the
-    Lease 2 s later, while the binding was still to land."""
+    Lease 3 s later, while the binding was still to land."""
     lease = f"keep-{cluster.ns}"
     shim = Shim(cluster.api, parse_config({"kubernetes": {"debounceSeconds": 0.05}}),
                 quiet=threading.Event())  # fmt: skip
@@ -522,7 +522,7 @@ def test_a_stopping_shim_that_loses_its_lease_gives_its_way_out_up_when_the_leas
     cluster: Cluster,
 ) -> None:
     """Its renewals get no answer from the stop on, a binding is still in flight, the grace
-    is 20 s: once no renewal has succeeded for leaseDurationSeconds (2 s) a successor may
+    is 20 s: once no renewal has succeeded for leaseDurationSeconds (3 s) a successor may
     take the Lease, so the shim gives its way out up then at the latest, the Lease lost, not
     released, and says so."""
     lease = f"lose-{cluster.ns}"
@@ -570,6 +570,75 @@ def test_a_stopping_shim_that_loses_its_lease_gives_its_way_out_up_when_the_leas
         gate.set()
         wait_for(lambda: shim.bindings_in_flight == 0, what="the abandoned binding's answer")
         cluster.api.delete(f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{lease}")
+
+
+class _FakeLeaseApi:
+    """A Lease store as the API server keeps it (resourceVersion checked on a write), each
+    call answered after ``delay`` seconds; the PUTs numbered in ``failing`` answered 500."""
+
+    def __init__(self, *, delay: float = 0.0, failing: tuple[int, ...] = ()) -> None:
+        self.delay = delay
+        self.failing = failing
+        self.lease: dict[str, Any] | None = None
+        self.puts = 0
+        self.lock = threading.Lock()
+
+    def get(self, path: str) -> dict[str, Any]:
+        time.sleep(self.delay)
+        with self.lock:
+            if self.lease is None:
+                raise ApiError(404, "GET", path, "not found")
+            return json.loads(json.dumps(self.lease))
+
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(self.delay)
+        with self.lock:
+            body["metadata"]["resourceVersion"] = "1"
+            self.lease = json.loads(json.dumps(body))
+            return body
+
+    def put(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(self.delay)
+        with self.lock:
+            self.puts += 1
+            if self.puts in self.failing:
+                raise ApiError(500, "PUT", path, "etcdserver: leader changed")
+            assert self.lease is not None
+            if body["metadata"]["resourceVersion"] != self.lease["metadata"]["resourceVersion"]:
+                raise ApiError(409, "PUT", path, "conflict")
+            body = json.loads(json.dumps(body))
+            body["metadata"]["resourceVersion"] = str(int(body["metadata"]["resourceVersion"]) + 1)
+            self.lease = body
+            return body
+
+
+def _held_for(api: _FakeLeaseApi, seconds: float) -> tuple[bool, int]:
+    """Hold a 3 s Lease (a 15 s one scaled by 1/5) through ``api`` for ``seconds``: whether
+    it was lost, and how many renewals were written."""
+    e = LeaderElector(api, name="l", namespace="ns", identity="a", duration=3.0)  # type: ignore[arg-type]
+    stop, lost = threading.Event(), threading.Event()
+    try:
+        e.hold(stop, lost)
+        lost.wait(seconds)
+    finally:
+        e.abandon()
+    return lost.is_set(), api.puts
+
+
+def test_a_lease_whose_renewals_all_succeed_slowly_is_kept() -> None:
+    """Every renewal takes 0.6 s (read and write 0.3 s each) on a 3 s Lease (renewed every
+    1 s, lost after 2 s without one). Before, the deadline was timed from each renewal's
+    start and the next began 1 s after the last ended: lost after 2 s, no renewal failed."""
+    lost, puts = _held_for(_FakeLeaseApi(delay=0.3), 4.5)
+    assert not lost and puts >= 2, puts
+
+
+def test_a_lease_with_one_failed_renewal_is_kept() -> None:
+    """One renewal answered 500 (a blip), every call taking 0.05 s, on a 3 s Lease: it is tried again soon after
+    (every 0.4 s, as client-go's retryPeriod, 2 s of 15) and the Lease is kept. Before, the
+    next try came 1 s later, past the renew deadline: one failed renewal lost it."""
+    lost, puts = _held_for(_FakeLeaseApi(delay=0.05, failing=(1,)), 4.5)
+    assert not lost and puts >= 3, puts
 
 
 # --------------------------------------------------------------------------- what a give-up counts
