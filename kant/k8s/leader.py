@@ -101,8 +101,10 @@ class LeaderElector:
     def release(self, *, timeout: float = 30.0) -> bool:
         """Give the Lease up (an orderly stop lets another shim take over at once), its two
         calls (read, write) given ``timeout`` seconds each to be answered; True once it is
-        released, False when it was not (not held by this identity, or a call failed or got
-        no answer: it then expires after ``leaseDurationSeconds``). The renewals end first
+        released, False when it was not or that is not known (not held by this identity, a
+        call refused; or a call without an answer or with a server error, the release then
+        said not confirmed: it may have landed; if not, the Lease expires after
+        ``leaseDurationSeconds``). The renewals end first
         (:attr:`done`): none can take the Lease again after."""
         self.done.set()
         if not self._lock.acquire(timeout=max(timeout, 0.0)):  # (a renewal gets no answer)
@@ -118,7 +120,14 @@ class LeaderElector:
             self.api.request("PUT", path, lease, timeout=timeout)
             return True
         except (ApiError, OSError) as e:
-            log.warning("the Lease was not released: %s", e)
+            if isinstance(e, ApiError) and e.status < 500:
+                log.warning("the Lease was not released: %s", e)
+            else:  # (no answer, or a server error: the write may have been applied)
+                log.warning(
+                    "the Lease's release not confirmed: %s (unless it landed, the Lease "
+                    "expires after leaseDurationSeconds)",
+                    e,
+                )
             return False
         finally:
             self._lock.release()

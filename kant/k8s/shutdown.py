@@ -48,6 +48,10 @@ class Stopped:
     lease_released: bool | None = None
     """Whether the Lease was released (None: no Lease was held; False: not released, it
     expires after leaseDurationSeconds)."""
+    lease_release_unanswered: bool = False
+    """Whether the Lease's release was tried and still had no answer when the way out was
+    given up: it may land yet (not confirmed); if it does not, the Lease expires after
+    leaseDurationSeconds."""
     lease_expired: bool = False
     """Whether the way out was given up because the Lease expired (lost: no renewal for
     leaseDurationSeconds, a successor may lead from then on) before the grace ran out."""
@@ -62,7 +66,12 @@ class Stopped:
         else:
             why = f"the shutdown grace of {self.grace:g} s ran out"
         lease = ""
-        if self.lease_released is False and not self.lease_expired:
+        if self.lease_release_unanswered and not self.lease_expired:
+            lease = (
+                ", the Lease's release not confirmed (unless it landed, the Lease expires after "
+                "leaseDurationSeconds)"
+            )
+        elif self.lease_released is False and not self.lease_expired:
             lease = ", the Lease not released (it expires after leaseDurationSeconds)"
         return (
             f"{why}: exiting with {self.bindings_pending} bindings not dealt with (no answer, "
@@ -131,6 +140,7 @@ def serve(
     ended = not thread.is_alive()
     in_time = ended and timely
     released: bool | None = None
+    unanswered = False
     if release is not None:
         released = False
         if in_time:
@@ -144,6 +154,7 @@ def serve(
             _join(call, left)
             # (in time only once the release was tried and answered within the bound)
             in_time = not call.is_alive()
+            unanswered = not in_time
             released = bool(answer and answer[0])
     expired = (
         not in_time
@@ -160,6 +171,7 @@ def serve(
             bindings_pending=shim.bindings_in_flight,
             histories_unwritten=shim.histories_due,
             lease_released=released,
+            lease_release_unanswered=unanswered,
             lease_expired=expired,
         )
     if failed:
@@ -172,6 +184,7 @@ def serve(
         bindings_pending=shim.bindings_in_flight,
         histories_unwritten=shim.histories_due,
         lease_released=released,
+        lease_release_unanswered=unanswered,
         lease_expired=expired,
     )
 

@@ -331,7 +331,8 @@ def test_serve_waits_for_a_way_out_within_the_grace_then_releases_the_lease() ->
 def test_serve_bounds_a_lease_release_that_gets_no_answer() -> None:
     out, took = _serve(_SlowShim(0), 0.5, release=lambda timeout: time.sleep(30))
     assert took < 1.5, took
-    assert out == Stopped(in_time=False, grace=0.5, lease_released=False)
+    assert out == Stopped(in_time=False, grace=0.5, lease_released=False,
+                          lease_release_unanswered=True)  # fmt: skip
 
 
 def test_a_grace_of_0_gives_up_at_once_even_with_nothing_pending_and_keeps_the_lease() -> None:
@@ -611,6 +612,17 @@ class _FakeLeaseApi:
             self.lease = body
             return body
 
+    def request(self, method: str, path: str, body: Any = None, timeout: float = 30) -> Any:
+        if method == "GET":
+            return self.get(path)
+        out = self.put(path, body)
+        if self.late:
+            raise OSError("read timed out")  # (applied all the same, its answer lost)
+        return out
+
+    late = False
+    """A release's write applied, its answer not coming back (the client's timeout)."""
+
 
 def _held_for(api: _FakeLeaseApi, seconds: float) -> tuple[bool, int]:
     """Hold a 3 s Lease (a 15 s one scaled by 1/5) through ``api`` for ``seconds``: whether
@@ -639,6 +651,35 @@ def test_a_lease_with_one_failed_renewal_is_kept() -> None:
     next try came 1 s later, past the renew deadline: one failed renewal lost it."""
     lost, puts = _held_for(_FakeLeaseApi(delay=0.05, failing=(1,)), 4.5)
     assert not lost and puts >= 3, puts
+
+
+def test_a_release_whose_answer_never_came_is_said_not_confirmed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The release's write times out on the client but the server applied it: the Lease is
+    released, so the warning says the release was not confirmed, not that it failed.
+    (Before: "the Lease was not released", wrong here.)"""
+    api = _FakeLeaseApi()
+    e = LeaderElector(api, name="l", namespace="ns", identity="a", duration=3.0)  # type: ignore[arg-type]
+    stop, lost = threading.Event(), threading.Event()
+    e.hold(stop, lost)
+    api.late = True
+    assert e.release(timeout=1) is False
+    assert api.lease is not None and api.lease["spec"]["holderIdentity"] is None
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warning.startswith("the Lease's release not confirmed: read timed out"), warning
+
+
+def test_a_way_out_given_up_while_the_release_awaits_its_answer_says_not_confirmed() -> None:
+    gate = threading.Event()
+    try:
+        out, _ = _serve(_SlowShim(0), 0.5, release=lambda timeout: gate.wait(30))
+    finally:
+        gate.set()
+    assert out == Stopped(in_time=False, grace=0.5, lease_released=False,
+                          lease_release_unanswered=True)  # fmt: skip
+    assert ", the Lease's release not confirmed (unless it landed, the Lease expires after " \
+        "leaseDurationSeconds);" in out.abandoned()  # fmt: skip
 
 
 # --------------------------------------------------------------------------- what a give-up counts
