@@ -212,6 +212,14 @@ _KEYS: Final = {
 }
 
 
+_INT32_MAX = 2**31 - 1
+
+
+def _whole_seconds(value: Any) -> bool:
+    """Whether ``value`` is a whole number from 1 to the int32 maximum (15 or 15.0)."""
+    return is_finite_number(value) and float(value).is_integer() and 1 <= value <= _INT32_MAX
+
+
 def parse_settings(raw: Mapping[str, Any] | None, *, source: str = "<config>") -> K8sSettings:
     """Validate the raw ``kubernetes:`` mapping (None: every default). Raises
     :class:`~kant.errors.InvalidConfigFileError` naming ``kubernetes.<key>``."""
@@ -246,6 +254,10 @@ def parse_settings(raw: Mapping[str, Any] | None, *, source: str = "<config>") -
             known = ", ".join(sorted([*_KEYS, "ignoredResources", "topologyLevels"]))
             raise fail(str(key), None, f"unknown key (known: {known})")
         field, kind = _KEYS[key]
+        if key == "leaseDurationSeconds" and not _whole_seconds(value):
+            # (the Lease's field is an int32: a fraction would be written rounded while the
+            # renewals and the Lease's expiry were timed by the value given)
+            raise fail(key, value, f"must be a whole number of seconds from 1 to {_INT32_MAX}")
         if kind is str:
             if not isinstance(value, str) or not value.strip():
                 raise fail(key, value, "must be a non-empty string")
@@ -257,8 +269,6 @@ def parse_settings(raw: Mapping[str, Any] | None, *, source: str = "<config>") -
         out[field] = kind(value)
     if out.get("eviction_mode", "eviction") not in EVICTION_MODES:
         raise fail("evictionMode", out["eviction_mode"], f"must be one of {list(EVICTION_MODES)}")
-    if out.get("lease_duration_seconds", 15.0) <= 0:
-        raise fail("leaseDurationSeconds", out["lease_duration_seconds"], "must be > 0")
     if out.get("estimate_horizon_seconds", 1.0) <= 0:
         raise fail("estimateHorizonSeconds", out["estimate_horizon_seconds"], "must be > 0")
     _names(raw, out, fail)

@@ -232,6 +232,33 @@ def test_a_shutdown_grace_of_any_finite_number_of_seconds_from_0_is_taken(value:
     assert check_grace(value) == value
 
 
+@settings(deadline=None)
+@given(
+    st.floats(allow_nan=False, allow_infinity=False).filter(lambda v: not v.is_integer())
+    | st.integers(max_value=0)
+    | st.integers(min_value=2**31)
+    | st.sampled_from([0.0, -1.0, math.inf, math.nan, True, "15"])
+)
+def test_a_lease_duration_that_is_not_a_whole_number_of_seconds_from_1_is_a_config_error(
+    value: object,
+) -> None:
+    """The Lease's leaseDurationSeconds is an int32: 2.5 was taken and written as 2 (round)
+    while the renewals and the Lease's expiry were timed by 2.5."""
+    with pytest.raises(InvalidConfigFileError) as e:
+        parse_settings({"leaseDurationSeconds": value}, source="kant.yaml")
+    assert str(e.value).startswith(
+        "kant.yaml: kubernetes.leaseDurationSeconds: must be a whole number of seconds from 1 "
+        "to 2147483647"
+    ), str(e.value)
+
+
+@settings(deadline=None)
+@given(st.integers(min_value=1, max_value=2**31 - 1))
+def test_a_lease_duration_of_any_whole_number_of_seconds_from_1_is_taken(value: int) -> None:
+    assert parse_settings({"leaseDurationSeconds": value}).lease_duration_seconds == value
+    assert parse_settings({"leaseDurationSeconds": float(value)}).lease_duration_seconds == value
+
+
 def test_the_shutdown_grace_is_10_s_by_default() -> None:
     assert parse_settings(None).shutdown_grace_seconds == 10.0
     assert parse_settings(parse_config({}).kubernetes).shutdown_grace_seconds == 10.0
