@@ -42,7 +42,8 @@ class Stopped:
     """The grace it had, in seconds."""
     bindings_pending: int = 0
     """Binding calls not dealt with when the way out was given up: without an answer, or
-    answered and not yet acted on (a failure's pod being looked up: did it land?)."""
+    answered and not yet acted on (a failure's pod being looked up: did it land?; its gang
+    released, its pods deleted; a bound pod counted)."""
     histories_unwritten: int = 0
     """Failure histories (``kant.io/failures``) not written when the way out was given up."""
     lease_released: bool | None = None
@@ -74,8 +75,9 @@ class Stopped:
         elif self.lease_released is False and not self.lease_expired:
             lease = ", the Lease not released (it expires after leaseDurationSeconds)"
         return (
-            f"{why}: exiting with {self.bindings_pending} bindings not dealt with (no answer, "
-            "or the pod of a failed one not yet looked at), "
+            f"{why}: exiting with {self.bindings_pending} bindings not dealt with (no answer "
+            "yet, or an answer not yet acted on: a failed one's pod looked up, its gang "
+            "released), "
             f"{self.histories_unwritten} failure histories not written{lease}; a shim started "
             "again takes each pod as the API server has it (a binding it applied is taken back, "
             "a pod it did not bind is scheduled again), as after a crash"

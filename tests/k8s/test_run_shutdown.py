@@ -340,7 +340,8 @@ def test_serve_gives_a_way_out_longer_than_the_grace_up_and_says_what_it_left() 
     assert shim.quiet.is_set()
     assert out.abandoned().startswith(
         "the shutdown grace of 0.5 s ran out: exiting with 5 bindings not dealt with (no "
-        "answer, or the pod of a failed one not yet looked at), 2 failure histories not "
+        "answer yet, or an answer not yet acted on: a failed one's pod looked up, its gang "
+        "released), 2 failure histories not "
         "written, the Lease not released"
     )
 
@@ -590,8 +591,9 @@ def test_a_stopping_shim_that_loses_its_lease_gives_its_way_out_up_when_the_leas
                                   lease_released=False, lease_expired=True)  # fmt: skip
         assert stopped.abandoned().startswith(
             "the Lease expired before the shutdown grace of 20 s ran out (lost: a successor "
-            "may lead from now on): exiting with 1 bindings not dealt with (no answer, or the "
-            "pod of a failed one not yet looked at), 0 failure histories not written; "
+            "may lead from now on): exiting with 1 bindings not dealt with (no answer yet, or "
+            "an answer not yet acted on: a failed one's pod looked up, its gang released), 0 "
+            "failure histories not written; "
         )
     finally:
         a.abandon()
