@@ -163,6 +163,12 @@ class CycleContext(Protocol):
         """Does the job hold devices nominated for it (it preempted; its victims are going)?"""
         ...
 
+    def preempted_by(self, job: CandidateView) -> frozenset[str]:
+        """The jobs that evicted ``job`` (one of their victims is a pod of it) and may start
+        now on the devices nominated for them: their victims are all gone and they do not
+        wait out a backoff. Costs one look at each nomination held this cycle."""
+        ...
+
     def forecast(
         self,
         job: CandidateView,

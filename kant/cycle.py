@@ -1087,11 +1087,11 @@ class _Cycle:
     def drop_gated_nominations(self) -> None:
         """End the nomination of every preemptor whose victims are gone but that the
         queueing policy held back this cycle (a Strict FIFO job behind a head that arrived
-        after it preempted): it could not take its devices, and holding them for it would
-        keep them from the jobs the policy puts first, for ever if the head needs them. It
-        competes again when the policy lets it (and may preempt again then). A job waiting
-        out a backoff keeps it (one whose GPU model no pool has lost it already:
-        :meth:`hold_nominations`)."""
+        after it preempted; a head that is one of its victims lets it pass): it could not
+        take its devices, and holding them for it would keep them from the jobs the policy
+        puts first, for ever if the head needs them. It competes again when the policy
+        lets it (and may preempt again then). A job waiting out a backoff keeps it (one
+        whose GPU model no pool has lost it already: :meth:`hold_nominations`)."""
         queue = self.queue
         for jid in [j for j in self.holds.nominated if j not in self.past_gate]:
             e = queue.entry(jid)

@@ -95,6 +95,22 @@ class PolicyContext:
         """Does the job hold devices nominated for it?"""
         return self.holds.is_nominated(job.id)
 
+    def preempted_by(self, job: CandidateView) -> frozenset[str]:
+        """The nominated jobs one of whose victims is a pod of ``job``, whose victims are
+        all gone and that do not wait out a backoff (they may start on their nomination)."""
+        jid, queue, now, out = job.id, self.queue, self._now, []
+        for pid in self.holds.nominated:
+            e = queue.get(pid)
+            if e is None or e.nomination is None or now < e.backoff_until:
+                continue
+            nom = e.nomination
+            victims = nom.victims
+            if any(p.job == jid for p in victims) and not any(
+                _terminating(queue, p) for p in victims
+            ):
+                out.append(pid)
+        return frozenset(out)
+
     def forecast(
         self,
         job: CandidateView,
@@ -312,3 +328,8 @@ class PolicyContext:
 
 
 _NEVER = 1 << 62
+
+
+def _terminating(queue: Queue, pod: PodId) -> bool:
+    e = queue.get(pod.job)
+    return e is not None and pod in e.terminating

@@ -12,16 +12,27 @@ from kant.model import BLOCKING_CODES, Reason, ReasonCode
 
 
 class _StrictRun:
-    def __init__(self) -> None:
+    def __init__(self, ctx: CycleContext) -> None:
+        self.ctx = ctx
         self.blocked_by: str | None = None
         self.blocked: Gate | None = None  # one answer for every job behind the blocker
         self.tenant_blocked: dict[str, str] = {}
+        # per blocker, the preemptors that evicted it and may start now: they pass its block
+        self.passes: dict[str, frozenset[str]] = {}
+        self.seen: set[str] = set()  # nominated jobs gated so far
+        self.left: set[str] = set()  # preemptors passing the blocker, not gated yet
 
     def gate(self, job: CandidateView) -> Gate:
-        if self.blocked_by is not None:
+        jid = job.id
+        if self.left:
+            self.left.discard(jid)
+        if self.ctx.is_nominated(job):
+            self.seen.add(jid)
+        blocker = self.blocked_by
+        if blocker is not None and jid not in self.passes.get(blocker, ()):
             return self._behind()
         head = self.tenant_blocked.get(job.job.tenant)
-        if head is not None:
+        if head is not None and jid not in self.passes.get(head, ()):
             return Gate(
                 skip=Reason(code=ReasonCode.BLOCKED, message=f"behind {head} (tenant quota)")
             )
@@ -29,8 +40,9 @@ class _StrictRun:
 
     def closed(self) -> Gate | None:
         """Once a job blocks, every job behind it gets the same answer: the cycle need not
-        ask :meth:`gate` of each (a quota block is per tenant: the gate stays open)."""
-        return None if self.blocked_by is None else self._behind()
+        ask :meth:`gate` of each (a quota block is per tenant: the gate stays open). It stays
+        open while a job that evicted the blocker and may start now is still to come."""
+        return None if self.blocked_by is None or self.left else self._behind()
 
     def _behind(self) -> Gate:
         if self.blocked is None:
@@ -39,14 +51,30 @@ class _StrictRun:
             )
         return self.blocked
 
+    def _block(self, job: CandidateView) -> frozenset[str]:
+        """Record ``job`` as a blocker: the preemptors that evicted it and may start now
+        pass its block (it cannot fit while their nominations hold its room: were they held
+        back, their nominations would be dropped, it would take the room back and be
+        evicted again, for ever)."""
+        passing = self.ctx.preempted_by(job)
+        if passing:
+            self.passes[job.id] = passing
+        return passing
+
     def explain(self, job: CandidateView, reason: Reason) -> Reason:
         return reason
 
     def failed(self, job: CandidateView, reason: Reason) -> bool:
+        # (a preemptor passing a block and failing leaves the blocker as it was)
         if reason.code in BLOCKING_CODES:
-            self.blocked_by, self.blocked = job.id, None
+            if self.blocked_by is None:
+                self.blocked_by, self.blocked = job.id, None
+                self.left = set(self._block(job) - self.seen)
         elif reason.code is ReasonCode.QUOTA_EXCEEDED:
-            self.tenant_blocked.setdefault(job.job.tenant, job.id)
+            tenant = job.job.tenant
+            if tenant not in self.tenant_blocked:
+                self.tenant_blocked[tenant] = job.id
+                self._block(job)
         return False
 
     def reservation(self) -> Reservation | None:
@@ -68,4 +96,4 @@ class StrictFIFO:
 
     def begin(self, ctx: CycleContext) -> PolicyRun:
         """A fresh run for one cycle (it keeps which job blocks, and per tenant)."""
-        return _StrictRun()
+        return _StrictRun(ctx)

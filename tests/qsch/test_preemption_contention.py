@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from kant.admission import Quota
 from kant.cycle import CycleResult
+from kant.model import NodeSelector, ReasonCode, VictimReason
 from kant.preemption import PreemptionPolicy
+from kant.preemption.rules import Preemptor, VictimView
+from kant.queueing import JobPhase
 from kant.scheduler import Scheduler
 from kant.testing import ClusterBuilder, check_invariants, job
 
@@ -91,4 +94,68 @@ def test_a_victim_whose_preemptor_started_elsewhere_no_longer_counts_as_its_tena
     s.submit(job("a2", gpus=4, tenant="a", submitted_at=9), now=9)
     r = s.step(now=9)
     assert r.victims == ()
+    check_invariants(s)
+
+
+def _strict_reclaim() -> Scheduler:
+    """Racks r0 and r1, 2 x 8 GPUs each; quotas a 8, b 8, iso 8 (isolated). a's ``big``
+    (priority 1, a gang of 4 x 4 GPUs held to r0) runs, borrowing 8; iso's ``small``
+    (priority 0, 2 GPUs held to r0) arrives, within iso's nominal quota."""
+    cluster = (
+        ClusterBuilder()
+        .leaf("lf0", nodes=2, labels={"rack": "r0"})
+        .leaf("lf1", nodes=2, labels={"rack": "r1"})
+        .build()
+    )
+    quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8),
+              Quota.gpus("iso", "H100", 8)]  # fmt: skip
+    s = scheduler(cluster, policy="strict-fifo", quotas=quotas, modes={"iso": "isolated"},
+                  preemption=PreemptionPolicy())  # fmt: skip
+    r0 = NodeSelector.labels(rack="r0")
+    _start(s, 0, "big", gpus=4, replicas=4, gang=True, tenant="a", priority=1, selector=r0)
+    s.submit(job("small", gpus=2, tenant="iso", submitted_at=1, selector=r0), now=1)
+    return s
+
+
+def test_a_strict_fifo_reclaimer_passes_its_victim_heading_the_queue_and_starts() -> None:
+    # small reclaims big (a reclaim takes any priority); big, requeued as of its submission
+    # and of higher priority, heads the queue and cannot fit while small's nomination holds
+    # 2 of r0's GPUs. It used to block small behind it, small's nomination was dropped, big
+    # started again and small evicted it again, every 3 cycles for ever. Now small, whose
+    # victim is the head blocking it, passes it and starts; big waits for the room.
+    s = _strict_reclaim()
+    evictions = 0
+    for t in range(1, 10):
+        r = s.step(now=t)
+        evictions += len(r.victims)
+        evict_victims(s, r, now=t + 0.5)
+    assert evictions == 1
+    assert s.queue.status("small").phase is JobPhase.RUNNING
+    assert s.queue.status("big").phase is JobPhase.PENDING
+    assert "needs 16 GPUs" in s.step(now=10).pending["big"].message
+    check_invariants(s)
+
+
+def _own_tenant_any(pre: Preemptor, unit: VictimView, borrowing: object) -> VictimReason | None:
+    """A user rule: any unit of the preemptor's own tenant may be taken."""
+    return VictimReason.PRIORITY if unit.tenant == pre.tenant else None
+
+
+def test_a_strict_fifo_preemptor_passes_its_victim_heading_its_tenant_queue_for_quota() -> None:
+    # The same under a tenant's quota block: a user rule lets p (a, priority 0) take v (a,
+    # priority 1, all of a's 8 GPUs). v, requeued ahead of p, is refused by quota while p's
+    # nomination holds 2 of a's GPUs, and blocked the rest of a's queue, p included: v
+    # started again and p evicted it again, every 3 cycles. Now p passes and starts.
+    s = scheduler(nodes(2), policy="strict-fifo", quotas=[Quota.gpus("a", "H100", 8)],
+                  preemption=PreemptionPolicy(rules=(_own_tenant_any,)))  # fmt: skip
+    _start(s, 0, "v", gpus=8, tenant="a", priority=1)
+    s.submit(job("p", gpus=2, tenant="a", submitted_at=1), now=1)
+    evictions = 0
+    for t in range(1, 10):
+        r = s.step(now=t)
+        evictions += len(r.victims)
+        evict_victims(s, r, now=t + 0.5)
+    assert evictions == 1
+    assert s.queue.status("p").phase is JobPhase.RUNNING
+    assert s.step(now=10).pending["v"].code is ReasonCode.QUOTA_EXCEEDED
     check_invariants(s)
