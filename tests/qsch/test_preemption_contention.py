@@ -145,7 +145,9 @@ def test_a_strict_fifo_preemptor_passes_its_victim_heading_its_tenant_queue_for_
     # The same under a tenant's quota block: a user rule lets p (a, priority 0) take v (a,
     # priority 1, all of a's 8 GPUs). v, requeued ahead of p, is refused by quota while p's
     # nomination holds 2 of a's GPUs, and blocked the rest of a's queue, p included: v
-    # started again and p evicted it again, every 3 cycles. Now p passes and starts.
+    # started again and p evicted it again, every 3 cycles. Now p passes and starts. (The
+    # rule lets any job of a take any other, so once p's cascade window is over v takes p
+    # back by priority, and so on, an hour apart: the rule's own churn, past these cycles.)
     s = scheduler(nodes(2), policy="strict-fifo", quotas=[Quota.gpus("a", "H100", 8)],
                   preemption=PreemptionPolicy(rules=(_own_tenant_any,)))  # fmt: skip
     _start(s, 0, "v", gpus=8, tenant="a", priority=1)
