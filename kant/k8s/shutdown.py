@@ -164,22 +164,13 @@ def serve(
         and lease_expires() < deadline
         and time.monotonic() >= lease_expires()
     )
-    if not ended:
-        if shim.quiet is not None:
-            shim.quiet.set()
-        return Stopped(
-            in_time=False,
-            grace=grace,
-            bindings_pending=shim.bindings_in_flight,
-            histories_unwritten=shim.histories_due,
-            lease_released=released,
-            lease_release_unanswered=unanswered,
-            lease_expired=expired,
-        )
-    if failed:
-        raise failed[0]
-    if in_time:
-        return Stopped(in_time=True, grace=grace, lease_released=released)
+    if ended:
+        if failed:
+            raise failed[0]
+        if in_time:
+            return Stopped(in_time=True, grace=grace, lease_released=released)
+    elif shim.quiet is not None:
+        shim.quiet.set()
     return Stopped(
         in_time=False,
         grace=grace,

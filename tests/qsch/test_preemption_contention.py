@@ -117,6 +117,17 @@ def _strict_reclaim() -> Scheduler:
     return s
 
 
+def _evictions_in_nine_cycles(s: Scheduler) -> int:
+    """Victim units chosen over cycles at t=1..9, each cycle's victims gone half a second
+    after it."""
+    evictions = 0
+    for t in range(1, 10):
+        r = s.step(now=t)
+        evictions += len(r.victims)
+        evict_victims(s, r, now=t + 0.5)
+    return evictions
+
+
 def test_a_strict_fifo_reclaimer_passes_its_victim_heading_the_queue_and_starts() -> None:
     # small reclaims big (a reclaim takes any priority); big, requeued as of its submission
     # and of higher priority, heads the queue and cannot fit while small's nomination holds
@@ -124,12 +135,7 @@ def test_a_strict_fifo_reclaimer_passes_its_victim_heading_the_queue_and_starts(
     # started again and small evicted it again, every 3 cycles for ever. Now small, whose
     # victim is the head blocking it, passes it and starts; big waits for the room.
     s = _strict_reclaim()
-    evictions = 0
-    for t in range(1, 10):
-        r = s.step(now=t)
-        evictions += len(r.victims)
-        evict_victims(s, r, now=t + 0.5)
-    assert evictions == 1
+    assert _evictions_in_nine_cycles(s) == 1
     assert s.queue.status("small").phase is JobPhase.RUNNING
     assert s.queue.status("big").phase is JobPhase.PENDING
     assert "needs 16 GPUs" in s.step(now=10).pending["big"].message
@@ -152,12 +158,7 @@ def test_a_strict_fifo_preemptor_passes_its_victim_heading_its_tenant_queue_for_
                   preemption=PreemptionPolicy(rules=(_own_tenant_any,)))  # fmt: skip
     _start(s, 0, "v", gpus=8, tenant="a", priority=1)
     s.submit(job("p", gpus=2, tenant="a", submitted_at=1), now=1)
-    evictions = 0
-    for t in range(1, 10):
-        r = s.step(now=t)
-        evictions += len(r.victims)
-        evict_victims(s, r, now=t + 0.5)
-    assert evictions == 1
+    assert _evictions_in_nine_cycles(s) == 1
     assert s.queue.status("p").phase is JobPhase.RUNNING
     assert s.step(now=10).pending["v"].code is ReasonCode.QUOTA_EXCEEDED
     check_invariants(s)
