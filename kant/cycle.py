@@ -385,9 +385,6 @@ class _Cycle:
         # nominated jobs that started their nominal part: their borrowed rest has a second
         # turn in this cycle, among the borrowers of their priority (walk, _rest_turn)
         self.rest_turns: list[Entry] = []
-        # job id -> its bindings placed this cycle, for a job with pods left to place:
-        # every later placement of its pods in the cycle counts them (place_pods)
-        self.earlier_of: dict[str, tuple[Binding, ...]] = {}
         self.past_gate: set[str] = set()  # nominated jobs the policy's gate let through
         self.pending: dict[str, Reason] = {}
         self.closed_after: tuple[Any, ...] | None = None  # see CycleResult.closed_after
@@ -857,9 +854,7 @@ class _Cycle:
         if gate.skip is not None:
             self.pending[jid] = gate.skip
             return
-        earlier = self.earlier_of.get(jid, ())
-        done = {b.pod for b in earlier}
-        todo = tuple(p for p in e.remaining() if p not in done)
+        todo = self.ctx.unplaced(e)
         dec = admit_quota(self.ledger, job, todo, facts.role_models)
         self.ctx.current = (jid, dec)
         reason = dec.reason if not dec.ok else None
@@ -869,7 +864,7 @@ class _Cycle:
             holds = self.holds
             opens = gate.use_reserved or (gate.until is not None and holds.opens(gate.until))
             placed, reason, freeing = self._admit_and_place(
-                e, dec, opens, facts, None, earlier=len(earlier)
+                e, dec, opens, facts, None, earlier=len(e.remaining()) - len(todo)
             )
         self._settle(e, placed, reason, facts, dec, freeing=freeing, todo=todo)
 
@@ -1167,11 +1162,13 @@ class _Cycle:
 
     def place_pods(self, job: Job, pods: Sequence[PodId]) -> PlacementLike:
         """One placement attempt on the snapshot (counted in the stats). kant's Placer
-        counts the job's pods placed earlier in this cycle as its own (:attr:`earlier_of`),
-        wherever they are placed from: the cycle, the victim search, a forecast."""
+        counts the job's pods placed earlier in this cycle as its own
+        (:attr:`PolicyContext.placed_of`), wherever they are placed from: the cycle, the
+        victim search, a forecast."""
         self.attempts += 1
-        if self.earlier_of and self._place_after is not None:
-            earlier = self.earlier_of.get(job.id)
+        placed_of = self.ctx.placed_of
+        if placed_of and self._place_after is not None:
+            earlier = placed_of.get(job.id)
             if earlier is not None:
                 return self._place_after(job, self.snap, pods, earlier=earlier)
         return self._place(job, self.snap, pods)
@@ -1527,12 +1524,7 @@ class _Cycle:
         self.bindings.extend(bindings)
         if first:
             self.placed.append(e.id)
-        before = self.earlier_of.get(e.id, ())
-        if len(before) + len(bindings) < len(e.remaining()):  # (pods left: they count them)
-            self.earlier_of[e.id] = before + bindings
-        elif before:
-            del self.earlier_of[e.id]
-        self.ctx.placed.append((e, bindings))
+        self.ctx.note_placed(e, bindings)
         if e.nomination is not None and e.id in self.dropped:
             self.dropped.remove(e.id)  # (dropped as outlived: its placement ends it)
 

@@ -69,6 +69,8 @@ class PolicyContext:
         self.ledger, self.pools, self.holds = ledger, pools, holds
         self.place, self.victim_pods = place, victim_pods
         self.placed: list[tuple[Entry, tuple[Binding, ...]]] = []
+        # job id -> its bindings placed so far this cycle (placed, by job: note_placed)
+        self.placed_of: dict[str, tuple[Binding, ...]] = {}
         memo = _MEMOS.get(queue)
         if memo is None:
             memo = _MEMOS[queue] = _Memos()
@@ -145,15 +147,24 @@ class PolicyContext:
             runtime=job.job.runtime_estimate or default_runtime, pods=self.unplaced(e),
         )  # fmt: skip
 
+    def note_placed(self, e: Entry, bindings: tuple[Binding, ...]) -> None:
+        """Record ``bindings`` of ``e``, just placed on the snapshot (:attr:`placed`,
+        :attr:`placed_of`)."""
+        self.placed.append((e, bindings))
+        before = self.placed_of.get(e.job.id)
+        self.placed_of[e.job.id] = bindings if before is None else before + bindings
+
     def unplaced(self, e: Entry) -> tuple[PodId, ...]:
         """The pods of ``e`` still to place: :meth:`Entry.remaining` without those placed
-        earlier in this cycle (:attr:`placed`: the queue learns of them only when the result
-        is applied, and the ledger and the snapshot already hold them). A pod-level job
-        placed in part is forecast, and waits for quota, for the rest only. O(jobs placed
-        this cycle)."""
+        earlier in this cycle (:attr:`placed_of`: the queue learns of them only when the
+        result is applied, and the ledger and the snapshot already hold them). A pod-level
+        job placed in part is forecast, and waits for quota, for the rest only. O(pods)."""
         pods = e.remaining()
-        got = {b.pod for pe, bs in self.placed if pe is e for b in bs}
-        return tuple(p for p in pods if p not in got) if got else pods
+        got = self.placed_of.get(e.job.id)
+        if not got:
+            return pods
+        done = {b.pod for b in got}
+        return tuple(p for p in pods if p not in done)
 
     def _runtime(self, job_id: str, default_runtime: float | None) -> float:
         """A waiting job's expected runtime: its estimate, else the default, else inf."""
