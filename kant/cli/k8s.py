@@ -140,7 +140,7 @@ def _run(args: argparse.Namespace) -> int:
         from kant.k8s.leader import LeaderElector
         from kant.k8s.settings import parse_settings
         from kant.k8s.shim import Shim
-        from kant.k8s.shutdown import serve
+        from kant.k8s.shutdown import SignalRelay, serve
 
         cfg = _config(args.config)
         parse_settings(cfg.kubernetes, source=cfg.source)  # config mistakes before connecting
@@ -159,16 +159,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"kant k8s run: {e}", file=sys.stderr)
         return 2
     stop, lost, hurry = threading.Event(), threading.Event(), threading.Event()
-    signals: list[int] = []
-
-    def stopping(signum: int, frame: object) -> None:
-        if stop.is_set():
-            hurry.set()  # (a second signal: what is left is given up at once)
-        signals.append(signum)
-        stop.set()
-
+    relay = SignalRelay(stop, hurry)  # (a second signal: what is left is given up at once)
+    signals = relay.signals
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, stopping)
+        signal.signal(sig, relay.handler)
     s = shim.settings
     grace = s.shutdown_grace_seconds if args.shutdown_grace is None else args.shutdown_grace
     elector = None

@@ -18,6 +18,7 @@ part is started again whole), and the Lease, left held, expires after
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from kant.errors import InvalidConfigError
 from kant.k8s.shim import Shim
 from kant.model import is_finite_number
 
-__all__ = ["Stopped", "check_grace", "serve"]
+__all__ = ["SignalRelay", "Stopped", "check_grace", "serve"]
 
 
 @attrs.frozen(kw_only=True)
@@ -82,6 +83,37 @@ class Stopped:
             "again takes each pod as the API server has it (a binding it applied is taken back, "
             "a pod it did not bind is scheduled again), as after a crash"
         )
+
+
+class SignalRelay:
+    """A signal handler that sets ``stop`` (and ``hurry``, from the second signal on: what is
+    left of the way out is given up at once) without taking a lock in the handler.
+
+    A handler runs in the main thread between two of its instructions, which may be inside
+    ``stop.wait()`` with the event's lock held: an ``Event.set()`` in the handler would then
+    wait for that lock for ever (it cannot be taken twice). So :meth:`handler` only puts the
+    signal on a :class:`queue.SimpleQueue` (whose ``put`` is safe in a handler), and a daemon
+    thread of its own takes it off and sets the events. :attr:`signals`: the signals
+    received, in order, each appended before ``stop`` is set."""
+
+    def __init__(self, stop: threading.Event, hurry: threading.Event) -> None:
+        self.stop = stop
+        self.hurry = hurry
+        self.signals: list[int] = []
+        self._received: queue.SimpleQueue[int] = queue.SimpleQueue()
+        threading.Thread(target=self._relay, daemon=True, name="kant-signals").start()
+
+    def handler(self, signum: int, frame: object) -> None:
+        """The handler to install (``signal.signal(SIGTERM, relay.handler)``)."""
+        self._received.put(signum)
+
+    def _relay(self) -> None:
+        while True:
+            signum = self._received.get()
+            if self.stop.is_set():
+                self.hurry.set()  # (a second signal, or one after the shim stopped)
+            self.signals.append(signum)
+            self.stop.set()
 
 
 def check_grace(value: object, *, field: str = "shutdown_grace") -> float:

@@ -412,6 +412,31 @@ def test_a_second_signal_gives_the_way_out_up_at_once() -> None:
     assert not out.in_time and out.bindings_pending == 5
 
 
+def test_a_signal_landing_while_the_main_thread_holds_the_stop_events_lock_still_stops() -> None:
+    """(before, the handler set the Event itself: a signal landing while the main thread was
+    inside ``stop.wait()`` with the Event's lock held waited for that lock for ever. The
+    handler now only queues the signal; a thread of its own sets the Event)"""
+    code = (
+        "import os, signal, threading\n"
+        "from kant.k8s.shutdown import SignalRelay\n"
+        "stop, hurry = threading.Event(), threading.Event()\n"
+        "relay = SignalRelay(stop, hurry)\n"
+        "signal.signal(signal.SIGTERM, relay.handler)\n"
+        "with stop._cond:  # (the main thread inside stop.wait(), the lock held)\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    for _ in range(1000):  # (the handler runs between these instructions)\n"
+        "        pass\n"
+        "assert stop.wait(10) and not hurry.is_set()\n"
+        "os.kill(os.getpid(), signal.SIGTERM)\n"
+        "assert hurry.wait(10)\n"
+        "print(relay.signals)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, timeout=60, capture_output=True, text=True
+    )
+    assert out.stdout.strip() == f"[{int(signal.SIGTERM)}, {int(signal.SIGTERM)}]"
+
+
 def test_serve_raises_what_the_shim_raised_after_releasing_the_lease() -> None:
     released: list[float] = []
     with pytest.raises(KantError, match="the first list failed"):
