@@ -537,10 +537,12 @@ class Placer:
             if plain is not None:
                 for domain in domains(snap, search[plain], room[plain], tier, n, key, 1):
                     return Candidates(domain)
-            for domain in domains(snap, search, room, tier, n, key, 1):
+            known = cand.layout(snap, tier) if search is cand.slots else None
+            for domain in domains(snap, search, room, tier, n, key, 1, known):
                 return Candidates(domain)
         most = _most_in_one(snap, search, room, wish.tier)
-        for domain in domains(snap, search, room, wish.tier, most, key, 1) if most else ():
+        known = cand.layout(snap, wish.tier) if most and search is cand.slots else None
+        for domain in domains(snap, search, room, wish.tier, most, key, 1, known) if most else ():
             return Candidates(domain)
         return None
 
@@ -776,7 +778,8 @@ class Placer:
         parts.append((search, room, False))
         for tier in tiers:
             for some, some_room, preferred in parts:
-                for domain in domains(snap, some, some_room, tier, n, key, self.group_probe):
+                known = cand.layout(snap, tier) if some is cand.slots else None
+                for domain in domains(snap, some, some_room, tier, n, key, self.group_probe, known):
                     before = counts.save()
                     with snap.transaction() as tx:
                         filled = self._fill(ctx, pods, domain)

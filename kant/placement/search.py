@@ -57,6 +57,25 @@ class Candidates:
         self._leaf_nodes: IntArray | None = None
         self._member: np.ndarray | None = None
         self._subsets: dict[int, tuple[IntArray, Candidates]] = {}
+        self._layouts: dict[Tier, Layout] = {}
+        self._asked: set[Tier] = set()  # tiers whose layout was asked for once
+
+    def layout(self, snap: Snapshot, tier: Tier) -> Layout | None:
+        """:func:`domains`' fixed part for :attr:`slots` at ``tier`` (which domain each slot
+        is in; what does not depend on the room left), for the tiers that have one (LEAF and
+        above; None for the others). O(n log n) once per tier, then cached (the topology of
+        the candidates' nodes changes only with the membership, which the Placer's cache of
+        candidates follows). None at the first call for a tier too: candidates made for one
+        search (a domain's nodes) would pay for a layout they use once."""
+        if tier is Tier.NODE or tier is Tier.HBD:
+            return None
+        got = self._layouts.get(tier)
+        if got is None:
+            if tier not in self._asked:
+                self._asked.add(tier)
+                return None
+            got = self._layouts[tier] = Layout(snap, self.slots, tier)
+        return got
 
     def subset(self, slots: IntArray) -> Candidates:
         """``slots``, a part of these candidates (a strategy's ``candidate_sets`` gives it),
@@ -176,6 +195,47 @@ def tiers_for(role: Role, n: int, topology_default: Tier | None) -> list[Tier]:
     return [t for t in order if t <= wish.tier]
 
 
+class Layout:
+    """Where each of a fixed array of slots sits at one tier (LEAF, SPINE, SUPERSPINE or
+    CLUSTER): what :func:`domains` would otherwise derive from the topology columns at every
+    call, O(n log n). Built by :meth:`Candidates.layout`."""
+
+    def __init__(self, snap: Snapshot, slots: IntArray, tier: Tier) -> None:
+        cols = snap.cols
+        self.tier = tier
+        if tier is Tier.LEAF:
+            ids = cols.leaf_id[slots]
+            valid = np.flatnonzero(ids >= 0)
+            order = valid[np.argsort(ids[valid], kind="stable")]
+            # the leaf ids present, ascending; per slot with a leaf, its index among them
+            self.ids, starts, index = np.unique(ids[order], return_index=True, return_inverse=True)
+            self.valid = valid
+            self.group = np.empty(slots.shape[0], dtype=np.int64)
+            self.group[order] = index
+            self.group = self.group[valid]
+            self.members = np.split(slots[order], starts[1:]) if order.shape[0] else []
+            return
+        leaf = cols.leaf_id[slots]
+        self.leafless = int(leaf.max(initial=0)) + 1  # one group, after every leaf
+        self.leaf = np.where(leaf >= 0, leaf, self.leafless)
+        if tier is Tier.CLUSTER:
+            self.parent_of_node = np.zeros(slots.shape[0], dtype=np.int64)
+        else:
+            self.parent_of_node = getattr(cols, f"{LEVEL[tier]}_id")[slots]
+        # the (parent, leaf) pairs present, sorted: each parent's leaves in one run, ascending
+        width = int(self.leaf.max(initial=0)) + 1
+        inside = self.parent_of_node >= 0
+        pairs = np.unique(self.parent_of_node[inside] * width + self.leaf[inside])
+        parents, self.leaves = np.divmod(pairs, width)
+        # each parent's first pair, and per pair the index of its parent among them
+        present, self.starts, self.segment = np.unique(
+            parents, return_index=True, return_inverse=True
+        )
+        self.present: list[int] = present.tolist()
+        self.bounds: list[int] = [*self.starts.tolist(), pairs.shape[0]]
+        self.last_leafless = self.leaves == self.leafless
+
+
 def domains(
     snap: Snapshot,
     slots: IntArray,
@@ -184,20 +244,32 @@ def domains(
     n: int,
     key: Callable[[IntArray], IntArray],
     probe: int,
+    layout: Layout | None = None,
 ) -> Iterator[IntArray]:
     """Candidate slot sets at ``tier`` that can hold ``n`` pods (``room``: pods each slot can
     take, not capped at ``n``, so a domain's room is what it has left), at most ``probe`` of
     them, best first by ``key`` (the strategy's ``domain_key``) on their room. Above the
     leaf tier a domain is the fewest leaves of one parent that hold the pods, largest first;
     at the cluster tier the nodes without a leaf count as one group taken after every leaf
-    (where they sit in the network is not known). O(len(slots)) numpy plus O(parents)
-    Python per tier."""
+    (where they sit in the network is not known). ``layout``: ``slots``' :class:`Layout` at
+    ``tier``, when the caller keeps one (the same answers, without deriving it again).
+    O(len(slots)) numpy plus O(parents) Python per tier."""
     if tier is Tier.NODE:
         ok = np.flatnonzero(room >= n)
         for i in ok[np.argsort(key(room[ok]), kind="stable")][:probe]:
             yield slots[i : i + 1]
         return
     cols = snap.cols
+    if layout is not None and tier is Tier.LEAF:
+        if not layout.members:
+            return
+        caps = np.bincount(
+            layout.group, weights=room[layout.valid], minlength=len(layout.members)
+        ).astype(np.int64)
+        doms = np.flatnonzero(caps >= n)
+        for d in doms[np.argsort(key(caps[doms]), kind="stable")][:probe]:
+            yield layout.members[d]
+        return
     if tier in (Tier.HBD, Tier.LEAF):
         ids = getattr(cols, f"{LEVEL[tier]}_id")[slots]
         valid = ids >= 0
@@ -214,32 +286,28 @@ def domains(
             yield slots[np.isin(ids, chosen) & valid]
         return
     # spine / superspine / cluster: fewest leaves inside one domain
-    leaf = cols.leaf_id[slots]
-    leafless = int(leaf.max(initial=0)) + 1  # leafless nodes: one group, after every leaf
-    leaf = np.where(leaf >= 0, leaf, leafless)
-    leaf_caps = np.bincount(leaf, weights=room).astype(np.int64)
-    if tier is Tier.CLUSTER:
-        parent_of_node = np.zeros(slots.shape[0], dtype=np.int64)
-    else:
-        parent_of_node = getattr(cols, f"{LEVEL[tier]}_id")[slots]
+    if layout is None:
+        layout = Layout(snap, slots, tier)
+    leaf, parent_of_node = layout.leaf, layout.parent_of_node
+    if not layout.present:
+        return
+    # per parent, all at once: its leaves largest first (the leafless group last, ties by
+    # leaf id), and the fewest of them that hold the pods
+    lids = layout.leaves
+    caps = np.bincount(leaf, weights=room).astype(np.int64)[lids]
+    order = np.lexsort((lids, -caps, layout.last_leafless, layout.segment))
+    ranked = caps[order]  # (each parent's run stays where it was: the segment sorts first)
+    run = np.cumsum(ranked)
+    before = np.r_[0, run[layout.starts[1:] - 1]]  # what the earlier parents' leaves hold
+    within = run - before[layout.segment]
+    needs = np.add.reduceat((within < n).astype(np.int64), layout.starts) + 1
+    totals = np.add.reduceat(ranked, layout.starts)
     options: list[tuple[int, int, int, IntArray]] = []
-    # the (parent, leaf) pairs present, sorted: each parent's leaves in one run, ascending
-    width = int(leaf.max(initial=0)) + 1
-    inside = parent_of_node >= 0
-    pairs = np.unique(parent_of_node[inside] * width + leaf[inside])
-    parents, leaves = np.divmod(pairs, width)
-    present, starts = np.unique(parents, return_index=True)  # each parent's first pair
-    bounds = [*starts.tolist(), pairs.shape[0]]
-    for k, parent in enumerate(present.tolist()):
-        lids = leaves[bounds[k] : bounds[k + 1]]
-        caps = leaf_caps[lids]
-        if int(caps.sum()) < n:
-            continue
-        order = np.lexsort((lids, -caps, lids == leafless))
-        need = int(np.searchsorted(np.cumsum(caps[order]), n)) + 1
-        chosen = lids[order[:need]]
-        total = int(caps[order[:need]].sum())
-        options.append((need, int(key(np.array([total]))[0]), parent, chosen))
+    for k in np.flatnonzero(totals >= n).tolist():
+        need, first = int(needs[k]), layout.bounds[k]
+        chosen = lids[order[first : first + need]]
+        total = int(within[first + need - 1])
+        options.append((need, int(key(np.array([total]))[0]), layout.present[k], chosen))
     options.sort(key=lambda o: (o[0], o[1], o[2]))
     for _need, _k, parent, chosen in options[:probe]:
         yield slots[np.isin(leaf, chosen) & (parent_of_node == parent)]

@@ -1,9 +1,10 @@
-"""Candidate domains above the leaf tier (:func:`kant.placement.search.domains`): per parent
-(spine, superspine, or the whole cluster), the fewest leaves of that parent that hold the
-pods, roomiest first, ties by leaf id, the leafless nodes (one group) after every leaf; options
-by fewest leaves, then the strategy's key, then parent id. Checked against that definition read
-literally, one parent at a time, on random fabrics (leafless nodes and parentless leaves
-included)."""
+"""Candidate domains at the leaf tier and above (:func:`kant.placement.search.domains`): the
+leaves that hold the pods, roomiest first (the strategy's key here), ties by leaf id; above the
+leaf, per parent (spine, superspine, or the whole cluster), the fewest leaves of that parent
+that hold the pods, roomiest first, ties by leaf id, the leafless nodes (one group) after
+every leaf; options by fewest leaves, then the strategy's key, then parent id. Checked against
+that definition read literally, one parent at a time, on random fabrics (leafless nodes and
+parentless leaves included), with and without the candidates' kept :class:`Layout`."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 
 from kant.model import Tier
 from kant.placement import Placer
-from kant.placement.search import LEVEL, domains, fewest_hbds
+from kant.placement.search import LEVEL, Layout, domains, fewest_hbds
 from kant.state import ClusterState, Snapshot
 from kant.testing import job, node
 
@@ -26,6 +27,12 @@ def _by_definition(
 ) -> Iterator[np.ndarray]:
     cols = snap.cols
     leaf = cols.leaf_id[slots]
+    if tier is Tier.LEAF:  # the leaves that hold the pods, roomiest first, ties by leaf id
+        held = {int(x): int(room[leaf == x].sum()) for x in leaf if x >= 0}
+        ranked = sorted((x for x in held if held[x] >= n), key=lambda x: (-held[x], x))
+        for x in ranked[:probe]:
+            yield slots[leaf == x]
+        return
     leafless = int(leaf.max(initial=0)) + 1
     leaf = np.where(leaf >= 0, leaf, leafless)  # leafless nodes: one group, after every leaf
     caps_of = np.bincount(leaf, weights=room).astype(np.int64)
@@ -59,10 +66,10 @@ def _by_definition(
     rooms=st.lists(st.integers(0, 4), min_size=24, max_size=24),
     n=st.integers(1, 20),
     probe=st.integers(1, 5),
-    tier=st.sampled_from([Tier.SPINE, Tier.SUPERSPINE, Tier.CLUSTER]),
+    tier=st.sampled_from([Tier.LEAF, Tier.SPINE, Tier.SUPERSPINE, Tier.CLUSTER]),
     every=st.booleans(),
 )
-def test_domains_above_the_leaf_are_the_fewest_leaves_of_one_parent(
+def test_domains_at_the_leaf_and_above_are_the_fewest_leaves_of_one_parent(
     leaves: list[int],
     spine_of_leaf: list[int],
     superspine_of_spine: list[int],
@@ -96,6 +103,10 @@ def test_domains_above_the_leaf_are_the_fewest_leaves_of_one_parent(
     got = [s.tolist() for s in domains(snap, slots, room, tier, n, key, probe)]
     want = [s.tolist() for s in _by_definition(snap, slots, room, tier, n, probe)]
     assert got == want
+    # the same from the candidates' kept layout (the Placer's cached candidates pass it)
+    laid = Layout(snap, slots, tier)
+    for _ in range(2):  # (a layout is read, never changed: the same again)
+        assert [s.tolist() for s in domains(snap, slots, room, tier, n, key, probe, laid)] == want
 
 
 def test_a_gang_takes_whole_leaves_before_nodes_whose_place_in_the_network_is_unknown() -> None:
