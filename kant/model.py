@@ -629,6 +629,13 @@ def _label_value_ok(v: object) -> bool:
     return isinstance(v, str) and v.strip() == v and len(v) <= MAX_LABEL_VALUE
 
 
+def is_label(key: object, value: object) -> bool:
+    """Whether ``key: value`` can be one of a node's labels (:attr:`NodeSpec.labels`): a
+    label key (a name, ``'/'`` allowed, at most :data:`MAX_LABEL_KEY` characters) and a
+    label value (a string without surrounding spaces, at most :data:`MAX_LABEL_VALUE`)."""
+    return _label_key_ok(key) and _label_value_ok(value)
+
+
 class SelectorOp(enum.StrEnum):
     """How a :class:`NodeRequirement` reads a node's label (Kubernetes' node selector
     operators)."""

@@ -39,6 +39,7 @@ from kant.k8s.translate import (
     PREEMPTED_REASON,
     NamespaceIndex,
     NodeFacts,
+    NodeNeed,
     PodFacts,
     PodState,
     annotations_of,
@@ -61,7 +62,7 @@ from kant.k8s.translate import (
     recorded_tenant,
     uid_of,
 )
-from kant.model import Binding, Job, PodId, Reason, ReasonCode
+from kant.model import Binding, Job, NodeSpec, PodId, Reason, ReasonCode
 from kant.preemption import PreemptionPolicy
 from kant.queueing import FailureHistory, JobPhase
 from kant.scheduler import EventReport, EvictionCause, Scheduler
@@ -250,10 +251,11 @@ class Shim:
         # _leave_out), removed once those have ended: what _take_changed_nodes walks, never
         # every left-out node
         self._draining: set[str] = set()
-        # the nodes taken in at a made-up capacity (:meth:`_take_left_out_with_kants_pods`),
-        # while kant knows them as that: whatever they report next is a change, taken as it
-        # is once kant's pods there have ended (see _take_node)
-        self._capped: set[str] = set()
+        # the nodes taken in at a made-up reading, only to count kant's pods there
+        # (:meth:`_take_left_out_with_kants_pods`), while kant knows them as that: whatever
+        # they report next is a change, taken as it is once kant's pods there have ended
+        # (see _take_node)
+        self._made_up: set[str] = set()
         self._last_now = 0.0
         # (daemon threads: a run that gives up on its bindings exits without their answers)
         self._pool = CallPool(self.settings.bind_workers, name="kant-bind")
@@ -372,53 +374,80 @@ class Shim:
                 self._disruption_due[key] = ("False", SPARED_REASON, RESTART_SPARED_MESSAGE)
 
     def _take_left_out_with_kants_pods(self, nodes: Iterable[Obj], pods: Iterable[Obj]) -> None:
-        """At :meth:`sync`: a Ready node left out (:meth:`_leave_out`) for more than
-        ``MAX_GPUS_PER_NODE`` GPUs or ``MAX_NICS_PER_NODE`` NICs, where pods a previous shim
-        bound run (the node grew past the limit under them, as under a running shim), is
-        taken in cordoned, a count past its limit read as what kant's pods there need
-        (:func:`_needs`; ``node_facts(cap=...)``, never more than the limit): those pods' jobs
-        are taken back and charged to their tenants' quotas (:meth:`adopt`), others' pods
-        there are held (on what is left of those counts), nothing new is placed there, and
-        the node leaves once kant's pods there have ended (:attr:`_draining`), as it would
-        have under that shim. Read so, the node adds no capacity that waiting pods would be
-        told of (a running shim keeps such a node as it was before it grew). A node refused
-        for any other reason stays out, its pods not taken back (they are held as others'
-        pods once it is valid). O(pods) when such a node exists, else O(1)."""
-        if not self._bad_nodes:
+        """At :meth:`sync`: a Ready node kant did not take, where pods a previous shim bound
+        run, is taken in cordoned, only to count them, whatever kant refused: a value of
+        its object (:meth:`_leave_out`: more than ``MAX_GPUS_PER_NODE`` GPUs, the node grown
+        past the limit under them as under a running shim; a malformed taint, an
+        ``allocatable.pods`` of ``500m``), or its place in the fabric (its labels contradict
+        the nodes taken before it, :meth:`_take_node`). It is read as
+        ``node_facts(need=...)`` reads it: a value kant refuses as what kant's pods there
+        need (:func:`_needs`, never past a limit), or left out (a malformed taint; an
+        ``allocatable.pods`` kant refuses: no limit), and out of the fabric when its place
+        there is what is refused. Those pods' jobs are taken back and charged to their
+        tenants' quotas (:meth:`adopt`), others' pods there are held (on what is left of the
+        node as read), nothing new is placed there, and the node leaves once kant's pods
+        there have ended (:attr:`_draining`), as it would have under that shim; whatever it
+        reports meanwhile is a change (:attr:`_made_up`). Read so, the node adds no capacity
+        that waiting pods would be told of (a running shim keeps such a node as it was). A
+        node whose name or GPU model kant refuses cannot be read at all (nothing stands in
+        for the name, nor for the model its pods' quota is charged on): it stays out, its
+        pods not taken back. O(nodes), and O(pods) when such a node exists."""
+        out: dict[str, Obj] = {}
+        for n in nodes:
+            name = str((n.get("metadata") or {}).get("name"))
+            if not self.nodes.has(name) and node_ready(n):
+                out[name] = n
+        if not out:
             return
-        wanted: dict[str, tuple[int, int, int, int]] = {}  # node -> _needs
+        wanted: dict[str, _Needs] = {}
         for p in pods:
             st = pod_state(p, self.settings)
             if (
                 st.ours
-                and st.node in self._bad_nodes
+                and st.node in out
                 and st.phase not in TERMINAL
                 and not st.deleting
                 and POD_ID_ANNOTATION in annotations_of(p)
             ):
-                wanted[st.node] = _needs(p, self.settings, wanted.get(st.node, (0, 0, 0, 0)))
-        for n in nodes:
-            name = str((n.get("metadata") or {}).get("name"))
-            if name not in wanted or self.nodes.has(name) or not node_ready(n):
+                wanted[st.node] = _needs(p, self.settings, wanted.get(st.node, _Needs()))
+        for name, n in out.items():
+            if name not in wanted:
                 continue
             try:
-                gpus, nics, asked_gpus, asked_nics = wanted[name]
-                cap = (max(gpus, asked_gpus), max(nics, asked_nics))
-                facts = node_facts(n, self.settings, cap=cap)
-                self.nodes.added(facts.spec, self.now())
-            except KantError as e:
+                facts = node_facts(n, self.settings, need=wanted[name].need())
+                placeless = self._add_to_count(facts.spec)
+            except KantError as e:  # (its name or GPU model: nothing stands in for them)
                 log.warning("node %s is left out and the pods kant bound there are not taken "
                             "back: %s", name, e)  # fmt: skip
                 continue
+            if placeless is not None:
+                self._bad_nodes.setdefault(name, placeless)
             self._alive[name] = True
             self.nodes.set_schedulable(name, False, self.now())
             self._draining.add(name)
-            self._capped.add(name)
+            self._made_up.add(name)
+            spec = self.nodes.spec(name)
             log.warning(
                 "node %s is left out but kant's pods run there: it is taken in cordoned, read "
-                "as %d GPUs and %d NICs, to count them, and leaves once they have ended",
-                name, facts.spec.gpus, facts.spec.rdma_nics,
+                "as %d GPUs and %d NICs%s, to count them, and leaves once they have ended: %s",
+                name, spec.gpus, spec.rdma_nics,
+                "" if placeless is None else ", out of the fabric", self._bad_nodes.get(name),
             )  # fmt: skip
+
+    def _add_to_count(self, spec: NodeSpec) -> str | None:
+        """Add node ``spec``, only to count kant's pods there (see
+        :meth:`_take_left_out_with_kants_pods`); out of the fabric (no leaf, spine,
+        superspine or HBD) when the cluster refuses its place there. Returns why it refused
+        that place, None when it did not; raises KantError when it refuses the node even
+        so."""
+        try:
+            self.nodes.added(spec, self.now())
+        except KantError as e:
+            self.nodes.added(
+                attrs.evolve(spec, leaf=None, spine=None, superspine=None, hbd=None), self.now()
+            )
+            return str(e)
+        return None
 
     def adopt(self, pods: Iterable[Obj]) -> list[str]:
         """Rebuild kant's jobs from bound pods carrying kant's binding annotations
@@ -919,7 +948,7 @@ class Shim:
             self._changed.pop(name, None)
             self._bad_nodes.pop(name, None)
             self._draining.discard(name)
-            self._capped.discard(name)
+            self._made_up.discard(name)
             if self.nodes.has(name):
                 rep = self.nodes.removed(name, now)
                 log.warning("node %s deleted: %d pods were on it", name, len(rep.released))
@@ -962,7 +991,7 @@ class Shim:
         self._changed.pop(name, None)
         if not self.nodes.has(name):
             self._draining.discard(name)
-            self._capped.discard(name)
+            self._made_up.discard(name)
         else:
             alive, was = node_ready(obj), self._alive.get(name)
             self._alive[name] = alive
@@ -995,14 +1024,14 @@ class Shim:
         :meth:`_take_changed_nodes`); what runs
         on a node new, Ready again or uncordoned is held. A node the cluster refuses (its
         labels contradict the fabric of the nodes taken: a leaf under a second spine) is left
-        out with a warning. A node taken in at a made-up capacity (:attr:`_capped`) has
-        changed whatever it reports, the very counts it was read as too."""
-        capped = name in self._capped
-        if self.nodes.has(name) and (capped or self.nodes.spec(name) != facts.spec):
+        out with a warning. A node taken in at a made-up reading (:attr:`_made_up`) has
+        changed whatever it reports, the very values it was read as too."""
+        made_up = name in self._made_up
+        if self.nodes.has(name) and (made_up or self.nodes.spec(name) != facts.spec):
             old = self.nodes.spec(name)
             new = facts.spec
             same = attrs.evolve(old, labels=new.labels, taints=new.taints, max_pods=new.max_pods)
-            if same == new and not capped:
+            if same == new and not made_up:
                 # only its labels, taints or pod capacity (allocatable.pods): placements read
                 # them from now on, what runs there stays (IgnoredDuringExecution; pods above
                 # a lowered capacity too, none is added until they are below it)
@@ -1020,7 +1049,7 @@ class Shim:
             else:
                 self.nodes.removed(name, self.now())  # nothing of kant's runs there:
                 self._drop_released_holds(name)  # take it as it is now
-                self._capped.discard(name)
+                self._made_up.discard(name)
         added = not self.nodes.has(name)
         if added:
             try:
@@ -1063,7 +1092,7 @@ class Shim:
                 "once kant can take it: %s", name, self._bad_nodes.get(name),
             )  # fmt: skip
         self._draining.discard(name)
-        self._capped.discard(name)
+        self._made_up.discard(name)
         self.nodes.removed(name, now)
         self._drop_released_holds(name)
 
@@ -2505,29 +2534,49 @@ RESTART_SPARED_MESSAGE = "kant: eviction abandoned: the scheduler restarted and 
 previous shim marked as its victim and did not evict (:meth:`Shim.sync`)."""
 
 
-def _needs(
-    pod: Obj, settings: K8sSettings, so_far: tuple[int, int, int, int]
-) -> tuple[int, int, int, int]:
+@attrs.frozen
+class _Needs:
+    """What kant's pods bound to a node need of it, as :func:`_needs` adds them up: one more
+    than the highest GPU and NIC index their bindings recorded (``gpu_index``,
+    ``nic_index``), and the GPUs, NICs, CPU milli and memory MiB they request together."""
+
+    gpu_index: int = 0
+    nic_index: int = 0
+    gpus: int = 0
+    nics: int = 0
+    cpu_milli: int = 0
+    memory_mib: int = 0
+
+    def need(self) -> NodeNeed:
+        """Of each device, the larger of the index and the request: the devices a binding
+        recorded (where it is taken back), and room for what they all request (a pod whose
+        binding cannot be taken back is held with its requests); CPU and memory, what they
+        request."""
+        return NodeNeed(gpus=max(self.gpu_index, self.gpus), nics=max(self.nic_index, self.nics),
+                        cpu_milli=self.cpu_milli, memory_mib=self.memory_mib)  # fmt: skip
+
+
+def _needs(pod: Obj, settings: K8sSettings, so_far: _Needs) -> _Needs:
     """``so_far`` with pod ``pod``, one of kant's bound to a node a restarted shim takes in
-    capped: (one more than the highest GPU index, the same of NICs, the GPUs requested, the
-    NICs requested), of kant's pods there. The node needs, of each, the larger of the index
-    and the request: the devices a binding recorded (where it is taken back), and room for
-    what they all request (a pod whose binding cannot be taken back is held with its
-    requests; a shared GPU counted as one). What is not readable adds nothing. Never
-    raises."""
-    gpus, nics, asked_gpus, asked_nics = so_far
+    only to count them (:meth:`Shim._take_left_out_with_kants_pods`): its recorded devices
+    and its requests (a shared GPU counted as one). What is not readable adds nothing.
+    Never raises."""
+    gpu_index, nic_index = so_far.gpu_index, so_far.nic_index
     try:
         rec = recorded_binding(pod)
     except KantError:
         rec = None
     if rec is not None:
-        gpus = max([gpus, *(g + 1 for g in rec[1])])
-        nics = max([nics, *(n + 1 for n in rec[2])])
+        gpu_index = max([gpu_index, *(g + 1 for g in rec[1])])
+        nic_index = max([nic_index, *(n + 1 for n in rec[2])])
+    so_far = attrs.evolve(so_far, gpu_index=gpu_index, nic_index=nic_index)
     try:
         r = pod_resources(pod, settings, shares=False)
     except KantError:
-        return gpus, nics, asked_gpus, asked_nics
-    return gpus, nics, asked_gpus + r.gpus, asked_nics + r.rdma_nics
+        return so_far
+    return attrs.evolve(so_far, gpus=so_far.gpus + r.gpus, nics=so_far.nics + r.rdma_nics,
+                        cpu_milli=so_far.cpu_milli + r.cpu_milli,
+                        memory_mib=so_far.memory_mib + r.memory_mib)  # fmt: skip
 
 
 def _kant_victim(pod: Obj, settings: K8sSettings) -> bool:

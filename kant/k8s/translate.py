@@ -31,7 +31,9 @@ import attrs
 from kant.errors import InvalidObjectError, KantError, ValidationError
 from kant.k8s.settings import K8sSettings
 from kant.model import (
+    MAX_CPU_MILLI,
     MAX_GPUS_PER_NODE,
+    MAX_MEMORY_MIB,
     MAX_NICS_PER_NODE,
     MAX_PODS_PER_JOB,
     MAX_PODS_PER_NODE,
@@ -54,6 +56,8 @@ from kant.model import (
     Tier,
     Toleration,
     TopologyWish,
+    is_label,
+    is_name,
 )
 
 Obj = Mapping[str, Any]
@@ -232,34 +236,62 @@ def _pod_count(value: Any, where: str) -> int | None:
     return None if q > MAX_PODS_PER_NODE else int(q)
 
 
-def node_facts(
-    node: Obj, settings: K8sSettings, *, cap: tuple[int, int] | None = None
-) -> NodeFacts:
+@attrs.frozen(kw_only=True)
+class NodeNeed:
+    """What kant's pods bound to a node need of it: ``gpus`` and ``nics`` (device counts),
+    ``cpu_milli``, ``memory_mib``. What :func:`node_facts` reads, instead of a value kant
+    refuses, of a node kant cannot take, read only to count those pods (``Shim.sync``)."""
+
+    gpus: int = 0
+    nics: int = 0
+    cpu_milli: int = 0
+    memory_mib: int = 0
+
+
+def node_facts(node: Obj, settings: K8sSettings, *, need: NodeNeed | None = None) -> NodeFacts:
     """Translate a Node. Raises :class:`~kant.errors.InvalidObjectError` for a malformed
-    allocatable quantity, or any value :class:`~kant.model.NodeSpec` refuses (more than
-    ``MAX_GPUS_PER_NODE`` GPUs). ``cap`` (GPUs, NICs): a GPU or NIC count above its limit
-    is read as that count instead, at most the limit (what kant's pods there need: only to
-    count them on a node kant cannot take, never to place anything there: see
-    ``Shim.sync``); a count within its limit is read as it is."""
+    allocatable quantity, a malformed taint, or any value :class:`~kant.model.NodeSpec`
+    refuses (more than ``MAX_GPUS_PER_NODE`` GPUs, a CPU count past ``MAX_CPU_MILLI``).
+
+    ``need``: the node is read only to count kant's pods there (a node kant cannot take,
+    never to place anything there: see ``Shim.sync``), and what kant would refuse is read
+    instead: a GPU or NIC count, a CPU or memory amount, that is malformed, negative or past
+    its limit as what ``need`` says (never past the limit); an ``allocatable.pods`` kant
+    refuses as no limit; a malformed taint, or a label, topology or zone label kant refuses,
+    left out. A value kant takes is read as it is. Raises then only for a name or a GPU
+    model kant refuses: nothing stands in for the node's name, nor for its model, which
+    names the quota its pods are charged to (the node cannot be read at all)."""
     name = str(_meta(node).get("name"))
     where = f"Node {name}"
     status = node.get("status") or {}
     alloc = status.get("allocatable") or {}
 
-    def count(res: str, most: int, instead: int | None) -> int:
-        n = int(quantity(alloc.get(res, 0), where=where, field=f"allocatable.{res}"))
-        return min(max(instead, 0), most) if instead is not None and n > most else n
+    def amount(res: str, unit: Callable[[Decimal], int], most: int, instead: int) -> int:
+        """Allocatable ``res`` in ``unit``s; with ``need``, one kant refuses (malformed,
+        negative, past ``most``) as ``instead`` (at most ``most``). (Without, a value past
+        ``most`` is left to NodeSpec to refuse.)"""
+        field = f"allocatable.{res}"
+        if need is None:
+            return unit(quantity(alloc.get(res, 0), where=where, field=field))
+        try:
+            n = unit(quantity(alloc.get(res, 0), where=where, field=field))
+        except InvalidObjectError:
+            n = -1
+        return n if 0 <= n <= most else min(max(instead, 0), most)
 
-    gpus = count(settings.gpu_resource, MAX_GPUS_PER_NODE, None if cap is None else cap[0])
+    want = need if need is not None else NodeNeed()
+    gpus = amount(settings.gpu_resource, int, MAX_GPUS_PER_NODE, want.gpus)
     lab = labels_of(node)
     model = (lab.get(settings.gpu_model_label) or settings.default_gpu_model) if gpus else None
-    cpu = quantity(alloc.get("cpu", 0), where=where, field="allocatable.cpu")
-    mem = quantity(alloc.get("memory", 0), where=where, field="allocatable.memory")
-    max_pods = _pod_count(alloc["pods"], where) if "pods" in alloc else None  # (absent: none)
+    cpu = amount("cpu", lambda q: int(q * 1000), MAX_CPU_MILLI, want.cpu_milli)
+    mem = amount("memory", lambda q: int(q // (1 << 20)), MAX_MEMORY_MIB, want.memory_mib)
+    max_pods = _max_pods(alloc, where, lenient=need is not None)
     levels: dict[Tier, str] = {}
     for label, tier in settings.topology:
         if tier not in levels and lab.get(label):
-            levels[tier] = _domain(label, lab[label])
+            domain = _domain(label, lab[label])
+            if need is None or is_name(domain):
+                levels[tier] = domain
     leaf, spine, superspine = (
         levels.get(Tier.LEAF),
         levels.get(Tier.SPINE),
@@ -272,24 +304,27 @@ def node_facts(
     if spine and not leaf:
         leaf = f"{spine}|{name}"
     zone = lab.get(settings.zone_label) or None
+    if need is not None and not is_name(zone):
+        zone = None
+    labels = {str(k): str(v) for k, v in lab.items()}
+    if need is not None:
+        labels = {k: v for k, v in labels.items() if is_label(k, v)}
     try:
         spec = NodeSpec(
             name=name,
             gpu_model=model,
             gpus=gpus,
-            cpu_milli=int(cpu * 1000),
-            memory_mib=int(mem // (1 << 20)),
-            rdma_nics=count(
-                settings.nic_resource, MAX_NICS_PER_NODE, None if cap is None else cap[1]
-            ),
+            cpu_milli=cpu,
+            memory_mib=mem,
+            rdma_nics=amount(settings.nic_resource, int, MAX_NICS_PER_NODE, want.nics),
             max_pods=max_pods,
             leaf=leaf,
             spine=spine,
             superspine=superspine,
             hbd=levels.get(Tier.HBD),
             zone=zone,
-            labels={str(k): str(v) for k, v in lab.items()},
-            taints=_taints(node, where),
+            labels=labels,
+            taints=_taints(node, where, lenient=need is not None),
         )
     except ValidationError as e:
         # (a count kant refuses, 72 GPUs, is named by the allocatable it was read from)
@@ -303,6 +338,20 @@ def node_facts(
     return NodeFacts(spec=spec, alive=ready, schedulable=ready and not cordoned)
 
 
+def _max_pods(alloc: Obj, where: str, *, lenient: bool) -> int | None:
+    """The node's ``max_pods`` from its allocatable (:func:`_pod_count`; absent: no limit).
+    ``lenient``: a count kant refuses (``500m``, negative) is no limit instead."""
+    if "pods" not in alloc:
+        return None
+    if not lenient:
+        return _pod_count(alloc["pods"], where)
+    try:
+        n = _pod_count(alloc["pods"], where)
+    except InvalidObjectError:
+        return None
+    return n if n is None or n >= 0 else None
+
+
 def node_ready(node: Obj) -> bool:
     """Whether the Node's ``Ready`` condition is ``True`` (read even of a node
     :func:`node_facts` refuses). Never raises."""
@@ -314,12 +363,15 @@ def node_ready(node: Obj) -> bool:
     )
 
 
-def _taints(node: Obj, where: str) -> tuple[Taint, ...]:
+def _taints(node: Obj, where: str, *, lenient: bool = False) -> tuple[Taint, ...]:
     """The node's ``spec.taints``, but those that only mirror what kant reads from the node
-    itself (:data:`MIRRORED_TAINTS`)."""
+    itself (:data:`MIRRORED_TAINTS`). A malformed taint is InvalidObjectError naming it;
+    ``lenient``: it is left out instead."""
     out = []
     for i, t in enumerate((node.get("spec") or {}).get("taints") or ()):
         if not isinstance(t, Mapping):
+            if lenient:
+                continue
             raise InvalidObjectError(f"spec.taints[{i}]", t, "is not a taint", where=where)
         if t.get("key") in MIRRORED_TAINTS:
             continue
@@ -328,6 +380,8 @@ def _taints(node: Obj, where: str) -> tuple[Taint, ...]:
                 Taint(key=t.get("key") or "", value=t.get("value") or "", effect=t.get("effect"))
             )
         except ValidationError as e:
+            if lenient:
+                continue
             raise InvalidObjectError(f"spec.taints[{i}].{e.field}", e.value, e.reason,
                                      where=where) from None  # fmt: skip
     return tuple(out)

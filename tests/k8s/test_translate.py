@@ -13,6 +13,7 @@ import pytest
 from kant.errors import InvalidConfigFileError, InvalidObjectError
 from kant.k8s.settings import DEFAULT_TOPOLOGY, K8sSettings, parse_settings
 from kant.k8s.translate import (
+    NodeNeed,
     PodFacts,
     binding_annotations,
     build_job,
@@ -652,6 +653,31 @@ def test_a_malformed_taint_is_an_invalid_object_naming_it() -> None:
     node["spec"]["taints"] = [{"key": "dedicated", "effect": "Sometimes"}]
     with pytest.raises(InvalidObjectError, match=r"spec\.taints\[0\]\.effect"):
         node_facts(node, S)
+
+
+def test_a_node_read_only_to_count_kants_pods_reads_what_kant_refuses_as_they_need_or_without_it(
+) -> None:  # fmt: skip
+    node = copy.deepcopy(load("node_h100"))
+    alloc = node["status"]["allocatable"]
+    alloc.update({"nvidia.com/gpu": "80", "rdma/hca": "-1", "cpu": "x", "memory": "2Ei",
+                  "pods": "500m"})  # fmt: skip
+    node["metadata"]["labels"].update({" padded": "v", "network.topology.nvidia.com/leaf": "L ",
+                                       "kant.io/zone": " z"})  # fmt: skip
+    node["spec"]["taints"] = [{"key": "dedicated", "effect": "Sometimes"}, "x",
+                              {"key": "spot", "effect": "PreferNoSchedule"}]  # fmt: skip
+    with pytest.raises(InvalidObjectError):
+        node_facts(node, S)  # (a node kant cannot take)
+    need = NodeNeed(gpus=8, nics=2, cpu_milli=4000, memory_mib=8192)
+    spec = node_facts(node, S, need=need).spec
+    assert (spec.gpus, spec.rdma_nics, spec.cpu_milli, spec.memory_mib) == (8, 2, 4000, 8192)
+    assert spec.max_pods is None  # (no limit)
+    assert [t.key for t in spec.taints] == ["spot"]
+    assert " padded" not in spec.labels and spec.labels["kubernetes.io/hostname"] == "gpu-node-7"
+    assert spec.zone is None
+    assert spec.spine == "spine=sw-spine-3" and spec.leaf == "spine=sw-spine-3|gpu-node-7"
+    assert spec.gpu_model == "NVIDIA-H100-80GB-HBM3"
+    valid = node_facts(load("node_h100"), S)  # (what kant takes is read as it is)
+    assert node_facts(load("node_h100"), S, need=need) == valid
 
 
 def _selecting(spec: dict[str, Any]) -> Any:
