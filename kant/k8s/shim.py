@@ -960,7 +960,8 @@ class Shim:
         except KantError as e:
             self._leave_out(name, obj, str(e), now)
             return
-        if self._bad_nodes.pop(name, None) is not None:
+        if self._bad_nodes.pop(name, None) is not None and name not in self._made_up:
+            # (one taken in only to count kant's pods there stays cordoned: _take_node says so)
             log.info("node %s is valid again: taken as it is now", name)
         self._draining.discard(name)
         was = self._alive.get(name)
@@ -973,7 +974,6 @@ class Shim:
                 self._after(self.nodes.not_ready(name, now), now, why=f"node {name} is not Ready")
                 self._drop_released_holds(name)
             return
-        self._changed.pop(name, None)
         self._take_node(name, facts, was=was)
 
     def _leave_out(self, name: str, obj: Obj, why: str, now: float) -> None:
@@ -1025,7 +1025,10 @@ class Shim:
         on a node new, Ready again or uncordoned is held. A node the cluster refuses (its
         labels contradict the fabric of the nodes taken: a leaf under a second spine) is left
         out with a warning. A node taken in at a made-up reading (:attr:`_made_up`) has
-        changed whatever it reports, the very values it was read as too."""
+        changed whatever it reports, the very values it was read as too. ``facts`` replace
+        what :attr:`_changed` held of the node: the warning that it takes no new pods is
+        logged only when they differ (not at each status update)."""
+        before = self._changed.pop(name, None)
         made_up = name in self._made_up
         if self.nodes.has(name) and (made_up or self.nodes.spec(name) != facts.spec):
             old = self.nodes.spec(name)
@@ -1041,10 +1044,19 @@ class Shim:
                 # have ended and the node is taken as it is then (see _take_changed_nodes)
                 self._changed[name] = facts
                 self.nodes.set_schedulable(name, False, self.now())
-                log.warning(
-                    "node %s changed (allocatable, model, fabric or zone labels): it takes no "
-                    "new pods until kant's pods there have ended", name,
-                )  # fmt: skip
+                if facts == before:
+                    return  # (said when it changed)
+                if made_up:
+                    log.warning(
+                        "node %s, taken in only to count kant's pods there, takes no new pods "
+                        "until they have ended, and is then taken as it reports itself, if "
+                        "kant can take it", name,
+                    )  # fmt: skip
+                else:
+                    log.warning(
+                        "node %s changed (allocatable, model, fabric or zone labels): it takes "
+                        "no new pods until kant's pods there have ended", name,
+                    )  # fmt: skip
                 return
             else:
                 self.nodes.removed(name, self.now())  # nothing of kant's runs there:

@@ -275,6 +275,28 @@ def test_a_restarted_shim_keeps_a_capped_node_that_turns_valid_cordoned_while_ka
         shim._pool.shutdown()
 
 
+def test_a_node_whose_capacity_changes_under_kants_pods_says_so_once_not_at_each_status_update(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # (the warning came again at every status update while a ran)
+    shim = _restarted([node_object("n0"), node_object("n1")], [_kant_pod("a", "n0")])
+    try:
+        said = len(caplog.messages)
+        for _ in range(3):  # 8 GPUs -> 16, then status updates
+            shim.handle("Node", "MODIFIED", node_object("n0", gpus=16))
+        shim.handle("Node", "MODIFIED", node_object("n0", gpus=24))  # a change again
+        shim.handle("Node", "MODIFIED", node_object("n0", gpus=24))
+        assert not shim.nodes.schedulable("n0")
+        changed = ("node n0 changed (allocatable, model, fabric or zone labels): it takes no "
+                   "new pods until kant's pods there have ended")  # fmt: skip
+        assert caplog.messages[said:] == [changed, changed]
+        shim.handle("Pod", "MODIFIED", _kant_pod("a", "n0", phase="Succeeded"))
+        shim._take_changed_nodes()
+        assert shim.nodes.schedulable("n0") and shim.nodes.spec("n0").gpus == 24
+    finally:
+        shim._pool.shutdown()
+
+
 def test_a_restarted_shim_reads_a_capped_node_as_what_kants_pods_there_need() -> None:
     # (it read 72 GPUs as 64: the made-up 56 GPUs counted as capacity in what a waiting pod
     # is told, "8 free" where a running shim says "the largest node has 8")
@@ -473,6 +495,12 @@ def _waiting(name: str, tenant: str) -> dict[str, Any]:
     return pod
 
 
+_COUNTING_ONLY = (
+    "node {}, taken in only to count kant's pods there, takes no new pods until they have "
+    "ended, and is then taken as it reports itself, if kant can take it"
+)
+
+
 def _jobs_on(shim: Shim, node: str) -> set[str]:
     return {p.job for p in shim.scheduler.cluster.pods_on(node)}
 
@@ -511,6 +539,7 @@ def test_a_restarted_shim_charges_kants_pod_on_a_node_refused_for_any_reason_and
 def test_a_node_taken_in_for_kants_pods_stays_cordoned_whatever_it_reports_until_they_end(
     why: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="kant")
     bad, _named = _REFUSED[why]
     shim = _restarted([bad("n0"), node_object("n1")], [_kant_pod("a", "n0")])
     try:
@@ -518,8 +547,12 @@ def test_a_node_taken_in_for_kants_pods_stays_cordoned_whatever_it_reports_until
         shim.handle("Node", "MODIFIED", bad("n0"))  # (a status update, still refused)
         assert shim.nodes.has("n0") and not shim.nodes.schedulable("n0")
         assert len(caplog.messages) == said  # (said once)
-        shim.handle("Node", "MODIFIED", node_object("n0", gpus=16))  # valid now, a runs
+        for _ in range(3):  # valid now, a runs (then status updates)
+            shim.handle("Node", "MODIFIED", node_object("n0", gpus=16))
         assert shim.nodes.has("n0") and not shim.nodes.schedulable("n0")
+        # (it said "valid again: taken as it is now", and at every status update that n0 had
+        # changed: one line, once, and true)
+        assert caplog.messages[said:] == [_COUNTING_ONLY.format("n0")]
         shim._take_changed_nodes()  # (a cycle: a still runs)
         assert not shim.nodes.schedulable("n0")
         shim.handle("Pod", "MODIFIED", _kant_pod("a", "n0", phase="Succeeded"))
@@ -568,6 +601,8 @@ def test_a_restarted_shim_reads_a_refused_node_as_what_kants_pods_there_need_or_
 def test_a_restarted_shim_charges_kants_pod_on_a_node_whose_labels_contradict_the_fabric(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="kant")
+
     def labelled(name: str, spine: str) -> dict[str, Any]:
         return node_object(name, labels={"network.topology.nvidia.com/leaf": "L",
                                          "network.topology.nvidia.com/spine": spine})  # fmt: skip
@@ -580,8 +615,13 @@ def test_a_restarted_shim_charges_kants_pod_on_a_node_whose_labels_contradict_th
         assert shim.nodes.spec("n1").leaf is None  # (out of the fabric, only to count a)
         (taken,) = [m for m in caplog.messages if m.startswith("node n1 is left out but kant")]
         assert "already under spine 'spine=sp0'" in taken
-        shim.handle("Node", "MODIFIED", labelled("n1", "sp1"))  # (a status update)
+        said = len(caplog.messages)
+        for _ in range(3):  # (status updates: what it was, read as kant takes it now)
+            shim.handle("Node", "MODIFIED", labelled("n1", "sp1"))
         assert shim.nodes.has("n1") and not shim.nodes.schedulable("n1")
+        # (it said "valid again: taken as it is now", and at every status update that n1 had
+        # changed: one line, once, and true)
+        assert caplog.messages[said:] == [_COUNTING_ONLY.format("n1")]
         shim.handle("Pod", "MODIFIED", _kant_pod("a", "n1", phase="Succeeded"))
         shim._take_changed_nodes()
         assert not shim.nodes.has("n1")  # still contradicting n0: left out
