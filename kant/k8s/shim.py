@@ -387,8 +387,9 @@ class Shim:
         tenants' quotas (:meth:`adopt`), others' pods there are held (on what is left of the
         node as read), nothing new is placed there, and the node leaves once kant's pods
         there have ended (:attr:`_draining`), as it would have under that shim; whatever it
-        reports meanwhile is a change (:attr:`_made_up`). Read so, the node adds no capacity
-        that waiting pods would be told of (a running shim keeps such a node as it was). A
+        reports meanwhile is a change (:attr:`_made_up`). A value read as what they need adds
+        no capacity that waiting pods would be told of (a running shim keeps such a node as
+        it was); one kant takes counts as on any cordoned node. A
         node whose name or GPU model kant refuses cannot be read at all (nothing stands in
         for the name, nor for the model its pods' quota is charged on): it stays out, its
         pods not taken back. O(nodes), and O(pods) when such a node exists."""

@@ -23,7 +23,7 @@ from kant.k8s.kubelet import node_object
 from kant.k8s.settings import K8sSettings
 from kant.k8s.shim import Shim
 from kant.k8s.translate import binding_annotations, node_facts
-from kant.model import PodId
+from kant.model import PodId, ReasonCode
 
 from .conftest import Cluster, wait_for
 
@@ -562,6 +562,29 @@ def test_a_node_taken_in_for_kants_pods_stays_cordoned_whatever_it_reports_until
         shim.scheduler.check_invariants()
     finally:
         shim._pool.shutdown()
+
+
+def test_a_value_kant_takes_of_a_node_taken_in_for_kants_pods_counts_as_on_any_cordoned_node(
+) -> None:  # fmt: skip
+    # (n0: 16 valid GPUs, a malformed taint; a runs on 8. Its GPUs are read as they are, not
+    # as what a needs: a pod of 16 waits for capacity, as if n0 were only cordoned, and is
+    # not told it can never fit)
+    cordoned = node_object("n0", gpus=16)
+    cordoned["spec"] = {"unschedulable": True}
+    told = []
+    for n0 in (_tainted("n0"), cordoned):
+        q = _waiting("q", "team-b")
+        q["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "16"
+        listed = _Listed([n0, node_object("n1")], [_kant_pod("a", "n0"), q])
+        shim = Shim(listed, parse_config(_QUOTA_AB))  # type: ignore[arg-type]
+        try:
+            shim.sync()
+            told.append(shim.cycle().pending["ns..q#1"])
+        finally:
+            shim._pool.shutdown()
+    assert told[0] == told[1]
+    assert told[0].code is ReasonCode.INSUFFICIENT_CAPACITY, told[0]
+    assert told[0].message == "role 'worker' needs 16 GPUs, 8 free in its pools"
 
 
 def test_a_node_taken_in_for_kants_pods_that_goes_on_refused_leaves_once_they_end() -> None:
