@@ -447,9 +447,10 @@ def test_a_shim_restarted_while_a_node_past_the_limit_runs_a_pod_of_kants_keeps_
 
 # A node a restarted shim cannot take for any other reason, where a pod of kant's runs. The
 # real API server refuses a malformed taint and an allocatable.pods of 500m (422: Invalid),
-# so these start from what a shim lists (other API servers, or objects a conversion or a
-# proxy altered, are all a shim reads); the scenarios against the real API server below use
-# what it does store and kant refuses (a CPU count past kant's limit, a fabric contradiction).
+# so these start from what a shim lists (an object written around its validation, directly
+# to etcd or by another server or version, or altered on its way to the shim, is read all the
+# same); the scenarios against the real API server below use what it does store and kant
+# refuses (a CPU count past kant's limit, a fabric contradiction).
 
 
 def _tainted(name: str) -> dict[str, Any]:
