@@ -513,7 +513,9 @@ def test_a_restarted_shim_charges_kants_pod_on_a_node_refused_for_any_reason_and
     # (a shim restarted while n0 was refused for anything but a device count past its limit
     # did not take a's job back: team-a's quota was free again, and p ran beside a)
     bad, named = _REFUSED[why]
-    pods = [_kant_pod("a", "n0"), _waiting("p", "team-a"), _waiting("q", "team-b"),
+    # (a on GPUs 8-15: n0 is read with GPUs 0-7 free whatever it is refused for, an
+    # unreadable GPU count read as 16, so r would fit there were n0 not cordoned)
+    pods = [_kant_pod("a", "n0", first=8), _waiting("p", "team-a"), _waiting("q", "team-b"),
             _waiting("r", "team-b")]  # fmt: skip
     shim = Shim(_Listed([bad("n0"), node_object("n1")], pods), parse_config(_QUOTA_AB))  # type: ignore[arg-type]
     try:
@@ -523,11 +525,12 @@ def test_a_restarted_shim_charges_kants_pod_on_a_node_refused_for_any_reason_and
         assert shim.nodes.has("n0") and not shim.nodes.schedulable("n0")
         (taken,) = [m for m in caplog.messages if m.startswith("node n0 is left out but kant")]
         assert "taken in cordoned" in taken and re.search(named, taken)  # (it says what is wrong)
+        assert shim.nodes.spec("n0").gpus == 16  # (room for r, GPUs 0-7)
         shim.cycle()
         assert _jobs_on(shim, "n1") == {"ns..q#1"}  # q on n1; p waits on team-a's quota
         assert _jobs_on(shim, "n0") == {"ns..a#1"}  # r waits: nothing new goes to n0
         assert shim.scheduler.admitter.used("team-a", "H100") == 8000
-        shim.handle("Pod", "MODIFIED", _kant_pod("a", "n0", phase="Succeeded"))
+        shim.handle("Pod", "MODIFIED", _kant_pod("a", "n0", phase="Succeeded", first=8))
         assert shim.scheduler.admitter.used("team-a", "H100") == 0
         shim._take_changed_nodes()  # (the next cycle)
         assert not shim.nodes.has("n0") and not shim._draining
