@@ -346,12 +346,16 @@ class Preemption:
         ceiling, the cohort within its lendable pool), no other nomination of the cycle uses
         its nodes, its preemptor still fits with it running (placed again, with its other
         victims gone, when its nomination uses the victim's nodes; on the same GPU models),
-        neither its job nor a nominated job has pod affinity terms, and its tenant has no
-        nominated preemptor (whose own quota rules would read its use). Then it is off the
-        cycle's victims and charged again (``uncharged`` forgets its pods), and its
-        preemptor's nomination (its devices held anew if it was placed again) waits for the
-        last preemption's victims instead, whose quota it now shares; every nomination's
-        ``by_priority`` and ``within_nominal`` are recomputed over the victims still its own.
+        neither its job nor a nominated job has pod affinity terms, and, when its tenant has
+        a nominated preemptor, the tenant stays within its nominal quota on the victim's GPU
+        models (that preemptor's own rules read the tenant's use: a reclaimer ends within
+        nominal, a nomination may be held within nominal, a preemptor takes what another
+        tenant borrowed, by default, only if it does not borrow itself; each still holds
+        then). Then it is off the cycle's victims and charged again (``uncharged`` forgets
+        its pods), and its preemptor's nomination (its devices held anew if it was placed
+        again) waits for the last preemption's victims instead, whose quota it now shares;
+        every nomination's ``by_priority`` and ``within_nominal`` are recomputed over the
+        victims still its own.
 
         Returns the nominations that changed: (position in ``nominations``, new value);
         besides the spared victims' preemptors, any other that waited for a pod given back
@@ -441,7 +445,7 @@ class Preemption:
         v = self.victims[i]
         queue = self.index.queue
         ve = queue.get(v.job)
-        if ve is None or ve.job.pod_terms or ve.job.tenant in tenants:
+        if ve is None or ve.job.pod_terms:
             return None
         parts = []
         nodes = set()
@@ -458,7 +462,11 @@ class Preemption:
         for t, m, milli in parts:
             led.add(t, m, milli)
         nom = noms[k]
-        if not all(self._quota_holds(t, m) for t, m, _milli in parts):
+        if not all(self._quota_holds(t, m) for t, m, _milli in parts) or (
+            ve.job.tenant in tenants and any(led.borrowing(t, m) for t, m, _milli in parts)
+        ):
+            # (a tenant with a nominated preemptor: that preemptor's quota rules read the
+            # tenant's use, and every one of them holds while it stays within nominal)
             led.rollback(mark)
             return None
         if any(b.node in nodes for b in nom.bindings):

@@ -390,3 +390,26 @@ def test_a_strict_fifo_preemptor_whose_victims_are_gone_starts_within_three_cycl
     for _ in range(3):
         m.cycle_and_evict(dt=1.0)
     assert len(m.s.queue.entry("j5").assigned) == 2
+
+
+def test_a_strict_fifo_victim_its_own_tenants_preemptor_made_needless_is_given_back() -> None:
+    # Found by this machine under Strict FIFO. b's j5 (priority 1, 8 GPUs, within b's
+    # nominal) reclaims a's j2 (2 GPUs) for quota; in the same cycle a's j4 (priority 1, 2
+    # GPUs) evicts a pod of a's j1 (4 GPUs) by priority, after which a is within its
+    # nominal quota even with j2 running. j2 used to be evicted all the same (a had a
+    # nominated preemptor, j4), waited behind j1's requeued pod (4 GPUs, of the 2 left),
+    # and the devices it left sat idle. Now it is given back and j5 waits for j1's pod.
+    m = StrictContentionMachine()
+    m.setup(strategy="ebinpack", others_first=False)
+    m.submit(gang=False, gpus=4, priority=0, rack=None, replicas=2, tenant="a")
+    m.cycle_and_evict(dt=1.0)
+    m.submit(gang=False, gpus=2, priority=0, rack=None, replicas=1, tenant="a")
+    m.submit(gang=False, gpus=2, priority=0, rack=None, replicas=1, tenant="iso")
+    m.cycle_and_evict(dt=1.0)
+    m.submit(gang=False, gpus=2, priority=1, rack=None, replicas=1, tenant="a")
+    m.submit(gang=False, gpus=8, priority=1, rack=None, replicas=1, tenant="b")
+    m.cycle_and_evict(dt=1.0)
+    m.cycle_and_evict(dt=1.0)  # (asserts: no victim's capacity sits idle)
+    assert m.evictions == {("j1", "j4"): 1}
+    assert m.s.queue.status("j2").phase is JobPhase.RUNNING
+    assert m.s.queue.status("j5").phase is JobPhase.RUNNING

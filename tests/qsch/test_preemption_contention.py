@@ -3,6 +3,8 @@ victims a reclaim chooses, and whose quota victims still to go count against."""
 
 from __future__ import annotations
 
+import pytest
+
 from kant.admission import Quota
 from kant.cycle import CycleResult
 from kant.model import NodeSelector, ReasonCode, VictimReason
@@ -12,7 +14,7 @@ from kant.queueing import JobPhase
 from kant.scheduler import Scheduler
 from kant.testing import ClusterBuilder, check_invariants, job
 
-from .conftest import evict_victims, finish, nodes, scheduler
+from .conftest import evict_victims, finish, nodes, pod, scheduler
 
 
 def _start(s: Scheduler, t: float, jid: str, **kw: object) -> None:
@@ -161,4 +163,67 @@ def test_a_strict_fifo_preemptor_passes_its_victim_heading_its_tenant_queue_for_
     assert _evictions_in_nine_cycles(s) == 1
     assert s.queue.status("p").phase is JobPhase.RUNNING
     assert s.step(now=10).pending["v"].code is ReasonCode.QUOTA_EXCEEDED
+    check_invariants(s)
+
+
+@pytest.mark.parametrize("policy", ["strict-fifo", "best-effort-fifo"])
+def test_a_victim_taken_for_quota_is_given_back_when_its_own_tenants_preemptor_frees_it(
+    policy: str,
+) -> None:
+    # Found by the contention machine under Strict FIFO. a runs a-pods (two 4-GPU pods) and
+    # a-small (2 GPUs, newest), borrowing 2 of b's 8. b-big (b, 8 GPUs, priority 1, within
+    # b's nominal) goes first and reclaims a-small for quota; a-hi (a, 2 GPUs, priority 1)
+    # then takes a pod of a-pods by priority: 4 GPUs for its 2, and a is back within its
+    # nominal quota even with a-small running. a-small used to be evicted all the same (its
+    # tenant had a nominated preemptor, a-hi, so it was never given back): under Strict FIFO
+    # it then waited behind a-pods' requeued pod (which needs 4 GPUs of the 2 left) and the
+    # devices it left sat idle; otherwise it started again at once. Now it is given back
+    # (a stays within nominal with it) and b-big waits for a-pods' pod instead.
+    s = scheduler(nodes(4, leaves=2), policy=policy,
+                  quotas=[Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8)],
+                  preemption=PreemptionPolicy())  # fmt: skip
+    _start(s, 0, "a-pods", gpus=4, replicas=2, gang=False, tenant="a")
+    _start(s, 1, "a-small", gpus=2, tenant="a")
+    s.submit(job("a-hi", gpus=2, priority=1, tenant="a", submitted_at=2), now=2)
+    s.submit(job("b-big", gpus=8, priority=1, tenant="b", submitted_at=2), now=2)
+    r = s.step(now=2)
+    assert [(v.job, v.reason.value, v.preemptor) for v in r.victims] == [
+        ("a-pods", "priority", "a-hi")
+    ]
+    noms = {n.job: n for n in r.nominations}
+    assert noms["b-big"].victims == noms["a-hi"].victims == (pod("a-pods"),)
+    evict_victims(s, r, now=2.5)
+    assert sorted(s.step(now=3).placed) == ["a-hi", "b-big"]
+    assert s.queue.status("a-small").running == (pod("a-small"),)
+    assert s.admitter.used("a", "H100") == s.admitter.used("b", "H100") == 8000
+    check_invariants(s)
+
+
+def test_a_victim_is_not_given_back_when_its_tenant_would_borrow_under_its_reclaimer() -> None:
+    # The limit of that rule. a runs a-keep (4 GPUs, priority 2), a-lo (2) and v (4,
+    # newest), borrowing 2; c runs c-big (8) and c-x (6), borrowing 6. q (b, 4 GPUs,
+    # priority 1) reclaims v. l (a, 4 GPUs, priority 1) is within a's nominal once a-lo is
+    # gone, and reclaims c-x for the 2 GPUs of quota it still lacks: 6 freed, 4 more than
+    # it needs, so v charged again would fit the cohort; but a would then use 12 of its 8
+    # while l took c's borrowed unit to keep a within nominal. A reclaimer never ends
+    # borrowing: v is not given back.
+    quotas = [Quota.gpus(t, "H100", 8) for t in ("a", "b", "c")]
+    s = scheduler(nodes(5), quotas=quotas, preemption=PreemptionPolicy())
+    _start(s, 0, "c-big", gpus=8, tenant="c")
+    _start(s, 1, "c-x", gpus=6, tenant="c")
+    _start(s, 2, "a-keep", gpus=4, tenant="a", priority=2)
+    _start(s, 3, "a-lo", gpus=2, tenant="a")
+    _start(s, 4, "v", gpus=4, tenant="a")
+    s.submit(job("q", gpus=4, tenant="b", priority=1, submitted_at=5), now=5)
+    s.submit(job("l", gpus=4, tenant="a", priority=1, submitted_at=5), now=5)
+    r = s.step(now=5)
+    assert [(v.job, v.reason.value, v.preemptor) for v in r.victims] == [
+        ("v", "reclaim", "q"),
+        ("c-x", "reclaim", "l"),
+        ("a-lo", "priority", "l"),
+    ]
+    assert all(n.within_nominal for n in r.nominations)
+    evict_victims(s, r, now=5.5)
+    assert {"l", "q"} <= set(s.step(now=6).placed)
+    assert s.queue.status("v").phase is JobPhase.PENDING
     check_invariants(s)
