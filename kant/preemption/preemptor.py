@@ -136,6 +136,9 @@ class Preemption:
         self.place = place
         self.now = now
         self.victims: list[Victim] = []
+        # the jobs with running pods nominated this cycle (id -> submission number): none
+        # of their pods is a victim in it (see preempt)
+        self.preempting: dict[str, int] = {}
         self.victim_pods: set[PodId] = set()
         self.searches = 0
         self.preemptors = 0
@@ -143,7 +146,7 @@ class Preemption:
         self.light_checks = 0
         self.hopeless: set[tuple[Any, ...]] = set()
         self.given_back = 0  # victims given back this cycle (spare_needless)
-        self._own: dict[tuple[str, int, int], dict[str, int] | None] = {}  # _own_below's
+        self._own: dict[tuple[str, int, int, int], dict[str, int] | None] = {}  # _own_below's
         self._own_of: list[VictimRef] | None = None  # the refs self._own was derived from
         # the policy's fixed answers, read once per cycle (the cheap exits run per waiting job)
         self._enabled = policy.enabled
@@ -217,11 +220,12 @@ class Preemption:
         preemptors' needs serves it, and nothing more is evicted. A job evicted by
         preemption within ``cascade_window``, or whose pods are being evicted, does not
         preempt by priority or reclaim (no cascades); as a Backfill head it may still take
-        back what backfilled past it. A pod-level job that cannot be placed whole preempts
-        for as many of its pods as preemption can place; when the whole request would
-        borrow, its first pods within its tenant's nominal quota (once the tenant's own
-        lower-priority units are gone, as for a whole request) reclaim for themselves, and
-        that many are tried first."""
+        back what backfilled past it. Symmetrically, no victim of the cycle is taken from the
+        running pods of a job it nominated (:attr:`preempting`). A pod-level job that cannot
+        be placed whole preempts for as many of its pods as preemption can place; when the
+        whole request would borrow, its first pods within its tenant's nominal quota (once
+        the tenant's own lower-priority units are gone, as for a whole request) reclaim for
+        themselves, and that many are tried first."""
         # The cheap exits first (each returns None and changes nothing, so their order is
         # free): most would-be preemptors of a busy cycle stop here, before the victim index.
         if self.closed(e, dec, may_backfill):
@@ -313,6 +317,12 @@ class Preemption:
             return None
         chosen, bindings = found
         self.preemptors += 1
+        if e.assigned:
+            # its running pods stay for the rest of the cycle: the search counted them
+            # running (their quota, their nodes), and taken by a later preemptor, one of
+            # them would come back needing room of its own and take it from its victims
+            # started again elsewhere (as no victim preempts in its cycle: _being_evicted)
+            self.preempting[job.id] = e.seq
         victim_pods: list[PodId] = []
         for u, why in chosen:
             self.victims.append(Victim(job=u.job, pods=u.pods, reason=why, preemptor=job.id))
@@ -774,12 +784,15 @@ class Preemption:
 
     def _own_below(self, e: Entry, refs: list[VictimRef]) -> dict[str, int] | None:
         """GPU milli per model that the units of ``e``'s tenant running below its priority
-        use, less ``e``'s own and the victims chosen so far (None: there is no such unit).
-        Kept per tenant, priority and number of victim pods for a job with nothing running
-        (victims are only ever added within a cycle) while ``refs`` is the same list."""
+        use, less ``e``'s own, the victims chosen so far and the units of the jobs preempting
+        in this cycle (:attr:`preempting`, no victims in it) (None: there is no such unit).
+        Kept per tenant, priority and numbers of victim pods and of jobs preempting for a job
+        with nothing running (both are only ever added to within a cycle) while ``refs`` is
+        the same list."""
         job = e.job
         tenant, prio, chosen = job.tenant, job.priority, self.victim_pods
-        key = (tenant, prio, len(chosen))
+        preempting = self.preempting
+        key = (tenant, prio, len(chosen), len(preempting))
         if self._own_of is not refs:
             self._own_of, self._own = refs, {}
         elif not e.assigned and key in self._own:
@@ -788,7 +801,9 @@ class Preemption:
         for r in refs:
             if r.priority >= prio:
                 break  # sorted by priority
-            if r.tenant != tenant or r.entry is e or not chosen.isdisjoint(r.pods):
+            if r.tenant != tenant or r.entry is e or r.job in preempting:
+                continue
+            if not chosen.isdisjoint(r.pods):
                 continue
             if own is None:
                 own = {}
@@ -882,7 +897,7 @@ class Preemption:
         picked: list[VictimRef] = []
         held = 0
         for r in refs:
-            if r.entry is e:
+            if r.entry is e or r.job in self.preempting:
                 continue
             ok = exposed[r.tenant] if r.tenant != pre.tenant else True
             if pol.rules:
@@ -938,6 +953,8 @@ class Preemption:
             why |= ~reclaim & ~lower & backfill
         mask = ok & why
         mask[cols.of_job(pre.job, e.seq)] = False
+        for jid, seq in self.preempting.items():
+            mask[cols.of_job(jid, seq)] = False
         if self.victim_pods:
             mask[cols.of_pods(self.victim_pods)] = False
         idx = np.flatnonzero(mask)

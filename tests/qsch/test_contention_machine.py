@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from kant.admission import Admitter, Quota
+from kant.cycle import CycleResult
 from kant.model import Binding, NodeSelector, PodId, Victim
 from kant.placement import Placer
 from kant.preemption import PreemptionPolicy
@@ -304,23 +305,19 @@ def test_a_borrowed_rest_refused_at_its_turn_preempts_in_that_turn() -> None:
     check_invariants(s)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect: a preemptor reclaimed in the cycle it preempts starts its requeued "
-    "pod on the devices nominated for another of its pods (docs/qsch.md, Known defect)",
-)
 def test_a_preemptor_reclaimed_in_the_cycle_it_preempts_does_not_evict_its_victims_twice() -> None:
     # Found by a stricter variant of this machine (each pod, not each job, evicted at most
     # once by one preemptor; victims that leave slowly). j5 (b, priority 2, two 4-GPU pods,
-    # one running on borrowed quota) evicts b's j2 by priority for its second pod; in the
-    # same cycle a's j6 reclaims j5's running pod. Requeued, that pod comes first in j5's
-    # order: it starts on the devices nominated for the second, j2 starts again elsewhere,
-    # and j5 evicts j2 a second time for its second pod.
+    # one running on borrowed quota) evicts b's j2 by priority for its second pod. a's j6,
+    # later in the same cycle, used to reclaim j5's running pod: requeued, that pod started
+    # on the devices nominated for the second, j2 started again elsewhere, and j5 evicted j2
+    # a second time for its other pod. A job preempting in a cycle is no victim in it: j6
+    # reclaims b's gang j4 instead, and j5 starts its second pod where j2 was.
     m = ContentionMachine()
     m.setup(strategy="ebinpack", others_first=False)
     s = m.s
 
-    def cycle(evict: bool = True) -> None:
+    def cycle(evict: bool = True) -> CycleResult:
         m.now += 1.0
         r = s.schedule(m.now)
         s.apply(r, m.now)
@@ -329,6 +326,7 @@ def test_a_preemptor_reclaimed_in_the_cycle_it_preempts_does_not_evict_its_victi
             m.evictions[k] = m.evictions.get(k, 0) + 1
             for p in v.pods if evict else ():
                 s.pod_evicted(p, m.now)
+        return r
 
     m.submit(gang=True, gpus=8, priority=0, rack=None, replicas=2, tenant="a")  # j1
     cycle(evict=False)
@@ -336,17 +334,26 @@ def test_a_preemptor_reclaimed_in_the_cycle_it_preempts_does_not_evict_its_victi
     cycle(evict=False)
     _finish(m, "j1")
     m.submit(gang=False, gpus=2, priority=0, rack=None, replicas=1, tenant="iso")
-    m.submit(gang=True, gpus=8, priority=2, rack=None, replicas=1, tenant="b")
+    m.submit(gang=True, gpus=8, priority=2, rack=None, replicas=1, tenant="b")  # j4
     m.submit(gang=False, gpus=4, priority=2, rack=None, replicas=2, tenant="b")  # j5
     cycle()
+    assert s.queue.status("j5").running == (PodId(job="j5", role="worker", index=0),)
     m.submit(gang=True, gpus=2, priority=0, rack=None, replicas=1, tenant="a")  # j6
-    cycle()  # j5 evicts j2 for its second pod; j6 reclaims j5's first
+    r = cycle()  # j5 evicts j2 for its second pod; j6 reclaims j4, not j5's running pod
+    assert [(v.job, v.preemptor, v.reason.value) for v in r.victims] == [
+        ("j2", "j5", "priority"),
+        ("j4", "j6", "reclaim"),
+    ]
     _finish(m, "j3")
     m.submit(gang=False, gpus=4, priority=2, rack=None, replicas=1, tenant="a")
     m.submit(gang=False, gpus=2, priority=0, rack=None, replicas=1, tenant="a")
     cycle(evict=False)
     cycle()
-    assert m.evictions.get(("j2", "j5")) == 1
+    assert m.evictions == {("j1", "j2"): 1, ("j2", "j5"): 1, ("j4", "j6"): 1}
+    assert s.queue.status("j5").running == tuple(
+        PodId(job="j5", role="worker", index=i) for i in (0, 1)
+    )
+    check_invariants(s)
 
 
 def test_a_strict_fifo_reclaimer_evicts_a_victim_that_heads_the_queue_once() -> None:

@@ -85,6 +85,7 @@ def _defer(_pre: object, _unit: object, _borrowing: object) -> None:
     models=st.sets(st.sampled_from(MODELS), min_size=1),
     which=st.integers(0, 20),
     taken=st.sets(st.integers(0, 40), max_size=4),
+    preempting=st.sets(st.integers(0, 12), max_size=3),
     max_candidates=st.one_of(st.none(), st.integers(1, 5)),
 )
 def test_the_vectorised_prefilter_picks_what_the_rules_pick_one_by_one(
@@ -98,6 +99,7 @@ def test_the_vectorised_prefilter_picks_what_the_rules_pick_one_by_one(
     models: set[str],
     which: int,
     taken: set[int],
+    preempting: set[int],
     max_candidates: int | None,
 ) -> None:
     refs, entries = data
@@ -105,11 +107,14 @@ def test_the_vectorised_prefilter_picks_what_the_rules_pick_one_by_one(
     e = entries[which % len(entries)] if entries and which < 10 else SimpleNamespace(id="p", seq=99)
     ledger = SimpleNamespace(borrowing=lambda t, m: (t, m) in borrowers)
     victim_pods = {p for i, r in enumerate(refs) if i in taken for p in r.pods}
+    # jobs preempting in the cycle: none of their records is a candidate either
+    nominated = {entries[i].id: entries[i].seq for i in preempting if i < len(entries)}
 
     def picked(policy: PreemptionPolicy, pre: Preemptor) -> tuple[Sequence[VictimRef], int, Any]:
         p = Preemption.__new__(Preemption)
         p.policy, p.ledger, p.index = policy, cast(Any, ledger), cast(Any, _Index(refs))
         p.victim_pods = set(victim_pods)
+        p.preempting = dict(nominated)
         return p._prefilter(pre, cast(Any, e), refs, models, only_priority=False)
 
     # every combination of the policy's switches and the preemptor's flags
@@ -130,3 +135,4 @@ def test_the_vectorised_prefilter_picks_what_the_rules_pick_one_by_one(
         assert [r.pods for r in fast[0]] == [r.pods for r in one_by_one[0]], flags
         assert fast[1] == one_by_one[1], flags
         assert [refs[i] for i in fast[2].tolist()] == list(fast[0]), flags  # their positions
+        assert not any(r.job in nominated for r in fast[0]), flags

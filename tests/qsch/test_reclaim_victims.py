@@ -1,8 +1,9 @@
 """Reclaim victims: where a reclaim's units count (quota anywhere, room only on the nodes the
 preemptor may use), the victims of one cycle minimal together (a later reclaim that frees
 more quota than it needs gives back what an earlier one took for quota), whose units a
-reclaim takes (of tenants borrowing on the GPU models it is for) and which of a borrower's
-units (a second walk when victim order takes the ones that free no room first)."""
+reclaim takes (of tenants borrowing on the GPU models it is for; none of a job preempting in
+the same cycle) and which of a borrower's units (a second walk when victim order takes the
+ones that free no room first)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from kant.queueing import JobPhase
 from kant.scheduler import Scheduler
 from kant.testing import ClusterBuilder, check_invariants, job
 
-from .conftest import evict_victims, scheduler
+from .conftest import evict_victims, pod, scheduler
 
 R0 = NodeSelector.labels(rack="r0")
 R1 = NodeSelector.labels(rack="r1")
@@ -235,4 +236,36 @@ def test_a_pod_level_job_beyond_its_nominal_quota_reclaims_for_its_first_pods_on
     assert r.victims == ()
     assert s.admitter.used("a", "H100") == 8000 and s.admitter.used("b", "H100") == 8000
     assert s.status("a-hi").pods_waiting == 1
+    check_invariants(s)
+
+
+def test_a_reclaim_takes_no_pod_of_a_job_preempting_in_the_same_cycle_and_takes_it_a_cycle_later() -> (
+    None
+):
+    # a and b have 8 GPUs nominal on 16 (two 8-GPU nodes); pods are victims from 10 s on.
+    # b runs big (8 GPUs, not preemptible), lo (priority 0, 4 GPUs) and the first pod of p
+    # (priority 1, two 4-GPU pods): 8 of a's GPUs borrowed. Once lo is old enough, p evicts
+    # it for its second pod; in the same cycle a's r (4 GPUs) reclaims, and the only unit
+    # it may take is p's running pod: p's search counted it running, so r finds no victim
+    # this cycle. The next cycle p starts its second pod where lo was, and r takes p's first.
+    s = scheduler(
+        ClusterBuilder().leaf("lf0", nodes=2).build(),
+        quotas=[Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8)],
+        preemption=PreemptionPolicy(min_runtime=10),
+    )
+    _start(s, 0, "big", gpus=8, tenant="b", priority=1, preemptible=False)
+    _start(s, 0, "lo", gpus=4, tenant="b")
+    s.submit(job("p", gpus=4, replicas=2, gang=False, tenant="b", priority=1), now=1)
+    r = s.step(now=1)
+    assert [b.pod.index for b in r.bindings] == [0] and r.victims == ()  # lo is too young
+    s.submit(job("r", gpus=4, tenant="a", submitted_at=20), now=20)
+    r = s.step(now=20)
+    assert _victims(r) == [("lo", "priority", "p")]
+    assert r.pending["r"].code is ReasonCode.QUOTA_EXCEEDED
+    evict_victims(s, r, now=21)
+    r = s.step(now=21)
+    assert [(b.pod.job, b.pod.index) for b in r.bindings] == [("p", 1)]
+    assert [(v.job, v.pods, v.reason.value, v.preemptor) for v in r.victims] == [
+        ("p", (pod("p", 0),), "reclaim", "r")
+    ]
     check_invariants(s)
