@@ -178,9 +178,11 @@ class Preemption:
         ):
             return True
         backfill = may_backfill and pol.backfill
-        if (e.evicted_at is not None and self.now - e.evicted_at < pol.cascade_window) or (
-            e.assigned and self._being_evicted(e)
-        ):
+        if self._being_evicted(e):
+            # by no kind, backfill included: its search would count its running pods, and
+            # one of them requeued would take the devices found for its next pods
+            return True
+        if e.evicted_at is not None and self.now - e.evicted_at < pol.cascade_window:
             return not backfill  # a cascade may only take back what backfilled past it
         if backfill or pol.rules:
             return False
@@ -218,9 +220,10 @@ class Preemption:
         will be once every victim already chosen (this cycle or earlier, still terminating)
         is gone, with every nomination held? Then capacity those victims free beyond their
         preemptors' needs serves it, and nothing more is evicted. A job evicted by
-        preemption within ``cascade_window``, or whose pods are being evicted, does not
-        preempt by priority or reclaim (no cascades); as a Backfill head it may still take
-        back what backfilled past it. Symmetrically, no victim of the cycle is taken from the
+        preemption within ``cascade_window`` does not preempt by priority or reclaim (no
+        cascades); as a Backfill head it may still take back what backfilled past it. A job
+        whose pods are being evicted does not preempt by any kind, backfill included.
+        Symmetrically, no victim of the cycle is taken from the
         running pods of a job it nominated (:attr:`preempting`). A pod-level job that cannot
         be placed whole preempts for as many of its pods as preemption can place; when the
         whole request would borrow, its first pods within its tenant's nominal quota (once
@@ -231,10 +234,9 @@ class Preemption:
         if self.closed(e, dec, may_backfill):
             return None
         pol = self.policy
-        # (no cascades: a job just evicted does not evict in turn, see closed)
-        cascade = (
-            e.evicted_at is not None and self.now - e.evicted_at < pol.cascade_window
-        ) or self._being_evicted(e)
+        # (no cascades: a job just evicted does not evict in turn, see closed; one whose pods
+        # are being evicted stopped there)
+        cascade = e.evicted_at is not None and self.now - e.evicted_at < pol.cascade_window
         job = e.job
         quotas = not self.ledger.table.unlimited
         placed_in_part = pods is not None
@@ -544,8 +546,10 @@ class Preemption:
 
     def _being_evicted(self, e: Entry) -> bool:
         """Are pods of ``e`` (a pod-level job, partly running) victims still to go, chosen
-        this cycle or terminating? Then it does not preempt by priority or reclaim either:
-        its own preemptor would be followed by its victims (a cascade within the window)."""
+        this cycle or terminating? Then it does not preempt by any kind, backfill included:
+        its own preemptor would be followed by its victims (a cascade), and its search would
+        count those pods running, while one of them requeued takes the devices found for its
+        next pods and its victims start again elsewhere."""
         if not e.assigned:
             return False
         return bool(e.terminating) or not self.victim_pods.isdisjoint(e.assigned)

@@ -1,19 +1,20 @@
 """Preemption and quota under contention (issue 12): no reclaim livelock, pod-level
 preemption, reclaim judged after the tenant's own victims, no over-eviction across preemptors,
-no cascades across cycles, non-borrowing jobs first."""
+no cascades within or across cycles (a job whose pods are being evicted preempts by no kind,
+backfill included), non-borrowing jobs first."""
 
 from __future__ import annotations
 
 from kant.admission import Admitter, Quota
 from kant.cycle import CycleResult
-from kant.model import ReasonCode, VictimReason
+from kant.model import NodeSelector, ReasonCode, VictimReason
 from kant.placement import Placer
 from kant.preemption import PreemptionPolicy
-from kant.queueing import JobPhase, Queue
+from kant.queueing import Backfill, JobPhase, Queue
 from kant.scheduler import Scheduler
 from kant.testing import ClusterBuilder, check_invariants, job
 
-from .conftest import evict_victims, nodes, pod, scheduler
+from .conftest import evict_victims, finish, nodes, pod, scheduler
 
 
 def _run(s: Scheduler, t0: float, cycles: int) -> list[CycleResult]:
@@ -211,6 +212,65 @@ def test_a_pod_level_job_whose_running_pod_is_being_evicted_does_not_preempt_for
     assert rs[3].placed == ("j5",)
     assert not rs[3].victims
     check_invariants(s)
+
+
+def test_a_backfill_head_whose_running_pod_is_reclaimed_does_not_backfill_preempt_in_that_cycle() -> (
+    None
+):
+    # Two 8-GPU nodes, one per rack; a and b have 8 GPUs nominal each. On r0 run b's bigB
+    # (4 GPUs) and, once a's Z is gone, b's Y and W (2 GPUs each, borrowed from a); on r1 a's
+    # A1 (4 GPUs) and the first pod of b's X (two 4-GPU pods, pod-level), whose second pod
+    # waits on quota. At t=4 a's r (priority 1, held to r1) reclaims X's running pod. X, the
+    # Backfill head past its threshold, used to backfill-preempt Y and W in the same cycle
+    # for its second pod, its search counting its first running: requeued, the first pod
+    # started on the devices found for the second, Y and W started again on r1, and X
+    # evicted them a second time. A job whose pods are being evicted preempts by no kind.
+    cluster = (
+        ClusterBuilder()
+        .leaf("lf0", nodes=1, labels={"rack": "r0"})
+        .leaf("lf1", nodes=1, labels={"rack": "r1"})
+        .build()
+    )
+    s = scheduler(
+        cluster,
+        policy=Backfill(threshold=3),
+        quotas=[Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8)],
+        preemption=PreemptionPolicy(),
+    )
+    r0, r1 = NodeSelector.labels(rack="r0"), NodeSelector.labels(rack="r1")
+    fixed = dict(preemptible=False, submitted_at=0)
+    s.submit(job("bigB", gpus=4, tenant="b", selector=r0, **fixed), now=0)
+    s.submit(job("A1", gpus=4, tenant="a", selector=r1, **fixed), now=0)
+    s.submit(job("Z", gpus=2, tenant="a", selector=r0, **fixed), now=0)
+    assert sorted(s.step(now=0).placed) == ["A1", "Z", "bigB"]
+    s.submit(job("X", gpus=4, replicas=2, gang=False, tenant="b", submitted_at=1), now=1)
+    assert [(b.pod, b.node) for b in s.step(now=1).bindings] == [(pod("X"), "lf1-n0")]
+    s.submit(job("Y", gpus=2, tenant="b", submitted_at=2), now=2)
+    assert s.step(now=2).placed == ("Y",)
+    finish(s, "Z", now=3)
+    s.submit(job("W", gpus=2, tenant="b", submitted_at=3), now=3)
+    assert s.step(now=3).placed == ("W",)
+    s.submit(job("r", gpus=2, tenant="a", priority=1, selector=r1, submitted_at=4), now=4)
+    r = s.step(now=4)
+    assert [(v.job, v.pods, v.reason, v.preemptor) for v in r.victims] == [
+        ("X", (pod("X"),), VictimReason.RECLAIM, "r")
+    ]
+    assert s.queue.status("X").nomination is None
+    victims = list(r.victims)
+    for t in range(5, 12):
+        evict_victims(s, r, now=t - 0.5)
+        if t == 7:
+            finish(s, "r", now=6.5)  # X's first pod starts again on r1 once r is done
+        r = s.step(now=t)
+        victims.extend(r.victims)
+        check_invariants(s)
+    assert [v.job for v in victims] == ["X"]  # Y and W were never evicted
+    assert [s.queue.status(j).running for j in ("Y", "W", "X")] == [
+        (pod("Y"),),
+        (pod("W"),),
+        (pod("X"),),
+    ]
+    assert s.status("X").pods_waiting == 1  # its second pod waits on quota
 
 
 def test_a_preemptor_keeps_its_nomination_when_its_own_running_pods_are_evicted() -> None:
