@@ -577,8 +577,8 @@ class Preemption:
         # A reclaim that failed after skipping a borrower's units because its units taken
         # before (first in victim order) had brought it back within its nominal quota:
         # another order may take other units of it, so once more with the units that free
-        # the most GPUs on one node first (in victim order among equals)
-        again = self._room_first(pre, picked, pos)
+        # the most GPUs on one node the job may use first (in victim order among equals)
+        again = self._room_first(pre, picked, pos, self._allowed(e.job))
         if again is None:
             return None
         return self._attempt(pre, e, dec, pods, role_models, again[0], pools, again[1])
@@ -600,15 +600,41 @@ class Preemption:
             return None
         return self._search(pre, e, pods, role_models, picked, pools)
 
+    def _allowed(self, job: Job) -> np.ndarray | None:
+        """Per slot, whether a GPU pod of ``job`` may run on the node there by its node
+        selector and tolerations (any of its GPU roles), or None when nothing restricts it
+        (:meth:`kant.state.ClusterState.allowed_slots`, kept per selector)."""
+        masks = []
+        for role in job.roles:
+            if not role.resources.total_milli:
+                continue
+            m = self.index.cluster.allowed_slots(role)
+            if m is None:
+                return None
+            masks.append(m)
+        if not masks:
+            return None
+        return masks[0] if len(masks) == 1 else np.logical_or.reduce(masks)
+
     def _room_first(
-        self, pre: Preemptor, picked: Sequence[VictimRef], pos: np.ndarray | None
+        self,
+        pre: Preemptor,
+        picked: Sequence[VictimRef],
+        pos: np.ndarray | None,
+        allowed: np.ndarray | None = None,
     ) -> tuple[Sequence[VictimRef], np.ndarray | None] | None:
         """``picked`` (and its positions ``pos``) reordered for a reclaim's second attempt:
-        the units that leave the most free GPUs on one of their nodes once gone first, the
-        victim order (``picked``'s) among equals, and with ``reclaim_others_first`` other
-        tenants' units still before its own tenant's. None: the same order. O(candidate
-        pods), numpy over the columns."""
+        the units that leave the most free GPUs on one of their nodes the preemptor may use
+        (``allowed``, per slot; None: any) once gone first, the units on none of them last,
+        the victim order (``picked``'s) among equals, and with ``reclaim_others_first``
+        other tenants' units still before its own tenant's. None: the same order.
+        O(candidate pods), numpy over the columns."""
         free = self.snap.cols.free_gpus
+        if allowed is not None:
+            # a node the preemptor may not use counts as no node: its units rank last (-1)
+            ok = np.zeros(len(free), dtype=bool)
+            ok[: len(allowed)] = allowed[: len(free)]
+            free = np.where(ok, free, -(1 << 40))
         others_first = self.policy.reclaim_others_first
         if pos is not None:
             cols = self.index.columns()
@@ -628,6 +654,7 @@ class Preemption:
             for slot, n in r.slots:
                 on[slot] = on.get(slot, 0) + n
             most = max((int(free[s]) + n for s, n in on.items()), default=-1)
+            most = max(most, -1)  # (only nodes it may not use: as none)
             return (others_first and r.tenant == pre.tenant, -most, i)
 
         order_l = sorted(range(len(picked)), key=key)

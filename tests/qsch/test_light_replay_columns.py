@@ -151,6 +151,9 @@ def _replays(draw: Any) -> dict[str, Any]:
         on=draw(st.sampled_from((None, frozenset({"H100"}), frozenset({"A100"}),
                                  frozenset({"H100", "A100"})))),
         others_first=draw(st.booleans()),
+        # (the nodes the preemptor may use, per slot: None, any)
+        allowed=draw(st.one_of(st.none(), st.lists(st.booleans(), min_size=nslots,
+                                                   max_size=nslots))),
     )  # fmt: skip
 
 
@@ -199,8 +202,13 @@ def test_the_light_replay_over_columns_answers_as_the_walk_on_any_candidates(
     # a reclaim's second walk orders them alike over columns and one by one
     p.policy = PreemptionPolicy(reclaim_others_first=case["others_first"])
     pre = cast(Any, SimpleNamespace(tenant="a"))
-    fast = p._room_first(pre, picked, np.array(picked_at, dtype=np.int64))
-    slow = p._room_first(pre, picked, None)
+    allowed = None if case["allowed"] is None else np.array(case["allowed"], dtype=bool)
+    fast = p._room_first(pre, picked, np.array(picked_at, dtype=np.int64), allowed)
+    slow = p._room_first(pre, picked, None, allowed)
     assert (fast is None) == (slow is None)
     if fast is not None and slow is not None:
         assert [r.pods for r in fast[0]] == [r.pods for r in slow[0]]
+        if allowed is not None and not case["others_first"]:
+            # a unit on no node it may use comes after every unit on one
+            on = [any(allowed[s] for s, _n in r.slots) for r in fast[0]]
+            assert on == sorted(on, reverse=True)

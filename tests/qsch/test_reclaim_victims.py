@@ -3,7 +3,8 @@ preemptor may use), the victims of one cycle minimal together (a later reclaim t
 more quota than it needs gives back what an earlier one took for quota), whose units a
 reclaim takes (of tenants borrowing on the GPU models it is for; none of a job preempting in
 the same cycle) and which of a borrower's units (a second walk when victim order takes the
-ones that free no room first)."""
+ones that free no room first, ranking units by the room they free on the nodes the preemptor
+may use)."""
 
 from __future__ import annotations
 
@@ -208,6 +209,37 @@ def test_a_reclaim_takes_a_borrowers_units_that_free_room_when_victim_order_cann
     evict_victims(s, r, now=4)
     assert s.step(now=4).placed == ("a1",)
     assert s.admitter.usage() == {("a", "H100"): 8000, ("c", "H100"): 8000}
+    check_invariants(s)
+
+
+def test_a_reclaims_second_walk_ranks_a_borrowers_units_by_the_room_they_free_on_its_own_nodes() -> (
+    None
+):
+    # One 8-GPU node per rack; a and b have 8 GPUs nominal each. b runs two 4-GPU jobs on r0
+    # and, newer (first in victim order), two on r1: it borrows 8. a's r (4 GPUs, held to
+    # r0) reclaims: victim order takes b's r1 jobs first, after which b borrows nothing and
+    # no other unit of its is a victim, and r0 stays full. The second walk ranked units by
+    # the room they free on any node: every unit frees 4 GPUs on its own, the order stayed,
+    # and r never reclaimed. It counts only the nodes r may use: b's newest r0 job goes.
+    cluster = (
+        ClusterBuilder()
+        .leaf("lf0", nodes=1, labels={"rack": "r0"})
+        .leaf("lf1", nodes=1, labels={"rack": "r1"})
+        .build()
+    )
+    quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8)]
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
+    _start(s, 0, "b-r0-old", gpus=4, tenant="b", selector=R0)
+    _start(s, 1, "b-r0-new", gpus=4, tenant="b", selector=R0)
+    _start(s, 2, "b-r1-old", gpus=4, tenant="b", selector=R1)
+    _start(s, 3, "b-r1-new", gpus=4, tenant="b", selector=R1)
+    s.submit(job("r", gpus=4, tenant="a", selector=R0, submitted_at=4), now=4)
+    r = s.step(now=4)
+    assert _victims(r) == [("b-r0-new", "reclaim", "r")]
+    assert _nodes(r, "r") == {"lf0-n0"}
+    evict_victims(s, r, now=5)
+    assert s.step(now=6).placed == ("r",)
+    assert s.admitter.usage() == {("a", "H100"): 4000, ("b", "H100"): 12000}
     check_invariants(s)
 
 
