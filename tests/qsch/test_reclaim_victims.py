@@ -16,6 +16,7 @@ from kant.admission import Quota
 from kant.cycle import CycleResult
 from kant.model import Job, NodeSelector, ReasonCode, Resources, Role
 from kant.preemption import PreemptionPolicy
+from kant.preemption.rules import VictimView
 from kant.queueing import JobPhase
 from kant.scheduler import Scheduler
 from kant.testing import ClusterBuilder, check_invariants, job
@@ -300,4 +301,53 @@ def test_a_reclaim_takes_no_pod_of_a_job_preempting_in_the_same_cycle_and_takes_
     assert [(v.job, v.pods, v.reason.value, v.preemptor) for v in r.victims] == [
         ("p", (pod("p", 0),), "reclaim", "r")
     ]
+    check_invariants(s)
+
+
+def test_a_reclaim_waits_while_the_borrower_preempts_anew_each_cycle_and_reclaims_the_cycle_it_stops() -> (
+    None
+):
+    # r0 has 8 GPUs, r1 6; a has 8 GPUs nominal, b 6. b's lo0..lo2 (2 GPUs each) fill r1
+    # and b's nominal quota; b's p (priority 2, seven 2-GPU pods) runs four pods on r0 on
+    # the 8 GPUs a lends. A user rule lets lo<i> go only once it has checkpointed (t=10+i),
+    # so p evicts one lo a cycle, each for its next pod, from t=10 on. a's r (2 GPUs, held to
+    # r0) arrives at t=10 for a's lent quota: only p's pods on r0 free room for it, and a job
+    # preempting in a cycle is no victim in it. r waits for as long as p is nominated anew
+    # each cycle, and reclaims one of p's pods the cycle p places its last pod.
+    checkpointed: set[str] = set()
+
+    def after_checkpoint(_pre: object, unit: VictimView, _borrowing: object) -> bool | None:
+        return False if unit.job.startswith("lo") and unit.job not in checkpointed else None
+
+    cluster = (
+        ClusterBuilder()
+        .leaf("lf0", nodes=1, labels={"rack": "r0"})
+        .leaf("lf1", nodes=1, labels={"rack": "r1"}, gpus=6)
+        .build()
+    )
+    s = scheduler(
+        cluster,
+        quotas=[Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 6)],
+        preemption=PreemptionPolicy(rules=(after_checkpoint,)),
+    )
+    for i in range(3):
+        _start(s, i, f"lo{i}", gpus=2, tenant="b", selector=R1)
+    s.submit(
+        job("p", gpus=2, replicas=7, gang=False, tenant="b", priority=2, submitted_at=3), now=3
+    )
+    r = s.step(now=3)
+    assert {b.node for b in r.bindings} == {"lf0-n0"} and len(r.bindings) == 4
+    s.submit(job("r", gpus=2, tenant="a", selector=R0, submitted_at=10), now=10)
+    for t in (10, 11, 12):
+        checkpointed.add(f"lo{t - 10}")
+        r = s.step(now=t)
+        assert _victims(r) == [(f"lo{t - 10}", "priority", "p")]
+        assert r.pending["r"].code is ReasonCode.QUOTA_EXCEEDED
+        evict_victims(s, r, now=t + 0.5)
+    r = s.step(now=13)
+    assert [b.pod for b in r.bindings] == [pod("p", 6)]
+    assert [(v.job, v.reason.value, v.preemptor) for v in r.victims] == [("p", "reclaim", "r")]
+    assert _nodes(r, "r") == {"lf0-n0"}
+    evict_victims(s, r, now=13.5)
+    assert s.step(now=14).placed == ("r",)
     check_invariants(s)
