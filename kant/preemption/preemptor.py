@@ -832,6 +832,9 @@ class Preemption:
         for r in refs:
             if r.priority >= prio:
                 break  # sorted by priority
+            # (a job preempting in this cycle below e's priority was considered before e:
+            # the built-in order keys put higher priority first, so none is; a custom key
+            # (Queue(order=...)) may, and its pods are then no victims for e to count)
             if r.tenant != tenant or r.entry is e or r.job in preempting:
                 continue
             if not chosen.isdisjoint(r.pods):
