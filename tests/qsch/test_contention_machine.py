@@ -305,7 +305,9 @@ def test_a_borrowed_rest_refused_at_its_turn_preempts_in_that_turn() -> None:
     check_invariants(s)
 
 
-def test_a_preemptor_reclaimed_in_the_cycle_it_preempts_does_not_evict_its_victims_twice() -> None:
+def test_a_preemptor_is_not_reclaimed_in_the_cycle_it_preempts_and_evicts_its_victims_once() -> (
+    None
+):
     # Found by a stricter variant of this machine (each pod, not each job, evicted at most
     # once by one preemptor; victims that leave slowly). j5 (b, priority 2, two 4-GPU pods,
     # one running on borrowed quota) evicts b's j2 by priority for its second pod. a's j6,
