@@ -654,6 +654,16 @@ class VictimColumns:
         refs = self.refs
         return [i for i in np.flatnonzero(self.seq == seq).tolist() if refs[i].job == job]
 
+    def of_jobs(self, jobs: dict[str, int]) -> list[int]:
+        """The positions of the records of ``jobs`` (job id -> submission number), in one
+        pass over the records (:meth:`of_job` for each, together)."""
+        if not jobs:
+            return []
+        refs = self.refs
+        seqs = np.fromiter(jobs.values(), dtype=self.seq.dtype, count=len(jobs))
+        hit = np.flatnonzero(np.isin(self.seq, seqs)).tolist()
+        return [i for i in hit if jobs.get(refs[i].job) == int(self.seq[i])]
+
     def of_pods(self, pods: set[PodId]) -> list[int]:
         """The positions of the records holding any of ``pods`` (each pod is in at most one
         record)."""

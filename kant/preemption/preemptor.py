@@ -987,8 +987,8 @@ class Preemption:
             why |= ~reclaim & ~lower & backfill
         mask = ok & why
         mask[cols.of_job(pre.job, e.seq)] = False
-        for jid, seq in self.preempting.items():
-            mask[cols.of_job(jid, seq)] = False
+        if self.preempting:
+            mask[cols.of_jobs(self.preempting)] = False
         if self.victim_pods:
             mask[cols.of_pods(self.victim_pods)] = False
         idx = np.flatnonzero(mask)
