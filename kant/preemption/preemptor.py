@@ -625,16 +625,20 @@ class Preemption:
     ) -> tuple[Sequence[VictimRef], np.ndarray | None] | None:
         """``picked`` (and its positions ``pos``) reordered for a reclaim's second attempt:
         the units that leave the most free GPUs on one of their nodes the preemptor may use
-        (``allowed``, per slot; None: any) once gone first, the units on none of them last,
+        (``allowed``, per slot; None: any; a node that takes no new pod never) once gone
+        first, the units on none of them last,
         the victim order (``picked``'s) among equals, and with ``reclaim_others_first``
         other tenants' units still before its own tenant's. None: the same order.
         O(candidate pods), numpy over the columns."""
-        free = self.snap.cols.free_gpus
+        node_cols = self.snap.cols
+        free = node_cols.free_gpus
+        # a node the preemptor may not use (its selector or tolerations say no, or the node
+        # takes no new pod: cordoned or unhealthy) counts as no node: its units rank last (-1)
+        ok = node_cols.ready[: len(free)].astype(bool)
         if allowed is not None:
-            # a node the preemptor may not use counts as no node: its units rank last (-1)
-            ok = np.zeros(len(free), dtype=bool)
-            ok[: len(allowed)] = allowed[: len(free)]
-            free = np.where(ok, free, -(1 << 40))
+            ok[: len(allowed)] &= allowed[: len(free)]
+            ok[len(allowed) :] = False
+        free = np.where(ok, free, -(1 << 40))
         others_first = self.policy.reclaim_others_first
         if pos is not None:
             cols = self.index.columns()

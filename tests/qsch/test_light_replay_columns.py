@@ -97,11 +97,15 @@ def test_a_borrowing_tenant_gives_up_units_only_until_it_is_back_within_its_quot
 
 
 class _Snap:
-    """The two things the replay reads of a snapshot: free whole GPUs per slot, and the
-    slots of a pool with at least ``g`` free, fewest first."""
+    """What the replay reads of a snapshot: free whole GPUs per slot, whether the node takes
+    new pods (every one here: a cordoned node's units are a scenario of
+    tests/qsch/test_reclaim_victims.py), and the slots of a pool with at least ``g`` free,
+    fewest first."""
 
     def __init__(self, free: list[int], pool_of: list[int]) -> None:
-        self.cols = SimpleNamespace(free_gpus=np.array(free, dtype=np.int64))
+        self.cols = SimpleNamespace(
+            free_gpus=np.array(free, dtype=np.int64), ready=np.ones(len(free), dtype=bool)
+        )
         self.pool_of = pool_of
 
     def best_fit(self, pool: int, g: int) -> Iterator[int]:

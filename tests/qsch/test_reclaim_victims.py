@@ -244,6 +244,33 @@ def test_a_reclaims_second_walk_ranks_a_borrowers_units_by_the_room_they_free_on
     check_invariants(s)
 
 
+def test_a_reclaims_second_walk_ranks_a_unit_on_a_cordoned_node_last() -> None:
+    # As above, with a second r0 node running b's oldest job (8 GPUs), cordoned. b borrows 8.
+    # Victim order takes b's r1 jobs first (newest), which leaves r0 full and b within its
+    # nominal quota. The second walk ranked b-big first (its node frees 8 GPUs once it is
+    # gone), took it, and b was within nominal again with r0 still full for r: no victim.
+    # A node that takes no new pod frees nothing r may use: b's newest r0 job goes.
+    cluster = (
+        ClusterBuilder()
+        .leaf("lf0", nodes=2, labels={"rack": "r0"})
+        .leaf("lf1", nodes=1, labels={"rack": "r1"})
+        .build()
+    )
+    quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 16)]
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
+    _start(s, 0, "b-big", gpus=8, tenant="b", selector=R0)
+    _start(s, 1, "b-r0-old", gpus=4, tenant="b", selector=R0)
+    _start(s, 2, "b-r0-new", gpus=4, tenant="b", selector=R0)
+    _start(s, 3, "b-r1-old", gpus=4, tenant="b", selector=R1)
+    _start(s, 4, "b-r1-new", gpus=4, tenant="b", selector=R1)
+    (big,) = {b.node for b in s.cluster.bindings() if b.pod.job == "b-big"}
+    s.node_unhealthy(big, now=5, evict=False)  # (a cordon: its pods run on)
+    s.submit(job("r", gpus=4, tenant="a", selector=R0, submitted_at=6), now=6)
+    r = s.step(now=6)
+    assert _victims(r) == [("b-r0-new", "reclaim", "r")]
+    check_invariants(s)
+
+
 def test_a_pod_level_job_beyond_its_nominal_quota_reclaims_for_its_first_pods_once_its_own_lower_priority_pods_are_gone() -> (
     None
 ):
