@@ -25,7 +25,7 @@ wall clock, no unseeded randomness, no iteration over unordered sets in a way th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -167,6 +167,24 @@ class CycleContext(Protocol):
         """The jobs that evicted ``job`` (one of their victims is a pod of it) and may start
         now on the devices nominated for them: their victims are all gone and they do not
         wait out a backoff. Costs one look at each nomination held this cycle."""
+        ...
+
+    def held_out_by(
+        self,
+        job: CandidateView,
+        *,
+        tenant: str | None = None,
+        besides: Collection[str] = (),
+    ) -> frozenset[str]:
+        """The jobs that may start now on the devices nominated for them (as for
+        :meth:`preempted_by`), of ``tenant`` when given and none of ``besides``, that
+        preempted while ``job`` still held its devices (it was evicted by preemption since
+        each was nominated, and may not preempt yet: within ``cascade_window``), when
+        ``job``, the job being considered and just refused, would pass quota, readiness and
+        placement with their nominations' devices and quota free; empty otherwise. Held
+        back, they would lose their nominations to ``job``, and their victims would have
+        been evicted for nothing. Costs one look at each nomination held and, when some are
+        such jobs, one quota decision and one placement attempt."""
         ...
 
     def forecast(

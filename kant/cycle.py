@@ -449,6 +449,7 @@ class _Cycle:
             ledger=self.ledger, pools=self.pools, holds=self.holds, place=self.place_pods,
             victim_pods=self.pre.victim_pods,
             heads_may_preempt=pol.enabled and (pol.backfill or bool(pol.rules)),
+            quota_held=self.quota_held, cascade_window=pol.cascade_window,
         )  # fmt: skip
         self.run = self.policy.begin(self.ctx)
         # what a job's never-fits answer depends on besides the job (see _never_fits): the
@@ -1081,12 +1082,13 @@ class _Cycle:
 
     def drop_gated_nominations(self) -> None:
         """End the nomination of every preemptor whose victims are gone but that the
-        queueing policy held back this cycle (a Strict FIFO job behind a head that arrived
-        after it preempted; a head that is one of its victims lets it pass): it could not
-        take its devices, and holding them for it would keep them from the jobs the policy
-        puts first, for ever if the head needs them. It competes again when the policy
-        lets it (and may preempt again then). A job waiting out a backoff keeps it (one
-        whose GPU model no pool has lost it already: :meth:`hold_nominations`)."""
+        queueing policy held back this cycle (a Strict FIFO job behind a head it does not
+        pass: one of its victims, or a victim that only its nomination keeps out, lets it
+        pass): it could not take its devices, and holding them for it would keep them from
+        the jobs the policy puts first, for ever if the head needs them. It competes again
+        when the policy lets it (and may preempt again then). A job waiting out a backoff
+        keeps it (one whose GPU model no pool has lost it already:
+        :meth:`hold_nominations`)."""
         queue = self.queue
         for jid in [j for j in self.holds.nominated if j not in self.past_gate]:
             e = queue.entry(jid)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from kant.admission import forecast as fc
@@ -62,8 +62,17 @@ class PolicyContext:
         place: PlaceFn,
         victim_pods: set[PodId],
         heads_may_preempt: bool = True,
+        quota_held: Mapping[str, Sequence[tuple[str, str, int]]] | None = None,
+        cascade_window: float = 0.0,
     ) -> None:
         self._now = now
+        # how long a job evicted by preemption may not preempt (PreemptionPolicy's)
+        self._cascade_window = cascade_window
+        # per nominated job, the quota the cycle's ledger charges its tenant for its
+        # nomination ((tenant, GPU model, milli) each; the cycle's own record, read only)
+        self.quota_held: Mapping[str, Sequence[tuple[str, str, int]]] = (
+            {} if quota_held is None else quota_held
+        )
         self._heads_may_preempt = heads_may_preempt
         self.queue, self.cluster, self.snap = queue, cluster, snap
         self.ledger, self.pools, self.holds = ledger, pools, holds
@@ -112,6 +121,76 @@ class PolicyContext:
             ):
                 out.append(pid)
         return frozenset(out)
+
+    def held_out_by(
+        self,
+        job: CandidateView,
+        *,
+        tenant: str | None = None,
+        besides: Collection[str] = (),
+    ) -> frozenset[str]:
+        """The nominated jobs that may start now (as for :meth:`preempted_by`), of
+        ``tenant`` when given and none of ``besides``, nominated no later than ``job`` was
+        last evicted by preemption (it still held its devices when they preempted), when
+        ``job`` (being considered, just refused; holding no nomination itself, and evicted
+        within the cascade window: it may not preempt, so it cannot take them back once
+        they run) would pass quota, readiness and placement with their nominations' devices
+        and quota free. Empty otherwise. See
+        :meth:`kant.contracts.CycleContext.held_out_by`."""
+        jid, queue, now, holds = job.id, self.queue, self._now, self.holds
+        e = queue.get(jid)
+        if (
+            e is None
+            or e.evicted_at is None
+            or now - e.evicted_at >= self._cascade_window
+            or holds.is_nominated(jid)
+        ):
+            return frozenset()
+        evicted = e.evicted_at
+        out: list[str] = []
+        for pid in holds.nominated:
+            if pid in besides:
+                continue
+            pe = queue.get(pid)
+            if pe is None or pe.nomination is None or now < pe.backoff_until:
+                continue
+            nom = pe.nomination
+            if (tenant is not None and pe.job.tenant != tenant) or nom.created_at > evicted:
+                continue
+            if not any(_terminating(queue, p) for p in nom.victims):
+                out.append(pid)
+        if not out or not self._fits_without(e, out):
+            return frozenset()
+        return frozenset(out)
+
+    def _fits_without(self, e: Entry, nominated: Sequence[str]) -> bool:
+        """Would ``e``'s pods still to place pass quota (all of them, for a gang), readiness
+        and placement were the nominations of ``nominated`` not held (their devices given
+        back, their quota no longer charged)? Everything is undone after. One quota
+        decision, one readiness check and one placement attempt at most."""
+        job = e.job
+        models, no_pool = self.pools.role_models(job)
+        pods = self.unplaced(e)
+        if no_pool is not None or not pods:
+            return False
+        led, snap, holds = self.ledger, self.snap, self.holds
+        mark = led.mark()
+        try:
+            for pid in nominated:
+                for tenant, model, milli in self.quota_held.get(pid, ()):
+                    led.add(tenant, model, -milli)
+            dec = admit_quota(led, job, pods, models)
+            if not dec.ok or (job.gang and len(dec.pods) != len(pods)):
+                return False
+            with snap.deferred_index(), snap.transaction():
+                for pid in nominated:
+                    holds.nominated[pid].give_back(snap)
+                if self.pools.ready(job, dec) is not None:
+                    return False
+                res = self.place(self.pools.restricted(job, dec), dec.pods)
+                return bool(res.bindings) and not (job.gang and res.unplaced)
+        finally:
+            led.rollback(mark)
 
     def forecast(
         self,

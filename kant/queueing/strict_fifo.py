@@ -17,7 +17,8 @@ class _StrictRun:
         self.blocked_by: str | None = None
         self.blocked: Gate | None = None  # one answer for every job behind the blocker
         self.tenant_blocked: dict[str, str] = {}
-        # per blocker, the preemptors that evicted it and may start now: they pass its block
+        # per blocker, the preemptors that may start now and pass its block: those that
+        # evicted it, and those whose nominations alone keep it out (_block)
         self.passes: dict[str, frozenset[str]] = {}
         self.seen: set[str] = set()  # nominated jobs gated so far
         self.left: set[str] = set()  # preemptors passing the blocker, not gated yet
@@ -51,12 +52,16 @@ class _StrictRun:
             )
         return self.blocked
 
-    def _block(self, job: CandidateView) -> frozenset[str]:
-        """Record ``job`` as a blocker: the preemptors that evicted it and may start now
-        pass its block (it cannot fit while their nominations hold its room: were they held
-        back, their nominations would be dropped, it would take the room back and be
-        evicted again, for ever)."""
-        passing = self.ctx.preempted_by(job)
+    def _block(self, job: CandidateView, tenant: str | None = None) -> frozenset[str]:
+        """Record ``job`` as a blocker (of ``tenant``'s queue only, when given) and return
+        the preemptors that may start now and pass its block: those that evicted it (it
+        cannot fit while their nominations hold its room: were they held back, their
+        nominations would be dropped, it would take the room back and be evicted again, for
+        ever), and those still to come that preempted while it still ran (another
+        preemptor evicted it since) when their nominations alone keep it out (held back,
+        they would lose their nominations to it: their victims evicted for nothing)."""
+        own = self.ctx.preempted_by(job)
+        passing = own | self.ctx.held_out_by(job, tenant=tenant, besides=own | self.seen)
         if passing:
             self.passes[job.id] = passing
         return passing
@@ -74,7 +79,7 @@ class _StrictRun:
             tenant = job.job.tenant
             if tenant not in self.tenant_blocked:
                 self.tenant_blocked[tenant] = job.id
-                self._block(job)
+                self._block(job, tenant)
         return False
 
     def reservation(self) -> Reservation | None:

@@ -27,7 +27,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from kant.admission import Admitter, Quota
 from kant.cycle import CycleResult
-from kant.model import Binding, NodeSelector, PodId, Victim
+from kant.model import Binding, NodeSelector, PodId, ReasonCode, Victim
 from kant.placement import Placer
 from kant.preemption import PreemptionPolicy
 from kant.queueing import JobPhase, Queue
@@ -432,18 +432,10 @@ def test_a_strict_fifo_reclaimer_evicts_a_victim_that_heads_the_queue_once() -> 
     assert m.s.queue.status("j2").phase is JobPhase.RUNNING
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect: under Strict FIFO a reclaim in the same cycle can make a priority "
-    "preemption's eviction futile (docs/qsch.md, A victim ahead of its preemptor)",
-)
-def test_a_strict_fifo_preemptor_whose_victims_are_gone_starts_within_three_cycles() -> None:
-    # Found by this machine under Strict FIFO (whose own check lets it pass). b's j5
-    # (priority 1, two 4-GPU pods) evicts b's j1 (priority 0) by priority for quota for its
-    # second pod; in the same cycle a's j4 reclaims a pod of b's j3 (priority 1, earlier than
-    # j5). Requeued, j3 heads b's queue and is refused by quota while j5's nomination holds
-    # it: j5 is held behind it, its nomination dropped; j3 then starts on the quota j1's
-    # eviction freed, and j5's second pod waits: j1 was evicted for nothing.
+def _strict_reclaim_beside_a_priority_preemption() -> StrictContentionMachine:
+    """b's j5 (priority 1, two 4-GPU pods, one running) has evicted b's j1 (priority 0) by
+    priority for quota for its second pod, and in the same cycle a's j4 has reclaimed a pod
+    of b's j3 (priority 1, earlier than j5); both victims are gone."""
     m = StrictContentionMachine()
     m.setup(strategy="ebinpack", others_first=False)
     m.submit(gang=False, gpus=2, priority=0, rack=None, replicas=1, tenant="b")
@@ -454,9 +446,41 @@ def test_a_strict_fifo_preemptor_whose_victims_are_gone_starts_within_three_cycl
     m.submit(gang=False, gpus=4, priority=1, rack=None, replicas=2, tenant="b")
     m.cycle_and_evict(dt=1.0)  # j5 evicts j1; j4 reclaims j3's pod (both go at once)
     assert m.evictions == {("j1", "j5"): 1, ("j3", "j4"): 1}
+    return m
+
+
+def test_a_strict_fifo_preemptor_whose_victims_are_gone_starts_within_three_cycles() -> None:
+    # Found by this machine under Strict FIFO (whose own check lets it pass). Requeued, j3
+    # heads b's queue and is refused by quota while j5's nomination holds it. j5 used to be
+    # held behind it, its nomination dropped; j3 then started on the quota j1's eviction
+    # freed, and j5's second pod waited: j1 was evicted for nothing. j3 still ran when j5
+    # preempted, and only j5's nomination keeps it out: j5 passes it and starts at once.
+    m = _strict_reclaim_beside_a_priority_preemption()
+    r = m.s.schedule(m.now + 1.0)
+    assert r.placed == ("j5", "j4") and r.dropped_nominations == ()
     for _ in range(3):
         m.cycle_and_evict(dt=1.0)
     assert len(m.s.queue.entry("j5").assigned) == 2
+    assert m.evictions == {("j1", "j5"): 1, ("j3", "j4"): 1}
+
+
+def test_a_strict_fifo_head_passed_by_a_preemptor_starts_first_when_room_frees() -> None:
+    # The same; j3 stays the head of b's queue once j5 has passed it: when a's j4 ends, j3
+    # starts on the quota it frees, before b's j1 (priority 0) behind it.
+    m = _strict_reclaim_beside_a_priority_preemption()
+    s = m.s
+    m.cycle_and_evict(dt=1.0)  # j5 passes j3 and starts its second pod
+    m.cycle_and_evict(dt=1.0)
+    j3, j1 = s.queue.status("j3").reason, s.queue.status("j1").reason
+    assert j3 is not None and j3.code is ReasonCode.QUOTA_EXCEEDED
+    assert j1 is not None and j1.message == "behind j3 (tenant quota)"
+    _finish(m, "j4")
+    m.cycle_and_evict(dt=1.0)
+    assert s.queue.status("j3").running == tuple(
+        PodId(job="j3", role="worker", index=i) for i in (0, 1)
+    )
+    assert s.queue.status("j1").phase is JobPhase.PENDING
+    assert m.evictions == {("j1", "j5"): 1, ("j3", "j4"): 1}
 
 
 def test_a_strict_fifo_victim_its_own_tenants_preemptor_made_needless_is_given_back() -> None:

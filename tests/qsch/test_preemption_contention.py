@@ -227,3 +227,91 @@ def test_a_victim_is_not_given_back_when_its_tenant_would_borrow_under_its_recla
     assert {"l", "q"} <= set(s.step(now=6).placed)
     assert s.queue.status("v").phase is JobPhase.PENDING
     check_invariants(s)
+
+
+def _racks_with_victims(h_gpus: int) -> Scheduler:
+    """Racks r0 and r1, one 8-GPU node each, Strict FIFO. Kept (priority 5, not
+    preemptible): ``fa`` on r0, ``fb`` (6 GPUs) on r1. ``h`` (priority 2, ``h_gpus`` GPUs,
+    on any rack) runs on r0 beside ``fa`` (8 - ``h_gpus`` GPUs), ``v`` (priority 0, 2 GPUs)
+    on r1."""
+    cluster = (
+        ClusterBuilder()
+        .leaf("lf0", nodes=1, labels={"rack": "r0"})
+        .leaf("lf1", nodes=1, labels={"rack": "r1"})
+        .build()
+    )
+    s = scheduler(cluster, policy="strict-fifo", preemption=PreemptionPolicy())
+    r0, r1 = NodeSelector.labels(rack="r0"), NodeSelector.labels(rack="r1")
+    _start(s, 0, "fa", gpus=8 - h_gpus, priority=5, preemptible=False, selector=r0)
+    _start(s, 0, "fb", gpus=6, priority=5, preemptible=False, selector=r1)
+    _start(s, 0, "h", gpus=h_gpus, priority=2)
+    _start(s, 0, "v", gpus=2, selector=r1)
+    return s
+
+
+def _p_then_q(s: Scheduler, q_gpus: int) -> None:
+    """``p`` (priority 1, 2 GPUs on r1) evicts ``v``; while ``v`` goes, ``q`` (priority 3,
+    ``q_gpus`` GPUs on r0) evicts ``h``; both victims are then gone."""
+    s.submit(job("p", gpus=2, priority=1, submitted_at=1, selector=NodeSelector.labels(rack="r1")),
+             now=1)  # fmt: skip
+    r1 = s.step(now=1)
+    assert _victims(r1) == [("v", "priority")]
+    s.submit(job("q", gpus=q_gpus, priority=3, submitted_at=2,
+                 selector=NodeSelector.labels(rack="r0")), now=2)  # fmt: skip
+    r2 = s.step(now=2)
+    assert _victims(r2) == [("h", "priority")] and r2.pending["p"].message == "behind q"
+    evict_victims(s, r1, now=2.5)
+    evict_victims(s, r2, now=2.5)
+
+
+def test_a_strict_fifo_preemptor_passes_a_victim_only_its_nomination_keeps_out() -> None:
+    # p evicts v for r1; q then evicts h (priority 2, ahead of p) from r0. Requeued, h
+    # heads the queue and fits nowhere: r0 is q's, and r1's free GPUs are v's, held for p.
+    # p used to be held behind h and give up its nomination; h then started on v's GPUs, and
+    # p waited for r1 to free up again: v was evicted for nothing. h still ran when p
+    # preempted and only p's nomination keeps it out: p passes h and starts on v's GPUs; h
+    # waits for room, which it gets first when it frees.
+    s = _racks_with_victims(h_gpus=2)
+    _p_then_q(s, q_gpus=2)
+    r = s.step(now=3)
+    assert r.placed == ("q", "p") and r.dropped_nominations == ()
+    assert r.pending["h"].code is ReasonCode.INSUFFICIENT_CAPACITY
+    assert r.pending["v"].message == "behind h"
+    finish(s, "q", now=4)
+    assert s.step(now=4).placed == ("h",)
+    check_invariants(s)
+
+
+def test_a_strict_fifo_preemptor_stays_behind_a_victim_needing_more_room() -> None:
+    # The same with h of 4 GPUs: v's 2 do not make it fit, so p's nomination is not what
+    # keeps it out. h blocks p as any head does: p gives up its nomination, v's GPUs stay
+    # free (nobody behind h may take them), and once q ends h starts first, then p.
+    s = _racks_with_victims(h_gpus=4)
+    _p_then_q(s, q_gpus=4)
+    r = s.step(now=3)
+    assert r.placed == ("q",) and r.dropped_nominations == ("p",)
+    assert r.pending["p"].message == "behind h"
+    finish(s, "q", now=4)
+    assert s.step(now=4).placed == ("h", "p")
+    assert s.queue.status("v").phase is JobPhase.PENDING
+    check_invariants(s)
+
+
+def test_a_strict_fifo_preemptor_gives_its_nomination_to_a_new_head_that_needs_it() -> None:
+    # p evicts v for r1; while v goes, h2 (priority 2, 2 GPUs on r1) arrives and heads the
+    # queue. Only p's nomination keeps it out, but h2 did not run when p preempted (it
+    # arrived since), and it may preempt: passed, p would start and h2 would evict it a
+    # cycle later. Strict FIFO keeps its order: p gives up its nomination and h2 starts on
+    # v's GPUs (one eviction, not two).
+    s = _racks_with_victims(h_gpus=2)
+    r1 = NodeSelector.labels(rack="r1")
+    s.submit(job("p", gpus=2, priority=1, submitted_at=1, selector=r1), now=1)
+    r = s.step(now=1)
+    assert _victims(r) == [("v", "priority")]
+    s.submit(job("h2", gpus=2, priority=2, submitted_at=2, selector=r1), now=2)
+    assert s.step(now=2).victims == ()
+    evict_victims(s, r, now=2.5)
+    r = s.step(now=3)
+    assert r.placed == () and r.dropped_nominations == ("p",)
+    assert s.step(now=4).placed == ("h2",)
+    check_invariants(s)
