@@ -179,12 +179,14 @@ class CycleContext(Protocol):
         """The jobs that may start now on the devices nominated for them (as for
         :meth:`preempted_by`), of ``tenant`` when given and none of ``besides``, that
         preempted while ``job`` still held its devices (it was evicted by preemption since
-        each was nominated, and may not preempt yet: within ``cascade_window``), when
+        each was nominated) and that ``job`` can never preempt (its priority is at most
+        theirs; of another tenant, theirs borrows on no GPU model with them started), when
         ``job``, the job being considered and just refused, would pass quota, readiness and
-        placement with their nominations' devices and quota free; empty otherwise. Held
-        back, they would lose their nominations to ``job``, and their victims would have
-        been evicted for nothing. Costs one look at each nomination held and, when some are
-        such jobs, one quota decision and one placement attempt."""
+        placement with all their nominations' devices and quota free; empty otherwise (and
+        always with user victim rules). Held back, they would lose their nominations to
+        ``job``, and their victims would have been evicted for nothing. Costs one look at
+        each nomination held and, when some are such jobs, one quota decision and one
+        placement attempt."""
         ...
 
     def forecast(

@@ -449,7 +449,7 @@ class _Cycle:
             ledger=self.ledger, pools=self.pools, holds=self.holds, place=self.place_pods,
             victim_pods=self.pre.victim_pods,
             heads_may_preempt=pol.enabled and (pol.backfill or bool(pol.rules)),
-            quota_held=self.quota_held, cascade_window=pol.cascade_window,
+            quota_held=self.quota_held, victim_rules=bool(pol.rules),
         )  # fmt: skip
         self.run = self.policy.begin(self.ctx)
         # what a job's never-fits answer depends on besides the job (see _never_fits): the

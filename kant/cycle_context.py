@@ -63,11 +63,12 @@ class PolicyContext:
         victim_pods: set[PodId],
         heads_may_preempt: bool = True,
         quota_held: Mapping[str, Sequence[tuple[str, str, int]]] | None = None,
-        cascade_window: float = 0.0,
+        victim_rules: bool = False,
     ) -> None:
         self._now = now
-        # how long a job evicted by preemption may not preempt (PreemptionPolicy's)
-        self._cascade_window = cascade_window
+        # do user victim rules decide who may be evicted (PreemptionPolicy.rules)? Then no
+        # job is known never to preempt another, and held_out_by finds nobody
+        self._victim_rules = victim_rules
         # per nominated job, the quota the cycle's ledger charges its tenant for its
         # nomination ((tenant, GPU model, milli) each; the cycle's own record, read only)
         self.quota_held: Mapping[str, Sequence[tuple[str, str, int]]] = (
@@ -131,20 +132,14 @@ class PolicyContext:
     ) -> frozenset[str]:
         """The nominated jobs that may start now (as for :meth:`preempted_by`), of
         ``tenant`` when given and none of ``besides``, nominated no later than ``job`` was
-        last evicted by preemption (it still held its devices when they preempted), when
-        ``job`` (being considered, just refused; holding no nomination itself, and evicted
-        within the cascade window: it may not preempt, so it cannot take them back once
-        they run) would pass quota, readiness and placement with their nominations' devices
-        and quota free. Empty otherwise. See
-        :meth:`kant.contracts.CycleContext.held_out_by`."""
+        last evicted by preemption (it still held its devices when they preempted), that
+        ``job`` can never preempt (:meth:`_safe_from`), when ``job`` (being considered, just
+        refused, holding no nomination itself) would pass quota, readiness and placement
+        with the nominations of all of them free. Empty otherwise, and always with user
+        victim rules. See :meth:`kant.contracts.CycleContext.held_out_by`."""
         jid, queue, now, holds = job.id, self.queue, self._now, self.holds
         e = queue.get(jid)
-        if (
-            e is None
-            or e.evicted_at is None
-            or now - e.evicted_at >= self._cascade_window
-            or holds.is_nominated(jid)
-        ):
+        if e is None or e.evicted_at is None or self._victim_rules or holds.is_nominated(jid):
             return frozenset()
         evicted = e.evicted_at
         out: list[str] = []
@@ -157,11 +152,29 @@ class PolicyContext:
             nom = pe.nomination
             if (tenant is not None and pe.job.tenant != tenant) or nom.created_at > evicted:
                 continue
+            if not self._safe_from(e, pe):
+                continue
             if not any(_terminating(queue, p) for p in nom.victims):
                 out.append(pid)
         if not out or not self._fits_without(e, out):
             return frozenset()
         return frozenset(out)
+
+    def _safe_from(self, head: Entry, pe: Entry) -> bool:
+        """Can ``head`` never preempt the nominated ``pe`` once it runs (with the built-in
+        victim rules, Strict FIFO's head taking no backfilled jobs)? Never by priority:
+        ``head``'s priority is at most ``pe``'s. Never by reclaim (which takes another
+        tenant's units while that tenant borrows on a GPU model the reclaim is for): the two
+        are of one tenant, or there are no quotas (no job reclaims then), or ``pe``'s tenant
+        borrows on no GPU model with ``pe`` started (the ledger charges its nomination): its
+        use is all guaranteed."""
+        if head.job.priority > pe.job.priority:
+            return False
+        tenant = pe.job.tenant
+        led = self.ledger
+        if head.job.tenant == tenant or led.table.unlimited:
+            return True
+        return not any(led.borrowing(t, m) for t, m in led.usage if t == tenant)
 
     def _fits_without(self, e: Entry, nominated: Sequence[str]) -> bool:
         """Would ``e``'s pods still to place pass quota (all of them, for a gang), readiness

@@ -229,63 +229,139 @@ def test_a_victim_is_not_given_back_when_its_tenant_would_borrow_under_its_recla
     check_invariants(s)
 
 
-def _racks_with_victims(h_gpus: int) -> Scheduler:
-    """Racks r0 and r1, one 8-GPU node each, Strict FIFO. Kept (priority 5, not
-    preemptible): ``fa`` on r0, ``fb`` (6 GPUs) on r1. ``h`` (priority 2, ``h_gpus`` GPUs,
-    on any rack) runs on r0 beside ``fa`` (8 - ``h_gpus`` GPUs), ``v`` (priority 0, 2 GPUs)
-    on r1."""
+def _racks_with_victims(
+    h_gpus: int, h_priority: int = 1, *, window: float = 3600.0, b_nominal: int | None = None
+) -> Scheduler:
+    """Racks r0 and r1, one 8-GPU node each, Strict FIFO (``window``: the cascade window).
+    Kept (priority 5, not preemptible): ``fa`` on r0, ``fb`` (6 GPUs) on r1. ``h``
+    (``h_priority``, ``h_gpus`` GPUs, on any rack) runs on r0 beside ``fa`` (8 - ``h_gpus``
+    GPUs), ``v`` (priority 0, 2 GPUs) on r1. With ``b_nominal``, quotas apply: ``fa`` and
+    ``fb`` are tenant k's (nominal 16: 4 GPUs to lend), ``h`` (and ``q``, :func:`_p_then_q`) a's (nominal
+    4), ``v`` (and ``p``) b's (nominal ``b_nominal``)."""
     cluster = (
         ClusterBuilder()
         .leaf("lf0", nodes=1, labels={"rack": "r0"})
         .leaf("lf1", nodes=1, labels={"rack": "r1"})
         .build()
     )
-    s = scheduler(cluster, policy="strict-fifo", preemption=PreemptionPolicy())
+    quotas = None
+    if b_nominal is not None:
+        quotas = [Quota.gpus("k", "H100", 16), Quota.gpus("a", "H100", 4),
+                  Quota.gpus("b", "H100", b_nominal)]  # fmt: skip
+    s = scheduler(
+        cluster,
+        policy="strict-fifo",
+        quotas=quotas,
+        preemption=PreemptionPolicy(cascade_window=window),
+    )
+    k, a, b = ({"tenant": t} if quotas else {} for t in "kab")
     r0, r1 = NodeSelector.labels(rack="r0"), NodeSelector.labels(rack="r1")
-    _start(s, 0, "fa", gpus=8 - h_gpus, priority=5, preemptible=False, selector=r0)
-    _start(s, 0, "fb", gpus=6, priority=5, preemptible=False, selector=r1)
-    _start(s, 0, "h", gpus=h_gpus, priority=2)
-    _start(s, 0, "v", gpus=2, selector=r1)
+    _start(s, 0, "fa", gpus=8 - h_gpus, priority=5, preemptible=False, selector=r0, **k)
+    _start(s, 0, "fb", gpus=6, priority=5, preemptible=False, selector=r1, **k)
+    _start(s, 0, "h", gpus=h_gpus, priority=h_priority, **a)
+    _start(s, 0, "v", gpus=2, selector=r1, **b)
     return s
 
 
 def _p_then_q(s: Scheduler, q_gpus: int) -> None:
     """``p`` (priority 1, 2 GPUs on r1) evicts ``v``; while ``v`` goes, ``q`` (priority 3,
-    ``q_gpus`` GPUs on r0) evicts ``h``; both victims are then gone."""
-    s.submit(job("p", gpus=2, priority=1, submitted_at=1, selector=NodeSelector.labels(rack="r1")),
-             now=1)  # fmt: skip
+    ``q_gpus`` GPUs on r0) evicts ``h``; both victims are then gone (``p`` and ``q`` are of
+    ``v``'s and ``h``'s tenants)."""
+    a, b = s.queue.entry("h").job.tenant, s.queue.entry("v").job.tenant
+    s.submit(job("p", gpus=2, priority=1, submitted_at=1, tenant=b,
+                 selector=NodeSelector.labels(rack="r1")), now=1)  # fmt: skip
     r1 = s.step(now=1)
     assert _victims(r1) == [("v", "priority")]
-    s.submit(job("q", gpus=q_gpus, priority=3, submitted_at=2,
+    s.submit(job("q", gpus=q_gpus, priority=3, submitted_at=2, tenant=a,
                  selector=NodeSelector.labels(rack="r0")), now=2)  # fmt: skip
     r2 = s.step(now=2)
-    assert _victims(r2) == [("h", "priority")] and r2.pending["p"].message == "behind q"
+    assert _victims(r2) == [("h", "priority")] and r2.placed == ()
     evict_victims(s, r1, now=2.5)
     evict_victims(s, r2, now=2.5)
 
 
-def test_a_strict_fifo_preemptor_passes_a_victim_only_its_nomination_keeps_out() -> None:
-    # p evicts v for r1; q then evicts h (priority 2, ahead of p) from r0. Requeued, h
+def _evictions_until(s: Scheduler, end: float) -> list[str]:
+    """Step every 100 s (and at ``end``) from 100 to ``end``, the victims stopped at once;
+    the jobs evicted, in order."""
+    out: list[str] = []
+    for t in [*range(100, int(end), 100), end]:
+        r = s.step(now=t)
+        out += [v.job for v in r.victims]
+        evict_victims(s, r, now=t + 0.5)
+        check_invariants(s)
+    return out
+
+
+@pytest.mark.parametrize("window", [3600.0, 0.0])
+def test_a_strict_fifo_preemptor_passes_a_victim_only_its_nomination_keeps_out(
+    window: float,
+) -> None:
+    # p evicts v for r1; q then evicts h (priority 1 as p, ahead of p) from r0. Requeued, h
     # heads the queue and fits nowhere: r0 is q's, and r1's free GPUs are v's, held for p.
     # p used to be held behind h and give up its nomination; h then started on v's GPUs, and
     # p waited for r1 to free up again: v was evicted for nothing. h still ran when p
-    # preempted and only p's nomination keeps it out: p passes h and starts on v's GPUs; h
-    # waits for room, which it gets first when it frees.
-    s = _racks_with_victims(h_gpus=2)
+    # preempted, only p's nomination keeps it out, and h can never preempt p (its priority
+    # is not above p's): p passes h and starts on v's GPUs, and stays there once h may
+    # preempt again (with any cascade window, Kueue's 0 too); h waits for room, which it
+    # gets first when it frees.
+    s = _racks_with_victims(h_gpus=2, window=window)
     _p_then_q(s, q_gpus=2)
     r = s.step(now=3)
     assert r.placed == ("q", "p") and r.dropped_nominations == ()
     assert r.pending["h"].code is ReasonCode.INSUFFICIENT_CAPACITY
     assert r.pending["v"].message == "behind h"
-    finish(s, "q", now=4)
+    assert _evictions_until(s, 3700.0) == []
+    finish(s, "q", now=3800)
+    assert s.step(now=3800).placed == ("h",)
+    check_invariants(s)
+
+
+def test_a_strict_fifo_preemptor_does_not_pass_a_higher_priority_victim_that_would_evict_it() -> (
+    None
+):
+    # The same with h of priority 2, above p. Passed, p would start on v's GPUs, and once
+    # h's cascade window ended (an hour) h would evict p by priority and start there: v, h
+    # and p evicted where v and h do, and h an hour late. h blocks p as any head does: p
+    # gives up its nomination, h starts on v's GPUs a cycle later, and nobody else is
+    # evicted.
+    s = _racks_with_victims(h_gpus=2, h_priority=2)
+    _p_then_q(s, q_gpus=2)
+    r = s.step(now=3)
+    assert r.placed == ("q",) and r.dropped_nominations == ("p",)
+    assert r.pending["p"].message == "behind h"
     assert s.step(now=4).placed == ("h",)
+    assert _evictions_until(s, 3700.0) == []
+    assert s.queue.status("p").phase is JobPhase.PENDING
+    check_invariants(s)
+
+
+@pytest.mark.parametrize(("b_nominal", "passes"), [(2, True), (0, False)])
+def test_a_strict_fifo_preemptor_passes_another_tenants_victim_only_within_its_nominal_quota(
+    b_nominal: int, passes: bool
+) -> None:
+    # The first scenario with quotas: h and q are a's, p and v b's. With b's nominal quota
+    # 2, b borrows nothing with p started: its use is guaranteed, h (a's) cannot reclaim it,
+    # and p passes h. With b's nominal 0, b borrows with p started: once h's cascade window
+    # ended, a's h (within a's nominal) could reclaim p's GPUs; so h blocks p, p gives up its
+    # nomination and h starts on v's GPUs a cycle later.
+    s = _racks_with_victims(h_gpus=2, b_nominal=b_nominal)
+    _p_then_q(s, q_gpus=2)
+    r = s.step(now=3)
+    if passes:
+        assert r.placed == ("q", "p") and r.dropped_nominations == ()
+        assert s.step(now=4).placed == ()
+    else:
+        assert r.placed == ("q",) and r.dropped_nominations == ("p",)
+        assert s.step(now=4).placed == ("h",)
+    assert _evictions_until(s, 3700.0) == []
     check_invariants(s)
 
 
 def test_a_strict_fifo_preemptor_stays_behind_a_victim_needing_more_room() -> None:
-    # The same with h of 4 GPUs: v's 2 do not make it fit, so p's nomination is not what
-    # keeps it out. h blocks p as any head does: p gives up its nomination, v's GPUs stay
-    # free (nobody behind h may take them), and once q ends h starts first, then p.
+    # The first scenario with h of 4 GPUs: v's 2 do not make it fit, so p's nomination is
+    # not what keeps it out. h blocks p as any head does: p gives up its nomination, v's
+    # GPUs stay free (nobody behind h may take them), and once q ends h starts first, then
+    # p.
     s = _racks_with_victims(h_gpus=4)
     _p_then_q(s, q_gpus=4)
     r = s.step(now=3)
