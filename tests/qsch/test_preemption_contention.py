@@ -391,3 +391,24 @@ def test_a_strict_fifo_preemptor_gives_its_nomination_to_a_new_head_that_needs_i
     assert r.placed == () and r.dropped_nominations == ("p",)
     assert s.step(now=4).placed == ("h2",)
     check_invariants(s)
+
+
+def test_with_user_victim_rules_a_strict_fifo_preemptor_does_not_pass_another_preemptors_victim() -> (
+    None
+):
+    # The first scenario with a user victim rule that decides nothing itself (it defers to
+    # the built-in rules): a user rule may make any unit a victim of any job, so no head is
+    # known never to preempt p, and h blocks p as any head does: p gives up its nomination
+    # and h starts on v's GPUs a cycle later.
+    s = _racks_with_victims(h_gpus=2)
+    s.preemption = PreemptionPolicy(rules=[_defer])
+    _p_then_q(s, q_gpus=2)
+    r = s.step(now=3)
+    assert r.placed == ("q",) and r.dropped_nominations == ("p",)
+    assert s.step(now=4).placed == ("h",)
+    check_invariants(s)
+
+
+def _defer(pre: Preemptor, unit: VictimView, borrowing: object) -> None:
+    """A victim rule that leaves every unit to the next rule."""
+    return None
