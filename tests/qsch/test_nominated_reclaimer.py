@@ -21,7 +21,7 @@ from kant.scheduler import Scheduler
 from kant.state import ClusterState
 from kant.testing import ClusterBuilder, check_invariants, job
 
-from .conftest import evict_victims, finish, scheduler
+from .conftest import evict_victims, finish, pod, scheduler
 
 
 def _h100_and_a100(h100_gpus: int = 8) -> ClusterState:
@@ -263,4 +263,53 @@ def test_a_user_rule_calling_an_own_tenant_unit_a_reclaim_does_not_move_its_pree
     assert max(evicted.values()) == 1
     assert len(s.queue.status("p").running) == 1
     assert {s.cluster.binding(p).node for p in s.queue.status("p").running} == {"lfa-n0"}
+    check_invariants(s)
+
+
+def test_a_pod_level_reclaimers_borrowed_rest_starts_with_its_nominal_part_though_its_victim_still_terminates() -> (
+    None
+):
+    # One 8-GPU H100 node, one 4-GPU A100 node; a and c have 4 H100 GPUs nominal each, b
+    # none. b's f0 (three 2-GPU pods) borrows 6 H100 GPUs. p0 (a, three 2-GPU pods on H100)
+    # starts one pod on the 2 free GPUs and reclaims one of f0's pods for its second (its
+    # third would borrow: it is no reclaimer's). f0 ends while that pod still terminates:
+    # p0 starts its second pod at once, within nominal, on GPUs f0 left (not those it was
+    # nominated: a limit docs/qsch.md names), and its third, its borrowed rest, has its turn
+    # among the borrowers in the same cycle and borrows c's unused quota. a then runs 6 GPUs
+    # of its nominal 4: the reclaim ended within nominal, the rest is a borrower, as it was
+    # a cycle later before the rest had a turn in the same cycle. (The world
+    # tests/qsch/test_nominated_reclaimer_property.py's search found, read there as a
+    # reclaimer borrowing.)
+    cluster = (
+        ClusterBuilder()
+        .leaf("lh", nodes=1, model="H100", gpus=8)
+        .leaf("la", nodes=1, model="A100", gpus=4)
+        .build()
+    )
+    quotas = [Quota.gpus("a", "H100", 4), Quota.gpus("c", "H100", 4)]
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy(min_runtime=0.0))
+    s.submit(job("f0", gpus=2, replicas=3, gang=False, tenant="b", models="H100"), now=0)
+    assert s.step(now=0).placed == ("f0",)
+    s.submit(
+        job("p0", gpus=2, replicas=3, gang=False, tenant="a", models="H100", submitted_at=1),
+        now=1,
+    )
+    r1 = s.step(now=1)
+    assert [b.pod for b in r1.bindings] == [pod("p0", 0)]
+    assert [(v.job, v.reason.value, v.pods) for v in r1.victims] == [
+        ("f0", "reclaim", (pod("f0", 0),))
+    ]
+    (nom,) = r1.nominations
+    assert nom.within_nominal and [b.pod for b in nom.bindings] == [pod("p0", 1)]
+    for p in (pod("f0", 1), pod("f0", 2)):
+        s.pod_finished(p, 2)
+    r = s.step(now=3)
+    # the nominal part, then the borrowed rest at its turn: a's nominal 4 GPUs, then 2 more
+    assert [b.pod for b in r.bindings] == [pod("p0", 1), pod("p0", 2)]
+    assert s.queue.status("p0").nomination is None and r.victims == ()
+    assert tuple(s.queue.status("f0").terminating) == (pod("f0", 0),)
+    assert s.admitter.used("a", "H100") == 6 * MILLI and s.admitter.used("a", "A100") == 0
+    evict_victims(s, r1, now=4)
+    for t in range(4, 8):
+        assert s.step(now=t).victims == ()
     check_invariants(s)
