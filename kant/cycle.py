@@ -749,7 +749,7 @@ class _Cycle:
                 dec, alt, gave_up = self._on_nomination(e, dec, facts)
                 if dec.nominal_pods and dec.ok and jid in self.holds.nominated:
                     dec, rest, why_rest = self._nominal_part(e, dec, role_models)
-                reclaiming = self._as_reclaimer(e, dec)
+                reclaiming = self._as_reclaimer(e, dec, role_models)
                 if reclaiming is not None:
                     dec = reclaiming[0]
         self.ctx.current = (jid, dec)
@@ -795,7 +795,7 @@ class _Cycle:
                 rest, why_rest, narrowed = 0, "", True
                 if dec.nominal_pods:
                     dec, rest, why_rest = self._nominal_part(e, dec, models)
-                reclaiming = self._as_reclaimer(e, dec)
+                reclaiming = self._as_reclaimer(e, dec, models)
                 if reclaiming is not None:
                     dec = reclaiming[0]
                 self.ctx.current = (jid, dec)
@@ -936,14 +936,18 @@ class _Cycle:
             self._preempt(e, dec, role_models, may_backfill, pods=pods)
 
     def _as_reclaimer(
-        self, e: Entry, dec: QuotaDecision
+        self, e: Entry, dec: QuotaDecision, role_models: Mapping[str, tuple[str, ...]]
     ) -> tuple[QuotaDecision, QuotaDecision] | None:
         """For a job holding a nomination its victim search found held within nominal (a
-        reclaimer, :attr:`Nomination.within_nominal`) whose decision ``dec`` is within
-        nominal where it runs (:attr:`QuotaDecision.places_within_nominal`), and whose
-        nominal models still include, for each role, every GPU model its nomination holds
-        devices on: ``dec`` narrowed to its nominal models (where its tenant stays within
-        nominal), and ``dec``; None for any other job (placed with ``dec``).
+        reclaimer, :attr:`Nomination.within_nominal`) whose decision ``dec`` (on
+        ``role_models``) is within nominal where it runs
+        (:attr:`QuotaDecision.places_within_nominal`), and whose nominal models still
+        include, for each role, every GPU model its nomination holds devices on: ``dec``
+        narrowed to its nominal models (where its tenant stays within nominal), and ``dec``;
+        None for any other job (placed with ``dec``). A gang quota decides by one GPU model
+        per role whose ``dec`` is not such, though within nominal, is judged on its other
+        fits within nominal (:func:`fits_to_try`): the first whose nominal models include
+        its nomination's, narrowed alike, and ``dec``; None when none does.
 
         The what-if that chose its victims placed it only where its tenant stayed within
         nominal (a reclaimer never borrows: :class:`kant.preemption.whatif.CycleWhatIf`),
@@ -957,25 +961,34 @@ class _Cycle:
         higher-priority job took the nominated model's nominal share), narrowing it would
         move it off the devices its victims free, onto models they do not: it would lose
         its nomination there and preempt again, so it is placed with ``dec``, as any job.
-        O(bindings of the nomination)."""
+        A gang's decision by quota alone is one of its fits (its first in role order, or
+        one within nominal where a later role's models need more victims first): judged on
+        that one alone, a gang whose nomination holds another fit within nominal was
+        placed as any job, and started borrowing where GPUs freed up while its victims
+        terminated. O(bindings of the nomination), and for such a gang the bounded search
+        of :func:`fits_to_try`."""
         nom = e.nomination
-        if (
-            nom is None
-            or not nom.within_nominal
-            or not dec.ok
-            or not dec.within_nominal
-            or not dec.places_within_nominal
-        ):
+        if nom is None or not nom.within_nominal or not dec.ok or not dec.within_nominal:
             return None
         held: dict[str, set[str]] = {}
         for b in nom.bindings:
             if b.total_milli:
                 held.setdefault(b.pod.role, set()).add(self.pools.model_of(b))
-        if any(not ms.issubset(dec.nominal_models.get(r, ())) for r, ms in held.items()):
-            return None  # (the what-if's premise is gone: where it holds devices, it borrows)
-        if dec.nominal_models == dec.models:
-            return dec, dec
-        return attrs.evolve(dec, models=dec.nominal_models), dec
+
+        def holds_it(d: QuotaDecision) -> bool:
+            # (where it holds devices it stays within nominal: the what-if's premise)
+            return d.places_within_nominal and all(
+                ms.issubset(d.nominal_models.get(r, ())) for r, ms in held.items()
+            )
+
+        if holds_it(dec):
+            if dec.nominal_models == dec.models:
+                return dec, dec
+            return attrs.evolve(dec, models=dec.nominal_models), dec
+        for alt in fits_to_try(self.ledger, e.job, dec.pods, role_models, dec)[1:]:
+            if alt.ok and alt.within_nominal and holds_it(alt):
+                return attrs.evolve(alt, models=alt.nominal_models), dec
+        return None  # (the what-if's premise is gone: where it holds devices, it borrows)
 
     def _on_nomination(
         self, e: Entry, dec: QuotaDecision, facts: _Facts

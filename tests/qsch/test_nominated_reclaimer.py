@@ -15,7 +15,7 @@ import attrs
 
 from kant.admission import Quota
 from kant.cycle import CycleResult
-from kant.model import MILLI, PodId, Resources, Role, VictimReason
+from kant.model import MILLI, Job, PodId, Resources, Role, VictimReason
 from kant.preemption import PreemptionPolicy, Preemptor, VictimView
 from kant.scheduler import Scheduler
 from kant.state import ClusterState
@@ -312,4 +312,113 @@ def test_a_pod_level_reclaimers_borrowed_rest_starts_with_its_nominal_part_thoug
     evict_victims(s, r1, now=4)
     for t in range(4, 8):
         assert s.step(now=t).victims == ()
+    check_invariants(s)
+
+
+def _gang_of_two_roles(jid: str, tenant: str, *, at: float) -> Job:
+    """A gang on H100|A100: role ``worker`` of two 4-GPU pods and role ``second`` of one
+    1-GPU pod."""
+    g = job(jid, gpus=4, replicas=2, gang=True, tenant=tenant, models="H100|A100", submitted_at=at)
+    second = Role(name="second", replicas=1, resources=Resources(gpus=1), gpu_models="H100|A100")
+    return attrs.evolve(g, roles=(*g.roles, second))
+
+
+def test_a_reclaiming_gang_starts_on_its_nominated_fit_within_nominal_though_quota_first_chooses_another() -> (
+    None
+):
+    # A 4-GPU and an 8-GPU H100 node, a 4-GPU A100 node; a has 8 GPUs nominal of each
+    # model, c 4 H100 (unused: it lends them), b none. b runs three 1-GPU pods on the small
+    # H100 node and a 2-GPU job on the big one. g (a, a gang of two 4-GPU workers and one
+    # 1-GPU pod, all on H100|A100) reclaims b's 2-GPU job: its workers are nominated the big
+    # H100 node, its 1-GPU pod the A100 node, within a's nominal quota. Once the job is
+    # gone, quota's first fit is the workers on A100 and the 1-GPU pod on H100, whose
+    # nominal models leave out the nominated ones. Before, g was then placed as any job
+    # (as if a's use had changed) and started its 1-GPU pod on the free H100 GPU of the
+    # small node, borrowing from c: 9 H100 GPUs of a's 8. It now starts on the fit its
+    # nomination holds, within nominal.
+    cluster = (
+        ClusterBuilder()
+        .leaf("lh4", nodes=1, model="H100", gpus=4)
+        .leaf("lh8", nodes=1, model="H100", gpus=8)
+        .leaf("la", nodes=1, model="A100", gpus=4)
+        .build()
+    )
+    quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 8), Quota.gpus("c", "H100", 4)]
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy(min_runtime=0.0))
+    for k in range(3):
+        s.submit(job(f"b{k}", gpus=1, tenant="b", models="H100"), now=0)
+    s.submit(job("b2g", gpus=2, tenant="b", models="H100"), now=0)
+    r = s.step(now=0)
+    assert {(b.pod.job, b.node) for b in r.bindings} == {
+        ("b0", "lh4-n0"), ("b1", "lh4-n0"), ("b2", "lh4-n0"), ("b2g", "lh8-n0"),
+    }  # fmt: skip
+    s.submit(_gang_of_two_roles("g", "a", at=1), now=1)
+    r1 = s.step(now=1)
+    assert [(v.job, v.reason.value) for v in r1.victims] == [("b2g", "reclaim")]
+    (nom,) = r1.nominations
+    assert nom.within_nominal
+    held = {(b.pod.role, b.node) for b in nom.bindings}
+    assert held == {("worker", "lh8-n0"), ("second", "la-n0")}
+    evict_victims(s, r1, now=2)
+    r = s.step(now=2)
+    assert r.placed == ("g",)
+    assert {(b.pod.role, b.node) for b in r.bindings} == held
+    assert s.admitter.used("a", "H100") == 8 * MILLI and s.admitter.used("a", "A100") == MILLI
+    check_invariants(s)
+
+
+def test_a_reclaiming_gang_waits_for_its_victims_rather_than_start_on_a_fit_the_free_gpus_hold_that_borrows() -> (
+    None
+):
+    # Two 4-GPU H100 nodes and two 4-GPU A100 nodes; a has 4 H100 GPUs nominal and 8 A100,
+    # c 4 of each (unused), b none. b runs three 1-GPU pods on one H100 node and one 1-GPU
+    # pod on each A100 node. g (a, a gang of two 4-GPU workers and one 1-GPU pod, all on
+    # H100|A100) reclaims b's two A100 pods: its workers are nominated the A100 nodes, its
+    # 1-GPU pod an H100 GPU, within a's nominal quota. b's H100 pods end while the A100
+    # pods still terminate: both H100 nodes are free, and quota's choice is now the
+    # workers on H100 (where a borrows 4 of c's GPUs), which it says is within nominal but
+    # not where it runs. Before, g was placed as any job and started its workers on the
+    # two H100 nodes, 8 GPUs of a's 4, and b's A100 pods were evicted for nothing. It now
+    # waits for them and starts on the fit its nomination holds.
+    cluster = (
+        ClusterBuilder()
+        .leaf("lh", nodes=2, model="H100", gpus=4)
+        .leaf("la", nodes=2, model="A100", gpus=4)
+        .build()
+    )
+    quotas = [
+        Quota.gpus("a", "H100", 4),
+        Quota.gpus("a", "A100", 8),
+        Quota.gpus("c", "H100", 4),
+        Quota.gpus("c", "A100", 4),
+    ]
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy(min_runtime=0.0))
+    for k in range(3):
+        s.submit(job(f"bh{k}", gpus=1, tenant="b", models="H100"), now=0)
+    for k in range(2):
+        s.submit(job(f"ba{k}", gpus=1, tenant="b", models="A100"), now=0)
+    r = s.step(now=0)
+    assert len(r.placed) == 5
+    s.submit(_gang_of_two_roles("g", "a", at=1), now=1)
+    r1 = s.step(now=1)
+    assert sorted((v.job, v.reason.value) for v in r1.victims) == [
+        ("ba0", "reclaim"), ("ba1", "reclaim"),
+    ]  # fmt: skip
+    (nom,) = r1.nominations
+    assert nom.within_nominal
+    assert {(b.pod.role, s.cluster.node(b.node).gpu_model) for b in nom.bindings} == {
+        ("worker", "A100"), ("second", "H100"),
+    }  # fmt: skip
+    for k in range(3):
+        finish(s, f"bh{k}", now=2)
+    r = s.step(now=2)
+    assert r.placed == () and r.pending["g"].code.value == "preempting", r.pending
+    assert s.admitter.used("a", "H100") == 0
+    evict_victims(s, r1, now=3)
+    r = s.step(now=3)
+    assert r.placed == ("g",) and r.victims == ()
+    assert {(b.pod.role, s.cluster.node(b.node).gpu_model) for b in r.bindings} == {
+        ("worker", "A100"), ("second", "H100"),
+    }  # fmt: skip
+    assert s.admitter.used("a", "H100") == MILLI and s.admitter.used("a", "A100") == 8 * MILLI
     check_invariants(s)

@@ -133,6 +133,30 @@ def _submit(s: Scheduler, jid: str, shape: tuple[Any, ...], t: float, second: An
         "events": [(False, 0), (False, 0), (False, 0), (False, 0)],
     }
 )
+@example(  # a reclaiming gang nominated on a fit within nominal that is not quota's first
+    # (workers on H100, its 1-GPU pod on A100): it starts there, not borrowing on H100
+    {
+        "nodes": {"H100": [4, 8], "A100": [4]},
+        "nominal": {(t, m): 0 for t in TENANTS for m in MODELS}
+        | {("a", "H100"): 8, ("a", "A100"): 8, ("c", "H100"): 4},
+        "first": [("b", 0, 1, 1, False, "H100")] * 3 + [("b", 0, 2, 1, False, "H100")],
+        "later": [(("a", 0, 4, 2, False, "H100|A100"), (1, 1, "H100|A100"))],
+        "rival": None,
+        "events": [(True, 0), (False, 0), (False, 0), (False, 0)],
+    }
+)
+@example(  # ... and, while its victims terminate, quota's choice is a fit the free H100 GPUs
+    # hold that borrows: it waits for them
+    {
+        "nodes": {"H100": [4, 4], "A100": [4, 4]},
+        "nominal": {(t, m): 0 for t in TENANTS for m in MODELS}
+        | {("a", "H100"): 4, ("a", "A100"): 8, ("c", "H100"): 4, ("c", "A100"): 4},
+        "first": [("b", 0, 1, 1, False, "H100")] * 3 + [("b", 0, 1, 1, False, "A100")] * 2,
+        "later": [(("a", 0, 4, 2, False, "H100|A100"), (1, 1, "H100|A100"))],
+        "rival": None,
+        "events": [(False, 0), (False, 0), (False, 0), (False, 0)],
+    }
+)
 @example(  # the known limit: p0's search placed 2 of its 4 pods, one on each model, and
     # its 4 pods are within nominal on H100 alone; f1 ends and all 4 start on A100
     {
