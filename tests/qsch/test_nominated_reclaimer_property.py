@@ -8,12 +8,12 @@ reclaimer is then placed as any job, may start borrowing, and must still evict f
 need once.
 
 A pod-level reclaimer whose pods left would borrow reclaims for its nominal part only (the
-first pods its tenant's nominal quota left holds on one of its models): the pods beyond
-it, its borrowed rest, are a borrower with a turn of its own in the same cycle, bound
-after the nominal part, and may borrow (docs/qsch.md, "Pod-level preemptors"). Those pods,
-and those alone, are left out of the first check (the @example where f0 ends while its
-reclaimed pod terminates: p0's nominal pod starts on the GPUs f0 left, and its rest
-borrows 2 GPUs).
+first pods its tenant's nominal quota left holds on one of its models, the quota held for
+the rival's nomination counted as used): the pods beyond it, its borrowed rest, are a
+borrower with a turn of its own in the same cycle, bound after the nominal part, and may
+borrow (docs/qsch.md, "Pod-level preemptors"). Those pods, and those alone, are left out
+of the first check (the @example where f0 ends while its reclaimed pod terminates: p0's
+nominal pod starts on the GPUs f0 left, and its rest borrows 2 GPUs; and the next one).
 
 A known limit (docs/qsch.md) is left out of the first check: a pod-level reclaimer whose
 search placed only its first pods, on two models, is decided on all its pods, whose
@@ -133,6 +133,24 @@ def _submit(s: Scheduler, jid: str, shape: tuple[Any, ...], t: float, second: An
         "events": [(False, 0), (False, 0), (False, 0), (False, 0)],
     }
 )
+@example(  # ... with a's rival holding 4 of a's 8 A100 GPUs of nominal quota for its
+    # nomination: p0's nominal part is one pod, and its second, its rest, borrows on H100
+    {
+        "nodes": {"H100": [8, 8], "A100": [4, 4]},
+        "nominal": {(t, m): 0 for t in TENANTS for m in MODELS}
+        | {("a", "H100"): 4, ("a", "A100"): 8, ("c", "H100"): 8},
+        "first": [
+            ("b", 0, 1, 1, False, "H100"),
+            ("b", 0, 1, 1, False, "H100"),
+            ("b", 0, 1, 1, False, "A100"),
+            ("b", 0, 2, 2, False, "A100"),
+            ("b", 0, 2, 4, False, "H100"),
+        ],
+        "later": [(("a", 0, 4, 2, False, "H100|A100"), None)],
+        "rival": (0, 4, "A100"),
+        "events": [(False, 0), (False, 3), (False, 0), (False, 0)],
+    }
+)
 @example(  # a reclaiming gang nominated on a fit within nominal that is not quota's first
     # (workers on H100, its 1-GPU pod on A100): it starts there, not borrowing on H100
     {
@@ -249,9 +267,12 @@ def test_a_reclaimer_never_starts_borrowing_and_no_preemptor_evicts_a_unit_twice
                 (role,) = status.job.roles
                 per_pod = role.resources.total_milli
                 kept = [i for i in mine if r.bindings[i].pod not in status.terminating]
-                before = use.copy()
+                before = use.copy()  # (a's use at p0's turn: the rival's held quota too)
                 for i in kept:
                     before[model_of[i]] -= per_pod
+                if "r" in noms and (rn := s.queue.status("r").nomination) is not None:
+                    for b in rn.bindings:
+                        before[s.cluster.node(b.node).gpu_model] += b.total_milli
                 held = max(
                     (s.admitter.table.nominal("a", m) - before[m]) // per_pod
                     for m in role.gpu_models
