@@ -1043,10 +1043,12 @@ class _Cycle:
         their reason).
 
         The part is its nominal part: those pods, on the GPU models where its tenant stays
-        within nominal with them. The nominated job starts them at its place in the order;
-        its borrowed rest is a borrower, with its turn among the borrowers of its priority
-        (:meth:`walk`, :meth:`_rest_turn`), so it passes no earlier borrower. A nomination
-        won partly by priority or backfill
+        within nominal with them and those its nomination holds devices on (taken by
+        priority where its tenant borrows: narrowed off them, it placed nothing once its
+        victims were gone, lost its nomination, and evicted them again). The nominated job
+        starts them at its place in the order; its borrowed rest is a borrower, with its
+        turn among the borrowers of its priority (:meth:`walk`, :meth:`_rest_turn`), so it
+        passes no earlier borrower. A nomination won partly by priority or backfill
         preemption (:attr:`Nomination.by_priority`) starts every pod it holds devices for:
         its victims were evicted for them, and if those pods waited, the victims, requeued
         ahead of them in submission order, would start again on the quota the preemption
@@ -1066,7 +1068,20 @@ class _Cycle:
             and part.places_within_nominal
             and part.nominal_models != part.models
         ):
-            part = attrs.evolve(part, models=part.nominal_models)
+            # (the models its nomination holds devices on are kept: narrowed off them, it
+            # would lose those devices once its victims are gone, and evict again for them)
+            models = part.nominal_models
+            held: dict[str, set[str]] = {}
+            for b in nom.bindings if nom is not None else ():
+                if b.total_milli:
+                    held.setdefault(b.pod.role, set()).add(self.pools.model_of(b))
+            if any(not ms.issubset(models.get(r, ())) for r, ms in held.items()):
+                models = {
+                    r: tuple(m for m in ms if m in models.get(r, ()) or m in held.get(r, ()))
+                    for r, ms in part.models.items()
+                }
+            if models != part.models:
+                part = attrs.evolve(part, models=models)
         return part, len(remaining) - dec.nominal_pods, "the tenant's nominal quota"
 
     def _blocked(self, e: Entry, dec: QuotaDecision, failed: Reason, facts: _Facts) -> None:

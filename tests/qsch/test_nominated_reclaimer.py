@@ -422,3 +422,53 @@ def test_a_reclaiming_gang_waits_for_its_victims_rather_than_start_on_a_fit_the_
     }  # fmt: skip
     assert s.admitter.used("a", "H100") == MILLI and s.admitter.used("a", "A100") == 8 * MILLI
     check_invariants(s)
+
+
+def test_a_pod_level_preemptor_nominated_by_priority_where_it_borrows_starts_there_though_its_nominal_part_is_on_another_model() -> (
+    None
+):
+    # Found by the randomized property. c's f (priority 1, 3 x 2 GPUs, H100|A100) runs its
+    # first pod on H100; c's nominal quota left there holds one more pod (its nominal
+    # part), but b's pods fill the H100 node. f evicts c's own cf by priority on A100,
+    # where c borrows, and is nominated there for one pod. Its nominal part used to be
+    # narrowed onto H100, where c stays within nominal: once cf was gone, f placed nothing,
+    # lost its nomination, cf started again on the A100 GPUs it left, and f evicted it a
+    # second time, every two cycles. f now starts that pod on the A100 GPUs its nomination
+    # holds.
+    cluster = (
+        ClusterBuilder()
+        .leaf("lfh", nodes=1, model="H100", gpus=4)
+        .leaf("lfa", nodes=1, model="A100", gpus=4)
+        .build()
+    )
+    quotas = [Quota.gpus("b", "H100", 4), Quota.gpus("b", "A100", 4), Quota.gpus("c", "H100", 4)]
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy(min_runtime=0.0))
+    s.submit(job("b0", gpus=1, tenant="b", models="H100", submitted_at=0), now=0)
+    s.submit(job("b1", gpus=1, tenant="b", models="H100", priority=1, submitted_at=0), now=0)
+    s.submit(job("cf", gpus=1, tenant="c", models="A100", submitted_at=0), now=0)
+    s.submit(job("b2", gpus=1, tenant="b", models="A100", submitted_at=0), now=0)
+    s.submit(
+        job("f", gpus=2, replicas=3, gang=False, tenant="c", priority=1, models="H100|A100",
+            submitted_at=0),
+        now=0,
+    )  # fmt: skip
+    s.step(now=0)
+    assert [s.cluster.binding(p).node.split("-")[0] for p in s.queue.status("f").running] == ["lfh"]
+    evicted: Counter[PodId] = Counter()
+    r = s.step(now=1)
+    assert [(v.job, v.reason) for v in r.victims] == [("cf", VictimReason.PRIORITY)]
+    (nom,) = r.nominations
+    assert nom.by_priority and not nom.within_nominal
+    assert [(b.pod, b.node.split("-")[0]) for b in nom.bindings] == [(pod("f", 1), "lfa")]
+    evicted.update(p for v in r.victims for p in v.pods)
+    # b2 ends and cf's pod goes: quota's choice for f's two pods left is H100|A100 again
+    finish(s, "b2", now=2)
+    evict_victims(s, r, now=2)
+    r = s.step(now=3)
+    assert [(b.pod, b.node.split("-")[0]) for b in r.bindings][:1] == [(pod("f", 1), "lfa")]
+    for t in range(4, 10):
+        r = s.step(now=t)
+        evicted.update(p for v in r.victims for p in v.pods)
+        evict_victims(s, r, now=t)
+    assert evicted == {pod("cf"): 1}
+    check_invariants(s)

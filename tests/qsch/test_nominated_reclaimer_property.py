@@ -175,6 +175,25 @@ def _submit(s: Scheduler, jid: str, shape: tuple[Any, ...], t: float, second: An
         "events": [(False, 0), (False, 0), (False, 0), (False, 0)],
     }
 )
+@example(  # f4, of c, evicts its own f2 by priority for a pod that borrows on A100, while c's
+    # nominal quota left holds one pod on H100 alone: f4 starts that pod on the A100 GPUs
+    # its nomination holds, and f2 is not evicted a second time
+    {
+        "nodes": {"H100": [4], "A100": [4]},
+        "nominal": {(t, m): 0 for t in TENANTS for m in MODELS}
+        | {("b", "H100"): 4, ("b", "A100"): 4, ("c", "H100"): 4},
+        "first": [
+            ("b", 0, 1, 1, False, "H100"),
+            ("b", 1, 1, 1, False, "H100"),
+            ("c", 0, 1, 1, False, "A100"),
+            ("b", 0, 1, 1, False, "A100"),
+            ("c", 1, 2, 3, False, "H100|A100"),
+        ],
+        "later": [(("a", 0, 1, 1, False, "H100"), None)],
+        "rival": None,
+        "events": [(False, 3), (True, 0), (False, 0), (False, 0)],
+    }
+)
 @example(  # the known limit: p0's search placed 2 of its 4 pods, one on each model, and
     # its 4 pods are within nominal on H100 alone; f1 ends and all 4 start on A100
     {
