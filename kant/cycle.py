@@ -1043,9 +1043,10 @@ class _Cycle:
         their reason).
 
         The part is its nominal part: those pods, on the GPU models where its tenant stays
-        within nominal with them and those its nomination holds devices on (taken by
-        priority where its tenant borrows: narrowed off them, it placed nothing once its
-        victims were gone, lost its nomination, and evicted them again). The nominated job
+        within nominal with them and, for a nomination won partly by priority or backfill,
+        those it holds devices on (taken where its tenant borrows: narrowed off them, it
+        placed nothing once its victims were gone, lost its nomination, and evicted them
+        again; a reclaim's nomination is held to the nominal models). The nominated job
         starts them at its place in the order; its borrowed rest is a borrower, with its
         turn among the borrowers of its priority (:meth:`walk`, :meth:`_rest_turn`), so it
         passes no earlier borrower. A nomination won partly by priority or backfill
@@ -1070,15 +1071,17 @@ class _Cycle:
         ):
             # (the models its nomination holds devices on are kept: narrowed off them, it
             # would lose those devices once its victims are gone, and evict again for them)
+            # (a reclaim's nomination is not: a reclaimer never borrows, see _as_reclaimer)
             models = part.nominal_models
             held: dict[str, set[str]] = {}
-            for b in nom.bindings if nom is not None else ():
+            for b in nom.bindings if nom is not None and nom.by_priority else ():
                 if b.total_milli:
                     held.setdefault(b.pod.role, set()).add(self.pools.model_of(b))
             if any(not ms.issubset(models.get(r, ())) for r, ms in held.items()):
                 models = {
                     r: tuple(m for m in ms if m in models.get(r, ()) or m in held.get(r, ()))
                     for r, ms in part.models.items()
+                    if r in models or r in held
                 }
             if models != part.models:
                 part = attrs.evolve(part, models=models)
