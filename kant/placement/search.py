@@ -74,7 +74,7 @@ class Candidates:
             if tier not in self._asked:
                 self._asked.add(tier)
                 return None
-            got = self._layouts[tier] = Layout(snap, self.slots, tier)
+            got = self._layouts[tier] = Layout(snap, self.slots, tier, self)
         return got
 
     def subset(self, slots: IntArray) -> Candidates:
@@ -200,20 +200,17 @@ class Layout:
     CLUSTER): what :func:`domains` would otherwise derive from the topology columns at every
     call, O(n log n). Built by :meth:`Candidates.layout`."""
 
-    def __init__(self, snap: Snapshot, slots: IntArray, tier: Tier) -> None:
+    def __init__(
+        self, snap: Snapshot, slots: IntArray, tier: Tier, cand: Candidates | None = None
+    ) -> None:
         cols = snap.cols
-        self.tier = tier
         if tier is Tier.LEAF:
-            ids = cols.leaf_id[slots]
-            valid = np.flatnonzero(ids >= 0)
-            order = valid[np.argsort(ids[valid], kind="stable")]
-            # the leaf ids present, ascending; per slot with a leaf, its index among them
-            self.ids, starts, index = np.unique(ids[order], return_index=True, return_inverse=True)
-            self.valid = valid
-            self.group = np.empty(slots.shape[0], dtype=np.int64)
-            self.group[order] = index
-            self.group = self.group[valid]
-            self.members = np.split(slots[order], starts[1:]) if order.shape[0] else []
+            # the split by leaf the two-level search keeps (``cand``'s, when it is of
+            # ``slots``): the leaf ids, ascending (-1: the leafless nodes, not a domain),
+            # the slots of each, and each slot's leaf among them
+            cand = cand if cand is not None and cand.slots is slots else Candidates(slots)
+            self.ids, self.members, _sizes = cand.groups(snap)
+            self.group = cand.group_of(snap)
             return
         leaf = cols.leaf_id[slots]
         self.leafless = int(leaf.max(initial=0)) + 1  # one group, after every leaf
@@ -261,11 +258,8 @@ def domains(
         return
     cols = snap.cols
     if layout is not None and tier is Tier.LEAF:
-        if not layout.members:
-            return
-        caps = np.bincount(
-            layout.group, weights=room[layout.valid], minlength=len(layout.members)
-        ).astype(np.int64)
+        caps = np.bincount(layout.group, weights=room, minlength=len(layout.ids))
+        caps = np.where(layout.ids >= 0, caps.astype(np.int64), -1)  # (leafless: no domain)
         doms = np.flatnonzero(caps >= n)
         for d in doms[np.argsort(key(caps[doms]), kind="stable")][:probe]:
             yield layout.members[d]
