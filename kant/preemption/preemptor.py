@@ -355,9 +355,11 @@ class Preemption:
 
         A victim (its job's units, newest choice first) is given back when, charged to its
         tenant again, the cycle's ledger still holds every quota (the tenant within its
-        ceiling, the cohort within its lendable pool), no other nomination of the cycle uses
-        its nodes, its preemptor still fits with it running (placed again, with its other
-        victims gone, when its nomination uses the victim's nodes; on the same GPU models),
+        ceiling, the cohort within its lendable pool), no other nomination of the cycle
+        waits for anything on its nodes (one there whose hold holds the whole of its
+        bindings there does not: the victim was running when it was held), its preemptor
+        still fits with it running (placed again, with its other victims gone, when its
+        nomination uses the victim's nodes; on the same GPU models),
         neither its job nor a nominated job has pod affinity terms, and, when its tenant has
         a nominated preemptor, the tenant stays within its nominal quota on the victim's GPU
         models (that preemptor's own rules read the tenant's use: a reclaimer ends within
@@ -467,8 +469,10 @@ class Preemption:
                 return None  # (not taken off its tenant: it was not a victim for quota)
             parts.append(part)
             nodes.add(self.index.cluster.binding(p).node)
-        if any(b.node in nodes for j, n in enumerate(noms) if j != k for b in n.bindings):
-            return None
+        for j, n in enumerate(noms):
+            there = j != k and any(b.node in nodes for b in n.bindings)
+            if there and not self._held_whole(n, nodes):
+                return None  # (it may wait there for what the victim holds)
         led = self.ledger
         mark = led.mark()
         for t, m, milli in parts:
@@ -499,6 +503,13 @@ class Preemption:
             del self.uncharged[p]
         self.victim_pods.difference_update(v.pods)
         return nom
+
+    def _held_whole(self, nom: Nomination, nodes: set[str]) -> bool:
+        """Does ``nom``'s hold hold the whole of its bindings on ``nodes``? Then nothing it
+        was placed on there waits for a victim of the cycle (each still running on the
+        snapshot when it was held), and giving one of them back takes nothing from it."""
+        hold = self.holds.nominated.get(nom.job) if self.holds is not None else None
+        return hold is not None and hold.whole_on(self.snap, nodes)
 
     def _place_again(self, nom: Nomination, kept: list[Victim]) -> tuple[Binding, ...] | None:
         """The pods of ``nom`` placed again on the snapshot as it is (every victim running)

@@ -216,6 +216,31 @@ def test_two_reclaims_in_one_cycle_free_no_capacity_that_then_sits_idle() -> Non
     m.cycle_and_evict(dt=1.0)  # (asserts: no victim's capacity sits idle)
 
 
+def test_a_victim_is_given_back_beside_a_later_nomination_held_whole_on_its_node() -> None:
+    # Found by the Strict FIFO machine in CI: a runs the whole cohort (j1, an 8-GPU gang;
+    # j2's last 2-GPU pod on lf0-n0; j4). a's j6 (priority 1) evicts j2's pod by priority
+    # for quota; later in the cycle b's j5 reclaims j1 whole, which leaves a within its
+    # nominal quota with j2's pod running. j5's nomination lies on lf0-n0 too, on devices
+    # free beside j2's pod, and the give-back used to refuse any victim on a node another
+    # nomination of the cycle uses: j2's pod was evicted and its devices sat idle. A
+    # nomination held whole there waits for nothing of the victim's, so it is given back.
+    m = StrictContentionMachine()
+    m.setup(strategy="ebinpack", others_first=False)
+    m.submit(gang=True, gpus=4, priority=0, rack=None, replicas=2, tenant="a")
+    m.submit(gang=False, gpus=2, priority=0, rack=None, replicas=2, tenant="a")
+    m.cycle_and_evict(dt=1.0)
+    m.submit(gang=False, gpus=2, priority=0, rack=None, replicas=1, tenant="b")
+    m.submit(gang=False, gpus=2, priority=1, rack="r1", replicas=2, tenant="a")
+    m.cycle_and_evict(dt=1.0)
+    m.submit(gang=False, gpus=2, priority=0, rack=None, replicas=1, tenant="b")
+    m.submit(gang=False, gpus=2, priority=1, rack=None, replicas=1, tenant="a")
+    m.cycle_and_evict(dt=1.0)
+    assert m.evictions == {("j2", "j3"): 1, ("j1", "j5"): 1}  # j2's last pod given back
+    m.cycle_and_evict(dt=1.0)  # (asserts: no victim's capacity sits idle)
+    assert len(m.s.queue.entry("j2").assigned) == 1
+    assert {"j5", "j6"} <= {e.job.id for e in m.s.queue.running()}
+
+
 def _finish(m: ContentionMachine, jid: str) -> None:
     e = m.s.queue.entry(jid)
     for p in sorted(e.assigned):

@@ -114,6 +114,63 @@ def test_a_hold_takes_what_taking_each_bindings_free_part_in_turn_takes(
             check_invariants(snap)
 
 
+@settings(max_examples=80, deadline=None)
+@given(
+    busy=st.lists(_BINDING, max_size=6),
+    held=st.lists(_BINDING, min_size=1, max_size=8),
+    on=st.sets(st.integers(0, _NODES - 1), min_size=1),
+    max_pods=st.sampled_from([None, 1, 3]),
+)
+def test_a_hold_is_whole_on_nodes_where_each_of_its_bindings_was_wholly_free_in_turn(
+    busy: list[tuple[int, set[int], int, set[int], int, int]],
+    held: list[tuple[int, set[int], int, set[int], int, int]],
+    on: set[int],
+    max_pods: int | None,
+) -> None:
+    """``Hold.whole_on`` says whether a hold waits for nothing on some nodes: each of its
+    bindings there, taken in turn, found every GPU share, NIC, CPU, memory and pod slot it
+    names free."""
+    cluster = ClusterBuilder().leaf("lf0", nodes=_NODES, max_pods=max_pods).build()
+    names = sorted(cluster.slot_names)
+    snap = cluster.snapshot()
+
+    def binding(i: int, spec: tuple[int, set[int], int, set[int], int, int]) -> Binding:
+        n, gpus, milli, nics, cpu, mem = spec
+        if milli < 1000:
+            gpus = {min(gpus, default=0)}
+        return Binding(
+            pod=PodId(job="j", role="w", index=i), node=names[n], gpus=tuple(sorted(gpus)),
+            gpu_milli=milli, nics=tuple(sorted(nics)), cpu_milli=cpu, memory_mib=mem,
+        )  # fmt: skip
+
+    bindings = [binding(i, b) for i, b in enumerate(held)]
+    nodes = {names[i] for i in on}
+    with snap.transaction():
+        for b in (binding(100 + i, x) for i, x in enumerate(busy)):
+            for part in free_parts(snap, b):
+                part.take(snap)
+        with snap.transaction():  # the reference: each binding's free part in turn
+            want = True
+            for b in bindings:
+                parts = free_parts(snap, b)
+                for part in parts:
+                    part.take(snap)
+                if b.node not in nodes:
+                    continue
+                got = [(g, p.milli) for p in parts for g in range(8) if p.gpu_mask >> g & 1]
+                whole = (
+                    sorted(got) == sorted((g, b.gpu_milli) for g in b.gpus)
+                    and sum(p.nic_mask for p in parts) == sum(1 << i for i in b.nics)
+                    and sum(p.cpu for p in parts) == b.cpu_milli
+                    and sum(p.mem for p in parts) == b.memory_mib
+                    and sum(p.pods for p in parts) == 1
+                )
+                want = want and whole
+        h = Hold(bindings)
+        h.take(snap)
+        assert h.whole_on(snap, nodes) == want
+
+
 @pytest.mark.parametrize("shares", [True, False], ids=["shares", "whole GPUs"])
 def test_a_preemptors_nomination_holds_the_free_part_of_a_gpu_its_victim_shares(
     shares: bool,
