@@ -247,6 +247,10 @@ class Shim:
         # node -> why kant leaves it out (what node_facts refused: more than 64 GPUs...),
         # until an event finds it valid; one kant had taken leaves once its pods have ended
         self._bad_nodes: dict[str, str] = {}
+        # node -> why the fabric refuses its place (its labels contradict the nodes taken:
+        # its leaf under a second spine), while it is out of kant's cluster for that: said
+        # once for each reason, not at each status update (see _take_node)
+        self._misplaced: dict[str, str] = {}
         # the left-out nodes still in kant's cluster while kant's pods run there (cordoned by
         # _leave_out), removed once those have ended: what _take_changed_nodes walks, never
         # every left-out node
@@ -421,6 +425,7 @@ class Shim:
                 log.warning("node %s is left out and the pods kant bound there are not taken "
                             "back: %s", name, e)  # fmt: skip
                 continue
+            self._misplaced.pop(name, None)  # (in kant's cluster: leaving it is said)
             if placeless is not None:
                 self._bad_nodes.setdefault(name, placeless)
             self._alive[name] = True
@@ -948,6 +953,7 @@ class Shim:
             self._alive.pop(name, None)
             self._changed.pop(name, None)
             self._bad_nodes.pop(name, None)
+            self._misplaced.pop(name, None)
             self._draining.discard(name)
             self._made_up.discard(name)
             if self.nodes.has(name):
@@ -989,6 +995,7 @@ class Shim:
         its removal then, :meth:`_remove_left_out`). O(pods on the node)."""
         new = self._bad_nodes.get(name) != why
         self._bad_nodes[name] = why
+        self._misplaced.pop(name, None)  # (refused by the fabric again: said again)
         self._changed.pop(name, None)
         if not self.nodes.has(name):
             self._draining.discard(name)
@@ -1025,7 +1032,8 @@ class Shim:
         :meth:`_take_changed_nodes`); what runs
         on a node new, Ready again or uncordoned is held. A node the cluster refuses (its
         labels contradict the fabric of the nodes taken: a leaf under a second spine) is left
-        out with a warning. A node taken in at a made-up reading (:attr:`_made_up`) has
+        out with a warning, once for each reason it is refused for (:attr:`_misplaced`), not
+        at each status update. A node taken in at a made-up reading (:attr:`_made_up`) has
         changed whatever it reports, the very values it was read as too. ``facts`` replace
         what :attr:`_changed` held of the node: the warning that it takes no new pods is
         logged only when they differ (not at each status update)."""
@@ -1068,8 +1076,11 @@ class Shim:
             try:
                 self.nodes.added(facts.spec, self.now())
             except KantError as e:  # labels placing it where the fabric says it cannot be
-                log.warning("node %s is left out: %s", name, e)
+                if self._misplaced.get(name) != str(e):
+                    log.warning("node %s is left out: %s", name, e)
+                self._misplaced[name] = str(e)
                 return
+            self._misplaced.pop(name, None)
         if added or was is False or (facts.schedulable and not self.nodes.schedulable(name)):
             # new, Ready again or uncordoned: what runs there and is not held yet is held
             # (taken while the node takes pods: a cordoned node's devices cannot be)

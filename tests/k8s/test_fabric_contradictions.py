@@ -1,0 +1,99 @@
+"""Nodes whose topology labels contradict the fabric kant has built (two nodes giving one
+leaf two spines): the node refused is left out with one warning for each reason it is
+refused for, not one at each status update, and comes in once its labels agree."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from kant.k8s.kubelet import node_object
+from kant.k8s.shim import Shim
+
+from .conftest import Cluster
+
+pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+
+LEAF, SPINE = "network.topology.nvidia.com/leaf", "network.topology.nvidia.com/spine"
+
+
+def _labelled(name: str, leaf: str, spine: str) -> dict[str, Any]:
+    return node_object(name, labels={LEAF: leaf, SPINE: spine})
+
+
+def _left_out(caplog: pytest.LogCaptureFixture, node: str, since: int = 0) -> list[str]:
+    """The warnings that ``node`` is left out, among the records from ``since`` on."""
+    return [
+        r.getMessage()
+        for r in caplog.records[since:]
+        if r.levelno == logging.WARNING and r.getMessage().startswith(f"node {node} is left out")
+    ]
+
+
+def _relabel(cluster: Cluster, node: str, labels: dict[str, str]) -> None:
+    cluster.api.patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": labels}})
+
+
+def _heartbeat(cluster: Cluster, node: str, beat: int) -> None:
+    """A status update of ``node``'s kubelet (its Ready condition's heartbeat, ``beat``
+    seconds into a minute of 2030): nothing kant reads changes."""
+    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady",
+             "lastHeartbeatTime": f"2030-01-01T00:00:{beat:02d}Z"}  # fmt: skip
+    cluster.api.patch(f"/api/v1/nodes/{node}/status", {"status": {"conditions": [ready]}},
+                      kind="strategic")  # fmt: skip
+
+
+def test_a_node_relabelled_under_a_second_spine_is_left_out_with_one_warning_per_reason(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    # (it said "node n1 is left out" again at every status update of n1)
+    cluster.node("n0", labels={LEAF: "L", SPINE: "sp0"})
+    cluster.node("n1", labels={LEAF: "M", SPINE: "sp1"})
+    shim = cluster.start_shim()
+    cluster.looked(nodes=("n0", "n1"))
+    assert shim.nodes.has("n1") and shim.nodes.schedulable("n1")
+    _relabel(cluster, "n1", {LEAF: "L"})  # leaf L is under sp0 (n0's)
+    cluster.looked(nodes=("n1",))
+    assert shim.nodes.has("n0") and not shim.nodes.has("n1")
+    for beat in range(3):
+        _heartbeat(cluster, "n1", beat)
+        cluster.looked(nodes=("n1",))
+    (left,) = _left_out(caplog, "n1")
+    assert "field 'spine' = 'spine=sp1': leaf 'leaf=L' is already under spine 'spine=sp0'" in left
+    _relabel(cluster, "n1", {SPINE: "sp2"})  # refused for another reason: said once more
+    cluster.looked(nodes=("n1",))
+    _heartbeat(cluster, "n1", 3)
+    cluster.looked(nodes=("n1",))
+    assert len(_left_out(caplog, "n1")) == 2
+    assert "'spine=sp2'" in _left_out(caplog, "n1")[1]
+    _relabel(cluster, "n1", {SPINE: "sp0"})  # its labels agree with n0's: taken
+    cluster.looked(nodes=("n1",))
+    assert shim.nodes.has("n1") and shim.nodes.schedulable("n1")
+    assert shim.nodes.spec("n1").leaf == shim.nodes.spec("n0").leaf
+    assert len(_left_out(caplog, "n1")) == 2
+
+
+def test_a_node_the_fabric_refuses_is_warned_of_again_only_once_deleted_or_refused_otherwise(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    shim = Shim(None)  # type: ignore[arg-type]  # (no call reaches the API here)
+    try:
+        shim.handle("Node", "ADDED", _labelled("n0", "L", "sp0"))
+        for _ in range(3):  # (the event that brings it, then status updates)
+            shim.handle("Node", "MODIFIED", _labelled("n1", "L", "sp1"))
+        assert len(_left_out(caplog, "n1")) == 1
+        refused = {LEAF: "L", SPINE: "sp1"}
+        shim.handle("Node", "MODIFIED", node_object("n1", ready=False, labels=refused))
+        shim.handle("Node", "MODIFIED", _labelled("n1", "L", "sp1"))  # Ready again, as refused
+        assert len(_left_out(caplog, "n1")) == 1
+        shim.handle("Node", "MODIFIED", node_object("n1", gpus=72, labels=refused))
+        shim.handle("Node", "MODIFIED", _labelled("n1", "L", "sp1"))  # (valid, not placed)
+        assert len(_left_out(caplog, "n1")) == 3  # past the limit, then the fabric again
+        shim.handle("Node", "DELETED", _labelled("n1", "L", "sp1"))
+        shim.handle("Node", "ADDED", _labelled("n1", "L", "sp1"))  # created again, as refused
+        assert len(_left_out(caplog, "n1")) == 4
+        assert not shim.nodes.has("n1")
+    finally:
+        shim._pool.shutdown()
