@@ -318,7 +318,9 @@ class Shim:
     def sync(self) -> None:
         """List namespaces, nodes, PodGroups and pods and take them in, adopting every binding
         a previous shim recorded on bound pods, cordoned nodes' too (a restart loses no
-        binding and double-books nothing)."""
+        binding and double-books nothing). Nodes are taken in the order :func:`_start_order`
+        gives (those kant's pods run on first, then by name), not the order listed: which of
+        two contradicting nodes joins the fabric does not depend on the API server."""
         try:
             namespaces = self.api.get("/api/v1/namespaces").get("items", ())
         except ApiError as e:
@@ -336,12 +338,14 @@ class Shim:
         for ns in namespaces:
             self.handle("Namespace", "ADDED", ns)
         nodes = self.api.get("/api/v1/nodes").get("items", ())
-        for n in nodes:
-            self.handle("Node", "ADDED", n)
+        groups: Iterable[Obj] = ()
         if self.api.has(PODGROUP_API):
-            for g in self.api.get(f"/apis/{PODGROUP_API}/podgroups").get("items", ()):
-                self.handle("PodGroup", "ADDED", g)
+            groups = self.api.get(f"/apis/{PODGROUP_API}/podgroups").get("items", ())
         pods = self.api.get("/api/v1/pods").get("items", ())
+        for n in _start_order(nodes, pods, self.settings):
+            self.handle("Node", "ADDED", n)
+        for g in groups:
+            self.handle("PodGroup", "ADDED", g)
         # victims a previous shim chose, still terminating: they are held until gone, and
         # no victim is chosen meanwhile (see _hold_preemption)
         self._inherited_victims = {
@@ -383,7 +387,7 @@ class Shim:
         its object (:meth:`_leave_out`: more than ``MAX_GPUS_PER_NODE`` GPUs, the node grown
         past the limit under them as under a running shim; a malformed taint, an
         ``allocatable.pods`` of ``500m``), or its place in the fabric (its labels contradict
-        the nodes taken before it, :meth:`_take_node`). It is read as
+        the nodes taken before it, in :func:`_start_order`, :meth:`_take_node`). It is read as
         ``node_facts(need=...)`` reads it: a value kant refuses as what kant's pods there
         need (:func:`_needs`, never past a limit), or left out (a malformed taint; an
         ``allocatable.pods`` kant refuses: no limit), and out of the fabric when its place
@@ -406,15 +410,9 @@ class Shim:
             return
         wanted: dict[str, _Needs] = {}
         for p in pods:
-            st = pod_state(p, self.settings)
-            if (
-                st.ours
-                and st.node in out
-                and st.phase not in TERMINAL
-                and not st.deleting
-                and POD_ID_ANNOTATION in annotations_of(p)
-            ):
-                wanted[st.node] = _needs(p, self.settings, wanted.get(st.node, _Needs()))
+            node = _kants_node(p, self.settings)
+            if node in out:
+                wanted[node] = _needs(p, self.settings, wanted.get(node, _Needs()))
         for name, n in out.items():
             if name not in wanted:
                 continue
@@ -2601,6 +2599,41 @@ def _needs(pod: Obj, settings: K8sSettings, so_far: _Needs) -> _Needs:
     return attrs.evolve(so_far, gpus=so_far.gpus + r.gpus, nics=so_far.nics + r.rdma_nics,
                         cpu_milli=so_far.cpu_milli + r.cpu_milli,
                         memory_mib=so_far.memory_mib + r.memory_mib)  # fmt: skip
+
+
+def _kants_node(pod: Obj, settings: K8sSettings) -> str | None:
+    """The node pod ``pod`` runs on when it is a pod kant bound (it carries kant's binding
+    annotations) that has not ended and is not being deleted: one a starting shim takes
+    back (:meth:`Shim.adopt`; or holds, when it cannot); else None."""
+    st = pod_state(pod, settings)
+    if (
+        st.ours
+        and st.node is not None
+        and st.phase not in TERMINAL
+        and not st.deleting
+        and POD_ID_ANNOTATION in annotations_of(pod)
+    ):
+        return st.node
+    return None
+
+
+def _start_order(nodes: Iterable[Obj], pods: Iterable[Obj], settings: K8sSettings) -> list[Obj]:
+    """Nodes ``nodes`` in the order a starting shim takes them in (:meth:`Shim.sync`): those
+    where pods kant bound run (of ``pods``, :func:`_kants_node`) first, then the others,
+    each by name, whatever order the API server listed them in. Of two nodes whose labels
+    contradict each other (one leaf under two spines), the first is taken into the fabric
+    and the other refused (:meth:`Shim._take_node`; counted out of the fabric, cordoned,
+    while kant's pods run there, :meth:`Shim._take_left_out_with_kants_pods`): the node
+    kant's pods run on is one a shim before had taken, and placed them by; keeping it
+    keeps them where they were placed, and leaves out a node none of kant's pods needs.
+    O(pods + nodes log nodes)."""
+    ran = {node for p in pods if (node := _kants_node(p, settings)) is not None}
+
+    def key(n: Obj) -> tuple[bool, str]:
+        name = str((n.get("metadata") or {}).get("name"))
+        return name not in ran, name
+
+    return sorted(nodes, key=key)
 
 
 def _kant_victim(pod: Obj, settings: K8sSettings) -> bool:

@@ -634,10 +634,14 @@ def test_a_restarted_shim_charges_kants_pod_on_a_node_whose_labels_contradict_th
         return node_object(name, labels={"network.topology.nvidia.com/leaf": "L",
                                          "network.topology.nvidia.com/spine": spine})  # fmt: skip
 
-    shim = _restarted([labelled("n0", "sp0"), labelled("n1", "sp1")], [_kant_pod("a", "n1")])
+    # (kant's pods run on both: n0, first by name, is in the fabric, n1 out of it; where
+    # they ran on n1 alone, n1 would be in the fabric and n0 left out)
+    pods = [_kant_pod("b", "n0", gpus=4), _kant_pod("a", "n1", gpus=4)]
+    shim = _restarted([labelled("n1", "sp1"), labelled("n0", "sp0")], pods)
     try:
-        assert "ns..a#1" in shim._jobs
+        assert "ns..a#1" in shim._jobs and "ns..b#1" in shim._jobs
         assert shim.scheduler.admitter.used("team-a", "H100") == 8000
+        assert shim.nodes.schedulable("n0") and shim.nodes.spec("n0").leaf is not None
         assert shim.nodes.has("n1") and not shim.nodes.schedulable("n1")
         assert shim.nodes.spec("n1").leaf is None  # (out of the fabric, only to count a)
         (taken,) = [m for m in caplog.messages if m.startswith("node n1 is left out but kant")]
@@ -649,9 +653,13 @@ def test_a_restarted_shim_charges_kants_pod_on_a_node_whose_labels_contradict_th
         # (it said "valid again: taken as it is now", and at every status update that n1 had
         # changed: one line, once, and true)
         assert caplog.messages[said:] == [_COUNTING_ONLY.format("n1")]
-        shim.handle("Pod", "MODIFIED", _kant_pod("a", "n1", phase="Succeeded"))
+        shim.handle("Pod", "MODIFIED", _kant_pod("a", "n1", gpus=4, phase="Succeeded"))
         shim._take_changed_nodes()
         assert not shim.nodes.has("n1")  # still contradicting n0: left out
+        for _ in range(3):  # (status updates: it said it left, and says it no more)
+            shim.handle("Node", "MODIFIED", labelled("n1", "sp1"))
+        left = [m for m in caplog.messages[said:] if m.startswith("node n1 is left out:")]
+        assert len(left) == 1 and "already under spine 'spine=sp0'" in left[0]
         shim.handle("Node", "MODIFIED", labelled("n1", "sp0"))  # its labels fixed
         assert shim.nodes.has("n1") and shim.nodes.schedulable("n1")
         shim.scheduler.check_invariants()
@@ -714,23 +722,29 @@ def test_a_shim_restarted_while_a_nodes_labels_contradict_the_fabric_keeps_its_p
 ) -> None:
     leaf, spine = "network.topology.nvidia.com/leaf", "network.topology.nvidia.com/spine"
     cluster.node("n1", labels={leaf: "L", spine: "sp0"})
-    quota = dict(_QUOTA)
+    quota = {"tenants": [{"name": "team-a", "quotas": {"H100": {"nominalQuota": 16}}}],
+             "defaultMode": "isolated"}  # fmt: skip
     shim = cluster.start_shim(quota)
     cluster.pod("a", labels={"kant.io/queue": "team-a"},
                 annotations={"kant.io/runtime-seconds": "60"})  # fmt: skip
     wait_for(lambda: cluster.get("a")["status"].get("phase") == "Running", what="a running")
     assert cluster.node_of("a") == "n1"
     cluster.node("n0", labels={leaf: "L", spine: "sp0"})
+    cluster.pod("b", labels={"kant.io/queue": "team-a"})
+    assert wait_for(lambda: cluster.node_of("b"), what="b bound") == "n0"
     cluster.api.patch("/api/v1/nodes/n1", {"metadata": {"labels": {spine: "sp1"}}},
                       kind="merge")  # fmt: skip
     wait_for(lambda: not shim.nodes.schedulable("n1"), what="n1 cordoned")
     cluster.stop_shims()
     cluster.pod("p", labels={"kant.io/queue": "team-a"})
-    again = cluster.start_shim(quota)  # (n0 is listed first: n1's leaf is under sp0)
+    # (kant's pods run on both: n0, first by name, takes leaf L under sp0, and n1's leaf
+    # is under sp0)
+    again = cluster.start_shim(quota)
     wait_for(lambda: again.cycles > 3, what="cycles of the restarted shim")
     assert cluster.node_of("p") is None
-    assert again.scheduler.admitter.used("team-a", "H100") == 8000  # a's
+    assert again.scheduler.admitter.used("team-a", "H100") == 16000  # a's and b's
     assert again.nodes.has("n1") and not again.nodes.schedulable("n1")
     cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/a")  # a ends
     wait_for(lambda: not again.nodes.has("n1"), what="n1 gone once a has ended")
+    cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/b")  # b ends
     assert wait_for(lambda: cluster.node_of("p"), what="p bound") == "n0"

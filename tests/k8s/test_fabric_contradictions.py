@@ -1,6 +1,8 @@
 """Nodes whose topology labels contradict the fabric kant has built (two nodes giving one
 leaf two spines): the node refused is left out with one warning for each reason it is
-refused for, not one at each status update, and comes in once its labels agree."""
+refused for, not one at each status update, and comes in once its labels agree. A shim that
+starts takes, of two contradicting nodes, the one where kant's pods run, else the first by
+name, whatever order the API server lists them in."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ import pytest
 from kant.k8s.kubelet import node_object
 from kant.k8s.shim import Shim
 
-from .conftest import Cluster
+from .conftest import Cluster, wait_for
+from .test_big_nodes import _kant_pod, _Listed
 
 pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
 
@@ -97,3 +100,55 @@ def test_a_node_the_fabric_refuses_is_warned_of_again_only_once_deleted_or_refus
         assert not shim.nodes.has("n1")
     finally:
         shim._pool.shutdown()
+
+
+@pytest.mark.parametrize("listed", [("n0", "n1"), ("n1", "n0")])
+@pytest.mark.parametrize("kants", [(), ("n0",), ("n1",), ("n0", "n1")])
+def test_a_starting_shim_takes_into_the_fabric_the_node_kants_pods_run_on_else_the_first_by_name(
+    listed: tuple[str, ...], kants: tuple[str, ...]
+) -> None:
+    # (it took the one the API server listed first: a restart could swap them)
+    nodes = {"n0": _labelled("n0", "L", "sp0"), "n1": _labelled("n1", "L", "sp1")}
+    pods = [_kant_pod(f"a{n}", n, gpus=4) for n in kants]
+    shim = Shim(_Listed([nodes[n] for n in listed], pods))  # type: ignore[arg-type]
+    try:
+        shim.sync()
+        first = "n1" if kants == ("n1",) else "n0"
+        other = "n0" if first == "n1" else "n1"
+        assert shim.nodes.schedulable(first)
+        assert shim.nodes.spec(first).leaf is not None  # (in the fabric)
+        if other in kants:  # counted, cordoned, out of the fabric, until its pod has ended
+            assert shim.nodes.has(other) and not shim.nodes.schedulable(other)
+            assert shim.nodes.spec(other).leaf is None
+        else:
+            assert not shim.nodes.has(other)
+        assert sorted(shim._jobs) == sorted(f"ns..a{n}#1" for n in kants)
+        shim.scheduler.check_invariants()
+    finally:
+        shim._pool.shutdown()
+
+
+def test_a_restarted_shim_keeps_in_the_fabric_the_node_kants_pod_runs_on_not_the_first_listed(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    # (the API server lists n0 first: the restarted shim took n0 into the fabric, cordoned
+    # n1 out of it only to count a, and p went to n0)
+    cluster.node("n1", labels={LEAF: "L", SPINE: "sp1"})
+    cluster.start_shim()
+    cluster.pod("a", gpus=4)
+    wait_for(lambda: cluster.get("a")["status"].get("phase") == "Running", what="a running")
+    assert cluster.node_of("a") == "n1"
+    cluster.node("n0", labels={LEAF: "L", SPINE: "sp0"})  # leaf L is under sp1: left out
+    cluster.looked(nodes=("n0",))
+    cluster.stop_shims()
+    since = len(caplog.records)
+    again = cluster.start_shim()
+    _heartbeat(cluster, "n0", 0)
+    cluster.looked(nodes=("n0", "n1"))
+    assert again.nodes.has("n1") and again.nodes.schedulable("n1")
+    assert again.nodes.spec("n1").leaf is not None
+    assert not again.nodes.has("n0")
+    (left,) = _left_out(caplog, "n0", since)  # (not again at the watch's list, nor at n0's
+    assert "leaf 'leaf=L' is already under spine 'spine=sp1'" in left  # status update)
+    cluster.pod("p", gpus=4)
+    assert wait_for(lambda: cluster.node_of("p"), what="p bound") == "n1"
