@@ -15,7 +15,7 @@ import math
 import queue as queue_mod
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from concurrent.futures import Future
 from datetime import UTC, datetime
 from typing import Any
@@ -319,8 +319,11 @@ class Shim:
         """List namespaces, nodes, PodGroups and pods and take them in, adopting every binding
         a previous shim recorded on bound pods, cordoned nodes' too (a restart loses no
         binding and double-books nothing). Nodes are taken in the order :func:`_start_order`
-        gives (those kant's pods run on first, then by name), not the order listed: which of
-        two contradicting nodes joins the fabric does not depend on the API server."""
+        gives (those kant's pods run on first, then by name), not the order listed, one kant
+        takes in only to count kant's pods there at its own turn
+        (:meth:`_take_left_out_with_kants_pods`): which of two contradicting nodes joins the
+        fabric does not depend on the API server. The pods are read once to find the nodes
+        kant's pods run on (:func:`_kants_pods`)."""
         try:
             namespaces = self.api.get("/api/v1/namespaces").get("items", ())
         except ApiError as e:
@@ -342,8 +345,12 @@ class Shim:
         if self.api.has(PODGROUP_API):
             groups = self.api.get(f"/apis/{PODGROUP_API}/podgroups").get("items", ())
         pods = self.api.get("/api/v1/pods").get("items", ())
-        for n in _start_order(nodes, pods, self.settings):
+        kants = _kants_pods(pods, self.settings)
+        for n in _start_order(nodes, kants):
             self.handle("Node", "ADDED", n)
+            # (at once, in that order: one taken in is in the fabric when its labels agree
+            # with the nodes taken before it, and the nodes after it are refused by it)
+            self._take_left_out_with_kants_pods(n, kants)
         for g in groups:
             self.handle("PodGroup", "ADDED", g)
         # victims a previous shim chose, still terminating: they are held until gone, and
@@ -353,7 +360,6 @@ class Shim:
             for p in pods
             if _kant_victim(p, self.settings)
         }
-        self._take_left_out_with_kants_pods(nodes, pods)
         # a cordoned node keeps its pods: what runs there is taken in as on any node (kant's
         # jobs taken back and charged, others' pods held: a node that takes no new pods
         # takes no binding), and only then is the node cordoned again
@@ -381,62 +387,57 @@ class Shim:
             if key not in self._dying and _kant_spared(p, self.settings):
                 self._disruption_due[key] = ("False", SPARED_REASON, RESTART_SPARED_MESSAGE)
 
-    def _take_left_out_with_kants_pods(self, nodes: Iterable[Obj], pods: Iterable[Obj]) -> None:
-        """At :meth:`sync`: a Ready node kant did not take, where pods a previous shim bound
-        run, is taken in cordoned, only to count them, whatever kant refused: a value of
-        its object (:meth:`_leave_out`: more than ``MAX_GPUS_PER_NODE`` GPUs, the node grown
-        past the limit under them as under a running shim; a malformed taint, an
+    def _take_left_out_with_kants_pods(self, n: Obj, kants: Mapping[str, list[Obj]]) -> None:
+        """At :meth:`sync`, right after node ``n`` is handled (in :func:`_start_order`; of
+        ``kants``, node -> the pods a previous shim bound that run there,
+        :func:`_kants_pods`): when kant did not take it, it is Ready and such pods run
+        there, it is taken in cordoned, only to count them, whatever kant refused: a value
+        of its object (:meth:`_leave_out`: more than ``MAX_GPUS_PER_NODE`` GPUs, the node
+        grown past the limit under them as under a running shim; a malformed taint, an
         ``allocatable.pods`` of ``500m``), or its place in the fabric (its labels contradict
-        the nodes taken before it, in :func:`_start_order`, :meth:`_take_node`). It is read as
+        the nodes taken before it, :meth:`_take_node`). It is read as
         ``node_facts(need=...)`` reads it: a value kant refuses as what kant's pods there
         need (:func:`_needs`, never past a limit), or left out (a malformed taint; an
-        ``allocatable.pods`` kant refuses: no limit), and out of the fabric when its place
-        there is what is refused. Those pods' jobs are taken back and charged to their
+        ``allocatable.pods`` kant refuses: no limit); in the fabric when its labels agree
+        with the nodes taken before it (the nodes after it are refused by it, as by any node
+        taken), else out of it. Those pods' jobs are taken back and charged to their
         tenants' quotas (:meth:`adopt`), others' pods there are held (on what is left of the
         node as read), nothing new is placed there, and the node leaves once kant's pods
         there have ended (:attr:`_draining`), as it would have under that shim; whatever it
-        reports meanwhile is a change (:attr:`_made_up`). A value read as what they need adds
-        no capacity that waiting pods would be told of (a running shim keeps such a node as
-        it was); one kant takes counts as on any cordoned node. A
-        node whose name or GPU model kant refuses cannot be read at all (nothing stands in
-        for the name, nor for the model its pods' quota is charged on): it stays out, its
-        pods not taken back. O(nodes), and O(pods) when such a node exists."""
-        out: dict[str, Obj] = {}
-        for n in nodes:
-            name = str((n.get("metadata") or {}).get("name"))
-            if not self.nodes.has(name) and node_ready(n):
-                out[name] = n
-        if not out:
+        reports meanwhile is a change (:attr:`_made_up`). A value read as what they need
+        adds no capacity that waiting pods would be told of (a running shim keeps such a
+        node as it was); one kant takes counts as on any cordoned node. A node whose name or
+        GPU model kant refuses cannot be read at all (nothing stands in for the name, nor
+        for the model its pods' quota is charged on): it stays out, its pods not taken back.
+        O(1), and O(kant's pods there) when it is taken in."""
+        name = str((n.get("metadata") or {}).get("name"))
+        mine = kants.get(name)
+        if not mine or self.nodes.has(name) or not node_ready(n):
             return
-        wanted: dict[str, _Needs] = {}
-        for p in pods:
-            node = _kants_node(p, self.settings)
-            if node in out:
-                wanted[node] = _needs(p, self.settings, wanted.get(node, _Needs()))
-        for name, n in out.items():
-            if name not in wanted:
-                continue
-            try:
-                facts = node_facts(n, self.settings, need=wanted[name].need())
-                placeless = self._add_to_count(facts.spec)
-            except KantError as e:  # (its name or GPU model: nothing stands in for them)
-                log.warning("node %s is left out and the pods kant bound there are not taken "
-                            "back: %s", name, e)  # fmt: skip
-                continue
-            self._misplaced.pop(name, None)  # (in kant's cluster: leaving it is said)
-            if placeless is not None:
-                self._bad_nodes.setdefault(name, placeless)
-            self._alive[name] = True
-            self.nodes.set_schedulable(name, False, self.now())
-            self._draining.add(name)
-            self._made_up.add(name)
-            spec = self.nodes.spec(name)
-            log.warning(
-                "node %s is left out but kant's pods run there: it is taken in cordoned, read "
-                "as %d GPUs and %d NICs%s, to count them, and leaves once they have ended: %s",
-                name, spec.gpus, spec.rdma_nics,
-                "" if placeless is None else ", out of the fabric", self._bad_nodes.get(name),
-            )  # fmt: skip
+        wanted = _Needs()
+        for p in mine:
+            wanted = _needs(p, self.settings, wanted)
+        try:
+            facts = node_facts(n, self.settings, need=wanted.need())
+            placeless = self._add_to_count(facts.spec)
+        except KantError as e:  # (its name or GPU model: nothing stands in for them)
+            log.warning("node %s is left out and the pods kant bound there are not taken "
+                        "back: %s", name, e)  # fmt: skip
+            return
+        self._misplaced.pop(name, None)  # (in kant's cluster: leaving it is said)
+        if placeless is not None:
+            self._bad_nodes.setdefault(name, placeless)
+        self._alive[name] = True
+        self.nodes.set_schedulable(name, False, self.now())
+        self._draining.add(name)
+        self._made_up.add(name)
+        spec = self.nodes.spec(name)
+        log.warning(
+            "node %s is left out but kant's pods run there: it is taken in cordoned, read "
+            "as %d GPUs and %d NICs%s, to count them, and leaves once they have ended: %s",
+            name, spec.gpus, spec.rdma_nics,
+            "" if placeless is None else ", out of the fabric", self._bad_nodes.get(name),
+        )  # fmt: skip
 
     def _add_to_count(self, spec: NodeSpec) -> str | None:
         """Add node ``spec``, only to count kant's pods there (see
@@ -2617,17 +2618,32 @@ def _kants_node(pod: Obj, settings: K8sSettings) -> str | None:
     return None
 
 
-def _start_order(nodes: Iterable[Obj], pods: Iterable[Obj], settings: K8sSettings) -> list[Obj]:
+def _kants_pods(pods: Iterable[Obj], settings: K8sSettings) -> dict[str, list[Obj]]:
+    """Node -> the pods of ``pods`` kant bound that run there (:func:`_kants_node`), as
+    listed: what a starting shim orders nodes by (:func:`_start_order`) and reads a node it
+    takes in only to count them as (:meth:`Shim._take_left_out_with_kants_pods`), worked
+    out once. O(pods)."""
+    out: dict[str, list[Obj]] = {}
+    for p in pods:
+        node = _kants_node(p, settings)
+        if node is not None:
+            out.setdefault(node, []).append(p)
+    return out
+
+
+def _start_order(nodes: Iterable[Obj], ran: Container[str]) -> list[Obj]:
     """Nodes ``nodes`` in the order a starting shim takes them in (:meth:`Shim.sync`): those
-    where pods kant bound run (of ``pods``, :func:`_kants_node`) first, then the others,
-    each by name, whatever order the API server listed them in. Of two nodes whose labels
-    contradict each other (one leaf under two spines), the first is taken into the fabric
-    and the other refused (:meth:`Shim._take_node`; counted out of the fabric, cordoned,
-    while kant's pods run there, :meth:`Shim._take_left_out_with_kants_pods`): the node
-    kant's pods run on is one a shim before had taken, and placed them by; keeping it
+    named in ``ran``, where pods kant bound run (:func:`_kants_pods`), first, then the
+    others, each by name, whatever order the API server listed them in. Of two nodes whose
+    labels contradict each other (one leaf under two spines), the first is taken into the
+    fabric and the other refused (:meth:`Shim._take_node`; counted out of the fabric,
+    cordoned, while kant's pods run there, :meth:`Shim._take_left_out_with_kants_pods`), the
+    first even when kant takes it in only to count kant's pods there (past 64 GPUs): the
+    node kant's pods run on is one a shim before had taken, and placed them by; keeping it
     keeps them where they were placed, and leaves out a node none of kant's pods needs.
-    O(pods + nodes log nodes)."""
-    ran = {node for p in pods if (node := _kants_node(p, settings)) is not None}
+    The order is also that of the nodes' slots and of the fabric's ids (leaves, spines...,
+    as the nodes taken first name them), which placement breaks ties by. O(nodes log
+    nodes)."""
 
     def key(n: Obj) -> tuple[bool, str]:
         name = str((n.get("metadata") or {}).get("name"))

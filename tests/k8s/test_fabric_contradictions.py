@@ -1,8 +1,9 @@
 """Nodes whose topology labels contradict the fabric kant has built (two nodes giving one
 leaf two spines): the node refused is left out with one warning for each reason it is
 refused for, not one at each status update, and comes in once its labels agree. A shim that
-starts takes, of two contradicting nodes, the one where kant's pods run, else the first by
-name, whatever order the API server lists them in."""
+starts takes, of two contradicting nodes, the one where kant's pods run (one it takes in
+only to count them too), else the first by name, whatever order the API server lists them
+in."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from kant.k8s import shim as shim_module
 from kant.k8s.kubelet import node_object
 from kant.k8s.shim import Shim
 
@@ -152,3 +154,101 @@ def test_a_restarted_shim_keeps_in_the_fabric_the_node_kants_pod_runs_on_not_the
     assert "leaf 'leaf=L' is already under spine 'spine=sp1'" in left  # status update)
     cluster.pod("p", gpus=4)
     assert wait_for(lambda: cluster.node_of("p"), what="p bound") == "n1"
+
+
+def _big(name: str, leaf: str, spine: str) -> dict[str, Any]:
+    """Node ``name`` of 72 GPUs (past the limit: a node kant refuses, taken in by a starting
+    shim only to count kant's pods there) at leaf ``leaf`` under ``spine``."""
+    return node_object(name, gpus=72, labels={LEAF: leaf, SPINE: spine})
+
+
+def _started(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> Shim:
+    shim = Shim(_Listed(nodes, pods))  # type: ignore[arg-type]
+    shim.sync()
+    return shim
+
+
+@pytest.mark.parametrize("listed", [("n0", "n1"), ("n1", "n0")])
+def test_of_two_contradicting_nodes_both_taken_in_only_to_count_the_first_by_name_joins_the_fabric(
+    listed: tuple[str, ...],
+) -> None:
+    # (both past 64 GPUs, kant's pods on both: the one listed first joined the fabric)
+    nodes = {"n0": _big("n0", "L", "sp0"), "n1": _big("n1", "L", "sp1")}
+    shim = _started([nodes[n] for n in listed], [_kant_pod("a", "n0", gpus=4),
+                                                 _kant_pod("b", "n1", gpus=4)])  # fmt: skip
+    try:
+        assert shim.nodes.spec("n0").leaf is not None
+        assert shim.nodes.spec("n1").leaf is None  # (counted out of the fabric)
+        assert not shim.nodes.schedulable("n0") and not shim.nodes.schedulable("n1")
+        assert sorted(shim._jobs) == ["ns..a#1", "ns..b#1"]
+        shim.scheduler.check_invariants()
+    finally:
+        shim._pool.shutdown()
+
+
+@pytest.mark.parametrize("listed", [("n0", "n1"), ("n1", "n0")])
+def test_a_starting_shim_keeps_in_the_fabric_the_node_kants_pods_run_on_though_it_only_counts_them(
+    listed: tuple[str, ...], caplog: pytest.LogCaptureFixture
+) -> None:
+    # (n0, past 64 GPUs, was taken in only once every node had been: n1, valid, had taken
+    # leaf L under sp1, and n0 was counted out of the fabric)
+    nodes = {"n0": _big("n0", "L", "sp0"), "n1": _labelled("n1", "L", "sp1")}
+    shim = _started([nodes[n] for n in listed], [_kant_pod("a", "n0", gpus=4)])
+    try:
+        assert shim.nodes.spec("n0").leaf is not None and not shim.nodes.schedulable("n0")
+        assert not shim.nodes.has("n1")
+        (left,) = _left_out(caplog, "n1")
+        assert "leaf 'leaf=L' is already under spine 'spine=sp0'" in left
+        shim.handle("Pod", "MODIFIED", _kant_pod("a", "n0", gpus=4, phase="Succeeded"))
+        shim._take_changed_nodes()
+        assert not shim.nodes.has("n0")  # (still past 64 GPUs: it left)
+        shim.handle("Node", "MODIFIED", nodes["n1"])  # (its next status update)
+        assert shim.nodes.schedulable("n1") and shim.nodes.spec("n1").leaf is not None
+    finally:
+        shim._pool.shutdown()
+
+
+def test_of_nodes_all_running_kants_pods_the_first_by_name_joins_the_fabric_against_a_majority() -> (
+    None
+):
+    # n1 and n2 agree (leaf L under sp1), n0 says sp0: n0 is first by name
+    nodes = [_labelled("n2", "L", "sp1"), _labelled("n1", "L", "sp1"), _labelled("n0", "L", "sp0")]
+    shim = _started(nodes, [_kant_pod(f"a{i}", f"n{i}", gpus=4) for i in range(3)])
+    try:
+        assert shim.nodes.schedulable("n0") and shim.nodes.spec("n0").leaf is not None
+        for n in ("n1", "n2"):
+            assert not shim.nodes.schedulable(n) and shim.nodes.spec(n).leaf is None
+    finally:
+        shim._pool.shutdown()
+
+
+def test_a_starting_shim_orders_its_nodes_those_kants_pods_run_on_first_then_by_name() -> None:
+    # (the order of their slots and of the fabric's ids, which placement breaks ties by)
+    nodes = [node_object(f"n{i}") for i in (2, 0, 3, 1)]
+    shim = _started(nodes, [_kant_pod("a", "n3", gpus=4), _kant_pod("b", "n1", gpus=4)])
+    try:
+        assert [n.name for n in shim.scheduler.cluster.nodes()] == ["n1", "n3", "n0", "n2"]
+    finally:
+        shim._pool.shutdown()
+
+
+def test_a_starting_shim_reads_each_pod_once_to_find_the_nodes_kants_pods_run_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # (it read every pod once to order the nodes, and again for a node taken in only to
+    # count kant's pods there: 100k pods cost 0.7 s more at each start)
+    read: list[str] = []
+    kants_node = shim_module._kants_node
+
+    def counted(pod: dict[str, Any], settings: Any) -> str | None:
+        read.append(pod["metadata"]["name"])
+        return kants_node(pod, settings)
+
+    monkeypatch.setattr(shim_module, "_kants_node", counted)
+    pods = [_kant_pod("a", "n0", gpus=4), _kant_pod("b", "n1", gpus=4)]
+    shim = _started([_big("n0", "L", "sp0"), _labelled("n1", "L", "sp1")], pods)
+    try:
+        assert shim.nodes.has("n0") and shim.nodes.has("n1")  # (n0 only to count a)
+        assert sorted(read) == ["a", "b"]
+    finally:
+        shim._pool.shutdown()
