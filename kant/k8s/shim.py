@@ -249,7 +249,10 @@ class Shim:
         self._bad_nodes: dict[str, str] = {}
         # node -> why the fabric refuses its place (its labels contradict the nodes taken:
         # its leaf under a second spine), while it is out of kant's cluster for that: said
-        # once for each reason, not at each status update (see _take_node)
+        # once for each reason, not at each status update (see _take_node); and of a node
+        # a starting shim took in out of the fabric only to count kant's pods there, the
+        # fabric's refusal alone, until it reports itself (said when it leaves, not again
+        # at its next event: _remove_left_out, _take_node)
         self._misplaced: dict[str, str] = {}
         # the left-out nodes still in kant's cluster while kant's pods run there (cordoned by
         # _leave_out), removed once those have ended: what _take_changed_nodes walks, never
@@ -400,16 +403,17 @@ class Shim:
         need (:func:`_needs`, never past a limit), or left out (a malformed taint; an
         ``allocatable.pods`` kant refuses: no limit); in the fabric when its labels agree
         with the nodes taken before it (the nodes after it are refused by it, as by any node
-        taken), else out of it. Those pods' jobs are taken back and charged to their
-        tenants' quotas (:meth:`adopt`), others' pods there are held (on what is left of the
-        node as read), nothing new is placed there, and the node leaves once kant's pods
-        there have ended (:attr:`_draining`), as it would have under that shim; whatever it
-        reports meanwhile is a change (:attr:`_made_up`). A value read as what they need
-        adds no capacity that waiting pods would be told of (a running shim keeps such a
-        node as it was); one kant takes counts as on any cordoned node. A node whose name or
-        GPU model kant refuses cannot be read at all (nothing stands in for the name, nor
-        for the model its pods' quota is charged on): it stays out, its pods not taken back.
-        O(1), and O(kant's pods there) when it is taken in."""
+        taken), else out of it (the fabric's reason kept in :attr:`_misplaced` when it is
+        the only one, :meth:`_remove_left_out`). Those pods' jobs are taken back and charged
+        to their tenants' quotas (:meth:`adopt`), others' pods there are held (on what is
+        left of the node as read), nothing new is placed there, and the node leaves once
+        kant's pods there have ended (:attr:`_draining`), as it would have under that shim;
+        whatever it reports meanwhile is a change (:attr:`_made_up`). A value read as what
+        they need adds no capacity that waiting pods would be told of (a running shim keeps
+        such a node as it was); one kant takes counts as on any cordoned node. A node whose
+        name or GPU model kant refuses cannot be read at all (nothing stands in for the
+        name, nor for the model its pods' quota is charged on): it stays out, its pods not
+        taken back. O(1), and O(kant's pods there) when it is taken in."""
         name = str((n.get("metadata") or {}).get("name"))
         mine = kants.get(name)
         if not mine or self.nodes.has(name) or not node_ready(n):
@@ -424,9 +428,12 @@ class Shim:
             log.warning("node %s is left out and the pods kant bound there are not taken "
                         "back: %s", name, e)  # fmt: skip
             return
-        self._misplaced.pop(name, None)  # (in kant's cluster: leaving it is said)
-        if placeless is not None:
-            self._bad_nodes.setdefault(name, placeless)
+        why = self._bad_nodes.get(name)
+        if why is None and placeless is not None:
+            # refused by the fabric alone (_take_node): its reason stays where the fabric's
+            # are kept, so that it is said once it leaves (_remove_left_out), not again at
+            # its next event
+            why = self._misplaced[name] = placeless
         self._alive[name] = True
         self.nodes.set_schedulable(name, False, self.now())
         self._draining.add(name)
@@ -436,7 +443,7 @@ class Shim:
             "node %s is left out but kant's pods run there: it is taken in cordoned, read "
             "as %d GPUs and %d NICs%s, to count them, and leaves once they have ended: %s",
             name, spec.gpus, spec.rdma_nics,
-            "" if placeless is None else ", out of the fabric", self._bad_nodes.get(name),
+            "" if placeless is None else ", out of the fabric", why,
         )  # fmt: skip
 
     def _add_to_count(self, spec: NodeSpec) -> str | None:
@@ -1033,7 +1040,9 @@ class Shim:
         labels contradict the fabric of the nodes taken: a leaf under a second spine) is left
         out with a warning, once for each reason it is refused for (:attr:`_misplaced`), not
         at each status update. A node taken in at a made-up reading (:attr:`_made_up`) has
-        changed whatever it reports, the very values it was read as too. ``facts`` replace
+        changed whatever it reports, the very values it was read as too; once it is taken as
+        it reports itself, a refusal by the fabric is said, the one it was counted out of the
+        fabric for too (it leaves kant's cluster then). ``facts`` replace
         what :attr:`_changed` held of the node: the warning that it takes no new pods is
         logged only when they differ (not at each status update)."""
         before = self._changed.pop(name, None)
@@ -1070,6 +1079,9 @@ class Shim:
                 self.nodes.removed(name, self.now())  # nothing of kant's runs there:
                 self._drop_released_holds(name)  # take it as it is now
                 self._made_up.discard(name)
+                # (the fabric's refusal a node taken in only to count kant's pods was
+                # counted out of the fabric for: said again when refused again, as it leaves)
+                self._misplaced.pop(name, None)
         added = not self.nodes.has(name)
         if added:
             try:
@@ -1106,13 +1118,17 @@ class Shim:
                 self._remove_left_out(name, self.now())
 
     def _remove_left_out(self, name: str, now: float, *, say: bool = True) -> None:
-        """Node ``name``, left out (:meth:`_leave_out`) with none of kant's pods there, leaves
-        kant's cluster (what others run there is held again when it comes back); ``say``:
-        logged (not when :meth:`_leave_out` says it is left out)."""
+        """Node ``name``, left out (:meth:`_leave_out`; or taken in by a starting shim out of
+        the fabric, only to count kant's pods there, :attr:`_misplaced`) with none of kant's
+        pods there, leaves kant's cluster (what others run there is held again when it comes
+        back); ``say``: logged, with the reason (not when :meth:`_leave_out` says it is left
+        out). The fabric's reason stays in :attr:`_misplaced`: the next event that finds the
+        node refused by the fabric for it says nothing more, nor that it is valid again."""
         if say:
             log.warning(
                 "node %s left kant's cluster: none of kant's pods runs there; it comes back "
-                "once kant can take it: %s", name, self._bad_nodes.get(name),
+                "once kant can take it: %s", name,
+                self._bad_nodes.get(name) or self._misplaced.get(name),
             )  # fmt: skip
         self._draining.discard(name)
         self._made_up.discard(name)

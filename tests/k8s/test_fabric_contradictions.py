@@ -252,3 +252,35 @@ def test_a_starting_shim_reads_each_pod_once_to_find_the_nodes_kants_pods_run_on
         assert sorted(read) == ["a", "b"]
     finally:
         shim._pool.shutdown()
+
+
+def test_a_node_counted_out_of_the_fabric_says_once_that_it_left_and_nothing_more_at_its_next_events(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # (after "left kant's cluster", its next status update said "node n1 is valid again:
+    # taken as it is now", which it was not, and "node n1 is left out" for the same reason)
+    caplog.set_level(logging.INFO, logger="kant")
+    shim = _started([_labelled("n0", "L", "sp0"), _labelled("n1", "L", "sp1")],
+                    [_kant_pod("b", "n0", gpus=4), _kant_pod("a", "n1", gpus=4)])  # fmt: skip
+    try:
+        assert shim.nodes.spec("n1").leaf is None  # (counted out of the fabric)
+        said = len(caplog.records)
+        shim.handle("Pod", "MODIFIED", _kant_pod("a", "n1", gpus=4, phase="Succeeded"))
+        shim._take_changed_nodes()
+        for _ in range(3):  # (status updates, refused by the fabric as before)
+            shim.handle("Node", "MODIFIED", _labelled("n1", "L", "sp1"))
+        assert not shim.nodes.has("n1")
+        about_n1 = [(r.levelname, r.getMessage()) for r in caplog.records[said:]
+                    if r.getMessage().startswith("node n1 ")]  # fmt: skip
+        assert about_n1 == [(
+            "WARNING",
+            "node n1 left kant's cluster: none of kant's pods runs there; it comes back once "
+            "kant can take it: invalid node: field 'spine' = 'spine=sp1': leaf 'leaf=L' is "
+            "already under spine 'spine=sp0'",
+        )]  # fmt: skip
+        shim.handle("Node", "MODIFIED", _labelled("n1", "L", "sp0"))  # its labels fixed
+        assert shim.nodes.schedulable("n1") and shim.nodes.spec("n1").leaf is not None
+        shim.handle("Node", "MODIFIED", _labelled("n1", "L", "sp1"))  # and broken again
+        assert len(_left_out(caplog, "n1", said)) == 1
+    finally:
+        shim._pool.shutdown()
