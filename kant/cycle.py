@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
-from kant.admission.holds import Alloc, Hold, Holds
+from kant.admission.holds import Alloc, Hold, Holds, take_free_gpus
 from kant.admission.pools import Pools
 from kant.admission.quota import (
     Admitter,
@@ -37,6 +37,7 @@ from kant.admission.quota import (
     quota_models,
     quota_never_fits,
 )
+from kant.bits import mask_of
 from kant.contracts import (
     Gate,
     PlacementLike,
@@ -743,8 +744,9 @@ class _Cycle:
         # a reclaimer holding its nomination: the decision it is placed with, narrowed to
         # the models where its tenant stays within nominal, and the decision it came from
         reclaiming: tuple[QuotaDecision, QuotaDecision] | None = None
+        quotas_own = dec  # quota's own decision (None: decided below)
         if dec is None:
-            dec = self._admit_quota(e, facts)
+            dec = quotas_own = self._admit_quota(e, facts)
             if jid in self.holds.nominated:  # (only a job holding a nomination pays)
                 dec, alt, gave_up = self._on_nomination(e, dec, facts)
                 if dec.nominal_pods and dec.ok and jid in self.holds.nominated:
@@ -836,6 +838,10 @@ class _Cycle:
                     ),
                 )
         preempt_dec = reclaiming[1] if reclaiming is not None and dec is reclaiming[0] else dec
+        if preempt_dec.split is not None and quotas_own is not None:
+            # (its nomination's split stands for the quota that nomination holds: a new
+            # victim search is judged by quota's own decision, as any job's)
+            preempt_dec = quotas_own
         self._settle(
             e, placed, reason, facts, preempt_dec,
             freeing=freeing, gave_up=gave_up, deferred=deferred,
@@ -1008,12 +1014,20 @@ class _Cycle:
         what the job holds changes which fit is taken, never whether quota admits it. If
         quota admits none of its pods on its nominated models any more, the nomination is
         dropped (``dropped_nominations``), its devices go back to the others, and the job is
-        decided by ``dec`` as any job (its victims still going count as going). O(bindings
-        of the nomination + roles x models), and a quota decision more when ``dec`` leaves
-        a nominated model out."""
+        decided by ``dec`` as any job (its victims still going count as going). A gang whose
+        decision (``dec``, or that on its nominated models) is refused or leaves out a model
+        its nomination holds devices on is decided instead on what its nomination takes on
+        each model, when its tenant's quota holds that (:meth:`_on_its_split`): in place of
+        a refused ``dec``, else as the decision to fall back on. O(bindings of the
+        nomination + roles x models), and a quota decision more when ``dec`` leaves a
+        nominated model out."""
         nom, role_models = e.nomination, facts.role_models
-        if nom is None or not dec.ok:
+        if nom is None:
             return dec, None, ""
+        if not dec.ok:
+            # (a gang counted at its whole request on each model: its nomination's split)
+            split = self._on_its_split(e, dec, role_models)
+            return (dec if split is None else split), None, ""
         held: dict[str, set[str]] = {}
         for b in nom.bindings:
             r = b.pod.role
@@ -1024,8 +1038,12 @@ class _Cycle:
         on = {r: tuple(m for m in ms if m in held[r]) if r in held else ms
               for r, ms in role_models.items()}  # fmt: skip
         if on == role_models:  # it holds devices on every model of those roles: no narrowing
-            return dec, None, ""
+            split = self._on_its_split(e, dec, role_models)
+            return dec, (None if split is None else (split, role_models)), ""
         mine = admit_quota(self.ledger, e.job, e.remaining(), on)
+        split = self._on_its_split(e, mine, on)
+        if split is not None:
+            return dec, (split, on), ""
         if mine.ok:
             return dec, (mine, on), ""
         self.holds.drop(e.id)
@@ -1033,6 +1051,69 @@ class _Cycle:
         names = "|".join(sorted({m for ms in held.values() for m in ms}))
         why = mine.reason.message if mine.reason is not None else "no quota left"
         return dec, None, f"its nomination on {names} was dropped: {why}"
+
+    def _on_its_split(
+        self, e: Entry, dec: QuotaDecision, role_models: Mapping[str, tuple[str, ...]]
+    ) -> QuotaDecision | None:
+        """For a gang holding a nomination for all its remaining pods whose decision ``dec``
+        (on ``role_models``) is refused, or leaves out of a role a GPU model its nomination
+        holds devices on: the decision on what its nomination takes on each model (its
+        split), when its tenant's headroom holds that on each; else None.
+
+        Quota counts a role's whole request against every model it is admitted on (its pods
+        may land on any of them), but the quota held for a nomination is what its bindings
+        take on each model (:meth:`_hold_quota`): 2 H100 and 2 A100 GPUs for a gang of four
+        1-GPU pods nominated two on each. What it does not hold others may use meanwhile
+        (its victims, requeued ahead of it, start again on the headroom left), so its whole
+        request counted on each model may no longer fit a model where it holds devices:
+        decided on the other model alone, it was not placed, lost its nomination once its
+        victims were gone, and evicted again, its victims' pods started and evicted twice.
+
+        The decision: every remaining pod, each role on the models its nomination holds
+        devices on (in its own order; a role holding none on its ``role_models``), within
+        nominal when the tenant stays within its nominal quota with each model's share (its
+        ``nominal_models`` are then its models: a reclaimer may run on them), and ``split``
+        the most its pods may take on each model: the headroom, and within nominal no more
+        than the nominal quota left (a placement taking more is placed again on its
+        nominated devices alone, :meth:`_place_split`, and refused if it still does,
+        :meth:`_admit_and_place`). O(bindings of the nomination + roles x models)."""
+        job, nom, led = e.job, e.nomination, self.ledger
+        if not job.gang or nom is None or led.table.unlimited:
+            return None
+        pods = e.remaining()
+        if len(nom.bindings) != len(pods) or {b.pod for b in nom.bindings} != set(pods):
+            return None
+        held: dict[str, set[str]] = {}
+        need: dict[str, int] = {}
+        for b in nom.bindings:
+            if b.total_milli:
+                m = self.pools.model_of(b)
+                held.setdefault(b.pod.role, set()).add(m)
+                need[m] = need.get(m, 0) + b.total_milli
+        if dec.ok and all(ms.issubset(dec.models.get(r, ())) for r, ms in held.items()):
+            return None  # (quota's decision holds its nomination's models)
+        tenant = job.tenant
+        room = {m: led.headroom(tenant, m) for m in need}
+        if any(room[m] < milli for m, milli in need.items()):
+            return None
+        within = all(led.within_nominal(tenant, m, milli) for m, milli in need.items())
+        if within:
+            for m in need:
+                room[m] = min(room[m], led.table.terms(tenant, m)[1] - led.used(tenant, m))
+        counts = pods_per_role(job, pods)
+        models = {
+            r.name: (
+                tuple(m for m in role_models.get(r.name, ()) if m in held[r.name])
+                if r.name in held
+                else role_models.get(r.name, ())
+            )
+            for r in job.roles
+            if counts.get(r.name)
+        }
+        return QuotaDecision(
+            ok=True, pods=tuple(pods), models=models, within_nominal=within,
+            nominal_models=models if within else {}, split=room,
+        )  # fmt: skip
 
     def _nominal_part(
         self, e: Entry, dec: QuotaDecision, role_models: Mapping[str, tuple[str, ...]]
@@ -1292,13 +1373,22 @@ class _Cycle:
                     (dec, res), reason = got, None
             if reason is None:
                 if res is None:
-                    res = self.place_pods(self._restricted(job, dec, facts), dec.pods)
+                    if dec.split is not None:
+                        res = self._place_split(e, dec, facts)
+                    else:
+                        res = self.place_pods(self._restricted(job, dec, facts), dec.pods)
                     if job.gang and (res.unplaced or not res.bindings):
                         got = self._place_narrowed(job, dec, role_models, nominal_only=nominal_only)
                         if got is not None:
                             dec, res = got
                 bindings = res.bindings
-                if bindings and (not all_or_none or not res.unplaced):
+                # (a gang decided on its nomination's split: no model beyond its share)
+                over = (
+                    _beyond_split(self.pools, dec.split, bindings)
+                    if dec.split is not None and bindings and not res.unplaced
+                    else None
+                )
+                if over is None and bindings and (not all_or_none or not res.unplaced):
                     k = (
                         len(bindings)
                         if self.live is None
@@ -1334,8 +1424,10 @@ class _Cycle:
                         ),
                         True,
                     )
-                reason = _first_reason(res.unplaced) or Reason(
-                    code=ReasonCode.NO_FIT, message="placement found no nodes"
+                reason = (
+                    over
+                    or _first_reason(res.unplaced)
+                    or Reason(code=ReasonCode.NO_FIT, message="placement found no nodes")
                 )
         if shape is not None:
             # the same reason object as in earlier cycles when it reads the same: a job
@@ -1343,6 +1435,49 @@ class _Cycle:
             # is applied (Queue.set_reasons)
             reason = self.failed_shapes[shape] = self.facts.intern_reason(reason)
         return (), reason, False
+
+    def _place_split(self, e: Entry, dec: QuotaDecision, facts: _Facts) -> PlacementLike:
+        """The placement of a gang decided on its nomination's split (``dec.split``,
+        :meth:`_on_its_split`): as any placement on ``dec``'s models when it takes no more
+        of a model than the split allows there; else once more with every other GPU free on
+        the nodes of the split's models held out of it, so on its nominated devices there
+        alone (a placer that prefers other free GPUs of a model to the nominated ones would
+        otherwise have it refused on quota, and it would lose its nomination once its
+        victims were gone, and evict again). Committed into the
+        caller's transaction when it places within the split; else the first placement,
+        rolled back, which the caller refuses (:func:`_beyond_split`). A placement attempt
+        more, and O(nodes of those models) allocations, only when the first takes too much."""
+        job, snap, split, nom = e.job, self.snap, dec.split, e.nomination
+        assert split is not None and nom is not None
+        restricted = self._restricted(job, dec, facts)
+        with snap.transaction() as tx:
+            res = self.place_pods(restricted, dec.pods)
+            if (
+                res.unplaced
+                or not res.bindings
+                or _beyond_split(self.pools, split, res.bindings) is None
+            ):
+                tx.commit()
+                return res
+        keep: dict[int, int] = {}
+        for b in nom.bindings:
+            slot = snap.slot_if_here(b.node)
+            if slot is not None:
+                keep[slot] = keep.get(slot, 0) | mask_of(b.gpus)
+        ids = [self.pools.models[m] for m in split if m in self.pools.models]
+        with snap.transaction() as tx:
+            hidden = take_free_gpus(snap, ids, keep)
+            again = self.place_pods(restricted, dec.pods)
+            for a in reversed(hidden):
+                a.give(snap)
+            if (
+                again.bindings
+                and not again.unplaced
+                and _beyond_split(self.pools, split, again.bindings) is None
+            ):
+                tx.commit()
+                return again
+        return res
 
     def _place_narrowed(
         self,
@@ -2015,6 +2150,29 @@ def placement_shape(job: Job, dec: QuotaDecision) -> tuple[Any, ...]:
         tuple((counts.get(r.name, 0), dec.models.get(r.name), r.placement_key) for r in job.roles),
         job.id if job.pod_terms else None,
     )
+
+
+def _beyond_split(
+    pools: Pools, split: Mapping[str, float], bindings: Sequence[Binding]
+) -> Reason | None:
+    """Why ``bindings`` take more of a GPU model than ``split`` allows there
+    (:attr:`QuotaDecision.split`); None when they take no more. O(bindings)."""
+    took: dict[str, int] = {}
+    for b in bindings:
+        if b.total_milli:
+            m = pools.model_of(b)
+            took[m] = took.get(m, 0) + b.total_milli
+    for m, milli in took.items():
+        most = split.get(m, 0)
+        if milli > most:
+            return Reason(
+                code=ReasonCode.QUOTA_EXCEEDED,
+                message=(
+                    f"its placement takes {milli / 1000:g} GPUs of {m}; quota left there "
+                    f"{most / 1000:g} (what its nomination holds)"
+                ),
+            )
+    return None
 
 
 def _first_reason(unplaced: Mapping[PodId, Reason]) -> Reason | None:

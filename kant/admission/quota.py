@@ -343,6 +343,11 @@ class QuotaDecision:
     pods asked (the first ones, roles in order) are: what its tenant's nominal quota left
     holds (:func:`nominal_prefix`), whatever the headroom for borrowing admits now. 0 for a
     request within nominal, a gang, or one pod.
+    ``split``: None when each role's whole request fits every model it is admitted on (its
+    pods may land on any of them). Else, per GPU model, the most the admitted pods may take
+    there together: a nominated gang decided on what its nomination holds on each model,
+    not on its whole request on each (``kant.cycle``); no placement taking more of a model
+    than that is accepted.
     """
 
     ok: bool
@@ -352,6 +357,7 @@ class QuotaDecision:
     reason: Reason | None = None
     nominal_models: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
     nominal_pods: int = 0
+    split: Mapping[str, float] | None = None
 
     @property
     def places_within_nominal(self) -> bool:

@@ -22,6 +22,7 @@ borrowing (the last @example). Its evictions are still checked."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from typing import Any
 
@@ -92,7 +93,14 @@ def _submit(s: Scheduler, jid: str, shape: tuple[Any, ...], t: float, second: An
     s.submit(j, now=t)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# CI runs 20; KANT_RECLAIMER_EXAMPLES raises the count for an offline sweep, e.g.
+#   for n in $(seq 0 40); do KANT_RECLAIMER_EXAMPLES=500 python -m pytest -q \
+#     tests/qsch/test_nominated_reclaimer_property.py --hypothesis-seed=$n; done
+@settings(
+    max_examples=int(os.environ.get("KANT_RECLAIMER_EXAMPLES", "20")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(_worlds())
 @example(  # tests/qsch/test_nominated_reclaimer.py's first scenario, one 4-GPU node a model
     {
@@ -192,6 +200,23 @@ def _submit(s: Scheduler, jid: str, shape: tuple[Any, ...], t: float, second: An
         "later": [(("a", 0, 1, 1, False, "H100"), None)],
         "rival": None,
         "events": [(False, 3), (True, 0), (False, 0), (False, 0)],
+    }
+)
+@example(  # f0, a gang of b, reclaims a pod of f2 and is nominated 2 GPUs on each model;
+    # the pod starts again on the A100 GPUs left, and f0, counted at its 4 GPUs on A100,
+    # reclaimed again: it is now admitted at the 2 its nomination takes there
+    {
+        "nodes": {"H100": [4], "A100": [4, 4]},
+        "nominal": {(t, m): 0 for t in TENANTS for m in MODELS}
+        | {("b", "H100"): 4, ("b", "A100"): 4, ("c", "H100"): 4, ("c", "A100"): 4},
+        "first": [
+            ("b", 0, 1, 4, True, "H100|A100"),
+            ("c", 0, 1, 1, False, "H100"),
+            ("c", 1, 2, 3, False, "A100"),
+        ],
+        "later": [(("a", 0, 1, 1, False, "H100"), None)],
+        "rival": None,
+        "events": [(True, 0), (False, 0), (False, 0), (False, 0)],
     }
 )
 @example(  # the known limit: p0's search placed 2 of its 4 pods, one on each model, and

@@ -199,6 +199,104 @@ def test_a_nomination_on_a_model_quota_no_longer_admits_is_dropped_with_a_reason
     check_invariants(s)
 
 
+def test_a_gang_nominated_on_two_models_is_admitted_at_what_it_holds_on_each() -> None:
+    # One 4-GPU H100 node and two 4-GPU A100 nodes, each a leaf of its own. b has 4 H100 and
+    # 4 A100 GPUs nominal, c as many; c runs ch (2 H100 GPUs) and ca (priority 1, three
+    # 2-GPU pods on A100, borrowing 2). b's gang g (four 1-GPU pods on H100|A100) reclaims
+    # one of ca's pods and is nominated 2 GPUs on each model: b is held 2 of each. ca's
+    # pod, requeued ahead of g, starts again on the 2 A100 GPUs left free (c borrows 2 of
+    # b's A100 GPUs g does not hold). Before, g's quota counted its 4 pods on each model:
+    # A100 had 2 GPUs of headroom for it, so g was decided on H100 alone, found 2 free
+    # GPUs there, lost its nomination and reclaimed ca's next pod, which had started once
+    # already: two rounds of evictions for one gang. g is now admitted at what its
+    # nomination takes on each model, and starts on it.
+    cluster = (
+        ClusterBuilder()
+        .leaf("lh", nodes=1, model="H100", gpus=4)
+        .leaf("la0", nodes=1, model="A100", gpus=4)
+        .leaf("la1", nodes=1, model="A100", gpus=4)
+        .build()
+    )
+    quotas = [Quota.gpus(t, m, 4) for t in ("b", "c") for m in ("H100", "A100")]
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy(min_runtime=0.0))
+    s.submit(job("ch", gpus=2, tenant="c", models="H100"), now=0)
+    s.submit(job("ca", gpus=2, replicas=3, gang=False, tenant="c", priority=1, models="A100"),
+             now=0)  # fmt: skip
+    assert set(s.step(now=0).placed) == {"ch", "ca"}
+    s.submit(job("g", gpus=1, replicas=4, tenant="b", models="H100|A100", submitted_at=1),
+             now=1)  # fmt: skip
+    r1 = s.step(now=1)
+    assert [(v.job, v.reason.value) for v in r1.victims] == [("ca", "reclaim")]
+    (nom,) = r1.nominations
+    held = Counter(s.cluster.node(b.node).gpu_model for b in nom.bindings)
+    assert held == {"H100": 2, "A100": 2}
+    evicted: Counter[PodId] = Counter(p for v in r1.victims for p in v.pods)
+    evict_victims(s, r1, now=2)
+    r = s.step(now=2)
+    # ca's pod starts again on the A100 GPUs g does not hold; g starts on its nomination
+    assert set(r.placed) == {"ca", "g"} and r.victims == () and r.dropped_nominations == ()
+    assert {(b.node, b.gpus) for b in r.bindings if b.pod.job == "g"} == {
+        (b.node, b.gpus) for b in nom.bindings
+    }
+    for t in range(3, 6):
+        r = s.step(now=t)
+        evicted.update(p for v in r.victims for p in v.pods)
+    assert max(evicted.values()) == 1 and len(evicted) == 1
+    assert len(s.queue.status("ca").running) == 3 and len(s.queue.status("g").running) == 4
+    check_invariants(s)
+
+
+def test_a_gang_on_its_nomination_split_starts_there_though_the_placer_prefers_a_node() -> None:
+    # As above, but c has 2 A100 GPUs nominal, and the second A100 node has 8 GPUs, all
+    # taken by d's job (d isolated: its use is not the cohort's). g reclaims one of ca's 2
+    # pods and is nominated 2 GPUs on each model; then d's job ends while ca's pod goes.
+    # ca's pod starts again on the 8-GPU node, and b's A100 headroom is back to the 2 GPUs
+    # g's nomination takes there. Placed on H100|A100, g's four pods went to the 8-GPU
+    # node, whose 6 free GPUs the placer prefers: 4 A100 GPUs where quota left b 2. That
+    # placement is refused, and g is placed again on its nominated devices alone: it starts
+    # there, and nothing is evicted again.
+    cluster = (
+        ClusterBuilder()
+        .leaf("lh", nodes=1, model="H100", gpus=4)
+        .leaf("la0", nodes=1, model="A100", gpus=4)
+        .leaf("la1", nodes=1, model="A100", gpus=8)
+        .build()
+    )
+    quotas = [
+        Quota.gpus("b", "H100", 4),
+        Quota.gpus("b", "A100", 4),
+        Quota.gpus("c", "H100", 4),
+        Quota.gpus("c", "A100", 2),
+        Quota.gpus("d", "A100", 8),
+    ]
+    s = scheduler(cluster, quotas=quotas, modes={"d": "isolated"},
+                  preemption=PreemptionPolicy(min_runtime=0.0))  # fmt: skip
+    s.submit(job("dj", gpus=8, tenant="d", models="A100"), now=0)
+    s.submit(job("ch", gpus=2, tenant="c", models="H100"), now=0)
+    s.submit(job("ca", gpus=2, replicas=2, gang=False, tenant="c", priority=1, models="A100"),
+             now=0)  # fmt: skip
+    assert set(s.step(now=0).placed) == {"dj", "ch", "ca"}
+    s.submit(job("g", gpus=1, replicas=4, tenant="b", models="H100|A100", submitted_at=1),
+             now=1)  # fmt: skip
+    r1 = s.step(now=1)
+    assert [(v.job, v.reason.value) for v in r1.victims] == [("ca", "reclaim")]
+    (nom,) = r1.nominations
+    assert {b.node for b in nom.bindings} == {"lh-n0", "la0-n0"}
+    for pod in s.queue.status("dj").running:
+        s.pod_finished(pod, 2)
+    evict_victims(s, r1, now=2)
+    r = s.step(now=2)
+    assert set(r.placed) == {"ca", "g"} and r.victims == () and r.dropped_nominations == ()
+    assert [b.node for b in r.bindings if b.pod.job == "ca"] == ["la1-n0"]
+    assert {(b.node, b.gpus) for b in r.bindings if b.pod.job == "g"} == {
+        (b.node, b.gpus) for b in nom.bindings
+    }
+    assert s.admitter.used("b", "A100") == 2000
+    for t in range(3, 6):
+        assert s.step(now=t).victims == ()
+    check_invariants(s)
+
+
 _EVENT = st.one_of(
     st.tuples(st.just("go"), st.integers(0, 7)),  # a victim job's pods end their grace period
     st.tuples(
