@@ -246,15 +246,13 @@ def test_a_gang_nominated_on_two_models_is_admitted_at_what_it_holds_on_each() -
     check_invariants(s)
 
 
-def test_a_gang_on_its_nomination_split_starts_there_though_the_placer_prefers_a_node() -> None:
-    # As above, but c has 2 A100 GPUs nominal, and the second A100 node has 8 GPUs, all
-    # taken by d's job (d isolated: its use is not the cohort's). g reclaims one of ca's 2
-    # pods and is nominated 2 GPUs on each model; then d's job ends while ca's pod goes.
-    # ca's pod starts again on the 8-GPU node, and b's A100 headroom is back to the 2 GPUs
-    # g's nomination takes there. Placed on H100|A100, g's four pods went to the 8-GPU
-    # node, whose 6 free GPUs the placer prefers: 4 A100 GPUs where quota left b 2. That
-    # placement is refused, and g is placed again on its nominated devices alone: it starts
-    # there, and nothing is evicted again.
+def _gang_nominated_beside_an_isolated_8_gpu_job() -> tuple[Scheduler, CycleResult]:
+    """One 4-GPU H100 node and two A100 nodes, of 4 and 8 GPUs, each a leaf of its own. b
+    has 4 H100 and 4 A100 GPUs nominal, c 4 H100 and 2 A100; d (isolated: its use is not
+    the cohort's) runs dj on the whole 8-GPU node. c runs ch (2 H100 GPUs) and ca
+    (priority 1, two 2-GPU pods on the 4-GPU A100 node, borrowing 2). b's gang g (four
+    1-GPU pods on H100|A100) reclaims one of ca's pods and is nominated 2 GPUs on each
+    model. Then dj ends while ca's pod goes."""
     cluster = (
         ClusterBuilder()
         .leaf("lh", nodes=1, model="H100", gpus=4)
@@ -285,6 +283,17 @@ def test_a_gang_on_its_nomination_split_starts_there_though_the_placer_prefers_a
     for pod in s.queue.status("dj").running:
         s.pod_finished(pod, 2)
     evict_victims(s, r1, now=2)
+    return s, r1
+
+
+def test_a_gang_on_its_nomination_split_starts_there_though_the_placer_prefers_a_node() -> None:
+    # ca's pod starts again on the 8-GPU node, and b's A100 headroom is back to the 2 GPUs
+    # g's nomination takes there. Placed on H100|A100, g's four pods went to the 8-GPU
+    # node, whose 6 free GPUs the placer prefers: 4 A100 GPUs where quota left b 2. That
+    # placement is refused, and g is placed again on its nominated devices alone: it starts
+    # there, and nothing is evicted again.
+    s, r1 = _gang_nominated_beside_an_isolated_8_gpu_job()
+    (nom,) = r1.nominations
     r = s.step(now=2)
     assert set(r.placed) == {"ca", "g"} and r.victims == () and r.dropped_nominations == ()
     assert [b.node for b in r.bindings if b.pod.job == "ca"] == ["la1-n0"]
@@ -292,6 +301,81 @@ def test_a_gang_on_its_nomination_split_starts_there_though_the_placer_prefers_a
         (b.node, b.gpus) for b in nom.bindings
     }
     assert s.admitter.used("b", "A100") == 2000
+    for t in range(3, 6):
+        assert s.step(now=t).victims == ()
+    check_invariants(s)
+
+
+def test_a_gang_whose_nominated_gpu_failed_is_refused_its_split_and_reclaims_once_more() -> None:
+    # As above, but one of g's nominated A100 GPUs fails once ca's pod is gone. On its
+    # split, the placer's choice (4 GPUs of the 8-GPU node, where quota left b 2) is
+    # refused, and its nominated devices no longer hold it: g is not placed, and nothing of
+    # that first placement is kept (committed, it would run b on 4 A100 GPUs where its
+    # headroom is 2). Its nomination is replaced: it reclaims ca's other pod, and starts on
+    # the devices that frees once it is gone.
+    s, r1 = _gang_nominated_beside_an_isolated_8_gpu_job()
+    (nom,) = r1.nominations
+    a100 = next(b for b in nom.bindings if b.node == "la0-n0")
+    s.gpu_unhealthy("la0-n0", a100.gpus[0], now=2)
+    r = s.step(now=2)
+    assert r.placed == ("ca",) and [b.node for b in r.bindings] == ["la1-n0"]
+    assert s.admitter.used("b", "A100") == 0 and s.admitter.used("b", "H100") == 0
+    assert [(v.job, v.reason.value) for v in r.victims] == [("ca", "reclaim")]
+    assert r1.victims[0].pods != r.victims[0].pods
+    (again,) = r.nominations
+    assert again.job == "g" and {b.node for b in again.bindings} == {"la1-n0"}
+    evict_victims(s, r, now=3)
+    r = s.step(now=3)
+    assert r.placed == ("g",) and r.victims == ()
+    assert {(b.node, b.gpus) for b in r.bindings} == {(b.node, b.gpus) for b in again.bindings}
+    assert s.admitter.used("b", "A100") == 4000
+    check_invariants(s)
+
+
+def test_a_gang_quota_refuses_on_each_model_starts_on_its_nomination_split() -> None:
+    # The first gang's world with a second 4-GPU H100 node, where d (isolated) runs dj, and
+    # c's cx (4 H100 GPUs) waiting for a node. g reclaims one of ca's pods and is nominated
+    # 2 GPUs on each model (2 left free on ch's node). Then dj ends while ca's pod goes:
+    # cx starts on dj's node and ca's pod again on A100, c borrowing 2 GPUs of each model.
+    # b's headroom is 2 GPUs on each: quota refuses g's 4 pods on either model. Refused,
+    # g lost its nomination, its victim gone, and reclaimed ca's other pod at once. Its
+    # nomination's split (2 GPUs of each model) fits the headroom: g starts on it.
+    cluster = (
+        ClusterBuilder()
+        .leaf("lh", nodes=1, model="H100", gpus=4)
+        .leaf("lh1", nodes=1, model="H100", gpus=4)
+        .leaf("la0", nodes=1, model="A100", gpus=4)
+        .leaf("la1", nodes=1, model="A100", gpus=4)
+        .build()
+    )
+    quotas = [Quota.gpus(t, m, 4) for t in ("b", "c") for m in ("H100", "A100")]
+    quotas.append(Quota.gpus("d", "H100", 4))
+    s = scheduler(cluster, quotas=quotas, modes={"d": "isolated"},
+                  preemption=PreemptionPolicy(min_runtime=0.0))  # fmt: skip
+    s.submit(job("dj", gpus=4, tenant="d", priority=5, models="H100"), now=0)
+    s.submit(job("ch", gpus=2, tenant="c", priority=3, models="H100"), now=0)
+    s.submit(job("ca", gpus=2, replicas=3, gang=False, tenant="c", priority=1, models="A100"),
+             now=0)  # fmt: skip
+    assert set(s.step(now=0).placed) == {"dj", "ch", "ca"}
+    s.submit(job("cx", gpus=4, tenant="c", priority=2, models="H100", submitted_at=0.5),
+             now=0.5)  # fmt: skip
+    s.submit(job("g", gpus=1, replicas=4, tenant="b", models="H100|A100", submitted_at=1),
+             now=1)  # fmt: skip
+    r1 = s.step(now=1)
+    assert [(v.job, v.reason.value) for v in r1.victims] == [("ca", "reclaim")]
+    (nom,) = r1.nominations
+    held = Counter(s.cluster.node(b.node).gpu_model for b in nom.bindings)
+    assert held == {"H100": 2, "A100": 2}
+    for pod in s.queue.status("dj").running:
+        s.pod_finished(pod, 2)
+    evict_victims(s, r1, now=2)
+    r = s.step(now=2)
+    assert set(r.placed) == {"ca", "cx", "g"} and r.victims == () and r.dropped_nominations == ()
+    assert {(b.node, b.gpus) for b in r.bindings if b.pod.job == "g"} == {
+        (b.node, b.gpus) for b in nom.bindings
+    }
+    assert s.admitter.used("c", "H100") == 6000 and s.admitter.used("c", "A100") == 6000
+    assert s.admitter.used("b", "H100") == 2000 and s.admitter.used("b", "A100") == 2000
     for t in range(3, 6):
         assert s.step(now=t).victims == ()
     check_invariants(s)
