@@ -62,7 +62,7 @@ from kant.model import (
     placed_by_own_pods,
     pods_per_role,
 )
-from kant.placement.placer import Placer
+from kant.placement.placer import PlacementResult, Placer
 from kant.preemption.candidates import VictimIndex
 from kant.preemption.policy import PreemptionPolicy
 from kant.preemption.preemptor import Preemption
@@ -1372,23 +1372,18 @@ class _Cycle:
                 if got is not None:
                     (dec, res), reason = got, None
             if reason is None:
+                over: Reason | None = None  # (a gang on its nomination's split: refused)
                 if res is None:
                     if dec.split is not None:
-                        res = self._place_split(e, dec, facts)
+                        res, over = self._place_split(e, dec, facts)
                     else:
                         res = self.place_pods(self._restricted(job, dec, facts), dec.pods)
-                    if job.gang and (res.unplaced or not res.bindings):
+                    if job.gang and over is None and (res.unplaced or not res.bindings):
                         got = self._place_narrowed(job, dec, role_models, nominal_only=nominal_only)
                         if got is not None:
                             dec, res = got
                 bindings = res.bindings
-                # (a gang decided on its nomination's split: no model beyond its share)
-                over = (
-                    _beyond_split(self.pools, dec.split, bindings)
-                    if dec.split is not None and bindings and not res.unplaced
-                    else None
-                )
-                if over is None and bindings and (not all_or_none or not res.unplaced):
+                if bindings and (not all_or_none or not res.unplaced):
                     k = (
                         len(bindings)
                         if self.live is None
@@ -1436,29 +1431,35 @@ class _Cycle:
             reason = self.failed_shapes[shape] = self.facts.intern_reason(reason)
         return (), reason, False
 
-    def _place_split(self, e: Entry, dec: QuotaDecision, facts: _Facts) -> PlacementLike:
+    def _place_split(
+        self, e: Entry, dec: QuotaDecision, facts: _Facts
+    ) -> tuple[PlacementLike, Reason | None]:
         """The placement of a gang decided on its nomination's split (``dec.split``,
-        :meth:`_on_its_split`): as any placement on ``dec``'s models when it takes no more
-        of a model than the split allows there; else once more with every other GPU free on
-        the nodes of the split's models held out of it, so on its nominated devices there
-        alone (a placer that prefers other free GPUs of a model to the nominated ones would
-        otherwise have it refused on quota, and it would lose its nomination once its
-        victims were gone, and evict again). Committed into the
-        caller's transaction when it places within the split; else the first placement,
-        rolled back, which the caller refuses (:func:`_beyond_split`). A placement attempt
-        more, and O(nodes of those models) allocations, only when the first takes too much."""
+        :meth:`_on_its_split`), and None; or, refused, a placement with no bindings and why.
+
+        First as any placement on ``dec``'s models, taken when it takes no more of a model
+        than the split allows there (or when it does not place the gang: nothing is applied
+        then). Else once more with every other GPU free on the nodes of the split's models
+        held out of it, so on its nominated devices there alone (a placer that prefers other
+        free GPUs of a model to the nominated ones would otherwise have it refused on quota,
+        and it would lose its nomination once its victims were gone, and evict again). If
+        that does not place it within the split either, it is refused, for what the first
+        placement took beyond the split (:func:`_beyond_split`); nothing of either attempt
+        stays on the snapshot. A placement taken is committed into the caller's transaction.
+        A placement attempt more, and O(nodes of those models) allocations, only when the
+        first takes too much."""
         job, snap, split, nom = e.job, self.snap, dec.split, e.nomination
         assert split is not None and nom is not None
         restricted = self._restricted(job, dec, facts)
         with snap.transaction() as tx:
             res = self.place_pods(restricted, dec.pods)
-            if (
-                res.unplaced
-                or not res.bindings
-                or _beyond_split(self.pools, split, res.bindings) is None
-            ):
+            if res.unplaced or not res.bindings:
+                tx.commit()  # (a gang not placed whole applied nothing)
+                return res, None
+            over = _beyond_split(self.pools, split, res.bindings)
+            if over is None:
                 tx.commit()
-                return res
+                return res, None
         keep: dict[int, int] = {}
         for b in nom.bindings:
             slot = snap.slot_if_here(b.node)
@@ -1476,8 +1477,8 @@ class _Cycle:
                 and _beyond_split(self.pools, split, again.bindings) is None
             ):
                 tx.commit()
-                return again
-        return res
+                return again, None
+        return PlacementResult(), over
 
     def _place_narrowed(
         self,
@@ -2169,7 +2170,7 @@ def _beyond_split(
                 code=ReasonCode.QUOTA_EXCEEDED,
                 message=(
                     f"its placement takes {milli / 1000:g} GPUs of {m}; quota left there "
-                    f"{most / 1000:g} (what its nomination holds)"
+                    f"{most / 1000:g}"
                 ),
             )
     return None
