@@ -54,7 +54,7 @@ from kant.preemption.replay import RefsAt, light_replay, room_after
 from kant.preemption.rules import Preemptor, VictimUnit, builtin_reason
 from kant.preemption.search import find_victims
 from kant.preemption.whatif import CycleWhatIf
-from kant.queueing import Entry, Nomination
+from kant.queueing import Entry, Nomination, Queue
 from kant.state import Snapshot
 
 LIGHT_CHECKS_PER_SEARCH = 4
@@ -104,6 +104,12 @@ def _nominal_room(
     return frozenset(out)
 
 
+def _going(queue: Queue, pod: PodId) -> bool:
+    """Is ``pod`` a victim still to go (terminating: chosen in an earlier cycle)?"""
+    e = queue.get(pod.job)
+    return e is not None and pod in e.terminating
+
+
 class Preemption:
     """Preemption for one cycle: its limits, its memo, and the victims chosen so far."""
 
@@ -136,9 +142,17 @@ class Preemption:
         self.place = place
         self.now = now
         self.victims: list[Victim] = []
-        # the jobs with running pods nominated this cycle (id -> submission number): none
-        # of their pods is a victim in it (see preempt)
+        # the jobs with running pods whose nomination still waits for victims to go (id ->
+        # submission number), nominated in this cycle or an earlier one: none of their pods
+        # is a victim meanwhile (see preempt); read again from the cycle's holds whenever
+        # they change (_note_nominated)
         self.preempting: dict[str, int] = {}
+        self._nominating: set[str] = set()  # the jobs nominated in this cycle
+        # per job nominated before this cycle: does its nomination wait for a victim still
+        # terminating (fixed for the cycle: the queue changes between cycles only)?
+        self._waits: dict[str, bool] = {}
+        self._preempting_at: tuple[int, int] | None = None  # the holds it was read from
+        self._preempting_version = 0  # one more each time preempting changes
         self.victim_pods: set[PodId] = set()
         self.searches = 0
         self.preemptors = 0
@@ -223,8 +237,9 @@ class Preemption:
         preemption within ``cascade_window`` does not preempt by priority or reclaim (no
         cascades); as a Backfill head it may still take back what backfilled past it. A job
         whose pods are being evicted does not preempt by any kind, backfill included.
-        Symmetrically, no victim of the cycle is taken from the
-        running pods of a job it nominated (:attr:`preempting`). A pod-level job that cannot
+        Symmetrically, no victim is taken from the running pods of a job whose nomination,
+        made in this cycle or an earlier one, still waits for pods to go (:attr:`preempting`).
+        A pod-level job that cannot
         be placed whole preempts for as many of its pods as preemption can place; when the
         whole request would borrow, its first pods within its tenant's nominal quota (once
         the tenant's own lower-priority units are gone, as for a whole request) reclaim for
@@ -233,6 +248,7 @@ class Preemption:
         # free): most would-be preemptors of a busy cycle stop here, before the victim index.
         if self.closed(e, dec, may_backfill):
             return None
+        self._note_nominated()
         pol = self.policy
         # (no cascades: a job just evicted does not evict in turn, see closed; one whose pods
         # are being evicted stopped there)
@@ -319,12 +335,15 @@ class Preemption:
             return None
         chosen, bindings = found
         self.preemptors += 1
+        self._nominating.add(job.id)
         if e.assigned:
-            # its running pods stay for the rest of the cycle: the search counted them
-            # running (their quota, their nodes), and taken by a later preemptor, one of
-            # them would come back needing room of its own and take it from its victims
-            # started again elsewhere (as no victim preempts in its cycle: _being_evicted)
+            # its running pods stay while its victims go: the search counted them running
+            # (their quota, their nodes), and taken by another preemptor meanwhile, one of
+            # them would come back needing room of its own and take the devices found for
+            # its next pods, its victims started again elsewhere to be evicted a second
+            # time (as a job whose pods are being evicted does not preempt: _being_evicted)
             self.preempting[job.id] = e.seq
+            self._preempting_version += 1
         victim_pods: list[PodId] = []
         for u, why in chosen:
             self.victims.append(Victim(job=u.job, pods=u.pods, reason=why, preemptor=job.id))
@@ -345,6 +364,41 @@ class Preemption:
             within_nominal=any(map(self._needs_nominal(job), (u for u, _why in chosen))),
         )
         return nom, len(chosen)
+
+    def _note_nominated(self) -> None:
+        """Bring :attr:`preempting` up to date with the nominations the cycle holds (a
+        preemptor placed or giving up its nomination ends it; one preempting adds it): the
+        jobs with running pods holding one that waits for pods still to go, victims chosen
+        in this cycle or terminating. A nomination whose victims are all gone is taken in
+        this cycle (or given up): the job's nominated pods start on what they freed before
+        any pod taken from it now could come back. O(1) while the holds are unchanged, else
+        O(nominations), each nomination's victims read once a cycle."""
+        holds = self.holds
+        if holds is None:
+            return
+        # (a nomination ended frees its devices, which moves the epoch; one added adds one)
+        at = (holds.epoch, len(holds.nominated))
+        if at == self._preempting_at:
+            return
+        self._preempting_at = at
+        queue = self.index.queue
+        waits = self._waits
+        now: dict[str, int] = {}
+        for jid in holds.nominated:
+            e = queue.get(jid)
+            if e is None or not e.assigned:
+                continue
+            if jid not in self._nominating:
+                w = waits.get(jid)
+                if w is None:
+                    nom = e.nomination  # (held from an earlier cycle)
+                    w = waits[jid] = nom is not None and any(_going(queue, p) for p in nom.victims)
+                if not w:
+                    continue
+            now[jid] = e.seq
+        if now != self.preempting:
+            self.preempting = now
+            self._preempting_version += 1
 
     def spare_needless(self, nominations: Sequence[Nomination]) -> list[tuple[int, Nomination]]:
         """Give back the victims that earlier preemptors of this cycle chose and the last
@@ -831,14 +885,14 @@ class Preemption:
     def _own_below(self, e: Entry, refs: list[VictimRef]) -> dict[str, int] | None:
         """GPU milli per model that the units of ``e``'s tenant running below its priority
         use, less ``e``'s own, the victims chosen so far and the units of the jobs preempting
-        in this cycle (:attr:`preempting`, no victims in it) (None: there is no such unit).
-        Kept per tenant, priority and numbers of victim pods and of jobs preempting for a job
-        with nothing running (both are only ever added to within a cycle) while ``refs`` is
-        the same list."""
+        (:attr:`preempting`, no victims while their victims go) (None: there is no such
+        unit). Kept per tenant, priority, number of victim pods (only ever added to within a
+        cycle) and version of :attr:`preempting` for a job with nothing running while
+        ``refs`` is the same list."""
         job = e.job
         tenant, prio, chosen = job.tenant, job.priority, self.victim_pods
         preempting = self.preempting
-        key = (tenant, prio, len(chosen), len(preempting))
+        key = (tenant, prio, len(chosen), self._preempting_version)
         if self._own_of is not refs:
             self._own_of, self._own = refs, {}
         elif not e.assigned and key in self._own:
@@ -847,9 +901,9 @@ class Preemption:
         for r in refs:
             if r.priority >= prio:
                 break  # sorted by priority
-            # (a job preempting in this cycle below e's priority was considered before e:
-            # the built-in order keys put higher priority first, so none is; a custom key
-            # (Queue(order=...)) may, and its pods are then no victims for e to count)
+            # (a job preempting below e's priority: nominated in an earlier cycle, or in this
+            # one under a custom order key (Queue(order=...)); its pods are no victims for e
+            # to count)
             if r.tenant != tenant or r.entry is e or r.job in preempting:
                 continue
             if not chosen.isdisjoint(r.pods):

@@ -274,6 +274,8 @@ def test_a_backfill_head_whose_running_pod_is_reclaimed_does_not_backfill_preemp
 
 
 def test_a_preemptor_keeps_its_nomination_when_its_own_running_pods_are_evicted() -> None:
+    # p's running pod goes while its victim lo terminates, stopped by the cluster (it
+    # failed, a user deleted it): the nomination is for p's pods still to place and stands
     s = scheduler(nodes(2))
     s.submit(job("lo", gpus=8, priority=0, submitted_at=0), now=0)
     assert s.step(now=0).placed == ("lo",)
@@ -281,14 +283,39 @@ def test_a_preemptor_keeps_its_nomination_when_its_own_running_pods_are_evicted(
     r = s.step(now=1)
     assert [b.node for b in r.bindings] == ["lf0-n1"]  # one pod; for the other it preempts
     assert [(v.job, v.preemptor) for v in r.victims] == [("lo", "p")]  # lo terminates slowly
-    s.submit(job("q", gpus=8, priority=10, submitted_at=3), now=3)
-    r3 = s.step(now=3)
-    assert [(v.job, v.preemptor) for v in r3.victims] == [("p", "q")]  # p's running pod
-    s.pod_evicted(pod("lo"), now=3.5)
-    evict_victims(s, r3, now=3.5)
+    s.pod_evicted(pod("p"), now=2)
     assert s.queue.status("p").nomination is not None  # it is for p's pods still to place
+    s.submit(job("q", gpus=8, priority=10, submitted_at=3), now=3)
+    assert s.step(now=3).placed == ("q",)  # where p's pod was
+    s.pod_evicted(pod("lo"), now=3.5)
     s.submit(job("w", gpus=8, priority=7, submitted_at=3.6), now=3.6)
     r4 = s.step(now=4)
-    assert sorted(r4.placed) == ["p", "q"]
+    assert r4.placed == ("p",)
     assert r4.pending["w"].code is ReasonCode.INSUFFICIENT_CAPACITY
+    check_invariants(s)
+
+
+def test_a_preemptor_loses_no_running_pod_while_its_victims_terminate() -> None:
+    # p evicts lo for its second pod, and lo terminates slowly. q (priority 10) finds no
+    # victim meanwhile: taken then, p's running pod would come back and start where lo
+    # was, lo would start again elsewhere, and p would evict it a second time. The cycle
+    # lo is gone, p's second pod starts there and q takes p's first.
+    s = scheduler(nodes(2))
+    s.submit(job("lo", gpus=8, priority=0, submitted_at=0), now=0)
+    assert s.step(now=0).placed == ("lo",)
+    s.submit(job("p", gpus=8, replicas=2, gang=False, priority=5, submitted_at=1), now=1)
+    r = s.step(now=1)
+    assert [(v.job, v.preemptor) for v in r.victims] == [("lo", "p")]
+    s.submit(job("q", gpus=8, priority=10, submitted_at=3), now=3)
+    r3 = s.step(now=3)
+    assert r3.victims == ()
+    assert r3.pending["q"].code is ReasonCode.INSUFFICIENT_CAPACITY
+    assert r3.pending["p"].code is ReasonCode.PREEMPTING
+    s.pod_evicted(pod("lo"), now=3.5)
+    r4 = s.step(now=4)
+    assert [(b.pod, b.node) for b in r4.bindings] == [(pod("p", 1), "lf0-n0")]
+    assert [(v.job, v.pods, v.preemptor) for v in r4.victims] == [("p", (pod("p"),), "q")]
+    evict_victims(s, r4, now=4.5)
+    assert s.step(now=5).placed == ("q",)
+    assert s.queue.status("p").running == (pod("p", 1),)
     check_invariants(s)

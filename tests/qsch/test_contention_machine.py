@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 
 import hypothesis.strategies as st
-import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -383,17 +382,13 @@ def test_a_preemptor_is_not_reclaimed_in_the_cycle_it_preempts_and_evicts_its_vi
     check_invariants(s)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect: a preemptor is no victim in the cycle it preempts in only; reclaimed "
-    "while its victims still terminate, it evicts them twice (docs/qsch.md, Known defect)",
-)
 def test_a_preemptor_reclaimed_while_its_victims_terminate_does_not_evict_them_twice() -> None:
     # The scenario above with j2 taking one more cycle to go, and j6 submitted a cycle later.
-    # t=4: j5 evicts j2 by priority for its second pod. t=5: j5 preempts in no cycle any
-    # more, so j6 reclaims j5's running pod while j2 still terminates. t=6: requeued, that
-    # pod starts on the devices nominated for the second, and j2 starts again on the other
-    # leaf. t=7: j5 evicts j2 a second time for its second pod.
+    # t=4: j5 evicts j2 by priority for its second pod. t=5: j2 still terminates. j6 used to
+    # reclaim j5's running pod then (j5 preempted in no cycle any more); at t=6 that pod,
+    # requeued, started on the devices nominated for the second, j2 started again on the
+    # other leaf, and at t=7 j5 evicted j2 a second time. A job whose victims are still to
+    # go is no victim: j6 reclaims b's gang j4, and j5 starts its second pod where j2 was.
     m = ContentionMachine()
     m.setup(strategy="ebinpack", others_first=False)
     s = m.s
@@ -430,7 +425,7 @@ def test_a_preemptor_reclaimed_while_its_victims_terminate_does_not_evict_them_t
     m.submit(gang=True, gpus=2, priority=0, rack=None, replicas=1, tenant="a")  # j6
     r = cycle()  # t=5
     assert [(v.job, v.pods, v.preemptor) for v in r.victims] == [
-        ("j5", (PodId(job="j5", role="worker", index=0),), "j6")
+        ("j4", (PodId(job="j4", role="worker", index=0),), "j6")
     ]
     _finish(m, "j3")
     m.submit(gang=False, gpus=4, priority=2, rack=None, replicas=1, tenant="a")
@@ -438,7 +433,9 @@ def test_a_preemptor_reclaimed_while_its_victims_terminate_does_not_evict_them_t
     for _ in range(6):
         cycle()
         check_invariants(s)
-    assert m.evictions.get(("j2", "j5")) == 1
+    assert m.evictions == {("j1", "j2"): 1, ("j2", "j5"): 1, ("j4", "j6"): 1}
+    second = s.cluster.binding(PodId(job="j5", role="worker", index=1))
+    assert (second.node, second.gpus) == ("lf0-n0", (0, 1, 2, 3))  # where j2 was
 
 
 def test_a_strict_fifo_reclaimer_evicts_a_victim_that_heads_the_queue_once() -> None:
