@@ -393,6 +393,95 @@ def test_a_strict_fifo_preemptor_gives_its_nomination_to_a_new_head_that_needs_i
     check_invariants(s)
 
 
+def _racks_of_two_tenants(b_nominal: int) -> Scheduler:
+    """Racks r0 and r1, one 8-GPU node each, Strict FIFO, quotas: k 16 (the kept jobs'),
+    a 4 (it borrows nothing: ``borrowing_limit=0``), b ``b_nominal``."""
+    cluster = (
+        ClusterBuilder()
+        .leaf("lf0", nodes=1, labels={"rack": "r0"})
+        .leaf("lf1", nodes=1, labels={"rack": "r1"})
+        .build()
+    )
+    quotas = [Quota.gpus("k", "H100", 16), Quota.gpus("a", "H100", 4, borrowing_limit=0),
+              Quota.gpus("b", "H100", b_nominal)]  # fmt: skip
+    return scheduler(cluster, policy="strict-fifo", quotas=quotas, preemption=PreemptionPolicy())
+
+
+def test_a_strict_fifo_preemptor_gives_its_nomination_to_a_victim_already_waiting_when_it_preempted() -> (
+    None
+):
+    # q evicts h before p preempts: h waits, held back by its tenant's quota only, so b's p,
+    # behind h, still preempts v. Once a's quota frees, h heads the queue and only p's
+    # nomination keeps it out, and h can never preempt p (its priority is p's; b borrows
+    # nothing with p started). But h was not running when p preempted: it was already
+    # waiting, ahead of p, so it takes the room as any head does (p passes only a head
+    # that still ran when it preempted). p gives up its nomination and h starts on v's GPUs
+    # a cycle later.
+    s = _racks_of_two_tenants(b_nominal=4)
+    r0, r1 = NodeSelector.labels(rack="r0"), NodeSelector.labels(rack="r1")
+    _start(s, 0, "fa", gpus=4, priority=5, preemptible=False, selector=r0, tenant="k")
+    _start(s, 0, "fb", gpus=6, priority=5, preemptible=False, selector=r1, tenant="k")
+    _start(s, 0, "h", gpus=2, priority=1, selector=r0, tenant="a")
+    _start(s, 0, "v", gpus=2, selector=r0, tenant="b")
+    _start(s, 0, "u", gpus=2, selector=r1, tenant="a")
+    # 1. q (a's, priority 3) evicts h from r0; h is requeued and blocks a's queue for quota
+    s.submit(job("q", gpus=2, priority=3, submitted_at=1, selector=r0, tenant="a"), now=1)
+    r = s.step(now=1)
+    assert _victims(r) == [("h", "priority")]
+    evict_victims(s, r, now=1.5)
+    r = s.step(now=1.5)
+    assert r.placed == ("q",) and r.pending["h"].code is ReasonCode.QUOTA_EXCEEDED
+    # 2. b's p, behind h but not of its tenant, evicts v for r0 while h waits
+    s.submit(job("p", gpus=2, priority=1, submitted_at=2, selector=r0, tenant="b"), now=2)
+    r = s.step(now=2)
+    assert _victims(r) == [("v", "priority")]
+    assert r.pending["h"].code is ReasonCode.QUOTA_EXCEEDED
+    evict_victims(s, r, now=2.5)
+    # 3. u ends: a's quota lets h in, and only p's nomination keeps it out of r0
+    finish(s, "u", now=3)
+    r = s.step(now=3)
+    assert r.placed == () and r.dropped_nominations == ("p",)
+    assert r.pending["h"].code is ReasonCode.INSUFFICIENT_CAPACITY
+    assert r.pending["p"].message == "behind h"
+    assert s.step(now=4).placed == ("h",)
+    check_invariants(s)
+
+
+def test_a_strict_fifo_preemptor_does_not_pass_its_tenants_quota_head_on_another_tenants_nomination() -> (
+    None
+):
+    # a's p evicts v for r0 and b's p2 evicts v2 for r1; then q evicts h (a's, as p) from r1.
+    # Requeued, h heads a's queue and is refused by quota while p's nomination holds a's
+    # quota; it would fit with p's quota free and p2's room on r1 free. But a's quota block
+    # holds back a's jobs only: p2 is not held back and starts on its room in that cycle,
+    # so only p's nomination counts, and with it alone free h still fits nowhere (it needs
+    # r1). p stays behind h and gives up its nomination; p2 starts.
+    s = _racks_of_two_tenants(b_nominal=8)
+    r0, r1 = NodeSelector.labels(rack="r0"), NodeSelector.labels(rack="r1")
+    _start(s, 0, "fa", gpus=6, priority=5, preemptible=False, selector=r0, tenant="k")
+    _start(s, 0, "fb", gpus=4, priority=5, preemptible=False, selector=r1, tenant="k")
+    _start(s, 0, "h", gpus=2, priority=1, selector=r1, tenant="a")
+    _start(s, 0, "v", gpus=2, selector=r0, tenant="a")
+    _start(s, 0, "v2", gpus=2, selector=r1, tenant="b")
+    # 1. p evicts v (for a's quota and r0) and p2 evicts v2 (for r1)
+    s.submit(job("p", gpus=2, priority=1, submitted_at=1, selector=r0, tenant="a"), now=1)
+    s.submit(job("p2", gpus=2, priority=1, submitted_at=1, selector=r1, tenant="b"), now=1)
+    first = s.step(now=1)
+    assert _victims(first) == [("v", "priority"), ("v2", "priority")]
+    # 2. q (a's, priority 3) evicts h from r1 while v and v2 go
+    s.submit(job("q", gpus=2, priority=3, submitted_at=2, selector=r1, tenant="a"), now=2)
+    r = s.step(now=2)
+    assert _victims(r) == [("h", "priority")]
+    evict_victims(s, first, now=2.5)
+    evict_victims(s, r, now=2.5)
+    # 3. every victim gone: h blocks a's queue for quota, and p does not pass it
+    r = s.step(now=3)
+    assert r.placed == ("q", "p2") and r.dropped_nominations == ("p",)
+    assert r.pending["h"].code is ReasonCode.QUOTA_EXCEEDED
+    assert r.pending["p"].message == "behind h (tenant quota)"
+    check_invariants(s)
+
+
 def test_with_user_victim_rules_a_strict_fifo_preemptor_does_not_pass_another_preemptors_victim() -> (
     None
 ):
