@@ -724,6 +724,8 @@ class _Cycle:
             )
         if gate.skip is not None:
             self.pending[jid] = gate.skip
+            if e.nomination is not None and jid in self.holds.nominated:
+                self._drop_gated(e)
             return
         if e.nomination is not None:
             self.past_gate.add(jid)
@@ -1203,16 +1205,25 @@ class _Cycle:
         :meth:`hold_nominations`)."""
         queue = self.queue
         for jid in [j for j in self.holds.nominated if j not in self.past_gate]:
-            e = queue.entry(jid)
-            nom = e.nomination
-            if (
-                nom is None
-                or self._now < e.backoff_until
-                or any(_terminating(queue, p) for p in nom.victims)
-            ):
-                continue
-            self.holds.drop(jid)
-            self.dropped.append(jid)
+            self._drop_gated(queue.entry(jid))
+
+    def _drop_gated(self, e: Entry) -> None:
+        """End ``e``'s nomination (see :meth:`drop_gated_nominations`) unless it waits out a
+        backoff or one of its victims still terminates. At the job's own turn when the gate
+        holds it back (it has no other turn in the cycle), so that the jobs after it in the
+        walk find its devices and quota free: were they held to the end of the walk, a later
+        preemptor could choose victims for want of them, needless once they are freed. The
+        jobs the policy skips without a turn (a closed gate) at the end of the walk."""
+        nom = e.nomination
+        if (
+            nom is None
+            or self._now < e.backoff_until
+            or any(_terminating(self.queue, p) for p in nom.victims)
+        ):
+            return
+        self._release_quota(e)
+        self.holds.drop(e.id)
+        self.dropped.append(e.id)
 
     def close_run(self) -> None:
         """Collect the policy run's reservations (inside the cycle's transaction: a run may

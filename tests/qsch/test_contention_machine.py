@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 
 import hypothesis.strategies as st
-import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -123,9 +122,9 @@ class ContentionMachine(RuleBasedStateMachine):
             _c, vs = self.waiting.setdefault(v.preemptor, (self.cycle, []))
             vs.append((v, held[v.pods]))
         if r.dropped_nominations and self.drops_change:
-            # (a Strict FIFO nomination is given up at the end of the walk, after this
-            # cycle's preemptors chose their victims: those may be needless too; a known
-            # defect, test_a_victim_chosen_before_a_nomination_is_given_up_in_its_cycle_...)
+            # (a Strict FIFO nomination the policy skips without a turn, behind a closed
+            # gate, is given up at the end of the walk, after this cycle's preemptors chose
+            # their victims: those may be needless too)
             self.changed.update(v.preemptor for v in r.victims)
         for v in r.victims:  # the orchestrator stops every victim at once
             for p in v.pods:
@@ -246,20 +245,15 @@ def test_a_victim_is_given_back_beside_a_later_nomination_held_whole_on_its_node
     assert {"j5", "j6"} <= {e.job.id for e in m.s.queue.running()}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect: a Strict FIFO nomination given up at the end of the walk frees its "
-    "hold after the cycle's later preemptors chose their victims (docs/qsch.md, Known defect)",
-)
 def test_a_victim_chosen_before_a_nomination_is_given_up_in_its_cycle_is_not_evicted_for_nothing() -> (
     None
 ):
     # Found by the Strict FIFO machine (seed 0). t=3: b's j6 (priority 2) evicts b's j1's
-    # last pod; b's j4 (priority 1), nominated lf0-n0's GPUs 0-3 a cycle earlier, is held
-    # behind j6 by b's quota, and its nomination is given up at the end of the walk. Before
-    # that, a's j5 (2 GPUs, priority 0) found those GPUs held and reclaimed a pod of b's j3.
-    # t=4: j5 starts on lf0-n0, j3's pod starts again there too, and the 2 GPUs j3's pod
-    # left on lf0-n1 sit idle: j3 was evicted for nothing.
+    # last pod; b's j4 (priority 1), nominated lf0-n0's GPUs 0-3 a cycle earlier, its victim
+    # gone, is held behind j6 by b's quota. Its nomination was given up at the end of the
+    # walk, after a's j5 (2 GPUs, priority 0) had found those GPUs held and reclaimed a pod
+    # of b's j3; the next cycle j5 and j3's pod started on lf0-n0 and the 2 GPUs j3's pod
+    # left on lf0-n1 sat idle. It is now given up at j4's turn: j5 starts on those GPUs.
     m = StrictContentionMachine()
     m.setup(strategy="ebinpack", others_first=False)
     m.submit(gang=False, gpus=4, priority=0, rack=None, replicas=2, tenant="b")
@@ -270,8 +264,13 @@ def test_a_victim_chosen_before_a_nomination_is_given_up_in_its_cycle_is_not_evi
     m.cycle_and_evict(dt=1.0)
     m.submit(gang=False, gpus=2, priority=0, rack=None, replicas=1, tenant="a")
     m.submit(gang=False, gpus=2, priority=2, rack=None, replicas=2, tenant="b")
+    r = m.s.schedule(m.now + 1.0)
+    assert r.dropped_nominations == ("j4",)
+    assert [v.job for v in r.victims] == ["j1"]
+    assert [(b.pod.job, b.node) for b in r.bindings] == [("j5", "lf0-n0")]
     m.cycle_and_evict(dt=1.0)
     assert ("j3", "j5") not in m.evictions
+    m.cycle_and_evict(dt=1.0)  # (asserts: no victim's capacity sits idle)
 
 
 def _finish(m: ContentionMachine, jid: str) -> None:
