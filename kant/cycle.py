@@ -507,11 +507,7 @@ class _Cycle:
         for it: the quota its victims free is its own until it is placed or gives up (its
         victims still to go are no longer charged to their tenants, :meth:`_uncharge`)."""
         tenant = e.job.tenant
-        need: dict[str, int] = {}
-        for b in bindings:
-            m = self.pools.model_of(b)
-            need[m] = need.get(m, 0) + b.total_milli
-        held = [(tenant, m, milli) for m, milli in need.items() if milli]
+        held = [(tenant, m, milli) for m, milli in self.pools.gpu_milli_by_model(bindings).items()]
         for t, m, milli in held:
             self.ledger.add(t, m, milli)
         self.quota_held[e.id] = held
@@ -1086,12 +1082,10 @@ class _Cycle:
         if len(nom.bindings) != len(pods) or {b.pod for b in nom.bindings} != set(pods):
             return None
         held: dict[str, set[str]] = {}
-        need: dict[str, int] = {}
         for b in nom.bindings:
             if b.total_milli:
-                m = self.pools.model_of(b)
-                held.setdefault(b.pod.role, set()).add(m)
-                need[m] = need.get(m, 0) + b.total_milli
+                held.setdefault(b.pod.role, set()).add(self.pools.model_of(b))
+        need = self.pools.gpu_milli_by_model(nom.bindings)
         if dec.ok and all(ms.issubset(dec.models.get(r, ())) for r, ms in held.items()):
             return None  # (quota's decision holds its nomination's models)
         tenant = job.tenant
@@ -1218,7 +1212,7 @@ class _Cycle:
         if (
             nom is None
             or self._now < e.backoff_until
-            or any(_terminating(self.queue, p) for p in nom.victims)
+            or any(self.queue.is_terminating(p) for p in nom.victims)
         ):
             return
         self._release_quota(e)
@@ -1715,7 +1709,7 @@ class _Cycle:
         nom = e.nomination
         if nom is None or not self.holds.is_nominated(e.id):
             return self.run.explain(e, reason)
-        left = [p for p in nom.victims if _terminating(self.queue, p)]
+        left = [p for p in nom.victims if self.queue.is_terminating(p)]
         if left:
             return Reason(
                 code=ReasonCode.PREEMPTING, message=f"waiting for {len(left)} victim pods to go"
@@ -2169,12 +2163,7 @@ def _beyond_split(
 ) -> Reason | None:
     """Why ``bindings`` take more of a GPU model than ``split`` allows there
     (:attr:`QuotaDecision.split`); None when they take no more. O(bindings)."""
-    took: dict[str, int] = {}
-    for b in bindings:
-        if b.total_milli:
-            m = pools.model_of(b)
-            took[m] = took.get(m, 0) + b.total_milli
-    for m, milli in took.items():
+    for m, milli in pools.gpu_milli_by_model(bindings).items():
         most = split.get(m, 0)
         if milli > most:
             return Reason(
@@ -2217,8 +2206,3 @@ def _more_may_pass(
         if len(room) >= 2 if cut else any(m not in dec.models.get(role.name, ()) for m in room):
             return True
     return False
-
-
-def _terminating(queue: Queue, pod: PodId) -> bool:
-    e = queue.get(pod.job)
-    return e is not None and pod in e.terminating

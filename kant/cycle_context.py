@@ -118,7 +118,7 @@ class PolicyContext:
             nom = e.nomination
             victims = nom.victims
             if any(p.job == jid for p in victims) and not any(
-                _terminating(queue, p) for p in victims
+                queue.is_terminating(p) for p in victims
             ):
                 out.append(pid)
         return frozenset(out)
@@ -154,7 +154,7 @@ class PolicyContext:
                 continue
             if not self._safe_from(e, pe):
                 continue
-            if not any(_terminating(queue, p) for p in nom.victims):
+            if not any(queue.is_terminating(p) for p in nom.victims):
                 out.append(pid)
         if not out or not self._fits_without(e, out):
             return frozenset()
@@ -431,8 +431,3 @@ class PolicyContext:
 
 
 _NEVER = 1 << 62
-
-
-def _terminating(queue: Queue, pod: PodId) -> bool:
-    e = queue.get(pod.job)
-    return e is not None and pod in e.terminating

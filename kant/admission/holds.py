@@ -10,6 +10,7 @@ rolled back with the cycle.
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -393,41 +394,34 @@ class Hold:
         """Did :meth:`take` hold the whole of the bindings on ``nodes`` (every GPU share,
         NIC, CPU, memory and pod slot they name), so that none of them waits for a pod
         running there to go? O(bindings + allocations taken)."""
-        need: dict[int, list[Any]] = {}
+        need: dict[int, Counter[tuple[str, int]]] = {}
         for b in self.bindings:
             if b.node not in nodes:
                 continue
             s = snap.slot_if_here(b.node)
             if s is None:
                 return False
-            n = need.setdefault(s, [{}, 0, 0, 0, 0])
+            c = need.setdefault(s, Counter())
             for g in b.gpus:
-                n[0][g] = n[0].get(g, 0) + b.gpu_milli
-            nics = mask_of(b.nics)
-            if n[1] & nics:
-                return False  # (a NIC named twice: held once at most)
-            n[1] |= nics
-            n[2] += b.cpu_milli
-            n[3] += b.memory_mib
-            n[4] += 1
-        got: dict[int, list[Any]] = {s: [{}, 0, 0, 0, 0] for s in need}
+                c["gpu", g] += b.gpu_milli
+            for i in b.nics:
+                c["nic", i] += 1  # (a NIC named twice: held once at most, never whole)
+            c["cpu", 0] += b.cpu_milli
+            c["mem", 0] += b.memory_mib
+            c["pods", 0] += 1
+        got: dict[int, Counter[tuple[str, int]]] = {s: Counter() for s in need}
         for a in self.taken:
             t = got.get(a.slot)
             if t is None:
                 continue
             for g in bits(a.gpu_mask):
-                t[0][g] = t[0].get(g, 0) + a.milli
-            t[1] |= a.nic_mask
-            t[2] += a.cpu
-            t[3] += a.mem
-            t[4] += a.pods
-        for s, n in need.items():
-            t = got[s]
-            if any(t[0].get(g, 0) < m for g, m in n[0].items()) or n[1] & ~t[1]:
-                return False
-            if t[2] < n[2] or t[3] < n[3] or t[4] < n[4]:
-                return False
-        return True
+                t["gpu", g] += a.milli
+            for i in bits(a.nic_mask):
+                t["nic", i] = 1
+            t["cpu", 0] += a.cpu
+            t["mem", 0] += a.mem
+            t["pods", 0] += a.pods
+        return all(got[s][k] >= v for s, c in need.items() for k, v in c.items())
 
 
 class Holds:

@@ -9,7 +9,7 @@ cycles until a node comes or goes (:meth:`kant.admission.readiness.PoolFacts.of`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 import attrs
 
@@ -143,6 +143,17 @@ class Pools:
         if s is None:
             return ""
         return self.names.get(int(self.snap.cols.pool_id[s]), "")
+
+    def gpu_milli_by_model(self, bindings: Iterable[Binding]) -> dict[str, int]:
+        """GPU milli ``bindings`` take on each GPU model (:meth:`model_of`), bindings that
+        take none left out: what quota charges for them. O(bindings)."""
+        out: dict[str, int] = {}
+        for b in bindings:
+            milli = b.total_milli
+            if milli:
+                m = self.model_of(b)
+                out[m] = out.get(m, 0) + milli
+        return out
 
 
 def restricted(job: Job, dec: QuotaDecision, live: Collection[str] = ()) -> Job:

@@ -54,7 +54,7 @@ from kant.preemption.replay import RefsAt, light_replay, room_after
 from kant.preemption.rules import Preemptor, VictimUnit, builtin_reason
 from kant.preemption.search import find_victims
 from kant.preemption.whatif import CycleWhatIf
-from kant.queueing import Entry, Nomination, Queue
+from kant.queueing import Entry, Nomination
 from kant.state import Snapshot
 
 LIGHT_CHECKS_PER_SEARCH = 4
@@ -102,12 +102,6 @@ def _nominal_room(
         for m in mine:
             extra[m] = extra.get(m, 0) + demand
     return frozenset(out)
-
-
-def _going(queue: Queue, pod: PodId) -> bool:
-    """Is ``pod`` a victim still to go (terminating: chosen in an earlier cycle)?"""
-    e = queue.get(pod.job)
-    return e is not None and pod in e.terminating
 
 
 class Preemption:
@@ -392,7 +386,7 @@ class Preemption:
                 w = waits.get(jid)
                 if w is None:
                     nom = e.nomination  # (held from an earlier cycle)
-                    w = waits[jid] = nom is not None and any(_going(queue, p) for p in nom.victims)
+                    w = waits[jid] = nom is not None and any(map(queue.is_terminating, nom.victims))
                 if not w:
                     continue
             now[jid] = e.seq

@@ -465,6 +465,11 @@ class Queue:
         job still waits for it: :attr:`Entry.waits_for_nomination`."""
         return list(self._nominated.values())
 
+    def is_terminating(self, pod: PodId) -> bool:
+        """Is ``pod`` a victim still to go (being evicted: chosen in an earlier cycle)? O(1)."""
+        e = self._entries.get(pod.job)
+        return e is not None and pod in e.terminating
+
     def terminating(self) -> list[Entry]:
         """RUNNING jobs with victim pods still to go, in the order they started. O(1) when
         there are none (most cycles), else O(running)."""
