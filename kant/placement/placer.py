@@ -307,14 +307,19 @@ class Placer:
 
     def _constrained_order(self, job: Job, snap: Snapshot, todo: list[PodId]) -> list[str] | None:
         """The roles of ``todo`` most constrained first: fewest candidate nodes (allowed GPU
-        models, node selector and tolerations), then the most GPUs asked in all, then as
-        declared; pod affinity between roles still places a role after the one it selects.
-        None when that is the order already tried or a role has no candidates (no order
-        helps). Read on a failed gang only: O(roles) cached candidate lookups."""
+        models, node selector and tolerations), then the largest pod (GPU milli a pod), then
+        the most GPUs asked in all, then as declared; pod affinity between roles still places
+        a role after the one it selects. The largest pod before the most asked in all: a role
+        of small pods placed first spreads them over the nodes (or best-fits them where they
+        leave each node short), and a role of larger pods after it finds no node with room
+        for one, where the small pods would still have fit the GPUs the large ones leave
+        (one 3-GPU pod and three 1-GPU pods on two nodes of 3 free GPUs). None when that is
+        the order already tried or a role has no candidates (no order helps). Read on a
+        failed gang only: O(roles) cached candidate lookups."""
         names = list(dict.fromkeys(p.role for p in todo))
         if len(names) < 2:
             return None
-        keys: dict[str, tuple[int, int, int]] = {}
+        keys: dict[str, tuple[int, int, int, int]] = {}
         for i, name in enumerate(names):
             role = job.role(name)
             req = PodRequest.of(role.resources)
@@ -322,7 +327,7 @@ class Placer:
             if isinstance(cand, Reason):
                 return None
             asked = req.total_milli * sum(1 for p in todo if p.role == name)
-            keys[name] = (int(cand.slots.shape[0]), -asked, i)
+            keys[name] = (int(cand.slots.shape[0]), -req.total_milli, -asked, i)
         order = sorted(names, key=keys.__getitem__)
         if job.pod_terms:
             order = _affinity_order(job, order)

@@ -562,6 +562,50 @@ def test_a_gang_is_placed_though_its_first_role_would_take_its_second_roles_pool
     assert where == {("a100only", "A100"), ("any", "H100")}
 
 
+def _two_small_nodes(used_on_b: int) -> ClusterState:
+    kw = dict(leaf="lf0", spine="sp0", superspine="ss0", template=None, nics=0)
+    st = ClusterState(
+        [node("a", gpus=4, model="H100", **kw), node("b", gpus=4, model="H100", **kw)]
+    )
+    hold(st, "b", tuple(range(used_on_b)), "busy")
+    return st
+
+
+@pytest.mark.parametrize(
+    ("strategy", "used_on_b", "small"),
+    [
+        # binpack best-fits each 2-GPU pod of 'small' (on b's 3 free GPUs, then on a's 4)
+        ("binpack", 1, (2, 2)),
+        # the others put the three 1-GPU pods of 'small' where they leave no node 3 GPUs
+        ("ebinpack", 2, (3, 1)),
+        ("spread", 2, (3, 1)),
+        ("espread", 2, (3, 1)),
+        ("topology", 2, (3, 1)),
+    ],
+)
+def test_a_gang_whose_role_of_small_pods_is_declared_first_still_places_its_large_pod(
+    strategy: str, used_on_b: int, small: tuple[int, int]
+) -> None:
+    # role 'small' asks as many GPUs in all as role 'big' or more, so the most asked first
+    # keeps the declared order; placed first, its pods leave neither node room for the
+    # 3-GPU pod of 'big', which fits when placed first (the largest pod first)
+    st = _two_small_nodes(used_on_b)
+    replicas, gpus = small
+    gang = Job(
+        id="j",
+        roles=(
+            Role(name="small", replicas=replicas, resources=Resources(gpus=gpus)),
+            Role(name="big", replicas=1, resources=Resources(gpus=3)),
+        ),
+    )
+    res = Placer(strategy).place(gang, st.snapshot())
+    assert res.ok, res.reason
+    (big,) = [b for b in res.bindings if b.pod.role == "big"]
+    assert len(big.gpus) == 3
+    for b in res.bindings:
+        st.bind(b)  # the truth accepts them: nothing allocated twice
+
+
 def test_a_gang_placed_in_the_order_its_roles_are_declared_keeps_that_placement() -> None:
     # both orders fit: the declared order's placement is kept (role 'any' first, best fit)
     st = _mixed_pools()
