@@ -786,7 +786,7 @@ class _Cycle:
                     return
             placed, reason, freeing = self._admit_and_place(
                 e, dec, opens, facts, shape, whole=alt is not None,
-                nominal_only=reclaiming is not None,
+                held=None if reclaiming is None else self._held_models(e),
             )  # fmt: skip
             if alt is not None and not placed and not freeing:
                 # quota's own choice starts none of its pods now: its nomination's models
@@ -803,7 +803,7 @@ class _Cycle:
                 if reason is None:
                     placed, reason, freeing = self._admit_and_place(
                         e, dec, opens, facts, None, models=models,
-                        nominal_only=reclaiming is not None,
+                        held=None if reclaiming is None else self._held_models(e),
                     )  # fmt: skip
             left = len(e.remaining()) - len(placed)
             if narrowed and placed and left and len(placed) == len(dec.pods):
@@ -974,16 +974,11 @@ class _Cycle:
         nom = e.nomination
         if nom is None or not nom.within_nominal or not dec.ok or not dec.within_nominal:
             return None
-        held: dict[str, set[str]] = {}
-        for b in nom.bindings:
-            if b.total_milli:
-                held.setdefault(b.pod.role, set()).add(self.pools.model_of(b))
+        held = self._held_models(e)
 
         def holds_it(d: QuotaDecision) -> bool:
             # (where it holds devices it stays within nominal: the what-if's premise)
-            return d.places_within_nominal and all(
-                ms.issubset(d.nominal_models.get(r, ())) for r, ms in held.items()
-            )
+            return _holds_nominated(d, held)
 
         if holds_it(dec):
             if dec.nominal_models == dec.models:
@@ -993,6 +988,15 @@ class _Cycle:
             if alt.ok and alt.within_nominal and holds_it(alt):
                 return attrs.evolve(alt, models=alt.nominal_models), dec
         return None  # (the what-if's premise is gone: where it holds devices, it borrows)
+
+    def _held_models(self, e: Entry) -> dict[str, set[str]]:
+        """The GPU models, per role, that ``e``'s nomination holds devices on (empty without
+        a nomination). O(bindings of the nomination)."""
+        held: dict[str, set[str]] = {}
+        for b in e.nomination.bindings if e.nomination is not None else ():
+            if b.total_milli:
+                held.setdefault(b.pod.role, set()).add(self.pools.model_of(b))
+        return held
 
     def _on_nomination(
         self, e: Entry, dec: QuotaDecision, facts: _Facts
@@ -1321,21 +1325,22 @@ class _Cycle:
         *,
         whole: bool = False,
         models: Mapping[str, tuple[str, ...]] | None = None,
-        nominal_only: bool = False,
+        held: Mapping[str, set[str]] | None = None,
         earlier: int = 0,
     ) -> tuple[tuple[Binding, ...], Reason | None, bool]:
         """Readiness and placement of the quota-admitted pods (``shape``: their placement
         shape, see :meth:`consider`; ``opens``: what of the reservations the job may use,
         :meth:`Holds.opens`; ``whole``: place all of ``dec.pods`` or none, as for a gang;
         ``models``: the GPU models per role ``dec`` was decided on, if not every model of
-        the job's roles: another fit the nodes pick stays on them; ``nominal_only``: a
-        reclaimer holding its nomination, ``dec`` narrowed to its nominal models, whose other
-        fits and choices of one model per role are those within nominal, narrowed alike,
-        :meth:`_as_reclaimer`; ``earlier``: how many of the job's pods were placed earlier
-        in this cycle). Returns the bindings made (committed to the snapshot),
-        why the job's remaining pods are not all placed, and whether that is only the quota
-        that victims still to go hold (it frees itself: the cycle's ledger no longer charges
-        them, the live usage still does)."""
+        the job's roles: another fit the nodes pick stays on them; ``held``: for a
+        reclaimer holding its nomination (``dec`` narrowed to its nominal models,
+        :meth:`_as_reclaimer`), the GPU models per role its nomination holds devices on: its
+        other fits and choices of one model per role are those within nominal where it runs
+        whose nominal models include them, narrowed alike; ``earlier``: how many of the
+        job's pods were placed earlier in this cycle). Returns the bindings made (committed
+        to the snapshot), why the job's remaining pods are not all placed, and whether that
+        is only the quota that victims still to go hold (it frees itself: the cycle's ledger
+        no longer charges them, the live usage still does)."""
         job = e.job
         if shape is not None and shape in self.failed_shapes:
             return (), self.failed_shapes[shape], False
@@ -1366,14 +1371,12 @@ class _Cycle:
                     self._reserved_opened = (before, reserved, reserved.taken, pool_agg)
                 reason = self.pools.ready(job, dec)
                 if reason is not None and self._may_refit(job, dec, role_models):
-                    dec, reason = self._fit_the_nodes(
-                        e, dec, role_models, reason, nominal_only=nominal_only
-                    )
+                    dec, reason = self._fit_the_nodes(e, dec, role_models, reason, held=held)
             res: PlacementLike | None = None
-            if reason is not None and nominal_only and job.gang:
+            if reason is not None and held is not None and job.gang:
                 # (the what-if's rule: its choices within nominal, when readiness refuses
                 # its decision narrowed to its nominal models)
-                got = self._place_narrowed(job, dec, role_models, nominal_only=True, tried=None)
+                got = self._place_narrowed(job, dec, role_models, held=held, tried=None)
                 if got is not None:
                     (dec, res), reason = got, None
             if reason is None:
@@ -1384,7 +1387,7 @@ class _Cycle:
                     else:
                         res = self.place_pods(self._restricted(job, dec, facts), dec.pods)
                     if job.gang and over is None and (res.unplaced or not res.bindings):
-                        got = self._place_narrowed(job, dec, role_models, nominal_only=nominal_only)
+                        got = self._place_narrowed(job, dec, role_models, held=held)
                         if got is not None:
                             dec, res = got
                 bindings = res.bindings
@@ -1491,7 +1494,7 @@ class _Cycle:
         dec: QuotaDecision,
         role_models: Mapping[str, tuple[str, ...]],
         *,
-        nominal_only: bool = False,
+        held: Mapping[str, set[str]] | None = None,
         tried: Mapping[str, tuple[str, ...]] | Literal[True] | None = True,
     ) -> tuple[QuotaDecision, PlacementLike] | None:
         """A gang whose placement with ``dec`` failed, placed with one GPU model per role
@@ -1500,15 +1503,17 @@ class _Cycle:
         again) that readiness passes and placement places whole, and its placement
         (committed to the snapshot); None when none does, or the job has no role on several
         models (:func:`one_model_each`: nothing to narrow). Only for a gang whose placement
-        failed; each attempt is counted in the stats. ``nominal_only``: a reclaimer holding
-        its nomination, placed from the choices within nominal alone (the preemption
-        what-if's rule); ``tried``: the models of the placement that failed (True: ``dec``'s;
-        None: ``dec`` was not placed, readiness refused it)."""
+        failed; each attempt is counted in the stats. ``held``: for a reclaimer holding its
+        nomination, the GPU models per role it holds devices on: it is placed from the
+        choices within nominal alone (the preemption what-if's rule) that keep each role on
+        the models its nomination holds (:func:`_holds_nominated`); ``tried``: the models
+        of the placement that failed (True: ``dec``'s; None: ``dec`` was not placed,
+        readiness refused it)."""
         if not one_model_each(job, dec.pods, role_models):
             return None
         fits = narrowed_fits(self.ledger, job, dec.pods, role_models)
-        if nominal_only:
-            fits = tuple(f for f in fits if f.within_nominal and f.places_within_nominal)
+        if held is not None:
+            fits = tuple(f for f in fits if f.within_nominal and _holds_nominated(f, held))
         skip = dec.models if tried is True else tried
         got = self.pools.place_narrowed(job, fits, self.place_pods, skip) if fits else None
         if got is not None:
@@ -1530,7 +1535,7 @@ class _Cycle:
         role_models: Mapping[str, tuple[str, ...]],
         refused: Reason,
         *,
-        nominal_only: bool = False,
+        held: Mapping[str, set[str]] | None = None,
     ) -> tuple[QuotaDecision, Reason | None]:
         """A gang decided by one GPU model per role whose decision ``dec`` readiness
         ``refused`` on the snapshot now (what the job may use of it opened): the first of the
@@ -1539,13 +1544,17 @@ class _Cycle:
         else ``dec`` and ``refused`` (the reason of the first fit quota found stands).
         Decided afresh each time (what the nodes hold changes as the cycle places jobs):
         only for such a gang readiness refused, whose shape did not fail already this
-        cycle. ``nominal_only``: a reclaimer holding its nomination (``dec`` narrowed to
-        its nominal models, :meth:`_as_reclaimer`): only the fits within nominal where it
-        runs, each narrowed alike. O(fits x readiness)."""
+        cycle. ``held``: for a reclaimer holding its nomination (``dec`` narrowed to its
+        nominal models, :meth:`_as_reclaimer`), the GPU models per role its nomination holds
+        devices on: only the fits within nominal where it runs whose nominal models include
+        them (:func:`_holds_nominated`), each narrowed alike. Another fit within nominal
+        that the free GPUs hold while its victims terminate would start it there, off the
+        devices they free, and they would have been evicted for nothing. O(fits x
+        readiness)."""
         job = e.job
         for alt in fits_to_try(self.ledger, job, dec.pods, role_models, dec)[1:]:
-            if nominal_only:
-                if not (alt.ok and alt.within_nominal and alt.places_within_nominal):
+            if held is not None:
+                if not (alt.ok and alt.within_nominal and _holds_nominated(alt, held)):
                     continue
                 alt = attrs.evolve(alt, models=alt.nominal_models)
             if self.pools.ready(job, alt) is None:
@@ -2178,6 +2187,17 @@ def _beyond_split(
 
 def _first_reason(unplaced: Mapping[PodId, Reason]) -> Reason | None:
     return unplaced[min(unplaced)] if unplaced else None
+
+
+def _holds_nominated(dec: QuotaDecision, held: Mapping[str, set[str]]) -> bool:
+    """Is ``dec`` within nominal where it runs, with every role's nominal models including
+    the models ``held`` (per role) that its nomination holds devices on? What a reclaimer
+    holding its nomination is placed on: its victim search placed it there within nominal
+    (:class:`kant.preemption.whatif.CycleWhatIf`), and the devices its victims free are
+    on those models."""
+    return dec.places_within_nominal and all(
+        ms.issubset(dec.nominal_models.get(r, ())) for r, ms in held.items()
+    )
 
 
 def _more_may_pass(

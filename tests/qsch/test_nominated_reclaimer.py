@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections import Counter
 
 import attrs
-import pytest
 
 from kant.admission import Quota
 from kant.cycle import CycleResult
@@ -425,7 +424,6 @@ def test_a_reclaiming_gang_waits_for_its_victims_rather_than_start_on_a_fit_the_
     check_invariants(s)
 
 
-@pytest.mark.xfail(strict=True, reason="another fit within nominal is taken while its victims go")
 def test_a_reclaiming_gang_waits_for_its_victims_rather_than_start_on_another_fit_within_nominal_the_free_gpus_hold() -> (
     None
 ):
