@@ -380,6 +380,11 @@ class _Cycle:
         self.placed: list[str] = []
         self.nominations: list[Nomination] = []
         self.dropped: list[str] = []
+        # tenants with a job refused by quota, holding no nomination, walked so far (a
+        # quota-refused head: see _drop_gated), and the gated nominations whose quota stays
+        # charged until the end of the walk for that (drop_gated_nominations releases it)
+        self.refused: set[str] = set()
+        self.kept_quota: list[Entry] = []
         # a job started a part of its pods and left the rest to a later cycle, which may
         # start them
         self.again = False
@@ -938,6 +943,15 @@ class _Cycle:
                 # (quota's word on the pods left, on the ledger that charges those placed)
                 dec = admit_quota(self.ledger, job, pods or (), role_models)
             self._preempt(e, dec, role_models, may_backfill, pods=pods)
+        self._note_refused(e, reason)
+
+    def _note_refused(self, e: Entry, reason: Reason) -> None:
+        """Remember ``e``'s tenant when quota refused ``e`` (``reason``, its final word) and
+        it holds no nomination at the end of its turn: a quota-refused head that a gated
+        nomination of its tenant later in the walk keeps its quota for
+        (:meth:`_drop_gated`)."""
+        if reason.code is ReasonCode.QUOTA_EXCEEDED and e.id not in self.holds.nominated:
+            self.refused.add(e.job.tenant)
 
     def _as_reclaimer(
         self, e: Entry, dec: QuotaDecision, role_models: Mapping[str, tuple[str, ...]]
@@ -1191,6 +1205,7 @@ class _Cycle:
             e, dec, may_backfill
         ):
             self._preempt(e, dec, facts.role_models, may_backfill)
+        self._note_refused(e, reason)
 
     def drop_gated_nominations(self) -> None:
         """End the nomination of every preemptor whose victims are gone but that the
@@ -1203,15 +1218,26 @@ class _Cycle:
         :meth:`hold_nominations`)."""
         queue = self.queue
         for jid in [j for j in self.holds.nominated if j not in self.past_gate]:
-            self._drop_gated(queue.entry(jid))
+            self._drop_gated(queue.entry(jid), end=True)
+        for e in self.kept_quota:
+            self._release_quota(e)
+        self.kept_quota.clear()
 
-    def _drop_gated(self, e: Entry) -> None:
+    def _drop_gated(self, e: Entry, *, end: bool = False) -> None:
         """End ``e``'s nomination (see :meth:`drop_gated_nominations`) unless it waits out a
         backoff or one of its victims still terminates. At the job's own turn when the gate
         holds it back (it has no other turn in the cycle), so that the jobs after it in the
         walk find its devices and quota free: were they held to the end of the walk, a later
         preemptor could choose victims for want of them, needless once they are freed. The
-        jobs the policy skips without a turn (a closed gate) at the end of the walk."""
+        jobs the policy skips without a turn (a closed gate) at the end of the walk (``end``).
+
+        One exception at the job's turn: when its tenant had a job refused by quota earlier
+        in the walk that holds no nomination (a quota-refused head, :meth:`_note_refused`),
+        its quota stays charged until the end of the walk (its devices are freed at once).
+        That head was judged with the quota charged; freed now, the quota would go to a
+        later job of the walk (another tenant borrowing through the cohort, another
+        preemptor), and the head, for which the nomination was given up, would find it
+        taken at the next cycle."""
         nom = e.nomination
         if (
             nom is None
@@ -1219,7 +1245,10 @@ class _Cycle:
             or any(self.queue.is_terminating(p) for p in nom.victims)
         ):
             return
-        self._release_quota(e)
+        if not end and e.job.tenant in self.refused and e.id in self.quota_held:
+            self.kept_quota.append(e)
+        else:
+            self._release_quota(e)
         self.holds.drop(e.id)
         self.dropped.append(e.id)
 

@@ -562,11 +562,6 @@ def test_a_strict_fifo_victim_its_own_tenants_preemptor_made_needless_is_given_b
     assert m.s.queue.status("j5").phase is JobPhase.RUNNING
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a gated nomination's quota is released at its turn, after its tenant's "
-    "quota-refused head was judged: a later borrower of the walk takes it",
-)
 def test_a_nomination_given_up_behind_its_tenants_quota_refused_head_keeps_its_quota_from_the_jobs_after_it() -> (
     None
 ):
