@@ -385,6 +385,7 @@ class _Cycle:
         # charged until the end of the walk for that (drop_gated_nominations releases it)
         self.refused: set[str] = set()
         self.kept_quota: list[Entry] = []
+        self.gated_drops = 0  # nominations the policy's gate made give up this cycle
         # a job started a part of its pods and left the rest to a later cycle, which may
         # start them
         self.again = False
@@ -1215,13 +1216,21 @@ class _Cycle:
         the jobs the policy puts first, for ever if the head needs them. It competes again
         when the policy lets it (and may preempt again then). A job waiting out a backoff
         keeps it (one whose GPU model no pool has lost it already:
-        :meth:`hold_nominations`)."""
+        :meth:`hold_nominations`). The quota kept for a quota-refused head
+        (:meth:`_drop_gated`) is released here. Then, if a nomination was given up in the
+        cycle, the victims the cycle chose before (for want of what it held) are tried again
+        for give-back (:meth:`Preemption.spare_needless` with ``given_up``)."""
         queue = self.queue
         for jid in [j for j in self.holds.nominated if j not in self.past_gate]:
             self._drop_gated(queue.entry(jid), end=True)
         for e in self.kept_quota:
             self._release_quota(e)
         self.kept_quota.clear()
+        if self.gated_drops and self.pre.victims:
+            # victims chosen before a nomination was given up (at its turn or here) may be
+            # needless now that its devices and quota are free
+            for k, n in self.pre.spare_needless(self.nominations, given_up=True):
+                self._spared(k, n)
 
     def _drop_gated(self, e: Entry, *, end: bool = False) -> None:
         """End ``e``'s nomination (see :meth:`drop_gated_nominations`) unless it waits out a
@@ -1251,6 +1260,7 @@ class _Cycle:
             self._release_quota(e)
         self.holds.drop(e.id)
         self.dropped.append(e.id)
+        self.gated_drops += 1
 
     def close_run(self) -> None:
         """Collect the policy run's reservations (inside the cycle's transaction: a run may
@@ -1788,9 +1798,20 @@ class _Cycle:
         self.pending[e.id] = _preempting(self.pre.victims[len(self.pre.victims) - units :], nom)
         # victims earlier preemptors chose that these made needless are given back
         for k, n in self.pre.spare_needless(self.nominations) if units else ():
-            self.nominations[k] = n
-            mine = [v for v in self.pre.victims if v.preemptor == n.job]
+            self._spared(k, n)
+
+    def _spared(self, k: int, n: Nomination) -> None:
+        """Record ``n``, this cycle's ``k``-th nomination after some of its victims were
+        given back (:meth:`Preemption.spare_needless`), and its job's reason."""
+        self.nominations[k] = n
+        mine = [v for v in self.pre.victims if v.preemptor == n.job]
+        if mine or n.victims:
             self.pending[n.job] = _preempting(mine, n)
+        else:
+            self.pending[n.job] = Reason(
+                code=ReasonCode.PREEMPTING,
+                message="its victims given back: waiting to start on the devices held for it",
+            )
 
 
 def nomination_outlived(cluster: ClusterState, nom: Nomination) -> bool:

@@ -394,12 +394,20 @@ class Preemption:
             self.preempting = now
             self._preempting_version += 1
 
-    def spare_needless(self, nominations: Sequence[Nomination]) -> list[tuple[int, Nomination]]:
+    def spare_needless(
+        self, nominations: Sequence[Nomination], *, given_up: bool = False
+    ) -> list[tuple[int, Nomination]]:
         """Give back the victims that earlier preemptors of this cycle chose and the last
         preemption (``nominations[-1]``; ``nominations``: this cycle's, in order) made
         needless, so that the cycle's victims stay minimal together. A unit is taken whole,
         so a reclaim may free more quota than its preemptor needs (an 8-GPU gang taken for 4
         GPUs): a victim an earlier preemptor took for quota is then not needed any more.
+
+        With ``given_up``, the victims that nominations given up in the cycle made needless
+        instead (the devices and quota those held are free: the cycle asks once the walk is
+        over, when the policy's gate made some nomination give up): every victim of the
+        cycle is tried, and a preemptor whose victims are given back waits for no others
+        (with none left, for none: it starts on the devices held for it at the next cycle).
 
         A victim (its job's units, newest choice first) is given back when, charged to its
         tenant again, the cycle's ledger still holds every quota (the tenant within its
@@ -415,7 +423,8 @@ class Preemption:
         tenant borrowed, by default, only if it does not borrow itself; each still holds
         then). Then it is off the cycle's victims and charged again (``uncharged`` forgets
         its pods), and its preemptor's nomination (its devices held anew if it was placed
-        again) waits for the last preemption's victims instead, whose quota it now shares;
+        again) waits for the last preemption's victims instead, whose quota it now shares
+        (with ``given_up``, for no others);
         every nomination's ``by_priority`` and ``within_nominal`` are recomputed over the
         victims still its own.
 
@@ -425,10 +434,14 @@ class Preemption:
         O(V x (P + B)) for V victims of the cycle, P pods of a victim and B bindings of its
         nominations, one ledger check per victim tried and at most one placement (then
         O(V) more) per victim (the per-cycle search cap bounds V)."""
-        if self.ledger.table.unlimited or len(nominations) < 2 or not self.victims:
+        if (
+            self.ledger.table.unlimited
+            or len(nominations) < (1 if given_up else 2)
+            or not self.victims
+        ):
             return []
         noms = list(nominations)
-        last = noms[-1]
+        last = None if given_up else noms[-1]
         queue = self.index.queue
         nominated = [queue.get(n.job) for n in noms]
         if any(e is None or e.job.pod_terms for e in nominated):
@@ -444,7 +457,7 @@ class Preemption:
         for i in range(len(self.victims) - 1, -1, -1):
             v = self.victims[i]
             k = at.get(v.preemptor)
-            if k is None or v.preemptor == last.job:
+            if k is None or (last is not None and v.preemptor == last.job):
                 continue
             got = self._give_back(i, noms, k, tenants, spared)
             if got is not None:
@@ -469,7 +482,7 @@ class Preemption:
             )
             within = n.within_nominal and self._holds_within(n.job)
             if k in changed:
-                waits = tuple(p for p in last.victims if p not in left)
+                waits = () if last is None else tuple(p for p in last.victims if p not in left)
                 n = attrs.evolve(n, victims=left + waits, by_priority=prio, within_nominal=within)
                 out.append((k, n))
             elif len(left) < len(n.victims) or (prio, within) != (n.by_priority, n.within_nominal):

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 
 import hypothesis.strategies as st
-import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -594,10 +593,6 @@ def test_a_nomination_given_up_behind_its_tenants_quota_refused_head_keeps_its_q
     assert s.queue.status("j6").phase is JobPhase.PENDING
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="victims chosen before a gated nomination is given up are not given back",
-)
 def test_a_victim_reclaimed_before_a_nomination_is_given_up_at_its_turn_is_given_back() -> None:
     # a runs j1 (8 GPUs) and j2 (4 GPUs), both priority 2, borrowing from b, and a's j4
     # (priority 1) has evicted a's j3 for quota. t=3: b's j5 (priority 2) finds the cohort
@@ -630,10 +625,6 @@ def test_a_victim_reclaimed_before_a_nomination_is_given_up_at_its_turn_is_given
     check_invariants(s)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="victims chosen before a gated nomination is given up are not given back",
-)
 def test_a_victim_chosen_before_a_nomination_is_given_up_behind_a_closed_gate_is_given_back() -> (
     None
 ):
