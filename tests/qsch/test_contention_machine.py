@@ -121,11 +121,8 @@ class ContentionMachine(RuleBasedStateMachine):
             assert self.evictions[k] <= SAME_PREEMPTOR_EVICTIONS, f"{k} evicted again and again"
             _c, vs = self.waiting.setdefault(v.preemptor, (self.cycle, []))
             vs.append((v, held[v.pods]))
-        if r.dropped_nominations and self.drops_change:
-            # (a Strict FIFO nomination the policy skips without a turn, behind a closed
-            # gate, is given up at the end of the walk, after this cycle's preemptors chose
-            # their victims: those may be needless too)
-            self.changed.update(v.preemptor for v in r.victims)
+        # (this cycle's own victims are checked even when it gave a Strict FIFO nomination
+        # up: the cycle gives back those that what the nomination held made needless)
         for v in r.victims:  # the orchestrator stops every victim at once
             for p in v.pods:
                 e = s.queue.get(p.job)
