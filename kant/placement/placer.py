@@ -313,7 +313,7 @@ class Placer:
         of small pods placed first spreads them over the nodes (or best-fits them where they
         leave each node short), and a role of larger pods after it finds no node with room
         for one, where the small pods would still have fit the GPUs the large ones leave
-        (one 3-GPU pod and three 1-GPU pods on two nodes of 3 free GPUs). None when that is
+        (one 3-GPU pod and three 1-GPU pods on two nodes of 4 and 2 free GPUs). None when that is
         the order already tried or a role has no candidates (no order helps). Read on a
         failed gang only: O(roles) cached candidate lookups."""
         names = list(dict.fromkeys(p.role for p in todo))
