@@ -19,22 +19,11 @@ import itertools
 import json
 import random
 
-from kant.model import Binding, Job, PodId, Resources, Role
+from kant.model import Job, Resources, Role
 from kant.placement import Placer
-from kant.state import ClusterState
-from kant.testing import node
+from kant.testing import partly_used
 
 STRATEGIES = ("binpack", "ebinpack", "spread", "espread", "topology")
-
-
-def _cluster(used: list[int]) -> ClusterState:
-    kw = dict(leaf="lf0", spine="sp0", superspine="ss0", template=None, nics=0)
-    state = ClusterState([node(f"n{i}", gpus=4, **kw) for i in range(len(used))])
-    for i, u in enumerate(used):
-        if u:
-            busy = PodId(job=f"busy{i}", role="w", index=0)
-            state.bind(Binding(pod=busy, node=f"n{i}", gpus=tuple(range(u))))
-    return state
 
 
 def main() -> None:
@@ -58,12 +47,12 @@ def main() -> None:
             for k, (n, g) in enumerate(shape)
         )
         if not any(
-            Placer(strategy).place(Job(id="j", roles=order), _cluster(used).snapshot()).ok
+            Placer(strategy).place(Job(id="j", roles=order), partly_used(used).snapshot()).ok
             for order in itertools.permutations(roles)
         ):
             continue
         placeable += 1
-        if not Placer(strategy).place(Job(id="j", roles=roles), _cluster(used).snapshot()).ok:
+        if not Placer(strategy).place(Job(id="j", roles=roles), partly_used(used).snapshot()).ok:
             free = [4 - u for u in used]
             misses.append({"free": free, "roles": shape, "strategy": strategy})
     print(json.dumps({"roles": a.roles, "placeable": placeable, "misses": misses}))

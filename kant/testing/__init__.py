@@ -16,7 +16,14 @@
 >>> check_invariants(c)
 """
 
-from kant.testing.builders import DGX_CPU_MILLI, DGX_MEMORY_MIB, ClusterBuilder, job, node
+from kant.testing.builders import (
+    DGX_CPU_MILLI,
+    DGX_MEMORY_MIB,
+    ClusterBuilder,
+    job,
+    node,
+    partly_used,
+)
 from kant.testing.invariants import check_invariants
 
 __all__ = [
@@ -26,4 +33,5 @@ __all__ = [
     "check_invariants",
     "job",
     "node",
+    "partly_used",
 ]

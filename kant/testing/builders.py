@@ -13,11 +13,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kant.model import (
+    Binding,
     Job,
     JobKind,
     NodeSelector,
     NodeSpec,
     PodAffinityTerm,
+    PodId,
     PreferredPodTerm,
     PreferredTerm,
     Resources,
@@ -75,6 +77,19 @@ def node(
         labels=labels or {},
         taints=tuple(taints),
     )
+
+
+def partly_used(used: Sequence[int], *, gpus: int = 4) -> ClusterState:
+    """One leaf of ``len(used)`` nodes ``n0``, ``n1``, ... of ``gpus`` GPUs each (no
+    template, no NICs), the first ``used[i]`` GPUs of node ``i`` taken by pod 0 of job
+    ``busy<i>``: a small cluster some of whose GPUs are taken, for placement searches."""
+    kw: dict[str, Any] = dict(leaf="lf0", spine="sp0", superspine="ss0", template=None, nics=0)
+    state = ClusterState([node(f"n{i}", gpus=gpus, **kw) for i in range(len(used))])
+    for i, u in enumerate(used):
+        if u:
+            busy = PodId(job=f"busy{i}", role="w", index=0)
+            state.bind(Binding(pod=busy, node=f"n{i}", gpus=tuple(range(u))))
+    return state
 
 
 def job(

@@ -11,11 +11,11 @@ import hypothesis.strategies as st
 import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 
-from kant.model import Binding, Job, PodId, Resources, Role
+from kant.model import Job, Resources, Role
 from kant.placement import Placer, PodRequest, fit_count
 from kant.placement.context import fits
 from kant.state import ClusterState
-from kant.testing import check_invariants, node
+from kant.testing import check_invariants, partly_used
 from kant.testing.strategies import clusters, jobs, standalone_placement_strategies
 
 STRATEGIES = standalone_placement_strategies()
@@ -84,16 +84,6 @@ def test_the_placers_feasibility_test_agrees_with_the_fit_count(
         np.testing.assert_array_equal(fits(snap, slots, req), fit_count(snap, slots, req) > 0)
 
 
-def _small_cluster(used: list[int]) -> ClusterState:
-    kw = dict(leaf="lf0", spine="sp0", superspine="ss0", template=None, nics=0)
-    state = ClusterState([node(f"n{i}", gpus=4, **kw) for i in range(len(used))])
-    for i, u in enumerate(used):
-        if u:
-            busy = PodId(job=f"busy{i}", role="w", index=0)
-            state.bind(Binding(pod=busy, node=f"n{i}", gpus=tuple(range(u))))
-    return state
-
-
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     used=st.lists(st.integers(0, 3), min_size=1, max_size=3),
@@ -115,8 +105,8 @@ def test_a_two_role_gang_that_fits_in_some_order_of_its_roles_is_placed(
         for k, (n, g) in enumerate(roles)
     )
     fits_some = any(
-        Placer(strategy).place(Job(id="j", roles=order), _small_cluster(used).snapshot()).ok
+        Placer(strategy).place(Job(id="j", roles=order), partly_used(used).snapshot()).ok
         for order in itertools.permutations(made)
     )
-    res = Placer(strategy).place(Job(id="j", roles=made), _small_cluster(used).snapshot())
+    res = Placer(strategy).place(Job(id="j", roles=made), partly_used(used).snapshot())
     assert res.ok == fits_some
