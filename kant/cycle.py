@@ -19,7 +19,7 @@ import time
 import weakref
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import attrs
 
@@ -746,8 +746,9 @@ class _Cycle:
         # leaves one of them out) starts none of its pods now
         alt: tuple[QuotaDecision, Mapping[str, tuple[str, ...]]] | None = None
         # a reclaimer holding its nomination: the decision it is placed with, narrowed to
-        # the models where its tenant stays within nominal, and the decision it came from
-        reclaiming: tuple[QuotaDecision, QuotaDecision] | None = None
+        # the models where its tenant stays within nominal, the decision it came from, and
+        # the models its nomination holds devices on
+        reclaiming: _Reclaiming | None = None
         quotas_own = dec  # quota's own decision (None: decided below)
         if dec is None:
             dec = quotas_own = self._admit_quota(e, facts)
@@ -757,7 +758,7 @@ class _Cycle:
                     dec, rest, why_rest = self._nominal_part(e, dec, role_models)
                 reclaiming = self._as_reclaimer(e, dec, role_models)
                 if reclaiming is not None:
-                    dec = reclaiming[0]
+                    dec = reclaiming.placed_with
         self.ctx.current = (jid, dec)
         reason = dec.reason if not dec.ok else None
         placed: tuple[Binding, ...] = ()
@@ -792,7 +793,7 @@ class _Cycle:
                     return
             placed, reason, freeing = self._admit_and_place(
                 e, dec, opens, facts, shape, whole=alt is not None,
-                held=None if reclaiming is None else self._held_models(e),
+                held=None if reclaiming is None else reclaiming.held,
             )  # fmt: skip
             if alt is not None and not placed and not freeing:
                 # quota's own choice starts none of its pods now: its nomination's models
@@ -803,13 +804,13 @@ class _Cycle:
                     dec, rest, why_rest = self._nominal_part(e, dec, models)
                 reclaiming = self._as_reclaimer(e, dec, models)
                 if reclaiming is not None:
-                    dec = reclaiming[0]
+                    dec = reclaiming.placed_with
                 self.ctx.current = (jid, dec)
                 reason = dec.reason if not dec.ok else None
                 if reason is None:
                     placed, reason, freeing = self._admit_and_place(
                         e, dec, opens, facts, None, models=models,
-                        held=None if reclaiming is None else self._held_models(e),
+                        held=None if reclaiming is None else reclaiming.held,
                     )  # fmt: skip
             left = len(e.remaining()) - len(placed)
             if narrowed and placed and left and len(placed) == len(dec.pods):
@@ -841,7 +842,9 @@ class _Cycle:
                         f"{rest} pods beyond {why_rest} wait for their turn among the borrowers"
                     ),
                 )
-        preempt_dec = reclaiming[1] if reclaiming is not None and dec is reclaiming[0] else dec
+        preempt_dec = (
+            reclaiming.decided if reclaiming is not None and dec is reclaiming.placed_with else dec
+        )
         if preempt_dec.split is not None and quotas_own is not None:
             # (its nomination's split stands for the quota that nomination holds: a new
             # victim search is judged by quota's own decision, as any job's)
@@ -956,14 +959,15 @@ class _Cycle:
 
     def _as_reclaimer(
         self, e: Entry, dec: QuotaDecision, role_models: Mapping[str, tuple[str, ...]]
-    ) -> tuple[QuotaDecision, QuotaDecision] | None:
+    ) -> _Reclaiming | None:
         """For a job holding a nomination its victim search found held within nominal (a
         reclaimer, :attr:`Nomination.within_nominal`) whose decision ``dec`` (on
         ``role_models``) is within nominal where it runs
         (:attr:`QuotaDecision.places_within_nominal`), and whose nominal models still
         include, for each role, every GPU model its nomination holds devices on: ``dec``
-        narrowed to its nominal models (where its tenant stays within nominal), and ``dec``;
-        None for any other job (placed with ``dec``). A gang quota decides by one GPU model
+        narrowed to its nominal models (where its tenant stays within nominal), ``dec``, and
+        the models its nomination holds devices on (:class:`_Reclaiming`); None for any
+        other job (placed with ``dec``). A gang quota decides by one GPU model
         per role whose ``dec`` is not such, though within nominal, is judged on its other
         fits within nominal (:func:`fits_to_try`): the first whose nominal models include
         its nomination's, narrowed alike, and ``dec``; None when none does.
@@ -990,18 +994,14 @@ class _Cycle:
         if nom is None or not nom.within_nominal or not dec.ok or not dec.within_nominal:
             return None
         held = self._held_models(e)
-
-        def holds_it(d: QuotaDecision) -> bool:
-            # (where it holds devices it stays within nominal: the what-if's premise)
-            return _holds_nominated(d, held)
-
-        if holds_it(dec):
+        # (where it holds devices it stays within nominal: the what-if's premise)
+        if _holds_nominated(dec, held):
             if dec.nominal_models == dec.models:
-                return dec, dec
-            return attrs.evolve(dec, models=dec.nominal_models), dec
+                return _Reclaiming(dec, dec, held)
+            return _Reclaiming(attrs.evolve(dec, models=dec.nominal_models), dec, held)
         for alt in fits_to_try(self.ledger, e.job, dec.pods, role_models, dec)[1:]:
-            if alt.ok and alt.within_nominal and holds_it(alt):
-                return attrs.evolve(alt, models=alt.nominal_models), dec
+            if alt.ok and alt.within_nominal and _holds_nominated(alt, held):
+                return _Reclaiming(attrs.evolve(alt, models=alt.nominal_models), dec, held)
         return None  # (the what-if's premise is gone: where it holds devices, it borrows)
 
     def _held_models(self, e: Entry) -> dict[str, set[str]]:
@@ -2237,6 +2237,14 @@ def _beyond_split(
 
 def _first_reason(unplaced: Mapping[PodId, Reason]) -> Reason | None:
     return unplaced[min(unplaced)] if unplaced else None
+
+
+class _Reclaiming(NamedTuple):
+    """How a reclaimer holding its nomination is placed (:meth:`_Cycle._as_reclaimer`)."""
+
+    placed_with: QuotaDecision  # its decision narrowed to its nominal models
+    decided: QuotaDecision  # the decision that came from (a new victim search's)
+    held: dict[str, set[str]]  # per role, the GPU models its nomination holds devices on
 
 
 def _holds_nominated(dec: QuotaDecision, held: Mapping[str, set[str]]) -> bool:

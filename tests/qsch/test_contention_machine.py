@@ -558,6 +558,22 @@ def test_a_strict_fifo_victim_its_own_tenants_preemptor_made_needless_is_given_b
     assert m.s.queue.status("j5").phase is JobPhase.RUNNING
 
 
+def _j4_of_a_preempting(
+    running: list[tuple[str, int, int]], rack: str | None = None
+) -> StrictContentionMachine:
+    """The Strict FIFO machine (E-Binpack) running j1-j3 (``running``: tenant, GPUs and
+    priority of each, one pod, on ``rack``), then a's j4 (4 GPUs, priority 1) submitted
+    and a cycle run, in which it preempts."""
+    m = StrictContentionMachine()
+    m.setup(strategy="ebinpack", others_first=False)
+    for tenant, gpus, priority in running:
+        m.submit(gang=False, gpus=gpus, priority=priority, rack=rack, replicas=1, tenant=tenant)
+    m.cycle_and_evict(dt=1.0)
+    m.submit(gang=False, gpus=4, priority=1, rack=rack, replicas=1, tenant="a")
+    m.cycle_and_evict(dt=1.0)
+    return m
+
+
 def test_a_nomination_given_up_behind_its_tenants_quota_refused_head_keeps_its_quota_from_the_jobs_after_it() -> (
     None
 ):
@@ -568,15 +584,8 @@ def test_a_nomination_given_up_behind_its_tenants_quota_refused_head_keeps_its_q
     # a borrower walked after j4, took it, and at t=4 j5 reclaimed j6, started a cycle
     # earlier. j4's quota now stays charged until the end of the walk: j6 waits, and j5
     # starts at t=4 on the quota j4 gave up.
-    m = StrictContentionMachine()
-    m.setup(strategy="ebinpack", others_first=False)
+    m = _j4_of_a_preempting([("b", 8, 0), ("a", 4, 2), ("a", 4, 0)])  # j4 evicts j3
     s = m.s
-    m.submit(gang=False, gpus=8, priority=0, rack=None, replicas=1, tenant="b")
-    m.submit(gang=False, gpus=4, priority=2, rack=None, replicas=1, tenant="a")
-    m.submit(gang=False, gpus=4, priority=0, rack=None, replicas=1, tenant="a")
-    m.cycle_and_evict(dt=1.0)
-    m.submit(gang=False, gpus=4, priority=1, rack=None, replicas=1, tenant="a")
-    m.cycle_and_evict(dt=1.0)  # j4 evicts j3
     assert m.evictions == {("j3", "j4"): 1}
     m.submit(gang=False, gpus=4, priority=2, rack=None, replicas=1, tenant="a")  # j5
     m.submit(gang=False, gpus=4, priority=0, rack=None, replicas=1, tenant="b")  # j6
@@ -597,15 +606,8 @@ def test_a_victim_reclaimed_before_a_nomination_is_given_up_at_its_turn_is_given
     # refused by quota, and j4, behind it, gives its nomination up. With j4's quota free,
     # j2's eviction was needless: it used to go all the same and start again at t=4 (an
     # eviction for nothing). Now it is given back; j5 waits for no victim and starts at t=4.
-    m = StrictContentionMachine()
-    m.setup(strategy="ebinpack", others_first=False)
+    m = _j4_of_a_preempting([("a", 8, 2), ("a", 4, 2), ("a", 4, 0)])  # j4 evicts j3
     s = m.s
-    m.submit(gang=False, gpus=8, priority=2, rack=None, replicas=1, tenant="a")
-    m.submit(gang=False, gpus=4, priority=2, rack=None, replicas=1, tenant="a")
-    m.submit(gang=False, gpus=4, priority=0, rack=None, replicas=1, tenant="a")
-    m.cycle_and_evict(dt=1.0)
-    m.submit(gang=False, gpus=4, priority=1, rack=None, replicas=1, tenant="a")
-    m.cycle_and_evict(dt=1.0)  # j4 evicts j3
     assert m.evictions == {("j3", "j4"): 1}
     m.submit(gang=False, gpus=4, priority=2, rack=None, replicas=1, tenant="b")  # j5
     m.submit(gang=False, gpus=4, priority=2, rack=None, replicas=1, tenant="a")  # j6
@@ -631,15 +633,8 @@ def test_a_victim_chosen_before_a_nomination_is_given_up_behind_a_closed_gate_is
     # gate, gives its nomination up at the end of the walk. j3 used to be evicted all the
     # same: j5 and j4 then started on r0, j4 on j3's GPUs, a priority-1 job of a that may
     # not evict iso's job. Now j3 is given back and j5 starts on j2's GPUs; j4 waits.
-    m = StrictContentionMachine()
-    m.setup(strategy="ebinpack", others_first=False)
-    s = m.s
-    m.submit(gang=False, gpus=8, priority=2, rack="r0", replicas=1, tenant="b")
-    m.submit(gang=False, gpus=4, priority=0, rack="r0", replicas=1, tenant="a")
-    m.submit(gang=False, gpus=4, priority=0, rack="r0", replicas=1, tenant="iso")
-    m.cycle_and_evict(dt=1.0)
-    m.submit(gang=False, gpus=4, priority=1, rack="r0", replicas=1, tenant="a")
-    m.cycle_and_evict(dt=1.0)  # j4 evicts j2
+    m = _j4_of_a_preempting([("b", 8, 2), ("a", 4, 0), ("iso", 4, 0)], rack="r0")
+    s = m.s  # (j4 evicts j2)
     assert m.evictions == {("j2", "j4"): 1}
     m.submit(gang=False, gpus=4, priority=2, rack="r0", replicas=1, tenant="iso")  # j5
     r = s.schedule(m.now + 1.0)
