@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 import attrs
+import pytest
 
 from kant.admission import Quota
 from kant.cycle import CycleResult
@@ -530,4 +531,65 @@ def test_a_pod_level_preemptor_nominated_by_priority_where_it_borrows_starts_the
         evicted.update(p for v in r.victims for p in v.pods)
         evict_victims(s, r, now=t)
     assert evicted == {pod("cf"): 1}
+    check_invariants(s)
+
+
+@pytest.mark.xfail(strict=True, reason="a pod-level reclaimer nominated on two models borrows")
+def test_a_pod_level_reclaimer_nominated_on_two_models_starts_no_pod_beyond_its_nominal_quota_on_either() -> (
+    None
+):
+    # Two 4-GPU H100 nodes, two 4-GPU A100 nodes; a has 8 H100 and 4 A100 GPUs nominal, b
+    # 4 H100, c 4 H100 and 4 A100 (unused: it lends them). b's f0 (1 GPU) and f2 (two
+    # 3-GPU pods) run on H100, 3 GPUs borrowed; f1 (1 GPU) borrows on A100. p (a, four
+    # 2-GPU pods on H100|A100, pod-level) reclaims one of f2's pods; its victim search
+    # places two pods, one on each model. f1 ends while that pod terminates. p's four pods
+    # are within nominal on H100 alone, which leaves out A100, where its nomination holds a
+    # device: it used to be placed as any job, and all four started on the free A100 GPUs,
+    # 8 where a's nominal is 4, borrowing, and f2's pod was evicted for nothing. It now
+    # starts two pods on A100 (a's 4 nominal GPUs) and, once its victim is gone, the other
+    # two on the H100 GPUs it left.
+    cluster = (
+        ClusterBuilder()
+        .leaf("lh", nodes=2, model="H100", gpus=4)
+        .leaf("la", nodes=2, model="A100", gpus=4)
+        .build()
+    )
+    quotas = [
+        Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 4), Quota.gpus("b", "H100", 4),
+        Quota.gpus("c", "H100", 4), Quota.gpus("c", "A100", 4),
+    ]  # fmt: skip
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy(min_runtime=0.0))
+    s.submit(job("f0", gpus=1, tenant="b", models="H100"), now=0)
+    s.submit(job("f1", gpus=1, tenant="b", models="A100"), now=0)
+    s.submit(job("f2", gpus=3, replicas=2, gang=False, tenant="b", models="H100"), now=0)
+    assert s.step(now=0).placed == ("f0", "f1", "f2")
+    s.submit(
+        job("p", gpus=2, replicas=4, gang=False, tenant="a", models="H100|A100", submitted_at=1),
+        now=1,
+    )
+    r1 = s.step(now=1)
+    assert [(v.job, v.reason, v.pods) for v in r1.victims] == [
+        ("f2", VictimReason.RECLAIM, (pod("f2", 0),))
+    ]
+    (nom,) = r1.nominations
+    assert nom.within_nominal
+    assert sorted(s.cluster.node(b.node).gpu_model for b in nom.bindings) == ["A100", "H100"]
+    finish(s, "f1", now=2)
+    r = s.step(now=3)
+    assert len(r.bindings) == 2 and r.victims == ()
+    assert {s.cluster.node(b.node).gpu_model for b in r.bindings} == {"A100"}
+    assert s.admitter.used("a", "A100") == 4 * MILLI
+    evict_victims(s, r1, now=4)
+    r = s.step(now=4)
+    assert len(r.bindings) == 2 and r.victims == ()
+    assert {s.cluster.node(b.node).gpu_model for b in r.bindings} == {"H100"}
+    assert s.admitter.used("a", "H100") == 4 * MILLI
+    assert s.admitter.used("a", "A100") == 4 * MILLI
+    evicted: Counter[PodId] = Counter(p for v in r1.victims for p in v.pods)
+    for t in range(5, 10):
+        r = s.step(now=t)
+        evicted.update(p for v in r.victims for p in v.pods)
+        evict_victims(s, r, now=t)
+    assert evicted == {pod("f2", 0): 1}
+    assert len(s.queue.status("p").running) == 4
     check_invariants(s)
