@@ -999,10 +999,61 @@ class _Cycle:
             if dec.nominal_models == dec.models:
                 return _Reclaiming(dec, dec, held)
             return _Reclaiming(attrs.evolve(dec, models=dec.nominal_models), dec, held)
+        if not e.job.gang:
+            room = self._nominal_room(e, dec, role_models, held)
+            return None if room is None else _Reclaiming(room, dec, held)
         for alt in fits_to_try(self.ledger, e.job, dec.pods, role_models, dec)[1:]:
             if alt.ok and alt.within_nominal and _holds_nominated(alt, held):
                 return _Reclaiming(attrs.evolve(alt, models=alt.nominal_models), dec, held)
         return None  # (the what-if's premise is gone: where it holds devices, it borrows)
+
+    def _nominal_room(
+        self,
+        e: Entry,
+        dec: QuotaDecision,
+        role_models: Mapping[str, tuple[str, ...]],
+        held: Mapping[str, set[str]],
+    ) -> QuotaDecision | None:
+        """For a pod-level reclaimer whose decision ``dec`` (within nominal, on
+        ``role_models``) has nominal models that leave out one its nomination holds devices
+        on (``held``, per role): the decision that places it within its tenant's nominal
+        quota left on each model; None when a model its nomination holds devices on has no
+        room there for one of its pods (the what-if's premise is gone).
+
+        Quota judges a pod-level role's whole request on each model, so a job whose pods
+        are within nominal on one model alone has that model alone as its nominal models,
+        though its victim search, placing its pods one by one, put some of them on another
+        model where its tenant's nominal quota left holds them. Placed as any job, it
+        started on every model quota admits, borrowing, and its victims were evicted for
+        nothing. The decision: ``dec``'s pods, each role on its models where the nominal
+        quota left holds one of its pods, and ``split`` that quota left (within the
+        headroom) per model: its pods may take no more of a model than that together
+        (:meth:`_place_capped`); those that do not fit so wait. O(roles x models)."""
+        job, led, tenant = e.job, self.ledger, e.job.tenant
+        counts = pods_per_role(job, dec.pods)
+        models: dict[str, tuple[str, ...]] = {}
+        split: dict[str, float] = {}
+        for role in job.roles:
+            name = role.name
+            if not counts.get(name):
+                continue
+            per_pod = role.resources.total_milli
+            allowed = role_models.get(name, ())
+            if not per_pod or not allowed:
+                models[name] = dec.models.get(name, allowed)
+                continue
+            for m in allowed:
+                if m not in split:
+                    left = led.table.nominal(tenant, m) - led.used(tenant, m)
+                    split[m] = max(0.0, min(led.headroom(tenant, m), left))
+            on = tuple(m for m in allowed if split[m] >= per_pod)
+            if not held.get(name, set()).issubset(on):
+                return None
+            models[name] = on
+        return QuotaDecision(
+            ok=True, pods=dec.pods, models=models, within_nominal=True,
+            nominal_models=models, split=split,
+        )  # fmt: skip
 
     def _held_models(self, e: Entry) -> dict[str, set[str]]:
         """The GPU models, per role, that ``e``'s nomination holds devices on (empty without
@@ -1421,8 +1472,10 @@ class _Cycle:
             if reason is None:
                 over: Reason | None = None  # (a gang on its nomination's split: refused)
                 if res is None:
-                    if dec.split is not None:
+                    if dec.split is not None and job.gang:
                         res, over = self._place_split(e, dec, facts)
+                    elif dec.split is not None:
+                        res = self._place_capped(e, dec, facts)
                     else:
                         res = self.place_pods(self._restricted(job, dec, facts), dec.pods)
                     if job.gang and over is None and (res.unplaced or not res.bindings):
@@ -1526,6 +1579,56 @@ class _Cycle:
                 tx.commit()
                 return again, None
         return PlacementResult(), over
+
+    def _place_capped(self, e: Entry, dec: QuotaDecision, facts: _Facts) -> PlacementLike:
+        """The placement of a pod-level job decided with a ``split`` (the most its pods may
+        take of each GPU model together, :meth:`_nominal_room`): placed as any job on
+        ``dec``'s models, then the pods that take a model beyond the split (in pod order)
+        are released and placed again on the models with room left for them, until none
+        is over or none has room. The bindings kept are committed to the snapshot; the
+        pods left out are unplaced, for what placement said or the split. At most one
+        placement attempt more per GPU model of the split."""
+        job, split = e.job, dec.split
+        assert split is not None
+        left = dict(split)
+        order = {p: k for k, p in enumerate(dec.pods)}
+        kept: list[Binding] = []
+        unplaced: dict[PodId, Reason] = {}
+        todo, models = dec.pods, dec.models
+        per_pod = {r.name: r.resources.total_milli for r in job.roles}
+        for _ in range(len(split) + 1):
+            part = attrs.evolve(dec, pods=todo, models=models)
+            res = self.place_pods(self._restricted(job, part, facts), todo)
+            unplaced.update(res.unplaced)
+            over: list[Binding] = []
+            for b in res.bindings:
+                milli = b.total_milli
+                m = self.pools.model_of(b) if milli else ""
+                if milli and left.get(m, 0) < milli:
+                    over.append(b)
+                    continue
+                if milli:
+                    left[m] -= milli
+                kept.append(b)
+            if not over:
+                break
+            for b in over:
+                self.snap.release_binding(b)
+            todo = tuple(b.pod for b in over)
+            models = {
+                r: tuple(m for m in ms if left.get(m, 0) >= per_pod[r])
+                for r, ms in dec.models.items()
+            }
+            if not any(models.get(p.role) for p in todo):
+                names = "|".join(sorted(split))
+                why = Reason(
+                    code=ReasonCode.QUOTA_EXCEEDED,
+                    message=f"beyond its tenant's nominal quota left on {names}",
+                )
+                unplaced.update((p, why) for p in todo)
+                break
+        kept.sort(key=lambda b: order[b.pod])
+        return PlacementResult(bindings=tuple(kept), unplaced=unplaced)
 
     def _place_narrowed(
         self,

@@ -15,10 +15,9 @@ borrow (docs/qsch.md, "Pod-level preemptors"). Those pods, and those alone, are 
 of the first check (the @example where f0 ends while its reclaimed pod terminates: p0's
 nominal pod starts on the GPUs f0 left, and its rest borrows 2 GPUs; and the next one).
 
-A known limit (docs/qsch.md) is left out of the first check: a pod-level reclaimer whose
-search placed only its first pods, on two models, is decided on all its pods, whose
-nominal models may leave one of those out; it is then placed as any job and may start
-borrowing (the last @example). Its evictions are still checked."""
+A pod-level reclaimer whose search placed only its first pods, on two models, is decided
+on all its pods, whose nominal models may leave one of those out: it is placed within its
+tenant's nominal quota left on each model (the last @example)."""
 
 from __future__ import annotations
 
@@ -219,8 +218,8 @@ def _submit(s: Scheduler, jid: str, shape: tuple[Any, ...], t: float, second: An
         "events": [(True, 0), (False, 0), (False, 0), (False, 0)],
     }
 )
-@example(  # the known limit: p0's search placed 2 of its 4 pods, one on each model, and
-    # its 4 pods are within nominal on H100 alone; f1 ends and all 4 start on A100
+@example(  # p0's search placed 2 of its 4 pods, one on each model, and its 4 pods are
+    # within nominal on H100 alone; f1 ends: 2 start on A100 (all 4 did, 8 GPUs of a's 4)
     {
         "nodes": {"H100": [4, 4], "A100": [4, 4]},
         "nominal": {(t, m): 0 for t in TENANTS for m in MODELS}
@@ -279,13 +278,7 @@ def test_a_reclaimer_never_starts_borrowing_and_no_preemptor_evicts_a_unit_twice
         mine = [i for i, b in enumerate(r.bindings) if b.pod.job == "p0"]
         # (nor has it started before p0 in this cycle)
         alone = alone and not any(b.pod.job == "r" for b in r.bindings[: mine[0] if mine else 0])
-        # (the known limit: a pod-level job nominated on two models, docs/qsch.md)
-        spread = (
-            nom is not None
-            and not s.queue.status("p0").job.gang
-            and len({s.cluster.node(b.node).gpu_model for b in nom.bindings}) > 1
-        )
-        if mine and nom is not None and nom.within_nominal and alone and not spread:
+        if mine and nom is not None and nom.within_nominal and alone:
             # a's use stays within nominal on each model p0's reclaiming pods start on: a's
             # pods running there (p0's, started now or before), less its pods still
             # terminating (victims, charged until they go), the rival's pods bound after
