@@ -274,7 +274,7 @@ def test_a_pod_level_reclaimers_borrowed_rest_starts_with_its_nominal_part_thoug
     # starts one pod on the 2 free GPUs and reclaims one of f0's pods for its second (its
     # third would borrow: it is no reclaimer's). f0 ends while that pod still terminates:
     # p0 starts its second pod at once, within nominal, on GPUs f0 left (not those it was
-    # nominated: a limit docs/qsch.md names), and its third, its borrowed rest, has its turn
+    # nominated: by choice, docs/qsch.md), and its third, its borrowed rest, has its turn
     # among the borrowers in the same cycle and borrows c's unused quota. a then runs 6 GPUs
     # of its nominal 4: the reclaim ended within nominal, the rest is a borrower, as it was
     # a cycle later before the rest had a turn in the same cycle. (The world
