@@ -35,20 +35,23 @@ log = logging.getLogger(__name__)
 
 
 def create_nodes(api: Api, n: int, *, gpus: int = 8, per_leaf: int = 8, workers: int = 8,
-                 settings: K8sSettings | None = None) -> None:  # fmt: skip
+                 settings: K8sSettings | None = None,
+                 helpers: _Helpers | None = None) -> None:  # fmt: skip
     """``n`` fake H100 nodes, ``per_leaf`` per leaf switch, offering GPUs and NICs under the
     names ``settings`` gives (see :func:`~kant.k8s.kubelet.node_object`), on ``workers``
-    threads (see :func:`run_all`)."""
+    threads (see :func:`run_all`, and for ``helpers``)."""
 
     def one(i: int) -> None:
         create_node(api, node_object(f"gpu-{i:04d}", gpus=gpus, model="H100", nics=gpus,
                                      labels={LEAF_LABEL: f"leaf-{i // per_leaf}"},
                                      settings=settings))  # fmt: skip
 
-    run_all(one, n, workers)
+    run_all(one, n, workers, helpers=helpers)
 
 
-def run_all(fn: Callable[[int], object], n: int, workers: int) -> None:
+def run_all(
+    fn: Callable[[int], object], n: int, workers: int, *, helpers: _Helpers | None = None
+) -> None:
     """``fn(i)`` for each ``i`` in ``range(n)``, on ``workers`` threads. If calls fail, the
     error raised is the one that came first in time (not the one of the lowest ``i``); the
     others are dropped. Whatever ends it early (a call's error, Ctrl-C, SIGTERM) ends it at
@@ -57,8 +60,12 @@ def run_all(fn: Callable[[int], object], n: int, workers: int) -> None:
     its call, its answer or error dropped): an API server too loaded to answer would hold the
     way out for a call's whole timeout, and a pool's own exit would even run every call
     still queued, thousands of API calls, minutes under load. The caller then stops the
-    server (:class:`~kant.k8s.testenv.KubeTestEnv`), which ends the calls left. ``workers``
-    not an int >= 1 raises :class:`~kant.errors.InvalidConfigError` (no call is made)."""
+    server (:class:`~kant.k8s.testenv.KubeTestEnv`), which ends the calls left; with
+    ``helpers`` (those of the run whose server that is, :func:`_server`), its threads are
+    among those the way out waits for once the server is stopped: a thread still in a call
+    when the process exits may crash it (SIGSEGV: OpenSSL's exit handlers free what a TLS
+    call still uses), where the exit code must say SIGTERM (143). ``workers`` not an int
+    >= 1 raises :class:`~kant.errors.InvalidConfigError` (no call is made)."""
     if not is_int(workers) or workers < 1:
         raise InvalidConfigError("workers", workers, "must be an int >= 1")
     lock = threading.Lock()
@@ -86,6 +93,8 @@ def run_all(fn: Callable[[int], object], n: int, workers: int) -> None:
     ]
     try:
         for t in threads:
+            if helpers is not None:
+                helpers.add(over.set, t)
             t.start()
         for t in threads:
             while t.is_alive() and not over.is_set():
@@ -261,11 +270,11 @@ def bench_k8s(*, pods: int = 1000, nodes: int = 500, pod_gpus: int = 2, creators
         api = env.api
         for ns in ("stream", "backlog"):
             api.post("/api/v1/namespaces", {"metadata": {"name": ns}})
-        create_nodes(api, nodes, settings=settings)
+        create_nodes(api, nodes, settings=settings, helpers=helpers)
         # stream
         shim = helpers.start_shim(api, cfg, on_bound=on_bound)
         t0 = time.time()
-        run_all(lambda i: make("stream", i), pods, creators)
+        run_all(lambda i: make("stream", i), pods, creators, helpers=helpers)
         t_created = time.time()
         wait_bound(pods)
         helpers.end(30)
@@ -280,7 +289,7 @@ def bench_k8s(*, pods: int = 1000, nodes: int = 500, pod_gpus: int = 2, creators
         while api.get("/api/v1/namespaces/stream/pods").get("items"):
             time.sleep(0.1)
         # backlog
-        run_all(lambda i: make("backlog", i), pods, creators)
+        run_all(lambda i: make("backlog", i), pods, creators, helpers=helpers)
         t1 = time.time()
         shim = helpers.start_shim(api, cfg, on_bound=on_bound)
         wait_bound(pods)
@@ -364,7 +373,7 @@ def demo(*, nodes: int = 16, jobs: int = 40, seed: int = 0, speed: float = 1.0,
     with _server(helpers) as env:
         api = env.api
         api.post("/api/v1/namespaces", {"metadata": {"name": "demo"}})
-        create_nodes(api, nodes, per_leaf=4, settings=settings)
+        create_nodes(api, nodes, per_leaf=4, settings=settings, helpers=helpers)
         kubelet = FakeKubelet(api)
         helpers.add(kubelet.stop_soon, kubelet)
         kubelet.start()

@@ -418,6 +418,33 @@ def test_a_call_that_fails_ends_run_all_at_once_without_waiting_for_the_calls_ru
     assert took < 1.5, f"it took {took:.1f} s to raise"
 
 
+def test_run_all_cut_short_leaves_its_calls_running_to_the_way_out_of_its_run() -> None:
+    """``run_all`` cut short does not wait for the calls running, but given the ``helpers``
+    of its run, their threads are among those the run's way out waits for once the API
+    server is stopped (and their calls fail). Left running, a thread still in a TLS call as
+    the process exited crashed it now and then (SIGSEGV, exit code -11 where SIGTERM's 143
+    was due: ``test_a_terminated_bench_k8s_stops_its_api_server_and_etcd_within_seconds``
+    while it made nodes)."""
+    import threading
+
+    from kant.k8s.demo import _Helpers, run_all
+
+    helpers = _Helpers()
+    gone = threading.Event()  # (set: the server is stopped, the calls left fail)
+
+    def fn(i: int) -> None:
+        if i == 0:
+            raise ValueError("the first call failed")
+        gone.wait(5)
+
+    with pytest.raises(ValueError, match="the first call failed"):
+        run_all(fn, 100, 8, helpers=helpers)
+    threading.Timer(0.3, gone.set).start()
+    helpers.end(3)
+    left = [t.name for t in threading.enumerate() if t.name.startswith("kant-run-all-")]
+    assert not left, f"the way out did not wait for {left}"
+
+
 def test_run_all_raises_the_error_that_came_first_in_time_not_in_call_order() -> None:
     import threading
 
