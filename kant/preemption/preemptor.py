@@ -426,7 +426,9 @@ class Preemption:
         again) waits for the last preemption's victims instead, whose quota it now shares
         (with ``given_up``, for no others);
         every nomination's ``by_priority`` and ``within_nominal`` are recomputed over the
-        victims still its own.
+        victims still its own. With no quotas, a victim is taken for devices alone, so only
+        what a given-up nomination held can make it needless: only ``given_up`` tries them,
+        with the quota checks left out (nothing is charged).
 
         Returns the nominations that changed: (position in ``nominations``, new value);
         besides the spared victims' preemptors, any other that waited for a pod given back
@@ -435,7 +437,7 @@ class Preemption:
         nominations, one ledger check per victim tried and at most one placement (then
         O(V) more) per victim (the per-cycle search cap bounds V)."""
         if (
-            self.ledger.table.unlimited
+            (self.ledger.table.unlimited and not given_up)
             or len(nominations) < (1 if given_up else 2)
             or not self.victims
         ):
@@ -524,11 +526,13 @@ class Preemption:
             return None
         parts = []
         nodes = set()
+        unlimited = self.ledger.table.unlimited  # (no quotas: nothing was taken off)
         for p in v.pods:
             part = self.uncharged.get(p)
-            if part is None:
+            if part is None and not unlimited:
                 return None  # (not taken off its tenant: it was not a victim for quota)
-            parts.append(part)
+            if part is not None:
+                parts.append(part)
             nodes.add(self.index.cluster.binding(p).node)
         for j, n in enumerate(noms):
             there = j != k and any(b.node in nodes for b in n.bindings)
@@ -561,7 +565,7 @@ class Preemption:
                 self.holds.nominate(nom.job, again, queue.entry(nom.job).job)
             nom = attrs.evolve(nom, bindings=again)
         for p in v.pods:
-            del self.uncharged[p]
+            self.uncharged.pop(p, None)
         self.victim_pods.difference_update(v.pods)
         return nom
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 
 import hypothesis.strategies as st
-import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -650,7 +649,6 @@ def test_a_victim_chosen_before_a_nomination_is_given_up_behind_a_closed_gate_is
     check_invariants(s)
 
 
-@pytest.mark.xfail(strict=True, reason="the give-back reads the victims' quota")
 def test_without_quotas_a_victim_chosen_before_a_nomination_is_given_up_behind_a_closed_gate_is_given_back() -> (
     None
 ):
