@@ -1,7 +1,8 @@
 """Hypothesis state machine of preemption and quota under contention (issue 12).
 
 Tenants ``a`` and ``b`` share a cohort (8 GPUs nominal each), ``iso`` is isolated (8 GPUs,
-rarely used), and the cluster has idle capacity outside the cohort (32 GPUs in all). Jobs
+rarely used), and the cluster has idle capacity outside the cohort (32 GPUs in all); the
+same runs also go without quotas (priority preemption alone). Jobs
 borrow, carry priorities 0-2, are gangs or pod-level; the orchestrator evicts every victim
 right after each cycle. The two leaves are labelled ``rack: r0`` and ``rack: r1``, and half the
 jobs select one of them. For every run:
@@ -195,6 +196,44 @@ class StrictContentionMachine(ContentionMachine):
 
 StrictContentionMachine.TestCase.settings = ContentionMachine.TestCase.settings
 TestStrictContention = StrictContentionMachine.TestCase
+
+
+class NoQuotaContentionMachine(ContentionMachine):
+    """The same runs with no quotas (priority preemption alone, the usual set-up of a
+    cluster without tenants' shares): a victim is then taken for devices alone, so every
+    victim of a preemptor bound has a device in use again."""
+
+    @initialize(strategy=st.sampled_from(["ebinpack", "spread"]), others_first=st.booleans())
+    def setup(self, strategy: str, others_first: bool) -> None:
+        cluster = (
+            ClusterBuilder()
+            .leaf("lf0", nodes=2, labels={"rack": "r0"})
+            .leaf("lf1", nodes=2, labels={"rack": "r1"})
+            .build()
+        )
+        self.s = Scheduler(
+            cluster,
+            queue=Queue(),
+            placer=Placer(strategy),
+            policy=self.policy,
+            preemption=PreemptionPolicy(reclaim_others_first=others_first),
+        )
+
+
+NoQuotaContentionMachine.TestCase.settings = ContentionMachine.TestCase.settings
+TestNoQuotaContention = NoQuotaContentionMachine.TestCase
+
+
+class StrictNoQuotaContentionMachine(NoQuotaContentionMachine):
+    """Strict FIFO with no quotas."""
+
+    policy = StrictContentionMachine.policy
+    bind_within = StrictContentionMachine.bind_within
+    drops_change = StrictContentionMachine.drops_change
+
+
+StrictNoQuotaContentionMachine.TestCase.settings = ContentionMachine.TestCase.settings
+TestStrictNoQuotaContention = StrictNoQuotaContentionMachine.TestCase
 
 
 def test_two_reclaims_in_one_cycle_free_no_capacity_that_then_sits_idle() -> None:
