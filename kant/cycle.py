@@ -1585,9 +1585,12 @@ class _Cycle:
         take of each GPU model together, :meth:`_nominal_room`): placed as any job on
         ``dec``'s models, then the pods that take a model beyond the split (in pod order)
         are released and placed again on the models with room left for them, until none
-        is over or none has room. The bindings kept are committed to the snapshot; the
-        pods left out are unplaced, for what placement said or the split. At most one
-        placement attempt more per GPU model of the split."""
+        is over or none has room. Placed again, the pods kept count as the job's own, as
+        pods placed earlier in the cycle do (``max_per_node``, a required topology wish);
+        with a placer that cannot count them, pods whose placement depends on them are not
+        placed again. The bindings kept are committed to the snapshot; the pods left out
+        are unplaced, for what placement said or the split. At most one placement attempt
+        more per GPU model of the split."""
         job, split = e.job, dec.split
         assert split is not None
         left = dict(split)
@@ -1597,8 +1600,22 @@ class _Cycle:
         todo, models = dec.pods, dec.models
         per_pod = {r.name: r.resources.total_milli for r in job.roles}
         for _ in range(len(split) + 1):
-            part = attrs.evolve(dec, pods=todo, models=models)
-            res = self.place_pods(self._restricted(job, part, facts), todo)
+            restricted = self._restricted(job, attrs.evolve(dec, pods=todo, models=models), facts)
+            if not kept:
+                res = self.place_pods(restricted, todo)
+            elif self._place_after is not None:
+                self.attempts += 1
+                earlier = (*self.ctx.placed_of.get(job.id, ()), *kept)
+                res = self._place_after(restricted, self.snap, todo, earlier=earlier)
+            elif not placed_by_own_pods(job, {p.role for p in todo}):
+                res = self.place_pods(restricted, todo)
+            else:
+                why = Reason(
+                    code=ReasonCode.QUOTA_EXCEEDED,
+                    message="beyond its tenant's nominal quota left where its pods went first",
+                )
+                unplaced.update((p, why) for p in todo)
+                break
             unplaced.update(res.unplaced)
             over: list[Binding] = []
             for b in res.bindings:

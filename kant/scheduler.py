@@ -983,8 +983,9 @@ class Scheduler:
         """Every invariant across cluster, queue and admitter: each one's own
         ``check_invariants()``, then that assigned pods are bound and charged, gangs are
         bound whole (unless being evicted), every bound pod of a known job is assigned and
-        on a node of a GPU model its role allows (taints and selectors are not checked: a
-        node relabelled after keeps what runs there).
+        on a node of a GPU model its role allows, and no node holds more pods of a role
+        than its ``max_per_node`` (taints and selectors are not checked: a node relabelled
+        after keeps what runs there).
         Raises :class:`~kant.errors.InvariantError` at the first difference.
 
         O(everything): for tests and debugging (:func:`kant.testing.check_invariants`)."""
@@ -998,11 +999,21 @@ class Scheduler:
             if e.job.gang and e.assigned and not e.terminating:
                 want = set(e.job.pods()) - e.finished
                 require(set(e.assigned) == want, f"Scheduler: gang {e.id} partly bound")
+        per_node: dict[tuple[str, str, str], int] = {}
         for b in self.cluster.pods():
             owner = self.queue.get(b.pod.job)
             if owner is not None:
                 require(b.pod in owner.assigned, f"Scheduler: {b.pod} bound but not assigned")
-                models = owner.job.role(b.pod.role).gpu_models
+                role = owner.job.role(b.pod.role)
+                if role.max_per_node is not None:
+                    k = (b.pod.job, b.pod.role, b.node)
+                    per_node[k] = n = per_node.get(k, 0) + 1
+                    require(
+                        n <= role.max_per_node,
+                        f"Scheduler: {n} pods of {b.pod.job}/{b.pod.role} on {b.node}, "
+                        f"max_per_node {role.max_per_node}",
+                    )
+                models = role.gpu_models
                 model = self.cluster.node(b.node).gpu_model
                 require(
                     not models or model in models,

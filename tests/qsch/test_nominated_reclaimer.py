@@ -15,8 +15,9 @@ import attrs
 
 from kant.admission import Quota
 from kant.cycle import CycleResult
-from kant.model import MILLI, Job, PodId, Resources, Role, VictimReason
+from kant.model import MILLI, Binding, Job, PodId, Resources, Role, VictimReason
 from kant.preemption import PreemptionPolicy, Preemptor, VictimView
+from kant.queueing import Nomination
 from kant.scheduler import Scheduler
 from kant.state import ClusterState
 from kant.testing import ClusterBuilder, check_invariants, job
@@ -595,4 +596,46 @@ def test_a_pod_level_reclaimer_nominated_on_two_models_starts_no_pod_beyond_its_
         evict_victims(s, r, now=t)
     assert evicted == {pod("f2", 0): 1}
     assert len(s.queue.status("p").running) == 4
+    check_invariants(s)
+
+
+def test_a_pod_level_reclaimer_placed_again_within_its_nominal_quota_keeps_at_most_one_pod_per_node() -> (
+    None
+):
+    # a has 8 H100 and 2 A100 GPUs nominal; b's two 1-GPU pods make the A100 node la-n0
+    # the fullest. p (a, three 2-GPU pods on H100|A100, at most one per node) holds a
+    # within-nominal nomination on la-n0 and lh-n0 (set here as a victim search would
+    # leave it). Its three pods are within nominal on H100 alone, so it is placed within
+    # a's nominal quota left on each model: E-Binpack puts a pod on each A100 node, one
+    # too many for A100's 2 GPUs, and that pod is placed again on H100. Placed again
+    # without counting the pods just kept, it went beside p's H100 pod on lh-n0 (two pods
+    # on a node of a job allowed one); it now goes to lh-n1.
+    cluster = (
+        ClusterBuilder()
+        .leaf("lh", nodes=2, model="H100", gpus=4)
+        .leaf("la", nodes=2, model="A100", gpus=4)
+        .build()
+    )
+    quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 2), Quota.gpus("b", "A100", 4)]
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy(min_runtime=0.0))
+    for jid in ("b0", "b1"):
+        s.submit(job(jid, gpus=1, tenant="b", models="A100"), now=0)
+    s.step(now=0)
+    s.submit(
+        job("p", gpus=2, replicas=3, gang=False, tenant="a", models="H100|A100", max_per_node=1,
+            submitted_at=1),
+        now=1,
+    )  # fmt: skip
+    held = (
+        Binding(pod=pod("p", 0), node="la-n0", gpus=(2, 3), gpu_milli=MILLI),
+        Binding(pod=pod("p", 1), node="lh-n0", gpus=(0, 1), gpu_milli=MILLI),
+    )
+    s.queue.set_nomination(
+        Nomination(job="p", bindings=held, victims=(), created_at=1.0, within_nominal=True), "p"
+    )
+    r = s.step(now=1)
+    assert r.placed == ("p",)
+    nodes = [b.node for b in r.bindings]
+    assert len(set(nodes)) == 3, nodes
+    assert s.admitter.used("a", "A100") == 2 * MILLI and s.admitter.used("a", "H100") == 4 * MILLI
     check_invariants(s)
