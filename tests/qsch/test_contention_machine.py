@@ -32,14 +32,27 @@ from kant.placement import Placer
 from kant.preemption import PreemptionPolicy
 from kant.queueing import JobPhase, Queue
 from kant.scheduler import Scheduler
+from kant.state import ClusterState
 from kant.testing import ClusterBuilder, check_invariants, job
 
 BIND_WITHIN = 3
 SAME_PREEMPTOR_EVICTIONS = 2
 
 
+def _racks() -> ClusterState:
+    """The machines' cluster: two leaves of two 8-GPU nodes, labelled ``rack: r0`` and
+    ``rack: r1``."""
+    return (
+        ClusterBuilder()
+        .leaf("lf0", nodes=2, labels={"rack": "r0"})
+        .leaf("lf1", nodes=2, labels={"rack": "r1"})
+        .build()
+    )
+
+
 class ContentionMachine(RuleBasedStateMachine):
     policy = "best-effort-fifo"
+    quotas = True  # False: no quotas (priority preemption alone)
     bind_within: int | None = BIND_WITHIN
     drops_change = False  # a dropped nomination counts as a job finishing
 
@@ -55,23 +68,11 @@ class ContentionMachine(RuleBasedStateMachine):
 
     @initialize(strategy=st.sampled_from(["ebinpack", "spread"]), others_first=st.booleans())
     def setup(self, strategy: str, others_first: bool) -> None:
-        cluster = (
-            ClusterBuilder()
-            .leaf("lf0", nodes=2, labels={"rack": "r0"})
-            .leaf("lf1", nodes=2, labels={"rack": "r1"})
-            .build()
-        )
+        quotas = [Quota.gpus(t, "H100", 8) for t in ("a", "b", "iso")]
         self.s = Scheduler(
-            cluster,
+            _racks(),
             queue=Queue(),
-            admitter=Admitter(
-                [
-                    Quota.gpus("a", "H100", 8),
-                    Quota.gpus("b", "H100", 8),
-                    Quota.gpus("iso", "H100", 8),
-                ],
-                modes={"iso": "isolated"},
-            ),
+            admitter=Admitter(quotas, modes={"iso": "isolated"}) if self.quotas else Admitter(),
             placer=Placer(strategy),
             policy=self.policy,
             preemption=PreemptionPolicy(reclaim_others_first=others_first),
@@ -203,21 +204,7 @@ class NoQuotaContentionMachine(ContentionMachine):
     cluster without tenants' shares): a victim is then taken for devices alone, so every
     victim of a preemptor bound has a device in use again."""
 
-    @initialize(strategy=st.sampled_from(["ebinpack", "spread"]), others_first=st.booleans())
-    def setup(self, strategy: str, others_first: bool) -> None:
-        cluster = (
-            ClusterBuilder()
-            .leaf("lf0", nodes=2, labels={"rack": "r0"})
-            .leaf("lf1", nodes=2, labels={"rack": "r1"})
-            .build()
-        )
-        self.s = Scheduler(
-            cluster,
-            queue=Queue(),
-            placer=Placer(strategy),
-            policy=self.policy,
-            preemption=PreemptionPolicy(reclaim_others_first=others_first),
-        )
+    quotas = False
 
 
 NoQuotaContentionMachine.TestCase.settings = ContentionMachine.TestCase.settings
@@ -698,12 +685,7 @@ def test_without_quotas_a_victim_chosen_before_a_nomination_is_given_up_behind_a
     # gives its nomination up at the end of the walk. j3 used to be evicted all the same
     # (the give-back read the victims' quota), and j5 started on its GPUs while j2's sat
     # idle. Now j3 is given back and j5 starts on the GPUs j4 gave up.
-    cluster = (
-        ClusterBuilder()
-        .leaf("lf0", nodes=2, labels={"rack": "r0"})
-        .leaf("lf1", nodes=2, labels={"rack": "r1"})
-        .build()
-    )
+    cluster = _racks()
     s = Scheduler(cluster, queue=Queue(), placer=Placer("ebinpack"), policy="strict-fifo")
     r0 = NodeSelector.labels(rack="r0")
     for jid, gpus, priority, at in (("j1", 8, 2, 0), ("j2", 4, 0, 0), ("j3", 4, 1, 0)):

@@ -35,6 +35,16 @@ def _h100_and_a100(h100_gpus: int = 8) -> ClusterState:
     )
 
 
+def _two_of_each() -> ClusterState:
+    """Two 4-GPU H100 nodes (leaf ``lh``) and two 4-GPU A100 nodes (``la``)."""
+    return (
+        ClusterBuilder()
+        .leaf("lh", nodes=2, model="H100", gpus=4)
+        .leaf("la", nodes=2, model="A100", gpus=4)
+        .build()
+    )
+
+
 def _borrowed_h100(
     h100_gpus: int, *, a100_jobs: tuple[int, ...], policy: PreemptionPolicy | None = None
 ) -> Scheduler:
@@ -381,12 +391,7 @@ def test_a_reclaiming_gang_waits_for_its_victims_rather_than_start_on_a_fit_the_
     # not where it runs. Before, g was placed as any job and started its workers on the
     # two H100 nodes, 8 GPUs of a's 4, and b's A100 pods were evicted for nothing. It now
     # waits for them and starts on the fit its nomination holds.
-    cluster = (
-        ClusterBuilder()
-        .leaf("lh", nodes=2, model="H100", gpus=4)
-        .leaf("la", nodes=2, model="A100", gpus=4)
-        .build()
-    )
+    cluster = _two_of_each()
     quotas = [
         Quota.gpus("a", "H100", 4),
         Quota.gpus("a", "A100", 8),
@@ -550,12 +555,7 @@ def test_a_pod_level_reclaimer_nominated_on_two_models_starts_no_pod_beyond_its_
     # there once it is gone. (The second of them, which needs no victim, is nominated
     # where placement puts it, a free A100 GPU, borrowed from c: a pod that evicts nobody
     # is not a reclaimer's.)
-    cluster = (
-        ClusterBuilder()
-        .leaf("lh", nodes=2, model="H100", gpus=4)
-        .leaf("la", nodes=2, model="A100", gpus=4)
-        .build()
-    )
+    cluster = _two_of_each()
     quotas = [
         Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 4), Quota.gpus("b", "H100", 4),
         Quota.gpus("c", "H100", 4), Quota.gpus("c", "A100", 4),
@@ -610,12 +610,7 @@ def test_a_pod_level_reclaimer_placed_again_within_its_nominal_quota_keeps_at_mo
     # too many for A100's 2 GPUs, and that pod is placed again on H100. Placed again
     # without counting the pods just kept, it went beside p's H100 pod on lh-n0 (two pods
     # on a node of a job allowed one); it now goes to lh-n1.
-    cluster = (
-        ClusterBuilder()
-        .leaf("lh", nodes=2, model="H100", gpus=4)
-        .leaf("la", nodes=2, model="A100", gpus=4)
-        .build()
-    )
+    cluster = _two_of_each()
     quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 2), Quota.gpus("b", "A100", 4)]
     s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy(min_runtime=0.0))
     for jid in ("b0", "b1"):
