@@ -2,7 +2,8 @@
 
 Tenants ``a`` and ``b`` share a cohort (8 GPUs nominal each), ``iso`` is isolated (8 GPUs,
 rarely used), and the cluster has idle capacity outside the cohort (32 GPUs in all); the
-same runs also go without quotas (priority preemption alone). Jobs
+same runs also go without quotas (priority preemption alone), and on two GPU models with
+quotas per tenant x model (jobs asking one model or either). Jobs
 borrow, carry priorities 0-2, are gangs or pod-level; the orchestrator evicts every victim
 right after each cycle. The two leaves are labelled ``rack: r0`` and ``rack: r1``, and half the
 jobs select one of them. For every run:
@@ -53,6 +54,7 @@ def _racks() -> ClusterState:
 class ContentionMachine(RuleBasedStateMachine):
     policy = "best-effort-fifo"
     quotas = True  # False: no quotas (priority preemption alone)
+    models: tuple[str, ...] = ("H100",)  # the cluster's GPU models
     bind_within: int | None = BIND_WITHIN
     drops_change = False  # a dropped nomination counts as a job finishing
 
@@ -152,8 +154,9 @@ class ContentionMachine(RuleBasedStateMachine):
                 led.add(tenant, s.cluster.node(b.node).gpu_model or "", b.total_milli)
             tb = led.table
             over = any(c > tb.pool.get(m, 0) for m, c in led.cohort.items())
-            over = over or led.used(pre.tenant, "H100") > tb.nominal(pre.tenant, "H100")
-            over = over or led.used(tenant, "H100") > tb.ceiling(tenant, "H100")
+            for m in self.models:
+                over = over or led.used(pre.tenant, m) > tb.nominal(pre.tenant, m)
+                over = over or led.used(tenant, m) > tb.ceiling(tenant, m)
             assert over, f"victim {v.job} of {jid} freed capacity that sits unused"
 
     @precondition(lambda self: self.s.queue.running())
@@ -221,6 +224,72 @@ class StrictNoQuotaContentionMachine(NoQuotaContentionMachine):
 
 StrictNoQuotaContentionMachine.TestCase.settings = ContentionMachine.TestCase.settings
 TestStrictNoQuotaContention = StrictNoQuotaContentionMachine.TestCase
+
+
+class TwoModelContentionMachine(ContentionMachine):
+    """The same runs on two GPU models, two 4-GPU H100 and two 4-GPU A100 nodes: ``a``
+    has 4 H100 and 2 A100 GPUs nominal, ``b`` 2 and 4, ``iso`` (isolated) 2 H100; jobs of
+    1 to 4 GPUs a pod ask for one model or either (cross-pool admission, reclaim on the
+    model a preemptor runs on)."""
+
+    models = ("H100", "A100")
+
+    @initialize(strategy=st.sampled_from(["ebinpack", "spread"]), others_first=st.booleans())
+    def setup(self, strategy: str, others_first: bool) -> None:
+        cluster = (
+            ClusterBuilder()
+            .leaf("lh", nodes=2, model="H100", gpus=4)
+            .leaf("la", nodes=2, model="A100", gpus=4)
+            .build()
+        )
+        nominal = {("a", "H100"): 4, ("a", "A100"): 2, ("b", "H100"): 2, ("b", "A100"): 4,
+                   ("iso", "H100"): 2}  # fmt: skip
+        self.s = Scheduler(
+            cluster,
+            queue=Queue(),
+            admitter=Admitter(
+                [Quota.gpus(t, m, n) for (t, m), n in nominal.items()], modes={"iso": "isolated"}
+            ),
+            placer=Placer(strategy),
+            policy=self.policy,
+            preemption=PreemptionPolicy(reclaim_others_first=others_first),
+        )
+
+    @rule(
+        gpus=st.sampled_from([1, 2, 4]),
+        replicas=st.integers(1, 2),
+        gang=st.booleans(),
+        tenant=st.sampled_from(["a", "a", "b", "b", "iso"]),
+        priority=st.integers(0, 2),
+        rack=st.sampled_from(["H100", "A100", "H100|A100", "A100|H100"]),
+    )
+    def submit(
+        self, gpus: int, replicas: int, gang: bool, tenant: str, priority: int, rack: str | None
+    ) -> None:
+        """(``rack``: the GPU models the job asks for; ``iso``'s jobs ask H100.)"""
+        self.n += 1
+        self.s.submit(
+            job(f"j{self.n}", gpus=gpus, replicas=replicas, gang=gang, tenant=tenant,
+                priority=priority, submitted_at=self.now,
+                models="H100" if tenant == "iso" or rack is None else rack),
+            now=self.now,
+        )  # fmt: skip
+
+
+TwoModelContentionMachine.TestCase.settings = ContentionMachine.TestCase.settings
+TestTwoModelContention = TwoModelContentionMachine.TestCase
+
+
+class StrictTwoModelContentionMachine(TwoModelContentionMachine):
+    """Strict FIFO on two GPU models."""
+
+    policy = StrictContentionMachine.policy
+    bind_within = StrictContentionMachine.bind_within
+    drops_change = StrictContentionMachine.drops_change
+
+
+StrictTwoModelContentionMachine.TestCase.settings = ContentionMachine.TestCase.settings
+TestStrictTwoModelContention = StrictTwoModelContentionMachine.TestCase
 
 
 def test_two_reclaims_in_one_cycle_free_no_capacity_that_then_sits_idle() -> None:
