@@ -70,15 +70,23 @@ class ContentionMachine(RuleBasedStateMachine):
 
     @initialize(strategy=st.sampled_from(["ebinpack", "spread"]), others_first=st.booleans())
     def setup(self, strategy: str, others_first: bool) -> None:
-        quotas = [Quota.gpus(t, "H100", 8) for t in ("a", "b", "iso")]
         self.s = Scheduler(
-            _racks(),
+            self._cluster(),
             queue=Queue(),
-            admitter=Admitter(quotas, modes={"iso": "isolated"}) if self.quotas else Admitter(),
+            admitter=(
+                Admitter(self._quotas(), modes={"iso": "isolated"}) if self.quotas else Admitter()
+            ),
             placer=Placer(strategy),
             policy=self.policy,
             preemption=PreemptionPolicy(reclaim_others_first=others_first),
         )
+
+    def _cluster(self) -> ClusterState:
+        return _racks()
+
+    def _quotas(self) -> list[Quota]:
+        """The quotas (when :attr:`quotas`; ``iso`` is isolated)."""
+        return [Quota.gpus(t, "H100", 8) for t in ("a", "b", "iso")]
 
     @rule(
         gpus=st.sampled_from([2, 4, 8]),
@@ -188,14 +196,19 @@ ContentionMachine.TestCase.settings = settings(
 TestContention = ContentionMachine.TestCase
 
 
-class StrictContentionMachine(ContentionMachine):
-    """The same runs under Strict FIFO. A preemptor may wait longer here: behind a head
-    that arrived after it preempted, it gives up its nomination and waits its turn (what it
-    gave up may leave another preemptor's victims needless, as a job ending does)."""
+class _StrictFifo:
+    """A machine's runs under Strict FIFO (put before the machine's class). A preemptor may
+    wait longer here: behind a head that arrived after it preempted, it gives up its
+    nomination and waits its turn (what it gave up may leave another preemptor's victims
+    needless, as a job ending does)."""
 
     policy = "strict-fifo"
-    bind_within = None
+    bind_within: int | None = None
     drops_change = True
+
+
+class StrictContentionMachine(_StrictFifo, ContentionMachine):
+    """The same runs under Strict FIFO."""
 
 
 StrictContentionMachine.TestCase.settings = ContentionMachine.TestCase.settings
@@ -214,12 +227,8 @@ NoQuotaContentionMachine.TestCase.settings = ContentionMachine.TestCase.settings
 TestNoQuotaContention = NoQuotaContentionMachine.TestCase
 
 
-class StrictNoQuotaContentionMachine(NoQuotaContentionMachine):
+class StrictNoQuotaContentionMachine(_StrictFifo, NoQuotaContentionMachine):
     """Strict FIFO with no quotas."""
-
-    policy = StrictContentionMachine.policy
-    bind_within = StrictContentionMachine.bind_within
-    drops_change = StrictContentionMachine.drops_change
 
 
 StrictNoQuotaContentionMachine.TestCase.settings = ContentionMachine.TestCase.settings
@@ -234,26 +243,18 @@ class TwoModelContentionMachine(ContentionMachine):
 
     models = ("H100", "A100")
 
-    @initialize(strategy=st.sampled_from(["ebinpack", "spread"]), others_first=st.booleans())
-    def setup(self, strategy: str, others_first: bool) -> None:
-        cluster = (
+    def _cluster(self) -> ClusterState:
+        return (
             ClusterBuilder()
             .leaf("lh", nodes=2, model="H100", gpus=4)
             .leaf("la", nodes=2, model="A100", gpus=4)
             .build()
         )
+
+    def _quotas(self) -> list[Quota]:
         nominal = {("a", "H100"): 4, ("a", "A100"): 2, ("b", "H100"): 2, ("b", "A100"): 4,
                    ("iso", "H100"): 2}  # fmt: skip
-        self.s = Scheduler(
-            cluster,
-            queue=Queue(),
-            admitter=Admitter(
-                [Quota.gpus(t, m, n) for (t, m), n in nominal.items()], modes={"iso": "isolated"}
-            ),
-            placer=Placer(strategy),
-            policy=self.policy,
-            preemption=PreemptionPolicy(reclaim_others_first=others_first),
-        )
+        return [Quota.gpus(t, m, n) for (t, m), n in nominal.items()]
 
     @rule(
         gpus=st.sampled_from([1, 2, 4]),
@@ -280,12 +281,8 @@ TwoModelContentionMachine.TestCase.settings = ContentionMachine.TestCase.setting
 TestTwoModelContention = TwoModelContentionMachine.TestCase
 
 
-class StrictTwoModelContentionMachine(TwoModelContentionMachine):
+class StrictTwoModelContentionMachine(_StrictFifo, TwoModelContentionMachine):
     """Strict FIFO on two GPU models."""
-
-    policy = StrictContentionMachine.policy
-    bind_within = StrictContentionMachine.bind_within
-    drops_change = StrictContentionMachine.drops_change
 
 
 StrictTwoModelContentionMachine.TestCase.settings = ContentionMachine.TestCase.settings
