@@ -235,6 +235,20 @@ def _submit(s: Scheduler, jid: str, shape: tuple[Any, ...], t: float, second: An
         "events": [(False, 1), (False, 0), (False, 0), (False, 0)],
     }
 )
+@example(  # a's rival (priority 5, 8 A100 GPUs) is nominated, walked before p0, on the
+    # A100 devices p0's victims free, its quota held taking a's A100 nominal share: p0, a
+    # gang whose second role was nominated on A100, is placed as any job and starts it on
+    # a free H100 GPU, borrowing (the property used to read that as a reclaimer borrowing)
+    {
+        "nodes": {"H100": [4, 4], "A100": [4, 8]},
+        "nominal": {(t, m): 0 for t in TENANTS for m in MODELS}
+        | {("a", "H100"): 4, ("a", "A100"): 4, ("c", "H100"): 4, ("c", "A100"): 8},
+        "first": [("b", 0, 2, 2, False, "H100"), ("b", 0, 4, 3, True, "A100")],
+        "later": [(("a", 0, 2, 2, False, "H100"), (1, 1, "H100|A100"))],
+        "rival": (0, 8, "A100"),
+        "events": [(False, 0), (False, 0), (False, 0), (False, 0)],
+    }
+)
 def test_a_reclaimer_never_starts_borrowing_and_no_preemptor_evicts_a_unit_twice(
     w: dict[str, Any],
 ) -> None:
@@ -278,6 +292,12 @@ def test_a_reclaimer_never_starts_borrowing_and_no_preemptor_evicts_a_unit_twice
         mine = [i for i, b in enumerate(r.bindings) if b.pod.job == "p0"]
         # (nor has it started before p0 in this cycle)
         alone = alone and not any(b.pod.job == "r" for b in r.bindings[: mine[0] if mine else 0])
+        # (nor, for a gang, been nominated, walked before p0 by its priority: its quota held
+        # may take the nominal share p0's nomination holds devices on, and p0 is then placed
+        # as any job, docs/qsch.md rule 5 of "How a reclaimer is placed"; a pod-level p0
+        # counts that quota below)
+        if "r" in noms and s.queue.status("p0").job.gang:
+            alone = alone and s.queue.status("r").nomination is None
         if mine and nom is not None and nom.within_nominal and alone:
             # a's use stays within nominal on each model p0's reclaiming pods start on: a's
             # pods running there (p0's, started now or before), less its pods still
