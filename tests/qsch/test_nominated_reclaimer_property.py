@@ -235,6 +235,18 @@ def _submit(s: Scheduler, jid: str, shape: tuple[Any, ...], t: float, second: An
         "events": [(False, 1), (False, 0), (False, 0), (False, 0)],
     }
 )
+@example(  # the same for a pod-level p0: its last pod, nominated on A100, starts on a free
+    # H100 GPU once a's rival (priority 5, 4 A100 GPUs) holds a's A100 nominal share
+    {
+        "nodes": {"H100": [4], "A100": [8]},
+        "nominal": {(t, m): 0 for t in TENANTS for m in MODELS}
+        | {("a", "A100"): 4, ("c", "H100"): 4, ("c", "A100"): 4},
+        "first": [("b", 0, 1, 1, False, "H100")] * 4 + [("b", 0, 2, 3, True, "A100")],
+        "later": [(("a", 0, 1, 3, False, "H100|A100"), None)],
+        "rival": (1, 4, "A100"),
+        "events": [(False, 0), (False, 0), (False, 0), (False, 0)],
+    }
+)
 @example(  # a's rival (priority 5, 8 A100 GPUs) is nominated, walked before p0, on the
     # A100 devices p0's victims free, its quota held taking a's A100 nominal share: p0, a
     # gang whose second role was nominated on A100, is placed as any job and starts it on
@@ -327,14 +339,20 @@ def test_a_reclaimer_never_starts_borrowing_and_no_preemptor_evicts_a_unit_twice
                 before = use.copy()  # (a's use at p0's turn: the rival's held quota too)
                 for i in kept:
                     before[model_of[i]] -= per_pod
-                if "r" in noms and (rn := s.queue.status("r").nomination) is not None:
+                rn = s.queue.status("r").nomination if "r" in noms else None
+                rival = rn is not None
+                if rn is not None:
                     for b in rn.bindings:
                         before[s.cluster.node(b.node).gpu_model] += b.total_milli
                 held = max(
                     (s.admitter.table.nominal("a", m) - before[m]) // per_pod
                     for m in role.gpu_models
                 )
-                if 0 < held < todo:
+                if held <= 0 and rival:
+                    # (the rival's held quota took all of a's nominal share left: p0 is
+                    # placed as any job, docs/qsch.md rule 5 of "How a reclaimer is placed")
+                    mine = []
+                elif 0 < held < todo:
                     for i in mine[held:]:
                         if i in kept:
                             use[model_of[i]] -= per_pod
