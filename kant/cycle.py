@@ -1044,7 +1044,7 @@ class _Cycle:
                 continue
             for m in allowed:
                 if m not in split:
-                    left = led.table.nominal(tenant, m) - led.used(tenant, m)
+                    left = led.nominal_left(tenant, m)
                     split[m] = max(0.0, min(led.headroom(tenant, m), left))
             on = tuple(m for m in allowed if split[m] >= per_pod)
             if not held.get(name, set()).issubset(on):
@@ -1096,11 +1096,7 @@ class _Cycle:
             # (a gang counted at its whole request on each model: its nomination's split)
             split = self._on_its_split(e, dec, role_models)
             return (dec if split is None else split), None, ""
-        held: dict[str, set[str]] = {}
-        for b in nom.bindings:
-            r = b.pod.role
-            if b.total_milli and len(role_models.get(r, ())) > 1:
-                held.setdefault(r, set()).add(self.pools.model_of(b))
+        held = {r: ms for r, ms in self._held_models(e).items() if len(role_models.get(r, ())) > 1}
         if all(ms.issubset(dec.models.get(r, ())) for r, ms in held.items()):
             return dec, None, ""
         on = {r: tuple(m for m in ms if m in held[r]) if r in held else ms
@@ -1151,10 +1147,7 @@ class _Cycle:
         pods = e.remaining()
         if len(nom.bindings) != len(pods) or {b.pod for b in nom.bindings} != set(pods):
             return None
-        held: dict[str, set[str]] = {}
-        for b in nom.bindings:
-            if b.total_milli:
-                held.setdefault(b.pod.role, set()).add(self.pools.model_of(b))
+        held = self._held_models(e)
         need = self.pools.gpu_milli_by_model(nom.bindings)
         if dec.ok and all(ms.issubset(dec.models.get(r, ())) for r, ms in held.items()):
             return None  # (quota's decision holds its nomination's models)
@@ -1165,7 +1158,7 @@ class _Cycle:
         within = all(led.within_nominal(tenant, m, milli) for m, milli in need.items())
         if within:
             for m in need:
-                room[m] = min(room[m], led.table.terms(tenant, m)[1] - led.used(tenant, m))
+                room[m] = min(room[m], led.nominal_left(tenant, m))
         counts = pods_per_role(job, pods)
         models = {
             r.name: (
@@ -1220,10 +1213,7 @@ class _Cycle:
             # would lose those devices once its victims are gone, and evict again for them)
             # (a reclaim's nomination is not: a reclaimer never borrows, see _as_reclaimer)
             models = part.nominal_models
-            held: dict[str, set[str]] = {}
-            for b in nom.bindings if nom is not None and nom.by_priority else ():
-                if b.total_milli:
-                    held.setdefault(b.pod.role, set()).add(self.pools.model_of(b))
+            held = self._held_models(e) if nom is not None and nom.by_priority else {}
             if any(not ms.issubset(models.get(r, ())) for r, ms in held.items()):
                 models = {
                     r: tuple(m for m in ms if m in models.get(r, ()) or m in held.get(r, ()))

@@ -283,6 +283,11 @@ class QuotaLedger:
         pool_left = max(0, tb.pool.get(model, 0) - self.cohort.get(model, 0))
         return max(0.0, min(own, free_guaranteed + pool_left))
 
+    def nominal_left(self, tenant: str, model: str) -> int:
+        """Milli of ``tenant``'s nominal quota on ``model`` it does not use in this ledger
+        (negative while it borrows). O(1)."""
+        return self.table.terms(tenant, model)[1] - self.usage.get((tenant, model), 0)
+
     def within_nominal(self, tenant: str, model: str, extra: int) -> bool:
         """Would ``extra`` more keep the tenant within its nominal quota on ``model``?"""
         if self.table.unlimited:
@@ -497,7 +502,7 @@ def fits_to_try(
         for m in ms:
             if m not in room:
                 room[m] = ledger.headroom(tenant, m)
-                left[m] = ledger.table.terms(tenant, m)[1] - ledger.used(tenant, m)
+                left[m] = ledger.nominal_left(tenant, m)
     shapes = [(d, ms) for _r, ms, d in needs]
     # roles alike but for their names (and their pods asked, models) are interchangeable:
     # to quota and to the nodes, a fit is which models each class of them has, not which
@@ -839,7 +844,6 @@ def _admit_one_model_each(
     if len(needs) < 2 or all(len(ms) == 1 for _r, ms, _d in needs):
         return in_order
     tenant = job.tenant
-    table = ledger.table
     shapes = [(d, ms) for _r, ms, d in needs]
     room: dict[str, float] = {}
     left: dict[str, float] = {}
@@ -847,7 +851,7 @@ def _admit_one_model_each(
         for m in ms:
             if m not in room:
                 room[m] = ledger.headroom(tenant, m)
-                left[m] = table.terms(tenant, m)[1] - ledger.used(tenant, m)
+                left[m] = ledger.nominal_left(tenant, m)
     fit, done = _one_model_each(shapes, left)
     within = fit is not None if done else in_order.within_nominal
     return _by_quota(job, pods, role_models, in_order, needs, shapes, room, left, within)
@@ -1149,7 +1153,6 @@ def nominal_prefix(
     others borrow of that quota) does not enter; a reclaim takes that back. Pods asking no
     GPU, or of a role with no GPU model, count. O(roles x models)."""
     tenant = job.tenant
-    nominal_of, used = ledger.table.nominal, ledger.used
     extra: dict[str, int] = {}
     first = 0
     for role in job.roles:
@@ -1161,7 +1164,7 @@ def nominal_prefix(
         if per_pod == 0 or not allowed:
             first += len(rpods)
             continue
-        left = {m: nominal_of(tenant, m) - used(tenant, m) - extra.get(m, 0) for m in allowed}
+        left = {m: ledger.nominal_left(tenant, m) - extra.get(m, 0) for m in allowed}
         fits = min(len(rpods), max(_floor_div(v, per_pod) for v in left.values()))
         first += fits
         if fits < len(rpods):
