@@ -32,7 +32,8 @@ Where the Placer looks (candidate sets, tiers, domains, the best-fit index) is i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -63,6 +64,13 @@ _TWO_LEVEL_MIN = 128
 """From this many candidates on, the two-level search looks into the best NodeNetGroups one
 by one before ranking the whole pool (below it, ranking the pool at once is cheaper); the
 answer is the same either way."""
+
+ALL_ORDERS_ROLES = 3
+"""A gang of this many roles that neither the declared order of its roles nor the most
+constrained first places tries each of the other orders (four more placements at most, on
+failure only). Of two roles, the most constrained first is the other order unless it is the
+declared one (random draws found no two-role gang its reverse places then); four roles
+would be 22 more placements (docs/placement.md)."""
 
 
 class Counts:
@@ -280,15 +288,45 @@ class Placer:
         if job.gang and not out.ok and self._failed_after:
             # the roles in the order declared failed at a role placed after others of the
             # job: they may have taken what it needed (a role of any GPU model best-fitting
-            # the only pool of an A100-only role); place them once more, most constrained
-            # first, and keep the reason of the try whose failing role came earlier
-            order = self._constrained_order(job, snap, todo)
-            if order is not None:
-                first, after = out, self._failed_after
+            # the only pool of an A100-only role); place them again in other orders (most
+            # constrained first, then, for three roles, the others), and keep the reason of
+            # the try whose failing role came earliest (the first such try)
+            best, after = out, self._failed_after
+            for order in self._other_orders(job, snap, todo):
                 out = self._attempt(job, snap, todo, order)
-                if not out.ok and self._failed_after >= after:
-                    out = first
+                if out.ok:
+                    return out
+                if self._failed_after < after:
+                    best, after = out, self._failed_after
+            out = best
         return out
+
+    def _other_orders(self, job: Job, snap: Snapshot, todo: list[PodId]) -> Iterator[list[str]]:
+        """The orders of the roles of ``todo`` a gang the declared order failed tries next,
+        lazily: the roles most constrained first (:meth:`_constrained_order`), then, for a gang
+        of :data:`ALL_ORDERS_ROLES` roles, every other order (in the order of
+        ``itertools.permutations`` of the declared roles, each kept after the roles its pod
+        affinity selects), each order once and never the declared one. Nothing when a role
+        has no candidate node (no order helps)."""
+        names = list(dict.fromkeys(p.role for p in todo))
+        if len(names) < 2:
+            return
+        keys = self._order_keys(job, snap, todo, names)
+        if keys is None:
+            return
+        declared = _affinity_order(job, names) if job.pod_terms else names
+        tried = [declared]
+        first = self._constrained_order(job, names, keys)
+        if first not in tried:
+            tried.append(first)
+            yield first
+        if len(names) != ALL_ORDERS_ROLES:
+            return
+        for perm in itertools.permutations(names):
+            order = _affinity_order(job, list(perm)) if job.pod_terms else list(perm)
+            if order not in tried:
+                tried.append(order)
+                yield order
 
     def _attempt(
         self, job: Job, snap: Snapshot, todo: list[PodId], order: list[str] | None
@@ -305,20 +343,13 @@ class Placer:
                 self._prefer = True
         return out
 
-    def _constrained_order(self, job: Job, snap: Snapshot, todo: list[PodId]) -> list[str] | None:
-        """The roles of ``todo`` most constrained first: fewest candidate nodes (allowed GPU
-        models, node selector and tolerations), then the largest pod (GPU milli a pod), then
-        the most GPUs asked in all, then as declared; pod affinity between roles still places
-        a role after the one it selects. The largest pod before the most asked in all: a role
-        of small pods placed first spreads them over the nodes (or best-fits them where they
-        leave each node short), and a role of larger pods after it finds no node with room
-        for one, where the small pods would still have fit the GPUs the large ones leave
-        (one 3-GPU pod and three 1-GPU pods on two nodes of 4 and 2 free GPUs). None when that is
-        the order already tried or a role has no candidates (no order helps). Read on a
-        failed gang only: O(roles) cached candidate lookups."""
-        names = list(dict.fromkeys(p.role for p in todo))
-        if len(names) < 2:
-            return None
+    def _order_keys(
+        self, job: Job, snap: Snapshot, todo: list[PodId], names: list[str]
+    ) -> dict[str, tuple[int, int, int, int]] | None:
+        """Per role of ``names``: (candidate nodes, minus the GPU milli a pod, minus the GPU
+        milli asked in all by its pods of ``todo``, its place in ``names``), the key
+        :meth:`_constrained_order` sorts by; None when a role has no candidate node.
+        O(roles) cached candidate lookups."""
         keys: dict[str, tuple[int, int, int, int]] = {}
         for i, name in enumerate(names):
             role = job.role(name)
@@ -328,11 +359,23 @@ class Placer:
                 return None
             asked = req.total_milli * sum(1 for p in todo if p.role == name)
             keys[name] = (int(cand.slots.shape[0]), -req.total_milli, -asked, i)
+        return keys
+
+    @staticmethod
+    def _constrained_order(
+        job: Job, names: list[str], keys: dict[str, tuple[int, int, int, int]]
+    ) -> list[str]:
+        """The roles ``names`` most constrained first (``keys``, :meth:`_order_keys`):
+        fewest candidate nodes (allowed GPU models, node selector and tolerations), then
+        the largest pod (GPU milli a pod), then the most GPUs asked in all, then as
+        declared; pod affinity between roles still places a role after the one it selects.
+        The largest pod before the most asked in all: a role of small pods placed first
+        spreads them over the nodes (or best-fits them where they leave each node short),
+        and a role of larger pods after it finds no node with room for one, where the small
+        pods would still have fit the GPUs the large ones leave (one 3-GPU pod and three
+        1-GPU pods on two nodes of 4 and 2 free GPUs)."""
         order = sorted(names, key=keys.__getitem__)
-        if job.pod_terms:
-            order = _affinity_order(job, order)
-            names = _affinity_order(job, names)
-        return None if order == names else order
+        return _affinity_order(job, order) if job.pod_terms else order
 
     def _place(
         self, job: Job, snap: Snapshot, todo: list[PodId], order: list[str] | None = None

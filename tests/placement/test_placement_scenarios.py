@@ -15,7 +15,7 @@ from kant.errors import (
 from kant.model import Binding, Job, JobKind, PodId, ReasonCode, Resources, Role, Tier, TopologyWish
 from kant.placement import BaseStrategy, Placer, make_strategy, register_strategy, strategy_names
 from kant.state import ClusterState
-from kant.testing import ClusterBuilder, job, node
+from kant.testing import ClusterBuilder, job, node, partly_used
 
 
 def nodes_of(bindings: tuple[Binding, ...]) -> list[str]:
@@ -602,6 +602,32 @@ def test_a_gang_whose_role_of_small_pods_is_declared_first_still_places_its_larg
     assert res.ok, res.reason
     (big,) = [b for b in res.bindings if b.pod.role == "big"]
     assert len(big.gpus) == 3
+    for b in res.bindings:
+        st.bind(b)  # the truth accepts them: nothing allocated twice
+
+
+@pytest.mark.parametrize(
+    ("used", "shape"),
+    [
+        # spread puts the 3-GPU pod, tried first in both orders, on the empty node; only
+        # the 3-GPU pod on the node of 3 free GPUs leaves 2 + 2 + 2 for the 2-GPU pods
+        ((2, 1, 0), ((1, 3), (1, 2), (2, 2))),
+        ((1, 1, 0), ((1, 2), (2, 2), (1, 3))),
+    ],
+)
+def test_a_three_role_gang_that_only_a_third_order_of_its_roles_places_is_placed(
+    used: tuple[int, ...], shape: tuple[tuple[int, int], ...]
+) -> None:
+    # the declared order and the most constrained first both fail under spread; one of the
+    # four other orders of three roles places the gang: it is placed, not refused
+    roles = tuple(
+        Role(name=f"r{k}", replicas=n, resources=Resources(gpus=g))
+        for k, (n, g) in enumerate(shape)
+    )
+    st = partly_used(list(used))
+    res = Placer("spread").place(Job(id="j", roles=roles), st.snapshot())
+    assert res.ok, res.reason
+    assert len(res.bindings) == sum(n for n, _g in shape)
     for b in res.bindings:
         st.bind(b)  # the truth accepts them: nothing allocated twice
 
