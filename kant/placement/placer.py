@@ -290,7 +290,9 @@ class Placer:
             # job: they may have taken what it needed (a role of any GPU model best-fitting
             # the only pool of an A100-only role); place them again in other orders (most
             # constrained first, then, for three roles, the others), and keep the reason of
-            # the try whose failing role came earliest (the first such try)
+            # the try whose failing role came earliest (the first such try). A role that
+            # fails placed first fails in every order (the others' pods only take room, and
+            # a role never goes before the roles its pod affinity selects): the search stops
             best, after = out, self._failed_after
             for order in self._other_orders(job, snap, todo):
                 out = self._attempt(job, snap, todo, order)
@@ -298,6 +300,8 @@ class Placer:
                     return out
                 if self._failed_after < after:
                     best, after = out, self._failed_after
+                if not after:
+                    break
             out = best
         return out
 

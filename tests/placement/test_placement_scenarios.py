@@ -632,6 +632,31 @@ def test_a_three_role_gang_that_only_a_third_order_of_its_roles_places_is_placed
         st.bind(b)  # the truth accepts them: nothing allocated twice
 
 
+def test_a_three_role_gang_whose_role_fits_in_no_order_stops_after_the_try_that_placed_it_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # nodes of 3 free GPUs each: the 4-GPU pod of role 'c' fits nowhere; the declared order
+    # fails at it after 'a' and 'b', the most constrained first fails at it first: no other
+    # order can place it, so the four other orders are not tried
+    roles = (
+        Role(name="a", replicas=2, resources=Resources(gpus=1)),
+        Role(name="b", replicas=2, resources=Resources(gpus=2)),
+        Role(name="c", replicas=1, resources=Resources(gpus=4)),
+    )
+    tried: list[list[str] | None] = []
+    attempt = Placer._attempt
+
+    def counted(self: Placer, job: Job, snap: object, todo: object, order: object) -> object:
+        tried.append(order)  # type: ignore[arg-type]
+        return attempt(self, job, snap, todo, order)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Placer, "_attempt", counted)
+    res = Placer("spread").place(Job(id="j", roles=roles), partly_used([1, 1, 1]).snapshot())
+    assert not res.ok
+    assert tried == [None, ["c", "b", "a"]]
+    assert res.reason is not None and "'c'" in res.reason.message
+
+
 def test_a_gang_placed_in_the_order_its_roles_are_declared_keeps_that_placement() -> None:
     # both orders fit: the declared order's placement is kept (role 'any' first, best fit)
     st = _mixed_pools()
