@@ -624,3 +624,61 @@ def test_a_priority_preemptor_nominated_for_part_of_its_request_tries_its_rest_i
     )
     assert not r.again and r.victims == ()  # (all 16 GPUs a may use are j3's own now)
     check_invariants(s)
+
+
+def test_a_job_within_nominal_on_one_model_but_admitted_on_another_it_would_borrow_goes_after_the_nominal_jobs() -> (
+    None
+):
+    # a-new fits a's nominal H100 but quota admits it on A100 too, where a would borrow;
+    # E-Binpack prefers the fuller A100 node. Walked first, it took a's A100 beyond nominal
+    # and b-job, within b's nominal A100, reclaimed a's guaranteed a-x for it. Walked after
+    # b-job (it may borrow), it finds the A100 node too full and starts on H100: nothing evicted
+    cluster = ClusterBuilder().leaf("lf0", nodes=1).leaf("lfa", nodes=1, model="A100").build()
+    quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 4), Quota.gpus("b", "A100", 4)]
+    s = Scheduler(
+        cluster, admitter=Admitter(quotas), placer=Placer("ebinpack"), policy="best-effort-fifo"
+    )
+    s.submit(job("a-x", gpus=2, tenant="a", models="A100"), now=0)
+    s.step(1)
+    s.submit(job("a-new", gpus=3, tenant="a", models="H100|A100"), now=2)
+    s.submit(job("b-job", gpus=4, tenant="b", models="A100"), now=2)
+    r = s.schedule(3)
+    assert r.victims == ()
+    assert set(r.placed) == {"a-new", "b-job"}
+    assert {b.pod.job: b.node for b in r.bindings} == {"a-new": "lf0-n0", "b-job": "lfa-n0"}
+    s.apply(r, 3)
+    assert s.admitter.usage() == {("a", "A100"): 2000, ("a", "H100"): 3000, ("b", "A100"): 4000}
+
+
+def test_a_job_whose_selector_leaves_it_only_the_model_it_would_borrow_does_not_pass_a_nominal_job() -> (
+    None
+):
+    # ajob's selector keeps it on rack r0 (H100 only), where a's nominal is used up; quota
+    # found it within nominal on A100, a model it cannot run on. Walked first it borrowed
+    # H100 and bjob, within b's nominal, reclaimed a's x for it; now bjob goes first
+    from kant.model import NodeSelector
+
+    cluster = (
+        ClusterBuilder()
+        .leaf("lf0", nodes=2, labels={"rack": "r0"})
+        .leaf("lfa", nodes=1, model="A100", labels={"rack": "r1"})
+        .build()
+    )
+    quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 4), Quota.gpus("b", "H100", 8)]
+    s = Scheduler(
+        cluster, admitter=Admitter(quotas), placer=Placer("ebinpack"), policy="best-effort-fifo"
+    )
+    s.submit(job("x", gpus=8, tenant="a", models="H100"), now=0)
+    s.step(1)
+    s.submit(job("bjob", gpus=8, tenant="b", models="H100"), now=2)
+    s.submit(
+        job(
+            "ajob", gpus=2, replicas=2, tenant="a", models="H100|A100",
+            selector=NodeSelector.labels(rack="r0"),
+        ),
+        now=2,
+    )  # fmt: skip
+    r = s.schedule(3)
+    assert r.victims == ()
+    assert r.placed == ("bjob",)
+    assert "ajob" in r.pending
