@@ -109,6 +109,13 @@ def test_an_empty_config_is_the_library_defaults_with_no_quota_check() -> None:
         ("queueing: {requeuing: {backoffFactor: 0.5}}\n", "queueing.requeuing.backoffFactor"),
         ("placement: {strategy: tetris}\n", "placement.strategy"),
         ("placement: {groupProbe: 0}\n", "placement.groupProbe"),
+        # numpy's generator refused it with a bare ValueError: the CLI printed a traceback
+        ("placement: {strategy: random, options: {seed: -1}}\n", "placement.options"),
+        ("placement: {strategy: firstfit, options: {seed: -3}}\n", "placement.options"),
+        # read by truth value, "false" and "no" turned the option on
+        ("placement: {strategy: fgdpp, options: {scarcity: 'false'}}\n", "placement.options"),
+        ("placement: {strategy: fgdpp, options: {in_use: 'no'}}\n", "placement.options"),
+        ("placement: {strategy: fgdpp, options: {cpu_share: 0}}\n", "placement.options"),
         ("preemption: {priority: 'yes'}\n", "preemption.priority"),
         ("preemption: {maxCandidates: 0}\n", "preemption.maxCandidates"),
         ("preemptions: {}\n", "preemptions"),

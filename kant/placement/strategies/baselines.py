@@ -75,8 +75,8 @@ class PackingBaseline(BaseStrategy):
     def __init__(self, *, seed: int = 0, ties: str = "order", workload: Any = None) -> None:
         if ties not in TIES:
             raise ValidationError("ties", ties, f"must be one of {list(TIES)}")
-        if not isinstance(seed, int) or isinstance(seed, bool):
-            raise ValidationError("seed", seed, "must be an int")
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            raise ValidationError("seed", seed, "must be an int >= 0")
         self.seed = seed
         self.ties = ties
         self.rng = np.random.default_rng(seed)

@@ -272,9 +272,12 @@ class FGDPlusPlus(FGD):
         cpu_share: bool = True,
     ) -> None:
         super().__init__(seed=seed, ties=ties, workload=workload)
-        self.scarcity = bool(scarcity)
-        self.in_use = bool(in_use)
-        self.cpu_share = bool(cpu_share)
+        for option, value in (("scarcity", scarcity), ("in_use", in_use), ("cpu_share", cpu_share)):
+            if not isinstance(value, bool):  # ("false" or 0 would read as a setting)
+                raise ValidationError(option, value, "must be a bool")
+        self.scarcity = scarcity
+        self.in_use = in_use
+        self.cpu_share = cpu_share
         self._gpu_cpu_share = 1.0
         if secondary_workload is None:
             secondary_workload = self.target.secondary
