@@ -23,8 +23,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any, Final
 
-from kant.cycle import CycleResult
-from kant.errors import DuplicateError, InvalidConfigError
+from kant.cycle import CycleResult, origin_of
+from kant.errors import DuplicateError, InvalidConfigError, InvalidTimeError, ValidationError
 from kant.metrics import (
     BUCKETS,
     gar,
@@ -80,14 +80,25 @@ class MetricsExporter:
 
     ``registry``: a ``prometheus_client.CollectorRegistry`` to register into (default: a new
     one of its own, so two exporters never clash); :class:`~kant.errors.DuplicateError`,
-    nothing registered, when it holds one of these names already.
+    nothing registered, when it holds one of these names already. A ``scheduler`` that is
+    not a :class:`~kant.scheduler.Scheduler`, or a ``registry`` without ``register`` and
+    ``unregister``, is a :class:`~kant.errors.ValidationError` naming it.
     """
 
     def __init__(self, scheduler: Scheduler, *, registry: Any = None) -> None:
         from prometheus_client import CollectorRegistry, Counter, Histogram
 
+        if not isinstance(scheduler, Scheduler):
+            raise ValidationError("scheduler", scheduler, "must be a kant.scheduler.Scheduler")
+        if registry is not None and not all(
+            callable(getattr(registry, m, None)) for m in ("register", "unregister")
+        ):
+            raise ValidationError(
+                "registry", registry, "must be a prometheus_client.CollectorRegistry"
+            )
         self.scheduler = scheduler
         self.registry = registry if registry is not None else CollectorRegistry()
+        self._last_result: CycleResult | None = None  # (observed once: counted once)
         self._lock = threading.Lock()
         self._families: list[Any] = []
         self._t: float | None = None
@@ -149,10 +160,25 @@ class MetricsExporter:
     def observe(self, now: float, result: CycleResult | None = None) -> None:
         """Read the scheduler at ``now`` (after ``result``, a cycle it applied, if any): cycle
         latency, the waits and topology ratios of jobs that started, and every gauge.
-        :class:`~kant.errors.InvalidTimeError` for a ``now`` that is not a finite number
-        (it would stop the SOR's clock for good), before anything is read."""
+        Before anything is read: :class:`~kant.errors.InvalidTimeError` for a ``now`` that
+        is not a finite number (it would stop the SOR's clock for good) or is earlier than
+        the last observe's (time cannot run backwards, as in the scheduler);
+        :class:`~kant.errors.ValidationError` for a ``result`` that is not a
+        :class:`~kant.cycle.CycleResult`, that another scheduler computed (another queue or
+        cluster), or that is of a cycle before the result observed last (stale). The result
+        observed last, given again, is not counted again (an orchestrator retrying)."""
         now = finite_time(now, "MetricsExporter.observe")
+        if self._t is not None and now < self._t:
+            raise InvalidTimeError(
+                "now", now,
+                f"MetricsExporter.observe at {now:g} is before {self._t:g}, the time of the "
+                "last observe; time cannot run backwards",
+            )  # fmt: skip
         s = self.scheduler
+        if result is not None:
+            self._check_result(result)
+            if result is self._last_result:
+                result = None  # (observed again: its cycle and starts are counted already)
         cluster = s.cluster
         total = cluster.total_gpus()
         held = cluster.allocated_milli() / MILLI
@@ -162,16 +188,36 @@ class MetricsExporter:
             if result.stats.reused:
                 self._reused.inc()
             self._record_starts(result)
+            self._last_result = result
         with self._lock:
             if self._t is not None and now > self._t:
                 dt = now - self._t
                 self._held_s += self._last_held * dt
                 self._total_s += self._last_total * dt
-            if self._t is None or now >= self._t:
-                self._t = now
+            self._t = now
             self._last_held = held
             self._last_total = float(total)
             self._families = self._gauges(now)
+
+    def _check_result(self, result: object) -> None:
+        """ValidationError, naming ``result``, unless it is a cycle result of this
+        scheduler, not of a cycle before the one observed last."""
+        if not isinstance(result, CycleResult):
+            raise ValidationError("result", result, "must be a kant.cycle.CycleResult")
+        s = self.scheduler
+        if result.origin is not None and result.origin != origin_of(s.queue, s.cluster):
+            raise ValidationError(
+                "result",
+                f"the result of the cycle at {result.now:g}",
+                "was computed by another scheduler (on another queue or cluster)",
+            )
+        last = self._last_result
+        if last is not None and result.now < last.now:
+            raise ValidationError(
+                "result",
+                f"the result of the cycle at {result.now:g}",
+                f"is older than the last one observed (the cycle at {last.now:g})",
+            )
 
     def _record_starts(self, result: CycleResult) -> None:
         s = self.scheduler

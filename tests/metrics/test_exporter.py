@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kant import Quota, Scheduler
 from kant.admission import Admitter
+from kant.errors import InvalidTimeError, ValidationError
 from kant.exporter import MetricsExporter
 from kant.testing import ClusterBuilder, job
 
@@ -90,7 +91,7 @@ def test_two_exporters_never_clash_and_a_job_start_is_counted_once() -> None:
     s.submit(job("x", gpus=8), now=0)
     r = s.step(now=5)
     a.observe(5, r)
-    a.observe(6, r)  # the same result again: the start is already counted
+    a.observe(6, r)  # the same result again: the start and the cycle are already counted
     b.observe(5, r)
     for ex in (a, b):
         fams = {f.name: f for f in text_string_to_metric_families(ex.exposition().decode())}
@@ -98,6 +99,33 @@ def test_two_exporters_never_clash_and_a_job_start_is_counted_once() -> None:
             _value(fams, "kant_job_wait_seconds", "kant_job_wait_seconds_count", size_bucket="2-8")
             == 1
         )
+        assert _value(fams, "kant_cycles", "kant_cycles_total") == 1
+
+
+def test_an_exporter_refuses_a_wrong_scheduler_registry_result_or_time_and_keeps_its_figures() -> (
+    None
+):
+    with pytest.raises(ValidationError, match="scheduler"):
+        MetricsExporter(None)  # type: ignore[arg-type]
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=1).build())
+    with pytest.raises(ValidationError, match="registry"):
+        MetricsExporter(s, registry="x")
+    ex = MetricsExporter(s)
+    s.submit(job("x", gpus=8), now=0)
+    early = s.step(now=5)
+    late = s.step(now=9)
+    ex.observe(9, late)
+    before = ex.exposition()
+    other = Scheduler(ClusterBuilder().leaf("lf0", nodes=1).build())
+    with pytest.raises(ValidationError, match="must be a kant"):
+        ex.observe(10, "x")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="another scheduler"):
+        ex.observe(10, other.step(now=10))
+    with pytest.raises(ValidationError, match="older than the last one observed"):
+        ex.observe(10, early)
+    with pytest.raises(InvalidTimeError, match="before 9"):
+        ex.observe(8)
+    assert ex.exposition() == before  # nothing read, nothing counted
 
 
 def test_a_cycle_answered_again_is_counted_as_reused() -> None:
