@@ -149,6 +149,10 @@ submission times of its jobs from the first, a runtime, a repair, a grace period
 time between failures, a failure's time or a horizon beyond it is refused (a broken
 timestamp in a trace, most likely), since samples are taken every ``sample_interval`` over
 the whole run."""
+MAX_TIME: float = float(2**43)
+"""The latest submission time a run takes, in seconds (about 278,000 years; a Unix time in
+milliseconds is below it): up to it plus :data:`MAX_SPAN`, a float still counts
+milliseconds (its step there is 2 ms at most), so a 1 s job never ends when it starts."""
 MAX_SAMPLES: int = 2_000_000
 """At most this many samples a run (about 38 years at the default 600 s)."""
 MIN_MTBF: float = 1.0
@@ -250,8 +254,9 @@ class SimConfig:
 
 
 def _check_span(jobs: Sequence[Job], cfg: SimConfig) -> None:
-    """Refuse times that would make a run cover more than :data:`MAX_SPAN`, or take more
-    than :data:`MAX_SAMPLES` samples over the span of its submissions (ValidationError)."""
+    """Refuse times that would make a run cover more than :data:`MAX_SPAN`, submissions
+    after :data:`MAX_TIME`, or more than :data:`MAX_SAMPLES` samples over the span of its
+    submissions (ValidationError)."""
     years = f"{MAX_SPAN:g} s (20 years)"
     for name in ("grace_period", "mttr", "mtbf", "horizon", "default_runtime"):
         v = getattr(cfg, name)
@@ -263,6 +268,13 @@ def _check_span(jobs: Sequence[Job], cfg: SimConfig) -> None:
     if not jobs:
         return
     first = jobs[0].submitted_at
+    last = max(jobs, key=lambda j: j.submitted_at)
+    if last.submitted_at > MAX_TIME:
+        raise ValidationError(
+            "jobs", last.id,
+            f"submitted at {last.submitted_at:g} s, after {MAX_TIME:g} s, where times lose "
+            "their milliseconds: a broken timestamp? (subtract the first submission time)",
+        )  # fmt: skip
     for j in jobs:
         if j.submitted_at - first > MAX_SPAN:
             raise ValidationError(

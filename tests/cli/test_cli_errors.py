@@ -330,12 +330,14 @@ RUNAWAY = [
     (lambda t: ["--trace", "philly", "--trace-file", _philly(t, [GOOD_ROW, "2017-10-03 02:55:00,1e300,8,1,vc1\n"])], "20 years"),
     (lambda t: ["--scenario", "inference", "--jobs", "20", "--mtbf", "5000", "--mttr", "1e300"], "mttr"),
     (lambda t: ["--trace", "swf", "--trace-file", _write_swf(t, "; MaxProcs: 99999999999\n")], "MaxProcs"),
+    # submitted near 1e16 s: a float there steps by 2 s, so a 1 s job ended when it started
+    (lambda t: ["--trace", "swf", "--trace-file", _write_swf(t, "", submit="10000000000000001")], "milliseconds"),
 ]  # fmt: skip
 
 
-def _write_swf(tmp: Path, header: str) -> str:
+def _write_swf(tmp: Path, header: str, submit: str = "0") -> str:
     p = tmp / "log.swf"
-    p.write_text(header + "1 0 0 100 4 -1 -1 4 100 -1 1 1 1 1 1 -1 -1 -1\n")
+    p.write_text(header + f"1 {submit} 0 100 4 -1 -1 4 100 -1 1 1 1 1 1 -1 -1 -1\n")
     return str(p)
 
 
@@ -371,7 +373,9 @@ def test_a_cluster_without_gpus_is_one_line_not_a_run_where_no_job_starts(
     assert not out.exists()
 
 
-@pytest.mark.parametrize(("argv", "named"), RUNAWAY, ids=["year 1", "1e300 s", "mttr", "maxprocs"])
+@pytest.mark.parametrize(
+    ("argv", "named"), RUNAWAY, ids=["year 1", "1e300 s", "mttr", "maxprocs", "1e16 s"]
+)
 def test_times_or_sizes_beyond_kants_limits_are_one_line_not_a_run_without_end(
     argv: Any, named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
