@@ -67,6 +67,7 @@ from kant.preemption.candidates import VictimIndex
 from kant.preemption.policy import PreemptionPolicy
 from kant.preemption.preemptor import Preemption
 from kant.queueing import Entry, Nomination, Queue, as_policy
+from kant.queueing.queue import nomination_rest
 from kant.state import ClusterState
 from kant.state.columns import IntArray
 
@@ -379,6 +380,9 @@ class _Cycle:
         self.bindings: list[Binding] = []
         self.placed: list[str] = []
         self.nominations: list[Nomination] = []
+        # pod-level preemptors started in part this cycle: what their nominations hold for
+        # the pods left (_hold_rest)
+        self.rest_nominated: dict[str, Nomination] = {}
         self.dropped: list[str] = []
         # tenants with a job refused by quota, holding no nomination, walked so far (a
         # quota-refused head: see _drop_gated), and the gated nominations whose quota stays
@@ -918,7 +922,8 @@ class _Cycle:
             reason = attrs.evolve(reason, message=f"{reason.message}; {gave_up}")
         nominated = jid in self.holds.nominated
         if nominated and e.nomination is not None:
-            self._hold_quota(e, e.nomination.bindings)  # still waiting for its victims
+            # still waiting for its victims (for its pods left, when some started now)
+            self._hold_quota(e, self.rest_nominated.get(jid, e.nomination).bindings)
         self.pending[jid] = reason
         may_backfill = self.run.failed(e, reason)
         # A pod-level job placed in part may preempt for the pods it could not place, in
@@ -1487,6 +1492,8 @@ class _Cycle:
                         bindings = bindings[:k]
                         tx.commit()
                         holds.placed(e.id, opened)
+                        if opened[0] is not None and not all_or_none:
+                            self._hold_rest(e, bindings)
                         left = len(e.remaining()) - earlier - k
                         if not left:
                             return bindings, None, False
@@ -1522,6 +1529,24 @@ class _Cycle:
             # is applied (Queue.set_reasons)
             reason = self.failed_shapes[shape] = self.facts.intern_reason(reason)
         return (), reason, False
+
+    def _hold_rest(self, e: Entry, bindings: Sequence[Binding]) -> None:
+        """A pod-level job holding a nomination was placed in part (``bindings``): hold
+        again the devices nominated for its pods still to place while some of its victims
+        still terminate (:func:`kant.queueing.queue.nomination_rest`, what the queue keeps
+        of its nomination once the result is applied), and keep that part in
+        :attr:`rest_nominated` for its turn's end (the quota it holds, its reason). Were they
+        free, a job after it in the walk would start on them, and the preemptor would evict
+        it at the next cycle, its first victims still going."""
+        nom = e.nomination
+        if nom is None:
+            return
+        done = {b.pod for b in bindings}
+        left = {p for p in self.ctx.unplaced(e) if p not in done}
+        rest = nomination_rest(nom, e, self.queue.is_terminating, left=left)
+        if rest is not None:
+            self.holds.nominate(e.id, rest.bindings, e.job)
+            self.rest_nominated[e.id] = rest
 
     def _place_split(
         self, e: Entry, dec: QuotaDecision, facts: _Facts

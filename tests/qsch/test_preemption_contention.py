@@ -501,3 +501,65 @@ def test_with_user_victim_rules_a_strict_fifo_preemptor_does_not_pass_another_pr
 def _defer(pre: Preemptor, unit: VictimView, borrowing: object) -> None:
     """A victim rule that leaves every unit to the next rule."""
     return None
+
+
+@pytest.mark.parametrize(
+    "policy",
+    ["strict-fifo", "best-effort-fifo", "backfill", "easy-backfill", "conservative-backfill"],
+)
+def test_a_pod_level_preemptor_started_in_part_keeps_the_devices_nominated_for_the_rest(
+    policy: str,
+) -> None:
+    # iso's hi (3 pods of 4 GPUs, on rack r1 only) evicts both pods of iso's lo: the one on
+    # r1 for room, the one on r0 for quota, and is nominated both halves of the r1 node.
+    # The r1 victim goes; the r0 one still terminates, so the live quota admits one pod of
+    # hi. It starts that pod; the devices nominated for its second pod stay held while the
+    # r0 victim goes (c's small job does not start on them), and hi chooses no new victim.
+    # Its nomination used to end with its first pod: c's job started on those devices and
+    # hi evicted it a cycle later, its first victim still going.
+    from kant.admission import Admitter
+    from kant.placement import Placer
+
+    cluster = (
+        ClusterBuilder()
+        .leaf("lf0", nodes=1, labels={"rack": "r0"})
+        .leaf("lf1", nodes=1, labels={"rack": "r1"})
+        .build()
+    )
+    s = Scheduler(
+        cluster,
+        admitter=Admitter(
+            [Quota.gpus("iso", "H100", 8), Quota.gpus("a", "H100", 8)], modes={"iso": "isolated"}
+        ),
+        placer=Placer("ebinpack"), policy=policy, preemption=PreemptionPolicy(),
+    )  # fmt: skip
+    s.submit(job("lo", gpus=4, replicas=2, gang=False, max_per_node=1, tenant="iso"), now=0)
+    s.step(0)
+    r1 = NodeSelector.labels(rack="r1")
+    s.submit(job("hi", gpus=4, replicas=3, gang=False, priority=2, tenant="iso", selector=r1), 1)
+    r = s.schedule(2)
+    s.apply(r, 2)
+    assert sorted(p.index for v in r.victims for p in v.pods) == [0, 1]
+    held = {b.pod.index: b.gpus for b in r.nominations[0].bindings}
+    (gone,) = [b.pod for b in s.status("lo").bindings if b.node == "lf1-n0"]
+    s.pod_evicted(gone, 2.5)
+    s.submit(job("cj", gpus=2, tenant="c", selector=r1), now=2.5)
+    r = s.schedule(3)
+    s.apply(r, 3)
+    (started,) = [b for b in r.bindings if b.pod.job == "hi"]
+    assert [b.pod.job for b in r.bindings] == ["hi"]  # cj waits: the rest is held
+    e = s.queue.entry("hi")
+    assert e.nomination is not None  # the part of it for the pod not started
+    rest = {b.pod.index: b.gpus for b in e.nomination.bindings}
+    assert rest == {i: g for i, g in held.items() if i != started.pod.index}
+    assert e.reason is not None and e.reason.code is ReasonCode.PREEMPTING
+    r = s.schedule(4)
+    assert r.victims == () and "cj" not in r.placed
+    s.apply(r, 4)
+    (last,) = [p for p in s.queue.entry("lo").terminating]
+    s.pod_evicted(last, 4.5)  # its last victim gone: the pod left starts where it was held
+    r = s.schedule(5)
+    s.apply(r, 5)
+    assert {b.pod.index: b.gpus for b in r.bindings if b.pod.job == "hi"} == rest
+    assert s.queue.entry("hi").nomination is None and r.victims == ()
+    check_invariants(s)
