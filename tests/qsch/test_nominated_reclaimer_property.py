@@ -261,6 +261,25 @@ def _submit(s: Scheduler, jid: str, shape: tuple[Any, ...], t: float, second: An
         "events": [(False, 0), (False, 0), (False, 0), (False, 0)],
     }
 )
+@example(  # p0, a gang of three 1-GPU pods and two 4-GPU pods on H100|A100, reclaims b's
+    # A100 pod, nominated its first role on H100 and its second on A100 (within a's 8 + 8
+    # nominal); no fit quota chooses among held it within nominal where it holds devices,
+    # so it was placed as any job and started all 11 GPUs on H100 while its victim still
+    # went. It is capped at its nomination's split now (seed 250, 500 examples)
+    {
+        "nodes": {"H100": [4, 8], "A100": [4]},
+        "nominal": {(t, m): 0 for t in TENANTS for m in MODELS}
+        | {("a", "H100"): 8, ("a", "A100"): 8, ("c", "H100"): 4, ("c", "A100"): 4},
+        "first": [
+            ("b", 0, 1, 1, False, "H100"),
+            ("b", 0, 1, 1, False, "H100"),
+            ("b", 0, 1, 2, False, "A100"),
+        ],
+        "later": [(("a", 0, 1, 3, False, "H100|A100"), (4, 2, "H100|A100"))],
+        "rival": None,
+        "events": [(False, 0), (False, 0), (False, 0), (False, 0)],
+    }
+)
 def test_a_reclaimer_never_starts_borrowing_and_no_preemptor_evicts_a_unit_twice(
     w: dict[str, Any],
 ) -> None:
