@@ -1003,18 +1003,9 @@ class _Cycle:
         held = self._held_models(e)
         # (where it holds devices it stays within nominal: the what-if's premise)
         if _holds_nominated(dec, held):
-            narrowed = (
-                dec
-                if dec.nominal_models == dec.models
-                else attrs.evolve(dec, models=dec.nominal_models)
-            )
-            if e.job.gang and self._may_borrow_together(e.job, narrowed):
-                # (each role fits nominal on each of its models, not all of them on one:
-                # capped at its nomination's split, it never starts borrowing)
-                split = self._on_its_split(e, dec, role_models, together=True)
-                if split is not None and split.within_nominal:
-                    return _Reclaiming(split, dec, held)
-            return _Reclaiming(narrowed, dec, held)
+            if dec.nominal_models == dec.models:
+                return _Reclaiming(dec, dec, held)
+            return _Reclaiming(attrs.evolve(dec, models=dec.nominal_models), dec, held)
         if not e.job.gang:
             room = self._nominal_room(e, dec, role_models, held)
             return None if room is None else _Reclaiming(room, dec, held)
@@ -1024,7 +1015,7 @@ class _Cycle:
         # no fit quota chooses among holds it within nominal where it holds devices; what
         # its nomination takes on each model may still (each role on its nominated models,
         # capped at the nominal quota left on each)
-        split = self._on_its_split(e, dec, role_models, together=True)
+        split = self._on_its_split(e, dec, role_models, anyway=True)
         if split is not None and split.within_nominal:
             return _Reclaiming(split, dec, held)
         return None  # (the what-if's premise is gone: where it holds devices, it borrows)
@@ -1138,32 +1129,20 @@ class _Cycle:
         why = mine.reason.message if mine.reason is not None else "no quota left"
         return dec, None, f"its nomination on {names} was dropped: {why}"
 
-    def _may_borrow_together(self, job: Job, dec: QuotaDecision) -> bool:
-        """Could ``dec``'s pods of ``job``, each role within its tenant's nominal quota on
-        each of its GPU models, still take the tenant beyond it on a model where several
-        roles may land (all of them placed there: more than the nominal quota it has left
-        there)? O(roles x models)."""
-        counts = pods_per_role(job, dec.pods)
-        ask: dict[str, int] = {}
-        for r in job.roles:
-            n = counts.get(r.name, 0)
-            for m in dec.models.get(r.name, ()) if n else ():
-                ask[m] = ask.get(m, 0) + n * r.resources.total_milli
-        led = self.ledger
-        return any(milli > led.nominal_left(job.tenant, m) for m, milli in ask.items())
-
     def _on_its_split(
         self,
         e: Entry,
         dec: QuotaDecision,
         role_models: Mapping[str, tuple[str, ...]],
         *,
-        together: bool = False,
+        anyway: bool = False,
     ) -> QuotaDecision | None:
         """For a gang holding a nomination for all its remaining pods whose decision ``dec``
         (on ``role_models``) is refused, or leaves out of a role a GPU model its nomination
-        holds devices on: the decision on what its nomination takes on each model (its
-        split), when its tenant's headroom holds that on each; else None.
+        holds devices on (``anyway``: whatever ``dec``, for a reclaimer none of whose fits
+        holds it within nominal where it holds devices, :meth:`_as_reclaimer`): the decision
+        on what its nomination takes on each model (its split), when its tenant's headroom
+        holds that on each; else None.
 
         Quota counts a role's whole request against every model it is admitted on (its pods
         may land on any of them), but the quota held for a nomination is what its bindings
@@ -1191,7 +1170,7 @@ class _Cycle:
         held = self._held_models(e)
         need = self.pools.gpu_milli_by_model(nom.bindings)
         if (
-            not together
+            not anyway
             and dec.ok
             and all(ms.issubset(dec.models.get(r, ())) for r, ms in held.items())
         ):
