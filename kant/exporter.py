@@ -98,7 +98,9 @@ class MetricsExporter:
             )
         self.scheduler = scheduler
         self.registry = registry if registry is not None else CollectorRegistry()
-        self._last_result: CycleResult | None = None  # (observed once: counted once)
+        # the results observed of the latest cycle time (a result given again is counted
+        # once; one of an earlier cycle is refused)
+        self._last_results: list[CycleResult] = []
         self._lock = threading.Lock()
         self._families: list[Any] = []
         self._t: float | None = None
@@ -165,8 +167,9 @@ class MetricsExporter:
         the last observe's (time cannot run backwards, as in the scheduler);
         :class:`~kant.errors.ValidationError` for a ``result`` that is not a
         :class:`~kant.cycle.CycleResult`, that another scheduler computed (another queue or
-        cluster), or that is of a cycle before the result observed last (stale). The result
-        observed last, given again, is not counted again (an orchestrator retrying)."""
+        cluster), or that is of a cycle before the result observed last (stale). A result
+        of the latest cycle time observed already, given again, is not counted again (an
+        orchestrator retrying)."""
         now = finite_time(now, "MetricsExporter.observe")
         if self._t is not None and now < self._t:
             raise InvalidTimeError(
@@ -177,7 +180,7 @@ class MetricsExporter:
         s = self.scheduler
         if result is not None:
             self._check_result(result)
-            if result is self._last_result:
+            if any(result is r for r in self._last_results):
                 result = None  # (observed again: its cycle and starts are counted already)
         cluster = s.cluster
         total = cluster.total_gpus()
@@ -188,7 +191,9 @@ class MetricsExporter:
             if result.stats.reused:
                 self._reused.inc()
             self._record_starts(result)
-            self._last_result = result
+            if self._last_results and self._last_results[0].now != result.now:
+                self._last_results.clear()
+            self._last_results.append(result)
         with self._lock:
             if self._t is not None and now > self._t:
                 dt = now - self._t
@@ -211,7 +216,7 @@ class MetricsExporter:
                 f"the result of the cycle at {result.now:g}",
                 "was computed by another scheduler (on another queue or cluster)",
             )
-        last = self._last_result
+        last = self._last_results[-1] if self._last_results else None
         if last is not None and result.now < last.now:
             raise ValidationError(
                 "result",

@@ -67,10 +67,11 @@ answer is the same either way."""
 
 ALL_ORDERS_ROLES = 3
 """A gang of this many roles that neither the declared order of its roles nor the most
-constrained first places tries each of the other orders (four more placements at most, on
-failure only). Of two roles, the most constrained first is the other order unless it is the
-declared one (random draws found no two-role gang its reverse places then); four roles
-would be 22 more placements (docs/placement.md)."""
+constrained first places tries each of the other orders (on failure only: five more
+placements at most, when the most constrained first is the declared order; none after a try
+whose first role fails). Of two roles, the most constrained first is the other order unless
+it is the declared one (random draws found no two-role gang its reverse places then); four
+roles would be up to 23 more placements (docs/placement.md)."""
 
 
 class Counts:
@@ -290,28 +291,33 @@ class Placer:
             # job: they may have taken what it needed (a role of any GPU model best-fitting
             # the only pool of an A100-only role); place them again in other orders (most
             # constrained first, then, for three roles, the others), and keep the reason of
-            # the try whose failing role came earliest (the first such try). A role that
+            # the first two tries whose failing role came earlier (the first such). A role that
             # fails placed first fails in every order (the others' pods only take room, and
             # a role never goes before the roles its pod affinity selects): the search stops
             best, after = out, self._failed_after
-            for order in self._other_orders(job, snap, todo):
+            for order, constrained in self._other_orders(job, snap, todo):
                 out = self._attempt(job, snap, todo, order)
                 if out.ok:
                     return out
-                if self._failed_after < after:
-                    best, after = out, self._failed_after
-                if not after:
+                if self._failed_after < after and constrained:
+                    # (the reason read is the declared order's or the most constrained
+                    # first's, as with two tries, not one of the others')
+                    best = out
+                if not self._failed_after:
                     break
             out = best
         return out
 
-    def _other_orders(self, job: Job, snap: Snapshot, todo: list[PodId]) -> Iterator[list[str]]:
+    def _other_orders(
+        self, job: Job, snap: Snapshot, todo: list[PodId]
+    ) -> Iterator[tuple[list[str], bool]]:
         """The orders of the roles of ``todo`` a gang the declared order failed tries next,
         lazily: the roles most constrained first (:meth:`_constrained_order`), then, for a gang
         of :data:`ALL_ORDERS_ROLES` roles, every other order (in the order of
         ``itertools.permutations`` of the declared roles, each kept after the roles its pod
-        affinity selects), each order once and never the declared one. Nothing when a role
-        has no candidate node (no order helps)."""
+        affinity selects), each order once and never the declared one, each with whether it
+        is the most constrained first. Nothing when a role has no candidate node (no order
+        helps)."""
         names = list(dict.fromkeys(p.role for p in todo))
         if len(names) < 2:
             return
@@ -323,14 +329,14 @@ class Placer:
         first = self._constrained_order(job, names, keys)
         if first not in tried:
             tried.append(first)
-            yield first
+            yield first, True
         if len(names) != ALL_ORDERS_ROLES:
             return
         for perm in itertools.permutations(names):
             order = _affinity_order(job, list(perm)) if job.pod_terms else list(perm)
             if order not in tried:
                 tried.append(order)
-                yield order
+                yield order, False
 
     def _attempt(
         self, job: Job, snap: Snapshot, todo: list[PodId], order: list[str] | None

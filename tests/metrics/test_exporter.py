@@ -128,6 +128,17 @@ def test_an_exporter_refuses_a_wrong_scheduler_registry_result_or_time_and_keeps
     assert ex.exposition() == before  # nothing read, nothing counted
 
 
+def test_a_result_observed_again_after_another_of_the_same_time_counts_once() -> None:
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=1).build())
+    ex = MetricsExporter(s)
+    s.submit(job("x", gpus=8), now=0)
+    r1, r2 = s.step(now=5), s.step(now=5)
+    for r in (r1, r2, r1, r2):
+        ex.observe(5, r)
+    fams = {f.name: f for f in text_string_to_metric_families(ex.exposition().decode())}
+    assert _value(fams, "kant_cycles", "kant_cycles_total") == 2
+
+
 def test_a_cycle_answered_again_is_counted_as_reused() -> None:
     s = Scheduler(ClusterBuilder().leaf("lf0", nodes=1).build())
     ex = MetricsExporter(s)
