@@ -556,10 +556,9 @@ class _Cycle:
 
     def walk(self) -> None:
         """Consider every candidate in the global order, except that within one priority a
-        job that may borrow (its tenant ends above its nominal quota on some GPU model quota
-        admits it on, :attr:`QuotaDecision.borrows_nowhere`) goes after the jobs that fit
-        their nominal quota wherever they are placed (Kueue's entry ordering): it would
-        otherwise take quota another tenant is guaranteed and be reclaimed a cycle later."""
+        job that would have to borrow (its tenant ends above its nominal quota) goes after
+        the jobs that fit their nominal quota (Kueue's entry ordering): it would otherwise
+        start and be reclaimed a cycle later."""
         # the policy may close its gate for every job left (Strict FIFO once its head is
         # blocked): those are then skipped without being walked one by one
         closed: Callable[[], Gate | None] | None = getattr(self.run, "closed", None)
@@ -601,9 +600,8 @@ class _Cycle:
                 self.consider(e, facts=facts)
                 continue
             dec = self._admit_quota(e, facts)
-            if dec.ok and not dec.borrows_nowhere:
-                # it may borrow: beyond nominal, within it only where borrowers must go, or
-                # admitted on a model where its tenant would borrow too (placement picks)
+            if dec.ok and not (dec.within_nominal and dec.places_within_nominal):
+                # it must borrow: beyond nominal, or within it only where borrowers must go
                 deferred.append((e, dec, facts, led.version))
             else:
                 self.consider(e, dec, facts)  # the ledger is unchanged until its quota check
