@@ -67,7 +67,6 @@ from kant.preemption.candidates import VictimIndex
 from kant.preemption.policy import PreemptionPolicy
 from kant.preemption.preemptor import Preemption
 from kant.queueing import Entry, Nomination, Queue, as_policy
-from kant.queueing.queue import nomination_rest
 from kant.state import ClusterState
 from kant.state.columns import IntArray
 
@@ -136,7 +135,9 @@ class CycleResult:
     """What one cycle decided. Equality ignores timings, so two runs can be compared.
 
     ``bindings`` in placement order; ``placed`` the jobs that got pods; ``victims`` to evict
-    (whole gang jobs, single pods otherwise); ``nominations`` new this cycle;
+    (whole gang jobs, single pods otherwise); ``nominations`` new this cycle, and for a
+    pod-level preemptor started in part while its victims still go, the nomination kept for
+    its pods left (:meth:`_Cycle._hold_rest`);
     ``dropped_nominations`` preemptors whose nomination ends without placement (victims gone,
     still no fit; made for a node gone, or added again or relabelled, since:
     :func:`nomination_outlived`; or its job's GPU models have no pool any more; or quota
@@ -1359,7 +1360,7 @@ class _Cycle:
             bindings=tuple(self.bindings),
             placed=tuple(self.placed),
             victims=tuple(self.pre.victims),
-            nominations=tuple(self.nominations),
+            nominations=tuple(self.nominations) + self._rest_nominations(),
             dropped_nominations=tuple(self.dropped),
             pending=self.pending,  # (handed over: the cycle is discarded once reported)
             reservation=self.first,
@@ -1382,6 +1383,14 @@ class _Cycle:
                 step_ms=dict(self.step_ms),
             ),
         )
+
+    def _rest_nominations(self) -> tuple[Nomination, ...]:
+        """The nominations kept for the pods left of pod-level preemptors started in part
+        this cycle (:meth:`_hold_rest`), of jobs with no nomination made this cycle."""
+        if not self.rest_nominated:
+            return ()
+        made = {n.job for n in self.nominations}
+        return tuple(n for j, n in self.rest_nominated.items() if j not in made)
 
     # ----------------------------------------------------------------- admission + placement
 
@@ -1546,20 +1555,35 @@ class _Cycle:
         return (), reason, False
 
     def _hold_rest(self, e: Entry, bindings: Sequence[Binding]) -> None:
-        """A pod-level job holding a nomination was placed in part (``bindings``): hold
-        again the devices nominated for its pods still to place while some of its victims
-        still terminate (:func:`kant.queueing.queue.nomination_rest`, what the queue keeps
-        of its nomination once the result is applied), and keep that part in
-        :attr:`rest_nominated` for its turn's end (the quota it holds, its reason). Were they
-        free, a job after it in the walk would start on them, and the preemptor would evict
-        it at the next cycle, its first victims still going."""
+        """A pod-level job holding a nomination was placed in part (``bindings``) while
+        some of its victims still terminate: hold again, for its pods still to place, the
+        devices nominated for it that those pods did not take (a pod may start on devices
+        nominated for another of its pods), each pod left taking one of its role's in turn,
+        and keep that nomination in :attr:`rest_nominated`: for its turn's end (the quota
+        it holds, its reason) and for the result (:func:`kant.apply.apply` keeps it for the
+        job, whose nomination its bindings end). Were they free, a job after it in the walk
+        would start on them, and the preemptor would evict it at the next cycle, its first
+        victims still going."""
         nom = e.nomination
         if nom is None:
             return
+        victims = tuple(p for p in nom.victims if self.queue.is_terminating(p))
+        if not victims:
+            return
         done = {b.pod for b in bindings}
-        left = {p for p in self.ctx.unplaced(e) if p not in done}
-        rest = nomination_rest(nom, e, self.queue.is_terminating, left=left)
-        if rest is not None:
+        taken = {(b.node, g) for b in bindings for g in b.gpus}
+        free: dict[str, list[Binding]] = {}
+        for b in nom.bindings:
+            if not any((b.node, g) in taken for g in b.gpus):
+                free.setdefault(b.pod.role, []).append(b)
+        keep: list[Binding] = []
+        for p in self.ctx.unplaced(e):
+            mine = free.get(p.role)
+            if p not in done and mine:
+                b = mine.pop(0)
+                keep.append(b if b.pod == p else attrs.evolve(b, pod=p))
+        if keep:
+            rest = attrs.evolve(nom, bindings=tuple(keep), victims=victims)
             self.holds.nominate(e.id, rest.bindings, e.job)
             self.rest_nominated[e.id] = rest
 

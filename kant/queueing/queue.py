@@ -33,7 +33,7 @@ from __future__ import annotations
 import enum
 import logging
 import math
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -205,32 +205,6 @@ class FailureHistory:
     def empty(self) -> bool:
         """Whether there is nothing to carry on: no failure, no interruption, not failed."""
         return not (self.attempts or self.interruptions or self.failed)
-
-
-def nomination_rest(
-    nom: Nomination,
-    e: Entry,
-    terminating: Callable[[PodId], bool],
-    *,
-    left: Collection[PodId] | None = None,
-) -> Nomination | None:
-    """What stays of ``nom``, the nomination of ``e``, once some of its pods are placed: its
-    bindings for the pods of ``e`` still to place (``left``, default
-    :meth:`Entry.remaining`), with its victims still going (``terminating``), while there
-    are both; else None (it has served its time). A
-    pod-level preemptor that the live quota lets start only part of its pods (a victim
-    still charged) keeps the devices nominated for the rest: they are free for no one else
-    while that victim goes, and it chooses no new victims for them."""
-    victims = tuple(p for p in nom.victims if terminating(p))
-    if not victims:
-        return None
-    todo = set(e.remaining()) if left is None else left
-    keep = tuple(b for b in nom.bindings if b.pod in todo)
-    if not keep:
-        return None
-    if len(keep) == len(nom.bindings) and len(victims) == len(nom.victims):
-        return nom
-    return attrs.evolve(nom, bindings=keep, victims=victims)
 
 
 @attrs.define(eq=False)
@@ -718,18 +692,15 @@ class Queue:
     # ----------------------------------------------------------------- transitions (kant-internal)
 
     def mark_assigned(self, job_id: str, pods: Iterable[PodId], now: float) -> None:
-        """Pods were bound (assumed). The job becomes RUNNING; its nomination ends, except
-        the part for its pods still to place while some of its victims still terminate
-        (:func:`nomination_rest`: a pod-level job started in part)."""
+        """Pods were bound (assumed). The job becomes RUNNING; its nomination ends."""
         e = self.entry(job_id)
         e.assigned.update(dict.fromkeys(pods, now))
         if e.phase is JobPhase.PENDING:
             e.started_at = now
         e.evicted_at = None
-        e.touch()
-        nom = e.nomination
-        self._nominate(e, None if nom is None else nomination_rest(nom, e, self.is_terminating))
+        self._nominate(e, None)
         e.reason = None
+        e.touch()
         self._set_phase(e, JobPhase.RUNNING)
 
     def mark_confirmed(self, pod: PodId) -> None:

@@ -563,3 +563,64 @@ def test_a_pod_level_preemptor_started_in_part_keeps_the_devices_nominated_for_t
     assert {b.pod.index: b.gpus for b in r.bindings if b.pod.job == "hi"} == rest
     assert s.queue.entry("hi").nomination is None and r.victims == ()
     check_invariants(s)
+
+
+def test_a_pod_level_preemptor_whose_first_pod_starts_on_its_second_pods_devices_holds_the_first_pods_for_the_rest() -> (
+    None
+):
+    # hi's pods are nominated on lf1-n0 (0-3, lo's pod there evicted) and lf1-n1 (4-7,
+    # where c's xA runs); lo's other pod, on r0, is evicted for iso's quota. lo's lf1-n0
+    # pod goes and xA ends: hi's pod 0 starts on lf1-n1 4-7, the devices nominated for its
+    # pod 1. The part kept for pod 1 is lf1-n0 0-3 (the devices its pod 0 did not take),
+    # held there: c's 8-GPU job does not start on lf1-n0, and hi's pod 1 starts there once
+    # lo's last pod is gone, no new victim chosen
+    from kant.admission import Admitter
+    from kant.model import Binding, Job, PodId
+    from kant.placement import Placer
+
+    cluster = (
+        ClusterBuilder()
+        .leaf("lf0", nodes=1, labels={"rack": "r0"})
+        .leaf("lf1", nodes=2, labels={"rack": "r1"})
+        .build()
+    )
+    s = Scheduler(
+        cluster,
+        admitter=Admitter(
+            [Quota.gpus("iso", "H100", 8), Quota.gpus("c", "H100", 16)],
+            modes={"iso": "isolated", "c": "isolated"},
+        ),
+        placer=Placer("ebinpack"), policy="best-effort-fifo", preemption=PreemptionPolicy(),
+    )  # fmt: skip
+
+    def at(j: Job, i: int, node: str, gpus: tuple[int, ...]) -> Binding:
+        return Binding(pod=PodId(job=j.id, role=j.roles[0].name, index=i), node=node, gpus=gpus)
+
+    lo = job("lo", gpus=4, replicas=2, gang=False, tenant="iso")
+    s.restore(lo, [at(lo, 0, "lf1-n0", (0, 1, 2, 3)), at(lo, 1, "lf0-n0", (0, 1, 2, 3))], 0)
+    xa, xb = job("xA", gpus=4, tenant="c"), job("xB", gpus=4, tenant="c")
+    s.restore(xa, [at(xa, 0, "lf1-n0", (4, 5, 6, 7))], 0)
+    s.restore(xb, [at(xb, 0, "lf1-n1", (0, 1, 2, 3))], 0)
+    r1 = NodeSelector.labels(rack="r1")
+    s.submit(job("hi", gpus=4, replicas=2, gang=False, priority=2, tenant="iso", selector=r1), 1)
+    r = s.schedule(2)
+    s.apply(r, 2)
+    assert {b.pod.index: b.node for b in r.nominations[0].bindings} == {0: "lf1-n0", 1: "lf1-n1"}
+    s.pod_evicted(at(lo, 0, "lf1-n0", (0,)).pod, 2.5)
+    s.pod_finished(at(xa, 0, "lf1-n0", (4,)).pod, 2.6)
+    r = s.schedule(3)
+    s.apply(r, 3)
+    assert [(b.pod.index, b.node) for b in r.bindings] == [(0, "lf1-n1")]
+    kept = s.queue.entry("hi").nomination
+    assert kept is not None
+    assert [(b.pod.index, b.node, b.gpus) for b in kept.bindings] == [(1, "lf1-n0", (0, 1, 2, 3))]
+    s.submit(job("cj", gpus=8, tenant="c", selector=r1), now=3.5)
+    r = s.schedule(4)
+    s.apply(r, 4)
+    assert r.bindings == () and r.victims == ()
+    s.pod_evicted(at(lo, 1, "lf0-n0", (0,)).pod, 4.5)
+    r = s.schedule(5)
+    s.apply(r, 5)
+    assert [(b.pod.job, b.pod.index, b.node) for b in r.bindings] == [("hi", 1, "lf1-n0")]
+    assert r.victims == ()
+    check_invariants(s)
