@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -149,7 +150,10 @@ def test_a_run_stopped_while_the_api_server_answers_nothing_exits_within_its_gra
     assert took < 2 + 4, f"it took {took:.1f} s to exit after SIGTERM: {run.err}"
     assert run.p.returncode == 143, run.err
     (line,) = _warnings(run.err)
-    assert f"{PODS} bindings not dealt with" in line, line
+    # (every pod's binding when the shim saw them all before the stall; on a slow machine
+    # the watch events of some may come after it, and their pods wait unbound: fewer)
+    abandoned = re.search(r"exiting with (\d+) bindings not dealt with", line)
+    assert abandoned is not None and 1 <= int(abandoned[1]) <= PODS, line
     assert "the Lease not released" in line, line
     shim = cluster.start_shim()
     names = ["first", *(f"p{i}" for i in range(PODS))]
