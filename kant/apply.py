@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import attrs
 
 from kant.admission.quota import Admitter, QuotaLedger
-from kant.cycle import CycleResult, check_parts, nomination_outlived, origin_of
+from kant.cycle import CycleResult, check_parts, check_result, nomination_outlived
 from kant.errors import KantError, ValidationError
 from kant.model import Binding, Job, PodId, finite_time
 from kant.queueing import Entry, Nomination, Queue
@@ -55,12 +55,7 @@ def apply(
     if not isinstance(result, CycleResult):
         raise ValidationError("result", result, "must be a kant.cycle.CycleResult")
     check_parts(cluster, queue, admitter)
-    if result.origin is not None and result.origin != origin_of(queue, cluster):
-        raise ValidationError(
-            "result",
-            f"the result of the cycle at {result.now:g}",
-            "was computed by another scheduler (on another queue or cluster)",
-        )
+    check_result(result, queue, cluster)
     now = finite_time(now, "apply")
     seen = result.seen
 

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any, Final
 
-from kant.cycle import CycleResult, origin_of
+from kant.cycle import CycleResult, check_result
 from kant.errors import DuplicateError, InvalidConfigError, InvalidTimeError, ValidationError
 from kant.metrics import (
     BUCKETS,
@@ -207,15 +207,7 @@ class MetricsExporter:
     def _check_result(self, result: object) -> None:
         """ValidationError, naming ``result``, unless it is a cycle result of this
         scheduler, not of a cycle before the one observed last."""
-        if not isinstance(result, CycleResult):
-            raise ValidationError("result", result, "must be a kant.cycle.CycleResult")
-        s = self.scheduler
-        if result.origin is not None and result.origin != origin_of(s.queue, s.cluster):
-            raise ValidationError(
-                "result",
-                f"the result of the cycle at {result.now:g}",
-                "was computed by another scheduler (on another queue or cluster)",
-            )
+        result = check_result(result, self.scheduler.queue, self.scheduler.cluster)
         last = self._last_results[-1] if self._last_results else None
         if last is not None and result.now < last.now:
             raise ValidationError(

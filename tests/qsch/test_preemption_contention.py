@@ -503,6 +503,33 @@ def _defer(pre: Preemptor, unit: VictimView, borrowing: object) -> None:
     return None
 
 
+def _two_racks(
+    r1_nodes: int,
+    quotas: list[Quota],
+    *,
+    isolated: tuple[str, ...] = (),
+    policy: str = "best-effort-fifo",
+) -> Scheduler:
+    """One 8-GPU node on rack r0 and ``r1_nodes`` on rack r1; tenant iso isolated with 8
+    GPUs, and ``quotas`` (their tenants in ``isolated`` isolated too); E-Binpack, every
+    preemption rule."""
+    from kant.admission import Admitter
+    from kant.placement import Placer
+
+    cluster = (
+        ClusterBuilder()
+        .leaf("lf0", nodes=1, labels={"rack": "r0"})
+        .leaf("lf1", nodes=r1_nodes, labels={"rack": "r1"})
+        .build()
+    )
+    modes = dict.fromkeys(("iso", *isolated), "isolated")
+    return Scheduler(
+        cluster,
+        admitter=Admitter([Quota.gpus("iso", "H100", 8), *quotas], modes=modes),
+        placer=Placer("ebinpack"), policy=policy, preemption=PreemptionPolicy(),
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "policy",
     ["strict-fifo", "best-effort-fifo", "backfill", "easy-backfill", "conservative-backfill"],
@@ -517,22 +544,7 @@ def test_a_pod_level_preemptor_started_in_part_keeps_the_devices_nominated_for_t
     # r0 victim goes (c's small job does not start on them), and hi chooses no new victim.
     # Its nomination used to end with its first pod: c's job started on those devices and
     # hi evicted it a cycle later, its first victim still going.
-    from kant.admission import Admitter
-    from kant.placement import Placer
-
-    cluster = (
-        ClusterBuilder()
-        .leaf("lf0", nodes=1, labels={"rack": "r0"})
-        .leaf("lf1", nodes=1, labels={"rack": "r1"})
-        .build()
-    )
-    s = Scheduler(
-        cluster,
-        admitter=Admitter(
-            [Quota.gpus("iso", "H100", 8), Quota.gpus("a", "H100", 8)], modes={"iso": "isolated"}
-        ),
-        placer=Placer("ebinpack"), policy=policy, preemption=PreemptionPolicy(),
-    )  # fmt: skip
+    s = _two_racks(1, [Quota.gpus("a", "H100", 8)], policy=policy)
     s.submit(job("lo", gpus=4, replicas=2, gang=False, max_per_node=1, tenant="iso"), now=0)
     s.step(0)
     r1 = NodeSelector.labels(rack="r1")
@@ -574,24 +586,9 @@ def test_a_pod_level_preemptor_whose_first_pod_starts_on_its_second_pods_devices
     # pod 1. The part kept for pod 1 is lf1-n0 0-3 (the devices its pod 0 did not take),
     # held there: c's 8-GPU job does not start on lf1-n0, and hi's pod 1 starts there once
     # lo's last pod is gone, no new victim chosen
-    from kant.admission import Admitter
     from kant.model import Binding, Job, PodId
-    from kant.placement import Placer
 
-    cluster = (
-        ClusterBuilder()
-        .leaf("lf0", nodes=1, labels={"rack": "r0"})
-        .leaf("lf1", nodes=2, labels={"rack": "r1"})
-        .build()
-    )
-    s = Scheduler(
-        cluster,
-        admitter=Admitter(
-            [Quota.gpus("iso", "H100", 8), Quota.gpus("c", "H100", 16)],
-            modes={"iso": "isolated", "c": "isolated"},
-        ),
-        placer=Placer("ebinpack"), policy="best-effort-fifo", preemption=PreemptionPolicy(),
-    )  # fmt: skip
+    s = _two_racks(2, [Quota.gpus("c", "H100", 16)], isolated=("c",))
 
     def at(j: Job, i: int, node: str, gpus: tuple[int, ...]) -> Binding:
         return Binding(pod=PodId(job=j.id, role=j.roles[0].name, index=i), node=node, gpus=gpus)
