@@ -361,6 +361,60 @@ def schedule_cycle(
         cyc.discard()
 
 
+class _Later:
+    """The jobs of one priority the walk puts after the others (:meth:`_Cycle.walk`): the
+    turns of those that may borrow (and of borrowed rests), each with its place in the order,
+    quota decision (None for a rest) and the ledger's version it was made at; and per tenant
+    with a turn, its later jobs of that priority, held behind it so that no job of a tenant
+    passes an earlier one of its own (Kueue takes one head per ClusterQueue at a time)."""
+
+    __slots__ = ("behind", "turns", "waiting")
+
+    def __init__(self) -> None:
+        self.turns: list[tuple[float, Entry, QuotaDecision | None, _Facts, int]] = []
+        self.behind: dict[str, list[tuple[int, Entry, _Facts]]] = {}
+        self.waiting: dict[str, int] = {}  # per tenant, its turns not taken yet
+
+    def holds(self, tenant: str) -> bool:
+        """Does ``tenant`` have a turn, so that its later jobs wait behind it?"""
+        return tenant in self.behind
+
+    def add(
+        self,
+        order: float,
+        e: Entry,
+        dec: QuotaDecision | None,
+        facts: _Facts,
+        version: int,
+        at: int | None = None,
+    ) -> None:
+        """A turn for ``e`` at ``order``: appended, or (``at``: the first turn not taken)
+        put before the first turn from ``at`` that comes later in the order."""
+        turn = (order, e, dec, facts, version)
+        if at is None:
+            self.turns.append(turn)
+        else:
+            j = at
+            while j < len(self.turns) and self.turns[j][0] <= order:
+                j += 1
+            self.turns.insert(j, turn)
+        tenant = e.job.tenant
+        self.waiting[tenant] = self.waiting.get(tenant, 0) + 1
+        self.behind.setdefault(tenant, [])
+
+    def entries(self) -> list[Entry]:
+        """Every job with a turn or held behind one, in the order (rests last)."""
+        held = [(o, e) for jobs in self.behind.values() for o, e, _f in jobs]
+        both = [(t[0], t[1]) for t in self.turns] + held
+        both.sort(key=lambda x: x[0])  # (stable: a rest stays after what it was put after)
+        return [e for _o, e in both]
+
+    def clear(self) -> None:
+        self.turns.clear()
+        self.behind.clear()
+        self.waiting.clear()
+
+
 class _Cycle:
     """One cycle's working state."""
 
@@ -573,9 +627,12 @@ class _Cycle:
 
     def walk(self) -> None:
         """Consider every candidate in the global order, except that within one priority a
-        job that would have to borrow (its tenant ends above its nominal quota) goes after
-        the jobs that fit their nominal quota (Kueue's entry ordering): it would otherwise
-        start and be reclaimed a cycle later."""
+        job that may borrow (its tenant ends above its nominal quota on some GPU model quota
+        admits it on, :attr:`QuotaDecision.borrows_nowhere`) goes after the jobs that fit
+        their nominal quota wherever they are placed (Kueue's entry ordering): it would
+        otherwise take quota another tenant is guaranteed and be reclaimed a cycle later.
+        The later jobs of its tenant in that priority go after it, in their order: a
+        tenant's jobs never pass one another (Kueue takes one head per ClusterQueue at a time)."""
         # the policy may close its gate for every job left (Strict FIFO once its head is
         # blocked): those are then skipped without being walked one by one
         closed: Callable[[], Gate | None] | None = getattr(self.run, "closed", None)
@@ -592,37 +649,37 @@ class _Cycle:
                     return
             self.facts.tail = None  # (the gate stayed open: no answers behind it to keep)
             return
-        led = self.ledger
-        # jobs that must borrow, with their decision and the ledger's version it was made at
-        # (still theirs while the ledger is unchanged, else decided again)
-        deferred: list[tuple[Entry, QuotaDecision | None, _Facts, int]] = []
+        later = _Later()
         band: int | None = None
         for i, e in enumerate(cands):
             if closed is not None and (gate := closed()) is not None:
                 # (the last job walked in the order; a run closed from the start says None)
                 self.closed_after = cands[i - 1].key if i else None
-                self._skip_all([d[0] for d in deferred] + cands[i:], gate)
+                self._skip_all(later.entries() + list(cands[i:]), gate)
                 return
             prio = e.job.priority
-            if deferred and prio != band:
-                self._consider_deferred(deferred)
-                deferred.clear()
+            if later.turns and prio != band:
+                self._consider_later(later)
             band = prio
             if self._now < e.backoff_until or e.id in self.quota_held:
                 self.consider(e)  # waits, or takes what is held for it
-                self._take_rest_turns(deferred)
+                self._take_rest_turns(later, i)
                 continue
             facts = self.facts.of(e, self.pools)
             if facts.no_pool is not None:
                 self.consider(e, facts=facts)
                 continue
+            if later.holds(e.job.tenant):
+                later.behind[e.job.tenant].append((i, e, facts))  # decided at its turn
+                continue
             dec = self._admit_quota(e, facts)
-            if dec.ok and not (dec.within_nominal and dec.places_within_nominal):
-                # it must borrow: beyond nominal, or within it only where borrowers must go
-                deferred.append((e, dec, facts, led.version))
+            if dec.ok and not dec.borrows_nowhere:
+                # it may borrow: beyond nominal, within it only where borrowers must go, or
+                # admitted on a model where its tenant would borrow too (placement picks)
+                later.add(i, e, dec, facts, self.ledger.version)
             else:
                 self.consider(e, dec, facts)  # the ledger is unchanged until its quota check
-        self._consider_deferred(deferred)
+        self._consider_later(later)
         self.facts.tail = None
 
     def _skip_all(self, rest: Sequence[Entry], gate: Gate) -> None:
@@ -684,27 +741,27 @@ class _Cycle:
         when = f"retry at {e.backoff_until:.10g}"  # (whole seconds of a wall clock too)
         return e.reason or Reason(code=ReasonCode.BACKOFF, message=when)
 
-    def _take_rest_turns(
-        self, deferred: list[tuple[Entry, QuotaDecision | None, _Facts, int]]
-    ) -> None:
+    def _take_rest_turns(self, later: _Later, order: float = math.inf) -> None:
         """Put the borrowed rest of each job that just started its nominal part
-        (:attr:`rest_turns`) after the borrowers of its priority walked so far: its turn
-        among them (None: no quota decision, :meth:`_rest_turn` decides)."""
+        (:attr:`rest_turns`) among the borrowers of its priority: at ``order`` (where the
+        walk is; by default after every turn already put there), no quota decision yet
+        (:meth:`_rest_turn` decides)."""
         for t in self.rest_turns:
-            deferred.append((t, None, self.facts.of(t, self.pools), self.ledger.version))
+            later.add(order, t, None, self.facts.of(t, self.pools), self.ledger.version)
         self.rest_turns.clear()
 
-    def _consider_deferred(
-        self, deferred: list[tuple[Entry, QuotaDecision | None, _Facts, int]]
-    ) -> None:
-        """Consider the jobs the walk put after the others of their priority, each with the
-        quota decision it had if the ledger is unchanged since (the same decision
-        :meth:`_admit_quota` would give), else deciding again; a borrowed rest
-        (:meth:`_take_rest_turns`, also one a job considered here leaves) has its turn."""
+    def _consider_later(self, later: _Later) -> None:
+        """Consider the jobs the walk put after the others of their priority, in their order,
+        each with the quota decision it had if the ledger is unchanged since (the same
+        decision :meth:`_admit_quota` would give), else deciding again; a borrowed rest
+        (:meth:`_take_rest_turns`, also one a job considered here leaves) has its turn.
+        Once a tenant has no turn left, its jobs held behind them follow (:meth:`_release`).
+        Leaves ``later`` empty."""
         led = self.ledger
+        turns = later.turns
         i = 0
-        while i < len(deferred):
-            e, dec, facts, version = deferred[i]
+        while i < len(turns):
+            _order, e, dec, facts, version = turns[i]
             i += 1
             if dec is None:
                 self._rest_turn(e, facts)
@@ -712,8 +769,29 @@ class _Cycle:
                 self.consider(e, dec, facts)
             else:
                 self.consider(e, facts=facts)
+            tenant = e.job.tenant
+            later.waiting[tenant] -= 1
+            self._take_rest_turns(later)
+            if not later.waiting[tenant]:
+                self._release(later, tenant, i)
+        later.clear()
+
+    def _release(self, later: _Later, tenant: str, at: int) -> None:
+        """Consider the jobs of ``tenant`` held behind its turns (all taken), in their order,
+        until one may borrow: that one is put among the turns not yet taken (from ``at``)
+        at its place in the order, and those after it stay held behind it."""
+        held = later.behind[tenant]
+        while held:
+            order, e, facts = held.pop(0)
+            dec = self._admit_quota(e, facts)
+            if dec.ok and not dec.borrows_nowhere:
+                later.add(order, e, dec, facts, self.ledger.version, at=at)
+                return
+            self.consider(e, dec, facts)
             if self.rest_turns:
-                self._take_rest_turns(deferred)
+                self._take_rest_turns(later)
+                return
+        del later.behind[tenant]
 
     def consider(
         self, e: Entry, dec: QuotaDecision | None = None, facts: _Facts | None = None

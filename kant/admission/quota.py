@@ -374,6 +374,17 @@ class QuotaDecision:
         return all(nominal.get(r) for r, ms in self.models.items() if ms)
 
     @property
+    def borrows_nowhere(self) -> bool:
+        """Within nominal on every GPU model each role asking GPUs is admitted on: wherever
+        placement puts its pods, its tenant stays within its nominal quota. A job admitted
+        on a model where it fits nominal and on another where its tenant would borrow may
+        be placed on either (placement, not quota, picks the nodes), so it is not."""
+        if not self.within_nominal:
+            return False
+        nominal = self.nominal_models
+        return all(set(ms).issubset(nominal.get(r, ())) for r, ms in self.models.items() if ms)
+
+    @property
     def clears_quota(self) -> bool:
         """Admitted, and where a reclaimer may run (:attr:`places_within_nominal`): quota
         asks nothing more of preemption."""

@@ -624,3 +624,138 @@ def test_a_priority_preemptor_nominated_for_part_of_its_request_tries_its_rest_i
     )
     assert not r.again and r.victims == ()  # (all 16 GPUs a may use are j3's own now)
     check_invariants(s)
+
+
+# ------------------------------------------------------- a tenant's jobs keep their order
+
+
+@pytest.mark.parametrize("policy", ["strict-fifo", "best-effort-fifo", "backfill"])
+def test_a_later_job_of_a_tenant_within_nominal_does_not_pass_its_borrowing_job(
+    policy: str,
+) -> None:
+    # a1 (12 GPUs) borrows 4 of b's unused quota; a2 (2 GPUs), behind it in a's queue,
+    # fits a's nominal quota. Walked before a1 as a job that does not borrow, a2 took 2 of
+    # a's 12 and a1 was refused for quota (Strict FIFO too); a1 goes first and starts
+    s = scheduler(
+        nodes(2), policy=policy, quotas=[Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8)]
+    )
+    s.submit(job("b-x", gpus=4, tenant="b"), now=0)
+    s.step(1)
+    s.submit(job("a1", gpus=4, replicas=3, tenant="a", submitted_at=2), now=2)
+    s.submit(job("a2", gpus=2, tenant="a", submitted_at=3), now=3)
+    r = s.schedule(4)
+    assert r.placed == ("a1",)
+    assert r.pending["a2"].code is ReasonCode.QUOTA_EXCEEDED
+    s.apply(r, 4)
+    assert s.admitter.used("a", "H100") == 12 * G
+    check_invariants(s)
+
+
+def test_under_strict_fifo_a_tenants_job_refused_by_quota_blocks_only_the_jobs_behind_it() -> None:
+    # a1 may borrow and has its turn after the jobs that do not; a2, behind it and too big
+    # for a's quota, used to be refused at its own place first, and a1 then waited
+    # "behind a2 (tenant quota)": blocked by a job behind it
+    s = scheduler(
+        nodes(2),
+        policy="strict-fifo",
+        quotas=[Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8)],
+    )
+    s.submit(job("b-x", gpus=4, tenant="b"), now=0)
+    s.step(1)
+    s.submit(job("a1", gpus=4, replicas=3, tenant="a", submitted_at=2), now=2)
+    s.submit(job("a2", gpus=8, replicas=2, tenant="a", submitted_at=3), now=3)
+    r = s.schedule(4)
+    assert r.placed == ("a1",)
+    assert r.pending["a2"].code is ReasonCode.QUOTA_EXCEEDED
+
+
+def test_a_tenants_job_held_behind_its_borrower_goes_right_after_it_not_after_later_borrowers() -> (
+    None
+):
+    # a's head h may borrow (10 GPUs of a's 8) and its rack r1 is full: its turn comes after
+    # the jobs that do not borrow, and it fails. a-small, behind h in a's queue and within
+    # a's nominal quota, goes right after h's turn, before c-mid (a borrower submitted
+    # between them): it takes the last 4 free GPUs, c-mid is refused. Held until the end of
+    # the borrowers instead, it would lose them to c-mid
+    from kant.model import NodeSelector
+
+    cluster = (
+        ClusterBuilder()
+        .leaf("lf0", nodes=2, labels={"rack": "r0"})
+        .leaf("lf1", nodes=2, labels={"rack": "r1"})
+        .build()
+    )
+    quotas = [Quota.gpus(t, "H100", n) for t, n in (("a", 8), ("b", 8), ("c", 0), ("e", 32))]
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy(reclaim=False))
+    r0, r1 = NodeSelector.labels(rack="r0"), NodeSelector.labels(rack="r1")
+    s.submit(job("b-x", gpus=8, tenant="b", selector=r1), now=0)
+    s.submit(job("c-r1", gpus=8, tenant="c", selector=r1), now=0)
+    s.submit(job("c-r2", gpus=8, tenant="c", selector=r0), now=0)
+    s.submit(job("c-r3", gpus=4, tenant="c", selector=r0), now=0)
+    assert set(s.step(1).placed) == {"b-x", "c-r1", "c-r2", "c-r3"}  # 4 GPUs left, on r0
+    s.submit(job("h", gpus=5, replicas=2, tenant="a", selector=r1, submitted_at=2), now=2)
+    s.submit(job("c-mid", gpus=4, tenant="c", submitted_at=3), now=3)
+    s.submit(job("a-small", gpus=4, tenant="a", submitted_at=4), now=4)
+    r = s.schedule(5)
+    assert r.placed == ("a-small",)
+    assert r.victims == ()
+    assert r.pending["h"].code is not ReasonCode.QUOTA_EXCEEDED  # (room, not quota)
+    check_invariants(s)
+
+
+def test_a_job_within_nominal_on_one_model_but_admitted_on_another_it_would_borrow_goes_after_the_nominal_jobs() -> (
+    None
+):
+    # a-new fits a's nominal H100 but quota admits it on A100 too, where a would borrow;
+    # E-Binpack prefers the fuller A100 node. Walked first, it took a's A100 beyond nominal
+    # and b-job, within b's nominal A100, reclaimed a's guaranteed a-x for it. Walked after
+    # b-job (it may borrow), it finds the A100 node too full and starts on H100: nothing evicted
+    cluster = ClusterBuilder().leaf("lf0", nodes=1).leaf("lfa", nodes=1, model="A100").build()
+    quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 4), Quota.gpus("b", "A100", 4)]
+    s = Scheduler(
+        cluster, admitter=Admitter(quotas), placer=Placer("ebinpack"), policy="best-effort-fifo"
+    )
+    s.submit(job("a-x", gpus=2, tenant="a", models="A100"), now=0)
+    s.step(1)
+    s.submit(job("a-new", gpus=3, tenant="a", models="H100|A100"), now=2)
+    s.submit(job("b-job", gpus=4, tenant="b", models="A100"), now=2)
+    r = s.schedule(3)
+    assert r.victims == ()
+    assert set(r.placed) == {"a-new", "b-job"}
+    assert {b.pod.job: b.node for b in r.bindings} == {"a-new": "lf0-n0", "b-job": "lfa-n0"}
+    s.apply(r, 3)
+    assert s.admitter.usage() == {("a", "A100"): 2000, ("a", "H100"): 3000, ("b", "A100"): 4000}
+
+
+def test_a_job_whose_selector_leaves_it_only_the_model_it_would_borrow_does_not_pass_a_nominal_job() -> (
+    None
+):
+    # ajob's selector keeps it on rack r0 (H100 only), where a's nominal is used up; quota
+    # found it within nominal on A100, a model it cannot run on. Walked first it borrowed
+    # H100 and bjob, within b's nominal, reclaimed a's x for it; now bjob goes first
+    from kant.model import NodeSelector
+
+    cluster = (
+        ClusterBuilder()
+        .leaf("lf0", nodes=2, labels={"rack": "r0"})
+        .leaf("lfa", nodes=1, model="A100", labels={"rack": "r1"})
+        .build()
+    )
+    quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 4), Quota.gpus("b", "H100", 8)]
+    s = Scheduler(
+        cluster, admitter=Admitter(quotas), placer=Placer("ebinpack"), policy="best-effort-fifo"
+    )
+    s.submit(job("x", gpus=8, tenant="a", models="H100"), now=0)
+    s.step(1)
+    s.submit(job("bjob", gpus=8, tenant="b", models="H100"), now=2)
+    s.submit(
+        job(
+            "ajob", gpus=2, replicas=2, tenant="a", models="H100|A100",
+            selector=NodeSelector.labels(rack="r0"),
+        ),
+        now=2,
+    )  # fmt: skip
+    r = s.schedule(3)
+    assert r.victims == ()
+    assert r.placed == ("bjob",)
+    assert "ajob" in r.pending
