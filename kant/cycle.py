@@ -17,6 +17,7 @@ import itertools
 import math
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any, ClassVar, Literal, NamedTuple
@@ -361,35 +362,47 @@ def schedule_cycle(
         cyc.discard()
 
 
-class _Later:
-    """The jobs of one priority the walk puts after the others (:meth:`_Cycle.walk`): the
-    turns of those that may borrow (and of borrowed rests), each with its place in the order,
-    quota decision (None for a rest) and the ledger's version it was made at; and per tenant
-    with a turn, its later jobs of that priority, held behind it so that no job of a tenant
-    passes an earlier one of its own (Kueue takes one head per ClusterQueue at a time)."""
+_Turn = tuple[int, Entry, "QuotaDecision | None", "_Facts", int]
 
-    __slots__ = ("behind", "turns", "waiting")
+
+class _Later:
+    """The jobs of one priority the walk puts after the others (:meth:`_Cycle.walk`).
+
+    ``turns``: those that may borrow (and borrowed rests), in the order, each with its place
+    in the order, its quota decision (None for a rest) and the ledger's version the decision
+    was made at. ``behind``: per tenant, its jobs held because a turn of its tenant comes
+    before them, in their order: each goes once every turn of its tenant before it is taken,
+    so that no job of a tenant passes an earlier one of its own (Kueue takes one head per
+    ClusterQueue at a time). A job holding a nomination is the exception: it takes what is
+    held for it at its place in the order."""
+
+    __slots__ = ("behind", "pending", "turns")
 
     def __init__(self) -> None:
-        self.turns: list[tuple[float, Entry, QuotaDecision | None, _Facts, int]] = []
-        self.behind: dict[str, list[tuple[int, Entry, _Facts]]] = {}
-        self.waiting: dict[str, int] = {}  # per tenant, its turns not taken yet
+        self.turns: list[_Turn] = []
+        self.pending: dict[str, list[int]] = {}  # per tenant, the places of its turns not taken
+        self.behind: dict[str, deque[tuple[int, Entry, _Facts]]] = {}
 
     def holds(self, tenant: str) -> bool:
-        """Does ``tenant`` have a turn, so that its later jobs wait behind it?"""
-        return tenant in self.behind
+        """Has ``tenant`` a turn not taken yet (its jobs later in the order wait for it)?"""
+        return bool(self.pending.get(tenant))
+
+    def hold(self, order: int, e: Entry, facts: _Facts) -> None:
+        """Hold ``e`` (at ``order``) behind its tenant's turns; decided when it goes."""
+        self.behind.setdefault(e.job.tenant, deque()).append((order, e, facts))
 
     def add(
         self,
-        order: float,
+        order: int,
         e: Entry,
         dec: QuotaDecision | None,
         facts: _Facts,
         version: int,
         at: int | None = None,
     ) -> None:
-        """A turn for ``e`` at ``order``: appended, or (``at``: the first turn not taken)
-        put before the first turn from ``at`` that comes later in the order."""
+        """A turn for ``e`` at ``order``: appended (the walk adds them in the order), or
+        put among the turns from ``at`` (the first not taken) before the first one later in
+        the order."""
         turn = (order, e, dec, facts, version)
         if at is None:
             self.turns.append(turn)
@@ -398,21 +411,41 @@ class _Later:
             while j < len(self.turns) and self.turns[j][0] <= order:
                 j += 1
             self.turns.insert(j, turn)
-        tenant = e.job.tenant
-        self.waiting[tenant] = self.waiting.get(tenant, 0) + 1
-        self.behind.setdefault(tenant, [])
+        self.pending.setdefault(e.job.tenant, []).append(order)
+
+    def took(self, tenant: str, order: int) -> None:
+        """The turn of ``tenant`` at ``order`` was taken."""
+        self.pending[tenant].remove(order)
+
+    def next_held(self, tenant: str) -> tuple[int, Entry, _Facts] | None:
+        """The first job of ``tenant`` held behind its turns, if no turn of its tenant not
+        yet taken comes before it (it goes now), else None."""
+        held = self.behind.get(tenant)
+        if not held:
+            return None
+        pending = self.pending.get(tenant)
+        if pending and min(pending) < held[0][0]:
+            return None
+        return held.popleft()
 
     def entries(self) -> list[Entry]:
-        """Every job with a turn or held behind one, in the order (rests last)."""
-        held = [(o, e) for jobs in self.behind.values() for o, e, _f in jobs]
-        both = [(t[0], t[1]) for t in self.turns] + held
-        both.sort(key=lambda x: x[0])  # (stable: a rest stays after what it was put after)
+        """Every job with a turn or held behind one, in the order."""
+        both = [(t[0], t[1]) for t in self.turns]
+        both.extend((o, e) for jobs in self.behind.values() for o, e, _f in jobs)
+        both.sort(key=lambda x: x[0])
         return [e for _o, e in both]
 
     def clear(self) -> None:
         self.turns.clear()
+        self.pending.clear()
         self.behind.clear()
-        self.waiting.clear()
+
+
+def _may_borrow(dec: QuotaDecision) -> bool:
+    """Admitted, and its tenant may end above its nominal quota where it is placed (beyond
+    nominal, within it only where borrowers must go, or admitted on a model where its
+    tenant would borrow too: placement picks): a job the walk puts after the others."""
+    return dec.ok and not dec.borrows_nowhere
 
 
 class _Cycle:
@@ -670,12 +703,10 @@ class _Cycle:
                 self.consider(e, facts=facts)
                 continue
             if later.holds(e.job.tenant):
-                later.behind[e.job.tenant].append((i, e, facts))  # decided at its turn
+                later.hold(i, e, facts)  # (quota decides when it goes)
                 continue
             dec = self._admit_quota(e, facts)
-            if dec.ok and not dec.borrows_nowhere:
-                # it may borrow: beyond nominal, within it only where borrowers must go, or
-                # admitted on a model where its tenant would borrow too (placement picks)
+            if _may_borrow(dec):
                 later.add(i, e, dec, facts, self.ledger.version)
             else:
                 self.consider(e, dec, facts)  # the ledger is unchanged until its quota check
@@ -741,27 +772,27 @@ class _Cycle:
         when = f"retry at {e.backoff_until:.10g}"  # (whole seconds of a wall clock too)
         return e.reason or Reason(code=ReasonCode.BACKOFF, message=when)
 
-    def _take_rest_turns(self, later: _Later, order: float = math.inf) -> None:
-        """Put the borrowed rest of each job that just started its nominal part
-        (:attr:`rest_turns`) among the borrowers of its priority: at ``order`` (where the
-        walk is; by default after every turn already put there), no quota decision yet
+    def _take_rest_turns(self, later: _Later, order: int, at: int | None = None) -> None:
+        """Give the borrowed rest of each job that just started its nominal part
+        (:attr:`rest_turns`) a turn among the borrowers of its priority, at its job's place
+        in the order (``order``; ``at``: see :meth:`_Later.add`), with no quota decision yet
         (:meth:`_rest_turn` decides)."""
         for t in self.rest_turns:
-            later.add(order, t, None, self.facts.of(t, self.pools), self.ledger.version)
+            later.add(order, t, None, self.facts.of(t, self.pools), self.ledger.version, at)
         self.rest_turns.clear()
 
     def _consider_later(self, later: _Later) -> None:
         """Consider the jobs the walk put after the others of their priority, in their order,
         each with the quota decision it had if the ledger is unchanged since (the same
         decision :meth:`_admit_quota` would give), else deciding again; a borrowed rest
-        (:meth:`_take_rest_turns`, also one a job considered here leaves) has its turn.
-        Once a tenant has no turn left, its jobs held behind them follow (:meth:`_release`).
-        Leaves ``later`` empty."""
+        (:meth:`_take_rest_turns`) has its turn. After each turn, the jobs of its tenant
+        held behind it that no other turn of their tenant comes before go
+        (:meth:`_release`). Leaves ``later`` empty."""
         led = self.ledger
         turns = later.turns
         i = 0
         while i < len(turns):
-            _order, e, dec, facts, version = turns[i]
+            order, e, dec, facts, version = turns[i]
             i += 1
             if dec is None:
                 self._rest_turn(e, facts)
@@ -769,29 +800,24 @@ class _Cycle:
                 self.consider(e, dec, facts)
             else:
                 self.consider(e, facts=facts)
-            tenant = e.job.tenant
-            later.waiting[tenant] -= 1
-            self._take_rest_turns(later)
-            if not later.waiting[tenant]:
-                self._release(later, tenant, i)
+            later.took(e.job.tenant, order)
+            self._take_rest_turns(later, order, at=i)
+            self._release(later, e.job.tenant, i)
         later.clear()
 
     def _release(self, later: _Later, tenant: str, at: int) -> None:
-        """Consider the jobs of ``tenant`` held behind its turns (all taken), in their order,
-        until one may borrow: that one is put among the turns not yet taken (from ``at``)
-        at its place in the order, and those after it stay held behind it."""
-        held = later.behind[tenant]
-        while held:
-            order, e, facts = held.pop(0)
+        """Consider, in their order, the jobs of ``tenant`` held behind its turns that no
+        turn not yet taken comes before (:meth:`_Later.next_held`): quota decides each now;
+        one that may borrow gets a turn at its place among those not yet taken (from
+        ``at``), and the jobs after it wait for that turn in turn."""
+        while (held := later.next_held(tenant)) is not None:
+            order, e, facts = held
             dec = self._admit_quota(e, facts)
-            if dec.ok and not dec.borrows_nowhere:
+            if _may_borrow(dec):
                 later.add(order, e, dec, facts, self.ledger.version, at=at)
-                return
-            self.consider(e, dec, facts)
-            if self.rest_turns:
-                self._take_rest_turns(later)
-                return
-        del later.behind[tenant]
+            else:
+                self.consider(e, dec, facts)
+                self._take_rest_turns(later, order, at=at)
 
     def consider(
         self, e: Entry, dec: QuotaDecision | None = None, facts: _Facts | None = None

@@ -351,7 +351,7 @@ def test_a_pod_level_job_asking_more_than_its_nominal_quota_reclaims_its_nominal
     # a's. a's pod-level job reclaims 8 pods, however many it asks: with 9 it reclaimed
     # nothing, ever (the whole request was judged, and the whole request borrows)
     s = scheduler(nodes(2), quotas=[Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8)])
-    s.submit(job("b1", gpus=1, replicas=16, gang=False, tenant="b"), now=0)
+    s.submit(job("b1", gpus=1, replicas=16, gang=False, tenant="b", models="H100"), now=0)
     s.step(now=0)
     assert s.admitter.used("b", "H100") == 16 * G
     s.submit(job("a1", gpus=1, replicas=asked, gang=False, tenant="a", submitted_at=10), now=10)
@@ -372,7 +372,7 @@ def test_two_pod_level_jobs_of_one_tenant_reclaim_its_nominal_share_once_between
     # a's first job reclaims 5 pods in the cycle; the second job's nominal share is the 3
     # GPUs left of a's 8, not 8 again: the quota held for the first one counts
     s = scheduler(nodes(2), quotas=[Quota.gpus("a", "H100", 8), Quota.gpus("b", "H100", 8)])
-    s.submit(job("b1", gpus=1, replicas=16, gang=False, tenant="b"), now=0)
+    s.submit(job("b1", gpus=1, replicas=16, gang=False, tenant="b", models="H100"), now=0)
     s.step(now=0)
     s.submit(job("a1", gpus=1, replicas=5, gang=False, tenant="a", submitted_at=10), now=10)
     s.submit(job("a2", gpus=1, replicas=9, gang=False, tenant="a", submitted_at=11), now=11)
@@ -405,11 +405,13 @@ def test_a_reclaimers_nominal_part_starts_at_its_place_and_its_borrowed_rest_wai
             Quota.gpus("e", "H100", 16),
         ],
     )
-    s.submit(job("e1", gpus=8, replicas=2, gang=False, tenant="e"), now=0)
-    s.submit(job("b1", gpus=1, replicas=16, gang=False, tenant="b"), now=0)
+    s.submit(job("e1", gpus=8, replicas=2, gang=False, tenant="e", models="H100"), now=0)
+    s.submit(job("b1", gpus=1, replicas=16, gang=False, tenant="b", models="H100"), now=0)
     assert s.step(now=0).placed == ("e1", "b1")
     s.submit(job("d", gpus=8, tenant="c", submitted_at=1), now=1)
-    s.submit(job("n", gpus=1, replicas=12, gang=False, tenant="a", submitted_at=2), now=2)
+    s.submit(
+        job("n", gpus=1, replicas=12, gang=False, tenant="a", models="H100", submitted_at=2), now=2
+    )
     r = s.step(now=3)
     assert [(v.job, v.reason) for v in r.victims] == [("b1", VictimReason.RECLAIM)] * 8
     assert r.pending["n"].code is ReasonCode.PREEMPTING
@@ -759,3 +761,38 @@ def test_a_job_whose_selector_leaves_it_only_the_model_it_would_borrow_does_not_
     assert r.victims == ()
     assert r.placed == ("bjob",)
     assert "ajob" in r.pending
+
+
+def test_a_tenants_held_job_does_not_wait_for_the_borrowed_rest_of_its_later_nominated_job() -> (
+    None
+):
+    # n (a's 12 1-GPU pods, nominated after evicting b's pods) starts its nominal part at its
+    # place and its borrowed rest has a turn at n's place among the borrowers. a1 (borrowing
+    # H100) and a2 (within a's nominal A100) come before n: a2, held behind a1, goes right
+    # after a1's turn, before f1 (no quota, borrowing A100). It used to wait for n's rest
+    # too, so f1 took a2's guaranteed A100 and a2 reclaimed it a cycle later
+    cluster = ClusterBuilder().leaf("lf0", nodes=4).leaf("lfa", nodes=1, model="A100").build()
+    quotas = [
+        Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 8),
+        Quota.gpus("b", "H100", 8), Quota.gpus("e", "H100", 16),
+    ]  # fmt: skip
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
+    s.submit(job("e1", gpus=8, replicas=2, gang=False, tenant="e", models="H100"), now=0)
+    s.submit(job("b1", gpus=1, replicas=16, gang=False, tenant="b", models="H100"), now=0)
+    assert set(s.step(now=0).placed) == {"e1", "b1"}
+    s.submit(
+        job("n", gpus=1, replicas=12, gang=False, tenant="a", models="H100", submitted_at=2), now=2
+    )
+    r = s.step(now=3)
+    assert {v.preemptor for v in r.victims} == {"n"}
+    evict_victims(s, r, now=4)
+    s.pod_finished(PodId(job="e1", role="worker", index=1), now=4)
+    s.submit(job("a1", gpus=8, tenant="a", models="H100", submitted_at=1.0), now=4)
+    s.submit(job("a2", gpus=8, tenant="a", models="A100", submitted_at=1.5), now=4)
+    s.submit(job("f1", gpus=8, tenant="f", models="A100", submitted_at=1.8), now=4)
+    assert [e.id for e in s.queue.candidates()] == ["b1", "a1", "a2", "f1", "n"]
+    r = s.step(now=5)
+    assert "a2" in r.placed and r.victims == ()
+    assert r.pending["f1"].code is ReasonCode.QUOTA_EXCEEDED
+    assert s.step(now=6).victims == ()
+    check_invariants(s)
