@@ -1618,7 +1618,11 @@ class _Cycle:
                     elif dec.split is not None:
                         res = self._place_capped(e, dec, facts)
                     else:
-                        res = self.place_pods(self._restricted(job, dec, facts), dec.pods)
+                        got = self._place_within_nominal(e, dec) if held is None else None
+                        if got is not None:
+                            dec, res = got
+                        else:
+                            res = self.place_pods(self._restricted(job, dec, facts), dec.pods)
                     if job.gang and over is None and (res.unplaced or not res.bindings):
                         got = self._place_narrowed(job, dec, role_models, held=held)
                         if got is not None:
@@ -1673,6 +1677,37 @@ class _Cycle:
             # is applied (Queue.set_reasons)
             reason = self.failed_shapes[shape] = self.facts.intern_reason(reason)
         return (), reason, False
+
+    def _place_within_nominal(
+        self, e: Entry, dec: QuotaDecision
+    ) -> tuple[QuotaDecision, PlacementLike] | None:
+        """A job within its tenant's nominal quota that quota also admits on a GPU model
+        where its tenant would borrow (:attr:`QuotaDecision.borrows_nowhere` False) placed
+        on the models where it stays within nominal alone: ``dec`` narrowed to them and its
+        placement if that places every admitted pod (committed into the caller's
+        transaction), else None (the snapshot as it was; it is then placed on every model
+        quota admits, as any job). Placement picks among the models it is given by packing,
+        not by quota: given all, it may take one where its tenant borrows while its nominal
+        ones have room, and be reclaimed there as a borrower (Kueue's ``whenCanBorrow:
+        TryNextFlavor``: a flavor that borrows is taken only when none fits without). Not
+        for a job holding a nomination (its devices are chosen). O(a placement)."""
+        if not dec.within_nominal or dec.borrows_nowhere or e.nomination is not None:
+            return None
+        nominal = dec.nominal_models
+        models = {r: nominal.get(r, ()) if ms else ms for r, ms in dec.models.items()}
+        if any(ms and not models[r] for r, ms in dec.models.items()):
+            return None  # (a role within nominal on no model quota admits now)
+        narrowed = attrs.evolve(dec, models=models)
+        job = e.job
+        if self.pools.ready(job, narrowed) is not None:
+            return None
+        with self.snap.transaction() as tx:
+            res = self.place_pods(self.pools.restricted(job, narrowed), narrowed.pods)
+            if res.bindings and not res.unplaced:
+                tx.commit()
+                self.ctx.current = (job.id, narrowed)
+                return narrowed, res
+        return None
 
     def _hold_rest(self, e: Entry, bindings: Sequence[Binding]) -> None:
         """A pod-level job holding a nomination was placed in part (``bindings``) while

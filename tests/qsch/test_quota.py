@@ -796,3 +796,46 @@ def test_a_tenants_held_job_does_not_wait_for_the_borrowed_rest_of_its_later_nom
     assert r.pending["f1"].code is ReasonCode.QUOTA_EXCEEDED
     assert s.step(now=6).victims == ()
     check_invariants(s)
+
+
+def test_a_job_within_nominal_on_one_model_starts_there_though_packing_prefers_a_model_it_would_borrow() -> (
+    None
+):
+    # a-new (3 GPUs, H100|A100) fits a's nominal H100; quota admits it on A100 too, where a
+    # would borrow (a runs 2 of its 4 nominal A100). E-Binpack prefers the fuller A100 node:
+    # placed there, a borrowed and b's A100 job, within b's nominal, reclaimed a-new a cycle
+    # later. It is placed on H100 first, and nothing is evicted
+    cluster = ClusterBuilder().leaf("lf0", nodes=1).leaf("lfa", nodes=1, model="A100").build()
+    quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 4), Quota.gpus("b", "A100", 4)]
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
+    s.submit(job("a-x", gpus=2, tenant="a", models="A100"), now=0)
+    s.step(1)
+    s.submit(job("a-new", gpus=3, tenant="a", models="H100|A100"), now=2)
+    r = s.step(3)
+    assert {b.node for b in r.bindings} == {"lf0-n0"}
+    assert s.admitter.usage() == {("a", "A100"): 2 * G, ("a", "H100"): 3 * G}
+    s.submit(job("b-job", gpus=4, tenant="b", models="A100", submitted_at=4), now=4)
+    r = s.step(5)
+    assert r.placed == ("b-job",) and r.victims == ()
+    check_invariants(s)
+
+
+def test_a_job_within_nominal_on_one_model_borrows_on_another_when_its_nominal_model_is_full() -> (
+    None
+):
+    # the H100 node is full (b's job): a-new, within a's nominal H100 but admitted on A100
+    # too, starts on A100, borrowing: the nominal model is tried first, not alone
+    cluster = ClusterBuilder().leaf("lf0", nodes=1).leaf("lfa", nodes=1, model="A100").build()
+    quotas = [
+        Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 4),
+        Quota.gpus("b", "H100", 8), Quota.gpus("b", "A100", 4),
+    ]  # fmt: skip
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy(reclaim=False))
+    s.submit(job("b-h", gpus=8, tenant="b", models="H100"), now=0)
+    s.submit(job("a-x", gpus=2, tenant="a", models="A100"), now=0)
+    s.step(1)
+    s.submit(job("a-new", gpus=3, tenant="a", models="H100|A100"), now=2)
+    r = s.step(3)
+    assert {b.node for b in r.bindings} == {"lfa-n0"}
+    assert s.admitter.used("a", "A100") == 5 * G  # (one GPU borrowed from b)
+    check_invariants(s)
