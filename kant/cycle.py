@@ -1690,8 +1690,10 @@ class _Cycle:
         not by quota: given all, it may take one where its tenant borrows while its nominal
         ones have room, and be reclaimed there as a borrower (Kueue's ``whenCanBorrow:
         TryNextFlavor``: a flavor that borrows is taken only when none fits without). Not
-        for a job holding a nomination (its devices are chosen). O(a placement)."""
-        if not dec.within_nominal or dec.borrows_nowhere or e.nomination is not None:
+        for a job holding a nomination (its devices are chosen). A pod-level job goes on
+        its nominal models whole or not at all: a part there and the rest borrowing is not
+        tried. O(a placement)."""
+        if not dec.within_nominal or dec.borrows_nowhere or e.id in self.holds.nominated:
             return None
         nominal = dec.nominal_models
         models = {r: nominal.get(r, ()) if ms else ms for r, ms in dec.models.items()}
@@ -1703,7 +1705,16 @@ class _Cycle:
             return None
         with self.snap.transaction() as tx:
             res = self.place_pods(self.pools.restricted(job, narrowed), narrowed.pods)
-            if res.bindings and not res.unplaced:
+            if (
+                res.bindings
+                and not res.unplaced
+                and (
+                    self.live is None
+                    or self._live_prefix(job.tenant, res.bindings) == len(res.bindings)
+                )
+            ):
+                # (all of it within the live usage too, where victims still to go count:
+                # else placed on every model, as before, not left waiting for them)
                 tx.commit()
                 self.ctx.current = (job.id, narrowed)
                 return narrowed, res

@@ -839,3 +839,29 @@ def test_a_job_within_nominal_on_one_model_borrows_on_another_when_its_nominal_m
     assert {b.node for b in r.bindings} == {"lfa-n0"}
     assert s.admitter.used("a", "A100") == 5 * G  # (one GPU borrowed from b)
     check_invariants(s)
+
+
+def test_a_job_within_nominal_on_one_model_that_only_victims_still_going_keep_from_it_borrows_on_another_at_once() -> (
+    None
+):
+    # a-r reclaims one of d's 8-GPU H100 pods; the pod still runs. a-new (3 GPUs, H100|A100)
+    # is within a's nominal H100 on the cycle's ledger, which no longer charges the victim,
+    # but the live usage still does: an H100 placement is refused until the pod is gone.
+    # Placed on H100 first, it waited for that victim; it starts on A100 at once, as it did
+    cluster = ClusterBuilder().leaf("lf0", nodes=4).leaf("lfa", nodes=1, model="A100").build()
+    quotas = [
+        Quota.gpus("a", "H100", 16), Quota.gpus("a", "A100", 0), Quota.gpus("d", "H100", 0),
+        Quota.gpus("e", "H100", 6), Quota.gpus("b", "A100", 8),
+    ]  # fmt: skip
+    s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
+    s.submit(job("e-x", gpus=4, tenant="e", models="H100"), now=0)
+    s.submit(job("d-x", gpus=8, replicas=2, gang=False, tenant="d", models="H100"), now=0)
+    s.submit(job("b-x", gpus=5, tenant="b", models="A100"), now=0)
+    s.step(1)
+    s.submit(job("a-r", gpus=4, tenant="a", models="H100"), now=2)
+    assert [v.job for v in s.step(3).victims] == ["d-x"]  # (not stopped yet)
+    s.submit(job("a-new", gpus=3, tenant="a", models="H100|A100"), now=4)
+    r = s.step(5)
+    assert r.placed == ("a-new",)
+    assert {b.node for b in r.bindings} == {"lfa-n0"}
+    check_invariants(s)
