@@ -18,6 +18,7 @@ from kant.preemption import PreemptionPolicy
 from kant.queueing import JobPhase, Queue
 from kant.scheduler import Scheduler
 from kant.sim.simulator import SimConfig, Simulator
+from kant.state import ClusterState
 from kant.testing import ClusterBuilder, check_invariants, job
 
 from .conftest import evict_victims, nodes, scheduler
@@ -631,6 +632,11 @@ def test_a_priority_preemptor_nominated_for_part_of_its_request_tries_its_rest_i
 # ------------------------------------------------------- a tenant's jobs keep their order
 
 
+def _h100_and_a100_node() -> ClusterState:
+    """One 8-GPU H100 node (lf0-n0) and one 8-GPU A100 node (lfa-n0)."""
+    return ClusterBuilder().leaf("lf0", nodes=1).leaf("lfa", nodes=1, model="A100").build()
+
+
 @pytest.mark.parametrize("policy", ["strict-fifo", "best-effort-fifo", "backfill"])
 def test_a_later_job_of_a_tenant_within_nominal_does_not_pass_its_borrowing_job(
     policy: str,
@@ -712,7 +718,7 @@ def test_a_job_within_nominal_on_one_model_but_admitted_on_another_it_would_borr
     # E-Binpack prefers the fuller A100 node. Walked first, it took a's A100 beyond nominal
     # and b-job, within b's nominal A100, reclaimed a's guaranteed a-x for it. Walked after
     # b-job (it may borrow), it finds the A100 node too full and starts on H100: nothing evicted
-    cluster = ClusterBuilder().leaf("lf0", nodes=1).leaf("lfa", nodes=1, model="A100").build()
+    cluster = _h100_and_a100_node()
     quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 4), Quota.gpus("b", "A100", 4)]
     s = Scheduler(
         cluster, admitter=Admitter(quotas), placer=Placer("ebinpack"), policy="best-effort-fifo"
@@ -805,7 +811,7 @@ def test_a_job_within_nominal_on_one_model_starts_there_though_packing_prefers_a
     # would borrow (a runs 2 of its 4 nominal A100). E-Binpack prefers the fuller A100 node:
     # placed there, a borrowed and b's A100 job, within b's nominal, reclaimed a-new a cycle
     # later. It is placed on H100 first, and nothing is evicted
-    cluster = ClusterBuilder().leaf("lf0", nodes=1).leaf("lfa", nodes=1, model="A100").build()
+    cluster = _h100_and_a100_node()
     quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 4), Quota.gpus("b", "A100", 4)]
     s = scheduler(cluster, quotas=quotas, preemption=PreemptionPolicy())
     s.submit(job("a-x", gpus=2, tenant="a", models="A100"), now=0)
@@ -825,7 +831,7 @@ def test_a_job_within_nominal_on_one_model_borrows_on_another_when_its_nominal_m
 ):
     # the H100 node is full (b's job): a-new, within a's nominal H100 but admitted on A100
     # too, starts on A100, borrowing: the nominal model is tried first, not alone
-    cluster = ClusterBuilder().leaf("lf0", nodes=1).leaf("lfa", nodes=1, model="A100").build()
+    cluster = _h100_and_a100_node()
     quotas = [
         Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 4),
         Quota.gpus("b", "H100", 8), Quota.gpus("b", "A100", 4),
