@@ -17,7 +17,7 @@ import itertools
 import math
 import time
 import weakref
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any, ClassVar, Literal, NamedTuple
@@ -1725,11 +1725,13 @@ class _Cycle:
         some of its victims still terminate: hold again, for its pods still to place, the
         devices nominated for it that those pods did not take (a pod may start on devices
         nominated for another of its pods), each pod left taking one of its role's in turn,
-        and keep that nomination in :attr:`rest_nominated`: for its turn's end (the quota
-        it holds, its reason) and for the result (:func:`kant.apply.apply` keeps it for the
-        job, whose nomination its bindings end). Were they free, a job after it in the walk
-        would start on them, and the preemptor would evict it at the next cycle, its first
-        victims still going."""
+        as many per role as its nominated pods of that role not started (a pod the
+        nomination was not for, such as a borrowed rest, holds none: the victims were
+        evicted for the nominated pods), and keep that nomination in
+        :attr:`rest_nominated`: for its turn's end (the quota it holds, its reason) and for
+        the result (:func:`kant.apply.apply` keeps it for the job, whose nomination its
+        bindings end). Were they free, a job after it in the walk would start on them, and
+        the preemptor would evict it at the next cycle, its first victims still going."""
         nom = e.nomination
         if nom is None:
             return
@@ -1742,10 +1744,13 @@ class _Cycle:
         for b in nom.bindings:
             if not any((b.node, g) in taken for g in b.gpus):
                 free.setdefault(b.pod.role, []).append(b)
+        owed = Counter(b.pod.role for b in nom.bindings)
+        owed.subtract(b.pod.role for b in bindings)
         keep: list[Binding] = []
         for p in self.ctx.unplaced(e):
             mine = free.get(p.role)
-            if p not in done and mine:
+            if p not in done and mine and owed[p.role] > 0:
+                owed[p.role] -= 1
                 b = mine.pop(0)
                 keep.append(b if b.pod == p else attrs.evolve(b, pod=p))
         if keep:

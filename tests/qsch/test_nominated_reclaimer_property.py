@@ -280,6 +280,22 @@ def _submit(s: Scheduler, jid: str, shape: tuple[Any, ...], t: float, second: An
         "events": [(False, 0), (False, 0), (False, 0), (False, 0)],
     }
 )
+@example(  # p0 (three 2-GPU pods, a's 4 nominal H100) reclaims f0's first 4-GPU pod for its
+    # first two; f0's second pod ends and they start there, the victim still going. The
+    # victim's devices were held again for p0's third pod, its borrowed rest, under the
+    # nomination made within nominal for the first two: p0 started it borrowing as a
+    # reclaimer. A pod-level preemptor started in part holds again only as many devices as
+    # its nominated pods not started (seed 286, 500 examples)
+    {
+        "nodes": {"H100": [8], "A100": [4]},
+        "nominal": {(t, m): 0 for t in TENANTS for m in MODELS}
+        | {("a", "H100"): 4, ("c", "H100"): 4},
+        "first": [("b", 0, 4, 2, False, "H100")],
+        "later": [(("a", 0, 2, 3, False, "H100"), None)],
+        "rival": None,
+        "events": [(False, 0), (False, 0), (True, 0), (False, 0)],
+    }
+)
 def test_a_reclaimer_never_starts_borrowing_and_no_preemptor_evicts_a_unit_twice(
     w: dict[str, Any],
 ) -> None:
