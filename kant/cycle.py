@@ -13,6 +13,7 @@ excluded from equality).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import time
@@ -380,7 +381,8 @@ class _Later:
 
     def __init__(self) -> None:
         self.turns: list[_Turn] = []
-        self.pending: dict[str, list[int]] = {}  # per tenant, the places of its turns not taken
+        # per tenant, the places of its turns not taken, ascending
+        self.pending: dict[str, list[int]] = {}
         self.behind: dict[str, deque[tuple[int, Entry, _Facts]]] = {}
 
     def holds(self, tenant: str) -> bool:
@@ -411,11 +413,13 @@ class _Later:
             while j < len(self.turns) and self.turns[j][0] <= order:
                 j += 1
             self.turns.insert(j, turn)
-        self.pending.setdefault(e.job.tenant, []).append(order)
+        bisect.insort(self.pending.setdefault(e.job.tenant, []), order)
 
     def took(self, tenant: str, order: int) -> None:
-        """The turn of ``tenant`` at ``order`` was taken."""
-        self.pending[tenant].remove(order)
+        """The turn of ``tenant`` at ``order`` was taken (O(1) for the first of its turns,
+        as turns are taken in the order)."""
+        pending = self.pending[tenant]
+        del pending[bisect.bisect_left(pending, order)]
 
     def next_held(self, tenant: str) -> tuple[int, Entry, _Facts] | None:
         """The first job of ``tenant`` held behind its turns, if no turn of its tenant not
@@ -424,7 +428,7 @@ class _Later:
         if not held:
             return None
         pending = self.pending.get(tenant)
-        if pending and min(pending) < held[0][0]:
+        if pending and pending[0] < held[0][0]:
             return None
         return held.popleft()
 
