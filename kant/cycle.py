@@ -366,6 +366,11 @@ def schedule_cycle(
 _Turn = tuple[int, Entry, "QuotaDecision | None", "_Facts", int]
 
 
+def _place(turn: _Turn) -> int:
+    """A turn's place in the order."""
+    return turn[0]
+
+
 class _Later:
     """The jobs of one priority the walk puts after the others (:meth:`_Cycle.walk`).
 
@@ -408,11 +413,8 @@ class _Later:
         turn = (order, e, dec, facts, version)
         if at is None:
             self.turns.append(turn)
-        else:
-            j = at
-            while j < len(self.turns) and self.turns[j][0] <= order:
-                j += 1
-            self.turns.insert(j, turn)
+        else:  # (the turns from ``at`` are in the order)
+            self.turns.insert(bisect.bisect_right(self.turns, order, lo=at, key=_place), turn)
         bisect.insort(self.pending.setdefault(e.job.tenant, []), order)
 
     def took(self, tenant: str, order: int) -> None:
@@ -668,8 +670,9 @@ class _Cycle:
         admits it on, :attr:`QuotaDecision.borrows_nowhere`) goes after the jobs that fit
         their nominal quota wherever they are placed (Kueue's entry ordering): it would
         otherwise take quota another tenant is guaranteed and be reclaimed a cycle later.
-        The later jobs of its tenant in that priority go after it, in their order: a
-        tenant's jobs never pass one another (Kueue takes one head per ClusterQueue at a time)."""
+        The later jobs of its tenant in that priority go after it, in their order (Kueue
+        takes one head per ClusterQueue at a time): a tenant's job passes an earlier one of
+        its own only when it holds a nomination (what it takes is held for it already)."""
         # the policy may close its gate for every job left (Strict FIFO once its head is
         # blocked): those are then skipped without being walked one by one
         closed: Callable[[], Gate | None] | None = getattr(self.run, "closed", None)
@@ -692,7 +695,7 @@ class _Cycle:
             if closed is not None and (gate := closed()) is not None:
                 # (the last job walked in the order; a run closed from the start says None)
                 self.closed_after = cands[i - 1].key if i else None
-                self._skip_all(later.entries() + list(cands[i:]), gate)
+                self._skip_all(later.entries() + cands[i:], gate)
                 return
             prio = e.job.priority
             if later.turns and prio != band:

@@ -720,9 +720,7 @@ def test_a_job_within_nominal_on_one_model_but_admitted_on_another_it_would_borr
     # b-job (it may borrow), it finds the A100 node too full and starts on H100: nothing evicted
     cluster = _h100_and_a100_node()
     quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 4), Quota.gpus("b", "A100", 4)]
-    s = Scheduler(
-        cluster, admitter=Admitter(quotas), placer=Placer("ebinpack"), policy="best-effort-fifo"
-    )
+    s = scheduler(cluster, quotas=quotas)
     s.submit(job("a-x", gpus=2, tenant="a", models="A100"), now=0)
     s.step(1)
     s.submit(job("a-new", gpus=3, tenant="a", models="H100|A100"), now=2)
@@ -750,9 +748,7 @@ def test_a_job_whose_selector_leaves_it_only_the_model_it_would_borrow_does_not_
         .build()
     )
     quotas = [Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 4), Quota.gpus("b", "H100", 8)]
-    s = Scheduler(
-        cluster, admitter=Admitter(quotas), placer=Placer("ebinpack"), policy="best-effort-fifo"
-    )
+    s = scheduler(cluster, quotas=quotas)
     s.submit(job("x", gpus=8, tenant="a", models="H100"), now=0)
     s.step(1)
     s.submit(job("bjob", gpus=8, tenant="b", models="H100"), now=2)
