@@ -1625,7 +1625,11 @@ class _Cycle:
                     elif dec.split is not None:
                         res = self._place_capped(e, dec, facts)
                     else:
-                        got = self._place_within_nominal(e, dec) if held is None else None
+                        got = (
+                            self._place_within_nominal(e, dec, facts, whole=all_or_none)
+                            if held is None
+                            else None
+                        )
                         if got is not None:
                             dec, res = got
                         else:
@@ -1686,20 +1690,22 @@ class _Cycle:
         return (), reason, False
 
     def _place_within_nominal(
-        self, e: Entry, dec: QuotaDecision
+        self, e: Entry, dec: QuotaDecision, facts: _Facts, *, whole: bool
     ) -> tuple[QuotaDecision, PlacementLike] | None:
         """A job within its tenant's nominal quota that quota also admits on a GPU model
         where its tenant would borrow (:attr:`QuotaDecision.borrows_nowhere` False) placed
-        on the models where it stays within nominal alone: ``dec`` narrowed to them and its
-        placement if that places every admitted pod (committed into the caller's
-        transaction), else None (the snapshot as it was; it is then placed on every model
-        quota admits, as any job). Placement picks among the models it is given by packing,
-        not by quota: given all, it may take one where its tenant borrows while its nominal
-        ones have room, and be reclaimed there as a borrower (Kueue's ``whenCanBorrow:
-        TryNextFlavor``: a flavor that borrows is taken only when none fits without). Not
-        for a job holding a nomination (its devices are chosen). A pod-level job goes on
-        its nominal models whole or not at all: a part there and the rest borrowing is not
-        tried. O(a placement)."""
+        on the models where it stays within nominal first: ``dec`` narrowed to them and its
+        placement if that places every admitted pod; else, for a pod-level job (not
+        ``whole``), the pods placed there kept and the others placed on every model quota
+        admits (counting those as the job's own, as pods placed earlier in the cycle are),
+        ``dec`` and both parts if together they place every admitted pod; else None (the
+        snapshot as it was; it is then placed on every model quota admits, as any job).
+        What is taken is committed into the caller's transaction. Placement picks among
+        the models it is given by packing, not by quota: given all, it may take one where
+        its tenant borrows while its nominal ones have room, and be reclaimed there as a
+        borrower (Kueue's ``whenCanBorrow: TryNextFlavor``: a flavor that borrows is taken
+        only when none fits without). Not for a job holding a nomination (its devices are
+        chosen). O(one or two placements)."""
         if not dec.within_nominal or dec.borrows_nowhere or e.id in self.holds.nominated:
             return None
         nominal = dec.nominal_models
@@ -1708,24 +1714,41 @@ class _Cycle:
             return None  # (a role within nominal on no model quota admits now)
         narrowed = attrs.evolve(dec, models=models)
         job = e.job
+        tenant = job.tenant
         if self.pools.ready(job, narrowed) is not None:
             return None
         with self.snap.transaction() as tx:
             res = self.place_pods(self.pools.restricted(job, narrowed), narrowed.pods)
-            if (
-                res.bindings
-                and not res.unplaced
-                and (
-                    self.live is None
-                    or self._live_prefix(job.tenant, res.bindings) == len(res.bindings)
-                )
+            # (all of it within the live usage too, where victims still to go count: else
+            # placed on every model, as before, not left waiting for them)
+            if not res.bindings or (
+                self.live is not None
+                and self._live_prefix(tenant, res.bindings) < len(res.bindings)
             ):
-                # (all of it within the live usage too, where victims still to go count:
-                # else placed on every model, as before, not left waiting for them)
+                return None
+            if not res.unplaced:
                 tx.commit()
                 self.ctx.current = (job.id, narrowed)
                 return narrowed, res
-        return None
+            rest = tuple(p for p in dec.pods if p in res.unplaced)
+            if whole or (self._place_after is None and placed_by_own_pods(job)):
+                return None
+            restricted = self._restricted(job, dec, facts)
+            if self._place_after is not None:
+                self.attempts += 1
+                earlier = (*self.ctx.placed_of.get(job.id, ()), *res.bindings)
+                more = self._place_after(restricted, self.snap, rest, earlier=earlier)
+            else:
+                more = self.place_pods(restricted, rest)
+            if more.unplaced:
+                return None
+            order = {p: k for k, p in enumerate(dec.pods)}
+            both = sorted((*res.bindings, *more.bindings), key=lambda b: order[b.pod])
+            if self.live is not None and self._live_prefix(tenant, both) < len(both):
+                return None
+            tx.commit()
+            self.ctx.current = (job.id, dec)
+            return dec, PlacementResult(bindings=tuple(both))
 
     def _hold_rest(self, e: Entry, bindings: Sequence[Binding]) -> None:
         """A pod-level job holding a nomination was placed in part (``bindings``) while

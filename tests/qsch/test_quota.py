@@ -867,3 +867,34 @@ def test_a_job_within_nominal_on_one_model_that_only_victims_still_going_keep_fr
     assert r.placed == ("a-new",)
     assert {b.node for b in r.bindings} == {"lfa-n0"}
     check_invariants(s)
+
+
+def test_a_pod_level_job_within_nominal_puts_the_pods_its_nominal_model_has_room_for_there() -> (
+    None
+):
+    # a-new (3 pods of 1 GPU, pod-level, H100|A100) fits a's nominal H100, where b's job
+    # leaves room for 2 pods; quota admits it on A100 too, where a would borrow. Spread
+    # prefers the emptier A100 node: when its nominal model could not take all 3, all 3
+    # went to A100, a borrowed one GPU there, and b's A100 job, within b's nominal, reclaimed
+    # it a cycle later. 2 pods start on H100 and only the third on A100: a stays within its
+    # nominal quota on both, and nothing is evicted
+    quotas = [
+        Quota.gpus("a", "H100", 8), Quota.gpus("a", "A100", 4),
+        Quota.gpus("b", "H100", 8), Quota.gpus("b", "A100", 4),
+    ]  # fmt: skip
+    s = scheduler(
+        _h100_and_a100_node(), quotas=quotas, preemption=PreemptionPolicy(), strategy="spread"
+    )
+    s.submit(job("b-h", gpus=6, tenant="b", models="H100"), now=0)
+    s.submit(job("a-x", gpus=2, tenant="a", models="A100"), now=0)
+    s.step(1)
+    s.submit(job("a-new", gpus=1, replicas=3, gang=False, tenant="a", models="H100|A100"), now=2)
+    r = s.step(3)
+    assert [b.node for b in r.bindings] == ["lf0-n0", "lf0-n0", "lfa-n0"]
+    assert s.admitter.usage() == {
+        ("a", "A100"): 3 * G, ("a", "H100"): 2 * G, ("b", "H100"): 6 * G,
+    }  # fmt: skip
+    s.submit(job("b-job", gpus=4, tenant="b", models="A100", submitted_at=4), now=4)
+    r = s.step(5)
+    assert r.placed == ("b-job",) and r.victims == ()
+    check_invariants(s)
