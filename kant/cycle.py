@@ -1731,7 +1731,9 @@ class _Cycle:
                 self.ctx.current = (job.id, narrowed)
                 return narrowed, res
             rest = tuple(p for p in dec.pods if p in res.unplaced)
-            if whole or (self._place_after is None and placed_by_own_pods(job)):
+            if whole or (
+                self._place_after is None and placed_by_own_pods(job, {p.role for p in rest})
+            ):
                 return None
             restricted = self._restricted(job, dec, facts)
             if self._place_after is not None:

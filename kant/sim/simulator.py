@@ -229,7 +229,8 @@ class SimConfig:
     nothing can change).
     ``warmup``: the share of the arrival span, from the first arrival, left out of the
     observation window (the cluster starts empty and takes a while to fill).
-    ``default_runtime``: runtime of jobs without an estimate. ``seed``: failure draws.
+    ``default_runtime``: runtime of jobs without an estimate. ``seed``: failure draws (a
+    whole number, at least 0).
     ``trace``: keep the event trace in the result (tests read it).
     ``estimate_every``: give every n-th arriving job its start-time estimate at its
     arrival (0, the default: none; see the module docstring).
@@ -248,7 +249,7 @@ class SimConfig:
     horizon: float | None = attrs.field(default=None, validator=_opt_pos)
     warmup: float = attrs.field(default=0.0, validator=_fraction)
     default_runtime: float = attrs.field(default=3600.0, validator=_pos)
-    seed: int = 0
+    seed: int = attrs.field(default=0, validator=_count)
     trace: bool = False
     estimate_every: int = attrs.field(default=0, validator=_count)
 
@@ -531,6 +532,7 @@ class Simulator:
             )
         self.progress = progress
         self.progress_every = max(1, int(progress_every))
+        self._ran = False
         self._heap: list[tuple[float, int, int, Any]] = []
         self._seq = 0
         self._now = 0.0
@@ -580,7 +582,8 @@ class Simulator:
 
     def run(self) -> SimResult:
         """Replay every job to the end (every job done, nothing left that can change, or the
-        horizon) and return the :class:`SimResult`. Call it once: it needs the fresh scheduler.
+        horizon) and return the :class:`SimResult`. Call it once: it needs the fresh scheduler
+        (a second call raises :class:`~kant.errors.ValidationError`, changing nothing).
         Runs at most one scheduling cycle per ``tick`` of simulated time (see
         :class:`SimConfig`).
 
@@ -592,6 +595,11 @@ class Simulator:
         collected before the freeze: a full collection costs as much as the process is
         large (in a test run or a long-lived embedding process, more than a short replay),
         and cyclic garbage already old waits for the first collection after the run."""
+        if self._ran:
+            raise ValidationError(
+                "simulator", self, "has run already: build a new Simulator on a fresh scheduler"
+            )
+        self._ran = True
         gc.collect(1)
         gc.freeze()
         try:

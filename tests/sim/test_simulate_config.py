@@ -9,8 +9,12 @@ import pytest
 
 from kant.cli import main
 from kant.config import load_config_text
+from kant.errors import ValidationError
 from kant.preemption import PreemptionPolicy
+from kant.scheduler import Scheduler
 from kant.sim.scenarios import PolicySet, make_scenario, run_scenario
+from kant.sim.simulator import SimConfig, Simulator
+from kant.testing import ClusterBuilder, job
 
 ZERO_SEARCH = """
 tenants:
@@ -186,3 +190,24 @@ def test_a_mistake_in_the_config_file_stops_the_run_before_the_workload_is_built
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(f) in err[0], err
     assert ("queueing.polcy: unknown key" if kind == "bad key" else "--config") in err[0]
+
+
+@pytest.mark.parametrize("seed", [None, -1, 1.5, "x", True])
+def test_a_failure_seed_that_is_not_a_whole_number_of_at_least_zero_is_refused(
+    seed: object,
+) -> None:
+    # None drew the node failures from the operating system's entropy (two runs of the same
+    # inputs differed); -1, 1.5 or "x" reached numpy and raised its own ValueError/TypeError
+    with pytest.raises(ValidationError, match="seed"):
+        SimConfig(seed=seed)  # type: ignore[arg-type]
+
+
+def test_a_simulator_run_a_second_time_is_refused_and_its_first_result_stands() -> None:
+    # the second run found the scheduler's jobs done and returned plausible, wrong metrics
+    # (GAR 0, every job never started)
+    jobs = [job(f"j{i}", gpus=8, runtime=5000.0, submitted_at=10.0 * i) for i in range(6)]
+    sim = Simulator(Scheduler(ClusterBuilder().leaf("lf0", nodes=4).build()), jobs)
+    first = sim.run()
+    with pytest.raises(ValidationError, match="has run already"):
+        sim.run()
+    assert first.summary.gar > 0
