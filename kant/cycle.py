@@ -1730,19 +1730,11 @@ class _Cycle:
                 tx.commit()
                 self.ctx.current = (job.id, narrowed)
                 return narrowed, res
-            rest = tuple(p for p in dec.pods if p in res.unplaced)
-            if whole or (
-                self._place_after is None and placed_by_own_pods(job, {p.role for p in rest})
-            ):
+            if whole:
                 return None
-            restricted = self._restricted(job, dec, facts)
-            if self._place_after is not None:
-                self.attempts += 1
-                earlier = (*self.ctx.placed_of.get(job.id, ()), *res.bindings)
-                more = self._place_after(restricted, self.snap, rest, earlier=earlier)
-            else:
-                more = self.place_pods(restricted, rest)
-            if more.unplaced:
+            rest = tuple(p for p in dec.pods if p in res.unplaced)
+            more = self._place_beside(self._restricted(job, dec, facts), rest, res.bindings)
+            if more is None or more.unplaced:
                 return None
             order = {p: k for k, p in enumerate(dec.pods)}
             both = sorted((*res.bindings, *more.bindings), key=lambda b: order[b.pod])
@@ -1751,6 +1743,23 @@ class _Cycle:
             tx.commit()
             self.ctx.current = (job.id, dec)
             return dec, PlacementResult(bindings=tuple(both))
+
+    def _place_beside(
+        self, job: Job, pods: Sequence[PodId], kept: Sequence[Binding]
+    ) -> PlacementLike | None:
+        """Place ``pods`` of ``job`` (restricted as the caller needs) beside ``kept``, the
+        bindings of its other pods made in this turn and not yet in :attr:`PolicyContext.
+        placed_of`, counted as the job's own as pods placed earlier in the cycle are
+        (``max_per_node``, a required topology wish). None when the placer cannot count them
+        and where those pods go depends on them (:func:`placed_by_own_pods`). One placement
+        attempt, counted in the stats."""
+        if self._place_after is not None:
+            self.attempts += 1
+            earlier = (*self.ctx.placed_of.get(job.id, ()), *kept)
+            return self._place_after(job, self.snap, pods, earlier=earlier)
+        if placed_by_own_pods(job, {p.role for p in pods}):
+            return None
+        return self.place_pods(job, pods)
 
     def _hold_rest(self, e: Entry, bindings: Sequence[Binding]) -> None:
         """A pod-level job holding a nomination was placed in part (``bindings``) while
@@ -1862,12 +1871,8 @@ class _Cycle:
             restricted = self._restricted(job, attrs.evolve(dec, pods=todo, models=models), facts)
             if not kept:
                 res = self.place_pods(restricted, todo)
-            elif self._place_after is not None:
-                self.attempts += 1
-                earlier = (*self.ctx.placed_of.get(job.id, ()), *kept)
-                res = self._place_after(restricted, self.snap, todo, earlier=earlier)
-            elif not placed_by_own_pods(job, {p.role for p in todo}):
-                res = self.place_pods(restricted, todo)
+            elif (beside := self._place_beside(restricted, todo, kept)) is not None:
+                res = beside
             else:
                 why = Reason(
                     code=ReasonCode.QUOTA_EXCEEDED,
