@@ -735,6 +735,18 @@ def safe_loader(yaml: Any) -> Any:
     return Loader
 
 
+def safe_dumper(yaml: Any) -> Any:
+    """``yaml.SafeDumper`` that quotes every string :func:`safe_loader` would read as a float
+    (``'1e3'``, ``'-.5'``: YAML 1.1's dumper leaves them bare), so what it writes reads back
+    as written."""
+
+    class Dumper(yaml.SafeDumper):  # type: ignore[misc]
+        pass
+
+    Dumper.add_implicit_resolver("tag:yaml.org,2002:float", _YAML12_FLOAT, list("-+.0123456789"))
+    return Dumper
+
+
 def _unique_pairs(pairs: list[tuple[str, Any]], p: Path) -> dict[str, Any]:
     try:
         return unique_pairs(pairs)
@@ -773,7 +785,8 @@ def dump_cluster(desc: ClusterDescription, path: str | os.PathLike[str]) -> None
     p = Path(path)
     data = cluster_to_dict(desc)
     if _is_yaml(p):
-        text = _yaml(p).safe_dump(data, sort_keys=False)
+        yaml = _yaml(p)
+        text = yaml.dump(data, Dumper=safe_dumper(yaml), sort_keys=False)
     else:
         text = json.dumps(data, indent=2) + "\n"
     p.write_text(text, encoding="utf-8")

@@ -295,3 +295,20 @@ def test_a_cluster_file_that_never_ends_is_refused_after_its_bound(monkeypatch):
     monkeypatch.setattr(kant.topology.fabric, "MAX_CLUSTER_BYTES", 1 << 16)
     with pytest.raises(InvalidClusterFileError, match="larger than 65,536 bytes"):
         load_cluster("/dev/zero")
+
+
+@pytest.mark.parametrize("text", ["1e3", "-.5", "1.5e3", "5E-3", ".5e3", "1_0e2"])
+def test_a_name_that_reads_as_a_yaml_1_2_float_survives_a_yaml_round_trip(tmp_path, text):
+    """A leaf, model, node name or label written as ``1e3`` would be read back as a float
+    (kant reads YAML 1.2's floats), so the file written must quote it."""
+    desc = ClusterDescription(
+        nodes=(
+            NodeSpec(name=f"n{text}" if text[0] in "-." else text, gpu_model=text, gpus=2),
+            NodeSpec(
+                name="b", gpu_model="H100", gpus=2, leaf=f"{text}1", labels={"r": text, text: "v"}
+            ),
+        )
+    )
+    path = tmp_path / "cluster.yaml"
+    dump_cluster(desc, path)
+    assert load_cluster(path) == desc
