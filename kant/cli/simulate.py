@@ -305,12 +305,13 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
 
 
 def target_load(args: argparse.Namespace) -> float:
-    """The offered load the run aims at: ``--load``, else the built-in scenario's default
-    load, else (a trace) :data:`kant.sim.scenarios.TARGET_LOAD`, its cluster's sizing."""
-    if args.trace is not None:
-        return TARGET_LOAD
+    """The offered load the run aims at: ``--load`` (a built-in scenario's workload, or the
+    load a trace's cluster is sized for), else the built-in scenario's default load, else (a
+    trace) :data:`kant.sim.scenarios.TARGET_LOAD`, its default cluster's sizing."""
     if args.load is not None:
         return float(args.load)
+    if args.trace is not None:
+        return TARGET_LOAD
     param = inspect.signature(SCENARIOS[args.scenario]).parameters.get("load")
     if param is None or not isinstance(param.default, int | float):
         return TARGET_LOAD
