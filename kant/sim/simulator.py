@@ -492,6 +492,30 @@ class _Run:
     evicted_in: int = 0  # the cycle whose evictions last requeued it (one interruption)
 
 
+def _checked_inputs(
+    scheduler: Any, jobs: Any, config: Any, progress: Any, progress_every: Any
+) -> list[Job]:
+    """The jobs a :class:`Simulator` is given, as a list, once every argument is of its kind
+    (:class:`ValidationError` naming the first that is not)."""
+    if not isinstance(scheduler, Scheduler):
+        raise ValidationError("scheduler", type(scheduler).__name__, "must be a Scheduler")
+    if config is not None and not isinstance(config, SimConfig):
+        raise ValidationError("config", type(config).__name__, "must be None or a SimConfig")
+    if progress is not None and not callable(progress):
+        raise ValidationError("progress", progress, "must be None or a callable")
+    every = progress_every
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        raise ValidationError("progress_every", progress_every, "must be an int >= 1")
+    try:
+        given = list(jobs)
+    except TypeError:
+        raise ValidationError("jobs", type(jobs).__name__, "must be an iterable of Job") from None
+    for i, j in enumerate(given):
+        if not isinstance(j, Job):
+            raise ValidationError(f"jobs[{i}]", j, "must be a Job")
+    return given
+
+
 class Simulator:
     """Replays ``jobs`` through ``scheduler`` (which owns the cluster, queue, admitter and
     placer) under ``config``; :meth:`run` returns a :class:`SimResult`.
@@ -513,9 +537,10 @@ class Simulator:
         progress: Callable[[Progress], None] | None = None,
         progress_every: int = 2000,
     ) -> None:
+        given = _checked_inputs(scheduler, jobs, config, progress, progress_every)
         self.s = scheduler
         self.cfg = config if config is not None else SimConfig()
-        self.jobs = sorted(jobs, key=lambda j: j.submitted_at)
+        self.jobs = sorted(given, key=lambda j: j.submitted_at)
         if len({j.id for j in self.jobs}) != len(self.jobs):
             raise ValidationError("jobs", "<duplicate ids>", "job ids must be unique")
         if scheduler.cluster.num_pods or len(scheduler.queue):
@@ -531,7 +556,7 @@ class Simulator:
                 "every job are read from the queue at the end): use Queue(history=None)",
             )
         self.progress = progress
-        self.progress_every = max(1, int(progress_every))
+        self.progress_every = progress_every
         self._ran = False
         self._heap: list[tuple[float, int, int, Any]] = []
         self._seq = 0

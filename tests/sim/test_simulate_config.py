@@ -211,3 +211,38 @@ def test_a_simulator_run_a_second_time_is_refused_and_its_first_result_stands() 
     with pytest.raises(ValidationError, match="has run already"):
         sim.run()
     assert first.summary.gar > 0
+
+
+def _cluster() -> object:
+    return ClusterBuilder().leaf("lf0", nodes=2).build()
+
+
+@pytest.mark.parametrize(
+    ("make", "field"),
+    [
+        (lambda: Simulator("s", []), "scheduler"),  # type: ignore[arg-type]
+        (lambda: Simulator(Scheduler(_cluster()), 5), "jobs"),  # type: ignore[arg-type]
+        (lambda: Simulator(Scheduler(_cluster()), [job("a", gpus=1), {"id": "b"}]), r"jobs\[1\]"),
+        (lambda: Simulator(Scheduler(_cluster()), "ab"), r"jobs\[0\]"),
+        (lambda: Simulator(Scheduler(_cluster()), [], {"tick": 0}), "config"),  # type: ignore[arg-type]
+        (lambda: Simulator(Scheduler(_cluster()), [], progress=3), "progress"),  # type: ignore[arg-type]
+        (lambda: Simulator(Scheduler(_cluster()), [], progress_every="x"), "progress_every"),  # type: ignore[arg-type]
+        (lambda: Simulator(Scheduler(_cluster()), [], progress_every=0), "progress_every"),
+        (lambda: Simulator(Scheduler(_cluster()), [], progress_every=1.5), "progress_every"),  # type: ignore[arg-type]
+        (lambda: make_scenario("inference", jobs=50).with_jobs(2.5), "jobs"),  # type: ignore[arg-type]
+        (lambda: make_scenario("inference", jobs=50).with_jobs("3"), "jobs"),  # type: ignore[arg-type]
+        (lambda: make_scenario("inference", jobs=50).with_jobs(True), "jobs"),  # type: ignore[arg-type]
+    ],
+    ids=[
+        "scheduler-not-a-scheduler", "jobs-not-iterable", "a-job-not-a-job", "jobs-a-string",
+        "config-a-dict", "progress-not-callable", "progress-every-a-string", "progress-every-0",
+        "progress-every-1.5", "with-jobs-2.5", "with-jobs-a-string", "with-jobs-true",
+    ],
+)  # fmt: skip
+def test_a_simulator_or_scenario_given_the_wrong_kind_of_value_says_which(
+    make: object, field: str
+) -> None:
+    # each raised Python's AttributeError, TypeError or ValueError from deep inside (or,
+    # progress_every=1.5 and with_jobs(True), was taken as 1), not a KantError naming it
+    with pytest.raises(ValidationError, match=field):
+        make()  # type: ignore[operator]
