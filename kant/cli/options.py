@@ -169,10 +169,14 @@ def _path_errors(text: str) -> Iterator[Path]:
 
 
 def existing_file(text: str) -> str:
-    """An argparse ``type``: a file that exists and can be read."""
+    """An argparse ``type``: a regular file that exists and can be read."""
     with _path_errors(text) as p:
-        if not p.is_file():
+        if not p.exists():
             raise argparse.ArgumentTypeError(f"no such file: {text!r}")
+        if p.is_dir():
+            raise argparse.ArgumentTypeError(f"{text!r} is a folder, not a file")
+        if not p.is_file():
+            raise argparse.ArgumentTypeError(f"{text!r} is not a regular file (a device, a pipe)")
         if not os.access(p, os.R_OK):
             raise argparse.ArgumentTypeError(f"cannot read {text!r}")
     return text

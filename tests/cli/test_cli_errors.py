@@ -789,3 +789,19 @@ def test_a_config_given_as_a_pipe_is_read(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as e:  # (a folder is still refused by the parser)
         main([*argv, "--config", str(tmp_path), "--out", str(out)])
     assert e.value.code == 2
+
+
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [("/dev/null", "is not a regular file"), (".", "is a folder, not a file"), ("nope", "no such")],
+)
+def test_a_trace_file_that_is_no_regular_file_is_refused_for_what_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], path: str, says: str
+) -> None:
+    # /dev/null and a folder were refused as "no such file", though both exist
+    argv = ["simulate", "--trace", "swf", "--trace-file", path, "--out", str(tmp_path / "o")]
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err, err
