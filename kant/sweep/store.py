@@ -45,6 +45,13 @@ def _num(x: Any) -> bool:
     return x is None or is_number(x)
 
 
+def _no_constant(name: str) -> Any:
+    """A ``json.loads`` ``parse_constant``: ``NaN`` and the infinities are no JSON (a store
+    kant wrote holds none: :func:`kant.sim.analysis.json_text`), so a record with one is
+    refused, not read as a float no report can show."""
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def _problem(rec: Mapping[str, Any]) -> str | None:
     """What is wrong with a record that has the fields of one, for the report that reads it
     (its kind, status, parameters and an ``ok`` run's metrics), or None."""
@@ -130,7 +137,7 @@ class Store:
                 if not line:
                     continue
                 try:
-                    rec = json.loads(line)
+                    rec = json.loads(line, parse_constant=_no_constant)
                 except json.JSONDecodeError:
                     if not line.startswith("{"):
                         raise self._not_a_store(n, "is not a run record") from None

@@ -121,6 +121,9 @@ OK_SIM = (
             '"status": "ok", "error": null, "wall_s": 1, "metrics": {"alloc": [1.0]}}\n',
             "alloc",
         ),
+        # NaN and Infinity are no JSON (kant writes neither); both were read as floats
+        (OK_SIM.replace('"wall_s": 1', '"wall_s": NaN') % "null", "NaN"),
+        (OK_SIM.replace('{"seed": 1}', '{"load": -Infinity}') % "null", "-Infinity"),
         # both passed the check, then the sweep and the report raised (KeyError, TypeError)
         ('{"key": "g", "kind": "sim", "params": {}, "status": "failed"}\n', "error"),
         (
