@@ -731,8 +731,7 @@ def safe_loader(yaml: Any) -> Any:
     class Loader(yaml.SafeLoader):  # type: ignore[misc]
         pass
 
-    Loader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML12_FLOAT, list("-+.0123456789"))
-    return Loader
+    return _with_yaml12_floats(Loader)
 
 
 def safe_dumper(yaml: Any) -> Any:
@@ -743,8 +742,13 @@ def safe_dumper(yaml: Any) -> Any:
     class Dumper(yaml.SafeDumper):  # type: ignore[misc]
         pass
 
-    Dumper.add_implicit_resolver("tag:yaml.org,2002:float", _YAML12_FLOAT, list("-+.0123456789"))
-    return Dumper
+    return _with_yaml12_floats(Dumper)
+
+
+def _with_yaml12_floats(cls: Any) -> Any:
+    """``cls`` (a loader or dumper class of its own) resolving :data:`_YAML12_FLOAT` as floats."""
+    cls.add_implicit_resolver("tag:yaml.org,2002:float", _YAML12_FLOAT, list("-+.0123456789"))
+    return cls
 
 
 def _unique_pairs(pairs: list[tuple[str, Any]], p: Path) -> dict[str, Any]:
