@@ -61,6 +61,7 @@ from kant.model import (
     Role,
     Victim,
     finite_time,
+    flag,
     placed_by_own_pods,
     pods_per_role,
 )
@@ -331,6 +332,7 @@ def schedule_cycle(
     the cycle), and the victim searches of the (few) jobs that preempt."""
     t0 = time.perf_counter()
     now = finite_time(now, "schedule_cycle")
+    incremental = flag(incremental, "incremental")
     pol = check_parts(cluster, queue, admitter, placer=placer, preemption=preemption, policy=policy)
     assert pol is not None  # (for mypy: a policy was given)
     pre = preemption if preemption is not None else PreemptionPolicy()
@@ -340,7 +342,7 @@ def schedule_cycle(
         if again is not None:
             return again
     cyc = _Cycle(cluster, queue, admitter, placer, now, pol, pre)
-    cyc.incremental = bool(incremental)
+    cyc.incremental = incremental
     # 1. Snapshot the cluster; everything below is tentative and rolled back at the end.
     with cyc.open():
         # 2. Hold the devices (and the quota) nominated for earlier preemptors.

@@ -245,6 +245,14 @@ def finite_time(now: object, call: str, field: str = "now") -> float:
         raise InvalidTimeError(e.field, now, e.reason) from None
 
 
+def flag(v: object, field: str) -> bool:
+    """``v`` if it is a bool, else :class:`~kant.errors.ValidationError` naming ``field`` (an
+    argument a string such as ``"no"`` would otherwise turn on)."""
+    if not isinstance(v, bool):
+        raise ValidationError(field, v, "must be True or False")
+    return v
+
+
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 """An attrs field validator: ``check(instance, attribute, value)``, raising on a bad value."""
 

@@ -37,6 +37,7 @@ from kant.model import (
     Reason,
     Taint,
     finite_time,
+    flag,
     is_finite_number,
     is_int,
 )
@@ -148,7 +149,7 @@ class Scheduler:
         )
         assert pol is not None  # (for mypy: a policy was given)
         self.cluster = cluster
-        self.incremental = bool(incremental)  # see schedule_cycle
+        self.incremental = flag(incremental, "incremental")  # see schedule_cycle
         self.queue = queue if queue is not None else Queue()
         self.admitter = admitter if admitter is not None else Admitter()
         self.policy: QueueingPolicy = pol
@@ -720,6 +721,7 @@ class Scheduler:
         (:attr:`~kant.queueing.Backoff.max_interruptions`); a pod that failed or that a user
         deleted is not one. Raises UnknownPodError, or InvalidTimeError for a time before
         the pod's binding."""
+        flag(interrupted, "interrupted")
         e = self._held(pod)
         now = self._pod_time(e, pod, now, "pod_evicted")
         self._tick(now, "pod_evicted")
@@ -835,6 +837,7 @@ class Scheduler:
         treated as lost (requeued, gangs whole). Raises UnknownNodeError, InvalidNodeError
         for a GPU index the node lacks, or InvalidTimeError."""
         now = self._time(now, "gpu_unhealthy")
+        flag(evict, "evict")
         self.cluster.set_gpu_health(node, gpu, False)
         self._tick(now, "gpu_unhealthy")
         logger.warning("GPU %d of node %s unhealthy at %g", gpu, node, now)
@@ -860,6 +863,7 @@ class Scheduler:
         Raises UnknownNodeError, InvalidNodeError for a NIC index the node lacks, or
         InvalidTimeError, before anything changes."""
         now = self._time(now, "nic_unhealthy")
+        flag(evict, "evict")
         self.cluster.set_nic_health(node, nic, False)
         self._tick(now, "nic_unhealthy")
         if not evict:
@@ -884,6 +888,7 @@ class Scheduler:
         lost (gangs requeued whole, pod-level jobs lose only the pods on it). Raises
         UnknownNodeError or InvalidTimeError before anything changes."""
         now = self._time(now, "node_unhealthy")
+        flag(evict, "evict")
         self.cluster.set_node_health(node, False)
         self._tick(now, "node_unhealthy")
         if not evict:

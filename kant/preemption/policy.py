@@ -82,9 +82,9 @@ class PreemptionPolicy:
     ``inf``: never before it runs again). ``0`` turns the guard off (Kueue behaves so).
     """
 
-    priority: bool = True
-    reclaim: bool = True
-    backfill: bool = True
+    priority: bool = attrs.field(default=True, validator=instance_of(InvalidConfigError, bool))
+    reclaim: bool = attrs.field(default=True, validator=instance_of(InvalidConfigError, bool))
+    backfill: bool = attrs.field(default=True, validator=instance_of(InvalidConfigError, bool))
     min_runtime: float = attrs.field(default=0.0, validator=finite_nonneg(InvalidConfigError))
     max_preemptors_per_cycle: int | None = attrs.field(
         default=None, validator=opt_pos_int(InvalidConfigError)

@@ -278,6 +278,36 @@ def test_the_cascade_window_must_be_a_non_negative_number() -> None:
         PreemptionPolicy(borrow_within_cohort="yes")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("field", ["priority", "reclaim", "backfill"])
+@pytest.mark.parametrize("value", ["false", "no", 0.0, None])
+def test_a_preemption_switch_that_is_not_a_bool_is_refused_not_taken_for_its_truth(
+    field: str, value: object
+) -> None:
+    # PreemptionPolicy(priority="false") was taken as true: a low-priority job was preempted
+    with pytest.raises(InvalidConfigError, match=field):
+        PreemptionPolicy(**{field: value})
+
+
+def test_a_scheduler_switch_that_is_not_a_bool_is_refused_and_changes_nothing() -> None:
+    # Scheduler(incremental="no") ran incrementally; node_unhealthy(evict="no") evicted
+    with pytest.raises(ValidationError, match="incremental"):
+        Scheduler(nodes(1), incremental="no")  # type: ignore[arg-type]
+    s = Scheduler(nodes(1))
+    s.submit(job("a", gpus=8), now=0)
+    s.step(1)
+    for call in (
+        lambda: s.node_unhealthy("lf0-n0", 2, evict="no"),  # type: ignore[arg-type]
+        lambda: s.gpu_unhealthy("lf0-n0", 0, 2, evict=None),  # type: ignore[arg-type]
+        lambda: s.nic_unhealthy("lf0-n0", 0, 2, evict=1),  # type: ignore[arg-type]
+        lambda: s.pod_evicted(next(iter(s.cluster.pods_on("lf0-n0"))), 2, interrupted="yes"),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(ValidationError, match=r"evict|interrupted"):
+            call()
+    assert s.queue.entry("a").phase is JobPhase.RUNNING and s.cluster.num_pods == 1
+    assert s.cluster.is_healthy("lf0-n0") and s.cluster.gpu_healthy_mask("lf0-n0") == 0xFF
+    check_invariants(s)
+
+
 @pytest.mark.parametrize(
     ("timestamp", "order"),
     [
