@@ -75,12 +75,18 @@ REQUEUE_TIMESTAMPS = ("submission", "eviction")
 
 
 def _as_float(v: Any) -> Any:
-    return float(v) if is_number(v) else v
+    if not is_number(v):
+        return v
+    try:
+        return float(v)
+    except OverflowError:  # (an int beyond the floats: the check refuses it)
+        return v
 
 
 def _time(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, float) or math.isnan(value):
-        raise InvalidJobError(attribute.name, value, "must be a number (-inf: none)")
+    # -inf is "none"; +inf would hold the job back for ever ("retry at inf")
+    if not isinstance(value, float) or not (math.isfinite(value) or value == -math.inf):
+        raise InvalidJobError(attribute.name, value, "must be a finite number (-inf: none)")
 
 
 def _reason(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:

@@ -204,6 +204,9 @@ def test_a_failure_history_kept_outside_kant_carries_on_as_a_status_would() -> N
         {"attempts": True},
         {"interruptions": -2},
         {"backoff_until": math.nan},
+        # +inf held the job back for ever ("retry at inf"); 10**400 raised OverflowError
+        {"backoff_until": math.inf},
+        {"backoff_until": 10**400},
         {"backoff_until": "10"},
         {"reason": "backoff"},
         {"failed": 1},
