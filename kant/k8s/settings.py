@@ -317,7 +317,7 @@ def _levels(value: Any, fail: Any) -> tuple[tuple[str, Tier], ...]:
             raise fail(f"{where}.nodeLabel", label, "must be a non-empty string")
         if not is_label_key(label):
             raise fail(f"{where}.nodeLabel", label, LABEL_KEY_REASON)
-        if tier not in TIER_NAMES:
+        if not isinstance(tier, str) or tier not in TIER_NAMES:
             raise fail(f"{where}.tier", tier, f"must be one of {list(TIER_NAMES)}")
         if any(lab == label for lab, _ in levels):
             raise fail(f"{where}.nodeLabel", label, "is listed twice")

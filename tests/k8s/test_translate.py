@@ -527,6 +527,9 @@ def test_a_bad_estimate_setting_is_refused_naming_its_key_and_why(
      ({"conditionIntervalSeconds": float("nan")}, "kubernetes.conditionIntervalSeconds"),
      ({"debounceSeconds": float("inf")}, "kubernetes.debounceSeconds"),
      ({"topologyLevels": [{"nodeLabel": "x", "tier": "rack"}]}, "kubernetes.topologyLevels[0].tier"),
+     # (a list or a mapping raised TypeError, unhashable, a traceback in kant k8s run)
+     ({"topologyLevels": [{"nodeLabel": "x", "tier": ["leaf"]}]}, "kubernetes.topologyLevels[0].tier"),
+     ({"topologyLevels": [{"nodeLabel": "x", "tier": {"a": 1}}]}, "kubernetes.topologyLevels[0].tier"),
      ({"topologyLevels": [{"nodeLabel": "x", "tier": "leaf"}, {"nodeLabel": "x", "tier": "spine"}]},
       "kubernetes.topologyLevels[1].nodeLabel")],
 )  # fmt: skip
