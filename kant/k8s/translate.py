@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, DecimalException, InvalidOperation
 from typing import Any, Final
 
 import attrs
@@ -167,15 +167,36 @@ def quantity(value: Any, *, where: str = "", field: str = "quantity") -> Decimal
     :class:`~kant.errors.InvalidObjectError` for anything else."""
     if isinstance(value, bool):
         raise InvalidObjectError(field, value, "is not a quantity", where=where or None)
-    if isinstance(value, int | float):
-        return Decimal(str(value))
-    m = _QUANTITY.match(str(value).strip()) if isinstance(value, str) else None
-    if m is None or m.group(2) not in _SUFFIX:
-        raise InvalidObjectError(field, value, "is not a quantity", where=where or None)
+    q: Decimal | None = None
     try:
-        return Decimal(m.group(1)) * _SUFFIX[m.group(2)]
-    except InvalidOperation:
-        raise InvalidObjectError(field, value, "is not a quantity", where=where or None) from None
+        if isinstance(value, int | float):
+            q = Decimal(str(value))
+        elif isinstance(value, str):
+            m = _QUANTITY.match(value.strip())
+            if m is not None and m.group(2) in _SUFFIX:
+                q = Decimal(m.group(1)) * _SUFFIX[m.group(2)]
+    except DecimalException:  # (an exponent past Decimal's range: "1e1000000")
+        q = None
+    if q is None or not q.is_finite():  # (a float inf or nan)
+        raise InvalidObjectError(field, value, "is not a quantity", where=where or None)
+    if abs(q) > _MAX_QUANTITY:  # (read as it is, "1e999999" took seconds to turn into MiB)
+        raise InvalidObjectError(
+            field, value, "is not a quantity: past 2^63-1, the most Kubernetes holds",
+            where=where or None,
+        )  # fmt: skip
+    return q
+
+
+_MAX_QUANTITY: Final = Decimal(2**63 - 1)
+"""The largest magnitude of a Kubernetes quantity (the API server caps any larger one)."""
+
+
+def _count(q: Decimal, value: Any, *, where: str, field: str) -> int:
+    """A device count (GPUs, NICs: extended resources, which Kubernetes takes only whole)
+    from the quantity ``q`` read of ``value``, or :class:`InvalidObjectError`."""
+    if q != q.to_integral_value():
+        raise InvalidObjectError(field, value, "must be a whole number of devices", where=where)
+    return int(q)
 
 
 def _meta(obj: Obj) -> Obj:
@@ -280,7 +301,13 @@ def node_facts(node: Obj, settings: K8sSettings, *, need: NodeNeed | None = None
         return n if 0 <= n <= most else min(max(instead, 0), most)
 
     want = need if need is not None else NodeNeed()
-    gpus = amount(settings.gpu_resource, int, MAX_GPUS_PER_NODE, want.gpus)
+
+    def devices(res: str) -> Callable[[Decimal], int]:
+        return lambda q: _count(q, alloc.get(res), where=where, field=f"allocatable.{res}")
+
+    gpus = amount(
+        settings.gpu_resource, devices(settings.gpu_resource), MAX_GPUS_PER_NODE, want.gpus
+    )
     lab = labels_of(node)
     model = (lab.get(settings.gpu_model_label) or settings.default_gpu_model) if gpus else None
     cpu = amount("cpu", lambda q: int(q * 1000), MAX_CPU_MILLI, want.cpu_milli)
@@ -316,7 +343,9 @@ def node_facts(node: Obj, settings: K8sSettings, *, need: NodeNeed | None = None
             gpus=gpus,
             cpu_milli=cpu,
             memory_mib=mem,
-            rdma_nics=amount(settings.nic_resource, int, MAX_NICS_PER_NODE, want.nics),
+            rdma_nics=amount(
+                settings.nic_resource, devices(settings.nic_resource), MAX_NICS_PER_NODE, want.nics
+            ),
             max_pods=max_pods,
             leaf=leaf,
             spine=spine,
@@ -584,7 +613,8 @@ def pod_resources(pod: Obj, settings: K8sSettings, *, shares: bool = True) -> Re
     read)."""
     spec = pod.get("spec") or {}
     where = f"Pod {pod_key(pod)}"
-    names = ("cpu", "memory", settings.gpu_resource, settings.nic_resource)
+    devices = (settings.gpu_resource, settings.nic_resource)
+    names = ("cpu", "memory", *devices)
     total = dict.fromkeys(names, Decimal(0))
     init = dict.fromkeys(names, Decimal(0))
     for part, acc, add in (("containers", total, True), ("initContainers", init, False)):
@@ -595,7 +625,8 @@ def pod_resources(pod: Obj, settings: K8sSettings, *, shares: bool = True) -> Re
                 v = req.get(r, lim.get(r) if r not in ("cpu", "memory") else None)
                 if v is None:
                     continue
-                q = quantity(v, where=where, field=f"{part}.resources.requests.{r}")
+                field = f"{part}.resources.requests.{r}"
+                q = _request(v, r, devices, where=where, field=field)
                 acc[r] = acc[r] + q if add else max(acc[r], q)
     eff = {r: max(total[r], init[r]) for r in names}
     overhead = spec.get("overhead") or {}
@@ -603,7 +634,8 @@ def pod_resources(pod: Obj, settings: K8sSettings, *, shares: bool = True) -> Re
         raise InvalidObjectError("spec.overhead", overhead, "must be a mapping", where=where)
     for r in names:
         if r in overhead:
-            eff[r] += quantity(overhead[r], where=where, field=f"spec.overhead.{r}")
+            field = f"spec.overhead.{r}"
+            eff[r] += _request(overhead[r], r, devices, where=where, field=field)
     gpus = int(eff[settings.gpu_resource])
     milli = 0
     frac = annotations_of(pod).get(FRACTION_ANNOTATION) if shares else None
@@ -631,6 +663,18 @@ def pod_resources(pod: Obj, settings: K8sSettings, *, shares: bool = True) -> Re
         memory_mib=math.ceil(eff["memory"] / (1 << 20)),
         rdma_nics=int(eff[settings.nic_resource]),
     )
+
+
+def _request(value: Any, res: str, devices: tuple[str, ...], *, where: str, field: str) -> Decimal:
+    """A request (or overhead) of ``res``: a quantity of at least 0, whole for a device
+    resource (``devices``), as the API server validates it; else :class:`InvalidObjectError`
+    (a pod built by hand or by another tool: "1.5" GPUs would otherwise be read as 1)."""
+    q = quantity(value, where=where, field=field)
+    if q < 0:
+        raise InvalidObjectError(field, value, "must be >= 0", where=where)
+    if res in devices:
+        _count(q, value, where=where, field=field)
+    return q
 
 
 def held_job(

@@ -43,16 +43,63 @@ def load(name: str) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("text", "value"),
     [("8", 8), ("500m", Decimal("0.5")), ("16Gi", 16 * 2**30), ("2113645544Ki", 2113645544 * 1024),
-     ("1e3", 1000), ("1.5", Decimal("1.5")), (4, 4), ("3M", 3 * 10**6)],
+     ("1e3", 1000), ("1.5", Decimal("1.5")), (4, 4), ("3M", 3 * 10**6),
+     ("9223372036854775807", 2**63 - 1), ("7Ei", 7 * 2**60)],
 )  # fmt: skip
 def test_quantities_parse_as_kubernetes_writes_them(text: Any, value: Any) -> None:
     assert quantity(text) == Decimal(value)
 
 
-@pytest.mark.parametrize("text", ["eight", "8Xi", "", True, "1..2"])
+@pytest.mark.parametrize(
+    "text",
+    # (the last four raised decimal.Overflow, decimal.InvalidOperation or OverflowError)
+    ["eight", "8Xi", "", True, "1..2", "1e1000000", "1e999999999Ki", float("inf"), float("nan"),
+     "1e999999", "-9223372036854775808", "8Ei"],
+)  # fmt: skip
 def test_a_malformed_quantity_is_an_invalid_object_error(text: Any) -> None:
+    # "1e999999" as a pod's memory took 29 s to turn into MiB, then was refused as too large
     with pytest.raises(InvalidObjectError, match="is not a quantity"):
         quantity(text, where="Pod a/b")
+
+
+def _asking(*requests: dict[str, Any]) -> dict[str, Any]:
+    containers = [{"name": f"c{i}", "resources": {"requests": r}} for i, r in enumerate(requests)]
+    return {
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {"schedulerName": "kant", "containers": containers},
+    }
+
+
+@pytest.mark.parametrize(
+    ("requests", "field", "why"),
+    [
+        ([{"nvidia.com/gpu": "1.5"}], "requests.nvidia.com/gpu", "whole number"),
+        ([{"nvidia.com/gpu": "500m"}], "requests.nvidia.com/gpu", "whole number"),
+        ([{"nvidia.com/gpu": "-1"}], "requests.nvidia.com/gpu", ">= 0"),
+        ([{"nvidia.com/gpu": "4"}, {"nvidia.com/gpu": "-3"}], "requests.nvidia.com/gpu", ">= 0"),
+        ([{"rdma/hca": "2.5"}], "requests.rdma/hca", "whole number"),
+        ([{"cpu": "-2"}], "requests.cpu", ">= 0"),
+        ([{"memory": "-1Gi"}], "requests.memory", ">= 0"),
+        ([{"cpu": "1e999999999"}], "requests.cpu", "is not a quantity"),
+    ],
+)
+def test_a_request_kubernetes_would_refuse_is_refused_not_rounded(
+    requests: list[dict[str, Any]], field: str, why: str
+) -> None:
+    # "1.5" GPUs was read as 1, "500m" as a CPU-only pod, "-1" as 0, and 4 + -3 as 1 GPU
+    with pytest.raises(InvalidObjectError, match=why) as e:
+        pod_facts(_asking(*requests), S)
+    assert field in e.value.field
+
+
+@pytest.mark.parametrize("gpus", ["1.5", "500m", "1e999999999", float("inf")])
+def test_a_node_allocatable_gpu_count_that_is_no_whole_number_is_refused(gpus: Any) -> None:
+    # "1.5" was read as 1 GPU and "500m" as none; the huge ones raised decimal's errors
+    n = load("node_h100")
+    n["status"]["allocatable"]["nvidia.com/gpu"] = gpus
+    with pytest.raises(InvalidObjectError, match=r"nvidia\.com/gpu"):
+        node_facts(n, S)
+    assert node_facts(n, S, need=NodeNeed(gpus=2)).spec.gpus == 2
 
 
 # ----------------------------------------------------------------- nodes
