@@ -1520,7 +1520,7 @@ def recorded_binding(pod: Obj) -> tuple[PodId, tuple[int, ...], tuple[int, ...],
     if not pid:
         return None
     where = f"Pod {pod_key(pod)}"
-    parts = pid.rsplit("/", 2)
+    parts = pid.rsplit("/", 2) if isinstance(pid, str) else []
     if len(parts) != 3 or not is_count(parts[2]):
         raise InvalidObjectError(POD_ID_ANNOTATION, pid, "must be job/role/index", where=where)
 
@@ -1532,7 +1532,12 @@ def recorded_binding(pod: Obj) -> tuple[PodId, tuple[int, ...], tuple[int, ...],
         return tuple(int(x) for x in parts)
 
     milli = ann.get(MILLI_ANNOTATION)
-    m = int(str(milli)) if is_count(milli) else MILLI
+    m = int(str(milli)) if is_count(milli) else MILLI if milli is None else 0
+    if not 0 < m <= MILLI:  # (read as a whole GPU, a share would be taken back as one)
+        raise InvalidObjectError(
+            MILLI_ANNOTATION, milli, f"must be a whole number of GPU milli in 1..{MILLI}",
+            where=where,
+        )  # fmt: skip
     return (
         PodId(job=parts[0], role=parts[1], index=int(parts[2])),
         ints(GPUS_ANNOTATION),

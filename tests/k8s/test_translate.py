@@ -484,9 +484,14 @@ def test_a_malformed_recorded_binding_is_refused() -> None:
 @pytest.mark.parametrize(
     ("key", "value"),
     [("kant.io/pod-id", "team-a.llama-70b#2/worker/\u00b2"), ("kant.io/gpus", "0,\u00b9"),
-     ("kant.io/nics", "-1")],
+     ("kant.io/nics", "-1"),
+     # (a gpu-milli such as these was read as a whole GPU: a share taken back as one GPU)
+     ("kant.io/gpu-milli", "abc"), ("kant.io/gpu-milli", "-5"), ("kant.io/gpu-milli", ""),
+     ("kant.io/gpu-milli", "0"), ("kant.io/gpu-milli", "1001"), ("kant.io/gpu-milli", 250),
+     # (a pod id that is no string raised AttributeError, which the shim's sync let through)
+     ("kant.io/pod-id", 5)],
 )  # fmt: skip
-def test_a_recorded_binding_in_other_digits_is_refused_not_a_crash(key: str, value: str) -> None:
+def test_a_recorded_binding_in_other_digits_is_refused_not_a_crash(key: str, value: Any) -> None:
     pod = load("pod_bound_by_kant")
     pod["metadata"]["annotations"][key] = value
     with pytest.raises(InvalidObjectError, match=key.replace(".", r"\.")):
