@@ -1373,6 +1373,16 @@ def _gpus(milli: float) -> str:
 # --------------------------------------------------------------------------- the admitter
 
 
+def _check_charge(tenant: object, models: Iterable[object]) -> None:
+    """Refuse (ValidationError) a tenant that is no string or a GPU model that is neither
+    None nor a string: charged as it is, it would be usage no quota ever counts."""
+    if not isinstance(tenant, str):
+        raise ValidationError("tenant", tenant, "must be a tenant name (a string)")
+    for m in models:
+        if m is not None and not isinstance(m, str):
+            raise ValidationError("model", m, "must be None or a GPU model name (a string)")
+
+
 class Admitter:
     """Quotas and their live usage (QSCH static admission). The preemption rules are a cycle
     input (:class:`kant.preemption.PreemptionPolicy`), not part of the admitter.
@@ -1407,7 +1417,13 @@ class Admitter:
         return dict(sorted(self._usage.items()))
 
     def charge(self, tenant: str, binding: Binding, model: str | None) -> None:
-        """Charge ``tenant`` for what ``binding`` holds on a ``model`` node."""
+        """Charge ``tenant`` for what ``binding`` holds on a ``model`` node (ValidationError
+        for a tenant that is no string, a binding that is no Binding or a model that is
+        neither None nor a string; DuplicateError for a pod charged already; nothing
+        changed)."""
+        if not isinstance(binding, Binding):
+            raise ValidationError("binding", binding, "must be a kant.model.Binding")
+        _check_charge(tenant, (model,))
         if binding.pod in self._by_pod:
             raise DuplicateError(f"pod {binding.pod} is already charged")
         milli = binding.total_milli if model is not None else 0
@@ -1437,6 +1453,7 @@ class Admitter:
             raise ValidationError(
                 "models", models, f"must be a sequence of one GPU model (or None) per binding ({n})"
             )
+        _check_charge(tenant, models)
         if len(fresh) != len(bindings) or not by_pod.keys().isdisjoint(fresh):
             seen: set[PodId] = set()
             for b in bindings:
@@ -1459,13 +1476,20 @@ class Admitter:
         """:meth:`uncharge` every pod of ``pods`` that is charged (others are skipped); usage
         moves once per tenant and GPU model. O(pods)."""
         by_pod = self._by_pod
-        self.version += 1
         taken: dict[tuple[str, str], int] = {}
-        for pod in pods:
-            got = by_pod.pop(pod, None)
-            if got is not None and got[2]:
-                k = (got[0], got[1])
-                taken[k] = taken.get(k, 0) + got[2]
+        popped: list[tuple[PodId, tuple[str, str, int]]] = []
+        try:
+            for pod in pods:
+                got = by_pod.pop(pod, None)
+                if got is not None:
+                    popped.append((pod, got))
+                    if got[2]:
+                        k = (got[0], got[1])
+                        taken[k] = taken.get(k, 0) + got[2]
+        except TypeError:  # (an unhashable item, or pods no iterable: put back what was taken)
+            by_pod.update(popped)
+            raise ValidationError("pods", pods, "must be an iterable of kant.model.PodId") from None
+        self.version += 1
         for k, milli in taken.items():
             left = self._usage[k] - milli
             if left:

@@ -209,6 +209,30 @@ def test_charging_a_job_with_fewer_models_than_bindings_is_refused_and_charges_n
     check_invariants(a)
 
 
+def test_a_charge_of_the_wrong_kind_is_refused_and_an_uncharge_of_one_puts_back_what_it_took() -> (
+    None
+):
+    # charge(None, b, 5) was recorded under (None, 5) and charge("t", "x", ...) raised
+    # AttributeError; uncharge_charged([p0, ["junk"]]) dropped p0's charge but kept its usage
+    bs = [Binding(pod=PodId(job="j", role="w", index=i), node="n0", gpus=(i,)) for i in range(2)]
+    a = Admitter([Quota.gpus("a", "H100", 8)])
+    a.charge_many("a", bs, ["H100", "H100"])
+    late = Binding(pod=PodId(job="k", role="w", index=0), node="n0", gpus=(2,))
+    for call in (
+        lambda: a.charge(None, late, "H100"),  # type: ignore[arg-type]
+        lambda: a.charge("a", late, 5),  # type: ignore[arg-type]
+        lambda: a.charge("a", "k/w/0", "H100"),  # type: ignore[arg-type]
+        lambda: a.charge_many(None, [late], ["H100"]),  # type: ignore[arg-type]
+        lambda: a.charge_many("a", [late], [5]),  # type: ignore[list-item]
+        lambda: a.uncharge_charged([bs[0].pod, ["junk"]]),  # type: ignore[list-item]
+        lambda: a.uncharge_charged(5),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(ValidationError):
+            call()
+        assert a.charged() == [b.pod for b in bs] and a.usage() == {("a", "H100"): 2 * MILLI}
+        check_invariants(a)
+
+
 @pytest.mark.parametrize(
     "quota",
     [
