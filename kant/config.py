@@ -206,6 +206,8 @@ def load_config(path: str | os.PathLike[str]) -> KantConfig:
 
 def load_config_text(text: str, *, source: str = "<config>") -> KantConfig:
     """Validate the YAML ``text`` (see :func:`load_config`); ``source`` names it in errors."""
+    if not isinstance(text, str | bytes):
+        raise InvalidConfigFileError("", source, "the config text must be a str (or bytes)")
     return parse_config(_load_yaml(text, source), source=source)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import math
 import numbers
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 import attrs
@@ -1587,8 +1587,9 @@ class NodeSpec:
 # --------------------------------------------------------------------------- results
 
 
-def _int_tuple(v: Any) -> tuple[int, ...]:
-    return v if isinstance(v, tuple) else tuple(v)
+def _int_tuple(v: Any) -> Any:
+    # (what is no iterable is left to the validator, which names the field)
+    return v if isinstance(v, tuple | str) or not isinstance(v, Iterable) else tuple(v)
 
 
 def _gpu_ids_ok(v: Any) -> bool:

@@ -295,7 +295,8 @@ class Scheduler:
         mine = set(job.pods())
         pods = [b.pod if isinstance(b, Binding) else None for b in bs]
         named = [*pods, *done]
-        if any(p not in mine for p in named) or len(set(named)) != len(named):
+        strange = any(not isinstance(p, PodId) or p not in mine for p in named)
+        if strange or len(set(named)) != len(named):
             raise ValidationError(
                 "bindings", [str(p) for p in named],
                 f"must be distinct pods of job {job.id!r} (bound, then finished)",

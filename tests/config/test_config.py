@@ -336,3 +336,10 @@ def test_a_scheduler_built_with_a_workload_context_keeps_the_files_placement_see
     assert s.placer.strategy.seed == 7  # type: ignore[attr-defined]
     s = cfg.scheduler(cluster, BuildContext(seed=3, workload=[job("a")]))
     assert s.placer.strategy.seed == 3  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("text", [None, 5, ["queueing: {}"]])
+def test_config_text_that_is_no_text_is_an_invalid_config_file(text: object) -> None:
+    # None raised AttributeError from inside the YAML reader
+    with pytest.raises(InvalidConfigFileError, match="must be a str"):
+        load_config_text(text, source="api")  # type: ignore[arg-type]

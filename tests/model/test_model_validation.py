@@ -142,6 +142,10 @@ BAD_BINDINGS = [
     ("a share split over two GPUs is rejected", {"gpus": (0, 1), "gpu_milli": 500}, "gpus"),
     ("a zero share is rejected", {"gpus": (0,), "gpu_milli": 0}, "gpu_milli"),
     ("a pod id must be a PodId", {"pod": "j/w/0"}, "pod"),
+    # (each raised TypeError from the converter: 'int' object is not iterable)
+    ("GPU ids that are one int are rejected", {"gpus": 3}, "gpus"),
+    ("GPU ids that are None are rejected", {"gpus": None}, "gpus"),
+    ("NIC ids that are a float are rejected", {"nics": 1.5}, "nics"),
 ]
 
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kant import JobPhase, ReasonCode, Scheduler
-from kant.errors import InvalidJobError, UnknownJobError
+from kant.errors import InvalidJobError, UnknownJobError, ValidationError
 from kant.testing import ClusterBuilder, job
 
 
@@ -205,3 +205,12 @@ def test_a_gangs_restore_must_bind_or_finish_every_pod() -> None:
     s.restore(gang, [one], now=5, finished=pods[1:])  # its other pod ended meanwhile
     assert s.status("g", now=5).phase is JobPhase.RUNNING
     s.check_invariants()
+
+
+@pytest.mark.parametrize("item", ["z/worker/0", ["z", "worker", 0], {"job": "z"}])
+def test_a_restore_that_names_a_finished_pod_by_something_else_is_refused(item: object) -> None:
+    # a list or a mapping (unhashable) raised TypeError where a string raised ValidationError
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=1).build())
+    with pytest.raises(ValidationError, match="must be distinct pods of job 'z'"):
+        s.restore(job("z", gpus=1, gang=False, replicas=2), [], 1, finished=[item])  # type: ignore[list-item]
+    assert len(s.queue) == 0
