@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 
 from kant.admission.quota import Admitter, QuotaLedger
 from kant.cycle import CycleResult, check_parts, check_result, nomination_outlived
 from kant.errors import KantError, ValidationError
-from kant.model import Binding, Job, PodId, finite_time
+from kant.model import (
+    MILLI,
+    Binding,
+    Job,
+    PodId,
+    Reason,
+    Resources,
+    Victim,
+    finite_time,
+    is_int,
+)
 from kant.queueing import Entry, Nomination, Queue
 from kant.state import ClusterState
 
@@ -57,6 +67,8 @@ def apply(
     check_parts(cluster, queue, admitter)
     check_result(result, queue, cluster)
     now = finite_time(now, "apply")
+    if result.origin is None:
+        _check_by_hand(result, queue, cluster)
     seen = result.seen
 
     def is_current(jid: str) -> bool:
@@ -150,6 +162,67 @@ def apply(
     # 4. Why the others wait (a job bound in step 1 was current before it changed).
     queue.set_reasons(result.pending, result.seen, current=placed)
     return ApplyReport(bound=tuple(bound), stale=tuple(stale), terminating=tuple(terminating))
+
+
+def _check_by_hand(result: CycleResult, queue: Queue, cluster: ClusterState) -> None:
+    """Refuse (:class:`ValidationError` naming the field, nothing changed) a result built by
+    hand (no ``origin``: a cycle's own is made right) whose fields are not of their kinds, or
+    one of whose bindings of a job in ``queue`` on a node of ``cluster`` is not what the pod's
+    role asks (its GPUs, share, NICs, CPU and memory) or lands on a GPU model the role does not
+    allow: applied, it would be charged for what it does not hold, or break the state."""
+    finite_time(result.now, "apply", "result.now")
+    for field, kind in (
+        ("bindings", Binding), ("victims", Victim), ("nominations", Nomination),
+        ("placed", str), ("dropped_nominations", str),
+    ):  # fmt: skip
+        v = getattr(result, field)
+        if not isinstance(v, tuple) or not all(isinstance(x, kind) for x in v):
+            raise ValidationError(f"result.{field}", v, f"must be a tuple of {kind.__name__}")
+    pending, seen = result.pending, result.seen
+    if not isinstance(pending, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, Reason) for k, v in pending.items()
+    ):
+        raise ValidationError("result.pending", pending, "must be a mapping of job id -> Reason")
+    if not isinstance(seen, Mapping) or not all(
+        isinstance(k, str) and _seq_version(v) for k, v in seen.items()
+    ):
+        why = "must be a mapping of job id -> (seq, version)"
+        raise ValidationError("result.seen", seen, why)
+    for field in ("membership", "pod_terms"):
+        v = getattr(result, field)
+        if v is not None and not is_int(v):
+            raise ValidationError(f"result.{field}", v, "must be None or an int")
+    for b in result.bindings:
+        e = queue.get(b.pod.job)
+        if e is None or b.node not in cluster or b.pod not in e.job.pods():
+            continue  # (stale, or not one of its job's pods: apply leaves it)
+        role = e.job.role(b.pod.role)
+        model = cluster.node(b.node).gpu_model
+        if role.gpu_models and model not in role.gpu_models:
+            why = f"is on a {model} node, which role {role.name!r} does not allow"
+            raise ValidationError("result.bindings", str(b.pod), why)
+        if not _holds(b, role.resources):
+            why = f"does not hold what role {role.name!r} asks ({role.resources})"
+            raise ValidationError("result.bindings", str(b.pod), why)
+
+
+def _seq_version(v: object) -> bool:
+    return isinstance(v, tuple) and len(v) == 2 and all(is_int(x) for x in v)
+
+
+def _holds(b: Binding, r: Resources) -> bool:
+    """Does ``b`` hold exactly what ``r`` asks: its whole GPUs (or its share of one), NICs,
+    CPU and memory?"""
+    if r.gpu_milli:
+        gpus_ok = len(b.gpus) == 1 and b.gpu_milli == r.gpu_milli
+    else:
+        gpus_ok = len(b.gpus) == r.gpus and (not r.gpus or b.gpu_milli == MILLI)
+    return (
+        gpus_ok
+        and len(b.nics) == r.rdma_nics
+        and b.cpu_milli == r.cpu_milli
+        and b.memory_mib == r.memory_mib
+    )
 
 
 def _for_pods_left(e: Entry, nom: Nomination) -> bool:

@@ -484,10 +484,12 @@ class Scheduler:
         InvalidTimeError for a ``now`` that is not finite, runs backwards or is before the
         result's own time; ValidationError for a result that is not a CycleResult."""
         t = self._time(now, "apply")
-        if isinstance(result, CycleResult) and t < result.now:
-            raise InvalidTimeError(
-                "now", now, f"apply at {t:g} is before the cycle's own time, {result.now:g}"
-            )
+        if isinstance(result, CycleResult):
+            at = finite_time(result.now, "apply", "result.now")  # (one built by hand)
+            if t < at:
+                raise InvalidTimeError(
+                    "now", now, f"apply at {t:g} is before the cycle's own time, {at:g}"
+                )
         rep = apply(result, self.cluster, self.queue, self.admitter, t)
         self._tick(t, "apply")
         return rep

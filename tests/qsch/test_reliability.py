@@ -5,12 +5,13 @@ history of ended jobs. Each fails on the code before the fix."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
 from kant.admission import Admitter, Quota
 from kant.apply import apply
-from kant.cycle import schedule_cycle
+from kant.cycle import CycleResult, schedule_cycle
 from kant.errors import (
     InvalidConfigError,
     InvalidJobError,
@@ -110,6 +111,64 @@ def test_a_result_of_another_scheduler_is_refused_and_changes_nothing() -> None:
     with pytest.raises(Invalid, match="another scheduler"):
         apply(r1, other, s1.queue, s1.admitter, 1)
     assert other.num_pods == 0 and s1.apply(r1, 1).bound == ("a",)
+
+
+def _hand_built() -> tuple[Scheduler, CycleResult]:
+    s = scheduler(ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=1, model="A100").build())
+    s.submit(job("a", gpus=8, models="H100"), now=0)
+    return s, s.schedule(1)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"pending": None}, "result.pending"),
+        ({"victims": ("x",)}, "result.victims"),
+        ({"nominations": [None]}, "result.nominations"),
+        ({"dropped_nominations": None}, "result.dropped_nominations"),
+        ({"seen": {"a": "x"}}, "result.seen"),
+        ({"membership": "x"}, "result.membership"),
+        ({"now": "x"}, "result.now"),
+        ({"now": None}, "result.now"),
+    ],
+)
+def test_a_result_built_by_hand_with_a_field_of_the_wrong_kind_is_refused_changing_nothing(
+    change: dict[str, object], field: str
+) -> None:
+    """pending=None raised AttributeError after the job was bound (RUNNING, the clock not
+    moved); the others raised AttributeError or TypeError."""
+    import attrs
+
+    s, r = _hand_built()
+    with pytest.raises(Invalid, match=re.escape(repr(field))):
+        s.apply(attrs.evolve(r, origin=None, **change), 2)
+    assert s.status("a").phase is JobPhase.PENDING and s.cluster.num_pods == 0
+    assert s.clock == 1.0
+    check_invariants(s)
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"node": "lf1-n0"}, "A100 node, which role 'worker' does not allow"),
+        ({"gpus": (0,)}, "does not hold what role 'worker' asks"),
+        ({"cpu_milli": 1}, "does not hold what role 'worker' asks"),
+    ],
+)
+def test_a_binding_built_by_hand_that_breaks_its_role_is_refused_changing_nothing(
+    change: dict[str, object], why: str
+) -> None:
+    """Bound on an A100 node, the H100-only pod broke check_invariants; holding 1 GPU for
+    the 8 it asks, it was charged as 1 GPU."""
+    import attrs
+
+    s, r = _hand_built()
+    b = attrs.evolve(r.bindings[0], **change)
+    with pytest.raises(Invalid, match=why):
+        s.apply(attrs.evolve(r, origin=None, bindings=(b,)), 2)
+    assert s.cluster.num_pods == 0 and not s.admitter.usage()
+    assert s.apply(attrs.evolve(r, origin=None), 2).bound == ("a",)  # as the cycle made it
+    check_invariants(s)
 
 
 def test_a_result_is_not_applied_to_a_node_removed_and_added_again_under_its_name() -> None:
