@@ -30,7 +30,7 @@ import attrs
 
 from kant.admission.quota import ISOLATED_LIMITS, Admitter, Quota, QuotaMode
 from kant.errors import InvalidConfigFileError, KantError, ValidationError
-from kant.model import MILLI, Job, Resources, Role
+from kant.model import MILLI, NAME_REASON, Job, Resources, Role, is_name
 from kant.placement import STRATEGIES, Placer
 from kant.preemption.policy import PreemptionPolicy
 from kant.queueing import ORDER_KEYS, POLICIES, Backoff, Queue
@@ -332,8 +332,8 @@ class _Parser:
             if "name" not in d:
                 raise self.fail(f"{path}.name", None, "is required")
             name = d["name"]
-            if not isinstance(name, str) or not name.strip() or name != name.strip():
-                raise self.fail(f"{path}.name", name, "must be a non-empty name")
+            if not is_name(name):  # ('/' too: a job's tenant cannot hold one)
+                raise self.fail(f"{path}.name", name, NAME_REASON)
             if name in names:
                 raise self.fail(f"{path}.name", name, "names a tenant already listed")
             names.add(name)

@@ -343,3 +343,10 @@ def test_config_text_that_is_no_text_is_an_invalid_config_file(text: object) -> 
     # None raised AttributeError from inside the YAML reader
     with pytest.raises(InvalidConfigFileError, match="must be a str"):
         load_config_text(text, source="api")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["team/a", " a", "", 5])
+def test_a_tenant_name_no_job_could_carry_is_refused_naming_it(name: object) -> None:
+    # 'team/a' was accepted, though a job's tenant cannot hold '/': its quota was dead
+    with pytest.raises(InvalidConfigFileError, match=r"tenants\[0\]\.name"):
+        parse_config({"tenants": [{"name": name, "quotas": {"H100": {"nominalQuota": 8}}}]})
