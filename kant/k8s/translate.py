@@ -200,8 +200,13 @@ def _count(q: Decimal, value: Any, *, where: str, field: str) -> int:
 
 
 def _meta(obj: Obj) -> Obj:
-    m = obj.get("metadata") or {}
-    return m if isinstance(m, Mapping) else {}
+    return _mapping(obj.get("metadata"))
+
+
+def _mapping(v: Any) -> Obj:
+    """``v`` if it is a mapping, else an empty one (a field of an unexpected shape, read by a
+    function that never raises)."""
+    return v if isinstance(v, Mapping) else {}
 
 
 def uid_of(obj: Obj) -> str:
@@ -282,6 +287,16 @@ def node_facts(node: Obj, settings: K8sSettings, *, need: NodeNeed | None = None
     left out. A value kant takes is read as it is. Raises then only for a name or a GPU
     model kant refuses: nothing stands in for the node's name, nor for its model, which
     names the quota its pods are charged to (the node cannot be read at all)."""
+    try:
+        return _node_facts(node, settings, need)
+    except KantError:
+        raise
+    except (TypeError, ValueError, AttributeError) as e:  # (a field of an unexpected shape)
+        key = str(_meta(node).get("name"))
+        raise InvalidObjectError("node", key, f"malformed: {e}", where=f"Node {key}") from None
+
+
+def _node_facts(node: Obj, settings: K8sSettings, need: NodeNeed | None) -> NodeFacts:
     name = str(_meta(node).get("name"))
     where = f"Node {name}"
     status = node.get("status") or {}
@@ -516,8 +531,7 @@ def pod_state(pod: Obj, settings: K8sSettings) -> PodState:
     """The pod's :class:`PodState`. Never raises: it reads only fields the API server
     validates."""
     meta = _meta(pod)
-    spec = pod.get("spec") or {}
-    status = pod.get("status") or {}
+    spec, status = _mapping(pod.get("spec")), _mapping(pod.get("status"))
     node = spec.get("nodeName")
     return PodState(
         key=pod_key(pod),
@@ -544,6 +558,17 @@ def pod_facts(
         raise _malformed(pod, e) from None
 
 
+def _priority(v: Any, where: str) -> int:
+    """``spec.priority`` (an int32 the API server fills in from the PriorityClass; 0 when
+    absent), or :class:`InvalidObjectError` for anything else (``1.7`` or ``True`` would be
+    read as 1)."""
+    if v is None:
+        return 0
+    if type(v) is not int or not -(2**31) <= v < 2**31:
+        raise InvalidObjectError("spec.priority", v, "must be an int32", where=where)
+    return v
+
+
 def _malformed(pod: Obj, e: Exception) -> InvalidObjectError:
     """A pod with a field of an unexpected shape (``e``, what reading it raised)."""
     return InvalidObjectError("pod", pod_key(pod), f"malformed: {e}", where=f"Pod {pod_key(pod)}")
@@ -563,7 +588,7 @@ def _pod_facts(pod: Obj, settings: K8sSettings, namespaces: NamespaceLabels | No
         namespace=ns,
         name=str(meta.get("name")),
         tenant=_tenant(lab, ann, ns),
-        priority=int(spec.get("priority") or 0),
+        priority=_priority(spec.get("priority"), where),
         preemptible=spec.get("preemptionPolicy") != "Never",
         resources=_counted(pod, settings, where),
         gpu_models=_models(spec, settings, where),
@@ -695,6 +720,9 @@ def held_job(
     ns = str(meta.get("namespace", "default"))
     where = f"Pod {pod_key(pod)}"
     errors: list[InvalidObjectError] = []
+    if not isinstance(lab, Mapping):
+        errors.append(InvalidObjectError("metadata.labels", lab, "must be a mapping", where=where))
+        lab = {}
 
     def read(f: Callable[[], tuple[Any, ...]]) -> tuple[Any, ...]:
         try:
@@ -1408,11 +1436,14 @@ def timestamp(v: Any) -> float:
     one."""
     if not v:
         return 0.0
-    from datetime import datetime
+    from datetime import UTC, datetime
 
     try:
-        return datetime.fromisoformat(str(v).replace("Z", "+00:00")).timestamp()
-    except ValueError:
+        t = datetime.fromisoformat(str(v).replace("Z", "+00:00"))
+        if t.tzinfo is None:  # (no offset: UTC, not the machine's time zone)
+            t = t.replace(tzinfo=UTC)
+        return t.timestamp()
+    except (ValueError, OverflowError):
         return 0.0
 
 

@@ -1045,3 +1045,44 @@ def test_a_model_with_a_pipe_is_refused_under_in_and_not_in_alike(op: str) -> No
     # (the reason is that no label value can hold it, not that kant would read two models:
     # a selector's values are a list)
     assert "label value" in str(exc.value) and "two models" not in str(exc.value)
+
+
+def test_a_timestamp_without_an_offset_is_read_as_utc_on_every_machine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # it was read in the machine's time zone: 1704067200 under TZ=UTC, 1704034800 in Tokyo
+    import time
+
+    from kant.k8s.translate import timestamp
+
+    for tz in ("UTC", "Asia/Tokyo", "America/New_York"):
+        monkeypatch.setenv("TZ", tz)
+        time.tzset()
+        assert timestamp("2024-01-01T00:00:00") == 1704067200.0
+        assert timestamp("2024-01-01T09:00:00+09:00") == 1704067200.0
+    monkeypatch.delenv("TZ")
+    time.tzset()
+
+
+@pytest.mark.parametrize("priority", [1.7, True, [], float("inf"), "5", 2**31])
+def test_a_pod_priority_that_is_no_int32_is_refused_not_rounded(priority: Any) -> None:
+    # 1.7 and True were read as 1, [] as 0; inf raised OverflowError
+    p = load("pod_bound_by_kant")
+    p["spec"]["priority"] = priority
+    with pytest.raises(InvalidObjectError, match=r"spec\.priority"):
+        pod_facts(p, S)
+
+
+def test_functions_that_never_raise_read_a_field_of_the_wrong_shape_as_absent() -> None:
+    # held_job with labels that are a list, pod_state with a spec that is one, raised
+    # AttributeError; node_facts raised it for a status that is one
+    from kant.k8s.translate import held_job
+
+    job_of, err = held_job({"metadata": {"name": "x", "labels": ["a"]}, "spec": {}}, "j")
+    assert job_of.id == "j" and err is not None and err.field == "metadata.labels"
+    st = pod_state({"metadata": {"name": "x"}, "spec": ["a"], "status": 5}, S)
+    assert st.node is None and st.phase == "Pending" and not st.ours
+    n = load("node_h100")
+    n["status"] = ["x"]
+    with pytest.raises(InvalidObjectError, match="malformed"):
+        node_facts(n, S)
