@@ -48,6 +48,7 @@ from kant.sim.scenarios import (
     scenario_from_options,
 )
 from kant.sim.simulator import (
+    MAX_SPAN,
     MIN_MTBF,
     RESTART,
     RESUME,
@@ -138,7 +139,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     )
     s.add_argument(
         "--grace",
-        type=number(float, low=0),
+        type=number(float, low=0, high=MAX_SPAN),
         help="termination grace period of victims in s (default: the scenario's, 30 s)",
     )
     s.add_argument(
@@ -148,18 +149,18 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     )
     s.add_argument(
         "--mtbf",
-        type=number(float, low=MIN_MTBF),
+        type=number(float, low=MIN_MTBF, high=MAX_SPAN),
         help=f"mean time between failures of a node in s, at least {MIN_MTBF:g} (default: no "
         "failures)",
     )
     s.add_argument(
         "--mttr",
-        type=number(float, low=0),
+        type=number(float, low=0, high=MAX_SPAN),
         help="time to repair a failed node in s (default 3600)",
     )
     s.add_argument(
         "--horizon",
-        type=number(float, low=0, low_inclusive=False),
+        type=number(float, low=0, low_inclusive=False, high=MAX_SPAN),
         help="stop after this much simulated time in s (default: run until every job ends)",
     )
     s.add_argument(

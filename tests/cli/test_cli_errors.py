@@ -805,3 +805,17 @@ def test_a_trace_file_that_is_no_regular_file_is_refused_for_what_it_is(
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert says in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("option", ["--grace", "--horizon", "--mtbf", "--mttr"])
+def test_a_simulated_time_past_twenty_years_is_refused_by_the_option_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str
+) -> None:
+    # 1e308 passed the option's check (">= 0"): the workload was built and a load note
+    # printed before the run's own 20-year bound refused it
+    argv = ["simulate", "--jobs", "5", "--quiet", "--no-plots", "--out", str(tmp_path / "o")]
+    with pytest.raises(SystemExit) as e:
+        main([*argv, option, "1e308"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"argument {option}" in err and "<= 6.3072e+08" in err, err
