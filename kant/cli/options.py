@@ -213,7 +213,14 @@ def out_file(text: str) -> str:
 def image_file(text: str) -> str:
     """An argparse ``type``: a file kant may create or overwrite (:func:`out_file`) whose
     extension is an image format matplotlib writes; a name without one gets ``.png``, the
-    file matplotlib would write for it (so the path kant reports is the file written)."""
+    file matplotlib would write for it (so the path kant reports is the file written), unless
+    the name is that of a folder or of something else than a file (``/dev/null``), refused
+    as such (``plots.png`` beside the folder ``plots`` was written instead)."""
+    with _path_errors(text) as p:
+        if p.is_dir():
+            raise argparse.ArgumentTypeError(f"{text!r} is a folder")
+        if p.exists() and not p.is_file():
+            raise argparse.ArgumentTypeError(f"{text!r} is not a regular file (a device, a pipe)")
     if not Path(text).suffix:
         text += ".png"
     from matplotlib.backend_bases import FigureCanvasBase

@@ -3,6 +3,7 @@ option and the value, no traceback, and nothing run or written."""
 
 from __future__ import annotations
 
+import argparse
 import errno
 import os
 import subprocess
@@ -314,6 +315,12 @@ def test_a_plot_named_without_an_extension_is_reported_as_the_png_file_written(
 
     assert image_file(str(tmp_path / "curve")) == str(tmp_path / "curve.png")
     assert image_file(str(tmp_path / "curve.svg")) == str(tmp_path / "curve.svg")
+    # a folder, or something that is no file, is not given a .png beside it
+    (tmp_path / "plots").mkdir()
+    for name, said in ((tmp_path / "plots", "is a folder"), ("/dev/null", "not a regular file")):
+        with pytest.raises(argparse.ArgumentTypeError, match=said):
+            image_file(str(name))
+    assert not (tmp_path / "plots.png").exists()
 
 
 def _philly(tmp: Path, rows: list[str]) -> str:
