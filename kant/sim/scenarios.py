@@ -785,7 +785,7 @@ def trace_warmup(jobs: Sequence[Job], warmup: float = 0.1) -> float:
     return min((start - first) / (last - first), 0.9)
 
 
-def _max_procs(meta: Mapping[str, str]) -> int:
+def _max_procs(meta: Mapping[str, str], where: str | None = None) -> int:
     """An SWF header's ``MaxProcs``: 0 when absent, empty or ``-1`` (SWF's "unknown"), else a
     positive integer written in ASCII digits. ValidationError for any other value (``0``,
     ``-5``, ``abc``, ``1.5``: the log's machine cannot be known, and guessing one would
@@ -796,12 +796,14 @@ def _max_procs(meta: Mapping[str, str]) -> int:
         return 0
     if not (text.isascii() and text.isdigit()) or not text.strip("0"):
         raise ValidationError(
-            "MaxProcs", text, "must be a positive integer, or -1 when the log's machine is unknown"
-        )
+            "MaxProcs", text, "must be a positive integer, or -1 when the log's machine is unknown",
+            where=where,
+        )  # fmt: skip
     if len(text) > 12 or int(text) > 8 * MAX_NODES:
         raise ValidationError(
-            "MaxProcs", text, f"the log's machine would have more than {MAX_NODES:,} nodes"
-        )
+            "MaxProcs", text, f"the log's machine would have more than {MAX_NODES:,} nodes",
+            where=where,
+        )  # fmt: skip
     return int(text)
 
 
@@ -980,7 +982,7 @@ def trace_scenario(
         desc = openb_nodes(base / _OPENB_NODES)
         where = "openb node list"
     else:
-        procs = _max_procs(meta) if kind == "swf" else 0
+        procs = _max_procs(meta, str(path)) if kind == "swf" else 0
         if procs and load is None:
             big = max(work, key=lambda j: j.gpu_units)
             if big.gpu_units > procs:

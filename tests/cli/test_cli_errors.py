@@ -404,6 +404,21 @@ def test_an_swf_maxprocs_that_is_no_positive_integer_is_refused_in_one_line(
                  "--out", str(out)]) == 2  # fmt: skip
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "MaxProcs" in err and "positive integer" in err
+    assert err.startswith(f"kant simulate: {log}: "), err  # (the file was not named)
+
+
+def test_an_swf_maxprocs_given_twice_two_ways_is_refused_naming_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the first was taken without a word; the same value twice is no conflict
+    out = tmp_path / "out"
+    argv = ["simulate", "--no-plots", "--quiet", "--out", str(out), "--trace", "swf"]
+    log = _write_swf(tmp_path, "; MaxProcs: 128\n; MaxProcs: 64\n")
+    assert main([*argv, "--trace-file", log]) == 2
+    err = capsys.readouterr().err
+    assert f"{log}:2: " in err and "given twice, first as '128'" in err, err
+    log = _write_swf(tmp_path, "; MaxProcs: 128\n; MaxProcs: 128\n")
+    assert main([*argv, "--trace-file", log]) == 0
 
 
 def test_an_swf_maxprocs_of_minus_one_is_an_unknown_machine(tmp_path: Path) -> None:

@@ -67,6 +67,11 @@ def _open_text(p: Path) -> IO[str]:
     return p.open(encoding="utf-8-sig", errors="replace")  # (a byte order mark is skipped)
 
 
+_READ_KEYS: Final = frozenset({"MaxProcs"})
+"""The header keys kant reads (a log that gives one twice, two ways, is refused: which one
+names the log's machine cannot be known)."""
+
+
 def load_swf_jobs(
     path: PathLike,
     *,
@@ -121,8 +126,14 @@ def load_swf_jobs(
                     continue
                 if text.startswith(";"):
                     key, sep, value = text[1:].partition(":")
-                    if sep and key.strip() and " " not in key.strip():
-                        meta.setdefault(key.strip(), value.strip())
+                    key, value = key.strip(), value.strip()
+                    if sep and key and " " not in key:
+                        if key in _READ_KEYS and meta.get(key, value) != value:
+                            raise ValidationError(
+                                key, value, f"is given twice, first as {meta[key]!r}",
+                                where=f"{p}:{line_no}",
+                            )  # fmt: skip
+                        meta.setdefault(key, value)
                     continue
                 col.rows += 1
                 where = col.where(line_no)
