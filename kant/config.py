@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -281,6 +282,11 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
+_GPU_TEXT: Final = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?m?\Z")
+"""A GPU amount as a Kubernetes quantity string: a decimal number, an exponent if any, then
+``m`` for milli (``"8"``, ``"0.5"``, ``"500m"``, ``"1e3"``)."""
+
+
 class _Parser:
     """Walks the parsed document, checking every key, and raising with its path."""
 
@@ -409,12 +415,9 @@ class _Parser:
         milli: float | None = None
         if isinstance(v, int | float) and not isinstance(v, bool):
             milli = float(v) * MILLI if abs(v) < 1e300 else math.inf  # (an int beyond floats)
-        elif isinstance(v, str):
-            s = v.strip()
-            try:
-                milli = float(s[:-1]) if s.endswith("m") else float(s) * MILLI
-            except ValueError:
-                milli = None
+        elif isinstance(v, str) and _GPU_TEXT.match(s := v.strip()):
+            # (only the quantity's digits: float() also reads "1_000", and "8 m" as 8 milli)
+            milli = float(s[:-1]) if s.endswith("m") else float(s) * MILLI
         if milli is None or not math.isfinite(milli) or milli < 0:
             raise self.fail(path, v, "must be a number of GPUs >= 0 (e.g. 8, 0.5 or '500m')")
         if abs(milli - round(milli)) > 1e-6:

@@ -350,3 +350,18 @@ def test_a_tenant_name_no_job_could_carry_is_refused_naming_it(name: object) -> 
     # 'team/a' was accepted, though a job's tenant cannot hold '/': its quota was dead
     with pytest.raises(InvalidConfigFileError, match=r"tenants\[0\]\.name"):
         parse_config({"tenants": [{"name": name, "quotas": {"H100": {"nominalQuota": 8}}}]})
+
+
+@pytest.mark.parametrize("text", ["8 m", "1_000", " 2_5 ", "nan", "inf", "8Gi", "-1", "0x10"])
+def test_a_quota_string_that_is_no_quantity_of_gpus_is_refused(text: str) -> None:
+    # float() read "1_000" as 1000 GPUs and "8 m" as 8 milli
+    with pytest.raises(InvalidConfigFileError, match="nominalQuota: must be a number of GPUs"):
+        parse_config({"tenants": [{"name": "a", "quotas": {"H100": {"nominalQuota": text}}}]})
+
+
+@pytest.mark.parametrize(
+    ("text", "milli"), [("8", 8000), (" 0.5 ", 500), ("500m", 500), ("1e3", 10**6), (".5", 500)]
+)
+def test_a_quota_string_in_the_documented_forms_is_read(text: str, milli: int) -> None:
+    cfg = parse_config({"tenants": [{"name": "a", "quotas": {"H100": {"nominalQuota": text}}}]})
+    assert cfg.quotas[0].nominal == milli
