@@ -659,7 +659,12 @@ class Scheduler:
         order, does, with one release in the cluster state for all of them (one update per
         node; a simulator finishing a gang calls it once). ``pods`` may be any iterable of
         PodId. Raises what :meth:`pod_finished` raises, InvalidJobError for ``pods`` that are
-        not iterable, or UnknownPodError for a pod named twice, before changing anything."""
+        not iterable (or are a string or one bare PodId), or UnknownPodError for a pod named
+        twice, before changing anything."""
+        if isinstance(pods, PodId | str | bytes):  # (a PodId is a tuple of its fields, "" empty)
+            raise InvalidJobError(
+                "pods", pods, "must be an iterable of kant.model.PodId (one PodId: pass [pod])"
+            )
         if not isinstance(pods, Sequence):  # a list or tuple is used as it is; a generator
             if not isinstance(pods, Iterable):  # is read once, into a tuple
                 raise InvalidJobError("pods", pods, "must be an iterable of kant.model.PodId")

@@ -409,6 +409,10 @@ def test_pods_finished_takes_any_iterable_of_pods_and_refuses_what_is_not_one() 
     s.step(0)
     with pytest.raises(InvalidJobError, match="'pods' = None"):
         s.pods_finished(None, 1)  # type: ignore[arg-type]
+    # "" finished nothing without a word; one bare PodId was read as its three fields
+    for bad in ("", pod("a", 0)):
+        with pytest.raises(InvalidJobError, match="'pods'"):
+            s.pods_finished(bad, 1)  # type: ignore[arg-type]
     assert s.status("a").phase is JobPhase.RUNNING and s.clock == 0
     report = s.pods_finished((pod("a", i) for i in range(2)), 1)
     assert report.released == (pod("a", 0), pod("a", 1)) and report.finished == ("a",)
