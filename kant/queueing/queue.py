@@ -48,6 +48,7 @@ from kant.errors import (
     KantError,
     UnknownJobError,
     UnknownPodError,
+    ValidationError,
     require,
 )
 from kant.model import (
@@ -58,6 +59,7 @@ from kant.model import (
     Reason,
     ReasonCode,
     is_finite_number,
+    is_int,
     is_number,
     number,
 )
@@ -472,8 +474,12 @@ class Queue:
         return list(self._nominated.values())
 
     def is_terminating(self, pod: PodId) -> bool:
-        """Is ``pod`` a victim still to go (being evicted: chosen in an earlier cycle)? O(1)."""
-        e = self._entries.get(pod.job)
+        """Is ``pod`` a victim still to go (being evicted: chosen in an earlier cycle)? O(1).
+        Raises UnknownPodError for what cannot be a pod id."""
+        try:
+            e = self._entries.get(pod.job)
+        except (AttributeError, TypeError):  # (checked only when the look-up fails)
+            raise UnknownPodError(pod) from None
         return e is not None and pod in e.terminating
 
     def terminating(self) -> list[Entry]:
@@ -494,7 +500,10 @@ class Queue:
         its phase, its pods (its version), its victim pods, its nomination or its place in the
         order; each once, most recent first, including jobs since released from the books.
         None when the queue no longer knows (a job released since had changed after
-        ``tick``): the caller must look at every entry. O(changes since ``tick``)."""
+        ``tick``): the caller must look at every entry. O(changes since ``tick``). Raises
+        ValidationError for a ``tick`` that is no int."""
+        if not is_int(tick):
+            raise ValidationError("tick", tick, "must be an int (a value of Queue.tick)")
         if tick < self._floor:
             return None
         out = []

@@ -383,3 +383,17 @@ def test_a_queue_asked_about_what_cannot_be_a_job_id_or_tenant_says_so_with_a_ty
     assert q.get("a") is not None and "a" in q and q.get("b") is None and "b" not in q
     assert q.statuses() == before
     check_invariants(q)
+
+
+def test_a_queue_look_up_given_what_cannot_be_its_argument_raises_a_typed_error() -> None:
+    # is_terminating("a") raised AttributeError and changed_since("x") TypeError
+    from kant.errors import UnknownPodError, ValidationError
+
+    q = Queue()
+    q.submit(job("a"), 0)
+    with pytest.raises(UnknownPodError):
+        q.is_terminating("a")  # type: ignore[arg-type]
+    for tick in ("x", None, 1.5, True):
+        with pytest.raises(ValidationError, match="'tick'"):
+            q.changed_since(tick)  # type: ignore[arg-type]
+    assert q.changed_since(q.tick) == []
