@@ -335,7 +335,8 @@ RUNAWAY = [
     # the end of time (it ran for ever, its memory growing)
     (lambda t: ["--trace", "philly", "--trace-file", _philly(t, [GOOD_ROW, "0001-10-03 02:54:00,600,8,4800,vc1\n"])], "20 years"),
     (lambda t: ["--trace", "philly", "--trace-file", _philly(t, [GOOD_ROW, "2017-10-03 02:55:00,1e300,8,1,vc1\n"])], "20 years"),
-    (lambda t: ["--scenario", "inference", "--jobs", "20", "--mtbf", "5000", "--mttr", "1e300"], "mttr"),
+    # (--mttr 1e300 is refused by the option now:
+    # test_a_simulated_time_past_twenty_years_is_refused_by_the_option_before_any_work)
     (lambda t: ["--trace", "swf", "--trace-file", _write_swf(t, "; MaxProcs: 99999999999\n")], "MaxProcs"),
     # submitted near 1e16 s: a float there steps by 2 s, so a 1 s job ended when it started
     (lambda t: ["--trace", "swf", "--trace-file", _write_swf(t, "", submit="10000000000000001")], "milliseconds"),
@@ -381,7 +382,7 @@ def test_a_cluster_without_gpus_is_one_line_not_a_run_where_no_job_starts(
 
 
 @pytest.mark.parametrize(
-    ("argv", "named"), RUNAWAY, ids=["year 1", "1e300 s", "mttr", "maxprocs", "1e16 s"]
+    ("argv", "named"), RUNAWAY, ids=["year 1", "1e300 s", "maxprocs", "1e16 s"]
 )
 def test_times_or_sizes_beyond_kants_limits_are_one_line_not_a_run_without_end(
     argv: Any, named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -756,7 +757,8 @@ def test_a_failure_model_under_which_time_cannot_advance_is_refused_not_run_for_
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
     )  # fmt: skip
     assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
-    assert f"--mtbf: must be a number >= {MIN_MTBF:g} (got '{mtbf}')" in r.stderr
+    assert f"--mtbf: must be a number >= {MIN_MTBF:g} " in r.stderr
+    assert f"(got '{mtbf}')" in r.stderr
     with pytest.raises(ValidationError, match="mtbf"):
         SimConfig(mtbf=float(mtbf), mttr=0.0)
     grid = Grid("simulate", {"scenario": "inference", "jobs": 5, "mtbf": [3600, float(mtbf)]})
