@@ -165,6 +165,9 @@ class Scheduler:
         self._lost_nodes: dict[str, NodeSpec] = {}  # node_lost and not recovered
         self._removal: EventReport | None = None  # what the last node removal released
         self._removing = "removed"  # how the node being removed went (lost, removed)
+        # the bindings restore recorded as given (pods that run: not checked against their
+        # roles), which check_invariants does not hold to their roles while they stand
+        self._restored: dict[PodId, Binding] = {}
         self._listen()
 
     def _listen(self) -> None:
@@ -326,6 +329,7 @@ class Scheduler:
             models = [self.cluster.node(b.node).gpu_model for b in bs]
             self.admitter.charge_many(job.tenant, bs, models)
             self.queue.mark_assigned(job.id, [b.pod for b in bs], start)
+            self._restored.update((b.pod, b) for b in bs)
         if done:
             self.queue.forget_pods(job.id, done, t, finished=True)
         self._tick(t, "restore")
@@ -464,6 +468,7 @@ class Scheduler:
         )  # fmt: skip
         twin._clock, twin._clock_by = self._clock, self._clock_by
         twin._lost_nodes = dict(self._lost_nodes)
+        twin._restored = dict(self._restored)
         return twin
 
     def schedule(self, now: float) -> CycleResult:
@@ -1017,6 +1022,8 @@ class Scheduler:
             owner = self.queue.get(b.pod.job)
             if owner is not None:
                 require(b.pod in owner.assigned, f"Scheduler: {b.pod} bound but not assigned")
+                if self._restored.get(b.pod) == b:
+                    continue  # (as restore recorded it: a pod that runs, whatever its role)
                 role = owner.job.role(b.pod.role)
                 if role.max_per_node is not None:
                     k = (b.pod.job, b.pod.role, b.node)

@@ -214,3 +214,23 @@ def test_a_restore_that_names_a_finished_pod_by_something_else_is_refused(item: 
     with pytest.raises(ValidationError, match="must be distinct pods of job 'z'"):
         s.restore(job("z", gpus=1, gang=False, replicas=2), [], 1, finished=[item])  # type: ignore[list-item]
     assert len(s.queue) == 0
+
+
+def test_a_pod_restored_on_a_model_its_role_does_not_allow_is_not_taken_for_a_broken_state() -> (
+    None
+):
+    """restore records running pods as given, unchecked against their roles (docs), but
+    check_invariants then raised InvariantError ("a A100 node its role does not allow")."""
+    from kant.model import Binding, PodId
+    from kant.testing import check_invariants
+
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=1).leaf("lf1", nodes=1, model="A100").build())
+    pod = PodId(job="r", role="worker", index=0)
+    s.restore(
+        job("r", gpus=8, models="H100"), [Binding(pod=pod, node="lf1-n0", gpus=tuple(range(8)))], 5
+    )
+    check_invariants(s)
+    s.pod_evicted(pod, 6, interrupted=True)  # requeued: placed again by kant, on an H100 node
+    s.step(7)
+    assert s.cluster.binding(pod).node == "lf0-n0"
+    check_invariants(s)
