@@ -14,6 +14,8 @@ def bits(mask: int) -> tuple[int, ...]:
     hit = _BITS.get(mask)
     if hit is not None:
         return hit
+    if mask < 0:  # (its bits never end)
+        raise ValueError(f"a mask is never negative: {mask}")
     out = _bits(int(mask))
     if 0 <= mask < _SMALL and type(mask) is int:
         _BITS[mask] = out

@@ -390,6 +390,49 @@ class _Column:
         return self if snap is None else getattr(snap.cols, self.name)
 
 
+def _check_amounts(
+    gpu_mask: object,
+    milli: object,
+    nic_mask: object,
+    cpu_milli: object,
+    memory_mib: object,
+    pods: object,
+) -> None:
+    """Refuse (InvalidResourcesError naming it) an amount or device mask of
+    :meth:`Snapshot.allocate` or :meth:`Snapshot.release` that is no whole number (NumPy's
+    integers are) or is below 0: ``cpu_milli=1.5`` took the GPUs and then failed in the
+    columns, leaving the totals wrong; a negative mask never ended; a negative release added
+    to the free amounts."""
+    if (
+        type(gpu_mask) is int
+        and type(milli) is int
+        and type(nic_mask) is int
+        and type(cpu_milli) is int
+        and type(memory_mib) is int
+        and type(pods) is int
+        and gpu_mask >= 0
+        and milli >= 0
+        and nic_mask >= 0
+        and cpu_milli >= 0
+        and memory_mib >= 0
+        and pods >= 0
+    ):
+        return  # (the usual call: six type tests and six comparisons)
+    amounts = {
+        "gpu_mask": gpu_mask,
+        "milli": milli,
+        "nic_mask": nic_mask,
+        "cpu_milli": cpu_milli,
+        "memory_mib": memory_mib,
+        "pods": pods,
+    }
+    for field, n in amounts.items():
+        if isinstance(n, bool) or not isinstance(n, int | np.integer):
+            raise InvalidResourcesError(field, n, "must be a whole number")
+        if n < 0:
+            raise InvalidResourcesError(field, n, "must be >= 0")
+
+
 class Snapshot:
     """A consistent, mutable-in-transactions view of a :class:`ClusterState`.
 
@@ -789,7 +832,8 @@ class Snapshot:
         """Take ``milli`` on each GPU of ``gpu_mask``, the NICs of ``nic_mask``, CPU, memory
         and ``pods`` pod slots (one per pod the allocation is for) on node ``slot``. Raises
         AllocationConflictError (changing nothing) if any is not free (or the slot or a GPU
-        does not exist), InvalidResourcesError for a negative amount, TransactionError
+        does not exist), InvalidResourcesError for an amount or mask that is no whole number
+        or is below 0, TransactionError
         outside a transaction. ``pods=0`` takes no pod slot, so it is never refused for pod
         slots, even on a node above a lowered ``max_pods``. ``back``: pods a what-if released
         run there again, so their slots are taken even above a lowered ``max_pods``
@@ -802,18 +846,10 @@ class Snapshot:
         placing a new pod in a slot they freed and putting them back could count the new pod
         and the old ones above the capacity. (The preemption what-if restores victims before
         it places, and rolls each placement back.) O(levels + log n)."""
+        _check_amounts(gpu_mask, milli, nic_mask, cpu_milli, memory_mib, pods)
         v = self.cols.views()
         bits = _mask_bits(gpu_mask)
         gf = v.gpu_free
-        if milli < 0 or cpu_milli < 0 or memory_mib < 0 or pods < 0:  # (would add to the free)
-            amounts = {
-                "milli": milli,
-                "cpu_milli": cpu_milli,
-                "memory_mib": memory_mib,
-                "pods": pods,
-            }
-            field = next(f for f, n in amounts.items() if n < 0)
-            raise InvalidResourcesError(field, amounts[field], "must be >= 0")
         try:
             if slot < 0 or not v.alive[slot]:
                 raise AllocationConflictError(f"slot {slot} holds no node")
@@ -887,7 +923,9 @@ class Snapshot:
 
         Devices that are unhealthy in the truth stay unallocatable (nothing comes back on an
         unhealthy node). Raises AllocationConflictError if the slot holds no node in the
-        snapshot or the truth, TransactionError outside a transaction. O(levels + log n)."""
+        snapshot or the truth, InvalidResourcesError for an amount or mask that is no whole
+        number or is below 0, TransactionError outside a transaction. O(levels + log n)."""
+        _check_amounts(gpu_mask, milli, nic_mask, cpu_milli, memory_mib, pods)
         name = self.names[slot] if 0 <= slot < len(self.names) else None
         if name is None or name not in self.state:
             raise AllocationConflictError(f"slot {slot} holds no node")

@@ -3,6 +3,8 @@ and bad input that changes nothing."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -18,7 +20,7 @@ from kant.errors import (
     UnknownTemplateError,
     ValidationError,
 )
-from kant.model import Binding, NodeSpec, PodId, ReasonCode, Tier
+from kant.model import MILLI, Binding, NodeSpec, PodId, ReasonCode, Tier
 from kant.placement import Placer
 from kant.scheduler import Scheduler
 from kant.state import ClusterState, NodeColumns, Snapshot
@@ -578,10 +580,24 @@ def test_an_allocation_past_the_snapshots_rows_or_of_a_negative_amount_changes_n
                 snap.allocate(0, 0b1, **{amount: -5})  # type: ignore[arg-type]
         with pytest.raises(AllocationConflictError, match="slot 99"):
             snap.release(99, 0b1)
-        assert snap.content_version == version
+        # cpu_milli=1.5 took the GPUs, then failed in the columns (totals wrong for good); a
+        # negative mask never ended; a negative release added to the free amounts
+        for call, kw in (
+            (snap.allocate, {"cpu_milli": 1.5}), (snap.allocate, {"pods": math.nan}),
+            (snap.allocate, {"memory_mib": 2.0}), (snap.allocate, {"gpu_mask": -1}),
+            (snap.allocate, {"milli": True}), (snap.release, {"milli": -2000}),
+            (snap.release, {"cpu_milli": -(10**6)}), (snap.release, {"pods": -3}),
+            (snap.release, {"nic_mask": -1}), (snap.release, {"milli": 0.5}),
+        ):  # fmt: skip
+            with pytest.raises(InvalidResourcesError, match=f"'{next(iter(kw))}'"):
+                call(0, **{"gpu_mask": 0b11, **kw})  # type: ignore[arg-type]
+        snap.allocate(0, np.int64(0b1), milli=np.int64(MILLI))  # (NumPy's integers are whole)
+        snap.release(0, 0b1)
+        assert snap.content_version > version
         assert snap.cols.views().free_milli[0] == free_milli
         tx.commit()
     snapshot_matches_truth(cluster, snap)
+    snap.check_invariants()
 
 
 def test_best_fit_lists_the_fullest_nodes_that_still_fit_first(cluster: ClusterState) -> None:
