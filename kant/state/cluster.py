@@ -36,7 +36,18 @@ from kant.errors import (
     UnknownTemplateError,
     ValidationError,
 )
-from kant.model import MILLI, Binding, Job, NodeSpec, PodAffinityTerm, PodId, Role, Taint, is_int
+from kant.model import (
+    MILLI,
+    Binding,
+    Job,
+    NodeSpec,
+    PodAffinityTerm,
+    PodId,
+    Role,
+    Taint,
+    flag,
+    is_int,
+)
 from kant.state.columns import (
     LEVELS,
     NO_POD_LIMIT,
@@ -675,9 +686,10 @@ class ClusterState:
 
     def set_node_health(self, name: str, healthy: bool) -> None:
         """Mark a whole node (un)schedulable. Running pods stay; nothing new lands on it.
-        Raises UnknownNodeError."""
+        Raises UnknownNodeError, or ValidationError for a ``healthy`` that is no bool
+        (``"false"`` would be taken as true), changing nothing."""
         rec = self._record(name)
-        rec.healthy = bool(healthy)
+        rec.healthy = flag(healthy, "healthy")
         self._health_version += 1
         self._note_degraded(rec)
         self._refresh_row(rec)
@@ -685,11 +697,12 @@ class ClusterState:
     def set_gpu_health(self, name: str, gpu: int, healthy: bool) -> None:
         """Mark one GPU device (un)healthy. A pod holding it keeps it until released. Raises
         UnknownNodeError, or InvalidNodeError for a GPU index the node does not have or that
-        is not an int (a bool included)."""
+        is not an int (a bool included), ValidationError for a ``healthy`` that is no bool
+        (changing nothing)."""
         rec = self._record(name)
         if not (is_int(gpu) and 0 <= gpu < rec.spec.gpus):
             raise InvalidNodeError("gpu", gpu, f"node {name!r} has GPUs 0..{rec.spec.gpus - 1}")
-        if healthy:
+        if flag(healthy, "healthy"):
             rec.gpu_healthy |= 1 << gpu
         else:
             rec.gpu_healthy &= ~(1 << gpu)
@@ -700,13 +713,14 @@ class ClusterState:
     def set_nic_health(self, name: str, nic: int, healthy: bool) -> None:
         """Mark one RDMA NIC (un)healthy: an unhealthy NIC leaves the allocatable NIC mask; a
         pod holding it keeps it until released. Raises UnknownNodeError, or InvalidNodeError
-        for a NIC index the node does not have or that is not an int (changing nothing)."""
+        for a NIC index the node does not have or that is not an int, ValidationError for a
+        ``healthy`` that is no bool (changing nothing)."""
         rec = self._record(name)
         if not (is_int(nic) and 0 <= nic < rec.spec.rdma_nics):
             raise InvalidNodeError(
                 "nic", nic, f"node {name!r} has NICs 0..{rec.spec.rdma_nics - 1}"
             )
-        if healthy:
+        if flag(healthy, "healthy"):
             rec.nic_healthy |= 1 << nic
         else:
             rec.nic_healthy &= ~(1 << nic)

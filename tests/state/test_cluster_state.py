@@ -645,3 +645,19 @@ def test_slots_of_names_each_nodes_slot_and_follows_nodes_that_come_and_go(
     cluster.add_node(node("ghost", leaf="lf0", spine="sp0", superspine="ss0"))
     snap = cluster.snapshot()
     assert snap.slots_of(nodes) == (cluster.slot_of("lf1-n0"), cluster.slot_of("ghost"), -1)
+
+
+@pytest.mark.parametrize("healthy", ["false", "no", None, math.nan, 0, 1])
+def test_a_health_that_is_no_bool_is_refused_changing_nothing(
+    cluster: ClusterState, healthy: object
+) -> None:
+    # set_node_health(n, "false") left the node healthy, set_gpu_health(n, 0, "no") the GPU
+    name = next(iter(cluster.nodes())).name
+    for call in (
+        lambda: cluster.set_node_health(name, healthy),  # type: ignore[arg-type]
+        lambda: cluster.set_gpu_health(name, 0, healthy),  # type: ignore[arg-type]
+        lambda: cluster.set_nic_health(name, 0, healthy),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(ValidationError, match="'healthy'"):
+            call()
+    assert cluster.is_healthy(name) and cluster.gpu_healthy_mask(name) == (1 << 8) - 1
