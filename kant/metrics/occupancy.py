@@ -51,10 +51,26 @@ def _gpus(v: object) -> float:
     return total
 
 
-def _milli(v: int | Iterable[int]) -> int:
-    total = v if isinstance(v, int) else sum(v)
-    if isinstance(total, bool) or not isinstance(total, int) or total < 0:
-        raise ValidationError("pods_gpu_milli", v, "must be an int >= 0 or ints >= 0")
+def _milli(job: object, v: int | Iterable[int]) -> int:
+    """The milli of an event's pods (an int, NumPy's too, or per-pod ints), once ``job`` is
+    known to be a job id: checked before the event moves anything."""
+    if not isinstance(job, str):
+        raise ValidationError("job", job, "must be a job id (a string)")
+    why = "must be an int >= 0 or ints >= 0"
+    if isinstance(v, bool):
+        raise ValidationError("pods_gpu_milli", v, why)
+    if isinstance(v, int | np.integer):
+        total = int(v)
+    else:
+        try:
+            each = [int(x) if isinstance(x, np.integer) else x for x in v]
+        except TypeError:  # (no iterable)
+            raise ValidationError("pods_gpu_milli", v, why) from None
+        if not all(is_int(x) and x >= 0 for x in each):
+            raise ValidationError("pods_gpu_milli", v, why)
+        total = sum(each)
+    if total < 0:
+        raise ValidationError("pods_gpu_milli", v, why)
     return total
 
 
@@ -103,7 +119,7 @@ class SorCollector:
     ) -> None:
         """Pods of ``job`` holding ``pods_gpu_milli`` milli (an int or per-pod ints) were bound
         at ``t``. A gang job counts from the call with ``job_complete=True``."""
-        milli = _milli(pods_gpu_milli)
+        milli = _milli(job, pods_gpu_milli)
         self._advance(t)
         if gang and not job_complete and job not in self._counted:
             self._pending[job] = self._pending.get(job, 0) + milli
@@ -115,7 +131,7 @@ class SorCollector:
 
     def on_pods_released(self, job: str, pods_gpu_milli: int | Iterable[int], t: float) -> None:
         """Pods of ``job`` holding ``pods_gpu_milli`` milli released their GPUs at ``t``."""
-        milli = _milli(pods_gpu_milli)
+        milli = _milli(job, pods_gpu_milli)
         held = self._counted.get(job, 0) + self._pending.get(job, 0)
         if milli > held:
             raise ValidationError("pods_gpu_milli", milli, f"job {job!r} holds only {held} milli")

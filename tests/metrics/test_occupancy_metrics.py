@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from kant.errors import ValidationError
@@ -153,3 +154,16 @@ def test_a_time_series_refuses_a_sample_time_that_is_no_number_before_recording_
     with pytest.raises(ValidationError) as exc:
         TimeSeries(times=[0.0, math.nan, 50.0])
     assert exc.value.field == "times" and math.isnan(exc.value.value)
+
+
+def test_a_bind_event_of_the_wrong_kind_is_refused_before_the_clock_moves() -> None:
+    # job=["j"] raised TypeError after the clock had moved to 50: a later event at 10 was
+    # refused; np.int64(1000), what a column read gives, raised TypeError
+    s = SorCollector(total_gpus=16)
+    for job, milli in ((["j"], 1000), ("j", "1000"), ("j", None), ("j", [1000, -1]), ("j", 2.5)):
+        with pytest.raises(ValidationError):
+            s.on_pods_bound(job, milli, 50.0, gang=False, job_complete=True)  # type: ignore[arg-type]
+    s.on_pods_bound("j", np.int64(1000), 10.0, gang=False, job_complete=True)
+    s.on_pods_bound("k", [np.int64(500), 500], 10.0, gang=False, job_complete=True)
+    s.on_pods_released("j", 1000, 20.0)
+    assert s.sor(until=20.0) == pytest.approx((1000 * 10 + 1000 * 10) / (16000 * 20))
