@@ -88,7 +88,8 @@ def experiments(
 
     Backfill: ``strict-fifo+P`` vs ``backfill+P``; Best-Effort: ``strict-fifo+P`` vs
     ``best-effort-fifo+P``; E-Binpack: ``Q+X`` vs ``Q+ebinpack`` for a non-E-Binpack X. The
-    two sets of an experiment have the same preemption mode: it differs in one policy only."""
+    two sets of an experiment have the same preemption mode (and an E-Binpack pair the same
+    Backfill threshold): it differs in one policy only."""
     pols = [p for p, _r in runs]
     out = []
     for p in pols:
@@ -104,7 +105,11 @@ def experiments(
         if p.placement == "ebinpack":
             continue
         for q in pols:
-            same = q.queueing == p.queueing and q.preemption == p.preemption
+            same = (
+                q.queueing == p.queueing
+                and q.preemption == p.preemption
+                and q.threshold == p.threshold  # (Backfill's: another threshold is another Q)
+            )
             if q.placement == "ebinpack" and same:
                 out.append((f"E-Binpack vs {p.placement}", p, q))
     return out

@@ -102,6 +102,19 @@ def test_an_experiment_pairs_only_policy_sets_with_the_same_preemption() -> None
     ]
 
 
+def test_an_e_binpack_experiment_pairs_only_policy_sets_with_the_same_backfill_threshold() -> None:
+    # thresholds 0.2 and 0.8 gave four "E-Binpack vs spread" pairs, two across thresholds
+    import attrs
+
+    sets = [
+        attrs.evolve(PolicySet.parse(f"backfill+{placement}"), threshold=threshold)
+        for threshold in (0.2, 0.8)
+        for placement in ("spread", "ebinpack")
+    ]
+    found = experiments([(p, None) for p in sets])
+    assert [(b.threshold, x.threshold) for _t, b, x in found] == [(0.2, 0.2), (0.8, 0.8)]
+
+
 @pytest.mark.skipif(trace_dir() is None, reason="shared trace folder not available")
 def test_simulate_replays_a_trace_on_a_cluster_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
