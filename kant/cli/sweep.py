@@ -104,6 +104,8 @@ def run_sweep_command(args: argparse.Namespace) -> int:
         if args.grid == "report":
             return _report(args)
         return _run(args)
+    except BrokenPipeError:
+        raise  # (the reader went away, | head: kant.cli.main ends quietly)
     except (KantError, OSError) as e:  # one line (a YAML error spans several)
         print(f"kant sweep: {' '.join(str(e).split())}", file=sys.stderr)
         return 2

@@ -843,3 +843,23 @@ def test_a_simulated_time_past_twenty_years_is_refused_by_the_option_before_any_
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"argument {option}" in err and "<= 6.3072e+08" in err, err
+
+
+def test_a_sweep_report_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    # kant sweep report STORE | head -1 printed "kant sweep: [Errno 32] Broken pipe", exit 2
+    store = tmp_path / "s.jsonl"
+    store.write_text(
+        '{"key": "f", "kind": "sim", "params": {}, "status": "failed", "error": "E: x"}\n'
+    )
+    read, write = os.pipe()
+    os.close(read)  # (the reader went away before anything was written)
+    try:
+        r = subprocess.run(
+            [sys.executable, "-m", "kant", "sweep", "report", str(store), "--no-plots",
+             "--out", str(tmp_path / "r")],
+            stdout=write, stderr=subprocess.PIPE, text=True, check=False, timeout=120,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    assert r.returncode == 141 and r.stderr == "", r.stderr
