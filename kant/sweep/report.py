@@ -79,7 +79,7 @@ def _label(m: Mapping[str, Any], params: Mapping[str, Any]) -> str:
     if m.get("preemption", "auto") != "auto":
         label += f"+{m['preemption']}"
     if params.get("threshold") is not None:
-        label += f" threshold={params['threshold']:g}"
+        label += f" threshold={params['threshold']:.15g}"  # (:g made 1e6 of 1000001)
     return label
 
 
@@ -96,13 +96,14 @@ def sim_groups(records: Sequence[Mapping[str, Any]]) -> list[SimGroup]:
         g = groups.setdefault(title, {"sets": {}, "runs": {}, "wall": 0.0})
         g["wall"] += r.get("wall_s") or 0.0
         label = _label(m, p)
-        g["sets"].setdefault(
-            label,
-            PolicySet(
-                queueing=m["queueing"], placement=m["placement"], preemption=m["preemption"],
-                threshold=p.get("threshold"), name=label,
-            ),
-        )  # fmt: skip
+        if label not in g["sets"]:
+            # the names as the run stored them: a strategy or policy registered by the process
+            # that ran the sweep need not be registered in the one that reports it
+            with attrs.validators.disabled():
+                g["sets"][label] = PolicySet(
+                    queueing=m["queueing"], placement=m["placement"],
+                    preemption=m["preemption"], threshold=p.get("threshold"), name=label,
+                )  # fmt: skip
         g["runs"][(p.get("seed", 0), label)] = m
     out = []
     for title, g in sorted(groups.items()):

@@ -526,6 +526,14 @@ def test_a_strategy_registered_in_the_process_that_runs_the_sweep_passes_the_che
         "ebinpack",
         LastNodeFirst.name,
     ]
+    # reported by a process where the strategy is not registered (it was refused: "unknown
+    # placement policy 'last-node-first'", exit 2, nothing reported)
+    capsys.readouterr()
+    out = tmp_path / "report"
+    assert (
+        main(["sweep", "report", str(tmp_path / "g.jsonl"), "--no-plots", "--out", str(out)]) == 0
+    )
+    assert f"backfill+{LastNodeFirst.name}" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

@@ -175,3 +175,21 @@ def test_a_report_txt_cut_short_by_a_full_disk_leaves_the_earlier_one_whole(
     assert r.returncode == 2 and "cannot write" in r.stderr, r.stderr
     assert (out / "report.txt").read_bytes() == before
     assert [p.name for p in out.iterdir()] == ["report.txt"]
+
+
+def test_runs_of_thresholds_that_differ_past_six_digits_keep_their_own_columns() -> None:
+    # both were labelled "threshold=1e+06": one column, one of the two runs silently lost
+    from kant.sweep.report import sim_groups
+
+    records = [
+        {"key": str(t), "kind": "sim", "status": "ok", "params": {"threshold": t, "seed": 0},
+         "metrics": {"scenario": "x", "queueing": "backfill", "placement": "ebinpack",
+                     "preemption": "auto"}}
+        for t in (1000000, 1000001, 600)
+    ]  # fmt: skip
+    (group,) = sim_groups(records)
+    assert [s.label for s in group.sets] == [
+        "backfill+ebinpack threshold=1000000",
+        "backfill+ebinpack threshold=1000001",
+        "backfill+ebinpack threshold=600",
+    ]
