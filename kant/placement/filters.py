@@ -81,7 +81,12 @@ class NodeFilters:
         return f"NodeFilters({list(self.names)})"
 
     def _ask(self, f: NodeFilter, name: str, ctx: PodView, slots: IntArray) -> BoolArray:
-        mask = np.asarray(f(ctx, slots), dtype=np.bool_)
+        mask = np.asarray(f(ctx, slots))
+        if mask.dtype != np.bool_:  # (kept slots' indices, cast, would drop slot 0)
+            raise ValidationError(
+                "filters", name,
+                f"returned {mask.dtype} values: it must return one bool per slot (True: keep)",
+            )  # fmt: skip
         if mask.shape != slots.shape:
             raise ValidationError(
                 "filters", name, f"returned {mask.shape} for {slots.shape[0]} slots"

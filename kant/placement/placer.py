@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import attrs
 import numpy as np
@@ -1532,7 +1532,8 @@ def _score(strat: StrategyHooks, ctx: PodContext, slots: IntArray) -> Any:
     """The strategy's score, with a role's ``spread`` wish as a hard-to-beat penalty for
     nodes that already hold pods of the job (replicas apart whatever the strategy)."""
     sc = strat.score(ctx, slots)
-    if getattr(sc, "shape", None) != slots.shape:  # (an array of the right shape: O(1))
+    # (an array of real numbers of the right shape: O(1))
+    if getattr(sc, "shape", None) != slots.shape or sc.dtype.kind not in _REAL:
         sc = _scores_of(strat, sc, slots)
     if ctx.role.spread:
         sc = sc - 100.0 * ctx.job_pods_on(slots)
@@ -1542,6 +1543,11 @@ def _score(strat: StrategyHooks, ctx: PodContext, slots: IntArray) -> Any:
 def _scores_of(strat: StrategyHooks, sc: Any, slots: IntArray) -> Any:
     """A strategy's answer that is not an array of one score per slot: as a float array
     when it is one score per slot (a list), else ValidationError naming the strategy."""
+    kind = getattr(getattr(sc, "dtype", None), "kind", None)
+    if kind is not None and kind not in _REAL:  # (strings, complex: argmax would take them)
+        raise ValidationError(
+            "strategy", strat.name, f"score returned {sc.dtype} values: scores must be real"
+        )
     try:
         arr = np.asarray(sc, dtype=np.float64)
     except (TypeError, ValueError):
@@ -1554,6 +1560,10 @@ def _scores_of(strat: StrategyHooks, sc: Any, slots: IntArray) -> Any:
             f"score returned {got} for {slots.shape[0]} slots: it must return one score per slot",
         )
     return arr
+
+
+_REAL: Final = "fiub"
+"""The NumPy dtype kinds of a score: floats, ints, unsigned ints, bools."""
 
 
 def _nan_score(strat: StrategyHooks) -> ValidationError:

@@ -207,6 +207,53 @@ def test_an_object_without_a_score_is_refused_with_a_clear_error() -> None:
         Placer(NoScore())  # type: ignore[arg-type]
 
 
+class _Answers:
+    """A strategy whose hooks answer what a test sets (wrong answers, here)."""
+
+    name = "answers"
+    two_level = True  # (so group_key is asked)
+
+    def __init__(self, **hooks: Any) -> None:
+        for k, v in hooks.items():
+            setattr(self, k, v)
+
+    def score(self, ctx: PodView, slots: IntArray) -> FloatArray:
+        return np.zeros(slots.shape[0])
+
+
+@pytest.mark.parametrize(
+    ("hooks", "placer", "pods", "said"),
+    [
+        # each raised NumPy's or Python's error deep in the Placer, or placed wrongly
+        ({"score": lambda ctx, slots: np.array(["a", "z"][: len(slots)])}, {}, {}, "score"),
+        ({"score": lambda ctx, slots: np.ones(len(slots)) * 1j}, {}, {}, "score"),
+        ({}, {"filters": [lambda ctx, slots: np.flatnonzero(np.ones(len(slots), bool))]}, {},
+         "filters"),
+        ({}, {"filters": [lambda ctx, slots: ["no"] * len(slots)]}, {}, "filters"),
+        ({"share_device": lambda ctx, slot: -1}, {}, {"gpus": 0, "gpu_milli": 500},
+         "share_device"),
+        ({"share_device": lambda ctx, slot: 99}, {}, {"gpus": 0, "gpu_milli": 500},
+         "share_device"),
+        ({"group_key": lambda free, in_use: None}, {}, {}, "group_key"),
+        ({"domain_key": lambda cap: None, "topology_default": Tier.LEAF}, {}, {"replicas": 2},
+         "domain_key"),
+        ({"candidate_sets": lambda ctx, slots: None}, {}, {}, "candidate_sets"),
+        ({"candidate_sets": lambda ctx, slots: [(["x"], HighestSlot())]}, {}, {},
+         "candidate_sets"),
+    ],
+)  # fmt: skip
+def test_a_hook_that_answers_the_wrong_kind_is_refused_naming_it_and_changes_nothing(
+    hooks: dict[str, Any], placer: dict[str, Any], pods: dict[str, Any], said: str
+) -> None:
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=2).build(),
+                  placer=Placer(cast(Strategy, _Answers(**hooks)), **placer))  # fmt: skip
+    s.submit(job("a", **{"gpus": 8, **pods}), now=0)
+    with pytest.raises(ValidationError, match=said):
+        s.step(1)
+    assert s.cluster.num_pods == 0
+    check_invariants(s)
+
+
 # --------------------------------------------------------------------------- node filters
 
 

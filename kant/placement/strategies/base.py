@@ -137,17 +137,100 @@ def adapt_strategy(strategy: Strategy | StrategyHooks) -> StrategyHooks:
     topology_default = getattr(strategy, "topology_default", None)
     if topology_default is not None and not isinstance(topology_default, Tier):
         raise ValidationError("topology_default", topology_default, "must be a Tier or None")
+    name = str(strategy.name)
     return StrategyHooks(
         strategy=strategy,
-        name=str(strategy.name),
+        name=name,
         score=strategy.score,
         two_level=bool(getattr(strategy, "two_level", False)),
         topology_default=topology_default,
         fill_partly_used_first=bool(getattr(strategy, "fill_partly_used_first", False)),
         fills_node_first=bool(getattr(strategy, "fills_node_first", False)),
-        group_key=group_key if group_key is not None else default_group_key,
-        domain_key=domain_key if domain_key is not None else default_domain_key,
-        share_device=share_device if share_device is not None else best_fit_share,
-        candidate_sets=getattr(strategy, "candidate_sets", None),
+        group_key=default_group_key if group_key is None else _checked_group_key(name, group_key),
+        domain_key=(
+            default_domain_key if domain_key is None else _checked_domain_key(name, domain_key)
+        ),
+        share_device=(
+            best_fit_share if share_device is None else _checked_share(name, share_device)
+        ),
+        candidate_sets=_checked_sets(name, getattr(strategy, "candidate_sets", None)),
         reach=getattr(strategy, "reach", None),
     )
+
+
+# A strategy's own hooks are asked through these: an answer of the wrong kind is a
+# ValidationError naming the strategy and the hook, not an error of NumPy's or Python's
+# deep in the Placer (and not a wrong placement). The defaults are asked directly.
+
+
+def _wrong(name: str, hook: str, got: object, want: str) -> ValidationError:
+    return ValidationError("strategy", name, f"{hook} returned {got!r}: it must return {want}")
+
+
+def _checked_group_key(
+    name: str, hook: Callable[[IntArray, IntArray], Any]
+) -> Callable[[IntArray, IntArray], Any]:
+    def group_key(free_milli: IntArray, in_use: IntArray) -> Any:
+        keys = hook(free_milli, in_use)
+        want = f"a tuple of np.lexsort keys, each of {free_milli.shape[0]} numbers"
+        try:
+            arrays = [np.asarray(k) for k in keys]
+        except TypeError:  # (no iterable)
+            raise _wrong(name, "group_key", keys, want) from None
+        if not arrays or any(
+            a.shape != free_milli.shape or a.dtype.kind not in "fiub" for a in arrays
+        ):
+            raise _wrong(name, "group_key", keys, want)
+        return keys
+
+    return group_key
+
+
+def _checked_domain_key(
+    name: str, hook: Callable[[IntArray], IntArray]
+) -> Callable[[IntArray], IntArray]:
+    def domain_key(capacity: IntArray) -> IntArray:
+        key = hook(capacity)
+        arr = np.asarray(key) if key is not None else None
+        if arr is None or arr.shape != capacity.shape or arr.dtype.kind not in "fiub":
+            raise _wrong(name, "domain_key", key, f"{capacity.shape[0]} numbers")
+        return arr
+
+    return domain_key
+
+
+def _checked_share(name: str, hook: Callable[[PodView, int], int]) -> Callable[[PodView, int], int]:
+    def share_device(ctx: PodView, slot: int) -> int:
+        g = hook(ctx, slot)
+        cols = ctx.snap.cols
+        if isinstance(g, np.integer):
+            g = int(g)
+        if (
+            type(g) is not int
+            or not 0 <= g < int(cols.gpus[slot])
+            or cols.gpu_free[slot, g] < ctx.req.milli
+        ):
+            want = f"a GPU of node {ctx.snap.name_of(slot)} with {ctx.req.milli} milli free"
+            raise _wrong(name, "share_device", g, want)
+        return g
+
+    return share_device
+
+
+def _checked_sets(name: str, hook: CandidateSets | None) -> CandidateSets | None:
+    if hook is None:
+        return None
+
+    def candidate_sets(ctx: PodView, slots: IntArray) -> Sequence[tuple[IntArray, Strategy]]:
+        sets = hook(ctx, slots)
+        want = "a sequence of (node slots, strategy) pairs"
+        try:
+            out = [(np.asarray(part), strat) for part, strat in sets]
+        except (TypeError, ValueError):  # (no iterable, or no pairs)
+            raise _wrong(name, "candidate_sets", sets, want) from None
+        for part, _strat in out:
+            if part.dtype.kind not in "iu" and part.size:
+                raise _wrong(name, "candidate_sets", sets, want + " (slots as ints)")
+        return out
+
+    return candidate_sets
