@@ -138,6 +138,13 @@ def adapt_strategy(strategy: Strategy | StrategyHooks) -> StrategyHooks:
     if topology_default is not None and not isinstance(topology_default, Tier):
         raise ValidationError("topology_default", topology_default, "must be a Tier or None")
     name = str(strategy.name)
+    # kant's own strategies answer right by construction: their hooks are asked directly
+    own = type(strategy).__module__.partition(".")[0] == "kant"
+
+    def asked(checked: Callable[[str, Any], Any], hook: Any) -> Any:
+        return hook if own else checked(name, hook)
+
+    sets = getattr(strategy, "candidate_sets", None)
     return StrategyHooks(
         strategy=strategy,
         name=name,
@@ -146,14 +153,14 @@ def adapt_strategy(strategy: Strategy | StrategyHooks) -> StrategyHooks:
         topology_default=topology_default,
         fill_partly_used_first=bool(getattr(strategy, "fill_partly_used_first", False)),
         fills_node_first=bool(getattr(strategy, "fills_node_first", False)),
-        group_key=default_group_key if group_key is None else _checked_group_key(name, group_key),
+        group_key=default_group_key if group_key is None else asked(_checked_group_key, group_key),
         domain_key=(
-            default_domain_key if domain_key is None else _checked_domain_key(name, domain_key)
+            default_domain_key if domain_key is None else asked(_checked_domain_key, domain_key)
         ),
-        share_device=(
-            best_fit_share if share_device is None else _checked_share(name, share_device)
-        ),
-        candidate_sets=_checked_sets(name, getattr(strategy, "candidate_sets", None)),
+        share_device=best_fit_share
+        if share_device is None
+        else asked(_checked_share, share_device),
+        candidate_sets=None if sets is None else asked(_checked_sets, sets),
         reach=getattr(strategy, "reach", None),
     )
 
@@ -217,10 +224,7 @@ def _checked_share(name: str, hook: Callable[[PodView, int], int]) -> Callable[[
     return share_device
 
 
-def _checked_sets(name: str, hook: CandidateSets | None) -> CandidateSets | None:
-    if hook is None:
-        return None
-
+def _checked_sets(name: str, hook: CandidateSets) -> CandidateSets:
     def candidate_sets(ctx: PodView, slots: IntArray) -> Sequence[tuple[IntArray, Strategy]]:
         sets = hook(ctx, slots)
         want = "a sequence of (node slots, strategy) pairs"
