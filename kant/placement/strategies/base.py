@@ -165,9 +165,10 @@ def adapt_strategy(strategy: Strategy | StrategyHooks) -> StrategyHooks:
     )
 
 
-# A strategy's own hooks are asked through these: an answer of the wrong kind is a
-# ValidationError naming the strategy and the hook, not an error of NumPy's or Python's
-# deep in the Placer (and not a wrong placement). The defaults are asked directly.
+# The hooks of a strategy from outside kant are asked through these: an answer of the wrong
+# kind is a ValidationError naming the strategy and the hook, not an error of NumPy's or
+# Python's deep in the Placer (nor a wrong placement). The defaults, and kant's own
+# strategies' hooks, are asked directly.
 
 
 def _wrong(name: str, hook: str, got: object, want: str) -> ValidationError:
