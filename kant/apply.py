@@ -194,7 +194,7 @@ def _check_by_hand(result: CycleResult, queue: Queue, cluster: ClusterState) -> 
             raise ValidationError(f"result.{field}", v, "must be None or an int")
     for b in result.bindings:
         e = queue.get(b.pod.job)
-        if e is None or b.node not in cluster or b.pod not in e.job.pods():
+        if e is None or b.node not in cluster or not e.job.has_pod(b.pod):
             continue  # (stale, or not one of its job's pods: apply leaves it)
         role = e.job.role(b.pod.role)
         model = cluster.node(b.node).gpu_model

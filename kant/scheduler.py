@@ -572,12 +572,7 @@ class Scheduler:
         Raises InvalidJobError for ``pods`` that is a string, one bare PodId or not an
         iterable of PodId, sparing nothing. O(pods asked + victims of the nominations held),
         not O(jobs)."""
-        if isinstance(pods, PodId):  # (itself a tuple: its fields are no pods)
-            raise InvalidJobError(
-                "pods", pods, "must be an iterable of kant.model.PodId, not one PodId: pass [pod]"
-            )
-        if isinstance(pods, str | bytes) or not isinstance(pods, Iterable):
-            raise InvalidJobError("pods", pods, "must be an iterable of kant.model.PodId")
+        _check_pods(pods)
         queue = self.queue
         asked: dict[str, set[PodId]] = {}
         for p in pods:
@@ -666,14 +661,9 @@ class Scheduler:
         PodId. Raises what :meth:`pod_finished` raises, InvalidJobError for ``pods`` that are
         not iterable (or are a string or one bare PodId), or UnknownPodError for a pod named
         twice, before changing anything."""
-        if isinstance(pods, PodId | str | bytes):  # (a PodId is a tuple of its fields, "" empty)
-            raise InvalidJobError(
-                "pods", pods, "must be an iterable of kant.model.PodId (one PodId: pass [pod])"
-            )
+        _check_pods(pods)
         if not isinstance(pods, Sequence):  # a list or tuple is used as it is; a generator
-            if not isinstance(pods, Iterable):  # is read once, into a tuple
-                raise InvalidJobError("pods", pods, "must be an iterable of kant.model.PodId")
-            pods = tuple(pods)
+            pods = tuple(pods)  # is read once, into a tuple
         whole = self._whole_job(pods, now)
         if whole is not None:  # every pod one job holds: checked at once
             e, now = whole
@@ -1045,6 +1035,17 @@ class Scheduler:
 
 def _seq(e: Entry) -> int:
     return e.seq
+
+
+def _check_pods(pods: object) -> None:
+    """Refuse (InvalidJobError) ``pods`` that are no iterable of pod ids: a string ("" would
+    be none), one bare PodId (itself a tuple: its fields are no pods) or no iterable."""
+    if isinstance(pods, PodId):
+        raise InvalidJobError(
+            "pods", pods, "must be an iterable of kant.model.PodId, not one PodId: pass [pod]"
+        )
+    if isinstance(pods, str | bytes) or not isinstance(pods, Iterable):
+        raise InvalidJobError("pods", pods, "must be an iterable of kant.model.PodId")
 
 
 def _seconds(name: str, v: object, *, positive: bool, optional: bool) -> Any:

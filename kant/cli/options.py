@@ -168,15 +168,20 @@ def _path_errors(text: str) -> Iterator[Path]:
         raise argparse.ArgumentTypeError(f"{text!r}: {e.strerror or e}") from None
 
 
+def _no_other_than_a_file(p: Path, text: str) -> None:
+    """Refuse a path there that is a folder or no regular file (a device, a pipe), as such."""
+    if p.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder, not a file")
+    if p.exists() and not p.is_file():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a regular file (a device, a pipe)")
+
+
 def existing_file(text: str) -> str:
     """An argparse ``type``: a regular file that exists and can be read."""
     with _path_errors(text) as p:
         if not p.exists():
             raise argparse.ArgumentTypeError(f"no such file: {text!r}")
-        if p.is_dir():
-            raise argparse.ArgumentTypeError(f"{text!r} is a folder, not a file")
-        if not p.is_file():
-            raise argparse.ArgumentTypeError(f"{text!r} is not a regular file (a device, a pipe)")
+        _no_other_than_a_file(p, text)
         if not os.access(p, os.R_OK):
             raise argparse.ArgumentTypeError(f"cannot read {text!r}")
     return text
@@ -217,10 +222,7 @@ def image_file(text: str) -> str:
     the name is that of a folder or of something else than a file (``/dev/null``), refused
     as such (``plots.png`` beside the folder ``plots`` was written instead)."""
     with _path_errors(text) as p:
-        if p.is_dir():
-            raise argparse.ArgumentTypeError(f"{text!r} is a folder")
-        if p.exists() and not p.is_file():
-            raise argparse.ArgumentTypeError(f"{text!r} is not a regular file (a device, a pipe)")
+        _no_other_than_a_file(p, text)
     if not Path(text).suffix:
         text += ".png"
     from matplotlib.backend_bases import FigureCanvasBase

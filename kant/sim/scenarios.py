@@ -397,8 +397,8 @@ class Scenario:
 
     def with_jobs(self, n: int | None) -> Scenario:
         """The scenario with only its first ``n`` jobs (by arrival); None: all."""
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-            raise ValidationError("jobs", n, "must be None (all) or an int >= 1")
+        if n is not None:
+            _check_jobs(n)
         if n is None or n >= len(self.jobs):
             return self
         return attrs.evolve(self, jobs=self.jobs[:n])

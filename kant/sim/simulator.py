@@ -108,6 +108,7 @@ from kant.model import (
     PodId,
     finite_nonneg,
     is_finite_number,
+    is_int,
     number,
     one_of,
 )
@@ -503,8 +504,7 @@ def _checked_inputs(
         raise ValidationError("config", type(config).__name__, "must be None or a SimConfig")
     if progress is not None and not callable(progress):
         raise ValidationError("progress", progress, "must be None or a callable")
-    every = progress_every
-    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+    if not is_int(progress_every) or progress_every < 1:
         raise ValidationError("progress_every", progress_every, "must be an int >= 1")
     try:
         given = list(jobs)
