@@ -243,7 +243,8 @@ class Placer:
 
         Raises :class:`~kant.errors.ValidationError` (changing nothing) for a ``job`` that is
         not a Job, a ``snap`` that is not a Snapshot, or ``pods`` that are not distinct pods
-        of the job (a role it lacks, an index past the role's replicas, another job's pod)."""
+        of the job (a role it lacks, an index past the role's replicas, another job's pod)
+        not yet running (bound in the snapshot's cluster state)."""
         if not isinstance(job, Job):
             raise InvalidJobError("job", job, "must be a kant.Job")
         if not isinstance(snap, Snapshot):
@@ -258,6 +259,10 @@ class Placer:
                 raise ValidationError("pods", p, f"must be pods of job {job.id!r}")
         if len(set(todo)) != len(todo):
             raise ValidationError("pods", todo, "must name each pod once")
+        for p in todo:
+            if snap.state.has_pod(p):
+                where = snap.state.binding(p).node
+                raise ValidationError("pods", p, f"already runs (on {where!r}): place it once")
         return self.place_trusted(job, snap, todo)
 
     def place_trusted(

@@ -744,3 +744,14 @@ def test_placer_place_refuses_what_is_not_a_job_a_snapshot_or_the_jobs_own_pods(
     with pytest.raises(ValidationError, match=field):
         Placer().place(first, real[str(args[1])], **pods)  # type: ignore[arg-type]
     assert snap.pod_moves == [] and Placer().place(j, snap).ok
+
+
+def test_placer_place_refuses_a_pod_that_already_runs_and_places_nothing() -> None:
+    st = ClusterBuilder().leaf("lf0", nodes=1).build()
+    j = job("J", gpus=4, replicas=2, gang=False)
+    running = PodId(job="J", role="worker", index=0)
+    st.bind(Placer().place(j, st.snapshot(), pods=[running]).bindings[0])
+    snap = st.snapshot()
+    with pytest.raises(ValidationError, match="already runs"):
+        Placer().place(j, snap, pods=[running])  # (it would be bound twice, its GPUs counted twice)
+    assert snap.pod_moves == [] and [b.pod.index for b in Placer().place(j, snap).bindings] == [1]
