@@ -15,6 +15,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from kant.errors import ValidationError
 from kant.model import MILLI
 from kant.state import ClusterState
 
@@ -22,12 +23,20 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 
+def check_state(state: object) -> ClusterState:
+    """``state`` if it is a ClusterState, else ValidationError naming ``state`` (a metric
+    asked of something else would fail deep in its arrays)."""
+    if not isinstance(state, ClusterState):
+        raise ValidationError("state", state, "must be a kant.state.ClusterState")
+    return state
+
+
 def held_milli(state: ClusterState) -> IntArray:
     """GPU milli held by pods, per node slot and device: int64 array [num_slots, width].
 
     Devices a node does not have, and free slots, are 0. Unhealthy devices show what pods
     really hold on them (see the module docstring)."""
-    cols = state.columns
+    cols = check_state(state).columns
     n = state.num_slots
     width = cols.width
     gpus = cols.gpus[:n]
@@ -51,6 +60,8 @@ def held_milli(state: ClusterState) -> IntArray:
 
 
 def _pool_rows(state: ClusterState, pool: str | None) -> BoolArray:
+    if pool is not None and not isinstance(pool, str):
+        raise ValidationError("pool", pool, "must be None or a GPU model name")
     n = state.num_slots
     rows: BoolArray = state.columns.alive[:n].copy()
     if pool is not None:
@@ -63,8 +74,11 @@ def gar(state: ClusterState, pool: str | None = None) -> float:
 
     ``GAR = N_allocated / N_total`` where a fractional share counts as ``milli / 1000`` of a
     GPU. ``pool`` restricts both sides to one GPU model (node pool). Nodes count whatever their
-    health (an unhealthy node is still part of the cluster). An empty cluster gives 0.0.
+    health (an unhealthy node is still part of the cluster). An empty cluster, or a pool
+    without nodes, gives 0.0. ValidationError for a ``state`` that is no ClusterState or a
+    ``pool`` that is no string.
     """
+    check_state(state)
     if pool is None:
         total = state.total_gpus()
         return state.allocated_milli() / (MILLI * total) if total else 0.0
@@ -116,9 +130,10 @@ def gfr(state: ClusterState, pool: str | None = None) -> GfrReading:
         degree_n = frag_n * (g_n - a_n) / g_n
         degree   = sum(degree_n) / |N|
 
-    A cluster without GPU nodes reads 0.0 / 0.0.
+    A cluster without GPU nodes reads 0.0 / 0.0. ValidationError for a ``state`` that is no
+    ClusterState or a ``pool`` that is no string.
     """
-    n = state.num_slots
+    n = check_state(state).num_slots
     rows = _pool_rows(state, pool)
     gpus = state.columns.gpus[:n]
     rows &= gpus > 0

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from kant.metrics.allocation import check_state
 from kant.model import MILLI
 from kant.placement.fragmentation import (
     CompiledWorkload,
@@ -47,7 +48,7 @@ __all__ = [
 def _state_fragmentation(
     state: ClusterState, workload: Iterable[TaskClassLike] | CompiledWorkload
 ) -> tuple[IntArray, FloatArray]:
-    cw = compile_workload(workload, state.group_names("pool"))
+    cw = compile_workload(workload, check_state(state).group_names("pool"))
     cols = state.columns
     alive = np.flatnonzero(cols.alive[: state.num_slots])
     frag = node_fragmentation(

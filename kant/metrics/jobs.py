@@ -38,6 +38,21 @@ class JwtdRow:
     unstarted: int = 0
 
 
+def _records(records: Iterable[JobRecord]) -> list[JobRecord]:
+    """``records`` as a list, each a JobRecord; else ValidationError naming ``records``."""
+    why = "must be an iterable of kant.metrics.JobRecord"
+    if isinstance(records, str | bytes):
+        raise ValidationError("records", records, why)
+    try:
+        out = list(records)
+    except TypeError:  # (no iterable)
+        raise ValidationError("records", records, why) from None
+    for r in out:
+        if not isinstance(r, JobRecord):
+            raise ValidationError("records", r, why)
+    return out
+
+
 def jwtd(records: Iterable[JobRecord], *, now: float | None = None) -> dict[str, JwtdRow]:
     """Job Waiting Time Distribution: wait statistics per size bucket.
 
@@ -46,13 +61,13 @@ def jwtd(records: Iterable[JobRecord], *, now: float | None = None) -> dict[str,
     count with the censored wait ``now - submitted_at`` (a lower bound; use it so that jobs a
     policy starves are not silently dropped). Percentiles interpolate linearly
     (``numpy.percentile``'s default). A ``now`` that is no finite number is refused
-    (:class:`~kant.errors.ValidationError`).
+    (:class:`~kant.errors.ValidationError`), as are ``records`` that are not JobRecords.
     """
     if now is not None:
         now = finite_number(now, "now")
     waits: dict[str, list[float]] = {}
     unstarted: dict[str, int] = {}
-    for r in records:
+    for r in _records(records):
         b = r.bucket
         lst = waits.setdefault(b, [])
         if r.started_at is not None:
@@ -220,12 +235,13 @@ def jtted(
     Only jobs that started, request GPUs and have ``nodes_used > 0`` count; the group ratio
     uses those with ``groups_used > 0``. ``nodes_per_leaf`` and ``gpus_per_node`` are ints, or
     callables of the record for heterogeneous clusters (e.g. by the pool the job ran in).
+    ``records`` that are not JobRecords are a :class:`~kant.errors.ValidationError`.
     """
     npl = _per_record(nodes_per_leaf, "nodes_per_leaf")
     gpn = _per_record(gpus_per_node, "gpus_per_node")
     node_r: dict[str, list[float]] = {}
     group_r: dict[str, list[float]] = {}
-    for r in records:
+    for r in _records(records):
         if r.started_at is None or r.nodes_used <= 0 or r.gpus <= 0:
             continue
         b = r.bucket

@@ -502,11 +502,15 @@ class ClusterState:
 
     def group_id(self, level: str, name: str) -> int:
         """Interned id of a group (``level`` in :data:`LEVELS`), -1 if unknown. Raises
-        ValidationError for a ``level`` not in :data:`LEVELS`."""
+        ValidationError for a ``level`` not in :data:`LEVELS` or a ``name`` that is no
+        string."""
         try:
-            return self._ids[level].get(name, -1)
+            ids = self._ids[level]
         except (KeyError, TypeError):
             raise unknown_level(level) from None
+        if not isinstance(name, str):
+            raise ValidationError("name", name, f"must be a {level} name (a string)")
+        return ids.get(name, -1)
 
     def group_names(self, level: str) -> list[str]:
         """Names of the groups interned at ``level``, indexed by group id (a copy). Raises

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
-from kant.metrics import gar, gfr, held_milli, node_fragmentation_degree
+from kant.errors import ValidationError
+from kant.metrics import (
+    fragmented_gpus,
+    fragmented_gpus_by_node,
+    gar,
+    gfr,
+    held_milli,
+    node_fragmentation_degree,
+)
 from kant.model import Binding, PodId
 from kant.state import ClusterState
 from kant.testing import ClusterBuilder, node
@@ -135,3 +145,24 @@ def test_gar_from_held_milli_agrees_with_the_state_truth() -> None:
 def test_the_node_degree_rule_of_thumb() -> None:
     out = node_fragmentation_degree(np.array([0, 3, 8, 1, 0]), np.array([8, 8, 8, 2, 0]))
     assert out.tolist() == [0.0, 5 / 8, 0.0, 0.5, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda st: gar(None), "state"),  # type: ignore[arg-type]
+        (lambda st: gfr("cluster"), "state"),  # type: ignore[arg-type]
+        (lambda st: held_milli([st]), "state"),  # type: ignore[list-item]
+        (lambda st: fragmented_gpus(None, []), "state"),  # type: ignore[arg-type]
+        (lambda st: fragmented_gpus_by_node(1, []), "state"),  # type: ignore[arg-type]
+        (lambda st: gar(st, 123), "pool"),  # type: ignore[arg-type]
+        (lambda st: gfr(st, ["H100"]), "pool"),  # type: ignore[arg-type]
+        (lambda st: st.group_id("pool", ["H100"]), "name"),  # type: ignore[arg-type]
+    ],
+)
+def test_the_allocation_metrics_name_a_state_or_pool_of_the_wrong_kind(
+    call: Callable[[ClusterState], object], field: str
+) -> None:
+    st = ClusterBuilder().leaf("h", nodes=1).build()
+    with pytest.raises(ValidationError, match=f"field '{field}' ="):
+        call(st)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import hypothesis.strategies as st
 import pytest
@@ -241,3 +242,19 @@ def test_jwtd_and_the_fewest_nodes_refuse_a_value_that_is_no_finite_number(bad: 
     with pytest.raises(ValidationError) as exc:
         optimal_groups(16, bad, 4)  # type: ignore[arg-type]
     assert exc.value.field == "gpus_per_node"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: jwtd([1]),  # type: ignore[list-item]
+        lambda: jwtd(None),  # type: ignore[arg-type]
+        lambda: jtted(["a record"], 2),  # type: ignore[list-item]
+        lambda: jtted(5, 2),  # type: ignore[arg-type]
+    ],
+)
+def test_the_job_distributions_name_records_that_are_not_job_records(
+    call: Callable[[], object],
+) -> None:
+    with pytest.raises(ValidationError, match="field 'records' ="):
+        call()
