@@ -17,6 +17,9 @@ follows, and that the metrics assume, are:
   evictions of its pods, or one node failure under it, however many pods it took);
 - ``state``: a free-form final state such as ``"finished"``, ``"running"``, ``"pending"``,
   ``"failed"``.
+
+``gang`` is a bool, ``tenant`` a name as a job's, ``state`` a string: another kind is a
+ValidationError naming the field (``gang="no"`` was a gang).
 """
 
 from __future__ import annotations
@@ -28,11 +31,20 @@ import attrs
 
 from kant.errors import ValidationError
 from kant.metrics.buckets import size_bucket
-from kant.model import Binding, Job, PodId, name, number
+from kant.model import Binding, Job, PodId, flag, name, number
 
 _time = number(ValidationError, low=0, finite=True)
 _opt_time = number(ValidationError, low=0, finite=True, optional=True)
 _count = number(ValidationError, low=0, integer=True)
+
+
+def _bool(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    flag(value, attribute.name)
+
+
+def _text(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, str):
+        raise ValidationError(attribute.name, value, "must be a string")
 
 
 def _to_shapes(v: Any) -> Any:
@@ -98,12 +110,12 @@ class JobRecord:
     job_id: str = attrs.field(
         validator=name(ValidationError, slash=True, spaces=True, reason="non-empty")
     )
-    tenant: str = attrs.field(default="default")
+    tenant: str = attrs.field(default="default", validator=name(ValidationError))
     gpus: float = attrs.field(
         default=0.0,
         validator=number(ValidationError, low=0, finite=True, reason="must be a number >= 0"),
     )
-    gang: bool = attrs.field(default=True)
+    gang: bool = attrs.field(default=True, validator=_bool)
     submitted_at: float = attrs.field(default=0.0, validator=_time)
     started_at: float | None = attrs.field(default=None, validator=_opt_time)
     finished_at: float | None = attrs.field(default=None, validator=_opt_time)
@@ -111,7 +123,7 @@ class JobRecord:
     groups_used: int = attrs.field(default=0, validator=_count)
     preempted: int = attrs.field(default=0, validator=_count)
     requeued: int = attrs.field(default=0, validator=_count)
-    state: str = attrs.field(default="pending")
+    state: str = attrs.field(default="pending", validator=_text)
     pods: tuple[tuple[int, ...], ...] = attrs.field(
         default=(), converter=_to_shapes, validator=_shapes
     )

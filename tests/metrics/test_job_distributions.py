@@ -258,3 +258,15 @@ def test_the_job_distributions_name_records_that_are_not_job_records(
 ) -> None:
     with pytest.raises(ValidationError, match="field 'records' ="):
         call()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("gang", "no"), ("gang", 0), ("tenant", None), ("tenant", ""), ("state", 3)],
+)
+def test_a_record_refuses_a_gang_tenant_or_state_of_the_wrong_kind(
+    field: str, value: object
+) -> None:
+    # (gang="no" was a gang: truthy; a tenant of None grouped apart from every tenant)
+    with pytest.raises(ValidationError, match=f"field '{field}' ="):
+        JobRecord(job_id="x", **{field: value})  # type: ignore[arg-type]
