@@ -188,8 +188,13 @@ class SorCollector:
 
     def sor(self, until: float | None = None, since: float | None = None) -> float:
         """SOR over ``[since, until]`` (default: ``start`` to the latest event); 0.0 when no
-        GPU-time was available."""
+        GPU-time was available. A ``since`` after ``until`` is a ValidationError naming
+        ``since`` (it read 0.0, as an empty window does)."""
         a1, c1 = self._seconds(until, "until")
+        if since is not None:
+            t1 = self._t if until is None else float(until)
+            if finite_number(since, "since") > t1:
+                raise ValidationError("since", since, f"must not be after until={t1:g}")
         a0, c0 = (0.0, 0.0) if since is None else self._seconds(since, "since")
         avail = c1 - c0
         return (a1 - a0) / avail if avail > 0 else 0.0

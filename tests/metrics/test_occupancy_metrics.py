@@ -167,3 +167,12 @@ def test_a_bind_event_of_the_wrong_kind_is_refused_before_the_clock_moves() -> N
     s.on_pods_bound("k", [np.int64(500), 500], 10.0, gang=False, job_complete=True)
     s.on_pods_released("j", 1000, 20.0)
     assert s.sor(until=20.0) == pytest.approx((1000 * 10 + 1000 * 10) / (16000 * 20))
+
+
+def test_a_window_that_ends_before_it_starts_is_refused() -> None:
+    sor = SorCollector(start=0.0, total_gpus=8)
+    sor.on_pods_bound("a", 8000, 0.0, gang=True, job_complete=True)
+    sor.on_capacity(8, 100.0)
+    assert sor.sor(until=50.0, since=50.0) == 0.0  # (an empty window: no GPU-time)
+    with pytest.raises(ValidationError, match="field 'since' ="):
+        sor.sor(until=10.0, since=90.0)  # (read 0.0: as if the window were empty)
