@@ -30,6 +30,7 @@ from kant.errors import (
     InvariantError,
     TransactionError,
     UnknownNodeError,
+    ValidationError,
 )
 from kant.model import MILLI, Binding, Job, PodId
 from kant.state.columns import LEVELS, IntArray, NodeColumns, gpu_counts, unknown_level
@@ -390,6 +391,14 @@ class _Column:
         return self if snap is None else getattr(snap.cols, self.name)
 
 
+def _check_slot(slot: object) -> None:
+    """Refuse (AllocationConflictError, as for a slot past the rows) a slot of
+    :meth:`Snapshot.allocate` or :meth:`Snapshot.release` that is no int (NumPy's are):
+    ``release(None)`` raised TypeError, ``allocate(True)`` read slot 1."""
+    if type(slot) is not int and (isinstance(slot, bool) or not isinstance(slot, int | np.integer)):
+        raise AllocationConflictError(f"slot {slot!r} holds no node")
+
+
 def _check_amounts(
     gpu_mask: object,
     milli: object,
@@ -730,7 +739,11 @@ class Snapshot:
         :attr:`log_position` was ``position``, with repeats; ``None`` when that is older
         than the kept log (then compare every row). Lets a reader that caches per-row values
         re-check O(changes) rows instead of all. Positions belong to this snapshot object
-        (:attr:`token`)."""
+        (:attr:`token`). ValidationError for a ``position`` that is no int."""
+        if type(position) is not int and (
+            isinstance(position, bool) or not isinstance(position, int | np.integer)
+        ):
+            raise ValidationError("position", position, "must be an int (a log_position)")
         if position < self._log_start:
             return None
         return np.array(self._log[position - self._log_start :], dtype=np.int64)
@@ -846,6 +859,7 @@ class Snapshot:
         placing a new pod in a slot they freed and putting them back could count the new pod
         and the old ones above the capacity. (The preemption what-if restores victims before
         it places, and rolls each placement back.) O(levels + log n)."""
+        _check_slot(slot)
         _check_amounts(gpu_mask, milli, nic_mask, cpu_milli, memory_mib, pods)
         v = self.cols.views()
         bits = _mask_bits(gpu_mask)
@@ -925,6 +939,7 @@ class Snapshot:
         unhealthy node). Raises AllocationConflictError if the slot holds no node in the
         snapshot or the truth, InvalidResourcesError for an amount or mask that is no whole
         number or is below 0, TransactionError outside a transaction. O(levels + log n)."""
+        _check_slot(slot)
         _check_amounts(gpu_mask, milli, nic_mask, cpu_milli, memory_mib, pods)
         name = self.names[slot] if 0 <= slot < len(self.names) else None
         if name is None or name not in self.state:
@@ -936,11 +951,17 @@ class Snapshot:
         """:meth:`release` what every binding of ``bindings`` holds, one row update per node
         (the same rows, aggregates and index entries as releasing them one by one). Raises
         AllocationConflictError (changing nothing) if a binding's node is in neither the
-        snapshot nor the truth. O(devices of the bindings + nodes x (levels + log n))."""
+        snapshot nor the truth, ValidationError (changing nothing) for ``bindings`` that are
+        not Bindings. O(devices of the bindings + nodes x (levels + log n))."""
+        why = "must be an iterable of kant.model.Binding"
+        if isinstance(bindings, str) or not isinstance(bindings, Iterable):
+            raise ValidationError("bindings", bindings, why)
         # slot -> (GPU -> milli, [nic mask, cpu, mem, pods])
         per: dict[int, tuple[dict[int, int], list[int]]] = {}
         moved: list[tuple[PodId, int]] | None = [] if self._keeps_moves else None
         for b in bindings:
+            if type(b) is not Binding and not isinstance(b, Binding):
+                raise ValidationError("bindings", b, why)
             if moved is not None:
                 moved.append((b.pod, -1))
             slot = self.slot_of(b.node)
@@ -1015,7 +1036,10 @@ class Snapshot:
         self._groups.shift(slot, before)
 
     def release_binding(self, b: Binding) -> None:
-        """:meth:`release` what binding ``b`` holds on its node (a preemption what-if)."""
+        """:meth:`release` what binding ``b`` holds on its node (a preemption what-if).
+        ValidationError (changing nothing) for a ``b`` that is no Binding."""
+        if not isinstance(b, Binding):
+            raise ValidationError("binding", b, "must be a kant.model.Binding")
         self.release(
             self.slot_of(b.node),
             _bits_to_mask(b.gpus),
@@ -1123,7 +1147,10 @@ class Snapshot:
             raise InvariantError("\n".join(f"Snapshot: {e}" for e in errors))
 
     def same_as(self, other: Snapshot) -> list[str]:
-        """Differences between two snapshots' rows and aggregates (empty if identical)."""
+        """Differences between two snapshots' rows and aggregates (empty if identical).
+        ValidationError for an ``other`` that is no Snapshot."""
+        if not isinstance(other, Snapshot):
+            raise ValidationError("other", other, "must be a kant.state.Snapshot")
         n = max(self.num_slots, other.num_slots)
         diffs = self.cols.rows_equal(other.cols, n)
         if [x for x in self.names if x] != [x for x in other.names if x]:

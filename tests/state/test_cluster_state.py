@@ -661,3 +661,31 @@ def test_a_health_that_is_no_bool_is_refused_changing_nothing(
         with pytest.raises(ValidationError, match="'healthy'"):
             call()
     assert cluster.is_healthy(name) and cluster.gpu_healthy_mask(name) == (1 << 8) - 1
+
+
+def test_a_snapshot_names_a_slot_or_binding_of_the_wrong_kind_and_changes_nothing(
+    cluster: ClusterState,
+) -> None:
+    snap = cluster.snapshot()
+    with snap.transaction() as tx:
+        version = snap.content_version
+        for slot in (None, 1.5, "0", [0], True):
+            for call in (snap.allocate, snap.release):
+                with pytest.raises(AllocationConflictError, match="holds no node"):
+                    call(slot, 0b1)  # type: ignore[arg-type]
+        for bad in (None, "lf0-n0", PodId(job="j", role="w", index=0)):
+            with pytest.raises(ValidationError, match="field 'binding' ="):
+                snap.release_binding(bad)  # type: ignore[arg-type]
+            with pytest.raises(ValidationError, match="field 'bindings' ="):
+                snap.release_bindings([bad])  # type: ignore[list-item]
+        with pytest.raises(ValidationError, match="field 'bindings' ="):
+            snap.release_bindings(None)  # type: ignore[arg-type]
+        for position in (None, 1.5, "0"):
+            with pytest.raises(ValidationError, match="field 'position' ="):
+                snap.rows_changed_since(position)  # type: ignore[arg-type]
+        with pytest.raises(ValidationError, match="field 'other' ="):
+            snap.same_as(cluster)  # type: ignore[arg-type]
+        assert snap.content_version == version
+        tx.commit()
+    snapshot_matches_truth(cluster, snap)
+    snap.check_invariants()
