@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from kant.model import PodId
+from kant.model import PodId, ReasonCode
 
 if TYPE_CHECKING:
     from kant.scheduler import Scheduler
@@ -47,7 +47,8 @@ class EstimateStatus(enum.StrEnum):
     NEVER = "never"
     """Played forward, nothing is left to happen and the job still waits: it never fits,
     or it waits behind a job that never does, unless something changes (a job arrives or is
-    cancelled, a node is added, a quota grows)."""
+    cancelled, a node is added, a quota grows). A job whose own reason says it never fits
+    (``no_pool``, ``unsatisfiable``) is NEVER whatever else the play ended with."""
     UNKNOWN_END = "unknown_end"
     """The job still waits when only running pods without an expected end (no runtime
     estimate and no default runtime, or pods of jobs kant does not know) hold what it would
@@ -76,6 +77,10 @@ class StartEstimate:
             return None
         return self.start - self.made_at
 
+
+_NEVER_FITS = frozenset({ReasonCode.NO_POOL, ReasonCode.UNSATISFIABLE})
+"""A waiting job's own reason that no end of a running pod changes: no node of a GPU model
+it allows, or more than the cluster could ever hold (static capacity)."""
 
 # event kinds, as the simulator orders them at one instant: releases, then wake-ups, then
 # the cycle
@@ -223,6 +228,9 @@ def play(
             out[jid] = StartEstimate(
                 job_id=jid, status=EstimateStatus.EXPECTED, start=at, made_at=now
             )
-        else:
-            out[jid] = StartEstimate(job_id=jid, status=rest, start=None, made_at=now)
+        else:  # (one that never fits says so, whatever else the play ended with)
+            own = q.get(jid)
+            why = None if own is None or own.reason is None else own.reason.code
+            status = EstimateStatus.NEVER if why in _NEVER_FITS else rest
+            out[jid] = StartEstimate(job_id=jid, status=status, start=None, made_at=now)
     return out, PlayStats(cycles=cycles, events=events, until=last_t)

@@ -79,6 +79,24 @@ def test_a_job_that_never_fits_says_never_and_the_jobs_after_it_still_start(poli
     assert _starts(s, 3) == {"huge": ("never", None), "small": ("expected", 100.0)}
 
 
+@pytest.mark.parametrize("policy", ["strict-fifo", "best-effort-fifo", "easy-backfill"])
+def test_a_job_that_never_fits_says_never_while_a_job_without_an_estimate_runs(
+    policy: str,
+) -> None:
+    # (both said unknown_end: whether the play ended with pods still bound was read for
+    # the whole cluster, not each job's own reason)
+    s = _sched(policy, nodes=2)
+    s.submit(job("a", gpus=1), now=0)  # no runtime estimate: it never ends in the play
+    s.step(0)
+    s.submit(job("b200", gpus=1, models="B200"), now=1)  # no B200 node
+    s.submit(job("huge", gpus=8, replicas=3), now=1)  # 24 GPUs on a 16-GPU cluster
+    s.submit(job("wide", gpus=8, replicas=2), now=2)  # waits for "a"
+    got = _starts(s, 3)
+    assert (got["b200"], got["huge"]) == (("never", None), ("never", None))
+    assert got["wide"] == ("unknown_end", None)
+    assert _starts(s, 3, horizon=1)["huge"] == ("never", None)  # (whatever the horizon)
+
+
 def test_a_job_waiting_on_a_job_without_an_estimate_says_unknown_end() -> None:
     s = _sched()
     s.submit(job("a", gpus=8), now=0)  # no runtime estimate, and no default
