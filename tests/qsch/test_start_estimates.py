@@ -94,7 +94,13 @@ def test_a_job_that_never_fits_says_never_while_a_job_without_an_estimate_runs(
     got = _starts(s, 3)
     assert (got["b200"], got["huge"]) == (("never", None), ("never", None))
     assert got["wide"] == ("unknown_end", None)
-    assert _starts(s, 3, horizon=1)["huge"] == ("never", None)  # (whatever the horizon)
+    s2 = _sched(policy, nodes=2)
+    s2.submit(job("a", gpus=1, runtime=100), now=0)
+    s2.step(0)
+    s2.submit(job("huge", gpus=8, replicas=3), now=1)
+    s2.submit(job("wide", gpus=8, replicas=2), now=2)
+    got = _starts(s2, 3, horizon=10)  # ("a" ends past the horizon)
+    assert (got["huge"], got["wide"]) == (("never", None), ("beyond_horizon", None))
 
 
 def test_a_job_waiting_on_a_job_without_an_estimate_says_unknown_end() -> None:
