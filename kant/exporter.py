@@ -167,7 +167,8 @@ class MetricsExporter:
         the last observe's (time cannot run backwards, as in the scheduler);
         :class:`~kant.errors.ValidationError` for a ``result`` that is not a
         :class:`~kant.cycle.CycleResult`, that another scheduler computed (another queue or
-        cluster), or that is of a cycle before the result observed last (stale). A result
+        cluster), or that is of a cycle before the result observed last (stale), and
+        :class:`~kant.errors.InvalidTimeError` for a ``now`` before ``result``'s cycle. A result
         of the latest cycle time observed already, given again, is not counted again (an
         orchestrator retrying)."""
         now = finite_time(now, "MetricsExporter.observe")
@@ -180,6 +181,12 @@ class MetricsExporter:
         s = self.scheduler
         if result is not None:
             self._check_result(result)
+            if now < result.now:
+                raise InvalidTimeError(
+                    "now", now,
+                    f"MetricsExporter.observe at {now:g} is before the cycle of its result "
+                    f"(at {result.now:g}); observe a result at its time or later",
+                )  # fmt: skip
             if any(result is r for r in self._last_results):
                 result = None  # (observed again: its cycle and starts are counted already)
         cluster = s.cluster

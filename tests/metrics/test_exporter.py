@@ -446,3 +446,20 @@ def test_a_gang_spanning_two_gpu_pools_reads_the_same_jtted_in_the_exporter_and_
            _value(fams, "kant_jtted_group_ratio", "kant_jtted_group_ratio", size_bucket="9-64"))  # fmt: skip
     row = Simulator(Scheduler(cluster()), [x], SimConfig(tick=0)).run().summary.jtted["9-64"]
     assert got == (row.node_ratio, row.group_ratio) == (1.0, 2.0)
+
+
+def test_an_observe_before_the_cycle_of_its_result_is_refused_and_counts_nothing() -> None:
+    # (accepted: "a" started at 100 read as held from 5, an SOR of 0.5 over [0, 10])
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=1).build())
+    ex = MetricsExporter(s)
+    ex.observe(0)
+    s.submit(job("a", gpus=8), now=0)
+    r = s.step(100)
+    before = ex.exposition()
+    with pytest.raises(InvalidTimeError, match="before the cycle"):
+        ex.observe(5, r)
+    assert ex.exposition() == before
+    ex.observe(100, r)
+    fams = {f.name: f for f in text_string_to_metric_families(ex.exposition().decode())}
+    wait = _value(fams, "kant_job_wait_seconds", "kant_job_wait_seconds_sum", size_bucket="2-8")
+    assert wait == 100.0
