@@ -130,6 +130,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     while it runs, and are as they were after. So is the
     ``kant`` logger (its level and handlers: a caller that runs a command in its own process,
     a notebook or a test, keeps its logging as it set it)."""
+    closed = sys.stdout is None  # (kant ... >&-: Python would drop what is printed)
+    if closed:
+        sys.stdout = _ClosedStdout()
     streams = [(f, f.errors) for f in (sys.stdout, sys.stderr) if isinstance(f, io.TextIOWrapper)]
     for f, _ in streams:
         f.reconfigure(errors="backslashreplace")
@@ -138,6 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(argv)
     finally:
+        if closed:
+            sys.stdout = None
         for f, errors in streams:
             with contextlib.suppress(ValueError):  # (a stream closed meanwhile)
                 f.reconfigure(errors=errors)
@@ -171,6 +176,9 @@ def _main(argv: Sequence[str] | None) -> int:
     except _Terminated:
         print(f"{prog}: terminated", file=sys.stderr)
         return 143
+    except _StdoutClosedError:  # (before OSError: it is one)
+        print(f"{prog}: cannot write the output: standard output is closed", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # the reader went away (| head): say nothing, and keep Python from complaining when
         # it flushes stdout at exit
@@ -194,6 +202,23 @@ def _main(argv: Sequence[str] | None) -> int:
         if installed:  # (not the main thread: an embedding's own handling applies)
             signal.signal(signal.SIGTERM, previous)
     return code
+
+
+class _StdoutClosedError(OSError):
+    """A command wrote to a stdout that was closed when kant started."""
+
+
+class _ClosedStdout(io.TextIOBase):
+    """Stands for a stdout that was closed when kant started (Python's ``sys.stdout`` is
+    None then, and ``print`` drops what it is given): a command that prints ends with one
+    line and exit code 2, as one whose stdout cannot be written; one that prints nothing
+    runs as usual."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        raise _StdoutClosedError(errno.EBADF, "standard output is closed")
 
 
 _WRITE_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})

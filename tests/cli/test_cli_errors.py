@@ -863,3 +863,28 @@ def test_a_sweep_report_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     finally:
         os.close(write)
     assert r.returncode == 141 and r.stderr == "", r.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["packing", "--list-policies"], ["bench", "place", "--nodes", "2", "--pods", "3"]],
+    ids=["packing", "bench place"],
+)
+def test_a_closed_stdout_is_one_line_and_exit_code_2(argv: list[str], tmp_path: Path) -> None:
+    # (stdout closed, `kant ... >&-`: Python's sys.stdout is None; the output was dropped,
+    # then an AttributeError traceback, exit code 1)
+    r = subprocess.run(
+        [sys.executable, "-m", "kant", *argv],
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+        preexec_fn=lambda: os.close(1),  # (closes the child's stdout only)
+    )
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and "Exception ignored" not in r.stderr
+    assert r.stderr.splitlines()[-1] == (
+        f"kant {' '.join(argv[:2]) if argv[0] == 'bench' else argv[0]}: "
+        "cannot write the output: standard output is closed"
+    )
