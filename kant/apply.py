@@ -196,14 +196,41 @@ def _check_by_hand(result: CycleResult, queue: Queue, cluster: ClusterState) -> 
         e = queue.get(b.pod.job)
         if e is None or b.node not in cluster or not e.job.has_pod(b.pod):
             continue  # (stale, or not one of its job's pods: apply leaves it)
-        role = e.job.role(b.pod.role)
-        model = cluster.node(b.node).gpu_model
-        if role.gpu_models and model not in role.gpu_models:
-            why = f"is on a {model} node, which role {role.name!r} does not allow"
-            raise ValidationError("result.bindings", str(b.pod), why)
-        if not _holds(b, role.resources):
-            why = f"does not hold what role {role.name!r} asks ({role.resources})"
-            raise ValidationError("result.bindings", str(b.pod), why)
+        _check_role(b, e.job, cluster, "result.bindings")
+    # a nomination is held by every cycle until it is taken or dropped: one its node cannot
+    # hold (a GPU index past the node's) failed every cycle after
+    for nom in result.nominations:
+        e = queue.get(nom.job)
+        if e is None:
+            continue  # (stale: apply leaves it)
+        for b in nom.bindings:
+            if not e.job.has_pod(b.pod):
+                raise ValidationError(
+                    "result.nominations", str(b.pod), f"is no pod of job {nom.job!r}"
+                )
+            if b.node not in cluster:
+                continue  # (a node gone: the next cycle drops the nomination)
+            spec = cluster.node(b.node)
+            for device, ids, have in (("GPU", b.gpus, spec.gpus), ("NIC", b.nics, spec.rdma_nics)):
+                for i in ids:
+                    if i >= have:
+                        why = f"holds {device} {i}, which node {b.node!r} does not have"
+                        raise ValidationError("result.nominations", str(b.pod), why)
+            _check_role(b, e.job, cluster, "result.nominations")
+
+
+def _check_role(b: Binding, job: Job, cluster: ClusterState, field: str) -> None:
+    """Refuse (ValidationError naming ``field``) a binding of a pod of ``job`` on a node of
+    ``cluster`` that does not hold what its role asks or is on a GPU model the role does not
+    allow."""
+    role = job.role(b.pod.role)
+    model = cluster.node(b.node).gpu_model
+    if role.gpu_models and model not in role.gpu_models:
+        why = f"is on a {model} node, which role {role.name!r} does not allow"
+        raise ValidationError(field, str(b.pod), why)
+    if not _holds(b, role.resources):
+        why = f"does not hold what role {role.name!r} asks ({role.resources})"
+        raise ValidationError(field, str(b.pod), why)
 
 
 def _seq_version(v: object) -> bool:

@@ -171,6 +171,42 @@ def test_a_binding_built_by_hand_that_breaks_its_role_is_refused_changing_nothin
     check_invariants(s)
 
 
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"gpus": (60,)}, "GPU 60, which node 'lf0-n0' does not have"),
+        ({"gpus": (0, 1, 2, 3, 4, 5, 6, 60)}, "GPU 60, which node 'lf0-n0' does not have"),
+        ({"nics": (9,)}, "NIC 9, which node 'lf0-n0' does not have"),
+        ({"node": "lf1-n0"}, "A100 node, which role 'worker' does not allow"),
+        ({"gpus": (0,)}, "does not hold what role 'worker' asks"),
+        ({"pod": pod("b")}, "is no pod of job 'a'"),
+    ],
+)
+def test_a_nomination_built_by_hand_that_its_node_or_role_cannot_hold_is_refused(
+    change: dict[str, object], why: str
+) -> None:
+    """A nomination holding GPU 60 of an 8-GPU node was kept: every later cycle raised
+    IndexError holding it, until its job was cancelled."""
+    import attrs
+
+    from kant.queueing import Nomination
+
+    s, r = _hand_built()
+    b = attrs.evolve(r.bindings[0], **change)
+    nom = Nomination(job="a", bindings=(b,), victims=(), created_at=1.0)
+    with pytest.raises(Invalid, match=re.escape(why)):
+        s.apply(attrs.evolve(r, origin=None, bindings=(), nominations=(nom,)), 2)
+    assert s.queue.entry("a").nomination is None and s.clock == 1.0
+    s.apply(
+        attrs.evolve(
+            r, origin=None, bindings=(), nominations=(attrs.evolve(nom, bindings=r.bindings),)
+        ),
+        2,
+    )
+    assert s.queue.entry("a").nomination is not None  # (as the cycle made it: held)
+    check_invariants(s)
+
+
 def test_a_result_is_not_applied_to_a_node_removed_and_added_again_under_its_name() -> None:
     """The job may run on H100 only; its node is replaced by an A100 node of the same name
     between the cycle and the apply: the binding is stale, and the next cycle says why."""
