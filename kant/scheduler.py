@@ -778,9 +778,7 @@ class Scheduler:
             del self._lost_nodes[node]
             self._tick(t, "node_removed")
             return EventReport()
-        rep = self._remove(node, t, "node_removed")
-        self._lost_nodes.pop(node, None)
-        return rep
+        return self._remove(node, t, "node_removed")  # (_node_gone forgets it lost)
 
     def node_lost(self, node: str, now: float) -> EventReport:
         """The node is gone (failed, unreachable): it is removed, and its pods' jobs are
@@ -832,6 +830,8 @@ class Scheduler:
         now = self._clock if math.isfinite(self._clock) else 0.0
         why = f"node {node} {self._removing}"
         self._removal = self._lost_bindings(lost, now, why, released_already=True)
+        if self._removing != "lost":  # (lost and re-added through the cluster, now removed:
+            self._lost_nodes.pop(node, None)  # node_lost keeps the spec of the one it lost)
 
     # ----------------------------------------------------------------- device health
 

@@ -546,6 +546,23 @@ def test_a_lost_node_recovers_with_its_spec_and_a_removed_one_does_not() -> None
         s.node_removed("lf0-n0", 9)
 
 
+def test_a_lost_node_added_again_and_removed_through_the_cluster_is_no_longer_lost() -> None:
+    # (it was listed lost again once removed, and node_recovered brought back its old spec)
+    import attrs
+
+    s = scheduler(nodes(2))
+    spec = s.cluster.node("lf0-n1")
+    s.node_lost("lf0-n1", 1)
+    s.cluster.add_node(attrs.evolve(spec, gpus=4, rdma_nics=0, template=None))
+    assert s.lost_nodes() == ()
+    s.cluster.remove_node("lf0-n1")
+    assert s.lost_nodes() == ()
+    with pytest.raises(UnknownNodeError):
+        s.node_recovered("lf0-n1", 2)
+    assert "lf0-n1" not in s.cluster
+    check_invariants(s)
+
+
 def test_removing_a_node_requeues_its_gang_whole() -> None:
     s = scheduler(nodes(2))
     s.submit(job("g", gpus=8, replicas=2), now=0)
