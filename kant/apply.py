@@ -169,7 +169,9 @@ def _check_by_hand(result: CycleResult, queue: Queue, cluster: ClusterState) -> 
     hand (no ``origin``: a cycle's own is made right) whose fields are not of their kinds, or
     one of whose bindings of a job in ``queue`` on a node of ``cluster`` is not what the pod's
     role asks (its GPUs, share, NICs, CPU and memory) or lands on a GPU model the role does not
-    allow: applied, it would be charged for what it does not hold, or break the state."""
+    allow: applied, it would be charged for what it does not hold, or break the state. So are
+    its nominations' bindings (which must name devices their node has), and a victim that is
+    its own preemptor or of a job that is not preemptible."""
     finite_time(result.now, "apply", "result.now")
     for field, kind in (
         ("bindings", Binding), ("victims", Victim), ("nominations", Nomination),
@@ -197,6 +199,14 @@ def _check_by_hand(result: CycleResult, queue: Queue, cluster: ClusterState) -> 
         if e is None or b.node not in cluster or not e.job.has_pod(b.pod):
             continue  # (stale, or not one of its job's pods: apply leaves it)
         _check_role(b, e.job, cluster, "result.bindings")
+    # a victim is evicted by the orchestrator: never one kant would not choose
+    for v in result.victims:
+        ve = queue.get(v.job)
+        if v.job == v.preemptor:
+            raise ValidationError("result.victims", v.job, "is its own preemptor")
+        if ve is not None and not ve.job.preemptible:
+            why = "is not preemptible (Job.preemptible=False): kant never evicts it"
+            raise ValidationError("result.victims", v.job, why)
     # a nomination is held by every cycle until it is taken or dropped: one its node cannot
     # hold (a GPU index past the node's) failed every cycle after
     for nom in result.nominations:

@@ -207,6 +207,26 @@ def test_a_nomination_built_by_hand_that_its_node_or_role_cannot_hold_is_refused
     check_invariants(s)
 
 
+@pytest.mark.parametrize("victim", ["keep", "low"], ids=["not preemptible", "itself"])
+def test_a_victim_built_by_hand_that_kant_would_never_evict_is_refused(victim: str) -> None:
+    # (its pods were marked terminating: the orchestrator would have evicted them)
+    import attrs
+
+    from kant.model import Victim, VictimReason
+
+    s = scheduler(nodes(1))
+    s.submit(job(victim, gpus=8, priority=100, preemptible=victim != "keep"), now=0)
+    s.step(1)
+    if victim == "keep":
+        s.submit(job("low", gpus=8), now=2)
+    r = s.schedule(3)
+    v = Victim(job=victim, pods=(pod(victim),), reason=VictimReason.PRIORITY, preemptor="low")
+    with pytest.raises(Invalid, match=re.escape("result.victims")):
+        s.apply(attrs.evolve(r, origin=None, victims=(v,)), 3)
+    assert not s.queue.entry(victim).terminating
+    check_invariants(s)
+
+
 def test_a_result_is_not_applied_to_a_node_removed_and_added_again_under_its_name() -> None:
     """The job may run on H100 only; its node is replaced by an A100 node of the same name
     between the cycle and the apply: the binding is stale, and the next cycle says why."""
