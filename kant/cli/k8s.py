@@ -66,7 +66,7 @@ def add_k8s_parser(sub: Any) -> argparse.ArgumentParser:
         "--speed",
         type=number(float, low=0, low_inclusive=False),
         default=1.0,
-        help="time compression, a finite number > 0 (default 1)",
+        help="time compression, a finite number >= 0.001 (default 1)",
     )
     demo.add_argument("--config", default=None, help="the kant config file (YAML)")
     demo.add_argument("--json", action="store_true", help="last line: one JSON object")

@@ -29,6 +29,10 @@ from kant.k8s.testenv import KubeTestEnv
 from kant.metrics import JobRecord, gar, gfr, jtted, jwtd
 from kant.model import is_int, is_number
 
+DEMO_MIN_SPEED = 0.001
+"""The slowest ``speed`` :func:`demo` takes: its jobs then arrive over about 20,000 s, and its
+waits stay within what the clock can sleep (at 1e-9, ``time.sleep`` raised OverflowError)."""
+
 LEAF_LABEL = "network.topology.nvidia.com/leaf"
 
 log = logging.getLogger(__name__)
@@ -336,12 +340,14 @@ def demo(*, nodes: int = 16, jobs: int = 40, seed: int = 0, speed: float = 1.0,
     return the paper's metrics: GAR (mean, peak), SOR (GPU time allocated / available from the
     first arrival to the last finish), GFR (mean), JWTD and JTTED per size bucket. ``config``
     is the kant config (a :class:`~kant.config.KantConfig`, as ``load_config`` reads a file,
-    or a raw mapping). A ``speed`` that is not a finite number > 0, or ``nodes`` or ``jobs``
-    not an int >= 1, raises :class:`~kant.errors.InvalidConfigError`, and a bad config
-    (its ``kubernetes:`` section among the rest) :class:`~kant.errors.InvalidConfigFileError`
-    naming its source, before anything starts."""
-    if not (is_number(speed) and 0 < speed < math.inf):
-        raise InvalidConfigError("speed", speed, "must be a finite number > 0")
+    or a raw mapping). A ``speed`` that is not a finite number >= :data:`DEMO_MIN_SPEED`
+    (0.001), or ``nodes`` or ``jobs`` not an int >= 1, raises
+    :class:`~kant.errors.InvalidConfigError`, and a bad config (its ``kubernetes:`` section
+    among the rest) :class:`~kant.errors.InvalidConfigFileError` naming its source, before
+    anything starts."""
+    if not (is_number(speed) and DEMO_MIN_SPEED <= speed < math.inf):
+        why = f"must be a finite number >= {DEMO_MIN_SPEED:g} (the demo lasts about 20 s / speed)"
+        raise InvalidConfigError("speed", speed, why)
     for name, n in (("nodes", nodes), ("jobs", jobs)):
         if not (is_int(n) and n >= 1):
             raise InvalidConfigError(name, n, "must be an int >= 1")

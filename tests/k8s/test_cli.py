@@ -202,14 +202,27 @@ def test_a_demo_of_no_nodes_or_no_jobs_is_refused_before_starting(
         demo(**{"nodes": 1, "jobs": 1, option: value})  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("speed", [0.0, -1.0, math.inf, math.nan])
-def test_a_demo_speed_that_is_not_a_finite_number_above_0_is_refused_before_starting(
+@pytest.mark.parametrize("speed", [0.0, -1.0, math.inf, math.nan, 1e-9, 0.0009])
+def test_a_demo_speed_below_its_least_is_refused_before_starting(
     speed: float,
 ) -> None:
     from kant.k8s.demo import demo
 
     with pytest.raises(InvalidConfigError, match="speed"):
         demo(nodes=1, jobs=1, speed=speed)
+
+
+def test_a_demo_speed_too_slow_for_the_clock_is_one_line_from_the_command(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # (1e-9 passed "a finite number > 0", then time.sleep raised OverflowError: a traceback)
+    assert main(["k8s", "demo", "--speed", "1e-9"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("kant k8s demo: ")
+        and "'speed' = 1e-09: must be a finite number >= 0.001" in err
+    )
+    assert len(err.splitlines()) == 1
 
 
 class _NoServer:
