@@ -63,6 +63,19 @@ def _cut(r: urllib3.BaseHTTPResponse) -> None:
             shutdown()
 
 
+class NotAnApiServerError(KantError):
+    """The server answered, but not as a Kubernetes API server does (``/apis`` is no API group
+    list: another web server, or a proxy's page)."""
+
+    def __init__(self, server: str, answer: object) -> None:
+        self.server = server
+        shown = " ".join(str(answer).split())
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        super().__init__(
+            f"{server} does not answer as a Kubernetes API server (GET /apis gave {shown})"
+        )
+
+
 def _unreachable(server: str, e: urllib3.exceptions.HTTPError) -> ApiUnreachableError:
     """``e``, a failure of urllib3 to get an answer from ``server``, said in a few words."""
     x = urllib3.exceptions
@@ -154,6 +167,14 @@ class Api:
                 name, f"the server {cfg.host!r} is not an https:// or http:// URL"
             )
         token = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
+        if token:
+            # (a token file written by echo ends in a newline, which kubectl drops too; the
+            # official client gives the file's text behind "Bearer ")
+            token = token.removeprefix("Bearer ").strip()
+            if not all(" " <= c <= "~" for c in token):
+                raise InvalidKubeconfigError(
+                    name, "its user's token holds a character an HTTP header cannot carry"
+                )
         return cls(
             cfg.host,
             token=token,
@@ -280,13 +301,25 @@ class Api:
     # ----------------------------------------------------------------- discovery
 
     def groups(self) -> set[str]:
-        """Every ``group/version`` the server serves (cached)."""
+        """Every ``group/version`` the server serves (cached). Raises
+        :class:`NotAnApiServerError` when ``/apis`` is not a Kubernetes API group list (a
+        kubeconfig naming another kind of server)."""
         with self._lock:
             if self._groups is None:
+                doc = self.get("/apis")
+                groups = doc.get("groups")
+                if not isinstance(groups, list):
+                    raise NotAnApiServerError(self.host, doc)
                 out = {"v1"}
-                for g in self.get("/apis").get("groups", ()):
-                    for v in g.get("versions", ()):
-                        out.add(v["groupVersion"])
+                for g in groups:
+                    versions = g.get("versions") if isinstance(g, dict) else None
+                    if not isinstance(versions, list):
+                        raise NotAnApiServerError(self.host, doc)
+                    for v in versions:
+                        gv = v.get("groupVersion") if isinstance(v, dict) else None
+                        if not isinstance(gv, str):
+                            raise NotAnApiServerError(self.host, doc)
+                        out.add(gv)
                 self._groups = out
             return self._groups
 

@@ -663,3 +663,63 @@ def test_a_demo_under_a_config_naming_other_resources_and_scheduler_runs_its_pod
                              "gpuModelLabel": "example.com/model"}}  # fmt: skip
     result = demo(nodes=4, jobs=3, speed=100, config=config)
     assert result["jobs"] == 3 and result["pods_finished"] >= 3
+
+
+def test_a_token_file_ending_in_a_newline_is_read_without_it(tmp_path: Path) -> None:
+    # (echo wrote it; the header "Bearer t\n" raised ValueError from http.client: a traceback)
+    pytest.importorskip("kubernetes")
+    from kant.k8s.client import Api
+
+    (tmp_path / "token").write_text("  t0k3n\n")
+    kc = _kubeconfig(tmp_path / "kc.yaml", "https://127.0.0.1:1")
+    kc.write_text(kc.read_text().replace("{token: t}", f"{{tokenFile: '{tmp_path / 'token'}'}}"))
+    assert Api.from_kubeconfig(str(kc), None)._headers["Authorization"] == "Bearer t0k3n"
+
+
+@pytest.mark.parametrize("token", ["'a\\x01b'", "'tök'"], ids=["control", "not-latin-1"])
+def test_a_token_no_http_header_can_carry_is_one_line_naming_the_kubeconfig(
+    token: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("kubernetes")
+    kc = _kubeconfig(tmp_path / "kc.yaml", "https://127.0.0.1:1")
+    kc.write_text(kc.read_text().replace("{token: t}", f'{{token: "{token[1:-1]}"}}'))
+    assert main(["k8s", "run", "--kubeconfig", str(kc), "--no-leader-elect"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"kant k8s run: kubeconfig {kc}: ") and "token" in err, err
+    assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [b'{"groups": null}', b'{"groups": "abc"}', b'{"groups": [5]}', b"<html>hello</html>"],
+    ids=["null", "a-string", "not-objects", "html"],
+)
+def test_run_refuses_a_server_that_does_not_answer_as_an_api_server_in_one_line(
+    answer: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (TypeError or AttributeError tracebacks; an HTML page was taken as a server serving no
+    # group, and the shim ran on saying nothing)
+    pytest.importorskip("kubernetes")
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        kc = _kubeconfig(tmp_path / "kc.yaml", url)
+        assert main(["k8s", "run", "--kubeconfig", str(kc), "--no-leader-elect"]) == 2
+    finally:
+        server.shutdown()
+    err = capsys.readouterr().err
+    assert err.startswith(f"kant k8s run: {url} does not answer as a Kubernetes API server"), err
+    assert len(err.splitlines()) == 1
