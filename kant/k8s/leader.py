@@ -25,6 +25,9 @@ from kant.k8s.client import Api, ApiError
 log = logging.getLogger(__name__)
 
 
+_INT32_MAX = 2**31 - 1
+
+
 def _micro(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -88,7 +91,9 @@ class LeaderElector:
         new = dict(cur, **spec)
         if holder != self.identity:
             new["acquireTime"] = _micro(t)
-            new["leaseTransitions"] = int(cur.get("leaseTransitions") or 0) + 1
+            # (an int32 on the server: one set to its limit by hand stays there, or the
+            # write is refused for ever and the Lease can never be taken)
+            new["leaseTransitions"] = min(int(cur.get("leaseTransitions") or 0) + 1, _INT32_MAX)
         lease["spec"] = new
         try:
             self.api.put(f"{self.path}/{self.name}", lease)
@@ -161,6 +166,7 @@ class LeaderElector:
         succeed, however slowly, or one that fails and is tried again, do not lose the
         Lease), and comes no later than :attr:`expires` (a renewal slower than a third of
         the duration: a candidate may take the Lease then)."""
+        said = ""
         while not stop.is_set():
             t = time.monotonic()
             try:
@@ -168,7 +174,17 @@ class LeaderElector:
                     self._renewed = (t, time.monotonic())
                     break
             except (ApiError, OSError) as e:
-                log.info("lease: %s", e)
+                # a refusal that is no outage (a namespace that does not exist, a Lease the
+                # credentials may not write) is most likely a mistake: said once, where
+                # `kant k8s run` shows it, and tried again (it may be put right)
+                if isinstance(e, ApiError) and 400 <= e.status < 500 and str(e) != said:
+                    said = str(e)
+                    log.warning(
+                        "cannot take Lease %s/%s, trying again: %s",
+                        self.namespace, self.name, e,
+                    )  # fmt: skip
+                else:
+                    log.info("lease: %s", e)
             stop.wait(self.duration / 5)
         if stop.is_set():
             return

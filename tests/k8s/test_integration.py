@@ -698,3 +698,23 @@ def test_a_pod_deleted_and_created_again_under_its_name_while_no_watch_ran_is_a_
         shim.scheduler.check_invariants()
     finally:
         shim._pool.shutdown()
+
+
+def test_a_lease_whose_transitions_were_set_to_the_int32_limit_by_hand_can_still_be_taken(
+    cluster: Cluster,
+) -> None:
+    # (transitions + 1 was written: 2147483648, refused by the API server for ever)
+    from kant.k8s.leader import LeaderElector
+
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{cluster.ns}/leases/kant-max"
+    a = LeaderElector(cluster.api, name="kant-max", namespace=cluster.ns, identity="a", duration=1)
+    t = time.time()
+    assert a.try_acquire(t)
+    lease = cluster.api.get(path)
+    lease["spec"]["leaseTransitions"] = 2**31 - 1
+    cluster.api.put(path, lease)
+    b = LeaderElector(cluster.api, name="kant-max", namespace=cluster.ns, identity="b", duration=1)
+    assert not b.try_acquire(t)  # (b sees a's lease for the first time)
+    assert b.try_acquire(t + 2)
+    spec = cluster.api.get(path)["spec"]
+    assert spec["holderIdentity"] == "b" and spec["leaseTransitions"] == 2**31 - 1

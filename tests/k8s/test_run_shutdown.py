@@ -9,6 +9,7 @@ partition; every call then waits for the client's timeout (30 s)."""
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -815,3 +816,24 @@ def test_a_failure_history_written_no_longer_counts() -> None:
     assert seen == [3, 2, 1] and shim.histories_due == 0
     assert shim._stored == {f"group:ns/g{i}": f"t{i}" for i in range(3)}
     shim._pool.shutdown(wait=False)
+
+
+def test_a_lease_the_server_refuses_to_make_is_a_warning_once_not_silence(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Its namespace does not exist: each try was logged at INFO, which `kant k8s run`
+    does not show, so it waited for ever saying nothing. It still tries again (the
+    namespace may be made), as client-go's leader election does, warning once."""
+
+    class NoNamespace(_FakeLeaseApi):
+        def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+            raise ApiError(404, "POST", path, '{"message": "namespaces \\"ns\\" not found"}')
+
+    e = LeaderElector(NoNamespace(), name="l", namespace="ns", identity="a", duration=0.5)  # type: ignore[arg-type]
+    stop, lost = threading.Event(), threading.Event()
+    caplog.set_level(logging.INFO, logger="kant")
+    threading.Timer(0.6, stop.set).start()
+    e.hold(stop, lost)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "namespaces" in warnings[0] and "ns" in warnings[0], warnings
+    assert len([r for r in caplog.records if r.name.startswith("kant")]) >= 3  # (tried again)
