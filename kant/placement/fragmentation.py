@@ -313,12 +313,21 @@ def node_fragmentation(
 # --------------------------------------------------------------------------- build context
 
 
+def _checked_classes(v: Any, field: str) -> tuple[TaskClass, ...]:
+    """Task classes ``v`` checked when the target is made (each a TaskClass or a
+    ``(resources, weight[, models])`` of a finite weight > 0): a strategy built on a bad one
+    failed at every cycle, in its first placement. ValidationError naming ``field``."""
+    if isinstance(v, str | bytes) or not isinstance(v, Iterable):
+        raise ValidationError(field, v, "must be task classes: (resources, weight[, models])")
+    return task_classes(v)
+
+
 def _classes(v: Any) -> tuple[TaskClassLike, ...] | CompiledWorkload:
-    return v if isinstance(v, CompiledWorkload) else tuple(v)
+    return v if isinstance(v, CompiledWorkload) else _checked_classes(v, "workload")
 
 
 def _opt_classes(v: Any) -> tuple[TaskClassLike, ...] | None:
-    return None if v is None else tuple(v)
+    return None if v is None else _checked_classes(v, "secondary")
 
 
 @attrs.frozen(kw_only=True)
@@ -351,6 +360,9 @@ def fragmentation_target(workload: WorkloadLike | None) -> FragmentationTarget |
         return workload
     if isinstance(workload, CompiledWorkload):
         return FragmentationTarget(classes=workload)
+    if isinstance(workload, str | bytes) or not isinstance(workload, Iterable):
+        why = "must be jobs, task classes or a kant.placement.FragmentationTarget"
+        raise ValidationError("workload", workload, why)
     items: tuple[Any, ...] = tuple(workload)
     if not items:
         raise ValidationError("workload", workload, "needs at least one job or task class")

@@ -174,6 +174,28 @@ def test_fgd_needs_a_target_workload() -> None:
         make_strategy("fgd")
 
 
+@pytest.mark.parametrize("policy", ["fgd", "fgdpp"])
+@pytest.mark.parametrize(
+    ("workload", "field"),
+    [
+        ("abc", "'workload'"),
+        (5, "'workload'"),
+        ([1], r"'workload\[0\]'"),
+        ([(Resources(gpus=1), -1)], "'weight'"),
+        ([(Resources(gpus=1), float("nan"))], "'weight'"),
+        ([("x", 1)], "'resources'"),
+    ],
+    ids=["a-string", "an-int", "not-a-class", "negative-weight", "nan-weight", "no-resources"],
+)
+def test_a_target_workload_is_checked_when_the_strategy_is_built(
+    policy: str, workload: Any, field: str
+) -> None:
+    # (accepted: the error came at each cycle's first placement, so the scheduler never
+    # scheduled; an int was a TypeError)
+    with pytest.raises(ValidationError, match=f"field {field} ="):
+        make_strategy(policy, workload=workload)
+
+
 @pytest.mark.parametrize("log_keep", [1 << 16, 1], ids=["change log", "log always too old"])
 @pytest.mark.parametrize("policy", ["fgd", "fgdpp"])
 def test_fgd_scores_match_a_fresh_instance_after_changes(
