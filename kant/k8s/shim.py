@@ -1243,6 +1243,8 @@ class Shim:
             return
         if key in self._id_of:
             self._known_pod(key, obj, st, now)
+            if prev is not None and f.node is None and prev.signature != f.signature:
+                self._edited_while_waiting(key, f)
             return
         base = _base(f)
         if f.node is None and not f.deleting and key not in self._dying:
@@ -1294,6 +1296,18 @@ class Shim:
             rec.confirmed.add(pid)
             with contextlib.suppress(KantError):
                 self.scheduler.confirm(pid, now)
+
+    def _edited_while_waiting(self, key: str, f: PodFacts) -> None:
+        """Pod ``key`` of a kant job that waits whole was edited in what places it (a
+        toleration added, as Kubernetes allows on a pending pod): the job is described again
+        from its pods' facts now (:meth:`_describe_waiting`), as kube-scheduler reads a
+        pending pod again when it changes. A job some of whose pods run keeps the facts it
+        was placed with."""
+        known = self._id_of.get(key)
+        rec = None if known is None else self._jobs.get(known[0])
+        if known is None or rec is None or rec.bound or f.deleting:
+            return
+        self._describe_waiting(known[0])
 
     def _unwait(self, key: str, base: str | None = None) -> None:
         """The pod no longer waits to join a kant job (``base``: its gang or lone pod, when

@@ -140,3 +140,23 @@ def test_espread_puts_inference_pods_in_the_zone_the_zone_label_names(cluster: C
     # E-Spread: one inference pod per zone node, the training pod on the general node
     assert {cluster.node_of("svc-0"), cluster.node_of("svc-1")} == {"zone-0", "zone-1"}
     assert cluster.node_of("train") == "general-0"
+
+
+def test_a_waiting_pod_given_a_toleration_is_read_again_and_bound(cluster: Cluster) -> None:
+    """Kubernetes lets tolerations be added to a pod; kube-scheduler reads a pending pod
+    again when it changes. Before, kant kept the facts it had read when the pod joined its
+    job, and the pod waited until the shim restarted."""
+    _node(cluster, "inf-0", taints=[DEDICATED])
+    cluster.start_shim()
+    _pod(cluster, "late")
+    msg = wait_for(lambda: _message(cluster, "late"), what="a condition on the waiting pod")
+    assert "node selector and tolerations" in msg, msg
+    toleration = {"key": "dedicated", "operator": "Equal", "value": "inference",
+                  "effect": "NoSchedule"}  # fmt: skip
+    cluster.api.patch(
+        f"/api/v1/namespaces/{cluster.ns}/pods/late",
+        {"spec": {"tolerations": [toleration]}},
+        kind="strategic",
+    )
+    wait_for(lambda: cluster.node_of("late"), what="the pod bound once it tolerates the taint")
+    assert cluster.node_of("late") == "inf-0"
