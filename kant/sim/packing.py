@@ -53,7 +53,17 @@ from kant.metrics.fragmentation import (
     compile_workload,
     node_fragmentation,
 )
-from kant.model import MILLI, Job, JobKind, NodeSpec, PodId, Resources, Role, is_finite_number
+from kant.model import (
+    MILLI,
+    Job,
+    JobKind,
+    NodeSpec,
+    PodId,
+    Resources,
+    Role,
+    is_finite_number,
+    is_int,
+)
 from kant.placement import STRATEGIES, FragmentationTarget, Placer, make_strategy, strategy_names
 from kant.registry import BuildContext
 from kant.sim.traces import OpenbPod, load_openb_pods, openb_nodes
@@ -426,11 +436,26 @@ def packing(
 ) -> PackingResult:
     """Run the protocol for every seed (``workers`` > 1: in that many processes) and average
     the curves over seeds. A pod file in which no pod asks for GPUs is refused
-    (:class:`~kant.errors.InvalidTraceError` naming the file): there is nothing to pack."""
+    (:class:`~kant.errors.InvalidTraceError` naming the file): there is nothing to pack. A
+    ``policy`` that is no string, ``seeds`` that are not ints >= 0, ``workers`` not an int
+    >= 1 or an ``inflate`` outside (0, :data:`MAX_INFLATE`] are a
+    :class:`~kant.errors.ValidationError` naming the argument, before any work."""
+    if not isinstance(policy, str):
+        raise ValidationError("policy", policy, "must be a placement policy's name")
     if policy.lower() not in strategy_names():
         make_strategy(policy)  # raises UnknownPolicyError with the known names
+    why = "must be a sequence of ints >= 0"
+    if isinstance(seeds, str | bytes) or not isinstance(seeds, Sequence):
+        raise ValidationError("seeds", seeds, why)
     if not seeds:
         raise ValidationError("seeds", seeds, "needs at least one seed")
+    for s in seeds:
+        if not (is_int(s) or isinstance(s, np.integer)) or s < 0:
+            raise ValidationError("seeds", s, why)
+    if not is_int(workers) or workers < 1:
+        raise ValidationError("workers", workers, "must be an int >= 1")
+    if not (is_finite_number(inflate) and 0 < inflate <= MAX_INFLATE):
+        raise ValidationError("inflate", inflate, f"must be a number in (0, {MAX_INFLATE:g}]")
     if not any(p.gpu_request_milli for p in _load_pods(str(pods_path))):
         raise InvalidTraceError(
             "num_gpu", 0, "no pod asks for GPUs: nothing to pack", where=str(pods_path)

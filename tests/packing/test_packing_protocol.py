@@ -393,3 +393,31 @@ def test_curves_read_back_from_json_are_plotted_in_arrived_order() -> None:
     at = json.loads(json.dumps({str(k): float(k) for k in (0, 2, 10, 100, 130)}, sort_keys=True))
     assert list(at) == ["0", "10", "100", "130", "2"]
     assert [x for x, _v in curve_points(at)] == [0, 2, 10, 100, 130]
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [
+        ({"seeds": (-1,)}, "seeds"),
+        ({"seeds": (1.5,)}, "seeds"),
+        ({"seeds": ("a",)}, "seeds"),
+        ({"seeds": "12"}, "seeds"),
+        ({"seeds": 5}, "seeds"),
+        ({"seeds": (True,)}, "seeds"),
+        ({"policy": None}, "policy"),
+        ({"policy": 5}, "policy"),
+        ({"workers": "2"}, "workers"),
+        ({"workers": 0}, "workers"),
+        ({"inflate": math.nan}, "inflate"),
+        ({"inflate": 0}, "inflate"),
+    ],
+)
+def test_packing_refuses_arguments_of_the_wrong_kind_naming_them(
+    kw: dict[str, Any], field: str, tmp_path: Path
+) -> None:
+    # (numpy's ValueError, TypeError or AttributeError; a bool seed was refused only after
+    # numpy had used it)
+    pods_csv, nodes_csv = write_trace(tmp_path)
+    args: dict[str, Any] = {"policy": "bestfit", "seeds": (1,), **kw}
+    with pytest.raises(ValidationError, match=f"field '{field}' ="):
+        packing(pods_csv, nodes_csv, **args)
