@@ -18,8 +18,18 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from kant.errors import InvalidConfigError
 from kant.model import Binding, NodeSpec, PodId
 from kant.state import ClusterState
+
+
+def check_counts(**counts: tuple[object, int]) -> None:
+    """Each ``name=(value, least)``: ``value`` must be an int >= ``least``, else
+    InvalidConfigError naming it (the benchmarks' Python calls check what their options
+    check: 0 repeats failed at the end in ``statistics``, a negative seed in NumPy)."""
+    for name, (v, least) in counts.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v < least:
+            raise InvalidConfigError(name, v, f"must be an int >= {least}")
 
 
 def rss_mib() -> float:

@@ -31,7 +31,7 @@ import numpy as np
 
 from kant.admission import Admitter, Quota
 from kant.apply import apply
-from kant.bench import fat_tree_nodes, percentile, rss_mib, settled, speed_probe
+from kant.bench import check_counts, fat_tree_nodes, percentile, rss_mib, settled, speed_probe
 from kant.cycle import schedule_cycle
 from kant.model import MILLI, Job, JobKind, Resources, Role
 from kant.preemption import PreemptionPolicy
@@ -159,7 +159,9 @@ def bench_cycle(
     gc_freeze: bool = True,
 ) -> dict[str, Any]:
     """Median and p99 cycle time with ``pending`` waiting jobs on ``nodes`` 8-GPU nodes
-    (``gc_freeze``: see :func:`kant.bench.settled`)."""
+    (``gc_freeze``: see :func:`kant.bench.settled`). InvalidConfigError for counts that
+    are not ints of their least."""
+    check_counts(nodes=(nodes, 1), pending=(pending, 1), cycles=(cycles, 1), seed=(seed, 0))
     s, wl, rules = setup(nodes, pending, seed=seed, policy=policy, strategy=strategy,
                           preemption=preemption)  # fmt: skip
     cluster, queue, admitter = s.cluster, s.queue, s.admitter

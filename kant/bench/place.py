@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from kant.bench import fat_tree_nodes, fill_with_placer, percentile
-from kant.errors import ValidationError
-from kant.model import Tier
+from kant.bench import check_counts, fat_tree_nodes, fill_with_placer, percentile
+from kant.errors import InvalidConfigError, ValidationError
+from kant.model import Tier, is_finite_number
 from kant.placement import Placer
 from kant.state import ClusterState
 from kant.testing import job
@@ -24,7 +24,9 @@ def bench_place(
     Single-GPU pods, or (``mixed``) 1/2/4/8-GPU pods drawn uniformly. Each pod is one
     ``Placer.place`` call on the cycle's snapshot (the bindings accumulate in it). Raises
     :class:`~kant.errors.ValidationError` when the pods ask more GPUs than the nodes have
-    (every pod past them would be a failed placement, not a placement measured)."""
+    (every pod past them would be a failed placement, not a placement measured), and
+    InvalidConfigError for counts that are not ints of their least."""
+    check_counts(nodes=(nodes, 1), pods=(pods, 1), seed=(seed, 0))
     st = ClusterState(fat_tree_nodes(nodes))
     snap = st.snapshot()
     placer = Placer(strategy)
@@ -74,7 +76,11 @@ def bench_gang(
     """Place ``gangs`` gang jobs of ``replicas`` x 8-GPU pods asking for leaf-or-spine
     locality (a required SPINE wish; leaf preferred first) on a cluster ``fill`` allocated by
     random 1-8 GPU pods. Each gang is placed and rolled back, so every measurement sees the
-    same partly filled cluster."""
+    same partly filled cluster. InvalidConfigError for counts that are not ints of their
+    least, or a ``fill`` outside [0, 1)."""
+    check_counts(nodes=(nodes, 1), replicas=(replicas, 1), gangs=(gangs, 1), seed=(seed, 0))
+    if not (is_finite_number(fill) and 0 <= fill < 1):
+        raise InvalidConfigError("fill", fill, "must be a number in [0, 1)")
     st = ClusterState(fat_tree_nodes(nodes))
     fill_with_placer(st, fill, seed=seed, strategy=strategy)
     snap = st.snapshot()

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from kant.bench import _Occupier, current_rss_mib, fat_tree_nodes, percentile, rss_mib
+from kant.bench import _Occupier, check_counts, current_rss_mib, fat_tree_nodes, percentile, rss_mib
 from kant.errors import InvalidConfigError
 from kant.state import ClusterState
 
@@ -20,7 +20,10 @@ def bench_snapshot(
 ) -> dict[str, Any]:
     """Median time to refresh the snapshot after ``changed`` node changes, against a naive
     ``copy.deepcopy`` of the same state, on an ``nodes``-node 8-GPU fat tree ~70% allocated.
-    InvalidConfigError when ``changed`` exceeds ``nodes`` (each change is a distinct node)."""
+    InvalidConfigError when ``changed`` exceeds ``nodes`` (each change is a distinct node),
+    and for counts that are not ints of their least."""
+    check_counts(nodes=(nodes, 1), changed=(changed, 1), repeats=(repeats, 1),
+                 copy_repeats=(copy_repeats, 1), seed=(seed, 0))  # fmt: skip
     if changed > nodes:
         raise InvalidConfigError(
             "changed", changed, f"at most the number of nodes ({nodes}): each is a distinct node"

@@ -50,6 +50,7 @@ import numpy as np
 from kant.bench import (
     CollectorClock,
     calibrated_ratio,
+    check_counts,
     current_rss_mib,
     percentile,
     settled,
@@ -180,9 +181,14 @@ def bench_soak(
     """``cycles`` cycles with churn on ``nodes`` 8-GPU nodes and ``pending`` waiting jobs;
     per-third medians of the cycle's CPU and wall time and of the resident memory
     (``gc_freeze``: see :func:`kant.bench.settled`). InvalidConfigError for fewer than 3
-    cycles (the run is reported by thirds)."""
+    cycles (the run is reported by thirds), and for other counts that are not ints of their
+    least."""
     if not isinstance(cycles, int) or isinstance(cycles, bool) or cycles < 3:
         raise InvalidConfigError("cycles", cycles, "must be an int of at least 3 (thirds)")
+    check_counts(nodes=(nodes, 1), pending=(pending, 1), seed=(seed, 0),
+                 node_loss_every=(node_loss_every, 1), node_down_cycles=(node_down_cycles, 1),
+                 gpu_fault_every=(gpu_fault_every, 1), gpu_down_cycles=(gpu_down_cycles, 1),
+                 bind_fail_one_in=(bind_fail_one_in, 0))  # fmt: skip
     s, wl, _ = setup(nodes, pending, seed=seed, policy=policy, strategy=strategy,
                       preemption=True)  # fmt: skip
     total = s.cluster.total_gpus()
