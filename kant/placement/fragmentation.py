@@ -48,6 +48,7 @@ from kant.model import (
     Job,
     Resources,
     are_gpu_models,
+    is_finite_number,
     to_gpu_models,
 )
 
@@ -115,10 +116,17 @@ def workload_from_jobs(
 
     ``popularity`` < 1 keeps only the most frequent classes that together cover that share of
     the pods (the reference simulator uses 0.95), most frequent first, ties in order of first
-    appearance. ``include_cpu_only=False`` drops classes that request no GPU.
+    appearance. ``include_cpu_only=False`` drops classes that request no GPU. ValidationError
+    for ``jobs`` that are not Jobs or a ``popularity`` that is no number in (0, 1].
     """
-    if not 0 < popularity <= 1:
-        raise ValidationError("popularity", popularity, "must be in (0, 1]")
+    if not (is_finite_number(popularity) and 0 < popularity <= 1):
+        raise ValidationError("popularity", popularity, "must be a number in (0, 1]")
+    if isinstance(jobs, str | bytes) or not isinstance(jobs, Iterable):
+        raise ValidationError("jobs", jobs, "must be an iterable of kant.Job")
+    jobs = list(jobs)
+    for job in jobs:
+        if not isinstance(job, Job):
+            raise ValidationError("jobs", job, "must be an iterable of kant.Job")
     counts: dict[tuple[Resources, frozenset[str]], int] = {}
     for job in jobs:
         for role in job.roles:

@@ -398,3 +398,27 @@ def test_a_growth_of_zero_scores_the_same_whatever_the_float_noise() -> None:
     fgd = make_strategy("fgd", workload=workload((1, 0, 1.0)))
     pts = fgd.growth_points(np.array([0.0, 4.5e-13, -4.5e-13, 1.0]))
     assert pts.tolist() == [50.0, 50.0, 50.0, 49.0]
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [
+        ({"jobs": "x"}, "jobs"),
+        ({"jobs": [1]}, "jobs"),
+        ({"popularity": "0.5"}, "popularity"),
+        ({"popularity": None}, "popularity"),
+        ({"popularity": True}, "popularity"),
+        ({"popularity": float("nan")}, "popularity"),
+    ],
+)
+def test_a_workload_from_jobs_names_jobs_or_a_popularity_of_the_wrong_kind(
+    kw: dict[str, Any], field: str
+) -> None:
+    # (AttributeError or TypeError; popularity=True was taken as 1)
+    from kant.metrics import workload_from_jobs
+    from kant.testing import job
+
+    args: dict[str, Any] = {"jobs": [job("a", gpus=1)], **kw}
+    jobs = args.pop("jobs")
+    with pytest.raises(ValidationError, match=f"field '{field}' ="):
+        workload_from_jobs(jobs, **args)
