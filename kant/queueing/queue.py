@@ -58,6 +58,7 @@ from kant.model import (
     ReadOnlyDict,
     Reason,
     ReasonCode,
+    finite_time,
     is_finite_number,
     is_int,
     is_number,
@@ -315,6 +316,14 @@ class Entry:
             evicted_at=self.evicted_at,
             interruptions=self.interruptions,
         )
+
+
+def _check_time(now: object, call: str) -> None:
+    """Refuse (InvalidTimeError naming ``call``) a ``now`` that is no finite number, before a
+    transition changes anything: a NaN backoff was never honoured, a string broke the queue
+    half way."""
+    if type(now) is not float or not math.isfinite(now):
+        finite_time(now, call)
 
 
 def _not_an_id(field: str, value: object) -> InvalidJobError:
@@ -707,8 +716,10 @@ class Queue:
     # ----------------------------------------------------------------- transitions (kant-internal)
 
     def mark_assigned(self, job_id: str, pods: Iterable[PodId], now: float) -> None:
-        """Pods were bound (assumed). The job becomes RUNNING; its nomination ends."""
+        """Pods were bound (assumed). The job becomes RUNNING; its nomination ends. Raises
+        UnknownJobError, or InvalidTimeError for a ``now`` that is no finite number."""
         e = self.entry(job_id)
+        _check_time(now, "Queue.mark_assigned")
         e.assigned.update(dict.fromkeys(pods, now))
         if e.phase is JobPhase.PENDING:
             e.started_at = now
@@ -720,15 +731,21 @@ class Queue:
 
     def mark_confirmed(self, pod: PodId) -> None:
         """The orchestrator confirmed the pod runs; raises :class:`~kant.errors.UnknownPodError` if
-        its job is unknown or the pod is not placed."""
-        e = self._entries.get(pod.job)
+        its job is unknown or the pod is not placed (or it is no pod id)."""
+        e = self._entries.get(pod.job) if isinstance(pod, PodId) else None
         if e is None or pod not in e.assigned:
             raise UnknownPodError(pod)
         e.confirmed.add(pod)
 
     def mark_terminating(self, pods: Iterable[PodId], preemptor: str) -> None:
         """These victim pods are going away for ``preemptor``; pods not held are skipped. Raises
-        :class:`~kant.errors.UnknownJobError` for an unknown job."""
+        :class:`~kant.errors.UnknownJobError` for an unknown job, UnknownPodError for what is
+        no pod id, before any pod is marked."""
+        pods = list(pods)
+        for p in pods:
+            if not isinstance(p, PodId):
+                raise UnknownPodError(p)
+            self.entry(p.job)
         for p in pods:
             e = self.entry(p.job)
             if p in e.assigned:
@@ -750,25 +767,40 @@ class Queue:
         """Pods of the job were evicted by preemption at ``now``: remember when (a job evicted
         a moment ago does not preempt in turn, :attr:`PreemptionPolicy.cascade_window`) and,
         with ``requeue_timestamp="eviction"``, move it in the order as if submitted ``now``.
-        Raises :class:`~kant.errors.UnknownJobError`."""
+        Raises :class:`~kant.errors.UnknownJobError`, InvalidTimeError for a ``now`` that is
+        no finite number, and the order's error for one it cannot take as a submit time (a
+        negative one), changing nothing."""
         e = self.entry(job_id)
+        _check_time(now, "Queue.mark_preempted")
+        key = e.key
+        if self.requeue_timestamp == "eviction":
+            was, e.ordered_at = e.ordered_at, float(now)
+            try:
+                key = self._key_of(e, e.job)
+            except KantError:
+                e.ordered_at = was
+                raise
         e.evicted_at = float(now)
         self._changed(e.id)
-        if self.requeue_timestamp == "eviction":
-            e.ordered_at = float(now)
-            key = self._key_of(e, e.job)
-            if key != e.key:
-                inside = e.id in self._in_order
-                if inside:
-                    self._unsync(e)
-                e.key = key
-                if inside:
-                    self._sync(e)
+        if key != e.key:  # (only ever with requeue_timestamp="eviction")
+            inside = e.id in self._in_order
+            if inside:
+                self._unsync(e)
+            e.key = key
+            if inside:
+                self._sync(e)
 
     def set_nomination(self, nom: Nomination | None, job_id: str) -> None:
         """Set (None: clear) the devices nominated for the job; raises
-        :class:`~kant.errors.UnknownJobError`."""
+        :class:`~kant.errors.UnknownJobError`, and ValidationError for a ``nom`` that is no
+        Nomination, is another job's, or is for a job that ended (an ended job holds none)."""
         e = self.entry(job_id)
+        if nom is not None:
+            if not isinstance(nom, Nomination) or nom.job != job_id:
+                why = f"must be None or a Nomination of job {job_id!r}"
+                raise ValidationError("nomination", nom, why)
+            if e.phase in (JobPhase.FINISHED, JobPhase.FAILED):
+                raise ValidationError("nomination", job_id, "is for a job that ended")
         if e.nomination is not nom:
             self._nominate(e, nom)
             self._changed(e.id)  # (a quiet cycle's result no longer holds, see kant.cycle)
@@ -827,8 +859,10 @@ class Queue:
     ) -> None:
         """Pods no longer hold resources: they finished (``finished=True``) or must be placed
         again. The phase follows: FINISHED when every pod finished, PENDING when nothing is
-        held any more (a nomination, for the pods still to place, stays), else RUNNING."""
+        held any more (a nomination, for the pods still to place, stays), else RUNNING. Raises
+        UnknownJobError, or InvalidTimeError for a ``now`` that is no finite number."""
         e = self.entry(job_id)
+        _check_time(now, "Queue.forget_pods")
         for p in pods:
             e.assigned.pop(p, None)
             e.confirmed.discard(p)
@@ -851,8 +885,11 @@ class Queue:
 
         ``failed=True`` counts a failure: the job waits out its backoff, or becomes FAILED
         past the retry limit. ``failed=False`` (node lost, preempted) requeues at once.
-        A gang restarts from scratch, so its finished pods are forgotten too."""
+        A gang restarts from scratch, so its finished pods are forgotten too. Raises
+        UnknownJobError, or InvalidTimeError for a ``now`` that is no finite number (nothing
+        changed)."""
         e = self.entry(job_id)
+        _check_time(now, "Queue.requeue")
         if e.phase in (JobPhase.FINISHED, JobPhase.FAILED):
             return e.view()
         self._let_go(e, finished=e.job.gang)
@@ -890,8 +927,10 @@ class Queue:
     def fail(self, job_id: str, now: float, message: str) -> JobStatus:
         """Mark the job FAILED at ``now`` for ``message`` (its reason): it holds nothing any
         more (the caller released its pods) and is never scheduled again. A job already
-        FINISHED or FAILED is left as it is. Raises :class:`~kant.errors.UnknownJobError`."""
+        FINISHED or FAILED is left as it is. Raises :class:`~kant.errors.UnknownJobError`, or
+        InvalidTimeError for a ``now`` that is no finite number (nothing changed)."""
         e = self.entry(job_id)
+        _check_time(now, "Queue.fail")
         if e.phase in (JobPhase.FINISHED, JobPhase.FAILED):
             return e.view()
         self._let_go(e)
