@@ -20,6 +20,7 @@ face (the FGD baselines) says so, and every caller builds it the same way.
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Generic, TypeVar
@@ -47,6 +48,24 @@ class BuildContext:
     seed: int = 0
     workload: Any = None
     cluster: Any = None
+
+
+def _check_options(
+    kind: str, name: str, factory: Callable[..., Any], options: Mapping[str, Any]
+) -> None:
+    """Refuse (InvalidConfigError naming it) an option ``factory`` takes no keyword for,
+    unless it takes any (``**kwargs``) or its signature cannot be read."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # (a builtin without a readable signature)
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return
+    takes = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    for key in options:
+        if key not in takes:
+            why = f"is no option of {kind} policy {name!r} (it takes: {', '.join(takes) or 'none'})"
+            raise InvalidConfigError("option", key, why)
 
 
 @attrs.frozen
@@ -100,11 +119,15 @@ class Registry(Generic[T]):
 
     def build(self, name: str, context: BuildContext | None = None, **options: Any) -> T:
         """A new instance of ``name``: its factory called with the context fields it uses
-        (options given explicitly win) and ``options``."""
+        (options given explicitly win) and ``options``. UnknownPolicyError for a ``name``
+        not registered (or no string), InvalidConfigError naming an option its factory does
+        not take (a misspelt one was a bare TypeError)."""
         try:
             entry = self._entries[name.lower()]
-        except KeyError:
+        except (KeyError, AttributeError):
             raise UnknownPolicyError(self.kind, name, self.names()) from None
+        if options:
+            _check_options(self.kind, name, entry.factory, options)
         ctx = context if context is not None else BuildContext()
         kwargs = {f: getattr(ctx, f) for f in entry.uses if f not in options}
         return entry.factory(**kwargs, **options)

@@ -249,6 +249,24 @@ def test_policies_come_from_a_registry_by_name() -> None:
         register_policy("backfill", lambda: make_policy("backfill"))
 
 
+def test_a_policy_option_it_does_not_take_or_a_name_that_is_no_string_is_refused_naming_it() -> (
+    None
+):
+    # (a misspelt option was a bare TypeError, a name of None an AttributeError)
+    from kant.errors import UnknownPolicyError
+    from kant.placement import make_strategy
+
+    with pytest.raises(InvalidConfigError, match=r"'treshold'.*takes: threshold"):
+        make_policy("backfill", treshold=600)
+    with pytest.raises(InvalidConfigError, match="'threshold'"):
+        make_policy("strict-fifo", threshold=1)
+    with pytest.raises(InvalidConfigError, match="'tie'"):
+        make_strategy("binpack", tie="first")
+    with pytest.raises(UnknownPolicyError):
+        make_policy(None)  # type: ignore[arg-type]
+    assert make_policy("backfill", threshold=60).threshold == 60  # type: ignore[attr-defined]
+
+
 def test_the_change_log_names_each_job_changed_since_a_tick_once_most_recent_first() -> None:
     q = Queue(history=1)
     q.submit(job("a"))
