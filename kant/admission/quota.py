@@ -303,7 +303,10 @@ class QuotaLedger:
 
     def add(self, tenant: str, model: str, milli: int) -> None:
         """Record ``milli`` more (negative: less) use by ``tenant`` on ``model``, keeping the
-        cohort's borrowed total; undone by :meth:`rollback`. O(1)."""
+        cohort's borrowed total; undone by :meth:`rollback`. O(1). ValidationError for a
+        ``milli`` that is no int (a NaN was kept as the tenant's use)."""
+        if type(milli) is not int and (isinstance(milli, bool) or not isinstance(milli, int)):
+            raise ValidationError("milli", milli, "must be an int (GPU milli)")
         if not milli:
             return
         self.version += 1
@@ -323,7 +326,14 @@ class QuotaLedger:
         return len(self._log)
 
     def rollback(self, mark: int) -> None:
-        """Undo every :meth:`add` made since ``mark``, newest first, exactly. O(changes undone)."""
+        """Undo every :meth:`add` made since ``mark``, newest first, exactly. O(changes undone).
+        ValidationError, changing nothing, for a ``mark`` that :meth:`mark` cannot have given
+        (no int, below 0 or past the log)."""
+        n = len(self._log)
+        if type(mark) is not int and (isinstance(mark, bool) or not isinstance(mark, int)):
+            raise ValidationError("mark", mark, f"must be an int in 0..{n} (a mark)")
+        if not 0 <= mark <= n:
+            raise ValidationError("mark", mark, f"must be an int in 0..{n} (a mark)")
         while len(self._log) > mark:
             t, m, milli = self._log.pop()
             self.add(t, m, -milli)
@@ -1499,10 +1509,11 @@ class Admitter:
 
     def uncharge(self, pod: PodId) -> None:
         """Take back what :meth:`charge` charged for ``pod``; raises
-        :class:`~kant.errors.UnknownPodError` if it is not charged (nothing changes). O(1)."""
+        :class:`~kant.errors.UnknownPodError` if it is not charged or is no pod id (nothing
+        changes). O(1)."""
         try:
             tenant, model, milli = self._by_pod.pop(pod)
-        except KeyError:
+        except (KeyError, TypeError):
             raise UnknownPodError(pod) from None
         self.version += 1
         if milli:
@@ -1518,8 +1529,12 @@ class Admitter:
         return sorted(self._by_pod)
 
     def is_charged(self, pod: PodId) -> bool:
-        """Is ``pod`` charged to a tenant? O(1)."""
-        return pod in self._by_pod
+        """Is ``pod`` charged to a tenant? O(1). UnknownPodError for what cannot be a pod id
+        (unhashable)."""
+        try:
+            return pod in self._by_pod
+        except TypeError:
+            raise UnknownPodError(pod) from None
 
     def check_invariants(self) -> None:
         """Recompute usage from the per-pod charges and check every quota bound (isolated

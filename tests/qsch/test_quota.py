@@ -922,3 +922,34 @@ def test_a_pod_level_job_within_nominal_puts_the_pods_its_nominal_model_has_room
     r = s.step(5)
     assert r.placed == ("b-job",) and r.victims == ()
     check_invariants(s)
+
+
+def test_the_admitter_and_its_ledger_name_what_cannot_be_a_pod_amount_or_mark() -> None:
+    """`uncharge([1])` and `is_charged([1])` raised TypeError once anything was charged; a
+    ledger's `rollback(-1)` undid everything and then raised IndexError, `rollback("x")`
+    TypeError; `add(t, m, nan)` kept NaN as the tenant's use."""
+    from kant.errors import UnknownPodError
+
+    a = Admitter()
+    b = Binding(pod=PodId(job="j", role="w", index=0), node="n", gpus=(0,))
+    a.charge("t", b, "A100")
+    for bad in ([1], {"x": 1}):
+        with pytest.raises(UnknownPodError):
+            a.uncharge(bad)  # type: ignore[arg-type]
+        with pytest.raises(UnknownPodError):
+            a.is_charged(bad)  # type: ignore[arg-type]
+    assert a.is_charged(b.pod)
+    ledger = a.ledger()
+    mark = ledger.mark()
+    ledger.add("t", "A100", 1000)
+    usage = dict(ledger.usage)
+    for bad_mark in (-1, "x", 99, True):
+        with pytest.raises(ValidationError, match="'mark'"):
+            ledger.rollback(bad_mark)  # type: ignore[arg-type]
+    for bad_milli in (float("nan"), 1.5, "5", None):
+        with pytest.raises(ValidationError, match="'milli'"):
+            ledger.add("t", "A100", bad_milli)  # type: ignore[arg-type]
+    assert ledger.usage == usage
+    ledger.rollback(mark)
+    assert ledger.usage == {("t", "A100"): 1000}
+    a.check_invariants()
