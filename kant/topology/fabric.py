@@ -723,25 +723,61 @@ the exponent's). The floats YAML 1.1 reads already (``1.5``, ``.5``, ``1.5e+3``,
 are its own resolver's; a quoted scalar is never resolved: ``'1e3'`` stays a string."""
 
 
+_YAML12_INT = re.compile(r"^(?:[-+]?[0-9][0-9_]*|0o[0-7]+|0x[0-9a-fA-F]+)$")
+"""The ints of YAML 1.2's core schema: decimal (``010`` is ten), ``0o`` octal, ``0x`` hex;
+the decimal digits may hold ``_`` as YAML 1.1 allows (``1_000``), as in kant's floats
+(:data:`_YAML12_FLOAT`). YAML 1.1, PyYAML's rules, read ``010`` as eight, ``1:30`` as
+ninety and ``0b11`` as three; YAML 1.2 reads the last two as strings."""
+
+_YAML12_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+"""The bools of YAML 1.2's core schema; YAML 1.1 also reads ``yes``, ``no``, ``on``, ``off``
+(any case) and ``y``/``n`` as bools."""
+
+_INT_TAG = "tag:yaml.org,2002:int"
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+
+
 def safe_loader(yaml: Any) -> Any:
-    """``yaml.SafeLoader`` reading every float of YAML 1.2 and JSON as a float
-    (:data:`_YAML12_FLOAT`: ``1e9``, ``1.5e3``, ``.5e3``, which YAML 1.1 reads as strings),
-    for every file kant reads."""
+    """``yaml.SafeLoader`` reading numbers and bools as YAML 1.2 (its core schema) and JSON
+    write them, for every file kant reads: every float (:data:`_YAML12_FLOAT`: ``1e9``,
+    ``1.5e3``, ``.5e3``, which YAML 1.1 reads as strings), ints as :data:`_YAML12_INT` says
+    (``010`` is ten, not eight; ``1:30`` and ``0b11`` are strings), and only ``true`` and
+    ``false`` as bools (``yes``, ``on`` are strings)."""
 
     class Loader(yaml.SafeLoader):  # type: ignore[misc]
         pass
 
+    Loader.yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in rules if tag not in (_INT_TAG, _BOOL_TAG)]
+        for first, rules in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    Loader.add_implicit_resolver(_INT_TAG, _YAML12_INT, list("-+0123456789"))
+    Loader.add_implicit_resolver(_BOOL_TAG, _YAML12_BOOL, list("tTfF"))
+
+    def construct_int(loader: Any, node: Any) -> int:
+        # (an int scalar as YAML 1.2 reads it, ``!!int`` given explicitly too)
+        text = str(loader.construct_scalar(node))
+        if not _YAML12_INT.match(text):  # (Python's int() takes " 12" and "1__0" too)
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{text!r} is no int of YAML 1.2", node.start_mark
+            )
+        sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text.removeprefix("+"))
+        base = {"0o": 8, "0x": 16}.get(digits[:2], 10)
+        return sign * int(digits[2:] if base != 10 else digits.replace("_", ""), base)
+
+    Loader.add_constructor(_INT_TAG, construct_int)
     return _with_yaml12_floats(Loader)
 
 
 def safe_dumper(yaml: Any) -> Any:
     """``yaml.SafeDumper`` that quotes every string :func:`safe_loader` would read as a float
-    (``'1e3'``, ``'-.5'``: YAML 1.1's dumper leaves them bare), so what it writes reads back
-    as written."""
+    or an int (``'1e3'``, ``'-.5'``, ``'0o10'``: YAML 1.1's dumper leaves them bare), so what
+    it writes reads back as written."""
 
     class Dumper(yaml.SafeDumper):  # type: ignore[misc]
         pass
 
+    Dumper.add_implicit_resolver(_INT_TAG, _YAML12_INT, list("-+0123456789"))
     return _with_yaml12_floats(Dumper)
 
 

@@ -365,3 +365,26 @@ def test_a_quota_string_that_is_no_quantity_of_gpus_is_refused(text: str) -> Non
 def test_a_quota_string_in_the_documented_forms_is_read(text: str, milli: int) -> None:
     cfg = parse_config({"tenants": [{"name": "a", "quotas": {"H100": {"nominalQuota": text}}}]})
     assert cfg.quotas[0].nominal == milli
+
+
+@pytest.mark.parametrize(
+    ("written", "value"),
+    [("010", 10), ("-010", -10), ("+7", 7), ("1_000", 1000), ("0o17", 15), ("0x1F", 31),
+     ("1:30", "1:30"), ("0b11", "0b11"), ("yes", "yes"), ("on", "on"), ("Off", "Off"),
+     ("true", True), ("FALSE", False)],
+)  # fmt: skip
+def test_ints_and_bools_are_read_as_yaml_1_2_writes_them(written: str, value: object) -> None:
+    # (YAML 1.1's rules read 010 as eight, 1:30 as ninety, 0b11 as three, yes and on as True:
+    # nominalQuota: 010 was 8 GPUs)
+    import yaml
+
+    from kant.topology.fabric import safe_loader
+
+    got = yaml.load(f"x: {written}", Loader=safe_loader(yaml))["x"]
+    assert got == value and type(got) is type(value)
+
+
+def test_a_quota_written_with_a_leading_zero_is_read_in_decimal() -> None:
+    text = "tenants:\n  - name: t\n    quotas:\n      H100: {nominalQuota: 010}\n"
+    (q,) = load_config_text(text).quotas
+    assert q.nominal == 10 * 1000
