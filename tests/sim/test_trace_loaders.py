@@ -541,3 +541,31 @@ def test_a_table_header_naming_a_column_twice_is_refused_naming_the_column(
     with pytest.raises(InvalidTraceError, match=f"'{column}'.*(twice|more than once)") as e:
         load(p) if loader == "load_vc_gpus" else load(p, errors=mode)
     assert (e.value.field, e.value.where) == ("header", f"{p}:1")
+
+
+def test_a_limit_reads_no_row_past_it(tmp_path: Path) -> None:
+    # (the row after the limit was read: one that is not UTF-8 raised, or was counted skipped)
+    p = tmp_path / "philly.csv"
+    p.write_bytes(
+        b"timestamp,duration,num_gpus,gpu_time,cluster\n"
+        b"2017-10-09 07:01:55,66.0,1,66.0,vc1\n"
+        b"2017-10-09 07:01:55,66.0,1,66.0,\xff\n"
+    )
+    trace = load_philly_jobs(p, limit=1, errors="skip")
+    assert (trace.report.rows, trace.report.loaded, trace.report.errors) == (1, 1, ())
+    assert len(load_philly_jobs(p, limit=1).jobs) == 1
+    with pytest.raises(InvalidTraceError, match="UTF-8"):
+        load_philly_jobs(p, limit=2)
+
+
+def test_a_virtual_cluster_column_without_a_name_is_refused_naming_the_header(
+    tmp_path: Path,
+) -> None:
+    # (it became a tenant "t-" holding that column's GPUs)
+    from kant.sim.traces.inference import load_vc_gpus
+
+    p = tmp_path / "vc.csv"
+    p.write_text("date,vca,,total\n2020-04-01,8,64,72\n")
+    with pytest.raises(InvalidTraceError, match="column 3 has no name") as exc:
+        load_vc_gpus(p)
+    assert exc.value.where == f"{p}:1"

@@ -210,14 +210,18 @@ class RowCollector:
     ) -> Iterator[tuple[int, str, list[str]]]:
         """``(k, where, cells)`` of the data rows of a CSV ``reader`` (``k``: 0-based index
         among non-blank rows; at most ``limit`` of them), counted in ``rows``. Blank lines are
-        skipped; a row without ``width`` cells is failed here and not yielded."""
+        skipped; a row without ``width`` cells is failed here and not yielded. Nothing past
+        the ``limit``-th row is read (a row after it that is not UTF-8 or not CSV was an
+        error)."""
         k = -1
-        for row in reader:
+        rows = iter(reader)
+        while limit is None or k + 1 < limit:
+            row = next(rows, None)
+            if row is None:
+                return
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue
             k += 1
-            if limit is not None and k >= limit:
-                return
             self.rows += 1
             where = self.where(reader.line_num)
             if len(row) != width:

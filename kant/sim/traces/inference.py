@@ -285,6 +285,9 @@ def load_vc_gpus(path: PathLike, *, day: str | None = None) -> dict[str, int]:
         reader = CsvFile(f, p, col)
         idx = _header(col, reader, ("date",))
         names = [n for n in idx if n not in ("date", "total")]
+        if "" in names:  # (it became a tenant "t-" with the column's GPUs)
+            why = f"column {idx[''] + 1} has no name (a virtual cluster's)"
+            raise InvalidTraceError("header", "", why, where=col.where(1))
         for _k, where, row in col.csv_rows(reader, len(idx)):
             if day is not None and row[idx["date"]].strip() != day:
                 continue
