@@ -569,3 +569,26 @@ def test_a_virtual_cluster_column_without_a_name_is_refused_naming_the_header(
     with pytest.raises(InvalidTraceError, match="column 3 has no name") as exc:
         load_vc_gpus(p)
     assert exc.value.where == f"{p}:1"
+
+
+@pytest.mark.parametrize(
+    ("row", "field"),
+    [
+        ("m1,V100,96,512,9999", "cap_gpu"),
+        ("m1,CPU,96,512,8", "cap_gpu"),
+        ("m1,V100,96,512,0", "cap_gpu"),
+        ("m1,V100,999999999999999999,512,8", "cap_cpu"),
+    ],
+    ids=["too-many-gpus", "cpu-model-with-gpus", "gpu-model-without", "cpu-beyond-a-node"],
+)
+def test_a_pai_machine_no_node_could_be_is_refused_naming_its_line(
+    row: str, field: str, tmp_path: Path
+) -> None:
+    # (9999 GPUs, a CPU machine with 8 GPUs, a V100 with none and 1e21 CPU milli were read)
+    from kant.sim.traces.inference import load_pai_machines
+
+    p = tmp_path / "pai_machine_spec.csv"
+    p.write_text(f"m0,T4,96,512,2\n{row}\n")
+    with pytest.raises(InvalidTraceError) as exc:
+        load_pai_machines(p)
+    assert (exc.value.field, exc.value.where) == (field, f"{p}:2")

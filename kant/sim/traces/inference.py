@@ -25,7 +25,13 @@ from typing import Final
 import attrs
 
 from kant.errors import InvalidTraceError, ValidationError
-from kant.model import GPU_MODEL_SLASH_REASON, is_gpu_model
+from kant.model import (
+    GPU_MODEL_SLASH_REASON,
+    MAX_CPU_MILLI,
+    MAX_GPUS_PER_NODE,
+    MAX_MEMORY_MIB,
+    is_gpu_model,
+)
 from kant.sim.traces.common import (
     CsvFile,
     ErrorMode,
@@ -193,7 +199,7 @@ def load_dlrm_instances(path: PathLike, *, errors: ErrorMode = "raise") -> DlrmT
                         name=name,
                         app=app,
                         role=cell["role"],
-                        gpus=parse_uint("gpu_request", cell["gpu_request"], where),
+                        gpus=_node_gpus("gpu_request", cell["gpu_request"], where),
                         cpu_milli=parse_scaled("cpu_request", cell["cpu_request"], where, 1000),
                         memory_mib=parse_scaled(
                             "memory_request", cell["memory_request"], where, _GIB
@@ -207,6 +213,21 @@ def load_dlrm_instances(path: PathLike, *, errors: ErrorMode = "raise") -> DlrmT
             except InvalidTraceError as e:
                 col.fail(e)
     return DlrmTrace(instances=tuple(out), report=col.report(len(out)))
+
+
+def _node_gpus(field: str, text: str, where: str) -> int:
+    """``text`` as GPUs one node holds: an int in 0..:data:`MAX_GPUS_PER_NODE`, else
+    InvalidTraceError (999999 was read, and its instances silently left out of a sample)."""
+    return _bounded(field, text, where, 1, MAX_GPUS_PER_NODE)
+
+
+def _bounded(field: str, text: str, where: str, scale: int, most: int) -> int:
+    """``text`` as an int >= 0 times ``scale``, at most ``most``, else InvalidTraceError."""
+    v = parse_uint(field, text, where) * scale
+    if v > most:
+        why = f"is more than one node holds (at most {most // scale:,})"
+        raise InvalidTraceError(field, text, why, where=where)
+    return v
 
 
 def _inventory(col: RowCollector, found: list[tuple[str, int, int, int | None]]) -> NodeInventory:
@@ -234,10 +255,13 @@ def load_pai_machines(path: PathLike, *, errors: ErrorMode = "raise") -> NodeInv
                 model = row[1].strip()
                 if not is_gpu_model(model, slash=True):  # ('/' as before: NVIDIA/A10)
                     raise InvalidTraceError("gpu_type", model, GPU_MODEL_SLASH_REASON, where=where)
-                cpu = parse_uint("cap_cpu", row[2].strip(), where)
-                mem = parse_uint("cap_mem", row[3].strip(), where)
-                gpus = parse_uint("cap_gpu", row[4].strip(), where)
-                found.append((model, gpus, cpu * 1000, mem * _GIB))
+                cpu = _bounded("cap_cpu", row[2].strip(), where, 1000, MAX_CPU_MILLI)
+                mem = _bounded("cap_mem", row[3].strip(), where, _GIB, MAX_MEMORY_MIB)
+                gpus = _node_gpus("cap_gpu", row[4].strip(), where)
+                if (model == "CPU") != (gpus == 0):  # (the file's CPU machines have none)
+                    why = "contradicts gpu_type " + repr(model) + " (CPU: 0 GPUs, else some)"
+                    raise InvalidTraceError("cap_gpu", gpus, why, where=where)
+                found.append((model, gpus, cpu, mem))
             except InvalidTraceError as e:
                 col.fail(e)
     return _inventory(col, found)
@@ -257,9 +281,9 @@ def load_spot_nodes(path: PathLike, *, errors: ErrorMode = "raise") -> NodeInven
                 model = row[idx["gpu_model"]].strip()
                 if not is_gpu_model(model, slash=True):  # ('/' as before: NVIDIA/A10)
                     raise InvalidTraceError("gpu_model", model, GPU_MODEL_SLASH_REASON, where=where)
-                gpus = parse_uint("gpu_capacity_num", row[idx["gpu_capacity_num"]].strip(), where)
-                cpu = parse_uint("cpu_num", row[idx["cpu_num"]].strip(), where)
-                found.append((model, gpus, cpu * 1000, None))
+                gpus = _node_gpus("gpu_capacity_num", row[idx["gpu_capacity_num"]].strip(), where)
+                cpu = _bounded("cpu_num", row[idx["cpu_num"]].strip(), where, 1000, MAX_CPU_MILLI)
+                found.append((model, gpus, cpu, None))
             except InvalidTraceError as e:
                 col.fail(e)
     return _inventory(col, found)
