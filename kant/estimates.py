@@ -228,8 +228,8 @@ def play(
             out[jid] = StartEstimate(
                 job_id=jid, status=EstimateStatus.EXPECTED, start=at, made_at=now
             )
-        else:  # (one that never fits says so, whatever else the play ended with)
-            own = q.get(jid)
+        else:  # (one that never fits says so, whatever else the play ended with; its
+            own = q.get(jid) if cycles else None  # reason is the play's once a cycle ran)
             why = None if own is None or own.reason is None else own.reason.code
             status = EstimateStatus.NEVER if why in _NEVER_FITS else rest
             out[jid] = StartEstimate(job_id=jid, status=status, start=None, made_at=now)

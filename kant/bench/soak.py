@@ -186,8 +186,8 @@ def bench_soak(
     if not isinstance(cycles, int) or isinstance(cycles, bool) or cycles < 3:
         raise InvalidConfigError("cycles", cycles, "must be an int of at least 3 (thirds)")
     check_counts(nodes=(nodes, 1), pending=(pending, 1), seed=(seed, 0),
-                 node_loss_every=(node_loss_every, 1), node_down_cycles=(node_down_cycles, 1),
-                 gpu_fault_every=(gpu_fault_every, 1), gpu_down_cycles=(gpu_down_cycles, 1),
+                 node_loss_every=(node_loss_every, 0), node_down_cycles=(node_down_cycles, 1),
+                 gpu_fault_every=(gpu_fault_every, 0), gpu_down_cycles=(gpu_down_cycles, 1),
                  bind_fail_one_in=(bind_fail_one_in, 0))  # fmt: skip
     s, wl, _ = setup(nodes, pending, seed=seed, policy=policy, strategy=strategy,
                       preemption=True)  # fmt: skip

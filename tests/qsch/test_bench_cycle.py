@@ -44,3 +44,4 @@ def test_the_benchmarks_python_calls_refuse_what_their_options_refuse() -> None:
     ]:
         with pytest.raises(InvalidConfigError, match=f"field '{field}' ="):
             call()
+    assert bench_soak(2, 2, cycles=3, node_loss_every=0, gpu_fault_every=0)  # (0: off)

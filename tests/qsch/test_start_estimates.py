@@ -103,6 +103,20 @@ def test_a_job_that_never_fits_says_never_while_a_job_without_an_estimate_runs(
     assert (got["huge"], got["wide"]) == (("never", None), ("beyond_horizon", None))
 
 
+def test_a_reason_the_play_did_not_set_does_not_make_a_job_never_start() -> None:
+    # (no cycle ran before the horizon: the job's reason was the live cycle's, no_pool
+    # before its model's node came, and the estimate said never)
+    import attrs
+
+    s = _sched()
+    s.submit(job("b200", gpus=1, models="B200"), now=1)
+    s.step(1)
+    n0 = next(iter(s.cluster.nodes()))
+    s.node_added(attrs.evolve(n0, name="newb200", gpu_model="B200"), now=2)
+    assert _starts(s, 3, horizon=10, first_cycle=50) == {"b200": ("beyond_horizon", None)}
+    assert _starts(s, 3) == {"b200": ("expected", 3.0)}
+
+
 def test_a_job_waiting_on_a_job_without_an_estimate_says_unknown_end() -> None:
     s = _sched()
     s.submit(job("a", gpus=8), now=0)  # no runtime estimate, and no default
