@@ -177,7 +177,8 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"{prog}: terminated", file=sys.stderr)
         return 143
     except _StdoutClosedError:  # (before OSError: it is one)
-        print(f"{prog}: cannot write the output: standard output is closed", file=sys.stderr)
+        if sys.stderr is not None:  # (closed too: nowhere to say it)
+            print(f"{prog}: cannot write the output: standard output is closed", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # the reader went away (| head): say nothing, and keep Python from complaining when

@@ -177,7 +177,12 @@ class LeaderElector:
                 # a refusal that is no outage (a namespace that does not exist, a Lease the
                 # credentials may not write) is most likely a mistake: said once, where
                 # `kant k8s run` shows it, and tried again (it may be put right)
-                if isinstance(e, ApiError) and 400 <= e.status < 500 and str(e) != said:
+                if (
+                    isinstance(e, ApiError)
+                    and 400 <= e.status < 500
+                    and e.status not in (408, 429)  # (a timeout, too many requests: later)
+                    and str(e) != said
+                ):
                     said = str(e)
                     log.warning(
                         "cannot take Lease %s/%s, trying again: %s",

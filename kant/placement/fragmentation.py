@@ -90,8 +90,11 @@ TaskClassLike: TypeAlias = (
 """A task class, or ``(resources, weight)``, or ``(resources, weight, gpu_models)``."""
 
 
-def task_classes(workload: Iterable[TaskClassLike]) -> tuple[TaskClass, ...]:
-    """Normalise a workload given as task classes or tuples (see :data:`TaskClassLike`)."""
+def task_classes(
+    workload: Iterable[TaskClassLike], field: str = "workload"
+) -> tuple[TaskClass, ...]:
+    """Normalise a workload given as task classes or tuples (see :data:`TaskClassLike`);
+    ValidationError naming ``field`` (or its item, ``field[i]``) otherwise."""
     out: list[TaskClass] = []
     for i, item in enumerate(workload):
         if isinstance(item, TaskClass):
@@ -99,12 +102,12 @@ def task_classes(workload: Iterable[TaskClassLike]) -> tuple[TaskClass, ...]:
             continue
         if not isinstance(item, tuple) or len(item) not in (2, 3):
             raise ValidationError(
-                f"workload[{i}]", item, "must be a TaskClass or (resources, weight[, models])"
+                f"{field}[{i}]", item, "must be a TaskClass or (resources, weight[, models])"
             )
         models = item[2] if len(item) == 3 else frozenset()
         out.append(TaskClass(resources=item[0], weight=item[1], gpu_models=models))
     if not out:
-        raise ValidationError("workload", workload, "needs at least one task class")
+        raise ValidationError(field, workload, "needs at least one task class")
     return tuple(out)
 
 
@@ -327,7 +330,7 @@ def _checked_classes(v: Any, field: str) -> tuple[TaskClass, ...]:
     failed at every cycle, in its first placement. ValidationError naming ``field``."""
     if isinstance(v, str | bytes) or not isinstance(v, Iterable):
         raise ValidationError(field, v, "must be task classes: (resources, weight[, models])")
-    return task_classes(v)
+    return task_classes(v, field)
 
 
 def _classes(v: Any) -> tuple[TaskClassLike, ...] | CompiledWorkload:

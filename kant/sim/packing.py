@@ -143,11 +143,7 @@ def arrival_order(
     target needs more than :data:`MAX_ARRIVALS` arrivals."""
     if not pods:
         raise ValidationError("pods", "<empty>", "nothing to place")
-    # (a NumPy number or a Fraction: the same arrivals as its float, whose range is checked)
-    f = float(inflate) if is_finite_number(inflate) else math.nan
-    if not 0 < f <= MAX_INFLATE:
-        raise ValidationError("inflate", inflate, f"must be a number in (0, {MAX_INFLATE:g}]")
-    inflate = f
+    inflate = _check_inflate(inflate)
     total = sum(p.gpu_request_milli for p in pods)
     if total <= 0:
         raise ValidationError("pods", len(pods), "no pod asks for GPUs: nothing to pack")
@@ -425,6 +421,15 @@ def mean_curve(curves: Sequence[Sequence[float | None]]) -> dict[str, float]:
     return out
 
 
+def _check_inflate(inflate: object) -> float:
+    """``inflate`` as a float in (0, :data:`MAX_INFLATE`] (a NumPy number or a Fraction: the
+    same arrivals as its float), else ValidationError naming it."""
+    f = float(inflate) if is_finite_number(inflate) else math.nan  # type: ignore[arg-type]
+    if not 0 < f <= MAX_INFLATE:
+        raise ValidationError("inflate", inflate, f"must be a number in (0, {MAX_INFLATE:g}]")
+    return f
+
+
 def packing(
     pods_path: str | os.PathLike[str],
     nodes_path: str | os.PathLike[str],
@@ -454,8 +459,7 @@ def packing(
             raise ValidationError("seeds", s, why)
     if not is_int(workers) or workers < 1:
         raise ValidationError("workers", workers, "must be an int >= 1")
-    if not (is_finite_number(inflate) and 0 < inflate <= MAX_INFLATE):
-        raise ValidationError("inflate", inflate, f"must be a number in (0, {MAX_INFLATE:g}]")
+    _check_inflate(inflate)
     if not any(p.gpu_request_milli for p in _load_pods(str(pods_path))):
         raise InvalidTraceError(
             "num_gpu", 0, "no pod asks for GPUs: nothing to pack", where=str(pods_path)

@@ -391,11 +391,16 @@ class _Column:
         return self if snap is None else getattr(snap.cols, self.name)
 
 
+def _is_index(v: object) -> bool:
+    """Whether ``v`` is an int, NumPy's too, and not a bool (``True`` is no slot)."""
+    return type(v) is int or (isinstance(v, int | np.integer) and not isinstance(v, bool))
+
+
 def _check_slot(slot: object) -> None:
     """Refuse (AllocationConflictError, as for a slot past the rows) a slot of
     :meth:`Snapshot.allocate` or :meth:`Snapshot.release` that is no int (NumPy's are):
     ``release(None)`` raised TypeError, ``allocate(True)`` read slot 1."""
-    if type(slot) is not int and (isinstance(slot, bool) or not isinstance(slot, int | np.integer)):
+    if not _is_index(slot):
         raise AllocationConflictError(f"slot {slot!r} holds no node")
 
 
@@ -740,9 +745,7 @@ class Snapshot:
         than the kept log (then compare every row). Lets a reader that caches per-row values
         re-check O(changes) rows instead of all. Positions belong to this snapshot object
         (:attr:`token`). ValidationError for a ``position`` that is no int."""
-        if type(position) is not int and (
-            isinstance(position, bool) or not isinstance(position, int | np.integer)
-        ):
+        if not _is_index(position):
             raise ValidationError("position", position, "must be an int (a log_position)")
         if position < self._log_start:
             return None
@@ -960,7 +963,7 @@ class Snapshot:
         per: dict[int, tuple[dict[int, int], list[int]]] = {}
         moved: list[tuple[PodId, int]] | None = [] if self._keeps_moves else None
         for b in bindings:
-            if type(b) is not Binding and not isinstance(b, Binding):
+            if not isinstance(b, Binding):
                 raise ValidationError("bindings", b, why)
             if moved is not None:
                 moved.append((b.pod, -1))

@@ -888,3 +888,19 @@ def test_a_closed_stdout_is_one_line_and_exit_code_2(argv: list[str], tmp_path: 
         f"kant {' '.join(argv[:2]) if argv[0] == 'bench' else argv[0]}: "
         "cannot write the output: standard output is closed"
     )
+
+
+def test_a_closed_stdout_and_stderr_is_exit_code_2_saying_nothing(tmp_path: Path) -> None:
+    # (the message meant for stderr went to the closed stdout: exit code 1)
+    def close_both() -> None:
+        os.close(1)
+        os.close(2)
+
+    r = subprocess.run(
+        [sys.executable, "-m", "kant", "packing", "--list-policies"],
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+        preexec_fn=close_both,
+    )
+    assert r.returncode == 2

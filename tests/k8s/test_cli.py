@@ -676,7 +676,7 @@ def test_a_token_file_ending_in_a_newline_is_read_without_it(tmp_path: Path) -> 
     assert Api.from_kubeconfig(str(kc), None)._headers["Authorization"] == "Bearer t0k3n"
 
 
-@pytest.mark.parametrize("token", ["'a\\x01b'", "'tök'"], ids=["control", "not-latin-1"])
+@pytest.mark.parametrize("token", ["'a\\x01b'", "'tök'"], ids=["control", "not-ascii"])
 def test_a_token_no_http_header_can_carry_is_one_line_naming_the_kubeconfig(
     token: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

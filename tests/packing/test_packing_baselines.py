@@ -422,3 +422,12 @@ def test_a_workload_from_jobs_names_jobs_or_a_popularity_of_the_wrong_kind(
     jobs = args.pop("jobs")
     with pytest.raises(ValidationError, match=f"field '{field}' ="):
         workload_from_jobs(jobs, **args)
+
+
+def test_a_secondary_workload_is_named_as_the_secondary() -> None:
+    from kant.placement import FragmentationTarget
+
+    ok = [(Resources(gpus=1), 1.0)]
+    for bad, field in (((), "'secondary'"), ([5], r"'secondary\[0\]'")):
+        with pytest.raises(ValidationError, match=f"field {field} ="):
+            FragmentationTarget(classes=ok, secondary=bad)
