@@ -107,7 +107,31 @@ def _read(path: str) -> Mapping[str, Any] | None:
             and all(isinstance(e, Mapping) and isinstance(e.get("name"), str) for e in entries)
         ):
             raise InvalidKubeconfigError(path, f"{key} must be a list of entries, each named")
+    # each entry's body as the client reads it (a server of 5 raised "'int' object has no
+    # attribute 'rstrip'" from inside it; a context of "zz", "'str' object has no
+    # attribute 'safe_get'")
+    for key, body, texts in _BODIES:
+        for entry in doc.get(key) or ():
+            inner = entry.get(body)
+            where = f"{key} entry {entry['name']!r}"
+            if inner is None:
+                continue
+            if not isinstance(inner, Mapping):
+                raise InvalidKubeconfigError(path, f"{where}: {body} must be a mapping")
+            for field in texts:
+                if field in inner and not isinstance(inner[field], str):
+                    raise InvalidKubeconfigError(path, f"{where}: {body}.{field} must be a string")
     return doc
+
+
+_BODIES: Final = (
+    ("clusters", "cluster", ("server", "certificate-authority", "certificate-authority-data")),
+    ("contexts", "context", ("cluster", "user", "namespace")),
+    ("users", "user", ("token", "tokenFile", "client-certificate", "client-key",
+                       "client-certificate-data", "client-key-data")),
+)  # fmt: skip
+"""Per list of a kubeconfig, the body of its entries and the fields of the body that are
+strings."""
 
 
 def one_line(text: object) -> str:

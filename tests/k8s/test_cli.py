@@ -723,3 +723,25 @@ def test_run_refuses_a_server_that_does_not_answer_as_an_api_server_in_one_line(
     err = capsys.readouterr().err
     assert err.startswith(f"kant k8s run: {url} does not answer as a Kubernetes API server"), err
     assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "said"),
+    [
+        ("server: '{server}'", "server: 5", "clusters entry 'c': cluster.server must be a string"),
+        ("context: {cluster: c, user: u}", "context: zz", "contexts entry 'x': context must be"),
+        ("user: {token: t}", "user: {token: [t]}", "users entry 'u': user.token must be a string"),
+    ],
+    ids=["server-an-int", "context-a-string", "token-a-list"],
+)
+def test_a_kubeconfig_entry_of_the_wrong_shape_is_named_not_a_python_error(
+    old: str, new: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (server: 5 said "'int' object has no attribute 'rstrip'", from inside the client)
+    pytest.importorskip("kubernetes")
+    server = "https://127.0.0.1:1"
+    kc = _kubeconfig(tmp_path / "kc.yaml", server)
+    kc.write_text(kc.read_text().replace(old.replace("{server}", server), new))
+    assert main(["k8s", "run", "--kubeconfig", str(kc), "--no-leader-elect"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"kant k8s run: kubeconfig {kc}: {said}"), err
