@@ -400,7 +400,7 @@ def _check_slot(slot: object) -> None:
     """Refuse (AllocationConflictError, as for a slot past the rows) a slot of
     :meth:`Snapshot.allocate` or :meth:`Snapshot.release` that is no int (NumPy's are):
     ``release(None)`` raised TypeError, ``allocate(True)`` read slot 1."""
-    if not _is_index(slot):
+    if type(slot) is not int and not _is_index(slot):  # (the usual call: one type test)
         raise AllocationConflictError(f"slot {slot!r} holds no node")
 
 
