@@ -47,8 +47,9 @@ class EstimateStatus(enum.StrEnum):
     NEVER = "never"
     """Played forward, nothing is left to happen and the job still waits: it never fits,
     or it waits behind a job that never does, unless something changes (a job arrives or is
-    cancelled, a node is added, a quota grows). A job whose own reason says it never fits
-    (``no_pool``, ``unsatisfiable``) is NEVER whatever else the play ended with."""
+    cancelled, a node is added, a quota grows). A job whose own reason, as the play's
+    cycles set it, says it never fits (``no_pool``, ``unsatisfiable``) is NEVER whatever
+    else the play ended with."""
     UNKNOWN_END = "unknown_end"
     """The job still waits when only running pods without an expected end (no runtime
     estimate and no default runtime, or pods of jobs kant does not know) hold what it would
