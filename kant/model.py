@@ -14,7 +14,7 @@ import enum
 import math
 import numbers
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeGuard, TypeVar
 
 import attrs
 
@@ -181,9 +181,16 @@ class Reason:
 # --------------------------------------------------------------------------- validators
 
 
-def is_int(v: object) -> bool:
+def is_int(v: object) -> TypeGuard[int]:
     """Whether ``v`` is an ``int`` and not a bool (``True`` is no count, index or seed)."""
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def is_whole(v: object) -> TypeGuard[int]:
+    """Whether ``v`` is a whole number of Python's or NumPy's (a :class:`numbers.Integral`)
+    and not a bool: what kant takes as a count, slot or amount read off an array (typed as
+    an ``int``, which NumPy's ints stand in for)."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
 def is_number(v: object) -> bool:

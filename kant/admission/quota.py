@@ -51,6 +51,7 @@ from kant.model import (
     Role,
     is_finite_number,
     is_gpu_model,
+    is_int,
     name,
     number,
     pods_per_role,
@@ -305,7 +306,7 @@ class QuotaLedger:
         """Record ``milli`` more (negative: less) use by ``tenant`` on ``model``, keeping the
         cohort's borrowed total; undone by :meth:`rollback`. O(1). ValidationError for a
         ``milli`` that is no int (a NaN was kept as the tenant's use)."""
-        if type(milli) is not int and (isinstance(milli, bool) or not isinstance(milli, int)):
+        if type(milli) is not int and not is_int(milli):
             raise ValidationError("milli", milli, "must be an int (GPU milli)")
         if not milli:
             return
@@ -330,7 +331,7 @@ class QuotaLedger:
         ValidationError, changing nothing, for a ``mark`` that :meth:`mark` cannot have given
         (no int, below 0 or past the log)."""
         n = len(self._log)
-        if type(mark) is not int and (isinstance(mark, bool) or not isinstance(mark, int)):
+        if type(mark) is not int and not is_int(mark):
             raise ValidationError("mark", mark, f"must be an int in 0..{n} (a mark)")
         if not 0 <= mark <= n:
             raise ValidationError("mark", mark, f"must be an int in 0..{n} (a mark)")

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from kant.errors import InvalidConfigError
-from kant.model import Binding, NodeSpec, PodId
+from kant.model import Binding, NodeSpec, PodId, is_int
 from kant.state import ClusterState
 
 
@@ -28,7 +28,7 @@ def check_counts(**counts: tuple[object, int]) -> None:
     InvalidConfigError naming it (the benchmarks' Python calls check what their options
     check: 0 repeats failed at the end in ``statistics``, a negative seed in NumPy)."""
     for name, (v, least) in counts.items():
-        if not isinstance(v, int) or isinstance(v, bool) or v < least:
+        if not is_int(v) or v < least:
             raise InvalidConfigError(name, v, f"must be an int >= {least}")
 
 

@@ -38,7 +38,7 @@ import numpy.typing as npt
 
 from kant.errors import InvariantError, ValidationError
 from kant.metrics.allocation import gar, gfr
-from kant.model import MILLI, finite_number, is_int
+from kant.model import MILLI, finite_number, is_int, is_whole
 from kant.state import ClusterState
 
 
@@ -59,16 +59,16 @@ def _milli(job: object, v: int | Iterable[int]) -> int:
     why = "must be an int >= 0 or ints >= 0"
     if isinstance(v, bool):
         raise ValidationError("pods_gpu_milli", v, why)
-    if isinstance(v, int | np.integer):
+    if is_whole(v):
         total = int(v)
     else:
         try:
-            each = [int(x) if isinstance(x, np.integer) else x for x in v]
+            each = list(v)  # type: ignore[arg-type]
         except TypeError:  # (no iterable)
             raise ValidationError("pods_gpu_milli", v, why) from None
-        if not all(is_int(x) and x >= 0 for x in each):
+        if not all(is_whole(x) and x >= 0 for x in each):
             raise ValidationError("pods_gpu_milli", v, why)
-        total = sum(each)
+        total = sum(int(x) for x in each)
     if total < 0:
         raise ValidationError("pods_gpu_milli", v, why)
     return total

@@ -63,6 +63,7 @@ from kant.model import (
     Role,
     is_finite_number,
     is_int,
+    is_whole,
 )
 from kant.placement import STRATEGIES, FragmentationTarget, Placer, make_strategy, strategy_names
 from kant.registry import BuildContext
@@ -455,7 +456,7 @@ def packing(
     if not seeds:
         raise ValidationError("seeds", seeds, "needs at least one seed")
     for s in seeds:
-        if not (is_int(s) or isinstance(s, np.integer)) or s < 0:
+        if not is_whole(s) or s < 0:
             raise ValidationError("seeds", s, why)
     if not is_int(workers) or workers < 1:
         raise ValidationError("workers", workers, "must be an int >= 1")

@@ -32,7 +32,7 @@ from kant.errors import (
     UnknownNodeError,
     ValidationError,
 )
-from kant.model import MILLI, Binding, Job, PodId
+from kant.model import MILLI, Binding, Job, PodId, is_whole
 from kant.state.columns import LEVELS, IntArray, NodeColumns, gpu_counts, unknown_level
 
 if TYPE_CHECKING:
@@ -391,16 +391,11 @@ class _Column:
         return self if snap is None else getattr(snap.cols, self.name)
 
 
-def _is_index(v: object) -> bool:
-    """Whether ``v`` is an int, NumPy's too, and not a bool (``True`` is no slot)."""
-    return type(v) is int or (isinstance(v, int | np.integer) and not isinstance(v, bool))
-
-
 def _check_slot(slot: object) -> None:
     """Refuse (AllocationConflictError, as for a slot past the rows) a slot of
     :meth:`Snapshot.allocate` or :meth:`Snapshot.release` that is no int (NumPy's are):
     ``release(None)`` raised TypeError, ``allocate(True)`` read slot 1."""
-    if type(slot) is not int and not _is_index(slot):  # (the usual call: one type test)
+    if type(slot) is not int and not is_whole(slot):  # (the usual call: one type test)
         raise AllocationConflictError(f"slot {slot!r} holds no node")
 
 
@@ -441,7 +436,7 @@ def _check_amounts(
         "pods": pods,
     }
     for field, n in amounts.items():
-        if isinstance(n, bool) or not isinstance(n, int | np.integer):
+        if not is_whole(n):
             raise InvalidResourcesError(field, n, "must be a whole number")
         if n < 0:
             raise InvalidResourcesError(field, n, "must be >= 0")
@@ -745,7 +740,7 @@ class Snapshot:
         than the kept log (then compare every row). Lets a reader that caches per-row values
         re-check O(changes) rows instead of all. Positions belong to this snapshot object
         (:attr:`token`). ValidationError for a ``position`` that is no int."""
-        if not _is_index(position):
+        if not is_whole(position):
             raise ValidationError("position", position, "must be an int (a log_position)")
         if position < self._log_start:
             return None
