@@ -326,6 +326,18 @@ def _check_time(now: object, call: str) -> None:
         finite_time(now, call)
 
 
+def _pods_of(e: Entry, pods: Iterable[PodId]) -> list[PodId]:
+    """``pods`` as a list, once each is known to be one of ``e``'s job's pods (UnknownPodError
+    for the first that is not). O(pods + roles)."""
+    pods = list(pods)
+    jid = e.job.id
+    replicas = {r.name: r.replicas for r in e.job.roles}
+    for p in pods:
+        if not (isinstance(p, PodId) and p.job == jid and 0 <= p.index < replicas.get(p.role, 0)):
+            raise UnknownPodError(p)
+    return pods
+
+
 def _not_an_id(field: str, value: object) -> InvalidJobError:
     """The error for a job id or tenant that is not hashable, so no job's."""
     return InvalidJobError(field, value, "must be a str (an id)")
@@ -717,9 +729,11 @@ class Queue:
 
     def mark_assigned(self, job_id: str, pods: Iterable[PodId], now: float) -> None:
         """Pods were bound (assumed). The job becomes RUNNING; its nomination ends. Raises
-        UnknownJobError, or InvalidTimeError for a ``now`` that is no finite number."""
+        UnknownJobError, UnknownPodError for a pod the job does not have, or InvalidTimeError
+        for a ``now`` that is no finite number, changing nothing."""
         e = self.entry(job_id)
         _check_time(now, "Queue.mark_assigned")
+        pods = _pods_of(e, pods)
         e.assigned.update(dict.fromkeys(pods, now))
         if e.phase is JobPhase.PENDING:
             e.started_at = now
@@ -860,9 +874,11 @@ class Queue:
         """Pods no longer hold resources: they finished (``finished=True``) or must be placed
         again. The phase follows: FINISHED when every pod finished, PENDING when nothing is
         held any more (a nomination, for the pods still to place, stays), else RUNNING. Raises
-        UnknownJobError, or InvalidTimeError for a ``now`` that is no finite number."""
+        UnknownJobError, UnknownPodError for a pod the job does not have, or InvalidTimeError
+        for a ``now`` that is no finite number, changing nothing."""
         e = self.entry(job_id)
         _check_time(now, "Queue.forget_pods")
+        pods = _pods_of(e, pods)
         for p in pods:
             e.assigned.pop(p, None)
             e.confirmed.discard(p)

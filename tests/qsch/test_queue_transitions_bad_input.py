@@ -57,6 +57,15 @@ ghost = PodId(job="ghost", role="worker", index=0)
         (lambda q, pa: q.mark_assigned("b", [PodId(job="b", role="worker", index=0)], math.nan),
          InvalidTimeError),
         (lambda q, pa: q.forget_pods("a", [pa], "x", finished=False), InvalidTimeError),
+        # another job's pod, or one the job does not have, was kept as the job's: RUNNING
+        # with a pod that can never finish it, or pods of another job forgotten
+        (lambda q, pa: q.mark_assigned("b", [pa], 2.0), UnknownPodError),
+        (lambda q, pa: q.mark_assigned("b", [PodId(job="b", role="worker", index=7)], 2.0),
+         UnknownPodError),
+        (lambda q, pa: q.mark_assigned("b", ["x"], 2.0), UnknownPodError),
+        (lambda q, pa: q.forget_pods("b", [pa], 2.0, finished=True), UnknownPodError),
+        (lambda q, pa: q.forget_pods("a", [PodId(job="a", role="ps", index=0)], 2.0,
+                                     finished=True), UnknownPodError),
         (lambda q, pa: q.mark_preempted("a", math.nan), InvalidTimeError),
         (lambda q, pa: q.mark_preempted("a", 10**400), InvalidTimeError),
         # a nomination that is none, of another job, or for an ended job
