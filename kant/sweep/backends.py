@@ -240,6 +240,22 @@ _PROBE_S = 3.0  # how long a Ray address given as host:port has to accept a conn
 _HOST_PORT = re.compile(r"(?:ray://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):(?P<port>\d+)")
 
 
+_HOST = r"(?:\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+)"
+_ADDRESS = re.compile(rf"ray://{_HOST}(?::\d+)?|{_HOST}:\d+")
+
+
+def _check_address(address: str | None, named: str) -> None:
+    """Raise :class:`BackendError` unless ``address`` is None or of a form Ray takes:
+    ``auto``, ``local``, ``host:port`` or ``ray://host[:port]`` (Ray logs a traceback of
+    its own for an empty host, then raises). ``named``: where the address came from."""
+    if address is None or address in ("auto", "local"):
+        return
+    if _ADDRESS.fullmatch(address) is None:
+        raise BackendError(
+            f"Ray address {named} {address!r} is none of auto, local, HOST:PORT, ray://HOST[:PORT]"
+        )
+
+
 def _probe(address: str | None) -> None:
     """Raise :class:`BackendError` unless ``address``, when it is a plain ``host:port`` (or
     ``ray://host:port``), accepts a TCP connection within a few seconds: Ray itself retries
@@ -289,6 +305,10 @@ class RayCluster:
                 kw["include_dashboard"] = False
                 if self._asked:
                     kw["num_cpus"] = self._asked
+            if self.address:
+                _check_address(self.address, "--ray")
+            else:
+                _check_address(os.environ.get("RAY_ADDRESS") or None, "$RAY_ADDRESS")
             _probe(self.address or os.environ.get("RAY_ADDRESS"))
             try:
                 ray.init(**kw)

@@ -342,6 +342,42 @@ def test_a_ray_address_nothing_answers_at_is_refused_in_seconds_without_calling_
     assert calls == [] and not (tmp_path / "g.jsonl").exists()
 
 
+@pytest.mark.parametrize(
+    ("flag", "env", "named"),
+    [
+        ("--ray=:", None, "--ray ':'"),
+        ("--ray=ray://:10001", None, "--ray 'ray://:10001'"),
+        ("--ray=host:port", None, "--ray 'host:port'"),
+        ("--ray= 10.0.0.1:6379", None, "--ray ' 10.0.0.1:6379'"),
+        ("--ray", ":6379", "$RAY_ADDRESS ':6379'"),
+    ],
+)
+def test_a_ray_address_of_no_form_ray_takes_is_one_line_naming_it_without_calling_ray(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    flag: str,
+    env: str | None,
+    named: str,
+) -> None:
+    # (Ray logged a traceback of its own for an empty host before kant's line)
+    ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'kant[ray]'")
+    calls: list[Any] = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kw: calls.append(kw))
+    if env is None:
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    else:
+        monkeypatch.setenv("RAY_ADDRESS", env)
+    grid = tmp_path / "g.yaml"
+    grid.write_text("command: simulate\noptions:\n  scenario: inference\n  jobs: 20\n")
+    assert main(["sweep", str(grid), "--quiet", flag]) == 2
+    err = capsys.readouterr().err
+    assert f"Ray address {named} is none of auto, local, HOST:PORT, ray://HOST[:PORT]" in err
+    assert len(err.strip().splitlines()) == 1
+    assert calls == [] and not (tmp_path / "g.jsonl").exists()
+
+
 def test_the_report_of_a_store_is_the_seed_sweep_of_its_runs(tmp_path: Path) -> None:
     specs = Grid(
         "compare",
