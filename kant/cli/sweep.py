@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from kant.cli.compare import add_compare_parser
-from kant.cli.options import KantArgumentParser, UsageError, number, refuse_own_input, writing
+from kant.cli.options import (
+    KantArgumentParser,
+    UsageError,
+    number,
+    out_dir,
+    refuse_own_input,
+    writing,
+)
 from kant.cli.packing import add_packing_parser
 from kant.cli.simulate import add_simulate_parser
 from kant.errors import InvalidGridError, KantError
@@ -131,7 +138,7 @@ def _run(args: argparse.Namespace) -> int:
         todo = min(todo, args.max_runs)
     if args.ray is None:
         # (a local process per run to do at most: the pool forks all its workers at once)
-        local = None if args.workers is None else min(args.workers, max(1, todo))
+        local = min(LocalPool(args.workers).workers, max(1, todo))
         backend: LocalPool | RayCluster = LocalPool(local)
     else:
         backend = RayCluster(args.ray or None, args.workers)
@@ -327,6 +334,10 @@ def _report(args: argparse.Namespace) -> int:
     option = "--out" if args.out else "report folder"
     if out.exists() and not out.is_dir():
         raise UsageError(f"{option} {out}: cannot write the report: a file, not a folder")
+    try:  # (before the tables are printed: a report refused prints nothing first)
+        out_dir(str(out))
+    except argparse.ArgumentTypeError as e:
+        raise UsageError(f"{option} {out}: cannot write the report: {e}") from None
     refuse_own_input(option, out, _report_outputs(out), [("STORE", store.path)])
     records = store.records()
     print(format_report(records))

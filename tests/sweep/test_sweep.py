@@ -625,3 +625,32 @@ def test_a_sweep_stopped_by_ctrl_c_keeps_its_finished_runs_and_resumes_from_ther
     rest = run_sweep(specs, store, LocalPool(2))
     assert (rest.skipped, rest.ran, rest.failed) == (2, 2, 0)
     assert store.done() == {s.key for s in specs} and len(store.records()) == 4
+
+
+def test_a_sweep_without_workers_starts_no_more_local_workers_than_runs_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (the default, up to 2, was not capped: one run to do forked a pool of 2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    grid = tmp_path / "g.yaml"
+    grid.write_text("command: simulate\noptions:\n  scenario: inference\n  jobs: 20\n")
+    assert main(["sweep", str(grid), "--quiet"]) == 0
+    assert "1 run on 1 local worker(s)" in capsys.readouterr().out
+    assert main(["sweep", str(grid), "--quiet"]) == 0  # all stored: none to run
+    assert "0 run on 1 local worker(s)" in capsys.readouterr().out
+
+
+def test_a_report_refused_for_its_folder_prints_no_table_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    grid = tmp_path / "g.yaml"
+    grid.write_text("command: simulate\noptions:\n  scenario: inference\n  jobs: 20\n")
+    assert main(["sweep", str(grid), "--quiet"]) == 0
+    capsys.readouterr()
+    (tmp_path / "f").write_text("a file\n")
+    store = str(tmp_path / "g.jsonl")
+    assert main(["sweep", "report", store, "--no-plots", "--out", str(tmp_path / "f" / "r")]) == 2
+    out, err = capsys.readouterr()
+    want = f"kant sweep: --out {tmp_path / 'f' / 'r'}: cannot write the report: cannot create"
+    assert out == "" and err.startswith(want) and err.count("\n") == 1
+    assert not (tmp_path / "f").is_dir()
