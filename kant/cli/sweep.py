@@ -138,7 +138,8 @@ def _run(args: argparse.Namespace) -> int:
         todo = min(todo, args.max_runs)
     if args.ray is None:
         # (a local process per run to do at most: the pool forks all its workers at once)
-        local = min(LocalPool(args.workers).workers, max(1, todo))
+        asked = LocalPool.default_workers() if args.workers is None else args.workers
+        local = min(asked, max(1, todo))
         backend: LocalPool | RayCluster = LocalPool(local)
     else:
         backend = RayCluster(args.ray or None, args.workers)

@@ -69,8 +69,14 @@ class LocalPool:
     did not return), the others' outcomes are theirs, and the sweep goes on."""
 
     def __init__(self, workers: int | None = None) -> None:
-        self.workers = max(1, workers if workers is not None else min(2, os.cpu_count() or 1))
+        self.workers = max(1, workers if workers is not None else self.default_workers())
         self._pool: ProcessPoolExecutor | None = None
+
+    @staticmethod
+    def default_workers() -> int:
+        """The workers of a pool not told how many: up to 2, no more than this machine's
+        CPUs."""
+        return min(2, os.cpu_count() or 1)
 
     def __enter__(self) -> LocalPool:
         if self.workers > 1:
