@@ -58,7 +58,7 @@ from kant.placement.search import (
 )
 from kant.placement.strategies import StrategyHooks, adapt_strategy, make_strategy
 from kant.state import Snapshot
-from kant.topology.templates import NodeTemplate, get_template
+from kant.topology.templates import NodeTemplate
 
 _TWO_LEVEL_MIN = 128
 """From this many candidates on, the two-level search looks into the best NodeNetGroups one
@@ -1311,7 +1311,7 @@ class Placer:
                 continue
             t = cache.get(spec.template)
             if t is None:
-                t = cache[spec.template] = get_template(spec.template)
+                t = cache[spec.template] = state.template(spec.template)
             tmpl[state.slot_of(spec.name)] = t
         self._cand.clear()
         self._prefs.clear()

@@ -55,7 +55,7 @@ from kant.sim.simulator import SimConfig, SimResult, Simulator
 from kant.state import ClusterState
 from kant.topology import ClusterDescription, fat_tree_for_nodes, load_cluster
 from kant.topology.fabric import MAX_NODES
-from kant.topology.templates import register_template
+from kant.topology.templates import NodeTemplate
 
 __all__ = [
     "COMPARE_SETS",
@@ -307,6 +307,8 @@ class Scenario:
     default_policy: PolicySet = attrs.field(factory=PolicySet)
     compare_sets: tuple[PolicySet, ...] = COMPARE_SETS
     max_interruptions: int | None = attrs.field(default=None, validator=_opt_count)
+    # the node templates of the scenario's own (a cluster file's) its nodes name
+    templates: tuple[NodeTemplate, ...] = ()
 
     @property
     def total_gpus(self) -> int:
@@ -352,7 +354,7 @@ class Scenario:
         if pol.threshold is not None and pol.queueing == "backfill":
             qopts["threshold"] = pol.threshold
         return Scheduler(
-            ClusterState(self.nodes),
+            ClusterState(self.nodes, templates=self.templates),
             queue=Queue(backoff=self.backoff(), history=None),
             admitter=self.admitter(),
             placer=Placer(self._strategy(pol.placement)),
@@ -380,7 +382,7 @@ class Scenario:
         q = cfg.queueing
         context = BuildContext(seed=cfg.placement.seed, workload=self.jobs, cluster=self.nodes)
         return Scheduler(
-            ClusterState(self.nodes),
+            ClusterState(self.nodes, templates=self.templates),
             queue=Queue(order=q.order, backoff=self.backoff(q.backoff), history=None),
             admitter=self.with_tenants(cfg).admitter(),
             placer=cfg.placer(context),
@@ -901,13 +903,6 @@ def _check_every_job_fits(jobs: Sequence[Job], nodes: Sequence[NodeSpec], where:
         raise ValidationError("trace", job.id, f"job {job.id} could never start: {why}")
 
 
-def _load_cluster_file(path: str | Path) -> ClusterDescription:
-    desc = load_cluster(path)
-    for t in desc.templates:
-        register_template(t)
-    return desc
-
-
 def trace_scenario(
     kind: str,
     *,
@@ -974,7 +969,7 @@ def trace_scenario(
         desc = openb_nodes(cluster)  # (openb's own node list)
         where = str(cluster)
     elif cluster is not None:
-        desc = _load_cluster_file(cluster)
+        desc = load_cluster(cluster)
         where = str(cluster)
     elif kind == "openb":
         if base is None:
@@ -1014,6 +1009,7 @@ def trace_scenario(
         name=kind,
         description=f"{kind} trace {name}: {len(work):,} jobs on {gpus:,} GPUs ({where})",
         nodes=desc.nodes,
+        templates=desc.templates,
         jobs=tuple(work),
         config=SimConfig(
             tick=60.0,

@@ -29,6 +29,7 @@ from kant.errors import (
     DuplicateError,
     InvalidJobError,
     InvalidNodeError,
+    InvalidTopologyError,
     InvariantError,
     TransactionError,
     UnknownNodeError,
@@ -58,7 +59,7 @@ from kant.state.columns import (
 )
 from kant.state.snapshot import Snapshot
 from kant.topology.names import FabricNames
-from kant.topology.templates import get_template
+from kant.topology.templates import BUILTIN_TEMPLATES, NodeTemplate, get_template
 
 BoolArray = npt.NDArray[np.bool_]
 _T = TypeVar("_T")
@@ -95,15 +96,11 @@ class _NodeRecord:
     over: int = 0
 
 
-def _check_template(spec: NodeSpec, template: str) -> None:
-    """Raise UnknownTemplateError if ``template`` (``spec.template``) is unknown, and
-    InvalidNodeError if the node's GPU count is not the template's or it has more NICs than
-    the template lays out: the placer picks devices by the template's slots. Fewer NICs are
-    allowed (NICs not reported, as in packing studies): they are the template's first ones."""
-    try:
-        tmpl = get_template(template)
-    except UnknownTemplateError:
-        raise UnknownTemplateError(template, node=spec.name) from None
+def _check_template(spec: NodeSpec, tmpl: NodeTemplate) -> None:
+    """Raise InvalidNodeError if the node's GPU count is not its template's (``tmpl``) or it
+    has more NICs than the template lays out: the placer picks devices by the template's
+    slots. Fewer NICs are allowed (NICs not reported, as in packing studies): they are the
+    template's first ones."""
     if spec.gpus != tmpl.num_gpus:
         raise InvalidNodeError(
             "gpus", spec.gpus, f"template {tmpl.name!r} has {tmpl.num_gpus} GPUs"
@@ -112,6 +109,21 @@ def _check_template(spec: NodeSpec, template: str) -> None:
         raise InvalidNodeError(
             "rdma_nics", spec.rdma_nics, f"template {tmpl.name!r} has {tmpl.num_nics} NICs"
         )
+
+
+def _own_templates(templates: Iterable[NodeTemplate]) -> dict[str, NodeTemplate]:
+    """``templates`` by name, checked (see :class:`ClusterState`)."""
+    if isinstance(templates, str | NodeTemplate) or not isinstance(templates, Iterable):
+        raise InvalidTopologyError("templates", templates, "must be an iterable of NodeTemplate")
+    out: dict[str, NodeTemplate] = {}
+    for t in templates:
+        if not isinstance(t, NodeTemplate):
+            raise InvalidTopologyError("templates", t, "must be a NodeTemplate")
+        known = out.get(t.name, BUILTIN_TEMPLATES.get(t.name))
+        if known is not None and known != t:
+            raise DuplicateError(f"two different node templates named {t.name!r}")
+        out[t.name] = t
+    return out
 
 
 # --------------------------------------------------------------------------- cluster state
@@ -128,12 +140,20 @@ class ClusterState:
     debugging; the rest is one record store, not split so binds stay one call.)
     """
 
-    def __init__(self, nodes: Iterable[NodeSpec] = ()) -> None:
+    def __init__(
+        self, nodes: Iterable[NodeSpec] = (), *, templates: Iterable[NodeTemplate] = ()
+    ) -> None:
         """A state holding ``nodes`` (healthy, empty; :meth:`add_node` each) and no pods.
-        Raises InvalidNodeError if ``nodes`` is not an iterable, or what :meth:`add_node`
-        raises."""
+        ``templates``: node templates of this cluster's own (a cluster file's,
+        :attr:`kant.topology.ClusterDescription.templates`), read before the built-in and
+        registered ones (:meth:`template`), so two clusters in one process may each have
+        their own template of one name. Raises InvalidNodeError if ``nodes`` is not an
+        iterable, InvalidTopologyError for a template that is no NodeTemplate, DuplicateError
+        for two different templates of one name or one named like a different built-in, or
+        what :meth:`add_node` raises."""
         if not isinstance(nodes, Iterable):
             raise InvalidNodeError("nodes", nodes, "must be an iterable of NodeSpec")
+        self._templates = _own_templates(templates)
         self._records: dict[str, _NodeRecord] = {}
         self._slot_names: list[str | None] = []
         self._free_slots: list[int] = []  # reusable slots, kept sorted (lowest first)
@@ -186,6 +206,18 @@ class ClusterState:
         return {**self.__dict__, "_removal_listeners": []}
 
     # ----------------------------------------------------------------- queries
+
+    def template(self, name: str) -> NodeTemplate:
+        """The node template ``name``: the cluster's own (given at construction), else the
+        built-in or registered one (:func:`kant.topology.get_template`); raises
+        :class:`~kant.errors.UnknownTemplateError`."""
+        own = self._templates.get(name) if isinstance(name, str) else None
+        return own if own is not None else get_template(name)
+
+    @property
+    def templates(self) -> tuple[NodeTemplate, ...]:
+        """The cluster's own node templates, as given at construction."""
+        return tuple(self._templates.values())
 
     def __len__(self) -> int:
         """Number of nodes."""
@@ -557,12 +589,17 @@ class ClusterState:
         place in the fabric that contradicts the nodes present (its leaf under another spine,
         its spine under another superspine, a name naming two kinds of things:
         :class:`~kant.topology.names.FabricNames`), UnknownTemplateError for a template that is
-        neither built in nor registered (:func:`kant.topology.register_template`),
+        neither the cluster's own nor built in nor registered
+        (:func:`kant.topology.register_template`),
         DuplicateError if the name exists; nothing changes then. O(1) amortised."""
         if not isinstance(spec, NodeSpec):
             raise InvalidNodeError("spec", spec, "must be a NodeSpec")
         if spec.template is not None:
-            _check_template(spec, spec.template)
+            try:
+                tmpl = self.template(spec.template)
+            except UnknownTemplateError:
+                raise UnknownTemplateError(spec.template, node=spec.name) from None
+            _check_template(spec, tmpl)
         if spec.name in self._records:
             raise DuplicateError(f"node {spec.name!r} already exists")
         self._fabric.add(spec, self._records)  # (nothing after it fails)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-import kant.placement.placer as placer_mod
 from kant.errors import (
     DuplicateError,
     InvalidConfigError,
@@ -56,11 +55,11 @@ def test_a_placer_whose_read_of_the_node_templates_failed_reads_them_again_next_
     hold(st, "lf0-n0", (0,), "first")
     placer = Placer()
 
-    def broken(name: str) -> None:
+    def broken(_state: ClusterState, name: str) -> None:
         raise UnknownTemplateError(name)
 
     with monkeypatch.context() as m:
-        m.setattr(placer_mod, "get_template", broken)
+        m.setattr(ClusterState, "template", broken)
         with pytest.raises(UnknownTemplateError):
             placer.place(job("pair", gpus=2, nics=1), st.snapshot())
     (b,) = placer.place(job("pair", gpus=2, nics=1), st.snapshot()).bindings
