@@ -92,6 +92,11 @@ def _time(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         raise InvalidJobError(attribute.name, value, "must be a finite number (-inf: none)")
 
 
+def _opt_time(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and (not isinstance(value, float) or not 0 <= value < math.inf):
+        raise InvalidJobError(attribute.name, value, "must be None or a finite number >= 0")
+
+
 def _reason(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is not None and not isinstance(value, Reason):
         raise InvalidJobError(attribute.name, value, "must be None or a kant.model.Reason")
@@ -188,7 +193,14 @@ class FailureHistory:
     while the backoff lasts) and whether it had ``failed`` (no retry left: refused by
     ``submit``). An orchestrator that keeps these numbers outside kant (the Kubernetes shim
     stores them on the cluster's objects, across its restarts) builds one from them; one
-    that holds the earlier job's :class:`JobStatus` passes that, or :meth:`of` it."""
+    that holds the earlier job's :class:`JobStatus` passes that, or :meth:`of` it.
+
+    Across a restart of the orchestrator, also: ``pending_since``, when the waiting job
+    began to wait (None: at its submit; Backfill counts its threshold from it, and the jobs
+    it may preempt are those started since), and ``evicted_at``, when it was last evicted
+    by preemption (None: not since it last ran; within
+    :attr:`~kant.preemption.PreemptionPolicy.cascade_window` of it, the job does not
+    preempt in turn). Neither may be later than the submit's ``now``."""
 
     attempts: int = attrs.field(default=0, validator=number(InvalidJobError, low=0, integer=True))
     interruptions: int = attrs.field(
@@ -197,22 +209,29 @@ class FailureHistory:
     backoff_until: float = attrs.field(default=-math.inf, converter=_as_float, validator=_time)
     reason: Reason | None = attrs.field(default=None, validator=_reason)
     failed: bool = attrs.field(default=False, validator=_flag)
+    pending_since: float | None = attrs.field(
+        default=None, converter=_as_float, validator=_opt_time
+    )
+    evicted_at: float | None = attrs.field(default=None, converter=_as_float, validator=_opt_time)
 
     @classmethod
     def of(cls, status: JobStatus | Entry) -> FailureHistory:
         """The failures the job of ``status`` (or of a queue's entry) would carry on (its
-        reason, its phase FAILED)."""
+        reason, its phase FAILED), its wait when it is PENDING and its last eviction."""
         return cls(
             attempts=status.attempts,
             interruptions=status.interruptions,
             backoff_until=status.backoff_until,
             reason=status.reason,
             failed=status.phase is JobPhase.FAILED,
+            pending_since=status.pending_since if status.phase is JobPhase.PENDING else None,
+            evicted_at=status.evicted_at,
         )
 
     @property
     def empty(self) -> bool:
-        """Whether there is nothing to carry on: no failure, no interruption, not failed."""
+        """Whether there is no failure to carry on: no failure, no interruption, not failed
+        (a wait or an eviction is none)."""
         return not (self.attempts or self.interruptions or self.failed)
 
 
@@ -587,6 +606,9 @@ class Queue:
         if history is not None:
             e.attempts, e.backoff_until = history.attempts, history.backoff_until
             e.interruptions = history.interruptions
+            if history.pending_since is not None:
+                e.pending_since = history.pending_since
+            e.evicted_at = history.evicted_at
             r = history.reason
             if r is not None and r.code is ReasonCode.BACKOFF and e.pending_since < e.backoff_until:
                 e.reason = r
@@ -627,6 +649,14 @@ class Queue:
             or self.backoff.interruptions_exhausted(history.interruptions)
         ):
             raise InvalidJobError("history", named, "is past its retry or interruption limit")
+        if history is not None:
+            start = job.submitted_at if now is None else now
+            for field in ("pending_since", "evicted_at"):
+                at = getattr(history, field)
+                if at is not None and at > start:
+                    raise InvalidJobError(
+                        f"history.{field}", at, f"is later than the submit ({start:g})"
+                    )
         return history
 
     def redescribe(self, job: Job) -> JobStatus:
