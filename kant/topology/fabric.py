@@ -797,12 +797,16 @@ def _unique_pairs(pairs: list[tuple[str, Any]], p: Path) -> dict[str, Any]:
 def unique_key_loader(yaml: Any) -> Any:
     """A :func:`safe_loader` that refuses a key given twice in one mapping (the last would
     silently win), naming the key and its line. Kant's YAML files (cluster files, sweep
-    grids) are read with it."""
+    grids) are read with it. A merge key (``<<: *anchor``) is no key given: the anchor's
+    fields are merged as YAML reads them, and a field given beside it wins over the
+    anchor's (the base loader's merge)."""
 
     class UniqueKeyLoader(safe_loader(yaml)):  # type: ignore[misc]
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             seen: set[Any] = set()
             for key_node, _value in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
                 key = self.construct_object(key_node, deep=deep)
                 try:
                     dup = key in seen

@@ -312,3 +312,38 @@ def test_a_name_that_reads_as_a_yaml_1_2_float_survives_a_yaml_round_trip(tmp_pa
     path = tmp_path / "cluster.yaml"
     dump_cluster(desc, path)
     assert load_cluster(path) == desc
+
+
+def test_a_yaml_merge_key_gives_its_anchor_s_fields_and_a_field_given_after_it_wins(
+    tmp_path: Path,
+) -> None:
+    # (before: "not valid YAML: could not determine a constructor for the tag ...merge")
+    p = tmp_path / "c.yaml"
+    p.write_text(
+        "version: 1\n"
+        "nodes:\n"
+        "  - &base {name: a, gpu_model: H100, gpus: 8, template: dgx-8gpu, rdma_nics: 8, leaf: l0}\n"
+        "  - <<: *base\n"
+        "    name: b\n"
+        "  - <<: [*base]\n"
+        "    name: c\n"
+        "    leaf: l1\n"
+    )
+    nodes = load_cluster(p).nodes
+    assert [(n.name, n.leaf, n.gpus, n.rdma_nics) for n in nodes] == [
+        ("a", "l0", 8, 8), ("b", "l0", 8, 8), ("c", "l1", 8, 8),
+    ]  # fmt: skip
+
+
+def test_a_key_given_twice_beside_a_merge_key_is_still_refused(tmp_path: Path) -> None:
+    p = tmp_path / "c.yaml"
+    p.write_text(
+        "version: 1\n"
+        "nodes:\n"
+        "  - &base {name: a, gpu_model: H100, gpus: 8, leaf: l0}\n"
+        "  - <<: *base\n"
+        "    name: b\n"
+        "    name: c\n"
+    )
+    with pytest.raises(InvalidClusterFileError, match="found the key 'name' twice"):
+        load_cluster(p)
