@@ -15,11 +15,12 @@
   by pool size and quota). Per model, its apps' instances are taken in a seeded random
   order and the longest prefix whose peak demand stays within ``load`` of the model's GPUs
   minus its large jobs is kept: a uniform sample of the trace, as large as the pool holds
-  at its peak. Kept instances of one app with the same creation and deletion minute are
-  one pod-level inference service; the app's ``max_instance_per_node`` is its
-  ``max_per_node`` (dropped only when the pool has too few nodes for the service under
-  it). Instances created before the window arrive at its start, instances alive after it
-  end with it.
+  at its peak. Kept instances of one app with the same creation and deletion minute and
+  the same GPUs are one pod-level inference service (id ``<app>-<min>-<min>``, with
+  ``-<gpus>g`` when the app has services of other GPUs in those minutes); the app's
+  ``max_instance_per_node`` is its ``max_per_node`` (dropped only when the pool has too
+  few nodes for the service under it). Instances created before the window arrive at its
+  start, instances alive after it end with it.
 - **Large distributed inference jobs** (the trace has none; synthetic, as in 5.2's EP
   example): per model, gangs of 2 x 8-GPU pods that need whole nodes, one after another
   (6 h each, 1 h apart), so demand approaches but never exceeds capacity. Their 16 GPUs
@@ -30,6 +31,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
@@ -279,14 +281,15 @@ def inference_paper_workload(
         spans = [(a, b, i.gpus) for _, i, a, b in members]
         kept = _sample_to_peak(spans, keys, load * pools[m] - BIG_GPUS)
         keep = sorted(np.argsort(keys, kind="stable")[:kept].tolist())
-        groups: dict[tuple[str, int, int], list[DlrmInstance]] = {}
+        # one service per app, creation and deletion minute and GPUs per instance
+        groups: dict[tuple[str, int, int, int], list[DlrmInstance]] = {}
         for k in keep:
             app, inst, a, b = members[k]
-            groups.setdefault((app, int(a // 60), int(b // 60)), []).append(inst)
-        for (app, a, b), group in sorted(groups.items()):
-            first = group[0]
+            groups.setdefault((app, int(a // 60), int(b // 60), inst.gpus), []).append(inst)
+        sizes = Counter((app, a, b) for app, a, b, _g in groups)
+        for (app, a, b, gpus), group in sorted(groups.items()):
             res = Resources(
-                gpus=first.gpus,
+                gpus=gpus,
                 cpu_milli=max(i.cpu_milli for i in group) if host_resources else 0,
                 memory_mib=max(i.memory_mib for i in group) if host_resources else 0,
             )
@@ -296,7 +299,7 @@ def inference_paper_workload(
                 cap = None  # the pool has too few nodes for the app's cap: see the docstring
             jobs.append(
                 Job(
-                    id=f"{app}-{a}-{b}",
+                    id=f"{app}-{a}-{b}" if sizes[app, a, b] == 1 else f"{app}-{a}-{b}-{gpus}g",
                     tenant=app_tenant[app],
                     kind=JobKind.INFERENCE,
                     gang=False,

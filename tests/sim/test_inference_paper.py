@@ -296,3 +296,39 @@ def test_finite_shares_too_large_to_add_up_split_each_pool_as_their_ratio_does()
     huge = tenant_quotas({"H100": 16}, {"a": {"H100": 1e308}, "b": {"H100": 1e308}})
     assert huge == tenant_quotas({"H100": 16}, {"a": {"H100": 1.0}, "b": {"H100": 1.0}})
     assert huge == {"a": {"H100": 8}, "b": {"H100": 8}}
+
+
+def test_instances_of_one_app_and_minute_asking_different_gpus_are_services_of_their_own(
+    tmp_path: Path,
+) -> None:
+    # (one service took the first instance's GPUs: 2 replicas of 1 GPU for 1 + 4 GPUs asked)
+    from kant.sim.inference_paper import (
+        _FILES,
+        inference_paper_cluster,
+        inference_paper_workload,
+        tenant_shares,
+    )
+
+    for rel in _FILES.values():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / _FILES["spot"]).write_text(
+        "gpu_model,gpu_capacity_num,cpu_num,node_name\n"
+        + "".join(f"A100-SXM4-80GB,8,128,s{i}\n" for i in range(8))
+    )
+    (tmp_path / _FILES["pai"]).write_text("".join(f"m{i},V100M32,96,384,8\n" for i in range(6)))
+    (tmp_path / _FILES["vc"]).write_text("date,vcA,vcB,total\n2020-04-01,8,8,16\n")
+    t0 = 10 * 86400 + 3600
+    rows = [
+        f"i1,HN,app_1,4,4,1,1,0,0,16,16,0,0,-1,{t0},{t0},{t0 + 7200}",
+        f"i2,HN,app_1,4,4,4,4,0,0,16,16,0,0,-1,{t0 + 10},{t0 + 10},{t0 + 7210}",
+        f"i3,HN,app_1,4,4,1,1,0,0,16,16,0,0,-1,{t0 + 20},{t0 + 20},{t0 + 7220}",
+    ]
+    (tmp_path / _FILES["dlrm"]).write_text(DLRM_HEAD + "\n".join(rows) + "\n")
+    nodes = inference_paper_cluster(tmp_path, "i2")
+    jobs = inference_paper_workload(tmp_path, nodes, tenant_shares(tmp_path), seed=0, load=1.0)
+    services = {
+        j.id: (j.roles[0].replicas, j.roles[0].resources.gpus)
+        for j in jobs
+        if j.id.startswith("app_1")
+    }
+    assert services == {"app_1-60-180-1g": (2, 1), "app_1-60-180-4g": (1, 4)}
