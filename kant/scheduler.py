@@ -255,7 +255,7 @@ class Scheduler:
         now: float,
         *,
         finished: Iterable[PodId] = (),
-        started_at: float | None = None,
+        started_at: float | Mapping[PodId, float] | None = None,
         history: FailureHistory | None = None,
     ) -> None:
         """Take in a job some of whose pods already run: an orchestrator that restarts
@@ -264,7 +264,9 @@ class Scheduler:
         as a cycle's placement would have. ``finished``: pods of the job that ended
         meanwhile. ``started_at`` (default ``now``, never later): when those pods were bound,
         so that the expected ends EASY and conservative backfill reserve by
-        (start + ``runtime_estimate``) are the ones before the restart. The job's other pods
+        (start + ``runtime_estimate``) are the ones before the restart; a mapping gives
+        each bound pod its own (a pod-level job's pods bound at different times; a pod it
+        does not name was bound ``now``). The job's other pods
         wait as usual; a gang has none (its pods are all bound or finished). ``history``: the
         failures and interruptions it had before the restart, which its next ones count on
         from (as :meth:`submit`'s).
@@ -275,19 +277,26 @@ class Scheduler:
         :meth:`kant.state.ClusterState.bind_many`), the tenant's quota does not admit them
         now (QuotaExceededError: quotas were lowered meanwhile), the job is refused
         (DuplicateError, InvalidJobError), or ``now`` is not finite or runs backwards, or
-        ``started_at`` is not finite or later than ``now`` (InvalidTimeError)."""
+        ``started_at`` is not finite or later than ``now`` (InvalidTimeError), or names a
+        pod not among ``bindings`` (ValidationError)."""
         t = self._time(now, "restore")
-        start = t
-        if started_at is not None:
-            try:
-                start = finite_time(started_at, "restore")
-            except InvalidTimeError:
-                start = math.nan
-            if not 0 <= start <= t:
-                raise InvalidTimeError(
-                    "started_at", started_at,
-                    f"restore: must be a finite number of seconds from 0 to now ({t:g})",
-                )  # fmt: skip
+        asked: Iterable[tuple[PodId | None, float | None]] = (
+            started_at.items() if isinstance(started_at, Mapping) else [(None, started_at)]
+        )
+        starts: dict[PodId | None, float] = {}
+        for pod, value in asked:
+            start = t
+            if value is not None:
+                try:
+                    start = finite_time(value, "restore")
+                except InvalidTimeError:
+                    start = math.nan
+                if not 0 <= start <= t:
+                    raise InvalidTimeError(
+                        "started_at", value,
+                        f"restore: must be a finite number of seconds from 0 to now ({t:g})",
+                    )  # fmt: skip
+            starts[pod] = start
         if not isinstance(job, Job):
             raise ValidationError("job", job, "must be a kant.model.Job")
         for name, given in (("bindings", bindings), ("finished", finished)):
@@ -309,6 +318,11 @@ class Scheduler:
                 "bindings", [str(p) for p in named],
                 f"must bind or finish every pod of the gang {job.id!r}",
             )  # fmt: skip
+        if isinstance(started_at, Mapping) and not set(starts) <= set(pods):
+            raise ValidationError(
+                "started_at", sorted(str(p) for p in set(starts) - set(pods)),
+                "names pods that are not among the bindings",
+            )  # fmt: skip
         # what the queue would refuse (an id already queued: the job there runs, described)
         # is refused before anything is bound or described
         self.queue.check_submit(job, t, history=history)
@@ -328,7 +342,12 @@ class Scheduler:
         if bs:
             models = [self.cluster.node(b.node).gpu_model for b in bs]
             self.admitter.charge_many(job.tenant, bs, models)
-            self.queue.mark_assigned(job.id, [b.pod for b in bs], start)
+            # (by start, earliest first: the job started with its first pod)
+            by_start: dict[float, list[PodId]] = {}
+            for b in bs:
+                by_start.setdefault(starts.get(b.pod, starts.get(None, t)), []).append(b.pod)
+            for start in sorted(by_start):
+                self.queue.mark_assigned(job.id, by_start[start], start)
             self._restored.update((b.pod, b) for b in bs)
         if done:
             self.queue.forget_pods(job.id, done, t, finished=True)

@@ -11,10 +11,11 @@ import math
 
 import pytest
 
-from kant.errors import InvalidJobError
-from kant.model import PodId
+from kant.errors import InvalidJobError, KantError
+from kant.model import Binding, PodId
 from kant.queueing import FailureHistory, JobPhase
 from kant.queueing.backfill import Backfill
+from kant.queueing.easy import EasyBackfill
 from kant.scheduler import Scheduler
 from kant.state import ClusterState
 from kant.testing import ClusterBuilder, job
@@ -94,3 +95,48 @@ def test_a_wait_or_eviction_after_the_submit_or_of_no_time_is_refused(
     with pytest.raises(InvalidJobError):
         s.submit(job("a", gpus=1), now=5, history=FailureHistory(**{field: value}))  # type: ignore[arg-type]
     assert "a" not in s.queue
+
+
+def test_a_pod_level_job_restored_with_each_pod_s_start_keeps_its_expected_ends() -> None:
+    # (one start for all: pod 1, bound at 11 and ending at 31, was expected to end at 21,
+    # so H was reserved at 21 and B, which fits before 31, waited)
+    def mk(c: ClusterState) -> Scheduler:
+        return Scheduler(c, policy=EasyBackfill())
+
+    s = mk(ClusterBuilder().leaf("lf0", nodes=1).build())
+    s.submit(job("P", gpus=2, replicas=2, gang=False, runtime=20, submitted_at=1), now=1)
+    s.step(1)
+    s.binding_failed(PodId(job="P", role="worker", index=1), 1)  # pod 1 placed again at 11
+    s.step(11)
+    e = s.queue.entry("P")
+    assert sorted(e.assigned.values()) == [1.0, 11.0]
+    s.submit(job("H", gpus=8, runtime=10, submitted_at=10), now=11)
+    s.submit(job("B", gpus=4, runtime=15, submitted_at=11), now=11)
+    s2 = mk(ClusterState(list(s.cluster.nodes())))
+    bs = [s.cluster.binding(p) for p in sorted(e.assigned)]
+    s2.restore(e.job, bs, 11, started_at=dict(e.assigned), history=FailureHistory.of(e))
+    for jid in ("H", "B"):
+        f = s.queue.entry(jid)
+        s2.submit(f.job, now=11, history=FailureHistory.of(f))
+    assert s2.queue.entry("P").assigned == e.assigned and s2.queue.entry("P").started_at == 1.0
+    r1, r2 = s.schedule(11), s2.schedule(11)
+    assert [str(b.pod) for b in r1.bindings] == [str(b.pod) for b in r2.bindings] == ["B/worker/0"]
+    assert r1.reservations[0].start == r2.reservations[0].start == 31.0
+
+
+@pytest.mark.parametrize(
+    "started",
+    [{PodId(job="P", role="worker", index=5): 1.0},  # no pod of the job
+     {PodId(job="P", role="worker", index=1): 1.0},  # a pod of it that is not bound here
+     {PodId(job="P", role="worker", index=0): 12.0},  # later than now
+     {PodId(job="P", role="worker", index=0): math.nan},
+     {"P/worker/0": 1.0}],
+)  # fmt: skip
+def test_a_start_per_pod_for_no_bound_pod_or_of_no_time_is_refused_changing_nothing(
+    started: dict[object, float],
+) -> None:
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=1).build())
+    b = Binding(pod=PodId(job="P", role="worker", index=0), node="lf0-n0", gpus=(0, 1))
+    with pytest.raises(KantError):
+        s.restore(job("P", gpus=2, replicas=2, gang=False), [b], 11, started_at=started)  # type: ignore[arg-type]
+    assert "P" not in s.queue and not s.cluster.runs_job("P")
