@@ -118,7 +118,13 @@ class Quota:
             milli = (int(v) if isinstance(v, numbers.Integral) else float(v)) * MILLI
             if not is_finite_number(milli):  # (1e306 GPUs: beyond the floats in milli)
                 raise InvalidConfigError(field, v, "must be a finite number of GPUs")
-            return round(milli)
+            whole = round(milli)
+            # (0.3 GPUs is 300.00000000000006 milli in floats: that much is a whole number)
+            if abs(milli - whole) > max(1e-6, 1e-12 * abs(milli)):
+                raise InvalidConfigError(
+                    field, v, "must be a whole number of milli-GPUs (a multiple of 0.001 GPUs)"
+                )
+            return whole
 
         nom = m(nominal, "nominal")
         if nom is None:

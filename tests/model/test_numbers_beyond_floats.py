@@ -194,3 +194,21 @@ def test_an_inflation_whose_float_is_zero_is_refused_naming_the_value_given() ->
 def test_an_inflation_just_above_the_largest_whose_float_is_the_largest_is_taken_as_it() -> None:
     want = arrival_order(PODS, seed=0, capacity_milli=1000, inflate=10.0)
     assert arrival_order(PODS, seed=0, capacity_milli=1000, inflate=10 + TINY) == want
+
+
+@pytest.mark.parametrize("gpus", [0.0004, 1.0005, 2.5e-4, np.float32(0.0001)], ids=repr)
+@pytest.mark.parametrize("field", LIMITS)
+def test_a_quota_in_gpus_finer_than_a_milli_gpu_is_refused_not_rounded(
+    gpus: Any, field: str
+) -> None:
+    # (0.0004 GPUs was a quota of 0, 1.0005 one of 1 GPU, silently)
+    with pytest.raises(InvalidConfigError, match="whole number of milli-GPUs") as e:
+        _quota(field, gpus)
+    assert e.value.field == field
+
+
+@pytest.mark.parametrize(("gpus", "milli"), [(0.3, 300), (0.001, 1), (1.7, 1700), (2.25, 2250)])
+def test_a_quota_in_gpus_of_whole_milli_given_as_a_float_is_those_milli(
+    gpus: float, milli: int
+) -> None:
+    assert Quota.gpus("t", "H100", gpus).nominal == milli
