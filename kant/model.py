@@ -272,7 +272,11 @@ def satisfies(err: type[ValidationError], pred: Callable[[Any], bool], reason: s
     ``pred``."""
 
     def check(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-        if not pred(value):
+        try:
+            ok = bool(pred(value))
+        except (TypeError, ValueError):  # (an array's ambiguous truth, an unhashable value)
+            ok = False
+        if not ok:
             raise err(attribute.name, value, reason)
 
     return check
@@ -425,7 +429,12 @@ def one_of(
     why = reason
 
     def check(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-        if value not in choices:
+        try:
+            # (hashed too: a one-element array equals its element, and is no choice)
+            ok = value in choices and hash(value) is not None
+        except (TypeError, ValueError):  # (an array's ambiguous truth, an unhashable value)
+            ok = False
+        if not ok:
             raise err(attribute.name, value, why)
 
     return check
