@@ -151,7 +151,9 @@ COLUMNS = (
 )
 
 
-@settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     row=st.tuples(
         st.sampled_from(["p", "pod-7"]),
