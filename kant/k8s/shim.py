@@ -1479,7 +1479,8 @@ class Shim:
             return
         e = self.scheduler.queue.get(jid)
         if e is not None and (e.attempts or e.interruptions or e.phase is JobPhase.FAILED):
-            h = FailureHistory.of(e)
+            # (its failures only, as the annotation keeps them: the new job waits afresh)
+            h = attrs.evolve(FailureHistory.of(e), pending_since=None, evicted_at=None)
             self._failures[rec.base] = h
             self._note_history(rec.base, h)
         rep = self.scheduler.cancel(jid, now)

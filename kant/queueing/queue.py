@@ -197,10 +197,10 @@ class FailureHistory:
 
     Across a restart of the orchestrator, also: ``pending_since``, when the waiting job
     began to wait (None: at its submit; Backfill counts its threshold from it, and the jobs
-    it may preempt are those started since), and ``evicted_at``, when it was last evicted
-    by preemption (None: not since it last ran; within
-    :attr:`~kant.preemption.PreemptionPolicy.cascade_window` of it, the job does not
-    preempt in turn). Neither may be later than the submit's ``now``."""
+    it may preempt are those started since; a time later than the submit's is read as the
+    submit's), and ``evicted_at``, when it was last evicted by preemption (None: not since it
+    last ran; within :attr:`~kant.preemption.PreemptionPolicy.cascade_window` of it, the job
+    does not preempt in turn; not later than the submit's ``now`` when it is given)."""
 
     attempts: int = attrs.field(default=0, validator=number(InvalidJobError, low=0, integer=True))
     interruptions: int = attrs.field(
@@ -606,8 +606,8 @@ class Queue:
         if history is not None:
             e.attempts, e.backoff_until = history.attempts, history.backoff_until
             e.interruptions = history.interruptions
-            if history.pending_since is not None:
-                e.pending_since = history.pending_since
+            if history.pending_since is not None:  # (the earlier: it waited since then)
+                e.pending_since = min(e.pending_since, history.pending_since)
             e.evicted_at = history.evicted_at
             r = history.reason
             if r is not None and r.code is ReasonCode.BACKOFF and e.pending_since < e.backoff_until:
@@ -649,14 +649,9 @@ class Queue:
             or self.backoff.interruptions_exhausted(history.interruptions)
         ):
             raise InvalidJobError("history", named, "is past its retry or interruption limit")
-        if history is not None:
-            start = job.submitted_at if now is None else now
-            for field in ("pending_since", "evicted_at"):
-                at = getattr(history, field)
-                if at is not None and at > start:
-                    raise InvalidJobError(
-                        f"history.{field}", at, f"is later than the submit ({start:g})"
-                    )
+        at = None if history is None else history.evicted_at
+        if at is not None and now is not None and at > now:
+            raise InvalidJobError("history.evicted_at", at, f"is later than the submit ({now:g})")
         return history
 
     def redescribe(self, job: Job) -> JobStatus:

@@ -83,12 +83,28 @@ def test_a_history_of_a_running_job_carries_no_wait() -> None:
     assert h.pending_since is None and h.evicted_at is None and h.empty
 
 
+def test_a_status_carried_to_a_new_job_keeps_the_earlier_wait_now_given_or_not() -> None:
+    # (the old job waited from its requeue at 5, after its submit at 1: a new job submitted
+    # with that status and no now was refused, "later than the submit")
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=1).build())
+    s.submit(job("a", gpus=1, submitted_at=1), now=1)
+    s.step(2)
+    s.binding_failed(PodId(job="a", role="worker", index=0), 5)
+    st = s.queue.status("a")
+    assert st.pending_since == 5.0
+    s.cancel("a", 6)
+    s.queue.submit(job("a2", gpus=1, submitted_at=1), history=st)
+    assert s.queue.entry("a2").pending_since == 1.0  # (its submit, earlier than the wait)
+    s.submit(job("a3", gpus=1, submitted_at=1), now=7, history=st)
+    assert s.queue.entry("a3").pending_since == 5.0
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("pending_since", 7.0), ("evicted_at", 7.0), ("pending_since", math.nan),
+    [("evicted_at", 7.0), ("pending_since", math.nan),
      ("evicted_at", math.inf), ("pending_since", -1.0), ("evicted_at", "3")],
 )  # fmt: skip
-def test_a_wait_or_eviction_after_the_submit_or_of_no_time_is_refused(
+def test_an_eviction_after_the_submit_or_a_time_that_is_none_is_refused(
     field: str, value: object
 ) -> None:
     s = Scheduler(ClusterBuilder().leaf("lf0", nodes=1).build())
