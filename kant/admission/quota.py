@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Final, Protocol
 
 import attrs
+import numpy as np
 
 from kant.errors import (
     DuplicateError,
@@ -119,8 +120,10 @@ class Quota:
             if not is_finite_number(milli):  # (1e306 GPUs: beyond the floats in milli)
                 raise InvalidConfigError(field, v, "must be a finite number of GPUs")
             whole = round(milli)
-            # (0.3 GPUs is 300.00000000000006 milli in floats: that much is a whole number)
-            if abs(milli - whole) > max(1e-6, 1e-12 * abs(milli)):
+            # (0.3 GPUs is 300.00000000000006 milli in floats, np.float32(0.1) 100.0000015:
+            # a whole number within the precision of the value's own type)
+            eps = float(np.finfo(v.dtype).eps) if isinstance(v, np.floating) else 2.0**-52
+            if abs(milli - whole) > max(1e-6, 8 * eps * abs(milli)):
                 raise InvalidConfigError(
                     field, v, "must be a whole number of milli-GPUs (a multiple of 0.001 GPUs)"
                 )

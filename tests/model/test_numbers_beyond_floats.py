@@ -207,8 +207,14 @@ def test_a_quota_in_gpus_finer_than_a_milli_gpu_is_refused_not_rounded(
     assert e.value.field == field
 
 
-@pytest.mark.parametrize(("gpus", "milli"), [(0.3, 300), (0.001, 1), (1.7, 1700), (2.25, 2250)])
+@pytest.mark.parametrize(
+    ("gpus", "milli"),
+    [(0.3, 300), (0.001, 1), (1.7, 1700), (2.25, 2250), (12.345, 12345), (1e6, 10**9),
+     (np.float32(0.1), 100), (np.float32(12.345), 12345), (np.float16(0.1), 100),
+     (np.float64(0.7), 700)],
+    ids=repr,
+)  # fmt: skip
 def test_a_quota_in_gpus_of_whole_milli_given_as_a_float_is_those_milli(
-    gpus: float, milli: int
+    gpus: Any, milli: int
 ) -> None:
     assert Quota.gpus("t", "H100", gpus).nominal == milli
