@@ -991,7 +991,9 @@ class Toleration:
     key: str = attrs.field(
         default="",
         validator=satisfies(
-            InvalidJobError, lambda v: v == "" or _label_key_ok(v), "must be a label key or ''"
+            InvalidJobError,
+            lambda v: isinstance(v, str) and (not v or _label_key_ok(v)),
+            "must be a label key or ''",
         ),
     )
     operator: str = attrs.field(

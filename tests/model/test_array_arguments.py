@@ -20,6 +20,9 @@ ARRAY = np.array(["a", "b"])
     ("make", "err", "field"),
     [
         (lambda: Toleration(key=ARRAY), InvalidJobError, "key"),
+        (lambda: Toleration(key=np.array([""]), operator="Exists"), InvalidJobError, "key"),
+        (lambda: Toleration(key="k", value=np.array([""])), InvalidJobError, "value"),
+        (lambda: Taint(key=np.array(["k"]), effect="NoSchedule"), InvalidNodeError, "key"),
         (lambda: Toleration(key="k", operator=ARRAY), InvalidJobError, "operator"),
         (lambda: Toleration(key="k", operator=["Equal"]), InvalidJobError, "operator"),
         (lambda: Toleration(key="k", operator=np.array(["Exists"])), InvalidJobError, "operator"),
