@@ -257,6 +257,7 @@ class Entry:
     nomination: Nomination | None = None
     _remaining: tuple[PodId, ...] | None = None
     _pods: tuple[PodId, ...] | None = None  # every pod of the job, made once (see pods)
+    _pod_set: frozenset[PodId] | None = None  # the same, as a set (see pod_set)
     evicted_at: float | None = None  # last eviction by preemption, until it runs again
     # the submit time its order key reads when not its job's own (Queue._key_of): with
     # requeue_timestamp="eviction", when it was last evicted by preemption
@@ -275,9 +276,15 @@ class Entry:
             self._pods = tuple(self.job.pods())
         return self._pods
 
+    def pod_set(self) -> frozenset[PodId]:
+        """Every pod of the job, as a set (made once per entry, as :meth:`pods`)."""
+        if self._pod_set is None:
+            self._pod_set = frozenset(self.pods())
+        return self._pod_set
+
     def drop_caches(self) -> None:
         """Forget the pods and remaining pods derived from the job (made again if asked)."""
-        self._pods = self._remaining = None
+        self._pods = self._remaining = self._pod_set = None
 
     def remaining(self) -> tuple[PodId, ...]:
         """Pods neither placed nor finished, in the job's pod order."""
@@ -347,14 +354,23 @@ def _check_time(now: object, call: str) -> None:
 
 def _pods_of(e: Entry, pods: Iterable[PodId]) -> list[PodId]:
     """``pods`` as a list, once each is known to be one of ``e``'s job's pods (UnknownPodError
-    for the first that is not). O(pods + roles)."""
+    for the first that is not). O(pods), one set test in C."""
     pods = list(pods)
-    jid = e.job.id
-    replicas = {r.name: r.replicas for r in e.job.roles}
+    mine = e.pod_set()
+    try:
+        # (a plain tuple equals the PodId of its fields, and is none)
+        if mine.issuperset(pods) and all(type(p) is PodId for p in pods):
+            return pods
+    except TypeError:  # (an unhashable item: no pod id)
+        pass
     for p in pods:
-        if not (isinstance(p, PodId) and p.job == jid and 0 <= p.index < replicas.get(p.role, 0)):
+        try:
+            known = type(p) is PodId and p in mine
+        except TypeError:
+            known = False
+        if not known:
             raise UnknownPodError(p)
-    return pods
+    return pods  # (not reached: some pod was not the job's)
 
 
 def _not_an_id(field: str, value: object) -> InvalidJobError:
