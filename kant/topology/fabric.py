@@ -803,11 +803,22 @@ def unique_key_loader(yaml: Any) -> Any:
 
     class UniqueKeyLoader(safe_loader(yaml)):  # type: ignore[misc]
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            self._unique(node, deep)
+            return super().construct_mapping(node, deep=deep)
+
+        def _unique(self, node: Any, deep: bool) -> None:
+            """Refuse a key given twice in ``node``, the merge key ``<<`` too, and in the
+            mappings a merge key gives inline (an anchored one is checked where it is)."""
             seen: set[Any] = set()
-            for key_node, _value in node.value:
+            for key_node, value_node in node.value:
                 if key_node.tag == "tag:yaml.org,2002:merge":
-                    continue
-                key = self.construct_object(key_node, deep=deep)
+                    key: Any = "<<"
+                    merged = value_node.value if value_node.id == "sequence" else [value_node]
+                    for sub in merged:
+                        if sub.id == "mapping":
+                            self._unique(sub, deep)
+                else:
+                    key = self.construct_object(key_node, deep=deep)
                 try:
                     dup = key in seen
                 except TypeError:
@@ -818,7 +829,6 @@ def unique_key_loader(yaml: Any) -> Any:
                         f"found the key {key!r} twice", key_node.start_mark,
                     )  # fmt: skip
                 seen.add(key)
-            return super().construct_mapping(node, deep=deep)
 
     return UniqueKeyLoader
 

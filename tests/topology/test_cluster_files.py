@@ -347,3 +347,25 @@ def test_a_key_given_twice_beside_a_merge_key_is_still_refused(tmp_path: Path) -
     )
     with pytest.raises(InvalidClusterFileError, match="found the key 'name' twice"):
         load_cluster(p)
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        "  - <<: {name: a, name: b, gpu_model: H100, gpus: 8, leaf: l0}\n",
+        "  - <<: [{name: a, name: b, gpu_model: H100, gpus: 8, leaf: l0}]\n",
+        "  - <<:\n      name: a\n      name: b\n    gpus: 8\n",
+        "  - <<: *base\n    <<: {gpus: 8}\n    name: b\n",
+    ],
+    ids=["inline", "inline-in-list", "block", "two-merge-keys"],
+)
+def test_a_key_given_twice_inside_a_merge_or_two_merge_keys_are_refused(
+    tmp_path: Path, node: str
+) -> None:
+    # (they loaded silently, the first value winning)
+    p = tmp_path / "c.yaml"
+    p.write_text(
+        "version: 1\nnodes:\n  - &base {name: a, gpu_model: H100, gpus: 8, leaf: l0}\n" + node
+    )
+    with pytest.raises(InvalidClusterFileError, match=r"found the key '(name|<<)' twice"):
+        load_cluster(p)
