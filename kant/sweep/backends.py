@@ -246,14 +246,16 @@ _PROBE_S = 3.0  # how long a Ray address given as host:port has to accept a conn
 _HOST_PORT = re.compile(r"(?:ray://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):(?P<port>\d+)")
 
 
-_HOST = r"(?:\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+)"
-_ADDRESS = re.compile(rf"ray://{_HOST}(?::\d+)?|{_HOST}:\d+")
+_HOST = r"(?:\[[0-9A-Fa-f:.]+(?:%[^\s\]]+)?\]|[^\s:/\[\]]+)"
+# ray://HOST[:PORT], HOST:PORT, or another client scheme Ray imports as a module
+_ADDRESS = re.compile(rf"ray://{_HOST}(?::\d+)?|{_HOST}:\d+|(?!ray://)[A-Za-z][\w.+-]*://\S+")
 
 
 def _check_address(address: str | None, named: str) -> None:
     """Raise :class:`BackendError` unless ``address`` is None or of a form Ray takes:
-    ``auto``, ``local``, ``host:port`` or ``ray://host[:port]`` (Ray logs a traceback of
-    its own for an empty host, then raises). ``named``: where the address came from."""
+    ``auto``, ``local``, ``host:port`` (an IPv6 host in brackets, a zone id too),
+    ``ray://host[:port]`` or another client scheme's ``module://...`` (Ray logs a traceback
+    of its own for an empty host, then raises). ``named``: where the address came from."""
     if address is None or address in ("auto", "local"):
         return
     if _ADDRESS.fullmatch(address) is None:

@@ -654,3 +654,14 @@ def test_a_report_refused_for_its_folder_prints_no_table_first(
     want = f"kant sweep: --out {tmp_path / 'f' / 'r'}: cannot write the report: cannot create"
     assert out == "" and err.startswith(want) and err.count("\n") == 1
     assert not (tmp_path / "f").is_dir()
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["auto", "local", "localhost:6379", "[::1]:6379", "[fe80::1%eth0]:6379", "ray://head",
+     "ray://[::1]:10001", "anyscale://project/cluster"],
+)  # fmt: skip
+def test_every_form_of_ray_address_ray_takes_passes_the_check(address: str) -> None:
+    from kant.sweep.backends import _check_address
+
+    _check_address(address, "--ray")  # (an IPv6 zone id, a client scheme Ray imports)
