@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import Any, Final
@@ -289,6 +289,10 @@ def _opt_count(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         raise ValidationError(attribute.name, value, "must be None or an int >= 0")
 
 
+def _template_tuple(templates: Iterable[NodeTemplate]) -> tuple[NodeTemplate, ...]:
+    return tuple(templates)
+
+
 @attrs.frozen(kw_only=True)
 class Scenario:
     """A cluster, a workload and (optionally) quotas, plus the simulation settings that suit
@@ -308,7 +312,7 @@ class Scenario:
     compare_sets: tuple[PolicySet, ...] = COMPARE_SETS
     max_interruptions: int | None = attrs.field(default=None, validator=_opt_count)
     # the node templates of the scenario's own (a cluster file's) its nodes name
-    templates: tuple[NodeTemplate, ...] = ()
+    templates: tuple[NodeTemplate, ...] = attrs.field(default=(), converter=_template_tuple)
 
     @property
     def total_gpus(self) -> int:
