@@ -280,23 +280,26 @@ class Scheduler:
         ``started_at`` is not finite or later than ``now`` (InvalidTimeError), or names a
         pod not among ``bindings`` (ValidationError)."""
         t = self._time(now, "restore")
-        asked: Iterable[tuple[PodId | None, float | None]] = (
-            started_at.items() if isinstance(started_at, Mapping) else [(None, started_at)]
+
+        def start_of(value: object) -> float:
+            try:
+                start = finite_time(value, "restore")
+            except InvalidTimeError:
+                start = math.nan
+            if not 0 <= start <= t:
+                raise InvalidTimeError(
+                    "started_at", value,
+                    f"restore: must be a finite number of seconds from 0 to now ({t:g})",
+                )  # fmt: skip
+            return start
+
+        # each bound pod's start: its own (a mapping), else the one given, else now
+        per_pod = (
+            {p: start_of(v) for p, v in started_at.items()}
+            if isinstance(started_at, Mapping)
+            else {}
         )
-        starts: dict[PodId | None, float] = {}
-        for pod, value in asked:
-            start = t
-            if value is not None:
-                try:
-                    start = finite_time(value, "restore")
-                except InvalidTimeError:
-                    start = math.nan
-                if not 0 <= start <= t:
-                    raise InvalidTimeError(
-                        "started_at", value,
-                        f"restore: must be a finite number of seconds from 0 to now ({t:g})",
-                    )  # fmt: skip
-            starts[pod] = start
+        start = t if started_at is None or isinstance(started_at, Mapping) else start_of(started_at)
         if not isinstance(job, Job):
             raise ValidationError("job", job, "must be a kant.model.Job")
         for name, given in (("bindings", bindings), ("finished", finished)):
@@ -318,9 +321,9 @@ class Scheduler:
                 "bindings", [str(p) for p in named],
                 f"must bind or finish every pod of the gang {job.id!r}",
             )  # fmt: skip
-        if isinstance(started_at, Mapping) and not set(starts) <= set(pods):
+        if not per_pod.keys() <= set(pods):
             raise ValidationError(
-                "started_at", sorted(str(p) for p in set(starts) - set(pods)),
+                "started_at", sorted(str(p) for p in per_pod.keys() - set(pods)),
                 "names pods that are not among the bindings",
             )  # fmt: skip
         # what the queue would refuse (an id already queued: the job there runs, described)
@@ -345,7 +348,7 @@ class Scheduler:
             # (by start, earliest first: the job started with its first pod)
             by_start: dict[float, list[PodId]] = {}
             for b in bs:
-                by_start.setdefault(starts.get(b.pod, starts.get(None, t)), []).append(b.pod)
+                by_start.setdefault(per_pod.get(b.pod, start), []).append(b.pod)
             for start in sorted(by_start):
                 self.queue.mark_assigned(job.id, by_start[start], start)
             self._restored.update((b.pod, b) for b in bs)

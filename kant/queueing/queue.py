@@ -357,20 +357,20 @@ def _pods_of(e: Entry, pods: Iterable[PodId]) -> list[PodId]:
     for the first that is not). O(pods), one set test in C."""
     pods = list(pods)
     mine = e.pod_set()
-    try:
-        # (a plain tuple equals the PodId of its fields, and is none)
-        if mine.issuperset(pods) and all(type(p) is PodId for p in pods):
-            return pods
-    except TypeError:  # (an unhashable item: no pod id)
-        pass
-    for p in pods:
+
+    def known(p: object) -> bool:  # (a plain tuple equals the PodId of its fields: none)
         try:
-            known = type(p) is PodId and p in mine
-        except TypeError:
-            known = False
-        if not known:
-            raise UnknownPodError(p)
-    return pods  # (not reached: some pod was not the job's)
+            return type(p) is PodId and p in mine
+        except TypeError:  # (an unhashable item: no pod id)
+            return False
+
+    try:
+        ok = mine.issuperset(pods) and all(type(p) is PodId for p in pods)
+    except TypeError:
+        ok = False
+    if not ok:
+        raise UnknownPodError(next(p for p in pods if not known(p)))
+    return pods
 
 
 def _not_an_id(field: str, value: object) -> InvalidJobError:

@@ -323,6 +323,16 @@ def test_a_small_grid_on_ray_stores_the_same_metrics_as_on_local_processes(
     assert (resumed.skipped, resumed.ran, resumed.failed) == (4, 2, 2)
 
 
+def _ray_init_calls(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The calls of ``ray.init`` (none is made: Ray is never started) with Ray not
+    initialized; skips the test without Ray."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'kant[ray]'")
+    calls: list[Any] = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kw: calls.append(kw))
+    return calls
+
+
 @pytest.mark.parametrize("address", ["127.0.0.1:1", "ray://127.0.0.1:1"])
 def test_a_ray_address_nothing_answers_at_is_refused_in_seconds_without_calling_ray(
     tmp_path: Path,
@@ -330,10 +340,7 @@ def test_a_ray_address_nothing_answers_at_is_refused_in_seconds_without_calling_
     monkeypatch: pytest.MonkeyPatch,
     address: str,
 ) -> None:
-    ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'kant[ray]'")
-    calls: list[Any] = []
-    monkeypatch.setattr(ray, "is_initialized", lambda: False)
-    monkeypatch.setattr(ray, "init", lambda **kw: calls.append(kw))
+    calls = _ray_init_calls(monkeypatch)
     grid = tmp_path / "g.yaml"
     grid.write_text("command: simulate\noptions:\n  scenario: inference\n  jobs: 20\n")
     assert main(["sweep", str(grid), "--quiet", f"--ray={address}"]) == 2
@@ -361,10 +368,7 @@ def test_a_ray_address_of_no_form_ray_takes_is_one_line_naming_it_without_callin
     named: str,
 ) -> None:
     # (Ray logged a traceback of its own for an empty host before kant's line)
-    ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'kant[ray]'")
-    calls: list[Any] = []
-    monkeypatch.setattr(ray, "is_initialized", lambda: False)
-    monkeypatch.setattr(ray, "init", lambda **kw: calls.append(kw))
+    calls = _ray_init_calls(monkeypatch)
     if env is None:
         monkeypatch.delenv("RAY_ADDRESS", raising=False)
     else:
