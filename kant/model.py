@@ -190,7 +190,7 @@ def is_whole(v: object) -> TypeGuard[int]:
     """Whether ``v`` is a whole number of Python's or NumPy's (a :class:`numbers.Integral`)
     and not a bool: what kant takes as a count, slot or amount read off an array (typed as
     an ``int``, which NumPy's ints stand in for)."""
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+    return type(v) is int or (isinstance(v, numbers.Integral) and not isinstance(v, bool))
 
 
 def is_number(v: object) -> bool:

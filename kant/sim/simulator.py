@@ -839,7 +839,7 @@ class Simulator:
             job = r.job
             milli = [b.total_milli for b in bs]
             self._held.update(zip([b.pod for b in bs], milli, strict=True))
-            self._sor.on_pods_bound(jid, milli, now, gang=job.gang, job_complete=True)
+            self._sor.on_pods_bound(jid, sum(milli), now, gang=job.gang, job_complete=True)
             nodes: set[str] | None = None  # (the job's nodes, when they are known anew)
             if r.started_at is None:
                 r.started_at = now
@@ -986,7 +986,7 @@ class Simulator:
     def _release(self, jid: str, pods: Iterable[PodId]) -> None:
         milli = [self._held.pop(p) for p in pods if p in self._held]
         if milli:
-            self._sor.on_pods_released(jid, milli, self._now)
+            self._sor.on_pods_released(jid, sum(milli), self._now)
 
     def _lost(self, released: Iterable[PodId], requeued: Iterable[str]) -> None:
         """Pods kant released because of an eviction or a lost node: stop their runs, keep
