@@ -592,3 +592,23 @@ def test_a_pai_machine_no_node_could_be_is_refused_naming_its_line(
     with pytest.raises(InvalidTraceError) as exc:
         load_pai_machines(p)
     assert (exc.value.field, exc.value.where) == (field, f"{p}:2")
+
+
+@pytest.mark.parametrize("app", ["app/0", "a/b/c"])
+def test_a_dlrm_app_name_no_job_id_can_hold_is_refused_at_its_row(tmp_path: Path, app: str) -> None:
+    # (it was read, and the inference workload's Job(id=f"{app}-...") refused it later, as an
+    # InvalidJobError naming no file or line)
+    from kant.sim.traces.inference import DLRM_COLUMNS, load_dlrm_instances
+
+    p = tmp_path / "dlrm.csv"
+    p.write_text(
+        ",".join(DLRM_COLUMNS) + "\n"
+        "i0,worker,app_1,4,1,0,16,-1,0,100\n"
+        f"i1,worker,{app},4,1,0,16,-1,0,100\n"
+    )
+    with pytest.raises(InvalidTraceError, match="'/'") as e:
+        load_dlrm_instances(p)
+    assert (e.value.field, e.value.value, e.value.where) == ("app_name", app, f"{p}:3")
+    kept = load_dlrm_instances(p, errors="skip")
+    assert [i.app for i in kept.instances] == ["app_1"]
+    assert [err.where for err in kept.report.errors] == [f"{p}:3"]

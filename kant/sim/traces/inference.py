@@ -30,7 +30,9 @@ from kant.model import (
     MAX_CPU_MILLI,
     MAX_GPUS_PER_NODE,
     MAX_MEMORY_MIB,
+    NAME_REASON,
     is_gpu_model,
+    is_name,
 )
 from kant.sim.traces.common import (
     CsvFile,
@@ -177,8 +179,8 @@ def load_dlrm_instances(path: PathLike, *, errors: ErrorMode = "raise") -> DlrmT
                 if not name:
                     raise InvalidTraceError("instance_sn", name, "must not be empty", where=where)
                 app = cell["app_name"]
-                if not app:
-                    raise InvalidTraceError("app_name", app, "must not be empty", where=where)
+                if not is_name(app):  # (it names the app's jobs: f"{app}-...")
+                    raise InvalidTraceError("app_name", app, NAME_REASON, where=where)
                 mpn_text = cell["max_instance_per_node"]
                 if mpn_text == "-1":
                     mpn = None
