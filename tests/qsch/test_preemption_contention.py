@@ -393,6 +393,82 @@ def test_a_strict_fifo_preemptor_gives_its_nomination_to_a_new_head_that_needs_i
     check_invariants(s)
 
 
+def _borrow_reclaimed_under_a_waiting_head(
+    policy: str, iso: str = "isolated"
+) -> tuple[Scheduler, CycleResult]:
+    """An 8-GPU H100 node and an 8-GPU A100 node; quotas: k 8 H100 (isolated), a 8 H100
+    and 0 A100 (borrowing at most 4), b 8 A100, iso 4 A100 (``iso``: its mode). k's ``f`` fills
+    H100 and b's ``bk`` holds 4 A100 (both kept), so a's ``borrow`` (priority 1, 4 GPUs on
+    A100|H100) starts on A100, borrowing 4. a's ``head`` (priority 1, 4 GPUs on A100)
+    arrives and is refused by quota; ``f`` ends; iso's ``rec`` (priority 0, 4 GPUs on
+    A100) arrives and reclaims ``borrow``. Returns the scheduler and that cycle's result."""
+    cluster = (
+        ClusterBuilder()
+        .leaf("lh", nodes=1, model="H100", gpus=8)
+        .leaf("la", nodes=1, model="A100", gpus=8)
+        .build()
+    )
+    quotas = [Quota.gpus("k", "H100", 8), Quota.gpus("a", "H100", 8),
+              Quota.gpus("a", "A100", 0, borrowing_limit=4), Quota.gpus("b", "A100", 8),
+              Quota.gpus("iso", "A100", 4)]  # fmt: skip
+    s = scheduler(cluster, policy=policy, quotas=quotas, modes={"k": "isolated", "iso": iso},
+                  preemption=PreemptionPolicy())  # fmt: skip
+    _start(s, 0, "f", gpus=8, tenant="k", priority=5, preemptible=False, models="H100")
+    _start(s, 0, "bk", gpus=4, tenant="b", priority=5, preemptible=False, models="A100")
+    _start(s, 0, "borrow", gpus=4, tenant="a", priority=1, models="A100|H100")
+    s.submit(job("head", gpus=4, tenant="a", priority=1, submitted_at=1, models="A100"), now=1)
+    assert s.step(now=1).pending["head"].code is ReasonCode.QUOTA_EXCEEDED
+    finish(s, "f", now=1.5)
+    s.submit(job("rec", gpus=4, tenant="iso", submitted_at=2, models="A100"), now=2)
+    r = s.step(now=2)
+    assert _victims(r) == [("borrow", "reclaim")]
+    assert r.pending["head"].code is ReasonCode.QUOTA_EXCEEDED
+    return s, r
+
+
+@pytest.mark.parametrize("policy", ["strict-fifo", "best-effort-fifo", "backfill", "easy-backfill"])
+def test_a_strict_fifo_reclaimer_passes_a_head_waiting_since_before_that_it_would_reclaim(
+    policy: str,
+) -> None:
+    # borrow, reclaimed, restarts on H100 (within a's nominal there), and head now fits a's
+    # quota by borrowing 4 A100: the 4 rec's nomination holds. Under Strict FIFO head, of
+    # higher priority and waiting since before rec preempted, blocked rec: rec gave up its
+    # nomination, head started on A100 a cycle later, and rec, within iso's nominal quota,
+    # reclaimed it the cycle after (head ran one cycle, rec started three cycles late).
+    # head can never preempt rec (iso is isolated: its use is never borrowed) and, started
+    # there, would borrow on A100, where rec reclaims: rec passes head and starts once its
+    # victim is gone, as under the other policies; head waits for room and starts when bk
+    # ends.
+    s, r = _borrow_reclaimed_under_a_waiting_head(policy)
+    evict_victims(s, r, now=2.5)
+    r = s.step(now=3)
+    assert sorted(r.placed) == ["borrow", "rec"] and r.dropped_nominations == ()
+    assert r.pending["head"].code is ReasonCode.INSUFFICIENT_CAPACITY
+    for t in range(4, 10):
+        r = s.step(now=t)
+        assert r.placed == () and r.victims == ()
+    assert s.queue.status("head").phase is JobPhase.PENDING
+    finish(s, "bk", now=10)
+    assert s.step(now=10).placed == ("head",)
+    check_invariants(s)
+
+
+def test_a_strict_fifo_reclaimer_of_a_shared_tenant_stays_behind_a_higher_priority_head_waiting_since_before() -> (
+    None
+):
+    # The same with iso shared: its use, guaranteed now, could be borrowed later, and head
+    # (priority 1, above rec's 0) could then take rec by priority; head is not known never
+    # to preempt rec, so rec does not pass it. It gives up its nomination, head starts on
+    # A100 a cycle later, and rec reclaims it the cycle after.
+    s, r = _borrow_reclaimed_under_a_waiting_head("strict-fifo", iso="shared")
+    evict_victims(s, r, now=2.5)
+    r = s.step(now=3)
+    assert r.placed == ("borrow",) and r.dropped_nominations == ("rec",)
+    assert s.step(now=4).placed == ("head",)
+    assert _victims(s.step(now=5)) == [("head", "reclaim")]
+    check_invariants(s)
+
+
 def _racks_of_two_tenants(b_nominal: int) -> Scheduler:
     """Racks r0 and r1, one 8-GPU node each, Strict FIFO, quotas: k 16 (the kept jobs'),
     a 4 (it borrows nothing: ``borrowing_limit=0``), b ``b_nominal``."""
