@@ -141,7 +141,7 @@ def apply(
         if ve is None or v.job not in current or v.preemptor not in current:
             continue
         pods = [p for p in v.pods if p in ve.assigned and p not in ve.terminating]
-        queue.mark_terminating(pods, v.preemptor)
+        queue.mark_terminating(pods, v.preemptor, now)
         terminating.extend(pods)
     # 3. Nominations made or dropped.
     placed = set(bound)

@@ -127,10 +127,13 @@ def play(
     def runtime(jid: str) -> float | None:
         return q.entry(jid).job.runtime_estimate or default_runtime
 
-    evicting: list[PodId] = []
+    # pods being evicted go a grace period after they were marked (now, if not told when)
+    evicting: dict[float, list[PodId]] = {}
     for e in q.running():  # (in the order they started, as the simulator pushed them)
         est = runtime(e.id)
-        evicting.extend(sorted(e.terminating))
+        for p, (_by, at) in sorted(e.terminating.items()):
+            t_gone = now + grace_period if at is None else max(now, at + grace_period)
+            evicting.setdefault(t_gone, []).append(p)
         if est is None:
             continue
         groups: dict[float, list[PodId]] = {}
@@ -138,8 +141,8 @@ def play(
             groups.setdefault(t, []).append(p)
         for t, pods in groups.items():
             push(max(now, t + est), _FINISH, (e.id, t, tuple(pods)))
-    if evicting:
-        push(now + grace_period, _EVICT, tuple(evicting))
+    for t_gone, going in sorted(evicting.items()):
+        push(t_gone, _EVICT, tuple(going))
 
     pending = dict.fromkeys(targets)
     started: dict[str, float] = {}

@@ -252,7 +252,8 @@ class Entry:
     assigned: dict[PodId, float] = attrs.field(factory=dict)  # pod -> time it was bound
     confirmed: set[PodId] = attrs.field(factory=set)
     finished: set[PodId] = attrs.field(factory=set)
-    terminating: dict[PodId, str] = attrs.field(factory=dict)  # victim pod -> preemptor
+    # victim pod -> (preemptor, when it was marked, None if not told)
+    terminating: dict[PodId, tuple[str, float | None]] = attrs.field(factory=dict)
     cancelled: bool = False
     nomination: Nomination | None = None
     _remaining: tuple[PodId, ...] | None = None
@@ -792,10 +793,17 @@ class Queue:
             raise UnknownPodError(pod)
         e.confirmed.add(pod)
 
-    def mark_terminating(self, pods: Iterable[PodId], preemptor: str) -> None:
-        """These victim pods are going away for ``preemptor``; pods not held are skipped. Raises
+    def mark_terminating(
+        self, pods: Iterable[PodId], preemptor: str, now: float | None = None
+    ) -> None:
+        """These victim pods are going away for ``preemptor`` from ``now`` on (when given:
+        start-time estimates play their eviction a grace period after it); pods not held are
+        skipped, and a pod marked already keeps its first time. Raises
         :class:`~kant.errors.UnknownJobError` for an unknown job, UnknownPodError for what is
-        no pod id, before any pod is marked."""
+        no pod id, InvalidTimeError for a ``now`` that is no finite number, before any pod
+        is marked."""
+        if now is not None:
+            _check_time(now, "Queue.mark_terminating")
         pods = list(pods)
         for p in pods:
             if not isinstance(p, PodId):
@@ -804,7 +812,8 @@ class Queue:
         for p in pods:
             e = self.entry(p.job)
             if p in e.assigned:
-                e.terminating[p] = preemptor
+                was = e.terminating.get(p)
+                e.terminating[p] = (preemptor, now if was is None else was[1])
                 self._terminating.add(e.id)
                 self._changed(e.id)
 

@@ -188,6 +188,24 @@ def test_preemption_in_the_play_requeues_the_victim_after_its_grace_period() -> 
     assert _starts(s, 10, grace_period=0.0)["w"] == ("expected", 160.0)
 
 
+def test_a_victim_already_in_its_grace_period_goes_when_its_grace_period_ends() -> None:
+    # hi preempts lo (100 s) at 10, grace 30: lo is gone at 40. Asked at 30, the play took
+    # lo as going at 30 + 30 = 60 (hi expected 20 s late); asked at 75, with lo still being
+    # evicted past its grace period, at 105, after lo's expected end (100): lo finished
+    # there instead of being requeued, and w was expected a whole run of lo early (150).
+    rules = PreemptionPolicy(priority=True, reclaim=False, backfill=False)
+    s = _sched(rules=rules)
+    s.submit(job("lo", gpus=8, runtime=100), now=0)
+    s.step(0)
+    s.submit(job("w", gpus=8, runtime=10), now=5)
+    s.submit(job("hi", gpus=8, runtime=50, priority=5), now=10)
+    assert [v.job for v in s.step(10).victims] == ["lo"]
+    # hi 40-90, lo requeued (ahead of w) 90-190, w then
+    assert _starts(s, 30, jobs=["hi", "w"]) == {"hi": ("expected", 40.0), "w": ("expected", 190.0)}
+    # its grace period over, lo goes now: hi 75-125, lo 125-225, w then
+    assert _starts(s, 75, jobs=["hi", "w"]) == {"hi": ("expected", 75.0), "w": ("expected", 225.0)}
+
+
 def test_asking_changes_nothing_in_the_scheduler() -> None:
     s = _sched("easy-backfill", rules=PreemptionPolicy())
     s.submit(job("a", gpus=6, runtime=100), now=0)

@@ -48,12 +48,13 @@ class _AskAtLastArrival(Scheduler):
 
 
 def _run(cluster: ClusterState, jobs_: list[Job], policy: str, rules: PreemptionPolicy,
-         *, ask: bool, tick: float) -> tuple[Any, Scheduler]:  # fmt: skip
+         *, ask: bool, tick: float, grace: float = 0.0) -> tuple[Any, Scheduler]:  # fmt: skip
     """One run (the last job arrives alone, after the others); asked (``ask``): the
     simulator estimates its last arrival, the scheduler every waiting job then."""
     cls = _AskAtLastArrival if ask else Scheduler
     s = cls(copy.deepcopy(cluster), policy=policy, preemption=rules)
-    cfg = attrs.evolve(CFG, tick=tick, estimate_every=len(jobs_) if ask else 0)
+    cfg = attrs.evolve(CFG, tick=tick, grace_period=grace,
+                       estimate_every=len(jobs_) if ask else 0)  # fmt: skip
     return Simulator(s, jobs_, cfg).run(), s
 
 
@@ -112,13 +113,16 @@ TICKS = st.sampled_from([0.0, 7.5, 60.0])
     ),
     policy=st.sampled_from(POLICIES),
     tick=TICKS,
+    grace=st.sampled_from([0.0, 10.0, 45.0]),
 )
 def test_with_preemption_and_a_tick_each_waiting_job_starts_when_its_estimate_said(
-    nodes: int, stream: list[tuple[int, int, int, int]], policy: str, tick: float
+    nodes: int, stream: list[tuple[int, int, int, int]], policy: str, tick: float, grace: float
 ) -> None:
     # plain jobs of 2 to 16 GPUs (16: a gang of two 8-GPU pods) with four priorities on a
     # few 8-GPU nodes, with preemption: victims preempted in the play, whose runs would
-    # have ended later (a stale end, which must not run a cycle: the tick's grid would move)
+    # have ended later (a stale end, which must not run a cycle: the tick's grid would move);
+    # with a grace period, victims still going when the estimates are made go when theirs
+    # ends, not a grace period after the estimates (their job finished in the play instead)
     t = 0.0
     made: list[Job] = []
     for i, (gap, gpus, runtime, prio) in enumerate(stream):
@@ -129,16 +133,21 @@ def test_with_preemption_and_a_tick_each_waiting_job_starts_when_its_estimate_sa
         )  # fmt: skip
     made[-1] = attrs.evolve(made[-1], submitted_at=t + 1.0)
     cluster = ClusterBuilder().leaf("lf0", nodes=nodes, gpus=8).build()
-    _assert_exact(cluster, made, policy, PreemptionPolicy(), tick)
+    _assert_exact(cluster, made, policy, PreemptionPolicy(), tick, grace)
 
 
 def _assert_exact(
-    cluster: ClusterState, made: list[Job], policy: str, rules: PreemptionPolicy, tick: float
+    cluster: ClusterState,
+    made: list[Job],
+    policy: str,
+    rules: PreemptionPolicy,
+    tick: float,
+    grace: float = 0.0,
 ) -> None:
     """The last of ``made`` arrives alone, after the others; then every waiting job is
     estimated, and starts (from then on) when its estimate said."""
-    asked, s = _run(cluster, made, policy, rules, ask=True, tick=tick)
-    plain, _ = _run(cluster, made, policy, rules, ask=False, tick=tick)
+    asked, s = _run(cluster, made, policy, rules, ask=True, tick=tick, grace=grace)
+    plain, _ = _run(cluster, made, policy, rules, ask=False, tick=tick, grace=grace)
     assert asked.records == plain.records  # asking changed no decision
     assert asked.summary.to_dict() == plain.summary.to_dict()
     t_ask = made[-1].submitted_at
