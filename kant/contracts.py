@@ -192,11 +192,10 @@ class CycleContext(Protocol):
         with it started; ``job`` is preemptible and can never preempt it (as above, or its
         tenant is isolated); and ``job`` would pass quota, readiness and placement with all
         their nominations free, taking some of each one's devices, its tenant then
-        borrowing on their GPU model, and none of them then fitting anywhere else. Held
-        back, they would give their room up to ``job`` and reclaim it a cycle later. Costs
-        one look at each nomination held and, when some are such jobs, one quota decision
-        and one placement attempt (two of each when the first jobs found do not pass and
-        the others are tried, and one more placement attempt per job of the second kind)."""
+        borrowing on their GPU model. Held back, they would give their room up to ``job``
+        and reclaim it a cycle later. Costs one look at each nomination held and, when some
+        are such jobs, one quota decision and one placement attempt (two of each when the
+        first jobs found do not pass and the others are tried)."""
         ...
 
     def forecast(

@@ -236,9 +236,8 @@ class PolicyContext:
         back, their quota no longer charged)? With ``reclaimed_by`` (some of
         ``nominated``), also: does the placement take some of the devices nominated for
         each of them, and would ``e``'s tenant, charged for it, borrow on the GPU model of
-        one of those, with none of them then fitting elsewhere (so that each would reclaim
-        ``e`` there)? Everything is undone after. One quota decision, one readiness check and
-        one placement attempt at most, and one more per job of ``reclaimed_by``."""
+        one of those (so that each would reclaim ``e`` there)? Everything is undone after.
+        One quota decision, one readiness check and one placement attempt at most."""
         job = e.job
         models, no_pool = self.pools.role_models(job)
         pods = self.unplaced(e)
@@ -265,24 +264,12 @@ class PolicyContext:
                     return True
                 for model, milli in self.pools.gpu_milli_by_model(res.bindings).items():
                     led.add(job.tenant, model, milli)
-                if not all(
+                return all(
                     self._borrows_on(job.tenant, res.bindings, holds.nominated[pid].bindings)
                     for pid in reclaimed_by
-                ):
-                    return False
-                # each must then have no room but ``e``'s: one that fits beside it starts
-                # there and reclaims nothing, and passing ``e`` would only keep it waiting
-                return not any(self._fits_now(self.queue.entry(pid)) for pid in reclaimed_by)
+                )
         finally:
             led.rollback(mark)
-
-    def _fits_now(self, pe: Entry) -> bool:
-        """Would placement (on the snapshot as it is, any model ``pe``'s roles allow: wider
-        than its quota would, so a fit found here is not missed) place ``pe``'s pods still to
-        place, all of them for a gang? One placement attempt."""
-        pods = self.unplaced(pe)
-        res = self.place(pe.job, pods)
-        return bool(res.bindings) and not (pe.job.gang and bool(res.unplaced))
 
     def _borrows_on(
         self, tenant: str, placed: Sequence[Binding], nominated: Sequence[Binding]

@@ -469,53 +469,6 @@ def test_a_strict_fifo_reclaimer_of_a_shared_tenant_stays_behind_a_higher_priori
     check_invariants(s)
 
 
-@pytest.mark.parametrize("strategy", ["ebinpack", "spread"])
-def test_a_strict_fifo_reclaimer_that_would_fit_beside_the_started_head_does_not_pass_it(
-    strategy: str,
-) -> None:
-    # As above, but head asks 6 GPUs and another A100 node frees 4 GPUs before the cycle:
-    # head fits only on rec's nominated 4 and the 2 free beside them (la0), and rec, were
-    # head started there, would fit on la1's 4 without reclaiming anything. Passing head
-    # would save no eviction and keep head waiting for la0 while rec held it; so rec gives
-    # its nomination up, head starts on la0 and rec on la1, nobody evicted.
-    cluster = (
-        ClusterBuilder()
-        .leaf("lh", nodes=1, model="H100", gpus=8)
-        .leaf("la0", nodes=1, model="A100", gpus=8, labels={"rack": "r0"})
-        .leaf("la1", nodes=1, model="A100", gpus=8, labels={"rack": "r1"})
-        .build()
-    )
-    r0, r1 = NodeSelector.labels(rack="r0"), NodeSelector.labels(rack="r1")
-    quotas = [Quota.gpus("k", "H100", 8), Quota.gpus("a", "H100", 8),
-              Quota.gpus("a", "A100", 0, borrowing_limit=6), Quota.gpus("b", "A100", 14),
-              Quota.gpus("iso", "A100", 4)]  # fmt: skip
-    s = scheduler(cluster, policy="strict-fifo", quotas=quotas,
-                  modes={"k": "isolated", "iso": "isolated"},
-                  preemption=PreemptionPolicy(), strategy=strategy)  # fmt: skip
-    _start(s, 0, "f", gpus=8, tenant="k", priority=5, preemptible=False, models="H100")
-    _start(s, 0, "bk", gpus=2, tenant="b", priority=5, preemptible=False, selector=r0)
-    _start(s, 0, "bk2", gpus=4, tenant="b", priority=5, preemptible=False, selector=r1)
-    _start(s, 0, "x", gpus=4, tenant="b", priority=5, preemptible=False, selector=r1)
-    _start(s, 0, "borrow", gpus=4, tenant="a", priority=1, models="A100|H100")  # (la0)
-    s.submit(job("head", gpus=6, tenant="a", priority=1, submitted_at=1, models="A100"), now=1)
-    assert s.step(now=1).pending["head"].code is ReasonCode.QUOTA_EXCEEDED
-    finish(s, "f", now=1.5)
-    s.submit(job("rec", gpus=4, tenant="iso", submitted_at=2, models="A100"), now=2)
-    r = s.step(now=2)
-    assert _victims(r) == [("borrow", "reclaim")]
-    evict_victims(s, r, now=2.5)
-    finish(s, "x", now=2.5)
-    placed: dict[str, float] = {}
-    for t in range(3, 6):
-        r = s.step(now=t)
-        assert r.victims == ()
-        placed.update((j, t) for j in r.placed)
-    assert placed == {"borrow": 3, "head": 4, "rec": 4}, placed
-    assert s.cluster.binding(pod("head")).node == "la0-n0"
-    assert s.cluster.binding(pod("rec")).node == "la1-n0"
-    check_invariants(s)
-
-
 def _racks_of_two_tenants(b_nominal: int) -> Scheduler:
     """Racks r0 and r1, one 8-GPU node each, Strict FIFO, quotas: k 16 (the kept jobs'),
     a 4 (it borrows nothing: ``borrowing_limit=0``), b ``b_nominal``."""
