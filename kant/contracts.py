@@ -184,18 +184,9 @@ class CycleContext(Protocol):
         ``job``, the job being considered and just refused, would pass quota, readiness and
         placement with all their nominations' devices and quota free; empty otherwise (and
         always with user victim rules). Held back, they would lose their nominations to
-        ``job``, and their victims would have been evicted for nothing. When there are
-        none, the jobs that may start now on the devices nominated for them, nominated while
-        ``job`` already waited (pending, holding no pod), that would reclaim ``job`` were it
-        started on their room: reclaim preemption is on with no minimum runtime; each is of
-        another tenant, not within its cascade window, its tenant borrowing on no GPU model
-        with it started; ``job`` is preemptible and can never preempt it (as above, or its
-        tenant is isolated); and ``job`` would pass quota, readiness and placement with all
-        their nominations free, taking some of each one's devices, its tenant then
-        borrowing on their GPU model. Held back, they would give their room up to ``job``
-        and reclaim it a cycle later. Costs one look at each nomination held and, when some
-        are such jobs, one quota decision and one placement attempt (two of each when the
-        first jobs found do not pass and the others are tried)."""
+        ``job``, and their victims would have been evicted for nothing. Costs one look at
+        each nomination held and, when some are such jobs, one quota decision and one
+        placement attempt."""
         ...
 
     def forecast(

@@ -17,10 +17,10 @@ from typing import Any
 from kant.admission import forecast as fc
 from kant.admission.holds import Hold, Holds
 from kant.admission.pools import Pools
-from kant.admission.quota import QuotaDecision, QuotaLedger, QuotaMode, admit_quota
+from kant.admission.quota import QuotaDecision, QuotaLedger, admit_quota
 from kant.contracts import CandidateView, PlaceFn, Reservation
 from kant.model import Binding, Job, PodId, pods_per_role
-from kant.queueing import Entry, JobPhase, Queue
+from kant.queueing import Entry, Queue
 from kant.state import ClusterState, Snapshot
 
 
@@ -64,18 +64,11 @@ class PolicyContext:
         heads_may_preempt: bool = True,
         quota_held: Mapping[str, Sequence[tuple[str, str, int]]] | None = None,
         victim_rules: bool = False,
-        reclaims_at_once: bool = False,
-        cascade_window: float = math.inf,
     ) -> None:
         self._now = now
         # do user victim rules decide who may be evicted (PreemptionPolicy.rules)? Then no
         # job is known never to preempt another, and held_out_by finds nobody
         self._victim_rules = victim_rules
-        # may a reclaim take a job the cycle after it started (reclaim preemption on, no
-        # minimum runtime), and how long an evicted job may not preempt (cascade_window)?
-        # What held_out_by needs to know that a preemptor would reclaim a head started
-        self._reclaims_at_once = reclaims_at_once
-        self._cascade_window = cascade_window
         # per nominated job, the quota the cycle's ledger charges its tenant for its
         # nomination ((tenant, GPU model, milli) each; the cycle's own record, read only)
         self.quota_held: Mapping[str, Sequence[tuple[str, str, int]]] = (
@@ -143,19 +136,13 @@ class PolicyContext:
         ``job`` can never preempt (:meth:`_safe_from`), when ``job`` (being considered, just
         refused, holding no nomination itself) would pass quota, readiness and placement
         with the nominations of all of them free. Empty otherwise, and always with user
-        victim rules. See :meth:`kant.contracts.CycleContext.held_out_by`.
-
-        When there are none, the nominated jobs that may start now, made while ``job``
-        already waited, that would reclaim ``job`` were it started on their room
-        (:meth:`_would_reclaim`, then :meth:`_fits_without` with ``reclaimed_by``): held
-        back, they would give their room up to ``job`` and take it back a cycle later."""
+        victim rules. See :meth:`kant.contracts.CycleContext.held_out_by`."""
         jid, queue, now, holds = job.id, self.queue, self._now, self.holds
         e = queue.get(jid)
-        if e is None or self._victim_rules or holds.is_nominated(jid):
+        if e is None or e.evicted_at is None or self._victim_rules or holds.is_nominated(jid):
             return frozenset()
         evicted = e.evicted_at
         out: list[str] = []
-        after: list[str] = []  # nominated while job already waited
         for pid in holds.nominated:
             if pid in besides:
                 continue
@@ -163,20 +150,15 @@ class PolicyContext:
             if pe is None or pe.nomination is None or now < pe.backoff_until:
                 continue
             nom = pe.nomination
-            if tenant is not None and pe.job.tenant != tenant:
+            if (tenant is not None and pe.job.tenant != tenant) or nom.created_at > evicted:
                 continue
-            if any(queue.is_terminating(p) for p in nom.victims):
+            if not self._safe_from(e, pe):
                 continue
-            if evicted is not None and nom.created_at <= evicted:
-                if self._safe_from(e, pe):
-                    out.append(pid)
-            elif self._would_reclaim(e, pe):
-                after.append(pid)
-        if out and self._fits_without(e, out):
-            return frozenset(out)
-        if after and self._fits_without(e, after, reclaimed_by=after):
-            return frozenset(after)
-        return frozenset()
+            if not any(queue.is_terminating(p) for p in nom.victims):
+                out.append(pid)
+        if not out or not self._fits_without(e, out):
+            return frozenset()
+        return frozenset(out)
 
     def _safe_from(self, head: Entry, pe: Entry) -> bool:
         """Can ``head`` never preempt the nominated ``pe`` once it runs (with the built-in
@@ -194,50 +176,11 @@ class PolicyContext:
             return True
         return not any(led.borrowing(t, m) for t, m in led.usage if t == tenant)
 
-    def _would_reclaim(self, head: Entry, pe: Entry) -> bool:
-        """The part of the proof that the nominated ``pe`` would reclaim ``head``, were
-        ``head`` started on its room, that needs no placement (:meth:`_fits_without` with
-        ``reclaimed_by`` makes the rest: ``head``'s tenant would borrow on the GPU model of
-        the nominated devices it takes). ``head`` waits (pending, holding no pod) since no
-        later than ``pe``'s nomination was made, is preemptible, and is of another tenant;
-        a reclaim may take a job the cycle after it started (reclaim preemption on, no
-        minimum runtime); ``pe`` is not within its cascade window, and its tenant borrows on
-        no GPU model with ``pe`` started (within its nominal quota: it reclaims); and
-        ``head`` can never preempt ``pe``: :meth:`_safe_from`, or ``pe``'s tenant is
-        isolated (its use is never borrowed, so no other tenant's job takes it under the
-        built-in victim rules, whatever the priorities). Callers rule out user victim
-        rules."""
-        nom = pe.nomination
-        led = self.ledger
-        if (
-            nom is None
-            or not self._reclaims_at_once
-            or led.table.unlimited
-            or head.phase is not JobPhase.PENDING
-            or head.assigned
-            or head.pending_since > nom.created_at
-            or not head.job.preemptible
-        ):
-            return False
-        tenant = pe.job.tenant
-        if head.job.tenant == tenant:
-            return False  # (a reclaim takes other tenants' units only)
-        if pe.evicted_at is not None and self._now - pe.evicted_at < self._cascade_window:
-            return False
-        if any(led.borrowing(t, m) for t, m in led.usage if t == tenant):
-            return False
-        return self._safe_from(head, pe) or led.table.mode(tenant) is QuotaMode.ISOLATED
-
-    def _fits_without(
-        self, e: Entry, nominated: Sequence[str], *, reclaimed_by: Collection[str] = ()
-    ) -> bool:
+    def _fits_without(self, e: Entry, nominated: Sequence[str]) -> bool:
         """Would ``e``'s pods still to place pass quota (all of them, for a gang), readiness
         and placement were the nominations of ``nominated`` not held (their devices given
-        back, their quota no longer charged)? With ``reclaimed_by`` (some of
-        ``nominated``), also: does the placement take some of the devices nominated for
-        each of them, and would ``e``'s tenant, charged for it, borrow on the GPU model of
-        one of those (so that each would reclaim ``e`` there)? Everything is undone after.
-        One quota decision, one readiness check and one placement attempt at most."""
+        back, their quota no longer charged)? Everything is undone after. One quota
+        decision, one readiness check and one placement attempt at most."""
         job = e.job
         models, no_pool = self.pools.role_models(job)
         pods = self.unplaced(e)
@@ -258,30 +201,9 @@ class PolicyContext:
                 if self.pools.ready(job, dec) is not None:
                     return False
                 res = self.place(self.pools.restricted(job, dec), dec.pods)
-                if not res.bindings or (job.gang and res.unplaced):
-                    return False
-                if not reclaimed_by:
-                    return True
-                for model, milli in self.pools.gpu_milli_by_model(res.bindings).items():
-                    led.add(job.tenant, model, milli)
-                return all(
-                    self._borrows_on(job.tenant, res.bindings, holds.nominated[pid].bindings)
-                    for pid in reclaimed_by
-                )
+                return bool(res.bindings) and not (job.gang and res.unplaced)
         finally:
             led.rollback(mark)
-
-    def _borrows_on(
-        self, tenant: str, placed: Sequence[Binding], nominated: Sequence[Binding]
-    ) -> bool:
-        """Does ``tenant`` borrow (on this cycle's ledger) on the GPU model of a binding of
-        ``placed`` that takes a device of ``nominated``?"""
-        devices = {(b.node, g) for b in nominated for g in b.gpus}
-        return any(
-            self.ledger.borrowing(tenant, self.pools.model_of(b))
-            for b in placed
-            if any((b.node, g) in devices for g in b.gpus)
-        )
 
     def forecast(
         self,

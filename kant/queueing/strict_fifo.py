@@ -18,8 +18,7 @@ class _StrictRun:
         self.blocked: Gate | None = None  # one answer for every job behind the blocker
         self.tenant_blocked: dict[str, str] = {}
         # per blocker, the preemptors that may start now and pass its block: those that
-        # evicted it, and those whose nominations alone keep it out or that would reclaim
-        # it (_block)
+        # evicted it, and those whose nominations alone keep it out (_block)
         self.passes: dict[str, frozenset[str]] = {}
         self.seen: set[str] = set()  # nominated jobs gated so far
         self.left: set[str] = set()  # preemptors passing the blocker, not gated yet
@@ -60,9 +59,7 @@ class _StrictRun:
         nominations would be dropped, it would take the room back and be evicted again, for
         ever), and those still to come that preempted while it still ran (another
         preemptor evicted it since) when their nominations alone keep it out (held back,
-        they would lose their nominations to it: their victims evicted for nothing), or
-        else those that preempted while it already waited and would reclaim it were it
-        started on their room (held back, they would take that room back a cycle later)."""
+        they would lose their nominations to it: their victims evicted for nothing)."""
         own = self.ctx.preempted_by(job)
         passing = own | self.ctx.held_out_by(job, tenant=tenant, besides=own | self.seen)
         if passing:
