@@ -798,7 +798,8 @@ class Queue:
     ) -> None:
         """These victim pods are going away for ``preemptor`` from ``now`` on (when given:
         start-time estimates play their eviction a grace period after it); pods not held are
-        skipped, and a pod marked already keeps its first time. Raises
+        skipped, and a pod marked already keeps its first mark (a time is filled in if that
+        had none). Raises
         :class:`~kant.errors.UnknownJobError` for an unknown job, UnknownPodError for what is
         no pod id, InvalidTimeError for a ``now`` that is no finite number, before any pod
         is marked."""
@@ -813,7 +814,8 @@ class Queue:
             e = self.entry(p.job)
             if p in e.assigned:
                 was = e.terminating.get(p)
-                e.terminating[p] = (preemptor, now if was is None else was[1])
+                if was is None or was[1] is None:  # (the first mark's, its time once known)
+                    e.terminating[p] = (preemptor if was is None else was[0], now)
                 self._terminating.add(e.id)
                 self._changed(e.id)
 

@@ -6,7 +6,13 @@ import math
 
 import pytest
 
-from kant.errors import DuplicateError, InvalidConfigError, InvalidJobError, UnknownJobError
+from kant.errors import (
+    DuplicateError,
+    InvalidConfigError,
+    InvalidJobError,
+    InvalidTimeError,
+    UnknownJobError,
+)
 from kant.model import ReadOnlyDict, Reason, ReasonCode
 from kant.queueing import Backoff, FailureHistory, JobPhase, Queue, make_policy, policy_names
 from kant.scheduler import Scheduler
@@ -291,6 +297,23 @@ def test_the_change_log_names_each_job_changed_since_a_tick_once_most_recent_fir
     assert q.changed_since(t1) is None
     assert q.changed_since(t2) == ["b"]
     check_invariants(q)
+
+
+def test_a_victim_pod_keeps_its_first_mark_and_a_time_once_told() -> None:
+    # (start-time estimates play its eviction a grace period after the time; a record half
+    # of one mark and half of another, or a time never filled in, would mislead them)
+    q = Queue()
+    q.submit(job("a", replicas=2, gang=False))
+    a0, a1 = pod("a"), pod("a", 1)
+    q.mark_assigned("a", [a0, a1], now=1.0)
+    q.mark_terminating([a0], "p", 5.0)
+    q.mark_terminating([a0], "r", 9.0)
+    q.mark_terminating([a1], "p")
+    q.mark_terminating([a1], "r", 7.0)
+    assert q.entry("a").terminating == {a0: ("p", 5.0), a1: ("p", 7.0)}
+    with pytest.raises(InvalidTimeError):
+        q.mark_terminating([a0], "p", math.nan)
+    assert q.entry("a").terminating == {a0: ("p", 5.0), a1: ("p", 7.0)}
 
 
 def test_a_failure_counted_with_a_backoff_is_a_change_of_the_job() -> None:
