@@ -238,6 +238,12 @@ def image_file(text: str) -> str:
 
 
 def _writable(p: Path, *, folder: bool, text: str) -> None:
+    from kant.sweep.store import link_to_nothing
+
+    link = link_to_nothing(p)
+    if link is not None:
+        where = "" if link == p.absolute() else f"{str(link)!r}, on its path, "
+        raise argparse.ArgumentTypeError(f"{text!r}: {where}is a symbolic link to nothing")
     if p.exists():
         if folder and not p.is_dir():
             raise argparse.ArgumentTypeError(f"{text!r} exists and is not a folder")

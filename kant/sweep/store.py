@@ -112,6 +112,20 @@ def _problem(rec: Mapping[str, Any]) -> str | None:
     return None
 
 
+def link_to_nothing(path: Path) -> Path | None:
+    """The first of ``path`` and its parents, walking up to the first that exists, that is
+    a symbolic link to nothing (to no file, or to a loop of links): what passes for a new
+    name (it does not exist) yet can be neither written nor made. None if there is none.
+    One ``lstat`` and one ``stat`` a step."""
+    q = path.absolute()
+    while True:
+        if q.is_symlink() and not q.exists():
+            return q
+        if q.exists() or q.parent == q:
+            return None
+        q = q.parent
+
+
 class Store:
     """The store at ``path`` (created on the first :meth:`append`)."""
 
@@ -198,6 +212,10 @@ class Store:
         if "\0" in str(p):  # (the file system refuses it; Path.exists says False)
             raise InvalidStoreError("store", str(p), "a file name cannot hold a NUL character")
         try:
+            link = link_to_nothing(p)
+            if link is not None:
+                why = f"cannot be made: {link} is a symbolic link to nothing"
+                raise InvalidStoreError("store", str(p), why)
             if p.exists():
                 if not p.is_file():
                     raise InvalidStoreError("store", str(p), "is not a regular file")

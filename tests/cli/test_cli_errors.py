@@ -904,3 +904,27 @@ def test_a_closed_stdout_and_stderr_is_exit_code_2_saying_nothing(tmp_path: Path
         preexec_fn=close_both,
     )
     assert r.returncode == 2
+
+
+@pytest.mark.parametrize("out", ["dang", "loop", "dangdir/o"])
+@pytest.mark.parametrize("option", ["--out", "--plot"])
+def test_an_output_through_a_symbolic_link_to_nothing_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], out: str, option: str
+) -> None:
+    # (a link to nothing passed as a new name: the run ran, then "--out dang: cannot write:
+    # File exists (the run finished; its results are printed above)")
+    ext = ".png" if option == "--plot" else ""
+    for link, to in ((f"dang{ext}", "nowhere"), (f"loop{ext}", f"loop{ext}"),
+                     ("dangdir", "nowhere/sub")):  # fmt: skip
+        (tmp_path / link).symlink_to(tmp_path / to)
+    target = str(tmp_path / out) + ext
+    argv = ["packing", "--seeds", "1", option, target]
+    if option == "--out":
+        argv = ["simulate", "--scenario", "inference", "--jobs", "5", "--no-plots", "--quiet",
+                option, target]  # fmt: skip
+    with pytest.raises(SystemExit) as e:  # (argparse's: the option refused)
+        main(argv)
+    assert e.value.code == 2
+    got, err = capsys.readouterr()
+    assert got == "" and "a symbolic link to nothing" in err.splitlines()[-1], err
+    assert "Traceback" not in err

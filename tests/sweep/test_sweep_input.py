@@ -542,6 +542,11 @@ def test_a_strategy_registered_in_the_process_that_runs_the_sweep_passes_the_che
         ("afile/x.jsonl", "afile is a file"),
         ("folder", "is not a regular file"),
         ("a\0b", "NUL"),  # (it ran, then its record could not be written: the run lost)
+        # (links to nothing passed as new names: the first run ran, then "[Errno 2] No such
+        # file or directory: 'dang'" or "[Errno 40] Too many levels of symbolic links")
+        ("dang", "a symbolic link to nothing"),
+        ("loop", "a symbolic link to nothing"),
+        ("dangdir/x.jsonl", "a symbolic link to nothing"),
     ],
 )
 def test_a_store_that_cannot_be_written_is_one_line_before_any_run(
@@ -550,11 +555,14 @@ def test_a_store_that_cannot_be_written_is_one_line_before_any_run(
     # (an OSError's "[Errno 17] File exists: 'afile'" or "[Errno 22] Invalid argument")
     (tmp_path / "afile").write_text("x\n")
     (tmp_path / "folder").mkdir()
+    for link, to in (("dang", "nowhere"), ("loop", "loop"), ("dangdir", "nowhere/sub")):
+        (tmp_path / link).symlink_to(tmp_path / to)
     grid = write_grid(tmp_path, "command: simulate\noptions: {scenario: inference, jobs: 5}\n")
     assert main(["sweep", str(grid), "--store", str(tmp_path / store), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and said in err and "Errno" not in err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "folder", grid.name]
+    names = ["afile", "dang", "dangdir", "folder", grid.name, "loop"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)
 
 
 @pytest.mark.parametrize("sets", ["backfill+ebinpack,,strict-fifo+ebinpack", "backfill+spread,"])
