@@ -379,7 +379,7 @@ class Shim:
         for name in cordoned:
             self.nodes.set_schedulable(name, False, self.now())
         for key in restart:  # (held until they are gone, like every pod kant stops)
-            self._stop(key, "kant restarts the gang: it was bound in part when kant stopped")
+            self._stop(key, "kant restarts its job: it could not be taken back whole at start")
         # running pods a previous shim marked as its victims and did not evict (a budget
         # held them; it stopped before writing False, or its write failed): which preemptor
         # each was for lived in that shim, so this one evicts none of them and tells them
@@ -472,8 +472,10 @@ class Shim:
         between its bindings) is not taken back: the keys of its bound pods are returned, to
         be stopped, so that the gang starts again whole. So is a gang a pod of which failed,
         or a pod of which a previous shim evicted and is still terminating
-        (:func:`_kant_victim`: a budget held back the eviction of the others): with a shim
-        up, either would have requeued the gang whole."""
+        (:func:`_kant_victim`: a budget held back the eviction of the others), or a pod of
+        which runs on a node kant does not take now (not Ready, or deleted, while no shim
+        ran; that pod is returned too, as is a lone pod there): with a shim up, each would
+        have requeued the gang whole, and stopped the pods on the lost node."""
         # (a pod claimed twice: the first by key wins)
         states = [(p, pod_state(p, self.settings)) for p in sorted(pods, key=pod_key)]
         waiting_groups: set[str] = set()
@@ -489,6 +491,9 @@ class Shim:
         # jobs a pod of which a previous shim evicted and is still terminating (its others
         # were not evicted yet: a budget held them)
         preempted: set[str] = set()
+        # jobs a pod of which runs on a node kant does not take now (not Ready, or deleted,
+        # while no shim ran): with a shim up, the node's loss would have requeued them whole
+        lost: set[str] = set()
         objs: dict[str, Obj] = {}  # the pods taken back, by key
         for p, st in states:
             if _kant_victim(p, self.settings):
@@ -506,6 +511,20 @@ class Shim:
                         failed.add(jid)
                     f = pod_facts(p, self.settings, namespaces=self._ns_read)
                     self._count_job(_base(f), jid)  # (never again)
+            if (
+                st.ours
+                and st.node is not None
+                and st.node not in known
+                and st.phase not in TERMINAL
+                and not st.deleting
+                and POD_ID_ANNOTATION in annotations_of(p)
+            ):
+                with contextlib.suppress(KantError):
+                    got = recorded_binding(p)
+                    if got is not None:
+                        lost.add(got[0].job)
+                        restart.append(pod_key(p))
+                continue
             if (
                 not st.ours
                 or st.node not in known
@@ -559,10 +578,16 @@ class Shim:
                     )  # fmt: skip
                     restart.extend(f.key for f, _ in members.values())
                     continue
-            if jid in failed or jid in preempted:
-                # with a shim up, the gang would have been requeued whole (pod_evicted): it
-                # starts again whole
-                what = "failed" if jid in failed else "was evicted and is terminating"
+            if jid in failed or jid in preempted or jid in lost:
+                # with a shim up, the gang would have been requeued whole (pod_evicted, or
+                # its node lost): it starts again whole
+                what = (
+                    "failed"
+                    if jid in failed
+                    else "was evicted and is terminating"
+                    if jid in preempted
+                    else "runs on a node that is not Ready or was deleted"
+                )
                 log.warning("not adopting %s: a pod of it %s", jid, what)
                 restart.extend(f.key for f, _ in members.values())
                 continue

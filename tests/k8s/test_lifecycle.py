@@ -369,3 +369,42 @@ def test_a_stopped_shim_closes_its_watch_streams_at_once(cluster: Cluster) -> No
     for t in watchers:
         t.join(5)
     assert not [t.name for t in watchers if t.is_alive()]
+
+
+@pytest.mark.parametrize("lost", ["not Ready", "deleted"])
+def test_a_gang_with_a_pod_on_a_node_lost_while_no_shim_ran_starts_again_whole(
+    cluster: Cluster, lost: str
+) -> None:
+    # (the restarted shim took the gang back in part: its pod on the lost node was counted
+    # as ended, the other ran on alone, and once the node was Ready again that pod was held
+    # as another scheduler's, charged to no tenant: an isolated tenant of 16 GPUs ran 24)
+    for n in ("n0", "n1", "n2"):
+        cluster.node(n)
+    cfg = {"tenants": [{"name": "t", "mode": "isolated", "quotas": {"H100": {"nominalQuota": 16}}}]}
+    q = {"kant.io/queue": "t"}
+    cluster.pod_group("g", 2)
+    cluster.start_shim(cfg)
+    cluster.pod("g-0", group="g", labels=q)
+    cluster.pod("g-1", group="g", labels=q)
+    where = wait_for(lambda: cluster.node_of("g-0") and cluster.node_of("g-1") and
+                     (cluster.node_of("g-0"), cluster.node_of("g-1")), what="gang bound")  # fmt: skip
+    cluster.stop_shims()
+    gone = where[1]
+    if lost == "deleted":
+        cluster.api.delete(f"/api/v1/nodes/{gone}")
+    else:
+        set_node_ready(cluster.api, gone, False)
+    shim = cluster.start_shim(cfg)
+    # as a shim that had been up: the gang is requeued whole, its pods stopped
+    wait_for(lambda: "g-0" not in (pods := cluster.pods()) or
+             pods["g-0"]["metadata"].get("deletionTimestamp"), what="g-0 stopped")  # fmt: skip
+    assert shim._jobs == {}
+    if lost == "not Ready":
+        set_node_ready(cluster.api, gone, True)
+    # t holds nothing now: two new 8-GPU pods of t run, a third waits on its quota
+    for name in ("x", "y", "z"):
+        cluster.pod(name, labels=q)
+    wait_for(lambda: cluster.node_of("x") and cluster.node_of("y"), what="x, y bound")
+    cluster.looked("z")
+    assert cluster.node_of("z") is None
+    shim.scheduler.check_invariants()
