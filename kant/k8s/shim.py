@@ -840,6 +840,7 @@ class Shim:
                 self._stored.pop(base, None)  # (the annotation went with it)
                 self._store_due.pop(base, None)
                 self._drop_base(base, pod=False)  # (its failures, when no pod is left)
+                self._try_submit(base)  # (its pods still waiting now wait for the group)
             else:
                 uid, was = uid_of(obj), self._group_uid.get(key)
                 # (another uid: deleted and made again while a watch was down, and what the

@@ -718,3 +718,16 @@ def test_a_lease_whose_transitions_were_set_to_the_int32_limit_by_hand_can_still
     assert b.try_acquire(t + 2)
     spec = cluster.api.get(path)["spec"]
     assert spec["holderIdentity"] == "b" and spec["leaseTransitions"] == 2**31 - 1
+
+
+def test_a_waiting_gangs_podgroup_deleted_says_so_on_its_pods(cluster: Cluster) -> None:
+    # (its pods kept saying "1 of the 3 pods of .../k exist": the deletion changed no reason)
+    cluster.node("n0")
+    cluster.pod_group("k", 3)
+    cluster.start_shim({"kubernetes": {"conditionIntervalSeconds": 0}})
+    cluster.pod("k-0", gpus=1, group="k")
+    wait_for(lambda: _says(cluster, "k-0", f"1 of the 3 pods of {cluster.ns}/k"), what="k waits")
+    cluster.api.delete(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{cluster.ns}/podgroups/k")
+    wait_for(lambda: _says(cluster, "k-0", f"PodGroup {cluster.ns}/k does not exist"),
+             what="k-0 saying its group is gone")  # fmt: skip
+    assert cluster.node_of("k-0") is None
