@@ -51,7 +51,7 @@ from kant.preemption import PreemptionPolicy
 from kant.queueing import POLICIES, Backoff, Queue, make_policy, policy_names
 from kant.registry import BuildContext
 from kant.scheduler import Scheduler
-from kant.sim.simulator import SimConfig, SimResult, Simulator
+from kant.sim.simulator import SimConfig, SimResult, Simulator, check_span
 from kant.state import ClusterState
 from kant.topology import ClusterDescription, fat_tree_for_nodes, load_cluster
 from kant.topology.fabric import MAX_NODES
@@ -636,8 +636,9 @@ def scenario_from_options(options: Mapping[str, Any]) -> Scenario:
     ``seed`` (default 0) and ``load``, and the simulation settings ``tick``, ``grace``,
     ``on_interrupt``, ``mtbf``, ``mttr``, ``horizon`` over the scenario's own, and the
     queue's ``max_interruptions`` (:attr:`Scenario.max_interruptions`). A missing or
-    None option takes its default; an unknown one, options that do not go together and bad
-    values raise :class:`~kant.errors.ValidationError`."""
+    None option takes its default; an unknown one, options that do not go together, bad
+    values and times beyond kant's limits (:func:`kant.sim.simulator.check_span`) raise
+    :class:`~kant.errors.ValidationError`."""
     for k in options:
         if k not in SCENARIO_OPTIONS:
             known = ", ".join(SCENARIO_OPTIONS)
@@ -667,6 +668,8 @@ def scenario_from_options(options: Mapping[str, Any]) -> Scenario:
         sc = attrs.evolve(sc, config=attrs.evolve(sc.config, **changes))
     if "max_interruptions" in o:
         sc = attrs.evolve(sc, max_interruptions=o["max_interruptions"])
+    # (a broken time is refused here, before a note is printed or a sweep's worker runs)
+    check_span(sorted(sc.jobs, key=lambda j: j.submitted_at), sc.config)
     return sc
 
 

@@ -255,10 +255,13 @@ class SimConfig:
     estimate_every: int = attrs.field(default=0, validator=_count)
 
 
-def _check_span(jobs: Sequence[Job], cfg: SimConfig) -> None:
-    """Refuse times that would make a run cover more than :data:`MAX_SPAN`, submissions
-    after :data:`MAX_TIME`, or more than :data:`MAX_SAMPLES` samples over the span of its
-    submissions (ValidationError)."""
+def check_span(jobs: Sequence[Job], cfg: SimConfig) -> None:
+    """Refuse times that would make a run of ``jobs`` (in submission order) under ``cfg``
+    cover more than :data:`MAX_SPAN`, submissions after :data:`MAX_TIME`, or more than
+    :data:`MAX_SAMPLES` samples over the span of its submissions (ValidationError naming
+    the job, and for a span, the first job too: either may hold the broken time). What the
+    :class:`Simulator` checks first; :func:`kant.sim.scenarios.scenario_from_options` checks
+    it as it builds a scenario, before anything is printed or run. O(jobs)."""
     years = f"{MAX_SPAN:g} s (20 years)"
     for name in ("grace_period", "mttr", "mtbf", "horizon", "default_runtime"):
         v = getattr(cfg, name)
@@ -269,7 +272,7 @@ def _check_span(jobs: Sequence[Job], cfg: SimConfig) -> None:
             raise ValidationError("failures", (t, node), f"times must be at most {years}")
     if not jobs:
         return
-    first, last = jobs[0].submitted_at, jobs[-1]  # (the simulator sorts them by it)
+    first, last = jobs[0].submitted_at, jobs[-1]  # (in submission order)
     if last.submitted_at > MAX_TIME:
         raise ValidationError(
             "jobs", last.id,
@@ -280,8 +283,9 @@ def _check_span(jobs: Sequence[Job], cfg: SimConfig) -> None:
         if j.submitted_at - first > MAX_SPAN:
             raise ValidationError(
                 "jobs", j.id,
-                f"submitted {j.submitted_at - first:g} s after the first job, more than "
-                f"{years}: a broken timestamp?",
+                f"submitted {j.submitted_at - first:g} s after the first job "
+                f"({jobs[0].id!r}), more than {years}: a broken timestamp (of one of the "
+                "two)?",
             )  # fmt: skip
         if j.runtime_estimate is not None and j.runtime_estimate > MAX_SPAN:
             raise ValidationError(
@@ -545,7 +549,7 @@ class Simulator:
             raise ValidationError("jobs", "<duplicate ids>", "job ids must be unique")
         if scheduler.cluster.num_pods or len(scheduler.queue):
             raise ValidationError("scheduler", scheduler, "must be fresh (no jobs, no pods)")
-        _check_span(self.jobs, self.cfg)
+        check_span(self.jobs, self.cfg)
         _check_bounded(scheduler, self.cfg)
         history = scheduler.queue.history
         if history is not None and history < len(self.jobs):

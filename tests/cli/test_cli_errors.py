@@ -393,6 +393,38 @@ def test_times_or_sizes_beyond_kants_limits_are_one_line_not_a_run_without_end(
     assert code == 2 and named in err.splitlines()[-1] and "Traceback" not in err
 
 
+def test_a_broken_timestamp_names_both_jobs_before_anything_is_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (the year-1 row sorts first and every good job is 2,000 years after it: the error
+    # named the first good job only, after the scenario's load note was printed)
+    trace = _philly(tmp_path, [GOOD_ROW, GOOD_ROW, "0001-10-03 02:54:00,600,8,4800,vc1\n"])
+    argv = ["simulate", "--trace", "philly", "--trace-file", trace, "--no-plots"]
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1, err
+    assert "'philly-00002'" in err and "'philly-00000'" in err and "20 years" in err
+
+
+def test_a_compare_over_seeds_of_a_broken_trace_is_one_line_and_leaves_no_old_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (each seed's run failed in its worker: exit 1, one line per seed ending in kant's own
+    # source path, and the compare.json of an earlier run left beside the new runs.jsonl)
+    out = tmp_path / "o"
+    good = _philly(tmp_path, [GOOD_ROW, GOOD_ROW.replace("02:54", "03:54")])
+    argv = ["compare", "--trace", "philly", "--seeds", "0,1", "--sets", "backfill+ebinpack",
+            "--quiet", "--no-plots", "--out", str(out)]  # fmt: skip
+    assert main([*argv, "--trace-file", good]) == 0
+    assert (out / "compare.json").exists()
+    capsys.readouterr()
+    bad = _philly(tmp_path, [GOOD_ROW, "9999-12-31 23:59:59,66,1,66.0,vc1\n"])
+    assert main([*argv, "--trace-file", bad]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "broken timestamp" in err and " (at " not in err
+    assert (out / "compare.json").exists()  # (refused before any run: the report is kept)
+
+
 @pytest.mark.parametrize("value", ["-5", "abc", "0", "12.5", "\u00b2"])
 def test_an_swf_maxprocs_that_is_no_positive_integer_is_refused_in_one_line(
     value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
