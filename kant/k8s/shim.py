@@ -515,13 +515,15 @@ class Shim:
                 st.ours
                 and st.node is not None
                 and st.node not in known
+                and st.node not in self._bad_nodes  # (not Ready, or deleted: not refused)
                 and st.phase not in TERMINAL
                 and not st.deleting
                 and POD_ID_ANNOTATION in annotations_of(p)
             ):
                 with contextlib.suppress(KantError):
                     got = recorded_binding(p)
-                    if got is not None:
+                    # (a pod naming another namespace's job stops nothing of it)
+                    if got is not None and _namespace_of(got[0].job) == _namespace_key(p):
                         lost.add(got[0].job)
                         restart.append(pod_key(p))
                 continue
@@ -2780,6 +2782,11 @@ def _bound_by(pod: Obj, b: Binding, settings: K8sSettings) -> bool:
         and st.phase not in TERMINAL
         and annotations_of(pod).get(POD_ID_ANNOTATION) == str(b.pod)
     )
+
+
+def _namespace_key(pod: Obj) -> str:
+    """The namespace of ``pod`` (as in its key, ``namespace/name``)."""
+    return pod_key(pod).split("/", 1)[0]
 
 
 def _namespace_of(job: str) -> str:

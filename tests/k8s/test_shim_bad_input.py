@@ -221,15 +221,18 @@ def test_a_restart_while_a_node_is_not_ready_stops_its_pods_as_a_shim_up_would_h
     assert "a" not in cluster.pods() and not _overbooked(cluster)
 
 
+@pytest.mark.parametrize("where", ["a node", "a node that does not exist"])
 def test_a_pod_copying_another_namespaces_pod_id_is_held_and_the_owner_is_still_adopted(
-    cluster: Cluster,
+    cluster: Cluster, where: str
 ) -> None:
+    # (on a node that does not exist, the copy made the owner's job count as having a pod on
+    # a lost node: the restarted shim stopped it)
     cluster.node("n0")
     cluster.node("n1")
     cluster.start_shim()
     cluster.pod("legit")
     node = wait_for(lambda: cluster.node_of("legit"), what="legit bound")
-    other = "n1" if node == "n0" else "n0"
+    other = ("n1" if node == "n0" else "n0") if where == "a node" else "ghost"
     cluster.stop_shims()
     ann = cluster.get("legit")["metadata"]["annotations"]
     spoof_ns = cluster.namespace("x")
@@ -237,8 +240,12 @@ def test_a_pod_copying_another_namespaces_pod_id_is_held_and_the_owner_is_still_
     shim = cluster.start_shim()
     assert f"{cluster.ns}/legit" in shim._id_of  # the owner is kant's again
     cluster.pod("new")
-    _waits(cluster, "new", "insufficient_capacity")  # both nodes are taken
-    assert not _overbooked(cluster)
+    if where == "a node":
+        _waits(cluster, "new", "insufficient_capacity")  # both nodes are taken
+    else:
+        wait_for(lambda: cluster.node_of("new"), what="new bound beside legit")
+    assert not cluster.get("legit")["metadata"].get("deletionTimestamp")
+    assert not [o for o in _overbooked(cluster) if not o.startswith("ghost:")]
 
 
 def test_a_restart_after_a_quota_was_lowered_holds_the_running_pods_it_cannot_take_back(
