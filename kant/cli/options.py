@@ -240,7 +240,7 @@ def image_file(text: str) -> str:
 def _writable(p: Path, *, folder: bool, text: str) -> None:
     from kant.sweep.store import link_to_nothing
 
-    link = link_to_nothing(p)
+    link = link_to_nothing(p, file=not folder)
     if link is not None:
         where = "" if link == p.absolute() else f"{str(link)!r}, on its path, "
         raise argparse.ArgumentTypeError(f"{text!r}: {where}is a symbolic link to nothing")

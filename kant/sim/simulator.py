@@ -124,6 +124,7 @@ __all__ = [
     "Simulator",
     "Summary",
     "TraceEvent",
+    "check_span",
     "estimate_accuracy",
 ]
 

@@ -112,12 +112,19 @@ def _problem(rec: Mapping[str, Any]) -> str | None:
     return None
 
 
-def link_to_nothing(path: Path) -> Path | None:
+def link_to_nothing(path: Path, *, file: bool = False) -> Path | None:
     """The first of ``path`` and its parents, walking up to the first that exists, that is
     a symbolic link to nothing (to no file, or to a loop of links): what passes for a new
-    name (it does not exist) yet can be neither written nor made. None if there is none.
-    One ``lstat`` and one ``stat`` a step."""
+    name (it does not exist) yet can be neither written nor made. A ``file`` written through
+    a link to a name that does not exist makes that name, so ``path`` itself is such a link
+    only when it loops, or when the folder it points into does not exist. None if there is
+    none. One ``lstat`` and one ``stat`` a step."""
     q = path.absolute()
+    if file and q.is_symlink() and not q.exists():
+        target = q.parent / os.readlink(q)
+        if target.is_symlink() or not target.parent.is_dir():
+            return q  # (a loop, a chain, or no folder to make the file in)
+        q = q.parent
     while True:
         if q.is_symlink() and not q.exists():
             return q
@@ -212,7 +219,7 @@ class Store:
         if "\0" in str(p):  # (the file system refuses it; Path.exists says False)
             raise InvalidStoreError("store", str(p), "a file name cannot hold a NUL character")
         try:
-            link = link_to_nothing(p)
+            link = link_to_nothing(p, file=True)
             if link is not None:
                 why = f"cannot be made: {link} is a symbolic link to nothing"
                 raise InvalidStoreError("store", str(p), why)

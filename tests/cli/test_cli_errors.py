@@ -945,9 +945,11 @@ def test_an_output_through_a_symbolic_link_to_nothing_is_refused_before_the_run(
 ) -> None:
     # (a link to nothing passed as a new name: the run ran, then "--out dang: cannot write:
     # File exists (the run finished; its results are printed above)")
+    # (a file is made through a link to a name that does not exist, in a folder that does:
+    # the plot's link points into a folder that does not exist)
     ext = ".png" if option == "--plot" else ""
-    for link, to in ((f"dang{ext}", "nowhere"), (f"loop{ext}", f"loop{ext}"),
-                     ("dangdir", "nowhere/sub")):  # fmt: skip
+    for link, to in ((f"dang{ext}", f"nowhere{'/x.png' if ext else ''}"),
+                     (f"loop{ext}", f"loop{ext}"), ("dangdir", "nowhere/sub")):  # fmt: skip
         (tmp_path / link).symlink_to(tmp_path / to)
     target = str(tmp_path / out) + ext
     argv = ["packing", "--seeds", "1", option, target]

@@ -543,7 +543,8 @@ def test_a_strategy_registered_in_the_process_that_runs_the_sweep_passes_the_che
         ("folder", "is not a regular file"),
         ("a\0b", "NUL"),  # (it ran, then its record could not be written: the run lost)
         # (links to nothing passed as new names: the first run ran, then "[Errno 2] No such
-        # file or directory: 'dang'" or "[Errno 40] Too many levels of symbolic links")
+        # file or directory" (a link into a folder that does not exist) or "[Errno 40] Too
+        # many levels of symbolic links")
         ("dang", "a symbolic link to nothing"),
         ("loop", "a symbolic link to nothing"),
         ("dangdir/x.jsonl", "a symbolic link to nothing"),
@@ -555,7 +556,7 @@ def test_a_store_that_cannot_be_written_is_one_line_before_any_run(
     # (an OSError's "[Errno 17] File exists: 'afile'" or "[Errno 22] Invalid argument")
     (tmp_path / "afile").write_text("x\n")
     (tmp_path / "folder").mkdir()
-    for link, to in (("dang", "nowhere"), ("loop", "loop"), ("dangdir", "nowhere/sub")):
+    for link, to in (("dang", "nowhere/x.jsonl"), ("loop", "loop"), ("dangdir", "nowhere/sub")):
         (tmp_path / link).symlink_to(tmp_path / to)
     grid = write_grid(tmp_path, "command: simulate\noptions: {scenario: inference, jobs: 5}\n")
     assert main(["sweep", str(grid), "--store", str(tmp_path / store), "--quiet"]) == 2
@@ -582,3 +583,14 @@ def test_a_names_case_variants_are_one_run_with_the_key_of_the_same_run_in_compa
     named = Grid("simulate", {"jobs": 5, "queueing": "Backfill", "placement": "EBinpack",
                               "preemption": "AUTO"})  # fmt: skip
     assert named.runs()[0].key == same.key
+
+
+def test_a_store_through_a_link_to_a_new_file_in_a_folder_that_exists_is_written_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (a file is made through a link to a name that does not exist yet: kept working)
+    (tmp_path / "real").mkdir()
+    (tmp_path / "store.jsonl").symlink_to(tmp_path / "real" / "new.jsonl")
+    grid = write_grid(tmp_path, "command: simulate\noptions: {scenario: inference, jobs: 5}\n")
+    assert main(["sweep", str(grid), "--store", str(tmp_path / "store.jsonl"), "--quiet"]) == 0
+    assert len((tmp_path / "real" / "new.jsonl").read_text().splitlines()) == 1
