@@ -834,6 +834,12 @@ def test_a_lease_the_server_refuses_to_make_is_a_warning_once_not_silence(
     caplog.set_level(logging.INFO, logger="kant")
     threading.Timer(0.6, stop.set).start()
     e.hold(stop, lost)
-    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    # (the elector's: a thread an earlier test left may log a warning of its own meanwhile,
+    # "storing the failures of ns/g0: read timed out" on a loaded host)
+    warnings = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelname == "WARNING" and "Lease" in r.getMessage()
+    ]
     assert len(warnings) == 1 and "namespaces" in warnings[0] and "ns" in warnings[0], warnings
     assert len([r for r in caplog.records if r.name.startswith("kant")]) >= 3  # (tried again)
