@@ -174,13 +174,19 @@ def test_jobs_asked_are_listed_in_queue_order_then_the_ones_not_waiting() -> Non
     assert list(s.start_estimates(4)) == ["vip", "late"]  # default: every waiting job
 
 
-def test_preemption_in_the_play_requeues_the_victim_after_its_grace_period() -> None:
-    rules = PreemptionPolicy(priority=True, reclaim=False, backfill=False)
-    s = _sched(rules=rules)
+def _lo_then_w_then_hi() -> Scheduler:
+    """One 8-GPU node, priority preemption: lo (100 s) runs from 0, w (10 s) waits from 5,
+    and hi (50 s, priority 5) arrives at 10."""
+    s = _sched(rules=PreemptionPolicy(priority=True, reclaim=False, backfill=False))
     s.submit(job("lo", gpus=8, runtime=100), now=0)
     s.step(0)
     s.submit(job("w", gpus=8, runtime=10), now=5)
     s.submit(job("hi", gpus=8, runtime=50, priority=5), now=10)
+    return s
+
+
+def test_preemption_in_the_play_requeues_the_victim_after_its_grace_period() -> None:
+    s = _lo_then_w_then_hi()
     # hi preempts lo at 10, gets its GPUs when lo is gone (10 + 30 s) and ends at 90; lo is
     # requeued and, before w in the order, runs its whole estimate again: w starts at 190
     got = _starts(s, 10, jobs=["hi", "w", "lo"])
@@ -193,12 +199,7 @@ def test_a_victim_already_in_its_grace_period_goes_when_its_grace_period_ends() 
     # lo as going at 30 + 30 = 60 (hi expected 20 s late); asked at 75, with lo still being
     # evicted past its grace period, at 105, after lo's expected end (100): lo finished
     # there instead of being requeued, and w was expected a whole run of lo early (150).
-    rules = PreemptionPolicy(priority=True, reclaim=False, backfill=False)
-    s = _sched(rules=rules)
-    s.submit(job("lo", gpus=8, runtime=100), now=0)
-    s.step(0)
-    s.submit(job("w", gpus=8, runtime=10), now=5)
-    s.submit(job("hi", gpus=8, runtime=50, priority=5), now=10)
+    s = _lo_then_w_then_hi()
     assert [v.job for v in s.step(10).victims] == ["lo"]
     # hi 40-90, lo requeued (ahead of w) 90-190, w then
     assert _starts(s, 30, jobs=["hi", "w"]) == {"hi": ("expected", 40.0), "w": ("expected", 190.0)}
