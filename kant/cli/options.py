@@ -221,6 +221,8 @@ def image_file(text: str) -> str:
     file matplotlib would write for it (so the path kant reports is the file written), unless
     the name is that of a folder or of something else than a file (``/dev/null``), refused
     as such (``plots.png`` beside the folder ``plots`` was written instead)."""
+    if text.endswith(("/", os.sep)) or (os.altsep and text.endswith(os.altsep)):
+        raise argparse.ArgumentTypeError(f"{text!r} names a folder (it ends with a slash)")
     with _path_errors(text) as p:
         _no_other_than_a_file(p, text)
     if not Path(text).suffix:

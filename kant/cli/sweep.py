@@ -331,6 +331,8 @@ def _report(args: argparse.Namespace) -> int:
     if not store.path.is_file():
         print(f"kant sweep report: no store at {store.path}", file=sys.stderr)
         return 2
+    if args.out == "":  # (not "no --out": the report would go to the store's folder)
+        raise UsageError("--out: an empty path")
     out = Path(args.out) if args.out else report_folder(store.path)
     option = "--out" if args.out else "report folder"
     if out.exists() and not out.is_dir():

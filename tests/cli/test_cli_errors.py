@@ -321,6 +321,23 @@ def test_a_plot_named_without_an_extension_is_reported_as_the_png_file_written(
         with pytest.raises(argparse.ArgumentTypeError, match=said):
             image_file(str(name))
     assert not (tmp_path / "plots.png").exists()
+    # a name ending in a slash names a folder, made or not ("'new/.png': cannot save a plot
+    # as ." was said)
+    for name in (f"{tmp_path}/new/", f"{tmp_path}/plots/"):
+        with pytest.raises(argparse.ArgumentTypeError, match="names a folder"):
+            image_file(name)
+
+
+def test_a_sweep_report_folder_given_empty_is_refused_as_simulates_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (--out "" was read as no --out: the report went to the store's default folder)
+    store = tmp_path / "g.jsonl"
+    store.write_text("")
+    assert main(["sweep", "report", str(store), "--out", ""]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "--out: an empty path" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.jsonl"]
 
 
 def _philly(tmp: Path, rows: list[str]) -> str:
