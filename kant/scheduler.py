@@ -39,7 +39,7 @@ from kant.model import (
     finite_time,
     flag,
     is_finite_number,
-    is_int,
+    is_whole,
 )
 from kant.preemption.policy import PreemptionPolicy
 from kant.queueing import Entry, FailureHistory, JobPhase, JobStatus, Queue
@@ -431,14 +431,15 @@ class Scheduler:
         runs backwards (or a ``first_cycle`` that is not finite), ValidationError for a
         ``horizon``, ``grace_period``, ``default_runtime`` or ``tick`` that is not a finite
         number in range (positive; >= 0; positive; >= 0) or a ``max_cycles`` that is not an
-        int >= 1; nothing is changed then."""
+        int >= 1 (NumPy's too; not a bool); nothing is changed then."""
         t = self._time(now, "start_estimates")
         horizon = _seconds("horizon", horizon, positive=True, optional=True)
         grace_period = _seconds("grace_period", grace_period, positive=False, optional=False)
         default_runtime = _seconds("default_runtime", default_runtime, positive=True, optional=True)
         tick = _seconds("tick", tick, positive=False, optional=False)
-        if max_cycles is not None and not (is_int(max_cycles) and max_cycles >= 1):
+        if max_cycles is not None and not (is_whole(max_cycles) and max_cycles >= 1):
             raise ValidationError("max_cycles", max_cycles, "must be None or an int >= 1")
+        max_cycles = None if max_cycles is None else int(max_cycles)
         first = None
         if first_cycle is not None:
             first = finite_time(first_cycle, "start_estimates", "first_cycle")

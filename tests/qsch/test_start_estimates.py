@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -156,6 +157,8 @@ def test_a_horizon_in_seconds_or_cycles_bounds_the_play() -> None:
     assert _starts(s, 5, max_cycles=2) == {
         "w0": ("expected", 100.0), "w1": ("beyond_horizon", None), "w2": ("beyond_horizon", None)
     }  # fmt: skip
+    # (a NumPy int, as the other arguments take NumPy numbers: it was refused)
+    assert _starts(s, 5, max_cycles=np.int64(2)) == _starts(s, 5, max_cycles=2)
 
 
 def test_jobs_asked_are_listed_in_queue_order_then_the_ones_not_waiting() -> None:
