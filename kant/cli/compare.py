@@ -200,7 +200,8 @@ def _run_seed_sweep(args: argparse.Namespace) -> int:
                                               plots=not args.no_plots)  # fmt: skip
     if hint:
         print(hint, file=sys.stderr)
-    print(f"\nreport: {args.out}/ ({', '.join(f.name for f in files)})  wall {wall:.1f} s")
+    written = ", ".join([*(f.name for f in files), store.path.name])  # (the runs' records too)
+    print(f"\nreport: {args.out}/ ({written})  wall {wall:.1f} s")
     if args.json:
         print(json_text({"scenario": name, **seed_sweep(by_seed), "wall_s": round(wall, 3)}))
     return 0

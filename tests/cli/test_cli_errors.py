@@ -434,7 +434,8 @@ def test_a_compare_over_seeds_of_a_broken_trace_is_one_line_and_leaves_no_old_re
             "--quiet", "--no-plots", "--out", str(out)]  # fmt: skip
     assert main([*argv, "--trace-file", good]) == 0
     assert (out / "compare.json").exists()
-    capsys.readouterr()
+    (said,) = [line for line in capsys.readouterr().out.splitlines() if "report:" in line]
+    assert "runs.jsonl" in said  # (the files it wrote: the runs' records were not listed)
     bad = _philly(tmp_path, [GOOD_ROW, "9999-12-31 23:59:59,66,1,66.0,vc1\n"])
     assert main([*argv, "--trace-file", bad]) == 2
     err = capsys.readouterr().err
