@@ -647,7 +647,8 @@ MAX_CLUSTER_BYTES = 1 << 30
 
 
 def load_cluster(path: str | os.PathLike[str]) -> ClusterDescription:
-    """Read a cluster file: YAML if the suffix is ``.yaml``/``.yml``, JSON otherwise.
+    """Read a cluster file: YAML if the suffix is ``.yaml``/``.yml``, JSON otherwise (a
+    ``.csv`` is refused as no cluster file).
 
     Raises :class:`~kant.errors.InvalidClusterFileError` for a syntax error
     (``where="<file>:<line>"``), a value the parser cannot make (an integer of more than
@@ -656,6 +657,12 @@ def load_cluster(path: str | os.PathLike[str]) -> ClusterDescription:
     cannot be read.
     """
     p = Path(path)
+    if p.suffix.lower() == ".csv":  # (read as JSON, it was "not valid JSON: Expecting value")
+        why = (
+            "a CSV, not a cluster file (YAML, .yaml or .yml, or JSON); an openb nodes CSV "
+            "is read with the openb trace"
+        )
+        raise _fail("document", str(p), why, str(p))
     with p.open("rb") as f:
         raw = f.read(MAX_CLUSTER_BYTES + 1)  # (bounded: a device or a pipe may never end)
     if len(raw) > MAX_CLUSTER_BYTES:

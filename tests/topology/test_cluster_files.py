@@ -369,3 +369,13 @@ def test_a_key_given_twice_inside_a_merge_or_two_merge_keys_are_refused(
     )
     with pytest.raises(InvalidClusterFileError, match=r"found the key '(name|<<)' twice"):
         load_cluster(p)
+
+
+def test_a_csv_given_as_a_cluster_file_is_said_to_be_no_cluster_file(tmp_path: Path) -> None:
+    # (it was read as JSON: "not valid JSON: Expecting value", for an openb nodes CSV given
+    # with another trace)
+    p = tmp_path / "nodes.CSV"
+    p.write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,8,V100M16\n")
+    with pytest.raises(InvalidClusterFileError) as e:
+        load_cluster(p)
+    assert "a CSV" in e.value.reason and "not valid JSON" not in e.value.reason
