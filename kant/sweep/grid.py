@@ -360,6 +360,8 @@ def _problem(e: Exception) -> str:
 def load_grid(path: str | Path) -> Grid:
     """Read a grid file (YAML or JSON, see the module docstring); relative paths in it are
     taken from its folder, and the store defaults to the grid file with ``.jsonl``."""
+    if path == "":  # (Path("") is ".", the folder)
+        raise InvalidGridError("file", "", "an empty path names no grid file")
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8-sig")  # (a byte order mark starting it is skipped)

@@ -133,6 +133,10 @@ def test_a_grid_file_takes_its_paths_and_store_from_its_folder(tmp_path: Path) -
     (tmp_path / "bad.yaml").write_text("command: simulate\nwhat: 1\n")
     with pytest.raises(InvalidGridError):
         load_grid(tmp_path / "bad.yaml")
+    # (an empty name was read as '.', the folder: "'.': cannot be read: Is a directory")
+    with pytest.raises(InvalidGridError) as e:
+        load_grid("")
+    assert (e.value.value, e.value.reason) == ("", "an empty path names no grid file")
 
 
 def test_an_interrupted_sweep_resumes_without_redoing_finished_runs(tmp_path: Path) -> None:
