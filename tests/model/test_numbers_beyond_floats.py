@@ -157,7 +157,12 @@ def test_a_quota_in_gpus_of_a_small_numpy_type_is_that_number_of_gpus_in_milli(
 def test_a_quota_whose_gpus_in_milli_are_beyond_the_floats_is_refused_naming_the_field(
     gpus: Any, field: str
 ) -> None:
-    with pytest.raises(InvalidConfigError, match="must be a finite number of GPUs") as e:
+    _assert_quota_refused(field, gpus, "must be a finite number of GPUs")
+
+
+def _assert_quota_refused(field: str, gpus: Any, said: str) -> None:
+    """A quota of ``gpus`` in ``field`` is refused, saying ``said`` and naming the field."""
+    with pytest.raises(InvalidConfigError, match=said) as e:
         _quota(field, gpus)
     assert e.value.field == field
 
@@ -202,9 +207,7 @@ def test_a_quota_in_gpus_finer_than_a_milli_gpu_is_refused_not_rounded(
     gpus: Any, field: str
 ) -> None:
     # (0.0004 GPUs was a quota of 0, 1.0005 one of 1 GPU, silently)
-    with pytest.raises(InvalidConfigError, match="whole number of milli-GPUs") as e:
-        _quota(field, gpus)
-    assert e.value.field == field
+    _assert_quota_refused(field, gpus, "whole number of milli-GPUs")
 
 
 @pytest.mark.parametrize(
