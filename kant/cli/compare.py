@@ -166,7 +166,10 @@ def _run_seed_sweep(args: argparse.Namespace) -> int:
     store = Store(Path(args.out) / "runs.jsonl")
     with writing("--out", args.out, after_run=False):  # before any run
         store.path.parent.mkdir(parents=True, exist_ok=True)
-        store.path.unlink(missing_ok=True)
+        # the store is written afresh, and an earlier report goes with it: a run that fails
+        # leaves the new store alone, not beside figures of runs it no longer holds
+        for name in (store.path.name, *COMPARE_FILES, *PLOT_NAMES):
+            (store.path.parent / name).unlink(missing_ok=True)
     bar = None if args.quiet else ProgressBar(len(specs), label="compare")
     t0 = time.perf_counter()
     summary = run_sweep(

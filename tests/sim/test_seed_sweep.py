@@ -115,3 +115,25 @@ def test_a_malformed_seed_list_is_a_usage_error(
 ) -> None:
     assert main(["compare", "--seeds", seeds, "--quiet", "--no-plots"]) == 2
     assert "seeds" in capsys.readouterr().err
+
+
+def test_a_seed_sweep_whose_run_fails_leaves_no_report_of_an_earlier_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runs' store is written afresh: the report files an earlier compare left in the
+    folder go with it, so a failed run does not leave them beside runs it did not make."""
+    args = ["compare", "--jobs", "40", "--seeds", "0-1", "--workers", "1", "--quiet"]
+    args += ["--sets", "strict-fifo+ebinpack", "--out", str(tmp_path), "--no-plots"]
+    assert main(args) == 0
+    assert (tmp_path / "compare.json").exists() and (tmp_path / "compare.txt").exists()
+    capsys.readouterr()
+
+    import kant.sweep.runs as runs
+
+    def broken(kind: str, shared: object, params: dict) -> dict:
+        raise RuntimeError("the run broke")
+
+    monkeypatch.setattr(runs, "_run", broken)
+    assert main(args) == 1
+    assert "the run broke" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.jsonl"]
