@@ -71,12 +71,18 @@ class NodeAdapter:
 
     def bind_foreign(
         self, pod: PodId, node: str, gpus: int, milli: int, cpu: int, mem: int
-    ) -> bool:
+    ) -> str | None:
         """A pod another scheduler put on ``node``: hold its capacity (GPUs lowest free first).
-        What no longer fits is left out rather than refused. Returns whether it was recorded."""
+        What no longer fits is left out rather than refused. Returns None once it is
+        recorded, else why it is not, in words for the shim's log (the node unknown, not
+        Ready or cordoned, or its pods at max_pods; ``pod`` held already)."""
         c = self._cluster
-        if node not in c or c.has_pod(pod):
-            return False
+        if node not in c:
+            return f"node {node!r} is not known"
+        if c.has_pod(pod):
+            return "it is held already"
+        if not c.is_healthy(node):
+            return f"node {node!r} takes no pods now (not Ready, or cordoned)"
         used: dict[int, int] = {}
         for p in c.pods_on(node):
             b = c.binding(p)
@@ -84,19 +90,23 @@ class NodeAdapter:
                 used[g] = used.get(g, 0) + b.gpu_milli
         spec = c.node(node)
         need = milli if milli else MILLI
-        free = [g for g in range(spec.gpus) if used.get(g, 0) + need <= MILLI]
+        healthy = c.gpu_healthy_mask(node)
+        free = [g for g in range(spec.gpus) if used.get(g, 0) + need <= MILLI and healthy >> g & 1]
         count = 1 if milli else gpus
         devs = tuple(free[:count]) if count else ()
+        pods = len(c.pods_on(node))
+        if spec.max_pods is not None and pods >= spec.max_pods:
+            return f"node {node!r} runs {pods} pods, its max_pods is {spec.max_pods}"
         for cpu_, mem_ in ((cpu, mem), (0, 0)):
             try:
                 c.bind(
                     Binding(pod=pod, node=node, gpus=devs, gpu_milli=milli or MILLI,
                             cpu_milli=cpu_, memory_mib=mem_)
                 )  # fmt: skip
-                return True
-            except KantError:
-                continue
-        return False
+                return None
+            except KantError as e:
+                why = str(e)
+        return why
 
     def release_foreign(self, pod: PodId) -> None:
         """The foreign pod ended or left."""

@@ -220,8 +220,9 @@ class Shim:
         # pod key -> the PodId holding its requests: pods bound by others (see _hold)
         self._held: dict[str, PodId] = {}
         # pod key -> (node, the node's generation then): pods bound by others that found no
-        # room there (its max_pods taken, e.g. by a pod of kant's the kubelet then rejects),
-        # held again once something on that node has changed (see _hold_left_out)
+        # room there (its max_pods taken, e.g. by a pod of kant's the kubelet then rejects)
+        # or found it taking no pods (not Ready, cordoned), held again once something on
+        # that node has changed (see _hold_left_out)
         self._left_out: dict[str, tuple[str, int]] = {}
         self._dying: set[str] = set()  # pods kant released and asked to stop
         self._evict: dict[str, str] = {}  # victim pod key -> preemptor, until the call succeeds
@@ -1363,6 +1364,8 @@ class Shim:
         if key in self._held:
             self._describe_held(key, obj)
             return
+        if key in self._left_out and self._left_out[key] == (st.node, self._generation(st.node)):
+            return  # (left out there, and the node unchanged since: tried and said once)
         try:
             r = pod_resources(obj, self.settings)
         except KantError:
@@ -1374,29 +1377,33 @@ class Shim:
         ns, name = key.split("/", 1)
         pid = PodId(job=f"{_HELD}{ns}..{name}", role="pod", index=0)
         self._left_out.pop(key, None)
-        if self.nodes.bind_foreign(pid, st.node, r.gpus, r.gpu_milli, r.cpu_milli, r.memory_mib):
+        why = self.nodes.bind_foreign(pid, st.node, r.gpus, r.gpu_milli, r.cpu_milli,
+                                      r.memory_mib)  # fmt: skip
+        if why is None:
             self._held[key] = pid
             self._describe_held(key, obj)
-        elif self.nodes.has(st.node):
-            cluster = self.scheduler.cluster
-            gen = int(cluster.node_generation[cluster.slot_of(st.node)])
+        elif (gen := self._generation(st.node)) is not None:
             self._left_out[key] = (st.node, gen)
-            log.warning(
-                "%s: no room for it on node %s (its max_pods taken): its requests are held "
-                "once something there ends", key, st.node,
-            )  # fmt: skip
+            log.warning("%s: its requests are not held yet: %s; they are once the node "
+                        "changes (a pod there ends, it is Ready again)", key, why)  # fmt: skip
+
+    def _generation(self, node: str) -> int | None:
+        """The generation of ``node`` in the cluster (None: not there), which changes
+        whenever something on it does."""
+        cluster = self.scheduler.cluster
+        return int(cluster.node_generation[cluster.slot_of(node)]) if node in cluster else None
 
     def _hold_left_out(self) -> None:
         """Hold again the pods bound by others that found no room on their node
         (:attr:`_left_out`), on the nodes where something changed since (a pod released:
         gone, a binding failed, evicted; the node changed), before a cycle places anything:
         by node, then pod key. O(those pods)."""
-        cluster = self.scheduler.cluster
         for key, (node, gen) in sorted(self._left_out.items(), key=lambda kv: (kv[1][0], kv[0])):
-            if node not in cluster:
+            now = self._generation(node)
+            if now is None:
                 del self._left_out[key]  # (held when the node comes: _replay_bound)
                 continue
-            if int(cluster.node_generation[cluster.slot_of(node)]) == gen:
+            if now == gen:
                 continue
             del self._left_out[key]
             got = self._pods.get(key)

@@ -5,6 +5,7 @@ and a restart of the shim."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from typing import Any
 
@@ -448,6 +449,30 @@ def test_pods_of_other_schedulers_hold_their_nodes_capacity(cluster: Cluster) ->
     cluster.pod("more")
     wait_for(lambda: _condition(cluster.get("more"), "PodScheduled"), what="more waits")
     assert cluster.node_of("more") is None
+
+
+def test_another_schedulers_pod_on_a_node_not_ready_is_held_once_it_is_ready_again(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    # q (4 GPUs) is bound by another scheduler to n0 while n0 is not Ready: the log says
+    # so (it blamed n0's max_pods, which q was far from), and q is held once n0 is Ready
+    cluster.node("n0")
+    cluster.start_shim()
+    set_node_ready(cluster.api, "n0", False)
+    cluster.looked(nodes=("n0",))
+    with caplog.at_level(logging.WARNING, logger="kant"):
+        _foreign_pod(cluster, "q", "n0", gpus=4)
+        cluster.looked("q")
+    (said,) = [r.getMessage() for r in caplog.records if f"{cluster.ns}/q:" in r.getMessage()]
+    assert "not Ready" in said and "max_pods" not in said, said
+    set_node_ready(cluster.api, "n0", True)
+    cluster.looked(nodes=("n0",))
+    cluster.pod("r", gpus=8)
+    _condition_of_waiting = wait_for(lambda: _condition(cluster.get("r"), "PodScheduled"),
+                                     what="r waits")  # fmt: skip
+    assert cluster.node_of("r") is None, _condition_of_waiting
+    cluster.pod("s", gpus=4)
+    assert wait_for(lambda: cluster.node_of("s"), what="s bound") == "n0"
 
 
 def test_a_node_admitting_two_pods_gets_two_one_of_another_scheduler_and_the_third_waits(
