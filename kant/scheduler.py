@@ -232,8 +232,8 @@ class Scheduler:
         history: JobStatus | FailureHistory | None = None,
     ) -> None:
         """Queue a job (see :meth:`kant.queueing.Queue.submit`: raises DuplicateError or
-        InvalidJobError, or InvalidTimeError for a ``now`` that is not finite or runs
-        backwards, changing nothing); returns None. DuplicateError too when pods of that id
+        InvalidJobError, or InvalidTimeError for a ``now`` that is not finite, negative or
+        runs backwards, changing nothing); returns None. DuplicateError too when pods of that id
         run in the cluster while the queue has no such job (bound directly: :meth:`restore`
         takes such a job in). ``history``: the status of an earlier job this one stands in
         for, or its :class:`~kant.queueing.FailureHistory`, whose failures and backoff it

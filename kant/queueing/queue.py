@@ -44,6 +44,7 @@ from kant.errors import (
     DuplicateError,
     InvalidConfigError,
     InvalidJobError,
+    InvalidTimeError,
     InvariantError,
     KantError,
     UnknownJobError,
@@ -594,7 +595,8 @@ class Queue:
         history: JobStatus | FailureHistory | None = None,
     ) -> JobStatus:
         """Add a job (PENDING). A duplicate id raises DuplicateError; a non-Job raises
-        InvalidJobError; either way nothing changes. ``now`` (default ``job.submitted_at``)
+        InvalidJobError; a ``now`` that is no finite number >= 0, InvalidTimeError; either way
+        nothing changes. ``now`` (default ``job.submitted_at``)
         starts its wait.
 
         ``history``: the status of an earlier job this one stands in for (an orchestrator
@@ -642,7 +644,8 @@ class Queue:
         history: JobStatus | FailureHistory | None = None,
     ) -> FailureHistory | None:
         """Raise what :meth:`submit` would raise for these arguments (DuplicateError,
-        InvalidJobError), changing nothing; else return ``history`` as a FailureHistory (or
+        InvalidJobError, InvalidTimeError for a ``now`` that is no finite number >= 0),
+        changing nothing; else return ``history`` as a FailureHistory (or
         None). For a caller that must know the job is accepted before it changes anything else
         (:meth:`kant.scheduler.Scheduler.restore`). O(1)."""
         if not isinstance(job, Job):
@@ -650,9 +653,9 @@ class Queue:
         if job.id in self._entries:
             raise DuplicateError(f"job {job.id!r} was already submitted")
         if now is not None and not is_finite_number(now):
-            raise InvalidJobError("now", now, "must be a finite number")
+            raise InvalidTimeError("now", now, "Queue.submit: must be a finite number")
         if now is not None and now < 0:
-            raise InvalidJobError("now", now, "must be >= 0 (a submit time)")
+            raise InvalidTimeError("now", now, "Queue.submit: must be >= 0 (a submit time)")
         named: object = history
         if isinstance(history, JobStatus):
             named, history = history.id, FailureHistory.of(history)

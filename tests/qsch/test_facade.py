@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kant import JobPhase, ReasonCode, Scheduler
-from kant.errors import InvalidJobError, UnknownJobError, ValidationError
+from kant.errors import InvalidTimeError, UnknownJobError, ValidationError
 from kant.testing import ClusterBuilder, job
 
 
@@ -36,9 +36,9 @@ def test_the_submit_time_a_job_carries_wins_over_the_time_it_is_submitted() -> N
     assert s.queue.status("fresh").job.submitted_at == 10
 
 
-def test_a_negative_submit_time_is_refused_naming_now_and_nothing_changes() -> None:
+def test_a_negative_submit_time_is_refused_as_a_time_naming_now_and_nothing_changes() -> None:
     s = _one_node()
-    with pytest.raises(InvalidJobError, match="'now'"):
+    with pytest.raises(InvalidTimeError, match="'now'"):
         s.submit(job("a"), now=-1)
     assert "a" not in s.queue
 
