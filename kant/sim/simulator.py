@@ -77,6 +77,7 @@ from __future__ import annotations
 import enum
 import gc
 import heapq
+import itertools
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -220,8 +221,9 @@ class SimConfig:
 
     ``tick``: at most one scheduling cycle per ``tick`` seconds (0: a cycle at every instant
     something changed). ``grace_period``: how long victims keep their devices.
-    ``sample_interval``: GAR / SOR / GFR sampling period. ``sor_bin``: width of the windows
-    whose SOR values give the median SOR. ``on_interrupt``: ``"resume"`` or ``"restart"``
+    ``sample_interval``: GAR / SOR / GFR sampling period. ``sor_bin``: the widest of the
+    equal windows whose SOR values give the median SOR (and the width of
+    :attr:`SimResult.sor_bins`). ``on_interrupt``: ``"resume"`` or ``"restart"``
     (see the module docstring). ``mtbf`` / ``mttr``: node failures (None: no failures;
     ``mtbf`` at least :data:`MIN_MTBF`, a second).
     ``failures``: explicit ``(time, node)`` failures (the :class:`Simulator` refuses a node
@@ -365,16 +367,18 @@ class Summary:
 
     ``gar`` / ``gar_mean``: median / mean of the GAR samples in the observation window
     ``[window_start, window_end]``; ``sor``: SOR over that window; ``sor_median``: median of
-    the SOR of its ``sor_bin``-wide sub-windows; ``gfr`` / ``gfr_degree``: mean GFR ratio /
-    degree of the samples in the window. ``jwtd`` (waits of jobs that never started count
-    up to ``end``) and ``jtted`` cover every job; ``wait_mean`` is the mean wait of all
-    jobs, ``wait_gpu_weighted`` the mean weighted by each job's GPUs (a GPU-second of waiting
-    counts the same whoever waits). ``jobs``: final phase -> count (every
-    submitted job is in exactly one). ``preemptions``: victim units chosen, i.e. evictions
-    asked (a gang whole, a pod of a pod-level job), counted when a cycle chooses them: a
-    victim whose work ends within its grace period counts though it is never evicted
-    (``evicted_pods`` counts the pods actually evicted); ``preempted_jobs``: distinct jobs
-    chosen as victims at least once.
+    the SOR of its sub-windows, as many equal ones as ``sor_bin`` widths it has begun;
+    ``gfr`` / ``gfr_degree``: mean GFR ratio / degree of the samples in the window.
+    ``jwtd`` (waits of jobs that never started count up to ``end``) and ``jtted`` cover
+    every job; ``wait_mean`` is the mean wait of all jobs, ``wait_gpu_weighted`` the mean
+    weighted by each job's GPUs (a GPU-second of waiting counts the same whoever waits).
+    ``start``: the first submission, when the run's clock starts (times are the trace's
+    own, so a trace may start late); ``end``: when the run ended. ``jobs``: final phase ->
+    count (every submitted job is in exactly one). ``preemptions``: victim units chosen,
+    i.e. evictions asked (a gang whole, a pod of a pod-level job), counted when a cycle
+    chooses them: a victim whose work ends within its grace period counts though it is
+    never evicted (``evicted_pods`` counts the pods actually evicted); ``preempted_jobs``:
+    distinct jobs chosen as victims at least once.
     ``behind_closed_gate`` and ``too_big_arrivals``: arrivals that scheduled no cycle, the
     job being behind a closed gate or asking for more GPU than was free (see the module
     docstring).
@@ -402,6 +406,7 @@ class Summary:
     window_start: float
     window_end: float
     end: float
+    start: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able values (NaN becomes None)."""
@@ -434,6 +439,7 @@ class Summary:
             "behind_closed_gate": self.behind_closed_gate,
             "too_big_arrivals": self.too_big_arrivals,
             "window": [self.window_start, self.window_end],
+            "start": self.start,
             "end": self.end,
         }
 
@@ -1089,7 +1095,7 @@ class Simulator:
         degs = np.array([x.gfr_degree for x in inside], dtype=np.float64)
         nan = float("nan")
         sor = self._sor.sor(until=w1, since=w0) if w1 > w0 else nan
-        bins = [v for _t, v in self._sor_bins(w0, w1)]
+        bins = [v for _t, v in self._sor_bins(w0, w1, cover=True)]
         sor_median = float(np.median(bins)) if bins else sor
         shape = self._job_shape  # (jtted reads it only for jobs whose nodes are known)
 
@@ -1132,11 +1138,21 @@ class Simulator:
             window_start=w0,
             window_end=w1,
             end=end,
+            start=self._start,
         )
 
-    def _sor_bins(self, t0: float, t1: float) -> list[tuple[float, float]]:
-        """SOR of each whole ``sor_bin``-wide window from ``t0`` up to ``t1``: (start, SOR)."""
+    def _sor_bins(self, t0: float, t1: float, *, cover: bool = False) -> list[tuple[float, float]]:
+        """SOR of each whole ``sor_bin``-wide window from ``t0`` up to ``t1``: (start, SOR).
+        ``cover``: of ``ceil((t1 - t0) / sor_bin)`` equal windows instead, none wider than
+        ``sor_bin``, which leave no part of the span out (whole windows leave out the rest
+        of the last one begun)."""
         width = self.cfg.sor_bin
+        if cover:
+            if t1 <= t0:
+                return []
+            n = max(1, math.ceil((t1 - t0) / width - 1e-9))
+            edges = [t0 + (t1 - t0) * k / n for k in range(n)] + [t1]
+            return [(a, self._sor.sor(until=b, since=a)) for a, b in itertools.pairwise(edges)]
         out = []
         k = 0
         while t0 + (k + 1) * width <= t1 + 1e-9:

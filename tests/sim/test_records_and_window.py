@@ -1,5 +1,6 @@
 """What the simulator reports of a job and of the observation window, on runs small enough to
-work out by hand: a pod-level job's nodes, a failed job's end, a window with no sample."""
+work out by hand: a pod-level job's nodes, a failed job's end, a window with no sample, the
+median SOR's bins, a run that starts late."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pytest
 from kant import Scheduler
 from kant.queueing import Backoff, Queue
 from kant.sim import SimConfig, SimResult, Simulator
+from kant.sim.report import format_summary
+from kant.sim.scenarios import PolicySet, Scenario, run_scenario
 from kant.testing import ClusterBuilder, job
 
 
@@ -103,3 +106,33 @@ def test_a_run_with_a_failed_job_and_a_stuck_one_ends_when_nothing_more_can_happ
 def test_a_horizon_past_the_last_possible_change_does_not_stretch_the_run() -> None:
     res = _failed_and_stuck(horizon=500.0)
     assert res.summary.end == 30
+
+
+def test_the_hourly_sor_median_covers_the_whole_window_in_equal_bins() -> None:
+    # the window is [0, 6840] (1.9 h): the node is full for its first hour, then idle. Whole
+    # hours alone gave one bin, [0, 3600], and a median of 100% for a window used at 53%;
+    # two bins of 0.95 h cover it: 100% and 180 / 3420 = 5.3%
+    res = _run([job("a", gpus=8, runtime=3600, submitted_at=0),
+                job("z", gpus=8, runtime=10, submitted_at=6840)], nodes=1)  # fmt: skip
+    s = res.summary
+    assert (s.window_start, s.window_end) == (0, 6840)
+    assert s.sor == pytest.approx(3600 / 6840)
+    assert s.sor_median == pytest.approx((1 + 180 / 3420) / 2)
+
+
+def test_a_run_that_starts_late_prints_its_length_and_window_from_its_first_arrival() -> None:
+    # a trace's first job arrives a day in: the run lasts 2 h, its window [day + 0, day + 1 h]
+    # (it printed "simulated 1.1 d, observation window 1.0 d to 1.0 d")
+    day = 86_400
+    jobs = (job("a", gpus=8, runtime=3600, submitted_at=day),
+            job("b", gpus=8, runtime=3600, submitted_at=day + 3600))  # fmt: skip
+    nodes = tuple(ClusterBuilder().leaf("lf0", nodes=1).specs())
+    sc = Scenario(name="late", description="a day in", nodes=nodes, jobs=jobs,
+                  config=SimConfig(tick=0))  # fmt: skip
+    pol = PolicySet(queueing="strict-fifo", placement="ebinpack")
+    res = run_scenario(sc, pol)
+    assert (res.summary.start, res.summary.end) == (day, day + 7200)
+    line = format_summary(sc, pol, res).splitlines()[2]
+    assert line.startswith("simulated  2.0 h, observation window 0 s to 1.0 h"), line
+    assert "from the first arrival (at 86,400 s)" in line
+    assert res.summary.to_dict()["start"] == day

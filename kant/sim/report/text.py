@@ -122,6 +122,11 @@ def policy_line(scenario: Scenario, policy: PolicySet) -> str:
     )
 
 
+def _from_first(start: float) -> str:
+    """What the run's times count from, when not 0: the first arrival."""
+    return f", from the first arrival (at {start:,.10g} s)" if start else ""
+
+
 def format_summary(scenario: Scenario, policy: PolicySet, result: SimResult) -> str:
     """The metrics table ``kant simulate`` prints."""
     s = result.summary
@@ -130,9 +135,10 @@ def format_summary(scenario: Scenario, policy: PolicySet, result: SimResult) -> 
     lines = [
         f"scenario   {scenario.name}: {scenario.description}",
         f"policy     {policy_line(scenario, policy)}",
-        f"simulated  {format_duration(s.end)}, observation window "
-        f"{format_duration(s.window_start)} to {format_duration(s.window_end)} (arrivals, "
-        f"warm-up excluded); {s.cycles:,} cycles, {s.events:,} events; wall "
+        f"simulated  {format_duration(s.end - s.start)}, observation window "
+        f"{format_duration(s.window_start - s.start)} to "
+        f"{format_duration(s.window_end - s.start)} (arrivals, warm-up excluded)"
+        f"{_from_first(s.start)}; {s.cycles:,} cycles, {s.events:,} events; wall "
         f"{result.wall_s:.1f} s (cycles {result.cycle_ms / 1000:.1f} s)",
         "",
     ]
