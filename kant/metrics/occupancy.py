@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 
 import attrs
 import numpy as np
@@ -38,7 +39,7 @@ import numpy.typing as npt
 
 from kant.errors import InvariantError, ValidationError
 from kant.metrics.allocation import gar, gfr
-from kant.model import MILLI, finite_number, is_int, is_whole
+from kant.model import MILLI, finite_number, flag, is_int, is_whole
 from kant.state import ClusterState
 
 
@@ -53,11 +54,14 @@ def _gpus(v: object) -> float:
 
 def _milli(job: object, v: int | Iterable[int]) -> int:
     """The milli of an event's pods (an int, NumPy's too, or per-pod ints), once ``job`` is
-    known to be a job id: checked before the event moves anything."""
+    known to be a job id: checked before the event moves anything. Text, bytes (their ints
+    are characters), a mapping (its keys) and a set (equal pods merged) are no per-pod ints."""
     if not isinstance(job, str):
         raise ValidationError("job", job, "must be a job id (a string)")
+    if type(v) is int and v >= 0:  # (an int: every simulator event)
+        return v
     why = "must be an int >= 0 or ints >= 0"
-    if isinstance(v, bool):
+    if isinstance(v, bool | str | bytes | bytearray | memoryview | Mapping | AbstractSet):
         raise ValidationError("pods_gpu_milli", v, why)
     if is_whole(v):
         total = int(v)
@@ -118,8 +122,12 @@ class SorCollector:
         job_complete: bool,
     ) -> None:
         """Pods of ``job`` holding ``pods_gpu_milli`` milli (an int or per-pod ints) were bound
-        at ``t``. A gang job counts from the call with ``job_complete=True``."""
+        at ``t``. A gang job counts from the call with ``job_complete=True``. ``gang`` and
+        ``job_complete`` are bools: another kind is a ValidationError naming it."""
         milli = _milli(job, pods_gpu_milli)
+        if type(gang) is not bool or type(job_complete) is not bool:
+            flag(gang, "gang")
+            flag(job_complete, "job_complete")
         self._advance(t)
         if gang and not job_complete and job not in self._counted:
             self._pending[job] = self._pending.get(job, 0) + milli
@@ -251,8 +259,9 @@ class TimeSeries:
     the :class:`SorCollector` fed with the same events; without it SOR reads NaN. ``pool``
     restricts GAR and GFR to one GPU model. ``max_samples`` (None: no limit): :meth:`advance`
     raises ValidationError rather than record more (a run whose times run far away). An
-    ``interval``, ``start``, sample time or ``t`` that is no finite number is refused with a
-    ValidationError naming it (an infinite one would never be reached, or sampled for ever).
+    ``interval``, ``start``, sample time or ``t`` that is no finite number, or a ``sor`` that
+    is no SorCollector, is refused with a ValidationError naming it (an infinite one would
+    never be reached, or sampled for ever).
     """
 
     def __init__(
@@ -265,6 +274,8 @@ class TimeSeries:
         pool: str | None = None,
         max_samples: int | None = None,
     ) -> None:
+        if sor is not None and not isinstance(sor, SorCollector):
+            raise ValidationError("sor", sor, "must be None or a kant.metrics.SorCollector")
         if max_samples is not None and (not is_int(max_samples) or max_samples < 0):
             raise ValidationError("max_samples", max_samples, "must be None or an int >= 0")
         self.max_samples = max_samples

@@ -176,3 +176,54 @@ def test_a_window_that_ends_before_it_starts_is_refused() -> None:
     assert sor.sor(until=50.0, since=50.0) == 0.0  # (an empty window: no GPU-time)
     with pytest.raises(ValidationError, match="field 'since' ="):
         sor.sor(until=10.0, since=90.0)  # (read 0.0: as if the window were empty)
+
+
+@pytest.mark.parametrize(
+    "milli",
+    [b"12", bytearray(b"12"), "12", {500: "a"}, {500, 1000}],
+    ids=["bytes", "bytearray", "str", "mapping", "set"],
+)
+def test_a_pods_milli_of_bytes_text_a_mapping_or_a_set_is_refused_naming_it_and_changes_nothing(
+    milli: object,
+) -> None:
+    # (b"12" counted as the ints 49 and 50, 99 milli; a dict counted its keys, a set lost
+    # pods of equal milli)
+    s = SorCollector(total_gpus=16)
+    s.on_pods_bound("a", 1000, 10.0, gang=False, job_complete=True)
+    for call in (
+        lambda: s.on_pods_bound("x", milli, 50.0, gang=False, job_complete=True),  # type: ignore[arg-type]
+        lambda: s.on_pods_released("a", milli, 50.0),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(ValidationError) as exc:
+            call()
+        assert exc.value.field == "pods_gpu_milli"
+    assert s.now == 10.0 and s.jobs_counted() == {"a": 1000}
+
+
+@pytest.mark.parametrize(
+    ("field", "gang", "complete"),
+    [
+        ("gang", "no", False),
+        ("gang", 1, True),
+        ("job_complete", True, "yes"),
+        ("job_complete", False, None),
+    ],
+)
+def test_a_gang_or_job_complete_that_is_no_bool_is_refused_naming_it_before_the_clock_moves(
+    field: str, gang: object, complete: object
+) -> None:
+    # (gang="no" was taken as a gang: its milli waited for a completion that never came)
+    s = SorCollector(total_gpus=16)
+    with pytest.raises(ValidationError) as exc:
+        s.on_pods_bound("y", 4000, 50.0, gang=gang, job_complete=complete)  # type: ignore[arg-type]
+    assert exc.value.field == field
+    s.on_pods_bound("y", 4000, 10.0, gang=False, job_complete=False)
+    assert s.now == 10.0 and s.jobs_counted() == {"y": 4000}
+
+
+@pytest.mark.parametrize("bad", [5, "sor", SorCollector, [SorCollector()]])
+def test_a_time_series_given_a_sor_that_is_no_collector_is_refused_naming_it(bad: object) -> None:
+    # (TimeSeries(sor=5) was taken, and its first sample raised AttributeError)
+    with pytest.raises(ValidationError) as exc:
+        TimeSeries(bad, interval=60)  # type: ignore[arg-type]
+    assert exc.value.field == "sor"
