@@ -8,6 +8,7 @@ pods) is rounded up.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Final
 
 from kant.errors import ValidationError
@@ -19,15 +20,20 @@ _UPPER: Final[tuple[int, ...]] = (1, 8, 64, 256, 1024)
 
 
 def size_bucket(gpus: float) -> str:
-    """The bucket label of a job requesting ``gpus`` GPUs in total.
+    """The bucket label of a job requesting ``gpus`` GPUs in total: a real number >= 0
+    (NumPy's too), else a ValidationError naming ``gpus``.
 
     >>> [size_bucket(g) for g in (0.25, 1, 2, 8, 9, 64, 65, 256)]
     ['1', '1', '2-8', '2-8', '9-64', '9-64', '65-256', '65-256']
     >>> [size_bucket(g) for g in (257, 1024, 1025, 2048)]
     ['257-1024', '257-1024', '>1024', '>1024']
     """
-    if isinstance(gpus, bool) or not isinstance(gpus, int | float) or not gpus >= 0:
-        raise ValidationError("gpus", gpus, "must be a number >= 0")
+    why = "must be a number >= 0"
+    plain = type(gpus) is float or type(gpus) is int  # (else NumPy's numbers too, no bool)
+    if not plain and (isinstance(gpus, bool) or not isinstance(gpus, numbers.Real)):
+        raise ValidationError("gpus", gpus, why)
+    if not gpus >= 0:
+        raise ValidationError("gpus", gpus, why)
     if math.isinf(gpus):
         return BUCKETS[-1]
     n = max(1, math.ceil(gpus))

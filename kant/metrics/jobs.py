@@ -15,7 +15,7 @@ import numpy as np
 
 from kant.errors import ValidationError
 from kant.metrics.buckets import BUCKETS
-from kant.metrics.records import JobRecord
+from kant.metrics.records import JobRecord, checked_pod_shapes
 from kant.model import MAX_GPUS_PER_NODE, MILLI, NodeSpec, finite_number, is_int
 
 NAN = float("nan")
@@ -115,7 +115,8 @@ def optimal_nodes(gpus: float, gpus_per_node: int, pods: Sequence[PodShape] = ()
     shares the more of their milli together over 1000 (shares of two roles may pair) and of
     what the most demanding role's shares fill alone (two shares above 500 milli never share
     a GPU). For a job of one role this is exact in GPUs; for several, the largest of these
-    bounds (a bound: no placement uses fewer)."""
+    bounds (a bound: no placement uses fewer). ``pods`` a record would refuse (see
+    :attr:`JobRecord.pods`) is a ValidationError naming it, with the record's reason."""
     why = "must be a finite number >= 0"
     if finite_number(gpus, "gpus", why) < 0:
         raise ValidationError("gpus", gpus, why)
@@ -123,6 +124,7 @@ def optimal_nodes(gpus: float, gpus_per_node: int, pods: Sequence[PodShape] = ()
         raise ValidationError(
             "gpus_per_node", gpus_per_node, f"must be an int in [1, {MAX_GPUS_PER_NODE}]"
         )
+    pods = checked_pod_shapes(pods)
     best = max(1, math.ceil(gpus / gpus_per_node - 1e-9))
     whole = 0  # GPUs the whole-GPU pods hold
     share_milli = 0  # what the shares hold, all roles together (shares of roles may pair)

@@ -67,6 +67,14 @@ def _shapes(_inst: Any, _attr: Any, v: Any) -> None:
             raise ValidationError("pods", v, "a role's pods per node at most must be >= 1")
 
 
+def checked_pod_shapes(v: Any) -> tuple[tuple[int, ...], ...]:
+    """``v`` as pods' shapes (tuples or lists, as :attr:`JobRecord.pods`), checked by the
+    record's rules: else a ValidationError naming ``pods``, with the record's reason."""
+    shapes: tuple[tuple[int, ...], ...] = _to_shapes(v)
+    _shapes(None, None, shapes)
+    return shapes
+
+
 def pod_shapes(job: Job) -> tuple[tuple[int, ...], ...]:
     """Per role of ``job`` that asks for GPUs: ``(replicas, whole GPUs a pod, share milli a
     pod)``, and its ``max_per_node`` fourth when it has one (see :attr:`JobRecord.pods`)."""

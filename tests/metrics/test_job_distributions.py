@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable
 
 import hypothesis.strategies as st
+import numpy as np
 import pytest
 from hypothesis import given, settings
 
@@ -270,3 +271,42 @@ def test_a_record_refuses_a_gang_tenant_or_state_of_the_wrong_kind(
     # (gang="no" was a gang: truthy; a tenant of None grouped apart from every tenant)
     with pytest.raises(ValidationError, match=f"field '{field}' ="):
         JobRecord(job_id="x", **{field: value})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "pods",
+    [[(1,)], "ab", b"ab", 3, [(2, -8, 0)], [(2, 8, 0, 0)], [(2, 1, 500)], [(2, 8.0, 0)]],
+    ids=["short", "str", "bytes", "int", "negative", "cap-0", "whole-and-share", "float"],
+)
+def test_the_fewest_nodes_refuse_pod_shapes_a_record_refuses_with_the_records_message(
+    pods: object,
+) -> None:
+    # ([(1,)] and "ab" raised a builtin ValueError; a negative count and a cap of 0 pods a
+    # node were taken)
+    with pytest.raises(ValidationError) as rec_exc:
+        JobRecord(job_id="j", pods=pods)  # type: ignore[arg-type]
+    for call in (lambda: optimal_nodes(16, 8, pods), lambda: optimal_groups(16, 8, 4, pods)):
+        with pytest.raises(ValidationError) as exc:
+            call()  # type: ignore[arg-type]
+        assert exc.value.field == "pods" and str(exc.value) == str(rec_exc.value)
+
+
+def test_the_fewest_nodes_take_pod_shapes_as_lists_as_a_record_does() -> None:
+    assert optimal_nodes(15, 8, [[5, 3, 0]]) == 3 == optimal_nodes(15, 8, ((5, 3, 0),))
+
+
+@pytest.mark.parametrize(
+    "gpus",
+    [np.int64(3), np.int32(3), np.uint8(3), np.float64(3), np.float32(3)],
+    ids=["int64", "int32", "uint8", "float64", "float32"],
+)
+def test_a_numpy_size_falls_in_the_bucket_of_the_same_python_number(gpus: object) -> None:
+    # (np.int64(3) was a ValidationError while np.float64(3) read "2-8")
+    assert size_bucket(gpus) == size_bucket(3) == "2-8"  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [True, np.bool_(True), "3", None, math.nan, -1, np.int64(-1)])
+def test_a_size_that_is_no_number_or_negative_is_refused_naming_gpus(bad: object) -> None:
+    with pytest.raises(ValidationError) as exc:
+        size_bucket(bad)  # type: ignore[arg-type]
+    assert exc.value.field == "gpus"
