@@ -19,7 +19,14 @@ from kant.cli.options import (
 from kant.errors import KantError
 from kant.placement import strategy_names
 from kant.sim.analysis import json_text
-from kant.sim.packing import MAX_INFLATE, PAPER_POLICIES, format_result, packing
+from kant.sim.packing import (
+    MAX_INFLATE,
+    PAPER_POLICIES,
+    SEEDS,
+    format_result,
+    packing,
+    seed_text,
+)
 from kant.sim.report.plots import plot_curves
 from kant.sim.scenarios import parse_seeds
 
@@ -55,7 +62,11 @@ def add_packing_parser(sub: Any) -> None:
         default="fgd",
         help="placement policy, see --list-policies (default: fgd, the FGD paper's)",
     )
-    p.add_argument("--seeds", default="42-51", help="seeds: 42-51, 42,43 or a mix")
+    p.add_argument(
+        "--seeds",
+        default=seed_text(SEEDS),
+        help=f"seeds: 42-51, 42,43 or a mix (default: {seed_text(SEEDS)})",
+    )
     p.add_argument(
         "--inflate",
         type=number(float, low=0, low_inclusive=False, high=MAX_INFLATE),

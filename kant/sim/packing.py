@@ -431,12 +431,17 @@ def _check_inflate(inflate: object) -> float:
     return f
 
 
+SEEDS: Final = tuple(range(42, 52))
+"""The seeds of a packing run given none (``kant packing``, a sweep's packing grid): the
+protocol's ten."""
+
+
 def packing(
     pods_path: str | os.PathLike[str],
     nodes_path: str | os.PathLike[str],
     policy: str,
     *,
-    seeds: Sequence[int] = tuple(range(42, 52)),
+    seeds: Sequence[int] = SEEDS,
     inflate: float = 1.3,
     workers: int = 1,
 ) -> PackingResult:

@@ -4,7 +4,8 @@ cluster; ``pip install 'kant[ray]'``).
 
 Both take the same tasks, ``(index, kind, shared, params)``, from an iterator (so the driver
 builds each group's input only when its first run is submitted), keep at most ``2 x
-workers`` in flight, and yield ``(index, outcome)`` as runs finish (:func:`kant.sweep.runs.
+workers`` submitted (``workers`` for Ray when asked for: a cluster runs as many as it has
+free CPUs), and yield ``(index, outcome)`` as runs finish (:func:`kant.sweep.runs.
 execute`'s outcome). :meth:`share` is how a group's input reaches the workers: the object
 itself for the local pool (pickled with each task, as ``concurrent.futures`` does), an
 object-store reference for Ray (``ray.put`` once; every task of the group passes the
@@ -339,15 +340,15 @@ class RayCluster:
         return self._ray.put(obj)
 
     def run(self, tasks: Iterable[Task]) -> Iterator[tuple[int, dict[str, Any]]]:
-        """Submit the tasks (at most ``2 x workers`` in flight) and yield each outcome as its
-        task finishes (``ray.wait``)."""
+        """Submit the tasks and yield each outcome as its task finishes (``ray.wait``). In
+        flight: ``workers`` tasks when asked for (a cluster's free CPUs would run more), else
+        twice the cluster's CPUs, so that Ray always has the next run queued."""
         ray = self._ray
         remote = self._remote
         pending: dict[Any, int] = {}
         it = iter(tasks)
-        while _top_up(
-            pending, it, 2 * self.workers, lambda t: remote.remote(t[1], t[2], dict(t[3]))
-        ):
+        limit = self.workers if self._asked else 2 * self.workers
+        while _top_up(pending, it, limit, lambda t: remote.remote(t[1], t[2], dict(t[3]))):
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
                 index = pending.pop(ref)

@@ -15,7 +15,9 @@ combination (the Cartesian product), in a fixed order::
 Option names are those of the command's long options (``trace-file`` or ``trace_file``);
 options that only shape the output (``--out``, ``--workers``, ``--json``...) belong to
 ``kant sweep`` itself, not to a run. ``seeds`` (compare, packing) is read like the command's
-``--seeds`` (``0-9``, ``1,4``) and becomes one run per seed; ``sets`` (compare) becomes one
+``--seeds`` (``0-9``, ``1,4``) and becomes one run per seed (a packing grid with neither
+``seed`` nor ``seeds``: ``kant packing``'s own, :data:`kant.sim.packing.SEEDS`); ``sets``
+(compare) becomes one
 run per policy set (default: the scenario's own, as ``kant compare`` runs them:
 :func:`kant.sim.scenarios.compare_sets_for`). A compare run and a
 simulate run with the same options are the same run (kind ``sim``): one scenario under one
@@ -44,6 +46,7 @@ import attrs
 from kant.errors import InvalidGridError, KantError, ValidationError
 from kant.model import is_int, is_number
 from kant.sim.packing import MAX_INFLATE
+from kant.sim.packing import SEEDS as PACKING_SEEDS
 from kant.sim.scenarios import (
     LOAD_RANGE,
     MAX_JOBS,
@@ -246,6 +249,8 @@ class Grid:
                 dims.append((name, [v.lower() if isinstance(v, str) else v for v in values]))
             else:
                 dims.append((name, values))
+        if self.command == "packing" and "seed" not in opts and "seeds" not in opts:
+            dims.append(("seed", list(PACKING_SEEDS)))  # (kant packing's own)
         own_sets = self.command == "compare" and "sets" not in opts  # (per scenario)
         # scenario dimensions outermost, policy dimensions innermost: runs sharing a
         # scenario are adjacent

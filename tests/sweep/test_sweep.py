@@ -327,6 +327,27 @@ def test_a_small_grid_on_ray_stores_the_same_metrics_as_on_local_processes(
     assert (resumed.skipped, resumed.ran, resumed.failed) == (4, 2, 2)
 
 
+def test_workers_asked_of_a_running_ray_cluster_cap_the_runs_in_flight_there(
+    tmp_path: Path, ray_instance: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the instance has 2 CPUs and the sweep asks for 1 worker: one run in flight at a time
+    # (twice the workers were in flight, and the cluster ran both at once)
+    from kant.sweep import backends
+
+    in_flight: list[int] = []
+    top_up = backends._top_up
+
+    def counted(pending: dict[Any, int], *args: Any) -> bool:
+        more = top_up(pending, *args)
+        in_flight.append(len(pending))
+        return more
+
+    monkeypatch.setattr(backends, "_top_up", counted)
+    specs = Grid("simulate", TINY).runs()
+    summary = run_sweep(specs, Store(tmp_path / "ray.jsonl"), RayCluster(workers=1))
+    assert summary.ran == 4 and max(in_flight) == 1
+
+
 def _ray_init_calls(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The calls of ``ray.init`` (none is made: Ray is never started) with Ray not
     initialized; skips the test without Ray."""
@@ -474,6 +495,18 @@ def test_a_packing_grid_runs_each_seed_and_reports_seed_means(tmp_path: Path) ->
         == packing(pods, nodes, "fgd", seeds=(1, 2, 3)).alloc_at
     )
     assert "fgd" in format_report(store.records())
+
+
+def test_a_packing_grid_without_seeds_runs_kant_packings_own_seeds() -> None:
+    # kant packing runs seeds 42-51 when given none; such a grid ran seed 42 alone
+    from kant.sim.packing import SEEDS
+
+    options = {"pods": "p.csv", "nodes": "n.csv", "policy": ["fgd", "bestfit"]}
+    runs = Grid("packing", options).runs()
+    assert len(runs) == 20 and tuple(range(42, 52)) == SEEDS
+    assert runs == Grid("packing", {**options, "seeds": "42-51"}).runs()
+    one = Grid("packing", {"pods": "p.csv", "nodes": "n.csv", "policy": "fgd", "seed": 7})
+    assert [r.params["seed"] for r in one.runs()] == [7]
 
 
 def test_a_report_written_without_plots_leaves_no_plot_of_an_earlier_report(
