@@ -252,11 +252,12 @@ def finite_time(now: object, call: str, field: str = "now") -> float:
         raise InvalidTimeError(e.field, now, e.reason) from None
 
 
-def flag(v: object, field: str) -> bool:
-    """``v`` if it is a bool, else :class:`~kant.errors.ValidationError` naming ``field`` (an
+def flag(v: object, field: str, err: type[ValidationError] = ValidationError) -> bool:
+    """``v`` if it is a bool, else :class:`~kant.errors.ValidationError` (or ``err``, one of
+    its kinds: :class:`~kant.errors.InvalidConfigError` for a setting) naming ``field`` (an
     argument a string such as ``"no"`` would otherwise turn on)."""
     if not isinstance(v, bool):
-        raise ValidationError(field, v, "must be True or False")
+        raise err(field, v, "must be True or False")
     return v
 
 

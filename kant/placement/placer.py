@@ -43,7 +43,7 @@ from kant.bits import bits as _bits
 from kant.bits import lowest_bits as _lowest_bits
 from kant.contracts import NodeFilter, Reach, Strategy
 from kant.errors import InvalidConfigError, InvalidJobError, ValidationError
-from kant.model import MILLI, Binding, Job, LinkKind, PodId, Reason, ReasonCode, Role, Tier
+from kant.model import MILLI, Binding, Job, LinkKind, PodId, Reason, ReasonCode, Role, Tier, flag
 from kant.placement.affinity import PodAffinity, PodPreference, PodsOnNodes
 from kant.placement.context import IntArray, PodContext, PodRequest, fit_count, fits
 from kant.placement.filters import MaxPerNode, NodeFilters
@@ -135,6 +135,10 @@ class Placer:
     read once here). ``filters``: :class:`kant.contracts.NodeFilter` callables, combined with
     AND. ``group_probe``: how many of the best-ranked NodeNetGroups (or topology domains per
     tier) are tried before the search widens, an int >= 1 (else ``InvalidConfigError``).
+    ``bulk``: whether a role's pods may be placed in bulk where the strategy allows it, True
+    or False (else ``InvalidConfigError``). ``kwargs`` are options of a strategy given by
+    name; with a strategy object they are an ``InvalidConfigError`` (the object is already
+    built: they would be dropped).
 
     A Placer keeps per-cluster caches (templates, pool candidates) refreshed when nodes come
     or go; it is not thread-safe. Deterministic for a deterministic strategy and filters.
@@ -151,9 +155,16 @@ class Placer:
     ) -> None:
         if isinstance(group_probe, bool) or not isinstance(group_probe, int) or group_probe < 1:
             raise InvalidConfigError("group_probe", group_probe, "must be an int >= 1")
+        if not isinstance(strategy, str) and kwargs:
+            # (a built strategy keeps its own options: they would be dropped unread)
+            raise InvalidConfigError(
+                "strategy",
+                strategy,
+                f"options {sorted(kwargs)} go with a strategy name, not a strategy object",
+            )
         self.strategy = make_strategy(strategy, **kwargs) if isinstance(strategy, str) else strategy
         self.group_probe = group_probe
-        self.bulk = bulk
+        self.bulk = flag(bulk, "bulk", InvalidConfigError)
         self.filters = NodeFilters(filters)
         # a role with max_per_node: the user's filters, then the cap (other roles skip it)
         self._capped = NodeFilters((*self.filters.filters, MaxPerNode()))

@@ -719,6 +719,25 @@ def test_a_placer_refuses_a_group_probe_that_is_not_an_int_of_at_least_one(probe
     assert Placer("ebinpack", group_probe=1).place(job("J", gpus=8, replicas=2), st.snapshot()).ok
 
 
+@pytest.mark.parametrize("bulk", ["no", 0, 1, None])
+def test_a_placer_refuses_a_bulk_that_is_not_true_or_false(bulk: object) -> None:
+    # "no" is truthy: it turned bulk placement on
+    with pytest.raises(InvalidConfigError, match="bulk") as err:
+        Placer("ebinpack", bulk=bulk)  # type: ignore[arg-type]
+    assert err.value.field == "bulk"
+    assert Placer("ebinpack", bulk=False).bulk is False
+
+
+def test_options_given_with_a_strategy_object_are_refused_not_dropped() -> None:
+    with pytest.raises(InvalidConfigError, match="strategy name, not a strategy object") as err:
+        Placer(make_strategy("espread"), zone="serving")
+    assert err.value.field == "strategy" and "zone" in err.value.reason
+    # by name the option is used; a built object keeps its own
+    assert Placer("espread", zone="serving").strategy.zone == "serving"  # type: ignore[attr-defined]
+    built = make_strategy("espread", zone="serving")
+    assert Placer(built).strategy.zone == "serving"  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize(
     ("args", "field"),
     [
