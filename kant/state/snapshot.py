@@ -442,6 +442,28 @@ def _check_amounts(
             raise InvalidResourcesError(field, n, "must be >= 0")
 
 
+def _changed_slots(changed: object, n: int) -> IntArray:
+    """The slots of :meth:`Snapshot.refresh`'s ``changed`` as a sorted int64 array of
+    distinct slots, each below ``n`` (the state's slot count); ValidationError naming
+    ``changed`` for anything else (``refresh([0])`` raised AttributeError). An int64 array
+    (:meth:`ClusterState.take_changes`'s, each cycle) is taken as it is, sorted and distinct
+    by contract: two comparisons; any other sequence of ints is copied, sorted and deduped."""
+    if isinstance(changed, np.ndarray) and changed.dtype == np.int64 and changed.ndim == 1:
+        idx = changed  # (the usual call)
+    else:
+        why = "must be a sequence of slot ints"
+        if isinstance(changed, str | bytes) or not isinstance(changed, Iterable):
+            raise ValidationError("changed", changed, why)
+        items = changed.tolist() if isinstance(changed, np.ndarray) else list(changed)
+        for s in items:
+            if not is_whole(s):
+                raise ValidationError("changed", s, why)
+        idx = np.unique(np.array(items, dtype=np.int64))
+    if len(idx) and (idx.min() < 0 or idx.max() >= n):
+        raise ValidationError("changed", changed, f"must be slots >= 0 and below the state's {n}")
+    return idx
+
+
 class Snapshot:
     """A consistent, mutable-in-transactions view of a :class:`ClusterState`.
 
@@ -556,16 +578,18 @@ class Snapshot:
             self.placed_anti = False
             self.placed_soft = False
 
-    def refresh(self, changed: IntArray) -> None:
+    def refresh(self, changed: IntArray | Iterable[int]) -> None:
         """Re-sync rows ``changed`` (sorted, unique slots: :meth:`ClusterState.take_changes`)
         and the rows committed transactions changed since the last refresh from the state's
         columns, with their names, aggregates and index entries. :meth:`ClusterState.snapshot`
         calls it; on any snapshot it only ever copies truth, so it cannot make one wrong.
-        Raises TransactionError while a transaction is open. O(k x (levels + log n)) for k rows."""
+        Raises TransactionError while a transaction is open, ValidationError (changing
+        nothing) for ``changed`` that are not slots of the state (any sequence of ints is
+        taken, sorted and deduped). O(k x (levels + log n)) for k rows."""
         if self._undo:
             raise TransactionError("snapshot refreshed while a transaction is open")
         st = self.state
-        rows: list[int] = changed.tolist()
+        rows: list[int] = _changed_slots(changed, st.num_slots).tolist()
         if self._local:
             rows = sorted(self._local.union(rows))
             self._local.clear()

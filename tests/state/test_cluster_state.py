@@ -4,6 +4,7 @@ and bad input that changes nothing."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -629,6 +630,41 @@ def test_a_refresh_refused_under_an_open_transaction_keeps_the_changes_for_the_n
         cluster.snapshot()
     tx.rollback()
     assert cluster.snapshot().free_gpus[cluster.slot_of("lf0-n0")] == 0
+    snapshot_matches_truth(cluster, snap)
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [lambda s: [s], lambda s: (s, s), lambda s: np.array([s])],
+    ids=["a list", "a tuple with repeats", "an array"],
+)
+def test_a_refresh_takes_any_sequence_of_slot_ints(cluster: ClusterState, changed: Any) -> None:
+    # refresh([0]) raised AttributeError ('list' object has no attribute 'tolist')
+    snap = cluster.snapshot()
+    cluster.bind(Binding(pod=pod("a"), node="lf0-n0", gpus=tuple(range(8))))
+    s = cluster.slot_of("lf0-n0")
+    cluster.take_changes()
+    snap.refresh(changed(s))
+    assert snap.free_gpus[s] == 0
+    snapshot_matches_truth(cluster, snap)
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [None, "0", 3, [0.5], [True], ["0"], [-1], [4], np.array([4]), np.array([-1]),
+     np.array([[0]]), np.array([0.0]), np.array([True])],
+)  # fmt: skip
+def test_a_refresh_refuses_what_is_not_slots_of_the_state_changing_nothing(
+    cluster: ClusterState, changed: object
+) -> None:
+    snap = cluster.snapshot()
+    cluster.bind(Binding(pod=pod("a"), node="lf0-n0", gpus=(0,)))
+    before = snap.content_version
+    with pytest.raises(ValidationError) as err:
+        snap.refresh(changed)  # type: ignore[arg-type]
+    assert err.value.field == "changed"
+    assert snap.content_version == before
+    assert cluster.snapshot().free_gpus[cluster.slot_of("lf0-n0")] == 7  # (the feed is kept)
     snapshot_matches_truth(cluster, snap)
 
 
