@@ -967,7 +967,8 @@ class Snapshot:
         if name is None or name not in self.state:
             raise AllocationConflictError(f"slot {slot} holds no node")
         gpu = dict.fromkeys(_mask_bits(gpu_mask), milli)
-        self._give_back(slot, gpu, nic_mask, cpu_milli, memory_mib, pods)
+        health = self._returnable(slot, gpu, nic_mask, cpu_milli, memory_mib)
+        self._give_back(slot, health, gpu, nic_mask, cpu_milli, memory_mib, pods)
 
     def release_bindings(self, bindings: Iterable[Binding]) -> None:
         """:meth:`release` what every binding of ``bindings`` holds, one row update per node
@@ -1000,14 +1001,54 @@ class Snapshot:
             rest[1] += b.cpu_milli
             rest[2] += b.memory_mib
             rest[3] += 1
-        for slot, (gpu, (nic_mask, cpu_milli, memory_mib, pods)) in per.items():
-            self._give_back(slot, gpu, nic_mask, cpu_milli, memory_mib, pods)
+        # every node checked before any is written: a refused release changes nothing
+        health = [self._returnable(slot, gpu, *rest[:3]) for slot, (gpu, rest) in per.items()]
+        for (slot, (gpu, rest)), h in zip(per.items(), health, strict=True):
+            self._give_back(slot, h, gpu, *rest)
         if moved is not None:
             self.pod_moves.extend(moved)
+
+    def _returnable(
+        self, slot: int, gpu: Mapping[int, int], nic_mask: int, cpu_milli: int, memory_mib: int
+    ) -> tuple[bool, int, int]:
+        """The truth's ``health_masks`` of the node in ``slot`` once ``gpu`` (GPU index ->
+        milli), the NICs of ``nic_mask``, CPU and memory are found to be what row ``slot``
+        can take back: AllocationConflictError (nothing written yet) if a healthy GPU would
+        have more than :data:`MILLI` free, a healthy NIC given back is free, or CPU or memory
+        would be free above the node's capacity -- a release of what the row does not hold
+        (a binding never held here, or released twice) -- on a healthy node (on an unhealthy
+        one nothing comes back). O(GPUs given back)."""
+        health = ok, gpu_healthy, nic_healthy = self.state.health_masks(self.names[slot] or "")
+        if not ok:
+            return health
+        v = self.cols.views()
+        gf = v.gpu_free
+        for g, milli in gpu.items():
+            if gpu_healthy >> g & 1 and gf[slot, g] + milli > MILLI:
+                raise AllocationConflictError(
+                    f"{self.names[slot]}: GPU {g} has {gf[slot, g]} milli free, cannot take "
+                    f"{milli} back (not held)"
+                )
+        if v.nic_mask[slot] & nic_mask & nic_healthy:
+            raise AllocationConflictError(
+                f"{self.names[slot]}: NICs {v.nic_mask[slot] & nic_mask:b} are free, "
+                "cannot take them back (not held)"
+            )
+        if (
+            v.cpu_free[slot] + cpu_milli > v.cpu_cap[slot]
+            or v.mem_free[slot] + memory_mib > v.mem_cap[slot]
+        ):
+            raise AllocationConflictError(
+                f"{self.names[slot]}: {cpu_milli} CPU milli and {memory_mib} MiB back would "
+                f"free more than its {v.cpu_cap[slot]} CPU milli and {v.mem_cap[slot]} MiB "
+                "(not held)"
+            )
+        return health
 
     def _give_back(
         self,
         slot: int,
+        health: tuple[bool, int, int],
         gpu: Mapping[int, int],
         nic_mask: int,
         cpu_milli: int,
@@ -1015,10 +1056,11 @@ class Snapshot:
         pods: int,
     ) -> None:
         """Return ``gpu`` (GPU index -> milli), NICs, CPU, memory and ``pods`` pod slots to
-        the row of ``slot``, a node of the truth: devices unhealthy in the truth stay
-        unallocatable."""
+        the row of ``slot``, a node of the truth whose ``health_masks`` are ``health``, once
+        :meth:`_returnable` found the row can take them back: devices unhealthy in the truth
+        stay unallocatable."""
         v = self.cols.views()
-        ok, gpu_healthy, nic_healthy = self.state.health_masks(self.names[slot] or "")
+        ok, gpu_healthy, nic_healthy = health
         before = self._save(slot)
         gf = v.gpu_free
         # whole GPUs wholly held coming back (the usual release): the row's counts move by
@@ -1028,7 +1070,7 @@ class Snapshot:
         for g, milli in gpu.items():
             if ok and gpu_healthy >> g & 1:
                 was = gf[slot, g]
-                gf[slot, g] = min(MILLI, was + milli)
+                gf[slot, g] = was + milli  # (at most MILLI: _returnable)
                 if was == 0 and milli == MILLI:
                     whole |= 1 << g
                 else:
@@ -1158,6 +1200,10 @@ class Snapshot:
                 errors.append(f"slot {s}: free_nics inconsistent")
             if not cols.pod_free[s] <= cols.pod_cap[s]:  # (below 0: pods above the cap)
                 errors.append(f"slot {s}: pod_free {cols.pod_free[s]} above pod_cap")
+            if not cols.cpu_free[s] <= cols.cpu_cap[s]:
+                errors.append(f"slot {s}: cpu_free {cols.cpu_free[s]} above cpu_cap")
+            if not cols.mem_free[s] <= cols.mem_cap[s]:
+                errors.append(f"slot {s}: mem_free {cols.mem_free[s]} above mem_cap")
             if s >= truth.capacity or not truth.alive[s] or gens[s] > self.generation:
                 continue
             real = int(truth.pod_free[s])  # pod_cap less the pods there (0 when unhealthy)

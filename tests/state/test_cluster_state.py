@@ -15,6 +15,7 @@ from kant.errors import (
     InvalidJobError,
     InvalidNodeError,
     InvalidResourcesError,
+    InvariantError,
     TransactionError,
     UnknownNodeError,
     UnknownPodError,
@@ -697,6 +698,64 @@ def test_a_health_that_is_no_bool_is_refused_changing_nothing(
         with pytest.raises(ValidationError, match="'healthy'"):
             call()
     assert cluster.is_healthy(name) and cluster.gpu_healthy_mask(name) == (1 << 8) - 1
+
+
+def test_a_snapshot_refuses_the_release_of_a_binding_it_never_held_changing_nothing(
+    cluster: ClusterState,
+) -> None:
+    # the release gave the node 500 cores it does not have (cpu_free 692,000 of 192,000),
+    # the invariants passed and a 600-core pod was placed there
+    snap = cluster.snapshot()
+    s = snap.slot_of("lf0-n0")
+    ghost = Binding(pod=pod("ghost"), node="lf0-n0", gpus=(0,), cpu_milli=500_000, memory_mib=10)
+    with snap.transaction():
+        version, cpu = snap.content_version, int(snap.cpu_free[s])
+        with pytest.raises(AllocationConflictError, match="lf0-n0"):
+            snap.release_binding(ghost)
+        assert snap.content_version == version and snap.cpu_free[s] == cpu
+        check_invariants(snap)
+        assert not Placer().place(job("big", gpus=1, cpu_milli=600_000), snap).ok
+
+
+@pytest.mark.parametrize(
+    "ghost",
+    [
+        Binding(pod=pod("ghost"), node="lf0-n1", gpus=(0,), gpu_milli=500),
+        Binding(pod=pod("ghost"), node="lf0-n1", nics=(1,)),
+        Binding(pod=pod("ghost"), node="lf0-n1", memory_mib=10),
+    ],
+    ids=["a GPU share", "a NIC", "memory"],
+)
+def test_a_release_of_many_bindings_with_one_never_held_changes_no_node(
+    cluster: ClusterState, ghost: Binding
+) -> None:
+    held = Binding(pod=pod("a"), node="lf0-n0", gpus=(0,), nics=(0,), cpu_milli=1000)
+    cluster.bind(held)
+    snap = cluster.snapshot()
+    with snap.transaction():
+        version = snap.content_version
+        with pytest.raises(AllocationConflictError, match="lf0-n1"):
+            snap.release_bindings([held, ghost])  # (lf0-n0 is checked, and not written, first)
+        assert snap.content_version == version
+        assert snap.free_gpus[snap.slot_of("lf0-n0")] == 7
+        snap.release_bindings([held])
+        with pytest.raises(AllocationConflictError, match="lf0-n0"):
+            snap.release_binding(held)  # (released twice)
+        check_invariants(snap)
+    snapshot_matches_truth(cluster, snap)
+
+
+def test_the_invariants_name_cpu_or_memory_free_above_the_nodes_capacity(
+    cluster: ClusterState,
+) -> None:
+    snap = cluster.snapshot()
+    s = snap.slot_of("lf0-n0")
+    for column in ("cpu_free", "mem_free"):
+        getattr(snap.cols, column)[s] += 1
+        with pytest.raises(InvariantError, match=f"slot {s}: {column} .* above"):
+            snap.check_invariants()
+        getattr(snap.cols, column)[s] -= 1
+    snap.check_invariants()
 
 
 def test_a_snapshot_names_a_slot_or_binding_of_the_wrong_kind_and_changes_nothing(
