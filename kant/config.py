@@ -60,6 +60,10 @@ DEFAULT_PLACEMENT: Final = "ebinpack"
 _TOP: Final = ("tenants", "defaultMode", "queueing", "placement", "preemption", "kubernetes")
 _TENANT: Final = ("name", "mode", "quotas")
 _QUOTA: Final = ("nominalQuota", "borrowingLimit", "lendingLimit")
+
+MAX_QUOTA_GPUS: Final = 10**12
+"""The most GPUs a quota names: their milli stay exact as floats (below 2**53), where a YAML
+number such as ``1e16`` is read."""
 _QUEUEING: Final = ("policy", "options", "order", "requeuing")
 _REQUEUING: Final = (
     "backoffBaseSeconds",
@@ -418,8 +422,12 @@ class _Parser:
         elif isinstance(v, str) and _GPU_TEXT.match(s := v.strip()):
             # (only the quantity's digits: float() also reads "1_000", and "8 m" as 8 milli)
             milli = float(s[:-1]) if s.endswith("m") else float(s) * MILLI
-        if milli is None or not math.isfinite(milli) or milli < 0:
-            raise self.fail(path, v, "must be a number of GPUs >= 0 (e.g. 8, 0.5 or '500m')")
+        if milli is None or not math.isfinite(milli) or not 0 <= milli <= MAX_QUOTA_GPUS * MILLI:
+            raise self.fail(
+                path,
+                v,
+                f"must be a number of GPUs in [0, {MAX_QUOTA_GPUS:.0e}] (e.g. 8, 0.5 or '500m')",
+            )
         if abs(milli - round(milli)) > 1e-6:
             raise self.fail(path, v, "must be a whole number of GPU milli (1/1000 GPU)")
         return round(milli)

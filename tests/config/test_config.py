@@ -180,6 +180,17 @@ def test_a_value_the_scheduler_refuses_is_a_config_file_error_naming_the_file_an
     assert str(ei.value).startswith(f"kant.yaml: {path}: ")
 
 
+@pytest.mark.parametrize("value", ["1.0e+299", "1.0e+16", "'1e20'"])
+def test_a_quota_of_more_gpus_than_kant_counts_exactly_is_refused_in_gpus(value: str) -> None:
+    # (1e299 GPUs said "must be an int >= 0 (GPU milli)", for a value the file gives in
+    # GPUs, where 1.5 is taken; 1e16 GPUs was taken, off by up to a GPU's milli)
+    text = f"tenants:\n  - name: a\n    quotas: {{A100: {{nominalQuota: {value}}}}}\n"
+    with pytest.raises(InvalidConfigFileError) as ei:
+        load_config_text(text, source="kant.yaml")
+    assert ei.value.field == "tenants[0].quotas.A100.nominalQuota"
+    assert "number of GPUs" in str(ei.value) and "milli" not in str(ei.value), str(ei.value)
+
+
 def test_a_config_of_aliases_of_aliases_is_checked_at_its_size_not_its_expansion() -> None:
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
