@@ -1008,11 +1008,27 @@ class Placer:
     def _place_pod(
         self, ctx: PodContext, pod: PodId, cand: Candidates, *, two_level: bool = True
     ) -> Binding | None:
-        """Place one pod: for each candidate set in turn, the two-level search (strategies
-        that ask for it: on the role's candidates, or on the part of them a strategy's
-        ``candidate_sets`` names, :meth:`Candidates.subset`), else one vectorised pass over
-        the nodes that fit and pass the filters; the best score wins. None when no set has a
-        node."""
+        """Place one pod (:meth:`_place_among`). A role with ``spread`` whose job has pods on
+        some candidates tries the others first, whatever their group: a replica goes to a
+        node of its own while any can take it (the group the strategy ranks first took a
+        second replica on a node while another leaf had empty nodes), and shares one only
+        when none can. None when no node takes it."""
+        if ctx.role.spread and ctx.on_node:
+            fresh = cand.slots[ctx.job_pods_on(cand.slots) == 0]
+            if 0 < fresh.shape[0] < cand.slots.shape[0]:
+                b = self._place_among(ctx, pod, cand.subset(fresh), two_level=two_level)
+                if b is not None:
+                    return b
+        return self._place_among(ctx, pod, cand, two_level=two_level)
+
+    def _place_among(
+        self, ctx: PodContext, pod: PodId, cand: Candidates, *, two_level: bool = True
+    ) -> Binding | None:
+        """Place one pod among ``cand``: for each candidate set in turn, the two-level
+        search (strategies that ask for it: on the role's candidates, or on the part of them
+        a strategy's ``candidate_sets`` names, :meth:`Candidates.subset`), else one
+        vectorised pass over the nodes that fit and pass the filters; the best score wins.
+        None when no set has a node."""
         snap = ctx.snap
         filters = self._filters(ctx)
         for slots, strat in self._candidate_sets(ctx, cand.slots):

@@ -483,6 +483,22 @@ def test_a_pod_level_spread_service_under_ebinpack_puts_replicas_on_distinct_nod
     assert nodes_of(res.bindings) == ["lf0-n2", "lf0-n0", "lf0-n1"]
 
 
+@pytest.mark.parametrize("strategy", ["ebinpack", "spread", "topology", "binpack", "espread"])
+def test_a_spread_service_takes_a_node_of_another_leaf_before_a_second_replica_on_a_node(
+    strategy: str,
+) -> None:
+    # five replicas, leaf a of 2 nodes and leaf b of 3: five nodes, one replica each. The
+    # group the strategy chose took a second replica on a node (a-n0, a-n1, a-n0, ...; under
+    # spread b-n0, b-n1, b-n2, b-n0, ...) while the other leaf's nodes stood empty
+    st = ClusterBuilder().leaf("a", nodes=2).leaf("b", nodes=3).build()
+    svc = job("svc", gpus=1, replicas=5, gang=False, spread=True, kind=JobKind.INFERENCE)
+    res = Placer(strategy).place(svc, st.snapshot())
+    assert sorted(nodes_of(res.bindings)) == ["a-n0", "a-n1", "b-n0", "b-n1", "b-n2"]
+    six = job("six", gpus=1, replicas=6, gang=False, spread=True, kind=JobKind.INFERENCE)
+    res = Placer(strategy).place(six, st.snapshot())
+    assert res.ok and len(set(nodes_of(res.bindings))) == 5  # (then a node takes a second)
+
+
 # --------------------------------------------------------------------------- pools
 
 
