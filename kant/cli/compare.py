@@ -117,7 +117,7 @@ def run_compare(args: argparse.Namespace) -> int:
         return _run_seed_sweep(args)
     sc = scenario_from_args(args)
     sets = _sets(args, sc)
-    note = load_warning(args, sc)
+    note = load_warning(args, sc, sets)
     if note:
         print(f"kant compare: note: {note}", file=sys.stderr)
     t0 = time.perf_counter()
@@ -166,10 +166,7 @@ def _run_seed_sweep(args: argparse.Namespace) -> int:
     store = Store(Path(args.out) / "runs.jsonl")
     with writing("--out", args.out, after_run=False):  # before any run
         store.path.parent.mkdir(parents=True, exist_ok=True)
-        # the store is written afresh, and an earlier report goes with it: a run that fails
-        # leaves the new store alone, not beside figures of runs it no longer holds
-        for name in (store.path.name, *COMPARE_FILES, *PLOT_NAMES):
-            (store.path.parent / name).unlink(missing_ok=True)
+        store.path.unlink(missing_ok=True)
     bar = None if args.quiet else ProgressBar(len(specs), label="compare")
     t0 = time.perf_counter()
     summary = run_sweep(
@@ -182,6 +179,10 @@ def _run_seed_sweep(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - t0
     latest = store.latest()
     if summary.failed:
+        # an earlier report goes: not left beside the new store of runs it does not hold
+        with writing("--out", args.out):
+            for name in (*COMPARE_FILES, *PLOT_NAMES):
+                (store.path.parent / name).unlink(missing_ok=True)
         for s in specs:
             if latest[s.key]["status"] != "ok":
                 print(f"kant compare: {dict(s.params)} failed: {latest[s.key]['error']}",

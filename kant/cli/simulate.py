@@ -46,6 +46,7 @@ from kant.sim.scenarios import (
     placement_names,
     run_scenario,
     scenario_from_options,
+    zone_note,
 )
 from kant.sim.simulator import (
     MAX_SPAN,
@@ -319,9 +320,13 @@ def target_load(args: argparse.Namespace) -> float:
     return float(param.default)
 
 
-def load_warning(args: argparse.Namespace, sc: Scenario) -> str | None:
-    """:func:`kant.sim.scenarios.load_note` for the run the options name."""
-    return load_note(sc, target_load(args))
+def load_warning(
+    args: argparse.Namespace, sc: Scenario, sets: Sequence[PolicySet] = ()
+) -> str | None:
+    """:func:`kant.sim.scenarios.load_note` for the run the options name, and
+    :func:`~kant.sim.scenarios.zone_note` for each of the policy sets ``sets``: one line."""
+    notes = [load_note(sc, target_load(args)), *(zone_note(sc, p) for p in sets)]
+    return "; ".join(n for n in dict.fromkeys(notes) if n) or None
 
 
 class ProgressLine:
@@ -384,7 +389,7 @@ def run_simulate(args: argparse.Namespace) -> int:
             preemption=args.preemption or "auto",
             threshold=args.threshold,
         )
-    note = load_warning(args, sc)
+    note = load_warning(args, sc, (pol,))
     if note:
         print(f"kant simulate: note: {note}", file=sys.stderr)
     every = getattr(args, "estimates", 0) or 0

@@ -82,6 +82,7 @@ __all__ = [
     "swf_machine",
     "trace_scenario",
     "trace_warmup",
+    "zone_note",
 ]
 
 PREEMPTION_MODES: Final = ("auto", "none", "backfill", "priority", "reclaim", "all")
@@ -744,6 +745,21 @@ def load_note(scenario: Scenario, target: float) -> str | None:
     return (
         f"the offered load over the observation window is {load:.2f}, well over the target "
         f"{target:g}: the queue only grows, and waits show the overload more than the policy"
+    )
+
+
+def zone_note(scenario: Scenario, policy: PolicySet) -> str | None:
+    """A warning when the policy's placement keeps a dedicated zone (E-Spread's ``zone``)
+    that no node of the scenario's cluster is in: every pod then goes to the general nodes
+    as E-Binpack places it, and the run says nothing of E-Spread. None otherwise."""
+    placer = scenario.scheduler(policy).placer
+    zone = getattr(getattr(placer, "strategy", None), "zone", None)
+    if not isinstance(zone, str) or any(n.zone == zone for n in scenario.nodes):
+        return None
+    return (
+        f"placement {policy.placement}: no node of the cluster is in its zone {zone!r}, so "
+        "every pod is placed on the general nodes as by ebinpack: the run is no E-Spread one "
+        "(give nodes that zone in a cluster file, or name the zone the nodes have)"
     )
 
 

@@ -120,8 +120,8 @@ def test_a_malformed_seed_list_is_a_usage_error(
 def test_a_seed_sweep_whose_run_fails_leaves_no_report_of_an_earlier_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The runs' store is written afresh: the report files an earlier compare left in the
-    folder go with it, so a failed run does not leave them beside runs it did not make."""
+    """The runs' store is written afresh: when a run fails, the report files an earlier
+    compare left in the folder go too, not left beside runs they were not made of."""
     args = ["compare", "--jobs", "40", "--seeds", "0-1", "--workers", "1", "--quiet"]
     args += ["--sets", "strict-fifo+ebinpack", "--out", str(tmp_path), "--no-plots"]
     assert main(args) == 0

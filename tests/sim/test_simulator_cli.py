@@ -275,3 +275,22 @@ def test_simulate_with_fewer_jobs_than_the_estimates_step_says_none_was_made(
     # (before: "0 made ()")
     assert "start-time estimates at arrival: none made (every 10-th arrival; the workload " \
         "has 6 jobs)" in text  # fmt: skip
+
+
+def test_espread_on_a_cluster_without_its_zone_is_said_to_be_ebinpack(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the inference scenario's cluster has no inference zone: its E-Spread run was E-Binpack's,
+    # decision for decision, and nothing said so
+    argv = ["simulate", "--scenario", "inference", "--jobs", "40", "--no-plots", "--quiet"]
+    assert main([*argv, "--placement", "espread", "--out", str(tmp_path / "e")]) == 0
+    err = capsys.readouterr().err
+    assert "espread: no node of the cluster is in its zone 'inference'" in err, err
+    assert main([*argv, "--placement", "ebinpack", "--out", str(tmp_path / "b")]) == 0
+    assert "zone" not in capsys.readouterr().err
+    assert main(["compare", "--scenario", "inference", "--jobs", "40", "--no-plots", "--quiet",
+                 "--sets", "backfill+espread,backfill+ebinpack", "--out", str(tmp_path / "c")]) == 0  # fmt: skip
+    assert "espread: no node of the cluster is in its zone" in capsys.readouterr().err
+    assert main(["simulate", "--scenario", "inference-paper", "--jobs", "40", "--no-plots",
+                 "--quiet", "--out", str(tmp_path / "p")]) == 0  # fmt: skip
+    assert "zone" not in capsys.readouterr().err  # (its cluster has one)
