@@ -5,7 +5,9 @@ The orchestrator calls :meth:`MetricsExporter.observe` after each cycle it appli
 it likes, after events); the exporter reads the scheduler there, in the orchestrator's
 thread, and keeps the figures. A scrape (:meth:`MetricsExporter.serve`'s HTTP endpoint, or
 :meth:`MetricsExporter.exposition`) only reads what the last ``observe`` kept, so it never
-sees the scheduler half-way through a change.
+sees the scheduler half-way through a change; an ``observe`` computes everything first and
+then applies it (counters, histograms and gauges) under one lock that a scrape takes too, so
+a scrape sees all of an ``observe`` or none of it.
 
 >>> from kant import Scheduler
 >>> from kant.testing import ClusterBuilder, job
@@ -20,7 +22,7 @@ True
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from kant.cycle import CycleResult, check_result
@@ -140,19 +142,18 @@ class MetricsExporter:
             "Cycles answered with the last quiet cycle's result, without being run.",
             registry=None,
         )
-        self._register(self._wait, self._cycle, self._cycles, self._reused, _Snapshot(self))
+        # (one collector for every family, collected under the lock observe applies its
+        # changes under: a scrape sees all of an observe or none of it)
+        self._register(
+            _Snapshot(self._collect, (self._wait, self._cycle, self._cycles, self._reused))
+        )
 
-    def _register(self, *collectors: Any) -> None:
-        """Register ``collectors`` into the registry, all or none: DuplicateError when it
-        holds one of their names already (another exporter's, or the application's)."""
-        done: list[Any] = []
+    def _register(self, collector: Any) -> None:
+        """Register ``collector`` into the registry: DuplicateError, nothing registered,
+        when it holds one of its names already (another exporter's, or the application's)."""
         try:
-            for c in collectors:
-                self.registry.register(c)
-                done.append(c)
+            self.registry.register(collector)
         except ValueError as e:  # (prometheus_client's 'Duplicated timeseries')
-            for c in done:
-                self.registry.unregister(c)
             raise DuplicateError(
                 f"MetricsExporter: {e} (give each exporter a registry of its own)"
             ) from None
@@ -170,7 +171,8 @@ class MetricsExporter:
         cluster), or that is of a cycle before the result observed last (stale), and
         :class:`~kant.errors.InvalidTimeError` for a ``now`` before ``result``'s cycle. A result
         of the latest cycle time observed already, given again, is not counted again (an
-        orchestrator retrying)."""
+        orchestrator retrying). Everything is read first; the counters, histograms and
+        gauges are then changed at once under the lock a scrape takes."""
         now = finite_time(now, "MetricsExporter.observe")
         if self._t is not None and now < self._t:
             raise InvalidTimeError(
@@ -192,24 +194,29 @@ class MetricsExporter:
         cluster = s.cluster
         total = cluster.total_gpus()
         held = cluster.allocated_milli() / MILLI
+        waits: list[tuple[str, float]] = []
         if result is not None:
-            self._cycle.observe(result.stats.elapsed_ms / 1000.0)
-            self._cycles.inc()
-            if result.stats.reused:
-                self._reused.inc()
-            self._record_starts(result)
+            waits = self._record_starts(result)
             if self._last_results and self._last_results[0].now != result.now:
                 self._last_results.clear()
             self._last_results.append(result)
-        with self._lock:
-            if self._t is not None and now > self._t:
-                dt = now - self._t
-                self._held_s += self._last_held * dt
-                self._total_s += self._last_total * dt
-            self._t = now
-            self._last_held = held
-            self._last_total = float(total)
-            self._families = self._gauges(now)
+        if self._t is not None and now > self._t:
+            dt = now - self._t
+            self._held_s += self._last_held * dt
+            self._total_s += self._last_total * dt
+        self._t = now
+        self._last_held = held
+        self._last_total = float(total)
+        families = self._gauges()
+        with self._lock:  # (what a scrape reads, changed at once)
+            if result is not None:
+                self._cycle.observe(result.stats.elapsed_ms / 1000.0)
+                self._cycles.inc()
+                if result.stats.reused:
+                    self._reused.inc()
+            for bucket, wait in waits:
+                self._wait.labels(size_bucket=bucket).observe(wait)
+            self._families = families
 
     def _check_result(self, result: object) -> None:
         """ValidationError, naming ``result``, unless it is a cycle result of this
@@ -223,8 +230,12 @@ class MetricsExporter:
                 f"is older than the last one observed (the cycle at {last.now:g})",
             )
 
-    def _record_starts(self, result: CycleResult) -> None:
+    def _record_starts(self, result: CycleResult) -> list[tuple[str, float]]:
+        """Count the JTTED of the jobs of ``result`` whose every pod is now bound; returns
+        (size bucket, wait) of each job that started for the first time, for the wait
+        histogram."""
         s = self.scheduler
+        waits: list[tuple[str, float]] = []
         if len(self._started) > 2 * len(s.queue) + 1024:  # (forget the jobs forgotten)
             self._started = {k for k in self._started if _seq(s, k[0]) == k[1]}
             self._placing = {k: v for k, v in self._placing.items() if k in self._started}
@@ -240,8 +251,9 @@ class MetricsExporter:
             if key not in self._started:  # (a job started again after a requeue is counted
                 self._started.add(key)  # at its first start)
                 # the wait of JWTD: from its submission to its first start
-                wait = max(0.0, st.started_at - st.submitted_at)
-                self._wait.labels(size_bucket=size_bucket(job.gpu_units)).observe(wait)
+                waits.append(
+                    (size_bucket(job.gpu_units), max(0.0, st.started_at - st.submitted_at))
+                )
                 if job.total_milli > 0:
                     self._placing[key] = ({}, {})
             placing = self._placing.get(key)
@@ -256,6 +268,7 @@ class MetricsExporter:
             if nodes is not None:
                 del self._placing[key]
                 self._count_jtted(job, nodes, specs)
+        return waits
 
     def _count_jtted(self, job: Job, nodes: set[str], specs: dict[str, NodeSpec]) -> None:
         """Count ``job``'s JTTED, placed on ``nodes`` (``specs``: their details when its
@@ -275,7 +288,7 @@ class MetricsExporter:
             row[2] += groups / optimal_groups(job.gpu_units, per_node, per_leaf, shapes)
             row[3] += 1
 
-    def _gauges(self, now: float) -> list[Any]:
+    def _gauges(self) -> list[Any]:
         from prometheus_client.core import GaugeMetricFamily
 
         s = self.scheduler
@@ -352,6 +365,13 @@ class MetricsExporter:
         with self._lock:
             return list(self._families)
 
+    def _collect(self) -> list[Any]:
+        """Every family, as the last :meth:`observe` left them (under the lock it changes
+        them under)."""
+        with self._lock:
+            return [*self._wait.collect(), *self._cycle.collect(), *self._cycles.collect(),
+                    *self._reused.collect(), *self._families]  # fmt: skip
+
     def exposition(self) -> bytes:
         """Everything in the text exposition format (what a scrape returns)."""
         from prometheus_client import generate_latest
@@ -373,13 +393,15 @@ class MetricsExporter:
 
 
 class _Snapshot:
-    """The collector of the gauges the last :meth:`MetricsExporter.observe` kept."""
+    """The collector of every family of a :class:`MetricsExporter`, as its last
+    :meth:`~MetricsExporter.observe` left them."""
 
-    def __init__(self, exporter: MetricsExporter) -> None:
-        self.exporter = exporter
+    def __init__(self, collect: Callable[[], list[Any]], counted: tuple[Any, ...]) -> None:
+        self._collect = collect
+        self._counted = counted  # (the exporter's counters and histograms)
 
     def collect(self) -> Iterator[Any]:
-        yield from self.exporter.families()
+        yield from self._collect()
 
     def describe(self) -> list[Any]:
         """The families' names, registered once: a scrape restricted to some names
@@ -387,7 +409,8 @@ class _Snapshot:
         refuses another metric of one of these names."""
         from prometheus_client.core import GaugeMetricFamily
 
-        return [GaugeMetricFamily(name, "") for name in _GAUGES]
+        return [*(f for c in self._counted for f in c.describe()),
+                *(GaugeMetricFamily(name, "") for name in _GAUGES)]  # fmt: skip
 
 
 def _seq(s: Scheduler, job_id: str) -> int | None:

@@ -463,3 +463,43 @@ def test_an_observe_before_the_cycle_of_its_result_is_refused_and_counts_nothing
     fams = {f.name: f for f in text_string_to_metric_families(ex.exposition().decode())}
     wait = _value(fams, "kant_job_wait_seconds", "kant_job_wait_seconds_sum", size_bucket="2-8")
     assert wait == 100.0
+
+
+def test_a_scrape_during_an_observe_sees_all_of_the_last_observe_and_none_of_the_next() -> None:
+    # (the cycle counter and the wait histogram were written before the lock and the gauges
+    # swapped under it: a scrape in between read cycles_total 1 next to GAR 0 and no job
+    # running)
+    import threading
+
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=4).build())
+    ex = MetricsExporter(s)
+    ex.observe(now=0)
+    for i in range(4):
+        s.submit(job(f"j{i}", gpus=8), now=0)
+    before = ex.exposition()
+    paused, go = threading.Event(), threading.Event()
+    count_jtted = ex._count_jtted
+
+    def pause_then_count(*args: Any) -> None:  # (half-way through the starts of the cycle)
+        paused.set()
+        assert go.wait(timeout=10)
+        count_jtted(*args)
+
+    ex._count_jtted = pause_then_count  # type: ignore[method-assign]
+    observer = threading.Thread(target=ex.observe, args=(1, s.step(now=1)))
+    observer.start()
+    try:
+        assert paused.wait(timeout=10)
+        during = ex.exposition()
+    finally:
+        go.set()
+        observer.join(timeout=10)
+    assert during == before
+    fams = {f.name: f for f in text_string_to_metric_families(ex.exposition().decode())}
+    assert _value(fams, "kant_cycles", "kant_cycles_total") == 1
+    assert _value(fams, "kant_cycle_duration_seconds", "kant_cycle_duration_seconds_count") == 1
+    wait = "kant_job_wait_seconds"
+    assert _value(fams, wait, f"{wait}_count", size_bucket="2-8") == 4
+    assert _value(fams, "kant_gpu_allocation_ratio", "kant_gpu_allocation_ratio") == 1.0
+    assert _value(fams, "kant_jobs", "kant_jobs", phase="running") == 4
+    assert _value(fams, "kant_jtted_node_ratio", "kant_jtted_node_ratio", size_bucket="2-8") == 1
