@@ -38,7 +38,7 @@ from kant.metrics import (
 )
 from kant.metrics.jobs import pool_shapes
 from kant.metrics.records import leaf_groups, placed_nodes, pod_shapes
-from kant.model import MILLI, Job, NodeSpec, PodId, ReasonCode, finite_time, is_int
+from kant.model import MILLI, Job, NodeSpec, PodId, ReasonCode, finite_time, is_int, is_name
 from kant.queueing import JobPhase
 from kant.scheduler import Scheduler
 
@@ -381,12 +381,21 @@ class MetricsExporter:
     def serve(self, port: int = 9464, addr: str = "127.0.0.1") -> tuple[Any, Any]:
         """Serve ``/metrics`` over HTTP on ``addr:port`` (0: any free port) in a daemon
         thread; returns ``(server, thread)`` (``server.server_port`` is the port,
-        ``server.shutdown()`` stops it). :class:`~kant.errors.InvalidConfigError` for a port
-        that is not an int in [0, 65535]; an address that cannot be bound raises ``OSError``."""
+        ``server.shutdown()`` stops it). ``addr`` is a host name or IP address: loopback by
+        default, ``"0.0.0.0"`` for every interface. :class:`~kant.errors.InvalidConfigError`
+        for a port that is not an int in [0, 65535] or an ``addr`` that is not a non-empty
+        string without surrounding spaces (``None`` would bind every interface, not
+        loopback); an address that cannot be bound raises ``OSError``."""
         from prometheus_client import start_http_server
 
         if not is_int(port) or not 0 <= port <= 65535:
             raise InvalidConfigError("port", port, "must be an int in [0, 65535] (0: any free)")
+        if not is_name(addr, slash=True):
+            raise InvalidConfigError(
+                "addr", addr,
+                "must be a host name or IP address: a non-empty string without surrounding "
+                "spaces ('127.0.0.1', loopback, by default; '0.0.0.0' for every interface)",
+            )  # fmt: skip
 
         server, thread = start_http_server(port, addr=addr, registry=self.registry)
         return server, thread

@@ -503,3 +503,27 @@ def test_a_scrape_during_an_observe_sees_all_of_the_last_observe_and_none_of_the
     assert _value(fams, "kant_gpu_allocation_ratio", "kant_gpu_allocation_ratio") == 1.0
     assert _value(fams, "kant_jobs", "kant_jobs", phase="running") == 4
     assert _value(fams, "kant_jtted_node_ratio", "kant_jtted_node_ratio", size_bucket="2-8") == 1
+
+
+@pytest.mark.parametrize("addr", [None, "", 5, " 127.0.0.1"])
+def test_an_address_that_is_no_host_name_is_refused_naming_it_and_nothing_is_bound(
+    addr: Any,
+) -> None:
+    # (None bound every interface, not the loopback of the default; 5 was a TypeError and ""
+    # a socket.gaierror from deep in the HTTP server)
+    from kant.errors import InvalidConfigError
+
+    ex = MetricsExporter(Scheduler(ClusterBuilder().leaf("lf0", nodes=2).build()))
+    with pytest.raises(InvalidConfigError, match="field 'addr'"):
+        ex.serve(port=0, addr=addr)
+
+
+def test_the_endpoint_listens_on_loopback_unless_told_another_address() -> None:
+    ex = MetricsExporter(Scheduler(ClusterBuilder().leaf("lf0", nodes=2).build()))
+    for kwargs, host in (({}, "127.0.0.1"), ({"addr": "localhost"}, "127.0.0.1")):
+        server, thread = ex.serve(port=0, **kwargs)
+        try:
+            assert server.server_address[0] == host
+        finally:
+            server.shutdown()
+            thread.join(timeout=5)
