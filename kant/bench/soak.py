@@ -17,8 +17,10 @@ seconds apart, each preceded by churn through the :class:`~kant.scheduler.Schedu
 Every random choice comes from one seeded generator over sorted names, so two runs do the same
 work. Measured per cycle: the CPU time (this thread) and wall time of ``schedule`` (the cycle;
 ``apply`` and the churn are not timed) and the resident memory after the cycle. Reported: the
-median and p99 of each third of the run, and ``last_vs_first`` = median CPU of the last third /
-median CPU of the first third (flat: within 1.10).
+median and p99 of each third of the run, of the CPU and of the wall time
+(``cpu_p50_ms_first``, ``wall_p50_ms_middle``, ``wall_p99_ms_last``, ...), and
+``last_vs_first`` = median CPU of the last third / median CPU of the first third (flat:
+within 1.10).
 
 Next to each cycle (untimed) a fixed piece of work, :func:`kant.bench.speed_probe`, measures
 how fast the machine is then; ``probe_ms_first`` and ``probe_ms_last`` are its medians over
@@ -256,6 +258,7 @@ def bench_soak(
     for name, part, w in zip(("first", "middle", "last"), thirds, _thirds(wall), strict=True):
         out[f"cpu_p50_ms_{name}"] = round(statistics.median(part), 2)
         out[f"cpu_p99_ms_{name}"] = round(percentile(part, 99), 2)
+        out[f"wall_p50_ms_{name}"] = round(statistics.median(w), 2)
         out[f"wall_p99_ms_{name}"] = round(percentile(w, 99), 2)
     out["last_vs_first"] = round(statistics.median(thirds[2]) / statistics.median(thirds[0]), 3)
     p = _thirds(probe)
