@@ -516,7 +516,8 @@ def inference_paper(
     trace folder (``traces`` or ``$KANT_TRACES``). Backfill + E-Spread, one cycle per 30 s.
     Checks ``jobs``, ``seed`` and ``load`` as :func:`make_scenario` does, and the other
     arguments, before reading anything: :class:`~kant.errors.ValidationError` naming the
-    argument."""
+    argument; a service or job no node of the cluster could hold is refused as a trace's
+    is (``ValidationError`` naming it)."""
     from kant.sim.inference_paper import (
         inference_paper_cluster,
         inference_paper_workload,
@@ -550,6 +551,7 @@ def inference_paper(
     )
     if jobs is not None:
         work = work[:jobs]
+    _check_every_job_fits(work, nodes, f"the inference cluster {size} of {base}")
     gpus = sum(pools.values())
     big = sum(1 for j in work if j.gang)
     pool_text = ", ".join(f"{m} {g}" for m, g in pools.items())

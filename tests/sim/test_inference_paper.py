@@ -332,3 +332,26 @@ def test_instances_of_one_app_and_minute_asking_different_gpus_are_services_of_t
         if j.id.startswith("app_1")
     }
     assert services == {"app_1-60-180-1g": (2, 1), "app_1-60-180-4g": (1, 4)}
+
+
+def test_a_dlrm_instance_no_node_can_hold_is_refused_as_the_scenario_is_built(
+    tmp_path: Path,
+) -> None:
+    # app_0's instances ask 16 GPUs, on nodes of 8: the run kept one waiting to its end, its
+    # GPUs counted in the sampled peak demand, and said nothing
+    from kant.errors import ValidationError
+    from kant.sim.scenarios import inference_paper
+
+    base = trace_dir()
+    if base is None:
+        pytest.skip("the shared trace folder is not here")
+    for name in ("alibaba-pai-v2020", "alibaba-spot-gpu-v2026", "helios-acme-summaries"):
+        (tmp_path / name).symlink_to(base / name)
+    dlrm = tmp_path / "alibaba-gpu-v2025-dlrm"
+    dlrm.mkdir()
+    src = (base / "alibaba-gpu-v2025-dlrm" / "disaggregated_DLRM_trace.csv").read_text()
+    head, *rows = src.splitlines(keepends=True)
+    big = [r.replace(",1,1,", ",16,16,", 1) if ",app_0," in r else r for r in rows]
+    (dlrm / "disaggregated_DLRM_trace.csv").write_text(head + "".join(big))
+    with pytest.raises(ValidationError, match="could never start"):
+        inference_paper(traces=tmp_path)
