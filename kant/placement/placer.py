@@ -1008,27 +1008,28 @@ class Placer:
     def _place_pod(
         self, ctx: PodContext, pod: PodId, cand: Candidates, *, two_level: bool = True
     ) -> Binding | None:
-        """Place one pod (:meth:`_place_among`). A role with ``spread`` whose job has pods on
-        some candidates tries the others first, whatever their group: a replica goes to a
-        node of its own while any can take it (the group the strategy ranks first took a
-        second replica on a node while another leaf had empty nodes), and shares one only
-        when none can. None when no node takes it."""
-        if ctx.role.spread and ctx.on_node:
+        """Place one pod on the node :meth:`_choose` picks among ``cand``. For a role with
+        ``spread``, a node already holding a pod of its job is taken only when no candidate
+        holding none, whatever its group, can take the pod: a replica goes to a node of its
+        own while any can take it (the group the strategy ranks first took a second replica
+        on a node while another leaf had empty nodes). None when no node takes it."""
+        got = self._choose(ctx, cand, two_level)
+        if got is not None and ctx.role.spread and ctx.on_node.get(got[0]):
             fresh = cand.slots[ctx.job_pods_on(cand.slots) == 0]
-            if 0 < fresh.shape[0] < cand.slots.shape[0]:
-                b = self._place_among(ctx, pod, cand.subset(fresh), two_level=two_level)
-                if b is not None:
-                    return b
-        return self._place_among(ctx, pod, cand, two_level=two_level)
+            if fresh.shape[0]:  # (asked only when the first choice shares a node)
+                got = self._choose(ctx, cand.subset(fresh), two_level) or got
+        if got is None:
+            return None
+        return self._bind(ctx, pod, *got)
 
-    def _place_among(
-        self, ctx: PodContext, pod: PodId, cand: Candidates, *, two_level: bool = True
-    ) -> Binding | None:
-        """Place one pod among ``cand``: for each candidate set in turn, the two-level
-        search (strategies that ask for it: on the role's candidates, or on the part of them
-        a strategy's ``candidate_sets`` names, :meth:`Candidates.subset`), else one
-        vectorised pass over the nodes that fit and pass the filters; the best score wins.
-        None when no set has a node."""
+    def _choose(
+        self, ctx: PodContext, cand: Candidates, two_level: bool
+    ) -> tuple[int, StrategyHooks] | None:
+        """The node (slot) one pod goes to among ``cand``, with the strategy that chose it:
+        for each candidate set in turn, the two-level search (strategies that ask for it: on
+        the role's candidates, or on the part of them a strategy's ``candidate_sets`` names,
+        :meth:`Candidates.subset`), else one vectorised pass over the nodes that fit and pass
+        the filters; the best score wins. None when no set has a node."""
         snap = ctx.snap
         filters = self._filters(ctx)
         for slots, strat in self._candidate_sets(ctx, cand.slots):
@@ -1038,16 +1039,14 @@ class Placer:
                 part = cand if slots is cand.slots else cand.subset(slots)
                 slot = self._two_level(ctx, part, strat)
                 if slot is not None:
-                    return self._bind(ctx, pod, slot, strat)
+                    return slot, strat
                 continue  # the two-level search is exhaustive: no node of the set fits
             feasible = slots[fits(snap, slots, ctx.req)]
             if filters.active and feasible.shape[0]:
                 feasible = filters.keep(ctx, feasible)
             if feasible.shape[0]:
                 sc = _score(strat, ctx, feasible)
-                return self._bind(
-                    ctx, pod, int(feasible[self._pick(ctx, feasible, sc, strat)]), strat
-                )
+                return int(feasible[self._pick(ctx, feasible, sc, strat)]), strat
         return None
 
     def _candidate_sets(
