@@ -446,9 +446,15 @@ def _changed_slots(changed: object, n: int) -> IntArray:
     """The slots of :meth:`Snapshot.refresh`'s ``changed`` as a sorted int64 array of
     distinct slots, each below ``n`` (the state's slot count); ValidationError naming
     ``changed`` for anything else (``refresh([0])`` raised AttributeError). An int64 array
-    (:meth:`ClusterState.take_changes`'s, each cycle) is taken as it is, sorted and distinct
-    by contract: two comparisons; any other sequence of ints is copied, sorted and deduped."""
-    if isinstance(changed, np.ndarray) and changed.dtype == np.int64 and changed.ndim == 1:
+    (:meth:`ClusterState.take_changes`'s, each cycle) is taken as it is when sorted and
+    distinct, as that one is (one O(k) comparison); any other sequence of ints is copied,
+    sorted and deduped."""
+    if (
+        isinstance(changed, np.ndarray)
+        and changed.dtype == np.int64
+        and changed.ndim == 1
+        and bool(np.all(changed[1:] > changed[:-1]))
+    ):
         idx = changed  # (the usual call)
     else:
         why = "must be a sequence of slot ints"

@@ -650,6 +650,20 @@ def test_a_refresh_takes_any_sequence_of_slot_ints(cluster: ClusterState, change
     snapshot_matches_truth(cluster, snap)
 
 
+def test_a_refresh_takes_an_int64_array_unsorted_or_with_repeats_as_its_slots() -> None:
+    # (taken as sorted and distinct, it raised ValueError half way and left the leaf
+    # aggregates wrong, which no later refresh repaired)
+    st = ClusterBuilder().leaf("a", nodes=3).build()
+    snap = st.snapshot()
+    st.bind(Binding(pod=pod("j"), node="a-n1", gpus=(0, 1)))
+    st.bind(Binding(pod=pod("k"), node="a-n0", gpus=(0,)))
+    st.take_changes()
+    n0, n1 = st.slot_of("a-n0"), st.slot_of("a-n1")
+    snap.refresh(np.array([n1, n0, n1], dtype=np.int64))
+    snap.check_invariants()
+    snapshot_matches_truth(st, snap)
+
+
 @pytest.mark.parametrize(
     "changed",
     [None, "0", 3, [0.5], [True], ["0"], [-1], [4], np.array([4]), np.array([-1]),
