@@ -667,15 +667,18 @@ class Scheduler:
         return EventReport(released=(pod,), requeued=(e.id,))
 
     def pod_finished(self, pod: PodId, now: float) -> EventReport:
-        """The pod completed. Its quota is uncharged; the job finishes with its last pod.
-        Raises UnknownPodError, or InvalidTimeError for a time before the pod's binding."""
+        """The pod completed. Its quota is uncharged; the job finishes with its last pod. A
+        victim gang whose other pods were evicted before this one ended is requeued whole
+        (``requeued``), whichever order its pods ended in. Raises UnknownPodError, or
+        InvalidTimeError for a time before the pod's binding."""
         e = self._held(pod)
         now = self._pod_time(e, pod, now, "pod_finished")
         self._tick(now, "pod_finished")
         self._release(pod, None)
         self.queue.forget_pods(e.id, [pod], now, finished=True)
+        again = (e.id,) if self._whole_again(e, now) else ()
         done = (e.id,) if e.phase is JobPhase.FINISHED else ()
-        return EventReport(released=(pod,), finished=done)
+        return EventReport(released=(pod,), finished=done, requeued=again)
 
     def pods_finished(self, pods: Iterable[PodId], now: float) -> EventReport:
         """Every pod of ``pods`` completed at ``now``: what :meth:`pod_finished` on each, in
@@ -735,8 +738,9 @@ class Scheduler:
             by_job.setdefault(pod.job, []).append(pod)
         for jid, mine in by_job.items():
             self.queue.forget_pods(jid, mine, now, finished=True)
+        again = tuple(j for j, e in entries.items() if self._whole_again(e, now))
         done = tuple(j for j, e in entries.items() if e.phase is JobPhase.FINISHED)
-        return EventReport(released=tuple(pods), finished=done)
+        return EventReport(released=tuple(pods), finished=done, requeued=again)
 
     def pod_evicted(self, pod: PodId, now: float, *, interrupted: bool = False) -> EventReport:
         """The pod was stopped (a victim going away, or killed for any other reason). A victim
@@ -1006,9 +1010,19 @@ class Scheduler:
             self.queue.requeue(e.id, now, failed=False)
             return EventReport(released=(*pods, *released), evictions=ev, requeued=(e.id,))
         self.queue.forget_pods(e.id, pods, now, finished=False)
+        if e.job.gang and not self._whole_again(e, now):
+            return EventReport(released=tuple(pods))  # (its other victims still terminating)
+        return EventReport(released=tuple(pods), requeued=(e.id,))
+
+    def _whole_again(self, e: Entry, now: float) -> bool:
+        """Requeue gang ``e`` whole if its last pod has just gone and it is PENDING: some of
+        its pods were evicted (victims) before the others ended, finished or evicted in any
+        order, and the finished ones are forgotten so that it runs all of its pods again (a
+        gang runs all or nothing). Returns whether it was requeued."""
         if e.job.gang and e.phase is JobPhase.PENDING:
             self.queue.requeue(e.id, now, failed=False)  # forget the finished pods too
-        return EventReport(released=tuple(pods), requeued=(e.id,))
+            return True
+        return False
 
     def check_invariants(self) -> None:
         """Every invariant across cluster, queue and admitter: each one's own

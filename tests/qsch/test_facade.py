@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kant import JobPhase, ReasonCode, Scheduler
+from kant import JobPhase, PodId, ReasonCode, Scheduler
 from kant.errors import InvalidTimeError, UnknownJobError, ValidationError
 from kant.testing import ClusterBuilder, job
 
@@ -234,3 +234,34 @@ def test_a_pod_restored_on_a_model_its_role_does_not_allow_is_not_taken_for_a_br
     s.step(7)
     assert s.cluster.binding(pod).node == "lf0-n0"
     check_invariants(s)
+
+
+def _victim_gang() -> Scheduler:
+    """A 2-pod gang ``low`` on a 2-node cluster, both pods chosen as victims of ``hi``."""
+    s = Scheduler(ClusterBuilder().leaf("lf0", nodes=2).build(), policy="best-effort-fifo")
+    s.submit(job("low", gpus=8, replicas=2, priority=0), now=1)
+    s.step(now=2)
+    s.submit(job("hi", gpus=8, replicas=2, priority=10), now=3)
+    r = s.step(now=4)
+    assert sorted(str(p) for v in r.victims for p in v.pods) == ["low/worker/0", "low/worker/1"]
+    return s
+
+
+@pytest.mark.parametrize("first", ["evicted", "finished"])
+def test_a_victim_gang_whose_pods_end_one_evicted_one_finished_runs_again_whole(
+    first: str,
+) -> None:
+    # informers give no order between pods: evicted then finished left the gang pending with
+    # its finished pod remembered, and the next cycle ran the evicted pod alone
+    s = _victim_gang()
+    evicted = PodId(job="low", role="worker", index=0)
+    finished = PodId(job="low", role="worker", index=1)
+    events = [lambda: s.pod_evicted(evicted, 5), lambda: s.pod_finished(finished, 5)]
+    reports = [e() for e in (events if first == "evicted" else events[::-1])]
+    assert [r.requeued for r in reports] == [(), ("low",)]  # (requeued with its last pod)
+    st = s.status("low")
+    assert (st.phase, st.pods_waiting) == (JobPhase.PENDING, 2)
+    s.check_invariants()
+    s.cancel("hi", 6)
+    r = s.step(now=7)
+    assert sorted(str(b.pod) for b in r.bindings) == ["low/worker/0", "low/worker/1"]
