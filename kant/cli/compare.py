@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from kant.cli.options import UsageError, number, writing
 from kant.cli.simulate import (
@@ -111,7 +111,7 @@ def run_compare(args: argparse.Namespace) -> int:
     or the files they name raises :class:`~kant.errors.KantError` before any run
     (:func:`kant.cli.main` prints it on one line, exit 2)."""
     # (--seeds: the runs' store too, written afresh before the first run)
-    store = ("runs.jsonl",) if getattr(args, "seeds", None) else ()
+    store = ("runs.jsonl", PARTIAL_STORE) if getattr(args, "seeds", None) else ()
     check_own_inputs(args, (*COMPARE_FILES, *PLOT_NAMES, *store))
     if getattr(args, "seeds", None):
         return _run_seed_sweep(args)
@@ -163,26 +163,32 @@ def _run_seed_sweep(args: argparse.Namespace) -> int:
     workers = max(1, min(args.workers, len(specs)))  # (a process per run at most)
     if not args.quiet:
         _stderr(f"compare: {len(sets)} policy sets x {len(seeds)} seeds, {workers} workers")
-    store = Store(Path(args.out) / "runs.jsonl")
+    # the runs are recorded in a store of their own, which replaces the folder's runs.jsonl
+    # once one is recorded: until then (a run's input refused as it is built) the folder
+    # keeps an earlier compare's store and report as they were
+    final = Path(args.out) / "runs.jsonl"
+    store = Store(final.with_name(PARTIAL_STORE))
     with writing("--out", args.out, after_run=False):  # before any run
         store.path.parent.mkdir(parents=True, exist_ok=True)
         store.path.unlink(missing_ok=True)
     bar = None if args.quiet else ProgressBar(len(specs), label="compare")
     t0 = time.perf_counter()
-    summary = run_sweep(
-        specs,
-        store,
-        LocalPool(workers),
-        on_done=None if bar is None else (lambda _s, rec: bar.update(rec["status"] == "ok")),
-        strict_prepare=True,
-    )
+    try:
+        summary = run_sweep(
+            specs,
+            store,
+            LocalPool(workers),
+            on_done=None if bar is None else (lambda _s, rec: bar.update(rec["status"] == "ok")),
+            strict_prepare=True,
+        )
+    except BaseException:
+        _take_store(args.out, store.path, final, failed=True)
+        raise
     wall = time.perf_counter() - t0
     latest = store.latest()
+    _take_store(args.out, store.path, final, failed=bool(summary.failed))
+    store = Store(final)
     if summary.failed:
-        # an earlier report goes: not left beside the new store of runs it does not hold
-        with writing("--out", args.out):
-            for name in (*COMPARE_FILES, *PLOT_NAMES):
-                (store.path.parent / name).unlink(missing_ok=True)
         for s in specs:
             if latest[s.key]["status"] != "ok":
                 print(f"kant compare: {dict(s.params)} failed: {latest[s.key]['error']}",
@@ -209,6 +215,23 @@ def _run_seed_sweep(args: argparse.Namespace) -> int:
     if args.json:
         print(json_text({"scenario": name, **seed_sweep(by_seed), "wall_s": round(wall, 3)}))
     return 0
+
+
+PARTIAL_STORE: Final = "runs.jsonl.part"
+"""Where ``kant compare --seeds`` records its runs until the first is recorded."""
+
+
+def _take_store(out: str, part: Path, final: Path, *, failed: bool) -> None:
+    """Make the runs recorded in ``part`` the folder's store ``final`` (nothing when none
+    was: the folder stays as it was); ``failed``: the report of an earlier compare goes
+    too, not left beside a store of runs it was not made of."""
+    if not part.exists():
+        return
+    with writing("--out", out):
+        os.replace(part, final)
+        if failed:
+            for name in (*COMPARE_FILES, *PLOT_NAMES):
+                (final.parent / name).unlink(missing_ok=True)
 
 
 def _sets_of(specs: Sequence[Any]) -> list[PolicySet]:

@@ -440,7 +440,8 @@ def test_a_compare_over_seeds_of_a_broken_trace_is_one_line_and_leaves_no_old_re
     assert main([*argv, "--trace-file", bad]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "broken timestamp" in err and " (at " not in err
-    assert (out / "compare.json").exists()  # (refused before any run: the report is kept)
+    # (refused before any run: the report is kept, and the store it was made of)
+    assert sorted(p.name for p in out.iterdir()) == ["compare.json", "compare.txt", "runs.jsonl"]
 
 
 @pytest.mark.parametrize("value", ["-5", "abc", "0", "12.5", "\u00b2"])

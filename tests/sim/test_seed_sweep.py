@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -137,3 +138,31 @@ def test_a_seed_sweep_whose_run_fails_leaves_no_report_of_an_earlier_one(
     assert main(args) == 1
     assert "the run broke" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.jsonl"]
+
+
+def test_a_seed_sweep_stopped_by_a_later_seeds_input_keeps_the_runs_it_recorded_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # seed 0's runs are recorded, then seed 1's scenario is refused as it is built: the
+    # folder holds those runs, and no report of an earlier compare beside them
+    args = ["compare", "--jobs", "40", "--seeds", "0-1", "--workers", "1", "--quiet"]
+    args += ["--sets", "strict-fifo+ebinpack", "--out", str(tmp_path), "--no-plots"]
+    assert main(args) == 0
+    capsys.readouterr()
+
+    import kant.sweep.runner as runner
+    from kant.errors import InvalidTraceError
+
+    real = runner.prepare
+
+    def refused(kind: str, inputs: Any) -> Any:
+        if inputs.get("seed") == 1:
+            raise InvalidTraceError("trace", "seed 1", "refused as it is built")
+        return real(kind, inputs)
+
+    monkeypatch.setattr(runner, "prepare", refused)
+    assert main(args) == 2
+    assert "refused as it is built" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.jsonl"]
+    records = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
+    assert [r["params"]["seed"] for r in records] == [0]
