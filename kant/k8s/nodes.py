@@ -71,42 +71,54 @@ class NodeAdapter:
 
     def bind_foreign(
         self, pod: PodId, node: str, gpus: int, milli: int, cpu: int, mem: int
-    ) -> str | None:
-        """A pod another scheduler put on ``node``: hold its capacity (GPUs lowest free first).
-        What no longer fits is left out rather than refused. Returns None once it is
-        recorded, else why it is not, in words for the shim's log (the node unknown, not
-        Ready or cordoned, or its pods at max_pods; ``pod`` held already)."""
+    ) -> tuple[bool, str | None]:
+        """A pod another scheduler put on ``node``: hold its capacity (healthy GPUs lowest
+        free first). What does not fit now (GPUs or a GPU share, CPU or memory other pods
+        hold: the kubelet admitted it over a pod of kant's, say) is left out rather than
+        refused: the pod is held in part. Returns ``(held, why)``, ``why`` in words for the
+        shim's log: not held (the node unknown, not Ready or cordoned, or its pods at
+        max_pods; ``pod`` held already), held in part (what is left out), or ``(True,
+        None)``, held in full."""
         c = self._cluster
         if node not in c:
-            return f"node {node!r} is not known"
+            return False, f"node {node!r} is not known"
         if c.has_pod(pod):
-            return "it is held already"
+            return False, "it is held already"
         if not c.is_healthy(node):
-            return f"node {node!r} takes no pods now (not Ready, or cordoned)"
+            return False, f"node {node!r} takes no pods now (not Ready, or cordoned)"
+        spec = c.node(node)
+        on = c.pods_on(node)
+        if spec.max_pods is not None and len(on) >= spec.max_pods:
+            return False, f"node {node!r} runs {len(on)} pods, its max_pods is {spec.max_pods}"
         used: dict[int, int] = {}
-        for p in c.pods_on(node):
+        cpu_free, mem_free = spec.cpu_milli, spec.memory_mib
+        for p in on:
             b = c.binding(p)
             for g in b.gpus:
                 used[g] = used.get(g, 0) + b.gpu_milli
-        spec = c.node(node)
+            cpu_free -= b.cpu_milli
+            mem_free -= b.memory_mib
         need = milli if milli else MILLI
         healthy = c.gpu_healthy_mask(node)
         free = [g for g in range(spec.gpus) if used.get(g, 0) + need <= MILLI and healthy >> g & 1]
         count = 1 if milli else gpus
-        devs = tuple(free[:count]) if count else ()
-        pods = len(c.pods_on(node))
-        if spec.max_pods is not None and pods >= spec.max_pods:
-            return f"node {node!r} runs {pods} pods, its max_pods is {spec.max_pods}"
-        for cpu_, mem_ in ((cpu, mem), (0, 0)):
-            try:
-                c.bind(
-                    Binding(pod=pod, node=node, gpus=devs, gpu_milli=milli or MILLI,
-                            cpu_milli=cpu_, memory_mib=mem_)
-                )  # fmt: skip
-                return None
-            except KantError as e:
-                why = str(e)
-        return why
+        devs = tuple(free[:count])
+        cpu_, mem_ = max(0, min(cpu, cpu_free)), max(0, min(mem, mem_free))
+        short = []
+        if len(devs) < count:
+            short.append(f"{len(devs)} of its {count} GPUs" if not milli else f"its {milli}m share")
+        if cpu_ < cpu:
+            short.append(f"{cpu_} of its {cpu} CPU milli")
+        if mem_ < mem:
+            short.append(f"{mem_} of its {mem} MiB")
+        try:
+            c.bind(
+                Binding(pod=pod, node=node, gpus=devs, gpu_milli=milli or MILLI,
+                        cpu_milli=cpu_, memory_mib=mem_)
+            )  # fmt: skip
+        except KantError as e:
+            return False, str(e)
+        return True, (f"node {node!r} has free only {', '.join(short)}" if short else None)
 
     def release_foreign(self, pod: PodId) -> None:
         """The foreign pod ended or left."""

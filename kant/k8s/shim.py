@@ -221,8 +221,9 @@ class Shim:
         self._held: dict[str, PodId] = {}
         # pod key -> (node, the node's generation then): pods bound by others that found no
         # room there (its max_pods taken, e.g. by a pod of kant's the kubelet then rejects)
-        # or found it taking no pods (not Ready, cordoned), held again once something on
-        # that node has changed (see _hold_left_out)
+        # or found it taking no pods (not Ready, cordoned), or were held there in part (GPUs,
+        # CPU or memory a pod of kant's held: the kubelet admitted them over it), held again
+        # in full once something on that node has changed (see _hold_left_out)
         self._left_out: dict[str, tuple[str, int]] = {}
         self._dying: set[str] = set()  # pods kant released and asked to stop
         self._evict: dict[str, str] = {}  # victim pod key -> preemptor, until the call succeeds
@@ -1377,15 +1378,16 @@ class Shim:
         ns, name = key.split("/", 1)
         pid = PodId(job=f"{_HELD}{ns}..{name}", role="pod", index=0)
         self._left_out.pop(key, None)
-        why = self.nodes.bind_foreign(pid, st.node, r.gpus, r.gpu_milli, r.cpu_milli,
-                                      r.memory_mib)  # fmt: skip
-        if why is None:
+        held, why = self.nodes.bind_foreign(pid, st.node, r.gpus, r.gpu_milli, r.cpu_milli,
+                                            r.memory_mib)  # fmt: skip
+        if held:
             self._held[key] = pid
             self._describe_held(key, obj)
-        elif (gen := self._generation(st.node)) is not None:
-            self._left_out[key] = (st.node, gen)
-            log.warning("%s: its requests are not held yet: %s; they are once the node "
-                        "changes (a pod there ends, it is Ready again)", key, why)  # fmt: skip
+        if why is not None and (gen := self._generation(st.node)) is not None:
+            self._left_out[key] = (st.node, gen)  # (held again in full: _hold_left_out)
+            log.warning("%s: its requests are not held %s: %s; they are once the node "
+                        "changes (a pod there ends, it is Ready again)", key,
+                        "in full" if held else "yet", why)  # fmt: skip
 
     def _generation(self, node: str) -> int | None:
         """The generation of ``node`` in the cluster (None: not there), which changes
@@ -1394,10 +1396,10 @@ class Shim:
         return int(cluster.node_generation[cluster.slot_of(node)]) if node in cluster else None
 
     def _hold_left_out(self) -> None:
-        """Hold again the pods bound by others that found no room on their node
-        (:attr:`_left_out`), on the nodes where something changed since (a pod released:
-        gone, a binding failed, evicted; the node changed), before a cycle places anything:
-        by node, then pod key. O(those pods)."""
+        """Hold again the pods bound by others that found no room on their node, or held
+        there in part (:attr:`_left_out`: the part is given back first), on the nodes where
+        something changed since (a pod released: gone, a binding failed, evicted; the node
+        changed), before a cycle places anything: by node, then pod key. O(those pods)."""
         for key, (node, gen) in sorted(self._left_out.items(), key=lambda kv: (kv[1][0], kv[0])):
             now = self._generation(node)
             if now is None:
@@ -1407,8 +1409,11 @@ class Shim:
                 continue
             del self._left_out[key]
             got = self._pods.get(key)
-            if got is None or key in self._held:
+            if got is None:
                 continue
+            part = self._held.pop(key, None)
+            if part is not None:  # held in part: given back, to be held again in full
+                self.nodes.release_foreign(part)
             st = pod_state(got[0], self.settings)
             if st.node == node:
                 self._hold(key, got[0], st)

@@ -540,6 +540,32 @@ def test_another_schedulers_pod_the_kubelet_admitted_in_kants_last_slot_is_held_
     assert wait_for(lambda: cluster.node_of("r"), what="r bound") == "n0"
 
 
+@pytest.mark.parametrize("asks", ["gpus", "cpu"])
+def test_another_schedulers_pod_the_kubelet_admitted_over_kants_is_held_in_full_once_kants_fails(
+    cluster: Cluster, asks: str
+) -> None:
+    # kant binds p to n0; the kubelet admits another scheduler's q (all 8 GPUs, or all 4
+    # CPUs) first and rejects p. q was held with what p left free (no GPU, no CPU) and never
+    # in full: once p failed, r went to n0, onto what q runs on (a shim started then held q
+    # in full and kept r waiting)
+    cluster.node("n0", cpu="4")
+    cluster.start_shim()
+    cluster.pod("p", gpus=8 if asks == "gpus" else 1)
+    assert wait_for(lambda: cluster.node_of("p"), what="p bound") == "n0"
+    _foreign_pod(cluster, "q", "n0", **({"gpus": 8} if asks == "gpus" else {"cpu": "4"}))
+    wait_for(lambda: cluster.get("q").get("status", {}).get("phase") == "Running", what="q runs")
+    cluster.looked("q")
+    status = {"phase": "Failed", "reason": "UnexpectedAdmissionError", "message": "rejected"}
+    cluster.api.patch(f"/api/v1/namespaces/{cluster.ns}/pods/p/status", {"status": status})
+    cluster.looked("p")
+    cluster.pod("r", gpus=1)
+    wait_for(lambda: _condition(cluster.get("r"), "PodScheduled"), what="r waits")
+    cluster.looked("r")
+    assert cluster.node_of("r") is None
+    cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/q", {"gracePeriodSeconds": 0})
+    assert wait_for(lambda: cluster.node_of("r"), what="r bound") == "n0"
+
+
 def test_a_binding_answered_404_calls_binding_failed_and_releases_the_rest_of_the_gang(
     cluster: Cluster,
 ) -> None:
