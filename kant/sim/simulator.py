@@ -940,7 +940,7 @@ class Simulator:
             requeued.update(dict.fromkeys(report.requeued))
         # one cycle's evictions are one interruption of each job they hit, however many
         # victim units (a pod-level job's pods are one each) and events they took (kant
-        # reports the job as requeued with each of a gang's pods, and with each eviction)
+        # reports a pod-level job as requeued with each eviction, a gang with its last pod)
         runs = self._runs
         again = [j for j in requeued if runs[j].evicted_in != cycle]
         for j in again:

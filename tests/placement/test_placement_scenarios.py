@@ -499,6 +499,17 @@ def test_a_spread_service_takes_a_node_of_another_leaf_before_a_second_replica_o
     assert res.ok and len(set(nodes_of(res.bindings))) == 5  # (then a node takes a second)
 
 
+def test_a_spread_replica_goes_where_the_strategy_puts_it_when_that_node_holds_none() -> None:
+    # leaf l0: 3 empty nodes; l1: 1 empty node and 3 partly used. Under spread the emptiest
+    # leaf, l0 by its whole aggregates, takes each replica while it has a node holding none
+    st = ClusterBuilder().leaf("l0", nodes=3).leaf("l1", nodes=4).build()
+    for n, used in (("l1-n1", 4), ("l1-n2", 6), ("l1-n3", 2)):
+        hold(st, n, tuple(range(used)), f"bg-{n}")
+    svc = job("svc", gpus=1, replicas=3, spread=True, gang=False, kind=JobKind.INFERENCE)
+    res = Placer("spread").place(svc, st.snapshot())
+    assert nodes_of(res.bindings) == ["l0-n0", "l0-n1", "l0-n2"]
+
+
 # --------------------------------------------------------------------------- pools
 
 
