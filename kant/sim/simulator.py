@@ -310,6 +310,12 @@ UNBOUNDED_RESTART: Final = (
 (:func:`restarts_unbounded`)."""
 
 
+MAX_RESTART_LIMIT: Final = 10_000
+"""The largest limit of interruptions per job that bounds a run restarting work after random
+node failures (:func:`restarts_unbounded`): such a run's length grows with the limit (1,000
+made 20 jobs take 9.6 s of CPU; 10**23 never ended)."""
+
+
 def restarts_unbounded(
     on_interrupt: str | None,
     mtbf: float | None,
@@ -317,11 +323,12 @@ def restarts_unbounded(
     max_interruptions: int | None,
 ) -> bool:
     """Whether a run with these settings may never end: work that restarts after an
-    interruption, random node failures, and neither a horizon nor a limit of interruptions
-    per job (the :class:`Simulator` refuses it, and so does a sweep's grid)."""
+    interruption, random node failures, and neither a horizon nor a limit of at most
+    :data:`MAX_RESTART_LIMIT` interruptions per job (the :class:`Simulator` refuses it, and
+    so does a sweep's grid)."""
     return (
         on_interrupt == RESTART and mtbf is not None and horizon is None
-        and max_interruptions is None
+        and (max_interruptions is None or max_interruptions > MAX_RESTART_LIMIT)
     )  # fmt: skip
 
 
@@ -332,8 +339,9 @@ def _check_bounded(scheduler: Scheduler, cfg: SimConfig) -> None:
         raise ValidationError(
             "on_interrupt", RESTART,
             f"with random node failures (mtbf {cfg.mtbf:g} s) needs a horizon or a limit of "
-            "interruptions per job (Backoff.max_interruptions, kant simulate "
-            f"--max-interruptions): {UNBOUNDED_RESTART}",
+            f"interruptions per job of at most {MAX_RESTART_LIMIT:,} "
+            "(Backoff.max_interruptions, kant simulate --max-interruptions"
+            f"{'' if limit is None else f'; {limit!r} given'}): {UNBOUNDED_RESTART}",
         )  # fmt: skip
 
 

@@ -57,7 +57,7 @@ from kant.sim.scenarios import (
     parse_seeds,
     parse_sets,
 )
-from kant.sim.simulator import UNBOUNDED_RESTART, restarts_unbounded
+from kant.sim.simulator import MAX_RESTART_LIMIT, UNBOUNDED_RESTART, restarts_unbounded
 from kant.topology.fabric import unique_key_loader, unique_pairs
 
 __all__ = [
@@ -212,7 +212,8 @@ class Grid:
             raise InvalidGridError(
                 "on_interrupt",
                 "restart",
-                f"with mtbf needs horizon or max_interruptions in every run: {UNBOUNDED_RESTART}",
+                "with mtbf needs horizon, or max_interruptions of at most "
+                f"{MAX_RESTART_LIMIT:,}, in every run: {UNBOUNDED_RESTART}",
             )
         # as kant simulate: a repair time goes with failures
         repairs = [t for t in _values(opts.get("mttr")) if t is not None]

@@ -138,6 +138,22 @@ def test_kant_simulate_refuses_an_unbounded_restart_in_one_line(tmp_path) -> Non
     assert not (tmp_path / "r").exists()
 
 
+def test_a_limit_too_large_to_bound_a_restarting_run_is_refused_in_one_line(tmp_path) -> None:
+    # (any limit passed: 10**23 interruptions per job ran for ever, 1,000 took 9.6 s of 20
+    # jobs, the run's length growing with the limit)
+    p = _kant(
+        "simulate", "--scenario", "inference-paper", "--mtbf", "100", "--on-interrupt", "restart",
+        "--max-interruptions", "99999999999999999999999", "--out", str(tmp_path / "r"),
+        "--quiet", "--no-plots",
+    )  # fmt: skip
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "at most 10,000" in p.stderr and not (tmp_path / "r").exists()
+    grid = {"scenario": "inference", "on_interrupt": "restart", "mtbf": 3600}
+    with pytest.raises(InvalidGridError, match="on_interrupt"):
+        Grid("simulate", {**grid, "max_interruptions": 10**5}).runs()
+    assert len(Grid("simulate", {**grid, "max_interruptions": 10**4}).runs()) == 1
+
+
 def test_kant_simulate_with_a_limit_ends_and_reports_the_failed_jobs(tmp_path) -> None:
     p = _kant(
         "simulate", "--scenario", "inference-paper", "--mtbf", "3600",
