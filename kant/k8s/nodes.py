@@ -113,7 +113,7 @@ class NodeAdapter:
             short.append(f"{mem_} of its {mem} MiB")
         try:
             c.bind(
-                Binding(pod=pod, node=node, gpus=devs, gpu_milli=milli or MILLI,
+                Binding(pod=pod, node=node, gpus=devs, gpu_milli=milli if milli and devs else MILLI,
                         cpu_milli=cpu_, memory_mib=mem_)
             )  # fmt: skip
         except KantError as e:

@@ -1385,8 +1385,8 @@ class Shim:
             self._describe_held(key, obj)
         if why is not None and (gen := self._generation(st.node)) is not None:
             self._left_out[key] = (st.node, gen)  # (held again in full: _hold_left_out)
-            log.warning("%s: its requests are not held %s: %s; they are once the node "
-                        "changes (a pod there ends, it is Ready again)", key,
+            log.warning("%s: its requests are not held %s: %s; they are once its node "
+                        "changes (a pod there ends, it takes pods again)", key,
                         "in full" if held else "yet", why)  # fmt: skip
 
     def _generation(self, node: str) -> int | None:
@@ -1397,26 +1397,41 @@ class Shim:
 
     def _hold_left_out(self) -> None:
         """Hold again the pods bound by others that found no room on their node, or held
-        there in part (:attr:`_left_out`: the part is given back first), on the nodes where
-        something changed since (a pod released: gone, a binding failed, evicted; the node
-        changed), before a cycle places anything: by node, then pod key. O(those pods)."""
+        there in part (:attr:`_left_out`), on the nodes where something changed since (a pod
+        released: gone, a binding failed, evicted; the node changed), before a cycle places
+        anything: node by node, every pod left out there (due or not), the parts given back
+        first, then each pod held by pod key, and every pod still left out recorded with the
+        node as it is after them (so that these changes do not make one due again). A node
+        that takes no pod now (not Ready, cordoned, above its max_pods) keeps the parts held
+        there. O(those pods)."""
+        on: dict[str, list[str]] = {}  # node -> its pods left out, by key
+        due: set[str] = set()
         for key, (node, gen) in sorted(self._left_out.items(), key=lambda kv: (kv[1][0], kv[0])):
             now = self._generation(node)
             if now is None:
                 del self._left_out[key]  # (held when the node comes: _replay_bound)
                 continue
-            if now == gen:
-                continue
-            del self._left_out[key]
-            got = self._pods.get(key)
-            if got is None:
-                continue
-            part = self._held.pop(key, None)
-            if part is not None:  # held in part: given back, to be held again in full
-                self.nodes.release_foreign(part)
-            st = pod_state(got[0], self.settings)
-            if st.node == node:
-                self._hold(key, got[0], st)
+            on.setdefault(node, []).append(key)
+            if now != gen:
+                due.add(node)
+        cluster = self.scheduler.cluster
+        for node in sorted(due):
+            keys = on[node]  # (every pod left out there)
+            cap = cluster.node(node).max_pods
+            if cluster.is_healthy(node) and (cap is None or len(cluster.pods_on(node)) <= cap):
+                parts = [self._held.pop(key) for key in keys if key in self._held]
+                for part in parts:  # (held in part: given back, to be held again in full)
+                    self.nodes.release_foreign(part)
+                for key in keys:
+                    del self._left_out[key]
+                    got = self._pods.get(key)
+                    st = pod_state(got[0], self.settings) if got is not None else None
+                    if got is not None and st is not None and st.node == node:
+                        self._hold(key, got[0], st)
+            after = self._generation(node)
+            for key in keys:
+                if key in self._left_out and after is not None:
+                    self._left_out[key] = (node, after)
 
     def _describe_held(self, key: str, obj: Obj) -> None:
         """Describe held pod ``key`` (last seen as ``obj``) to the cluster, for pod affinity,

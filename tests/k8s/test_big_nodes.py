@@ -750,3 +750,61 @@ def test_a_shim_restarted_while_a_nodes_labels_contradict_the_fabric_keeps_its_p
     wait_for(lambda: not again.nodes.has("n1"), what="n1 gone once a has ended")
     cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/b")  # b ends
     assert wait_for(lambda: cluster.node_of("p"), what="p bound") == "n0"
+
+
+def _foreign(name: str, node: str, requests: dict[str, str]) -> dict[str, Any]:
+    """A running pod another scheduler bound to ``node``, asking ``requests``."""
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}"},
+            "spec": {"schedulerName": "other", "nodeName": node, "containers": [
+                {"name": "c", "resources": {"requests": requests}}]},
+            "status": {"phase": "Running"}}  # fmt: skip
+
+
+def test_two_pods_held_in_part_on_one_node_are_not_held_again_every_cycle(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # kant's a holds n0's 8 GPUs; the kubelet admitted q1 and q2 (4 GPUs each) over it: both
+    # held in part. Holding one again changed the node and made the other due: each cycle
+    # held them again, with a warning each
+    shim = _restarted([node_object("n0")], [_kant_pod("a", "n0")])
+    try:
+        for q in ("q1", "q2"):
+            shim.handle("Pod", "ADDED", _foreign(q, "n0", {"nvidia.com/gpu": "4"}))
+        shim.cycle()  # (q1 was recorded before q2 changed the node: both held again once)
+        with caplog.at_level(logging.WARNING, logger="kant"):
+            gen = shim._generation("n0")
+            for _ in range(3):
+                shim.cycle()
+        assert shim._generation("n0") == gen and not _warnings(caplog, "n0")
+        assert sorted(shim._left_out) == ["ns/q1", "ns/q2"]
+    finally:
+        shim._pool.shutdown()
+
+
+def test_a_pod_held_in_part_on_a_node_cordoned_since_keeps_its_part() -> None:
+    # its part was given back to hold it again, and the cordoned node took nothing: its CPU
+    # and labels stopped counting until the node was uncordoned
+    shim = _restarted([node_object("n0")], [_kant_pod("a", "n0")])
+    try:
+        shim.handle("Pod", "ADDED", _foreign("q", "n0", {"nvidia.com/gpu": "4", "cpu": "2"}))
+        held = shim._held["ns/q"]
+        shim.handle("Node", "MODIFIED", {**node_object("n0"), "spec": {"unschedulable": True}})
+        shim.cycle()
+        assert shim._held.get("ns/q") == held
+        assert shim.scheduler.cluster.binding(held).cpu_milli == 2000
+    finally:
+        shim._pool.shutdown()
+
+
+def test_a_gpu_share_no_gpu_has_room_for_is_held_in_part_with_its_cpu() -> None:
+    # (the binding of a share on no GPU was refused: nothing of it was held, its CPU neither)
+    shim = _restarted([node_object("n0")], [_kant_pod("a", "n0")])
+    try:
+        share = {"metadata": {"annotations": {"gpu-fraction": "0.5"}}}
+        pod = _foreign("s", "n0", {"cpu": "3"})
+        pod["metadata"] = {**pod["metadata"], **share["metadata"]}
+        shim.handle("Pod", "ADDED", pod)
+        b = shim.scheduler.cluster.binding(shim._held["ns/s"])
+        assert (b.gpus, b.gpu_milli, b.cpu_milli) == ((), 1000, 3000) and "ns/s" in shim._left_out
+    finally:
+        shim._pool.shutdown()
