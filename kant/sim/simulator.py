@@ -311,9 +311,9 @@ UNBOUNDED_RESTART: Final = (
 
 
 MAX_RESTART_LIMIT: Final = 10_000
-"""The largest limit of interruptions per job that bounds a run restarting work after random
-node failures (:func:`restarts_unbounded`): such a run's length grows with the limit (1,000
-made 20 jobs take 9.6 s of CPU; 10**23 never ended)."""
+"""The largest limit of interruptions per job taken as a bound of a run restarting work after
+random node failures (:func:`restarts_unbounded`): a cap, for such a run's length grows with
+the limit (1,000 made 20 jobs take 9.6 s of CPU; 10**23 never ended)."""
 
 
 def restarts_unbounded(
@@ -340,7 +340,8 @@ def _check_bounded(scheduler: Scheduler, cfg: SimConfig) -> None:
             "on_interrupt", RESTART,
             f"with random node failures (mtbf {cfg.mtbf:g} s) needs a horizon or a limit of "
             f"interruptions per job of at most {MAX_RESTART_LIMIT:,} "
-            "(Backoff.max_interruptions, kant simulate --max-interruptions"
+            "(Backoff.max_interruptions, kant simulate --max-interruptions, a config file's "
+            "interruptionLimitCount"
             f"{'' if limit is None else f'; {limit!r} given'}): {UNBOUNDED_RESTART}",
         )  # fmt: skip
 
