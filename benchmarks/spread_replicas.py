@@ -5,12 +5,12 @@
 The cluster is ``kant bench place``'s 8-GPU fat tree, half filled by E-Binpack
 (``kant.bench.fill_with_placer``, seed 1: random 1-8 GPU pods and 2-16-node gangs). One
 pod-level inference service of ``--replicas`` one-GPU replicas with ``spread=True`` is
-placed on its snapshot (and rolled back) by a Placer of each strategy, ``--rounds`` times; printed are the median time of one placement (this thread's CPU clock),
-the replicas placed and the distinct nodes they took. A replica shares a node with another
-only when no node holding none can take it, so with free room on many nodes every replica
-gets a node of its own under every strategy; E-Binpack and E-Spread outside its zone,
-which pack a job's pods together, pay a second search for each replica their first choice
-would have stacked.
+placed on its snapshot (and rolled back) by a Placer of each strategy, ``--rounds`` times;
+printed are the median time of one placement (this thread's CPU clock), the replicas placed
+and the distinct nodes they took. A replica shares a node with another only when no node
+holding none can take it, so with free room on many nodes every replica gets a node of its
+own under every strategy; E-Binpack and E-Spread outside its zone, which pack a job's pods
+together, pay a second search for each replica their first choice would have stacked.
 """
 
 from __future__ import annotations
