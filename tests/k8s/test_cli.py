@@ -453,7 +453,9 @@ def test_run_all_cut_short_leaves_its_calls_running_to_the_way_out_of_its_run() 
     with pytest.raises(ValueError, match="the first call failed"):
         run_all(fn, 100, 8, helpers=helpers)
     threading.Timer(0.3, gone.set).start()
-    helpers.end(3)
+    # (a long deadline: the calls end 0.3 s from now, and a way out that did not wait would
+    # leave them running whatever its deadline; 3 s once ran out on a loaded CI host)
+    helpers.end(30)
     left = [t.name for t in threading.enumerate() if t.name.startswith("kant-run-all-")]
     assert not left, f"the way out did not wait for {left}"
 
