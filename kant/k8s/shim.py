@@ -1425,8 +1425,10 @@ class Shim:
                 for key in keys:
                     del self._left_out[key]
                     got = self._pods.get(key)
-                    st = pod_state(got[0], self.settings) if got is not None else None
-                    if got is not None and st is not None and st.node == node:
+                    if got is None:
+                        continue
+                    st = pod_state(got[0], self.settings)
+                    if st.node == node:
                         self._hold(key, got[0], st)
             after = self._generation(node)
             for key in keys:

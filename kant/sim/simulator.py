@@ -1104,7 +1104,7 @@ class Simulator:
         degs = np.array([x.gfr_degree for x in inside], dtype=np.float64)
         nan = float("nan")
         sor = self._sor.sor(until=w1, since=w0) if w1 > w0 else nan
-        bins = [v for _t, v in self._sor_bins(w0, w1, cover=True)]
+        bins = self._even_sor_bins(w0, w1)
         sor_median = float(np.median(bins)) if bins else sor
         shape = self._job_shape  # (jtted reads it only for jobs whose nodes are known)
 
@@ -1150,18 +1150,19 @@ class Simulator:
             start=self._start,
         )
 
-    def _sor_bins(self, t0: float, t1: float, *, cover: bool = False) -> list[tuple[float, float]]:
-        """SOR of each whole ``sor_bin``-wide window from ``t0`` up to ``t1``: (start, SOR).
-        ``cover``: of ``ceil((t1 - t0) / sor_bin)`` equal windows instead, none wider than
-        ``sor_bin``, which leave no part of the span out (whole windows leave out the rest
-        of the last one begun)."""
+    def _even_sor_bins(self, t0: float, t1: float) -> list[float]:
+        """SOR of each of ``ceil((t1 - t0) / sor_bin)`` equal windows from ``t0`` to ``t1``,
+        none wider than ``sor_bin``: they leave no part of the span out, where whole windows
+        (:meth:`_sor_bins`) leave out the rest of the last one begun."""
+        if t1 <= t0:
+            return []
+        n = max(1, math.ceil((t1 - t0) / self.cfg.sor_bin - 1e-9))
+        edges = [t0 + (t1 - t0) * k / n for k in range(n)] + [t1]
+        return [self._sor.sor(until=b, since=a) for a, b in itertools.pairwise(edges)]
+
+    def _sor_bins(self, t0: float, t1: float) -> list[tuple[float, float]]:
+        """SOR of each whole ``sor_bin``-wide window from ``t0`` up to ``t1``: (start, SOR)."""
         width = self.cfg.sor_bin
-        if cover:
-            if t1 <= t0:
-                return []
-            n = max(1, math.ceil((t1 - t0) / width - 1e-9))
-            edges = [t0 + (t1 - t0) * k / n for k in range(n)] + [t1]
-            return [(a, self._sor.sor(until=b, since=a)) for a, b in itertools.pairwise(edges)]
         out = []
         k = 0
         while t0 + (k + 1) * width <= t1 + 1e-9:
