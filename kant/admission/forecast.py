@@ -227,6 +227,10 @@ class KeptForecast:
         self.hits += 1
         return True, r
 
+    def forget(self) -> None:
+        """Keep no forecast: the next lookup computes one afresh."""
+        self.kept = None
+
     def store(
         self,
         e: Entry,
@@ -370,7 +374,10 @@ def forecast(
     """The earliest of ``ends`` at which ``e``'s pods still to place (``pods``, default
     ``e.remaining()``; a cycle passes them without those it placed already) pass quota,
     readiness and placement, with the placement then; None if none does within
-    :data:`MAX_PLACEMENTS` attempts, or when no pod is left. Changes nothing. With ``kept``
+    :data:`MAX_PLACEMENTS` attempts, or when no pod is left. A pod-level job is forecast for
+    the pods quota admits now (a cycle places no more), and when no state tried places them
+    all (more than the cluster holds at once), for the most pods a state placed, at the
+    earliest state placing that many (never kept). Changes nothing. With ``kept``
     and ``occupancy`` (what holds devices now), the kept forecast when it must give the same
     answer (:class:`KeptForecast`), and this one kept for next time.
 
@@ -387,8 +394,8 @@ def forecast(
     if no_pool is not None:
         return None
     dec = admit_quota(ledger, job, pods, role_models)
-    if not dec.ok or len(dec.pods) != len(pods):
-        return None
+    if not dec.ok or (job.gang and len(dec.pods) != len(pods)):
+        return None  # (a pod-level job is reserved the pods quota admits, as a cycle places)
     # a gang decided by one GPU model per role: at a state readiness refuses its decision,
     # the first other decision quota allows that readiness passes there (as a cycle then
     # would). The ledger is fixed during the forecast: those decisions are found once, and
@@ -435,6 +442,9 @@ def forecast(
     restricted = pools.restricted(job, dec)
     tries = 0
     found: Reservation | None = None
+    # a pod-level job when no state places every pod: the most pods a state placed, at the
+    # earliest state placing that many (what a cycle then starts)
+    most: Reservation | None = None
     clean = False  # placed at the first state that passed readiness
     keep = kept is not None and occupancy is not None
     # does the state before any end (the snapshot now) fail readiness? (for KeptForecast)
@@ -492,8 +502,14 @@ def forecast(
                     # (kept into the outer transaction, which undoes everything at once)
                     tx.commit()
                     break
+                if not job.gang and len(res.bindings) > (0 if most is None else len(most.bindings)):
+                    most = Reservation(job=e.id, start=t, bindings=tuple(res.bindings))
             moved = allowed is None  # (a job any node may take: every end may help)
         exhausted = i >= len(ends)
+    if found is None and most is not None:
+        if kept is not None:  # (not the answer of the last state tried: never reused)
+            kept.forget()
+        return most
     if kept is not None and occupancy is not None:
         kept.store(
             e, pods, dec_key, occupancy, found, exhausted, clean=clean, before_failed=before_failed

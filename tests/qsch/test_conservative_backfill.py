@@ -138,6 +138,61 @@ def test_a_pod_level_job_placed_in_part_reserves_only_its_pods_still_waiting(
 
 
 @pytest.mark.parametrize("policy", [EasyBackfill(), ConservativeBackfill()], ids=lambda p: p.name)
+def test_a_pod_level_head_more_than_the_cluster_holds_at_once_is_reserved_its_most_pods(
+    policy: EasyBackfill | ConservativeBackfill,
+) -> None:
+    # p (3 x 8 GPUs, pod-level) on two 8-GPU nodes can never run all its pods at once: it
+    # is reserved the most pods any expected end gives it, at the earliest (two, when long
+    # ends at 5000: lf0-n0, free from 100, and lf0-n1). Before, it was reserved nothing, the
+    # cycle went on as best effort, and q (4 GPUs for 10,000 s) took lf0-n0's free half:
+    # no pod of p could start before 10,002
+    s = scheduler(nodes(2), policy=policy, preemption=_NO_PREEMPTION)
+    s.submit(job("run", gpus=4, runtime=100), now=0)
+    s.submit(job("long", gpus=8, runtime=5000), now=0)
+    s.step(now=0)
+    s.submit(job("p", gpus=8, replicas=3, gang=False, runtime=1000, submitted_at=1), now=1)
+    s.submit(job("q", gpus=4, runtime=10000, submitted_at=2), now=2)
+    r = s.step(now=2)
+    assert r.placed == ()
+    assert r.reservation is not None and r.reservation.job == "p"
+    assert r.reservation.start == 5000
+    assert sorted(b.node for b in r.reservation.bindings) == ["lf0-n0", "lf0-n1"]
+    assert r.pending["q"].code is ReasonCode.RESERVED
+    finish(s, "run", now=100)
+    first = s.step(now=100)
+    assert [(b.pod.job, b.node) for b in first.bindings] == [("p", "lf0-n0")]
+
+
+@pytest.mark.parametrize("policy", [EasyBackfill(), ConservativeBackfill()], ids=lambda p: p.name)
+def test_a_pod_level_head_that_quota_admits_in_part_is_reserved_the_pods_quota_admits(
+    policy: EasyBackfill | ConservativeBackfill,
+) -> None:
+    # tenant a's quota admits 2 of p's 3 pods (16 of 24 GPUs): p is reserved those two,
+    # lf0-n0 (free from 100) and lf0-n2 (from 500), as a cycle then places them. Before, a
+    # head quota admitted in part was reserved nothing, and q (4 GPUs for 10,000 s, of a
+    # lower priority: walked after p) took lf0-n0's free half
+    quotas = [Quota.gpus("a", "H100", 16), Quota.gpus("b", "H100", 24)]
+    s = scheduler(
+        nodes(3), policy=policy, preemption=_NO_PREEMPTION, quotas=quotas,
+        modes={"a": "isolated", "b": "isolated"},
+    )  # fmt: skip
+    s.submit(job("run", gpus=4, tenant="b", runtime=100), now=0)
+    s.submit(job("long", gpus=8, tenant="b", runtime=10**6), now=0)
+    s.submit(job("mid", gpus=8, tenant="b", runtime=500), now=0)
+    s.step(now=0)
+    s.submit(
+        job("p", gpus=8, replicas=3, gang=False, tenant="a", runtime=1000, submitted_at=1), now=1
+    )
+    s.submit(job("q", gpus=4, tenant="b", runtime=10000, priority=-1, submitted_at=2), now=2)
+    r = s.step(now=2)
+    assert r.placed == ()
+    assert r.reservation is not None and r.reservation.job == "p"
+    assert r.reservation.start == 500
+    assert len(r.reservation.bindings) == 2
+    assert r.pending["q"].code is ReasonCode.RESERVED
+
+
+@pytest.mark.parametrize("policy", [EasyBackfill(), ConservativeBackfill()], ids=lambda p: p.name)
 def test_a_pod_level_quota_head_placed_in_part_waits_for_the_quota_of_its_unplaced_pods(
     policy: EasyBackfill | ConservativeBackfill,
 ) -> None:
