@@ -449,11 +449,26 @@ class _Later:
         self.behind.clear()
 
 
-def _may_borrow(dec: QuotaDecision) -> bool:
+def _may_borrow(dec: QuotaDecision, ledger: QuotaLedger, e: Entry) -> bool:
     """Admitted, and its tenant may end above its nominal quota where it is placed (beyond
     nominal, within it only where borrowers must go, or admitted on a model where its
-    tenant would borrow too: placement picks): a job the walk puts after the others."""
-    return dec.ok and not dec.borrows_nowhere
+    tenant would borrow too: placement picks): a job the walk puts after the others. Not a
+    pod-level job whose tenant can never go above its nominal quota on the models it is
+    admitted on (isolated, or a borrowing limit of 0): quota admits it only the pods its
+    nominal quota holds and refuses the rest, which borrows nowhere. O(1); O(roles x
+    models) for a pod-level job beyond its nominal quota."""
+    if not dec.ok or dec.borrows_nowhere:
+        return False
+    job = e.job
+    if job.gang:
+        return True
+    table, tenant = ledger.table, job.tenant
+    return any(
+        table.ceiling(tenant, m) > table.nominal(tenant, m)
+        for r in job.roles
+        if r.resources.total_milli
+        for m in dec.models.get(r.name, ())
+    )
 
 
 class _Cycle:
@@ -715,7 +730,7 @@ class _Cycle:
                 later.hold(i, e, facts)  # (quota decides when it goes)
                 continue
             dec = self._admit_quota(e, facts)
-            if _may_borrow(dec):
+            if _may_borrow(dec, self.ledger, e):
                 later.add(i, e, dec, facts, self.ledger.version)
             else:
                 self.consider(e, dec, facts)  # the ledger is unchanged until its quota check
@@ -822,7 +837,7 @@ class _Cycle:
         while (held := later.next_held(tenant)) is not None:
             order, e, facts = held
             dec = self._admit_quota(e, facts)
-            if _may_borrow(dec):
+            if _may_borrow(dec, self.ledger, e):
                 later.add(order, e, dec, facts, self.ledger.version, at=at)
             else:
                 self.consider(e, dec, facts)

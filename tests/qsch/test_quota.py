@@ -584,6 +584,28 @@ def test_a_partly_nominal_pod_level_job_is_a_borrower_as_a_whole_and_then_reclai
     check_invariants(s)
 
 
+@pytest.mark.parametrize("policy", ["strict-fifo", "best-effort-fifo"])
+def test_an_isolated_tenants_pod_level_job_beyond_its_nominal_quota_keeps_its_place_in_the_order(
+    policy: str,
+) -> None:
+    # a (isolated, 16 nominal) can never borrow: quota admits 2 of p's 3 pods, within its
+    # nominal quota, and refuses the third. p is no borrower: walked at its place, before
+    # q (another tenant's, submitted after it), it starts its 2 pods on the 2 free nodes.
+    # Walked after the others as a borrower, q took one and p started 1 pod
+    quotas = [Quota.gpus(t, "H100", n) for t, n in (("a", 16), ("b", 8), ("c", 8))]
+    modes = {"a": "isolated", "b": "isolated", "c": "isolated"}
+    s = scheduler(nodes(3), policy=policy, quotas=quotas, modes=modes)
+    s.submit(job("r", gpus=8, tenant="c"), now=0)
+    s.step(now=0)
+    s.submit(job("p", gpus=8, replicas=3, gang=False, tenant="a", submitted_at=1), now=1)
+    s.submit(job("q", gpus=8, tenant="b", submitted_at=2), now=2)
+    r = s.step(now=2)
+    assert [(b.pod.job, b.pod.index) for b in r.bindings] == [("p", 0), ("p", 1)]
+    assert r.pending["p"].code is ReasonCode.QUOTA_EXCEEDED
+    assert r.pending["q"].code is ReasonCode.INSUFFICIENT_CAPACITY
+    check_invariants(s)
+
+
 def _borrowing_j1_j2_then_j3(replicas: int) -> Scheduler:
     """Tenant a (8 nominal, may borrow 8 of b's: 16 in all) runs j1 (2 GPUs) and the
     pod-level j2 (2 x 4 GPUs): 10 GPUs; then j3 (priority 1, pod-level, ``replicas`` x 8
