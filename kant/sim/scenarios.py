@@ -51,7 +51,7 @@ from kant.preemption import PreemptionPolicy
 from kant.queueing import POLICIES, Backoff, Queue, make_policy, policy_names
 from kant.registry import BuildContext
 from kant.scheduler import Scheduler
-from kant.sim.simulator import SimConfig, SimResult, Simulator, check_span
+from kant.sim.simulator import DEFAULT_RUNTIME, SimConfig, SimResult, Simulator, check_span
 from kant.state import ClusterState
 from kant.topology import ClusterDescription, fat_tree_for_nodes, load_cluster
 from kant.topology.fabric import MAX_NODES
@@ -705,15 +705,23 @@ def busy_window(jobs: Sequence[Job], share: float = BUSY_SHARE) -> tuple[float, 
     return lo, hi
 
 
-def offered_load(jobs: Sequence[Job], gpus: int, t0: float, t1: float) -> float:
+def offered_load(
+    jobs: Sequence[Job],
+    gpus: int,
+    t0: float,
+    t1: float,
+    *,
+    default_runtime: float = DEFAULT_RUNTIME,
+) -> float:
     """GPU-time the jobs ask for inside ``[t0, t1]`` if each ran from its arrival for its
-    ``runtime_estimate``, over ``gpus * (t1 - t0)``: the load a cluster of ``gpus`` is offered
-    in that window (0 for an empty window or cluster)."""
+    ``runtime_estimate`` (``default_runtime`` when it has none, as the simulator runs it),
+    over ``gpus * (t1 - t0)``: the load a cluster of ``gpus`` is offered in that window (0
+    for an empty window or cluster)."""
     if t1 <= t0 or gpus <= 0:
         return 0.0
     work = 0.0
     for j in jobs:
-        end = j.submitted_at + (j.runtime_estimate or 0.0)
+        end = j.submitted_at + (j.runtime_estimate or default_runtime)
         overlap = min(end, t1) - max(j.submitted_at, t0)
         if overlap > 0:
             work += j.gpu_units * overlap
@@ -735,7 +743,9 @@ def load_note(scenario: Scenario, target: float) -> str | None:
     (:func:`offered_load`) is far from ``target``: under two thirds of it, or over 1.5 times.
     The figures of such a run say little about contention. None when it is close."""
     w0, w1 = observation_window(scenario)
-    load = offered_load(scenario.jobs, scenario.total_gpus, w0, w1)
+    load = offered_load(
+        scenario.jobs, scenario.total_gpus, w0, w1, default_runtime=scenario.config.default_runtime
+    )
     if target * 2 / 3 <= load <= target * 1.5:
         return None
     if load < target:
@@ -771,7 +781,8 @@ def cluster_for_jobs(
     """A fat tree of DGX-like 8-GPU nodes for ``jobs``: big enough for the largest job and
     ``min_gpus``, and for an offered load of about ``load`` over the stretch where the
     middle 90% of the jobs arrive (:func:`busy_window`; a sparse lead-in does not dilute it),
-    counting the GPU-time each job asks for inside that stretch (:func:`offered_load`)."""
+    counting the GPU-time each job asks for inside that stretch (:func:`offered_load`; a job
+    without a ``runtime_estimate`` runs for the simulator's default runtime)."""
     if not jobs:
         raise ValidationError("jobs", jobs, "needs at least one job")
     biggest = max(j.gpu_units for j in jobs)

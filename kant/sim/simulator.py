@@ -158,6 +158,10 @@ milliseconds is below it): up to it plus :data:`MAX_SPAN`, a float still counts
 milliseconds (its step there is 2 ms at most), so a 1 s job never ends when it starts."""
 MAX_SAMPLES: int = 2_000_000
 """At most this many samples a run (about 38 years at the default 600 s)."""
+DEFAULT_RUNTIME: float = 3600.0
+"""How long a job without a ``runtime_estimate`` runs, in seconds (:attr:`SimConfig.
+default_runtime`'s default): what sizing a trace's cluster and measuring its offered load
+count for such a job too (:func:`kant.sim.scenarios.offered_load`)."""
 MIN_MTBF: float = 1.0
 """The shortest mean time between failures of a node, in seconds. Below it a run's clock
 may not advance: a failure draw shorter than the clock's resolution (``--mtbf 1e-300``)
@@ -252,7 +256,7 @@ class SimConfig:
     )
     horizon: float | None = attrs.field(default=None, validator=_opt_pos)
     warmup: float = attrs.field(default=0.0, validator=_fraction)
-    default_runtime: float = attrs.field(default=3600.0, validator=_pos)
+    default_runtime: float = attrs.field(default=DEFAULT_RUNTIME, validator=_pos)
     seed: int = attrs.field(default=0, validator=_count)
     trace: bool = False
     estimate_every: int = attrs.field(default=0, validator=_count)

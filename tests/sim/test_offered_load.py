@@ -3,6 +3,8 @@ says so."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kant.cli import main
@@ -12,6 +14,7 @@ from kant.sim.scenarios import (
     load_note,
     make_scenario,
     offered_load,
+    trace_scenario,
 )
 from kant.testing import job
 
@@ -58,3 +61,24 @@ def test_kant_simulate_prints_the_note_with_its_results(
     assert code == 0
     assert "note: the offered load over the observation window" in out
     assert "note:" in err
+
+
+def test_jobs_without_a_runtime_count_the_default_runtime_they_run_for(tmp_path: Path) -> None:
+    # an SWF log whose run times are all unknown (-1): the simulator runs each job for its
+    # default_runtime (3,600 s), so the cluster is sized, and the note measured, for that
+    # work, not for none (8 GPUs for 200 8-GPU jobs arriving a minute apart, and "barely
+    # contended" over four days of waits)
+    rows = [f"{i + 1} {i * 60} 0 -1 8 -1 -1 8 -1 -1 1 1 1 -1 -1 -1 -1 -1" for i in range(200)]
+    log = tmp_path / "no-runtimes.swf"
+    log.write_text("\n".join(rows) + "\n")
+    sc = trace_scenario("swf", path=log)
+    assert sc.total_gpus > 400  # (about 180 jobs of 8 GPUs running at once, at load 0.8)
+    assert load_note(sc, 0.8) is None
+    assert sc.config.default_runtime == 3600.0
+    t0, t1 = busy_window(sc.jobs)
+    assert 0.7 <= offered_load(sc.jobs, sc.total_gpus, t0, t1, default_runtime=3600.0) <= 0.9
+    jobs = [job("a", gpus=4, submitted_at=0.0)]
+    assert offered_load(jobs, 8, 0.0, 7200.0) == pytest.approx(4 * 3600 / (8 * 7200))
+    assert offered_load(jobs, 8, 0.0, 7200.0, default_runtime=60.0) == pytest.approx(
+        4 * 60 / (8 * 7200)
+    )
