@@ -40,6 +40,7 @@ from kant.sim.scenarios import (
     SCENARIOS,
     TARGET_LOAD,
     TRACES,
+    UNDER_LOAD_ADVICE,
     PolicySet,
     Scenario,
     load_note,
@@ -325,8 +326,30 @@ def load_warning(
 ) -> str | None:
     """:func:`kant.sim.scenarios.load_note` for the run the options name, and
     :func:`~kant.sim.scenarios.zone_note` for each of the policy sets ``sets``: one line."""
-    notes = [load_note(sc, target_load(args)), *(zone_note(sc, p) for p in sets)]
+    note = load_note(sc, target_load(args), advice=_under_load_advice(args))
+    notes = [note, *(zone_note(sc, p) for p in sets)]
     return "; ".join(n for n in dict.fromkeys(notes) if n) or None
+
+
+def _under_load_advice(args: argparse.Namespace) -> str:
+    """What the options could change for a run under its target load: a built-in scenario's
+    jobs or load; a trace's jobs when ``--jobs`` cut it, and ``--load``, which sizes its
+    cluster (an SWF log's own machine too), or a smaller ``--cluster`` where the cluster is
+    given (openb's node list by default), which takes no ``--load``."""
+    if args.trace is None:
+        return UNDER_LOAD_ADVICE
+    more = "more --jobs or " if args.jobs is not None else ""
+    if args.cluster is not None:
+        return (
+            f"that is all the work the trace offers --cluster {args.cluster}: use {more}a "
+            "smaller --cluster (--load does not resize a given cluster)"
+        )
+    if args.trace == "openb":
+        return (
+            f"that is all the work the trace offers its node list: use {more}a smaller "
+            "--cluster (openb takes no --load)"
+        )
+    return f"use {more}a higher --load (it sizes the trace's cluster)"
 
 
 class ProgressLine:

@@ -67,6 +67,7 @@ __all__ = [
     "PREEMPTION_MODES",
     "SCENARIOS",
     "TRACES",
+    "UNDER_LOAD_ADVICE",
     "PolicySet",
     "Scenario",
     "busy_window",
@@ -738,10 +739,19 @@ def observation_window(scenario: Scenario) -> tuple[float, float]:
     return w0 + scenario.config.warmup * (w1 - w0), w1
 
 
-def load_note(scenario: Scenario, target: float) -> str | None:
+UNDER_LOAD_ADVICE: Final = (
+    "with few jobs their arrivals span less than their runtimes: use more jobs or a higher load"
+)
+"""What :func:`load_note` advises for a run under its target load, unless told otherwise: a
+built-in scenario's (its ``jobs`` and ``load`` make its workload)."""
+
+
+def load_note(scenario: Scenario, target: float, *, advice: str = UNDER_LOAD_ADVICE) -> str | None:
     """A warning when the load the scenario's cluster is offered over its observation window
     (:func:`offered_load`) is far from ``target``: under two thirds of it, or over 1.5 times.
-    The figures of such a run say little about contention. None when it is close."""
+    The figures of such a run say little about contention. None when it is close. ``advice``
+    ends a warning of too little load: what would give the run more (a trace on a cluster
+    of its own takes no ``load``: the command line says what it does take)."""
     w0, w1 = observation_window(scenario)
     load = offered_load(
         scenario.jobs, scenario.total_gpus, w0, w1, default_runtime=scenario.config.default_runtime
@@ -751,8 +761,7 @@ def load_note(scenario: Scenario, target: float) -> str | None:
     if load < target:
         return (
             f"the offered load over the observation window is {load:.2f}, well under the "
-            f"target {target:g}: the run is barely contended (few jobs wait long); with few "
-            "jobs their arrivals span less than their runtimes: use more jobs or a higher load"
+            f"target {target:g}: the run is barely contended (few jobs wait long); {advice}"
         )
     return (
         f"the offered load over the observation window is {load:.2f}, well over the target "

@@ -82,3 +82,46 @@ def test_jobs_without_a_runtime_count_the_default_runtime_they_run_for(tmp_path:
     assert offered_load(jobs, 8, 0.0, 7200.0, default_runtime=60.0) == pytest.approx(
         4 * 60 / (8 * 7200)
     )
+
+
+def test_the_note_on_a_trace_on_its_own_cluster_advises_only_options_the_run_takes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # openb runs on its node list, where --load is refused: the note advised "a higher load"
+    pods = tmp_path / "pods.csv"
+    pods.write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+        "deletion_time,scheduled_time\n"
+        + "".join(
+            f"p{i},1000,1024,1,1000,,LS,Running,{i * 600},{i * 600 + 60},{i * 600}\n"
+            for i in range(20)
+        )
+    )
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text(
+        "sn,cpu_milli,memory_mib,gpu,model\n"
+        + "".join(f"n{i},64000,262144,8,V100\n" for i in range(8))
+    )
+    argv = ["simulate", "--trace", "openb", "--trace-file", str(pods), "--cluster", str(nodes)]
+    code = main([*argv, "--no-plots", "--quiet", "--out", f"{tmp_path}/r"])
+    _out, err = capsys.readouterr()
+    assert code == 0
+    assert "barely contended" in err
+    assert "higher load" not in err and "more jobs" not in err
+    assert f"all the work the trace offers --cluster {nodes}: use a smaller --cluster" in err
+    # and main refuses the advice it used to give
+    assert main([*argv, "--load", "2", "--out", f"{tmp_path}/r"]) == 2
+    capsys.readouterr()
+    # an SWF log on its own machine (MaxProcs): --load resizes it; more jobs once --jobs cut it
+    log = tmp_path / "own.swf"
+    log.write_text(
+        "; MaxProcs: 64\n"
+        + "".join(
+            f"{i + 1} {i * 600} 0 60 1 -1 -1 1 -1 -1 1 1 1 -1 -1 -1 -1 -1\n" for i in range(20)
+        )
+    )
+    argv = ["simulate", "--trace", "swf", "--trace-file", str(log), "--jobs", "10"]
+    assert main([*argv, "--no-plots", "--quiet", "--out", f"{tmp_path}/s"]) == 0
+    _out, err = capsys.readouterr()
+    assert "barely contended" in err
+    assert "more --jobs or a higher --load" in err
