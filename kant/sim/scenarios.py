@@ -731,7 +731,9 @@ def offered_load(
 
 def observation_window(scenario: Scenario) -> tuple[float, float]:
     """The window the simulator measures GAR, SOR and GFR over (arrivals, warm-up excluded),
-    as :class:`~kant.sim.simulator.Simulator` computes it, before the run ends."""
+    as :class:`~kant.sim.simulator.Simulator` computes it, before the run ends: empty (its
+    start at its end) when every job arrives at once, as the simulator then measures to the
+    run's end."""
     if not scenario.jobs:
         return 0.0, 0.0
     times = [j.submitted_at for j in scenario.jobs]
@@ -751,8 +753,12 @@ def load_note(scenario: Scenario, target: float, *, advice: str = UNDER_LOAD_ADV
     (:func:`offered_load`) is far from ``target``: under two thirds of it, or over 1.5 times.
     The figures of such a run say little about contention. None when it is close. ``advice``
     ends a warning of too little load: what would give the run more (a trace on a cluster
-    of its own takes no ``load``: the command line says what it does take)."""
+    of its own takes no ``load``: the command line says what it does take). None too when
+    every job arrives at once (an openb ``multigpu`` pod list): the simulator then measures
+    from the arrivals to the run's end, which no one knows before the run."""
     w0, w1 = observation_window(scenario)
+    if w1 <= w0:
+        return None
     load = offered_load(
         scenario.jobs, scenario.total_gpus, w0, w1, default_runtime=scenario.config.default_runtime
     )

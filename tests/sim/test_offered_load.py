@@ -125,3 +125,21 @@ def test_the_note_on_a_trace_on_its_own_cluster_advises_only_options_the_run_tak
     _out, err = capsys.readouterr()
     assert "barely contended" in err
     assert "more --jobs or a higher --load" in err
+
+
+def test_a_workload_arriving_all_at_once_gets_no_note_of_a_load_it_cannot_measure(
+    tmp_path: Path,
+) -> None:
+    # an openb multigpu pod list has no times: every pod arrives at 0, and the simulator
+    # measures from then to the run's end, unknown before the run; the note called such a
+    # run "0.00, barely contended" (18 pods of 8 GPUs on 8 GPUs: 17 of them wait)
+    pods = tmp_path / "multigpu.csv"
+    pods.write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+        + "".join(f"p{i},1000,1024,8,1000\n" for i in range(18))
+    )
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,8,V100\n")
+    sc = trace_scenario("openb", path=pods, cluster=nodes)
+    assert {j.submitted_at for j in sc.jobs} == {0.0}
+    assert load_note(sc, 0.8) is None
