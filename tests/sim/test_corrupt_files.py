@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kant.errors import InvalidClusterFileError, InvalidTraceError
-from kant.sim.traces.inference import load_spot_nodes
+from kant.sim.traces.inference import load_pai_machines, load_spot_nodes
 from kant.sim.traces.openb import load_openb_jobs, openb_nodes
 from kant.sim.traces.philly import load_philly_jobs
 from kant.sim.traces.swf import load_swf_jobs
@@ -246,3 +246,47 @@ def test_a_read_that_fails_midway_is_a_trace_error_naming_the_file_and_line(
     with pytest.raises(InvalidTraceError, match="cannot be read: Input/output error") as e:
         list(CsvFile(lines(), p, None))
     assert e.value.where == f"{p}:3"
+
+
+@pytest.mark.parametrize("mode", ["raise", "skip"])
+@pytest.mark.parametrize(
+    ("name", "data", "load"),
+    [
+        ("philly.csv", PHILLY_HEAD + PHILLY_ROW, load_philly_jobs),
+        ("openb.csv", OPENB_HEAD + OPENB_ROW, load_openb_jobs),
+        ("nodes.csv", b"sn,cpu_milli,memory_mib,gpu,model\nn0,8000,1024,8,V100\n", openb_nodes),
+        ("pai.csv", b"m0,V100,96,512,8\n", load_pai_machines),
+    ],
+    ids=["philly", "openb pods", "openb nodes", "pai machines (no header)"],
+)
+def test_a_gzip_compressed_csv_trace_is_refused_as_such_in_both_modes(
+    tmp_path: Path, name: str, data: bytes, load: Callable[..., Any], mode: str
+) -> None:
+    # only SWF logs are read compressed: a CSV trace that is a gzip file was blamed on its
+    # first line's bytes, as a header of no columns with errors="skip" (PAI's machine list,
+    # which has no header, loaded as an empty inventory of 2,622 bad rows)
+    p = _write(tmp_path, name + ".gz", gzip.compress(data))
+    kwargs = {} if load is openb_nodes else {"errors": mode}
+    with pytest.raises(InvalidTraceError, match="gzip-compressed") as e:
+        load(p, **kwargs)
+    assert e.value.where == f"{p}:1"
+
+
+@pytest.mark.parametrize(
+    ("data", "load"),
+    [
+        (PHILLY_HEAD.replace(b"cluster", b"clust\xe9r") + PHILLY_ROW, load_philly_jobs),
+        (OPENB_HEAD.replace(b"qos", b"q\xf6s") + OPENB_ROW, load_openb_jobs),
+        (b"gpu_model,gpu_capacity_num,cpu_num,node_n\xe4me\nA10,1,8,n0\n", load_spot_nodes),
+    ],
+    ids=["philly", "openb pods", "spot nodes"],
+)
+def test_a_header_that_is_not_utf8_is_refused_as_such_when_skipping(
+    tmp_path: Path, data: bytes, load: Callable[..., Any]
+) -> None:
+    # a bad header makes the file unusable in both modes; skipped as a bad row, it was
+    # reported as a header of no columns (field 'header' = [])
+    p = _write(tmp_path, "latin1.csv", data)
+    with pytest.raises(InvalidTraceError, match="not UTF-8") as e:
+        load(p, errors="skip")
+    assert e.value.where == f"{p}:1"

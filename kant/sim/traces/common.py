@@ -9,7 +9,9 @@ columns) makes the whole file unusable and raises in both modes, and so does a f
 corrupt below the row level (a quote left open to the end of the file, named at its row's
 line; a field over the CSV field limit; a truncated or corrupt gzip stream), naming the file
 and the line reached. A line that is not
-UTF-8 text is a bad row (skipped with ``errors="skip"``). Blank lines are ignored. A file that
+UTF-8 text is a bad row (skipped with ``errors="skip"``), except a header, which raises in
+both modes; a CSV file that is gzip-compressed raises naming it (only SWF logs are read
+compressed). Blank lines are ignored. A file that
 cannot be opened (missing, a folder, unreadable) raises :class:`~kant.errors.InvalidTraceError`
 naming it (field ``file``), not ``OSError``.
 """
@@ -41,6 +43,7 @@ from kant.model import (
 )
 
 __all__ = [
+    "GZIP_MAGIC",
     "CsvFile",
     "ErrorMode",
     "JobTrace",
@@ -254,6 +257,9 @@ def read_error(path: Path, e: OSError, line: int | None = None) -> InvalidTraceE
     )  # fmt: skip
 
 
+GZIP_MAGIC: Final = b"\x1f\x8b"
+"""The first two bytes of a gzip stream."""
+
 _END: Final = "\ufffe\uffffkant-end-of-file"
 """The line :class:`CsvFile` gives its reader after the file's last: two Unicode
 noncharacters and a name, which no trace holds. Read as a row of its own, the file ended
@@ -270,11 +276,23 @@ class CsvFile:
 
     The open quote is found at no cost per line: after the file's last line the reader is
     given one more, :data:`_END`, and the row it comes back in tells whether a quote was
-    open."""
+    open.
 
-    def __init__(self, lines: Iterable[bytes], path: Path, col: RowCollector | None) -> None:
+    A file that starts as a gzip stream does (a compressed trace: only SWF logs are read
+    compressed) raises naming it, in both modes; so does a first line that is not UTF-8 when
+    it is the file's ``header`` (no row could be read without it)."""
+
+    def __init__(
+        self,
+        lines: Iterable[bytes],
+        path: Path,
+        col: RowCollector | None,
+        *,
+        header: bool = False,
+    ) -> None:
         self.path = path
         self.col = col
+        self.header = header
         self._n = 0
         self._ended = False
         self._newline = True  # (the last line ends with one)
@@ -285,18 +303,26 @@ class CsvFile:
         try:
             for raw in lines:
                 self._n += 1
+                if self._n == 1 and raw.startswith(GZIP_MAGIC):
+                    raise InvalidTraceError(
+                        "file", str(self.path),
+                        "is gzip-compressed: CSV traces are read uncompressed (gunzip it; "
+                        "only SWF logs are read compressed)",
+                        where=f"{self.path}:1",
+                    )  # fmt: skip
                 # (a byte order mark starting the file is no part of its first line, though
                 # a bad byte's offset counts it: it is the byte's place in the file's line)
                 mark = len(BOM_UTF8) if self._n == 1 and raw.startswith(BOM_UTF8) else 0
                 try:
                     yield raw[mark:].decode("utf-8") if mark else raw.decode("utf-8")
                 except UnicodeDecodeError as e:
+                    head = self.header and self._n == 1
                     err = InvalidTraceError(
-                        "line", raw[:40],
+                        "header" if head else "line", raw[:40],
                         f"is not UTF-8 text ({e.reason} at byte {mark + e.start})",
                         where=f"{self.path}:{self._n}",
                     )  # fmt: skip
-                    if self.col is None:
+                    if self.col is None or head:  # (no row can be read without the header)
                         raise err from None
                     self.col.rows += 1
                     self.col.fail(err)

@@ -169,7 +169,7 @@ def load_dlrm_instances(path: PathLike, *, errors: ErrorMode = "raise") -> DlrmT
     col = RowCollector(p, errors)
     out: list[DlrmInstance] = []
     with open_trace(p) as f:
-        reader = CsvFile(f, p, col)
+        reader = CsvFile(f, p, col, header=True)
         idx = _header(col, reader, DLRM_COLUMNS)
         width = len(idx)
         for _k, where, row in col.csv_rows(reader, width):
@@ -276,7 +276,7 @@ def load_spot_nodes(path: PathLike, *, errors: ErrorMode = "raise") -> NodeInven
     col = RowCollector(p, errors)
     found: list[tuple[str, int, int, int | None]] = []
     with open_trace(p) as f:
-        reader = CsvFile(f, p, col)
+        reader = CsvFile(f, p, col, header=True)
         idx = _header(col, reader, SPOT_COLUMNS)
         for _k, where, row in col.csv_rows(reader, len(idx)):
             try:
@@ -308,7 +308,7 @@ def load_vc_gpus(path: PathLike, *, day: str | None = None) -> dict[str, int]:
             raise ValidationError("day", day, "must be None or a date 'YYYY-MM-DD'") from None
     col = RowCollector(p, "raise")
     with open_trace(p) as f:
-        reader = CsvFile(f, p, col)
+        reader = CsvFile(f, p, col, header=True)
         idx = _header(col, reader, ("date",))
         names = [n for n in idx if n not in ("date", "total")]
         if "" in names:  # (it became a tenant "t-" with the column's GPUs)

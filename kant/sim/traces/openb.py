@@ -362,7 +362,7 @@ def _read_openb(path: PathLike, errors: ErrorMode) -> tuple[list[OpenbPod], RowC
     pods: list[OpenbPod] = []
     seen: set[str] = set()
     with open_trace(p) as f:
-        reader = CsvFile(f, p, col)
+        reader = CsvFile(f, p, col, header=True)
         header = [h.strip() for h in next(reader, [])]
         missing = [c for c in OPENB_REQUIRED if c not in header]
         if missing or len(set(header)) != len(header):
@@ -460,7 +460,7 @@ def openb_nodes(path: PathLike) -> ClusterDescription:
     nodes: list[NodeSpec] = []
     seen: set[str] = set()
     with open_trace(p) as f:
-        reader = CsvFile(f, p, None)
+        reader = CsvFile(f, p, None, header=True)
         header = next(reader, None)
         columns = list(OPENB_NODE_COLUMNS)
         if header != columns:

@@ -75,7 +75,7 @@ def load_philly_jobs(
     col = RowCollector(p, errors)
     parsed: list[tuple[int, int, datetime, float, int, str]] = []
     with open_trace(p) as f:
-        reader = CsvFile(f, p, col)
+        reader = CsvFile(f, p, col, header=True)
         header = [h.strip() for h in next(reader, [])]
         missing = [c for c in PHILLY_COLUMNS if c not in header]
         if missing:

@@ -16,6 +16,7 @@ from typing import IO, Final, Literal
 from kant.errors import InvalidTraceError, ValidationError
 from kant.model import Job, JobKind, is_int, is_number
 from kant.sim.traces.common import (
+    GZIP_MAGIC,
     ErrorMode,
     JobTrace,
     PathLike,
@@ -62,7 +63,7 @@ _SWF_NUM: Final = re.compile(r"-?[0-9]+(\.[0-9]*)?")
 def _open_text(p: Path) -> IO[str]:
     with open_trace(p) as raw:
         magic = raw.read(2)
-    if magic == b"\x1f\x8b":
+    if magic == GZIP_MAGIC:
         return gzip.open(p, "rt", encoding="utf-8-sig", errors="replace")
     return p.open(encoding="utf-8-sig", errors="replace")  # (a byte order mark is skipped)
 
