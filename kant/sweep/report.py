@@ -284,7 +284,9 @@ def write_sweep_report(
     skipped."""
     out = Path(folder)
     with staged(out) as st:  # (whole or not at all, as every report file)
-        (st.folder / "report.txt").write_text(format_report(records) + "\n")
+        (st.folder / "report.txt").write_text(
+            format_report(records) + "\n", encoding="utf-8", errors="backslashreplace"
+        )
     files = [out / "report.txt"]
     hint = None
     sims, packs = sim_groups(records), packing_groups(records)
@@ -302,7 +304,9 @@ def write_sweep_report(
         sub = out / name
         # (whole or not at all; no earlier run's plot left behind)
         with staged(sub, replaces=("packing.png",)) as st:
-            (st.folder / "packing.txt").write_text(format_packing(pg) + "\n")
+            (st.folder / "packing.txt").write_text(
+                format_packing(pg) + "\n", encoding="utf-8", errors="backslashreplace"
+            )
             got = [sub / "packing.txt"]
             if plots:
                 try:

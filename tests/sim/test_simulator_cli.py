@@ -294,3 +294,32 @@ def test_espread_on_a_cluster_without_its_zone_is_said_to_be_ebinpack(
     assert main(["simulate", "--scenario", "inference-paper", "--jobs", "40", "--no-plots",
                  "--quiet", "--out", str(tmp_path / "p")]) == 0  # fmt: skip
     assert "zone" not in capsys.readouterr().err  # (its cluster has one)
+
+
+def test_a_simulate_report_is_written_in_utf8_whatever_the_locale(tmp_path: Path) -> None:
+    # the report files were written in the locale's encoding: under an ASCII one (LC_ALL=C
+    # without coercion) the Philly tenant 'vcé' became 'vc\xe9' in jobs.csv, and a Latin-1
+    # machine wrote other bytes again
+    import os
+    import subprocess
+    import sys
+
+    trace = tmp_path / "trace.csv"
+    trace.write_text(
+        "timestamp,duration,num_gpus,gpu_time,cluster\n"
+        "2017-10-09 07:01:55,66.0,1,66.0,vcé\n2017-10-09 07:02:55,66.0,2,132.0,vcé\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "r"
+    cmd = [sys.executable, "-m", "kant", "simulate", "--trace", "philly", "--trace-file",
+           str(trace), "--no-plots", "--quiet", "--out", str(out)]  # fmt: skip
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).parents[2]),
+        "LC_ALL": "C",
+        "PYTHONCOERCECLOCALE": "0",
+        "PYTHONUTF8": "0",
+    }
+    r = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+    assert r.returncode == 0, r.stderr
+    assert ",vcé," in (out / "jobs.csv").read_text(encoding="utf-8")

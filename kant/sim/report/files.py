@@ -200,8 +200,8 @@ def write_report(
 def _json_and_text(stem: Path, doc: Any, text: str) -> list[Path]:
     """Write ``doc`` as ``<stem>.json`` and ``text`` as ``<stem>.txt``; both paths."""
     out = [stem.with_suffix(".json"), stem.with_suffix(".txt")]
-    out[0].write_text(json_text(doc, indent=2) + "\n", errors="backslashreplace")
-    out[1].write_text(text + "\n", errors="backslashreplace")
+    out[0].write_text(json_text(doc, indent=2) + "\n", encoding="utf-8", errors="backslashreplace")
+    out[1].write_text(text + "\n", encoding="utf-8", errors="backslashreplace")
     return out
 
 
@@ -210,7 +210,7 @@ def _jobs_csv(path: Path, records: Sequence[JobRecord]) -> Path:
         "job_id", "tenant", "gpus", "gang", "submitted_at", "started_at", "finished_at",
         "nodes_used", "groups_used", "preempted", "requeued", "state", "all_started_at",
     )  # fmt: skip
-    with path.open("w", newline="", errors="backslashreplace") as f:
+    with path.open("w", newline="", encoding="utf-8", errors="backslashreplace") as f:
         w = csv.writer(f)
         w.writerow(fields)
         for r in records:
@@ -221,7 +221,7 @@ def _jobs_csv(path: Path, records: Sequence[JobRecord]) -> Path:
 def _series_csv(path: Path, result: SimResult) -> Path:
     cols = result.series()
     names = ("t", "gar", "sor", "gfr", "gfr_degree", "pending")
-    with path.open("w", newline="", errors="backslashreplace") as f:
+    with path.open("w", newline="", encoding="utf-8", errors="backslashreplace") as f:
         w = csv.writer(f)
         w.writerow(names)
         for i in range(cols["t"].shape[0]):
