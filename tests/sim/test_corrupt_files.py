@@ -290,3 +290,16 @@ def test_a_header_that_is_not_utf8_is_refused_as_such_when_skipping(
     with pytest.raises(InvalidTraceError, match="not UTF-8") as e:
         load(p, errors="skip")
     assert e.value.where == f"{p}:1"
+
+
+@pytest.mark.parametrize("mode", ["raise", "skip"])
+def test_a_csv_trace_whose_lines_end_in_a_bare_carriage_return_is_told_so(
+    tmp_path: Path, mode: str
+) -> None:
+    # (lines ended by CR alone, as a spreadsheet saves a CSV for classic Mac OS): the error
+    # was Python's own hint, "do you need to open the file in universal-newline mode?"
+    p = _write(tmp_path, "mac.csv", (PHILLY_HEAD + PHILLY_ROW * 3).replace(b"\n", b"\r"))
+    with pytest.raises(InvalidTraceError, match="bare carriage return") as e:
+        load_philly_jobs(p, errors=mode)
+    assert "universal-newline" not in str(e.value) and "newline=" not in str(e.value)
+    assert e.value.where == f"{p}:1"

@@ -346,8 +346,16 @@ class CsvFile:
         try:
             row = next(self.reader)
         except csv.Error as e:
+            why = str(e)
+            if why.startswith("new-line character seen in unquoted field"):
+                # (lines are split at LF, so the only such character is a CR alone: Python's
+                # hint about opening the file says nothing of the file)
+                why = (
+                    "a bare carriage return (a CR not followed by LF) outside quotes: a file "
+                    "saved for classic Mac OS ends its lines so; save it with LF or CRLF ends"
+                )
             raise InvalidTraceError(
-                "file", str(self.path), f"not valid CSV: {e}",
+                "file", str(self.path), f"not valid CSV: {why}",
                 where=f"{self.path}:{max(1, self.line_num)}",
             ) from None  # fmt: skip
         if self._ended:  # (the row _END came in: one check a row)
