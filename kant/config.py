@@ -88,6 +88,10 @@ _PREEMPTION: Final = {
     "maxPreemptorsPerCycle": "max_preemptors_per_cycle",
     "maxSearchesPerCycle": "max_searches_per_cycle",
     "maxCandidates": "max_candidates",
+    "borrowWithinCohort": "borrow_within_cohort",
+    "borrowPriorityThreshold": "borrow_priority_threshold",
+    "reclaimOthersFirst": "reclaim_others_first",
+    "cascadeWindowSeconds": "cascade_window",
 }
 
 
@@ -510,13 +514,18 @@ class _Parser:
 
     def preemption(self, v: Any) -> PreemptionPolicy:
         d = self.mapping(v, "preemption", tuple(_PREEMPTION))
-        for k in ("priority", "reclaim", "backfill"):
+        for k in ("priority", "reclaim", "backfill", "borrowWithinCohort", "reclaimOthersFirst"):
             if k in d and not isinstance(d[k], bool):
                 raise self.fail(f"preemption.{k}", d[k], "must be true or false")
         for k in ("maxPreemptorsPerCycle", "maxSearchesPerCycle", "maxCandidates"):
             x = d.get(k)
             if x is not None and (isinstance(x, bool) or not isinstance(x, int) or x < 1):
                 raise self.fail(f"preemption.{k}", x, "must be an int >= 1, or null for no cap")
+        x = d.get("borrowPriorityThreshold")
+        if x is not None and (isinstance(x, bool) or not isinstance(x, int)):
+            raise self.fail(
+                "preemption.borrowPriorityThreshold", x, "must be an int, or null for any lower"
+            )
         x = d.get("minRuntimeSeconds", 0)
         if isinstance(x, bool) or not isinstance(x, int | float) or not (0 <= x < math.inf):
             raise self.fail("preemption.minRuntimeSeconds", x, "must be a finite number >= 0")

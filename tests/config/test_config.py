@@ -63,6 +63,43 @@ def test_a_full_config_sets_every_part_of_the_scheduler() -> None:
     assert cfg.kubernetes == {"schedulerName": "kant", "anything": [1, 2]}
 
 
+def test_the_preemption_options_users_of_the_peers_expect_are_set_by_the_file() -> None:
+    # (the library had them, PreemptionPolicy(borrow_within_cohort=..., cascade_window=...),
+    # but the file, the only way to set up the Kubernetes shim, refused them as unknown keys)
+    cfg = load_config_text(
+        "preemption:\n  borrowWithinCohort: true\n  borrowPriorityThreshold: -1\n"
+        "  reclaimOthersFirst: false\n  cascadeWindowSeconds: 0\n"
+    )
+    p = cfg.scheduler(ClusterBuilder().leaf("lf0", nodes=1).build()).preemption
+    assert p.borrow_within_cohort is True and p.borrow_priority_threshold == -1
+    assert p.reclaim_others_first is False and p.cascade_window == 0
+    never = load_config_text("preemption: {cascadeWindowSeconds: .inf}").preemption
+    assert never.cascade_window == float("inf")
+    default = load_config_text("").preemption
+    assert (default.borrow_within_cohort, default.borrow_priority_threshold) == (False, None)
+    assert default.reclaim_others_first is True and default.cascade_window == 3600
+
+
+def test_a_job_evicted_by_preemption_preempts_at_once_with_a_cascade_window_of_zero_in_the_file() -> (
+    None
+):
+    # lo (A100), mid (any model, priority 5), hi (H100, priority 10), as in docs/qsch.md's
+    # options table: with the window the file sets to 0, mid evicts lo in the cycle hi starts
+    cluster = ClusterBuilder().leaf("h", nodes=1, model="H100").leaf("a", nodes=1, model="A100")
+    s = load_config_text("preemption: {cascadeWindowSeconds: 0}").scheduler(cluster.build())
+    s.submit(job("lo", gpus=8, models="A100"), now=0)
+    s.submit(job("mid", gpus=8, priority=5, models="H100|A100"), now=0)
+    s.step(now=0)
+    s.submit(job("hi", gpus=8, priority=10, models="H100", submitted_at=1), now=1)
+    r = s.step(now=1)
+    assert [v.job for v in r.victims] == ["mid"]
+    for v in r.victims:
+        for p in v.pods:
+            s.pod_evicted(p, now=2)
+    r = s.step(now=3)
+    assert r.placed == ("hi",) and [v.job for v in r.victims] == ["lo"]
+
+
 def test_an_empty_config_is_the_library_defaults_with_no_quota_check() -> None:
     cfg = load_config_text("")
     assert cfg.tenants is None and cfg.quotas is None
@@ -118,6 +155,13 @@ def test_an_empty_config_is_the_library_defaults_with_no_quota_check() -> None:
         ("placement: {strategy: fgdpp, options: {cpu_share: 0}}\n", "placement.options"),
         ("preemption: {priority: 'yes'}\n", "preemption.priority"),
         ("preemption: {maxCandidates: 0}\n", "preemption.maxCandidates"),
+        ("preemption: {borrowWithinCohort: 'yes'}\n", "preemption.borrowWithinCohort"),
+        ("preemption: {borrowPriorityThreshold: 1.5}\n", "preemption.borrowPriorityThreshold"),
+        ("preemption: {borrowPriorityThreshold: true}\n", "preemption.borrowPriorityThreshold"),
+        ("preemption: {reclaimOthersFirst: 0}\n", "preemption.reclaimOthersFirst"),
+        ("preemption: {cascadeWindowSeconds: -1}\n", "preemption.cascadeWindowSeconds"),
+        ("preemption: {cascadeWindowSeconds: .nan}\n", "preemption.cascadeWindowSeconds"),
+        ("preemption: {cascadeWindowSeconds: '60'}\n", "preemption.cascadeWindowSeconds"),
         ("preemptions: {}\n", "preemptions"),
         ("kubernetes: 3\n", "kubernetes"),
         ("queueing:\n  policy: backfill\n  policy: strict-fifo\n", "queueing.policy"),
