@@ -35,6 +35,7 @@ from kant.model import MILLI, NAME_REASON, Job, Resources, Role, is_name
 from kant.placement import STRATEGIES, Placer
 from kant.preemption.policy import PreemptionPolicy
 from kant.queueing import ORDER_KEYS, POLICIES, Backoff, Queue
+from kant.queueing.queue import REQUEUE_TIMESTAMPS
 from kant.registry import BuildContext, Registry
 from kant.scheduler import Scheduler
 from kant.state import ClusterState
@@ -71,6 +72,7 @@ _REQUEUING: Final = (
     "backoffMaxSeconds",
     "backoffLimitCount",
     "interruptionLimitCount",
+    "timestamp",
 )
 _QUOTA_FIELDS: Final = {
     "nominal": "nominalQuota",
@@ -108,12 +110,14 @@ class TenantConfig:
 @attrs.frozen(kw_only=True)
 class QueueingConfig:
     """The queueing policy by registered name with its ``options``, the global order key by
-    name, and the requeue backoff."""
+    name, the requeue backoff, and where a job evicted by preemption goes back in the order
+    (``requeue_timestamp``: :class:`~kant.queueing.Queue`'s)."""
 
     policy: str = DEFAULT_QUEUEING
     options: Mapping[str, Any] = attrs.field(factory=dict)
     order: str = "paper"
     backoff: Backoff = attrs.field(factory=Backoff)
+    requeue_timestamp: str = "submission"
 
 
 @attrs.frozen(kw_only=True)
@@ -156,8 +160,10 @@ class KantConfig:
         return Admitter(self.quotas, modes=modes, default_mode=self.default_mode)
 
     def queue(self) -> Queue:
-        """A fresh empty :class:`~kant.queueing.Queue` with the order key and backoff."""
-        return Queue(order=self.queueing.order, backoff=self.queueing.backoff)
+        """A fresh empty :class:`~kant.queueing.Queue` with the order key, backoff and requeue
+        timestamp."""
+        q = self.queueing
+        return Queue(order=q.order, backoff=q.backoff, requeue_timestamp=q.requeue_timestamp)
 
     def placer(self, context: BuildContext | None = None) -> Placer:
         """A fresh :class:`~kant.placement.Placer`; ``context`` gives the strategies that tune
@@ -445,9 +451,19 @@ class _Parser:
         except (KantError, TypeError) as e:
             raise self.fail("queueing.options", options, _why(e, policy)) from None
         order = self.one_of("queueing.order", d.get("order", "paper"), ORDER_KEYS)
-        backoff = self.backoff(d.get("requeuing", {}))
+        requeuing = d.get("requeuing", {})
+        backoff = self.backoff(requeuing)
+        timestamp = requeuing.get("timestamp", "submission")
+        if not isinstance(timestamp, str) or timestamp.lower() not in REQUEUE_TIMESTAMPS:
+            raise self.fail(
+                "queueing.requeuing.timestamp", timestamp, "must be submission or eviction"
+            )
         return QueueingConfig(
-            policy=policy.lower(), options=options, order=order.lower(), backoff=backoff
+            policy=policy.lower(),
+            options=options,
+            order=order.lower(),
+            backoff=backoff,
+            requeue_timestamp=timestamp.lower(),
         )
 
     def one_of(self, path: str, name: Any, registry: Registry[Any]) -> str:
@@ -465,6 +481,7 @@ class _Parser:
             "backoffLimitCount": "max_retries",
             "interruptionLimitCount": "max_interruptions",
         }
+        d.pop("timestamp", None)  # (the queue's, read by queueing)
         kw = {names[k]: x for k, x in d.items()}
         for k, x in d.items():
             if x is None and k == "interruptionLimitCount":

@@ -389,7 +389,12 @@ class Scenario:
         context = BuildContext(seed=cfg.placement.seed, workload=self.jobs, cluster=self.nodes)
         return Scheduler(
             ClusterState(self.nodes, templates=self.templates),
-            queue=Queue(order=q.order, backoff=self.backoff(q.backoff), history=None),
+            queue=Queue(
+                order=q.order,
+                backoff=self.backoff(q.backoff),
+                history=None,
+                requeue_timestamp=q.requeue_timestamp,
+            ),
             admitter=self.with_tenants(cfg).admitter(),
             placer=cfg.placer(context),
             policy=POLICIES.build(q.policy, **q.options),

@@ -100,6 +100,27 @@ def test_a_job_evicted_by_preemption_preempts_at_once_with_a_cascade_window_of_z
     assert r.placed == ("hi",) and [v.job for v in r.victims] == ["lo"]
 
 
+def test_a_victim_requeued_as_of_its_eviction_is_set_by_the_file() -> None:
+    # Queue(requeue_timestamp="eviction"), Kueue's requeuingStrategy.timestamp: Eviction,
+    # was refused as an unknown key. One node: v runs, w waits, p (priority 5) evicts v.
+    for timestamp, order in (("submission", ["p", "v", "w"]), ("eviction", ["p", "w", "v"])):
+        cfg = load_config_text(f"queueing: {{requeuing: {{timestamp: {timestamp}}}}}")
+        s = cfg.scheduler(ClusterBuilder().leaf("lf0", nodes=1).build())
+        s.submit(job("v", gpus=8), now=0)
+        s.step(now=0)
+        s.submit(job("w", gpus=8, submitted_at=1), now=1)
+        s.submit(job("p", gpus=8, priority=5, submitted_at=2), now=2)
+        r = s.step(now=2)
+        for v in r.victims:
+            for p in v.pods:
+                s.pod_evicted(p, now=3)
+        assert [e.id for e in s.queue.candidates()] == order
+    assert load_config_text("").queue().requeue_timestamp == "submission"
+    # (as policy names, in any case: Kueue writes Eviction)
+    kueue = load_config_text("queueing: {requeuing: {timestamp: Eviction}}")
+    assert kueue.queue().requeue_timestamp == "eviction"
+
+
 def test_an_empty_config_is_the_library_defaults_with_no_quota_check() -> None:
     cfg = load_config_text("")
     assert cfg.tenants is None and cfg.quotas is None
@@ -155,6 +176,8 @@ def test_an_empty_config_is_the_library_defaults_with_no_quota_check() -> None:
         ("placement: {strategy: fgdpp, options: {cpu_share: 0}}\n", "placement.options"),
         ("preemption: {priority: 'yes'}\n", "preemption.priority"),
         ("preemption: {maxCandidates: 0}\n", "preemption.maxCandidates"),
+        ("queueing: {requeuing: {timestamp: creation}}\n", "queueing.requeuing.timestamp"),
+        ("queueing: {requeuing: {timestamp: 1}}\n", "queueing.requeuing.timestamp"),
         ("preemption: {borrowWithinCohort: 'yes'}\n", "preemption.borrowWithinCohort"),
         ("preemption: {borrowPriorityThreshold: 1.5}\n", "preemption.borrowPriorityThreshold"),
         ("preemption: {borrowPriorityThreshold: true}\n", "preemption.borrowPriorityThreshold"),

@@ -105,6 +105,8 @@ def policy_line(scenario: Scenario, policy: PolicySet) -> str:
     backoff = scenario.backoff(q.backoff)  # (what ran: --max-interruptions over the file's)
     if backoff != base.queueing.backoff:
         qo["backoff"] = backoff
+    if q.requeue_timestamp != base.queueing.requeue_timestamp:
+        qo["requeue_timestamp"] = q.requeue_timestamp
     po = dict(p.options)
     if p.group_probe != base.placement.group_probe:
         po["group_probe"] = p.group_probe
