@@ -52,7 +52,8 @@ def apply(
     came or went since (``result.pod_terms``), whose bindings no longer fit the cluster or whose
     tenant's quota no longer admits them, is bound not at all and listed in ``stale`` (it stays
     as it is, no failure counted). A nomination naming a node removed, or added again or
-    relabelled, since the cycle is not kept (:func:`kant.cycle.nomination_outlived`): its job
+    relabelled, since the cycle, or a node or device unhealthy now, is not kept
+    (:func:`kant.cycle.nomination_outlived`): its job
     competes again at the next cycle, and preempts again if it must. Victims, nominations
     and reasons of jobs no longer current are skipped, so applying an old result again (an
     orchestrator retrying) changes nothing it should not. Raises

@@ -142,9 +142,10 @@ class CycleResult:
     pod-level preemptor started in part while its victims still go, the nomination kept for
     its pods left (:meth:`_Cycle._hold_rest`);
     ``dropped_nominations`` preemptors whose nomination ends without placement (victims gone,
-    still no fit; made for a node gone, or added again or relabelled, since:
-    :func:`nomination_outlived`; or its job's GPU models have no pool any more; or quota
-    admits none of its pods on the GPU models it names any more); ``pending``
+    still no fit; made for a node gone, or added again or relabelled, since, or naming a
+    node or device unhealthy now: :func:`nomination_outlived`; or its job's GPU models have
+    no pool any more; or quota admits none of its pods on the GPU models it names any
+    more); ``pending``
     a reason for every job left with pods to place, in the order the cycle answered them (the
     queue's, except that a job that must borrow quota is answered after the jobs of its
     priority walked with it that need not: see ``_Cycle.walk``);
@@ -614,9 +615,10 @@ class _Cycle:
     def hold_nominations(self) -> None:
         """Hold the devices and the quota of every nomination still valid. A nomination
         made for nodes no longer there as they were (:func:`nomination_outlived`: a node it
-        names gone, or added again under its name or relabelled since), or whose job's GPU
-        models no pool has any more, is dropped instead (``dropped_nominations``): it would
-        hold what another node now offers, for a job that may never take it. The job
+        names gone, or added again under its name or relabelled since, or unhealthy now, or
+        a device it holds), or whose job's GPU models no pool has any more, is dropped
+        instead (``dropped_nominations``): it would hold what another node now offers, or
+        what no pod can take, for a job that may never take it. The job
         competes again and preempts again if it still needs to (its victims still going
         count as going)."""
         cluster = self.cluster
@@ -2218,14 +2220,23 @@ class _Cycle:
 def nomination_outlived(cluster: ClusterState, nom: Nomination) -> bool:
     """Was ``nom`` made for nodes no longer there as they were: a node it names removed, or
     added again under its name or relabelled after the nomination was made (its
-    :meth:`~kant.state.ClusterState.incarnation` later than ``nom.membership``)? A decision
-    taken against an earlier incarnation of a node does not apply to the node there now.
-    O(1) while no node came, went or was relabelled since; else O(its bindings)."""
+    :meth:`~kant.state.ClusterState.incarnation` later than ``nom.membership``), or taking
+    no pods now (unhealthy or cordoned), or a GPU or NIC it holds unhealthy? A decision
+    taken against an earlier incarnation of a node does not apply to the node there now, and
+    devices that cannot be bound are held for no one. O(1) while no node came, went or was
+    relabelled since and every node and device is healthy; else O(its bindings)."""
     since = nom.membership
-    if since is not None and since == cluster.membership_version:
+    if since is None or since != cluster.membership_version:
+        for b in nom.bindings:
+            if b.node not in cluster or (since is not None and cluster.incarnation(b.node) > since):
+                return True
+    if cluster.all_healthy:
         return False
     for b in nom.bindings:
-        if b.node not in cluster or (since is not None and cluster.incarnation(b.node) > since):
+        healthy, gpus, nics = cluster.health_masks(b.node)
+        if not healthy or any(not gpus >> g & 1 for g in b.gpus):
+            return True
+        if any(not nics >> n & 1 for n in b.nics):
             return True
     return False
 

@@ -170,6 +170,7 @@ class ClusterState:
         self._membership_version = 0
         self._health_version = 0
         self._degraded: set[str] = set()  # nodes unhealthy or with an unhealthy GPU
+        self._nic_degraded: set[str] = set()  # nodes with an unhealthy NIC
         self._marked: dict[str, NodeSpec] = {}  # nodes with labels or taints
         self._hard_tainted = 0  # nodes with a NoSchedule or NoExecute taint
         self._soft_tainted = 0  # nodes with a PreferNoSchedule taint
@@ -381,6 +382,11 @@ class ClusterState:
         columns show a device "0 free" that a pod may not hold. O(such nodes), kept as
         health changes."""
         return sorted(self._degraded)
+
+    @property
+    def all_healthy(self) -> bool:
+        """Whether every node, GPU and NIC is healthy, O(1)."""
+        return not self._degraded and not self._nic_degraded
 
     def pods_on(self, name: str) -> tuple[PodId, ...]:
         """Pods running on node ``name``, sorted. Raises UnknownNodeError."""
@@ -651,6 +657,7 @@ class ClusterState:
         del self._records[name]
         self._pod_capped -= rec.spec.max_pods is not None
         self._degraded.discard(name)
+        self._nic_degraded.discard(name)
         self._unmark(name)
         self._fabric.remove(rec.spec)
         slot = rec.slot
@@ -765,6 +772,10 @@ class ClusterState:
             rec.nic_healthy |= 1 << nic
         else:
             rec.nic_healthy &= ~(1 << nic)
+        if rec.nic_healthy == (1 << rec.spec.rdma_nics) - 1:
+            self._nic_degraded.discard(name)
+        else:
+            self._nic_degraded.add(name)
         self._health_version += 1
         self._refresh_row(rec)
 
@@ -1127,6 +1138,9 @@ class ClusterState:
             _write_allocatable(fresh, rec)
         if self._degraded != {n for n, r in self._records.items() if _degraded(r)}:
             errors.append("degraded-node index differs from the records")
+        full = {n for n, r in self._records.items() if r.nic_healthy == (1 << r.spec.rdma_nics) - 1}
+        if self._nic_degraded != self._records.keys() - full:
+            errors.append("the index of nodes with an unhealthy NIC differs from the records")
         if self._fabric.differs_from(r.spec for r in self._records.values()):
             errors.append("fabric names differ from the nodes'")
         bad = fresh.rows_equal(self.columns, self.num_slots)

@@ -393,6 +393,51 @@ def test_a_relabelled_node_ends_a_nomination_and_its_preemptor_is_nominated_agai
     check_invariants(s)
 
 
+def test_a_preemptor_nominated_on_a_node_cordoned_since_preempts_elsewhere_at_once() -> None:
+    # high preempted low on x; x is then cordoned (unhealthy, its pods run on): the devices
+    # held for high on x can take no pod, so the next cycle drops that nomination and high
+    # preempts mid on y at once. Before, high held x until low was gone (its grace period),
+    # then found x closed and only then preempted mid: two grace periods waited
+    s = Scheduler(
+        ClusterState(
+            [
+                node("x", gpus=8, model="H100", leaf="lf0"),
+                node("y", gpus=8, model="H100", leaf="lf0"),
+            ]
+        )
+    )
+    s.submit(job("low", gpus=8), now=0)
+    s.step(now=0)
+    s.submit(job("mid", gpus=8, priority=1), now=0)
+    s.step(now=0)
+    assert s.cluster.binding(pod("low")).node == "x"
+    s.submit(job("high", gpus=8, priority=5), now=1)
+    r = s.step(now=1)
+    assert [(n.job, [b.node for b in n.bindings]) for n in r.nominations] == [("high", ["x"])]
+    s.node_unhealthy("x", 2, evict=False)
+    r = s.step(now=3)
+    assert [(v.job, v.preemptor) for v in r.victims] == [("mid", "high")]
+    assert [(n.job, [b.node for b in n.bindings]) for n in r.nominations] == [("high", ["y"])]
+    assert [b.node for b in s.queue.entry("high").nomination.bindings] == ["y"]
+    s.pod_evicted(pod("mid"), 4)
+    assert s.step(now=4).placed == ("high",)
+    assert s.cluster.binding(pod("high")).node == "y"
+    check_invariants(s)
+
+
+def test_a_nomination_is_not_kept_from_a_result_applied_after_a_device_it_holds_failed() -> None:
+    s = Scheduler(ClusterState([node("x", gpus=8, model="H100", leaf="lf0")]))
+    s.submit(job("low", gpus=8, models="H100"), now=0)
+    s.step(now=0)
+    s.submit(job("high", gpus=8, priority=5, models="H100"), now=1)
+    r = s.schedule(1)
+    assert [n.job for n in r.nominations] == ["high"]
+    s.gpu_unhealthy("x", 3, 2, evict=False)  # (low runs on)
+    s.apply(r, 3)
+    assert s.queue.entry("high").nomination is None
+    check_invariants(s)
+
+
 def test_a_nomination_is_not_kept_from_a_result_applied_after_its_node_came_back() -> None:
     s = Scheduler(ClusterState([node("x", gpus=8, model="H100", leaf="lf0")]))
     s.submit(job("low", gpus=8, models="H100"), now=0)
