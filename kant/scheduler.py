@@ -274,7 +274,8 @@ class Scheduler:
         All or nothing: raises and changes nothing when a binding is not one of the job's pods
         or a pod is named twice, or a gang's pods are not all bound or finished
         (ValidationError), a binding does not fit the cluster (the errors of
-        :meth:`kant.state.ClusterState.bind_many`), the tenant's quota does not admit them
+        :meth:`kant.state.ClusterState.bind_many` with ``running``: a node or device
+        unhealthy now does not refuse a pod that runs there), the tenant's quota does not admit them
         now (QuotaExceededError: quotas were lowered meanwhile), the job is refused
         (DuplicateError, InvalidJobError), or ``now`` is not finite or runs backwards, or
         ``started_at`` is not finite or later than ``now`` (InvalidTimeError), or names a
@@ -329,7 +330,7 @@ class Scheduler:
         # what the queue would refuse (an id already queued: the job there runs, described)
         # is refused before anything is bound or described
         self.queue.check_submit(job, t, history=history)
-        self.cluster.bind_many(bs)  # (all or none)
+        self.cluster.bind_many(bs, running=True)  # (all or none; they run, healthy or not)
         try:
             if not quota_admits(self.admitter.ledger(), job.tenant, bs, self.cluster):
                 raise QuotaExceededError(

@@ -819,13 +819,17 @@ class ClusterState:
         self._refresh_row(rec)
         return b
 
-    def bind_many(self, bindings: Iterable[Binding]) -> None:
+    def bind_many(self, bindings: Iterable[Binding], *, running: bool = False) -> None:
         """:meth:`bind` every binding of ``bindings``, all or none: each is checked as if
         those before it were bound (the same errors :meth:`check_binding` raises, for the
         first that does not fit or is not a pod of its described job, changing nothing),
         then each node's record and row is updated once. ``bindings`` may be any iterable
-        (a generator is read once); ValidationError for one that is not. O(devices of the
+        (a generator is read once); ValidationError for one that is not. ``running``: the
+        pods already run there (an orchestrator taking them back after a restart), so a
+        node, GPU or NIC unhealthy now does not refuse them: they hold what they hold, as
+        the pods there when it failed do (everything else is checked). O(devices of the
         bindings + nodes they touch)."""
+        flag(running, "running")
         bindings = _sequence(bindings, "bindings", "kant.model.Binding")
         pod_ids = [b.pod for b in bindings] if all(type(b) is Binding for b in bindings) else []
         if self._described and pod_ids:
@@ -866,7 +870,7 @@ class ClusterState:
                     mem_used=rec.mem_used,
                     pods=set() if rec.spec.max_pods is None else set(rec.pods),
                 )  # fmt: skip
-            _check_fits(tmp, b)
+            _check_fits(tmp, b, running)
             _hold(tmp, b, +1)
         for name, tmp in scratch.items():
             rec = self._records[name]
@@ -1182,16 +1186,17 @@ def _check_owns(job: Job, pods: Iterable[PodId], doing: str) -> None:
             )
 
 
-def _check_fits(rec: _NodeRecord, b: Binding) -> None:
+def _check_fits(rec: _NodeRecord, b: Binding, running: bool = False) -> None:
     """Raise AllocationConflictError unless binding ``b`` fits node ``rec`` now (the message
-    is built only then)."""
+    is built only then); ``running``: a pod that runs there already, which the health of the
+    node and its devices does not refuse."""
     spec = rec.spec
-    if not rec.healthy:
+    if not rec.healthy and not running:
         raise _conflict(b, spec, "node is unhealthy")
     for g in b.gpus:
         if g >= spec.gpus:
             raise _conflict(b, spec, f"node has no GPU {g} (has {spec.gpus})")
-        if not rec.gpu_healthy >> g & 1:
+        if not rec.gpu_healthy >> g & 1 and not running:
             raise _conflict(b, spec, f"GPU {g} is unhealthy")
         if rec.gpu_used[g] + b.gpu_milli > MILLI:
             free = MILLI - rec.gpu_used[g]
@@ -1199,7 +1204,7 @@ def _check_fits(rec: _NodeRecord, b: Binding) -> None:
     for n in b.nics:
         if n >= spec.rdma_nics:
             raise _conflict(b, spec, f"node has no NIC {n}")
-        if not rec.nic_healthy >> n & 1:
+        if not rec.nic_healthy >> n & 1 and not running:
             raise _conflict(b, spec, f"NIC {n} is unhealthy")
         if rec.nic_used >> n & 1:
             raise _conflict(b, spec, f"NIC {n} is already allocated")

@@ -714,6 +714,35 @@ def test_a_health_that_is_no_bool_is_refused_changing_nothing(
     assert cluster.is_healthy(name) and cluster.gpu_healthy_mask(name) == (1 << 8) - 1
 
 
+def test_pods_already_running_are_bound_on_an_unhealthy_node_or_device_and_nothing_else_is(
+    cluster: ClusterState,
+) -> None:
+    # bind_many(running=True) takes back pods that run on a node cordoned or a GPU or NIC
+    # failed meanwhile (a restart), as the pods there when it failed keep what they hold;
+    # new pods are still refused there, and capacity is still checked
+    name = next(iter(cluster.nodes())).name
+    cluster.set_node_health(name, False)
+    cluster.set_gpu_health(name, 1, False)
+    cluster.set_nic_health(name, 0, False)
+    b = Binding(pod=pod("a"), node=name, gpus=(0, 1), nics=(0,))
+    with pytest.raises(AllocationConflictError, match="unhealthy"):
+        cluster.bind_many([b])
+    with pytest.raises(ValidationError, match="'running'"):
+        cluster.bind_many([b], running="yes")  # type: ignore[arg-type]
+    assert cluster.num_pods == 0
+    too_many = Binding(pod=pod("c"), node=name, gpus=(2,), cpu_milli=10**9)
+    with pytest.raises(AllocationConflictError, match="CPU"):
+        cluster.bind_many([b, too_many], running=True)
+    assert cluster.num_pods == 0
+    cluster.bind_many([b], running=True)
+    assert cluster.binding(pod("a")) == b
+    check_invariants(cluster)
+    assert cluster.snapshot().same_as(cluster.full_snapshot()) == []
+    cluster.set_node_health(name, True)
+    with pytest.raises(AllocationConflictError, match="GPU 1"):  # (held, and unhealthy)
+        cluster.bind(Binding(pod=pod("b"), node=name, gpus=(1,)))
+
+
 def test_a_snapshot_refuses_the_release_of_a_binding_it_never_held_changing_nothing(
     cluster: ClusterState,
 ) -> None:
