@@ -57,6 +57,10 @@ class EvictionCause(enum.StrEnum):
     """The job reached its retry limit."""
     CANCELLED = "cancelled"
     """The job was cancelled."""
+    UNHEALTHY = "unhealthy"
+    """The node, GPU or NIC it runs on failed (:meth:`Scheduler.node_unhealthy`,
+    :meth:`~Scheduler.gpu_unhealthy`, :meth:`~Scheduler.nic_unhealthy` with ``evict``): it
+    may still run there, and kant places it again."""
 
 
 @attrs.frozen(kw_only=True)
@@ -966,7 +970,9 @@ class Scheduler:
         self, lost: Sequence[Binding], now: float, why: str, *, released_already: bool
     ) -> EventReport:
         """The cluster took ``lost`` from their jobs (``why``: how): each job is interrupted
-        once (:meth:`_lost`); pods of jobs kant does not know are just freed."""
+        once (:meth:`_lost`); pods of jobs kant does not know are just freed. Pods still on
+        their node (not ``released_already``: a node, GPU or NIC failed under them) are
+        evictions too (:attr:`EvictionCause.UNHEALTHY`): they may still run."""
         by_job: dict[str, list[Binding]] = {}
         for b in lost:
             by_job.setdefault(b.pod.job, []).append(b)
@@ -983,7 +989,13 @@ class Scheduler:
                 for b in by_job[jid]:
                     if self.admitter.is_charged(b.pod):
                         self.admitter.uncharge(b.pod)
-            reports.append(self._lost(e, by_job[jid], now, why, release=not released_already))
+                reports.append(self._lost(e, by_job[jid], now, why, release=False))
+                continue
+            hit = tuple(
+                Eviction(pod=b.pod, node=b.node, cause=EvictionCause.UNHEALTHY) for b in by_job[jid]
+            )
+            reports.append(EventReport(evictions=hit))
+            reports.append(self._lost(e, by_job[jid], now, why, release=True))
         return _merge(reports)
 
     def _lost(

@@ -182,6 +182,34 @@ def test_a_gang_victim_is_requeued_when_its_last_pod_is_gone() -> None:
     check_invariants(s)
 
 
+def test_pods_on_a_failed_gpu_or_a_not_ready_node_are_returned_as_evictions() -> None:
+    # the pods hit may still run (a GPU failed under them, a node unreachable): kant released
+    # them and places them again, so the orchestrator must stop them. Before, only a gang's
+    # other pods were evictions: an orchestrator stopping what `evictions` lists (docs/qsch.md)
+    # left p/worker/0 running on its failed GPU while kant placed it again elsewhere
+    s = scheduler(nodes(2))
+    s.submit(job("p", gpus=4, replicas=2, gang=False), now=0)
+    s.submit(job("g", gpus=4, replicas=2), now=0)
+    s.step(now=0)
+    x = s.cluster.binding(pod("p", 0)).node
+    y = s.cluster.binding(pod("g", 0)).node
+    assert s.cluster.pods_on(x) == (pod("p", 0), pod("p", 1)) and x != y  # (packed)
+    gpu = s.cluster.binding(pod("p", 0)).gpus[0]
+    rep = s.gpu_unhealthy(x, gpu, now=1)
+    assert rep.released == (pod("p", 0),) and rep.requeued == ("p",)
+    assert [(e.pod, e.node, e.cause) for e in rep.evictions] == [
+        (pod("p", 0), x, EvictionCause.UNHEALTHY)
+    ]
+    rep = s.node_unhealthy(y, now=2)
+    assert sorted(rep.released) == [pod("g", 0), pod("g", 1)] and rep.requeued == ("g",)
+    assert sorted((e.pod, e.node, e.cause) for e in rep.evictions) == [
+        (pod("g", 0), y, EvictionCause.UNHEALTHY),
+        (pod("g", 1), y, EvictionCause.UNHEALTHY),
+    ]
+    assert s.gpu_unhealthy(x, gpu, now=3).evictions == ()  # (nothing holds it now)
+    check_invariants(s)
+
+
 def test_an_unexpected_eviction_of_a_gang_pod_requeues_the_gang() -> None:
     s = scheduler(nodes(2))
     s.submit(job("g", gpus=8, replicas=2), now=0)
@@ -278,7 +306,8 @@ def test_a_failed_nic_costs_a_pod_level_job_only_the_pod_holding_it() -> None:
     s.step(now=0)
     hit = s.cluster.binding(pod("svc", 1))
     rep = s.nic_unhealthy(hit.node, hit.nics[0], now=1)
-    assert rep.released == (pod("svc", 1),) and rep.evictions == ()
+    assert rep.released == (pod("svc", 1),)
+    assert [(e.pod, e.cause) for e in rep.evictions] == [(pod("svc", 1), EvictionCause.UNHEALTHY)]
     st = s.queue.status("svc")
     assert st.phase is JobPhase.RUNNING and set(st.running) == {pod("svc", 0), pod("svc", 2)}
     check_invariants(s)

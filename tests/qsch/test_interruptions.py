@@ -94,7 +94,10 @@ def test_a_pod_level_job_past_the_limit_fails_and_releases_its_pods_on_other_nod
     assert n0 != n1
     rep = s.gpu_unhealthy(n0, 3, 2)
     assert rep.failed == ("p",)
-    assert [(e.pod, e.cause) for e in rep.evictions] == [(pod("p", 1), EvictionCause.JOB_FAILED)]
+    assert [(e.pod, e.cause) for e in rep.evictions] == [
+        (pod("p", 0), EvictionCause.UNHEALTHY),  # (the pod on the GPU: it may still run)
+        (pod("p", 1), EvictionCause.JOB_FAILED),
+    ]
     assert s.cluster.pods_on(n1) == () and s.status("p").phase is JobPhase.FAILED
     assert s.status("p").reason.message.endswith(f"GPU 3 of node {n0} unhealthy")  # type: ignore[union-attr]
     check_invariants(s)
