@@ -279,7 +279,8 @@ class Scheduler:
         or a pod is named twice, or a gang's pods are not all bound or finished
         (ValidationError), a binding does not fit the cluster (the errors of
         :meth:`kant.state.ClusterState.bind_many` with ``running``: a node or device
-        unhealthy now does not refuse a pod that runs there), the tenant's quota does not admit them
+        unhealthy now, or a ``max_pods`` lowered, does not refuse a pod that runs there),
+        the tenant's quota does not admit them
         now (QuotaExceededError: quotas were lowered meanwhile), the job is refused
         (DuplicateError, InvalidJobError), or ``now`` is not finite or runs backwards, or
         ``started_at`` is not finite or later than ``now`` (InvalidTimeError), or names a

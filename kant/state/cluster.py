@@ -826,9 +826,10 @@ class ClusterState:
         then each node's record and row is updated once. ``bindings`` may be any iterable
         (a generator is read once); ValidationError for one that is not. ``running``: the
         pods already run there (an orchestrator taking them back after a restart), so a
-        node, GPU or NIC unhealthy now does not refuse them: they hold what they hold, as
-        the pods there when it failed do (everything else is checked). O(devices of the
-        bindings + nodes they touch)."""
+        node, GPU or NIC unhealthy now does not refuse them, nor a node's ``max_pods``
+        lowered below its pods: they hold what they hold, as the pods there when it failed
+        or was lowered do (no pod is added there until they are below it; devices, CPU and
+        memory are checked). O(devices of the bindings + nodes they touch)."""
         flag(running, "running")
         bindings = _sequence(bindings, "bindings", "kant.model.Binding")
         pod_ids = [b.pod for b in bindings] if all(type(b) is Binding for b in bindings) else []
@@ -877,6 +878,9 @@ class ClusterState:
             rec.gpu_used = tmp.gpu_used
             rec.nic_used, rec.cpu_used, rec.mem_used = tmp.nic_used, tmp.cpu_used, tmp.mem_used
             rec.pods |= tmp.pods
+            cap = rec.spec.max_pods
+            if running and cap is not None:  # (pods above it that run there stay)
+                rec.over = max(rec.over, len(rec.pods) - cap)
             self._refresh_row(rec)
         self._index_bound(bindings)
 
@@ -1214,7 +1218,7 @@ def _check_fits(rec: _NodeRecord, b: Binding, running: bool = False) -> None:
     if rec.mem_used + b.memory_mib > spec.memory_mib:
         free = spec.memory_mib - rec.mem_used
         raise _conflict(b, spec, f"needs {b.memory_mib} MiB, {free} free")
-    if spec.max_pods is not None and len(rec.pods) >= spec.max_pods:
+    if spec.max_pods is not None and len(rec.pods) >= spec.max_pods and not running:
         raise _conflict(b, spec, f"runs {len(rec.pods)} pods, its max_pods is {spec.max_pods}")
 
 

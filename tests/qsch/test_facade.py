@@ -172,13 +172,14 @@ def test_a_restore_that_does_not_fit_the_cluster_changes_nothing() -> None:
 
 
 def test_a_job_running_on_a_node_cordoned_or_a_gpu_failed_before_the_restart_is_restored() -> None:
-    """The pods run there: a node that takes no new pods (cordoned, unhealthy) or an unhealthy
-    GPU they hold does not refuse them, as it does not release the pods there when it
-    fails. Before, restore raised AllocationConflictError ("node is unhealthy"), so an
+    """The pods run there: a node that takes no new pods (cordoned, unhealthy, its max_pods
+    lowered) or an unhealthy GPU they hold does not refuse them, as it does not release the
+    pods there when it fails. Before, restore raised AllocationConflictError ("node is unhealthy"), so an
     orchestrator reporting its nodes' health before its pods could not take the job back."""
     s, j, bs = _restarting(quota_gpus=16)
     s.node_unhealthy(bs[0].node, 1, evict=False)
     s.gpu_unhealthy(bs[1].node, 3, 2, evict=False)
+    s.node_max_pods(bs[1].node, 0, 3)  # (lowered under it too: it stays, as on a live node)
     s.restore(j, bs, now=5)
     assert s.status("a", now=5).phase is JobPhase.RUNNING
     assert [s.cluster.binding(b.pod) for b in bs] == bs

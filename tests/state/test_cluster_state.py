@@ -743,6 +743,30 @@ def test_pods_already_running_are_bound_on_an_unhealthy_node_or_device_and_nothi
         cluster.bind(Binding(pod=pod("b"), node=name, gpus=(1,)))
 
 
+def test_pods_already_running_are_bound_above_a_nodes_max_pods_and_no_new_pod_is(
+    cluster: ClusterState,
+) -> None:
+    # the node's pod capacity was lowered while two pods ran there (a restart): both are
+    # taken back, as set_max_pods keeps the pods above it, and none is added until they
+    # are below it
+    name = next(iter(cluster.nodes())).name
+    cluster.set_max_pods(name, 1)
+    two = [Binding(pod=pod("a", i), node=name, gpus=(i,)) for i in range(2)]
+    with pytest.raises(AllocationConflictError, match="max_pods"):
+        cluster.bind_many(two)
+    cluster.bind_many(two, running=True)
+    check_invariants(cluster)
+    assert cluster.snapshot().same_as(cluster.full_snapshot()) == []
+    with pytest.raises(AllocationConflictError, match="max_pods"):
+        cluster.bind(Binding(pod=pod("b"), node=name, gpus=(4,)))
+    cluster.release(pod("a", 0))
+    with pytest.raises(AllocationConflictError, match="max_pods"):
+        cluster.bind(Binding(pod=pod("b"), node=name, gpus=(4,)))
+    cluster.release(pod("a", 1))
+    cluster.bind(Binding(pod=pod("b"), node=name, gpus=(4,)))
+    check_invariants(cluster)
+
+
 def test_a_snapshot_refuses_the_release_of_a_binding_it_never_held_changing_nothing(
     cluster: ClusterState,
 ) -> None:
