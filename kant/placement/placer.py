@@ -208,7 +208,7 @@ class Placer:
         self._template_list: list[NodeTemplate] = []
         self._uneven_links = False
         self._version = -1
-        self._state_id = -1
+        self._state_token = -1
 
     @property
     def strategy(self) -> Strategy:
@@ -1328,7 +1328,7 @@ class Placer:
         cluster state's node specs, O(nodes), only when the membership changed. The version
         read is recorded only once the refresh succeeded, so a failed one is tried again."""
         state = snap.state
-        if self._version == state.membership_version and self._state_id == id(state):
+        if self._version == state.membership_version and self._state_token == state.token:
             return
         tmpl: list[NodeTemplate | None] = [None] * snap.num_slots
         cache: dict[str, NodeTemplate] = {}
@@ -1353,7 +1353,7 @@ class Placer:
             kinds.update(ranks[~np.eye(ranks.shape[0], dtype=bool)].tolist())
         self._uneven_links = len(kinds) > 1
         self._version = state.membership_version
-        self._state_id = id(state)
+        self._state_token = state.token
 
     def _candidates(self, snap: Snapshot, role: Role, req: PodRequest) -> Candidates | Reason:
         """The role's candidate nodes: live nodes of its allowed GPU models (any GPU node

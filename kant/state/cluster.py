@@ -12,11 +12,12 @@ allocatable, so readers never need to consult health separately.
 
 from __future__ import annotations
 
+import itertools
 from array import array
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import attrs
 import numpy as np
@@ -64,6 +65,7 @@ from kant.topology.templates import BUILTIN_TEMPLATES, NodeTemplate, get_templat
 BoolArray = npt.NDArray[np.bool_]
 _T = TypeVar("_T")
 _V = TypeVar("_V")
+_STATE_TOKENS: Final = itertools.count()  # ClusterState.token
 _ALLOWED_KEPT = 256
 """At most this many (selector, tolerations) keep their :meth:`ClusterState.allowed_slots`
 (and as many (preferred terms, tolerations) their :meth:`ClusterState.preference_levels`)."""
@@ -154,6 +156,10 @@ class ClusterState:
         if not isinstance(nodes, Iterable):
             raise InvalidNodeError("nodes", nodes, "must be an iterable of NodeSpec")
         self._templates = _own_templates(templates)
+        # unique per cluster state object, each copy its own (see __setstate__): what caches
+        # outside it key on, as id() is reused once a state is freed and the next state's
+        # counts (membership_version, generations) start over
+        self.token = next(_STATE_TOKENS)
         self._records: dict[str, _NodeRecord] = {}
         self._slot_names: list[str | None] = []
         self._free_slots: list[int] = []  # reusable slots, kept sorted (lowest first)
@@ -205,6 +211,11 @@ class ClusterState:
         pickling) belongs to no one yet, and the listeners would tell the original's owner
         of the copy's removals. Whoever takes the copy registers its own."""
         return {**self.__dict__, "_removal_listeners": []}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A copy is a state of its own: it gets a :attr:`token` of its own."""
+        self.__dict__.update(state)
+        self.token = next(_STATE_TOKENS)
 
     # ----------------------------------------------------------------- queries
 

@@ -66,6 +66,26 @@ def test_a_placer_whose_read_of_the_node_templates_failed_reads_them_again_next_
     assert b.gpus == (2, 3) and b.nics == (2,)  # chosen by the DGX template, not lowest first
 
 
+@pytest.mark.parametrize("strategy", ["ebinpack", "espread", "gpupacking"])
+def test_one_placer_on_fresh_cluster_states_reads_each_ones_nodes_even_in_a_freed_ones_memory(
+    strategy: str,
+) -> None:
+    # An orchestrator that builds its cluster state anew each time and keeps its placer:
+    # a freed state's memory (its id()) is soon reused by the next, whose node set has the
+    # same size (the same membership_version) but other GPU models in the same slots
+    placer = Placer(strategy)
+    wrong = []
+    for i in range(200):
+        models = ("H100", "A100") if i % 2 else ("A100", "H100")
+        st = ClusterState([node("x", model=models[0]), node("y", model=models[1])])
+        snap = st.full_snapshot()
+        for b in placer.place(job("j", gpus=8, models="H100"), snap).bindings:
+            if st.node(b.node).gpu_model != "H100":
+                wrong.append((i, b.node))
+        del st, snap
+    assert wrong == []
+
+
 def test_a_2_gpu_pod_on_a_pcie_only_node_gets_two_gpus_under_one_pcie_switch() -> None:
     st = ClusterState([node("p0", template="pcie-8gpu", nics=8)])
     hold(st, "p0", (0, 2, 4), "scatter")  # one GPU taken on switches 0, 1, 2

@@ -75,3 +75,17 @@ def test_a_copied_scheduler_works_on_its_own_and_leaves_the_original_as_it_was(
     s.node_lost(node, 7)  # and still hears its own cluster, once
     check_invariants(s)
     assert s.status("a").phase.value == "pending"
+
+
+@pytest.mark.parametrize(
+    "how", [copy.deepcopy, lambda c: pickle.loads(pickle.dumps(c))], ids=["deepcopy", "pickle"]
+)
+def test_a_copy_of_a_cluster_state_has_a_token_of_its_own_for_the_caches_keyed_on_it(
+    how: Callable[[object], object],
+) -> None:
+    # caches outside the state (a placer's pool candidates) key on its token: a copy that
+    # goes its own way must not be taken for its original
+    st = ClusterBuilder().leaf("lf0", nodes=2).build()
+    twin = how(st)
+    assert isinstance(twin, type(st))
+    assert twin.token != st.token and how(twin).token not in (st.token, twin.token)

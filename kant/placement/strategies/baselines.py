@@ -236,7 +236,7 @@ class GpuClustering(PackingBaseline):
 
     def __init__(self, *, seed: int = 0, ties: str = "order", workload: Any = None) -> None:
         super().__init__(seed=seed, ties=ties, workload=workload)
-        self._state_id = -1
+        self._state_token = -1
         self._gen = np.zeros(0, dtype=np.int64)
         self._kinds = np.zeros(0, dtype=np.uint64)
 
@@ -245,8 +245,8 @@ class GpuClustering(PackingBaseline):
         state = snap.state
         gen = state.node_generation
         n = state.num_slots
-        if self._state_id != id(state) or self._gen.shape[0] < n:
-            self._state_id = id(state)
+        if self._state_token != state.token or self._gen.shape[0] < n:
+            self._state_token = state.token
             self._gen = np.full(max(n, 1), -1, dtype=np.int64)
             self._kinds = np.zeros(max(n, 1), dtype=np.uint64)
         stale = slots[self._gen[slots] != gen[slots]]
