@@ -137,6 +137,22 @@ def test_random_placement_is_deterministic_per_seed_and_spreads() -> None:
     assert len(picks) > 3
 
 
+@pytest.mark.parametrize("policy", ["bestfit", "dotprod", "gpupacking", "gpuclustering"])
+def test_a_baselines_tie_order_on_a_cluster_is_the_same_after_it_placed_on_a_larger_one(
+    policy: str,
+) -> None:
+    # the default tie rule is a fixed random order of the cluster's nodes, drawn from the
+    # seed: a strategy (or placer) kept from a larger cluster must not bring that one's
+    # order to the next, so the same cluster and seed give the same node either way
+    def small() -> ClusterState:
+        return ClusterState([gpu_node(f"n{i}") for i in range(4)])
+
+    kept = Placer(make_strategy(policy))
+    kept.place(job("p", gpus=1), ClusterState([gpu_node(f"m{i}") for i in range(64)]).snapshot())
+    after = [b.node for b in kept.place(job("p", gpus=1), small().snapshot()).bindings]
+    assert after == [place(small(), policy).node]
+
+
 # --------------------------------------------------------------------------- FGD
 
 

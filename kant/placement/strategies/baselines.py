@@ -102,9 +102,11 @@ class PackingBaseline(BaseStrategy):
         return pts + 0.5 * self.node_order(ctx.snap)[slots]
 
     def node_order(self, snap: Snapshot) -> FloatArray:
-        """A fixed random priority in [0, 1) per slot, drawn once from the seed (higher first)."""
+        """A fixed random priority in [0, 1) per slot, drawn from the seed and the number of
+        slots (higher first): kept while that number stays, so a strategy that placed on
+        another cluster orders this one's nodes as a fresh one would."""
         n = snap.num_slots
-        if self._order.shape[0] < n:
+        if self._order.shape[0] != n:
             grown = np.random.default_rng([self.seed, n]).permutation(n) / n
             self._order = grown.astype(np.float64)
         return self._order
