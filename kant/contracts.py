@@ -135,11 +135,24 @@ GO = Gate()
 @attrs.frozen(kw_only=True)
 class Reservation:
     """A job's reserved start: the earliest time the running jobs' expected ends free enough
-    resources for it, and the placement it would get then."""
+    resources for it, and the placement it would get then. A pod-level job may be booked
+    pod by pod over time (conservative backfill): ``starts`` then gives each binding's own
+    start, and ``start`` is the earliest of them."""
 
     job: str
     start: float
     bindings: tuple[Binding, ...]
+    # per binding, its pod's start (empty: every pod at ``start``)
+    starts: tuple[float, ...] = ()
+
+    def pieces(self) -> list[tuple[float, tuple[Binding, ...]]]:
+        """The bindings grouped by start, soonest first: ``[(start, bindings)]``."""
+        if not self.starts:
+            return [(self.start, self.bindings)]
+        by: dict[float, list[Binding]] = {}
+        for t, b in zip(self.starts, self.bindings, strict=True):
+            by.setdefault(t, []).append(b)
+        return [(t, tuple(bs)) for t, bs in sorted(by.items())]
 
 
 class CycleContext(Protocol):
@@ -196,6 +209,7 @@ class CycleContext(Protocol):
         default_runtime: float | None,
         keep: bool = False,
         after: Sequence[Reservation] = (),
+        by_pod: bool = False,
     ) -> Reservation | None:
         """The job's earliest start from the running jobs' expected ends (start plus
         ``runtime_estimate``, else ``default_runtime``, else never), and the placement it would
@@ -206,7 +220,10 @@ class CycleContext(Protocol):
         decision, the same nodes and health, and the same jobs holding devices after now),
         and this one is kept for the next cycle. ``after``: reservations made earlier this
         cycle (held with :meth:`reserve`); each takes its devices from its start to its job's
-        expected end, so the job is placed around them over time, not only now."""
+        expected end, so the job is placed around them over time, not only now. With
+        ``by_pod``, a pod-level job is booked pod by pod, as cycles would start it: at each
+        expected end the pods that then fit (not all of them) are booked from then, each
+        until its own expected end (:attr:`Reservation.starts`)."""
         ...
 
     def reserve(self, reservation: Reservation) -> None:

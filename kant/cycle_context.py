@@ -212,13 +212,16 @@ class PolicyContext:
         default_runtime: float | None,
         keep: bool = False,
         after: Sequence[Reservation] = (),
+        by_pod: bool = False,
     ) -> Reservation | None:
         """The job's earliest start and placement (:func:`kant.admission.forecast.forecast`);
         None for a nominated job (its nomination already holds its devices). With ``keep``,
         the queue's last forecast when it must give the same answer
         (:class:`kant.admission.forecast.KeptForecast`), and this one kept. ``after``: the
         reservations made before it this cycle, each taking its devices from its start to
-        its job's expected end (its estimate, else ``default_runtime``, else never)."""
+        its job's expected end (its estimate, else ``default_runtime``, else never), each
+        group of its pods booked over time (:attr:`Reservation.starts`) from its own start.
+        ``by_pod``: a pod-level job is booked pod by pod over time."""
         if self.is_nominated(job):
             return None
         running = self.queue.running()
@@ -228,8 +231,9 @@ class PolicyContext:
         )  # fmt: skip
         occupancy = self._occupancy(running, ends, default_runtime) if keep else None
         booked = [
-            fc.Booking(r.start, r.start + self._runtime(r.job, default_runtime), r.bindings)
+            fc.Booking(t, t + self._runtime(r.job, default_runtime), bs)
             for r in after
+            for t, bs in r.pieces()
         ]
         e = self.queue.entry(job.id)
         return fc.forecast(
@@ -237,6 +241,7 @@ class PolicyContext:
             pools=self.pools, place=self.place, kept=self.memo.kept if keep else None,
             occupancy=occupancy, booked=booked, held=self.holds.reserved,
             runtime=job.job.runtime_estimate or default_runtime, pods=self.unplaced(e),
+            by_pod=by_pod,
         )  # fmt: skip
 
     def note_placed(self, e: Entry, bindings: tuple[Binding, ...]) -> None:
@@ -326,9 +331,11 @@ class PolicyContext:
             led.rollback(mark)
 
     def reserve(self, reservation: Reservation) -> None:
-        """Hold the reservation's free devices for the rest of the cycle (from its start:
+        """Hold the reservation's free devices for the rest of the cycle (from its start,
+        each group of pods booked over time from its own:
         :meth:`kant.admission.holds.Holds.reserve`)."""
-        self.holds.reserve(reservation.bindings, reservation.start)
+        for t, bs in reservation.pieces():
+            self.holds.reserve(bs, t)
 
     def fits_unreserved(self, job: CandidateView) -> bool:
         """Would the job being considered pass readiness with the reservation free? (False

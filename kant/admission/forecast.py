@@ -370,6 +370,7 @@ def forecast(
     held: Hold | None = None,
     runtime: float | None = None,
     pods: tuple[PodId, ...] | None = None,
+    by_pod: bool = False,
 ) -> Reservation | None:
     """The earliest of ``ends`` at which ``e``'s pods still to place (``pods``, default
     ``e.remaining()``; a cycle passes them without those it placed already) pass quota,
@@ -384,7 +385,14 @@ def forecast(
     With ``booked`` (a conservative backfill's earlier reservations), each state at time
     ``t`` also holds the bookings that overlap the job's run from ``t`` to ``t`` plus
     ``runtime`` (its estimate; None: it never ends), and a booking's end is a state tried
-    too; ``held`` (what the cycle holds of those bookings now) is given back first."""
+    too; ``held`` (what the cycle holds of those bookings now) is given back first.
+
+    With ``by_pod`` (conservative backfill), a pod-level job is booked pod by pod, as the
+    cycles to come start it: at each state, the pods still to book that then place are
+    booked from then (:attr:`Reservation.starts`) and held until their own expected end,
+    which is a state too; the rest wait for a later state. The reservation is every pod
+    booked so (its ``start`` the earliest; ``starts`` empty when they all start then), or
+    those booked within :data:`MAX_PLACEMENTS` attempts; never kept."""
     job = e.job
     if pods is None:
         pods = e.remaining()
@@ -435,6 +443,11 @@ def forecast(
                 return f
         return None
 
+    # a pod-level job booked pod by pod: the groups of pods booked so far, each with its start
+    over_time = by_pod and not job.gang
+    pieces: list[tuple[float, tuple[Binding, ...]]] = []
+    if over_time:
+        kept = None
     if kept is not None and occupancy is not None:
         hit, r = kept.lookup(e, pods, dec_key, occupancy)
         if hit:
@@ -454,6 +467,8 @@ def forecast(
     if booked:
         ends = sorted([*ends, *((k.end, -1, ()) for k in booked if k.end < math.inf)],
                       key=lambda x: (x[0], x[1]))  # fmt: skip
+    elif over_time:
+        ends = list(ends)  # (its own pods' ends are added)
     # every release and placement below is undone at the end: the sorted index follows
     # them only where read
     with snap.deferred_index(), snap.transaction():
@@ -496,6 +511,22 @@ def forecast(
                     got = pools.place_narrowed(job, alts, place, cur.models)
                     if got is not None:
                         res, placed = got[1], True
+                if over_time and res.bindings:
+                    # these pods start here: held until their expected end (a state too)
+                    tx.commit()
+                    pieces.append((t, tuple(res.bindings)))
+                    if placed:
+                        break
+                    done = {b.pod for b in res.bindings}
+                    pending = tuple(p for p in cur.pods if p not in done)
+                    dec = admit_quota(ledger, job, pending, role_models)
+                    fits = (dec,)  # (one fit: a pod-level job is never decided per role)
+                    restricted = pools.restricted(job, dec)
+                    if length < math.inf:
+                        bisect.insort(ends, (t + length, -1, pieces[-1][1]),
+                                      key=lambda x: (x[0], x[1]))  # fmt: skip
+                    moved = allowed is None
+                    continue
                 if placed:
                     found = Reservation(job=e.id, start=t, bindings=tuple(res.bindings))
                     clean = tries == 1 and not skipped
@@ -506,6 +537,13 @@ def forecast(
                     most = Reservation(job=e.id, start=t, bindings=tuple(res.bindings))
             moved = allowed is None  # (a job any node may take: every end may help)
         exhausted = i >= len(ends)
+    if pieces:
+        return Reservation(
+            job=e.id,
+            start=pieces[0][0],
+            bindings=tuple(b for _t, bs in pieces for b in bs),
+            starts=() if len(pieces) == 1 else tuple(t for t, bs in pieces for _b in bs),
+        )
     if found is None and most is not None:
         if kept is not None:  # (not the answer of the last state tried: never reused)
             kept.forget()

@@ -36,13 +36,16 @@ class _ConservativeRun:
             return
         self.asked += 1
         # placed around the earlier reservations over time: no two share a device while
-        # both would run
-        r = self.ctx.forecast(job, default_runtime=self.default_runtime, after=self.made)
+        # both would run; a pod-level job booked pod by pod, each pod from when it fits (as
+        # the cycles to come start it)
+        r = self.ctx.forecast(
+            job, default_runtime=self.default_runtime, after=self.made, by_pod=True
+        )
         if r is not None:
             self.ctx.reserve(r)  # its free devices held from now on
             self.made.append(r)
             self.first = min(self.first, r.start)
-            self.last = max(self.last, r.start)
+            self.last = max(self.last, max(r.starts, default=r.start))
 
     def gate(self, job: CandidateView) -> Gate:
         skip = self.quota.gate(job)

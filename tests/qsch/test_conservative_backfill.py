@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from kant.admission import Quota
 from kant.contracts import Reservation
 from kant.cycle import CycleResult
-from kant.model import Job, ReasonCode, Resources, Role
+from kant.model import Job, PodId, ReasonCode, Resources, Role
 from kant.preemption import PreemptionPolicy
 from kant.queueing import ConservativeBackfill, EasyBackfill
 from kant.scheduler import Scheduler
@@ -138,14 +138,15 @@ def test_a_pod_level_job_placed_in_part_reserves_only_its_pods_still_waiting(
 
 
 @pytest.mark.parametrize("policy", [EasyBackfill(), ConservativeBackfill()], ids=lambda p: p.name)
-def test_a_pod_level_head_more_than_the_cluster_holds_at_once_is_reserved_its_most_pods(
+def test_a_pod_level_head_more_than_the_cluster_holds_at_once_is_reserved_its_most_pods_or_each_in_turn(
     policy: EasyBackfill | ConservativeBackfill,
 ) -> None:
-    # p (3 x 8 GPUs, pod-level) on two 8-GPU nodes can never run all its pods at once: it
-    # is reserved the most pods any expected end gives it, at the earliest (two, when long
-    # ends at 5000: lf0-n0, free from 100, and lf0-n1). Before, it was reserved nothing, the
-    # cycle went on as best effort, and q (4 GPUs for 10,000 s) took lf0-n0's free half:
-    # no pod of p could start before 10,002
+    # p (3 x 8 GPUs, pod-level) on two 8-GPU nodes can never run all its pods at once: EASY
+    # reserves it the most pods any expected end gives it, at the earliest (two, when long
+    # ends at 5000: lf0-n0, free from 100, and lf0-n1); conservative backfill books its pods
+    # one by one, as cycles start them: lf0-n0 from 100, then from 1100 and 2100, as each
+    # ends. Before, it was reserved nothing, the cycle went on as best effort, and q (4 GPUs
+    # for 10,000 s) took lf0-n0's free half: no pod of p could start before 10,002
     s = scheduler(nodes(2), policy=policy, preemption=_NO_PREEMPTION)
     s.submit(job("run", gpus=4, runtime=100), now=0)
     s.submit(job("long", gpus=8, runtime=5000), now=0)
@@ -155,8 +156,13 @@ def test_a_pod_level_head_more_than_the_cluster_holds_at_once_is_reserved_its_mo
     r = s.step(now=2)
     assert r.placed == ()
     assert r.reservation is not None and r.reservation.job == "p"
-    assert r.reservation.start == 5000
-    assert sorted(b.node for b in r.reservation.bindings) == ["lf0-n0", "lf0-n1"]
+    if isinstance(policy, EasyBackfill):
+        assert r.reservation.start == 5000
+        assert sorted(b.node for b in r.reservation.bindings) == ["lf0-n0", "lf0-n1"]
+    else:
+        assert r.reservation.start == 100
+        assert _pod_starts(r.reservation) == [100, 1100, 2100]
+        assert {b.node for b in r.reservation.bindings} == {"lf0-n0"}
     assert r.pending["q"].code is ReasonCode.RESERVED
     finish(s, "run", now=100)
     first = s.step(now=100)
@@ -168,7 +174,8 @@ def test_a_pod_level_head_that_quota_admits_in_part_is_reserved_the_pods_quota_a
     policy: EasyBackfill | ConservativeBackfill,
 ) -> None:
     # tenant a's quota admits 2 of p's 3 pods (16 of 24 GPUs): p is reserved those two,
-    # lf0-n0 (free from 100) and lf0-n2 (from 500), as a cycle then places them. Before, a
+    # lf0-n0 (free from 100) and lf0-n2 (from 500), as a cycle then places them (EASY at
+    # 500, both; conservative backfill books each pod from when it fits). Before, a
     # head quota admitted in part was reserved nothing, and q (4 GPUs for 10,000 s, of a
     # lower priority: walked after p) took lf0-n0's free half
     quotas = [Quota.gpus("a", "H100", 16), Quota.gpus("b", "H100", 24)]
@@ -187,8 +194,9 @@ def test_a_pod_level_head_that_quota_admits_in_part_is_reserved_the_pods_quota_a
     r = s.step(now=2)
     assert r.placed == ()
     assert r.reservation is not None and r.reservation.job == "p"
-    assert r.reservation.start == 500
-    assert len(r.reservation.bindings) == 2
+    assert _pod_starts(r.reservation) == (
+        [500, 500] if isinstance(policy, EasyBackfill) else [100, 500]
+    )
     assert r.pending["q"].code is ReasonCode.RESERVED
 
 
@@ -406,4 +414,115 @@ def test_no_job_started_ahead_delays_a_reservation(
         t = min(later)
     for jid, when in promised.items():
         assert started[jid] <= when, (jid, started[jid], when)
+    check_invariants(s)
+
+
+def _pod_starts(v: Reservation) -> list[float]:
+    """The booked start of each pod of a reservation (a pod-level job's pods may be booked
+    over time, each from when it fits), soonest first."""
+    return sorted(v.starts or (v.start,) * len(v.bindings))
+
+
+def _run_pods(
+    s: Scheduler, now: float, ends: dict[PodId, float]
+) -> tuple[dict[PodId, float], list[tuple[float, list[Reservation]]]]:
+    """Run to the end with every pod ending at its start plus its job's estimate (``ends``:
+    the running pods' ends), a cycle at every end: each pod's start, and each cycle's time
+    and reservations."""
+    started: dict[PodId, float] = {}
+    cycles: list[tuple[float, list[Reservation]]] = []
+    t = now
+    while True:
+        for p in sorted(p for p, e in ends.items() if e <= t):
+            s.pod_finished(p, t)
+            del ends[p]
+        r = s.step(now=t)
+        cycles.append((t, list(r.reservations)))
+        for b in r.bindings:
+            started[b.pod] = t
+            ends[b.pod] = t + s.queue.status(b.pod.job).job.runtime_estimate  # type: ignore[operator]
+        if not ends:
+            return started, cycles
+        t = min(ends.values())
+
+
+def _kept(started: dict[PodId, float], cycles: list[tuple[float, list[Reservation]]]) -> None:
+    """Every reservation a cycle announced was kept: the pods of its job started after that
+    cycle, soonest first, start no later than its pods' booked starts, soonest first."""
+    for t, reserved in cycles:
+        for v in reserved:
+            assert all(start >= t for start in _pod_starts(v)), (t, v)
+            got = sorted(when for p, when in started.items() if p.job == v.job and when > t)
+            booked = _pod_starts(v)
+            assert len(got) >= len(booked), (t, v.job, got, booked)
+            assert all(g <= b for g, b in zip(got, booked, strict=False)), (t, v.job, got, booked)
+
+
+def test_a_pod_level_job_is_booked_pod_by_pod_and_its_early_pods_delay_no_later_reservation() -> (
+    None
+):
+    # One 8-GPU node: a (3 GPUs) runs until 164, b (4 GPUs) until 52. p (2 x 4 GPUs,
+    # pod-level, 23 s) waits, then g (a gang of 2 x 2 GPUs, 55 s). A cycle starts each of
+    # p's pods as soon as it fits: one at 52 (b's GPUs), the other when that one ends at 75.
+    # p is booked so, and g after it, at 98 when p's second pod ends. Before, p was booked
+    # both pods at 164 and g b's GPUs from 52; at 52 p's first pod took them, and g,
+    # announced at 52, started at 98
+    s = scheduler(nodes(1), policy=ConservativeBackfill(), preemption=_NO_PREEMPTION)
+    s.submit(job("a", gpus=3, runtime=164), now=0)
+    s.submit(job("b", gpus=4, runtime=52), now=0)
+    s.step(now=0)
+    s.submit(job("p", gpus=4, replicas=2, gang=False, runtime=23, submitted_at=1), now=1)
+    s.submit(job("g", gpus=2, replicas=2, gang=True, runtime=55, submitted_at=2), now=2)
+    r = s.step(now=2)
+    assert [(v.job, _pod_starts(v)) for v in r.reservations] == [
+        ("p", [52, 75]),
+        ("g", [98, 98]),
+    ]
+    assert r.pending["p"].message.endswith("reserved to start at 52")
+    ends = {p: 164.0 for p in s.queue.status("a").running}
+    ends.update({p: 52.0 for p in s.queue.status("b").running})
+    started, cycles = _run_pods(s, 2, ends)
+    assert sorted((p.job, when) for p, when in started.items()) == [
+        ("g", 98), ("g", 98), ("p", 52), ("p", 75),
+    ]  # fmt: skip
+    _kept(started, [(2, list(r.reservations)), *cycles])
+    check_invariants(s)
+
+
+_POD_JOB = st.tuples(
+    st.sampled_from([1, 2, 4, 8]),  # GPUs per pod
+    st.integers(1, 3),  # pods
+    st.booleans(),  # a gang (else pod-level: its pods may start one by one)
+    st.integers(1, 60),  # runtime, exact
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    running=st.lists(st.tuples(st.sampled_from([1, 2, 3, 4, 8]), st.integers(1, 80)), max_size=4),
+    specs=st.lists(_POD_JOB, min_size=2, max_size=8),
+)
+def test_every_reservation_a_cycle_announces_is_kept_when_estimates_are_exact(
+    running: list[tuple[int, int]], specs: list[tuple[int, int, bool, int]]
+) -> None:
+    """Two 8-GPU nodes, some jobs running, then gangs and pod-level jobs waiting; every
+    estimate exact and nothing arriving after. Every reservation of every cycle is kept:
+    each pod of its job starts no later than booked, a pod-level job's pods each from when
+    a cycle can start it (first-fit placement, as above)."""
+    s = scheduler(
+        nodes(2), policy=ConservativeBackfill(), strategy="firstfit", preemption=_NO_PREEMPTION
+    )
+    for i, (g, rt) in enumerate(running):
+        s.submit(job(f"r{i}", gpus=g, runtime=float(rt)), now=0)
+    s.step(now=0)
+    ends = {
+        p: float(rt) for i, (_g, rt) in enumerate(running) for p in s.queue.status(f"r{i}").running
+    }
+    for i, (g, n, gang, rt) in enumerate(specs):
+        s.submit(
+            job(f"j{i}", gpus=g, replicas=n, gang=gang, runtime=float(rt), submitted_at=1 + i),
+            now=1,
+        )
+    started, cycles = _run_pods(s, 1, ends)
+    _kept(started, cycles)
     check_invariants(s)
