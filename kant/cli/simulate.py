@@ -333,9 +333,11 @@ def load_warning(
 
 def _under_load_advice(args: argparse.Namespace) -> str:
     """What the options could change for a run under its target load: a built-in scenario's
-    jobs or load; a trace's jobs when ``--jobs`` cut it, and ``--load``, which sizes its
-    cluster (an SWF log's own machine too), or a smaller ``--cluster`` where the cluster is
-    given (openb's node list by default), which takes no ``--load``."""
+    jobs or load; a trace's jobs when ``--jobs`` cut it, or a smaller ``--cluster`` where
+    the cluster is given (openb's node list by default), which takes no ``--load``. Not a
+    higher ``--load`` for a trace on a cluster it sizes: that cluster holds the load over
+    the busiest arrivals and the note compares the window's with the same ``--load``, so a
+    higher one shrinks the cluster as it raises the target."""
     if args.trace is None:
         return UNDER_LOAD_ADVICE
     more = "more --jobs or " if args.jobs is not None else ""
@@ -349,7 +351,17 @@ def _under_load_advice(args: argparse.Namespace) -> str:
             f"that is all the work the trace offers its node list: use {more}a smaller "
             "--cluster (openb takes no --load)"
         )
-    return f"use {more}a higher --load (it sizes the trace's cluster)"
+    own = (
+        " (an SWF log that names its MaxProcs runs on that machine unless --load is given)"
+        if args.trace == "swf" and args.load is None
+        else ""
+    )
+    return (
+        f"that is all the work the trace offers its observation window"
+        f"{': use more --jobs' if args.jobs is not None else ''}; a cluster --load sizes holds "
+        "that load over the busiest 90% of the arrivals, and no fewer GPUs than the largest "
+        f"job, so a higher --load raises the target as much{own}"
+    )
 
 
 class ProgressLine:

@@ -112,7 +112,8 @@ def test_the_note_on_a_trace_on_its_own_cluster_advises_only_options_the_run_tak
     # and main refuses the advice it used to give
     assert main([*argv, "--load", "2", "--out", f"{tmp_path}/r"]) == 2
     capsys.readouterr()
-    # an SWF log on its own machine (MaxProcs): --load resizes it; more jobs once --jobs cut it
+    # an SWF log on its own machine (MaxProcs): --load would size a cluster in its place (not
+    # a bigger load on it); more jobs once --jobs cut it
     log = tmp_path / "own.swf"
     log.write_text(
         "; MaxProcs: 64\n"
@@ -124,7 +125,29 @@ def test_the_note_on_a_trace_on_its_own_cluster_advises_only_options_the_run_tak
     assert main([*argv, "--no-plots", "--quiet", "--out", f"{tmp_path}/s"]) == 0
     _out, err = capsys.readouterr()
     assert "barely contended" in err
-    assert "more --jobs or a higher --load" in err
+    assert "offers its observation window: use more --jobs;" in err
+    assert "or a higher --load" not in err
+    assert "MaxProcs runs on that machine unless --load is given" in err
+
+
+def test_a_trace_on_a_cluster_sized_by_load_is_not_told_a_higher_load(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --load sizes the trace's cluster for that load over its busiest arrivals, and the note
+    # compares the window's load with the same --load: a higher one shrinks the cluster as
+    # it raises the target (here the cluster is one node, its largest job's, at any load),
+    # so the advice to raise it changed nothing
+    log = tmp_path / "sparse.swf"
+    log.write_text(
+        "".join(f"{i + 1} {i * 600} 0 60 1 -1 -1 1 -1 -1 1 1 1 -1 -1 -1 -1 -1\n" for i in range(20))
+    )
+    argv = ["simulate", "--trace", "swf", "--trace-file", str(log), "--no-plots", "--quiet"]
+    for load in ("0.8", "5"):
+        assert main([*argv, "--load", load, "--out", f"{tmp_path}/r{load}"]) == 0
+        _out, err = capsys.readouterr()
+        assert "barely contended" in err  # (whatever the load)
+        assert "use a higher --load" not in err and "or a higher --load" not in err
+        assert "a higher --load raises the target as much" in err
 
 
 def test_a_workload_arriving_all_at_once_gets_no_note_of_a_load_it_cannot_measure(
