@@ -455,8 +455,9 @@ def _may_borrow(dec: QuotaDecision, ledger: QuotaLedger, e: Entry) -> bool:
     nominal, within it only where borrowers must go, or admitted on a model where its
     tenant would borrow too: placement picks): a job the walk puts after the others. Not a
     pod-level job whose tenant can never go above its nominal quota on the models it is
-    admitted on (isolated, or a borrowing limit of 0): quota admits it only the pods its
-    nominal quota holds and refuses the rest, which borrows nowhere. O(1); O(roles x
+    admitted on (isolated, a borrowing limit of 0, or shared in a cohort that lends it
+    nothing: :meth:`~kant.admission.quota.QuotaTable.most`): quota admits it only the pods
+    its nominal quota holds and refuses the rest, which borrows nowhere. O(1); O(roles x
     models) for a pod-level job beyond its nominal quota."""
     if not dec.ok or dec.borrows_nowhere:
         return False
@@ -465,7 +466,7 @@ def _may_borrow(dec: QuotaDecision, ledger: QuotaLedger, e: Entry) -> bool:
         return True
     table, tenant = ledger.table, job.tenant
     return any(
-        table.ceiling(tenant, m) > table.nominal(tenant, m)
+        table.most(tenant, m) > table.nominal(tenant, m)
         for r in job.roles
         if r.resources.total_milli
         for m in dec.models.get(r.name, ())

@@ -562,38 +562,58 @@ def test_a_reclaimers_borrowed_rest_starts_in_the_simulator_though_nothing_happe
 def test_a_partly_nominal_pod_level_job_is_a_borrower_as_a_whole_and_then_reclaims_its_nominal_part() -> (
     None
 ):
-    # b (8 nominal) is the only tenant with quota on 24 GPUs. b1 (12 pods) would borrow as a
-    # whole, so it goes after c1 (4 pods, smaller), which takes 4 of b's 8 GPUs; at the next
-    # cycle b1's first 4 remaining pods are within b's nominal quota and reclaim c1's 4 pods;
-    # once they are gone b1 starts those 4 (no more: the rest would borrow, from nobody)
-    s = scheduler(nodes(3), quotas=[Quota.gpus("b", "H100", 8)])
+    # b (8 nominal) and d (2 nominal, idle: it lends them) have quota on 24 GPUs. b1 (12
+    # pods) may borrow d's 2, so it is a borrower as a whole and goes after c1 (4 pods,
+    # smaller), which takes d's 2 GPUs and 2 of b's 8; b1 starts 6. At the next cycle b1's
+    # first 2 remaining pods are within b's nominal quota and reclaim 2 of c1's pods; once
+    # they are gone b1 starts those 2 (no more: the rest would borrow d's 2, which c1 holds)
+    s = scheduler(nodes(3), quotas=[Quota.gpus("b", "H100", 8), Quota.gpus("d", "H100", 2)])
     s.submit(job("b1", gpus=1, replicas=12, gang=False, tenant="b"), now=0)
     s.submit(job("c1", gpus=1, replicas=4, gang=False, tenant="c"), now=0)
     assert s.step(now=0).placed == ("c1", "b1")
-    assert s.admitter.used("b", "H100") == 4 * G and s.admitter.used("c", "H100") == 4 * G
+    assert s.admitter.used("b", "H100") == 6 * G and s.admitter.used("c", "H100") == 4 * G
     r = s.step(now=1)
     assert [(v.job, v.reason, v.preemptor) for v in r.victims] == [
         ("c1", VictimReason.RECLAIM, "b1")
-    ] * 4
+    ] * 2
     evict_victims(s, r, now=2)
     r = s.step(now=3)
-    assert r.placed == ("b1",) and len(r.bindings) == 4
+    assert r.placed == ("b1",) and len(r.bindings) == 2
     assert r.pending["b1"].code is ReasonCode.QUOTA_EXCEEDED
     assert s.step(now=4).victims == ()
+    assert s.admitter.used("b", "H100") == 8 * G and s.admitter.used("c", "H100") == 2 * G
+    check_invariants(s)
+
+
+def test_a_shared_tenants_pod_level_job_nobody_lends_to_starts_its_nominal_pods_at_once() -> None:
+    # b (8 nominal) is the only tenant with quota on 24 GPUs: nobody lends to it, so b1
+    # (12 pods) is no borrower and is walked at its place, before c1 (4 pods, smaller, which
+    # would borrow b's unused GPUs): b1 starts its 8 nominal pods and c1 finds nothing to
+    # borrow. As a borrower, b1 went after c1, which took 4 of b's 8 GPUs, and reclaimed them
+    # a cycle later
+    s = scheduler(nodes(3), quotas=[Quota.gpus("b", "H100", 8)])
+    s.submit(job("b1", gpus=1, replicas=12, gang=False, tenant="b"), now=0)
+    s.submit(job("c1", gpus=1, replicas=4, gang=False, tenant="c"), now=0)
+    r = s.step(now=0)
+    assert r.placed == ("b1",) and len(r.bindings) == 8
+    assert r.pending["c1"].code is ReasonCode.QUOTA_EXCEEDED
+    assert s.step(now=1).victims == ()
     assert s.admitter.used("b", "H100") == 8 * G and s.admitter.used("c", "H100") == 0
     check_invariants(s)
 
 
+@pytest.mark.parametrize("mode", ["isolated", "shared"])
 @pytest.mark.parametrize("policy", ["strict-fifo", "best-effort-fifo"])
-def test_an_isolated_tenants_pod_level_job_beyond_its_nominal_quota_keeps_its_place_in_the_order(
-    policy: str,
+def test_a_pod_level_job_of_a_tenant_that_can_never_borrow_keeps_its_place_in_the_order(
+    policy: str, mode: str
 ) -> None:
-    # a (isolated, 16 nominal) can never borrow: quota admits 2 of p's 3 pods, within its
-    # nominal quota, and refuses the third. p is no borrower: walked at its place, before
-    # q (another tenant's, submitted after it), it starts its 2 pods on the 2 free nodes.
-    # Walked after the others as a borrower, q took one and p started 1 pod
+    # a (16 nominal) can never borrow: isolated, or shared in a cohort where nobody lends
+    # (b and c are isolated). Quota admits 2 of p's 3 pods, within its nominal quota, and
+    # refuses the third. p is no borrower: walked at its place, before q (another tenant's,
+    # submitted after it), it starts its 2 pods on the 2 free nodes. Walked after the
+    # others as a borrower, q took one and p started 1 pod
     quotas = [Quota.gpus(t, "H100", n) for t, n in (("a", 16), ("b", 8), ("c", 8))]
-    modes = {"a": "isolated", "b": "isolated", "c": "isolated"}
+    modes = {"a": mode, "b": "isolated", "c": "isolated"}
     s = scheduler(nodes(3), policy=policy, quotas=quotas, modes=modes)
     s.submit(job("r", gpus=8, tenant="c"), now=0)
     s.step(now=0)
