@@ -28,6 +28,7 @@ from kant.cli.options import (
     writing,
 )
 from kant.config import load_config
+from kant.errors import ValidationError
 from kant.queueing import policy_names
 from kant.sim.analysis import json_text, result_json
 from kant.sim.report import PLOT_NAMES, REPORT_FILES, format_summary, write_report
@@ -43,6 +44,7 @@ from kant.sim.scenarios import (
     UNDER_LOAD_ADVICE,
     PolicySet,
     Scenario,
+    check_preemption,
     load_note,
     placement_names,
     run_scenario,
@@ -186,6 +188,21 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--json", action="store_true", help="last line: one JSON object")
 
 
+def preemption_mode(text: str) -> str:
+    """``--preemption``: a mode, or kinds joined by ``+`` (``reclaim+backfill``, as a report's
+    policy line names them), in any case, as :class:`PolicySet` and ``--sets`` take it."""
+    mode = text.lower()
+    try:
+        check_preemption(mode)
+    except ValidationError:
+        modes = ", ".join(repr(m) for m in PREEMPTION_MODES)
+        raise argparse.ArgumentTypeError(
+            f"invalid choice: {text!r} (choose from {modes}, or distinct kinds joined by '+', "
+            "e.g. 'reclaim+backfill')"
+        ) from None
+    return mode
+
+
 def add_simulate_parser(sub: Any) -> argparse.ArgumentParser:
     """Add ``kant simulate`` to the top-level sub-command parsers and return its parser."""
     p: argparse.ArgumentParser = sub.add_parser(
@@ -214,10 +231,12 @@ def add_simulate_parser(sub: Any) -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--preemption",
-        type=str.lower,
-        choices=PREEMPTION_MODES,
+        type=preemption_mode,
+        metavar="{auto,none,all,KIND[+KIND...]}",
         help="auto (default): backfill preemption under backfill, quota reclaim where tenants "
-        "have quotas, no priority preemption; all: every kind, as the library's default",
+        "have quotas, no priority preemption; none; all: every kind, as the library's default; "
+        "or the kinds priority, reclaim, backfill, one or several joined by '+', as the report "
+        "names them (e.g. reclaim+backfill)",
     )
     g.add_argument(
         "--threshold",

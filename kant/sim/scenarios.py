@@ -71,6 +71,7 @@ __all__ = [
     "PolicySet",
     "Scenario",
     "busy_window",
+    "check_preemption",
     "cluster_for_jobs",
     "load_note",
     "make_scenario",
@@ -158,8 +159,10 @@ _placement = registered("placement", placement_names, fold_case=True)
 PREEMPTION_KINDS: Final = ("priority", "reclaim", "backfill")
 
 
-def _preemption(_inst: Any, _attr: Any, value: Any) -> None:
-    """A mode of :data:`PREEMPTION_MODES` or a combination of kinds (``reclaim+backfill``)."""
+def check_preemption(value: Any) -> None:
+    """Refuse, with a :class:`ValidationError` naming ``preemption``, what is neither a mode of
+    :data:`PREEMPTION_MODES` nor distinct kinds of :data:`PREEMPTION_KINDS` joined by ``+``
+    (``reclaim+backfill``, as :func:`preemption_name` writes them), in lower case."""
     if isinstance(value, str) and value in PREEMPTION_MODES:
         return
     parts = value.split("+") if isinstance(value, str) else []
@@ -170,6 +173,10 @@ def _preemption(_inst: Any, _attr: Any, value: Any) -> None:
             f"must be one of {', '.join(PREEMPTION_MODES)} or kinds joined by '+' "
             "(e.g. reclaim+backfill)",
         )
+
+
+def _preemption(_inst: Any, _attr: Any, value: Any) -> None:
+    check_preemption(value)
 
 
 def preemption_name(policy: PreemptionPolicy) -> str:

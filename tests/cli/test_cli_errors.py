@@ -588,6 +588,26 @@ def test_policy_names_are_read_in_any_case_as_config_files_read_them(
     assert "strict-fifo+spread" in (tmp_path / "c" / "compare.txt").read_text()
 
 
+def test_simulate_takes_the_preemption_kinds_joined_by_plus_that_its_report_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (the inference scenario's report says "preemption reclaim+backfill", and PolicySet,
+    # --sets and a compare grid take it; --preemption and a simulate grid refused it)
+    from kant.sweep import Grid
+
+    small = ["--scenario", "inference", "--jobs", "5", "--quiet", "--no-plots", "--json"]
+    out = tmp_path / "s"
+    assert main(["simulate", *small, "--preemption", "Reclaim+Backfill", "--out", str(out)]) == 0
+    assert '"preemption": "reclaim+backfill"' in capsys.readouterr().out.splitlines()[-1]
+    check_grid(Grid("simulate", {"jobs": 20, "preemption": "priority+reclaim"}))
+    for bad in ("reclaim+reclaim", "reclaim+every", "auto+backfill", "reclaim+"):
+        with pytest.raises(SystemExit) as refused:
+            main(["simulate", *small, "--preemption", bad, "--out", str(out)])
+        assert refused.value.code == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and "--preemption" in err and repr(bad) in err
+
+
 def test_a_quota_on_a_gpu_model_the_scenario_lacks_is_one_line_not_a_run_of_waits(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
