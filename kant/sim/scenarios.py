@@ -71,6 +71,7 @@ __all__ = [
     "PolicySet",
     "Scenario",
     "busy_window",
+    "canonical_preemption",
     "check_preemption",
     "cluster_for_jobs",
     "load_note",
@@ -193,6 +194,23 @@ def _lower(v: Any) -> Any:
     return v.lower() if isinstance(v, str) else v
 
 
+def canonical_preemption(value: Any) -> Any:
+    """One name per preemption: lower-case, and distinct kinds joined by ``+`` in the order
+    priority, reclaim, backfill (``all`` for the three), as :func:`preemption_name` writes
+    them, so ``backfill+reclaim`` and ``reclaim+backfill`` are one set (its label, its pairs in
+    the experiments, its sweep key). What is no preemption is returned lower-cased, for the
+    check to refuse."""
+    value = _lower(value)
+    if not isinstance(value, str) or value in PREEMPTION_MODES:
+        return value
+    parts = value.split("+")
+    if any(p not in PREEMPTION_KINDS for p in parts) or len(set(parts)) < len(parts):
+        return value
+    if len(parts) == len(PREEMPTION_KINDS):
+        return "all"
+    return "+".join(k for k in PREEMPTION_KINDS if k in parts)
+
+
 @attrs.frozen(kw_only=True)
 class PolicySet:
     """A queueing policy, a placement strategy and a preemption mode, by name (any case,
@@ -205,7 +223,9 @@ class PolicySet:
 
     queueing: str = attrs.field(default="backfill", converter=_lower, validator=_queueing)
     placement: str = attrs.field(default="ebinpack", converter=_lower, validator=_placement)
-    preemption: str = attrs.field(default="auto", converter=_lower, validator=_preemption)
+    preemption: str = attrs.field(
+        default="auto", converter=canonical_preemption, validator=_preemption
+    )
     threshold: float | None = None
     name: str | None = None
     config: KantConfig | None = attrs.field(default=None, hash=False)

@@ -53,6 +53,7 @@ from kant.sim.scenarios import (
     MAX_SEEDS,
     MAX_TICK,
     PolicySet,
+    canonical_preemption,
     compare_sets_for,
     parse_seeds,
     parse_sets,
@@ -246,6 +247,8 @@ class Grid:
                 dims.append(("seed", _seeds(values)))
             elif name == "sets":
                 policy = _sets(values)
+            elif name == "preemption":  # (kinds in any order too, as PolicySet reads them)
+                dims.append((name, [canonical_preemption(v) for v in values]))
             elif name in _NAMES:  # (names in any case, as the commands read them: one key)
                 dims.append((name, [v.lower() if isinstance(v, str) else v for v in values]))
             else:

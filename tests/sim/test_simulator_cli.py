@@ -102,6 +102,30 @@ def test_an_experiment_pairs_only_policy_sets_with_the_same_preemption() -> None
     ]
 
 
+def test_the_same_preemption_kinds_in_another_order_are_the_same_policy_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (strict-fifo+ebinpack+backfill+reclaim and backfill+ebinpack+reclaim+backfill ran the
+    # same preemption but made no Backfill experiment, and two sets whose kinds differed in
+    # order only ran twice, under two labels and two sweep keys)
+    from kant.sweep import Grid
+
+    p = PolicySet.parse("backfill+spread+Backfill+Reclaim")
+    assert p == PolicySet.parse("backfill+spread+reclaim+backfill")
+    assert p.label == "backfill+spread+reclaim+backfill"
+    assert PolicySet(preemption="backfill+reclaim+priority").preemption == "all"
+    strict = PolicySet.parse("strict-fifo+ebinpack+backfill+reclaim")
+    backfill = PolicySet.parse("backfill+ebinpack+reclaim+backfill")
+    found = experiments([(p, None) for p in (strict, backfill)])
+    assert [t for t, _b, _x in found] == ["Backfill vs Strict FIFO"]
+    one = Grid("simulate", {"jobs": 20, "preemption": "backfill+reclaim"}).runs()
+    other = Grid("simulate", {"jobs": 20, "preemption": "reclaim+backfill"}).runs()
+    assert [r.key for r in one] == [r.key for r in other]
+    sets = "backfill+ebinpack+backfill+reclaim,backfill+ebinpack+reclaim+backfill"
+    assert main(["compare", "--jobs", "20", "--sets", sets, "--out", str(tmp_path)]) == 2
+    assert "must differ" in capsys.readouterr().err
+
+
 def test_an_e_binpack_experiment_pairs_only_policy_sets_with_the_same_backfill_threshold() -> None:
     # thresholds 0.2 and 0.8 gave four "E-Binpack vs spread" pairs, two across thresholds
     import attrs
