@@ -211,6 +211,19 @@ def canonical_preemption(value: Any) -> Any:
     return "+".join(k for k in PREEMPTION_KINDS if k in parts)
 
 
+def _threshold(inst: Any, _attr: Any, value: Any) -> None:
+    """None, or Backfill's threshold: a number >= 0 (``inf``: never preempt), under the
+    ``backfill`` queueing policy only (``--threshold`` is refused with another policy)."""
+    if value is None:
+        return
+    if not is_number(value) or math.isnan(value) or value < 0:
+        raise ValidationError("threshold", value, "must be a number >= 0 (seconds) or None")
+    if inst.queueing != "backfill":
+        raise ValidationError(
+            "threshold", value, f"is Backfill's; queueing {inst.queueing!r} has none"
+        )
+
+
 @attrs.frozen(kw_only=True)
 class PolicySet:
     """A queueing policy, a placement strategy and a preemption mode, by name (any case,
@@ -226,7 +239,7 @@ class PolicySet:
     preemption: str = attrs.field(
         default="auto", converter=canonical_preemption, validator=_preemption
     )
-    threshold: float | None = None
+    threshold: float | None = attrs.field(default=None, validator=_threshold)
     name: str | None = None
     config: KantConfig | None = attrs.field(default=None, hash=False)
 

@@ -126,6 +126,28 @@ def test_the_same_preemption_kinds_in_another_order_are_the_same_policy_set(
     assert "must differ" in capsys.readouterr().err
 
 
+def test_a_policy_set_refuses_a_threshold_that_is_no_backfill_threshold_when_it_is_made() -> None:
+    # (a threshold under another queueing policy was ignored without a word, as --threshold
+    # is refused there; a bad one was taken and failed only when the run built its scheduler)
+    from kant.errors import ValidationError
+
+    bad: list[dict[str, object]] = [
+        {"threshold": -1},
+        {"threshold": "600"},
+        {"threshold": float("nan")},
+        {"threshold": True},
+        {"queueing": "strict-fifo", "threshold": 60},
+        {"queueing": "easy-backfill", "threshold": 0},
+    ]
+    for kw in bad:
+        with pytest.raises(ValidationError) as e:
+            PolicySet(**kw)
+        assert e.value.field == "threshold", kw
+    assert PolicySet(threshold=600).threshold == 600
+    assert PolicySet(queueing="Backfill", threshold=float("inf")).threshold == float("inf")
+    assert PolicySet(queueing="strict-fifo").threshold is None
+
+
 def test_an_e_binpack_experiment_pairs_only_policy_sets_with_the_same_backfill_threshold() -> None:
     # thresholds 0.2 and 0.8 gave four "E-Binpack vs spread" pairs, two across thresholds
     import attrs
