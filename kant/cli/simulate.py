@@ -52,6 +52,7 @@ from kant.sim.scenarios import (
     zone_note,
 )
 from kant.sim.simulator import (
+    MAX_RESTART_LIMIT,
     MAX_SPAN,
     MIN_MTBF,
     RESTART,
@@ -60,6 +61,7 @@ from kant.sim.simulator import (
     Progress,
     SimResult,
     estimate_accuracy,
+    restarts_unbounded,
 )
 
 __all__ = [
@@ -273,6 +275,8 @@ def check_common_args(args: argparse.Namespace) -> None:
             f"--mttr {args.mttr:g} is how long a failed node is away: it goes with --mtbf "
             "(without it no node fails)"
         )
+    if getattr(args, "config", None) is None:  # (else the file's limit counts: run_simulate)
+        check_restarts_bounded(args, args.max_interruptions)
     if args.trace is not None:
         if args.load is not None and args.cluster is not None:
             raise UsageError(
@@ -288,6 +292,19 @@ def check_common_args(args: argparse.Namespace) -> None:
         for opt, v in (("--cluster", args.cluster), ("--trace-file", args.trace_file)):
             if v is not None:
                 raise UsageError(f"{opt} {v} goes with --trace (a built-in scenario has its own)")
+
+
+def check_restarts_bounded(args: argparse.Namespace, limit: int | None) -> None:
+    """Refuse ``--on-interrupt restart`` with ``--mtbf`` and neither ``--horizon`` nor an
+    interruption limit ``limit`` of at most 10,000 (the Simulator would refuse the run, but
+    only once the workload is built and, under compare, the runs started)."""
+    if restarts_unbounded(args.on_interrupt, args.mtbf, args.horizon, limit):
+        given = "" if args.max_interruptions is None else f" --max-interruptions {limit}"
+        raise UsageError(
+            f"--on-interrupt restart with --mtbf {args.mtbf:g}{given}: a job that runs longer "
+            "than its nodes' time between failures would start again for ever; give --horizon "
+            f"or --max-interruptions N of at most {MAX_RESTART_LIMIT:,}"
+        )
 
 
 def check_simulate_args(args: argparse.Namespace) -> None:
@@ -431,6 +448,11 @@ def run_simulate(args: argparse.Namespace) -> int:
     line, exit 2); a mistake in the ``--config`` file before the workload is built."""
     check_own_inputs(args, (*REPORT_FILES, *PLOT_NAMES))
     cfg = load_config(args.config) if args.config is not None else None
+    if cfg is not None:
+        limit = cfg.queueing.backoff.max_interruptions
+        check_restarts_bounded(
+            args, limit if args.max_interruptions is None else args.max_interruptions
+        )
     sc = scenario_from_args(args)
     if cfg is not None:
         sc = sc.with_tenants(cfg)

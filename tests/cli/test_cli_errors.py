@@ -45,6 +45,14 @@ BAD: list[tuple[list[str], str]] = [
     (["simulate", "--horizon", "-1"], "--horizon"),
     (["simulate", "--mttr", "100"], "--mttr 100"),  # (was ignored: no failures to repair)
     (["compare", "--mttr", "100", "--seeds", "0-1"], "--mttr 100"),
+    # (refused once the workload was built and, by compare, the runs started: after the load
+    # note and compare's start line)
+    (["simulate", "--on-interrupt", "restart", "--mtbf", "86400"], "--on-interrupt restart"),
+    (["compare", "--on-interrupt", "restart", "--mtbf", "86400"], "--on-interrupt restart"),
+    (
+        ["compare", "--on-interrupt", "restart", "--mtbf", "86400", "--max-interruptions", "10001"],
+        "--max-interruptions 10001",
+    ),
     (["simulate", "--out", "{tmp}/afile/report"], "--out"),
     (["simulate", "--out", "{tmp}/afile"], "--out"),
     (["simulate", "--queueing", "fifo"], "--queueing"),
@@ -606,6 +614,25 @@ def test_simulate_takes_the_preemption_kinds_joined_by_plus_that_its_report_name
         assert refused.value.code == 2
         err = capsys.readouterr().err
         assert len(err.splitlines()) == 1 and "--preemption" in err and repr(bad) in err
+
+
+def test_restarts_under_failures_are_bounded_by_the_config_files_limit_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (refused only by the Simulator, after the workload was built and the load note said)
+    unbounded, bounded = tmp_path / "u.yaml", tmp_path / "b.yaml"
+    unbounded.write_text("queueing: {policy: backfill}\n")
+    bounded.write_text("queueing: {requeuing: {interruptionLimitCount: 3}}\n")
+    argv = ["simulate", "--scenario", "inference", "--jobs", "5", "--on-interrupt", "restart",
+            "--mtbf", "86400", "--quiet", "--no-plots", "--out", str(tmp_path / "o")]  # fmt: skip
+    assert main([*argv, "--config", str(unbounded)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1 and "--on-interrupt restart" in err
+    assert main([*argv, "--config", str(unbounded), "--max-interruptions", "2"]) == 0
+    assert main([*argv, "--config", str(bounded)]) == 0
+    capsys.readouterr()
+    assert main([*argv, "--config", str(bounded), "--max-interruptions", "10001"]) == 2
+    assert "--max-interruptions 10001" in capsys.readouterr().err
 
 
 def test_a_quota_on_a_gpu_model_the_scenario_lacks_is_one_line_not_a_run_of_waits(
