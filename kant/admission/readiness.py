@@ -300,10 +300,10 @@ class PoolFacts:
         """(slots, pods): the nodes of ``pools`` (every live node without pools) that ``role``
         may use (HBD nodes only for a required HBD wish) and how many of its
         pods each could ever hold, empty and healthy: its pod capacity (``max_pods``) capped
-        by what its GPUs, CPU, memory and NICs hold of such pods. Read only while a node has
-        a pod limit (:attr:`Snapshot.pods_capped`): without one a node's count is about
-        :data:`~kant.state.columns.NO_POD_LIMIT`. Cached per role's resources, wish and
-        nodes (read them, never change them)."""
+        by what its GPUs, CPU, memory and NICs hold of such pods (while no node has a pod
+        limit, :attr:`Snapshot.pods_capped` False, every capacity is about
+        :data:`~kant.state.columns.NO_POD_LIMIT` and the devices decide). Cached per
+        role's resources, wish and nodes (read them, never change them)."""
         res = role.resources
         wish = role.topology
         hbd = wish is not None and wish.required and wish.tier is Tier.HBD
@@ -528,6 +528,8 @@ def never_fits(
     of the nodes the role's node selector and tolerations allow and, given ``reach`` (the
     placer's :meth:`~kant.placement.Placer.reach`), the strategy may ever use):
     one pod needs more GPUs than any node has, or a role more than its pools hold, or a
+    gang role more pods than its nodes could hold at once (each as many as its devices, CPU,
+    memory and pod capacity allow), or a
     required topology tier more than any one domain of that tier holds (a required HBD: more
     than all the HBD nodes of its pools, since it may take several HBDs). Else None. Static
     capacity only (cached per cycle): O(roles x pools)."""
@@ -541,8 +543,8 @@ def never_fits(
         within = None if reach is None else reach(job, role)
         if not res.total_milli:  # a pod asking no GPU: any node may hold it
             lone = facts.lone_pod(role, reach=within)
-            if lone is None and capped and job.gang:
-                lone = _too_few_slots(facts, role, n, (), within)
+            if lone is None and job.gang:
+                lone = _too_few_slots(facts, role, n, (), within, capped)
             if lone is not None:
                 return Reason(code=ReasonCode.UNSATISFIABLE, message=f"can never fit: {lone}")
             continue
@@ -603,8 +605,8 @@ def never_fits(
                         f"role {role.name!r} needs {need} GPUs in one {level}; "
                         f"the largest {level}{of} holds {most}"
                     )
-        if why is None and capped and job.gang:
-            why = _too_few_slots(facts, role, n, pools, within)
+        if why is None and job.gang:
+            why = _too_few_slots(facts, role, n, pools, within, capped)
         if why is not None:
             return Reason(code=ReasonCode.UNSATISFIABLE, message=f"can never fit: {why}")
     if capped and job.gang and len(job.roles) > 1:
@@ -615,14 +617,21 @@ def never_fits(
 
 
 def _too_few_slots(
-    facts: PoolFacts, role: Role, n: int, pools: Sequence[int], within: Reach | None
+    facts: PoolFacts,
+    role: Role,
+    n: int,
+    pools: Sequence[int],
+    within: Reach | None,
+    capped: bool,
 ) -> str | None:
-    """Why the nodes ``role`` may use could never hold ``n`` of its pods at once for their
-    pod capacity (``max_pods``), each node as many as its capacity and its devices allow
-    (:meth:`PoolFacts.pod_room`): all of them together, on one node for a required node
-    tier, in one group for a required leaf, spine or superspine (several HBDs for a
-    required HBD, as the Placer takes them). None when they could. O(those nodes) numpy,
-    cached per role's shape (:meth:`PoolFacts.pod_room`)."""
+    """Why the nodes ``role`` may use could never hold ``n`` of its pods at once, each node
+    as many as its devices, CPU and memory allow and, given ``capped`` (a node has a
+    ``max_pods``), its pod capacity (:meth:`PoolFacts.pod_room`): all of them together, on
+    one node for a required node tier, in one group for a required leaf, spine or
+    superspine (several HBDs for a required HBD, as the Placer takes them). Two empty
+    8-GPU nodes hold two 5-GPU pods, never three, though they have the 15 GPUs. None when
+    they could. O(those nodes) numpy, cached per role's shape (:meth:`PoolFacts.pod_room`)."""
+    limit = "max_pods" if capped else "GPUs, CPU, memory and NICs"
     slots, room = facts.pod_room(role, pools, within)
     room = np.minimum(room, n)  # (a node without a limit: about 2**40 each, never summed)
     total = int(room.sum())
@@ -632,14 +641,14 @@ def _too_few_slots(
     if total < n:
         return (
             f"role {role.name!r} needs {n} pods at once; the {where} it may use admit "
-            f"{total} of them (their max_pods)"
+            f"{total} of them (their {limit})"
         )
     if tier is Tier.NODE:
         best = int(room.max()) if room.size else 0
         if best < n:
             return (
                 f"role {role.name!r} needs {n} pods on one node; the node it may use admitting "
-                f"most admits {best} of them (its max_pods)"
+                f"most admits {best} of them (its {limit})"
             )
     elif tier is not None and tier is not Tier.HBD and tier in _TIER_LEVEL:
         level = _TIER_LEVEL[tier]
@@ -649,7 +658,7 @@ def _too_few_slots(
         if best < n:
             return (
                 f"role {role.name!r} needs {n} pods in one {level}; the {level} it may use "
-                f"admitting most admits {best} of them (their max_pods)"
+                f"admitting most admits {best} of them (their {limit})"
             )
     return None
 

@@ -898,6 +898,50 @@ def test_a_pod_no_node_could_ever_hold_is_unsatisfiable_and_blocks_nobody(ghost:
     assert r.placed == ("small",)
 
 
+@pytest.mark.parametrize(
+    "ghost",
+    [
+        job("ghost", gpus=5, replicas=3),  # 15 of 16 GPUs, but a node holds one 5-GPU pod
+        job("ghost", gpus=1, nics=5, replicas=3),  # 8 NICs a node: one pod of 5 each
+        job("ghost", gpus=1, cpu_milli=100_000, replicas=3),  # 192 cores a node: one pod
+        job("ghost", gpus=0, cpu_milli=100_000, replicas=3),  # the same without a GPU
+    ],
+    ids=["gpus", "nics", "cpu", "cpu only"],
+)
+def test_a_gang_whose_pods_its_nodes_could_never_hold_at_once_is_unsatisfiable(
+    ghost: Job,
+) -> None:
+    # two empty 8-GPU nodes hold enough GPUs for the gang in all, but never all its pods:
+    # it used to wait as NO_FIT for ever and block the strict FIFO queue behind it
+    cluster = ClusterBuilder().leaf("lf0", nodes=2).build()
+    s = scheduler(cluster, policy="strict-fifo")
+    s.submit(ghost, now=0)
+    s.submit(job("small", gpus=1, submitted_at=1), now=1)
+    r = s.step(now=2)
+    why = r.pending["ghost"]
+    assert why.code is ReasonCode.UNSATISFIABLE, why
+    assert "needs 3 pods at once" in why.message and "admit 2" in why.message, why
+    assert r.placed == ("small",)
+    for strategy in ("ebinpack", "espread", "binpack", "spread", "topology"):
+        empty = ClusterBuilder().leaf("lf0", nodes=2).build().snapshot()
+        assert not Placer(strategy).place(ghost, empty).ok
+
+
+def test_a_gang_no_leaf_of_which_could_hold_its_pods_at_once_is_unsatisfiable() -> None:
+    # 15 GPUs in one leaf of 16: a leaf's two nodes hold two 5-GPU pods, never three
+    s = scheduler(ClusterBuilder().leaf("lf0", nodes=2).leaf("lf1", nodes=2).build())
+    s.submit(job("g", gpus=5, replicas=3, tier=Tier.LEAF, required=True), now=0)
+    why = s.step(now=1).pending["g"]
+    assert why.code is ReasonCode.UNSATISFIABLE, why
+    assert "needs 3 pods in one leaf" in why.message and "admits 2" in why.message, why
+
+
+def test_a_gang_its_nodes_hold_exactly_is_not_called_unsatisfiable() -> None:
+    s = scheduler(ClusterBuilder().leaf("lf0", nodes=2).build(), policy="strict-fifo")
+    s.submit(job("g", gpus=4, nics=4, cpu_milli=96_000, replicas=4), now=0)
+    assert s.step(now=1).placed == ("g",)
+
+
 def test_an_unsatisfiable_job_waits_and_fits_once_the_cluster_grows() -> None:
     s = scheduler(nodes(1))
     s.submit(job("big", gpus=8, replicas=2), now=0)
