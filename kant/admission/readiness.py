@@ -29,7 +29,7 @@ from kant.contracts import Reach
 from kant.model import MAX_GPUS_PER_NODE, MILLI, Job, Reason, ReasonCode, Role, Tier
 from kant.state import Snapshot
 from kant.state.cluster import BoolArray
-from kant.state.columns import IntArray
+from kant.state.columns import NO_POD_LIMIT, IntArray
 
 LivePools = tuple[dict[str, int], dict[int, str], tuple[tuple[str, int], ...]]
 """What :meth:`PoolFacts.live_pools` returns."""
@@ -615,8 +615,8 @@ def never_fits(
             why = _too_few_slots(facts, role, n, pools, within, capped)
         if why is not None:
             return Reason(code=ReasonCode.UNSATISFIABLE, message=f"can never fit: {why}")
-    if capped and job.gang and len(job.roles) > 1:
-        why = _too_few_slots_together(facts, job, counts, role_pools, reach)
+    if job.gang and len(job.roles) > 1:
+        why = _too_few_slots_together(facts, job, counts, role_pools, reach, capped)
         if why is not None:
             return Reason(code=ReasonCode.UNSATISFIABLE, message=f"can never fit: {why}")
     return None
@@ -675,31 +675,47 @@ def _too_few_slots_together(
     counts: Mapping[str, int],
     role_pools: Mapping[str, Sequence[int]],
     reach: Callable[[Job, Role], Reach | None] | None,
+    capped: bool,
 ) -> str | None:
-    """Why a gang's roles could never hold all their pods at once for the pod capacity of
-    the nodes they share: each node holds at most its ``max_pods`` and at most what the
-    roles may put there together (:meth:`PoolFacts.pod_room` per role), so fewer such
-    slots over all nodes than pods means it never fits. A necessary condition only (it
-    never refuses what could run). O(nodes) numpy."""
+    """Why a gang's roles could never hold all their pods at once on the nodes they share:
+    each node holds at most what the roles may put there each (:meth:`PoolFacts.pod_room`
+    per role), at most its ``max_pods`` in all and, for each of its GPUs, CPU, memory and
+    NICs that every role there asks, at most its capacity over the least a pod of them asks
+    (a 5-GPU worker and a 5-GPU ps never share an 8-GPU node), so fewer such pods over all
+    nodes than pods means it never fits. A necessary condition only (it never refuses what
+    could run). O(roles x nodes) numpy."""
     snap = facts.snap
-    acc = np.zeros(snap.num_slots, dtype=np.int64)
+    cols = snap.cols
+    size = snap.num_slots
+    acc = np.zeros(size, dtype=np.int64)
+    caps = (cols.gpus[:size] * MILLI, cols.cpu_cap[:size], cols.mem_cap[:size], cols.nics[:size])
+    least = np.full((len(caps), size), NO_POD_LIMIT, dtype=np.int64)  # per node, least asked
     need = 0
     for role in job.roles:
         n = counts.get(role.name, 0)
         if not n:
             continue
         pools = role_pools.get(role.name, ())
-        if role.resources.total_milli and not pools:
+        res = role.resources
+        if res.total_milli and not pools:
             return None  # (a role of no pool: placement says why)
         within = None if reach is None else reach(job, role)
-        slots, room = facts.pod_room(role, pools if role.resources.total_milli else (), within)
+        slots, room = facts.pod_room(role, pools if res.total_milli else (), within)
         np.add.at(acc, slots, np.minimum(room, n))
+        asks = (res.total_milli, res.cpu_milli, res.memory_mib, res.rdma_nics)
+        for i, a in enumerate(asks):
+            least[i, slots] = np.minimum(least[i, slots], a)
         need += n
-    have = int(np.minimum(acc, snap.cols.pod_cap[: snap.num_slots]).sum())
+    most = np.minimum(acc, cols.pod_cap[:size])
+    for cap, low in zip(caps, least, strict=True):
+        bounded = (low > 0) & (low < NO_POD_LIMIT)  # (a role asking none of it: no bound)
+        most[bounded] = np.minimum(most[bounded], cap[bounded] // low[bounded])
+    have = int(most.sum())
     if have < need:
+        limit = "GPUs, CPU, memory and NICs"
         return (
             f"its roles need {need} pods at once; the nodes they may use admit {have} of "
-            "them (their max_pods)"
+            f"them (their {'max_pods, ' if capped else ''}{limit})"
         )
     return None
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 
+import attrs
 import pytest
 
 from kant.admission import Admitter, Quota
@@ -925,6 +926,37 @@ def test_a_gang_whose_pods_its_nodes_could_never_hold_at_once_is_unsatisfiable(
     for strategy in ("ebinpack", "espread", "binpack", "spread", "topology"):
         empty = ClusterBuilder().leaf("lf0", nodes=2).build().snapshot()
         assert not Placer(strategy).place(ghost, empty).ok
+
+
+def test_a_gang_whose_roles_together_its_nodes_could_never_hold_is_unsatisfiable() -> None:
+    # two 5-GPU workers and one 5-GPU ps: each role alone fits two 8-GPU nodes, 15 GPUs of
+    # 16 in all, but a node holds one such pod of either role: three never run together
+    worker = job("g", gpus=5, replicas=2).roles[0]
+    gang = attrs.evolve(
+        job("g", gpus=5, replicas=2), roles=(worker, attrs.evolve(worker, name="ps", replicas=1))
+    )
+    s = scheduler(ClusterBuilder().leaf("lf0", nodes=2).build(), policy="strict-fifo")
+    s.submit(gang, now=0)
+    s.submit(job("small", gpus=1, submitted_at=1), now=1)
+    r = s.step(now=2)
+    why = r.pending["g"]
+    assert why.code is ReasonCode.UNSATISFIABLE, why
+    assert "need 3 pods at once" in why.message and "admit 2" in why.message, why
+    assert r.placed == ("small",)
+    # a 3-GPU ps fits beside a 5-GPU worker: not called unsatisfiable
+    fits = attrs.evolve(
+        gang,
+        id="h",
+        roles=(
+            worker,
+            attrs.evolve(
+                worker, name="ps", replicas=1, resources=attrs.evolve(worker.resources, gpus=3)
+            ),
+        ),
+    )
+    s2 = scheduler(ClusterBuilder().leaf("lf0", nodes=2).build(), policy="strict-fifo")
+    s2.submit(fits, now=0)
+    assert s2.step(now=1).placed == ("h",)
 
 
 def test_a_gang_no_leaf_of_which_could_hold_its_pods_at_once_is_unsatisfiable() -> None:
