@@ -844,6 +844,7 @@ class Shim:
                 self._stored.pop(base, None)  # (the annotation went with it)
                 self._store_due.pop(base, None)
                 self._drop_base(base, pod=False)  # (its failures, when no pod is left)
+                self._recheck_gang(base)
                 self._try_submit(base)  # (its pods still waiting now wait for the group)
             else:
                 uid, was = uid_of(obj), self._group_uid.get(key)
@@ -863,6 +864,7 @@ class Shim:
                     log.warning("%s", e)
                     self._groups.pop(key, None)
                     self._bad_groups[key] = str(e)
+                self._recheck_gang(base)
                 self._try_submit(base)
         elif kind == "Pod":
             self._on_pod(kind_event, obj)
@@ -1640,9 +1642,7 @@ class Shim:
             return
         group = pending[0].group
         if group is not None:
-            need = self._groups.get(group)
-            if need is None:
-                need = max((f.min_member or 0) for f in pending) or None
+            need = self._need(group, pending)
             if need is None or len(pending) < need:
                 self._gang_wait[base] = self._gang_reason(group, len(pending), need)
                 return
@@ -1666,6 +1666,30 @@ class Shim:
         for pid, key in ids.items():
             self._id_of[key] = (jid, pid)
             self._waiting[base].discard(key)
+
+    def _need(self, group: str, facts: Iterable[PodFacts]) -> int | None:
+        """How many pods gang ``group`` needs: its PodGroup's ``minMember``, else the largest
+        Kueue total count its pods ``facts`` carry; None when neither says."""
+        need = self._groups.get(group)
+        if need is None:
+            need = max((f.min_member or 0 for f in facts), default=0) or None
+        return need
+
+    def _recheck_gang(self, base: str) -> None:
+        """The PodGroup of gang ``base`` changed, or was deleted: a kant job of it none of
+        whose pods is bound yet, which its group no longer lets start (the group deleted or
+        unreadable, or its ``minMember`` raised above the job's pods), is dropped
+        (:meth:`_cancel`): its pods wait again for the group as it is now, and are submitted
+        again once it lets them (the pods made since with them), as coscheduling reads the
+        PodGroup at every attempt. A job some of whose pods are bound runs on."""
+        jid = self._job_of_base.get(base)
+        rec = None if jid is None else self._jobs.get(jid)
+        if jid is None or rec is None or rec.group is None or rec.bound:
+            return
+        facts = [f for key in rec.pods.values() if (f := self._pods.get(key, ({}, None))[1])]
+        need = self._need(rec.group, facts)
+        if rec.group in self._bad_groups or need is None or len(rec.pods) < need:
+            self._cancel(jid, self.now())
 
     def _gang_reason(self, group: str, have: int, need: int | None) -> tuple[str, str]:
         """Why the pending pods of ``group`` are not submitted (message, code): its PodGroup is

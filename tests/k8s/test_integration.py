@@ -782,3 +782,35 @@ def test_a_waiting_gangs_podgroup_deleted_says_so_on_its_pods(cluster: Cluster) 
     wait_for(lambda: _says(cluster, "k-0", f"PodGroup {cluster.ns}/k does not exist"),
              what="k-0 saying its group is gone")  # fmt: skip
     assert cluster.node_of("k-0") is None
+
+
+def test_a_waiting_gang_whose_podgroup_asks_more_pods_or_is_deleted_is_not_bound_short(
+    cluster: Cluster,
+) -> None:
+    # (submitted when minMember of its pods existed, it was bound with them once room came,
+    # whatever its PodGroup said since: coscheduling reads the PodGroup at every attempt)
+    cluster.node("n0")
+    cluster.pod_group("up", 2)
+    cluster.pod_group("gone", 1)
+    cluster.pod("blocker", gpus=8)
+    cluster.start_shim({"kubernetes": {"conditionIntervalSeconds": 0}})
+    wait_for(lambda: cluster.node_of("blocker"), what="the blocker bound")
+    cluster.pod("up-0", gpus=2, group="up")
+    cluster.pod("up-1", gpus=2, group="up")
+    cluster.pod("gone-0", gpus=2, group="gone")
+    wait_for(lambda: _says(cluster, "up-0", "insufficient_capacity"), what="up waits for room")
+    wait_for(lambda: _says(cluster, "gone-0", "insufficient_capacity"), what="gone waits too")
+    pgs = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{cluster.ns}/podgroups"
+    cluster.api.patch(f"{pgs}/up", {"spec": {"minMember": 3}})
+    cluster.api.delete(f"{pgs}/gone")
+    wait_for(lambda: _says(cluster, "up-0", f"2 of the 3 pods of {cluster.ns}/up"),
+             what="up saying it is short")  # fmt: skip
+    wait_for(lambda: _says(cluster, "gone-0", f"PodGroup {cluster.ns}/gone does not exist"),
+             what="gone saying its group is gone")  # fmt: skip
+    cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/blocker")
+    cluster.looked("up-0", "up-1", "gone-0", gone=("blocker",))
+    assert [cluster.node_of(n) for n in ("up-0", "up-1", "gone-0")] == [None, None, None]
+    cluster.pod("up-2", gpus=2, group="up")
+    wait_for(lambda: all(cluster.node_of(f"up-{i}") for i in range(3)), what="up bound whole")
+    ids = {cluster.get(f"up-{i}")["metadata"]["annotations"]["kant.io/pod-id"] for i in range(3)}
+    assert {i.split("/")[0] for i in ids} == {f"{cluster.ns}.up#2"}
