@@ -2464,17 +2464,18 @@ class Shim:
         if self._ns_read is not None:  # (else refused: see sync)
             path = "/api/v1/namespaces"
             watchers.append(Watcher(self.api, "Namespace", path, events, stop, seen=namespaces))
-        if self.api.has(PODGROUP_API):
-            watchers.append(
-                Watcher(
-                    self.api,
-                    "PodGroup",
-                    f"/apis/{PODGROUP_API}/podgroups",
-                    events,
-                    stop,
-                    seen=groups,
-                )
+        # (watched whether the CRD is served now or not: installed later, it is listed then)
+        watchers.append(
+            Watcher(
+                self.api,
+                "PodGroup",
+                f"/apis/{PODGROUP_API}/podgroups",
+                events,
+                stop,
+                seen=groups,
+                optional=True,
             )
+        )
         for w in watchers:
             w.start()
         if ready is not None:
@@ -2510,10 +2511,17 @@ class Shim:
             self._pool.shutdown(wait=True)
 
 
+ABSENT_RESOURCE_RETRY_SECONDS = 10.0
+"""How often a :class:`Watcher` of an optional resource the API server does not serve (a CRD
+not installed) looks for it again."""
+
+
 class Watcher(threading.Thread):
     """List + watch one resource, pushing ``(kind, event type, object)``; a relist on a
     ``410 Gone`` or a broken stream (objects seen again come as MODIFIED, objects gone as
-    DELETED)."""
+    DELETED). An ``optional`` resource (a CRD's) the server does not serve (404) has no
+    objects: those seen come as DELETED, and it is looked for again every
+    :data:`ABSENT_RESOURCE_RETRY_SECONDS`, its objects listed once it is served."""
 
     def __init__(
         self,
@@ -2524,11 +2532,14 @@ class Watcher(threading.Thread):
         stop: threading.Event,
         *,
         seen: Mapping[str, Obj] | None = None,
+        optional: bool = False,
     ) -> None:
         """``seen``: the objects the shim's own list took in (by :func:`pod_key`); one gone by
         the watcher's first list comes as DELETED."""
         super().__init__(daemon=True, name=f"kant-watch-{kind}")
         self.api, self.kind, self.path, self.out, self._stop_ev = api, kind, path, out, stop
+        self.optional = optional
+        self._absent: int | None = None  # (the status said once, until it is listed)
         self._seen: dict[str, Obj] = dict(seen or {})
         self._lock = threading.Lock()
         self._close: Callable[[], None] | None = None  # closes the stream being read
@@ -2551,6 +2562,7 @@ class Watcher(threading.Thread):
 
     def _relist(self) -> str:
         doc = self.api.get(self.path)
+        self._absent = None
         fresh = {pod_key(o): o for o in doc.get("items", ())}
         for k in sorted(set(self._seen) - set(fresh)):
             self.out.put((self.kind, "DELETED", self._seen[k]))
@@ -2584,7 +2596,17 @@ class Watcher(threading.Thread):
                     else:
                         self._seen[k] = obj
                     self.out.put((self.kind, str(typ), obj))
-            except (ApiError, OSError, ValueError) as e:
+            except ApiError as e:
+                if self._stop_ev.is_set():
+                    return
+                rv = ""
+                if self.optional and e.status in (403, 404):
+                    self._not_served(e)
+                    self._stop_ev.wait(ABSENT_RESOURCE_RETRY_SECONDS)
+                    continue
+                log.info("watch %s: %s; relisting", self.path, e)
+                time.sleep(0.5)
+            except (OSError, ValueError) as e:
                 if self._stop_ev.is_set():
                     return
                 log.info("watch %s: %s; relisting", self.path, e)
@@ -2597,8 +2619,25 @@ class Watcher(threading.Thread):
                 rv = ""
                 time.sleep(0.5)
 
+    def _not_served(self, e: ApiError) -> None:
+        """The resource is not served (404: its CRD is not installed, or was deleted), or the
+        shim may not read it (403: its ClusterRole, written for a cluster without the CRD):
+        none of its objects exists for the shim."""
+        if self._absent != e.status:
+            self._absent = e.status
+            why = ("not served (its CRD is not installed)" if e.status == 404 else
+                   f"the shim may not list it ({e.message}: its ClusterRole)")  # fmt: skip
+            (log.info if e.status == 404 else log.warning)(
+                "watch %s: %s; looked for again every %g s", self.path, why,
+                ABSENT_RESOURCE_RETRY_SECONDS,
+            )  # fmt: skip
+        for k in sorted(self._seen):
+            self.out.put((self.kind, "DELETED", self._seen[k]))
+        self._seen = {}
+
     def _list_quiet(self) -> str:
         doc = self.api.get(self.path)
+        self._absent = None
         fresh = {pod_key(o): o for o in doc.get("items", ())}
         for k in sorted(set(self._seen) - set(fresh)):  # gone since the shim's list
             self.out.put((self.kind, "DELETED", self._seen[k]))

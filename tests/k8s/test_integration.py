@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from typing import Any
 
@@ -814,3 +815,65 @@ def test_a_waiting_gang_whose_podgroup_asks_more_pods_or_is_deleted_is_not_bound
     wait_for(lambda: all(cluster.node_of(f"up-{i}") for i in range(3)), what="up bound whole")
     ids = {cluster.get(f"up-{i}")["metadata"]["annotations"]["kant.io/pod-id"] for i in range(3)}
     assert {i.split("/")[0] for i in ids} == {f"{cluster.ns}.up#2"}
+
+
+class _NoPodGroupsYet:
+    """The test server's API as one where the PodGroup CRD is not installed yet (its group
+    not served, its paths answered 404) until :attr:`installed` is set."""
+
+    def __init__(self, api: Any, status: int) -> None:
+        self._api = api
+        self.status = status  # (404; 403 for a shim whose ClusterRole lacks the rule)
+        self.installed = threading.Event()
+
+    def _check(self, path: str) -> None:
+        if not self.installed.is_set() and path.startswith("/apis/scheduling.x-k8s.io/"):
+            raise ApiError(self.status, "GET", path, '{"reason": "x", "message": "refused"}')
+
+    def groups(self) -> set[str]:
+        all_ = set(self._api.groups())
+        return all_ if self.installed.is_set() else {g for g in all_ if "x-k8s.io" not in g}
+
+    def has(self, group_version: str) -> bool:
+        return group_version in self.groups()
+
+    def get(self, path: str, **query: Any) -> Any:
+        self._check(path)
+        return self._api.get(path, **query)
+
+    def watch(self, path: str, *args: Any, **kw: Any) -> Any:
+        self._check(path)
+        return self._api.watch(path, *args, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._api, name)
+
+
+@pytest.mark.parametrize("status", [404, 403])
+def test_a_podgroup_crd_installed_after_the_shim_started_is_watched_once_it_is_served(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    status: int,
+) -> None:  # fmt: skip
+    # (the shim looked for PodGroups at its start only: installed after, scheduler-plugins'
+    # CRD was never watched, and gang pods said for ever that their PodGroup did not exist)
+    monkeypatch.setattr(shim_module, "ABSENT_RESOURCE_RETRY_SECONDS", 0.2)
+    caplog.set_level(logging.INFO, logger="kant.k8s")
+    cluster.node("n0")
+    api = _NoPodGroupsYet(cluster.api, status)
+    shim = Shim(api, parse_config({"kubernetes": {"debounceSeconds": 0.05}}))  # type: ignore[arg-type]
+    stop, ready = threading.Event(), threading.Event()
+    t = threading.Thread(target=shim.run, args=(stop,), kwargs={"ready": ready}, daemon=True)
+    t.start()
+    cluster._stops.append((stop, t))
+    assert ready.wait(30)
+    cluster.pod_group("late", 2)
+    cluster.pod("late-0", gpus=2, group="late")
+    cluster.pod("late-1", gpus=2, group="late")
+    wait_for(lambda: _says(cluster, "late-0", f"PodGroup {cluster.ns}/late does not exist"),
+             what="the gang waiting for a PodGroup the shim cannot see")  # fmt: skip
+    time.sleep(0.6)  # (looked for again every 0.2 s here: said once)
+    said = [r.getMessage() for r in caplog.records if "podgroups" in r.getMessage()]
+    assert len(said) == 1 and "looked for again" in said[0], said
+    api.installed.set()
+    wait_for(lambda: cluster.node_of("late-0") and cluster.node_of("late-1"),
+             what="the gang bound once its PodGroup is served")  # fmt: skip
