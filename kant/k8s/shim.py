@@ -2073,16 +2073,23 @@ class Shim:
         deleted); the pod itself, if it still waits, may join a new submission. A call whose
         answer was lost (a timeout, a broken connection) or that a retry of it found done
         (409) may have bound the pod: when the pod as the API server has it now runs on
-        the binding's node with this binding's ``kant.io/pod-id``, the binding succeeded."""
+        the binding's node with this binding's ``kant.io/pod-id``, the binding succeeded. A
+        pod that went away meanwhile (deleted, or being deleted and not bound: the server
+        refuses its binding) is no failure of its job: it is gone, as when its deletion is
+        seen first (:meth:`_gone`)."""
         rec = self._jobs.get(b.pod.job)
         if rec is None or b.pod not in rec.bound:
             log.warning("%s", err)
             return
         key = rec.pods.get(b.pod)
-        fresh = self._read_pod(key) if key is not None else None
+        fresh, gone = self._look(key) if key is not None else (None, False)
         if fresh is not None and _bound_by(fresh, b, self.settings):
             log.warning("%s; but the pod is bound to %s as asked: bound", err, b.node)
             self._bound(b, time.time())
+            return
+        if key is not None and (gone or self._went_away(key, fresh)):
+            log.info("%s; the pod was deleted meanwhile: no failure of its job", err)
+            self._gone(key, now, finished=False)
             return
         log.warning("%s", err)
         rec.bound.discard(b.pod)
@@ -2113,11 +2120,29 @@ class Shim:
 
     def _read_pod(self, key: str) -> Obj | None:
         """The pod as the API server has it now (None: gone, or the server did not answer)."""
+        return self._look(key)[0]
+
+    def _look(self, key: str) -> tuple[Obj | None, bool]:
+        """The pod as the API server has it now (None: gone, or no answer), and whether the
+        server said it is gone (404)."""
         ns, name = key.split("/", 1)
         try:
-            return self.api.get(f"/api/v1/namespaces/{ns}/pods/{name}")
-        except (ApiError, OSError):
-            return None
+            return self.api.get(f"/api/v1/namespaces/{ns}/pods/{name}"), False
+        except ApiError as e:
+            return None, e.status == 404
+        except OSError:
+            return None, False
+
+    def _went_away(self, key: str, fresh: Obj | None) -> bool:
+        """Whether pod ``key`` as the server has it now (``fresh``) went away since the shim
+        took it in: another pod has its name now, or it is being deleted, bound nowhere."""
+        if fresh is None:
+            return False
+        uid = uid_of(self._pods.get(key, ({}, None))[0])
+        if uid and uid_of(fresh) not in ("", uid):
+            return True
+        st = pod_state(fresh, self.settings)
+        return st.deleting and st.node is None
 
     def _bind(self, b: Binding, key: str, uid: str, tenant: str) -> tuple[str | None, float]:
         """One binding call (on the pool): (None or the error, when it was answered).

@@ -249,3 +249,32 @@ def test_a_binding_answer_counts_as_in_flight_until_the_shim_has_acted_on_it() -
     shim.reap()
     assert seen == [("b0", 3), ("b1", 2), ("b2", 1)]
     assert shim.bindings_in_flight == 0
+
+
+@pytest.mark.parametrize("deletion", ["kept by a finalizer", "gone"])
+def test_a_gang_pod_deleted_while_its_binding_was_sent_is_no_failure_of_its_gang(
+    cluster: Cluster, deletion: str
+) -> None:
+    # (the binding refused, 409 "being deleted" or 404, was counted as a failed binding: the
+    # gang made again waited out a backoff, its PodGroup saying "failure 1", for a pod its
+    # user deleted; deleted before the cycle, or seen deleted before the answer, it was not)
+    cluster.node("n0")
+    cluster.pod_group("g", 2)
+    cluster.pod("g-0", gpus=2, group="g")
+    cluster.pod("g-1", gpus=2, group="g")
+    shim = Shim(cluster.api, parse_config({}))
+    shim.sync()  # no watch: the shim does not see the deletion below before its answer
+    path = f"/api/v1/namespaces/{cluster.ns}/pods/g-0"
+    if deletion == "kept by a finalizer":
+        cluster.api.patch(path, {"metadata": {"finalizers": ["kant-test/hold"]}})
+    cluster.api.delete(path)
+    result = shim.cycle()
+    assert len(result.bindings) == 2
+    shim.reap(wait=True)
+    assert shim.scheduler.cluster.num_pods == 0  # (the gang released, g-1 stopped)
+    wait_for(lambda: "g-1" not in cluster.pods(), what="g-1 stopped")
+    assert shim.histories_due == 0  # (no failure to store on the PodGroup)
+    assert not [e for e in shim.scheduler.queue.entries() if e.attempts]
+    shim.scheduler.check_invariants()
+    if deletion == "kept by a finalizer":
+        cluster.api.patch(path, {"metadata": {"finalizers": None}})
