@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlencode
@@ -21,6 +23,13 @@ from kant.errors import InvalidKubeconfigError, KantError
 from kant.k8s.kubeconfig import check_kubeconfig, one_line
 
 Obj = dict[str, Any]
+
+log = logging.getLogger(__name__)
+
+TOKEN_REFRESH_SECONDS = 60.0
+"""How often an :class:`Api` made from a kubeconfig reads its user's token again (a
+``tokenFile`` rotated, an ``exec`` plugin's credential expired), as client-go re-reads a
+token file every minute; and at once after a ``401`` answer."""
 
 
 class ApiError(KantError):
@@ -114,13 +123,18 @@ class Api:
         key_file: str | None = None,
         verify: bool = True,
         pool_size: int = 16,
+        token_source: Callable[[], str | None] | None = None,
     ) -> None:
+        """``token_source``: reads the token again (None: none to send), called every
+        :data:`TOKEN_REFRESH_SECONDS` and after a ``401`` answer, before the next request; a
+        token it cannot read keeps the one held (logged once)."""
         self.host = host.rstrip("/")
         self._headers = {"Accept": "application/json", "User-Agent": "kant-k8s"}
-        if token:
-            self._headers["Authorization"] = (
-                token if token.startswith("Bearer ") else f"Bearer {token}"
-            )
+        self._set_token(token)
+        self._token_source = token_source
+        self._token_due = time.monotonic() + TOKEN_REFRESH_SECONDS
+        self._token_lock = threading.Lock()
+        self._token_error: str | None = None
         kw: dict[str, Any] = {"maxsize": pool_size, "block": True, "retries": False}
         if self.host.startswith("https"):
             kw["cert_reqs"] = "CERT_REQUIRED" if verify else "CERT_NONE"
@@ -135,6 +149,37 @@ class Api:
         self._lock = threading.Lock()
         self._groups: set[str] | None = None
 
+    def _set_token(self, token: str | None) -> None:
+        headers = {k: v for k, v in self._headers.items() if k != "Authorization"}
+        if token:
+            headers["Authorization"] = token if token.startswith("Bearer ") else f"Bearer {token}"
+        self._headers = headers  # (one assignment: a request reads one whole set)
+
+    def _headers_now(self) -> dict[str, str]:
+        """The headers of the next request, the token read again first when due."""
+        if self._token_source is not None and time.monotonic() >= self._token_due:
+            with self._token_lock:
+                if time.monotonic() >= self._token_due:
+                    try:
+                        token = self._token_source()
+                    except Exception as e:  # (the client's failures have no common type)
+                        why = one_line(e)
+                        if why != self._token_error:
+                            log.warning("the kubeconfig's token was not read again (%s): the "
+                                        "one read before is kept", why)  # fmt: skip
+                        self._token_error = why
+                    else:
+                        self._token_error = None
+                        self._set_token(token)
+                    self._token_due = time.monotonic() + TOKEN_REFRESH_SECONDS
+        return self._headers
+
+    def _refused(self, status: int) -> None:
+        """An answer ``status``: a ``401`` (the token expired, or was rotated) has the token
+        read again before the next request."""
+        if status == 401 and self._token_source is not None:
+            self._token_due = time.monotonic()
+
     @classmethod
     def from_kubeconfig(cls, path: str | None = None, context: str | None = None) -> Api:
         """An Api for the kubeconfig at ``path`` (default ``$KUBECONFIG`` or ``~/.kube/config``);
@@ -147,11 +192,16 @@ class Api:
         except ImportError as e:  # pragma: no cover - depends on the environment
             raise KantError("the Kubernetes shim needs: pip install 'kant[k8s]'") from e
         name, where = check_kubeconfig(path, context)
-        cfg = client.Configuration()
-        try:
+
+        def load() -> Any:
+            cfg = client.Configuration()
             config.load_kube_config(  # type: ignore[no-untyped-call, unused-ignore]
                 config_file=where, context=context, client_configuration=cfg
             )
+            return cfg
+
+        try:
+            cfg = load()
         except Exception as e:  # (the client's failures have no common type: a missing
             # cluster entry, a certificate file that is not there, an exec plugin that failed)
             why = one_line(e)
@@ -166,15 +216,27 @@ class Api:
             raise InvalidKubeconfigError(
                 name, f"the server {cfg.host!r} is not an https:// or http:// URL"
             )
-        token = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
-        if token:
-            # (a token file written by echo ends in a newline, which kubectl drops too; the
-            # official client gives the file's text behind "Bearer ")
-            token = token.removeprefix("Bearer ").strip()
-            if not all(" " <= c <= "~" for c in token):
-                raise InvalidKubeconfigError(
-                    name, "its user's token holds a character an HTTP header cannot carry"
-                )
+
+        def token_of(cfg: Any) -> str | None:
+            keys = cfg.api_key or {}
+            token: str | None = keys.get("authorization") or keys.get("BearerToken")
+            if token:
+                # (a token file written by echo ends in a newline, which kubectl drops too;
+                # the official client gives the file's text behind "Bearer ")
+                token = token.removeprefix("Bearer ").strip()
+                if not all(" " <= c <= "~" for c in token):
+                    raise InvalidKubeconfigError(
+                        name, "its user's token holds a character an HTTP header cannot carry"
+                    )
+            return token
+
+        def reread() -> str:
+            again = token_of(load())
+            if not again:  # (an exec plugin that failed: the client logs it, sets none)
+                raise KantError("the kubeconfig gave no token")
+            return again
+
+        token = token_of(cfg)
         return cls(
             cfg.host,
             token=token,
@@ -182,6 +244,9 @@ class Api:
             cert_file=cfg.cert_file,
             key_file=cfg.key_file,
             verify=bool(cfg.verify_ssl),
+            # (read again: a tokenFile rotated, an exec plugin's credential expired; a
+            # kubeconfig with no token at first, client certificates alone, has none later)
+            token_source=reread if token else None,
         )
 
     # ----------------------------------------------------------------- requests
@@ -199,7 +264,7 @@ class Api:
         """One request; the decoded JSON answer. Raises :class:`ApiError` for a status >= 400,
         :class:`ApiUnreachableError` when no answer came."""
         url = self.host + path + (f"?{urlencode(query)}" if query else "")
-        headers = dict(self._headers)
+        headers = dict(self._headers_now())
         data = None
         if body is not None:
             headers["Content-Type"] = content_type
@@ -210,6 +275,7 @@ class Api:
             raise _unreachable(self.host, e) from e
         text = r.data.decode("utf-8", "replace")
         if r.status >= 400:
+            self._refused(r.status)
             raise ApiError(r.status, method, path, text)
         if not text:
             return {}
@@ -265,7 +331,7 @@ class Api:
                 url,
                 # its own connection, closed when the stream ends: never back in the pool,
                 # so the closer below can never cut a connection serving another request
-                headers={**self._headers, "Connection": "close"},
+                headers={**self._headers_now(), "Connection": "close"},
                 preload_content=False,
                 timeout=urllib3.Timeout(connect=10, read=timeout + 30),
             )
@@ -283,6 +349,7 @@ class Api:
             if opened is not None:
                 opened(close)
             if r.status >= 400:
+                self._refused(r.status)
                 raise ApiError(r.status, "GET", path, r.read().decode("utf-8", "replace"))
             buf = b""
             for chunk in r.stream(65536):

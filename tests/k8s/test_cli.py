@@ -678,6 +678,43 @@ def test_a_token_file_ending_in_a_newline_is_read_without_it(tmp_path: Path) -> 
     assert Api.from_kubeconfig(str(kc), None)._headers["Authorization"] == "Bearer t0k3n"
 
 
+@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+def test_a_token_file_rotated_under_a_running_client_is_read_again(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (the token was read once, at the start: a rotated tokenFile, or an exec plugin's
+    # credential that expired (an EKS token lasts 15 min), got 401 for ever, and a leader
+    # lost its Lease; client-go reads a token file again every minute)
+    from kant.k8s import client as client_module
+    from kant.k8s.client import Api, ApiError
+    from kant.k8s.testenv import TOKEN
+
+    token = tmp_path / "token"
+    token.write_text("expired\n")
+    kc = tmp_path / "kc.yaml"
+    text = Path(cluster.env.kubeconfig).read_text()
+    kc.write_text(text.replace(f"{{token: {TOKEN}}}", f"{{tokenFile: '{token}'}}"))
+    monkeypatch.setattr(client_module, "TOKEN_REFRESH_SECONDS", 3600.0)
+    api = Api.from_kubeconfig(str(kc), None)
+    with pytest.raises(ApiError) as refused:
+        api.get("/api/v1/nodes")
+    assert refused.value.status == 401
+    token.write_text(f"{TOKEN}\n")  # rotated: read again after the 401
+    assert "items" in api.get("/api/v1/nodes")
+    monkeypatch.setattr(client_module, "TOKEN_REFRESH_SECONDS", 0.0)
+    api = Api.from_kubeconfig(str(kc), None)
+    assert "items" in api.get("/api/v1/nodes")
+    token.write_text("rotated-away\n")  # read again when due, without a 401 first
+    with pytest.raises(ApiError) as refused:
+        api.get("/api/v1/nodes")
+    assert refused.value.status == 401
+    token.unlink()  # (a token that cannot be read again: the one held is kept)
+    token.write_text("")
+    with pytest.raises(ApiError):
+        api.get("/api/v1/nodes")
+    assert api._headers["Authorization"] == "Bearer rotated-away"
+
+
 @pytest.mark.parametrize("token", ["'a\\x01b'", "'tök'"], ids=["control", "not-ascii"])
 def test_a_token_no_http_header_can_carry_is_one_line_naming_the_kubeconfig(
     token: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
