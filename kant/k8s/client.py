@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -109,6 +110,23 @@ def _unreachable(server: str, e: urllib3.exceptions.HTTPError) -> ApiUnreachable
     return ApiUnreachableError(server, " ".join(str(why).split()))
 
 
+class _ClientErrors(logging.Filter):
+    """What the ``kubernetes`` client logs on the root logger while it reads a kubeconfig,
+    caught rather than printed: an ``exec`` credential plugin that failed (not there, an
+    error, an output without a token), which it logs and goes on from without
+    credentials."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR or f"kubernetes{os.sep}config" not in record.pathname:
+            return True
+        self.said.append(record.getMessage())
+        return False
+
+
 class Api:
     """JSON requests to one API server. Thread-safe. A request that gets no answer raises
     :class:`ApiUnreachableError`; one answered with an error status, :class:`ApiError`."""
@@ -195,9 +213,17 @@ class Api:
 
         def load() -> Any:
             cfg = client.Configuration()
-            config.load_kube_config(  # type: ignore[no-untyped-call, unused-ignore]
-                config_file=where, context=context, client_configuration=cfg
-            )
+            caught = _ClientErrors()
+            root = logging.getLogger()
+            root.addFilter(caught)
+            try:
+                config.load_kube_config(  # type: ignore[no-untyped-call, unused-ignore]
+                    config_file=where, context=context, client_configuration=cfg
+                )
+            finally:
+                root.removeFilter(caught)
+            if caught.said:
+                raise KantError(f"its user's exec plugin failed: {one_line(caught.said[0])}")
             return cfg
 
         try:

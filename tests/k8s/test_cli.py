@@ -784,3 +784,18 @@ def test_a_kubeconfig_entry_of_the_wrong_shape_is_named_not_a_python_error(
     assert main(["k8s", "run", "--kubeconfig", str(kc), "--no-leader-elect"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"kant k8s run: kubeconfig {kc}: {said}"), err
+
+
+def test_a_kubeconfig_whose_exec_plugin_fails_is_one_line_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (the client logged the failure on the root logger and went on without credentials:
+    # a stray "ERROR:root:..." line, then one about the server, or its 401, not the plugin)
+    pytest.importorskip("kubernetes")
+    kc = _kubeconfig(tmp_path / "kc.yaml", "https://127.0.0.1:1")
+    plugin = "{exec: {command: /nonexistent/kant-test-plugin, apiVersion: client.authentication.k8s.io/v1beta1}}"
+    kc.write_text(kc.read_text().replace("{token: t}", plugin))
+    assert main(["k8s", "run", "--kubeconfig", str(kc), "--no-leader-elect"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"kant k8s run: kubeconfig {kc}: its user's exec plugin failed: "), err
+    assert "kant-test-plugin" in err and len(err.splitlines()) == 1, err
