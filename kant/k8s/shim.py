@@ -854,6 +854,7 @@ class Shim:
                 if renewed:
                     self._stored.pop(base, None)
                     self._store_due.pop(base, None)
+                    self._pg_status.pop(key, None)  # (the new one has no status yet)
                 if renewed or (key not in self._groups and key not in self._bad_groups):
                     self._take_stored(base, obj, f"PodGroup {key}")  # (first seen)
                 self._group_uid[key] = uid

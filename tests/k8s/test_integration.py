@@ -877,3 +877,32 @@ def test_a_podgroup_crd_installed_after_the_shim_started_is_watched_once_it_is_s
     api.installed.set()
     wait_for(lambda: cluster.node_of("late-0") and cluster.node_of("late-1"),
              what="the gang bound once its PodGroup is served")  # fmt: skip
+
+
+def test_a_podgroup_made_again_while_no_watch_ran_gets_its_status_written(
+    cluster: Cluster,
+) -> None:
+    # (the phase written on the old PodGroup was taken as written on the new one: a gang of
+    # it bound by its first cycle left the new PodGroup with no status)
+    pgs = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{cluster.ns}/podgroups"
+    cluster.node("n0")
+    cluster.pod_group("g", 1)
+    cluster.pod("g-0", gpus=2, group="g")
+    shim = Shim(cluster.api, parse_config({}))
+    shim.sync()  # (no watch: the test hands the shim what a relist would)
+    shim.cycle()
+    shim.reap(wait=True)
+    assert cluster.api.get(f"{pgs}/g")["status"]["phase"] == "Scheduled"
+    old = cluster.get("g-0")
+    cluster.api.delete(f"/api/v1/namespaces/{cluster.ns}/pods/g-0", {"gracePeriodSeconds": 0})
+    cluster.api.delete(f"{pgs}/g")
+    wait_for(lambda: not cluster.pods(), what="g-0 gone")
+    cluster.pod_group("g", 1)
+    new = cluster.pod("g-0", gpus=2, group="g")
+    shim.handle("Pod", "DELETED", old)
+    shim.handle("PodGroup", "MODIFIED", cluster.api.get(f"{pgs}/g"))
+    shim.handle("Pod", "ADDED", new)
+    shim.cycle()
+    shim.reap(wait=True)
+    assert cluster.node_of("g-0") == "n0"
+    assert cluster.api.get(f"{pgs}/g").get("status", {}).get("phase") == "Scheduled"
