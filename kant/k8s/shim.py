@@ -227,6 +227,9 @@ class Shim:
         self._left_out: dict[str, tuple[str, int]] = {}
         self._dying: set[str] = set()  # pods kant released and asked to stop
         self._evict: dict[str, str] = {}  # victim pod key -> preemptor, until the call succeeds
+        # victim pod key (in _evict) -> the refusal last said of its eviction, said again only
+        # when it changes (the call is tried again every cycle, a second apart)
+        self._evict_said: dict[str, str] = {}
         # victim pod key (in _evict) -> the message of its DisruptionTarget=True, written
         # again when the pod is seen without it (see _remark)
         self._mark: dict[str, str] = {}
@@ -2332,7 +2335,13 @@ class Shim:
             elif _version_mismatch(e):
                 log.info("evicting %s: %s; changed since read, tried again", key, e)
             elif e.status != 429:  # a PodDisruptionBudget says not now: retry next cycle
-                log.warning("evicting %s: %s", key, e)
+                said = str(e)
+                if self._evict_said.get(key) != said:
+                    self._evict_said[key] = said
+                    log.warning("evicting %s: %s (tried again every cycle, said again if the "
+                                "answer changes)", key, e)  # fmt: skip
+                else:
+                    log.debug("evicting %s: %s", key, e)
             return True
         except OSError as e:
             log.warning("evicting %s: %s", key, e)
@@ -2343,6 +2352,7 @@ class Shim:
     def _drop_eviction(self, key: str) -> None:
         """Victim ``key`` is evicted, gone or spared: no eviction of it is left to ask."""
         self._evict.pop(key, None)
+        self._evict_said.pop(key, None)
         self._mark.pop(key, None)
 
     def _remark(self, key: str, obj: Obj, st: PodState) -> None:

@@ -906,3 +906,34 @@ def test_a_podgroup_made_again_while_no_watch_ran_gets_its_status_written(
     shim.reap(wait=True)
     assert cluster.node_of("g-0") == "n0"
     assert cluster.api.get(f"{pgs}/g").get("status", {}).get("phase") == "Scheduled"
+
+
+def test_an_eviction_the_server_keeps_refusing_is_said_once_not_at_every_retry(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    # (a victim under two PodDisruptionBudgets, which the Eviction API refuses with a 500
+    # every time: a warning every second, for as long as its preemptor waited)
+    cluster.node("n0", model="H100")
+    cluster.node("n1", model="H100")
+    cluster.start_shim(QUOTAS)
+    b = {"kant.io/queue": "team-b", "app": "b"}
+    cluster.pod("b-0", labels=b)
+    cluster.pod("b-1", labels=b)
+    wait_for(lambda: cluster.node_of("b-0") and cluster.node_of("b-1"), what="team-b bound")
+    _budget_allowing_no_disruption(cluster, ["b-0", "b-1"])
+    pv = "policy/v1" if cluster.api.has("policy/v1") else "policy/v1beta1"
+    cluster.api.post(f"/apis/{pv}/namespaces/{cluster.ns}/poddisruptionbudgets",
+                     {"apiVersion": pv, "kind": "PodDisruptionBudget",
+                      "metadata": {"name": "b2", "namespace": cluster.ns},
+                      "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "b"}}}})  # fmt: skip
+    caplog.set_level(logging.INFO, logger="kant.k8s")
+    cluster.pod("a-0", labels={"kant.io/queue": "team-a"})
+
+    def refusals() -> list[str]:
+        return [r.getMessage() for r in caplog.records
+                if r.levelno >= logging.WARNING and r.getMessage().startswith("evicting ")]  # fmt: skip
+
+    wait_for(refusals, what="the eviction refused")
+    time.sleep(3)  # (retried every second)
+    said = refusals()
+    assert len(said) == 1 and "more than one PodDisruptionBudget" in said[0], said
