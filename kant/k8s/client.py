@@ -214,7 +214,7 @@ class Api:
         def load() -> Any:
             cfg = client.Configuration()
             caught = _ClientErrors()
-            root = logging.getLogger()
+            root = logging.root  # (where the client logs its exec plugin's failures)
             root.addFilter(caught)
             try:
                 config.load_kube_config(  # type: ignore[no-untyped-call, unused-ignore]
