@@ -591,6 +591,7 @@ class _Cycle:
             victim_pods=self.pre.victim_pods,
             heads_may_preempt=pol.enabled and (pol.backfill or bool(pol.rules)),
             quota_held=self.quota_held, victim_rules=bool(pol.rules),
+            counts_placed=self._place_after is not None,
         )  # fmt: skip
         self.run = self.policy.begin(self.ctx)
         # what a job's never-fits answer depends on besides the job (see _never_fits): the

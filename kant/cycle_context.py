@@ -18,7 +18,7 @@ from kant.admission import forecast as fc
 from kant.admission.holds import Hold, Holds
 from kant.admission.pools import Pools
 from kant.admission.quota import QuotaDecision, QuotaLedger, admit_quota
-from kant.contracts import CandidateView, PlaceFn, Reservation
+from kant.contracts import CandidateView, PlaceFn, PlacementLike, Reservation
 from kant.model import Binding, Job, PodId, pods_per_role
 from kant.queueing import Entry, Queue
 from kant.state import ClusterState, Snapshot
@@ -64,6 +64,7 @@ class PolicyContext:
         heads_may_preempt: bool = True,
         quota_held: Mapping[str, Sequence[tuple[str, str, int]]] | None = None,
         victim_rules: bool = False,
+        counts_placed: bool = False,
     ) -> None:
         self._now = now
         # do user victim rules decide who may be evicted (PreemptionPolicy.rules)? Then no
@@ -81,6 +82,8 @@ class PolicyContext:
         self.placed: list[tuple[Entry, tuple[Binding, ...]]] = []
         # job id -> its bindings placed so far this cycle (placed, by job: note_placed)
         self.placed_of: dict[str, tuple[Binding, ...]] = {}
+        # does ``place`` count a job's pods of placed_of as its own (kant's Placer)?
+        self._counts_placed = counts_placed
         memo = _MEMOS.get(queue)
         if memo is None:
             memo = _MEMOS[queue] = _Memos()
@@ -241,8 +244,24 @@ class PolicyContext:
             pools=self.pools, place=self.place, kept=self.memo.kept if keep else None,
             occupancy=occupancy, booked=booked, held=self.holds.reserved,
             runtime=job.job.runtime_estimate or default_runtime, pods=self.unplaced(e),
-            by_pod=by_pod,
+            by_pod=by_pod, place_own=self._place_own if self._counts_placed else None,
         )  # fmt: skip
+
+    def _place_own(
+        self, job: Job, pods: Sequence[PodId], own: tuple[Binding, ...]
+    ) -> PlacementLike:
+        """``place``, with ``own`` (pods of the job on the snapshot: a forecast's earlier
+        bookings of it) counted as its pods placed earlier in the cycle (:attr:`placed_of`)."""
+        jid = job.id
+        before = self.placed_of.get(jid)
+        self.placed_of[jid] = own if before is None else before + own
+        try:
+            return self.place(job, pods)
+        finally:
+            if before is None:
+                del self.placed_of[jid]
+            else:
+                self.placed_of[jid] = before
 
     def note_placed(self, e: Entry, bindings: tuple[Binding, ...]) -> None:
         """Record ``bindings`` of ``e``, just placed on the snapshot (:attr:`placed`,

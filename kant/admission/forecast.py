@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -26,13 +26,18 @@ from kant.admission.quota import (
     narrowed_fits,
     one_model_each,
 )
-from kant.contracts import PlaceFn, Reservation
-from kant.model import Binding, Job, PodId
+from kant.contracts import PlaceFn, PlacementLike, Reservation
+from kant.model import Binding, Job, PodId, placed_by_own_pods
 from kant.queueing import Entry
 from kant.state import ClusterState, Snapshot
 
 MAX_PLACEMENTS = 32
 """At most this many placement attempts to find a job's reserved start."""
+
+PlaceOwnFn = Callable[[Job, Sequence[PodId], tuple[Binding, ...]], PlacementLike]
+"""A :data:`~kant.contracts.PlaceFn` that also counts the given bindings (pods of the job
+placed on the snapshot) as the job's own pods, as the cycle counts its pods placed earlier in
+it: for ``max_per_node`` and the domain of a pod-level role's required topology wish."""
 
 
 class EndsMemo:
@@ -371,6 +376,7 @@ def forecast(
     runtime: float | None = None,
     pods: tuple[PodId, ...] | None = None,
     by_pod: bool = False,
+    place_own: PlaceOwnFn | None = None,
 ) -> Reservation | None:
     """The earliest of ``ends`` at which ``e``'s pods still to place (``pods``, default
     ``e.remaining()``; a cycle passes them without those it placed already) pass quota,
@@ -392,7 +398,11 @@ def forecast(
     booked from then (:attr:`Reservation.starts`) and held until their own expected end,
     which is a state too; the rest wait for a later state. The reservation is every pod
     booked so (its ``start`` the earliest; ``starts`` empty when they all start then), or
-    those booked within :data:`MAX_PLACEMENTS` attempts; never kept."""
+    those booked within :data:`MAX_PLACEMENTS` attempts; never kept. Its pods booked
+    earlier and still running at a state count as its own there (``place_own``), for a role
+    whose pods go where its other pods are (``max_per_node``, a required topology wish:
+    :func:`~kant.model.placed_by_own_pods`); without ``place_own`` such a job is booked all
+    at once, as without ``by_pod``."""
     job = e.job
     if pods is None:
         pods = e.remaining()
@@ -444,7 +454,8 @@ def forecast(
         return None
 
     # a pod-level job booked pod by pod: the groups of pods booked so far, each with its start
-    over_time = by_pod and not job.gang
+    over_time = by_pod and not job.gang and (place_own is not None or not placed_by_own_pods(job))
+    own_counts = over_time and place_own is not None and placed_by_own_pods(job)
     pieces: list[tuple[float, tuple[Binding, ...]]] = []
     if over_time:
         kept = None
@@ -505,7 +516,18 @@ def forecast(
                 continue
             tries += 1
             with snap.transaction() as tx:
-                res = place(restricted if cur is dec else pools.restricted(job, cur), cur.pods)
+                which = restricted if cur is dec else pools.restricted(job, cur)
+                # (its pods booked earlier and running then are its own to the placement)
+                running = (
+                    tuple(b for ts, bs in pieces if ts + length > t for b in bs)
+                    if own_counts
+                    else ()
+                )
+                if running:
+                    assert place_own is not None  # (own_counts)
+                    res = place_own(which, cur.pods, running)
+                else:
+                    res = place(which, cur.pods)
                 placed = res.bindings and not res.unplaced
                 if not placed and multi and (alts := narrowed()):
                     got = pools.place_narrowed(job, alts, place, cur.models)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from kant.admission import Quota
 from kant.contracts import Reservation
 from kant.cycle import CycleResult
-from kant.model import Job, PodId, ReasonCode, Resources, Role
+from kant.model import Job, PodId, ReasonCode, Resources, Role, Tier
 from kant.preemption import PreemptionPolicy
 from kant.queueing import ConservativeBackfill, EasyBackfill
 from kant.scheduler import Scheduler
@@ -532,4 +532,46 @@ def test_every_reservation_a_cycle_announces_is_kept_when_estimates_are_exact(
         )
     started, cycles = _run_pods(s, 1, ends)
     _kept(started, cycles)
+    check_invariants(s)
+
+
+@pytest.mark.parametrize("wish", ["max_per_node", "required_node"])
+def test_a_pod_level_job_booked_pod_by_pod_keeps_its_later_pods_where_its_earlier_ones_send_them(
+    wish: str,
+) -> None:
+    # Two 8-GPU nodes; lf0-n0 runs x (4 GPUs) until 10. p (2 x 4 GPUs, pod-level, 100 s)
+    # may run one pod a node (lf0-n0 runs y, 4 GPUs, until 20; lf0-n1 z, 8 GPUs, until
+    # 500), or must keep its pods on one node (lf0-n0 runs w, 4 GPUs, until 1000; lf0-n1 y
+    # and z, 4 GPUs each, until 20 and 500). Its first pod starts on lf0-n0 at 10; its
+    # second can join neither lf0-n0 at 20 (one a node) nor lf0-n1 at 20 (one node), only
+    # lf0-n0 when the first ends at 110. Before, the pods booked earlier were not the job's
+    # own to the placement: the second was booked at 20, beside the first or on lf0-n1,
+    # where no cycle would start it
+    s = scheduler(
+        nodes(2), policy=ConservativeBackfill(), strategy="firstfit", preemption=_NO_PREEMPTION
+    )
+    running = (
+        {"x": (4, 10), "y": (4, 20), "z": (8, 500)}
+        if wish == "max_per_node"
+        else {"x": (4, 10), "w": (4, 1000), "y": (4, 20), "z": (4, 500)}
+    )
+    for jid, (g, rt) in running.items():
+        s.submit(job(jid, gpus=g, runtime=rt), now=0)
+    s.step(now=0)
+    assert {b.node for b in s.status("x").bindings} == {"lf0-n0"}
+    kw: dict[str, object] = (
+        {"max_per_node": 1} if wish == "max_per_node" else {"tier": Tier.NODE, "required": True}
+    )
+    s.submit(
+        job("p", gpus=4, replicas=2, gang=False, runtime=100, submitted_at=1, **kw),  # type: ignore[arg-type]
+        now=1,
+    )
+    r = s.step(now=2)
+    (v,) = r.reservations
+    assert v.job == "p"
+    assert _pod_starts(v) == [10, 110]
+    assert [b.node for b in v.bindings] == ["lf0-n0", "lf0-n0"]
+    ends = {p: float(running[p.job][1]) for jid in running for p in s.queue.status(jid).running}
+    started, _cycles = _run_pods(s, 2, ends)
+    assert sorted(when for p, when in started.items() if p.job == "p") == [10, 110]
     check_invariants(s)
