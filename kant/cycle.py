@@ -59,7 +59,6 @@ from kant.model import (
     Reason,
     ReasonCode,
     Role,
-    Tier,
     Victim,
     finite_time,
     flag,
@@ -2109,9 +2108,8 @@ class _Cycle:
             return facts.never[1]
         known = self.facts.never_answers(key)  # per never shape, for jobs alike
         # (the shape holds the strategy's reach: found again for another strategy)
-        held = _held_in_domain(e)
         if facts.never_shape is None or facts.never_shape[0] is not self.strategy:
-            sid = self.facts.never_shape_id(e.job, e.remaining(), role_models, self.reach, held)
+            sid = self.facts.never_shape_id(e.job, e.remaining(), role_models, self.reach)
             facts.never_shape = (self.strategy, sid)
         sid = facts.never_shape[1]
         if sid in known:
@@ -2119,15 +2117,14 @@ class _Cycle:
         else:
             pods = e.remaining()
             table = self.ledger.table
-            placed = (*pods, *held)  # (the pods the never-fits test counts)
-            why = self.pools.never_fits(e.job, placed, role_models, self.reach) or (
-                quota_never_fits(table, e.job, pods, role_models)
+            why = self.pools.never_fits(e.job, pods, role_models, self.reach) or quota_never_fits(
+                table, e.job, pods, role_models
             )
             capped = (
                 role_models if why is not None else quota_models(table, e.job, pods, role_models)
             )
             if capped is not role_models:  # (the pools quota could ever admit it on)
-                why = self.pools.never_fits(e.job, placed, capped, self.reach)
+                why = self.pools.never_fits(e.job, pods, capped, self.reach)
                 if why is not None:
                     why = _quota_capped(why, role_models, capped)
             known[sid] = why
@@ -2514,16 +2511,13 @@ class _JobFacts:
         pods: Sequence[PodId],
         role_models: Mapping[str, tuple[str, ...]],
         reach: Callable[[Job, Role], Reach | None] | None = None,
-        held: Sequence[PodId] = (),
     ) -> int:
         """A small int naming everything the never-fits answer of ``pods`` of ``job`` reads
         besides the static capacity and the quota table (:meth:`kant.admission.Pools.never_fits`,
         :func:`quota_never_fits`): its tenant, whether it is a gang, and per role its name,
-        pods, GPU models, :attr:`~kant.model.Role.placement_key`, the strategy's
-        ``reach`` (:meth:`kant.placement.Placer.reach`, given one) and its running pods
-        ``held`` in the domain of a required wish (:func:`_held_in_domain`)."""
+        pods, GPU models, :attr:`~kant.model.Role.placement_key` and the strategy's
+        ``reach`` (:meth:`kant.placement.Placer.reach`, given one)."""
         counts = pods_per_role(job, pods)
-        running = pods_per_role(job, held) if held else {}
         shape = (
             job.tenant,
             job.gang,
@@ -2534,7 +2528,6 @@ class _JobFacts:
                     role_models.get(r.name),
                     r.placement_key,
                     None if reach is None else reach(job, r),
-                    running.get(r.name, 0),
                 )
                 for r in job.roles
             ),
@@ -2622,25 +2615,6 @@ _SHAPES_KEPT = 4096
 """Interned shapes past which (beyond four per waiting job) a queue's kept facts start afresh."""
 
 _NEVER_FIT_CANDIDATES = CAPACITY_CODES | {ReasonCode.QUOTA_EXCEEDED}
-
-
-def _held_in_domain(e: Entry) -> tuple[PodId, ...]:
-    """The running pods of a pod-level job's roles that require one node, leaf, spine or
-    superspine: the role's later pods go to their domain, so the never-fits test counts them
-    with the pods left (ten 1-GPU replicas required on one 8-GPU node: two never join the
-    eight running). Empty for a gang, or without such a role. O(running pods) when there is
-    such a role, else O(roles)."""
-    job = e.job
-    if job.gang or not e.assigned:
-        return ()
-    tied = {
-        r.name
-        for r in job.roles
-        if r.topology is not None and r.topology.required and r.topology.tier is not Tier.HBD
-    }
-    if not tied:
-        return ()
-    return tuple(sorted(p for p in e.assigned if p.role in tied))
 
 
 def placement_shape(job: Job, dec: QuotaDecision) -> tuple[Any, ...]:

@@ -527,9 +527,7 @@ def never_fits(
     healthy pools ``role_pools`` (a gang all its pods, a pod-level job one pod of each role;
     of the nodes the role's node selector and tolerations allow and, given ``reach`` (the
     placer's :meth:`~kant.placement.Placer.reach`), the strategy may ever use):
-    one pod needs more GPUs than any node has, or a role more than its pools hold (a
-    pod-level role requiring a node, leaf, spine or superspine: all its pods counted, with
-    its running ones), or a
+    one pod needs more GPUs than any node has, or a role more than its pools hold, or a
     gang role more pods than its nodes could hold at once (each as many as its devices, CPU,
     memory and pod capacity allow), or a
     required topology tier more than any one domain of that tier holds (a required HBD: more
@@ -543,21 +541,17 @@ def never_fits(
         if not n:
             continue
         within = None if reach is None else reach(job, role)
-        wish = role.topology
-        # a pod-level role requiring one node, leaf, spine or superspine keeps every pod in
-        # the domain of its first: one such domain must hold all its pods counted
-        tiered = wish is not None and wish.required and wish.tier is not Tier.HBD
-        if not job.gang and not tiered:
-            n = 1
         if not res.total_milli:  # a pod asking no GPU: any node may hold it
             lone = facts.lone_pod(role, reach=within)
-            if lone is None and (job.gang or tiered):
+            if lone is None and job.gang:
                 lone = _too_few_slots(facts, role, n, (), within, capped)
             if lone is not None:
                 return Reason(code=ReasonCode.UNSATISFIABLE, message=f"can never fit: {lone}")
             continue
         if not pools:
             continue
+        if not job.gang:
+            n = 1
         room = facts.restricted_room(role, pools, within)
         if room is None:  # (every node of its pools)
             biggest = max(facts.max_gpus(p) for p in pools)
@@ -581,7 +575,7 @@ def never_fits(
             why = (
                 f"role {role.name!r} needs {res.total_milli * n / MILLI:g} GPUs; {its} hold {total}"
             )
-        elif wish is not None and wish.required and wish.tier is Tier.HBD:
+        elif (wish := role.topology) is not None and wish.required and wish.tier is Tier.HBD:
             # HBD nodes only, one HBD or several
             most = facts.tier_all_total("hbd", pools, role, within)
             if res.total_milli * n > most * MILLI:
@@ -611,7 +605,7 @@ def never_fits(
                         f"role {role.name!r} needs {need} GPUs in one {level}; "
                         f"the largest {level}{of} holds {most}"
                     )
-        if why is None and (job.gang or tiered):
+        if why is None and job.gang:
             why = _too_few_slots(facts, role, n, pools, within, capped)
         if why is not None:
             return Reason(code=ReasonCode.UNSATISFIABLE, message=f"can never fit: {why}")

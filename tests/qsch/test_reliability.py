@@ -968,45 +968,6 @@ def test_a_gang_no_leaf_of_which_could_hold_its_pods_at_once_is_unsatisfiable() 
     assert "needs 3 pods in one leaf" in why.message and "admits 2" in why.message, why
 
 
-@pytest.mark.parametrize(
-    ("tier", "said"), [(Tier.NODE, "10 GPUs on one node"), (Tier.LEAF, "10 GPUs in one leaf")]
-)
-def test_a_pod_level_role_requiring_one_domain_too_small_for_its_replicas_blocks_nobody(
-    tier: Tier, said: str
-) -> None:
-    # ten 1-GPU replicas that must share one node (or one leaf) of 8 GPUs: eight run, the
-    # other two can never join them; they used to wait as TOPOLOGY for ever and block the
-    # strict FIFO queue behind them
-    cluster = ClusterBuilder().leaf("lf0", nodes=1).leaf("lf1", nodes=1).build()
-    s = scheduler(cluster, policy="strict-fifo")
-    s.submit(job("svc", gpus=1, replicas=10, gang=False, tier=tier, required=True), now=0)
-    assert s.step(now=1).placed == ("svc",)
-    s.submit(job("small", gpus=1, submitted_at=2), now=2)
-    r = s.step(now=3)
-    why = r.pending["svc"]
-    assert why.code is ReasonCode.UNSATISFIABLE and said in why.message, why
-    assert r.placed == ("small",)
-    check_invariants(s)
-
-
-def test_a_pod_level_role_requiring_one_node_that_holds_its_replicas_is_not_unsatisfiable() -> None:
-    cluster = ClusterBuilder().leaf("lf0", nodes=1).leaf("lf1", nodes=1).build()
-    s = scheduler(cluster, policy="strict-fifo")
-    s.submit(job("busy0", gpus=5), now=0)
-    s.submit(job("busy1", gpus=5, submitted_at=0.5), now=0)
-    assert set(s.step(now=1).placed) == {"busy0", "busy1"}
-    s.submit(job("svc", gpus=1, replicas=8, gang=False, tier=Tier.NODE, required=True), now=2)
-    assert s.step(now=2).placed == ("svc",)  # three beside a busy job: the other five wait
-    r = s.step(now=3)
-    assert r.pending["svc"].code is ReasonCode.TOPOLOGY, r.pending["svc"]
-    s.pod_finished(pod("busy0", 0), now=4)
-    s.pod_finished(pod("busy1", 0), now=4)
-    assert s.step(now=5).placed == ("svc",)
-    nodes = {b.node for b in s.status("svc").bindings}
-    assert len(nodes) == 1 and len(s.status("svc").bindings) == 8
-    check_invariants(s)
-
-
 def test_a_gang_its_nodes_hold_exactly_is_not_called_unsatisfiable() -> None:
     s = scheduler(ClusterBuilder().leaf("lf0", nodes=2).build(), policy="strict-fifo")
     s.submit(job("g", gpus=4, nics=4, cpu_milli=96_000, replicas=4), now=0)
