@@ -25,6 +25,7 @@ wall clock, no unseeded randomness, no iteration over unordered sets in a way th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -143,7 +144,27 @@ class Reservation:
     start: float
     bindings: tuple[Binding, ...]
     # per binding, its pod's start (empty: every pod at ``start``)
-    starts: tuple[float, ...] = ()
+    starts: tuple[float, ...] = attrs.field(default=())
+
+    @starts.validator
+    def _check_starts(self, _attr: Any, starts: Any) -> None:
+        """Empty, or a tuple of one finite number per binding whose least is ``start`` (a
+        policy of one's own building a booking gets a ValidationError naming ``starts``,
+        not an error of the cycle that holds it). O(bindings)."""
+        if starts == ():
+            return
+        if (
+            not isinstance(starts, tuple)
+            or len(starts) != len(self.bindings)
+            or not all(isinstance(t, int | float) and not isinstance(t, bool) for t in starts)
+            or not all(math.isfinite(t) for t in starts)
+            or min(starts) != self.start
+        ):
+            raise ValidationError(
+                "starts", starts,
+                f"must be empty or a tuple of one finite start per binding "
+                f"({len(self.bindings)}), the earliest equal to start ({self.start!r})",
+            )  # fmt: skip
 
     def pieces(self) -> list[tuple[float, tuple[Binding, ...]]]:
         """The bindings grouped by start, soonest first: ``[(start, bindings)]``."""

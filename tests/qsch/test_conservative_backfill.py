@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from kant.admission import Quota
 from kant.contracts import Reservation
 from kant.cycle import CycleResult
-from kant.model import Job, PodId, ReasonCode, Resources, Role, Tier
+from kant.errors import ValidationError
+from kant.model import Binding, Job, PodId, ReasonCode, Resources, Role, Tier
 from kant.preemption import PreemptionPolicy
 from kant.queueing import ConservativeBackfill, EasyBackfill
 from kant.scheduler import Scheduler
@@ -575,3 +576,38 @@ def test_a_pod_level_job_booked_pod_by_pod_keeps_its_later_pods_where_its_earlie
     started, _cycles = _run_pods(s, 2, ends)
     assert sorted(when for p, when in started.items() if p.job == "p") == [10, 110]
     check_invariants(s)
+
+
+def _booking(n: int) -> list[Binding]:
+    """``n`` bindings of job ``p``'s pods on one node, one GPU each."""
+    return [
+        Binding(pod=PodId(job="p", role="worker", index=i), node="lf0-n0", gpus=(i,))
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("start", "starts"),
+    [
+        (10.0, (10.0,)),  # one start for two bindings
+        (10.0, (10.0, 20.0, 30.0)),  # three for two
+        (20.0, (10.0, 20.0)),  # start is not the earliest
+        (10.0, (10.0, math.nan)),
+        (10.0, (10.0, "20")),
+        (10.0, [10.0, 20.0]),  # not a tuple
+    ],
+)
+def test_a_reservation_whose_pod_starts_do_not_match_its_bindings_is_refused_when_made(
+    start: float, starts: object
+) -> None:
+    # a policy of one's own building a pod-by-pod booking gets the mistake where it makes
+    # it, not a ValueError deep in the cycle that holds it
+    with pytest.raises(ValidationError, match="starts"):
+        Reservation(job="p", start=start, bindings=tuple(_booking(2)), starts=starts)  # type: ignore[arg-type]
+
+
+def test_a_reservation_booked_pod_by_pod_groups_its_bindings_by_start() -> None:
+    bs = tuple(_booking(3))
+    r = Reservation(job="p", start=10.0, bindings=bs, starts=(20.0, 10.0, 20.0))
+    assert r.pieces() == [(10.0, (bs[1],)), (20.0, (bs[0], bs[2]))]
+    assert Reservation(job="p", start=5.0, bindings=bs).pieces() == [(5.0, bs)]
