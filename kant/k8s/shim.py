@@ -2632,27 +2632,15 @@ class Watcher(threading.Thread):
                     else:
                         self._seen[k] = obj
                     self.out.put((self.kind, str(typ), obj))
-            except ApiError as e:
+            except Exception as e:  # (an API error, a broken stream, a bad document)
                 if self._stop_ev.is_set():
                     return
                 rv = ""
-                if self.optional and e.status in (403, 404):
+                if self.optional and isinstance(e, ApiError) and e.status in (403, 404):
                     self._not_served(e)
                     self._stop_ev.wait(ABSENT_RESOURCE_RETRY_SECONDS)
                     continue
                 log.info("watch %s: %s; relisting", self.path, e)
-                time.sleep(0.5)
-            except (OSError, ValueError) as e:
-                if self._stop_ev.is_set():
-                    return
-                log.info("watch %s: %s; relisting", self.path, e)
-                rv = ""
-                time.sleep(0.5)
-            except Exception as e:
-                if self._stop_ev.is_set():
-                    return
-                log.info("watch %s: %s; relisting", self.path, e)
-                rv = ""
                 time.sleep(0.5)
 
     def _not_served(self, e: ApiError) -> None:

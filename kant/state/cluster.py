@@ -783,7 +783,7 @@ class ClusterState:
             rec.nic_healthy |= 1 << nic
         else:
             rec.nic_healthy &= ~(1 << nic)
-        if rec.nic_healthy == (1 << rec.spec.rdma_nics) - 1:
+        if not _nic_degraded(rec):
             self._nic_degraded.discard(name)
         else:
             self._nic_degraded.add(name)
@@ -1157,8 +1157,7 @@ class ClusterState:
             _write_allocatable(fresh, rec)
         if self._degraded != {n for n, r in self._records.items() if _degraded(r)}:
             errors.append("degraded-node index differs from the records")
-        full = {n for n, r in self._records.items() if r.nic_healthy == (1 << r.spec.rdma_nics) - 1}
-        if self._nic_degraded != self._records.keys() - full:
+        if self._nic_degraded != {n for n, r in self._records.items() if _nic_degraded(r)}:
             errors.append("the index of nodes with an unhealthy NIC differs from the records")
         if self._fabric.differs_from(r.spec for r in self._records.values()):
             errors.append("fabric names differ from the nodes'")
@@ -1175,6 +1174,11 @@ class ClusterState:
 def _degraded(rec: _NodeRecord) -> bool:
     """Is the node of ``rec`` unhealthy, or one of its GPUs?"""
     return not rec.healthy or rec.gpu_healthy != (1 << rec.spec.gpus) - 1
+
+
+def _nic_degraded(rec: _NodeRecord) -> bool:
+    """Is one of the NICs of the node of ``rec`` unhealthy?"""
+    return rec.nic_healthy != (1 << rec.spec.rdma_nics) - 1
 
 
 def _conflict(b: Binding, spec: NodeSpec, what: str) -> AllocationConflictError:

@@ -426,13 +426,20 @@ def test_a_preemptor_nominated_on_a_node_cordoned_since_preempts_elsewhere_at_on
     check_invariants(s)
 
 
-def test_a_nomination_is_not_kept_from_a_result_applied_after_a_device_it_holds_failed() -> None:
+def _high_nominated_over_low() -> tuple[Scheduler, CycleResult]:
+    """One H100 node ``x`` running ``low``; a cycle at 1 nominating ``high`` (priority 5) for
+    it, its result not applied yet."""
     s = Scheduler(ClusterState([node("x", gpus=8, model="H100", leaf="lf0")]))
     s.submit(job("low", gpus=8, models="H100"), now=0)
     s.step(now=0)
     s.submit(job("high", gpus=8, priority=5, models="H100"), now=1)
     r = s.schedule(1)
     assert [n.job for n in r.nominations] == ["high"]
+    return s, r
+
+
+def test_a_nomination_is_not_kept_from_a_result_applied_after_a_device_it_holds_failed() -> None:
+    s, r = _high_nominated_over_low()
     s.gpu_unhealthy("x", 3, 2, evict=False)  # (low runs on)
     s.apply(r, 3)
     assert s.queue.entry("high").nomination is None
@@ -440,12 +447,7 @@ def test_a_nomination_is_not_kept_from_a_result_applied_after_a_device_it_holds_
 
 
 def test_a_nomination_is_not_kept_from_a_result_applied_after_its_node_came_back() -> None:
-    s = Scheduler(ClusterState([node("x", gpus=8, model="H100", leaf="lf0")]))
-    s.submit(job("low", gpus=8, models="H100"), now=0)
-    s.step(now=0)
-    s.submit(job("high", gpus=8, priority=5, models="H100"), now=1)
-    r = s.schedule(1)
-    assert [n.job for n in r.nominations] == ["high"]
+    s, r = _high_nominated_over_low()
     s.node_lost("x", 2)
     s.node_added(node("x", gpus=8, model="A100", leaf="lf0"), 3)
     s.apply(r, 4)

@@ -13,6 +13,8 @@ from kant.sim.analysis import experiments
 from kant.sim.scenarios import PolicySet, trace_scenario
 from kant.sim.traces import trace_dir
 
+from .c_locale import kant_in_c_locale
+
 pytest.importorskip("matplotlib")
 
 
@@ -346,10 +348,6 @@ def test_a_simulate_report_is_written_in_utf8_whatever_the_locale(tmp_path: Path
     # the report files were written in the locale's encoding: under an ASCII one (LC_ALL=C
     # without coercion) the Philly tenant 'vcé' became 'vc\xe9' in jobs.csv, and a Latin-1
     # machine wrote other bytes again
-    import os
-    import subprocess
-    import sys
-
     trace = tmp_path / "trace.csv"
     trace.write_text(
         "timestamp,duration,num_gpus,gpu_time,cluster\n"
@@ -357,15 +355,7 @@ def test_a_simulate_report_is_written_in_utf8_whatever_the_locale(tmp_path: Path
         encoding="utf-8",
     )
     out = tmp_path / "r"
-    cmd = [sys.executable, "-m", "kant", "simulate", "--trace", "philly", "--trace-file",
-           str(trace), "--no-plots", "--quiet", "--out", str(out)]  # fmt: skip
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(Path(__file__).parents[2]),
-        "LC_ALL": "C",
-        "PYTHONCOERCECLOCALE": "0",
-        "PYTHONUTF8": "0",
-    }
-    r = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+    r = kant_in_c_locale("simulate", "--trace", "philly", "--trace-file", str(trace),
+                         "--no-plots", "--quiet", "--out", str(out))  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert ",vcé," in (out / "jobs.csv").read_text(encoding="utf-8")

@@ -12,6 +12,7 @@ import pytest
 from kant.cli import main
 from kant.sweep import Grid, LocalPool, Store, run_sweep
 from kant.sweep.report import PackingGroup, format_packing, packing_groups, write_sweep_report
+from tests.sim.c_locale import kant_in_c_locale
 
 POD_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec"
 NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model"
@@ -199,22 +200,10 @@ def test_a_report_is_written_in_utf8_whatever_the_locale(tmp_path: Path) -> None
     # report.txt was written in the locale's encoding: under an ASCII one (LC_ALL=C without
     # coercion), a failed run's error naming a file 'tracé.csv' ended the report in a
     # UnicodeEncodeError traceback, and a Latin-1 or cp1252 machine wrote other bytes
-    import os
-    import subprocess
-    import sys
-
     store = tmp_path / "s.jsonl"
     rec = {"kind": "sim", "status": "failed", "wall_s": 1.0, "key": "k0", "params": {"seed": 0}}
     store.write_text(json.dumps({**rec, "error": "tracé.csv: 2 jobs, € 5"}) + "\n")
     out = tmp_path / "rep"
-    cmd = [sys.executable, "-m", "kant", "sweep", "report", str(store), "--out", str(out)]
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(Path(__file__).parents[2]),
-        "LC_ALL": "C",
-        "PYTHONCOERCECLOCALE": "0",
-        "PYTHONUTF8": "0",
-    }
-    r = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+    r = kant_in_c_locale("sweep", "report", str(store), "--out", str(out))
     assert r.returncode == 0, r.stderr
     assert "tracé.csv: 2 jobs, € 5" in (out / "report.txt").read_text(encoding="utf-8")
