@@ -166,14 +166,22 @@ def check_preemption(value: Any) -> None:
     (``reclaim+backfill``, as :func:`preemption_name` writes them), in lower case."""
     if isinstance(value, str) and value in PREEMPTION_MODES:
         return
-    parts = value.split("+") if isinstance(value, str) else []
-    if not parts or any(p not in PREEMPTION_KINDS for p in parts) or len(set(parts)) < len(parts):
+    if _kinds(value) is None:
         raise ValidationError(
             "preemption",
             value,
             f"must be one of {', '.join(PREEMPTION_MODES)} or kinds joined by '+' "
             "(e.g. reclaim+backfill)",
         )
+
+
+def _kinds(value: Any) -> list[str] | None:
+    """The kinds of ``value`` when it is distinct kinds of :data:`PREEMPTION_KINDS` joined by
+    ``+``, in lower case; else None."""
+    parts = value.split("+") if isinstance(value, str) else []
+    if not parts or any(p not in PREEMPTION_KINDS for p in parts) or len(set(parts)) < len(parts):
+        return None
+    return parts
 
 
 def _preemption(_inst: Any, _attr: Any, value: Any) -> None:
@@ -201,10 +209,8 @@ def canonical_preemption(value: Any) -> Any:
     the experiments, its sweep key). What is no preemption is returned lower-cased, for the
     check to refuse."""
     value = _lower(value)
-    if not isinstance(value, str) or value in PREEMPTION_MODES:
-        return value
-    parts = value.split("+")
-    if any(p not in PREEMPTION_KINDS for p in parts) or len(set(parts)) < len(parts):
+    parts = None if value in PREEMPTION_MODES else _kinds(value)
+    if parts is None:
         return value
     if len(parts) == len(PREEMPTION_KINDS):
         return "all"
