@@ -4,6 +4,8 @@ median SOR's bins, a run that starts late."""
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +13,7 @@ import pytest
 from kant import Scheduler
 from kant.queueing import Backoff, Queue
 from kant.sim import SimConfig, SimResult, Simulator
-from kant.sim.report import format_summary
+from kant.sim.report import format_summary, write_report
 from kant.sim.scenarios import PolicySet, Scenario, run_scenario
 from kant.testing import ClusterBuilder, job
 
@@ -136,3 +138,23 @@ def test_a_run_that_starts_late_prints_its_length_and_window_from_its_first_arri
     assert line.startswith("simulated  2.0 h, observation window 0 s to 1.0 h"), line
     assert "from the first arrival (at 86,400 s)" in line
     assert res.summary.to_dict()["start"] == day
+
+
+def test_a_late_runs_timeseries_csv_keeps_each_sample_time_exact(tmp_path: Path) -> None:
+    # a trace whose first job arrives at 123,456,789 s, sampled every 10 s: every row of
+    # timeseries.csv read t = 1.23457e+08 (six significant digits), 211 s after the first
+    # sample, the same time for every sample
+    t0 = 123_456_789.0
+    jobs = (job("a", gpus=8, runtime=100, submitted_at=t0),
+            job("b", gpus=4, runtime=50, submitted_at=t0 + 7))  # fmt: skip
+    nodes = tuple(ClusterBuilder().leaf("lf0", nodes=1).specs())
+    sc = Scenario(name="late", description="late", nodes=nodes, jobs=jobs,
+                  config=SimConfig(tick=0, sample_interval=10))  # fmt: skip
+    pol = PolicySet(queueing="strict-fifo", placement="ebinpack")
+    res = run_scenario(sc, pol)
+    write_report(tmp_path, sc, pol, res, plots=False)
+    with (tmp_path / "timeseries.csv").open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [float(r["t"]) for r in rows] == [x.t for x in res.samples]
+    assert rows[0]["t"] == "123456789.0" and rows[1]["t"] == "123456799.0"
+    assert [int(r["pending"]) for r in rows] == list(res.queue_lengths)

@@ -219,13 +219,16 @@ def _jobs_csv(path: Path, records: Sequence[JobRecord]) -> Path:
 
 
 def _series_csv(path: Path, result: SimResult) -> Path:
-    cols = result.series()
+    """One row per sample: its time exact (as jobs.csv writes times: six significant digits
+    made every sample of a run past 10^6 s read the same time), the ratios to six significant
+    digits, the jobs waiting as an int."""
     names = ("t", "gar", "sor", "gfr", "gfr_degree", "pending")
     with path.open("w", newline="", encoding="utf-8", errors="backslashreplace") as f:
         w = csv.writer(f)
         w.writerow(names)
-        for i in range(cols["t"].shape[0]):
-            w.writerow([f"{cols[k][i]:.6g}" for k in names])
+        for s, pending in zip(result.samples, result.queue_lengths, strict=True):
+            ratios = (s.gar, s.sor, s.gfr, s.gfr_degree)
+            w.writerow([repr(float(s.t)), *(f"{x:.6g}" for x in ratios), pending])
     return path
 
 
