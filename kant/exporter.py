@@ -37,8 +37,8 @@ from kant.metrics import (
     size_bucket,
 )
 from kant.metrics.jobs import pool_shapes
-from kant.metrics.records import leaf_groups, placed_nodes, pod_shapes
-from kant.model import MILLI, Job, NodeSpec, PodId, ReasonCode, finite_time, is_int, is_name
+from kant.metrics.records import FirstNodes, leaf_groups, placed_nodes, pod_shapes
+from kant.model import MILLI, Job, NodeSpec, ReasonCode, finite_time, is_int, is_name
 from kant.queueing import JobPhase
 from kant.scheduler import Scheduler
 
@@ -115,9 +115,10 @@ class MetricsExporter:
         self._started: set[tuple[str, int]] = set()
         # of those, the jobs whose JTTED is not counted yet, until every pod has been bound
         # (a pod-level job's pods start in several cycles): the node each pod was first bound
-        # to, and that node's details as they were then (it may be lost since, or added
-        # again under its name in another leaf or with another model)
-        self._placing: dict[tuple[str, int], tuple[dict[PodId, str], dict[str, NodeSpec]]] = {}
+        # to and whether it holds GPUs there (JTTED counts the GPU pods' nodes), and that
+        # node's details as they were then (it may be lost since, or added again under its
+        # name in another leaf or with another model)
+        self._placing: dict[tuple[str, int], tuple[FirstNodes, dict[str, NodeSpec]]] = {}
         # GPU model -> (GPUs per node, nodes per leaf) of the cluster's pools, as of the
         # cluster's membership_version
         self._shapes: dict[str | None, tuple[int, int]] = {}

@@ -9,8 +9,9 @@ follows, and that the metrics assume, are:
   bound, a pod-level job when its first pod was bound; ``None`` if it never started;
 - ``finished_at``: when its last pod ended (completed, failed or cancelled), ``None`` if
   still running or never started;
-- ``nodes_used`` / ``groups_used``: distinct nodes / leaf groups (NodeNetGroups) the job
-  occupied when it started (0 = unknown or never started);
+- ``nodes_used`` / ``groups_used``: distinct nodes / leaf groups (NodeNetGroups) the job's
+  GPUs occupied when it started (of a job without GPUs, its pods; 0 = unknown or never
+  started);
 - ``preempted`` / ``requeued``: how many times it was chosen as a victim (once per cycle
   that chose it, evicted or not: kant's simulator counts a victim whose work ends within
   its grace period too) / put back in the queue (once per interruption: one cycle's
@@ -86,21 +87,31 @@ def pod_shapes(job: Job) -> tuple[tuple[int, ...], ...]:
     )
 
 
-def placed_nodes(
-    first: dict[PodId, str], bindings: Iterable[Binding], num_pods: int
-) -> set[str] | None:
-    """The nodes a job's ``nodes_used`` / ``groups_used`` count: the node each of its
-    ``num_pods`` pods was first bound to, once every one has been bound (None before).
+FirstNodes = dict[PodId, tuple[str, bool]]
+"""What :func:`placed_nodes` notes of a job's pods: pod -> (the node it was first bound to,
+whether it holds GPUs there)."""
 
-    ``first`` is what earlier calls noted for the job (pod -> node; the caller keeps one per
-    job, empty at first); ``bindings`` are bindings of the job's pods made since (a cycle's,
-    or all it holds now): they are noted in ``first``, a pod already there keeping its node.
-    A gang, bound whole, is placed at its first start; a pod-level job's pods may start in
-    several cycles, and its optimum reads them all (counting the first cycle's pods only
-    read ratios below the optimum). The simulator and the exporter both count so."""
+
+def placed_nodes(first: FirstNodes, bindings: Iterable[Binding], num_pods: int) -> set[str] | None:
+    """The nodes a job's ``nodes_used`` / ``groups_used`` count, once every one of its
+    ``num_pods`` pods has been bound (None before): the node each of its pods that hold GPUs
+    was first bound to (a job without GPUs: each of its pods'). JTTED measures the topology
+    of the job's GPUs, and its optimum reads the roles with GPUs only: a CPU-only pod (an
+    MPI launcher) on a node of its own counted as one more node, a placement of the
+    optimum reading a NodeNum ratio of 2.0.
+
+    ``first`` is what earlier calls noted for the job (:data:`FirstNodes`; the caller keeps
+    one per job, empty at first); ``bindings`` are bindings of the job's pods made since (a
+    cycle's, or all it holds now): they are noted in ``first``, a pod already there keeping
+    its node. A gang, bound whole, is placed at its first start; a pod-level job's pods may
+    start in several cycles, and its optimum reads them all (counting the first cycle's pods
+    only read ratios below the optimum). The simulator and the exporter both count so."""
     for b in bindings:
-        first.setdefault(b.pod, b.node)
-    return set(first.values()) if len(first) >= num_pods else None
+        if b.pod not in first:
+            first[b.pod] = (b.node, bool(b.gpus))
+    if len(first) < num_pods:
+        return None
+    return {n for n, gpus in first.values() if gpus} or {n for n, _gpus in first.values()}
 
 
 def leaf_groups(nodes: Iterable[str], leaf_of: Callable[[str], str | None]) -> int:

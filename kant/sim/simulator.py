@@ -100,7 +100,7 @@ from kant.metrics import (
     jwtd,
 )
 from kant.metrics.jobs import optimum_shape, pool_shapes
-from kant.metrics.records import leaf_groups, placed_nodes
+from kant.metrics.records import FirstNodes, leaf_groups, placed_nodes
 from kant.model import (
     MILLI,
     Binding,
@@ -510,7 +510,7 @@ class _Run:
     groups_used: int = 0
     # a pod-level job: the node each of its pods was first bound to (its pods start in
     # several cycles: JTTED reads them all, as its optimum does)
-    first_nodes: dict[PodId, str] = attrs.field(factory=dict)
+    first_nodes: FirstNodes = attrs.field(factory=dict)
     all_started_at: float | None = None  # (every pod bound at least once)
     preempted: int = 0
     requeued: int = 0

@@ -448,6 +448,39 @@ def test_a_gang_spanning_two_gpu_pools_reads_the_same_jtted_in_the_exporter_and_
     assert got == (row.node_ratio, row.group_ratio) == (1.0, 2.0)
 
 
+def test_a_launcher_without_gpus_on_a_cpu_node_is_no_node_of_the_jobs_jtted() -> None:
+    # an MPI-style gang: a CPU-only launcher, placed on the CPU node, and one 8-GPU worker on
+    # one GPU node, the optimum. JTTED measures the GPUs' topology, and its optimum reads the
+    # roles with GPUs only: both the exporter and the simulator counted the launcher's node
+    # too, a NodeNum and a group ratio of 2.0
+    from kant.model import Job, Resources, Role
+    from kant.sim import SimConfig, Simulator
+    from kant.state import ClusterState
+    from kant.testing import node
+
+    kw = {"spine": "sp0", "superspine": "ss0", "cpu_milli": 64_000}
+
+    def cluster() -> ClusterState:
+        return ClusterState([node("g0", leaf="lf0", **kw),
+                             node("cpu0", gpus=0, leaf="lf1", **kw)])  # fmt: skip
+
+    roles = (Role(name="launcher", resources=Resources(cpu_milli=1000)),
+             Role(name="worker", resources=Resources(gpus=8, cpu_milli=1000)))  # fmt: skip
+    mpi = Job(id="mpi", submitted_at=0, runtime_estimate=100, roles=roles)
+    s = Scheduler(cluster())
+    ex = MetricsExporter(s)
+    s.submit(mpi, now=0)
+    ex.observe(0, s.step(now=0))
+    assert {b.node for b in s.status("mpi").bindings} == {"g0", "cpu0"}
+    fams = {f.name: f for f in text_string_to_metric_families(ex.exposition().decode())}
+    got = (_value(fams, "kant_jtted_node_ratio", "kant_jtted_node_ratio", size_bucket="2-8"),
+           _value(fams, "kant_jtted_group_ratio", "kant_jtted_group_ratio", size_bucket="2-8"))  # fmt: skip
+    res = Simulator(Scheduler(cluster()), [mpi], SimConfig(tick=0)).run()
+    row = res.summary.jtted["2-8"]
+    assert got == (row.node_ratio, row.group_ratio) == (1.0, 1.0)
+    assert (res.records[0].nodes_used, res.records[0].groups_used) == (1, 1)
+
+
 def test_an_observe_before_the_cycle_of_its_result_is_refused_and_counts_nothing() -> None:
     # (accepted: "a" started at 100 read as held from 5, an SOR of 0.5 over [0, 10])
     s = Scheduler(ClusterBuilder().leaf("lf0", nodes=1).build())
