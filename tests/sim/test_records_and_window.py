@@ -158,3 +158,36 @@ def test_a_late_runs_timeseries_csv_keeps_each_sample_time_exact(tmp_path: Path)
     assert [float(r["t"]) for r in rows] == [x.t for x in res.samples]
     assert rows[0]["t"] == "123456789.0" and rows[1]["t"] == "123456799.0"
     assert [int(r["pending"]) for r in rows] == list(res.queue_lengths)
+
+
+def test_a_late_runs_plots_count_time_from_its_first_arrival(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a trace whose first job arrives 100 days in, for a run of 2 h: the comparison plots
+    # drew its curves on an axis from day 0 to day 102 (all of them squeezed into the last
+    # 2% of the width), and timeseries.png labelled "simulated time" the trace's own day 100
+    pytest.importorskip("matplotlib")
+    from kant.sim.report import plots
+
+    day = 86_400
+    jobs = (job("a", gpus=8, runtime=3600, submitted_at=100 * day),
+            job("b", gpus=8, runtime=3600, submitted_at=100 * day + 3600))  # fmt: skip
+    nodes = tuple(ClusterBuilder().leaf("lf0", nodes=1).specs())
+    sc = Scenario(name="late", description="100 days in", nodes=nodes, jobs=jobs,
+                  config=SimConfig(tick=0, sample_interval=600))  # fmt: skip
+    pol = PolicySet(queueing="strict-fifo", placement="ebinpack")
+    res = run_scenario(sc, pol)
+    figs: dict[str, Any] = {}
+
+    def keep(fig: Any, plt: Any, path: Path) -> Path:
+        figs[path.name] = fig
+        return path
+
+    monkeypatch.setattr(plots, "_save", keep)
+    plots.write_plots(tmp_path, res)
+    plots.write_compare_plots(tmp_path, [(pol, res)])
+    ts = figs["timeseries.png"].axes[0]
+    assert ts.lines[0].get_xdata()[0] == 0.0  # (the first sample, at the first arrival)
+    gar = figs["compare_gar_sor.png"].axes[0]
+    assert gar.lines[0].get_xdata()[0] == 0.0
+    assert gar.get_xlim() == pytest.approx((0, 1 / 24 * 1.02))  # (the window: 1 h)

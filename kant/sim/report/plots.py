@@ -69,16 +69,18 @@ def write_plots(
 def _timeseries_png(plt: Any, path: Path, result: SimResult, title: str) -> Path:
     s = result.summary
     cols = result.series()
-    days = cols["t"] / DAY
+    days = (cols["t"] - s.start) / DAY  # (from the first arrival, as the printed summary)
+    w0, w1 = s.window_start - s.start, s.window_end - s.start
     fig, axes = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
     ax = axes[0]
     ax.plot(days, 100 * cols["gar"], label="GAR", lw=1)
     if result.sor_bins:
         sb = np.array(result.sor_bins)
-        ax.step(sb[:, 0] / DAY, 100 * sb[:, 1], where="post", label="SOR (hourly)", lw=1)
+        ax.step((sb[:, 0] - s.start) / DAY, 100 * sb[:, 1], where="post", label="SOR (hourly)",
+                lw=1)  # fmt: skip
     ax.set_ylabel("%")
     ax.set_ylim(0, 105)
-    _shade_window(ax, s.window_start, s.window_end, label="observation window (measured)")
+    _shade_window(ax, w0, w1, label="observation window (measured)")
     ax.legend(loc="lower right")
     ax.set_title(f"{title}  GAR / SOR / GFR over time (shaded: the window the figures cover)")
     ax = axes[1]
@@ -86,12 +88,12 @@ def _timeseries_png(plt: Any, path: Path, result: SimResult, title: str) -> Path
     ax.plot(days, 100 * cols["gfr_degree"], color="tab:orange", lw=1, label="GFR degree")
     ax.set_ylabel("%")
     ax.legend(loc="upper right")
-    _shade_window(ax, s.window_start, s.window_end)
+    _shade_window(ax, w0, w1)
     ax = axes[2]
     ax.plot(days, cols["pending"], color="tab:gray", lw=1)
     ax.set_ylabel("jobs waiting")
     ax.set_xlabel("simulated time (days)")
-    _shade_window(ax, s.window_start, s.window_end)
+    _shade_window(ax, w0, w1)
     fig.tight_layout()
     return _save(fig, plt, path)
 
@@ -180,13 +182,16 @@ def write_compare_plots(
     files = []
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    # (times from each run's first arrival, as the printed summary counts them: a trace that
+    # starts late was drawn on an axis from its time 0, squeezed into the last of the width)
     for pol, r in runs:
         cols = r.series()
-        axes[0].plot(cols["t"] / DAY, 100 * cols["gar"], lw=0.8, label=pol.label)
+        t0 = r.summary.start
+        axes[0].plot((cols["t"] - t0) / DAY, 100 * cols["gar"], lw=0.8, label=pol.label)
         if r.sor_bins:
             sb = np.array(r.sor_bins)
-            axes[1].plot(sb[:, 0] / DAY, 100 * sb[:, 1], lw=0.8, label=pol.label)
-    w1 = runs[0][1].summary.window_end / DAY if runs else 0.0
+            axes[1].plot((sb[:, 0] - t0) / DAY, 100 * sb[:, 1], lw=0.8, label=pol.label)
+    w1 = (runs[0][1].summary.window_end - runs[0][1].summary.start) / DAY if runs else 0.0
     for ax, name in zip(axes, ("GAR", "SOR (hourly windows)"), strict=True):
         ax.set_xlim(0, w1 * 1.02 if w1 else None)
         ax.set_ylim(0, 105)
@@ -200,7 +205,8 @@ def write_compare_plots(
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [3, 1]})
     for pol, r in runs:
         cols = r.series()
-        axes[0].plot(cols["t"] / DAY, 100 * cols["gfr"], lw=0.8, label=pol.label)
+        axes[0].plot((cols["t"] - r.summary.start) / DAY, 100 * cols["gfr"], lw=0.8,
+                     label=pol.label)  # fmt: skip
     axes[0].set_xlim(0, w1 * 1.02 if w1 else None)
     axes[0].set_xlabel("simulated time (days)")
     axes[0].set_ylabel("GFR %")
