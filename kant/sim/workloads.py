@@ -36,6 +36,7 @@ from kant.model import (
     Tier,
     TopologyWish,
     is_finite_number,
+    is_whole,
 )
 from kant.sim.traces import gang_roles
 
@@ -347,7 +348,8 @@ def inference_workload(
     - Pods: ``replicas`` (default 1..8, mostly 1-2) of one per-pod shape from ``shapes`` for
       the model: shared GPUs (250, 500 milli) and whole GPUs (1..8). Pod-level admission
       (``gang=False``), ``spread=True`` when there is more than one replica, the role allows
-      only its model.
+      only its model. A shape is GPU milli, a share in 1..999 or a multiple of 1000, and a
+      replica count an int >= 1, else :class:`~kant.errors.ValidationError` naming the table.
     - Lifetimes (``runtime_estimate``): lognormal, median ``median_lifetime`` (4 h), shape
       ``lifetime_sigma``, clipped to ``[min_lifetime, max_lifetime]``, then rescaled per pool
       by a factor near 1 so that each pool's offered load is exactly ``load``.
@@ -370,6 +372,10 @@ def inference_workload(
         _positive(name, v)
     if not 0 <= high_priority_share <= 1:
         raise ValidationError("high_priority_share", high_priority_share, "must be in [0, 1]")
+    if not (is_finite_number(lifetime_sigma) and lifetime_sigma >= 0):
+        raise ValidationError("lifetime_sigma", lifetime_sigma, "must be a finite number >= 0")
+    if max_lifetime < min_lifetime:
+        raise ValidationError("max_lifetime", max_lifetime, f"is below min_lifetime {min_lifetime}")
     quotas = tenant_quotas(pools, tenants)
     cells = [(t, m, q) for t, per in quotas.items() for m, q in per.items()]
     if not cells:
@@ -378,7 +384,16 @@ def inference_workload(
     if missing:
         raise ValidationError("shapes", dict(shapes), f"no pod shapes for {sorted(missing)}")
     shape_tables = {m: _check_probs(f"shapes[{m}]", shapes[m]) for m in shapes}
+    for m, (keys, _p) in shape_tables.items():
+        if any(not is_whole(k) or k < 1 or (k > MILLI and k % MILLI) for k in keys):
+            raise ValidationError(
+                f"shapes[{m}]",
+                dict(shapes[m]),
+                "a pod shape is GPU milli: a share in 1..999 or whole GPUs (1000, 2000, ...)",
+            )
     rep_keys, rep_p = _check_probs("replicas", replicas)
+    if any(not is_whole(k) or k < 1 for k in rep_keys):
+        raise ValidationError("replicas", dict(replicas), "replica counts must be ints >= 1")
     # Jobs of a model ask more or fewer GPUs on average; weigh the cells so that each pool's
     # expected GPU demand (not its job count) is proportional to its quota.
     mean_milli = {

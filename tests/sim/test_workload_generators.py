@@ -90,6 +90,32 @@ def test_bad_generator_arguments_are_rejected() -> None:
         inference_workload(n_jobs=5, pools={"T4": 8}, tenants={"a": {"T4": 1.0}})
 
 
+@pytest.mark.parametrize(
+    ("field", "kw"),
+    [
+        # a pod shape is GPU milli: a share in 1..999 or whole GPUs (a multiple of 1000)
+        ("shapes[L40]", {"shapes": {"L40": {0.5: 1.0}, "A100": {1000: 1.0}}}),  # (0 GPUs)
+        ("shapes[L40]", {"shapes": {"L40": {1500: 1.0}, "A100": {1000: 1.0}}}),  # (1 GPU)
+        ("shapes[L40]", {"shapes": {"L40": {0: 1.0}, "A100": {1000: 1.0}}}),
+        ("shapes[L40]", {"shapes": {"L40": {250.7: 1.0}, "A100": {1000: 1.0}}}),
+        ("shapes[L40]", {"shapes": {"L40": {True: 1.0}, "A100": {1000: 1.0}}}),
+        ("shapes[L40]", {"shapes": {"L40": {-500: 1.0}, "A100": {1000: 1.0}}}),
+        ("replicas", {"replicas": {1.5: 1.0}}),  # (1 replica)
+        ("lifetime_sigma", {"lifetime_sigma": float("nan")}),
+        ("lifetime_sigma", {"lifetime_sigma": -1.0}),
+        ("max_lifetime", {"min_lifetime": 100.0, "max_lifetime": 1.0}),
+    ],
+)
+def test_an_inference_workload_with_a_pod_shape_or_lifetime_it_cannot_honour_is_refused(
+    field: str, kw: dict
+) -> None:
+    # a share of half a GPU written as 0.5 became a pod of no GPU, 1500 milli one GPU and
+    # 1.5 replicas one: a workload other than the one asked, with a wrong offered load
+    with pytest.raises(ValidationError) as e:
+        inference_workload(n_jobs=20, **kw)
+    assert e.value.field == field
+
+
 def test_tenant_quotas_divide_each_pool_exactly() -> None:
     q = tenant_quotas()
     assert q == {
