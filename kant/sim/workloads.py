@@ -259,7 +259,18 @@ def tenant_quotas(
     """Whole-GPU quota per tenant and GPU model: ``{tenant: {model: gpus}}``.
 
     Each model's pool is divided by the tenants' shares of it (normalised), rounded by largest
-    remainder (ties: tenant order) so the quotas of a model sum exactly to its pool."""
+    remainder (ties: tenant order) so the quotas of a model sum exactly to its pool. A pool
+    is an int >= 0 (GPUs) and a share a finite number >= 0, else
+    :class:`~kant.errors.ValidationError` naming it (``pools[L40]``, ``tenants[a][L40]``)."""
+    for model, size in pools.items():
+        if not is_whole(size) or size < 0:
+            raise ValidationError(f"pools[{model}]", size, "must be an int >= 0 (GPUs)")
+    for t, per in tenants.items():
+        for model, share in per.items():
+            if not (is_finite_number(share) and share >= 0):
+                raise ValidationError(
+                    f"tenants[{t}][{model}]", share, "must be a finite number >= 0 (a share)"
+                )
     out: dict[str, dict[str, int]] = {t: {} for t in tenants}
     for model, size in pools.items():
         holders = [(t, float(s[model])) for t, s in tenants.items() if s.get(model, 0) > 0]

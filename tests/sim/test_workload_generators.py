@@ -133,6 +133,31 @@ def test_tenant_quotas_divide_each_pool_exactly() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("field", "pools", "tenants"),
+    [
+        ("pools[L40]", {"L40": -8}, {"a": {"L40": 1.0}}),  # (negative quotas)
+        ("pools[L40]", {"L40": 8.5}, {"a": {"L40": 1.0}}),  # (a TypeError)
+        ("pools[L40]", {"L40": float("nan")}, {"a": {"L40": 1.0}}),
+        ("pools[L40]", {"L40": True}, {"a": {"L40": 1.0}}),
+        ("tenants[a][L40]", {"L40": 8}, {"a": {"L40": float("nan")}, "b": {"L40": 1.0}}),
+        ("tenants[a][L40]", {"L40": 8}, {"a": {"L40": -1.0}, "b": {"L40": 1.0}}),
+        ("tenants[a][L40]", {"L40": 8}, {"a": {"L40": "1"}}),
+    ],
+)
+def test_quotas_of_a_pool_that_is_no_gpu_count_or_of_a_share_that_is_no_weight_are_refused(
+    field: str, pools: dict, tenants: dict
+) -> None:
+    # a NaN or negative share left its tenant out without a word; a negative pool gave
+    # negative quotas, and the inference workload on it failed in NumPy
+    with pytest.raises(ValidationError) as e:
+        tenant_quotas(pools, tenants)
+    assert e.value.field == field
+    with pytest.raises(ValidationError) as e:
+        inference_workload(n_jobs=5, pools=pools, tenants=tenants)
+    assert e.value.field == field
+
+
 def test_the_inference_workload_loads_each_pool_at_the_requested_level() -> None:
     jobs = inference_workload(seed=3)
     stats = describe_workload(jobs, cluster_gpus=sum(INFERENCE_POOLS.values()))
