@@ -252,6 +252,13 @@ INFERENCE_REPLICAS: Final[Mapping[int, float]] = {
 """Replicas per inference job -> share of jobs."""
 
 
+def _check_pools(pools: Mapping[str, int]) -> None:
+    """ValidationError naming ``pools[<model>]`` unless each pool is an int >= 0 (GPUs)."""
+    for model, size in pools.items():
+        if not is_whole(size) or size < 0:
+            raise ValidationError(f"pools[{model}]", size, "must be an int >= 0 (GPUs)")
+
+
 def tenant_quotas(
     pools: Mapping[str, int] = INFERENCE_POOLS,
     tenants: Mapping[str, Mapping[str, float]] = INFERENCE_TENANTS,
@@ -262,9 +269,7 @@ def tenant_quotas(
     remainder (ties: tenant order) so the quotas of a model sum exactly to its pool. A pool
     is an int >= 0 (GPUs) and a share a finite number >= 0, else
     :class:`~kant.errors.ValidationError` naming it (``pools[L40]``, ``tenants[a][L40]``)."""
-    for model, size in pools.items():
-        if not is_whole(size) or size < 0:
-            raise ValidationError(f"pools[{model}]", size, "must be an int >= 0 (GPUs)")
+    _check_pools(pools)
     for t, per in tenants.items():
         for model, share in per.items():
             if not (is_finite_number(share) and share >= 0):
@@ -304,7 +309,13 @@ def inference_cluster_nodes(
     """Nodes for an inference cluster of ``pools`` (model -> GPUs, rounded up to whole
     nodes): ``<model>-n<k>`` in leaves ``<model>-lf<j>`` of ``nodes_per_leaf`` under one spine.
     ``A100``/``H100``-class models get the NVSwitch ``dgx-8gpu`` template, others (``L40``)
-    ``pcie-8gpu``, both with 8 NICs, when ``gpus_per_node`` is 8; no template otherwise."""
+    ``pcie-8gpu``, both with 8 NICs, when ``gpus_per_node`` is 8; no template otherwise.
+    A pool that is not an int >= 0, or a ``gpus_per_node`` or ``nodes_per_leaf`` that is not
+    an int >= 1, is a :class:`~kant.errors.ValidationError` naming it."""
+    _check_pools(pools)
+    for name, v in (("gpus_per_node", gpus_per_node), ("nodes_per_leaf", nodes_per_leaf)):
+        if not is_whole(v) or v < 1:
+            raise ValidationError(name, v, "must be an int >= 1")
     nodes: list[NodeSpec] = []
     for model, gpus in pools.items():
         count = math.ceil(gpus / gpus_per_node)

@@ -191,3 +191,21 @@ def test_the_inference_cluster_matches_the_pools() -> None:
     assert nodes[0].name == "l40-n000" and nodes[0].leaf == "l40-lf0"
     assert len({n.name for n in nodes}) == len(nodes)
     assert ClusterDescription(nodes=tuple(nodes)).total_gpus == 288  # a valid description
+
+
+@pytest.mark.parametrize(
+    ("field", "kw"),
+    [
+        ("gpus_per_node", {"gpus_per_node": 0}),  # (a ZeroDivisionError)
+        ("nodes_per_leaf", {"nodes_per_leaf": 0}),  # (a ZeroDivisionError)
+        ("nodes_per_leaf", {"nodes_per_leaf": -1}),  # (leaves named l40-lf-1, ...)
+        ("pools[L40]", {"pools": {"L40": -8}}),  # (no node, without a word)
+        ("pools[L40]", {"pools": {"L40": 8.5}}),
+    ],
+)
+def test_an_inference_cluster_of_a_shape_no_cluster_has_is_refused_naming_it(
+    field: str, kw: dict
+) -> None:
+    with pytest.raises(ValidationError) as e:
+        inference_cluster_nodes(**kw)
+    assert e.value.field == field
