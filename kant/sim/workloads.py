@@ -153,8 +153,10 @@ def paper_training_workload(
         ("gpus_per_node", gpus_per_node),
     ):
         _positive(name, v)
-    if runtime_sigma < 0 or max_runtime < min_runtime:
-        raise ValidationError("runtime_sigma", runtime_sigma, "needs sigma >= 0, min <= max")
+    if not (is_finite_number(runtime_sigma) and runtime_sigma >= 0):
+        raise ValidationError("runtime_sigma", runtime_sigma, "must be a finite number >= 0")
+    if max_runtime < min_runtime:
+        raise ValidationError("max_runtime", max_runtime, f"is below min_runtime {min_runtime}")
     size_keys, size_p = _check_probs("sizes", sizes)
     if any(not isinstance(s, int) or s < 1 for s in size_keys):
         raise ValidationError("sizes", dict(sizes), "sizes must be ints >= 1")

@@ -93,6 +93,25 @@ def test_bad_generator_arguments_are_rejected() -> None:
 @pytest.mark.parametrize(
     ("field", "kw"),
     [
+        ("runtime_sigma", {"runtime_sigma": float("nan")}),
+        ("runtime_sigma", {"runtime_sigma": float("inf")}),
+        ("runtime_sigma", {"runtime_sigma": -1.0}),
+        ("max_runtime", {"min_runtime": 100.0, "max_runtime": 10.0}),
+    ],
+)
+def test_a_training_workload_with_a_runtime_spread_it_cannot_draw_is_refused_naming_it(
+    field: str, kw: dict
+) -> None:
+    # a NaN sigma passed the check (NaN < 0 is false) and failed later as an invalid job's
+    # submitted_at; min > max was reported as a bad runtime_sigma
+    with pytest.raises(ValidationError) as e:
+        paper_training_workload(n_jobs=20, **kw)
+    assert e.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("field", "kw"),
+    [
         # a pod shape is GPU milli: a share in 1..999 or whole GPUs (a multiple of 1000)
         ("shapes[L40]", {"shapes": {"L40": {0.5: 1.0}, "A100": {1000: 1.0}}}),  # (0 GPUs)
         ("shapes[L40]", {"shapes": {"L40": {1500: 1.0}, "A100": {1000: 1.0}}}),  # (1 GPU)
