@@ -59,7 +59,9 @@ def jwtd(records: Iterable[JobRecord], *, now: float | None = None) -> dict[str,
     A job's wait is ``started_at - submitted_at`` (queueing plus scheduling decision time).
     Jobs that never started are left out of the statistics, unless ``now`` is given: then they
     count with the censored wait ``now - submitted_at`` (a lower bound; use it so that jobs a
-    policy starves are not silently dropped). Percentiles interpolate linearly
+    policy starves are not silently dropped). ``now`` is the time the distribution is taken:
+    a job submitted after it is left out, and one that started after it counts as still
+    waiting then. Percentiles interpolate linearly
     (``numpy.percentile``'s default). A ``now`` that is no finite number is refused
     (:class:`~kant.errors.ValidationError`), as are ``records`` that are not JobRecords.
     """
@@ -68,9 +70,11 @@ def jwtd(records: Iterable[JobRecord], *, now: float | None = None) -> dict[str,
     waits: dict[str, list[float]] = {}
     unstarted: dict[str, int] = {}
     for r in _records(records):
+        if now is not None and r.submitted_at > now:
+            continue  # (not yet submitted at now)
         b = r.bucket
         lst = waits.setdefault(b, [])
-        if r.started_at is not None:
+        if r.started_at is not None and (now is None or r.started_at <= now):
             lst.append(r.started_at - r.submitted_at)
         else:
             unstarted[b] = unstarted.get(b, 0) + 1

@@ -75,6 +75,17 @@ def test_jwtd_counts_starved_jobs_with_a_censored_wait_when_given_now() -> None:
     assert (row.count, row.unstarted, row.mean_wait, row.max) == (2, 1, 175.0, 300.0)
 
 
+def test_jwtd_as_of_now_leaves_out_later_arrivals_and_counts_later_starts_as_still_waiting() -> (
+    None
+):
+    # jwtd(records, now=t) is the distribution as it stands at t: a job submitted after t
+    # counted a wait of 0 s, and one that started after t its whole later wait
+    out = jwtd([rec(0, 1, 0, 10), rec(1, 1, 50, 60), rec(2, 1, 20, 200)], now=40)
+    row = out["1"]
+    assert (row.count, row.unstarted, row.mean_wait, row.max) == (2, 1, 15.0, 20.0)
+    assert jwtd([rec(0, 8, 50, None)], now=40) == {}
+
+
 def test_optimal_node_and_group_counts() -> None:
     assert [optimal_nodes(g, 8) for g in (0.5, 1, 8, 9, 16, 2048)] == [1, 1, 1, 2, 2, 256]
     assert optimal_groups(2048, 8, 32) == 8
