@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from decimal import Decimal, DecimalException, InvalidOperation
+from decimal import Decimal, DecimalException
 from typing import Any, Final
 
 import attrs
@@ -143,6 +143,9 @@ def is_count(v: object) -> bool:
     return isinstance(v, str) and 0 < len(v) <= 9 and v.isascii() and v.isdigit()
 
 
+_FRACTION = re.compile(r"^[0-9]{0,30}\.?[0-9]{1,30}(?:[eE][+-]?[0-9]{1,3})?$")
+"""A ``gpu-fraction``: an ASCII decimal, its exponent of at most three digits (``Decimal``
+alone also reads ``0.2_5`` and other scripts' digits, and cannot compare ``1e99999999999``)."""
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
 _SUFFIX: Final[Mapping[str, Decimal]] = {
     "": Decimal(1),
@@ -665,14 +668,17 @@ def pod_resources(pod: Obj, settings: K8sSettings, *, shares: bool = True) -> Re
     milli = 0
     frac = annotations_of(pod).get(FRACTION_ANNOTATION) if shares else None
     if frac is not None:
-        try:
-            f = Decimal(str(frac))
-        except InvalidOperation:
-            f = Decimal(-1)
+        text = str(frac).strip()
+        f = Decimal(text) if _FRACTION.match(text) else Decimal(-1)
         if not f.is_finite() or not 0 < f < 1:
             raise InvalidObjectError(
                 FRACTION_ANNOTATION, frac, "must be a number in (0, 1)", where=where
             )
+        if f * MILLI < Decimal("0.5"):
+            raise InvalidObjectError(
+                FRACTION_ANNOTATION, frac, "is below the finest share, 0.001 of a GPU",
+                where=where,
+            )  # fmt: skip
         if gpus:
             raise InvalidObjectError(
                 FRACTION_ANNOTATION,

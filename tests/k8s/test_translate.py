@@ -290,12 +290,40 @@ def test_a_gpu_fraction_annotation_asks_for_a_share_of_one_gpu() -> None:
     assert (f.resources.gpus, f.resources.gpu_milli) == (0, 250)
 
 
-@pytest.mark.parametrize("bad", ["0", "1", "1.5", "-0.2", "half", "nan"])
-def test_a_gpu_fraction_outside_zero_one_is_refused(bad: str) -> None:
+@pytest.mark.parametrize(
+    "bad",
+    # (Decimal read "0.2_5" as 0.25 and other scripts' digits as ASCII ones; a share
+    # finer than a milli-GPU was taken as 1 milli, 2.5 times "0.0004")
+    [
+        "0",
+        "1",
+        "1.5",
+        "-0.2",
+        "half",
+        "nan",
+        "0.2_5",
+        "\u0660.\u0665",
+        "0.0004",
+        "1e-4",
+        "1e-99999999999",
+    ],
+)
+def test_a_gpu_fraction_that_is_no_ascii_decimal_in_zero_one_of_a_milli_gpu_or_more_is_refused(
+    bad: str,
+) -> None:
     p = load("pod_fraction_volcano")
     p["metadata"]["annotations"]["gpu-fraction"] = bad
     with pytest.raises(InvalidObjectError, match=r"Pod dev/notebook-x.*gpu-fraction"):
         pod_facts(p, S)
+
+
+@pytest.mark.parametrize(
+    ("frac", "milli"), [("0.5", 500), (".25", 250), ("0.3333", 333), ("5e-1", 500), (" 0.5 ", 500)]
+)
+def test_a_gpu_fraction_is_read_to_the_nearest_milli_gpu(frac: str, milli: int) -> None:
+    p = load("pod_fraction_volcano")
+    p["metadata"]["annotations"]["gpu-fraction"] = frac
+    assert pod_facts(p, S).resources.gpu_milli == milli
 
 
 def test_a_gpu_fraction_with_whole_gpus_is_refused() -> None:
