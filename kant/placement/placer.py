@@ -414,12 +414,11 @@ class Placer:
         on_node: dict[int, int] = {}  # slot -> pods of this job there
         capped = {r.name for r in job.roles if r.max_per_node is not None}
         role_on: dict[str, dict[int, int]] = {name: {} for name in capped}
-        # a pod-level role with a required wish: the nodes its own pods are on (its anchor)
-        kept: dict[str, set[int]] = (
-            {}
-            if job.gang
-            else {r.name: set() for r in job.roles if r.topology and r.topology.required}
-        )
+        # a role with a required wish: the nodes its own pods are on (its anchor; a gang's
+        # pods placed later, when some run, join them as a pod-level job's do)
+        kept: dict[str, set[int]] = {
+            r.name: set() for r in job.roles if r.topology and r.topology.required
+        }
         own = [(p, state.binding(p).node) for p in state.job_pods(job.id)]
         own.extend((b.pod, b.node) for b in self._earlier)
         for p, node in own:
@@ -444,7 +443,7 @@ class Placer:
                 role = job.role(role_name)
                 counts = Counts(on_node, role_on.get(role_name, {}))
                 if job.gang:
-                    out = self._place_role(job, role, role_pods, snap, counts)
+                    out = self._place_role(job, role, role_pods, snap, counts, kept.get(role_name))
                     if isinstance(out, Reason):
                         self._failed_after = k
                         return PlacementResult(
@@ -497,10 +496,11 @@ class Placer:
         domain: Candidates | None = None,
     ) -> list[Binding] | Reason:
         """Place ``pods`` of one role (a gang role's pods together, else one pod): in its
-        candidate nodes, or, for a required wish of a pod-level job, in ``domain`` (the one
+        candidate nodes, or, for a required wish, in ``domain`` (a pod-level job's: the one
         :meth:`_first_domain` chose for the role's pods placed together) or else next to
-        the role's own pods already placed (``anchor``: the nodes they are on; a wish is
-        about the pods of one role, so the job's other roles never anchor it)."""
+        the role's own pods already placed (``anchor``: the nodes they are on, for a gang
+        too when some of its pods run; a wish is about the pods of one role, so the job's
+        other roles never anchor it)."""
         req = PodRequest.of(role.resources)
         cand = self._candidates(snap, role, req)
         if isinstance(cand, Reason):

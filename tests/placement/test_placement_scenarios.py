@@ -429,6 +429,24 @@ def test_a_pod_level_job_with_a_required_leaf_keeps_later_pods_in_the_first_pods
     assert why.code is ReasonCode.TOPOLOGY
 
 
+def test_the_rest_of_a_gang_requiring_a_leaf_joins_its_running_pods_or_is_refused() -> None:
+    # two pods of the gang run in lf0; while lf0 has one free node left the other two must
+    # not go to lf1 (the gang would span two leaves); once it has two they go there
+    st = ClusterBuilder().leaf("lf0", nodes=4).leaf("lf1", nodes=5).build()
+    j = job("g", gpus=8, replicas=4, tier=Tier.LEAF, required=True)
+    placer = Placer()
+    first = placer.place(j, st.snapshot(), pods=list(j.pods())[:2])
+    assert leaves_of(st, first.bindings) == {"lf0"}
+    st.bind_many(first.bindings)
+    hold(st, "lf0-n3", (0,), "other")
+    rest = placer.place(j, st.snapshot())
+    assert not rest.bindings
+    assert {why.code for why in rest.unplaced.values()} == {ReasonCode.TOPOLOGY}
+    st.release(PodId(job="other", role="w", index=0))
+    rest = placer.place(j, st.snapshot())
+    assert rest.ok and leaves_of(st, rest.bindings) == {"lf0"}
+
+
 def test_a_pod_level_job_requiring_a_leaf_starts_in_a_leaf_holding_all_its_pods() -> None:
     # lfA's half-used node is the best fit for one pod, but only lfB holds all three
     st = ClusterBuilder().leaf("lfA", nodes=1).leaf("lfB", nodes=2).build()
