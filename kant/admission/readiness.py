@@ -46,14 +46,15 @@ class PoolFacts:
     """Facts about node pools that the aggregates do not hold: the most GPUs on one node,
     the GPUs of a pool or of one topology group, all nodes counted. They read only which
     nodes are there and how many GPUs each has, so they hold while no node comes or goes
-    (the state's ``membership_version``): :meth:`of` keeps one set per snapshot across
+    (the snapshot's and the state's ``membership_version``: a snapshot not refreshed since
+    nodes changed shows the older nodes): :meth:`of` keeps one set per snapshot across
     cycles, each fact computed the first time it is asked (in ``Snapshot.kept``: a table
     of snapshots, weak or not, would keep every snapshot and its cluster alive, the facts
     naming their snapshot)."""
 
     def __init__(self, snap: Snapshot) -> None:
         self.snap = snap
-        self.version = snap.state.membership_version
+        self.version = (snap.membership_version, snap.state.membership_version)
         self._max_gpus: dict[int, int] = {}
         self._tier_total: dict[tuple[Any, ...], int] = {}
         self._tier_slots: dict[tuple[Any, ...], IntArray] = {}
@@ -69,7 +70,8 @@ class PoolFacts:
         """``snap``'s facts: the ones an earlier cycle derived while its nodes are the same,
         else a new, empty set. O(1)."""
         kept: PoolFacts | None = snap.kept.get("pool_facts")
-        if kept is None or kept.version != snap.state.membership_version:
+        version = (snap.membership_version, snap.state.membership_version)
+        if kept is None or kept.version != version:
             kept = snap.kept["pool_facts"] = cls(snap)
         return kept
 

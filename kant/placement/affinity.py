@@ -72,7 +72,7 @@ class PodsOnNodes:
 
     def __init__(self) -> None:
         self._snap: Snapshot | None = None  # the snapshot of the placement under way (use)
-        self._base_key: tuple[int, int, int] | None = None
+        self._base_key: tuple[int, int, int, int] | None = None
         self._moves: list[tuple[PodId, int]] | None = None  # the snapshot's list, as read
         self._pods: dict[PodId, tuple[int, Role]] = {}  # pod -> (slot, role)
         self._nominated: set[PodId] = set()  # those of _pods held for a nominated preemptor
@@ -88,7 +88,7 @@ class PodsOnNodes:
         self._canon: dict[Labels, Labels] = {}
         self._terms: dict[PodAffinityTerm, PodAffinityTerm] = {}
         self._domains: dict[str, tuple[IntArray, dict[str, int]]] = {}  # key -> ids, ids by value
-        self._domains_key: tuple[int, int] = (-1, -1)
+        self._domains_key: tuple[int, int, int] = (-1, -1, -1)
 
     # ----------------------------------------------------------------- keeping up
 
@@ -101,7 +101,12 @@ class PodsOnNodes:
         or a change of the truth's described pods, O(described pods); otherwise O(log moves
         + the moves undone by rollbacks and made since)."""
         st = snap.state
-        base_key = (snap.token, st.pod_terms_version, st.membership_version)
+        base_key = (
+            snap.token,
+            st.pod_terms_version,
+            st.membership_version,
+            snap.membership_version,
+        )
         moves = snap.pod_moves
         if base_key != self._base_key or moves is not self._moves:
             self._pods, self._nominated = {}, set()
@@ -330,7 +335,7 @@ class PodsOnNodes:
         """Per slot of ``snap``, an int naming its node's value for topology key ``key`` (-1:
         none, or no node), kept until the nodes change."""
         st = snap.state
-        version = (snap.token, st.membership_version)
+        version = (snap.token, st.membership_version, snap.membership_version)
         if version != self._domains_key:
             self._domains, self._domains_key = {}, version
         got = self._domains.get(key)

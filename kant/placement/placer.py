@@ -207,7 +207,7 @@ class Placer:
         self._template_ids: IntArray = np.zeros(0, dtype=np.int64)
         self._template_list: list[NodeTemplate] = []
         self._uneven_links = False
-        self._version = -1
+        self._version: tuple[int, int] = (-1, -1)
         self._state_token = -1
 
     @property
@@ -1323,22 +1323,31 @@ class Placer:
     # ------------------------------------------------------------------ pools
 
     def _sync(self, snap: Snapshot) -> None:
-        """Refresh per-slot caches (templates, pool candidates) when nodes came or went. Node
-        templates are static node facts the snapshot does not copy: they are read from the
-        cluster state's node specs, O(nodes), only when the membership changed. The version
-        read is recorded only once the refresh succeeded, so a failed one is tried again."""
+        """Refresh per-slot caches (templates, pool candidates) when nodes came or went, in
+        the snapshot (the candidates are its live slots) or in the cluster state (labels and
+        taints are read there). Node templates are static node facts the snapshot does not
+        copy: they are read from the cluster state's node specs of the nodes the snapshot
+        shows, O(nodes), only when the membership changed. The version read is recorded
+        only once the refresh succeeded, so a failed one is tried again."""
         state = snap.state
-        if self._version == state.membership_version and self._state_token == state.token:
+        version = (snap.membership_version, state.membership_version)
+        if self._version == version and self._state_token == state.token:
             return
         tmpl: list[NodeTemplate | None] = [None] * snap.num_slots
         cache: dict[str, NodeTemplate] = {}
-        for spec in state.nodes():
-            if spec.template is None:
+        gpus, nics = snap.cols.gpus, snap.cols.nics
+        for s, name in enumerate(snap.names):
+            # (on a snapshot not refreshed since nodes came or went: a node the state no
+            # longer has, has in another slot, or has again with other devices)
+            if name is None or snap.slot_if_here(name) != s:
+                continue
+            spec = state.node(name)
+            if spec.template is None or (spec.gpus, spec.rdma_nics) != (gpus[s], nics[s]):
                 continue
             t = cache.get(spec.template)
             if t is None:
                 t = cache[spec.template] = state.template(spec.template)
-            tmpl[state.slot_of(spec.name)] = t
+            tmpl[s] = t
         self._cand.clear()
         self._prefs.clear()
         self._templates = tmpl
@@ -1352,7 +1361,7 @@ class Placer:
             ranks = t.link_rank
             kinds.update(ranks[~np.eye(ranks.shape[0], dtype=bool)].tolist())
         self._uneven_links = len(kinds) > 1
-        self._version = state.membership_version
+        self._version = version
         self._state_token = state.token
 
     def _candidates(self, snap: Snapshot, role: Role, req: PodRequest) -> Candidates | Reason:

@@ -49,7 +49,7 @@ class RowVersions:
         change log is where it was, else O(rows logged since) numpy."""
         cols = snap.cols
         n = snap.num_slots
-        key = (snap.token, n, cols.width, snap.state.membership_version)
+        key = (snap.token, n, cols.width, snap.membership_version)
         if key == self._key and snap.log_position == self._position:
             return self.version  # no row can have changed since the last call
         if key != self._key:

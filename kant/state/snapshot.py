@@ -691,11 +691,11 @@ class Snapshot:
         return self.state.group_id(level, name)
 
     def members(self, level: str, gid: int) -> IntArray:
-        """Slots of live nodes in group ``gid`` of ``level`` (sorted; cached until nodes are
-        added or removed: O(1), O(slots) to fill the cache)."""
-        if self._members_version != self.state.membership_version:
+        """Slots of live nodes in group ``gid`` of ``level`` (sorted; cached until the
+        snapshot shows nodes added or removed: O(1), O(slots) to fill the cache)."""
+        if self._members_version != self._nodes_seen:
             self._members.clear()
-            self._members_version = self.state.membership_version
+            self._members_version = self._nodes_seen
         key = (level, gid)
         arr = self._members.get(key)
         if arr is None:
@@ -758,6 +758,16 @@ class Snapshot:
         snapshot for as long as it does (unlike :attr:`log_position`, which a rolled-back
         change moves for good). Compare the numbers of one snapshot (:attr:`token`)."""
         return self._content
+
+    @property
+    def membership_version(self) -> int:
+        """The state's :attr:`~kant.state.ClusterState.membership_version` when this
+        snapshot was last built or refreshed: the node set its rows show. What a reader
+        derives from the rows' nodes (which slots are live, in which group) holds while
+        this stays, and a snapshot not refreshed since nodes came or went shows an older
+        one than its state's: a reader keying on the state's alone would keep what it
+        derived from the old rows once the snapshot is refreshed. O(1)."""
+        return self._nodes_seen
 
     @property
     def log_position(self) -> int:

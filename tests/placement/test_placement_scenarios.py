@@ -86,6 +86,25 @@ def test_one_placer_on_fresh_cluster_states_reads_each_ones_nodes_even_in_a_free
     assert wrong == []
 
 
+def test_a_placer_given_a_snapshot_not_refreshed_since_nodes_changed_sees_them_once_it_is() -> None:
+    # the placer places on the nodes the snapshot shows, and what it keeps of them follows
+    # the snapshot, not the cluster state: a node added after it (in a freed slot, or in a
+    # new one) is used once the snapshot is refreshed
+    st = ClusterBuilder().leaf("lf0", nodes=2).build()
+    placer = Placer()
+    placer.place(job("warm", gpus=1), st.snapshot())
+    st.remove_node("lf0-n0")
+    snap = st.snapshot()
+    st.add_node(node("new0", leaf="lf1", spine="sp0", superspine="ss0"))  # (lf0-n0's slot)
+    st.add_node(node("new1", leaf="lf1", spine="sp0", superspine="ss0"))  # (a new slot)
+    lf1 = st.group_id("leaf", "lf1")
+    assert nodes_of(placer.place(job("a", gpus=8), snap).bindings) == ["lf0-n1"]
+    assert snap.members("leaf", lf1).tolist() == []
+    res = placer.place(job("b", gpus=8, replicas=3), st.snapshot())
+    assert res.ok and sorted(nodes_of(res.bindings)) == ["lf0-n1", "new0", "new1"]
+    assert snap.members("leaf", lf1).tolist() == [0, 2]
+
+
 def test_a_2_gpu_pod_on_a_pcie_only_node_gets_two_gpus_under_one_pcie_switch() -> None:
     st = ClusterState([node("p0", template="pcie-8gpu", nics=8)])
     hold(st, "p0", (0, 2, 4), "scatter")  # one GPU taken on switches 0, 1, 2

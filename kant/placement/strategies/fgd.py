@@ -288,7 +288,7 @@ class FGDPlusPlus(FGD):
     def secondary_workload(self, snap: Snapshot) -> RefillModel:
         """The secondary workload compiled for the snapshot's pools, scarcity-weighted."""
         state = snap.state
-        key = (state.token, state.membership_version)
+        key = (state.token, state.membership_version, snap.membership_version)
         if self._secondary is None or self._secondary_for != key:
             names = tuple(state.group_names("pool"))
             if self._secondary_in is None:

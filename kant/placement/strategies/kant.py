@@ -141,7 +141,7 @@ class ESpread(BaseStrategy):
         the same. O(len(slots)) on a miss."""
         snap = ctx.snap
         zid = snap.group_id("zone", self.zone)
-        key = (zid, snap.state.token, snap.state.membership_version)
+        key = (zid, snap.state.token, snap.membership_version)
         last = self._last
         if last is not None and last[0] is slots and last[1] == key:
             return last[2], last[3]
