@@ -55,8 +55,10 @@ class OrderKey(Protocol):
 
     Called once per job, at submit; the key is stored and never recomputed, so it may read
     only the job and its submission sequence number ``seq`` (unique, increasing). It must end
-    with ``seq`` so the order is total. The default, :func:`kant.queueing.order.paper_order`,
-    is the paper's: priority (higher first), submit time, size (smaller first), ``seq``."""
+    with ``seq`` so the order is total (a key that cannot be compared with the others, or
+    holds a NaN, is refused at submit: InvalidConfigError naming the order key). The
+    default, :func:`kant.queueing.order.paper_order`, is the paper's: priority (higher
+    first), submit time, size (smaller first), ``seq``."""
 
     def __call__(self, job: Job, seq: int) -> tuple[Any, ...]: ...
 

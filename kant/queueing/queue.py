@@ -375,6 +375,15 @@ def _pods_of(e: Entry, pods: Iterable[PodId]) -> list[PodId]:
     return pods
 
 
+def _unequal_to_itself(key: object) -> bool:
+    """Whether order key ``key`` holds a value not equal to itself (a NaN, inside tuples or
+    lists too): it compares False both ways with any other, so a sorted index would neither
+    order it nor find it again. Raises what ``!=`` raises (ValueError for a NumPy array)."""
+    if isinstance(key, tuple | list):
+        return any(_unequal_to_itself(v) for v in key)
+    return bool(key != key)
+
+
 def _not_an_id(field: str, value: object) -> InvalidJobError:
     """The error for a job id or tenant that is not hashable, so no job's."""
     return InvalidJobError(field, value, "must be a str (an id)")
@@ -1132,19 +1141,25 @@ class Queue:
         raises InvalidConfigError naming the order key here, before anything changes, not a
         TypeError half-way through. O(log jobs)."""
         item = (e.key, e.id)
+        why = ""
         try:
-            pos = int(self._order.bisect_right(item))
-            tq = self._tenants.get(e.job.tenant)
-            if tq is not None:
-                tq.bisect_right(item)
-        except TypeError as err:
+            if _unequal_to_itself(e.key):
+                why = "holds a NaN, which is neither before nor after any key"
+            else:
+                pos = int(self._order.bisect_right(item))
+                tq = self._tenants.get(e.job.tenant)
+                if tq is not None:
+                    tq.bisect_right(item)
+        except (TypeError, ValueError, ArithmeticError) as err:  # (ValueError: a NumPy array)
+            why = f"cannot be compared with the keys of the jobs queued ({err})"
+        if why:
             name = getattr(self.order, "__name__", type(self.order).__name__)
             raise InvalidConfigError(
                 "order",
                 name,
-                f"the order key's result for job {e.id!r}, {e.key!r}, cannot be compared with "
-                f"the keys of the jobs queued ({err}): an order key must give keys that compare",
-            ) from None
+                f"the order key's result for job {e.id!r}, {e.key!r}, {why}: an order key "
+                "must give keys that compare",
+            )
         return pos
 
     def check_invariants(self) -> None:

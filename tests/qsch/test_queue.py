@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from kant.errors import (
@@ -56,6 +57,33 @@ def test_an_order_key_whose_keys_cannot_be_compared_is_refused_at_submit_changin
     q.submit(job("b", gpus=1, runtime=5), now=0)  # the same id, with a key that compares
     assert [e.id for e in q.candidates()] == ["b", "a"]
     check_invariants(q)
+
+
+def test_an_order_key_giving_nan_or_an_array_is_refused_at_submit_not_when_placed() -> None:
+    def per_pod(j, seq):  # a job without an estimate: NaN, which is neither before nor after
+        rt = j.runtime_estimate if j.runtime_estimate is not None else float("nan")
+        return (rt / j.num_pods, seq)
+
+    s = Scheduler(nodes(1), queue=Queue(order=per_pod))
+    s.submit(job("a", gpus=8, runtime=100), now=0)
+    for first in (False, True):  # (the NaN job alone in the order, too)
+        with pytest.raises(InvalidConfigError, match="per_pod") as err:
+            s.submit(job("b", gpus=8), now=0)
+        assert err.value.field == "order"
+        with pytest.raises(UnknownJobError):
+            s.status("b")
+        check_invariants(s)
+        if not first:
+            s.cancel("a", 0)
+    s.submit(job("c", gpus=8, runtime=60), now=0)
+    assert [b.pod.job for b in s.step(now=1).bindings] == ["c"]  # (a ValueError was here)
+    check_invariants(s)
+
+    q = Queue(order=lambda j, seq: np.array([-j.priority, seq]))
+    with pytest.raises(InvalidConfigError) as err:
+        q.submit(job("x", gpus=1), now=0)  # (alone: its comparisons would raise later)
+    assert err.value.field == "order"
+    assert len(q) == 0
 
 
 def test_each_tenant_has_its_own_queue_in_global_order() -> None:
