@@ -16,10 +16,11 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import numbers
 import time
 import weakref
 from collections import Counter, deque
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any, ClassVar, Literal, NamedTuple
 
@@ -592,7 +593,11 @@ class _Cycle:
             quota_held=self.quota_held, victim_rules=bool(pol.rules),
             counts_placed=self._place_after is not None,
         )  # fmt: skip
-        self.run = self.policy.begin(self.ctx)
+        self.run = run = self.policy.begin(self.ctx)
+        if not all(callable(getattr(run, m, None)) for m in _RUN_METHODS):
+            raise _wrong_answer(
+                self.policy, "begin(ctx)", run, "a run with gate, explain, failed and reservation"
+            )
         # what a job's never-fits answer depends on besides the job (see _never_fits): the
         # nodes, the quota table and the strategy (its reach)
         self.strategy = strategy_of(self.placer)
@@ -750,7 +755,8 @@ class _Cycle:
         moved on), derives again only the answers of the jobs whose entry changed since,
         of those that were waiting out a backoff and of those that joined the end; every
         other job's answer is the skip (whatever it says now) or the one it had."""
-        assert gate.skip is not None, "a closed gate skips"
+        if not isinstance(gate, Gate) or gate.skip is None:  # (the run's closed() answer)
+            raise _wrong_answer(self.policy, "closed()", gate, "None or a Gate that skips")
         facts, queue, now = self.facts, self.queue, self._now
         skip = facts.intern_reason(gate.skip)  # unchanged from the last cycle: the same object
         tail, changed, n = facts.tail, None, 0
@@ -872,11 +878,7 @@ class _Cycle:
         # c. The queueing policy may hold it back.
         gate = self.run.gate(e)
         if gate.__class__ is not Gate and not isinstance(gate, Gate):
-            raise ValidationError(
-                "policy",
-                getattr(self.policy, "name", type(self.policy).__name__),
-                f"gate({jid!r}) returned {gate!r}: it must return a Gate (GO to try the job)",
-            )
+            raise _wrong_answer(self.policy, f"gate({jid!r})", gate, "a Gate (GO to try the job)")
         if gate.skip is not None:
             self.pending[jid] = gate.skip
             if e.nomination is not None and jid in self.holds.nominated:
@@ -1411,6 +1413,8 @@ class _Cycle:
                 reason = self._never_fits(e, facts.role_models, facts) or reason
         run = self.run
         reason = run.explain(e, reason)
+        if reason.__class__ is not Reason and not isinstance(reason, Reason):
+            self._explained(e, reason)  # (raises, naming the policy)
         self.pending[e.job.id] = reason
         may_backfill = run.failed(e, reason)
         pre = self.pre
@@ -1479,10 +1483,16 @@ class _Cycle:
         still reserve for its last blocked job) and put each one's expected start in its
         job's pending reason."""
         self.first = first = self.run.reservation()
+        if first is not None and not isinstance(first, Reservation):
+            raise _wrong_answer(self.policy, "reservation()", first, "None or a Reservation")
         many = getattr(self.run, "reservations", None)
-        self.reservations: tuple[Reservation, ...] = (
-            tuple(many()) if callable(many) else (() if first is None else (first,))
-        )
+        self.reservations: tuple[Reservation, ...] = () if first is None else (first,)
+        if callable(many):
+            got = many()
+            rs = tuple(got) if isinstance(got, Iterable) else None
+            if rs is None or not all(isinstance(r, Reservation) for r in rs):
+                raise _wrong_answer(self.policy, "reservations()", got, "Reservations only")
+            self.reservations = rs
         for r in self.reservations:
             why = self.pending.get(r.job)
             if why is not None:
@@ -2155,13 +2165,20 @@ class _Cycle:
         if e.nomination is not None and e.id in self.dropped:
             self.dropped.remove(e.id)  # (dropped as outlived: its placement ends it)
 
+    def _explained(self, e: Entry, got: object) -> Reason:
+        """``got``, the queueing policy run's ``explain`` answer for ``e``, if it is a
+        Reason; anything else is a ValidationError naming the policy."""
+        if got.__class__ is not Reason and not isinstance(got, Reason):
+            raise _wrong_answer(self.policy, f"explain({e.id!r}, ...)", got, "a Reason")
+        return got
+
     def _explain(self, e: Entry, reason: Reason, *, freeing: bool = False) -> Reason:
         """The reason users should read: a preemptor waits for its victims (or its nomination
         has served its time); otherwise the queueing policy's word. ``freeing``: it failed
         only on quota that victims still to go hold (its nomination stands)."""
         nom = e.nomination
         if nom is None or not self.holds.is_nominated(e.id):
-            return self.run.explain(e, reason)
+            return self._explained(e, self.run.explain(e, reason))
         left = [p for p in nom.victims if self.queue.is_terminating(p)]
         if left:
             return Reason(
@@ -2419,7 +2436,12 @@ class _Horizon:
     def __init__(self, cyc: _Cycle) -> None:
         now = self.now = cyc.now
         declared: Callable[[], float] | None = getattr(cyc.run, "time_horizon", None)
-        self.run = float(declared()) if declared is not None else now  # none: cannot tell
+        self.run = now  # (none declared: cannot tell)
+        if declared is not None:
+            got = declared()
+            if isinstance(got, bool) or not isinstance(got, numbers.Real):
+                raise _wrong_answer(cyc.policy, "time_horizon()", got, "a number of seconds")
+            self.run = float(got)
         pol = cyc.preemption
         on = pol.enabled
         self.window = pol.cascade_window if on else None
@@ -2615,6 +2637,16 @@ _SHAPES_KEPT = 4096
 """Interned shapes past which (beyond four per waiting job) a queue's kept facts start afresh."""
 
 _NEVER_FIT_CANDIDATES = CAPACITY_CODES | {ReasonCode.QUOTA_EXCEEDED}
+
+_RUN_METHODS = ("gate", "explain", "failed", "reservation")
+"""What a queueing policy's run must have (:class:`kant.contracts.PolicyRun`)."""
+
+
+def _wrong_answer(policy: object, call: str, got: object, want: str) -> ValidationError:
+    """The error of a queueing policy (or its run) whose ``call`` answered ``got``, not what
+    its contract asks (``want``): a ValidationError naming the policy."""
+    name = getattr(policy, "name", type(policy).__name__)
+    return ValidationError("policy", name, f"{call} returned {got!r}: it must return {want}")
 
 
 def placement_shape(job: Job, dec: QuotaDecision) -> tuple[Any, ...]:

@@ -313,6 +313,75 @@ def test_a_policy_whose_gate_answers_something_else_than_a_gate_is_refused_namin
     assert err.value.field == "policy"
 
 
+class _Wrong:
+    """A policy whose run answers one call (``call``) with ``answer``."""
+
+    name = "wrong"
+
+    def __init__(self, call: str, answer: Any) -> None:
+        self.call, self.answer = call, answer
+
+    def begin(self, ctx: Any) -> Any:
+        if self.call == "begin":
+            return self.answer
+        wrong = {self.call: self.answer}
+
+        class Run:
+            def gate(self, j: Any) -> Gate:
+                return Gate()
+
+            def explain(self, j: Any, r: Any) -> Any:
+                return wrong.get("explain", r)
+
+            def failed(self, j: Any, r: Any) -> bool:
+                return False
+
+            def reservation(self) -> Any:
+                return wrong.get("reservation")
+
+            def closed(self) -> Any:
+                return wrong.get("closed")
+
+            def reservations(self) -> Any:
+                return wrong.get("reservations", ())
+
+            def time_horizon(self) -> Any:
+                return wrong.get("time_horizon", np.float32(10.0))  # (numpy's numbers are)
+
+        return Run()
+
+
+@pytest.mark.parametrize(
+    ("call", "answer"),
+    [
+        ("begin", None),
+        ("explain", None),
+        ("explain", "no room"),
+        ("reservation", "job b at 5"),
+        ("reservations", None),
+        ("reservations", ["job b at 5"]),
+        ("closed", "closed"),
+        ("closed", Gate()),  # (a closed gate skips every job left)
+        ("time_horizon", None),
+        ("time_horizon", "soon"),
+    ],
+)
+def test_a_policy_run_answering_what_its_contract_does_not_allow_is_refused_naming_it(
+    call: str, answer: Any
+) -> None:
+    # (each was an AttributeError, a ValueError or an assertion deep in the cycle)
+    s = Scheduler(nodes(1), policy=_Wrong(call, answer))
+    s.submit(job("a", gpus=8), now=0)
+    s.submit(job("b", gpus=8), now=0)  # (not placed: explained)
+    with pytest.raises(ValidationError, match="wrong") as err:
+        s.step(now=1)
+    assert err.value.field == "policy" and call in str(err.value)
+    assert s.clock == 0 and s.cluster.num_pods == 0
+    s.policy = _Wrong("none", None)
+    assert s.step(now=1).placed == ("a",)
+    check_invariants(s)
+
+
 def test_a_gate_takes_numpy_bools_and_numbers_as_the_values_they_are() -> None:
     # a policy computing use_reserved=mask.any() or until from a numpy column was refused
     import numpy as np
