@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kant import Scheduler
+from kant.errors import ValidationError
 from kant.model import Job, JobKind, ReasonCode
 from kant.placement import BaseStrategy, Placer, make_strategy
 from kant.state import ClusterState
@@ -128,6 +129,45 @@ def test_a_users_strategy_names_the_nodes_it_may_use_through_its_reach_hook(gpus
         assert "the odd nodes" in r.pending["gang"].message
     else:  # two 4-GPU pods fit z-n1 and g-n1
         assert set(r.placed) == {"gang", "small"}
+
+
+class _Reaching(_OddNodesOnly):
+    """A user's strategy whose reach (or its nodes) is of the wrong kind."""
+
+    def __init__(self, reach: object) -> None:
+        self.reach_given = reach
+
+    def reach(self, job, role):  # type: ignore[no-untyped-def]
+        return self.reach_given
+
+
+class _Allows(_Odd):
+    def __init__(self, mask: object) -> None:
+        self.mask = mask
+
+    def allows(self, snap):  # type: ignore[no-untyped-def]
+        return self.mask
+
+
+@pytest.mark.parametrize(
+    "reach",
+    [
+        ["the odd nodes"],  # (no allows, and unhashable)
+        "the odd nodes",  # (no allows)
+        _Allows(None),
+        _Allows([True]),  # (one node of four)
+        _Allows([1, 0, 1, 0]),  # (not bools)
+    ],
+)
+def test_a_users_reach_of_the_wrong_kind_is_refused_naming_the_strategy(reach: object) -> None:
+    # each was a TypeError, AttributeError or IndexError deep in the never-fits test
+    st = ClusterBuilder().leaf("z", nodes=2, gpus=8).leaf("g", nodes=2, gpus=4).build()
+    s = Scheduler(st, placer=Placer(_Reaching(reach)))
+    s.submit(job("gang", gpus=8, replicas=3), now=0)  # (never fits: its reach is read)
+    with pytest.raises(ValidationError, match="odd-nodes-only") as err:
+        s.step(now=1)
+    assert err.value.field == "strategy" and "reach" in str(err.value)
+    assert s.cluster.num_pods == 0 and s.clock == 0
 
 
 def test_a_job_never_fitting_one_strategy_runs_once_the_placer_takes_another() -> None:

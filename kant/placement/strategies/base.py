@@ -9,8 +9,8 @@ treated alike, and nothing compares methods by identity.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 import numpy as np
@@ -19,6 +19,10 @@ from kant.contracts import PodView, Reach, Strategy
 from kant.errors import ValidationError
 from kant.model import MILLI, Job, Role, Tier
 from kant.placement.context import FloatArray, IntArray
+
+if TYPE_CHECKING:
+    from kant.contracts import BoolArray
+    from kant.state import Snapshot
 
 CandidateSets = Callable[[PodView, IntArray], Sequence[tuple[IntArray, Strategy]]]
 """The ``candidate_sets`` hook: node sets to try in turn, each with the strategy scoring it."""
@@ -145,6 +149,7 @@ def adapt_strategy(strategy: Strategy | StrategyHooks) -> StrategyHooks:
         return hook if own else checked(name, hook)
 
     sets = getattr(strategy, "candidate_sets", None)
+    reach = getattr(strategy, "reach", None)
     return StrategyHooks(
         strategy=strategy,
         name=name,
@@ -161,7 +166,7 @@ def adapt_strategy(strategy: Strategy | StrategyHooks) -> StrategyHooks:
         if share_device is None
         else asked(_checked_share, share_device),
         candidate_sets=None if sets is None else asked(_checked_sets, sets),
-        reach=getattr(strategy, "reach", None),
+        reach=None if reach is None else asked(_checked_reach, reach),
     )
 
 
@@ -223,6 +228,49 @@ def _checked_share(name: str, hook: Callable[[PodView, int], int]) -> Callable[[
         return g
 
     return share_device
+
+
+def _checked_reach(
+    name: str, hook: Callable[[Job, Role], Reach | None]
+) -> Callable[[Job, Role], Reach | None]:
+    def reach(job: Job, role: Role) -> Reach | None:
+        got = hook(job, role)
+        if got is None:
+            return None
+        if not callable(getattr(got, "allows", None)) or not isinstance(got, Hashable):
+            raise _wrong(name, "reach", got, "None or a hashable Reach (with allows(snap))")
+        return _CheckedReach(name, got)
+
+    return reach
+
+
+class _CheckedReach:
+    """A reach of a strategy from outside kant, its ``allows`` answer checked (one bool per
+    slot of the snapshot, or more); equal, hashed and worded as the reach it wraps."""
+
+    __slots__ = ("name", "reach")
+
+    def __init__(self, name: str, reach: Reach) -> None:
+        self.name, self.reach = name, reach
+
+    def allows(self, snap: Snapshot) -> BoolArray:
+        got = self.reach.allows(snap)
+        arr = np.asarray(got) if got is not None else None
+        n = snap.num_slots
+        if arr is None or arr.ndim != 1 or arr.shape[0] < n or arr.dtype.kind != "b":
+            raise _wrong(self.name, "reach(...).allows", got, f"one bool per node slot ({n})")
+        return arr
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _CheckedReach):
+            other = other.reach
+        return bool(self.reach == other)
+
+    def __hash__(self) -> int:
+        return hash(self.reach)
+
+    def __str__(self) -> str:
+        return str(self.reach)
 
 
 def _checked_sets(name: str, hook: CandidateSets) -> CandidateSets:
