@@ -68,6 +68,18 @@ def _check_options(
             raise InvalidConfigError("option", key, why)
 
 
+def _uses(uses: object) -> tuple[str, ...]:
+    """``uses`` as a tuple of :data:`CONTEXT_FIELDS` names, or InvalidConfigError naming it
+    (``uses``, as given) unless it is an iterable of them (a str is one name, not several)."""
+    why = f"must be an iterable of context field names ({', '.join(CONTEXT_FIELDS)})"
+    if isinstance(uses, str | bytes) or not isinstance(uses, Iterable):
+        raise InvalidConfigError("uses", uses, why)
+    wanted = tuple(uses)
+    if not all(isinstance(f, str) and f in CONTEXT_FIELDS for f in wanted):
+        raise InvalidConfigError("uses", uses, why)
+    return wanted
+
+
 @attrs.frozen
 class _Entry(Generic[T]):
     factory: Callable[..., T]
@@ -100,7 +112,8 @@ class Registry(Generic[T]):
         takes as keyword arguments. A ``name`` that is not a registry name
         (:data:`NAME_PATTERN`: what a policy set's label, ``queueing+placement``, a list of
         them, a config file and the command line can all name) or a ``factory`` that is not
-        callable raises :class:`~kant.errors.InvalidConfigError` naming it; the registry is
+        callable, or ``uses`` that is not an iterable of context field names (a bare str
+        included), raises :class:`~kant.errors.InvalidConfigError` naming it; the registry is
         then unchanged."""
         if not isinstance(name, str) or _NAME.fullmatch(name) is None:
             raise InvalidConfigError("name", name, NAME_REASON)
@@ -111,10 +124,7 @@ class Registry(Generic[T]):
         key = name.lower()
         if key in self._entries:
             raise DuplicateError(f"{self.kind} policy {name!r} is already registered")
-        wanted = tuple(uses)
-        for f in wanted:
-            if f not in CONTEXT_FIELDS:
-                raise InvalidConfigError("uses", f, f"must be one of {', '.join(CONTEXT_FIELDS)}")
+        wanted = _uses(uses)
         self._entries[key] = _Entry(factory, wanted)
 
     def build(self, name: str, context: BuildContext | None = None, **options: Any) -> T:
@@ -133,10 +143,11 @@ class Registry(Generic[T]):
         return entry.factory(**kwargs, **options)
 
     def uses(self, name: str) -> tuple[str, ...]:
-        """The context fields the factory of ``name`` takes."""
+        """The context fields the factory of ``name`` takes (UnknownPolicyError for a
+        ``name`` not registered, or no string)."""
         try:
             return self._entries[name.lower()].uses
-        except KeyError:
+        except (KeyError, AttributeError):
             raise UnknownPolicyError(self.kind, name, self.names()) from None
 
     def names(self) -> list[str]:

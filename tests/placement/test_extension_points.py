@@ -456,6 +456,23 @@ def test_a_factory_that_is_not_callable_is_refused_and_the_registry_unchanged() 
     assert "not-a-factory" not in STRATEGIES
 
 
+@pytest.mark.parametrize("uses", [None, "seed", 3, ("seed", "epoch"), (["seed"],)])
+def test_uses_that_are_not_context_field_names_are_refused_naming_what_was_given(
+    uses: Any,
+) -> None:
+    # (None and 3 were a bare TypeError, "seed" a refusal of 's')
+    with pytest.raises(InvalidConfigError) as err:
+        register_strategy("test-uses", HighestSlot, uses=uses)
+    assert err.value.field == "uses" and err.value.value == uses
+    assert "test-uses" not in STRATEGIES
+
+
+@pytest.mark.parametrize("name", [3, None, ["binpack"]])
+def test_asking_the_uses_of_what_is_no_name_is_an_unknown_policy(name: Any) -> None:
+    with pytest.raises(UnknownPolicyError):  # (was an AttributeError or a TypeError)
+        STRATEGIES.uses(name)
+
+
 class Scores:
     """A strategy whose score is ``answer(slots)``."""
 
