@@ -34,7 +34,7 @@ import enum
 import logging
 import math
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Final
 
 import attrs
 from sortedcontainers import SortedList
@@ -66,7 +66,7 @@ from kant.model import (
     number,
 )
 from kant.queueing.backoff import Backoff
-from kant.queueing.order import ORDER_KEYS
+from kant.queueing.order import ORDER_KEYS, larger_first_order, paper_order
 
 logger = logging.getLogger(__name__)
 
@@ -373,6 +373,11 @@ def _pods_of(e: Entry, pods: Iterable[PodId]) -> list[PodId]:
     if not ok:
         raise UnknownPodError(next(p for p in pods if not known(p)))
     return pods
+
+
+_FINITE_ORDERS: Final = frozenset({paper_order, larger_first_order})
+"""kant's order keys: their keys hold the priority, submission time and size of a job
+accepted, never a NaN (so they are not looked into)."""
 
 
 def _unequal_to_itself(key: object) -> bool:
@@ -1143,7 +1148,7 @@ class Queue:
         item = (e.key, e.id)
         why = ""
         try:
-            if _unequal_to_itself(e.key):
+            if self.order not in _FINITE_ORDERS and _unequal_to_itself(e.key):
                 why = "holds a NaN, which is neither before nor after any key"
             else:
                 pos = int(self._order.bisect_right(item))
