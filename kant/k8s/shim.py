@@ -10,6 +10,7 @@ tests. Binding calls run on a small thread pool inside a cycle and are joined be
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import math
 import queue as queue_mod
@@ -566,7 +567,12 @@ class Shim:
             members[pid] = (f, b)
             objs[f.key] = p
         now = self.now()
-        for jid in sorted(by_job):
+        # jobs that keep their tenant within its nominal quota are taken back first, the
+        # others (quotas lowered while no shim ran) after, each in job id order: in job id
+        # order alone, a borrower taken back first could take the cohort's lendable GPUs
+        # and leave a job its tenant is guaranteed charged to no tenant
+        later: list[str] = []
+        for jid in itertools.chain(sorted(by_job), later):
             if jid in self._jobs:
                 continue
             members = by_job[jid]
@@ -599,14 +605,17 @@ class Shim:
                 restart.extend(f.key for f, _ in members.values())
                 continue
             bindings = tuple(b for _, b in members.values())
+            # the tenant it was charged to when it was bound, whatever its queue label or
+            # annotation says now (a pod bound by a kant that recorded none: what it says)
+            tenant = recorded_tenant(objs[lead.key]) or lead.tenant
+            if jid not in later and self._borrows(tenant, bindings):
+                later.append(jid)
+                continue
             runtimes = [f.runtime for f, _ in members.values() if f.runtime is not None]
             # (its start: when its first pod started, as the last shim's bind was then)
             started = [f.started for f, _ in members.values() if f.started is not None]
             base = _base(lead)
             history = self._adopted_history(base, objs[lead.key], jid)
-            # the tenant it was charged to when it was bound, whatever its queue label or
-            # annotation says now (a pod bound by a kant that recorded none: what it says)
-            tenant = recorded_tenant(objs[lead.key]) or lead.tenant
             try:
                 job = Job(
                     id=jid, tenant=tenant, priority=lead.priority,
@@ -641,6 +650,23 @@ class Shim:
             for pid, (f, _) in members.items():
                 self._id_of[f.key] = (jid, pid)
         return restart
+
+    def _borrows(self, tenant: str, bindings: Iterable[Binding]) -> bool:
+        """Would ``bindings``, taken back, take ``tenant`` above its nominal quota on a GPU
+        model, with what was taken back before them? (:meth:`adopt` takes such jobs back
+        last.) O(tenants x models + bindings)."""
+        admitter, cluster = self.scheduler.admitter, self.scheduler.cluster
+        if admitter.table.unlimited:
+            return False
+        ledger = admitter.ledger()
+        for b in bindings:
+            milli = b.total_milli
+            model = cluster.node(b.node).gpu_model if milli and b.node in cluster else None
+            if model is not None:
+                if not ledger.within_nominal(tenant, model, milli):
+                    return True
+                ledger.add(tenant, model, milli)
+        return False
 
     def _count_job(self, base: str, jid: str) -> None:
         """Job ``jid`` of ``base`` existed: the next job of ``base`` gets a later number (a

@@ -270,6 +270,30 @@ def test_a_restart_after_a_quota_was_lowered_holds_the_running_pods_it_cannot_ta
     assert not _overbooked(cluster)
 
 
+def test_a_restart_after_a_quota_was_lowered_takes_back_the_jobs_within_nominal_before_the_borrowers(
+    cluster: Cluster,
+) -> None:
+    cluster.node("n0")
+    cluster.node("n1")
+    quota = {"tenants": [{"name": "team-a", "quotas": {"H100": {"nominalQuota": 8}}},
+                         {"name": "team-b", "quotas": {"H100": {"nominalQuota": 8}}}]}  # fmt: skip
+    cluster.start_shim(quota)
+    cluster.pod("a", labels={"kant.io/queue": "team-b"})
+    cluster.pod("b", labels={"kant.io/queue": "team-a"})
+    wait_for(lambda: cluster.node_of("a") and cluster.node_of("b"), what="a and b bound")
+    cluster.stop_shims()
+    quota["tenants"][1]["quotas"]["H100"]["nominalQuota"] = 4  # the cohort lends 8 + 4
+    shim = cluster.start_shim(quota)
+    # team-a runs b within its nominal 8; team-b's a borrows 4 now, beyond what is lent with
+    # b counted. Taken back in job id order, a took the cohort's lendable GPUs first and b,
+    # which team-a is guaranteed, was held, charged to no tenant
+    assert f"{cluster.ns}/b" in shim._id_of
+    assert f"{cluster.ns}/a" in shim._held
+    assert shim.scheduler.admitter.used("team-a", "H100") == 8000
+    assert shim.scheduler.admitter.used("team-b", "H100") == 0
+    shim.scheduler.check_invariants()
+
+
 def test_a_restart_while_a_node_is_cordoned_takes_back_and_charges_the_gang_running_there(
     cluster: Cluster,
 ) -> None:
