@@ -44,6 +44,7 @@ from kant.errors import (
 from kant.model import (
     GPU_MODEL_SLASH_REASON,
     MILLI,
+    NAME_REASON,
     Binding,
     Job,
     PodId,
@@ -53,6 +54,7 @@ from kant.model import (
     is_finite_number,
     is_gpu_model,
     is_int,
+    is_name,
     name,
     number,
     pods_per_role,
@@ -73,7 +75,7 @@ class QuotaMode(enum.StrEnum):
 
 _milli = number(InvalidConfigError, low=0, integer=True, unit="GPU milli")
 _opt_milli = number(InvalidConfigError, low=0, integer=True, optional=True, unit="GPU milli")
-_name = name(InvalidConfigError, slash=True, reason="must be a non-empty name")
+_name = name(InvalidConfigError)  # (a job's tenant: no '/', no surrounding spaces)
 _model = satisfies(
     InvalidConfigError,
     lambda v: is_gpu_model(v, slash=True),
@@ -186,6 +188,9 @@ class QuotaTable:
                 raise DuplicateError(f"two quotas for tenant {q.tenant!r} on {q.gpu_model!r}")
             self.quotas[key] = q
         self.default_mode = _mode(default_mode, "default_mode")
+        for t in modes or ():
+            if not is_name(t):  # (a mode no job's tenant could ever have)
+                raise InvalidConfigError("modes", t, f"a tenant {NAME_REASON}")
         self.modes = {t: _mode(m, f"modes[{t!r}]") for t, m in (modes or {}).items()}
         for (t, model), q in self.quotas.items():
             # (Kueue refuses both on a ClusterQueue without a cohort; kant ignored them)

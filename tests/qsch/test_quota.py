@@ -11,7 +11,7 @@ from hypothesis import given, settings
 
 from kant.admission import Admitter, Quota, QuotaLedger, QuotaTable
 from kant.admission.quota import QuotaDecision, admit_quota
-from kant.errors import DuplicateError, InvalidConfigError, ValidationError
+from kant.errors import DuplicateError, InvalidConfigError, InvalidJobError, ValidationError
 from kant.model import MILLI, Binding, Job, PodId, ReasonCode, Resources, Role, VictimReason
 from kant.placement import Placer
 from kant.preemption import PreemptionPolicy
@@ -174,6 +174,23 @@ def test_a_quota_table_of_something_that_is_not_quotas_or_modes_is_refused_namin
         QuotaTable(**kw)  # type: ignore[arg-type]
     with pytest.raises(InvalidConfigError, match=named):
         Admitter(**kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("tenant", ["team/a", " a", "", 5])
+def test_a_quota_or_a_mode_for_a_tenant_no_job_can_belong_to_is_refused_naming_it(
+    tenant: object,
+) -> None:
+    # (a job's tenant is a name without '/' or surrounding spaces, as a config file's is:
+    # Quota.gpus("team/a", ...) and modes={"team/a": ...} were taken, a quota and a mode
+    # no job could ever use, while team/a's jobs, refused, could not say why)
+    with pytest.raises(InvalidJobError):
+        job("j", tenant=tenant)  # type: ignore[arg-type]
+    with pytest.raises(InvalidConfigError, match="field 'tenant'"):
+        Quota.gpus(tenant, "H100", 8)  # type: ignore[arg-type]
+    with pytest.raises(InvalidConfigError, match="field 'modes'"):
+        Admitter([Quota.gpus("a", "H100", 8)], modes={tenant: "isolated"})  # type: ignore[dict-item]
+    with pytest.raises(InvalidConfigError, match="field 'modes'"):
+        QuotaTable([], modes={tenant: "shared"})  # type: ignore[dict-item]
 
 
 def test_charging_a_job_at_once_is_all_or_none_and_uncharging_skips_pods_not_charged() -> None:
