@@ -116,6 +116,8 @@ class Quota:
                 return None
             if not is_finite_number(v):
                 raise InvalidConfigError(field, v, "must be a finite number of GPUs")
+            if v < 0:  # (said in the GPUs given, not in milli)
+                raise InvalidConfigError(field, v, "must be a number of GPUs >= 0")
             # counted on the number, not in its own type: a NumPy number multiplies in its
             # type (np.int16(70) * 1000 wraps around to 4464, np.uint8(8) * 1000 overflows)
             milli = (int(v) if isinstance(v, numbers.Integral) else float(v)) * MILLI
@@ -134,12 +136,17 @@ class Quota:
         nom = m(nominal, "nominal")
         if nom is None:
             raise InvalidConfigError("nominal", nominal, "must be a finite number of GPUs")
+        lend = m(lending_limit, "lending_limit")
+        if lend is not None and lend > nom:
+            raise InvalidConfigError(
+                "lending_limit", lending_limit, f"cannot exceed nominal ({_gpus(nom)} GPUs)"
+            )
         return cls(
             tenant=tenant,
             gpu_model=gpu_model,
             nominal=nom,
             borrowing_limit=m(borrowing_limit, "borrowing_limit"),
-            lending_limit=m(lending_limit, "lending_limit"),
+            lending_limit=lend,
         )
 
     @property

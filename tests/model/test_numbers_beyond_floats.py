@@ -157,7 +157,9 @@ def test_a_quota_in_gpus_of_a_small_numpy_type_is_that_number_of_gpus_in_milli(
 def test_a_quota_whose_gpus_in_milli_are_beyond_the_floats_is_refused_naming_the_field(
     gpus: Any, field: str
 ) -> None:
-    _assert_quota_refused(field, gpus, "must be a finite number of GPUs")
+    # (a negative one is said to be below 0, in the GPUs given, before its milli are counted)
+    said = "must be a number of GPUs >= 0" if gpus < 0 else "must be a finite number of GPUs"
+    _assert_quota_refused(field, gpus, said)
 
 
 def _assert_quota_refused(field: str, gpus: Any, said: str) -> None:

@@ -156,6 +156,25 @@ def test_quota_configuration_is_validated() -> None:
 
 
 @pytest.mark.parametrize(
+    ("kw", "said"),
+    [
+        ({"nominal": -1}, "'nominal' = -1: must be a number of GPUs >= 0"),
+        ({"borrowing_limit": -0.5}, "'borrowing_limit' = -0.5: must be a number of GPUs >= 0"),
+        ({"lending_limit": 2}, "'lending_limit' = 2: cannot exceed nominal (1 GPUs)"),
+        ({"lending_limit": 1.5}, "'lending_limit' = 1.5: cannot exceed nominal (1 GPUs)"),
+    ],
+)
+def test_a_quota_given_in_gpus_is_refused_in_the_gpus_it_was_given_in(
+    kw: dict[str, float], said: str
+) -> None:
+    # (Quota.gpus("a", "H100", -1) said "'nominal' = -1000: must be an int >= 0 (GPU milli)",
+    # and a lending limit of 2 GPUs on 1 "= 2000: cannot exceed nominal 1000")
+    args = {"nominal": 1, **kw}
+    with pytest.raises(InvalidConfigError, match=re.escape(said)):
+        Quota.gpus("a", "H100", **args)
+
+
+@pytest.mark.parametrize(
     ("field", "kw"),
     [
         ("quotas", {"quotas": 5}),
