@@ -572,6 +572,7 @@ class Shim:
         # order alone, a borrower taken back first could take the cohort's lendable GPUs
         # and leave a job its tenant is guaranteed charged to no tenant
         later: list[str] = []
+        deferred: set[str] = set()  # (later's jobs: each is deferred once)
         for jid in itertools.chain(sorted(by_job), later):
             if jid in self._jobs:
                 continue
@@ -608,8 +609,9 @@ class Shim:
             # the tenant it was charged to when it was bound, whatever its queue label or
             # annotation says now (a pod bound by a kant that recorded none: what it says)
             tenant = recorded_tenant(objs[lead.key]) or lead.tenant
-            if jid not in later and self._borrows(tenant, bindings):
+            if jid not in deferred and self._borrows(tenant, bindings):
                 later.append(jid)
+                deferred.add(jid)
                 continue
             runtimes = [f.runtime for f, _ in members.values() if f.runtime is not None]
             # (its start: when its first pod started, as the last shim's bind was then)
